@@ -1,0 +1,166 @@
+/* backend.h — the seam between the training loop and the hardware.
+ *
+ * A backend is a table of operations plus its own context (CPU: OpenMP/OpenBLAS and MPI; CUDA:
+ * stream, cuBLAS handle, NCCL communicator). The model and training code call only the backend_*
+ * functions below, so one graph runs on both. Tensors are row-major; the last dimension is
+ * contiguous. Every op has a CPU version, which is the reference the CUDA version is tested
+ * against. An op a backend does not (yet) provide fails with PT_ERR_UNSUPPORTED naming it. */
+#ifndef PTRAIN_BACKEND_H
+#define PTRAIN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptrain/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    PT_F32,
+    PT_BF16,
+    PT_F16,
+    PT_Q8_0, /* GGUF blocks of 32: fp16 scale + 32 int8 */
+    PT_Q4_0, /* GGUF blocks of 32: fp16 scale + 16 bytes of nibbles */
+    PT_Q4_1, /* GGUF blocks of 32: fp16 scale, fp16 min + 16 bytes of nibbles */
+    PT_NF4,  /* bitsandbytes NF4, blocks of 64 with double-quantized absmax */
+    PT_Q5_0, /* GGUF blocks of 32: fp16 scale, 4 bytes of high bits + 16 bytes of nibbles */
+    PT_Q5_1, /* GGUF blocks of 32: fp16 scale, fp16 min, high bits + nibbles */
+    PT_Q2_K, /* GGUF k-quant super-blocks of 256 (84 bytes) */
+    PT_Q3_K, /* GGUF k-quant super-blocks of 256 (110 bytes) */
+    PT_Q4_K, /* GGUF k-quant super-blocks of 256 (144 bytes) */
+    PT_Q5_K, /* GGUF k-quant super-blocks of 256 (176 bytes) */
+    PT_Q6_K, /* GGUF k-quant super-blocks of 256 (210 bytes) */
+    PT_DTYPE_COUNT
+} pt_dtype;
+
+typedef struct pt_backend pt_backend;
+
+/* Causal grouped-query attention over a batch of `batch` sequences: query row t of a sequence
+ * sits at position q_pos0 + t and sees key rows 0 .. q_pos0 + t of the same sequence (and, when
+ * segments is given, only keys of its own packed example). q is [batch*n_q, n_heads*head_dim],
+ * k and v are [batch*n_kv, n_kv_heads*head_dim]. */
+typedef struct {
+    int batch, n_q, n_kv, q_pos0;
+    int n_heads, n_kv_heads, head_dim;
+    float scale;
+    const int32_t *segments; /* [batch*n_kv] example ids for packing, or NULL */
+} pt_attention;
+
+typedef struct {
+    pt_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    void *data; /* backend memory: host for CPU, device for CUDA */
+    size_t nbytes;
+} pt_tensor;
+
+typedef struct {
+    const char *name;
+    void (*close)(pt_backend *be);
+    /* memory */
+    pt_status (*alloc)(pt_backend *be, pt_tensor *t);
+    void (*release)(pt_backend *be, pt_tensor *t);
+    pt_status (*upload)(pt_backend *be, pt_tensor *dst, const void *host, size_t nbytes);
+    pt_status (*download)(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes);
+    pt_status (*synchronize)(pt_backend *be);
+    /* linear algebra; x, y, dy, dx fp32 [M, *]; w [N, K] float or quantized */
+    pt_status (*matmul)(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
+    pt_status (*matmul_bwd_input)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                  float beta);
+    pt_status (*matmul_bwd_weight)(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                   float beta);
+    /* layers; host arrays (positions, frequencies, ids) are small and passed as pointers */
+    pt_status (*embed)(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+    pt_status (*rmsnorm_fwd)(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                             const pt_tensor *w, float eps);
+    pt_status (*rmsnorm_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
+                             const pt_tensor *w, const pt_tensor *rstd);
+    pt_status (*rope_fwd)(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+                          const float *inv_freq);
+    pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+                          const float *inv_freq);
+    pt_status (*attention_fwd)(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
+                               const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
+    pt_status (*attention_bwd)(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
+                               const pt_tensor *dout, const pt_tensor *q, const pt_tensor *k,
+                               const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
+                               const pt_attention *desc);
+    pt_status (*swiglu_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*swiglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                            const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*add)(pt_backend *be, pt_tensor *y, const pt_tensor *x); /* y += x */
+    pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum,
+                               const pt_tensor *logits, const int32_t *labels);
+    /* optimizer and communication */
+    pt_status (*adamw_step)(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
+                            pt_tensor *v, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, int step);
+    pt_status (*allreduce_sum)(pt_backend *be, pt_tensor *t);
+} pt_backend_ops;
+
+struct pt_backend {
+    const pt_backend_ops *ops;
+    void *ctx;
+    int device; /* GPU index for CUDA, -1 for CPU */
+};
+
+typedef struct {
+    const char *device; /* "auto", "cpu" or "cuda" */
+    int local_rank;     /* picks the GPU */
+    int threads;        /* OpenMP/OpenBLAS threads (CPU) */
+} pt_backend_options;
+
+/* Open the backend the options ask for; auto = CUDA when built and a GPU is visible, else CPU. */
+pt_status backend_open(const pt_backend_options *opts, pt_backend **out);
+void backend_close(pt_backend *be);
+/* The backends this binary was built with, e.g. "cpu cuda". */
+const char *backend_list(void);
+
+size_t dtype_size_bytes(pt_dtype dtype, int64_t nelem); /* bytes for nelem values, 0 if invalid */
+const char *dtype_name(pt_dtype dtype);
+int64_t tensor_numel(const pt_tensor *t);
+/* Describe a tensor of dtype and shape (fills nbytes); no memory is touched. */
+pt_tensor tensor_make(pt_dtype dtype, int ndim, const int64_t *shape);
+
+pt_status backend_alloc(pt_backend *be, pt_tensor *t);
+void backend_release(pt_backend *be, pt_tensor *t);
+pt_status backend_upload(pt_backend *be, pt_tensor *dst, const void *host, size_t nbytes);
+pt_status backend_download(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes);
+/* y[M,N] = x[M,K] @ w[N,K]^T + beta * y */
+pt_status backend_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
+/* dx[M,K] = dy[M,N] @ w[N,K] + beta * dx */
+pt_status backend_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy,
+                                   const pt_tensor *w, float beta);
+/* dw[N,K] = dy[M,N]^T @ x[M,K] + beta * dw */
+pt_status backend_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy,
+                                    const pt_tensor *x, float beta);
+pt_status backend_allreduce_sum(pt_backend *be, pt_tensor *t);
+pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                          const pt_tensor *w, float eps);
+pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+                       const float *inv_freq);
+pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
+                            const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
+pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+/* A view of rows [r0, r0+rows) of a 2-d tensor (no copy). */
+pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows);
+
+/* Shape checks shared by every backend's matmul: returns M, N, K through the pointers. */
+pt_status matmul_shapes(const pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int64_t *m,
+                        int64_t *n, int64_t *k);
+
+/* Backend constructors (cpu/backend_cpu.c, cuda/backend_cuda.cu). */
+pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out);
+#ifdef PTRAIN_HAVE_CUDA
+pt_status cuda_backend_open(const pt_backend_options *opts, pt_backend **out);
+int cuda_device_count(void); /* 0 when no GPU or driver is visible */
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

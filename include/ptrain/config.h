@@ -1,0 +1,158 @@
+/* config.h — the typed, validated contents of config.yaml.
+ *
+ * config_load() reads the YAML with libyaml, converts every known key to its C type, applies the
+ * defaults of the Python trainer users come from (see docs/configuration.md), and validates the
+ * values one by one and together. Errors name file:line:column, the key, what was expected and
+ * what was found. Unknown keys warn with a did-you-mean suggestion. */
+#ifndef PTRAIN_CONFIG_H
+#define PTRAIN_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ptrain/error.h"
+
+typedef struct {
+    char **items;
+    int n;
+} pt_strlist;
+
+typedef struct {
+    char **keys;
+    char **values;
+    int n;
+} pt_strmap;
+
+/* A value that is auto, false or true (assistant_only_loss). */
+typedef enum { PT_AUTO = -1, PT_FALSE = 0, PT_TRUE = 1 } pt_tristate;
+
+/* resume_from_checkpoint: false, true (newest in output_dir) or a path. */
+typedef struct {
+    bool on;
+    char *path; /* NULL when on means "newest complete checkpoint in output_dir" */
+} pt_resume;
+
+typedef struct {
+    char *name; /* HF dataset id (resolved in the local HF cache) or a local file/dir */
+    char *split_type;
+    pt_strlist data_files;
+    char *format;
+    pt_strmap rename;
+    bool filter_data;
+    char *filter_column_value;
+    char *filter_value;
+    long num_samples; /* -1: all rows */
+    bool shuffle;
+    long seed;
+    int line; /* where this entry starts in the config file */
+} pt_dataset_config;
+
+typedef struct {
+    char *path; /* the file this came from */
+
+    /* model and precision */
+    char *model_name;
+    char *revision;
+    long max_seq_length;
+    bool load_in_4bit;
+    bool load_in_8bit;
+    char *dtype;
+    bool full_finetuning;
+    char *chat_template;
+    pt_tristate assistant_only_loss;
+    bool train;
+    char *device_map;
+    char *device;
+    long threads; /* 0: cores of the node / ranks on the node */
+
+    pt_dataset_config *datasets;
+    int n_datasets;
+
+    /* LoRA */
+    long lora_r;
+    double lora_alpha;
+    double lora_dropout;
+    char *lora_bias;
+    pt_strlist lora_target_modules;
+    bool use_gradient_checkpointing;
+    long random_state;
+    bool use_rslora;
+
+    /* training */
+    long per_device_train_batch_size;
+    long gradient_accumulation_steps;
+    long warmup_steps;
+    double warmup_ratio; /* used when set (config_is_set) */
+    double learning_rate;
+    double num_train_epochs;
+    long max_steps; /* -1: run num_train_epochs */
+    char *optim;
+    char *lr_scheduler_type;
+    double weight_decay;
+    double max_grad_norm;
+    double adam_beta1, adam_beta2, adam_epsilon;
+    long seed;
+    char *output_dir;
+    long logging_steps;
+    bool packing;
+    char *dataset_text_field;
+    long per_device_eval_batch_size;
+
+    /* multi-GPU, checkpoints, evaluation */
+    bool ddp_find_unused_parameters;
+    char *save_strategy;
+    long save_steps;
+    long save_total_limit; /* 0: keep all */
+    char *final_model_dir;
+    pt_resume resume_from_checkpoint;
+    double val_split_ratio; /* 0: no eval set */
+    char *eval_strategy;
+    long eval_steps;
+    bool load_best_model_at_end;
+    char *metric_for_best_model;
+    bool greater_is_better;
+    long early_stopping_patience; /* 0: no early stopping */
+    double early_stopping_threshold;
+
+    /* publishing (rank 0 only) */
+    bool push_to_hub;
+    char *hub_model_id;
+    char *hub_strategy;
+    bool hub_private;
+    bool huggingface_save;
+    char *hf_model_name;
+    bool huggingface_save_gguf;
+    pt_strlist quantization_method;
+    bool ollama_save;
+    char *ollama_model;
+    pt_strmap model_parameters;
+
+    unsigned char *is_set; /* one flag per key of the key table: given in the file */
+    int *key_line, *key_col; /* where each given key's value starts (1-based) */
+} pt_config;
+
+/* Parse and validate the YAML file at path. On failure *cfg is left empty and the error message
+ * lists each problem as "path:line:col: key: ...". Warnings are written to warn (may be NULL). */
+pt_status config_load(const char *path, pt_config *cfg, FILE *warn);
+/* The same for YAML text already in memory; name is used in messages. */
+pt_status config_parse(const char *name, const char *text, size_t len, pt_config *cfg, FILE *warn);
+/* Checks that depend on the launch: device_map under several ranks. */
+pt_status config_validate_launch(const pt_config *cfg, int world_size);
+void config_free(pt_config *cfg);
+
+/* Whether key (a top-level key name, aliases resolved) was given in the file. */
+bool config_is_set(const pt_config *cfg, const char *key);
+/* The resolved value of a top-level key as text, as `ptrain check` prints it; NULL if unknown. */
+char *config_value_text(const pt_config *cfg, const char *key);
+/* Print the resolved configuration as a two-column table. */
+void config_print(const pt_config *cfg, FILE *out);
+/* A 64-bit hash of the resolved configuration (everything config_print shows). */
+uint64_t config_hash(const pt_config *cfg);
+/* The names of all top-level keys, NULL-terminated (for tests and docs). */
+const char *const *config_key_names(void);
+
+/* Edit distance between two short strings, for did-you-mean suggestions. */
+int config_edit_distance(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,49 @@
+/* dist.h — the processes of one job: MPI world and node-local ranks, agreement on failure, the
+ * config hash compare and the NCCL unique-id exchange. Rank and local rank always come from MPI;
+ * SLURM_* variables are read only for logging. */
+#ifndef PTRAIN_DIST_H
+#define PTRAIN_DIST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ptrain/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PT_NCCL_ID_BYTES 128
+
+typedef struct {
+    int rank, world;             /* MPI_COMM_WORLD */
+    int local_rank, local_world; /* ranks sharing this node (MPI_COMM_TYPE_SHARED) */
+    int node_cores;              /* online CPUs on this node */
+    int bound_cores;             /* CPUs this process may run on (launcher binding), 0 if unknown */
+    bool mpi;                    /* MPI was initialised by dist_init */
+    unsigned char nccl_id[PT_NCCL_ID_BYTES];
+    bool have_nccl_id;
+} pt_dist;
+
+pt_status dist_init(pt_dist *d, int *argc, char ***argv);
+void dist_finalize(pt_dist *d);
+/* Every rank learns whether any rank failed. A failing rank prints its own error (a rank other
+ * than 0 stays quiet when its message is the same as rank 0's); every rank then returns the
+ * highest failing status, so the whole job exits non-zero together. */
+pt_status dist_agree(const pt_dist *d, pt_status local);
+/* Fail on the ranks whose resolved config differs from rank 0's. */
+pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what);
+/* Rank 0 makes the NCCL unique id and broadcasts it (needs the CUDA build). */
+pt_status dist_share_nccl_id(pt_dist *d);
+/* Threads per rank for threads: auto — OMP_NUM_THREADS when set, else the node's cores divided by
+ * the ranks on the node, capped by the CPUs the launcher bound this rank to. */
+int dist_default_threads(const pt_dist *d);
+
+#ifdef PTRAIN_HAVE_CUDA
+pt_status cuda_nccl_unique_id(unsigned char out[PT_NCCL_ID_BYTES]);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,31 @@
+/* quant.h — block formats of quantized weights (GGUF Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, the k-quants
+ * Q2_K/Q3_K/Q4_K/Q5_K/Q6_K, fp16, bf16) and their conversion to fp32, row by row, so a matmul can
+ * dequantize one tile of a weight at a time and never holds a full-precision copy of the base
+ * model. */
+#ifndef PTRAIN_QUANT_H
+#define PTRAIN_QUANT_H
+
+#include <stdint.h>
+
+#include "ptrain/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t b);
+uint16_t quant_f32_to_bf16(float f); /* round to nearest even */
+
+/* Convert n values (a multiple of the dtype's block: 32, or 256 for the k-quants) starting at src
+ * into dst, exactly as ggml's dequantize_row_* does. */
+pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int64_t n);
+/* Quantize n fp32 values into dtype (the reference quantizers, used to make test weights): f32,
+ * f16, bf16, q8_0, q4_0 and q4_1; others fail with PT_ERR_UNSUPPORTED. */
+pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

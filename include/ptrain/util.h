@@ -1,0 +1,25 @@
+/* util.h — small helpers used across modules: a growable string buffer and string copies. */
+#ifndef PTRAIN_UTIL_H
+#define PTRAIN_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} strbuf;
+
+void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_free(strbuf *sb);
+/* The buffer's text ("" when empty); stays owned by sb. */
+const char *sb_text(const strbuf *sb);
+
+/* strdup that aborts the process on out-of-memory (strings here are tiny). */
+char *xstrdup(const char *s);
+/* FNV-1a 64-bit hash, chained through h (start with UTIL_FNV_INIT). */
+#define UTIL_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t util_fnv1a(uint64_t h, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,59 @@
+#!/bin/sh
+# debian.sh — set up a fresh Debian 12 machine for ptrain, build it, and run the demo or the tests.
+#   share/scripts/debian.sh demo    install packages, build, fetch SmolLM2, run the demo fine-tune
+#   share/scripts/debian.sh test    install packages, build (plain + sanitizers), run every test
+# The CUDA backend is built when nvcc is on PATH or in /usr/local/cuda (the CUDA Toolkit, cuBLAS
+# and NCCL come from NVIDIA, not from Debian).
+set -eu
+cmd=${1:-}
+case "$cmd" in
+demo | test | deps | build) ;;
+*)
+    echo "usage: $0 demo|test|deps|build" >&2
+    exit 2
+    ;;
+esac
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top"
+jobs=$(nproc)
+
+PACKAGES="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev \
+libyaml-dev libhdf5-dev hdf5-tools libopenblas-dev libjansson-dev libpcre2-dev libcmocka-dev \
+python3 python3-pip ca-certificates"
+# the tests also start a throw-away one-node Slurm cluster
+[ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge"
+
+install_packages() {
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    $sudo apt-get update -q
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $PACKAGES
+}
+
+# build DIR [configure options...]: an out-of-tree build in DIR
+build() {
+    dir=$1
+    shift
+    [ -x configure ] || autoreconf -fi
+    mkdir -p "$dir"
+    (cd "$dir" && { [ -f Makefile ] || ../configure "$@"; } && make -j"$jobs")
+}
+
+install_packages
+[ "$cmd" = deps ] && exit 0
+PATH=$PATH:/usr/local/cuda/bin
+export PATH
+build build
+[ "$cmd" = build ] && exit 0
+
+if [ "$cmd" = test ]; then
+    # the MPI tests run as root in CI containers, and with more ranks than cores
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_rmaps_base_oversubscribe=yes
+    build build-san --enable-sanitizers --without-cuda
+    exec tests/run-tests.sh build build-san
+fi
+
+share/scripts/fetch-model.sh models
+exec build/ptrain check share/examples/smollm2-demo.yaml

@@ -1,0 +1,262 @@
+/* backend.c — choosing a backend and the checked front doors to its operations. Each front door
+ * validates what every backend would otherwise re-check (shapes, dtypes, a missing op), so the
+ * backends themselves stay short. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include "ptrain/backend.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int block;     /* values per block */
+    size_t bytes;  /* bytes per block */
+} dtype_info[PT_DTYPE_COUNT] = {
+    [PT_F32] = {"f32", 1, 4},    [PT_BF16] = {"bf16", 1, 2},  [PT_F16] = {"f16", 1, 2},
+    [PT_Q8_0] = {"q8_0", 32, 34}, [PT_Q4_0] = {"q4_0", 32, 18}, [PT_Q4_1] = {"q4_1", 32, 20},
+    [PT_NF4] = {"nf4", 64, 32},
+    [PT_Q5_0] = {"q5_0", 32, 22}, [PT_Q5_1] = {"q5_1", 32, 24}, [PT_Q2_K] = {"q2_k", 256, 84},
+    [PT_Q3_K] = {"q3_k", 256, 110}, [PT_Q4_K] = {"q4_k", 256, 144}, [PT_Q5_K] = {"q5_k", 256, 176},
+    [PT_Q6_K] = {"q6_k", 256, 210},
+};
+
+const char *dtype_name(pt_dtype dtype)
+{
+    return (unsigned)dtype < PT_DTYPE_COUNT ? dtype_info[dtype].name : "invalid";
+}
+
+size_t dtype_size_bytes(pt_dtype dtype, int64_t nelem)
+{
+    if ((unsigned)dtype >= PT_DTYPE_COUNT || nelem < 0 || nelem % dtype_info[dtype].block) return 0;
+    return (size_t)(nelem / dtype_info[dtype].block) * dtype_info[dtype].bytes;
+}
+
+int64_t tensor_numel(const pt_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+pt_tensor tensor_make(pt_dtype dtype, int ndim, const int64_t *shape)
+{
+    pt_tensor t = {.dtype = dtype, .ndim = ndim};
+    for (int i = 0; i < ndim && i < 4; i++) t.shape[i] = shape[i];
+    t.nbytes = dtype_size_bytes(dtype, tensor_numel(&t));
+    return t;
+}
+
+const char *backend_list(void)
+{
+#ifdef PTRAIN_HAVE_CUDA
+    return "cpu cuda";
+#else
+    return "cpu";
+#endif
+}
+
+pt_status backend_open(const pt_backend_options *opts, pt_backend **out)
+{
+    const char *dev = opts->device ? opts->device : "auto";
+    *out = NULL;
+    if (strcmp(dev, "cpu") == 0) return cpu_backend_open(opts, out);
+#ifdef PTRAIN_HAVE_CUDA
+    int gpus = cuda_device_count();
+    if (strcmp(dev, "cuda") == 0 && gpus == 0)
+        return ERR(PT_ERR_USER, "device: cuda, but no GPU is visible to this process (check "
+                                "nvidia-smi and CUDA_VISIBLE_DEVICES), or use device: cpu");
+    if (gpus > 0) return cuda_backend_open(opts, out);
+#else
+    if (strcmp(dev, "cuda") == 0)
+        return ERR(PT_ERR_USER, "device: cuda, but this ptrain was built without CUDA; rebuild with "
+                                "./configure --with-cuda, or use device: cpu");
+#endif
+    return cpu_backend_open(opts, out);
+}
+
+void backend_close(pt_backend *be)
+{
+    if (be) be->ops->close(be);
+}
+
+#define NEED_OP(be, op)                                                                            \
+    do {                                                                                           \
+        if (!(be)->ops->op)                                                                        \
+            return ERR(PT_ERR_UNSUPPORTED, "the %s backend has no %s operation", (be)->ops->name, #op); \
+    } while (0)
+
+pt_status backend_alloc(pt_backend *be, pt_tensor *t)
+{
+    if (t->nbytes == 0 && tensor_numel(t) > 0)
+        return ERR(PT_ERR_INTERNAL, "tensor of %s with %lld values is not whole blocks", dtype_name(t->dtype),
+                   (long long)tensor_numel(t));
+    return be->ops->alloc(be, t);
+}
+
+void backend_release(pt_backend *be, pt_tensor *t)
+{
+    if (t->data) be->ops->release(be, t);
+    t->data = NULL;
+}
+
+pt_status backend_upload(pt_backend *be, pt_tensor *dst, const void *host, size_t nbytes)
+{
+    if (nbytes != dst->nbytes)
+        return ERR(PT_ERR_INTERNAL, "upload of %zu bytes into a tensor of %zu", nbytes, dst->nbytes);
+    return be->ops->upload(be, dst, host, nbytes);
+}
+
+pt_status backend_download(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes)
+{
+    if (nbytes != src->nbytes)
+        return ERR(PT_ERR_INTERNAL, "download of %zu bytes from a tensor of %zu", nbytes, src->nbytes);
+    return be->ops->download(be, src, host, nbytes);
+}
+
+pt_status matmul_shapes(const pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int64_t *m,
+                        int64_t *n, int64_t *k)
+{
+    if (x->ndim != 2 || w->ndim != 2 || y->ndim != 2)
+        return ERR(PT_ERR_INTERNAL, "matmul needs 2-d tensors (got %d, %d, %d)", y->ndim, x->ndim, w->ndim);
+    *m = x->shape[0];
+    *k = x->shape[1];
+    *n = w->shape[0];
+    if (w->shape[1] != *k || y->shape[0] != *m || y->shape[1] != *n)
+        return ERR(PT_ERR_INTERNAL, "matmul shapes: y[%lld,%lld] = x[%lld,%lld] @ w[%lld,%lld]^T",
+                   (long long)y->shape[0], (long long)y->shape[1], (long long)*m, (long long)*k,
+                   (long long)w->shape[0], (long long)w->shape[1]);
+    if (x->dtype != PT_F32 || y->dtype != PT_F32)
+        return ERR(PT_ERR_INTERNAL, "matmul activations must be f32 (got %s, %s)", dtype_name(x->dtype),
+                   dtype_name(y->dtype));
+    return PT_OK;
+}
+
+pt_status backend_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta)
+{
+    int64_t m, n, k;
+    TRY(matmul_shapes(y, x, w, &m, &n, &k));
+    NEED_OP(be, matmul);
+    return be->ops->matmul(be, y, x, w, beta);
+}
+
+pt_status backend_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy,
+                                   const pt_tensor *w, float beta)
+{
+    int64_t m, n, k;
+    TRY(matmul_shapes(dy, dx, w, &m, &n, &k));
+    NEED_OP(be, matmul_bwd_input);
+    return be->ops->matmul_bwd_input(be, dx, dy, w, beta);
+}
+
+pt_status backend_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy,
+                                    const pt_tensor *x, float beta)
+{
+    int64_t m, n, k;
+    TRY(matmul_shapes(dy, x, dw, &m, &n, &k));
+    if (dw->dtype != PT_F32) return ERR(PT_ERR_INTERNAL, "weight gradients are f32 (got %s)", dtype_name(dw->dtype));
+    NEED_OP(be, matmul_bwd_weight);
+    return be->ops->matmul_bwd_weight(be, dw, dy, x, beta);
+}
+
+pt_status backend_allreduce_sum(pt_backend *be, pt_tensor *t)
+{
+    if (t->dtype != PT_F32) return ERR(PT_ERR_INTERNAL, "all-reduce takes f32 (got %s)", dtype_name(t->dtype));
+    NEED_OP(be, allreduce_sum);
+    return be->ops->allreduce_sum(be, t);
+}
+
+pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows)
+{
+    pt_tensor v = *t;
+    size_t row_bytes = dtype_size_bytes(t->dtype, t->shape[1]);
+    v.shape[0] = rows;
+    v.data = (char *)t->data + (size_t)r0 * row_bytes;
+    v.nbytes = (size_t)rows * row_bytes;
+    return v;
+}
+
+static pt_status need_f32(const pt_tensor *t, const char *op, const char *what)
+{
+    if (t->dtype != PT_F32)
+        return ERR(PT_ERR_INTERNAL, "%s: %s must be f32 (got %s)", op, what, dtype_name(t->dtype));
+    return PT_OK;
+}
+
+static pt_status need_same_shape(const pt_tensor *a, const pt_tensor *b, const char *op)
+{
+    if (tensor_numel(a) != tensor_numel(b) || a->shape[a->ndim - 1] != b->shape[b->ndim - 1])
+        return ERR(PT_ERR_INTERNAL, "%s: shapes differ (%lld vs %lld values)", op,
+                   (long long)tensor_numel(a), (long long)tensor_numel(b));
+    return PT_OK;
+}
+
+pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids)
+{
+    TRY(need_f32(out, "embed", "out"));
+    if (table->ndim != 2 || out->shape[out->ndim - 1] != table->shape[1])
+        return ERR(PT_ERR_INTERNAL, "embed: rows of %lld into a table of width %lld",
+                   (long long)out->shape[out->ndim - 1], (long long)table->shape[1]);
+    int64_t n = tensor_numel(out) / table->shape[1];
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= table->shape[0])
+            return ERR(PT_ERR_USER, "token id %d is outside the vocabulary (%lld tokens)", ids[i],
+                       (long long)table->shape[0]);
+    NEED_OP(be, embed);
+    return be->ops->embed(be, out, table, ids);
+}
+
+pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                          const pt_tensor *w, float eps)
+{
+    TRY(need_f32(x, "rmsnorm", "x"));
+    TRY(need_f32(w, "rmsnorm", "weight"));
+    TRY(need_same_shape(y, x, "rmsnorm"));
+    if (tensor_numel(w) != x->shape[x->ndim - 1])
+        return ERR(PT_ERR_INTERNAL, "rmsnorm: weight of %lld for rows of %lld", (long long)tensor_numel(w),
+                   (long long)x->shape[x->ndim - 1]);
+    NEED_OP(be, rmsnorm_fwd);
+    return be->ops->rmsnorm_fwd(be, y, rstd, x, w, eps);
+}
+
+pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+                       const float *inv_freq)
+{
+    TRY(need_f32(x, "rope", "x"));
+    if (head_dim % 2 || x->shape[x->ndim - 1] != (int64_t)n_heads * head_dim)
+        return ERR(PT_ERR_INTERNAL, "rope: rows of %lld for %d heads of %d", (long long)x->shape[x->ndim - 1],
+                   n_heads, head_dim);
+    NEED_OP(be, rope_fwd);
+    return be->ops->rope_fwd(be, x, n_heads, head_dim, pos, inv_freq);
+}
+
+pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
+                            const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
+{
+    int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
+    if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || q->shape[1] != qw || k->shape[1] != kw ||
+        v->shape[1] != kw || q->shape[0] != (int64_t)a->batch * a->n_q || k->shape[0] < (int64_t)a->batch * a->n_kv ||
+        a->q_pos0 + a->n_q > a->n_kv)
+        return ERR(PT_ERR_INTERNAL, "attention: inconsistent shapes (q %lldx%lld, k %lldx%lld, %d heads, "
+                   "%d kv heads, %d queries at %d over %d keys)", (long long)q->shape[0], (long long)q->shape[1],
+                   (long long)k->shape[0], (long long)k->shape[1], a->n_heads, a->n_kv_heads, a->n_q,
+                   a->q_pos0, a->n_kv);
+    TRY(need_same_shape(out, q, "attention"));
+    NEED_OP(be, attention_fwd);
+    return be->ops->attention_fwd(be, out, lse, q, k, v, a);
+}
+
+pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
+{
+    TRY(need_same_shape(gate, up, "swiglu"));
+    TRY(need_same_shape(y, up, "swiglu"));
+    NEED_OP(be, swiglu_fwd);
+    return be->ops->swiglu_fwd(be, y, gate, up);
+}
+
+pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
+{
+    TRY(need_same_shape(y, x, "add"));
+    NEED_OP(be, add);
+    return be->ops->add(be, y, x);
+}

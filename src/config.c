@@ -1,0 +1,497 @@
+/* config.c — read config.yaml with libyaml's document loader and fill pt_config.
+ *
+ * The walk is driven by the key tables in config_keys.c: each mapping key is looked up, its value
+ * node converted by type, and its position kept for later messages. Problems are collected so the
+ * user sees every mistake at once, one line each: "file:line:col: key: expected ..., found ...". */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config_internal.h"
+
+bool config_check_values(pt_config *cfg, strbuf *errors);
+const char *config_shown(const char *text, char *out, size_t outlen);
+
+typedef struct {
+    yaml_document_t *doc;
+    const char *file;
+    strbuf errors;
+    FILE *warn;
+} walk;
+
+static void walk_error(walk *w, const yaml_node_t *node, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void walk_verror(walk *w, size_t line, size_t col, const char *key, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    sb_printf(&w->errors, "%s%s:%zu:%zu: %s%s%s", w->errors.len ? "\n" : "", w->file, line, col,
+              key ? key : "", key ? ": " : "", msg);
+}
+
+static void walk_error(walk *w, const yaml_node_t *node, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    walk_verror(w, node->start_mark.line + 1, node->start_mark.column + 1, key, fmt, ap);
+    va_end(ap);
+}
+
+/* The same at a 1-based position kept from the walk (a value that breaks a rule). */
+static void walk_error_at(walk *w, int line, int col, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void walk_error_at(walk *w, int line, int col, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    walk_verror(w, (size_t)line, (size_t)col, key, fmt, ap);
+    va_end(ap);
+}
+
+static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
+{
+    if (!w->warn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(w->warn, "ptrain: warning: %s:%zu:%zu: ", w->file, node->start_mark.line + 1,
+            node->start_mark.column + 1);
+    vfprintf(w->warn, fmt, ap);
+    fputc('\n', w->warn);
+    va_end(ap);
+}
+
+static const char *node_kind(const yaml_node_t *node)
+{
+    switch (node->type) {
+    case YAML_SEQUENCE_NODE: return "a list";
+    case YAML_MAPPING_NODE: return "a mapping";
+    default: return "a scalar";
+    }
+}
+
+static const char *scalar_text(const yaml_node_t *node) { return (const char *)node->data.scalar.value; }
+
+static bool scalar_is_null(const yaml_node_t *node)
+{
+    if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return false;
+    const char *t = scalar_text(node);
+    return !*t || !strcmp(t, "~") || !strcmp(t, "null") || !strcmp(t, "Null") || !strcmp(t, "NULL");
+}
+
+/* A scalar node's text, or NULL (after reporting) when it is not a clean scalar. */
+static const char *want_scalar(walk *w, const key_spec *spec, const char *key, yaml_node_t *node)
+{
+    if (node->type != YAML_SCALAR_NODE) {
+        char expected[512];
+        key_expected(spec, expected, sizeof expected);
+        walk_error(w, node, key, "expected %s, found %s", expected, node_kind(node));
+        return NULL;
+    }
+    if (strlen(scalar_text(node)) != node->data.scalar.length) {
+        walk_error(w, node, key, "the value contains a NUL byte");
+        return NULL;
+    }
+    return scalar_text(node);
+}
+
+static void set_scalar(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
+    const char *text = want_scalar(w, spec, key, node);
+    char why[1024];
+    if (text && !key_set_scalar(spec, base, text, why, sizeof why)) walk_error(w, node, key, "%s", why);
+}
+
+static void set_list(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
+    if (node->type != YAML_SEQUENCE_NODE) {
+        set_scalar(w, spec, key, node, base);
+        return;
+    }
+    pt_strlist *list = (pt_strlist *)((char *)base + spec->offset);
+    strlist_free(list);
+    pt_strlist fresh = {0};
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(w->doc, *it);
+        const char *text = want_scalar(w, spec, key, item);
+        char why[1024];
+        if (!text) continue;
+        /* convert each item as if it were the whole value, then move it over */
+        if (!key_set_scalar(spec, base, text, why, sizeof why)) {
+            walk_error(w, item, key, "%s", why);
+            continue;
+        }
+        for (int i = 0; i < list->n; i++) strlist_push(&fresh, list->items[i]);
+        strlist_free(list);
+    }
+    *list = fresh;
+}
+
+static void set_map(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
+    if (node->type != YAML_MAPPING_NODE) {
+        walk_error(w, node, key, "expected a mapping of names to values, found %s", node_kind(node));
+        return;
+    }
+    pt_strmap *map = (pt_strmap *)((char *)base + spec->offset);
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        /* the mapping itself is right here; say which part of an entry is not a plain value */
+        if (k->type != YAML_SCALAR_NODE) {
+            walk_error(w, k, key, "expected a name, found %s", node_kind(k));
+            continue;
+        }
+        if (v->type != YAML_SCALAR_NODE) {
+            char shown[96];
+            walk_error(w, v, key, "expected a plain value for \"%s\", found %s",
+                       config_shown(scalar_text(k), shown, sizeof shown), node_kind(v));
+            continue;
+        }
+        const char *ks = want_scalar(w, spec, key, k), *vs = want_scalar(w, spec, key, v);
+        if (!ks || !vs) continue;
+        map->keys = realloc(map->keys, sizeof(char *) * (size_t)(map->n + 1));
+        map->values = realloc(map->values, sizeof(char *) * (size_t)(map->n + 1));
+        if (!map->keys || !map->values) abort();
+        map->keys[map->n] = xstrdup(ks);
+        map->values[map->n++] = xstrdup(vs);
+    }
+}
+
+/* device_map: a word (auto, balanced, cpu, cuda:0 ...) or the mapping {"": N}. */
+static void set_devmap(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
+    char **slot = (char **)((char *)base + spec->offset);
+    if (node->type != YAML_MAPPING_NODE) {
+        set_scalar(w, spec, key, node, base);
+        return;
+    }
+    yaml_node_pair_t *p = node->data.mapping.pairs.start;
+    if (node->data.mapping.pairs.top - p != 1) {
+        walk_error(w, node, key, "expected one entry {\"\": DEVICE}, found %d entries",
+                   (int)(node->data.mapping.pairs.top - p));
+        return;
+    }
+    yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+    yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+    if (k->type != YAML_SCALAR_NODE || *scalar_text(k) || v->type != YAML_SCALAR_NODE) {
+        walk_error(w, node, key, "expected the whole model on one device, {\"\": DEVICE}");
+        return;
+    }
+    char text[256];
+    snprintf(text, sizeof text, "{\"\": %s}", scalar_text(v));
+    free(*slot);
+    *slot = xstrdup(text);
+}
+
+static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n, void *base,
+                         const char *prefix, unsigned char *is_set, int *line, int *col);
+
+static void add_dataset(walk *w, pt_config *cfg, yaml_node_t *item, int index)
+{
+    pt_dataset_config *grown = realloc(cfg->datasets, sizeof *grown * (size_t)(cfg->n_datasets + 1));
+    if (!grown) abort();
+    cfg->datasets = grown;
+    pt_dataset_config *ds = &cfg->datasets[cfg->n_datasets++];
+    memset(ds, 0, sizeof *ds);
+    key_apply_defaults(dataset_keys, dataset_nkeys, ds);
+    ds->seed = -1;
+    ds->line = (int)item->start_mark.line + 1;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "dataset[%d]", index);
+    if (item->type == YAML_SCALAR_NODE && !scalar_is_null(item)) {
+        ds->name = xstrdup(scalar_text(item));
+        if (!*ds->name) walk_error(w, item, prefix, "name is required (an HF dataset id or a local file)");
+        return;
+    }
+    if (item->type != YAML_MAPPING_NODE) {
+        walk_error(w, item, prefix, "expected a mapping with a name (e.g. - name: \"yahma/alpaca-cleaned\"), found %s",
+                   scalar_is_null(item) ? "nothing" : node_kind(item));
+        return;
+    }
+    unsigned char seen[32] = {0};
+    int line[32] = {0}, col[32] = {0};
+    walk_mapping(w, item, dataset_keys, dataset_nkeys, ds, prefix, seen, line, col);
+    if (!ds->name || !*ds->name)
+        walk_error(w, item, prefix, "name is required (an HF dataset id or a local file)");
+    /* the rules of one entry, reported at the value that breaks them (both keys were given) */
+    char key[96];
+    int i = key_index(dataset_keys, dataset_nkeys, "filter_data");
+    if (ds->filter_data && (!ds->filter_column_value || !ds->filter_value)) {
+        snprintf(key, sizeof key, "%s.filter_data", prefix);
+        walk_error_at(w, line[i], col[i], key, "needs filter_column_value and filter_value");
+    }
+    i = key_index(dataset_keys, dataset_nkeys, "format");
+    if (!strcmp(ds->format, "parquet") || !strcmp(ds->format, "csv")) {
+        snprintf(key, sizeof key, "%s.format", prefix);
+        walk_error_at(w, line[i], col[i], key,
+                      "ptrain reads json and jsonl; convert first, e.g. python3 -c \"import pandas as p; "
+                      "p.read_%s('IN').to_json('OUT.jsonl', orient='records', lines=True)\"",
+                      ds->format);
+    }
+}
+
+static void set_datasets(walk *w, pt_config *cfg, yaml_node_t *node)
+{
+    if (scalar_is_null(node)) {
+        walk_error(w, node, "dataset", "expected a list of datasets, each a mapping with a name, found "
+                                       "nothing");
+        return;
+    }
+    if (node->type != YAML_SEQUENCE_NODE) {
+        add_dataset(w, cfg, node, 0);
+        return;
+    }
+    int i = 0;
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++)
+        add_dataset(w, cfg, yaml_document_get_node(w->doc, *it), i++);
+    if (i == 0) walk_error(w, node, "dataset", "expected at least one dataset, found an empty list");
+}
+
+static void set_value(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
+    switch (spec->type) {
+    case K_STRLIST: set_list(w, spec, key, node, base); break;
+    case K_STRMAP: set_map(w, spec, key, node, base); break;
+    case K_DEVMAP: set_devmap(w, spec, key, node, base); break;
+    case K_SECRET:
+        walk_warn(w, node, "%s: a token in a config file is never used (it would reach logs and "
+                           "checkpoints); export HF_TOKEN instead", key);
+        break;
+    default: set_scalar(w, spec, key, node, base); break;
+    }
+}
+
+static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n, void *base,
+                         const char *prefix, unsigned char *is_set, int *line, int *col)
+{
+    int first_line[128] = {0};
+    const char *first_name[128] = {0};
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        if (k->type != YAML_SCALAR_NODE) {
+            walk_error(w, k, prefix, "expected a key name, found %s", node_kind(k));
+            continue;
+        }
+        const char *name = scalar_text(k);
+        char key[160], shown[96];
+        snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "",
+                 config_shown(name, shown, sizeof shown));
+        int i = key_index(table, n, name);
+        if (i < 0) {
+            const char *hint = key_suggest(table, n, name);
+            if (hint)
+                walk_warn(w, k, "unknown key \"%s\" (did you mean \"%s\"?); ignored", key, hint);
+            else
+                walk_warn(w, k, "unknown key \"%s\"; ignored", key);
+            continue;
+        }
+        if (first_line[i]) {
+            if (strcmp(name, first_name[i]) != 0) /* once by name, once by alias: name both */
+                walk_error(w, k, key, "given twice (first at line %d as \"%s\"; %s is an alias of %s)",
+                           first_line[i], first_name[i], table[i].alias, table[i].name);
+            else
+                walk_error(w, k, key, "given twice (first at line %d)", first_line[i]);
+            continue;
+        }
+        first_line[i] = (int)k->start_mark.line + 1;
+        first_name[i] = name;
+        if (scalar_is_null(v) && table[i].type != K_DATASETS) continue; /* null: keep the default */
+        if (table[i].type == K_DATASETS)
+            set_datasets(w, base, v);
+        else
+            set_value(w, &table[i], key, v, base);
+        is_set[i] = 1;
+        if (line) line[i] = (int)v->start_mark.line + 1, col[i] = (int)v->start_mark.column + 1;
+    }
+}
+
+/* The byte at a 0-based line and column (in characters) of text, or 0 past its end. */
+static unsigned char char_at(const char *text, size_t len, size_t line, size_t col)
+{
+    size_t i = 0;
+    for (; i < len && line > 0; i++)
+        if (text[i] == '\n') line--;
+    for (; i < len && text[i] != '\n'; i++) {
+        if (((unsigned char)text[i] & 0xC0) == 0x80) continue;
+        if (col-- == 0) return (unsigned char)text[i];
+    }
+    return 0;
+}
+
+/* Put the collected messages ("NAME:LINE:COL: ...", one a line) in file order: the rules between
+ * keys are checked rule by rule. Stable, so messages at one position keep their order. */
+static void sort_errors(strbuf *errors, const char *name)
+{
+    typedef struct {
+        const char *text;
+        int len;
+        long line, col;
+    } message;
+    int n = 1;
+    for (size_t i = 0; i < errors->len; i++) n += errors->data[i] == '\n';
+    message *m = calloc((size_t)n, sizeof *m);
+    if (!m) return; /* unsorted is still right */
+    const char *p = sb_text(errors);
+    int k = 0;
+    for (const char *nl = p; nl; p = nl + 1) {
+        nl = strchr(p, '\n');
+        m[k].text = p;
+        m[k].len = nl ? (int)(nl - p) : (int)strlen(p);
+        const char *pos = p + strlen(name);
+        char *end = NULL;
+        if (!strncmp(p, name, strlen(name)) && *pos == ':') m[k].line = strtol(pos + 1, &end, 10);
+        if (end && *end == ':') m[k].col = strtol(end + 1, NULL, 10);
+        if (!m[k].line && k > 0) { /* not a new message: more of the one before */
+            m[k - 1].len = (int)(p - m[k - 1].text) + m[k].len;
+            continue;
+        }
+        for (int j = k; j > 0 && (m[j - 1].line > m[j].line ||
+                                  (m[j - 1].line == m[j].line && m[j - 1].col > m[j].col)); j--) {
+            message t = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = t;
+        }
+        k++;
+    }
+    n = k;
+    strbuf sorted = {0};
+    for (int i = 0; i < n; i++) sb_printf(&sorted, "%s%.*s", i ? "\n" : "", m[i].len, m[i].text);
+    free(m);
+    sb_free(errors);
+    *errors = sorted;
+}
+
+static void config_clear(pt_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+}
+
+pt_status config_parse(const char *name, const char *text, size_t len, pt_config *cfg, FILE *warn)
+{
+    config_clear(cfg);
+    cfg->path = xstrdup(name);
+    cfg->is_set = calloc((size_t)config_nkeys, 1);
+    cfg->key_line = calloc((size_t)config_nkeys, sizeof(int));
+    cfg->key_col = calloc((size_t)config_nkeys, sizeof(int));
+    TRY_ALLOC(cfg->is_set && cfg->key_line && cfg->key_col ? cfg->is_set : NULL);
+    key_apply_defaults(config_keys, config_nkeys, cfg);
+
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    if (!yaml_parser_initialize(&parser)) return ERR(PT_ERR_NOMEM, "out of memory starting libyaml");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        size_t line = parser.problem_mark.line + 1, col = parser.problem_mark.column + 1;
+        if (parser.error == YAML_READER_ERROR) { /* the reader gives a byte offset, not a mark */
+            line = col = 1;
+            for (size_t i = 0; i < parser.problem_offset && i < len; i++)
+                if (text[i] == '\n') line++, col = 1;
+                else if (((unsigned char)text[i] & 0xC0) != 0x80) col++;
+        }
+        /* say where an unclosed construct began, and name the usual culprit, a tab */
+        char started[64] = "";
+        if (parser.context && parser.error != YAML_READER_ERROR &&
+            parser.context_mark.line != parser.problem_mark.line)
+            snprintf(started, sizeof started, " started at line %zu", parser.context_mark.line + 1);
+        bool tab = parser.error == YAML_SCANNER_ERROR && parser.problem && !strstr(parser.problem, "tab") &&
+                   char_at(text, len, parser.problem_mark.line, parser.problem_mark.column) == '\t';
+        pt_status st = ERR(PT_ERR_USER, "%s:%zu:%zu: not valid YAML: %s%s%s%s%s", name, line, col,
+                           parser.problem ? parser.problem : "parse error",
+                           parser.context ? " " : "", parser.context ? parser.context : "", started,
+                           tab ? " (a tab: YAML indents with spaces)" : "");
+        yaml_parser_delete(&parser);
+        config_free(cfg);
+        return st;
+    }
+    yaml_parser_delete(&parser);
+
+    walk w = {.doc = &doc, .file = name, .warn = warn};
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root || scalar_is_null(root)) {
+        sb_printf(&w.errors, "%s: the file is empty; write at least \"model_name:\" and \"dataset:\" "
+                             "(see share/examples/)", name);
+    } else if (root->type != YAML_MAPPING_NODE) {
+        walk_error(&w, root, NULL, "expected a mapping of keys (model_name: ..., dataset: ...) at the "
+                                   "top level, found %s", node_kind(root));
+    } else {
+        walk_mapping(&w, root, config_keys, config_nkeys, cfg, NULL, cfg->is_set, cfg->key_line,
+                     cfg->key_col);
+    }
+    yaml_document_delete(&doc);
+    if (!w.errors.len) config_check_values(cfg, &w.errors);
+    if (w.errors.len) {
+        sort_errors(&w.errors, name);
+        pt_status st = ERR(PT_ERR_USER, "%s", sb_text(&w.errors));
+        sb_free(&w.errors);
+        config_free(cfg);
+        return st;
+    }
+    return PT_OK;
+}
+
+pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
+{
+    config_clear(cfg);
+    FILE *f = fopen(path, "rb");
+    if (!f) return ERR(PT_ERR_USER, "cannot open config file %s: %s", path, strerror(errno));
+    strbuf text = {0};
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (text.len + got > (64u << 20)) {
+            fclose(f);
+            sb_free(&text);
+            return ERR(PT_ERR_USER, "%s: larger than 64 MiB; is this really a config file?", path);
+        }
+        if (memchr(chunk, '\0', got)) {
+            fclose(f);
+            sb_free(&text);
+            return ERR(PT_ERR_USER, "%s: contains a NUL byte; a config file is YAML text", path);
+        }
+        sb_printf(&text, "%.*s", (int)got, chunk);
+    }
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        sb_free(&text);
+        return ERR(PT_ERR_USER, "cannot read config file %s: %s", path, strerror(errno));
+    }
+    pt_status st = config_parse(path, sb_text(&text), text.len, cfg, warn);
+    sb_free(&text);
+    return st;
+}
+
+void config_free(pt_config *cfg)
+{
+    for (int i = 0; i < config_nkeys; i++) key_free_value(&config_keys[i], cfg);
+    for (int d = 0; d < cfg->n_datasets; d++)
+        for (int i = 0; i < dataset_nkeys; i++) key_free_value(&dataset_keys[i], &cfg->datasets[d]);
+    free(cfg->datasets);
+    free(cfg->path);
+    free(cfg->is_set);
+    free(cfg->key_line);
+    free(cfg->key_col);
+    config_clear(cfg);
+}
+
+bool config_is_set(const pt_config *cfg, const char *key)
+{
+    int i = key_index(config_keys, config_nkeys, key);
+    return i >= 0 && cfg->is_set && cfg->is_set[i];
+}
+
+const char *const *config_key_names(void)
+{
+    static const char *names[256];
+    for (int i = 0; i < config_nkeys && i < 255; i++) names[i] = config_keys[i].name;
+    return names;
+}

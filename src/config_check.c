@@ -1,0 +1,202 @@
+/* config_check.c — rules between keys, derived defaults, the `ptrain check` table and the hash
+ * every rank compares. The rules are the ones a Hugging Face Trainer user expects, plus the holes
+ * of the Python trainer that ptrain closes (e.g. load_best_model_at_end without an eval set). */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_internal.h"
+
+bool config_check_values(pt_config *cfg, strbuf *errors);
+
+/* Report a rule broken at the position of key (or at the top of the file when it was not given). */
+static void rule_error(const pt_config *cfg, strbuf *errors, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void rule_error(const pt_config *cfg, strbuf *errors, const char *key, const char *fmt, ...)
+{
+    int i = key_index(config_keys, config_nkeys, key);
+    int line = i >= 0 && cfg->key_line[i] ? cfg->key_line[i] : 1;
+    int col = i >= 0 && cfg->key_col[i] ? cfg->key_col[i] : 1;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    sb_printf(errors, "%s%s:%d:%d: %s: %s", errors->len ? "\n" : "", cfg->path, line, col, key, msg);
+}
+
+static bool is(const char *a, const char *b) { return a && strcmp(a, b) == 0; }
+static bool missing(const char *s) { return !s || !*s; }
+
+static void check_model(pt_config *cfg, strbuf *errors)
+{
+    if (cfg->full_finetuning)
+        rule_error(cfg, errors, "full_finetuning",
+                   "ptrain trains LoRA adapters on a frozen 4-bit base; remove the key or set it false");
+    if (cfg->load_in_8bit && cfg->load_in_4bit)
+        rule_error(cfg, errors, "load_in_8bit",
+                   "load_in_4bit and load_in_8bit are both true; keep one (ptrain's base is 4-bit: "
+                   "drop load_in_8bit)");
+    else if (cfg->load_in_8bit)
+        rule_error(cfg, errors, "load_in_8bit",
+                   "ptrain has no 8-bit base; use load_in_4bit: true (NF4) or load_in_4bit: false "
+                   "(weights as stored)");
+    if (!is(cfg->lora_bias, "none"))
+        rule_error(cfg, errors, "lora_bias",
+                   "ptrain trains no bias terms (the base is frozen in 4-bit); use none");
+    if (cfg->lora_target_modules.n == 0)
+        rule_error(cfg, errors, "lora_target_modules", "expected at least one projection, found an empty list");
+    if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
+}
+
+static void check_training(pt_config *cfg, strbuf *errors)
+{
+    if (!config_is_set(cfg, "per_device_eval_batch_size"))
+        cfg->per_device_eval_batch_size = cfg->per_device_train_batch_size;
+    if (!config_is_set(cfg, "save_strategy"))
+        cfg->save_strategy = xstrdup(config_is_set(cfg, "save_steps") ? "steps" : "no");
+    bool has_eval = cfg->val_split_ratio > 0;
+    if (cfg->load_best_model_at_end) {
+        if (!has_eval)
+            rule_error(cfg, errors, "load_best_model_at_end",
+                       "needs an eval set to pick the best checkpoint; set val_split_ratio (e.g. 0.05)");
+        else if (!is(cfg->save_strategy, cfg->eval_strategy))
+            rule_error(cfg, errors, "load_best_model_at_end",
+                       "needs save_strategy (%s) to equal eval_strategy (%s)", cfg->save_strategy,
+                       cfg->eval_strategy);
+        else if (is(cfg->save_strategy, "no"))
+            rule_error(cfg, errors, "load_best_model_at_end",
+                       "needs checkpoints to pick from, but save_strategy and eval_strategy are no; "
+                       "set both to steps or epoch");
+        else if (is(cfg->save_strategy, "steps") && cfg->save_steps % cfg->eval_steps != 0)
+            rule_error(cfg, errors, "load_best_model_at_end",
+                       "needs save_steps (%ld) to be a multiple of eval_steps (%ld)", cfg->save_steps,
+                       cfg->eval_steps);
+    }
+    if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
+        rule_error(cfg, errors, "early_stopping_patience",
+                   "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");
+    if (config_is_set(cfg, "eval_strategy") && !is(cfg->eval_strategy, "no") && !has_eval)
+        rule_error(cfg, errors, "eval_strategy",
+                   "there is no eval set to evaluate; set val_split_ratio (e.g. 0.05) or use no");
+    if (config_is_set(cfg, "resume_from_checkpoint") && cfg->resume_from_checkpoint.path &&
+        !*cfg->resume_from_checkpoint.path)
+        rule_error(cfg, errors, "resume_from_checkpoint", "expected true, false or a checkpoint path, found \"\"");
+}
+
+static void check_publishing(pt_config *cfg, strbuf *errors)
+{
+    if (cfg->push_to_hub && missing(cfg->hub_model_id))
+        rule_error(cfg, errors, "push_to_hub", "needs hub_model_id (e.g. \"yourname/model-lora\")");
+    if (cfg->huggingface_save && missing(cfg->hf_model_name))
+        rule_error(cfg, errors, "huggingface_save", "needs hf_model_name (e.g. \"yourname/model\")");
+    if (cfg->ollama_save && missing(cfg->ollama_model))
+        rule_error(cfg, errors, "ollama_save", "needs ollama_model (a name for the Ollama model)");
+}
+
+/* The rules within one entry (filter_data, format) are checked where it is read, in config.c,
+ * at the position of the value; here only the derived default. */
+static void check_datasets(pt_config *cfg, strbuf *errors)
+{
+    (void)errors;
+    for (int d = 0; d < cfg->n_datasets; d++)
+        if (cfg->datasets[d].seed < 0) cfg->datasets[d].seed = cfg->seed;
+}
+
+bool config_check_values(pt_config *cfg, strbuf *errors)
+{
+    size_t before = errors->len;
+    check_model(cfg, errors);
+    check_training(cfg, errors);
+    check_publishing(cfg, errors);
+    check_datasets(cfg, errors);
+    return errors->len == before;
+}
+
+pt_status config_validate_launch(const pt_config *cfg, int world_size)
+{
+    const char *map = cfg->device_map;
+    if (world_size > 1 && map &&
+        (is(map, "auto") || is(map, "balanced") || is(map, "balanced_low_0") || is(map, "sequential"))) {
+        int i = key_index(config_keys, config_nkeys, "device_map");
+        return ERR(PT_ERR_USER,
+                   "%s:%d:%d: device_map: \"%s\" splits one model across devices in one process, "
+                   "which conflicts with data-parallel training over %d ranks; remove device_map "
+                   "(each rank then loads the whole model on its own local device)",
+                   cfg->path, cfg->key_line[i], cfg->key_col[i], map, world_size);
+    }
+    return PT_OK;
+}
+
+/* Whether a numeric field still holds 0, i.e. an optional number that was never given. */
+static bool number_is_zero(const key_spec *spec, const pt_config *cfg)
+{
+    const char *slot = (const char *)cfg + spec->offset;
+    if (spec->type == K_INT) return *(const long *)slot == 0;
+    if (spec->type == K_FLOAT) return *(const double *)slot == 0.0;
+    return false;
+}
+
+/* One key's value as the table shows it: optional numbers never given read "(unset)", not 0. */
+static void table_value(const pt_config *cfg, int i, strbuf *sb)
+{
+    const key_spec *spec = &config_keys[i];
+    if (!cfg->is_set[i] && !spec->def && number_is_zero(spec, cfg))
+        sb_printf(sb, "(unset)");
+    else
+        key_value_text(spec, cfg, sb);
+}
+
+char *config_value_text(const pt_config *cfg, const char *key)
+{
+    int i = key_index(config_keys, config_nkeys, key);
+    if (i < 0 || config_keys[i].type == K_DATASETS) return NULL;
+    strbuf sb = {0};
+    table_value(cfg, i, &sb);
+    return sb.data ? sb.data : xstrdup("");
+}
+
+/* The table, written into sb: one "key  value" row per key, dataset entries expanded. */
+static void config_table(const pt_config *cfg, strbuf *sb, bool mark_defaults)
+{
+    const int width = 30;
+    for (int i = 0; i < config_nkeys; i++) {
+        const key_spec *spec = &config_keys[i];
+        if (spec->type == K_SECRET) continue;
+        if (spec->type != K_DATASETS) {
+            sb_printf(sb, "%-*s ", width, spec->name);
+            table_value(cfg, i, sb);
+            bool shows_unset = sb->len >= 7 && !strcmp(sb->data + sb->len - 7, "(unset)");
+            sb_printf(sb, "%s\n", cfg->is_set[i] || shows_unset || !mark_defaults ? "" : "  (default)");
+            continue;
+        }
+        if (cfg->n_datasets == 0) sb_printf(sb, "%-*s (none given)\n", width, "dataset");
+        for (int d = 0; d < cfg->n_datasets; d++)
+            for (int j = 0; j < dataset_nkeys; j++) {
+                char name[96];
+                snprintf(name, sizeof name, "dataset[%d].%s", d, dataset_keys[j].name);
+                sb_printf(sb, "%-*s ", width, name);
+                key_value_text(&dataset_keys[j], &cfg->datasets[d], sb);
+                sb_printf(sb, "\n");
+            }
+    }
+}
+
+void config_print(const pt_config *cfg, FILE *out)
+{
+    strbuf sb = {0};
+    config_table(cfg, &sb, true);
+    fprintf(out, "%-30s %s\n", "key", "value");
+    fputs(sb_text(&sb), out);
+    sb_free(&sb);
+}
+
+uint64_t config_hash(const pt_config *cfg)
+{
+    strbuf sb = {0};
+    config_table(cfg, &sb, false);
+    uint64_t h = util_fnv1a(UTIL_FNV_INIT, sb_text(&sb), sb.len);
+    sb_free(&sb);
+    return h;
+}

@@ -1,0 +1,68 @@
+/* config_internal.h — the key tables shared by the config parser, validator and printer. */
+#ifndef PTRAIN_CONFIG_INTERNAL_H
+#define PTRAIN_CONFIG_INTERNAL_H
+
+#include <stddef.h>
+
+#include "ptrain/config.h"
+#include "ptrain/util.h"
+
+typedef enum {
+    K_STR,      /* any scalar, kept as text */
+    K_INT,      /* integer in [min, max] */
+    K_FLOAT,    /* finite number in [min, max] (bounds exclusive per flags) */
+    K_BOOL,     /* true/false, yes/no, on/off, 1/0 */
+    K_ENUM,     /* one of choices */
+    K_STRLIST,  /* a sequence of scalars, or one scalar; items checked against choices if given */
+    K_STRMAP,   /* a mapping of scalars to scalars */
+    K_TRI,      /* auto or a boolean */
+    K_RESUME,   /* a boolean or a path */
+    K_DEVMAP,   /* a string such as auto, or a mapping like {"": 0} */
+    K_DATASETS, /* the dataset list (its entries use the dataset key table) */
+    K_SECRET,   /* a token: never stored, never printed */
+} key_type;
+
+enum {
+    F_MIN_EXCL = 1u << 0, /* min is excluded */
+    F_MAX_EXCL = 1u << 1, /* max is excluded */
+    F_AUTO = 1u << 2,     /* the word "auto" means 0 (integers) */
+    F_UNSLOTH = 1u << 3,  /* the word "unsloth" means true (booleans) */
+    F_MINUS1 = 1u << 4,   /* -1 is allowed as "unset" besides [min, max] */
+};
+
+typedef struct {
+    const char *name;
+    const char *alias;
+    key_type type;
+    size_t offset;
+    const char *def; /* default as text; NULL: unset. Lists: comma-separated. */
+    const char *const *choices;
+    double min, max;
+    unsigned flags;
+    const char *help; /* one line for the docs and --help of check */
+} key_spec;
+
+extern const key_spec config_keys[];
+extern const int config_nkeys;
+extern const key_spec dataset_keys[];
+extern const int dataset_nkeys;
+
+/* Convert scalar text into the field of spec at base. On failure returns false and writes
+ * "expected ..., found ..." into why. */
+bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *why, size_t whylen);
+/* Describe what spec expects ("a positive integer", "one of a, b, c"). */
+void key_expected(const key_spec *spec, char *out, size_t outlen);
+/* Append the value of spec at base as text. */
+void key_value_text(const key_spec *spec, const void *base, strbuf *out);
+/* Free whatever the field of spec at base owns. */
+void key_free_value(const key_spec *spec, void *base);
+/* Apply the defaults of a table to base. */
+void key_apply_defaults(const key_spec *table, int n, void *base);
+int key_index(const key_spec *table, int n, const char *name);
+/* The closest name in table (or in choices) within a small edit distance; NULL if none. */
+const char *key_suggest(const key_spec *table, int n, const char *name);
+const char *choice_suggest(const char *const *choices, const char *word);
+bool strlist_push(pt_strlist *list, const char *item);
+void strlist_free(pt_strlist *list);
+
+#endif

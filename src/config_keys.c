@@ -1,0 +1,598 @@
+/* config_keys.c — the table of every config.yaml key: type, default, range, and how a scalar
+ * becomes a typed value. One table drives parsing, defaults, `ptrain check` and the docs, so a
+ * key is declared exactly once. Defaults are those of the Python trainer users come from. */
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config_internal.h"
+
+#define OFF(field) offsetof(pt_config, field)
+#define DOFF(field) offsetof(pt_dataset_config, field)
+#define BIG 1e18
+
+static const char *const dtype_choices[] = {"auto", "float16", "bfloat16", "float32", NULL};
+static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const bias_choices[] = {"none", "all", "lora_only", NULL};
+static const char *const optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
+                                            "adamw_torch",   "adamw_torch_fused", "adamw",
+                                            "paged_adamw_32bit", NULL};
+static const char *const sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup",
+                                            NULL};
+static const char *const strategy_choices[] = {"no", "steps", "epoch", NULL};
+static const char *const hub_strategy_choices[] = {"every_save", "end", "checkpoint",
+                                                   "all_checkpoints", NULL};
+static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                                             "gate_proj", "up_proj", "down_proj", NULL};
+static const char *const quant_choices[] = {
+    "not_quantized", "fast_quantized", "quantized", "f32",    "f16",    "bf16",   "q8_0",
+    "q4_k_m",        "q5_k_m",         "q2_k",      "q3_k_l", "q3_k_m", "q3_k_s", "q4_0",
+    "q4_1",          "q4_k_s",         "q4_k",      "q5_k",   "q5_0",   "q5_1",   "q5_k_s",
+    "q6_k",          NULL};
+static const char *const format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
+
+/* clang-format off */
+const key_spec config_keys[] = {
+    /* model and precision */
+    {"model_name", "model", K_STR, OFF(model_name), "SmolLM2-135M-Instruct.Q4_1.gguf", NULL, 0, 0, 0,
+     "HF id (local HF cache), model directory, or .gguf file; default: the embedded SmolLM2"},
+    {"revision", NULL, K_STR, OFF(revision), "main", NULL, 0, 0, 0, "HF cache revision of an HF id"},
+    {"max_seq_length", NULL, K_INT, OFF(max_seq_length), "2048", NULL, 1, 1 << 24, 0,
+     "truncation length of every example, in tokens"},
+    {"load_in_4bit", NULL, K_BOOL, OFF(load_in_4bit), "true", NULL, 0, 0, 0,
+     "quantize 8/16/32-bit base weights to NF4 on load"},
+    {"load_in_8bit", NULL, K_BOOL, OFF(load_in_8bit), "false", NULL, 0, 0, 0,
+     "not supported by ptrain (4-bit base only)"},
+    {"dtype", NULL, K_ENUM, OFF(dtype), "auto", dtype_choices, 0, 0, 0,
+     "compute dtype on GPU (auto = bfloat16); the CPU computes in float32"},
+    {"full_finetuning", NULL, K_BOOL, OFF(full_finetuning), "false", NULL, 0, 0, 0,
+     "must stay false: ptrain trains LoRA adapters"},
+    {"chat_template", NULL, K_STR, OFF(chat_template), NULL, NULL, 0, 0, 0,
+     "chat template name; default: the tokenizer's own"},
+    {"assistant_only_loss", "train_on_responses_only", K_TRI, OFF(assistant_only_loss), "auto",
+     NULL, 0, 0, 0, "loss only on assistant tokens (auto: when the data has turns)"},
+    {"train", NULL, K_BOOL, OFF(train), "true", NULL, 0, 0, 0, "false: skip training and publishing"},
+    {"device_map", NULL, K_DEVMAP, OFF(device_map), NULL, NULL, 0, 0, 0,
+     "omit, or {\"\": local_rank}; auto/balanced are refused under several ranks"},
+    {"device", NULL, K_ENUM, OFF(device), "auto", device_choices, 0, 0, 0,
+     "backend: auto (CUDA when built and a GPU is visible), cpu or cuda"},
+    {"threads", NULL, K_INT, OFF(threads), "auto", NULL, 0, 4096, F_AUTO,
+     "OpenMP threads per rank; auto = cores of the node / ranks on the node"},
+    {"dataset", NULL, K_DATASETS, 0, NULL, NULL, 0, 0, 0, "list of datasets, concatenated"},
+
+    /* LoRA */
+    {"lora_r", NULL, K_INT, OFF(lora_r), "16", NULL, 1, 4096, 0, "LoRA rank"},
+    {"lora_alpha", NULL, K_FLOAT, OFF(lora_alpha), "16", NULL, 0, BIG, F_MIN_EXCL, "LoRA scale numerator"},
+    {"lora_dropout", NULL, K_FLOAT, OFF(lora_dropout), "0", NULL, 0, 1, F_MAX_EXCL,
+     "dropout on the LoRA input"},
+    {"lora_bias", NULL, K_ENUM, OFF(lora_bias), "none", bias_choices, 0, 0, 0,
+     "must be none: the 4-bit base has no trainable bias"},
+    {"lora_target_modules", NULL, K_STRLIST, OFF(lora_target_modules),
+     "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", target_choices, 0, 0, 0,
+     "projections that get adapters (or all-linear)"},
+    {"use_gradient_checkpointing", NULL, K_BOOL, OFF(use_gradient_checkpointing), "unsloth", NULL, 0,
+     0, F_UNSLOTH, "recompute activations in backward (true or \"unsloth\" = on)"},
+    {"random_state", NULL, K_INT, OFF(random_state), "3407", NULL, 0, (double)LONG_MAX, 0,
+     "seed of the LoRA initialisation"},
+    {"use_rslora", NULL, K_BOOL, OFF(use_rslora), "false", NULL, 0, 0, 0,
+     "scale alpha/sqrt(r) instead of alpha/r"},
+
+    /* training */
+    {"per_device_train_batch_size", NULL, K_INT, OFF(per_device_train_batch_size), "2", NULL, 1,
+     1 << 20, 0, "examples per rank per micro-step"},
+    {"gradient_accumulation_steps", NULL, K_INT, OFF(gradient_accumulation_steps), "2", NULL, 1,
+     1 << 20, 0, "micro-steps per optimizer step"},
+    {"warmup_steps", NULL, K_INT, OFF(warmup_steps), "50", NULL, 0, (double)LONG_MAX, 0,
+     "linear warmup steps (warmup_ratio wins when set)"},
+    {"warmup_ratio", NULL, K_FLOAT, OFF(warmup_ratio), NULL, NULL, 0, 1, 0,
+     "warmup as a fraction of the total steps"},
+    {"learning_rate", NULL, K_FLOAT, OFF(learning_rate), "2e-4", NULL, 0, BIG, F_MIN_EXCL,
+     "peak learning rate"},
+    {"num_train_epochs", NULL, K_FLOAT, OFF(num_train_epochs), "3", NULL, 0, BIG, F_MIN_EXCL,
+     "epochs, used when max_steps is unset"},
+    {"max_steps", NULL, K_INT, OFF(max_steps), "-1", NULL, 1, (double)LONG_MAX, F_MINUS1,
+     "optimizer steps; wins over num_train_epochs"},
+    {"optim", NULL, K_ENUM, OFF(optim), "adamw_8bit", optim_choices, 0, 0, 0, "optimizer"},
+    {"lr_scheduler_type", NULL, K_ENUM, OFF(lr_scheduler_type), "linear", sched_choices, 0, 0, 0,
+     "learning-rate schedule"},
+    {"weight_decay", NULL, K_FLOAT, OFF(weight_decay), "0.01", NULL, 0, BIG, 0, "AdamW weight decay"},
+    {"max_grad_norm", NULL, K_FLOAT, OFF(max_grad_norm), "1.0", NULL, 0, BIG, 0,
+     "gradient clipping norm (0: off)"},
+    {"adam_beta1", NULL, K_FLOAT, OFF(adam_beta1), "0.9", NULL, 0, 1, F_MAX_EXCL, "AdamW beta1"},
+    {"adam_beta2", NULL, K_FLOAT, OFF(adam_beta2), "0.999", NULL, 0, 1, F_MAX_EXCL, "AdamW beta2"},
+    {"adam_epsilon", NULL, K_FLOAT, OFF(adam_epsilon), "1e-8", NULL, 0, 1, F_MIN_EXCL, "AdamW epsilon"},
+    {"seed", NULL, K_INT, OFF(seed), "3407", NULL, 0, (double)LONG_MAX, 0, "data order and dropout seed"},
+    {"output_dir", NULL, K_STR, OFF(output_dir), "outputs", NULL, 0, 0, 0,
+     "checkpoints and metrics.jsonl (on the shared filesystem)"},
+    {"logging_steps", NULL, K_INT, OFF(logging_steps), "15", NULL, 1, (double)LONG_MAX, 0,
+     "log every N optimizer steps"},
+    {"packing", NULL, K_BOOL, OFF(packing), "false", NULL, 0, 0, 0,
+     "pack several examples into one sequence"},
+    {"dataset_text_field", NULL, K_STR, OFF(dataset_text_field), "text", NULL, 0, 0, 0,
+     "column of plain-text datasets"},
+    {"per_device_eval_batch_size", NULL, K_INT, OFF(per_device_eval_batch_size), NULL, NULL, 1,
+     1 << 20, 0, "eval batch per rank (default: the train batch size)"},
+
+    /* multi-GPU, checkpoints, evaluation */
+    {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,
+     0, 0, "accepted; every adapter gradient is reduced every step"},
+    {"save_strategy", NULL, K_ENUM, OFF(save_strategy), NULL, strategy_choices, 0, 0, 0,
+     "when checkpoints are written (default: steps if save_steps is set, else no)"},
+    {"save_steps", NULL, K_INT, OFF(save_steps), "100", NULL, 1, (double)LONG_MAX, 0,
+     "checkpoint every N optimizer steps"},
+    {"save_total_limit", NULL, K_INT, OFF(save_total_limit), NULL, NULL, 1, (double)LONG_MAX, 0,
+     "keep only the N newest checkpoints"},
+    {"final_model_dir", NULL, K_STR, OFF(final_model_dir), "lora_model", NULL, 0, 0, 0,
+     "where rank 0 writes the final adapter"},
+    {"resume_from_checkpoint", NULL, K_RESUME, OFF(resume_from_checkpoint), "false", NULL, 0, 0, 0,
+     "true: newest complete checkpoint in output_dir; a path: that one"},
+    {"val_split_ratio", NULL, K_FLOAT, OFF(val_split_ratio), NULL, NULL, 0, 1,
+     F_MIN_EXCL | F_MAX_EXCL, "fraction of the data held out for evaluation"},
+    {"eval_strategy", NULL, K_ENUM, OFF(eval_strategy), "epoch", strategy_choices, 0, 0, 0,
+     "when the eval set is evaluated"},
+    {"eval_steps", NULL, K_INT, OFF(eval_steps), "100", NULL, 1, (double)LONG_MAX, 0,
+     "evaluate every N optimizer steps"},
+    {"load_best_model_at_end", NULL, K_BOOL, OFF(load_best_model_at_end), "false", NULL, 0, 0, 0,
+     "final adapter = best checkpoint by metric_for_best_model"},
+    {"metric_for_best_model", NULL, K_STR, OFF(metric_for_best_model), "eval_loss", NULL, 0, 0, 0,
+     "metric that picks the best checkpoint"},
+    {"greater_is_better", NULL, K_BOOL, OFF(greater_is_better), "false", NULL, 0, 0, 0,
+     "whether a larger metric is better"},
+    {"early_stopping_patience", NULL, K_INT, OFF(early_stopping_patience), NULL, NULL, 1,
+     (double)LONG_MAX, 0, "stop after N evaluations without improvement"},
+    {"early_stopping_threshold", NULL, K_FLOAT, OFF(early_stopping_threshold), "0.0", NULL, 0, BIG,
+     0, "smallest improvement that counts"},
+
+    /* publishing */
+    {"push_to_hub", NULL, K_BOOL, OFF(push_to_hub), "false", NULL, 0, 0, 0,
+     "push adapters to the Hugging Face Hub (token from HF_TOKEN)"},
+    {"hub_model_id", NULL, K_STR, OFF(hub_model_id), NULL, NULL, 0, 0, 0, "Hub repository"},
+    {"hub_strategy", NULL, K_ENUM, OFF(hub_strategy), "every_save", hub_strategy_choices, 0, 0, 0,
+     "when to push"},
+    {"hub_private", NULL, K_BOOL, OFF(hub_private), "true", NULL, 0, 0, 0,
+     "create the Hub repository private (ptrain's default: true)"},
+    {"hub_token", "hf_token", K_SECRET, 0, NULL, NULL, 0, 0, 0,
+     "never read from the config: export HF_TOKEN"},
+    {"huggingface_save", NULL, K_BOOL, OFF(huggingface_save), "false", NULL, 0, 0, 0,
+     "push the merged model"},
+    {"hf_model_name", NULL, K_STR, OFF(hf_model_name), NULL, NULL, 0, 0, 0, "Hub id of the merged model"},
+    {"huggingface_save_gguf", NULL, K_BOOL, OFF(huggingface_save_gguf), "false", NULL, 0, 0, 0,
+     "export GGUF"},
+    {"quantization_method", NULL, K_STRLIST, OFF(quantization_method), "q4_k_m", quant_choices, 0, 0,
+     0, "GGUF export types (one or a list)"},
+    {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
+     "write a Modelfile and create an Ollama model"},
+    {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
+    {"model_parameters", NULL, K_STRMAP, OFF(model_parameters), NULL, NULL, 0, 0, 0,
+     "Modelfile PARAMETER lines"},
+};
+const int config_nkeys = (int)(sizeof config_keys / sizeof config_keys[0]);
+
+const key_spec dataset_keys[] = {
+    {"name", NULL, K_STR, DOFF(name), NULL, NULL, 0, 0, 0, "HF dataset id or local file/dir"},
+    {"split_type", "split", K_STR, DOFF(split_type), "train", NULL, 0, 0, 0, "split name"},
+    {"data_files", NULL, K_STRLIST, DOFF(data_files), NULL, NULL, 0, 0, 0, "explicit files"},
+    {"format", NULL, K_ENUM, DOFF(format), "json", format_choices, 0, 0, 0, "reader for data_files"},
+    {"rename", NULL, K_STRMAP, DOFF(rename), NULL, NULL, 0, 0, 0, "{source_column: destination}"},
+    {"filter_data", NULL, K_BOOL, DOFF(filter_data), "false", NULL, 0, 0, 0, "keep matching rows"},
+    {"filter_column_value", NULL, K_STR, DOFF(filter_column_value), NULL, NULL, 0, 0, 0,
+     "column compared"},
+    {"filter_value", NULL, K_STR, DOFF(filter_value), NULL, NULL, 0, 0, 0, "value kept"},
+    {"num_samples", NULL, K_INT, DOFF(num_samples), "-1", NULL, 1, (double)LONG_MAX, F_MINUS1,
+     "first N rows, before any shuffle"},
+    {"shuffle", NULL, K_BOOL, DOFF(shuffle), "false", NULL, 0, 0, 0, "shuffle this dataset"},
+    {"seed", NULL, K_INT, DOFF(seed), NULL, NULL, 0, (double)LONG_MAX, 0,
+     "shuffle seed (default: top-level seed)"},
+};
+const int dataset_nkeys = (int)(sizeof dataset_keys / sizeof dataset_keys[0]);
+/* clang-format on */
+
+static void *field(const key_spec *spec, void *base) { return (char *)base + spec->offset; }
+
+static bool word_is(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
+
+static int parse_bool_word(const char *s)
+{
+    static const char *const yes[] = {"true", "yes", "on", "1", "y"};
+    static const char *const no[] = {"false", "no", "off", "0", "n"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        if (word_is(s, yes[i])) return 1;
+        if (word_is(s, no[i])) return 0;
+    }
+    return -1;
+}
+
+static bool parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0') {
+        /* integers written as floats, e.g. 1e3 or 100.0, are accepted when exact */
+        double d = strtod(s, &end);
+        if (end == s || *end != '\0' || !isfinite(d) || d != floor(d) || fabs(d) > 9e18) return false;
+        v = (long)d;
+    }
+    *out = v;
+    return true;
+}
+
+static bool parse_double(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static bool in_range(const key_spec *spec, double v)
+{
+    if ((spec->flags & F_MINUS1) && v == -1) return true;
+    if (spec->flags & F_MIN_EXCL ? v <= spec->min : v < spec->min) return false;
+    if (spec->flags & F_MAX_EXCL ? v >= spec->max : v > spec->max) return false;
+    return true;
+}
+
+static void list_choices(const char *const *choices, char *out, size_t outlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; choices[i] && used < outlen; i++)
+        used += (size_t)snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", choices[i]);
+}
+
+void key_expected(const key_spec *spec, char *out, size_t outlen)
+{
+    char buf[512];
+    switch (spec->type) {
+    case K_INT:
+        if (spec->min == 1 && spec->max >= 1e9)
+            snprintf(out, outlen, "a positive integer");
+        else if (spec->min == 0 && spec->max >= 1e9)
+            snprintf(out, outlen, "a non-negative integer");
+        else
+            snprintf(out, outlen, "an integer from %.0f to %.0f", spec->min, spec->max);
+        if (spec->flags & F_AUTO) snprintf(out + strlen(out), outlen - strlen(out), " or auto");
+        break;
+    case K_FLOAT:
+        if (spec->max >= BIG)
+            snprintf(out, outlen, "a %s number", spec->flags & F_MIN_EXCL ? "positive" : "non-negative");
+        else
+            snprintf(out, outlen, "a number in %c%g, %g%c", spec->flags & F_MIN_EXCL ? '(' : '[',
+                     spec->min, spec->max, spec->flags & F_MAX_EXCL ? ')' : ']');
+        break;
+    case K_BOOL:
+        snprintf(out, outlen, "true or false%s", spec->flags & F_UNSLOTH ? " (or \"unsloth\")" : "");
+        break;
+    case K_ENUM:
+        list_choices(spec->choices, buf, sizeof buf);
+        snprintf(out, outlen, "one of %s", buf);
+        break;
+    case K_STRLIST:
+        if (spec->choices) {
+            list_choices(spec->choices, buf, sizeof buf);
+            snprintf(out, outlen, "a list of %s", buf);
+        } else {
+            snprintf(out, outlen, "a string or a list of strings");
+        }
+        break;
+    case K_TRI: snprintf(out, outlen, "auto, true or false"); break;
+    case K_RESUME: snprintf(out, outlen, "true, false or a checkpoint path"); break;
+    case K_STRMAP: snprintf(out, outlen, "a mapping of names to values"); break;
+    case K_DEVMAP: snprintf(out, outlen, "a device map such as {\"\": 0}"); break;
+    case K_DATASETS: snprintf(out, outlen, "a list of datasets, each a mapping with a name"); break;
+    default: snprintf(out, outlen, "a string"); break;
+    }
+}
+
+const char *config_shown(const char *text, char *out, size_t outlen);
+
+/* text as a message may echo it: control characters escaped (a message is one line) and cut when
+ * long. Returns out. */
+const char *config_shown(const char *text, char *out, size_t outlen)
+{
+    size_t used = 0, max = outlen < 84 ? outlen : 84;
+    const unsigned char *c = (const unsigned char *)text;
+    for (; *c && used + 5 < max; c++) {
+        if (*c == '\n') used += (size_t)snprintf(out + used, outlen - used, "\\n");
+        else if (*c == '\t') used += (size_t)snprintf(out + used, outlen - used, "\\t");
+        else if (*c == '\r') used += (size_t)snprintf(out + used, outlen - used, "\\r");
+        else if (*c < 0x20 || *c == 0x7f) used += (size_t)snprintf(out + used, outlen - used, "\\x%02x", *c);
+        else out[used++] = (char)*c;
+    }
+    out[used] = '\0';
+    if (*c) snprintf(out + used, outlen - used, "...");
+    return out;
+}
+
+static bool fail(const key_spec *spec, const char *text, char *why, size_t whylen)
+{
+    char expected[512], shown[96];
+    key_expected(spec, expected, sizeof expected);
+    const char *hint = spec->choices ? choice_suggest(spec->choices, text) : NULL;
+    snprintf(why, whylen, "expected %s, found \"%s\"%s%s%s", expected,
+             config_shown(text, shown, sizeof shown), hint ? " (did you mean \"" : "",
+             hint ? hint : "", hint ? "\"?)" : "");
+    return false;
+}
+
+static void set_string(char **slot, const char *text)
+{
+    free(*slot);
+    *slot = xstrdup(text);
+}
+
+static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text, char *why,
+                        size_t whylen)
+{
+    if (spec->choices == target_choices && word_is(text, "all-linear")) {
+        for (int i = 0; target_choices[i]; i++) strlist_push(list, target_choices[i]);
+        return true;
+    }
+    if (spec->choices) {
+        int i = 0;
+        while (spec->choices[i] && strcmp(spec->choices[i], text) != 0) i++;
+        if (!spec->choices[i]) {
+            char expected[512], shown[96];
+            list_choices(spec->choices, expected, sizeof expected);
+            const char *hint = choice_suggest(spec->choices, text);
+            snprintf(why, whylen, "expected items from %s, found \"%s\"%s%s%s", expected,
+                     config_shown(text, shown, sizeof shown),
+                     hint ? " (did you mean \"" : "", hint ? hint : "", hint ? "\"?)" : "");
+            return false;
+        }
+    }
+    strlist_push(list, text);
+    return true;
+}
+
+bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *why, size_t whylen)
+{
+    void *slot = field(spec, base);
+    long l;
+    double d;
+    int b;
+    switch (spec->type) {
+    case K_STR:
+        set_string(slot, text);
+        return true;
+    case K_INT:
+        if ((spec->flags & F_AUTO) && word_is(text, "auto")) {
+            *(long *)slot = 0;
+            return true;
+        }
+        if (!parse_long(text, &l) || !in_range(spec, (double)l)) return fail(spec, text, why, whylen);
+        *(long *)slot = l;
+        return true;
+    case K_FLOAT:
+        if (!parse_double(text, &d) || !in_range(spec, d)) return fail(spec, text, why, whylen);
+        *(double *)slot = d;
+        return true;
+    case K_BOOL:
+        b = parse_bool_word(text);
+        if (b < 0 && (spec->flags & F_UNSLOTH) && word_is(text, "unsloth")) b = 1;
+        if (b < 0) return fail(spec, text, why, whylen);
+        *(bool *)slot = b;
+        return true;
+    case K_ENUM:
+        for (int i = 0; spec->choices[i]; i++)
+            if (word_is(text, spec->choices[i])) {
+                set_string(slot, spec->choices[i]);
+                return true;
+            }
+        return fail(spec, text, why, whylen);
+    case K_STRLIST:
+        strlist_free(slot);
+        return set_strlist(spec, slot, text, why, whylen);
+    case K_TRI:
+        if (word_is(text, "auto")) {
+            *(pt_tristate *)slot = PT_AUTO;
+            return true;
+        }
+        b = parse_bool_word(text);
+        if (b < 0) return fail(spec, text, why, whylen);
+        *(pt_tristate *)slot = b ? PT_TRUE : PT_FALSE;
+        return true;
+    case K_RESUME: {
+        pt_resume *r = slot;
+        free(r->path);
+        r->path = NULL;
+        b = parse_bool_word(text);
+        r->on = b != 0;
+        if (b < 0) r->path = xstrdup(text);
+        return true;
+    }
+    case K_DEVMAP:
+        set_string(slot, text);
+        return true;
+    default:
+        return fail(spec, text, why, whylen);
+    }
+}
+
+/* Append a double the way a user would write it: 2e-4, 0.01, 16. */
+static void text_double(strbuf *out, double v) { sb_printf(out, "%.10g", v); }
+
+void key_value_text(const key_spec *spec, const void *base, strbuf *out)
+{
+    const void *slot = (const char *)base + spec->offset;
+    switch (spec->type) {
+    case K_STR:
+    case K_ENUM:
+    case K_DEVMAP: {
+        const char *s = *(char *const *)slot;
+        sb_printf(out, "%s", s ? s : "(unset)");
+        break;
+    }
+    case K_INT:
+        if ((spec->flags & F_AUTO) && *(const long *)slot == 0)
+            sb_printf(out, "auto");
+        else if ((spec->flags & F_MINUS1) && *(const long *)slot == -1)
+            sb_printf(out, "(unset)");
+        else
+            sb_printf(out, "%ld", *(const long *)slot);
+        break;
+    case K_FLOAT: text_double(out, *(const double *)slot); break;
+    case K_BOOL: sb_printf(out, "%s", *(const bool *)slot ? "true" : "false"); break;
+    case K_TRI: {
+        pt_tristate t = *(const pt_tristate *)slot;
+        sb_printf(out, "%s", t == PT_AUTO ? "auto" : t == PT_TRUE ? "true" : "false");
+        break;
+    }
+    case K_RESUME: {
+        const pt_resume *r = slot;
+        sb_printf(out, "%s", r->path ? r->path : r->on ? "true (newest in output_dir)" : "false");
+        break;
+    }
+    case K_STRLIST: {
+        const pt_strlist *list = slot;
+        if (list->n == 0) sb_printf(out, "(none)");
+        for (int i = 0; i < list->n; i++) sb_printf(out, "%s%s", i ? ", " : "", list->items[i]);
+        break;
+    }
+    case K_STRMAP: {
+        const pt_strmap *map = slot;
+        if (map->n == 0) sb_printf(out, "(none)");
+        for (int i = 0; i < map->n; i++)
+            sb_printf(out, "%s%s: %s", i ? ", " : "", map->keys[i], map->values[i]);
+        break;
+    }
+    case K_SECRET: sb_printf(out, "(from HF_TOKEN only)"); break;
+    case K_DATASETS: break;
+    }
+}
+
+bool strlist_push(pt_strlist *list, const char *item)
+{
+    char **grown = realloc(list->items, sizeof *grown * (size_t)(list->n + 1));
+    if (!grown) abort();
+    list->items = grown;
+    list->items[list->n++] = xstrdup(item);
+    return true;
+}
+
+void strlist_free(pt_strlist *list)
+{
+    for (int i = 0; i < list->n; i++) free(list->items[i]);
+    free(list->items);
+    list->items = NULL;
+    list->n = 0;
+}
+
+static void strmap_free(pt_strmap *map)
+{
+    for (int i = 0; i < map->n; i++) {
+        free(map->keys[i]);
+        free(map->values[i]);
+    }
+    free(map->keys);
+    free(map->values);
+    memset(map, 0, sizeof *map);
+}
+
+void key_free_value(const key_spec *spec, void *base)
+{
+    void *slot = field(spec, base);
+    switch (spec->type) {
+    case K_STR:
+    case K_ENUM:
+    case K_DEVMAP:
+        free(*(char **)slot);
+        *(char **)slot = NULL;
+        break;
+    case K_STRLIST: strlist_free(slot); break;
+    case K_STRMAP: strmap_free(slot); break;
+    case K_RESUME:
+        free(((pt_resume *)slot)->path);
+        ((pt_resume *)slot)->path = NULL;
+        break;
+    default: break;
+    }
+}
+
+void key_apply_defaults(const key_spec *table, int n, void *base)
+{
+    char why[256];
+    for (int i = 0; i < n; i++) {
+        const key_spec *spec = &table[i];
+        if (!spec->def || spec->type == K_DATASETS || spec->type == K_SECRET) continue;
+        if (spec->type != K_STRLIST) {
+            key_set_scalar(spec, base, spec->def, why, sizeof why);
+            continue;
+        }
+        char *copy = xstrdup(spec->def), *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            strlist_push(field(spec, base), tok);
+        free(copy);
+    }
+}
+
+int key_index(const key_spec *table, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(table[i].name, name) == 0 || (table[i].alias && strcmp(table[i].alias, name) == 0))
+            return i;
+    return -1;
+}
+
+int config_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 99;
+    int row[65];
+    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int best = diag + cost;
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* Close enough to suggest: at most 1 edit for short words, a third of the length for long ones. */
+static bool close_enough(const char *word, const char *candidate, int dist)
+{
+    int len = (int)strlen(candidate);
+    int limit = len <= 5 ? 1 : len / 3;
+    (void)word;
+    return dist <= limit;
+}
+
+const char *choice_suggest(const char *const *choices, const char *word)
+{
+    const char *best = NULL;
+    int best_d = 99;
+    for (int i = 0; choices[i]; i++) {
+        int d = config_edit_distance(word, choices[i]);
+        if (d < best_d) best_d = d, best = choices[i];
+    }
+    return best && close_enough(word, best, best_d) ? best : NULL;
+}
+
+const char *key_suggest(const key_spec *table, int n, const char *name)
+{
+    const char *best = NULL;
+    int best_d = 99;
+    for (int i = 0; i < n; i++) {
+        int d = config_edit_distance(name, table[i].name);
+        if (d < best_d) best_d = d, best = table[i].name;
+        if (table[i].alias && (d = config_edit_distance(name, table[i].alias)) < best_d)
+            best_d = d, best = table[i].alias;
+    }
+    return best && close_enough(name, best, best_d) ? best : NULL;
+}

@@ -1,0 +1,101 @@
+/* layers.c — the CPU backend's per-row layer ops: embedding lookup, RMSNorm, rotary embedding
+ * (Hugging Face "rotate half" layout), SwiGLU and residual add. Rows are independent, so each op
+ * is one OpenMP loop over rows; sums are kept in double where rounding would show. */
+#include <math.h>
+
+#include "cpu.h"
+#include "ptrain/quant.h"
+
+pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids)
+{
+    (void)be;
+    int64_t dim = table->shape[1], n = tensor_numel(out) / dim;
+    size_t row_bytes = dtype_size_bytes(table->dtype, dim);
+    pt_status st = PT_OK;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        const char *row = (const char *)table->data + (size_t)ids[i] * row_bytes;
+        pt_status s = quant_dequantize_row(table->dtype, row, (float *)out->data + i * dim, dim);
+        if (s != PT_OK) st = s; /* only fails for an unsupported dtype: the same on every row */
+    }
+    return st;
+}
+
+pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                          const pt_tensor *w, float eps)
+{
+    (void)be;
+    int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
+    const float *xs = x->data, *ws = w->data;
+    float *ys = y->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xs + r * dim;
+        double ss = 0;
+        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float inv = (float)(1.0 / sqrt(ss / (double)dim + eps));
+        if (rstd) ((float *)rstd->data)[r] = inv;
+        for (int64_t i = 0; i < dim; i++) ys[r * dim + i] = xr[i] * inv * ws[i];
+    }
+    return PT_OK;
+}
+
+/* x[t, h, i] and x[t, h, i + half] rotate by angle pos[t] * inv_freq[i] */
+static void rope_rows(pt_tensor *x, int n_heads, int head_dim, const int32_t *pos, const float *inv_freq,
+                      float sign)
+{
+    int64_t width = (int64_t)n_heads * head_dim, rows = tensor_numel(x) / width;
+    int half = head_dim / 2;
+    float *xs = x->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < rows; t++) {
+        for (int i = 0; i < half; i++) {
+            double angle = (double)pos[t] * inv_freq[i];
+            float c = (float)cos(angle), s = sign * (float)sin(angle);
+            for (int h = 0; h < n_heads; h++) {
+                float *p = xs + t * width + (int64_t)h * head_dim;
+                float a = p[i], b = p[i + half];
+                p[i] = a * c - b * s;
+                p[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+                       const float *inv_freq)
+{
+    (void)be;
+    rope_rows(x, n_heads, head_dim, pos, inv_freq, 1.0f);
+    return PT_OK;
+}
+
+pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+                       const float *inv_freq)
+{
+    (void)be; /* the rotation is orthogonal: its gradient is the inverse rotation */
+    rope_rows(dx, n_heads, head_dim, pos, inv_freq, -1.0f);
+    return PT_OK;
+}
+
+pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
+{
+    (void)be;
+    int64_t n = tensor_numel(y);
+    const float *g = gate->data, *u = up->data;
+    float *ys = y->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) ys[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    return PT_OK;
+}
+
+pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
+{
+    (void)be;
+    int64_t n = tensor_numel(y);
+    float *ys = y->data;
+    const float *xs = x->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) ys[i] += xs[i];
+    return PT_OK;
+}

@@ -1,0 +1,148 @@
+/* main.c — the ptrain command: parse the command line and dispatch to train or check.
+ *
+ *   ptrain [train] CONFIG      fine-tune as CONFIG says (under mpirun/srun: one rank per GPU)
+ *   ptrain check CONFIG        parse, validate and print the resolved configuration
+ *
+ * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 130 interrupted,
+ * anything else an internal error. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/backend.h"
+#include "ptrain/config.h"
+#include "ptrain/dist.h"
+#include "ptrain/log.h"
+
+static const char usage_text[] =
+    "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
+    "       ptrain check CONFIG          validate CONFIG and print the resolved settings\n"
+    "       ptrain --help | --version\n"
+    "\n"
+    "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
+    "is accepted in place of CONFIG. Launch on several GPUs or nodes with\n"
+    "  mpirun -np 2 ptrain config.yaml      or      srun --mpi=pmix ptrain config.yaml\n"
+    "Each rank loads the whole 4-bit model on its own device; rank 0 prints and writes files.\n"
+    "\n"
+    "Exit status: 0 ok, 1 bad input (config, model, data, checkpoint), 2 usage error,\n"
+    "130 interrupted, other values an internal error.\n"
+    "Environment: HF_TOKEN (publishing only; never logged), HF_HOME / HF_HUB_CACHE (model ids).\n";
+
+typedef enum { CMD_TRAIN, CMD_CHECK } command;
+
+typedef struct {
+    command cmd;
+    const char *config;
+} cli_args;
+
+static pt_status usage_error(const char *what, const char *arg)
+{
+    return ERR(PT_ERR_USAGE, "%s%s%s%s\nTry 'ptrain --help'.", what, arg ? " '" : "", arg ? arg : "",
+               arg ? "'" : "");
+}
+
+/* Returns PT_OK with args filled, PT_ERR_USAGE, or -1 for "done" (help/version printed). */
+static int cli_parse(int argc, char **argv, cli_args *args)
+{
+    args->cmd = CMD_TRAIN;
+    args->config = NULL;
+    int i = 1;
+    if (i < argc && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
+        fputs(usage_text, stdout);
+        return -1;
+    }
+    if (i < argc && (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V"))) {
+        printf("ptrain %s\nbackends: %s\n", PACKAGE_VERSION, backend_list());
+        return -1;
+    }
+    if (i < argc && !strcmp(argv[i], "check")) args->cmd = CMD_CHECK, i++;
+    else if (i < argc && !strcmp(argv[i], "train")) i++;
+    for (; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc && !args->config) args->config = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1]) return usage_error("unknown option", argv[i]);
+        else if (!args->config) args->config = argv[i];
+        else return usage_error("unexpected argument", argv[i]);
+    }
+    if (!args->config) return usage_error("no config file given", NULL);
+    return PT_OK;
+}
+
+/* The settings only known at launch: ranks, threads, backend, token presence (never its value). */
+static void print_launch(const pt_config *cfg, const pt_dist *d, int threads)
+{
+    const char *backend = "cpu";
+    (void)cfg;
+#ifdef PTRAIN_HAVE_CUDA
+    if (strcmp(cfg->device, "cpu") != 0 && cuda_device_count() > 0) backend = "cuda";
+#endif
+    log_info("%-30s %d (%d on this node)\n", "launch.ranks", d->world, d->local_world);
+    log_info("%-30s %d\n", "launch.threads_per_rank", threads);
+    log_info("%-30s %s (built: %s)\n", "launch.backend", backend, backend_list());
+    log_info("%-30s %s\n", "env.HF_TOKEN", getenv("HF_TOKEN") ? "set (hidden)" : "not set");
+}
+
+/* Load the config on every rank and make sure all ranks resolved the same one. */
+static pt_status load_config(const pt_dist *d, const char *path, pt_config *cfg)
+{
+    pt_status st = config_load(path, cfg, log_warn_stream());
+    pt_status all = dist_agree(d, st);
+    if (all != PT_OK) {
+        if (st == PT_OK) config_free(cfg); /* another rank failed */
+        return all;
+    }
+    st = config_validate_launch(cfg, d->world);
+    if (st == PT_OK) st = dist_check_same(d, config_hash(cfg), "resolved config");
+    st = dist_agree(d, st);
+    if (st != PT_OK) config_free(cfg);
+    return st;
+}
+
+static pt_status run(const pt_dist *d, const cli_args *args)
+{
+    pt_config cfg;
+    TRY(load_config(d, args->config, &cfg));
+    int threads = cfg.threads > 0 ? (int)cfg.threads : dist_default_threads(d);
+    if (cfg.threads == 0 && d->bound_cores == 1 && d->node_cores / d->local_world > 1)
+        log_warn("the launcher bound each rank to one core, so each rank runs 1 thread; for more, "
+                 "use mpirun --bind-to none (or --map-by socket:PE=N), or srun --cpus-per-task=N");
+    pt_status st = PT_OK;
+    if (args->cmd == CMD_CHECK) {
+        if (d->rank == 0) config_print(&cfg, stdout);
+        print_launch(&cfg, d, threads);
+        log_info("%s: ok\n", cfg.path);
+    } else {
+        pt_backend *be = NULL;
+        pt_backend_options opts = {cfg.device, d->local_rank, threads};
+        st = dist_agree(d, backend_open(&opts, &be));
+        if (st == PT_OK)
+            st = dist_agree(d, ERR(PT_ERR_UNSUPPORTED, "%s: the config is valid, but this build of "
+                                   "ptrain has no training loop yet; `ptrain check` works",
+                                   cfg.path));
+        backend_close(be);
+    }
+    config_free(&cfg);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    cli_args args;
+    int parsed = cli_parse(argc, argv, &args);
+    if (parsed < 0) return 0;
+    if (parsed != PT_OK) {
+        log_error(PT_ERR_USAGE);
+        return PT_ERR_USAGE;
+    }
+    pt_dist d;
+    pt_status st = dist_init(&d, &argc, &argv);
+    if (st != PT_OK) {
+        log_error(st);
+        return st;
+    }
+    st = run(&d, &args);
+    dist_finalize(&d);
+    return st;
+}

@@ -1,0 +1,324 @@
+/* quant.c — fp16/bf16 conversions and the GGUF block formats: Q8_0, Q4_0, Q4_1 (quantize and
+ * dequantize), Q5_0, Q5_1 and the k-quants Q2_K..Q6_K (dequantize only).
+ * Layouts (per block of 32 values): Q8_0 = fp16 d, int8 q[32], x = d*q; Q4_0 = fp16 d, 16 bytes,
+ * low nibbles are values 0..15 and high nibbles 16..31, x = d*(q-8); Q4_1 = fp16 d, fp16 m,
+ * nibbles as Q4_0, x = d*q + m. The Q5 and k-quant layouts are described at their functions.
+ * Dequantization follows ggml's reference (dequantize_row_*) operation for operation, so the
+ * values match llama.cpp's bit for bit. */
+#include "ptrain/quant.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+float quant_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) man <<= 1, exp--;
+            bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t quant_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t man = x & 0x7fffff;
+    if (((x >> 23) & 0xff) == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+    if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+    if (exp <= 0) {
+        if (exp < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
+    return (uint16_t)half;
+}
+
+float quant_bf16_to_f32(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t quant_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static void wr16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* ggml's get_scale_min_k4: sub-block j's 6-bit scale and min out of the 12 packed bytes of a
+ * Q4_K/Q5_K super-block (j < 4: low 6 bits of bytes j and j+4; else 4 bits of byte j+4 plus the
+ * top 2 bits of bytes j-4 and j). */
+static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Q5_0 (22 bytes): fp16 d, u32 qh, 16 bytes of nibbles; x = d*(q-16). Q5_1 (24 bytes): fp16 d,
+ * fp16 m, u32 qh, nibbles; x = d*q + m. Bit j of qh is the fifth bit of value j. */
+static void dequant_q5(bool has_min, const uint8_t *p, float *y)
+{
+    size_t head = has_min ? 4 : 2;
+    float d = quant_f16_to_f32(rd16(p)), m = has_min ? quant_f16_to_f32(rd16(p + 2)) : 0.0f;
+    uint32_t qh = (uint32_t)p[head] | (uint32_t)p[head + 1] << 8 | (uint32_t)p[head + 2] << 16 |
+                  (uint32_t)p[head + 3] << 24;
+    const uint8_t *qs = p + head + 4;
+    for (int j = 0; j < 16; j++) {
+        int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
+        int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        if (has_min) {
+            y[j] = (float)q0 * d + m;
+            y[j + 16] = (float)q1 * d + m;
+        } else {
+            y[j] = (float)(q0 - 16) * d;
+            y[j + 16] = (float)(q1 - 16) * d;
+        }
+    }
+}
+
+/* Q2_K (84 bytes): u8 scales[16] (low nibble scale, high nibble min), u8 qs[64] (2-bit), fp16 d,
+ * fp16 dmin. Each 128 values use 32 bytes of qs, four 2-bit planes of 32 values each. */
+static void dequant_q2_k(const uint8_t *p, float *y)
+{
+    const uint8_t *sc = p, *q = p + 16;
+    float d = quant_f16_to_f32(rd16(p + 80)), dmin = quant_f16_to_f32(rd16(p + 82));
+    int is = 0;
+    for (int n = 0; n < 256; n += 128, q += 32)
+        for (int shift = 0; shift < 8; shift += 2)
+            for (int half = 0; half < 2; half++, is++) {
+                float dl = d * (float)(sc[is] & 0x0f), ml = dmin * (float)(sc[is] >> 4);
+                for (int l = 0; l < 16; l++) *y++ = dl * (float)((q[l + 16 * half] >> shift) & 3) - ml;
+            }
+}
+
+/* Q3_K (110 bytes): u8 hmask[32] (third bit), u8 qs[64] (low 2 bits), 12 bytes of sixteen 6-bit
+ * scales (stored +32), fp16 d; x = d*(scale-32)*(q - (high bit clear ? 4 : 0)). */
+static void dequant_q3_k(const uint8_t *p, float *y)
+{
+    const uint8_t *hm = p, *q = p + 32, *s = p + 96;
+    float d = quant_f16_to_f32(rd16(p + 108));
+    int scale[16];
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        scale[j] = (lo | (hi << 4)) - 32;
+    }
+    int is = 0;
+    unsigned bit = 1;
+    for (int n = 0; n < 256; n += 128, q += 32)
+        for (int shift = 0; shift < 8; shift += 2, bit <<= 1)
+            for (int half = 0; half < 2; half++, is++) {
+                float dl = d * (float)scale[is];
+                for (int l = 0; l < 16; l++) {
+                    int k = l + 16 * half;
+                    *y++ = dl * (float)(((q[k] >> shift) & 3) - ((hm[k] & bit) ? 0 : 4));
+                }
+            }
+}
+
+/* Q4_K (144 bytes): fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, u8 qs[128]; Q5_K (176 bytes)
+ * adds u8 qh[32] (fifth bits) before qs. Each 64 values use 32 bytes of qs: low nibbles for the
+ * first 32 (sub-block 2i), high nibbles for the next 32 (sub-block 2i+1); x = d*sc*q - dmin*m. */
+static void dequant_q45_k(bool five, const uint8_t *p, float *y)
+{
+    float d = quant_f16_to_f32(rd16(p)), dmin = quant_f16_to_f32(rd16(p + 2));
+    const uint8_t *scales = p + 4, *qh = p + 16, *q = five ? p + 48 : p + 16;
+    unsigned u1 = 1, u2 = 2;
+    for (int is = 0; is < 8; is += 2, q += 32, u1 <<= 2, u2 <<= 2) {
+        int sc, m;
+        scale_min_k4(is, scales, &sc, &m);
+        float d1 = d * (float)sc, m1 = dmin * (float)m;
+        scale_min_k4(is + 1, scales, &sc, &m);
+        float d2 = d * (float)sc, m2 = dmin * (float)m;
+        for (int l = 0; l < 32; l++) {
+            int v = (q[l] & 0x0f) + (five && (qh[l] & u1) ? 16 : 0);
+            *y++ = d1 * (float)v - m1;
+        }
+        for (int l = 0; l < 32; l++) {
+            int v = (q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0);
+            *y++ = d2 * (float)v - m2;
+        }
+    }
+}
+
+/* Q6_K (210 bytes): u8 ql[128] (low 4 bits), u8 qh[64] (high 2 bits), int8 scales[16], fp16 d;
+ * x = d*scale*(q-32), one scale per 16 values. */
+static void dequant_q6_k(const uint8_t *p, float *y)
+{
+    const uint8_t *ql = p, *qh = p + 128;
+    const int8_t *sc = (const int8_t *)(p + 192);
+    float d = quant_f16_to_f32(rd16(p + 208));
+    for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8)
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * (float)sc[is] * (float)q1;
+            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        }
+}
+
+pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int64_t n)
+{
+    const uint8_t *p = src;
+    if (dtype_size_bytes(dtype, n) == 0 && n > 0)
+        return ERR(PT_ERR_INTERNAL, "%lld values are not whole %s blocks", (long long)n, dtype_name(dtype));
+    switch (dtype) {
+    case PT_F32: memcpy(dst, src, (size_t)n * 4); return PT_OK;
+    case PT_F16:
+        for (int64_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(rd16(p + 2 * i));
+        return PT_OK;
+    case PT_BF16:
+        for (int64_t i = 0; i < n; i++) dst[i] = quant_bf16_to_f32(rd16(p + 2 * i));
+        return PT_OK;
+    case PT_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 34) {
+            float d = quant_f16_to_f32(rd16(p));
+            for (int j = 0; j < 32; j++) dst[b * 32 + j] = (float)(int8_t)p[2 + j] * d;
+        }
+        return PT_OK;
+    case PT_Q4_0:
+        for (int64_t b = 0; b < n / 32; b++, p += 18) {
+            float d = quant_f16_to_f32(rd16(p));
+            for (int j = 0; j < 16; j++) {
+                dst[b * 32 + j] = (float)((p[2 + j] & 0x0f) - 8) * d;
+                dst[b * 32 + j + 16] = (float)((p[2 + j] >> 4) - 8) * d;
+            }
+        }
+        return PT_OK;
+    case PT_Q4_1:
+        for (int64_t b = 0; b < n / 32; b++, p += 20) {
+            float d = quant_f16_to_f32(rd16(p)), m = quant_f16_to_f32(rd16(p + 2));
+            for (int j = 0; j < 16; j++) {
+                dst[b * 32 + j] = (float)(p[4 + j] & 0x0f) * d + m;
+                dst[b * 32 + j + 16] = (float)(p[4 + j] >> 4) * d + m;
+            }
+        }
+        return PT_OK;
+    case PT_Q5_0:
+    case PT_Q5_1: {
+        size_t step = dtype_size_bytes(dtype, 32);
+        for (int64_t b = 0; b < n / 32; b++, p += step) dequant_q5(dtype == PT_Q5_1, p, dst + b * 32);
+        return PT_OK;
+    }
+    case PT_Q2_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 84) dequant_q2_k(p, dst + b * 256);
+        return PT_OK;
+    case PT_Q3_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 110) dequant_q3_k(p, dst + b * 256);
+        return PT_OK;
+    case PT_Q4_K:
+    case PT_Q5_K: {
+        size_t step = dtype_size_bytes(dtype, 256);
+        for (int64_t b = 0; b < n / 256; b++, p += step) dequant_q45_k(dtype == PT_Q5_K, p, dst + b * 256);
+        return PT_OK;
+    }
+    case PT_Q6_K:
+        for (int64_t b = 0; b < n / 256; b++, p += 210) dequant_q6_k(p, dst + b * 256);
+        return PT_OK;
+    default: return ERR(PT_ERR_UNSUPPORTED, "no dequantizer for %s weights yet", dtype_name(dtype));
+    }
+}
+
+static void quantize_q8_0(const float *x, uint8_t *p)
+{
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, inv = d ? 1.0f / d : 0.0f;
+    wr16(p, quant_f32_to_f16(d));
+    for (int j = 0; j < 32; j++) p[2 + j] = (uint8_t)(int8_t)lroundf(x[j] * inv);
+}
+
+static void quantize_q4(pt_dtype dtype, const float *x, uint8_t *p)
+{
+    float lo = x[0], hi = x[0], amax = 0, signed_max = 0;
+    for (int j = 0; j < 32; j++) {
+        lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), signed_max = x[j];
+    }
+    float d, m;
+    size_t head;
+    if (dtype == PT_Q4_0) {
+        d = signed_max / -8.0f, m = -8.0f * d, head = 2;
+        wr16(p, quant_f32_to_f16(d));
+    } else {
+        d = (hi - lo) / 15.0f, m = lo, head = 4;
+        wr16(p, quant_f32_to_f16(d));
+        wr16(p + 2, quant_f32_to_f16(m));
+    }
+    float inv = d ? 1.0f / d : 0.0f;
+    for (int j = 0; j < 16; j++) {
+        long a = lroundf((x[j] - m) * inv), b = lroundf((x[j + 16] - m) * inv);
+        a = a < 0 ? 0 : a > 15 ? 15 : a;
+        b = b < 0 ? 0 : b > 15 ? 15 : b;
+        p[head + j] = (uint8_t)(a | (b << 4));
+    }
+}
+
+pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n)
+{
+    uint8_t *p = dst;
+    if (dtype_size_bytes(dtype, n) == 0 && n > 0)
+        return ERR(PT_ERR_INTERNAL, "%lld values are not whole %s blocks", (long long)n, dtype_name(dtype));
+    switch (dtype) {
+    case PT_F32: memcpy(dst, src, (size_t)n * 4); return PT_OK;
+    case PT_F16:
+        for (int64_t i = 0; i < n; i++) wr16(p + 2 * i, quant_f32_to_f16(src[i]));
+        return PT_OK;
+    case PT_BF16:
+        for (int64_t i = 0; i < n; i++) wr16(p + 2 * i, quant_f32_to_bf16(src[i]));
+        return PT_OK;
+    case PT_Q8_0:
+        for (int64_t b = 0; b < n / 32; b++) quantize_q8_0(src + b * 32, p + b * 34);
+        return PT_OK;
+    case PT_Q4_0:
+    case PT_Q4_1:
+        for (int64_t b = 0; b < n / 32; b++)
+            quantize_q4(dtype, src + b * 32, p + (size_t)b * dtype_size_bytes(dtype, 32));
+        return PT_OK;
+    default: return ERR(PT_ERR_UNSUPPORTED, "no quantizer for %s weights yet", dtype_name(dtype));
+    }
+}

@@ -1,0 +1,54 @@
+/* util.c — string buffer, string copies and hashing shared by the modules. */
+#include "ptrain/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sb_printf(strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0) return;
+    if (sb->len + (size_t)need + 1 > sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 256;
+        while (cap < sb->len + (size_t)need + 1) cap *= 2;
+        char *grown = realloc(sb->data, cap);
+        if (!grown) abort();
+        sb->data = grown;
+        sb->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
+    va_end(ap);
+    sb->len += (size_t)need;
+}
+
+void sb_free(strbuf *sb)
+{
+    free(sb->data);
+    sb->data = NULL;
+    sb->len = sb->cap = 0;
+}
+
+const char *sb_text(const strbuf *sb) { return sb->data ? sb->data : ""; }
+
+char *xstrdup(const char *s)
+{
+    char *copy = strdup(s ? s : "");
+    if (!copy) abort();
+    return copy;
+}
+
+uint64_t util_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

@@ -1,0 +1,77 @@
+#!/bin/sh
+# test_cli.sh — the ptrain command line: help, version, usage errors and their exit codes, `check`
+# on the shipped examples and on every config under tests/configs (bad ones must give exactly the
+# error in their .err file), and that HF_TOKEN never reaches the output.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+run() { # run ARGS...: sets rc, out, err
+    "$P" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    err=$(cat "$tmp/err")
+}
+
+run --help
+ok "--help exits 0 and shows usage" test "$rc" = 0 -a -n "$(echo "$out" | grep '^Usage: ptrain')"
+ok "--help documents the exit codes" contains "$out" "0 ok, 1 bad input"
+run --version
+ok "--version names the version" contains "$out" "ptrain "
+ok "--version lists the backends built" contains "$out" "backends: cpu"
+run
+expect_eq "no arguments: exit 2" 2 "$rc"
+expect_eq "no arguments: one usage error" "ptrain: usage error: no config file given
+ptrain: usage error: Try 'ptrain --help'." "$err"
+run check --bogus x.yaml
+expect_eq "unknown option: exit 2" 2 "$rc"
+ok "unknown option is named" contains "$err" "unknown option '--bogus'"
+run check a.yaml b.yaml
+expect_eq "extra argument: exit 2" 2 "$rc"
+ok "extra argument is named" contains "$err" "unexpected argument 'b.yaml'"
+run check "$tmp/missing.yaml"
+expect_eq "missing config: exit 1" 1 "$rc"
+expect_eq "missing config: names the file and the reason" \
+    "ptrain: error: cannot open config file $tmp/missing.yaml: No such file or directory" "$err"
+
+for f in "$PTRAIN_SRCDIR"/share/examples/*.yaml "$PTRAIN_SRCDIR"/tests/configs/good/*.yaml; do
+    [ -e "$f" ] || continue
+    run check "$f"
+    ok "check $(basename "$f"): exit 0, table, ok" test "$rc" = 0 -a "$(echo "$out" | head -n1 | cut -c1-3)" = key \
+        -a "$(echo "$out" | tail -n1)" = "$f: ok"
+done
+run check --config "$PTRAIN_SRCDIR/share/examples/multi-gpu-resume.yaml"
+expect_eq "check --config FILE works like check FILE" 0 "$rc"
+run "$PTRAIN_SRCDIR/share/examples/smollm2-demo.yaml" --bogus
+expect_eq "train with a bad option: exit 2" 2 "$rc"
+
+# every malformed config gets exactly its expected error, with exit status 1
+cd "$PTRAIN_SRCDIR/tests/configs/bad" || exit 1
+for f in *.yaml; do
+    [ -e "$f" ] || continue
+    run check "$f"
+    expect_eq "bad config $f: exact error, exit 1" "$(cat "${f%.yaml}.err")
+rc=1" "$err
+rc=$rc"
+done
+cd - >/dev/null || exit 1
+
+# every key `check` prints is documented in docs/configuration.md
+run check "$PTRAIN_SRCDIR/share/examples/multi-gpu-resume.yaml"
+undocumented=""
+for key in $(echo "$out" | awk 'NR > 1 && $1 !~ /^(launch|env)\./ && $1 !~ /^dataset\[/ && $1 !~ /:$/ && NF > 1 {print $1}'); do
+    grep -q "\`$key\`" "$PTRAIN_SRCDIR/docs/configuration.md" || undocumented="$undocumented $key"
+done
+expect_eq "every key is in docs/configuration.md" "" "$undocumented"
+
+# secrets: the token's value appears nowhere, its presence is shown
+HF_TOKEN=hf_do_not_print_me_123 run check "$PTRAIN_SRCDIR/share/examples/push-checkpoints.yaml"
+ok "HF_TOKEN shown as set (hidden)" contains "$out" "set (hidden)"
+ok "HF_TOKEN value never printed" test -z "$(cat "$tmp/out" "$tmp/err" | grep hf_do_not_print_me_123)"
+printf 'hub_token: hf_in_config_secret\n' >"$tmp/token.yaml"
+run check "$tmp/token.yaml"
+ok "a token in the config warns and is never printed" test "$rc" = 0 -a \
+    -z "$(cat "$tmp/out" "$tmp/err" | grep hf_in_config_secret)" -a -n "$(echo "$err" | grep 'export HF_TOKEN')"
+
+done_testing

@@ -1,0 +1,20 @@
+#!/bin/sh
+# run-tests.sh — run `make check` in one or more configured build directories and print one
+# closing line counting every test case across them: "N passed, N failed, N skipped".
+# Usage: tests/run-tests.sh BUILD_DIR...
+pass=0 fail=0 skip=0 status=0
+for dir in "$@"; do
+    echo "=== make check in $dir"
+    make -C "$dir" -j"$(nproc)" check || status=1
+    find "$dir/tests" -name '*.trs' >"$dir/trs-list" 2>/dev/null || true
+    while read -r trs; do
+        p=$(grep -c '^:test-result: PASS' "$trs")
+        f=$(grep -c -E '^:test-result: (FAIL|ERROR|XPASS)' "$trs")
+        s=$(grep -c '^:test-result: SKIP' "$trs")
+        pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+        [ "$f" -eq 0 ] || echo "FAILED in $trs (see ${trs%.trs}.log)"
+    done <"$dir/trs-list"
+done
+[ "$fail" -eq 0 ] || status=1
+echo "$pass passed, $fail failed, $skip skipped"
+exit $status

@@ -1,0 +1,362 @@
+/* test_backend.c — the backend seam: dtype helpers, the fp16/bf16/GGUF block conversions, and
+ * the matmul ops (forward, input gradient, weight gradient) of the CPU backend against a
+ * float64 reference, for fp32 and quantized weights. When the CUDA backend is built and a GPU is
+ * visible, its matmuls are checked against the CPU backend; otherwise that test skips and says
+ * why. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptrain/backend.h"
+#include "ptrain/quant.h"
+
+static float frand(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+static float *random_floats(int64_t n, uint64_t seed)
+{
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = frand(&seed);
+    return v;
+}
+
+static pt_backend *open_cpu(void)
+{
+    pt_backend *be = NULL;
+    pt_backend_options opts = {"cpu", 0, 1};
+    assert_int_equal(backend_open(&opts, &be), PT_OK);
+    assert_string_equal(be->ops->name, "cpu");
+    return be;
+}
+
+/* A tensor on be holding host values of the given dtype (quantized from f32 when needed). */
+static pt_tensor put(pt_backend *be, pt_dtype dtype, int64_t rows, int64_t cols, const float *values)
+{
+    int64_t shape[2] = {rows, cols};
+    pt_tensor t = tensor_make(dtype, 2, shape);
+    assert_true(t.nbytes > 0);
+    void *host = malloc(t.nbytes);
+    assert_non_null(host);
+    for (int64_t r = 0; r < rows; r++)
+        assert_int_equal(quant_quantize_row(dtype, values + r * cols,
+                                            (char *)host + (size_t)r * dtype_size_bytes(dtype, cols), cols),
+                         PT_OK);
+    assert_int_equal(backend_alloc(be, &t), PT_OK);
+    assert_int_equal(backend_upload(be, &t, host, t.nbytes), PT_OK);
+    free(host);
+    return t;
+}
+
+static float *get(pt_backend *be, const pt_tensor *t)
+{
+    float *host = malloc(t->nbytes);
+    assert_non_null(host);
+    assert_int_equal(backend_download(be, t, host, t->nbytes), PT_OK);
+    return host;
+}
+
+/* max |a-b| / max(|b|) over n values */
+static double rel_err(const float *a, const double *b, int64_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs(b[i]));
+    }
+    return diff / scale;
+}
+
+static void test_dtype_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(dtype_size_bytes(PT_F32, 10), 40);
+    assert_int_equal(dtype_size_bytes(PT_BF16, 10), 20);
+    assert_int_equal(dtype_size_bytes(PT_Q8_0, 64), 68);
+    assert_int_equal(dtype_size_bytes(PT_Q4_0, 64), 36);
+    assert_int_equal(dtype_size_bytes(PT_Q4_1, 32), 20);
+    assert_int_equal(dtype_size_bytes(PT_Q4_0, 33), 0); /* not whole blocks */
+    assert_string_equal(dtype_name(PT_Q4_1), "q4_1");
+    int64_t shape[3] = {2, 3, 64};
+    pt_tensor t = tensor_make(PT_Q8_0, 3, shape);
+    assert_int_equal(tensor_numel(&t), 384);
+    assert_int_equal(t.nbytes, 408);
+}
+
+static void test_half_conversions(void **state)
+{
+    (void)state;
+    assert_int_equal(quant_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(quant_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(quant_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(quant_f32_to_f16(1e6f), 0x7c00); /* overflow to inf */
+    assert_true(quant_f16_to_f32(0x0001) == ldexpf(1.0f, -24)); /* smallest subnormal */
+    assert_true(quant_f16_to_f32(0x3555) == 0.333251953125f);
+    for (uint32_t h = 0; h < 0x7c00; h++) /* every finite positive half survives a round trip */
+        assert_int_equal(quant_f32_to_f16(quant_f16_to_f32((uint16_t)h)), h);
+    assert_int_equal(quant_f32_to_bf16(1.0f), 0x3f80);
+    assert_true(quant_bf16_to_f32(0x4049) == 3.140625f);
+    /* round to nearest even: 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125 */
+    assert_int_equal(quant_f32_to_bf16(1.00390625f), 0x3f80);
+    assert_int_equal(quant_f32_to_bf16(1.01171875f), 0x3f82);
+}
+
+/* Quantizing then dequantizing stays within the format's step; exact values survive exactly. */
+static void test_block_roundtrip(void **state)
+{
+    (void)state;
+    const pt_dtype types[] = {PT_F16, PT_BF16, PT_Q8_0, PT_Q4_0, PT_Q4_1};
+    const double tol[] = {1e-3, 8e-3, 1e-2, 0.15, 0.07};
+    float *x = random_floats(256, 7);
+    float back[256];
+    unsigned char packed[1024];
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        assert_int_equal(quant_quantize_row(types[t], x, packed, 256), PT_OK);
+        assert_int_equal(quant_dequantize_row(types[t], packed, back, 256), PT_OK);
+        for (int i = 0; i < 256; i++) assert_true(fabsf(back[i] - x[i]) <= tol[t]);
+    }
+    /* Q4_0 known block: d = 0.5, nibbles 0..15 and 15..0 */
+    unsigned char block[18] = {0x00, 0x38};
+    for (int j = 0; j < 16; j++) block[2 + j] = (unsigned char)(j | ((15 - j) << 4));
+    assert_int_equal(quant_dequantize_row(PT_Q4_0, block, back, 32), PT_OK);
+    assert_true(back[0] == -4.0f && back[15] == 3.5f && back[16] == 3.5f && back[31] == -4.0f);
+    assert_int_equal(quant_dequantize_row(PT_Q4_0, block, back, 31), PT_ERR_INTERNAL);
+    free(x);
+}
+
+/* y = x @ W^T in float64 from the weights as the backend sees them (dequantized). */
+static void reference_matmul(const float *x, const float *w, double *y, int m, int n, int k)
+{
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int p = 0; p < k; p++) acc += (double)x[i * k + p] * w[j * k + p];
+            y[i * n + j] = acc;
+        }
+}
+
+static void check_matmul_dtype(pt_dtype dtype)
+{
+    const int m = 7, n = 300, k = 96; /* n spans several dequantization tiles */
+    pt_backend *be = open_cpu();
+    float *xv = random_floats(m * k, 1), *wv = random_floats(n * k, 2), *dyv = random_floats(m * n, 3);
+    pt_tensor x = put(be, PT_F32, m, k, xv), w = put(be, dtype, n, k, wv), dy = put(be, PT_F32, m, n, dyv);
+    /* the weights as stored: dequantize them for the reference */
+    float *wq = malloc(sizeof(float) * n * k);
+    void *raw = malloc(w.nbytes);
+    assert_non_null(wq);
+    assert_non_null(raw);
+    assert_int_equal(backend_download(be, &w, raw, w.nbytes), PT_OK);
+    assert_int_equal(quant_dequantize_row(dtype, raw, wq, (int64_t)n * k), PT_OK);
+
+    int64_t yshape[2] = {m, n};
+    pt_tensor y = tensor_make(PT_F32, 2, yshape);
+    assert_int_equal(backend_alloc(be, &y), PT_OK);
+    assert_int_equal(backend_matmul(be, &y, &x, &w, 0.0f), PT_OK);
+    double *ref = malloc(sizeof(double) * m * n * 2);
+    assert_non_null(ref);
+    reference_matmul(xv, wq, ref, m, n, k);
+    float *yv = get(be, &y);
+    assert_true(rel_err(yv, ref, m * n) < 1e-5);
+
+    /* beta = 1 accumulates: y = 2 * x W^T */
+    assert_int_equal(backend_matmul(be, &y, &x, &w, 1.0f), PT_OK);
+    free(yv);
+    yv = get(be, &y);
+    for (int i = 0; i < m * n; i++) ref[i] *= 2;
+    assert_true(rel_err(yv, ref, m * n) < 1e-5);
+
+    /* dx = dy @ W */
+    pt_tensor dx = put(be, PT_F32, m, k, xv); /* beta = 0 must ignore what is there */
+    assert_int_equal(backend_matmul_bwd_input(be, &dx, &dy, &w, 0.0f), PT_OK);
+    float *dxv = get(be, &dx);
+    for (int i = 0; i < m; i++)
+        for (int p = 0; p < k; p++) {
+            double acc = 0;
+            for (int j = 0; j < n; j++) acc += (double)dyv[i * n + j] * wq[j * k + p];
+            ref[i * k + p] = acc;
+        }
+    assert_true(rel_err(dxv, ref, m * k) < 1e-5);
+
+    free(yv);
+    free(dxv);
+    free(ref);
+    free(wq);
+    free(raw);
+    free(xv);
+    free(wv);
+    free(dyv);
+    pt_tensor *all[] = {&x, &w, &dy, &y, &dx};
+    for (size_t i = 0; i < 5; i++) backend_release(be, all[i]);
+    backend_close(be);
+}
+
+static void test_matmul_f32(void **state) { (void)state; check_matmul_dtype(PT_F32); }
+static void test_matmul_f16(void **state) { (void)state; check_matmul_dtype(PT_F16); }
+static void test_matmul_bf16(void **state) { (void)state; check_matmul_dtype(PT_BF16); }
+static void test_matmul_q8_0(void **state) { (void)state; check_matmul_dtype(PT_Q8_0); }
+static void test_matmul_q4_0(void **state) { (void)state; check_matmul_dtype(PT_Q4_0); }
+static void test_matmul_q4_1(void **state) { (void)state; check_matmul_dtype(PT_Q4_1); }
+
+static void test_matmul_bwd_weight(void **state)
+{
+    (void)state;
+    const int m = 9, n = 5, k = 6;
+    pt_backend *be = open_cpu();
+    float *xv = random_floats(m * k, 4), *dyv = random_floats(m * n, 5), *init = random_floats(n * k, 6);
+    pt_tensor x = put(be, PT_F32, m, k, xv), dy = put(be, PT_F32, m, n, dyv), dw = put(be, PT_F32, n, k, init);
+    assert_int_equal(backend_matmul_bwd_weight(be, &dw, &dy, &x, 1.0f), PT_OK); /* accumulate */
+    float *dwv = get(be, &dw);
+    double ref[30];
+    for (int j = 0; j < n; j++)
+        for (int p = 0; p < k; p++) {
+            double acc = init[j * k + p];
+            for (int i = 0; i < m; i++) acc += (double)dyv[i * n + j] * xv[i * k + p];
+            ref[j * k + p] = acc;
+        }
+    assert_true(rel_err(dwv, ref, n * k) < 1e-6);
+    free(dwv);
+    free(xv);
+    free(dyv);
+    free(init);
+    backend_release(be, &x);
+    backend_release(be, &dy);
+    backend_release(be, &dw);
+    backend_close(be);
+}
+
+static void test_matmul_shape_errors(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    float v[64] = {0};
+    pt_tensor x = put(be, PT_F32, 2, 4, v), w = put(be, PT_F32, 3, 5, v), y = put(be, PT_F32, 2, 3, v);
+    assert_int_equal(backend_matmul(be, &y, &x, &w, 0.0f), PT_ERR_INTERNAL);
+    assert_string_equal(err_message(), "matmul shapes: y[2,3] = x[2,4] @ w[3,5]^T");
+    assert_int_equal(backend_upload(be, &x, v, 4), PT_ERR_INTERNAL);
+    backend_release(be, &x);
+    backend_release(be, &w);
+    backend_release(be, &y);
+    backend_close(be);
+}
+
+static void test_allreduce_single_process(void **state)
+{
+    (void)state; /* without MPI (or with one rank) the sum is the tensor itself */
+    pt_backend *be = open_cpu();
+    float v[4] = {1, 2, 3, 4};
+    pt_tensor t = put(be, PT_F32, 1, 4, v);
+    assert_int_equal(backend_allreduce_sum(be, &t), PT_OK);
+    float *out = get(be, &t);
+    assert_memory_equal(out, v, sizeof v);
+    free(out);
+    backend_release(be, &t);
+    backend_close(be);
+}
+
+static void test_device_selection(void **state)
+{
+    (void)state;
+    pt_backend *be = NULL;
+    pt_backend_options auto_opts = {"auto", 0, 1};
+    assert_int_equal(backend_open(&auto_opts, &be), PT_OK);
+#ifdef PTRAIN_HAVE_CUDA
+    assert_string_equal(be->ops->name, cuda_device_count() > 0 ? "cuda" : "cpu");
+#else
+    assert_string_equal(be->ops->name, "cpu");
+#endif
+    backend_close(be);
+    pt_backend_options cuda_opts = {"cuda", 0, 1};
+#ifdef PTRAIN_HAVE_CUDA
+    if (cuda_device_count() == 0) {
+        assert_int_equal(backend_open(&cuda_opts, &be), PT_ERR_USER);
+        assert_non_null(strstr(err_message(), "no GPU is visible"));
+    }
+    assert_string_equal(backend_list(), "cpu cuda");
+#else
+    assert_int_equal(backend_open(&cuda_opts, &be), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "built without CUDA"));
+    assert_string_equal(backend_list(), "cpu");
+#endif
+}
+
+/* The CUDA matmuls (bf16 operands, fp32 accumulation) against the CPU backend. */
+static void test_cuda_matches_cpu(void **state)
+{
+    (void)state;
+#ifndef PTRAIN_HAVE_CUDA
+    print_message("SKIP reason: this build has no CUDA backend (./configure --with-cuda)\n");
+    skip();
+#else
+    if (cuda_device_count() == 0) {
+        print_message("SKIP reason: CUDA backend built, but no GPU is visible on this machine\n");
+        skip();
+    }
+    const int m = 64, n = 384, k = 256;
+    pt_backend *cpu = open_cpu(), *gpu = NULL;
+    pt_backend_options opts = {"cuda", 0, 1};
+    assert_int_equal(backend_open(&opts, &gpu), PT_OK);
+    float *xv = random_floats(m * k, 11), *wv = random_floats(n * k, 12), *dyv = random_floats(m * n, 13);
+    int64_t ys[2] = {m, n}, xs[2] = {m, k}, ws[2] = {n, k};
+    pt_tensor yc = tensor_make(PT_F32, 2, ys), yg = yc, dxc = tensor_make(PT_F32, 2, xs), dxg = dxc;
+    pt_tensor dwc = tensor_make(PT_F32, 2, ws), dwg = dwc;
+    pt_tensor xc = put(cpu, PT_F32, m, k, xv), wc = put(cpu, PT_F32, n, k, wv), dyc = put(cpu, PT_F32, m, n, dyv);
+    pt_tensor xg = put(gpu, PT_F32, m, k, xv), wg = put(gpu, PT_F32, n, k, wv), dyg = put(gpu, PT_F32, m, n, dyv);
+    pt_tensor *outs[] = {&yc, &yg, &dxc, &dxg, &dwc, &dwg};
+    for (int i = 0; i < 6; i++) assert_int_equal(backend_alloc(i % 2 ? gpu : cpu, outs[i]), PT_OK);
+    assert_int_equal(backend_matmul(cpu, &yc, &xc, &wc, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul(gpu, &yg, &xg, &wg, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_input(cpu, &dxc, &dyc, &wc, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_input(gpu, &dxg, &dyg, &wg, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(cpu, &dwc, &dyc, &xc, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(gpu, &dwg, &dyg, &xg, 0.0f), PT_OK);
+    for (int i = 0; i < 6; i += 2) {
+        float *c = get(cpu, outs[i]), *g = get(gpu, outs[i + 1]);
+        int64_t count = tensor_numel(outs[i]);
+        double *cd = malloc(sizeof(double) * (size_t)count);
+        for (int64_t j = 0; j < count; j++) cd[j] = c[j];
+        double err = rel_err(g, cd, count);
+        print_message("cuda vs cpu matmul %d: max relative error %.3g (bf16 operands)\n", i / 2, err);
+        assert_true(err < 2e-2);
+        free(c);
+        free(g);
+        free(cd);
+        backend_release(cpu, outs[i]);
+        backend_release(gpu, outs[i + 1]);
+    }
+    pt_tensor *ins[] = {&xc, &wc, &dyc, &xg, &wg, &dyg};
+    for (int i = 0; i < 6; i++) backend_release(i < 3 ? cpu : gpu, ins[i]);
+    free(xv);
+    free(wv);
+    free(dyv);
+    backend_close(cpu);
+    backend_close(gpu);
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dtype_sizes),        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_block_roundtrip),    cmocka_unit_test(test_matmul_f32),
+        cmocka_unit_test(test_matmul_f16),         cmocka_unit_test(test_matmul_bf16),
+        cmocka_unit_test(test_matmul_q8_0),        cmocka_unit_test(test_matmul_q4_0),
+        cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight),
+        cmocka_unit_test(test_matmul_shape_errors), cmocka_unit_test(test_allreduce_single_process),
+        cmocka_unit_test(test_device_selection),   cmocka_unit_test(test_cuda_matches_cpu),
+    };
+    return cmocka_run_group_tests_name("backend", tests, NULL, NULL);
+}

@@ -1,0 +1,1675 @@
+/* test_config.c — unit tests of the config.yaml parser (src/config.c, src/config_keys.c,
+ * src/config_check.c): every top-level key read and printed, the defaults, aliases and accepted
+ * spellings, dataset forms, derived defaults, each error message with its exact file:line:col,
+ * warnings (unknown keys, the token), config_print, config_hash, config_load and
+ * config_validate_launch; and the corpus tests/configs/{bad,good} (bad/NAME.err is exactly what
+ * `ptrain check NAME.yaml` prints on stderr). Every config is freed: the suite also runs under
+ * ASan/LSan. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "ptrain/config.h"
+#include "ptrain/error.h"
+
+#define NAME "config.yaml"
+
+/* ---------------------------------------------------------------------------------------------
+ * helpers */
+
+static pt_status parse(const char *yaml, pt_config *cfg)
+{
+    return config_parse(NAME, yaml, strlen(yaml), cfg, NULL);
+}
+
+/* Parse and capture what went to the warning stream (the caller frees *warnings). */
+static pt_status parse_warn(const char *yaml, pt_config *cfg, char **warnings)
+{
+    size_t size = 0;
+    *warnings = NULL;
+    FILE *w = open_memstream(warnings, &size);
+    assert_non_null(w);
+    pt_status st = config_parse(NAME, yaml, strlen(yaml), cfg, w);
+    fclose(w);
+    return st;
+}
+
+/* A config that must parse; fails the test with the error message otherwise. */
+static void parse_ok(const char *yaml, pt_config *cfg)
+{
+    pt_status st = parse(yaml, cfg);
+    if (st != PT_OK) fail_msg("config_parse failed on:\n%s\nerror: %s", yaml, err_message());
+}
+
+/* A config that must fail with exactly this message; checks that *cfg is left empty. */
+static void expect_error(const char *yaml, const char *message)
+{
+    pt_config cfg;
+    char *warnings;
+    pt_status st = parse_warn(yaml, &cfg, &warnings);
+    free(warnings);
+    if (st == PT_OK) {
+        config_free(&cfg);
+        fail_msg("config_parse accepted:\n%s\nexpected error: %s", yaml, message);
+    }
+    assert_int_equal(st, PT_ERR_USER);
+    assert_string_equal(err_message(), message);
+    assert_null(cfg.path);
+    assert_null(cfg.is_set);
+    assert_null(cfg.datasets);
+    assert_int_equal(cfg.n_datasets, 0);
+}
+
+static void expect_text(const pt_config *cfg, const char *key, const char *expected)
+{
+    char *text = config_value_text(cfg, key);
+    if (!text) fail_msg("config_value_text(%s) returned NULL", key);
+    if (strcmp(text, expected) != 0) {
+        char got[512];
+        snprintf(got, sizeof got, "%s", text);
+        free(text);
+        fail_msg("%s: expected \"%s\", got \"%s\"", key, expected, got);
+    }
+    free(text);
+}
+
+static int key_position(const char *key)
+{
+    const char *const *names = config_key_names();
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], key) == 0) return i;
+    fail_msg("no key %s in config_key_names()", key);
+    return -1;
+}
+
+/* What config_print writes, as a string (the caller frees it). */
+static char *print_text(const pt_config *cfg)
+{
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&buf, &size);
+    assert_non_null(f);
+    config_print(cfg, f);
+    fclose(f);
+    return buf;
+}
+
+static uint64_t hash_of(const char *yaml)
+{
+    pt_config cfg;
+    parse_ok(yaml, &cfg);
+    uint64_t h = config_hash(&cfg);
+    config_free(&cfg);
+    return h;
+}
+
+static char *write_temp(const void *data, size_t len)
+{
+    char *path = strdup("/tmp/test_config_XXXXXX");
+    assert_non_null(path);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    return path;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * every top-level key: one row each, with a non-default value (and what a key needs beside it) */
+
+typedef struct {
+    const char *key;
+    const char *value;    /* YAML text after "key: " */
+    const char *expected; /* config_value_text */
+    const char *extra;    /* other lines the value needs to be valid, or NULL */
+} key_row;
+
+static const key_row key_rows[] = {
+    {"model_name", "\"unsloth/Llama-3.2-1B-Instruct\"", "unsloth/Llama-3.2-1B-Instruct", NULL},
+    {"revision", "v1.0", "v1.0", NULL},
+    {"max_seq_length", "512", "512", NULL},
+    {"load_in_4bit", "false", "false", NULL},
+    /* true is always refused (no 8-bit base: test_rule_load_in_8bit); an explicit false is read */
+    {"load_in_8bit", "no", "false", NULL},
+    {"dtype", "bfloat16", "bfloat16", NULL},
+    /* true is always refused (test_rule_full_finetuning); an explicit false is read */
+    {"full_finetuning", "off", "false", NULL},
+    {"chat_template", "chatml", "chatml", NULL},
+    {"assistant_only_loss", "true", "true", NULL},
+    {"train", "false", "false", NULL},
+    {"device_map", "cpu", "cpu", NULL},
+    {"device", "cpu", "cpu", NULL},
+    {"threads", "8", "8", NULL},
+    {"lora_r", "8", "8", NULL},
+    {"lora_alpha", "32", "32", NULL},
+    {"lora_dropout", "0.05", "0.05", NULL},
+    /* all and lora_only are refused (test_rule_lora_bias); NONE is read and normalised */
+    {"lora_bias", "NONE", "none", NULL},
+    {"lora_target_modules", "[q_proj, v_proj]", "q_proj, v_proj", NULL},
+    {"use_gradient_checkpointing", "false", "false", NULL},
+    {"random_state", "42", "42", NULL},
+    {"use_rslora", "true", "true", NULL},
+    {"per_device_train_batch_size", "4", "4", NULL},
+    {"gradient_accumulation_steps", "8", "8", NULL},
+    {"warmup_steps", "10", "10", NULL},
+    {"warmup_ratio", "0.1", "0.1", NULL},
+    {"learning_rate", "1e-4", "0.0001", NULL},
+    {"num_train_epochs", "1.5", "1.5", NULL},
+    {"max_steps", "500", "500", NULL},
+    {"optim", "adamw_torch", "adamw_torch", NULL},
+    {"lr_scheduler_type", "cosine", "cosine", NULL},
+    {"weight_decay", "0", "0", NULL},
+    {"max_grad_norm", "0.3", "0.3", NULL},
+    {"adam_beta1", "0.8", "0.8", NULL},
+    {"adam_beta2", "0.95", "0.95", NULL},
+    {"adam_epsilon", "1e-6", "1e-06", NULL},
+    {"seed", "42", "42", NULL},
+    {"output_dir", "runs/a", "runs/a", NULL},
+    {"logging_steps", "1", "1", NULL},
+    {"packing", "true", "true", NULL},
+    {"dataset_text_field", "content", "content", NULL},
+    {"per_device_eval_batch_size", "8", "8", NULL},
+    {"ddp_find_unused_parameters", "false", "false", NULL},
+    {"save_strategy", "epoch", "epoch", NULL},
+    {"save_steps", "50", "50", NULL},
+    {"save_total_limit", "2", "2", NULL},
+    {"final_model_dir", "final", "final", NULL},
+    {"resume_from_checkpoint", "outputs/checkpoint-100", "outputs/checkpoint-100", NULL},
+    {"val_split_ratio", "0.05", "0.05", NULL},
+    {"eval_strategy", "steps", "steps", "val_split_ratio: 0.1\n"},
+    {"eval_steps", "25", "25", NULL},
+    {"load_best_model_at_end", "true", "true", "val_split_ratio: 0.1\nsave_strategy: epoch\n"},
+    {"metric_for_best_model", "eval_accuracy", "eval_accuracy", NULL},
+    {"greater_is_better", "true", "true", NULL},
+    {"early_stopping_patience", "3", "3", "val_split_ratio: 0.1\n"},
+    {"early_stopping_threshold", "0.01", "0.01", NULL},
+    {"push_to_hub", "true", "true", "hub_model_id: me/lora\n"},
+    {"hub_model_id", "me/lora", "me/lora", NULL},
+    {"hub_strategy", "end", "end", NULL},
+    {"hub_private", "false", "false", NULL},
+    {"huggingface_save", "true", "true", "hf_model_name: me/merged\n"},
+    {"hf_model_name", "me/merged", "me/merged", NULL},
+    {"huggingface_save_gguf", "true", "true", NULL},
+    {"quantization_method", "[q8_0, f16]", "q8_0, f16", NULL},
+    {"ollama_save", "true", "true", "ollama_model: pirate\n"},
+    {"ollama_model", "pirate", "pirate", NULL},
+    {"model_parameters", "{temperature: 0.7, top_p: 0.9}", "temperature: 0.7, top_p: 0.9", NULL},
+};
+#define N_KEY_ROWS ((int)(sizeof key_rows / sizeof key_rows[0]))
+
+static void test_every_key_value(void **state)
+{
+    (void)state;
+    for (int r = 0; r < N_KEY_ROWS; r++) {
+        const key_row *row = &key_rows[r];
+        char yaml[512];
+        snprintf(yaml, sizeof yaml, "%s%s: %s\n", row->extra ? row->extra : "", row->key, row->value);
+        pt_config cfg;
+        parse_ok(yaml, &cfg);
+        expect_text(&cfg, row->key, row->expected);
+        if (!config_is_set(&cfg, row->key)) fail_msg("%s: config_is_set is false", row->key);
+        /* the value's position is kept for messages: the last line, after "key: " */
+        int i = key_position(row->key);
+        int line = 1;
+        for (const char *c = row->extra; c && *c; c++) line += *c == '\n';
+        assert_int_equal(cfg.key_line[i], line);
+        assert_int_equal(cfg.key_col[i], (int)strlen(row->key) + 3);
+        config_free(&cfg);
+    }
+}
+
+/* Adding a key to the table without a row above fails here. */
+static void test_every_key_has_a_row(void **state)
+{
+    (void)state;
+    const char *const *names = config_key_names();
+    int n = 0;
+    for (; names[n]; n++) {
+        if (!strcmp(names[n], "dataset") || !strcmp(names[n], "hub_token")) continue;
+        int r = 0;
+        while (r < N_KEY_ROWS && strcmp(key_rows[r].key, names[n]) != 0) r++;
+        if (r == N_KEY_ROWS) fail_msg("key %s has no row in key_rows (test_config.c)", names[n]);
+    }
+    /* and every row names a real key */
+    for (int r = 0; r < N_KEY_ROWS; r++) key_position(key_rows[r].key);
+    assert_int_equal(n, N_KEY_ROWS + 2);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * defaults: docs/config-keys.md's table, and ptrain's own choices */
+
+typedef struct {
+    const char *key;
+    const char *expected;
+} default_row;
+
+static const default_row default_rows[] = {
+    {"model_name", "SmolLM2-135M-Instruct.Q4_1.gguf"}, /* ptrain: the embedded model */
+    {"revision", "main"},
+    {"max_seq_length", "2048"}, /* ptrain's choice (required in the peer) */
+    {"load_in_4bit", "true"},
+    {"load_in_8bit", "false"},
+    {"dtype", "auto"},
+    {"full_finetuning", "false"},
+    {"chat_template", "(unset)"},
+    {"assistant_only_loss", "auto"},
+    {"train", "true"},
+    {"device_map", "(unset)"},
+    {"device", "auto"},
+    {"threads", "auto"},
+    {"lora_r", "16"},
+    {"lora_alpha", "16"},
+    {"lora_dropout", "0"},
+    {"lora_bias", "none"},
+    {"lora_target_modules", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"},
+    {"use_gradient_checkpointing", "true"}, /* "unsloth" */
+    {"random_state", "3407"},
+    {"use_rslora", "false"},
+    {"per_device_train_batch_size", "2"},
+    {"gradient_accumulation_steps", "2"},
+    {"warmup_steps", "50"},
+    {"warmup_ratio", "(unset)"},
+    {"learning_rate", "0.0002"},
+    {"num_train_epochs", "3"},
+    {"max_steps", "(unset)"},
+    {"optim", "adamw_8bit"},
+    {"lr_scheduler_type", "linear"},
+    {"weight_decay", "0.01"},
+    {"max_grad_norm", "1"},
+    {"adam_beta1", "0.9"},
+    {"adam_beta2", "0.999"},
+    {"adam_epsilon", "1e-08"},
+    {"seed", "3407"},
+    {"output_dir", "outputs"},
+    {"logging_steps", "15"},
+    {"packing", "false"},
+    {"dataset_text_field", "text"},
+    {"per_device_eval_batch_size", "2"}, /* the train batch size */
+    {"ddp_find_unused_parameters", "true"},
+    {"save_strategy", "no"}, /* no save_steps given */
+    {"save_steps", "100"},
+    {"save_total_limit", "(unset)"},
+    {"final_model_dir", "lora_model"},
+    {"resume_from_checkpoint", "false"},
+    {"val_split_ratio", "(unset)"},
+    {"eval_strategy", "epoch"},
+    {"eval_steps", "100"},
+    {"load_best_model_at_end", "false"},
+    {"metric_for_best_model", "eval_loss"},
+    {"greater_is_better", "false"},
+    {"early_stopping_patience", "(unset)"},
+    {"early_stopping_threshold", "0"},
+    {"push_to_hub", "false"},
+    {"hub_model_id", "(unset)"},
+    {"hub_strategy", "every_save"},
+    {"hub_private", "true"}, /* ptrain's choice: the peer's uploads were public */
+    {"hub_token", "(from HF_TOKEN only)"},
+    {"huggingface_save", "false"},
+    {"hf_model_name", "(unset)"},
+    {"huggingface_save_gguf", "false"},
+    {"quantization_method", "q4_k_m"},
+    {"ollama_save", "false"},
+    {"ollama_model", "(unset)"},
+    {"model_parameters", "(none)"},
+};
+#define N_DEFAULT_ROWS ((int)(sizeof default_rows / sizeof default_rows[0]))
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("{}\n", &cfg);
+    const char *const *names = config_key_names();
+    for (int i = 0; names[i]; i++) {
+        if (config_is_set(&cfg, names[i])) fail_msg("%s is set in an empty mapping", names[i]);
+        if (!strcmp(names[i], "dataset")) continue;
+        int r = 0;
+        while (r < N_DEFAULT_ROWS && strcmp(default_rows[r].key, names[i]) != 0) r++;
+        if (r == N_DEFAULT_ROWS) fail_msg("key %s has no row in default_rows", names[i]);
+        expect_text(&cfg, names[i], default_rows[r].expected);
+    }
+    assert_null(config_value_text(&cfg, "dataset"));
+    assert_null(config_value_text(&cfg, "no_such_key"));
+
+    /* the same, read in the struct */
+    assert_string_equal(cfg.path, NAME);
+    assert_string_equal(cfg.model_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_int_equal(cfg.max_seq_length, 2048);
+    assert_true(cfg.load_in_4bit);
+    assert_false(cfg.load_in_8bit);
+    assert_null(cfg.chat_template);
+    assert_int_equal(cfg.assistant_only_loss, PT_AUTO);
+    assert_null(cfg.device_map);
+    assert_int_equal(cfg.threads, 0);
+    assert_int_equal(cfg.n_datasets, 0);
+    assert_null(cfg.datasets);
+    assert_int_equal(cfg.lora_target_modules.n, 7);
+    assert_true(cfg.use_gradient_checkpointing);
+    assert_true(cfg.learning_rate == 2e-4);
+    assert_true(cfg.num_train_epochs == 3.0);
+    assert_int_equal(cfg.max_steps, -1);
+    assert_true(cfg.warmup_ratio == 0.0);
+    assert_true(cfg.adam_epsilon == 1e-8);
+    assert_true(cfg.max_grad_norm == 1.0);
+    assert_int_equal(cfg.per_device_eval_batch_size, 2);
+    assert_string_equal(cfg.save_strategy, "no");
+    assert_int_equal(cfg.save_total_limit, 0);
+    assert_false(cfg.resume_from_checkpoint.on);
+    assert_null(cfg.resume_from_checkpoint.path);
+    assert_true(cfg.val_split_ratio == 0.0);
+    assert_int_equal(cfg.early_stopping_patience, 0);
+    assert_true(cfg.hub_private);
+    assert_int_equal(cfg.quantization_method.n, 1);
+    assert_string_equal(cfg.quantization_method.items[0], "q4_k_m");
+    assert_int_equal(cfg.model_parameters.n, 0);
+    config_free(&cfg);
+
+    /* a file of comments and null values is not empty: defaults everywhere */
+    parse_ok("# comment\nmodel_name:\nlora_r: ~\n", &cfg);
+    assert_string_equal(cfg.model_name, "SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert_int_equal(cfg.lora_r, 16);
+    config_free(&cfg);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * spellings, aliases and forms */
+
+static void test_aliases(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("model: my/model\ntrain_on_responses_only: false\n"
+             "dataset:\n  - name: d\n    split: test\n",
+             &cfg);
+    assert_string_equal(cfg.model_name, "my/model");
+    assert_true(config_is_set(&cfg, "model_name"));
+    assert_true(config_is_set(&cfg, "model"));
+    expect_text(&cfg, "model", "my/model");
+    assert_int_equal(cfg.assistant_only_loss, PT_FALSE);
+    assert_true(config_is_set(&cfg, "assistant_only_loss"));
+    assert_string_equal(cfg.datasets[0].split_type, "test");
+    config_free(&cfg);
+
+    /* hf_token is hub_token: warned about, never stored */
+    char *warnings;
+    assert_int_equal(parse_warn("hf_token: hf_abcdefSECRET\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:1:11: hf_token: a token in a config "
+                                  "file is never used (it would reach logs and checkpoints); export "
+                                  "HF_TOKEN instead\n");
+    assert_true(config_is_set(&cfg, "hub_token"));
+    free(warnings);
+    config_free(&cfg);
+}
+
+static void test_booleans(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *word;
+        bool value;
+    } words[] = {{"true", true},   {"false", false}, {"yes", true},  {"no", false},
+                 {"on", true},     {"off", false},   {"1", true},    {"0", false},
+                 {"True", true},   {"ON", true},     {"FALSE", false}, {"No", false},
+                 {"y", true},      {"n", false},     {"\"true\"", true}, {"'off'", false}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        char yaml[128];
+        pt_config cfg;
+        snprintf(yaml, sizeof yaml, "packing: %s\nhub_private: %s\n", words[i].word, words[i].word);
+        parse_ok(yaml, &cfg);
+        if (cfg.packing != words[i].value || cfg.hub_private != words[i].value)
+            fail_msg("\"%s\" read as %d/%d", words[i].word, cfg.packing, cfg.hub_private);
+        config_free(&cfg);
+    }
+    /* assistant_only_loss: auto or a boolean */
+    pt_config cfg;
+    parse_ok("assistant_only_loss: AUTO\n", &cfg);
+    assert_int_equal(cfg.assistant_only_loss, PT_AUTO);
+    expect_text(&cfg, "assistant_only_loss", "auto");
+    config_free(&cfg);
+    parse_ok("assistant_only_loss: yes\n", &cfg);
+    assert_int_equal(cfg.assistant_only_loss, PT_TRUE);
+    config_free(&cfg);
+}
+
+static void test_unsloth_and_all_linear(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("use_gradient_checkpointing: unsloth\n", &cfg);
+    assert_true(cfg.use_gradient_checkpointing);
+    expect_text(&cfg, "use_gradient_checkpointing", "true");
+    config_free(&cfg);
+    parse_ok("use_gradient_checkpointing: \"Unsloth\"\n", &cfg);
+    assert_true(cfg.use_gradient_checkpointing);
+    config_free(&cfg);
+    /* "unsloth" is for use_gradient_checkpointing only */
+    expect_error("packing: unsloth\n",
+                 "config.yaml:1:10: packing: expected true or false, found \"unsloth\"");
+
+    parse_ok("lora_target_modules: all-linear\n", &cfg);
+    assert_int_equal(cfg.lora_target_modules.n, 7);
+    assert_string_equal(cfg.lora_target_modules.items[0], "q_proj");
+    assert_string_equal(cfg.lora_target_modules.items[6], "down_proj");
+    config_free(&cfg);
+    parse_ok("lora_target_modules: [all-linear]\n", &cfg);
+    assert_int_equal(cfg.lora_target_modules.n, 7);
+    config_free(&cfg);
+    parse_ok("lora_target_modules:\n  - o_proj\n", &cfg);
+    assert_int_equal(cfg.lora_target_modules.n, 1);
+    expect_text(&cfg, "lora_target_modules", "o_proj");
+    config_free(&cfg);
+}
+
+static void test_numbers(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("learning_rate: \"2e-4\"\nlora_r: '8'\nsave_steps: 1e3\neval_steps: 100.0\n"
+             "lora_alpha: 8.5\nwarmup_ratio: 1\nmax_steps: -1\nthreads: auto\n",
+             &cfg);
+    assert_true(cfg.learning_rate == 2e-4);
+    expect_text(&cfg, "learning_rate", "0.0002");
+    assert_int_equal(cfg.lora_r, 8);
+    assert_int_equal(cfg.save_steps, 1000);
+    assert_int_equal(cfg.eval_steps, 100);
+    assert_true(cfg.lora_alpha == 8.5);
+    assert_true(cfg.warmup_ratio == 1.0);
+    assert_int_equal(cfg.max_steps, -1);
+    expect_text(&cfg, "max_steps", "(unset)");
+    assert_true(config_is_set(&cfg, "max_steps"));
+    assert_int_equal(cfg.threads, 0);
+    expect_text(&cfg, "threads", "auto");
+    config_free(&cfg);
+
+    /* explicit zeros of optional numbers are values, not "(unset)" */
+    parse_ok("warmup_ratio: 0\nthreads: 0\n", &cfg);
+    expect_text(&cfg, "warmup_ratio", "0");
+    assert_true(config_is_set(&cfg, "warmup_ratio"));
+    expect_text(&cfg, "threads", "auto");
+    config_free(&cfg);
+}
+
+static void test_null_keeps_default(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("learning_rate:\nlora_r: ~\noptim: null\nseed: Null\noutput_dir: NULL\n"
+             "lora_target_modules:\nsave_strategy:\nmodel_parameters: ~\ndevice_map:\n",
+             &cfg);
+    assert_true(cfg.learning_rate == 2e-4);
+    assert_int_equal(cfg.lora_r, 16);
+    assert_string_equal(cfg.optim, "adamw_8bit");
+    assert_int_equal(cfg.seed, 3407);
+    assert_string_equal(cfg.output_dir, "outputs");
+    assert_int_equal(cfg.lora_target_modules.n, 7);
+    assert_string_equal(cfg.save_strategy, "no");
+    assert_null(cfg.device_map);
+    assert_false(config_is_set(&cfg, "learning_rate"));
+    assert_false(config_is_set(&cfg, "lora_r"));
+    assert_false(config_is_set(&cfg, "device_map"));
+    config_free(&cfg);
+    /* quoted "null" is a string */
+    parse_ok("chat_template: \"null\"\n", &cfg);
+    assert_string_equal(cfg.chat_template, "null");
+    config_free(&cfg);
+}
+
+static void test_string_or_list(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("quantization_method: q8_0\n"
+             "dataset:\n  - name: a\n    data_files: train.jsonl\n"
+             "  - name: b\n    data_files: [x.jsonl, y.json]\n    format: jsonl\n",
+             &cfg);
+    assert_int_equal(cfg.quantization_method.n, 1);
+    assert_string_equal(cfg.quantization_method.items[0], "q8_0");
+    expect_text(&cfg, "quantization_method", "q8_0");
+    assert_int_equal(cfg.datasets[0].data_files.n, 1);
+    assert_string_equal(cfg.datasets[0].data_files.items[0], "train.jsonl");
+    assert_int_equal(cfg.datasets[1].data_files.n, 2);
+    assert_string_equal(cfg.datasets[1].data_files.items[0], "x.jsonl");
+    assert_string_equal(cfg.datasets[1].data_files.items[1], "y.json");
+    assert_string_equal(cfg.datasets[1].format, "jsonl");
+    config_free(&cfg);
+
+    parse_ok("quantization_method:\n  - q4_k_m\n  - q8_0\n  - f16\n", &cfg);
+    assert_int_equal(cfg.quantization_method.n, 3);
+    expect_text(&cfg, "quantization_method", "q4_k_m, q8_0, f16");
+    config_free(&cfg);
+}
+
+static void test_resume_from_checkpoint(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("resume_from_checkpoint: true\n", &cfg);
+    assert_true(cfg.resume_from_checkpoint.on);
+    assert_null(cfg.resume_from_checkpoint.path);
+    expect_text(&cfg, "resume_from_checkpoint", "true (newest in output_dir)");
+    config_free(&cfg);
+    parse_ok("resume_from_checkpoint: false\n", &cfg);
+    assert_false(cfg.resume_from_checkpoint.on);
+    assert_null(cfg.resume_from_checkpoint.path);
+    expect_text(&cfg, "resume_from_checkpoint", "false");
+    config_free(&cfg);
+    parse_ok("resume_from_checkpoint: outputs/checkpoint-60\n", &cfg);
+    assert_true(cfg.resume_from_checkpoint.on);
+    assert_string_equal(cfg.resume_from_checkpoint.path, "outputs/checkpoint-60");
+    config_free(&cfg);
+}
+
+static void test_device_map(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("device_map: auto\n", &cfg);
+    assert_string_equal(cfg.device_map, "auto");
+    config_free(&cfg);
+    parse_ok("device_map: {\"\": 0}\n", &cfg);
+    assert_string_equal(cfg.device_map, "{\"\": 0}");
+    expect_text(&cfg, "device_map", "{\"\": 0}");
+    config_free(&cfg);
+    parse_ok("device_map:\n  \"\": cuda:1\n", &cfg);
+    assert_string_equal(cfg.device_map, "{\"\": cuda:1}");
+    config_free(&cfg);
+}
+
+static void test_dataset_forms(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    /* a list of mappings, every dataset key */
+    parse_ok("seed: 7\n"
+             "dataset:\n"
+             "  - name: yahma/alpaca-cleaned\n"
+             "    split_type: validation\n"
+             "    data_files: [a.jsonl]\n"
+             "    format: jsonl\n"
+             "    rename: {instruction: prompt, output: answer}\n"
+             "    filter_data: true\n"
+             "    filter_column_value: lang\n"
+             "    filter_value: en\n"
+             "    num_samples: 100\n"
+             "    shuffle: true\n"
+             "    seed: 11\n",
+             &cfg);
+    assert_int_equal(cfg.n_datasets, 1);
+    pt_dataset_config *d = &cfg.datasets[0];
+    assert_string_equal(d->name, "yahma/alpaca-cleaned");
+    assert_string_equal(d->split_type, "validation");
+    assert_string_equal(d->format, "jsonl");
+    assert_int_equal(d->rename.n, 2);
+    assert_string_equal(d->rename.keys[1], "output");
+    assert_string_equal(d->rename.values[1], "answer");
+    assert_true(d->filter_data);
+    assert_string_equal(d->filter_column_value, "lang");
+    assert_string_equal(d->filter_value, "en");
+    assert_int_equal(d->num_samples, 100);
+    assert_true(d->shuffle);
+    assert_int_equal(d->seed, 11);
+    assert_int_equal(d->line, 3);
+    assert_true(config_is_set(&cfg, "dataset"));
+    config_free(&cfg);
+
+    /* a single mapping */
+    parse_ok("dataset:\n  name: data/train.jsonl\n", &cfg);
+    assert_int_equal(cfg.n_datasets, 1);
+    assert_string_equal(cfg.datasets[0].name, "data/train.jsonl");
+    assert_string_equal(cfg.datasets[0].split_type, "train");
+    assert_string_equal(cfg.datasets[0].format, "json");
+    assert_int_equal(cfg.datasets[0].num_samples, -1);
+    assert_false(cfg.datasets[0].shuffle);
+    assert_int_equal(cfg.datasets[0].seed, 3407); /* the top-level seed */
+    config_free(&cfg);
+
+    /* a plain string, and a list of strings and mappings */
+    parse_ok("dataset: yahma/alpaca-cleaned\n", &cfg);
+    assert_int_equal(cfg.n_datasets, 1);
+    assert_string_equal(cfg.datasets[0].name, "yahma/alpaca-cleaned");
+    config_free(&cfg);
+    parse_ok("dataset:\n  - a.jsonl\n  - name: b.jsonl\n    shuffle: yes\n  - {name: c, seed: 0}\n"
+             "seed: 99\n",
+             &cfg);
+    assert_int_equal(cfg.n_datasets, 3);
+    assert_string_equal(cfg.datasets[0].name, "a.jsonl");
+    assert_string_equal(cfg.datasets[1].name, "b.jsonl");
+    assert_string_equal(cfg.datasets[2].name, "c");
+    assert_int_equal(cfg.datasets[0].seed, 99); /* seed given after dataset still counts */
+    assert_int_equal(cfg.datasets[1].seed, 99);
+    assert_true(cfg.datasets[1].shuffle);
+    assert_int_equal(cfg.datasets[2].seed, 0);
+    assert_int_equal(cfg.datasets[0].line, 2);
+    assert_int_equal(cfg.datasets[2].line, 5);
+    config_free(&cfg);
+}
+
+static void test_derived_defaults(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("save_steps: 30\n", &cfg);
+    assert_string_equal(cfg.save_strategy, "steps");
+    assert_false(config_is_set(&cfg, "save_strategy"));
+    config_free(&cfg);
+    parse_ok("save_steps: 30\nsave_strategy: epoch\n", &cfg);
+    assert_string_equal(cfg.save_strategy, "epoch");
+    config_free(&cfg);
+    parse_ok("save_strategy: steps\n", &cfg);
+    assert_string_equal(cfg.save_strategy, "steps");
+    assert_int_equal(cfg.save_steps, 100);
+    config_free(&cfg);
+    parse_ok("per_device_train_batch_size: 6\n", &cfg);
+    assert_int_equal(cfg.per_device_eval_batch_size, 6);
+    expect_text(&cfg, "per_device_eval_batch_size", "6");
+    config_free(&cfg);
+    parse_ok("per_device_train_batch_size: 6\nper_device_eval_batch_size: 1\n", &cfg);
+    assert_int_equal(cfg.per_device_eval_batch_size, 1);
+    config_free(&cfg);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * errors: every message, exactly, with file:line:col */
+
+typedef struct {
+    const char *yaml;
+    const char *message;
+} error_row;
+
+static void run_error_rows(const error_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) expect_error(rows[i].yaml, rows[i].message);
+}
+#define RUN_ERRORS(rows) run_error_rows(rows, sizeof rows / sizeof rows[0])
+
+static void test_error_document(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"model_name: [a\nlora_r: 8\n",
+         "config.yaml:2:7: not valid YAML: did not find expected ',' or ']' while parsing a flow "
+         "sequence started at line 1"},
+        {"model_name: m\nchat_template: \"chatml\n",
+         "config.yaml:3:1: not valid YAML: found unexpected end of stream while scanning a quoted "
+         "scalar started at line 2"},
+        {"a: 1\n b: 2\n", "config.yaml:2:3: not valid YAML: mapping values are not allowed in this context"},
+        {"\tmodel_name: x\n",
+         "config.yaml:1:1: not valid YAML: found character that cannot start any token while "
+         "scanning for the next token (a tab: YAML indents with spaces)"},
+        {"dataset:\n  - name: a\n\t  split: b\n",
+         "config.yaml:3:1: not valid YAML: found a tab character that violates indentation while "
+         "scanning a plain scalar started at line 2"},
+        {"model_name: m\n@x: 1\n",
+         "config.yaml:2:1: not valid YAML: found character that cannot start any token while "
+         "scanning for the next token"},
+        {"", "config.yaml: the file is empty; write at least \"model_name:\" and \"dataset:\" (see "
+             "share/examples/)"},
+        {"# nothing but a comment\n",
+         "config.yaml: the file is empty; write at least \"model_name:\" and \"dataset:\" (see "
+         "share/examples/)"},
+        {"~\n", "config.yaml: the file is empty; write at least \"model_name:\" and \"dataset:\" (see "
+                "share/examples/)"},
+        {"- model_name: x\n- lora_r: 8\n",
+         "config.yaml:1:1: expected a mapping of keys (model_name: ..., dataset: ...) at the top "
+         "level, found a list"},
+        {"model_name x\n",
+         "config.yaml:1:1: expected a mapping of keys (model_name: ..., dataset: ...) at the top "
+         "level, found a scalar"},
+        {"? [a, b]\n: 1\n", "config.yaml:1:3: expected a key name, found a list"},
+        {"{a: 1}: 2\n", "config.yaml:1:1: expected a key name, found a mapping"},
+        {"model_name: \"a\\0b\"\n", "config.yaml:1:13: model_name: the value contains a NUL byte"},
+        /* reader errors are placed too (libyaml gives a byte offset; columns count characters) */
+        {"model_name: m\nchat_template: caf\xe9\n",
+         "config.yaml:2:19: not valid YAML: incomplete UTF-8 octet sequence"},
+        {"model_name: m\nchat_template: \xc3\xa9\x01\n",
+         "config.yaml:2:17: not valid YAML: control characters are not allowed"},
+    };
+    RUN_ERRORS(rows);
+    /* a NUL byte in memory: libyaml refuses the control character */
+    pt_config cfg;
+    assert_int_equal(config_parse(NAME, "a: 1\n\0b: 2\n", 11, &cfg, NULL), PT_ERR_USER);
+    assert_string_equal(err_message(), "config.yaml:2:1: not valid YAML: control characters are not allowed");
+    assert_null(cfg.path);
+}
+
+static void test_error_types(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        /* K_INT */
+        {"lora_r: abc\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"abc\""},
+        {"lora_r: 1.5\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"1.5\""},
+        {"lora_r: [8]\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found a list"},
+        {"seed: 99999999999999999999\n",
+         "config.yaml:1:7: seed: expected a non-negative integer, found \"99999999999999999999\""},
+        {"logging_steps: ten\n",
+         "config.yaml:1:16: logging_steps: expected a positive integer, found \"ten\""},
+        {"threads: many\n",
+         "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"many\""},
+        /* K_FLOAT */
+        {"learning_rate: fast\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"fast\""},
+        {"learning_rate: {a: 1}\n",
+         "config.yaml:1:16: learning_rate: expected a positive number, found a mapping"},
+        {"weight_decay: .nan\n",
+         "config.yaml:1:15: weight_decay: expected a non-negative number, found \".nan\""},
+        {"lora_alpha: inf\n", "config.yaml:1:13: lora_alpha: expected a positive number, found \"inf\""},
+        /* K_BOOL */
+        {"packing: maybe\n", "config.yaml:1:10: packing: expected true or false, found \"maybe\""},
+        {"packing: [true]\n", "config.yaml:1:10: packing: expected true or false, found a list"},
+        {"use_gradient_checkpointing: sometimes\n",
+         "config.yaml:1:29: use_gradient_checkpointing: expected true or false (or \"unsloth\"), "
+         "found \"sometimes\""},
+        /* K_ENUM, with and without a suggestion */
+        {"optim: adamw_8bt\n",
+         "config.yaml:1:8: optim: expected one of adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, "
+         "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"adamw_8bt\" (did you "
+         "mean \"adamw_8bit\"?)"},
+        {"lr_scheduler_type: polynomial\n",
+         "config.yaml:1:20: lr_scheduler_type: expected one of linear, cosine, constant, "
+         "constant_with_warmup, found \"polynomial\""},
+        {"dtype: [bfloat16]\n",
+         "config.yaml:1:8: dtype: expected one of auto, float16, bfloat16, float32, found a list"},
+        {"save_strategy: step\n",
+         "config.yaml:1:16: save_strategy: expected one of no, steps, epoch, found \"step\" (did you "
+         "mean \"steps\"?)"},
+        /* K_STR */
+        {"model_name: [a, b]\n", "config.yaml:1:13: model_name: expected a string, found a list"},
+        /* K_STRLIST: scalar, items, item kinds */
+        {"lora_target_modules: q_prj\n",
+         "config.yaml:1:22: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
+         "gate_proj, up_proj, down_proj, found \"q_prj\" (did you mean \"q_proj\"?)"},
+        {"lora_target_modules: [q_proj, lm_head]\n",
+         "config.yaml:1:31: lora_target_modules: expected items from q_proj, k_proj, v_proj, "
+         "o_proj, gate_proj, up_proj, down_proj, found \"lm_head\""},
+        {"lora_target_modules: [[q_proj]]\n",
+         "config.yaml:1:23: lora_target_modules: expected a list of q_proj, k_proj, v_proj, o_proj, "
+         "gate_proj, up_proj, down_proj, found a list"},
+        {"quantization_method: {q8_0: 1}\n",
+         "config.yaml:1:22: quantization_method: expected a list of not_quantized, fast_quantized, "
+         "quantized, f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q2_k, q3_k_l, q3_k_m, q3_k_s, q4_0, "
+         "q4_1, q4_k_s, q4_k, q5_k, q5_0, q5_1, q5_k_s, q6_k, found a mapping"},
+        {"quantization_method: [q4_k_m, q8]\n",
+         "config.yaml:1:31: quantization_method: expected items from not_quantized, fast_quantized, "
+         "quantized, f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q2_k, q3_k_l, q3_k_m, q3_k_s, q4_0, "
+         "q4_1, q4_k_s, q4_k, q5_k, q5_0, q5_1, q5_k_s, q6_k, found \"q8\""},
+        /* K_STRMAP */
+        {"model_parameters: temperature=0.7\n",
+         "config.yaml:1:19: model_parameters: expected a mapping of names to values, found a scalar"},
+        {"model_parameters: [a, b]\n",
+         "config.yaml:1:19: model_parameters: expected a mapping of names to values, found a list"},
+        {"model_parameters:\n  stop: [a, b]\n",
+         "config.yaml:2:9: model_parameters: expected a plain value for \"stop\", found a list"},
+        {"model_parameters:\n  ? [a]\n  : 1\n",
+         "config.yaml:2:5: model_parameters: expected a name, found a list"},
+        {"model_parameters:\n  stop: \"a\\0b\"\n",
+         "config.yaml:2:9: model_parameters: the value contains a NUL byte"},
+        /* K_TRI */
+        {"assistant_only_loss: maybe\n",
+         "config.yaml:1:22: assistant_only_loss: expected auto, true or false, found \"maybe\""},
+        {"train_on_responses_only: [auto]\n",
+         "config.yaml:1:26: train_on_responses_only: expected auto, true or false, found a list"},
+        /* K_RESUME */
+        {"resume_from_checkpoint: [a]\n",
+         "config.yaml:1:25: resume_from_checkpoint: expected true, false or a checkpoint path, "
+         "found a list"},
+        {"resume_from_checkpoint: \"\"\n",
+         "config.yaml:1:25: resume_from_checkpoint: expected true, false or a checkpoint path, "
+         "found \"\""},
+        /* K_DEVMAP forms */
+        {"device_map: [0]\n",
+         "config.yaml:1:13: device_map: expected a device map such as {\"\": 0}, found a list"},
+        {"device_map: {\"\": 0, \"lm_head\": 1}\n",
+         "config.yaml:1:13: device_map: expected one entry {\"\": DEVICE}, found 2 entries"},
+        {"device_map: {}\n", "config.yaml:1:13: device_map: expected one entry {\"\": DEVICE}, found 0 entries"},
+        {"device_map: {model: 0}\n",
+         "config.yaml:1:13: device_map: expected the whole model on one device, {\"\": DEVICE}"},
+        {"device_map: {\"\": [0, 1]}\n",
+         "config.yaml:1:13: device_map: expected the whole model on one device, {\"\": DEVICE}"},
+        /* the secret is never a type error, but model_name "" is */
+        {"model_name: \"\"\n", "config.yaml:1:13: model_name: expected a model id or path, found \"\""},
+    };
+    RUN_ERRORS(rows);
+}
+
+/* A message is one line: what it echoes from the file has its control characters escaped, and
+ * a long value is cut. */
+static void test_error_echo(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"lora_r: |\n  16\n  17\n",
+         "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"16\\n17\\n\""},
+        {"optim: \"a\\tb\\x01\\r\"\n",
+         "config.yaml:1:8: optim: expected one of adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, "
+         "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"a\\tb\\x01\\r\""},
+        {"lora_target_modules: [\"q_proj\\n\"]\n",
+         "config.yaml:1:23: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
+         "gate_proj, up_proj, down_proj, found \"q_proj\\n\" (did you mean \"q_proj\"?)"},
+        {"model_parameters:\n  \"a\\nb\": [1]\n",
+         "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
+        {"lora_r: 8\n\"lora\\nr\": 1\nlora_alpha: x\n",
+         "config.yaml:3:13: lora_alpha: expected a positive number, found \"x\""},
+    };
+    RUN_ERRORS(rows);
+
+    /* long values are cut at 79 characters */
+    char yaml[400], want[400];
+    char long_value[201];
+    memset(long_value, 'x', 200);
+    long_value[200] = '\0';
+    snprintf(yaml, sizeof yaml, "seed: %s\n", long_value);
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"%.79s...\"",
+             long_value);
+    expect_error(yaml, want);
+
+    /* escapes count toward the cut: 20 of 30 control characters fit (4 characters each) */
+    strcpy(yaml, "seed: \"");
+    for (int i = 0; i < 30; i++) strcat(yaml, "\\x01");
+    strcat(yaml, "\"\n");
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"");
+    for (int i = 0; i < 20; i++) strcat(want, "\\x01");
+    strcat(want, "...\"");
+    expect_error(yaml, want);
+
+    /* and so are the names of unknown keys in warnings */
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("\"lora\\nr\": 1\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:1:1: unknown key \"lora\\nr\" (did you "
+                                  "mean \"lora_r\"?); ignored\n");
+    free(warnings);
+    config_free(&cfg);
+}
+
+static void test_error_ranges(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"lora_dropout: 1\n", "config.yaml:1:15: lora_dropout: expected a number in [0, 1), found \"1\""},
+        {"lora_dropout: -0.1\n", "config.yaml:1:15: lora_dropout: expected a number in [0, 1), found \"-0.1\""},
+        {"adam_beta1: 1.0\n", "config.yaml:1:13: adam_beta1: expected a number in [0, 1), found \"1.0\""},
+        {"adam_beta2: 1\n", "config.yaml:1:13: adam_beta2: expected a number in [0, 1), found \"1\""},
+        {"adam_epsilon: 0\n", "config.yaml:1:15: adam_epsilon: expected a number in (0, 1], found \"0\""},
+        {"val_split_ratio: 0\n",
+         "config.yaml:1:18: val_split_ratio: expected a number in (0, 1), found \"0\""},
+        {"val_split_ratio: 1\n",
+         "config.yaml:1:18: val_split_ratio: expected a number in (0, 1), found \"1\""},
+        {"warmup_ratio: 1.5\n", "config.yaml:1:15: warmup_ratio: expected a number in [0, 1], found \"1.5\""},
+        {"learning_rate: 0\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"0\""},
+        {"learning_rate: -2e-4\n",
+         "config.yaml:1:16: learning_rate: expected a positive number, found \"-2e-4\""},
+        {"num_train_epochs: 0\n",
+         "config.yaml:1:19: num_train_epochs: expected a positive number, found \"0\""},
+        {"weight_decay: -1\n", "config.yaml:1:15: weight_decay: expected a non-negative number, found \"-1\""},
+        {"max_steps: 0\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"0\""},
+        {"max_steps: -2\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"-2\""},
+        {"lora_r: 0\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"0\""},
+        {"lora_r: 4097\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"4097\""},
+        {"max_seq_length: 16777217\n",
+         "config.yaml:1:17: max_seq_length: expected an integer from 1 to 16777216, found \"16777217\""},
+        {"per_device_train_batch_size: 0\n",
+         "config.yaml:1:30: per_device_train_batch_size: expected an integer from 1 to 1048576, "
+         "found \"0\""},
+        {"threads: -1\n", "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"-1\""},
+        {"seed: -1\n", "config.yaml:1:7: seed: expected a non-negative integer, found \"-1\""},
+        {"save_total_limit: 0\n",
+         "config.yaml:1:19: save_total_limit: expected a positive integer, found \"0\""},
+        {"early_stopping_patience: 0\n",
+         "config.yaml:1:26: early_stopping_patience: expected a positive integer, found \"0\""},
+        {"dataset:\n  - name: a\n    num_samples: 0\n",
+         "config.yaml:3:18: dataset[0].num_samples: expected a positive integer, found \"0\""},
+    };
+    RUN_ERRORS(rows);
+    /* the edges that are in range */
+    pt_config cfg;
+    parse_ok("lora_dropout: 0.999\nadam_beta1: 0\nadam_epsilon: 1\nwarmup_ratio: 0\nmax_steps: 1\n"
+             "lora_r: 4096\nthreads: 4096\nweight_decay: 0\nmax_grad_norm: 0\n"
+             "dataset:\n  - name: a\n    num_samples: -1\n",
+             &cfg);
+    assert_int_equal(cfg.lora_r, 4096);
+    assert_int_equal(cfg.datasets[0].num_samples, -1);
+    config_free(&cfg);
+}
+
+static void test_error_duplicates(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"lora_r: 8\nlora_alpha: 16\nlora_r: 16\n", "config.yaml:3:1: lora_r: given twice (first at line 1)"},
+        {"model_name: a\nmodel: b\n",
+         "config.yaml:2:1: model: given twice (first at line 1 as \"model_name\"; model is an alias "
+         "of model_name)"},
+        {"model: a\nmodel_name: b\n",
+         "config.yaml:2:1: model_name: given twice (first at line 1 as \"model\"; model is an alias "
+         "of model_name)"},
+        {"assistant_only_loss: true\ntrain_on_responses_only: true\n",
+         "config.yaml:2:1: train_on_responses_only: given twice (first at line 1 as "
+         "\"assistant_only_loss\"; train_on_responses_only is an alias of assistant_only_loss)"},
+        /* a null value still counts as given */
+        {"lora_r:\nlora_r: 8\n", "config.yaml:2:1: lora_r: given twice (first at line 1)"},
+        {"dataset: a\ndataset: b\n", "config.yaml:2:1: dataset: given twice (first at line 1)"},
+        {"dataset:\n  - name: a\n    split: x\n    split_type: y\n",
+         "config.yaml:4:5: dataset[0].split_type: given twice (first at line 3 as \"split\"; split is "
+         "an alias of split_type)"},
+    };
+    RUN_ERRORS(rows);
+}
+
+static void test_error_datasets(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"dataset: []\n", "config.yaml:1:10: dataset: expected at least one dataset, found an empty list"},
+        {"dataset:\nlora_r: 8\n",
+         "config.yaml:1:9: dataset: expected a list of datasets, each a mapping with a name, found "
+         "nothing"},
+        {"dataset:\n  - [a.jsonl]\n",
+         "config.yaml:2:5: dataset[0]: expected a mapping with a name (e.g. - name: "
+         "\"yahma/alpaca-cleaned\"), found a list"},
+        {"dataset:\n  - a\n  - ~\n",
+         "config.yaml:3:5: dataset[1]: expected a mapping with a name (e.g. - name: "
+         "\"yahma/alpaca-cleaned\"), found nothing"},
+        {"dataset:\n  - split: train\n",
+         "config.yaml:2:5: dataset[0]: name is required (an HF dataset id or a local file)"},
+        {"dataset:\n  - name:\n", "config.yaml:2:5: dataset[0]: name is required (an HF dataset id or a local file)"},
+        {"dataset:\n  - name: \"\"\n",
+         "config.yaml:2:5: dataset[0]: name is required (an HF dataset id or a local file)"},
+        {"dataset: \"\"\n", "config.yaml:1:10: dataset[0]: name is required (an HF dataset id or a local file)"},
+        {"dataset:\n  - name: a\n    ? [b]\n    : c\n",
+         "config.yaml:3:7: dataset[0]: expected a key name, found a list"},
+        {"dataset:\n  - name: a\n    shuffle: sometimes\n",
+         "config.yaml:3:14: dataset[0].shuffle: expected true or false, found \"sometimes\""},
+        {"dataset:\n  - name: a\n    format: xml\n",
+         "config.yaml:3:13: dataset[0].format: expected one of json, jsonl, parquet, csv, found \"xml\""},
+        {"dataset:\n  - name: a\n    rename: prompt\n",
+         "config.yaml:3:13: dataset[0].rename: expected a mapping of names to values, found a scalar"},
+        {"dataset:\n  - name: a\n    data_files: {a: b}\n",
+         "config.yaml:3:17: dataset[0].data_files: expected a string or a list of strings, found a "
+         "mapping"},
+        {"dataset:\n  - name: a\n    seed: -5\n",
+         "config.yaml:3:11: dataset[0].seed: expected a non-negative integer, found \"-5\""},
+        /* rules of one entry: at the value that breaks them */
+        {"dataset:\n  - name: a\n    filter_data: true\n    filter_value: en\n",
+         "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
+        {"dataset:\n  - name: a\n    filter_data: yes\n    filter_column_value: lang\n",
+         "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
+        {"dataset:\n  - name: a\n  - name: b\n    format: parquet\n",
+         "config.yaml:4:13: dataset[1].format: ptrain reads json and jsonl; convert first, e.g. "
+         "python3 -c \"import pandas as p; p.read_parquet('IN').to_json('OUT.jsonl', "
+         "orient='records', lines=True)\""},
+        {"dataset:\n  name: a\n  format: CSV\n",
+         "config.yaml:3:11: dataset[0].format: ptrain reads json and jsonl; convert first, e.g. "
+         "python3 -c \"import pandas as p; p.read_csv('IN').to_json('OUT.jsonl', orient='records', "
+         "lines=True)\""},
+    };
+    RUN_ERRORS(rows);
+}
+
+static void test_rule_full_finetuning(void **state)
+{
+    (void)state;
+    expect_error("model_name: x\nfull_finetuning: true\n",
+                 "config.yaml:2:18: full_finetuning: ptrain trains LoRA adapters on a frozen 4-bit "
+                 "base; remove the key or set it false");
+}
+
+static void test_rule_load_in_8bit(void **state)
+{
+    (void)state;
+    expect_error("load_in_8bit: true\n",
+                 "config.yaml:1:15: load_in_8bit: load_in_4bit and load_in_8bit are both true; keep "
+                 "one (ptrain's base is 4-bit: drop load_in_8bit)");
+    expect_error("load_in_4bit: yes\nload_in_8bit: on\n",
+                 "config.yaml:2:15: load_in_8bit: load_in_4bit and load_in_8bit are both true; keep "
+                 "one (ptrain's base is 4-bit: drop load_in_8bit)");
+    expect_error("load_in_4bit: false\nload_in_8bit: true\n",
+                 "config.yaml:2:15: load_in_8bit: ptrain has no 8-bit base; use load_in_4bit: true "
+                 "(NF4) or load_in_4bit: false (weights as stored)");
+}
+
+static void test_rule_lora(void **state)
+{
+    (void)state;
+    expect_error("lora_bias: all\n", "config.yaml:1:12: lora_bias: ptrain trains no bias terms (the "
+                                     "base is frozen in 4-bit); use none");
+    expect_error("lora_bias: lora_only\n", "config.yaml:1:12: lora_bias: ptrain trains no bias terms "
+                                           "(the base is frozen in 4-bit); use none");
+    expect_error("lora_target_modules: []\n", "config.yaml:1:22: lora_target_modules: expected at "
+                                              "least one projection, found an empty list");
+}
+
+static void test_rule_eval(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"load_best_model_at_end: true\n",
+         "config.yaml:1:25: load_best_model_at_end: needs an eval set to pick the best checkpoint; "
+         "set val_split_ratio (e.g. 0.05)"},
+        {"val_split_ratio: 0.1\nsave_steps: 50\nload_best_model_at_end: true\n",
+         "config.yaml:3:25: load_best_model_at_end: needs save_strategy (steps) to equal "
+         "eval_strategy (epoch)"},
+        {"val_split_ratio: 0.1\nsave_steps: 50\neval_strategy: steps\neval_steps: 20\n"
+         "load_best_model_at_end: true\n",
+         "config.yaml:5:25: load_best_model_at_end: needs save_steps (50) to be a multiple of "
+         "eval_steps (20)"},
+        {"val_split_ratio: 0.1\neval_strategy: no\nload_best_model_at_end: true\n",
+         "config.yaml:3:25: load_best_model_at_end: needs checkpoints to pick from, but "
+         "save_strategy and eval_strategy are no; set both to steps or epoch"},
+        {"early_stopping_patience: 3\n",
+         "config.yaml:1:26: early_stopping_patience: needs an eval set to watch; set val_split_ratio "
+         "(e.g. 0.05)"},
+        {"eval_strategy: steps\n",
+         "config.yaml:1:16: eval_strategy: there is no eval set to evaluate; set val_split_ratio "
+         "(e.g. 0.05) or use no"},
+        {"eval_strategy: epoch\n",
+         "config.yaml:1:16: eval_strategy: there is no eval set to evaluate; set val_split_ratio "
+         "(e.g. 0.05) or use no"},
+    };
+    RUN_ERRORS(rows);
+    /* the accepted combinations */
+    pt_config cfg;
+    parse_ok("val_split_ratio: 0.1\nsave_steps: 60\neval_strategy: steps\neval_steps: 20\n"
+             "load_best_model_at_end: true\nearly_stopping_patience: 2\n",
+             &cfg);
+    assert_true(cfg.load_best_model_at_end);
+    assert_int_equal(cfg.early_stopping_patience, 2);
+    config_free(&cfg);
+    parse_ok("eval_strategy: no\n", &cfg);
+    config_free(&cfg);
+}
+
+static void test_rule_publishing(void **state)
+{
+    (void)state;
+    static const error_row rows[] = {
+        {"push_to_hub: true\n", "config.yaml:1:14: push_to_hub: needs hub_model_id (e.g. "
+                                "\"yourname/model-lora\")"},
+        {"push_to_hub: true\nhub_model_id: \"\"\n",
+         "config.yaml:1:14: push_to_hub: needs hub_model_id (e.g. \"yourname/model-lora\")"},
+        {"huggingface_save: true\n",
+         "config.yaml:1:19: huggingface_save: needs hf_model_name (e.g. \"yourname/model\")"},
+        {"ollama_save: true\n",
+         "config.yaml:1:14: ollama_save: needs ollama_model (a name for the Ollama model)"},
+    };
+    RUN_ERRORS(rows);
+}
+
+static void test_errors_together_in_order(void **state)
+{
+    (void)state;
+    expect_error("lora_r: x\n"
+                 "unknown_key: 1\n"
+                 "optim: sgd\n"
+                 "dataset:\n"
+                 "  - name: a\n"
+                 "    shuffle: 2\n"
+                 "save_steps:  fifty\n"
+                 "lora_r: 8\n"
+                 "full_finetuning: true\n"
+                 "dataset: b\n"
+                 "model_name: \"\"\n",
+                 "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"x\"\n"
+                 "config.yaml:3:8: optim: expected one of adamw_8bit, adamw_bnb_8bit, "
+                 "paged_adamw_8bit, adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found "
+                 "\"sgd\"\n"
+                 "config.yaml:6:14: dataset[0].shuffle: expected true or false, found \"2\"\n"
+                 "config.yaml:7:14: save_steps: expected a positive integer, found \"fifty\"\n"
+                 "config.yaml:8:1: lora_r: given twice (first at line 1)\n"
+                 "config.yaml:10:1: dataset: given twice (first at line 4)");
+    /* (the rules between keys wait until every value could be read: full_finetuning and the
+     * empty model_name above are not reported yet) */
+    /* the rules between keys are all reported too, in file order */
+    expect_error("full_finetuning: true\nlora_bias: all\npush_to_hub: true\nollama_save: true\n"
+                 "load_best_model_at_end: true\n",
+                 "config.yaml:1:18: full_finetuning: ptrain trains LoRA adapters on a frozen 4-bit "
+                 "base; remove the key or set it false\n"
+                 "config.yaml:2:12: lora_bias: ptrain trains no bias terms (the base is frozen in "
+                 "4-bit); use none\n"
+                 "config.yaml:3:14: push_to_hub: needs hub_model_id (e.g. \"yourname/model-lora\")\n"
+                 "config.yaml:4:14: ollama_save: needs ollama_model (a name for the Ollama model)\n"
+                 "config.yaml:5:25: load_best_model_at_end: needs an eval set to pick the best "
+                 "checkpoint; set val_split_ratio (e.g. 0.05)");
+    /* the rules of a dataset entry are read with it, so they come in file order with the rest */
+    expect_error("lora_r: x\ndataset:\n  - name: a\n    format: csv\n    filter_data: true\n"
+                 "packing: maybe\n",
+                 "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"x\"\n"
+                 "config.yaml:4:13: dataset[0].format: ptrain reads json and jsonl; convert first, "
+                 "e.g. python3 -c \"import pandas as p; p.read_csv('IN').to_json('OUT.jsonl', "
+                 "orient='records', lines=True)\"\n"
+                 "config.yaml:5:18: dataset[0].filter_data: needs filter_column_value and "
+                 "filter_value\n"
+                 "config.yaml:6:10: packing: expected true or false, found \"maybe\"");
+}
+
+static void test_validate_launch(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("model_name: m\ndevice_map: auto\n", &cfg);
+    assert_int_equal(config_validate_launch(&cfg, 1), PT_OK);
+    assert_int_equal(config_validate_launch(&cfg, 2), PT_ERR_USER);
+    assert_string_equal(err_message(),
+                        "config.yaml:2:13: device_map: \"auto\" splits one model across devices in one "
+                        "process, which conflicts with data-parallel training over 2 ranks; remove "
+                        "device_map (each rank then loads the whole model on its own local device)");
+    config_free(&cfg);
+
+    static const char *const refused[] = {"balanced", "balanced_low_0", "sequential"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char yaml[64], want[512];
+        snprintf(yaml, sizeof yaml, "device_map: %s\n", refused[i]);
+        parse_ok(yaml, &cfg);
+        assert_int_equal(config_validate_launch(&cfg, 1), PT_OK);
+        assert_int_equal(config_validate_launch(&cfg, 8), PT_ERR_USER);
+        snprintf(want, sizeof want,
+                 "config.yaml:1:13: device_map: \"%s\" splits one model across devices in one "
+                 "process, which conflicts with data-parallel training over 8 ranks; remove "
+                 "device_map (each rank then loads the whole model on its own local device)",
+                 refused[i]);
+        assert_string_equal(err_message(), want);
+        config_free(&cfg);
+    }
+    /* the whole model on one device, or no device_map, is fine under any number of ranks */
+    parse_ok("device_map: {\"\": 0}\n", &cfg);
+    assert_int_equal(config_validate_launch(&cfg, 4), PT_OK);
+    config_free(&cfg);
+    parse_ok("{}\n", &cfg);
+    assert_int_equal(config_validate_launch(&cfg, 4), PT_OK);
+    config_free(&cfg);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * warnings and the token */
+
+static void test_unknown_keys(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("learning_rat: 1e-4\n"
+                                "completely_unrelated: 1\n"
+                                "dataset:\n"
+                                "  - name: a\n"
+                                "    shufle: true\n"
+                                "    colour: red\n"
+                                "lora_r: 8\n",
+                                &cfg, &warnings),
+                     PT_OK);
+    assert_string_equal(warnings,
+                        "ptrain: warning: config.yaml:1:1: unknown key \"learning_rat\" (did you mean "
+                        "\"learning_rate\"?); ignored\n"
+                        "ptrain: warning: config.yaml:2:1: unknown key \"completely_unrelated\"; "
+                        "ignored\n"
+                        "ptrain: warning: config.yaml:5:5: unknown key \"dataset[0].shufle\" (did you "
+                        "mean \"shuffle\"?); ignored\n"
+                        "ptrain: warning: config.yaml:6:5: unknown key \"dataset[0].colour\"; "
+                        "ignored\n");
+    /* ignored means ignored: the default stays, and the known keys around it are read */
+    assert_true(cfg.learning_rate == 2e-4);
+    assert_false(cfg.datasets[0].shuffle);
+    assert_int_equal(cfg.lora_r, 8);
+    free(warnings);
+    config_free(&cfg);
+
+    /* an alias is suggested when it is the closer name */
+    assert_int_equal(parse_warn("hf_tokn: x\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:1:1: unknown key \"hf_tokn\" (did you "
+                                  "mean \"hf_token\"?); ignored\n");
+    free(warnings);
+    config_free(&cfg);
+
+    /* no warning stream: quiet */
+    parse_ok("learning_rat: 1\n", &cfg);
+    config_free(&cfg);
+}
+
+#define TOKEN "hf_SeCrEtToKeN0123456789"
+
+static void assert_no_token(const char *text)
+{
+    if (text && strstr(text, TOKEN)) fail_msg("the token leaked into: %s", text);
+}
+
+static void test_token_never_kept(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("model_name: m\nhub_token: " TOKEN "\ndataset:\n  - name: d\n",
+                                &cfg, &warnings),
+                     PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:2:12: hub_token: a token in a config "
+                                  "file is never used (it would reach logs and checkpoints); export "
+                                  "HF_TOKEN instead\n");
+    assert_no_token(warnings);
+    free(warnings);
+    assert_true(config_is_set(&cfg, "hub_token"));
+    expect_text(&cfg, "hub_token", "(from HF_TOKEN only)");
+
+    /* not in the printed table, not in any value, not in any string of the struct */
+    char *printed = print_text(&cfg);
+    assert_no_token(printed);
+    assert_null(strstr(printed, "hub_token"));
+    free(printed);
+    const char *const *names = config_key_names();
+    for (int i = 0; names[i]; i++) {
+        char *text = config_value_text(&cfg, names[i]);
+        assert_no_token(text);
+        free(text);
+    }
+    assert_no_token(cfg.path);
+    for (int d = 0; d < cfg.n_datasets; d++) {
+        assert_no_token(cfg.datasets[d].name);
+        assert_no_token(cfg.datasets[d].split_type);
+    }
+    /* and the hash is that of the same config without the token */
+    uint64_t with_token = config_hash(&cfg);
+    config_free(&cfg);
+    assert_true(with_token == hash_of("model_name: m\ndataset:\n  - name: d\n"));
+
+    /* nor in an error message of a config that also has a token */
+    assert_int_equal(parse_warn("hf_token: " TOKEN "\nlora_r: x\n", &cfg, &warnings), PT_ERR_USER);
+    assert_no_token(warnings);
+    assert_no_token(err_message());
+    free(warnings);
+    /* a token in a list, or given twice, is not echoed either */
+    assert_int_equal(parse_warn("hub_token: [" TOKEN "]\nhf_token: " TOKEN "\n", &cfg, &warnings),
+                     PT_ERR_USER);
+    assert_string_equal(err_message(), "config.yaml:2:1: hf_token: given twice (first at line 1 as "
+                                       "\"hub_token\"; hf_token is an alias of hub_token)");
+    assert_no_token(warnings);
+    free(warnings);
+    /* a null token is no token: no warning */
+    assert_int_equal(parse_warn("hub_token:\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "");
+    free(warnings);
+    config_free(&cfg);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * config_print and config_hash */
+
+static void test_print(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("model_name: m\nlora_r: 8\nsave_steps: 20\n"
+             "dataset:\n  - name: a\n  - name: b\n    shuffle: true\n",
+             &cfg);
+    char *printed = print_text(&cfg);
+    char *save = NULL;
+    char *line = strtok_r(printed, "\n", &save);
+    assert_non_null(line);
+    char header[64];
+    snprintf(header, sizeof header, "%-30s %s", "key", "value");
+    assert_string_equal(line, header);
+
+    /* then one row per key in table order, the datasets expanded where dataset stands */
+    const char *const *names = config_key_names();
+    int dataset_rows = 0;
+    line = strtok_r(NULL, "\n", &save);
+    for (int i = 0; names[i]; i++) {
+        if (!strcmp(names[i], "hub_token")) continue; /* the secret has no row */
+        if (!strcmp(names[i], "dataset")) {
+            for (; line && !strncmp(line, "dataset[", 8); line = strtok_r(NULL, "\n", &save))
+                dataset_rows++;
+            continue;
+        }
+        if (!line) fail_msg("config_print has no row for %s", names[i]);
+        char *value = config_value_text(&cfg, names[i]);
+        char want[512];
+        snprintf(want, sizeof want, "%-30s %s%s", names[i], value,
+                 config_is_set(&cfg, names[i]) || !strcmp(value, "(unset)") ? "" : "  (default)");
+        free(value);
+        assert_string_equal(line, want);
+        line = strtok_r(NULL, "\n", &save);
+    }
+    assert_null(line);
+    assert_int_equal(dataset_rows % 2, 0);
+    assert_true(dataset_rows >= 2 * 10);
+    free(printed);
+
+    /* spot checks of the dataset rows and the markers */
+    printed = print_text(&cfg);
+    static const char *const rows[][2] = {
+        {"dataset[0].name", "a"},
+        {"dataset[0].split_type", "train"},
+        {"dataset[0].num_samples", "(unset)"},
+        {"dataset[1].shuffle", "true"},
+        {"dataset[1].seed", "3407"},
+        {"lora_r", "8"},
+        {"lora_alpha", "16  (default)"},
+        {"save_strategy", "steps  (default)"},
+        {"warmup_ratio", "(unset)"},
+        {"chat_template", "(unset)"},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        char want[256];
+        snprintf(want, sizeof want, "\n%-30s %s\n", rows[r][0], rows[r][1]);
+        if (!strstr(printed, want)) fail_msg("no row \"%s\" in:\n%s", want + 1, printed);
+    }
+    free(printed);
+    config_free(&cfg);
+
+    /* no dataset: one row says so */
+    parse_ok("{}\n", &cfg);
+    printed = print_text(&cfg);
+    char none_row[64];
+    snprintf(none_row, sizeof none_row, "\n%-30s (none given)\n", "dataset");
+    assert_non_null(strstr(printed, none_row));
+    free(printed);
+    config_free(&cfg);
+}
+
+static void test_hash(void **state)
+{
+    (void)state;
+    const char *base = "model_name: m\nlora_r: 8\ndataset:\n  - name: a\n";
+    uint64_t h = hash_of(base);
+    /* the same resolved config, written differently */
+    assert_true(h == hash_of("dataset: a\nlora_r: 8\nmodel: m\n"));
+    assert_true(h == hash_of("# a comment\nlora_r: \"8\"\nmodel_name: 'm'\nlearning_rate: 2e-4\n"
+                             "lora_alpha: 16.0\npacking: no\nsave_strategy: no\nthreads: auto\n"
+                             "per_device_eval_batch_size: 2\nmax_steps: -1\n"
+                             "dataset:\n  - name: a\n    split_type: train\n    seed: 3407\n"));
+    assert_true(h == hash_of("model_name: m\nlora_r: 8\ndataset: {name: a}\nlora_dropout:\n"
+                             "unknown_key: 1\n"));
+    /* the file name is not part of it */
+    pt_config cfg;
+    assert_int_equal(config_parse("other/path.yaml", base, strlen(base), &cfg, NULL), PT_OK);
+    assert_true(h == config_hash(&cfg));
+    assert_true(config_hash(&cfg) == config_hash(&cfg));
+    config_free(&cfg);
+
+    /* any change of value changes it */
+    assert_true(h != hash_of("model_name: m\nlora_r: 16\ndataset:\n  - name: a\n"));
+    assert_true(h != hash_of("model_name: n\nlora_r: 8\ndataset:\n  - name: a\n"));
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\ndataset:\n  - name: b\n"));
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\ndataset:\n  - name: a\n    shuffle: true\n"));
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\ndataset:\n  - name: a\n  - name: a\n"));
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\nseed: 1\ndataset:\n  - name: a\n"));
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\nlearning_rate: 2.0001e-4\ndataset:\n  - name: a\n"));
+    /* warmup_ratio: 0 given means "use the ratio": not the same as leaving it out */
+    assert_true(h != hash_of("model_name: m\nlora_r: 8\nwarmup_ratio: 0\ndataset:\n  - name: a\n"));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * config_load, config_edit_distance */
+
+static void test_load(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    const char *good = "model_name: m\nlora_r: 4\n";
+    char *path = write_temp(good, strlen(good));
+    assert_int_equal(config_load(path, &cfg, NULL), PT_OK);
+    assert_string_equal(cfg.path, path);
+    assert_int_equal(cfg.lora_r, 4);
+    config_free(&cfg);
+    unlink(path);
+    free(path);
+
+    /* errors name the path given */
+    const char *bad = "lora_r: 0\n";
+    path = write_temp(bad, strlen(bad));
+    assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
+    char want[512];
+    snprintf(want, sizeof want, "%s:1:9: lora_r: expected an integer from 1 to 4096, found \"0\"", path);
+    assert_string_equal(err_message(), want);
+    assert_null(cfg.path);
+    unlink(path);
+
+    /* missing */
+    assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
+    snprintf(want, sizeof want, "cannot open config file %s: No such file or directory", path);
+    assert_string_equal(err_message(), want);
+    assert_null(cfg.path);
+    free(path);
+
+    /* a NUL byte */
+    path = write_temp("model_name: m\n\0\n", 16);
+    assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
+    snprintf(want, sizeof want, "%s: contains a NUL byte; a config file is YAML text", path);
+    assert_string_equal(err_message(), want);
+    unlink(path);
+    free(path);
+
+    /* a directory */
+    assert_int_equal(config_load("/", &cfg, NULL), PT_ERR_USER);
+    assert_string_equal(err_message(), "cannot read config file /: Is a directory");
+
+    /* over 64 MiB */
+    size_t big = (64u << 20) + 1;
+    char *spaces = malloc(big);
+    assert_non_null(spaces);
+    memset(spaces, ' ', big);
+    path = write_temp(spaces, big);
+    free(spaces);
+    assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
+    snprintf(want, sizeof want, "%s: larger than 64 MiB; is this really a config file?", path);
+    assert_string_equal(err_message(), want);
+    unlink(path);
+    free(path);
+}
+
+static void test_edit_distance(void **state)
+{
+    (void)state;
+    assert_int_equal(config_edit_distance("", ""), 0);
+    assert_int_equal(config_edit_distance("abc", ""), 3);
+    assert_int_equal(config_edit_distance("", "abcd"), 4);
+    assert_int_equal(config_edit_distance("lora_r", "lora_r"), 0);
+    assert_int_equal(config_edit_distance("kitten", "sitting"), 3);
+    assert_int_equal(config_edit_distance("learning_rat", "learning_rate"), 1); /* insertion */
+    assert_int_equal(config_edit_distance("optimm", "optim"), 1);              /* deletion */
+    assert_int_equal(config_edit_distance("sead", "seed"), 1);                 /* substitution */
+    assert_int_equal(config_edit_distance("nmae", "name"), 2);                 /* a swap is two */
+    assert_int_equal(config_edit_distance("LoRA_R", "lora_r"), 0);             /* case-blind */
+    assert_int_equal(config_edit_distance("abc", "xyz"), 3);
+    /* symmetric */
+    assert_int_equal(config_edit_distance("save_steps", "eval_steps"),
+                     config_edit_distance("eval_steps", "save_steps"));
+    /* long strings are "far" without work */
+    char longer[80];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    assert_int_equal(config_edit_distance(longer, "a"), 99);
+    longer[64] = '\0';
+    assert_int_equal(config_edit_distance(longer, longer), 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * the config corpus in tests/configs (found through $PTRAIN_SRCDIR, set by `make check`, or from
+ * the source or build directory) */
+
+static bool corpus_dir(const char *sub, char *out, size_t outlen)
+{
+    const char *roots[] = {getenv("PTRAIN_SRCDIR"), ".", ".."};
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (!roots[i]) continue;
+        snprintf(out, outlen, "%s/tests/configs/%s", roots[i], sub);
+        DIR *d = opendir(out);
+        if (d) {
+            closedir(d);
+            return true;
+        }
+    }
+    return false;
+}
+
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&buf, &size);
+    assert_non_null(out);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, got, out);
+    fclose(f);
+    fclose(out);
+    return buf;
+}
+
+static int yaml_names(const char *dir, char names[][128], int max)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && len < 128 && !strcmp(e->d_name + len - 5, ".yaml") && n < max)
+            memcpy(names[n++], e->d_name, len + 1);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Each bad/NAME.yaml fails, and what `ptrain check NAME.yaml` prints on stderr from inside
+ * tests/configs/bad (warnings, then "ptrain: error: " before each line of the message) is
+ * exactly NAME.err. */
+static char saved_cwd[1024];
+
+static int save_cwd(void **state)
+{
+    (void)state;
+    return getcwd(saved_cwd, sizeof saved_cwd) ? 0 : -1;
+}
+
+/* runs even when the test failed inside the corpus directory */
+static int restore_cwd(void **state)
+{
+    (void)state;
+    return chdir(saved_cwd);
+}
+
+static void test_corpus_bad(void **state)
+{
+    (void)state;
+    char dir[1024];
+    if (!corpus_dir("bad", dir, sizeof dir)) skip();
+    assert_int_equal(chdir(dir), 0);
+    static char names[128][128];
+    int n = yaml_names(".", names, 128);
+    assert_true(n >= 15);
+    for (int i = 0; i < n; i++) {
+        char err_path[160];
+        snprintf(err_path, sizeof err_path, "%.*s.err", (int)strlen(names[i]) - 5, names[i]);
+        char *want = read_all(err_path);
+        if (!want) fail_msg("%s has no %s", names[i], err_path);
+
+        char *got = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&got, &size);
+        assert_non_null(out);
+        pt_config cfg;
+        pt_status st = config_load(names[i], &cfg, out);
+        if (st == PT_OK) {
+            config_free(&cfg);
+            fail_msg("%s/%s is accepted", dir, names[i]);
+        }
+        for (const char *m = err_message(); *m;) {
+            const char *nl = strchr(m, '\n');
+            int len = nl ? (int)(nl - m) : (int)strlen(m);
+            fprintf(out, "ptrain: error: %.*s\n", len, m);
+            m += len + (nl ? 1 : 0);
+        }
+        fclose(out);
+        if (strcmp(got, want) != 0) fail_msg("%s/%s:\ngot:\n%swant:\n%s", dir, names[i], got, want);
+        free(got);
+        free(want);
+    }
+}
+
+/* Each good config loads without a warning; full.yaml gives every key. */
+static void test_corpus_good(void **state)
+{
+    (void)state;
+    char dir[1024];
+    if (!corpus_dir("good", dir, sizeof dir)) skip();
+    static char names[32][128];
+    int n = yaml_names(dir, names, 32);
+    assert_true(n >= 3);
+    bool saw_full = false;
+    for (int i = 0; i < n; i++) {
+        char path[1200];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path) fail();
+        char *warnings = NULL;
+        size_t size = 0;
+        FILE *w = open_memstream(&warnings, &size);
+        assert_non_null(w);
+        pt_config cfg;
+        pt_status st = config_load(path, &cfg, w);
+        fclose(w);
+        if (st != PT_OK) fail_msg("%s: %s", path, err_message());
+        if (*warnings) fail_msg("%s warns: %s", path, warnings);
+        free(warnings);
+        assert_int_equal(config_validate_launch(&cfg, 2), PT_OK);
+        if (!strcmp(names[i], "full.yaml")) {
+            saw_full = true;
+            const char *const *keys = config_key_names();
+            for (int k = 0; keys[k]; k++) /* the token only as "hub_token:" (null) */
+                if (strcmp(keys[k], "hub_token") && !config_is_set(&cfg, keys[k]))
+                    fail_msg("%s does not give %s", path, keys[k]);
+            char *text = read_all(path);
+            assert_non_null(strstr(text, "\nhub_token:"));
+            free(text);
+        }
+        config_free(&cfg);
+    }
+    assert_true(saw_full);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_key_value),
+        cmocka_unit_test(test_every_key_has_a_row),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_aliases),
+        cmocka_unit_test(test_booleans),
+        cmocka_unit_test(test_unsloth_and_all_linear),
+        cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_null_keeps_default),
+        cmocka_unit_test(test_string_or_list),
+        cmocka_unit_test(test_resume_from_checkpoint),
+        cmocka_unit_test(test_device_map),
+        cmocka_unit_test(test_dataset_forms),
+        cmocka_unit_test(test_derived_defaults),
+        cmocka_unit_test(test_error_document),
+        cmocka_unit_test(test_error_types),
+        cmocka_unit_test(test_error_echo),
+        cmocka_unit_test(test_error_ranges),
+        cmocka_unit_test(test_error_duplicates),
+        cmocka_unit_test(test_error_datasets),
+        cmocka_unit_test(test_rule_full_finetuning),
+        cmocka_unit_test(test_rule_load_in_8bit),
+        cmocka_unit_test(test_rule_lora),
+        cmocka_unit_test(test_rule_eval),
+        cmocka_unit_test(test_rule_publishing),
+        cmocka_unit_test(test_errors_together_in_order),
+        cmocka_unit_test(test_validate_launch),
+        cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_token_never_kept),
+        cmocka_unit_test(test_print),
+        cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_load),
+        cmocka_unit_test(test_edit_distance),
+        cmocka_unit_test_setup_teardown(test_corpus_bad, save_cwd, restore_cwd),
+        cmocka_unit_test(test_corpus_good),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
