@@ -5,7 +5,9 @@
 #include <config.h>
 #endif
 #include "ptrain/backend.h"
+#include "ptrain/nf4.h"
 
+#include <math.h>
 #include <string.h>
 
 static const struct {
@@ -43,7 +45,10 @@ pt_tensor tensor_make(pt_dtype dtype, int ndim, const int64_t *shape)
 {
     pt_tensor t = {.dtype = dtype, .ndim = ndim};
     for (int i = 0; i < ndim && i < 4; i++) t.shape[i] = shape[i];
-    t.nbytes = dtype_size_bytes(dtype, tensor_numel(&t));
+    if (dtype == PT_NF4) /* scales for the whole matrix live beside the codes (nf4.h) */
+        t.nbytes = ndim == 2 && nf4_check_shape(shape[0], shape[1]) == PT_OK ? nf4_bytes(shape[0], shape[1]) : 0;
+    else
+        t.nbytes = dtype_size_bytes(dtype, tensor_numel(&t));
     return t;
 }
 
@@ -259,4 +264,147 @@ pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
     TRY(need_same_shape(y, x, "add"));
     NEED_OP(be, add);
     return be->ops->add(be, y, x);
+}
+
+/* ---- backward ops, loss and optimizer ---- */
+
+static pt_status need_rows_of(const pt_tensor *t, int64_t rows, int64_t width, const char *op, const char *what)
+{
+    if (t->dtype != PT_F32 || t->ndim < 1 || t->shape[t->ndim - 1] != width || tensor_numel(t) != rows * width)
+        return ERR(PT_ERR_INTERNAL, "%s: %s must be f32 [%lld, %lld] (got %s with %lld values of width %lld)",
+                   op, what, (long long)rows, (long long)width, dtype_name(t->dtype), (long long)tensor_numel(t),
+                   (long long)(t->ndim ? t->shape[t->ndim - 1] : 0));
+    return PT_OK;
+}
+
+pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                              const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd)
+{
+    TRY(need_f32(x, "rmsnorm_bwd", "x"));
+    int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
+    TRY(need_rows_of(dx, rows, dim, "rmsnorm_bwd", "dx"));
+    TRY(need_rows_of(dy, rows, dim, "rmsnorm_bwd", "dy"));
+    TRY(need_rows_of(w, 1, dim, "rmsnorm_bwd", "weight"));
+    if (dw) TRY(need_rows_of(dw, 1, dim, "rmsnorm_bwd", "dw"));
+    if (!rstd || rstd->dtype != PT_F32 || tensor_numel(rstd) != rows)
+        return ERR(PT_ERR_INTERNAL, "rmsnorm_bwd: needs the f32 rstd of %lld rows saved by the forward",
+                   (long long)rows);
+    NEED_OP(be, rmsnorm_bwd);
+    return be->ops->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd);
+}
+
+pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+                           const float *inv_freq)
+{
+    TRY(need_f32(dx, "rope_bwd", "dx"));
+    if (head_dim % 2 || dx->shape[dx->ndim - 1] != (int64_t)n_heads * head_dim)
+        return ERR(PT_ERR_INTERNAL, "rope_bwd: rows of %lld for %d heads of %d",
+                   (long long)dx->shape[dx->ndim - 1], n_heads, head_dim);
+    NEED_OP(be, rope_bwd);
+    return be->ops->rope_bwd(be, dx, n_heads, head_dim, pos, inv_freq);
+}
+
+static pt_status attention_bwd_shapes(const pt_tensor *dq, const pt_tensor *dk, const pt_tensor *dv,
+                                      const pt_tensor *dout, const pt_tensor *q, const pt_tensor *out,
+                                      const pt_tensor *lse, const pt_attention *a)
+{
+    int64_t qrows = (int64_t)a->batch * a->n_q, krows = (int64_t)a->batch * a->n_kv;
+    int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
+    TRY(need_rows_of(q, qrows, qw, "attention_bwd", "q"));
+    TRY(need_rows_of(out, qrows, qw, "attention_bwd", "out"));
+    TRY(need_rows_of(dout, qrows, qw, "attention_bwd", "dout"));
+    TRY(need_rows_of(dq, qrows, qw, "attention_bwd", "dq"));
+    TRY(need_rows_of(dk, krows, kw, "attention_bwd", "dk"));
+    TRY(need_rows_of(dv, krows, kw, "attention_bwd", "dv"));
+    if (!lse || lse->dtype != PT_F32 || tensor_numel(lse) != qrows * a->n_heads)
+        return ERR(PT_ERR_INTERNAL, "attention_bwd: needs the f32 log-sum-exp of %lld rows x %d heads "
+                   "saved by the forward", (long long)qrows, a->n_heads);
+    return PT_OK;
+}
+
+pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
+                                const pt_tensor *dout, const pt_tensor *q, const pt_tensor *k,
+                                const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
+                                const pt_attention *a)
+{
+    int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
+    if (a->batch <= 0 || a->n_q <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || q->shape[1] != qw ||
+        k->shape[1] != kw || v->shape[1] != kw || k->shape[0] < (int64_t)a->batch * a->n_kv ||
+        v->shape[0] < (int64_t)a->batch * a->n_kv || a->q_pos0 < 0 || a->q_pos0 + a->n_q > a->n_kv)
+        return ERR(PT_ERR_INTERNAL, "attention_bwd: inconsistent shapes (q %lldx%lld, k %lldx%lld, %d heads, "
+                   "%d kv heads, %d queries at %d over %d keys)", (long long)q->shape[0], (long long)q->shape[1],
+                   (long long)k->shape[0], (long long)k->shape[1], a->n_heads, a->n_kv_heads, a->n_q,
+                   a->q_pos0, a->n_kv);
+    TRY(attention_bwd_shapes(dq, dk, dv, dout, q, out, lse, a));
+    TRY(need_f32(k, "attention_bwd", "k"));
+    TRY(need_f32(v, "attention_bwd", "v"));
+    NEED_OP(be, attention_bwd);
+    return be->ops->attention_bwd(be, dq, dk, dv, dout, q, k, v, out, lse, a);
+}
+
+pt_status backend_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                             const pt_tensor *gate, const pt_tensor *up)
+{
+    const pt_tensor *all[] = {dgate, dup, dy, gate, up};
+    for (int i = 0; i < 5; i++) {
+        TRY(need_f32(all[i], "swiglu_bwd", "every tensor"));
+        TRY(need_same_shape(all[i], dy, "swiglu_bwd"));
+    }
+    NEED_OP(be, swiglu_bwd);
+    return be->ops->swiglu_bwd(be, dgate, dup, dy, gate, up);
+}
+
+pt_status backend_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                                const pt_tensor *logits, const int32_t *labels, float grad_scale)
+{
+    if (logits->dtype != PT_F32 || logits->ndim != 2)
+        return ERR(PT_ERR_INTERNAL, "cross_entropy: logits must be f32 [rows, vocab]");
+    int64_t rows = logits->shape[0], vocab = logits->shape[1];
+    if (dlogits) TRY(need_rows_of(dlogits, rows, vocab, "cross_entropy", "dlogits"));
+    for (int64_t r = 0; r < rows; r++)
+        if (labels[r] != PT_IGNORE_INDEX && (labels[r] < 0 || labels[r] >= vocab))
+            return ERR(PT_ERR_USER, "label %d at row %lld is outside the vocabulary (%lld tokens) and is not "
+                       "the ignore index %d", labels[r], (long long)r, (long long)vocab, PT_IGNORE_INDEX);
+    NEED_OP(be, cross_entropy);
+    return be->ops->cross_entropy(be, dlogits, loss_sum, n_labelled, logits, labels, grad_scale);
+}
+
+pt_status backend_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
+                             pt_tensor *v, const pt_adamw *hp)
+{
+    /* element-wise: any shape, as long as all four hold the same number of f32 values */
+    const pt_tensor *all[4] = {param, grad, m, v};
+    for (int i = 0; i < 4; i++)
+        if (all[i]->dtype != PT_F32 || tensor_numel(all[i]) != tensor_numel(param))
+            return ERR(PT_ERR_INTERNAL, "adamw: param, grad and moments must be f32 of %lld values",
+                       (long long)tensor_numel(param));
+    if (hp->step < 1 || !(hp->beta1 >= 0 && hp->beta1 < 1) || !(hp->beta2 >= 0 && hp->beta2 < 1))
+        return ERR(PT_ERR_INTERNAL, "adamw: step %lld, betas (%g, %g)", (long long)hp->step, hp->beta1, hp->beta2);
+    NEED_OP(be, adamw_step);
+    return be->ops->adamw_step(be, param, grad, m, v, hp);
+}
+
+pt_status backend_sum_squares(pt_backend *be, const pt_tensor *t, double *acc)
+{
+    TRY(need_f32(t, "sum_squares", "t"));
+    NEED_OP(be, sum_squares);
+    return be->ops->sum_squares(be, t, acc);
+}
+
+pt_status backend_scale(pt_backend *be, pt_tensor *t, float s)
+{
+    TRY(need_f32(t, "scale", "t"));
+    NEED_OP(be, scale);
+    return be->ops->scale(be, t, s);
+}
+
+pt_status backend_clip_grad_norm(pt_backend *be, pt_tensor *grads, int n, double max_norm, double *total_norm)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++) TRY(backend_sum_squares(be, &grads[i], &ss));
+    double total = sqrt(ss), coef = max_norm / (total + 1e-6);
+    if (total_norm) *total_norm = total;
+    if (coef < 1.0)
+        for (int i = 0; i < n; i++) TRY(backend_scale(be, &grads[i], (float)coef));
+    return PT_OK;
 }

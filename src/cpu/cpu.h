@@ -10,6 +10,13 @@ pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *d
 pt_status cpu_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
                                 float beta);
 
+/* rows [r0, r0+rows) of weight w as fp32 (out: rows x K); out NULL only checks the dtype */
+pt_status cpu_dequantize_rows(const pt_tensor *w, int64_t r0, int64_t rows, float *out);
+/* fused block dot products (dot.c) for the dtypes where cpu_dot_supported() */
+#include <stdbool.h>
+bool cpu_dot_supported(pt_dtype dtype);
+void cpu_block_sums(const float *x, int64_t k, float *xsum);
+float cpu_dot_row(pt_dtype dtype, const void *row, const float *x, const float *xsum, int64_t k);
 pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
 pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
@@ -21,5 +28,19 @@ pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);
 pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+/* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
+pt_status cpu_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                          const pt_tensor *w, const pt_tensor *rstd);
+pt_status cpu_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                         const pt_tensor *gate, const pt_tensor *up);
+pt_status cpu_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                            const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *out,
+                            const pt_tensor *lse, const pt_attention *a);
+pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                            const pt_tensor *logits, const int32_t *labels, float grad_scale);
+pt_status cpu_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m, pt_tensor *v,
+                         const pt_adamw *hp);
+pt_status cpu_sum_squares(pt_backend *be, const pt_tensor *t, double *acc);
+pt_status cpu_scale(pt_backend *be, pt_tensor *t, float s);
 
 #endif

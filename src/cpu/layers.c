@@ -4,18 +4,15 @@
 #include <math.h>
 
 #include "cpu.h"
-#include "ptrain/quant.h"
 
 pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids)
 {
     (void)be;
     int64_t dim = table->shape[1], n = tensor_numel(out) / dim;
-    size_t row_bytes = dtype_size_bytes(table->dtype, dim);
     pt_status st = PT_OK;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        const char *row = (const char *)table->data + (size_t)ids[i] * row_bytes;
-        pt_status s = quant_dequantize_row(table->dtype, row, (float *)out->data + i * dim, dim);
+        pt_status s = cpu_dequantize_rows(table, ids[i], 1, (float *)out->data + i * dim);
         if (s != PT_OK) st = s; /* only fails for an unsupported dtype: the same on every row */
     }
     return st;

@@ -1,22 +1,25 @@
-/* matmul.c — CPU matmuls with OpenBLAS sgemm. A weight that is not fp32 (fp16, bf16, Q8_0, Q4_0,
- * Q4_1) is dequantized one tile of rows at a time into a scratch buffer that stays in cache, so
- * the base model is never held in full precision. */
+/* matmul.c — CPU matmuls with OpenBLAS sgemm. A weight that is not fp32 (fp16, bf16, GGUF blocks,
+ * NF4) is never held in full precision: for many rows of activations (prefill, training) it is
+ * dequantized one tile of rows at a time (in parallel) into a scratch buffer that stays in cache
+ * and multiplied with sgemm; for a few rows (generation) each thread dequantizes one weight row
+ * into an L1-resident buffer and takes dot products directly. */
 #include <cblas.h>
 #include <stdlib.h>
 
 #include "cpu.h"
-#include "ptrain/quant.h"
 
-enum { TILE_ROWS = 128 };
+enum { TILE_ROWS = 128, SMALL_M = 8 };
 
-/* Dequantize rows [r0, r0+rows) of w[N,K] into tile (rows x K fp32). */
+/* Dequantize rows [r0, r0+rows) of w[N,K] into tile (rows x K fp32), rows split over threads. */
 static pt_status weight_tile(const pt_tensor *w, int64_t r0, int64_t rows, float *tile)
 {
-    int64_t k = w->shape[1];
-    size_t row_bytes = dtype_size_bytes(w->dtype, k);
-    const char *base = (const char *)w->data + (size_t)r0 * row_bytes;
-    for (int64_t r = 0; r < rows; r++) TRY(quant_dequantize_row(w->dtype, base + r * row_bytes, tile + r * k, k));
-    return PT_OK;
+    pt_status st = PT_OK;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        pt_status s = cpu_dequantize_rows(w, r0 + r, 1, tile + r * w->shape[1]);
+        if (s != PT_OK) st = s;
+    }
+    return st;
 }
 
 /* Call fn(tile, r0, rows) for each tile of w's rows; fp32 weights are passed as they are. */
@@ -29,9 +32,6 @@ static pt_status for_each_tile(const pt_tensor *w, tile_fn fn, void *arg)
         fn(w->data, 0, n, arg);
         return PT_OK;
     }
-    if (dtype_size_bytes(w->dtype, k) == 0)
-        return ERR(PT_ERR_INTERNAL, "weight rows of %lld values are not whole %s blocks", (long long)k,
-                   dtype_name(w->dtype));
     float *tile = malloc(sizeof(float) * (size_t)(TILE_ROWS * k));
     TRY_ALLOC(tile);
     pt_status st = PT_OK;
@@ -59,9 +59,57 @@ static void fwd_tile(const float *tile, int64_t r0, int64_t rows, void *arg)
                 (int)a->k, tile, (int)a->k, a->beta, a->out + r0, (int)a->n);
 }
 
+/* y = x @ w^T for a few rows of x, dotting straight from the blocks. */
+static pt_status matmul_few_rows_fused(float *y, const float *x, const pt_tensor *w, int64_t m, float beta)
+{
+    int64_t n = w->shape[0], k = w->shape[1];
+    size_t row_bytes = dtype_size_bytes(w->dtype, k);
+    float *xsum = malloc(sizeof(float) * (size_t)(m * (k / 32) + 1));
+    TRY_ALLOC(xsum);
+    for (int64_t i = 0; i < m; i++) cpu_block_sums(x + i * k, k, xsum + i * (k / 32));
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < n; j++) {
+        const char *row = (const char *)w->data + (size_t)j * row_bytes;
+        for (int64_t i = 0; i < m; i++) {
+            float acc = cpu_dot_row(w->dtype, row, x + i * k, xsum + i * (k / 32), k);
+            y[i * n + j] = beta == 0.0f ? acc : acc + beta * y[i * n + j];
+        }
+    }
+    free(xsum);
+    return PT_OK;
+}
+
+/* y = x @ w^T for a few rows of x: one dequantized weight row at a time per thread. */
+static pt_status matmul_few_rows(float *y, const float *x, const pt_tensor *w, int64_t m, float beta)
+{
+    int64_t n = w->shape[0], k = w->shape[1];
+    if (cpu_dot_supported(w->dtype) && k % 32 == 0) return matmul_few_rows_fused(y, x, w, m, beta);
+    pt_status st = PT_OK;
+#pragma omp parallel
+    {
+        float *row = malloc(sizeof(float) * (size_t)k);
+        if (!row) st = ERR(PT_ERR_NOMEM, "out of memory");
+#pragma omp for schedule(static)
+        for (int64_t j = 0; j < n; j++) {
+            if (!row || cpu_dequantize_rows(w, j, 1, row) != PT_OK) continue;
+            for (int64_t i = 0; i < m; i++) {
+                const float *xi = x + i * k;
+                float acc = 0;
+#pragma omp simd reduction(+ : acc)
+                for (int64_t p = 0; p < k; p++) acc += xi[p] * row[p];
+                y[i * n + j] = beta == 0.0f ? acc : acc + beta * y[i * n + j];
+            }
+        }
+        free(row);
+    }
+    if (st != PT_OK) return st;
+    return cpu_dequantize_rows(w, 0, 1, NULL); /* reports an unsupported dtype, if any */
+}
+
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta)
 {
     (void)be;
+    if (x->shape[0] <= SMALL_M && w->dtype != PT_F32) return matmul_few_rows(y->data, x->data, w, x->shape[0], beta);
     gemm_args a = {y->data, x->data, x->shape[0], w->shape[0], x->shape[1], beta};
     return for_each_tile(w, fwd_tile, &a);
 }

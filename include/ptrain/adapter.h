@@ -1,0 +1,21 @@
+/* adapter.h — LoRA adapters on disk as HDF5 (docs/adapter-format.md): rank 0 writes the final
+ * adapter to final_model_dir/adapter.h5 atomically (temp file in the same directory, flush, fsync,
+ * rename, fsync of the directory), and `ptrain generate --adapter DIR` reads it back. */
+#ifndef PTRAIN_ADAPTER_H
+#define PTRAIN_ADAPTER_H
+
+#include "ptrain/lora.h"
+
+typedef struct {
+    const char *base_model;    /* the model file the adapter was trained on */
+    const char *chat_template; /* template name used for training, or NULL */
+    double lora_dropout;
+    bool use_rslora;
+} adapter_info;
+
+/* Write l into dir/adapter.h5 (dir is created if missing). */
+pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info);
+/* Read dir/adapter.h5 (or a path to the .h5 itself) onto model m; shapes must match m. */
+pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l);
+
+#endif

@@ -1,0 +1,130 @@
+/* dataset.h — training data: every `dataset:` entry of a pt_config read (local .json/.jsonl files
+ * or directories, or HF dataset ids found in the local Hugging Face cache), formatted (ShareGPT
+ * `conversations`, `messages`, Alpaca, plain text), rendered through the chat template, tokenized
+ * and labelled; then the train/eval split, packing, the per-rank sampler and batch collation.
+ *
+ * Labels are the token ids themselves where the loss applies and PT_IGNORE_INDEX (-100) elsewhere;
+ * they are NOT shifted: the model predicts labels[t+1] from position t (batch_collate writes the
+ * shifted targets). With assistant-only loss, exactly the tokens of each assistant turn's content
+ * and its end-of-turn token (<|im_end|>, <|eot_id|>, or eos for alpaca) carry labels; they are
+ * found from the character spans of those turns in the rendered text (see src/data/label.c).
+ *
+ * Everything is deterministic: the same config, tokenizer and seeds give the same examples in the
+ * same order and the same batches, whatever the number of threads. */
+#ifndef PTRAIN_DATASET_H
+#define PTRAIN_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ptrain/config.h"
+#include "ptrain/error.h"
+#include "ptrain/tokenizer.h"
+
+#ifndef PT_IGNORE_INDEX
+#define PT_IGNORE_INDEX (-100)
+#endif
+#define DATASET_BAD_SHOWN 5 /* bad rows quoted per dataset entry */
+
+/* One training sequence. */
+typedef struct {
+    int32_t *ids;      /* token ids, len of them */
+    int32_t *labels;   /* ids[t] where the loss applies, PT_IGNORE_INDEX elsewhere (unshifted) */
+    int32_t *segments; /* packed: 1-based number of the example each token belongs to; else NULL */
+    int32_t len;       /* <= max_seq_length */
+} pt_example;
+
+/* What happened to the rows of one dataset entry. Every row read lands in exactly one of bad,
+ * filtered, limited, empty, no_loss and kept. */
+typedef struct {
+    char *name;           /* the entry's name as configured */
+    const char *format;   /* "conversations", "messages", "alpaca", "text" (NULL: none found) */
+    const char *template; /* chat template used for chat formats, else NULL */
+    bool assistant_only;  /* whether only assistant tokens carry labels */
+    long read;            /* rows found in the files (JSON Lines lines, array items) */
+    long bad;             /* unusable: invalid JSON, not an object, missing/mistyped fields, bad UTF-8 */
+    long filtered;        /* removed by filter_data */
+    long limited;         /* beyond num_samples */
+    long empty;           /* formatted to empty text */
+    long no_loss;         /* no token left with a label (e.g. the answer truncated away) */
+    long kept;            /* examples made */
+    long truncated;       /* kept examples cut to max_seq_length */
+    char *bad_rows[DATASET_BAD_SHOWN]; /* the first bad rows in file order, as "file:line: reason" */
+    int n_bad_rows;
+    uint64_t bad_pos[DATASET_BAD_SHOWN]; /* (internal) where each of them is, to keep the first */
+} pt_dataset_stats;
+
+typedef struct {
+    pt_example *ex;
+    size_t n;
+    int32_t max_len;         /* max_seq_length */
+    bool packed;             /* examples are packed sequences with segment ids */
+    pt_dataset_stats *stats; /* one per config dataset entry (dataset_load only), else NULL */
+    int n_stats;
+} pt_dataset;
+
+/* Read, format, tokenize and label every dataset entry of cfg, concatenated in config order.
+ * Bad, filtered and empty rows are counted (see dataset_report), not fatal; an entry with no
+ * usable row, a missing file or HF cache entry, or a Parquet/CSV file fails with the reason.
+ * Warnings (e.g. a rename column never seen) go to warn (may be NULL). */
+pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *out);
+/* One summary line per entry and the first bad rows, as the trainer prints them. */
+void dataset_report(const pt_dataset *ds, FILE *out);
+void dataset_free(pt_dataset *ds);
+/* The chat template name chat formats use: cfg->chat_template if set, else the one detected from
+ * the tokenizer's own template, else "chatml". */
+const char *dataset_template_name(const pt_config *cfg, const pt_tokenizer *tok);
+/* Total tokens of all examples. */
+size_t dataset_tokens(const pt_dataset *ds);
+
+/* Move the examples of all into train and eval (all is left empty): a permutation seeded by
+ * seed; eval gets the first ceil(ratio * n) of it, like datasets' train_test_split. ratio 0:
+ * everything is train. Fails when either side would be empty for ratio > 0. */
+pt_status dataset_split(pt_dataset *all, double ratio, uint64_t seed, pt_dataset *train, pt_dataset *eval);
+
+/* Pack ds in place (packing: true): examples are placed whole (never split) into sequences of at
+ * most max_len tokens by best-fit decreasing on length (ties by order), each sequence keeping
+ * its examples in their original order; segments number the examples 1, 2, ... so attention can
+ * stay inside each. The first label of every example is PT_IGNORE_INDEX (no target crosses an
+ * example boundary). Deterministic. */
+pt_status dataset_pack(pt_dataset *ds);
+
+/* The per-rank sampler, as PyTorch's DistributedSampler(shuffle=True, drop_last=False) with a
+ * DataLoader(batch_size, drop_last=False): each epoch a permutation of the n examples seeded by
+ * seed + epoch, padded by wrapping around to the start of the permutation until its length is
+ * a multiple of world (so a few examples appear twice in an epoch when world does not divide n),
+ * then rank r takes positions r, r + world, r + 2*world, ...: every rank gets ceil(n / world)
+ * indices, disjoint across ranks apart from the wrap-around padding. The rank's indices are
+ * grouped in order into micro-batches of batch_size; the last one may be smaller. */
+typedef struct {
+    size_t n_examples;
+    int rank, world;
+    long batch_size;
+    size_t n;     /* indices per rank per epoch: ceil(n_examples / world) */
+    size_t *idx;  /* this rank's indices for the current epoch */
+    long epoch;   /* the epoch idx was drawn for (-1: none yet) */
+} pt_sampler;
+
+pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size);
+/* Draw the epoch's order (seed = config seed; the permutation uses seed + epoch). */
+pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch);
+size_t sampler_batches(const pt_sampler *s);
+/* Micro-batch b of the current epoch: *idx points at its example indices; returns their count. */
+size_t sampler_batch(const pt_sampler *s, size_t b, const size_t **idx);
+void sampler_free(pt_sampler *s);
+
+/* A micro-batch as the training step takes it: rows sequences of cols tokens (cols = the longest
+ * example of the batch), right-padded with pad_id. targets[t] = labels[t+1] of the same example
+ * (PT_IGNORE_INDEX at padding, at each sequence's and each packed example's last token); pos
+ * restarts at 0 for every packed example; segments: the example number (1-based), 0 at padding. */
+typedef struct {
+    int rows, cols;
+    int32_t *ids, *labels, *targets, *pos, *segments; /* [rows*cols] each */
+} pt_batch;
+
+pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
+void batch_free(pt_batch *b);
+
+#endif

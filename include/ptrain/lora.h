@@ -1,0 +1,40 @@
+/* lora.h — LoRA adapters on the frozen projections of a model: y = W x + s·B(A x), with A [r, in]
+ * initialised kaiming-uniform as PEFT does (bound 1/sqrt(in)), B [out, r] zero, and
+ * s = alpha/r (alpha/sqrt(r) with rsLoRA). Adapters, their gradients and the AdamW moments are
+ * fp32 on the model's backend. */
+#ifndef PTRAIN_LORA_H
+#define PTRAIN_LORA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ptrain/config.h"
+#include "ptrain/model.h"
+
+typedef struct {
+    pt_tensor a, b;           /* A [r, in], B [out, r] */
+    pt_tensor grad_a, grad_b; /* same shapes */
+    pt_tensor m_a, v_a, m_b, v_b;
+} lora_pair;
+
+typedef struct {
+    int r, n_layers;
+    float alpha, scale;
+    bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
+    lora_pair *pairs;     /* [n_layers * W_COUNT]; unused slots have no memory */
+    pt_backend *be;
+} pt_lora;
+
+/* The module name PEFT uses for projection w (q_proj ... down_proj), NULL for norms. */
+const char *lora_module_name(int w);
+/* Create adapters for cfg's lora_target_modules with cfg's r, alpha, use_rslora and random_state. */
+pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg);
+/* Create adapters with explicit settings (tests, adapter files); A random from seed, B zero. */
+pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
+                      uint64_t seed);
+void lora_free(pt_lora *l);
+lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */
+pt_status lora_zero_grads(pt_lora *l);
+int64_t lora_param_count(const pt_lora *l);
+
+#endif

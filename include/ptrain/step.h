@@ -1,0 +1,34 @@
+/* step.h — one micro-batch of LoRA training: the forward pass with the activations backward
+ * needs (or only each layer's input, with gradient checkpointing), the chunked cross-entropy over
+ * the vocabulary, and the backward pass that accumulates LoRA gradients. The base weights are
+ * frozen: gradients flow through them (input gradients only). */
+#ifndef PTRAIN_STEP_H
+#define PTRAIN_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ptrain/lora.h"
+#include "ptrain/model.h"
+
+typedef struct {
+    int batch, seq;           /* B sequences of T tokens */
+    const int32_t *ids;       /* [B*T] */
+    const int32_t *targets;   /* [B*T]: the token row t must predict (already shifted), -100: none */
+    const int32_t *pos;       /* [B*T] rotary positions (restart per packed example) */
+    const int32_t *segments;  /* [B*T] packed-example ids, or NULL */
+} train_batch;
+
+typedef struct {
+    bool checkpointing; /* keep only layer inputs; recompute each layer in backward */
+    int loss_chunk;     /* rows of logits alive at once (0: 256) */
+} step_options;
+
+/* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number
+ * of predicted tokens to *n_tokens, and accumulates grad_scale-weighted LoRA gradients. */
+pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_options *o, float grad_scale,
+                   double *loss_sum, int64_t *n_tokens);
+/* The loss only (no gradients), for evaluation and checks. */
+pt_status step_loss(pt_model *m, pt_lora *l, const train_batch *b, double *loss_sum, int64_t *n_tokens);
+
+#endif

@@ -1,0 +1,70 @@
+/* loss.c — token cross-entropy over a chunk of logit rows on the CPU, fused with its gradient:
+ * per labelled row, loss = logsumexp(x) - x[label] with the row's maximum subtracted before
+ * exponentiating and the sum kept in double; dlogits = (softmax(x) - onehot(label)) * grad_scale,
+ * written over the row (dlogits may be the logits themselves). Ignored rows (PT_IGNORE_INDEX)
+ * add nothing and get a zero gradient. One OpenMP loop over rows, the loss summed in double. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+
+static float row_max(const float *x, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
+/* Σ exp(x - max) in double; when e is not NULL the exponentials are stored there (e may be x). */
+static double row_sum_exp(const float *x, float *e, float max, int64_t n)
+{
+    double sum = 0;
+    if (!e) {
+        for (int64_t j = 0; j < n; j++) sum += expf(x[j] - max);
+        return sum;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        float ej = expf(x[j] - max);
+        e[j] = ej;
+        sum += ej;
+    }
+    return sum;
+}
+
+/* Loss of one labelled row; d (NULL, or a row that may alias x) gets its gradient. */
+static double row_loss(const float *x, float *d, int32_t label, int64_t n, float grad_scale)
+{
+    float max = row_max(x, n), target = x[label];
+    double sum = row_sum_exp(x, d, max, n);
+    if (d) {
+        float c = (float)(grad_scale / sum);
+        double p_label = d[label] / sum;
+        for (int64_t j = 0; j < n; j++) d[j] *= c;
+        d[label] = (float)((p_label - 1.0) * grad_scale);
+    }
+    return (double)max + log(sum) - (double)target;
+}
+
+pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                            const pt_tensor *logits, const int32_t *labels, float grad_scale)
+{
+    (void)be;
+    int64_t rows = logits->shape[0], vocab = logits->shape[1];
+    const float *xs = logits->data;
+    float *ds = dlogits ? dlogits->data : NULL;
+    double loss = 0;
+    int64_t count = 0;
+#pragma omp parallel for schedule(dynamic, 4) reduction(+ : loss, count)
+    for (int64_t r = 0; r < rows; r++) {
+        float *d = ds ? ds + r * vocab : NULL;
+        if (labels[r] == PT_IGNORE_INDEX) {
+            if (d) memset(d, 0, sizeof(float) * (size_t)vocab);
+            continue;
+        }
+        loss += row_loss(xs + r * vocab, d, labels[r], vocab, grad_scale);
+        count++;
+    }
+    *loss_sum += loss;
+    if (n_labelled) *n_labelled += count;
+    return PT_OK;
+}

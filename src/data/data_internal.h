@@ -1,0 +1,140 @@
+/* data_internal.h — what the files of src/data share: the seeded permutation, the HF cache
+ * lookup, the list of files a dataset entry names, rows as read from JSON, the row transforms,
+ * the formats and the labelling. Not part of the public API (include/ptrain/dataset.h). */
+#ifndef PTRAIN_DATA_INTERNAL_H
+#define PTRAIN_DATA_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ptrain/config.h"
+#include "ptrain/dataset.h"
+#include "ptrain/error.h"
+#include "ptrain/tokenizer.h"
+#include "ptrain/util.h"
+
+/* ---- random.c: splitmix64 and Fisher-Yates ---- */
+uint64_t rng_next(uint64_t *state);
+/* A uniform integer in [0, n) (n > 0), without modulo bias. */
+uint64_t rng_below(uint64_t *state, uint64_t n);
+/* out[0..n) = a permutation of 0..n-1 fully determined by seed. */
+void rng_permutation(size_t n, uint64_t seed, size_t *out);
+
+/* ---- hfcache.c: the local Hugging Face hub cache ---- */
+/* Whether name looks like a Hub repo id "org/name" (and not like a path). */
+bool hfcache_is_repo_id(const char *name);
+/* The hub cache directory (malloc'd) and which setting gave it (*from, static text). */
+char *hfcache_hub_dir(const char **from);
+/* The snapshot directory (malloc'd) of repo id of kind "dataset" or "model" at revision (NULL:
+ * main): refs/<revision> names the commit, a 40-hex revision is the commit itself. A miss fails
+ * with PT_ERR_USER saying where it looked and how to download the repo. */
+pt_status hfcache_snapshot(const char *kind, const char *id, const char *revision, char **dir);
+
+/* ---- source.c: the files of a dataset entry ---- */
+typedef struct {
+    char **path;
+    int n;
+    const char *reader; /* "json" or "jsonl" for files whose extension says neither (data_files) */
+} data_files;
+
+pt_status source_files(const pt_dataset_config *d, data_files *out);
+void source_free(data_files *f);
+/* Whether a path names a file of split (the split as a word: not inside a longer name). */
+bool source_in_split(const char *path, const char *split);
+
+/* ---- reader.c: rows from .json / .jsonl ---- */
+typedef struct {
+    json_t *obj;      /* the row (a JSON object), owned */
+    const char *file; /* owned by the data_files the row came from */
+    int file_no;      /* its index there */
+    long line;        /* 1-based line of the row's start, or 0: see key/item */
+    const char *key;  /* "data" or "train" for an array inside an object, else NULL */
+    long item;        /* index in that array */
+} data_row;
+
+typedef struct {
+    data_row *v;
+    size_t n, cap;
+} data_rows;
+
+/* Append the rows of one file. Unparsable lines and items that are not objects count as bad
+ * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
+ * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
+pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st);
+void rows_free(data_rows *rows);
+/* "file:line" or "file: data[3]" */
+void row_where(const data_row *r, strbuf *out);
+/* Count r as bad for reason why. */
+void row_bad(pt_dataset_stats *st, const data_row *r, const char *why);
+
+/* The stand-in for an invalid UTF-8 byte: U+FDD0, a noncharacter reserved for internal use. */
+#define FORMAT_BAD_UTF8 "\xEF\xB7\x90"
+
+/* ---- stats.c ---- */
+/* Count a bad row; keep "where: reason" if it is among the first DATASET_BAD_SHOWN by pos. */
+void stats_bad(pt_dataset_stats *st, uint64_t pos, const char *where, const char *reason);
+void stats_free(pt_dataset_stats *st);
+
+/* ---- rows.c: rename, filter, num_samples, shuffle (in that order) ---- */
+void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_dataset_stats *st, FILE *warn);
+/* A JSON scalar as text for filter comparisons: strings as is, numbers as Python prints them,
+ * true/false, null; NULL for arrays and objects. Malloc'd. */
+char *rows_value_text(const json_t *v);
+
+/* ---- format.c: a row as a conversation or plain text ---- */
+typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT } data_format;
+
+typedef struct {
+    chat_message *msgs; /* chat formats: role (static text) and content (owned) */
+    int n;
+    char *text; /* FMT_TEXT */
+} data_record;
+
+typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
+
+/* The format a row is in by its columns, in the order conversations, messages, Alpaca
+ * (instruction), text_field; FMT_NONE when it has none of them. */
+data_format format_detect(const json_t *obj, const char *text_field);
+const char *format_name(data_format f);
+/* Format one row. ROW_BAD: *why says what is wrong. alpaca_input_role: the Alpaca input goes in
+ * an "input" message (the alpaca template's "### Input:" block), not appended to the user turn. */
+row_result format_row(data_format f, const json_t *obj, const char *text_field, bool alpaca_input_role,
+                      data_record *rec, strbuf *why);
+void record_free(data_record *rec);
+
+/* ---- label.c: render, tokenize, label ---- */
+typedef struct {
+    const pt_tokenizer *tok;
+    const char *template; /* chatml, smollm2, llama-3, alpaca */
+    char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
+    const char *turn_end; /* what ends an assistant turn and carries a label (may be "") */
+    const char *trailer;  /* what the template writes after turn_end */
+    bool assistant_only;
+    int32_t max_len;
+} label_ctx;
+
+typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
+
+pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
+                     int32_t max_len);
+void label_free(label_ctx *c);
+/* Byte spans [start, end) of each assistant turn's content and end-of-turn text in the rendered
+ * conversation (written to text): 2 entries per assistant turn in *spans (malloc'd). */
+pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans);
+/* Mark labels[t] = ids[t] for the tokens overlapping a span: by the tokens' byte offsets in text
+ * (false when the decoded tokens do not line up with text), or by tokenizing the text up to each
+ * span's ends (the fallback). */
+bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, const int32_t *ids, size_t n,
+                           const size_t *spans, int n_spans, int32_t *labels);
+pt_status label_mark_by_prefix(const label_ctx *c, const char *text, const int32_t *ids, size_t n,
+                               const size_t *spans, int n_spans, int32_t *labels);
+pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_example *ex, bool *truncated,
+                     label_result *res);
+pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool *truncated, label_result *res);
+
+void example_free(pt_example *ex);
+
+#endif

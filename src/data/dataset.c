@@ -1,0 +1,205 @@
+/* dataset.c — dataset_load: for each `dataset:` entry in config order, find its files, read the
+ * rows, apply rename/filter/num_samples/shuffle, detect the format from the first row that has
+ * one, then format and tokenize every row (in parallel, each row into its own slot, so the result
+ * does not depend on the thread count), and tally the outcome of each row in order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+
+typedef struct {
+    row_result row;
+    label_result label;
+    pt_status rc;
+    bool truncated;
+    char *why; /* ROW_BAD or rc != PT_OK */
+    pt_example ex;
+} slot;
+
+typedef struct {
+    const pt_config *cfg;
+    const pt_tokenizer *tok;
+    const char *template;
+    FILE *warn;
+    pt_dataset *out;
+} loader;
+
+const char *dataset_template_name(const pt_config *cfg, const pt_tokenizer *tok)
+{
+    if (cfg->chat_template && *cfg->chat_template) return cfg->chat_template;
+    const char *detected = chat_template_detect(tok ? tokenizer_chat_template(tok) : NULL);
+    return detected ? detected : "chatml";
+}
+
+/* ---- one row ---- */
+
+static void run_row(const label_ctx *lc, data_format f, const char *text_field, const data_row *r, slot *s)
+{
+    strbuf why = {0};
+    data_record rec;
+    s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
+    if (s->row == ROW_OK) {
+        s->rc = rec.text ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
+                         : label_chat(lc, rec.msgs, rec.n, &s->ex, &s->truncated, &s->label);
+        if (s->rc != PT_OK) sb_printf(&why, "%s", err_message());
+    }
+    s->why = why.data;
+    record_free(&rec);
+}
+
+static void run_rows(const label_ctx *lc, data_format f, const char *text_field, const data_rows *rows, slot *slots)
+{
+    long n = (long)rows->n;
+#pragma omp parallel for schedule(dynamic, 8)
+    for (long i = 0; i < n; i++) run_row(lc, f, text_field, &rows->v[i], &slots[i]);
+}
+
+/* ---- tally ---- */
+
+static void push_example(pt_dataset *ds, pt_example *ex)
+{
+    if ((ds->n & (ds->n - 1)) == 0) { /* capacity doubles at powers of two */
+        pt_example *grown = realloc(ds->ex, sizeof *grown * (ds->n ? ds->n * 2 : 1));
+        if (!grown) abort();
+        ds->ex = grown;
+    }
+    ds->ex[ds->n++] = *ex;
+    *ex = (pt_example){0};
+}
+
+/* Count slot s of row r; fails only on errors that are not the row's fault. */
+static pt_status tally(pt_dataset *ds, pt_dataset_stats *st, const data_row *r, slot *s)
+{
+    if (s->row == ROW_BAD) row_bad(st, r, s->why);
+    else if (s->row == ROW_EMPTY) st->empty++;
+    else if (s->rc == PT_ERR_USER) row_bad(st, r, s->why);
+    else if (s->rc != PT_OK) return ERR(s->rc, "%s", s->why);
+    else if (s->label == LABEL_NO_LOSS) st->no_loss++;
+    else {
+        st->kept++;
+        st->truncated += s->truncated;
+        push_example(ds, &s->ex);
+    }
+    return PT_OK;
+}
+
+static pt_status tally_all(pt_dataset *ds, pt_dataset_stats *st, const data_rows *rows, slot *slots)
+{
+    pt_status rc = PT_OK;
+    for (size_t i = 0; i < rows->n; i++) {
+        if (rc == PT_OK) rc = tally(ds, st, &rows->v[i], &slots[i]);
+        example_free(&slots[i].ex);
+        free(slots[i].why);
+    }
+    return rc;
+}
+
+/* ---- one entry ---- */
+
+static data_format detect(const data_rows *rows, const char *text_field)
+{
+    for (size_t i = 0; i < rows->n; i++) {
+        data_format f = format_detect(rows->v[i].obj, text_field);
+        if (f != FMT_NONE) return f;
+    }
+    return FMT_NONE;
+}
+
+static bool loss_on_assistant(const loader *L, int index, data_format f)
+{
+    if (f != FMT_TEXT) return L->cfg->assistant_only_loss != PT_FALSE;
+    if (L->cfg->assistant_only_loss == PT_TRUE && L->warn)
+        fprintf(L->warn, "warning: dataset[%d]: assistant_only_loss is true, but plain-text rows have no assistant "
+                         "turns; every token is labelled\n", index);
+    return false;
+}
+
+static pt_status no_usable_row(const pt_dataset_stats *st, int index)
+{
+    strbuf sb = {0};
+    sb_printf(&sb, "dataset[%d] %s: no usable row (%ld read", index, st->name, st->read);
+    const char *names[] = {"bad", "filtered out", "beyond num_samples", "empty", "without a labelled token"};
+    long counts[] = {st->bad, st->filtered, st->limited, st->empty, st->no_loss};
+    for (int i = 0; i < 5; i++)
+        if (counts[i]) sb_printf(&sb, ", %ld %s", counts[i], names[i]);
+    sb_printf(&sb, ")");
+    if (st->n_bad_rows) sb_printf(&sb, "; first bad row: %s", st->bad_rows[0]);
+    pt_status rc = ERR(PT_ERR_USER, "%s", sb.data);
+    sb_free(&sb);
+    return rc;
+}
+
+static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st)
+{
+    data_format f = detect(rows, L->cfg->dataset_text_field);
+    st->format = format_name(f);
+    st->assistant_only = loss_on_assistant(L, index, f);
+    st->template = f != FMT_TEXT && f != FMT_NONE ? L->template : NULL;
+    label_ctx lc; /* plain text needs no template: any known name will do */
+    pt_status rc = label_init(&lc, L->tok, st->template ? st->template : "chatml", st->assistant_only,
+                              (int32_t)L->cfg->max_seq_length);
+    if (rc != PT_OK) {
+        err_context("chat_template");
+        return rc;
+    }
+    slot *slots = calloc(rows->n + 1, sizeof *slots);
+    if (!slots) abort();
+    run_rows(&lc, f, L->cfg->dataset_text_field, rows, slots);
+    rc = tally_all(L->out, st, rows, slots);
+    free(slots);
+    label_free(&lc);
+    return rc;
+}
+
+static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_rows *rows, pt_dataset_stats *st)
+{
+    TRY(source_files(d, files));
+    for (int i = 0; i < files->n; i++) TRY(reader_read(files->path[i], i, files->reader, rows, st));
+    return PT_OK;
+}
+
+static pt_status load_entry(const loader *L, int index)
+{
+    const pt_dataset_config *d = &L->cfg->datasets[index];
+    pt_dataset_stats *st = &L->out->stats[index];
+    st->name = xstrdup(d->name);
+    data_files files = {0};
+    data_rows rows = {0};
+    pt_status rc = read_entry(d, &files, &rows, st);
+    if (rc != PT_OK) err_context("dataset[%d]", index);
+    if (rc == PT_OK) {
+        rows_transform(d, index, &rows, st, L->warn);
+        rc = tokenize_entry(L, index, &rows, st);
+    }
+    if (rc == PT_OK && st->kept == 0) rc = no_usable_row(st, index);
+    rows_free(&rows);
+    source_free(&files);
+    return rc;
+}
+
+pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
+{
+    *out = (pt_dataset){.max_len = (int32_t)cfg->max_seq_length};
+    if (cfg->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
+    out->stats = calloc((size_t)cfg->n_datasets, sizeof *out->stats);
+    if (!out->stats) abort();
+    out->n_stats = cfg->n_datasets;
+    loader L = {cfg, tok, dataset_template_name(cfg, tok), warn, out};
+    for (int i = 0; i < cfg->n_datasets; i++) {
+        pt_status rc = load_entry(&L, i);
+        if (rc != PT_OK) {
+            dataset_free(out);
+            return rc;
+        }
+    }
+    return PT_OK;
+}
+
+void dataset_free(pt_dataset *ds)
+{
+    for (size_t i = 0; i < ds->n; i++) example_free(&ds->ex[i]);
+    free(ds->ex);
+    for (int i = 0; i < ds->n_stats; i++) stats_free(&ds->stats[i]);
+    free(ds->stats);
+    *ds = (pt_dataset){0};
+}

@@ -1,0 +1,187 @@
+/* format.c — one row as a conversation or as plain text. ShareGPT `conversations` ({from, value}
+ * turns; human/user, gpt/assistant, system), `messages` ({role, content}; system, user,
+ * assistant), Alpaca (instruction, optional input, output: the user turn is the instruction plus
+ * "\nInput: " + input when input is non-empty, or an "input" message for the alpaca template),
+ * or the plain-text column. A row whose texts are all blank is empty; a missing or mistyped field
+ * or text that was not valid UTF-8 makes it bad, with the reason. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+
+data_format format_detect(const json_t *obj, const char *text_field)
+{
+    if (json_object_get(obj, "conversations")) return FMT_CONVERSATIONS;
+    if (json_object_get(obj, "messages")) return FMT_MESSAGES;
+    if (json_object_get(obj, "instruction") || json_object_get(obj, "output")) return FMT_ALPACA;
+    if (text_field && json_object_get(obj, text_field)) return FMT_TEXT;
+    return FMT_NONE;
+}
+
+const char *format_name(data_format f)
+{
+    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text"};
+    return names[f];
+}
+
+static const char *kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "a list";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+static bool blank(const char *s)
+{
+    for (; *s; s++)
+        if (!isspace((unsigned char)*s)) return false;
+    return true;
+}
+
+/* The string field key of obj (named name in messages) into *out; a missing or null optional
+ * field reads as "". */
+static bool get_text(const json_t *obj, const char *key, const char *name, bool required, const char **out,
+                     strbuf *why)
+{
+    const json_t *v = json_object_get(obj, key);
+    *out = "";
+    if (!v || json_is_null(v)) {
+        if (required) sb_printf(why, "%s \"%s\"", v ? "null" : "no", name);
+        return !required;
+    }
+    if (!json_is_string(v)) sb_printf(why, "\"%s\" is %s, expected a string", name, kind(v));
+    else if (strstr(json_string_value(v), FORMAT_BAD_UTF8)) sb_printf(why, "\"%s\" is not valid UTF-8", name);
+    else *out = json_string_value(v);
+    return why->len == 0;
+}
+
+static void add_message(data_record *rec, const char *role, const char *content)
+{
+    chat_message *grown = realloc(rec->msgs, sizeof *grown * (size_t)(rec->n + 1));
+    if (!grown) abort();
+    rec->msgs = grown;
+    rec->msgs[rec->n++] = (chat_message){role, xstrdup(content)};
+}
+
+/* ---- chat turns ---- */
+
+typedef struct {
+    const char *list, *role_key, *content_key, *expected, *shape;
+    const char *const *roles; /* pairs: the name in the data, the role */
+} turn_style;
+
+static const char *const sharegpt_roles[] = {"human", "user", "user", "user", "gpt", "assistant",
+                                             "assistant", "assistant", "system", "system", NULL};
+static const char *const message_roles[] = {"system", "system", "user", "user", "assistant", "assistant", NULL};
+
+static const turn_style sharegpt_style = {"conversations", "from", "value", "human, gpt or system",
+                                          "{from, value}", sharegpt_roles};
+static const turn_style messages_style = {"messages", "role", "content", "system, user or assistant",
+                                          "{role, content}", message_roles};
+
+static const char *map_role(const turn_style *s, const char *name)
+{
+    for (int i = 0; s->roles[i]; i += 2)
+        if (!strcmp(s->roles[i], name)) return s->roles[i + 1];
+    return NULL;
+}
+
+static bool add_turn(const turn_style *s, const json_t *turn, size_t i, data_record *rec, strbuf *why)
+{
+    char role_name[64], content_name[64];
+    snprintf(role_name, sizeof role_name, "%s[%zu].%s", s->list, i, s->role_key);
+    snprintf(content_name, sizeof content_name, "%s[%zu].%s", s->list, i, s->content_key);
+    if (!json_is_object(turn)) {
+        sb_printf(why, "%s[%zu] is %s, expected a %s object", s->list, i, kind(turn), s->shape);
+        return false;
+    }
+    const char *name, *content;
+    if (!get_text(turn, s->role_key, role_name, true, &name, why)) return false;
+    const char *role = map_role(s, name);
+    if (!role) {
+        sb_printf(why, "\"%s\" is \"%s\" (expected %s)", role_name, name, s->expected);
+        return false;
+    }
+    if (!get_text(turn, s->content_key, content_name, true, &content, why)) return false;
+    add_message(rec, role, content);
+    return true;
+}
+
+static row_result format_turns(const turn_style *s, const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *list = json_object_get(obj, s->list);
+    if (!list) {
+        sb_printf(why, "no \"%s\"", s->list);
+        return ROW_BAD;
+    }
+    if (!json_is_array(list)) {
+        sb_printf(why, "\"%s\" is %s, expected a list of %s objects", s->list, kind(list), s->shape);
+        return ROW_BAD;
+    }
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (!add_turn(s, json_array_get(list, i), i, rec, why)) return ROW_BAD;
+    for (int i = 0; i < rec->n; i++)
+        if (!blank(rec->msgs[i].content)) return ROW_OK;
+    return ROW_EMPTY;
+}
+
+/* ---- Alpaca, text ---- */
+
+static row_result format_alpaca(const json_t *obj, bool input_role, data_record *rec, strbuf *why)
+{
+    const char *instruction, *input, *output;
+    if (!get_text(obj, "instruction", "instruction", true, &instruction, why) ||
+        !get_text(obj, "input", "input", false, &input, why) || !get_text(obj, "output", "output", true, &output, why))
+        return ROW_BAD;
+    if (blank(instruction) && blank(input) && blank(output)) return ROW_EMPTY;
+    if (input_role || !*input) add_message(rec, "user", instruction);
+    else {
+        strbuf user = {0};
+        sb_printf(&user, "%s\nInput: %s", instruction, input);
+        add_message(rec, "user", user.data);
+        sb_free(&user);
+    }
+    if (input_role && *input) add_message(rec, "input", input);
+    add_message(rec, "assistant", output);
+    return ROW_OK;
+}
+
+static row_result format_text(const json_t *obj, const char *field, data_record *rec, strbuf *why)
+{
+    const char *text;
+    if (!get_text(obj, field, field, true, &text, why)) return ROW_BAD;
+    if (blank(text)) return ROW_EMPTY;
+    rec->text = xstrdup(text);
+    return ROW_OK;
+}
+
+row_result format_row(data_format f, const json_t *obj, const char *text_field, bool alpaca_input_role,
+                      data_record *rec, strbuf *why)
+{
+    *rec = (data_record){0};
+    switch (f) {
+    case FMT_CONVERSATIONS: return format_turns(&sharegpt_style, obj, rec, why);
+    case FMT_MESSAGES: return format_turns(&messages_style, obj, rec, why);
+    case FMT_ALPACA: return format_alpaca(obj, alpaca_input_role, rec, why);
+    case FMT_TEXT: return format_text(obj, text_field, rec, why);
+    default: break;
+    }
+    sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column", text_field);
+    return ROW_BAD;
+}
+
+void record_free(data_record *rec)
+{
+    for (int i = 0; i < rec->n; i++) free((char *)rec->msgs[i].content);
+    free(rec->msgs);
+    free(rec->text);
+    *rec = (data_record){0};
+}

@@ -1,0 +1,243 @@
+/* label.c — a formatted row as token ids and labels.
+ *
+ * Chat rows are rendered with the chat template and tokenized once with parse_special. With
+ * assistant-only loss the labelled tokens are found from byte spans of the rendered text: for
+ * assistant turn i, the span ends where the rendering of turns 0..i ends, less the template's
+ * trailer after the end-of-turn text ("\n" for chatml, "" for llama-3, "\n\n" for alpaca), and
+ * starts where the end-of-turn text begins in the rendering of turns 0..i with turn i's content
+ * emptied (so llama-3's trimming of contents is accounted for). Both renderings must be prefixes
+ * of the full text (checked). A token is labelled when its bytes overlap a span (HF's
+ * return_assistant_tokens_mask rule); token byte offsets come from decoding the ids one by one
+ * (exact for byte-level BPE; whitespace an lstrip/rstrip special token swallowed is skipped).
+ * Should the decoded tokens not line up with the text, each span's token range is found instead
+ * by tokenizing the text up to its two ends. Plain text: every token is labelled, eos appended. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+
+/* ---- setup ---- */
+
+static char *token_text(const pt_tokenizer *tok, int32_t id)
+{
+    if (id < 0) return NULL;
+    strbuf sb = {0};
+    if (tokenizer_decode_token(tok, id, &sb) != PT_OK) {
+        sb_free(&sb);
+        return NULL;
+    }
+    return sb.data ? sb.data : xstrdup("");
+}
+
+pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
+                     int32_t max_len)
+{
+    *c = (label_ctx){.tok = tok, .template = template, .assistant_only = assistant_only, .max_len = max_len};
+    c->bos = token_text(tok, tokenizer_bos(tok));
+    c->eos = token_text(tok, tokenizer_eos(tok));
+    if (!strcmp(template, "chatml") || !strcmp(template, "smollm2")) c->turn_end = "<|im_end|>", c->trailer = "\n";
+    else if (!strcmp(template, "llama-3")) c->turn_end = "<|eot_id|>", c->trailer = "";
+    else if (!strcmp(template, "alpaca")) c->turn_end = c->eos ? c->eos : "", c->trailer = "\n\n";
+    if (c->turn_end) return PT_OK;
+    strbuf probe = {0};
+    pt_status rc = chat_render(template, NULL, 0, false, &probe); /* the unknown-name message */
+    sb_free(&probe);
+    label_free(c);
+    return rc != PT_OK ? rc : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported", template);
+}
+
+void label_free(label_ctx *c)
+{
+    free(c->bos);
+    free(c->eos);
+    c->bos = c->eos = NULL;
+}
+
+/* ---- spans ---- */
+
+static pt_status render(const label_ctx *c, const chat_message *m, int n, strbuf *out)
+{
+    out->len = 0;
+    if (out->data) out->data[0] = '\0';
+    return chat_render_with_tokens(c->template, c->bos, c->eos, m, n, false, out);
+}
+
+static bool starts_with(const strbuf *s, const char *prefix, size_t n)
+{
+    return s->len >= n && memcmp(s->data, prefix, n) == 0;
+}
+
+/* The span of assistant turn i: [*a, *b). */
+static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const strbuf *full, strbuf *tmp, size_t *a,
+                           size_t *b)
+{
+    size_t end = strlen(c->turn_end), trail = strlen(c->trailer);
+    TRY(render(c, m, i + 1, tmp));
+    bool ok = starts_with(full, tmp->data, tmp->len) && tmp->len >= end + trail &&
+              !memcmp(tmp->data + tmp->len - end - trail, c->turn_end, end) &&
+              !memcmp(tmp->data + tmp->len - trail, c->trailer, trail);
+    *b = tmp->len - trail;
+    const char *content = m[i].content;
+    m[i].content = "";
+    pt_status rc = render(c, m, i + 1, tmp);
+    m[i].content = content;
+    TRY(rc);
+    *a = tmp->len >= end + trail ? tmp->len - end - trail : 0;
+    ok = ok && *a <= *b && starts_with(full, tmp->data, *a);
+    return ok ? PT_OK : ERR(PT_ERR_INTERNAL, "chat template %s: cannot locate assistant turn %d in the rendered text",
+                            c->template, i);
+}
+
+pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans)
+{
+    *spans = NULL;
+    *n_spans = 0;
+    TRY(render(c, m, n, text));
+    chat_message *copy = malloc(sizeof *copy * (size_t)(n + 1));
+    size_t *out = malloc(sizeof *out * 2 * (size_t)(n + 1));
+    if (!copy || !out) abort();
+    memcpy(copy, m, sizeof *copy * (size_t)n);
+    strbuf tmp = {0};
+    pt_status rc = PT_OK;
+    int k = 0;
+    for (int i = 0; i < n && rc == PT_OK; i++)
+        if (!strcmp(m[i].role, "assistant") && (rc = turn_span(c, copy, i, text, &tmp, &out[2 * k], &out[2 * k + 1])) == PT_OK)
+            k++;
+    sb_free(&tmp);
+    free(copy);
+    if (rc != PT_OK) {
+        free(out);
+        return rc;
+    }
+    *spans = out;
+    *n_spans = k;
+    return PT_OK;
+}
+
+/* ---- marking ---- */
+
+/* Where a token that decodes to piece[0..len) starts at or after pos, or SIZE_MAX. */
+static size_t locate(const char *text, size_t n, size_t pos, const char *piece, size_t len)
+{
+    for (size_t q = pos; q + len <= n; q++) {
+        if (!memcmp(text + q, piece, len)) return q;
+        if (!isspace((unsigned char)text[q])) break;
+    }
+    return SIZE_MAX;
+}
+
+bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, const int32_t *ids, size_t n,
+                           const size_t *spans, int n_spans, int32_t *labels)
+{
+    strbuf piece = {0};
+    size_t pos = 0;
+    int k = 0;
+    bool ok = true;
+    for (size_t t = 0; t < n && ok; t++) {
+        piece.len = 0;
+        ok = tokenizer_decode_token(c->tok, ids[t], &piece) == PT_OK;
+        size_t s = ok ? locate(text, len, pos, sb_text(&piece), piece.len) : SIZE_MAX;
+        ok = s != SIZE_MAX;
+        if (!ok) break;
+        pos = s + piece.len;
+        while (k < n_spans && spans[2 * k + 1] <= s) k++;
+        if (k < n_spans && spans[2 * k] < pos && piece.len) labels[t] = ids[t];
+    }
+    for (; ok && pos < len; pos++) ok = isspace((unsigned char)text[pos]);
+    sb_free(&piece);
+    return ok;
+}
+
+static pt_status count_tokens(const label_ctx *c, const char *text, size_t len, size_t *n)
+{
+    int32_t *ids;
+    TRY(tokenizer_encode(c->tok, text, len, true, &ids, n));
+    free(ids);
+    return PT_OK;
+}
+
+pt_status label_mark_by_prefix(const label_ctx *c, const char *text, const int32_t *ids, size_t n,
+                               const size_t *spans, int n_spans, int32_t *labels)
+{
+    for (int k = 0; k < n_spans; k++) {
+        size_t from, to;
+        TRY(count_tokens(c, text, spans[2 * k], &from));
+        TRY(count_tokens(c, text, spans[2 * k + 1], &to));
+        for (size_t t = from; t < to && t < n; t++) labels[t] = ids[t];
+    }
+    return PT_OK;
+}
+
+/* ---- examples ---- */
+
+/* Fill ex from ids[0..n) and labels (both taken over), cut to max_len. */
+static void finish(const label_ctx *c, int32_t *ids, int32_t *labels, size_t n, pt_example *ex, bool *truncated,
+                   label_result *res)
+{
+    *truncated = n > (size_t)c->max_len;
+    if (*truncated) n = (size_t)c->max_len;
+    bool any = false;
+    for (size_t t = 0; t < n && !any; t++) any = labels[t] != PT_IGNORE_INDEX;
+    *res = any ? LABEL_OK : LABEL_NO_LOSS;
+    if (!any) {
+        free(ids);
+        free(labels);
+        *ex = (pt_example){0};
+        return;
+    }
+    *ex = (pt_example){.ids = ids, .labels = labels, .segments = NULL, .len = (int32_t)n};
+}
+
+static int32_t *labels_new(const int32_t *ids, size_t n, bool all)
+{
+    int32_t *labels = malloc(sizeof *labels * (n + 1));
+    if (!labels) abort();
+    for (size_t t = 0; t < n; t++) labels[t] = all ? ids[t] : PT_IGNORE_INDEX;
+    return labels;
+}
+
+pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_example *ex, bool *truncated,
+                     label_result *res)
+{
+    strbuf text = {0};
+    size_t *spans, n_ids;
+    int n_spans;
+    int32_t *ids = NULL;
+    pt_status rc = label_spans(c, m, n, &text, &spans, &n_spans);
+    if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, &ids, &n_ids);
+    if (rc == PT_OK) {
+        int32_t *labels = labels_new(ids, n_ids, !c->assistant_only);
+        if (c->assistant_only && !label_mark_by_offsets(c, sb_text(&text), text.len, ids, n_ids, spans, n_spans, labels))
+            rc = label_mark_by_prefix(c, sb_text(&text), ids, n_ids, spans, n_spans, labels);
+        if (rc == PT_OK) finish(c, ids, labels, n_ids, ex, truncated, res);
+        else free(labels), free(ids);
+    }
+    free(spans);
+    sb_free(&text);
+    return rc;
+}
+
+pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool *truncated, label_result *res)
+{
+    int32_t *ids;
+    size_t n;
+    TRY(tokenizer_encode(c->tok, text, strlen(text), true, &ids, &n));
+    int32_t eos = tokenizer_eos(c->tok);
+    if (eos >= 0) {
+        int32_t *grown = realloc(ids, sizeof *grown * (n + 1));
+        if (!grown) abort();
+        ids = grown;
+        ids[n++] = eos;
+    }
+    finish(c, ids, labels_new(ids, n, true), n, ex, truncated, res);
+    return PT_OK;
+}
+
+void example_free(pt_example *ex)
+{
+    free(ex->ids);
+    free(ex->labels);
+    free(ex->segments);
+    *ex = (pt_example){0};
+}

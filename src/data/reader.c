@@ -1,0 +1,309 @@
+/* reader.c — rows from JSON files, parsed with jansson. A .jsonl file (or a .json file that holds
+ * several objects one per line, as datasets' json loader accepts) is one object per line: a bad
+ * line is a bad row with its line number. A .json file is an array of objects, read item by item
+ * so each keeps its line number, or an object whose "data" or "train" member is that array, or a
+ * single object. Invalid UTF-8 bytes are replaced by FORMAT_BAD_UTF8 before parsing (jansson
+ * refuses them), so the row survives parsing and the formatter reports the field. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+
+typedef struct {
+    const char *buf, *path;
+    int file_no;
+    size_t len, off;
+    long line;        /* line at off */
+    size_t line_start; /* offset where that line starts */
+} cursor;
+
+/* ---- input ---- */
+
+static void append(strbuf *sb, const char *p, size_t n)
+{
+    if (sb->len + n + 1 > sb->cap) {
+        size_t cap = sb->cap ? sb->cap : 4096;
+        while (cap < sb->len + n + 1) cap *= 2;
+        char *grown = realloc(sb->data, cap);
+        if (!grown) abort();
+        sb->data = grown;
+        sb->cap = cap;
+    }
+    memcpy(sb->data + sb->len, p, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
+static pt_status slurp(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    strbuf sb = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) append(&sb, chunk, n);
+    bool failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        sb_free(&sb);
+        return ERR(PT_ERR_USER, "cannot read %s: read error", path);
+    }
+    *buf = sb.data ? sb.data : xstrdup("");
+    *len = sb.len;
+    return PT_OK;
+}
+
+/* Length of the valid UTF-8 sequence at s[i], or 0. */
+static size_t utf8_seq(const unsigned char *s, size_t i, size_t n)
+{
+    unsigned c = s[i];
+    if (c < 0x80) return 1;
+    size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!k || i + k > n) return 0;
+    for (size_t j = 1; j < k; j++)
+        if ((s[i + j] & 0xc0) != 0x80) return 0;
+    if (c == 0xe0 && s[i + 1] < 0xa0) return 0; /* overlong */
+    if (c == 0xed && s[i + 1] > 0x9f) return 0; /* surrogate */
+    if (c == 0xf0 && s[i + 1] < 0x90) return 0; /* overlong */
+    if (c == 0xf4 && s[i + 1] > 0x8f) return 0; /* beyond U+10FFFF */
+    return k;
+}
+
+/* buf with each invalid UTF-8 byte replaced by FORMAT_BAD_UTF8 (NUL bytes are left to jansson). */
+static void utf8_sanitize(char **buf, size_t *len)
+{
+    const unsigned char *s = (const unsigned char *)*buf;
+    size_t i = 0, k;
+    while (i < *len && (k = utf8_seq(s, i, *len)) > 0) i += k;
+    if (i == *len) return;
+    strbuf out = {0};
+    append(&out, *buf, i);
+    while (i < *len) {
+        if ((k = utf8_seq(s, i, *len)) == 0) append(&out, FORMAT_BAD_UTF8, 3);
+        else append(&out, *buf + i, k);
+        i += k ? k : 1;
+    }
+    free(*buf);
+    *buf = out.data;
+    *len = out.len;
+}
+
+/* ---- rows ---- */
+
+static void push_row(data_rows *rows, json_t *obj, const data_row *at)
+{
+    if (rows->n == rows->cap) {
+        size_t cap = rows->cap ? rows->cap * 2 : 256;
+        data_row *grown = realloc(rows->v, cap * sizeof *grown);
+        if (!grown) abort();
+        rows->v = grown;
+        rows->cap = cap;
+    }
+    rows->v[rows->n] = *at;
+    rows->v[rows->n++].obj = obj;
+}
+
+static const char *json_kind(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER:
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Take v as a row if it is an object, else count it bad (v is consumed either way). */
+static void take(json_t *v, data_rows *rows, pt_dataset_stats *st, const data_row *at)
+{
+    st->read++;
+    if (json_is_object(v)) {
+        push_row(rows, v, at);
+        return;
+    }
+    strbuf why = {0};
+    sb_printf(&why, "expected a JSON object, found %s", json_kind(v));
+    row_bad(st, at, why.data);
+    sb_free(&why);
+    json_decref(v);
+}
+
+/* ---- JSON Lines ---- */
+
+static bool blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strchr(" \t\r\n", p[i])) return false;
+    return true;
+}
+
+static void read_line(const char *p, size_t n, const data_row *at, data_rows *rows, pt_dataset_stats *st)
+{
+    json_error_t e;
+    json_t *v = json_loadb(p, n, 0, &e);
+    if (v) {
+        take(v, rows, st, at);
+        return;
+    }
+    st->read++;
+    strbuf why = {0};
+    sb_printf(&why, "invalid JSON: %s (column %d)", e.text, e.column);
+    row_bad(st, at, why.data);
+    sb_free(&why);
+}
+
+/* From the line the cursor is on to the end. */
+static void read_jsonl(const cursor *c, data_rows *rows, pt_dataset_stats *st)
+{
+    data_row at = {NULL, c->path, c->file_no, c->line, NULL, 0};
+    for (size_t off = c->line_start; off < c->len; at.line++) {
+        const char *nl = memchr(c->buf + off, '\n', c->len - off);
+        size_t end = nl ? (size_t)(nl - c->buf) : c->len;
+        if (!blank(c->buf + off, end - off)) read_line(c->buf + off, end - off, &at, rows, st);
+        off = end + 1;
+    }
+}
+
+/* ---- a JSON array, item by item ---- */
+
+static void skip_space(cursor *c)
+{
+    while (c->off < c->len && strchr(" \t\r\n", c->buf[c->off])) {
+        if (c->buf[c->off] == '\n') {
+            c->line++;
+            c->line_start = c->off + 1;
+        }
+        c->off++;
+    }
+}
+
+static void advance(cursor *c, size_t to)
+{
+    for (; c->off < to; c->off++)
+        if (c->buf[c->off] == '\n') {
+            c->line++;
+            c->line_start = c->off + 1;
+        }
+}
+
+static pt_status item_error(const cursor *c, const json_error_t *e)
+{
+    long line = c->line + e->line - 1;
+    long col = e->line == 1 ? (long)(c->off - c->line_start) + e->column : e->column;
+    return ERR(PT_ERR_USER, "%s:%ld:%ld: invalid JSON: %s", c->path, line, col, e->text);
+}
+
+static pt_status read_items(cursor *c, data_rows *rows, pt_dataset_stats *st)
+{
+    c->off++; /* '[' */
+    for (long item = 0;; item++) {
+        skip_space(c);
+        if (c->off < c->len && c->buf[c->off] == ']' && item == 0) break;
+        json_error_t e;
+        json_t *v = json_loadb(c->buf + c->off, c->len - c->off, JSON_DISABLE_EOF_CHECK | JSON_DECODE_ANY, &e);
+        if (!v) return item_error(c, &e);
+        data_row at = {NULL, c->path, c->file_no, c->line, NULL, item};
+        take(v, rows, st, &at);
+        advance(c, c->off + (size_t)e.position);
+        skip_space(c);
+        if (c->off < c->len && c->buf[c->off] == ',') c->off++;
+        else if (c->off < c->len && c->buf[c->off] == ']') break;
+        else return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected ',' or ']' after item %ld", c->path, c->line, item);
+    }
+    c->off++;
+    skip_space(c);
+    if (c->off < c->len) return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: text after the closing ']'", c->path, c->line);
+    return PT_OK;
+}
+
+/* ---- a JSON object: wrapper, single row, or JSON Lines ---- */
+
+static void take_wrapped(const cursor *c, json_t *obj, const char *key, data_rows *rows, pt_dataset_stats *st)
+{
+    json_t *arr = json_object_get(obj, key);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        data_row at = {NULL, c->path, c->file_no, 0, key, (long)i};
+        take(json_incref(json_array_get(arr, i)), rows, st, &at);
+    }
+    json_decref(obj);
+}
+
+static pt_status read_object(cursor *c, data_rows *rows, pt_dataset_stats *st)
+{
+    json_error_t e;
+    json_t *v = json_loadb(c->buf, c->len, 0, &e);
+    if (!v && strncmp(e.text, "end of file expected", 20) == 0) {
+        read_jsonl(c, rows, st);
+        return PT_OK;
+    }
+    if (!v) return ERR(PT_ERR_USER, "%s:%d:%d: invalid JSON: %s", c->path, e.line, e.column, e.text);
+    static const char *const keys[] = {"data", "train"};
+    for (int k = 0; k < 2; k++)
+        if (json_is_array(json_object_get(v, keys[k]))) {
+            take_wrapped(c, v, keys[k], rows, st);
+            return PT_OK;
+        }
+    data_row at = {NULL, c->path, c->file_no, c->line, NULL, 0};
+    take(v, rows, st, &at);
+    return PT_OK;
+}
+
+static pt_status read_json(cursor *c, data_rows *rows, pt_dataset_stats *st)
+{
+    skip_space(c);
+    if (c->off == c->len) return PT_OK;
+    if (c->buf[c->off] == '[') return read_items(c, rows, st);
+    if (c->buf[c->off] == '{') return read_object(c, rows, st);
+    return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected an array or an object, found '%c'", c->path, c->line,
+               c->buf[c->off]);
+}
+
+/* ---- entry points ---- */
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st)
+{
+    char *buf;
+    size_t len;
+    TRY(slurp(path, &buf, &len));
+    utf8_sanitize(&buf, &len);
+    size_t bom = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    cursor c = {buf, path, file_no, len, bom, 1, bom};
+    bool jsonl = ends_with(path, ".jsonl") || (!ends_with(path, ".json") && !strcmp(reader, "jsonl"));
+    pt_status rc = PT_OK;
+    if (jsonl) read_jsonl(&c, rows, st);
+    else rc = read_json(&c, rows, st);
+    free(buf);
+    return rc;
+}
+
+void rows_free(data_rows *rows)
+{
+    for (size_t i = 0; i < rows->n; i++) json_decref(rows->v[i].obj);
+    free(rows->v);
+    *rows = (data_rows){0};
+}
+
+void row_bad(pt_dataset_stats *st, const data_row *r, const char *why)
+{
+    strbuf where = {0};
+    row_where(r, &where);
+    stats_bad(st, (uint64_t)r->file_no << 40 | (uint64_t)(r->line > 0 ? r->line : r->item), where.data, why);
+    sb_free(&where);
+}
+
+void row_where(const data_row *r, strbuf *out)
+{
+    if (r->line > 0) sb_printf(out, "%s:%ld", r->file, r->line);
+    else sb_printf(out, "%s: %s[%ld]", r->file, r->key ? r->key : "item", r->item);
+}

@@ -1,0 +1,224 @@
+/* source.c — which files a dataset entry names. A local file is itself; a local directory or an
+ * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
+ * allowed) or else every .json/.jsonl file under it (recursively, sorted by path), narrowed to
+ * the files of the split (split_type: the split's name as a word in the path) when any match.
+ * Parquet, CSV and Arrow files are refused with the command that converts them. */
+#include <ctype.h>
+#include <dirent.h>
+#include <glob.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data_internal.h"
+
+#define WALK_DEPTH 8
+
+typedef enum { KIND_OTHER, KIND_JSON, KIND_CONVERT } file_kind;
+
+static const char *extension(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    const char *dot = strrchr(base ? base + 1 : path, '.');
+    return dot ? dot + 1 : "";
+}
+
+static file_kind kind_of(const char *path)
+{
+    const char *ext = extension(path);
+    if (!strcmp(ext, "json") || !strcmp(ext, "jsonl")) return KIND_JSON;
+    if (!strcmp(ext, "parquet") || !strcmp(ext, "csv") || !strcmp(ext, "tsv") || !strcmp(ext, "arrow"))
+        return KIND_CONVERT;
+    return KIND_OTHER;
+}
+
+/* Files a Hub dataset carries beside its data that are not rows. */
+static bool is_metadata(const char *path)
+{
+    static const char *const names[] = {"dataset_info.json", "dataset_infos.json", "dataset_dict.json", "state.json"};
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(base, names[i])) return true;
+    return false;
+}
+
+bool source_in_split(const char *path, const char *split)
+{
+    size_t k = strlen(split);
+    if (!k) return false;
+    for (const char *p = strstr(path, split); p; p = strstr(p + 1, split)) {
+        bool start = p == path || !isalnum((unsigned char)p[-1]);
+        bool end = !isalpha((unsigned char)p[k]);
+        if (start && end) return true;
+    }
+    return false;
+}
+
+static void push(data_files *f, char *path)
+{
+    char **grown = realloc(f->path, sizeof *grown * (size_t)(f->n + 1));
+    if (!grown) abort();
+    f->path = grown;
+    f->path[f->n++] = path;
+}
+
+static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool stat_kind(const char *path, bool *dir)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    *dir = S_ISDIR(st.st_mode);
+    return *dir || S_ISREG(st.st_mode);
+}
+
+/* Every data file (JSON or convertible) under dir, hidden entries skipped. */
+static void walk(const char *dir, int depth, data_files *out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        strbuf path = {0};
+        sb_printf(&path, "%s/%s", dir, e->d_name);
+        bool is_dir;
+        if (!stat_kind(path.data, &is_dir)) sb_free(&path);
+        else if (is_dir) {
+            if (depth < WALK_DEPTH) walk(path.data, depth + 1, out);
+            sb_free(&path);
+        } else if (kind_of(path.data) != KIND_OTHER && !is_metadata(path.data)) push(out, path.data);
+        else sb_free(&path);
+    }
+    closedir(d);
+}
+
+static bool wanted(const char *path, size_t skip, const char *split)
+{
+    return split ? source_in_split(path + skip, split) : kind_of(path) == KIND_JSON;
+}
+
+/* Keep the files of split (when given) or else the JSON files, if there are any; free the others. */
+static void narrow(data_files *f, size_t skip, const char *split)
+{
+    int n = 0, kept = 0;
+    for (int i = 0; i < f->n; i++) kept += wanted(f->path[i], skip, split);
+    if (!kept) return;
+    for (int i = 0; i < f->n; i++) {
+        if (wanted(f->path[i], skip, split)) f->path[n++] = f->path[i];
+        else free(f->path[i]);
+    }
+    f->n = n;
+}
+
+static void read_call(const char *ext, const char *path, strbuf *out)
+{
+    if (!strcmp(ext, "parquet")) sb_printf(out, "pd.read_parquet('%s')", path);
+    else if (!strcmp(ext, "arrow")) sb_printf(out, "datasets.Dataset.from_file('%s').to_pandas()", path);
+    else if (!strcmp(ext, "tsv")) sb_printf(out, "pd.read_csv('%s', sep='\\t')", path);
+    else sb_printf(out, "pd.read_csv('%s')", path);
+}
+
+static pt_status convert_error(const char *path, int others)
+{
+    const char *ext = extension(path);
+    bool parquet = !strcmp(ext, "parquet"), arrow = !strcmp(ext, "arrow");
+    strbuf call = {0}, more = {0};
+    read_call(ext, path, &call);
+    if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
+    pt_status rc = ERR(PT_ERR_USER,
+                       "%s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python "
+                       "(pandas%s):\n  python3 -c \"import pandas as pd%s; %s.to_json('%.*sjsonl', "
+                       "orient='records', lines=True, force_ascii=False)\"\nbeside it%s; ptrain then reads the "
+                       ".jsonl file",
+                       path, parquet ? "a Parquet" : arrow ? "an Arrow" : "a CSV", parquet ? " and pyarrow" : "",
+                       arrow ? ", datasets" : "", call.data, (int)(ext - path), path, sb_text(&more));
+    sb_free(&call);
+    sb_free(&more);
+    return rc;
+}
+
+/* After narrowing: fail on convertible files (only left when no JSON file is). */
+static pt_status check_kinds(const data_files *f)
+{
+    int convert = 0, first = -1;
+    for (int i = 0; i < f->n; i++)
+        if (kind_of(f->path[i]) == KIND_CONVERT && convert++ == 0) first = i;
+    return convert ? convert_error(f->path[first], convert - 1) : PT_OK;
+}
+
+static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_files *out)
+{
+    walk(dir, 0, out);
+    qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
+    narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
+    narrow(out, 0, NULL);
+    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json or .jsonl files", dir);
+    return check_kinds(out);
+}
+
+static pt_status add_pattern(const char *dir, const char *pattern, data_files *out)
+{
+    strbuf path = {0};
+    if (pattern[0] == '/') sb_printf(&path, "%s", pattern);
+    else sb_printf(&path, "%s/%s", dir, pattern);
+    glob_t g;
+    int rc = glob(path.data, 0, NULL, &g);
+    if (rc == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) push(out, xstrdup(g.gl_pathv[i]));
+    if (rc == 0) globfree(&g);
+    pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", path.data);
+    sb_free(&path);
+    return st;
+}
+
+static pt_status from_data_files(const pt_dataset_config *d, const char *dir, data_files *out)
+{
+    for (int i = 0; i < d->data_files.n; i++) {
+        int before = out->n;
+        TRY(add_pattern(dir, d->data_files.items[i], out));
+        qsort(out->path + before, (size_t)(out->n - before), sizeof *out->path, cmp_path);
+    }
+    return check_kinds(out);
+}
+
+static pt_status from_dir(const pt_dataset_config *d, const char *dir, data_files *out)
+{
+    return d->data_files.n ? from_data_files(d, dir, out) : from_walk(d, dir, out);
+}
+
+static pt_status from_name(const pt_dataset_config *d, data_files *out)
+{
+    bool is_dir;
+    if (stat_kind(d->name, &is_dir)) {
+        if (is_dir) return from_dir(d, d->name, out);
+        if (d->data_files.n)
+            return ERR(PT_ERR_USER, "data_files needs name to be a directory or an HF dataset id; %s is a file",
+                       d->name);
+        push(out, xstrdup(d->name));
+        return check_kinds(out);
+    }
+    if (!hfcache_is_repo_id(d->name))
+        return ERR(PT_ERR_USER, "%s does not exist (relative paths start at the current directory)", d->name);
+    char *snap;
+    TRY(hfcache_snapshot("dataset", d->name, NULL, &snap));
+    pt_status rc = from_dir(d, snap, out);
+    free(snap);
+    return rc;
+}
+
+pt_status source_files(const pt_dataset_config *d, data_files *out)
+{
+    *out = (data_files){.reader = d->format && !strcmp(d->format, "jsonl") ? "jsonl" : "json"};
+    pt_status rc = from_name(d, out);
+    if (rc != PT_OK) source_free(out);
+    return rc;
+}
+
+void source_free(data_files *f)
+{
+    for (int i = 0; i < f->n; i++) free(f->path[i]);
+    free(f->path);
+    f->path = NULL;
+    f->n = 0;
+}

@@ -1,0 +1,225 @@
+/* generate.c — `ptrain generate --model M [--adapter DIR] --prompt TEXT [--chat] [--system TEXT]
+ * [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--threads N] [--device D]`.
+ * Loads the model and its tokenizer from one GGUF file, renders the chat template when asked,
+ * runs the prompt through the model once, then samples token by token with the KV cache,
+ * printing each piece of text as soon as it exists. Timing goes to stderr. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptrain/generate.h"
+#include "ptrain/model.h"
+#include "ptrain/sample.h"
+#include "ptrain/tokenizer.h"
+
+#ifndef PTRAIN_DATADIR
+#define PTRAIN_DATADIR "/usr/local/share/ptrain"
+#endif
+#define DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+typedef struct {
+    const char *model, *adapter, *prompt, *system, *device;
+    bool chat;
+    int max_new, threads;
+    float temperature, top_p;
+    uint64_t seed;
+} gen_options;
+
+static bool is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+pt_status model_resolve(const char *name, char *out, size_t outlen)
+{
+    if (is_file(name)) {
+        snprintf(out, outlen, "%s", name);
+        return PT_OK;
+    }
+    const char *dirs[] = {getenv("PTRAIN_MODELS"), "models", PTRAIN_DATADIR "/models"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !strchr(name, '/'); i++) {
+        if (!dirs[i]) continue;
+        snprintf(out, outlen, "%s/%s", dirs[i], name);
+        if (is_file(out)) return PT_OK;
+    }
+    return ERR(PT_ERR_USER, "model %s not found (looked for the file itself, then in $PTRAIN_MODELS, ./models "
+               "and %s/models); fetch the default model with share/scripts/fetch-model.sh", name, PTRAIN_DATADIR);
+}
+
+static const char gen_usage[] =
+    "Usage: ptrain generate [--model FILE] --prompt TEXT [--chat] [--system TEXT]\n"
+    "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
+    "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
+    "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Temperature 0 is greedy.\n";
+
+static pt_status parse_number(const char *opt, const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || v < lo || v > hi)
+        return ERR(PT_ERR_USAGE, "%s expects a number from %g to %g, got '%s'\nTry 'ptrain generate --help'.",
+                   opt, lo, hi, text);
+    *out = v;
+    return PT_OK;
+}
+
+/* Returns PT_OK, PT_ERR_USAGE, or -1 after printing --help. */
+static int gen_parse(int argc, char **argv, gen_options *o)
+{
+    static const struct option longs[] = {
+        {"model", required_argument, 0, 'm'},       {"adapter", required_argument, 0, 'a'},
+        {"prompt", required_argument, 0, 'p'},      {"chat", no_argument, 0, 'c'},
+        {"system", required_argument, 0, 'S'},      {"max-new-tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 't'}, {"top-p", required_argument, 0, 'P'},
+        {"seed", required_argument, 0, 's'},        {"threads", required_argument, 0, 'T'},
+        {"device", required_argument, 0, 'd'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    *o = (gen_options){.model = DEFAULT_MODEL, .device = "auto", .max_new = 256, .temperature = 0.7f,
+                       .top_p = 0.9f, .seed = (uint64_t)time(NULL)};
+    double v;
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'a': o->adapter = optarg; break;
+        case 'p': o->prompt = optarg; break;
+        case 'c': o->chat = true; break;
+        case 'S': o->system = optarg; break;
+        case 'd': o->device = optarg; break;
+        case 'n': TRY(parse_number("--max-new-tokens", optarg, 1, 1 << 20, &v)); o->max_new = (int)v; break;
+        case 't': TRY(parse_number("--temperature", optarg, 0, 100, &v)); o->temperature = (float)v; break;
+        case 'P': TRY(parse_number("--top-p", optarg, 0.0001, 1, &v)); o->top_p = (float)v; break;
+        case 's': TRY(parse_number("--seed", optarg, 0, 1e18, &v)); o->seed = (uint64_t)v; break;
+        case 'T': TRY(parse_number("--threads", optarg, 1, 4096, &v)); o->threads = (int)v; break;
+        case 'h': fputs(gen_usage, stdout); return -1;
+        default:
+            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain generate --help'.",
+                       argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain generate --help'.", argv[optind]);
+    if (!o->prompt) return ERR(PT_ERR_USAGE, "--prompt is required\nTry 'ptrain generate --help'.");
+    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
+        return ERR(PT_ERR_USAGE, "--device expects auto, cpu or cuda, got '%s'", o->device);
+    return PT_OK;
+}
+
+/* The prompt as token ids: the chat template around it, or the text as it is. */
+static pt_status prompt_ids(const pt_tokenizer *tok, const gen_options *o, int32_t **ids, size_t *n)
+{
+    if (!o->chat) return tokenizer_encode(tok, o->prompt, strlen(o->prompt), false, ids, n);
+    const char *name = chat_template_detect(tokenizer_chat_template(tok));
+    chat_message msgs[2];
+    int k = 0;
+    if (o->system) msgs[k++] = (chat_message){"system", o->system};
+    msgs[k++] = (chat_message){"user", o->prompt};
+    strbuf text = {0};
+    pt_status st = chat_render(name ? name : "chatml", msgs, k, true, &text);
+    if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
+    sb_free(&text);
+    return st;
+}
+
+static bool ends_turn(const pt_tokenizer *tok, int32_t id)
+{
+    if (id == tokenizer_eos(tok)) return true;
+    if (!tokenizer_is_special(tok, id)) return false;
+    strbuf s = {0};
+    tokenizer_decode_token(tok, id, &s);
+    const char *t = sb_text(&s);
+    bool end = !strcmp(t, "<|im_end|>") || !strcmp(t, "<|eot_id|>") || !strcmp(t, "<|endoftext|>") ||
+               !strcmp(t, "<|end_of_text|>") || !strcmp(t, "</s>") || !strcmp(t, "<end_of_turn>");
+    sb_free(&s);
+    return end;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_options *o, int32_t *ids, int n)
+{
+    int ctx = n + o->max_new < m->cfg.ctx_len ? n + o->max_new : m->cfg.ctx_len;
+    if (n >= ctx) return ERR(PT_ERR_USER, "the prompt (%d tokens) does not fit the model's context of %d", n, ctx);
+    pt_kv_cache kv;
+    float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
+    TRY_ALLOC(logits);
+    pt_status st = kv_cache_init(m, ctx, &kv);
+    sampler s = {o->temperature, o->top_p, o->seed};
+    double t0 = now();
+    if (st == PT_OK) st = model_forward(m, &kv, ids, n, logits, true);
+    double t1 = now();
+    int produced = 0;
+    strbuf piece = {0};
+    while (st == PT_OK && produced < o->max_new && kv.n_past < ctx) {
+        int32_t next = sample_next(&s, logits, m->cfg.vocab);
+        if (ends_turn(tok, next)) break;
+        piece.len = 0;
+        st = tokenizer_decode_token(tok, next, &piece);
+        fwrite(sb_text(&piece), 1, piece.len, stdout);
+        fflush(stdout);
+        produced++;
+        if (st == PT_OK && kv.n_past < ctx) st = model_forward(m, &kv, &next, 1, logits, true);
+    }
+    double t2 = now();
+    printf("\n");
+    if (st == PT_OK)
+        fprintf(stderr, "ptrain: prompt %d tokens in %.2f s (%.1f tok/s); generated %d tokens in %.2f s (%.1f tok/s)\n",
+                n, t1 - t0, n / (t1 - t0), produced, t2 - t1, produced > 0 ? produced / (t2 - t1) : 0.0);
+    sb_free(&piece);
+    free(logits);
+    kv_cache_free(m, &kv);
+    return st;
+}
+
+static pt_status generate_run(const gen_options *o)
+{
+    char path[4096];
+    TRY(model_resolve(o->model, path, sizeof path));
+    if (o->adapter)
+        return ERR(PT_ERR_UNSUPPORTED, "--adapter %s: loading adapters arrives with training; this build "
+                   "generates from the base model only", o->adapter);
+    gguf_file f;
+    TRY(gguf_open(path, &f));
+    pt_tokenizer *tok = NULL;
+    pt_backend *be = NULL;
+    pt_model m = {0};
+    pt_backend_options bo = {o->device, 0, o->threads};
+    pt_status st = tokenizer_from_gguf(&f, &tok);
+    if (st == PT_OK) st = backend_open(&bo, &be);
+    pt_load_options lo = {.load_in_4bit = true};
+    if (st == PT_OK) st = model_from_gguf(&f, be, &lo, &m);
+    gguf_close(&f);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (st == PT_OK) st = prompt_ids(tok, o, &ids, &n);
+    if (st == PT_OK && n == 0) st = ERR(PT_ERR_USER, "the prompt is empty");
+    if (st == PT_OK) st = generate_loop(&m, tok, o, ids, (int)n);
+    free(ids);
+    model_free(&m);
+    backend_close(be);
+    tokenizer_free(tok);
+    return st;
+}
+
+pt_status generate_main(int argc, char **argv)
+{
+    gen_options o;
+    int parsed = gen_parse(argc, argv, &o);
+    if (parsed < 0) return PT_OK;
+    if (parsed != PT_OK) return (pt_status)parsed;
+    return generate_run(&o);
+}

@@ -1,0 +1,244 @@
+/* load.c — read a Llama-family model out of a GGUF file: hyperparameters from the
+ * `<arch>.*` keys, weights by tensor name with their shapes checked, q/k rows un-permuted back to
+ * the Hugging Face layout (llama.cpp's converter interleaves them for its RoPE), and rotary
+ * frequencies with the file's scaling applied. Linear weights stay in their stored block format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/model.h"
+#include "ptrain/nf4.h"
+#include "ptrain/quant.h"
+
+static pt_status get_dim(const gguf_file *f, const char *arch, const char *suffix, int *out)
+{
+    char key[128];
+    uint32_t v = 0;
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    TRY(gguf_get_u32(f, key, &v));
+    if (v == 0 || v > (1u << 24))
+        return ERR(PT_ERR_USER, "%s: %s = %u is not a plausible model dimension", f->path, key, v);
+    *out = (int)v;
+    return PT_OK;
+}
+
+pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    gguf_str arch;
+    TRY(gguf_get_str(f, "general.architecture", &arch));
+    if (!gguf_str_eq(arch, "llama"))
+        return ERR(PT_ERR_USER, "%s: architecture \"%.*s\" is not supported yet; supported: llama "
+                   "(Llama 2/3, Mistral, SmolLM2, TinyLlama)", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+    snprintf(c->arch, sizeof c->arch, "%.*s", (int)arch.len, arch.data);
+    TRY(get_dim(f, c->arch, "block_count", &c->n_layers));
+    TRY(get_dim(f, c->arch, "embedding_length", &c->dim));
+    TRY(get_dim(f, c->arch, "feed_forward_length", &c->ffn_dim));
+    TRY(get_dim(f, c->arch, "attention.head_count", &c->n_heads));
+    c->n_kv_heads = c->n_heads;
+    char key[128];
+    uint32_t u = 0;
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", c->arch);
+    TRY(gguf_opt_u32(f, key, &u));
+    if (u) c->n_kv_heads = (int)u;
+    c->head_dim = c->dim / c->n_heads;
+    u = 0;
+    snprintf(key, sizeof key, "%s.attention.key_length", c->arch);
+    TRY(gguf_opt_u32(f, key, &u));
+    if (u) c->head_dim = (int)u;
+    if (c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->head_dim > 1024)
+        return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", f->path,
+                   c->n_heads, c->n_kv_heads, c->head_dim);
+    c->ctx_len = 2048;
+    snprintf(key, sizeof key, "%s.context_length", c->arch);
+    u = 0;
+    TRY(gguf_opt_u32(f, key, &u));
+    if (u) c->ctx_len = (int)u;
+    c->norm_eps = 1e-5f;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch);
+    TRY(gguf_opt_f32(f, key, &c->norm_eps));
+    c->rope_theta = 10000.0f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", c->arch);
+    TRY(gguf_opt_f32(f, key, &c->rope_theta));
+    const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
+    const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
+    if (!embd) return ERR(PT_ERR_USER, "%s: no token_embd.weight tensor; is this a complete model?", f->path);
+    c->vocab = (int)embd->dims[1];
+    if (tokens && tokens->count != (uint64_t)c->vocab && tokens->count > (uint64_t)c->vocab)
+        return ERR(PT_ERR_USER, "%s: the tokenizer has %llu tokens but the embedding only %d rows", f->path,
+                   (unsigned long long)tokens->count, c->vocab);
+    c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
+    return PT_OK;
+}
+
+/* Copy rows of src into t (already described), optionally un-permuting llama.cpp's q/k order:
+ * GGUF row h*hd + 2i + s holds HF row h*hd + s*hd/2 + i. */
+static pt_status upload_rows(pt_backend *be, pt_tensor *t, const gguf_tensor *src, int permute_heads)
+{
+    TRY(backend_alloc(be, t));
+    if (!permute_heads) return backend_upload(be, t, src->data, t->nbytes);
+    int64_t rows = t->shape[0], hd = rows / permute_heads, half = hd / 2;
+    size_t row_bytes = t->nbytes / (size_t)rows;
+    char *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t h = r / hd, within = r % hd, i = within / 2, s = within % 2;
+        memcpy(host + (size_t)(h * hd + s * half + i) * row_bytes, (const char *)src->data + (size_t)r * row_bytes,
+               row_bytes);
+    }
+    pt_status st = backend_upload(be, t, host, t->nbytes);
+    free(host);
+    return st;
+}
+
+/* A projection stored in 8, 16 or 32 bits becomes NF4: dequantize (in HF row order), quantize. */
+static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, int permute_heads)
+{
+    int64_t rows = t->shape[0], cols = t->shape[1];
+    pt_tensor stored = *t;
+    float *dense = malloc(sizeof(float) * (size_t)(rows * cols));
+    void *packed = NULL;
+    TRY_ALLOC(dense);
+    pt_status st = PT_OK;
+    /* un-permute rows while dequantizing, exactly as upload_rows does for stored bytes */
+    int64_t hd = permute_heads ? rows / permute_heads : 1, half = hd / 2;
+    size_t row_bytes = dtype_size_bytes(g->dtype, cols);
+    for (int64_t r = 0; r < rows && st == PT_OK; r++) {
+        int64_t dst = r;
+        if (permute_heads) dst = (r / hd) * hd + (r % hd % 2) * half + (r % hd) / 2;
+        st = quant_dequantize_row(g->dtype, (const char *)g->data + (size_t)r * row_bytes, dense + dst * cols, cols);
+    }
+    *t = tensor_make(PT_NF4, 2, stored.shape);
+    if (st == PT_OK && !(packed = malloc(t->nbytes))) st = ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = nf4_quantize(dense, rows, cols, packed);
+    free(dense);
+    if (st == PT_OK) st = backend_alloc(be, t);
+    if (st == PT_OK) st = backend_upload(be, t, packed, t->nbytes);
+    free(packed);
+    return st;
+}
+
+static bool is_8_to_32_bit(pt_dtype d) { return d == PT_F32 || d == PT_F16 || d == PT_BF16 || d == PT_Q8_0; }
+
+/* Find tensor `name`, check it is [rows, cols] (PyTorch order), and load it. Norm vectors (rows
+ * == 0) are converted to f32; projections (nf4 true) become NF4 when stored in 8-32 bits. */
+static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *name, int64_t rows, int64_t cols,
+                             int permute_heads, bool nf4, pt_tensor *t)
+{
+    const gguf_tensor *g = gguf_find_tensor(f, name);
+    if (!g) return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", f->path, name);
+    bool vec = rows == 0;
+    uint64_t want1 = vec ? 1 : (uint64_t)rows;
+    if (g->dims[0] != (uint64_t)cols || (g->n_dims > 1 ? g->dims[1] : 1) != want1 || g->n_dims > 2)
+        return ERR(PT_ERR_USER, "%s: tensor %s has shape [%llu, %llu], expected [%lld, %lld] for this model",
+                   f->path, name, (unsigned long long)(g->n_dims > 1 ? g->dims[1] : 1),
+                   (unsigned long long)g->dims[0], (long long)want1, (long long)cols);
+    if (g->dtype == PT_DTYPE_COUNT)
+        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot read yet", f->path, name,
+                   g->ggml_type);
+    int64_t shape[2] = {vec ? cols : rows, cols};
+    if (!vec) {
+        *t = tensor_make(g->dtype, 2, shape);
+        if (nf4 && is_8_to_32_bit(g->dtype) && cols % 64 == 0) return upload_nf4(be, t, g, permute_heads);
+        return upload_rows(be, t, g, permute_heads);
+    }
+    *t = tensor_make(PT_F32, 1, shape);
+    float *host = malloc(sizeof(float) * (size_t)cols);
+    TRY_ALLOC(host);
+    pt_status st = quant_dequantize_row(g->dtype, g->data, host, cols);
+    if (st == PT_OK) st = backend_alloc(be, t);
+    if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, bool nf4,
+                            pt_layer_weights *w)
+{
+    char name[96];
+    int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
+    struct {
+        const char *suffix;
+        int64_t rows, cols;
+        int permute;
+    } parts[W_COUNT] = {
+        [W_ATTN_NORM] = {"attn_norm", 0, c->dim, 0},         [W_Q] = {"attn_q", qw, c->dim, c->n_heads},
+        [W_K] = {"attn_k", kw, c->dim, c->n_kv_heads},       [W_V] = {"attn_v", kw, c->dim, 0},
+        [W_O] = {"attn_output", c->dim, qw, 0},              [W_FFN_NORM] = {"ffn_norm", 0, c->dim, 0},
+        [W_GATE] = {"ffn_gate", c->ffn_dim, c->dim, 0},      [W_UP] = {"ffn_up", c->ffn_dim, c->dim, 0},
+        [W_DOWN] = {"ffn_down", c->dim, c->ffn_dim, 0},
+    };
+    for (int i = 0; i < W_COUNT; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, parts[i].suffix);
+        TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, nf4, &w->w[i]));
+    }
+    return PT_OK;
+}
+
+/* theta^(-2i/d), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor. */
+static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
+{
+    int half = m->cfg.head_dim / 2;
+    m->inv_freq = malloc(sizeof(float) * (size_t)half);
+    TRY_ALLOC(m->inv_freq);
+    for (int i = 0; i < half; i++)
+        m->inv_freq[i] = (float)pow((double)m->cfg.rope_theta, -2.0 * i / m->cfg.head_dim);
+    const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
+    if (factors) {
+        if (factors->dtype != PT_F32 || factors->dims[0] != (uint64_t)half)
+            return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", f->path, half);
+        for (int i = 0; i < half; i++) m->inv_freq[i] /= ((const float *)factors->data)[i];
+    }
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", m->cfg.arch);
+    const gguf_kv *type = gguf_find(f, key);
+    gguf_str s;
+    if (type && gguf_get_str(f, key, &s) == PT_OK && gguf_str_eq(s, "linear")) {
+        float factor = 1.0f;
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", m->cfg.arch);
+        TRY(gguf_opt_f32(f, key, &factor));
+        for (int i = 0; i < half && factor > 0; i++) m->inv_freq[i] /= factor;
+    }
+    return PT_OK;
+}
+
+pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m)
+{
+    bool nf4 = opts ? opts->load_in_4bit : true;
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    TRY(model_config_from_gguf(f, &m->cfg));
+    pt_model_config *c = &m->cfg;
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    TRY_ALLOC(m->layers);
+    /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
+    pt_status st = load_tensor(f, be, "token_embd.weight", c->vocab, c->dim, 0, false, &m->tok_embd);
+    if (st == PT_OK) st = load_tensor(f, be, "output_norm.weight", 0, c->dim, 0, false, &m->out_norm);
+    if (st == PT_OK && !c->tied_embeddings)
+        st = load_tensor(f, be, "output.weight", c->vocab, c->dim, 0, false, &m->output);
+    if (st == PT_OK && c->tied_embeddings) m->output = m->tok_embd;
+    for (int l = 0; l < c->n_layers && st == PT_OK; l++) st = load_layer(f, be, c, l, nf4, &m->layers[l]);
+    if (st == PT_OK) st = rope_frequencies(f, m);
+    if (st != PT_OK) {
+        model_free(m);
+        return st;
+    }
+    m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int i = 0; i < W_COUNT; i++) m->weight_bytes += m->layers[l].w[i].nbytes;
+    return PT_OK;
+}
+
+void model_free(pt_model *m)
+{
+    if (!m->be) return;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
+        for (int i = 0; i < W_COUNT; i++) backend_release(m->be, &m->layers[l].w[i]);
+    if (!m->cfg.tied_embeddings) backend_release(m->be, &m->output);
+    backend_release(m->be, &m->tok_embd);
+    backend_release(m->be, &m->out_norm);
+    free(m->layers);
+    free(m->inv_freq);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,186 @@
+/* tok_gguf.h — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
+ * the pre-tokenizer that tokenizer.ggml.pre names (as llama.cpp and HF's own tokenizer.json
+ * files define them); control tokens (type 3) are special, user-defined ones (type 4) are added
+ * tokens, as transformers' GGUF conversion makes them. SentencePiece ("llama") comes later.
+ * Part of the tokenizer translation unit (included once, by bpe.c). */
+#ifndef PTRAIN_TOK_GGUF_H
+#define PTRAIN_TOK_GGUF_H
+
+#include <string.h>
+
+#include "ptrain/error.h"
+#include "ptrain/gguf.h"
+#include "tok_impl.h"
+
+enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
+
+typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS_GPT2 } gguf_pre_kind;
+
+static const struct {
+    const char *name;
+    gguf_pre_kind kind;
+} gguf_pre_names[] = {
+    {"gpt2", PRE_GPT2},       {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},  {"llama-v3", PRE_LLAMA3},
+    {"qwen2", PRE_QWEN2},     {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS_GPT2},
+    {"starcoder", PRE_DIGITS_GPT2}, {"refact", PRE_DIGITS_GPT2},
+};
+
+static pt_status gguf_pre_steps(pt_tokenizer *t, gguf_pre_kind kind)
+{
+    switch (kind) {
+    case PRE_GPT2: return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
+    case PRE_LLAMA3:
+        t->ignore_merges = true;
+        TRY(pretok_add_split(t, "tokenizer.ggml.pre", RE_LLAMA3, strlen(RE_LLAMA3), false, SPLIT_ISOLATED));
+        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
+    case PRE_QWEN2:
+        TRY(pretok_add_split(t, "tokenizer.ggml.pre", RE_QWEN2, strlen(RE_QWEN2), false, SPLIT_ISOLATED));
+        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
+    case PRE_DIGITS_GPT2:
+        TRY(pretok_add_digits(t, "tokenizer.ggml.pre", true));
+        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
+    }
+    return ERR(PT_ERR_INTERNAL, "unknown pre-tokenizer kind");
+}
+
+static pt_status gguf_pre(pt_tokenizer *t, const gguf_file *f)
+{
+    const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.pre");
+    if (kv && kv->type != GGUF_TYPE_STRING)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre: expected a string", f->path);
+    gguf_str pre = {"", 0};
+    if (kv) TRY(gguf_get_str(f, "tokenizer.ggml.pre", &pre));
+    for (size_t i = 0; i < sizeof gguf_pre_names / sizeof gguf_pre_names[0]; i++)
+        if (gguf_str_eq(pre, gguf_pre_names[i].name)) return gguf_pre_steps(t, gguf_pre_names[i].kind);
+    return ERR(PT_ERR_UNSUPPORTED,
+               "%s: tokenizer.ggml.pre \"%.*s\" is not supported (supported: gpt2, llama-bpe, llama3, llama-v3, qwen2, "
+               "deepseek-r1-qwen, smollm, starcoder, refact)",
+               f->path, (int)pre.len, pre.data);
+}
+
+static const gguf_kv *gguf_array_of(const gguf_file *f, const char *key, bool strings)
+{
+    const gguf_kv *kv = gguf_find(f, key);
+    if (!kv || kv->type != GGUF_TYPE_ARRAY) return NULL;
+    bool is_int = kv->elem_type <= GGUF_TYPE_I32 && kv->elem_type != GGUF_TYPE_F32;
+    is_int |= kv->elem_type == GGUF_TYPE_U64 || kv->elem_type == GGUF_TYPE_I64;
+    return (strings ? kv->elem_type == GGUF_TYPE_STRING : is_int) ? kv : NULL;
+}
+
+static pt_status gguf_tokens(pt_tokenizer *t, const gguf_file *f, smap *names)
+{
+    const gguf_kv *tokens = gguf_array_of(f, "tokenizer.ggml.tokens", true);
+    if (!tokens) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", f->path);
+    if (tokens->count == 0 || tokens->count >= TOK_MAX_ID)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", f->path, (unsigned long long)tokens->count);
+    if (!smap_init(names, tokens->count)) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < tokens->count; i++) {
+        gguf_str s = gguf_array_str(tokens, i);
+        TRY(tok_set(t, (int32_t)i, s.data, s.len, TOKF_MODEL, true));
+        if (!smap_put(names, s.data, s.len, (int32_t)i)) return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+/* Control tokens become special added tokens (unless their spelling is not byte-level: a
+ * mislabel transformers skips too), user-defined ones plain added tokens. */
+static pt_status gguf_added(pt_tokenizer *t, const gguf_file *f)
+{
+    const gguf_kv *types = gguf_array_of(f, "tokenizer.ggml.token_type", false);
+    if (!types) return PT_OK;
+    const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
+    if (types->count != tokens->count)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type: %llu entries for %llu tokens", f->path,
+                   (unsigned long long)types->count, (unsigned long long)tokens->count);
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t i = 0; i < types->count; i++) {
+            int64_t want = pass == 0 ? GGUF_TOKEN_CONTROL : GGUF_TOKEN_USER_DEFINED;
+            const tok_entry *e = &t->tok[i];
+            if (gguf_array_int(types, i) != want || e->len == 0) continue;
+            gguf_str s = gguf_array_str(tokens, i);
+            if (pass == 0 && !is_bytelevel_spelling(s.data, s.len)) continue;
+            TRY(tok_add_added(t, (int32_t)i, s.data, s.len, (added_token){.special = pass == 0}));
+        }
+    return PT_OK;
+}
+
+static pt_status gguf_merges(pt_tokenizer *t, const gguf_file *f, const smap *names)
+{
+    const gguf_kv *merges = gguf_array_of(f, "tokenizer.ggml.merges", true);
+    if (!merges) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: missing or not an array of strings", f->path);
+    if (merges->count >= TOK_MAX_ID) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: too many", f->path);
+    if (!pmap_init(&t->merges, merges->count)) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < merges->count; i++) {
+        gguf_str m = gguf_array_str(merges, i);
+        char where[64];
+        snprintf(where, sizeof where, "tokenizer.ggml.merges[%llu]", (unsigned long long)i);
+        const char *right;
+        size_t llen, rlen;
+        if (!merge_split(m.data, m.len, &llen, &right, &rlen))
+            return ERR(PT_ERR_USER, "%s: %s: expected \"left right\"", f->path, where);
+        TRY(tok_merge(t, names, where, (int32_t)i, m.data, llen, right, rlen));
+    }
+    return PT_OK;
+}
+
+static pt_status gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id)
+{
+    uint32_t v = UINT32_MAX;
+    TRY(gguf_opt_u32(f, key, &v));
+    if (v == UINT32_MAX) return PT_OK;
+    if (v >= (uint32_t)t->n_tok) return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%d tokens)", f->path, key, v, t->n_tok);
+    *id = (int32_t)v;
+    return PT_OK;
+}
+
+static pt_status gguf_model_kind(const gguf_file *f)
+{
+    gguf_str model;
+    TRY(gguf_get_str(f, "tokenizer.ggml.model", &model));
+    if (gguf_str_eq(model, "gpt2")) return PT_OK;
+    if (gguf_str_eq(model, "llama"))
+        return ERR(PT_ERR_UNSUPPORTED,
+                   "%s: tokenizer.ggml.model \"llama\" is a SentencePiece tokenizer, which is not supported yet "
+                   "(SentencePiece comes later; byte-level BPE \"gpt2\" is)", f->path);
+    return ERR(PT_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (only \"gpt2\", byte-level BPE)",
+               f->path, (int)model.len, model.data);
+}
+
+static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)
+{
+    smap names = {0};
+    pt_status rc = gguf_tokens(t, f, &names);
+    if (rc == PT_OK) rc = gguf_merges(t, f, &names);
+    smap_free(&names);
+    TRY(rc);
+    TRY(gguf_added(t, f));
+    TRY(gguf_pre(t, f));
+    TRY(tok_finish(t));
+    TRY(gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
+    TRY(gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
+    const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
+    if (tmpl && tmpl->type == GGUF_TYPE_STRING) {
+        gguf_str s;
+        TRY(gguf_get_str(f, "tokenizer.chat_template", &s));
+        t->chat_template = strndup(s.data, s.len);
+        TRY_ALLOC(t->chat_template);
+    }
+    return PT_OK;
+}
+
+pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out)
+{
+    *out = NULL;
+    TRY(gguf_model_kind(f));
+    pt_tokenizer *t = NULL;
+    TRY(tok_new(f->path ? f->path : "(gguf)", &t));
+    pt_status rc = gguf_build(t, f);
+    if (rc != PT_OK) {
+        tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return PT_OK;
+}
+
+#endif

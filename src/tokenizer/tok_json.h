@@ -1,0 +1,362 @@
+/* tok_json.h — loading a Hugging Face tokenizer.json (model.type BPE, byte-level) with jansson,
+ * and the bos/eos tokens and chat template from the tokenizer_config.json beside it when there
+ * is one. Errors name the file and the JSON path of the offending value.
+ * Part of the tokenizer translation unit (included once, by bpe.c). */
+#ifndef PTRAIN_TOK_JSON_H
+#define PTRAIN_TOK_JSON_H
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptrain/error.h"
+#include "tok_impl.h"
+
+__attribute__((format(printf, 4, 5))) static pt_status jerr(const char *file, pt_status st, const char *path,
+                                                            const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ERR(st, "%s: %s: %s", file, path, msg);
+}
+
+static pt_status json_open(const char *path, json_t **root)
+{
+    if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
+    json_error_t je;
+    *root = json_load_file(path, 0, &je); /* duplicate keys: the last wins, as in HF */
+    if (!*root) return ERR(PT_ERR_USER, "%s: invalid JSON at line %d, column %d: %s", path, je.line, je.column, je.text);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        return ERR(PT_ERR_USER, "%s: expected a JSON object at the top", path);
+    }
+    return PT_OK;
+}
+
+/* obj[key] as a boolean: def when absent or null. */
+static pt_status json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return *out = def, PT_OK;
+    if (!json_is_boolean(v)) return jerr(file, PT_ERR_USER, path, "expected true or false");
+    *out = json_is_true(v);
+    return PT_OK;
+}
+
+static pt_status json_normalizer(const pt_tokenizer *t, const json_t *root)
+{
+    const json_t *n = json_object_get(root, "normalizer");
+    if (!n || json_is_null(n)) return PT_OK;
+    const char *type = json_string_value(json_object_get(n, "type"));
+    const json_t *list = json_object_get(n, "normalizers");
+    if (type && strcmp(type, "Sequence") == 0 && json_is_array(list) && json_array_size(list) == 0) return PT_OK;
+    return jerr(t->source, PT_ERR_UNSUPPORTED, "normalizer", "\"%s\" is not supported (only none)",
+                type ? type : "?");
+}
+
+/* ---- model ---- */
+
+static pt_status json_model_flags(pt_tokenizer *t, const json_t *m)
+{
+    const char *type = json_string_value(json_object_get(m, "type"));
+    if (json_object_get(m, "type") && (!type || strcmp(type, "BPE") != 0))
+        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.type", "\"%s\" is not supported (only \"BPE\")",
+                    type ? type : "?");
+    const json_t *drop = json_object_get(m, "dropout");
+    if (drop && !json_is_null(drop) && !(json_is_number(drop) && json_number_value(drop) == 0.0))
+        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.dropout", "BPE dropout is not supported");
+    static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
+    static const char *const paths[] = {"model.continuing_subword_prefix", "model.end_of_word_suffix"};
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(m, affixes[i]);
+        if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
+            return jerr(t->source, PT_ERR_UNSUPPORTED, paths[i], "not supported (byte-level BPE has none)");
+    }
+    bool byte_fallback = false;
+    TRY(json_flag(t->source, m, "byte_fallback", "model.byte_fallback", false, &byte_fallback));
+    if (byte_fallback) return jerr(t->source, PT_ERR_UNSUPPORTED, "model.byte_fallback", "byte fallback is not supported");
+    TRY(json_flag(t->source, m, "fuse_unk", "model.fuse_unk", false, &t->fuse_unk));
+    return json_flag(t->source, m, "ignore_merges", "model.ignore_merges", false, &t->ignore_merges);
+}
+
+static pt_status json_vocab(pt_tokenizer *t, const json_t *vocab, smap *names)
+{
+    if (!json_is_object(vocab)) return jerr(t->source, PT_ERR_USER, "model.vocab", "expected an object of token: id");
+    if (!smap_init(names, json_object_size(vocab))) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (void *it = json_object_iter((json_t *)vocab); it; it = json_object_iter_next((json_t *)vocab, it)) {
+        const char *key = json_object_iter_key(it);
+        size_t klen = json_object_iter_key_len(it);
+        const json_t *v = json_object_iter_value(it);
+        json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+        if (id < 0 || id >= TOK_MAX_ID)
+            return jerr(t->source, PT_ERR_USER, "model.vocab", "\"%.*s\": expected an id from 0 to %d", (int)klen, key,
+                        TOK_MAX_ID - 1);
+        TRY(tok_set(t, (int32_t)id, key, klen, TOKF_MODEL, false));
+        if (!smap_put(names, key, klen, (int32_t)id)) return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+/* One merge: "left right" or ["left", "right"]. */
+static pt_status json_merge(pt_tokenizer *t, const smap *names, const json_t *m, size_t i)
+{
+    char where[64];
+    snprintf(where, sizeof where, "model.merges[%zu]", i);
+    const char *left = NULL, *right = NULL;
+    size_t llen = 0, rlen = 0;
+    bool ok = false;
+    if (json_is_string(m)) {
+        left = json_string_value(m);
+        ok = merge_split(left, json_string_length(m), &llen, &right, &rlen);
+    } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+               json_is_string(json_array_get(m, 1))) {
+        left = json_string_value(json_array_get(m, 0));
+        llen = json_string_length(json_array_get(m, 0));
+        right = json_string_value(json_array_get(m, 1));
+        rlen = json_string_length(json_array_get(m, 1));
+        ok = true;
+    }
+    if (!ok) return jerr(t->source, PT_ERR_USER, where, "expected \"left right\" or [\"left\", \"right\"]");
+    return tok_merge(t, names, where, (int32_t)i, left, llen, right, rlen);
+}
+
+static pt_status json_merges(pt_tokenizer *t, const json_t *merges, const smap *names)
+{
+    if (!json_is_array(merges)) return jerr(t->source, PT_ERR_USER, "model.merges", "expected an array");
+    if (!pmap_init(&t->merges, json_array_size(merges))) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < json_array_size(merges); i++) TRY(json_merge(t, names, json_array_get(merges, i), i));
+    return PT_OK;
+}
+
+static pt_status json_unk(pt_tokenizer *t, const json_t *m, const smap *names)
+{
+    const json_t *unk = json_object_get(m, "unk_token");
+    if (!unk || json_is_null(unk)) return PT_OK;
+    if (!json_is_string(unk)) return jerr(t->source, PT_ERR_USER, "model.unk_token", "expected a string or null");
+    t->unk = smap_get(names, json_string_value(unk), json_string_length(unk));
+    if (t->unk < 0)
+        return jerr(t->source, PT_ERR_USER, "model.unk_token", "\"%s\" is not in model.vocab", json_string_value(unk));
+    return PT_OK;
+}
+
+static pt_status json_model(pt_tokenizer *t, const json_t *root)
+{
+    const json_t *m = json_object_get(root, "model");
+    if (!json_is_object(m)) return jerr(t->source, PT_ERR_USER, "model", m ? "expected an object" : "missing");
+    TRY(json_model_flags(t, m));
+    smap names = {0};
+    pt_status rc = json_vocab(t, json_object_get(m, "vocab"), &names);
+    if (rc == PT_OK) rc = json_merges(t, json_object_get(m, "merges"), &names);
+    if (rc == PT_OK) rc = json_unk(t, m, &names);
+    smap_free(&names);
+    return rc;
+}
+
+/* ---- added tokens ---- */
+
+static pt_status json_added_one(pt_tokenizer *t, const json_t *a, size_t i)
+{
+    char where[96];
+    snprintf(where, sizeof where, "added_tokens[%zu]", i);
+    if (!json_is_object(a)) return jerr(t->source, PT_ERR_USER, where, "expected an object");
+    const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
+    json_int_t v = json_is_integer(id) ? json_integer_value(id) : -1;
+    snprintf(where, sizeof where, "added_tokens[%zu].id", i);
+    if (v < 0 || v >= TOK_MAX_ID) return jerr(t->source, PT_ERR_USER, where, "expected an id from 0 to %d", TOK_MAX_ID - 1);
+    snprintf(where, sizeof where, "added_tokens[%zu].content", i);
+    if (!json_is_string(content) || json_string_length(content) == 0)
+        return jerr(t->source, PT_ERR_USER, where, "expected a non-empty string");
+    added_token f = {0};
+    static const char *const keys[] = {"special", "single_word", "lstrip", "rstrip", "normalized"};
+    bool *const vals[] = {&f.special, &f.single_word, &f.lstrip, &f.rstrip, &f.normalized};
+    for (int k = 0; k < 5; k++) {
+        snprintf(where, sizeof where, "added_tokens[%zu].%s", i, keys[k]);
+        TRY(json_flag(t->source, a, keys[k], where, k == 4, vals[k]));
+    }
+    return tok_add_added(t, (int32_t)v, json_string_value(content), json_string_length(content), f);
+}
+
+static pt_status json_added(pt_tokenizer *t, const json_t *root)
+{
+    const json_t *list = json_object_get(root, "added_tokens");
+    if (!list || json_is_null(list)) return PT_OK;
+    if (!json_is_array(list)) return jerr(t->source, PT_ERR_USER, "added_tokens", "expected an array");
+    for (size_t i = 0; i < json_array_size(list); i++) TRY(json_added_one(t, json_array_get(list, i), i));
+    return PT_OK;
+}
+
+/* ---- pre-tokenizer ---- */
+
+static pt_status json_pretok(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level);
+
+static pt_status json_split_behavior(const pt_tokenizer *t, const json_t *node, const char *path, split_behavior *out)
+{
+    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    const char *b = json_string_value(json_object_get(node, "behavior"));
+    for (int i = 0; b && i < 5; i++)
+        if (strcmp(b, names[i]) == 0) return *out = (split_behavior)i, PT_OK;
+    char where[300];
+    snprintf(where, sizeof where, "%s.behavior", path);
+    return jerr(t->source, PT_ERR_USER, where,
+                "\"%s\" is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous", b ? b : "?");
+}
+
+static pt_status json_split(pt_tokenizer *t, const json_t *node, const char *path)
+{
+    char where[300];
+    bool invert = false;
+    snprintf(where, sizeof where, "%s.invert", path);
+    TRY(json_flag(t->source, node, "invert", where, false, &invert));
+    if (invert) return jerr(t->source, PT_ERR_UNSUPPORTED, where, "an inverted Split is not supported");
+    split_behavior bh = SPLIT_ISOLATED;
+    TRY(json_split_behavior(t, node, path, &bh));
+    const json_t *pat = json_object_get(node, "pattern");
+    const json_t *re = json_object_get(pat, "Regex"), *lit = json_object_get(pat, "String");
+    snprintf(where, sizeof where, "%s.pattern", path);
+    if (!json_is_string(re) && !json_is_string(lit))
+        return jerr(t->source, PT_ERR_USER, where, "expected {\"Regex\": \"...\"} or {\"String\": \"...\"}");
+    const json_t *p = json_is_string(re) ? re : lit;
+    snprintf(where, sizeof where, "%s.pattern.%s", path, p == re ? "Regex" : "String");
+    return pretok_add_split(t, where, json_string_value(p), json_string_length(p), p == lit, bh);
+}
+
+static pt_status json_bytelevel(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
+{
+    char where[300];
+    bool prefix = true, regex = true;
+    snprintf(where, sizeof where, "%s.add_prefix_space", path);
+    TRY(json_flag(t->source, node, "add_prefix_space", where, true, &prefix));
+    snprintf(where, sizeof where, "%s.use_regex", path);
+    TRY(json_flag(t->source, node, "use_regex", where, true, &regex));
+    *byte_level = true;
+    return pretok_add_bytelevel(t, path, prefix, regex);
+}
+
+static pt_status json_sequence(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
+{
+    const json_t *list = json_object_get(node, "pretokenizers");
+    char where[300];
+    snprintf(where, sizeof where, "%s.pretokenizers", path);
+    if (!json_is_array(list)) return jerr(t->source, PT_ERR_USER, where, "expected an array");
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        snprintf(where, sizeof where, "%s.pretokenizers[%zu]", path, i);
+        TRY(json_pretok(t, json_array_get(list, i), where, byte_level));
+    }
+    return PT_OK;
+}
+
+static pt_status json_pretok(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
+{
+    if (!json_is_object(node)) return jerr(t->source, PT_ERR_USER, path, "expected an object");
+    const char *type = json_string_value(json_object_get(node, "type"));
+    char where[300];
+    snprintf(where, sizeof where, "%s.type", path);
+    if (!type) return jerr(t->source, PT_ERR_USER, where, "expected a string");
+    if (strcmp(type, "Sequence") == 0) return json_sequence(t, node, path, byte_level);
+    if (*byte_level) return jerr(t->source, PT_ERR_UNSUPPORTED, path, "steps after ByteLevel are not supported");
+    if (strcmp(type, "ByteLevel") == 0) return json_bytelevel(t, node, path, byte_level);
+    if (strcmp(type, "Split") == 0) return json_split(t, node, path);
+    if (strcmp(type, "Digits") == 0) {
+        bool individual = false;
+        snprintf(where, sizeof where, "%s.individual_digits", path);
+        TRY(json_flag(t->source, node, "individual_digits", where, false, &individual));
+        return pretok_add_digits(t, path, individual);
+    }
+    return jerr(t->source, PT_ERR_UNSUPPORTED, where, "\"%s\" is not supported (supported: ByteLevel, Split, Digits, Sequence)",
+                type);
+}
+
+static pt_status json_pretokenizer(pt_tokenizer *t, const json_t *root)
+{
+    const json_t *node = json_object_get(root, "pre_tokenizer");
+    if (!node || json_is_null(node))
+        return jerr(t->source, PT_ERR_UNSUPPORTED, "pre_tokenizer", "missing: only byte-level BPE (a ByteLevel pre-tokenizer) is supported");
+    bool byte_level = false;
+    TRY(json_pretok(t, node, "pre_tokenizer", &byte_level));
+    if (!byte_level)
+        return jerr(t->source, PT_ERR_UNSUPPORTED, "pre_tokenizer", "no ByteLevel step: only byte-level BPE is supported");
+    return PT_OK;
+}
+
+/* ---- tokenizer_config.json ---- */
+
+/* cfg[key]: a token given as "text" or {"content": "text"} (or null) -> its id in *id. */
+static pt_status json_config_token(const pt_tokenizer *t, const char *file, const json_t *cfg, const char *key, int32_t *id)
+{
+    const json_t *v = json_object_get(cfg, key);
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    if (!v || json_is_null(v)) return PT_OK;
+    if (!json_is_string(v)) return jerr(file, PT_ERR_USER, key, "expected a string, {\"content\": ...} or null");
+    *id = tok_find_text(t, json_string_value(v), json_string_length(v));
+    if (*id < 0) return jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", json_string_value(v), t->source);
+    return PT_OK;
+}
+
+static pt_status json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
+{
+    const json_t *v = json_object_get(cfg, "chat_template");
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) { /* [{name, template}]: "default" */
+        const json_t *e = json_array_get(v, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (i == 0 || (name && strcmp(name, "default") == 0)) v = json_object_get(e, "template");
+        if (name && strcmp(name, "default") == 0) break;
+    }
+    if (!v || json_is_null(v) || json_is_array(v)) return PT_OK;
+    if (!json_is_string(v)) return jerr(file, PT_ERR_USER, "chat_template", "expected a string");
+    t->chat_template = xstrdup(json_string_value(v));
+    return PT_OK;
+}
+
+/* bos/eos and the chat template from tokenizer_config.json in the directory of path, if any. */
+static pt_status json_config(pt_tokenizer *t, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
+    char *file = malloc(dir + sizeof "tokenizer_config.json");
+    if (!file) return ERR(PT_ERR_NOMEM, "out of memory");
+    memcpy(file, path, dir);
+    strcpy(file + dir, "tokenizer_config.json");
+    json_t *cfg = NULL;
+    pt_status rc = access(file, F_OK) == 0 ? json_open(file, &cfg) : PT_OK;
+    if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
+    if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
+    if (rc == PT_OK && cfg) rc = json_config_template(t, file, cfg);
+    json_decref(cfg);
+    free(file);
+    return rc;
+}
+
+static pt_status json_build(pt_tokenizer *t, const json_t *root, const char *path)
+{
+    TRY(json_normalizer(t, root));
+    TRY(json_model(t, root));
+    TRY(json_added(t, root));
+    TRY(json_pretokenizer(t, root));
+    TRY(tok_finish(t));
+    return json_config(t, path);
+}
+
+pt_status tokenizer_from_json(const char *path, pt_tokenizer **out)
+{
+    *out = NULL;
+    json_t *root;
+    TRY(json_open(path, &root));
+    pt_tokenizer *t = NULL;
+    pt_status rc = tok_new(path, &t);
+    if (rc == PT_OK) rc = json_build(t, root, path);
+    json_decref(root);
+    if (rc != PT_OK) {
+        if (t) tokenizer_free(t);
+        return rc;
+    }
+    *out = t;
+    return PT_OK;
+}
+
+#endif

@@ -1,0 +1,134 @@
+/* lora.c — creating, indexing and freeing LoRA adapters. The initialisation follows PEFT:
+ * A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform with a = sqrt(5)), B = 0, so the adapted model
+ * starts equal to the base model. A's random numbers come from a seeded splitmix64, so the same
+ * random_state gives the same adapters on every rank and every run. */
+#include "ptrain/lora.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const module_names[W_COUNT] = {
+    [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
+    [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
+};
+
+const char *lora_module_name(int w) { return w >= 0 && w < W_COUNT ? module_names[w] : NULL; }
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+lora_pair *lora_at(const pt_lora *l, int layer, int w)
+{
+    if (!l || !l->target[w]) return NULL;
+    return &l->pairs[(size_t)layer * W_COUNT + (size_t)w];
+}
+
+static pt_status alloc_zero(pt_backend *be, pt_tensor *t, int64_t rows, int64_t cols, const float *init)
+{
+    int64_t shape[2] = {rows, cols};
+    *t = tensor_make(PT_F32, 2, shape);
+    TRY(backend_alloc(be, t));
+    float *host = init ? NULL : calloc((size_t)(rows * cols), sizeof(float));
+    if (!init) TRY_ALLOC(host);
+    pt_status st = backend_upload(be, t, init ? init : host, t->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, int64_t in, uint64_t *rng)
+{
+    float *a = malloc(sizeof(float) * (size_t)(r * in));
+    TRY_ALLOC(a);
+    float bound = 1.0f / sqrtf((float)in);
+    for (int64_t i = 0; i < r * in; i++)
+        a[i] = bound * (2.0f * (float)((double)(splitmix(rng) >> 11) / 9007199254740992.0) - 1.0f);
+    pt_status st = alloc_zero(be, &p->a, r, in, a);
+    free(a);
+    TRY(st);
+    TRY(alloc_zero(be, &p->b, out, r, NULL));
+    TRY(alloc_zero(be, &p->grad_a, r, in, NULL));
+    TRY(alloc_zero(be, &p->grad_b, out, r, NULL));
+    TRY(alloc_zero(be, &p->m_a, r, in, NULL));
+    TRY(alloc_zero(be, &p->v_a, r, in, NULL));
+    TRY(alloc_zero(be, &p->m_b, out, r, NULL));
+    return alloc_zero(be, &p->v_b, out, r, NULL);
+}
+
+pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
+                      uint64_t seed)
+{
+    memset(l, 0, sizeof *l);
+    l->r = r;
+    l->alpha = alpha;
+    l->scale = rslora ? alpha / sqrtf((float)r) : alpha / (float)r;
+    l->n_layers = m->cfg.n_layers;
+    l->be = m->be;
+    memcpy(l->target, target, sizeof l->target);
+    l->pairs = calloc((size_t)l->n_layers * W_COUNT, sizeof *l->pairs);
+    TRY_ALLOC(l->pairs);
+    uint64_t rng = seed;
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(l, layer, w);
+            if (!p) continue;
+            const pt_tensor *base = &m->layers[layer].w[w];
+            pt_status st = pair_create(l->be, p, r, base->shape[0], base->shape[1], &rng);
+            if (st != PT_OK) {
+                lora_free(l);
+                return st;
+            }
+        }
+    return PT_OK;
+}
+
+pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
+{
+    bool target[W_COUNT] = {0};
+    for (int i = 0; i < cfg->lora_target_modules.n; i++)
+        for (int w = 0; w < W_COUNT; w++)
+            if (module_names[w] && !strcmp(cfg->lora_target_modules.items[i], module_names[w])) target[w] = true;
+    return lora_create(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target,
+                       (uint64_t)cfg->random_state);
+}
+
+void lora_free(pt_lora *l)
+{
+    for (int layer = 0; l->pairs && layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(l, layer, w);
+            if (!p) continue;
+            pt_tensor *all[] = {&p->a, &p->b, &p->grad_a, &p->grad_b, &p->m_a, &p->v_a, &p->m_b, &p->v_b};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(l->be, all[i]);
+        }
+    free(l->pairs);
+    memset(l, 0, sizeof *l);
+}
+
+pt_status lora_zero_grads(pt_lora *l)
+{
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(l, layer, w);
+            if (!p) continue;
+            TRY(backend_scale(l->be, &p->grad_a, 0.0f));
+            TRY(backend_scale(l->be, &p->grad_b, 0.0f));
+        }
+    return PT_OK;
+}
+
+int64_t lora_param_count(const pt_lora *l)
+{
+    int64_t n = 0;
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(l, layer, w);
+            if (p) n += tensor_numel(&p->a) + tensor_numel(&p->b);
+        }
+    return n;
+}

@@ -1,0 +1,795 @@
+/* test_grad.c — the CPU backend's training ops: the gradients of RMSNorm (dx and the optional
+ * dw), RoPE, SwiGLU, attention (GQA, a causal offset q_pos0 > 0, a batch of 2, packing segments,
+ * more query rows than one block), the two matmul gradients and the fused cross-entropy (with
+ * ignored labels) are checked against central finite differences of a scalar loss
+ * L = Σ r ∘ f(x) (r random), where f is a float64 reference forward written here, independent of
+ * the backend; each forward is also checked against its reference. AdamW (20 steps) and
+ * gradient-norm clipping are checked against torch goldens from
+ * tests/reference/make_adamw_goldens.py (tests/data/optim under $PTRAIN_SRCDIR, default "..").
+ * With PTRAIN_BENCH=1 it also times attention_bwd at SmolLM2's shape and a 512 x 49152 loss
+ * chunk.
+ *
+ * Tolerances. The inputs are the same fp32 values on both sides, so the analytic gradient
+ * differs from the exact one only by fp32 rounding, about 2^-24 per operation, growing with the
+ * length of the sums (≤ a few hundred terms here): ~1e-6 relative. The finite differences are
+ * taken on the float64 reference with a fixed step h = 1e-3 (not scaled by |x|: softmax is
+ * shift-invariant, so logits near 80 are no smoother than logits near 1): truncation error
+ * ~h²/6 · |f'''| ≈ 2e-7 relative for these functions of O(1) curvature, rounding error
+ * ~1e-16 · |L| / h ≈ 1e-12. Errors are measured normwise per gradient (max |analytic - fd| /
+ * max |fd|, over the entries differenced), and a gradient passes at GRAD_TOL = 1e-5: 25 times
+ * the worst measured (4e-7, swiglu and the 300-row attention), far below what a wrong or missing
+ * term gives (a dropped group head, mask or scale is O(1)). Forwards are held to FWD_TOL = 1e-5
+ * of the float64 reference, AdamW and clipping to 1e-6 of torch. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <math.h>
+#include <omp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptrain/backend.h"
+
+#define GRAD_TOL 1e-5
+#define FWD_TOL 1e-5
+#define TORCH_TOL 1e-6
+#define FD_STEP 1e-3
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static double worst_grad_err; /* the worst normwise gradient error seen, for the summary */
+
+static float frand(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xffffff) / (float)0x1000000 * 2.0f - 1.0f;
+}
+
+/* n uniform values in [-amp, amp) as float, and the same values as double when d is not NULL */
+static float *rand_floats(int64_t n, uint64_t seed, float amp, double **d)
+{
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = amp * frand(&seed);
+    if (d) {
+        *d = malloc(sizeof(double) * (size_t)n);
+        assert_non_null(*d);
+        for (int64_t i = 0; i < n; i++) (*d)[i] = v[i];
+    }
+    return v;
+}
+
+static pt_backend *open_cpu(void)
+{
+    pt_backend *be = NULL;
+    pt_backend_options opts = {"cpu", 0, 2};
+    assert_int_equal(backend_open(&opts, &be), PT_OK);
+    return be;
+}
+
+/* An f32 [rows, cols] tensor on be holding values (zeros when values is NULL). */
+static pt_tensor put(pt_backend *be, int64_t rows, int64_t cols, const float *values)
+{
+    int64_t shape[2] = {rows, cols};
+    pt_tensor t = tensor_make(PT_F32, 2, shape);
+    assert_int_equal(backend_alloc(be, &t), PT_OK);
+    if (values)
+        assert_int_equal(backend_upload(be, &t, values, t.nbytes), PT_OK);
+    else
+        memset(t.data, 0, t.nbytes); /* CPU backend: host memory */
+    return t;
+}
+
+static float *get(pt_backend *be, const pt_tensor *t)
+{
+    float *host = malloc(t->nbytes ? t->nbytes : 1);
+    assert_non_null(host);
+    assert_int_equal(backend_download(be, t, host, t->nbytes), PT_OK);
+    return host;
+}
+
+/* max |a - b| / max |b| over the entries where b is not NaN (NaN: not computed) */
+static double rel_err(const float *a, const double *b, int64_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(b[i])) continue;
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs(b[i]));
+    }
+    return diff / scale;
+}
+
+static void check_grad(const char *what, const float *analytic, const double *fd, int64_t n)
+{
+    double e = rel_err(analytic, fd, n);
+    if (e > worst_grad_err) worst_grad_err = e;
+    print_message("  %-34s rel err %.2e\n", what, e);
+    if (e > GRAD_TOL) fail_msg("%s: gradient off by %.3g (tolerance %.1g)", what, e, GRAD_TOL);
+}
+
+static void check_fwd(const char *what, const float *got, const double *want, int64_t n)
+{
+    double e = rel_err(got, want, n);
+    if (e > FWD_TOL) fail_msg("%s: forward off by %.3g (tolerance %.1g)", what, e, FWD_TOL);
+}
+
+/* Central differences of loss(ctx) with respect to x[0..n) (every stride-th entry; the others
+ * are NaN), x being read by loss through ctx. */
+typedef double (*loss_fn)(void *ctx);
+
+static double *fd_grad(loss_fn loss, void *ctx, double *x, int64_t n, int stride)
+{
+    double *g = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(g);
+    for (int64_t i = 0; i < n; i++) {
+        g[i] = NAN;
+        if (i % stride) continue;
+        double x0 = x[i], h = FD_STEP;
+        x[i] = x0 + h;
+        double up = loss(ctx);
+        x[i] = x0 - h;
+        double down = loss(ctx);
+        x[i] = x0;
+        g[i] = (up - down) / (2 * h);
+    }
+    return g;
+}
+
+static double dot(const double *r, const double *y, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += r[i] * y[i];
+    return s;
+}
+
+/* ---- RMSNorm --------------------------------------------------------------------------------- */
+
+typedef struct {
+    double *x, *w, *r, *y;
+    int64_t rows, dim;
+    double eps;
+} rms_ctx;
+
+static void ref_rmsnorm(const rms_ctx *c, double *y, double *rstd)
+{
+    for (int64_t t = 0; t < c->rows; t++) {
+        const double *x = c->x + t * c->dim;
+        double ss = 0;
+        for (int64_t i = 0; i < c->dim; i++) ss += x[i] * x[i];
+        double inv = 1.0 / sqrt(ss / (double)c->dim + c->eps);
+        if (rstd) rstd[t] = inv;
+        for (int64_t i = 0; i < c->dim; i++) y[t * c->dim + i] = x[i] * inv * c->w[i];
+    }
+}
+
+static double rms_loss(void *p)
+{
+    rms_ctx *c = p;
+    ref_rmsnorm(c, c->y, NULL);
+    return dot(c->r, c->y, c->rows * c->dim);
+}
+
+static void test_rmsnorm_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    rms_ctx c = {.rows = 5, .dim = 48, .eps = 1e-5};
+    int64_t n = c.rows * c.dim;
+    float *x = rand_floats(n, 1, 2.0f, &c.x), *w = rand_floats(c.dim, 2, 1.5f, &c.w);
+    float *r = rand_floats(n, 3, 1.0f, &c.r), *dw0 = rand_floats(c.dim, 4, 1.0f, NULL);
+    c.y = malloc(sizeof(double) * (size_t)n);
+    double *rstd_ref = malloc(sizeof(double) * (size_t)c.rows);
+    assert_non_null(c.y);
+    assert_non_null(rstd_ref);
+    pt_tensor tx = put(be, c.rows, c.dim, x), tw = put(be, 1, c.dim, w), ty = put(be, c.rows, c.dim, NULL);
+    pt_tensor trs = put(be, c.rows, 1, NULL), tdy = put(be, c.rows, c.dim, r), tdx = put(be, c.rows, c.dim, NULL);
+    pt_tensor tdw = put(be, 1, c.dim, dw0);
+    assert_int_equal(backend_rmsnorm(be, &ty, &trs, &tx, &tw, (float)c.eps), PT_OK);
+    ref_rmsnorm(&c, c.y, rstd_ref);
+    float *y = get(be, &ty), *rs = get(be, &trs);
+    check_fwd("rmsnorm y", y, c.y, n);
+    check_fwd("rmsnorm rstd", rs, rstd_ref, c.rows);
+    assert_int_equal(backend_rmsnorm_bwd(be, &tdx, &tdw, &tdy, &tx, &tw, &trs), PT_OK);
+    float *dx = get(be, &tdx), *dw = get(be, &tdw);
+    for (int64_t i = 0; i < c.dim; i++) dw[i] -= dw0[i]; /* dw accumulates */
+    double *gx = fd_grad(rms_loss, &c, c.x, n, 1), *gw = fd_grad(rms_loss, &c, c.w, c.dim, 1);
+    check_grad("rmsnorm dx", dx, gx, n);
+    check_grad("rmsnorm dw", dw, gw, c.dim);
+    /* in place (dx = dy), without dw: the same dx */
+    assert_int_equal(backend_rmsnorm_bwd(be, &tdy, NULL, &tdy, &tx, &tw, &trs), PT_OK);
+    float *dx2 = get(be, &tdy);
+    assert_memory_equal(dx, dx2, sizeof(float) * (size_t)n);
+    assert_int_equal(backend_rmsnorm_bwd(be, &tdx, NULL, &tdy, &tx, &tw, &tw), PT_ERR_INTERNAL); /* bad rstd */
+    pt_tensor *all[] = {&tx, &tw, &ty, &trs, &tdy, &tdx, &tdw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(x), free(w), free(r), free(dw0), free(y), free(rs), free(dx), free(dw), free(dx2), free(gx), free(gw);
+    free(c.x), free(c.w), free(c.r), free(c.y), free(rstd_ref);
+    backend_close(be);
+}
+
+/* ---- RoPE ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    double *x, *r, *y;
+    const int32_t *pos;
+    const float *inv_freq;
+    int rows, heads, hd;
+} rope_ctx;
+
+static void ref_rope(const rope_ctx *c, double *y)
+{
+    int half = c->hd / 2, width = c->heads * c->hd;
+    for (int t = 0; t < c->rows; t++)
+        for (int h = 0; h < c->heads; h++)
+            for (int i = 0; i < half; i++) {
+                double angle = (double)c->pos[t] * c->inv_freq[i], co = cos(angle), si = sin(angle);
+                const double *p = c->x + (size_t)t * width + (size_t)h * c->hd;
+                double *q = y + (size_t)t * width + (size_t)h * c->hd;
+                q[i] = p[i] * co - p[i + half] * si;
+                q[i + half] = p[i + half] * co + p[i] * si;
+            }
+}
+
+static double rope_loss(void *p)
+{
+    rope_ctx *c = p;
+    ref_rope(c, c->y);
+    return dot(c->r, c->y, (int64_t)c->rows * c->heads * c->hd);
+}
+
+static void test_rope_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    const int32_t pos[4] = {0, 5, 17, 1000};
+    float inv_freq[8];
+    for (int i = 0; i < 8; i++) inv_freq[i] = (float)pow(10000.0, -2.0 * i / 16.0);
+    rope_ctx c = {.pos = pos, .inv_freq = inv_freq, .rows = 4, .heads = 3, .hd = 16};
+    int64_t n = (int64_t)c.rows * c.heads * c.hd;
+    float *x = rand_floats(n, 5, 1.0f, &c.x), *r = rand_floats(n, 6, 1.0f, &c.r);
+    c.y = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(c.y);
+    pt_tensor tx = put(be, c.rows, c.heads * c.hd, x), tdx = put(be, c.rows, c.heads * c.hd, r);
+    assert_int_equal(backend_rope(be, &tx, c.heads, c.hd, pos, inv_freq), PT_OK);
+    ref_rope(&c, c.y);
+    float *y = get(be, &tx);
+    check_fwd("rope y", y, c.y, n);
+    assert_int_equal(backend_rope_bwd(be, &tdx, c.heads, c.hd, pos, inv_freq), PT_OK);
+    float *dx = get(be, &tdx);
+    double *g = fd_grad(rope_loss, &c, c.x, n, 1);
+    check_grad("rope dx", dx, g, n);
+    backend_release(be, &tx), backend_release(be, &tdx);
+    free(x), free(r), free(y), free(dx), free(g), free(c.x), free(c.r), free(c.y);
+    backend_close(be);
+}
+
+/* ---- SwiGLU ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    double *g, *u, *r;
+    int64_t n;
+} swiglu_ctx;
+
+static double ref_swiglu(double g, double u) { return g / (1.0 + exp(-g)) * u; }
+
+static double swiglu_loss(void *p)
+{
+    swiglu_ctx *c = p;
+    double s = 0;
+    for (int64_t i = 0; i < c->n; i++) s += c->r[i] * ref_swiglu(c->g[i], c->u[i]);
+    return s;
+}
+
+static void test_swiglu_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    swiglu_ctx c = {.n = 3 * 40};
+    float *g = rand_floats(c.n, 7, 12.0f, &c.g), *u = rand_floats(c.n, 8, 2.0f, &c.u);
+    float *r = rand_floats(c.n, 9, 1.0f, &c.r);
+    double *yref = malloc(sizeof(double) * (size_t)c.n);
+    assert_non_null(yref);
+    for (int64_t i = 0; i < c.n; i++) yref[i] = ref_swiglu(c.g[i], c.u[i]);
+    pt_tensor tg = put(be, 3, 40, g), tu = put(be, 3, 40, u), ty = put(be, 3, 40, NULL), tdy = put(be, 3, 40, r);
+    pt_tensor tdg = put(be, 3, 40, NULL), tdu = put(be, 3, 40, NULL);
+    assert_int_equal(backend_swiglu(be, &ty, &tg, &tu), PT_OK);
+    float *y = get(be, &ty);
+    check_fwd("swiglu y", y, yref, c.n);
+    assert_int_equal(backend_swiglu_bwd(be, &tdg, &tdu, &tdy, &tg, &tu), PT_OK);
+    float *dg = get(be, &tdg), *du = get(be, &tdu);
+    double *fg = fd_grad(swiglu_loss, &c, c.g, c.n, 1), *fu = fd_grad(swiglu_loss, &c, c.u, c.n, 1);
+    check_grad("swiglu dgate", dg, fg, c.n);
+    check_grad("swiglu dup", du, fu, c.n);
+    /* in place: dgate over dy, dup over up */
+    assert_int_equal(backend_swiglu_bwd(be, &tdy, &tu, &tdy, &tg, &tu), PT_OK);
+    float *dg2 = get(be, &tdy), *du2 = get(be, &tu);
+    assert_memory_equal(dg, dg2, sizeof(float) * (size_t)c.n);
+    assert_memory_equal(du, du2, sizeof(float) * (size_t)c.n);
+    pt_tensor *all[] = {&tg, &tu, &ty, &tdy, &tdg, &tdu};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(g), free(u), free(r), free(yref), free(y), free(dg), free(du), free(dg2), free(du2), free(fg), free(fu);
+    free(c.g), free(c.u), free(c.r);
+    backend_close(be);
+}
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+typedef struct {
+    double *q, *k, *v, *r, *out, *lse;
+    pt_attention a;
+} attn_ctx;
+
+/* Row t of sequence b, head h: scores over the visible keys, softmax, out and lse. */
+static void ref_attention_row(const attn_ctx *c, int b, int h, int t, double *s)
+{
+    const pt_attention *a = &c->a;
+    int qw = a->n_heads * a->head_dim, kw = a->n_kv_heads * a->head_dim, pos = a->q_pos0 + t;
+    int kvh = h / (a->n_heads / a->n_kv_heads);
+    const int32_t *seg = a->segments ? a->segments + (size_t)b * a->n_kv : NULL;
+    const double *q = c->q + ((size_t)b * a->n_q + t) * qw + (size_t)h * a->head_dim;
+    double max = -INFINITY, sum = 0;
+    for (int j = 0; j <= pos; j++) {
+        s[j] = -INFINITY;
+        if (seg && seg[j] != seg[pos]) continue;
+        const double *k = c->k + ((size_t)b * a->n_kv + j) * kw + (size_t)kvh * a->head_dim;
+        s[j] = 0;
+        for (int d = 0; d < a->head_dim; d++) s[j] += q[d] * k[d];
+        s[j] *= a->scale;
+        max = fmax(max, s[j]);
+    }
+    for (int j = 0; j <= pos; j++) sum += isinf(s[j]) ? 0 : exp(s[j] - max);
+    double *o = c->out + ((size_t)b * a->n_q + t) * qw + (size_t)h * a->head_dim;
+    for (int d = 0; d < a->head_dim; d++) o[d] = 0;
+    for (int j = 0; j <= pos; j++) {
+        if (isinf(s[j])) continue;
+        double p = exp(s[j] - max) / sum;
+        const double *v = c->v + ((size_t)b * a->n_kv + j) * kw + (size_t)kvh * a->head_dim;
+        for (int d = 0; d < a->head_dim; d++) o[d] += p * v[d];
+    }
+    c->lse[((size_t)b * a->n_q + t) * a->n_heads + h] = max + log(sum);
+}
+
+static void ref_attention(const attn_ctx *c)
+{
+    double *s = malloc(sizeof(double) * (size_t)c->a.n_kv);
+    assert_non_null(s);
+    for (int b = 0; b < c->a.batch; b++)
+        for (int h = 0; h < c->a.n_heads; h++)
+            for (int t = 0; t < c->a.n_q; t++) ref_attention_row(c, b, h, t, s);
+    free(s);
+}
+
+static double attn_loss(void *p)
+{
+    attn_ctx *c = p;
+    ref_attention(c);
+    return dot(c->r, c->out, (int64_t)c->a.batch * c->a.n_q * c->a.n_heads * c->a.head_dim);
+}
+
+/* Forward and backward of one attention case against the reference; FD on every stride-th entry. */
+static void attention_case(const char *name, pt_attention a, int stride)
+{
+    pt_backend *be = open_cpu();
+    char what[64];
+    int qw = a.n_heads * a.head_dim, kw = a.n_kv_heads * a.head_dim;
+    int64_t nq = (int64_t)a.batch * a.n_q * qw, nk = (int64_t)a.batch * a.n_kv * kw;
+    attn_ctx c = {.a = a};
+    float *q = rand_floats(nq, 11, 1.5f, &c.q), *k = rand_floats(nk, 12, 1.5f, &c.k);
+    float *v = rand_floats(nk, 13, 1.0f, &c.v), *r = rand_floats(nq, 14, 1.0f, &c.r);
+    c.out = malloc(sizeof(double) * (size_t)nq);
+    c.lse = malloc(sizeof(double) * (size_t)a.batch * a.n_q * a.n_heads);
+    assert_true(c.out && c.lse);
+    pt_tensor tq = put(be, (int64_t)a.batch * a.n_q, qw, q), tk = put(be, (int64_t)a.batch * a.n_kv, kw, k);
+    pt_tensor tv = put(be, (int64_t)a.batch * a.n_kv, kw, v), to = put(be, (int64_t)a.batch * a.n_q, qw, NULL);
+    pt_tensor tl = put(be, (int64_t)a.batch * a.n_q, a.n_heads, NULL), tdo = put(be, (int64_t)a.batch * a.n_q, qw, r);
+    pt_tensor tdq = put(be, (int64_t)a.batch * a.n_q, qw, NULL), tdk = put(be, (int64_t)a.batch * a.n_kv, kw, NULL);
+    pt_tensor tdv = put(be, (int64_t)a.batch * a.n_kv, kw, NULL);
+    assert_int_equal(backend_attention(be, &to, &tl, &tq, &tk, &tv, &a), PT_OK);
+    ref_attention(&c);
+    float *out = get(be, &to), *lse = get(be, &tl);
+    snprintf(what, sizeof what, "%s out", name);
+    check_fwd(what, out, c.out, nq);
+    snprintf(what, sizeof what, "%s lse", name);
+    check_fwd(what, lse, c.lse, (int64_t)a.batch * a.n_q * a.n_heads);
+    assert_int_equal(backend_attention_bwd(be, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, &tl, &a), PT_OK);
+    float *dq = get(be, &tdq), *dk = get(be, &tdk), *dv = get(be, &tdv);
+    double *gq = fd_grad(attn_loss, &c, c.q, nq, stride), *gk = fd_grad(attn_loss, &c, c.k, nk, stride);
+    double *gv = fd_grad(attn_loss, &c, c.v, nk, stride);
+    snprintf(what, sizeof what, "%s dq", name);
+    check_grad(what, dq, gq, nq);
+    snprintf(what, sizeof what, "%s dk", name);
+    check_grad(what, dk, gk, nk);
+    snprintf(what, sizeof what, "%s dv", name);
+    check_grad(what, dv, gv, nk);
+    for (int b = 0; b < a.batch; b++) /* keys no query sees get exactly zero */
+        for (int64_t i = ((int64_t)b * a.n_kv + a.q_pos0 + a.n_q) * kw; i < ((int64_t)b + 1) * a.n_kv * kw; i++)
+            assert_true(dk[i] == 0.0f && dv[i] == 0.0f);
+    assert_int_equal(backend_attention_bwd(be, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, &tq, &a),
+                     PT_ERR_INTERNAL); /* not an lse */
+    pt_tensor *all[] = {&tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(q), free(k), free(v), free(r), free(out), free(lse), free(dq), free(dk), free(dv), free(gq), free(gk);
+    free(gv), free(c.q), free(c.k), free(c.v), free(c.r), free(c.out), free(c.lse);
+    backend_close(be);
+}
+
+static void test_attention_grad(void **state)
+{
+    (void)state;
+    attention_case("attention mha", (pt_attention){.batch = 1, .n_q = 6, .n_kv = 6, .n_heads = 2, .n_kv_heads = 2,
+                                                   .head_dim = 8, .scale = 0.35355339f},
+                   1);
+    attention_case("attention gqa 6/2", (pt_attention){.batch = 1, .n_q = 5, .n_kv = 5, .n_heads = 6,
+                                                       .n_kv_heads = 2, .head_dim = 4, .scale = 0.5f},
+                   1);
+    attention_case("attention q_pos0 3", (pt_attention){.batch = 1, .n_q = 4, .n_kv = 9, .q_pos0 = 3, .n_heads = 4,
+                                                        .n_kv_heads = 2, .head_dim = 6, .scale = 0.4f},
+                   1);
+    attention_case("attention batch 2", (pt_attention){.batch = 2, .n_q = 5, .n_kv = 7, .q_pos0 = 2, .n_heads = 4,
+                                                       .n_kv_heads = 1, .head_dim = 4, .scale = 0.5f},
+                   1);
+    static const int32_t segs[2 * 8] = {0, 0, 0, 1, 1, 2, 2, 2, 5, 5, 5, 5, 5, 7, 7, 8};
+    attention_case("attention segments", (pt_attention){.batch = 2, .n_q = 8, .n_kv = 8, .n_heads = 4,
+                                                        .n_kv_heads = 2, .head_dim = 4, .scale = 0.5f,
+                                                        .segments = segs},
+                   1);
+    static const int32_t segs_off[6] = {1, 1, 1, 2, 2, 2}; /* offset queries in packed examples */
+    attention_case("attention segments q_pos0 2", (pt_attention){.batch = 1, .n_q = 4, .n_kv = 6, .q_pos0 = 2,
+                                                                 .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+                                                                 .scale = 0.5f, .segments = segs_off},
+                   1);
+    attention_case("attention 300 rows (3 blocks)", (pt_attention){.batch = 1, .n_q = 300, .n_kv = 300,
+                                                                   .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+                                                                   .scale = 0.5f},
+                   17);
+}
+
+/* ---- matmul ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    double *x, *w, *r;
+    int64_t m, n, k;
+} mm_ctx;
+
+static double mm_loss(void *p)
+{
+    mm_ctx *c = p;
+    double s = 0;
+    for (int64_t i = 0; i < c->m; i++)
+        for (int64_t j = 0; j < c->n; j++) {
+            double y = 0;
+            for (int64_t p2 = 0; p2 < c->k; p2++) y += c->x[i * c->k + p2] * c->w[j * c->k + p2];
+            s += c->r[i * c->n + j] * y;
+        }
+    return s;
+}
+
+static void test_matmul_grads(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    mm_ctx c = {.m = 5, .n = 7, .k = 12};
+    float *x = rand_floats(c.m * c.k, 21, 1.0f, &c.x), *w = rand_floats(c.n * c.k, 22, 1.0f, &c.w);
+    float *r = rand_floats(c.m * c.n, 23, 1.0f, &c.r), *acc = rand_floats(c.m * c.k, 24, 1.0f, NULL);
+    pt_tensor tx = put(be, c.m, c.k, x), tw = put(be, c.n, c.k, w), tdy = put(be, c.m, c.n, r);
+    pt_tensor tdx = put(be, c.m, c.k, acc), tdw = put(be, c.n, c.k, NULL);
+    assert_int_equal(backend_matmul_bwd_input(be, &tdx, &tdy, &tw, 1.0f), PT_OK); /* dx = acc + dy w */
+    assert_int_equal(backend_matmul_bwd_weight(be, &tdw, &tdy, &tx, 0.0f), PT_OK);
+    float *dx = get(be, &tdx), *dw = get(be, &tdw);
+    for (int64_t i = 0; i < c.m * c.k; i++) dx[i] -= acc[i];
+    double *gx = fd_grad(mm_loss, &c, c.x, c.m * c.k, 1), *gw = fd_grad(mm_loss, &c, c.w, c.n * c.k, 1);
+    check_grad("matmul dx (beta 1)", dx, gx, c.m * c.k);
+    check_grad("matmul dw", dw, gw, c.n * c.k);
+    pt_tensor *all[] = {&tx, &tw, &tdy, &tdx, &tdw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(x), free(w), free(r), free(acc), free(dx), free(dw), free(gx), free(gw), free(c.x), free(c.w), free(c.r);
+    backend_close(be);
+}
+
+/* ---- cross-entropy --------------------------------------------------------------------------- */
+
+typedef struct {
+    double *x;
+    const int32_t *labels;
+    int64_t rows, vocab;
+    double grad_scale;
+} ce_ctx;
+
+static double ref_ce_sum(const ce_ctx *c)
+{
+    double s = 0;
+    for (int64_t t = 0; t < c->rows; t++) {
+        if (c->labels[t] == PT_IGNORE_INDEX) continue;
+        const double *x = c->x + t * c->vocab;
+        double max = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < c->vocab; j++) max = fmax(max, x[j]);
+        for (int64_t j = 0; j < c->vocab; j++) sum += exp(x[j] - max);
+        s += max + log(sum) - x[c->labels[t]];
+    }
+    return s;
+}
+
+static double ce_loss(void *p)
+{
+    ce_ctx *c = p;
+    return c->grad_scale * ref_ce_sum(c);
+}
+
+static void test_cross_entropy_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    static const int32_t labels[6] = {3, PT_IGNORE_INDEX, 0, 49, PT_IGNORE_INDEX, 17};
+    ce_ctx c = {.labels = labels, .rows = 6, .vocab = 50, .grad_scale = 0.25};
+    int64_t n = c.rows * c.vocab;
+    float *x = rand_floats(n, 31, 4.0f, NULL);
+    for (int64_t j = 0; j < c.vocab; j++) x[5 * c.vocab + j] += 80.0f; /* large logits: needs the max */
+    c.x = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(c.x);
+    for (int64_t i = 0; i < n; i++) c.x[i] = x[i];
+    pt_tensor tx = put(be, c.rows, c.vocab, x), td = put(be, c.rows, c.vocab, NULL);
+    double loss = 1.5, loss2 = 0, want = ref_ce_sum(&c);
+    int64_t count = 2, count2 = 0;
+    assert_int_equal(backend_cross_entropy(be, &td, &loss, &count, &tx, labels, (float)c.grad_scale), PT_OK);
+    assert_int_equal(count, 2 + 4); /* both accumulate */
+    print_message("  cross-entropy loss %.17g vs %.17g\n", loss - 1.5, want);
+    assert_true(fabs(loss - 1.5 - want) <= 1e-6 * fabs(want));
+    float *d = get(be, &td);
+    double *g = fd_grad(ce_loss, &c, c.x, n, 1);
+    check_grad("cross-entropy dlogits", d, g, n);
+    for (int64_t j = 0; j < c.vocab; j++) assert_true(d[1 * c.vocab + j] == 0.0f && d[4 * c.vocab + j] == 0.0f);
+    /* in place over the logits, and loss only */
+    assert_int_equal(backend_cross_entropy(be, NULL, &loss2, &count2, &tx, labels, 1.0f), PT_OK);
+    assert_true(loss2 == loss - 1.5 && count2 == 4);
+    assert_int_equal(backend_cross_entropy(be, &tx, &loss2, NULL, &tx, labels, (float)c.grad_scale), PT_OK);
+    float *d2 = get(be, &tx);
+    assert_memory_equal(d, d2, sizeof(float) * (size_t)n);
+    static const int32_t bad[6] = {3, -1, 0, 0, 0, 0};
+    assert_int_equal(backend_cross_entropy(be, &td, &loss2, NULL, &tx, bad, 1.0f), PT_ERR_USER);
+    backend_release(be, &tx), backend_release(be, &td);
+    free(x), free(c.x), free(d), free(d2), free(g);
+    backend_close(be);
+}
+
+/* ---- AdamW and clipping against torch -------------------------------------------------------- */
+
+static void *read_golden(const char *name, size_t *len)
+{
+    char path[1024];
+    const char *src = getenv("PTRAIN_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/data/optim/%s", src && *src ? src : "..", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot open %s (set PTRAIN_SRCDIR to the source tree)", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* A cursor over a golden blob: take(n) returns the next n bytes (fails the test past the end). */
+typedef struct {
+    const char *p;
+    size_t left;
+} cursor;
+
+static const void *take(cursor *c, size_t n)
+{
+    if (n > c->left) fail_msg("golden file too short");
+    const void *p = c->p;
+    c->p += n;
+    c->left -= n;
+    return p;
+}
+
+static void take_into(cursor *c, void *dst, size_t n) { memcpy(dst, take(c, n), n); }
+
+/* max |a - b| / max |b| for two float arrays */
+static double rel_err_f(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return diff / scale;
+}
+
+static double adamw_case(pt_backend *be, const char *name)
+{
+    char file[128];
+    snprintf(file, sizeof file, "adamw_%s.bin", name);
+    size_t len;
+    char *blob = read_golden(file, &len);
+    cursor cur = {blob, len};
+    assert_memory_equal(take(&cur, 4), "ADWG", 4);
+    uint32_t version;
+    int64_t n, steps;
+    double hp[5];
+    take_into(&cur, &version, 4), take_into(&cur, &n, 8), take_into(&cur, &steps, 8), take_into(&cur, hp, 40);
+    assert_int_equal(version, 1);
+    pt_tensor p = put(be, 1, n, take(&cur, sizeof(float) * (size_t)n)), g = put(be, 1, n, NULL);
+    pt_tensor m = put(be, 1, n, NULL), v = put(be, 1, n, NULL);
+    const float *grads = take(&cur, sizeof(float) * (size_t)(steps * n));
+    const float *after = take(&cur, sizeof(float) * (size_t)(steps * n));
+    double worst = 0;
+    for (int64_t s = 0; s < steps; s++) {
+        pt_adamw h = {.lr = hp[0], .beta1 = hp[1], .beta2 = hp[2], .eps = hp[3], .weight_decay = hp[4], .step = s + 1};
+        assert_int_equal(backend_upload(be, &g, grads + s * n, g.nbytes), PT_OK);
+        assert_int_equal(backend_adamw_step(be, &p, &g, &m, &v, &h), PT_OK);
+        worst = fmax(worst, rel_err_f(p.data, after + s * n, n));
+    }
+    double em = rel_err_f(m.data, take(&cur, sizeof(float) * (size_t)n), n);
+    double ev = rel_err_f(v.data, take(&cur, sizeof(float) * (size_t)n), n);
+    print_message("  adamw %-9s param %.2e  exp_avg %.2e  exp_avg_sq %.2e\n", name, worst, em, ev);
+    backend_release(be, &p), backend_release(be, &g), backend_release(be, &m), backend_release(be, &v);
+    free(blob);
+    return fmax(worst, fmax(em, ev));
+}
+
+static void test_adamw_torch(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    const char *cases[] = {"default", "strong", "nodecay"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double e = adamw_case(be, cases[i]);
+        if (e > TORCH_TOL) fail_msg("adamw %s: off torch by %.3g (tolerance %.1g)", cases[i], e, TORCH_TOL);
+    }
+    pt_tensor t = put(be, 1, 4, NULL);
+    pt_adamw bad = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .step = 0};
+    assert_int_equal(backend_adamw_step(be, &t, &t, &t, &t, &bad), PT_ERR_INTERNAL);
+    backend_release(be, &t);
+    backend_close(be);
+}
+
+static void clip_case(pt_backend *be, const char *name)
+{
+    char file[128];
+    snprintf(file, sizeof file, "clip_%s.bin", name);
+    size_t len;
+    char *blob = read_golden(file, &len);
+    cursor cur = {blob, len};
+    assert_memory_equal(take(&cur, 4), "CLPG", 4);
+    uint32_t version;
+    int64_t count, sizes[8], total = 0;
+    double max_norm, norm;
+    float torch_norm;
+    take_into(&cur, &version, 4), take_into(&cur, &count, 8), take_into(&cur, &max_norm, 8);
+    take_into(&cur, &torch_norm, 4);
+    assert_true(version == 1 && count <= 8);
+    take_into(&cur, sizes, sizeof(int64_t) * (size_t)count);
+    pt_tensor grads[8];
+    for (int64_t i = 0; i < count; i++) {
+        grads[i] = put(be, 1, sizes[i], take(&cur, sizeof(float) * (size_t)sizes[i]));
+        total += sizes[i];
+    }
+    assert_int_equal(backend_clip_grad_norm(be, grads, (int)count, max_norm, &norm), PT_OK);
+    const float *after = take(&cur, sizeof(float) * (size_t)total);
+    double worst = 0;
+    for (int64_t i = 0, off = 0; i < count; off += sizes[i], i++) {
+        worst = fmax(worst, rel_err_f(grads[i].data, after + off, sizes[i]));
+        backend_release(be, &grads[i]);
+    }
+    double en = fabs(norm - torch_norm) / torch_norm;
+    print_message("  clip %-10s norm %.6g (torch %.6g, rel %.2e)  grads %.2e\n", name, norm, torch_norm, en, worst);
+    if (en > TORCH_TOL || worst > TORCH_TOL) fail_msg("clip %s: off torch by %.3g / %.3g", name, en, worst);
+    free(blob);
+}
+
+static void test_clip_torch(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    clip_case(be, "clipped");
+    clip_case(be, "unclipped");
+    clip_case(be, "tight");
+    backend_close(be);
+}
+
+/* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
+
+static double time_attention_bwd(pt_backend *be, int seq)
+{
+    pt_attention a = {.batch = 1, .n_q = seq, .n_kv = seq, .n_heads = 9, .n_kv_heads = 3, .head_dim = 64,
+                      .scale = 0.125f};
+    float *q = rand_floats((int64_t)seq * 576, 41, 1.0f, NULL), *k = rand_floats((int64_t)seq * 192, 42, 1.0f, NULL);
+    pt_tensor tq = put(be, seq, 576, q), tk = put(be, seq, 192, k), tv = put(be, seq, 192, k);
+    pt_tensor to = put(be, seq, 576, NULL), tl = put(be, seq, 9, NULL), tdo = put(be, seq, 576, q);
+    pt_tensor tdq = put(be, seq, 576, NULL), tdk = put(be, seq, 192, NULL), tdv = put(be, seq, 192, NULL);
+    assert_int_equal(backend_attention(be, &to, &tl, &tq, &tk, &tv, &a), PT_OK);
+    double best = 1e30;
+    for (int it = 0; it < 5; it++) {
+        double t0 = omp_get_wtime();
+        assert_int_equal(backend_attention_bwd(be, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, &tl, &a), PT_OK);
+        best = fmin(best, omp_get_wtime() - t0);
+    }
+    double t0 = omp_get_wtime();
+    assert_int_equal(backend_attention(be, &to, &tl, &tq, &tk, &tv, &a), PT_OK);
+    print_message("  attention fwd %d x 9/3 heads x 64: %.2f ms\n", seq, 1e3 * (omp_get_wtime() - t0));
+    pt_tensor *all[] = {&tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(q), free(k);
+    return best;
+}
+
+static double time_cross_entropy(pt_backend *be, int rows, int vocab)
+{
+    float *x = rand_floats((int64_t)rows * vocab, 43, 8.0f, NULL);
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)rows);
+    assert_non_null(labels);
+    for (int i = 0; i < rows; i++) labels[i] = i % 7 ? (i * 7919) % vocab : PT_IGNORE_INDEX;
+    pt_tensor tx = put(be, rows, vocab, x), td = put(be, rows, vocab, NULL);
+    double best = 1e30, loss = 0;
+    for (int it = 0; it < 5; it++) {
+        double t0 = omp_get_wtime();
+        assert_int_equal(backend_cross_entropy(be, &td, &loss, NULL, &tx, labels, 1.0f / rows), PT_OK);
+        best = fmin(best, omp_get_wtime() - t0);
+    }
+    backend_release(be, &tx), backend_release(be, &td);
+    free(x), free(labels);
+    return best;
+}
+
+static double time_adamw(pt_backend *be, int64_t n)
+{
+    pt_tensor p = put(be, 1, n, NULL), g = put(be, 1, n, NULL), m = put(be, 1, n, NULL), v = put(be, 1, n, NULL);
+    double best = 1e30;
+    for (int it = 0; it < 5; it++) {
+        pt_adamw h = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .step = it + 1};
+        double t0 = omp_get_wtime();
+        assert_int_equal(backend_adamw_step(be, &p, &g, &m, &v, &h), PT_OK);
+        best = fmin(best, omp_get_wtime() - t0);
+    }
+    backend_release(be, &p), backend_release(be, &g), backend_release(be, &m), backend_release(be, &v);
+    return best;
+}
+
+static void test_timings(void **state)
+{
+    (void)state;
+    const char *env = getenv("PTRAIN_BENCH");
+    if (!env || strcmp(env, "1") != 0) {
+        print_message("  timings: set PTRAIN_BENCH=1 to run them\n");
+        skip();
+    }
+    pt_backend *be = NULL;
+    pt_backend_options opts = {"cpu", 0, 0}; /* all threads */
+    assert_int_equal(backend_open(&opts, &be), PT_OK);
+    print_message("  %d threads\n", omp_get_max_threads());
+    print_message("  attention_bwd 512 x 9/3 heads x 64: %.2f ms (best of 5)\n", 1e3 * time_attention_bwd(be, 512));
+    print_message("  cross_entropy 512 x 49152: %.2f ms (best of 5)\n", 1e3 * time_cross_entropy(be, 512, 49152));
+    print_message("  adamw_step 4M parameters: %.2f ms (best of 5)\n", 1e3 * time_adamw(be, 4 << 20));
+    backend_close(be);
+}
+
+static int print_summary(void **state)
+{
+    (void)state;
+    print_message("worst gradient error %.2e (tolerance %.0e)\n", worst_grad_err, GRAD_TOL);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rmsnorm_grad),       cmocka_unit_test(test_rope_grad),
+        cmocka_unit_test(test_swiglu_grad),        cmocka_unit_test(test_attention_grad),
+        cmocka_unit_test(test_matmul_grads),       cmocka_unit_test(test_cross_entropy_grad),
+        cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
+        cmocka_unit_test(test_timings),
+    };
+    return cmocka_run_group_tests_name("grad", tests, NULL, print_summary);
+}

@@ -1,0 +1,808 @@
+/* test_tokenizer.c — the byte-level BPE tokenizer and the chat templates against Hugging Face:
+ * ids identical to the goldens (tests/reference/make_tokenizer_goldens.py) on every line of
+ * tests/data/tokenizer/corpus.txt and on multi-line chunks, for SmolLM2, Llama-3-, Qwen2- and
+ * GPT-2-style tokenizers (and the real Llama 3 when its tokenizer.json is at hand); decode round
+ * trips; special tokens with and without parse_special; bos/eos; SmolLM2 from its GGUF giving
+ * the tokenizer.json's ids; apply_chat_template renderings; the loaders' error messages; and the
+ * encoding throughput. Runs with cwd = the build dir; PTRAIN_SRCDIR points at the sources. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ptrain/error.h"
+#include "ptrain/gguf.h"
+#include "ptrain/tokenizer.h"
+
+#define CHUNK_LINES 8
+
+typedef struct {
+    char *text;
+    size_t len;
+} text_t;
+
+static struct {
+    text_t *texts; /* the corpus lines, then the chunks */
+    size_t n_lines, n;
+    char tmpdir[64];
+} C;
+
+/* ---- files ---- */
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s && *s ? s : "..";
+}
+
+static void data_path(char *buf, size_t size, const char *rel)
+{
+    snprintf(buf, size, "%s/tests/data/tokenizer/%s", srcdir(), rel);
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) b[n] = '\0';
+    *len = (size_t)n;
+    return b;
+}
+
+/* A model file from $PTRAIN_MODELS, /tmp/models or ../models; false when none has it. */
+static bool find_model(const char *name, char *buf, size_t size)
+{
+    const char *dirs[] = {getenv("PTRAIN_MODELS"), "/tmp/models", "../models"};
+    for (int i = 0; i < 3; i++) {
+        if (!dirs[i] || !*dirs[i]) continue;
+        snprintf(buf, size, "%s/%s", dirs[i], name);
+        if (access(buf, R_OK) == 0) return true;
+    }
+    return false;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* ---- the corpus: lines split on "\n" only, chunk k = lines 8k..8k+7 joined by a separator ---- */
+
+static void add_text(const char *p, size_t len)
+{
+    C.texts[C.n].text = malloc(len + 1);
+    memcpy(C.texts[C.n].text, p, len);
+    C.texts[C.n].text[len] = '\0';
+    C.texts[C.n++].len = len;
+}
+
+static void add_chunk(size_t k)
+{
+    static const char *const seps[] = {"\n", "\n\n", "\r\n"};
+    const char *sep = seps[k % 3];
+    size_t len = 0;
+    for (size_t j = 0; j < CHUNK_LINES; j++) len += C.texts[k * CHUNK_LINES + j].len + strlen(sep);
+    char *b = malloc(len + 1), *p = b;
+    for (size_t j = 0; j < CHUNK_LINES; j++) {
+        if (j) p = stpcpy(p, sep);
+        memcpy(p, C.texts[k * CHUNK_LINES + j].text, C.texts[k * CHUNK_LINES + j].len);
+        p += C.texts[k * CHUNK_LINES + j].len;
+    }
+    add_text(b, (size_t)(p - b));
+    free(b);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    char path[4096];
+    size_t len;
+    data_path(path, sizeof path, "corpus.txt");
+    char *corpus = slurp(path, &len);
+    if (!corpus) {
+        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
+        return -1;
+    }
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += corpus[i] == '\n';
+    C.texts = calloc(lines + lines / CHUNK_LINES, sizeof *C.texts);
+    for (char *p = corpus, *e; p < corpus + len && (e = memchr(p, '\n', (size_t)(corpus + len - p))); p = e + 1)
+        add_text(p, (size_t)(e - p));
+    C.n_lines = C.n;
+    for (size_t k = 0; k < C.n_lines / CHUNK_LINES; k++) add_chunk(k);
+    free(corpus);
+    snprintf(C.tmpdir, sizeof C.tmpdir, "/tmp/ptrain-tok-XXXXXX");
+    return mkdtemp(C.tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < C.n; i++) free(C.texts[i].text);
+    free(C.texts);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", C.tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- goldens ---- */
+
+typedef struct {
+    int32_t *ids;
+    size_t n;
+} idlist;
+
+/* One id list per line of an ids file; *count gets the number of lines. */
+static idlist *read_goldens(const char *path, size_t *count)
+{
+    size_t len;
+    char *b = slurp(path, &len);
+    if (!b) return NULL;
+    size_t lines = 0;
+    for (size_t i = 0; i < len; i++) lines += b[i] == '\n';
+    idlist *g = calloc(lines, sizeof *g);
+    char *p = b;
+    for (size_t i = 0; i < lines; i++) {
+        char *e = strchr(p, '\n');
+        *e = '\0';
+        g[i].ids = malloc(((size_t)(e - p) / 2 + 1) * sizeof(int32_t)); /* ids are "N " at least */
+        for (char *q = p; *q;) {
+            g[i].ids[g[i].n++] = (int32_t)strtol(q, &q, 10);
+            while (*q == ' ') q++;
+        }
+        p = e + 1;
+    }
+    free(b);
+    *count = lines;
+    return g;
+}
+
+static void free_goldens(idlist *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(g[i].ids);
+    free(g);
+}
+
+static void fmt_ids(char *buf, size_t size, const int32_t *ids, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 16 < size; i++) o += (size_t)snprintf(buf + o, size - o, " %d", ids[i]);
+    if (o + 16 >= size) snprintf(buf + o, size - o, " ...");
+}
+
+static void fmt_text(char *buf, size_t size, const text_t *t)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < t->len && o + 8 < size; i++) {
+        unsigned char c = (unsigned char)t->text[i];
+        o += (size_t)(c >= 0x20 && c != 0x7f && c != '\\' ? snprintf(buf + o, size - o, "%c", c)
+                                                          : snprintf(buf + o, size - o, "\\x%02x", c));
+    }
+    if (o + 8 >= size) snprintf(buf + o, size - o, "...");
+}
+
+/* Encode every text and compare with the goldens; fails on the first mismatch, naming it. */
+static void check_goldens(const pt_tokenizer *tok, const char *golden_rel, bool parse_special)
+{
+    char path[4096];
+    data_path(path, sizeof path, golden_rel);
+    size_t n_gold = 0;
+    idlist *gold = read_goldens(path, &n_gold);
+    if (!gold) fail_msg("cannot read %s", path);
+    assert_int_equal(n_gold, C.n);
+    for (size_t i = 0; i < C.n; i++) {
+        int32_t *ids;
+        size_t n;
+        if (tokenizer_encode(tok, C.texts[i].text, C.texts[i].len, parse_special, &ids, &n) != PT_OK)
+            fail_msg("%s line %zu: %s", golden_rel, i + 1, err_message());
+        if (n != gold[i].n || memcmp(ids, gold[i].ids, n * sizeof *ids) != 0) {
+            char text[300], ours[700], theirs[700];
+            fmt_text(text, sizeof text, &C.texts[i]);
+            fmt_ids(ours, sizeof ours, ids, n);
+            fmt_ids(theirs, sizeof theirs, gold[i].ids, gold[i].n);
+            free(ids);
+            free_goldens(gold, n_gold);
+            fail_msg("%s: first mismatch on line %zu (%s %zu): \"%s\"\n  ptrain:%s\n  HF:    %s", golden_rel, i + 1,
+                     i < C.n_lines ? "corpus line" : "chunk", i < C.n_lines ? i + 1 : i - C.n_lines, text, ours, theirs);
+        }
+        free(ids);
+    }
+    free_goldens(gold, n_gold);
+}
+
+static pt_tokenizer *load_json(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", name);
+    char full[4200];
+    data_path(full, sizeof full, path);
+    pt_tokenizer *tok = NULL;
+    if (tokenizer_from_json(full, &tok) != PT_OK) fail_msg("%s", err_message());
+    return tok;
+}
+
+/* ---- parity ---- */
+
+static void test_parity_smollm2(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("smollm2");
+    check_goldens(tok, "smollm2/ids.txt", true);
+    check_goldens(tok, "smollm2/ids-nospecial.txt", false);
+    tokenizer_free(tok);
+}
+
+static void test_parity_llama3_mini(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("llama3-mini");
+    check_goldens(tok, "llama3-mini/ids.txt", true);
+    tokenizer_free(tok);
+}
+
+static void test_parity_qwen2_mini(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("qwen2-mini");
+    check_goldens(tok, "qwen2-mini/ids.txt", true);
+    check_goldens(tok, "qwen2-mini/ids-nospecial.txt", false);
+    tokenizer_free(tok);
+}
+
+static void test_parity_gpt2_mini(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("gpt2-mini");
+    check_goldens(tok, "gpt2-mini/ids.txt", true);
+    tokenizer_free(tok);
+}
+
+static void test_parity_llama3_real(void **state)
+{
+    (void)state;
+    char path[4096];
+    if (!find_model("llama3-tokenizer.json", path, sizeof path)) {
+        print_message("SKIP reason: no llama3-tokenizer.json in $PTRAIN_MODELS, /tmp/models or ../models "
+                      "(tests/reference/make_tokenizer_goldens.py puts it there)\n");
+        skip();
+    }
+    pt_tokenizer *tok = NULL;
+    if (tokenizer_from_json(path, &tok) != PT_OK) fail_msg("%s", err_message());
+    assert_int_equal(tokenizer_vocab_size(tok), 128256);
+    check_goldens(tok, "llama3/ids.txt", true);
+    tokenizer_free(tok);
+}
+
+/* ---- decoding ---- */
+
+static void check_roundtrip(const char *name, bool parse_special)
+{
+    pt_tokenizer *tok = load_json(name);
+    strbuf sb = {0};
+    for (size_t i = 0; i < C.n; i++) {
+        int32_t *ids;
+        size_t n;
+        assert_int_equal(tokenizer_encode(tok, C.texts[i].text, C.texts[i].len, parse_special, &ids, &n), PT_OK);
+        sb.len = 0;
+        assert_int_equal(tokenizer_decode(tok, ids, n, &sb), PT_OK);
+        free(ids);
+        if (sb.len != C.texts[i].len || (sb.len && memcmp(sb.data, C.texts[i].text, sb.len) != 0)) {
+            char text[300];
+            fmt_text(text, sizeof text, &C.texts[i]);
+            sb_free(&sb);
+            tokenizer_free(tok);
+            fail_msg("%s: decode(encode(x)) != x on text %zu: \"%s\"", name, i + 1, text);
+        }
+    }
+    sb_free(&sb);
+    tokenizer_free(tok);
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    check_roundtrip("smollm2", true);
+    check_roundtrip("smollm2", false);
+    check_roundtrip("llama3-mini", true);
+    check_roundtrip("qwen2-mini", false); /* its lstrip/rstrip tokens eat spaces when parsed */
+}
+
+/* ---- special tokens, bos/eos ---- */
+
+static void encode_ok(const pt_tokenizer *tok, const char *text, bool special, int32_t **ids, size_t *n)
+{
+    if (tokenizer_encode(tok, text, strlen(text), special, ids, n) != PT_OK) fail_msg("%s", err_message());
+}
+
+static void test_special_tokens(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("smollm2");
+    const char *text = "<|im_start|>user\nHi<|im_end|>";
+    int32_t *ids;
+    size_t n;
+    encode_ok(tok, text, true, &ids, &n);
+    assert_true(n >= 3);
+    assert_int_equal(ids[0], 1);
+    assert_int_equal(ids[n - 1], 2);
+    for (size_t i = 1; i + 1 < n; i++) assert_false(tokenizer_is_special(tok, ids[i]));
+    free(ids);
+    encode_ok(tok, text, false, &ids, &n);
+    for (size_t i = 0; i < n; i++) assert_true(ids[i] > 16);
+    free(ids);
+    for (int32_t id = 0; id <= 16; id++) assert_true(tokenizer_is_special(tok, id));
+    assert_false(tokenizer_is_special(tok, 17));
+    assert_false(tokenizer_is_special(tok, -1));
+    assert_int_equal(tokenizer_vocab_size(tok), 49152);
+    strbuf sb = {0};
+    assert_int_equal(tokenizer_decode_token(tok, 1, &sb), PT_OK);
+    assert_int_equal(tokenizer_decode_token(tok, 216, &sb), PT_OK); /* "Ġ", a space */
+    assert_string_equal(sb_text(&sb), "<|im_start|> ");
+    assert_int_equal(tokenizer_decode_token(tok, 49152, &sb), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "token id 49152 is not in the vocabulary of"));
+    sb_free(&sb);
+    tokenizer_free(tok);
+}
+
+static void test_bos_eos(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("smollm2");
+    assert_int_equal(tokenizer_bos(tok), 1);
+    assert_int_equal(tokenizer_eos(tok), 2);
+    assert_string_equal(chat_template_detect(tokenizer_chat_template(tok)), "smollm2");
+    tokenizer_free(tok);
+    tok = load_json("llama3-mini");
+    int32_t *ids;
+    size_t n;
+    encode_ok(tok, "<|begin_of_text|><|eot_id|>", true, &ids, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(tokenizer_bos(tok), ids[0]);
+    assert_int_equal(tokenizer_eos(tok), ids[1]);
+    assert_true(ids[0] >= 4000); /* added after the trained vocabulary, as Llama 3 has them */
+    free(ids);
+    assert_string_equal(chat_template_detect(tokenizer_chat_template(tok)), "llama-3");
+    tokenizer_free(tok);
+    tok = load_json("qwen2-mini");
+    assert_int_equal(tokenizer_bos(tok), -1);
+    assert_true(tokenizer_eos(tok) >= 0);
+    tokenizer_free(tok);
+}
+
+static void test_invalid_utf8(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("gpt2-mini");
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(tokenizer_encode(tok, "ok \xff", 4, true, &ids, &n), PT_ERR_USER);
+    assert_string_equal(err_message(), "text to tokenize is not valid UTF-8 (at byte 3)");
+    assert_int_equal(tokenizer_encode(tok, "", 0, true, &ids, &n), PT_OK);
+    assert_int_equal(n, 0);
+    free(ids);
+    tokenizer_free(tok);
+}
+
+/* ---- GGUF ---- */
+
+static void test_gguf_smollm2(void **state)
+{
+    (void)state;
+    char path[4096];
+    if (!find_model("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
+        print_message("SKIP reason: SmolLM2-135M-Instruct.Q4_1.gguf is not in $PTRAIN_MODELS, /tmp/models or "
+                      "../models (share/scripts/fetch-model.sh fetches it)\n");
+        skip();
+    }
+    gguf_file g;
+    if (gguf_open(path, &g) != PT_OK) fail_msg("%s", err_message());
+    pt_tokenizer *tok = NULL;
+    if (tokenizer_from_gguf(&g, &tok) != PT_OK) fail_msg("%s", err_message());
+    assert_int_equal(tokenizer_vocab_size(tok), 49152);
+    assert_int_equal(tokenizer_bos(tok), 1);
+    assert_int_equal(tokenizer_eos(tok), 2);
+    pt_tokenizer *json = load_json("smollm2");
+    assert_string_equal(tokenizer_chat_template(tok), tokenizer_chat_template(json));
+    tokenizer_free(json);
+    check_goldens(tok, "smollm2/ids.txt", true);
+    check_goldens(tok, "smollm2/ids-nospecial.txt", false);
+    tokenizer_free(tok);
+    gguf_close(&g);
+}
+
+/* A GGUF image in memory: header, then key/values (no tensors). */
+typedef struct {
+    uint8_t *p;
+    size_t n;
+    uint64_t n_kv;
+} gbuf;
+
+static void gput(gbuf *b, const void *d, size_t n)
+{
+    b->p = realloc(b->p, b->n + n);
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+static void gu32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
+static void gu64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
+static void gstr(gbuf *b, const char *s)
+{
+    gu64(b, strlen(s));
+    gput(b, s, strlen(s));
+}
+static void gkey(gbuf *b, const char *key, uint32_t type)
+{
+    gstr(b, key);
+    gu32(b, type);
+    b->n_kv++;
+}
+static void gkv_str(gbuf *b, const char *key, const char *v)
+{
+    gkey(b, key, GGUF_TYPE_STRING);
+    gstr(b, v);
+}
+static void gkv_u32(gbuf *b, const char *key, uint32_t v)
+{
+    gkey(b, key, GGUF_TYPE_U32);
+    gu32(b, v);
+}
+static void gkv_strs(gbuf *b, const char *key, const char *const *v, int n)
+{
+    gkey(b, key, GGUF_TYPE_ARRAY);
+    gu32(b, GGUF_TYPE_STRING);
+    gu64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) gstr(b, v[i]);
+}
+static void gkv_i32s(gbuf *b, const char *key, const int32_t *v, int n)
+{
+    gkey(b, key, GGUF_TYPE_ARRAY);
+    gu32(b, GGUF_TYPE_I32);
+    gu64(b, (uint64_t)n);
+    gput(b, v, (size_t)n * 4);
+}
+
+/* The image: magic, version 3, no tensors, the kvs of body, padding to 32. */
+static uint8_t *gguf_image(gbuf *body, size_t *size)
+{
+    gbuf h = {0};
+    gput(&h, "GGUF", 4);
+    gu32(&h, 3);
+    gu64(&h, 0);
+    gu64(&h, body->n_kv);
+    gput(&h, body->p, body->n);
+    static const uint8_t zeros[32];
+    gput(&h, zeros, (32 - h.n % 32) % 32);
+    free(body->p);
+    *size = h.n;
+    return h.p;
+}
+
+/* Load a tokenizer from a small GGUF: model kind, pre-tokenizer, and whether to write merges. */
+static pt_status tiny_gguf(const char *model, const char *pre, bool merges, pt_tokenizer **tok)
+{
+    static const char *const tokens[] = {"a", "b", "ab", "<|x|>"};
+    static const int32_t types[] = {1, 1, 1, 3};
+    static const char *const merge[] = {"a b"};
+    gbuf b = {0};
+    gkv_str(&b, "tokenizer.ggml.model", model);
+    if (pre) gkv_str(&b, "tokenizer.ggml.pre", pre);
+    gkv_strs(&b, "tokenizer.ggml.tokens", tokens, 4);
+    gkv_i32s(&b, "tokenizer.ggml.token_type", types, 4);
+    if (merges) gkv_strs(&b, "tokenizer.ggml.merges", merge, 1);
+    gkv_u32(&b, "tokenizer.ggml.bos_token_id", 3);
+    gkv_u32(&b, "tokenizer.ggml.eos_token_id", 3);
+    size_t size;
+    uint8_t *img = gguf_image(&b, &size);
+    gguf_file g;
+    pt_status rc = gguf_open_memory("tiny.gguf", img, size, &g);
+    if (rc == PT_OK) {
+        rc = tokenizer_from_gguf(&g, tok);
+        gguf_close(&g);
+    }
+    free(img);
+    return rc;
+}
+
+static void test_gguf_tiny(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = NULL;
+    if (tiny_gguf("gpt2", "gpt2", true, &tok) != PT_OK) fail_msg("%s", err_message());
+    int32_t *ids;
+    size_t n;
+    encode_ok(tok, "ab<|x|>ba", true, &ids, &n);
+    assert_int_equal(n, 4);
+    assert_int_equal(ids[0], 2);
+    assert_int_equal(ids[1], 3);
+    assert_int_equal(ids[2], 1);
+    assert_int_equal(ids[3], 0);
+    free(ids);
+    encode_ok(tok, "<|x|>", false, &ids, &n); /* its bytes are not in the vocabulary: dropped, as HF does */
+    assert_int_equal(n, 0);
+    free(ids);
+    assert_int_equal(tokenizer_bos(tok), 3);
+    assert_true(tokenizer_is_special(tok, 3));
+    tokenizer_free(tok);
+}
+
+static void test_gguf_refused(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tiny_gguf("llama", "default", true, &tok), PT_ERR_UNSUPPORTED);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"llama\" is a SentencePiece tokenizer, which is "
+                                       "not supported yet (SentencePiece comes later; byte-level BPE \"gpt2\" is)");
+    assert_null(tok);
+    assert_int_equal(tiny_gguf("bert", "gpt2", true, &tok), PT_ERR_UNSUPPORTED);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (only \"gpt2\", "
+                                       "byte-level BPE)");
+    assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not supported (supported: gpt2, "
+                                       "llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, refact)");
+    assert_int_equal(tiny_gguf("gpt2", NULL, true, &tok), PT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err_message(), "tokenizer.ggml.pre \"\" is not supported"));
+    assert_int_equal(tiny_gguf("gpt2", "gpt2", false, &tok), PT_ERR_USER);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.merges: missing or not an array of strings");
+    assert_null(tok);
+}
+
+/* ---- tokenizer.json errors ---- */
+
+#define GOOD_MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}"
+#define GOOD_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
+
+static const struct {
+    const char *json;
+    pt_status status;
+    const char *message; /* after "<file>: " */
+} bad_json[] = {
+    {"[]", PT_ERR_USER, "expected a JSON object at the top"},
+    {"{" GOOD_PRE "}", PT_ERR_USER, "model: missing"},
+    {"{\"model\":[]," GOOD_PRE "}", PT_ERR_USER, "model: expected an object"},
+    {"{\"normalizer\":{\"type\":\"NFC\"}," GOOD_MODEL "," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
+     "normalizer: \"NFC\" is not supported (only none)"},
+    {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
+     "model.type: \"WordPiece\" is not supported (only \"BPE\")"},
+    {"{\"model\":{\"vocab\":{},\"merges\":[],\"byte_fallback\":true}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
+     "model.byte_fallback: byte fallback is not supported"},
+    {"{\"model\":{\"vocab\":{},\"merges\":[],\"byte_fallback\":1}," GOOD_PRE "}", PT_ERR_USER,
+     "model.byte_fallback: expected true or false"},
+    {"{\"model\":{\"vocab\":{},\"merges\":[],\"dropout\":0.1}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
+     "model.dropout: BPE dropout is not supported"},
+    {"{\"model\":{\"vocab\":{},\"merges\":[],\"continuing_subword_prefix\":\"##\"}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
+     "model.continuing_subword_prefix: not supported (byte-level BPE has none)"},
+    {"{\"model\":{\"vocab\":[],\"merges\":[]}," GOOD_PRE "}", PT_ERR_USER, "model.vocab: expected an object of token: id"},
+    {"{\"model\":{\"vocab\":{\"a\":-1},\"merges\":[]}," GOOD_PRE "}", PT_ERR_USER,
+     "model.vocab: \"a\": expected an id from 0 to 16777215"},
+    {"{\"model\":{\"vocab\":{\"a\":0},\"merges\":{}}," GOOD_PRE "}", PT_ERR_USER, "model.merges: expected an array"},
+    {"{\"model\":{\"vocab\":{\"a\":0},\"merges\":[\"ab\"]}," GOOD_PRE "}", PT_ERR_USER,
+     "model.merges[0]: expected \"left right\" or [\"left\", \"right\"]"},
+    {"{\"model\":{\"vocab\":{\"a\":0},\"merges\":[[\"a\",\"x\"]]}," GOOD_PRE "}", PT_ERR_USER,
+     "model.merges[0]: \"x\" is not in the vocabulary"},
+    {"{\"model\":{\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}," GOOD_PRE "}", PT_ERR_USER,
+     "model.merges[0]: the merged token \"ab\" is not in the vocabulary"},
+    {"{\"model\":{\"vocab\":{\"a\":0},\"merges\":[],\"unk_token\":\"<unk>\"}," GOOD_PRE "}", PT_ERR_USER,
+     "model.unk_token: \"<unk>\" is not in model.vocab"},
+    {"{" GOOD_MODEL ",\"added_tokens\":{}," GOOD_PRE "}", PT_ERR_USER, "added_tokens: expected an array"},
+    {"{" GOOD_MODEL ",\"added_tokens\":[{\"content\":\"<s>\"}]," GOOD_PRE "}", PT_ERR_USER,
+     "added_tokens[0].id: expected an id from 0 to 16777215"},
+    {"{" GOOD_MODEL ",\"added_tokens\":[{\"id\":3,\"content\":\"\"}]," GOOD_PRE "}", PT_ERR_USER,
+     "added_tokens[0].content: expected a non-empty string"},
+    {"{" GOOD_MODEL ",\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":\"yes\"}]," GOOD_PRE "}", PT_ERR_USER,
+     "added_tokens[0].special: expected true or false"},
+    {"{" GOOD_MODEL "}", PT_ERR_UNSUPPORTED, "pre_tokenizer: missing: only byte-level BPE (a ByteLevel pre-tokenizer) is supported"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Whitespace\"}}", PT_ERR_UNSUPPORTED,
+     "pre_tokenizer.type: \"Whitespace\" is not supported (supported: ByteLevel, Split, Digits, Sequence)"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":{}}}", PT_ERR_USER,
+     "pre_tokenizer.pretokenizers: expected an array"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
+     "{\"Regex\":\"(a\"},\"behavior\":\"Isolated\"}]}}",
+     PT_ERR_USER, "pre_tokenizer.pretokenizers[0].pattern.Regex: invalid regex \"(a\": missing closing parenthesis"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"Glob\":\"*\"},\"behavior\":\"Isolated\"}}",
+     PT_ERR_USER, "pre_tokenizer.pattern: expected {\"Regex\": \"...\"} or {\"String\": \"...\"}"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Merged\"}}",
+     PT_ERR_USER,
+     "pre_tokenizer.behavior: \"Merged\" is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\","
+     "\"invert\":true}}",
+     PT_ERR_UNSUPPORTED, "pre_tokenizer.invert: an inverted Split is not supported"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":true}}", PT_ERR_UNSUPPORTED,
+     "pre_tokenizer: no ByteLevel step: only byte-level BPE is supported"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
+     "{\"type\":\"Digits\"}]}}",
+     PT_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[1]: steps after ByteLevel are not supported"},
+};
+
+static void check_bad(const char *file, const char *json, pt_status status, const char *message)
+{
+    write_file(file, json);
+    pt_tokenizer *tok = (pt_tokenizer *)1;
+    pt_status rc = tokenizer_from_json(file, &tok);
+    char expected[2048];
+    snprintf(expected, sizeof expected, "%s: %s", file, message);
+    if (rc != status || strcmp(err_message(), expected) != 0)
+        fail_msg("for %s\n  got      %d \"%s\"\n  expected %d \"%s\"", json, rc, err_message(), status, expected);
+    assert_null(tok);
+}
+
+static void test_bad_json(void **state)
+{
+    (void)state;
+    char file[256];
+    snprintf(file, sizeof file, "%s/tokenizer.json", C.tmpdir);
+    for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++)
+        check_bad(file, bad_json[i].json, bad_json[i].status, bad_json[i].message);
+    /* not JSON: the message carries jansson's own words after the position */
+    write_file(file, "{\"model\": ");
+    pt_tokenizer *tok;
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
+    char expected[512];
+    snprintf(expected, sizeof expected, "%s: invalid JSON at line 1, column 10: ", file);
+    assert_memory_equal(err_message(), expected, strlen(expected));
+    /* a missing file */
+    snprintf(file, sizeof file, "%s/none.json", C.tmpdir);
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
+    snprintf(expected, sizeof expected, "%s: cannot open: No such file or directory", file);
+    assert_string_equal(err_message(), expected);
+}
+
+static void test_bad_config(void **state)
+{
+    (void)state;
+    char file[256], config[256], expected[600];
+    snprintf(file, sizeof file, "%s/tokenizer.json", C.tmpdir);
+    snprintf(config, sizeof config, "%s/tokenizer_config.json", C.tmpdir);
+    write_file(file, "{" GOOD_MODEL "," GOOD_PRE "}");
+    write_file(config, "{\"bos_token\": \"<s>\", \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
+    snprintf(expected, sizeof expected, "%s: bos_token: \"<s>\" is not a token of %s", config, file);
+    assert_string_equal(err_message(), expected);
+    write_file(config, "{\"bos_token\": null, \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_OK);
+    assert_int_equal(tokenizer_bos(tok), -1);
+    assert_int_equal(tokenizer_eos(tok), 2);
+    assert_string_equal(tokenizer_chat_template(tok), "x");
+    int32_t *ids;
+    size_t n;
+    encode_ok(tok, "abba", true, &ids, &n); /* "ab" "b" "a": merges, and bytes alone */
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], 2);
+    free(ids);
+    tokenizer_free(tok);
+    unlink(config);
+}
+
+/* ---- chat templates ---- */
+
+static chat_message *json_messages(const json_t *list, int *n)
+{
+    *n = (int)json_array_size(list);
+    chat_message *m = calloc((size_t)*n + 1, sizeof *m);
+    for (int i = 0; i < *n; i++) {
+        m[i].role = json_string_value(json_object_get(json_array_get(list, (size_t)i), "role"));
+        m[i].content = json_string_value(json_object_get(json_array_get(list, (size_t)i), "content"));
+    }
+    return m;
+}
+
+static void check_render(const json_t *c)
+{
+    const char *name = json_string_value(json_object_get(c, "template"));
+    bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));
+    int n;
+    chat_message *msgs = json_messages(json_object_get(c, "messages"), &n);
+    strbuf sb = {0};
+    const json_t *bos = json_object_get(c, "bos");
+    pt_status rc = bos ? chat_render_with_tokens(name, json_string_value(bos),
+                                                 json_string_value(json_object_get(c, "eos")), msgs, n, gen, &sb)
+                       : chat_render(name, msgs, n, gen, &sb);
+    free(msgs);
+    if (rc != PT_OK) fail_msg("%s: %s", name, err_message());
+    const char *expected = json_string_value(json_object_get(c, "expected"));
+    if (strcmp(sb_text(&sb), expected) != 0) {
+        sb_free(&sb);
+        fail_msg("template %s (%d messages, generation prompt %d) renders differently from apply_chat_template", name,
+                 n, gen);
+    }
+    sb_free(&sb);
+}
+
+static void test_chat_templates(void **state)
+{
+    (void)state;
+    char path[4096];
+    data_path(path, sizeof path, "chat_goldens.json");
+    json_error_t je;
+    json_t *g = json_load_file(path, 0, &je);
+    if (!g) fail_msg("%s: %s", path, je.text);
+    const json_t *renders = json_object_get(g, "renders"), *detect = json_object_get(g, "detect");
+    assert_true(json_array_size(renders) >= 30);
+    for (size_t i = 0; i < json_array_size(renders); i++) check_render(json_array_get(renders, i));
+    for (size_t i = 0; i < json_array_size(detect); i++) {
+        const json_t *d = json_array_get(detect, i);
+        const char *want = json_string_value(json_object_get(d, "name"));
+        const char *got = chat_template_detect(json_string_value(json_object_get(d, "text")));
+        if (want ? !got || strcmp(got, want) != 0 : got != NULL)
+            fail_msg("detect case %zu: got %s, expected %s", i, got ? got : "NULL", want ? want : "NULL");
+    }
+    json_decref(g);
+    assert_null(chat_template_detect(NULL));
+}
+
+static void test_chat_errors(void **state)
+{
+    (void)state;
+    chat_message msgs[] = {{"user", "hi"}, {"tool", "x"}};
+    strbuf sb = {0};
+    assert_int_equal(chat_render("vicuna", msgs, 1, false, &sb), PT_ERR_USER);
+    assert_string_equal(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
+    assert_int_equal(chat_render("alpaca", msgs, 2, false, &sb), PT_ERR_USER);
+    assert_string_equal(err_message(), "chat template alpaca: message 1 has role \"tool\" (alpaca has user, input and "
+                                       "assistant, and system first)");
+    chat_message none[] = {{"user", NULL}};
+    assert_int_equal(chat_render("chatml", none, 1, false, &sb), PT_ERR_USER);
+    assert_string_equal(err_message(), "chat message 0 has no role or no content");
+    sb_free(&sb);
+}
+
+/* ---- throughput ---- */
+
+static void test_throughput(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = load_json("smollm2");
+    size_t bytes = 0, tokens = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int rep = 0; rep < 3; rep++)
+        for (size_t i = 0; i < C.n; i++) {
+            int32_t *ids;
+            size_t n;
+            assert_int_equal(tokenizer_encode(tok, C.texts[i].text, C.texts[i].len, true, &ids, &n), PT_OK);
+            free(ids);
+            bytes += C.texts[i].len;
+            tokens += n;
+        }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    print_message("encode throughput (SmolLM2, corpus and chunks, one thread): %.1f MB/s, %.2f bytes/token\n",
+                  (double)bytes / 1e6 / s, (double)bytes / (double)tokens);
+    tokenizer_free(tok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parity_smollm2),   cmocka_unit_test(test_parity_llama3_mini),
+        cmocka_unit_test(test_parity_qwen2_mini), cmocka_unit_test(test_parity_gpt2_mini),
+        cmocka_unit_test(test_parity_llama3_real), cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_special_tokens),   cmocka_unit_test(test_bos_eos),
+        cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_gguf_smollm2),
+        cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_refused),
+        cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
+        cmocka_unit_test(test_throughput),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

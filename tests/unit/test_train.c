@@ -1,0 +1,315 @@
+/* test_train.c — LoRA training on the tiny Llama against PEFT + torch
+ * (tests/reference/make_peft_goldens.py): the LoRA gradients of one batch (max relative error
+ * <= 1e-4), the loss of 20 AdamW steps with gradient clipping (<= 1e-4 relative), and the adapters
+ * after them; central finite differences of the whole model's loss; gradient checkpointing giving
+ * the same gradients as keeping every activation; the HDF5 adapter written and read back. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ptrain/adapter.h"
+#include "ptrain/optimizer.h"
+#include "ptrain/step.h"
+
+typedef struct {
+    pt_backend *be;
+    pt_model m;
+    pt_lora l;
+    json_t *manifest;
+    int batch, seq;
+    int32_t ids[256], targets[256], pos[256];
+    float *init, *grads, *final;
+    size_t n_floats;
+} fixture;
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s ? s : "..";
+}
+
+static float *read_f32(const char *name, size_t *count)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/%s", srcdir(), name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = malloc((size_t)bytes);
+    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
+    fclose(f);
+    *count = (size_t)bytes / sizeof(float);
+    return v;
+}
+
+static int module_index(const char *name)
+{
+    for (int w = 0; w < W_COUNT; w++)
+        if (lora_module_name(w) && !strcmp(lora_module_name(w), name)) return w;
+    return -1;
+}
+
+/* Walk the manifest's tensors in file order: call fn(tensor, offset into the float files). */
+typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
+
+static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
+{
+    size_t i, offset = 0;
+    json_t *t;
+    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
+        int layer = (int)json_integer_value(json_object_get(t, "layer"));
+        int w = module_index(json_string_value(json_object_get(t, "module")));
+        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
+        lora_pair *p = lora_at(&fx->l, layer, w);
+        assert_non_null(p);
+        fn(fx, is_a ? &p->a : &p->b, is_a ? &p->grad_a : &p->grad_b, offset, arg);
+        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
+    }
+}
+
+static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)g;
+    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/manifest.json", srcdir());
+    json_error_t jerr;
+    fx->manifest = json_load_file(path, 0, &jerr);
+    if (!fx->manifest) return -1;
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    gguf_file f;
+    pt_backend_options bo = {"cpu", 0, 0};
+    pt_load_options lo = {.load_in_4bit = false};
+    if (gguf_open(path, &f) || backend_open(&bo, &fx->be) || model_from_gguf(&f, fx->be, &lo, &fx->m)) return -1;
+    gguf_close(&f);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    if (lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1)) return -1;
+    fx->batch = (int)json_integer_value(json_object_get(fx->manifest, "batch"));
+    fx->seq = (int)json_integer_value(json_object_get(fx->manifest, "seq"));
+    json_t *ids = json_object_get(fx->manifest, "ids"), *labels = json_object_get(fx->manifest, "labels");
+    for (int b = 0; b < fx->batch; b++)
+        for (int t = 0; t < fx->seq; t++) {
+            int i = b * fx->seq + t;
+            fx->ids[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+            /* row t predicts token t+1 (transformers shifts labels inside the model) */
+            fx->targets[i] = t + 1 < fx->seq ? (int32_t)json_integer_value(json_array_get(labels, (size_t)i + 1))
+                                             : PT_IGNORE_INDEX;
+            fx->pos[i] = t;
+        }
+    size_t n;
+    fx->init = read_f32("init.f32", &fx->n_floats);
+    fx->grads = read_f32("grads.f32", &n);
+    fx->final = read_f32("final.f32", &n);
+    for_each_tensor(fx, set_values, fx->init);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    lora_free(&fx->l);
+    model_free(&fx->m);
+    backend_close(fx->be);
+    json_decref(fx->manifest);
+    free(fx->init);
+    free(fx->grads);
+    free(fx->final);
+    free(fx);
+    return 0;
+}
+
+static train_batch batch_of(fixture *fx)
+{
+    train_batch b = {fx->batch, fx->seq, fx->ids, fx->targets, fx->pos, NULL};
+    return b;
+}
+
+static int64_t labelled(fixture *fx)
+{
+    int64_t n = 0;
+    for (int i = 0; i < fx->batch * fx->seq; i++) n += fx->targets[i] != PT_IGNORE_INDEX;
+    return n;
+}
+
+/* one micro-batch: mean loss over labelled tokens, gradients of that mean */
+static double run_step(fixture *fx, bool checkpointing)
+{
+    train_batch b = batch_of(fx);
+    step_options o = {.checkpointing = checkpointing};
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &n), PT_OK);
+    assert_int_equal(n, labelled(fx));
+    return loss / (double)n;
+}
+
+typedef struct {
+    const float *ref;
+    bool grads;
+    double worst;
+} compare_arg;
+
+static void compare_tensor(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    compare_arg *c = arg;
+    pt_tensor *src = c->grads ? g : t;
+    float *got = malloc(src->nbytes);
+    assert_int_equal(backend_download(fx->be, src, got, src->nbytes), PT_OK);
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < tensor_numel(src); i++) {
+        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
+        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
+    }
+    c->worst = fmax(c->worst, diff / scale);
+    free(got);
+}
+
+static void test_gradients_match_peft(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->init);
+    double loss = run_step(fx, false);
+    double want = json_real_value(json_object_get(fx->manifest, "first_loss"));
+    compare_arg c = {fx->grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    print_message("loss %.9f (PEFT %.9f); LoRA gradients vs PEFT: max relative error %.3g over %zu values\n", loss,
+                  want, c.worst, fx->n_floats);
+    assert_true(fabs(loss - want) / want <= 1e-5);
+    assert_true(c.worst <= 1e-4);
+}
+
+static void test_checkpointing_same_gradients(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->init);
+    run_step(fx, true);
+    compare_arg c = {fx->grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    print_message("with gradient checkpointing: max relative error vs PEFT %.3g\n", c.worst);
+    assert_true(c.worst <= 1e-4);
+}
+
+static void test_20_adamw_steps_match_torch(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->init);
+    json_t *losses = json_object_get(fx->manifest, "losses");
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    double worst = 0;
+    for (int s = 0; s < 20; s++) {
+        double loss = run_step(fx, true), norm;
+        assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        pt_status st = optimizer_step(&fx->l, &o, norm, 2e-3, s + 1);
+        if (st) print_error("%s\n", err_message());
+        assert_int_equal(st, PT_OK);
+        double want = json_real_value(json_array_get(losses, (size_t)s));
+        worst = fmax(worst, fabs(loss - want) / fabs(want));
+    }
+    compare_arg c = {fx->final, false, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    print_message("20 AdamW steps: loss max relative error %.3g; adapters after them %.3g\n", worst, c.worst);
+    assert_true(worst <= 1e-4);
+    assert_true(c.worst <= 1e-4);
+}
+
+/* d loss / d theta for a few adapter values by central differences, against step_run's gradient */
+static void test_finite_differences(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->init);
+    run_step(fx, false);
+    train_batch b = batch_of(fx);
+    const int probes[][3] = {{0, W_Q, 3}, {1, W_DOWN, 17}, {0, W_V, 250}, {1, W_UP, 5}};
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        lora_pair *p = lora_at(&fx->l, probes[i][0], probes[i][1]);
+        for (int which = 0; which < 2; which++) {
+            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+            float *vals = malloc(t->nbytes), *grad = malloc(g->nbytes);
+            backend_download(fx->be, t, vals, t->nbytes);
+            backend_download(fx->be, g, grad, g->nbytes);
+            int k = probes[i][2] % (int)tensor_numel(t);
+            float keep = vals[k], h = 1e-2f;
+            double lp = 0, lm = 0;
+            int64_t n = 0;
+            vals[k] = keep + h;
+            backend_upload(fx->be, t, vals, t->nbytes);
+            assert_int_equal(step_loss(&fx->m, &fx->l, &b, &lp, &n), PT_OK);
+            vals[k] = keep - h;
+            backend_upload(fx->be, t, vals, t->nbytes);
+            n = 0;
+            assert_int_equal(step_loss(&fx->m, &fx->l, &b, &lm, &n), PT_OK);
+            vals[k] = keep;
+            backend_upload(fx->be, t, vals, t->nbytes);
+            double fd = (lp - lm) / (2.0 * h * (double)n);
+            /* the fp32 loss sum (~210) carries ~1.5e-5 of rounding noise per evaluation, which the
+             * division by 2h·n (~0.7) keeps at ~2e-5; truncation error is O(h²) */
+            print_message("layer %d %s %c[%d]: analytic %.6g, central difference %.6g\n", probes[i][0],
+                          lora_module_name(probes[i][1]), which ? 'B' : 'A', k, grad[k], fd);
+            assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 1e-4);
+            free(vals);
+            free(grad);
+        }
+    }
+}
+
+static void test_adapter_roundtrip(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->final);
+    char dir[] = "/tmp/ptrain-adapter-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    adapter_info info = {"tiny-mha-f32.gguf", "chatml", 0.0, false};
+    assert_int_equal(adapter_save(dir, &fx->l, &info), PT_OK);
+    pt_lora back;
+    assert_int_equal(adapter_load(dir, &fx->m, &back), PT_OK);
+    assert_int_equal(back.r, 4);
+    assert_true(back.scale == fx->l.scale);
+    pt_lora keep = fx->l;
+    fx->l = back;
+    compare_arg c = {fx->final, false, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    fx->l = keep;
+    assert_true(c.worst == 0.0);
+    lora_free(&back);
+    /* a file that is not an adapter, and a missing one */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter.h5", dir);
+    FILE *f = fopen(path, "w");
+    fputs("not hdf5", f);
+    fclose(f);
+    assert_int_equal(adapter_load(dir, &fx->m, &back), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "is not an HDF5 file"));
+    unlink(path);
+    rmdir(dir);
+    assert_int_equal(adapter_load(dir, &fx->m, &back), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "not found"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
+        cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
+        cmocka_unit_test(test_adapter_roundtrip),
+    };
+    return cmocka_run_group_tests_name("train", tests, setup, teardown);
+}
