@@ -9,7 +9,7 @@ model=${1:-$here/../models/SmolLM2-135M-Instruct.Q4_1.gguf}
 threads=${2:-$(nproc)}
 [ -f "$model" ] || "$here/../share/scripts/fetch-model.sh" "$(dirname "$model")"
 make -s bench/bench_model
-venv=$here/.venv
+venv=${PEER_VENV:-$here/.venv}
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q torch transformers gguf accelerate numpy

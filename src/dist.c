@@ -107,3 +107,9 @@ int dist_default_threads(const pt_dist *d)
     if (d->bound_cores > 0 && d->bound_cores < per_rank) per_rank = d->bound_cores;
     return per_rank > 0 ? per_rank : 1;
 }
+
+pt_status dist_sum_f64(const pt_dist *d, double *values, int n)
+{
+    if (d->world > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    return PT_OK;
+}

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptrain/adapter.h"
 #include "ptrain/generate.h"
 #include "ptrain/model.h"
 #include "ptrain/sample.h"
@@ -189,9 +190,6 @@ static pt_status generate_run(const gen_options *o)
 {
     char path[4096];
     TRY(model_resolve(o->model, path, sizeof path));
-    if (o->adapter)
-        return ERR(PT_ERR_UNSUPPORTED, "--adapter %s: loading adapters arrives with training; this build "
-                   "generates from the base model only", o->adapter);
     gguf_file f;
     TRY(gguf_open(path, &f));
     pt_tokenizer *tok = NULL;
@@ -203,12 +201,16 @@ static pt_status generate_run(const gen_options *o)
     pt_load_options lo = {.load_in_4bit = true};
     if (st == PT_OK) st = model_from_gguf(&f, be, &lo, &m);
     gguf_close(&f);
+    pt_lora adapter = {0};
+    if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);
+    if (st == PT_OK && o->adapter) m.adapter = &adapter;
     int32_t *ids = NULL;
     size_t n = 0;
     if (st == PT_OK) st = prompt_ids(tok, o, &ids, &n);
     if (st == PT_OK && n == 0) st = ERR(PT_ERR_USER, "the prompt is empty");
     if (st == PT_OK) st = generate_loop(&m, tok, o, ids, (int)n);
     free(ids);
+    lora_free(&adapter);
     model_free(&m);
     backend_close(be);
     tokenizer_free(tok);

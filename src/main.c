@@ -18,6 +18,7 @@
 #include "ptrain/dist.h"
 #include "ptrain/generate.h"
 #include "ptrain/log.h"
+#include "ptrain/train.h"
 
 static const char usage_text[] =
     "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
@@ -121,10 +122,8 @@ static pt_status run(const pt_dist *d, const cli_args *args)
         pt_backend *be = NULL;
         pt_backend_options opts = {cfg.device, d->local_rank, threads};
         st = dist_agree(d, backend_open(&opts, &be));
-        if (st == PT_OK)
-            st = dist_agree(d, ERR(PT_ERR_UNSUPPORTED, "%s: the config is valid, but this build of "
-                                   "ptrain has no training loop yet; `ptrain check` works",
-                                   cfg.path));
+        if (st == PT_OK && !cfg.train) log_info("train: false: nothing to do\n");
+        else if (st == PT_OK) st = train_run(&cfg, d, be, threads);
         backend_close(be);
     }
     config_free(&cfg);

@@ -66,10 +66,17 @@ typedef struct {
 } pt_dataset;
 
 /* Read, format, tokenize and label every dataset entry of cfg, concatenated in config order.
- * Bad, filtered and empty rows are counted (see dataset_report), not fatal; an entry with no
- * usable row, a missing file or HF cache entry, or a Parquet/CSV file fails with the reason.
- * Warnings (e.g. a rename column never seen) go to warn (may be NULL). */
+ * Per entry: rename, then filter_data, then the first num_samples rows, then shuffle (seeded by
+ * the entry's seed); the format is detected from the first row that has one. Bad, filtered and
+ * empty rows are counted (see dataset_report), not fatal; an entry with no usable row, a missing
+ * file or HF cache entry, or a Parquet/CSV file fails with the reason. HF dataset ids resolve in
+ * the local HF cache at refs/main. Warnings (e.g. a rename column never seen) go to warn (may be
+ * NULL: pass log_warn_stream() so only rank 0 prints). */
 pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *out);
+/* What the trainer needs: dataset_load, dataset_split by val_split_ratio with the config seed,
+ * then dataset_pack of both sides when packing is on. train keeps the stats. */
+pt_status dataset_prepare(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
+                          pt_dataset *eval);
 /* One summary line per entry and the first bad rows, as the trainer prints them. */
 void dataset_report(const pt_dataset *ds, FILE *out);
 void dataset_free(pt_dataset *ds);

@@ -35,6 +35,8 @@ pt_status dist_agree(const pt_dist *d, pt_status local);
 pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what);
 /* Rank 0 makes the NCCL unique id and broadcasts it (needs the CUDA build). */
 pt_status dist_share_nccl_id(pt_dist *d);
+/* Sum values across ranks, in place (a no-op with one rank). */
+pt_status dist_sum_f64(const pt_dist *d, double *values, int n);
 /* Threads per rank for threads: auto — OMP_NUM_THREADS when set, else the node's cores divided by
  * the ranks on the node, capped by the CPUs the launcher bound this rank to. */
 int dist_default_threads(const pt_dist *d);

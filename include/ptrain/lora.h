@@ -17,7 +17,7 @@ typedef struct {
     pt_tensor m_a, v_a, m_b, v_b;
 } lora_pair;
 
-typedef struct {
+typedef struct pt_lora {
     int r, n_layers;
     float alpha, scale;
     bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */

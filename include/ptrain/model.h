@@ -24,9 +24,12 @@ typedef struct {
     pt_tensor w[W_COUNT];
 } pt_layer_weights;
 
+struct pt_lora;
+
 typedef struct {
     pt_model_config cfg;
     pt_backend *be;
+    const struct pt_lora *adapter; /* LoRA applied by model_forward when set (lora.h), else NULL */
     pt_tensor tok_embd, out_norm, output; /* output shares tok_embd's memory when tied */
     pt_layer_weights *layers;
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied */

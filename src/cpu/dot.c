@@ -6,9 +6,16 @@
 #include "cpu.h"
 #include "ptrain/quant.h"
 
+/* one build for every x86-64, with AVX2/AVX-512 versions chosen at load time */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PT_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#else
+#define PT_CLONES
+#endif
+
 static float f16(const uint8_t *p) { return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
-static float dot_q8_0(const uint8_t *p, const float *x, int64_t k)
+PT_CLONES static float dot_q8_0(const uint8_t *p, const float *x, int64_t k)
 {
     float acc = 0;
     for (int64_t b = 0; b < k / 32; b++, p += 34, x += 32) {
@@ -21,7 +28,7 @@ static float dot_q8_0(const uint8_t *p, const float *x, int64_t k)
     return acc;
 }
 
-static float dot_q4(const uint8_t *p, const float *x, const float *xsum, int64_t k, int has_min)
+PT_CLONES static float dot_q4(const uint8_t *p, const float *x, const float *xsum, int64_t k, int has_min)
 {
     int head = has_min ? 4 : 2;
     float acc = 0;

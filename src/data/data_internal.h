@@ -65,6 +65,8 @@ typedef struct {
  * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
 pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st);
 void rows_free(data_rows *rows);
+/* "an object", "an array", "a string", "a number", "a boolean" or "null" */
+const char *reader_kind(const json_t *v);
 /* "file:line" or "file: data[3]" */
 void row_where(const data_row *r, strbuf *out);
 /* Count r as bad for reason why. */
@@ -108,7 +110,7 @@ void record_free(data_record *rec);
 /* ---- label.c: render, tokenize, label ---- */
 typedef struct {
     const pt_tokenizer *tok;
-    const char *template; /* chatml, smollm2, llama-3, alpaca */
+    const char *template; /* chatml, smollm2, llama-3, alpaca (static text) */
     char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
     const char *turn_end; /* what ends an assistant turn and carries a label (may be "") */
     const char *trailer;  /* what the template writes after turn_end */
@@ -125,7 +127,7 @@ void label_free(label_ctx *c);
  * conversation (written to text): 2 entries per assistant turn in *spans (malloc'd). */
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans);
 /* Mark labels[t] = ids[t] for the tokens overlapping a span: by the tokens' byte offsets in text
- * (false when the decoded tokens do not line up with text), or by tokenizing the text up to each
+ * (false, with labels reset, when the decoded tokens do not line up with text), or by tokenizing the text up to each
  * span's ends (the fallback). */
 bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, const int32_t *ids, size_t n,
                            const size_t *spans, int n_spans, int32_t *labels);

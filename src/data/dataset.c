@@ -114,6 +114,16 @@ static bool loss_on_assistant(const loader *L, int index, data_format f)
     return false;
 }
 
+/* Chat rows rendered with chatml only because the model's own template is not a known one. */
+static void warn_template(const loader *L, int index)
+{
+    const char *own = L->tok ? tokenizer_chat_template(L->tok) : NULL;
+    bool chosen = L->cfg->chat_template && *L->cfg->chat_template;
+    if (!L->warn || chosen || !own || chat_template_detect(own)) return;
+    fprintf(L->warn, "warning: dataset[%d]: the model's chat template is not one ptrain knows (chatml, smollm2, "
+                     "llama-3, alpaca); rendering with chatml; set chat_template to choose another\n", index);
+}
+
 static pt_status no_usable_row(const pt_dataset_stats *st, int index)
 {
     strbuf sb = {0};
@@ -134,14 +144,16 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
     data_format f = detect(rows, L->cfg->dataset_text_field);
     st->format = format_name(f);
     st->assistant_only = loss_on_assistant(L, index, f);
-    st->template = f != FMT_TEXT && f != FMT_NONE ? L->template : NULL;
+    bool chat = f != FMT_TEXT && f != FMT_NONE;
     label_ctx lc; /* plain text needs no template: any known name will do */
-    pt_status rc = label_init(&lc, L->tok, st->template ? st->template : "chatml", st->assistant_only,
+    pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->cfg->max_seq_length);
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;
     }
+    st->template = chat ? lc.template : NULL;
+    if (chat) warn_template(L, index);
     slot *slots = calloc(rows->n + 1, sizeof *slots);
     if (!slots) abort();
     run_rows(&lc, f, L->cfg->dataset_text_field, rows, slots);
@@ -193,6 +205,23 @@ pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn
         }
     }
     return PT_OK;
+}
+
+pt_status dataset_prepare(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
+                          pt_dataset *eval)
+{
+    pt_dataset all;
+    *train = *eval = (pt_dataset){0};
+    TRY(dataset_load(cfg, tok, warn, &all));
+    pt_status rc = dataset_split(&all, cfg->val_split_ratio, (uint64_t)cfg->seed, train, eval);
+    if (rc == PT_OK && cfg->packing) rc = dataset_pack(train);
+    if (rc == PT_OK && cfg->packing && eval->n) rc = dataset_pack(eval);
+    if (rc != PT_OK) {
+        dataset_free(&all);
+        dataset_free(train);
+        dataset_free(eval);
+    }
+    return rc;
 }
 
 void dataset_free(pt_dataset *ds)

@@ -25,20 +25,6 @@ const char *format_name(data_format f)
     return names[f];
 }
 
-static const char *kind(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "a list";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
 static bool blank(const char *s)
 {
     for (; *s; s++)
@@ -54,10 +40,11 @@ static bool get_text(const json_t *obj, const char *key, const char *name, bool 
     const json_t *v = json_object_get(obj, key);
     *out = "";
     if (!v || json_is_null(v)) {
-        if (required) sb_printf(why, "%s \"%s\"", v ? "null" : "no", name);
+        if (required && v) sb_printf(why, "\"%s\" is null", name);
+        else if (required) sb_printf(why, "no \"%s\"", name);
         return !required;
     }
-    if (!json_is_string(v)) sb_printf(why, "\"%s\" is %s, expected a string", name, kind(v));
+    if (!json_is_string(v)) sb_printf(why, "\"%s\" is %s, expected a string", name, reader_kind(v));
     else if (strstr(json_string_value(v), FORMAT_BAD_UTF8)) sb_printf(why, "\"%s\" is not valid UTF-8", name);
     else *out = json_string_value(v);
     return why->len == 0;
@@ -100,7 +87,7 @@ static bool add_turn(const turn_style *s, const json_t *turn, size_t i, data_rec
     snprintf(role_name, sizeof role_name, "%s[%zu].%s", s->list, i, s->role_key);
     snprintf(content_name, sizeof content_name, "%s[%zu].%s", s->list, i, s->content_key);
     if (!json_is_object(turn)) {
-        sb_printf(why, "%s[%zu] is %s, expected a %s object", s->list, i, kind(turn), s->shape);
+        sb_printf(why, "%s[%zu] is %s, expected a %s object", s->list, i, reader_kind(turn), s->shape);
         return false;
     }
     const char *name, *content;
@@ -123,7 +110,7 @@ static row_result format_turns(const turn_style *s, const json_t *obj, data_reco
         return ROW_BAD;
     }
     if (!json_is_array(list)) {
-        sb_printf(why, "\"%s\" is %s, expected a list of %s objects", s->list, kind(list), s->shape);
+        sb_printf(why, "\"%s\" is %s, expected an array of %s objects", s->list, reader_kind(list), s->shape);
         return ROW_BAD;
     }
     for (size_t i = 0; i < json_array_size(list); i++)

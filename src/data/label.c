@@ -30,16 +30,26 @@ static char *token_text(const pt_tokenizer *tok, int32_t id)
     return sb.data ? sb.data : xstrdup("");
 }
 
+/* What ends an assistant turn (NULL: the eos) and what the template writes after it. */
+static const struct {
+    const char *name, *turn_end, *trailer;
+} turn_ends[] = {
+    {"chatml", "<|im_end|>", "\n"}, {"smollm2", "<|im_end|>", "\n"}, {"llama-3", "<|eot_id|>", ""}, {"alpaca", NULL, "\n\n"},
+};
+
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len)
 {
-    *c = (label_ctx){.tok = tok, .template = template, .assistant_only = assistant_only, .max_len = max_len};
+    *c = (label_ctx){.tok = tok, .assistant_only = assistant_only, .max_len = max_len};
     c->bos = token_text(tok, tokenizer_bos(tok));
     c->eos = token_text(tok, tokenizer_eos(tok));
-    if (!strcmp(template, "chatml") || !strcmp(template, "smollm2")) c->turn_end = "<|im_end|>", c->trailer = "\n";
-    else if (!strcmp(template, "llama-3")) c->turn_end = "<|eot_id|>", c->trailer = "";
-    else if (!strcmp(template, "alpaca")) c->turn_end = c->eos ? c->eos : "", c->trailer = "\n\n";
-    if (c->turn_end) return PT_OK;
+    for (size_t i = 0; i < sizeof turn_ends / sizeof turn_ends[0]; i++)
+        if (!strcmp(template, turn_ends[i].name)) {
+            c->template = turn_ends[i].name; /* static: outlives the config */
+            c->turn_end = turn_ends[i].turn_end ? turn_ends[i].turn_end : c->eos ? c->eos : "";
+            c->trailer = turn_ends[i].trailer;
+            return PT_OK;
+        }
     strbuf probe = {0};
     pt_status rc = chat_render(template, NULL, 0, false, &probe); /* the unknown-name message */
     sb_free(&probe);
@@ -101,9 +111,11 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *
     strbuf tmp = {0};
     pt_status rc = PT_OK;
     int k = 0;
-    for (int i = 0; i < n && rc == PT_OK; i++)
-        if (!strcmp(m[i].role, "assistant") && (rc = turn_span(c, copy, i, text, &tmp, &out[2 * k], &out[2 * k + 1])) == PT_OK)
-            k++;
+    for (int i = 0; i < n && rc == PT_OK; i++) {
+        if (strcmp(m[i].role, "assistant") != 0) continue;
+        rc = turn_span(c, copy, i, text, &tmp, &out[2 * k], &out[2 * k + 1]);
+        k++;
+    }
     sb_free(&tmp);
     free(copy);
     if (rc != PT_OK) {
@@ -145,6 +157,7 @@ bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, con
         if (k < n_spans && spans[2 * k] < pos && piece.len) labels[t] = ids[t];
     }
     for (; ok && pos < len; pos++) ok = isspace((unsigned char)text[pos]);
+    for (size_t t = 0; !ok && t < n; t++) labels[t] = PT_IGNORE_INDEX; /* leave a clean slate for the fallback */
     sb_free(&piece);
     return ok;
 }
@@ -206,12 +219,14 @@ pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_exampl
     int32_t *ids = NULL;
     pt_status rc = label_spans(c, m, n, &text, &spans, &n_spans);
     if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, &ids, &n_ids);
-    if (rc == PT_OK) {
-        int32_t *labels = labels_new(ids, n_ids, !c->assistant_only);
-        if (c->assistant_only && !label_mark_by_offsets(c, sb_text(&text), text.len, ids, n_ids, spans, n_spans, labels))
-            rc = label_mark_by_prefix(c, sb_text(&text), ids, n_ids, spans, n_spans, labels);
-        if (rc == PT_OK) finish(c, ids, labels, n_ids, ex, truncated, res);
-        else free(labels), free(ids);
+    int32_t *labels = rc == PT_OK ? labels_new(ids, n_ids, !c->assistant_only) : NULL;
+    if (rc == PT_OK && c->assistant_only &&
+        !label_mark_by_offsets(c, sb_text(&text), text.len, ids, n_ids, spans, n_spans, labels))
+        rc = label_mark_by_prefix(c, sb_text(&text), ids, n_ids, spans, n_spans, labels);
+    if (rc == PT_OK) finish(c, ids, labels, n_ids, ex, truncated, res);
+    else {
+        free(labels);
+        free(ids);
     }
     free(spans);
     sb_free(&text);

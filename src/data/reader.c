@@ -104,7 +104,7 @@ static void push_row(data_rows *rows, json_t *obj, const data_row *at)
     rows->v[rows->n++].obj = obj;
 }
 
-static const char *json_kind(const json_t *v)
+const char *reader_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -127,7 +127,7 @@ static void take(json_t *v, data_rows *rows, pt_dataset_stats *st, const data_ro
         return;
     }
     strbuf why = {0};
-    sb_printf(&why, "expected a JSON object, found %s", json_kind(v));
+    sb_printf(&why, "expected a JSON object, found %s", reader_kind(v));
     row_bad(st, at, why.data);
     sb_free(&why);
     json_decref(v);

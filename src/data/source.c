@@ -149,6 +149,9 @@ static pt_status check_kinds(const data_files *f)
 
 static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_files *out)
 {
+    if (d->split_type && strpbrk(d->split_type, "[:%+"))
+        return ERR(PT_ERR_USER, "split_type \"%s\": split slicing is not supported; name the split (e.g. train) and "
+                   "use num_samples to take the first rows", d->split_type);
     walk(dir, 0, out);
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");

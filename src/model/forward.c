@@ -7,18 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/lora.h"
 #include "ptrain/model.h"
 
-enum { B_X, B_XN, B_Q, B_ATT, B_PROJ, B_GATE, B_UP, B_LOGITS, B_COUNT };
+enum { B_X, B_XN, B_Q, B_ATT, B_PROJ, B_GATE, B_UP, B_LOGITS, B_LORA, B_COUNT };
 
 typedef struct {
     pt_tensor t[B_COUNT];
 } fwd_buffers;
 
-static pt_status buffers_alloc(pt_backend *be, const pt_model_config *c, int n, int n_logits, fwd_buffers *b)
+static pt_status buffers_alloc(pt_backend *be, const pt_model_config *c, int lora_r, int n, int n_logits,
+                               fwd_buffers *b)
 {
     int64_t widths[B_COUNT] = {c->dim, c->dim, (int64_t)c->n_heads * c->head_dim, (int64_t)c->n_heads * c->head_dim,
-                               c->dim, c->ffn_dim, c->ffn_dim, c->vocab};
+                               c->dim, c->ffn_dim, c->ffn_dim, c->vocab, lora_r};
     memset(b, 0, sizeof *b);
     for (int i = 0; i < B_COUNT; i++) {
         int64_t shape[2] = {i == B_LOGITS ? n_logits : n, widths[i]};
@@ -33,6 +35,18 @@ static void buffers_free(pt_backend *be, fwd_buffers *b)
     for (int i = 0; i < B_COUNT; i++) backend_release(be, &b->t[i]);
 }
 
+/* y = x Wᵀ, plus s (x Aᵀ) Bᵀ when an adapter covers this projection; tmp is [n, r] */
+static pt_status proj(pt_model *m, int l, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *tmp)
+{
+    TRY(backend_matmul(m->be, y, x, &m->layers[l].w[w], 0.0f));
+    lora_pair *p = lora_at(m->adapter, l, w);
+    if (!p) return PT_OK;
+    pt_tensor t = tensor_rows(tmp, 0, x->shape[0]);
+    TRY(backend_matmul(m->be, &t, x, &p->a, 0.0f));
+    TRY(backend_scale(m->be, &t, m->adapter->scale));
+    return backend_matmul(m->be, y, &t, &p->b, 1.0f);
+}
+
 static pt_status attention_block(pt_model *m, pt_kv_cache *kv, int l, int n, const int32_t *pos, fwd_buffers *b)
 {
     const pt_model_config *c = &m->cfg;
@@ -41,16 +55,16 @@ static pt_status attention_block(pt_model *m, pt_kv_cache *kv, int l, int n, con
     pt_tensor *xn = &b->t[B_XN], *q = &b->t[B_Q];
     pt_tensor k_new = tensor_rows(&kv->k[l], kv->n_past, n), v_new = tensor_rows(&kv->v[l], kv->n_past, n);
     TRY(backend_rmsnorm(be, xn, NULL, &b->t[B_X], &w->w[W_ATTN_NORM], c->norm_eps));
-    TRY(backend_matmul(be, q, xn, &w->w[W_Q], 0.0f));
-    TRY(backend_matmul(be, &k_new, xn, &w->w[W_K], 0.0f));
-    TRY(backend_matmul(be, &v_new, xn, &w->w[W_V], 0.0f));
+    TRY(proj(m, l, W_Q, q, xn, &b->t[B_LORA]));
+    TRY(proj(m, l, W_K, &k_new, xn, &b->t[B_LORA]));
+    TRY(proj(m, l, W_V, &v_new, xn, &b->t[B_LORA]));
     TRY(backend_rope(be, q, c->n_heads, c->head_dim, pos, m->inv_freq));
     TRY(backend_rope(be, &k_new, c->n_kv_heads, c->head_dim, pos, m->inv_freq));
     pt_attention desc = {.batch = 1, .n_q = n, .n_kv = kv->n_past + n, .q_pos0 = kv->n_past,
                          .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
                          .scale = 1.0f / sqrtf((float)c->head_dim)};
     TRY(backend_attention(be, &b->t[B_ATT], NULL, q, &kv->k[l], &kv->v[l], &desc));
-    TRY(backend_matmul(be, &b->t[B_PROJ], &b->t[B_ATT], &w->w[W_O], 0.0f));
+    TRY(proj(m, l, W_O, &b->t[B_PROJ], &b->t[B_ATT], &b->t[B_LORA]));
     return backend_add(be, &b->t[B_X], &b->t[B_PROJ]);
 }
 
@@ -59,10 +73,10 @@ static pt_status mlp_block(pt_model *m, int l, fwd_buffers *b)
     pt_backend *be = m->be;
     const pt_layer_weights *w = &m->layers[l];
     TRY(backend_rmsnorm(be, &b->t[B_XN], NULL, &b->t[B_X], &w->w[W_FFN_NORM], m->cfg.norm_eps));
-    TRY(backend_matmul(be, &b->t[B_GATE], &b->t[B_XN], &w->w[W_GATE], 0.0f));
-    TRY(backend_matmul(be, &b->t[B_UP], &b->t[B_XN], &w->w[W_UP], 0.0f));
+    TRY(proj(m, l, W_GATE, &b->t[B_GATE], &b->t[B_XN], &b->t[B_LORA]));
+    TRY(proj(m, l, W_UP, &b->t[B_UP], &b->t[B_XN], &b->t[B_LORA]));
     TRY(backend_swiglu(be, &b->t[B_GATE], &b->t[B_GATE], &b->t[B_UP]));
-    TRY(backend_matmul(be, &b->t[B_PROJ], &b->t[B_GATE], &w->w[W_DOWN], 0.0f));
+    TRY(proj(m, l, W_DOWN, &b->t[B_PROJ], &b->t[B_GATE], &b->t[B_LORA]));
     return backend_add(be, &b->t[B_X], &b->t[B_PROJ]);
 }
 
@@ -92,7 +106,7 @@ pt_status model_forward(pt_model *m, pt_kv_cache *kv, const int32_t *ids, int n,
         return ERR(PT_ERR_USER, "%d tokens do not fit the context of %d (already %d); use fewer tokens",
                    n, kv->max_seq, kv->n_past);
     fwd_buffers b;
-    pt_status st = buffers_alloc(m->be, &m->cfg, n, last_only ? 1 : n, &b);
+    pt_status st = buffers_alloc(m->be, &m->cfg, m->adapter ? m->adapter->r : 1, n, last_only ? 1 : n, &b);
     if (st == PT_OK) st = forward_layers(m, kv, ids, n, last_only, &b, logits);
     buffers_free(m->be, &b);
     if (st == PT_OK) kv->n_past += n;

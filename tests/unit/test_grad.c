@@ -762,7 +762,7 @@ static void test_timings(void **state)
     (void)state;
     const char *env = getenv("PTRAIN_BENCH");
     if (!env || strcmp(env, "1") != 0) {
-        print_message("  timings: set PTRAIN_BENCH=1 to run them\n");
+        print_message("SKIP reason: op timings run only with PTRAIN_BENCH=1 (benchmarks are not tests)\n");
         skip();
     }
     pt_backend *be = NULL;

@@ -1,0 +1,31 @@
+/* progress.h — what rank 0 shows while training: one line per logging step (step/total, loss,
+ * learning rate, grad norm, tokens/s, elapsed, ETA), redrawn in place on a terminal, and the same
+ * record appended as a JSON line to output_dir/metrics.jsonl. */
+#ifndef PTRAIN_PROGRESS_H
+#define PTRAIN_PROGRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ptrain/error.h"
+
+typedef struct {
+    FILE *metrics; /* NULL on ranks other than 0 */
+    bool tty;
+    double start;  /* seconds, monotonic */
+} progress;
+
+typedef struct {
+    int64_t step, total;
+    double epoch, loss, lr, grad_norm, tokens_per_s;
+} progress_record;
+
+/* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. */
+pt_status progress_open(progress *p, const char *dir, int rank);
+void progress_log(progress *p, const progress_record *r);
+void progress_eval(progress *p, int64_t step, double eval_loss);
+void progress_close(progress *p);
+double progress_now(void);
+
+#endif

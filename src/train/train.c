@@ -1,0 +1,265 @@
+/* train.c — the training loop, readable top to bottom in train_run():
+ *   load the model and its tokenizer; read, tokenize and split the data; create the adapters;
+ *   then for each optimizer step: gather gradient_accumulation_steps micro-batches, count their
+ *   target tokens across all ranks, run forward+backward on each (the loss is the mean over all
+ *   those tokens, as transformers computes it), sum the gradients across ranks, clip, AdamW;
+ *   log every logging_steps; evaluate; rank 0 writes the final adapter. */
+#include "ptrain/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/adapter.h"
+#include "ptrain/dataset.h"
+#include "ptrain/generate.h"
+#include "ptrain/log.h"
+#include "ptrain/optimizer.h"
+#include "ptrain/progress.h"
+#include "ptrain/schedule.h"
+#include "ptrain/step.h"
+
+typedef struct {
+    const pt_config *cfg;
+    const pt_dist *d;
+    pt_backend *be;
+    char model_path[4096];
+    pt_tokenizer *tok;
+    pt_model m;
+    pt_lora l;
+    pt_dataset train, eval;
+    pt_sampler sampler;
+    long epoch;
+    size_t next_batch;
+    lr_schedule sched;
+    progress p;
+} trainer;
+
+static pt_status load_model(trainer *t)
+{
+    TRY(model_resolve(t->cfg->model_name, t->model_path, sizeof t->model_path));
+    gguf_file f;
+    TRY(gguf_open(t->model_path, &f));
+    pt_load_options lo = {.load_in_4bit = t->cfg->load_in_4bit};
+    pt_status st = tokenizer_from_gguf(&f, &t->tok);
+    if (st == PT_OK) st = model_from_gguf(&f, t->be, &lo, &t->m);
+    gguf_close(&f);
+    return st;
+}
+
+static pt_status load_data(trainer *t)
+{
+    pt_dataset all;
+    if (t->cfg->n_datasets == 0)
+        return ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
+                   t->cfg->path);
+    TRY(dataset_load(t->cfg, t->tok, log_warn_stream(), &all));
+    if (t->d->rank == 0) dataset_report(&all, stdout);
+    TRY(dataset_split(&all, t->cfg->val_split_ratio, (uint64_t)t->cfg->seed, &t->train, &t->eval));
+    if (t->cfg->packing) {
+        TRY(dataset_pack(&t->train));
+        if (t->eval.n) TRY(dataset_pack(&t->eval));
+    }
+    TRY(sampler_init(&t->sampler, t->train.n, t->d->rank, t->d->world, t->cfg->per_device_train_batch_size));
+    t->epoch = 0;
+    return sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, 0);
+}
+
+/* The next micro-batch of this rank, moving to the next epoch when one ends. */
+static pt_status next_batch(trainer *t, pt_batch *b)
+{
+    if (t->next_batch >= sampler_batches(&t->sampler)) {
+        TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, ++t->epoch));
+        t->next_batch = 0;
+    }
+    const size_t *idx;
+    size_t n = sampler_batch(&t->sampler, t->next_batch++, &idx);
+    int32_t pad = tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0;
+    return batch_collate(&t->train, idx, n, pad, b);
+}
+
+static train_batch view_of(const pt_batch *b, bool packed)
+{
+    train_batch v = {b->rows, b->cols, b->ids, b->targets, b->pos, packed ? b->segments : NULL};
+    return v;
+}
+
+static int64_t count_targets(const pt_batch *b)
+{
+    int64_t n = 0;
+    for (int i = 0; i < b->rows * b->cols; i++) n += b->targets[i] != PT_IGNORE_INDEX;
+    return n;
+}
+
+/* Sum LoRA gradients over ranks (each rank's gradient already carries its share of the mean). */
+static pt_status reduce_grads(trainer *t)
+{
+    if (t->d->world == 1) return PT_OK;
+    for (int layer = 0; layer < t->l.n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(&t->l, layer, w);
+            if (!p) continue;
+            TRY(backend_allreduce_sum(t->be, &p->grad_a));
+            TRY(backend_allreduce_sum(t->be, &p->grad_b));
+        }
+    return PT_OK;
+}
+
+typedef struct {
+    double loss_sum, tokens, grad_norm, lr;
+} step_result;
+
+/* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. */
+static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
+{
+    long accum = t->cfg->gradient_accumulation_steps;
+    pt_batch *mb = calloc((size_t)accum, sizeof *mb);
+    TRY_ALLOC(mb);
+    pt_status st = lora_zero_grads(&t->l);
+    double counts[2] = {0, 0}; /* target tokens, loss sum */
+    for (long i = 0; i < accum && st == PT_OK; i++) {
+        st = next_batch(t, &mb[i]);
+        if (st == PT_OK) counts[0] += (double)count_targets(&mb[i]);
+    }
+    if (st == PT_OK) st = dist_sum_f64(t->d, counts, 1);
+    float scale = counts[0] > 0 ? (float)(1.0 / counts[0]) : 0.0f;
+    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing};
+    for (long i = 0; i < accum && st == PT_OK; i++) {
+        train_batch v = view_of(&mb[i], t->train.packed);
+        int64_t n = 0;
+        st = step_run(&t->m, &t->l, &v, &so, scale, &counts[1], &n);
+    }
+    for (long i = 0; i < accum; i++) batch_free(&mb[i]);
+    free(mb);
+    double loss_sum = counts[1];
+    if (st == PT_OK) st = dist_sum_f64(t->d, &loss_sum, 1);
+    if (st == PT_OK) st = reduce_grads(t);
+    if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
+    adamw_options ao = {t->cfg->adam_beta1, t->cfg->adam_beta2, t->cfg->adam_epsilon, t->cfg->weight_decay,
+                        t->cfg->max_grad_norm};
+    r->lr = schedule_lr(&t->sched, step);
+    if (st == PT_OK) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
+    r->loss_sum = loss_sum;
+    r->tokens = counts[0];
+    return st;
+}
+
+/* Mean loss over the eval set (every rank evaluates all of it; it is small). */
+static pt_status evaluate(trainer *t, double *eval_loss)
+{
+    double sum = 0;
+    int64_t n = 0;
+    long bs = t->cfg->per_device_eval_batch_size;
+    for (size_t i = 0; i < t->eval.n; i += (size_t)bs) {
+        size_t idx[256], k = 0;
+        for (; k < (size_t)bs && k < 256 && i + k < t->eval.n; k++) idx[k] = i + k;
+        pt_batch b;
+        TRY(batch_collate(&t->eval, idx, k, tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0, &b));
+        train_batch v = view_of(&b, t->eval.packed);
+        pt_status st = step_loss(&t->m, &t->l, &v, &sum, &n);
+        batch_free(&b);
+        TRY(st);
+    }
+    *eval_loss = n ? sum / (double)n : NAN;
+    return PT_OK;
+}
+
+static void print_summary(const trainer *t, int threads, int64_t total)
+{
+    const pt_config *c = t->cfg;
+    const pt_model_config *g = &t->m.cfg;
+    long eff = c->per_device_train_batch_size * c->gradient_accumulation_steps * t->d->world;
+    double act_mb = (double)c->per_device_train_batch_size * (double)c->max_seq_length * g->dim * 4.0 *
+                    (c->use_gradient_checkpointing ? g->n_layers + 24.0 : 24.0 * g->n_layers) / 1048576.0;
+    log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", t->model_path, g->arch,
+             g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
+    log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
+             threads, threads > 1 ? "s" : "");
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base)\n", t->l.r, t->l.alpha,
+             (long long)lora_param_count(&t->l),
+             100.0 * (double)lora_param_count(&t->l) / (double)(t->m.weight_bytes > 0 ? t->m.weight_bytes * 2 : 1));
+    log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
+             dataset_tokens(&t->train), t->train.packed ? " (packed)" : "");
+    log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
+             c->per_device_train_batch_size, c->gradient_accumulation_steps, t->d->world, t->d->world > 1 ? "s" : "",
+             eff, (long long)total);
+    log_info("memory     about %.0f MB per rank (weights %.0f MB, activations %.0f MB%s)\n",
+             (double)t->m.weight_bytes / 1048576.0 + act_mb, (double)t->m.weight_bytes / 1048576.0, act_mb,
+             c->use_gradient_checkpointing ? ", gradient checkpointing" : "");
+}
+
+static pt_status save_adapter(trainer *t)
+{
+    if (t->d->rank != 0) return PT_OK;
+    adapter_info info = {t->model_path, dataset_template_name(t->cfg, t->tok), t->cfg->lora_dropout,
+                         t->cfg->use_rslora};
+    TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
+    log_info("adapter    written to %s/adapter.h5 (try: ptrain generate --model %s --adapter %s --chat "
+             "--prompt \"...\")\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
+    return PT_OK;
+}
+
+static pt_status train_loop(trainer *t, int64_t total)
+{
+    double window_loss = 0, window_tokens = 0, t0 = progress_now();
+    for (int64_t step = 0; step < total; step++) {
+        step_result r;
+        TRY(optimizer_step_run(t, step, &r));
+        window_loss += r.loss_sum;
+        window_tokens += r.tokens;
+        if ((step + 1) % t->cfg->logging_steps == 0 || step + 1 == total) {
+            double now = progress_now();
+            progress_record rec = {step + 1, total,
+                                   (double)t->epoch + (double)t->next_batch / (double)sampler_batches(&t->sampler),
+                                   window_loss / fmax(window_tokens, 1), r.lr, r.grad_norm,
+                                   window_tokens / fmax(now - t0, 1e-9)};
+            progress_log(&t->p, &rec);
+            window_loss = window_tokens = 0;
+            t0 = now;
+        }
+        bool eval_now = t->eval.n && !strcmp(t->cfg->eval_strategy, "steps") && (step + 1) % t->cfg->eval_steps == 0;
+        if (eval_now) {
+            double el;
+            TRY(evaluate(t, &el));
+            progress_eval(&t->p, step + 1, el);
+        }
+    }
+    if (t->eval.n && strcmp(t->cfg->eval_strategy, "no")) {
+        double el;
+        TRY(evaluate(t, &el));
+        progress_eval(&t->p, total, el);
+    }
+    return PT_OK;
+}
+
+static void trainer_free(trainer *t)
+{
+    progress_close(&t->p);
+    sampler_free(&t->sampler);
+    dataset_free(&t->train);
+    dataset_free(&t->eval);
+    lora_free(&t->l);
+    model_free(&t->m);
+    tokenizer_free(t->tok);
+}
+
+pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int threads)
+{
+    trainer t = {.cfg = cfg, .d = d, .be = be};
+    pt_status st = dist_agree(d, load_model(&t));
+    if (st == PT_OK) st = dist_agree(d, load_data(&t));
+    if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    int64_t total = 0;
+    if (st == PT_OK) {
+        total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs, (int64_t)sampler_batches(&t.sampler),
+                                     cfg->gradient_accumulation_steps);
+        t.sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, total, cfg->warmup_steps,
+                                config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
+        print_summary(&t, threads, total);
+        st = dist_agree(d, progress_open(&t.p, cfg->output_dir, d->rank));
+    }
+    if (st == PT_OK) st = dist_agree(d, train_loop(&t, total));
+    if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
+    trainer_free(&t);
+    return st;
+}

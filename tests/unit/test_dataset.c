@@ -1,0 +1,1194 @@
+/* test_dataset.c — the data pipeline (include/ptrain/dataset.h): every format (messages,
+ * ShareGPT conversations, Alpaca, plain text) through the chatml, smollm2, llama-3 and alpaca
+ * templates gives exactly the expected token ids and labels, computed independently here from
+ * hand-written renderings (labels: the tokens between the token counts of the text before and
+ * after each assistant content + end-of-turn token, and their decoded text must be exactly those
+ * pieces); the offset and prefix labelling methods agree; rename, filter, num_samples, shuffle;
+ * several datasets concatenated; truncation and no-loss counts; packing; the train/eval split;
+ * the per-rank sampler; batch collation; directories, data_files and split selection; the HF
+ * cache (tests/data/datasets/hfcache) and its miss message; bad rows with their line numbers;
+ * the errors for no usable row, Parquet/CSV files and missing paths; the demo dataset's
+ * tokenizing time; and independence from the thread count. Fixtures: tests/data/datasets/ and
+ * the SmolLM2, Llama-3-mini and Qwen2-mini tokenizers under tests/data/tokenizer/. Runs with
+ * cwd = the build dir; PTRAIN_SRCDIR points at the sources. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/data_internal.h"
+#include "ptrain/config.h"
+#include "ptrain/dataset.h"
+#include "ptrain/error.h"
+#include "ptrain/tokenizer.h"
+
+static struct {
+    pt_tokenizer *smol, *llama, *qwen;
+} T;
+
+#define SMOL_SYSTEM "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+#define ALPACA_HEAD                                                                                                    \
+    "Below are some instructions that describe some tasks. Write responses that appropriately complete each "          \
+    "request.\n\n"
+
+/* ---- files and configs ---- */
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s && *s ? s : "..";
+}
+
+/* A fixture path; four buffers in turn, so one call can use several. */
+static const char *D(const char *rel)
+{
+    static char buf[4][1024];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/tests/data/datasets/%s", srcdir(), rel);
+    return buf[k];
+}
+
+static pt_status load_tok(const char *name, pt_tokenizer **tok)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+    return tokenizer_from_json(path, tok);
+}
+
+/* Parse the YAML (a printf format) and load its datasets with tok. */
+static pt_status load(const pt_tokenizer *tok, pt_dataset *ds, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static pt_status load(const pt_tokenizer *tok, pt_dataset *ds, const char *fmt, ...)
+{
+    char yaml[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(yaml, sizeof yaml, fmt, ap);
+    va_end(ap);
+    pt_config cfg;
+    pt_status rc = config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL);
+    if (rc != PT_OK) {
+        print_error("config: %s\n", err_message());
+        return rc;
+    }
+    rc = dataset_load(&cfg, tok, NULL, ds);
+    config_free(&cfg);
+    return rc;
+}
+
+static void expect_error(pt_status rc, pt_status want, const char *message)
+{
+    assert_int_equal(rc, want);
+    assert_string_equal(err_message(), message);
+}
+
+/* ---- expected examples ---- */
+
+typedef struct {
+    const char *text;
+    bool labelled;
+} piece;
+
+static size_t count_tokens(const pt_tokenizer *tok, const char *text, size_t len)
+{
+    int32_t *ids;
+    size_t n;
+    assert_int_equal(tokenizer_encode(tok, text, len, true, &ids, &n), PT_OK);
+    free(ids);
+    return n;
+}
+
+static void decode_labelled(const pt_tokenizer *tok, const pt_example *ex, strbuf *out)
+{
+    for (int32_t t = 0; t < ex->len; t++)
+        if (ex->labels[t] != PT_IGNORE_INDEX) {
+            assert_int_equal(ex->labels[t], ex->ids[t]);
+            assert_int_equal(tokenizer_decode_token(tok, ex->labels[t], out), PT_OK);
+        }
+}
+
+/* ex must be the tokens of the concatenated pieces, labelled exactly on the labelled pieces. */
+static void expect_example(const pt_tokenizer *tok, const pt_example *ex, const piece *p, int n)
+{
+    strbuf full = {0}, want_text = {0}, got_text = {0};
+    for (int i = 0; i < n; i++) sb_printf(&full, "%s", p[i].text);
+    int32_t *ids;
+    size_t n_ids;
+    assert_int_equal(tokenizer_encode(tok, full.data, full.len, true, &ids, &n_ids), PT_OK);
+    int32_t *labels = malloc(sizeof *labels * (n_ids + 1));
+    for (size_t t = 0; t < n_ids; t++) labels[t] = PT_IGNORE_INDEX;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        size_t from = count_tokens(tok, full.data, at);
+        at += strlen(p[i].text);
+        size_t to = count_tokens(tok, full.data, at);
+        if (!p[i].labelled) continue;
+        for (size_t t = from; t < to; t++) labels[t] = ids[t];
+        sb_printf(&want_text, "%s", p[i].text);
+    }
+    assert_int_equal(ex->len, (int32_t)n_ids);
+    assert_null(ex->segments);
+    assert_memory_equal(ex->ids, ids, n_ids * sizeof *ids);
+    assert_memory_equal(ex->labels, labels, n_ids * sizeof *labels);
+    decode_labelled(tok, ex, &got_text);
+    assert_string_equal(sb_text(&got_text), sb_text(&want_text));
+    free(ids);
+    free(labels);
+    sb_free(&full);
+    sb_free(&want_text);
+    sb_free(&got_text);
+}
+
+#define EXPECT(tok, ex, ...)                                                                                           \
+    do {                                                                                                               \
+        const piece p_[] = {__VA_ARGS__};                                                                             \
+        expect_example((tok), (ex), p_, (int)(sizeof p_ / sizeof p_[0]));                                              \
+    } while (0)
+
+/* ---- formats and templates ---- */
+
+static void test_messages_smollm2(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.stats[0].format, "messages");
+    assert_string_equal(ds.stats[0].template, "smollm2");
+    assert_true(ds.stats[0].assistant_only);
+    EXPECT(T.smol, &ds.ex[0],
+           {SMOL_SYSTEM "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", false},
+           {"Arr, Paris it be!<|im_end|>", true}, {"\n", false});
+    EXPECT(T.smol, &ds.ex[1],
+           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+            false},
+           {"Ahoy, matey!<|im_end|>", true}, {"\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n", false},
+           {"Fair winds!<|im_end|>", true}, {"\n", false});
+    dataset_free(&ds);
+}
+
+static void test_sharegpt_chatml(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
+                          D("sharegpt.json")), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.stats[0].format, "conversations");
+    assert_string_equal(ds.stats[0].template, "chatml");
+    EXPECT(T.smol, &ds.ex[0],
+           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+            false},
+           {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
+    EXPECT(T.smol, &ds.ex[1], {"<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n", false},
+           {"Four, arr.<|im_end|>", true}, {"\n", false});
+    dataset_free(&ds);
+}
+
+static void test_alpaca_chatml(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
+                          D("alpaca.json")), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.stats[0].format, "alpaca");
+    EXPECT(T.smol, &ds.ex[0],
+           {"<|im_start|>user\nTranslate to pirate.\nInput: Hello friend<|im_end|>\n<|im_start|>assistant\n", false},
+           {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
+    EXPECT(T.smol, &ds.ex[1], {"<|im_start|>user\nName a sea.<|im_end|>\n<|im_start|>assistant\n", false},
+           {"The Caribbean, arr.<|im_end|>", true}, {"\n", false});
+    dataset_free(&ds);
+}
+
+/* The alpaca template with SmolLM2's bos (<|im_start|>) and eos (<|im_end|>), as Unsloth renders it. */
+static void test_alpaca_template(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nchat_template: alpaca\ndataset:\n  - name: \"%s\"\n",
+                          D("alpaca.json")), PT_OK);
+    assert_int_equal(ds.n, 2);
+    EXPECT(T.smol, &ds.ex[0],
+           {"<|im_start|>" ALPACA_HEAD "### Instruction:\nTranslate to pirate.\n\n### Input:\nHello friend\n\n"
+            "### Response:\n", false},
+           {"Ahoy, matey!<|im_end|>", true}, {"\n\n", false});
+    EXPECT(T.smol, &ds.ex[1], {"<|im_start|>" ALPACA_HEAD "### Instruction:\nName a sea.\n\n### Response:\n", false},
+           {"The Caribbean, arr.<|im_end|>", true}, {"\n\n", false});
+    dataset_free(&ds);
+}
+
+/* Llama 3: the template detected from the tokenizer, bos first, contents trimmed. */
+static void test_llama3(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.llama, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n  - name: \"%s\"\n",
+                          D("messages.jsonl"), D("llama-trim.jsonl")), PT_OK);
+    assert_int_equal(ds.n, 3);
+    assert_string_equal(ds.stats[0].template, "llama-3");
+#define HDR(role) "<|start_header_id|>" role "<|end_header_id|>\n\n"
+    EXPECT(T.llama, &ds.ex[0], {"<|begin_of_text|>" HDR("user") "What is the capital of France?<|eot_id|>" HDR("assistant"), false},
+           {"Arr, Paris it be!<|eot_id|>", true});
+    EXPECT(T.llama, &ds.ex[1],
+           {"<|begin_of_text|>" HDR("system") "Talk like a pirate.<|eot_id|>" HDR("user") "Hi<|eot_id|>" HDR("assistant"), false},
+           {"Ahoy, matey!<|eot_id|>", true}, {HDR("user") "Bye<|eot_id|>" HDR("assistant"), false},
+           {"Fair winds!<|eot_id|>", true});
+    EXPECT(T.llama, &ds.ex[2], {"<|begin_of_text|>" HDR("user") "Hi<|eot_id|>" HDR("assistant"), false},
+           {"Ahoy!<|eot_id|>", true});
+#undef HDR
+    dataset_free(&ds);
+}
+
+static void test_plain_text(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset_text_field: content\ndataset:\n  - name: \"%s\"\n",
+                          D("text.jsonl")), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_string_equal(ds.stats[0].format, "text");
+    assert_null(ds.stats[0].template);
+    assert_false(ds.stats[0].assistant_only);
+    const char *texts[] = {"The sea is wide.", "Yo ho ho."};
+    for (int i = 0; i < 2; i++) {
+        int32_t *ids;
+        size_t n;
+        assert_int_equal(tokenizer_encode(T.smol, texts[i], strlen(texts[i]), true, &ids, &n), PT_OK);
+        assert_int_equal(ds.ex[i].len, (int32_t)n + 1);
+        assert_memory_equal(ds.ex[i].ids, ids, n * sizeof *ids);
+        assert_int_equal(ds.ex[i].ids[n], tokenizer_eos(T.smol));
+        assert_memory_equal(ds.ex[i].labels, ds.ex[i].ids, (n + 1) * sizeof *ids);
+        free(ids);
+    }
+    dataset_free(&ds);
+}
+
+static void test_loss_on_all_tokens(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nassistant_only_loss: false\ndataset:\n  - name: \"%s\"\n",
+                          D("messages.jsonl")), PT_OK);
+    assert_false(ds.stats[0].assistant_only);
+    for (size_t i = 0; i < ds.n; i++) assert_memory_equal(ds.ex[i].labels, ds.ex[i].ids, ds.ex[i].len * sizeof(int32_t));
+    dataset_free(&ds);
+}
+
+static void test_unknown_template(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    expect_error(load(T.smol, &ds, "max_seq_length: 512\nchat_template: vicuna\ndataset:\n  - name: \"%s\"\n",
+                      D("messages.jsonl")),
+                 PT_ERR_USER, "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
+}
+
+/* ---- the two labelling methods ---- */
+
+/* Qwen2-mini has <mask> (lstrip) and [R] (rstrip): the offsets skip the white space they swallow. */
+static void test_offsets_match_prefix(void **state)
+{
+    (void)state;
+    const chat_message convs[][4] = {
+        {{"user", "Hi <mask> there"}, {"assistant", "Ok <mask> and [R]   done"}, {"user", "x"}, {"assistant", " lead space"}},
+        {{"system", "s"}, {"user", "word word"}, {"assistant", "\n\nnewlines first"}, {"user", "<|im"}},
+    };
+    label_ctx lc;
+    assert_int_equal(label_init(&lc, T.qwen, "chatml", true, 1 << 20), PT_OK);
+    for (int c = 0; c < 2; c++) {
+        strbuf text = {0};
+        size_t *spans, n;
+        int n_spans;
+        int32_t *ids;
+        assert_int_equal(label_spans(&lc, convs[c], 4, &text, &spans, &n_spans), PT_OK);
+        assert_int_equal(n_spans, c == 0 ? 2 : 1);
+        assert_int_equal(tokenizer_encode(T.qwen, text.data, text.len, true, &ids, &n), PT_OK);
+        int32_t *a = malloc(sizeof *a * n), *b = malloc(sizeof *b * n);
+        for (size_t t = 0; t < n; t++) a[t] = b[t] = PT_IGNORE_INDEX;
+        assert_true(label_mark_by_offsets(&lc, text.data, text.len, ids, n, spans, n_spans, a));
+        assert_int_equal(label_mark_by_prefix(&lc, text.data, ids, n, spans, n_spans, b), PT_OK);
+        assert_memory_equal(a, b, n * sizeof *a);
+        /* decoded tokens that do not line up with the text are refused */
+        assert_false(label_mark_by_offsets(&lc, "something else", 14, ids, n, spans, n_spans, a));
+        free(a), free(b), free(ids), free(spans);
+        sb_free(&text);
+    }
+    label_free(&lc);
+}
+
+/* ---- rename, filter, num_samples, shuffle; several datasets ---- */
+
+/* The number in the user turn ("Q7" -> 7) of a chatml example. */
+static int question_number(const pt_example *ex)
+{
+    strbuf sb = {0};
+    assert_int_equal(tokenizer_decode(T.smol, ex->ids, (size_t)ex->len, &sb), PT_OK);
+    const char *q = strstr(sb.data, "user\nQ");
+    assert_non_null(q);
+    int n = atoi(q + 6);
+    sb_free(&sb);
+    return n;
+}
+
+static const char *RENAMED_YAML = "max_seq_length: 512\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n"
+                                  "    rename: {prompt: instruction, response: output}\n    filter_data: true\n"
+                                  "    filter_column_value: lang\n    filter_value: en\n    num_samples: 5\n%s";
+
+static void test_rename_filter_limit(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, RENAMED_YAML, D("renamed.jsonl"), ""), PT_OK);
+    const pt_dataset_stats *st = &ds.stats[0];
+    assert_int_equal(st->read, 12);
+    assert_int_equal(st->filtered, 4); /* rows 0, 3, 6, 9 are "fr" */
+    assert_int_equal(st->limited, 3);
+    assert_int_equal(st->kept, 5);
+    const int want[] = {1, 2, 4, 5, 7};
+    for (int i = 0; i < 5; i++) assert_int_equal(question_number(&ds.ex[i]), want[i]);
+    dataset_free(&ds);
+}
+
+static void test_shuffle(void **state)
+{
+    (void)state;
+    pt_dataset a, b, c;
+    assert_int_equal(load(T.smol, &a, RENAMED_YAML, D("renamed.jsonl"), "    shuffle: true\n    seed: 11\n"), PT_OK);
+    assert_int_equal(load(T.smol, &b, RENAMED_YAML, D("renamed.jsonl"), "    shuffle: true\n    seed: 11\n"), PT_OK);
+    assert_int_equal(load(T.smol, &c, RENAMED_YAML, D("renamed.jsonl"), "    shuffle: true\n    seed: 12\n"), PT_OK);
+    const int rows[] = {1, 2, 4, 5, 7};
+    size_t perm[5];
+    rng_permutation(5, 11, perm);
+    bool moved = false, differs = false;
+    for (int i = 0; i < 5; i++) {
+        int q = question_number(&a.ex[i]);
+        assert_int_equal(q, rows[perm[i]]); /* the first 5 matching rows, then shuffled */
+        assert_int_equal(q, question_number(&b.ex[i]));
+        moved |= q != rows[i];
+        differs |= q != question_number(&c.ex[i]);
+    }
+    assert_true(moved);
+    assert_true(differs);
+    dataset_free(&a), dataset_free(&b), dataset_free(&c);
+}
+
+static void test_filter_numbers(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    const char *yaml = "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    rename: {prompt: instruction, response: output}\n"
+                       "    filter_data: true\n    filter_column_value: id\n    filter_value: \"%s\"\n";
+    assert_int_equal(load(T.smol, &ds, yaml, D("renamed.jsonl"), "4"), PT_OK);
+    assert_int_equal(ds.n, 1);
+    assert_int_equal(ds.stats[0].filtered, 11);
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, yaml, D("renamed.jsonl"), "4.0"), PT_OK);
+    assert_int_equal(ds.n, 1);
+    dataset_free(&ds);
+    json_t *v = json_real(0.1);
+    char *text = rows_value_text(v);
+    assert_string_equal(text, "0.1");
+    free(text);
+    json_decref(v);
+    v = json_real(2.0);
+    text = rows_value_text(v);
+    assert_string_equal(text, "2.0");
+    free(text);
+    json_decref(v);
+}
+
+static void test_concatenate(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n"
+                                       "  - name: \"%s\"\n  - name: \"%s\"\n",
+                          D("messages.jsonl"), D("sharegpt.json"), D("alpaca.json")), PT_OK);
+    assert_int_equal(ds.n, 6);
+    assert_int_equal(ds.n_stats, 3);
+    assert_string_equal(ds.stats[1].format, "conversations");
+    assert_string_equal(ds.stats[2].name, D("alpaca.json"));
+    EXPECT(T.smol, &ds.ex[2],
+           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+            false},
+           {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
+    EXPECT(T.smol, &ds.ex[5], {"<|im_start|>user\nName a sea.<|im_end|>\n<|im_start|>assistant\n", false},
+           {"The Caribbean, arr.<|im_end|>", true}, {"\n", false});
+    dataset_free(&ds);
+}
+
+/* ---- truncation ---- */
+
+static void test_truncation(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 3\ndataset_text_field: content\ndataset:\n  - name: \"%s\"\n",
+                          D("text.jsonl")), PT_OK);
+    assert_int_equal(ds.stats[0].truncated, 2);
+    for (size_t i = 0; i < ds.n; i++) assert_int_equal(ds.ex[i].len, 3);
+    dataset_free(&ds);
+    /* chatml: cut inside the second conversation's second answer */
+    const char *head = "<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                       "<|im_start|>assistant\nAhoy, matey!<|im_end|>\n<|im_start|>user\nBye";
+    size_t max = count_tokens(T.smol, head, strlen(head));
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: %zu\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n", max,
+                          D("messages.jsonl")), PT_OK);
+    assert_int_equal(ds.stats[0].kept, 2);
+    assert_int_equal(ds.stats[0].truncated, 1);
+    assert_int_equal(ds.ex[1].len, (int32_t)max);
+    strbuf sb = {0};
+    decode_labelled(T.smol, &ds.ex[1], &sb);
+    assert_string_equal(sb.data, "Ahoy, matey!<|im_end|>");
+    sb_free(&sb);
+    dataset_free(&ds);
+    /* shorter still: the answers are cut away, no token keeps a label */
+    char want[2048];
+    snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 without a labelled token)", D("messages.jsonl"));
+    expect_error(load(T.smol, &ds, "max_seq_length: 8\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
+                      D("messages.jsonl")),
+                 PT_ERR_USER, want);
+}
+
+/* ---- synthetic datasets ---- */
+
+/* Example i has lens[i] tokens: ids 1000*(i+1) + t, all labelled. */
+static void make_ds(pt_dataset *ds, const int32_t *lens, size_t n, int32_t max_len)
+{
+    *ds = (pt_dataset){.ex = calloc(n + 1, sizeof(pt_example)), .n = n, .max_len = max_len};
+    for (size_t i = 0; i < n; i++) {
+        pt_example *ex = &ds->ex[i];
+        ex->len = lens[i];
+        ex->ids = malloc(sizeof(int32_t) * (size_t)lens[i]);
+        ex->labels = malloc(sizeof(int32_t) * (size_t)lens[i]);
+        for (int32_t t = 0; t < lens[i]; t++) ex->ids[t] = ex->labels[t] = 1000 * (int32_t)(i + 1) + t;
+    }
+}
+
+static int example_no(const pt_example *ex, int32_t t) { return ex->ids[t] / 1000 - 1; }
+
+static void test_pack_layout(void **state)
+{
+    (void)state;
+    const int32_t lens[] = {5, 3, 4, 2, 6};
+    pt_dataset ds;
+    make_ds(&ds, lens, 5, 8);
+    assert_int_equal(dataset_pack(&ds), PT_OK);
+    assert_true(ds.packed);
+    /* best-fit decreasing: 6 -> new A; 5 -> new B; 4 -> new C; 3 -> B (fits exactly); 2 -> A; then each
+     * sequence in data order, sequences ordered by their first example: B {0, 1}, C {2}, A {3, 4} */
+    const int want[][2] = {{0, 1}, {2, -1}, {3, 4}};
+    const int32_t want_len[] = {8, 4, 8};
+    assert_int_equal(ds.n, 3);
+    for (int s = 0; s < 3; s++) {
+        const pt_example *seq = &ds.ex[s];
+        assert_int_equal(seq->len, want_len[s]);
+        int32_t t = 0;
+        for (int k = 0; k < 2 && want[s][k] >= 0; k++) {
+            int e = want[s][k];
+            for (int32_t u = 0; u < lens[e]; u++, t++) {
+                assert_int_equal(example_no(seq, t), e);
+                assert_int_equal(seq->ids[t], 1000 * (e + 1) + u);
+                assert_int_equal(seq->segments[t], k + 1);
+                assert_int_equal(seq->labels[t], u == 0 ? PT_IGNORE_INDEX : seq->ids[t]);
+            }
+        }
+    }
+    assert_int_equal(dataset_pack(&ds), PT_ERR_INTERNAL);
+    dataset_free(&ds);
+}
+
+static void test_pack_real(void **state)
+{
+    (void)state;
+    pt_dataset a, b;
+    const char *yaml = "max_seq_length: 96\nchat_template: chatml\npacking: true\ndataset:\n  - name: \"%s\"\n"
+                       "  - name: \"%s\"\n  - name: \"%s\"\n";
+    assert_int_equal(load(T.smol, &a, yaml, D("messages.jsonl"), D("sharegpt.json"), D("alpaca.json")), PT_OK);
+    assert_int_equal(load(T.smol, &b, yaml, D("messages.jsonl"), D("sharegpt.json"), D("alpaca.json")), PT_OK);
+    size_t tokens = dataset_tokens(&a), n = a.n;
+    int used[6] = {0};
+    pt_example *orig = malloc(sizeof *orig * n);
+    memcpy(orig, a.ex, sizeof *orig * n);
+    for (size_t i = 0; i < n; i++) { /* keep copies: packing frees the originals */
+        orig[i].ids = malloc(sizeof(int32_t) * (size_t)orig[i].len);
+        memcpy(orig[i].ids, a.ex[i].ids, sizeof(int32_t) * (size_t)orig[i].len);
+    }
+    assert_int_equal(dataset_pack(&a), PT_OK);
+    assert_int_equal(dataset_pack(&b), PT_OK);
+    assert_true(a.n < n);
+    assert_int_equal(dataset_tokens(&a), tokens);
+    for (size_t s = 0; s < a.n; s++) {
+        const pt_example *seq = &a.ex[s];
+        assert_true(seq->len <= 96);
+        assert_int_equal(seq->len, b.ex[s].len);
+        assert_memory_equal(seq->ids, b.ex[s].ids, sizeof(int32_t) * (size_t)seq->len);
+        for (int32_t t = 0; t < seq->len;) { /* each segment is one original example, whole */
+            int32_t seg = seq->segments[t], from = t;
+            assert_int_equal(seg, t == 0 ? 1 : seq->segments[t - 1] + 1);
+            while (t < seq->len && seq->segments[t] == seg) t++;
+            bool found = false;
+            for (size_t e = 0; e < n && !found; e++)
+                if (!used[e] && orig[e].len == t - from && !memcmp(orig[e].ids, seq->ids + from, sizeof(int32_t) * (size_t)(t - from)))
+                    found = (used[e] = 1);
+            assert_true(found);
+            assert_int_equal(seq->labels[from], PT_IGNORE_INDEX);
+        }
+    }
+    for (size_t e = 0; e < n; e++) {
+        assert_int_equal(used[e], 1);
+        free(orig[e].ids);
+    }
+    free(orig);
+    dataset_free(&a), dataset_free(&b);
+}
+
+/* ---- split ---- */
+
+static void ids_of(const pt_dataset *ds, int *seen, int mark)
+{
+    for (size_t i = 0; i < ds->n; i++) {
+        int e = example_no(&ds->ex[i], 0);
+        assert_int_equal(seen[e], 0);
+        seen[e] = mark;
+    }
+}
+
+static void test_split(void **state)
+{
+    (void)state;
+    int32_t lens[10];
+    for (int i = 0; i < 10; i++) lens[i] = 1 + i % 3;
+    const struct {
+        double ratio;
+        size_t eval;
+    } cases[] = {{0.25, 3}, {0.7, 7}, {0.1, 1}, {0.01, 1}, {0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        pt_dataset all, train, eval;
+        make_ds(&all, lens, 10, 8);
+        assert_int_equal(dataset_split(&all, cases[c].ratio, 3407, &train, &eval), PT_OK);
+        assert_int_equal(all.n, 0);
+        assert_int_equal(eval.n, cases[c].eval);
+        assert_int_equal(train.n, 10 - cases[c].eval);
+        int seen[10] = {0};
+        ids_of(&train, seen, 1);
+        ids_of(&eval, seen, 2);
+        for (int i = 0; i < 10; i++) assert_true(seen[i] != 0);
+        dataset_free(&train), dataset_free(&eval);
+    }
+    /* same seed, same split; another seed, another */
+    int first[10] = {0}, again[10] = {0}, other[10] = {0};
+    uint64_t seeds[] = {3407, 3407, 1};
+    int *marks[] = {first, again, other};
+    for (int k = 0; k < 3; k++) {
+        pt_dataset all, train, eval;
+        make_ds(&all, lens, 10, 8);
+        assert_int_equal(dataset_split(&all, 0.3, seeds[k], &train, &eval), PT_OK);
+        ids_of(&train, marks[k], 1);
+        ids_of(&eval, marks[k], 2);
+        dataset_free(&train), dataset_free(&eval);
+    }
+    assert_memory_equal(first, again, sizeof first);
+    assert_memory_not_equal(first, other, sizeof first);
+    pt_dataset all, train, eval;
+    make_ds(&all, lens, 10, 8);
+    expect_error(dataset_split(&all, 1.0, 1, &train, &eval), PT_ERR_USER,
+                 "val_split_ratio 1 leaves no training examples (10 examples, 10 for eval)");
+    dataset_free(&all);
+}
+
+/* ---- sampler ---- */
+
+/* All ranks' indices for an epoch, in global order (position rank + i*world). */
+static size_t *global_order(size_t n, int world, long batch, uint64_t seed, long epoch, size_t *total)
+{
+    size_t per = (n + (size_t)world - 1) / (size_t)world;
+    size_t *all = malloc(sizeof *all * per * (size_t)world);
+    for (int r = 0; r < world; r++) {
+        pt_sampler s;
+        assert_int_equal(sampler_init(&s, n, r, world, batch), PT_OK);
+        assert_int_equal(sampler_epoch(&s, seed, epoch), PT_OK);
+        assert_int_equal(s.n, per);
+        size_t got = 0;
+        for (size_t b = 0; b < sampler_batches(&s); b++) {
+            const size_t *idx;
+            size_t k = sampler_batch(&s, b, &idx);
+            assert_int_equal(k, b + 1 < sampler_batches(&s) ? (size_t)batch : per - b * (size_t)batch);
+            for (size_t j = 0; j < k; j++) all[(size_t)r + (got + j) * (size_t)world] = idx[j];
+            got += k;
+        }
+        assert_int_equal(got, per);
+        sampler_free(&s);
+    }
+    *total = per * (size_t)world;
+    return all;
+}
+
+static void test_sampler_cover(void **state)
+{
+    (void)state;
+    const struct {
+        size_t n;
+        int world;
+        long batch;
+    } cases[] = {{10, 3, 2}, {12, 3, 4}, {10, 1, 4}, {2, 4, 1}, {7, 2, 3}, {1, 1, 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t n = cases[c].n, total;
+        size_t *all = global_order(n, cases[c].world, cases[c].batch, 42, 0, &total);
+        int *count = calloc(n, sizeof *count);
+        for (size_t p = 0; p < n; p++) count[all[p]]++; /* the first n positions: a permutation */
+        for (size_t i = 0; i < n; i++) assert_int_equal(count[i], 1);
+        for (size_t p = n; p < total; p++) assert_int_equal(all[p], all[p % n]); /* wrap-around padding */
+        free(count);
+        free(all);
+    }
+}
+
+static void test_sampler_order(void **state)
+{
+    (void)state;
+    size_t total;
+    size_t *a = global_order(50, 4, 3, 7, 0, &total), *b = global_order(50, 4, 3, 7, 0, &total);
+    size_t *c = global_order(50, 4, 3, 7, 1, &total), *d = global_order(50, 4, 3, 8, 0, &total);
+    assert_memory_equal(a, b, total * sizeof *a);
+    assert_memory_not_equal(a, c, total * sizeof *a);
+    assert_memory_not_equal(a, d, total * sizeof *a);
+    /* seed + epoch: epoch 1 of seed 7 is epoch 0 of seed 8 */
+    assert_memory_equal(c, d, total * sizeof *a);
+    free(a), free(b), free(c), free(d);
+    pt_sampler s;
+    assert_int_equal(sampler_init(&s, 10, 3, 3, 2), PT_ERR_INTERNAL);
+    assert_int_equal(sampler_init(&s, 0, 0, 1, 2), PT_ERR_USER);
+    assert_string_equal(err_message(), "there are no training examples to sample");
+}
+
+/* ---- collate ---- */
+
+static void test_collate(void **state)
+{
+    (void)state;
+    const int32_t lens[] = {3, 2, 2};
+    pt_dataset ds;
+    make_ds(&ds, lens, 3, 8);
+    assert_int_equal(dataset_pack(&ds), PT_OK); /* {0, 2} would not fit 3+2+2 > 8? it does: one sequence */
+    assert_int_equal(ds.n, 1);
+    pt_dataset plain;
+    make_ds(&plain, lens, 3, 8);
+    size_t idx[] = {1, 0};
+    pt_batch b;
+    assert_int_equal(batch_collate(&plain, idx, 2, 99, &b), PT_OK);
+    assert_int_equal(b.rows, 2);
+    assert_int_equal(b.cols, 3);
+    const int32_t ids[] = {2000, 2001, 99, 1000, 1001, 1002};
+    const int32_t targets[] = {2001, -100, -100, 1001, 1002, -100};
+    const int32_t pos[] = {0, 1, 0, 0, 1, 2}, seg[] = {1, 1, 0, 1, 1, 1};
+    assert_memory_equal(b.ids, ids, sizeof ids);
+    assert_memory_equal(b.targets, targets, sizeof targets);
+    assert_memory_equal(b.pos, pos, sizeof pos);
+    assert_memory_equal(b.segments, seg, sizeof seg);
+    batch_free(&b);
+    size_t one = 0;
+    assert_int_equal(batch_collate(&ds, &one, 1, 0, &b), PT_OK);
+    assert_int_equal(b.cols, 7);
+    const int32_t ptargets[] = {1001, 1002, -100, 2001, -100, 3001, -100};
+    const int32_t ppos[] = {0, 1, 2, 0, 1, 0, 1}, pseg[] = {1, 1, 1, 2, 2, 3, 3};
+    assert_memory_equal(b.targets, ptargets, sizeof ptargets);
+    assert_memory_equal(b.pos, ppos, sizeof ppos);
+    assert_memory_equal(b.segments, pseg, sizeof pseg);
+    batch_free(&b);
+    dataset_free(&ds), dataset_free(&plain);
+}
+
+/* ---- dataset_prepare, warnings ---- */
+
+static pt_status parse(const char *yaml, pt_config *cfg)
+{
+    return config_parse("test.yaml", yaml, strlen(yaml), cfg, NULL);
+}
+
+static void test_prepare(void **state)
+{
+    (void)state;
+    char yaml[4096];
+    snprintf(yaml, sizeof yaml, "max_seq_length: 256\nchat_template: chatml\nval_split_ratio: 0.5\npacking: true\n"
+             "dataset:\n  - name: \"%s\"\n  - name: \"%s\"\n  - name: \"%s\"\n",
+             D("messages.jsonl"), D("sharegpt.json"), D("alpaca.json"));
+    pt_config cfg;
+    assert_int_equal(parse(yaml, &cfg), PT_OK);
+    pt_dataset train, eval;
+    assert_int_equal(dataset_prepare(&cfg, T.smol, NULL, &train, &eval), PT_OK);
+    assert_true(train.packed && eval.packed);
+    assert_int_equal(train.n_stats, 3);
+    assert_int_equal(eval.n_stats, 0);
+    size_t segments = 0;
+    for (size_t i = 0; i < train.n; i++) segments += (size_t)train.ex[i].segments[train.ex[i].len - 1];
+    for (size_t i = 0; i < eval.n; i++) segments += (size_t)eval.ex[i].segments[eval.ex[i].len - 1];
+    assert_int_equal(segments, 6);
+    dataset_free(&train), dataset_free(&eval);
+    config_free(&cfg);
+}
+
+static void test_warnings(void **state)
+{
+    (void)state;
+    char yaml[4096], *text;
+    size_t len;
+    snprintf(yaml, sizeof yaml, "max_seq_length: 64\nassistant_only_loss: true\ndataset_text_field: content\n"
+             "dataset:\n  - name: \"%s\"\n    rename: {nothing: content}\n", D("text.jsonl"));
+    pt_config cfg;
+    assert_int_equal(parse(yaml, &cfg), PT_OK);
+    pt_dataset ds;
+    FILE *warn = open_memstream(&text, &len);
+    assert_int_equal(dataset_load(&cfg, T.smol, warn, &ds), PT_OK);
+    fclose(warn);
+    assert_string_equal(text, "warning: dataset[0].rename: no row has a column \"nothing\"\n"
+                              "warning: dataset[0]: assistant_only_loss is true, but plain-text rows have no assistant "
+                              "turns; every token is labelled\n");
+    free(text);
+    dataset_free(&ds);
+    config_free(&cfg);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    split_type: \"train[:10%%]\"\n",
+                      D("dir")),
+                 PT_ERR_USER, "dataset[0]: split_type \"train[:10%]\": split slicing is not supported; name the split "
+                              "(e.g. train) and use num_samples to take the first rows");
+}
+
+/* ---- directories, data_files, JSON variants ---- */
+
+/* The plain texts of ds's examples (without the eos), joined by "|". */
+static void texts_of(const pt_dataset *ds, char *out, size_t size)
+{
+    strbuf sb = {0};
+    for (size_t i = 0; i < ds->n; i++) {
+        if (i) sb_printf(&sb, "|");
+        assert_int_equal(tokenizer_decode(T.smol, ds->ex[i].ids, (size_t)ds->ex[i].len - 1, &sb), PT_OK);
+    }
+    snprintf(out, size, "%s", sb_text(&sb));
+    sb_free(&sb);
+}
+
+static void expect_texts(const char *want, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect_texts(const char *want, const char *fmt, ...)
+{
+    char yaml[4096], got[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(yaml, sizeof yaml, fmt, ap);
+    va_end(ap);
+    pt_dataset ds;
+    pt_status rc = load(T.smol, &ds, "max_seq_length: 64\ndataset:\n%s", yaml);
+    if (rc != PT_OK) print_error("%s\n", err_message());
+    assert_int_equal(rc, PT_OK);
+    texts_of(&ds, got, sizeof got);
+    assert_string_equal(got, want);
+    dataset_free(&ds);
+}
+
+static void test_directory(void **state)
+{
+    (void)state;
+    expect_texts("train a|train b", "  - name: \"%s\"\n", D("dir"));
+    expect_texts("test a", "  - name: \"%s\"\n    split_type: test\n", D("dir"));
+    expect_texts("a|b", "  - name: \"%s\"\n", D("nosplit")); /* no train file: all of them, sorted */
+    expect_texts("extra|test a", "  - name: \"%s\"\n    data_files: [extra.jsonl, \"data/test-*.jsonl\"]\n", D("dir"));
+    expect_texts("extra", "  - name: \"%s\"\n    data_files: extra.jsonl\n", D("dir"));
+    assert_true(source_in_split("data/train-00000-of-00001.jsonl", "train"));
+    assert_true(source_in_split("train.json", "train"));
+    assert_true(source_in_split("x/train/part.json", "train"));
+    assert_true(source_in_split("train2.jsonl", "train"));
+    assert_false(source_in_split("constrained.jsonl", "train"));
+    assert_false(source_in_split("trainer.jsonl", "train"));
+    pt_dataset ds;
+    char want[2048];
+    snprintf(want, sizeof want, "dataset[0]: data_files: %s/nope.jsonl does not exist", D("dir"));
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: nope.jsonl\n", D("dir")),
+                 PT_ERR_USER, want);
+    snprintf(want, sizeof want, "dataset[0]: data_files needs name to be a directory or an HF dataset id; %s is a file",
+             D("text.jsonl"));
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: x.jsonl\n",
+                      D("text.jsonl")),
+                 PT_ERR_USER, want);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: /nonexistent/pirates.jsonl\n"), PT_ERR_USER,
+                 "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
+}
+
+static void test_json_variants(void **state)
+{
+    (void)state;
+    expect_texts("a|b|c", "  - name: \"%s\"\n", D("lines-in.json"));
+    expect_texts("w1|w2", "  - name: \"%s\"\n", D("wrapped-train.json"));
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("array-items.json")), PT_OK);
+    char want[2048];
+    assert_int_equal(ds.stats[0].read, 3);
+    assert_int_equal(ds.stats[0].bad, 1);
+    snprintf(want, sizeof want, "%s:4: expected a JSON object, found a string", D("array-items.json"));
+    assert_string_equal(ds.stats[0].bad_rows[0], want);
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("wrapped-bad.json")), PT_OK);
+    snprintf(want, sizeof want, "%s: data[1]: expected a JSON object, found a number", D("wrapped-bad.json"));
+    assert_string_equal(ds.stats[0].bad_rows[0], want);
+    dataset_free(&ds);
+    snprintf(want, sizeof want, "dataset[0]: %s:3:18: invalid JSON: string or '}' expected near '}'", D("broken-array.json"));
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("broken-array.json")),
+                 PT_ERR_USER, want);
+}
+
+/* ---- bad rows and errors ---- */
+
+static void test_bad_rows(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    const char *f = D("bad.jsonl");
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n", f), PT_OK);
+    const pt_dataset_stats *st = &ds.stats[0];
+    assert_int_equal(st->read, 9);
+    assert_int_equal(st->bad, 6);
+    assert_int_equal(st->empty, 1);
+    assert_int_equal(st->kept, 2);
+    assert_int_equal(st->n_bad_rows, DATASET_BAD_SHOWN);
+    const char *want[] = {":2: no \"output\"", ":3: \"output\" is a number, expected a string",
+                          ":4: \"output\" is not valid UTF-8",
+                          ":5: invalid JSON: unexpected token near end of file (column 36)",
+                          ":7: expected a JSON object, found an array"};
+    for (int i = 0; i < DATASET_BAD_SHOWN; i++) {
+        char line[2048];
+        snprintf(line, sizeof line, "%s%s", f, want[i]);
+        assert_string_equal(st->bad_rows[i], line);
+    }
+    char *text;
+    size_t len;
+    FILE *out = open_memstream(&text, &len);
+    dataset_report(&ds, out);
+    fclose(out);
+    char report[8192];
+    snprintf(report, sizeof report,
+             "dataset[0] %s: 9 rows read, 2 kept (alpaca, chat template chatml, loss on assistant turns); dropped: 6 bad, "
+             "1 empty\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n"
+             "  ... and 1 more bad rows\n2 examples, %zu tokens\n",
+             f, f, want[0], f, want[1], f, want[2], f, want[3], f, want[4], dataset_tokens(&ds));
+    assert_string_equal(text, report);
+    free(text);
+    dataset_free(&ds);
+}
+
+/* Load file with chat_template and check the counts and the first bad rows (after "file"). */
+static void expect_bad(const char *file, const char *template, long kept, long empty, long no_loss, const char *const *want,
+                       int n_want)
+{
+    pt_dataset ds;
+    const char *f = D(file);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\nchat_template: %s\ndataset:\n  - name: \"%s\"\n", template, f),
+                     PT_OK);
+    const pt_dataset_stats *st = &ds.stats[0];
+    assert_int_equal(st->kept, kept);
+    assert_int_equal(st->empty, empty);
+    assert_int_equal(st->no_loss, no_loss);
+    assert_int_equal(st->bad, n_want);
+    for (int i = 0; i < n_want && i < DATASET_BAD_SHOWN; i++) {
+        char line[2048];
+        snprintf(line, sizeof line, "%s%s", f, want[i]);
+        assert_string_equal(st->bad_rows[i], line);
+    }
+    dataset_free(&ds);
+}
+
+static void test_bad_chat_rows(void **state)
+{
+    (void)state;
+    const char *const messages[] = {
+        ":1: \"messages\" is a string, expected an array of {role, content} objects",
+        ":2: \"messages[0].role\" is \"tool\" (expected system, user or assistant)",
+        ":3: no \"messages[0].content\"",
+        ":4: \"messages[0].content\" is an array, expected a string",
+        ":5: messages[0] is a string, expected a {role, content} object",
+    };
+    expect_bad("bad-chat.jsonl", "chatml", 1, 1, 1, messages, 5);
+    const char *const sharegpt[] = {
+        ":1: \"conversations[0].from\" is \"bot\" (expected human, gpt or system)",
+        ":2: \"conversations[0].value\" is a number, expected a string",
+    };
+    expect_bad("bad-sharegpt.jsonl", "chatml", 1, 0, 0, sharegpt, 2);
+    const char *const alpaca[] = {
+        ":1: chat template alpaca: message 1 has role \"system\" (alpaca has user, input and assistant, and system "
+        "first)",
+    };
+    expect_bad("alpaca-system.jsonl", "alpaca", 1, 0, 0, alpaca, 1);
+}
+
+static void test_no_usable_row(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    char want[4096];
+    const char *f = D("all-bad.jsonl");
+    snprintf(want, sizeof want,
+             "dataset[1] %s: no usable row (2 read, 2 bad); first bad row: %s:1: no \"conversations\", \"messages\", "
+             "\"instruction\"/\"output\" or \"content\" column", f, f);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset_text_field: content\ndataset:\n  - name: \"%s\"\n"
+                                   "  - name: \"%s\"\n", D("text.jsonl"), f),
+                 PT_ERR_USER, want);
+    f = D("all-empty.jsonl");
+    snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 empty)", f);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", f), PT_ERR_USER, want);
+}
+
+/* The conversion error for path (the caller frees the text). */
+static char *convert_message(const char *path, const char *kind, const char *extra, const char *call, const char *more)
+{
+    strbuf sb = {0};
+    int stem = (int)(strrchr(path, '.') + 1 - path);
+    sb_printf(&sb,
+              "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
+              "  python3 -c \"import pandas as pd; %s('%s').to_json('%.*sjsonl', orient='records', lines=True, "
+              "force_ascii=False)\"\nbeside it%s; ptrain then reads the .jsonl file",
+              path, kind, extra, call, path, stem, path, more);
+    return sb.data;
+}
+
+static void test_convert_errors(void **state)
+{
+    (void)state;
+    pt_dataset ds;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/train-00000-of-00001.parquet", D("parquet"));
+    char *want = convert_message(path, "a Parquet", " and pyarrow", "pd.read_parquet", "");
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("parquet")), PT_ERR_USER, want);
+    free(want);
+    want = convert_message(D("table.csv"), "a CSV", "", "pd.read_csv", "");
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("table.csv")), PT_ERR_USER, want);
+    free(want);
+}
+
+/* ---- the HF cache ---- */
+
+static char *saved_env[5];
+static const char *const env_names[] = {"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HOME"};
+
+static void env_save(void)
+{
+    for (int i = 0; i < 5; i++) {
+        const char *v = getenv(env_names[i]);
+        saved_env[i] = v ? strdup(v) : NULL;
+        unsetenv(env_names[i]);
+    }
+}
+
+static void env_restore(void)
+{
+    for (int i = 0; i < 5; i++) {
+        if (saved_env[i]) setenv(env_names[i], saved_env[i], 1);
+        else unsetenv(env_names[i]);
+        free(saved_env[i]);
+        saved_env[i] = NULL;
+    }
+}
+
+static void expect_hub(const char *want, const char *want_from)
+{
+    const char *from;
+    char *hub = hfcache_hub_dir(&from);
+    assert_string_equal(hub, want);
+    assert_string_equal(from, want_from);
+    free(hub);
+}
+
+static void test_hub_dir(void **state)
+{
+    (void)state;
+    env_save();
+    setenv("HOME", "/home/cap", 1);
+    expect_hub("/home/cap/.cache/huggingface/hub", "the default ~/.cache/huggingface/hub");
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    expect_hub("/xdg/huggingface/hub", "XDG_CACHE_HOME");
+    setenv("HF_HOME", "/hf", 1);
+    expect_hub("/hf/hub", "HF_HOME");
+    setenv("HUGGINGFACE_HUB_CACHE", "/legacy", 1);
+    expect_hub("/legacy", "HUGGINGFACE_HUB_CACHE");
+    setenv("HF_HUB_CACHE", "/hub", 1);
+    expect_hub("/hub", "HF_HUB_CACHE");
+    env_restore();
+    assert_true(hfcache_is_repo_id("yahma/alpaca-cleaned"));
+    assert_true(hfcache_is_repo_id("acme/pirates.v2"));
+    assert_false(hfcache_is_repo_id("data/train.jsonl"));
+    assert_false(hfcache_is_repo_id("./x/y"));
+    assert_false(hfcache_is_repo_id("/abs/path"));
+    assert_false(hfcache_is_repo_id("a/b/c"));
+    assert_false(hfcache_is_repo_id("pirates"));
+}
+
+static void test_hfcache_load(void **state)
+{
+    (void)state;
+    env_save();
+    setenv("HF_HUB_CACHE", D("hfcache"), 1);
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: acme/pirates\n"), PT_OK);
+    assert_int_equal(ds.n, 2); /* the train file (a symlink into blobs/), not test, not README.md */
+    EXPECT(T.smol, &ds.ex[1], {"<|im_start|>user\nWhere be the gold?<|im_end|>\n<|im_start|>assistant\n", false},
+           {"In the snapshot, arr.<|im_end|>", true}, {"\n", false});
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/pirates\n    split_type: test\n"), PT_OK);
+    assert_int_equal(ds.n, 1);
+    dataset_free(&ds);
+    char *dir, want[4096];
+    const char *c0 = "89abcdef0123456789abcdef0123456789abcdef";
+    snprintf(want, sizeof want, "%s/datasets--acme--pirates/snapshots/%s", D("hfcache"), c0);
+    assert_int_equal(hfcache_snapshot("dataset", "acme/pirates", "v1", &dir), PT_OK);
+    assert_string_equal(dir, want);
+    free(dir);
+    assert_int_equal(hfcache_snapshot("dataset", "acme/pirates", c0, &dir), PT_OK);
+    assert_string_equal(dir, want);
+    free(dir);
+    env_restore();
+}
+
+#define MISS_TAIL                                                                                                      \
+    " (hub cache %s, from HF_HUB_CACHE). On a machine with internet, run\n  huggingface-cli download --repo-type "    \
+    "dataset %s\n(or: hf download %s --repo-type dataset), then copy the datasets--acme--%s directory into %s, or "   \
+    "set HF_HUB_CACHE to the cache that has it"
+
+static void test_hfcache_miss(void **state)
+{
+    (void)state;
+    env_save();
+    char hub[1024], want[8192], path[2048];
+    snprintf(hub, sizeof hub, "%s", D("hfcache"));
+    setenv("HF_HUB_CACHE", hub, 1);
+    pt_dataset ds;
+    snprintf(want, sizeof want,
+             "dataset[0]: dataset acme/missing is not in the Hugging Face cache: %s/datasets--acme--missing does not "
+             "exist" MISS_TAIL, hub, hub, "acme/missing", "acme/missing", "missing", hub);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/missing\n"), PT_ERR_USER, want);
+    snprintf(want, sizeof want,
+             "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s/datasets--acme--norefs/refs/main is "
+             "missing" MISS_TAIL, hub, hub, "acme/norefs", "acme/norefs", "norefs", hub);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/norefs\n"), PT_ERR_USER, want);
+    snprintf(want, sizeof want,
+             "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s/datasets--acme--dangling/snapshots/"
+             "fedcba9876543210fedcba9876543210fedcba98 (named by refs/main) is missing" MISS_TAIL,
+             hub, hub, "acme/dangling", "acme/dangling", "dangling", hub);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/dangling\n"), PT_ERR_USER, want);
+    snprintf(path, sizeof path, "%s/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567/data/"
+             "train-00000-of-00002.parquet", hub);
+    char *convert = convert_message(path, "a Parquet", " and pyarrow", "pd.read_parquet",
+                                    " (and the other 1 such file the same way)");
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/tables\n"), PT_ERR_USER, convert);
+    free(convert);
+    char *dir;
+    assert_int_equal(hfcache_snapshot("model", "acme/nothing", "v2", &dir), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "\n  huggingface-cli download --revision v2 acme/nothing\n"));
+    env_restore();
+}
+
+/* ---- the demo dataset, speed, threads ---- */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_demo_dataset(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/share/data/pirate-instructions.jsonl", srcdir());
+    pt_dataset ds;
+    double t0 = now();
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n", path), PT_OK);
+    double dt = now() - t0;
+    assert_int_equal(ds.stats[0].read, 372);
+    assert_int_equal(ds.stats[0].kept, 372);
+    assert_int_equal(ds.stats[0].truncated, 0);
+    size_t labelled = 0;
+    for (size_t i = 0; i < ds.n; i++) {
+        strbuf sb = {0};
+        decode_labelled(T.smol, &ds.ex[i], &sb);
+        const char *end = sb.data + sb.len - strlen("<|im_end|>");
+        assert_true(sb.len > 10 && strcmp(end, "<|im_end|>") == 0);
+        for (int32_t t = 0; t < ds.ex[i].len; t++) labelled += ds.ex[i].labels[t] != PT_IGNORE_INDEX;
+        sb_free(&sb);
+    }
+    printf("# demo dataset: %zu conversations, %zu tokens (%zu labelled) in %.0f ms with %d threads\n", ds.n,
+           dataset_tokens(&ds), labelled, dt * 1e3, omp_get_max_threads());
+    assert_true(dt < 5.0); /* well under a second in an optimised build; sanitizers are slower */
+    dataset_free(&ds);
+}
+
+static void test_threads(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/share/data/pirate-instructions.jsonl", srcdir());
+    pt_dataset a, b;
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(load(T.smol, &a, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path), PT_OK);
+    omp_set_num_threads(4);
+    assert_int_equal(load(T.smol, &b, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path), PT_OK);
+    omp_set_num_threads(threads);
+    assert_int_equal(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++) {
+        assert_int_equal(a.ex[i].len, b.ex[i].len);
+        assert_memory_equal(a.ex[i].ids, b.ex[i].ids, sizeof(int32_t) * (size_t)a.ex[i].len);
+        assert_memory_equal(a.ex[i].labels, b.ex[i].labels, sizeof(int32_t) * (size_t)a.ex[i].len);
+    }
+    dataset_free(&a), dataset_free(&b);
+}
+
+/* ---- main ---- */
+
+static int setup(void **state)
+{
+    (void)state;
+    if (load_tok("smollm2", &T.smol) || load_tok("llama3-mini", &T.llama) || load_tok("qwen2-mini", &T.qwen)) {
+        print_error("tokenizer: %s\n", err_message());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tokenizer_free(T.smol);
+    tokenizer_free(T.llama);
+    tokenizer_free(T.qwen);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_messages_smollm2),  cmocka_unit_test(test_sharegpt_chatml),
+        cmocka_unit_test(test_alpaca_chatml),     cmocka_unit_test(test_alpaca_template),
+        cmocka_unit_test(test_llama3),            cmocka_unit_test(test_plain_text),
+        cmocka_unit_test(test_loss_on_all_tokens), cmocka_unit_test(test_unknown_template),
+        cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
+        cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
+        cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),
+        cmocka_unit_test(test_split),             cmocka_unit_test(test_sampler_cover),
+        cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_collate),
+        cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_directory),         cmocka_unit_test(test_json_variants),
+        cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
+        cmocka_unit_test(test_no_usable_row),
+        cmocka_unit_test(test_convert_errors),    cmocka_unit_test(test_hub_dir),
+        cmocka_unit_test(test_hfcache_load),      cmocka_unit_test(test_hfcache_miss),
+        cmocka_unit_test(test_demo_dataset),      cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
