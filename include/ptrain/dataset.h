@@ -88,7 +88,8 @@ size_t dataset_tokens(const pt_dataset *ds);
 
 /* Move the examples of all into train and eval (all is left empty): a permutation seeded by
  * seed; eval gets the first ceil(ratio * n) of it, like datasets' train_test_split. ratio 0:
- * everything is train. Fails when either side would be empty for ratio > 0. */
+ * everything is train. Fails when either side would be empty for ratio > 0, leaving all as it
+ * was (the caller still frees it). */
 pt_status dataset_split(pt_dataset *all, double ratio, uint64_t seed, pt_dataset *train, pt_dataset *eval);
 
 /* Pack ds in place (packing: true): examples are placed whole (never split) into sequences of at

@@ -1,6 +1,7 @@
 #!/bin/sh
 # debian.sh — set up a fresh Debian 12 machine for ptrain, build it, and run the demo or the tests.
-#   share/scripts/debian.sh demo    install packages, build, fetch SmolLM2, run the demo fine-tune
+#   share/scripts/debian.sh demo    install packages, build, fetch SmolLM2, fine-tune it on the
+#                                   sample data and compare its answers before and after
 #   share/scripts/debian.sh test    install packages, build (plain + sanitizers), run every test
 # The CUDA backend is built when nvcc is on PATH or in /usr/local/cuda (the CUDA Toolkit, cuBLAS
 # and NCCL come from NVIDIA, not from Debian).
@@ -59,8 +60,15 @@ if [ "$cmd" = test ]; then
     exec tests/run-tests.sh build build-san
 fi
 
-build/ptrain check share/examples/smollm2-demo.yaml
-echo
-echo "$ ptrain generate --chat --prompt 'What is the capital of France? Answer in one sentence.'"
-exec build/ptrain generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf --chat --temperature 0 \
-    --max-new-tokens 60 --prompt "What is the capital of France? Answer in one sentence."
+ask() { # ask [--adapter DIR] QUESTION
+    build/ptrain generate --model models/SmolLM2-135M-Instruct.Q4_1.gguf --chat --temperature 0 \
+        --max-new-tokens 60 "$@" 2>/dev/null
+}
+echo "== the base model"
+ask --prompt "What is the capital of Italy?"
+ask --prompt "How do I boil an egg?"
+echo "== fine-tuning on share/data/pirate-instructions.jsonl (share/examples/smollm2-demo.yaml)"
+build/ptrain train share/examples/smollm2-demo.yaml
+echo "== the base model with the adapter"
+ask --adapter outputs/smollm2-demo/lora_model --prompt "What is the capital of Italy?"
+ask --adapter outputs/smollm2-demo/lora_model --prompt "How do I boil an egg?"

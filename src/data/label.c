@@ -34,7 +34,10 @@ static char *token_text(const pt_tokenizer *tok, int32_t id)
 static const struct {
     const char *name, *turn_end, *trailer;
 } turn_ends[] = {
-    {"chatml", "<|im_end|>", "\n"}, {"smollm2", "<|im_end|>", "\n"}, {"llama-3", "<|eot_id|>", ""}, {"alpaca", NULL, "\n\n"},
+    {"chatml", "<|im_end|>", "\n"},
+    {"smollm2", "<|im_end|>", "\n"},
+    {"llama-3", "<|eot_id|>", ""},
+    {"alpaca", NULL, "\n\n"},
 };
 
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
@@ -54,7 +57,8 @@ pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template
     pt_status rc = chat_render(template, NULL, 0, false, &probe); /* the unknown-name message */
     sb_free(&probe);
     label_free(c);
-    return rc != PT_OK ? rc : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported", template);
+    return rc != PT_OK ? rc
+                       : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported", template);
 }
 
 void label_free(label_ctx *c)

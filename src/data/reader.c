@@ -213,7 +213,8 @@ static pt_status read_items(cursor *c, data_rows *rows, pt_dataset_stats *st)
         skip_space(c);
         if (c->off < c->len && c->buf[c->off] == ',') c->off++;
         else if (c->off < c->len && c->buf[c->off] == ']') break;
-        else return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected ',' or ']' after item %ld", c->path, c->line, item);
+        else
+            return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected ',' or ']' after item %ld", c->path, c->line, item);
     }
     c->off++;
     skip_space(c);

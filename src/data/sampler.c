@@ -11,7 +11,8 @@ pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, lo
     *s = (pt_sampler){.epoch = -1};
     if (world < 1 || rank < 0 || rank >= world)
         return ERR(PT_ERR_INTERNAL, "sampler: rank %d of %d ranks", rank, world);
-    if (batch_size < 1) return ERR(PT_ERR_USER, "per_device_train_batch_size must be at least 1, found %ld", batch_size);
+    if (batch_size < 1)
+        return ERR(PT_ERR_USER, "per_device_train_batch_size must be at least 1, found %ld", batch_size);
     if (n_examples == 0) return ERR(PT_ERR_USER, "there are no training examples to sample");
     s->n_examples = n_examples;
     s->rank = rank;

@@ -49,17 +49,11 @@ static pt_status load_model(trainer *t)
 
 static pt_status load_data(trainer *t)
 {
-    pt_dataset all;
     if (t->cfg->n_datasets == 0)
         return ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
                    t->cfg->path);
-    TRY(dataset_load(t->cfg, t->tok, log_warn_stream(), &all));
-    if (t->d->rank == 0) dataset_report(&all, stdout);
-    TRY(dataset_split(&all, t->cfg->val_split_ratio, (uint64_t)t->cfg->seed, &t->train, &t->eval));
-    if (t->cfg->packing) {
-        TRY(dataset_pack(&t->train));
-        if (t->eval.n) TRY(dataset_pack(&t->eval));
-    }
+    TRY(dataset_prepare(t->cfg, t->tok, log_warn_stream(), &t->train, &t->eval));
+    if (t->d->rank == 0) dataset_report(&t->train, stdout);
     TRY(sampler_init(&t->sampler, t->train.n, t->d->rank, t->d->world, t->cfg->per_device_train_batch_size));
     t->epoch = 0;
     return sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, 0);
@@ -175,9 +169,12 @@ static void print_summary(const trainer *t, int threads, int64_t total)
              g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
              threads, threads > 1 ? "s" : "");
-    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base)\n", t->l.r, t->l.alpha,
-             (long long)lora_param_count(&t->l),
-             100.0 * (double)lora_param_count(&t->l) / (double)(t->m.weight_bytes > 0 ? t->m.weight_bytes * 2 : 1));
+    double base = (double)g->vocab * g->dim * (g->tied_embeddings ? 1 : 2);
+    for (int i = 0; i < g->n_layers; i++)
+        for (int w = 0; w < W_COUNT; w++) base += (double)tensor_numel(&t->m.layers[i].w[w]);
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.r,
+             t->l.alpha, (long long)lora_param_count(&t->l), 100.0 * (double)lora_param_count(&t->l) / base,
+             base / 1e6);
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : "");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
@@ -186,6 +183,17 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     log_info("memory     about %.0f MB per rank (weights %.0f MB, activations %.0f MB%s)\n",
              (double)t->m.weight_bytes / 1048576.0 + act_mb, (double)t->m.weight_bytes / 1048576.0, act_mb,
              c->use_gradient_checkpointing ? ", gradient checkpointing" : "");
+}
+
+/* Settings that run differently from what their name promises get one line each. */
+static void warn_settings(const trainer *t)
+{
+    const pt_config *c = t->cfg;
+    if (strstr(c->optim, "8bit"))
+        log_warn("optim: %s runs as AdamW with fp32 states (%.1f MB for these adapters; 8-bit states would save "
+                 "three quarters of that)", c->optim, 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
+    if (c->lora_dropout > 0)
+        log_warn("lora_dropout: %g is not applied yet; the adapters train without dropout", c->lora_dropout);
 }
 
 static pt_status save_adapter(trainer *t)
@@ -256,6 +264,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
         t.sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, total, cfg->warmup_steps,
                                 config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
         print_summary(&t, threads, total);
+        warn_settings(&t);
         st = dist_agree(d, progress_open(&t.p, cfg->output_dir, d->rank));
     }
     if (st == PT_OK) st = dist_agree(d, train_loop(&t, total));

@@ -33,7 +33,8 @@ static struct {
     pt_tokenizer *smol, *llama, *qwen;
 } T;
 
-#define SMOL_SYSTEM "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+#define SMOL_SYSTEM                                                                                                    \
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
 #define ALPACA_HEAD                                                                                                    \
     "Below are some instructions that describe some tasks. Write responses that appropriately complete each "          \
     "request.\n\n"
@@ -159,7 +160,8 @@ static void test_messages_smollm2(void **state)
 {
     (void)state;
     pt_dataset ds;
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n", D("messages.jsonl")),
+                     PT_OK);
     assert_int_equal(ds.n, 2);
     assert_string_equal(ds.stats[0].format, "messages");
     assert_string_equal(ds.stats[0].template, "smollm2");
@@ -167,11 +169,12 @@ static void test_messages_smollm2(void **state)
     EXPECT(T.smol, &ds.ex[0],
            {SMOL_SYSTEM "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", false},
            {"Arr, Paris it be!<|im_end|>", true}, {"\n", false});
-    EXPECT(T.smol, &ds.ex[1],
-           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-            false},
-           {"Ahoy, matey!<|im_end|>", true}, {"\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n", false},
-           {"Fair winds!<|im_end|>", true}, {"\n", false});
+    EXPECT(
+        T.smol, &ds.ex[1],
+        {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+         false},
+        {"Ahoy, matey!<|im_end|>", true}, {"\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n", false},
+        {"Fair winds!<|im_end|>", true}, {"\n", false});
     dataset_free(&ds);
 }
 
@@ -184,10 +187,11 @@ static void test_sharegpt_chatml(void **state)
     assert_int_equal(ds.n, 2);
     assert_string_equal(ds.stats[0].format, "conversations");
     assert_string_equal(ds.stats[0].template, "chatml");
-    EXPECT(T.smol, &ds.ex[0],
-           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-            false},
-           {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
+    EXPECT(
+        T.smol, &ds.ex[0],
+        {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+         false},
+        {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
     EXPECT(T.smol, &ds.ex[1], {"<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n", false},
            {"Four, arr.<|im_end|>", true}, {"\n", false});
     dataset_free(&ds);
@@ -236,12 +240,15 @@ static void test_llama3(void **state)
     assert_int_equal(ds.n, 3);
     assert_string_equal(ds.stats[0].template, "llama-3");
 #define HDR(role) "<|start_header_id|>" role "<|end_header_id|>\n\n"
-    EXPECT(T.llama, &ds.ex[0], {"<|begin_of_text|>" HDR("user") "What is the capital of France?<|eot_id|>" HDR("assistant"), false},
+    EXPECT(T.llama, &ds.ex[0],
+           {"<|begin_of_text|>" HDR("user") "What is the capital of France?<|eot_id|>" HDR("assistant"), false},
            {"Arr, Paris it be!<|eot_id|>", true});
-    EXPECT(T.llama, &ds.ex[1],
-           {"<|begin_of_text|>" HDR("system") "Talk like a pirate.<|eot_id|>" HDR("user") "Hi<|eot_id|>" HDR("assistant"), false},
-           {"Ahoy, matey!<|eot_id|>", true}, {HDR("user") "Bye<|eot_id|>" HDR("assistant"), false},
-           {"Fair winds!<|eot_id|>", true});
+    EXPECT(
+        T.llama, &ds.ex[1],
+        {"<|begin_of_text|>" HDR("system") "Talk like a pirate.<|eot_id|>" HDR("user") "Hi<|eot_id|>" HDR("assistant"),
+         false},
+        {"Ahoy, matey!<|eot_id|>", true}, {HDR("user") "Bye<|eot_id|>" HDR("assistant"), false},
+        {"Fair winds!<|eot_id|>", true});
     EXPECT(T.llama, &ds.ex[2], {"<|begin_of_text|>" HDR("user") "Hi<|eot_id|>" HDR("assistant"), false},
            {"Ahoy!<|eot_id|>", true});
 #undef HDR
@@ -279,7 +286,8 @@ static void test_loss_on_all_tokens(void **state)
     assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nassistant_only_loss: false\ndataset:\n  - name: \"%s\"\n",
                           D("messages.jsonl")), PT_OK);
     assert_false(ds.stats[0].assistant_only);
-    for (size_t i = 0; i < ds.n; i++) assert_memory_equal(ds.ex[i].labels, ds.ex[i].ids, ds.ex[i].len * sizeof(int32_t));
+    for (size_t i = 0; i < ds.n; i++)
+        assert_memory_equal(ds.ex[i].labels, ds.ex[i].ids, ds.ex[i].len * sizeof(int32_t));
     dataset_free(&ds);
 }
 
@@ -289,7 +297,8 @@ static void test_unknown_template(void **state)
     pt_dataset ds;
     expect_error(load(T.smol, &ds, "max_seq_length: 512\nchat_template: vicuna\ndataset:\n  - name: \"%s\"\n",
                       D("messages.jsonl")),
-                 PT_ERR_USER, "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
+                 PT_ERR_USER,
+                 "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
 }
 
 /* ---- the two labelling methods ---- */
@@ -299,7 +308,10 @@ static void test_offsets_match_prefix(void **state)
 {
     (void)state;
     const chat_message convs[][4] = {
-        {{"user", "Hi <mask> there"}, {"assistant", "Ok <mask> and [R]   done"}, {"user", "x"}, {"assistant", " lead space"}},
+        {{"user", "Hi <mask> there"},
+         {"assistant", "Ok <mask> and [R]   done"},
+         {"user", "x"},
+         {"assistant", " lead space"}},
         {{"system", "s"}, {"user", "word word"}, {"assistant", "\n\nnewlines first"}, {"user", "<|im"}},
     };
     label_ctx lc;
@@ -385,8 +397,9 @@ static void test_filter_numbers(void **state)
 {
     (void)state;
     pt_dataset ds;
-    const char *yaml = "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    rename: {prompt: instruction, response: output}\n"
-                       "    filter_data: true\n    filter_column_value: id\n    filter_value: \"%s\"\n";
+    const char *yaml =
+        "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    rename: {prompt: instruction, response: output}\n"
+        "    filter_data: true\n    filter_column_value: id\n    filter_value: \"%s\"\n";
     assert_int_equal(load(T.smol, &ds, yaml, D("renamed.jsonl"), "4"), PT_OK);
     assert_int_equal(ds.n, 1);
     assert_int_equal(ds.stats[0].filtered, 11);
@@ -417,10 +430,11 @@ static void test_concatenate(void **state)
     assert_int_equal(ds.n_stats, 3);
     assert_string_equal(ds.stats[1].format, "conversations");
     assert_string_equal(ds.stats[2].name, D("alpaca.json"));
-    EXPECT(T.smol, &ds.ex[2],
-           {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
-            false},
-           {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
+    EXPECT(
+        T.smol, &ds.ex[2],
+        {"<|im_start|>system\nTalk like a pirate.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+         false},
+        {"Ahoy, matey!<|im_end|>", true}, {"\n", false});
     EXPECT(T.smol, &ds.ex[5], {"<|im_start|>user\nName a sea.<|im_end|>\n<|im_start|>assistant\n", false},
            {"The Caribbean, arr.<|im_end|>", true}, {"\n", false});
     dataset_free(&ds);
@@ -453,7 +467,8 @@ static void test_truncation(void **state)
     dataset_free(&ds);
     /* shorter still: the answers are cut away, no token keeps a label */
     char want[2048];
-    snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 without a labelled token)", D("messages.jsonl"));
+    snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 without a labelled token)",
+             D("messages.jsonl"));
     expect_error(load(T.smol, &ds, "max_seq_length: 8\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
                       D("messages.jsonl")),
                  PT_ERR_USER, want);
@@ -538,7 +553,8 @@ static void test_pack_real(void **state)
             while (t < seq->len && seq->segments[t] == seg) t++;
             bool found = false;
             for (size_t e = 0; e < n && !found; e++)
-                if (!used[e] && orig[e].len == t - from && !memcmp(orig[e].ids, seq->ids + from, sizeof(int32_t) * (size_t)(t - from)))
+                if (!used[e] && orig[e].len == t - from &&
+                    !memcmp(orig[e].ids, seq->ids + from, sizeof(int32_t) * (size_t)(t - from)))
                     found = (used[e] = 1);
             assert_true(found);
             assert_int_equal(seq->labels[from], PT_IGNORE_INDEX);
@@ -810,15 +826,17 @@ static void test_directory(void **state)
     pt_dataset ds;
     char want[2048];
     snprintf(want, sizeof want, "dataset[0]: data_files: %s/nope.jsonl does not exist", D("dir"));
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: nope.jsonl\n", D("dir")),
-                 PT_ERR_USER, want);
+    expect_error(
+        load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: nope.jsonl\n", D("dir")),
+        PT_ERR_USER, want);
     snprintf(want, sizeof want, "dataset[0]: data_files needs name to be a directory or an HF dataset id; %s is a file",
              D("text.jsonl"));
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: x.jsonl\n",
                       D("text.jsonl")),
                  PT_ERR_USER, want);
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: /nonexistent/pirates.jsonl\n"), PT_ERR_USER,
-                 "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
+    expect_error(
+        load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: /nonexistent/pirates.jsonl\n"), PT_ERR_USER,
+        "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
 static void test_json_variants(void **state)
@@ -827,18 +845,21 @@ static void test_json_variants(void **state)
     expect_texts("a|b|c", "  - name: \"%s\"\n", D("lines-in.json"));
     expect_texts("w1|w2", "  - name: \"%s\"\n", D("wrapped-train.json"));
     pt_dataset ds;
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("array-items.json")), PT_OK);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("array-items.json")),
+                     PT_OK);
     char want[2048];
     assert_int_equal(ds.stats[0].read, 3);
     assert_int_equal(ds.stats[0].bad, 1);
     snprintf(want, sizeof want, "%s:4: expected a JSON object, found a string", D("array-items.json"));
     assert_string_equal(ds.stats[0].bad_rows[0], want);
     dataset_free(&ds);
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("wrapped-bad.json")), PT_OK);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("wrapped-bad.json")),
+                     PT_OK);
     snprintf(want, sizeof want, "%s: data[1]: expected a JSON object, found a number", D("wrapped-bad.json"));
     assert_string_equal(ds.stats[0].bad_rows[0], want);
     dataset_free(&ds);
-    snprintf(want, sizeof want, "dataset[0]: %s:3:18: invalid JSON: string or '}' expected near '}'", D("broken-array.json"));
+    snprintf(want, sizeof want, "dataset[0]: %s:3:18: invalid JSON: string or '}' expected near '}'",
+             D("broken-array.json"));
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("broken-array.json")),
                  PT_ERR_USER, want);
 }
@@ -850,7 +871,8 @@ static void test_bad_rows(void **state)
     (void)state;
     pt_dataset ds;
     const char *f = D("bad.jsonl");
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n", f), PT_OK);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n", f),
+                     PT_OK);
     const pt_dataset_stats *st = &ds.stats[0];
     assert_int_equal(st->read, 9);
     assert_int_equal(st->bad, 6);
@@ -872,24 +894,25 @@ static void test_bad_rows(void **state)
     dataset_report(&ds, out);
     fclose(out);
     char report[8192];
-    snprintf(report, sizeof report,
-             "dataset[0] %s: 9 rows read, 2 kept (alpaca, chat template chatml, loss on assistant turns); dropped: 6 bad, "
-             "1 empty\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n"
-             "  ... and 1 more bad rows\n2 examples, %zu tokens\n",
-             f, f, want[0], f, want[1], f, want[2], f, want[3], f, want[4], dataset_tokens(&ds));
+    snprintf(
+        report, sizeof report,
+        "dataset[0] %s: 9 rows read, 2 kept (alpaca, chat template chatml, loss on assistant turns); dropped: 6 bad, "
+        "1 empty\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n  bad row %s%s\n"
+        "  ... and 1 more bad rows\n2 examples, %zu tokens\n",
+        f, f, want[0], f, want[1], f, want[2], f, want[3], f, want[4], dataset_tokens(&ds));
     assert_string_equal(text, report);
     free(text);
     dataset_free(&ds);
 }
 
 /* Load file with chat_template and check the counts and the first bad rows (after "file"). */
-static void expect_bad(const char *file, const char *template, long kept, long empty, long no_loss, const char *const *want,
-                       int n_want)
+static void expect_bad(const char *file, const char *template, long kept, long empty, long no_loss,
+                       const char *const *want, int n_want)
 {
     pt_dataset ds;
     const char *f = D(file);
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\nchat_template: %s\ndataset:\n  - name: \"%s\"\n", template, f),
-                     PT_OK);
+    assert_int_equal(
+        load(T.smol, &ds, "max_seq_length: 64\nchat_template: %s\ndataset:\n  - name: \"%s\"\n", template, f), PT_OK);
     const pt_dataset_stats *st = &ds.stats[0];
     assert_int_equal(st->kept, kept);
     assert_int_equal(st->empty, empty);
@@ -948,11 +971,12 @@ static char *convert_message(const char *path, const char *kind, const char *ext
 {
     strbuf sb = {0};
     int stem = (int)(strrchr(path, '.') + 1 - path);
-    sb_printf(&sb,
-              "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
-              "  python3 -c \"import pandas as pd; %s('%s').to_json('%.*sjsonl', orient='records', lines=True, "
-              "force_ascii=False)\"\nbeside it%s; ptrain then reads the .jsonl file",
-              path, kind, extra, call, path, stem, path, more);
+    sb_printf(
+        &sb,
+        "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
+        "  python3 -c \"import pandas as pd; %s('%s').to_json('%.*sjsonl', orient='records', lines=True, "
+        "force_ascii=False)\"\nbeside it%s; ptrain then reads the .jsonl file",
+        path, kind, extra, call, path, stem, path, more);
     return sb.data;
 }
 
@@ -963,10 +987,12 @@ static void test_convert_errors(void **state)
     char path[2048];
     snprintf(path, sizeof path, "%s/train-00000-of-00001.parquet", D("parquet"));
     char *want = convert_message(path, "a Parquet", " and pyarrow", "pd.read_parquet", "");
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("parquet")), PT_ERR_USER, want);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("parquet")), PT_ERR_USER,
+                 want);
     free(want);
     want = convert_message(D("table.csv"), "a CSV", "", "pd.read_csv", "");
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("table.csv")), PT_ERR_USER, want);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("table.csv")), PT_ERR_USER,
+                 want);
     free(want);
 }
 
@@ -1033,12 +1059,14 @@ static void test_hfcache_load(void **state)
     env_save();
     setenv("HF_HUB_CACHE", D("hfcache"), 1);
     pt_dataset ds;
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: acme/pirates\n"), PT_OK);
+    assert_int_equal(
+        load(T.smol, &ds, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: acme/pirates\n"), PT_OK);
     assert_int_equal(ds.n, 2); /* the train file (a symlink into blobs/), not test, not README.md */
     EXPECT(T.smol, &ds.ex[1], {"<|im_start|>user\nWhere be the gold?<|im_end|>\n<|im_start|>assistant\n", false},
            {"In the snapshot, arr.<|im_end|>", true}, {"\n", false});
     dataset_free(&ds);
-    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/pirates\n    split_type: test\n"), PT_OK);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/pirates\n    split_type: test\n"),
+                     PT_OK);
     assert_int_equal(ds.n, 1);
     dataset_free(&ds);
     char *dir, want[4096];
@@ -1074,10 +1102,11 @@ static void test_hfcache_miss(void **state)
              "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s/datasets--acme--norefs/refs/main is "
              "missing" MISS_TAIL, hub, hub, "acme/norefs", "acme/norefs", "norefs", hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/norefs\n"), PT_ERR_USER, want);
-    snprintf(want, sizeof want,
-             "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s/datasets--acme--dangling/snapshots/"
-             "fedcba9876543210fedcba9876543210fedcba98 (named by refs/main) is missing" MISS_TAIL,
-             hub, hub, "acme/dangling", "acme/dangling", "dangling", hub);
+    snprintf(
+        want, sizeof want,
+        "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s/datasets--acme--dangling/snapshots/"
+        "fedcba9876543210fedcba9876543210fedcba98 (named by refs/main) is missing" MISS_TAIL,
+        hub, hub, "acme/dangling", "acme/dangling", "dangling", hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/dangling\n"), PT_ERR_USER, want);
     snprintf(path, sizeof path, "%s/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567/data/"
              "train-00000-of-00002.parquet", hub);
@@ -1135,9 +1164,11 @@ static void test_threads(void **state)
     pt_dataset a, b;
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    assert_int_equal(load(T.smol, &a, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path), PT_OK);
+    assert_int_equal(load(T.smol, &a, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path),
+                     PT_OK);
     omp_set_num_threads(4);
-    assert_int_equal(load(T.smol, &b, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path), PT_OK);
+    assert_int_equal(load(T.smol, &b, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", path),
+                     PT_OK);
     omp_set_num_threads(threads);
     assert_int_equal(a.n, b.n);
     for (size_t i = 0; i < a.n; i++) {

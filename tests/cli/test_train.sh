@@ -1,0 +1,81 @@
+#!/bin/sh
+# test_train.sh — `ptrain train` end to end on SmolLM2 with a slice of the shipped demo data: it
+# runs, logs every step to stdout and metrics.jsonl, writes the final adapter that
+# `ptrain generate --adapter` loads, and the same config and seed give a bit-identical run.
+# Bad input (a missing dataset file, no dataset) stops with one clear error. Skips, saying why,
+# when the model file is absent.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=""
+for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
+    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
+done
+
+write_config() { # write_config FILE OUTDIR [extra yaml]
+    cat >"$1" <<YAML
+model_name: "$model"
+max_seq_length: 96
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 8
+lora_r: 4
+lora_alpha: 8
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 2
+learning_rate: 1e-3
+warmup_steps: 0
+max_steps: 2
+logging_steps: 1
+seed: 11
+optim: adamw_torch
+output_dir: "$2"
+final_model_dir: "$2/lora"
+$3
+YAML
+}
+
+printf 'max_seq_length: 64\n' >"$tmp/nodata.yaml"
+"$P" train "$tmp/nodata.yaml" >/dev/null 2>"$tmp/err" && rc=0 || rc=$?
+if [ -z "$model" ]; then
+    reason="SmolLM2-135M-Instruct.Q4_1.gguf not found in \$PTRAIN_MODELS, models/ or /tmp/models (share/scripts/fetch-model.sh fetches it)"
+    for name in "training runs" "training logs" "adapter written" "generate --adapter" "bit-identical rerun" \
+        "missing dataset" "no dataset"; do
+        skip_test "$name" "$reason"
+    done
+    done_testing
+    exit $?
+fi
+write_config "$tmp/a.yaml" "$tmp/a"
+"$P" train "$tmp/a.yaml" >"$tmp/out" 2>"$tmp/err"
+expect_eq "training runs: exit 0" 0 "$?"
+ok "training logs each step with loss and learning rate" \
+    test -n "$(grep 'step 2/2' "$tmp/out" | grep 'loss' | grep 'lr')"
+ok "metrics.jsonl has one record per step" test "$(grep -c '"loss"' "$tmp/a/metrics.jsonl")" = 2
+ok "the final adapter is written" test -s "$tmp/a/lora/adapter.h5"
+"$P" generate --model "$model" --adapter "$tmp/a/lora" --chat --temperature 0 --max-new-tokens 4 \
+    --prompt "Hello" >/dev/null 2>"$tmp/gen.err"
+expect_eq "generate --adapter loads it" 0 "$?"
+
+write_config "$tmp/b.yaml" "$tmp/b"
+"$P" train "$tmp/b.yaml" >/dev/null 2>&1
+losses() { sed 's/.*"loss": \([^,]*\),.*"grad_norm": \([^,]*\),.*/\1 \2/' "$1"; }
+expect_eq "same config and seed: identical losses and grad norms" "$(losses "$tmp/a/metrics.jsonl")" \
+    "$(losses "$tmp/b/metrics.jsonl")"
+if command -v h5diff >/dev/null 2>&1; then
+    ok "same config and seed: identical adapters (h5diff)" h5diff -q "$tmp/a/lora/adapter.h5" "$tmp/b/lora/adapter.h5"
+else
+    skip_test "same config and seed: identical adapters" "h5diff not found (Debian: hdf5-tools)"
+fi
+
+write_config "$tmp/c.yaml" "$tmp/c"
+sed -i "s|$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl|$tmp/none.jsonl|" "$tmp/c.yaml"
+"$P" train "$tmp/c.yaml" >/dev/null 2>"$tmp/err"
+rc=$?
+ok "missing dataset file: exit 1 naming it" test "$rc" = 1 -a -n "$(grep "$tmp/none.jsonl" "$tmp/err")"
+printf 'model_name: "%s"\n' "$model" >"$tmp/nodata.yaml"
+"$P" train "$tmp/nodata.yaml" >/dev/null 2>"$tmp/err"
+rc=$?
+ok "no dataset: exit 1 saying what to add" test "$rc" = 1 -a -n "$(grep 'no dataset given' "$tmp/err")"
+done_testing
