@@ -398,6 +398,15 @@ pt_status backend_scale(pt_backend *be, pt_tensor *t, float s)
     return be->ops->scale(be, t, s);
 }
 
+pt_status backend_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed)
+{
+    TRY(need_f32(x, "dropout", "x"));
+    TRY(need_same_shape(y, x, "dropout"));
+    if (!(p >= 0.0f && p < 1.0f)) return ERR(PT_ERR_INTERNAL, "dropout: p = %g is not in [0, 1)", p);
+    NEED_OP(be, dropout);
+    return be->ops->dropout(be, y, x, p, seed);
+}
+
 pt_status backend_clip_grad_norm(pt_backend *be, pt_tensor *grads, int n, double max_norm, double *total_norm)
 {
     double ss = 0;

@@ -105,6 +105,7 @@ typedef struct {
                             pt_tensor *v, const pt_adamw *hp);
     pt_status (*sum_squares)(pt_backend *be, const pt_tensor *t, double *acc); /* *acc += sum t^2 */
     pt_status (*scale)(pt_backend *be, pt_tensor *t, float s);                 /* t *= s */
+    pt_status (*dropout)(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
     pt_status (*allreduce_sum)(pt_backend *be, pt_tensor *t);
 } pt_backend_ops;
 
@@ -191,6 +192,9 @@ pt_status backend_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *
 pt_status backend_sum_squares(pt_backend *be, const pt_tensor *t, double *acc);
 /* t *= s (t f32). */
 pt_status backend_scale(pt_backend *be, pt_tensor *t, float s);
+/* y = x * keep / (1 - p), keep[i] a Bernoulli(1 - p) draw that depends only on (seed, i): the
+ * same seed on the gradient applies the same mask, which is the backward pass. y may alias x. */
+pt_status backend_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* torch.nn.utils.clip_grad_norm_ over n gradients: total = sqrt(sum of squares); when
  * max_norm / (total + 1e-6) < 1 every gradient is multiplied by it. *total_norm (may be NULL)
  * gets the norm before clipping. */

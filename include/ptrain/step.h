@@ -20,8 +20,10 @@ typedef struct {
 } train_batch;
 
 typedef struct {
-    bool checkpointing; /* keep only layer inputs; recompute each layer in backward */
-    int loss_chunk;     /* rows of logits alive at once (0: 256) */
+    bool checkpointing;    /* keep only layer inputs; recompute each layer in backward */
+    int loss_chunk;        /* rows of logits alive at once (0: 256) */
+    float lora_dropout;    /* dropout on the adapters' input (PEFT's lora_dropout) */
+    uint64_t dropout_seed; /* change it every micro-batch; masks are recomputed from it */
 } step_options;
 
 /* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number

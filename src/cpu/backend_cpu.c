@@ -94,6 +94,7 @@ static const pt_backend_ops cpu_ops = {
     .adamw_step = cpu_adamw_step,
     .sum_squares = cpu_sum_squares,
     .scale = cpu_scale,
+    .dropout = cpu_dropout,
     .allreduce_sum = cpu_allreduce_sum,
 };
 

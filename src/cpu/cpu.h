@@ -28,6 +28,7 @@ pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);
 pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
 pt_status cpu_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
                           const pt_tensor *w, const pt_tensor *rstd);

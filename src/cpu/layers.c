@@ -96,3 +96,23 @@ pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
     for (int64_t i = 0; i < n; i++) ys[i] += xs[i];
     return PT_OK;
 }
+
+/* A counter-based draw: the same (seed, i) always gives the same number, on any thread. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed)
+{
+    (void)be;
+    int64_t n = tensor_numel(x);
+    const float *xs = x->data;
+    float *ys = y->data, keep_scale = 1.0f / (1.0f - p);
+    uint64_t threshold = (uint64_t)((double)p * 18446744073709551615.0), base = mix(seed + 0x9e3779b97f4a7c15ULL);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) ys[i] = mix(base + (uint64_t)i) >= threshold ? xs[i] * keep_scale : 0.0f;
+    return PT_OK;
+}

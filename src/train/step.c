@@ -24,7 +24,35 @@ typedef struct {
     const train_batch *b;
     int64_t n; /* B*T rows */
     pt_attention attn;
+    float dropout;     /* on the adapters' input; 0: none */
+    uint64_t seed;
+    pt_tensor scratch; /* [n, widest projection input] for dropped-out inputs */
 } step_ctx;
+
+/* scratch seen as [n, cols] */
+static pt_tensor scratch_as(const step_ctx *c, int64_t cols)
+{
+    int64_t shape[2] = {c->n, cols};
+    pt_tensor t = tensor_make(PT_F32, 2, shape);
+    t.data = c->scratch.data;
+    return t;
+}
+
+static uint64_t mask_seed(const step_ctx *c, int layer, int w)
+{
+    return c->seed * 0x100000001b3ULL + (uint64_t)layer * W_COUNT + (uint64_t)w;
+}
+
+/* The adapters' input: x itself, or x with dropout (same mask every time for this layer and w). */
+static pt_status adapter_input(const step_ctx *c, int layer, int w, const pt_tensor *x, pt_tensor *out)
+{
+    if (c->dropout <= 0) {
+        *out = *x;
+        return PT_OK;
+    }
+    *out = scratch_as(c, x->shape[1]);
+    return backend_dropout(c->m->be, out, x, c->dropout, mask_seed(c, layer, w));
+}
 
 static pt_status make(pt_backend *be, pt_tensor *t, int64_t rows, int64_t cols)
 {
@@ -59,7 +87,9 @@ static pt_status lin_fwd(const step_ctx *c, int layer, int w, pt_tensor *y, cons
     TRY(backend_matmul(be, y, x, &c->m->layers[layer].w[w], 0.0f));
     lora_pair *p = lora_at(c->l, layer, w);
     if (!p) return PT_OK;
-    TRY(backend_matmul(be, xs, x, &p->a, 0.0f));
+    pt_tensor xin;
+    TRY(adapter_input(c, layer, w, x, &xin));
+    TRY(backend_matmul(be, xs, &xin, &p->a, 0.0f));
     TRY(backend_scale(be, xs, c->l->scale));
     return backend_matmul(be, y, xs, &p->b, 1.0f);
 }
@@ -75,8 +105,14 @@ static pt_status lin_bwd(const step_ctx *c, int layer, int w, pt_tensor *dx, con
     TRY(backend_matmul_bwd_weight(be, &p->grad_b, dy, xs, 1.0f));
     TRY(backend_matmul_bwd_input(be, tmp, dy, &p->b, 0.0f));
     TRY(backend_scale(be, tmp, c->l->scale));
-    TRY(backend_matmul_bwd_weight(be, &p->grad_a, tmp, x, 1.0f));
-    return backend_matmul_bwd_input(be, dx, tmp, &p->a, 1.0f);
+    pt_tensor xin;
+    TRY(adapter_input(c, layer, w, x, &xin));
+    TRY(backend_matmul_bwd_weight(be, &p->grad_a, tmp, &xin, 1.0f));
+    if (c->dropout <= 0) return backend_matmul_bwd_input(be, dx, tmp, &p->a, 1.0f);
+    pt_tensor dxin = scratch_as(c, x->shape[1]); /* the dropped-out input is no longer needed */
+    TRY(backend_matmul_bwd_input(be, &dxin, tmp, &p->a, 0.0f));
+    TRY(backend_dropout(be, &dxin, &dxin, c->dropout, mask_seed(c, layer, w)));
+    return backend_add(be, dx, &dxin);
 }
 
 /* out = layer(x), filling a */
@@ -228,10 +264,10 @@ static pt_status backward_all(const step_ctx *c, bool checkpointing, fwd_state *
 static step_ctx ctx_make(pt_model *m, pt_lora *l, const train_batch *b)
 {
     const pt_model_config *g = &m->cfg;
-    step_ctx c = {m, l, b, (int64_t)b->batch * b->seq,
-                  {.batch = b->batch, .n_q = b->seq, .n_kv = b->seq, .q_pos0 = 0, .n_heads = g->n_heads,
-                   .n_kv_heads = g->n_kv_heads, .head_dim = g->head_dim,
-                   .scale = 1.0f / sqrtf((float)g->head_dim), .segments = b->segments}};
+    step_ctx c = {.m = m, .l = l, .b = b, .n = (int64_t)b->batch * b->seq,
+                  .attn = {.batch = b->batch, .n_q = b->seq, .n_kv = b->seq, .q_pos0 = 0, .n_heads = g->n_heads,
+                           .n_kv_heads = g->n_kv_heads, .head_dim = g->head_dim,
+                           .scale = 1.0f / sqrtf((float)g->head_dim), .segments = b->segments}};
     return c;
 }
 
@@ -241,11 +277,21 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
     step_ctx c = ctx_make(m, l, b);
     fwd_state s = {0};
     pt_tensor d = {0};
-    pt_status st = forward_all(&c, o->checkpointing, &s);
+    pt_status st = PT_OK;
+    if (l && o->lora_dropout > 0) {
+        const pt_model_config *g = &m->cfg;
+        int64_t widest = g->ffn_dim > g->dim ? g->ffn_dim : g->dim;
+        if ((int64_t)g->n_heads * g->head_dim > widest) widest = (int64_t)g->n_heads * g->head_dim;
+        c.dropout = o->lora_dropout;
+        c.seed = o->dropout_seed;
+        st = make(m->be, &c.scratch, c.n, widest);
+    }
+    if (st == PT_OK) st = forward_all(&c, o->checkpointing, &s);
     if (st == PT_OK) st = make(m->be, &d, c.n, m->cfg.dim);
     if (st == PT_OK) st = loss_head(&c, &s.x[m->cfg.n_layers], &d, grad_scale, o->loss_chunk > 0 ? o->loss_chunk : 256,
                                     loss_sum, n_tokens);
     if (st == PT_OK) st = backward_all(&c, o->checkpointing, &s, &d);
+    backend_release(m->be, &c.scratch);
     backend_release(m->be, &d);
     state_free(&c, &s);
     return st;

@@ -117,10 +117,12 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     }
     if (st == PT_OK) st = dist_sum_f64(t->d, counts, 1);
     float scale = counts[0] > 0 ? (float)(1.0 / counts[0]) : 0.0f;
-    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing};
+    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
+                       .lora_dropout = (float)t->cfg->lora_dropout};
     for (long i = 0; i < accum && st == PT_OK; i++) {
         train_batch v = view_of(&mb[i], t->train.packed);
         int64_t n = 0;
+        so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         st = step_run(&t->m, &t->l, &v, &so, scale, &counts[1], &n);
     }
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
@@ -192,8 +194,6 @@ static void warn_settings(const trainer *t)
     if (strstr(c->optim, "8bit"))
         log_warn("optim: %s runs as AdamW with fp32 states (%.1f MB for these adapters; 8-bit states would save "
                  "three quarters of that)", c->optim, 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
-    if (c->lora_dropout > 0)
-        log_warn("lora_dropout: %g is not applied yet; the adapters train without dropout", c->lora_dropout);
 }
 
 static pt_status save_adapter(trainer *t)

@@ -2,7 +2,8 @@
  * (tests/reference/make_peft_goldens.py): the LoRA gradients of one batch (max relative error
  * <= 1e-4), the loss of 20 AdamW steps with gradient clipping (<= 1e-4 relative), and the adapters
  * after them; central finite differences of the whole model's loss; gradient checkpointing giving
- * the same gradients as keeping every activation; the HDF5 adapter written and read back. */
+ * the same gradients as keeping every activation; lora_dropout checked by central differences;
+ * the HDF5 adapter written and read back. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -271,6 +272,53 @@ static void test_finite_differences(void **state)
     }
 }
 
+/* loss of one micro-batch with dropout (seed fixed, so the function is deterministic) */
+static double dropout_loss(fixture *fx, bool checkpointing)
+{
+    train_batch b = batch_of(fx);
+    step_options o = {.checkpointing = checkpointing, .lora_dropout = 0.3f, .dropout_seed = 77};
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &n), PT_OK);
+    return loss / (double)n;
+}
+
+/* lora_dropout: the loss changes, the gradient still matches central differences, and the
+ * recomputation under checkpointing draws the same masks */
+static void test_lora_dropout(void **state)
+{
+    fixture *fx = *state;
+    for_each_tensor(fx, set_values, fx->init);
+    double plain = run_step(fx, false), dropped = dropout_loss(fx, true);
+    assert_true(fabs(dropped - plain) > 1e-4);
+    lora_pair *p = lora_at(&fx->l, 1, W_V);
+    float *grad = malloc(p->grad_a.nbytes), *vals = malloc(p->a.nbytes);
+    backend_download(fx->be, &p->grad_a, grad, p->grad_a.nbytes);
+    dropout_loss(fx, false);
+    float *grad2 = malloc(p->grad_a.nbytes);
+    backend_download(fx->be, &p->grad_a, grad2, p->grad_a.nbytes);
+    assert_memory_equal(grad, grad2, p->grad_a.nbytes);
+    backend_download(fx->be, &p->a, vals, p->a.nbytes);
+    int k = 40;
+    float keep = vals[k], h = 1e-2f;
+    vals[k] = keep + h;
+    backend_upload(fx->be, &p->a, vals, p->a.nbytes);
+    double lp = dropout_loss(fx, true);
+    vals[k] = keep - h;
+    backend_upload(fx->be, &p->a, vals, p->a.nbytes);
+    double lm = dropout_loss(fx, true);
+    vals[k] = keep;
+    backend_upload(fx->be, &p->a, vals, p->a.nbytes);
+    double fd = (lp - lm) / (2.0 * h);
+    print_message("dropout 0.3: loss %.6f (without %.6f); dA[%d] analytic %.6g, central difference %.6g\n", dropped,
+                  plain, k, grad[k], fd);
+    assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 1e-4 / labelled(fx));
+    free(grad);
+    free(grad2);
+    free(vals);
+}
+
 static void test_adapter_roundtrip(void **state)
 {
     fixture *fx = *state;
@@ -309,7 +357,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
-        cmocka_unit_test(test_adapter_roundtrip),
+        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);
 }
