@@ -10,7 +10,7 @@ pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *d
 pt_status cpu_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
                                 float beta);
 
-/* rows [r0, r0+rows) of weight w as fp32 (out: rows x K); out NULL only checks the dtype */
+/* rows [r0, r0+rows) of weight w as fp32 (out: rows x K) */
 pt_status cpu_dequantize_rows(const pt_tensor *w, int64_t r0, int64_t rows, float *out);
 /* fused block dot products (dot.c) for the dtypes where cpu_dot_supported() */
 #include <stdbool.h>

@@ -84,7 +84,11 @@ static pt_status matmul_few_rows(float *y, const float *x, const pt_tensor *w, i
 {
     int64_t n = w->shape[0], k = w->shape[1];
     if (cpu_dot_supported(w->dtype) && k % 32 == 0) return matmul_few_rows_fused(y, x, w, m, beta);
-    pt_status st = PT_OK;
+    float *probe = malloc(sizeof(float) * (size_t)k);
+    TRY_ALLOC(probe);
+    pt_status st = cpu_dequantize_rows(w, 0, 1, probe); /* an unreadable dtype fails here, not per row */
+    free(probe);
+    TRY(st);
 #pragma omp parallel
     {
         float *row = malloc(sizeof(float) * (size_t)k);
@@ -102,8 +106,7 @@ static pt_status matmul_few_rows(float *y, const float *x, const pt_tensor *w, i
         }
         free(row);
     }
-    if (st != PT_OK) return st;
-    return cpu_dequantize_rows(w, 0, 1, NULL); /* reports an unsupported dtype, if any */
+    return st;
 }
 
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta)

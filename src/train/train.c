@@ -145,10 +145,11 @@ static pt_status evaluate(trainer *t, double *eval_loss)
 {
     double sum = 0;
     int64_t n = 0;
-    long bs = t->cfg->per_device_eval_batch_size;
-    for (size_t i = 0; i < t->eval.n; i += (size_t)bs) {
+    size_t bs = (size_t)t->cfg->per_device_eval_batch_size;
+    if (bs > 256) bs = 256;
+    for (size_t i = 0; i < t->eval.n; i += bs) {
         size_t idx[256], k = 0;
-        for (; k < (size_t)bs && k < 256 && i + k < t->eval.n; k++) idx[k] = i + k;
+        for (; k < bs && i + k < t->eval.n; k++) idx[k] = i + k;
         pt_batch b;
         TRY(batch_collate(&t->eval, idx, k, tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0, &b));
         train_batch v = view_of(&b, t->eval.packed);
