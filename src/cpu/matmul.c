@@ -8,7 +8,11 @@
 
 #include "cpu.h"
 
-enum { TILE_ROWS = 128, SMALL_M = 8 };
+/* A tile holds about TILE_FLOATS weights: large enough that sgemm's repacking of the activations
+ * (once per call) stays cheap, small enough to stay in the last-level cache. */
+enum { TILE_FLOATS = 1 << 20, SMALL_M = 8 };
+
+static int64_t tile_rows(int64_t k) { return k >= TILE_FLOATS ? 1 : TILE_FLOATS / k; }
 
 /* Dequantize rows [r0, r0+rows) of w[N,K] into tile (rows x K fp32), rows split over threads. */
 static pt_status weight_tile(const pt_tensor *w, int64_t r0, int64_t rows, float *tile)
@@ -32,11 +36,12 @@ static pt_status for_each_tile(const pt_tensor *w, tile_fn fn, void *arg)
         fn(w->data, 0, n, arg);
         return PT_OK;
     }
-    float *tile = malloc(sizeof(float) * (size_t)(TILE_ROWS * k));
+    int64_t per_tile = tile_rows(k) < n ? tile_rows(k) : n;
+    float *tile = malloc(sizeof(float) * (size_t)(per_tile * k));
     TRY_ALLOC(tile);
     pt_status st = PT_OK;
-    for (int64_t r0 = 0; r0 < n && st == PT_OK; r0 += TILE_ROWS) {
-        int64_t rows = n - r0 < TILE_ROWS ? n - r0 : TILE_ROWS;
+    for (int64_t r0 = 0; r0 < n && st == PT_OK; r0 += per_tile) {
+        int64_t rows = n - r0 < per_tile ? n - r0 : per_tile;
         st = weight_tile(w, r0, rows, tile);
         if (st == PT_OK) fn(tile, r0, rows, arg);
     }

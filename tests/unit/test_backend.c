@@ -148,9 +148,10 @@ static void reference_matmul(const float *x, const float *w, double *y, int m, i
         }
 }
 
-static void check_matmul_dtype(pt_dtype dtype)
+/* m <= 8 rows take the few-row path (fused block dots); more rows take dequantized tiles + sgemm */
+static void check_matmul_rows(pt_dtype dtype, int m)
 {
-    const int m = 7, n = 300, k = 96; /* n spans several dequantization tiles */
+    const int n = 11000, k = 96; /* n spans two dequantization tiles (2^20 weights each) */
     pt_backend *be = open_cpu();
     float *xv = random_floats(m * k, 1), *wv = random_floats(n * k, 2), *dyv = random_floats(m * n, 3);
     pt_tensor x = put(be, PT_F32, m, k, xv), w = put(be, dtype, n, k, wv), dy = put(be, PT_F32, m, n, dyv);
@@ -202,6 +203,12 @@ static void check_matmul_dtype(pt_dtype dtype)
     pt_tensor *all[] = {&x, &w, &dy, &y, &dx};
     for (size_t i = 0; i < 5; i++) backend_release(be, all[i]);
     backend_close(be);
+}
+
+static void check_matmul_dtype(pt_dtype dtype)
+{
+    check_matmul_rows(dtype, 7);
+    check_matmul_rows(dtype, 12);
 }
 
 static void test_matmul_f32(void **state) { (void)state; check_matmul_dtype(PT_F32); }
