@@ -61,6 +61,16 @@ const char *backend_list(void)
 #endif
 }
 
+const char *backend_resolve(const char *device)
+{
+#ifdef PTRAIN_HAVE_CUDA
+    if (!device || strcmp(device, "cpu") != 0) return cuda_device_count() > 0 ? "cuda" : "cpu";
+#else
+    (void)device;
+#endif
+    return "cpu";
+}
+
 pt_status backend_open(const pt_backend_options *opts, pt_backend **out)
 {
     const char *dev = opts->device ? opts->device : "auto";

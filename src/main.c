@@ -78,11 +78,7 @@ static int cli_parse(int argc, char **argv, cli_args *args)
 /* The settings only known at launch: ranks, threads, backend, token presence (never its value). */
 static void print_launch(const pt_config *cfg, const pt_dist *d, int threads)
 {
-    const char *backend = "cpu";
-    (void)cfg;
-#ifdef PTRAIN_HAVE_CUDA
-    if (strcmp(cfg->device, "cpu") != 0 && cuda_device_count() > 0) backend = "cuda";
-#endif
+    const char *backend = backend_resolve(cfg->device);
     log_info("%-30s %d (%d on this node)\n", "launch.ranks", d->world, d->local_world);
     log_info("%-30s %d\n", "launch.threads_per_rank", threads);
     log_info("%-30s %s (built: %s)\n", "launch.backend", backend, backend_list());

@@ -124,6 +124,8 @@ typedef struct {
 /* Open the backend the options ask for; auto = CUDA when built and a GPU is visible, else CPU. */
 pt_status backend_open(const pt_backend_options *opts, pt_backend **out);
 void backend_close(pt_backend *be);
+/* The backend `device` (auto, cpu, cuda) would open here: "cpu" or "cuda". */
+const char *backend_resolve(const char *device);
 /* The backends this binary was built with, e.g. "cpu cuda". */
 const char *backend_list(void);
 

@@ -34,6 +34,8 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
                       uint64_t seed);
 void lora_free(pt_lora *l);
 lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */
+/* Every adapted projection in layer order: for (p = lora_next(l, NULL); p; p = lora_next(l, p)) */
+lora_pair *lora_next(const pt_lora *l, lora_pair *prev);
 pt_status lora_zero_grads(pt_lora *l);
 int64_t lora_param_count(const pt_lora *l);
 

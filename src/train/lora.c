@@ -29,6 +29,15 @@ lora_pair *lora_at(const pt_lora *l, int layer, int w)
     return &l->pairs[(size_t)layer * W_COUNT + (size_t)w];
 }
 
+lora_pair *lora_next(const pt_lora *l, lora_pair *prev)
+{
+    if (!l || !l->pairs) return NULL;
+    size_t total = (size_t)l->n_layers * W_COUNT;
+    for (size_t i = prev ? (size_t)(prev - l->pairs) + 1 : 0; i < total; i++)
+        if (l->target[i % W_COUNT]) return &l->pairs[i];
+    return NULL;
+}
+
 static pt_status alloc_zero(pt_backend *be, pt_tensor *t, int64_t rows, int64_t cols, const float *init)
 {
     int64_t shape[2] = {rows, cols};
@@ -99,36 +108,26 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
 
 void lora_free(pt_lora *l)
 {
-    for (int layer = 0; l->pairs && layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            if (!p) continue;
-            pt_tensor *all[] = {&p->a, &p->b, &p->grad_a, &p->grad_b, &p->m_a, &p->v_a, &p->m_b, &p->v_b};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(l->be, all[i]);
-        }
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+        pt_tensor *all[] = {&p->a, &p->b, &p->grad_a, &p->grad_b, &p->m_a, &p->v_a, &p->m_b, &p->v_b};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(l->be, all[i]);
+    }
     free(l->pairs);
     memset(l, 0, sizeof *l);
 }
 
 pt_status lora_zero_grads(pt_lora *l)
 {
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            if (!p) continue;
-            TRY(backend_scale(l->be, &p->grad_a, 0.0f));
-            TRY(backend_scale(l->be, &p->grad_b, 0.0f));
-        }
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+        TRY(backend_scale(l->be, &p->grad_a, 0.0f));
+        TRY(backend_scale(l->be, &p->grad_b, 0.0f));
+    }
     return PT_OK;
 }
 
 int64_t lora_param_count(const pt_lora *l)
 {
     int64_t n = 0;
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            if (p) n += tensor_numel(&p->a) + tensor_numel(&p->b);
-        }
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) n += tensor_numel(&p->a) + tensor_numel(&p->b);
     return n;
 }

@@ -7,13 +7,10 @@
 pt_status optimizer_grad_norm(const pt_lora *l, double *norm)
 {
     double total = 0;
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            if (!p) continue;
-            TRY(backend_sum_squares(l->be, &p->grad_a, &total));
-            TRY(backend_sum_squares(l->be, &p->grad_b, &total));
-        }
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+        TRY(backend_sum_squares(l->be, &p->grad_a, &total));
+        TRY(backend_sum_squares(l->be, &p->grad_b, &total));
+    }
     *norm = sqrt(total);
     return PT_OK;
 }
@@ -22,16 +19,13 @@ pt_status optimizer_step(pt_lora *l, const adamw_options *o, double grad_norm, d
 {
     double coef = o->max_grad_norm > 0 ? o->max_grad_norm / (grad_norm + 1e-6) : 1.0;
     pt_adamw hp = {lr, o->beta1, o->beta2, o->eps, o->weight_decay, step};
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            if (!p) continue;
-            if (coef < 1.0) {
-                TRY(backend_scale(l->be, &p->grad_a, (float)coef));
-                TRY(backend_scale(l->be, &p->grad_b, (float)coef));
-            }
-            TRY(backend_adamw_step(l->be, &p->a, &p->grad_a, &p->m_a, &p->v_a, &hp));
-            TRY(backend_adamw_step(l->be, &p->b, &p->grad_b, &p->m_b, &p->v_b, &hp));
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+        if (coef < 1.0) {
+            TRY(backend_scale(l->be, &p->grad_a, (float)coef));
+            TRY(backend_scale(l->be, &p->grad_b, (float)coef));
         }
+        TRY(backend_adamw_step(l->be, &p->a, &p->grad_a, &p->m_a, &p->v_a, &hp));
+        TRY(backend_adamw_step(l->be, &p->b, &p->grad_b, &p->m_b, &p->v_b, &hp));
+    }
     return PT_OK;
 }

@@ -89,13 +89,10 @@ static int64_t count_targets(const pt_batch *b)
 static pt_status reduce_grads(trainer *t)
 {
     if (t->d->world == 1) return PT_OK;
-    for (int layer = 0; layer < t->l.n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(&t->l, layer, w);
-            if (!p) continue;
-            TRY(backend_allreduce_sum(t->be, &p->grad_a));
-            TRY(backend_allreduce_sum(t->be, &p->grad_b));
-        }
+    for (lora_pair *p = lora_next(&t->l, NULL); p; p = lora_next(&t->l, p)) {
+        TRY(backend_allreduce_sum(t->be, &p->grad_a));
+        TRY(backend_allreduce_sum(t->be, &p->grad_b));
+    }
     return PT_OK;
 }
 
