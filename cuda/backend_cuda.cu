@@ -4,21 +4,10 @@
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
-#include <cuda_bf16.h>
 #include <stdlib.h>
 
-#include "cuda_check.h"
-#include "ptrain/backend.h"
+#include "cuda_backend.h"
 #include "ptrain/quant.h"
-
-typedef struct {
-    cudaStream_t stream;
-    cublasHandle_t blas;
-    __nv_bfloat16 *scratch; /* bf16 staging for the operands of one matmul */
-    size_t scratch_elems;
-} cuda_ctx;
-
-static cuda_ctx *ctx_of(pt_backend *be) { return (cuda_ctx *)be->ctx; }
 
 extern "C" int cuda_device_count(void)
 {
@@ -141,6 +130,7 @@ static void cuda_close(pt_backend *be)
 {
     cuda_ctx *c = ctx_of(be);
     if (c) {
+        cuda_comm_close(c);
         cudaFree(c->scratch);
         if (c->blas) cublasDestroy(c->blas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -162,12 +152,17 @@ static pt_backend_ops make_ops(void)
     ops.matmul = cuda_matmul;
     ops.matmul_bwd_input = cuda_matmul_bwd_input;
     ops.matmul_bwd_weight = cuda_matmul_bwd_weight;
+    ops.allreduce_sum = cuda_allreduce_sum;
+    ops.reduce_begin = cuda_reduce_begin;
+    ops.reduce_poll = cuda_reduce_poll;
+    ops.reduce_end = cuda_reduce_end;
+    ops.copy = cuda_copy;
     return ops;
 }
 
 static const pt_backend_ops cuda_ops = make_ops();
 
-static pt_status cuda_setup(pt_backend *be, int device)
+static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options *opts)
 {
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof *c);
     TRY_ALLOC(c);
@@ -176,7 +171,7 @@ static pt_status cuda_setup(pt_backend *be, int device)
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUBLAS_TRY(cublasCreate(&c->blas));
     CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
-    return PT_OK;
+    return cuda_comm_open(c, opts);
 }
 
 extern "C" pt_status cuda_backend_open(const pt_backend_options *opts, pt_backend **out)
@@ -187,7 +182,7 @@ extern "C" pt_status cuda_backend_open(const pt_backend_options *opts, pt_backen
     TRY_ALLOC(be);
     be->ops = &cuda_ops;
     be->device = opts->local_rank % gpus; /* one device per rank on the node */
-    pt_status st = cuda_setup(be, be->device);
+    pt_status st = cuda_setup(be, be->device, opts);
     if (st != PT_OK) {
         cuda_close(be);
         return st;

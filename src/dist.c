@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -73,16 +74,36 @@ pt_status dist_agree(const pt_dist *d, pt_status local)
     return local != PT_OK ? local : (pt_status)worst;
 }
 
-pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what)
+pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what, const char *fix)
 {
     unsigned long long root = hash;
     if (d->world > 1) MPI_TRY(MPI_Bcast(&root, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
     if (root != hash)
-        return ERR(PT_ERR_USER,
-                   "the %s on this rank differs from rank 0's (hash %016llx, rank 0 has %016llx): "
-                   "start every rank with the same config file and the same ptrain",
-                   what, (unsigned long long)hash, root);
+        return ERR(PT_ERR_USER, "the %s on this rank differs from rank 0's (hash %016llx, rank 0 has %016llx): %s",
+                   what, (unsigned long long)hash, root,
+                   fix ? fix : "start every rank with the same config file and the same ptrain");
     return PT_OK;
+}
+
+pt_status dist_max_loc(const pt_dist *d, double value, double *max, int *rank)
+{
+    struct {
+        double v;
+        int r;
+    } in = {value, d->rank}, out = in;
+    if (d->world > 1) MPI_TRY(MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD));
+    *max = out.v;
+    *rank = out.r;
+    return PT_OK;
+}
+
+void dist_fail_fast(const pt_dist *d, pt_status st)
+{
+    if (st == PT_OK || d->world == 1) return;
+    if (!err_reported()) log_error(st);
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, (int)st);
 }
 
 pt_status dist_share_nccl_id(pt_dist *d)

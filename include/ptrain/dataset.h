@@ -99,18 +99,17 @@ pt_status dataset_split(pt_dataset *all, double ratio, uint64_t seed, pt_dataset
  * example boundary). Deterministic. */
 pt_status dataset_pack(pt_dataset *ds);
 
-/* The per-rank sampler, as PyTorch's DistributedSampler(shuffle=True, drop_last=False) with a
- * DataLoader(batch_size, drop_last=False): each epoch a permutation of the n examples seeded by
- * seed + epoch, padded by wrapping around to the start of the permutation until its length is
- * a multiple of world (so a few examples appear twice in an epoch when world does not divide n),
- * then rank r takes positions r, r + world, r + 2*world, ...: every rank gets ceil(n / world)
- * indices, disjoint across ranks apart from the wrap-around padding. The rank's indices are
- * grouped in order into micro-batches of batch_size; the last one may be smaller. */
+/* The per-rank sampler, as HF Trainer's DataLoader is sharded by Accelerate: each epoch a
+ * permutation of the n examples seeded by seed + epoch is cut into batches of batch_size, and
+ * rank r takes batches r, r + world, r + 2*world, ... With world > 1 every rank gets the same
+ * number of full batches: the last round wraps around to the start of the permutation (so a few
+ * examples appear twice in an epoch); disjoint across ranks apart from that padding. With one
+ * process the last batch may be smaller. */
 typedef struct {
     size_t n_examples;
     int rank, world;
     long batch_size;
-    size_t n;     /* indices per rank per epoch: ceil(n_examples / world) */
+    size_t n;     /* indices per rank per epoch: n_examples, or whole batches when world > 1 */
     size_t *idx;  /* this rank's indices for the current epoch */
     long epoch;   /* the epoch idx was drawn for (-1: none yet) */
 } pt_sampler;

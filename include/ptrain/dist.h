@@ -31,8 +31,16 @@ void dist_finalize(pt_dist *d);
  * than 0 stays quiet when its message is the same as rank 0's); every rank then returns the
  * highest failing status, so the whole job exits non-zero together. */
 pt_status dist_agree(const pt_dist *d, pt_status local);
-/* Fail on the ranks whose resolved config differs from rank 0's. */
-pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what);
+/* Fail on the ranks whose hash of `what` (e.g. "resolved config") differs from rank 0's; the
+ * message ends with fix (NULL: start every rank with the same config and ptrain). */
+pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what, const char *fix);
+/* The largest value over the ranks and the rank that has it (the lowest such rank). */
+pt_status dist_max_loc(const pt_dist *d, double value, double *max, int *rank);
+/* For errors inside the training loop, where the other ranks are already waiting in the step's
+ * collectives and cannot agree first: with several ranks and st != PT_OK, print this rank's
+ * error (with its rank) and end the whole job with MPI_Abort(st), which makes the launcher stop
+ * every rank within seconds. Returns only when st is PT_OK or there is one rank. */
+void dist_fail_fast(const pt_dist *d, pt_status st);
 /* Rank 0 makes the NCCL unique id and broadcasts it (needs the CUDA build). */
 pt_status dist_share_nccl_id(pt_dist *d);
 /* Sum values across ranks, in place (a no-op with one rank). */

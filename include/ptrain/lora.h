@@ -13,7 +13,7 @@
 
 typedef struct {
     pt_tensor a, b;           /* A [r, in], B [out, r] */
-    pt_tensor grad_a, grad_b; /* same shapes */
+    pt_tensor grad_a, grad_b; /* same shapes; views into pt_lora.grads */
     pt_tensor m_a, v_a, m_b, v_b;
 } lora_pair;
 
@@ -23,6 +23,11 @@ typedef struct pt_lora {
     bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
     lora_pair *pairs;     /* [n_layers * W_COUNT]; unused slots have no memory */
     pt_backend *be;
+    /* All gradients live in one buffer, layer after layer, so a run of layers is one contiguous
+     * span that can be summed across ranks in one call (train.c's buckets). */
+    pt_tensor grads;      /* f32 [total]: grad_a, grad_b of every pair */
+    pt_tensor grads_sum;  /* the same layout: the sum over the earlier micro-batches of a step */
+    int64_t *layer_off;   /* [n_layers + 1]: where each layer's gradients start in grads */
 } pt_lora;
 
 /* The module name PEFT uses for projection w (q_proj ... down_proj), NULL for norms. */
@@ -37,6 +42,10 @@ lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries n
 /* Every adapted projection in layer order: for (p = lora_next(l, NULL); p; p = lora_next(l, p)) */
 lora_pair *lora_next(const pt_lora *l, lora_pair *prev);
 pt_status lora_zero_grads(pt_lora *l);
+/* The gradients of layers from .. to (inclusive) in buf (l->grads or l->grads_sum): a 1-d view. */
+pt_tensor lora_grad_span(const pt_lora *l, const pt_tensor *buf, int from, int to);
 int64_t lora_param_count(const pt_lora *l);
+/* FNV-1a over every adapter value (A and B, layer order): equal on ranks holding equal adapters. */
+pt_status lora_checksum(const pt_lora *l, uint64_t *hash);
 
 #endif

@@ -12,6 +12,7 @@
 
 typedef struct {
     FILE *metrics; /* NULL on ranks other than 0 */
+    char path[4096];
     bool tty;
     double start;  /* seconds, monotonic */
 } progress;
@@ -19,12 +20,17 @@ typedef struct {
 typedef struct {
     int64_t step, total;
     double epoch, loss, lr, grad_norm, tokens_per_s;
+    int ranks;
+    double step_s;    /* compute seconds per step of the slowest rank (over the logging window) */
+    int slowest_rank;
+    double comm_s;    /* seconds per step in communication, mean over the ranks */
 } progress_record;
 
 /* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. */
 pt_status progress_open(progress *p, const char *dir, int rank);
-void progress_log(progress *p, const progress_record *r);
-void progress_eval(progress *p, int64_t step, double eval_loss);
+/* Print and append the record (rank 0); fails when metrics.jsonl cannot be written. */
+pt_status progress_log(progress *p, const progress_record *r);
+pt_status progress_eval(progress *p, int64_t step, double eval_loss);
 void progress_close(progress *p);
 double progress_now(void);
 

@@ -24,10 +24,15 @@ typedef struct {
     int loss_chunk;        /* rows of logits alive at once (0: 256) */
     float lora_dropout;    /* dropout on the adapters' input (PEFT's lora_dropout) */
     uint64_t dropout_seed; /* change it every micro-batch; masks are recomputed from it */
+    /* Called as soon as layer `layer`'s LoRA gradients are written (last layer first), so the
+     * caller can accumulate and start reducing them while the earlier layers run; may be NULL. */
+    pt_status (*layer_done)(void *arg, int layer);
+    void *layer_done_arg;
 } step_options;
 
 /* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number
- * of predicted tokens to *n_tokens, and accumulates grad_scale-weighted LoRA gradients. */
+ * of predicted tokens to *n_tokens, and writes this micro-batch's grad_scale-weighted LoRA
+ * gradients (overwriting the previous ones: accumulating is the caller's, see train.c). */
 pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_options *o, float grad_scale,
                    double *loss_sum, int64_t *n_tokens);
 /* The loss only (no gradients), for evaluation and checks. */

@@ -1,7 +1,12 @@
-/* sampler.c — the per-rank order of one epoch, as PyTorch's DistributedSampler (shuffle, no
- * drop_last) under a DataLoader without drop_last: a permutation seeded by seed + epoch, wrapped
- * around to a multiple of world, rank r taking every world-th index from r, then consecutive
- * micro-batches. The generator is ptrain's own (random.c), so the orders differ from torch's. */
+/* sampler.c — the per-rank micro-batches of one epoch, as HF Trainer (through Accelerate) hands
+ * them out under several processes: the epoch's order is a permutation seeded by seed + epoch,
+ * cut into batches of batch_size; rank r takes batches r, r + world, r + 2·world, ... With
+ * several ranks the last round is completed from the start of the order so every rank runs the
+ * same number of full batches (Accelerate's even_batches); one process keeps a short last batch
+ * (a DataLoader without drop_last). So one optimizer step of W ranks × A accumulation covers the
+ * same W·A consecutive batches as one process with accumulation W·A — the equivalence the
+ * data-parallel test checks. The generator is ptrain's own (random.c), so orders differ from
+ * torch's. */
 #include <stdlib.h>
 
 #include "data_internal.h"
@@ -18,7 +23,9 @@ pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, lo
     s->rank = rank;
     s->world = world;
     s->batch_size = batch_size;
-    s->n = (n_examples + (size_t)world - 1) / (size_t)world;
+    size_t b = (size_t)batch_size, w = (size_t)world;
+    size_t rounds = (n_examples + b * w - 1) / (b * w); /* batches per rank */
+    s->n = world == 1 ? n_examples : rounds * b;
     s->idx = malloc(sizeof *s->idx * s->n);
     if (!s->idx) return ERR(PT_ERR_NOMEM, "out of memory");
     return PT_OK;
@@ -30,7 +37,11 @@ pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch)
     size_t *perm = malloc(sizeof *perm * s->n_examples);
     if (!perm) return ERR(PT_ERR_NOMEM, "out of memory");
     rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
-    for (size_t i = 0; i < s->n; i++) s->idx[i] = perm[((size_t)s->rank + i * (size_t)s->world) % s->n_examples];
+    size_t b = (size_t)s->batch_size, w = (size_t)s->world, r = (size_t)s->rank;
+    for (size_t i = 0; i < s->n; i++) { /* i-th index of this rank: batch i/b of its own */
+        size_t global_batch = (i / b) * w + r;
+        s->idx[i] = perm[(global_batch * b + i % b) % s->n_examples];
+    }
     free(perm);
     s->epoch = epoch;
     return PT_OK;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/util.h"
+
 static const char *const module_names[W_COUNT] = {
     [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
     [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
@@ -61,12 +63,46 @@ static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, i
     free(a);
     TRY(st);
     TRY(alloc_zero(be, &p->b, out, r, NULL));
-    TRY(alloc_zero(be, &p->grad_a, r, in, NULL));
-    TRY(alloc_zero(be, &p->grad_b, out, r, NULL));
     TRY(alloc_zero(be, &p->m_a, r, in, NULL));
     TRY(alloc_zero(be, &p->v_a, r, in, NULL));
     TRY(alloc_zero(be, &p->m_b, out, r, NULL));
     return alloc_zero(be, &p->v_b, out, r, NULL);
+}
+
+/* Lay out every pair's gradients in one buffer (layer by layer, A then B) and point the pairs'
+ * grad_a/grad_b at their places. */
+static pt_status grads_create(pt_lora *l, const pt_model *m)
+{
+    int64_t off = 0;
+    for (int layer = 0; layer < l->n_layers; layer++) {
+        l->layer_off[layer] = off;
+        for (int w = 0; w < W_COUNT; w++)
+            if (l->target[w]) off += (int64_t)l->r * (m->layers[layer].w[w].shape[0] + m->layers[layer].w[w].shape[1]);
+    }
+    l->layer_off[l->n_layers] = off;
+    TRY(alloc_zero(l->be, &l->grads, 1, off, NULL));
+    TRY(alloc_zero(l->be, &l->grads_sum, 1, off, NULL));
+    for (int layer = 0; layer < l->n_layers; layer++) {
+        int64_t at = l->layer_off[layer];
+        for (int w = 0; w < W_COUNT; w++) {
+            lora_pair *p = lora_at(l, layer, w);
+            if (!p) continue;
+            int64_t out = m->layers[layer].w[w].shape[0], in = m->layers[layer].w[w].shape[1];
+            int64_t sa[2] = {l->r, in}, sb[2] = {out, l->r};
+            p->grad_a = tensor_make(PT_F32, 2, sa);
+            p->grad_a.data = (float *)l->grads.data + at;
+            at += l->r * in;
+            p->grad_b = tensor_make(PT_F32, 2, sb);
+            p->grad_b.data = (float *)l->grads.data + at;
+            at += l->r * out;
+        }
+    }
+    return PT_OK;
+}
+
+pt_tensor lora_grad_span(const pt_lora *l, const pt_tensor *buf, int from, int to)
+{
+    return tensor_span(buf, l->layer_off[from], l->layer_off[to + 1] - l->layer_off[from]);
 }
 
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
@@ -80,14 +116,19 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
     l->be = m->be;
     memcpy(l->target, target, sizeof l->target);
     l->pairs = calloc((size_t)l->n_layers * W_COUNT, sizeof *l->pairs);
-    TRY_ALLOC(l->pairs);
+    l->layer_off = calloc((size_t)l->n_layers + 1, sizeof *l->layer_off);
+    pt_status st = l->pairs && l->layer_off ? grads_create(l, m) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st != PT_OK) {
+        lora_free(l);
+        return st;
+    }
     uint64_t rng = seed;
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
             lora_pair *p = lora_at(l, layer, w);
             if (!p) continue;
             const pt_tensor *base = &m->layers[layer].w[w];
-            pt_status st = pair_create(l->be, p, r, base->shape[0], base->shape[1], &rng);
+            st = pair_create(l->be, p, r, base->shape[0], base->shape[1], &rng);
             if (st != PT_OK) {
                 lora_free(l);
                 return st;
@@ -109,20 +150,44 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
 void lora_free(pt_lora *l)
 {
     for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
-        pt_tensor *all[] = {&p->a, &p->b, &p->grad_a, &p->grad_b, &p->m_a, &p->v_a, &p->m_b, &p->v_b};
+        pt_tensor *all[] = {&p->a, &p->b, &p->m_a, &p->v_a, &p->m_b, &p->v_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(l->be, all[i]);
     }
+    if (l->be) {
+        backend_release(l->be, &l->grads);
+        backend_release(l->be, &l->grads_sum);
+    }
+    free(l->layer_off);
     free(l->pairs);
     memset(l, 0, sizeof *l);
 }
 
 pt_status lora_zero_grads(pt_lora *l)
 {
-    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
-        TRY(backend_scale(l->be, &p->grad_a, 0.0f));
-        TRY(backend_scale(l->be, &p->grad_b, 0.0f));
+    return l->grads.data ? backend_scale(l->be, &l->grads, 0.0f) : PT_OK;
+}
+
+pt_status lora_checksum(const pt_lora *l, uint64_t *hash)
+{
+    uint64_t h = UTIL_FNV_INIT;
+    size_t cap = 0;
+    void *host = NULL;
+    pt_status st = PT_OK;
+    for (lora_pair *p = lora_next(l, NULL); p && st == PT_OK; p = lora_next(l, p)) {
+        const pt_tensor *both[2] = {&p->a, &p->b};
+        for (int i = 0; i < 2 && st == PT_OK; i++) {
+            if (both[i]->nbytes > cap) {
+                free(host);
+                cap = both[i]->nbytes;
+                if (!(host = malloc(cap))) return ERR(PT_ERR_NOMEM, "out of memory");
+            }
+            st = backend_download(l->be, both[i], host, both[i]->nbytes);
+            if (st == PT_OK) h = util_fnv1a(h, host, both[i]->nbytes);
+        }
     }
-    return PT_OK;
+    free(host);
+    *hash = h;
+    return st;
 }
 
 int64_t lora_param_count(const pt_lora *l)

@@ -1,6 +1,7 @@
 /* test_dist.c — the dist module under `mpirun -np 2`: world and node-local ranks, thread defaults,
  * failure agreement (one rank fails, every rank learns it and returns non-zero), the config-hash
- * compare, the CPU backend's MPI all-reduce, and the NCCL unique-id exchange (which needs no GPU).
+ * compare, the CPU backend's MPI all-reduce, gradsync's accumulation and bucketed non-blocking
+ * sums, and the NCCL unique-id exchange (which needs no GPU).
  * Rank 0 prints TAP; results from rank 1 travel to rank 0 through MPI. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -12,6 +13,7 @@
 #include "../tap.h"
 #include "ptrain/backend.h"
 #include "ptrain/dist.h"
+#include "ptrain/gradsync.h"
 
 /* true on rank 0 when cond held on every rank */
 static int all_ranks(int cond)
@@ -19,6 +21,37 @@ static int all_ranks(int cond)
     int all = 0;
     MPI_Allreduce(&cond, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     return all;
+}
+
+/* gradsync on 4 layers of 600,000 gradients (2.4 MB each): with accumulation 2 and 2 ranks the
+ * result is the sum over micro-batches and ranks, and layers pair up into 2 buckets of 4.8 MB. */
+static int gradsync_check(pt_backend *be, int rank)
+{
+    enum { LAYERS = 4, PER = 600000 };
+    int64_t off[LAYERS + 1];
+    for (int i = 0; i <= LAYERS; i++) off[i] = (int64_t)i * PER;
+    pt_lora l = {.n_layers = LAYERS, .be = be, .layer_off = off};
+    int64_t shape[2] = {1, LAYERS * PER};
+    l.grads = tensor_make(PT_F32, 2, shape);
+    l.grads_sum = tensor_make(PT_F32, 2, shape);
+    float *host = malloc(sizeof(float) * LAYERS * PER);
+    int good = host && backend_alloc(be, &l.grads) == PT_OK && backend_alloc(be, &l.grads_sum) == PT_OK;
+    gradsync g;
+    gradsync_init(&g, &l, 2, 2);
+    for (int micro = 0; micro < 2 && good; micro++) {
+        for (int64_t i = 0; i < LAYERS * PER; i++) host[i] = (float)((rank + 1) * (micro + 1) + i % 7);
+        gradsync_begin_micro(&g, micro);
+        good = backend_upload(be, &l.grads, host, l.grads.nbytes) == PT_OK;
+        for (int layer = LAYERS - 1; layer >= 0 && good; layer--) good = gradsync_layer_done(&g, layer) == PT_OK;
+    }
+    good = good && gradsync_finish(&g) == PT_OK && g.buckets == 2 &&
+           backend_download(be, &l.grads, host, l.grads.nbytes) == PT_OK;
+    for (int64_t i = 0; i < LAYERS * PER && good; i++) /* ranks 1+2, micro-batches x1 + x2: 9, plus 4 x (i % 7) */
+        good = host[i] == (float)(9 + 4 * (i % 7));
+    free(host);
+    backend_release(be, &l.grads);
+    backend_release(be, &l.grads_sum);
+    return good;
 }
 
 int main(int argc, char **argv)
@@ -34,7 +67,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (d.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1; /* only rank 0 speaks TAP */
-    TAP_PLAN(9);
+    TAP_PLAN(10);
 
     int ranks[2] = {0};
     MPI_Allgather(&d.rank, 1, MPI_INT, ranks, 1, MPI_INT, MPI_COMM_WORLD);
@@ -57,8 +90,8 @@ int main(int argc, char **argv)
     TAP_OK(all_ranks(dist_agree(&d, PT_OK) == PT_OK), "no failure: every rank goes on");
 
     uint64_t same = 0x1234, differs = d.rank == 1 ? 0x9999 : 0x1234;
-    TAP_OK(all_ranks(dist_check_same(&d, same, "config") == PT_OK), "same config hash accepted");
-    pt_status st = dist_check_same(&d, differs, "resolved config");
+    TAP_OK(all_ranks(dist_check_same(&d, same, "config", NULL) == PT_OK), "same config hash accepted");
+    pt_status st = dist_check_same(&d, differs, "resolved config", NULL);
     int ok = d.rank == 0 ? st == PT_OK : st == PT_ERR_USER && strstr(err_message(), "differs from rank 0's");
     TAP_OK(all_ranks(ok), "a rank with a different config hash fails with a clear message");
 
@@ -75,7 +108,7 @@ int main(int argc, char **argv)
 #endif
     /* the CPU backend's all-reduce sums across ranks */
     pt_backend *be = NULL;
-    pt_backend_options opts = {"cpu", d.local_rank, 1};
+    pt_backend_options opts = {.device = "cpu", .local_rank = d.local_rank, .threads = 1};
     int64_t shape[1] = {3};
     pt_tensor t = tensor_make(PT_F32, 1, shape);
     float v[3] = {1.0f + (float)d.rank, 10.0f, -2.0f * (float)d.rank};
@@ -85,6 +118,8 @@ int main(int argc, char **argv)
     TAP_OK(all_ranks(reduced && v[0] == 3.0f && v[1] == 20.0f && v[2] == -2.0f),
            "the cpu backend's all-reduce sums across ranks");
     backend_release(be, &t);
+    TAP_OK(all_ranks(gradsync_check(be, d.rank)), "gradsync: 2 micro-batches x 2 ranks summed exactly, in 2 "
+           "buckets started during the layer callbacks");
     backend_close(be);
 
     fflush(stdout);

@@ -298,7 +298,8 @@ static void test_unknown_template(void **state)
     expect_error(load(T.smol, &ds, "max_seq_length: 512\nchat_template: vicuna\ndataset:\n  - name: \"%s\"\n",
                       D("messages.jsonl")),
                  PT_ERR_USER,
-                 "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
+                 "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca, gemma, "
+                 "mistral)");
 }
 
 /* ---- the two labelling methods ---- */
@@ -624,10 +625,12 @@ static void test_split(void **state)
 
 /* ---- sampler ---- */
 
-/* All ranks' indices for an epoch, in global order (position rank + i*world). */
+/* All ranks' indices for an epoch, in global order: batch j of rank r is global batch
+ * j*world + r. */
 static size_t *global_order(size_t n, int world, long batch, uint64_t seed, long epoch, size_t *total)
 {
-    size_t per = (n + (size_t)world - 1) / (size_t)world;
+    size_t bs = (size_t)batch, w = (size_t)world;
+    size_t per = world == 1 ? n : (n + bs * w - 1) / (bs * w) * bs;
     size_t *all = malloc(sizeof *all * per * (size_t)world);
     for (int r = 0; r < world; r++) {
         pt_sampler s;
@@ -639,7 +642,7 @@ static size_t *global_order(size_t n, int world, long batch, uint64_t seed, long
             const size_t *idx;
             size_t k = sampler_batch(&s, b, &idx);
             assert_int_equal(k, b + 1 < sampler_batches(&s) ? (size_t)batch : per - b * (size_t)batch);
-            for (size_t j = 0; j < k; j++) all[(size_t)r + (got + j) * (size_t)world] = idx[j];
+            for (size_t j = 0; j < k; j++) all[(b * w + (size_t)r) * (size_t)batch + j] = idx[j];
             got += k;
         }
         assert_int_equal(got, per);
@@ -667,6 +670,31 @@ static void test_sampler_cover(void **state)
         free(count);
         free(all);
     }
+}
+
+/* Batch j of rank r under W ranks is batch j*W + r of one process: a step of W ranks covers the
+ * batches one process covers with W times the accumulation (the data-parallel equivalence). */
+static void test_sampler_same_batches(void **state)
+{
+    (void)state;
+    const int world = 3;
+    const long batch = 2;
+    pt_sampler one, r;
+    assert_int_equal(sampler_init(&one, 24, 0, 1, batch), PT_OK);
+    assert_int_equal(sampler_epoch(&one, 5, 2), PT_OK);
+    for (int rank = 0; rank < world; rank++) {
+        assert_int_equal(sampler_init(&r, 24, rank, world, batch), PT_OK);
+        assert_int_equal(sampler_epoch(&r, 5, 2), PT_OK);
+        assert_int_equal(sampler_batches(&r) * (size_t)world, sampler_batches(&one));
+        for (size_t j = 0; j < sampler_batches(&r); j++) {
+            const size_t *a, *b;
+            assert_int_equal(sampler_batch(&r, j, &a), (size_t)batch);
+            assert_int_equal(sampler_batch(&one, j * world + (size_t)rank, &b), (size_t)batch);
+            assert_memory_equal(a, b, sizeof *a * (size_t)batch);
+        }
+        sampler_free(&r);
+    }
+    sampler_free(&one);
 }
 
 static void test_sampler_order(void **state)
@@ -1212,7 +1240,8 @@ int main(void)
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),
         cmocka_unit_test(test_split),             cmocka_unit_test(test_sampler_cover),
-        cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_collate),
+        cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
+        cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
