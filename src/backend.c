@@ -181,6 +181,42 @@ pt_status backend_allreduce_sum(pt_backend *be, pt_tensor *t)
     return be->ops->allreduce_sum(be, t);
 }
 
+pt_status backend_reduce_begin(pt_backend *be, pt_tensor *t)
+{
+    if (t->dtype != PT_F32) return ERR(PT_ERR_INTERNAL, "all-reduce takes f32 (got %s)", dtype_name(t->dtype));
+    NEED_OP(be, reduce_begin);
+    return be->ops->reduce_begin(be, t);
+}
+
+pt_status backend_reduce_poll(pt_backend *be)
+{
+    NEED_OP(be, reduce_poll);
+    return be->ops->reduce_poll(be);
+}
+
+pt_status backend_reduce_end(pt_backend *be)
+{
+    NEED_OP(be, reduce_end);
+    return be->ops->reduce_end(be);
+}
+
+pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
+{
+    if (dst->dtype != src->dtype || dst->nbytes != src->nbytes)
+        return ERR(PT_ERR_INTERNAL, "copy of %zu bytes of %s into %zu bytes of %s", src->nbytes,
+                   dtype_name(src->dtype), dst->nbytes, dtype_name(dst->dtype));
+    NEED_OP(be, copy);
+    return be->ops->copy(be, dst, src);
+}
+
+pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count)
+{
+    int64_t shape[1] = {count};
+    pt_tensor v = tensor_make(PT_F32, 1, shape);
+    v.data = (char *)t->data + (size_t)offset * sizeof(float);
+    return v;
+}
+
 pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows)
 {
     pt_tensor v = *t;
@@ -245,9 +281,19 @@ pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, 
     return be->ops->rope_fwd(be, x, n_heads, head_dim, pos, inv_freq);
 }
 
+/* The options every backend's attention takes on trust: a finite non-negative cap, a window >= 0. */
+static pt_status attention_options(const pt_attention *a, const char *op)
+{
+    if (!(a->softcap >= 0.0f) || isinf(a->softcap) || a->window < 0 || !(a->scale > 0.0f))
+        return ERR(PT_ERR_INTERNAL, "%s: scale %g, soft-cap %g and window %d are not usable", op, a->scale,
+                   a->softcap, a->window);
+    return PT_OK;
+}
+
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
 {
+    TRY(attention_options(a, "attention"));
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
     if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || q->shape[1] != qw || k->shape[1] != kw ||
         v->shape[1] != kw || q->shape[0] != (int64_t)a->batch * a->n_q || k->shape[0] < (int64_t)a->batch * a->n_kv ||
@@ -274,6 +320,41 @@ pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
     TRY(need_same_shape(y, x, "add"));
     NEED_OP(be, add);
     return be->ops->add(be, y, x);
+}
+
+pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
+{
+    TRY(need_same_shape(gate, up, "geglu"));
+    TRY(need_same_shape(y, up, "geglu"));
+    NEED_OP(be, geglu_fwd);
+    return be->ops->geglu_fwd(be, y, gate, up);
+}
+
+pt_status backend_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias)
+{
+    TRY(need_f32(y, "add_bias", "y"));
+    TRY(need_f32(bias, "add_bias", "bias"));
+    if (y->ndim < 1 || tensor_numel(bias) != y->shape[y->ndim - 1])
+        return ERR(PT_ERR_INTERNAL, "add_bias: a bias of %lld for rows of %lld", (long long)tensor_numel(bias),
+                   (long long)(y->ndim ? y->shape[y->ndim - 1] : 0));
+    NEED_OP(be, add_bias);
+    return be->ops->add_bias(be, y, bias);
+}
+
+static pt_status need_cap(float cap, const char *op)
+{
+    if (!(cap > 0.0f) || isinf(cap)) return ERR(PT_ERR_INTERNAL, "%s: cap %g is not a positive number", op, cap);
+    return PT_OK;
+}
+
+pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap)
+{
+    TRY(need_f32(x, "softcap", "x"));
+    TRY(need_f32(y, "softcap", "y"));
+    TRY(need_same_shape(y, x, "softcap"));
+    TRY(need_cap(cap, "softcap"));
+    NEED_OP(be, softcap_fwd);
+    return be->ops->softcap_fwd(be, y, x, cap);
 }
 
 /* ---- backward ops, loss and optimizer ---- */
@@ -345,6 +426,7 @@ pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt
                    "%d kv heads, %d queries at %d over %d keys)", (long long)q->shape[0], (long long)q->shape[1],
                    (long long)k->shape[0], (long long)k->shape[1], a->n_heads, a->n_kv_heads, a->n_q,
                    a->q_pos0, a->n_kv);
+    TRY(attention_options(a, "attention_bwd"));
     TRY(attention_bwd_shapes(dq, dk, dv, dout, q, out, lse, a));
     TRY(need_f32(k, "attention_bwd", "k"));
     TRY(need_f32(v, "attention_bwd", "v"));
@@ -362,6 +444,30 @@ pt_status backend_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, c
     }
     NEED_OP(be, swiglu_bwd);
     return be->ops->swiglu_bwd(be, dgate, dup, dy, gate, up);
+}
+
+pt_status backend_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                            const pt_tensor *gate, const pt_tensor *up)
+{
+    const pt_tensor *all[] = {dgate, dup, dy, gate, up};
+    for (int i = 0; i < 5; i++) {
+        TRY(need_f32(all[i], "geglu_bwd", "every tensor"));
+        TRY(need_same_shape(all[i], dy, "geglu_bwd"));
+    }
+    NEED_OP(be, geglu_bwd);
+    return be->ops->geglu_bwd(be, dgate, dup, dy, gate, up);
+}
+
+pt_status backend_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap)
+{
+    const pt_tensor *all[] = {dx, dy, y};
+    for (int i = 0; i < 3; i++) {
+        TRY(need_f32(all[i], "softcap_bwd", "every tensor"));
+        TRY(need_same_shape(all[i], dy, "softcap_bwd"));
+    }
+    TRY(need_cap(cap, "softcap_bwd"));
+    NEED_OP(be, softcap_bwd);
+    return be->ops->softcap_bwd(be, dx, dy, y, cap);
 }
 
 pt_status backend_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,

@@ -1,6 +1,7 @@
 /* generate.c — `ptrain generate --model M [--adapter DIR] --prompt TEXT [--chat] [--system TEXT]
  * [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--threads N] [--device D]`.
- * Loads the model and its tokenizer from one GGUF file, renders the chat template when asked,
+ * Loads the model and its tokenizer (a GGUF file, an HF model directory or an HF id in the local
+ * cache: ptrain/model_io.h), renders the chat template when asked,
  * runs the prompt through the model once, then samples token by token with the KV cache,
  * printing each piece of text as soon as it exists. Timing goes to stderr. */
 #ifdef HAVE_CONFIG_H
@@ -10,19 +11,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ptrain/adapter.h"
 #include "ptrain/generate.h"
-#include "ptrain/model.h"
+#include "ptrain/model_io.h"
 #include "ptrain/sample.h"
 #include "ptrain/tokenizer.h"
 
-#ifndef PTRAIN_DATADIR
-#define PTRAIN_DATADIR "/usr/local/share/ptrain"
-#endif
 #define DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct {
@@ -33,32 +30,11 @@ typedef struct {
     uint64_t seed;
 } gen_options;
 
-static bool is_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-pt_status model_resolve(const char *name, char *out, size_t outlen)
-{
-    if (is_file(name)) {
-        snprintf(out, outlen, "%s", name);
-        return PT_OK;
-    }
-    const char *dirs[] = {getenv("PTRAIN_MODELS"), "models", PTRAIN_DATADIR "/models"};
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !strchr(name, '/'); i++) {
-        if (!dirs[i]) continue;
-        snprintf(out, outlen, "%s/%s", dirs[i], name);
-        if (is_file(out)) return PT_OK;
-    }
-    return ERR(PT_ERR_USER, "model %s not found (looked for the file itself, then in $PTRAIN_MODELS, ./models "
-               "and %s/models); fetch the default model with share/scripts/fetch-model.sh", name, PTRAIN_DATADIR);
-}
-
 static const char gen_usage[] =
-    "Usage: ptrain generate [--model FILE] --prompt TEXT [--chat] [--system TEXT]\n"
+    "Usage: ptrain generate [--model MODEL] --prompt TEXT [--chat] [--system TEXT]\n"
     "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
     "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
+    "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Temperature 0 is greedy.\n";
 
 static pt_status parse_number(const char *opt, const char *text, double lo, double hi, double *out)
@@ -163,10 +139,11 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
     double t0 = now();
     if (st == PT_OK) st = model_forward(m, &kv, ids, n, logits, true);
     double t1 = now();
-    int produced = 0;
+    int produced = 0, n_tok = tokenizer_vocab_size(tok);
     strbuf piece = {0};
     while (st == PT_OK && produced < o->max_new && kv.n_past < ctx) {
-        int32_t next = sample_next(&s, logits, m->cfg.vocab);
+        /* rows past the tokenizer's ids are padding (Qwen2 pads its embedding): never sampled */
+        int32_t next = sample_next(&s, logits, m->cfg.vocab < n_tok ? m->cfg.vocab : n_tok);
         if (ends_turn(tok, next)) break;
         piece.len = 0;
         st = tokenizer_decode_token(tok, next, &piece);
@@ -188,19 +165,13 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
 
 static pt_status generate_run(const gen_options *o)
 {
-    char path[4096];
-    TRY(model_resolve(o->model, path, sizeof path));
-    gguf_file f;
-    TRY(gguf_open(path, &f));
     pt_tokenizer *tok = NULL;
     pt_backend *be = NULL;
     pt_model m = {0};
-    pt_backend_options bo = {o->device, 0, o->threads};
-    pt_status st = tokenizer_from_gguf(&f, &tok);
-    if (st == PT_OK) st = backend_open(&bo, &be);
+    pt_backend_options bo = {.device = o->device, .threads = o->threads};
+    pt_status st = backend_open(&bo, &be);
     pt_load_options lo = {.load_in_4bit = true};
-    if (st == PT_OK) st = model_from_gguf(&f, be, &lo, &m);
-    gguf_close(&f);
+    if (st == PT_OK) st = model_load(o->model, NULL, &lo, be, &m, &tok, NULL, 0);
     pt_lora adapter = {0};
     if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);
     if (st == PT_OK && o->adapter) m.adapter = &adapter;

@@ -3,6 +3,7 @@
  *   ptrain [train] CONFIG      fine-tune as CONFIG says (under mpirun/srun: one rank per GPU)
  *   ptrain check CONFIG        parse, validate and print the resolved configuration
  *   ptrain generate ...        text from a model, streamed (src/generate.c)
+ *   ptrain inspect MODEL       what a model is and the memory it needs (src/inspect.c)
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 130 interrupted,
  * anything else an internal error. */
@@ -17,14 +18,17 @@
 #include "ptrain/config.h"
 #include "ptrain/dist.h"
 #include "ptrain/generate.h"
+#include "ptrain/inspect.h"
 #include "ptrain/log.h"
 #include "ptrain/train.h"
 
 static const char usage_text[] =
     "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
     "       ptrain check CONFIG          validate CONFIG and print the resolved settings\n"
-    "       ptrain generate --prompt TEXT [--model FILE] [--chat] ...   text from a model\n"
+    "       ptrain generate --prompt TEXT [--model MODEL] [--chat] ...   text from a model\n"
     "                                    (see ptrain generate --help)\n"
+    "       ptrain inspect MODEL [...]    architecture, sizes, tensor types, tokenizer, chat\n"
+    "                                    template and memory per rank (see ptrain inspect --help)\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -95,13 +99,31 @@ static pt_status load_config(const pt_dist *d, const char *path, pt_config *cfg)
         return all;
     }
     st = config_validate_launch(cfg, d->world);
-    if (st == PT_OK) st = dist_check_same(d, config_hash(cfg), "resolved config");
+    if (st == PT_OK) st = dist_check_same(d, config_hash(cfg), "resolved config", NULL);
     st = dist_agree(d, st);
     if (st != PT_OK) config_free(cfg);
     return st;
 }
 
-static pt_status run(const pt_dist *d, const cli_args *args)
+/* The backend for this rank; CUDA under several ranks first shares rank 0's NCCL unique id. */
+static pt_status open_backend(pt_dist *d, const pt_config *cfg, int threads, pt_backend **be)
+{
+    pt_backend_options opts = {.device = cfg->device, .local_rank = d->local_rank, .threads = threads,
+                               .rank = d->rank, .world = d->world};
+    double cuda = !strcmp(backend_resolve(cfg->device), "cuda"); /* every rank takes the same path */
+    TRY(dist_agree(d, dist_sum_f64(d, &cuda, 1)));
+    if (cuda > 0 && cuda < d->world)
+        return dist_agree(d, ERR(PT_ERR_USER, "only %d of the %d ranks see a GPU (this one %s); give every rank a "
+                                              "GPU, or set device: cpu", (int)cuda, d->world,
+                                 strcmp(backend_resolve(cfg->device), "cuda") ? "does not" : "does"));
+    if (d->world > 1 && cuda > 0) {
+        TRY(dist_share_nccl_id(d));
+        opts.nccl_id = d->nccl_id;
+    }
+    return dist_agree(d, backend_open(&opts, be));
+}
+
+static pt_status run(pt_dist *d, const cli_args *args)
 {
     pt_config cfg;
     TRY(load_config(d, args->config, &cfg));
@@ -116,8 +138,7 @@ static pt_status run(const pt_dist *d, const cli_args *args)
         log_info("%s: ok\n", cfg.path);
     } else {
         pt_backend *be = NULL;
-        pt_backend_options opts = {cfg.device, d->local_rank, threads};
-        st = dist_agree(d, backend_open(&opts, &be));
+        st = open_backend(d, &cfg, threads, &be);
         if (st == PT_OK && !cfg.train) log_info("train: false: nothing to do\n");
         else if (st == PT_OK) st = train_run(&cfg, d, be, threads);
         backend_close(be);
@@ -128,8 +149,8 @@ static pt_status run(const pt_dist *d, const cli_args *args)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "generate")) { /* one process, no MPI */
-        pt_status st = generate_main(argc - 1, argv + 1);
+    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect"))) { /* one process, no MPI */
+        pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1) : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;
     }

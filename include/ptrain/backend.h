@@ -39,13 +39,17 @@ typedef struct pt_backend pt_backend;
 
 /* Causal grouped-query attention over a batch of `batch` sequences: query row t of a sequence
  * sits at position q_pos0 + t and sees key rows 0 .. q_pos0 + t of the same sequence (and, when
- * segments is given, only keys of its own packed example). q is [batch*n_q, n_heads*head_dim],
- * k and v are [batch*n_kv, n_kv_heads*head_dim]. */
+ * segments is given, only keys of its own packed example; with a window, only the last `window`
+ * of them, itself included). q is [batch*n_q, n_heads*head_dim], k and v are
+ * [batch*n_kv, n_kv_heads*head_dim]. A score is s = scale * q.k, soft-capped to
+ * softcap * tanh(s / softcap) when softcap > 0 (Gemma 2), before the mask and the softmax. */
 typedef struct {
     int batch, n_q, n_kv, q_pos0;
     int n_heads, n_kv_heads, head_dim;
     float scale;
     const int32_t *segments; /* [batch*n_kv] example ids for packing, or NULL */
+    float softcap;           /* 0: scores are not capped */
+    int window;              /* sliding window: key j is seen from position p when p - j < window; 0: all */
 } pt_attention;
 
 /* AdamW hyperparameters as torch.optim.AdamW takes them (Python floats are doubles); step is the
@@ -97,6 +101,12 @@ typedef struct {
     pt_status (*swiglu_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
     pt_status (*swiglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                             const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*geglu_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*geglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                           const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*add_bias)(pt_backend *be, pt_tensor *y, const pt_tensor *bias); /* y[r] += bias */
+    pt_status (*softcap_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
+    pt_status (*softcap_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
     pt_status (*add)(pt_backend *be, pt_tensor *y, const pt_tensor *x); /* y += x */
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
                                const pt_tensor *logits, const int32_t *labels, float grad_scale);
@@ -107,6 +117,10 @@ typedef struct {
     pt_status (*scale)(pt_backend *be, pt_tensor *t, float s);                 /* t *= s */
     pt_status (*dropout)(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
     pt_status (*allreduce_sum)(pt_backend *be, pt_tensor *t);
+    pt_status (*reduce_begin)(pt_backend *be, pt_tensor *t);
+    pt_status (*reduce_poll)(pt_backend *be);
+    pt_status (*reduce_end)(pt_backend *be);
+    pt_status (*copy)(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
 } pt_backend_ops;
 
 struct pt_backend {
@@ -119,6 +133,8 @@ typedef struct {
     const char *device; /* "auto", "cpu" or "cuda" */
     int local_rank;     /* picks the GPU */
     int threads;        /* OpenMP/OpenBLAS threads (CPU) */
+    int rank, world;    /* MPI_COMM_WORLD, for the NCCL communicator */
+    const unsigned char *nccl_id; /* rank 0's NCCL unique id (CUDA with world > 1), else NULL */
 } pt_backend_options;
 
 /* Open the backend the options ask for; auto = CUDA when built and a GPU is visible, else CPU. */
@@ -147,7 +163,20 @@ pt_status backend_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tenso
 /* dw[N,K] = dy[M,N]^T @ x[M,K] + beta * dw */
 pt_status backend_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy,
                                     const pt_tensor *x, float beta);
+/* t = sum of t over all ranks, in place; blocking. */
 pt_status backend_allreduce_sum(pt_backend *be, pt_tensor *t);
+/* The same sum, started now and finished by backend_reduce_end, so that it overlaps whatever
+ * runs in between (the rest of the backward pass). t must not be touched until then. CPU:
+ * MPI_Iallreduce, progressed by backend_reduce_poll (Open MPI has no progress thread by
+ * default); CUDA: NCCL on the backend's communication stream, ordered after the work queued so
+ * far. backend_reduce_end waits for every started sum. */
+pt_status backend_reduce_begin(pt_backend *be, pt_tensor *t);
+pt_status backend_reduce_poll(pt_backend *be);
+pt_status backend_reduce_end(pt_backend *be);
+/* dst = src (same dtype and size), device to device. */
+pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+/* A 1-d f32 view of count values of t starting at value offset (no copy). */
+pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
 pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
@@ -157,6 +186,13 @@ pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+/* y = gelu_tanh(gate) * up (GeGLU, Gemma), gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
+pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+/* y[r, :] += bias for every row r (bias f32 of y's width; Qwen2's q/k/v). The bias is frozen, so
+ * the backward pass of this op is the identity on dy and needs no op. */
+pt_status backend_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+/* y = cap * tanh(x / cap) elementwise (Gemma 2's final logits); y may alias x. cap > 0. */
+pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
 
 /* Backward ops (training). Gradients are f32 and overwrite their outputs unless said otherwise;
  * all take the tensors their forward took (and what it saved: rstd, lse, out). */
@@ -178,6 +214,12 @@ pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt
  * elementwise, so either output may alias any input (e.g. dgate over dy, dup over up). */
 pt_status backend_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                              const pt_tensor *gate, const pt_tensor *up);
+/* The same for y = gelu_tanh(gate) * up: dgate = dy * up * gelu_tanh'(gate), dup = dy * gelu_tanh(gate). */
+pt_status backend_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                            const pt_tensor *gate, const pt_tensor *up);
+/* dx = dy * (1 - (y / cap)^2), y being what backend_softcap returned; elementwise, so dx may
+ * alias dy or y. */
+pt_status backend_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
 /* Cross-entropy over a chunk of rows of logits [rows, vocab] with labels[rows] (PT_IGNORE_INDEX
  * rows are skipped): *loss_sum += sum over labelled rows of logsumexp(row) - row[label] (double),
  * *n_labelled += their count, and dlogits (NULL: loss only; may alias logits) = (softmax - onehot)

@@ -1,6 +1,7 @@
-/* model.h — a decoder-only transformer (the Llama family) held on a backend: hyperparameters
- * read from the model file, frozen base weights kept in their stored (4/8/16-bit) block format,
- * and a forward pass over token ids with a key/value cache for generation. */
+/* model.h — a decoder-only transformer (the llama, qwen2 and gemma2 families) held on a backend:
+ * hyperparameters read from the model file, frozen base weights kept in their stored
+ * (4/8/16-bit) block format, and a forward pass over token ids with a key/value cache for
+ * generation. */
 #ifndef PTRAIN_MODEL_H
 #define PTRAIN_MODEL_H
 
@@ -10,15 +11,36 @@
 #include "ptrain/backend.h"
 #include "ptrain/gguf.h"
 
+/* The MLP's gated activation: SwiGLU (llama, qwen2, mistral) or GeGLU with tanh-GELU (gemma2). */
+typedef enum { PT_ACT_SILU, PT_ACT_GELU_TANH } pt_activation;
+
 typedef struct {
-    char arch[32];
+    char arch[32]; /* llama, qwen2, gemma2 (mistral loads as llama) */
     int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab, ctx_len;
     float norm_eps, rope_theta;
     bool tied_embeddings;
+    /* family features (model_family_defaults sets them); all zero is llama: a zero embed_scale
+     * means 1 and a zero attn_scale 1/sqrt(head_dim) */
+    bool qkv_bias;          /* qwen2: q, k and v projections add a bias (W_Q_BIAS ...) */
+    bool post_norms;        /* gemma2: RMSNorm after attention and after the MLP (W_POST_*) */
+    pt_activation act;      /* gate activation of the MLP */
+    float embed_scale;      /* gemma: embeddings are multiplied by sqrt(dim); 1 otherwise */
+    float attn_scale;       /* score scale: 1/sqrt(query_pre_attn_scalar) for gemma2, else 1/sqrt(head_dim) */
+    float attn_softcap;     /* gemma2: scores become c*tanh(s/c) (50); 0 = off */
+    float final_softcap;    /* gemma2: logits become c*tanh(z/c) (30); 0 = off */
+    int sliding_window;     /* gemma2: keys within this many positions on local layers; 0 = none */
+    int sliding_pattern;    /* layer l is local when sliding_window && l % sliding_pattern == 0 (gemma2: 2) */
 } pt_model_config;
 
-/* The weights of one transformer block, indexed by role. */
-enum { W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN, W_COUNT };
+/* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
+ * stored with the 1 added at load time, so every norm computes x * rstd * w. Slots a family does
+ * not use have no memory (data NULL). */
+enum {
+    W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
+    W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
+    W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
+    W_COUNT
+};
 
 typedef struct {
     pt_tensor w[W_COUNT];
@@ -45,9 +67,24 @@ typedef struct {
     bool load_in_4bit; /* 8/16/32-bit projection weights become NF4 (double quantized, blocks of 64) */
 } pt_load_options;
 
+/* The families (family.c). model_family_supported: whether arch (len bytes, a GGUF or
+ * config.json name; mistral is llama) is one ptrain runs; model_family_list names them for error
+ * messages. model_family_defaults: from c->arch and the dimensions already in c, the feature
+ * switches and the values the family's reference uses when the file does not say (gemma2: scale
+ * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
+ * derives it); a loader then overrides what its file gives. */
+bool model_family_supported(const char *arch, size_t len);
+const char *model_family_list(void);
+void model_family_defaults(pt_model_config *c);
+/* The sliding window of layer l (0: global attention). */
+int model_layer_window(const pt_model_config *c, int layer);
+/* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,
+ * n_q, n_kv, q_pos0 and segments. */
+pt_attention model_layer_attention(const pt_model_config *c, int layer);
+
 /* Build the model from an open GGUF file onto be (weights are copied; the file may be closed
- * afterwards). Weights already 4-bit stay in their block format. Only the llama architecture is
- * supported here; others are named in the error. opts may be NULL (load_in_4bit on). */
+ * afterwards). Weights already 4-bit stay in their block format. Architectures llama, qwen2 and
+ * gemma2; others are named in the error. opts may be NULL (load_in_4bit on). */
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m);
 void model_free(pt_model *m);
 /* Hyperparameters only (no weights), e.g. for `inspect` and memory estimates. */

@@ -1,8 +1,11 @@
-/* tokenizer.h — byte-level BPE tokenization as Hugging Face `tokenizers` does it (GPT-2, Llama 3,
- * Qwen2 and SmolLM2 styles), read from GGUF metadata or from a tokenizer.json; special tokens,
- * bos/eos, decoding; and the built-in chat templates (chatml, llama-3, alpaca).
+/* tokenizer.h — BPE tokenization as Hugging Face `tokenizers` does it, of two kinds: byte-level
+ * BPE (GPT-2, Llama 3, Qwen2 and SmolLM2 styles) and SentencePiece-style BPE with byte fallback
+ * (Llama 2, Mistral, Gemma); read from GGUF metadata or from a tokenizer.json, which of the two
+ * is found from the file; special tokens, bos/eos, decoding; and the built-in chat templates
+ * (chatml, smollm2, llama-3, alpaca, gemma, mistral).
  *
- * Pre-tokenizer regexes run on PCRE2 (UTF-8, Unicode properties). Token ids are int32. */
+ * Normalizer and pre-tokenizer regexes run on PCRE2 (UTF-8, Unicode properties). Token ids are
+ * int32. */
 #ifndef PTRAIN_TOKENIZER_H
 #define PTRAIN_TOKENIZER_H
 
@@ -16,7 +19,11 @@
 
 typedef struct pt_tokenizer pt_tokenizer;
 
+/* From GGUF metadata: tokenizer.ggml.model "gpt2" (byte-level) or "llama" (SentencePiece). */
 pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out);
+/* From a tokenizer.json (model BPE; byte-level when its pre-tokenizer has a ByteLevel step, else
+ * SentencePiece-style), with bos/eos, add_bos_token/add_eos_token and the chat template from the
+ * tokenizer_config.json beside it when there is one. */
 pt_status tokenizer_from_json(const char *path, pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
 
@@ -25,13 +32,26 @@ void tokenizer_free(pt_tokenizer *tok);
  * template or the caller adds them. *ids is malloc'd; the caller frees it. */
 pt_status tokenizer_encode(const pt_tokenizer *tok, const char *text, size_t len, bool parse_special,
                            int32_t **ids, size_t *n);
-/* Append the UTF-8 bytes of one token to out (byte-level tokens map back to raw bytes). */
+/* Append the UTF-8 bytes of one token to out (byte-level tokens and SentencePiece <0xXX> tokens
+ * map back to raw bytes, so one token may end inside a character; "▁" reads as a space). */
 pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *out);
+/* Append the text of ids: their bytes joined, then (SentencePiece) what the tokenizer's decoder
+ * strips removed from what was appended (Strip after Fuse: the leading space; a Metaspace
+ * decoder: the first token's "▁"s). Invalid UTF-8 from byte tokens is kept as bytes. */
 pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n, strbuf *out);
 
 int32_t tokenizer_vocab_size(const pt_tokenizer *tok);
 int32_t tokenizer_bos(const pt_tokenizer *tok); /* -1 when the model has none */
 int32_t tokenizer_eos(const pt_tokenizer *tok);
+int32_t tokenizer_unk(const pt_tokenizer *tok); /* -1 when none */
+int32_t tokenizer_pad(const pt_tokenizer *tok); /* -1 when none */
+/* Whether the model's own tokenizer puts bos before (eos after) plain text it encodes
+ * (add_bos_token / add_eos_token; Llama 2, Mistral and Gemma add bos). tokenizer_encode never
+ * adds them: callers that tokenize plain text prepend tokenizer_bos() when this says so. */
+bool tokenizer_adds_bos(const pt_tokenizer *tok);
+bool tokenizer_adds_eos(const pt_tokenizer *tok);
+/* "byte-level BPE" or "SentencePiece BPE" (for `ptrain inspect` and messages). */
+const char *tokenizer_kind(const pt_tokenizer *tok);
 bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id);
 /* The chat template text stored with the model (tokenizer.chat_template), or NULL. */
 const char *tokenizer_chat_template(const pt_tokenizer *tok);
@@ -44,14 +64,20 @@ typedef struct {
 
 /* The name of the built-in template that matches the model's own template text (or NULL). */
 const char *chat_template_detect(const char *template_text);
-/* Render messages with the named template (chatml, smollm2, llama-3, alpaca). With
- * add_generation_prompt the text ends where the assistant's reply begins. smollm2 is chatml with
- * SmolLM2's default system prompt; alpaca takes roles system (first only), user, input and
- * assistant. Unknown names fail with PT_ERR_USER listing the known ones. */
+/* Render messages with the named template (chatml, smollm2, llama-3, alpaca, gemma, mistral).
+ * With add_generation_prompt the text ends where the assistant's reply begins. smollm2 is chatml
+ * with SmolLM2's default system prompt; alpaca takes roles system (first only), user, input and
+ * assistant; gemma (Gemma's <start_of_turn> turns, the assistant as "model", a system message
+ * folded into the first user turn) and mistral (Mistral's V1 [INST] format, a system message
+ * folded into the first user turn) take an optional system message first and then user and
+ * assistant turns alternating from user, as the models' own templates demand. Unknown names
+ * and messages a template refuses fail with PT_ERR_USER. */
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt,
                       strbuf *out);
 /* chat_render with the model's bos and eos token texts: llama-3 starts with bos (default
- * "<|begin_of_text|>"), alpaca starts with bos and ends each reply with eos (default: none). */
+ * "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral with bos and ends each reply
+ * with eos (defaults "<s>", "</s>"), alpaca starts with bos and ends each reply with eos
+ * (default: none). */
 pt_status chat_render_with_tokens(const char *name, const char *bos, const char *eos,
                                   const chat_message *msgs, int n, bool add_generation_prompt,
                                   strbuf *out);

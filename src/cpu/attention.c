@@ -1,6 +1,7 @@
 /* attention.c — causal grouped-query attention on the CPU. Per (sequence, head): scores = q kᵀ
- * with sgemm, causal (and packing) mask, softmax in fp32 with the max subtracted, then
- * out = p v with sgemm. The log-sum-exp of each row is kept for the backward pass. */
+ * with sgemm, scaled (and soft-capped, Gemma 2), the causal, sliding-window and packing mask,
+ * softmax in fp32 with the max subtracted, then out = p v with sgemm. The log-sum-exp of each row
+ * is kept for the backward pass. */
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
@@ -8,27 +9,41 @@
 
 #include "cpu.h"
 
-/* Softmax of row t of scores in place over the keys it may see; returns its log-sum-exp. */
-static float softmax_row(float *row, int n_kv, int visible, const int32_t *seg, int32_t my_seg, float scale)
+float cpu_attention_score(const pt_attention *a, float qk, float *dscore)
 {
+    float s = qk * a->scale;
+    if (a->softcap <= 0.0f) {
+        if (dscore) *dscore = a->scale;
+        return s;
+    }
+    float t = tanhf(s / a->softcap);
+    if (dscore) *dscore = a->scale * (1.0f - t * t);
+    return a->softcap * t;
+}
+
+/* Softmax in place of the scores of the query at position pos over the keys it may see (the
+ * others become 0); returns its log-sum-exp. */
+static float softmax_row(float *row, const pt_attention *a, int pos, const int32_t *seg)
+{
+    int lo = cpu_attention_first_key(a, pos), hi = pos + 1;
+    int32_t my_seg = seg ? seg[pos] : 0;
     float max = -FLT_MAX;
-    for (int j = 0; j < visible; j++) {
+    for (int j = lo; j < hi; j++) {
         if (seg && seg[j] != my_seg) continue;
-        row[j] *= scale;
+        row[j] = cpu_attention_score(a, row[j], NULL);
         if (row[j] > max) max = row[j];
     }
     double sum = 0;
-    for (int j = 0; j < visible; j++) {
-        if (seg && seg[j] != my_seg) {
+    for (int j = 0; j < a->n_kv; j++) {
+        if (j < lo || j >= hi || (seg && seg[j] != my_seg)) {
             row[j] = 0;
             continue;
         }
         row[j] = expf(row[j] - max);
         sum += row[j];
     }
-    for (int j = visible; j < n_kv; j++) row[j] = 0;
     float inv = (float)(1.0 / sum);
-    for (int j = 0; j < visible; j++) row[j] *= inv;
+    for (int j = lo; j < hi; j++) row[j] *= inv;
     return max + (float)log(sum);
 }
 
@@ -51,8 +66,7 @@ pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
 #pragma omp parallel for schedule(static)
             for (int t = 0; t < a->n_q; t++) {
                 int pos = a->q_pos0 + t;
-                float l = softmax_row(scores + (size_t)t * a->n_kv, a->n_kv, pos + 1, seg, seg ? seg[pos] : 0,
-                                      a->scale);
+                float l = softmax_row(scores + (size_t)t * a->n_kv, a, pos, seg);
                 if (lse) ((float *)lse->data)[((size_t)b * a->n_q + t) * a->n_heads + h] = l;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->head_dim, a->n_kv, 1.0f, scores,

@@ -1,10 +1,13 @@
 /* attention_bwd.c — the gradient of causal grouped-query attention (attention.c) on the CPU.
- * Per (sequence, query head), over blocks of query rows (a block sees only the keys its last row
- * may see, so the causal triangle costs about half the square):
- *   P  = exp(scale * Q Kᵀ - lse) under the forward's causal and packing mask (recomputed from
- *        the log-sum-exp the forward saved),
- *   dV += Pᵀ dO,   dP = dO Vᵀ,   dS = P ∘ (dP - rowsum(dO ∘ O)),
- *   dQ = scale * dS K,   dK += scale * dSᵀ Q.
+ * Per (sequence, query head), over blocks of query rows (a block sees only the keys from the first
+ * its first row may see (sliding window) to the last its last row may see, so the causal
+ * triangle costs about half the square and a window only its band):
+ *   S  = cap(scale * Q Kᵀ) (cap(s) = c tanh(s/c) with a soft-cap, else s),
+ *   P  = exp(S - lse) under the forward's causal, window and packing mask (recomputed from the
+ *        log-sum-exp the forward saved),
+ *   dV += Pᵀ dO,   dP = dO Vᵀ,   dS = P ∘ (dP - rowsum(dO ∘ O)),   dR = dS ∘ S'(raw) where
+ *        S' = scale (1 - tanh²) with a soft-cap, else scale,
+ *   dQ = dR K,   dK += dRᵀ Q.
  * The query heads of a group share one kv head, so its dK and dV accumulate over the group.
  * Products are sgemm (threaded OpenBLAS); the elementwise pass is an OpenMP loop over rows. */
 #include <cblas.h>
@@ -43,45 +46,46 @@ static head_view head_select(pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const 
     return hv;
 }
 
-/* Row t of a block: p holds the raw scores q·k and becomes P; ds holds dO·v and becomes
- * scale * dS. Keys past `visible` or of another packed example get zero. */
-static void grad_row(const head_view *hv, const pt_attention *a, int t, int ext, float *p, float *ds)
+/* Row t of a block whose keys start at lo (nk of them): p holds the raw products q·k and becomes
+ * P; ds holds dO·v and becomes dR. Keys the row may not see (causal, window, another packed
+ * example) get zero. */
+static void grad_row(const head_view *hv, const pt_attention *a, int t, int lo, int nk, float *p, float *ds)
 {
-    int pos = a->q_pos0 + t, visible = pos + 1;
+    int pos = a->q_pos0 + t, first = cpu_attention_first_key(a, pos);
     const float *o = hv->o + (size_t)t * hv->qw, *dout = hv->dout + (size_t)t * hv->qw;
     double dd = 0;
     for (int d = 0; d < a->head_dim; d++) dd += (double)dout[d] * o[d];
     float l = hv->lse[(size_t)t * hv->n_heads], delta = (float)dd;
     int32_t my_seg = hv->seg ? hv->seg[pos] : 0;
-    for (int j = 0; j < visible; j++) {
-        if (hv->seg && hv->seg[j] != my_seg) {
-            p[j] = ds[j] = 0;
+    for (int jj = 0; jj < nk; jj++) {
+        int j = lo + jj;
+        if (j < first || j > pos || (hv->seg && hv->seg[j] != my_seg)) {
+            p[jj] = ds[jj] = 0;
             continue;
         }
-        float pj = expf(p[j] * a->scale - l);
-        p[j] = pj;
-        ds[j] = a->scale * (pj * (ds[j] - delta));
+        float dscore, pj = expf(cpu_attention_score(a, p[jj], &dscore) - l);
+        p[jj] = pj;
+        ds[jj] = dscore * (pj * (ds[jj] - delta));
     }
-    for (int j = visible; j < ext; j++) p[j] = ds[j] = 0;
 }
 
-/* Query rows [t0, t0+rows) of one head; p and ds are rows x ext scratch. */
+/* Query rows [t0, t0+rows) of one head; p and ds are rows x (keys of the block) scratch. */
 static void grad_block(const head_view *hv, const pt_attention *a, int t0, int rows, float *p, float *ds)
 {
-    int ext = a->q_pos0 + t0 + rows, hd = a->head_dim; /* keys this block may see */
+    int lo = cpu_attention_first_key(a, a->q_pos0 + t0), ext = a->q_pos0 + t0 + rows, hd = a->head_dim;
+    int nk = ext - lo; /* the keys this block may see */
     const float *q = hv->q + (size_t)t0 * hv->qw, *dout = hv->dout + (size_t)t0 * hv->qw;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, ext, hd, 1.0f, q, hv->qw, hv->k, hv->kw, 0.0f, p,
-                ext);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, ext, hd, 1.0f, dout, hv->qw, hv->v, hv->kw, 0.0f,
-                ds, ext);
+    const float *k = hv->k + (size_t)lo * hv->kw, *v = hv->v + (size_t)lo * hv->kw;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, hd, 1.0f, q, hv->qw, k, hv->kw, 0.0f, p, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, hd, 1.0f, dout, hv->qw, v, hv->kw, 0.0f, ds, nk);
 #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) grad_row(hv, a, t0 + r, ext, p + (size_t)r * ext, ds + (size_t)r * ext);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, ext, 1.0f, ds, ext, hv->k, hv->kw, 0.0f,
+    for (int r = 0; r < rows; r++) grad_row(hv, a, t0 + r, lo, nk, p + (size_t)r * nk, ds + (size_t)r * nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hd, nk, 1.0f, ds, nk, k, hv->kw, 0.0f,
                 hv->dq + (size_t)t0 * hv->qw, hv->qw);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ext, hd, rows, 1.0f, ds, ext, q, hv->qw, 1.0f, hv->dk,
-                hv->kw);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ext, hd, rows, 1.0f, p, ext, dout, hv->qw, 1.0f, hv->dv,
-                hv->kw);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, rows, 1.0f, ds, nk, q, hv->qw, 1.0f,
+                hv->dk + (size_t)lo * hv->kw, hv->kw);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, hd, rows, 1.0f, p, nk, dout, hv->qw, 1.0f,
+                hv->dv + (size_t)lo * hv->kw, hv->kw);
 }
 
 pt_status cpu_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,

@@ -1,18 +1,23 @@
-/* backend_cpu.c — the CPU backend: host memory, OpenMP/OpenBLAS threads, MPI all-reduce.
+/* backend_cpu.c — the CPU backend: host memory, OpenMP/OpenBLAS threads; MPI sums in comm.c.
  * The CPU backend is a product in its own right (laptops, CI, small models) and the reference
  * every other backend is tested against. Its ops live in one file per op family beside this. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 #include <cblas.h>
-#include <mpi.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
 
-static void cpu_close(pt_backend *be) { free(be); }
+static void cpu_close(pt_backend *be)
+{
+    cpu_comm *c = be->ctx;
+    if (c) free(c->req);
+    free(c);
+    free(be);
+}
 
 static pt_status cpu_alloc(pt_backend *be, pt_tensor *t)
 {
@@ -51,24 +56,6 @@ static pt_status cpu_synchronize(pt_backend *be)
     return PT_OK;
 }
 
-static pt_status cpu_allreduce_sum(pt_backend *be, pt_tensor *t)
-{
-    (void)be;
-    int inited = 0, world = 1;
-    MPI_Initialized(&inited);
-    if (inited) MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (world == 1) return PT_OK;
-    int64_t n = tensor_numel(t);
-    float *p = t->data;
-    for (int64_t done = 0; done < n;) { /* MPI counts are int */
-        int chunk = (int)(n - done < (1 << 30) ? n - done : (1 << 30));
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done, chunk, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return ERR(PT_ERR_INTERNAL, "MPI_Allreduce failed (code %d)", rc);
-        done += chunk;
-    }
-    return PT_OK;
-}
-
 static const pt_backend_ops cpu_ops = {
     .name = "cpu",
     .close = cpu_close,
@@ -89,6 +76,11 @@ static const pt_backend_ops cpu_ops = {
     .add = cpu_add,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .swiglu_bwd = cpu_swiglu_bwd,
+    .geglu_fwd = cpu_geglu_fwd,
+    .geglu_bwd = cpu_geglu_bwd,
+    .add_bias = cpu_add_bias,
+    .softcap_fwd = cpu_softcap_fwd,
+    .softcap_bwd = cpu_softcap_bwd,
     .attention_bwd = cpu_attention_bwd,
     .cross_entropy = cpu_cross_entropy,
     .adamw_step = cpu_adamw_step,
@@ -96,6 +88,10 @@ static const pt_backend_ops cpu_ops = {
     .scale = cpu_scale,
     .dropout = cpu_dropout,
     .allreduce_sum = cpu_allreduce_sum,
+    .reduce_begin = cpu_reduce_begin,
+    .reduce_poll = cpu_reduce_poll,
+    .reduce_end = cpu_reduce_end,
+    .copy = cpu_copy,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
@@ -104,6 +100,11 @@ pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
     TRY_ALLOC(be);
     be->ops = &cpu_ops;
     be->device = -1;
+    be->ctx = calloc(1, sizeof(cpu_comm));
+    if (!be->ctx) {
+        free(be);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
     if (opts->threads > 0) {
         omp_set_num_threads(opts->threads);
         openblas_set_num_threads(opts->threads);

@@ -4,6 +4,19 @@
 
 #include "ptrain/backend.h"
 
+#include <mpi.h>
+
+/* the backend's context: the MPI requests of the sums started by reduce_begin (comm.c) */
+typedef struct {
+    MPI_Request *req;
+    int n, cap;
+} cpu_comm;
+pt_status cpu_allreduce_sum(pt_backend *be, pt_tensor *t);
+pt_status cpu_reduce_begin(pt_backend *be, pt_tensor *t);
+pt_status cpu_reduce_poll(pt_backend *be);
+pt_status cpu_reduce_end(pt_backend *be);
+pt_status cpu_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
 pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                float beta);
@@ -34,6 +47,19 @@ pt_status cpu_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt
                           const pt_tensor *w, const pt_tensor *rstd);
 pt_status cpu_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                          const pt_tensor *gate, const pt_tensor *up);
+pt_status cpu_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status cpu_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                        const pt_tensor *gate, const pt_tensor *up);
+pt_status cpu_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+pt_status cpu_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
+pt_status cpu_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
+/* Attention helpers shared by attention.c and attention_bwd.c: the first key a query at position
+ * pos may see (its sliding window), and a raw product q.k turned into the score softmax takes. */
+static inline int cpu_attention_first_key(const pt_attention *a, int pos)
+{
+    return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
+}
+float cpu_attention_score(const pt_attention *a, float qk, float *dscore);
 pt_status cpu_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
                             const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *out,
                             const pt_tensor *lse, const pt_attention *a);

@@ -1,6 +1,7 @@
 /* layers.c — the CPU backend's per-row layer ops: embedding lookup, RMSNorm, rotary embedding
- * (Hugging Face "rotate half" layout), SwiGLU and residual add. Rows are independent, so each op
- * is one OpenMP loop over rows; sums are kept in double where rounding would show. */
+ * (Hugging Face "rotate half" layout), the gated activations SwiGLU and GeGLU (tanh GELU, Gemma),
+ * residual add and bias add (Qwen2). Rows are independent, so each op is one OpenMP loop over
+ * rows; sums are kept in double where rounding would show. */
 #include <math.h>
 
 #include "cpu.h"
@@ -83,6 +84,33 @@ pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
     float *ys = y->data;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) ys[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    return PT_OK;
+}
+
+pt_status cpu_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
+{
+    (void)be;
+    int64_t n = tensor_numel(y);
+    const float *g = gate->data, *u = up->data;
+    float *ys = y->data;
+    const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2/pi) */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i];
+        ys[i] = 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x))) * u[i];
+    }
+    return PT_OK;
+}
+
+pt_status cpu_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias)
+{
+    (void)be;
+    int64_t width = tensor_numel(bias), rows = tensor_numel(y) / width;
+    float *ys = y->data;
+    const float *b = bias->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < width; i++) ys[r * width + i] += b[i];
     return PT_OK;
 }
 

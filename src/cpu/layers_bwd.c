@@ -2,7 +2,9 @@
  *   RMSNorm  y = x * r * w with r = 1/sqrt(mean(x²) + eps) (saved by the forward as rstd):
  *            dx = r * (w∘dy) - x * r³ * <w∘dy, x> / dim,   dw += Σ_rows dy∘x*r;
  *   SwiGLU   y = silu(g) * u with silu(g) = g σ(g):
- *            dg = dy * u * σ(g) (1 + g (1 - σ(g))),         du = dy * silu(g).
+ *            dg = dy * u * σ(g) (1 + g (1 - σ(g))),         du = dy * silu(g);
+ *   GeGLU    y = gelu(g) * u with gelu(g) = g/2 (1 + t), t = tanh(k0 (g + k1 g³)):
+ *            dg = dy * u * (1/2 (1 + t) + g/2 (1 - t²) k0 (1 + 3 k1 g²)), du = dy * gelu(g).
  * RoPE's gradient (the inverse rotation) lives beside its forward in layers.c. Rows are
  * independent: one OpenMP loop over rows, dot products in double as in the forward. */
 #include <math.h>
@@ -62,6 +64,26 @@ pt_status cpu_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const
         float silu = gi * sig;
         dg[i] = di * ui * (sig * (1.0f + gi * (1.0f - sig)));
         du[i] = di * silu;
+    }
+    return PT_OK;
+}
+
+pt_status cpu_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                        const pt_tensor *gate, const pt_tensor *up)
+{
+    (void)be;
+    int64_t n = tensor_numel(dy);
+    const float *g = gate->data, *u = up->data, *d = dy->data;
+    float *dg = dgate->data, *du = dup->data;
+    const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2/pi) */
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i], ui = u[i], di = d[i]; /* read all before writing: outputs may alias inputs */
+        float t = tanhf(k0 * (x + k1 * x * x * x));
+        float gelu = 0.5f * x * (1.0f + t);
+        float slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * x * x);
+        dg[i] = di * ui * slope;
+        du[i] = di * gelu;
     }
     return PT_OK;
 }

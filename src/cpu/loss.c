@@ -1,4 +1,6 @@
-/* loss.c — token cross-entropy over a chunk of logit rows on the CPU, fused with its gradient:
+/* loss.c — the loss head's ops on the CPU: the logit soft-cap of Gemma 2 (y = c tanh(x/c), and
+ * its gradient from y: dx = dy (1 - (y/c)²)), and token cross-entropy over a chunk of logit rows
+ * fused with its gradient:
  * per labelled row, loss = logsumexp(x) - x[label] with the row's maximum subtracted before
  * exponentiating and the sum kept in double; dlogits = (softmax(x) - onehot(label)) * grad_scale,
  * written over the row (dlogits may be the logits themselves). Ignored rows (PT_IGNORE_INDEX)
@@ -66,5 +68,30 @@ pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum
     }
     *loss_sum += loss;
     if (n_labelled) *n_labelled += count;
+    return PT_OK;
+}
+
+pt_status cpu_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap)
+{
+    (void)be;
+    int64_t n = tensor_numel(x);
+    const float *xs = x->data;
+    float *ys = y->data, inv = 1.0f / cap;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) ys[i] = cap * tanhf(xs[i] * inv);
+    return PT_OK;
+}
+
+pt_status cpu_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap)
+{
+    (void)be;
+    int64_t n = tensor_numel(dy);
+    const float *ds = dy->data, *ys = y->data;
+    float *dxs = dx->data, inv = 1.0f / cap;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float t = ys[i] * inv;
+        dxs[i] = ds[i] * (1.0f - t * t);
+    }
     return PT_OK;
 }

@@ -1,6 +1,6 @@
-/* data_internal.h — what the files of src/data share: the seeded permutation, the HF cache
- * lookup, the list of files a dataset entry names, rows as read from JSON, the row transforms,
- * the formats and the labelling. Not part of the public API (include/ptrain/dataset.h). */
+/* data_internal.h — what the files of src/data share: the seeded permutation, the list of files a
+ * dataset entry names (HF ids through ptrain/hfcache.h), rows as read from JSON, the row
+ * transforms, the formats and the labelling. Not part of the public API (include/ptrain/dataset.h). */
 #ifndef PTRAIN_DATA_INTERNAL_H
 #define PTRAIN_DATA_INTERNAL_H
 
@@ -13,6 +13,7 @@
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
 #include "ptrain/error.h"
+#include "ptrain/hfcache.h"
 #include "ptrain/tokenizer.h"
 #include "ptrain/util.h"
 
@@ -22,16 +23,6 @@ uint64_t rng_next(uint64_t *state);
 uint64_t rng_below(uint64_t *state, uint64_t n);
 /* out[0..n) = a permutation of 0..n-1 fully determined by seed. */
 void rng_permutation(size_t n, uint64_t seed, size_t *out);
-
-/* ---- hfcache.c: the local Hugging Face hub cache ---- */
-/* Whether name looks like a Hub repo id "org/name" (and not like a path). */
-bool hfcache_is_repo_id(const char *name);
-/* The hub cache directory (malloc'd) and which setting gave it (*from, static text). */
-char *hfcache_hub_dir(const char **from);
-/* The snapshot directory (malloc'd) of repo id of kind "dataset" or "model" at revision (NULL:
- * main): refs/<revision> names the commit, a 40-hex revision is the commit itself. A miss fails
- * with PT_ERR_USER saying where it looked and how to download the repo. */
-pt_status hfcache_snapshot(const char *kind, const char *id, const char *revision, char **dir);
 
 /* ---- source.c: the files of a dataset entry ---- */
 typedef struct {

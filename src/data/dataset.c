@@ -121,7 +121,8 @@ static void warn_template(const loader *L, int index)
     bool chosen = L->cfg->chat_template && *L->cfg->chat_template;
     if (!L->warn || chosen || !own || chat_template_detect(own)) return;
     fprintf(L->warn, "warning: dataset[%d]: the model's chat template is not one ptrain knows (chatml, smollm2, "
-                     "llama-3, alpaca); rendering with chatml; set chat_template to choose another\n", index);
+                     "llama-3, alpaca, gemma, mistral); rendering with chatml; set chat_template to choose another\n",
+            index);
 }
 
 static pt_status no_usable_row(const pt_dataset_stats *st, int index)

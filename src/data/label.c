@@ -38,6 +38,8 @@ static const struct {
     {"smollm2", "<|im_end|>", "\n"},
     {"llama-3", "<|eot_id|>", ""},
     {"alpaca", NULL, "\n\n"},
+    {"gemma", "<end_of_turn>", "\n"},
+    {"mistral", NULL, ""},
 };
 
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
@@ -143,6 +145,18 @@ static size_t locate(const char *text, size_t n, size_t pos, const char *piece, 
     return SIZE_MAX;
 }
 
+/* locate, also taking a piece whose leading space is not in the text: the "▁" a SentencePiece
+ * Prepend normalizer (Llama 2's tokenizer.json) puts before the text after every special token.
+ * *plen gets the length the piece covers in the text. */
+static size_t locate_piece(const char *text, size_t n, size_t pos, const strbuf *piece, size_t *plen)
+{
+    *plen = piece->len;
+    size_t s = locate(text, n, pos, sb_text(piece), piece->len);
+    if (s != SIZE_MAX || piece->len == 0 || piece->data[0] != ' ') return s;
+    *plen = piece->len - 1;
+    return locate(text, n, pos, piece->data + 1, *plen);
+}
+
 bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, const int32_t *ids, size_t n,
                            const size_t *spans, int n_spans, int32_t *labels)
 {
@@ -153,12 +167,12 @@ bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, con
     for (size_t t = 0; t < n && ok; t++) {
         piece.len = 0;
         ok = tokenizer_decode_token(c->tok, ids[t], &piece) == PT_OK;
-        size_t s = ok ? locate(text, len, pos, sb_text(&piece), piece.len) : SIZE_MAX;
+        size_t plen = 0, s = ok ? locate_piece(text, len, pos, &piece, &plen) : SIZE_MAX;
         ok = s != SIZE_MAX;
         if (!ok) break;
-        pos = s + piece.len;
+        pos = s + plen;
         while (k < n_spans && spans[2 * k + 1] <= s) k++;
-        if (k < n_spans && spans[2 * k] < pos && piece.len) labels[t] = ids[t];
+        if (k < n_spans && spans[2 * k] < pos && plen) labels[t] = ids[t];
     }
     for (; ok && pos < len; pos++) ok = isspace((unsigned char)text[pos]);
     for (size_t t = 0; !ok && t < n; t++) labels[t] = PT_IGNORE_INDEX; /* leave a clean slate for the fallback */

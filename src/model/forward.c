@@ -1,7 +1,12 @@
-/* forward.c — the Llama forward pass over backend ops, with a key/value cache:
- *   x = embed(ids); per layer: x += o(attn(rope(q(n1 x)), rope(k(n1 x)), v(n1 x)))
- *                              x += down(silu(gate(n2 x)) * up(n2 x))
- *   logits = lm_head(norm(x)).
+/* forward.c — the forward pass of the llama, qwen2 and gemma2 families over backend ops, with a
+ * key/value cache:
+ *   x = embed(ids) (* sqrt(dim): gemma2);
+ *   per layer: a = o(attn(rope(q(n1 x) + bq), rope(k(n1 x) + bk), v(n1 x) + bv))   (biases: qwen2)
+ *              x += a, or x += n3(a) with gemma2's post-attention norm;
+ *              m = down(act(gate(n2 x)) * up(n2 x))   (act: silu, or tanh-gelu for gemma2)
+ *              x += m, or x += n4(m);
+ *   logits = lm_head(norm(x)), soft-capped (gemma2).
+ * Attention takes the layer's scale, score soft-cap and sliding window (model_layer_attention).
  * New keys and values are written straight into the cache rows of their positions. */
 #include <math.h>
 #include <stdlib.h>
@@ -47,25 +52,46 @@ static pt_status proj(pt_model *m, int l, int w, pt_tensor *y, const pt_tensor *
     return backend_matmul(m->be, y, &t, &p->b, 1.0f);
 }
 
+/* q, k and v of the layer from the normed input, with qwen2's biases */
+static pt_status qkv(pt_model *m, int l, fwd_buffers *b, pt_tensor *k_new, pt_tensor *v_new)
+{
+    const pt_layer_weights *w = &m->layers[l];
+    pt_tensor *xn = &b->t[B_XN], *q = &b->t[B_Q];
+    TRY(proj(m, l, W_Q, q, xn, &b->t[B_LORA]));
+    TRY(proj(m, l, W_K, k_new, xn, &b->t[B_LORA]));
+    TRY(proj(m, l, W_V, v_new, xn, &b->t[B_LORA]));
+    if (!m->cfg.qkv_bias) return PT_OK;
+    TRY(backend_add_bias(m->be, q, &w->w[W_Q_BIAS]));
+    TRY(backend_add_bias(m->be, k_new, &w->w[W_K_BIAS]));
+    return backend_add_bias(m->be, v_new, &w->w[W_V_BIAS]);
+}
+
+/* x += B_PROJ, through the post-norm `norm` when the family has one (B_XN is free by now) */
+static pt_status residual_add(pt_model *m, int l, int norm, fwd_buffers *b)
+{
+    if (!m->cfg.post_norms) return backend_add(m->be, &b->t[B_X], &b->t[B_PROJ]);
+    TRY(backend_rmsnorm(m->be, &b->t[B_XN], NULL, &b->t[B_PROJ], &m->layers[l].w[norm], m->cfg.norm_eps));
+    return backend_add(m->be, &b->t[B_X], &b->t[B_XN]);
+}
+
 static pt_status attention_block(pt_model *m, pt_kv_cache *kv, int l, int n, const int32_t *pos, fwd_buffers *b)
 {
     const pt_model_config *c = &m->cfg;
     pt_backend *be = m->be;
-    const pt_layer_weights *w = &m->layers[l];
-    pt_tensor *xn = &b->t[B_XN], *q = &b->t[B_Q];
+    pt_tensor *q = &b->t[B_Q];
     pt_tensor k_new = tensor_rows(&kv->k[l], kv->n_past, n), v_new = tensor_rows(&kv->v[l], kv->n_past, n);
-    TRY(backend_rmsnorm(be, xn, NULL, &b->t[B_X], &w->w[W_ATTN_NORM], c->norm_eps));
-    TRY(proj(m, l, W_Q, q, xn, &b->t[B_LORA]));
-    TRY(proj(m, l, W_K, &k_new, xn, &b->t[B_LORA]));
-    TRY(proj(m, l, W_V, &v_new, xn, &b->t[B_LORA]));
+    TRY(backend_rmsnorm(be, &b->t[B_XN], NULL, &b->t[B_X], &m->layers[l].w[W_ATTN_NORM], c->norm_eps));
+    TRY(qkv(m, l, b, &k_new, &v_new));
     TRY(backend_rope(be, q, c->n_heads, c->head_dim, pos, m->inv_freq));
     TRY(backend_rope(be, &k_new, c->n_kv_heads, c->head_dim, pos, m->inv_freq));
-    pt_attention desc = {.batch = 1, .n_q = n, .n_kv = kv->n_past + n, .q_pos0 = kv->n_past,
-                         .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-                         .scale = 1.0f / sqrtf((float)c->head_dim)};
+    pt_attention desc = model_layer_attention(c, l);
+    desc.batch = 1;
+    desc.n_q = n;
+    desc.n_kv = kv->n_past + n;
+    desc.q_pos0 = kv->n_past;
     TRY(backend_attention(be, &b->t[B_ATT], NULL, q, &kv->k[l], &kv->v[l], &desc));
     TRY(proj(m, l, W_O, &b->t[B_PROJ], &b->t[B_ATT], &b->t[B_LORA]));
-    return backend_add(be, &b->t[B_X], &b->t[B_PROJ]);
+    return residual_add(m, l, W_POST_ATTN_NORM, b);
 }
 
 static pt_status mlp_block(pt_model *m, int l, fwd_buffers *b)
@@ -75,9 +101,19 @@ static pt_status mlp_block(pt_model *m, int l, fwd_buffers *b)
     TRY(backend_rmsnorm(be, &b->t[B_XN], NULL, &b->t[B_X], &w->w[W_FFN_NORM], m->cfg.norm_eps));
     TRY(proj(m, l, W_GATE, &b->t[B_GATE], &b->t[B_XN], &b->t[B_LORA]));
     TRY(proj(m, l, W_UP, &b->t[B_UP], &b->t[B_XN], &b->t[B_LORA]));
-    TRY(backend_swiglu(be, &b->t[B_GATE], &b->t[B_GATE], &b->t[B_UP]));
+    if (m->cfg.act == PT_ACT_GELU_TANH)
+        TRY(backend_geglu(be, &b->t[B_GATE], &b->t[B_GATE], &b->t[B_UP]));
+    else
+        TRY(backend_swiglu(be, &b->t[B_GATE], &b->t[B_GATE], &b->t[B_UP]));
     TRY(proj(m, l, W_DOWN, &b->t[B_PROJ], &b->t[B_GATE], &b->t[B_LORA]));
-    return backend_add(be, &b->t[B_X], &b->t[B_PROJ]);
+    return residual_add(m, l, W_POST_FFN_NORM, b);
+}
+
+static pt_status embed_tokens(pt_model *m, const int32_t *ids, fwd_buffers *b)
+{
+    TRY(backend_embed(m->be, &b->t[B_X], &m->tok_embd, ids));
+    float s = m->cfg.embed_scale;
+    return s != 0.0f && s != 1.0f ? backend_scale(m->be, &b->t[B_X], s) : PT_OK;
 }
 
 static pt_status forward_layers(pt_model *m, pt_kv_cache *kv, const int32_t *ids, int n, bool last_only,
@@ -86,7 +122,7 @@ static pt_status forward_layers(pt_model *m, pt_kv_cache *kv, const int32_t *ids
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
     TRY_ALLOC(pos);
     for (int i = 0; i < n; i++) pos[i] = kv->n_past + i;
-    pt_status st = backend_embed(m->be, &b->t[B_X], &m->tok_embd, ids);
+    pt_status st = embed_tokens(m, ids, b);
     for (int l = 0; l < m->cfg.n_layers && st == PT_OK; l++) {
         st = attention_block(m, kv, l, n, pos, b);
         if (st == PT_OK) st = mlp_block(m, l, b);
@@ -96,6 +132,8 @@ static pt_status forward_layers(pt_model *m, pt_kv_cache *kv, const int32_t *ids
     TRY(backend_rmsnorm(m->be, &b->t[B_XN], NULL, &b->t[B_X], &m->out_norm, m->cfg.norm_eps));
     pt_tensor rows = last_only ? tensor_rows(&b->t[B_XN], n - 1, 1) : b->t[B_XN];
     TRY(backend_matmul(m->be, &b->t[B_LOGITS], &rows, &m->output, 0.0f));
+    if (m->cfg.final_softcap > 0.0f)
+        TRY(backend_softcap(m->be, &b->t[B_LOGITS], &b->t[B_LOGITS], m->cfg.final_softcap));
     return backend_download(m->be, &b->t[B_LOGITS], logits, b->t[B_LOGITS].nbytes);
 }
 

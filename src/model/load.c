@@ -1,7 +1,10 @@
-/* load.c — read a Llama-family model out of a GGUF file: hyperparameters from the
- * `<arch>.*` keys, weights by tensor name with their shapes checked, q/k rows un-permuted back to
- * the Hugging Face layout (llama.cpp's converter interleaves them for its RoPE), and rotary
- * frequencies with the file's scaling applied. Linear weights stay in their stored block format. */
+/* load.c — read a model of the llama, qwen2 or gemma2 family out of a GGUF file: hyperparameters
+ * from the `<arch>.*` keys (family defaults from family.c for what a file leaves out), weights by
+ * tensor name with their shapes checked, llama's q/k rows un-permuted back to the Hugging Face
+ * layout (llama.cpp's converter interleaves them for its RoPE; it leaves qwen2 and gemma2 alone),
+ * and rotary frequencies with the file's scaling applied. Gemma's norm weights are stored as
+ * 1 + w already, which is what the forward pass multiplies by. Linear weights stay in their
+ * stored block format. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,38 +26,80 @@ static pt_status get_dim(const gguf_file *f, const char *arch, const char *suffi
     return PT_OK;
 }
 
-pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
+/* An optional `<arch>.suffix` u32 (0 when absent). */
+static pt_status opt_u32(const gguf_file *f, const char *arch, const char *suffix, uint32_t *out)
 {
-    memset(c, 0, sizeof *c);
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    *out = 0;
+    return gguf_opt_u32(f, key, out);
+}
+
+/* An optional `<arch>.suffix` f32 that must be finite and >= 0 (out keeps its value when absent). */
+static pt_status opt_nonneg_f32(const gguf_file *f, const char *arch, const char *suffix, float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    TRY(gguf_opt_f32(f, key, out));
+    if (!(*out >= 0.0f) || isinf(*out))
+        return ERR(PT_ERR_USER, "%s: %s = %g must be a finite number >= 0", f->path, key, *out);
+    return PT_OK;
+}
+
+static pt_status read_arch(const gguf_file *f, pt_model_config *c)
+{
     gguf_str arch;
     TRY(gguf_get_str(f, "general.architecture", &arch));
-    if (!gguf_str_eq(arch, "llama"))
-        return ERR(PT_ERR_USER, "%s: architecture \"%.*s\" is not supported yet; supported: llama "
-                   "(Llama 2/3, Mistral, SmolLM2, TinyLlama)", f->path, (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+    if (!model_family_supported(arch.data, arch.len))
+        return ERR(PT_ERR_USER, "%s: architecture \"%.*s\" is not supported yet; supported: %s", f->path,
+                   (int)(arch.len > 64 ? 64 : arch.len), arch.data, model_family_list());
     snprintf(c->arch, sizeof c->arch, "%.*s", (int)arch.len, arch.data);
+    return PT_OK;
+}
+
+/* Layers, widths, heads and the head size (key_length, which value_length must equal). */
+static pt_status read_dims(const gguf_file *f, pt_model_config *c)
+{
     TRY(get_dim(f, c->arch, "block_count", &c->n_layers));
     TRY(get_dim(f, c->arch, "embedding_length", &c->dim));
     TRY(get_dim(f, c->arch, "feed_forward_length", &c->ffn_dim));
     TRY(get_dim(f, c->arch, "attention.head_count", &c->n_heads));
-    c->n_kv_heads = c->n_heads;
-    char key[128];
-    uint32_t u = 0;
-    snprintf(key, sizeof key, "%s.attention.head_count_kv", c->arch);
-    TRY(gguf_opt_u32(f, key, &u));
-    if (u) c->n_kv_heads = (int)u;
-    c->head_dim = c->dim / c->n_heads;
-    u = 0;
-    snprintf(key, sizeof key, "%s.attention.key_length", c->arch);
-    TRY(gguf_opt_u32(f, key, &u));
-    if (u) c->head_dim = (int)u;
-    if (c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim % 2 || c->head_dim > 1024)
+    uint32_t u;
+    TRY(opt_u32(f, c->arch, "attention.head_count_kv", &u));
+    c->n_kv_heads = u ? (int)u : c->n_heads;
+    TRY(opt_u32(f, c->arch, "attention.key_length", &u));
+    c->head_dim = u ? (int)u : c->dim / c->n_heads;
+    if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim <= 0 ||
+        c->head_dim % 2 || c->head_dim > 1024)
         return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", f->path,
                    c->n_heads, c->n_kv_heads, c->head_dim);
-    c->ctx_len = 2048;
-    snprintf(key, sizeof key, "%s.context_length", c->arch);
-    u = 0;
-    TRY(gguf_opt_u32(f, key, &u));
-    if (u) c->ctx_len = (int)u;
+    TRY(opt_u32(f, c->arch, "attention.value_length", &u));
+    if (u && u != (uint32_t)c->head_dim)
+        return ERR(PT_ERR_USER, "%s: %s.attention.value_length = %u differs from the key length %d; ptrain "
+                   "needs values and keys of one head size", f->path, c->arch, u, c->head_dim);
+    TRY(opt_u32(f, c->arch, "context_length", &u));
+    c->ctx_len = u ? (int)u : 2048;
+    return PT_OK;
+}
+
+/* What gemma2 files say about their features (llama.cpp's defaults otherwise). */
+static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
+{
+    uint32_t u;
+    TRY(opt_u32(f, c->arch, "attention.sliding_window", &u));
+    if (u > (1u << 30))
+        return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", f->path, c->arch, u);
+    if (u) c->sliding_window = (int)u;
+    TRY(opt_nonneg_f32(f, c->arch, "attn_logit_softcapping", &c->attn_softcap));
+    return opt_nonneg_f32(f, c->arch, "final_logit_softcapping", &c->final_softcap);
+}
+
+pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
+{
+    memset(c, 0, sizeof *c);
+    TRY(read_arch(f, c));
+    TRY(read_dims(f, c));
+    char key[128];
     c->norm_eps = 1e-5f;
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch);
     TRY(gguf_opt_f32(f, key, &c->norm_eps));
@@ -69,6 +114,8 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
         return ERR(PT_ERR_USER, "%s: the tokenizer has %llu tokens but the embedding only %d rows", f->path,
                    (unsigned long long)tokens->count, c->vocab);
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
+    model_family_defaults(c);
+    if (strcmp(c->arch, "gemma2") == 0) TRY(read_gemma2_keys(f, c));
     return PT_OK;
 }
 
@@ -153,24 +200,50 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
     return st;
 }
 
+/* Where each weight of a layer lives in the file, its shape ([rows, cols]; rows 0: a vector of
+ * cols) and whether its rows carry llama.cpp's q/k permutation (heads to undo, else 0). */
+typedef struct {
+    const char *suffix;
+    int64_t rows, cols;
+    int permute;
+} layer_part;
+
+static void layer_parts(const pt_model_config *c, layer_part parts[W_COUNT])
+{
+    int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
+    bool llama = strcmp(c->arch, "llama") == 0; /* only llama's q/k rows are permuted */
+    layer_part all[W_COUNT] = {
+        [W_ATTN_NORM] = {"attn_norm.weight", 0, c->dim, 0},
+        [W_Q] = {"attn_q.weight", qw, c->dim, llama ? c->n_heads : 0},
+        [W_K] = {"attn_k.weight", kw, c->dim, llama ? c->n_kv_heads : 0},
+        [W_V] = {"attn_v.weight", kw, c->dim, 0},
+        [W_O] = {"attn_output.weight", c->dim, qw, 0},
+        [W_FFN_NORM] = {"ffn_norm.weight", 0, c->dim, 0},
+        [W_GATE] = {"ffn_gate.weight", c->ffn_dim, c->dim, 0},
+        [W_UP] = {"ffn_up.weight", c->ffn_dim, c->dim, 0},
+        [W_DOWN] = {"ffn_down.weight", c->dim, c->ffn_dim, 0},
+    };
+    if (c->qkv_bias) {
+        all[W_Q_BIAS] = (layer_part){"attn_q.bias", 0, qw, 0};
+        all[W_K_BIAS] = (layer_part){"attn_k.bias", 0, kw, 0};
+        all[W_V_BIAS] = (layer_part){"attn_v.bias", 0, kw, 0};
+    }
+    if (c->post_norms) {
+        all[W_POST_ATTN_NORM] = (layer_part){"post_attention_norm.weight", 0, c->dim, 0};
+        all[W_POST_FFN_NORM] = (layer_part){"post_ffw_norm.weight", 0, c->dim, 0};
+    }
+    memcpy(parts, all, sizeof all);
+}
+
 static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, bool nf4,
                             pt_layer_weights *w)
 {
     char name[96];
-    int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
-    struct {
-        const char *suffix;
-        int64_t rows, cols;
-        int permute;
-    } parts[W_COUNT] = {
-        [W_ATTN_NORM] = {"attn_norm", 0, c->dim, 0},         [W_Q] = {"attn_q", qw, c->dim, c->n_heads},
-        [W_K] = {"attn_k", kw, c->dim, c->n_kv_heads},       [W_V] = {"attn_v", kw, c->dim, 0},
-        [W_O] = {"attn_output", c->dim, qw, 0},              [W_FFN_NORM] = {"ffn_norm", 0, c->dim, 0},
-        [W_GATE] = {"ffn_gate", c->ffn_dim, c->dim, 0},      [W_UP] = {"ffn_up", c->ffn_dim, c->dim, 0},
-        [W_DOWN] = {"ffn_down", c->dim, c->ffn_dim, 0},
-    };
+    layer_part parts[W_COUNT];
+    layer_parts(c, parts);
     for (int i = 0; i < W_COUNT; i++) {
-        snprintf(name, sizeof name, "blk.%d.%s.weight", l, parts[i].suffix);
+        if (!parts[i].suffix) continue; /* a slot this family does not use */
+        snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
         TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, nf4, &w->w[i]));
     }
     return PT_OK;

@@ -1,7 +1,8 @@
-/* bpe.c — byte-level BPE as Hugging Face `tokenizers` runs it: added tokens first, then the
- * pre-tokenizer, then merges by rank on each word (a heap over the word's adjacent pairs, lowest
- * rank and then leftmost first, as tokenizers' Word::merge_all), with a shared word cache; and
- * decoding back to bytes.
+/* bpe.c — BPE as Hugging Face `tokenizers` runs it, byte-level (GPT-2, Llama 3, Qwen2, SmolLM2)
+ * or SentencePiece-style (Llama 2, Mistral, Gemma): added tokens first, then the normalizer and
+ * the pre-tokenizer, then merges by rank on each word (a heap over the word's adjacent pairs,
+ * lowest rank and then leftmost first, as tokenizers' Word::merge_all), with a shared word cache;
+ * and decoding back to bytes.
  *
  * This file is the tokenizer's one translation unit: the headers below hold its other parts. */
 #include <stdlib.h>
@@ -12,10 +13,14 @@
 #include "tok_utf8.h"
 #include "tok_maps.h"
 #include "tok_pretok.h"
+#include "tok_norm.h"
 #include "tok_added.h"
 #include "tok_load.h"
+#include "tok_spm.h"
 #include "tok_json.h"
+#include "tok_json_spm.h"
 #include "tok_gguf.h"
+#include "tok_gguf_spm.h"
 
 /* ---- output ---- */
 
@@ -136,7 +141,7 @@ static void bpe_apply(enc_ctx *c, bpe_cand top)
 static pt_status bpe_merge(enc_ctx *c, const uint8_t *w, size_t len)
 {
     TRY(bpe_reserve(c, len));
-    size_t n = bpe_symbols(c, w, len);
+    size_t n = c->tok->kind == TOK_SPM ? spm_symbols(c, w, len) : bpe_symbols(c, w, len);
     c->heap_n = 0;
     for (size_t i = 0; i + 1 < n; i++) bpe_push_pair(c, (int32_t)i);
     while (c->heap_n) bpe_apply(c, heap_pop(c));
@@ -186,7 +191,7 @@ pt_status tokenizer_encode(const pt_tokenizer *tok, const char *text, size_t len
     *n = 0;
     size_t bad = utf8_invalid_at(text, len);
     if (bad < len) return ERR(PT_ERR_USER, "text to tokenize is not valid UTF-8 (at byte %zu)", bad);
-    enc_ctx c = {.tok = tok, .parse_special = parse_special, .md = pcre2_match_data_create(1, NULL)};
+    enc_ctx c = {.tok = tok, .parse_special = parse_special, .md = pcre2_match_data_create(1, NULL), .text_start = text};
     pt_status rc = c.md ? enc_reserve(&c, len / 3 + 16) : ERR(PT_ERR_NOMEM, "out of memory");
     if (rc == PT_OK) rc = added_split(&c, 0, text, len);
     enc_free(&c);
@@ -226,7 +231,13 @@ pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *ou
 
 pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n, strbuf *out)
 {
-    for (size_t i = 0; i < n; i++) TRY(tokenizer_decode_token(tok, ids[i], out));
+    size_t start = out->len;
+    for (size_t i = 0; i < n; i++) {
+        bool first = i == 0 && tok->ms_rep_len && ids[0] >= 0 && ids[0] < tok->n_tok &&
+                     (tok->tok[ids[0]].flags & TOKF_PRESENT);
+        TRY(first ? spm_decode_first(tok, ids[0], out) : tokenizer_decode_token(tok, ids[i], out));
+    }
+    spm_strip_text(tok, out, start);
     return PT_OK;
 }
 
@@ -235,6 +246,11 @@ pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n
 int32_t tokenizer_vocab_size(const pt_tokenizer *tok) { return tok->n_tok; }
 int32_t tokenizer_bos(const pt_tokenizer *tok) { return tok->bos; }
 int32_t tokenizer_eos(const pt_tokenizer *tok) { return tok->eos; }
+int32_t tokenizer_unk(const pt_tokenizer *tok) { return tok->unk; }
+int32_t tokenizer_pad(const pt_tokenizer *tok) { return tok->pad; }
+bool tokenizer_adds_bos(const pt_tokenizer *tok) { return tok->add_bos && tok->bos >= 0; }
+bool tokenizer_adds_eos(const pt_tokenizer *tok) { return tok->add_eos && tok->eos >= 0; }
+const char *tokenizer_kind(const pt_tokenizer *tok) { return tok->kind == TOK_SPM ? "SentencePiece BPE" : "byte-level BPE"; }
 const char *tokenizer_chat_template(const pt_tokenizer *tok) { return tok->chat_template; }
 
 bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id)
@@ -247,6 +263,8 @@ void tokenizer_free(pt_tokenizer *tok)
     if (!tok) return;
     cache_free(tok->cache);
     pretok_free(tok);
+    norm_free(tok);
+    spm_free(tok);
     added_free(tok);
     smap_free(&tok->vocab);
     pmap_free(&tok->merges);

@@ -1,8 +1,11 @@
 /* chat_template.c — the built-in chat templates, rendering exactly what transformers'
  * apply_chat_template renders for the models' own Jinja templates: chatml, smollm2 (ChatML with
  * SmolLM2's default system prompt), llama-3 (Llama 3 Instruct: contents trimmed), alpaca
- * (Unsloth's multi-turn Alpaca, plus an "input" role for the "### Input:" block); and detecting
- * which of them a model's template text is. */
+ * (Unsloth's multi-turn Alpaca, plus an "input" role for the "### Input:" block), gemma (Gemma's
+ * turns, contents trimmed, a system message folded into the first turn as Gemma 3 does) and
+ * mistral (Mistral's V1 [INST] format of Mistral-7B-Instruct-v0.1); and detecting which of them
+ * a model's template text is. gemma and mistral refuse what their templates refuse (roles that
+ * do not alternate from user), with a message naming the message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +110,55 @@ static pt_status render_alpaca(const char *bos, const char *eos, const chat_mess
     return PT_OK;
 }
 
+/* ---- gemma, mistral: an optional system message, then user/assistant alternating ---- */
+
+static pt_status turn_order(const char *name, const chat_message *msgs, int i, int k)
+{
+    if (is_role(&msgs[i], "user") == (k % 2 == 0)) return PT_OK;
+    return ERR(PT_ERR_USER,
+               "chat template %s: message %d has role \"%s\" where a %s turn belongs (%s takes an optional system "
+               "message, then user and assistant turns alternating, starting with user)",
+               name, i, msgs[i].role, k % 2 == 0 ? "user" : "non-user", name);
+}
+
+static pt_status render_gemma(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
+{
+    (void)eos;
+    int sys = n > 0 && is_role(&msgs[0], "system");
+    sb_printf(out, "%s", bos ? bos : "<bos>");
+    for (int i = sys; i < n; i++) {
+        TRY(turn_order("gemma", msgs, i, i - sys));
+        size_t start, len;
+        py_strip(msgs[i].content, &start, &len);
+        bool fold = sys && i == 1;
+        const char *role = is_role(&msgs[i], "assistant") ? "model" : msgs[i].role;
+        sb_printf(out, "<start_of_turn>%s\n%s%s%.*s<end_of_turn>\n", role, fold ? msgs[0].content : "",
+                  fold ? "\n\n" : "", (int)len, msgs[i].content + start);
+    }
+    if (gen) sb_printf(out, "<start_of_turn>model\n");
+    return PT_OK;
+}
+
+/* The prompt ends with " [/INST]" whether or not a generation prompt is asked for. */
+static pt_status render_mistral(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
+{
+    (void)gen;
+    int sys = n > 0 && is_role(&msgs[0], "system");
+    sb_printf(out, "%s", bos ? bos : "<s>");
+    for (int i = sys; i < n; i++) {
+        TRY(turn_order("mistral", msgs, i, i - sys));
+        bool fold = sys && i == 1;
+        if (is_role(&msgs[i], "user"))
+            sb_printf(out, " [INST] %s%s%s [/INST]", fold ? msgs[0].content : "", fold ? "\n\n" : "", msgs[i].content);
+        else if (is_role(&msgs[i], "assistant"))
+            sb_printf(out, " %s%s", msgs[i].content, eos ? eos : "</s>");
+        else
+            return ERR(PT_ERR_USER, "chat template mistral: message %d has role \"%s\" (mistral has user and assistant, "
+                       "and system first)", i, msgs[i].role);
+    }
+    return PT_OK;
+}
+
 /* ---- names ---- */
 
 static const struct {
@@ -117,6 +169,8 @@ static const struct {
     {"smollm2", render_smollm2},
     {"llama-3", render_llama3},
     {"alpaca", render_alpaca},
+    {"gemma", render_gemma},
+    {"mistral", render_mistral},
 };
 
 #define N_TEMPLATES (int)(sizeof templates / sizeof templates[0])
@@ -128,7 +182,8 @@ pt_status chat_render_with_tokens(const char *name, const char *bos, const char 
         if (!msgs[i].role || !msgs[i].content) return ERR(PT_ERR_USER, "chat message %d has no role or no content", i);
     for (int k = 0; name && k < N_TEMPLATES; k++)
         if (strcmp(name, templates[k].name) == 0) return templates[k].fn(bos, eos, msgs, n, add_generation_prompt, out);
-    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, llama-3, alpaca)", name ? name : "(null)");
+    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, llama-3, alpaca, gemma, mistral)",
+               name ? name : "(null)");
 }
 
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt, strbuf *out)
@@ -153,6 +208,14 @@ static bool chatml_default_system(const char *text)
     return false;
 }
 
+/* Mistral's V1 format writes " [INST] " with a space before it (as a string in the template);
+ * Llama 2 (<<SYS>>) and Mistral's later formats ("[INST]" unspaced, tools) are other templates. */
+static bool mistral_v1(const char *text)
+{
+    if (strstr(text, "<<SYS>>") || strstr(text, "[AVAILABLE_TOOLS]") || strstr(text, "[SYSTEM_PROMPT]")) return false;
+    return strstr(text, "' [INST] '") || strstr(text, "\" [INST] \"");
+}
+
 const char *chat_template_detect(const char *text)
 {
     if (!text) return NULL;
@@ -163,5 +226,7 @@ const char *chat_template_detect(const char *text)
         return chatml_default_system(text) ? NULL : "chatml";
     }
     if (strstr(text, "### Instruction:") && strstr(text, "### Response:")) return "alpaca";
+    if (strstr(text, "<start_of_turn>") && strstr(text, "<end_of_turn>")) return "gemma";
+    if (strstr(text, "[INST]") && strstr(text, "[/INST]")) return mistral_v1(text) ? "mistral" : NULL;
     return NULL;
 }

@@ -2,7 +2,8 @@
  * `tokenizers` finds them: leftmost-longest matches (a byte trie stands in for its Aho-Corasick),
  * first among tokens with normalized = false on the raw text, then among normalized ones in the
  * gaps; special tokens are skipped unless parse_special; single_word, lstrip and rstrip as HF
- * applies them. Part of the tokenizer translation unit (included once, by bpe.c). */
+ * applies them; the text between goes through the normalizer (tok_norm.h) before the second pass.
+ * Part of the tokenizer translation unit (included once, by bpe.c). */
 #ifndef PTRAIN_TOK_ADDED_H
 #define PTRAIN_TOK_ADDED_H
 
@@ -77,15 +78,29 @@ static void added_free(pt_tokenizer *t)
     pcre2_code_free(t->word_re);
 }
 
+/* Add token k to its trie: a normalized token by its normalized content. */
+static pt_status added_trie_add(pt_tokenizer *t, int k)
+{
+    const added_token *a = &t->added[k];
+    const char *s = t->bytes + a->off;
+    rbuf n = {0};
+    if (a->normalized && t->n_norm) {
+        TRY(norm_content(t, s, a->len, &n));
+        s = n.p;
+    }
+    size_t len = n.p ? n.n : a->len;
+    bool ok = len == 0 || trie_add(&t->trie[a->normalized], (const uint8_t *)s, len, k);
+    free(n.p);
+    return ok ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+}
+
 /* Build the tries once all added tokens are known (empty contents are never matched). */
 static pt_status added_build(pt_tokenizer *t)
 {
     bool single_word = false;
     for (int k = 0; k < t->n_added; k++) {
-        const added_token *a = &t->added[k];
-        single_word |= a->single_word;
-        if (a->len && !trie_add(&t->trie[a->normalized], (const uint8_t *)t->bytes + a->off, a->len, k))
-            return ERR(PT_ERR_NOMEM, "out of memory");
+        single_word |= t->added[k].single_word;
+        TRY(added_trie_add(t, k));
     }
     if (!single_word) return PT_OK;
     /* Rust's regex \w: what single_word checks on both sides of a match */
@@ -163,11 +178,12 @@ static pt_status added_split(enc_ctx *c, int pass, const char *s, size_t len)
     return added_gap(c, pass, s + done, len - done);
 }
 
-/* Text between added tokens: the normalized pass for raw-pass gaps, then pre-tokenization. */
+/* Text between added tokens: normalized and split on the normalized tokens after the raw pass,
+ * then pre-tokenized. */
 static pt_status added_gap(enc_ctx *c, int pass, const char *s, size_t len)
 {
     if (len == 0) return PT_OK;
-    return pass == 0 ? added_split(c, 1, s, len) : pretok_run(c, 0, s, len);
+    return pass == 0 ? norm_gap(c, s, len) : pretok_run(c, 0, s, len);
 }
 
 #endif

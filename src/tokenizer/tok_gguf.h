@@ -1,7 +1,8 @@
 /* tok_gguf.h — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
  * the pre-tokenizer that tokenizer.ggml.pre names (as llama.cpp and HF's own tokenizer.json
  * files define them); control tokens (type 3) are special, user-defined ones (type 4) are added
- * tokens, as transformers' GGUF conversion makes them. SentencePiece ("llama") comes later.
+ * tokens, as transformers' GGUF conversion makes them; and the entry point, which hands
+ * SentencePiece vocabularies ("llama") to tok_gguf_spm.h.
  * Part of the tokenizer translation unit (included once, by bpe.c). */
 #ifndef PTRAIN_TOK_GGUF_H
 #define PTRAIN_TOK_GGUF_H
@@ -133,17 +134,27 @@ static pt_status gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char
     return PT_OK;
 }
 
-static pt_status gguf_model_kind(const gguf_file *f)
+static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
 {
     gguf_str model;
     TRY(gguf_get_str(f, "tokenizer.ggml.model", &model));
-    if (gguf_str_eq(model, "gpt2")) return PT_OK;
-    if (gguf_str_eq(model, "llama"))
-        return ERR(PT_ERR_UNSUPPORTED,
-                   "%s: tokenizer.ggml.model \"llama\" is a SentencePiece tokenizer, which is not supported yet "
-                   "(SentencePiece comes later; byte-level BPE \"gpt2\" is)", f->path);
-    return ERR(PT_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model \"%.*s\" is not supported (only \"gpt2\", byte-level BPE)",
-               f->path, (int)model.len, model.data);
+    *kind = gguf_str_eq(model, "llama") ? TOK_SPM : TOK_BYTE_LEVEL;
+    if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "llama")) return PT_OK;
+    return ERR(PT_ERR_UNSUPPORTED,
+               "%s: tokenizer.ggml.model \"%.*s\" is not supported (supported: \"gpt2\", byte-level BPE, and "
+               "\"llama\", SentencePiece BPE)", f->path, (int)model.len, model.data);
+}
+
+/* The chat template stored with the model, if any. */
+static pt_status gguf_template(pt_tokenizer *t, const gguf_file *f)
+{
+    const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
+    if (!tmpl || tmpl->type != GGUF_TYPE_STRING) return PT_OK;
+    gguf_str s;
+    TRY(gguf_get_str(f, "tokenizer.chat_template", &s));
+    t->chat_template = strndup(s.data, s.len);
+    TRY_ALLOC(t->chat_template);
+    return PT_OK;
 }
 
 static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)
@@ -158,23 +169,21 @@ static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)
     TRY(tok_finish(t));
     TRY(gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
     TRY(gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
-    const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
-    if (tmpl && tmpl->type == GGUF_TYPE_STRING) {
-        gguf_str s;
-        TRY(gguf_get_str(f, "tokenizer.chat_template", &s));
-        t->chat_template = strndup(s.data, s.len);
-        TRY_ALLOC(t->chat_template);
-    }
-    return PT_OK;
+    TRY(gguf_opt_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos));
+    TRY(gguf_opt_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos));
+    return gguf_template(t, f);
 }
+
+static pt_status gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
 
 pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out)
 {
     *out = NULL;
-    TRY(gguf_model_kind(f));
+    tok_kind kind;
+    TRY(gguf_model_kind(f, &kind));
     pt_tokenizer *t = NULL;
     TRY(tok_new(f->path ? f->path : "(gguf)", &t));
-    pt_status rc = gguf_build(t, f);
+    pt_status rc = kind == TOK_SPM ? gguf_spm_build(t, f) : gguf_build(t, f);
     if (rc != PT_OK) {
         tokenizer_free(t);
         return rc;

@@ -1,6 +1,7 @@
-/* tok_json.h — loading a Hugging Face tokenizer.json (model.type BPE, byte-level) with jansson,
- * and the bos/eos tokens and chat template from the tokenizer_config.json beside it when there
- * is one. Errors name the file and the JSON path of the offending value.
+/* tok_json.h — loading a Hugging Face tokenizer.json (model.type BPE: byte-level, or
+ * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens,
+ * add_bos_token/add_eos_token and the chat template from the tokenizer_config.json beside it
+ * when there is one. Errors name the file and the JSON path of the offending value.
  * Part of the tokenizer translation unit (included once, by bpe.c). */
 #ifndef PTRAIN_TOK_JSON_H
 #define PTRAIN_TOK_JSON_H
@@ -49,16 +50,13 @@ static pt_status json_flag(const char *file, const json_t *obj, const char *key,
     return PT_OK;
 }
 
-static pt_status json_normalizer(const pt_tokenizer *t, const json_t *root)
-{
-    const json_t *n = json_object_get(root, "normalizer");
-    if (!n || json_is_null(n)) return PT_OK;
-    const char *type = json_string_value(json_object_get(n, "type"));
-    const json_t *list = json_object_get(n, "normalizers");
-    if (type && strcmp(type, "Sequence") == 0 && json_is_array(list) && json_array_size(list) == 0) return PT_OK;
-    return jerr(t->source, PT_ERR_UNSUPPORTED, "normalizer", "\"%s\" is not supported (only none)",
-                type ? type : "?");
-}
+/* in tok_json_spm.h */
+static pt_status json_normalizer(pt_tokenizer *t, const json_t *root);
+static pt_status json_metaspace(pt_tokenizer *t, const json_t *node, const char *path);
+static pt_status json_decoder(pt_tokenizer *t, const json_t *root);
+static bool json_has_bytelevel(const json_t *node, int depth);
+static pt_status json_spm_check(const pt_tokenizer *t);
+static void json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
 
 /* ---- model ---- */
 
@@ -76,11 +74,13 @@ static pt_status json_model_flags(pt_tokenizer *t, const json_t *m)
     for (int i = 0; i < 2; i++) {
         const json_t *v = json_object_get(m, affixes[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return jerr(t->source, PT_ERR_UNSUPPORTED, paths[i], "not supported (byte-level BPE has none)");
+            return jerr(t->source, PT_ERR_UNSUPPORTED, paths[i],
+                        "not supported (byte-level and SentencePiece BPE have none)");
     }
-    bool byte_fallback = false;
-    TRY(json_flag(t->source, m, "byte_fallback", "model.byte_fallback", false, &byte_fallback));
-    if (byte_fallback) return jerr(t->source, PT_ERR_UNSUPPORTED, "model.byte_fallback", "byte fallback is not supported");
+    TRY(json_flag(t->source, m, "byte_fallback", "model.byte_fallback", false, &t->byte_fallback));
+    if (t->byte_fallback && t->kind != TOK_SPM)
+        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.byte_fallback",
+                    "byte fallback with a ByteLevel pre-tokenizer is not supported");
     TRY(json_flag(t->source, m, "fuse_unk", "model.fuse_unk", false, &t->fuse_unk));
     return json_flag(t->source, m, "ignore_merges", "model.ignore_merges", false, &t->ignore_merges);
 }
@@ -261,6 +261,7 @@ static pt_status json_pretok(pt_tokenizer *t, const json_t *node, const char *pa
     if (strcmp(type, "Sequence") == 0) return json_sequence(t, node, path, byte_level);
     if (*byte_level) return jerr(t->source, PT_ERR_UNSUPPORTED, path, "steps after ByteLevel are not supported");
     if (strcmp(type, "ByteLevel") == 0) return json_bytelevel(t, node, path, byte_level);
+    if (strcmp(type, "Metaspace") == 0) return json_metaspace(t, node, path);
     if (strcmp(type, "Split") == 0) return json_split(t, node, path);
     if (strcmp(type, "Digits") == 0) {
         bool individual = false;
@@ -268,20 +269,18 @@ static pt_status json_pretok(pt_tokenizer *t, const json_t *node, const char *pa
         TRY(json_flag(t->source, node, "individual_digits", where, false, &individual));
         return pretok_add_digits(t, path, individual);
     }
-    return jerr(t->source, PT_ERR_UNSUPPORTED, where, "\"%s\" is not supported (supported: ByteLevel, Split, Digits, Sequence)",
-                type);
+    return jerr(t->source, PT_ERR_UNSUPPORTED, where,
+                "\"%s\" is not supported (supported: ByteLevel, Metaspace, Split, Digits, Sequence)", type);
 }
 
+/* The pre-tokenizer: byte-level BPE needs its ByteLevel step; SentencePiece-style BPE may have
+ * none, and is checked to be one. */
 static pt_status json_pretokenizer(pt_tokenizer *t, const json_t *root)
 {
     const json_t *node = json_object_get(root, "pre_tokenizer");
-    if (!node || json_is_null(node))
-        return jerr(t->source, PT_ERR_UNSUPPORTED, "pre_tokenizer", "missing: only byte-level BPE (a ByteLevel pre-tokenizer) is supported");
     bool byte_level = false;
-    TRY(json_pretok(t, node, "pre_tokenizer", &byte_level));
-    if (!byte_level)
-        return jerr(t->source, PT_ERR_UNSUPPORTED, "pre_tokenizer", "no ByteLevel step: only byte-level BPE is supported");
-    return PT_OK;
+    if (node && !json_is_null(node)) TRY(json_pretok(t, node, "pre_tokenizer", &byte_level));
+    return t->kind == TOK_SPM ? json_spm_check(t) : PT_OK;
 }
 
 /* ---- tokenizer_config.json ---- */
@@ -327,6 +326,8 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
     if (rc == PT_OK && cfg) rc = json_config_template(t, file, cfg);
+    if (rc == PT_OK && cfg) rc = json_flag(file, cfg, "add_bos_token", "add_bos_token", t->add_bos, &t->add_bos);
+    if (rc == PT_OK && cfg) rc = json_flag(file, cfg, "add_eos_token", "add_eos_token", t->add_eos, &t->add_eos);
     json_decref(cfg);
     free(file);
     return rc;
@@ -334,11 +335,14 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
 
 static pt_status json_build(pt_tokenizer *t, const json_t *root, const char *path)
 {
+    t->kind = json_has_bytelevel(json_object_get(root, "pre_tokenizer"), 0) ? TOK_BYTE_LEVEL : TOK_SPM;
     TRY(json_normalizer(t, root));
     TRY(json_model(t, root));
     TRY(json_added(t, root));
     TRY(json_pretokenizer(t, root));
+    if (t->kind == TOK_SPM) TRY(json_decoder(t, root));
     TRY(tok_finish(t));
+    json_post_processor(t, json_object_get(root, "post_processor"), 0);
     return json_config(t, path);
 }
 

@@ -13,13 +13,16 @@
 
 #define TOK_MAX_ID (1 << 24)
 
+static pt_status spm_decoded_all(pt_tokenizer *t);
+static int32_t spm_byte_token(const pt_tokenizer *t, uint8_t byte);
+
 static pt_status tok_new(const char *source, pt_tokenizer **out)
 {
     pt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return ERR(PT_ERR_NOMEM, "out of memory");
     t->source = xstrdup(source);
-    t->unk = t->bos = t->eos = -1;
-    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    t->unk = t->bos = t->eos = t->pad = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = t->byte_tok[b] = -1;
     cache_init(t->cache);
     *out = t;
     return PT_OK;
@@ -55,20 +58,23 @@ static pt_status tok_reserve(pt_tokenizer *t, int32_t id)
     return PT_OK;
 }
 
-/* Give id the token spelled (len bytes) in the file: a byte-level spelling is stored as the bytes
- * it stands for, any other as is. TOKF_MODEL puts it in the BPE vocabulary; raw_model lets a
- * non-byte-level spelling in too (GGUF, as transformers converts it). */
+/* Give id the token spelled (len bytes) in the file. Byte-level: a byte-level spelling is stored
+ * as the bytes it stands for, any other as is; TOKF_MODEL puts it in the BPE vocabulary, and
+ * raw_model lets a non-byte-level spelling in too (GGUF, as transformers converts it).
+ * SentencePiece: stored as spelled (tok_finish works out what it decodes to). */
 static pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model)
 {
     TRY(tok_reserve(t, id));
     char stack[256] = {0}, *buf = len <= sizeof stack ? stack : malloc(len);
     if (!buf) return ERR(PT_ERR_NOMEM, "out of memory");
-    long n = bytelevel_decode(spelled, len, buf);
-    if (n < 0 && !raw_model) flags &= (uint8_t)~TOKF_MODEL;
+    long n = t->kind == TOK_SPM ? -1 : bytelevel_decode(spelled, len, buf);
+    if (n < 0 && !raw_model && t->kind != TOK_SPM) flags &= (uint8_t)~TOKF_MODEL;
     tok_entry *e = &t->tok[id];
     pt_status rc = tok_store(t, n < 0 ? spelled : buf, n < 0 ? len : (size_t)n, &e->off);
     if (buf != stack) free(buf);
     e->len = n < 0 ? (uint32_t)len : (uint32_t)n;
+    e->soff = e->off;
+    e->slen = e->len;
     e->flags = (uint8_t)(flags | TOKF_PRESENT);
     if (id >= t->n_tok) t->n_tok = id + 1;
     return rc;
@@ -97,24 +103,31 @@ static int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len
 {
     for (int k = 0; k < t->n_added; k++)
         if (t->added[k].len == len && memcmp(t->bytes + t->added[k].off, text, len) == 0) return t->added[k].id;
-    for (int32_t id = 0; id < t->n_tok; id++)
-        if ((t->tok[id].flags & TOKF_PRESENT) && t->tok[id].len == len && memcmp(t->bytes + t->tok[id].off, text, len) == 0)
+    for (int32_t id = 0; id < t->n_tok; id++) {
+        const tok_entry *e = &t->tok[id];
+        if (!(e->flags & TOKF_PRESENT)) continue;
+        if ((e->len == len && memcmp(t->bytes + e->off, text, len) == 0) ||
+            (e->slen == len && memcmp(t->bytes + e->soff, text, len) == 0))
             return id;
+    }
     return -1;
 }
 
-/* The maps, once every token is in (their keys point into t->bytes, which no longer moves). */
+/* The maps, once every token is in (their keys point into t->bytes, which no longer moves once
+ * SentencePiece tokens have their decoded bytes). The vocabulary maps spellings to ids. */
 static pt_status tok_finish(pt_tokenizer *t)
 {
+    if (t->kind == TOK_SPM) TRY(spm_decoded_all(t));
     if (!smap_init(&t->vocab, (size_t)t->n_tok)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (int32_t id = 0; id < t->n_tok; id++) {
         const tok_entry *e = &t->tok[id];
-        if ((e->flags & TOKF_MODEL) && !smap_put(&t->vocab, t->bytes + e->off, e->len, id))
+        if ((e->flags & TOKF_MODEL) && !smap_put(&t->vocab, t->bytes + e->soff, e->slen, id))
             return ERR(PT_ERR_NOMEM, "out of memory");
     }
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         t->byte_id[b] = smap_get(&t->vocab, &byte, 1);
+        if (t->kind == TOK_SPM) t->byte_tok[b] = spm_byte_token(t, byte);
     }
     return added_build(t);
 }

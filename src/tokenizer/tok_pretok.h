@@ -1,5 +1,5 @@
-/* tok_pretok.h — pre-tokenizers on PCRE2: the Split / Digits / ByteLevel steps of HF
- * `tokenizers` (and their Sequence), and the GPT-2, Llama 3 and Qwen2 split regexes.
+/* tok_pretok.h — pre-tokenizers on PCRE2: the Split / Digits / ByteLevel / Metaspace steps of
+ * HF `tokenizers` (and their Sequence), and the GPT-2, Llama 3 and Qwen2 split regexes.
  *
  * `tokenizers` runs its regexes on Oniguruma, whose \s is Unicode White_Space; PCRE2's UCP \s
  * differs at the edges, so patterns are rewritten to spell \s and \S out before compiling.
@@ -96,7 +96,7 @@ static pt_status regex_compile(const char *source, const char *where, const char
     if (!literal && !rewritten) return ERR(PT_ERR_NOMEM, "out of memory");
     int code;
     PCRE2_SIZE at;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | extra_opts | (literal ? PCRE2_LITERAL : 0);
+    uint32_t opts = PCRE2_UTF | extra_opts | (literal ? PCRE2_LITERAL : PCRE2_UCP); /* LITERAL refuses UCP */
     *re = pcre2_compile((PCRE2_SPTR)(literal ? pat : rewritten), literal ? len : PCRE2_ZERO_TERMINATED, opts,
                         &code, &at, NULL);
     free(rewritten);
@@ -141,6 +141,16 @@ static pt_status pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool p
 {
     pretok_step st = {.behavior = SPLIT_ISOLATED, .prefix_space = prefix_space};
     if (use_regex) TRY(regex_compile(t->source, where, RE_GPT2, strlen(RE_GPT2), false, 0, &st.re, &st.jit));
+    return pretok_push(t, st);
+}
+
+/* Metaspace: spaces become rep (at most 7 bytes), which is prepended as `prepend` says, and with
+ * split every rep starts a piece. */
+static pt_status pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split)
+{
+    pretok_step st = {.behavior = SPLIT_MERGED_NEXT, .metaspace = true, .ms_split = split,
+                      .prepend = (uint8_t)prepend, .rep_len = (uint8_t)rep_len};
+    memcpy(st.rep, rep, rep_len);
     return pretok_push(t, st);
 }
 
@@ -264,12 +274,51 @@ static pt_status prefix_space_run(enc_ctx *c, int step, const char *s, size_t le
     return rc;
 }
 
+/* Metaspace's split: a new piece at every rep (MergedWithNext), then the next step on each. */
+static pt_status metaspace_split(enc_ctx *c, int step, const char *s, size_t len)
+{
+    const pretok_step *st = &c->tok->steps[step];
+    size_t prev = 0;
+    for (size_t i = 1; i + st->rep_len <= len; i++)
+        if (memcmp(s + i, st->rep, st->rep_len) == 0) {
+            TRY(pretok_run(c, step + 1, s + prev, i - prev));
+            prev = i;
+            i += st->rep_len - 1u;
+        }
+    return pretok_run(c, step + 1, s + prev, len - prev);
+}
+
+/* Metaspace on the piece s: spaces replaced, rep prepended to the piece (every piece, or the
+ * one that starts the text) unless it already starts with one, then split or passed on whole. */
+static pt_status metaspace_run(enc_ctx *c, int step, const char *s, size_t len)
+{
+    const pretok_step *st = &c->tok->steps[step];
+    bool lead = len && (s[0] == ' ' || (len >= st->rep_len && memcmp(s, st->rep, st->rep_len) == 0));
+    bool prepend = !lead && (st->prepend == PREPEND_ALWAYS || (st->prepend == PREPEND_FIRST && s == c->text_start));
+    rbuf b = {0};
+    if (prepend) rbuf_put(&b, st->rep, st->rep_len);
+    for (size_t i = 0, from = 0; i <= len; i++)
+        if (i == len || s[i] == ' ') {
+            rbuf_put(&b, s + from, i - from);
+            if (i < len) rbuf_put(&b, st->rep, st->rep_len);
+            from = i + 1;
+        }
+    if (b.oom) {
+        free(b.p);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    pt_status rc = st->ms_split ? metaspace_split(c, step, b.p, b.n) : pretok_run(c, step + 1, b.p, b.n);
+    free(b.p);
+    return rc;
+}
+
 /* Run steps step.. on the piece s; the pieces the last step makes are BPE words. */
 static pt_status pretok_run(enc_ctx *c, int step, const char *s, size_t len)
 {
     if (len == 0) return PT_OK;
     if (step == c->tok->n_steps) return bpe_word(c, (const uint8_t *)s, len);
     const pretok_step *st = &c->tok->steps[step];
+    if (st->metaspace) return metaspace_run(c, step, s, len);
     if (st->prefix_space && s[0] != ' ') return prefix_space_run(c, step, s, len);
     if (!st->re) return pretok_run(c, step + 1, s, len);
     return split_run(c, step, s, len);

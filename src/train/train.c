@@ -2,18 +2,23 @@
  *   load the model and its tokenizer; read, tokenize and split the data; create the adapters;
  *   then for each optimizer step: gather gradient_accumulation_steps micro-batches, count their
  *   target tokens across all ranks, run forward+backward on each (the loss is the mean over all
- *   those tokens, as transformers computes it), sum the gradients across ranks, clip, AdamW;
- *   log every logging_steps; evaluate; rank 0 writes the final adapter. */
+ *   those tokens, as transformers computes it) while gradsync accumulates the gradients and sums
+ *   them across ranks in buckets as layers finish, clip, AdamW; log every logging_steps (with
+ *   the slowest rank and the time spent communicating), compare the replicas' checksums;
+ *   evaluate; rank 0 writes the final adapter. A rank that fails inside the loop ends the job
+ *   (dist_fail_fast), since the others are already waiting in the step's collectives. */
 #include "ptrain/train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/adapter.h"
 #include "ptrain/dataset.h"
-#include "ptrain/generate.h"
+#include "ptrain/gradsync.h"
 #include "ptrain/log.h"
+#include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/progress.h"
 #include "ptrain/schedule.h"
@@ -33,18 +38,16 @@ typedef struct {
     size_t next_batch;
     lr_schedule sched;
     progress p;
+    gradsync sync;
+    int64_t step;      /* the optimizer step running (0-based) */
+    int64_t fail_step; /* PTRAIN_TEST_FAIL_STEP (see on_layer_done); 0: none */
 } trainer;
 
 static pt_status load_model(trainer *t)
 {
-    TRY(model_resolve(t->cfg->model_name, t->model_path, sizeof t->model_path));
-    gguf_file f;
-    TRY(gguf_open(t->model_path, &f));
     pt_load_options lo = {.load_in_4bit = t->cfg->load_in_4bit};
-    pt_status st = tokenizer_from_gguf(&f, &t->tok);
-    if (st == PT_OK) st = model_from_gguf(&f, t->be, &lo, &t->m);
-    gguf_close(&f);
-    return st;
+    return model_load(t->cfg->model_name, t->cfg->revision, &lo, t->be, &t->m, &t->tok, t->model_path,
+                      sizeof t->model_path);
 }
 
 static pt_status load_data(trainer *t)
@@ -85,55 +88,77 @@ static int64_t count_targets(const pt_batch *b)
     return n;
 }
 
-/* Sum LoRA gradients over ranks (each rank's gradient already carries its share of the mean). */
-static pt_status reduce_grads(trainer *t)
-{
-    if (t->d->world == 1) return PT_OK;
-    for (lora_pair *p = lora_next(&t->l, NULL); p; p = lora_next(&t->l, p)) {
-        TRY(backend_allreduce_sum(t->be, &p->grad_a));
-        TRY(backend_allreduce_sum(t->be, &p->grad_b));
-    }
-    return PT_OK;
-}
-
 typedef struct {
     double loss_sum, tokens, grad_norm, lr;
+    double compute_s, comm_s; /* this rank's seconds computing and in communication */
 } step_result;
+
+/* Sum values across ranks, adding the time it took to *comm_s. */
+static pt_status timed_sum(const trainer *t, double *values, int n, double *comm_s)
+{
+    double t0 = progress_now();
+    pt_status st = dist_sum_f64(t->d, values, n);
+    *comm_s += progress_now() - t0;
+    return st;
+}
+
+/* step_options.layer_done: hand the layer to gradsync. For the failure tests
+ * (tests/mpi/test_dp.sh), PTRAIN_TEST_FAIL_STEP=N makes this rank fail halfway through step N's
+ * backward pass as an allocation would, while the other ranks are already summing buckets. */
+static pt_status on_layer_done(void *arg, int layer)
+{
+    trainer *t = arg;
+    if (t->fail_step == t->step + 1 && layer == t->m.cfg.n_layers / 2)
+        return ERR(PT_ERR_NOMEM, "out of host memory in the backward pass of layer %d at step %lld (injected by "
+                   "PTRAIN_TEST_FAIL_STEP)", layer, (long long)t->fail_step);
+    return gradsync_layer_done(&t->sync, layer);
+}
+
+/* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. */
+static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum)
+{
+    long accum = t->cfg->gradient_accumulation_steps;
+    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
+                       .lora_dropout = (float)t->cfg->lora_dropout,
+                       .layer_done = on_layer_done, .layer_done_arg = t};
+    for (long i = 0; i < accum; i++) {
+        train_batch v = view_of(&mb[i], t->train.packed);
+        int64_t n = 0;
+        so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
+        gradsync_begin_micro(&t->sync, i);
+        TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+    }
+    return gradsync_finish(&t->sync);
+}
 
 /* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. */
 static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
 {
+    double t0 = progress_now(), comm = 0;
     long accum = t->cfg->gradient_accumulation_steps;
     pt_batch *mb = calloc((size_t)accum, sizeof *mb);
     TRY_ALLOC(mb);
-    pt_status st = lora_zero_grads(&t->l);
-    double counts[2] = {0, 0}; /* target tokens, loss sum */
+    pt_status st = PT_OK;
+    double tokens = 0, loss_sum = 0;
     for (long i = 0; i < accum && st == PT_OK; i++) {
         st = next_batch(t, &mb[i]);
-        if (st == PT_OK) counts[0] += (double)count_targets(&mb[i]);
+        if (st == PT_OK) tokens += (double)count_targets(&mb[i]);
     }
-    if (st == PT_OK) st = dist_sum_f64(t->d, counts, 1);
-    float scale = counts[0] > 0 ? (float)(1.0 / counts[0]) : 0.0f;
-    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
-                       .lora_dropout = (float)t->cfg->lora_dropout};
-    for (long i = 0; i < accum && st == PT_OK; i++) {
-        train_batch v = view_of(&mb[i], t->train.packed);
-        int64_t n = 0;
-        so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
-        st = step_run(&t->m, &t->l, &v, &so, scale, &counts[1], &n);
-    }
+    if (st == PT_OK) st = timed_sum(t, &tokens, 1, &comm);
+    if (st == PT_OK) st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
-    double loss_sum = counts[1];
-    if (st == PT_OK) st = dist_sum_f64(t->d, &loss_sum, 1);
-    if (st == PT_OK) st = reduce_grads(t);
+    comm += t->sync.comm_s;
+    if (st == PT_OK) st = timed_sum(t, &loss_sum, 1, &comm);
     if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
     adamw_options ao = {t->cfg->adam_beta1, t->cfg->adam_beta2, t->cfg->adam_epsilon, t->cfg->weight_decay,
                         t->cfg->max_grad_norm};
     r->lr = schedule_lr(&t->sched, step);
     if (st == PT_OK) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
     r->loss_sum = loss_sum;
-    r->tokens = counts[0];
+    r->tokens = tokens;
+    r->comm_s = comm;
+    r->compute_s = progress_now() - t0 - comm;
     return st;
 }
 
@@ -171,7 +196,8 @@ static void print_summary(const trainer *t, int threads, int64_t total)
              threads, threads > 1 ? "s" : "");
     double base = (double)g->vocab * g->dim * (g->tied_embeddings ? 1 : 2);
     for (int i = 0; i < g->n_layers; i++)
-        for (int w = 0; w < W_COUNT; w++) base += (double)tensor_numel(&t->m.layers[i].w[w]);
+        for (int w = 0; w < W_COUNT; w++)
+            if (t->m.layers[i].w[w].data) base += (double)tensor_numel(&t->m.layers[i].w[w]);
     log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.r,
              t->l.alpha, (long long)lora_param_count(&t->l), 100.0 * (double)lora_param_count(&t->l) / base,
              base / 1e6);
@@ -205,35 +231,69 @@ static pt_status save_adapter(trainer *t)
     return PT_OK;
 }
 
+/* Every rank's adapters must be the same bits; `when` says at which point (for the message). */
+static pt_status check_replicas(trainer *t, const char *when)
+{
+    if (t->d->world == 1) return PT_OK;
+    uint64_t hash;
+    TRY(lora_checksum(&t->l, &hash));
+    char what[64];
+    snprintf(what, sizeof what, "adapter %s", when);
+    return dist_check_same(t->d, hash, what,
+                           "the replicas diverged; this is a bug in ptrain or faulty hardware on this node");
+}
+
+typedef struct {
+    double loss, tokens, compute_s, comm_s, start;
+    int64_t steps;
+} log_window;
+
+/* The record of a logging step: loss and tokens/s over the window, the slowest rank's compute
+ * time and the mean time in communication per step. */
+static pt_status log_progress(trainer *t, int64_t step, int64_t total, const step_result *r, log_window *w)
+{
+    double now = progress_now(), slowest = 0, comm = w->comm_s;
+    int who = 0;
+    TRY(dist_max_loc(t->d, w->compute_s, &slowest, &who));
+    TRY(dist_sum_f64(t->d, &comm, 1));
+    double steps = (double)(w->steps > 0 ? w->steps : 1);
+    progress_record rec = {step, total,
+                           (double)t->epoch + (double)t->next_batch / (double)sampler_batches(&t->sampler),
+                           w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
+                           t->d->world, slowest / steps, who, comm / t->d->world / steps};
+    *w = (log_window){.start = now};
+    return progress_log(&t->p, &rec);
+}
+
 static pt_status train_loop(trainer *t, int64_t total)
 {
-    double window_loss = 0, window_tokens = 0, t0 = progress_now();
+    log_window w = {.start = progress_now()};
+    char when[48];
     for (int64_t step = 0; step < total; step++) {
         step_result r;
+        t->step = step;
         TRY(optimizer_step_run(t, step, &r));
-        window_loss += r.loss_sum;
-        window_tokens += r.tokens;
+        w.loss += r.loss_sum;
+        w.tokens += r.tokens;
+        w.compute_s += r.compute_s;
+        w.comm_s += r.comm_s;
+        w.steps++;
         if ((step + 1) % t->cfg->logging_steps == 0 || step + 1 == total) {
-            double now = progress_now();
-            progress_record rec = {step + 1, total,
-                                   (double)t->epoch + (double)t->next_batch / (double)sampler_batches(&t->sampler),
-                                   window_loss / fmax(window_tokens, 1), r.lr, r.grad_norm,
-                                   window_tokens / fmax(now - t0, 1e-9)};
-            progress_log(&t->p, &rec);
-            window_loss = window_tokens = 0;
-            t0 = now;
+            TRY(log_progress(t, step + 1, total, &r, &w));
+            snprintf(when, sizeof when, "after step %lld", (long long)(step + 1));
+            TRY(check_replicas(t, when));
         }
         bool eval_now = t->eval.n && !strcmp(t->cfg->eval_strategy, "steps") && (step + 1) % t->cfg->eval_steps == 0;
         if (eval_now) {
             double el;
             TRY(evaluate(t, &el));
-            progress_eval(&t->p, step + 1, el);
+            TRY(progress_eval(&t->p, step + 1, el));
         }
     }
     if (t->eval.n && strcmp(t->cfg->eval_strategy, "no")) {
         double el;
         TRY(evaluate(t, &el));
-        progress_eval(&t->p, total, el);
+        TRY(progress_eval(&t->p, total, el));
     }
     return PT_OK;
 }
@@ -255,6 +315,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     pt_status st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
+    gradsync_init(&t.sync, &t.l, d->world, cfg->gradient_accumulation_steps);
+    t.fail_step = getenv("PTRAIN_TEST_FAIL_STEP") ? atoll(getenv("PTRAIN_TEST_FAIL_STEP")) : 0;
     int64_t total = 0;
     if (st == PT_OK) {
         total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs, (int64_t)sampler_batches(&t.sampler),
@@ -265,7 +328,11 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
         warn_settings(&t);
         st = dist_agree(d, progress_open(&t.p, cfg->output_dir, d->rank));
     }
-    if (st == PT_OK) st = dist_agree(d, train_loop(&t, total));
+    if (st == PT_OK) {
+        st = train_loop(&t, total);
+        dist_fail_fast(d, st); /* the other ranks may be inside a collective of the step */
+    }
+    if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
     trainer_free(&t);
     return st;

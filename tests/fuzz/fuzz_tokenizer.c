@@ -1,12 +1,15 @@
 /* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/chat_template.c src/model/gguf.c src/util.c src/error.c */
-/* fuzz_tokenizer.c — libFuzzer target for the tokenizer: the first input byte (mod 4) picks one of
- * three small committed tokenizer.json files (tests/data/tokenizer/: qwen2-mini with lstrip /
- * rstrip / single_word tokens, llama3-mini with ignore_merges, gpt2-mini with add_prefix_space),
- * loaded once, and the rest is the text; or (3) the rest is a GGUF image whose tokenizer metadata
- * is loaded with tokenizer_from_gguf and, when it loads, encodes a fixed text. It is encoded with and without parse_special: invalid UTF-8 must be
- * refused with PT_ERR_USER; otherwise every id must be in the vocabulary and, without special
- * tokens parsed (and no prefix space added), decoding must give the text back. The text also goes
- * through chat_template_detect and every chat template. Seed corpus: tests/fuzz/corpus/tokenizer/.
+/* fuzz_tokenizer.c — libFuzzer target for the tokenizer: the first input byte (mod 5) picks one of
+ * four small committed tokenizer.json files (tests/data/tokenizer/: qwen2-mini with lstrip /
+ * rstrip / single_word tokens, llama3-mini with ignore_merges, gpt2-mini with add_prefix_space,
+ * and (4) spm, SentencePiece-style BPE with byte fallback), loaded once, and the rest is the
+ * text; or (3) the rest is a GGUF image (byte-level or SentencePiece) whose tokenizer metadata is
+ * loaded with tokenizer_from_gguf and, when it loads, encodes a fixed text. The text is encoded
+ * with and without parse_special: invalid UTF-8 must be refused with PT_ERR_USER; otherwise every
+ * id must be in the vocabulary and, without special tokens parsed, decoding must give the text
+ * back (gpt2-mini adds a prefix space, so not there; spm when the text neither starts with a
+ * space nor holds a "▁", which its decoder turns into spaces). The text also goes through
+ * chat_template_detect and every chat template. Seed corpus: tests/fuzz/corpus/tokenizer/.
  * Built and run by tests/fuzz/run-fuzz.sh; the data is found through $PTRAIN_SRCDIR, else from
  * this file's own path. */
 #include <stdint.h>
@@ -18,8 +21,8 @@
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
 
-static const char *const names[] = {"qwen2-mini", "llama3-mini", "gpt2-mini"};
-static pt_tokenizer *toks[3];
+static const char *const names[] = {"qwen2-mini", "llama3-mini", "gpt2-mini", NULL, "spm"};
+static pt_tokenizer *toks[5];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -46,7 +49,8 @@ static void load(int k)
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc, (void)argv;
-    for (int k = 0; k < 3; k++) load(k);
+    for (int k = 0; k < 5; k++)
+        if (names[k]) load(k);
     return 0;
 }
 
@@ -78,10 +82,10 @@ static bool valid_utf8(const pt_tokenizer *tok, const char *text, size_t len)
 
 static void check_chat(const char *text)
 {
-    static const char *const templates[] = {"chatml", "smollm2", "llama-3", "alpaca"};
+    static const char *const templates[] = {"chatml", "smollm2", "llama-3", "alpaca", "gemma", "mistral"};
     chat_message msgs[] = {{"system", text}, {"user", text}, {"assistant", text}};
     chat_template_detect(text);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         strbuf sb = {0};
         if (chat_render(templates[k], msgs, 3, true, &sb) != PT_OK) abort();
         sb_free(&sb);
@@ -105,7 +109,7 @@ static void check_gguf(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0) return 0;
-    int k = data[0] % 4;
+    int k = data[0] % 5;
     if (k == 3) {
         check_gguf(data + 1, size - 1);
         return 0;
@@ -113,8 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     if (!valid_utf8(toks[k], text, len)) return 0;
+    bool spm_exact = len == 0 || (text[0] != ' ' && !memmem(text, len, "\xe2\x96\x81", 3));
     check_encode(toks[k], text, len, true, false);
-    check_encode(toks[k], text, len, false, k != 2);
+    check_encode(toks[k], text, len, false, k == 4 ? spm_exact : k != 2);
     char *z = strndup(text, len);
     if (!z) return 0;
     check_chat(z);

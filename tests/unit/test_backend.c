@@ -37,7 +37,7 @@ static float *random_floats(int64_t n, uint64_t seed)
 static pt_backend *open_cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {"cpu", 0, 1};
+    pt_backend_options opts = {.device = "cpu", .threads = 1};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     assert_string_equal(be->ops->name, "cpu");
     return be;
@@ -278,7 +278,7 @@ static void test_device_selection(void **state)
 {
     (void)state;
     pt_backend *be = NULL;
-    pt_backend_options auto_opts = {"auto", 0, 1};
+    pt_backend_options auto_opts = {.device = "auto", .threads = 1};
     assert_int_equal(backend_open(&auto_opts, &be), PT_OK);
 #ifdef PTRAIN_HAVE_CUDA
     assert_string_equal(be->ops->name, cuda_device_count() > 0 ? "cuda" : "cpu");
@@ -286,7 +286,7 @@ static void test_device_selection(void **state)
     assert_string_equal(be->ops->name, "cpu");
 #endif
     backend_close(be);
-    pt_backend_options cuda_opts = {"cuda", 0, 1};
+    pt_backend_options cuda_opts = {.device = "cuda", .threads = 1};
 #ifdef PTRAIN_HAVE_CUDA
     if (cuda_device_count() == 0) {
         assert_int_equal(backend_open(&cuda_opts, &be), PT_ERR_USER);
@@ -314,7 +314,7 @@ static void test_cuda_matches_cpu(void **state)
     }
     const int m = 64, n = 384, k = 256;
     pt_backend *cpu = open_cpu(), *gpu = NULL;
-    pt_backend_options opts = {"cuda", 0, 1};
+    pt_backend_options opts = {.device = "cuda", .threads = 1};
     assert_int_equal(backend_open(&opts, &gpu), PT_OK);
     float *xv = random_floats(m * k, 11), *wv = random_floats(n * k, 12), *dyv = random_floats(m * n, 13);
     int64_t ys[2] = {m, n}, xs[2] = {m, k}, ws[2] = {n, k};

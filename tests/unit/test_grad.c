@@ -1,11 +1,17 @@
 /* test_grad.c — the CPU backend's training ops: the gradients of RMSNorm (dx and the optional
- * dw), RoPE, SwiGLU, attention (GQA, a causal offset q_pos0 > 0, a batch of 2, packing segments,
- * more query rows than one block), the two matmul gradients and the fused cross-entropy (with
- * ignored labels) are checked against central finite differences of a scalar loss
+ * dw), RoPE, SwiGLU, GeGLU, attention (GQA, a causal offset q_pos0 > 0, a batch of 2, packing
+ * segments, more query rows than one block; Gemma 2's score soft-cap and sliding windows, alone
+ * and with all of those), the logit soft-cap, the two matmul gradients and the fused
+ * cross-entropy (with ignored labels), and the bias add's forward, are checked against central
+ * finite differences of a scalar loss
  * L = Σ r ∘ f(x) (r random), where f is a float64 reference forward written here, independent of
  * the backend; each forward is also checked against its reference. AdamW (20 steps) and
  * gradient-norm clipping are checked against torch goldens from
  * tests/reference/make_adamw_goldens.py (tests/data/optim under $PTRAIN_SRCDIR, default "..").
+ * Whole tiny qwen2 and gemma2 models (tests/data/<family>/tiny-f32.gguf, with LoRA on all seven
+ * projections and a packed batch): step_run's LoRA gradients against central differences of
+ * step_loss (tolerance below, at family_fd), the same gradients with checkpointing, and a few
+ * AdamW steps on the Q4_0 files lowering the loss.
  * With PTRAIN_BENCH=1 it also times attention_bwd at SmolLM2's shape and a 512 x 49152 loss
  * chunk.
  *
@@ -23,6 +29,7 @@
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
+#include <jansson.h>
 #include <math.h>
 #include <omp.h>
 #include <setjmp.h>
@@ -36,6 +43,8 @@
 #include <cmocka.h>
 
 #include "ptrain/backend.h"
+#include "ptrain/optimizer.h"
+#include "ptrain/step.h"
 
 #define GRAD_TOL 1e-5
 #define FWD_TOL 1e-5
@@ -69,7 +78,7 @@ static float *rand_floats(int64_t n, uint64_t seed, float amp, double **d)
 static pt_backend *open_cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {"cpu", 0, 2};
+    pt_backend_options opts = {.device = "cpu", .threads = 2};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     return be;
 }
@@ -339,10 +348,12 @@ static void ref_attention_row(const attn_ctx *c, int b, int h, int t, double *s)
     for (int j = 0; j <= pos; j++) {
         s[j] = -INFINITY;
         if (seg && seg[j] != seg[pos]) continue;
+        if (a->window > 0 && pos - j >= a->window) continue; /* outside the sliding window */
         const double *k = c->k + ((size_t)b * a->n_kv + j) * kw + (size_t)kvh * a->head_dim;
         s[j] = 0;
         for (int d = 0; d < a->head_dim; d++) s[j] += q[d] * k[d];
         s[j] *= a->scale;
+        if (a->softcap > 0) s[j] = a->softcap * tanh(s[j] / a->softcap);
         max = fmax(max, s[j]);
     }
     for (int j = 0; j <= pos; j++) sum += isinf(s[j]) ? 0 : exp(s[j] - max);
@@ -409,9 +420,13 @@ static void attention_case(const char *name, pt_attention a, int stride)
     check_grad(what, dk, gk, nk);
     snprintf(what, sizeof what, "%s dv", name);
     check_grad(what, dv, gv, nk);
-    for (int b = 0; b < a.batch; b++) /* keys no query sees get exactly zero */
+    int before = a.window > 0 && a.q_pos0 >= a.window ? a.q_pos0 - a.window + 1 : 0; /* window of query 0 */
+    for (int b = 0; b < a.batch; b++) { /* keys no query sees get exactly zero */
         for (int64_t i = ((int64_t)b * a.n_kv + a.q_pos0 + a.n_q) * kw; i < ((int64_t)b + 1) * a.n_kv * kw; i++)
             assert_true(dk[i] == 0.0f && dv[i] == 0.0f);
+        for (int64_t i = (int64_t)b * a.n_kv * kw; i < ((int64_t)b * a.n_kv + before) * kw; i++)
+            assert_true(dk[i] == 0.0f && dv[i] == 0.0f);
+    }
     assert_int_equal(backend_attention_bwd(be, &tdq, &tdk, &tdv, &tdo, &tq, &tk, &tv, &to, &tq, &a),
                      PT_ERR_INTERNAL); /* not an lse */
     pt_tensor *all[] = {&tq, &tk, &tv, &to, &tl, &tdo, &tdq, &tdk, &tdv};
@@ -450,6 +465,31 @@ static void test_attention_grad(void **state)
                                                                    .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
                                                                    .scale = 0.5f},
                    17);
+    /* Gemma 2: scores soft-capped (a cap well inside the scores' range, so tanh bends them) and
+     * sliding windows: alone, together, with a cache offset, packing, and across query blocks */
+    attention_case("attention softcap", (pt_attention){.batch = 1, .n_q = 7, .n_kv = 7, .n_heads = 4,
+                                                       .n_kv_heads = 2, .head_dim = 8, .scale = 0.6f,
+                                                       .softcap = 1.5f},
+                   1);
+    attention_case("attention window 3", (pt_attention){.batch = 1, .n_q = 9, .n_kv = 9, .n_heads = 2,
+                                                        .n_kv_heads = 2, .head_dim = 4, .scale = 0.5f, .window = 3},
+                   1);
+    attention_case("attention window+cap q_pos0 5", (pt_attention){.batch = 2, .n_q = 5, .n_kv = 10, .q_pos0 = 5,
+                                                                   .n_heads = 4, .n_kv_heads = 1, .head_dim = 6,
+                                                                   .scale = 0.4f, .softcap = 2.0f, .window = 4},
+                   1);
+    attention_case("attention window segments", (pt_attention){.batch = 2, .n_q = 8, .n_kv = 8, .n_heads = 4,
+                                                                .n_kv_heads = 2, .head_dim = 4, .scale = 0.5f,
+                                                                .segments = segs, .window = 2, .softcap = 1.0f},
+                   1);
+    attention_case("attention 300 rows window 37 cap", (pt_attention){.batch = 1, .n_q = 300, .n_kv = 300,
+                                                                      .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+                                                                      .scale = 0.5f, .softcap = 1.2f, .window = 37},
+                   17);
+    attention_case("attention window 2 q_pos0 1", (pt_attention){.batch = 1, .n_q = 5, .n_kv = 6, .q_pos0 = 1,
+                                                                 .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+                                                                 .scale = 0.5f, .window = 2},
+                   1);
 }
 
 /* ---- matmul ---------------------------------------------------------------------------------- */
@@ -559,13 +599,120 @@ static void test_cross_entropy_grad(void **state)
     backend_close(be);
 }
 
+/* ---- GeGLU, bias add, soft-cap (qwen2, gemma2) ------------------------------------------------ */
+
+static double ref_gelu_tanh(double g) { return 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))); }
+
+static double geglu_loss(void *p)
+{
+    swiglu_ctx *c = p; /* same shape of problem: r . f(g, u) */
+    double s = 0;
+    for (int64_t i = 0; i < c->n; i++) s += c->r[i] * ref_gelu_tanh(c->g[i]) * c->u[i];
+    return s;
+}
+
+static void test_geglu_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    swiglu_ctx c = {.n = 3 * 40};
+    float *g = rand_floats(c.n, 51, 6.0f, &c.g), *u = rand_floats(c.n, 52, 2.0f, &c.u);
+    float *r = rand_floats(c.n, 53, 1.0f, &c.r);
+    double *yref = malloc(sizeof(double) * (size_t)c.n);
+    assert_non_null(yref);
+    for (int64_t i = 0; i < c.n; i++) yref[i] = ref_gelu_tanh(c.g[i]) * c.u[i];
+    pt_tensor tg = put(be, 3, 40, g), tu = put(be, 3, 40, u), ty = put(be, 3, 40, NULL), tdy = put(be, 3, 40, r);
+    pt_tensor tdg = put(be, 3, 40, NULL), tdu = put(be, 3, 40, NULL);
+    assert_int_equal(backend_geglu(be, &ty, &tg, &tu), PT_OK);
+    float *y = get(be, &ty);
+    check_fwd("geglu y", y, yref, c.n);
+    assert_int_equal(backend_geglu_bwd(be, &tdg, &tdu, &tdy, &tg, &tu), PT_OK);
+    float *dg = get(be, &tdg), *du = get(be, &tdu);
+    double *fg = fd_grad(geglu_loss, &c, c.g, c.n, 1), *fu = fd_grad(geglu_loss, &c, c.u, c.n, 1);
+    check_grad("geglu dgate", dg, fg, c.n);
+    check_grad("geglu dup", du, fu, c.n);
+    /* in place: dgate over dy, dup over up */
+    assert_int_equal(backend_geglu_bwd(be, &tdy, &tu, &tdy, &tg, &tu), PT_OK);
+    float *dg2 = get(be, &tdy), *du2 = get(be, &tu);
+    assert_memory_equal(dg, dg2, sizeof(float) * (size_t)c.n);
+    assert_memory_equal(du, du2, sizeof(float) * (size_t)c.n);
+    pt_tensor wrong = put(be, 4, 30, NULL);
+    assert_int_equal(backend_geglu(be, &ty, &tg, &wrong), PT_ERR_INTERNAL);
+    pt_tensor *all[] = {&tg, &tu, &ty, &tdy, &tdg, &tdu, &wrong};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(g), free(u), free(r), free(yref), free(y), free(dg), free(du), free(dg2), free(du2), free(fg), free(fu);
+    free(c.g), free(c.u), free(c.r);
+    backend_close(be);
+}
+
+static void test_add_bias(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    float *x = rand_floats(5 * 12, 61, 1.0f, NULL), *b = rand_floats(12, 62, 1.0f, NULL);
+    pt_tensor tx = put(be, 5, 12, x), tb = put(be, 1, 12, b), bad = put(be, 1, 11, b);
+    assert_int_equal(backend_add_bias(be, &tx, &tb), PT_OK);
+    float *y = get(be, &tx);
+    for (int r = 0; r < 5; r++)
+        for (int i = 0; i < 12; i++) assert_true(y[r * 12 + i] == x[r * 12 + i] + b[i]);
+    assert_int_equal(backend_add_bias(be, &tx, &bad), PT_ERR_INTERNAL);
+    backend_release(be, &tx), backend_release(be, &tb), backend_release(be, &bad);
+    free(x), free(b), free(y);
+    backend_close(be);
+}
+
+typedef struct {
+    double *x, *r;
+    int64_t n;
+    double cap;
+} softcap_ctx;
+
+static double softcap_loss(void *p)
+{
+    softcap_ctx *c = p;
+    double s = 0;
+    for (int64_t i = 0; i < c->n; i++) s += c->r[i] * c->cap * tanh(c->x[i] / c->cap);
+    return s;
+}
+
+static void test_softcap_grad(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    softcap_ctx c = {.n = 4 * 25, .cap = 3.0};
+    float *x = rand_floats(c.n, 71, 9.0f, &c.x), *r = rand_floats(c.n, 72, 1.0f, &c.r);
+    double *yref = malloc(sizeof(double) * (size_t)c.n);
+    assert_non_null(yref);
+    for (int64_t i = 0; i < c.n; i++) yref[i] = c.cap * tanh(c.x[i] / c.cap);
+    pt_tensor tx = put(be, 4, 25, x), ty = put(be, 4, 25, NULL), tdy = put(be, 4, 25, r), tdx = put(be, 4, 25, NULL);
+    assert_int_equal(backend_softcap(be, &ty, &tx, (float)c.cap), PT_OK);
+    float *y = get(be, &ty);
+    check_fwd("softcap y", y, yref, c.n);
+    assert_int_equal(backend_softcap_bwd(be, &tdx, &tdy, &ty, (float)c.cap), PT_OK);
+    float *dx = get(be, &tdx);
+    double *g = fd_grad(softcap_loss, &c, c.x, c.n, 1);
+    check_grad("softcap dx", dx, g, c.n);
+    /* in place, as the loss head runs them: y over x, dx over dy */
+    assert_int_equal(backend_softcap(be, &tx, &tx, (float)c.cap), PT_OK);
+    float *y2 = get(be, &tx);
+    assert_memory_equal(y, y2, sizeof(float) * (size_t)c.n);
+    assert_int_equal(backend_softcap_bwd(be, &tdy, &tdy, &tx, (float)c.cap), PT_OK);
+    float *dx2 = get(be, &tdy);
+    assert_memory_equal(dx, dx2, sizeof(float) * (size_t)c.n);
+    assert_int_equal(backend_softcap(be, &ty, &tx, 0.0f), PT_ERR_INTERNAL);
+    pt_tensor *all[] = {&tx, &ty, &tdy, &tdx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    free(x), free(r), free(yref), free(y), free(dx), free(g), free(y2), free(dx2), free(c.x), free(c.r);
+    backend_close(be);
+}
+
 /* ---- AdamW and clipping against torch -------------------------------------------------------- */
 
-static void *read_golden(const char *name, size_t *len)
+static void *read_data(const char *dir, const char *name, size_t *len)
 {
     char path[1024];
     const char *src = getenv("PTRAIN_SRCDIR");
-    snprintf(path, sizeof path, "%s/tests/data/optim/%s", src && *src ? src : "..", name);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s", src && *src ? src : "..", dir, name);
     FILE *f = fopen(path, "rb");
     if (!f) fail_msg("cannot open %s (set PTRAIN_SRCDIR to the source tree)", path);
     fseek(f, 0, SEEK_END);
@@ -578,6 +725,8 @@ static void *read_golden(const char *name, size_t *len)
     *len = (size_t)n;
     return buf;
 }
+
+static void *read_golden(const char *name, size_t *len) { return read_data("optim", name, len); }
 
 /* A cursor over a golden blob: take(n) returns the next n bytes (fails the test past the end). */
 typedef struct {
@@ -699,6 +848,239 @@ static void test_clip_torch(void **state)
     backend_close(be);
 }
 
+/* ---- whole tiny qwen2 and gemma2 models ------------------------------------------------------ */
+
+/* A tiny model of tests/data/<family>/ with LoRA r=4 on all seven projections, A and B random (so
+ * that every gradient is non-trivial), and a batch of two rows of 16 tokens: row 0 one example,
+ * row 1 two packed examples of 8 (segments, positions restarting), some labels ignored. gemma2's
+ * sliding window (6) is shorter than both. */
+typedef struct {
+    pt_backend *be;
+    pt_model m;
+    pt_lora l;
+    int32_t ids[32], targets[32], pos[32], seg[32];
+    train_batch b;
+    int64_t labelled;
+} family_fx;
+
+static void family_open(const char *family, const char *file, family_fx *fx)
+{
+    char path[1024];
+    const char *src = getenv("PTRAIN_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s.gguf", src && *src ? src : "..", family, file);
+    memset(fx, 0, sizeof *fx);
+    fx->be = open_cpu();
+    gguf_file f;
+    if (gguf_open(path, &f) != PT_OK) fail_msg("cannot open %s (set PTRAIN_SRCDIR to the source tree)", path);
+    pt_load_options lo = {.load_in_4bit = false};
+    assert_int_equal(model_from_gguf(&f, fx->be, &lo, &fx->m), PT_OK);
+    gguf_close(&f);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 3), PT_OK);
+    uint64_t seed = 99;
+    for (lora_pair *p = lora_next(&fx->l, NULL); p; p = lora_next(&fx->l, p)) {
+        float *bv = rand_floats(tensor_numel(&p->b), seed++, 0.3f, NULL);
+        assert_int_equal(backend_upload(fx->be, &p->b, bv, p->b.nbytes), PT_OK);
+        free(bv);
+    }
+    uint64_t r = 5;
+    for (int i = 0; i < 32; i++) fx->ids[i] = (int32_t)((frand(&r) + 1.0f) * 0.5f * (float)(fx->m.cfg.vocab - 1));
+    for (int i = 0; i < 32; i++) {
+        int row = i / 16, t = i % 16, len = row ? 8 : 16, u = t % len;
+        fx->pos[i] = u;
+        fx->seg[i] = row ? t / 8 : 0;
+        fx->targets[i] = u + 1 < len && i % 7 != 3 ? fx->ids[i + 1] : PT_IGNORE_INDEX;
+        fx->labelled += fx->targets[i] != PT_IGNORE_INDEX;
+    }
+    fx->b = (train_batch){2, 16, fx->ids, fx->targets, fx->pos, fx->seg};
+}
+
+static void family_close(family_fx *fx)
+{
+    lora_free(&fx->l);
+    model_free(&fx->m);
+    backend_close(fx->be);
+}
+
+/* the mean loss, with the gradients of that mean left in the adapters */
+static double family_step(family_fx *fx, bool checkpointing)
+{
+    step_options o = {.checkpointing = checkpointing, .loss_chunk = 7}; /* chunks not dividing the rows */
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &fx->b, &o, 1.0f / (float)fx->labelled, &loss, &n), PT_OK);
+    assert_int_equal(n, fx->labelled);
+    return loss / (double)n;
+}
+
+static double family_loss(family_fx *fx)
+{
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(step_loss(&fx->m, &fx->l, &fx->b, &loss, &n), PT_OK);
+    return loss / (double)n;
+}
+
+/* Central difference of the mean loss in entry k of t with step h */
+static double family_cd(family_fx *fx, pt_tensor *t, int64_t k, float h)
+{
+    float *v = get(fx->be, t), keep = v[k];
+    v[k] = keep + h;
+    assert_int_equal(backend_upload(fx->be, t, v, t->nbytes), PT_OK);
+    double up = family_loss(fx);
+    v[k] = keep - h;
+    assert_int_equal(backend_upload(fx->be, t, v, t->nbytes), PT_OK);
+    double down = family_loss(fx);
+    v[k] = keep;
+    assert_int_equal(backend_upload(fx->be, t, v, t->nbytes), PT_OK);
+    free(v);
+    return (up - down) / (2.0 * (double)h);
+}
+
+/* d loss / d t[k] by Richardson's extrapolation of central differences with steps 2h and h
+ * (h = 1e-2): the h² truncation term cancels, which matters here (the random adapters make the
+ * loss curve noticeably in one entry: 3e-3 of the gradient at h = 1e-2 without it), leaving O(h⁴)
+ * and the fp32 loss's rounding (~5e-8 relative), ~2e-5 absolute after dividing by h: measured
+ * 1.2e-4 (qwen2) and 3.6e-4 (gemma2) of the largest gradient, where a missing or wrong term of
+ * the backward pass is O(1). Hence the tolerance of 1e-3 (normwise) for these two checks. */
+static double family_fd(family_fx *fx, pt_tensor *t, int64_t k)
+{
+    return (4.0 * family_cd(fx, t, k, 1e-2f) - family_cd(fx, t, k, 2e-2f)) / 3.0;
+}
+
+/* step_run's LoRA gradients against central differences of step_loss: two entries of A and of B
+ * of every projection of every layer (local and global layers, biased q/k/v, post-normed o and
+ * down, GeGLU gate and up), normwise over all of them; and checkpointing gives the same. */
+static void check_model_grads(const char *family)
+{
+    family_fx fx;
+    family_open(family, "tiny-f32", &fx);
+    double loss = family_step(&fx, false), diff = 0, scale = 0;
+    for (lora_pair *p = lora_next(&fx.l, NULL); p; p = lora_next(&fx.l, p))
+        for (int which = 0; which < 2; which++) {
+            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+            float *grad = get(fx.be, g);
+            int64_t n = tensor_numel(t), ks[2] = {(int64_t)(p - fx.l.pairs) * 7 % n, n - 1 - (int64_t)(p - fx.l.pairs) % n};
+            for (int i = 0; i < 2; i++) {
+                double fd = family_fd(&fx, t, ks[i]);
+                diff = fmax(diff, fabs(fd - grad[ks[i]]));
+                scale = fmax(scale, fabs(fd));
+            }
+            free(grad);
+        }
+    double err = diff / scale; /* not in worst_grad_err: a different tolerance, see family_fd */
+    print_message("  %s: loss %.6f; LoRA gradients vs central differences: normwise %.2e (max |g| %.3g)\n", family,
+                  loss, err, scale);
+    if (err > 1e-3) fail_msg("%s: whole-model LoRA gradients off by %.3g (tolerance 1e-3)", family, err);
+    /* gradient checkpointing recomputes each layer: the same gradients */
+    float *plain = get(fx.be, &fx.l.grads);
+    family_step(&fx, true);
+    float *ckpt = get(fx.be, &fx.l.grads);
+    double e2 = rel_err_f(ckpt, plain, tensor_numel(&fx.l.grads));
+    print_message("  %s: with checkpointing, gradients differ by %.2e\n", family, e2);
+    assert_true(e2 <= 1e-6);
+    free(plain), free(ckpt);
+    family_close(&fx);
+}
+
+static void test_qwen2_model_grads(void **s) { (void)s; check_model_grads("qwen2"); }
+static void test_gemma2_model_grads(void **s) { (void)s; check_model_grads("gemma2"); }
+
+/* step_run's LoRA gradients on tests/data/<family>/tiny-f32.gguf against PEFT's (peft.json,
+ * peft.init.f32, peft.grads.f32 from make_family_goldens.py): same adapters, same batch, the
+ * mean loss to 1e-5 and every gradient tensor to 1e-4 (relative to its largest entry). */
+static void check_peft(const char *family)
+{
+    char path[1024];
+    const char *src = getenv("PTRAIN_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/data/%s/peft.json", src && *src ? src : "..", family);
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr);
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    family_fx fx;
+    family_open(family, "tiny-f32", &fx);
+    size_t len_init, len_grads;
+    float *init = read_data(family, "peft.init.f32", &len_init), *want = read_data(family, "peft.grads.f32", &len_grads);
+    int seq = (int)json_integer_value(json_object_get(man, "seq"));
+    json_t *ids = json_object_get(man, "ids"), *labels = json_object_get(man, "labels");
+    assert_true(seq == 16 && json_array_size(ids) == 32);
+    fx.labelled = 0;
+    for (int i = 0; i < 32; i++) { /* row t predicts label t+1; no packing */
+        int t = i % seq;
+        fx.ids[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+        fx.targets[i] = t + 1 < seq ? (int32_t)json_integer_value(json_array_get(labels, (size_t)i + 1)) : PT_IGNORE_INDEX;
+        fx.pos[i] = t;
+        fx.labelled += fx.targets[i] != PT_IGNORE_INDEX;
+    }
+    fx.b.segments = NULL;
+    static const int order[7] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN}; /* PEFT's module order */
+    size_t off = 0;
+    for (int pass = 0; pass < 2; pass++) { /* 0: set the adapters; 1: compare their gradients */
+        double worst = 0;
+        off = 0;
+        for (int l = 0; l < fx.m.cfg.n_layers; l++)
+            for (int w = 0; w < 7; w++)
+                for (int which = 0; which < 2; which++) {
+                    lora_pair *p = lora_at(&fx.l, l, order[w]);
+                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+                    int64_t n = tensor_numel(t);
+                    assert_true((off + (size_t)n) * sizeof(float) <= len_init);
+                    if (pass == 0) assert_int_equal(backend_upload(fx.be, t, init + off, t->nbytes), PT_OK);
+                    if (pass == 1) {
+                        float *got = get(fx.be, g);
+                        worst = fmax(worst, rel_err_f(got, want + off, n));
+                        free(got);
+                    }
+                    off += (size_t)n;
+                }
+        if (pass == 0) {
+            assert_true(off * sizeof(float) == len_init && len_init == len_grads);
+            double loss = family_step(&fx, false), ref = json_real_value(json_object_get(man, "loss"));
+            print_message("  %s: loss %.9f (PEFT %.9f, relative %.2g)\n", family, loss, ref, fabs(loss - ref) / ref);
+            assert_true(fabs(loss - ref) <= 1e-5 * ref);
+        } else {
+            print_message("  %s: LoRA gradients vs PEFT: max relative error %.3g over %zu values\n", family, worst, off);
+            assert_true(worst <= 1e-4);
+        }
+    }
+    free(init), free(want);
+    json_decref(man);
+    family_close(&fx);
+}
+
+static void test_qwen2_peft(void **s) { (void)s; check_peft("qwen2"); }
+static void test_gemma2_peft(void **s) { (void)s; check_peft("gemma2"); }
+
+/* A few AdamW steps of LoRA (PEFT's init: B zero) on the 4-bit (Q4_0) model lower the loss. */
+static void check_training_lowers_loss(const char *family)
+{
+    family_fx fx;
+    family_open(family, "tiny-q4_0", &fx);
+    lora_free(&fx.l);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    assert_int_equal(lora_create(&fx.l, &fx.m, 8, 16.0f, false, all, 7), PT_OK);
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    double first = 0, loss = 0;
+    for (int s = 0; s < 8; s++) {
+        loss = family_step(&fx, s % 2 == 1);
+        if (s == 0) first = loss;
+        double norm;
+        assert_int_equal(optimizer_grad_norm(&fx.l, &norm), PT_OK);
+        assert_int_equal(optimizer_step(&fx.l, &o, norm, 1e-2, s + 1), PT_OK);
+    }
+    double last = family_loss(&fx);
+    print_message("  %s (q4_0): loss %.4f -> %.4f after 8 AdamW steps (last step's batch loss %.4f)\n", family, first,
+                  last, loss);
+    assert_true(last < 0.8 * first);
+    family_close(&fx);
+}
+
+static void test_qwen2_training(void **s) { (void)s; check_training_lowers_loss("qwen2"); }
+static void test_gemma2_training(void **s) { (void)s; check_training_lowers_loss("gemma2"); }
+
 /* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
 
 static double time_attention_bwd(pt_backend *be, int seq)
@@ -766,7 +1148,7 @@ static void test_timings(void **state)
         skip();
     }
     pt_backend *be = NULL;
-    pt_backend_options opts = {"cpu", 0, 0}; /* all threads */
+    pt_backend_options opts = {.device = "cpu"}; /* all threads */
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     print_message("  %d threads\n", omp_get_max_threads());
     print_message("  attention_bwd 512 x 9/3 heads x 64: %.2f ms (best of 5)\n", 1e3 * time_attention_bwd(be, 512));
@@ -788,7 +1170,12 @@ int main(void)
         cmocka_unit_test(test_rmsnorm_grad),       cmocka_unit_test(test_rope_grad),
         cmocka_unit_test(test_swiglu_grad),        cmocka_unit_test(test_attention_grad),
         cmocka_unit_test(test_matmul_grads),       cmocka_unit_test(test_cross_entropy_grad),
+        cmocka_unit_test(test_geglu_grad),         cmocka_unit_test(test_add_bias),
+        cmocka_unit_test(test_softcap_grad),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
+        cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
+        cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),
+        cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),
         cmocka_unit_test(test_timings),
     };
     return cmocka_run_group_tests_name("grad", tests, NULL, print_summary);

@@ -1,9 +1,15 @@
-/* test_model.c — parity of the Llama forward pass with Hugging Face transformers.
- * Tiny random Llama models (multi-head, and grouped-query with Llama 3 rope scaling and tied
- * embeddings) stored as GGUF in F32, Q8_0, Q4_0 and Q4_1: ptrain's logits against transformers'
- * logits on the same dequantized weights (tests/reference/make_llama_goldens.py), max relative
- * error <= 1e-4; the same logits again when the tokens are fed in pieces through the KV cache;
- * and SmolLM2-135M-Instruct itself: top-1 next token equal to transformers' on every prompt. */
+/* test_model.c — parity of the forward pass with Hugging Face transformers, for the llama, qwen2
+ * and gemma2 families. Tiny random models stored as GGUF (tests/reference/make_llama_goldens.py:
+ * Llama multi-head, and grouped-query with Llama 3 rope scaling and tied embeddings, in F32,
+ * Q8_0, Q4_0 and Q4_1; tests/reference/make_family_goldens.py: Qwen2 with q/k/v biases and Gemma 2
+ * with its scaled embedding, post-norms, GeGLU, soft-capped scores and logits and a sliding window
+ * shorter than the test, in F32, Q8_0 and Q4_0): ptrain's logits against transformers' logits on
+ * the same dequantized weights, max relative error <= 1e-4 (also with load_in_4bit against
+ * bitsandbytes' NF4); the same logits again when the tokens are fed in pieces through the KV
+ * cache; greedy generation through the cache equal to transformers'; the training pass's loss on
+ * the same tokens equal to the cross-entropy of transformers' logits; GGUF files that are not
+ * usable models; and SmolLM2-135M-Instruct itself: top-1 next token equal to transformers' on
+ * every prompt. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -17,6 +23,8 @@
 #include <cmocka.h>
 
 #include "ptrain/model.h"
+#include "ptrain/model_io.h"
+#include "ptrain/step.h"
 
 static const char *srcdir(void)
 {
@@ -27,7 +35,7 @@ static const char *srcdir(void)
 static pt_backend *cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {"cpu", 0, 0};
+    pt_backend_options opts = {.device = "cpu"};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     return be;
 }
@@ -63,59 +71,81 @@ static double max_rel_err(const float *a, const float *b, size_t n)
     return diff / scale;
 }
 
-static void check_tiny_as(const char *name, bool nf4)
+/* tests/data/<family>/<name>.gguf loaded onto be (projections to NF4 when nf4) */
+static void load_model(pt_backend *be, const char *family, const char *name, bool nf4, pt_model *m)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/llama/%s.gguf", srcdir(), name);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s.gguf", srcdir(), family, name);
     gguf_file f;
     assert_int_equal(gguf_open(path, &f), PT_OK);
-    pt_backend *be = cpu();
-    pt_model m;
     pt_load_options lo = {.load_in_4bit = nf4};
-    pt_status st = model_from_gguf(&f, be, &lo, &m);
+    pt_status st = model_from_gguf(&f, be, &lo, m);
     if (st) print_error("%s\n", err_message());
     assert_int_equal(st, PT_OK);
     gguf_close(&f);
+}
 
+/* <family>/<name>.ids.txt and the float32 logits file <family>/<name><suffix>.logits.f32 */
+static float *read_golden(const char *family, const char *name, const char *suffix, int vocab, int32_t **ids,
+                          int *n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s.ids.txt", srcdir(), family, name);
+    *ids = read_ids(path, n);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s%s.logits.f32", srcdir(), family, name, suffix);
+    return read_f32(path, (size_t)*n * (size_t)vocab);
+}
+
+/* m's logits on <family>/<name>.ids.txt against <family>/<name><suffix>.logits.f32; then the same
+ * tokens in three pieces through the cache */
+static void check_logits(pt_model *m, const char *family, const char *name, const char *suffix, const char *what)
+{
     int n;
-    snprintf(path, sizeof path, "%s/tests/data/llama/%s.ids.txt", srcdir(), name);
-    int32_t *ids = read_ids(path, &n);
-    size_t count = (size_t)n * (size_t)m.cfg.vocab;
-    snprintf(path, sizeof path, "%s/tests/data/llama/%s%s.logits.f32", srcdir(), name, nf4 ? ".nf4" : "");
-    float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
+    int32_t *ids;
+    float *ref = read_golden(family, name, suffix, m->cfg.vocab, &ids, &n);
+    size_t count = (size_t)n * (size_t)m->cfg.vocab;
+    float *got = malloc(sizeof(float) * count);
 
     pt_kv_cache kv;
-    assert_int_equal(kv_cache_init(&m, n, &kv), PT_OK);
-    assert_int_equal(model_forward(&m, &kv, ids, n, got, false), PT_OK);
+    assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
+    assert_int_equal(model_forward(m, &kv, ids, n, got, false), PT_OK);
     double err = max_rel_err(got, ref, count);
-    print_message("%s%s: max relative error of %zu logits vs transformers: %.3g\n", name,
-                  nf4 ? " (NF4 on load, vs bitsandbytes' NF4)" : "", count, err);
+    print_message("%s/%s%s: max relative error of %zu logits vs transformers: %.3g\n", family, name, what, count, err);
     assert_true(err <= 1e-4);
 
     /* the same tokens in three pieces through the cache give the same last logits */
     kv.n_past = 0;
     int cut1 = n / 3, cut2 = n / 2;
-    assert_int_equal(model_forward(&m, &kv, ids, cut1, got, true), PT_OK);
-    assert_int_equal(model_forward(&m, &kv, ids + cut1, cut2 - cut1, got, true), PT_OK);
-    assert_int_equal(model_forward(&m, &kv, ids + cut2, n - cut2, got, true), PT_OK);
-    err = max_rel_err(got, ref + (size_t)(n - 1) * m.cfg.vocab, (size_t)m.cfg.vocab);
+    assert_int_equal(model_forward(m, &kv, ids, cut1, got, true), PT_OK);
+    assert_int_equal(model_forward(m, &kv, ids + cut1, cut2 - cut1, got, true), PT_OK);
+    assert_int_equal(model_forward(m, &kv, ids + cut2, n - cut2, got, true), PT_OK);
+    err = max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab);
+    print_message("  through the cache in pieces of %d, %d and %d: %.3g\n", cut1, cut2 - cut1, n - cut2, err);
     assert_true(err <= 1e-4);
     /* and the cache refuses what does not fit */
-    assert_int_equal(model_forward(&m, &kv, ids, 1, got, true), PT_ERR_USER);
+    assert_int_equal(model_forward(m, &kv, ids, 1, got, true), PT_ERR_USER);
 
-    kv_cache_free(&m, &kv);
-    model_free(&m);
-    backend_close(be);
+    kv_cache_free(m, &kv);
     free(ids);
     free(ref);
     free(got);
 }
 
-static void check_tiny(const char *name) { check_tiny_as(name, false); }
+static void check_tiny_in(const char *family, const char *name, bool nf4)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, family, name, nf4, &m);
+    check_logits(&m, family, name, nf4 ? ".nf4" : "", nf4 ? " (NF4 on load, vs bitsandbytes' NF4)" : "");
+    model_free(&m);
+    backend_close(be);
+}
+
+static void check_tiny(const char *name) { check_tiny_in("llama", name, false); }
 
 /* load_in_4bit: the f32 projections become NF4; the reference went through bitsandbytes' NF4 */
-static void test_tiny_mha_nf4_on_load(void **s) { (void)s; check_tiny_as("tiny-mha-f32", true); }
-static void test_tiny_gqa_nf4_on_load(void **s) { (void)s; check_tiny_as("tiny-gqa-f32", true); }
+static void test_tiny_mha_nf4_on_load(void **s) { (void)s; check_tiny_in("llama", "tiny-mha-f32", true); }
+static void test_tiny_gqa_nf4_on_load(void **s) { (void)s; check_tiny_in("llama", "tiny-gqa-f32", true); }
 static void test_tiny_mha_f32(void **s) { (void)s; check_tiny("tiny-mha-f32"); }
 static void test_tiny_mha_q8_0(void **s) { (void)s; check_tiny("tiny-mha-q8_0"); }
 static void test_tiny_mha_q4_0(void **s) { (void)s; check_tiny("tiny-mha-q4_0"); }
@@ -125,28 +155,185 @@ static void test_tiny_gqa_llama3_q8_0(void **s) { (void)s; check_tiny("tiny-gqa-
 static void test_tiny_gqa_llama3_q4_0(void **s) { (void)s; check_tiny("tiny-gqa-q4_0"); }
 static void test_tiny_gqa_llama3_q4_1(void **s) { (void)s; check_tiny("tiny-gqa-q4_1"); }
 
+/* ---- qwen2 and gemma2 ------------------------------------------------------------------------- */
+
+static void test_qwen2_f32(void **s) { (void)s; check_tiny_in("qwen2", "tiny-f32", false); }
+static void test_qwen2_q8_0(void **s) { (void)s; check_tiny_in("qwen2", "tiny-q8_0", false); }
+static void test_qwen2_q4_0(void **s) { (void)s; check_tiny_in("qwen2", "tiny-q4_0", false); }
+static void test_qwen2_nf4_on_load(void **s) { (void)s; check_tiny_in("qwen2", "tiny-f32", true); }
+static void test_gemma2_f32(void **s) { (void)s; check_tiny_in("gemma2", "tiny-f32", false); }
+static void test_gemma2_q8_0(void **s) { (void)s; check_tiny_in("gemma2", "tiny-q8_0", false); }
+static void test_gemma2_q4_0(void **s) { (void)s; check_tiny_in("gemma2", "tiny-q4_0", false); }
+static void test_gemma2_nf4_on_load(void **s) { (void)s; check_tiny_in("gemma2", "tiny-f32", true); }
+
+/* The same families as Hugging Face directories (config.json + bf16 model.safetensors; gemma2's
+ * with query_pre_attn_scalar 24, which no GGUF file carries) through model_load, against
+ * transformers' float64 logits on the bf16 weights. */
+static void check_hf_dir(const char *family)
+{
+    char path[1024], resolved[1024];
+    snprintf(path, sizeof path, "%s/tests/data/%s/hf", srcdir(), family);
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_load_options lo = {.load_in_4bit = false};
+    pt_status st = model_load(path, NULL, &lo, be, &m, NULL, resolved, sizeof resolved);
+    if (st) print_error("%s\n", err_message());
+    assert_int_equal(st, PT_OK);
+    check_logits(&m, family, "hf", "", " (safetensors bf16)");
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_qwen2_hf_dir(void **s) { (void)s; check_hf_dir("qwen2"); }
+static void test_gemma2_hf_dir(void **s) { (void)s; check_hf_dir("gemma2"); }
+
+/* What the files say about their features, as the forward pass will read it. */
+static void test_family_configs(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model q, g;
+    load_model(be, "qwen2", "tiny-q4_0", false, &q);
+    load_model(be, "gemma2", "tiny-q4_0", false, &g);
+    assert_string_equal(q.cfg.arch, "qwen2");
+    assert_true(q.cfg.qkv_bias && !q.cfg.post_norms && q.cfg.act == PT_ACT_SILU && q.cfg.embed_scale == 1.0f);
+    assert_true(q.cfg.attn_softcap == 0.0f && q.cfg.final_softcap == 0.0f && model_layer_window(&q.cfg, 0) == 0);
+    assert_non_null(q.layers[1].w[W_V_BIAS].data);
+    assert_null(q.layers[1].w[W_POST_FFN_NORM].data);
+    assert_string_equal(g.cfg.arch, "gemma2");
+    assert_true(!g.cfg.qkv_bias && g.cfg.post_norms && g.cfg.act == PT_ACT_GELU_TANH && g.cfg.tied_embeddings);
+    assert_true(g.cfg.head_dim == 16 && g.cfg.dim == 32 && g.cfg.n_heads == 4); /* head size from key_length */
+    assert_true(g.cfg.embed_scale == sqrtf(32.0f) && g.cfg.attn_scale == 0.25f);
+    assert_true(g.cfg.attn_softcap == 4.0f && g.cfg.final_softcap == 6.0f && g.cfg.sliding_window == 6);
+    assert_true(model_layer_window(&g.cfg, 0) == 6 && model_layer_window(&g.cfg, 1) == 0 &&
+                model_layer_window(&g.cfg, 2) == 6); /* transformers: layers 0, 2, ... slide */
+    assert_null(g.layers[0].w[W_Q_BIAS].data);
+    model_free(&q);
+    model_free(&g);
+    backend_close(be);
+}
+
+/* Greedy decoding through the KV cache, one token at a time, gives transformers' continuation
+ * (tiny.greedy.txt: prompt ids, generated ids, the smallest top-1/top-2 margin, >> our error). */
+static void check_greedy(const char *family)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/%s/tiny.greedy.txt", srcdir(), family);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int32_t prompt[8], want[12];
+    for (int i = 0; i < 8; i++) assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
+    for (int i = 0; i < 12; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
+    fclose(f);
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, family, "tiny-f32", false, &m);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(&m, 20, &kv), PT_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m.cfg.vocab);
+    assert_int_equal(model_forward(&m, &kv, prompt, 8, logits, true), PT_OK);
+    for (int i = 0; i < 12; i++) {
+        int32_t best = 0;
+        for (int v = 1; v < m.cfg.vocab; v++)
+            if (logits[v] > logits[best]) best = v;
+        assert_int_equal(best, want[i]);
+        if (i < 11) assert_int_equal(model_forward(&m, &kv, &best, 1, logits, true), PT_OK);
+    }
+    print_message("%s: 12 greedy tokens through the cache equal transformers'\n", family);
+    free(logits);
+    kv_cache_free(&m, &kv);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_qwen2_greedy(void **s) { (void)s; check_greedy("qwen2"); }
+static void test_gemma2_greedy(void **s) { (void)s; check_greedy("gemma2"); }
+
+/* Σ over rows t0 .. t1-1 of the cross-entropy of transformers' logits row t for token ids[t+1] */
+static double golden_ce(const float *logits, const int32_t *ids, int vocab, int t0, int t1)
+{
+    double sum = 0;
+    for (int t = t0; t < t1; t++) {
+        const float *row = logits + (size_t)t * vocab;
+        double max = row[0], z = 0;
+        for (int v = 1; v < vocab; v++) max = fmax(max, row[v]);
+        for (int v = 0; v < vocab; v++) z += exp(row[v] - max);
+        sum += max + log(z) - row[ids[t + 1]];
+    }
+    return sum;
+}
+
+/* The training pass (step_loss, with its chunked, soft-capped loss head) on the golden tokens:
+ * row 0 the n tokens; row 1 their first half twice, packed as two examples (segments, positions
+ * restarting), whose logits are the first half's (attention is causal). Both against the
+ * cross-entropy of transformers' logits. */
+static void check_training_loss(const char *family)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, family, "tiny-f32", false, &m);
+    int n;
+    int32_t *ids;
+    float *ref = read_golden(family, "tiny-f32", "", m.cfg.vocab, &ids, &n);
+    int half = n / 2;
+    int32_t *in = malloc(sizeof(int32_t) * 4 * (size_t)(2 * n));
+    int32_t *tgt = in + 2 * n, *pos = tgt + 2 * n, *seg = pos + 2 * n;
+    for (int t = 0; t < n; t++) {
+        int u = t % half; /* row 1: the first half twice */
+        in[t] = ids[t], tgt[t] = t + 1 < n ? ids[t + 1] : PT_IGNORE_INDEX, pos[t] = t, seg[t] = 0;
+        in[n + t] = ids[u], tgt[n + t] = u + 1 < half ? ids[u + 1] : PT_IGNORE_INDEX, pos[n + t] = u;
+        seg[n + t] = t / half;
+    }
+    train_batch b = {2, n, in, tgt, pos, seg};
+    double loss = 0;
+    int64_t count = 0;
+    assert_int_equal(step_loss(&m, NULL, &b, &loss, &count), PT_OK);
+    double want = golden_ce(ref, ids, m.cfg.vocab, 0, n - 1) + 2 * golden_ce(ref, ids, m.cfg.vocab, 0, half - 1);
+    assert_int_equal(count, (n - 1) + 2 * (half - 1));
+    double err = fabs(loss - want) / want;
+    print_message("%s: training loss %.9f, from transformers' logits %.9f (relative %.2g)\n", family,
+                  loss / (double)count, want / (double)count, err);
+    assert_true(err <= 1e-5);
+    free(in);
+    free(ids);
+    free(ref);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_qwen2_training_loss(void **s) { (void)s; check_training_loss("qwen2"); }
+static void test_gemma2_training_loss(void **s) { (void)s; check_training_loss("gemma2"); }
+
 /* GGUF files that parse but are not usable models: one clear error each, nothing leaked. */
 static void test_bad_models(void **state)
 {
     (void)state;
-    const char *cases[][2] = {
-        {"bad-arch", "bad-arch.gguf: architecture \"bert\" is not supported yet; supported: llama (Llama 2/3, "
-                     "Mistral, SmolLM2, TinyLlama)"},
-        {"bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a complete "
-                               "model file?"},
-        {"bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for this "
-                      "model"},
+    const char *cases[][3] = {
+        {"llama", "bad-arch", "bad-arch.gguf: architecture \"bert\" is not supported yet; supported: llama (Llama "
+                              "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"},
+        {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
+                                        "complete model file?"},
+        {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "
+                               "this model"},
+        {"qwen2", "bad-no-bias", "bad-no-bias.gguf: tensor blk.0.attn_q.bias is missing; is this a complete model "
+                                 "file?"},
+        {"gemma2", "bad-value-length", "bad-value-length.gguf: gemma2.attention.value_length = 4 differs from the key "
+                                       "length 8; ptrain needs values and keys of one head size"},
+        {"gemma2", "bad-softcap", "bad-softcap.gguf: gemma2.final_logit_softcapping = -30 must be a finite number >= "
+                                  "0"},
+        {"gemma2", "bad-no-post-norm", "bad-no-post-norm.gguf: tensor blk.0.post_attention_norm.weight is missing; is "
+                                       "this a complete model file?"},
     };
     pt_backend *be = cpu();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/tests/data/llama/%s.gguf", srcdir(), cases[i][0]);
+        snprintf(path, sizeof path, "%s/tests/data/%s/%s.gguf", srcdir(), cases[i][0], cases[i][1]);
         gguf_file f;
         assert_int_equal(gguf_open(path, &f), PT_OK);
         pt_model m;
         assert_int_equal(model_from_gguf(&f, be, NULL, &m), PT_ERR_USER);
         const char *msg = err_message();
-        const char *tail = strstr(msg, cases[i][1]);
+        const char *tail = strstr(msg, cases[i][2]);
         if (!tail) print_error("got: %s\n", msg);
         assert_non_null(tail);
         gguf_close(&f);
@@ -236,6 +423,14 @@ int main(void)
         cmocka_unit_test(test_tiny_gqa_llama3_f32), cmocka_unit_test(test_tiny_gqa_llama3_q8_0),
         cmocka_unit_test(test_tiny_gqa_llama3_q4_0), cmocka_unit_test(test_tiny_gqa_llama3_q4_1),
         cmocka_unit_test(test_tiny_mha_nf4_on_load), cmocka_unit_test(test_tiny_gqa_nf4_on_load),
+        cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),
+        cmocka_unit_test(test_qwen2_q4_0),          cmocka_unit_test(test_qwen2_nf4_on_load),
+        cmocka_unit_test(test_gemma2_f32),          cmocka_unit_test(test_gemma2_q8_0),
+        cmocka_unit_test(test_gemma2_q4_0),         cmocka_unit_test(test_gemma2_nf4_on_load),
+        cmocka_unit_test(test_family_configs),      cmocka_unit_test(test_qwen2_greedy),
+        cmocka_unit_test(test_gemma2_greedy),       cmocka_unit_test(test_qwen2_training_loss),
+        cmocka_unit_test(test_gemma2_training_loss), cmocka_unit_test(test_qwen2_hf_dir),
+        cmocka_unit_test(test_gemma2_hf_dir),
         cmocka_unit_test(test_bad_models),          cmocka_unit_test(test_smollm2_next_token),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);

@@ -549,13 +549,13 @@ static void test_gguf_refused(void **state)
 {
     (void)state;
     pt_tokenizer *tok = NULL;
-    assert_int_equal(tiny_gguf("llama", "default", true, &tok), PT_ERR_UNSUPPORTED);
-    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"llama\" is a SentencePiece tokenizer, which is "
-                                       "not supported yet (SentencePiece comes later; byte-level BPE \"gpt2\" is)");
+    assert_int_equal(tiny_gguf("llama", "default", true, &tok), PT_ERR_USER); /* SentencePiece: scores needed */
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.scores: missing or not an array of numbers "
+                                       "(SentencePiece BPE ranks its merges by them)");
     assert_null(tok);
     assert_int_equal(tiny_gguf("bert", "gpt2", true, &tok), PT_ERR_UNSUPPORTED);
-    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (only \"gpt2\", "
-                                       "byte-level BPE)");
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (supported: "
+                                       "\"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)");
     assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
     assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not supported (supported: gpt2, "
                                        "llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, refact)");
@@ -570,6 +570,9 @@ static void test_gguf_refused(void **state)
 
 #define GOOD_MODEL "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}"
 #define GOOD_PRE "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true}"
+#define NOT_SPM                                                                                    \
+    "pre_tokenizer: no ByteLevel step, and no byte_fallback, Metaspace or \"\xe2\x96\x81\" normalizer either: only " \
+    "byte-level and SentencePiece-style BPE are supported"
 
 static const struct {
     const char *json;
@@ -580,17 +583,17 @@ static const struct {
     {"{" GOOD_PRE "}", PT_ERR_USER, "model: missing"},
     {"{\"model\":[]," GOOD_PRE "}", PT_ERR_USER, "model: expected an object"},
     {"{\"normalizer\":{\"type\":\"NFC\"}," GOOD_MODEL "," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
-     "normalizer: \"NFC\" is not supported (only none)"},
+     "normalizer.type: \"NFC\" is not supported (supported: Prepend, Replace, Sequence)"},
     {"{\"model\":{\"type\":\"WordPiece\",\"vocab\":{}}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
      "model.type: \"WordPiece\" is not supported (only \"BPE\")"},
     {"{\"model\":{\"vocab\":{},\"merges\":[],\"byte_fallback\":true}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
-     "model.byte_fallback: byte fallback is not supported"},
+     "model.byte_fallback: byte fallback with a ByteLevel pre-tokenizer is not supported"},
     {"{\"model\":{\"vocab\":{},\"merges\":[],\"byte_fallback\":1}," GOOD_PRE "}", PT_ERR_USER,
      "model.byte_fallback: expected true or false"},
     {"{\"model\":{\"vocab\":{},\"merges\":[],\"dropout\":0.1}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
      "model.dropout: BPE dropout is not supported"},
     {"{\"model\":{\"vocab\":{},\"merges\":[],\"continuing_subword_prefix\":\"##\"}," GOOD_PRE "}", PT_ERR_UNSUPPORTED,
-     "model.continuing_subword_prefix: not supported (byte-level BPE has none)"},
+     "model.continuing_subword_prefix: not supported (byte-level and SentencePiece BPE have none)"},
     {"{\"model\":{\"vocab\":[],\"merges\":[]}," GOOD_PRE "}", PT_ERR_USER, "model.vocab: expected an object of token: id"},
     {"{\"model\":{\"vocab\":{\"a\":-1},\"merges\":[]}," GOOD_PRE "}", PT_ERR_USER,
      "model.vocab: \"a\": expected an id from 0 to 16777215"},
@@ -610,9 +613,9 @@ static const struct {
      "added_tokens[0].content: expected a non-empty string"},
     {"{" GOOD_MODEL ",\"added_tokens\":[{\"id\":3,\"content\":\"<s>\",\"special\":\"yes\"}]," GOOD_PRE "}", PT_ERR_USER,
      "added_tokens[0].special: expected true or false"},
-    {"{" GOOD_MODEL "}", PT_ERR_UNSUPPORTED, "pre_tokenizer: missing: only byte-level BPE (a ByteLevel pre-tokenizer) is supported"},
+    {"{" GOOD_MODEL "}", PT_ERR_UNSUPPORTED, NOT_SPM},
     {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Whitespace\"}}", PT_ERR_UNSUPPORTED,
-     "pre_tokenizer.type: \"Whitespace\" is not supported (supported: ByteLevel, Split, Digits, Sequence)"},
+     "pre_tokenizer.type: \"Whitespace\" is not supported (supported: ByteLevel, Metaspace, Split, Digits, Sequence)"},
     {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":{}}}", PT_ERR_USER,
      "pre_tokenizer.pretokenizers: expected an array"},
     {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
@@ -626,8 +629,7 @@ static const struct {
     {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"Removed\","
      "\"invert\":true}}",
      PT_ERR_UNSUPPORTED, "pre_tokenizer.invert: an inverted Split is not supported"},
-    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":true}}", PT_ERR_UNSUPPORTED,
-     "pre_tokenizer: no ByteLevel step: only byte-level BPE is supported"},
+    {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Digits\",\"individual_digits\":true}}", PT_ERR_UNSUPPORTED, NOT_SPM},
     {"{" GOOD_MODEL ",\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
      "{\"type\":\"Digits\"}]}}",
      PT_ERR_UNSUPPORTED, "pre_tokenizer.pretokenizers[1]: steps after ByteLevel are not supported"},
@@ -756,7 +758,8 @@ static void test_chat_errors(void **state)
     chat_message msgs[] = {{"user", "hi"}, {"tool", "x"}};
     strbuf sb = {0};
     assert_int_equal(chat_render("vicuna", msgs, 1, false, &sb), PT_ERR_USER);
-    assert_string_equal(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca)");
+    assert_string_equal(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca, gemma, "
+                                       "mistral)");
     assert_int_equal(chat_render("alpaca", msgs, 2, false, &sb), PT_ERR_USER);
     assert_string_equal(err_message(), "chat template alpaca: message 1 has role \"tool\" (alpaca has user, input and "
                                        "assistant, and system first)");

@@ -1,14 +1,16 @@
-/* hfcache.c — finding a Hub repo in the local Hugging Face cache, offline, the way
- * huggingface_hub does: the hub directory from HF_HUB_CACHE (or the legacy
+/* hfcache.c — finding a Hub repo (model or dataset) in the local Hugging Face cache, offline, the
+ * way huggingface_hub does: the hub directory from HF_HUB_CACHE (or the legacy
  * HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
  * ~/.cache/huggingface/hub; the repo in <hub>/{datasets,models}--org--name; refs/<revision>
  * names the commit whose files are in snapshots/<commit>/ (a 40-hex revision is the commit). */
 #include <ctype.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data_internal.h"
+#include "ptrain/hfcache.h"
+#include "ptrain/util.h"
 
 static bool is_dir(const char *path)
 {

@@ -1,0 +1,374 @@
+/* hf_config.c — a Hugging Face config.json as a pt_model_config.
+ *
+ * model_type (else architectures[0]) picks the family: llama and mistral load as llama, qwen2
+ * adds q/k/v biases, gemma2 adds post-norms, tanh-GELU, sqrt(hidden) embedding scale, logit
+ * soft-capping and sliding windows on even layers. Sizes, rope (rope_theta + rope_scaling, or
+ * transformers 5's rope_parameters), norm epsilon, tied embeddings and a bitsandbytes
+ * quantization_config are read and checked; transformers' defaults fill what a config may omit.
+ * Each problem is one message: "config.json: KEY: expected ..., found ...". */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/hf_model.h"
+
+typedef struct {
+    const char *name;   /* the file, for messages */
+    const json_t *root; /* the object keys are read from */
+    const char *prefix; /* its key in the file ("rope_scaling"), or NULL for the top level */
+} cfg_src;
+
+static const struct {
+    const char *model_type, *class_name, *arch;
+    bool tied; /* transformers' default for tie_word_embeddings */
+} families[] = {
+    {"llama", "LlamaForCausalLM", "llama", false},
+    {"mistral", "MistralForCausalLM", "llama", false},
+    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},
+    {"gemma2", "Gemma2ForCausalLM", "gemma2", true},
+};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+#define SUPPORTED "llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
+
+/* A JSON value as a message shows it: the string "x", the number 3, null, a list ... */
+static void describe(const json_t *v, char *buf, size_t len)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING: snprintf(buf, len, "the string \"%.40s\"", json_string_value(v)); break;
+    case JSON_INTEGER: snprintf(buf, len, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: snprintf(buf, len, "%g", json_real_value(v)); break;
+    case JSON_TRUE: snprintf(buf, len, "true"); break;
+    case JSON_FALSE: snprintf(buf, len, "false"); break;
+    case JSON_NULL: snprintf(buf, len, "null"); break;
+    case JSON_ARRAY: snprintf(buf, len, "a list"); break;
+    default: snprintf(buf, len, "an object"); break;
+    }
+}
+
+static pt_status bad(const cfg_src *c, const char *key, const char *expected, const json_t *v)
+{
+    char shown[80];
+    describe(v, shown, sizeof shown);
+    return ERR(PT_ERR_USER, "%s: %s%s%s: expected %s, found %s", c->name, c->prefix ? c->prefix : "",
+               c->prefix ? "." : "", key, expected, shown);
+}
+
+static pt_status missing(const cfg_src *c, const char *key)
+{
+    return ERR(PT_ERR_USER, "%s: %s%s%s is missing; every config.json of this model family has it: is the file "
+               "complete? (download the model again)", c->name, c->prefix ? c->prefix : "", c->prefix ? "." : "",
+               key);
+}
+
+/* root[key] when present and not null, else NULL (required: missing is an error). */
+static pt_status value(const cfg_src *c, const char *key, bool required, const json_t **v)
+{
+    *v = json_object_get(c->root, key);
+    if (*v && json_is_null(*v)) *v = NULL;
+    if (!*v && required) return missing(c, key);
+    return PT_OK;
+}
+
+static pt_status int_key(const cfg_src *c, const char *key, bool required, int64_t lo, int64_t hi, int *out)
+{
+    const json_t *v;
+    TRY(value(c, key, required, &v));
+    if (!v) return PT_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        char expected[80];
+        snprintf(expected, sizeof expected, "an integer from %lld to %lld", (long long)lo, (long long)hi);
+        return bad(c, key, expected, v);
+    }
+    *out = (int)json_integer_value(v);
+    return PT_OK;
+}
+
+/* A number (integer or real) in (lo, hi]; absent or null leaves *out as it is. */
+static pt_status num_key(const cfg_src *c, const char *key, double lo, double hi, double *out)
+{
+    const json_t *v;
+    TRY(value(c, key, false, &v));
+    if (!v) return PT_OK;
+    if (!json_is_number(v) || !(json_number_value(v) > lo) || !(json_number_value(v) <= hi)) {
+        char expected[80];
+        snprintf(expected, sizeof expected, "a number above %g and at most %g", lo, hi);
+        return bad(c, key, expected, v);
+    }
+    *out = json_number_value(v);
+    return PT_OK;
+}
+
+static pt_status bool_key(const cfg_src *c, const char *key, bool *out)
+{
+    const json_t *v;
+    TRY(value(c, key, false, &v));
+    if (!v) return PT_OK;
+    if (!json_is_boolean(v)) return bad(c, key, "true or false", v);
+    *out = json_is_true(v);
+    return PT_OK;
+}
+
+/* A string key; absent or null leaves out as it is. */
+static pt_status str_key(const cfg_src *c, const char *key, char *out, size_t len)
+{
+    const json_t *v;
+    TRY(value(c, key, false, &v));
+    if (!v) return PT_OK;
+    if (!json_is_string(v)) return bad(c, key, "a string", v);
+    snprintf(out, len, "%s", json_string_value(v));
+    return PT_OK;
+}
+
+/* ---- the family ---- */
+
+static pt_status family(const cfg_src *c, hf_config *h, int *fam)
+{
+    TRY(str_key(c, "model_type", h->model_type, sizeof h->model_type));
+    const json_t *archs = json_object_get(c->root, "architectures");
+    if (archs && !json_is_null(archs) && (!json_is_array(archs) || !json_is_string(json_array_get(archs, 0))))
+        return bad(c, "architectures", "a list of class names such as [\"LlamaForCausalLM\"]", archs);
+    if (json_is_array(archs)) snprintf(h->architecture, sizeof h->architecture, "%s", json_string_value(json_array_get(archs, 0)));
+    if (!*h->model_type && !*h->architecture)
+        return ERR(PT_ERR_USER, "%s: has neither model_type nor architectures: is this the config.json of a model?",
+                   c->name);
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (*h->model_type ? !strcmp(h->model_type, families[i].model_type)
+                           : !strcmp(h->architecture, families[i].class_name)) {
+            *fam = (int)i;
+            if (!*h->model_type) snprintf(h->model_type, sizeof h->model_type, "%s", families[i].model_type);
+            snprintf(h->cfg.arch, sizeof h->cfg.arch, "%s", families[i].arch);
+            return PT_OK;
+        }
+    return ERR(PT_ERR_USER, "%s: model_type \"%s\" (%s) is not supported; supported: " SUPPORTED, c->name,
+               *h->model_type ? h->model_type : "not given", *h->architecture ? h->architecture : "no architectures");
+}
+
+/* ---- sizes ---- */
+
+static pt_status sizes(const cfg_src *c, pt_model_config *m)
+{
+    TRY(int_key(c, "num_hidden_layers", true, 1, 4096, &m->n_layers));
+    TRY(int_key(c, "hidden_size", true, 1, 1 << 24, &m->dim));
+    TRY(int_key(c, "intermediate_size", true, 1, 1 << 26, &m->ffn_dim));
+    TRY(int_key(c, "num_attention_heads", true, 1, 4096, &m->n_heads));
+    TRY(int_key(c, "vocab_size", true, 1, 1 << 24, &m->vocab));
+    m->n_kv_heads = m->n_heads;
+    TRY(int_key(c, "num_key_value_heads", false, 1, m->n_heads, &m->n_kv_heads));
+    m->head_dim = 0;
+    TRY(int_key(c, "head_dim", false, 2, 1024, &m->head_dim));
+    if (!m->head_dim && m->dim % m->n_heads)
+        return ERR(PT_ERR_USER, "%s: hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is "
+                   "given", c->name, m->dim, m->n_heads);
+    if (!m->head_dim) m->head_dim = m->dim / m->n_heads;
+    if (m->n_heads % m->n_kv_heads || m->head_dim % 2 || m->head_dim > 1024)
+        return ERR(PT_ERR_USER, "%s: %d heads, %d key/value heads and head size %d do not fit together (heads must "
+                   "be a multiple of key/value heads, the head size even and at most 1024)", c->name, m->n_heads,
+                   m->n_kv_heads, m->head_dim);
+    m->ctx_len = 2048;
+    TRY(int_key(c, "max_position_embeddings", false, 1, 1 << 30, &m->ctx_len));
+    double eps = 1e-6;
+    TRY(num_key(c, "rms_norm_eps", 1e-20, 1, &eps));
+    m->norm_eps = (float)eps;
+    return PT_OK;
+}
+
+/* ---- rope ---- */
+
+static pt_status rope_type_of(const cfg_src *r, pt_rope_type *t)
+{
+    char type[32] = "default";
+    const char *key = json_object_get(r->root, "rope_type") ? "rope_type" : "type";
+    TRY(str_key(r, key, type, sizeof type));
+    if (!strcmp(type, "default")) *t = PT_ROPE_DEFAULT;
+    else if (!strcmp(type, "linear")) *t = PT_ROPE_LINEAR;
+    else if (!strcmp(type, "llama3")) *t = PT_ROPE_LLAMA3;
+    else
+        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3", r->name,
+                   r->prefix, key, type);
+    return PT_OK;
+}
+
+/* rope_scaling (older configs) or rope_parameters (transformers 5), in r: type and parameters. */
+static pt_status rope_scaling(const cfg_src *r, pt_rope_scaling *s)
+{
+    TRY(rope_type_of(r, &s->type));
+    if (s->type == PT_ROPE_DEFAULT) return PT_OK;
+    const char *names[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
+    double *dst[] = {&s->factor, &s->low_freq_factor, &s->high_freq_factor, &s->original_max_position_embeddings};
+    int need = s->type == PT_ROPE_LLAMA3 ? 4 : 1;
+    for (int i = 0; i < need; i++) {
+        *dst[i] = -1;
+        TRY(num_key(r, names[i], 0, 1e12, dst[i]));
+        if (*dst[i] < 0) return missing(r, names[i]);
+    }
+    if (s->type == PT_ROPE_LLAMA3 && !(s->high_freq_factor > s->low_freq_factor))
+        return ERR(PT_ERR_USER, "%s: %s: high_freq_factor (%g) must be above low_freq_factor (%g)", r->name,
+                   r->prefix, s->high_freq_factor, s->low_freq_factor);
+    return PT_OK;
+}
+
+static pt_status rope(const cfg_src *c, hf_config *h)
+{
+    h->rope_theta = 10000.0;
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    const char *where = params && !json_is_null(params) ? "rope_parameters" : "rope_scaling";
+    const json_t *obj = json_object_get(c->root, where);
+    cfg_src r = {c->name, obj, where};
+    if (obj && !json_is_null(obj) && !json_is_object(obj))
+        return bad(c, where, "an object such as {\"rope_type\": \"llama3\", ...}", obj);
+    if (!strcmp(where, "rope_parameters")) TRY(num_key(&r, "rope_theta", 1, 1e15, &h->rope_theta));
+    else TRY(num_key(c, "rope_theta", 1, 1e15, &h->rope_theta));
+    if (json_is_object(obj)) TRY(rope_scaling(&r, &h->rope));
+    h->cfg.rope_theta = (float)h->rope_theta;
+    return PT_OK;
+}
+
+/* ---- what each family adds ---- */
+
+static pt_status activation(const cfg_src *c, const char *key, const char *want, pt_activation act, pt_model_config *m)
+{
+    char name[40] = "";
+    TRY(str_key(c, key, name, sizeof name));
+    if (!*name) snprintf(name, sizeof name, "%s", want);
+    bool tanh_gelu = !strcmp(name, "gelu_pytorch_tanh") || !strcmp(name, "gelu_new");
+    if (strcmp(name, want) && !(act == PT_ACT_GELU_TANH && tanh_gelu))
+        return ERR(PT_ERR_USER, "%s: %s \"%s\" is not supported for %s models; supported: %s", c->name, key, name,
+                   m->arch, want);
+    m->act = act;
+    return PT_OK;
+}
+
+static pt_status llama_like(const cfg_src *c, const hf_config *h, pt_model_config *m)
+{
+    bool attn_bias = false, mlp_bias = false, sliding = false;
+    TRY(bool_key(c, "attention_bias", &attn_bias));
+    TRY(bool_key(c, "mlp_bias", &mlp_bias));
+    if ((attn_bias && strcmp(m->arch, "qwen2")) || mlp_bias)
+        return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", c->name,
+                   mlp_bias ? "mlp_bias" : "attention_bias", m->arch, mlp_bias ? "MLP" : "attention");
+    TRY(activation(c, "hidden_act", "silu", PT_ACT_SILU, m));
+    m->qkv_bias = !strcmp(m->arch, "qwen2");
+    if (m->qkv_bias) TRY(bool_key(c, "use_sliding_window", &sliding));
+    if (sliding)
+        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs Qwen2 with full attention on every "
+                   "layer only", c->name);
+    if (!strcmp(h->model_type, "mistral")) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    m->sliding_pattern = 1;
+    return PT_OK;
+}
+
+/* layer_types, when given, must be Gemma 2's alternation: sliding on even layers. */
+static pt_status gemma2_layers(const cfg_src *c, const pt_model_config *m)
+{
+    const json_t *types = json_object_get(c->root, "layer_types");
+    if (!types || json_is_null(types)) return PT_OK;
+    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (!t || strcmp(t, l % 2 == 0 ? "sliding_attention" : "full_attention")) break;
+        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) return PT_OK;
+    }
+    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers alternating \"sliding_attention\" (even layers) and "
+               "\"full_attention\", as Gemma 2 does", c->name, m->n_layers);
+}
+
+static pt_status gemma2(const cfg_src *c, pt_model_config *m)
+{
+    TRY(activation(c, json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act",
+                   "gelu_pytorch_tanh", PT_ACT_GELU_TANH, m));
+    double scalar = 256, attn_cap = 50, final_cap = 30;
+    TRY(num_key(c, "query_pre_attn_scalar", 0.01, 1e9, &scalar));
+    TRY(num_key(c, "attn_logit_softcapping", 0, 1e9, &attn_cap));
+    TRY(num_key(c, "final_logit_softcapping", 0, 1e9, &final_cap));
+    /* a null soft-cap switches it off */
+    m->attn_softcap = json_is_null(json_object_get(c->root, "attn_logit_softcapping")) ? 0.0f : (float)attn_cap;
+    m->final_softcap = json_is_null(json_object_get(c->root, "final_logit_softcapping")) ? 0.0f : (float)final_cap;
+    m->attn_scale = (float)(1.0 / sqrt(scalar));
+    m->embed_scale = sqrtf((float)m->dim);
+    m->post_norms = true;
+    m->sliding_window = 4096;
+    if (json_is_null(json_object_get(c->root, "sliding_window"))) m->sliding_window = 0;
+    TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    m->sliding_pattern = 2;
+    return gemma2_layers(c, m);
+}
+
+/* ---- quantization_config ---- */
+
+static pt_status quantization(const cfg_src *c, hf_config *h)
+{
+    const json_t *q = json_object_get(c->root, "quantization_config");
+    if (!q || json_is_null(q)) return PT_OK;
+    if (!json_is_object(q)) return bad(c, "quantization_config", "an object", q);
+    cfg_src qc = {c->name, q, "quantization_config"};
+    char method[32] = "bitsandbytes", type[16] = "nf4", storage[16] = "uint8";
+    bool in4 = false, in8 = false;
+    TRY(str_key(&qc, "quant_method", method, sizeof method));
+    if (strcmp(method, "bitsandbytes"))
+        return ERR(PT_ERR_USER, "%s: quantization_config.quant_method \"%s\" is not supported; ptrain reads "
+                   "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones", c->name, method);
+    TRY(bool_key(&qc, "load_in_4bit", &in4));
+    TRY(bool_key(&qc, "load_in_8bit", &in8));
+    TRY(str_key(&qc, "bnb_4bit_quant_type", type, sizeof type));
+    TRY(str_key(&qc, "bnb_4bit_quant_storage", storage, sizeof storage));
+    TRY(bool_key(&qc, "bnb_4bit_use_double_quant", &h->bnb_double_quant));
+    if (in8 || !in4)
+        return ERR(PT_ERR_USER, "%s: a bitsandbytes %s checkpoint; ptrain reads bitsandbytes 4-bit (NF4) ones: use "
+                   "the unquantized model (ptrain quantizes it to NF4 on load)", c->name, in8 ? "8-bit" : "non-4-bit");
+    if (strcmp(type, "nf4") || strcmp(storage, "uint8"))
+        return ERR(PT_ERR_USER, "%s: quantization_config: bnb_4bit_quant_type \"%s\" with storage %s is not "
+                   "supported; ptrain reads NF4 stored as uint8", c->name, type, storage);
+    h->bnb_4bit = true;
+    return PT_OK;
+}
+
+static pt_status parse_root(const cfg_src *c, hf_config *h)
+{
+    int fam = 0;
+    TRY(family(c, h, &fam));
+    pt_model_config *m = &h->cfg;
+    TRY(sizes(c, m));
+    TRY(rope(c, h));
+    m->tied_embeddings = families[fam].tied;
+    TRY(bool_key(c, "tie_word_embeddings", &m->tied_embeddings));
+    m->embed_scale = 1.0f;
+    m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
+    if (!strcmp(m->arch, "gemma2")) TRY(gemma2(c, m));
+    else TRY(llama_like(c, h, m));
+    TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
+    return quantization(c, h);
+}
+
+pt_status hf_config_parse(const char *name, const char *text, size_t len, hf_config *out)
+{
+    memset(out, 0, sizeof *out);
+    json_error_t e;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    if (!root)
+        return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d); download the model again",
+                   name, e.text, e.line, e.column);
+    cfg_src c = {name, root, NULL};
+    pt_status st = json_is_object(root) ? parse_root(&c, out)
+                                        : ERR(PT_ERR_USER, "%s: expected a JSON object of model settings", name);
+    json_decref(root);
+    if (st != PT_OK) memset(out, 0, sizeof *out);
+    return st;
+}
+
+pt_status hf_config_read(const char *path, hf_config *out)
+{
+    enum { MAX_CONFIG = 16 << 20 };
+    FILE *f = fopen(path, "rb");
+    if (!f) return ERR(PT_ERR_USER, "%s: cannot open it: %s; a Hugging Face model directory has a config.json",
+                       path, strerror(errno));
+    char *text = malloc(MAX_CONFIG + 1);
+    size_t n = text ? fread(text, 1, MAX_CONFIG + 1, f) : 0;
+    fclose(f);
+    TRY_ALLOC(text);
+    pt_status st = n > MAX_CONFIG ? ERR(PT_ERR_USER, "%s: larger than 16 MB: not a model's config.json", path)
+                                  : hf_config_parse(path, text, n, out);
+    free(text);
+    return st;
+}

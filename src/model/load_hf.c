@@ -1,0 +1,367 @@
+/* load_hf.c — a pt_model from a Hugging Face model's safetensors, by transformers' tensor names
+ * (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., model.norm, lm_head), in HF's own
+ * row layout (no q/k permutation to undo). Shapes are checked against config.json.
+ *
+ * Projections: a bitsandbytes 4-bit weight (packed U8 with absmax, quant_map, nested_absmax,
+ * nested_quant_map and the quant_state JSON beside it) becomes ptrain's NF4 buffer with its codes
+ * and maps copied as they are, so it dequantizes bit for bit as bitsandbytes does; F32/F16/BF16
+ * weights become NF4 under load_in_4bit (when the input size is a multiple of 64), else stay as
+ * stored. Embeddings and lm_head stay as stored; norms and biases become f32, and Gemma's norms,
+ * which compute x * (1 + w), get the 1 added here so every norm computes x * w. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/hf_model.h"
+#include "ptrain/nf4.h"
+
+typedef struct {
+    const hf_config *hc;
+    const st_set *s;
+    pt_backend *be;
+    bool nf4;
+} hf_loader;
+
+/* ---- names and shapes ---- */
+
+const char *hf_tensor_name(const char *arch, int l, int slot, char *buf, size_t len)
+{
+    bool gemma = !strcmp(arch, "gemma2"), qwen = !strcmp(arch, "qwen2");
+    const char *suffix[W_COUNT] = {
+        [W_ATTN_NORM] = "input_layernorm.weight",    [W_Q] = "self_attn.q_proj.weight",
+        [W_K] = "self_attn.k_proj.weight",           [W_V] = "self_attn.v_proj.weight",
+        [W_O] = "self_attn.o_proj.weight",           [W_GATE] = "mlp.gate_proj.weight",
+        [W_UP] = "mlp.up_proj.weight",               [W_DOWN] = "mlp.down_proj.weight",
+        [W_FFN_NORM] = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight",
+        [W_Q_BIAS] = qwen ? "self_attn.q_proj.bias" : NULL, [W_K_BIAS] = qwen ? "self_attn.k_proj.bias" : NULL,
+        [W_V_BIAS] = qwen ? "self_attn.v_proj.bias" : NULL,
+        [W_POST_ATTN_NORM] = gemma ? "post_attention_layernorm.weight" : NULL,
+        [W_POST_FFN_NORM] = gemma ? "post_feedforward_layernorm.weight" : NULL,
+    };
+    if (slot < 0 || slot >= W_COUNT || !suffix[slot]) return NULL;
+    snprintf(buf, len, "model.layers.%d.%s", l, suffix[slot]);
+    return buf;
+}
+
+/* [rows, cols] of a slot; rows 0 means a vector of cols values. */
+static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_t *cols)
+{
+    int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
+    *rows = 0;
+    *cols = c->dim;
+    switch (slot) {
+    case W_Q: *rows = qw; break;
+    case W_K:
+    case W_V: *rows = kw; break;
+    case W_O: *rows = c->dim, *cols = qw; break;
+    case W_GATE:
+    case W_UP: *rows = c->ffn_dim; break;
+    case W_DOWN: *rows = c->dim, *cols = c->ffn_dim; break;
+    case W_Q_BIAS: *cols = qw; break;
+    case W_K_BIAS:
+    case W_V_BIAS: *cols = kw; break;
+    default: break; /* norms: dim */
+    }
+}
+
+static const char *where(const hf_loader *ld)
+{
+    return ld->s->index_path ? ld->s->index_path : ld->s->files[0].path;
+}
+
+static pt_status find(const hf_loader *ld, const char *name, const st_tensor **t, const st_file **f)
+{
+    *t = st_set_find(ld->s, name, f);
+    if (!*t)
+        return ERR(PT_ERR_USER, "%s: tensor %s is missing; the checkpoint does not match its config.json (%s, %d "
+                   "layers): is the download complete?", where(ld), name, ld->hc->cfg.arch, ld->hc->cfg.n_layers);
+    return PT_OK;
+}
+
+static pt_status check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t cols)
+{
+    bool ok = rows ? t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols : t->ndim == 1 && t->shape[0] == cols;
+    if (ok) return PT_OK;
+    char desc[160];
+    if (rows)
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld] from config.json: the weights and "
+                   "config.json are from different models", f->path, t->name, st_describe(t, desc, sizeof desc),
+                   (long long)rows, (long long)cols);
+    return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld] from config.json: the weights and config.json are "
+               "from different models", f->path, t->name, st_describe(t, desc, sizeof desc), (long long)cols);
+}
+
+/* ---- uploads ---- */
+
+static pt_status upload(pt_backend *be, pt_tensor *t, const void *host)
+{
+    TRY(backend_alloc(be, t));
+    return backend_upload(be, t, host, t->nbytes);
+}
+
+/* A vector as f32 (plus 1 for Gemma's norms). */
+static pt_status load_vector(const hf_loader *ld, const char *name, int64_t n, bool add_one, pt_tensor *out)
+{
+    const st_tensor *t;
+    const st_file *f;
+    TRY(find(ld, name, &t, &f));
+    TRY(check_shape(f, t, 0, n));
+    float *v = malloc(sizeof(float) * (size_t)n);
+    TRY_ALLOC(v);
+    pt_status st = st_read_f32(t, f->path, 0, n, v);
+    for (int64_t i = 0; add_one && i < n; i++) v[i] += 1.0f;
+    *out = tensor_make(PT_F32, 1, &n);
+    if (st == PT_OK) st = upload(ld->be, out, v);
+    free(v);
+    return st;
+}
+
+/* dense [rows, cols] fp32 (freed here) as NF4 when quantize, else as f32. */
+static pt_status upload_floats(const hf_loader *ld, float *dense, int64_t rows, int64_t cols, bool quantize,
+                               pt_tensor *out)
+{
+    int64_t shape[2] = {rows, cols};
+    *out = tensor_make(quantize ? PT_NF4 : PT_F32, 2, shape);
+    void *packed = quantize ? malloc(out->nbytes) : dense;
+    pt_status st = packed ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK && quantize) st = nf4_quantize(dense, rows, cols, packed);
+    if (st == PT_OK) st = upload(ld->be, out, packed);
+    if (packed != dense) free(packed);
+    free(dense);
+    return st;
+}
+
+static pt_status load_dense(const hf_loader *ld, const st_file *f, const st_tensor *t, int64_t rows, int64_t cols,
+                            bool quantize, pt_tensor *out)
+{
+    quantize = quantize && cols % NF4_BLOCK == 0;
+    pt_dtype keep = t->dtype == ST_F32 ? PT_F32 : t->dtype == ST_F16 ? PT_F16 : t->dtype == ST_BF16 ? PT_BF16 : PT_DTYPE_COUNT;
+    if (!quantize && keep != PT_DTYPE_COUNT) {
+        int64_t shape[2] = {rows, cols};
+        *out = tensor_make(keep, 2, shape);
+        return upload(ld->be, out, t->data);
+    }
+    float *dense = malloc(sizeof(float) * (size_t)(rows * cols));
+    TRY_ALLOC(dense);
+    pt_status st = st_read_f32(t, f->path, 0, rows * cols, dense);
+    if (st != PT_OK) {
+        free(dense);
+        return st;
+    }
+    return upload_floats(ld, dense, rows, cols, quantize, out);
+}
+
+/* ---- bitsandbytes 4-bit ---- */
+
+typedef struct {
+    int64_t blocksize, nested_blocksize;
+    double offset;
+    bool nested;
+    const st_tensor *packed, *absmax, *quant_map, *nested_absmax, *nested_map;
+} bnb_weight;
+
+static pt_status bnb_state(const st_file *f, const char *name, const st_tensor *qs, int64_t rows, int64_t cols,
+                           bnb_weight *b)
+{
+    json_error_t e;
+    json_t *j = json_loadb(qs->data, qs->nbytes, 0, &e);
+    const json_t *shape = json_object_get(j, "shape");
+    const char *type = json_string_value(json_object_get(j, "quant_type"));
+    b->blocksize = json_integer_value(json_object_get(j, "blocksize"));
+    b->nested = json_object_get(j, "nested_offset") != NULL;
+    b->nested_blocksize = json_integer_value(json_object_get(j, "nested_blocksize"));
+    b->offset = json_number_value(json_object_get(j, "nested_offset"));
+    bool ok = j && type && !strcmp(type, "nf4") && b->blocksize > 0 && b->blocksize <= (1 << 20) &&
+              json_array_size(shape) == 2 && json_integer_value(json_array_get(shape, 0)) == rows &&
+              json_integer_value(json_array_get(shape, 1)) == cols &&
+              (!b->nested || (b->nested_blocksize > 0 && b->nested_blocksize <= (1 << 20)));
+    json_decref(j);
+    if (!ok)
+        return ERR(PT_ERR_USER, "%s: %s.quant_state.bitsandbytes__nf4 is not an NF4 state of a [%lld, %lld] weight "
+                   "(quant_type nf4, blocksize, shape, nested_blocksize, nested_offset): the checkpoint is corrupt",
+                   f->path, name, (long long)rows, (long long)cols);
+    return PT_OK;
+}
+
+/* The companion name.suffix: dtype and element count checked. */
+static pt_status companion(const hf_loader *ld, const char *name, const char *suffix, st_dtype dtype, int64_t n,
+                           const st_tensor **out)
+{
+    char full[256];
+    snprintf(full, sizeof full, "%s.%s", name, suffix);
+    const st_file *f;
+    TRY(find(ld, full, out, &f));
+    if ((*out)->dtype != dtype || st_numel(*out) != n) {
+        char desc[160];
+        return ERR(PT_ERR_USER, "%s: %s is %s, expected %s with %lld values for a bitsandbytes NF4 weight: the "
+                   "checkpoint is corrupt", f->path, full, st_describe(*out, desc, sizeof desc), st_dtype_name(dtype),
+                   (long long)n);
+    }
+    return PT_OK;
+}
+
+/* The packed 4-bit codes: the weight itself, U8 with (n + 1) / 2 bytes. */
+static pt_status packed_weight(const hf_loader *ld, const char *name, int64_t bytes, const st_tensor **out)
+{
+    const st_file *f;
+    TRY(find(ld, name, out, &f));
+    if ((*out)->dtype == ST_U8 && st_numel(*out) == bytes) return PT_OK;
+    char desc[160];
+    return ERR(PT_ERR_USER, "%s: %s is %s, expected U8 with %lld bytes of packed 4-bit codes (it has a bitsandbytes "
+               "quant_state): the checkpoint is corrupt", f->path, name, st_describe(*out, desc, sizeof desc),
+               (long long)bytes);
+}
+
+static pt_status bnb_tensors(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, bnb_weight *b)
+{
+    int64_t n = rows * cols, nblocks = (n + b->blocksize - 1) / b->blocksize;
+    TRY(companion(ld, name, "absmax", b->nested ? ST_U8 : ST_F32, nblocks, &b->absmax));
+    TRY(companion(ld, name, "quant_map", ST_F32, 16, &b->quant_map));
+    if (!b->nested) return PT_OK;
+    TRY(companion(ld, name, "nested_absmax", ST_F32, (nblocks + b->nested_blocksize - 1) / b->nested_blocksize,
+                  &b->nested_absmax));
+    return companion(ld, name, "nested_quant_map", ST_F32, 256, &b->nested_map);
+}
+
+/* Read the fp32 parts of a bnb weight into aligned memory: maps, nested absmax (or plain absmax). */
+static pt_status bnb_floats(const bnb_weight *b, const char *path, float **qmap, float **nmap, float **nabs)
+{
+    const st_tensor *src[3] = {b->quant_map, b->nested ? b->nested_map : NULL, b->nested ? b->nested_absmax : b->absmax};
+    float **dst[3] = {qmap, nmap, nabs};
+    for (int i = 0; i < 3; i++) {
+        if (!src[i]) continue;
+        *dst[i] = malloc(sizeof(float) * (size_t)st_numel(src[i]) + 1);
+        TRY_ALLOC(*dst[i]);
+        TRY(st_read_f32(src[i], path, 0, st_numel(src[i]), *dst[i]));
+    }
+    return PT_OK;
+}
+
+/* Any other NF4 layout (plain absmax, other block sizes): dequantize as bitsandbytes does, in fp32. */
+static void bnb_dequantize(const bnb_weight *b, const float *qmap, const float *nmap, const float *nabs, int64_t n,
+                           float *out)
+{
+    const uint8_t *packed = b->packed->data, *codes = b->absmax->data;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t blk = i / b->blocksize;
+        float absmax = nabs[blk];
+        if (b->nested) {
+            absmax = nmap[codes[blk]] * nabs[blk / b->nested_blocksize];
+            absmax = absmax + (float)b->offset;
+        }
+        uint8_t byte = packed[i / 2];
+        out[i] = qmap[i % 2 ? byte & 15 : byte >> 4] * absmax;
+    }
+}
+
+static pt_status bnb_build(const hf_loader *ld, const bnb_weight *b, int64_t rows, int64_t cols, pt_tensor *out,
+                           float *qmap, float *nmap, float *nabs)
+{
+    bool exact = b->nested && b->blocksize == NF4_BLOCK && b->nested_blocksize == NF4_NESTED_BLOCK &&
+                 cols % NF4_BLOCK == 0;
+    int64_t shape[2] = {rows, cols};
+    if (exact) {
+        *out = tensor_make(PT_NF4, 2, shape);
+        void *buf = malloc(out->nbytes);
+        TRY_ALLOC(buf);
+        pt_status st = nf4_from_bnb(rows, cols, b->packed->data, b->absmax->data, nabs, nmap, (float)b->offset,
+                                    qmap, buf);
+        if (st == PT_OK) st = upload(ld->be, out, buf);
+        free(buf);
+        return st;
+    }
+    float *dense = malloc(sizeof(float) * (size_t)(rows * cols));
+    TRY_ALLOC(dense);
+    bnb_dequantize(b, qmap, nmap, nabs, rows * cols, dense);
+    return upload_floats(ld, dense, rows, cols, ld->nf4 && cols % NF4_BLOCK == 0, out);
+}
+
+static pt_status load_bnb(const hf_loader *ld, const st_file *f, const char *name, const st_tensor *qs,
+                          int64_t rows, int64_t cols, pt_tensor *out)
+{
+    bnb_weight b = {0};
+    TRY(bnb_state(f, name, qs, rows, cols, &b));
+    TRY(packed_weight(ld, name, (rows * cols + 1) / 2, &b.packed));
+    TRY(bnb_tensors(ld, name, rows, cols, &b));
+    float *qmap = NULL, *nmap = NULL, *nabs = NULL;
+    pt_status st = bnb_floats(&b, f->path, &qmap, &nmap, &nabs);
+    if (st == PT_OK) st = bnb_build(ld, &b, rows, cols, out, qmap, nmap, nabs);
+    free(qmap);
+    free(nmap);
+    free(nabs);
+    return st;
+}
+
+/* A [rows, cols] weight: bitsandbytes 4-bit when its quant_state is there, else dense. */
+static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, bool quantize,
+                             pt_tensor *out)
+{
+    char qname[256];
+    snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__nf4", name);
+    const st_file *f;
+    const st_tensor *qs = st_set_find(ld->s, qname, &f);
+    if (qs) return load_bnb(ld, f, name, qs, rows, cols, out);
+    snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__fp4", name);
+    if (st_set_find(ld->s, qname, &f))
+        return ERR(PT_ERR_USER, "%s: %s is bitsandbytes FP4; ptrain reads NF4 4-bit checkpoints only: use the "
+                   "unquantized model (ptrain quantizes it to NF4 on load)", f->path, name);
+    const st_tensor *t;
+    TRY(find(ld, name, &t, &f));
+    TRY(check_shape(f, t, rows, cols));
+    return load_dense(ld, f, t, rows, cols, quantize, out);
+}
+
+/* ---- the model ---- */
+
+static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    bool gemma = !strcmp(c->arch, "gemma2");
+    char name[128];
+    for (int slot = 0; slot < W_COUNT; slot++) {
+        if (!hf_tensor_name(c->arch, l, slot, name, sizeof name)) continue;
+        int64_t rows, cols;
+        slot_shape(c, slot, &rows, &cols);
+        bool norm = slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+        if (rows) TRY(load_matrix(ld, name, rows, cols, ld->nf4, &w->w[slot]));
+        else TRY(load_vector(ld, name, cols, gemma && norm, &w->w[slot]));
+    }
+    return PT_OK;
+}
+
+static pt_status load_all(const hf_loader *ld, pt_model *m)
+{
+    const pt_model_config *c = &m->cfg;
+    bool gemma = !strcmp(c->arch, "gemma2");
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    TRY_ALLOC(m->layers);
+    /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
+    TRY(load_matrix(ld, "model.embed_tokens.weight", c->vocab, c->dim, false, &m->tok_embd));
+    TRY(load_vector(ld, "model.norm.weight", c->dim, gemma, &m->out_norm));
+    if (c->tied_embeddings) m->output = m->tok_embd;
+    else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
+    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
+    m->inv_freq = malloc(sizeof(float) * (size_t)(c->head_dim / 2));
+    TRY_ALLOC(m->inv_freq);
+    return rope_inv_freq(ld->hc->rope_theta, c->head_dim, &ld->hc->rope, m->inv_freq);
+}
+
+pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, const pt_load_options *opts,
+                        pt_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->cfg = hc->cfg;
+    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true};
+    pt_status st = s->n_files ? load_all(&ld, m) : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
+    if (st != PT_OK) {
+        model_free(m);
+        return st;
+    }
+    const pt_model_config *c = &m->cfg;
+    m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int i = 0; i < W_COUNT; i++) m->weight_bytes += m->layers[l].w[i].nbytes;
+    return PT_OK;
+}

@@ -1,0 +1,55 @@
+/* fuzz-sources: src/model/hf_config.c src/model/rope.c src/error.c */
+/* fuzz_hfconfig.c — libFuzzer target for the config.json reader: the input is parsed with
+ * hf_config_parse; a failure must leave one message naming the file and a zeroed hf_config, a
+ * success a configuration the model code can trust (positive sizes, heads a multiple of key/value
+ * heads, an even head size of at most 1024, a known family, a positive norm epsilon and rope
+ * theta), whose rotary frequencies rope_inv_freq either computes (all finite and positive) or
+ * refuses with a message. Seed corpus: tests/fuzz/corpus/hfconfig/ (see
+ * tests/fuzz/make_corpus_hf.py). Built and run by tests/fuzz/run-fuzz.sh. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/hf_model.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_hfconfig: invariant failed: %s (line %d)\n", #cond, __LINE__);   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const hf_config zero;
+    hf_config h;
+    pt_status st = hf_config_parse("config.json", (const char *)data, size, &h);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER);
+        CHECK(strncmp(err_message(), "config.json: ", 13) == 0);
+        CHECK(memcmp(&h, &zero, sizeof h) == 0);
+        err_clear();
+        return 0;
+    }
+    const pt_model_config *c = &h.cfg;
+    CHECK(!strcmp(c->arch, "llama") || !strcmp(c->arch, "qwen2") || !strcmp(c->arch, "gemma2"));
+    CHECK(c->n_layers > 0 && c->dim > 0 && c->ffn_dim > 0 && c->vocab > 0 && c->ctx_len > 0);
+    CHECK(c->n_heads > 0 && c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads == 0);
+    CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 1024);
+    CHECK(c->norm_eps > 0 && h.rope_theta >= 1 && c->attn_scale > 0 && c->embed_scale > 0);
+    CHECK(isfinite(c->attn_scale) && isfinite(c->embed_scale) && isfinite(c->rope_theta));
+    CHECK(c->sliding_window >= 0 && (!c->sliding_window || c->sliding_pattern > 0));
+    static float f[512];
+    st = rope_inv_freq(h.rope_theta, c->head_dim, &h.rope, f);
+    if (st == PT_OK)
+        for (int i = 0; i < c->head_dim / 2; i++) CHECK(isfinite(f[i]) && f[i] >= 0);
+    else
+        CHECK(st == PT_ERR_USER);
+    err_clear();
+    return 0;
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""make_corpus_hf.py — the seed corpora of fuzz_safetensors (tests/fuzz/corpus/safetensors/) and
+fuzz_hfconfig (tests/fuzz/corpus/hfconfig/): small valid safetensors files (every dtype,
+__metadata__, header padding, an empty tensor, a bitsandbytes NF4 weight with its parts) and
+config.json files of each supported family and rope style, each under 4 KiB.
+Re-run with: python3 make_corpus_hf.py (standard library only; deterministic)."""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "U16": 2, "I16": 2, "U32": 4, "I32": 4, "U64": 8, "I64": 8,
+         "F16": 2, "BF16": 2, "F32": 4, "F64": 8, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def safetensors(name, tensors, metadata=None, pad=0):
+    """tensors: [(name, dtype, shape, bytes or None)], written in order, each aligned to 8."""
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for tname, dtype, shape, raw in tensors:
+        n = SIZES[dtype]
+        for s in shape:
+            n *= s
+        data += b"\0" * (-len(data) % 8)
+        raw = raw if raw is not None else bytes((i * 37 + 11) % 256 for i in range(n))
+        assert len(raw) == n
+        header[tname] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + n]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (pad + (-(8 + len(text)) % 8))
+    blob = struct.pack("<Q", len(text)) + text + data
+    assert len(blob) < 4096, (name, len(blob))
+    with open(os.path.join(HERE, "corpus", "safetensors", name), "wb") as f:
+        f.write(blob)
+
+
+def config(name, obj):
+    text = json.dumps(obj, indent=1).encode()
+    assert len(text) < 4096
+    with open(os.path.join(HERE, "corpus", "hfconfig", name), "wb") as f:
+        f.write(text)
+
+
+def main():
+    os.makedirs(os.path.join(HERE, "corpus", "safetensors"), exist_ok=True)
+    os.makedirs(os.path.join(HERE, "corpus", "hfconfig"), exist_ok=True)
+    safetensors("all-dtypes.safetensors", [(f"t.{d.lower()}", d, [2, 3], None) for d in SIZES],
+                metadata={"format": "pt"})
+    safetensors("padded-empty.safetensors", [("w", "F32", [4, 4], None), ("empty", "BF16", [0, 8], None),
+                                             ("scalar", "F64", [], None)], pad=13)
+    state = json.dumps({"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [4, 64],
+                        "nested_blocksize": 256, "nested_dtype": "float32", "nested_offset": 0.01}).encode()
+    w = "model.layers.0.self_attn.q_proj.weight"
+    safetensors("bnb-nf4.safetensors", [(w, "U8", [128, 1], None), (w + ".absmax", "U8", [4], None),
+                                        (w + ".quant_map", "F32", [16], None),
+                                        (w + ".nested_absmax", "F32", [1], None),
+                                        (w + ".nested_quant_map", "F32", [256], None),
+                                        (w + ".quant_state.bitsandbytes__nf4", "U8", [len(state)], state)],
+                metadata={"format": "pt"})
+    base = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 320, "max_position_embeddings": 256, "rms_norm_eps": 1e-05}
+    config("llama-v5.json", dict(base, architectures=["LlamaForCausalLM"], model_type="llama",
+                                 rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                                  "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                  "original_max_position_embeddings": 32}, tie_word_embeddings=True))
+    config("llama-old-rope.json", dict(base, model_type="llama", rope_theta=10000.0,
+                                       rope_scaling={"type": "linear", "factor": 2.0}, torch_dtype="bfloat16"))
+    config("mistral.json", dict(base, model_type="mistral", head_dim=32, sliding_window=None, rope_theta=1e6))
+    config("qwen2.json", dict(base, model_type="qwen2", rope_theta=1e6, rope_scaling=None, use_sliding_window=False,
+                              sliding_window=4096, tie_word_embeddings=True))
+    config("gemma2.json", dict(base, model_type="gemma2", head_dim=32, hidden_activation="gelu_pytorch_tanh",
+                               query_pre_attn_scalar=32, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
+                               sliding_window=4096, layer_types=["sliding_attention", "full_attention"]))
+    config("bnb.json", dict(base, model_type="llama", quantization_config={
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "uint8"}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,561 @@
+/* test_hf_model.c — Hugging Face models: finding them (src/model/resolve.c, the HF cache lookup of
+ * src/hfcache.c) and loading them from safetensors (src/model/load_hf.c, src/model/model_io.c).
+ *
+ * Parity with transformers (goldens from tests/reference/make_hf_goldens.py, as test_model.c does
+ * for GGUF): a tiny random Llama saved by transformers in bf16 (resolved by its id in the
+ * committed cache tests/data/hfcache with HF_HUB_CACHE set), the same kind of model in f32 saved in
+ * three shards, and the bf16 one quantized by bitsandbytes (NF4, double quantization) as a
+ * *-bnb-4bit checkpoint; ptrain's logits against transformers' float64 logits on the same
+ * weights, max relative error <= 1e-4, with and without load_in_4bit, and again through the KV
+ * cache in pieces; and the qwen2 and gemma2 bf16 directories of make_family_goldens.py. The
+ * tokenizer and chat template come from the directory. Family mapping on tiny files written here:
+ * qwen2 q/k/v biases, gemma2's four norms with the 1 added, tied embeddings; a bitsandbytes weight
+ * without double quantization, dequantized exactly. Bad models: a missing tensor, a wrong shape,
+ * a non-float weight, broken bitsandbytes states, each with its exact message; lookups that miss
+ * say where ptrain looked and how to download. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ptrain/hf_model.h"
+#include "ptrain/model_io.h"
+#include "ptrain/util.h"
+
+#define TINY_COMMIT "22c835016fd0c1fa512a1c5902f4d9af802f3dd2"
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s ? s : "..";
+}
+
+static int set_cache(void **state)
+{
+    (void)state;
+    char hub[1024];
+    snprintf(hub, sizeof hub, "%s/tests/data/hfcache", srcdir());
+    setenv("HF_HUB_CACHE", hub, 1);
+    return 0;
+}
+
+static pt_backend *cpu(void)
+{
+    pt_backend *be = NULL;
+    pt_backend_options opts = {.device = "cpu"};
+    assert_int_equal(backend_open(&opts, &be), PT_OK);
+    return be;
+}
+
+static int32_t *read_ids(const char *path, int *n)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int32_t *ids = malloc(sizeof(int32_t) * 4096);
+    *n = 0;
+    while (*n < 4096 && fscanf(f, "%d", &ids[*n]) == 1) (*n)++;
+    fclose(f);
+    return ids;
+}
+
+static float *read_f32(const char *path, size_t count)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    float *v = malloc(sizeof(float) * count);
+    assert_int_equal(fread(v, sizeof(float), count, f), count);
+    fclose(f);
+    return v;
+}
+
+static double max_rel_err(const float *a, const float *b, size_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return diff / scale;
+}
+
+/* ---- parity ---- */
+
+static void check_parity_in(const char *data_dir, const char *model, const char *golden, bool nf4, pt_dtype want_proj,
+                            bool with_tok);
+static void check_parity(const char *model, const char *golden, bool nf4, pt_dtype want_proj, bool with_tok)
+{
+    check_parity_in("hf", model, golden, nf4, want_proj, with_tok);
+}
+
+/* golden is tests/data/<data_dir>/<golden>.{ids.txt,logits.f32} */
+static void check_parity_in(const char *data_dir, const char *model, const char *golden, bool nf4, pt_dtype want_proj,
+                            bool with_tok)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_tokenizer *tok = NULL;
+    pt_load_options lo = {.load_in_4bit = nf4};
+    char resolved[4096];
+    pt_status st = model_load(model, NULL, &lo, be, &m, with_tok ? &tok : NULL, resolved, sizeof resolved);
+    if (st) fail_msg("%s", err_message());
+    assert_int_equal(m.layers[1].w[W_Q].dtype, want_proj);
+    assert_int_equal(m.layers[0].w[W_ATTN_NORM].dtype, PT_F32);
+    char path[1024];
+    int n;
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s.ids.txt", srcdir(), data_dir, golden);
+    int32_t *ids = read_ids(path, &n);
+    size_t count = (size_t)n * (size_t)m.cfg.vocab;
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s.logits.f32", srcdir(), data_dir, golden);
+    float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(&m, n, &kv), PT_OK);
+    assert_int_equal(model_forward(&m, &kv, ids, n, got, false), PT_OK);
+    double err = max_rel_err(got, ref, count);
+    print_message("%s (%s%s): max relative error of %zu logits vs transformers: %.3g\n", model, dtype_name(want_proj),
+                  nf4 ? ", load_in_4bit" : "", count, err);
+    assert_true(err <= 1e-4);
+    /* the same tokens in two pieces through the cache */
+    kv.n_past = 0;
+    assert_int_equal(model_forward(&m, &kv, ids, n / 2, got, true), PT_OK);
+    assert_int_equal(model_forward(&m, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
+    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m.cfg.vocab, (size_t)m.cfg.vocab) <= 1e-4);
+    kv_cache_free(&m, &kv);
+    model_free(&m);
+    tokenizer_free(tok);
+    backend_close(be);
+    free(ids);
+    free(ref);
+    free(got);
+}
+
+static void data_path(char *buf, size_t len, const char *rel) { snprintf(buf, len, "%s/tests/data/%s", srcdir(), rel); }
+
+static void test_bf16_by_id(void **s) { (void)s; check_parity("ptrain-test/tiny-llama", "tiny-llama-bf16", false, PT_BF16, true); }
+static void test_bf16_nf4_on_load(void **s)
+{
+    (void)s;
+    check_parity("ptrain-test/tiny-llama", "tiny-llama-bf16.nf4", true, PT_NF4, true);
+}
+static void test_f32_sharded(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "hf/tiny-llama-f32");
+    check_parity(dir, "tiny-llama-f32", false, PT_F32, false);
+}
+static void test_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "hf/tiny-llama-bnb4");
+    check_parity(dir, "tiny-llama-bnb4", true, PT_NF4, true);
+    check_parity(dir, "tiny-llama-bnb4", false, PT_NF4, true); /* pre-quantized stays as it is */
+}
+static void test_safetensors_file_path(void **s)
+{
+    (void)s;
+    char file[1024];
+    data_path(file, sizeof file, "hfcache/models--ptrain-test--tiny-llama/snapshots/" TINY_COMMIT "/model.safetensors");
+    check_parity(file, "tiny-llama-bf16", false, PT_BF16, true);
+}
+
+/* The qwen2 and gemma2 directories of tests/reference/make_family_goldens.py (bf16, transformers'
+ * logits on the same weights): biases, post-norms with the 1 added, soft-caps, sliding windows. */
+static void test_qwen2_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen2/hf");
+    check_parity_in("qwen2", dir, "hf", false, PT_BF16, true);
+}
+static void test_gemma2_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma2/hf");
+    check_parity_in("gemma2", dir, "hf", false, PT_BF16, true);
+}
+
+/* The tokenizer and chat template come from tokenizer.json and tokenizer_config.json. */
+static void test_tokenizer_from_dir(void **state)
+{
+    (void)state;
+    char dir[1024];
+    data_path(dir, sizeof dir, "hf/tiny-llama-bnb4");
+    pt_tokenizer *tok;
+    assert_int_equal(tokenizer_from_hf_dir(dir, &tok), PT_OK);
+    assert_string_equal(chat_template_detect(tokenizer_chat_template(tok)), "chatml");
+    strbuf s = {0};
+    assert_int_equal(tokenizer_decode_token(tok, tokenizer_eos(tok), &s), PT_OK);
+    assert_string_equal(sb_text(&s), "<|im_end|>");
+    int32_t *ids;
+    size_t n;
+    const char *text = "<|im_start|>user\nThe capital of France<|im_end|>";
+    assert_int_equal(tokenizer_encode(tok, text, strlen(text), true, &ids, &n), PT_OK);
+    s.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ids, n, &s), PT_OK);
+    assert_string_equal(sb_text(&s), text);
+    free(ids);
+    sb_free(&s);
+    tokenizer_free(tok);
+    data_path(dir, sizeof dir, "hf/tiny-llama-f32");
+    assert_int_equal(tokenizer_from_hf_dir(dir, &tok), PT_ERR_USER);
+    char want[1200];
+    snprintf(want, sizeof want, "%s: no tokenizer.json in the model directory; download the model's tokenizer files "
+             "too (tokenizer.json, tokenizer_config.json)", dir);
+    assert_string_equal(err_message(), want);
+    err_clear();
+}
+
+/* ---- resolution ---- */
+
+static void expect_resolve(const char *name, const char *rev, const char *want_path, pt_model_format want_fmt)
+{
+    char path[4096];
+    pt_model_format fmt;
+    pt_status st = model_resolve(name, rev, path, sizeof path, &fmt);
+    if (st) fail_msg("%s: %s", name, err_message());
+    assert_string_equal(path, want_path);
+    assert_int_equal(fmt, want_fmt);
+}
+
+static void test_resolve(void **state)
+{
+    (void)state;
+    char hub[1024], snap[1200], gguf[1024], dir[1024];
+    data_path(hub, sizeof hub, "hfcache");
+    snprintf(snap, sizeof snap, "%s/models--ptrain-test--tiny-llama/snapshots/" TINY_COMMIT, hub);
+    expect_resolve("ptrain-test/tiny-llama", NULL, snap, PT_MODEL_HF);
+    expect_resolve("ptrain-test/tiny-llama", "main", snap, PT_MODEL_HF);
+    expect_resolve("ptrain-test/tiny-llama", TINY_COMMIT, snap, PT_MODEL_HF);
+    data_path(gguf, sizeof gguf, "llama/tiny-mha-f32.gguf");
+    expect_resolve(gguf, NULL, gguf, PT_MODEL_GGUF);
+    data_path(dir, sizeof dir, "hf/tiny-llama-f32");
+    expect_resolve(dir, NULL, dir, PT_MODEL_HF);
+    /* a bare name in $PTRAIN_MODELS */
+    data_path(dir, sizeof dir, "llama");
+    setenv("PTRAIN_MODELS", dir, 1);
+    expect_resolve("tiny-mha-f32.gguf", NULL, gguf, PT_MODEL_GGUF);
+    unsetenv("PTRAIN_MODELS");
+}
+
+static void expect_miss(const char *name, const char *rev, const char *want)
+{
+    char path[4096];
+    pt_model_format fmt;
+    assert_int_equal(model_resolve(name, rev, path, sizeof path, &fmt), PT_ERR_USER);
+    if (strcmp(err_message(), want)) fail_msg("got:      %s\nexpected: %s", err_message(), want);
+    err_clear();
+}
+
+static void test_resolve_miss(void **state)
+{
+    (void)state;
+    char hub[1024], want[4096];
+    data_path(hub, sizeof hub, "hfcache");
+    snprintf(want, sizeof want,
+             "model ptrain-test/absent is not in the Hugging Face cache: %s/models--ptrain-test--absent does not "
+             "exist (hub cache %s, from HF_HUB_CACHE). On a machine with internet, run\n  huggingface-cli download "
+             "ptrain-test/absent\n(or: hf download ptrain-test/absent), then copy the models--ptrain-test--absent "
+             "directory into %s, or set HF_HUB_CACHE to the cache that has it", hub, hub, hub);
+    expect_miss("ptrain-test/absent", NULL, want);
+    snprintf(want, sizeof want,
+             "model ptrain-test/tiny-llama is not in the Hugging Face cache: %s/models--ptrain-test--tiny-llama/refs/v2 "
+             "is missing (hub cache %s, from HF_HUB_CACHE). On a machine with internet, run\n  huggingface-cli "
+             "download --revision v2 ptrain-test/tiny-llama\n(or: hf download ptrain-test/tiny-llama --revision v2), "
+             "then copy the models--ptrain-test--tiny-llama directory into %s, or set HF_HUB_CACHE to the cache that "
+             "has it", hub, hub, hub);
+    expect_miss("ptrain-test/tiny-llama", "v2", want);
+    expect_miss("models/nothing.gguf", NULL,
+                "model models/nothing.gguf not found (looked for the file or directory itself, then in $PTRAIN_MODELS, "
+                "./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging Face cache); "
+                "fetch the default model with share/scripts/fetch-model.sh");
+    expect_miss("", NULL, "no model given: name a .gguf file, a model directory or an HF id");
+}
+
+/* ---- family mapping and bad models, on files written here ---- */
+
+typedef struct {
+    const char *name;
+    st_dtype dtype; /* ST_F32, or ST_U8 with bytes */
+    int64_t rows, cols; /* rows 0: a vector */
+    const char *bytes;  /* U8 contents (NULL: zeros) */
+} tw;
+
+static float gen(int k, int64_t i) { return (float)((k * 131 + i * 7) % 23 - 11) / 64.0f; }
+
+/* A safetensors file of the tensors tw[0..n); F32 values are gen(index, i). */
+static void write_model(const char *dir, const char *config, const tw *t, int n)
+{
+    strbuf h = {0};
+    size_t off = 0;
+    sb_printf(&h, "{");
+    size_t start[40];
+    assert_true(n <= 40);
+    for (int k = 0; k < n; k++) {
+        int64_t numel = (t[k].rows ? t[k].rows : 1) * t[k].cols;
+        size_t bytes = (size_t)numel * (t[k].dtype == ST_F32 ? 4 : 1);
+        off = start[k] = (off + 3) / 4 * 4; /* every tensor 4-byte aligned, as writers pad */
+        if (t[k].rows) sb_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
+                                 k ? "," : "", t[k].name, st_dtype_name(t[k].dtype), (long long)t[k].rows,
+                                 (long long)t[k].cols, off, off + bytes);
+        else sb_printf(&h, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}", k ? "," : "",
+                       t[k].name, st_dtype_name(t[k].dtype), (long long)t[k].cols, off, off + bytes);
+        off += bytes;
+    }
+    sb_printf(&h, "}");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hl = h.len;
+    fwrite(&hl, 8, 1, f);
+    fwrite(h.data, 1, h.len, f);
+    for (int k = 0; k < n; k++) {
+        int64_t numel = (t[k].rows ? t[k].rows : 1) * t[k].cols;
+        while ((size_t)ftell(f) < 8 + h.len + start[k]) fputc(0, f);
+        for (int64_t i = 0; i < numel; i++) {
+            float v = gen(k, i);
+            uint8_t b = t[k].bytes ? (uint8_t)t[k].bytes[i] : 0;
+            if (t[k].dtype == ST_F32) fwrite(&v, 4, 1, f);
+            else fwrite(&b, 1, 1, f);
+        }
+    }
+    fclose(f);
+    sb_free(&h);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(config, f);
+    fclose(f);
+}
+
+/* The tensors of a 1-layer model of family arch (hidden 64, ffn 128, 2 heads of 32, 1 kv head). */
+static int tiny_tensors(const char *arch, tw *t)
+{
+    int n = 0;
+    t[n++] = (tw){"model.embed_tokens.weight", ST_F32, 16, 64, NULL};
+    t[n++] = (tw){"model.norm.weight", ST_F32, 0, 64, NULL};
+    static char names[W_COUNT][96];
+    for (int slot = 0; slot < W_COUNT; slot++) {
+        if (!hf_tensor_name(arch, 0, slot, names[slot], sizeof names[slot])) continue;
+        int64_t rows = 0, cols = 64;
+        if (slot == W_Q || slot == W_O) rows = 64;
+        if (slot == W_K || slot == W_V) rows = 32;
+        if (slot == W_GATE || slot == W_UP) rows = 128;
+        if (slot == W_DOWN) rows = 64, cols = 128;
+        if (slot == W_Q_BIAS) cols = 64;
+        if (slot == W_K_BIAS || slot == W_V_BIAS) cols = 32;
+        t[n++] = (tw){names[slot], ST_F32, rows, cols, NULL};
+    }
+    return n;
+}
+
+#define TINY_SIZES "\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":1,\"num_attention_heads\":2," \
+                   "\"num_key_value_heads\":1,\"vocab_size\":16"
+
+static int find_tw(const tw *t, int n, const char *name)
+{
+    for (int k = 0; k < n; k++)
+        if (!strcmp(t[k].name, name)) return k;
+    fail_msg("no tensor %s", name);
+    return -1;
+}
+
+/* Download vector v and compare with gen(k, i) + add. */
+static void expect_vector(pt_backend *be, const pt_tensor *v, int k, float add)
+{
+    float host[128];
+    assert_int_equal(v->dtype, PT_F32);
+    assert_int_equal(backend_download(be, v, host, v->nbytes), PT_OK);
+    for (int64_t i = 0; i < v->shape[0]; i++) assert_true(host[i] == gen(k, i) + add);
+}
+
+static void load_tiny(const char *dir, bool nf4, pt_backend *be, pt_model *m)
+{
+    pt_load_options lo = {.load_in_4bit = nf4};
+    pt_status st = model_load(dir, NULL, &lo, be, m, NULL, NULL, 0);
+    if (st) fail_msg("%s", err_message());
+}
+
+static void test_gemma2_mapping(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX", name[96];
+    assert_non_null(mkdtemp(dir));
+    tw t[32];
+    int n = tiny_tensors("gemma2", t);
+    write_model(dir, "{\"model_type\":\"gemma2\"," TINY_SIZES ",\"head_dim\":32,\"query_pre_attn_scalar\":32}", t, n);
+    pt_backend *be = cpu();
+    pt_model m;
+    load_tiny(dir, true, be, &m);
+    assert_true(m.cfg.tied_embeddings && m.output.data == m.tok_embd.data && m.cfg.post_norms);
+    assert_int_equal(m.layers[0].w[W_GATE].dtype, PT_NF4);
+    assert_null(m.layers[0].w[W_Q_BIAS].data);
+    expect_vector(be, &m.out_norm, find_tw(t, n, "model.norm.weight"), 1.0f);
+    int slots[] = {W_ATTN_NORM, W_POST_ATTN_NORM, W_FFN_NORM, W_POST_FFN_NORM};
+    for (int i = 0; i < 4; i++)
+        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_tensor_name("gemma2", 0, slots[i], name, sizeof name)),
+                      1.0f);
+    assert_string_equal(hf_tensor_name("gemma2", 0, W_FFN_NORM, name, sizeof name),
+                        "model.layers.0.pre_feedforward_layernorm.weight");
+    model_free(&m);
+    backend_close(be);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_qwen2_mapping(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX", name[96];
+    assert_non_null(mkdtemp(dir));
+    tw t[32];
+    int n = tiny_tensors("qwen2", t);
+    t[n++] = (tw){"lm_head.weight", ST_F32, 16, 64, NULL};
+    write_model(dir, "{\"model_type\":\"qwen2\"," TINY_SIZES ",\"tie_word_embeddings\":false}", t, n);
+    pt_backend *be = cpu();
+    pt_model m;
+    load_tiny(dir, false, be, &m);
+    assert_true(m.cfg.qkv_bias && !m.cfg.tied_embeddings && m.output.data != m.tok_embd.data);
+    assert_int_equal(m.layers[0].w[W_Q].dtype, PT_F32);
+    assert_null(m.layers[0].w[W_POST_FFN_NORM].data);
+    int slots[] = {W_Q_BIAS, W_K_BIAS, W_V_BIAS, W_ATTN_NORM, W_FFN_NORM};
+    for (int i = 0; i < 5; i++)
+        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_tensor_name("qwen2", 0, slots[i], name, sizeof name)),
+                      0.0f);
+    float row[64];
+    pt_tensor r = tensor_rows(&m.layers[0].w[W_K], 5, 1);
+    assert_int_equal(backend_download(be, &r, row, sizeof row), PT_OK);
+    int k = find_tw(t, n, "model.layers.0.self_attn.k_proj.weight");
+    for (int i = 0; i < 64; i++) assert_true(row[i] == gen(k, 5 * 64 + i)); /* HF row order, as stored */
+    model_free(&m);
+    backend_close(be);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void expect_load_error(const char *dir, const char *config, tw *t, int n, const char *want_fmt)
+{
+    write_model(dir, config, t, n);
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_load_options lo = {.load_in_4bit = true};
+    char want[2048];
+    snprintf(want, sizeof want, want_fmt, dir);
+    assert_int_equal(model_load(dir, NULL, &lo, be, &m, NULL, NULL, 0), PT_ERR_USER);
+    if (strcmp(err_message(), want)) fail_msg("got:      %s\nexpected: %s", err_message(), want);
+    err_clear();
+    backend_close(be);
+}
+
+static void test_bad_models(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    const char *config = "{\"model_type\":\"llama\"," TINY_SIZES ",\"tie_word_embeddings\":true}";
+    tw t[32];
+    int n = tiny_tensors("llama", t);
+    int up = find_tw(t, n, "model.layers.0.mlp.up_proj.weight"), q = find_tw(t, n, "model.layers.0.self_attn.q_proj.weight");
+    tw saved = t[up];
+    t[up] = t[--n];
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: tensor model.layers.0.mlp.up_proj.weight is missing; the "
+                                         "checkpoint does not match its config.json (llama, 1 layers): is the download "
+                                         "complete?");
+    t[n++] = saved;
+    t[q].rows = 48;
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: tensor model.layers.0.self_attn.q_proj.weight is F32 "
+                                         "[48, 64], expected [64, 64] from config.json: the weights and config.json are "
+                                         "from different models");
+    t[q].rows = 64;
+    t[q].dtype = ST_U8;
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: tensor model.layers.0.self_attn.q_proj.weight has dtype "
+                                         "U8; ptrain expects floating-point weights here (F32, F16, BF16)");
+    /* a bitsandbytes weight whose state does not describe it, then one without its absmax */
+    t[q].rows = 2048;
+    t[q].cols = 1;
+    const char *bad_state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"shape\": [32, 64]}";
+    const char *good_state = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"bfloat16\", \"shape\": [64, 64], "
+                             "\"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": 0.01}";
+    t[n++] = (tw){"model.layers.0.self_attn.q_proj.weight.quant_state.bitsandbytes__nf4", ST_U8, 0,
+                  (int64_t)strlen(bad_state), bad_state};
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: model.layers.0.self_attn.q_proj.weight.quant_state."
+                                         "bitsandbytes__nf4 is not an NF4 state of a [64, 64] weight (quant_type nf4, "
+                                         "blocksize, shape, nested_blocksize, nested_offset): the checkpoint is corrupt");
+    t[n - 1].bytes = good_state;
+    t[n - 1].cols = (int64_t)strlen(good_state);
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: tensor model.layers.0.self_attn.q_proj.weight.absmax is "
+                                         "missing; the checkpoint does not match its config.json (llama, 1 layers): is "
+                                         "the download complete?");
+    t[n++] = (tw){"model.layers.0.self_attn.q_proj.weight.absmax", ST_F32, 0, 64, NULL};
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: model.layers.0.self_attn.q_proj.weight.absmax is F32 "
+                                         "[64], expected U8 with 64 values for a bitsandbytes NF4 weight: the checkpoint "
+                                         "is corrupt");
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A bitsandbytes weight without double quantization (absmax in F32) is dequantized exactly as
+ * bitsandbytes does: w[i] = quant_map[nibble(i)] * absmax[i / 64], high nibble first. */
+static void test_bnb_plain_absmax(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    tw t[40];
+    int n = tiny_tensors("llama", t);
+    int q = find_tw(t, n, "model.layers.0.self_attn.q_proj.weight");
+    static char packed[2048];
+    for (int i = 0; i < 2048; i++) packed[i] = (char)(i * 29 + 7);
+    const char *qs = "{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"float32\", \"shape\": [64, 64]}";
+    t[q] = (tw){"model.layers.0.self_attn.q_proj.weight", ST_U8, 2048, 1, packed};
+    t[n++] = (tw){"model.layers.0.self_attn.q_proj.weight.absmax", ST_F32, 0, 64, NULL};
+    t[n++] = (tw){"model.layers.0.self_attn.q_proj.weight.quant_map", ST_F32, 0, 16, NULL};
+    t[n++] = (tw){"model.layers.0.self_attn.q_proj.weight.quant_state.bitsandbytes__nf4", ST_U8, 0,
+                  (int64_t)strlen(qs), qs};
+    write_model(dir, "{\"model_type\":\"llama\"," TINY_SIZES ",\"tie_word_embeddings\":true}", t, n);
+    pt_backend *be = cpu();
+    pt_model m;
+    load_tiny(dir, false, be, &m);
+    assert_int_equal(m.layers[0].w[W_Q].dtype, PT_F32);
+    float *w = malloc(64 * 64 * sizeof(float));
+    assert_int_equal(backend_download(be, &m.layers[0].w[W_Q], w, 64 * 64 * sizeof(float)), PT_OK);
+    for (int i = 0; i < 64 * 64; i++) {
+        uint8_t byte = (uint8_t)packed[i / 2];
+        assert_true(w[i] == gen(n - 2, i % 2 ? byte & 15 : byte >> 4) * gen(n - 3, i / 64));
+    }
+    free(w);
+    model_free(&m);
+    load_tiny(dir, true, be, &m); /* under load_in_4bit the exact values are quantized to NF4 */
+    assert_int_equal(m.layers[0].w[W_Q].dtype, PT_NF4);
+    model_free(&m);
+    backend_close(be);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bf16_by_id),     cmocka_unit_test(test_bf16_nf4_on_load),
+        cmocka_unit_test(test_f32_sharded),    cmocka_unit_test(test_bnb4),
+        cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
+        cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_tokenizer_from_dir),
+        cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),
+        cmocka_unit_test(test_gemma2_mapping), cmocka_unit_test(test_qwen2_mapping),
+        cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),
+    };
+    return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
+}
