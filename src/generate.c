@@ -1,9 +1,10 @@
 /* generate.c — `ptrain generate --model M [--adapter DIR] --prompt TEXT [--chat] [--system TEXT]
  * [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--threads N] [--device D]`.
  * Loads the model and its tokenizer (a GGUF file, an HF model directory or an HF id in the local
- * cache: ptrain/model_io.h), renders the chat template when asked,
- * runs the prompt through the model once, then samples token by token with the KV cache,
- * printing each piece of text as soon as it exists. Timing goes to stderr. */
+ * cache: ptrain/model_io.h), renders the chat template when asked (else encodes the prompt as
+ * the model's tokenizer does, bos first when it adds one), runs the prompt through the model
+ * once, then samples token by token with the KV cache, printing each piece of text as soon as it
+ * exists. Timing goes to stderr. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -91,19 +92,32 @@ static int gen_parse(int argc, char **argv, gen_options *o)
     return PT_OK;
 }
 
-/* The prompt as token ids: the chat template around it, or the text as it is. */
+/* The text of token id (left empty when id is -1, the model has none). */
+static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
+{
+    return id < 0 ? PT_OK : tokenizer_decode_token(tok, id, out);
+}
+
+/* The prompt as token ids: the chat template around it, rendered with the model's own bos and
+ * eos texts (as training renders rows) and tokenized as it is, so bos comes from the template
+ * alone; or the text as the model's tokenizer encodes it, bos first when it adds one. */
 static pt_status prompt_ids(const pt_tokenizer *tok, const gen_options *o, int32_t **ids, size_t *n)
 {
-    if (!o->chat) return tokenizer_encode(tok, o->prompt, strlen(o->prompt), false, ids, n);
+    if (!o->chat && !*o->prompt) return ERR(PT_ERR_USER, "the prompt is empty");
+    if (!o->chat) return tokenizer_encode_text(tok, o->prompt, strlen(o->prompt), ids, n);
     const char *name = chat_template_detect(tokenizer_chat_template(tok));
     chat_message msgs[2];
     int k = 0;
     if (o->system) msgs[k++] = (chat_message){"system", o->system};
     msgs[k++] = (chat_message){"user", o->prompt};
-    strbuf text = {0};
-    pt_status st = chat_render(name ? name : "chatml", msgs, k, true, &text);
+    strbuf text = {0}, bos = {0}, eos = {0};
+    pt_status st = token_text(tok, tokenizer_bos(tok), &bos);
+    if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
+    if (st == PT_OK) st = chat_render_with_tokens(name ? name : "chatml", bos.data, eos.data, msgs, k, true, &text);
     if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
     sb_free(&text);
+    sb_free(&bos);
+    sb_free(&eos);
     return st;
 }
 

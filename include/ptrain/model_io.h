@@ -25,7 +25,8 @@ pt_status model_resolve(const char *name, const char *revision, char *path, size
 void model_hf_dir(const char *path, char *dir, size_t len);
 
 /* The tokenizer of a Hugging Face model directory: tokenizer.json, with bos/eos and the chat
- * template from tokenizer_config.json beside it. */
+ * template from tokenizer_config.json beside it (a string, or a list of {name, template}: the one
+ * named "default"); the template in chat_template.jinja, when the directory has one, comes first. */
 pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out);
 
 /* Resolve name (see model_resolve) and load it onto be with its tokenizer (tok may be NULL: no

@@ -22,8 +22,8 @@ typedef struct pt_tokenizer pt_tokenizer;
 /* From GGUF metadata: tokenizer.ggml.model "gpt2" (byte-level) or "llama" (SentencePiece). */
 pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out);
 /* From a tokenizer.json (model BPE; byte-level when its pre-tokenizer has a ByteLevel step, else
- * SentencePiece-style), with bos/eos, add_bos_token/add_eos_token and the chat template from the
- * tokenizer_config.json beside it when there is one. */
+ * SentencePiece-style), with bos/eos and the chat template from the tokenizer_config.json beside
+ * it when there is one. */
 pt_status tokenizer_from_json(const char *path, pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
 
@@ -32,6 +32,12 @@ void tokenizer_free(pt_tokenizer *tok);
  * template or the caller adds them. *ids is malloc'd; the caller frees it. */
 pt_status tokenizer_encode(const pt_tokenizer *tok, const char *text, size_t len, bool parse_special,
                            int32_t **ids, size_t *n);
+/* Plain text (a prompt, a dataset_text_field row) as the model's tokenizer encodes it with its
+ * special tokens (transformers' encode(text), add_special_tokens=True): tokenizer_encode with
+ * parse_special, and bos first when tokenizer_adds_bos() says so, unless the ids already start
+ * with bos: text that writes bos itself (a rendered chat template) gets one, not two, where HF
+ * would give two (TRL turns add_special_tokens off for such text). No eos: callers add it. */
+pt_status tokenizer_encode_text(const pt_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n);
 /* Append the UTF-8 bytes of one token to out (byte-level tokens and SentencePiece <0xXX> tokens
  * map back to raw bytes, so one token may end inside a character; "▁" reads as a space). */
 pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *out);
@@ -45,9 +51,13 @@ int32_t tokenizer_bos(const pt_tokenizer *tok); /* -1 when the model has none */
 int32_t tokenizer_eos(const pt_tokenizer *tok);
 int32_t tokenizer_unk(const pt_tokenizer *tok); /* -1 when none */
 int32_t tokenizer_pad(const pt_tokenizer *tok); /* -1 when none */
-/* Whether the model's own tokenizer puts bos before (eos after) plain text it encodes
- * (add_bos_token / add_eos_token; Llama 2, Mistral and Gemma add bos). tokenizer_encode never
- * adds them: callers that tokenize plain text prepend tokenizer_bos() when this says so. */
+/* Whether the model's own tokenizer puts bos before (eos after) plain text it encodes, as
+ * transformers 5 decides: from a tokenizer.json, its post-processor alone (a TemplateProcessing
+ * "single" with a special token before/after $A; tokenizer_config.json's add_bos_token and
+ * add_eos_token are ignored beside a tokenizer.json); from a GGUF, tokenizer.ggml.add_bos_token /
+ * add_eos_token (bos by default for SentencePiece vocabularies, as llama.cpp). Llama 2, Mistral,
+ * Gemma and Llama 3 add bos; SmolLM2 and Qwen2 do not. tokenizer_encode never adds them;
+ * tokenizer_encode_text adds bos. */
 bool tokenizer_adds_bos(const pt_tokenizer *tok);
 bool tokenizer_adds_eos(const pt_tokenizer *tok);
 /* "byte-level BPE" or "SentencePiece BPE" (for `ptrain inspect` and messages). */
@@ -55,6 +65,8 @@ const char *tokenizer_kind(const pt_tokenizer *tok);
 bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id);
 /* The chat template text stored with the model (tokenizer.chat_template), or NULL. */
 const char *tokenizer_chat_template(const pt_tokenizer *tok);
+/* Replace it with a copy of text (NULL: none), e.g. a model directory's chat_template.jinja. */
+pt_status tokenizer_set_chat_template(pt_tokenizer *tok, const char *text);
 
 /* ---- chat templates ---- */
 typedef struct {

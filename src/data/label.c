@@ -1,16 +1,20 @@
 /* label.c — a formatted row as token ids and labels.
  *
- * Chat rows are rendered with the chat template and tokenized once with parse_special. With
- * assistant-only loss the labelled tokens are found from byte spans of the rendered text: for
- * assistant turn i, the span ends where the rendering of turns 0..i ends, less the template's
- * trailer after the end-of-turn text ("\n" for chatml, "" for llama-3, "\n\n" for alpaca), and
- * starts where the end-of-turn text begins in the rendering of turns 0..i with turn i's content
- * emptied (so llama-3's trimming of contents is accounted for). Both renderings must be prefixes
- * of the full text (checked). A token is labelled when its bytes overlap a span (HF's
+ * Chat rows are rendered with the chat template and tokenized once with parse_special, as they
+ * are: the template writes bos where the model's own template does (apply_chat_template adds no
+ * special tokens), so a chat row never gets two. With assistant-only loss the labelled tokens
+ * are found from byte spans of the rendered text: for assistant turn i, the span ends where the
+ * rendering of turns 0..i ends, less the template's trailer after the end-of-turn text ("\n" for
+ * chatml and gemma, "" for llama-3 and mistral, "\n\n" for alpaca), and starts where the
+ * end-of-turn text begins in the rendering of turns 0..i with turn i's content emptied (so the
+ * trimming of contents is accounted for). Both renderings must be prefixes of the full text
+ * (checked). A token is labelled when its bytes overlap a span (HF's
  * return_assistant_tokens_mask rule); token byte offsets come from decoding the ids one by one
  * (exact for byte-level BPE; whitespace an lstrip/rstrip special token swallowed is skipped).
  * Should the decoded tokens not line up with the text, each span's token range is found instead
- * by tokenizing the text up to its two ends. Plain text: every token is labelled, eos appended. */
+ * by tokenizing the text up to its two ends. Plain text is tokenized as the model's tokenizer
+ * does with its special tokens (tokenizer_encode_text: bos first when it adds one, once), eos
+ * appended, every token labelled. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,7 +259,7 @@ pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool 
 {
     int32_t *ids;
     size_t n;
-    TRY(tokenizer_encode(c->tok, text, strlen(text), true, &ids, &n));
+    TRY(tokenizer_encode_text(c->tok, text, strlen(text), &ids, &n));
     int32_t eos = tokenizer_eos(c->tok);
     if (eos >= 0) {
         int32_t *grown = realloc(ids, sizeof *grown * (n + 1));

@@ -238,17 +238,20 @@ static pt_status bnb_floats(const bnb_weight *b, const char *path, float **qmap,
     return PT_OK;
 }
 
-/* Any other NF4 layout (plain absmax, other block sizes): dequantize as bitsandbytes does, in fp32. */
+/* Any other NF4 layout (plain absmax, other block sizes, rows that are not whole blocks: blocks run over
+ * the flattened weight): dequantize as bitsandbytes does, in fp32. */
 static void bnb_dequantize(const bnb_weight *b, const float *qmap, const float *nmap, const float *nabs, int64_t n,
                            float *out)
 {
     const uint8_t *packed = b->packed->data, *codes = b->absmax->data;
     for (int64_t i = 0; i < n; i++) {
         int64_t blk = i / b->blocksize;
-        float absmax = nabs[blk];
-        if (b->nested) {
+        float absmax;
+        if (b->nested) { /* nabs holds one value per nested block */
             absmax = nmap[codes[blk]] * nabs[blk / b->nested_blocksize];
             absmax = absmax + (float)b->offset;
+        } else {
+            absmax = nabs[blk];
         }
         uint8_t byte = packed[i / 2];
         out[i] = qmap[i % 2 ? byte & 15 : byte >> 4] * absmax;

@@ -1,9 +1,8 @@
 /* model_io.c — the front door: resolve a model name, then load a GGUF file (model and tokenizer
- * from the one file) or a Hugging Face directory (config.json, the safetensors, tokenizer.json and
- * tokenizer_config.json), and check that the tokenizer's ids fit the model's embedding. */
+ * from the one file) or a Hugging Face directory (config.json, the safetensors, and the tokenizer
+ * files: hf_tokenizer.c), and check that the tokenizer's ids fit the model's embedding. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
@@ -12,19 +11,6 @@ static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), k = strlen(suffix);
     return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (access(path, F_OK) == 0) return tokenizer_from_json(path, out);
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    if (access(path, F_OK) == 0)
-        return ERR(PT_ERR_USER, "%s: the model has only a SentencePiece tokenizer.model; ptrain reads tokenizer.json: "
-                   "write one with transformers (AutoTokenizer.from_pretrained(dir).save_pretrained(dir))", dir);
-    return ERR(PT_ERR_USER, "%s: no tokenizer.json in the model directory; download the model's tokenizer files too "
-               "(tokenizer.json, tokenizer_config.json)", dir);
 }
 
 static pt_status load_gguf(const char *path, const pt_load_options *opts, pt_backend *be, pt_model *m,

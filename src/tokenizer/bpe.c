@@ -2,7 +2,7 @@
  * or SentencePiece-style (Llama 2, Mistral, Gemma): added tokens first, then the normalizer and
  * the pre-tokenizer, then merges by rank on each word (a heap over the word's adjacent pairs,
  * lowest rank and then leftmost first, as tokenizers' Word::merge_all), with a shared word cache;
- * and decoding back to bytes.
+ * plain text with the model's bos put first; and decoding back to bytes.
  *
  * This file is the tokenizer's one translation unit: the headers below hold its other parts. */
 #include <stdlib.h>
@@ -201,6 +201,24 @@ pt_status tokenizer_encode(const pt_tokenizer *tok, const char *text, size_t len
     }
     *ids = c.ids;
     *n = c.n;
+    return PT_OK;
+}
+
+pt_status tokenizer_encode_text(const pt_tokenizer *tok, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    TRY(tokenizer_encode(tok, text, len, true, ids, n));
+    if (!tokenizer_adds_bos(tok) || (*n > 0 && (*ids)[0] == tok->bos)) return PT_OK;
+    int32_t *grown = realloc(*ids, (*n + 1) * sizeof *grown);
+    if (!grown) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    memmove(grown + 1, grown, *n * sizeof *grown);
+    grown[0] = tok->bos;
+    *ids = grown;
+    (*n)++;
     return PT_OK;
 }
 

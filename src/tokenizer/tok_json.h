@@ -1,7 +1,7 @@
 /* tok_json.h — loading a Hugging Face tokenizer.json (model.type BPE: byte-level, or
- * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens,
- * add_bos_token/add_eos_token and the chat template from the tokenizer_config.json beside it
- * when there is one. Errors name the file and the JSON path of the offending value.
+ * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens and
+ * the chat template from the tokenizer_config.json beside it when there is one. Errors name the
+ * file and the JSON path of the offending value.
  * Part of the tokenizer translation unit (included once, by bpe.c). */
 #ifndef PTRAIN_TOK_JSON_H
 #define PTRAIN_TOK_JSON_H
@@ -299,20 +299,22 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
 
 static pt_status json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
 {
-    const json_t *v = json_object_get(cfg, "chat_template");
-    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) { /* [{name, template}]: "default" */
-        const json_t *e = json_array_get(v, i);
+    const json_t *v = json_object_get(cfg, "chat_template"), *list = v;
+    if (json_is_array(list)) v = NULL; /* [{name, template}]: the one named "default" */
+    for (size_t i = 0; i < json_array_size(list) && !v; i++) {
+        const json_t *e = json_array_get(list, i);
         const char *name = json_string_value(json_object_get(e, "name"));
-        if (i == 0 || (name && strcmp(name, "default") == 0)) v = json_object_get(e, "template");
-        if (name && strcmp(name, "default") == 0) break;
+        if (name && strcmp(name, "default") == 0) v = json_object_get(e, "template");
     }
-    if (!v || json_is_null(v) || json_is_array(v)) return PT_OK;
+    if (!v || json_is_null(v)) return PT_OK;
     if (!json_is_string(v)) return jerr(file, PT_ERR_USER, "chat_template", "expected a string");
     t->chat_template = xstrdup(json_string_value(v));
     return PT_OK;
 }
 
-/* bos/eos and the chat template from tokenizer_config.json in the directory of path, if any. */
+/* bos/eos and the chat template from tokenizer_config.json in the directory of path, if any. Its
+ * add_bos_token/add_eos_token are not read: beside a tokenizer.json, transformers 5 drops them
+ * and the post-processor alone decides. */
 static pt_status json_config(pt_tokenizer *t, const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -326,8 +328,6 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
     if (rc == PT_OK && cfg) rc = json_config_template(t, file, cfg);
-    if (rc == PT_OK && cfg) rc = json_flag(file, cfg, "add_bos_token", "add_bos_token", t->add_bos, &t->add_bos);
-    if (rc == PT_OK && cfg) rc = json_flag(file, cfg, "add_eos_token", "add_eos_token", t->add_eos, &t->add_eos);
     json_decref(cfg);
     free(file);
     return rc;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_inspect.sh — `ptrain inspect` on a GGUF file, a Hugging Face directory (bitsandbytes 4-bit),
-# a sharded one and an HF id in a committed cache (tests/data/hfcache, via HF_HUB_CACHE); its usage
+# a sharded one, one whose chat template is in chat_template.jinja (transformers 5) and an HF id in a
+# committed cache (tests/data/hfcache, via HF_HUB_CACHE); its usage
 # errors and a cache miss naming the download command; and `ptrain generate` from a Hugging Face
 # directory and from an HF id (a tiny random model: the test is that it runs, greedily and
 # reproducibly, not what it says).
@@ -49,6 +50,13 @@ ok "inspect an HF directory: chat template" contains "$out" "chatml (recognised 
 run inspect "$D/hf/tiny-llama-f32" --no-4bit
 ok "inspect a sharded directory (got: $(echo "$out" | grep ^format))" contains "$out" "3 files (sharded"
 ok "inspect --no-4bit: weights as stored" contains "$out" "401.2 KB (load_in_4bit off)"
+mkdir "$tmp/jinja" && cp "$D/qwen2/hf/"* "$tmp/jinja/"
+run inspect "$tmp/jinja"
+ok "inspect a directory without a chat template: says so" contains "$out" "none in the model (set chat_template)"
+printf '%s\n' "{% for m in messages %}<|im_start|>{{ m.role }}{{ '\\n' }}{{ m.content }}<|im_end|>{% endfor %}" \
+    >"$tmp/jinja/chat_template.jinja"
+run inspect "$tmp/jinja"
+ok "inspect a directory with chat_template.jinja: the template from it" contains "$out" "chatml (recognised from the model's template)"
 run inspect ptrain-test/tiny-llama
 expect_eq "inspect an HF id in the cache: exit 0" 0 "$rc"
 ok "inspect an HF id: resolved to the snapshot" contains "$out" "models--ptrain-test--tiny-llama/snapshots/"

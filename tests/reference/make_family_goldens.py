@@ -20,9 +20,16 @@ For each family it makes one tiny random model and writes, under tests/data/<fam
   hf/                             the model as a Hugging Face directory: config.json,
       model.safetensors (bf16), tokenizer.json + tokenizer_config.json (a 384-token byte-level
       BPE trained here on tests/data/tokenizer/corpus.txt), with hf.ids.txt / hf.logits.f32: the
-      logits transformers computes in float64 on the bf16 weights. gemma2's directory sets
-      query_pre_attn_scalar = 24, which a GGUF file cannot carry (llama.cpp derives the scale from
-      the head size), so the attention scale from config.json is exercised too.
+      logits transformers computes in float64 on the bf16 weights, and hf.greedy.txt: the first
+      8 ids and the 12 ids transformers' greedy decoding continues them with (see
+      make_hf_goldens.write_greedy). gemma2's directory sets query_pre_attn_scalar = 24, which a
+      GGUF file cannot carry (llama.cpp derives the scale from the head size), so the attention
+      scale from config.json is exercised too;
+  hf-bnb4/                        hf/ as a pre-quantized bitsandbytes 4-bit checkpoint (NF4, double
+      quantization, made as make_hf_goldens.write_bnb4_dir makes tiny-llama-bnb4), with
+      hf-bnb4.{ids.txt,logits.f32,greedy.txt}: the same from the weights bitsandbytes dequantizes
+      it to. Rows of 32 (gemma2) and 96 (qwen2) values are not whole 64-blocks, so those
+      projections have 4-bit blocks that straddle rows.
 
 The models are made so that every family feature shows in the logits: random biases and norm
 weights, weights large enough that the soft-caps (gemma2: attention 4, final 6) are well inside
@@ -39,7 +46,10 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter, quants
+from safetensors.torch import load_file
 from transformers import Gemma2Config, Gemma2ForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+from make_hf_goldens import write_bnb4_dir, write_greedy
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data")
@@ -226,15 +236,22 @@ def make_tokenizer(dest):
                    "pad_token": "<|endoftext|>", "model_max_length": 256}, f, indent=1)
 
 
+def hf_kwargs(family):
+    """The config of the hf/ directory (gemma2: query_pre_attn_scalar 24)."""
+    kwargs = dict(FAMILIES[family]["kwargs"])
+    if family == "gemma2":
+        kwargs["query_pre_attn_scalar"] = 24
+    return kwargs
+
+
 def write_hf_dir(family, model, f32_back, out):
-    """config.json + bf16 model.safetensors (+ tokenizer), and float64 logits on the bf16 weights."""
+    """config.json + bf16 model.safetensors (+ tokenizer), and float64 logits and greedy tokens on
+    the bf16 weights."""
     dest = os.path.join(out, "hf")
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     spec = FAMILIES[family]
-    kwargs = dict(spec["kwargs"])
-    if family == "gemma2":
-        kwargs["query_pre_attn_scalar"] = 24
+    kwargs = hf_kwargs(family)
     hf = spec["cls"](spec["cfg"](**kwargs)).double().eval()
     load_weights(hf, f32_back)
     bf16 = {k: v.to(torch.bfloat16) for k, v in hf.state_dict().items()}
@@ -252,6 +269,23 @@ def write_hf_dir(family, model, f32_back, out):
     make_tokenizer(dest)
     ids = np.random.default_rng(7).integers(0, VOCAB, size=40)
     write_logits(out, "hf", ids, logits_of(hf, ids))
+    write_greedy(os.path.join(out, "hf"), hf, ids[:8])
+
+
+def write_bnb_dir(family, out):
+    """hf-bnb4/ from hf/'s bf16 weights, with float64 logits and greedy tokens on the weights
+    bitsandbytes dequantizes it to (the tied lm_head is the embedding, which stays bf16)."""
+    src, dest = os.path.join(out, "hf"), os.path.join(out, "hf-bnb4")
+    ref = write_bnb4_dir(src, dest, load_file(os.path.join(src, "model.safetensors")))
+    ref["lm_head.weight"] = ref["model.embed_tokens.weight"]
+    spec = FAMILIES[family]
+    model = spec["cls"](spec["cfg"](**hf_kwargs(family))).double().eval()
+    load_weights(model, {k: torch.from_numpy(v) for k, v in ref.items()})
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=40)
+    write_logits(out, "hf-bnb4", ids, logits_of(model, ids))
+    write_greedy(os.path.join(out, "hf-bnb4"), model, ids[:8])
+    for f in os.listdir(dest):  # safetensors writes 0600 files
+        os.chmod(os.path.join(dest, f), 0o644)
 
 
 def make_family(family):
@@ -278,6 +312,7 @@ def make_family(family):
             load_weights(ref, nf4_weights(ref, back))
             logits_of(ref, ids).astype("<f4").tofile(os.path.join(out, "tiny-f32.nf4.logits.f32"))
     write_hf_dir(family, model, f32_back, out)
+    write_bnb_dir(family, out)
     peft_goldens(family, f32_back, out)
     report_features(family, model, ids)
 

@@ -19,7 +19,10 @@ Writes (outputs are committed; CI never runs this script):
       bf16/f32 values, and for bnb4 bitsandbytes' own NF4 dequantization computed in fp32.
       NAME = tiny-llama-bf16, tiny-llama-f32, tiny-llama-bnb4, and tiny-llama-bf16.nf4 (the bf16
       model with its projections quantized on load: the reference went through bitsandbytes'
-      quantize_4bit of the same fp32 values).
+      quantize_4bit of the same fp32 values). NAME.greedy.txt: the first 8 ids, the 12 ids
+      transformers' greedy decoding (float64, same weights) continues them with, and the smallest
+      top-1/top-2 margin on the way (see write_greedy).
+make_family_goldens.py uses write_greedy and write_bnb4_dir for its qwen2 and gemma2 directories.
 The tokenizer is a small byte-level BPE (ChatML specials) trained here with `tokenizers`.
 
 Run (written with torch 2.x, transformers 5.24, safetensors 0.8, bitsandbytes 0.50, tokenizers 0.23):
@@ -103,6 +106,29 @@ def golden(name, cfg, weights):
         f.write(" ".join(str(int(i)) for i in ids) + "\n")
     logits.astype("<f4").tofile(os.path.join(HF, name + ".logits.f32"))
     print(f"{name}: {len(ids)} tokens, logits {logits.shape}, |max| {np.abs(logits).max():.3f}")
+    write_greedy(os.path.join(HF, name), model, ids[:8])
+
+
+def write_greedy(prefix, model, prompt, steps=12):
+    """prefix.greedy.txt: the prompt ids, the ids transformers' greedy decoding continues them with
+    (model in float64) and the smallest top-1/top-2 margin on the way. Decoded twice, and the two
+    must agree: an argmax loop over the whole sequence without a cache, and generate() through
+    transformers' own KV cache (no eos: all steps are taken)."""
+    ids, margin = [int(i) for i in prompt], float("inf")
+    with torch.no_grad():
+        for _ in range(steps):
+            last = model(torch.tensor([ids])).logits[0, -1].numpy()
+            top2 = np.sort(last)[-2:]
+            margin = min(margin, float(top2[1] - top2[0]))
+            ids.append(int(np.argmax(last)))
+        model.generation_config.eos_token_id = None
+        out = model.generate(torch.tensor([ids[:len(prompt)]]), max_new_tokens=steps,
+                             do_sample=False, use_cache=True, pad_token_id=0)
+    gen = ids[len(prompt):]
+    assert out[0, len(prompt):].tolist() == gen, (out[0, len(prompt):].tolist(), gen)
+    with open(prefix + ".greedy.txt", "w") as f:
+        f.write(" ".join(map(str, ids[:len(prompt)])) + "\n" + " ".join(map(str, gen)) + "\n" + f"{margin:.6g}\n")
+    print(f"  {os.path.basename(prefix)}: greedy {gen}, smallest top-2 margin {margin:.3g}")
 
 
 def fp64_of(sd):
@@ -116,12 +142,25 @@ def nf4(w32):
 
 
 def nf4_dequant_fp32(q, state):
-    """bitsandbytes' own dequantization, in fp32 (the state says which dtype to return)."""
+    """bitsandbytes' own NF4 dequantization, in fp32: with double quantization the absmax is
+    dequantize_blockwise of its codes plus the offset, as functional.dequantize_4bit computes it,
+    and the 64-blocks run over the flattened weight, as in bitsandbytes' CUDA kernel and its
+    portable backend (used here). bitsandbytes 0.50's native CPU kernel takes every row for whole
+    blocks and gets rows of 32 or 96 values wrong; where rows are whole blocks it must agree with
+    the portable code bit for bit."""
     import copy
     import bitsandbytes.functional as F
-    s = copy.deepcopy(state)
-    s.dtype = torch.float32
-    return F.dequantize_4bit(q, s)
+    from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
+    absmax = state.absmax
+    if state.nested:
+        absmax = F.dequantize_blockwise(state.absmax, state.state2) + state.offset
+    portable = getattr(_dequantize_4bit_compute, "__wrapped__", _dequantize_4bit_compute)  # eager, not compiled
+    w = portable(q.reshape(-1), absmax.float(), state.code, state.blocksize, state.shape, torch.float32)
+    if state.shape[-1] % state.blocksize == 0:
+        s = copy.deepcopy(state)
+        s.dtype = torch.float32
+        assert torch.equal(w, F.dequantize_4bit(q, s))
+    return w
 
 
 def write_bf16():
@@ -167,15 +206,20 @@ def write_f32():
     golden("tiny-llama-f32", cfg, fp64_of(sd))
 
 
-def write_bnb4(cfg, snap, sd_bf16):
-    """The bf16 checkpoint as a pre-quantized bitsandbytes 4-bit one, serialized by bitsandbytes'
-    QuantState.as_dict(packed=True) exactly as transformers saves Linear4bit layers."""
-    dest = os.path.join(HF, "tiny-llama-bnb4")
-    shutil.rmtree(dest, ignore_errors=True)
-    os.makedirs(dest)
+BNB_CONFIG = {
+    "quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": False,
+    "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16",
+    "bnb_4bit_quant_storage": "uint8", "llm_int8_skip_modules": ["lm_head"]}
+
+
+def bnb4_tensors(sd_bf16):
+    """The projection weights of a bf16 state dict quantized by bitsandbytes (NF4, double
+    quantization) and serialized by QuantState.as_dict(packed=True) exactly as transformers saves
+    Linear4bit layers; everything else (embeddings, norms, biases) as it is. Returns the tensors to
+    save and the float64 weights bitsandbytes dequantizes them to (in fp32)."""
     out, ref = {}, fp64_of(sd_bf16)
     for k, v in sd_bf16.items():
-        if not any(p in k for p in PROJ):
+        if not any(k.endswith(p + ".weight") for p in PROJ):
             out[k] = v
             continue
         q, state = nf4(v.float())
@@ -184,17 +228,30 @@ def write_bnb4(cfg, snap, sd_bf16):
         for sk, sv in state.as_dict(packed=True).items():
             out[k + "." + sk] = sv
         ref[k] = nf4_dequant_fp32(q, state).numpy().astype(np.float64)
+    return out, ref
+
+
+def write_bnb4_dir(src, dest, sd_bf16):
+    """dest: the bf16 checkpoint sd_bf16 of directory src as a pre-quantized `*-bnb-4bit` one
+    (model.safetensors, config.json with quantization_config, src's tokenizer files). Returns the
+    float64 weights it holds for transformers (see bnb4_tensors), checked by reading it back."""
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    out, ref = bnb4_tensors(sd_bf16)
     save_file(out, os.path.join(dest, "model.safetensors"), metadata={"format": "pt"})
-    conf = json.load(open(os.path.join(snap, "config.json")))
-    conf["quantization_config"] = {
-        "quant_method": "bitsandbytes", "load_in_4bit": True, "load_in_8bit": False,
-        "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True, "bnb_4bit_compute_dtype": "bfloat16",
-        "bnb_4bit_quant_storage": "uint8", "llm_int8_skip_modules": ["lm_head"]}
+    conf = json.load(open(os.path.join(src, "config.json")))
+    conf["quantization_config"] = BNB_CONFIG
     with open(os.path.join(dest, "config.json"), "w") as f:
         json.dump(conf, f, indent=2)
     for t in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(os.path.join(snap, t), dest)
+        shutil.copy(os.path.join(src, t), dest)
     check_bnb_roundtrip(dest, ref)
+    return ref
+
+
+def write_bnb4(cfg, snap, sd_bf16):
+    """The bf16 checkpoint as a bitsandbytes 4-bit one, and its goldens."""
+    ref = write_bnb4_dir(snap, os.path.join(HF, "tiny-llama-bnb4"), sd_bf16)
     golden("tiny-llama-bnb4", cfg, ref)
 
 

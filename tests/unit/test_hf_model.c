@@ -5,10 +5,13 @@
  * for GGUF): a tiny random Llama saved by transformers in bf16 (resolved by its id in the
  * committed cache tests/data/hfcache with HF_HUB_CACHE set), the same kind of model in f32 saved in
  * three shards, and the bf16 one quantized by bitsandbytes (NF4, double quantization) as a
- * *-bnb-4bit checkpoint; ptrain's logits against transformers' float64 logits on the same
- * weights, max relative error <= 1e-4, with and without load_in_4bit, and again through the KV
- * cache in pieces; and the qwen2 and gemma2 bf16 directories of make_family_goldens.py. The
- * tokenizer and chat template come from the directory. Family mapping on tiny files written here:
+ * *-bnb-4bit checkpoint; and the qwen2 and gemma2 bf16 directories of make_family_goldens.py with
+ * their bitsandbytes 4-bit versions (hf-bnb4/, rows that are not whole 64-blocks included). For
+ * each: ptrain's logits against transformers' float64 logits on the same weights, max relative
+ * error <= 1e-4 (bnb checkpoints with and without load_in_4bit), again through the KV cache in
+ * pieces, and 12 greedy tokens generated through the cache equal to transformers' greedy
+ * decoding. The tokenizer and chat template come from the directory (chat_template.jinja before
+ * tokenizer_config.json). Family mapping on tiny files written here:
  * qwen2 q/k/v biases, gemma2's four norms with the 1 added, tied embeddings; a bitsandbytes weight
  * without double quantization, dequantized exactly. Bad models: a missing tensor, a wrong shape,
  * a non-float weight, broken bitsandbytes states, each with its exact message; lookups that miss
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -87,83 +91,138 @@ static double max_rel_err(const float *a, const float *b, size_t n)
 
 /* ---- parity ---- */
 
-static void check_parity_in(const char *data_dir, const char *model, const char *golden, bool nf4, pt_dtype want_proj,
-                            bool with_tok);
-static void check_parity(const char *model, const char *golden, bool nf4, pt_dtype want_proj, bool with_tok)
+/* One model against transformers: tests/data/<data_dir>/<golden>.{ids.txt,logits.f32,greedy.txt}. */
+typedef struct {
+    const char *model;    /* a path or an HF id */
+    const char *data_dir; /* under tests/data */
+    const char *golden;
+    bool nf4;             /* load_in_4bit */
+    pt_dtype q, down;     /* what layer 1's q_proj and down_proj must become */
+    bool tok;             /* load the tokenizer too */
+} parity_case;
+
+static void golden_path(const parity_case *c, const char *ext, char *buf, size_t len)
 {
-    check_parity_in("hf", model, golden, nf4, want_proj, with_tok);
+    snprintf(buf, len, "%s/tests/data/%s/%s.%s", srcdir(), c->data_dir, c->golden, ext);
 }
 
-/* golden is tests/data/<data_dir>/<golden>.{ids.txt,logits.f32} */
-static void check_parity_in(const char *data_dir, const char *model, const char *golden, bool nf4, pt_dtype want_proj,
-                            bool with_tok)
+/* Logits of the golden ids in one pass, max relative error <= 1e-4, then in two pieces through the cache. */
+static void check_logits(pt_model *m, const parity_case *c)
 {
-    pt_backend *be = cpu();
-    pt_model m;
-    pt_tokenizer *tok = NULL;
-    pt_load_options lo = {.load_in_4bit = nf4};
-    char resolved[4096];
-    pt_status st = model_load(model, NULL, &lo, be, &m, with_tok ? &tok : NULL, resolved, sizeof resolved);
-    if (st) fail_msg("%s", err_message());
-    assert_int_equal(m.layers[1].w[W_Q].dtype, want_proj);
-    assert_int_equal(m.layers[0].w[W_ATTN_NORM].dtype, PT_F32);
     char path[1024];
     int n;
-    snprintf(path, sizeof path, "%s/tests/data/%s/%s.ids.txt", srcdir(), data_dir, golden);
+    golden_path(c, "ids.txt", path, sizeof path);
     int32_t *ids = read_ids(path, &n);
-    size_t count = (size_t)n * (size_t)m.cfg.vocab;
-    snprintf(path, sizeof path, "%s/tests/data/%s/%s.logits.f32", srcdir(), data_dir, golden);
+    size_t count = (size_t)n * (size_t)m->cfg.vocab;
+    golden_path(c, "logits.f32", path, sizeof path);
     float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
     pt_kv_cache kv;
-    assert_int_equal(kv_cache_init(&m, n, &kv), PT_OK);
-    assert_int_equal(model_forward(&m, &kv, ids, n, got, false), PT_OK);
+    assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
+    assert_int_equal(model_forward(m, &kv, ids, n, got, false), PT_OK);
     double err = max_rel_err(got, ref, count);
-    print_message("%s (%s%s): max relative error of %zu logits vs transformers: %.3g\n", model, dtype_name(want_proj),
-                  nf4 ? ", load_in_4bit" : "", count, err);
+    print_message("%s/%s (q_proj %s%s): max relative error of %zu logits vs transformers: %.3g\n", c->data_dir,
+                  c->golden, dtype_name(c->q), c->nf4 ? ", load_in_4bit" : "", count, err);
     assert_true(err <= 1e-4);
-    /* the same tokens in two pieces through the cache */
     kv.n_past = 0;
-    assert_int_equal(model_forward(&m, &kv, ids, n / 2, got, true), PT_OK);
-    assert_int_equal(model_forward(&m, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
-    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m.cfg.vocab, (size_t)m.cfg.vocab) <= 1e-4);
-    kv_cache_free(&m, &kv);
-    model_free(&m);
-    tokenizer_free(tok);
-    backend_close(be);
+    assert_int_equal(model_forward(m, &kv, ids, n / 2, got, true), PT_OK);
+    assert_int_equal(model_forward(m, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
+    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab) <= 1e-4);
+    kv_cache_free(m, &kv);
     free(ids);
     free(ref);
     free(got);
 }
 
+static int32_t argmax(const float *v, int n)
+{
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+/* Greedy decoding through the KV cache, one token at a time after the prompt, gives transformers'
+ * tokens (<golden>.greedy.txt: 8 prompt ids, 12 generated ids, transformers' smallest top-1/top-2
+ * margin on the way, far above our error). */
+static void check_greedy(pt_model *m, const parity_case *c)
+{
+    char path[1024];
+    golden_path(c, "greedy.txt", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("%s: missing; tests/reference/make_*_goldens.py write it", path);
+    int32_t prompt[8], want[12];
+    double margin;
+    for (int i = 0; i < 8; i++) assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
+    for (int i = 0; i < 12; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
+    assert_int_equal(fscanf(f, "%lf", &margin), 1);
+    fclose(f);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(m, 20, &kv), PT_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
+    assert_int_equal(model_forward(m, &kv, prompt, 8, logits, true), PT_OK);
+    for (int i = 0; i < 12; i++) {
+        int32_t best = argmax(logits, m->cfg.vocab);
+        if (best != want[i]) fail_msg("%s: greedy token %d is %d, transformers' is %d", path, i, best, want[i]);
+        if (i < 11) assert_int_equal(model_forward(m, &kv, &best, 1, logits, true), PT_OK);
+    }
+    print_message("%s/%s: 12 greedy tokens through the cache equal transformers' (their smallest top-2 margin "
+                  "%.3g)\n", c->data_dir, c->golden, margin);
+    free(logits);
+    kv_cache_free(m, &kv);
+}
+
+static void check_parity(const parity_case *c)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_tokenizer *tok = NULL;
+    pt_load_options lo = {.load_in_4bit = c->nf4};
+    char resolved[4096];
+    pt_status st = model_load(c->model, NULL, &lo, be, &m, c->tok ? &tok : NULL, resolved, sizeof resolved);
+    if (st) fail_msg("%s", err_message());
+    assert_int_equal(m.layers[1].w[W_Q].dtype, c->q);
+    assert_int_equal(m.layers[1].w[W_DOWN].dtype, c->down);
+    assert_int_equal(m.layers[0].w[W_ATTN_NORM].dtype, PT_F32);
+    check_logits(&m, c);
+    check_greedy(&m, c);
+    model_free(&m);
+    tokenizer_free(tok);
+    backend_close(be);
+}
+
 static void data_path(char *buf, size_t len, const char *rel) { snprintf(buf, len, "%s/tests/data/%s", srcdir(), rel); }
 
-static void test_bf16_by_id(void **s) { (void)s; check_parity("ptrain-test/tiny-llama", "tiny-llama-bf16", false, PT_BF16, true); }
+static void test_bf16_by_id(void **s)
+{
+    (void)s;
+    check_parity(&(parity_case){"ptrain-test/tiny-llama", "hf", "tiny-llama-bf16", false, PT_BF16, PT_BF16, true});
+}
 static void test_bf16_nf4_on_load(void **s)
 {
     (void)s;
-    check_parity("ptrain-test/tiny-llama", "tiny-llama-bf16.nf4", true, PT_NF4, true);
+    check_parity(&(parity_case){"ptrain-test/tiny-llama", "hf", "tiny-llama-bf16.nf4", true, PT_NF4, PT_NF4, true});
 }
 static void test_f32_sharded(void **s)
 {
     (void)s;
     char dir[1024];
     data_path(dir, sizeof dir, "hf/tiny-llama-f32");
-    check_parity(dir, "tiny-llama-f32", false, PT_F32, false);
+    check_parity(&(parity_case){dir, "hf", "tiny-llama-f32", false, PT_F32, PT_F32, false});
 }
 static void test_bnb4(void **s)
 {
     (void)s;
     char dir[1024];
     data_path(dir, sizeof dir, "hf/tiny-llama-bnb4");
-    check_parity(dir, "tiny-llama-bnb4", true, PT_NF4, true);
-    check_parity(dir, "tiny-llama-bnb4", false, PT_NF4, true); /* pre-quantized stays as it is */
+    check_parity(&(parity_case){dir, "hf", "tiny-llama-bnb4", true, PT_NF4, PT_NF4, true});
+    check_parity(&(parity_case){dir, "hf", "tiny-llama-bnb4", false, PT_NF4, PT_NF4, true}); /* stays as it is */
 }
 static void test_safetensors_file_path(void **s)
 {
     (void)s;
     char file[1024];
     data_path(file, sizeof file, "hfcache/models--ptrain-test--tiny-llama/snapshots/" TINY_COMMIT "/model.safetensors");
-    check_parity(file, "tiny-llama-bf16", false, PT_BF16, true);
+    check_parity(&(parity_case){file, "hf", "tiny-llama-bf16", false, PT_BF16, PT_BF16, true});
 }
 
 /* The qwen2 and gemma2 directories of tests/reference/make_family_goldens.py (bf16, transformers'
@@ -173,14 +232,35 @@ static void test_qwen2_dir(void **s)
     (void)s;
     char dir[1024];
     data_path(dir, sizeof dir, "qwen2/hf");
-    check_parity_in("qwen2", dir, "hf", false, PT_BF16, true);
+    check_parity(&(parity_case){dir, "qwen2", "hf", false, PT_BF16, PT_BF16, true});
 }
 static void test_gemma2_dir(void **s)
 {
     (void)s;
     char dir[1024];
     data_path(dir, sizeof dir, "gemma2/hf");
-    check_parity_in("gemma2", dir, "hf", false, PT_BF16, true);
+    check_parity(&(parity_case){dir, "gemma2", "hf", false, PT_BF16, PT_BF16, true});
+}
+
+/* The same directories as bitsandbytes 4-bit checkpoints (hf-bnb4/). Projections whose rows are
+ * whole 64-blocks keep bitsandbytes' codes as NF4; the others (qwen2 down_proj, 96 columns; gemma2
+ * q/gate/up_proj, 32 columns) have blocks across rows and are dequantized to F32, with
+ * load_in_4bit or without. */
+static void test_qwen2_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen2/hf-bnb4");
+    check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", false, PT_NF4, PT_F32, true});
+}
+static void test_gemma2_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma2/hf-bnb4");
+    check_parity(&(parity_case){dir, "gemma2", "hf-bnb4", true, PT_F32, PT_NF4, true});
+    check_parity(&(parity_case){dir, "gemma2", "hf-bnb4", false, PT_F32, PT_NF4, true});
 }
 
 /* The tokenizer and chat template come from tokenizer.json and tokenizer_config.json. */
@@ -212,6 +292,70 @@ static void test_tokenizer_from_dir(void **state)
              "too (tokenizer.json, tokenizer_config.json)", dir);
     assert_string_equal(err_message(), want);
     err_clear();
+}
+
+/* ---- the chat template of a directory: chat_template.jinja first, then tokenizer_config.json ---- */
+
+/* a Llama 3 template as a .jinja file holds it, and (escaped for JSON) in tokenizer_config.json */
+#define LLAMA3_T                                                                                                       \
+    "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\n\n{{ m.content }}<|eot_id|>{% endfor %}"
+#define LLAMA3_JSON                                                                                                    \
+    "{% for m in messages %}<|start_header_id|>{{ m.role }}<|end_header_id|>\\n\\n{{ m.content }}<|eot_id|>{% endfor %}"
+#define CHATML_JSON "{% for m in messages %}<|im_start|>{{ m.role }}\\n{{ m.content }}<|im_end|>\\n{% endfor %}"
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The template tokenizer_from_hf_dir finds in dir: the built-in want (NULL: none at all), and
+ * exactly text when text is given. */
+static void expect_template(const char *dir, const char *want, const char *text)
+{
+    pt_tokenizer *tok;
+    if (tokenizer_from_hf_dir(dir, &tok)) fail_msg("%s", err_message());
+    const char *got = tokenizer_chat_template(tok);
+    if (want) assert_string_equal(chat_template_detect(got), want);
+    else assert_null(got);
+    if (text) assert_string_equal(got, text);
+    tokenizer_free(tok);
+}
+
+static void test_chat_template_jinja(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX", src[1024], cmd[2200], want[2600];
+    assert_non_null(mkdtemp(dir));
+    data_path(src, sizeof src, "hf/tiny-llama-bnb4/tokenizer.json");
+    snprintf(cmd, sizeof cmd, "cp '%s' %s/", src, dir);
+    assert_int_equal(system(cmd), 0);
+    write_text(dir, "tokenizer_config.json", "{\"eos_token\": \"<|im_end|>\"}");
+    expect_template(dir, NULL, NULL);
+    write_text(dir, "chat_template.jinja", LLAMA3_T); /* as transformers 5 saves it: only there */
+    expect_template(dir, "llama-3", LLAMA3_T);
+    write_text(dir, "tokenizer_config.json", "{\"eos_token\": \"<|im_end|>\", \"chat_template\": \"" CHATML_JSON "\"}");
+    expect_template(dir, "llama-3", LLAMA3_T); /* the .jinja comes first */
+    snprintf(cmd, sizeof cmd, "%s/chat_template.jinja", dir);
+    assert_int_equal(unlink(cmd), 0);
+    expect_template(dir, "chatml", NULL);
+    write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"" LLAMA3_JSON
+               "\"}, {\"name\": \"default\", \"template\": \"" CHATML_JSON "\"}]}");
+    expect_template(dir, "chatml", NULL); /* a list: the one named default */
+    assert_int_equal(mkdir(cmd, 0755), 0); /* a .jinja that cannot be read */
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tokenizer_from_hf_dir(dir, &tok), PT_ERR_USER);
+    assert_null(tok);
+    snprintf(want, sizeof want, "%s: cannot read the model's chat template: Is a directory; make the file a readable "
+             "chat template or remove it (the chat_template of tokenizer_config.json is used then)", cmd);
+    assert_string_equal(err_message(), want);
+    err_clear();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* ---- resolution ---- */
@@ -552,7 +696,9 @@ int main(void)
         cmocka_unit_test(test_bf16_by_id),     cmocka_unit_test(test_bf16_nf4_on_load),
         cmocka_unit_test(test_f32_sharded),    cmocka_unit_test(test_bnb4),
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
-        cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_tokenizer_from_dir),
+        cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
+        cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
+        cmocka_unit_test(test_chat_template_jinja),
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),
         cmocka_unit_test(test_gemma2_mapping), cmocka_unit_test(test_qwen2_mapping),
         cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),

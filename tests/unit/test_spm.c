@@ -6,7 +6,8 @@
  *     Gemma's normalizer, no byte fallback), the Gemma GGUF and a GGUF without the space prefix,
  *     and decoding, compared by hash;
  *   - apply_chat_template renderings, refusals and detection of the two templates, and
- *     assistant-only labels with them;
+ *     assistant-only labels with them; bos on plain-text rows (once) and on chat rows (from the
+ *     template only);
  *   - the loaders' errors on malformed SentencePiece vocabularies (GGUF and tokenizer.json).
  * Every mismatch is counted and the first one shown. Runs with cwd = the build dir;
  * PTRAIN_SRCDIR points at the sources. */
@@ -21,121 +22,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "data/data_internal.h"
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
+#include "tok_corpus.h"
 
-#define CHUNK_LINES 8
 #define SP "\xe2\x96\x81"
 
-typedef struct {
-    char *text;
-    size_t len;
-} text_t;
-
 static struct {
-    text_t *texts; /* corpus lines, chunks, extra texts */
-    size_t n, n_lines, n_chunks;
+    tok_corpus c; /* corpus lines, chunks, extra texts */
     char **var_names;
     uint32_t *var; /* n x n_var hashes */
     int n_var;
     char tmpdir[64];
 } S;
 
-/* ---- files ---- */
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s && *s ? s : "..";
-}
-
-static void data_path(char *buf, size_t size, const char *rel)
-{
-    snprintf(buf, size, "%s/tests/data/tokenizer/%s", srcdir(), rel);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = '\0';
-    *len = (size_t)n;
-    return b;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* ---- the texts: corpus lines, chunks of 8 lines (as make_tokenizer_goldens.py), extra.json ---- */
-
-static void add_text(const char *p, size_t len)
-{
-    S.texts[S.n].text = malloc(len + 1);
-    memcpy(S.texts[S.n].text, p, len);
-    S.texts[S.n].text[len] = '\0';
-    S.texts[S.n++].len = len;
-}
-
-static void add_chunk(size_t k)
-{
-    static const char *const seps[] = {"\n", "\n\n", "\r\n"};
-    const char *sep = seps[k % 3];
-    size_t len = 0;
-    for (size_t j = 0; j < CHUNK_LINES; j++) len += S.texts[k * CHUNK_LINES + j].len + strlen(sep);
-    char *b = malloc(len + 1), *p = b;
-    for (size_t j = 0; j < CHUNK_LINES; j++) {
-        if (j) p = stpcpy(p, sep);
-        memcpy(p, S.texts[k * CHUNK_LINES + j].text, S.texts[k * CHUNK_LINES + j].len);
-        p += S.texts[k * CHUNK_LINES + j].len;
-    }
-    add_text(b, (size_t)(p - b));
-    free(b);
-}
 
 static int read_texts(void)
 {
     char path[4096];
-    size_t len, lines = 0;
-    data_path(path, sizeof path, "corpus.txt");
-    char *corpus = slurp(path, &len);
-    data_path(path, sizeof path, "spm/extra.json");
+    tok_data_path(path, sizeof path, "spm/extra.json");
     json_t *extra = json_load_file(path, JSON_ALLOW_NUL, NULL);
-    if (!corpus || !json_is_array(extra)) {
-        fprintf(stderr, "cannot read the corpus or %s (set PTRAIN_SRCDIR to the source tree)\n", path);
+    if (!json_is_array(extra)) {
+        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
+        json_decref(extra);
         return -1;
     }
-    for (size_t i = 0; i < len; i++) lines += corpus[i] == '\n';
-    S.texts = calloc(lines + lines / CHUNK_LINES + json_array_size(extra), sizeof *S.texts);
-    for (char *p = corpus, *e; p < corpus + len && (e = memchr(p, '\n', (size_t)(corpus + len - p))); p = e + 1)
-        add_text(p, (size_t)(e - p));
-    S.n_lines = S.n;
-    for (size_t k = 0; k < S.n_lines / CHUNK_LINES; k++) add_chunk(k);
-    S.n_chunks = S.n - S.n_lines;
-    for (size_t i = 0; i < json_array_size(extra); i++)
-        add_text(json_string_value(json_array_get(extra, i)), json_string_length(json_array_get(extra, i)));
-    free(corpus);
+    int rc = corpus_load(&S.c, json_array_size(extra));
+    for (size_t i = 0; rc == 0 && i < json_array_size(extra); i++)
+        corpus_add(&S.c, json_string_value(json_array_get(extra, i)), json_string_length(json_array_get(extra, i)));
     json_decref(extra);
-    return 0;
+    return rc;
 }
 
 /* variants.txt: a line of names, then one line of hashes per text. */
@@ -143,17 +63,17 @@ static int read_variants(void)
 {
     char path[4096];
     size_t len;
-    data_path(path, sizeof path, "spm/variants.txt");
-    char *b = slurp(path, &len);
+    tok_data_path(path, sizeof path, "spm/variants.txt");
+    char *b = tok_slurp(path, &len);
     if (!b) return -1;
     char *nl = strchr(b, '\n'), *save = NULL;
     *nl = '\0';
     S.var_names = calloc(32, sizeof *S.var_names);
     for (char *w = strtok_r(b, " ", &save); w && S.n_var < 32; w = strtok_r(NULL, " ", &save))
         S.var_names[S.n_var++] = strdup(w);
-    S.var = calloc(S.n * (size_t)S.n_var, sizeof *S.var);
+    S.var = calloc(S.c.n * (size_t)S.n_var, sizeof *S.var);
     char *p = nl + 1;
-    for (size_t i = 0; i < S.n * (size_t)S.n_var; i++) S.var[i] = (uint32_t)strtoul(p, &p, 16);
+    for (size_t i = 0; i < S.c.n * (size_t)S.n_var; i++) S.var[i] = (uint32_t)strtoul(p, &p, 16);
     free(b);
     return 0;
 }
@@ -162,21 +82,17 @@ static int setup(void **state)
 {
     (void)state;
     if (read_texts() != 0 || read_variants() != 0) return -1;
-    snprintf(S.tmpdir, sizeof S.tmpdir, "/tmp/ptrain-spm-XXXXXX");
-    return mkdtemp(S.tmpdir) ? 0 : -1;
+    return tok_tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spm");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < S.n; i++) free(S.texts[i].text);
+    corpus_free(&S.c);
     for (int i = 0; i < S.n_var; i++) free(S.var_names[i]);
-    free(S.texts);
     free(S.var_names);
     free(S.var);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", S.tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tok_tmpdir_remove(S.tmpdir);
 }
 
 /* ---- goldens ---- */
@@ -197,11 +113,11 @@ static idlist *read_ids(void)
 {
     char path[4096];
     size_t len, lines = 0;
-    data_path(path, sizeof path, "spm/ids.txt");
-    char *b = slurp(path, &len);
+    tok_data_path(path, sizeof path, "spm/ids.txt");
+    char *b = tok_slurp(path, &len);
     if (!b) fail_msg("cannot read %s", path);
     for (size_t i = 0; i < len; i++) lines += b[i] == '\n';
-    assert_int_equal(lines, S.n);
+    assert_int_equal(lines, S.c.n);
     idlist *g = calloc(lines, sizeof *g);
     char *p = b;
     for (size_t i = 0; i < lines; i++) {
@@ -216,7 +132,7 @@ static idlist *read_ids(void)
 
 static void free_ids(idlist *g)
 {
-    for (size_t i = 0; i < S.n; i++) free(g[i].ids);
+    for (size_t i = 0; i < S.c.n; i++) free(g[i].ids);
     free(g);
 }
 
@@ -248,29 +164,10 @@ static int column(const char *name)
 static const char *where(size_t i)
 {
     static char buf[64];
-    if (i < S.n_lines) snprintf(buf, sizeof buf, "corpus line %zu", i + 1);
-    else if (i < S.n_lines + S.n_chunks) snprintf(buf, sizeof buf, "chunk %zu", i - S.n_lines);
-    else snprintf(buf, sizeof buf, "extra.json[%zu]", i - S.n_lines - S.n_chunks);
+    if (i < S.c.n_lines) snprintf(buf, sizeof buf, "corpus line %zu", i + 1);
+    else if (i < S.c.n_lines + S.c.n_chunks) snprintf(buf, sizeof buf, "chunk %zu", i - S.c.n_lines);
+    else snprintf(buf, sizeof buf, "extra.json[%zu]", i - S.c.n_lines - S.c.n_chunks);
     return buf;
-}
-
-static void fmt_text(char *buf, size_t size, const text_t *t)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < t->len && o + 8 < size; i++) {
-        unsigned char c = (unsigned char)t->text[i];
-        o += (size_t)(c >= 0x20 && c != 0x7f && c != '\\' ? snprintf(buf + o, size - o, "%c", c)
-                                                          : snprintf(buf + o, size - o, "\\x%02x", c));
-    }
-    if (o + 8 >= size) snprintf(buf + o, size - o, "...");
-}
-
-static void fmt_ids(char *buf, size_t size, const int32_t *ids, size_t n)
-{
-    size_t o = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && o + 16 < size; i++) o += (size_t)snprintf(buf + o, size - o, " %d", ids[i]);
-    if (o + 16 >= size) snprintf(buf + o, size - o, " ...");
 }
 
 /* ---- comparing ---- */
@@ -284,9 +181,9 @@ static void note(tally *t, size_t i, const char *what, const int32_t *ours, size
 {
     if (t->mismatches++) return;
     char text[300], a[500], b[500];
-    fmt_text(text, sizeof text, &S.texts[i]);
-    fmt_ids(a, sizeof a, ours, n);
-    if (theirs) fmt_ids(b, sizeof b, theirs, m);
+    tok_fmt_text(text, sizeof text, &S.c.texts[i]);
+    tok_fmt_ids(a, sizeof a, ours, n);
+    if (theirs) tok_fmt_ids(b, sizeof b, theirs, m);
     snprintf(t->first, sizeof t->first, "%s on %s \"%s\"\n  ptrain:%s\n  HF:    %s", what, where(i), text, a,
              theirs ? b : " (see variants.txt)");
 }
@@ -294,7 +191,7 @@ static void note(tally *t, size_t i, const char *what, const int32_t *ours, size
 static int32_t *encode(const pt_tokenizer *tok, size_t i, bool special, size_t *n)
 {
     int32_t *ids;
-    if (tokenizer_encode(tok, S.texts[i].text, S.texts[i].len, special, &ids, n) != PT_OK)
+    if (tokenizer_encode(tok, S.c.texts[i].text, S.c.texts[i].len, special, &ids, n) != PT_OK)
         fail_msg("%s: %s", where(i), err_message());
     return ids;
 }
@@ -304,15 +201,15 @@ static void check_ids(const pt_tokenizer *tok, const char *form)
 {
     idlist *g = read_ids();
     tally t = {0};
-    for (size_t i = 0; i < S.n; i++) {
+    for (size_t i = 0; i < S.c.n; i++) {
         size_t n;
         int32_t *ids = encode(tok, i, true, &n);
         if (n != g[i].n || memcmp(ids, g[i].ids, n * sizeof *ids) != 0) note(&t, i, "ids", ids, n, g[i].ids, g[i].n);
         free(ids);
     }
     free_ids(g);
-    print_message("%s: %zu texts, %zu mismatches against HF tokenizers\n", form, S.n, t.mismatches);
-    if (t.mismatches) fail_msg("%s: %zu of %zu texts differ; first: %s", form, t.mismatches, S.n, t.first);
+    print_message("%s: %zu texts, %zu mismatches against HF tokenizers\n", form, S.c.n, t.mismatches);
+    if (t.mismatches) fail_msg("%s: %zu of %zu texts differ; first: %s", form, t.mismatches, S.c.n, t.first);
 }
 
 /* Every text against a hash column: of the ids, or with decode, of decode(ids). */
@@ -321,7 +218,7 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
     int k = column(name);
     tally t = {0};
     strbuf sb = {0};
-    for (size_t i = 0; i < S.n; i++) {
+    for (size_t i = 0; i < S.c.n; i++) {
         size_t n;
         int32_t *ids = encode(tok, i, special, &n);
         sb.len = 0;
@@ -332,8 +229,8 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
         free(ids);
     }
     sb_free(&sb);
-    print_message("%s: %zu texts, %zu mismatches against HF tokenizers\n", name, S.n, t.mismatches);
-    if (t.mismatches) fail_msg("%s: %zu of %zu texts differ; first: %s", name, t.mismatches, S.n, t.first);
+    print_message("%s: %zu texts, %zu mismatches against HF tokenizers\n", name, S.c.n, t.mismatches);
+    if (t.mismatches) fail_msg("%s: %zu of %zu texts differ; first: %s", name, t.mismatches, S.c.n, t.first);
 }
 
 /* ---- loading the forms ---- */
@@ -348,7 +245,7 @@ static pt_tokenizer *load_json_at(const char *path)
 static pt_tokenizer *load_main(void)
 {
     char path[4096];
-    data_path(path, sizeof path, "spm/tokenizer.json");
+    tok_data_path(path, sizeof path, "spm/tokenizer.json");
     return load_json_at(path);
 }
 
@@ -367,7 +264,7 @@ static pt_tokenizer *load_gguf(const char *rel)
     char path[4096];
     gguf_file g;
     pt_tokenizer *tok = NULL;
-    data_path(path, sizeof path, rel);
+    tok_data_path(path, sizeof path, rel);
     if (gguf_open(path, &g) != PT_OK) fail_msg("%s", err_message());
     if (tokenizer_from_gguf(&g, &tok) != PT_OK) fail_msg("%s", err_message());
     gguf_close(&g);
@@ -375,73 +272,47 @@ static pt_tokenizer *load_gguf(const char *rel)
 }
 
 /* The tokenizer.json at base with what variants.json says of `name` put in, written to the temp
- * dir. */
+ * dir with the bos and eos of a tokenizer_config.json. */
 static pt_tokenizer *load_variant_of(const char *base, const char *name)
 {
     char path[4096];
-    json_t *root = json_load_file(base, 0, NULL);
-    data_path(path, sizeof path, "spm/variants.json");
-    json_t *all = json_load_file(path, 0, NULL), *parts = json_object_get(all, name);
-    if (!root || !parts) fail_msg("cannot read %s or variant %s of spm/variants.json", base, name);
-    const char *key;
-    json_t *v;
-    json_object_foreach(parts, key, v)
-    {
-        if (strcmp(key, "model") == 0) json_object_update(json_object_get(root, "model"), v);
-        else json_object_set(root, key, v);
-    }
-    snprintf(path, sizeof path, "%s/%s", S.tmpdir, name); /* with the bos and eos of tokenizer_config.json */
-    if (access(path, F_OK) != 0) assert_int_equal(mkdir(path, 0700), 0);
-    snprintf(path, sizeof path, "%s/%s/tokenizer_config.json", S.tmpdir, name);
-    write_file(path, "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}");
-    snprintf(path, sizeof path, "%s/%s/tokenizer.json", S.tmpdir, name);
-    assert_int_equal(json_dump_file(root, path, JSON_COMPACT), 0);
-    json_decref(root);
+    tok_data_path(path, sizeof path, "spm/variants.json");
+    json_t *all = json_load_file(path, 0, NULL);
+    const char *config = "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\"}";
+    pt_tokenizer *tok = tok_load_patched(base, json_object_get(all, name), config, S.tmpdir, name);
     json_decref(all);
-    return load_json_at(path);
+    return tok;
 }
 
 static pt_tokenizer *load_variant(const char *name)
 {
     char base[4096];
-    data_path(base, sizeof base, "spm/tokenizer.json");
+    tok_data_path(base, sizeof base, "spm/tokenizer.json");
     return load_variant_of(base, name);
-}
-
-/* A file from $PTRAIN_MODELS, /tmp/models or ../models; false when none has it. */
-static bool find_model(const char *name, char *buf, size_t size)
-{
-    const char *dirs[] = {getenv("PTRAIN_MODELS"), "/tmp/models", "../models"};
-    for (int i = 0; i < 3; i++) {
-        if (!dirs[i] || !*dirs[i]) continue;
-        snprintf(buf, size, "%s/%s", dirs[i], name);
-        if (access(buf, R_OK) == 0) return true;
-    }
-    return false;
 }
 
 /* ---- parity ---- */
 
-static void test_json_parity(void **state)
+/* The main vocabulary in one form (freed): ids.txt, the ids without parse_special, decoding. */
+static void check_main_form(pt_tokenizer *tok, const char *form)
 {
-    (void)state;
-    pt_tokenizer *tok = load_main();
     assert_string_equal(tokenizer_kind(tok), "SentencePiece BPE");
-    check_ids(tok, "spm/tokenizer.json");
+    check_ids(tok, form);
     check_column(tok, "nospecial", false, false);
     check_column(tok, "dec-main", true, true);
     tokenizer_free(tok);
+}
+
+static void test_json_parity(void **state)
+{
+    (void)state;
+    check_main_form(load_main(), "spm/tokenizer.json");
 }
 
 static void test_gguf_parity(void **state)
 {
     (void)state;
-    pt_tokenizer *tok = load_gguf("spm/vocab.gguf");
-    assert_string_equal(tokenizer_kind(tok), "SentencePiece BPE");
-    check_ids(tok, "spm/vocab.gguf");
-    check_column(tok, "nospecial", false, false);
-    check_column(tok, "dec-main", true, true);
-    tokenizer_free(tok);
+    check_main_form(load_gguf("spm/vocab.gguf"), "spm/vocab.gguf");
 }
 
 static void test_variants(void **state)
@@ -475,8 +346,8 @@ static void test_mistral_real(void **state)
 {
     (void)state;
     char json[4096], gguf[4096];
-    if (!find_model("mistral-v1-tokenizer.json", json, sizeof json) ||
-        !find_model("mistral-v1-vocab.gguf", gguf, sizeof gguf)) {
+    if (!tok_find_model("mistral-v1-tokenizer.json", json, sizeof json) ||
+        !tok_find_model("mistral-v1-vocab.gguf", gguf, sizeof gguf)) {
         print_message("SKIP reason: no mistral-v1-tokenizer.json and mistral-v1-vocab.gguf in $PTRAIN_MODELS, /tmp/models "
                       "or ../models (tests/reference/make_spm_goldens.py puts them there)\n");
         skip();
@@ -502,8 +373,8 @@ static void test_gguf_no_prefix(void **state)
     (void)state;
     char path[4096];
     size_t size;
-    data_path(path, sizeof path, "spm/vocab.gguf");
-    uint8_t *img = (uint8_t *)slurp(path, &size);
+    tok_data_path(path, sizeof path, "spm/vocab.gguf");
+    uint8_t *img = (uint8_t *)tok_slurp(path, &size);
     gguf_file g;
     assert_int_equal(gguf_open_memory("vocab.gguf", img, size, &g), PT_OK);
     const gguf_kv *last = &g.kv[g.n_kv - 1];
@@ -580,7 +451,9 @@ static void test_ids_and_flags(void **state)
     for (int k = 0; k < 2; k++) {
         assert_int_equal(tokenizer_bos(both[k]), 1);
         assert_int_equal(tokenizer_eos(both[k]), 2);
-        assert_true(tokenizer_adds_bos(both[k]));
+        /* the GGUF's add_bos_token; the tokenizer.json's post-processor has no bos, and its
+         * tokenizer_config.json's add_bos_token is ignored, as transformers 5 does */
+        assert_int_equal(tokenizer_adds_bos(both[k]), k == 0);
         assert_false(tokenizer_adds_eos(both[k]));
         assert_true(tokenizer_is_special(both[k], 1));
         assert_true(tokenizer_is_special(both[k], 3)); /* <start_of_turn> */
@@ -596,42 +469,11 @@ static void test_ids_and_flags(void **state)
 
 /* ---- chat templates ---- */
 
-static chat_message *json_messages(const json_t *list, int *n)
-{
-    *n = (int)json_array_size(list);
-    chat_message *m = calloc((size_t)*n + 1, sizeof *m);
-    for (int i = 0; i < *n; i++) {
-        m[i].role = json_string_value(json_object_get(json_array_get(list, (size_t)i), "role"));
-        m[i].content = json_string_value(json_object_get(json_array_get(list, (size_t)i), "content"));
-    }
-    return m;
-}
-
-static void check_render(const json_t *c, size_t index)
-{
-    const char *name = json_string_value(json_object_get(c, "template"));
-    bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));
-    int n;
-    chat_message *msgs = json_messages(json_object_get(c, "messages"), &n);
-    strbuf sb = {0};
-    const json_t *bos = json_object_get(c, "bos");
-    pt_status rc = bos ? chat_render_with_tokens(name, json_string_value(bos),
-                                                 json_string_value(json_object_get(c, "eos")), msgs, n, gen, &sb)
-                       : chat_render(name, msgs, n, gen, &sb);
-    free(msgs);
-    if (rc != PT_OK) fail_msg("render %zu (%s): %s", index, name, err_message());
-    const char *expected = json_string_value(json_object_get(c, "expected"));
-    if (strcmp(sb_text(&sb), expected) != 0)
-        fail_msg("render %zu: %s (%d messages, generation prompt %d) renders\n  \"%s\"\n  apply_chat_template:\n  \"%s\"",
-                 index, name, n, gen, sb_text(&sb), expected);
-    sb_free(&sb);
-}
-
 static void check_refused(const json_t *c)
 {
     const char *name = json_string_value(json_object_get(c, "template"));
     int n;
-    chat_message *msgs = json_messages(json_object_get(c, "messages"), &n);
+    chat_message *msgs = tok_json_messages(json_object_get(c, "messages"), &n);
     strbuf sb = {0};
     pt_status rc = chat_render(name, msgs, n, false, &sb);
     free(msgs);
@@ -644,24 +486,14 @@ static void check_refused(const json_t *c)
 static void test_chat_templates(void **state)
 {
     (void)state;
-    char path[4096];
-    data_path(path, sizeof path, "spm/chat_goldens.json");
-    json_error_t je;
-    json_t *g = json_load_file(path, 0, &je);
-    if (!g) fail_msg("%s: %s", path, je.text);
+    json_t *g = tok_load_json("spm/chat_goldens.json");
     const json_t *renders = json_object_get(g, "renders"), *refused = json_object_get(g, "refused");
     const json_t *detect = json_object_get(g, "detect");
     assert_true(json_array_size(renders) >= 40);
-    for (size_t i = 0; i < json_array_size(renders); i++) check_render(json_array_get(renders, i), i);
+    for (size_t i = 0; i < json_array_size(renders); i++) tok_check_render(json_array_get(renders, i), i);
     assert_true(json_array_size(refused) >= 8);
     for (size_t i = 0; i < json_array_size(refused); i++) check_refused(json_array_get(refused, i));
-    for (size_t i = 0; i < json_array_size(detect); i++) {
-        const json_t *d = json_array_get(detect, i);
-        const char *want = json_string_value(json_object_get(d, "name"));
-        const char *got = chat_template_detect(json_string_value(json_object_get(d, "text")));
-        if (want ? !got || strcmp(got, want) != 0 : got != NULL)
-            fail_msg("detect case %zu: got %s, expected %s", i, got ? got : "NULL", want ? want : "NULL");
-    }
+    tok_check_detect(detect);
     json_decref(g);
 }
 
@@ -739,54 +571,64 @@ static void test_labels(void **state)
     tokenizer_free(tok);
 }
 
+/* A dataset_text_field row: bos first when the tokenizer adds one (once), eos last, all labelled. */
+static void check_text_row(const pt_tokenizer *tok, const char *text, const int32_t *want, int32_t n)
+{
+    label_ctx lc;
+    assert_int_equal(label_init(&lc, tok, "chatml", false, 1 << 20), PT_OK);
+    pt_example ex;
+    bool truncated;
+    label_result res;
+    assert_int_equal(label_text(&lc, text, &ex, &truncated, &res), PT_OK);
+    char ours[300], theirs[300];
+    tok_fmt_ids(ours, sizeof ours, ex.ids, (size_t)ex.len);
+    tok_fmt_ids(theirs, sizeof theirs, want, (size_t)n);
+    if (ex.len != n || memcmp(ex.ids, want, sizeof *want * (size_t)n) != 0 ||
+        memcmp(ex.labels, want, sizeof *want * (size_t)n) != 0)
+        fail_msg("text row \"%s\": ids%s, expected%s", text, ours, theirs);
+    example_free(&ex);
+    label_free(&lc);
+}
+
+/* A chat row whose template writes bos (gemma, mistral): one bos, from the template. */
+static void check_chat_row(const pt_tokenizer *tok, const char *template)
+{
+    chat_message m[] = {{"user", "Hi"}, {"assistant", "Hello"}};
+    label_ctx lc;
+    assert_int_equal(label_init(&lc, tok, template, false, 1 << 20), PT_OK);
+    pt_example ex;
+    bool truncated;
+    label_result res;
+    assert_int_equal(label_chat(&lc, m, 2, &ex, &truncated, &res), PT_OK);
+    assert_true(ex.len > 2);
+    if (ex.ids[0] != 1 || ex.ids[1] == 1)
+        fail_msg("%s: the row starts %d %d, not with one bos", template, ex.ids[0], ex.ids[1]);
+    example_free(&ex);
+    label_free(&lc);
+}
+
+static void test_text_rows_bos(void **state)
+{
+    (void)state;
+    pt_tokenizer *gguf = load_gguf("spm/vocab.gguf"), *json = load_main();
+    int32_t hello = token_id(gguf, "hello"), world = token_id(gguf, "world"); /* "▁hello", "▁world" */
+    assert_true(hello > 2 && world > 2);
+    check_text_row(gguf, "hello world", (int32_t[]){1, hello, world, 2}, 4);
+    check_text_row(gguf, "<s> hello world", (int32_t[]){1, hello, world, 2}, 4); /* bos once */
+    check_text_row(json, "hello world", (int32_t[]){hello, world, 2}, 3);         /* adds none */
+    check_chat_row(gguf, "gemma");
+    check_chat_row(gguf, "mistral");
+    tokenizer_free(gguf);
+    tokenizer_free(json);
+}
+
 /* ---- malformed GGUF vocabularies ---- */
 
-typedef struct {
-    uint8_t *p;
-    size_t n;
-    uint64_t n_kv;
-} gbuf;
-
-static void gput(gbuf *b, const void *d, size_t n)
-{
-    b->p = realloc(b->p, b->n + n);
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void gu32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
-static void gu64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
-static void gstr(gbuf *b, const char *s)
-{
-    gu64(b, strlen(s));
-    gput(b, s, strlen(s));
-}
-static void gkey(gbuf *b, const char *key, uint32_t type)
-{
-    gstr(b, key);
-    gu32(b, type);
-    b->n_kv++;
-}
 static void garray(gbuf *b, const char *key, uint32_t elem, uint64_t n)
 {
-    gkey(b, key, GGUF_TYPE_ARRAY);
-    gu32(b, elem);
-    gu64(b, n);
-}
-
-/* The image: magic, version 3, no tensors, the key/values, padding to 32. */
-static uint8_t *gguf_image(gbuf *body, size_t *size)
-{
-    gbuf h = {0};
-    gput(&h, "GGUF", 4);
-    gu32(&h, 3);
-    gu64(&h, 0);
-    gu64(&h, body->n_kv);
-    gput(&h, body->p, body->n);
-    static const uint8_t zeros[32];
-    gput(&h, zeros, (32 - h.n % 32) % 32);
-    free(body->p);
-    *size = h.n;
-    return h.p;
+    gbuf_key(b, key, GGUF_TYPE_ARRAY);
+    gbuf_u32(b, elem);
+    gbuf_u64(b, n);
 }
 
 /* A small SentencePiece vocabulary: <unk> <s> </s>, bytes (n_bytes of them), then pieces. */
@@ -803,39 +645,30 @@ static pt_status tiny_spm(const tiny_spec *sp, pt_tokenizer **tok)
 {
     int n = 3 + sp->n_bytes + N_PIECES;
     gbuf b = {0};
-    gkey(&b, "general.architecture", GGUF_TYPE_STRING);
-    gstr(&b, sp->arch ? sp->arch : "llama");
-    gkey(&b, "tokenizer.ggml.model", GGUF_TYPE_STRING);
-    gstr(&b, "llama");
+    gbuf_key(&b, "general.architecture", GGUF_TYPE_STRING);
+    gbuf_str(&b, sp->arch ? sp->arch : "llama");
+    gbuf_key(&b, "tokenizer.ggml.model", GGUF_TYPE_STRING);
+    gbuf_str(&b, "llama");
     garray(&b, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, (uint64_t)n);
     const char *special[] = {"<unk>", "<s>", "</s>"};
-    for (int i = 0; i < 3; i++) gstr(&b, special[i]);
+    for (int i = 0; i < 3; i++) gbuf_str(&b, special[i]);
     for (int i = 0; i < sp->n_bytes; i++) {
         char name[16];
         snprintf(name, sizeof name, "<0x%02X>", (unsigned)i);
-        gstr(&b, i == 'A' && sp->byte_spelling ? "<0xZZ>" : name);
+        gbuf_str(&b, i == 'A' && sp->byte_spelling ? "<0xZZ>" : name);
     }
-    for (int i = 0; i < N_PIECES; i++) gstr(&b, i == 6 && sp->odd_token ? sp->odd_token : pieces[i]);
+    for (int i = 0; i < N_PIECES; i++) gbuf_str(&b, i == 6 && sp->odd_token ? sp->odd_token : pieces[i]);
     garray(&b, "tokenizer.ggml.scores", GGUF_TYPE_F32, (uint64_t)sp->n_scores);
     for (int i = 0; i < sp->n_scores; i++) {
         float s = i == 5 && sp->nan_score ? NAN : -(float)i;
-        gput(&b, &s, 4);
+        gbuf_put(&b, &s, 4);
     }
     garray(&b, "tokenizer.ggml.token_type", GGUF_TYPE_I32, (uint64_t)n);
-    for (int i = 0; i < n; i++) gu32(&b, (uint32_t)(i == 0 ? 2 : i < 3 ? 3 : i < 3 + sp->n_bytes ? 6 : 1));
+    for (int i = 0; i < n; i++) gbuf_u32(&b, (uint32_t)(i == 0 ? 2 : i < 3 ? 3 : i < 3 + sp->n_bytes ? 6 : 1));
     if (sp->bad_type) memcpy(b.p + b.n - 4, &sp->bad_type, 4);
-    gkey(&b, "tokenizer.ggml.unknown_token_id", GGUF_TYPE_U32);
-    gu32(&b, 0);
-    size_t size;
-    uint8_t *img = gguf_image(&b, &size);
-    gguf_file g;
-    pt_status rc = gguf_open_memory("tiny.gguf", img, size, &g);
-    if (rc == PT_OK) {
-        rc = tokenizer_from_gguf(&g, tok);
-        gguf_close(&g);
-    }
-    free(img);
-    return rc;
+    gbuf_key(&b, "tokenizer.ggml.unknown_token_id", GGUF_TYPE_U32);
+    gbuf_u32(&b, 0);
+    return gbuf_tokenizer(&b, tok);
 }
 
 static void expect_tiny(tiny_spec sp, pt_status status, const char *message)
@@ -961,7 +794,7 @@ static void test_bad_json(void **state)
     char file[256], expected[2048];
     snprintf(file, sizeof file, "%s/tokenizer.json", S.tmpdir);
     for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++) {
-        write_file(file, bad_json[i].json);
+        tok_write_file(file, bad_json[i].json);
         pt_tokenizer *tok = (pt_tokenizer *)1;
         pt_status rc = tokenizer_from_json(file, &tok);
         snprintf(expected, sizeof expected, "%s: %s", file, bad_json[i].message);
@@ -970,7 +803,7 @@ static void test_bad_json(void **state)
                      bad_json[i].status, expected);
         assert_null(tok);
     }
-    write_file(file, "{" MODEL "," META "," DEC "}"); /* the good one loads */
+    tok_write_file(file, "{" MODEL "," META "," DEC "}"); /* the good one loads */
     pt_tokenizer *tok = NULL;
     assert_int_equal(tokenizer_from_json(file, &tok), PT_OK);
     assert_int_equal(token_id(tok, "a"), 3);
@@ -983,20 +816,7 @@ static void test_throughput(void **state)
 {
     (void)state;
     pt_tokenizer *tok = load_main();
-    size_t bytes = 0, tokens = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int rep = 0; rep < 3; rep++)
-        for (size_t i = 0; i < S.n; i++) {
-            size_t n;
-            free(encode(tok, i, true, &n));
-            bytes += S.texts[i].len;
-            tokens += n;
-        }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    print_message("encode throughput (SentencePiece BPE, corpus, chunks and extras, one thread): %.1f MB/s, "
-                  "%.2f bytes/token\n", (double)bytes / 1e6 / sec, (double)bytes / (double)tokens);
+    corpus_throughput(&S.c, tok, "SentencePiece BPE, corpus, chunks and extras");
     tokenizer_free(tok);
 }
 
@@ -1009,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_ids_and_flags), cmocka_unit_test(test_chat_templates),
         cmocka_unit_test(test_chat_errors),   cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_text_rows_bos),
         cmocka_unit_test(test_gguf_unk),      cmocka_unit_test(test_gguf_malformed),
         cmocka_unit_test(test_bad_json),      cmocka_unit_test(test_throughput),
     };

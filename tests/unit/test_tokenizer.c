@@ -2,9 +2,12 @@
  * ids identical to the goldens (tests/reference/make_tokenizer_goldens.py) on every line of
  * tests/data/tokenizer/corpus.txt and on multi-line chunks, for SmolLM2, Llama-3-, Qwen2- and
  * GPT-2-style tokenizers (and the real Llama 3 when its tokenizer.json is at hand); decode round
- * trips; special tokens with and without parse_special; bos/eos; SmolLM2 from its GGUF giving
- * the tokenizer.json's ids; apply_chat_template renderings; the loaders' error messages; and the
- * encoding throughput. Runs with cwd = the build dir; PTRAIN_SRCDIR points at the sources. */
+ * trips; special tokens with and without parse_special; bos/eos; plain text encoded with the
+ * special tokens (tokenizer_encode_text: bos as transformers adds it, once) for every tokenizer
+ * form of tests/data/tokenizer/bos_goldens.json; SmolLM2 from its GGUF giving the
+ * tokenizer.json's ids; apply_chat_template renderings; the loaders' error messages; and the
+ * encoding throughput. Shared helpers: tok_corpus.h. Runs with cwd = the build dir;
+ * PTRAIN_SRCDIR points at the sources. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,134 +18,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
+#include "tok_corpus.h"
 
-#define CHUNK_LINES 8
-
-typedef struct {
-    char *text;
-    size_t len;
-} text_t;
-
-static struct {
-    text_t *texts; /* the corpus lines, then the chunks */
-    size_t n_lines, n;
-    char tmpdir[64];
-} C;
-
-/* ---- files ---- */
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s && *s ? s : "..";
-}
-
-static void data_path(char *buf, size_t size, const char *rel)
-{
-    snprintf(buf, size, "%s/tests/data/tokenizer/%s", srcdir(), rel);
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = '\0';
-    *len = (size_t)n;
-    return b;
-}
-
-/* A model file from $PTRAIN_MODELS, /tmp/models or ../models; false when none has it. */
-static bool find_model(const char *name, char *buf, size_t size)
-{
-    const char *dirs[] = {getenv("PTRAIN_MODELS"), "/tmp/models", "../models"};
-    for (int i = 0; i < 3; i++) {
-        if (!dirs[i] || !*dirs[i]) continue;
-        snprintf(buf, size, "%s/%s", dirs[i], name);
-        if (access(buf, R_OK) == 0) return true;
-    }
-    return false;
-}
-
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-/* ---- the corpus: lines split on "\n" only, chunk k = lines 8k..8k+7 joined by a separator ---- */
-
-static void add_text(const char *p, size_t len)
-{
-    C.texts[C.n].text = malloc(len + 1);
-    memcpy(C.texts[C.n].text, p, len);
-    C.texts[C.n].text[len] = '\0';
-    C.texts[C.n++].len = len;
-}
-
-static void add_chunk(size_t k)
-{
-    static const char *const seps[] = {"\n", "\n\n", "\r\n"};
-    const char *sep = seps[k % 3];
-    size_t len = 0;
-    for (size_t j = 0; j < CHUNK_LINES; j++) len += C.texts[k * CHUNK_LINES + j].len + strlen(sep);
-    char *b = malloc(len + 1), *p = b;
-    for (size_t j = 0; j < CHUNK_LINES; j++) {
-        if (j) p = stpcpy(p, sep);
-        memcpy(p, C.texts[k * CHUNK_LINES + j].text, C.texts[k * CHUNK_LINES + j].len);
-        p += C.texts[k * CHUNK_LINES + j].len;
-    }
-    add_text(b, (size_t)(p - b));
-    free(b);
-}
+static tok_corpus C; /* the corpus lines, then the chunks */
+static char tmpdir[64];
 
 static int setup(void **state)
 {
     (void)state;
-    char path[4096];
-    size_t len;
-    data_path(path, sizeof path, "corpus.txt");
-    char *corpus = slurp(path, &len);
-    if (!corpus) {
-        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
-        return -1;
-    }
-    size_t lines = 0;
-    for (size_t i = 0; i < len; i++) lines += corpus[i] == '\n';
-    C.texts = calloc(lines + lines / CHUNK_LINES, sizeof *C.texts);
-    for (char *p = corpus, *e; p < corpus + len && (e = memchr(p, '\n', (size_t)(corpus + len - p))); p = e + 1)
-        add_text(p, (size_t)(e - p));
-    C.n_lines = C.n;
-    for (size_t k = 0; k < C.n_lines / CHUNK_LINES; k++) add_chunk(k);
-    free(corpus);
-    snprintf(C.tmpdir, sizeof C.tmpdir, "/tmp/ptrain-tok-XXXXXX");
-    return mkdtemp(C.tmpdir) ? 0 : -1;
+    if (corpus_load(&C, 0) != 0) return -1;
+    return tok_tmpdir_create(tmpdir, sizeof tmpdir, "ptrain-tok");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < C.n; i++) free(C.texts[i].text);
-    free(C.texts);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", C.tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    corpus_free(&C);
+    return tok_tmpdir_remove(tmpdir);
 }
 
 /* ---- goldens ---- */
@@ -156,7 +53,7 @@ typedef struct {
 static idlist *read_goldens(const char *path, size_t *count)
 {
     size_t len;
-    char *b = slurp(path, &len);
+    char *b = tok_slurp(path, &len);
     if (!b) return NULL;
     size_t lines = 0;
     for (size_t i = 0; i < len; i++) lines += b[i] == '\n';
@@ -183,29 +80,11 @@ static void free_goldens(idlist *g, size_t n)
     free(g);
 }
 
-static void fmt_ids(char *buf, size_t size, const int32_t *ids, size_t n)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n && o + 16 < size; i++) o += (size_t)snprintf(buf + o, size - o, " %d", ids[i]);
-    if (o + 16 >= size) snprintf(buf + o, size - o, " ...");
-}
-
-static void fmt_text(char *buf, size_t size, const text_t *t)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < t->len && o + 8 < size; i++) {
-        unsigned char c = (unsigned char)t->text[i];
-        o += (size_t)(c >= 0x20 && c != 0x7f && c != '\\' ? snprintf(buf + o, size - o, "%c", c)
-                                                          : snprintf(buf + o, size - o, "\\x%02x", c));
-    }
-    if (o + 8 >= size) snprintf(buf + o, size - o, "...");
-}
-
 /* Encode every text and compare with the goldens; fails on the first mismatch, naming it. */
 static void check_goldens(const pt_tokenizer *tok, const char *golden_rel, bool parse_special)
 {
     char path[4096];
-    data_path(path, sizeof path, golden_rel);
+    tok_data_path(path, sizeof path, golden_rel);
     size_t n_gold = 0;
     idlist *gold = read_goldens(path, &n_gold);
     if (!gold) fail_msg("cannot read %s", path);
@@ -217,9 +96,9 @@ static void check_goldens(const pt_tokenizer *tok, const char *golden_rel, bool 
             fail_msg("%s line %zu: %s", golden_rel, i + 1, err_message());
         if (n != gold[i].n || memcmp(ids, gold[i].ids, n * sizeof *ids) != 0) {
             char text[300], ours[700], theirs[700];
-            fmt_text(text, sizeof text, &C.texts[i]);
-            fmt_ids(ours, sizeof ours, ids, n);
-            fmt_ids(theirs, sizeof theirs, gold[i].ids, gold[i].n);
+            tok_fmt_text(text, sizeof text, &C.texts[i]);
+            tok_fmt_ids(ours, sizeof ours, ids, n);
+            tok_fmt_ids(theirs, sizeof theirs, gold[i].ids, gold[i].n);
             free(ids);
             free_goldens(gold, n_gold);
             fail_msg("%s: first mismatch on line %zu (%s %zu): \"%s\"\n  ptrain:%s\n  HF:    %s", golden_rel, i + 1,
@@ -235,7 +114,7 @@ static pt_tokenizer *load_json(const char *name)
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.json", name);
     char full[4200];
-    data_path(full, sizeof full, path);
+    tok_data_path(full, sizeof full, path);
     pt_tokenizer *tok = NULL;
     if (tokenizer_from_json(full, &tok) != PT_OK) fail_msg("%s", err_message());
     return tok;
@@ -281,7 +160,7 @@ static void test_parity_llama3_real(void **state)
 {
     (void)state;
     char path[4096];
-    if (!find_model("llama3-tokenizer.json", path, sizeof path)) {
+    if (!tok_find_model("llama3-tokenizer.json", path, sizeof path)) {
         print_message("SKIP reason: no llama3-tokenizer.json in $PTRAIN_MODELS, /tmp/models or ../models "
                       "(tests/reference/make_tokenizer_goldens.py puts it there)\n");
         skip();
@@ -308,7 +187,7 @@ static void check_roundtrip(const char *name, bool parse_special)
         free(ids);
         if (sb.len != C.texts[i].len || (sb.len && memcmp(sb.data, C.texts[i].text, sb.len) != 0)) {
             char text[300];
-            fmt_text(text, sizeof text, &C.texts[i]);
+            tok_fmt_text(text, sizeof text, &C.texts[i]);
             sb_free(&sb);
             tokenizer_free(tok);
             fail_msg("%s: decode(encode(x)) != x on text %zu: \"%s\"", name, i + 1, text);
@@ -403,13 +282,114 @@ static void test_invalid_utf8(void **state)
     tokenizer_free(tok);
 }
 
+/* ---- plain text with the special tokens: tokenizer_encode_text against transformers ---- */
+
+/* The tokenizer of one form of bos_goldens.json; NULL when it is a model file not at hand. */
+static pt_tokenizer *load_form(const json_t *form, size_t index)
+{
+    char path[4096], name[32];
+    const char *model = json_string_value(json_object_get(form, "model_gguf"));
+    if (!model) model = json_string_value(json_object_get(form, "model_json"));
+    const char *rel = json_string_value(json_object_get(form, "json"));
+    if (model && !tok_find_model(model, path, sizeof path)) return NULL;
+    if (!model) tok_data_path(path, sizeof path, rel ? rel : json_string_value(json_object_get(form, "gguf")));
+    pt_tokenizer *tok = NULL;
+    if (json_object_get(form, "patch")) {
+        char *config = json_dumps(json_object_get(form, "config"), 0);
+        snprintf(name, sizeof name, "form-%zu", index);
+        tok = tok_load_patched(path, json_object_get(form, "patch"), config, tmpdir, name);
+        free(config);
+    } else if (json_object_get(form, "json") || json_object_get(form, "model_json")) {
+        if (tokenizer_from_json(path, &tok) != PT_OK) fail_msg("%s", err_message());
+    } else {
+        gguf_file g;
+        if (gguf_open(path, &g) != PT_OK) fail_msg("%s", err_message());
+        pt_status rc = tokenizer_from_gguf(&g, &tok);
+        gguf_close(&g);
+        if (rc != PT_OK) fail_msg("%s", err_message());
+    }
+    return tok;
+}
+
+/* Every text of the goldens through tokenizer_encode_text, and tokenizer_adds_bos, as the form's. */
+static void check_form(const pt_tokenizer *tok, const json_t *form, const json_t *texts)
+{
+    const char *name = json_string_value(json_object_get(form, "name"));
+    const json_t *want = json_object_get(form, "ids");
+    bool adds = json_is_true(json_object_get(form, "adds_bos"));
+    if (tokenizer_adds_bos(tok) != adds) fail_msg("%s: tokenizer_adds_bos is %d, transformers adds %s", name,
+                                                  tokenizer_adds_bos(tok), adds ? "bos" : "none");
+    assert_int_equal(json_array_size(want), json_array_size(texts));
+    for (size_t i = 0; i < json_array_size(texts); i++) {
+        const json_t *w = json_array_get(want, i);
+        const json_t *text_i = json_array_get(texts, i);
+        tok_text t = {(char *)json_string_value(text_i), json_string_length(text_i)};
+        int32_t *ids;
+        size_t n;
+        if (tokenizer_encode_text(tok, t.text, t.len, &ids, &n) != PT_OK) fail_msg("%s: %s", name, err_message());
+        size_t m = json_array_size(w);
+        int32_t *hf = calloc(m + 1, sizeof *hf);
+        for (size_t k = 0; k < m; k++) hf[k] = (int32_t)json_integer_value(json_array_get(w, k));
+        bool same = n == m && memcmp(ids, hf, n * sizeof *ids) == 0;
+        char text[200], ours[400], theirs[400];
+        tok_fmt_text(text, sizeof text, &t);
+        tok_fmt_ids(ours, sizeof ours, ids, n);
+        tok_fmt_ids(theirs, sizeof theirs, hf, m);
+        free(ids);
+        free(hf);
+        if (!same) fail_msg("%s: \"%s\"\n  ptrain:%s\n  HF:    %s (bos once)", name, text, ours, theirs);
+    }
+}
+
+/* The forms of bos_goldens.json that are files of the model directories (real), or the others. */
+static void check_bos_goldens(bool real)
+{
+    json_t *g = tok_load_json("bos_goldens.json");
+    const json_t *forms = json_object_get(g, "forms"), *texts = json_object_get(g, "texts");
+    int checked = 0;
+    for (size_t i = 0; i < json_array_size(forms); i++) {
+        const json_t *form = json_array_get(forms, i);
+        if (real != (json_object_get(form, "model_gguf") || json_object_get(form, "model_json"))) continue;
+        pt_tokenizer *tok = load_form(form, i);
+        if (!tok) {
+            print_message("not checked: %s (not in $PTRAIN_MODELS, /tmp/models or ../models)\n",
+                          json_string_value(json_object_get(form, "name")));
+            continue;
+        }
+        check_form(tok, form, texts);
+        tokenizer_free(tok);
+        checked++;
+    }
+    json_decref(g);
+    print_message("%d tokenizers%s encode plain text as transformers does\n", checked, real ? " (model files)" : "");
+    if (real && !checked) {
+        print_message("SKIP reason: none of the model files of bos_goldens.json is at hand (share/scripts/"
+                      "fetch-model.sh fetches SmolLM2; tests/reference/make_tokenizer_goldens.py and "
+                      "make_spm_goldens.py put the Llama 3 and Mistral vocabularies in /tmp/models)\n");
+        skip();
+    }
+    if (!real) assert_true(checked >= 10);
+}
+
+static void test_encode_text(void **state)
+{
+    (void)state;
+    check_bos_goldens(false);
+}
+
+static void test_encode_text_real(void **state)
+{
+    (void)state;
+    check_bos_goldens(true);
+}
+
 /* ---- GGUF ---- */
 
 static void test_gguf_smollm2(void **state)
 {
     (void)state;
     char path[4096];
-    if (!find_model("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
+    if (!tok_find_model("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
         print_message("SKIP reason: SmolLM2-135M-Instruct.Q4_1.gguf is not in $PTRAIN_MODELS, /tmp/models or "
                       "../models (share/scripts/fetch-model.sh fetches it)\n");
         skip();
@@ -430,71 +410,29 @@ static void test_gguf_smollm2(void **state)
     gguf_close(&g);
 }
 
-/* A GGUF image in memory: header, then key/values (no tensors). */
-typedef struct {
-    uint8_t *p;
-    size_t n;
-    uint64_t n_kv;
-} gbuf;
-
-static void gput(gbuf *b, const void *d, size_t n)
-{
-    b->p = realloc(b->p, b->n + n);
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-static void gu32(gbuf *b, uint32_t v) { gput(b, &v, 4); }
-static void gu64(gbuf *b, uint64_t v) { gput(b, &v, 8); }
-static void gstr(gbuf *b, const char *s)
-{
-    gu64(b, strlen(s));
-    gput(b, s, strlen(s));
-}
-static void gkey(gbuf *b, const char *key, uint32_t type)
-{
-    gstr(b, key);
-    gu32(b, type);
-    b->n_kv++;
-}
 static void gkv_str(gbuf *b, const char *key, const char *v)
 {
-    gkey(b, key, GGUF_TYPE_STRING);
-    gstr(b, v);
+    gbuf_key(b, key, GGUF_TYPE_STRING);
+    gbuf_str(b, v);
 }
 static void gkv_u32(gbuf *b, const char *key, uint32_t v)
 {
-    gkey(b, key, GGUF_TYPE_U32);
-    gu32(b, v);
+    gbuf_key(b, key, GGUF_TYPE_U32);
+    gbuf_u32(b, v);
 }
 static void gkv_strs(gbuf *b, const char *key, const char *const *v, int n)
 {
-    gkey(b, key, GGUF_TYPE_ARRAY);
-    gu32(b, GGUF_TYPE_STRING);
-    gu64(b, (uint64_t)n);
-    for (int i = 0; i < n; i++) gstr(b, v[i]);
+    gbuf_key(b, key, GGUF_TYPE_ARRAY);
+    gbuf_u32(b, GGUF_TYPE_STRING);
+    gbuf_u64(b, (uint64_t)n);
+    for (int i = 0; i < n; i++) gbuf_str(b, v[i]);
 }
 static void gkv_i32s(gbuf *b, const char *key, const int32_t *v, int n)
 {
-    gkey(b, key, GGUF_TYPE_ARRAY);
-    gu32(b, GGUF_TYPE_I32);
-    gu64(b, (uint64_t)n);
-    gput(b, v, (size_t)n * 4);
-}
-
-/* The image: magic, version 3, no tensors, the kvs of body, padding to 32. */
-static uint8_t *gguf_image(gbuf *body, size_t *size)
-{
-    gbuf h = {0};
-    gput(&h, "GGUF", 4);
-    gu32(&h, 3);
-    gu64(&h, 0);
-    gu64(&h, body->n_kv);
-    gput(&h, body->p, body->n);
-    static const uint8_t zeros[32];
-    gput(&h, zeros, (32 - h.n % 32) % 32);
-    free(body->p);
-    *size = h.n;
-    return h.p;
+    gbuf_key(b, key, GGUF_TYPE_ARRAY);
+    gbuf_u32(b, GGUF_TYPE_I32);
+    gbuf_u64(b, (uint64_t)n);
+    gbuf_put(b, v, (size_t)n * 4);
 }
 
 /* Load a tokenizer from a small GGUF: model kind, pre-tokenizer, and whether to write merges. */
@@ -511,16 +449,7 @@ static pt_status tiny_gguf(const char *model, const char *pre, bool merges, pt_t
     if (merges) gkv_strs(&b, "tokenizer.ggml.merges", merge, 1);
     gkv_u32(&b, "tokenizer.ggml.bos_token_id", 3);
     gkv_u32(&b, "tokenizer.ggml.eos_token_id", 3);
-    size_t size;
-    uint8_t *img = gguf_image(&b, &size);
-    gguf_file g;
-    pt_status rc = gguf_open_memory("tiny.gguf", img, size, &g);
-    if (rc == PT_OK) {
-        rc = tokenizer_from_gguf(&g, tok);
-        gguf_close(&g);
-    }
-    free(img);
-    return rc;
+    return gbuf_tokenizer(&b, tok);
 }
 
 static void test_gguf_tiny(void **state)
@@ -637,7 +566,7 @@ static const struct {
 
 static void check_bad(const char *file, const char *json, pt_status status, const char *message)
 {
-    write_file(file, json);
+    tok_write_file(file, json);
     pt_tokenizer *tok = (pt_tokenizer *)1;
     pt_status rc = tokenizer_from_json(file, &tok);
     char expected[2048];
@@ -651,18 +580,18 @@ static void test_bad_json(void **state)
 {
     (void)state;
     char file[256];
-    snprintf(file, sizeof file, "%s/tokenizer.json", C.tmpdir);
+    snprintf(file, sizeof file, "%s/tokenizer.json", tmpdir);
     for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++)
         check_bad(file, bad_json[i].json, bad_json[i].status, bad_json[i].message);
     /* not JSON: the message carries jansson's own words after the position */
-    write_file(file, "{\"model\": ");
+    tok_write_file(file, "{\"model\": ");
     pt_tokenizer *tok;
     assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
     char expected[512];
     snprintf(expected, sizeof expected, "%s: invalid JSON at line 1, column 10: ", file);
     assert_memory_equal(err_message(), expected, strlen(expected));
     /* a missing file */
-    snprintf(file, sizeof file, "%s/none.json", C.tmpdir);
+    snprintf(file, sizeof file, "%s/none.json", tmpdir);
     assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
     snprintf(expected, sizeof expected, "%s: cannot open: No such file or directory", file);
     assert_string_equal(err_message(), expected);
@@ -672,15 +601,15 @@ static void test_bad_config(void **state)
 {
     (void)state;
     char file[256], config[256], expected[600];
-    snprintf(file, sizeof file, "%s/tokenizer.json", C.tmpdir);
-    snprintf(config, sizeof config, "%s/tokenizer_config.json", C.tmpdir);
-    write_file(file, "{" GOOD_MODEL "," GOOD_PRE "}");
-    write_file(config, "{\"bos_token\": \"<s>\", \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
+    snprintf(file, sizeof file, "%s/tokenizer.json", tmpdir);
+    snprintf(config, sizeof config, "%s/tokenizer_config.json", tmpdir);
+    tok_write_file(file, "{" GOOD_MODEL "," GOOD_PRE "}");
+    tok_write_file(config, "{\"bos_token\": \"<s>\", \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
     pt_tokenizer *tok = NULL;
     assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
     snprintf(expected, sizeof expected, "%s: bos_token: \"<s>\" is not a token of %s", config, file);
     assert_string_equal(err_message(), expected);
-    write_file(config, "{\"bos_token\": null, \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
+    tok_write_file(config, "{\"bos_token\": null, \"eos_token\": {\"content\": \"ab\"}, \"chat_template\": \"x\"}");
     assert_int_equal(tokenizer_from_json(file, &tok), PT_OK);
     assert_int_equal(tokenizer_bos(tok), -1);
     assert_int_equal(tokenizer_eos(tok), 2);
@@ -697,57 +626,14 @@ static void test_bad_config(void **state)
 
 /* ---- chat templates ---- */
 
-static chat_message *json_messages(const json_t *list, int *n)
-{
-    *n = (int)json_array_size(list);
-    chat_message *m = calloc((size_t)*n + 1, sizeof *m);
-    for (int i = 0; i < *n; i++) {
-        m[i].role = json_string_value(json_object_get(json_array_get(list, (size_t)i), "role"));
-        m[i].content = json_string_value(json_object_get(json_array_get(list, (size_t)i), "content"));
-    }
-    return m;
-}
-
-static void check_render(const json_t *c)
-{
-    const char *name = json_string_value(json_object_get(c, "template"));
-    bool gen = json_is_true(json_object_get(c, "add_generation_prompt"));
-    int n;
-    chat_message *msgs = json_messages(json_object_get(c, "messages"), &n);
-    strbuf sb = {0};
-    const json_t *bos = json_object_get(c, "bos");
-    pt_status rc = bos ? chat_render_with_tokens(name, json_string_value(bos),
-                                                 json_string_value(json_object_get(c, "eos")), msgs, n, gen, &sb)
-                       : chat_render(name, msgs, n, gen, &sb);
-    free(msgs);
-    if (rc != PT_OK) fail_msg("%s: %s", name, err_message());
-    const char *expected = json_string_value(json_object_get(c, "expected"));
-    if (strcmp(sb_text(&sb), expected) != 0) {
-        sb_free(&sb);
-        fail_msg("template %s (%d messages, generation prompt %d) renders differently from apply_chat_template", name,
-                 n, gen);
-    }
-    sb_free(&sb);
-}
-
 static void test_chat_templates(void **state)
 {
     (void)state;
-    char path[4096];
-    data_path(path, sizeof path, "chat_goldens.json");
-    json_error_t je;
-    json_t *g = json_load_file(path, 0, &je);
-    if (!g) fail_msg("%s: %s", path, je.text);
+    json_t *g = tok_load_json("chat_goldens.json");
     const json_t *renders = json_object_get(g, "renders"), *detect = json_object_get(g, "detect");
     assert_true(json_array_size(renders) >= 30);
-    for (size_t i = 0; i < json_array_size(renders); i++) check_render(json_array_get(renders, i));
-    for (size_t i = 0; i < json_array_size(detect); i++) {
-        const json_t *d = json_array_get(detect, i);
-        const char *want = json_string_value(json_object_get(d, "name"));
-        const char *got = chat_template_detect(json_string_value(json_object_get(d, "text")));
-        if (want ? !got || strcmp(got, want) != 0 : got != NULL)
-            fail_msg("detect case %zu: got %s, expected %s", i, got ? got : "NULL", want ? want : "NULL");
-    }
+    for (size_t i = 0; i < json_array_size(renders); i++) tok_check_render(json_array_get(renders, i), i);
+    tok_check_detect(detect);
     json_decref(g);
     assert_null(chat_template_detect(NULL));
 }
@@ -775,22 +661,7 @@ static void test_throughput(void **state)
 {
     (void)state;
     pt_tokenizer *tok = load_json("smollm2");
-    size_t bytes = 0, tokens = 0;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int rep = 0; rep < 3; rep++)
-        for (size_t i = 0; i < C.n; i++) {
-            int32_t *ids;
-            size_t n;
-            assert_int_equal(tokenizer_encode(tok, C.texts[i].text, C.texts[i].len, true, &ids, &n), PT_OK);
-            free(ids);
-            bytes += C.texts[i].len;
-            tokens += n;
-        }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    print_message("encode throughput (SmolLM2, corpus and chunks, one thread): %.1f MB/s, %.2f bytes/token\n",
-                  (double)bytes / 1e6 / s, (double)bytes / (double)tokens);
+    corpus_throughput(&C, tok, "SmolLM2, corpus and chunks");
     tokenizer_free(tok);
 }
 
@@ -801,7 +672,8 @@ int main(void)
         cmocka_unit_test(test_parity_qwen2_mini), cmocka_unit_test(test_parity_gpt2_mini),
         cmocka_unit_test(test_parity_llama3_real), cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_special_tokens),   cmocka_unit_test(test_bos_eos),
-        cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_gguf_smollm2),
+        cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_encode_text),
+        cmocka_unit_test(test_encode_text_real), cmocka_unit_test(test_gguf_smollm2),
         cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),

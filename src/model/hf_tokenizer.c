@@ -1,0 +1,83 @@
+/* hf_tokenizer.c — the tokenizer of a Hugging Face model directory: tokenizer.json (with bos/eos
+ * and the chat template from tokenizer_config.json beside it), and the chat template as
+ * transformers picks it: chat_template.jinja when the directory has one (transformers 5 saves the
+ * template there and may leave it out of tokenizer_config.json), else tokenizer_config.json's
+ * chat_template: a string, or a list of {name, template} of which the one named "default" counts. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ptrain/model_io.h"
+
+#define JINJA_MAX (4 << 20) /* chat templates are kilobytes; this is not one */
+
+static pt_status jinja_fail(const char *path, const char *why)
+{
+    return ERR(PT_ERR_USER, "%s: cannot read the model's chat template: %s; make the file a readable chat template "
+               "or remove it (the chat_template of tokenizer_config.json is used then)", path, why);
+}
+
+/* The whole of the open file f (path) as a string into *text (malloc'd). */
+static pt_status jinja_slurp(FILE *f, const char *path, char **text)
+{
+    char *buf = malloc(JINJA_MAX + 1);
+    TRY_ALLOC(buf);
+    size_t n = fread(buf, 1, JINJA_MAX + 1, f);
+    if (ferror(f)) {
+        free(buf);
+        return jinja_fail(path, strerror(errno ? errno : EIO));
+    }
+    if (n > JINJA_MAX) {
+        free(buf);
+        return jinja_fail(path, "it is larger than 4 MiB");
+    }
+    buf[n] = '\0';
+    *text = buf;
+    return PT_OK;
+}
+
+/* dir/chat_template.jinja into *text (malloc'd), or *text NULL when there is no such file. */
+static pt_status jinja_read(const char *dir, char **text)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    *text = NULL;
+    errno = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? PT_OK : jinja_fail(path, strerror(errno));
+    errno = 0;
+    pt_status st = jinja_slurp(f, path, text);
+    fclose(f);
+    return st;
+}
+
+static pt_status no_tokenizer_json(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (access(path, F_OK) == 0)
+        return ERR(PT_ERR_USER, "%s: the model has only a SentencePiece tokenizer.model; ptrain reads tokenizer.json: "
+                   "write one with transformers (AutoTokenizer.from_pretrained(dir).save_pretrained(dir))", dir);
+    return ERR(PT_ERR_USER, "%s: no tokenizer.json in the model directory; download the model's tokenizer files too "
+               "(tokenizer.json, tokenizer_config.json)", dir);
+}
+
+pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out)
+{
+    char path[4200];
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (access(path, F_OK) != 0) return no_tokenizer_json(dir);
+    char *tmpl;
+    TRY(jinja_read(dir, &tmpl));
+    pt_status st = tokenizer_from_json(path, out);
+    if (st == PT_OK && tmpl) st = tokenizer_set_chat_template(*out, tmpl);
+    free(tmpl);
+    if (st != PT_OK) {
+        tokenizer_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
