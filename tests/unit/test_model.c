@@ -22,54 +22,11 @@
 
 #include <cmocka.h>
 
+#include "model_fixture.h"
+
 #include "ptrain/model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/step.h"
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s ? s : "..";
-}
-
-static pt_backend *cpu(void)
-{
-    pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu"};
-    assert_int_equal(backend_open(&opts, &be), PT_OK);
-    return be;
-}
-
-static int32_t *read_ids(const char *path, int *n)
-{
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    int32_t *ids = malloc(sizeof(int32_t) * 4096);
-    *n = 0;
-    while (*n < 4096 && fscanf(f, "%d", &ids[*n]) == 1) (*n)++;
-    fclose(f);
-    return ids;
-}
-
-static float *read_f32(const char *path, size_t count)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    float *v = malloc(sizeof(float) * count);
-    assert_int_equal(fread(v, sizeof(float), count, f), count);
-    fclose(f);
-    return v;
-}
-
-static double max_rel_err(const float *a, const float *b, size_t n)
-{
-    double diff = 0, scale = 1e-30;
-    for (size_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - b[i]));
-        scale = fmax(scale, fabs((double)b[i]));
-    }
-    return diff / scale;
-}
 
 /* tests/data/<family>/<name>.gguf loaded onto be (projections to NF4 when nf4) */
 static void load_model(pt_backend *be, const char *family, const char *name, bool nf4, pt_model *m)

@@ -1,0 +1,18 @@
+/* model_fixture.h — helpers the model parity tests share (test_model.c, test_hf_model.c): where
+ * the sources are, a CPU backend, and the golden files the reference scripts write (token ids as
+ * text, logits as raw float32), with the max-norm relative error the parity bounds use. */
+#ifndef PTRAIN_TEST_MODEL_FIXTURE_H
+#define PTRAIN_TEST_MODEL_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptrain/backend.h"
+
+const char *srcdir(void);                                  /* $PTRAIN_SRCDIR, else ".." */
+pt_backend *cpu(void);                                     /* a CPU backend, or the test fails */
+int32_t *read_ids(const char *path, int *n);               /* up to 4096 whitespace-separated ids */
+float *read_f32(const char *path, size_t count);           /* exactly count float32 values */
+double max_rel_err(const float *a, const float *b, size_t n); /* max|a-b| / max|b| */
+
+#endif
