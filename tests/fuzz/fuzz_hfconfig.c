@@ -14,15 +14,8 @@
 
 #include "ptrain/hf_model.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_hfconfig: invariant failed: %s (line %d)\n", #cond, __LINE__);   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#define FUZZ_NAME "fuzz_hfconfig"
+#include "support.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

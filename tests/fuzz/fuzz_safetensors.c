@@ -15,23 +15,9 @@
 #include "ptrain/error.h"
 #include "ptrain/safetensors.h"
 
-/* src/backend.c's backend_open refers to the CPU backend, which this target does not link. */
-pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
-{
-    (void)opts;
-    *out = NULL;
-    return PT_ERR_UNSUPPORTED;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_safetensors: invariant failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+#define FUZZ_NAME "fuzz_safetensors"
+#define FUZZ_STUB_CPU_BACKEND
+#include "support.h"
 
 static volatile float sink;
 
