@@ -1,6 +1,7 @@
 /* config_check.c — rules between keys, derived defaults, the `ptrain check` table and the hash
  * every rank compares. The rules are the ones a Hugging Face Trainer user expects, plus the holes
  * of the Python trainer that ptrain closes (e.g. load_best_model_at_end without an eval set). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +70,25 @@ static void check_training(pt_config *cfg, strbuf *errors)
             rule_error(cfg, errors, "load_best_model_at_end",
                        "needs checkpoints to pick from, but save_strategy and eval_strategy are no; "
                        "set both to steps or epoch");
-        else if (is(cfg->save_strategy, "steps") && cfg->save_steps % cfg->eval_steps != 0)
+        else if (is(cfg->save_strategy, "steps") && cfg->save_steps >= 1 && cfg->eval_steps >= 1 &&
+                 fmod(cfg->save_steps, cfg->eval_steps) != 0)
             rule_error(cfg, errors, "load_best_model_at_end",
-                       "needs save_steps (%ld) to be a multiple of eval_steps (%ld)", cfg->save_steps,
+                       "needs save_steps (%g) to be a multiple of eval_steps (%g)", cfg->save_steps,
                        cfg->eval_steps);
     }
+    /* as transformers: a name without the eval_ prefix gets it (loss -> eval_loss) */
+    if (strncmp(cfg->metric_for_best_model, "eval_", 5)) {
+        char *named = malloc(strlen(cfg->metric_for_best_model) + 6);
+        if (named) {
+            sprintf(named, "eval_%s", cfg->metric_for_best_model);
+            free(cfg->metric_for_best_model);
+            cfg->metric_for_best_model = named;
+        }
+    }
+    if (!is(cfg->metric_for_best_model, "eval_loss") && !is(cfg->metric_for_best_model, "eval_perplexity"))
+        rule_error(cfg, errors, "metric_for_best_model",
+                   "expected eval_loss or eval_perplexity (the metrics ptrain evaluates), found \"%s\"",
+                   cfg->metric_for_best_model);
     if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
         rule_error(cfg, errors, "early_stopping_patience",
                    "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");

@@ -28,6 +28,7 @@ enum {
     F_AUTO = 1u << 2,     /* the word "auto" means 0 (integers) */
     F_UNSLOTH = 1u << 3,  /* the word "unsloth" means true (booleans) */
     F_MINUS1 = 1u << 4,   /* -1 is allowed as "unset" besides [min, max] */
+    F_STEPS = 1u << 5,    /* a step count: a whole number, or a fraction below 1 of the total (floats) */
 };
 
 typedef struct {

@@ -124,8 +124,10 @@ const key_spec config_keys[] = {
      0, 0, "accepted; every adapter gradient is reduced every step"},
     {"save_strategy", NULL, K_ENUM, OFF(save_strategy), NULL, strategy_choices, 0, 0, 0,
      "when checkpoints are written (default: steps if save_steps is set, else no)"},
-    {"save_steps", NULL, K_INT, OFF(save_steps), "100", NULL, 1, (double)LONG_MAX, 0,
-     "checkpoint every N optimizer steps"},
+    {"save_steps", NULL, K_FLOAT, OFF(save_steps), "100", NULL, 0, BIG, F_MIN_EXCL | F_STEPS,
+     "checkpoint every N optimizer steps (below 1: that fraction of the total)"},
+    {"save_only_model", NULL, K_BOOL, OFF(save_only_model), "false", NULL, 0, 0, 0,
+     "checkpoints without optimizer state (smaller; cannot be resumed exactly)"},
     {"save_total_limit", NULL, K_INT, OFF(save_total_limit), NULL, NULL, 1, (double)LONG_MAX, 0,
      "keep only the N newest checkpoints"},
     {"final_model_dir", NULL, K_STR, OFF(final_model_dir), "lora_model", NULL, 0, 0, 0,
@@ -136,8 +138,8 @@ const key_spec config_keys[] = {
      F_MIN_EXCL | F_MAX_EXCL, "fraction of the data held out for evaluation"},
     {"eval_strategy", NULL, K_ENUM, OFF(eval_strategy), "epoch", strategy_choices, 0, 0, 0,
      "when the eval set is evaluated"},
-    {"eval_steps", NULL, K_INT, OFF(eval_steps), "100", NULL, 1, (double)LONG_MAX, 0,
-     "evaluate every N optimizer steps"},
+    {"eval_steps", NULL, K_FLOAT, OFF(eval_steps), "100", NULL, 0, BIG, F_MIN_EXCL | F_STEPS,
+     "evaluate every N optimizer steps (below 1: that fraction of the total)"},
     {"load_best_model_at_end", NULL, K_BOOL, OFF(load_best_model_at_end), "false", NULL, 0, 0, 0,
      "final adapter = best checkpoint by metric_for_best_model"},
     {"metric_for_best_model", NULL, K_STR, OFF(metric_for_best_model), "eval_loss", NULL, 0, 0, 0,
@@ -262,7 +264,9 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
         if (spec->flags & F_AUTO) snprintf(out + strlen(out), outlen - strlen(out), " or auto");
         break;
     case K_FLOAT:
-        if (spec->max >= BIG)
+        if (spec->flags & F_STEPS)
+            snprintf(out, outlen, "a positive integer or a fraction below 1 of the total steps");
+        else if (spec->max >= BIG)
             snprintf(out, outlen, "a %s number", spec->flags & F_MIN_EXCL ? "positive" : "non-negative");
         else
             snprintf(out, outlen, "a number in %c%g, %g%c", spec->flags & F_MIN_EXCL ? '(' : '[',
@@ -373,6 +377,7 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         return true;
     case K_FLOAT:
         if (!parse_double(text, &d) || !in_range(spec, d)) return fail(spec, text, why, whylen);
+        if ((spec->flags & F_STEPS) && d > 1 && d != floor(d)) return fail(spec, text, why, whylen);
         *(double *)slot = d;
         return true;
     case K_BOOL:

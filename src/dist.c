@@ -134,3 +134,19 @@ pt_status dist_sum_f64(const pt_dist *d, double *values, int n)
     if (d->world > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     return PT_OK;
 }
+
+pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n)
+{
+    const size_t piece = (size_t)1 << 30; /* MPI counts are ints */
+    for (size_t off = 0; d->world > 1 && off < n; off += piece) {
+        size_t len = n - off < piece ? n - off : piece;
+        MPI_TRY(MPI_Bcast((char *)data + off, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD));
+    }
+    return PT_OK;
+}
+
+pt_status dist_any(const pt_dist *d, int *flag)
+{
+    if (d->world > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return PT_OK;
+}

@@ -11,8 +11,12 @@ typedef struct {
     const char *chat_template; /* template name used for training, or NULL */
     double lora_dropout;
     bool use_rslora;
+    int64_t best_step; /* load_best_model_at_end: the step whose checkpoint this is; -1: the last */
 } adapter_info;
 
+/* The PEFT name of layer's projection w, matrix which ('A' or 'B'):
+ * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight */
+void adapter_tensor_name(char *out, size_t len, int layer, int w, char which);
 /* Write l into dir/adapter.h5 (dir is created if missing). */
 pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info);
 /* Read dir/adapter.h5 (or a path to the .h5 itself) onto model m; shapes must match m. */

@@ -102,13 +102,14 @@ typedef struct {
     /* multi-GPU, checkpoints, evaluation */
     bool ddp_find_unused_parameters;
     char *save_strategy;
-    long save_steps;
+    double save_steps;     /* >= 1: steps; below 1: a fraction of the total steps */
+    bool save_only_model;
     long save_total_limit; /* 0: keep all */
     char *final_model_dir;
     pt_resume resume_from_checkpoint;
     double val_split_ratio; /* 0: no eval set */
     char *eval_strategy;
-    long eval_steps;
+    double eval_steps;
     bool load_best_model_at_end;
     char *metric_for_best_model;
     bool greater_is_better;

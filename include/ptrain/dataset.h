@@ -112,12 +112,21 @@ typedef struct {
     size_t n;     /* indices per rank per epoch: n_examples, or whole batches when world > 1 */
     size_t *idx;  /* this rank's indices for the current epoch */
     long epoch;   /* the epoch idx was drawn for (-1: none yet) */
+    size_t full;  /* indices per rank in a whole epoch */
+    size_t skip;  /* entries of the epoch's order consumed before this run (resume) */
 } pt_sampler;
 
 pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size);
 /* Draw the epoch's order (seed = config seed; the permutation uses seed + epoch). */
 pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch);
-size_t sampler_batches(const pt_sampler *s);
+/* The same epoch, starting after the first skip entries of its order (all ranks together): what a
+ * resumed run uses; the rest is cut into batches and shared among the ranks as above. */
+pt_status sampler_epoch_from(pt_sampler *s, uint64_t seed, long epoch, size_t skip);
+/* Entries of the epoch's order consumed by all ranks after this rank's batches_done batches
+ * (at most n_examples). */
+size_t sampler_seen(const pt_sampler *s, size_t batches_done);
+size_t sampler_batches(const pt_sampler *s);      /* batches of this rank in the current epoch */
+size_t sampler_full_batches(const pt_sampler *s); /* ... in a whole epoch */
 /* Micro-batch b of the current epoch: *idx points at its example indices; returns their count. */
 size_t sampler_batch(const pt_sampler *s, size_t b, const size_t **idx);
 void sampler_free(pt_sampler *s);

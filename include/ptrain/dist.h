@@ -5,6 +5,7 @@
 #define PTRAIN_DIST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ptrain/error.h"
@@ -45,6 +46,10 @@ void dist_fail_fast(const pt_dist *d, pt_status st);
 pt_status dist_share_nccl_id(pt_dist *d);
 /* Sum values across ranks, in place (a no-op with one rank). */
 pt_status dist_sum_f64(const pt_dist *d, double *values, int n);
+/* Rank 0's n bytes at data reach every rank (in pieces of 1 GiB). */
+pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n);
+/* *flag becomes the largest of every rank's *flag. */
+pt_status dist_any(const pt_dist *d, int *flag);
 /* Threads per rank for threads: auto — OMP_NUM_THREADS when set, else the node's cores divided by
  * the ranks on the node, capped by the CPUs the launcher bound this rank to. */
 int dist_default_threads(const pt_dist *d);

@@ -26,8 +26,9 @@ typedef struct {
     double comm_s;    /* seconds per step in communication, mean over the ranks */
 } progress_record;
 
-/* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. */
-pt_status progress_open(progress *p, const char *dir, int rank);
+/* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. keep_until >= 0
+ * (a resumed run): first drop the records of steps after it, which the run will log again. */
+pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_until);
 /* Print and append the record (rank 0); fails when metrics.jsonl cannot be written. */
 pt_status progress_log(progress *p, const progress_record *r);
 pt_status progress_eval(progress *p, int64_t step, double eval_loss);

@@ -5,11 +5,21 @@
  * same number of full batches (Accelerate's even_batches); one process keeps a short last batch
  * (a DataLoader without drop_last). So one optimizer step of W ranks × A accumulation covers the
  * same W·A consecutive batches as one process with accumulation W·A — the equivalence the
- * data-parallel test checks. The generator is ptrain's own (random.c), so orders differ from
+ * data-parallel test checks. A resumed epoch starts after the entries of the order that were
+ * already consumed (sampler_epoch_from), whatever the world size was, so no example is seen twice
+ * or skipped; with the same world size and batch, the batches are exactly those of the
+ * uninterrupted run. The generator is ptrain's own (random.c), so orders differ from
  * torch's. */
 #include <stdlib.h>
 
 #include "data_internal.h"
+
+/* Indices per rank for m examples: all of them with one process, else whole batches. */
+static size_t per_rank(size_t m, long batch_size, int world)
+{
+    size_t b = (size_t)batch_size, w = (size_t)world;
+    return world == 1 ? m : (m + b * w - 1) / (b * w) * b;
+}
 
 pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size)
 {
@@ -23,28 +33,47 @@ pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, lo
     s->rank = rank;
     s->world = world;
     s->batch_size = batch_size;
-    size_t b = (size_t)batch_size, w = (size_t)world;
-    size_t rounds = (n_examples + b * w - 1) / (b * w); /* batches per rank */
-    s->n = world == 1 ? n_examples : rounds * b;
-    s->idx = malloc(sizeof *s->idx * s->n);
+    s->full = per_rank(n_examples, batch_size, world);
+    s->n = s->full;
+    s->idx = malloc(sizeof *s->idx * (s->full + 1));
     if (!s->idx) return ERR(PT_ERR_NOMEM, "out of memory");
     return PT_OK;
 }
 
 pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch)
 {
+    return sampler_epoch_from(s, seed, epoch, 0);
+}
+
+pt_status sampler_epoch_from(pt_sampler *s, uint64_t seed, long epoch, size_t skip)
+{
     if (!s->idx) return ERR(PT_ERR_INTERNAL, "sampler_epoch before sampler_init");
+    if (skip > s->n_examples) skip = s->n_examples;
     size_t *perm = malloc(sizeof *perm * s->n_examples);
     if (!perm) return ERR(PT_ERR_NOMEM, "out of memory");
     rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
     size_t b = (size_t)s->batch_size, w = (size_t)s->world, r = (size_t)s->rank;
+    s->n = per_rank(s->n_examples - skip, s->batch_size, s->world);
     for (size_t i = 0; i < s->n; i++) { /* i-th index of this rank: batch i/b of its own */
         size_t global_batch = (i / b) * w + r;
-        s->idx[i] = perm[(global_batch * b + i % b) % s->n_examples];
+        s->idx[i] = perm[(skip + global_batch * b + i % b) % s->n_examples];
     }
     free(perm);
     s->epoch = epoch;
+    s->skip = skip;
     return PT_OK;
+}
+
+size_t sampler_seen(const pt_sampler *s, size_t batches_done)
+{
+    size_t seen = s->skip + batches_done * (size_t)s->batch_size * (size_t)s->world;
+    return seen < s->n_examples ? seen : s->n_examples;
+}
+
+size_t sampler_full_batches(const pt_sampler *s)
+{
+    size_t b = (size_t)s->batch_size;
+    return b ? (s->full + b - 1) / b : 0;
 }
 
 size_t sampler_batches(const pt_sampler *s)

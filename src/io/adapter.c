@@ -4,6 +4,8 @@
  * the same directory and renamed into place, so a crash never leaves a half-written adapter. */
 #include "ptrain/adapter.h"
 
+#include "h5util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
@@ -17,33 +19,11 @@
 #define ADAPTER_FORMAT "ptrain-lora"
 #define ADAPTER_VERSION 1
 
-static void tensor_name(char *out, size_t len, int layer, int w, char which)
+void adapter_tensor_name(char *out, size_t len, int layer, int w, char which)
 {
     const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
     snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer, block, lora_module_name(w),
              which);
-}
-
-static herr_t attr_string(hid_t loc, const char *name, const char *value)
-{
-    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
-    H5Tset_size(type, strlen(value) + 1);
-    hid_t attr = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, type, value);
-    if (attr >= 0) H5Aclose(attr);
-    H5Sclose(space);
-    H5Tclose(type);
-    return rc;
-}
-
-static herr_t attr_double(hid_t loc, const char *name, double value)
-{
-    hid_t space = H5Screate(H5S_SCALAR);
-    hid_t attr = H5Acreate2(loc, name, H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, H5T_NATIVE_DOUBLE, &value);
-    if (attr >= 0) H5Aclose(attr);
-    H5Sclose(space);
-    return rc;
 }
 
 static pt_status write_matrix(hid_t file, const char *name, pt_backend *be, const pt_tensor *t)
@@ -51,13 +31,7 @@ static pt_status write_matrix(hid_t file, const char *name, pt_backend *be, cons
     float *host = malloc(t->nbytes);
     TRY_ALLOC(host);
     pt_status st = backend_download(be, t, host, t->nbytes);
-    hsize_t dims[2] = {(hsize_t)t->shape[0], (hsize_t)t->shape[1]};
-    hid_t space = H5Screate_simple(2, dims, NULL);
-    hid_t set = H5Dcreate2(file, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (st == PT_OK && (set < 0 || H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host) < 0))
-        st = ERR(PT_ERR_USER, "cannot write %s to the adapter file", name);
-    if (set >= 0) H5Dclose(set);
-    H5Sclose(space);
+    if (st == PT_OK) st = h5_write_f32(file, name, t->shape[0], t->shape[1], host, false);
     free(host);
     return st;
 }
@@ -68,34 +42,25 @@ static pt_status write_all(hid_t file, const pt_lora *l, const adapter_info *inf
     for (int w = 0; w < W_COUNT; w++)
         if (l->target[w]) snprintf(targets + strlen(targets), sizeof targets - strlen(targets), "%s%s",
                                    targets[0] ? "," : "", lora_module_name(w));
-    if (attr_string(file, "format", ADAPTER_FORMAT) < 0 || attr_double(file, "format_version", ADAPTER_VERSION) < 0 ||
-        attr_double(file, "r", l->r) < 0 || attr_double(file, "lora_alpha", l->alpha) < 0 ||
-        attr_double(file, "scale", l->scale) < 0 || attr_double(file, "lora_dropout", info->lora_dropout) < 0 ||
-        attr_double(file, "use_rslora", info->use_rslora) < 0 || attr_double(file, "n_layers", l->n_layers) < 0 ||
-        attr_string(file, "target_modules", targets) < 0 ||
-        attr_string(file, "base_model", info->base_model ? info->base_model : "") < 0 ||
-        attr_string(file, "chat_template", info->chat_template ? info->chat_template : "") < 0)
+    if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 || h5_attr_f64(file, "format_version", ADAPTER_VERSION) < 0 ||
+        h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
+        h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
+        h5_attr_f64(file, "use_rslora", info->use_rslora) < 0 || h5_attr_f64(file, "n_layers", l->n_layers) < 0 ||
+        h5_attr_str(file, "target_modules", targets) < 0 ||
+        h5_attr_str(file, "base_model", info->base_model ? info->base_model : "") < 0 ||
+        h5_attr_str(file, "chat_template", info->chat_template ? info->chat_template : "") < 0 ||
+        (info->best_step >= 0 && h5_attr_i64(file, "best_model_step", info->best_step) < 0))
         return ERR(PT_ERR_USER, "cannot write the adapter's attributes");
     char name[160];
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
             lora_pair *p = lora_at(l, layer, w);
             if (!p) continue;
-            tensor_name(name, sizeof name, layer, w, 'A');
+            adapter_tensor_name(name, sizeof name, layer, w, 'A');
             TRY(write_matrix(file, name, l->be, &p->a));
-            tensor_name(name, sizeof name, layer, w, 'B');
+            adapter_tensor_name(name, sizeof name, layer, w, 'B');
             TRY(write_matrix(file, name, l->be, &p->b));
         }
-    return PT_OK;
-}
-
-static pt_status fsync_path(const char *path, int flags)
-{
-    int fd = open(path, flags);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot open %s to sync it: %s", path, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0) return ERR(PT_ERR_USER, "cannot sync %s: %s", path, strerror(errno));
     return PT_OK;
 }
 
@@ -112,60 +77,18 @@ pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *in
     pt_status st = write_all(file, l, info);
     if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot flush %s", tmp);
     H5Fclose(file);
-    if (st == PT_OK) st = fsync_path(tmp, O_RDONLY);
-    if (st == PT_OK && rename(tmp, final) != 0)
-        st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", tmp, final, strerror(errno));
-    if (st != PT_OK) {
-        unlink(tmp);
-        return st;
-    }
-    return fsync_path(dir, O_RDONLY | O_DIRECTORY);
-}
-
-static pt_status read_attr_double(hid_t file, const char *path, const char *name, double *out)
-{
-    hid_t attr = H5Aexists(file, name) > 0 ? H5Aopen(file, name, H5P_DEFAULT) : -1;
-    herr_t rc = attr < 0 ? -1 : H5Aread(attr, H5T_NATIVE_DOUBLE, out);
-    if (attr >= 0) H5Aclose(attr);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a number; is this a ptrain adapter?", path, name);
-    return PT_OK;
-}
-
-static pt_status read_attr_string(hid_t file, const char *path, const char *name, char *out, size_t len)
-{
-    hid_t attr = H5Aexists(file, name) > 0 ? H5Aopen(file, name, H5P_DEFAULT) : -1;
-    hid_t type = attr < 0 ? -1 : H5Aget_type(attr);
-    herr_t rc = -1;
-    if (type >= 0 && H5Tget_class(type) == H5T_STRING && !H5Tis_variable_str(type) && H5Tget_size(type) <= len)
-        rc = H5Aread(attr, type, out);
-    if (type >= 0) H5Tclose(type);
-    if (attr >= 0) H5Aclose(attr);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a short string", path, name);
-    out[len - 1] = '\0';
-    return PT_OK;
+    if (st == PT_OK) st = h5_commit(tmp, final);
+    if (st != PT_OK) unlink(tmp);
+    return st;
 }
 
 static pt_status read_matrix(hid_t file, const char *path, const char *name, pt_backend *be, pt_tensor *t)
 {
-    hid_t set = H5Lexists(file, name, H5P_DEFAULT) > 0 ? H5Dopen2(file, name, H5P_DEFAULT) : -1;
-    if (set < 0) return ERR(PT_ERR_USER, "%s: tensor %s is missing", path, name);
-    hid_t space = H5Dget_space(set);
-    hsize_t dims[2] = {0, 0};
-    int nd = H5Sget_simple_extent_ndims(space);
-    if (nd == 2) H5Sget_simple_extent_dims(space, dims, NULL);
-    H5Sclose(space);
-    pt_status st = PT_OK;
-    if (nd != 2 || dims[0] != (hsize_t)t->shape[0] || dims[1] != (hsize_t)t->shape[1])
-        st = ERR(PT_ERR_USER, "%s: tensor %s is [%llu, %llu], the model needs [%lld, %lld]; was the adapter "
-                 "trained on another model?", path, name, (unsigned long long)dims[0], (unsigned long long)dims[1],
-                 (long long)t->shape[0], (long long)t->shape[1]);
-    float *host = st == PT_OK ? malloc(t->nbytes) : NULL;
-    if (st == PT_OK && !host) st = ERR(PT_ERR_NOMEM, "out of memory");
-    if (st == PT_OK && H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, host) < 0)
-        st = ERR(PT_ERR_USER, "%s: cannot read tensor %s (the file may be damaged)", path, name);
+    float *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    pt_status st = h5_read_f32(file, path, name, t->shape[0], t->shape[1], host);
     if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
     free(host);
-    H5Dclose(set);
     return st;
 }
 
@@ -173,17 +96,17 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_lo
 {
     char format[64], targets[256];
     double version, r, alpha, scale, layers;
-    TRY(read_attr_string(file, path, "format", format, sizeof format));
+    TRY(h5_get_str(file, path, "format", format, sizeof format));
     if (strcmp(format, ADAPTER_FORMAT)) return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain adapter", path, format);
-    TRY(read_attr_double(file, path, "format_version", &version));
+    TRY(h5_get_f64(file, path, "format_version", &version));
     if (version > ADAPTER_VERSION)
         return ERR(PT_ERR_USER, "%s: adapter format version %g is newer than this ptrain reads (%d)", path, version,
                    ADAPTER_VERSION);
-    TRY(read_attr_double(file, path, "r", &r));
-    TRY(read_attr_double(file, path, "lora_alpha", &alpha));
-    TRY(read_attr_double(file, path, "scale", &scale));
-    TRY(read_attr_double(file, path, "n_layers", &layers));
-    TRY(read_attr_string(file, path, "target_modules", targets, sizeof targets));
+    TRY(h5_get_f64(file, path, "r", &r));
+    TRY(h5_get_f64(file, path, "lora_alpha", &alpha));
+    TRY(h5_get_f64(file, path, "scale", &scale));
+    TRY(h5_get_f64(file, path, "n_layers", &layers));
+    TRY(h5_get_str(file, path, "target_modules", targets, sizeof targets));
     if ((int)layers != m->cfg.n_layers)
         return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?", path,
                    layers, m->cfg.n_layers);
@@ -198,9 +121,9 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_lo
         for (int w = 0; w < W_COUNT; w++) {
             lora_pair *p = lora_at(l, layer, w);
             if (!p) continue;
-            tensor_name(name, sizeof name, layer, w, 'A');
+            adapter_tensor_name(name, sizeof name, layer, w, 'A');
             TRY(read_matrix(file, path, name, l->be, &p->a));
-            tensor_name(name, sizeof name, layer, w, 'B');
+            adapter_tensor_name(name, sizeof name, layer, w, 'B');
             TRY(read_matrix(file, path, name, l->be, &p->b));
         }
     return PT_OK;

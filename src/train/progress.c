@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,7 +32,34 @@ static pt_status make_dirs(const char *dir)
     return PT_OK;
 }
 
-pt_status progress_open(progress *p, const char *dir, int rank)
+/* Keep the records of metrics.jsonl up to step keep_until (a resumed run logs the later steps
+ * again); rewritten through a temporary file and a rename, so a crash keeps the old file. */
+static pt_status trim_metrics(const char *path, int64_t keep_until)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return PT_OK;
+    char tmp[4200], line[8192];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return ERR(PT_ERR_USER, "cannot write %s: %s (output_dir must be writable)", tmp, strerror(errno));
+    }
+    while (fgets(line, sizeof line, in)) {
+        const char *at = strstr(line, "\"step\": ");
+        if (!at || atoll(at + 8) <= keep_until) fputs(line, out);
+    }
+    fclose(in);
+    bool bad = fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0;
+    fclose(out);
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return ERR(PT_ERR_USER, "cannot rewrite %s: %s", path, strerror(errno));
+    }
+    return PT_OK;
+}
+
+pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_until)
 {
     memset(p, 0, sizeof *p);
     p->start = progress_now();
@@ -39,6 +67,7 @@ pt_status progress_open(progress *p, const char *dir, int rank)
     p->tty = isatty(STDOUT_FILENO);
     TRY(make_dirs(dir));
     snprintf(p->path, sizeof p->path, "%s/metrics.jsonl", dir);
+    if (keep_until >= 0) TRY(trim_metrics(p->path, keep_until));
     p->metrics = fopen(p->path, "a");
     if (!p->metrics)
         return ERR(PT_ERR_USER, "cannot write %s: %s (output_dir must be writable)", p->path, strerror(errno));

@@ -1,18 +1,24 @@
 /* train.c — the training loop, readable top to bottom in train_run():
  *   load the model and its tokenizer; read, tokenize and split the data; create the adapters;
- *   then for each optimizer step: gather gradient_accumulation_steps micro-batches, count their
- *   target tokens across all ranks, run forward+backward on each (the loss is the mean over all
- *   those tokens, as transformers computes it) while gradsync accumulates the gradients and sums
- *   them across ranks in buckets as layers finish, clip, AdamW; log every logging_steps (with
- *   the slowest rank and the time spent communicating), compare the replicas' checksums;
- *   evaluate; rank 0 writes the final adapter. A rank that fails inside the loop ends the job
- *   (dist_fail_fast), since the others are already waiting in the step's collectives. */
+ *   resume from a checkpoint when the config says so (train_ckpt.c); then for each optimizer
+ *   step: gather gradient_accumulation_steps micro-batches, count their target tokens across all
+ *   ranks, run forward+backward on each (the loss is the mean over all those tokens, as
+ *   transformers computes it) while gradsync accumulates the gradients and sums them across ranks
+ *   in buckets as layers finish, clip, AdamW; log every logging_steps (with the slowest rank and
+ *   the time spent communicating), compare the replicas' checksums; evaluate, track the best
+ *   model and early stopping; checkpoint (rank 0) by save_strategy. A SIGUSR1/SIGTERM/SIGINT on
+ *   any rank travels with the step's loss sum, so all ranks stop after the same step: rank 0
+ *   checkpoints and every rank returns PT_CHECKPOINTED. At the end rank 0 writes the final adapter
+ *   (the best checkpoint's with load_best_model_at_end). A rank that fails inside the loop ends
+ *   the job (dist_fail_fast), since the others are already waiting in the step's collectives. */
 #include "ptrain/train.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ptrain/adapter.h"
 #include "ptrain/dataset.h"
@@ -21,27 +27,11 @@
 #include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/progress.h"
+#include "ptrain/resume.h"
 #include "ptrain/schedule.h"
+#include "ptrain/signals.h"
 #include "ptrain/step.h"
-
-typedef struct {
-    const pt_config *cfg;
-    const pt_dist *d;
-    pt_backend *be;
-    char model_path[4096];
-    pt_tokenizer *tok;
-    pt_model m;
-    pt_lora l;
-    pt_dataset train, eval;
-    pt_sampler sampler;
-    long epoch;
-    size_t next_batch;
-    lr_schedule sched;
-    progress p;
-    gradsync sync;
-    int64_t step;      /* the optimizer step running (0-based) */
-    int64_t fail_step; /* PTRAIN_TEST_FAIL_STEP (see on_layer_done); 0: none */
-} trainer;
+#include "trainer.h"
 
 static pt_status load_model(trainer *t)
 {
@@ -91,6 +81,7 @@ static int64_t count_targets(const pt_batch *b)
 typedef struct {
     double loss_sum, tokens, grad_norm, lr;
     double compute_s, comm_s; /* this rank's seconds computing and in communication */
+    bool stop;                /* a rank received SIGUSR1, SIGTERM or SIGINT before the step ended */
 } step_result;
 
 /* Sum values across ranks, adding the time it took to *comm_s. */
@@ -149,7 +140,10 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
     comm += t->sync.comm_s;
-    if (st == PT_OK) st = timed_sum(t, &loss_sum, 1, &comm);
+    double sums[2] = {loss_sum, signals_pending() ? 1.0 : 0.0}; /* the stop flag rides along */
+    if (st == PT_OK) st = timed_sum(t, sums, 2, &comm);
+    loss_sum = sums[0];
+    r->stop = sums[1] > 0;
     if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
     adamw_options ao = {t->cfg->adam_beta1, t->cfg->adam_beta2, t->cfg->adam_epsilon, t->cfg->weight_decay,
                         t->cfg->max_grad_norm};
@@ -162,24 +156,26 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     return st;
 }
 
-/* Mean loss over the eval set (every rank evaluates all of it; it is small). */
+/* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. */
 static pt_status evaluate(trainer *t, double *eval_loss)
 {
-    double sum = 0;
-    int64_t n = 0;
+    double sums[2] = {0, 0}; /* loss, target tokens */
     size_t bs = (size_t)t->cfg->per_device_eval_batch_size;
     if (bs > 256) bs = 256;
-    for (size_t i = 0; i < t->eval.n; i += bs) {
+    for (size_t i = (size_t)t->d->rank * bs; i < t->eval.n; i += bs * (size_t)t->d->world) {
         size_t idx[256], k = 0;
         for (; k < bs && i + k < t->eval.n; k++) idx[k] = i + k;
         pt_batch b;
         TRY(batch_collate(&t->eval, idx, k, tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0, &b));
         train_batch v = view_of(&b, t->eval.packed);
-        pt_status st = step_loss(&t->m, &t->l, &v, &sum, &n);
+        int64_t n = 0;
+        pt_status st = step_loss(&t->m, &t->l, &v, &sums[0], &n);
+        sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
     }
-    *eval_loss = n ? sum / (double)n : NAN;
+    TRY(dist_sum_f64(t->d, sums, 2));
+    *eval_loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
     return PT_OK;
 }
 
@@ -224,7 +220,7 @@ static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;
     adapter_info info = {t->model_path, dataset_template_name(t->cfg, t->tok), t->cfg->lora_dropout,
-                         t->cfg->use_rslora};
+                         t->cfg->use_rslora, t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
     TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
     log_info("adapter    written to %s/adapter.h5 (try: ptrain generate --model %s --adapter %s --chat "
              "--prompt \"...\")\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
@@ -243,57 +239,107 @@ static pt_status check_replicas(trainer *t, const char *when)
                            "the replicas diverged; this is a bug in ptrain or faulty hardware on this node");
 }
 
-typedef struct {
-    double loss, tokens, compute_s, comm_s, start;
-    int64_t steps;
-} log_window;
-
 /* The record of a logging step: loss and tokens/s over the window, the slowest rank's compute
  * time and the mean time in communication per step. */
-static pt_status log_progress(trainer *t, int64_t step, int64_t total, const step_result *r, log_window *w)
+static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
 {
+    log_window *w = &t->w;
     double now = progress_now(), slowest = 0, comm = w->comm_s;
     int who = 0;
     TRY(dist_max_loc(t->d, w->compute_s, &slowest, &who));
     TRY(dist_sum_f64(t->d, &comm, 1));
     double steps = (double)(w->steps > 0 ? w->steps : 1);
-    progress_record rec = {step, total,
-                           (double)t->epoch + (double)t->next_batch / (double)sampler_batches(&t->sampler),
+    progress_record rec = {step, t->total,
+                           (double)t->epoch + (double)sampler_seen(&t->sampler, t->next_batch) / (double)t->train.n,
                            w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
                            t->d->world, slowest / steps, who, comm / t->d->world / steps};
     *w = (log_window){.start = now};
     return progress_log(&t->p, &rec);
 }
 
-static pt_status train_loop(trainer *t, int64_t total)
+/* Epochs fully consumed: what tells that a step ended an epoch (save/eval_strategy: epoch). */
+static long epochs_done(const trainer *t)
 {
-    log_window w = {.start = progress_now()};
-    char when[48];
-    for (int64_t step = 0; step < total; step++) {
+    return t->epoch + (t->next_batch >= sampler_batches(&t->sampler) ? 1 : 0);
+}
+
+/* Whether a "steps" or "epoch" strategy fires after step (1-based); every: save/eval_steps,
+ * whole or a fraction of the total (transformers rounds the fraction up). */
+static bool strategy_due(const char *strategy, double every, int64_t step, int64_t total, bool epoch_end)
+{
+    if (!strcmp(strategy, "epoch")) return epoch_end;
+    if (strcmp(strategy, "steps")) return false;
+    int64_t n = every < 1 ? (int64_t)ceil(every * (double)total) : (int64_t)every;
+    return step % (n > 0 ? n : 1) == 0;
+}
+
+/* Evaluate, log, and keep the best metric and early stopping's patience (t->run). */
+static pt_status evaluate_step(trainer *t, int64_t step, bool *stop)
+{
+    double loss;
+    TRY(evaluate(t, &loss));
+    TRY(progress_eval(&t->p, step, loss));
+    double value = !strcmp(t->run.metric_name, "eval_perplexity") ? exp(loss) : loss;
+    best_result r;
+    TRY(best_record(&t->run, step, value, t->cfg->early_stopping_threshold, t->cfg->early_stopping_patience, &r));
+    if (r.stop)
+        log_info("early stop %s has not improved by more than %g for %ld evaluations (best %.6g at step %lld)\n",
+                 t->run.metric_name, t->cfg->early_stopping_threshold, t->cfg->early_stopping_patience,
+                 t->run.best_metric, (long long)t->run.best_step);
+    *stop = r.stop;
+    return PT_OK;
+}
+
+/* Test hooks: PTRAIN_TEST_KILL_STEP=N kills rank PTRAIN_TEST_KILL_RANK (default 0) as kill -9
+ * would at the start of step N; PTRAIN_TEST_STEP_DELAY_MS slows every step (signal tests). */
+static void test_hooks(const trainer *t, int64_t step)
+{
+    if (t->kill_step == step + 1 && t->kill_rank == t->d->rank) raise(SIGKILL);
+    if (t->step_delay_ms > 0) nanosleep(&(struct timespec){t->step_delay_ms / 1000, (t->step_delay_ms % 1000) * 1000000L}, NULL);
+}
+
+/* After step (1-based): log, evaluate, save as the strategies say. *stop: early stopping. */
+static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool epoch_end, bool *stop)
+{
+    const pt_config *c = t->cfg;
+    bool last = step == t->total;
+    if (step % c->logging_steps == 0 || last) {
+        char when[48];
+        TRY(log_progress(t, step, r));
+        snprintf(when, sizeof when, "after step %lld", (long long)step);
+        TRY(check_replicas(t, when));
+    }
+    bool eval_due = strategy_due(c->eval_strategy, c->eval_steps, step, t->total, epoch_end);
+    if (t->eval.n && strcmp(c->eval_strategy, "no") && (eval_due || last)) TRY(evaluate_step(t, step, stop));
+    bool save_due = strategy_due(c->save_strategy, c->save_steps, step, t->total, epoch_end);
+    if (save_due || (strcmp(c->save_strategy, "no") && (last || *stop)) || r->stop) TRY(trainer_save(t, step));
+    return PT_OK;
+}
+
+/* The optimizer steps from t->first_step on. Returns PT_CHECKPOINTED after a stop signal. */
+static pt_status train_loop(trainer *t, int64_t *last_step)
+{
+    t->w.start = progress_now();
+    *last_step = t->first_step;
+    for (int64_t step = t->first_step; step < t->total; step++) {
         step_result r;
         t->step = step;
+        test_hooks(t, step);
+        long epochs_before = epochs_done(t);
         TRY(optimizer_step_run(t, step, &r));
-        w.loss += r.loss_sum;
-        w.tokens += r.tokens;
-        w.compute_s += r.compute_s;
-        w.comm_s += r.comm_s;
-        w.steps++;
-        if ((step + 1) % t->cfg->logging_steps == 0 || step + 1 == total) {
-            TRY(log_progress(t, step + 1, total, &r, &w));
-            snprintf(when, sizeof when, "after step %lld", (long long)(step + 1));
-            TRY(check_replicas(t, when));
+        t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
+        t->w.steps++;
+        t->last_loss = r.loss_sum / fmax(r.tokens, 1), t->last_lr = r.lr;
+        *last_step = step + 1;
+        bool stop = false;
+        TRY(after_step(t, step + 1, &r, epochs_done(t) > epochs_before, &stop));
+        if (r.stop && step + 1 < t->total) {
+            log_info("stopped    by %s after step %lld: checkpoint written; run the same command again to "
+                     "continue (exit status %d)\n", signals_name(signals_pending()) , (long long)(step + 1),
+                     PT_CHECKPOINTED);
+            return PT_CHECKPOINTED;
         }
-        bool eval_now = t->eval.n && !strcmp(t->cfg->eval_strategy, "steps") && (step + 1) % t->cfg->eval_steps == 0;
-        if (eval_now) {
-            double el;
-            TRY(evaluate(t, &el));
-            TRY(progress_eval(&t->p, step + 1, el));
-        }
-    }
-    if (t->eval.n && strcmp(t->cfg->eval_strategy, "no")) {
-        double el;
-        TRY(evaluate(t, &el));
-        TRY(progress_eval(&t->p, total, el));
+        if (stop) break;
     }
     return PT_OK;
 }
@@ -304,36 +350,55 @@ static void trainer_free(trainer *t)
     sampler_free(&t->sampler);
     dataset_free(&t->train);
     dataset_free(&t->eval);
+    ckpt_layout_free(&t->lay);
+    ckpt_state_free(&t->run);
     lora_free(&t->l);
     model_free(&t->m);
     tokenizer_free(t->tok);
 }
 
+static int64_t env_int(const char *name) { return getenv(name) ? atoll(getenv(name)) : 0; }
+
+/* The steps of the run, the schedule, the start-up summary and metrics.jsonl. */
+static pt_status plan_run(trainer *t, int threads)
+{
+    const pt_config *cfg = t->cfg;
+    t->total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs,
+                                    (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
+    t->sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, t->total, cfg->warmup_steps,
+                             config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
+    print_summary(t, threads, t->total);
+    warn_settings(t);
+    if (t->first_step >= t->total && t->resumed_from >= 0)
+        log_info("resume     the checkpoint is at step %lld of %lld: nothing left to train\n",
+                 (long long)t->first_step, (long long)t->total);
+    return dist_agree(t->d, progress_open(&t->p, cfg->output_dir, t->d->rank, t->resumed_from));
+}
+
 pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int threads)
 {
-    trainer t = {.cfg = cfg, .d = d, .be = be};
+    trainer t = {.cfg = cfg, .d = d, .be = be, .resumed_from = -1};
+    t.fail_step = env_int("PTRAIN_TEST_FAIL_STEP"), t.kill_step = env_int("PTRAIN_TEST_KILL_STEP");
+    t.kill_rank = (int)env_int("PTRAIN_TEST_KILL_RANK"), t.step_delay_ms = (int)env_int("PTRAIN_TEST_STEP_DELAY_MS");
+    signals_install(); /* from the start: a signal during loading stops after the first step */
     pt_status st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
+    if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));
+    if (st == PT_OK) st = trainer_resume(&t);
+    if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "after resuming"));
     gradsync_init(&t.sync, &t.l, d->world, cfg->gradient_accumulation_steps);
-    t.fail_step = getenv("PTRAIN_TEST_FAIL_STEP") ? atoll(getenv("PTRAIN_TEST_FAIL_STEP")) : 0;
-    int64_t total = 0;
+    if (st == PT_OK) st = plan_run(&t, threads);
+    int64_t last = 0;
     if (st == PT_OK) {
-        total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs, (int64_t)sampler_batches(&t.sampler),
-                                     cfg->gradient_accumulation_steps);
-        t.sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, total, cfg->warmup_steps,
-                                config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
-        print_summary(&t, threads, total);
-        warn_settings(&t);
-        st = dist_agree(d, progress_open(&t.p, cfg->output_dir, d->rank));
+        st = train_loop(&t, &last);
+        if (st != PT_CHECKPOINTED) dist_fail_fast(d, st); /* the others may be inside a step's collective */
     }
-    if (st == PT_OK) {
-        st = train_loop(&t, total);
-        dist_fail_fast(d, st); /* the other ranks may be inside a collective of the step */
-    }
+    if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
+    signals_restore();
     trainer_free(&t);
     return st;
 }

@@ -184,13 +184,14 @@ static const key_row key_rows[] = {
     {"save_strategy", "epoch", "epoch", NULL},
     {"save_steps", "50", "50", NULL},
     {"save_total_limit", "2", "2", NULL},
+    {"save_only_model", "true", "true", NULL},
     {"final_model_dir", "final", "final", NULL},
     {"resume_from_checkpoint", "outputs/checkpoint-100", "outputs/checkpoint-100", NULL},
     {"val_split_ratio", "0.05", "0.05", NULL},
     {"eval_strategy", "steps", "steps", "val_split_ratio: 0.1\n"},
     {"eval_steps", "25", "25", NULL},
     {"load_best_model_at_end", "true", "true", "val_split_ratio: 0.1\nsave_strategy: epoch\n"},
-    {"metric_for_best_model", "eval_accuracy", "eval_accuracy", NULL},
+    {"metric_for_best_model", "perplexity", "eval_perplexity", NULL},
     {"greater_is_better", "true", "true", NULL},
     {"early_stopping_patience", "3", "3", "val_split_ratio: 0.1\n"},
     {"early_stopping_threshold", "0.01", "0.01", NULL},
@@ -300,6 +301,7 @@ static const default_row default_rows[] = {
     {"save_strategy", "no"}, /* no save_steps given */
     {"save_steps", "100"},
     {"save_total_limit", "(unset)"},
+    {"save_only_model", "false"},
     {"final_model_dir", "lora_model"},
     {"resume_from_checkpoint", "false"},
     {"val_split_ratio", "(unset)"},
@@ -486,6 +488,14 @@ static void test_numbers(void **state)
     assert_true(cfg.lora_alpha == 8.5);
     assert_true(cfg.warmup_ratio == 1.0);
     assert_int_equal(cfg.max_steps, -1);
+    config_free(&cfg);
+    /* save_steps/eval_steps below 1 are fractions of the total, as transformers takes them */
+    parse_ok("save_steps: 0.25\neval_steps: 0.1\n", &cfg);
+    assert_true(cfg.save_steps == 0.25 && cfg.eval_steps == 0.1);
+    config_free(&cfg);
+    expect_error("save_steps: 2.5\n", "config.yaml:1:13: save_steps: expected a positive integer or a fraction "
+                 "below 1 of the total steps, found \"2.5\"");
+    parse_ok("max_steps: -1\n", &cfg);
     expect_text(&cfg, "max_steps", "(unset)");
     assert_true(config_is_set(&cfg, "max_steps"));
     assert_int_equal(cfg.threads, 0);
@@ -1124,7 +1134,8 @@ static void test_errors_together_in_order(void **state)
                  "paged_adamw_8bit, adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found "
                  "\"sgd\"\n"
                  "config.yaml:6:14: dataset[0].shuffle: expected true or false, found \"2\"\n"
-                 "config.yaml:7:14: save_steps: expected a positive integer, found \"fifty\"\n"
+                 "config.yaml:7:14: save_steps: expected a positive integer or a fraction below 1 of the total steps, "
+                 "found \"fifty\"\n"
                  "config.yaml:8:1: lora_r: given twice (first at line 1)\n"
                  "config.yaml:10:1: dataset: given twice (first at line 4)");
     /* (the rules between keys wait until every value could be read: full_finetuning and the

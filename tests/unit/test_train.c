@@ -313,7 +313,10 @@ static void test_lora_dropout(void **state)
     double fd = (lp - lm) / (2.0 * h);
     print_message("dropout 0.3: loss %.6f (without %.6f); dA[%d] analytic %.6g, central difference %.6g\n", dropped,
                   plain, k, grad[k], fd);
-    assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 1e-4 / labelled(fx));
+    /* the mean loss carries ~1.5e-5 / labelled of fp32 rounding per evaluation, which the
+     * difference quotient turns into ~1e-3 / labelled of noise in fd: allow twice that
+     * (measured: 1.0e-5 on an AMD EPYC, 0.7% of the gradient) */
+    assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 2e-3 / labelled(fx));
     free(grad);
     free(grad2);
     free(vals);

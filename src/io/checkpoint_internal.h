@@ -1,0 +1,30 @@
+/* checkpoint_internal.h — what checkpoint.c (writing, the completion mark, listing) and
+ * checkpoint_read.c (reading, inspect) share: the table of metadata fields, each an HDF5
+ * attribute of a group, and the names of the tensor groups. */
+#ifndef PTRAIN_CHECKPOINT_INTERNAL_H
+#define PTRAIN_CHECKPOINT_INTERNAL_H
+
+#include <hdf5.h>
+
+#include "ptrain/checkpoint.h"
+
+typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH } ckpt_field_type;
+
+typedef struct {
+    const char *group, *name;
+    ckpt_field_type type;
+    size_t offset, size; /* of the member in ckpt_state */
+} ckpt_field;
+
+extern const ckpt_field ckpt_fields[];
+extern const int ckpt_nfields;
+extern const char *const ckpt_groups[]; /* groups holding the fields, created in this order */
+extern const int ckpt_ngroups;
+
+#define CKPT_PARAMS "/adapter"
+#define CKPT_EXP_AVG "/optimizer/exp_avg"
+#define CKPT_EXP_AVG_SQ "/optimizer/exp_avg_sq"
+#define CKPT_CONFIG_TEXT "/run/config.yaml"
+#define CKPT_EVALS "/metrics/evals"
+
+#endif

@@ -1,0 +1,179 @@
+/* h5util.c — HDF5 attribute and dataset helpers shared by adapter.c and checkpoint.c, and the
+ * atomic commit of a finished file: a file is written under a temporary name in its final
+ * directory, synced, renamed into place and the directory synced, so a crash at any moment
+ * leaves either the old set of files or the new one. */
+#include "h5util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+herr_t h5_attr_str(hid_t loc, const char *name, const char *value)
+{
+    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
+    H5Tset_size(type, strlen(value) + 1);
+    hid_t attr = H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, type, value);
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return rc;
+}
+
+static herr_t attr_scalar(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(loc, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, mem_type, value);
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    return rc;
+}
+
+herr_t h5_attr_f64(hid_t loc, const char *name, double value)
+{
+    return attr_scalar(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
+}
+
+herr_t h5_attr_i64(hid_t loc, const char *name, int64_t value)
+{
+    return attr_scalar(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+bool h5_has_attr(hid_t loc, const char *name)
+{
+    return H5Aexists(loc, name) > 0;
+}
+
+/* Read a scalar numeric attribute converted to mem_type; HDF5 converts between number types. */
+static pt_status get_scalar(hid_t loc, const char *path, const char *name, hid_t mem_type, void *out)
+{
+    hid_t attr = h5_has_attr(loc, name) ? H5Aopen(loc, name, H5P_DEFAULT) : -1;
+    hid_t type = attr < 0 ? -1 : H5Aget_type(attr);
+    hid_t space = attr < 0 ? -1 : H5Aget_space(attr);
+    herr_t rc = -1;
+    if (type >= 0 && space >= 0 && (H5Tget_class(type) == H5T_INTEGER || H5Tget_class(type) == H5T_FLOAT) &&
+        H5Sget_simple_extent_npoints(space) == 1)
+        rc = H5Aread(attr, mem_type, out);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a number", path, name);
+    return PT_OK;
+}
+
+pt_status h5_get_f64(hid_t loc, const char *path, const char *name, double *out)
+{
+    return get_scalar(loc, path, name, H5T_NATIVE_DOUBLE, out);
+}
+
+pt_status h5_get_i64(hid_t loc, const char *path, const char *name, int64_t *out)
+{
+    return get_scalar(loc, path, name, H5T_NATIVE_INT64, out);
+}
+
+/* Open a fixed-length string attribute; *size gets its length in bytes. */
+static hid_t open_str(hid_t loc, const char *name, hid_t *type, size_t *size)
+{
+    hid_t attr = h5_has_attr(loc, name) ? H5Aopen(loc, name, H5P_DEFAULT) : -1;
+    *type = attr < 0 ? -1 : H5Aget_type(attr);
+    if (*type < 0 || H5Tget_class(*type) != H5T_STRING || H5Tis_variable_str(*type) > 0) {
+        if (*type >= 0) H5Tclose(*type);
+        if (attr >= 0) H5Aclose(attr);
+        return -1;
+    }
+    *size = H5Tget_size(*type);
+    return attr;
+}
+
+pt_status h5_get_str(hid_t loc, const char *path, const char *name, char *out, size_t len)
+{
+    hid_t type;
+    size_t size = 0;
+    hid_t attr = open_str(loc, name, &type, &size);
+    herr_t rc = attr >= 0 && size <= len ? H5Aread(attr, type, out) : -1;
+    if (attr >= 0) H5Tclose(type), H5Aclose(attr);
+    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a short string", path, name);
+    out[len - 1] = '\0';
+    if (size < len) out[size] = '\0';
+    return PT_OK;
+}
+
+pt_status h5_get_str_alloc(hid_t loc, const char *path, const char *name, char **out)
+{
+    hid_t type;
+    size_t size = 0;
+    hid_t attr = open_str(loc, name, &type, &size);
+    *out = attr >= 0 ? calloc(1, size + 1) : NULL;
+    herr_t rc = *out ? H5Aread(attr, type, *out) : -1;
+    if (attr >= 0) H5Tclose(type), H5Aclose(attr);
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+        return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a string", path, name);
+    }
+    return PT_OK;
+}
+
+pt_status h5_write_f32(hid_t loc, const char *name, int64_t rows, int64_t cols, const float *data, bool checksum)
+{
+    hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    /* one chunk per matrix (a chunk holds < 4 GiB: LoRA matrices are far smaller) */
+    if (checksum && rows > 0 && cols > 0) {
+        H5Pset_chunk(dcpl, 2, dims);
+        H5Pset_fletcher32(dcpl);
+    }
+    hid_t set = H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    herr_t rc = set < 0 ? -1 : H5Dwrite(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (set >= 0) H5Dclose(set);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    if (rc < 0) return ERR(PT_ERR_USER, "cannot write dataset %s", name);
+    return PT_OK;
+}
+
+pt_status h5_read_f32(hid_t loc, const char *path, const char *name, int64_t rows, int64_t cols, float *out)
+{
+    hid_t set = H5Lexists(loc, name, H5P_DEFAULT) > 0 ? H5Dopen2(loc, name, H5P_DEFAULT) : -1;
+    if (set < 0) return ERR(PT_ERR_USER, "%s: tensor %s is missing", path, name);
+    hid_t space = H5Dget_space(set);
+    hsize_t dims[2] = {0, 0};
+    int nd = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+    if (nd == 2) H5Sget_simple_extent_dims(space, dims, NULL);
+    if (space >= 0) H5Sclose(space);
+    pt_status st = PT_OK;
+    if (nd != 2 || dims[0] != (hsize_t)rows || dims[1] != (hsize_t)cols)
+        st = ERR(PT_ERR_USER, "%s: tensor %s is [%llu, %llu], this run needs [%lld, %lld]; was it trained on another "
+                 "model or with other LoRA settings?", path, name, (unsigned long long)dims[0],
+                 (unsigned long long)dims[1], (long long)rows, (long long)cols);
+    else if (H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        st = ERR(PT_ERR_USER, "%s: cannot read tensor %s: the file is damaged (checksum or format error)", path, name);
+    H5Dclose(set);
+    return st;
+}
+
+pt_status h5_fsync_path(const char *path, int flags)
+{
+    int fd = open(path, flags);
+    if (fd < 0) return ERR(PT_ERR_USER, "cannot open %s to sync it: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0) return ERR(PT_ERR_USER, "cannot sync %s: %s", path, strerror(err));
+    return PT_OK;
+}
+
+pt_status h5_commit(const char *tmp, const char *final)
+{
+    TRY(h5_fsync_path(tmp, O_RDONLY));
+    if (rename(tmp, final) != 0) return ERR(PT_ERR_USER, "cannot move %s to %s: %s", tmp, final, strerror(errno));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", final);
+    return h5_fsync_path(dirname(dir), O_RDONLY | O_DIRECTORY);
+}

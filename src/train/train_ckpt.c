@@ -1,0 +1,222 @@
+/* train_ckpt.c — a training run and its checkpoints: what this run is (model, LoRA, config, run
+ * shape, Slurm job), saving where it stands (rank 0 writes, every rank agrees on the outcome),
+ * resuming from a checkpoint (rank 0 reads, MPI brings it to every rank), and taking the best
+ * checkpoint's adapters at the end (load_best_model_at_end). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/log.h"
+#include "ptrain/resume.h"
+#include "ptrain/util.h"
+#include "trainer.h"
+
+/* Copy a string into a fixed field, cut to fit. */
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= size) n = size - 1;
+    if (n) memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+#define COPY(dst, src) copy_str((dst), sizeof(dst), (src))
+
+/* The config file as text for the checkpoint, without any token line (never stored). */
+static char *config_text(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    strbuf sb = {0};
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *k = line + strspn(line, " \t");
+        if (!strncmp(k, "hub_token", 9) || !strncmp(k, "hf_token", 8)) sb_printf(&sb, "# (a token line, not stored)\n");
+        else sb_printf(&sb, "%s", line);
+    }
+    if (f) fclose(f);
+    char *text = xstrdup(sb_text(&sb));
+    sb_free(&sb);
+    return text;
+}
+
+/* FNV-1a over each training sequence's length and first 16 ids and labels: cheap, and it changes
+ * when the data, the tokenizer, max_seq_length or packing change. */
+static uint64_t data_hash(const pt_dataset *ds)
+{
+    uint64_t h = UTIL_FNV_INIT;
+    for (size_t i = 0; i < ds->n; i++) {
+        const pt_example *e = &ds->ex[i];
+        size_t k = e->len < 16 ? (size_t)e->len : 16;
+        h = util_fnv1a(h, &e->len, sizeof e->len);
+        h = util_fnv1a(h, e->ids, k * sizeof *e->ids);
+        h = util_fnv1a(h, e->labels, k * sizeof *e->labels);
+    }
+    return h;
+}
+
+static void identify_run(trainer *t, ckpt_state *s)
+{
+    const pt_config *c = t->cfg;
+    COPY(s->ptrain_version, PACKAGE_VERSION);
+    s->format_version = CKPT_VERSION;
+    s->seed = c->seed;
+    s->world_size = t->d->world, s->per_device_batch = c->per_device_train_batch_size;
+    s->accumulation = c->gradient_accumulation_steps, s->max_steps = c->max_steps;
+    s->logging_steps = c->logging_steps, s->warmup_steps = c->warmup_steps;
+    s->learning_rate = c->learning_rate, s->num_train_epochs = c->num_train_epochs;
+    COPY(s->lr_scheduler_type, c->lr_scheduler_type);
+    s->config_hash = config_hash(c);
+    COPY(s->config_path, c->path);
+    s->n_train = (int64_t)t->train.n;
+    s->data_hash = data_hash(&t->train);
+    COPY(s->metric_name, c->metric_for_best_model);
+    s->greater_is_better = c->greater_is_better;
+    s->model_only = c->save_only_model;
+    COPY(s->slurm_job_id, getenv("SLURM_JOB_ID"));
+    COPY(s->slurm_nodelist, getenv("SLURM_JOB_NODELIST"));
+    s->slurm_restart_count = getenv("SLURM_RESTART_COUNT") ? atoll(getenv("SLURM_RESTART_COUNT")) : 0;
+}
+
+static void identify_model(trainer *t, ckpt_state *s)
+{
+    const pt_model_config *g = &t->m.cfg;
+    COPY(s->model_path, t->model_path);
+    COPY(s->model_arch, g->arch);
+    s->model_layers = g->n_layers, s->model_dim = g->dim, s->model_vocab = g->vocab;
+    s->lora_r = t->l.r, s->lora_layers = t->l.n_layers, s->lora_alpha = t->l.alpha, s->lora_scale = t->l.scale;
+    s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
+    for (int w = 0; w < W_COUNT; w++)
+        if (t->l.target[w])
+            snprintf(s->target_modules + strlen(s->target_modules), sizeof s->target_modules - strlen(s->target_modules),
+                     "%s%s", s->target_modules[0] ? "," : "", lora_module_name(w));
+    COPY(s->chat_template, dataset_template_name(t->cfg, t->tok));
+}
+
+pt_status trainer_identify(trainer *t)
+{
+    ckpt_state *s = &t->run;
+    memset(s, 0, sizeof *s);
+    identify_run(t, s);
+    identify_model(t, s);
+    t->resumed_from = -1;
+    if (s->slurm_job_id[0])
+        log_info("slurm      job %s, restart %lld, nodes %s\n", s->slurm_job_id, (long long)s->slurm_restart_count,
+                 s->slurm_nodelist[0] ? s->slurm_nodelist : "?");
+    if (t->d->rank == 0) {
+        s->config_text = config_text(t->cfg->path);
+        TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
+    }
+    return lora_layout(&t->l, &t->lay);
+}
+
+/* ---- saving ---- */
+
+/* A copy of t->run (sharing its text and evals) with where training stands after step. */
+static ckpt_state state_at(const trainer *t, int64_t step)
+{
+    ckpt_state s = t->run;
+    s.global_step = step, s.total_steps = t->total;
+    s.epoch = t->epoch;
+    s.examples_seen = (int64_t)sampler_seen(&t->sampler, t->next_batch);
+    s.epoch_float = (double)t->epoch + (double)s.examples_seen / (double)(t->train.n ? t->train.n : 1);
+    s.last_loss = t->last_loss, s.last_lr = t->last_lr;
+    s.window_loss = t->w.loss, s.window_tokens = t->w.tokens, s.window_steps = t->w.steps;
+    s.n_params = t->lay.total;
+    s.params = s.exp_avg = s.exp_avg_sq = NULL;
+    return s;
+}
+
+static pt_status write_on_root(trainer *t, int64_t step, char *path, size_t len)
+{
+    ckpt_state s = state_at(t, step);
+    size_t bytes = sizeof(float) * (size_t)(t->lay.total + 1);
+    s.params = malloc(bytes);
+    if (!s.model_only) s.exp_avg = malloc(bytes), s.exp_avg_sq = malloc(bytes);
+    pt_status st = s.params && (s.model_only || (s.exp_avg && s.exp_avg_sq)) ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = lora_export(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    snprintf(path, len, "%s/checkpoint-%lld.h5", t->cfg->output_dir, (long long)step);
+    if (st == PT_OK) st = ckpt_write(path, &s, &t->lay);
+    free(s.params);
+    free(s.exp_avg);
+    free(s.exp_avg_sq);
+    return st;
+}
+
+static pt_status save_on_root(trainer *t, int64_t step)
+{
+    char path[4200];
+    double t0 = progress_now();
+    TRY(write_on_root(t, step, path, sizeof path));
+    double mb = (double)t->lay.total * 4.0 * (t->cfg->save_only_model ? 1 : 3) / 1048576.0;
+    log_info("checkpoint %s written (%.1f MB of tensors in %.2f s)\n", path, mb, progress_now() - t0);
+    int64_t keep[2];
+    int nkeep = 0;
+    if (t->resumed_from >= 0) keep[nkeep++] = t->resumed_from;
+    if (t->cfg->load_best_model_at_end && t->run.has_best) keep[nkeep++] = t->run.best_step;
+    return resume_rotate(t->cfg->output_dir, t->cfg->save_total_limit, keep, nkeep);
+}
+
+pt_status trainer_save(trainer *t, int64_t step)
+{
+    return dist_agree(t->d, t->d->rank == 0 ? save_on_root(t, step) : PT_OK);
+}
+
+/* ---- resuming ---- */
+
+/* Take the position, the log window and the metric history of s. */
+static pt_status continue_from(trainer *t, ckpt_state *s)
+{
+    TRY(sampler_epoch_from(&t->sampler, (uint64_t)t->cfg->seed, (long)s->epoch, (size_t)s->examples_seen));
+    t->epoch = (long)s->epoch, t->next_batch = 0;
+    t->first_step = t->resumed_from = s->global_step;
+    t->last_loss = s->last_loss, t->last_lr = s->last_lr;
+    t->w.loss = s->window_loss, t->w.tokens = s->window_tokens, t->w.steps = s->window_steps;
+    if (strcmp(s->metric_name, t->run.metric_name) || s->greater_is_better != t->run.greater_is_better) {
+        log_warn("resume: metric_for_best_model or greater_is_better changed; the best model is tracked anew");
+        return PT_OK;
+    }
+    free(t->run.evals);
+    t->run.evals = s->evals, t->run.n_evals = s->n_evals;
+    s->evals = NULL;
+    t->run.has_best = s->has_best, t->run.best_metric = s->best_metric, t->run.best_step = s->best_step;
+    t->run.patience_counter = s->patience_counter;
+    return PT_OK;
+}
+
+pt_status trainer_resume(trainer *t)
+{
+    char path[4096] = "";
+    TRY(dist_agree(t->d, t->d->rank == 0 ? resume_find(t->cfg, path, sizeof path) : PT_OK));
+    ckpt_state s;
+    bool found = false;
+    TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
+    if (!found) return PT_OK;
+    pt_status st = lora_import(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    if (st == PT_OK) st = continue_from(t, &s);
+    if (st == PT_OK)
+        log_info("resume     from %s at step %lld (epoch %.2f, loss %.4f)%s%s\n", path, (long long)s.global_step,
+                 s.epoch_float, s.last_loss, s.slurm_job_id[0] ? ", written by Slurm job " : "", s.slurm_job_id);
+    ckpt_state_free(&s);
+    return dist_agree(t->d, st);
+}
+
+pt_status trainer_load_best(trainer *t, int64_t last_step)
+{
+    if (!t->cfg->load_best_model_at_end || !t->run.has_best) return PT_OK;
+    log_info("best model step %lld (%s %.6g)%s\n", (long long)t->run.best_step, t->run.metric_name,
+             t->run.best_metric, t->run.best_step == last_step ? ", the last step" : ": its adapters become the final ones");
+    if (t->run.best_step == last_step) return PT_OK;
+    char path[4200] = "";
+    if (t->d->rank == 0) snprintf(path, sizeof path, "%s/checkpoint-%lld.h5", t->cfg->output_dir, (long long)t->run.best_step);
+    TRY(dist_agree(t->d, t->d->rank == 0 ? ckpt_verify(path) : PT_OK));
+    ckpt_state s;
+    bool found = false;
+    TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
+    pt_status st = found ? lora_import(&t->l, &t->lay, s.params, NULL, NULL) : PT_OK;
+    ckpt_state_free(&s);
+    return dist_agree(t->d, st);
+}

@@ -1,0 +1,63 @@
+/* trainer.h — the state of one `ptrain train` run, shared by the loop (train.c) and its
+ * checkpoints (train_ckpt.c). Internal to src/train. */
+#ifndef PTRAIN_TRAINER_H
+#define PTRAIN_TRAINER_H
+
+#include "ptrain/checkpoint.h"
+#include "ptrain/config.h"
+#include "ptrain/dataset.h"
+#include "ptrain/dist.h"
+#include "ptrain/gradsync.h"
+#include "ptrain/lora.h"
+#include "ptrain/model.h"
+#include "ptrain/progress.h"
+#include "ptrain/schedule.h"
+#include "ptrain/tokenizer.h"
+
+/* The logging window in progress: sums since the last logged step. */
+typedef struct {
+    double loss, tokens, compute_s, comm_s, start;
+    int64_t steps;
+} log_window;
+
+typedef struct {
+    const pt_config *cfg;
+    const pt_dist *d;
+    pt_backend *be;
+    char model_path[4096];
+    pt_tokenizer *tok;
+    pt_model m;
+    pt_lora l;
+    pt_dataset train, eval;
+    pt_sampler sampler;
+    long epoch;
+    size_t next_batch;
+    lr_schedule sched;
+    progress p;
+    gradsync sync;
+    log_window w;
+    int64_t step;        /* the optimizer step running (0-based) */
+    int64_t first_step;  /* where this run started (the resumed step, or 0) */
+    int64_t total;       /* optimizer steps of the whole run */
+    double last_loss, last_lr;
+    /* the run's identity, the metric history and best model: what a checkpoint stores besides
+     * the tensors and the position (train_ckpt.c fills and restores it) */
+    ckpt_state run;
+    ckpt_layout lay;
+    int64_t resumed_from; /* step of the checkpoint this run resumed from, -1: none */
+    /* test hooks (tests/cli/test_resume.sh, tests/mpi/test_dp.sh): 0 = off */
+    int64_t fail_step, kill_step;
+    int kill_rank, step_delay_ms;
+} trainer;
+
+/* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */
+pt_status trainer_identify(trainer *t);
+/* Resume when the config says so: rank 0 finds and reads the checkpoint, every rank receives
+ * it and continues from its step, data position, optimizer and metric state. */
+pt_status trainer_resume(trainer *t);
+/* Rank 0 writes output_dir/checkpoint-<step>.h5 and applies save_total_limit; agreed. */
+pt_status trainer_save(trainer *t, int64_t step);
+/* load_best_model_at_end: every rank takes the best checkpoint's adapters. */
+pt_status trainer_load_best(trainer *t, int64_t last_step);
+
+#endif
