@@ -6,7 +6,8 @@
  * 8-32 bits as NF4 under load_in_4bit, norms in f32, the rest as stored); the training figure
  * is a rough estimate: those weights, LoRA adapters on the seven projections with their
  * gradients and AdamW moments, and the activations of one micro-batch with gradient
- * checkpointing. */
+ * checkpointing. Given a training checkpoint (output_dir/checkpoint-N.h5), it prints what the
+ * checkpoint holds and verifies its checksums instead (ckpt_inspect, src/io/checkpoint_read.c). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/checkpoint.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/inspect.h"
 #include "ptrain/model_io.h"
@@ -44,10 +46,15 @@ typedef struct {
 static const char insp_usage[] =
     "Usage: ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N] [--lora-r R]\n"
     "                            [--no-4bit]\n"
+    "       ptrain inspect CHECKPOINT\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Prints the architecture, sizes, tensor types, tokenizer, chat template and the memory per rank\n"
     "(weights after load_in_4bit, and a rough training estimate for the given batch; defaults:\n"
-    "--max-seq-length 2048 --batch-size 2 --lora-r 16).\n";
+    "--max-seq-length 2048 --batch-size 2 --lora-r 16).\n"
+    "CHECKPOINT: a training checkpoint, output_dir/checkpoint-N.h5. Prints its step, epoch, loss,\n"
+    "world size, config hash, base model and LoRA settings, and verifies it (the completion mark's\n"
+    "size and CRC-32, and every tensor's Fletcher-32 checksum): exit 0 when it is complete and\n"
+    "intact, 1 with one error saying \"incomplete\" or \"damaged\" and why when it is not.\n";
 
 static void count_type(insp_report *r, const char *name)
 {
@@ -323,6 +330,7 @@ pt_status inspect_main(int argc, char **argv)
     int parsed = insp_parse(argc, argv, &o);
     if (parsed < 0) return PT_OK;
     if (parsed != PT_OK) return (pt_status)parsed;
+    if (ckpt_is_checkpoint(o.model)) return ckpt_inspect(o.model);
     char path[4096];
     pt_model_format fmt;
     TRY(model_resolve(o.model, o.revision, path, sizeof path, &fmt));

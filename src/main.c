@@ -4,8 +4,10 @@
  *   ptrain check CONFIG        parse, validate and print the resolved configuration
  *   ptrain generate ...        text from a model, streamed (src/generate.c)
  *   ptrain inspect MODEL       what a model is and the memory it needs (src/inspect.c)
+ *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *
- * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 130 interrupted,
+ * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 75 checkpointed after a
+ * stop signal (run me again), 130 interrupted,
  * anything else an internal error. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -20,6 +22,7 @@
 #include "ptrain/generate.h"
 #include "ptrain/inspect.h"
 #include "ptrain/log.h"
+#include "ptrain/signals.h"
 #include "ptrain/train.h"
 
 static const char usage_text[] =
@@ -29,6 +32,7 @@ static const char usage_text[] =
     "                                    (see ptrain generate --help)\n"
     "       ptrain inspect MODEL [...]    architecture, sizes, tensor types, tokenizer, chat\n"
     "                                    template and memory per rank (see ptrain inspect --help)\n"
+    "       ptrain inspect checkpoint-N.h5  a checkpoint's step, loss, run and model; verifies it\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -37,7 +41,8 @@ static const char usage_text[] =
     "Each rank loads the whole 4-bit model on its own device; rank 0 prints and writes files.\n"
     "\n"
     "Exit status: 0 ok, 1 bad input (config, model, data, checkpoint), 2 usage error,\n"
-    "130 interrupted, other values an internal error.\n"
+    "75 checkpointed after SIGUSR1/SIGTERM/Ctrl-C (run the same command again to resume),\n"
+    "130 interrupted by a second Ctrl-C, other values an internal error.\n"
     "Environment: HF_TOKEN (publishing only; never logged), HF_HOME / HF_HUB_CACHE (model ids).\n";
 
 typedef enum { CMD_TRAIN, CMD_CHECK } command;
@@ -161,6 +166,7 @@ int main(int argc, char **argv)
         log_error(PT_ERR_USAGE);
         return PT_ERR_USAGE;
     }
+    if (args.cmd == CMD_TRAIN) signals_install(); /* SIGUSR1/SIGTERM/SIGINT: checkpoint and exit 75 */
     pt_dist d;
     pt_status st = dist_init(&d, &argc, &argv);
     if (st != PT_OK) {

@@ -21,7 +21,8 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
  * *.safetensors): FNV-1a over each file's size and its first and last MiB. */
 pt_status resume_model_fingerprint(const char *path, uint64_t *fingerprint, int64_t *bytes);
 
-/* Rank 0 only: the checkpoint resume_from_checkpoint names. true: the newest checkpoint in
+/* Rank 0 only: the checkpoint resume_from_checkpoint names (first removing the temporary files
+ * of interrupted checkpoint writes from output_dir). true: the newest checkpoint in
  * output_dir that verifies (damaged or incomplete ones are skipped with a warning naming them;
  * none: path[0] = '\0'); a path (with or without .h5, or a checkpoint-N directory name as HF
  * users write it, also relative to output_dir): that file, an error when missing, incomplete or

@@ -6,6 +6,7 @@
 #ifndef PTRAIN_SIGNALS_H
 #define PTRAIN_SIGNALS_H
 
+/* From the start of `ptrain train` (main.c), so that a signal during start-up is not fatal. */
 void signals_install(void);
 void signals_restore(void);
 /* The first signal received since signals_install, or 0. */

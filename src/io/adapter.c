@@ -1,7 +1,8 @@
 /* adapter.c — the HDF5 adapter file. One dataset per LoRA matrix, named as PEFT names it
  * (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight, [r, in]; lora_B [out, r]),
- * plus root attributes for the LoRA settings and the base model. Written to a temporary file in
- * the same directory and renamed into place, so a crash never leaves a half-written adapter. */
+ * plus root attributes for the LoRA settings and the base model. Built in memory, written to a
+ * temporary file in the same directory and renamed into place (h5util.c), so a crash never leaves
+ * a half-written adapter. */
 #include "ptrain/adapter.h"
 
 #include "h5util.h"
@@ -68,17 +69,13 @@ pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *in
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return ERR(PT_ERR_USER, "cannot create the adapter directory %s: %s", dir, strerror(errno));
-    char tmp[4096], final[4096];
+    char final[4096];
     snprintf(final, sizeof final, "%s/adapter.h5", dir);
-    snprintf(tmp, sizeof tmp, "%s/.adapter.h5.tmp.%d", dir, (int)getpid());
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (file < 0) return ERR(PT_ERR_USER, "cannot create %s (is the directory writable?)", tmp);
-    pt_status st = write_all(file, l, info);
-    if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot flush %s", tmp);
-    H5Fclose(file);
-    if (st == PT_OK) st = h5_commit(tmp, final);
-    if (st != PT_OK) unlink(tmp);
+    h5_memfile m;
+    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)lora_param_count(l) + ((size_t)1 << 20)));
+    pt_status st = write_all(m.file, l, info);
+    if (st == PT_OK) st = h5_memfile_commit(&m, final, 0, NULL, NULL, false);
+    else h5_memfile_discard(&m);
     return st;
 }
 

@@ -1,6 +1,6 @@
 /* checkpoint_internal.h — what checkpoint.c (writing, the completion mark, listing) and
  * checkpoint_read.c (reading, inspect) share: the table of metadata fields, each an HDF5
- * attribute of a group, and the names of the tensor groups. */
+ * attribute of a group, the names of the tensor groups, and the completion mark. */
 #ifndef PTRAIN_CHECKPOINT_INTERNAL_H
 #define PTRAIN_CHECKPOINT_INTERNAL_H
 
@@ -26,5 +26,12 @@ extern const int ckpt_ngroups;
 #define CKPT_EXP_AVG_SQ "/optimizer/exp_avg_sq"
 #define CKPT_CONFIG_TEXT "/run/config.yaml"
 #define CKPT_EVALS "/metrics/evals"
+
+/* The completion mark, the text at the start of the user block (zeros fill the rest of it). */
+#define CKPT_MARK_FORMAT "PTRAIN-CHECKPOINT %d\nbytes %lld\ncrc32 %08lx\nstep %lld\n"
+
+/* ckpt_verify, also handing back the step the mark names (checked against /state/global_step
+ * when the file is read, so no bit of the file goes unchecked). */
+pt_status ckpt_verify_mark(const char *path, int64_t *step);
 
 #endif

@@ -35,12 +35,25 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
     return st;
 }
 
+/* Bytes a dataset's values may take: no more than the file holds (ptrain never compresses), so a
+ * damaged file cannot ask for an allocation far beyond its size. */
+static hsize_t file_limit(hid_t file)
+{
+    hsize_t size = 0;
+    return H5Fget_filesize(file, &size) < 0 ? 0 : size;
+}
+
+/* The config text: one fixed-length string (a scalar), no longer than the file. */
 static pt_status read_text(hid_t file, const char *path, char **out)
 {
     hid_t set = H5Lexists(file, "/run", H5P_DEFAULT) > 0 && H5Lexists(file, CKPT_CONFIG_TEXT, H5P_DEFAULT) > 0
                     ? H5Dopen2(file, CKPT_CONFIG_TEXT, H5P_DEFAULT) : -1;
-    hid_t type = set < 0 ? -1 : H5Dget_type(set);
-    size_t size = type >= 0 && H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) == 0 ? H5Tget_size(type) : 0;
+    hid_t type = set < 0 ? -1 : H5Dget_type(set), space = set < 0 ? -1 : H5Dget_space(set);
+    bool scalar = space >= 0 && H5Sget_simple_extent_npoints(space) == 1;
+    size_t size = scalar && type >= 0 && H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) == 0
+                      ? H5Tget_size(type) : 0;
+    if (size > file_limit(file)) size = 0;
+    if (space >= 0) H5Sclose(space);
     *out = size ? calloc(1, size + 1) : NULL;
     herr_t rc = *out ? H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) : -1;
     if (type >= 0) H5Tclose(type);
@@ -49,6 +62,13 @@ static pt_status read_text(hid_t file, const char *path, char **out)
     return PT_OK;
 }
 
+/* An evaluation's step, stored as a double: a whole number a run can reach. */
+static bool is_step(double v)
+{
+    return v >= 0 && v <= 9007199254740992.0 && v == (double)(int64_t)v; /* 2^53: exact in a double */
+}
+
+/* The [n, 2] (step, value) rows of /metrics/evals, n within what the file can hold. */
 static pt_status read_evals(hid_t file, const char *path, ckpt_state *s)
 {
     hid_t set = H5Lexists(file, "/metrics", H5P_DEFAULT) > 0 && H5Lexists(file, CKPT_EVALS, H5P_DEFAULT) > 0
@@ -56,11 +76,15 @@ static pt_status read_evals(hid_t file, const char *path, ckpt_state *s)
     hid_t space = set < 0 ? -1 : H5Dget_space(set);
     hsize_t dims[2] = {0, 0};
     bool shape_ok = space >= 0 && H5Sget_simple_extent_ndims(space) == 2 &&
-                    H5Sget_simple_extent_dims(space, dims, NULL) == 2 && dims[1] == 2 && dims[0] < (1u << 24);
+                    H5Sget_simple_extent_dims(space, dims, NULL) == 2 && dims[1] == 2 &&
+                    dims[0] <= file_limit(file) / (2 * sizeof(double));
     double *rows = shape_ok ? malloc(sizeof *rows * (size_t)(2 * dims[0] + 1)) : NULL;
     s->evals = rows ? calloc((size_t)dims[0] + 1, sizeof *s->evals) : NULL;
     herr_t rc = s->evals ? (dims[0] ? H5Dread(set, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0) : -1;
-    for (hsize_t i = 0; rc >= 0 && i < dims[0]; i++) s->evals[i] = (ckpt_eval){(int64_t)rows[2 * i], rows[2 * i + 1]};
+    for (hsize_t i = 0; rc >= 0 && i < dims[0]; i++) {
+        if (!is_step(rows[2 * i])) rc = -1;
+        else s->evals[i] = (ckpt_eval){(int64_t)rows[2 * i], rows[2 * i + 1]};
+    }
     s->n_evals = rc >= 0 ? (int64_t)dims[0] : 0;
     free(rows);
     if (space >= 0) H5Sclose(space);
@@ -108,6 +132,7 @@ static pt_status read_tensors(hid_t file, const char *path, const ckpt_layout *l
 
 typedef struct {
     const char *path;
+    hsize_t limit; /* bytes one dataset may take: the file's size */
     int64_t values, sets;
     pt_status st;
 } verify_walk;
@@ -115,12 +140,11 @@ typedef struct {
 /* H5Literate callback: read one dataset whole, which checks its Fletcher-32 checksum. */
 static herr_t verify_one(hid_t group, const char *name, const H5L_info_t *info, void *arg)
 {
-    (void)info;
     verify_walk *w = arg;
-    hid_t set = H5Dopen2(group, name, H5P_DEFAULT);
+    hid_t set = info->type == H5L_TYPE_HARD ? H5Dopen2(group, name, H5P_DEFAULT) : -1; /* no links elsewhere */
     hid_t space = set < 0 ? -1 : H5Dget_space(set);
     hssize_t n = space < 0 ? -1 : H5Sget_simple_extent_npoints(space);
-    float *buf = n >= 0 && n < ((hssize_t)1 << 31) ? malloc(sizeof *buf * (size_t)(n + 1)) : NULL;
+    float *buf = n >= 0 && (hsize_t)n <= w->limit / sizeof *buf ? malloc(sizeof *buf * (size_t)(n + 1)) : NULL;
     herr_t rc = buf ? H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) : -1;
     free(buf);
     if (space >= 0) H5Sclose(space);
@@ -137,7 +161,7 @@ static pt_status verify_group(hid_t file, const char *path, const char *group, i
 {
     hid_t g = H5Lexists(file, group, H5P_DEFAULT) > 0 ? H5Gopen2(file, group, H5P_DEFAULT) : -1;
     if (g < 0) return ERR(PT_ERR_USER, "%s: group %s is missing", path, group);
-    verify_walk w = {path, 0, 0, PT_OK};
+    verify_walk w = {path, file_limit(file), 0, 0, PT_OK};
     hsize_t idx = 0;
     herr_t rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, verify_one, &w);
     H5Gclose(g);
@@ -168,11 +192,15 @@ static pt_status verify_tensors(hid_t file, const char *path, ckpt_state *s, int
 static pt_status read_file(const char *path, const ckpt_layout *lay, bool meta_only, ckpt_state *s, int64_t *sets)
 {
     memset(s, 0, sizeof *s);
-    TRY(ckpt_verify(path));
+    int64_t mark_step = 0;
+    TRY(ckpt_verify_mark(path, &mark_step));
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return ERR(PT_ERR_USER, "%s: damaged: HDF5 cannot open it", path);
     pt_status st = read_meta(file, path, s);
+    if (st == PT_OK && s->global_step != mark_step)
+        st = ERR(PT_ERR_USER, "%s: damaged: the completion mark says step %lld, /state/global_step is %lld", path,
+                 (long long)mark_step, (long long)s->global_step);
     if (st == PT_OK && !meta_only && lay) st = read_tensors(file, path, lay, s);
     if (st == PT_OK && !meta_only && !lay) st = verify_tensors(file, path, s, sets);
     H5Fclose(file);

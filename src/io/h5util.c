@@ -1,12 +1,13 @@
 /* h5util.c — HDF5 attribute and dataset helpers shared by adapter.c and checkpoint.c, and the
- * atomic commit of a finished file: a file is written under a temporary name in its final
- * directory, synced, renamed into place and the directory synced, so a crash at any moment
- * leaves either the old set of files or the new one. */
+ * atomic commit of a finished file: a file is built in memory, written under a temporary name in
+ * its final directory, synced, renamed into place and the directory synced, so a crash at any
+ * moment leaves either the old set of files or the new one, and a full disk is a clean error. */
 #include "h5util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,11 +77,15 @@ pt_status h5_get_i64(hid_t loc, const char *path, const char *name, int64_t *out
     return get_scalar(loc, path, name, H5T_NATIVE_INT64, out);
 }
 
-/* Open a fixed-length string attribute; *size gets its length in bytes. */
+/* Open a fixed-length string attribute holding one string (a scalar: H5Aread of an array of
+ * strings would write past the one-string buffer); *size gets its length in bytes. */
 static hid_t open_str(hid_t loc, const char *name, hid_t *type, size_t *size)
 {
     hid_t attr = h5_has_attr(loc, name) ? H5Aopen(loc, name, H5P_DEFAULT) : -1;
-    *type = attr < 0 ? -1 : H5Aget_type(attr);
+    hid_t space = attr < 0 ? -1 : H5Aget_space(attr);
+    bool one = space >= 0 && H5Sget_simple_extent_npoints(space) == 1;
+    if (space >= 0) H5Sclose(space);
+    *type = attr < 0 || !one ? -1 : H5Aget_type(attr);
     if (*type < 0 || H5Tget_class(*type) != H5T_STRING || H5Tis_variable_str(*type) > 0) {
         if (*type >= 0) H5Tclose(*type);
         if (attr >= 0) H5Aclose(attr);
@@ -169,11 +174,125 @@ pt_status h5_fsync_path(const char *path, int flags)
     return PT_OK;
 }
 
-pt_status h5_commit(const char *tmp, const char *final)
+/* The core driver's buffer, allocated through these callbacks so that it can be written out
+ * while the file is still open (after a flush), without H5Fget_file_image's copy. */
+struct h5_image {
+    void *mem;
+};
+
+static void *image_malloc(size_t size, H5FD_file_image_op_t op, void *udata)
 {
-    TRY(h5_fsync_path(tmp, O_RDONLY));
-    if (rename(tmp, final) != 0) return ERR(PT_ERR_USER, "cannot move %s to %s: %s", tmp, final, strerror(errno));
-    char dir[4096];
+    (void)op;
+    return ((h5_image *)udata)->mem = malloc(size);
+}
+
+static void *image_realloc(void *ptr, size_t size, H5FD_file_image_op_t op, void *udata)
+{
+    (void)op;
+    void *grown = realloc(ptr, size);
+    if (grown) ((h5_image *)udata)->mem = grown;
+    return grown;
+}
+
+static herr_t image_free(void *ptr, H5FD_file_image_op_t op, void *udata)
+{
+    (void)op;
+    h5_image *img = udata;
+    if (img->mem == ptr) img->mem = NULL;
+    free(ptr);
+    return 0;
+}
+
+static void *image_memcpy(void *dest, const void *src, size_t size, H5FD_file_image_op_t op, void *udata)
+{
+    (void)op, (void)udata;
+    return memcpy(dest, src, size);
+}
+
+static void *udata_copy(void *udata) { return udata; } /* the h5_image outlives the fapl copies */
+static herr_t udata_free(void *udata) { (void)udata; return 0; }
+
+pt_status h5_memfile_create(h5_memfile *m, hsize_t userblock, size_t size_hint)
+{
+    m->file = -1;
+    m->img = calloc(1, sizeof *m->img);
+    TRY_ALLOC(m->img);
+    H5FD_file_image_callbacks_t cb = {image_malloc, image_memcpy, image_realloc, image_free,
+                                      udata_copy, udata_free, m->img};
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (userblock) H5Pset_userblock(fcpl, userblock);
+    size_t step = size_hint > ((size_t)1 << 20) ? size_hint : (size_t)1 << 20;
+    herr_t rc = H5Pset_file_image_callbacks(fapl, &cb);
+    if (rc >= 0) rc = H5Pset_fapl_core(fapl, step, 0);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (rc >= 0) m->file = H5Fcreate("ptrain-in-memory.h5", H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    if (m->file < 0) {
+        h5_memfile_discard(m);
+        return ERR(PT_ERR_INTERNAL, "HDF5 cannot create a file in memory");
+    }
+    return PT_OK;
+}
+
+void h5_memfile_discard(h5_memfile *m)
+{
+    if (m->file >= 0) H5Fclose(m->file);
+    free(m->img);
+    m->file = -1, m->img = NULL;
+}
+
+static pt_status write_at(int fd, const char *tmp, const unsigned char *buf, size_t from, size_t to, bool crash)
+{
+    const size_t piece = (size_t)1 << 22;
+    for (size_t off = from; off < to;) {
+        size_t half = from + (to - from) / 2, len = to - off < piece ? to - off : piece;
+        if (crash && off >= half) raise(SIGKILL);
+        if (crash && off + len > half) len = half - off;
+        ssize_t got = pwrite(fd, buf + off, len, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return ERR(PT_ERR_USER, "cannot write %s: %s", tmp, got < 0 ? strerror(errno) : "no progress");
+        off += (size_t)got;
+    }
+    return PT_OK;
+}
+
+/* Write head, then body after it, into a new temporary file next to final; sync, rename. */
+static pt_status commit_bytes(const char *final, const unsigned char *head, size_t head_len,
+                              const unsigned char *body, size_t body_len, bool crash_halfway)
+{
+    char tmp[4200], dir[4096];
     snprintf(dir, sizeof dir, "%s", final);
-    return h5_fsync_path(dirname(dir), O_RDONLY | O_DIRECTORY);
+    const char *base = strrchr(final, '/') ? strrchr(final, '/') + 1 : final;
+    const char *parent = dirname(dir);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ERR(PT_ERR_USER, "cannot create %s: %s (is the directory writable?)", tmp, strerror(errno));
+    pt_status st = write_at(fd, tmp, body - head_len, head_len, head_len + body_len, crash_halfway);
+    if (st == PT_OK) st = write_at(fd, tmp, head, 0, head_len, false);
+    if (st == PT_OK && fsync(fd) != 0) st = ERR(PT_ERR_USER, "cannot sync %s: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot close %s: %s", tmp, strerror(errno));
+    if (st == PT_OK && rename(tmp, final) != 0)
+        st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", tmp, final, strerror(errno));
+    if (st != PT_OK) {
+        unlink(tmp);
+        return st;
+    }
+    return h5_fsync_path(parent, O_RDONLY | O_DIRECTORY);
+}
+
+pt_status h5_memfile_commit(h5_memfile *m, const char *final, size_t head, h5_head_fill fill, void *arg,
+                            bool crash_halfway)
+{
+    /* after a flush the buffer holds the whole file: the user block, then the HDF5 image */
+    ssize_t n = H5Fflush(m->file, H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(m->file, NULL, 0);
+    pt_status st = n > 0 && m->img->mem ? PT_OK : ERR(PT_ERR_INTERNAL, "HDF5 could not finish %s in memory", final);
+    unsigned char *head_bytes = st == PT_OK ? calloc(1, head + 1) : NULL;
+    if (st == PT_OK && !head_bytes) st = ERR(PT_ERR_NOMEM, "out of memory");
+    const unsigned char *body = st == PT_OK ? (const unsigned char *)m->img->mem + head : NULL;
+    if (st == PT_OK && fill) fill(head_bytes, head, body, (size_t)n, arg);
+    if (st == PT_OK) st = commit_bytes(final, head_bytes, head, body, (size_t)n, crash_halfway);
+    free(head_bytes);
+    h5_memfile_discard(m);
+    return st;
 }

@@ -28,8 +28,30 @@ pt_status h5_write_f32(hid_t loc, const char *name, int64_t rows, int64_t cols, 
 /* Read dataset name of exactly [rows, cols] into out; a wrong shape names both shapes. */
 pt_status h5_read_f32(hid_t loc, const char *path, const char *name, int64_t rows, int64_t cols, float *out);
 
+/* Files are built in memory (HDF5's core driver, no backing store) and written by
+ * h5_memfile_commit, so every disk error (a full disk) is ours to report: HDF5 never sees a
+ * failing write, which it does not survive cleanly. The driver's buffer is ours (file image
+ * callbacks), so the bytes go to disk without a copy. */
+typedef struct h5_image h5_image;
+typedef struct {
+    hid_t file;
+    h5_image *img;
+} h5_memfile;
+
+/* userblock: bytes reserved at the start (0, or 512, 1024...); size_hint: the expected file size
+ * (the buffer grows in steps of it). */
+pt_status h5_memfile_create(h5_memfile *m, hsize_t userblock, size_t size_hint);
+/* Fill the head (the user block) once the body (everything after it) is final. */
+typedef void (*h5_head_fill)(unsigned char *head, size_t head_len, const unsigned char *body, size_t body_len,
+                             void *arg);
+/* Write the file as final atomically: a temporary file in final's directory gets the body, then
+ * the head from fill (a completion mark goes last; fill NULL: zeros), fsync, rename, fsync of the
+ * directory. On failure the temporary file is removed and final is untouched. The memory file is
+ * closed in any case. crash_halfway (tests only): SIGKILL this process halfway through the body. */
+pt_status h5_memfile_commit(h5_memfile *m, const char *final, size_t head, h5_head_fill fill, void *arg,
+                            bool crash_halfway);
+/* Close a memory file without writing it (error paths). */
+void h5_memfile_discard(h5_memfile *m);
 /* fsync a file or a directory (flags O_RDONLY or O_RDONLY | O_DIRECTORY). */
 pt_status h5_fsync_path(const char *path, int flags);
-/* Make the finished temporary file tmp the file final: fsync tmp, rename, fsync the directory. */
-pt_status h5_commit(const char *tmp, const char *final);
 #endif

@@ -59,7 +59,10 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
     for (int i = 0; i < lay->n && st == PT_OK; i++) {
         const ckpt_entry *e = &lay->e[i];
         if (i % 2 == 0) p = p ? lora_next(l, p) : pair_of(l, 0);
-        if (!p) return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
+        if (!p) {
+            free(zeros);
+            return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
+        }
         size_t count = (size_t)(e->rows * e->cols), bytes = sizeof(float) * count;
         if (!m || !v) {
             free(zeros);

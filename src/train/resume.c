@@ -97,21 +97,34 @@ static pt_status find_newest(const pt_config *cfg, char *path, size_t len)
     for (int i = 0; i < n; i++) {
         if (st == PT_OK && !path[0]) {
             if (ckpt_verify(paths[i]) == PT_OK) snprintf(path, len, "%s", paths[i]);
-            else log_warn("skipping %s; trying an older checkpoint", err_message());
+            else log_warn("skipping %s; trying an older checkpoint", err_message()), err_clear();
         }
         free(paths[i]);
     }
     free(paths);
     free(steps);
-    err_clear();
     if (st == PT_OK && !path[0])
         log_info("resume     no complete checkpoint in %s: starting fresh\n", cfg->output_dir);
     return st;
 }
 
+/* Temporary files of checkpoint writes that a kill interrupted: never complete, never used. */
+static void remove_interrupted(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char path[8192];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strncmp(e->d_name, ".checkpoint-", 12) || !strstr(e->d_name, ".h5.tmp.")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path) == 0) log_info("resume     removed %s, left by an interrupted checkpoint write\n", path);
+    }
+    if (d) closedir(d);
+}
+
 pt_status resume_find(const pt_config *cfg, char *path, size_t len)
 {
     path[0] = '\0';
+    remove_interrupted(cfg->output_dir);
     const pt_resume *r = &cfg->resume_from_checkpoint;
     if (r->path) return find_named(cfg, r->path, path, len);
     return r->on ? find_newest(cfg, path, len) : PT_OK;
@@ -195,12 +208,12 @@ static void report_changes(const ckpt_state *a, const ckpt_state *b)
         log_info("resume     lr_scheduler_type changed: %s at the checkpoint, %s now\n", a->lr_scheduler_type,
                  b->lr_scheduler_type);
     changed_i64("seed (the data order and dropout masks change)", a->seed, b->seed);
-    long long eff_a = (long long)(a->world_size * a->per_device_batch * a->accumulation);
-    long long eff_b = (long long)(b->world_size * b->per_device_batch * b->accumulation);
+    double eff_a = (double)a->world_size * (double)a->per_device_batch * (double)a->accumulation;
+    double eff_b = (double)b->world_size * (double)b->per_device_batch * (double)b->accumulation;
     if (a->world_size != b->world_size || a->per_device_batch != b->per_device_batch ||
         a->accumulation != b->accumulation)
-        log_info("resume     ranks x batch x accumulation changed: %lld x %lld x %lld = %lld sequences per step at the "
-                 "checkpoint, %lld x %lld x %lld = %lld now; the data continue with the sequences not yet seen\n",
+        log_info("resume     ranks x batch x accumulation changed: %lld x %lld x %lld = %.0f sequences per step at the "
+                 "checkpoint, %lld x %lld x %lld = %.0f now; the data continue with the sequences not yet seen\n",
                  (long long)a->world_size, (long long)a->per_device_batch, (long long)a->accumulation, eff_a,
                  (long long)b->world_size, (long long)b->per_device_batch, (long long)b->accumulation, eff_b);
     if (a->n_train != b->n_train || a->data_hash != b->data_hash)
@@ -262,14 +275,16 @@ pt_status resume_rotate(const char *dir, long limit, const int64_t *keep, int nk
 
 pt_status best_record(ckpt_state *s, int64_t step, double value, double threshold, long patience, best_result *r)
 {
-    bool better = s->has_best && (s->greater_is_better ? value > s->best_metric : value < s->best_metric);
+    /* transformers starts the best at -inf/+inf at the first evaluation; NaN never improves */
+    double best = s->has_best ? s->best_metric : s->greater_is_better ? -INFINITY : INFINITY;
+    bool better = s->greater_is_better ? value > best : value < best;
     if (patience > 0) {
-        if (!s->has_best || (better && fabs(value - s->best_metric) > threshold)) s->patience_counter = 0;
+        if (s->n_evals == 0 || (better && fabs(value - best) > threshold)) s->patience_counter = 0;
         else s->patience_counter++;
     }
     r->stop = patience > 0 && s->patience_counter >= patience;
-    r->improved = !s->has_best || better;
-    if (r->improved) s->best_metric = value, s->best_step = step, s->has_best = true;
+    r->improved = better;
+    if (better) s->best_metric = value, s->best_step = step, s->has_best = true;
     ckpt_eval *grown = realloc(s->evals, sizeof *grown * (size_t)(s->n_evals + 1));
     TRY_ALLOC(grown);
     s->evals = grown;

@@ -31,7 +31,6 @@ void signals_install(void)
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    pending = 0;
     for (int i = 0; i < 3; i++) sigaction(watched[i], &sa, &saved[i]);
 }
 

@@ -295,7 +295,8 @@ static pt_status evaluate_step(trainer *t, int64_t step, bool *stop)
 static void test_hooks(const trainer *t, int64_t step)
 {
     if (t->kill_step == step + 1 && t->kill_rank == t->d->rank) raise(SIGKILL);
-    if (t->step_delay_ms > 0) nanosleep(&(struct timespec){t->step_delay_ms / 1000, (t->step_delay_ms % 1000) * 1000000L}, NULL);
+    struct timespec left = {t->step_delay_ms / 1000, (t->step_delay_ms % 1000) * 1000000L};
+    while (t->step_delay_ms > 0 && nanosleep(&left, &left) != 0) continue; /* a signal does not cut it short */
 }
 
 /* After step (1-based): log, evaluate, save as the strategies say. *stop: early stopping. */
@@ -316,11 +317,32 @@ static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool
     return PT_OK;
 }
 
+/* After a stop signal: rank 0 says which signal reached which rank (the largest signal number
+ * received, and the lowest rank that got it). */
+static pt_status stop_report(trainer *t, int64_t step)
+{
+    double sig = 0;
+    int who = 0;
+    TRY(dist_max_loc(t->d, (double)signals_pending(), &sig, &who));
+    char by[64] = "";
+    if (t->d->world > 1) snprintf(by, sizeof by, " on rank %d", who);
+    log_info("stopped    by %s%s after step %lld: checkpoint written; run the same command again to continue "
+             "(exit status %d)\n", signals_name((int)sig), by, (long long)step, PT_CHECKPOINTED);
+    return PT_CHECKPOINTED;
+}
+
 /* The optimizer steps from t->first_step on. Returns PT_CHECKPOINTED after a stop signal. */
 static pt_status train_loop(trainer *t, int64_t *last_step)
 {
     t->w.start = progress_now();
     *last_step = t->first_step;
+    int early = signals_pending() != 0; /* a signal while loading: nothing new to save yet */
+    TRY(dist_any(t->d, &early));
+    if (early && t->first_step < t->total) {
+        log_info("stopped    by a signal before the first step; nothing new to save: run the same command again "
+                 "(exit status %d)\n", PT_CHECKPOINTED);
+        return PT_CHECKPOINTED;
+    }
     for (int64_t step = t->first_step; step < t->total; step++) {
         step_result r;
         t->step = step;
@@ -333,12 +355,7 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         *last_step = step + 1;
         bool stop = false;
         TRY(after_step(t, step + 1, &r, epochs_done(t) > epochs_before, &stop));
-        if (r.stop && step + 1 < t->total) {
-            log_info("stopped    by %s after step %lld: checkpoint written; run the same command again to "
-                     "continue (exit status %d)\n", signals_name(signals_pending()) , (long long)(step + 1),
-                     PT_CHECKPOINTED);
-            return PT_CHECKPOINTED;
-        }
+        if (r.stop && step + 1 < t->total) return stop_report(t, step + 1);
         if (stop) break;
     }
     return PT_OK;
@@ -380,7 +397,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     trainer t = {.cfg = cfg, .d = d, .be = be, .resumed_from = -1};
     t.fail_step = env_int("PTRAIN_TEST_FAIL_STEP"), t.kill_step = env_int("PTRAIN_TEST_KILL_STEP");
     t.kill_rank = (int)env_int("PTRAIN_TEST_KILL_RANK"), t.step_delay_ms = (int)env_int("PTRAIN_TEST_STEP_DELAY_MS");
-    signals_install(); /* from the start: a signal during loading stops after the first step */
+    /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
     pt_status st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
@@ -398,7 +415,6 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
-    signals_restore();
     trainer_free(&t);
     return st;
 }

@@ -4,7 +4,11 @@
 # committed cache (tests/data/hfcache, via HF_HUB_CACHE); its usage
 # errors and a cache miss naming the download command; and `ptrain generate` from a Hugging Face
 # directory and from an HF id (a tiny random model: the test is that it runs, greedily and
-# reproducibly, not what it says).
+# reproducibly, not what it says). Checkpoints: one from a tiny training run (tiny-llama-bnb4, 4
+# steps, one checkpoint every 2) is described and verified; damaged copies (truncated, a flipped
+# byte, appended to), incomplete ones (no completion mark, shorter than the header, empty, a
+# crash's temporary file) and an adapter.h5 renamed checkpoint-3.h5 each exit 1 with one error of
+# the right kind; and h5py, when installed, reads it as a plain HDF5 file (docs/checkpoint-format.md).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 D=$PTRAIN_SRCDIR/tests/data
@@ -63,6 +67,106 @@ ok "inspect an HF id: resolved to the snapshot" contains "$out" "models--ptrain-
 run inspect ptrain-test/absent
 expect_eq "inspect an HF id not in the cache: exit 1" 1 "$rc"
 ok "inspect a cache miss: says how to download" contains "$err" "huggingface-cli download ptrain-test/absent"
+
+# --- checkpoints: a real one from a tiny training run, then damaged and incomplete copies ---
+ck=$tmp/ck
+mkdir -p "$ck"
+cat >"$ck/train.yaml" <<YAML
+model_name: "$D/hf/tiny-llama-bnb4"
+max_seq_length: 64
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 40
+lora_r: 4
+lora_alpha: 8
+per_device_train_batch_size: 2
+gradient_accumulation_steps: 2
+max_steps: 4
+save_steps: 2
+logging_steps: 1
+threads: 1
+output_dir: "$ck/out"
+final_model_dir: "$ck/lora"
+YAML
+run train "$ck/train.yaml"
+expect_eq "a tiny training run writes checkpoints: exit 0" 0 "$rc"
+[ "$rc" = 0 ] || echo "$err" | tail -n 5 | sed 's/^/# /'
+good=$ck/out/checkpoint-4.h5
+run inspect "$good"
+expect_eq "inspect a checkpoint: exit 0 ($err)" 0 "$rc"
+ok "inspect a checkpoint: verified" contains "$out" "complete     yes: CRC-32 of the file and Fletcher-32 of 84 tensors verified"
+ok "inspect a checkpoint: step and epoch" contains "$out" "step         4 of 4 (epoch 0.44; 16 sequences of epoch 0's order seen)"
+ok "inspect a checkpoint: loss" test -n "$(echo "$out" | grep -E '^loss +[0-9]+\.[0-9]{4} at learning rate')"
+ok "inspect a checkpoint: world size" contains "$out" "world size   1 rank x batch 2 x accumulation 2"
+ok "inspect a checkpoint: config hash" test -n "$(echo "$out" | grep -E "^config +$ck/train.yaml \(hash [0-9a-f]{16}, seed 3407\)")"
+ok "inspect a checkpoint: base model" contains "$out" "base model   $D/hf/tiny-llama-bnb4 (llama, 2 layers, dim 64, vocab 320"
+ok "inspect a checkpoint: LoRA" contains "$out" "lora         r 4, alpha 8, dropout 0, targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj; 8192 parameters"
+ok "inspect a checkpoint: optimizer state" contains "$out" "optimizer    AdamW moments for every parameter"
+size=$(stat -c %s "$good")
+# bad NAME TEXT FILE: inspect FILE exits 1 with one error line "ptrain: error: FILE: TEXT..." (no
+# crash, no HDF5 error stack)
+bad() {
+    run inspect "$3"
+    ok "inspect $1: exit 1, one error \"$2\"" \
+        test "$rc" = 1 -a "$(echo "$err" | grep -c .)" = 1 -a -n "$(echo "$err" | grep -F "ptrain: error: $3: $2")"
+    [ "$rc" = 1 ] && [ -n "$(echo "$err" | grep -F "$3: $2")" ] || printf '# exit %s: %s\n' "$rc" "$err"
+}
+mkdir "$ck/trunc" "$ck/flip" "$ck/zero" "$ck/empty" "$ck/adapter" "$ck/append" "$ck/short" "$ck/tmp"
+head -c $((size / 2)) "$good" >"$ck/trunc/checkpoint-4.h5"
+bad "a truncated copy" "damaged: $((size / 2)) bytes, the completion mark says $size (truncated or appended to)" \
+    "$ck/trunc/checkpoint-4.h5"
+cp "$good" "$ck/append/checkpoint-4.h5" && printf 'x' >>"$ck/append/checkpoint-4.h5"
+bad "a copy with a byte appended" "damaged: $((size + 1)) bytes, the completion mark says $size" "$ck/append/checkpoint-4.h5"
+cp "$good" "$ck/flip/checkpoint-4.h5"
+byte=$(od -An -tu1 -j $((size / 2)) -N 1 "$good" | tr -d ' ')
+printf "\\$(printf '%03o' $(((byte + 1) % 256)))" | dd of="$ck/flip/checkpoint-4.h5" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+bad "a copy with one byte changed in the middle" "damaged: CRC-32 " "$ck/flip/checkpoint-4.h5"
+cp "$good" "$ck/zero/checkpoint-4.h5"
+dd if=/dev/zero of="$ck/zero/checkpoint-4.h5" bs=512 count=1 conv=notrunc 2>/dev/null
+bad "a copy with its first 512 bytes zeroed" "incomplete: no completion mark" "$ck/zero/checkpoint-4.h5"
+cp "$ck/zero/checkpoint-4.h5" "$ck/tmp/.checkpoint-6.h5.tmp.4242"
+bad "a crash's temporary file" "incomplete: no completion mark" "$ck/tmp/.checkpoint-6.h5.tmp.4242"
+head -c 100 "$good" >"$ck/short/checkpoint-4.h5"
+bad "a copy shorter than the header" "incomplete: 100 bytes, shorter than a checkpoint's 512-byte header" \
+    "$ck/short/checkpoint-4.h5"
+: >"$ck/empty/checkpoint-4.h5"
+bad "an empty file" "incomplete: 0 bytes" "$ck/empty/checkpoint-4.h5"
+cp "$ck/lora/adapter.h5" "$ck/adapter/checkpoint-3.h5"
+bad "an adapter.h5 renamed checkpoint-3.h5" "not a ptrain checkpoint: an HDF5 file without a checkpoint's 512-byte header" \
+    "$ck/adapter/checkpoint-3.h5"
+bad "a checkpoint that does not exist" "cannot open: No such file or directory" "$ck/none/checkpoint-4.h5"
+
+# h5py reads a checkpoint as the HDF5 file it is (the user block is skipped): one attribute, one
+# adapter tensor (its Fletcher-32 checksum checked), the config text; and the completion mark
+# checks out as docs/checkpoint-format.md describes it (size, zlib CRC-32 of the rest, the step)
+py=""
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import h5py' >/dev/null 2>&1; then
+        py=$p
+        break
+    fi
+done
+if [ -z "$py" ]; then
+    skip_test "h5py reads a checkpoint" "python3 -c 'import h5py' fails (Debian: apt-get install python3-h5py)"
+else
+    got=$("$py" - "$good" <<'PY' 2>&1
+import sys, zlib, h5py, numpy as np
+data = open(sys.argv[1], "rb").read()
+mark = dict(line.split(" ", 1) for line in data[:512].rstrip(b"\0").decode().splitlines())
+assert mark["PTRAIN-CHECKPOINT"] == "1" and int(mark["bytes"]) == len(data), mark
+assert int(mark["crc32"], 16) == zlib.crc32(data[512:]) and mark["step"] == "4", mark
+with h5py.File(sys.argv[1], "r") as f:
+    name = "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"
+    a = f["adapter"][name][()]
+    assert a.dtype == np.float32 and a.shape == (4, 64) and np.isfinite(a).all(), (a.dtype, a.shape)
+    assert f["adapter"][name].fletcher32
+    print(f.attrs["format"].decode(), int(f["state"].attrs["global_step"]), f.userblock_size,
+          f["run/config.yaml"][()].decode().count("lora_r: 4"))
+PY
+)
+    expect_eq "h5py reads a checkpoint: the mark, format, /state global_step, user block, config text" \
+        "ptrain-checkpoint 4 512 1" "$got"
+fi
 
 run generate --model "$D/hf/tiny-llama-bnb4" --chat --prompt "What is the capital of France?" --temperature 0 --max-new-tokens 8 --threads 1
 expect_eq "generate from an HF bnb-4bit directory: exit 0 ($err)" 0 "$rc"
