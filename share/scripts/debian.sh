@@ -2,7 +2,8 @@
 # debian.sh — set up a fresh Debian 12 machine for ptrain, build it, and run the demo or the tests.
 #   share/scripts/debian.sh demo    install packages, build, fetch SmolLM2, fine-tune it on the
 #                                   sample data and compare its answers before and after
-#   share/scripts/debian.sh test    install packages, build (plain + sanitizers), run every test
+#   share/scripts/debian.sh test    install packages, build (plain + sanitizers), make distcheck,
+#                                   run every test
 # The CUDA backend is built when nvcc is on PATH or in /usr/local/cuda (the CUDA Toolkit, cuBLAS
 # and NCCL come from NVIDIA, not from Debian).
 set -eu
@@ -22,7 +23,7 @@ PACKAGES="build-essential autoconf automake libtool pkg-config openmpi-bin libop
 libyaml-dev libhdf5-dev hdf5-tools zlib1g-dev libopenblas-openmp-dev libjansson-dev libpcre2-dev libcmocka-dev \
 python3 python3-pip ca-certificates clang libclang-rt-14-dev"
 # the tests also start a throw-away one-node Slurm cluster
-[ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge"
+[ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge python3-h5py"
 
 install_packages() {
     sudo=""
@@ -57,6 +58,17 @@ if [ "$cmd" = test ]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_rmaps_base_oversubscribe=yes
     build build-san --enable-sanitizers --without-cuda
+    # the release tarball: make distcheck builds it, then configures, builds, checks, installs and
+    # uninstalls it in a read-only copy; its `make check` runs a quick set (about 1 minute in all on
+    # 2 cores; TESTS on the command line reaches that inner make), the whole suite runs below
+    distcheck_tests="tests/cli/test_cli.sh tests/unit/test_config tests/slurm/test_srun.sh \
+tests/slurm/test_install.sh"
+    echo "=== make distcheck in build (tests: $distcheck_tests)"
+    if ! make -C build -j"$jobs" distcheck TESTS="$distcheck_tests" >build/distcheck.log 2>&1; then
+        tail -n 40 build/distcheck.log
+        echo "make distcheck failed: see build/distcheck.log"
+        exit 1
+    fi
     exec tests/run-tests.sh build build-san
 fi
 
