@@ -11,7 +11,7 @@
 # another LoRA shape or base model is refused, allowed changes are said, save_total_limit keeps
 # the best and the resumed-from checkpoints, load_best_model_at_end and early stopping (also
 # across a resume), save_only_model, an output_dir that cannot be written, and a full disk (a
-# real 1.2 MB tmpfs).
+# real tmpfs with room for three and a half checkpoints).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 tmp=$(mktemp -d)
@@ -250,10 +250,11 @@ expect_eq "output_dir under a file: exit 1" 1 "$rc"
 ok "output_dir under a file: an error naming it, before any step" \
     test -n "$(grep "$tmp/afile/out" "$tmp/err")" -a -z "$(grep '^step ' "$tmp/out")"
 
-# --- a full disk during a save (a real 1.2 MB tmpfs; a checkpoint is ~0.4 MB) ---
+# --- a full disk during a save (a real tmpfs with room for three and a half checkpoints) ---
 mnt=$tmp/small
 mkdir -p "$mnt"
-if mount -t tmpfs -o size=1200k tmpfs "$mnt" 2>"$tmp/mount.err"; then
+room=$(($(stat -c %s "$tmp/ref/checkpoint-4.h5") * 7 / 2 / 1024))
+if mount -t tmpfs -o size=${room}k tmpfs "$mnt" 2>"$tmp/mount.err"; then
     write_config "$tmp/full.yaml" "$mnt/run"
     train "$tmp/full.yaml"
     expect_eq "disk full: exit 1" 1 "$rc"
