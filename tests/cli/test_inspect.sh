@@ -10,6 +10,7 @@
 # crash's temporary file) and an adapter.h5 renamed checkpoint-3.h5 each exit 1 with one error of
 # the right kind; and h5py, when installed, reads it as a plain HDF5 file (docs/checkpoint-format.md).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 D=$PTRAIN_SRCDIR/tests/data
 tmp=$(mktemp -d)
@@ -71,23 +72,9 @@ ok "inspect a cache miss: says how to download" contains "$err" "huggingface-cli
 # --- checkpoints: a real one from a tiny training run, then damaged and incomplete copies ---
 ck=$tmp/ck
 mkdir -p "$ck"
-cat >"$ck/train.yaml" <<YAML
-model_name: "$D/hf/tiny-llama-bnb4"
-max_seq_length: 64
-dataset:
-  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
-    num_samples: 40
-lora_r: 4
-lora_alpha: 8
-per_device_train_batch_size: 2
-gradient_accumulation_steps: 2
-max_steps: 4
+tiny_config "$ck/train.yaml" "$ck/out" "max_steps: 4
 save_steps: 2
-logging_steps: 1
-threads: 1
-output_dir: "$ck/out"
-final_model_dir: "$ck/lora"
-YAML
+logging_steps: 1"
 run train "$ck/train.yaml"
 expect_eq "a tiny training run writes checkpoints: exit 0" 0 "$rc"
 [ "$rc" = 0 ] || echo "$err" | tail -n 5 | sed 's/^/# /'
@@ -131,7 +118,7 @@ bad "a copy shorter than the header" "incomplete: 100 bytes, shorter than a chec
     "$ck/short/checkpoint-4.h5"
 : >"$ck/empty/checkpoint-4.h5"
 bad "an empty file" "incomplete: 0 bytes" "$ck/empty/checkpoint-4.h5"
-cp "$ck/lora/adapter.h5" "$ck/adapter/checkpoint-3.h5"
+cp "$ck/out/lora/adapter.h5" "$ck/adapter/checkpoint-3.h5"
 bad "an adapter.h5 renamed checkpoint-3.h5" "not a ptrain checkpoint: an HDF5 file without a checkpoint's 512-byte header" \
     "$ck/adapter/checkpoint-3.h5"
 bad "a checkpoint that does not exist" "cannot open: No such file or directory" "$ck/none/checkpoint-4.h5"

@@ -13,6 +13,7 @@
 # across a resume), save_only_model, an output_dir that cannot be written, and a full disk (a
 # real tmpfs with room for three and a half checkpoints).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 tmp=$(mktemp -d)
 mnt=""
@@ -23,30 +24,16 @@ cleanup() {
 trap cleanup EXIT
 model=$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4
 
-write_config() { # write_config FILE OUTDIR [extra yaml]: 36 sequences, 9 steps an epoch, 24 steps
-    cat >"$1" <<YAML
-model_name: "$model"
-max_seq_length: 64
-dataset:
-  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
-    num_samples: 40
-lora_r: 4
-lora_alpha: 8
-lora_dropout: 0.1
-per_device_train_batch_size: 2
-gradient_accumulation_steps: 2
+write_config() { # write_config FILE OUTDIR [extra yaml]: 9 steps an epoch, 24 steps
+    tiny_config "$1" "$2" "lora_dropout: 0.1
 learning_rate: 1e-3
 warmup_steps: 2
 max_steps: 24
 logging_steps: 3
 seed: 11
-threads: 1
-output_dir: "$2"
-final_model_dir: "$2/lora"
 save_steps: 4
 resume_from_checkpoint: true
-$3
-YAML
+${3:-}"
 }
 
 train() { # train CONFIG [env...]: sets rc; stdout in $tmp/out, stderr in $tmp/err

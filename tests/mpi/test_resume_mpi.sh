@@ -9,39 +9,25 @@
 # works), and a different world size on resume (2 -> 1 and 1 -> 2 ranks) continues, says what
 # changed, and finishes. Skips, saying why, without mpirun.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 mpirun=${MPIRUN:-mpirun}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-model=$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4
 if ! command -v "$mpirun" >/dev/null 2>&1; then
     echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
     exit 0
 fi
 
-write_config() { # write_config FILE OUTDIR: 36 sequences; 2 ranks x 2 x 2 = 8 a step, 5 steps an epoch
-    cat >"$1" <<YAML
-model_name: "$model"
-max_seq_length: 64
-dataset:
-  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
-    num_samples: 40
-lora_r: 4
-lora_alpha: 8
-lora_dropout: 0.1
-per_device_train_batch_size: 2
-gradient_accumulation_steps: 2
+write_config() { # write_config FILE OUTDIR: 2 ranks x 2 x 2 = 8 sequences a step, 5 steps an epoch
+    tiny_config "$1" "$2" "lora_dropout: 0.1
 learning_rate: 1e-3
 warmup_steps: 2
 max_steps: 16
 logging_steps: 2
 seed: 5
-threads: 1
-output_dir: "$2"
-final_model_dir: "$2/lora"
 save_steps: 3
-resume_from_checkpoint: true
-YAML
+resume_from_checkpoint: true"
 }
 
 mpi() { # mpi SECONDS ARGS...: sets rc and secs; the bound turns a hang into a failure
