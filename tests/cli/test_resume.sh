@@ -87,15 +87,15 @@ ok "kill -9 mid-write: resumed from checkpoint 8 and removed the temporary file"
 # --- signals: checkpoint at the next step boundary, exit 75, resume ---
 for sig in USR1 TERM INT; do
     write_config "$tmp/s$sig.yaml" "$tmp/s$sig"
-    PTRAIN_TEST_STEP_DELAY_MS=150 "$P" train "$tmp/s$sig.yaml" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+    PTRAIN_TEST_STEP_DELAY_MS=150 "$P" train "$tmp/s$sig.yaml" >"$tmp/sig$sig.out" 2>"$tmp/sig$sig.err" &
     pid=$!
     i=0
-    until grep -q 'step 6/24' "$tmp/sig.out" 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+    until grep -q 'step 6/24' "$tmp/sig$sig.out" 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
     kill -s "$sig" "$pid"
     wait "$pid"
     rc=$?
     expect_eq "SIG$sig: exit 75 (checkpointed, run me again)" 75 "$rc"
-    stopped=$(sed -n 's/.*stopped    by SIG'"$sig"' after step \([0-9]*\).*/\1/p' "$tmp/sig.out")
+    stopped=$(sed -n 's/.*stopped    by SIG'"$sig"' after step \([0-9]*\).*/\1/p' "$tmp/sig$sig.out")
     ok "SIG$sig: a checkpoint of the step it stopped after ($stopped)" test -n "$stopped" -a -f "$tmp/s$sig/checkpoint-$stopped.h5"
     resumed_equal "SIG$sig at step $stopped" "s$sig"
 done

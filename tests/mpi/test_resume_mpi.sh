@@ -71,16 +71,16 @@ resumed_equal "kill -9 of rank 0 mid-write" mw
 for sig in USR1 TERM; do
     write_config "$tmp/s$sig.yaml" "$tmp/s$sig"
     timeout 120 "$mpirun" --oversubscribe -np 2 -x PTRAIN_TEST_STEP_DELAY_MS=200 "$P" train "$tmp/s$sig.yaml" \
-        >"$tmp/sig.out" 2>"$tmp/sig.err" &
+        >"$tmp/sig$sig.out" 2>"$tmp/sig$sig.err" &
     job=$!
     i=0
-    until grep -q "step 4/16" "$tmp/sig.out" 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+    until grep -q "step 4/16" "$tmp/sig$sig.out" 2>/dev/null || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
     victim=$(pgrep -f "^$P train $tmp/s$sig.yaml" | sort -n | tail -1) # a rank, not mpirun
     kill -s "$sig" "$victim"
     wait "$job"
     rc=$?
     expect_eq "SIG$sig to one rank (pid $victim): the job exits 75" 75 "$rc"
-    ok "SIG$sig to one rank: rank 0 wrote a checkpoint and said to run again" grep -q "stopped    by SIG$sig on rank [01] after step" "$tmp/sig.out"
+    ok "SIG$sig to one rank: rank 0 wrote a checkpoint and said to run again" grep -q "stopped    by SIG$sig on rank [01] after step" "$tmp/sig$sig.out"
     resumed_equal "SIG$sig to one rank" "s$sig"
 done
 
