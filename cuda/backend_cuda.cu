@@ -1,13 +1,17 @@
-/* backend_cuda.cu — the CUDA backend: device memory on one GPU per rank, a stream, a cuBLAS
- * handle, and matmuls in bf16 with fp32 accumulation (weights are converted to bf16 tile by tile;
- * activations arrive and leave in fp32). Tested against the CPU backend on a GPU machine. */
+/* backend_cuda.cu — the CUDA backend's frame: one GPU per rank, a compute stream, a cuBLAS handle,
+ * device memory from the stream-ordered pool (the training loop allocates and frees the same
+ * activation buffers every micro-batch; the pool keeps them, so no cudaMalloc or implicit device
+ * synchronization happens per step), the staging of small host arrays, and the op table. The ops
+ * themselves live in one file per op family (cuda_backend.h lists them); each is tested against
+ * its CPU twin by tests/unit/test_cuda_ops on a GPU machine (tests/gpu/run.sh). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda_backend.h"
-#include "ptrain/quant.h"
 
 extern "C" int cuda_device_count(void)
 {
@@ -19,110 +23,79 @@ extern "C" int cuda_device_count(void)
     return n;
 }
 
-__global__ void f32_to_bf16_kernel(const float *in, __nv_bfloat16 *out, int64_t n)
+pt_status cuda_stage(cuda_ctx *c, int slot, const void *host, size_t bytes, void **dev)
 {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = __float2bfloat16(in[i]);
-}
-
-static pt_status scratch_reserve(cuda_ctx *c, size_t elems)
-{
-    if (elems <= c->scratch_elems) return PT_OK;
-    CUDA_TRY(cudaFree(c->scratch));
-    c->scratch = NULL;
-    c->scratch_elems = 0;
-    CUDA_TRY(cudaMalloc(&c->scratch, elems * sizeof(__nv_bfloat16)));
-    c->scratch_elems = elems;
-    return PT_OK;
-}
-
-/* Copy an fp32 (or bf16) device tensor into bf16 at dst; other dtypes come with the quantized
- * loaders. */
-static pt_status to_bf16(cuda_ctx *c, const pt_tensor *t, __nv_bfloat16 *dst)
-{
-    int64_t n = tensor_numel(t);
-    if (t->dtype == PT_BF16) {
-        CUDA_TRY(cudaMemcpyAsync(dst, t->data, (size_t)n * 2, cudaMemcpyDeviceToDevice, c->stream));
-        return PT_OK;
+    if (bytes > c->stage_bytes[slot]) {
+        CUDA_TRY(cudaFreeAsync(c->stage[slot], c->stream));
+        c->stage[slot] = NULL;
+        c->stage_bytes[slot] = 0;
+        size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
+        CUDA_TRY(cudaMallocAsync(&c->stage[slot], want, c->stream));
+        c->stage_bytes[slot] = want;
     }
-    if (t->dtype != PT_F32)
-        return ERR(PT_ERR_UNSUPPORTED, "the cuda backend has no matmul for %s weights yet", dtype_name(t->dtype));
-    int threads = 256;
-    int64_t blocks = (n + threads - 1) / threads;
-    f32_to_bf16_kernel<<<(unsigned)blocks, threads, 0, c->stream>>>((const float *)t->data, dst, n);
-    CUDA_TRY(cudaGetLastError());
+    /* From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may
+     * reuse its array at once; a later stage into this slot is ordered after the kernels that read it. */
+    if (bytes) CUDA_TRY(cudaMemcpyAsync(c->stage[slot], host, bytes, cudaMemcpyHostToDevice, c->stream));
+    *dev = c->stage[slot];
     return PT_OK;
 }
 
-/* C[rows_c, cols_c] (fp32, row-major) = op(A) op(B) + beta C, with A and B staged in bf16. */
-static pt_status gemm_bf16(cuda_ctx *c, const pt_tensor *a, bool ta, const pt_tensor *b, bool tb,
-                           float *out, int64_t m, int64_t n, int64_t k, float beta)
+pt_status cuda_partials_reserve(cuda_ctx *c, size_t n)
 {
-    size_t na = (size_t)tensor_numel(a), nb = (size_t)tensor_numel(b);
-    TRY(scratch_reserve(c, na + nb));
-    __nv_bfloat16 *abf = c->scratch, *bbf = c->scratch + na;
-    TRY(to_bf16(c, a, abf));
-    TRY(to_bf16(c, b, bbf));
-    /* Row-major out[m,n] = op(A)[m,k] op(B)[k,n] is column-major out^T = op(B)^T op(A)^T. */
-    const float alpha = 1.0f;
-    int lda = (int)(ta ? m : k), ldb = (int)(tb ? k : n);
-    CUBLAS_TRY(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                            (int)n, (int)m, (int)k, &alpha, bbf, CUDA_R_16BF, ldb, abf, CUDA_R_16BF, lda,
-                            &beta, out, CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (n <= c->partials_n) return PT_OK;
+    CUDA_TRY(cudaFreeAsync(c->partials, c->stream));
+    c->partials = NULL;
+    c->partials_n = 0;
+    CUDA_TRY(cudaMallocAsync((void **)&c->partials, n * sizeof(double), c->stream));
+    c->partials_n = n;
     return PT_OK;
 }
 
-static pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta)
-{ /* y[M,N] = x[M,K] @ w[N,K]^T */
-    return gemm_bf16(ctx_of(be), x, false, w, true, (float *)y->data, x->shape[0], w->shape[0],
-                     x->shape[1], beta);
+extern "C" size_t cuda_peak_bytes(pt_backend *be)
+{
+    cuda_ctx *c = ctx_of(be);
+    uint64_t high = 0; /* cuuint64_t */
+    if (cudaMemPoolGetAttribute(c->pool, cudaMemPoolAttrUsedMemHigh, &high) != cudaSuccess) return 0;
+    return (size_t)high;
 }
 
-static pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy,
-                                       const pt_tensor *w, float beta)
-{ /* dx[M,K] = dy[M,N] @ w[N,K] */
-    return gemm_bf16(ctx_of(be), dy, false, w, false, (float *)dx->data, dy->shape[0], w->shape[1],
-                     w->shape[0], beta);
-}
-
-static pt_status cuda_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy,
-                                        const pt_tensor *x, float beta)
-{ /* dw[N,K] = dy[M,N]^T @ x[M,K] */
-    return gemm_bf16(ctx_of(be), dy, true, x, false, (float *)dw->data, dw->shape[0], dw->shape[1],
-                     dy->shape[0], beta);
+extern "C" pt_status cuda_mem_info(pt_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)be;
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes));
+    return PT_OK;
 }
 
 static pt_status cuda_alloc(pt_backend *be, pt_tensor *t)
 {
-    (void)be;
     t->data = NULL;
-    if (t->nbytes) CUDA_TRY(cudaMalloc(&t->data, t->nbytes));
+    if (t->nbytes) CUDA_TRY(cudaMallocAsync(&t->data, t->nbytes, ctx_of(be)->stream));
     return PT_OK;
 }
 
 static void cuda_release(pt_backend *be, pt_tensor *t)
 {
-    (void)be;
-    cudaFree(t->data);
+    if (t->data) cudaFreeAsync(t->data, ctx_of(be)->stream);
+    t->data = NULL;
 }
 
 static pt_status cuda_upload(pt_backend *be, pt_tensor *dst, const void *host, size_t nbytes)
 {
     CUDA_TRY(cudaMemcpyAsync(dst->data, host, nbytes, cudaMemcpyHostToDevice, ctx_of(be)->stream));
-    CUDA_TRY(cudaStreamSynchronize(ctx_of(be)->stream));
+    TRY(cuda_wait(ctx_of(be)));
     return PT_OK;
 }
 
 static pt_status cuda_download(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes)
 {
     CUDA_TRY(cudaMemcpyAsync(host, src->data, nbytes, cudaMemcpyDeviceToHost, ctx_of(be)->stream));
-    CUDA_TRY(cudaStreamSynchronize(ctx_of(be)->stream));
+    TRY(cuda_wait(ctx_of(be)));
     return PT_OK;
 }
 
 static pt_status cuda_synchronize(pt_backend *be)
 {
-    CUDA_TRY(cudaStreamSynchronize(ctx_of(be)->stream));
+    TRY(cuda_wait(ctx_of(be)));
     return PT_OK;
 }
 
@@ -130,8 +103,12 @@ static void cuda_close(pt_backend *be)
 {
     cuda_ctx *c = ctx_of(be);
     if (c) {
-        cuda_comm_close(c);
+        cuda_comm_close(c); /* first: aborts a communicator in error, which ends any collective in flight */
+        if (c->stream) cudaStreamSynchronize(c->stream);
+        for (int i = 0; i < STAGE_COUNT; i++) cudaFree(c->stage[i]);
         cudaFree(c->scratch);
+        cudaFree(c->partials);
+        cudaFreeHost(c->host_sums);
         if (c->blas) cublasDestroy(c->blas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
@@ -152,6 +129,26 @@ static pt_backend_ops make_ops(void)
     ops.matmul = cuda_matmul;
     ops.matmul_bwd_input = cuda_matmul_bwd_input;
     ops.matmul_bwd_weight = cuda_matmul_bwd_weight;
+    ops.embed = cuda_embed;
+    ops.rmsnorm_fwd = cuda_rmsnorm_fwd;
+    ops.rmsnorm_bwd = cuda_rmsnorm_bwd;
+    ops.rope_fwd = cuda_rope_fwd;
+    ops.rope_bwd = cuda_rope_bwd;
+    ops.attention_fwd = cuda_attention_fwd;
+    ops.attention_bwd = cuda_attention_bwd;
+    ops.swiglu_fwd = cuda_swiglu_fwd;
+    ops.swiglu_bwd = cuda_swiglu_bwd;
+    ops.geglu_fwd = cuda_geglu_fwd;
+    ops.geglu_bwd = cuda_geglu_bwd;
+    ops.add_bias = cuda_add_bias;
+    ops.softcap_fwd = cuda_softcap_fwd;
+    ops.softcap_bwd = cuda_softcap_bwd;
+    ops.add = cuda_add;
+    ops.cross_entropy = cuda_cross_entropy;
+    ops.adamw_step = cuda_adamw_step;
+    ops.sum_squares = cuda_sum_squares;
+    ops.scale = cuda_scale;
+    ops.dropout = cuda_dropout;
     ops.allreduce_sum = cuda_allreduce_sum;
     ops.reduce_begin = cuda_reduce_begin;
     ops.reduce_poll = cuda_reduce_poll;
@@ -168,10 +165,23 @@ static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options
     TRY_ALLOC(c);
     be->ctx = c;
     CUDA_TRY(cudaSetDevice(device));
+    CUDA_TRY(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    /* keep what the pool has taken: freed activations are reused by the next micro-batch */
+    CUDA_TRY(cudaDeviceGetDefaultMemPool(&c->pool, device));
+    uint64_t keep = UINT64_MAX; /* cuuint64_t */
+    CUDA_TRY(cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CUDA_TRY(cudaMallocHost((void **)&c->host_sums, 4 * sizeof(double)));
     CUBLAS_TRY(cublasCreate(&c->blas));
     CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
     return cuda_comm_open(c, opts);
+}
+
+/* The GPU this rank uses: the one Slurm or the user left visible when there is exactly one
+ * (srun --gpus-per-task=1 sets CUDA_VISIBLE_DEVICES per task), else the node-local rank's. */
+static int cuda_pick_device(int local_rank, int gpus)
+{
+    return gpus == 1 ? 0 : local_rank % gpus;
 }
 
 extern "C" pt_status cuda_backend_open(const pt_backend_options *opts, pt_backend **out)
@@ -181,7 +191,7 @@ extern "C" pt_status cuda_backend_open(const pt_backend_options *opts, pt_backen
     pt_backend *be = (pt_backend *)calloc(1, sizeof *be);
     TRY_ALLOC(be);
     be->ops = &cuda_ops;
-    be->device = opts->local_rank % gpus; /* one device per rank on the node */
+    be->device = cuda_pick_device(opts->local_rank, gpus);
     pt_status st = cuda_setup(be, be->device, opts);
     if (st != PT_OK) {
         cuda_close(be);

@@ -1,18 +1,41 @@
-/* cuda_backend.h — the CUDA backend's context, shared by its files: the compute stream and
- * cuBLAS handle (backend_cuda.cu), and the NCCL communicator with its own stream (comm.cu). */
+/* cuda_backend.h — the CUDA backend's context and op functions, shared by its files (one file per
+ * op family, named as their CPU twins in src/cpu/):
+ *   backend_cuda.cu  memory (a stream-ordered pool), staging of small host arrays, open/close
+ *   matmul.cu        cuBLAS bf16 GEMMs with fp32 accumulation; quantized weights tile by tile
+ *   dequant.cu       every stored weight format to bf16 or fp32 on the device
+ *   layers.cu        embedding, RMSNorm, RoPE, SwiGLU/GeGLU, bias, residual add, dropout
+ *   layers_bwd.cu    their gradients
+ *   attention.cu     fused causal GQA attention forward (online softmax, O(T) memory)
+ *   attention_bwd.cu its backward (recomputes the scores from the saved log-sum-exp)
+ *   loss.cu          soft-cap and chunked cross-entropy
+ *   optim.cu         AdamW, sum of squares, scale
+ *   comm.cu          NCCL sums on their own stream
+ * Activations cross the seam in fp32 (backend.h); weights stay in their stored format. */
 #ifndef PTRAIN_CUDA_BACKEND_H
 #define PTRAIN_CUDA_BACKEND_H
 
 #include <cuda_bf16.h>
+#include <stdbool.h>
 
 #include "cuda_check.h"
 #include "ptrain/backend.h"
 
+/* Small host arrays an op takes by pointer (ids, positions, frequencies, labels, segments) are
+ * copied into one device buffer per slot, grown as needed, in stream order. */
+enum { STAGE_IDS, STAGE_POS, STAGE_FREQ, STAGE_LABELS, STAGE_SEGMENTS, STAGE_COUNT };
+
 typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;
+    cudaMemPool_t pool; /* the device's default pool: cudaMallocAsync on stream, kept, not trimmed */
     __nv_bfloat16 *scratch; /* bf16 staging for the operands of one matmul */
     size_t scratch_elems;
+    void *stage[STAGE_COUNT];
+    size_t stage_bytes[STAGE_COUNT];
+    double *partials; /* per-block partial sums of the reductions (sum_squares, cross_entropy) */
+    size_t partials_n;
+    double *host_sums; /* pinned host memory the reductions' results are copied back to */
+    int sm_count;
     /* data parallel (world > 1): gradients are summed on comm_stream, after the compute stream's
      * work up to reduce_begin (event ready) and before its work after reduce_end (event done) */
     int world;
@@ -23,6 +46,117 @@ typedef struct {
 
 static inline cuda_ctx *ctx_of(pt_backend *be) { return (cuda_ctx *)be->ctx; }
 
+/* Blocks of `threads` threads covering n items, capped for grid-stride loops. */
+static inline unsigned cuda_grid(int64_t n, int threads)
+{
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 65535 * 32 ? 65535 * 32 : b);
+}
+
+/* Sum of v over the block (blockDim.x a multiple of 32, at most 1024), in a fixed order so that
+ * the result does not depend on timing; every thread gets it. shared holds 32 doubles. */
+__device__ static inline double cuda_block_sum(double v, double *shared)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    __syncthreads(); /* shared may still be read by a previous call */
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < warps ? shared[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The same for the maximum of floats. */
+__device__ static inline float cuda_block_max(float v, float *shared)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+    __syncthreads();
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < warps ? shared[lane] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* *out (device) = the sum of n doubles at in (device), in a fixed order (one block). */
+pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out);
+/* The same, then copied to the host and added to *acc (synchronizes the stream). */
+pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc);
+
+/* A grid-stride loop of i over [0, n). */
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* The last launch's error as a status (a launch itself returns nothing). */
+#define CUDA_LAUNCHED() CUDA_TRY(cudaGetLastError())
+
+/* backend_cuda.cu */
+/* Copy bytes from host into the device buffer of slot (grown as needed); *dev gets its address.
+ * The copy is queued on the compute stream; the host buffer may be reused on return. */
+pt_status cuda_stage(cuda_ctx *c, int slot, const void *host, size_t bytes, void **dev);
+/* At least n doubles of per-block partials in c->partials. */
+pt_status cuda_partials_reserve(cuda_ctx *c, size_t n);
+/* Bytes the device pool has handed out at most since open (for the memory check). */
+size_t cuda_peak_bytes(pt_backend *be);
+
+/* dequant.cu: rows of a stored weight [N, K] (f32, bf16, f16, NF4, GGUF blocks) on the device.
+ * rows: rows to convert; ids (device, may be NULL): row r of out is weight row ids[r], else
+ * row r0 + r. Exactly one of out_bf16 / out_f32 is given (rows x K, row-major). */
+bool cuda_dequant_supported(pt_dtype dtype);
+pt_status cuda_dequant_rows(cuda_ctx *c, const pt_tensor *w, const int32_t *ids, int64_t r0, int64_t rows,
+                            __nv_bfloat16 *out_bf16, float *out_f32);
+
+/* matmul.cu */
+pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
+pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                float beta);
+pt_status cuda_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                 float beta);
+
+/* layers.cu */
+pt_status cuda_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+pt_status cuda_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                           const pt_tensor *w, float eps);
+pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+                        const float *inv_freq);
+pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+                        const float *inv_freq);
+pt_status cuda_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status cuda_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+pt_status cuda_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
+
+/* layers_bwd.cu */
+pt_status cuda_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                           const pt_tensor *w, const pt_tensor *rstd);
+pt_status cuda_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                          const pt_tensor *gate, const pt_tensor *up);
+pt_status cuda_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                         const pt_tensor *gate, const pt_tensor *up);
+
+/* attention.cu, attention_bwd.cu */
+pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
+                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);
+pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                             const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *out,
+                             const pt_tensor *lse, const pt_attention *a);
+
+/* loss.cu */
+pt_status cuda_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
+pt_status cuda_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
+pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                             const pt_tensor *logits, const int32_t *labels, float grad_scale);
+
+/* optim.cu */
+pt_status cuda_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m, pt_tensor *v,
+                          const pt_adamw *hp);
+pt_status cuda_sum_squares(pt_backend *be, const pt_tensor *t, double *acc);
+pt_status cuda_scale(pt_backend *be, pt_tensor *t, float s);
+
+/* comm.cu */
 pt_status cuda_comm_open(cuda_ctx *c, const pt_backend_options *opts);
 void cuda_comm_close(cuda_ctx *c);
 pt_status cuda_allreduce_sum(pt_backend *be, pt_tensor *t);
@@ -30,5 +164,8 @@ pt_status cuda_reduce_begin(pt_backend *be, pt_tensor *t);
 pt_status cuda_reduce_poll(pt_backend *be);
 pt_status cuda_reduce_end(pt_backend *be);
 pt_status cuda_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+/* Wait for the compute stream; under several ranks, polling NCCL's errors meanwhile (aborts the
+ * communicator on one, so that no rank hangs on a failed peer). Every host wait goes through here. */
+pt_status cuda_wait(cuda_ctx *c);
 
 #endif

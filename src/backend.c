@@ -533,3 +533,18 @@ pt_status backend_clip_grad_norm(pt_backend *be, pt_tensor *grads, int n, double
         for (int i = 0; i < n; i++) TRY(backend_scale(be, &grads[i], (float)coef));
     return PT_OK;
 }
+
+pt_adamw_scalars adamw_scalars(const pt_adamw *hp)
+{
+    double bc1 = 1.0 - pow(hp->beta1, (double)hp->step), bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
+    pt_adamw_scalars s = {
+        .decay = (float)(1.0 - hp->lr * hp->weight_decay),
+        .w1 = (float)(1.0 - hp->beta1),
+        .b2 = (float)hp->beta2,
+        .w2 = (float)(1.0 - hp->beta2),
+        .bc2_sqrt = (float)pow(bc2, 0.5), /* Python's bc2 ** 0.5 */
+        .eps = (float)hp->eps,
+        .neg_step = (float)-(hp->lr / bc1),
+    };
+    return s;
+}

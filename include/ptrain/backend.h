@@ -59,6 +59,15 @@ typedef struct {
     int64_t step;
 } pt_adamw;
 
+/* The fp32 scalars of one AdamW update, computed in double as torch's Python code does and rounded
+ * where torch hands them to its fp32 kernel (shared by every backend's adamw_step):
+ *   p = p * decay;  m = lerp(m, g, w1);  v = fma(w2 * g, g, v * b2);
+ *   p = p + neg_step * m / (sqrt(v) / bc2_sqrt + eps). */
+typedef struct {
+    float decay, w1, b2, w2, bc2_sqrt, eps, neg_step;
+} pt_adamw_scalars;
+pt_adamw_scalars adamw_scalars(const pt_adamw *hp);
+
 typedef struct {
     pt_dtype dtype;
     int ndim;
@@ -256,6 +265,10 @@ pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out);
 #ifdef PTRAIN_HAVE_CUDA
 pt_status cuda_backend_open(const pt_backend_options *opts, pt_backend **out);
 int cuda_device_count(void); /* 0 when no GPU or driver is visible */
+/* The most bytes the CUDA backend's memory pool has handed out since it opened; free and total
+ * device memory now. */
+size_t cuda_peak_bytes(pt_backend *be);
+pt_status cuda_mem_info(pt_backend *be, size_t *free_bytes, size_t *total_bytes);
 #endif
 
 #ifdef __cplusplus

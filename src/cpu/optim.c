@@ -12,25 +12,6 @@
 
 #include "cpu.h"
 
-typedef struct {
-    float decay, w1, b2, w2, bc2_sqrt, eps, neg_step;
-} adamw_scalars;
-
-static adamw_scalars adamw_prepare(const pt_adamw *hp)
-{
-    double bc1 = 1.0 - pow(hp->beta1, (double)hp->step), bc2 = 1.0 - pow(hp->beta2, (double)hp->step);
-    adamw_scalars s = {
-        .decay = (float)(1.0 - hp->lr * hp->weight_decay),
-        .w1 = (float)(1.0 - hp->beta1),
-        .b2 = (float)hp->beta2,
-        .w2 = (float)(1.0 - hp->beta2),
-        .bc2_sqrt = (float)pow(bc2, 0.5), /* Python's bc2 ** 0.5 */
-        .eps = (float)hp->eps,
-        .neg_step = (float)-(hp->lr / bc1),
-    };
-    return s;
-}
-
 /* torch's lerp(self, end, weight): its formula for weights below 0.5 and the mirrored one above */
 static inline float adamw_lerp(float self, float end, float weight)
 {
@@ -41,7 +22,7 @@ pt_status cpu_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad
                          const pt_adamw *hp)
 {
     (void)be;
-    adamw_scalars s = adamw_prepare(hp);
+    pt_adamw_scalars s = adamw_scalars(hp);
     int64_t n = tensor_numel(param);
     float *p = param->data, *ms = m->data, *vs = v->data;
     const float *g = grad->data;

@@ -179,13 +179,24 @@ static pt_status evaluate(trainer *t, double *eval_loss)
     return PT_OK;
 }
 
+/* This rank's memory by part, from the model, the adapters and one micro-batch's shape. */
+static void plan_memory(trainer *t)
+{
+    const pt_config *c = t->cfg;
+    int adapted = 0;
+    for (int w = 0; w < W_COUNT; w++) adapted += t->l.target[w];
+    pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length, .lora_r = t->l.r,
+                          .adapted = adapted, .lora_params = lora_param_count(&t->l),
+                          .checkpointing = c->use_gradient_checkpointing, .loss_chunk = 256,
+                          .cuda = t->be->device >= 0};
+    memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);
+}
+
 static void print_summary(const trainer *t, int threads, int64_t total)
 {
     const pt_config *c = t->cfg;
     const pt_model_config *g = &t->m.cfg;
     long eff = c->per_device_train_batch_size * c->gradient_accumulation_steps * t->d->world;
-    double act_mb = (double)c->per_device_train_batch_size * (double)c->max_seq_length * g->dim * 4.0 *
-                    (c->use_gradient_checkpointing ? g->n_layers + 24.0 : 24.0 * g->n_layers) / 1048576.0;
     log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", t->model_path, g->arch,
              g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
@@ -202,9 +213,7 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
              c->per_device_train_batch_size, c->gradient_accumulation_steps, t->d->world, t->d->world > 1 ? "s" : "",
              eff, (long long)total);
-    log_info("memory     about %.0f MB per rank (weights %.0f MB, activations %.0f MB%s)\n",
-             (double)t->m.weight_bytes / 1048576.0 + act_mb, (double)t->m.weight_bytes / 1048576.0, act_mb,
-             c->use_gradient_checkpointing ? ", gradient checkpointing" : "");
+    memplan_print(&t->plan, t->be->ops->name);
 }
 
 /* Settings that run differently from what their name promises get one line each. */
@@ -384,8 +393,10 @@ static pt_status plan_run(trainer *t, int threads)
                                     (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
     t->sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, t->total, cfg->warmup_steps,
                              config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
+    plan_memory(t);
     print_summary(t, threads, t->total);
     warn_settings(t);
+    TRY(dist_agree(t->d, memplan_check(t->be, &t->plan)));
     if (t->first_step >= t->total && t->resumed_from >= 0)
         log_info("resume     the checkpoint is at step %lld of %lld: nothing left to train\n",
                  (long long)t->first_step, (long long)t->total);
@@ -415,6 +426,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
+    if (st == PT_OK && memplan_peak_bytes(be) > 0)
+        log_info("peak device memory: %zu bytes (%.0f MiB; plan %.0f MiB)\n", memplan_peak_bytes(be),
+                 memplan_peak_bytes(be) / 1048576.0, t.plan.total / 1048576.0);
     trainer_free(&t);
     return st;
 }

@@ -9,6 +9,7 @@
 #include "ptrain/dist.h"
 #include "ptrain/gradsync.h"
 #include "ptrain/lora.h"
+#include "ptrain/memplan.h"
 #include "ptrain/model.h"
 #include "ptrain/progress.h"
 #include "ptrain/schedule.h"
@@ -40,6 +41,7 @@ typedef struct {
     int64_t first_step;  /* where this run started (the resumed step, or 0) */
     int64_t total;       /* optimizer steps of the whole run */
     double last_loss, last_lr;
+    pt_memplan plan; /* this rank's memory, by part (memplan.c) */
     /* the run's identity, the metric history and best model: what a checkpoint stores besides
      * the tensors and the position (train_ckpt.c fills and restores it) */
     ckpt_state run;

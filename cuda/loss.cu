@@ -1,0 +1,124 @@
+/* loss.cu — the loss head on the GPU, twins of src/cpu/loss.c: the logit soft-cap of Gemma 2 and its
+ * gradient, and token cross-entropy over a chunk of logit rows fused with its gradient. One block
+ * per row: the row's maximum, Σ exp(x - max) in double, then dlogits = (softmax - onehot) *
+ * grad_scale written over the row (dlogits may be the logits themselves: the label's logit is read
+ * before anything is written). Each row's loss goes to a partials buffer in double and is summed in
+ * a fixed order, so the loss is the same on every run. The vocabulary never leaves the chunk the
+ * caller passes, so tokens x vocab logits never exist at once. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include "cuda_backend.h"
+
+enum { THREADS = 256, CE_THREADS = 512 };
+
+__global__ static void softcap_kernel(float *y, const float *x, float cap, float inv, int64_t n)
+{
+    GRID_STRIDE(i, n) y[i] = cap * tanhf(x[i] * inv);
+}
+
+__global__ static void softcap_bwd_kernel(float *dx, const float *dy, const float *y, float inv, int64_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float t = y[i] * inv;
+        dx[i] = dy[i] * (1.0f - t * t);
+    }
+}
+
+pt_status cuda_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap)
+{
+    int64_t n = tensor_numel(x);
+    softcap_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>((float *)y->data, (const float *)x->data,
+                                                                               cap, 1.0f / cap, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap)
+{
+    int64_t n = tensor_numel(dy);
+    softcap_bwd_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
+        (float *)dx->data, (const float *)dy->data, (const float *)y->data, 1.0f / cap, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+/* Row r: loss[r] = logsumexp(x) - x[label] (0 when ignored); d (may be NULL or alias x) its gradient. */
+__global__ static void cross_entropy_kernel(double *loss, float *d, const float *x, const int32_t *labels,
+                                            int64_t vocab, float grad_scale)
+{
+    __shared__ double sums[32];
+    __shared__ float maxes[32];
+    int64_t r = blockIdx.x;
+    const float *xr = x + r * vocab;
+    float *dr = d ? d + r * vocab : NULL;
+    int32_t label = labels[r];
+    if (label < 0) { /* PT_IGNORE_INDEX: no loss, zero gradient */
+        if (dr)
+            for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) dr[j] = 0.0f;
+        if (threadIdx.x == 0) loss[r] = 0.0;
+        return;
+    }
+    float target = xr[label], m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, xr[j]);
+    m = cuda_block_max(m, maxes); /* its barriers: every thread has read target before any write */
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+        float e = expf(xr[j] - m);
+        if (dr) dr[j] = e;
+        s += e;
+    }
+    s = cuda_block_sum(s, sums);
+    if (threadIdx.x == 0) loss[r] = (double)m + log(s) - (double)target;
+    if (!dr) return;
+    float cf = (float)(grad_scale / s);
+    double p_label = expf(target - m) / s;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
+        dr[j] = j == label ? (float)((p_label - 1.0) * grad_scale) : dr[j] * cf;
+}
+
+__global__ static void sum_doubles_kernel(double *out, const double *in, int64_t n)
+{
+    __shared__ double shared[32];
+    double s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
+    s = cuda_block_sum(s, shared);
+    if (threadIdx.x == 0) *out = s;
+}
+
+pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out)
+{
+    sum_doubles_kernel<<<1, 1024, 0, c->stream>>>(out, in, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc)
+{
+    TRY(cuda_sum_doubles(c, in, n, c->partials + c->partials_n - 1));
+    CUDA_TRY(cudaMemcpyAsync(c->host_sums, c->partials + c->partials_n - 1, sizeof(double), cudaMemcpyDeviceToHost,
+                             c->stream));
+    TRY(cuda_wait(c));
+    *acc += c->host_sums[0];
+    return PT_OK;
+}
+
+pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
+                             const pt_tensor *logits, const int32_t *labels, float grad_scale)
+{
+    cuda_ctx *c = ctx_of(be);
+    int64_t rows = logits->shape[0], vocab = logits->shape[1], count = 0;
+    if (rows == 0) return PT_OK;
+    for (int64_t r = 0; r < rows; r++) count += labels[r] != PT_IGNORE_INDEX;
+    void *dev_labels;
+    TRY(cuda_stage(c, STAGE_LABELS, labels, (size_t)rows * sizeof(int32_t), &dev_labels));
+    TRY(cuda_partials_reserve(c, (size_t)rows + 1)); /* the last slot takes the total */
+    cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, c->stream>>>(
+        c->partials, dlogits ? (float *)dlogits->data : NULL, (const float *)logits->data,
+        (const int32_t *)dev_labels, vocab, grad_scale);
+    CUDA_LAUNCHED();
+    TRY(cuda_sum_to_host(c, c->partials, rows, loss_sum));
+    if (n_labelled) *n_labelled += count;
+    return PT_OK;
+}

@@ -1,0 +1,40 @@
+/* memplan.h — the memory a training run will take on one rank, by part, printed at start and, on
+ * a GPU, checked against the device's free memory so that a run that cannot fit stops with the
+ * numbers instead of failing inside the first step. */
+#ifndef PTRAIN_MEMPLAN_H
+#define PTRAIN_MEMPLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ptrain/backend.h"
+#include "ptrain/model.h"
+
+typedef struct {
+    size_t weights;     /* the base as stored (4-bit blocks stay 4-bit) */
+    size_t adapters;    /* LoRA A and B, their gradients and AdamW's two moments: 16 bytes a parameter */
+    size_t activations; /* what one micro-batch keeps for its backward pass, and its gradient buffers */
+    size_t workspace;   /* the loss head's logit chunk, bf16 operand staging, a dequantized tile, cuBLAS */
+    size_t total;
+} pt_memplan;
+
+typedef struct {
+    int64_t batch, seq;   /* rows of one micro-batch: batch x seq */
+    int lora_r, adapted;  /* adapter rank, adapted projections per layer */
+    int64_t lora_params;
+    bool checkpointing;
+    int loss_chunk;       /* logit rows per loss chunk */
+    bool cuda;            /* staging and cuBLAS workspace */
+} pt_memplan_shape;
+
+void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);
+/* One line: "memory plan: N bytes (weights ..., adapters + optimizer ..., activations ..., workspace ...)". */
+void memplan_print(const pt_memplan *p, const char *device);
+/* On a GPU: fails with PT_ERR_USER and the numbers when what the plan still has to allocate (all but
+ * the weights, already loaded) exceeds the device's free memory. Elsewhere PT_OK. */
+pt_status memplan_check(pt_backend *be, const pt_memplan *p);
+/* The most device memory the backend has handed out, 0 where it does not track it (CPU). */
+size_t memplan_peak_bytes(pt_backend *be);
+
+#endif

@@ -1,0 +1,286 @@
+/* test_cuda_model.c — whole models on the CUDA backend against the CPU backend: the logits of
+ * tiny Llama (GQA and MHA; Q4_0, Q4_1, Q8_0, and fp32 weights quantized to NF4 at load), Qwen2
+ * (q/k/v biases) and Gemma 2 (scaled embedding, post-norms, GeGLU, soft-capped scores and logits,
+ * a sliding window shorter than the sequence), the bitsandbytes NF4 Llama in tests/data/hf, and
+ * SmolLM2-135M-Instruct Q4_1 when it is present; the same logits through the KV cache in pieces
+ * (generation's path); and one LoRA training micro-batch (two packed sequences, lora_dropout)
+ * whose loss and adapter gradients must match.
+ *
+ * Tolerances: the CUDA backend multiplies the frozen base in bf16 with fp32 accumulation while the
+ * CPU multiplies in fp32, so each projection's output carries bf16 input rounding (relative
+ * 2^-9 per operand) that the layers compound: logits within 3e-2 of the largest logit (max-norm),
+ * the top-1 token equal on at least 90% of positions; the loss within 1e-2 relative; the LoRA
+ * gradients within 5e-2 (L2 relative). The cached path is compared with the same backend's full
+ * forward (1e-3: same arithmetic, different row blocking).
+ *
+ * Without a GPU the test skips and says so. PTRAIN_TEST_CUDA_OPS_DEVICE=cpu runs the "GPU" side on
+ * a second CPU backend, which checks this harness itself on any machine. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "model_fixture.h"
+
+#include "ptrain/lora.h"
+#include "ptrain/model.h"
+#include "ptrain/model_io.h"
+#include "ptrain/step.h"
+
+typedef struct {
+    const char *family, *name; /* tests/data/<family>/<name>.gguf; family "hf": a model directory */
+    bool nf4;                  /* quantize the projections to NF4 at load */
+} model_case;
+
+static const model_case cases[] = {
+    {"llama", "tiny-gqa-q4_0", false}, {"llama", "tiny-gqa-q4_1", false}, {"llama", "tiny-mha-q8_0", false},
+    {"llama", "tiny-gqa-f32", true},   {"qwen2", "tiny-q4_0", false},     {"qwen2", "tiny-f32", true},
+    {"gemma2", "tiny-q4_0", false},    {"gemma2", "tiny-f32", true},      {"hf", "tiny-llama-bnb4", false},
+};
+
+/* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */
+static pt_backend *device_side(void)
+{
+    const char *want = getenv("PTRAIN_TEST_CUDA_OPS_DEVICE");
+    bool cpu_side = want && !strcmp(want, "cpu");
+    if (!cpu_side) {
+#ifdef PTRAIN_HAVE_CUDA
+        if (cuda_device_count() == 0) {
+            print_message("SKIP reason: CUDA backend built, but no GPU is visible on this machine "
+                          "(PTRAIN_TEST_CUDA_OPS_DEVICE=cpu checks this test's harness on the CPU)\n");
+            skip();
+        }
+#else
+        print_message("SKIP reason: this build has no CUDA backend (./configure --with-cuda)\n");
+        skip();
+#endif
+    }
+    pt_backend *be = NULL;
+    pt_backend_options opts = {.device = cpu_side ? "cpu" : "cuda", .threads = 2};
+    assert_int_equal(backend_open(&opts, &be), PT_OK);
+    return be;
+}
+
+static void load(pt_backend *be, const model_case *c, pt_model *m)
+{
+    char path[1024];
+    pt_load_options lo = {.load_in_4bit = c->nf4};
+    pt_status st;
+    if (!strcmp(c->family, "hf")) {
+        snprintf(path, sizeof path, "%s/tests/data/hf/%s", srcdir(), c->name);
+        st = model_load(path, NULL, &lo, be, m, NULL, NULL, 0);
+    } else if (!strcmp(c->family, "smollm2")) {
+        st = model_load(c->name, NULL, &lo, be, m, NULL, NULL, 0);
+    } else {
+        snprintf(path, sizeof path, "%s/tests/data/%s/%s.gguf", srcdir(), c->family, c->name);
+        gguf_file f;
+        assert_int_equal(gguf_open(path, &f), PT_OK);
+        st = model_from_gguf(&f, be, &lo, m);
+        gguf_close(&f);
+    }
+    if (st) print_error("%s\n", err_message());
+    assert_int_equal(st, PT_OK);
+}
+
+/* n token ids: the case's golden ids file when it has one, else a fixed pseudo-random sequence */
+static int32_t *case_ids(const model_case *c, int vocab, int *n)
+{
+    char path[1024];
+    struct stat sb;
+    if (!strcmp(c->family, "hf")) snprintf(path, sizeof path, "%s/tests/data/hf/%s.ids.txt", srcdir(), c->name);
+    else snprintf(path, sizeof path, "%s/tests/data/%s/%s.ids.txt", srcdir(), c->family, c->name);
+    if (stat(path, &sb) == 0) return read_ids(path, n);
+    *n = 96;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)*n);
+    assert_non_null(ids);
+    uint32_t s = 12345;
+    for (int i = 0; i < *n; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((s >> 8) % (uint32_t)vocab);
+    }
+    return ids;
+}
+
+static int argmax(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static float *logits_of(pt_model *m, const int32_t *ids, int n, bool pieces)
+{
+    size_t vocab = (size_t)m->cfg.vocab;
+    float *out = malloc(sizeof(float) * (size_t)n * vocab);
+    assert_non_null(out);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
+    if (!pieces) {
+        assert_int_equal(model_forward(m, &kv, ids, n, out, false), PT_OK);
+    } else { /* three pieces through the cache: the last row's logits */
+        int cut1 = n / 3, cut2 = n / 2;
+        assert_int_equal(model_forward(m, &kv, ids, cut1, out, true), PT_OK);
+        assert_int_equal(model_forward(m, &kv, ids + cut1, cut2 - cut1, out, true), PT_OK);
+        assert_int_equal(model_forward(m, &kv, ids + cut2, n - cut2, out, true), PT_OK);
+    }
+    kv_cache_free(m, &kv);
+    return out;
+}
+
+static void check_logits(const model_case *c, pt_model *mc, pt_model *mg)
+{
+    int n, vocab = mc->cfg.vocab;
+    int32_t *ids = case_ids(c, vocab, &n);
+    float *want = logits_of(mc, ids, n, false), *got = logits_of(mg, ids, n, false);
+    double err = max_rel_err(got, want, (size_t)n * (size_t)vocab);
+    int same = 0;
+    for (int t = 0; t < n; t++) same += argmax(got + (size_t)t * vocab, vocab) == argmax(want + (size_t)t * vocab, vocab);
+    float *last = logits_of(mg, ids, n, true);
+    double cache_err = max_rel_err(last, got + (size_t)(n - 1) * vocab, (size_t)vocab);
+    print_message("%s/%s%s: logits max rel err %.3g (<= 3e-2), top-1 same on %d/%d (>= 90%%), cached pieces vs "
+                  "full %.3g (<= 1e-3)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, same, n, cache_err);
+    assert_true(err <= 3e-2);
+    assert_true(same * 10 >= n * 9);
+    assert_true(cache_err <= 1e-3);
+    free(ids);
+    free(want);
+    free(got);
+    free(last);
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* LoRA on all seven projections with B set to the same random values on both sides (PEFT starts B at
+ * zero, which would leave A's gradient zero), one micro-batch of two packed rows. */
+static void lora_setup(pt_model *m, pt_lora *l)
+{
+    bool all[W_COUNT];
+    for (int w = 0; w < W_COUNT; w++) all[w] = lora_module_name(w) != NULL; /* the projections, not the norms */
+    assert_int_equal(lora_create(l, m, 4, 8.0f, false, all, 7), PT_OK);
+    uint32_t s = 99;
+    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+        size_t n = (size_t)tensor_numel(&p->b);
+        float *v = malloc(sizeof(float) * n);
+        assert_non_null(v);
+        for (size_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            v[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f;
+        }
+        assert_int_equal(backend_upload(l->be, &p->b, v, n * sizeof(float)), PT_OK);
+        free(v);
+    }
+}
+
+static void train_once(pt_model *m, const int32_t *ids, int n, double *loss, float **grads, size_t *count)
+{
+    pt_lora l;
+    lora_setup(m, &l);
+    int seq = n / 2;
+    int32_t *buf = malloc(sizeof(int32_t) * 4 * (size_t)n);
+    assert_non_null(buf);
+    int32_t *tgt = buf + n, *pos = tgt + n, *seg = pos + n;
+    for (int t = 0; t < n; t++) { /* row 0 one example, row 1 two packed ones */
+        int row = t / seq, u = t % seq, half = seq / 2;
+        bool second = row == 1 && u >= half;
+        buf[t] = ids[t];
+        tgt[t] = u + 1 < seq && !(row == 1 && u == half - 1) ? ids[t + 1] : PT_IGNORE_INDEX;
+        pos[t] = second ? u - half : u;
+        seg[t] = second ? 1 : 0;
+    }
+    train_batch b = {2, seq, buf, tgt, pos, seg};
+    step_options so = {.lora_dropout = 0.1f, .dropout_seed = 42, .loss_chunk = 16};
+    int64_t tokens = 0;
+    *loss = 0;
+    assert_int_equal(step_run(m, &l, &b, &so, 0.01f, loss, &tokens), PT_OK);
+    *count = (size_t)tensor_numel(&l.grads);
+    *grads = malloc(l.grads.nbytes);
+    assert_non_null(*grads);
+    assert_int_equal(backend_download(l.be, &l.grads, *grads, l.grads.nbytes), PT_OK);
+    lora_free(&l);
+    free(buf);
+}
+
+static void check_training(const model_case *c, pt_model *mc, pt_model *mg)
+{
+    int n;
+    int32_t *ids = case_ids(c, mc->cfg.vocab, &n);
+    n = n / 2 * 2;
+    double lc, lg;
+    float *gc, *gg;
+    size_t nc, ng;
+    train_once(mc, ids, n, &lc, &gc, &nc);
+    train_once(mg, ids, n, &lg, &gg, &ng);
+    assert_int_equal(nc, ng);
+    double lerr = fabs(lg - lc) / fabs(lc), gerr = rel_l2(gg, gc, nc);
+    print_message("  one LoRA micro-batch: loss %.6f vs %.6f (rel %.3g <= 1e-2), %zu adapter gradients rel L2 %.3g "
+                  "(<= 5e-2)\n", lg, lc, lerr, nc, gerr);
+    assert_true(lerr <= 1e-2);
+    assert_true(gerr <= 5e-2);
+    free(ids);
+    free(gc);
+    free(gg);
+}
+
+static void run_case(const model_case *c)
+{
+    pt_backend *dev = device_side(), *host = cpu();
+    pt_model mc, mg;
+    load(host, c, &mc);
+    load(dev, c, &mg);
+    check_logits(c, &mc, &mg);
+    check_training(c, &mc, &mg);
+    model_free(&mg);
+    model_free(&mc);
+    backend_close(dev);
+    backend_close(host);
+}
+
+static void test_tiny_models(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+}
+
+/* SmolLM2-135M-Instruct Q4_1 (share/scripts/fetch-model.sh), when it is here */
+static void test_smollm2(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *dirs[] = {getenv("PTRAIN_MODELS"), "models", "../models", "/tmp/models"};
+    struct stat sb;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        if (!dirs[i]) continue;
+        snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dirs[i]);
+        if (stat(path, &sb) == 0) {
+            model_case c = {"smollm2", path, false};
+            run_case(&c);
+            return;
+        }
+    }
+    print_message("SKIP reason: SmolLM2-135M-Instruct.Q4_1.gguf not found in $PTRAIN_MODELS, models/ or /tmp/models "
+                  "(fetch it with share/scripts/fetch-model.sh)\n");
+    skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_tiny_models), cmocka_unit_test(test_smollm2)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

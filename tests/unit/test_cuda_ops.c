@@ -1,0 +1,1026 @@
+/* test_cuda_ops.c — every op of the CUDA backend against the CPU backend, the reference
+ * (backend.h), on random inputs: the same host bytes go to both backends, every output is first
+ * filled with NaN so an element an op never writes fails, each op runs on both, and the results
+ * are compared as ‖dev - cpu‖₂ / ‖cpu‖₂ (and max|dev - cpu| / max|cpu| within 10x that), with
+ * no NaN or Inf allowed. One line per check names the op, the case, the error and the tolerance.
+ *
+ * Built with the CUDA backend only; with no GPU visible it skips and says why. With
+ * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
+ * whole harness anywhere (every check must then pass). */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "ptrain/backend.h"
+#include "ptrain/nf4.h"
+#include "ptrain/quant.h"
+
+/* Tolerances on the relative L2 error (the max-norm error may be 10x larger):
+ *   TOL_ELEM    elementwise fp32 ops: the same formula on both sides, a few ulp apart (CUDA's
+ *               expf/tanhf/sincos are not correctly rounded either);
+ *   TOL_REDUCE  reductions (RMSNorm, softmax/attention, cross-entropy): sums in another order;
+ *   TOL_GEMM    anything through a GEMM: the CUDA matmuls round both operands to bf16 (8-bit
+ *               mantissa) and accumulate in fp32, the CPU ones multiply fp32 values, so each
+ *               product differs by ~2^-9 relative;
+ *   TOL_ADAMW   one fused update per element, the same fp32 operations in the same order;
+ *   TOL_SUMSQ   the sum of squares is accumulated in double on both sides (backend.h). */
+#define TOL_ELEM 1e-5
+#define TOL_REDUCE 1e-4
+#define TOL_GEMM 1e-2
+#define TOL_ADAMW 1e-6
+#define TOL_SUMSQ 1e-6
+#define MAX_FACTOR 10.0
+
+static pt_backend *ref_be, *dev_be; /* the CPU reference and the backend under test */
+static const char *dev_name = "cuda";  /* the device option that opens it */
+static const char *dev_label = "cuda"; /* how the lines name its results */
+static const char *skip_reason;
+static int failures; /* failed checks of the running test */
+
+/* ---- random host data (one fixed-seed stream: the same inputs on every run) ---- */
+
+static uint64_t rng_state = 0x853c49e6748fea9bULL;
+
+static uint64_t rng_next(void) /* splitmix64 */
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi), never exactly 0 (dropout tells dropped elements by their zeros). */
+static float rng_uniform(float lo, float hi)
+{
+    float v = lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0);
+    return v == 0.0f ? 0.5f * hi : v;
+}
+
+static float *host_random(int64_t n, float lo, float hi)
+{
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = rng_uniform(lo, hi);
+    return v;
+}
+
+static float *host_fill(int64_t n, float value)
+{
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = value;
+    return v;
+}
+
+/* Overwrite a host array an op took by pointer, once both sides have been called: the backend
+ * must have copied it (cuda_stage), not kept a reference to it. */
+static void scribble(void *p, size_t bytes) { memset(p, 0xa5, bytes); }
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* Q4_K super-block (src/quant.c): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128
+ * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. */
+static void random_q4_k_block(uint8_t *p)
+{
+    put16(p, quant_f32_to_f16(rng_uniform(0.0005f, 0.002f)));
+    put16(p + 2, quant_f32_to_f16(rng_uniform(0.001f, 0.02f)));
+    for (int i = 4; i < 144; i++) p[i] = (uint8_t)rng_next();
+}
+
+/* Q6_K super-block: ql[128], qh[64], int8 scales[16], fp16 d at 208; x = d*sc*(q-32), |x| < 4096 d. */
+static void random_q6_k_block(uint8_t *p)
+{
+    for (int i = 0; i < 208; i++) p[i] = (uint8_t)rng_next();
+    put16(p + 208, quant_f32_to_f16(rng_uniform(0.0001f, 0.0005f)));
+}
+
+/* Host bytes of a random weight [rows, cols] stored as dtype; the size is tensor_make's. */
+static void *weight_host(pt_dtype dtype, int64_t rows, int64_t cols)
+{
+    int64_t shape[2] = {rows, cols};
+    pt_tensor t = tensor_make(dtype, 2, shape);
+    assert_true(t.nbytes > 0);
+    uint8_t *buf = malloc(t.nbytes);
+    assert_non_null(buf);
+    if (dtype == PT_Q4_K || dtype == PT_Q6_K) { /* no quantizer: random blocks with finite scales */
+        size_t block = dtype_size_bytes(dtype, 256);
+        for (size_t off = 0; off < t.nbytes; off += block) {
+            if (dtype == PT_Q4_K)
+                random_q4_k_block(buf + off);
+            else
+                random_q6_k_block(buf + off);
+        }
+        return buf;
+    }
+    float *v = host_random(rows * cols, -1.0f, 1.0f);
+    if (dtype == PT_NF4) {
+        assert_int_equal(nf4_quantize(v, rows, cols, buf), PT_OK);
+    } else {
+        size_t row_bytes = dtype_size_bytes(dtype, cols);
+        for (int64_t r = 0; r < rows; r++)
+            assert_int_equal(quant_quantize_row(dtype, v + r * cols, buf + (size_t)r * row_bytes, cols), PT_OK);
+    }
+    free(v);
+    return buf;
+}
+
+/* ---- one tensor on both backends ---- */
+
+/* Memory calls must work on both sides; on a GPU a failing kernel shows up here (the next
+ * download after it), so say what the backend said. */
+static void must(pt_status st, const char *what)
+{
+    if (st != PT_OK) fail_msg("%s failed: %s: %s", what, err_status_name(st), err_message());
+}
+
+typedef struct {
+    pt_tensor ref, dev;
+} twin;
+
+static pt_backend *B(int side) { return side ? dev_be : ref_be; }
+static pt_tensor *S(twin *t, int side) { return side ? &t->dev : &t->ref; }
+
+/* A [rows, cols] tensor of dtype on both backends, holding the same host bytes. */
+static twin twin_bytes(pt_dtype dtype, int64_t rows, int64_t cols, const void *host)
+{
+    int64_t shape[2] = {rows, cols};
+    twin t = {tensor_make(dtype, 2, shape), tensor_make(dtype, 2, shape)};
+    assert_true(t.ref.nbytes > 0);
+    for (int side = 0; side < 2; side++) {
+        must(backend_alloc(B(side), S(&t, side)), side ? "alloc on the backend under test" : "alloc on cpu");
+        must(backend_upload(B(side), S(&t, side), host, t.ref.nbytes),
+             side ? "upload to the backend under test" : "upload to cpu");
+    }
+    return t;
+}
+
+static twin twin_f32(int64_t rows, int64_t cols, const float *host) { return twin_bytes(PT_F32, rows, cols, host); }
+
+static twin twin_random(int64_t rows, int64_t cols, float lo, float hi)
+{
+    float *v = host_random(rows * cols, lo, hi);
+    twin t = twin_f32(rows, cols, v);
+    free(v);
+    return t;
+}
+
+static twin twin_value(int64_t rows, int64_t cols, float value)
+{
+    float *v = host_fill(rows * cols, value);
+    twin t = twin_f32(rows, cols, v);
+    free(v);
+    return t;
+}
+
+/* An output: NaN everywhere, so what the op leaves unwritten fails the check. */
+static twin twin_poison(int64_t rows, int64_t cols) { return twin_value(rows, cols, NAN); }
+
+static void twin_free(twin *t)
+{
+    backend_release(ref_be, &t->ref);
+    backend_release(dev_be, &t->dev);
+}
+
+static void *fetch(pt_backend *be, const pt_tensor *t)
+{
+    void *host = malloc(t->nbytes ? t->nbytes : 1);
+    assert_non_null(host);
+    must(backend_download(be, t, host, t->nbytes), be == dev_be ? "download from the backend under test" : "download");
+    return host;
+}
+
+/* ---- checks ---- */
+
+static void report(bool ok, const char *op, const char *cas, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void report(bool ok, const char *op, const char *cas, const char *fmt, ...)
+{
+    char detail[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    va_end(ap);
+    print_message("# %-22s %-40s %s  %s\n", op, cas, detail, ok ? "ok" : "FAIL");
+    failures += !ok;
+}
+
+/* Whether one side's op call succeeded; a failure (a missing kernel, say) is a failed check. */
+static bool ran(pt_status st, int side, const char *op, const char *cas)
+{
+    if (st != PT_OK)
+        report(false, op, cas, "%s failed: %s: %s", side ? dev_label : "the cpu reference", err_status_name(st),
+               err_message());
+    return st == PT_OK;
+}
+
+/* Run `call` on the reference (side 0), then on the backend under test (side 1); the call names
+ * its backend B(side) and its tensors S(&twin, side). ok: both succeeded. */
+#define BOTH(ok, op, cas, call)                                                                    \
+    do {                                                                                           \
+        (ok) = true;                                                                               \
+        for (int side = 0; side < 2 && (ok); side++) (ok) = ran((call), side, op, cas);            \
+    } while (0)
+
+static void check_values(const char *op, const char *cas, const float *dev, const float *ref, int64_t n,
+                         double tol)
+{
+    double diff2 = 0, ref2 = 0, diff_max = 0, ref_max = 0;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(dev[i]) || !isfinite(ref[i])) {
+            if (bad < 0) bad = i;
+            continue;
+        }
+        double e = (double)dev[i] - (double)ref[i];
+        diff2 += e * e;
+        ref2 += (double)ref[i] * ref[i];
+        diff_max = fmax(diff_max, fabs(e));
+        ref_max = fmax(ref_max, fabs((double)ref[i]));
+    }
+    if (bad >= 0) {
+        report(false, op, cas, "non-finite at [%lld] of %lld: %s %g, cpu %g", (long long)bad, (long long)n,
+               dev_label, (double)dev[bad], (double)ref[bad]);
+        return;
+    }
+    double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2), rel_max = ref_max > 0 ? diff_max / ref_max : diff_max;
+    report(rel <= tol && rel_max <= MAX_FACTOR * tol, op, cas, "rel %8.2e max %8.2e tol %.0e", rel, rel_max, tol);
+}
+
+/* An f32 output of both sides compared. */
+static void check_twin(const char *op, const char *cas, const twin *t, double tol)
+{
+    float *r = fetch(ref_be, &t->ref), *d = fetch(dev_be, &t->dev);
+    check_values(op, cas, d, r, tensor_numel(&t->ref), tol);
+    free(r);
+    free(d);
+}
+
+/* Bit-for-bit equal contents (copies, no-op sums). */
+static void check_bytes(const char *op, const char *cas, const twin *t)
+{
+    unsigned char *r = fetch(ref_be, &t->ref), *d = fetch(dev_be, &t->dev);
+    size_t n = t->ref.nbytes, differ = 0;
+    for (size_t i = 0; i < n; i++) differ += r[i] != d[i];
+    report(differ == 0, op, cas, "%zu of %zu bytes differ", differ, n);
+    free(r);
+    free(d);
+}
+
+static void check_scalar(const char *op, const char *cas, double dev, double ref, double tol)
+{
+    double rel = fabs(dev - ref) / (ref != 0 ? fabs(ref) : 1.0);
+    report(isfinite(dev) && rel <= tol, op, cas, "rel %8.2e (%s %.10g, cpu %.10g) tol %.0e", rel, dev_label, dev,
+           ref, tol);
+}
+
+/* ---- linear algebra ---- */
+
+static void check_matmul_case(pt_dtype dtype, int m, int n, int k)
+{
+    void *wh = weight_host(dtype, n, k);
+    twin w = twin_bytes(dtype, n, k, wh);
+    free(wh);
+    twin x = twin_random(m, k, -1.0f, 1.0f), dy = twin_random(m, n, -1.0f, 1.0f);
+    for (int beta = 0; beta <= 1; beta++) { /* beta 0 must ignore the NaN already there */
+        char cas[96];
+        snprintf(cas, sizeof cas, "%s M=%d N=%d K=%d beta=%d", dtype_name(dtype), m, n, k, beta);
+        twin y = beta ? twin_random(m, n, -1.0f, 1.0f) : twin_poison(m, n);
+        twin dx = beta ? twin_random(m, k, -1.0f, 1.0f) : twin_poison(m, k);
+        bool ok;
+        BOTH(ok, "matmul", cas, backend_matmul(B(side), S(&y, side), S(&x, side), S(&w, side), (float)beta));
+        if (ok) check_twin("matmul", cas, &y, TOL_GEMM);
+        BOTH(ok, "matmul_bwd_input", cas,
+             backend_matmul_bwd_input(B(side), S(&dx, side), S(&dy, side), S(&w, side), (float)beta));
+        if (ok) check_twin("matmul_bwd_input", cas, &dx, TOL_GEMM);
+        twin_free(&y);
+        twin_free(&dx);
+    }
+    twin_free(&w);
+    twin_free(&x);
+    twin_free(&dy);
+}
+
+static void check_matmul_bwd_weight_case(int m, int n, int k)
+{
+    twin x = twin_random(m, k, -1.0f, 1.0f), dy = twin_random(m, n, -1.0f, 1.0f);
+    for (int beta = 0; beta <= 1; beta++) {
+        char cas[96];
+        snprintf(cas, sizeof cas, "M=%d N=%d K=%d beta=%d", m, n, k, beta);
+        twin dw = beta ? twin_random(n, k, -1.0f, 1.0f) : twin_poison(n, k);
+        bool ok;
+        BOTH(ok, "matmul_bwd_weight", cas,
+             backend_matmul_bwd_weight(B(side), S(&dw, side), S(&dy, side), S(&x, side), (float)beta));
+        if (ok) check_twin("matmul_bwd_weight", cas, &dw, TOL_GEMM);
+        twin_free(&dw);
+    }
+    twin_free(&x);
+    twin_free(&dy);
+}
+
+static const pt_dtype weight_types[] = {PT_F32, PT_BF16, PT_F16, PT_Q8_0, PT_Q4_0,
+                                        PT_Q4_1, PT_Q4_K, PT_Q6_K, PT_NF4};
+enum { N_WEIGHT_TYPES = sizeof weight_types / sizeof weight_types[0] };
+
+static bool is_k_quant(pt_dtype t) { return t == PT_Q4_K || t == PT_Q6_K; }
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) {
+        pt_dtype t = weight_types[i];
+        check_matmul_case(t, 37, 96, is_k_quant(t) ? 256 : 128); /* k-quant rows are whole 256-blocks */
+        check_matmul_case(t, 3, 96, 256);                         /* few rows: generation */
+        check_matmul_case(t, 300, 1000, 512);
+    }
+    check_matmul_bwd_weight_case(37, 96, 128);
+    check_matmul_bwd_weight_case(300, 1000, 512);
+    if (failures) fail_msg("%d matmul checks failed (FAIL lines above)", failures);
+}
+
+/* ---- layers ---- */
+
+static void ids_fill(int32_t *ids, int n, int vocab)
+{
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)(((int64_t)i * 7919 + 5) % vocab);
+    ids[0] = 0;
+    ids[1] = vocab - 1;
+    ids[3] = ids[2]; /* a repeat */
+}
+
+static void check_embed_case(pt_dtype dtype)
+{
+    enum { VOCAB = 300, DIM = 256, N = 77 };
+    int32_t ids[N];
+    ids_fill(ids, N, VOCAB);
+    void *th = weight_host(dtype, VOCAB, DIM);
+    twin table = twin_bytes(dtype, VOCAB, DIM, th), out = twin_poison(N, DIM);
+    free(th);
+    char cas[64];
+    snprintf(cas, sizeof cas, "%s vocab=%d dim=%d n=%d", dtype_name(dtype), VOCAB, DIM, N);
+    bool ok;
+    BOTH(ok, "embed", cas, backend_embed(B(side), S(&out, side), S(&table, side), ids));
+    scribble(ids, sizeof ids);
+    if (ok) check_twin("embed", cas, &out, TOL_ELEM);
+    twin_free(&table);
+    twin_free(&out);
+}
+
+static void test_embed(void **state)
+{
+    (void)state;
+    for (int i = 0; i < N_WEIGHT_TYPES; i++) check_embed_case(weight_types[i]);
+    if (failures) fail_msg("%d embed checks failed (FAIL lines above)", failures);
+}
+
+static void check_rmsnorm_case(int rows, int dim, float eps)
+{
+    char cas[64];
+    snprintf(cas, sizeof cas, "rows=%d dim=%d eps=%g", rows, dim, (double)eps);
+    float *xh = host_random((int64_t)rows * dim, -2.0f, 2.0f);
+    for (int r = 0; r < rows; r++) /* rows of different scales */
+        for (int i = 0; i < dim; i++) xh[(int64_t)r * dim + i] *= 0.05f + (float)(r % 7);
+    twin x = twin_f32(rows, dim, xh), w = twin_random(1, dim, 0.5f, 1.5f);
+    free(xh);
+    twin y = twin_poison(rows, dim), rstd = twin_poison(rows, 1), y2 = twin_poison(rows, dim);
+    bool ok;
+    BOTH(ok, "rmsnorm", cas, backend_rmsnorm(B(side), S(&y, side), S(&rstd, side), S(&x, side), S(&w, side), eps));
+    if (ok) {
+        check_twin("rmsnorm y", cas, &y, TOL_REDUCE);
+        check_twin("rmsnorm rstd", cas, &rstd, TOL_REDUCE);
+    }
+    BOTH(ok, "rmsnorm no rstd", cas, backend_rmsnorm(B(side), S(&y2, side), NULL, S(&x, side), S(&w, side), eps));
+    if (ok) check_twin("rmsnorm no rstd", cas, &y2, TOL_REDUCE);
+
+    /* backward from each side's own rstd; dw accumulates onto the same random start */
+    float *dyh = host_random((int64_t)rows * dim, -1.0f, 1.0f);
+    twin dy = twin_f32(rows, dim, dyh), dx = twin_poison(rows, dim), dw = twin_random(1, dim, -1.0f, 1.0f);
+    BOTH(ok, "rmsnorm_bwd", cas,
+         backend_rmsnorm_bwd(B(side), S(&dx, side), S(&dw, side), S(&dy, side), S(&x, side), S(&w, side),
+                             S(&rstd, side)));
+    if (ok) {
+        check_twin("rmsnorm_bwd dx", cas, &dx, TOL_REDUCE);
+        check_twin("rmsnorm_bwd dw", cas, &dw, TOL_REDUCE);
+    }
+    /* dx over dy, no dw */
+    twin dyx = twin_f32(rows, dim, dyh);
+    free(dyh);
+    BOTH(ok, "rmsnorm_bwd dx=dy", cas,
+         backend_rmsnorm_bwd(B(side), S(&dyx, side), NULL, S(&dyx, side), S(&x, side), S(&w, side),
+                             S(&rstd, side)));
+    if (ok) check_twin("rmsnorm_bwd dx=dy", cas, &dyx, TOL_REDUCE);
+    twin *all[] = {&x, &w, &y, &rstd, &y2, &dy, &dx, &dw, &dyx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+}
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    check_rmsnorm_case(77, 576, 1e-5f);
+    check_rmsnorm_case(5, 2048, 1e-6f);
+    check_rmsnorm_case(130, 64, 1e-6f);
+    if (failures) fail_msg("%d rmsnorm checks failed (FAIL lines above)", failures);
+}
+
+static void rope_fill(int32_t *pos, int rows, float *inv_freq, int head_dim, double base)
+{
+    for (int t = 0; t < rows; t++) pos[t] = (int32_t)(((int64_t)t * 613 + 11) % 4096); /* up to 4095 */
+    for (int i = 0; i < head_dim / 2; i++) inv_freq[i] = (float)pow(base, -2.0 * i / head_dim);
+}
+
+static void check_rope_case(int rows, int n_heads, int head_dim, double base)
+{
+    char cas[64];
+    snprintf(cas, sizeof cas, "rows=%d heads=%d head_dim=%d", rows, n_heads, head_dim);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)rows);
+    float *freq = malloc(sizeof(float) * (size_t)head_dim / 2);
+    assert_non_null(pos);
+    assert_non_null(freq);
+    twin x = twin_random(rows, (int64_t)n_heads * head_dim, -1.0f, 1.0f);
+    twin dx = twin_random(rows, (int64_t)n_heads * head_dim, -1.0f, 1.0f);
+    bool ok;
+    rope_fill(pos, rows, freq, head_dim, base);
+    BOTH(ok, "rope", cas, backend_rope(B(side), S(&x, side), n_heads, head_dim, pos, freq));
+    scribble(pos, sizeof(int32_t) * (size_t)rows);
+    scribble(freq, sizeof(float) * (size_t)head_dim / 2);
+    if (ok) check_twin("rope", cas, &x, TOL_ELEM);
+    rope_fill(pos, rows, freq, head_dim, base);
+    BOTH(ok, "rope_bwd", cas, backend_rope_bwd(B(side), S(&dx, side), n_heads, head_dim, pos, freq));
+    scribble(pos, sizeof(int32_t) * (size_t)rows);
+    scribble(freq, sizeof(float) * (size_t)head_dim / 2);
+    if (ok) check_twin("rope_bwd", cas, &dx, TOL_ELEM);
+    twin_free(&x);
+    twin_free(&dx);
+    free(pos);
+    free(freq);
+}
+
+static void test_rope(void **state)
+{
+    (void)state;
+    check_rope_case(77, 8, 64, 10000.0);
+    check_rope_case(130, 2, 128, 500000.0);
+    check_rope_case(33, 4, 256, 10000.0);
+    if (failures) fail_msg("%d rope checks failed (FAIL lines above)", failures);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    const char *name;
+    int batch, n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim;
+    float softcap;
+    int window;
+    bool packed;  /* segments: three packed examples per sequence */
+    bool no_lse;  /* also the forward without lse (generation) */
+    float q_mag;  /* q in [-q_mag, q_mag]: large values make the soft-cap bite */
+} attn_case;
+
+static const attn_case attn_cases[] = {
+    {"mha d64 T77", 2, 77, 77, 0, 4, 4, 64, 0, 0, false, true, 2},
+    {"gqa d128 T130", 2, 130, 130, 0, 8, 2, 128, 0, 0, false, false, 2},
+    {"gqa d256 T77", 2, 77, 77, 0, 8, 2, 256, 0, 0, false, false, 2},
+    {"gen d64 q1@99 kv100", 2, 1, 100, 99, 8, 2, 64, 0, 0, false, true, 2},
+    {"gen d128 q1@60 kv100", 2, 1, 100, 60, 8, 2, 128, 0, 0, false, false, 2},
+    {"gen d256 q1@99 w16", 2, 1, 100, 99, 8, 2, 256, 0, 16, false, false, 2},
+    {"chunk d64 q20@57 kv77", 2, 20, 77, 57, 8, 2, 64, 0, 0, false, false, 2},
+    {"softcap50 d256 T77", 2, 77, 77, 0, 8, 2, 256, 50.0f, 0, false, false, 8},
+    {"window16 d128 T100", 2, 100, 100, 0, 8, 2, 128, 0, 16, false, false, 2},
+    {"packed d64 T130", 2, 130, 130, 0, 8, 2, 64, 0, 0, true, false, 2},
+    {"packed+cap+w16 mha d64", 2, 100, 100, 0, 4, 4, 64, 50.0f, 16, true, false, 8},
+};
+
+/* Sequence b packs three examples (ids 10b, 10b+1, 10b+2) with cuts that differ per sequence. */
+static void segments_fill(int32_t *seg, int batch, int n_kv)
+{
+    for (int b = 0; b < batch; b++) {
+        int c1 = n_kv * (b + 1) / 5 + 3, c2 = n_kv * (b + 3) / 5 - 2;
+        for (int j = 0; j < n_kv; j++) seg[(size_t)b * n_kv + j] = 10 * b + (j >= c1) + (j >= c2);
+    }
+}
+
+static void check_attention_case(const attn_case *c)
+{
+    int qw = c->n_heads * c->head_dim, kw = c->n_kv_heads * c->head_dim;
+    int qrows = c->batch * c->n_q, krows = c->batch * c->n_kv;
+    size_t seg_bytes = sizeof(int32_t) * (size_t)krows;
+    int32_t *seg = malloc(seg_bytes);
+    assert_non_null(seg);
+    segments_fill(seg, c->batch, c->n_kv);
+    pt_attention a = {
+        .batch = c->batch, .n_q = c->n_q, .n_kv = c->n_kv, .q_pos0 = c->q_pos0, .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
+        .segments = c->packed ? seg : NULL, .softcap = c->softcap, .window = c->window,
+    };
+    twin q = twin_random(qrows, qw, -c->q_mag, c->q_mag), k = twin_random(krows, kw, -1.0f, 1.0f);
+    twin v = twin_random(krows, kw, -1.0f, 1.0f), out = twin_poison(qrows, qw), lse = twin_poison(qrows, c->n_heads);
+    bool ok;
+    BOTH(ok, "attention", c->name,
+         backend_attention(B(side), S(&out, side), S(&lse, side), S(&q, side), S(&k, side), S(&v, side), &a));
+    scribble(seg, seg_bytes);
+    if (ok) {
+        check_twin("attention out", c->name, &out, TOL_REDUCE);
+        check_twin("attention lse", c->name, &lse, TOL_REDUCE);
+    }
+    if (c->no_lse) {
+        twin out2 = twin_poison(qrows, qw);
+        segments_fill(seg, c->batch, c->n_kv);
+        BOTH(ok, "attention no lse", c->name,
+             backend_attention(B(side), S(&out2, side), NULL, S(&q, side), S(&k, side), S(&v, side), &a));
+        scribble(seg, seg_bytes);
+        if (ok) check_twin("attention no lse", c->name, &out2, TOL_REDUCE);
+        twin_free(&out2);
+    }
+    /* backward from each side's own out and lse */
+    twin dout = twin_random(qrows, qw, -1.0f, 1.0f), dq = twin_poison(qrows, qw);
+    twin dk = twin_poison(krows, kw), dv = twin_poison(krows, kw);
+    segments_fill(seg, c->batch, c->n_kv);
+    BOTH(ok, "attention_bwd", c->name,
+         backend_attention_bwd(B(side), S(&dq, side), S(&dk, side), S(&dv, side), S(&dout, side), S(&q, side),
+                               S(&k, side), S(&v, side), S(&out, side), S(&lse, side), &a));
+    scribble(seg, seg_bytes);
+    if (ok) {
+        check_twin("attention_bwd dq", c->name, &dq, TOL_REDUCE);
+        check_twin("attention_bwd dk", c->name, &dk, TOL_REDUCE);
+        check_twin("attention_bwd dv", c->name, &dv, TOL_REDUCE);
+    }
+    twin *all[] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(seg);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) check_attention_case(&attn_cases[i]);
+    if (failures) fail_msg("%d attention checks failed (FAIL lines above)", failures);
+}
+
+/* ---- elementwise ---- */
+
+static void check_glu_case(bool geglu, int rows, int cols)
+{
+    const char *fwd = geglu ? "geglu" : "swiglu", *bwd = geglu ? "geglu_bwd" : "swiglu_bwd";
+    const char *dg_name = geglu ? "geglu_bwd dgate" : "swiglu_bwd dgate";
+    const char *du_name = geglu ? "geglu_bwd dup" : "swiglu_bwd dup";
+    pt_status (*fwd_op)(pt_backend *, pt_tensor *, const pt_tensor *, const pt_tensor *) =
+        geglu ? backend_geglu : backend_swiglu;
+    pt_status (*bwd_op)(pt_backend *, pt_tensor *, pt_tensor *, const pt_tensor *, const pt_tensor *,
+                        const pt_tensor *) = geglu ? backend_geglu_bwd : backend_swiglu_bwd;
+    char cas[64];
+    snprintf(cas, sizeof cas, "%dx%d", rows, cols);
+    int64_t n = (int64_t)rows * cols;
+    float *uh = host_random(n, -2.0f, 2.0f), *dyh = host_random(n, -1.0f, 1.0f);
+    twin g = twin_random(rows, cols, -4.0f, 4.0f), u = twin_f32(rows, cols, uh), y = twin_poison(rows, cols);
+    bool ok;
+    BOTH(ok, fwd, cas, fwd_op(B(side), S(&y, side), S(&g, side), S(&u, side)));
+    if (ok) check_twin(fwd, cas, &y, TOL_ELEM);
+    twin dy = twin_f32(rows, cols, dyh), dg = twin_poison(rows, cols), du = twin_poison(rows, cols);
+    BOTH(ok, bwd, cas, bwd_op(B(side), S(&dg, side), S(&du, side), S(&dy, side), S(&g, side), S(&u, side)));
+    if (ok) {
+        check_twin(dg_name, cas, &dg, TOL_ELEM);
+        check_twin(du_name, cas, &du, TOL_ELEM);
+    }
+    /* the aliasing the contract allows: dgate over dy, dup over up */
+    twin dy2 = twin_f32(rows, cols, dyh), u2 = twin_f32(rows, cols, uh);
+    char acas[80];
+    snprintf(acas, sizeof acas, "%s dgate=dy dup=up", cas);
+    BOTH(ok, bwd, acas, bwd_op(B(side), S(&dy2, side), S(&u2, side), S(&dy2, side), S(&g, side), S(&u2, side)));
+    if (ok) {
+        check_twin(dg_name, acas, &dy2, TOL_ELEM);
+        check_twin(du_name, acas, &u2, TOL_ELEM);
+    }
+    twin *all[] = {&g, &u, &y, &dy, &dg, &du, &dy2, &u2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(uh);
+    free(dyh);
+}
+
+static void test_glu(void **state)
+{
+    (void)state;
+    check_glu_case(false, 77, 1000);
+    check_glu_case(true, 77, 1000);
+    check_glu_case(false, 1, 33);
+    check_glu_case(true, 1, 33);
+    if (failures) fail_msg("%d gated activation checks failed (FAIL lines above)", failures);
+}
+
+static void check_softcap_case(int rows, int cols, float cap)
+{
+    char cas[64];
+    snprintf(cas, sizeof cas, "%dx%d cap=%g", rows, cols, (double)cap);
+    float *xh = host_random((int64_t)rows * cols, -3.0f * cap, 3.0f * cap);
+    twin x = twin_f32(rows, cols, xh), y = twin_poison(rows, cols), xy = twin_f32(rows, cols, xh);
+    free(xh);
+    bool ok;
+    BOTH(ok, "softcap", cas, backend_softcap(B(side), S(&y, side), S(&x, side), cap));
+    if (ok) check_twin("softcap", cas, &y, TOL_ELEM);
+    BOTH(ok, "softcap y=x", cas, backend_softcap(B(side), S(&xy, side), S(&xy, side), cap));
+    if (ok) check_twin("softcap y=x", cas, &xy, TOL_ELEM);
+    float *dyh = host_random((int64_t)rows * cols, -1.0f, 1.0f);
+    twin dy = twin_f32(rows, cols, dyh), dx = twin_poison(rows, cols), dyx = twin_f32(rows, cols, dyh);
+    free(dyh);
+    BOTH(ok, "softcap_bwd", cas, backend_softcap_bwd(B(side), S(&dx, side), S(&dy, side), S(&y, side), cap));
+    if (ok) check_twin("softcap_bwd", cas, &dx, TOL_ELEM);
+    BOTH(ok, "softcap_bwd dx=dy", cas,
+         backend_softcap_bwd(B(side), S(&dyx, side), S(&dyx, side), S(&y, side), cap));
+    if (ok) check_twin("softcap_bwd dx=dy", cas, &dyx, TOL_ELEM);
+    twin *all[] = {&x, &y, &xy, &dy, &dx, &dyx};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+}
+
+static void test_elementwise(void **state)
+{
+    (void)state;
+    bool ok;
+    twin y = twin_random(77, 896, -1.0f, 1.0f), bias = twin_random(1, 896, -1.0f, 1.0f);
+    BOTH(ok, "add_bias", "77x896", backend_add_bias(B(side), S(&y, side), S(&bias, side)));
+    if (ok) check_twin("add_bias", "77x896", &y, TOL_ELEM);
+    twin y2 = twin_random(77, 1000, -1.0f, 1.0f), x2 = twin_random(77, 1000, -1.0f, 1.0f);
+    BOTH(ok, "add", "77x1000", backend_add(B(side), S(&y2, side), S(&x2, side)));
+    if (ok) check_twin("add", "77x1000", &y2, TOL_ELEM);
+    twin t = twin_random(333, 77, -1.0f, 1.0f);
+    BOTH(ok, "scale", "333x77 s=-0.37", backend_scale(B(side), S(&t, side), -0.37f));
+    if (ok) check_twin("scale", "333x77 s=-0.37", &t, TOL_ELEM);
+    twin *all[] = {&y, &bias, &y2, &x2, &t};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    check_softcap_case(77, 1000, 50.0f);
+    check_softcap_case(3, 49152, 30.0f);
+    if (failures) fail_msg("%d elementwise checks failed (FAIL lines above)", failures);
+}
+
+/* ---- loss ---- */
+
+enum { CE_SEPARATE, CE_LOSS_ONLY, CE_IN_PLACE };
+
+/* Every 5th row ignored (all of them with all_ignored), labels spread over the vocabulary. */
+static int labels_fill(int32_t *labels, int rows, int vocab, bool all_ignored)
+{
+    int count = 0;
+    for (int r = 0; r < rows; r++) {
+        bool ignore = all_ignored || r % 5 == 3;
+        labels[r] = ignore ? PT_IGNORE_INDEX : (int32_t)(((int64_t)r * 7919 + 13) % vocab);
+        count += !ignore;
+    }
+    return count;
+}
+
+static void check_cross_entropy_case(int rows, int vocab, int mode, bool all_ignored)
+{
+    static const char *mode_name[] = {"dlogits", "loss only", "dlogits=logits"};
+    char cas[80];
+    snprintf(cas, sizeof cas, "%dx%d %s%s", rows, vocab, mode_name[mode], all_ignored ? " all ignored" : "");
+    int32_t *labels = malloc(sizeof(int32_t) * (size_t)rows);
+    assert_non_null(labels);
+    int count = labels_fill(labels, rows, vocab, all_ignored);
+    float grad_scale = count ? 1.0f / (float)count : 1.0f;
+    float *xh = host_random((int64_t)rows * vocab, -8.0f, 8.0f);
+    if (rows > 1) /* a row of large logits: exp overflows unless the row max is subtracted */
+        for (int j = 0; j < vocab; j++) xh[vocab + j] += 100.0f;
+    twin logits = twin_f32(rows, vocab, xh);
+    free(xh);
+    twin dl = mode == CE_SEPARATE ? twin_poison(rows, vocab) : logits;
+    double loss[2] = {1.25, 1.25}; /* both accumulate onto what is there */
+    int64_t n[2] = {3, 3};
+    bool ok;
+    BOTH(ok, "cross_entropy", cas,
+         backend_cross_entropy(B(side), mode == CE_LOSS_ONLY ? NULL : S(&dl, side), &loss[side], &n[side],
+                               S(&logits, side), labels, grad_scale));
+    scribble(labels, sizeof(int32_t) * (size_t)rows);
+    if (ok) {
+        check_scalar("cross_entropy loss", cas, loss[1] - 1.25, loss[0] - 1.25, TOL_REDUCE);
+        report(n[1] == n[0] && n[0] == 3 + count, "cross_entropy count", cas, "%s %lld, cpu %lld", dev_label,
+               (long long)n[1], (long long)n[0]);
+        if (mode != CE_LOSS_ONLY) check_twin("cross_entropy dlogits", cas, &dl, TOL_REDUCE);
+    }
+    if (mode == CE_SEPARATE) twin_free(&dl);
+    twin_free(&logits);
+    free(labels);
+}
+
+static void test_cross_entropy(void **state)
+{
+    (void)state;
+    for (int mode = CE_SEPARATE; mode <= CE_IN_PLACE; mode++) {
+        check_cross_entropy_case(77, 1000, mode, false);
+        check_cross_entropy_case(9, 49152, mode, false);
+    }
+    check_cross_entropy_case(4, 1000, CE_SEPARATE, true);
+    if (failures) fail_msg("%d cross-entropy checks failed (FAIL lines above)", failures);
+}
+
+/* ---- optimizer, norms, dropout, copies ---- */
+
+static void check_adamw_case(double lr, double weight_decay)
+{
+    enum { ROWS = 101, COLS = 297, STEPS = 5 };
+    twin p = twin_random(ROWS, COLS, -1.0f, 1.0f), m = twin_value(ROWS, COLS, 0.0f), v = twin_value(ROWS, COLS, 0.0f);
+    pt_adamw hp = {.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = weight_decay};
+    bool ok = true;
+    for (int step = 1; step <= STEPS && ok; step++) {
+        char cas[64];
+        snprintf(cas, sizeof cas, "lr=%g wd=%g step %d", lr, weight_decay, step);
+        twin g = twin_random(ROWS, COLS, -0.1f, 0.1f);
+        hp.step = step;
+        BOTH(ok, "adamw_step", cas,
+             backend_adamw_step(B(side), S(&p, side), S(&g, side), S(&m, side), S(&v, side), &hp));
+        if (ok && (step == 1 || step == STEPS)) {
+            check_twin("adamw param", cas, &p, TOL_ADAMW);
+            check_twin("adamw m", cas, &m, TOL_ADAMW);
+            check_twin("adamw v", cas, &v, TOL_ADAMW);
+        }
+        twin_free(&g);
+    }
+    twin_free(&p);
+    twin_free(&m);
+    twin_free(&v);
+}
+
+static void test_adamw(void **state)
+{
+    (void)state;
+    check_adamw_case(1e-3, 0.01);
+    check_adamw_case(2e-4, 0.0);
+    if (failures) fail_msg("%d adamw checks failed (FAIL lines above)", failures);
+}
+
+static void test_norms(void **state)
+{
+    (void)state;
+    static const int shapes[][2] = {{1, 1}, {1, 33}, {1000, 1001}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char cas[48];
+        snprintf(cas, sizeof cas, "%dx%d onto 2.5", shapes[i][0], shapes[i][1]);
+        twin t = twin_random(shapes[i][0], shapes[i][1], -1.0f, 1.0f);
+        double acc[2] = {2.5, 2.5};
+        bool ok;
+        BOTH(ok, "sum_squares", cas, backend_sum_squares(B(side), S(&t, side), &acc[side]));
+        if (ok) check_scalar("sum_squares", cas, acc[1] - 2.5, acc[0] - 2.5, TOL_SUMSQ);
+        twin_free(&t);
+    }
+    /* clip_grad_norm over three gradients: clipped (max_norm 1), then left alone (max_norm 1e6) */
+    static const double max_norms[] = {1.0, 1e6};
+    for (int c = 0; c < 2; c++) {
+        char cas[48];
+        snprintf(cas, sizeof cas, "3 grads max_norm=%g", max_norms[c]);
+        twin g[3] = {twin_random(64, 64, -1.0f, 1.0f), twin_random(1, 1000, -1.0f, 1.0f),
+                     twin_random(17, 33, -1.0f, 1.0f)};
+        pt_tensor grads[2][3];
+        for (int side = 0; side < 2; side++)
+            for (int i = 0; i < 3; i++) grads[side][i] = *S(&g[i], side);
+        double total[2] = {-1, -1};
+        bool ok;
+        BOTH(ok, "clip_grad_norm", cas, backend_clip_grad_norm(B(side), grads[side], 3, max_norms[c], &total[side]));
+        if (ok) {
+            check_scalar("clip_grad_norm total", cas, total[1], total[0], TOL_SUMSQ);
+            for (int i = 0; i < 3; i++) {
+                char op[32];
+                snprintf(op, sizeof op, "clip_grad_norm grad %d", i);
+                check_twin(op, cas, &g[i], TOL_ELEM);
+            }
+        }
+        for (int i = 0; i < 3; i++) twin_free(&g[i]);
+    }
+    if (failures) fail_msg("%d sum-of-squares and clipping checks failed (FAIL lines above)", failures);
+}
+
+/* The dropout masks must be the same bit for bit (zeros in the same places), the kept values
+ * the same within TOL_ELEM, and the dropped fraction near p (so the masks are not trivial). */
+static void check_dropout_result(const char *cas, const twin *y, float p)
+{
+    int64_t n = tensor_numel(&y->ref), differ = 0, dropped = 0;
+    float *r = fetch(ref_be, &y->ref), *d = fetch(dev_be, &y->dev);
+    for (int64_t i = 0; i < n; i++) {
+        differ += (r[i] == 0.0f) != (d[i] == 0.0f) || !isfinite(d[i]);
+        dropped += r[i] == 0.0f;
+    }
+    double frac = (double)dropped / (double)n;
+    report(differ == 0 && fabs(frac - p) < 0.02, "dropout mask", cas, "%lld of %lld differ, %.2f%% dropped",
+           (long long)differ, (long long)n, 100.0 * frac);
+    check_values("dropout values", cas, d, r, n, TOL_ELEM);
+    free(r);
+    free(d);
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    static const float ps[] = {0.1f, 0.5f};
+    static const uint64_t seeds[] = {1234, 0xdeadbeefcafef00dULL};
+    for (int c = 0; c < 2; c++) {
+        char cas[64];
+        snprintf(cas, sizeof cas, "77x1000 p=%g", (double)ps[c]);
+        float *xh = host_random(77 * 1000, -1.0f, 1.0f);
+        twin x = twin_f32(77, 1000, xh), y = twin_poison(77, 1000), xy = twin_f32(77, 1000, xh);
+        free(xh);
+        bool ok;
+        BOTH(ok, "dropout", cas, backend_dropout(B(side), S(&y, side), S(&x, side), ps[c], seeds[c]));
+        if (ok) check_dropout_result(cas, &y, ps[c]);
+        char acas[80];
+        snprintf(acas, sizeof acas, "%s y=x", cas);
+        BOTH(ok, "dropout", acas, backend_dropout(B(side), S(&xy, side), S(&xy, side), ps[c], seeds[c] + 1));
+        if (ok) check_dropout_result(acas, &xy, ps[c]);
+        twin_free(&x);
+        twin_free(&y);
+        twin_free(&xy);
+    }
+    if (failures) fail_msg("%d dropout checks failed (FAIL lines above)", failures);
+}
+
+static void test_copy_and_sums(void **state)
+{
+    (void)state;
+    bool ok;
+    float *h = host_random(77 * 100, -1.0f, 1.0f);
+    twin src = twin_f32(77, 100, h), dst = twin_poison(77, 100);
+    free(h);
+    BOTH(ok, "copy", "f32 77x100", backend_copy(B(side), S(&dst, side), S(&src, side)));
+    if (ok) check_bytes("copy", "f32 77x100", &dst);
+    /* rows 10..29 of src into rows 30..49 of big: offsets into device memory; the rest stays NaN */
+    twin big = twin_poison(77, 100);
+    pt_tensor views[2][2];
+    for (int side = 0; side < 2; side++) {
+        views[side][0] = tensor_rows(S(&src, side), 10, 20);
+        views[side][1] = tensor_rows(S(&big, side), 30, 20);
+    }
+    BOTH(ok, "copy", "row views", backend_copy(B(side), &views[side][1], &views[side][0]));
+    if (ok) check_bytes("copy", "row views", &big);
+    void *qh = weight_host(PT_Q4_K, 4, 512);
+    twin qsrc = twin_bytes(PT_Q4_K, 4, 512, qh), qdst = twin_bytes(PT_Q4_K, 4, 512, qh);
+    free(qh);
+    float *qbytes = host_fill((int64_t)qdst.ref.nbytes / 4, NAN); /* overwrite dst before the copy */
+    for (int side = 0; side < 2; side++)
+        must(backend_upload(B(side), S(&qdst, side), qbytes, qdst.ref.nbytes), "upload");
+    free(qbytes);
+    BOTH(ok, "copy", "q4_k 4x512", backend_copy(B(side), S(&qdst, side), S(&qsrc, side)));
+    if (ok) check_bytes("copy", "q4_k 4x512", &qdst);
+    /* with one rank the sums leave the tensor as it is */
+    BOTH(ok, "allreduce_sum", "world 1", backend_allreduce_sum(B(side), S(&src, side)));
+    if (ok) check_bytes("allreduce_sum", "world 1", &src);
+    BOTH(ok, "reduce_begin", "world 1", backend_reduce_begin(B(side), S(&src, side)));
+    if (ok) BOTH(ok, "reduce_poll", "world 1", backend_reduce_poll(B(side)));
+    if (ok) BOTH(ok, "reduce_end", "world 1", backend_reduce_end(B(side)));
+    if (ok) check_bytes("reduce_begin/end", "world 1", &src);
+    twin *all[] = {&src, &dst, &big, &qsrc, &qdst};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    if (failures) fail_msg("%d copy and sum checks failed (FAIL lines above)", failures);
+}
+
+/* ---- what the front doors reject, they reject for every backend ---- */
+
+/* A call that must fail with `want` on both sides, with the same message, leaving `out` as it was. */
+#define REJECTED(op, cas, want, out, call)                                                         \
+    do {                                                                                           \
+        pt_status st_[2];                                                                          \
+        char msg_[2][320];                                                                         \
+        for (int side = 0; side < 2; side++) {                                                     \
+            err_clear();                                                                           \
+            st_[side] = (call);                                                                    \
+            snprintf(msg_[side], sizeof msg_[side], "%s", err_message());                          \
+        }                                                                                          \
+        report(st_[0] == (want) && st_[1] == (want) && strcmp(msg_[0], msg_[1]) == 0, op, cas,    \
+               "%s: \"%s\"", err_status_name(st_[1]), msg_[1]);                                     \
+        check_bytes(op, cas " (output untouched)", out);                                           \
+    } while (0)
+
+static void test_rejects(void **state)
+{
+    (void)state;
+    twin x = twin_random(2, 4, -1.0f, 1.0f), w = twin_random(3, 5, -1.0f, 1.0f), y = twin_random(2, 3, -1.0f, 1.0f);
+    REJECTED("matmul", "bad shapes", PT_ERR_INTERNAL, &y,
+             backend_matmul(B(side), S(&y, side), S(&x, side), S(&w, side), 0.0f));
+    twin table = twin_random(10, 4, -1.0f, 1.0f), out = twin_random(3, 4, -1.0f, 1.0f);
+    int32_t ids[3] = {1, 10, 2};
+    REJECTED("embed", "id outside vocab", PT_ERR_USER, &out,
+             backend_embed(B(side), S(&out, side), S(&table, side), ids));
+    twin logits = twin_random(3, 4, -1.0f, 1.0f), dl = twin_random(3, 4, -1.0f, 1.0f);
+    int32_t labels[3] = {0, PT_IGNORE_INDEX, 4};
+    double loss = 0;
+    REJECTED("cross_entropy", "label outside vocab", PT_ERR_USER, &dl,
+             backend_cross_entropy(B(side), S(&dl, side), &loss, NULL, S(&logits, side), labels, 1.0f));
+    twin *all[] = {&x, &w, &y, &table, &out, &logits, &dl};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    if (failures) fail_msg("%d rejection checks failed (FAIL lines above)", failures);
+}
+
+/* ---- setup ---- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double test_started;
+
+static int before_each(void **state)
+{
+    (void)state;
+    failures = 0;
+    test_started = now_s();
+    return 0;
+}
+
+static int after_each(void **state)
+{
+    (void)state;
+    print_message("# (%.2f s)\n", now_s() - test_started);
+    return 0;
+}
+
+static int open_backends(void **state)
+{
+    (void)state;
+    pt_backend_options ref_opts = {.device = "cpu", .threads = 2, .world = 1};
+    pt_backend_options dev_opts = {.device = dev_name, .threads = 2, .world = 1};
+    if (backend_open(&ref_opts, &ref_be) != PT_OK || backend_open(&dev_opts, &dev_be) != PT_OK) {
+        print_error("cannot open the %s backend: %s\n", ref_be ? dev_name : "cpu", err_message());
+        return -1;
+    }
+    print_message("# %s backend (device %d) against the cpu backend\n", dev_be->ops->name, dev_be->device);
+    return 0;
+}
+
+static int close_backends(void **state)
+{
+    (void)state;
+    backend_close(dev_be);
+    backend_close(ref_be);
+    return 0;
+}
+
+static void test_cuda_ops(void **state)
+{
+    (void)state;
+    print_message("SKIP reason: %s\n", skip_reason);
+    skip();
+}
+
+/* The backend under test: "cuda", or "cpu" from PTRAIN_TEST_CUDA_OPS_DEVICE to run the harness
+ * without a GPU. Sets skip_reason when it cannot run here; false for a value it does not know
+ * (which backend_open would take as "auto"). */
+static bool choose_device(void)
+{
+    const char *want = getenv("PTRAIN_TEST_CUDA_OPS_DEVICE");
+    if (want && *want && strcmp(want, "cpu") != 0 && strcmp(want, "cuda") != 0) {
+        fprintf(stderr, "PTRAIN_TEST_CUDA_OPS_DEVICE=%s: expected cuda (the default) or cpu\n", want);
+        return false;
+    }
+    if (want && strcmp(want, "cpu") == 0) {
+        dev_name = "cpu";
+        dev_label = "cpu under test";
+        return true;
+    }
+#ifdef PTRAIN_HAVE_CUDA
+    if (cuda_device_count() == 0)
+        skip_reason = "CUDA backend built, but no GPU is visible on this machine "
+                      "(PTRAIN_TEST_CUDA_OPS_DEVICE=cpu runs the harness cpu against cpu)";
+#else
+    skip_reason = "this build has no CUDA backend (./configure --with-cuda); "
+                  "PTRAIN_TEST_CUDA_OPS_DEVICE=cpu runs the harness cpu against cpu";
+#endif
+    return true;
+}
+
+int main(void)
+{
+    if (!choose_device()) return 1;
+    if (skip_reason) {
+        const struct CMUnitTest skipped[] = {cmocka_unit_test(test_cuda_ops)};
+        return cmocka_run_group_tests_name("cuda_ops", skipped, NULL, NULL);
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_matmul, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_embed, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_rmsnorm, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_rope, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_glu, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_elementwise, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_cross_entropy, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_adamw, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_norms, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_dropout, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_copy_and_sums, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_rejects, before_each, after_each),
+    };
+    return cmocka_run_group_tests_name("cuda_ops", tests, open_backends, close_backends);
+}
