@@ -9,7 +9,7 @@
  * Tolerances: the CUDA backend multiplies the frozen base in bf16 with fp32 accumulation while the
  * CPU multiplies in fp32, so each projection's output carries bf16 input rounding (relative
  * 2^-9 per operand) that the layers compound: logits within 3e-2 of the largest logit (max-norm),
- * the top-1 token equal on at least 90% of positions; the loss within 1e-2 relative; the LoRA
+ * the top-1 token equal (or a near tie within that tolerance) on at least 90% of positions; the loss within 1e-2 relative; the LoRA
  * gradients within 5e-2 (L2 relative). The cached path is compared with the same backend's full
  * forward (1e-3: same arithmetic, different row blocking).
  *
@@ -141,12 +141,22 @@ static void check_logits(const model_case *c, pt_model *mc, pt_model *mg)
     int32_t *ids = case_ids(c, vocab, &n);
     float *want = logits_of(mc, ids, n, false), *got = logits_of(mg, ids, n, false);
     double err = max_rel_err(got, want, (size_t)n * (size_t)vocab);
-    int same = 0;
-    for (int t = 0; t < n; t++) same += argmax(got + (size_t)t * vocab, vocab) == argmax(want + (size_t)t * vocab, vocab);
+    /* top-1: the same token, or a near tie (the device's pick within the logit tolerance of the CPU's
+     * best: tiny random models have close logits, and bf16 may order a tie differently) */
+    int same = 0, strict = 0;
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)n * vocab; i++) scale = fmax(scale, fabs(want[i]));
+    for (int t = 0; t < n; t++) {
+        const float *w = want + (size_t)t * vocab;
+        int g = argmax(got + (size_t)t * vocab, vocab), best = argmax(w, vocab);
+        strict += g == best;
+        same += g == best || w[best] - w[g] <= 3e-2 * scale;
+    }
     float *last = logits_of(mg, ids, n, true);
     double cache_err = max_rel_err(last, got + (size_t)(n - 1) * vocab, (size_t)vocab);
-    print_message("%s/%s%s: logits max rel err %.3g (<= 3e-2), top-1 same on %d/%d (>= 90%%), cached pieces vs "
-                  "full %.3g (<= 1e-3)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, same, n, cache_err);
+    print_message("%s/%s%s: logits max rel err %.3g (<= 3e-2), top-1 same on %d/%d (%d with near ties, >= 90%%), "
+                  "cached pieces vs full %.3g (<= 1e-3)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, strict,
+                  n, same, cache_err);
     assert_true(err <= 3e-2);
     assert_true(same * 10 >= n * 9);
     assert_true(cache_err <= 1e-3);
@@ -274,8 +284,15 @@ static void test_smollm2(void **state)
             return;
         }
     }
+    const char *random = getenv("PTRAIN_RANDOM_SMOLLM2"); /* tests/gpu/run.sh: the real one cannot travel */
+    if (random && stat(random, &sb) == 0) {
+        print_message("SmolLM2-135M-Instruct.Q4_1.gguf not found: a random model of its shape, %s, as NF4\n", random);
+        model_case c = {"smollm2", random, true};
+        run_case(&c);
+        return;
+    }
     print_message("SKIP reason: SmolLM2-135M-Instruct.Q4_1.gguf not found in $PTRAIN_MODELS, models/ or /tmp/models "
-                  "(fetch it with share/scripts/fetch-model.sh)\n");
+                  "(fetch it with share/scripts/fetch-model.sh), nor $PTRAIN_RANDOM_SMOLLM2\n");
     skip();
 }
 
