@@ -54,7 +54,7 @@ __global__ static void cross_entropy_kernel(double *loss, float *d, const float 
     const float *xr = x + r * vocab;
     float *dr = d ? d + r * vocab : NULL;
     int32_t label = labels[r];
-    if (label < 0) { /* PT_IGNORE_INDEX: no loss, zero gradient */
+    if (label == PT_IGNORE_INDEX) { /* no loss, zero gradient (backend_cross_entropy rejected other labels) */
         if (dr)
             for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) dr[j] = 0.0f;
         if (threadIdx.x == 0) loss[r] = 0.0;

@@ -31,8 +31,11 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
     out->activations = residuals + kept_layers * n * layer_values(g, s) * f + grads + n * widest * f /* dropout */ +
                        3 * n * (size_t)g->dim * f /* loss head: normed states, their gradient */;
     out->workspace = 2 * (size_t)s->loss_chunk * (size_t)g->vocab * f;
-    if (s->cuda) /* bf16 activations of one matmul, one dequantized weight tile, cuBLAS's workspace */
-        out->workspace += n * widest * 2 + (32u << 20) + (32u << 20);
+    if (s->cuda) { /* bf16 operands of the largest matmul (a layer's, or the LM head's over one chunk of
+                    * logit rows), one dequantized weight tile, cuBLAS's workspace */
+        size_t layer = n * widest * 2, head = (size_t)s->loss_chunk * (size_t)g->vocab * 2;
+        out->workspace += (layer > head ? layer : head) + (32u << 20) + (32u << 20);
+    }
     out->total = out->weights + out->adapters + out->activations + out->workspace;
 }
 
