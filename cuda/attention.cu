@@ -6,7 +6,7 @@
  * fp32. Lane j of a warp scores key j of the tile (a dot product over head_dim); for the output
  * each lane owns the dims lane, lane + 32, ... of head_dim. Masked keys (causal, window, another
  * packed example) contribute exactly zero. The log-sum-exp max + log(sum) of every row is saved
- * for the backward pass (attention_bwd.cu). head_dim: a multiple of 32 up to 256. */
+ * for the backward pass (attention_bwd.cu). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -70,7 +70,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
                                             const int32_t *seg, attn_dims p)
 {
     extern __shared__ float4 smem4[];
-    const int D = p.head_dim, dpl = D / 32, ks = D + 4;
+    const int D = p.head_dim, dpl = (D + 31) / 32, ks = D + 4;
     float *q_s = (float *)smem4, *k_s = q_s + Q_TILE * D, *v_s = k_s + KT * ks;
     int *seg_s = (int *)(v_s + KT * D);
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * Q_TILE;
@@ -151,7 +151,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
                 float pjj = __shfl_sync(FULL_MASK, pj, j);
 #pragma unroll
                 for (int c = 0; c < MAX_DPL; c++)
-                    if (c < dpl) acc[i][c] += pjj * v_s[j * D + c * 32 + lane];
+                    if (c < dpl && c * 32 + lane < D) acc[i][c] += pjj * v_s[j * D + c * 32 + lane];
             }
         }
     }
@@ -164,7 +164,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
         float *o = out + (qrow0 + t) * qw + (int64_t)h * D;
 #pragma unroll
         for (int c = 0; c < MAX_DPL; c++)
-            if (c < dpl) o[c * 32 + lane] = acc[i][c] * inv;
+            if (c < dpl && c * 32 + lane < D) o[c * 32 + lane] = acc[i][c] * inv;
         if (lse && lane == 0) lse[(qrow0 + t) * p.n_heads + h] = m[i] + logf(l[i]);
     }
 }
@@ -178,8 +178,8 @@ pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, con
                              const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
 {
     cuda_ctx *c = ctx_of(be);
-    if (a->head_dim <= 0 || a->head_dim % 32 || a->head_dim > MAX_HEAD_DIM)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention: head_dim %d is not supported (a multiple of 32 up to %d)",
+    if (a->head_dim <= 0 || a->head_dim % 4 || a->head_dim > MAX_HEAD_DIM)
+        return ERR(PT_ERR_UNSUPPORTED, "cuda attention: head_dim %d is not supported (a multiple of 4 up to %d)",
                    a->head_dim, MAX_HEAD_DIM);
     if (!all_f32(out, q, k, v) || (lse && lse->dtype != PT_F32))
         return ERR(PT_ERR_INTERNAL, "cuda attention: q, k, v, out and lse must be f32");

@@ -11,7 +11,7 @@
  * delta comes first, from a small kernel, into a temporary of the stream-ordered pool. Each
  * output element is summed by one thread in a fixed order: no atomics, the result is
  * deterministic, and dK/dV are overwritten for all batch*n_kv rows (0 where no query looks).
- * Arithmetic is fp32 (delta in double, as on the CPU). head_dim: a multiple of 32 up to 256. */
+ * Arithmetic is fp32 (delta in double, as on the CPU). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -95,7 +95,7 @@ __global__ static void attention_dq_kernel(float *dq, const float *dout, const f
                                            attn_dims p)
 {
     extern __shared__ float4 smem4[];
-    const int D = p.head_dim, dpl = D / 32, ks = D + 4;
+    const int D = p.head_dim, dpl = (D + 31) / 32, ks = D + 4;
     float *q_s = (float *)smem4, *do_s = q_s + BLOCK_ROWS * D, *k_s = do_s + BLOCK_ROWS * D, *v_s = k_s + TILE * ks;
     int *seg_s = (int *)(v_s + TILE * ks);
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * BLOCK_ROWS;
@@ -173,7 +173,7 @@ __global__ static void attention_dq_kernel(float *dq, const float *dout, const f
                 float dsj = __shfl_sync(FULL_MASK, ds, j);
 #pragma unroll
                 for (int c = 0; c < MAX_DPL; c++)
-                    if (c < dpl) acc[i][c] += dsj * k_s[j * ks + c * 32 + lane];
+                    if (c < dpl && c * 32 + lane < D) acc[i][c] += dsj * k_s[j * ks + c * 32 + lane];
             }
         }
     }
@@ -185,7 +185,7 @@ __global__ static void attention_dq_kernel(float *dq, const float *dout, const f
         float *o = dq + (qrow0 + t) * qw + (int64_t)h * D;
 #pragma unroll
         for (int c = 0; c < MAX_DPL; c++)
-            if (c < dpl) o[c * 32 + lane] = acc[i][c];
+            if (c < dpl && c * 32 + lane < D) o[c * 32 + lane] = acc[i][c];
     }
 }
 
@@ -206,7 +206,7 @@ __global__ static void attention_dkv_kernel(float *dk, float *dv, const float *d
                                             const int32_t *seg, attn_dims p)
 {
     extern __shared__ float4 smem4[];
-    const int D = p.head_dim, dpl = D / 32, ks = D + 4;
+    const int D = p.head_dim, dpl = (D + 31) / 32, ks = D + 4;
     float *k_s = (float *)smem4, *v_s = k_s + BLOCK_ROWS * D, *q_s = v_s + BLOCK_ROWS * D, *do_s = q_s + TILE * ks;
     float *lse_s = do_s + TILE * ks, *delta_s = lse_s + TILE;
     int *seg_s = (int *)(delta_s + TILE);
@@ -291,7 +291,7 @@ __global__ static void attention_dkv_kernel(float *dk, float *dv, const float *d
                     float pr = __shfl_sync(FULL_MASK, pj, r), dr = __shfl_sync(FULL_MASK, ds, r);
 #pragma unroll
                     for (int c = 0; c < MAX_DPL; c++)
-                        if (c < dpl) {
+                        if (c < dpl && c * 32 + lane < D) {
                             dv_acc[i][c] += pr * do_s[r * ks + c * 32 + lane];
                             dk_acc[i][c] += dr * q_s[r * ks + c * 32 + lane];
                         }
@@ -306,7 +306,7 @@ __global__ static void attention_dkv_kernel(float *dk, float *dv, const float *d
         int64_t at = (krow0 + key[i]) * kw + (int64_t)hk * D;
 #pragma unroll
         for (int c = 0; c < MAX_DPL; c++)
-            if (c < dpl) {
+            if (c < dpl && c * 32 + lane < D) {
                 dk[at + c * 32 + lane] = dk_acc[i][c];
                 dv[at + c * 32 + lane] = dv_acc[i][c];
             }
@@ -350,8 +350,8 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
                              const pt_tensor *lse, const pt_attention *a)
 {
     cuda_ctx *c = ctx_of(be);
-    if (a->head_dim <= 0 || a->head_dim % 32 || a->head_dim > MAX_HEAD_DIM)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: head_dim %d is not supported (a multiple of 32 up to %d)",
+    if (a->head_dim <= 0 || a->head_dim % 4 || a->head_dim > MAX_HEAD_DIM)
+        return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: head_dim %d is not supported (a multiple of 4 up to %d)",
                    a->head_dim, MAX_HEAD_DIM);
     if (a->n_heads > 65535 || a->batch > 65535)
         return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: %d heads, %d sequences", a->n_heads, a->batch);

@@ -3,6 +3,9 @@
  * the residual, gate, up and their product, the rstds, the post-norm outputs (Gemma 2) and the
  * adapters' s·x·Aᵀ; with gradient checkpointing only each layer's input plus one layer's buffers.
  * Everything is fp32 at the seam, so 4 bytes a value. */
+#ifdef HAVE_CONFIG_H
+#include <config.h> /* PTRAIN_HAVE_CUDA */
+#endif
 #include "ptrain/memplan.h"
 
 #include "ptrain/log.h"
@@ -54,9 +57,9 @@ pt_status memplan_check(pt_backend *be, const pt_memplan *p)
     TRY(cuda_mem_info(be, &free_b, &total_b));
     size_t need = p->total - p->weights; /* the weights are on the device already */
     if (need > free_b)
-        return ERR(PT_ERR_USER, "this run needs about %.0f MiB more on GPU %d (adapters + optimizer %.0f, activations "
-                   "%.0f, workspace %.0f) but only %.0f MiB of %.0f are free after the %.0f MiB of weights; lower "
-                   "per_device_train_batch_size or max_seq_length, or set gradient_checkpointing: true",
+        return ERR(PT_ERR_USER, "this run needs about %.1f MiB more on GPU %d (adapters + optimizer %.1f, activations "
+                   "%.1f, workspace %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights; lower "
+                   "per_device_train_batch_size or max_seq_length, or set use_gradient_checkpointing: true",
                    need / MIB, be->device, p->adapters / MIB, p->activations / MIB, p->workspace / MIB, free_b / MIB,
                    total_b / MIB, p->weights / MIB);
 #else

@@ -11,10 +11,15 @@
  * 2^-9 per operand) that the layers compound: logits within 3e-2 of the largest logit (max-norm),
  * the top-1 token equal (or a near tie within that tolerance) on at least 90% of positions; the loss within 1e-2 relative; the LoRA
  * gradients within 5e-2 (L2 relative). The cached path is compared with the same backend's full
- * forward (1e-3: same arithmetic, different row blocking).
+ * forward (1e-2: the same arithmetic in other row blocks sums in another order, and a value that lands
+ * on the other side of a bf16 rounding step moves by 2^-8 before the next GEMM).
  *
+ * PTRAIN_TEST_SMALL=1 (the default of the CPU-emulated build, tests/emu) skips SmolLM2.
  * Without a GPU the test skips and says so. PTRAIN_TEST_CUDA_OPS_DEVICE=cpu runs the "GPU" side on
  * a second CPU backend, which checks this harness itself on any machine. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,11 +160,11 @@ static void check_logits(const model_case *c, pt_model *mc, pt_model *mg)
     float *last = logits_of(mg, ids, n, true);
     double cache_err = max_rel_err(last, got + (size_t)(n - 1) * vocab, (size_t)vocab);
     print_message("%s/%s%s: logits max rel err %.3g (<= 3e-2), top-1 same on %d/%d (%d with near ties, >= 90%%), "
-                  "cached pieces vs full %.3g (<= 1e-3)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, strict,
+                  "cached pieces vs full %.3g (<= 1e-2)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, strict,
                   n, same, cache_err);
     assert_true(err <= 3e-2);
     assert_true(same * 10 >= n * 9);
-    assert_true(cache_err <= 1e-3);
+    assert_true(cache_err <= 1e-2);
     free(ids);
     free(want);
     free(got);
@@ -272,6 +277,11 @@ static void test_tiny_models(void **state)
 static void test_smollm2(void **state)
 {
     (void)state;
+    const char *sm = getenv("PTRAIN_TEST_SMALL"); /* the CPU emulator's default (tests/emu): far too slow */
+    if (sm && *sm && strcmp(sm, "0") != 0) {
+        print_message("SKIP reason: PTRAIN_TEST_SMALL is set (a 135M model is too slow for it)\n");
+        skip();
+    }
     char path[1024];
     const char *dirs[] = {getenv("PTRAIN_MODELS"), "models", "../models", "/tmp/models"};
     struct stat sb;

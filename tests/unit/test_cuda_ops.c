@@ -6,7 +6,9 @@
  *
  * Built with the CUDA backend only; with no GPU visible it skips and says why. With
  * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
- * whole harness anywhere (every check must then pass). */
+ * whole harness anywhere (every check must then pass). PTRAIN_TEST_SMALL=1 (the default of the
+ * CPU-emulated build, tests/emu) shrinks the largest GEMMs and runs the attention cases on one
+ * sequence instead of two. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -48,6 +50,7 @@ static const char *dev_name = "cuda";  /* the device option that opens it */
 static const char *dev_label = "cuda"; /* how the lines name its results */
 static const char *skip_reason;
 static int failures; /* failed checks of the running test */
+static bool small;   /* PTRAIN_TEST_SMALL: smaller cases for slow backends (the CPU emulator) */
 
 /* ---- random host data (one fixed-seed stream: the same inputs on every run) ---- */
 
@@ -347,10 +350,10 @@ static void test_matmul(void **state)
         pt_dtype t = weight_types[i];
         check_matmul_case(t, 37, 96, is_k_quant(t) ? 256 : 128); /* k-quant rows are whole 256-blocks */
         check_matmul_case(t, 3, 96, 256);                         /* few rows: generation */
-        check_matmul_case(t, 300, 1000, 512);
+        check_matmul_case(t, small ? 45 : 300, small ? 300 : 1000, 512);
     }
     check_matmul_bwd_weight_case(37, 96, 128);
-    check_matmul_bwd_weight_case(300, 1000, 512);
+    check_matmul_bwd_weight_case(small ? 45 : 300, small ? 300 : 1000, 512);
     if (failures) fail_msg("%d matmul checks failed (FAIL lines above)", failures);
 }
 
@@ -504,6 +507,8 @@ static const attn_case attn_cases[] = {
     {"window16 d128 T100", 2, 100, 100, 0, 8, 2, 128, 0, 16, false, false, 2},
     {"packed d64 T130", 2, 130, 130, 0, 8, 2, 64, 0, 0, true, false, 2},
     {"packed+cap+w16 mha d64", 2, 100, 100, 0, 4, 4, 64, 50.0f, 16, true, false, 8},
+    {"gqa d16 T45 (tiny models)", 2, 45, 45, 0, 4, 2, 16, 0, 0, false, true, 2},
+    {"gqa d80 T70 packed", 2, 70, 70, 0, 4, 2, 80, 0, 0, true, false, 2},
 };
 
 /* Sequence b packs three examples (ids 10b, 10b+1, 10b+2) with cuts that differ per sequence. */
@@ -515,8 +520,11 @@ static void segments_fill(int32_t *seg, int batch, int n_kv)
     }
 }
 
-static void check_attention_case(const attn_case *c)
+static void check_attention_case(const attn_case *c_full)
 {
+    attn_case small_case = *c_full;
+    if (small) small_case.batch = 1;
+    const attn_case *c = &small_case;
     int qw = c->n_heads * c->head_dim, kw = c->n_kv_heads * c->head_dim;
     int qrows = c->batch * c->n_q, krows = c->batch * c->n_kv;
     size_t seg_bytes = sizeof(int32_t) * (size_t)krows;
@@ -1002,6 +1010,8 @@ static bool choose_device(void)
 
 int main(void)
 {
+    const char *sm = getenv("PTRAIN_TEST_SMALL");
+    small = sm && *sm && strcmp(sm, "0") != 0;
     if (!choose_device()) return 1;
     if (skip_reason) {
         const struct CMUnitTest skipped[] = {cmocka_unit_test(test_cuda_ops)};

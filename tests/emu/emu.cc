@@ -1,0 +1,493 @@
+/* emu.cc — a CPU SIMT emulator that runs the CUDA backend's real kernel source (the .cu files of cuda/, rewritten
+ * only by rewrite.sed) on the CPU, so that CI machines without a GPU run tests/unit/test_cuda_ops and
+ * test_cuda_model against the CPU backend (tests/emu/test_cuda_*_emu; docs/cuda-backend.md).
+ *
+ * What it checks: the kernels' indexing, masks, bounds, barriers (a missing __syncthreads shows up
+ * because the threads of a block run in an order that alternates per block; a barrier or shuffle
+ * not reached by every thread of its block or warp is reported as a deadlock), warp shuffles and
+ * votes, aliasing of inputs and outputs, unwritten outputs and uninitialised reads (device memory
+ * and shared memory are NaN bytes until written: shared memory per block), launch shapes (block
+ * size, grid limits, dynamic shared memory over 48 KiB without cudaFuncSetAttribute), and the host
+ * wrappers: staging, the memory pool, cuBLAS arguments (column-major shapes, lda/ldb/ldc), error
+ * paths. What it cannot check: speed, occupancy, the GPU's memory model (threads of a block
+ * interleave only at barriers and warp collectives here; real warps run in lockstep and blocks run
+ * concurrently, so a race between blocks or a missing __syncwarp/__threadfence is not seen),
+ * streams and events (everything runs at once, in program order), the hardware's expf/tanhf/
+ * rsqrtf ulps and FMA contraction (the host libm and compiler are used), the per-architecture
+ * shared-memory and register limits, and out-of-bounds accesses that land in other host memory.
+ *
+ * Scheme: one fiber (ucontext) per CUDA thread of a block, all on this one OS thread; the blocks of
+ * a grid run one after another. A fiber runs until it finishes or reaches __syncthreads or a warp
+ * collective; when every live thread of the block waits at the barrier they all go on, and when all
+ * 32 lanes of a warp wait at a collective it is resolved (shuffle: each lane gets its source lane's
+ * value; any: the OR). Fibers cost a context switch, not an OS thread, so a launch of n threads
+ * costs about n switches plus its arithmetic. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <cblas.h>
+
+#include "cuda_backend.h"
+
+/* An emulated GPU is about a thousand times slower than the CPU backend: the test programs linked
+ * with it run their small sizes unless PTRAIN_TEST_SMALL is set otherwise (0: the full sizes). */
+__attribute__((constructor)) static void emu_default_small(void) { setenv("PTRAIN_TEST_SMALL", "1", 0); }
+
+dim3 threadIdx, blockIdx, blockDim, gridDim;
+static cudaError_t last_error; /* cudaGetLastError's */
+
+static void emu_fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emu_fail(cudaError_t e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "CUDA emulator: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    if (!last_error) last_error = e;
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument (emulated)";
+    case cudaErrorMemoryAllocation: return "out of memory (emulated)";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument (emulated)";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (emulated: see the message above)";
+    default: return "emulated CUDA error";
+    }
+}
+
+/* ---- device, streams, events ---- */
+
+static char dummy_object; /* what every stream, event, pool and handle points at */
+
+cudaError_t cudaGetDeviceCount(int *n)
+{
+    *n = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
+{
+    if (device != 0 || attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
+    *value = 8;
+    return cudaSuccess;
+}
+static size_t used_bytes, used_high;
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
+{
+    /* a 16 GiB device; EMU_DEVICE_BYTES makes it smaller (the memory plan's refusal is tested so) */
+    const char *e = getenv("EMU_DEVICE_BYTES");
+    *total_bytes = e ? (size_t)strtoull(e, NULL, 10) : (size_t)16 << 30;
+    *free_bytes = *total_bytes > used_bytes ? *total_bytes - used_bytes : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned) { *s = (cudaStream_t)&dummy_object; return 0; }
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned) { *e = (cudaEvent_t)&dummy_object; return 0; }
+cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+
+/* ---- memory: 256-byte aligned like cudaMalloc, its size in a header, NaN bytes until written ---- */
+
+enum { HEAD = 256 };
+
+static void *emu_alloc(size_t n)
+{
+    char *p = (char *)aligned_alloc(HEAD, HEAD + (n + HEAD - 1) / HEAD * HEAD);
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    memset(p + HEAD, 0xff, n); /* NaN as fp32, fp64 and bf16 */
+    used_bytes += n;
+    if (used_bytes > used_high) used_high = used_bytes;
+    return p + HEAD;
+}
+static void emu_release(void *q)
+{
+    if (!q) return;
+    char *p = (char *)q - HEAD;
+    size_t n;
+    memcpy(&n, p, sizeof n);
+    memset(q, 0xff, n); /* a use after free reads NaN */
+    used_bytes -= n;
+    free(p);
+}
+cudaError_t cudaMalloc(void **p, size_t n) { return (*p = emu_alloc(n)) ? cudaSuccess : cudaErrorMemoryAllocation; }
+cudaError_t cudaFree(void *p)
+{
+    emu_release(p);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeAsync(void *p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaMalloc(p, n); }
+cudaError_t cudaFreeHost(void *p) { return cudaFree(p); }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t)
+{
+    if (n) memset(p, v, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t)
+{
+    if (n && (!d || !s)) return cudaErrorInvalidValue;
+    if (n) memmove(d, s, n);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device)
+{
+    *pool = (cudaMemPool_t)&dummy_object;
+    return device == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+}
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void *) { return cudaSuccess; }
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr attr, void *value)
+{
+    if (attr != cudaMemPoolAttrUsedMemHigh) return cudaErrorInvalidValue;
+    uint64_t v = used_high;
+    memcpy(value, &v, sizeof v);
+    return cudaSuccess;
+}
+
+/* ---- kernels ---- */
+
+enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, STATIC_SMEM = 48 << 10, MAX_DYN_SMEM = 227 << 10 };
+enum { F_READY, F_BARRIER, F_WARP, F_DONE };
+
+typedef struct {
+    ucontext_t uc;
+    int state, op, src;
+    uint64_t in, out;
+} fiber;
+
+static fiber fibers[MAX_THREADS];
+static char *stacks;
+static ucontext_t sched_uc;
+static int cur;            /* the fiber running */
+static unsigned n_threads; /* of the block */
+static void (*cur_body)(void *);
+static void *cur_arg;
+static bool in_kernel;
+
+static char *dyn_smem;
+static size_t dyn_smem_bytes, static_smem_bytes;
+static uint64_t block_serial; /* the block running, counted over all launches */
+static struct {
+    void *p;
+    uint64_t serial;
+} shared_seen[64];
+
+static void set_thread_index(int t)
+{
+    threadIdx = dim3(t % blockDim.x, t / blockDim.x % blockDim.y, t / (blockDim.x * blockDim.y));
+}
+
+static void yield(int state)
+{
+    fibers[cur].state = state;
+    swapcontext(&fibers[cur].uc, &sched_uc);
+}
+
+void emu_syncthreads(void) { yield(F_BARRIER); }
+
+void emu_check_mask(unsigned mask)
+{
+    if (mask != 0xffffffffu) emu_fail(cudaErrorLaunchFailure, "a warp collective with mask %#x (only full warps are emulated)", mask);
+}
+
+uint64_t emu_warp_op(int op, uint64_t v, int src)
+{
+    fibers[cur].op = op;
+    fibers[cur].in = v;
+    fibers[cur].src = src;
+    yield(F_WARP);
+    return fibers[cur].out;
+}
+
+void emu_shared_init(void *p, size_t n)
+{
+    for (size_t i = 0; i < sizeof shared_seen / sizeof shared_seen[0]; i++) {
+        if (shared_seen[i].p == p) {
+            if (shared_seen[i].serial == block_serial) return; /* an earlier thread of this block poisoned it */
+            shared_seen[i].serial = block_serial;
+            break;
+        }
+        if (!shared_seen[i].p) {
+            shared_seen[i].p = p;
+            shared_seen[i].serial = block_serial;
+            break;
+        }
+    }
+    static_smem_bytes += n; /* counted by the first thread of each block */
+    if (static_smem_bytes + dyn_smem_bytes > STATIC_SMEM && static_smem_bytes > STATIC_SMEM)
+        emu_fail(cudaErrorLaunchFailure, "%zu bytes of static shared memory (at most %d)", static_smem_bytes,
+                 (int)STATIC_SMEM);
+    memset(p, 0xff, n);
+}
+
+void *emu_dyn_shared(void) { return dyn_smem; }
+
+static struct {
+    const void *kernel;
+    int max_dyn;
+} func_attr[64];
+
+cudaError_t emu_func_set_attribute(const void *kernel, cudaFuncAttribute attr, int value)
+{
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > MAX_DYN_SMEM)
+        return cudaErrorInvalidValue;
+    for (size_t i = 0; i < sizeof func_attr / sizeof func_attr[0]; i++)
+        if (func_attr[i].kernel == kernel || !func_attr[i].kernel) {
+            func_attr[i].kernel = kernel;
+            func_attr[i].max_dyn = value;
+            return cudaSuccess;
+        }
+    return cudaErrorInvalidValue;
+}
+
+static int max_dyn_of(const void *kernel)
+{
+    for (size_t i = 0; i < sizeof func_attr / sizeof func_attr[0] && func_attr[i].kernel; i++)
+        if (func_attr[i].kernel == kernel) return func_attr[i].max_dyn;
+    return STATIC_SMEM;
+}
+
+static void fiber_main(void)
+{
+    cur_body(cur_arg);
+    fibers[cur].state = F_DONE; /* uc_link returns to the scheduler */
+}
+
+/* Every lane of a warp waits at a collective: resolve it. false: the lanes disagree. */
+static bool warp_resolve(int w)
+{
+    fiber *f = &fibers[w * 32];
+    for (int l = 1; l < 32; l++)
+        if (f[l].op != f[0].op) return false;
+    uint64_t any = 0;
+    for (int l = 0; l < 32; l++) any |= f[l].in;
+    for (int l = 0; l < 32; l++) {
+        f[l].out = f[0].op == 1 ? any != 0 : f[f[l].src].in;
+        f[l].state = F_READY;
+    }
+    return true;
+}
+
+/* Run one block to its end. false: it deadlocked (reported). */
+static bool run_block(bool reverse)
+{
+    for (unsigned t = 0; t < n_threads; t++) {
+        fiber *f = &fibers[t];
+        f->uc.uc_stack.ss_sp = stacks + (size_t)t * STACK_BYTES;
+        f->uc.uc_stack.ss_size = STACK_BYTES;
+        f->uc.uc_link = &sched_uc;
+        makecontext(&f->uc, fiber_main, 0);
+        f->state = F_READY;
+    }
+    for (;;) {
+        for (unsigned i = 0; i < n_threads; i++) {
+            int t = reverse ? (int)(n_threads - 1 - i) : (int)i;
+            if (fibers[t].state != F_READY) continue;
+            cur = t;
+            set_thread_index(t);
+            swapcontext(&sched_uc, &fibers[t].uc);
+        }
+        unsigned done = 0, barrier = 0, warp = 0;
+        bool woke = false;
+        for (unsigned w = 0; w < n_threads / 32; w++) {
+            unsigned at = 0;
+            for (int l = 0; l < 32; l++) at += fibers[w * 32 + l].state == F_WARP;
+            if (at == 32) {
+                if (!warp_resolve((int)w)) {
+                    emu_fail(cudaErrorLaunchFailure, "block (%u,%u,%u) warp %u: lanes at different warp collectives",
+                             blockIdx.x, blockIdx.y, blockIdx.z, w);
+                    return false;
+                }
+                woke = true;
+            }
+        }
+        if (woke) continue;
+        for (unsigned t = 0; t < n_threads; t++) {
+            done += fibers[t].state == F_DONE;
+            barrier += fibers[t].state == F_BARRIER;
+            warp += fibers[t].state == F_WARP;
+        }
+        if (done == n_threads) return true;
+        if (barrier + done == n_threads) {
+            for (unsigned t = 0; t < n_threads; t++)
+                if (fibers[t].state == F_BARRIER) fibers[t].state = F_READY;
+            continue;
+        }
+        emu_fail(cudaErrorLaunchFailure,
+                 "block (%u,%u,%u) of %u threads deadlocked: %u at __syncthreads, %u at a warp collective whose warp "
+                 "is not all there, %u finished",
+                 blockIdx.x, blockIdx.y, blockIdx.z, n_threads, barrier, warp, done);
+        return false;
+    }
+}
+
+void emu_run(const void *kernel, void (*body)(void *), void *arg, dim3 grid, dim3 block, size_t smem)
+{
+    unsigned n = block.x * block.y * block.z;
+    if (n == 0 || n > MAX_THREADS || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 ||
+        grid.z > 65535 || grid.x > 2147483647u) {
+        emu_fail(cudaErrorInvalidConfiguration, "invalid launch: grid (%u,%u,%u) block (%u,%u,%u)", grid.x, grid.y,
+                 grid.z, block.x, block.y, block.z);
+        return;
+    }
+    if (smem > (size_t)max_dyn_of(kernel)) {
+        emu_fail(cudaErrorInvalidValue, "launch with %zu bytes of dynamic shared memory; the kernel allows %d "
+                 "(cudaFuncSetAttribute)", smem, max_dyn_of(kernel));
+        return;
+    }
+    if (n % 32) { /* whole warps: what the emulated collectives assume, and what the backend launches */
+        emu_fail(cudaErrorInvalidConfiguration, "a block of %u threads, not whole warps", n);
+        return;
+    }
+    if (in_kernel) {
+        emu_fail(cudaErrorLaunchFailure, "a launch from inside a kernel");
+        return;
+    }
+    if (!stacks) {
+        stacks = (char *)mmap(NULL, (size_t)MAX_THREADS * STACK_BYTES, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (stacks == MAP_FAILED) {
+            perror("CUDA emulator: mmap of the fiber stacks");
+            abort();
+        }
+        for (int t = 0; t < MAX_THREADS; t++) getcontext(&fibers[t].uc);
+    }
+    free(dyn_smem);
+    dyn_smem = (char *)aligned_alloc(16, (smem + 15) / 16 * 16 + 16);
+    dyn_smem_bytes = smem;
+    n_threads = n;
+    gridDim = grid;
+    blockDim = block;
+    cur_body = body;
+    cur_arg = arg;
+    in_kernel = true;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                blockIdx = dim3(x, y, z);
+                block_serial++;
+                static_smem_bytes = 0;
+                memset(dyn_smem, 0xff, smem);
+                if (!run_block(block_serial & 1)) goto out;
+            }
+out:
+    in_kernel = false;
+}
+
+/* ---- cuBLAS: its argument checks, then OpenBLAS on fp32 copies ---- */
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+    *h = (cublasHandle_t)&dummy_object;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+
+static bool gemm_args_ok(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, int lda, int ldb, int ldc)
+{
+    int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1) ||
+        (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T)) {
+        fprintf(stderr, "CUDA emulator: cuBLAS invalid value: ta %d tb %d m %d n %d k %d lda %d ldb %d ldc %d\n", ta,
+                tb, m, n, k, lda, ldb, ldc);
+        return false;
+    }
+    return true;
+}
+
+/* Column-major op(A) [m,k] as a dense fp32 matrix [m,k], column-major (ld m). */
+template <class T, class F>
+static float *widen(const T *a, int lda, bool trans, int m, int k, F conv)
+{
+    float *o = (float *)malloc(sizeof(float) * ((size_t)m * k + 1));
+    if (!o) abort();
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < m; i++) o[i + (size_t)j * m] = conv(trans ? a[j + (size_t)i * lda] : a[i + (size_t)j * lda]);
+    return o;
+}
+
+template <class T, class F>
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const T *A, int lda,
+                 const T *B, int ldb, float beta, float *C, int ldc, F conv)
+{
+    if (m == 0 || n == 0) return;
+    if (beta == 0.0f) /* cuBLAS does not read C then: NaN there must not leak */
+        for (int j = 0; j < n; j++) memset(C + (size_t)j * ldc, 0, sizeof(float) * (size_t)m);
+    if (k == 0) {
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] *= beta;
+        return;
+    }
+    float *a = widen(A, lda, ta == CUBLAS_OP_T, m, k, conv), *b = widen(B, ldb, tb == CUBLAS_OP_T, k, n, conv);
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, m, b, k, beta, C, ldc);
+    free(a);
+    free(b);
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                            cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                            cublasComputeType_t comp, cublasGemmAlgo_t)
+{
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F) {
+        fprintf(stderr, "CUDA emulator: cublasGemmEx with types it does not emulate\n");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    gemm(ta, tb, m, n, k, *(const float *)alpha, (const __nv_bfloat16 *)A, lda, (const __nv_bfloat16 *)B, ldb,
+         *(const float *)beta, (float *)C, ldc, [](__nv_bfloat16 v) { return __bfloat162float(v); });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                           const float *alpha, const float *A, int lda, const float *B, int ldb, const float *beta,
+                           float *C, int ldc)
+{
+    if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
+    gemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, [](float v) { return v; });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- NCCL: one rank ---- */
+
+const char *ncclGetErrorString(ncclResult_t r) { return r == ncclSuccess ? "no error" : "emulated NCCL: one rank only"; }
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, "ptrain CUDA emulator", 20);
+    return ncclSuccess;
+}
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *) { return ncclInvalidUsage; }
+ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t *r)
+{
+    *r = ncclSuccess;
+    return ncclSuccess;
+}
+ncclResult_t ncclCommAbort(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t) { return ncclSuccess; }
+ncclResult_t ncclAllReduce(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t)
+{
+    return ncclInvalidUsage;
+}

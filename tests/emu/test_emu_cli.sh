@@ -1,0 +1,61 @@
+#!/bin/sh
+# test_emu_cli.sh — the `ptrain` command itself on the CUDA backend, run by the CPU emulator
+# (tests/emu/ptrain_emu: src/main.c linked with the emulated cuda/*.cu, docs/cuda-backend.md):
+# greedy generation with `--device cuda` gives the CPU's text on the tiny bitsandbytes Llama and
+# runs on the tiny Qwen2 and Gemma 2; one training step with `device: cuda` prints the memory plan
+# on cuda and the pool's peak (within the plan x 1.10 + 256 MiB that tests/gpu/run.sh demands),
+# and its loss is the CPU's within 1e-2; a device smaller than the plan is refused before the first
+# step, with the numbers. Skips, saying why, where the emulator was not built.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+E=$(dirname "$P")/tests/emu/ptrain_emu
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ ! -x "$E" ]; then
+    for name in "generate" "train"; do skip_test "$name" "no tests/emu/ptrain_emu (a build without CUDA or cmocka)"; done
+    done_testing
+    exit $?
+fi
+
+gen() { # DEVICE MODEL
+    "$1" generate --model "$PTRAIN_SRCDIR/$3" --prompt "The quick brown fox" --temperature 0 --max-new-tokens 8 \
+        --device "$2" --threads 1 2>"$tmp/gen.err"
+}
+gen "$P" cpu tests/data/hf/tiny-llama-bnb4 >"$tmp/cpu.txt"
+gen "$E" cuda tests/data/hf/tiny-llama-bnb4 >"$tmp/cuda.txt"
+ok "generate --device cuda: the CPU's greedy text on the tiny Llama (bnb NF4)" \
+    test -s "$tmp/cuda.txt" -a "$(od -c "$tmp/cuda.txt")" = "$(od -c "$tmp/cpu.txt")"
+for m in tests/data/qwen2/hf-bnb4 tests/data/gemma2/hf-bnb4; do
+    gen "$E" cuda "$m" >"$tmp/out.txt"
+    ok "generate --device cuda runs on $m" test $? = 0 -a -s "$tmp/out.txt"
+done
+
+for dev in cpu cuda; do
+    tiny_config "$tmp/$dev.yaml" "$tmp/$dev" "max_steps: 1
+logging_steps: 1
+device: $dev"
+done
+"$P" train "$tmp/cpu.yaml" >"$tmp/cpu.log" 2>&1
+"$E" train "$tmp/cuda.yaml" >"$tmp/cuda.log" 2>&1
+ok "train with device: cuda: exit 0, an adapter written" test $? = 0 -a -s "$tmp/cuda/lora/adapter.h5"
+plan=$(sed -n 's/^memory plan: \([0-9]*\) bytes on cuda.*/\1/p' "$tmp/cuda.log")
+peak=$(sed -n 's/^peak device memory: \([0-9]*\) bytes.*/\1/p' "$tmp/cuda.log")
+ok "the memory plan is printed for cuda (${plan:-none} bytes) and the peak (${peak:-none} bytes) stays within plan x 1.10 + 256 MiB" \
+    test -n "$plan" -a -n "$peak" -a "${peak:-0}" -le "$(((${plan:-0} * 11) / 10 + 268435456))"
+loss() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1" | head -n 1; }
+lc=$(loss "$tmp/cpu/metrics.jsonl") lg=$(loss "$tmp/cuda/metrics.jsonl")
+ok "step 1's loss on cuda ($lg) is the CPU's ($lc) within 1e-2" \
+    awk -v a="$lg" -v b="$lc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-2 * b) }'
+[ -s "$tmp/cuda/lora/adapter.h5" ] || sed 's/^/# /' "$tmp/cuda.log" | tail -n 15
+
+# a device too small for the plan: one clear error with the numbers, before the first step
+tiny_config "$tmp/small.yaml" "$tmp/small" "max_steps: 1
+device: cuda"
+EMU_DEVICE_BYTES=20000000 "$E" train "$tmp/small.yaml" >"$tmp/small.log" 2>&1
+rc=$?
+ok "a GPU too small for the memory plan: exit $rc, one error naming the sizes and what to lower, no step run" \
+    sh -c "[ $rc != 0 ] && grep -q 'more on GPU 0.*MiB are free after.*lower per_device_train_batch_size' '$tmp/small.log' &&
+           ! grep -q '^step ' '$tmp/small.log'"
+grep 'error' "$tmp/small.log" | sed 's/^/# /'
+done_testing
