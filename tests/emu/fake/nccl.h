@@ -1,5 +1,5 @@
-/* nccl.h (fake) — NCCL for the CPU SIMT emulator (tests/emu): one rank only; creating a
- * communicator of more ranks fails (the emulated tests run with world 1). */
+/* nccl.h (fake) — NCCL for the CPU SIMT emulator (tests/emu): a communicator over the ranks of
+ * MPI_COMM_WORLD, float sums by MPI_Allreduce on the (host) memory (emu.cc, emu_mpi.c). */
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
 #include <stddef.h>
