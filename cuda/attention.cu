@@ -12,48 +12,12 @@
 #endif
 #include <math.h>
 
-#include "cuda_backend.h"
+#include "attention.h"
 
 enum {
-    KT = 32,                         /* keys per tile: one per lane */
-    WARPS = 8,                       /* warps per block */
-    ROWS_PER_WARP = 2,               /* query rows each warp owns */
-    Q_TILE = WARPS * ROWS_PER_WARP,  /* query rows per block */
-    MAX_DPL = 8,                     /* head_dim / 32 at most (head_dim 256) */
-    MAX_HEAD_DIM = 32 * MAX_DPL,
+    KT = 32,               /* keys per tile: one per lane */
+    Q_TILE = BLOCK_ROWS,   /* query rows per block */
 };
-#define FULL_MASK 0xffffffffu
-
-/* The scalars of pt_attention a kernel needs (the segments pointer is staged separately). */
-typedef struct {
-    int n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim, window;
-    float scale, softcap;
-} attn_dims;
-
-/* The first key position pos may see (cpu_attention_first_key). */
-__device__ static int attn_first_key(int pos, int window)
-{
-    return window > 0 && pos >= window ? pos - window + 1 : 0;
-}
-
-/* The score of a raw product q.k: scaled, soft-capped when softcap > 0 (cpu_attention_score). */
-__device__ static float attn_score(float qk, float scale, float softcap)
-{
-    float s = qk * scale;
-    return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
-}
-
-__device__ static float warp_max(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
-
-__device__ static float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
 
 /* Shared memory of one block, in floats: the query rows [Q_TILE][D], the key tile [KT][D + 4]
  * (padded so that lane j reading row j hits distinct banks), the value tile [KT][D] (read along
@@ -137,7 +101,7 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
         for (int i = 0; i < ROWS_PER_WARP; i++) {
             bool vis = valid[i] && key < k_end && key >= first[i] && key <= pos[i] &&
                        (!seg || seg_s[lane] == my_seg[i]);
-            float s = vis ? attn_score(qk[i], p.scale, p.softcap) : -INFINITY;
+            float s = vis ? attn_score(qk[i], p.scale, p.softcap, NULL) : -INFINITY;
             float tile_max = warp_max(s);
             if (tile_max == -INFINITY) continue; /* the row sees no key of this tile (warp-uniform) */
             float m_new = fmaxf(m[i], tile_max);
@@ -178,20 +142,14 @@ pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, con
                              const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
 {
     cuda_ctx *c = ctx_of(be);
-    if (a->head_dim <= 0 || a->head_dim % 4 || a->head_dim > MAX_HEAD_DIM)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention: head_dim %d is not supported (a multiple of 4 up to %d)",
-                   a->head_dim, MAX_HEAD_DIM);
+    TRY(attn_check(a, "attention"));
     if (!all_f32(out, q, k, v) || (lse && lse->dtype != PT_F32))
         return ERR(PT_ERR_INTERNAL, "cuda attention: q, k, v, out and lse must be f32");
-    if (a->n_heads > 65535 || a->batch > 65535 || a->q_pos0 < 0)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention: %d heads, %d sequences, queries at %d", a->n_heads,
-                   a->batch, a->q_pos0);
     if (a->batch <= 0 || a->n_q <= 0) return PT_OK;
     void *seg = NULL;
     if (a->segments)
         TRY(cuda_stage(c, STAGE_SEGMENTS, a->segments, sizeof(int32_t) * (size_t)a->batch * a->n_kv, &seg));
-    attn_dims p = {a->n_q, a->n_kv, a->q_pos0, a->n_heads, a->n_kv_heads, a->head_dim, a->window, a->scale,
-                   a->softcap};
+    attn_dims p = attn_dims_of(a);
     size_t smem = fwd_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((a->n_q + Q_TILE - 1) / Q_TILE), (unsigned)a->n_heads, (unsigned)a->batch);

@@ -17,42 +17,9 @@
 #endif
 #include <math.h>
 
-#include "cuda_backend.h"
+#include "attention.h"
 
-enum {
-    TILE = 32,                       /* keys (dq) or query rows (dk/dv) per staged tile: one per lane */
-    WARPS = 8,                       /* warps per block */
-    ROWS_PER_WARP = 2,               /* output rows each warp owns */
-    BLOCK_ROWS = WARPS * ROWS_PER_WARP, /* output rows per block: Q_TILE for dq, KR for dk/dv */
-    MAX_DPL = 8,                     /* head_dim / 32 at most (head_dim 256) */
-    MAX_HEAD_DIM = 32 * MAX_DPL,
-};
-#define FULL_MASK 0xffffffffu
-
-/* The scalars of pt_attention a kernel needs (the segments pointer is staged separately). */
-typedef struct {
-    int n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim, window;
-    float scale, softcap;
-} attn_dims;
-
-/* The first key position pos may see (cpu_attention_first_key). */
-__device__ static int attn_first_key(int pos, int window)
-{
-    return window > 0 && pos >= window ? pos - window + 1 : 0;
-}
-
-/* The score of a raw product q.k and its derivative by q.k into *dscore (cpu_attention_score). */
-__device__ static float attn_score(float qk, float scale, float softcap, float *dscore)
-{
-    float s = qk * scale;
-    if (softcap <= 0.0f) {
-        *dscore = scale;
-        return s;
-    }
-    float t = tanhf(s / softcap);
-    *dscore = scale * (1.0f - t * t);
-    return softcap * t;
-}
+enum { TILE = 32 }; /* keys (dq) or query rows (dk/dv) per staged tile: one per lane */
 
 /* Whether the query at pos (segment qseg) sees key j (segment kseg); segments only when has_seg. */
 __device__ static bool attn_visible(int pos, int j, int window, bool has_seg, int qseg, int kseg)
@@ -325,8 +292,7 @@ static pt_status attention_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk,
         delta, (const float *)dout->data, (const float *)out->data, pairs, a->n_heads, a->head_dim);
     CUDA_LAUNCHED();
 
-    attn_dims p = {a->n_q, a->n_kv, a->q_pos0, a->n_heads, a->n_kv_heads, a->head_dim, a->window, a->scale,
-                   a->softcap};
+    attn_dims p = attn_dims_of(a);
     size_t smem = dq_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 qgrid((unsigned)((a->n_q + BLOCK_ROWS - 1) / BLOCK_ROWS), (unsigned)a->n_heads, (unsigned)a->batch);
@@ -350,11 +316,7 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
                              const pt_tensor *lse, const pt_attention *a)
 {
     cuda_ctx *c = ctx_of(be);
-    if (a->head_dim <= 0 || a->head_dim % 4 || a->head_dim > MAX_HEAD_DIM)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: head_dim %d is not supported (a multiple of 4 up to %d)",
-                   a->head_dim, MAX_HEAD_DIM);
-    if (a->n_heads > 65535 || a->batch > 65535)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: %d heads, %d sequences", a->n_heads, a->batch);
+    TRY(attn_check(a, "attention_bwd"));
     if (a->batch <= 0 || a->n_kv <= 0) return PT_OK;
     if (a->n_q <= 0) { /* no query sees any key */
         CUDA_TRY(cudaMemsetAsync(dk->data, 0, dk->nbytes, c->stream));

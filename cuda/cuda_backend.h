@@ -5,7 +5,8 @@
  *   dequant.cu       every stored weight format to bf16 or fp32 on the device
  *   layers.cu        embedding, RMSNorm, RoPE, SwiGLU/GeGLU, bias, residual add, dropout
  *   layers_bwd.cu    their gradients
- *   attention.cu     fused causal GQA attention forward (online softmax, O(T) memory)
+ *   attention.cu     fused causal GQA attention forward (online softmax, O(T) memory); attention.h
+ *                    holds what it shares with the backward
  *   attention_bwd.cu its backward (recomputes the scores from the saved log-sum-exp)
  *   loss.cu          soft-cap and chunked cross-entropy
  *   optim.cu         AdamW, sum of squares, scale
