@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ptrain/backend.h"
+#include "ptrain/blas_kernel.h"
 #include "ptrain/config.h"
 #include "ptrain/dist.h"
 #include "ptrain/generate.h"
@@ -154,6 +155,7 @@ static pt_status run(pt_dist *d, const cli_args *args)
 
 int main(int argc, char **argv)
 {
+    blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
     if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect"))) { /* one process, no MPI */
         pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1) : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
