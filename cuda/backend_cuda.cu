@@ -154,6 +154,7 @@ static pt_backend_ops make_ops(void)
     ops.reduce_poll = cuda_reduce_poll;
     ops.reduce_end = cuda_reduce_end;
     ops.copy = cuda_copy;
+    ops.zero = cuda_zero;
     return ops;
 }
 

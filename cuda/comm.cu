@@ -114,6 +114,12 @@ pt_status cuda_allreduce_sum(pt_backend *be, pt_tensor *t)
     return cuda_wait(ctx_of(be));
 }
 
+pt_status cuda_zero(pt_backend *be, pt_tensor *t)
+{
+    if (t->nbytes) CUDA_TRY(cudaMemsetAsync(t->data, 0, t->nbytes, ctx_of(be)->stream));
+    return PT_OK;
+}
+
 pt_status cuda_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
 {
     CUDA_TRY(cudaMemcpyAsync(dst->data, src->data, src->nbytes, cudaMemcpyDeviceToDevice, ctx_of(be)->stream));

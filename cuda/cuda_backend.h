@@ -165,6 +165,7 @@ pt_status cuda_reduce_begin(pt_backend *be, pt_tensor *t);
 pt_status cuda_reduce_poll(pt_backend *be);
 pt_status cuda_reduce_end(pt_backend *be);
 pt_status cuda_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+pt_status cuda_zero(pt_backend *be, pt_tensor *t);
 /* Wait for the compute stream; under several ranks, polling NCCL's errors meanwhile (aborts the
  * communicator on one, so that no rank hangs on a failed peer). Every host wait goes through here. */
 pt_status cuda_wait(cuda_ctx *c);

@@ -200,6 +200,12 @@ pt_status backend_reduce_end(pt_backend *be)
     return be->ops->reduce_end(be);
 }
 
+pt_status backend_zero(pt_backend *be, pt_tensor *t)
+{
+    NEED_OP(be, zero);
+    return be->ops->zero(be, t);
+}
+
 pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
 {
     if (dst->dtype != src->dtype || dst->nbytes != src->nbytes)
@@ -290,6 +296,63 @@ static pt_status attention_options(const pt_attention *a, const char *op)
     return PT_OK;
 }
 
+/* Packed and padding-free rows hold several examples whose queries never see each other's keys,
+ * so attention runs one run of equal segment ids at a time, as an independent causal sequence:
+ * the work is the sum of the squares of the example lengths, not the square of the row. */
+static int segment_run_end(const pt_attention *a, int b, int t0)
+{
+    const int32_t *s = a->segments + (size_t)b * a->n_kv;
+    int t1 = t0 + 1;
+    while (t1 < a->n_kv && s[t1] == s[t0]) t1++;
+    return t1;
+}
+
+static bool attention_splits(const pt_attention *a)
+{
+    if (!a->segments || a->q_pos0 != 0 || a->n_q != a->n_kv) return false;
+    for (int b = 0; b < a->batch; b++)
+        if (segment_run_end(a, b, 0) < a->n_kv) return true;
+    return false;
+}
+
+/* Rows [r0, r0+rows) of t, which holds `total` rows (t may be [total, w] or, for the log-sum-exp,
+ * flat). */
+static pt_tensor run_rows(const pt_tensor *t, int64_t total, int64_t r0, int64_t rows)
+{
+    pt_tensor v = *t;
+    size_t row_bytes = t->nbytes / (size_t)total;
+    v.data = (char *)t->data + (size_t)r0 * row_bytes;
+    v.nbytes = (size_t)rows * row_bytes;
+    v.shape[0] = t->ndim == 1 ? t->shape[0] / total * rows : rows;
+    return v;
+}
+
+static pt_attention attention_run(const pt_attention *a, int len)
+{
+    pt_attention s = *a;
+    s.batch = 1;
+    s.n_q = s.n_kv = len;
+    s.segments = NULL;
+    return s;
+}
+
+static pt_status attention_fwd_runs(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
+                                    const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
+{
+    int64_t total = (int64_t)a->batch * a->n_q;
+    for (int b = 0; b < a->batch; b++)
+        for (int t0 = 0, t1; t0 < a->n_q; t0 = t1) {
+            t1 = segment_run_end(a, b, t0);
+            int64_t r0 = (int64_t)b * a->n_q + t0, n = t1 - t0;
+            pt_tensor ov = run_rows(out, total, r0, n), qv = run_rows(q, total, r0, n);
+            pt_tensor kv = run_rows(k, total, r0, n), vv = run_rows(v, total, r0, n);
+            pt_tensor lv = lse ? run_rows(lse, total, r0, n) : (pt_tensor){0};
+            pt_attention sub = attention_run(a, (int)n);
+            TRY(be->ops->attention_fwd(be, &ov, lse ? &lv : NULL, &qv, &kv, &vv, &sub));
+        }
+    return PT_OK;
+}
+
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
 {
@@ -304,6 +367,7 @@ pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                    a->q_pos0, a->n_kv);
     TRY(need_same_shape(out, q, "attention"));
     NEED_OP(be, attention_fwd);
+    if (attention_splits(a)) return attention_fwd_runs(be, out, lse, q, k, v, a);
     return be->ops->attention_fwd(be, out, lse, q, k, v, a);
 }
 
@@ -413,6 +477,26 @@ static pt_status attention_bwd_shapes(const pt_tensor *dq, const pt_tensor *dk, 
     return PT_OK;
 }
 
+static pt_status attention_bwd_runs(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
+                                    const pt_tensor *dout, const pt_tensor *q, const pt_tensor *k,
+                                    const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
+                                    const pt_attention *a)
+{
+    int64_t total = (int64_t)a->batch * a->n_q;
+    for (int b = 0; b < a->batch; b++)
+        for (int t0 = 0, t1; t0 < a->n_q; t0 = t1) {
+            t1 = segment_run_end(a, b, t0);
+            int64_t r0 = (int64_t)b * a->n_q + t0, n = t1 - t0;
+            pt_tensor dqv = run_rows(dq, total, r0, n), dkv = run_rows(dk, total, r0, n);
+            pt_tensor dvv = run_rows(dv, total, r0, n), dov = run_rows(dout, total, r0, n);
+            pt_tensor qv = run_rows(q, total, r0, n), kv = run_rows(k, total, r0, n), vv = run_rows(v, total, r0, n);
+            pt_tensor ov = run_rows(out, total, r0, n), lv = run_rows(lse, total, r0, n);
+            pt_attention sub = attention_run(a, (int)n);
+            TRY(be->ops->attention_bwd(be, &dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, &lv, &sub));
+        }
+    return PT_OK;
+}
+
 pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
                                 const pt_tensor *dout, const pt_tensor *q, const pt_tensor *k,
                                 const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
@@ -431,6 +515,7 @@ pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt
     TRY(need_f32(k, "attention_bwd", "k"));
     TRY(need_f32(v, "attention_bwd", "v"));
     NEED_OP(be, attention_bwd);
+    if (attention_splits(a)) return attention_bwd_runs(be, dq, dk, dv, dout, q, k, v, out, lse, a);
     return be->ops->attention_bwd(be, dq, dk, dv, dout, q, k, v, out, lse, a);
 }
 

@@ -130,6 +130,7 @@ typedef struct {
     pt_status (*reduce_poll)(pt_backend *be);
     pt_status (*reduce_end)(pt_backend *be);
     pt_status (*copy)(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+    pt_status (*zero)(pt_backend *be, pt_tensor *t); /* every byte of t = 0 */
 } pt_backend_ops;
 
 struct pt_backend {
@@ -184,6 +185,7 @@ pt_status backend_reduce_poll(pt_backend *be);
 pt_status backend_reduce_end(pt_backend *be);
 /* dst = src (same dtype and size), device to device. */
 pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
+pt_status backend_zero(pt_backend *be, pt_tensor *t); /* t = 0 (a view zeroes only its rows) */
 /* A 1-d f32 view of count values of t starting at value offset (no copy). */
 pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);

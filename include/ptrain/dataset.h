@@ -131,16 +131,23 @@ size_t sampler_full_batches(const pt_sampler *s); /* ... in a whole epoch */
 size_t sampler_batch(const pt_sampler *s, size_t b, const size_t **idx);
 void sampler_free(pt_sampler *s);
 
-/* A micro-batch as the training step takes it: rows sequences of cols tokens (cols = the longest
- * example of the batch), right-padded with pad_id. targets[t] = labels[t+1] of the same example
- * (PT_IGNORE_INDEX at padding, at each sequence's and each packed example's last token); pos
- * restarts at 0 for every packed example; segments: the example number (1-based), 0 at padding. */
+/* A micro-batch as the training step takes it: rows sequences of cols tokens. targets[t] =
+ * labels[t+1] of the same example (PT_IGNORE_INDEX at padding, at each sequence's and each packed
+ * example's last token); pos restarts at 0 for every example; segments: the example number
+ * (1-based), 0 at padding. */
 typedef struct {
     int rows, cols;
     int32_t *ids, *labels, *targets, *pos, *segments; /* [rows*cols] each */
 } pt_batch;
 
-pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
+/* The micro-batch of examples idx[0..n) without padding: one row (rows 1) of all their tokens end
+ * to end; segments number the examples (and the packed examples inside them) 1, 2, ... in order,
+ * positions restart at 0 in each, and a target never crosses into the next segment. The step
+ * must then mask attention by segment (train.c always passes segments). */
+pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, pt_batch *out);
+/* The same examples one per row, right-padded with pad_id to the longest (segment 0, position 0,
+ * target -100 on padding): the layout padding-free collation must match (tests, benchmarks). */
+pt_status batch_collate_padded(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
 void batch_free(pt_batch *b);
 
 #endif

@@ -19,7 +19,8 @@ typedef struct {
 
 typedef struct {
     int64_t step, total;
-    double epoch, loss, lr, grad_norm, tokens_per_s;
+    double epoch, loss, lr, grad_norm, tokens_per_s; /* tokens with a target (that are learnt) */
+    double input_tokens_per_s;                       /* all tokens of the batches */
     int ranks;
     double step_s;    /* compute seconds per step of the slowest rank (over the logging window) */
     int slowest_rank;

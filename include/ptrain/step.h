@@ -22,6 +22,8 @@ typedef struct {
 typedef struct {
     bool checkpointing;    /* keep only layer inputs; recompute each layer in backward */
     int loss_chunk;        /* rows of logits alive at once (0: 256) */
+    bool full_lm_head;     /* logits on every row, labelled or not: the plain computation the
+                              default (only rows whose target counts) is tested against */
     float lora_dropout;    /* dropout on the adapters' input (PEFT's lora_dropout) */
     uint64_t dropout_seed; /* change it every micro-batch; masks are recomputed from it */
     /* Called as soon as layer `layer`'s LoRA gradients are written (last layer first), so the

@@ -93,6 +93,7 @@ static const pt_backend_ops cpu_ops = {
     .reduce_poll = cpu_reduce_poll,
     .reduce_end = cpu_reduce_end,
     .copy = cpu_copy,
+    .zero = cpu_zero,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)

@@ -94,6 +94,13 @@ pt_status cpu_reduce_end(pt_backend *be)
     return PT_OK;
 }
 
+pt_status cpu_zero(pt_backend *be, pt_tensor *t)
+{
+    (void)be;
+    if (t->nbytes) memset(t->data, 0, t->nbytes);
+    return PT_OK;
+}
+
 pt_status cpu_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
 {
     (void)be;

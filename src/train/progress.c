@@ -114,8 +114,9 @@ pt_status progress_log(progress *p, const progress_record *r)
     fflush(stdout);
     fprintf(p->metrics,
             "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.6f, \"learning_rate\": %.6g, \"grad_norm\": %.6f, "
-            "\"tokens_per_s\": %.1f, \"elapsed_s\": %.1f, \"eta_s\": %.1f",
-            (long long)r->step, r->epoch, r->loss, r->lr, r->grad_norm, r->tokens_per_s, elapsed, eta);
+            "\"tokens_per_s\": %.1f, \"input_tokens_per_s\": %.1f, \"elapsed_s\": %.1f, \"eta_s\": %.1f",
+            (long long)r->step, r->epoch, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->input_tokens_per_s,
+            elapsed, eta);
     if (r->ranks > 1)
         fprintf(p->metrics, ", \"ranks\": %d, \"step_time_s\": %.4f, \"slowest_rank\": %d, \"comm_time_s\": %.4f",
                 r->ranks, r->step_s, r->slowest_rank, r->comm_s);

@@ -263,49 +263,110 @@ static pt_status layer_bwd(const step_ctx *c, int layer, const pt_tensor *x, lay
     return backend_add(be, dout, &gt[G_DH]);
 }
 
-/* The loss head's buffers: the normed last hidden states, their rstd and gradient, and one chunk
- * of logits (and of soft-capped logits, gemma2). */
-enum { H_XF, H_RSTD, H_DXF, H_LOGITS, H_CAPPED, H_COUNT };
+/* The loss head's buffers: the normed last hidden states and their rstd; the labelled rows of
+ * them (gathered), their gradient and the gradient of all rows; one chunk of logits (and of
+ * soft-capped logits, gemma2). */
+enum { H_XF, H_RSTD, H_XL, H_DXL, H_DXF, H_LOGITS, H_CAPPED, H_COUNT };
 
-/* Cross-entropy of rows [r0, r0+rows) of the normed states xf; with dxf also their gradient. */
-static pt_status loss_chunk(const step_ctx *c, pt_tensor *h, int64_t r0, int64_t rows, float grad_scale,
-                            double *loss_sum, int64_t *n_tokens)
+/* The rows whose target counts, as runs of consecutive rows, and their targets in that order.
+ * Only these rows reach the lm_head: an unlabelled row's logits change neither the loss nor any
+ * gradient (its cross-entropy gradient is exactly zero). */
+typedef struct {
+    int64_t *start, *len; /* runs */
+    int64_t n_runs, rows; /* rows: the labelled rows in all */
+    int32_t *targets;     /* [rows] */
+} labelled_rows;
+
+static pt_status labelled_find(const int32_t *targets, int64_t n, bool all, labelled_rows *lr)
+{
+    *lr = (labelled_rows){0};
+    lr->start = malloc(sizeof(int64_t) * (size_t)(n / 2 + 1));
+    lr->len = malloc(sizeof(int64_t) * (size_t)(n / 2 + 1));
+    lr->targets = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    TRY_ALLOC(lr->start && lr->len && lr->targets ? lr->start : NULL);
+    for (int64_t r = 0; r < n; r++) {
+        if (targets[r] == PT_IGNORE_INDEX && !all) continue;
+        if (lr->n_runs == 0 || lr->start[lr->n_runs - 1] + lr->len[lr->n_runs - 1] != r)
+            lr->start[lr->n_runs] = r, lr->len[lr->n_runs++] = 0;
+        lr->len[lr->n_runs - 1]++;
+        lr->targets[lr->rows++] = targets[r];
+    }
+    return PT_OK;
+}
+
+static void labelled_free(labelled_rows *lr)
+{
+    free(lr->start), free(lr->len), free(lr->targets);
+}
+
+/* Copy the labelled rows of all into packed (gather), or packed back into them (scatter). */
+static pt_status labelled_move(pt_backend *be, const labelled_rows *lr, pt_tensor *all, pt_tensor *packed,
+                               bool gather)
+{
+    for (int64_t i = 0, at = 0; i < lr->n_runs; at += lr->len[i++]) {
+        pt_tensor a = tensor_rows(all, lr->start[i], lr->len[i]), p = tensor_rows(packed, at, lr->len[i]);
+        TRY(gather ? backend_copy(be, &p, &a) : backend_copy(be, &a, &p));
+    }
+    return PT_OK;
+}
+
+/* Cross-entropy of rows [r0, r0+rows) of the labelled states; with a gradient buffer also theirs. */
+static pt_status loss_chunk(const step_ctx *c, pt_tensor *h, const int32_t *targets, int64_t r0, int64_t rows,
+                            float grad_scale, double *loss_sum, int64_t *n_tokens)
 {
     pt_backend *be = c->m->be;
     float cap = c->m->cfg.final_softcap;
-    bool grad = h[H_DXF].data != NULL;
-    pt_tensor xv = tensor_rows(&h[H_XF], r0, rows), lv = tensor_rows(&h[H_LOGITS], 0, rows);
+    bool grad = h[H_DXL].data != NULL;
+    pt_tensor xv = tensor_rows(&h[H_XL], r0, rows), lv = tensor_rows(&h[H_LOGITS], 0, rows);
     TRY(backend_matmul(be, &lv, &xv, &c->m->output, 0.0f));
     pt_tensor zv = lv; /* the logits the loss sees */
     if (cap > 0.0f) {
         zv = tensor_rows(&h[H_CAPPED], 0, rows);
         TRY(backend_softcap(be, &zv, &lv, cap));
     }
-    TRY(backend_cross_entropy(be, grad ? &lv : NULL, loss_sum, n_tokens, &zv, c->b->targets + r0, grad_scale));
+    TRY(backend_cross_entropy(be, grad ? &lv : NULL, loss_sum, n_tokens, &zv, targets + r0, grad_scale));
     if (!grad) return PT_OK;
     if (cap > 0.0f) TRY(backend_softcap_bwd(be, &lv, &lv, &zv, cap));
-    pt_tensor dv = tensor_rows(&h[H_DXF], r0, rows);
+    pt_tensor dv = tensor_rows(&h[H_DXL], r0, rows);
     return backend_matmul_bwd_input(be, &dv, &lv, &c->m->output, 0.0f);
 }
 
-/* Final norm, lm_head (and soft-cap) and cross-entropy, `chunk` rows of logits at a time. With dh,
- * also the gradient of the loss with respect to the last layer's output. */
-static pt_status loss_head(const step_ctx *c, const pt_tensor *h, pt_tensor *dh, float grad_scale, int chunk,
+/* The chunks of the labelled rows, then their gradient scattered back (zero elsewhere). */
+static pt_status loss_rows(const step_ctx *c, pt_tensor *hb, const labelled_rows *lr, int chunk, float grad_scale,
                            double *loss_sum, int64_t *n_tokens)
 {
     pt_backend *be = c->m->be;
+    bool grad = hb[H_DXF].data != NULL;
+    TRY(labelled_move(be, lr, &hb[H_XF], &hb[H_XL], true));
+    for (int64_t r0 = 0; r0 < lr->rows; r0 += chunk)
+        TRY(loss_chunk(c, hb, lr->targets, r0, lr->rows - r0 < chunk ? lr->rows - r0 : chunk, grad_scale, loss_sum,
+                       n_tokens));
+    if (!grad) return PT_OK;
+    TRY(backend_zero(be, &hb[H_DXF]));
+    return labelled_move(be, lr, &hb[H_DXF], &hb[H_DXL], false);
+}
+
+/* Final norm, lm_head (and soft-cap) and cross-entropy on the labelled rows, `chunk` rows of
+ * logits at a time. With dh, also the gradient of the loss with respect to the last layer's
+ * output. */
+static pt_status loss_head(const step_ctx *c, const pt_tensor *h, pt_tensor *dh, float grad_scale, int chunk,
+                           bool all_rows, double *loss_sum, int64_t *n_tokens)
+{
+    pt_backend *be = c->m->be;
     const pt_model_config *g = &c->m->cfg;
+    labelled_rows lr;
+    pt_status st = labelled_find(c->b->targets, c->n, all_rows, &lr);
+    int64_t nl = lr.rows > 0 ? lr.rows : 1, ch = chunk < nl ? chunk : nl;
     pt_tensor hb[H_COUNT] = {{0}};
-    int64_t rows[H_COUNT] = {c->n, c->n, dh ? c->n : 0, chunk, g->final_softcap > 0.0f ? chunk : 0};
-    int64_t cols[H_COUNT] = {g->dim, 1, g->dim, g->vocab, g->vocab};
-    pt_status st = PT_OK;
+    int64_t rows[H_COUNT] = {c->n, c->n, nl, dh ? nl : 0, dh ? c->n : 0, ch, g->final_softcap > 0.0f ? ch : 0};
+    int64_t cols[H_COUNT] = {g->dim, 1, g->dim, g->dim, g->dim, g->vocab, g->vocab};
     for (int i = 0; i < H_COUNT && st == PT_OK; i++)
         if (rows[i]) st = make(be, &hb[i], rows[i], cols[i]);
     if (st == PT_OK) st = backend_rmsnorm(be, &hb[H_XF], &hb[H_RSTD], h, &c->m->out_norm, g->norm_eps);
-    for (int64_t r0 = 0; r0 < c->n && st == PT_OK; r0 += chunk)
-        st = loss_chunk(c, hb, r0, c->n - r0 < chunk ? c->n - r0 : chunk, grad_scale, loss_sum, n_tokens);
+    if (st == PT_OK) st = loss_rows(c, hb, &lr, chunk, grad_scale, loss_sum, n_tokens);
     if (st == PT_OK && dh) st = backend_rmsnorm_bwd(be, dh, NULL, &hb[H_DXF], h, &c->m->out_norm, &hb[H_RSTD]);
     for (int i = 0; i < H_COUNT; i++) backend_release(be, &hb[i]);
+    labelled_free(&lr);
     return st;
 }
 
@@ -384,7 +445,7 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
     if (st == PT_OK) st = forward_all(&c, o->checkpointing, &s);
     if (st == PT_OK) st = make(m->be, &d, c.n, m->cfg.dim);
     if (st == PT_OK) st = loss_head(&c, &s.x[m->cfg.n_layers], &d, grad_scale, o->loss_chunk > 0 ? o->loss_chunk : 256,
-                                    loss_sum, n_tokens);
+                                    o->full_lm_head, loss_sum, n_tokens);
     if (st == PT_OK) st = backward_all(&c, o, &s, &d);
     backend_release(m->be, &c.scratch);
     backend_release(m->be, &d);
@@ -397,7 +458,7 @@ pt_status step_loss(pt_model *m, pt_lora *l, const train_batch *b, double *loss_
     step_ctx c = ctx_make(m, l, b);
     fwd_state s = {0};
     pt_status st = forward_all(&c, true, &s);
-    if (st == PT_OK) st = loss_head(&c, &s.x[m->cfg.n_layers], NULL, 0.0f, 256, loss_sum, n_tokens);
+    if (st == PT_OK) st = loss_head(&c, &s.x[m->cfg.n_layers], NULL, 0.0f, 256, false, loss_sum, n_tokens);
     state_free(&c, &s);
     return st;
 }

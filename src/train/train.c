@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/blas_kernel.h"
 #include "ptrain/dataset.h"
 #include "ptrain/gradsync.h"
 #include "ptrain/log.h"
@@ -61,13 +62,12 @@ static pt_status next_batch(trainer *t, pt_batch *b)
     }
     const size_t *idx;
     size_t n = sampler_batch(&t->sampler, t->next_batch++, &idx);
-    int32_t pad = tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0;
-    return batch_collate(&t->train, idx, n, pad, b);
+    return batch_collate(&t->train, idx, n, b);
 }
 
-static train_batch view_of(const pt_batch *b, bool packed)
+static train_batch view_of(const pt_batch *b)
 {
-    train_batch v = {b->rows, b->cols, b->ids, b->targets, b->pos, packed ? b->segments : NULL};
+    train_batch v = {b->rows, b->cols, b->ids, b->targets, b->pos, b->segments};
     return v;
 }
 
@@ -79,7 +79,7 @@ static int64_t count_targets(const pt_batch *b)
 }
 
 typedef struct {
-    double loss_sum, tokens, grad_norm, lr;
+    double loss_sum, tokens, inputs, grad_norm, lr; /* tokens: with a target; inputs: all */
     double compute_s, comm_s; /* this rank's seconds computing and in communication */
     bool stop;                /* a rank received SIGUSR1, SIGTERM or SIGINT before the step ended */
 } step_result;
@@ -113,7 +113,7 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
                        .lora_dropout = (float)t->cfg->lora_dropout,
                        .layer_done = on_layer_done, .layer_done_arg = t};
     for (long i = 0; i < accum; i++) {
-        train_batch v = view_of(&mb[i], t->train.packed);
+        train_batch v = view_of(&mb[i]);
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         gradsync_begin_micro(&t->sync, i);
@@ -130,12 +130,13 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     pt_batch *mb = calloc((size_t)accum, sizeof *mb);
     TRY_ALLOC(mb);
     pt_status st = PT_OK;
-    double tokens = 0, loss_sum = 0;
+    double counts[2] = {0, 0}, loss_sum = 0; /* target tokens, input tokens */
     for (long i = 0; i < accum && st == PT_OK; i++) {
         st = next_batch(t, &mb[i]);
-        if (st == PT_OK) tokens += (double)count_targets(&mb[i]);
+        if (st == PT_OK) counts[0] += (double)count_targets(&mb[i]), counts[1] += (double)mb[i].rows * mb[i].cols;
     }
-    if (st == PT_OK) st = timed_sum(t, &tokens, 1, &comm);
+    if (st == PT_OK) st = timed_sum(t, counts, 2, &comm);
+    double tokens = counts[0];
     if (st == PT_OK) st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
@@ -151,6 +152,7 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     if (st == PT_OK) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
     r->loss_sum = loss_sum;
     r->tokens = tokens;
+    r->inputs = counts[1];
     r->comm_s = comm;
     r->compute_s = progress_now() - t0 - comm;
     return st;
@@ -166,8 +168,8 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         size_t idx[256], k = 0;
         for (; k < bs && i + k < t->eval.n; k++) idx[k] = i + k;
         pt_batch b;
-        TRY(batch_collate(&t->eval, idx, k, tokenizer_eos(t->tok) >= 0 ? tokenizer_eos(t->tok) : 0, &b));
-        train_batch v = view_of(&b, t->eval.packed);
+        TRY(batch_collate(&t->eval, idx, k, &b));
+        train_batch v = view_of(&b);
         int64_t n = 0;
         pt_status st = step_loss(&t->m, &t->l, &v, &sums[0], &n);
         sums[1] += (double)n;
@@ -201,6 +203,12 @@ static void print_summary(const trainer *t, int threads, int64_t total)
              g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
              threads, threads > 1 ? "s" : "");
+    if (t->be->device < 0 && t->d->rank == 0) {
+        char blas[512];
+        blas_kernel_describe(blas, sizeof blas);
+        log_info("blas       %s; sgemm %.0f GFLOP/s on %d thread%s\n", blas, blas_sgemm_rate(), threads,
+                 threads > 1 ? "s" : "");
+    }
     double base = (double)g->vocab * g->dim * (g->tied_embeddings ? 1 : 2);
     for (int i = 0; i < g->n_layers; i++)
         for (int w = 0; w < W_COUNT; w++)
@@ -209,7 +217,7 @@ static void print_summary(const trainer *t, int threads, int64_t total)
              t->l.alpha, (long long)lora_param_count(&t->l), 100.0 * (double)lora_param_count(&t->l) / base,
              base / 1e6);
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
-             dataset_tokens(&t->train), t->train.packed ? " (packed)" : "");
+             dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
              c->per_device_train_batch_size, c->gradient_accumulation_steps, t->d->world, t->d->world > 1 ? "s" : "",
              eff, (long long)total);
@@ -261,7 +269,7 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
     progress_record rec = {step, t->total,
                            (double)t->epoch + (double)sampler_seen(&t->sampler, t->next_batch) / (double)t->train.n,
                            w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
-                           t->d->world, slowest / steps, who, comm / t->d->world / steps};
+                           w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps};
     *w = (log_window){.start = now};
     return progress_log(&t->p, &rec);
 }
@@ -358,7 +366,7 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         test_hooks(t, step);
         long epochs_before = epochs_done(t);
         TRY(optimizer_step_run(t, step, &r));
-        t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
+        t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs, t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
         t->w.steps++;
         t->last_loss = r.loss_sum / fmax(r.tokens, 1), t->last_lr = r.lr;
         *last_step = step + 1;

@@ -17,7 +17,7 @@
 
 /* The logging window in progress: sums since the last logged step. */
 typedef struct {
-    double loss, tokens, compute_s, comm_s, start;
+    double loss, tokens, inputs, compute_s, comm_s, start; /* tokens: with a target; inputs: all */
     int64_t steps;
 } log_window;
 

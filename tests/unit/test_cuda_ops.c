@@ -870,6 +870,18 @@ static void test_copy_and_sums(void **state)
     }
     BOTH(ok, "copy", "row views", backend_copy(B(side), &views[side][1], &views[side][0]));
     if (ok) check_bytes("copy", "row views", &big);
+    /* zero rows 25..34 of big: half of them copied, half NaN before; the rest keeps its bytes */
+    for (int side = 0; side < 2; side++) views[side][0] = tensor_rows(S(&big, side), 25, 10);
+    BOTH(ok, "zero", "row view", backend_zero(B(side), &views[side][0]));
+    if (ok) check_bytes("zero", "row view", &big);
+    float *ref = fetch(ref_be, &big.ref);
+    int64_t wrong = -1;
+    for (int64_t i = 0; i < 77 * 100 && wrong < 0; i++) {
+        bool zeroed = i >= 25 * 100 && i < 35 * 100, copied = i >= 35 * 100 && i < 50 * 100;
+        if (zeroed ? ref[i] != 0.0f : copied ? isnan(ref[i]) : !isnan(ref[i])) wrong = i;
+    }
+    report(wrong < 0, "zero", "cpu rows 25..34 only", "first wrong value at %lld", (long long)wrong);
+    free(ref);
     void *qh = weight_host(PT_Q4_K, 4, 512);
     twin qsrc = twin_bytes(PT_Q4_K, 4, 512, qh), qdst = twin_bytes(PT_Q4_K, 4, 512, qh);
     free(qh);

@@ -729,7 +729,8 @@ static void test_collate(void **state)
     make_ds(&plain, lens, 3, 8);
     size_t idx[] = {1, 0};
     pt_batch b;
-    assert_int_equal(batch_collate(&plain, idx, 2, 99, &b), PT_OK);
+    /* padded: one row per example */
+    assert_int_equal(batch_collate_padded(&plain, idx, 2, 99, &b), PT_OK);
     assert_int_equal(b.rows, 2);
     assert_int_equal(b.cols, 3);
     const int32_t ids[] = {2000, 2001, 99, 1000, 1001, 1002};
@@ -740,13 +741,28 @@ static void test_collate(void **state)
     assert_memory_equal(b.pos, pos, sizeof pos);
     assert_memory_equal(b.segments, seg, sizeof seg);
     batch_free(&b);
+    /* padding-free: the same examples end to end in one row, no pad, segments 1 and 2 */
+    assert_int_equal(batch_collate(&plain, idx, 2, &b), PT_OK);
+    assert_int_equal(b.rows, 1);
+    assert_int_equal(b.cols, 5);
+    const int32_t fids[] = {2000, 2001, 1000, 1001, 1002}, ftargets[] = {2001, -100, 1001, 1002, -100};
+    const int32_t fpos[] = {0, 1, 0, 1, 2}, fseg[] = {1, 1, 2, 2, 2};
+    assert_memory_equal(b.ids, fids, sizeof fids);
+    assert_memory_equal(b.targets, ftargets, sizeof ftargets);
+    assert_memory_equal(b.pos, fpos, sizeof fpos);
+    assert_memory_equal(b.segments, fseg, sizeof fseg);
+    batch_free(&b);
+    /* a packed sequence keeps its segments; with a plain example after it they are renumbered */
     size_t one = 0;
-    assert_int_equal(batch_collate(&ds, &one, 1, 0, &b), PT_OK);
+    assert_int_equal(batch_collate(&ds, &one, 1, &b), PT_OK);
     assert_int_equal(b.cols, 7);
     const int32_t ptargets[] = {1001, 1002, -100, 2001, -100, 3001, -100};
     const int32_t ppos[] = {0, 1, 2, 0, 1, 0, 1}, pseg[] = {1, 1, 1, 2, 2, 3, 3};
     assert_memory_equal(b.targets, ptargets, sizeof ptargets);
     assert_memory_equal(b.pos, ppos, sizeof ppos);
+    assert_memory_equal(b.segments, pseg, sizeof pseg);
+    batch_free(&b);
+    assert_int_equal(batch_collate_padded(&ds, &one, 1, 0, &b), PT_OK);
     assert_memory_equal(b.segments, pseg, sizeof pseg);
     batch_free(&b);
     dataset_free(&ds), dataset_free(&plain);
