@@ -144,7 +144,13 @@ stage_ops() {
 # test_cuda_model, then tests/gpu/train_parity.sh (30 steps, cuda against cpu, loss curves)
 stage_model() {
     [ -n "$PT" ] || { result model SKIP "no ptrain"; return; }
-    local ok=yes nums parity rc
+    local ok=yes nums parity rc i
+    # test_smollm2 wants the random SmolLM2-shaped model that setup is writing: up to 60 s for it
+    for i in $(seq 60); do
+        [ -f "$work/bench/smollm2-135m/config.json" ] || [ "$DEV" = cpu ] || [ -z "$models_pid" ] ||
+            ! kill -0 "$models_pid" 2>/dev/null && break
+        sleep 1
+    done
     cmocka_run test_cuda_model 90 300
     nums=$cm_nums
     case $cm_rc in 0 | skip) ;; *) ok=no ;; esac
@@ -246,7 +252,11 @@ sanitize() { # NAME TOOL CAP KEEP CMD...: one compute-sanitizer run; appends to 
         "$@" >"$work/san.log" 2>&1
     rc=$?
     cat "$work/san.log"
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with "RACECHECK SUMMARY: N hazards
+    # displayed (E errors, W warnings)": count the errors of either
     errors=$(grep -o 'ERROR SUMMARY: [0-9]*' "$work/san.log" | tail -n 1 | grep -o '[0-9]*$')
+    [ -n "$errors" ] || errors=$(grep -o 'RACECHECK SUMMARY: .*(\([0-9]*\) errors' "$work/san.log" | tail -n 1 |
+        sed 's/.*(\([0-9]*\) errors/\1/')
     san="$san $name: ${errors:-?} errors (exit $rc);"
     [ "$rc" = 0 ] && [ "${errors:-1}" = 0 ] || san_ok=no
 }
