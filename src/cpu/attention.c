@@ -1,10 +1,11 @@
-/* attention.c — causal grouped-query attention on the CPU. Per (sequence, head): scores = q kᵀ
- * with sgemm, scaled (and soft-capped, Gemma 2), the causal, sliding-window and packing mask,
- * softmax in fp32 with the max subtracted, then out = p v with sgemm. The log-sum-exp of each row
- * is kept for the backward pass. */
+/* attention.c — causal grouped-query attention on the CPU. Per (sequence, head, block of 64 query
+ * rows): scores = q kᵀ over the keys the block may see, with sgemm, scaled (and soft-capped,
+ * Gemma 2), the causal, sliding-window and packing mask, softmax in fp32 with the max subtracted,
+ * then out = p v with sgemm. The log-sum-exp of each row is kept for the backward pass. */
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -21,57 +22,76 @@ float cpu_attention_score(const pt_attention *a, float qk, float *dscore)
     return a->softcap * t;
 }
 
-/* Softmax in place of the scores of the query at position pos over the keys it may see (the
- * others become 0); returns its log-sum-exp. */
-static float softmax_row(float *row, const pt_attention *a, int pos, const int32_t *seg)
+enum { Q_BLOCK = 64 }; /* query rows per block */
+
+/* Softmax in place of the raw products of the query at position pos against the nk keys from lo
+ * (row[jj] is key lo + jj); keys it may not see (causal, window, another packed example) become 0.
+ * Returns its log-sum-exp. */
+static float softmax_row(float *row, const pt_attention *a, int pos, int lo, int nk, const int32_t *seg)
 {
-    int lo = cpu_attention_first_key(a, pos), hi = pos + 1;
+    int first = cpu_attention_first_key(a, pos);
     int32_t my_seg = seg ? seg[pos] : 0;
     float max = -FLT_MAX;
-    for (int j = lo; j < hi; j++) {
-        if (seg && seg[j] != my_seg) continue;
-        row[j] = cpu_attention_score(a, row[j], NULL);
-        if (row[j] > max) max = row[j];
+    for (int jj = 0; jj < nk; jj++) {
+        int j = lo + jj;
+        if (j < first || j > pos || (seg && seg[j] != my_seg)) continue;
+        row[jj] = cpu_attention_score(a, row[jj], NULL);
+        if (row[jj] > max) max = row[jj];
     }
     double sum = 0;
-    for (int j = 0; j < a->n_kv; j++) {
-        if (j < lo || j >= hi || (seg && seg[j] != my_seg)) {
-            row[j] = 0;
+    for (int jj = 0; jj < nk; jj++) {
+        int j = lo + jj;
+        if (j < first || j > pos || (seg && seg[j] != my_seg)) {
+            row[jj] = 0;
             continue;
         }
-        row[j] = expf(row[j] - max);
-        sum += row[j];
+        row[jj] = expf(row[jj] - max);
+        sum += row[jj];
     }
     float inv = (float)(1.0 / sum);
-    for (int j = lo; j < hi; j++) row[j] *= inv;
+    for (int jj = 0; jj < nk; jj++) row[jj] *= inv;
     return max + (float)log(sum);
 }
 
+/* Query rows [t0, t0+rows) of head h of sequence b: only the keys the block may see (from the
+ * first its first row may see to its last row's own), so the causal triangle costs about half
+ * the square. scores is rows x (those keys) scratch. */
+static void fwd_block(pt_tensor *out, pt_tensor *lse, const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                      const pt_attention *a, int b, int h, int t0, int rows, float *scores)
+{
+    int qw = a->n_heads * a->head_dim, kw = a->n_kv_heads * a->head_dim, group = a->n_heads / a->n_kv_heads;
+    int lo = cpu_attention_first_key(a, a->q_pos0 + t0), nk = a->q_pos0 + t0 + rows - lo;
+    size_t qoff = ((size_t)b * a->n_q + t0) * qw + (size_t)h * a->head_dim;
+    size_t koff = ((size_t)b * a->n_kv + lo) * kw + (size_t)(h / group) * a->head_dim;
+    const int32_t *seg = a->segments ? a->segments + (size_t)b * a->n_kv : NULL;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, a->head_dim, 1.0f, (const float *)q->data + qoff,
+                qw, (const float *)k->data + koff, kw, 0.0f, scores, nk);
+    for (int r = 0; r < rows; r++) {
+        float l = softmax_row(scores + (size_t)r * nk, a, a->q_pos0 + t0 + r, lo, nk, seg);
+        if (lse) ((float *)lse->data)[((size_t)b * a->n_q + t0 + r) * a->n_heads + h] = l;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a->head_dim, nk, 1.0f, scores, nk,
+                (const float *)v->data + koff, kw, 0.0f, (float *)out->data + qoff, qw);
+}
+
+/* The (sequence, head, query block) tasks run in parallel, each with single-threaded sgemm (OpenBLAS
+ * runs one thread inside an OpenMP region): every output element is computed by the same code
+ * whatever the thread count, so results do not depend on it. */
 pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a)
 {
     (void)be;
-    int qw = a->n_heads * a->head_dim, kw = a->n_kv_heads * a->head_dim, group = a->n_heads / a->n_kv_heads;
-    float *scores = malloc(sizeof(float) * (size_t)a->n_q * (size_t)a->n_kv);
+    int blocks = (a->n_q + Q_BLOCK - 1) / Q_BLOCK, per_seq = a->n_heads * blocks;
+    int threads = omp_get_max_threads();
+    size_t scratch = (size_t)(a->n_q < Q_BLOCK ? a->n_q : Q_BLOCK) * (size_t)a->n_kv;
+    float *scores = malloc(sizeof(float) * scratch * (size_t)threads);
     TRY_ALLOC(scores);
-    for (int b = 0; b < a->batch; b++) {
-        const int32_t *seg = a->segments ? a->segments + (size_t)b * a->n_kv : NULL;
-        for (int h = 0; h < a->n_heads; h++) {
-            const float *qh = (const float *)q->data + (size_t)b * a->n_q * qw + (size_t)h * a->head_dim;
-            size_t koff = (size_t)b * a->n_kv * kw + (size_t)(h / group) * a->head_dim;
-            const float *kh = (const float *)k->data + koff, *vh = (const float *)v->data + koff;
-            float *oh = (float *)out->data + (size_t)b * a->n_q * qw + (size_t)h * a->head_dim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, a->n_kv, a->head_dim, 1.0f, qh, qw,
-                        kh, kw, 0.0f, scores, a->n_kv);
-#pragma omp parallel for schedule(static)
-            for (int t = 0; t < a->n_q; t++) {
-                int pos = a->q_pos0 + t;
-                float l = softmax_row(scores + (size_t)t * a->n_kv, a, pos, seg);
-                if (lse) ((float *)lse->data)[((size_t)b * a->n_q + t) * a->n_heads + h] = l;
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n_q, a->head_dim, a->n_kv, 1.0f, scores,
-                        a->n_kv, vh, kw, 0.0f, oh, qw);
-        }
+    long tasks = (long)a->batch * per_seq;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (long i = 0; i < tasks; i++) {
+        int b = (int)(i / per_seq), h = (int)(i % per_seq) / blocks, t0 = (int)(i % blocks) * Q_BLOCK;
+        int rows = a->n_q - t0 < Q_BLOCK ? a->n_q - t0 : Q_BLOCK;
+        fwd_block(out, lse, q, k, v, a, b, h, t0, rows, scores + scratch * (size_t)omp_get_thread_num());
     }
     free(scores);
     return PT_OK;

@@ -6,6 +6,7 @@
 #endif
 #include <cblas.h>
 #include <omp.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +111,8 @@ pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
     /* Keep freed activation buffers in the heap: training allocates the same large buffers every
      * micro-batch, and glibc would otherwise return them to the kernel and fault fresh zeroed
      * pages in again each time. */
-    mallopt(M_MMAP_THRESHOLD, 64 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest on 64-bit (a larger value is refused) */
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     if (opts->threads > 0) {
         omp_set_num_threads(opts->threads);
         openblas_set_num_threads(opts->threads);

@@ -8,7 +8,7 @@
 
 /* one build for every x86-64, with AVX2/AVX-512 versions chosen at load time */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PT_CLONES
 #endif

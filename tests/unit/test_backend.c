@@ -137,6 +137,45 @@ static void test_block_roundtrip(void **state)
     free(x);
 }
 
+/* The CPU backend's own dequantization loops (vectorized, src/cpu/dequant.c) give quant.c's values
+ * bit for bit: rows read through an embedding lookup against quant_dequantize_row, on random
+ * blocks (every nibble and byte value, scales and minimums of both signs). */
+static void test_dequant_fast_paths(void **state)
+{
+    (void)state;
+    const pt_dtype types[] = {PT_Q8_0, PT_Q4_0, PT_Q4_1};
+    const int64_t rows = 9, cols = 160;
+    pt_backend *be = open_cpu();
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        size_t row_bytes = dtype_size_bytes(types[t], cols), block = dtype_size_bytes(types[t], 32);
+        unsigned char *raw = malloc(row_bytes * rows);
+        assert_non_null(raw);
+        srand(11 + (unsigned)t);
+        for (size_t i = 0; i < row_bytes * rows; i++) raw[i] = (unsigned char)(rand() & 0xff);
+        for (size_t b = 0; b < row_bytes * rows / block; b++) { /* finite f16 scales: exponent < 31 */
+            raw[b * block + 1] &= 0xbb;
+            if (types[t] == PT_Q4_1) raw[b * block + 3] &= 0xbb;
+        }
+        int64_t shape[2] = {rows, cols}, oshape[2] = {4, cols};
+        pt_tensor table = tensor_make(types[t], 2, shape), out = tensor_make(PT_F32, 2, oshape);
+        assert_int_equal(backend_alloc(be, &table), PT_OK);
+        assert_int_equal(backend_alloc(be, &out), PT_OK);
+        assert_int_equal(backend_upload(be, &table, raw, table.nbytes), PT_OK);
+        const int32_t ids[4] = {8, 0, 3, 3};
+        assert_int_equal(backend_embed(be, &out, &table, ids), PT_OK);
+        float got[4 * 160], want[160];
+        assert_int_equal(backend_download(be, &out, got, sizeof got), PT_OK);
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(quant_dequantize_row(types[t], raw + (size_t)ids[i] * row_bytes, want, cols), PT_OK);
+            assert_memory_equal(got + i * cols, want, sizeof want);
+        }
+        backend_release(be, &table);
+        backend_release(be, &out);
+        free(raw);
+    }
+    backend_close(be);
+}
+
 /* y = x @ W^T in float64 from the weights as the backend sees them (dequantized). */
 static void reference_matmul(const float *x, const float *w, double *y, int m, int n, int k)
 {
@@ -358,7 +397,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_sizes),        cmocka_unit_test(test_half_conversions),
-        cmocka_unit_test(test_block_roundtrip),    cmocka_unit_test(test_matmul_f32),
+        cmocka_unit_test(test_block_roundtrip),    cmocka_unit_test(test_dequant_fast_paths),    cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_f16),         cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_matmul_q8_0),        cmocka_unit_test(test_matmul_q4_0),
         cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight),
