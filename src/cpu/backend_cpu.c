@@ -6,10 +6,10 @@
 #endif
 #include <cblas.h>
 #include <omp.h>
-#include <limits.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu.h"
 
@@ -21,14 +21,24 @@ static void cpu_close(pt_backend *be)
     free(be);
 }
 
+enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 8 << 20 };
+
 static pt_status cpu_alloc(pt_backend *be, pt_tensor *t)
 {
     (void)be;
     t->data = NULL;
     if (t->nbytes == 0) return PT_OK;
-    /* 64-byte alignment for vector loads; size rounded up as aligned_alloc requires */
-    t->data = aligned_alloc(64, (t->nbytes + 63) & ~(size_t)63);
+    /* 64-byte alignment for vector loads; size rounded up as aligned_alloc requires. Large
+     * tensors (activations, the weights) start on a 2 MiB boundary and ask for transparent huge
+     * pages, which most kernels give only on request (madvise mode): fewer TLB misses in the
+     * GEMMs' strided reads over gigabytes of activations. */
+    bool huge = t->nbytes >= HUGE_MIN;
+    size_t align = huge ? HUGE_PAGE : 64;
+    t->data = aligned_alloc(align, (t->nbytes + align - 1) & ~(align - 1));
     if (!t->data) return ERR(PT_ERR_NOMEM, "out of host memory allocating %zu bytes", t->nbytes);
+#ifdef MADV_HUGEPAGE
+    if (huge) madvise(t->data, (t->nbytes + align - 1) & ~(align - 1), MADV_HUGEPAGE); /* a hint: failure is fine */
+#endif
     return PT_OK;
 }
 
@@ -112,7 +122,7 @@ pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
      * micro-batch, and glibc would otherwise return them to the kernel and fault fresh zeroed
      * pages in again each time. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's largest on 64-bit (a larger value is refused) */
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    mallopt(M_TRIM_THRESHOLD, -1); /* never trim (mallopt(3)); INT_MAX did not hold once a step freed > 2 GiB */
     if (opts->threads > 0) {
         omp_set_num_threads(opts->threads);
         openblas_set_num_threads(opts->threads);
