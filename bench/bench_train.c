@@ -3,12 +3,15 @@
  * step (gradient checkpointing as given), timed over a few steps after one warm-up. Prints one
  * JSON object: tokens/s, peak RSS, and achieved GFLOP/s (6N per token: forward, input gradients,
  * recomputation; N = parameters of the projections and the lm_head).
- * Usage: bench_train MODEL.gguf [threads] [steps] [checkpointing 0/1] */
+ * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
+ * the OpenBLAS kernel in use (src/blas_kernel.c, which re-executes onto the right one first).
+ * Usage: bench_train MODEL.gguf [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "ptrain/blas_kernel.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 
@@ -32,10 +35,12 @@ static long peak_rss_kb(void)
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) return fprintf(stderr, "usage: %s MODEL.gguf [threads] [steps] [ckpt]\n", argv[0]), 2;
+    blas_kernel_setup(argv);
+    if (argc < 2) return fprintf(stderr, "usage: %s MODEL.gguf [threads] [steps] [ckpt] [batch] [seq]\n", argv[0]), 2;
     int threads = argc > 2 ? atoi(argv[2]) : 0, steps = argc > 3 ? atoi(argv[3]) : 3;
     bool ckpt = argc > 4 ? atoi(argv[4]) != 0 : true;
-    enum { B = 4, T = 512 };
+    int B = argc > 5 ? atoi(argv[5]) : 4, T = argc > 6 ? atoi(argv[6]) : 512;
+    if (B < 1 || T < 2 || steps < 1) return fprintf(stderr, "bench_train: bad batch, seq or steps\n"), 2;
     gguf_file f;
     pt_backend *be = NULL;
     pt_model m;
@@ -49,7 +54,8 @@ int main(int argc, char **argv)
         return 1;
     }
     gguf_close(&f);
-    static int32_t ids[B * T], targets[B * T], pos[B * T];
+    int32_t *ids = malloc(sizeof(int32_t) * 3 * (size_t)B * T), *targets = ids + B * T, *pos = targets + B * T;
+    if (!ids) return fprintf(stderr, "bench_train: out of memory\n"), 1;
     for (int i = 0; i < B * T; i++) {
         ids[i] = (int32_t)((i * 7919u + 13) % (unsigned)m.cfg.vocab);
         pos[i] = i % T;
@@ -76,9 +82,13 @@ int main(int argc, char **argv)
         for (int w = W_Q; w <= W_DOWN; w++)
             if (w != W_FFN_NORM) n_params += (double)tensor_numel(&m.layers[i].w[w]);
     n_params += (double)m.cfg.vocab * m.cfg.dim;
+    char kernel[512];
+    blas_kernel_describe(kernel, sizeof kernel);
     printf("{\"peer\": \"ptrain\", \"tokens_per_s\": %.1f, \"step_s\": %.3f, \"peak_rss_mb\": %.1f, "
-           "\"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s}\n",
-           tok_s, dt, peak_rss_kb() / 1024.0, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false");
+           "\"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s, \"batch\": %d, \"seq\": %d, \"blas\": \"%s\"}\n",
+           tok_s, dt, peak_rss_kb() / 1024.0, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false",
+           B, T, kernel);
+    free(ids);
     lora_free(&l);
     model_free(&m);
     backend_close(be);

@@ -2,7 +2,8 @@
 """peer_peft_train.py — the peer of bench_train.c: transformers + PEFT on CPU in fp32 (torch
 threads = the given count), the same GGUF model (dequantized to fp32 on load, as transformers
 does), LoRA r=16 alpha=32 on all seven projections, the same batch 4 x 512 of token ids, the
-same gradient checkpointing setting, forward + backward + AdamW per step. Prints one JSON object."""
+same gradient checkpointing setting, forward + backward + AdamW per step. Prints one JSON object.
+Usage: peer_peft_train.py MODEL.gguf threads [steps] [checkpointing 0/1] [batch 4] [seq 512]"""
 import json
 import os
 import resource
@@ -28,7 +29,9 @@ def main():
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     model = get_peft_model(model, cfg)
     model.train()
-    vocab, B, T = model.config.vocab_size, 4, 512
+    B = int(sys.argv[5]) if len(sys.argv) > 5 else 4
+    T = int(sys.argv[6]) if len(sys.argv) > 6 else 512
+    vocab = model.config.vocab_size
     ids = torch.tensor([[(i * 7919 + 13) % vocab for i in range(b * T, (b + 1) * T)] for b in range(B)])
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4, weight_decay=0.01)
     t0 = 0
@@ -43,7 +46,7 @@ def main():
     dt = (time.perf_counter() - t0) / steps
     print(json.dumps({"peer": "transformers+peft", "tokens_per_s": round(B * T / dt, 1), "step_s": round(dt, 3),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                      "loss": round(float(loss), 4), "checkpointing": ckpt}))
+                      "loss": round(float(loss), 4), "checkpointing": ckpt, "batch": B, "seq": T}))
 
 
 if __name__ == "__main__":
