@@ -24,12 +24,74 @@ float cpu_attention_score(const pt_attention *a, float qk, float *dscore)
 
 enum { Q_BLOCK = 64 }; /* query rows per block */
 
+/* libmvec's vector expf (within 4 ulp of expf), for the loops below marked omp simd */
+#pragma omp declare simd notinbranch
+float expf(float);
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PT_CLONES
+#endif
+
+/* row[j] = exp(row[j] - shift) over [0, n); returns their sum */
+PT_CLONES double cpu_exp_shift(float *row, int n, float shift)
+{
+    double sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < n; j++) {
+        row[j] = expf(row[j] - shift);
+        sum += row[j];
+    }
+    return sum;
+}
+
+/* The backward's elementwise pass over a row's visible keys without a soft-cap: p (raw q.k)
+ * becomes P = exp(scale p - lse), ds (dO.v) becomes scale P (ds - delta). */
+PT_CLONES void cpu_attention_grad_run(float *p, float *ds, int n, float scale, float lse, float delta)
+{
+#pragma omp simd
+    for (int j = 0; j < n; j++) {
+        float pj = expf(p[j] * scale - lse);
+        p[j] = pj;
+        ds[j] = scale * (pj * (ds[j] - delta));
+    }
+}
+
+/* Softmax over the keys [a, e) of a row (the others are zero), no packing segments: scores
+ * scaled (soft-capped), max subtracted, exponentials vectorized. */
+static float softmax_range(float *row, const pt_attention *x, int a, int e, int nk)
+{
+    for (int j = 0; j < a; j++) row[j] = 0;
+    for (int j = e; j < nk; j++) row[j] = 0;
+    float max = -FLT_MAX, *r = row + a;
+    int n = e - a;
+    if (x->softcap <= 0.0f) {
+        float scale = x->scale;
+#pragma omp simd reduction(max : max)
+        for (int j = 0; j < n; j++) {
+            r[j] *= scale;
+            max = r[j] > max ? r[j] : max;
+        }
+    } else {
+        for (int j = 0; j < n; j++) {
+            r[j] = cpu_attention_score(x, r[j], NULL);
+            if (r[j] > max) max = r[j];
+        }
+    }
+    double sum = cpu_exp_shift(r, n, max);
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) r[j] *= inv;
+    return max + (float)log(sum);
+}
+
 /* Softmax in place of the raw products of the query at position pos against the nk keys from lo
  * (row[jj] is key lo + jj); keys it may not see (causal, window, another packed example) become 0.
  * Returns its log-sum-exp. */
 static float softmax_row(float *row, const pt_attention *a, int pos, int lo, int nk, const int32_t *seg)
 {
     int first = cpu_attention_first_key(a, pos);
+    if (!seg) return softmax_range(row, a, (first > lo ? first : lo) - lo, pos + 1 - lo, nk);
     int32_t my_seg = seg ? seg[pos] : 0;
     float max = -FLT_MAX;
     for (int jj = 0; jj < nk; jj++) {

@@ -61,6 +61,8 @@ static inline int cpu_attention_first_key(const pt_attention *a, int pos)
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
 }
 float cpu_attention_score(const pt_attention *a, float qk, float *dscore);
+double cpu_exp_shift(float *row, int n, float shift);
+void cpu_attention_grad_run(float *p, float *ds, int n, float scale, float lse, float delta);
 pt_status cpu_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
                             const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *out,
                             const pt_tensor *lse, const pt_attention *a);
