@@ -21,7 +21,7 @@ static void cpu_close(pt_backend *be)
     free(be);
 }
 
-enum { HUGE_PAGE = 2 << 20, HUGE_MIN = 8 << 20 };
+enum { PAGE = 4096, HUGE_MIN = 8 << 20 };
 
 static pt_status cpu_alloc(pt_backend *be, pt_tensor *t)
 {
@@ -29,11 +29,11 @@ static pt_status cpu_alloc(pt_backend *be, pt_tensor *t)
     t->data = NULL;
     if (t->nbytes == 0) return PT_OK;
     /* 64-byte alignment for vector loads; size rounded up as aligned_alloc requires. Large
-     * tensors (activations, the weights) start on a 2 MiB boundary and ask for transparent huge
-     * pages, which most kernels give only on request (madvise mode): fewer TLB misses in the
-     * GEMMs' strided reads over gigabytes of activations. */
+     * tensors (activations, the weights) start on a page and ask for transparent huge pages (the
+     * whole 2 MiB pages inside them), which most kernels give only on request (madvise mode):
+     * fewer page faults and TLB misses over gigabytes of activations. */
     bool huge = t->nbytes >= HUGE_MIN;
-    size_t align = huge ? HUGE_PAGE : 64;
+    size_t align = huge ? PAGE : 64;
     t->data = aligned_alloc(align, (t->nbytes + align - 1) & ~(align - 1));
     if (!t->data) return ERR(PT_ERR_NOMEM, "out of host memory allocating %zu bytes", t->nbytes);
 #ifdef MADV_HUGEPAGE
