@@ -15,8 +15,9 @@ import sys
 import time
 
 import torch
-from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
+
+from peer_peft_train import lora_model
 
 
 def encode(tok, messages, max_len):
@@ -44,17 +45,9 @@ def collate(batch, pad_id):
 def main():
     path, data, threads, steps, batch, max_len, ckpt = sys.argv[1:8]
     threads, steps, batch, max_len, ckpt = int(threads), int(steps), int(batch), int(max_len), ckpt != "0"
-    torch.set_num_threads(threads)
     d, f = os.path.split(os.path.abspath(path))
     tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
-    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
-    if ckpt:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
-    cfg = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
-                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
-    model = get_peft_model(model, cfg)
-    model.train()
+    model = lora_model(path, threads, ckpt)
     examples = [encode(tok, json.loads(line)["messages"], max_len) for line in open(data) if line.strip()]
     order = list(range(len(examples)))
     random.Random(42).shuffle(order)

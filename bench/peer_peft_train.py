@@ -15,10 +15,9 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
 
-def main():
-    path, threads = sys.argv[1], int(sys.argv[2])
-    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
-    ckpt = (int(sys.argv[4]) if len(sys.argv) > 4 else 1) != 0
+def lora_model(path, threads, ckpt):
+    """The GGUF model in fp32 with LoRA r=16 alpha=32 on all seven projections, ready to train
+    (shared with peer_chat.py)."""
     torch.set_num_threads(threads)
     d, f = os.path.split(os.path.abspath(path))
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
@@ -29,6 +28,14 @@ def main():
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     model = get_peft_model(model, cfg)
     model.train()
+    return model
+
+
+def main():
+    path, threads = sys.argv[1], int(sys.argv[2])
+    steps = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    ckpt = (int(sys.argv[4]) if len(sys.argv) > 4 else 1) != 0
+    model = lora_model(path, threads, ckpt)
     B = int(sys.argv[5]) if len(sys.argv) > 5 else 4
     T = int(sys.argv[6]) if len(sys.argv) > 6 else 512
     vocab = model.config.vocab_size

@@ -28,12 +28,6 @@ enum { Q_BLOCK = 64 }; /* query rows per block */
 #pragma omp declare simd notinbranch
 float expf(float);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PT_CLONES
-#endif
-
 /* row[j] = exp(row[j] - shift) over [0, n); returns their sum */
 PT_CLONES double cpu_exp_shift(float *row, int n, float shift)
 {

@@ -56,6 +56,13 @@ pt_status cpu_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
 pt_status cpu_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
 /* Attention helpers shared by attention.c and attention_bwd.c: the first key a query at position
  * pos may see (its sliding window), and a raw product q.k turned into the score softmax takes. */
+/* one build for every x86-64: AVX-512, AVX2 and plain versions of a hot loop, chosen at load time
+ * by the processor's features */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PT_CLONES
+#endif
 static inline int cpu_attention_first_key(const pt_attention *a, int pos)
 {
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;

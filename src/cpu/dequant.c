@@ -12,12 +12,6 @@
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PT_CLONES
-#endif
-
 static float f16_at(const uint8_t *p) { return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
 PT_CLONES static void row_q8_0(const uint8_t *p, float *dst, int64_t blocks)

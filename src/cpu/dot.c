@@ -6,13 +6,6 @@
 #include "cpu.h"
 #include "ptrain/quant.h"
 
-/* one build for every x86-64, with AVX2/AVX-512 versions chosen at load time */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define PT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define PT_CLONES
-#endif
-
 static float f16(const uint8_t *p) { return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 
 PT_CLONES static float dot_q8_0(const uint8_t *p, const float *x, int64_t k)
