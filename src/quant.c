@@ -1,5 +1,5 @@
-/* quant.c — fp16/bf16 conversions and the GGUF block formats: Q8_0, Q4_0, Q4_1 (quantize and
- * dequantize), Q5_0, Q5_1 and the k-quants Q2_K..Q6_K (dequantize only).
+/* quant.c — fp16/bf16 conversions and the GGUF block formats: Q8_0, Q4_0, Q4_1 and the k-quants
+ * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (quantize and dequantize), Q2_K and Q3_K (dequantize only).
  * Layouts (per block of 32 values): Q8_0 = fp16 d, int8 q[32], x = d*q; Q4_0 = fp16 d, 16 bytes,
  * low nibbles are values 0..15 and high nibbles 16..31, x = d*(q-8); Q4_1 = fp16 d, fp16 m,
  * nibbles as Q4_0, x = d*q + m. The Q5 and k-quant layouts are described at their functions.
@@ -298,6 +298,275 @@ static void quantize_q4(pt_dtype dtype, const float *x, uint8_t *p)
     }
 }
 
+/* Q5_0/Q5_1 levels (0..31) into the 4 bytes of qh and the 16 of nibbles at q, as dequant_q5 reads
+ * them. */
+static void pack_q5_levels(const uint8_t *L, uint8_t *q)
+{
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        q[4 + j] = (uint8_t)((L[j] & 0x0f) | ((L[j + 16] & 0x0f) << 4));
+        qh |= (uint32_t)(L[j] >> 4) << j | (uint32_t)(L[j + 16] >> 4) << (j + 16);
+    }
+    for (int i = 0; i < 4; i++) q[i] = (uint8_t)(qh >> (8 * i));
+}
+
+/* One block of 32 values into Q5_0 (d = the largest-magnitude value / -16, levels x/d + 16) or
+ * Q5_1 (d = (max - min)/31, m = min, levels (x - min)/d), rounding as ggml's quantize_row_q5_0_ref
+ * and q5_1_ref do: add 0.5 and truncate, with the fp32 (not fp16) d and min. */
+static void quantize_q5(bool has_min, const float *x, uint8_t *p)
+{
+    float lo = x[0], hi = x[0], amax = 0, signed_max = 0; /* first of equals wins, as in ggml */
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), signed_max = x[j];
+    }
+    float d = has_min ? (hi - lo) / 31.0f : signed_max / -16.0f, m = has_min ? lo : 0.0f;
+    float inv = d ? 1.0f / d : 0.0f, bias = has_min ? 0.5f : 16.5f;
+    uint8_t L[32];
+    for (int j = 0; j < 32; j++) {
+        float v = (has_min ? (x[j] - m) * inv : x[j] * inv) + bias;
+        L[j] = (uint8_t)(v <= 0 ? 0 : v >= 31 ? 31 : (int)v); /* truncated, as ggml's casts */
+    }
+    wr16(p, quant_f32_to_f16(d));
+    if (has_min) wr16(p + 2, quant_f32_to_f16(m));
+    pack_q5_levels(L, p + (has_min ? 4 : 2));
+}
+
+/* ---- k-quant quantizers, after ggml's quantize_row_q4_K_ref / q5_K_ref / q6_K_ref ---- */
+
+static int nearest_int(float v) { return (int)lrintf(v); } /* round half to even, as ggml */
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* L[i] = round(iscale * (x[i] - min)), clamped to 0..nmax. */
+static void affine_levels(int n, int nmax, const float *x, float iscale, float min, uint8_t *L)
+{
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)clampi(nearest_int(iscale * (x[i] - min)), 0, nmax);
+}
+
+/* Weighted squared error of x against scale*L + min. */
+static float affine_error(int n, const float *x, const float *w, const uint8_t *L, float scale, float min)
+{
+    float err = 0;
+    for (int i = 0; i < n; i++) {
+        float diff = scale * (float)L[i] + min - x[i];
+        err += w[i] * (diff * diff);
+    }
+    return err;
+}
+
+/* Weighted least-squares scale and min for x ~ scale*L + min with the levels fixed; a positive min
+ * is clamped to zero (and the scale refit alone). False when the levels are all equal. */
+static bool affine_fit(int n, const float *x, const float *w, const uint8_t *L, float *scale, float *min)
+{
+    float sw = 0, sx = 0, sl = 0, sl2 = 0, sxl = 0;
+    for (int i = 0; i < n; i++) {
+        float l = (float)L[i];
+        sw += w[i], sx += w[i] * x[i], sl += w[i] * l, sl2 += w[i] * l * l, sxl += w[i] * l * x[i];
+    }
+    float det = sw * sl2 - sl * sl;
+    if (det <= 0) return false;
+    *scale = (sw * sxl - sx * sl) / det;
+    *min = (sl2 * sx - sl * sxl) / det;
+    if (*min > 0) *min = 0, *scale = sxl / sl2;
+    return true;
+}
+
+/* make_qkx2_quants: x ~ scale*L - mn, L in 0..nmax, mn >= 0. Starts from the min/max grid, then
+ * for k = 0..nstep rounds against the inverse scale (rmin + rdelta*k + nmax) / (max - min) and the
+ * best min so far, refits scale and min to those levels by least squares and keeps whichever has
+ * the lowest weighted error (as ggml does, so the search walks on from each improvement). Returns
+ * the scale; *mn gets the (non-negative) offset. */
+static float qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin,
+                         float rdelta, int nstep)
+{
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < n; i++) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    if (lo > 0) lo = 0;
+    if (hi == lo) {
+        memset(L, 0, (size_t)n);
+        *mn = -lo;
+        return 0;
+    }
+    float iscale = (float)nmax / (hi - lo), scale = 1.0f / iscale, min = lo;
+    affine_levels(n, nmax, x, iscale, min, L);
+    float best = affine_error(n, x, w, L, scale, min);
+    uint8_t cand[32];
+    for (int k = 0; k <= nstep; k++) {
+        float s, m;
+        affine_levels(n, nmax, x, (rmin + rdelta * (float)k + (float)nmax) / (hi - min), min, cand);
+        if (!affine_fit(n, x, w, cand, &s, &m)) continue;
+        float err = affine_error(n, x, w, cand, s, m);
+        if (err < best) best = err, scale = s, min = m, memcpy(L, cand, (size_t)n);
+    }
+    *mn = -min;
+    return scale;
+}
+
+/* Q4_K/Q5_K sub-block weights: the sub-block's RMS plus |x|, so large values count more. */
+static void subblock_weights(const float *x, float *w)
+{
+    float sum2 = 0;
+    for (int i = 0; i < 32; i++) sum2 += x[i] * x[i];
+    float av = sqrtf(sum2 / 32.0f);
+    for (int i = 0; i < 32; i++) w[i] = av + fabsf(x[i]);
+}
+
+/* Inverse of scale_min_k4: store sub-block j's 6-bit scale and min into the 12 packed bytes
+ * (which start zeroed). */
+static void pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
+{
+    if (j < 4) {
+        q[j] |= (uint8_t)sc;
+        q[j + 4] |= (uint8_t)m;
+    } else {
+        q[j + 4] = (uint8_t)((sc & 0x0f) | ((m & 0x0f) << 4));
+        q[j - 4] |= (uint8_t)((sc >> 4) << 6);
+        q[j] |= (uint8_t)((m >> 4) << 6);
+    }
+}
+
+/* Quantize the 8 sub-block scales and mins to 6 bits against the super-block's fp16 d and dmin
+ * (the largest of each maps to 63) and write the 16-byte head of a Q4_K/Q5_K block. */
+static void pack_k4_head(const float *scale, const float *min, uint8_t *p)
+{
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, min[j]);
+    float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
+    for (int j = 0; j < 8; j++)
+        pack_scale_min_k4(j, clampi(nearest_int(inv_scale * scale[j]), 0, 63),
+                          clampi(nearest_int(inv_min * min[j]), 0, 63), p + 4);
+    wr16(p, quant_f32_to_f16(max_scale / 63.0f));
+    wr16(p + 2, quant_f32_to_f16(max_min / 63.0f));
+}
+
+/* Redo the levels against the scales as stored (quantized), as the decoder will see them. A
+ * sub-block whose stored scale is zero keeps its levels. */
+static void requant_k4(int nmax, const float *x, const uint8_t *p, uint8_t *L)
+{
+    float d = quant_f16_to_f32(rd16(p)), dmin = quant_f16_to_f32(rd16(p + 2));
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        scale_min_k4(j, p + 4, &sc, &m);
+        float dl = d * (float)sc, ml = dmin * (float)m;
+        if (dl == 0) continue;
+        for (int i = 0; i < 32; i++)
+            L[32 * j + i] = (uint8_t)clampi(nearest_int((x[32 * j + i] + ml) / dl), 0, nmax);
+    }
+}
+
+/* Q4_K/Q5_K levels into qs (and qh), the layout dequant_q45_k reads. */
+static void pack_q45_levels(bool five, const uint8_t *L, uint8_t *p)
+{
+    uint8_t *qh = p + 16, *qs = five ? p + 48 : p + 16;
+    for (int g = 0; g < 4; g++)
+        for (int l = 0; l < 32; l++) {
+            int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
+            qs[32 * g + l] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
+            if (five) qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+        }
+}
+
+/* One super-block of 256 values into Q4_K (Q5_K when five): search each 32-value sub-block's scale
+ * and min (make_qkx2_quants), quantize those to 6 bits, then requantize the values against them. */
+static void quantize_q45_k(bool five, const float *x, uint8_t *p)
+{
+    int nmax = five ? 31 : 15;
+    uint8_t L[256];
+    float scale[8], min[8], w[32];
+    for (int j = 0; j < 8; j++) {
+        subblock_weights(x + 32 * j, w);
+        scale[j] = qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &min[j], five ? -0.5f : -1.0f, 0.1f,
+                               five ? 15 : 20);
+    }
+    memset(p, 0, dtype_size_bytes(five ? PT_Q5_K : PT_Q4_K, 256));
+    pack_k4_head(scale, min, p);
+    requant_k4(nmax, x, p, L);
+    pack_q45_levels(five, L, p);
+}
+
+/* Signed levels round(iscale * x) clamped to -nmax..nmax-1, stored offset by nmax in L, and the
+ * sums (weighted by x^2) the least-squares scale sum(w x l) / sum(w l^2) needs. */
+static void signed_levels(int n, int nmax, const float *x, float iscale, uint8_t *L, float *sumlx,
+                          float *suml2)
+{
+    *sumlx = *suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        float w = x[i] * x[i];
+        L[i] = (uint8_t)(l + nmax);
+        *sumlx += w * x[i] * (float)l, *suml2 += w * (float)l * (float)l;
+    }
+}
+
+/* make_qx_quants with rmse_type 1: x ~ scale*(L - nmax), the value of largest magnitude mapped to
+ * -nmax. Tries the inverse scales -(nmax + 0.1k) / max for k = -9..9 and keeps the one whose
+ * least-squares scale (weights x^2) leaves the least error. Returns the scale (0 for a zero
+ * sub-block, whose levels are then 0, as ggml leaves them). */
+static float qx_quants(int n, int nmax, const float *x, uint8_t *L)
+{
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+    if (amax < 1e-15f) {
+        memset(L, 0, (size_t)n);
+        return 0;
+    }
+    float sumlx, suml2;
+    signed_levels(n, nmax, x, -(float)nmax / max, L, &sumlx, &suml2);
+    float scale = suml2 > 0 ? sumlx / suml2 : 0, best = scale * sumlx;
+    uint8_t cand[16];
+    for (int k = -9; k <= 9; k++) {
+        if (k == 0) continue;
+        signed_levels(n, nmax, x, -((float)nmax + 0.1f * (float)k) / max, cand, &sumlx, &suml2);
+        if (suml2 > 0 && sumlx * sumlx > best * suml2)
+            scale = sumlx / suml2, best = scale * sumlx, memcpy(L, cand, (size_t)n);
+    }
+    return scale;
+}
+
+/* Q6_K levels (0..63) into ql (low 4 bits) and qh (high 2 bits), the layout dequant_q6_k reads. */
+static void pack_q6_levels(const uint8_t *L, uint8_t *p)
+{
+    for (int h = 0; h < 2; h++, L += 128) {
+        uint8_t *ql = p + 64 * h, *qh = p + 128 + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            ql[l] = (uint8_t)((L[l] & 0x0f) | ((L[l + 64] & 0x0f) << 4));
+            ql[l + 32] = (uint8_t)((L[l + 32] & 0x0f) | ((L[l + 96] & 0x0f) << 4));
+            qh[l] = (uint8_t)((L[l] >> 4) | ((L[l + 32] >> 4) << 2) | ((L[l + 64] >> 4) << 4) |
+                              ((L[l + 96] >> 4) << 6));
+        }
+    }
+}
+
+/* One Q6_K super-block of 256 values: search each 16-value sub-block's scale (make_qx_quants),
+ * store them as int8 against one fp16 d (the largest magnitude maps to -128), then requantize the
+ * values against the stored scales. */
+static void quantize_q6_k(const float *x, uint8_t *p)
+{
+    uint8_t L[256];
+    float scale[16], max_scale = 0, amax = 0;
+    for (int j = 0; j < 16; j++) {
+        scale[j] = qx_quants(16, 32, x + 16 * j, L + 16 * j);
+        if (fabsf(scale[j]) > amax) amax = fabsf(scale[j]), max_scale = scale[j];
+    }
+    memset(p, 0, 210);
+    if (amax < 1e-15f) return; /* all zero: d = 0 */
+    float iscale = -128.0f / max_scale;
+    wr16(p + 208, quant_f32_to_f16(1.0f / iscale));
+    for (int j = 0; j < 16; j++)
+        p[192 + j] = (uint8_t)(int8_t)clampi(nearest_int(iscale * scale[j]), -128, 127);
+    float d = quant_f16_to_f32(rd16(p + 208));
+    for (int j = 0; j < 16; j++) {
+        float dl = d * (float)(int8_t)p[192 + j];
+        if (dl == 0) continue;
+        for (int i = 0; i < 16; i++)
+            L[16 * j + i] = (uint8_t)(clampi(nearest_int(x[16 * j + i] / dl), -32, 31) + 32);
+    }
+    pack_q6_levels(L, p);
+}
+
 pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n)
 {
     uint8_t *p = dst;
@@ -318,6 +587,21 @@ pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_
     case PT_Q4_1:
         for (int64_t b = 0; b < n / 32; b++)
             quantize_q4(dtype, src + b * 32, p + (size_t)b * dtype_size_bytes(dtype, 32));
+        return PT_OK;
+    case PT_Q5_0:
+    case PT_Q5_1:
+        for (int64_t b = 0; b < n / 32; b++)
+            quantize_q5(dtype == PT_Q5_1, src + b * 32, p + (size_t)b * dtype_size_bytes(dtype, 32));
+        return PT_OK;
+    case PT_Q4_K:
+    case PT_Q5_K: {
+        size_t step = dtype_size_bytes(dtype, 256);
+        for (int64_t b = 0; b < n / 256; b++)
+            quantize_q45_k(dtype == PT_Q5_K, src + b * 256, p + (size_t)b * step);
+        return PT_OK;
+    }
+    case PT_Q6_K:
+        for (int64_t b = 0; b < n / 256; b++) quantize_q6_k(src + b * 256, p + (size_t)b * 210);
         return PT_OK;
     default: return ERR(PT_ERR_UNSUPPORTED, "no quantizer for %s weights yet", dtype_name(dtype));
     }

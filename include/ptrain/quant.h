@@ -21,8 +21,11 @@ uint16_t quant_f32_to_bf16(float f); /* round to nearest even */
 /* Convert n values (a multiple of the dtype's block: 32, or 256 for the k-quants) starting at src
  * into dst, exactly as ggml's dequantize_row_* does. */
 pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int64_t n);
-/* Quantize n fp32 values into dtype (the reference quantizers, used to make test weights): f32,
- * f16, bf16, q8_0, q4_0 and q4_1; others fail with PT_ERR_UNSUPPORTED. */
+/* Quantize n fp32 values into dtype (n a multiple of the block, else PT_ERR_INTERNAL): f32, f16,
+ * bf16, q8_0, q4_0, q4_1 (to make test weights), the k-quants q4_k, q5_k, q6_k (for GGUF export,
+ * e.g. Q4_K_M; byte for byte what ggml's quantize_row_*_K_ref gives, with its scale/min search) and
+ * q5_0, q5_1 (byte for byte ggml's quantize_row_q5_0_ref / q5_1_ref: the fallback for rows that
+ * are not whole 256-value super-blocks); others fail with PT_ERR_UNSUPPORTED. */
 pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n);
 
 #ifdef __cplusplus

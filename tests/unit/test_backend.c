@@ -1,4 +1,5 @@
-/* test_backend.c — the backend seam: dtype helpers, the fp16/bf16/GGUF block conversions, and
+/* test_backend.c — the backend seam: dtype helpers, the fp16/bf16/GGUF block conversions (with the
+ * error of the k-quant quantizers against a plain min/max quantizer), and
  * the matmul ops (forward, input gradient, weight gradient) of the CPU backend against a
  * float64 reference, for fp32 and quantized weights. When the CUDA backend is built and a GPU is
  * visible, its matmuls are checked against the CPU backend; otherwise that test skips and says
@@ -136,6 +137,171 @@ static void test_block_roundtrip(void **state)
     assert_int_equal(quant_dequantize_row(PT_Q4_0, block, back, 31), PT_ERR_INTERNAL);
     free(x);
 }
+
+/* A standard normal value (Box-Muller over frand). */
+static float gauss(uint64_t *state)
+{
+    float u = (frand(state) + 1.0f) * 0.5f, v = (frand(state) + 1.0f) * 0.5f;
+    if (u < 1e-7f) u = 1e-7f;
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+static float to_half(float v) { return quant_f16_to_f32(quant_f32_to_f16(v)); }
+
+/* Squared error of a plain min/max quantizer in the same format, the baseline the k-quant scale
+ * search has to beat: Q4_K/Q5_K map each 32 values' [min(lo, 0), max] onto 0..nmax, Q6_K maps
+ * each 16 values' largest magnitude to -32; those sub-block scales (and mins) are then stored as
+ * the format does (6-bit, or int8 for Q6_K, against fp16 super-block scales) and the values
+ * rounded against the stored ones. */
+static double minmax_sq_err(pt_dtype dtype, const float *x, int64_t n)
+{
+    int six = dtype == PT_Q6_K, sub = six ? 16 : 32, nmax = dtype == PT_Q4_K ? 15 : 31;
+    double err = 0;
+    for (int64_t b = 0; b < n; b += 256) {
+        float sc[16], mn[16], smax = 0, mmax = 0;
+        for (int j = 0; j < 256 / sub; j++) {
+            const float *v = x + b + j * sub;
+            float lo = 0, hi = v[0], big = 0;
+            for (int i = 0; i < sub; i++) {
+                lo = fminf(lo, v[i]), hi = fmaxf(hi, v[i]);
+                if (fabsf(v[i]) > fabsf(big)) big = v[i];
+            }
+            sc[j] = six ? big / -32.0f : (hi - lo) / (float)nmax, mn[j] = six ? 0 : -lo;
+            smax = fmaxf(smax, fabsf(sc[j])), mmax = fmaxf(mmax, mn[j]);
+        }
+        float ds = to_half(smax / (six ? 127.0f : 63.0f)), dm = to_half(mmax / 63.0f);
+        for (int j = 0; j < 256 / sub; j++) {
+            float s = ds ? ds * rintf(sc[j] / ds) : 0, m = dm ? dm * rintf(mn[j] / dm) : 0;
+            for (int i = 0; i < sub; i++) {
+                float v = x[b + j * sub + i], q = s ? rintf((v + m) / s) : 0;
+                q = six ? fminf(31, fmaxf(-32, q)) : fminf((float)nmax, fmaxf(0, q));
+                err += ((double)(s * q - m) - v) * ((double)(s * q - m) - v);
+            }
+        }
+    }
+    return err;
+}
+
+/* Quantize x and read it back; returns the squared error and (via sq) the sum of x^2. */
+static double kquant_sq_err(pt_dtype dtype, const float *x, int64_t n, double *sq, float *back)
+{
+    unsigned char packed[512 * 4];
+    assert_int_equal(quant_quantize_row(dtype, x, packed, n), PT_OK);
+    assert_int_equal(quant_dequantize_row(dtype, packed, back, n), PT_OK);
+    double err = 0;
+    *sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        err += ((double)back[i] - x[i]) * ((double)back[i] - x[i]);
+        *sq += (double)x[i] * x[i];
+    }
+    return err;
+}
+
+/* One k-quant type over gaussian rows (256 and 512 values) and rows with an outlier: the error
+ * relative to the row RMS stays under the type's bound on every row, and in total under the plain
+ * min/max quantizer's (so the scale search helps). Zero rows come back exactly zero, constant rows
+ * nearly so. */
+static void check_kquant(pt_dtype dtype, double gauss_bound, double outlier_bound)
+{
+    float x[512], back[512];
+    double worst[2] = {0, 0}, total[2] = {0, 0}, sq_total[2] = {0, 0}, base[2] = {0, 0};
+    uint64_t seed = 99;
+    for (int row = 0; row < 24; row++) {
+        int64_t n = row % 2 ? 512 : 256;
+        int kind = row >= 16; /* 0: gaussian, 1: gaussian plus one outlier */
+        float sigma = 0.02f + 0.1f * (float)(row % 5);
+        for (int64_t i = 0; i < n; i++) x[i] = sigma * gauss(&seed);
+        if (kind) x[(row * 37) % n] = sigma * (row % 2 ? -25.0f : 18.0f);
+        double sq, err = kquant_sq_err(dtype, x, n, &sq, back);
+        worst[kind] = fmax(worst[kind], sqrt(err / sq));
+        total[kind] += err, sq_total[kind] += sq, base[kind] += minmax_sq_err(dtype, x, n);
+    }
+    print_message("%s: relative RMS error gaussian %.4f (worst row %.4f, min/max %.4f), with outlier %.4f "
+                  "(worst %.4f, min/max %.4f)\n",
+                  dtype_name(dtype), sqrt(total[0] / sq_total[0]), worst[0], sqrt(base[0] / sq_total[0]),
+                  sqrt(total[1] / sq_total[1]), worst[1], sqrt(base[1] / sq_total[1]));
+    assert_true(worst[0] < gauss_bound);
+    assert_true(worst[1] < outlier_bound);
+    assert_true(total[0] < base[0] && total[1] < base[1]);
+
+    const float constants[] = {0.0f, 0.37f, -1.25f};
+    for (int c = 0; c < 3; c++) {
+        for (int i = 0; i < 512; i++) x[i] = constants[c];
+        double sq, err = kquant_sq_err(dtype, x, 512, &sq, back);
+        print_message("%s: constant %g row, relative RMS error %.2g\n", dtype_name(dtype), constants[c],
+                      c ? sqrt(err / sq) : sqrt(err));
+        if (c == 0)
+            for (int i = 0; i < 512; i++) assert_true(back[i] == 0.0f);
+        else
+            assert_true(sqrt(err / sq) < 2e-3);
+    }
+    unsigned char packed[512 * 4];
+    assert_int_equal(quant_quantize_row(dtype, x, packed, 300), PT_ERR_INTERNAL); /* not whole blocks */
+}
+
+/* bounds: the worst row measured (gaussian / with outlier) plus about 7%: Q4_K 0.0765 / 0.0986,
+ * Q5_K 0.0395 / 0.0517, Q6_K 0.0187 / 0.0328 */
+static void test_kquant_q4_k(void **state) { (void)state; check_kquant(PT_Q4_K, 0.082, 0.106); }
+static void test_kquant_q5_k(void **state) { (void)state; check_kquant(PT_Q5_K, 0.042, 0.055); }
+static void test_kquant_q6_k(void **state) { (void)state; check_kquant(PT_Q6_K, 0.020, 0.035); }
+
+/* A Q5_0/Q5_1 block whose values sit exactly on levels 0..31 (x = d*(j - 16) for Q5_0, d*j + m for
+ * Q5_1, d = 0.25, m = 1) quantizes to the known bytes (fp16 d [, m], qh with bit j = fifth bit of
+ * value j, nibbles of values j and j+16 in byte j) and reads back exactly. */
+static void check_q5_known_block(pt_dtype dtype)
+{
+    int has_min = dtype == PT_Q5_1;
+    float x[32], back[32];
+    unsigned char packed[24], want[24] = {0x00, 0x34, 0x00, 0x3c}; /* fp16 0.25, 1.0 */
+    for (int j = 0; j < 32; j++) x[j] = has_min ? 0.25f * (float)j + 1.0f : 0.25f * (float)(j - 16);
+    unsigned char *q = want + (has_min ? 4 : 2);
+    q[0] = q[1] = 0x00, q[2] = q[3] = 0xff; /* values 16..31 have the fifth bit */
+    for (int j = 0; j < 16; j++) q[4 + j] = (unsigned char)(j | (j << 4));
+    assert_int_equal(quant_quantize_row(dtype, x, packed, 32), PT_OK);
+    assert_memory_equal(packed, want, has_min ? 24 : 22);
+    assert_int_equal(quant_dequantize_row(dtype, packed, back, 32), PT_OK);
+    for (int j = 0; j < 32; j++) assert_true(back[j] == x[j]);
+}
+
+/* Q5_0/Q5_1 (the fallback for rows that are not whole 256-value super-blocks) over gaussian rows
+ * of 32 to 800 values, some with an outlier: the error relative to the row RMS stays under bound on
+ * every row. Zero rows (of +0 and -0) come back exactly zero, and a bad n is rejected. */
+static void check_q5(pt_dtype dtype, double gauss_bound, double outlier_bound)
+{
+    static const int64_t lens[] = {32, 96, 288, 800};
+    float x[800], back[800];
+    unsigned char packed[800];
+    double worst[2] = {0, 0}, total[2] = {0, 0}, sq_total[2] = {0, 0};
+    uint64_t seed = 5;
+    for (int row = 0; row < 40; row++) {
+        int64_t n = lens[row % 4];
+        int kind = row >= 24; /* 0: gaussian, 1: gaussian plus one outlier */
+        float sigma = 0.01f + 0.3f * (float)(row % 7);
+        for (int64_t i = 0; i < n; i++) x[i] = sigma * gauss(&seed);
+        if (kind) x[(row * 37) % n] = sigma * (row % 2 ? -25.0f : 18.0f);
+        double sq, err = kquant_sq_err(dtype, x, n, &sq, back);
+        worst[kind] = fmax(worst[kind], sqrt(err / sq));
+        total[kind] += err, sq_total[kind] += sq;
+    }
+    print_message("%s: relative RMS error gaussian %.4f (worst row %.4f), with outlier %.4f (worst %.4f)\n",
+                  dtype_name(dtype), sqrt(total[0] / sq_total[0]), worst[0], sqrt(total[1] / sq_total[1]),
+                  worst[1]);
+    assert_true(worst[0] < gauss_bound);
+    assert_true(worst[1] < outlier_bound);
+
+    for (int i = 0; i < 800; i++) x[i] = i % 3 ? 0.0f : -0.0f;
+    assert_int_equal(quant_quantize_row(dtype, x, packed, 96), PT_OK);
+    assert_int_equal(quant_dequantize_row(dtype, packed, back, 96), PT_OK);
+    for (int i = 0; i < 96; i++) assert_true(back[i] == 0.0f);
+    assert_int_equal(quant_quantize_row(dtype, x, packed, 33), PT_ERR_INTERNAL); /* not whole blocks */
+    assert_int_equal(quant_quantize_row(dtype, x, packed, 300), PT_ERR_INTERNAL);
+    check_q5_known_block(dtype);
+}
+
+/* bounds: the worst row measured (gaussian / with outlier; the worst are 32-value rows, where one
+ * outlier sets Q5_0's whole scale) plus about 7%: Q5_0 0.0518 / 0.1111, Q5_1 0.0462 / 0.0608 */
+static void test_quant_q5_0(void **state) { (void)state; check_q5(PT_Q5_0, 0.056, 0.119); }
+static void test_quant_q5_1(void **state) { (void)state; check_q5(PT_Q5_1, 0.050, 0.065); }
 
 /* The CPU backend's own dequantization loops (vectorized, src/cpu/dequant.c) give quant.c's values
  * bit for bit: rows read through an embedding lookup against quant_dequantize_row, on random
@@ -397,7 +563,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dtype_sizes),        cmocka_unit_test(test_half_conversions),
-        cmocka_unit_test(test_block_roundtrip),    cmocka_unit_test(test_dequant_fast_paths),    cmocka_unit_test(test_matmul_f32),
+        cmocka_unit_test(test_block_roundtrip),    cmocka_unit_test(test_kquant_q4_k),
+        cmocka_unit_test(test_kquant_q5_k),        cmocka_unit_test(test_kquant_q6_k),
+        cmocka_unit_test(test_quant_q5_0),         cmocka_unit_test(test_quant_q5_1),
+        cmocka_unit_test(test_dequant_fast_paths), cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_f16),         cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_matmul_q8_0),        cmocka_unit_test(test_matmul_q4_0),
         cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight),
