@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config_internal.h"
+#include "ptrain/export.h"
 
 bool config_check_values(pt_config *cfg, strbuf *errors);
 
@@ -108,6 +109,10 @@ static void check_publishing(pt_config *cfg, strbuf *errors)
         rule_error(cfg, errors, "huggingface_save", "needs hf_model_name (e.g. \"yourname/model\")");
     if (cfg->ollama_save && missing(cfg->ollama_model))
         rule_error(cfg, errors, "ollama_save", "needs ollama_model (a name for the Ollama model)");
+    for (int i = 0; cfg->huggingface_save_gguf && i < cfg->quantization_method.n; i++)
+        if (!export_gguf_method_known(cfg->quantization_method.items[i]))
+            rule_error(cfg, errors, "quantization_method", "%s: ptrain cannot write it yet; choose from %s",
+                       cfg->quantization_method.items[i], export_gguf_method_list());
 }
 
 /* The rules within one entry (filter_data, format) are checked where it is read, in config.c,

@@ -82,6 +82,8 @@ const key_spec config_keys[] = {
      "seed of the LoRA initialisation"},
     {"use_rslora", NULL, K_BOOL, OFF(use_rslora), "false", NULL, 0, 0, 0,
      "scale alpha/sqrt(r) instead of alpha/r"},
+    {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
+     "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
 
     /* training */
     {"per_device_train_batch_size", NULL, K_INT, OFF(per_device_train_batch_size), "2", NULL, 1,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/filewrite.h"
 #include "ptrain/generate.h"
 #include "ptrain/model_io.h"
 #include "ptrain/sample.h"
@@ -25,7 +26,8 @@
 
 typedef struct {
     const char *model, *adapter, *prompt, *system, *device;
-    bool chat;
+    const char *logits_path, *ids_path; /* --logits, --ids: what exporters' tests compare */
+    bool chat, no_4bit;
     int max_new, threads;
     float temperature, top_p;
     uint64_t seed;
@@ -35,6 +37,11 @@ static const char gen_usage[] =
     "Usage: ptrain generate [--model MODEL] --prompt TEXT [--chat] [--system TEXT]\n"
     "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
     "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
+    "                       [--no-4bit] [--logits FILE] [--ids FILE]\n"
+    "--adapter: a ptrain adapter (adapter.h5 or its directory) or a PEFT adapter directory.\n"
+    "--no-4bit: keep 8/16/32-bit weights as stored (default: NF4, as training runs).\n"
+    "--logits FILE: write the prompt's logits there (float32, [prompt tokens, vocab]).\n"
+    "--ids FILE: write the prompt's token ids and the generated ones there (two lines).\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Temperature 0 is greedy.\n";
 
@@ -59,6 +66,8 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         {"temperature", required_argument, 0, 't'}, {"top-p", required_argument, 0, 'P'},
         {"seed", required_argument, 0, 's'},        {"threads", required_argument, 0, 'T'},
         {"device", required_argument, 0, 'd'},      {"help", no_argument, 0, 'h'},
+        {"no-4bit", no_argument, 0, '4'},           {"logits", required_argument, 0, 'L'},
+        {"ids", required_argument, 0, 'I'},
         {0, 0, 0, 0}};
     *o = (gen_options){.model = DEFAULT_MODEL, .device = "auto", .max_new = 256, .temperature = 0.7f,
                        .top_p = 0.9f, .seed = (uint64_t)time(NULL)};
@@ -74,6 +83,9 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         case 'c': o->chat = true; break;
         case 'S': o->system = optarg; break;
         case 'd': o->device = optarg; break;
+        case '4': o->no_4bit = true; break;
+        case 'L': o->logits_path = optarg; break;
+        case 'I': o->ids_path = optarg; break;
         case 'n': TRY(parse_number("--max-new-tokens", optarg, 1, 1 << 20, &v)); o->max_new = (int)v; break;
         case 't': TRY(parse_number("--temperature", optarg, 0, 100, &v)); o->temperature = (float)v; break;
         case 'P': TRY(parse_number("--top-p", optarg, 0.0001, 1, &v)); o->top_p = (float)v; break;
@@ -141,8 +153,37 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* --logits: the prompt's logits, every position (one more forward over the prompt). */
+static pt_status write_logits(pt_model *m, const char *path, const int32_t *ids, int n)
+{
+    pt_kv_cache kv;
+    size_t count = (size_t)n * (size_t)m->cfg.vocab;
+    float *all = malloc(sizeof(float) * count);
+    TRY_ALLOC(all);
+    pt_status st = kv_cache_init(m, n, &kv);
+    if (st == PT_OK) st = model_forward(m, &kv, ids, n, all, false);
+    if (st == PT_OK) st = fw_write_file(path, all, sizeof(float) * count);
+    if (kv.k) kv_cache_free(m, &kv);
+    free(all);
+    return st;
+}
+
+/* --ids: "prompt ids...\ngenerated ids...\n". */
+static pt_status write_ids(const char *path, const int32_t *prompt, int n, const int32_t *gen, int n_gen)
+{
+    strbuf sb = {0};
+    for (int i = 0; i < n; i++) sb_printf(&sb, "%s%d", i ? " " : "", prompt[i]);
+    sb_printf(&sb, "\n");
+    for (int i = 0; i < n_gen; i++) sb_printf(&sb, "%s%d", i ? " " : "", gen[i]);
+    sb_printf(&sb, "\n");
+    pt_status st = fw_write_file(path, sb_text(&sb), sb.len);
+    sb_free(&sb);
+    return st;
+}
+
 static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_options *o, int32_t *ids, int n)
 {
+    if (o->logits_path) TRY(write_logits(m, o->logits_path, ids, n));
     int ctx = n + o->max_new < m->cfg.ctx_len ? n + o->max_new : m->cfg.ctx_len;
     if (n >= ctx) return ERR(PT_ERR_USER, "the prompt (%d tokens) does not fit the model's context of %d", n, ctx);
     pt_kv_cache kv;
@@ -154,6 +195,8 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
     if (st == PT_OK) st = model_forward(m, &kv, ids, n, logits, true);
     double t1 = now();
     int produced = 0, n_tok = tokenizer_vocab_size(tok);
+    int32_t *gen = malloc(sizeof(int32_t) * (size_t)(o->max_new + 1));
+    if (!gen) st = ERR(PT_ERR_NOMEM, "out of memory");
     strbuf piece = {0};
     while (st == PT_OK && produced < o->max_new && kv.n_past < ctx) {
         /* rows past the tokenizer's ids are padding (Qwen2 pads its embedding): never sampled */
@@ -163,7 +206,7 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
         st = tokenizer_decode_token(tok, next, &piece);
         fwrite(sb_text(&piece), 1, piece.len, stdout);
         fflush(stdout);
-        produced++;
+        gen[produced++] = next;
         if (st == PT_OK && kv.n_past < ctx) st = model_forward(m, &kv, &next, 1, logits, true);
     }
     double t2 = now();
@@ -171,7 +214,9 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
     if (st == PT_OK)
         fprintf(stderr, "ptrain: prompt %d tokens in %.2f s (%.1f tok/s); generated %d tokens in %.2f s (%.1f tok/s)\n",
                 n, t1 - t0, n / (t1 - t0), produced, t2 - t1, produced > 0 ? produced / (t2 - t1) : 0.0);
+    if (st == PT_OK && o->ids_path) st = write_ids(o->ids_path, ids, n, gen, produced);
     sb_free(&piece);
+    free(gen);
     free(logits);
     kv_cache_free(m, &kv);
     return st;
@@ -184,7 +229,7 @@ static pt_status generate_run(const gen_options *o)
     pt_model m = {0};
     pt_backend_options bo = {.device = o->device, .threads = o->threads};
     pt_status st = backend_open(&bo, &be);
-    pt_load_options lo = {.load_in_4bit = true};
+    pt_load_options lo = {.load_in_4bit = !o->no_4bit};
     if (st == PT_OK) st = model_load(o->model, NULL, &lo, be, &m, &tok, NULL, 0);
     pt_lora adapter = {0};
     if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);

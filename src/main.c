@@ -5,6 +5,7 @@
  *   ptrain generate ...        text from a model, streamed (src/generate.c)
  *   ptrain inspect MODEL       what a model is and the memory it needs (src/inspect.c)
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
+ *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 75 checkpointed after a
  * stop signal (run me again), 130 interrupted,
@@ -20,6 +21,7 @@
 #include "ptrain/blas_kernel.h"
 #include "ptrain/config.h"
 #include "ptrain/dist.h"
+#include "ptrain/export.h"
 #include "ptrain/generate.h"
 #include "ptrain/inspect.h"
 #include "ptrain/log.h"
@@ -34,6 +36,9 @@ static const char usage_text[] =
     "       ptrain inspect MODEL [...]    architecture, sizes, tensor types, tokenizer, chat\n"
     "                                    template and memory per rank (see ptrain inspect --help)\n"
     "       ptrain inspect checkpoint-N.h5  a checkpoint's step, loss, run and model; verifies it\n"
+    "       ptrain export CONFIG | --model MODEL --adapter DIR --out DIR [...]   the adapter for\n"
+    "                                    PEFT and llama.cpp, merged models (HF, GGUF), an Ollama\n"
+    "                                    Modelfile (see ptrain export --help)\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -156,8 +161,11 @@ static pt_status run(pt_dist *d, const cli_args *args)
 int main(int argc, char **argv)
 {
     blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
-    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect"))) { /* one process, no MPI */
-        pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1) : inspect_main(argc - 1, argv + 1);
+    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export"))) {
+        /* one process, no MPI */
+        pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "export") ? export_main(argc - 1, argv + 1)
+                                                    : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;
     }

@@ -8,6 +8,7 @@
 
 typedef struct {
     const char *base_model;    /* the model file the adapter was trained on */
+    const char *base_name;     /* the model as the config names it (HF id or path); may be NULL */
     const char *chat_template; /* template name used for training, or NULL */
     double lora_dropout;
     bool use_rslora;
@@ -19,7 +20,9 @@ typedef struct {
 void adapter_tensor_name(char *out, size_t len, int layer, int w, char which);
 /* Write l into dir/adapter.h5 (dir is created if missing). */
 pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info);
-/* Read dir/adapter.h5 (or a path to the .h5 itself) onto model m; shapes must match m. */
+/* Read an adapter onto model m; shapes must match m. path is a ptrain adapter (dir/adapter.h5, or
+ * the .h5 itself) or a PEFT adapter directory (adapter_config.json + adapter_model.safetensors;
+ * peft.h); a directory holding both is read from adapter.h5. */
 pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l);
 
 #endif

@@ -78,6 +78,7 @@ typedef struct {
     bool use_gradient_checkpointing;
     long random_state;
     bool use_rslora;
+    char *lora_model_dir; /* start from this adapter (continued training) */
 
     /* training */
     long per_device_train_batch_size;

@@ -88,6 +88,10 @@ pt_attention model_layer_attention(const pt_model_config *c, int layer);
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m);
 void model_free(pt_model *m);
 /* Hyperparameters only (no weights), e.g. for `inspect` and memory estimates. */
+/* llama.cpp's name of layer l's weight in slot (blk.N.attn_q.weight), or NULL when the family has
+ * no such weight; *permute (may be NULL) gets the head count whose q/k rows llama.cpp interleaves
+ * for its rotary embedding (llama's q and k), else 0. */
+const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute);
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *cfg);
 
 pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv);

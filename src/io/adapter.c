@@ -6,6 +6,7 @@
 #include "ptrain/adapter.h"
 
 #include "h5util.h"
+#include "ptrain/peft.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -131,13 +132,21 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l)
     char file_path[4096];
     struct stat sb;
     memset(l, 0, sizeof *l);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (is_dir)
         snprintf(file_path, sizeof file_path, "%s/adapter.h5", path);
     else
         snprintf(file_path, sizeof file_path, "%s", path);
+    if (is_dir && stat(file_path, &sb) != 0 && peft_is_adapter_dir(path)) return peft_load(path, m, l);
+    const char *leaf = strrchr(file_path, '/') ? strrchr(file_path, '/') + 1 : file_path;
+    if (!strcmp(leaf, "adapter_config.json") || !strcmp(leaf, "adapter_model.safetensors")) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", (int)(leaf - file_path > 1 ? leaf - file_path - 1 : leaf - file_path), file_path);
+        return peft_load(dir[0] ? dir : ".", m, l);
+    }
     if (stat(file_path, &sb) != 0)
-        return ERR(PT_ERR_USER, "adapter %s not found: %s (give the final_model_dir of a ptrain run)", file_path,
-                   strerror(errno));
+        return ERR(PT_ERR_USER, "adapter %s not found: %s (give the final_model_dir of a ptrain run, or a PEFT "
+                   "adapter directory)", file_path, strerror(errno));
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(file_path) <= 0)
         return ERR(PT_ERR_USER, "%s is not an HDF5 file; is it a ptrain adapter?", file_path);

@@ -235,6 +235,16 @@ static void layer_parts(const pt_model_config *c, layer_part parts[W_COUNT])
     memcpy(parts, all, sizeof all);
 }
 
+const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute)
+{
+    layer_part parts[W_COUNT];
+    layer_parts(c, parts);
+    if (slot < 0 || slot >= W_COUNT || !parts[slot].suffix) return NULL;
+    snprintf(buf, len, "blk.%d.%s", l, parts[slot].suffix);
+    if (permute) *permute = parts[slot].permute;
+    return buf;
+}
+
 static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, bool nf4,
                             pt_layer_weights *w)
 {

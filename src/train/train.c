@@ -23,10 +23,12 @@
 #include "ptrain/adapter.h"
 #include "ptrain/blas_kernel.h"
 #include "ptrain/dataset.h"
+#include "ptrain/export.h"
 #include "ptrain/gradsync.h"
 #include "ptrain/log.h"
 #include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
+#include "ptrain/peft.h"
 #include "ptrain/progress.h"
 #include "ptrain/resume.h"
 #include "ptrain/schedule.h"
@@ -236,12 +238,64 @@ static void warn_settings(const trainer *t)
 static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;
-    adapter_info info = {t->model_path, dataset_template_name(t->cfg, t->tok), t->cfg->lora_dropout,
-                         t->cfg->use_rslora, t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
+    adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
+                         .chat_template = dataset_template_name(t->cfg, t->tok), .lora_dropout = t->cfg->lora_dropout,
+                         .use_rslora = t->cfg->use_rslora,
+                         .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
     TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
-    log_info("adapter    written to %s/adapter.h5 (try: ptrain generate --model %s --adapter %s --chat "
-             "--prompt \"...\")\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
+    TRY(peft_save(t->cfg->final_model_dir, &t->l, &info));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter.gguf", t->cfg->final_model_dir);
+    TRY(export_gguf_adapter(path, &t->l, &t->m.cfg, t->cfg->model_name));
+    log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
+             "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
+             "--prompt \"...\"\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
+    return export_after_training(t->cfg, &t->l, info.chat_template);
+}
+
+static void target_names(const pt_lora *l, char *out, size_t len)
+{
+    out[0] = 0;
+    for (int w = 0; w < W_COUNT; w++)
+        if (l->target[w]) snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", lora_module_name(w));
+}
+
+static pt_status copy_pairs(pt_lora *to, const pt_lora *from)
+{
+    for (lora_pair *p = lora_next(to, NULL), *q = lora_next(from, NULL); p && q;
+         p = lora_next(to, p), q = lora_next(from, q)) {
+        float *host = malloc(p->a.nbytes > p->b.nbytes ? p->a.nbytes : p->b.nbytes);
+        TRY_ALLOC(host);
+        pt_status st = backend_download(from->be, &q->a, host, q->a.nbytes);
+        if (st == PT_OK) st = backend_upload(to->be, &p->a, host, p->a.nbytes);
+        if (st == PT_OK) st = backend_download(from->be, &q->b, host, q->b.nbytes);
+        if (st == PT_OK) st = backend_upload(to->be, &p->b, host, p->b.nbytes);
+        free(host);
+        TRY(st);
+    }
     return PT_OK;
+}
+
+/* lora_model_dir: the adapters start as that adapter's (continued training); r, targets and the
+ * scale must be the config's, so the run means what its config says. */
+static pt_status load_initial_adapter(trainer *t)
+{
+    const char *dir = t->cfg->lora_model_dir;
+    if (!dir || !*dir) return PT_OK;
+    pt_lora from;
+    TRY(adapter_load(dir, &t->m, &from));
+    char have[128], want[128];
+    target_names(&from, have, sizeof have);
+    target_names(&t->l, want, sizeof want);
+    pt_status st = PT_OK;
+    if (from.r != t->l.r || strcmp(have, want) || fabsf(from.scale - t->l.scale) > 1e-6f * t->l.scale)
+        st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has r %d, scale %g and targets %s; this config has r %ld, scale "
+                 "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
+                 t->cfg->path, dir, from.r, from.scale, have, t->cfg->lora_r, t->l.scale, want);
+    if (st == PT_OK) st = copy_pairs(&t->l, &from);
+    lora_free(&from);
+    if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", dir);
+    return st;
 }
 
 /* Every rank's adapters must be the same bits; `when` says at which point (for the message). */
@@ -420,6 +474,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     pt_status st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));
     if (st == PT_OK) st = trainer_resume(&t);

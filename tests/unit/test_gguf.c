@@ -14,10 +14,15 @@
  * when it is present (else the test skips and says why). The dequantizers of Q4_0, Q4_1, Q5_0,
  * Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K are checked against tests/data/gguf/dequant_*,
  * vectors computed by the reference numpy dequantizers of the PyPI gguf package
- * (tests/data/gguf/make_vectors.py). */
+ * (tests/data/gguf/make_vectors.py). The GGUF writer (src/io/gguf_write.c) is checked by writing
+ * files (every metadata kind, copied keys, replaced keys, F32/F16/Q8_0/Q4_K tensors streamed in
+ * chunks that cross tensor boundaries, default and set alignment) and reading them back with
+ * gguf_open, and by its refusals: bad tensor declarations, too few or too many bytes (no file at
+ * the final path, no temporary file left), a missing directory, calls out of order. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +39,7 @@
 #include "ptrain/backend.h"
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
+#include "ptrain/gguf_write.h"
 #include "ptrain/quant.h"
 
 /* --- a small GGUF writer --- */
@@ -955,8 +961,9 @@ static int remove_tmpdir(void **state)
 {
     (void)state;
     char p[128];
-    static const char *const files[] = {"ok.gguf", "empty.gguf", "bad.gguf"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const files[] = {"ok.gguf", "empty.gguf", "bad.gguf", "src.gguf", "out.gguf", "aligned.gguf",
+                                        "empty_w.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
         unlink(p);
     }
@@ -1176,6 +1183,379 @@ static void test_dequant_vectors(void **state)
     }
 }
 
+/* --- the GGUF writer (src/io/gguf_write.c): written files read back through gguf_open --- */
+
+static uint32_t lcg_state = 12345;
+static uint8_t lcg_byte(void)
+{
+    lcg_state = lcg_state * 1103515245u + 12345u;
+    return (uint8_t)(lcg_state >> 16);
+}
+
+/* Temporary files (".NAME.tmp.PID") left in tmpdir. */
+static int tmp_leftovers(void)
+{
+    int n = 0;
+    DIR *d = opendir(tmpdir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] == '.' && strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+#define W_OK_(expr)                                                                                \
+    do {                                                                                           \
+        if ((expr) != PT_OK) fail_msg("%s: %s", #expr, err_message());                             \
+    } while (0)
+
+typedef struct {
+    const char *name;
+    uint32_t type;
+    int n_dims;
+    uint64_t dims[4];
+    size_t nbytes;
+} wt_spec;
+
+static const wt_spec wt_tensors[] = {
+    {"token_embd.weight", GGML_TYPE_F32, 2, {5, 3}, 60},
+    {"blk.0.attn_norm.weight", GGML_TYPE_F16, 1, {7}, 14},
+    {"blk.0.attn_q.weight", GGML_TYPE_Q8_0, 2, {64, 3}, 204},
+    {"blk.0.ffn_down.weight", GGML_TYPE_Q4_K, 3, {256, 2, 2}, 576},
+};
+#define WT_N 4
+
+/* Declare wt_tensors, begin at path, stream data (the concatenation of all tensors) in chunks of
+ * cycling sizes that cross tensor boundaries. */
+static void write_tensors(gguf_writer *w, const char *path, const uint8_t *data, size_t total)
+{
+    for (int i = 0; i < WT_N; i++) {
+        const wt_spec *t = &wt_tensors[i];
+        assert_int_equal(gguf_w_tensor_bytes(t->type, t->dims, t->n_dims), t->nbytes);
+        W_OK_(gguf_w_tensor(w, t->name, t->type, t->n_dims, t->dims));
+    }
+    W_OK_(gguf_w_begin(w, path));
+    static const size_t chunks[] = {1, 17, 100, 5, 250, 0};
+    for (size_t off = 0, k = 0; off < total; k++) {
+        size_t n = chunks[k % 6] < total - off ? chunks[k % 6] : total - off;
+        W_OK_(gguf_w_data(w, data + off, n));
+        off += n;
+    }
+}
+
+static void check_tensors(const gguf_file *f, const uint8_t *data, uint64_t align)
+{
+    assert_int_equal(f->n_tensors, WT_N);
+    assert_int_equal(f->alignment, align);
+    assert_int_equal(f->data_offset % align, 0);
+    uint64_t off = 0;
+    size_t pos = 0;
+    for (int i = 0; i < WT_N; i++) {
+        const wt_spec *w = &wt_tensors[i];
+        const gguf_tensor *t = &f->tensors[i];
+        assert_true(gguf_str_eq(t->name, w->name));
+        assert_int_equal(t->n_dims, w->n_dims);
+        for (int d = 0; d < 4; d++) assert_int_equal(t->dims[d], d < w->n_dims ? w->dims[d] : 1);
+        assert_int_equal(t->ggml_type, w->type);
+        assert_int_equal(t->offset, off); /* what llama.cpp requires: previous end, padded */
+        assert_int_equal(t->offset % align, 0);
+        assert_int_equal(t->nbytes, w->nbytes);
+        assert_memory_equal(t->data, data + pos, w->nbytes);
+        pos += w->nbytes;
+        off += (w->nbytes + align - 1) / align * align;
+    }
+    assert_int_equal(f->size, f->data_offset + off); /* the last tensor is padded too */
+}
+
+static uint8_t *random_data(size_t *total)
+{
+    *total = 0;
+    for (int i = 0; i < WT_N; i++) *total += wt_tensors[i].nbytes;
+    uint8_t *d = malloc(*total);
+    assert_non_null(d);
+    for (size_t i = 0; i < *total; i++) d[i] = lcg_byte();
+    return d;
+}
+
+static void add_metadata(gguf_writer *w, const gguf_file *src)
+{
+    static const char *const strs[] = {"alpha", "", "h\xc3\xa9llo"};
+    static const int32_t ints[] = {1, -2, INT32_MAX, INT32_MIN};
+    static const float floats[] = {0.5f, -1.5f, 1e-30f};
+    W_OK_(gguf_w_str(w, "general.architecture", "llama"));
+    W_OK_(gguf_w_u32(w, "llama.block_count", 2));
+    W_OK_(gguf_w_i32(w, "t.i32", -7));
+    W_OK_(gguf_w_f32(w, "t.f32", 0.25f));
+    W_OK_(gguf_w_bool(w, "t.bool", true));
+    W_OK_(gguf_w_u64(w, "t.u64", ((uint64_t)1 << 40) + 1));
+    W_OK_(gguf_w_str_array(w, "t.strs", strs, 3));
+    W_OK_(gguf_w_i32_array(w, "t.ints", ints, 4));
+    W_OK_(gguf_w_f32_array(w, "t.floats", floats, 3));
+    static const char *const copied[] = {"t.strings", "t.f64", "t.empty", "t.i16", "t.bools"};
+    for (int i = 0; i < 5; i++) {
+        const gguf_kv *kv = gguf_find(src, copied[i]);
+        assert_non_null(kv);
+        W_OK_(gguf_w_copy_kv(w, kv));
+    }
+    /* a second add replaces the value and keeps the place */
+    W_OK_(gguf_w_u32(w, "llama.block_count", 30));
+    W_OK_(gguf_w_str(w, "general.architecture", "qwen2-longer-name"));
+}
+
+static void check_metadata(const gguf_file *f)
+{
+    static const char *const order[] = {"general.architecture", "llama.block_count", "t.i32", "t.f32", "t.bool",
+                                        "t.u64", "t.strs", "t.ints", "t.floats", "t.strings", "t.f64", "t.empty",
+                                        "t.i16", "t.bools"};
+    assert_int_equal(f->version, 3);
+    assert_int_equal(f->n_kv, 14);
+    for (int i = 0; i < 14; i++)
+        if (!gguf_str_eq(f->kv[i].key, order[i])) fail_msg("key %d is not %s", i, order[i]);
+    gguf_str s;
+    uint32_t u32;
+    uint64_t u64;
+    int64_t i64;
+    float f32;
+    bool bo;
+    assert_int_equal(gguf_get_str(f, "general.architecture", &s), PT_OK);
+    assert_true(gguf_str_eq(s, "qwen2-longer-name"));
+    assert_int_equal(f->kv[1].type, GGUF_TYPE_U32);
+    assert_int_equal(gguf_get_u32(f, "llama.block_count", &u32), PT_OK), assert_int_equal(u32, 30);
+    assert_int_equal(f->kv[2].type, GGUF_TYPE_I32);
+    assert_int_equal(gguf_get_i64(f, "t.i32", &i64), PT_OK), assert_int_equal(i64, -7);
+    assert_int_equal(f->kv[3].type, GGUF_TYPE_F32);
+    assert_int_equal(gguf_get_f32(f, "t.f32", &f32), PT_OK), assert_true(f32 == 0.25f);
+    assert_int_equal(gguf_get_bool(f, "t.bool", &bo), PT_OK), assert_true(bo);
+    assert_int_equal(f->kv[5].type, GGUF_TYPE_U64);
+    assert_int_equal(gguf_get_u64(f, "t.u64", &u64), PT_OK), assert_true(u64 == ((uint64_t)1 << 40) + 1);
+    const gguf_kv *a;
+    assert_int_equal(gguf_get_array(f, "t.strs", GGUF_TYPE_STRING, &a), PT_OK);
+    assert_int_equal(a->count, 3);
+    assert_true(gguf_str_eq(gguf_array_str(a, 0), "alpha"));
+    assert_true(gguf_str_eq(gguf_array_str(a, 1), ""));
+    assert_true(gguf_str_eq(gguf_array_str(a, 2), "h\xc3\xa9llo"));
+    assert_int_equal(gguf_get_array(f, "t.ints", GGUF_TYPE_I32, &a), PT_OK);
+    assert_int_equal(a->elem_type, GGUF_TYPE_I32), assert_int_equal(a->count, 4);
+    assert_int_equal(gguf_array_int(a, 0), 1), assert_int_equal(gguf_array_int(a, 1), -2);
+    assert_int_equal(gguf_array_int(a, 2), INT32_MAX), assert_int_equal(gguf_array_int(a, 3), INT32_MIN);
+    assert_int_equal(gguf_get_array(f, "t.floats", GGUF_TYPE_F32, &a), PT_OK);
+    assert_int_equal(a->elem_type, GGUF_TYPE_F32), assert_int_equal(a->count, 3);
+    assert_true(gguf_array_f32(a, 0) == 0.5f && gguf_array_f32(a, 1) == -1.5f && gguf_array_f32(a, 2) == 1e-30f);
+    /* the copies, from valid_image */
+    assert_int_equal(gguf_get_array(f, "t.strings", GGUF_TYPE_STRING, &a), PT_OK);
+    assert_int_equal(a->count, 3);
+    assert_true(gguf_str_eq(gguf_array_str(a, 0), "a"));
+    assert_true(gguf_str_eq(gguf_array_str(a, 1), ""));
+    assert_true(gguf_str_eq(gguf_array_str(a, 2), "h\xc3\xa9llo"));
+    assert_int_equal(f->kv[10].type, GGUF_TYPE_F64);
+    assert_int_equal(gguf_get_f32(f, "t.f64", &f32), PT_OK), assert_true(f32 == 2.25f);
+    assert_int_equal(gguf_get_array(f, "t.empty", GGUF_TYPE_U8, &a), PT_OK);
+    assert_int_equal(a->elem_type, GGUF_TYPE_U8), assert_int_equal(a->count, 0);
+    assert_int_equal(f->kv[12].type, GGUF_TYPE_I16);
+    assert_int_equal(gguf_get_i64(f, "t.i16", &i64), PT_OK), assert_int_equal(i64, -30000);
+    assert_int_equal(gguf_get_array(f, "t.bools", GGUF_TYPE_BOOL, &a), PT_OK);
+    assert_int_equal(a->count, 2);
+    assert_int_equal(gguf_array_int(a, 0), 1), assert_int_equal(gguf_array_int(a, 1), 0);
+}
+
+static void test_write_roundtrip(void **state)
+{
+    (void)state;
+    char src_path[128], path[128];
+    wbuf b = valid_image(3);
+    snprintf(src_path, sizeof src_path, "%s/src.gguf", tmpdir);
+    write_file(src_path, b.p, b.n);
+    wfree(&b);
+    gguf_file src, f;
+    W_OK_(gguf_open(src_path, &src));
+    size_t total;
+    uint8_t *data = random_data(&total);
+
+    gguf_writer *w;
+    W_OK_(gguf_writer_new(&w));
+    add_metadata(w, &src);
+    gguf_close(&src); /* the copies do not point into it */
+    snprintf(path, sizeof path, "%s/out.gguf", tmpdir);
+    write_tensors(w, path, data, total);
+    assert_int_equal(access(path, F_OK), -1); /* not there until finished */
+    W_OK_(gguf_w_finish(w));
+    gguf_writer_free(w);
+    assert_int_equal(tmp_leftovers(), 0);
+
+    W_OK_(gguf_open(path, &f));
+    check_metadata(&f);
+    check_tensors(&f, data, 32);
+    touch_all(&f);
+    gguf_close(&f);
+    free(data);
+}
+
+static void test_write_alignment(void **state)
+{
+    (void)state;
+    char path[128];
+    size_t total;
+    uint8_t *data = random_data(&total);
+    gguf_writer *w;
+    W_OK_(gguf_writer_new(&w));
+    W_OK_(gguf_w_str(w, "general.architecture", "llama"));
+    W_OK_(gguf_w_u32(w, "general.alignment", 64));
+    snprintf(path, sizeof path, "%s/aligned.gguf", tmpdir);
+    write_tensors(w, path, data, total);
+    W_OK_(gguf_w_finish(w));
+    gguf_writer_free(w);
+    gguf_file f;
+    W_OK_(gguf_open(path, &f));
+    check_tensors(&f, data, 64);
+    gguf_close(&f);
+    free(data);
+
+    /* metadata only, no tensors */
+    W_OK_(gguf_writer_new(&w));
+    W_OK_(gguf_w_u32(w, "general.alignment", 1));
+    W_OK_(gguf_w_str(w, "general.name", "empty"));
+    snprintf(path, sizeof path, "%s/empty_w.gguf", tmpdir);
+    W_OK_(gguf_w_begin(w, path));
+    W_OK_(gguf_w_data(w, NULL, 0));
+    W_OK_(gguf_w_finish(w));
+    gguf_writer_free(w);
+    W_OK_(gguf_open(path, &f));
+    assert_int_equal(f.n_tensors, 0), assert_int_equal(f.n_kv, 2), assert_int_equal(f.alignment, 1);
+    assert_int_equal(f.size, f.data_offset);
+    gguf_close(&f);
+}
+
+#define expect_werr(expr, status, msg)                                                             \
+    do {                                                                                           \
+        assert_int_equal((expr), (status));                                                        \
+        assert_string_equal(err_message(), (msg));                                                 \
+        err_clear();                                                                               \
+    } while (0)
+
+static void test_write_declare_errors(void **state)
+{
+    (void)state;
+    gguf_writer *w;
+    W_OK_(gguf_writer_new(&w));
+    const uint64_t d256[] = {256, 2}, d100[] = {100}, d0[] = {32, 0};
+    W_OK_(gguf_w_tensor(w, "a", GGML_TYPE_Q4_K, 2, d256));
+    expect_werr(gguf_w_tensor(w, "a", GGML_TYPE_F32, 1, d100), PT_ERR_USER,
+                "gguf writer: tensor 'a' is declared twice (tensors 1 and 2)");
+    expect_werr(gguf_w_tensor(w, "b", 4, 1, d100), PT_ERR_USER, "gguf writer: tensor 'b' has unknown ggml type id 4");
+    expect_werr(gguf_w_tensor(w, "b", 99, 1, d100), PT_ERR_USER,
+                "gguf writer: tensor 'b' has unknown ggml type id 99");
+    expect_werr(gguf_w_tensor(w, "b", GGML_TYPE_Q4_K, 1, d100), PT_ERR_USER,
+                "gguf writer: tensor 'b' (q4_k) has rows of 100 values, not a multiple of the q4_k block of 256");
+    expect_werr(gguf_w_tensor(w, "b", GGML_TYPE_Q8_0, 2, d0), PT_ERR_USER,
+                "gguf writer: tensor 'b' has a dimension of size 0 (dims[1])");
+    expect_werr(gguf_w_tensor(w, "b", GGML_TYPE_F32, 0, d100), PT_ERR_USER,
+                "gguf writer: tensor 'b' has 0 dimensions; GGUF allows 1 to 4");
+    expect_werr(gguf_w_tensor(w, "b", GGML_TYPE_F32, 5, d100), PT_ERR_USER,
+                "gguf writer: tensor 'b' has 5 dimensions; GGUF allows 1 to 4");
+    expect_werr(gguf_w_tensor(w, "", GGML_TYPE_F32, 1, d100), PT_ERR_USER, "gguf writer: a tensor has an empty name");
+    char longname[80];
+    memset(longname, 'x', 64), longname[64] = 0;
+    expect_werr(gguf_w_tensor(w, longname, GGML_TYPE_F32, 1, d100), PT_ERR_USER,
+                "gguf writer: tensor name 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx' is 64 "
+                "bytes; GGUF (llama.cpp) allows at most 63");
+    longname[63] = 0;
+    W_OK_(gguf_w_tensor(w, longname, GGML_TYPE_F32, 1, d100));
+    expect_werr(gguf_w_u32(w, "general.alignment", 48), PT_ERR_USER,
+                "gguf writer: general.alignment = 48 is not a power of two between 1 and 2^30");
+    expect_werr(gguf_w_u32(w, "general.alignment", 0), PT_ERR_USER,
+                "gguf writer: general.alignment = 0 is not a power of two between 1 and 2^30");
+    expect_werr(gguf_w_u64(w, "general.alignment", 32), PT_ERR_USER,
+                "gguf writer: general.alignment must be a u32 (llama.cpp reads it as one), not u64");
+    expect_werr(gguf_w_str(w, "", "x"), PT_ERR_USER, "gguf writer: a metadata key is empty");
+    expect_werr(gguf_w_data(w, "x", 1), PT_ERR_INTERNAL, "gguf writer: gguf_w_data before gguf_w_begin");
+    expect_werr(gguf_w_finish(w), PT_ERR_INTERNAL, "gguf writer: gguf_w_finish before gguf_w_begin");
+    gguf_writer_free(w);
+
+    const uint64_t q[] = {32, 3}, bad[] = {33};
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_Q8_0, q, 2), 102);
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_MXFP4, q, 2), 51);
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_Q8_0, bad, 1), 0);
+    assert_int_equal(gguf_w_tensor_bytes(5, q, 2), 0);
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_F32, q, 0), 0);
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_F32, d0, 2), 0);
+    const uint64_t huge[] = {(uint64_t)1 << 40, (uint64_t)1 << 40};
+    assert_int_equal(gguf_w_tensor_bytes(GGML_TYPE_F32, huge, 2), 0);
+}
+
+static void test_write_stream_errors(void **state)
+{
+    (void)state;
+    char path[128], msg[512];
+    const uint64_t d8[] = {8}, d32[] = {32, 2};
+    uint8_t buf[100] = {0};
+    gguf_writer *w;
+
+    /* too few bytes: the error names the first incomplete tensor; nothing at the final path */
+    snprintf(path, sizeof path, "%s/short.gguf", tmpdir);
+    W_OK_(gguf_writer_new(&w));
+    W_OK_(gguf_w_tensor(w, "first", GGML_TYPE_F32, 1, d8));
+    W_OK_(gguf_w_tensor(w, "second", GGML_TYPE_Q8_0, 2, d32));
+    W_OK_(gguf_w_begin(w, path));
+    assert_int_equal(tmp_leftovers(), 1);
+    W_OK_(gguf_w_data(w, buf, 32 + 10));
+    W_OK_(gguf_w_data(w, buf, 5));
+    snprintf(msg, sizeof msg,
+             "%s: tensor 'second' (tensor 2 of 2) is incomplete: 15 of its 68 bytes were written; the file was not "
+             "written",
+             path);
+    expect_werr(gguf_w_finish(w), PT_ERR_USER, msg);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(tmp_leftovers(), 0); /* removed at once, not only at free */
+    snprintf(msg, sizeof msg, "%s: gguf_w_data after an earlier error; the file was not written", path);
+    expect_werr(gguf_w_data(w, buf, 1), PT_ERR_INTERNAL, msg);
+    gguf_writer_free(w);
+
+    /* too many bytes: refused before any of them is written */
+    snprintf(path, sizeof path, "%s/long.gguf", tmpdir);
+    W_OK_(gguf_writer_new(&w));
+    W_OK_(gguf_w_tensor(w, "only", GGML_TYPE_F32, 1, d8));
+    W_OK_(gguf_w_begin(w, path));
+    expect_werr(gguf_w_tensor(w, "late", GGML_TYPE_F32, 1, d8), PT_ERR_INTERNAL,
+                "gguf writer: tensor 'late' after gguf_w_begin; declare everything first");
+    expect_werr(gguf_w_u32(w, "late", 1), PT_ERR_INTERNAL,
+                "gguf writer: metadata key 'late' after gguf_w_begin; declare everything first");
+    W_OK_(gguf_w_data(w, buf, 20));
+    snprintf(msg, sizeof msg,
+             "%s: 20 bytes of tensor data at tensor 'only', but only 12 bytes remain to the end of the last "
+             "declared tensor",
+             path);
+    expect_werr(gguf_w_data(w, buf, 20), PT_ERR_USER, msg);
+    snprintf(msg, sizeof msg, "%s: gguf_w_finish after an earlier error; the file was not written", path);
+    expect_werr(gguf_w_finish(w), PT_ERR_INTERNAL, msg);
+    gguf_writer_free(w);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(tmp_leftovers(), 0);
+
+    /* past the end of a complete file */
+    W_OK_(gguf_writer_new(&w));
+    W_OK_(gguf_w_tensor(w, "only", GGML_TYPE_F32, 1, d8));
+    W_OK_(gguf_w_begin(w, path));
+    W_OK_(gguf_w_data(w, buf, 32));
+    snprintf(msg, sizeof msg, "%s: 1 more bytes of tensor data, but all 1 tensors are complete", path);
+    expect_werr(gguf_w_data(w, buf, 1), PT_ERR_USER, msg);
+    gguf_writer_free(w);
+    assert_int_equal(access(path, F_OK), -1);
+
+    /* a directory that does not exist; freeing an unfinished writer removes its temporary file */
+    snprintf(path, sizeof path, "%s/no/such/dir/x.gguf", tmpdir);
+    W_OK_(gguf_writer_new(&w));
+    snprintf(msg, sizeof msg,
+             "%s: cannot write the GGUF file: directory %s/no/such/dir: No such file or directory (create it first)",
+             path, tmpdir);
+    expect_werr(gguf_w_begin(w, path), PT_ERR_USER, msg);
+    snprintf(path, sizeof path, "%s/unfinished.gguf", tmpdir);
+    W_OK_(gguf_w_begin(w, path)); /* a begin that created nothing can be retried */
+    assert_int_equal(tmp_leftovers(), 1);
+    gguf_writer_free(w);
+    assert_int_equal(tmp_leftovers(), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    gguf_writer_free(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1197,6 +1577,10 @@ int main(void)
         cmocka_unit_test(test_open_file),
         cmocka_unit_test(test_smollm2),
         cmocka_unit_test(test_dequant_vectors),
+        cmocka_unit_test(test_write_roundtrip),
+        cmocka_unit_test(test_write_alignment),
+        cmocka_unit_test(test_write_declare_errors),
+        cmocka_unit_test(test_write_stream_errors),
     };
     return cmocka_run_group_tests(tests, setup_tmpdir, remove_tmpdir);
 }

@@ -328,7 +328,7 @@ static void test_adapter_roundtrip(void **state)
     for_each_tensor(fx, set_values, fx->final);
     char dir[] = "/tmp/ptrain-adapter-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    adapter_info info = {"tiny-mha-f32.gguf", "chatml", 0.0, false, -1};
+    adapter_info info = {.base_model = "tiny-mha-f32.gguf", .chat_template = "chatml", .best_step = -1};
     assert_int_equal(adapter_save(dir, &fx->l, &info), PT_OK);
     pt_lora back;
     assert_int_equal(adapter_load(dir, &fx->m, &back), PT_OK);

@@ -1,0 +1,70 @@
+/* export.h — what ptrain writes for other tools: the LoRA adapter as llama.cpp's GGUF adapter
+ * (adapter.gguf, for llama.cpp --lora and Ollama's ADAPTER), and merged models (base + s·B·A) as a
+ * Hugging Face directory or GGUF files, streamed tensor by tensor (docs/export.md). */
+#ifndef PTRAIN_EXPORT_H
+#define PTRAIN_EXPORT_H
+
+#include <stdbool.h>
+
+#include "ptrain/config.h"
+#include "ptrain/lora.h"
+#include "ptrain/model.h"
+
+/* llama.cpp's LoRA adapter format: general.type "adapter", adapter.type "lora",
+ * adapter.lora.alpha (= scale * r, so llama.cpp's alpha/r is ptrain's scale, rsLoRA included),
+ * blk.N.<tensor>.weight.lora_a [r, in] and .lora_b [out, r] in f32; for llama, lora_b's q/k rows
+ * in llama.cpp's interleaved order (as its base GGUF files hold q and k). */
+pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model_config *cfg, const char *name);
+
+/* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, from the GGUF
+ * base file it was trained on, with quantization method `method` (f16, bf16, q8_0, q4_0, q4_1,
+ * q4_k_m, ...; export_gguf_method_list names them). Streams row chunks: memory stays ~32 MiB. */
+pt_status export_merged_gguf(const char *path, const gguf_file *base, const pt_model_config *cfg, const pt_lora *l,
+                             const char *method);
+bool export_gguf_method_known(const char *name);
+const char *export_gguf_method_list(void);
+
+/* An Ollama Modelfile in dir: FROM ./merged_gguf (a file in dir) when given, else FROM base_gguf
+ * plus ADAPTER ./adapter.gguf; TEMPLATE and stop strings for chat_template (a name ptrain knows:
+ * chatml, smollm2, llama-3, gemma, mistral, alpaca); one PARAMETER line per param. Runs
+ * `ollama create name` when ollama is on PATH, else prints the command. */
+typedef struct {
+    const char *dir, *name, *merged_gguf, *base_gguf, *chat_template;
+    char **param_keys, **param_values;
+    int n_params;
+} ollama_job;
+pt_status export_ollama(const ollama_job *j);
+
+/* The merged model as a Hugging Face directory dir (created): model.safetensors in dtype (bf16,
+ * f16 or f32), config.json, tokenizer and generation files. base is the resolved base model: a GGUF
+ * file (base_is_gguf) or an HF directory / .safetensors path. l may be NULL (the base alone). */
+pt_status export_merged_hf(const char *dir, const char *base, bool base_is_gguf, const pt_model_config *cfg,
+                           const pt_lora *l, const char *dtype);
+
+/* What `ptrain export` writes, into out (created):
+ *   adapter_files: adapter_config.json + adapter_model.safetensors (PEFT) and adapter.gguf
+ *   hf:            out/merged/, a Hugging Face directory in hf_dtype (default bf16)
+ *   gguf[i]:       out/merged-<method>.gguf for each quantization method
+ *   ollama:        out/Modelfile (and `ollama create` when ollama is on PATH) */
+typedef struct {
+    const char *model, *revision; /* the base, as model_resolve takes it */
+    const char *adapter;          /* ptrain or PEFT adapter to read; NULL: merge nothing */
+    const char *out;
+    bool adapter_files, hf, ollama;
+    const char *hf_dtype;
+    char **gguf;
+    int n_gguf;
+    const char *ollama_name, *chat_template;
+    char **param_keys, **param_values;
+    int n_params;
+} export_job;
+/* Run job with the adapter trained (in memory) or, when trained is NULL, the one at job->adapter. */
+pt_status export_run(const export_job *job, const pt_lora *trained);
+/* `ptrain export ...` (argv[0] is "export"). */
+pt_status export_main(int argc, char **argv);
+
+/* At the end of training (rank 0): what the config's huggingface_save, huggingface_save_gguf and
+ * ollama_save ask for, from the adapter just trained, into final_model_dir. */
+pt_status export_after_training(const pt_config *cfg, const pt_lora *l, const char *chat_template);
+
+#endif

@@ -1,0 +1,22 @@
+/* peft.h — LoRA adapters as PEFT writes and reads them (a directory with adapter_config.json and
+ * adapter_model.safetensors), so an adapter trained by ptrain loads with
+ * PeftModel.from_pretrained, and one trained by PEFT (TRL, Unsloth, axolotl) loads into ptrain
+ * for generation or as the start of training. ptrain's adapters are already in Hugging Face's row
+ * order and use PEFT's tensor names, so the export is a copy. */
+#ifndef PTRAIN_PEFT_H
+#define PTRAIN_PEFT_H
+
+#include <stdbool.h>
+
+#include "ptrain/adapter.h"
+
+/* Write dir/adapter_config.json and dir/adapter_model.safetensors (fp32), each atomically. */
+pt_status peft_save(const char *dir, const pt_lora *l, const adapter_info *info);
+/* Read a PEFT LoRA adapter directory onto model m. Settings ptrain cannot apply (DoRA, rank or
+ * alpha patterns, modules_to_save, LoRA biases) and tensors that do not fit m are refused, naming
+ * the key or tensor. */
+pt_status peft_load(const char *dir, const pt_model *m, pt_lora *l);
+/* Whether dir holds a PEFT adapter (adapter_config.json). */
+bool peft_is_adapter_dir(const char *dir);
+
+#endif

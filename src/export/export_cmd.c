@@ -1,0 +1,296 @@
+/* export_cmd.c — `ptrain export`, and the export at the end of training: from a base model and an
+ * adapter (ptrain's or PEFT's), write the adapter for PEFT and llama.cpp, the merged model as a
+ * Hugging Face directory and/or GGUF files, and an Ollama Modelfile, as the config's keys or the
+ * command line ask. Nothing here loads the model's weights: the adapter is read against the
+ * model's shapes, and merged files are streamed from the base file in row chunks. */
+#include <getopt.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/config.h"
+#include "ptrain/export.h"
+#include "ptrain/filewrite.h"
+#include "ptrain/hf_model.h"
+#include "ptrain/log.h"
+#include "ptrain/model_io.h"
+#include "ptrain/peft.h"
+
+/* A model that has its configuration and the shapes of its projections, no weights: enough to
+ * read an adapter against. */
+static pt_status shape_model(const pt_model_config *cfg, pt_backend *be, pt_model *m)
+{
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->layers = calloc((size_t)cfg->n_layers, sizeof *m->layers);
+    TRY_ALLOC(m->layers);
+    int64_t qw = (int64_t)cfg->n_heads * cfg->head_dim, kw = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    int64_t shapes[W_COUNT][2] = {[W_Q] = {qw, cfg->dim},           [W_K] = {kw, cfg->dim},
+                                  [W_V] = {kw, cfg->dim},           [W_O] = {cfg->dim, qw},
+                                  [W_GATE] = {cfg->ffn_dim, cfg->dim}, [W_UP] = {cfg->ffn_dim, cfg->dim},
+                                  [W_DOWN] = {cfg->dim, cfg->ffn_dim}};
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int w = W_Q; w <= W_DOWN; w++)
+            if (shapes[w][0]) m->layers[l].w[w] = tensor_make(PT_F32, 2, shapes[w]);
+    return PT_OK;
+}
+
+/* The base's hyperparameters and, for GGUF, whether it is one. */
+static pt_status base_config(const export_job *j, char *path, size_t len, bool *is_gguf, pt_model_config *cfg)
+{
+    pt_model_format fmt;
+    TRY(model_resolve(j->model, j->revision, path, len, &fmt));
+    *is_gguf = fmt == PT_MODEL_GGUF;
+    if (*is_gguf) {
+        gguf_file f;
+        TRY(gguf_open(path, &f));
+        pt_status st = model_config_from_gguf(&f, cfg);
+        gguf_close(&f);
+        return st;
+    }
+    char dir[4096], config[4200];
+    model_hf_dir(path, dir, sizeof dir);
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    hf_config hc;
+    TRY(hf_config_read(config, &hc));
+    *cfg = hc.cfg;
+    return PT_OK;
+}
+
+static pt_status write_adapter_files(const export_job *j, const pt_lora *l, const pt_model_config *cfg)
+{
+    adapter_info info = {.base_model = j->model, .base_name = j->model, .lora_dropout = 0, .best_step = -1};
+    TRY(peft_save(j->out, l, &info));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter.gguf", j->out);
+    TRY(export_gguf_adapter(path, l, cfg, j->model));
+    log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT), adapter.gguf (llama.cpp)\n",
+             j->out);
+    return PT_OK;
+}
+
+static pt_status write_ggufs(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
+                             const pt_lora *l, char *first, size_t len)
+{
+    if (!is_gguf)
+        return ERR(PT_ERR_USER, "GGUF export from a Hugging Face base (%s) is not supported yet; train on the "
+                   "model's GGUF file, or convert the merged directory with llama.cpp's convert_hf_to_gguf.py", base);
+    gguf_file f;
+    TRY(gguf_open(base, &f));
+    pt_status st = PT_OK;
+    for (int i = 0; i < j->n_gguf && st == PT_OK; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/merged-%s.gguf", j->out, j->gguf[i]);
+        st = export_merged_gguf(path, &f, cfg, l, j->gguf[i]);
+        if (st == PT_OK) log_info("export     %s (%s)\n", path, j->gguf[i]);
+        if (st == PT_OK && i == 0) snprintf(first, len, "merged-%s.gguf", j->gguf[i]);
+    }
+    gguf_close(&f);
+    return st;
+}
+
+static pt_status write_ollama(const export_job *j, const char *base, bool is_gguf, const char *merged, bool adapter)
+{
+    if (!merged[0] && (!is_gguf || !adapter))
+        return ERR(PT_ERR_USER, "ollama_save needs a GGUF model: set huggingface_save_gguf: true (a merged GGUF), "
+                   "or train on a GGUF base (FROM the base plus ADAPTER adapter.gguf)");
+    char name[256];
+    if (j->ollama_name) snprintf(name, sizeof name, "%s", j->ollama_name);
+    else {
+        char copy[4096];
+        snprintf(copy, sizeof copy, "%s", j->out);
+        snprintf(name, sizeof name, "%s", basename(copy));
+    }
+    ollama_job o = {.dir = j->out, .name = name, .merged_gguf = merged[0] ? merged : NULL, .base_gguf = base,
+                    .chat_template = j->chat_template, .param_keys = j->param_keys, .param_values = j->param_values,
+                    .n_params = j->n_params};
+    return export_ollama(&o);
+}
+
+static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
+                          const pt_lora *l)
+{
+    TRY(fw_mkdirs(j->out));
+    if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
+    if (j->hf) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/merged", j->out);
+        TRY(export_merged_hf(dir, base, is_gguf, cfg, l, j->hf_dtype ? j->hf_dtype : "bf16"));
+        log_info("export     %s (merged model, %s; transformers loads it)\n", dir, j->hf_dtype ? j->hf_dtype : "bf16");
+    }
+    char merged[256] = "";
+    if (j->n_gguf) TRY(write_ggufs(j, base, is_gguf, cfg, l, merged, sizeof merged));
+    if (j->ollama) TRY(write_ollama(j, base, is_gguf, merged, l != NULL));
+    return PT_OK;
+}
+
+pt_status export_run(const export_job *j, const pt_lora *trained)
+{
+    char base[4096];
+    bool is_gguf;
+    pt_model_config cfg;
+    TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
+    if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
+    pt_backend *be = NULL;
+    pt_backend_options bo = {.device = "cpu", .threads = 1};
+    TRY(backend_open(&bo, &be));
+    pt_model shapes;
+    pt_lora l = {0};
+    pt_status st = shape_model(&cfg, be, &shapes);
+    if (st == PT_OK) st = adapter_load(j->adapter, &shapes, &l);
+    if (st == PT_OK) st = run_with(j, base, is_gguf, &cfg, &l);
+    lora_free(&l);
+    free(shapes.layers);
+    backend_close(be);
+    return st;
+}
+
+/* The built-in chat template matching the base model's own (for the Modelfile), or NULL. */
+static const char *detect_template(const char *model, const char *revision)
+{
+    char path[4096], dir[4096];
+    pt_model_format fmt;
+    pt_tokenizer *tok = NULL;
+    if (model_resolve(model, revision, path, sizeof path, &fmt) != PT_OK) return NULL;
+    if (fmt == PT_MODEL_GGUF) {
+        gguf_file f;
+        if (gguf_open(path, &f) != PT_OK) return NULL;
+        if (tokenizer_from_gguf(&f, &tok) != PT_OK) tok = NULL;
+        gguf_close(&f);
+    } else {
+        model_hf_dir(path, dir, sizeof dir);
+        if (tokenizer_from_hf_dir(dir, &tok) != PT_OK) tok = NULL;
+    }
+    const char *name = tok ? chat_template_detect(tokenizer_chat_template(tok)) : NULL;
+    tokenizer_free(tok);
+    return name; /* a static name */
+}
+
+static const char export_usage[] =
+    "Usage: ptrain export CONFIG [OPTIONS]     what CONFIG asks for (huggingface_save: the merged HF\n"
+    "                                          directory, huggingface_save_gguf + quantization_method:\n"
+    "                                          merged GGUF files, ollama_save: a Modelfile), from\n"
+    "                                          model_name and the adapter in final_model_dir\n"
+    "       ptrain export --model MODEL --adapter DIR --out DIR [OPTIONS]\n"
+    "Options (add to what CONFIG asks):\n"
+    "  --gguf METHODS      merged GGUF files OUT/merged-METHOD.gguf: f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...\n"
+    "                      (one or a comma-separated list)\n"
+    "  --hf                merged Hugging Face directory OUT/merged\n"
+    "  --dtype D           its weights: bf16 (default), f16 or f32\n"
+    "  --ollama NAME       OUT/Modelfile, and `ollama create NAME` when ollama is on PATH\n"
+    "  --out DIR           where to write (default: the adapter's directory)\n"
+    "  --no-adapter-files  do not (re)write adapter_config.json, adapter_model.safetensors, adapter.gguf\n"
+    "DIR (--adapter) is a ptrain adapter (adapter.h5 or its directory) or a PEFT adapter directory.\n";
+
+typedef struct {
+    export_job job;
+    const char *config;
+    char *gguf_list; /* --gguf, split in place */
+    char *methods[32];
+} export_cli;
+
+static pt_status usage(const char *what, const char *arg)
+{
+    return ERR(PT_ERR_USAGE, "%s '%s'\nTry 'ptrain export --help'.", what, arg ? arg : "");
+}
+
+static pt_status add_methods(export_cli *c, char *list)
+{
+    for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        if (!export_gguf_method_known(m))
+            return ERR(PT_ERR_USAGE, "--gguf %s: ptrain cannot write it; choose from %s", m, export_gguf_method_list());
+        if (c->job.n_gguf == 32) return usage("too many GGUF methods in", list);
+        c->methods[c->job.n_gguf++] = m;
+    }
+    c->job.gguf = c->methods;
+    return PT_OK;
+}
+
+/* Returns PT_OK, PT_ERR_USAGE, or -1 after --help. */
+static int parse_cli(int argc, char **argv, export_cli *c)
+{
+    static const struct option longs[] = {
+        {"model", required_argument, 0, 'm'}, {"adapter", required_argument, 0, 'a'},
+        {"out", required_argument, 0, 'o'},   {"gguf", required_argument, 0, 'g'},
+        {"hf", no_argument, 0, 'H'},          {"dtype", required_argument, 0, 'd'},
+        {"ollama", required_argument, 0, 'O'}, {"no-adapter-files", no_argument, 0, 'N'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    c->job.adapter_files = true;
+    optind = 1;
+    opterr = 0;
+    for (int o; (o = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
+        switch (o) {
+        case 'm': c->job.model = optarg; break;
+        case 'a': c->job.adapter = optarg; break;
+        case 'o': c->job.out = optarg; break;
+        case 'g': TRY(add_methods(c, optarg)); break;
+        case 'H': c->job.hf = true; break;
+        case 'd': c->job.hf_dtype = optarg; break;
+        case 'O': c->job.ollama = true, c->job.ollama_name = optarg; break;
+        case 'N': c->job.adapter_files = false; break;
+        case 'h': fputs(export_usage, stdout); return -1;
+        default: return usage("unknown or incomplete option", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) c->config = argv[optind++];
+    if (optind < argc) return usage("unexpected argument", argv[optind]);
+    if (!c->config && !c->job.model) return ERR(PT_ERR_USAGE, "give a CONFIG or --model\nTry 'ptrain export --help'.");
+    return PT_OK;
+}
+
+/* Fill what the command line left open from the config's keys. */
+static pt_status apply_config(export_cli *c, const pt_config *cfg)
+{
+    export_job *j = &c->job;
+    if (!j->model) j->model = cfg->model_name, j->revision = cfg->revision;
+    if (!j->adapter) j->adapter = cfg->final_model_dir;
+    j->hf = j->hf || cfg->huggingface_save;
+    if (cfg->huggingface_save_gguf && j->n_gguf == 0)
+        for (int i = 0; i < cfg->quantization_method.n; i++) {
+            char *m = cfg->quantization_method.items[i];
+            if (!export_gguf_method_known(m))
+                return ERR(PT_ERR_USER, "%s: quantization_method %s: ptrain cannot write it yet; choose from %s",
+                           cfg->path, m, export_gguf_method_list());
+            c->methods[j->n_gguf++] = m;
+            j->gguf = c->methods;
+        }
+    if (cfg->ollama_save) j->ollama = true;
+    if (!j->ollama_name) j->ollama_name = cfg->ollama_model;
+    j->param_keys = cfg->model_parameters.keys, j->param_values = cfg->model_parameters.values;
+    j->n_params = cfg->model_parameters.n;
+    j->chat_template = cfg->chat_template;
+    return PT_OK;
+}
+
+pt_status export_main(int argc, char **argv)
+{
+    export_cli c = {0};
+    signal(SIGXFSZ, SIG_IGN); /* past a file-size limit, writes fail (EFBIG) and the export cleans up */
+    int parsed = parse_cli(argc, argv, &c);
+    if (parsed < 0) return PT_OK;
+    if (parsed != PT_OK) return (pt_status)parsed;
+    pt_config cfg;
+    bool have_cfg = c.config != NULL;
+    if (have_cfg) TRY(config_load(c.config, &cfg, log_warn_stream()));
+    pt_status st = have_cfg ? apply_config(&c, &cfg) : PT_OK;
+    if (st == PT_OK && !c.job.out) c.job.out = c.job.adapter;
+    if (st == PT_OK && !c.job.out) st = ERR(PT_ERR_USAGE, "give --out DIR (or --adapter DIR)\nTry 'ptrain export --help'.");
+    if (st == PT_OK && !c.job.chat_template) c.job.chat_template = detect_template(c.job.model, c.job.revision);
+    if (st == PT_OK) st = export_run(&c.job, NULL);
+    if (have_cfg) config_free(&cfg);
+    return st;
+}
+
+pt_status export_after_training(const pt_config *cfg, const pt_lora *l, const char *chat_template)
+{
+    if (!cfg->huggingface_save && !cfg->huggingface_save_gguf && !cfg->ollama_save) return PT_OK;
+    export_cli c = {0};
+    TRY(apply_config(&c, cfg));
+    c.job.out = cfg->final_model_dir;
+    c.job.adapter_files = false; /* written with adapter.h5 */
+    if (chat_template) c.job.chat_template = chat_template;
+    return export_run(&c.job, l);
+}

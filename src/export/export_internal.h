@@ -1,0 +1,29 @@
+/* export_internal.h — what the exporters share: a LoRA delta s·B·A produced a few rows at a time
+ * (so a merge never holds a full-precision weight), and the slot a tensor name belongs to. */
+#ifndef PTRAIN_EXPORT_INTERNAL_H
+#define PTRAIN_EXPORT_INTERNAL_H
+
+#include <stdint.h>
+
+#include "ptrain/lora.h"
+
+/* Rows of float32 the exporters convert at once: bounds their working memory (16 MiB). */
+#define EXPORT_CHUNK_FLOATS ((int64_t)4 << 20)
+
+typedef struct {
+    float *a, *b; /* host copies: A [r, in], B [out, r] */
+    int64_t r, in, out;
+    float scale;
+    int permute; /* llama.cpp's interleaved q/k row order for this many heads; 0: HF order */
+} merge_delta;
+
+/* The delta of layer's projection w (host copies of A and B), rows in llama.cpp's order when
+ * permute > 0. d->a is NULL (and PT_OK) when w carries no adapter. */
+pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, int permute);
+/* dst [n, in] += s · B[rows row0 .. row0+n) · A. */
+pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst);
+void merge_delta_free(merge_delta *d);
+/* The HF row that llama.cpp's row g of a q/k weight holds (heads of hd rows). */
+int64_t merge_hf_row(int64_t g, int64_t hd);
+
+#endif

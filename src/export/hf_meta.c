@@ -1,0 +1,799 @@
+/* hf_meta.c — a Hugging Face model directory's metadata files made from a GGUF file (hf_meta.h).
+ *
+ * config.json: the family's class and sizes from pt_model_config; rope scaling from
+ * <arch>.rope.scaling.* (linear) or, for Llama 3.1-style files, from the rope_freqs tensor when
+ * it equals what Llama 3's rope_scaling parameters give. tokenizer.json: the tokenizer ptrain
+ * builds from tokenizer.ggml.* (src/tokenizer/tok_gguf.h, tok_gguf_spm.h), written the way
+ * `tokenizers` serializes it:
+ *   - "gpt2": byte-level BPE with the file's merges and the pre-tokenizer tokenizer.ggml.pre
+ *     names; tokens not spelled in the byte alphabet are respelled byte by byte (as transformers'
+ *     GGUF loader does); control tokens are special added tokens, user-defined ones plain ones;
+ *   - "llama": SentencePiece-style BPE with byte fallback, the merges recovered from the
+ *     vocabulary and scores exactly as ptrain (and transformers) recover them, Metaspace (or
+ *     Gemma's space-to-"▁" normalizer) and the matching decoder.
+ * A TemplateProcessing post-processor adds bos/eos when tokenizer.ggml.add_bos_token/_eos_ say
+ * so (transformers 5 takes them from there, not from tokenizer_config.json). */
+#include "ptrain/hf_meta.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/filewrite.h"
+#include "ptrain/rope.h"
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* The split regexes of ptrain's pre-tokenizers (src/tokenizer/tok_pretok.h), in the Oniguruma
+ * form `tokenizers` reads. */
+static const char re_llama3[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char re_qwen2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+enum { TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4 };
+
+typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS } pre_kind;
+
+/* tokenizer.ggml.pre names, as ptrain's tokenizer maps them; "default" (and no key) is GPT-2's
+ * byte-level split, as transformers reads such files. */
+static const struct {
+    const char *name;
+    pre_kind kind;
+} pre_names[] = {
+    {"gpt2", PRE_GPT2},   {"default", PRE_GPT2},  {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},
+    {"llama-v3", PRE_LLAMA3}, {"qwen2", PRE_QWEN2}, {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS},
+    {"starcoder", PRE_DIGITS}, {"refact", PRE_DIGITS},
+};
+
+typedef struct {
+    const gguf_file *f;
+    const pt_model_config *cfg;
+    const gguf_kv *tokens, *types; /* types may be NULL */
+    uint64_t n;
+    char **spell;                  /* each token as tokenizer.json spells it */
+    bool spm, gemma, prefix, byte_fallback, add_bos, add_eos;
+    pre_kind pre;
+    int64_t bos, eos, unk, pad; /* -1: none */
+    json_t *vocab;              /* spelling -> the last id so spelled */
+} hf_src;
+
+/* ---- UTF-8 and the byte-level alphabet ---- */
+
+/* The code point at s (n > 0 bytes left) in *cp; its length, 0 when not valid UTF-8. */
+static size_t utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    size_t k = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (!k || k > n) return 0;
+    uint32_t c = k == 1 ? s[0] : s[0] & (0x7fu >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        c = c << 6 | (s[i] & 0x3fu);
+    }
+    if (c < min[k] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+    *cp = c;
+    return k;
+}
+
+static size_t utf8_put(uint32_t cp, char *out)
+{
+    if (cp < 0x80) return out[0] = (char)cp, 1;
+    if (cp < 0x800) return out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), 2;
+    out[0] = (char)(0xe0 | cp >> 12);
+    out[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3; /* the byte alphabet stops at U+0143 */
+}
+
+/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the 68 others for U+0100.. */
+static uint32_t byte_char(unsigned b)
+{
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
+    return 256 + (b <= 32 ? b : b <= 160 ? b - 127 + 33 : 67);
+}
+
+static bool in_byte_alphabet(uint32_t cp) { return cp < 256 ? byte_char(cp) == cp : cp < 256 + 68; }
+
+static bool is_byte_spelled(const char *s, size_t len)
+{
+    uint32_t cp;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = utf8_next((const unsigned char *)s + i, len - i, &cp)) || !in_byte_alphabet(cp)) return false;
+    return true;
+}
+
+/* Python's str.isspace, which transformers' Gemma respelling tests with. */
+static bool py_space(uint32_t c)
+{
+    return (c >= 9 && c <= 13) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* ---- token spellings ---- */
+
+/* A byte-level token: as stored when spelled in the byte alphabet, else each byte spelled. */
+static char *spell_bytelevel(const char *s, size_t len)
+{
+    if (is_byte_spelled(s, len)) return strndup(s, len);
+    char *out = malloc(2 * len + 1), *p = out;
+    for (size_t i = 0; out && i < len; i++) p += utf8_put(byte_char((unsigned char)s[i]), p);
+    if (out) *p = '\0';
+    return out;
+}
+
+/* A SentencePiece token as stored, or for Gemma a token of white space with a space in it as one
+ * "▁" per character (the files store those with real spaces). NULL *out: not valid UTF-8. */
+static pt_status spell_spm(const hf_src *src, const char *s, size_t len, char **out)
+{
+    size_t chars = 0;
+    bool spaces = src->gemma, space = false;
+    uint32_t cp;
+    for (size_t i = 0, k; i < len; i += k, chars++) {
+        if (!(k = utf8_next((const unsigned char *)s + i, len - i, &cp)) || cp == 0) return *out = NULL, PT_OK;
+        spaces &= py_space(cp);
+        space |= cp == ' ';
+    }
+    if (!(spaces && space)) return *out = strndup(s, len), *out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    *out = malloc(3 * chars + 1);
+    TRY_ALLOC(*out);
+    for (size_t i = 0; i < chars; i++) memcpy(*out + 3 * i, SPM_SPACE, 3);
+    (*out)[3 * chars] = '\0';
+    return PT_OK;
+}
+
+static pt_status spell_tokens(hf_src *s)
+{
+    s->spell = calloc(s->n, sizeof *s->spell);
+    s->vocab = json_object();
+    if (!s->spell || !s->vocab) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < s->n; i++) {
+        gguf_str t = gguf_array_str(s->tokens, i);
+        if (s->spm) TRY(spell_spm(s, t.data, t.len, &s->spell[i]));
+        else if (!(s->spell[i] = spell_bytelevel(t.data, t.len))) return ERR(PT_ERR_NOMEM, "out of memory");
+        if (!s->spell[i])
+            return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu] is not valid UTF-8 (or holds a NUL): a "
+                       "tokenizer.json cannot spell it", s->f->path, (unsigned long long)i);
+        if (json_object_set_new(s->vocab, s->spell[i], json_integer((json_int_t)i)))
+            return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+/* ---- what the GGUF says about its tokenizer ---- */
+
+static pt_status src_id(const hf_src *s, const char *key, int64_t *id)
+{
+    uint32_t v = UINT32_MAX;
+    *id = -1;
+    TRY(gguf_opt_u32(s->f, key, &v));
+    if (v == UINT32_MAX) return PT_OK;
+    if (v >= s->n)
+        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%llu tokens)", s->f->path, key, v,
+                   (unsigned long long)s->n);
+    *id = v;
+    return PT_OK;
+}
+
+static int64_t token_type(const hf_src *s, uint64_t i) { return s->types ? gguf_array_int(s->types, i) : 1; }
+
+static pt_status src_ids(hf_src *s)
+{
+    TRY(src_id(s, "tokenizer.ggml.bos_token_id", &s->bos));
+    TRY(src_id(s, "tokenizer.ggml.eos_token_id", &s->eos));
+    TRY(src_id(s, "tokenizer.ggml.unknown_token_id", &s->unk));
+    TRY(src_id(s, "tokenizer.ggml.padding_token_id", &s->pad));
+    for (uint64_t i = 0; s->spm && s->unk < 0 && i < s->n; i++)
+        if (token_type(s, i) == TT_UNKNOWN) s->unk = (int64_t)i;
+    s->add_bos = s->spm; /* llama.cpp's default for SentencePiece vocabularies */
+    TRY(gguf_opt_bool(s->f, "tokenizer.ggml.add_bos_token", &s->add_bos));
+    return gguf_opt_bool(s->f, "tokenizer.ggml.add_eos_token", &s->add_eos);
+}
+
+static pt_status src_kind(hf_src *s)
+{
+    gguf_str model, arch = {"", 0};
+    TRY(gguf_get_str(s->f, "tokenizer.ggml.model", &model));
+    if (!gguf_str_eq(model, "gpt2") && !gguf_str_eq(model, "llama"))
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.model \"%.*s\": exporting it as a tokenizer.json is not supported "
+                   "(supported: \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)", s->f->path,
+                   (int)(model.len > 64 ? 64 : model.len), model.data);
+    s->spm = gguf_str_eq(model, "llama");
+    TRY(gguf_opt_str(s->f, "general.architecture", &arch));
+    s->gemma = gguf_str_eq(arch, "gemma") || gguf_str_eq(arch, "gemma2") || gguf_str_eq(arch, "gemma3");
+    s->prefix = s->spm && !s->gemma;
+    TRY(gguf_opt_bool(s->f, "tokenizer.ggml.add_space_prefix", &s->prefix));
+    s->prefix &= s->spm && !s->gemma;
+    return PT_OK;
+}
+
+static pt_status src_pre(hf_src *s)
+{
+    gguf_str pre = {"default", 7};
+    TRY(gguf_opt_str(s->f, "tokenizer.ggml.pre", &pre));
+    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
+        if (gguf_str_eq(pre, pre_names[i].name)) return s->pre = pre_names[i].kind, PT_OK;
+    return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre \"%.*s\": exporting this pre-tokenizer is not supported "
+               "(supported: gpt2, default, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, "
+               "refact)", s->f->path, (int)(pre.len > 64 ? 64 : pre.len), pre.data);
+}
+
+static pt_status src_tokens(hf_src *s)
+{
+    const char *key = "tokenizer.ggml.token_type";
+    TRY(gguf_get_array(s->f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &s->tokens));
+    s->n = s->tokens->count;
+    if (s->n == 0 || s->n >= INT32_MAX)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", s->f->path, (unsigned long long)s->n);
+    if (gguf_find(s->f, key)) TRY(gguf_get_array(s->f, key, GGUF_TYPE_I32, &s->types));
+    if (s->types && s->types->count != s->n)
+        return ERR(PT_ERR_USER, "%s: %s: %llu entries for %llu tokens", s->f->path, key,
+                   (unsigned long long)s->types->count, (unsigned long long)s->n);
+    return spell_tokens(s);
+}
+
+/* Byte fallback needs every <0xXX> token; a vocabulary with some has all 256. */
+static pt_status src_byte_fallback(hf_src *s)
+{
+    int have = 0;
+    for (int b = 0; s->spm && b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        have += json_object_get(s->vocab, name) != NULL;
+    }
+    if (have > 0 && have < 256)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: only %d of the byte tokens <0x00> to <0xFF> (byte "
+                   "fallback needs all 256)", s->f->path, have);
+    s->byte_fallback = have == 256;
+    return PT_OK;
+}
+
+static pt_status src_init(hf_src *s)
+{
+    TRY(src_kind(s));
+    if (!s->spm) TRY(src_pre(s));
+    TRY(src_tokens(s));
+    TRY(src_ids(s));
+    return src_byte_fallback(s);
+}
+
+static void src_free(hf_src *s)
+{
+    for (uint64_t i = 0; s->spell && i < s->n; i++) free(s->spell[i]);
+    free(s->spell);
+    json_decref(s->vocab);
+}
+
+/* ---- small JSON helpers ---- */
+
+/* A float32 as the shortest decimal that reads back as the same float (1e-05, not 9.99999974e-06). */
+static json_t *jreal(float v)
+{
+    char buf[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return json_real(strtod(buf, NULL));
+}
+
+static json_t *jid(int64_t id) { return id < 0 ? json_null() : json_integer((json_int_t)id); }
+
+static json_t *jtoken(const hf_src *s, int64_t id) { return id < 0 ? json_null() : json_string(s->spell[id]); }
+
+/* json_pack's result, or an out-of-memory error. */
+static pt_status packed(json_t *j, json_t **out)
+{
+    *out = j;
+    return j ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+}
+
+/* Add the keys of extra (consumed) to o. */
+static pt_status merge_into(json_t *o, json_t *extra)
+{
+    int rc = extra ? json_object_update(o, extra) : -1;
+    json_decref(extra);
+    return rc ? ERR(PT_ERR_NOMEM, "out of memory") : PT_OK;
+}
+
+/* ---- config.json ---- */
+
+/* Llama 3's rope_scaling whose factors equal the rope_freqs tensor (Llama 3.1/3.2 use factor 8 or
+ * 32, low 1, high 4, original context 8192). */
+static pt_status rope_llama3(const hf_src *s, const gguf_tensor *t, json_t **out)
+{
+    const pt_model_config *c = s->cfg;
+    int half = c->head_dim / 2;
+    if (t->dtype != PT_F32 || t->n_dims != 1 || t->dims[0] != (uint64_t)half)
+        return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", s->f->path, half);
+    const float *fac = t->data;
+    float top = 1.0f, base[512], scaled[512];
+    for (int i = 0; i < half; i++) top = fac[i] > top ? fac[i] : top;
+    pt_rope_scaling sc = {PT_ROPE_LLAMA3, top, 1.0, 4.0, 8192.0};
+    TRY(rope_inv_freq(c->rope_theta, c->head_dim, NULL, base));
+    TRY(rope_inv_freq(c->rope_theta, c->head_dim, &sc, scaled));
+    for (int i = 0; i < half; i++)
+        if (fabs(base[i] / scaled[i] - fac[i]) > 1e-4 * fac[i])
+            return ERR(PT_ERR_USER, "%s: the rope_freqs.weight tensor (per-frequency rope scaling) is not Llama 3's "
+                       "rope_scaling with factor %g, low_freq_factor 1, high_freq_factor 4 and "
+                       "original_max_position_embeddings 8192 (frequency %d: %g, expected %g); exporting other "
+                       "rope_freqs to a Hugging Face config.json is not supported yet", s->f->path, top, i, fac[i],
+                       base[i] / scaled[i]);
+    return packed(json_pack("{s:s, s:o, s:f, s:f, s:i}", "rope_type", "llama3", "factor", jreal(top),
+                            "low_freq_factor", 1.0, "high_freq_factor", 4.0, "original_max_position_embeddings", 8192),
+                  out);
+}
+
+/* <arch>.rope.scaling.type: none, or linear with its factor. */
+static pt_status rope_keys(const hf_src *s, json_t **out)
+{
+    char key[128];
+    gguf_str type = {"none", 4};
+    float factor = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", s->cfg->arch);
+    TRY(gguf_opt_str(s->f, key, &type));
+    if (gguf_str_eq(type, "none")) return PT_OK;
+    if (!gguf_str_eq(type, "linear"))
+        return ERR(PT_ERR_USER, "%s: %s \"%.*s\": exporting this rope scaling is not supported (ptrain runs "
+                   "linear scaling and Llama 3's rope_freqs)", s->f->path, key, (int)(type.len > 32 ? 32 : type.len),
+                   type.data);
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", s->cfg->arch);
+    TRY(gguf_opt_f32(s->f, key, &factor));
+    if (!(factor > 0.0f) || factor == 1.0f) return PT_OK; /* ptrain applies no scaling either */
+    return packed(json_pack("{s:s, s:o}", "rope_type", "linear", "factor", jreal(factor)), out);
+}
+
+/* rope_scaling: null, linear or llama3. */
+static pt_status rope_scaling(const hf_src *s, json_t **out)
+{
+    *out = NULL;
+    const gguf_tensor *freqs = gguf_find_tensor(s->f, "rope_freqs.weight");
+    TRY(rope_keys(s, out));
+    if (freqs && *out) {
+        json_decref(*out);
+        return ERR(PT_ERR_USER, "%s: both a rope_freqs tensor and linear rope scaling: not supported", s->f->path);
+    }
+    if (freqs) TRY(rope_llama3(s, freqs, out));
+    if (!*out) *out = json_null();
+    return PT_OK;
+}
+
+static json_t *config_common(const hf_src *s, const char *cls, const char *type, const char *dtype)
+{
+    const pt_model_config *c = s->cfg;
+    return json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o, s:i, s:i, s:b, s:o, s:o, s:s, s:b}",
+                     "architectures", cls, "model_type", type, "hidden_size", c->dim, "intermediate_size", c->ffn_dim,
+                     "num_hidden_layers", c->n_layers, "num_attention_heads", c->n_heads, "num_key_value_heads",
+                     c->n_kv_heads, "head_dim", c->head_dim, "rms_norm_eps", jreal(c->norm_eps), "rope_theta",
+                     jreal(c->rope_theta), "max_position_embeddings", c->ctx_len, "vocab_size", c->vocab,
+                     "tie_word_embeddings", c->tied_embeddings, "bos_token_id", jid(s->bos), "eos_token_id",
+                     jid(s->eos), "torch_dtype", dtype, "use_cache", 1);
+}
+
+/* Gemma 2's attention scalar: query_pre_attn_scalar = 1/scale^2 (an integer in every release). */
+static json_t *gemma2_scalar(const pt_model_config *c)
+{
+    double v = 1.0 / ((double)c->attn_scale * c->attn_scale);
+    return fabs(v - round(v)) < 1e-3 * v ? json_integer((json_int_t)llround(v)) : json_real(v);
+}
+
+static json_t *gemma2_layers(const pt_model_config *c)
+{
+    json_t *a = json_array();
+    for (int l = 0; a && l < c->n_layers; l++)
+        if (json_array_append_new(a, json_string(model_layer_window(c, l) ? "sliding_attention" : "full_attention")))
+            return json_decref(a), NULL;
+    return a;
+}
+
+static json_t *config_gemma2(const pt_model_config *c)
+{
+    json_t *attn = c->attn_softcap > 0 ? jreal(c->attn_softcap) : json_null();
+    json_t *final = c->final_softcap > 0 ? jreal(c->final_softcap) : json_null();
+    json_t *window = c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null();
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:b}", "hidden_act", "gelu_pytorch_tanh", "hidden_activation",
+                     "gelu_pytorch_tanh", "query_pre_attn_scalar", gemma2_scalar(c), "attn_logit_softcapping", attn,
+                     "final_logit_softcapping", final, "sliding_window", window, "layer_types", gemma2_layers(c),
+                     "attention_bias", 0);
+}
+
+static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
+{
+    const char *arch = s->cfg->arch;
+    bool qwen2 = !strcmp(arch, "qwen2"), gemma2 = !strcmp(arch, "gemma2");
+    if (strcmp(arch, "llama") && !qwen2 && !gemma2)
+        return ERR(PT_ERR_USER, "%s: architecture %s: exporting a Hugging Face config.json is not supported "
+                   "(supported: llama, qwen2, gemma2)", s->f->path, arch);
+    json_t *rope;
+    TRY(rope_scaling(s, &rope));
+    const char *cls = qwen2 ? "Qwen2ForCausalLM" : gemma2 ? "Gemma2ForCausalLM" : "LlamaForCausalLM";
+    pt_status st = packed(config_common(s, cls, arch, dtype), out);
+    if (st == PT_OK && json_object_set_new(*out, "rope_scaling", rope)) st = ERR(PT_ERR_NOMEM, "out of memory");
+    else if (st != PT_OK) json_decref(rope);
+    if (st == PT_OK && gemma2) st = merge_into(*out, config_gemma2(s->cfg));
+    if (st == PT_OK && qwen2) st = merge_into(*out, json_pack("{s:s, s:b}", "hidden_act", "silu", "use_sliding_window", 0));
+    if (st == PT_OK && !qwen2 && !gemma2)
+        st = merge_into(*out, json_pack("{s:s, s:b, s:b}", "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0));
+    return st;
+}
+
+/* ---- tokenizer.json: merges ---- */
+
+/* The file's merges ("left right") as [left, right] pairs. */
+static pt_status merges_gpt2(const hf_src *s, json_t **out)
+{
+    const gguf_kv *m;
+    TRY(gguf_get_array(s->f, "tokenizer.ggml.merges", GGUF_TYPE_STRING, &m));
+    TRY(packed(json_array(), out));
+    for (uint64_t i = 0; i < m->count; i++) {
+        gguf_str g = gguf_array_str(m, i);
+        const char *sp = memchr(g.data, ' ', g.len);
+        if (!sp || sp == g.data || sp + 1 == g.data + g.len || memchr(sp + 1, ' ', (size_t)(g.data + g.len - sp - 1)))
+            return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges[%llu]: expected \"left right\"", s->f->path,
+                       (unsigned long long)i);
+        json_t *pair = json_pack("[s%, s%]", g.data, (size_t)(sp - g.data), sp + 1, (size_t)(g.data + g.len - sp - 1));
+        if (json_array_append_new(*out, pair)) return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+/* One SentencePiece merge: left + right makes token id. */
+typedef struct {
+    int32_t a, b, id;
+    uint32_t llen, rlen, seq; /* halves' lengths in characters, order of generation */
+    float score;
+} spm_merge;
+
+typedef struct {
+    spm_merge *v;
+    size_t n, cap;
+} merge_list;
+
+static bool list_push(merge_list *l, spm_merge m)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 4096;
+        spm_merge *grown = realloc(l->v, cap * sizeof *grown);
+        if (!grown) return false;
+        l->v = grown;
+        l->cap = cap;
+    }
+    l->v[l->n++] = m;
+    return true;
+}
+
+/* Best first: higher score, then longer left half, longer right half, generation order. */
+static int merge_cmp(const void *pa, const void *pb)
+{
+    const spm_merge *a = pa, *b = pb;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    if (a->llen != b->llen) return a->llen > b->llen ? -1 : 1;
+    if (a->rlen != b->rlen) return a->rlen > b->rlen ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Within one token: by left id, then right id. */
+static int split_cmp(const void *pa, const void *pb)
+{
+    const spm_merge *a = pa, *b = pb;
+    if (a->a != b->a) return a->a < b->a ? -1 : 1;
+    return a->b < b->b ? -1 : a->b > b->b;
+}
+
+/* The last id spelled as s[0..len), or -1 (buf: room for len + 1 bytes). */
+static int32_t vocab_id(const hf_src *s, const char *str, size_t len, char *buf)
+{
+    memcpy(buf, str, len);
+    buf[len] = '\0';
+    json_t *v = json_object_get(s->vocab, buf);
+    return v ? (int32_t)json_integer_value(v) : -1;
+}
+
+/* Every split of token id into two tokens, appended to l (score: its score, or for Gemma minus its
+ * position, as transformers ranks Gemma's merges by file order). */
+static bool token_splits(const hf_src *s, const gguf_kv *scores, int32_t id, merge_list *l, char *buf)
+{
+    const char *t = s->spell[id];
+    size_t len = strlen(t), from = l->n, k;
+    int32_t whole = vocab_id(s, t, len, buf);
+    float score = s->gemma ? -(float)whole : gguf_array_f32(scores, (uint64_t)whole);
+    uint32_t chars = 0, total = 0, cp;
+    for (size_t i = 0; i < len; i += k ? k : 1, total++) k = utf8_next((const unsigned char *)t + i, len - i, &cp);
+    for (size_t i = 0; i < len; i += k ? k : 1) { /* spellings were checked to be UTF-8 */
+        k = utf8_next((const unsigned char *)t + i, len - i, &cp);
+        if (i == 0) continue;
+        chars++;
+        int32_t a = vocab_id(s, t, i, buf), b = vocab_id(s, t + i, len - i, buf);
+        if (a >= 0 && b >= 0 && !list_push(l, (spm_merge){a, b, whole, chars, total - chars, 0, score})) return false;
+    }
+    if (l->n - from > 1) qsort(l->v + from, l->n - from, sizeof *l->v, split_cmp);
+    return true;
+}
+
+static pt_status spm_scores(const hf_src *s, const gguf_kv **scores)
+{
+    const char *key = "tokenizer.ggml.scores";
+    *scores = NULL;
+    if (s->gemma && !gguf_find(s->f, key)) return PT_OK;
+    if (gguf_get_array(s->f, key, GGUF_TYPE_F32, scores) != PT_OK || (*scores)->count != s->n)
+        return ERR(PT_ERR_USER, "%s: %s: missing, not numbers or not one per token (SentencePiece BPE ranks its "
+                   "merges by them)", s->f->path, key);
+    return PT_OK;
+}
+
+/* The merges a SentencePiece vocabulary implies, as ptrain and transformers recover them. */
+static pt_status spm_merge_list(const hf_src *s, merge_list *l)
+{
+    const gguf_kv *scores;
+    TRY(spm_scores(s, &scores));
+    json_t *seen = json_object();
+    size_t longest = 0;
+    for (uint64_t i = 0; i < s->n; i++) longest = strlen(s->spell[i]) > longest ? strlen(s->spell[i]) : longest;
+    char *buf = malloc(longest + 1);
+    bool ok = seen && buf;
+    for (uint64_t i = 0; ok && i < s->n; i++) {
+        if (json_object_get(seen, s->spell[i])) continue; /* a later duplicate */
+        ok = !json_object_set_new(seen, s->spell[i], json_true()) && token_splits(s, scores, (int32_t)i, l, buf);
+    }
+    json_decref(seen);
+    free(buf);
+    if (!ok) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < l->n; i++) l->v[i].seq = (uint32_t)i;
+    if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, merge_cmp);
+    return PT_OK;
+}
+
+static pt_status merges_spm(const hf_src *s, json_t **out)
+{
+    merge_list l = {0};
+    pt_status st = spm_merge_list(s, &l);
+    if (st == PT_OK) st = packed(json_array(), out);
+    for (size_t i = 0; st == PT_OK && i < l.n; i++)
+        if (json_array_append_new(*out, json_pack("[s, s]", s->spell[l.v[i].a], s->spell[l.v[i].b])))
+            st = ERR(PT_ERR_NOMEM, "out of memory");
+    free(l.v);
+    return st;
+}
+
+/* ---- tokenizer.json: the pipeline ---- */
+
+static json_t *bytelevel_step(bool use_regex)
+{
+    return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
+                     "use_regex", use_regex);
+}
+
+static json_t *pre_split(const char *regex)
+{
+    return json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Split",
+                     "pattern", "Regex", regex, "behavior", "Isolated", "invert", 0, bytelevel_step(false));
+}
+
+static json_t *pre_tokenizer(const hf_src *s)
+{
+    if (s->gemma) return json_null();
+    if (s->spm)
+        return json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", SPM_SPACE, "prepend_scheme",
+                         s->prefix ? "first" : "never", "split", 0);
+    switch (s->pre) {
+    case PRE_LLAMA3: return pre_split(re_llama3);
+    case PRE_QWEN2: return pre_split(re_qwen2);
+    case PRE_DIGITS:
+        return json_pack("{s:s, s:[{s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
+                         "individual_digits", 1, bytelevel_step(true));
+    case PRE_GPT2: break;
+    }
+    return bytelevel_step(true);
+}
+
+static json_t *normalizer(const hf_src *s)
+{
+    if (!s->gemma) return json_null();
+    return json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", SPM_SPACE);
+}
+
+static json_t *decoder(const hf_src *s)
+{
+    if (!s->spm) return json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1,
+                                  "use_regex", 1);
+    json_t *steps = json_pack("[{s:s, s:{s:s}, s:s}, {s:s}, {s:s}]", "type", "Replace", "pattern", "String", SPM_SPACE,
+                              "content", " ", "type", "ByteFallback", "type", "Fuse");
+    if (steps && s->prefix &&
+        json_array_append_new(steps, json_pack("{s:s, s:s, s:i, s:i}", "type", "Strip", "content", " ", "start", 1,
+                                               "stop", 0)))
+        return json_decref(steps), NULL;
+    return json_pack("{s:s, s:o}", "type", "Sequence", "decoders", steps);
+}
+
+/* One item of a TemplateProcessing template. */
+static json_t *tp_item(const char *special, const char *seq, int type_id)
+{
+    if (special) return json_pack("{s:{s:s, s:i}}", "SpecialToken", "id", special, "type_id", type_id);
+    return json_pack("{s:{s:s, s:i}}", "Sequence", "id", seq, "type_id", type_id);
+}
+
+/* bos before and/or eos after each sequence, as the file asks. */
+static json_t *tp_template(const hf_src *s, bool pair)
+{
+    const char *bos = s->add_bos && s->bos >= 0 ? s->spell[s->bos] : NULL;
+    const char *eos = s->add_eos && s->eos >= 0 ? s->spell[s->eos] : NULL;
+    json_t *a = json_array();
+    for (int k = 0; a && k < (pair ? 2 : 1); k++) {
+        int bad = bos ? json_array_append_new(a, tp_item(bos, NULL, k)) : 0;
+        bad |= json_array_append_new(a, tp_item(NULL, k ? "B" : "A", k));
+        bad |= eos ? json_array_append_new(a, tp_item(eos, NULL, k)) : 0;
+        if (bad) return json_decref(a), NULL;
+    }
+    return a;
+}
+
+static json_t *post_processor(const hf_src *s)
+{
+    bool bos = s->add_bos && s->bos >= 0, eos = s->add_eos && s->eos >= 0;
+    if (!bos && !eos) return json_null();
+    json_t *special = json_object();
+    for (int k = 0; k < 2 && special; k++) {
+        int64_t id = k ? s->eos : s->bos;
+        if (!(k ? eos : bos)) continue;
+        const char *t = s->spell[id];
+        if (json_object_set_new(special, t, json_pack("{s:s, s:[I], s:[s]}", "id", t, "ids", (json_int_t)id, "tokens", t)))
+            return json_decref(special), NULL;
+    }
+    return json_pack("{s:s, s:o, s:o, s:o}", "type", "TemplateProcessing", "single", tp_template(s, false), "pair",
+                     tp_template(s, true), "special_tokens", special);
+}
+
+/* ---- tokenizer.json: added tokens ---- */
+
+/* Whether token i is an added token, and *special whether a special one (as ptrain adds them). */
+static bool is_added(const hf_src *s, uint64_t i, bool *special)
+{
+    int64_t type = token_type(s, i);
+    gguf_str t = gguf_array_str(s->tokens, i);
+    if (!s->spm) {
+        *special = type == TT_CONTROL;
+        return t.len && (type == TT_USER_DEFINED || (type == TT_CONTROL && is_byte_spelled(t.data, t.len)));
+    }
+    int64_t id = (int64_t)i;
+    *special = type == TT_CONTROL || id == s->bos || id == s->eos || id == s->unk || id == s->pad;
+    return *special || type == TT_USER_DEFINED;
+}
+
+static json_t *added_token(const hf_src *s, uint64_t i, bool special)
+{
+    gguf_str t = gguf_array_str(s->tokens, i);
+    json_t *content = s->spm ? json_string(s->spell[i]) : json_stringn(t.data, t.len);
+    return json_pack("{s:I, s:o, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content", content, "single_word", 0,
+                     "lstrip", 0, "rstrip", 0, "normalized", 0, "special", special);
+}
+
+static pt_status added_tokens(const hf_src *s, json_t **out)
+{
+    TRY(packed(json_array(), out));
+    for (uint64_t i = 0; i < s->n; i++) {
+        bool special;
+        if (!is_added(s, i, &special)) continue;
+        json_t *a = added_token(s, i, special);
+        if (!a && !s->spm)
+            return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu]: an added token that is not valid UTF-8",
+                       s->f->path, (unsigned long long)i);
+        if (json_array_append_new(*out, a)) return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+static json_t *bpe_model(const hf_src *s, json_t *merges)
+{
+    json_t *unk = s->spm ? jtoken(s, s->unk) : json_null();
+    return json_pack("{s:s, s:n, s:o, s:n, s:n, s:b, s:b, s:b, s:O, s:o}", "type", "BPE", "dropout", "unk_token", unk,
+                     "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", s->spm, "byte_fallback",
+                     s->byte_fallback, "ignore_merges", !s->spm && s->pre == PRE_LLAMA3, "vocab", s->vocab, "merges",
+                     merges);
+}
+
+static pt_status tokenizer_json(const hf_src *s, json_t **out)
+{
+    json_t *merges = NULL, *added = NULL;
+    pt_status st = s->spm ? merges_spm(s, &merges) : merges_gpt2(s, &merges);
+    if (st == PT_OK) st = added_tokens(s, &added);
+    if (st != PT_OK) {
+        json_decref(merges);
+        json_decref(added);
+        return st;
+    }
+    return packed(json_pack("{s:s, s:n, s:n, s:o, s:o, s:o, s:o, s:o, s:o}", "version", "1.0", "truncation", "padding",
+                            "added_tokens", added, "normalizer", normalizer(s), "pre_tokenizer", pre_tokenizer(s),
+                            "post_processor", post_processor(s), "decoder", decoder(s), "model",
+                            bpe_model(s, merges)),
+                  out);
+}
+
+/* ---- the small files ---- */
+
+/* bos/eos (and unk/pad when the file has them) into o, as their texts. */
+static pt_status special_texts(const hf_src *s, json_t *o)
+{
+    const char *keys[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    int64_t ids[] = {s->bos, s->eos, s->unk, s->pad};
+    for (int k = 0; k < 4; k++)
+        if ((ids[k] >= 0 || k < 2) && json_object_set_new(o, keys[k], jtoken(s, ids[k])))
+            return ERR(PT_ERR_NOMEM, "out of memory");
+    return PT_OK;
+}
+
+static pt_status tokenizer_config_json(const hf_src *s, json_t **out)
+{
+    gguf_str tmpl = {NULL, 0};
+    TRY(gguf_opt_str(s->f, "tokenizer.chat_template", &tmpl));
+    TRY(packed(json_pack("{s:b, s:b}", "add_bos_token", s->add_bos, "add_eos_token", s->add_eos), out));
+    TRY(special_texts(s, *out));
+    TRY(merge_into(*out, json_pack("{s:b, s:i, s:s}", "clean_up_tokenization_spaces", 0, "model_max_length",
+                                   s->cfg->ctx_len, "tokenizer_class", "PreTrainedTokenizerFast")));
+    if (tmpl.data && json_object_set_new(*out, "chat_template", json_stringn(tmpl.data, tmpl.len)))
+        return ERR(PT_ERR_USER, "%s: tokenizer.chat_template is not valid UTF-8", s->f->path);
+    return PT_OK;
+}
+
+static pt_status special_map_json(const hf_src *s, json_t **out)
+{
+    TRY(packed(json_object(), out));
+    return special_texts(s, *out);
+}
+
+static pt_status generation_json(const hf_src *s, json_t **out)
+{
+    return packed(json_pack("{s:o, s:o}", "bos_token_id", jid(s->bos), "eos_token_id", jid(s->eos)), out);
+}
+
+/* ---- writing ---- */
+
+enum { F_CONFIG, F_GENERATION, F_TOKENIZER, F_TOKENIZER_CONFIG, F_SPECIAL_MAP, N_FILES };
+
+static const char *const file_names[N_FILES] = {"config.json", "generation_config.json", "tokenizer.json",
+                                                "tokenizer_config.json", "special_tokens_map.json"};
+
+static pt_status write_json(const char *dir, const char *name, const json_t *j)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
+        return ERR(PT_ERR_USER, "%s: the output directory's name is too long", dir);
+    char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+    TRY_ALLOC(text);
+    size_t n = strlen(text);
+    char *grown = realloc(text, n + 2);
+    if (!grown) free(text);
+    TRY_ALLOC(grown);
+    grown[n] = '\n';
+    pt_status st = fw_write_file(path, grown, n + 1);
+    free(grown);
+    return st;
+}
+
+static pt_status build_all(const hf_src *s, const char *dtype, json_t *files[N_FILES])
+{
+    TRY(config_json(s, dtype, &files[F_CONFIG]));
+    TRY(generation_json(s, &files[F_GENERATION]));
+    TRY(tokenizer_json(s, &files[F_TOKENIZER]));
+    TRY(tokenizer_config_json(s, &files[F_TOKENIZER_CONFIG]));
+    return special_map_json(s, &files[F_SPECIAL_MAP]);
+}
+
+pt_status hf_meta_from_gguf(const gguf_file *f, const pt_model_config *cfg, const char *dir, const char *torch_dtype)
+{
+    if (!torch_dtype || (strcmp(torch_dtype, "bfloat16") && strcmp(torch_dtype, "float16") && strcmp(torch_dtype, "float32")))
+        return ERR(PT_ERR_USER, "torch_dtype \"%s\": expected bfloat16, float16 or float32",
+                   torch_dtype ? torch_dtype : "(none)");
+    hf_src s = {.f = f, .cfg = cfg, .bos = -1, .eos = -1, .unk = -1, .pad = -1};
+    json_t *files[N_FILES] = {0};
+    pt_status st = src_init(&s);
+    if (st == PT_OK) st = build_all(&s, torch_dtype, files);
+    for (int i = 0; i < N_FILES && st == PT_OK; i++) st = write_json(dir, file_names[i], files[i]);
+    for (int i = 0; i < N_FILES; i++) json_decref(files[i]);
+    src_free(&s);
+    return st;
+}

@@ -1,0 +1,56 @@
+/* merge.c — the LoRA delta of one projection, s·B·A, added to a few rows of a dequantized weight
+ * at a time: exporters stream a weight in row chunks and never hold it whole in float32. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_internal.h"
+
+int64_t merge_hf_row(int64_t g, int64_t hd)
+{
+    int64_t h = g / hd, within = g % hd;
+    return h * hd + (within % 2) * (hd / 2) + within / 2;
+}
+
+pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, int permute)
+{
+    memset(d, 0, sizeof *d);
+    const lora_pair *p = l && layer >= 0 && w >= 0 ? lora_at(l, layer, w) : NULL;
+    if (!p) return PT_OK;
+    d->r = p->a.shape[0], d->in = p->a.shape[1], d->out = p->b.shape[0];
+    d->scale = l->scale;
+    d->permute = permute;
+    d->a = malloc(p->a.nbytes);
+    d->b = malloc(p->b.nbytes);
+    if (!d->a || !d->b) {
+        merge_delta_free(d);
+        return ERR(PT_ERR_NOMEM, "out of memory for the adapter of layer %d", layer);
+    }
+    pt_status st = backend_download(l->be, &p->a, d->a, p->a.nbytes);
+    if (st == PT_OK) st = backend_download(l->be, &p->b, d->b, p->b.nbytes);
+    if (st != PT_OK) merge_delta_free(d);
+    return st;
+}
+
+pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)
+{
+    if (!d->a || n == 0) return PT_OK;
+    float *rows = malloc(sizeof(float) * (size_t)(n * d->r));
+    TRY_ALLOC(rows);
+    int64_t hd = d->permute ? d->out / d->permute : 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = d->permute ? merge_hf_row(row0 + i, hd) : row0 + i;
+        memcpy(rows + i * d->r, d->b + src * d->r, sizeof(float) * (size_t)d->r);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->in, (int)d->r, d->scale, rows, (int)d->r,
+                d->a, (int)d->in, 1.0f, dst, (int)d->in);
+    free(rows);
+    return PT_OK;
+}
+
+void merge_delta_free(merge_delta *d)
+{
+    free(d->a);
+    free(d->b);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,268 @@
+/* peft.c — PEFT adapter directories (peft.h): adapter_config.json with the fields PEFT's
+ * LoraConfig writes, and adapter_model.safetensors with one fp32 matrix per LoRA A and B under
+ * PEFT's names. Reading accepts what PEFT itself writes (fp32, fp16 or bf16 matrices, target
+ * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. */
+#include "ptrain/peft.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ptrain/filewrite.h"
+#include "ptrain/st_write.h"
+
+/* ---- writing ---- */
+
+static json_t *target_list(const pt_lora *l)
+{
+    json_t *list = json_array();
+    for (int w = 0; w < W_COUNT; w++)
+        if (l->target[w]) json_array_append_new(list, json_string(lora_module_name(w)));
+    return list;
+}
+
+static char *config_json(const pt_lora *l, const adapter_info *info)
+{
+    const char *base = info->base_name && info->base_name[0] ? info->base_name : info->base_model;
+    json_t *c = json_object();
+    json_object_set_new(c, "peft_type", json_string("LORA"));
+    json_object_set_new(c, "task_type", json_string("CAUSAL_LM"));
+    json_object_set_new(c, "base_model_name_or_path", base ? json_string(base) : json_null());
+    json_object_set_new(c, "r", json_integer(l->r));
+    json_object_set_new(c, "lora_alpha", json_real(l->alpha));
+    json_object_set_new(c, "lora_dropout", json_real(info->lora_dropout));
+    json_object_set_new(c, "target_modules", target_list(l));
+    json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora));
+    json_object_set_new(c, "use_dora", json_false());
+    json_object_set_new(c, "bias", json_string("none"));
+    json_object_set_new(c, "fan_in_fan_out", json_false());
+    json_object_set_new(c, "inference_mode", json_true());
+    json_object_set_new(c, "init_lora_weights", json_true());
+    json_object_set_new(c, "modules_to_save", json_null());
+    json_object_set_new(c, "layers_to_transform", json_null());
+    json_object_set_new(c, "layers_pattern", json_null());
+    json_object_set_new(c, "rank_pattern", json_object());
+    json_object_set_new(c, "alpha_pattern", json_object());
+    json_object_set_new(c, "revision", json_null());
+    char *text = json_dumps(c, JSON_INDENT(2));
+    json_decref(c);
+    return text;
+}
+
+static pt_status declare_tensors(st_writer *w, const pt_lora *l)
+{
+    char name[160];
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int k = 0; k < W_COUNT; k++) {
+            const lora_pair *p = lora_at(l, layer, k);
+            if (!p) continue;
+            adapter_tensor_name(name, sizeof name, layer, k, 'A');
+            TRY(st_w_tensor(w, name, ST_F32, 2, p->a.shape));
+            adapter_tensor_name(name, sizeof name, layer, k, 'B');
+            TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
+        }
+    return PT_OK;
+}
+
+static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
+{
+    float *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    pt_status st = backend_download(be, t, host, t->nbytes);
+    if (st == PT_OK) st = st_w_data(w, host, t->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status write_tensors(const char *path, const pt_lora *l)
+{
+    st_writer w;
+    st_writer_init(&w);
+    pt_status st = st_w_meta(&w, "format", "pt");
+    if (st == PT_OK) st = declare_tensors(&w, l);
+    if (st == PT_OK) st = st_w_begin(&w, path);
+    for (lora_pair *p = lora_next(l, NULL); p && st == PT_OK; p = lora_next(l, p)) {
+        st = stream_matrix(&w, l->be, &p->a);
+        if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
+    }
+    if (st == PT_OK) st = st_w_finish(&w);
+    st_writer_free(&w);
+    return st;
+}
+
+pt_status peft_save(const char *dir, const pt_lora *l, const adapter_info *info)
+{
+    TRY(fw_mkdirs(dir));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    TRY(write_tensors(path, l));
+    char *json = config_json(l, info);
+    TRY_ALLOC(json);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    pt_status st = fw_write_file(path, json, strlen(json));
+    free(json);
+    return st;
+}
+
+/* ---- reading ---- */
+
+bool peft_is_adapter_dir(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+typedef struct {
+    int r;
+    double alpha;
+    bool rslora;
+} peft_settings;
+
+/* A key whose presence with a non-empty value means something ptrain cannot apply. */
+static pt_status refuse_if_set(const char *path, const json_t *c, const char *key, const char *why)
+{
+    const json_t *v = json_object_get(c, key);
+    bool set = v && !json_is_null(v) && !json_is_false(v) &&
+               !((json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0));
+    if (set) return ERR(PT_ERR_USER, "%s: %s is set; %s", path, key, why);
+    return PT_OK;
+}
+
+static pt_status check_unsupported(const char *path, const json_t *c)
+{
+    TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
+    TRY(refuse_if_set(path, c, "rank_pattern", "ptrain needs one rank for every module"));
+    TRY(refuse_if_set(path, c, "alpha_pattern", "ptrain needs one alpha for every module"));
+    TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
+    TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
+    const json_t *bias = json_object_get(c, "bias");
+    if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
+        return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", path,
+                   json_string_value(bias));
+    return PT_OK;
+}
+
+static pt_status parse_config(const char *path, const json_t *c, peft_settings *s)
+{
+    const json_t *type = json_object_get(c, "peft_type");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "LORA"))
+        return ERR(PT_ERR_USER, "%s: peft_type is %s; ptrain reads LoRA adapters (\"LORA\")", path,
+                   json_is_string(type) ? json_string_value(type) : "missing");
+    const json_t *r = json_object_get(c, "r"), *alpha = json_object_get(c, "lora_alpha");
+    if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 4096)
+        return ERR(PT_ERR_USER, "%s: r must be an integer from 1 to 4096", path);
+    if (!json_is_number(alpha)) return ERR(PT_ERR_USER, "%s: lora_alpha must be a number", path);
+    s->r = (int)json_integer_value(r);
+    s->alpha = json_number_value(alpha);
+    s->rslora = json_is_true(json_object_get(c, "use_rslora"));
+    return check_unsupported(path, c);
+}
+
+static pt_status read_config(const char *dir, peft_settings *s)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    json_error_t e;
+    json_t *c = json_load_file(path, 0, &e);
+    if (!c) return ERR(PT_ERR_USER, "%s: line %d, column %d: %s", path, e.line, e.column, e.text);
+    pt_status st = json_is_object(c) ? parse_config(path, c, s) : ERR(PT_ERR_USER, "%s: not a JSON object", path);
+    json_decref(c);
+    return st;
+}
+
+/* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B'.
+ * False for any other name. */
+static bool parse_name(const char *name, int n_layers, int *layer, int *slot, char *which)
+{
+    const char *prefix = "base_model.model.model.layers.";
+    if (strncmp(name, prefix, strlen(prefix))) return false;
+    char *end;
+    long l = strtol(name + strlen(prefix), &end, 10);
+    if (end == name + strlen(prefix) || *end != '.' || l < 0 || l >= n_layers) return false;
+    for (int w = 0; w < W_COUNT; w++) {
+        char want[160];
+        if (!lora_module_name(w)) continue;
+        for (int ab = 0; ab < 2; ab++)
+            for (int dflt = 0; dflt < 2; dflt++) {
+                adapter_tensor_name(want, sizeof want, (int)l, w, ab ? 'B' : 'A');
+                if (dflt) { /* ...lora_A.default.weight, as some versions name it */
+                    char *dot = strrchr(want, '.');
+                    memmove(dot + 8, dot, strlen(dot) + 1);
+                    memcpy(dot, ".default", 8);
+                }
+                if (!strcmp(name, want)) {
+                    *layer = (int)l, *slot = w, *which = ab ? 'B' : 'A';
+                    return true;
+                }
+            }
+    }
+    return false;
+}
+
+static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W_COUNT])
+{
+    memset(target, 0, sizeof(bool) * W_COUNT);
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int layer, slot;
+        char which;
+        if (!parse_name(f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
+            return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer model "
+                       "(q/k/v/o_proj, gate/up/down_proj of base_model.model.model.layers.N); was the adapter "
+                       "trained on another model?", f->path, f->tensors[i].name, m->cfg.n_layers);
+        target[slot] = true;
+    }
+    return PT_OK;
+}
+
+static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *be, pt_tensor *dst)
+{
+    if (t->ndim != 2 || t->shape[0] != dst->shape[0] || t->shape[1] != dst->shape[1]) {
+        char got[96];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s; this model needs [%lld, %lld] (another base model, or another r?)",
+                   f->path, t->name, st_describe(t, got, sizeof got), (long long)dst->shape[0],
+                   (long long)dst->shape[1]);
+    }
+    float *host = malloc(dst->nbytes);
+    TRY_ALLOC(host);
+    pt_status st = st_read_f32(t, f->path, 0, st_numel(t), host);
+    if (st == PT_OK) st = backend_upload(be, dst, host, dst->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status load_tensors(const st_file *f, pt_lora *l)
+{
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int layer, slot;
+        char which;
+        parse_name(f->tensors[i].name, l->n_layers, &layer, &slot, &which);
+        lora_pair *p = lora_at(l, layer, slot);
+        TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
+    }
+    return PT_OK;
+}
+
+pt_status peft_load(const char *dir, const pt_model *m, pt_lora *l)
+{
+    memset(l, 0, sizeof *l);
+    peft_settings s = {0};
+    TRY(read_config(dir, &s));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    st_file f;
+    TRY(st_open(path, &f));
+    bool target[W_COUNT];
+    pt_status st = find_targets(&f, m, target);
+    if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", path);
+    /* layers the file leaves out keep B = 0: no change to the model there */
+    if (st == PT_OK) st = lora_create(l, m, s.r, (float)s.alpha, s.rslora, target, 0);
+    if (st == PT_OK) st = load_tensors(&f, l);
+    st_close(&f);
+    if (st != PT_OK) lora_free(l);
+    return st;
+}

@@ -1,0 +1,173 @@
+#!/bin/sh
+# test_export.sh — what `ptrain export` and the end of training write, checked with ptrain itself
+# (the real tools, PEFT, transformers and llama.cpp, check the same files in test_tools.sh):
+# the adapter in three formats after training; a PEFT directory read back gives the logits of
+# adapter.h5; merged Hugging Face directories (f32 exact, bf16 close) and merged GGUF files of every
+# method give ptrain's logits with the adapter; usage and bad input (unknown method, an adapter of
+# another model, an unwritable or too small target) give one clear error and leave no file that
+# looks complete; the Ollama Modelfile, and `ollama create` run when ollama is on PATH.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+CMP=$(dirname "$P")/tests/export/logits_cmp
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() {
+    "$P" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    out=$(cat "$tmp/out")
+    err=$(cat "$tmp/err")
+}
+prompt="Arr, the sea is wide and the ship"
+logits() { # logits OUT MODEL [generate options...]: the prompt's logits and ids
+    o=$1 m=$2
+    shift 2
+    "$P" generate --model "$m" --prompt "$prompt" --temperature 0 --max-new-tokens 8 --logits "$o" --ids "$o.ids" \
+        "$@" >/dev/null 2>"$tmp/gen.err"
+}
+
+run export --help
+ok "export --help shows its usage" contains "$out" "Usage: ptrain export CONFIG"
+run export
+expect_eq "export without CONFIG or --model: exit 2" 2 "$rc"
+run export --model x --gguf q9_z --out "$tmp/x"
+expect_eq "unknown GGUF method: exit 2" 2 "$rc"
+ok "unknown GGUF method: names it and the choices" contains "$err" "--gguf q9_z: ptrain cannot write it; choose from f32, f16"
+
+# a tiny Llama with fp32 weights and a tokenizer, trained hard for a few steps so the adapter matters
+base="$tmp/base"
+mkdir -p "$base"
+for f in "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-f32/* "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-bnb4/tokenizer*; do
+    ln -s "$f" "$base/"
+done
+tiny_config "$tmp/c.yaml" "$tmp/run" "max_steps: 16
+learning_rate: 0.01
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$base\"|" "$tmp/c.yaml"
+run "$tmp/c.yaml"
+lora="$tmp/run/lora"
+expect_eq "tiny training: exit 0" 0 "$rc"
+ok "training writes adapter.h5, the PEFT files and adapter.gguf" test -s "$lora/adapter.h5" -a -s \
+    "$lora/adapter_config.json" -a -s "$lora/adapter_model.safetensors" -a -s "$lora/adapter.gguf"
+ok "adapter_config.json is PEFT's LoRA config" contains "$(cat "$lora/adapter_config.json")" '"peft_type": "LORA"'
+ok "no temporary files are left" test -z "$(ls -A "$lora" | grep tmp)"
+
+logits "$tmp/h5" "$base" --no-4bit --adapter "$lora"
+mkdir -p "$tmp/peft"
+cp "$lora/adapter_config.json" "$lora/adapter_model.safetensors" "$tmp/peft/"
+logits "$tmp/peft.l" "$base" --no-4bit --adapter "$tmp/peft"
+ok "a PEFT directory gives the logits of adapter.h5 exactly" cmp -s "$tmp/h5" "$tmp/peft.l"
+logits "$tmp/plain" "$base" --no-4bit
+ok "the adapter moves the logits (at least 1e-2)" "$CMP" "$tmp/plain" "$tmp/h5" 1 1e-2
+
+# lora_model_dir: training continues from an adapter (here the PEFT copy, at a learning rate too
+# small to move it): the result gives the first run's logits; other settings are refused
+tiny_config "$tmp/c2.yaml" "$tmp/run2" "max_steps: 1
+learning_rate: 1e-12
+load_in_4bit: false
+lora_model_dir: \"$tmp/peft\""
+sed -i "s|^model_name: .*|model_name: \"$base\"|" "$tmp/c2.yaml"
+run "$tmp/c2.yaml"
+ok "lora_model_dir: training starts from the adapter (exit $rc)" contains "$out" "starting from the adapter in $tmp/peft"
+logits "$tmp/cont" "$base" --no-4bit --adapter "$tmp/run2/lora"
+ok "lora_model_dir: the continued adapter is the one it started from" "$CMP" "$tmp/h5" "$tmp/cont" 1e-6
+sed -i 's/^lora_r: 4/lora_r: 8/' "$tmp/c2.yaml"
+run "$tmp/c2.yaml"
+ok "lora_model_dir with another r: refused, saying what to set" contains "$err" "has r 4, scale 2 and targets"
+
+# merged Hugging Face directories, read back by ptrain
+run export --model "$base" --adapter "$lora" --out "$tmp/x32" --hf --dtype f32 --no-adapter-files
+expect_eq "export --hf --dtype f32: exit 0" 0 "$rc"
+ok "the merged directory has weights, config and tokenizer" test -s "$tmp/x32/merged/model.safetensors" -a -s \
+    "$tmp/x32/merged/config.json" -a -s "$tmp/x32/merged/tokenizer.json"
+logits "$tmp/m32" "$tmp/x32/merged" --no-4bit
+ok "merged f32 = base + adapter (relative 1e-5)" "$CMP" "$tmp/h5" "$tmp/m32" 1e-5
+run export --model "$base" --adapter "$lora" --out "$tmp/x16" --hf --no-adapter-files
+logits "$tmp/m16" "$tmp/x16/merged" --no-4bit
+ok "merged bf16 = base + adapter (relative 2e-2)" "$CMP" "$tmp/h5" "$tmp/m16" 2e-2
+
+# an adapter of another model is refused, naming the tensor
+mkdir -p "$tmp/other"
+cat >"$tmp/other/config.json" <<JSON
+$(sed 's/"hidden_size": 64/"hidden_size": 128/; s/"head_dim": 16/"head_dim": 32/' "$base/config.json")
+JSON
+run export --model "$tmp/other" --adapter "$tmp/peft" --out "$tmp/xo"
+expect_eq "an adapter of another model: exit 1" 1 "$rc"
+ok "an adapter of another model: names the tensor and the shape" contains "$err" "down_proj.lora_B.weight is F32 [64, 4]; this model needs [128, 4]"
+
+# an unwritable target: one error, nothing written
+mkdir -p "$tmp/ro"
+chmod 555 "$tmp/ro"
+if [ "$(id -u)" = 0 ]; then
+    skip_test "an unwritable output directory is refused" "root writes into read-only directories"
+else
+    run export --model "$base" --adapter "$lora" --out "$tmp/ro" --hf
+    ok "an unwritable output directory is refused (exit $rc)" test "$rc" = 1 -a -z "$(ls -A "$tmp/ro")"
+fi
+
+model=""
+for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
+    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
+done
+if [ -z "$model" ]; then
+    skip_test "GGUF exports and the Modelfile" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
+    done_testing
+    exit $?
+fi
+
+# SmolLM2 (a GGUF base, Q4_1) with an adapter from one hard training step
+cat >"$tmp/s.yaml" <<YAML
+model_name: "$model"
+max_seq_length: 64
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 2
+lora_r: 8
+lora_alpha: 16
+learning_rate: 0.05
+warmup_steps: 0
+per_device_train_batch_size: 2
+max_steps: 1
+output_dir: "$tmp/srun"
+final_model_dir: "$tmp/srun/lora"
+YAML
+run "$tmp/s.yaml"
+slora="$tmp/srun/lora"
+expect_eq "one step on SmolLM2: exit 0" 0 "$rc"
+prompt="The capital of France is"
+logits "$tmp/sref" "$model" --adapter "$slora"
+logits "$tmp/splain" "$model"
+ok "the SmolLM2 adapter moves the logits (at least 1e-3)" "$CMP" "$tmp/splain" "$tmp/sref" 1 1e-3
+run export --model "$model" --adapter "$slora" --out "$tmp/g" --gguf f32,f16,q8_0,q4_1,q4_k_m --no-adapter-files
+expect_eq "export --gguf f32,f16,q8_0,q4_1,q4_k_m: exit 0" 0 "$rc"
+for q in f32:1e-5 f16:5e-3 q8_0:5e-2; do
+    logits "$tmp/g.${q%:*}" "$tmp/g/merged-${q%:*}.gguf" --no-4bit
+    ok "merged ${q%:*} GGUF = base + adapter (relative ${q#*:})" "$CMP" "$tmp/sref" "$tmp/g.${q%:*}" "${q#*:}"
+done
+for q in q4_1 q4_k_m; do
+    "$P" generate --model "$tmp/g/merged-$q.gguf" --prompt "$prompt" --temperature 0 --max-new-tokens 4 >"$tmp/out" 2>/dev/null
+    ok "ptrain reads merged-$q.gguf back (it says: $(head -c 40 "$tmp/out" | tr '\n' ' '))" test -s "$tmp/out"
+done
+
+# a write that fails halfway (the file-size limit stands in for a full disk) leaves no GGUF behind
+(ulimit -f 20000 && "$P" export --model "$model" --out "$tmp/full" --gguf f16 --no-adapter-files >"$tmp/out" 2>"$tmp/err")
+rc=$?
+ok "a write that fails halfway: exit 1, naming the file" test "$rc" = 1 -a -n "$(grep 'cannot write' "$tmp/err")"
+ok "a write that fails halfway: no file is left, not even the temporary one" test -z "$(ls -A "$tmp/full")"
+
+# Ollama: the Modelfile, and `ollama create` when ollama is on PATH (a stand-in records its call)
+mkdir -p "$tmp/bin"
+printf '#!/bin/sh\necho "$PWD $*" >"%s"\n' "$tmp/ollama.call" >"$tmp/bin/ollama"
+chmod +x "$tmp/bin/ollama"
+PATH="$tmp/bin:$PATH" run export --model "$model" --adapter "$slora" --out "$tmp/o" --gguf q4_k_m --ollama pirate \
+    --no-adapter-files
+expect_eq "export --ollama: exit 0" 0 "$rc"
+mf=$(cat "$tmp/o/Modelfile")
+ok "the Modelfile is FROM the merged GGUF" contains "$mf" "FROM ./merged-q4_k_m.gguf"
+ok "the Modelfile has SmolLM2's chat template and stop strings" contains "$mf" 'PARAMETER stop "<|im_end|>"'
+ok "the Modelfile's template is Ollama's syntax" contains "$mf" "{{ .Prompt }}<|im_end|>"
+expect_eq "ollama create ran in the output directory" "$tmp/o create pirate -f Modelfile" "$(cat "$tmp/ollama.call")"
+run export --model "$model" --adapter "$slora" --out "$tmp/o2" --ollama pirate
+ok "without ollama on PATH the command is printed" contains "$out" "ollama create 'pirate' -f Modelfile"
+ok "without a merged GGUF: FROM the base, ADAPTER adapter.gguf" contains "$(cat "$tmp/o2/Modelfile")" "ADAPTER ./adapter.gguf"
+done_testing

@@ -1,0 +1,120 @@
+#!/bin/sh
+# test_tools.sh — the files ptrain writes, loaded by the tools people use them with (the Python
+# environment of share/scripts/test-python.sh, given as $PTRAIN_PYTHON):
+#   PEFT: ptrain's adapter on a Hugging Face base and on a GGUF base gives ptrain's logits (fp32,
+#     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused;
+#   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base);
+#   llama.cpp (llama-cpp-python): base GGUF + ptrain's adapter.gguf, and each merged GGUF, run
+#     ptrain's greedy tokens (llama_check.py says what "the same" allows).
+# Skips, saying why, without that environment or without SmolLM2.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+PY=${PTRAIN_PYTHON:-$HOME/.cache/ptrain/pyenv/bin/python}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ -z "$PY" ] || ! "$PY" -c 'import torch, transformers, peft, llama_cpp' 2>/dev/null; then
+    skip_test "PEFT, transformers and llama.cpp load ptrain's exports" \
+        "no Python with torch, transformers, peft and llama_cpp in \$PTRAIN_PYTHON (share/scripts/test-python.sh makes one)"
+    done_testing
+    exit $?
+fi
+hf() { "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" "$@" >"$tmp/py.out" 2>&1 || { sed 's/^/# /' "$tmp/py.out"; return 1; }; grep -v Warn "$tmp/py.out" | grep -v warn | sed 's/^/# /'; }
+llama() { "$PY" "$PTRAIN_SRCDIR/tests/export/llama_check.py" "$@" >"$tmp/py.out" 2>&1; r=$?; sed 's/^/# /' "$tmp/py.out"; return $r; }
+logits() { # logits OUT MODEL PROMPT [generate options...]: the prompt's logits, the ids, 16 greedy tokens
+    o=$1 m=$2 pr=$3
+    shift 3
+    "$P" generate --model "$m" --prompt "$pr" --temperature 0 --max-new-tokens 16 --logits "$o" --ids "$o.ids" \
+        "$@" >/dev/null 2>"$tmp/gen.err" || cat "$tmp/gen.err"
+}
+run() {
+    "$P" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    err=$(cat "$tmp/err")
+}
+
+# --- a Hugging Face base: the tiny fp32 Llama with a tokenizer
+base="$tmp/base"
+mkdir -p "$base"
+for f in "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-f32/* "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-bnb4/tokenizer*; do
+    ln -s "$f" "$base/"
+done
+tiny_config "$tmp/c.yaml" "$tmp/run" "max_steps: 16
+learning_rate: 0.01
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$base\"|" "$tmp/c.yaml"
+run "$tmp/c.yaml"
+lora="$tmp/run/lora"
+pr="Arr, the sea is wide and the ship"
+logits "$tmp/t" "$base" "$pr" --no-4bit --adapter "$lora"
+ok "PEFT loads ptrain's adapter onto the HF base: ptrain's logits" hf peft "$base" "$lora" "$tmp/t.ids" "$tmp/t"
+
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/peft" >/dev/null 2>&1
+logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
+ok "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" hf peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/dora" dora >/dev/null 2>&1
+run generate --model "$base" --adapter "$tmp/dora" --prompt hi
+ok "a DoRA adapter is refused, saying why (exit $rc)" contains "$err" "use_dora is set; ptrain applies plain LoRA"
+
+for d in f32:1e-4 bf16:2e-2; do
+    run export --model "$base" --adapter "$lora" --out "$tmp/m-${d%:*}" --hf --dtype "${d%:*}" --no-adapter-files
+    ok "transformers loads the merged ${d%:*} directory (HF base): ptrain's logits with the adapter (${d#*:})" \
+        hf merged "$tmp/m-${d%:*}/merged" "$tmp/t.ids" "$tmp/t" "${d#*:}"
+done
+
+# --- a GGUF base: SmolLM2-135M-Instruct Q4_1
+model=""
+for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
+    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
+done
+if [ -z "$model" ]; then
+    skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
+    done_testing
+    exit $?
+fi
+cat >"$tmp/s.yaml" <<YAML
+model_name: "$model"
+max_seq_length: 64
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 2
+lora_r: 8
+lora_alpha: 16
+learning_rate: 0.05
+warmup_steps: 0
+per_device_train_batch_size: 2
+max_steps: 1
+output_dir: "$tmp/srun"
+final_model_dir: "$tmp/srun/lora"
+YAML
+run "$tmp/s.yaml"
+slora="$tmp/srun/lora"
+pr="The capital of France is"
+logits "$tmp/s" "$model" "$pr" --adapter "$slora"
+ok "PEFT loads ptrain's adapter onto the GGUF base (transformers dequantizes it): ptrain's logits" \
+    hf peft "$model" "$slora" "$tmp/s.ids" "$tmp/s"
+
+# llama.cpp with a strong adapter: PEFT's random one, turned into adapter.gguf by ptrain export
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$model" "$tmp/speft" >/dev/null 2>&1
+run export --model "$model" --adapter "$tmp/speft" --out "$tmp/sx"
+logits "$tmp/sp" "$model" "$pr" --adapter "$tmp/speft"
+ok "llama.cpp runs base + adapter.gguf (q/k/v/down, rsLoRA) as ptrain does" llama "$model" --lora "$tmp/sx/adapter.gguf" "$tmp/sp.ids" "$tmp/sp" 0.1
+! llama "$model" "$tmp/sp.ids" "$tmp/sp" 0.1 >/dev/null
+ok "... and without the adapter llama.cpp does not (the adapter matters)" test $? = 0
+ok "llama.cpp runs base + the adapter.gguf of training as ptrain does" llama "$model" --lora "$slora/adapter.gguf" "$tmp/s.ids" "$tmp/s" 0.1
+
+run export --model "$model" --adapter "$tmp/speft" --out "$tmp/g" --gguf f32,f16,bf16,q8_0,q4_0,q4_1,q4_k_m --no-adapter-files
+for q in f32:1e-3 f16:1e-2 bf16:2e-2 q8_0:0.15 q4_0:0.15 q4_1:0.15 q4_k_m:0.15; do
+    logits "$tmp/g.${q%:*}" "$tmp/g/merged-${q%:*}.gguf" "$pr" --no-4bit
+    ok "llama.cpp loads merged-${q%:*}.gguf and runs ptrain's greedy tokens" llama "$tmp/g/merged-${q%:*}.gguf" \
+        "$tmp/g.${q%:*}.ids" "$tmp/g.${q%:*}" "${q#*:}"
+done
+
+run export --model "$model" --adapter "$slora" --out "$tmp/sm" --hf --dtype f32 --no-adapter-files
+if [ "$rc" = 0 ]; then
+    ok "transformers loads the merged f32 directory (GGUF base): ptrain's logits with the adapter (1e-4)" \
+        hf merged "$tmp/sm/merged" "$tmp/s.ids" "$tmp/s" 1e-4
+else
+    ok "export --hf from a GGUF base (exit $rc: $err)" false
+fi
+done_testing
