@@ -16,11 +16,12 @@
  * in llama.cpp's interleaved order (as its base GGUF files hold q and k). */
 pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model_config *cfg, const char *name);
 
-/* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, from the GGUF
- * base file it was trained on, with quantization method `method` (f16, bf16, q8_0, q4_0, q4_1,
- * q4_k_m, ...; export_gguf_method_list names them). Streams row chunks: memory stays ~32 MiB. */
-pt_status export_merged_gguf(const char *path, const gguf_file *base, const pt_model_config *cfg, const pt_lora *l,
-                             const char *method);
+/* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
+ * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; export_gguf_method_list
+ * names them). base is the resolved base: a GGUF file (base_is_gguf; its metadata is copied) or a
+ * Hugging Face directory (metadata made by gguf_meta.c). Streams row chunks: memory stays ~32 MiB. */
+pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
+                             const pt_lora *l, const char *method);
 bool export_gguf_method_known(const char *name);
 const char *export_gguf_method_list(void);
 

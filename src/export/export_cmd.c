@@ -75,21 +75,14 @@ static pt_status write_adapter_files(const export_job *j, const pt_lora *l, cons
 static pt_status write_ggufs(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                              const pt_lora *l, char *first, size_t len)
 {
-    if (!is_gguf)
-        return ERR(PT_ERR_USER, "GGUF export from a Hugging Face base (%s) is not supported yet; train on the "
-                   "model's GGUF file, or convert the merged directory with llama.cpp's convert_hf_to_gguf.py", base);
-    gguf_file f;
-    TRY(gguf_open(base, &f));
-    pt_status st = PT_OK;
-    for (int i = 0; i < j->n_gguf && st == PT_OK; i++) {
+    for (int i = 0; i < j->n_gguf; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/merged-%s.gguf", j->out, j->gguf[i]);
-        st = export_merged_gguf(path, &f, cfg, l, j->gguf[i]);
-        if (st == PT_OK) log_info("export     %s (%s)\n", path, j->gguf[i]);
-        if (st == PT_OK && i == 0) snprintf(first, len, "merged-%s.gguf", j->gguf[i]);
+        TRY(export_merged_gguf(path, base, is_gguf, cfg, l, j->gguf[i]));
+        log_info("export     %s (%s)\n", path, j->gguf[i]);
+        if (i == 0) snprintf(first, len, "merged-%s.gguf", j->gguf[i]);
     }
-    gguf_close(&f);
-    return st;
+    return PT_OK;
 }
 
 static pt_status write_ollama(const export_job *j, const char *base, bool is_gguf, const char *merged, bool adapter)

@@ -1,18 +1,25 @@
-/* merged_gguf.c — a merged model as GGUF, from a GGUF base: every key/value of the base (its
- * tokenizer and chat template included) is copied, general.file_type is set to the method's, and
- * each tensor is streamed in row chunks: rows are dequantized, the adapter's s·B·A is added where
- * the projection has one (rows in llama.cpp's order), and the result is quantized to the type the
- * method gives that tensor. A tensor whose type does not change and that has no adapter is copied
- * byte for byte. The method names and per-tensor choices follow llama.cpp's quantize tool
- * (q4_k_m: Q6_K for the output and for half of attn_v/ffn_down, Q4_K elsewhere; rows that are not
- * whole 256-blocks fall back as llama.cpp does). */
+/* merged_gguf.c — a merged model as GGUF. From a GGUF base every key/value of the base (its
+ * tokenizer and chat template included) is copied and general.file_type set to the method's; from
+ * a Hugging Face base the metadata comes from gguf_meta.c, tensors get llama.cpp's names, llama's
+ * q/k rows are interleaved as llama.cpp's converter does, gemma's norms get their 1 added, and
+ * Llama 3's rope scaling becomes the rope_freqs tensor. Each tensor is streamed in row chunks:
+ * rows are read as fp32, the adapter's s·B·A is added where the projection has one (in the
+ * output's row order), and the result is quantized to the type the method gives that tensor. A
+ * GGUF tensor whose type does not change and that has no adapter is copied byte for byte. The
+ * method names and per-tensor choices follow llama.cpp's quantize tool (q4_k_m: Q6_K for the
+ * output and for half of attn_v/ffn_down, Q4_K elsewhere; rows that are not whole 256-blocks fall
+ * back as llama.cpp does). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "export_internal.h"
 #include "ptrain/export.h"
+#include "ptrain/gguf_meta.h"
 #include "ptrain/gguf_write.h"
+#include "ptrain/hf_model.h"
+#include "ptrain/model_io.h"
 #include "ptrain/quant.h"
 
 typedef struct {
@@ -76,100 +83,180 @@ static uint32_t fit_type(uint32_t t, uint64_t cols)
     }
 }
 
-/* The output type of tensor g (layer -1 for tensors outside the blocks). */
-static uint32_t choose_type(const quant_method *q, const gguf_tensor *g, int layer, int slot, int n_layers,
-                            bool tied)
+/* One tensor of the output and where its rows come from. */
+typedef struct {
+    char name[96];
+    int n_dims;
+    uint64_t dims[4];         /* GGUF order: dims[0] is the row length */
+    int layer, slot, permute; /* the adapter's place (-1: none); heads whose q/k rows are interleaved */
+    uint32_t type;            /* output ggml type */
+    const gguf_tensor *gg;    /* a GGUF source (rows already in llama.cpp's order) */
+    const st_tensor *st;      /* or a safetensors source (HF order) */
+    bool plus_one;            /* HF gemma norms: llama.cpp stores 1 + w */
+    const float *values;      /* or values made here (rope_freqs) */
+} gguf_item;
+
+typedef struct {
+    gguf_item *items;
+    size_t n;
+    const pt_lora *lora;
+} gguf_plan;
+
+static bool is_norm(int slot)
 {
-    if (g->n_dims < 2) return GGML_TYPE_F32;
+    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+}
+
+/* The output type of item it (layer -1 for tensors outside the blocks). */
+static uint32_t choose_type(const quant_method *q, const gguf_item *it, int n_layers, bool tied)
+{
+    if (it->n_dims < 2) return GGML_TYPE_F32;
     uint32_t t = q->base;
-    if (gguf_str_eq(g->name, "output.weight") || (tied && gguf_str_eq(g->name, "token_embd.weight"))) t = q->output;
-    else if ((slot == W_V || slot == W_DOWN) && more_bits(layer, n_layers)) t = q->more;
-    return fit_type(t, g->dims[0]);
+    if (!strcmp(it->name, "output.weight") || (tied && !strcmp(it->name, "token_embd.weight"))) t = q->output;
+    else if ((it->slot == W_V || it->slot == W_DOWN) && more_bits(it->layer, n_layers)) t = q->more;
+    return fit_type(t, it->dims[0]);
 }
 
 /* Which layer and slot a blk.N.* tensor is (-1, -1 for the others). */
-static void tensor_slot(const pt_model_config *cfg, const gguf_tensor *g, int *layer, int *slot, int *permute)
+static void tensor_slot(const pt_model_config *cfg, gguf_item *it)
 {
-    *layer = -1, *slot = -1, *permute = 0;
-    char name[128];
+    it->layer = -1, it->slot = -1, it->permute = 0;
     int l;
-    snprintf(name, sizeof name, "%.*s", (int)(g->name.len < 127 ? g->name.len : 127), g->name.data);
-    if (sscanf(name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return;
+    if (sscanf(it->name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return;
     char want[96];
-    for (int w = 0; w < W_COUNT; w++)
-        if (model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) && !strcmp(name, want)) {
-            *layer = l, *slot = w;
+    for (int w = 0; w < W_COUNT; w++) {
+        int permute = 0;
+        if (model_gguf_tensor_name(cfg, l, w, want, sizeof want, &permute) && !strcmp(it->name, want)) {
+            it->layer = l, it->slot = w, it->permute = permute;
             return;
         }
-    *permute = 0;
+    }
 }
 
-typedef struct {
-    const gguf_file *base;
-    const pt_model_config *cfg;
-    const pt_lora *lora;
-    const quant_method *q;
-    uint32_t *types; /* the output type of each base tensor */
-} gguf_merge;
-
-static pt_status declare_all(gguf_writer *w, gguf_merge *m)
+static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, const quant_method *q, gguf_plan *p)
 {
-    const gguf_file *f = m->base;
-    for (uint64_t i = 0; i < f->n_kv; i++)
-        if (!gguf_str_eq(f->kv[i].key, "general.file_type")) TRY(gguf_w_copy_kv(w, &f->kv[i]));
-    TRY(gguf_w_u32(w, "general.file_type", m->q->ftype));
+    p->items = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *p->items);
+    TRY_ALLOC(p->items);
     bool tied = gguf_find_tensor(f, "output.weight") == NULL;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *g = &f->tensors[i];
-        int layer, slot, permute;
-        tensor_slot(m->cfg, g, &layer, &slot, &permute);
-        m->types[i] = choose_type(m->q, g, layer, slot, m->cfg->n_layers, tied);
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)g->name.len, g->name.data);
-        TRY(gguf_w_tensor(w, name, m->types[i], (int)g->n_dims, g->dims));
+        gguf_item *it = &p->items[p->n++];
+        snprintf(it->name, sizeof it->name, "%.*s", (int)(g->name.len < 95 ? g->name.len : 95), g->name.data);
+        it->gg = g;
+        it->n_dims = (int)g->n_dims;
+        memcpy(it->dims, g->dims, sizeof it->dims);
+        tensor_slot(cfg, it);
+        it->type = choose_type(q, it, cfg->n_layers, tied);
+        if (it->type != g->ggml_type && g->dtype == PT_DTYPE_COUNT)
+            return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot convert; export with its "
+                       "own type", f->path, it->name, g->ggml_type);
     }
     return PT_OK;
 }
 
-/* Rows row0 .. row0+n of g: dequantized, delta added, quantized to type into out. */
-static pt_status convert_rows(const gguf_tensor *g, uint32_t type, const merge_delta *d, int64_t row0, int64_t n,
-                              float *dense, void *out)
+/* An item from safetensors tensor `hname` named `gname` in the GGUF (rows 0: a vector). */
+static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, const char *gname, int layer, int slot,
+                             int permute, bool plus_one)
 {
-    int64_t cols = (int64_t)g->dims[0];
-    size_t in_row = dtype_size_bytes(g->dtype, cols);
-    for (int64_t i = 0; i < n; i++)
-        TRY(quant_dequantize_row(g->dtype, (const char *)g->data + (size_t)(row0 + i) * in_row, dense + i * cols, cols));
-    TRY(merge_delta_add(d, row0, n, dense));
-    size_t out_row = gguf_w_tensor_bytes(type, (const uint64_t[]){(uint64_t)cols}, 1);
-    for (int64_t i = 0; i < n; i++)
-        TRY(quant_quantize_row(gguf_ggml_dtype(type), dense + i * cols, (char *)out + (size_t)i * out_row, cols));
+    const st_tensor *t = st_set_find(s, hname, NULL);
+    if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", s->dir, hname);
+    if (t->ndim < 1 || t->ndim > 2 || !(t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16))
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only", s->dir,
+                   hname, st_dtype_name(t->dtype));
+    gguf_item *it = &p->items[p->n++];
+    snprintf(it->name, sizeof it->name, "%s", gname);
+    it->st = t;
+    it->n_dims = t->ndim;
+    it->dims[0] = (uint64_t)t->shape[t->ndim - 1];
+    it->dims[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
+    it->layer = layer, it->slot = slot, it->permute = permute, it->plus_one = plus_one;
     return PT_OK;
 }
 
-static pt_status stream_tensor(gguf_writer *w, const gguf_merge *m, const gguf_tensor *g, uint32_t type)
+static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
 {
-    int layer, slot, permute;
-    tensor_slot(m->cfg, g, &layer, &slot, &permute);
+    bool gemma = !strcmp(cfg->arch, "gemma2");
+    p->items = calloc((size_t)cfg->n_layers * W_COUNT + 4, sizeof *p->items);
+    TRY_ALLOC(p->items);
+    TRY(add_st_item(p, s, "model.embed_tokens.weight", "token_embd.weight", -1, -1, 0, false));
+    char gname[96], hname[160];
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int w = 0; w < W_COUNT; w++) {
+            int permute = 0;
+            if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
+            if (!hf_tensor_name(cfg->arch, l, w, hname, sizeof hname)) continue;
+            TRY(add_st_item(p, s, hname, gname, l, w, permute, gemma && is_norm(w)));
+        }
+    TRY(add_st_item(p, s, "model.norm.weight", "output_norm.weight", -1, -1, 0, gemma));
+    if (!cfg->tied_embeddings) TRY(add_st_item(p, s, "lm_head.weight", "output.weight", -1, -1, 0, false));
+    return PT_OK;
+}
+
+/* Llama 3's rope scaling as llama.cpp takes it: per-frequency divisors of the plain frequencies. */
+static pt_status add_rope_freqs(gguf_plan *p, const hf_config *hc, float **store)
+{
+    int half = hc->cfg.head_dim / 2;
+    float *plain = malloc(sizeof(float) * (size_t)half * 2);
+    TRY_ALLOC(plain);
+    float *scaled = plain + half;
+    pt_status st = rope_inv_freq(hc->rope_theta, hc->cfg.head_dim, NULL, plain);
+    if (st == PT_OK) st = rope_inv_freq(hc->rope_theta, hc->cfg.head_dim, &hc->rope, scaled);
+    for (int i = 0; st == PT_OK && i < half; i++) plain[i] = plain[i] / scaled[i];
+    if (st != PT_OK) {
+        free(plain);
+        return st;
+    }
+    gguf_item *it = &p->items[p->n++];
+    snprintf(it->name, sizeof it->name, "rope_freqs.weight");
+    it->n_dims = 1, it->dims[0] = (uint64_t)half, it->dims[1] = 1;
+    it->layer = -1, it->slot = -1;
+    it->values = *store = plain;
+    return PT_OK;
+}
+
+/* Rows row0 .. row0+n of it as fp32 in the output's row order. */
+static pt_status read_rows(const gguf_item *it, int64_t row0, int64_t n, float *dense)
+{
+    int64_t cols = (int64_t)it->dims[0];
+    if (it->values) {
+        memcpy(dense, it->values + row0 * cols, sizeof(float) * (size_t)(n * cols));
+        return PT_OK;
+    }
+    if (it->gg) {
+        size_t row_bytes = dtype_size_bytes(it->gg->dtype, cols);
+        for (int64_t i = 0; i < n; i++)
+            TRY(quant_dequantize_row(it->gg->dtype, (const char *)it->gg->data + (size_t)(row0 + i) * row_bytes,
+                                     dense + i * cols, cols));
+        return PT_OK;
+    }
+    int64_t hd = it->permute ? (int64_t)it->dims[1] / it->permute : 0;
+    for (int64_t i = 0; i < n; i++) { /* HF rows; llama's q/k interleaved per head as llama.cpp's converter does */
+        int64_t src = it->permute ? merge_hf_row(row0 + i, hd) : row0 + i;
+        TRY(st_read_f32(it->st, it->name, src * cols, cols, dense + i * cols));
+    }
+    for (int64_t i = 0; it->plus_one && i < n * cols; i++) dense[i] += 1.0f;
+    return PT_OK;
+}
+
+static size_t row_bytes(uint32_t type, int64_t cols) { return gguf_w_tensor_bytes(type, (const uint64_t[]){(uint64_t)cols}, 1); }
+
+static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora *l)
+{
     merge_delta d;
-    TRY(merge_delta_load(&d, m->lora, layer, slot, permute));
-    if (!d.a && type == g->ggml_type) return gguf_w_data(w, g->data, g->nbytes); /* unchanged: the same bytes */
-    if (g->dtype == PT_DTYPE_COUNT) {
-        merge_delta_free(&d);
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)g->name.len, g->name.data);
-        return ERR(PT_ERR_USER, "tensor %s has ggml type %u, which ptrain cannot convert; export with its own type",
-                   name, g->ggml_type);
-    }
-    int64_t cols = (int64_t)g->dims[0], rows = (int64_t)(g->nbytes / dtype_size_bytes(g->dtype, cols));
+    TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
+    if (!d.a && it->gg && it->type == it->gg->ggml_type) return gguf_w_data(w, it->gg->data, it->gg->nbytes);
+    int64_t cols = (int64_t)it->dims[0], rows = it->n_dims >= 2 ? (int64_t)it->dims[1] : 1;
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
     void *out = malloc(sizeof(float) * (size_t)(chunk * cols));
     pt_status st = dense && out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
-        st = convert_rows(g, type, &d, r, n, dense, out);
-        if (st == PT_OK)
-            st = gguf_w_data(w, out, (size_t)n * gguf_w_tensor_bytes(type, (const uint64_t[]){(uint64_t)cols}, 1));
+        st = read_rows(it, r, n, dense);
+        if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
+        for (int64_t i = 0; i < n && st == PT_OK; i++)
+            st = quant_quantize_row(gguf_ggml_dtype(it->type), dense + i * cols, (char *)out + (size_t)i * row_bytes(it->type, cols), cols);
+        if (st == PT_OK) st = gguf_w_data(w, out, (size_t)n * row_bytes(it->type, cols));
     }
     free(dense);
     free(out);
@@ -177,23 +264,76 @@ static pt_status stream_tensor(gguf_writer *w, const gguf_merge *m, const gguf_t
     return st;
 }
 
-pt_status export_merged_gguf(const char *path, const gguf_file *base, const pt_model_config *cfg, const pt_lora *l,
-                             const char *method)
+static pt_status write_plan(gguf_writer *w, const char *path, const gguf_plan *p)
 {
-    gguf_merge m = {base, cfg, l, find_method(method), NULL};
-    if (!m.q)
+    for (size_t i = 0; i < p->n; i++)
+        TRY(gguf_w_tensor(w, p->items[i].name, p->items[i].type, p->items[i].n_dims, p->items[i].dims));
+    TRY(gguf_w_begin(w, path));
+    for (size_t i = 0; i < p->n; i++) TRY(stream_item(w, &p->items[i], p->lora));
+    return gguf_w_finish(w);
+}
+
+static pt_status copy_kvs(gguf_writer *w, const gguf_file *f, const quant_method *q)
+{
+    for (uint64_t i = 0; i < f->n_kv; i++)
+        if (!gguf_str_eq(f->kv[i].key, "general.file_type")) TRY(gguf_w_copy_kv(w, &f->kv[i]));
+    return gguf_w_u32(w, "general.file_type", q->ftype);
+}
+
+static pt_status from_gguf(const char *path, const char *base, const pt_model_config *cfg, const quant_method *q,
+                           gguf_writer *w, gguf_plan *p)
+{
+    gguf_file f;
+    TRY(gguf_open(base, &f));
+    pt_status st = copy_kvs(w, &f, q);
+    if (st == PT_OK) st = plan_from_gguf(&f, cfg, q, p);
+    if (st == PT_OK) st = write_plan(w, path, p);
+    gguf_close(&f);
+    return st;
+}
+
+static pt_status hf_metadata(gguf_writer *w, const char *dir, const hf_config *hc, const quant_method *q)
+{
+    if (hc->bnb_4bit)
+        return ERR(PT_ERR_USER, "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
+                   "export with the original model as model_name", dir);
+    TRY(gguf_meta_from_hf(w, dir, hc, NULL));
+    TRY(gguf_w_u32(w, "general.file_type", q->ftype));
+    return gguf_w_u32(w, "general.quantization_version", 2);
+}
+
+static pt_status from_hf(const char *path, const char *base, const quant_method *q, gguf_writer *w, gguf_plan *p)
+{
+    char dir[4096], config[4200];
+    model_hf_dir(base, dir, sizeof dir);
+    snprintf(config, sizeof config, "%s/config.json", dir);
+    hf_config hc;
+    TRY(hf_config_read(config, &hc));
+    TRY(hf_metadata(w, dir, &hc, q));
+    st_set s;
+    TRY(st_set_open(base, &s));
+    float *freqs = NULL;
+    pt_status st = plan_from_st(&s, &hc.cfg, p);
+    if (st == PT_OK && hc.rope.type == PT_ROPE_LLAMA3) st = add_rope_freqs(p, &hc, &freqs);
+    for (size_t i = 0; st == PT_OK && i < p->n; i++) p->items[i].type = choose_type(q, &p->items[i], hc.cfg.n_layers, hc.cfg.tied_embeddings);
+    if (st == PT_OK) st = write_plan(w, path, p);
+    free(freqs);
+    st_set_close(&s);
+    return st;
+}
+
+pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
+                             const pt_lora *l, const char *method)
+{
+    const quant_method *q = find_method(method);
+    if (!q)
         return ERR(PT_ERR_USER, "quantization_method %s: ptrain cannot write it yet; choose from %s", method,
                    export_gguf_method_list());
-    m.types = calloc(base->n_tensors ? base->n_tensors : 1, sizeof *m.types);
-    TRY_ALLOC(m.types);
     gguf_writer *w = NULL;
-    pt_status st = gguf_writer_new(&w);
-    if (st == PT_OK) st = declare_all(w, &m);
-    if (st == PT_OK) st = gguf_w_begin(w, path);
-    for (uint64_t i = 0; i < base->n_tensors && st == PT_OK; i++)
-        st = stream_tensor(w, &m, &base->tensors[i], m.types[i]);
-    if (st == PT_OK) st = gguf_w_finish(w);
+    TRY(gguf_writer_new(&w));
+    gguf_plan p = {.lora = l};
+    pt_status st = base_is_gguf ? from_gguf(path, base, cfg, q, w, &p) : from_hf(path, base, q, w, &p);
     gguf_writer_free(w);
-    free(m.types);
+    free(p.items);
     return st;
 }

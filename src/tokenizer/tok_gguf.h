@@ -21,7 +21,7 @@ static const struct {
     const char *name;
     gguf_pre_kind kind;
 } gguf_pre_names[] = {
-    {"gpt2", PRE_GPT2},       {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},  {"llama-v3", PRE_LLAMA3},
+    {"gpt2", PRE_GPT2},       {"gpt-2", PRE_GPT2},       {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},  {"llama-v3", PRE_LLAMA3},
     {"qwen2", PRE_QWEN2},     {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS_GPT2},
     {"starcoder", PRE_DIGITS_GPT2}, {"refact", PRE_DIGITS_GPT2},
 };

@@ -86,6 +86,16 @@ run export --model "$base" --adapter "$lora" --out "$tmp/x16" --hf --no-adapter-
 logits "$tmp/m16" "$tmp/x16/merged" --no-4bit
 ok "merged bf16 = base + adapter (relative 2e-2)" "$CMP" "$tmp/h5" "$tmp/m16" 2e-2
 
+# merged GGUF from the Hugging Face base (metadata and tokenizer made from its files; Llama 3 rope
+# scaling as rope_freqs), read back by ptrain
+run export --model "$base" --adapter "$lora" --out "$tmp/xg" --gguf f32,q8_0 --no-adapter-files
+expect_eq "export --gguf from an HF base: exit 0" 0 "$rc"
+logits "$tmp/g32" "$tmp/xg/merged-f32.gguf" --no-4bit
+ok "merged f32 GGUF (HF base) tokenizes the prompt as the base does" cmp -s "$tmp/h5.ids" "$tmp/g32.ids"
+ok "merged f32 GGUF (HF base) = base + adapter (relative 1e-5)" "$CMP" "$tmp/h5" "$tmp/g32" 1e-5
+logits "$tmp/g8" "$tmp/xg/merged-q8_0.gguf" --no-4bit
+ok "merged q8_0 GGUF (HF base) = base + adapter (relative 2e-2)" "$CMP" "$tmp/h5" "$tmp/g8" 2e-2
+
 # an adapter of another model is refused, naming the tensor
 mkdir -p "$tmp/other"
 cat >"$tmp/other/config.json" <<JSON

@@ -62,6 +62,16 @@ for d in f32:1e-4 bf16:2e-2; do
         hf merged "$tmp/m-${d%:*}/merged" "$tmp/t.ids" "$tmp/t" "${d#*:}"
 done
 
+run export --model "$base" --adapter "$lora" --out "$tmp/hg" --gguf f32,q4_k_m --no-adapter-files
+for q in f32:1e-3 q4_k_m:0.15; do
+    logits "$tmp/hg.${q%:*}" "$tmp/hg/merged-${q%:*}.gguf" "$pr" --no-4bit
+    ok "llama.cpp loads merged-${q%:*}.gguf made from the HF base and runs ptrain's greedy tokens" \
+        llama "$tmp/hg/merged-${q%:*}.gguf" "$tmp/hg.${q%:*}.ids" "$tmp/hg.${q%:*}" "${q#*:}"
+done
+ok "llama.cpp tokenizes as HF tokenizers with the GGUF metadata ptrain makes from HF directories" \
+    "$PY" "$PTRAIN_SRCDIR/tests/export/gguf_meta_check.py" "$(dirname "$P")/tests/export/gguf_meta_main" \
+    --work "$tmp/gm"
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=""
 for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
