@@ -289,11 +289,12 @@ static void quantize_q4(pt_dtype dtype, const float *x, uint8_t *p)
         wr16(p, quant_f32_to_f16(d));
         wr16(p + 2, quant_f32_to_f16(m));
     }
-    float inv = d ? 1.0f / d : 0.0f;
+    /* as ggml rounds: Q4_0 x/d + 8.5, Q4_1 (x - min)/d + 0.5, truncated (byte-identical files) */
+    float inv = d ? 1.0f / d : 0.0f, shift = dtype == PT_Q4_0 ? 0.0f : m, add = dtype == PT_Q4_0 ? 8.5f : 0.5f;
     for (int j = 0; j < 16; j++) {
-        long a = lroundf((x[j] - m) * inv), b = lroundf((x[j + 16] - m) * inv);
-        a = a < 0 ? 0 : a > 15 ? 15 : a;
-        b = b < 0 ? 0 : b > 15 ? 15 : b;
+        int a = (int)(int8_t)((x[j] - shift) * inv + add), b = (int)(int8_t)((x[j + 16] - shift) * inv + add);
+        a = a > 15 ? 15 : a;
+        b = b > 15 ? 15 : b;
         p[head + j] = (uint8_t)(a | (b << 4));
     }
 }

@@ -15,6 +15,9 @@
  * blk.N.<tensor>.weight.lora_a [r, in] and .lora_b [out, r] in f32; for llama, lora_b's q/k rows
  * in llama.cpp's interleaved order (as its base GGUF files hold q and k). */
 pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model_config *cfg, const char *name);
+/* Read a llama.cpp LoRA adapter onto model m (its scale becomes alpha / r, as llama.cpp applies
+ * it); an adapter of another architecture or shape is refused naming the tensor. */
+pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l);
 
 /* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
  * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; export_gguf_method_list

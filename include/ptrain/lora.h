@@ -37,7 +37,12 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg);
 /* Create adapters with explicit settings (tests, adapter files); A random from seed, B zero. */
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
                       uint64_t seed);
+/* The same without gradients and AdamW moments (a sixth of the memory), for adapters that are
+ * only applied or copied: what adapter files are read into (generation, export, lora_model_dir). */
+pt_status lora_create_frozen(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
+                             const bool target[W_COUNT]);
 void lora_free(pt_lora *l);
+
 lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */
 /* Every adapted projection in layer order: for (p = lora_next(l, NULL); p; p = lora_next(l, p)) */
 lora_pair *lora_next(const pt_lora *l, lora_pair *prev);

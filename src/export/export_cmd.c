@@ -128,7 +128,7 @@ pt_status export_run(const export_job *j, const pt_lora *trained)
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;
-    pt_backend_options bo = {.device = "cpu", .threads = 1};
+    pt_backend_options bo = {.device = "cpu"}; /* all cores: quantizing runs in parallel */
     TRY(backend_open(&bo, &be));
     pt_model shapes;
     pt_lora l = {0};

@@ -3,6 +3,7 @@
 #ifndef PTRAIN_EXPORT_INTERNAL_H
 #define PTRAIN_EXPORT_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ptrain/lora.h"
@@ -23,6 +24,9 @@ pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, i
 /* dst [n, in] += s · B[rows row0 .. row0+n) · A. */
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst);
 void merge_delta_free(merge_delta *d);
+/* Give back the pages of a read-only mapping already streamed (the base file), so an export's
+ * resident memory stays about one chunk whatever the model's size. */
+void merge_release(const void *data, size_t n);
 /* The HF row that llama.cpp's row g of a q/k weight holds (heads of hd rows). */
 int64_t merge_hf_row(int64_t g, int64_t hd);
 

@@ -1,13 +1,16 @@
 /* gguf_adapter.c — the LoRA adapter as llama.cpp loads it (`llama-cli -m base.gguf --lora
  * adapter.gguf`, Ollama's ADAPTER line): the base's architecture name, the adapter keys, and per
- * adapted projection two f32 tensors named after the base tensor. llama.cpp's base files hold
+ * adapted projection two f32 tensors named after the base tensor; and reading such a file back
+ * (ptrain's own, or one llama.cpp's convert_lora_to_gguf.py wrote). llama.cpp's base files hold
  * llama's q and k rows interleaved per head for its rotary embedding; ptrain's adapters are in
  * Hugging Face's order, so lora_b's rows of q and k are interleaved the same way here. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/export.h"
 #include "ptrain/gguf_write.h"
+#include "ptrain/quant.h"
 
 /* HF row order -> llama.cpp's: GGUF row h*hd + 2i + s is HF row h*hd + s*hd/2 + i. */
 static void permute_rows(const float *src, float *dst, int64_t rows, int64_t cols, int heads)
@@ -78,5 +81,113 @@ pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model
     if (st == PT_OK) st = stream_all(w, l, cfg);
     if (st == PT_OK) st = gguf_w_finish(w);
     gguf_writer_free(w);
+    return st;
+}
+
+/* ---- reading: llama.cpp LoRA adapters (ptrain's, or convert_lora_to_gguf.py's) ---- */
+
+/* blk.N.<suffix>.lora_a|b -> layer, slot, 'a'/'b' of model cfg; false for other names. */
+static bool parse_tensor(const pt_model_config *cfg, const gguf_tensor *g, int *layer, int *slot, char *which,
+                         int *permute)
+{
+    char name[160], want[96];
+    snprintf(name, sizeof name, "%.*s", (int)(g->name.len < 159 ? g->name.len : 159), g->name.data);
+    size_t len = strlen(name);
+    int l;
+    if (len < 7 || strncmp(name + len - 7, ".lora_", 6) || (name[len - 1] != 'a' && name[len - 1] != 'b')) return false;
+    *which = name[len - 1];
+    name[len - 7] = 0;
+    if (sscanf(name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return false;
+    for (int w = 0; w < W_COUNT; w++)
+        if (lora_module_name(w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) && !strcmp(want, name)) {
+            *layer = l, *slot = w;
+            return true;
+        }
+    return false;
+}
+
+static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, float *alpha)
+{
+    gguf_str type, arch;
+    TRY(gguf_get_str(f, "general.type", &type));
+    TRY(gguf_get_str(f, "general.architecture", &arch));
+    if (!gguf_str_eq(type, "adapter")) return ERR(PT_ERR_USER, "%s: general.type is not \"adapter\"; is it a model?", f->path);
+    gguf_str kind;
+    TRY(gguf_get_str(f, "adapter.type", &kind));
+    if (!gguf_str_eq(kind, "lora")) return ERR(PT_ERR_USER, "%s: adapter.type is not \"lora\"", f->path);
+    if (!gguf_str_eq(arch, cfg->arch))
+        return ERR(PT_ERR_USER, "%s: an adapter for architecture %.*s; the model is %s", f->path,
+                   (int)(arch.len > 32 ? 32 : arch.len), arch.data, cfg->arch);
+    return gguf_get_f32(f, "adapter.lora.alpha", alpha);
+}
+
+/* Targets and rank from the tensors; every tensor must be a lora_a/lora_b of the model. */
+static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bool target[W_COUNT], int *r)
+{
+    memset(target, 0, sizeof(bool) * W_COUNT);
+    *r = 0;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *g = &f->tensors[i];
+        int layer, slot, permute;
+        char which;
+        if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
+            return ERR(PT_ERR_USER, "%s: tensor %.*s is not a LoRA matrix of a projection of this %d-layer %s model",
+                       f->path, (int)g->name.len, g->name.data, cfg->n_layers, cfg->arch);
+        target[slot] = true;
+        if (which == 'a') *r = (int)g->dims[1];
+    }
+    if (*r < 1 || *r > 4096) return ERR(PT_ERR_USER, "%s: no LoRA tensors of a plausible rank", f->path);
+    return PT_OK;
+}
+
+/* One matrix into t ([rows, cols] in PyTorch order), lora_b of llama q/k back to HF row order. */
+static pt_status read_matrix(const gguf_file *f, const gguf_tensor *g, pt_backend *be, pt_tensor *t, int permute)
+{
+    if (g->dims[0] != (uint64_t)t->shape[1] || g->dims[1] != (uint64_t)t->shape[0])
+        return ERR(PT_ERR_USER, "%s: tensor %.*s is [%llu, %llu]; this model needs [%lld, %lld]", f->path,
+                   (int)g->name.len, g->name.data, (unsigned long long)g->dims[1], (unsigned long long)g->dims[0],
+                   (long long)t->shape[0], (long long)t->shape[1]);
+    int64_t rows = t->shape[0], cols = t->shape[1], hd = permute ? rows / permute : 0;
+    float *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    size_t row_bytes = dtype_size_bytes(g->dtype, cols);
+    pt_status st = PT_OK;
+    for (int64_t r = 0; r < rows && st == PT_OK; r++) {
+        int64_t dst = permute ? (r / hd) * hd + (r % hd % 2) * (hd / 2) + (r % hd) / 2 : r;
+        st = quant_dequantize_row(g->dtype, (const char *)g->data + (size_t)r * row_bytes, host + dst * cols, cols);
+    }
+    if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status read_all(const gguf_file *f, const pt_model *m, pt_lora *l)
+{
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *g = &f->tensors[i];
+        int layer, slot, permute;
+        char which;
+        parse_tensor(&m->cfg, g, &layer, &slot, &which, &permute);
+        lora_pair *p = lora_at(l, layer, slot);
+        TRY(read_matrix(f, g, l->be, which == 'a' ? &p->a : &p->b, which == 'b' ? permute : 0));
+    }
+    return PT_OK;
+}
+
+pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l)
+{
+    memset(l, 0, sizeof *l);
+    gguf_file f;
+    TRY(gguf_open(path, &f));
+    float alpha = 0;
+    bool target[W_COUNT];
+    int r = 0;
+    pt_status st = check_header(&f, &m->cfg, &alpha);
+    if (st == PT_OK) st = scan_tensors(&f, &m->cfg, target, &r);
+    /* llama.cpp scales by alpha / r: that is the scale, whatever alpha and rsLoRA were in training */
+    if (st == PT_OK) st = lora_create_frozen(l, m, r, alpha, false, target);
+    if (st == PT_OK) st = read_all(&f, m, l);
+    gguf_close(&f);
+    if (st != PT_OK) lora_free(l);
     return st;
 }

@@ -3,6 +3,8 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "export_internal.h"
 
@@ -53,4 +55,11 @@ void merge_delta_free(merge_delta *d)
     free(d->a);
     free(d->b);
     memset(d, 0, sizeof *d);
+}
+
+void merge_release(const void *data, size_t n)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = ((uintptr_t)data + page - 1) / page * page;
+    uintptr_t to = ((uintptr_t)data + n) / page * page;
+    if (to > from) madvise((void *)from, to - from, MADV_DONTNEED); /* advice only: failure changes nothing */
 }

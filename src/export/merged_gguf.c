@@ -240,11 +240,31 @@ static pt_status read_rows(const gguf_item *it, int64_t row0, int64_t n, float *
 
 static size_t row_bytes(uint32_t type, int64_t cols) { return gguf_w_tensor_bytes(type, (const uint64_t[]){(uint64_t)cols}, 1); }
 
+/* Quantize n rows in parallel (the k-quants' search is the slow part of an export). */
+static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int64_t cols, void *out)
+{
+    pt_status st = PT_OK;
+    size_t bytes = row_bytes(type, cols);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t i = 0; i < n; i++) {
+        pt_status r = quant_quantize_row(gguf_ggml_dtype(type), dense + i * cols, (char *)out + (size_t)i * bytes, cols);
+        if (r != PT_OK) {
+#pragma omp critical
+            st = r;
+        }
+    }
+    return st;
+}
+
 static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora *l)
 {
     merge_delta d;
     TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
-    if (!d.a && it->gg && it->type == it->gg->ggml_type) return gguf_w_data(w, it->gg->data, it->gg->nbytes);
+    if (!d.a && it->gg && it->type == it->gg->ggml_type) {
+        pt_status st = gguf_w_data(w, it->gg->data, it->gg->nbytes);
+        merge_release(it->gg->data, it->gg->nbytes);
+        return st;
+    }
     int64_t cols = (int64_t)it->dims[0], rows = it->n_dims >= 2 ? (int64_t)it->dims[1] : 1;
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
@@ -254,10 +274,11 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora 
         int64_t n = rows - r < chunk ? rows - r : chunk;
         st = read_rows(it, r, n, dense);
         if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
-        for (int64_t i = 0; i < n && st == PT_OK; i++)
-            st = quant_quantize_row(gguf_ggml_dtype(it->type), dense + i * cols, (char *)out + (size_t)i * row_bytes(it->type, cols), cols);
+        if (st == PT_OK) st = quantize_rows(it->type, dense, n, cols, out);
         if (st == PT_OK) st = gguf_w_data(w, out, (size_t)n * row_bytes(it->type, cols));
     }
+    if (it->gg) merge_release(it->gg->data, it->gg->nbytes);
+    if (it->st) merge_release(it->st->data, it->st->nbytes);
     free(dense);
     free(out);
     merge_delta_free(&d);

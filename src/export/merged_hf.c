@@ -144,7 +144,11 @@ static void convert(const float *src, int64_t n, st_dtype to, void *dst)
 
 static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, st_dtype to)
 {
-    if (it->copy) return st_w_data(w, it->st->data, it->st->nbytes);
+    if (it->copy) {
+        pt_status st = st_w_data(w, it->st->data, it->st->nbytes);
+        merge_release(it->st->data, it->st->nbytes);
+        return st;
+    }
     merge_delta d;
     TRY(merge_delta_load(&d, l, it->layer, it->slot, 0));
     int64_t rows = it->rows ? it->rows : 1, cols = it->cols;
@@ -159,6 +163,8 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, 
         if (st == PT_OK) convert(dense, n * cols, to, out);
         if (st == PT_OK) st = st_w_data(w, out, (size_t)(n * cols) * st_dtype_size(to));
     }
+    if (it->gg) merge_release(it->gg->data, it->gg->nbytes);
+    if (it->st) merge_release(it->st->data, it->st->nbytes);
     free(dense);
     free(out);
     merge_delta_free(&d);

@@ -260,7 +260,7 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_lora *l)
     pt_status st = find_targets(&f, m, target);
     if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", path);
     /* layers the file leaves out keep B = 0: no change to the model there */
-    if (st == PT_OK) st = lora_create(l, m, s.r, (float)s.alpha, s.rslora, target, 0);
+    if (st == PT_OK) st = lora_create_frozen(l, m, s.r, (float)s.alpha, s.rslora, target);
     if (st == PT_OK) st = load_tensors(&f, l);
     st_close(&f);
     if (st != PT_OK) lora_free(l);

@@ -6,6 +6,7 @@
 #include "ptrain/adapter.h"
 
 #include "h5util.h"
+#include "ptrain/export.h"
 #include "ptrain/peft.h"
 
 #include <errno.h>
@@ -112,7 +113,7 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_lo
     bool target[W_COUNT] = {0};
     for (int w = 0; w < W_COUNT; w++)
         if (lora_module_name(w) && strstr(targets, lora_module_name(w))) target[w] = true;
-    TRY(lora_create(l, m, (int)r, (float)alpha, false, target, 0));
+    TRY(lora_create_frozen(l, m, (int)r, (float)alpha, false, target));
     l->scale = (float)scale;
     char name[160];
     for (int layer = 0; layer < l->n_layers; layer++)
@@ -138,7 +139,14 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l)
     else
         snprintf(file_path, sizeof file_path, "%s", path);
     if (is_dir && stat(file_path, &sb) != 0 && peft_is_adapter_dir(path)) return peft_load(path, m, l);
+    if (is_dir && stat(file_path, &sb) != 0) { /* only a llama.cpp adapter? */
+        char gguf[4200];
+        snprintf(gguf, sizeof gguf, "%s/adapter.gguf", path);
+        if (stat(gguf, &sb) == 0) return gguf_adapter_load(gguf, m, l);
+    }
     const char *leaf = strrchr(file_path, '/') ? strrchr(file_path, '/') + 1 : file_path;
+    size_t leaf_len = strlen(leaf);
+    if (leaf_len > 5 && !strcmp(leaf + leaf_len - 5, ".gguf")) return gguf_adapter_load(file_path, m, l);
     if (!strcmp(leaf, "adapter_config.json") || !strcmp(leaf, "adapter_model.safetensors")) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%.*s", (int)(leaf - file_path > 1 ? leaf - file_path - 1 : leaf - file_path), file_path);

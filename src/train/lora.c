@@ -52,7 +52,7 @@ static pt_status alloc_zero(pt_backend *be, pt_tensor *t, int64_t rows, int64_t 
     return st;
 }
 
-static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, int64_t in, uint64_t *rng)
+static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, int64_t in, uint64_t *rng, bool train)
 {
     float *a = malloc(sizeof(float) * (size_t)(r * in));
     TRY_ALLOC(a);
@@ -63,6 +63,7 @@ static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, i
     free(a);
     TRY(st);
     TRY(alloc_zero(be, &p->b, out, r, NULL));
+    if (!train) return PT_OK; /* applied only: no optimizer state */
     TRY(alloc_zero(be, &p->m_a, r, in, NULL));
     TRY(alloc_zero(be, &p->v_a, r, in, NULL));
     TRY(alloc_zero(be, &p->m_b, out, r, NULL));
@@ -105,8 +106,8 @@ pt_tensor lora_grad_span(const pt_lora *l, const pt_tensor *buf, int from, int t
     return tensor_span(buf, l->layer_off[from], l->layer_off[to + 1] - l->layer_off[from]);
 }
 
-pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
-                      uint64_t seed)
+static pt_status create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
+                        uint64_t seed, bool train)
 {
     memset(l, 0, sizeof *l);
     l->r = r;
@@ -117,7 +118,8 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
     memcpy(l->target, target, sizeof l->target);
     l->pairs = calloc((size_t)l->n_layers * W_COUNT, sizeof *l->pairs);
     l->layer_off = calloc((size_t)l->n_layers + 1, sizeof *l->layer_off);
-    pt_status st = l->pairs && l->layer_off ? grads_create(l, m) : ERR(PT_ERR_NOMEM, "out of memory");
+    pt_status st = l->pairs && l->layer_off ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK && train) st = grads_create(l, m);
     if (st != PT_OK) {
         lora_free(l);
         return st;
@@ -128,13 +130,25 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
             lora_pair *p = lora_at(l, layer, w);
             if (!p) continue;
             const pt_tensor *base = &m->layers[layer].w[w];
-            st = pair_create(l->be, p, r, base->shape[0], base->shape[1], &rng);
+            st = pair_create(l->be, p, r, base->shape[0], base->shape[1], &rng, train);
             if (st != PT_OK) {
                 lora_free(l);
                 return st;
             }
         }
     return PT_OK;
+}
+
+pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
+                      uint64_t seed)
+{
+    return create(l, m, r, alpha, rslora, target, seed, true);
+}
+
+pt_status lora_create_frozen(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
+                             const bool target[W_COUNT])
+{
+    return create(l, m, r, alpha, rslora, target, 0, false);
 }
 
 pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)

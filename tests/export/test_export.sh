@@ -57,6 +57,8 @@ mkdir -p "$tmp/peft"
 cp "$lora/adapter_config.json" "$lora/adapter_model.safetensors" "$tmp/peft/"
 logits "$tmp/peft.l" "$base" --no-4bit --adapter "$tmp/peft"
 ok "a PEFT directory gives the logits of adapter.h5 exactly" cmp -s "$tmp/h5" "$tmp/peft.l"
+logits "$tmp/gg" "$base" --no-4bit --adapter "$lora/adapter.gguf"
+ok "adapter.gguf read back gives the logits of adapter.h5 exactly" cmp -s "$tmp/h5" "$tmp/gg"
 logits "$tmp/plain" "$base" --no-4bit
 ok "the adapter moves the logits (at least 1e-2)" "$CMP" "$tmp/plain" "$tmp/h5" 1 1e-2
 
@@ -105,14 +107,15 @@ run export --model "$tmp/other" --adapter "$tmp/peft" --out "$tmp/xo"
 expect_eq "an adapter of another model: exit 1" 1 "$rc"
 ok "an adapter of another model: names the tensor and the shape" contains "$err" "down_proj.lora_B.weight is F32 [64, 4]; this model needs [128, 4]"
 
-# an unwritable target: one error, nothing written
-mkdir -p "$tmp/ro"
-chmod 555 "$tmp/ro"
-if [ "$(id -u)" = 0 ]; then
-    skip_test "an unwritable output directory is refused" "root writes into read-only directories"
-else
+# an output path that cannot be a directory (root writes anywhere else): one error, nothing written
+: >"$tmp/afile"
+run export --model "$base" --adapter "$lora" --out "$tmp/afile/out" --hf
+ok "an output directory that cannot be made: exit 1, naming it" test "$rc" = 1 -a -n "$(echo "$err" | grep "$tmp/afile/out")"
+if [ "$(id -u)" != 0 ]; then
+    mkdir -p "$tmp/ro"
+    chmod 555 "$tmp/ro"
     run export --model "$base" --adapter "$lora" --out "$tmp/ro" --hf
-    ok "an unwritable output directory is refused (exit $rc)" test "$rc" = 1 -a -z "$(ls -A "$tmp/ro")"
+    ok "a read-only output directory: exit 1, nothing written" test "$rc" = 1 -a -z "$(ls -A "$tmp/ro")"
 fi
 
 model=""
@@ -146,6 +149,10 @@ slora="$tmp/srun/lora"
 expect_eq "one step on SmolLM2: exit 0" 0 "$rc"
 prompt="The capital of France is"
 logits "$tmp/sref" "$model" --adapter "$slora"
+logits "$tmp/sgg" "$model" --adapter "$slora/adapter.gguf"
+ok "SmolLM2's adapter.gguf (q/k rows interleaved) read back gives adapter.h5's logits exactly" cmp -s "$tmp/sref" "$tmp/sgg"
+run generate --model "$model" --adapter "$lora/adapter.gguf" --prompt hi
+ok "an adapter.gguf of another model: refused naming the tensor" contains "$err" "lora_a is [4, 64]; this model needs [4, 576]"
 logits "$tmp/splain" "$model"
 ok "the SmolLM2 adapter moves the logits (at least 1e-3)" "$CMP" "$tmp/splain" "$tmp/sref" 1 1e-3
 run export --model "$model" --adapter "$slora" --out "$tmp/g" --gguf f32,f16,q8_0,q4_1,q4_k_m --no-adapter-files

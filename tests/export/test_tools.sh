@@ -72,6 +72,37 @@ ok "llama.cpp tokenizes as HF tokenizers with the GGUF metadata ptrain makes fro
     "$PY" "$PTRAIN_SRCDIR/tests/export/gguf_meta_check.py" "$(dirname "$P")/tests/export/gguf_meta_main" \
     --work "$tmp/gm"
 
+# --- the other families: Qwen2 (q/k/v biases) and Gemma 2 (norms stored as w, soft-caps), from
+# their tiny Hugging Face test models; Qwen2 also as a GGUF base that ptrain export makes
+for fam in qwen2 gemma2; do
+    fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
+    tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+    sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/$fam.yaml"
+    run "$tmp/$fam.yaml"
+    logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
+    ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+        hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
+    run export --model "$fbase" --adapter "$tmp/$fam/lora" --out "$tmp/$fam.x" --hf --dtype f32 --no-adapter-files
+    ok "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+        hf merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
+done
+run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q2" --gguf f32
+qbase="$tmp/q2/merged-f32.gguf"
+tiny_config "$tmp/q2.yaml" "$tmp/q2run" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$qbase\"|" "$tmp/q2.yaml"
+run "$tmp/q2.yaml"
+logits "$tmp/q2.l" "$qbase" "$pr" --no-4bit --adapter "$tmp/q2run/lora"
+ok "qwen2 GGUF base: PEFT loads ptrain's adapter (transformers reads the GGUF): ptrain's logits" \
+    hf peft "$qbase" "$tmp/q2run/lora" "$tmp/q2.l.ids" "$tmp/q2.l"
+ok "qwen2 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
+    llama "$qbase" --lora "$tmp/q2run/lora/adapter.gguf" "$tmp/q2.l.ids" "$tmp/q2.l" 1e-3
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=""
 for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
