@@ -21,8 +21,10 @@ void adapter_tensor_name(char *out, size_t len, int layer, int w, char which);
 /* Write l into dir/adapter.h5 (dir is created if missing). */
 pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info);
 /* Read an adapter onto model m; shapes must match m. path is a ptrain adapter (dir/adapter.h5, or
- * the .h5 itself) or a PEFT adapter directory (adapter_config.json + adapter_model.safetensors;
- * peft.h); a directory holding both is read from adapter.h5. */
+ * the .h5 itself), a PEFT adapter directory (adapter_config.json + adapter_model.safetensors;
+ * peft.h), a llama.cpp adapter (.gguf; export.h), or a training checkpoint (checkpoint-N.h5: its
+ * adapters). A directory is read from adapter.h5, else its PEFT files, else adapter.gguf. The
+ * adapters carry no gradients or optimizer state (lora_create_frozen). */
 pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l);
 
 #endif

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "ptrain/checkpoint.h"
 #include "ptrain/config.h"
 #include "ptrain/export.h"
 #include "ptrain/filewrite.h"
@@ -174,9 +176,11 @@ static const char export_usage[] =
     "  --hf                merged Hugging Face directory OUT/merged\n"
     "  --dtype D           its weights: bf16 (default), f16 or f32\n"
     "  --ollama NAME       OUT/Modelfile, and `ollama create NAME` when ollama is on PATH\n"
-    "  --out DIR           where to write (default: the adapter's directory)\n"
+    "  --out DIR           where to write (default: the adapter's directory; for a checkpoint-N.h5,\n"
+    "                      a directory checkpoint-N beside it)\n"
     "  --no-adapter-files  do not (re)write adapter_config.json, adapter_model.safetensors, adapter.gguf\n"
-    "DIR (--adapter) is a ptrain adapter (adapter.h5 or its directory) or a PEFT adapter directory.\n";
+    "--adapter: a ptrain adapter (adapter.h5 or its directory), a PEFT adapter directory, a llama.cpp\n"
+    "adapter (.gguf) or a training checkpoint (output_dir/checkpoint-N.h5: its adapters).\n";
 
 typedef struct {
     export_job job;
@@ -258,6 +262,23 @@ static pt_status apply_config(export_cli *c, const pt_config *cfg)
     return PT_OK;
 }
 
+/* Where to write when --out is not given: the adapter's directory; for a checkpoint-N.h5, a
+ * directory checkpoint-N beside it (as Hugging Face's trainers lay checkpoints out). */
+static const char *default_out(const char *adapter, char *out, size_t len)
+{
+    struct stat sb;
+    if (stat(adapter, &sb) != 0 || S_ISDIR(sb.st_mode)) return adapter;
+    snprintf(out, len, "%s", adapter);
+    size_t n = strlen(out);
+    if (ckpt_step_of(adapter) >= 0 && n > 3) out[n - 3] = 0; /* drop .h5 */
+    else {
+        char copy[4096];
+        snprintf(copy, sizeof copy, "%s", adapter);
+        snprintf(out, len, "%s", dirname(copy));
+    }
+    return out;
+}
+
 pt_status export_main(int argc, char **argv)
 {
     export_cli c = {0};
@@ -269,7 +290,8 @@ pt_status export_main(int argc, char **argv)
     bool have_cfg = c.config != NULL;
     if (have_cfg) TRY(config_load(c.config, &cfg, log_warn_stream()));
     pt_status st = have_cfg ? apply_config(&c, &cfg) : PT_OK;
-    if (st == PT_OK && !c.job.out) c.job.out = c.job.adapter;
+    char out[4096];
+    if (st == PT_OK && !c.job.out && c.job.adapter) c.job.out = default_out(c.job.adapter, out, sizeof out);
     if (st == PT_OK && !c.job.out) st = ERR(PT_ERR_USAGE, "give --out DIR (or --adapter DIR)\nTry 'ptrain export --help'.");
     if (st == PT_OK && !c.job.chat_template) c.job.chat_template = detect_template(c.job.model, c.job.revision);
     if (st == PT_OK) st = export_run(&c.job, NULL);

@@ -46,7 +46,7 @@ static const struct {
     const char *name;
     pre_kind kind;
 } pre_names[] = {
-    {"gpt2", PRE_GPT2},   {"default", PRE_GPT2},  {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},
+    {"gpt2", PRE_GPT2},   {"gpt-2", PRE_GPT2},    {"default", PRE_GPT2},  {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},
     {"llama-v3", PRE_LLAMA3}, {"qwen2", PRE_QWEN2}, {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS},
     {"starcoder", PRE_DIGITS}, {"refact", PRE_DIGITS},
 };

@@ -1,4 +1,5 @@
-/* adapter.c — the HDF5 adapter file. One dataset per LoRA matrix, named as PEFT names it
+/* adapter.c — the HDF5 adapter file, and the front door for reading any adapter (adapter.h5, a
+ * PEFT directory, adapter.gguf, or the adapters inside a training checkpoint). One dataset per LoRA matrix, named as PEFT names it
  * (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight, [r, in]; lora_B [out, r]),
  * plus root attributes for the LoRA settings and the base model. Built in memory, written to a
  * temporary file in the same directory and renamed into place (h5util.c), so a crash never leaves
@@ -6,7 +7,9 @@
 #include "ptrain/adapter.h"
 
 #include "h5util.h"
+#include "ptrain/checkpoint.h"
 #include "ptrain/export.h"
+#include "ptrain/resume.h"
 #include "ptrain/peft.h"
 
 #include <errno.h>
@@ -128,6 +131,46 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_lo
     return PT_OK;
 }
 
+/* The adapter of a training checkpoint (checkpoint-N.h5): its LoRA settings from the metadata, its
+ * matrices from the params group (the optimizer's moments are left in the file). */
+static pt_status ckpt_settings(const char *path, const pt_model *m, pt_lora *l)
+{
+    ckpt_state meta = {0};
+    TRY(ckpt_verify(path));
+    TRY(ckpt_read_meta(path, &meta));
+    bool target[W_COUNT] = {0};
+    for (int w = 0; w < W_COUNT; w++)
+        if (lora_module_name(w) && strstr(meta.target_modules, lora_module_name(w))) target[w] = true;
+    pt_status st = PT_OK;
+    if (meta.lora_layers != m->cfg.n_layers)
+        st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "
+                 "model?", path, (long long)meta.lora_layers, m->cfg.n_layers);
+    if (st == PT_OK)
+        st = lora_create_frozen(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target);
+    ckpt_state_free(&meta);
+    return st;
+}
+
+static pt_status ckpt_load(const char *path, const pt_model *m, pt_lora *l)
+{
+    TRY(ckpt_settings(path, m, l));
+    ckpt_layout lay;
+    ckpt_state s = {0};
+    pt_status st = lora_layout(l, &lay);
+    if (st == PT_OK) st = ckpt_read(path, &lay, &s);
+    lora_pair *p = NULL;
+    for (int i = 0; st == PT_OK && i < lay.n; i++) {
+        const ckpt_entry *e = &lay.e[i];
+        p = i % 2 == 0 ? lora_next(l, p) : p;
+        pt_tensor *t = i % 2 ? &p->b : &p->a;
+        st = backend_upload(l->be, t, s.params + e->offset, t->nbytes);
+    }
+    ckpt_state_free(&s);
+    ckpt_layout_free(&lay);
+    if (st != PT_OK) lora_free(l);
+    return st;
+}
+
 pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l)
 {
     char file_path[4096];
@@ -147,6 +190,7 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l)
     const char *leaf = strrchr(file_path, '/') ? strrchr(file_path, '/') + 1 : file_path;
     size_t leaf_len = strlen(leaf);
     if (leaf_len > 5 && !strcmp(leaf + leaf_len - 5, ".gguf")) return gguf_adapter_load(file_path, m, l);
+    if (ckpt_is_checkpoint(file_path)) return ckpt_load(file_path, m, l);
     if (!strcmp(leaf, "adapter_config.json") || !strcmp(leaf, "adapter_model.safetensors")) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%.*s", (int)(leaf - file_path > 1 ? leaf - file_path - 1 : leaf - file_path), file_path);

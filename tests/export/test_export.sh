@@ -77,6 +77,24 @@ sed -i 's/^lora_r: 4/lora_r: 8/' "$tmp/c2.yaml"
 run "$tmp/c2.yaml"
 ok "lora_model_dir with another r: refused, saying what to set" contains "$err" "has r 4, scale 2 and targets"
 
+# the adapters inside a training checkpoint: read by generate, exported beside it
+tiny_config "$tmp/ck.yaml" "$tmp/ck" "max_steps: 16
+learning_rate: 0.01
+load_in_4bit: false
+save_steps: 8"
+sed -i "s|^model_name: .*|model_name: \"$base\"|" "$tmp/ck.yaml"
+run "$tmp/ck.yaml"
+logits "$tmp/ck16" "$base" --no-4bit --adapter "$tmp/ck/checkpoint-16.h5"
+logits "$tmp/ckfinal" "$base" --no-4bit --adapter "$tmp/ck/lora"
+ok "the last checkpoint's adapters give the final adapter's logits exactly" cmp -s "$tmp/ckfinal" "$tmp/ck16"
+run export --model "$base" --adapter "$tmp/ck/checkpoint-8.h5"
+ok "export of checkpoint-8.h5 writes its PEFT and GGUF adapters into checkpoint-8/" test "$rc" = 0 -a -s \
+    "$tmp/ck/checkpoint-8/adapter_model.safetensors" -a -s "$tmp/ck/checkpoint-8/adapter.gguf"
+logits "$tmp/ck8" "$base" --no-4bit --adapter "$tmp/ck/checkpoint-8.h5"
+logits "$tmp/ck8p" "$base" --no-4bit --adapter "$tmp/ck/checkpoint-8"
+ok "... and they give checkpoint-8's logits exactly (not the final ones)" cmp -s "$tmp/ck8" "$tmp/ck8p"
+ok "... which differ from the final adapter's" "$CMP" "$tmp/ckfinal" "$tmp/ck8" 1 1e-3
+
 # merged Hugging Face directories, read back by ptrain
 run export --model "$base" --adapter "$lora" --out "$tmp/x32" --hf --dtype f32 --no-adapter-files
 expect_eq "export --hf --dtype f32: exit 0" 0 "$rc"

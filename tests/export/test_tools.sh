@@ -103,6 +103,33 @@ ok "qwen2 GGUF base: PEFT loads ptrain's adapter (transformers reads the GGUF): 
 ok "qwen2 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
     llama "$qbase" --lora "$tmp/q2run/lora/adapter.gguf" "$tmp/q2.l.ids" "$tmp/q2.l" 1e-3
 
+# gemma2 as a GGUF base: llama.cpp fixes gemma2's attention scale at 1/sqrt(head_dim), so the tiny
+# model (query_pre_attn_scalar 24, head_dim 16) is refused for GGUF; the same weights with 16 export
+g2="$tmp/g2base"
+mkdir -p "$g2"
+for f in "$PTRAIN_SRCDIR"/tests/data/gemma2/hf/*; do ln -s "$f" "$g2/"; done
+rm "$g2/config.json"
+sed 's/"query_pre_attn_scalar": 24/"query_pre_attn_scalar": 16/' "$PTRAIN_SRCDIR/tests/data/gemma2/hf/config.json" >"$g2/config.json"
+run export --model "$PTRAIN_SRCDIR/tests/data/gemma2/hf" --out "$tmp/g2no" --gguf f32
+ok "gemma2 with query_pre_attn_scalar != head_dim: GGUF refused, saying why" contains "$err" "query_pre_attn_scalar 24"
+run export --model "$g2" --out "$tmp/g2" --gguf f32
+gbase="$tmp/g2/merged-f32.gguf"
+tiny_config "$tmp/g2.yaml" "$tmp/g2run" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$gbase\"|" "$tmp/g2.yaml"
+run "$tmp/g2.yaml"
+logits "$tmp/g2.l" "$gbase" "$pr" --no-4bit --adapter "$tmp/g2run/lora"
+ok "gemma2 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
+    llama "$gbase" --lora "$tmp/g2run/lora/adapter.gguf" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-3
+run export --model "$gbase" --adapter "$tmp/g2run/lora" --out "$tmp/g2m" --gguf q8_0 --hf --dtype f32 --no-adapter-files
+logits "$tmp/g2m.l" "$tmp/g2m/merged-q8_0.gguf" "$pr" --no-4bit
+ok "gemma2: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
+    llama "$tmp/g2m/merged-q8_0.gguf" "$tmp/g2m.l.ids" "$tmp/g2m.l" 0.15
+ok "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
+    hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=""
 for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do

@@ -160,6 +160,7 @@ static const key_row key_rows[] = {
     {"use_gradient_checkpointing", "false", "false", NULL},
     {"random_state", "42", "42", NULL},
     {"use_rslora", "true", "true", NULL},
+    {"lora_model_dir", "runs/a/lora", "runs/a/lora", NULL},
     {"per_device_train_batch_size", "4", "4", NULL},
     {"gradient_accumulation_steps", "8", "8", NULL},
     {"warmup_steps", "10", "10", NULL},
@@ -277,6 +278,7 @@ static const default_row default_rows[] = {
     {"use_gradient_checkpointing", "true"}, /* "unsloth" */
     {"random_state", "3407"},
     {"use_rslora", "false"},
+    {"lora_model_dir", "(unset)"},
     {"per_device_train_batch_size", "2"},
     {"gradient_accumulation_steps", "2"},
     {"warmup_steps", "50"},
