@@ -38,7 +38,8 @@ static const char gen_usage[] =
     "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
     "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
     "                       [--no-4bit] [--logits FILE] [--ids FILE]\n"
-    "--adapter: a ptrain adapter (adapter.h5 or its directory) or a PEFT adapter directory.\n"
+    "--adapter: a ptrain adapter (adapter.h5 or its directory), a PEFT adapter directory, a llama.cpp\n"
+    "adapter (.gguf) or a training checkpoint (checkpoint-N.h5).\n"
     "--no-4bit: keep 8/16/32-bit weights as stored (default: NF4, as training runs).\n"
     "--logits FILE: write the prompt's logits there (float32, [prompt tokens, vocab]).\n"
     "--ids FILE: write the prompt's token ids and the generated ones there (two lines).\n"
@@ -183,9 +184,9 @@ static pt_status write_ids(const char *path, const int32_t *prompt, int n, const
 
 static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_options *o, int32_t *ids, int n)
 {
-    if (o->logits_path) TRY(write_logits(m, o->logits_path, ids, n));
     int ctx = n + o->max_new < m->cfg.ctx_len ? n + o->max_new : m->cfg.ctx_len;
     if (n >= ctx) return ERR(PT_ERR_USER, "the prompt (%d tokens) does not fit the model's context of %d", n, ctx);
+    if (o->logits_path) TRY(write_logits(m, o->logits_path, ids, n));
     pt_kv_cache kv;
     float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
     TRY_ALLOC(logits);

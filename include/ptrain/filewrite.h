@@ -30,6 +30,9 @@ pt_status fw_commit(pt_filewriter *w);
 void fw_abort(pt_filewriter *w);
 /* Write a whole small file (JSON, a Modelfile) the same way. */
 pt_status fw_write_file(const char *final, const void *data, size_t n);
+/* Remove the temporary file being written when SIGINT, SIGTERM or SIGHUP ends the process (for
+ * commands without their own handlers: export). */
+void fw_cleanup_on_signals(void);
 /* mkdir -p for an output directory, with an error naming it. */
 pt_status fw_mkdirs(const char *dir);
 

@@ -20,6 +20,7 @@ typedef struct {
 typedef struct pt_lora {
     int r, n_layers;
     float alpha, scale;
+    bool rslora;          /* scale = alpha/sqrt(r) (rsLoRA), else alpha/r */
     bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
     lora_pair *pairs;     /* [n_layers * W_COUNT]; unused slots have no memory */
     pt_backend *be;
@@ -37,8 +38,9 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg);
 /* Create adapters with explicit settings (tests, adapter files); A random from seed, B zero. */
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
                       uint64_t seed);
-/* The same without gradients and AdamW moments (a sixth of the memory), for adapters that are
- * only applied or copied: what adapter files are read into (generation, export, lora_model_dir). */
+/* The same without gradients and AdamW moments (a sixth of the memory) and with A and B zero (a
+ * matrix a file leaves out adds nothing), for adapters that are only applied or copied: what
+ * adapter files are read into (generation, export, lora_model_dir). */
 pt_status lora_create_frozen(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
                              const bool target[W_COUNT]);
 void lora_free(pt_lora *l);

@@ -99,7 +99,14 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
         snprintf(copy, sizeof copy, "%s", j->out);
         snprintf(name, sizeof name, "%s", basename(copy));
     }
-    ollama_job o = {.dir = j->out, .name = name, .merged_gguf = merged[0] ? merged : NULL, .base_gguf = base,
+    char base_abs[4096], adapter_gguf[4200];
+    if (!realpath(base, base_abs)) snprintf(base_abs, sizeof base_abs, "%s", base); /* FROM is read from dir */
+    snprintf(adapter_gguf, sizeof adapter_gguf, "%s/adapter.gguf", j->out);
+    struct stat sb;
+    if (!merged[0] && stat(adapter_gguf, &sb) != 0)
+        return ERR(PT_ERR_USER, "the Modelfile needs %s (FROM the base + ADAPTER): write the adapter files too "
+                   "(without --no-adapter-files), or a merged GGUF", adapter_gguf);
+    ollama_job o = {.dir = j->out, .name = name, .merged_gguf = merged[0] ? merged : NULL, .base_gguf = base_abs,
                     .chat_template = j->chat_template, .param_keys = j->param_keys, .param_values = j->param_values,
                     .n_params = j->n_params};
     return export_ollama(&o);
@@ -248,6 +255,7 @@ static pt_status apply_config(export_cli *c, const pt_config *cfg)
     if (cfg->huggingface_save_gguf && j->n_gguf == 0)
         for (int i = 0; i < cfg->quantization_method.n; i++) {
             char *m = cfg->quantization_method.items[i];
+            if (j->n_gguf == 32) return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", cfg->path);
             if (!export_gguf_method_known(m))
                 return ERR(PT_ERR_USER, "%s: quantization_method %s: ptrain cannot write it yet; choose from %s",
                            cfg->path, m, export_gguf_method_list());
@@ -283,6 +291,7 @@ pt_status export_main(int argc, char **argv)
 {
     export_cli c = {0};
     signal(SIGXFSZ, SIG_IGN); /* past a file-size limit, writes fail (EFBIG) and the export cleans up */
+    fw_cleanup_on_signals();  /* Ctrl-C leaves no multi-GB temporary file */
     int parsed = parse_cli(argc, argv, &c);
     if (parsed < 0) return PT_OK;
     if (parsed != PT_OK) return (pt_status)parsed;

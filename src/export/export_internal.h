@@ -21,6 +21,9 @@ typedef struct {
 /* The delta of layer's projection w (host copies of A and B), rows in llama.cpp's order when
  * permute > 0. d->a is NULL (and PT_OK) when w carries no adapter. */
 pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, int permute);
+/* PT_ERR_USER naming the tensor unless the delta is [rows, cols] (a base whose tensors disagree
+ * with its own configuration). */
+pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols);
 /* dst [n, in] += s · B[rows row0 .. row0+n) · A. */
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst);
 void merge_delta_free(merge_delta *d);

@@ -118,7 +118,8 @@ static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, fl
     if (!gguf_str_eq(arch, cfg->arch))
         return ERR(PT_ERR_USER, "%s: an adapter for architecture %.*s; the model is %s", f->path,
                    (int)(arch.len > 32 ? 32 : arch.len), arch.data, cfg->arch);
-    return gguf_get_f32(f, "adapter.lora.alpha", alpha);
+    *alpha = 0; /* as llama.cpp: a missing or zero alpha means scale 1 */
+    return gguf_opt_f32(f, "adapter.lora.alpha", alpha);
 }
 
 /* Targets and rank from the tensors; every tensor must be a lora_a/lora_b of the model. */
@@ -185,7 +186,7 @@ pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l)
     pt_status st = check_header(&f, &m->cfg, &alpha);
     if (st == PT_OK) st = scan_tensors(&f, &m->cfg, target, &r);
     /* llama.cpp scales by alpha / r: that is the scale, whatever alpha and rsLoRA were in training */
-    if (st == PT_OK) st = lora_create_frozen(l, m, r, alpha, false, target);
+    if (st == PT_OK) st = lora_create_frozen(l, m, r, alpha != 0.0f ? alpha : (float)r, false, target);
     if (st == PT_OK) st = read_all(&f, m, l);
     gguf_close(&f);
     if (st != PT_OK) lora_free(l);

@@ -34,6 +34,14 @@ pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, i
     return st;
 }
 
+pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols)
+{
+    if (!d->a || (d->out == rows && d->in == cols)) return PT_OK;
+    return ERR(PT_ERR_USER, "tensor %s is [%lld, %lld] but the model's configuration and the adapter make it "
+               "[%lld, %lld]; the base model file is inconsistent", tensor, (long long)rows, (long long)cols,
+               (long long)d->out, (long long)d->in);
+}
+
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)
 {
     if (!d->a || n == 0) return PT_OK;

@@ -76,6 +76,7 @@ static uint32_t fit_type(uint32_t t, uint64_t cols)
     const char *name;
     gguf_ggml_type_info(t, &name, &block, &bytes);
     if (cols % block == 0) return t;
+    if (cols % 32) return GGML_TYPE_F16; /* no 32-block type fits either */
     switch (t) {
     case GGML_TYPE_Q4_K: return GGML_TYPE_Q5_0;
     case GGML_TYPE_Q5_K: return GGML_TYPE_Q5_1;
@@ -243,17 +244,20 @@ static size_t row_bytes(uint32_t type, int64_t cols) { return gguf_w_tensor_byte
 /* Quantize n rows in parallel (the k-quants' search is the slow part of an export). */
 static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int64_t cols, void *out)
 {
-    pt_status st = PT_OK;
+    int64_t failed = -1;
     size_t bytes = row_bytes(type, cols);
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; i++) {
         pt_status r = quant_quantize_row(gguf_ggml_dtype(type), dense + i * cols, (char *)out + (size_t)i * bytes, cols);
         if (r != PT_OK) {
 #pragma omp critical
-            st = r;
+            failed = i;
         }
     }
-    return st;
+    /* again on this thread, so the error message (thread-local) reaches the caller */
+    return failed < 0 ? PT_OK
+                      : quant_quantize_row(gguf_ggml_dtype(type), dense + failed * cols,
+                                           (char *)out + (size_t)failed * bytes, cols);
 }
 
 static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora *l)
@@ -265,11 +269,12 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora 
         merge_release(it->gg->data, it->gg->nbytes);
         return st;
     }
-    int64_t cols = (int64_t)it->dims[0], rows = it->n_dims >= 2 ? (int64_t)it->dims[1] : 1;
+    int64_t cols = (int64_t)it->dims[0], rows = 1;
+    for (int k = 1; k < it->n_dims; k++) rows *= (int64_t)it->dims[k];
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
     void *out = malloc(sizeof(float) * (size_t)(chunk * cols));
-    pt_status st = dense && out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    pt_status st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         st = read_rows(it, r, n, dense);
@@ -298,6 +303,7 @@ static pt_status copy_kvs(gguf_writer *w, const gguf_file *f, const quant_method
 {
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (!gguf_str_eq(f->kv[i].key, "general.file_type")) TRY(gguf_w_copy_kv(w, &f->kv[i]));
+    TRY(gguf_w_u32(w, "general.quantization_version", 2));
     return gguf_w_u32(w, "general.file_type", q->ftype);
 }
 
@@ -332,7 +338,8 @@ static pt_status from_hf(const char *path, const char *base, const quant_method 
     TRY(hf_config_read(config, &hc));
     TRY(hf_metadata(w, dir, &hc, q));
     st_set s;
-    TRY(st_set_open(base, &s));
+    size_t bl = strlen(base);
+    TRY(st_set_open(bl > 12 && !strcmp(base + bl - 12, ".safetensors") ? base : dir, &s));
     float *freqs = NULL;
     pt_status st = plan_from_st(&s, &hc.cfg, p);
     if (st == PT_OK && hc.rope.type == PT_ROPE_LLAMA3) st = add_rope_freqs(p, &hc, &freqs);

@@ -144,6 +144,9 @@ static void convert(const float *src, int64_t n, st_dtype to, void *dst)
 
 static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, st_dtype to)
 {
+    if (it->copy && l && it->layer >= 0 && it->slot >= 0 && lora_at(l, it->layer, it->slot))
+        return ERR(PT_ERR_USER, "tensor %s is %s, not a 16/32-bit matrix: ptrain cannot merge its adapter into it",
+                   it->name, st_dtype_name(it->st->dtype));
     if (it->copy) {
         pt_status st = st_w_data(w, it->st->data, it->st->nbytes);
         merge_release(it->st->data, it->st->nbytes);
@@ -155,7 +158,7 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, 
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
     void *out = malloc(sizeof(float) * (size_t)(chunk * cols));
-    pt_status st = dense && out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    pt_status st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         st = read_rows(it, r, n, dense);
@@ -271,7 +274,8 @@ static pt_status from_hf(const char *dir, const char *base, const pt_model_confi
         return ERR(PT_ERR_USER, "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
                    "export with the original model as model_name (e.g. the repository without -bnb-4bit)", base_dir);
     st_set s;
-    TRY(st_set_open(base, &s));
+    size_t bl = strlen(base);
+    TRY(st_set_open(bl > 12 && !strcmp(base + bl - 12, ".safetensors") ? base : base_dir, &s));
     hf_plan p = {0};
     pt_status st = plan_from_st(&s, cfg, &p);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);

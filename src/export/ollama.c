@@ -58,8 +58,18 @@ static void param_line(strbuf *sb, const char *key, const char *value)
     sb_printf(sb, number ? "PARAMETER %s %s\n" : "PARAMETER %s \"%s\"\n", key, value);
 }
 
+static pt_status check_params(const ollama_job *j)
+{
+    for (int i = 0; i < j->n_params; i++)
+        if (strpbrk(j->param_keys[i], "\"\n\r \t") || strpbrk(j->param_values[i], "\"\n\r"))
+            return ERR(PT_ERR_USER, "model_parameters: %s: a Modelfile PARAMETER cannot hold quotes or line breaks",
+                       j->param_keys[i]);
+    return PT_OK;
+}
+
 static pt_status modelfile_text(const ollama_job *j, strbuf *sb)
 {
+    TRY(check_params(j));
     const ollama_template *t = find_template(j->chat_template);
     sb_printf(sb, "# Modelfile written by ptrain: ollama create %s -f Modelfile\n", j->name);
     if (j->merged_gguf) sb_printf(sb, "FROM ./%s\n", j->merged_gguf);

@@ -35,7 +35,7 @@ static char *config_json(const pt_lora *l, const adapter_info *info)
     json_object_set_new(c, "lora_alpha", json_real(l->alpha));
     json_object_set_new(c, "lora_dropout", json_real(info->lora_dropout));
     json_object_set_new(c, "target_modules", target_list(l));
-    json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora));
+    json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora || l->rslora));
     json_object_set_new(c, "use_dora", json_false());
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,31 @@
 #include "ptrain/util.h"
 
 #define FW_BUF ((size_t)4 << 20)
+
+/* The temporary file being written, for fw_cleanup_on_signals (one writer at a time). */
+static char active_tmp[4200];
+static volatile sig_atomic_t have_active;
+
+static void on_signal(int sig)
+{
+    if (have_active) unlink(active_tmp); /* async-signal-safe */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void fw_cleanup_on_signals(void)
+{
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_signal);
+}
+
+static void set_active(const char *tmp)
+{
+    have_active = 0;
+    if (!tmp) return;
+    snprintf(active_tmp, sizeof active_tmp, "%s", tmp);
+    have_active = 1;
+}
 
 static void dir_of(const char *path, char *dir, size_t len)
 {
@@ -39,6 +65,7 @@ pt_status fw_open(pt_filewriter *w, const char *final)
         return ERR(PT_ERR_NOMEM, "out of memory for the write buffer of %s", final);
     }
     w->cap = FW_BUF;
+    set_active(w->tmp);
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         pt_status st = ERR(PT_ERR_USER, "cannot create %s: %s (is the directory %s writable?)", w->tmp,
@@ -66,6 +93,7 @@ static pt_status flush_buf(pt_filewriter *w)
 
 pt_status fw_write(pt_filewriter *w, const void *data, size_t n)
 {
+    if (w->fd < 0) return ERR(PT_ERR_INTERNAL, "write to a file that is not open");
     const unsigned char *p = data;
     w->written += n;
     while (n) {
@@ -102,6 +130,7 @@ static pt_status sync_dir(const char *path)
 
 pt_status fw_commit(pt_filewriter *w)
 {
+    if (w->fd < 0) return ERR(PT_ERR_INTERNAL, "commit of a file that is not open");
     pt_status st = flush_buf(w);
     if (st == PT_OK && fsync(w->fd) != 0) st = ERR(PT_ERR_USER, "cannot sync %s: %s", w->tmp, strerror(errno));
     if (close(w->fd) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot close %s: %s", w->tmp, strerror(errno));
@@ -110,6 +139,7 @@ pt_status fw_commit(pt_filewriter *w)
         st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", w->tmp, w->final, strerror(errno));
     if (st == PT_OK) st = sync_dir(w->final);
     if (st == PT_OK) {
+        set_active(NULL);
         free(w->tmp);
         w->tmp = NULL; /* nothing left to remove */
     }
@@ -119,6 +149,7 @@ pt_status fw_commit(pt_filewriter *w)
 
 void fw_abort(pt_filewriter *w)
 {
+    if (w->tmp && have_active && !strcmp(active_tmp, w->tmp)) set_active(NULL);
     if (w->fd >= 0) close(w->fd);
     if (w->tmp) unlink(w->tmp);
     free(w->tmp);
@@ -142,6 +173,7 @@ pt_status fw_write_file(const char *final, const void *data, size_t n)
 
 pt_status fw_mkdirs(const char *dir)
 {
+    if (!dir || !*dir) return ERR(PT_ERR_USER, "no output directory given");
     char path[4096];
     snprintf(path, sizeof path, "%s", dir);
     for (char *p = path + 1; *p; p++) {

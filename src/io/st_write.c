@@ -60,10 +60,12 @@ uint64_t st_w_data_bytes(const st_writer *w)
 static char *header_json(const st_writer *w)
 {
     json_t *root = json_object();
+    bool ok = root != NULL; /* jansson refuses names and values that are not UTF-8 */
     if (w->n_meta) {
         json_t *meta = json_object();
-        for (size_t i = 0; i < w->n_meta; i++) json_object_set_new(meta, w->meta[2 * i], json_string(w->meta[2 * i + 1]));
-        json_object_set_new(root, "__metadata__", meta);
+        for (size_t i = 0; i < w->n_meta; i++)
+            ok = ok && !json_object_set_new(meta, w->meta[2 * i], json_string(w->meta[2 * i + 1]));
+        ok = ok && !json_object_set_new(root, "__metadata__", meta);
     }
     uint64_t off = 0;
     for (size_t i = 0; i < w->n; i++) {
@@ -72,10 +74,10 @@ static char *header_json(const st_writer *w)
         for (int d = 0; d < t->ndim; d++) json_array_append_new(shape, json_integer(t->shape[d]));
         json_t *info = json_pack("{s:s, s:o, s:[I, I]}", "dtype", st_dtype_name(t->dtype), "shape", shape,
                                  "data_offsets", (json_int_t)off, (json_int_t)(off + t->nbytes));
-        json_object_set_new(root, t->name, info);
+        ok = ok && info && !json_object_set_new(root, t->name, info);
         off += t->nbytes;
     }
-    char *text = json_dumps(root, JSON_COMPACT);
+    char *text = ok ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     return text;
 }
@@ -83,7 +85,7 @@ static char *header_json(const st_writer *w)
 pt_status st_w_begin(st_writer *w, const char *path)
 {
     char *json = header_json(w);
-    TRY_ALLOC(json);
+    if (!json) return ERR(PT_ERR_USER, "%s: cannot build the safetensors header (a name that is not UTF-8?)", path);
     size_t len = strlen(json), padded = (len + 7) / 8 * 8;
     uint64_t n = padded;
     unsigned char le[8];
@@ -100,6 +102,7 @@ pt_status st_w_begin(st_writer *w, const char *path)
 
 pt_status st_w_data(st_writer *w, const void *data, size_t n)
 {
+    if (!w->begun) return ERR(PT_ERR_INTERNAL, "safetensors: data before the header");
     const char *p = data;
     while (n) {
         if (w->cur >= w->n) return ERR(PT_ERR_INTERNAL, "%s: more data than the declared tensors hold", w->fw.final);

@@ -54,6 +54,10 @@ static pt_status alloc_zero(pt_backend *be, pt_tensor *t, int64_t rows, int64_t 
 
 static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, int64_t in, uint64_t *rng, bool train)
 {
+    if (!train) { /* to be read from a file: zero, so a matrix the file leaves out adds nothing */
+        TRY(alloc_zero(be, &p->a, r, in, NULL));
+        return alloc_zero(be, &p->b, out, r, NULL);
+    }
     float *a = malloc(sizeof(float) * (size_t)(r * in));
     TRY_ALLOC(a);
     float bound = 1.0f / sqrtf((float)in);
@@ -63,7 +67,6 @@ static pt_status pair_create(pt_backend *be, lora_pair *p, int r, int64_t out, i
     free(a);
     TRY(st);
     TRY(alloc_zero(be, &p->b, out, r, NULL));
-    if (!train) return PT_OK; /* applied only: no optimizer state */
     TRY(alloc_zero(be, &p->m_a, r, in, NULL));
     TRY(alloc_zero(be, &p->v_a, r, in, NULL));
     TRY(alloc_zero(be, &p->m_b, out, r, NULL));
@@ -113,6 +116,7 @@ static pt_status create(pt_lora *l, const pt_model *m, int r, float alpha, bool 
     l->r = r;
     l->alpha = alpha;
     l->scale = rslora ? alpha / sqrtf((float)r) : alpha / (float)r;
+    l->rslora = rslora;
     l->n_layers = m->cfg.n_layers;
     l->be = m->be;
     memcpy(l->target, target, sizeof l->target);

@@ -267,6 +267,13 @@ static pt_status copy_pairs(pt_lora *to, const pt_lora *from)
         float *host = malloc(p->a.nbytes > p->b.nbytes ? p->a.nbytes : p->b.nbytes);
         TRY_ALLOC(host);
         pt_status st = backend_download(from->be, &q->a, host, q->a.nbytes);
+        bool given = false; /* a pair the file leaves out (A zero) keeps its fresh initialisation */
+        for (int64_t i = 0; st == PT_OK && i < tensor_numel(&q->a) && !given; i++) given = host[i] != 0.0f;
+        if (!given) {
+            free(host);
+            TRY(st);
+            continue;
+        }
         if (st == PT_OK) st = backend_upload(to->be, &p->a, host, p->a.nbytes);
         if (st == PT_OK) st = backend_download(from->be, &q->b, host, q->b.nbytes);
         if (st == PT_OK) st = backend_upload(to->be, &p->b, host, p->b.nbytes);
