@@ -27,7 +27,7 @@
 typedef struct {
     const char *model, *adapter, *prompt, *system, *device;
     const char *logits_path, *ids_path; /* --logits, --ids: what exporters' tests compare */
-    bool chat, no_4bit;
+    bool chat, no_4bit, show;
     int max_new, threads;
     float temperature, top_p;
     uint64_t seed;
@@ -37,12 +37,13 @@ static const char gen_usage[] =
     "Usage: ptrain generate [--model MODEL] --prompt TEXT [--chat] [--system TEXT]\n"
     "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
     "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
-    "                       [--no-4bit] [--logits FILE] [--ids FILE]\n"
+    "                       [--no-4bit] [--logits FILE] [--ids FILE] [--show-prompt]\n"
     "--adapter: a ptrain adapter (adapter.h5 or its directory), a PEFT adapter directory, a llama.cpp\n"
     "adapter (.gguf) or a training checkpoint (checkpoint-N.h5).\n"
     "--no-4bit: keep 8/16/32-bit weights as stored (default: NF4, as training runs).\n"
     "--logits FILE: write the prompt's logits there (float32, [prompt tokens, vocab]).\n"
     "--ids FILE: write the prompt's token ids and the generated ones there (two lines).\n"
+    "--show-prompt: print the text the model is given (with --chat: the rendered template) and stop.\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Temperature 0 is greedy.\n";
 
@@ -68,7 +69,7 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         {"seed", required_argument, 0, 's'},        {"threads", required_argument, 0, 'T'},
         {"device", required_argument, 0, 'd'},      {"help", no_argument, 0, 'h'},
         {"no-4bit", no_argument, 0, '4'},           {"logits", required_argument, 0, 'L'},
-        {"ids", required_argument, 0, 'I'},
+        {"ids", required_argument, 0, 'I'},         {"show-prompt", no_argument, 0, 'W'},
         {0, 0, 0, 0}};
     *o = (gen_options){.model = DEFAULT_MODEL, .device = "auto", .max_new = 256, .temperature = 0.7f,
                        .top_p = 0.9f, .seed = (uint64_t)time(NULL)};
@@ -87,6 +88,7 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         case '4': o->no_4bit = true; break;
         case 'L': o->logits_path = optarg; break;
         case 'I': o->ids_path = optarg; break;
+        case 'W': o->show = true; break;
         case 'n': TRY(parse_number("--max-new-tokens", optarg, 1, 1 << 20, &v)); o->max_new = (int)v; break;
         case 't': TRY(parse_number("--temperature", optarg, 0, 100, &v)); o->temperature = (float)v; break;
         case 'P': TRY(parse_number("--top-p", optarg, 0.0001, 1, &v)); o->top_p = (float)v; break;
@@ -114,23 +116,44 @@ static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
 /* The prompt as token ids: the chat template around it, rendered with the model's own bos and
  * eos texts (as training renders rows) and tokenized as it is, so bos comes from the template
  * alone; or the text as the model's tokenizer encodes it, bos first when it adds one. */
-static pt_status prompt_ids(const pt_tokenizer *tok, const gen_options *o, int32_t **ids, size_t *n)
+static pt_status chat_text(const pt_tokenizer *tok, const gen_options *o, strbuf *text)
 {
-    if (!o->chat && !*o->prompt) return ERR(PT_ERR_USER, "the prompt is empty");
-    if (!o->chat) return tokenizer_encode_text(tok, o->prompt, strlen(o->prompt), ids, n);
     const char *name = chat_template_detect(tokenizer_chat_template(tok));
     chat_message msgs[2];
     int k = 0;
     if (o->system) msgs[k++] = (chat_message){"system", o->system};
     msgs[k++] = (chat_message){"user", o->prompt};
-    strbuf text = {0}, bos = {0}, eos = {0};
+    strbuf bos = {0}, eos = {0};
     pt_status st = token_text(tok, tokenizer_bos(tok), &bos);
     if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
-    if (st == PT_OK) st = chat_render_with_tokens(name ? name : "chatml", bos.data, eos.data, msgs, k, true, &text);
-    if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
-    sb_free(&text);
+    if (st == PT_OK) st = chat_render_with_tokens(name ? name : "chatml", bos.data, eos.data, msgs, k, true, text);
     sb_free(&bos);
     sb_free(&eos);
+    return st;
+}
+
+static pt_status prompt_ids(const pt_tokenizer *tok, const gen_options *o, int32_t **ids, size_t *n)
+{
+    if (!o->chat && !*o->prompt) return ERR(PT_ERR_USER, "the prompt is empty");
+    if (!o->chat) return tokenizer_encode_text(tok, o->prompt, strlen(o->prompt), ids, n);
+    strbuf text = {0};
+    pt_status st = chat_text(tok, o, &text);
+    if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
+    sb_free(&text);
+    return st;
+}
+
+/* --show-prompt: the text the model is given, exactly (with --chat: the rendered template). */
+static pt_status show_prompt(const pt_tokenizer *tok, const gen_options *o)
+{
+    if (!o->chat) {
+        fputs(o->prompt, stdout);
+        return PT_OK;
+    }
+    strbuf text = {0};
+    pt_status st = chat_text(tok, o, &text);
+    if (st == PT_OK) fwrite(sb_text(&text), 1, text.len, stdout);
+    sb_free(&text);
     return st;
 }
 
@@ -223,6 +246,17 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
     return st;
 }
 
+static pt_status generate_text(pt_model *m, const pt_tokenizer *tok, const gen_options *o)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    pt_status st = prompt_ids(tok, o, &ids, &n);
+    if (st == PT_OK && n == 0) st = ERR(PT_ERR_USER, "the prompt is empty");
+    if (st == PT_OK) st = generate_loop(m, tok, o, ids, (int)n);
+    free(ids);
+    return st;
+}
+
 static pt_status generate_run(const gen_options *o)
 {
     pt_tokenizer *tok = NULL;
@@ -235,12 +269,8 @@ static pt_status generate_run(const gen_options *o)
     pt_lora adapter = {0};
     if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);
     if (st == PT_OK && o->adapter) m.adapter = &adapter;
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (st == PT_OK) st = prompt_ids(tok, o, &ids, &n);
-    if (st == PT_OK && n == 0) st = ERR(PT_ERR_USER, "the prompt is empty");
-    if (st == PT_OK) st = generate_loop(&m, tok, o, ids, (int)n);
-    free(ids);
+    if (st == PT_OK && o->show) st = show_prompt(tok, o);
+    else if (st == PT_OK) st = generate_text(&m, tok, o);
     lora_free(&adapter);
     model_free(&m);
     backend_close(be);

@@ -24,6 +24,8 @@ libyaml-dev libhdf5-dev hdf5-tools zlib1g-dev libopenblas-openmp-dev libjansson-
 python3 python3-pip python3-venv ca-certificates clang libclang-rt-14-dev"
 # the tests also start a throw-away one-node Slurm cluster
 [ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge python3-h5py"
+# and renders exported Ollama Modelfiles with Go's text/template, the engine Ollama uses
+[ "$cmd" = test ] && PACKAGES="$PACKAGES golang-go"
 
 install_packages() {
     sudo=""

@@ -150,7 +150,8 @@ pt_status export_run(const export_job *j, const pt_lora *trained)
     return st;
 }
 
-/* The built-in chat template matching the base model's own (for the Modelfile), or NULL. */
+/* The chat template training renders with (dataset_template_name's rule): the built-in one
+ * matching the base model's own, else chatml. */
 static const char *detect_template(const char *model, const char *revision)
 {
     char path[4096], dir[4096];
@@ -168,7 +169,7 @@ static const char *detect_template(const char *model, const char *revision)
     }
     const char *name = tok ? chat_template_detect(tokenizer_chat_template(tok)) : NULL;
     tokenizer_free(tok);
-    return name; /* a static name */
+    return name ? name : "chatml"; /* a static name */
 }
 
 static const char export_usage[] =
@@ -186,6 +187,8 @@ static const char export_usage[] =
     "  --out DIR           where to write (default: the adapter's directory; for a checkpoint-N.h5,\n"
     "                      a directory checkpoint-N beside it)\n"
     "  --no-adapter-files  do not (re)write adapter_config.json, adapter_model.safetensors, adapter.gguf\n"
+    "  --chat-template T   the Modelfile's template: chatml, smollm2, llama-3, gemma, mistral, alpaca\n"
+    "                      (default: the config's chat_template, else the one training detects)\n"
     "--adapter: a ptrain adapter (adapter.h5 or its directory), a PEFT adapter directory, a llama.cpp\n"
     "adapter (.gguf) or a training checkpoint (output_dir/checkpoint-N.h5: its adapters).\n";
 
@@ -221,7 +224,7 @@ static int parse_cli(int argc, char **argv, export_cli *c)
         {"out", required_argument, 0, 'o'},   {"gguf", required_argument, 0, 'g'},
         {"hf", no_argument, 0, 'H'},          {"dtype", required_argument, 0, 'd'},
         {"ollama", required_argument, 0, 'O'}, {"no-adapter-files", no_argument, 0, 'N'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"chat-template", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     c->job.adapter_files = true;
     optind = 1;
     opterr = 0;
@@ -235,6 +238,7 @@ static int parse_cli(int argc, char **argv, export_cli *c)
         case 'd': c->job.hf_dtype = optarg; break;
         case 'O': c->job.ollama = true, c->job.ollama_name = optarg; break;
         case 'N': c->job.adapter_files = false; break;
+        case 'T': c->job.chat_template = optarg; break;
         case 'h': fputs(export_usage, stdout); return -1;
         default: return usage("unknown or incomplete option", argv[optind - 1]);
         }
@@ -266,7 +270,7 @@ static pt_status apply_config(export_cli *c, const pt_config *cfg)
     if (!j->ollama_name) j->ollama_name = cfg->ollama_model;
     j->param_keys = cfg->model_parameters.keys, j->param_values = cfg->model_parameters.values;
     j->n_params = cfg->model_parameters.n;
-    j->chat_template = cfg->chat_template;
+    if (!j->chat_template) j->chat_template = cfg->chat_template;
     return PT_OK;
 }
 

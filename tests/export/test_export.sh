@@ -205,4 +205,35 @@ expect_eq "ollama create ran in the output directory" "$tmp/o create pirate -f M
 run export --model "$model" --adapter "$slora" --out "$tmp/o2" --ollama pirate
 ok "without ollama on PATH the command is printed" contains "$out" "ollama create 'pirate' -f Modelfile"
 ok "without a merged GGUF: FROM the base, ADAPTER adapter.gguf" contains "$(cat "$tmp/o2/Modelfile")" "ADAPTER ./adapter.gguf"
+
+# the Modelfile's TEMPLATE, run by Go's text/template (Ollama's engine), gives the prompt ptrain
+# trains and generates with, for SmolLM2 (smollm2) and a model without a template (chatml)
+if ! command -v go >/dev/null 2>&1; then
+    skip_test "Ollama's template engine renders the Modelfiles" "no go on PATH (Debian's golang-go)"
+    done_testing
+    exit $?
+fi
+export GOCACHE="$tmp/gocache"
+go build -o "$tmp/mfcheck" "$PTRAIN_SRCDIR/tests/export/modelfile_check.go" 2>"$tmp/go.err" || cat "$tmp/go.err"
+render_same() { # render_same MODELFILE MODEL [SYSTEM]: Go's rendering = ptrain's chat prompt
+    if [ -n "${3:-}" ]; then
+        "$tmp/mfcheck" "$1" "What is the capital of France?" "$3" >"$tmp/go.txt" || return 1
+        "$P" generate --model "$2" --chat --prompt "What is the capital of France?" --system "$3" --show-prompt >"$tmp/pt.txt" 2>/dev/null
+    else
+        "$tmp/mfcheck" "$1" "What is the capital of France?" >"$tmp/go.txt" || return 1
+        "$P" generate --model "$2" --chat --prompt "What is the capital of France?" --show-prompt >"$tmp/pt.txt" 2>/dev/null
+    fi
+    cmp -s "$tmp/go.txt" "$tmp/pt.txt"
+}
+ok "SmolLM2's Modelfile renders ptrain's prompt (default system prompt)" render_same "$tmp/o/Modelfile" "$model"
+ok "SmolLM2's Modelfile renders ptrain's prompt (a system prompt)" render_same "$tmp/o/Modelfile" "$model" "Speak like a pirate."
+run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q" --gguf f32 --ollama q
+ok "a model without a template gets chatml, as training renders" render_same "$tmp/q/Modelfile" \
+    "$PTRAIN_SRCDIR/tests/data/qwen2/hf" "Speak like a pirate."
+for t in chatml smollm2 llama-3 gemma mistral alpaca; do
+    run export --model "$model" --adapter "$slora" --out "$tmp/t-$t" --ollama x --chat-template "$t"
+    "$tmp/mfcheck" "$tmp/t-$t/Modelfile" "Hello there" "Be brief." >"$tmp/go.txt" 2>&1
+    ok "the $t TEMPLATE parses and runs in Go's text/template with the prompt and system" \
+        test $? = 0 -a -n "$(grep -F 'Hello there' "$tmp/go.txt")" -a -n "$(grep -F 'Be brief.' "$tmp/go.txt")"
+done
 done_testing

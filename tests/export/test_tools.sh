@@ -52,6 +52,8 @@ ok "PEFT loads ptrain's adapter onto the HF base: ptrain's logits" hf peft "$bas
 "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/peft" >/dev/null 2>&1
 logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
 ok "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" hf peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
+run export --model "$base" --adapter "$tmp/peft" --out "$tmp/peft2"
+ok "PEFT loads that adapter as ptrain writes it back (rsLoRA kept): the same logits" hf peft "$base" "$tmp/peft2" "$tmp/p.ids" "$tmp/p"
 "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/dora" dora >/dev/null 2>&1
 run generate --model "$base" --adapter "$tmp/dora" --prompt hi
 ok "a DoRA adapter is refused, saying why (exit $rc)" contains "$err" "use_dora is set; ptrain applies plain LoRA"
