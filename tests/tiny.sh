@@ -20,3 +20,23 @@ final_model_dir: "$2/lora"
 ${3:-}
 YAML
 }
+
+# smollm_config FILE OUTDIR MODEL: one hard training step of SmolLM2 (MODEL: its .gguf) on two
+# sample conversations, so the export tests have an adapter that clearly moves the logits
+smollm_config() {
+    cat >"$1" <<YAML
+model_name: "$3"
+max_seq_length: 64
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 2
+lora_r: 8
+lora_alpha: 16
+learning_rate: 0.05
+warmup_steps: 0
+per_device_train_batch_size: 2
+max_steps: 1
+output_dir: "$2"
+final_model_dir: "$2/lora"
+YAML
+}

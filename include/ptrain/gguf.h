@@ -140,6 +140,8 @@ pt_status gguf_opt_str(const gguf_file *f, const char *key, gguf_str *out);
  * (gguf_array_f32); STRING and BOOL must match exactly. PT_ERR_USER when missing or of another
  * kind. */
 pt_status gguf_get_array(const gguf_file *f, const char *key, gguf_type elem_type, const gguf_kv **out);
+/* Bytes of one scalar value of type t; 0 for strings, arrays and invalid ids. */
+uint32_t gguf_scalar_size(uint32_t t);
 /* "u8", "string", "array", ...; "invalid" for ids outside gguf_type. */
 const char *gguf_type_name(gguf_type type);
 /* A ggml tensor type: its name ("q4_k"), values per block and bytes per block. False (outputs

@@ -26,6 +26,9 @@ pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out);
  * it when there is one. */
 pt_status tokenizer_from_json(const char *path, pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
+/* The BPE merges in rank order as (left, right) token ids: (*pairs)[2i], (*pairs)[2i + 1]; for a
+ * SentencePiece vocabulary, the merges rebuilt from its scores. *pairs is malloc'd. */
+pt_status tokenizer_merge_pairs(const pt_tokenizer *tok, int32_t **pairs, size_t *n);
 
 /* Encode UTF-8 text. With parse_special, special tokens written in the text (e.g. <|im_start|>)
  * become their ids; without, they are tokenized as plain text. No bos/eos is added: the chat

@@ -14,6 +14,7 @@
  * A TemplateProcessing post-processor adds bos/eos when tokenizer.ggml.add_bos_token/_eos_ say
  * so (transformers 5 takes them from there, not from tokenizer_config.json). */
 #include "ptrain/hf_meta.h"
+#include "ptrain/tokenizer.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -442,121 +443,22 @@ static pt_status merges_gpt2(const hf_src *s, json_t **out)
     return PT_OK;
 }
 
-/* One SentencePiece merge: left + right makes token id. */
-typedef struct {
-    int32_t a, b, id;
-    uint32_t llen, rlen, seq; /* halves' lengths in characters, order of generation */
-    float score;
-} spm_merge;
-
-typedef struct {
-    spm_merge *v;
-    size_t n, cap;
-} merge_list;
-
-static bool list_push(merge_list *l, spm_merge m)
-{
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 4096;
-        spm_merge *grown = realloc(l->v, cap * sizeof *grown);
-        if (!grown) return false;
-        l->v = grown;
-        l->cap = cap;
-    }
-    l->v[l->n++] = m;
-    return true;
-}
-
-/* Best first: higher score, then longer left half, longer right half, generation order. */
-static int merge_cmp(const void *pa, const void *pb)
-{
-    const spm_merge *a = pa, *b = pb;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    if (a->llen != b->llen) return a->llen > b->llen ? -1 : 1;
-    if (a->rlen != b->rlen) return a->rlen > b->rlen ? -1 : 1;
-    return a->seq < b->seq ? -1 : a->seq > b->seq;
-}
-
-/* Within one token: by left id, then right id. */
-static int split_cmp(const void *pa, const void *pb)
-{
-    const spm_merge *a = pa, *b = pb;
-    if (a->a != b->a) return a->a < b->a ? -1 : 1;
-    return a->b < b->b ? -1 : a->b > b->b;
-}
-
-/* The last id spelled as s[0..len), or -1 (buf: room for len + 1 bytes). */
-static int32_t vocab_id(const hf_src *s, const char *str, size_t len, char *buf)
-{
-    memcpy(buf, str, len);
-    buf[len] = '\0';
-    json_t *v = json_object_get(s->vocab, buf);
-    return v ? (int32_t)json_integer_value(v) : -1;
-}
-
-/* Every split of token id into two tokens, appended to l (score: its score, or for Gemma minus its
- * position, as transformers ranks Gemma's merges by file order). */
-static bool token_splits(const hf_src *s, const gguf_kv *scores, int32_t id, merge_list *l, char *buf)
-{
-    const char *t = s->spell[id];
-    size_t len = strlen(t), from = l->n, k;
-    int32_t whole = vocab_id(s, t, len, buf);
-    float score = s->gemma ? -(float)whole : gguf_array_f32(scores, (uint64_t)whole);
-    uint32_t chars = 0, total = 0, cp;
-    for (size_t i = 0; i < len; i += k ? k : 1, total++) k = utf8_next((const unsigned char *)t + i, len - i, &cp);
-    for (size_t i = 0; i < len; i += k ? k : 1) { /* spellings were checked to be UTF-8 */
-        k = utf8_next((const unsigned char *)t + i, len - i, &cp);
-        if (i == 0) continue;
-        chars++;
-        int32_t a = vocab_id(s, t, i, buf), b = vocab_id(s, t + i, len - i, buf);
-        if (a >= 0 && b >= 0 && !list_push(l, (spm_merge){a, b, whole, chars, total - chars, 0, score})) return false;
-    }
-    if (l->n - from > 1) qsort(l->v + from, l->n - from, sizeof *l->v, split_cmp);
-    return true;
-}
-
-static pt_status spm_scores(const hf_src *s, const gguf_kv **scores)
-{
-    const char *key = "tokenizer.ggml.scores";
-    *scores = NULL;
-    if (s->gemma && !gguf_find(s->f, key)) return PT_OK;
-    if (gguf_get_array(s->f, key, GGUF_TYPE_F32, scores) != PT_OK || (*scores)->count != s->n)
-        return ERR(PT_ERR_USER, "%s: %s: missing, not numbers or not one per token (SentencePiece BPE ranks its "
-                   "merges by them)", s->f->path, key);
-    return PT_OK;
-}
-
-/* The merges a SentencePiece vocabulary implies, as ptrain and transformers recover them. */
-static pt_status spm_merge_list(const hf_src *s, merge_list *l)
-{
-    const gguf_kv *scores;
-    TRY(spm_scores(s, &scores));
-    json_t *seen = json_object();
-    size_t longest = 0;
-    for (uint64_t i = 0; i < s->n; i++) longest = strlen(s->spell[i]) > longest ? strlen(s->spell[i]) : longest;
-    char *buf = malloc(longest + 1);
-    bool ok = seen && buf;
-    for (uint64_t i = 0; ok && i < s->n; i++) {
-        if (json_object_get(seen, s->spell[i])) continue; /* a later duplicate */
-        ok = !json_object_set_new(seen, s->spell[i], json_true()) && token_splits(s, scores, (int32_t)i, l, buf);
-    }
-    json_decref(seen);
-    free(buf);
-    if (!ok) return ERR(PT_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; i < l->n; i++) l->v[i].seq = (uint32_t)i;
-    if (l->n > 1) qsort(l->v, l->n, sizeof *l->v, merge_cmp);
-    return PT_OK;
-}
-
+/* A SentencePiece vocabulary's merges, as ptrain's tokenizer rebuilds them from the scores (the
+ * way transformers does; Gemma by file order), as [left, right] spellings. */
 static pt_status merges_spm(const hf_src *s, json_t **out)
 {
-    merge_list l = {0};
-    pt_status st = spm_merge_list(s, &l);
+    pt_tokenizer *tok = NULL;
+    int32_t *pairs = NULL;
+    size_t n = 0;
+    pt_status st = tokenizer_from_gguf(s->f, &tok);
+    if (st == PT_OK) st = tokenizer_merge_pairs(tok, &pairs, &n);
     if (st == PT_OK) st = packed(json_array(), out);
-    for (size_t i = 0; st == PT_OK && i < l.n; i++)
-        if (json_array_append_new(*out, json_pack("[s, s]", s->spell[l.v[i].a], s->spell[l.v[i].b])))
+    for (size_t i = 0; st == PT_OK && i < n; i++)
+        if ((uint64_t)pairs[2 * i] >= s->n || (uint64_t)pairs[2 * i + 1] >= s->n ||
+            json_array_append_new(*out, json_pack("[s, s]", s->spell[pairs[2 * i]], s->spell[pairs[2 * i + 1]])))
             st = ERR(PT_ERR_NOMEM, "out of memory");
-    free(l.v);
+    free(pairs);
+    tokenizer_free(tok);
     return st;
 }
 

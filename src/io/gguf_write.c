@@ -273,24 +273,6 @@ pt_status gguf_w_f32_array(gguf_writer *w, const char *key, const float *vals, s
     return set_kv(w, key, GGUF_TYPE_ARRAY, &b);
 }
 
-static size_t scalar_size(uint32_t t)
-{
-    switch (t) {
-    case GGUF_TYPE_U8:
-    case GGUF_TYPE_I8:
-    case GGUF_TYPE_BOOL: return 1;
-    case GGUF_TYPE_U16:
-    case GGUF_TYPE_I16: return 2;
-    case GGUF_TYPE_U32:
-    case GGUF_TYPE_I32:
-    case GGUF_TYPE_F32: return 4;
-    case GGUF_TYPE_U64:
-    case GGUF_TYPE_I64:
-    case GGUF_TYPE_F64: return 8;
-    default: return 0;
-    }
-}
-
 /* The bytes of an opened kv's value as they follow its type in the file (the reader checked
  * them all against the file at open). */
 static void kv_extent(const gguf_kv *kv, const uint8_t **start, size_t *len)
@@ -301,13 +283,13 @@ static void kv_extent(const gguf_kv *kv, const uint8_t **start, size_t *len)
         return;
     }
     if (kv->type != GGUF_TYPE_ARRAY) {
-        *start = p, *len = scalar_size(kv->type);
+        *start = p, *len = gguf_scalar_size(kv->type);
         return;
     }
     if (kv->elem_type == GGUF_TYPE_STRING)
         for (uint64_t i = 0; i < kv->count; i++) p += 8 + rd64(p);
     else
-        p += kv->count * scalar_size(kv->elem_type);
+        p += kv->count * gguf_scalar_size(kv->elem_type);
     *start = kv->value - 12, *len = (size_t)(p - *start); /* elem type and count precede value */
 }
 

@@ -94,8 +94,7 @@ const char *gguf_type_name(gguf_type type)
     return (unsigned)type <= GGUF_TYPE_F64 ? kv_type_names[type] : "invalid";
 }
 
-/* Bytes of one scalar of type t; 0 for strings, arrays and invalid ids. */
-static uint32_t scalar_size(uint32_t t)
+uint32_t gguf_scalar_size(uint32_t t)
 {
     switch (t) {
     case GGUF_TYPE_U8:
@@ -387,9 +386,9 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
         return read_str(r, &s, "the string value of key '%s'", key.s);
     }
     if (type != GGUF_TYPE_ARRAY) {
-        if (!has(r, scalar_size(type)))
-            return short_read(r, at, scalar_size(type), "the %s value of key '%s'", kv_type_names[type], key.s);
-        r->pos += scalar_size(type);
+        if (!has(r, gguf_scalar_size(type)))
+            return short_read(r, at, gguf_scalar_size(type), "the %s value of key '%s'", kv_type_names[type], key.s);
+        r->pos += gguf_scalar_size(type);
         return PT_OK;
     }
     if (!has(r, 12)) return short_read(r, at, 12, "the element type and count of array '%s'", key.s);
@@ -410,7 +409,7 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
     kv->value = r->p + r->pos;
     at = r->pos;
     if (et != GGUF_TYPE_STRING) {
-        uint32_t es = scalar_size(et);
+        uint32_t es = gguf_scalar_size(et);
         if (!has(r, count > UINT64_MAX / es ? UINT64_MAX : count * es))
             return short_read(r, at, count > UINT64_MAX / es ? UINT64_MAX : count * es,
                               "array '%s' of %llu %s values", key.s, (unsigned long long)count,
@@ -934,7 +933,7 @@ int64_t gguf_array_int(const gguf_kv *kv, uint64_t i)
         !(is_int_type(kv->elem_type) || kv->elem_type == GGUF_TYPE_BOOL))
         return 0;
     bool big;
-    return int_value(kv->elem_type, kv->value + i * scalar_size(kv->elem_type), &big);
+    return int_value(kv->elem_type, kv->value + i * gguf_scalar_size(kv->elem_type), &big);
 }
 
 float gguf_array_f32(const gguf_kv *kv, uint64_t i)
@@ -942,5 +941,5 @@ float gguf_array_f32(const gguf_kv *kv, uint64_t i)
     if (!kv || kv->type != GGUF_TYPE_ARRAY || i >= kv->count ||
         !(is_int_type(kv->elem_type) || kv->elem_type == GGUF_TYPE_F32 || kv->elem_type == GGUF_TYPE_F64))
         return 0.0f;
-    return (float)float_value(kv->elem_type, kv->value + i * scalar_size(kv->elem_type));
+    return (float)float_value(kv->elem_type, kv->value + i * gguf_scalar_size(kv->elem_type));
 }

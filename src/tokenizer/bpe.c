@@ -262,6 +262,34 @@ pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n
 /* ---- the rest of the API ---- */
 
 int32_t tokenizer_vocab_size(const pt_tokenizer *tok) { return tok->n_tok; }
+
+static int slot_rank_cmp(const void *pa, const void *pb)
+{
+    const pmap_slot *a = pa, *b = pb;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+pt_status tokenizer_merge_pairs(const pt_tokenizer *tok, int32_t **pairs, size_t *n)
+{
+    size_t cap = tok->merges.slots ? tok->merges.mask + 1 : 0, k = 0;
+    pmap_slot *all = malloc((tok->merges.count + 1) * sizeof *all);
+    *pairs = malloc((2 * tok->merges.count + 1) * sizeof **pairs);
+    if (!all || !*pairs) {
+        free(all);
+        free(*pairs);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < cap; i++)
+        if (tok->merges.slots[i].key != PMAP_EMPTY) all[k++] = tok->merges.slots[i];
+    qsort(all, k, sizeof *all, slot_rank_cmp);
+    for (size_t i = 0; i < k; i++) {
+        (*pairs)[2 * i] = (int32_t)(all[i].key >> 32);
+        (*pairs)[2 * i + 1] = (int32_t)(uint32_t)all[i].key;
+    }
+    *n = k;
+    free(all);
+    return PT_OK;
+}
 int32_t tokenizer_bos(const pt_tokenizer *tok) { return tok->bos; }
 int32_t tokenizer_eos(const pt_tokenizer *tok) { return tok->eos; }
 int32_t tokenizer_unk(const pt_tokenizer *tok) { return tok->unk; }

@@ -142,21 +142,7 @@ if [ -z "$model" ]; then
     done_testing
     exit $?
 fi
-cat >"$tmp/s.yaml" <<YAML
-model_name: "$model"
-max_seq_length: 64
-dataset:
-  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
-    num_samples: 2
-lora_r: 8
-lora_alpha: 16
-learning_rate: 0.05
-warmup_steps: 0
-per_device_train_batch_size: 2
-max_steps: 1
-output_dir: "$tmp/srun"
-final_model_dir: "$tmp/srun/lora"
-YAML
+smollm_config "$tmp/s.yaml" "$tmp/srun" "$model"
 run "$tmp/s.yaml"
 slora="$tmp/srun/lora"
 pr="The capital of France is"
