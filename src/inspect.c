@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/jsonfile.h"
 #include "ptrain/checkpoint.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/inspect.h"
@@ -185,7 +186,7 @@ static void hf_tokenizer(const char *dir, insp_report *r)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    json_t *root = json_load_file(path, 0, NULL);
+    json_t *root = jsonfile_load(path, 0, NULL);
     const char *type = json_string_value(json_object_get(json_object_get(root, "model"), "type"));
     char kind[64];
     snprintf(kind, sizeof kind, "%s%s", byte_level(json_object_get(root, "pre_tokenizer")) ? "byte-level " : "",

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ptrain/jsonfile.h"
 #include "ptrain/gguf_meta.h"
 #include "ptrain/model_io.h"
 #include "ptrain/tokenizer.h"
@@ -160,7 +161,7 @@ static pt_status json_file(const char *dir, const char *file, size_t flags, json
     *out = NULL;
     if (strcmp(file, "tokenizer.json") && access(path, F_OK) != 0) return PT_OK;
     json_error_t e;
-    *out = json_load_file(path, flags, &e);
+    *out = jsonfile_load(path, flags, &e);
     if (!*out)
         return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d)", path, e.text, e.line, e.column);
     if (json_is_object(*out)) return PT_OK;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "export_internal.h"
+#include "ptrain/jsonfile.h"
 #include "ptrain/export.h"
 #include "ptrain/filewrite.h"
 #include "ptrain/hf_meta.h"
@@ -218,7 +219,7 @@ static pt_status write_config(const char *base_dir, const char *dir, st_dtype to
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", base_dir);
     json_error_t e;
-    json_t *c = json_load_file(path, 0, &e);
+    json_t *c = jsonfile_load(path, 0, &e);
     if (!c) return ERR(PT_ERR_USER, "%s: line %d: %s", path, e.line, e.text);
     json_object_del(c, "quantization_config");
     json_object_set_new(c, "torch_dtype", json_string(torch_name(to)));

@@ -2,6 +2,7 @@
  * LoraConfig writes, and adapter_model.safetensors with one fp32 matrix per LoRA A and B under
  * PEFT's names. Reading accepts what PEFT itself writes (fp32, fp16 or bf16 matrices, target
  * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. */
+#include "ptrain/jsonfile.h"
 #include "ptrain/peft.h"
 
 #include <errno.h>
@@ -168,7 +169,7 @@ static pt_status read_config(const char *dir, peft_settings *s)
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     json_error_t e;
-    json_t *c = json_load_file(path, 0, &e);
+    json_t *c = jsonfile_load(path, 0, &e);
     if (!c) return ERR(PT_ERR_USER, "%s: line %d, column %d: %s", path, e.line, e.column, e.text);
     pt_status st = json_is_object(c) ? parse_config(path, c, s) : ERR(PT_ERR_USER, "%s: not a JSON object", path);
     json_decref(c);

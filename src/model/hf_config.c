@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/jsonfile.h"
 #include "ptrain/hf_model.h"
 
 typedef struct {
@@ -345,7 +346,7 @@ pt_status hf_config_parse(const char *name, const char *text, size_t len, hf_con
 {
     memset(out, 0, sizeof *out);
     json_error_t e;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    json_t *root = jsonfile_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
     if (!root)
         return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d); download the model again",
                    name, e.text, e.line, e.column);

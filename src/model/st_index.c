@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ptrain/jsonfile.h"
 #include "ptrain/safetensors.h"
 #include "ptrain/util.h"
 
@@ -59,7 +60,7 @@ static pt_status open_single(st_set *s, const char *path)
 static pt_status load_index(const char *path, json_t **map_out, json_t **root)
 {
     json_error_t e;
-    *root = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    *root = jsonfile_load(path, JSON_REJECT_DUPLICATES, &e);
     if (!*root)
         return ERR(PT_ERR_USER, "%s: does not parse: %s (line %d, column %d); fetch the model again", path, e.text,
                    e.line, e.column);

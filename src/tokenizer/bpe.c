@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/jsonfile.h"
 #include "ptrain/tokenizer.h"
 #include "tok_impl.h"
 #include "tok_utf8.h"

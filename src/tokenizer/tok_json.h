@@ -31,7 +31,7 @@ static pt_status json_open(const char *path, json_t **root)
 {
     if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
     json_error_t je;
-    *root = json_load_file(path, 0, &je); /* duplicate keys: the last wins, as in HF */
+    *root = jsonfile_load(path, 0, &je); /* duplicate keys: the last wins, as in HF; big integers as reals */
     if (!*root) return ERR(PT_ERR_USER, "%s: invalid JSON at line %d, column %d: %s", path, je.line, je.column, je.text);
     if (!json_is_object(*root)) {
         json_decref(*root);

@@ -29,6 +29,22 @@ run --prompt hi --model "$tmp/junk.gguf"
 expect_eq "a file that is not GGUF: exit 1" 1 "$rc"
 ok "a file that is not GGUF: names the file" contains "$err" "$tmp/junk.gguf"
 
+# transformers 5 writes integers beyond int64 (model_max_length of a tokenizer without a limit);
+# every JSON file of a model directory must still load
+big="$tmp/bigint"
+mkdir -p "$big"
+for f in "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-f32/*.safetensors* "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-bnb4/tokenizer.json; do
+    ln -s "$f" "$big/"
+done
+sed 's/^{/{\n  "model_max_length": 1000000000000000019884624838656,/' \
+    "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4/tokenizer_config.json" >"$big/tokenizer_config.json"
+sed 's/^{/{\n  "some_limit": -1000000000000000019884624838656,/' \
+    "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-f32/config.json" >"$big/config.json"
+run --model "$big" --prompt "Arr" --max-new-tokens 2 --temperature 0
+ok "a model directory with integers beyond int64 in its JSON loads (exit $rc)" test "$rc" = 0
+"$P" inspect "$big" >"$tmp/out" 2>"$tmp/err"
+ok "ptrain inspect reads it too (exit $?)" test $? = 0
+
 model=""
 for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
     [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break

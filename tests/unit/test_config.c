@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ptrain/config.h"
+#include "ptrain/jsonfile.h"
 #include "ptrain/error.h"
 
 #define NAME "config.yaml"
@@ -1646,9 +1647,35 @@ static void test_corpus_good(void **state)
     assert_true(saw_full);
 }
 
+/* JSON from model directories: integers beyond int64 become reals; everything else as jansson. */
+static void test_jsonfile_big_ints(void **state)
+{
+    (void)state;
+    const char *text = "{\"big\": 1000000000000000019884624838656, \"neg\": -9223372036854775809, "
+                       "\"max\": 9223372036854775807, \"min\": -9223372036854775808, \"s\": \"12345678901234567890123\", "
+                       "\"esc\": \"a\\\"99999999999999999999999\", \"f\": 1.5e300, \"z\": 0, \"l\": [1, 99999999999999999999]}";
+    json_error_t e;
+    json_t *root = jsonfile_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &e);
+    if (!root) fail_msg("%s", e.text);
+    assert_true(json_is_real(json_object_get(root, "big")));
+    assert_true(json_real_value(json_object_get(root, "big")) > 9.9e29);
+    assert_true(json_is_real(json_object_get(root, "neg")));
+    assert_true(json_is_integer(json_object_get(root, "max")));
+    assert_true(json_integer_value(json_object_get(root, "min")) == INT64_MIN);
+    assert_string_equal(json_string_value(json_object_get(root, "s")), "12345678901234567890123");
+    assert_string_equal(json_string_value(json_object_get(root, "esc")), "a\"99999999999999999999999");
+    assert_true(json_is_real(json_object_get(root, "f")) && json_is_integer(json_object_get(root, "z")));
+    assert_true(json_is_integer(json_array_get(json_object_get(root, "l"), 0)));
+    assert_true(json_is_real(json_array_get(json_object_get(root, "l"), 1)));
+    json_decref(root);
+    const char *bad = "{\"a\": 1,}";
+    assert_null(jsonfile_loadb(bad, strlen(bad), 0, &e));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jsonfile_big_ints),
         cmocka_unit_test(test_every_key_value),
         cmocka_unit_test(test_every_key_has_a_row),
         cmocka_unit_test(test_defaults),
