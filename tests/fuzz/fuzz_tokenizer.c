@@ -1,4 +1,4 @@
-/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/chat_template.c src/model/gguf.c src/util.c src/error.c */
+/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/chat_template.c src/model/gguf.c src/util.c src/jsonfile.c src/error.c */
 /* fuzz_tokenizer.c — libFuzzer target for the tokenizer: the first input byte (mod 5) picks one of
  * four small committed tokenizer.json files (tests/data/tokenizer/: qwen2-mini with lstrip /
  * rstrip / single_word tokens, llama3-mini with ignore_merges, gpt2-mini with add_prefix_space,
