@@ -67,6 +67,20 @@ static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
     va_end(ap);
 }
 
+/* A key ptrain knows from another library and has no use for: one line, not a warning. */
+static void walk_note(walk *w, const yaml_node_t *node, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void walk_note(walk *w, const yaml_node_t *node, const char *fmt, ...)
+{
+    if (!w->warn) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(w->warn, "ptrain: note: %s:%zu:%zu: ", w->file, node->start_mark.line + 1, node->start_mark.column + 1);
+    vfprintf(w->warn, fmt, ap);
+    fputc('\n', w->warn);
+    va_end(ap);
+}
+
 static const char *node_kind(const yaml_node_t *node)
 {
     switch (node->type) {
@@ -134,13 +148,36 @@ static void set_list(walk *w, const key_spec *spec, const char *key, yaml_node_t
     *list = fresh;
 }
 
-static void set_map(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+/* The peer's string form of model_parameters: a size tag ("8b") that names the Ollama model
+ * (ollama_model:TAG); Ollama allows letters, digits, '_', '-' and '.' in a tag. */
+static void set_tag(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, pt_strmap *map)
 {
-    if (node->type != YAML_MAPPING_NODE) {
-        walk_error(w, node, key, "expected a mapping of names to values, found %s", node_kind(node));
+    const char *s = want_scalar(w, spec, key, node);
+    if (!s) return;
+    size_t n = strlen(s);
+    if (n == 0 || n > 128 || strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != n ||
+        s[0] == '.' || s[0] == '-') {
+        char shown[96];
+        walk_error(w, node, key, "\"%s\" is not an Ollama tag: use letters, digits, '_', '-' and '.' (at most 128), "
+                   "e.g. \"8b\"", config_shown(s, shown, sizeof shown));
         return;
     }
+    free(map->tag);
+    map->tag = xstrdup(s);
+}
+
+static void set_map(walk *w, const key_spec *spec, const char *key, yaml_node_t *node, void *base)
+{
     pt_strmap *map = (pt_strmap *)((char *)base + spec->offset);
+    if (node->type == YAML_SCALAR_NODE && (spec->flags & F_TAG)) {
+        set_tag(w, spec, key, node, map);
+        return;
+    }
+    if (node->type != YAML_MAPPING_NODE) {
+        walk_error(w, node, key, "expected a mapping of names to values%s, found %s",
+                   (spec->flags & F_TAG) ? " or a size tag such as \"8b\"" : "", node_kind(node));
+        return;
+    }
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
@@ -286,6 +323,12 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
         snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "",
                  config_shown(name, shown, sizeof shown));
         int i = key_index(table, n, name);
+        const foreign_key *fk = prefix ? NULL : foreign_key_find(name);
+        if (i < 0 && fk) {
+            if (fk->refusal && !scalar_is_null(v)) walk_error(w, v, key, "%s", fk->refusal);
+            else walk_note(w, k, "%s: %s", key, fk->note);
+            continue;
+        }
         if (i < 0) {
             const char *hint = key_suggest(table, n, name);
             if (hint)
@@ -341,27 +384,29 @@ static void sort_errors(strbuf *errors, const char *name)
     message *m = calloc((size_t)n, sizeof *m);
     if (!m) return; /* unsorted is still right */
     const char *p = sb_text(errors);
+    size_t name_len = strlen(name);
     int k = 0;
-    for (const char *nl = p; nl; p = nl + 1) {
-        nl = strchr(p, '\n');
-        m[k].text = p;
-        m[k].len = nl ? (int)(nl - p) : (int)strlen(p);
-        const char *pos = p + strlen(name);
+    for (;;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        long line = 0, col = 0;
         char *end = NULL;
-        if (!strncmp(p, name, strlen(name)) && *pos == ':') m[k].line = strtol(pos + 1, &end, 10);
-        if (end && *end == ':') m[k].col = strtol(end + 1, NULL, 10);
-        if (!m[k].line && k > 0) { /* not a new message: more of the one before */
-            m[k - 1].len = (int)(p - m[k - 1].text) + m[k].len;
-            continue;
-        }
-        for (int j = k; j > 0 && (m[j - 1].line > m[j].line ||
-                                  (m[j - 1].line == m[j].line && m[j - 1].col > m[j].col)); j--) {
+        if (!strncmp(p, name, name_len) && p[name_len] == ':') line = strtol(p + name_len + 1, &end, 10);
+        if (end && *end == ':') col = strtol(end + 1, NULL, 10);
+        if (!line && k > 0) /* not a new message: more of the one before it in the text */
+            m[k - 1].len = (int)(p - m[k - 1].text) + len;
+        else
+            m[k++] = (message){p, len, line, col};
+        if (!nl) break;
+        p = nl + 1;
+    }
+    for (int i = 1; i < k; i++) /* insertion sort: stable */
+        for (int j = i; j > 0 && (m[j - 1].line > m[j].line || (m[j - 1].line == m[j].line && m[j - 1].col > m[j].col));
+             j--) {
             message t = m[j];
             m[j] = m[j - 1];
             m[j - 1] = t;
         }
-        k++;
-    }
     n = k;
     strbuf sorted = {0};
     for (int i = 0; i < n; i++) sb_printf(&sorted, "%s%.*s", i ? "\n" : "", m[i].len, m[i].text);

@@ -29,6 +29,7 @@ enum {
     F_UNSLOTH = 1u << 3,  /* the word "unsloth" means true (booleans) */
     F_MINUS1 = 1u << 4,   /* -1 is allowed as "unset" besides [min, max] */
     F_STEPS = 1u << 5,    /* a step count: a whole number, or a fraction below 1 of the total (floats) */
+    F_TAG = 1u << 6,      /* a scalar is a tag kept in pt_strmap.tag (mappings) */
 };
 
 typedef struct {
@@ -47,6 +48,17 @@ extern const key_spec config_keys[];
 extern const int config_nkeys;
 extern const key_spec dataset_keys[];
 extern const int dataset_nkeys;
+
+/* Keys of the libraries the peer builds on (TRL, PEFT, Unsloth) that ptrain knows but has no use
+ * for: what ptrain does instead, in one line; refused (when set to anything but null) where
+ * ignoring them would silently train something else. */
+typedef struct {
+    const char *name;
+    const char *note;    /* printed as a note (for refused keys: when the value is null) */
+    const char *refusal; /* NULL, or the error for any value but null */
+} foreign_key;
+/* The entry for a top-level key name, or NULL. */
+const foreign_key *foreign_key_find(const char *name);
 
 /* Convert scalar text into the field of spec at base. On failure returns false and writes
  * "expected ..., found ..." into why. */

@@ -173,10 +173,27 @@ const key_spec config_keys[] = {
     {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
      "write a Modelfile and create an Ollama model"},
     {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
-    {"model_parameters", NULL, K_STRMAP, OFF(model_parameters), NULL, NULL, 0, 0, 0,
-     "Modelfile PARAMETER lines"},
+    {"model_parameters", NULL, K_STRMAP, OFF(model_parameters), NULL, NULL, 0, 0, F_TAG,
+     "a size tag for the Ollama model's name (\"8b\": ollama_model:8b), or Modelfile PARAMETER lines"},
 };
 const int config_nkeys = (int)(sizeof config_keys / sizeof config_keys[0]);
+
+static const foreign_key foreign_keys[] = {
+    {"dataset_num_proc",
+     "TRL's worker processes for dataset preparation; ptrain tokenizes on its own threads "
+     "(threads, OMP_NUM_THREADS), so the value is not used",
+     NULL},
+    {"loftq_config", "no LoftQ, as always in ptrain: the adapters start as PEFT's default (A random, B zero)",
+     "PEFT's LoftQ initialization is not implemented in ptrain (its adapters start as PEFT's default: A "
+     "random, B zero); remove the key or set it to null"},
+};
+
+const foreign_key *foreign_key_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof foreign_keys / sizeof foreign_keys[0]; i++)
+        if (!strcmp(foreign_keys[i].name, name)) return &foreign_keys[i];
+    return NULL;
+}
 
 const key_spec dataset_keys[] = {
     {"name", NULL, K_STR, DOFF(name), NULL, NULL, 0, 0, 0, "HF dataset id or local file/dir"},
@@ -291,7 +308,9 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
         break;
     case K_TRI: snprintf(out, outlen, "auto, true or false"); break;
     case K_RESUME: snprintf(out, outlen, "true, false or a checkpoint path"); break;
-    case K_STRMAP: snprintf(out, outlen, "a mapping of names to values"); break;
+    case K_STRMAP:
+        snprintf(out, outlen, "%sa mapping of names to values", (spec->flags & F_TAG) ? "a tag such as \"8b\", or " : "");
+        break;
     case K_DEVMAP: snprintf(out, outlen, "a device map such as {\"\": 0}"); break;
     case K_DATASETS: snprintf(out, outlen, "a list of datasets, each a mapping with a name"); break;
     default: snprintf(out, outlen, "a string"); break;
@@ -466,7 +485,8 @@ void key_value_text(const key_spec *spec, const void *base, strbuf *out)
     }
     case K_STRMAP: {
         const pt_strmap *map = slot;
-        if (map->n == 0) sb_printf(out, "(none)");
+        if (map->tag) sb_printf(out, "%s", map->tag);
+        else if (map->n == 0) sb_printf(out, "(none)");
         for (int i = 0; i < map->n; i++)
             sb_printf(out, "%s%s: %s", i ? ", " : "", map->keys[i], map->values[i]);
         break;
@@ -501,6 +521,7 @@ static void strmap_free(pt_strmap *map)
     }
     free(map->keys);
     free(map->values);
+    free(map->tag);
     memset(map, 0, sizeof *map);
 }
 

@@ -22,6 +22,7 @@ typedef struct {
     char **keys;
     char **values;
     int n;
+    char *tag; /* model_parameters only: the peer's string form, an Ollama size tag such as "8b" */
 } pt_strmap;
 
 /* A value that is auto, false or true (assistant_only_loss). */

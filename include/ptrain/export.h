@@ -59,6 +59,7 @@ typedef struct {
     char **gguf;
     int n_gguf;
     const char *ollama_name, *chat_template;
+    const char *ollama_tag; /* model_parameters' size tag ("8b"): the name becomes NAME:TAG */
     char **param_keys, **param_values;
     int n_params;
 } export_job;

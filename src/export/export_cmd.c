@@ -99,6 +99,11 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
         snprintf(copy, sizeof copy, "%s", j->out);
         snprintf(name, sizeof name, "%s", basename(copy));
     }
+    /* the peer's size tag names the model's tag, unless the name already carries one */
+    if (j->ollama_tag && !strchr(name, ':')) {
+        size_t n = strlen(name);
+        snprintf(name + n, sizeof name - n, ":%s", j->ollama_tag);
+    }
     char base_abs[4096], adapter_gguf[4200];
     if (!realpath(base, base_abs)) snprintf(base_abs, sizeof base_abs, "%s", base); /* FROM is read from dir */
     snprintf(adapter_gguf, sizeof adapter_gguf, "%s/adapter.gguf", j->out);
@@ -270,6 +275,7 @@ static pt_status apply_config(export_cli *c, const pt_config *cfg)
     if (!j->ollama_name) j->ollama_name = cfg->ollama_model;
     j->param_keys = cfg->model_parameters.keys, j->param_values = cfg->model_parameters.values;
     j->n_params = cfg->model_parameters.n;
+    j->ollama_tag = cfg->model_parameters.tag;
     if (!j->chat_template) j->chat_template = cfg->chat_template;
     return PT_OK;
 }

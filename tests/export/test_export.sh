@@ -191,6 +191,10 @@ expect_eq "ollama create ran in the output directory" "$tmp/o create pirate -f M
 run export --model "$model" --adapter "$slora" --out "$tmp/o2" --ollama pirate
 ok "without ollama on PATH the command is printed" contains "$out" "ollama create 'pirate' -f Modelfile"
 ok "without a merged GGUF: FROM the base, ADAPTER adapter.gguf" contains "$(cat "$tmp/o2/Modelfile")" "ADAPTER ./adapter.gguf"
+# the peer's model_parameters: "8b" is the Ollama model's tag
+{ cat "$tmp/s.yaml"; printf 'ollama_save: true\nollama_model: pirate\nmodel_parameters: "8b"\n'; } >"$tmp/s8.yaml"
+run export "$tmp/s8.yaml" --out "$tmp/o8" --no-adapter-files
+ok "model_parameters: \"8b\" names the Ollama model pirate:8b" contains "$out" "ollama create 'pirate:8b' -f Modelfile"
 
 # the Modelfile's TEMPLATE, run by Go's text/template (Ollama's engine), gives the prompt ptrain
 # trains and generates with, for SmolLM2 (smollm2) and a model without a template (chatml)

@@ -818,9 +818,16 @@ static void test_error_types(void **state)
          "q4_1, q4_k_s, q4_k, q5_k, q5_0, q5_1, q5_k_s, q6_k, found \"q8\""},
         /* K_STRMAP */
         {"model_parameters: temperature=0.7\n",
-         "config.yaml:1:19: model_parameters: expected a mapping of names to values, found a scalar"},
+         "config.yaml:1:19: model_parameters: \"temperature=0.7\" is not an Ollama tag: use letters, digits, "
+         "'_', '-' and '.' (at most 128), e.g. \"8b\""},
+        {"model_parameters: -8b\n",
+         "config.yaml:1:19: model_parameters: \"-8b\" is not an Ollama tag: use letters, digits, "
+         "'_', '-' and '.' (at most 128), e.g. \"8b\""},
         {"model_parameters: [a, b]\n",
-         "config.yaml:1:19: model_parameters: expected a mapping of names to values, found a list"},
+         "config.yaml:1:19: model_parameters: expected a mapping of names to values or a size tag such as "
+         "\"8b\", found a list"},
+        {"dataset:\n  - name: a\n    rename: x\n",
+         "config.yaml:3:13: dataset[0].rename: expected a mapping of names to values, found a scalar"},
         {"model_parameters:\n  stop: [a, b]\n",
          "config.yaml:2:9: model_parameters: expected a plain value for \"stop\", found a list"},
         {"model_parameters:\n  ? [a]\n  : 1\n",
@@ -1205,6 +1212,44 @@ static void test_validate_launch(void **state)
 
 /* ---------------------------------------------------------------------------------------------
  * warnings and the token */
+
+/* The peer's template as it ships: model_parameters a size tag, and keys of TRL/PEFT that ptrain
+ * knows (a one-line note each, not "unknown key"); LoftQ asked for is refused. */
+static void test_peer_template_keys(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("model_parameters: \"8b\"\n"
+                                "dataset_num_proc: 2\n"
+                                "loftq_config: null\n",
+                                &cfg, &warnings),
+                     PT_OK);
+    assert_string_equal(cfg.model_parameters.tag, "8b");
+    assert_int_equal(cfg.model_parameters.n, 0);
+    expect_text(&cfg, "model_parameters", "8b");
+    assert_string_equal(warnings,
+                        "ptrain: note: config.yaml:2:1: dataset_num_proc: TRL's worker processes for dataset "
+                        "preparation; ptrain tokenizes on its own threads (threads, OMP_NUM_THREADS), so the value "
+                        "is not used\n"
+                        "ptrain: note: config.yaml:3:1: loftq_config: no LoftQ, as always in ptrain: the adapters "
+                        "start as PEFT's default (A random, B zero)\n");
+    free(warnings);
+    config_free(&cfg);
+    /* a number is a tag too (YAML 8 is the scalar "8") */
+    parse_ok("model_parameters: 70b-instruct.q4\n", &cfg);
+    assert_string_equal(cfg.model_parameters.tag, "70b-instruct.q4");
+    config_free(&cfg);
+    expect_error("loftq_config:\n  loftq_bits: 4\n",
+                 "config.yaml:2:3: loftq_config: PEFT's LoftQ initialization is not implemented in ptrain (its "
+                 "adapters start as PEFT's default: A random, B zero); remove the key or set it to null");
+    /* only at the top level: inside a dataset entry it is an unknown key like any other */
+    assert_int_equal(parse_warn("dataset:\n  - name: a\n    dataset_num_proc: 4\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:3:5: unknown key \"dataset[0].dataset_num_proc\"; "
+                                  "ignored\n");
+    free(warnings);
+    config_free(&cfg);
+}
 
 static void test_unknown_keys(void **state)
 {
@@ -1703,6 +1748,7 @@ int main(void)
         cmocka_unit_test(test_errors_together_in_order),
         cmocka_unit_test(test_validate_launch),
         cmocka_unit_test(test_unknown_keys),
+        cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_hash),
