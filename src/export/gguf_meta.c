@@ -9,8 +9,8 @@
  *
  * llama.cpp does not run a tokenizer.json's pre-tokenizer: it runs one of its own, picked by the
  * name in tokenizer.ggml.pre. The name is chosen here by matching the tokenizer.json's steps and
- * Split regex against the ones llama.cpp implements (ptrain's tok_pretok.h holds the same
- * regexes); anything else is refused rather than exported to tokenize differently.
+ * Split regex against the ones llama.cpp implements (ptrain's src/tokenizer/tok_impl.h holds the
+ * same regexes); anything else is refused rather than exported to tokenize differently.
  * SentencePiece-style BPE (Metaspace, byte fallback) becomes llama.cpp's "llama" vocabulary: it
  * merges the adjacent pair whose merged token scores highest, so a token's score is minus the
  * rank of the first merge that makes it. */

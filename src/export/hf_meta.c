@@ -3,7 +3,7 @@
  * config.json: the family's class and sizes from pt_model_config; rope scaling from
  * <arch>.rope.scaling.* (linear) or, for Llama 3.1-style files, from the rope_freqs tensor when
  * it equals what Llama 3's rope_scaling parameters give. tokenizer.json: the tokenizer ptrain
- * builds from tokenizer.ggml.* (src/tokenizer/tok_gguf.h, tok_gguf_spm.h), written the way
+ * builds from tokenizer.ggml.* (src/tokenizer/tok_gguf.c, tok_gguf_spm.c), written the way
  * `tokenizers` serializes it:
  *   - "gpt2": byte-level BPE with the file's merges and the pre-tokenizer tokenizer.ggml.pre
  *     names; tokens not spelled in the byte alphabet are respelled byte by byte (as transformers'
@@ -28,7 +28,7 @@
 
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
-/* The split regexes of ptrain's pre-tokenizers (src/tokenizer/tok_pretok.h), in the Oniguruma
+/* The split regexes of ptrain's pre-tokenizers (src/tokenizer/tok_impl.h), in the Oniguruma
  * form `tokenizers` reads. */
 static const char re_llama3[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"

@@ -4,24 +4,13 @@
  * lowest rank and then leftmost first, as tokenizers' Word::merge_all), with a shared word cache;
  * plain text with the model's bos put first; and decoding back to bytes.
  *
- * This file is the tokenizer's one translation unit: the headers below hold its other parts. */
+ * The tokenizer's other parts are the tok_*.c files beside this one; tok_impl.h holds the types
+ * and the functions they share. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptrain/jsonfile.h"
 #include "ptrain/tokenizer.h"
 #include "tok_impl.h"
-#include "tok_utf8.h"
-#include "tok_maps.h"
-#include "tok_pretok.h"
-#include "tok_norm.h"
-#include "tok_added.h"
-#include "tok_load.h"
-#include "tok_spm.h"
-#include "tok_json.h"
-#include "tok_json_spm.h"
-#include "tok_gguf.h"
-#include "tok_gguf_spm.h"
 
 /* ---- output ---- */
 
@@ -37,7 +26,7 @@ static pt_status enc_reserve(enc_ctx *c, size_t more)
     return PT_OK;
 }
 
-static pt_status emit_id(enc_ctx *c, int32_t id)
+pt_status tok_emit_id(enc_ctx *c, int32_t id)
 {
     TRY(enc_reserve(c, 1));
     c->ids[c->n++] = id;
@@ -119,7 +108,7 @@ static void bpe_push_pair(enc_ctx *c, int32_t pos)
 {
     int32_t next = c->sym[pos].next;
     if (next < 0) return;
-    const pmap_slot *m = pmap_get(&c->tok->merges, c->sym[pos].id, c->sym[next].id);
+    const pmap_slot *m = tok_pmap_get(&c->tok->merges, c->sym[pos].id, c->sym[next].id);
     if (m) heap_push(c, (bpe_cand){m->rank, pos, m->id});
 }
 
@@ -129,7 +118,7 @@ static void bpe_apply(enc_ctx *c, bpe_cand top)
     bpe_sym *s = c->sym;
     if (s[top.pos].id < 0 || s[top.pos].next < 0) return;
     int32_t right = s[top.pos].next;
-    const pmap_slot *m = pmap_get(&c->tok->merges, s[top.pos].id, s[right].id);
+    const pmap_slot *m = tok_pmap_get(&c->tok->merges, s[top.pos].id, s[right].id);
     if (!m || m->id != top.id) return;
     s[top.pos].id = top.id;
     s[top.pos].next = s[right].next;
@@ -142,7 +131,7 @@ static void bpe_apply(enc_ctx *c, bpe_cand top)
 static pt_status bpe_merge(enc_ctx *c, const uint8_t *w, size_t len)
 {
     TRY(bpe_reserve(c, len));
-    size_t n = c->tok->kind == TOK_SPM ? spm_symbols(c, w, len) : bpe_symbols(c, w, len);
+    size_t n = c->tok->kind == TOK_SPM ? tok_spm_symbols(c, w, len) : bpe_symbols(c, w, len);
     c->heap_n = 0;
     for (size_t i = 0; i + 1 < n; i++) bpe_push_pair(c, (int32_t)i);
     while (c->heap_n) bpe_apply(c, heap_pop(c));
@@ -151,26 +140,26 @@ static pt_status bpe_merge(enc_ctx *c, const uint8_t *w, size_t len)
     return PT_OK;
 }
 
-static pt_status bpe_word(enc_ctx *c, const uint8_t *w, size_t len)
+pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len)
 {
     const pt_tokenizer *t = c->tok;
-    if (len == 1 && t->byte_id[w[0]] >= 0) return emit_id(c, t->byte_id[w[0]]);
+    if (len == 1 && t->byte_id[w[0]] >= 0) return tok_emit_id(c, t->byte_id[w[0]]);
     if (t->ignore_merges) {
-        int32_t id = smap_get(&t->vocab, w, len);
-        if (id >= 0) return emit_id(c, id);
+        int32_t id = tok_smap_get(&t->vocab, w, len);
+        if (id >= 0) return tok_emit_id(c, id);
     }
     if (len > CACHE_KEY_MAX) return bpe_merge(c, w, len);
     cache_shard *cache = (cache_shard *)t->cache; /* the cache is the one mutable part */
-    uint64_t h = cache_hash(w, len);
+    uint64_t h = tok_cache_hash(w, len);
     TRY(enc_reserve(c, len));
-    int hit = cache_get(cache, w, len, h, c->ids + c->n);
+    int hit = tok_cache_get(cache, w, len, h, c->ids + c->n);
     if (hit >= 0) {
         c->n += (size_t)hit;
         return PT_OK;
     }
     size_t start = c->n;
     TRY(bpe_merge(c, w, len));
-    cache_put(cache, w, len, h, c->ids + start, c->n - start);
+    tok_cache_put(cache, w, len, h, c->ids + start, c->n - start);
     return PT_OK;
 }
 
@@ -190,11 +179,11 @@ pt_status tokenizer_encode(const pt_tokenizer *tok, const char *text, size_t len
 {
     *ids = NULL;
     *n = 0;
-    size_t bad = utf8_invalid_at(text, len);
+    size_t bad = tok_utf8_invalid_at(text, len);
     if (bad < len) return ERR(PT_ERR_USER, "text to tokenize is not valid UTF-8 (at byte %zu)", bad);
     enc_ctx c = {.tok = tok, .parse_special = parse_special, .md = pcre2_match_data_create(1, NULL), .text_start = text};
     pt_status rc = c.md ? enc_reserve(&c, len / 3 + 16) : ERR(PT_ERR_NOMEM, "out of memory");
-    if (rc == PT_OK) rc = added_split(&c, 0, text, len);
+    if (rc == PT_OK) rc = tok_added_split(&c, 0, text, len);
     enc_free(&c);
     if (rc != PT_OK) {
         free(c.ids);
@@ -225,7 +214,7 @@ pt_status tokenizer_encode_text(const pt_tokenizer *tok, const char *text, size_
 
 /* ---- decode ---- */
 
-static pt_status sb_append(strbuf *sb, const char *p, size_t n)
+pt_status tok_sb_append(strbuf *sb, const char *p, size_t n)
 {
     if (sb->len + n + 1 > sb->cap) {
         size_t cap = sb->cap ? sb->cap : 256;
@@ -245,7 +234,7 @@ pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *ou
 {
     if (id < 0 || id >= tok->n_tok || !(tok->tok[id].flags & TOKF_PRESENT))
         return ERR(PT_ERR_USER, "token id %d is not in the vocabulary of %s (%d ids)", id, tok->source, tok->n_tok);
-    return sb_append(out, tok->bytes + tok->tok[id].off, tok->tok[id].len);
+    return tok_sb_append(out, tok->bytes + tok->tok[id].off, tok->tok[id].len);
 }
 
 pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n, strbuf *out)
@@ -254,9 +243,9 @@ pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n
     for (size_t i = 0; i < n; i++) {
         bool first = i == 0 && tok->ms_rep_len && ids[0] >= 0 && ids[0] < tok->n_tok &&
                      (tok->tok[ids[0]].flags & TOKF_PRESENT);
-        TRY(first ? spm_decode_first(tok, ids[0], out) : tokenizer_decode_token(tok, ids[i], out));
+        TRY(first ? tok_spm_decode_first(tok, ids[0], out) : tokenizer_decode_token(tok, ids[i], out));
     }
-    spm_strip_text(tok, out, start);
+    tok_spm_strip_text(tok, out, start);
     return PT_OK;
 }
 
@@ -308,13 +297,13 @@ bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id)
 void tokenizer_free(pt_tokenizer *tok)
 {
     if (!tok) return;
-    cache_free(tok->cache);
-    pretok_free(tok);
-    norm_free(tok);
-    spm_free(tok);
-    added_free(tok);
-    smap_free(&tok->vocab);
-    pmap_free(&tok->merges);
+    tok_cache_free(tok->cache);
+    tok_pretok_free(tok);
+    tok_norm_free(tok);
+    tok_spm_free(tok);
+    tok_added_free(tok);
+    tok_smap_free(&tok->vocab);
+    tok_pmap_free(&tok->merges);
     free(tok->tok);
     free(tok->bytes);
     free(tok->chat_template);

@@ -1,5 +1,6 @@
-/* tok_impl.h — the tokenizer's internal data: token table, vocabulary and merge maps,
- * normalizer and pre-tokenizer steps, added tokens, the decoder's settings and the word cache.
+/* tok_impl.h — the tokenizer's internal header: its data (token table, vocabulary and merge
+ * maps, normalizer and pre-tokenizer steps, added tokens, the decoder's settings and the word
+ * cache) and the functions its parts share.
  *
  * Two kinds share it: byte-level BPE (GPT-2 style: BPE over bytes spelled as characters) and
  * SentencePiece-style BPE (BPE over characters, "▁" for spaces, <0xXX> byte tokens for the
@@ -7,14 +8,17 @@
  * symbols and how ids decode; the pipeline (added tokens, normalizer, pre-tokenizer, merges by
  * rank) is the same.
  *
- * The tokenizer is one translation unit: bpe.c includes this header and then the parts
- * (tok_utf8.h, tok_maps.h, tok_norm.h, tok_pretok.h, tok_added.h, tok_load.h, tok_spm.h,
- * tok_json.h, tok_json_spm.h, tok_gguf.h, tok_gguf_spm.h), each of which holds the static
- * functions of one concern. Nothing here is visible outside bpe.c. */
+ * The parts, one concern per file in src/tokenizer/: bpe.c (BPE merges, encode, decode, the
+ * public API), tok_utf8.c, tok_maps.c, tok_pretok.c, tok_norm.c, tok_added.c, tok_load.c,
+ * tok_spm.c, tok_json.c, tok_json_spm.c, tok_gguf.c and tok_gguf_spm.c. A function one file
+ * uses alone is static there; the ones used across files are declared at the end of this
+ * header, by file, all named tok_*. Nothing here is part of ptrain's API (that is
+ * ptrain/tokenizer.h). */
 #ifndef PTRAIN_TOK_IMPL_H
 #define PTRAIN_TOK_IMPL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
 #include <pcre2.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -66,6 +70,21 @@ typedef struct {
 enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
 
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+#define TOK_MAX_ID (1 << 24) /* ids a loader accepts: below this */
+#define PMAP_EMPTY UINT64_MAX /* pmap_slot.key of an empty slot */
+
+/* GGUF token types (tokenizer.ggml.token_type) that both GGUF loaders read */
+enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
+
+/* Pre-tokenizer split regexes, in Oniguruma syntax (tok_regex_compile rewrites them for PCRE2). */
+#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
+#define RE_LLAMA3                                                                                  \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN2                                                                                   \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 typedef enum {
     SPLIT_ISOLATED,
@@ -184,5 +203,168 @@ typedef struct {
     bpe_cand *heap;
     size_t heap_n, heap_cap;
 } enc_ctx;
+
+/* A growing NUL-terminated byte buffer; oom is set (and later puts ignored) when it cannot grow. */
+typedef struct {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} rbuf;
+
+/* ---- tok_utf8.c ---- */
+
+/* Length of the well-formed UTF-8 sequence at s (n bytes available), or 0 if it is not one. */
+size_t tok_utf8_seq_len(const uint8_t *s, size_t n);
+/* Offset of the first byte that is not well-formed UTF-8, or n when all of it is. */
+size_t tok_utf8_invalid_at(const char *text, size_t n);
+/* Decode the (valid) character at s; *len gets its byte length. */
+uint32_t tok_utf8_decode(const uint8_t *s, size_t *len);
+/* Start of the character that ends at s[end - 1] (valid UTF-8). */
+size_t tok_utf8_prev(const uint8_t *s, size_t end);
+/* Unicode White_Space (what \s means to Rust's regex and to Oniguruma). */
+bool tok_uni_is_space(uint32_t c);
+/* A byte-level spelling (s, n) decoded into raw bytes at out (room for n): the byte count, or -1. */
+long tok_bytelevel_decode(const char *s, size_t n, char *out);
+/* Whether s (n bytes) is UTF-8 spelled in GPT-2's byte map's characters only. */
+bool tok_is_bytelevel_spelling(const char *s, size_t n);
+
+/* ---- tok_maps.c ---- */
+
+bool tok_smap_init(smap *m, size_t expect);
+void tok_smap_free(smap *m);
+int32_t tok_smap_get(const smap *m, const void *key, size_t len); /* -1 when absent */
+bool tok_smap_put(smap *m, const void *key, size_t len, int32_t value); /* the last put for a key wins */
+bool tok_pmap_init(pmap *m, size_t expect); /* sized once for all merges: pmap does not grow */
+void tok_pmap_free(pmap *m);
+void tok_pmap_put(pmap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
+
+/* pmap lookups, inline: BPE makes one per candidate pair (the encoder's hottest call) */
+static inline uint64_t tok_pmap_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
+
+static inline pmap_slot *tok_pmap_slot_for(const pmap *m, uint64_t key)
+{
+    for (size_t i = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 17) & m->mask;; i = (i + 1) & m->mask)
+        if (m->slots[i].key == key || m->slots[i].key == PMAP_EMPTY) return &m->slots[i];
+}
+
+/* The merge of (a, b), or NULL. */
+static inline const pmap_slot *tok_pmap_get(const pmap *m, int32_t a, int32_t b)
+{
+    if (!m->slots) return NULL;
+    const pmap_slot *s = tok_pmap_slot_for(m, tok_pmap_key(a, b));
+    return s->key == PMAP_EMPTY ? NULL : s;
+}
+void tok_cache_init(cache_shard *c);
+void tok_cache_free(cache_shard *c);
+uint64_t tok_cache_hash(const uint8_t *w, size_t len);
+/* The cached ids of word w (len <= CACHE_KEY_MAX) copied to dst: how many, or -1 when not cached. */
+int tok_cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, int32_t *dst);
+void tok_cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, const int32_t *ids, size_t n);
+
+/* ---- tok_pretok.c ---- */
+
+void tok_rbuf_put(rbuf *b, const char *s, size_t n);
+/* Compile pattern (an Oniguruma regex, or a literal string) for a pre-tokenizer or a check. */
+pt_status tok_regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
+                            uint32_t extra_opts, pcre2_code **re, bool *jit);
+pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
+                               split_behavior behavior);
+pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
+pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
+pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
+void tok_pretok_free(pt_tokenizer *t);
+/* The next match of re in s[0, len) from off: *found 1 with [*ms, *me), 0 when none. */
+pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
+                      size_t *ms, size_t *me, int *found);
+/* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
+pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
+
+/* ---- tok_norm.c ---- */
+
+pt_status tok_norm_add_prepend(pt_tokenizer *t, const char *text, size_t len);
+pt_status tok_norm_add_replace(pt_tokenizer *t, const char *where, const char *pat, size_t plen, bool literal,
+                               const char *content, size_t clen);
+void tok_norm_free(pt_tokenizer *t);
+/* Text between raw-matched added tokens: normalized, then split on the normalized added tokens. */
+pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len);
+/* The content a normalized added token is matched by (malloc'd into *out), at load time. */
+pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out);
+
+/* ---- tok_added.c ---- */
+
+void tok_added_free(pt_tokenizer *t);
+/* Build the tries once all added tokens are known. */
+pt_status tok_added_build(pt_tokenizer *t);
+/* Pass `pass` (0: raw, 1: normalized) over s: added tokens become ids, the text between goes on. */
+pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len);
+
+/* ---- tok_load.c ---- */
+
+pt_status tok_new(const char *source, pt_tokenizer **out);
+/* Append data to t->bytes; *off gets where it starts. */
+pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
+/* Give id the token spelled (len bytes) in the file. */
+pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model);
+pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags);
+/* The id whose bytes are text (added tokens first), or -1. */
+int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len);
+/* The maps and the added-token tries, once every token is in. */
+pt_status tok_finish(pt_tokenizer *t);
+/* Record merge `rank` of left + right (spellings); names maps spellings to ids. */
+pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32_t rank, const char *left,
+                    size_t llen, const char *right, size_t rlen);
+/* Split a merge written "left right" at its one space; false when it is not of that form. */
+bool tok_merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen);
+
+/* ---- tok_spm.c ---- */
+
+/* The id of the byte token <0xXX> for byte, or -1. */
+int32_t tok_spm_byte_token(const pt_tokenizer *t, uint8_t byte);
+/* The byte a <0xXX> spelling stands for, or -1. */
+int tok_spm_byte_value(const char *s, size_t len);
+pt_status tok_spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t flen, const char *to, size_t tlen);
+void tok_spm_free(pt_tokenizer *t);
+/* Store what each token decodes to as its bytes. */
+pt_status tok_spm_decoded_all(pt_tokenizer *t);
+/* The symbols of word w in c->sym (room for len): how many. */
+size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len);
+pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out);
+void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
+
+/* ---- tok_json.c ---- */
+
+/* An error naming file and the JSON path of the value. */
+__attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
+                                                         const char *fmt, ...);
+/* obj[key] as a boolean: def when absent or null. */
+pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out);
+
+/* ---- tok_json_spm.c ---- */
+
+pt_status tok_json_normalizer(pt_tokenizer *t, const json_t *root);
+pt_status tok_json_metaspace(pt_tokenizer *t, const json_t *node, const char *path);
+pt_status tok_json_decoder(pt_tokenizer *t, const json_t *root);
+/* Whether node (a pre-tokenizer, maybe a Sequence) has a ByteLevel step. */
+bool tok_json_has_bytelevel(const json_t *node, int depth);
+/* A BPE without ByteLevel is read as SentencePiece-style only when something says so. */
+pt_status tok_json_spm_check(const pt_tokenizer *t);
+void tok_json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
+
+/* ---- tok_gguf.c ---- */
+
+pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id);
+/* The chat template stored with the model, if any. */
+pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
+
+/* ---- tok_gguf_spm.c ---- */
+
+pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
+
+/* ---- bpe.c ---- */
+
+pt_status tok_emit_id(enc_ctx *c, int32_t id);
+/* BPE on one pre-tokenized word, through the word cache. */
+pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
+pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
 
 #endif

@@ -1,9 +1,6 @@
-/* tok_maps.h — the tokenizer's hash maps: byte string -> id (vocabulary), id pair -> merge
+/* tok_maps.c — the tokenizer's hash maps: byte string -> id (vocabulary), id pair -> merge
  * (merge ranks), and the sharded, locked word cache (word bytes -> ids) that encode shares
- * between threads. Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_MAPS_H
-#define PTRAIN_TOK_MAPS_H
-
+ * between threads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +26,7 @@ static uint64_t tok_hash(const void *data, size_t n)
 
 /* ---- byte string -> int32 ---- */
 
-static bool smap_init(smap *m, size_t expect)
+bool tok_smap_init(smap *m, size_t expect)
 {
     size_t cap = 16;
     while (cap < expect * 2) cap *= 2;
@@ -39,7 +36,7 @@ static bool smap_init(smap *m, size_t expect)
     return m->slots != NULL;
 }
 
-static void smap_free(smap *m)
+void tok_smap_free(smap *m)
 {
     free(m->slots);
     m->slots = NULL;
@@ -54,7 +51,7 @@ static smap_slot *smap_slot_for(const smap *m, const void *key, size_t len, uint
     }
 }
 
-static int32_t smap_get(const smap *m, const void *key, size_t len)
+int32_t tok_smap_get(const smap *m, const void *key, size_t len)
 {
     if (!m->slots) return -1;
     const smap_slot *s = smap_slot_for(m, key, len, tok_hash(key, len));
@@ -73,7 +70,7 @@ static bool smap_grow(smap *m)
 }
 
 /* Insert or overwrite (the last value for a key wins, as in a Python or Rust map). */
-static bool smap_put(smap *m, const void *key, size_t len, int32_t value)
+bool tok_smap_put(smap *m, const void *key, size_t len, int32_t value)
 {
     if ((m->count + 1) * 2 > m->mask + 1 && !smap_grow(m)) return false;
     uint64_t h = tok_hash(key, len);
@@ -83,18 +80,9 @@ static bool smap_put(smap *m, const void *key, size_t len, int32_t value)
     return true;
 }
 
-/* ---- (left, right) -> (rank, merged id) ---- */
+/* ---- (left, right) -> (rank, merged id); lookups are inline in tok_impl.h ---- */
 
-#define PMAP_EMPTY UINT64_MAX
-
-static uint64_t pmap_key(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
-
-static size_t pmap_home(const pmap *m, uint64_t key)
-{
-    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 17) & m->mask;
-}
-
-static bool pmap_init(pmap *m, size_t expect)
+bool tok_pmap_init(pmap *m, size_t expect)
 {
     size_t cap = 16;
     while (cap < expect * 2) cap *= 2;
@@ -106,36 +94,23 @@ static bool pmap_init(pmap *m, size_t expect)
     return true;
 }
 
-static void pmap_free(pmap *m)
+void tok_pmap_free(pmap *m)
 {
     free(m->slots);
     m->slots = NULL;
 }
 
-static pmap_slot *pmap_slot_for(const pmap *m, uint64_t key)
-{
-    for (size_t i = pmap_home(m, key);; i = (i + 1) & m->mask)
-        if (m->slots[i].key == key || m->slots[i].key == PMAP_EMPTY) return &m->slots[i];
-}
-
-static const pmap_slot *pmap_get(const pmap *m, int32_t a, int32_t b)
-{
-    if (!m->slots) return NULL;
-    const pmap_slot *s = pmap_slot_for(m, pmap_key(a, b));
-    return s->key == PMAP_EMPTY ? NULL : s;
-}
-
 /* Sized once by the loader for all merges (no growth). Later merges of a pair win. */
-static void pmap_put(pmap *m, int32_t a, int32_t b, int32_t rank, int32_t id)
+void tok_pmap_put(pmap *m, int32_t a, int32_t b, int32_t rank, int32_t id)
 {
-    pmap_slot *s = pmap_slot_for(m, pmap_key(a, b));
+    pmap_slot *s = tok_pmap_slot_for(m, tok_pmap_key(a, b));
     if (s->key == PMAP_EMPTY) m->count++;
-    *s = (pmap_slot){pmap_key(a, b), rank, id};
+    *s = (pmap_slot){tok_pmap_key(a, b), rank, id};
 }
 
 /* ---- word cache: word bytes -> ids, CACHE_SHARDS shards each behind a mutex ---- */
 
-static void cache_init(cache_shard *c)
+void tok_cache_init(cache_shard *c)
 {
     for (int i = 0; i < CACHE_SHARDS; i++) {
         pthread_mutex_init(&c[i].mu, NULL);
@@ -144,7 +119,7 @@ static void cache_init(cache_shard *c)
     }
 }
 
-static void cache_free(cache_shard *c)
+void tok_cache_free(cache_shard *c)
 {
     for (int i = 0; i < CACHE_SHARDS; i++) {
         free(c[i].slots);
@@ -152,7 +127,7 @@ static void cache_free(cache_shard *c)
     }
 }
 
-static uint64_t cache_hash(const uint8_t *w, size_t len)
+uint64_t tok_cache_hash(const uint8_t *w, size_t len)
 {
     uint64_t h = tok_hash(w, len);
     return h ? h : 1;
@@ -168,7 +143,7 @@ static cache_slot *cache_find(cache_shard *s, const uint8_t *w, size_t len, uint
 
 /* Copy the cached ids of word w (len <= CACHE_KEY_MAX) into dst; returns how many, or -1 when
  * the word is not cached. */
-static int cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, int32_t *dst)
+int tok_cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, int32_t *dst)
 {
     cache_shard *s = &cache[h % CACHE_SHARDS];
     int n = -1;
@@ -185,7 +160,7 @@ static int cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t 
 }
 
 /* Remember the ids of word w; a half-full shard is emptied first. Allocation failure skips. */
-static void cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, const int32_t *ids, size_t n)
+void tok_cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, const int32_t *ids, size_t n)
 {
     if (n > CACHE_IDS_MAX) return;
     cache_shard *s = &cache[h % CACHE_SHARDS];
@@ -206,5 +181,3 @@ static void cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t
     }
     pthread_mutex_unlock(&s->mu);
 }
-
-#endif

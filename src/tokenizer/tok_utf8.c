@@ -1,16 +1,14 @@
-/* tok_utf8.h — UTF-8 helpers for the tokenizer: validation, stepping over characters, Unicode
+/* tok_utf8.c — UTF-8 helpers for the tokenizer: validation, stepping over characters, Unicode
  * White_Space, and GPT-2's byte-to-unicode map (every byte gets a printable character; byte-level
- * vocabularies spell tokens in those characters). Part of the tokenizer translation unit
- * (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_UTF8_H
-#define PTRAIN_TOK_UTF8_H
-
+ * vocabularies spell tokens in those characters). */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tok_impl.h"
+
 /* Length of the well-formed UTF-8 sequence at s (n bytes available), or 0 if it is not one. */
-static size_t utf8_seq_len(const uint8_t *s, size_t n)
+size_t tok_utf8_seq_len(const uint8_t *s, size_t n)
 {
     uint8_t c = s[0];
     if (c < 0x80) return 1;
@@ -26,7 +24,7 @@ static size_t utf8_seq_len(const uint8_t *s, size_t n)
 }
 
 /* Offset of the first byte that is not well-formed UTF-8, or n when all of it is. */
-static size_t utf8_invalid_at(const char *text, size_t n)
+size_t tok_utf8_invalid_at(const char *text, size_t n)
 {
     const uint8_t *s = (const uint8_t *)text;
     size_t i = 0;
@@ -35,7 +33,7 @@ static size_t utf8_invalid_at(const char *text, size_t n)
             i++;
             continue;
         }
-        size_t len = utf8_seq_len(s + i, n - i);
+        size_t len = tok_utf8_seq_len(s + i, n - i);
         if (!len) return i;
         i += len;
     }
@@ -43,7 +41,7 @@ static size_t utf8_invalid_at(const char *text, size_t n)
 }
 
 /* Decode the (valid) character at s; *len gets its byte length. */
-static uint32_t utf8_decode(const uint8_t *s, size_t *len)
+uint32_t tok_utf8_decode(const uint8_t *s, size_t *len)
 {
     if (s[0] < 0x80) return *len = 1, s[0];
     if (s[0] < 0xe0) return *len = 2, (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
@@ -54,7 +52,7 @@ static uint32_t utf8_decode(const uint8_t *s, size_t *len)
 }
 
 /* Start of the character that ends at s[end - 1] (valid UTF-8). */
-static size_t utf8_prev(const uint8_t *s, size_t end)
+size_t tok_utf8_prev(const uint8_t *s, size_t end)
 {
     size_t i = end - 1;
     while (i > 0 && (s[i] & 0xc0) == 0x80) i--;
@@ -62,7 +60,7 @@ static size_t utf8_prev(const uint8_t *s, size_t end)
 }
 
 /* Unicode White_Space (what \s means to Rust's regex and to Oniguruma). */
-static bool uni_is_space(uint32_t c)
+bool tok_uni_is_space(uint32_t c)
 {
     if (c <= 0x20) return c == 0x20 || (c >= 0x09 && c <= 0x0d);
     return c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
@@ -85,13 +83,13 @@ static int cp_to_byte(uint32_t cp)
 
 /* Decode a byte-level spelling (s, n) into raw bytes at out (room for n bytes);
  * returns the byte count, or -1 when it is not UTF-8 or some character is outside the map. */
-static long bytelevel_decode(const char *s, size_t n, char *out)
+long tok_bytelevel_decode(const char *s, size_t n, char *out)
 {
     const uint8_t *u = (const uint8_t *)s;
     long k = 0;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq_len(u + i, n - i);
-        int b = len ? cp_to_byte(utf8_decode(u + i, &len)) : -1;
+        size_t len = tok_utf8_seq_len(u + i, n - i);
+        int b = len ? cp_to_byte(tok_utf8_decode(u + i, &len)) : -1;
         if (b < 0) return -1;
         out[k++] = (char)b;
         i += len;
@@ -100,15 +98,13 @@ static long bytelevel_decode(const char *s, size_t n, char *out)
 }
 
 /* Whether s (n bytes) is UTF-8 spelled in the byte map's characters only. */
-static bool is_bytelevel_spelling(const char *s, size_t n)
+bool tok_is_bytelevel_spelling(const char *s, size_t n)
 {
     const uint8_t *u = (const uint8_t *)s;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq_len(u + i, n - i);
-        if (!len || cp_to_byte(utf8_decode(u + i, &len)) < 0) return false;
+        size_t len = tok_utf8_seq_len(u + i, n - i);
+        if (!len || cp_to_byte(tok_utf8_decode(u + i, &len)) < 0) return false;
         i += len;
     }
     return true;
 }
-
-#endif

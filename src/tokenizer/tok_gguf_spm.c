@@ -1,4 +1,4 @@
-/* tok_gguf_spm.h — loading a SentencePiece-style BPE tokenizer from GGUF metadata
+/* tok_gguf_spm.c — loading a SentencePiece-style BPE tokenizer from GGUF metadata
  * (tokenizer.ggml.model "llama": Llama 2, Mistral, Gemma) the way transformers' GGUF loader
  * builds it, so that ids equal Hugging Face `tokenizers` on the same vocabulary:
  *   - the file has no merges: they are every split of a token into two tokens, best first by the
@@ -10,11 +10,7 @@
  *   - spaces become "▁" with a "▁" prepended to the text (Metaspace, prepend "first"; never when
  *     tokenizer.ggml.add_space_prefix is false); Gemma (general.architecture gemma, gemma2,
  *     gemma3) has no prefix, spells its runs of spaces with real spaces (read as "▁"s) and ranks
- *     merges by file order instead of score.
- * Part of the tokenizer translation unit (included once, by bpe.c, after tok_gguf.h). */
-#ifndef PTRAIN_TOK_GGUF_SPM_H
-#define PTRAIN_TOK_GGUF_SPM_H
-
+ *     merges by file order instead of score. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,8 +54,8 @@ static bool gemma_space_token(const char *s, size_t len)
 {
     bool space = false;
     for (size_t i = 0, k; i < len; i += k) {
-        uint32_t cp = utf8_decode((const uint8_t *)s + i, &k);
-        if (!uni_is_space(cp) && !(cp >= 0x1c && cp <= 0x1f)) return false;
+        uint32_t cp = tok_utf8_decode((const uint8_t *)s + i, &k);
+        if (!tok_uni_is_space(cp) && !(cp >= 0x1c && cp <= 0x1f)) return false;
         space |= cp == ' ';
     }
     return space;
@@ -68,7 +64,7 @@ static bool gemma_space_token(const char *s, size_t len)
 static pt_status spm_token(pt_tokenizer *t, const spm_src *src, uint64_t i)
 {
     gguf_str s = gguf_array_str(src->tokens, i);
-    if (utf8_invalid_at(s.data, s.len) < s.len)
+    if (tok_utf8_invalid_at(s.data, s.len) < s.len)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu]: not valid UTF-8", t->source, (unsigned long long)i);
     if (!src->gemma || !gemma_space_token(s.data, s.len))
         return tok_set(t, (int32_t)i, s.data, s.len, TOKF_MODEL, true);
@@ -98,14 +94,14 @@ static pt_status spm_tokens(pt_tokenizer *t, spm_src *src)
         if (t->tok[i].slen > src->max_len) src->max_len = t->tok[i].slen;
     }
     src->has_len = calloc(src->max_len + 1, 1);
-    if (!src->has_len || !smap_init(&src->last, n) || !smap_init(&src->first, n))
+    if (!src->has_len || !tok_smap_init(&src->last, n) || !tok_smap_init(&src->first, n))
         return ERR(PT_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < n; i++) src->has_len[t->tok[i].slen] = 1;
     for (uint64_t i = 0; i < n; i++) {
         size_t slen, rlen;
         const char *s = spm_spelling(t, (int32_t)i, &slen);
         const char *r = spm_spelling(t, (int32_t)(n - 1 - i), &rlen);
-        if (!smap_put(&src->last, s, slen, (int32_t)i) || !smap_put(&src->first, r, rlen, (int32_t)(n - 1 - i)))
+        if (!tok_smap_put(&src->last, s, slen, (int32_t)i) || !tok_smap_put(&src->first, r, rlen, (int32_t)(n - 1 - i)))
             return ERR(PT_ERR_NOMEM, "out of memory");
     }
     return PT_OK;
@@ -138,7 +134,7 @@ static pt_status spm_type_check(const pt_tokenizer *t, const spm_src *src, uint6
                    "control, user-defined, unused, byte)", t->source, (unsigned long long)i, (long long)type);
     size_t len;
     const char *s = spm_spelling(t, (int32_t)i, &len);
-    if (type == GGUF_TOKEN_BYTE && spm_byte_value(s, len) < 0)
+    if (type == GGUF_TOKEN_BYTE && tok_spm_byte_value(s, len) < 0)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type[%llu]: a byte token (6) spelled \"%.*s\" (byte tokens are "
                    "<0x00> to <0xFF>)", t->source, (unsigned long long)i, (int)(len > 40 ? 40 : len), s);
     return PT_OK;
@@ -164,7 +160,7 @@ static pt_status spm_byte_table(pt_tokenizer *t, const spm_src *src)
     for (int b = 0; b < 256; b++) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
-        if (smap_get(&src->last, name, 6) >= 0) have++;
+        if (tok_smap_get(&src->last, name, 6) >= 0) have++;
         else if (missing < 0) missing = b;
     }
     if (have > 0 && have < 256)
@@ -223,16 +219,16 @@ static bool spm_splits(const pt_tokenizer *t, const spm_src *src, int32_t id, me
 {
     size_t len, k;
     const char *s = spm_spelling(t, id, &len);
-    int32_t whole = smap_get(&src->last, s, len);
+    int32_t whole = tok_smap_get(&src->last, s, len);
     size_t from = l->n;
     uint32_t lchars = 0, total = (uint32_t)utf8_count(s, len);
     for (size_t i = 0; i < len; i += k) {
-        k = utf8_seq_len((const uint8_t *)s + i, len - i);
+        k = tok_utf8_seq_len((const uint8_t *)s + i, len - i);
         if (k == 0) k = 1; /* tokens were checked to be UTF-8 */
         if (i == 0) continue;
         lchars++;
         if (!src->has_len[i] || !src->has_len[len - i]) continue; /* no token that long: skip the lookups */
-        int32_t a = smap_get(&src->last, s, i), b = smap_get(&src->last, s + i, len - i);
+        int32_t a = tok_smap_get(&src->last, s, i), b = tok_smap_get(&src->last, s + i, len - i);
         if (a >= 0 && b >= 0 &&
             !merge_list_push(l, (spm_merge){a, b, whole, lchars, total - lchars, 0, spm_score(src, whole)}))
             return false;
@@ -247,7 +243,7 @@ static pt_status spm_merges(pt_tokenizer *t, const spm_src *src)
     for (int32_t id = 0; id < (int32_t)src->tokens->count; id++) {
         size_t len;
         const char *s = spm_spelling(t, id, &len);
-        if (smap_get(&src->first, s, len) != id) continue; /* a later duplicate */
+        if (tok_smap_get(&src->first, s, len) != id) continue; /* a later duplicate */
         if (!spm_splits(t, src, id, &l)) {
             free(l.v);
             return ERR(PT_ERR_NOMEM, "out of memory");
@@ -259,8 +255,8 @@ static pt_status spm_merges(pt_tokenizer *t, const spm_src *src)
         free(l.v);
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %zu merges, too many", t->source, l.n);
     }
-    bool ok = pmap_init(&t->merges, l.n);
-    for (size_t i = 0; ok && i < l.n; i++) pmap_put(&t->merges, l.v[i].a, l.v[i].b, (int32_t)i, l.v[i].id);
+    bool ok = tok_pmap_init(&t->merges, l.n);
+    for (size_t i = 0; ok && i < l.n; i++) tok_pmap_put(&t->merges, l.v[i].a, l.v[i].b, (int32_t)i, l.v[i].id);
     free(l.v);
     return ok ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
 }
@@ -289,10 +285,10 @@ static pt_status spm_added(pt_tokenizer *t, const spm_src *src, const int32_t *i
 static pt_status spm_ids(pt_tokenizer *t, const spm_src *src)
 {
     const gguf_file *f = src->f;
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.unknown_token_id", &t->unk));
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.padding_token_id", &t->pad));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.unknown_token_id", &t->unk));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.padding_token_id", &t->pad));
     int32_t keyed[] = {t->bos, t->eos, t->unk, t->pad};
     for (uint64_t i = 0; t->unk < 0 && src->types && i < src->types->count; i++)
         if (gguf_array_int(src->types, i) == GGUF_TOKEN_UNKNOWN) t->unk = (int32_t)i;
@@ -309,11 +305,11 @@ static pt_status spm_pipeline(pt_tokenizer *t, const spm_src *src)
     TRY(gguf_opt_bool(src->f, "tokenizer.ggml.add_space_prefix", &prefix));
     if (src->gemma) {
         prefix = false;
-        TRY(norm_add_replace(t, "normalizer", " ", 1, true, SPM_SPACE, 3));
+        TRY(tok_norm_add_replace(t, "normalizer", " ", 1, true, SPM_SPACE, 3));
     } else {
-        TRY(pretok_add_metaspace(t, SPM_SPACE, 3, prefix ? PREPEND_FIRST : PREPEND_NEVER, false));
+        TRY(tok_pretok_add_metaspace(t, SPM_SPACE, 3, prefix ? PREPEND_FIRST : PREPEND_NEVER, false));
     }
-    TRY(spm_dec_add_replace(t, SPM_SPACE, 3, " ", 1));
+    TRY(tok_spm_dec_add_replace(t, SPM_SPACE, 3, " ", 1));
     t->dec_bytes = true;
     t->fuse_unk = true;
     if (prefix) {
@@ -342,19 +338,17 @@ static pt_status spm_build_src(pt_tokenizer *t, spm_src *src)
     return spm_pipeline(t, src);
 }
 
-static pt_status gguf_spm_build(pt_tokenizer *t, const gguf_file *f)
+pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f)
 {
     t->kind = TOK_SPM;
     spm_src src = {.f = f, .gemma = spm_is_gemma(f)};
     if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &src.tokens) != PT_OK)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", t->source);
     pt_status rc = spm_build_src(t, &src);
-    smap_free(&src.last);
-    smap_free(&src.first);
+    tok_smap_free(&src.last);
+    tok_smap_free(&src.first);
     free(src.has_len);
     TRY(rc);
     TRY(tok_finish(t));
-    return gguf_template(t, f);
+    return tok_gguf_template(t, f);
 }
-
-#endif

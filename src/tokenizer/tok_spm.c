@@ -1,12 +1,8 @@
-/* tok_spm.h — what SentencePiece-style BPE does differently from byte-level BPE, as Hugging Face
+/* tok_spm.c — what SentencePiece-style BPE does differently from byte-level BPE, as Hugging Face
  * `tokenizers` runs it (Llama 2, Mistral, Gemma): a word becomes one symbol per character; a
  * character the vocabulary lacks becomes its UTF-8 bytes as <0xXX> tokens (byte fallback) when
  * all of them exist, else the unknown token (consecutive ones fused into one); and ids decode
- * through the tokenizer's decoder (Replace "▁" -> " ", ByteFallback, Strip of the leading space).
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_SPM_H
-#define PTRAIN_TOK_SPM_H
-
+ * through the tokenizer's decoder (Replace "▁" -> " ", ByteFallback, Strip of the leading space). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,20 +10,18 @@
 #include "ptrain/error.h"
 #include "tok_impl.h"
 
-static pt_status sb_append(strbuf *sb, const char *p, size_t n);
-
 /* ---- loading ---- */
 
 /* The id of the byte token <0xXX> for byte (spelled as `tokenizers` looks it up), or -1. */
-static int32_t spm_byte_token(const pt_tokenizer *t, uint8_t byte)
+int32_t tok_spm_byte_token(const pt_tokenizer *t, uint8_t byte)
 {
     char name[8];
     snprintf(name, sizeof name, "<0x%02X>", byte);
-    return smap_get(&t->vocab, name, 6);
+    return tok_smap_get(&t->vocab, name, 6);
 }
 
 /* The byte a <0xXX> spelling stands for (hex digits of either case), or -1. */
-static int spm_byte_value(const char *s, size_t len)
+int tok_spm_byte_value(const char *s, size_t len)
 {
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
     int v = 0;
@@ -43,7 +37,7 @@ static int spm_byte_value(const char *s, size_t len)
     return v;
 }
 
-static pt_status spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t flen, const char *to, size_t tlen)
+pt_status tok_spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t flen, const char *to, size_t tlen)
 {
     dec_replace r = {malloc(flen + 1), malloc(tlen + 1), flen, tlen};
     dec_replace *grown = r.from && r.to ? realloc(t->dec, (size_t)(t->n_dec + 1) * sizeof *grown) : NULL;
@@ -59,7 +53,7 @@ static pt_status spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t f
     return PT_OK;
 }
 
-static void spm_free(pt_tokenizer *t)
+void tok_spm_free(pt_tokenizer *t)
 {
     for (int i = 0; i < t->n_dec; i++) {
         free(t->dec[i].from);
@@ -77,12 +71,12 @@ static void spm_replace(const dec_replace *r, const char *s, size_t len, rbuf *o
             i++;
             continue;
         }
-        rbuf_put(out, s + from, i - from);
-        rbuf_put(out, r->to, r->to_len);
+        tok_rbuf_put(out, s + from, i - from);
+        tok_rbuf_put(out, r->to, r->to_len);
         i += r->from_len;
         from = i;
     }
-    rbuf_put(out, s + from, len - from);
+    tok_rbuf_put(out, s + from, len - from);
 }
 
 /* How many bytes of s[0, len) up to `count` strip characters take, from the start or the end. */
@@ -107,7 +101,7 @@ static pt_status spm_decode_spelling(const pt_tokenizer *t, const char *s, size_
         dec_replace drop = {(char *)t->ms_rep, "", t->ms_rep_len, 0};
         spm_replace(&drop, s, len, &cur);
     } else {
-        rbuf_put(&cur, s, len);
+        tok_rbuf_put(&cur, s, len);
     }
     for (int i = 0; i < t->n_dec && !cur.oom; i++) {
         rbuf next = {0};
@@ -115,7 +109,7 @@ static pt_status spm_decode_spelling(const pt_tokenizer *t, const char *s, size_
         free(cur.p);
         cur = next;
     }
-    int byte = t->dec_bytes && !cur.oom ? spm_byte_value(cur.p, cur.n) : -1;
+    int byte = t->dec_bytes && !cur.oom ? tok_spm_byte_value(cur.p, cur.n) : -1;
     if (byte >= 0) {
         cur.p[0] = (char)byte;
         cur.n = 1;
@@ -152,7 +146,7 @@ static pt_status spm_decoded(pt_tokenizer *t, int32_t id)
 static pt_status spm_decoded_added(pt_tokenizer *t, const added_token *a)
 {
     rbuf n = {0}, d;
-    if (a->normalized && t->n_norm) TRY(norm_content(t, t->bytes + a->off, a->len, &n));
+    if (a->normalized && t->n_norm) TRY(tok_norm_content(t, t->bytes + a->off, a->len, &n));
     pt_status rc = n.p ? spm_decode_spelling(t, n.p, n.n, false, &d)
                        : spm_decode_spelling(t, t->bytes + a->off, a->len, false, &d);
     free(n.p);
@@ -164,7 +158,7 @@ static pt_status spm_decoded_added(pt_tokenizer *t, const added_token *a)
     return rc;
 }
 
-static pt_status spm_decoded_all(pt_tokenizer *t)
+pt_status tok_spm_decoded_all(pt_tokenizer *t)
 {
     for (int32_t id = 0; id < t->n_tok; id++)
         if (t->tok[id].flags & TOKF_PRESENT) TRY(spm_decoded(t, id));
@@ -192,15 +186,15 @@ static bool spm_has_bytes(const pt_tokenizer *t, const uint8_t *ch, size_t n)
  * id; else its bytes' <0xXX> ids when byte fallback has them all; else the unknown token, which
  * is held back while unknown characters follow (fuse_unk fuses them) and written when a known
  * character comes or the word ends (byte tokens in between do not write it: as `tokenizers`). */
-static size_t spm_symbols(enc_ctx *c, const uint8_t *w, size_t len)
+size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len)
 {
     const pt_tokenizer *t = c->tok;
     size_t n = 0;
     bool unk = false;
     for (size_t i = 0; i < len;) {
-        size_t cl = utf8_seq_len(w + i, len - i);
+        size_t cl = tok_utf8_seq_len(w + i, len - i);
         if (cl == 0) cl = 1;
-        int32_t id = cl == 1 ? t->byte_id[w[i]] : smap_get(&t->vocab, w + i, cl);
+        int32_t id = cl == 1 ? t->byte_id[w[i]] : tok_smap_get(&t->vocab, w + i, cl);
         if (id >= 0) {
             if (unk) spm_push(c, &n, t->unk);
             unk = false;
@@ -221,18 +215,18 @@ static size_t spm_symbols(enc_ctx *c, const uint8_t *w, size_t len)
 /* ---- decoding ---- */
 
 /* Under a Metaspace decoder the first token decodes without its replacement characters. */
-static pt_status spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out)
+pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out)
 {
     const tok_entry *e = &t->tok[id];
     rbuf d;
     TRY(spm_decode_spelling(t, t->bytes + e->soff, e->slen, true, &d));
-    pt_status rc = sb_append(out, d.p, d.n);
+    pt_status rc = tok_sb_append(out, d.p, d.n);
     free(d.p);
     return rc;
 }
 
 /* The Strip that applies to the whole decoded text, on what one decode call appended. */
-static void spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start)
+void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start)
 {
     if (!t->strip_fused || out->len <= start) return;
     char *s = out->data + start;
@@ -243,5 +237,3 @@ static void spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start)
     out->len -= a + b;
     out->data[out->len] = '\0';
 }
-
-#endif

@@ -1,19 +1,13 @@
-/* tok_added.h — added and special tokens, found in the text before pre-tokenization the way HF
+/* tok_added.c — added and special tokens, found in the text before pre-tokenization the way HF
  * `tokenizers` finds them: leftmost-longest matches (a byte trie stands in for its Aho-Corasick),
  * first among tokens with normalized = false on the raw text, then among normalized ones in the
  * gaps; special tokens are skipped unless parse_special; single_word, lstrip and rstrip as HF
- * applies them; the text between goes through the normalizer (tok_norm.h) before the second pass.
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_ADDED_H
-#define PTRAIN_TOK_ADDED_H
-
+ * applies them; the text between goes through the normalizer (tok_norm.c) before the second pass. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/error.h"
 #include "tok_impl.h"
-
-static pt_status emit_id(enc_ctx *c, int32_t id);
 
 /* ---- the trie ---- */
 
@@ -71,7 +65,7 @@ static int32_t trie_longest(const added_trie *tr, const uint8_t *s, size_t len, 
     return best;
 }
 
-static void added_free(pt_tokenizer *t)
+void tok_added_free(pt_tokenizer *t)
 {
     for (int i = 0; i < 2; i++) free(t->trie[i].nodes);
     free(t->added);
@@ -85,7 +79,7 @@ static pt_status added_trie_add(pt_tokenizer *t, int k)
     const char *s = t->bytes + a->off;
     rbuf n = {0};
     if (a->normalized && t->n_norm) {
-        TRY(norm_content(t, s, a->len, &n));
+        TRY(tok_norm_content(t, s, a->len, &n));
         s = n.p;
     }
     size_t len = n.p ? n.n : a->len;
@@ -95,7 +89,7 @@ static pt_status added_trie_add(pt_tokenizer *t, int k)
 }
 
 /* Build the tries once all added tokens are known (empty contents are never matched). */
-static pt_status added_build(pt_tokenizer *t)
+pt_status tok_added_build(pt_tokenizer *t)
 {
     bool single_word = false;
     for (int k = 0; k < t->n_added; k++) {
@@ -106,7 +100,7 @@ static pt_status added_build(pt_tokenizer *t)
     /* Rust's regex \w: what single_word checks on both sides of a match */
     static const char word[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\p{Join_Control}]";
     bool jit;
-    return regex_compile(t->source, "single_word", word, strlen(word), false, PCRE2_ANCHORED, &t->word_re, &jit);
+    return tok_regex_compile(t->source, "single_word", word, strlen(word), false, PCRE2_ANCHORED, &t->word_re, &jit);
 }
 
 /* ---- splitting the text ---- */
@@ -120,7 +114,7 @@ static bool is_word_char_at(enc_ctx *c, const char *s, size_t len, size_t at)
 /* single_word: no word character right before start nor right after stop. */
 static bool single_word_ok(enc_ctx *c, const char *s, size_t len, size_t start, size_t stop)
 {
-    if (start > 0 && is_word_char_at(c, s, start, utf8_prev((const uint8_t *)s, start))) return false;
+    if (start > 0 && is_word_char_at(c, s, start, tok_utf8_prev((const uint8_t *)s, start))) return false;
     return stop == len || !is_word_char_at(c, s, len, stop);
 }
 
@@ -129,8 +123,8 @@ static size_t space_run_start(const char *s, size_t end)
 {
     const uint8_t *u = (const uint8_t *)s;
     while (end > 0) {
-        size_t p = utf8_prev(u, end), n;
-        if (!uni_is_space(utf8_decode(u + p, &n))) break;
+        size_t p = tok_utf8_prev(u, end), n;
+        if (!tok_uni_is_space(tok_utf8_decode(u + p, &n))) break;
         end = p;
     }
     return end;
@@ -141,7 +135,7 @@ static size_t space_run_len(const char *s, size_t len)
 {
     const uint8_t *u = (const uint8_t *)s;
     size_t i = 0, n;
-    while (i < len && uni_is_space(utf8_decode(u + i, &n))) i += n;
+    while (i < len && tok_uni_is_space(tok_utf8_decode(u + i, &n))) i += n;
     return i;
 }
 
@@ -150,7 +144,7 @@ static bool trie_may_start(const added_trie *tr, uint8_t b) { return tr->first[b
 static pt_status added_gap(enc_ctx *c, int pass, const char *s, size_t len);
 
 /* Pass `pass` over s: added tokens of that pass become ids, the text between goes on. */
-static pt_status added_split(enc_ctx *c, int pass, const char *s, size_t len)
+pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len)
 {
     const added_trie *tr = &c->tok->trie[pass];
     if (tr->n == 0) return added_gap(c, pass, s, len);
@@ -172,7 +166,7 @@ static pt_status added_split(enc_ctx *c, int pass, const char *s, size_t len)
         if (a->rstrip) stop += space_run_len(s + stop, len - stop);
         if (stop <= done) continue; /* inside what an rstrip token already took */
         TRY(added_gap(c, pass, s + done, start - done));
-        TRY(emit_id(c, a->id));
+        TRY(tok_emit_id(c, a->id));
         done = stop;
     }
     return added_gap(c, pass, s + done, len - done);
@@ -183,7 +177,5 @@ static pt_status added_split(enc_ctx *c, int pass, const char *s, size_t len)
 static pt_status added_gap(enc_ctx *c, int pass, const char *s, size_t len)
 {
     if (len == 0) return PT_OK;
-    return pass == 0 ? norm_gap(c, s, len) : pretok_run(c, 0, s, len);
+    return pass == 0 ? tok_norm_gap(c, s, len) : tok_pretok_run(c, 0, s, len);
 }
-
-#endif

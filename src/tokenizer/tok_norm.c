@@ -1,19 +1,13 @@
-/* tok_norm.h — normalizers as Hugging Face `tokenizers` runs them on the text between added
+/* tok_norm.c — normalizers as Hugging Face `tokenizers` runs them on the text between added
  * tokens: Prepend (text before a non-empty piece) and Replace (every match of a string or regex,
  * left to right, without overlaps), in sequence. SentencePiece-style tokenizers use them to turn
  * spaces into "▁" and to add the dummy prefix (Llama 2's Prepend("▁") + Replace(" ", "▁")).
- * A normalized added token is matched by its normalized content, as `tokenizers` does.
- * Part of the tokenizer translation unit (included once, by bpe.c, after tok_pretok.h). */
-#ifndef PTRAIN_TOK_NORM_H
-#define PTRAIN_TOK_NORM_H
-
+ * A normalized added token is matched by its normalized content, as `tokenizers` does. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/error.h"
 #include "tok_impl.h"
-
-static pt_status added_split(enc_ctx *c, int pass, const char *s, size_t len);
 
 static pt_status norm_push(pt_tokenizer *t, norm_step st, const char *text, size_t len)
 {
@@ -32,7 +26,7 @@ static pt_status norm_push(pt_tokenizer *t, norm_step st, const char *text, size
     return PT_OK;
 }
 
-static pt_status norm_add_prepend(pt_tokenizer *t, const char *text, size_t len)
+pt_status tok_norm_add_prepend(pt_tokenizer *t, const char *text, size_t len)
 {
     return norm_push(t, (norm_step){0}, text, len);
 }
@@ -40,12 +34,12 @@ static pt_status norm_add_prepend(pt_tokenizer *t, const char *text, size_t len)
 /* Replace matches of pattern (a regex, or a literal when literal) with content. A pattern that
  * can match the empty string is refused: where `tokenizers` would insert content is not defined
  * the same way by every regex engine. */
-static pt_status norm_add_replace(pt_tokenizer *t, const char *where, const char *pat, size_t plen, bool literal,
-                                  const char *content, size_t clen)
+pt_status tok_norm_add_replace(pt_tokenizer *t, const char *where, const char *pat, size_t plen, bool literal,
+                               const char *content, size_t clen)
 {
     norm_step st = {0};
     if (plen == 0) return ERR(PT_ERR_USER, "%s: %s: the pattern is empty", t->source, where);
-    TRY(regex_compile(t->source, where, pat, plen, literal, 0, &st.re, &st.jit));
+    TRY(tok_regex_compile(t->source, where, pat, plen, literal, 0, &st.re, &st.jit));
     uint32_t minlen = 1;
     pcre2_pattern_info(st.re, PCRE2_INFO_MINLENGTH, &minlen);
     if (minlen == 0) {
@@ -56,7 +50,7 @@ static pt_status norm_add_replace(pt_tokenizer *t, const char *where, const char
     return norm_push(t, st, content, clen);
 }
 
-static void norm_free(pt_tokenizer *t)
+void tok_norm_free(pt_tokenizer *t)
 {
     for (int i = 0; i < t->n_norm; i++) {
         pcre2_code_free(t->norm[i].re);
@@ -73,13 +67,13 @@ static pt_status norm_replace(enc_ctx *c, const norm_step *st, const char *in, s
     size_t off = 0, ms = 0, me = 0;
     int found = 1;
     while (off < len) {
-        TRY(re_next(c, st->re, st->jit, in, len, off, &ms, &me, &found));
+        TRY(tok_re_next(c, st->re, st->jit, in, len, off, &ms, &me, &found));
         if (!found || me == ms) break; /* patterns that can match empty are refused when loaded */
-        rbuf_put(out, in + off, ms - off);
-        rbuf_put(out, st->text, st->len);
+        tok_rbuf_put(out, in + off, ms - off);
+        tok_rbuf_put(out, st->text, st->len);
         off = me;
     }
-    rbuf_put(out, in + off, len - off);
+    tok_rbuf_put(out, in + off, len - off);
     return PT_OK;
 }
 
@@ -87,14 +81,14 @@ static pt_status norm_replace(enc_ctx *c, const norm_step *st, const char *in, s
 static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
 {
     rbuf cur = {0};
-    rbuf_put(&cur, s, len);
+    tok_rbuf_put(&cur, s, len);
     for (int i = 0; i < c->tok->n_norm && !cur.oom; i++) {
         const norm_step *st = &c->tok->norm[i];
         rbuf next = {0};
         pt_status rc = PT_OK;
         if (!st->re) {
-            if (cur.n) rbuf_put(&next, st->text, st->len);
-            rbuf_put(&next, cur.p ? cur.p : "", cur.n);
+            if (cur.n) tok_rbuf_put(&next, st->text, st->len);
+            tok_rbuf_put(&next, cur.p ? cur.p : "", cur.n);
         } else {
             rc = norm_replace(c, st, cur.p ? cur.p : "", cur.n, &next);
         }
@@ -115,21 +109,21 @@ static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
 
 /* Text between raw-matched added tokens: normalized, then split on the normalized added tokens.
  * The piece that starts the text keeps that status in its normalized copy (Metaspace "first"). */
-static pt_status norm_gap(enc_ctx *c, const char *s, size_t len)
+pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len)
 {
-    if (c->tok->n_norm == 0) return added_split(c, 1, s, len);
+    if (c->tok->n_norm == 0) return tok_added_split(c, 1, s, len);
     rbuf n = {0};
     TRY(norm_apply(c, s, len, &n));
     bool first = s == c->text_start;
     c->text_start = first ? n.p : NULL;
-    pt_status rc = n.n ? added_split(c, 1, n.p, n.n) : PT_OK;
+    pt_status rc = n.n ? tok_added_split(c, 1, n.p, n.n) : PT_OK;
     c->text_start = NULL;
     free(n.p);
     return rc;
 }
 
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
-static pt_status norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out)
+pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out)
 {
     enc_ctx c = {.tok = t, .md = pcre2_match_data_create(1, NULL)};
     if (!c.md) return ERR(PT_ERR_NOMEM, "out of memory");
@@ -139,5 +133,3 @@ static pt_status norm_content(const pt_tokenizer *t, const char *s, size_t len, 
     pcre2_jit_stack_free(c.jstack);
     return rc;
 }
-
-#endif

@@ -1,11 +1,8 @@
-/* tok_json.h — loading a Hugging Face tokenizer.json (model.type BPE: byte-level, or
+/* tok_json.c — loading a Hugging Face tokenizer.json (model.type BPE: byte-level, or
  * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens and
  * the chat template from the tokenizer_config.json beside it when there is one. Errors name the
- * file and the JSON path of the offending value.
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_JSON_H
-#define PTRAIN_TOK_JSON_H
-
+ * file and the JSON path of the offending value. The normalizer, Metaspace, decoder and
+ * post-processor are read by tok_json_spm.c. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -14,10 +11,12 @@
 #include <unistd.h>
 
 #include "ptrain/error.h"
+#include "ptrain/jsonfile.h"
+#include "ptrain/util.h"
 #include "tok_impl.h"
 
-__attribute__((format(printf, 4, 5))) static pt_status jerr(const char *file, pt_status st, const char *path,
-                                                            const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
+                                                         const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -41,22 +40,14 @@ static pt_status json_open(const char *path, json_t **root)
 }
 
 /* obj[key] as a boolean: def when absent or null. */
-static pt_status json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out)
+pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v)) return *out = def, PT_OK;
-    if (!json_is_boolean(v)) return jerr(file, PT_ERR_USER, path, "expected true or false");
+    if (!json_is_boolean(v)) return tok_jerr(file, PT_ERR_USER, path, "expected true or false");
     *out = json_is_true(v);
     return PT_OK;
 }
-
-/* in tok_json_spm.h */
-static pt_status json_normalizer(pt_tokenizer *t, const json_t *root);
-static pt_status json_metaspace(pt_tokenizer *t, const json_t *node, const char *path);
-static pt_status json_decoder(pt_tokenizer *t, const json_t *root);
-static bool json_has_bytelevel(const json_t *node, int depth);
-static pt_status json_spm_check(const pt_tokenizer *t);
-static void json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
 
 /* ---- model ---- */
 
@@ -64,41 +55,41 @@ static pt_status json_model_flags(pt_tokenizer *t, const json_t *m)
 {
     const char *type = json_string_value(json_object_get(m, "type"));
     if (json_object_get(m, "type") && (!type || strcmp(type, "BPE") != 0))
-        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.type", "\"%s\" is not supported (only \"BPE\")",
-                    type ? type : "?");
+        return tok_jerr(t->source, PT_ERR_UNSUPPORTED, "model.type", "\"%s\" is not supported (only \"BPE\")",
+                        type ? type : "?");
     const json_t *drop = json_object_get(m, "dropout");
     if (drop && !json_is_null(drop) && !(json_is_number(drop) && json_number_value(drop) == 0.0))
-        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.dropout", "BPE dropout is not supported");
+        return tok_jerr(t->source, PT_ERR_UNSUPPORTED, "model.dropout", "BPE dropout is not supported");
     static const char *const affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     static const char *const paths[] = {"model.continuing_subword_prefix", "model.end_of_word_suffix"};
     for (int i = 0; i < 2; i++) {
         const json_t *v = json_object_get(m, affixes[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return jerr(t->source, PT_ERR_UNSUPPORTED, paths[i],
-                        "not supported (byte-level and SentencePiece BPE have none)");
+            return tok_jerr(t->source, PT_ERR_UNSUPPORTED, paths[i],
+                            "not supported (byte-level and SentencePiece BPE have none)");
     }
-    TRY(json_flag(t->source, m, "byte_fallback", "model.byte_fallback", false, &t->byte_fallback));
+    TRY(tok_json_flag(t->source, m, "byte_fallback", "model.byte_fallback", false, &t->byte_fallback));
     if (t->byte_fallback && t->kind != TOK_SPM)
-        return jerr(t->source, PT_ERR_UNSUPPORTED, "model.byte_fallback",
-                    "byte fallback with a ByteLevel pre-tokenizer is not supported");
-    TRY(json_flag(t->source, m, "fuse_unk", "model.fuse_unk", false, &t->fuse_unk));
-    return json_flag(t->source, m, "ignore_merges", "model.ignore_merges", false, &t->ignore_merges);
+        return tok_jerr(t->source, PT_ERR_UNSUPPORTED, "model.byte_fallback",
+                        "byte fallback with a ByteLevel pre-tokenizer is not supported");
+    TRY(tok_json_flag(t->source, m, "fuse_unk", "model.fuse_unk", false, &t->fuse_unk));
+    return tok_json_flag(t->source, m, "ignore_merges", "model.ignore_merges", false, &t->ignore_merges);
 }
 
 static pt_status json_vocab(pt_tokenizer *t, const json_t *vocab, smap *names)
 {
-    if (!json_is_object(vocab)) return jerr(t->source, PT_ERR_USER, "model.vocab", "expected an object of token: id");
-    if (!smap_init(names, json_object_size(vocab))) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (!json_is_object(vocab)) return tok_jerr(t->source, PT_ERR_USER, "model.vocab", "expected an object of token: id");
+    if (!tok_smap_init(names, json_object_size(vocab))) return ERR(PT_ERR_NOMEM, "out of memory");
     for (void *it = json_object_iter((json_t *)vocab); it; it = json_object_iter_next((json_t *)vocab, it)) {
         const char *key = json_object_iter_key(it);
         size_t klen = json_object_iter_key_len(it);
         const json_t *v = json_object_iter_value(it);
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
         if (id < 0 || id >= TOK_MAX_ID)
-            return jerr(t->source, PT_ERR_USER, "model.vocab", "\"%.*s\": expected an id from 0 to %d", (int)klen, key,
-                        TOK_MAX_ID - 1);
+            return tok_jerr(t->source, PT_ERR_USER, "model.vocab", "\"%.*s\": expected an id from 0 to %d", (int)klen, key,
+                            TOK_MAX_ID - 1);
         TRY(tok_set(t, (int32_t)id, key, klen, TOKF_MODEL, false));
-        if (!smap_put(names, key, klen, (int32_t)id)) return ERR(PT_ERR_NOMEM, "out of memory");
+        if (!tok_smap_put(names, key, klen, (int32_t)id)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
     return PT_OK;
 }
@@ -113,7 +104,7 @@ static pt_status json_merge(pt_tokenizer *t, const smap *names, const json_t *m,
     bool ok = false;
     if (json_is_string(m)) {
         left = json_string_value(m);
-        ok = merge_split(left, json_string_length(m), &llen, &right, &rlen);
+        ok = tok_merge_split(left, json_string_length(m), &llen, &right, &rlen);
     } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
                json_is_string(json_array_get(m, 1))) {
         left = json_string_value(json_array_get(m, 0));
@@ -122,14 +113,14 @@ static pt_status json_merge(pt_tokenizer *t, const smap *names, const json_t *m,
         rlen = json_string_length(json_array_get(m, 1));
         ok = true;
     }
-    if (!ok) return jerr(t->source, PT_ERR_USER, where, "expected \"left right\" or [\"left\", \"right\"]");
+    if (!ok) return tok_jerr(t->source, PT_ERR_USER, where, "expected \"left right\" or [\"left\", \"right\"]");
     return tok_merge(t, names, where, (int32_t)i, left, llen, right, rlen);
 }
 
 static pt_status json_merges(pt_tokenizer *t, const json_t *merges, const smap *names)
 {
-    if (!json_is_array(merges)) return jerr(t->source, PT_ERR_USER, "model.merges", "expected an array");
-    if (!pmap_init(&t->merges, json_array_size(merges))) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (!json_is_array(merges)) return tok_jerr(t->source, PT_ERR_USER, "model.merges", "expected an array");
+    if (!tok_pmap_init(&t->merges, json_array_size(merges))) return ERR(PT_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < json_array_size(merges); i++) TRY(json_merge(t, names, json_array_get(merges, i), i));
     return PT_OK;
 }
@@ -138,23 +129,23 @@ static pt_status json_unk(pt_tokenizer *t, const json_t *m, const smap *names)
 {
     const json_t *unk = json_object_get(m, "unk_token");
     if (!unk || json_is_null(unk)) return PT_OK;
-    if (!json_is_string(unk)) return jerr(t->source, PT_ERR_USER, "model.unk_token", "expected a string or null");
-    t->unk = smap_get(names, json_string_value(unk), json_string_length(unk));
+    if (!json_is_string(unk)) return tok_jerr(t->source, PT_ERR_USER, "model.unk_token", "expected a string or null");
+    t->unk = tok_smap_get(names, json_string_value(unk), json_string_length(unk));
     if (t->unk < 0)
-        return jerr(t->source, PT_ERR_USER, "model.unk_token", "\"%s\" is not in model.vocab", json_string_value(unk));
+        return tok_jerr(t->source, PT_ERR_USER, "model.unk_token", "\"%s\" is not in model.vocab", json_string_value(unk));
     return PT_OK;
 }
 
 static pt_status json_model(pt_tokenizer *t, const json_t *root)
 {
     const json_t *m = json_object_get(root, "model");
-    if (!json_is_object(m)) return jerr(t->source, PT_ERR_USER, "model", m ? "expected an object" : "missing");
+    if (!json_is_object(m)) return tok_jerr(t->source, PT_ERR_USER, "model", m ? "expected an object" : "missing");
     TRY(json_model_flags(t, m));
     smap names = {0};
     pt_status rc = json_vocab(t, json_object_get(m, "vocab"), &names);
     if (rc == PT_OK) rc = json_merges(t, json_object_get(m, "merges"), &names);
     if (rc == PT_OK) rc = json_unk(t, m, &names);
-    smap_free(&names);
+    tok_smap_free(&names);
     return rc;
 }
 
@@ -164,20 +155,20 @@ static pt_status json_added_one(pt_tokenizer *t, const json_t *a, size_t i)
 {
     char where[96];
     snprintf(where, sizeof where, "added_tokens[%zu]", i);
-    if (!json_is_object(a)) return jerr(t->source, PT_ERR_USER, where, "expected an object");
+    if (!json_is_object(a)) return tok_jerr(t->source, PT_ERR_USER, where, "expected an object");
     const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
     json_int_t v = json_is_integer(id) ? json_integer_value(id) : -1;
     snprintf(where, sizeof where, "added_tokens[%zu].id", i);
-    if (v < 0 || v >= TOK_MAX_ID) return jerr(t->source, PT_ERR_USER, where, "expected an id from 0 to %d", TOK_MAX_ID - 1);
+    if (v < 0 || v >= TOK_MAX_ID) return tok_jerr(t->source, PT_ERR_USER, where, "expected an id from 0 to %d", TOK_MAX_ID - 1);
     snprintf(where, sizeof where, "added_tokens[%zu].content", i);
     if (!json_is_string(content) || json_string_length(content) == 0)
-        return jerr(t->source, PT_ERR_USER, where, "expected a non-empty string");
+        return tok_jerr(t->source, PT_ERR_USER, where, "expected a non-empty string");
     added_token f = {0};
     static const char *const keys[] = {"special", "single_word", "lstrip", "rstrip", "normalized"};
     bool *const vals[] = {&f.special, &f.single_word, &f.lstrip, &f.rstrip, &f.normalized};
     for (int k = 0; k < 5; k++) {
         snprintf(where, sizeof where, "added_tokens[%zu].%s", i, keys[k]);
-        TRY(json_flag(t->source, a, keys[k], where, k == 4, vals[k]));
+        TRY(tok_json_flag(t->source, a, keys[k], where, k == 4, vals[k]));
     }
     return tok_add_added(t, (int32_t)v, json_string_value(content), json_string_length(content), f);
 }
@@ -186,7 +177,7 @@ static pt_status json_added(pt_tokenizer *t, const json_t *root)
 {
     const json_t *list = json_object_get(root, "added_tokens");
     if (!list || json_is_null(list)) return PT_OK;
-    if (!json_is_array(list)) return jerr(t->source, PT_ERR_USER, "added_tokens", "expected an array");
+    if (!json_is_array(list)) return tok_jerr(t->source, PT_ERR_USER, "added_tokens", "expected an array");
     for (size_t i = 0; i < json_array_size(list); i++) TRY(json_added_one(t, json_array_get(list, i), i));
     return PT_OK;
 }
@@ -203,8 +194,8 @@ static pt_status json_split_behavior(const pt_tokenizer *t, const json_t *node, 
         if (strcmp(b, names[i]) == 0) return *out = (split_behavior)i, PT_OK;
     char where[300];
     snprintf(where, sizeof where, "%s.behavior", path);
-    return jerr(t->source, PT_ERR_USER, where,
-                "\"%s\" is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous", b ? b : "?");
+    return tok_jerr(t->source, PT_ERR_USER, where,
+                    "\"%s\" is not one of Isolated, Removed, MergedWithPrevious, MergedWithNext, Contiguous", b ? b : "?");
 }
 
 static pt_status json_split(pt_tokenizer *t, const json_t *node, const char *path)
@@ -212,18 +203,18 @@ static pt_status json_split(pt_tokenizer *t, const json_t *node, const char *pat
     char where[300];
     bool invert = false;
     snprintf(where, sizeof where, "%s.invert", path);
-    TRY(json_flag(t->source, node, "invert", where, false, &invert));
-    if (invert) return jerr(t->source, PT_ERR_UNSUPPORTED, where, "an inverted Split is not supported");
+    TRY(tok_json_flag(t->source, node, "invert", where, false, &invert));
+    if (invert) return tok_jerr(t->source, PT_ERR_UNSUPPORTED, where, "an inverted Split is not supported");
     split_behavior bh = SPLIT_ISOLATED;
     TRY(json_split_behavior(t, node, path, &bh));
     const json_t *pat = json_object_get(node, "pattern");
     const json_t *re = json_object_get(pat, "Regex"), *lit = json_object_get(pat, "String");
     snprintf(where, sizeof where, "%s.pattern", path);
     if (!json_is_string(re) && !json_is_string(lit))
-        return jerr(t->source, PT_ERR_USER, where, "expected {\"Regex\": \"...\"} or {\"String\": \"...\"}");
+        return tok_jerr(t->source, PT_ERR_USER, where, "expected {\"Regex\": \"...\"} or {\"String\": \"...\"}");
     const json_t *p = json_is_string(re) ? re : lit;
     snprintf(where, sizeof where, "%s.pattern.%s", path, p == re ? "Regex" : "String");
-    return pretok_add_split(t, where, json_string_value(p), json_string_length(p), p == lit, bh);
+    return tok_pretok_add_split(t, where, json_string_value(p), json_string_length(p), p == lit, bh);
 }
 
 static pt_status json_bytelevel(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
@@ -231,11 +222,11 @@ static pt_status json_bytelevel(pt_tokenizer *t, const json_t *node, const char 
     char where[300];
     bool prefix = true, regex = true;
     snprintf(where, sizeof where, "%s.add_prefix_space", path);
-    TRY(json_flag(t->source, node, "add_prefix_space", where, true, &prefix));
+    TRY(tok_json_flag(t->source, node, "add_prefix_space", where, true, &prefix));
     snprintf(where, sizeof where, "%s.use_regex", path);
-    TRY(json_flag(t->source, node, "use_regex", where, true, &regex));
+    TRY(tok_json_flag(t->source, node, "use_regex", where, true, &regex));
     *byte_level = true;
-    return pretok_add_bytelevel(t, path, prefix, regex);
+    return tok_pretok_add_bytelevel(t, path, prefix, regex);
 }
 
 static pt_status json_sequence(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
@@ -243,7 +234,7 @@ static pt_status json_sequence(pt_tokenizer *t, const json_t *node, const char *
     const json_t *list = json_object_get(node, "pretokenizers");
     char where[300];
     snprintf(where, sizeof where, "%s.pretokenizers", path);
-    if (!json_is_array(list)) return jerr(t->source, PT_ERR_USER, where, "expected an array");
+    if (!json_is_array(list)) return tok_jerr(t->source, PT_ERR_USER, where, "expected an array");
     for (size_t i = 0; i < json_array_size(list); i++) {
         snprintf(where, sizeof where, "%s.pretokenizers[%zu]", path, i);
         TRY(json_pretok(t, json_array_get(list, i), where, byte_level));
@@ -253,24 +244,24 @@ static pt_status json_sequence(pt_tokenizer *t, const json_t *node, const char *
 
 static pt_status json_pretok(pt_tokenizer *t, const json_t *node, const char *path, bool *byte_level)
 {
-    if (!json_is_object(node)) return jerr(t->source, PT_ERR_USER, path, "expected an object");
+    if (!json_is_object(node)) return tok_jerr(t->source, PT_ERR_USER, path, "expected an object");
     const char *type = json_string_value(json_object_get(node, "type"));
     char where[300];
     snprintf(where, sizeof where, "%s.type", path);
-    if (!type) return jerr(t->source, PT_ERR_USER, where, "expected a string");
+    if (!type) return tok_jerr(t->source, PT_ERR_USER, where, "expected a string");
     if (strcmp(type, "Sequence") == 0) return json_sequence(t, node, path, byte_level);
-    if (*byte_level) return jerr(t->source, PT_ERR_UNSUPPORTED, path, "steps after ByteLevel are not supported");
+    if (*byte_level) return tok_jerr(t->source, PT_ERR_UNSUPPORTED, path, "steps after ByteLevel are not supported");
     if (strcmp(type, "ByteLevel") == 0) return json_bytelevel(t, node, path, byte_level);
-    if (strcmp(type, "Metaspace") == 0) return json_metaspace(t, node, path);
+    if (strcmp(type, "Metaspace") == 0) return tok_json_metaspace(t, node, path);
     if (strcmp(type, "Split") == 0) return json_split(t, node, path);
     if (strcmp(type, "Digits") == 0) {
         bool individual = false;
         snprintf(where, sizeof where, "%s.individual_digits", path);
-        TRY(json_flag(t->source, node, "individual_digits", where, false, &individual));
-        return pretok_add_digits(t, path, individual);
+        TRY(tok_json_flag(t->source, node, "individual_digits", where, false, &individual));
+        return tok_pretok_add_digits(t, path, individual);
     }
-    return jerr(t->source, PT_ERR_UNSUPPORTED, where,
-                "\"%s\" is not supported (supported: ByteLevel, Metaspace, Split, Digits, Sequence)", type);
+    return tok_jerr(t->source, PT_ERR_UNSUPPORTED, where,
+                    "\"%s\" is not supported (supported: ByteLevel, Metaspace, Split, Digits, Sequence)", type);
 }
 
 /* The pre-tokenizer: byte-level BPE needs its ByteLevel step; SentencePiece-style BPE may have
@@ -280,7 +271,7 @@ static pt_status json_pretokenizer(pt_tokenizer *t, const json_t *root)
     const json_t *node = json_object_get(root, "pre_tokenizer");
     bool byte_level = false;
     if (node && !json_is_null(node)) TRY(json_pretok(t, node, "pre_tokenizer", &byte_level));
-    return t->kind == TOK_SPM ? json_spm_check(t) : PT_OK;
+    return t->kind == TOK_SPM ? tok_json_spm_check(t) : PT_OK;
 }
 
 /* ---- tokenizer_config.json ---- */
@@ -291,9 +282,9 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     const json_t *v = json_object_get(cfg, key);
     if (json_is_object(v)) v = json_object_get(v, "content");
     if (!v || json_is_null(v)) return PT_OK;
-    if (!json_is_string(v)) return jerr(file, PT_ERR_USER, key, "expected a string, {\"content\": ...} or null");
+    if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, key, "expected a string, {\"content\": ...} or null");
     *id = tok_find_text(t, json_string_value(v), json_string_length(v));
-    if (*id < 0) return jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", json_string_value(v), t->source);
+    if (*id < 0) return tok_jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", json_string_value(v), t->source);
     return PT_OK;
 }
 
@@ -307,7 +298,7 @@ static pt_status json_config_template(pt_tokenizer *t, const char *file, const j
         if (name && strcmp(name, "default") == 0) v = json_object_get(e, "template");
     }
     if (!v || json_is_null(v)) return PT_OK;
-    if (!json_is_string(v)) return jerr(file, PT_ERR_USER, "chat_template", "expected a string");
+    if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, "chat_template", "expected a string");
     t->chat_template = xstrdup(json_string_value(v));
     return PT_OK;
 }
@@ -335,14 +326,14 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
 
 static pt_status json_build(pt_tokenizer *t, const json_t *root, const char *path)
 {
-    t->kind = json_has_bytelevel(json_object_get(root, "pre_tokenizer"), 0) ? TOK_BYTE_LEVEL : TOK_SPM;
-    TRY(json_normalizer(t, root));
+    t->kind = tok_json_has_bytelevel(json_object_get(root, "pre_tokenizer"), 0) ? TOK_BYTE_LEVEL : TOK_SPM;
+    TRY(tok_json_normalizer(t, root));
     TRY(json_model(t, root));
     TRY(json_added(t, root));
     TRY(json_pretokenizer(t, root));
-    if (t->kind == TOK_SPM) TRY(json_decoder(t, root));
+    if (t->kind == TOK_SPM) TRY(tok_json_decoder(t, root));
     TRY(tok_finish(t));
-    json_post_processor(t, json_object_get(root, "post_processor"), 0);
+    tok_json_post_processor(t, json_object_get(root, "post_processor"), 0);
     return json_config(t, path);
 }
 
@@ -362,5 +353,3 @@ pt_status tokenizer_from_json(const char *path, pt_tokenizer **out)
     *out = t;
     return PT_OK;
 }
-
-#endif

@@ -1,37 +1,20 @@
-/* tok_pretok.h — pre-tokenizers on PCRE2: the Split / Digits / ByteLevel / Metaspace steps of
+/* tok_pretok.c — pre-tokenizers on PCRE2: the Split / Digits / ByteLevel / Metaspace steps of
  * HF `tokenizers` (and their Sequence), and the GPT-2, Llama 3 and Qwen2 split regexes.
  *
  * `tokenizers` runs its regexes on Oniguruma, whose \s is Unicode White_Space; PCRE2's UCP \s
  * differs at the edges, so patterns are rewritten to spell \s and \S out before compiling.
- * Each step splits every piece the step before made; the last step's pieces go to BPE.
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_PRETOK_H
-#define PTRAIN_TOK_PRETOK_H
-
+ * Each step splits every piece the step before made; the last step's pieces go to BPE. The
+ * regexes themselves are in tok_impl.h (the GGUF loader names them too). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/error.h"
 #include "tok_impl.h"
 
-#define RE_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
-#define RE_LLAMA3                                                                                  \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_QWEN2                                                                                   \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
 /* Unicode White_Space as class members */
 #define WS_MEMBERS "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} rbuf;
-
-static void rbuf_put(rbuf *b, const char *s, size_t n)
+void tok_rbuf_put(rbuf *b, const char *s, size_t n)
 {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
@@ -68,29 +51,29 @@ static char *regex_for_pcre2(const char *pat, size_t len)
     for (size_t i = 0; i < len;) {
         if (pat[i] == '\\' && i + 1 < len) {
             char e = pat[i + 1];
-            if (e == 's') rbuf_put(&b, in_class ? WS_MEMBERS : "[" WS_MEMBERS "]", strlen(WS_MEMBERS) + (in_class ? 0 : 2));
-            else if (e == 'S' && !in_class) rbuf_put(&b, "[^" WS_MEMBERS "]", strlen(WS_MEMBERS) + 3);
-            else rbuf_put(&b, pat + i, 2);
+            if (e == 's') tok_rbuf_put(&b, in_class ? WS_MEMBERS : "[" WS_MEMBERS "]", strlen(WS_MEMBERS) + (in_class ? 0 : 2));
+            else if (e == 'S' && !in_class) tok_rbuf_put(&b, "[^" WS_MEMBERS "]", strlen(WS_MEMBERS) + 3);
+            else tok_rbuf_put(&b, pat + i, 2);
             i += 2;
         } else if (pat[i] == '[' && !in_class) {
             size_t k = class_open_len(pat, len, i);
-            rbuf_put(&b, pat + i, k);
+            tok_rbuf_put(&b, pat + i, k);
             in_class = true;
             i += k;
         } else {
             if (pat[i] == ']') in_class = false;
-            rbuf_put(&b, pat + i, 1);
+            tok_rbuf_put(&b, pat + i, 1);
             i++;
         }
     }
-    rbuf_put(&b, "", 0);
+    tok_rbuf_put(&b, "", 0);
     if (b.oom) free(b.p);
     return b.oom ? NULL : b.p;
 }
 
 /* Compile pattern (an Oniguruma regex, or a literal string) for a pre-tokenizer or a check. */
-static pt_status regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
-                               uint32_t extra_opts, pcre2_code **re, bool *jit)
+pt_status tok_regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
+                            uint32_t extra_opts, pcre2_code **re, bool *jit)
 {
     char *rewritten = literal ? NULL : regex_for_pcre2(pat, len);
     if (!literal && !rewritten) return ERR(PT_ERR_NOMEM, "out of memory");
@@ -121,32 +104,32 @@ static pt_status pretok_push(pt_tokenizer *t, pretok_step step)
     return PT_OK;
 }
 
-static pt_status pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
-                                  split_behavior behavior)
+pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
+                               split_behavior behavior)
 {
     pretok_step st = {.behavior = behavior};
-    TRY(regex_compile(t->source, where, pat, len, literal, 0, &st.re, &st.jit));
+    TRY(tok_regex_compile(t->source, where, pat, len, literal, 0, &st.re, &st.jit));
     return pretok_push(t, st);
 }
 
 /* Digits: every numeric character alone, or runs of them. */
-static pt_status pretok_add_digits(pt_tokenizer *t, const char *where, bool individual)
+pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual)
 {
     const char *pat = individual ? "\\p{N}" : "\\p{N}+";
-    return pretok_add_split(t, where, pat, strlen(pat), false, SPLIT_ISOLATED);
+    return tok_pretok_add_split(t, where, pat, strlen(pat), false, SPLIT_ISOLATED);
 }
 
 /* ByteLevel: an optional prefix space, then GPT-2's regex when use_regex. */
-static pt_status pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex)
+pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex)
 {
     pretok_step st = {.behavior = SPLIT_ISOLATED, .prefix_space = prefix_space};
-    if (use_regex) TRY(regex_compile(t->source, where, RE_GPT2, strlen(RE_GPT2), false, 0, &st.re, &st.jit));
+    if (use_regex) TRY(tok_regex_compile(t->source, where, RE_GPT2, strlen(RE_GPT2), false, 0, &st.re, &st.jit));
     return pretok_push(t, st);
 }
 
 /* Metaspace: spaces become rep (at most 7 bytes), which is prepended as `prepend` says, and with
  * split every rep starts a piece. */
-static pt_status pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split)
+pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split)
 {
     pretok_step st = {.behavior = SPLIT_MERGED_NEXT, .metaspace = true, .ms_split = split,
                       .prepend = (uint8_t)prepend, .rep_len = (uint8_t)rep_len};
@@ -154,7 +137,7 @@ static pt_status pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t r
     return pretok_push(t, st);
 }
 
-static void pretok_free(pt_tokenizer *t)
+void tok_pretok_free(pt_tokenizer *t)
 {
     for (int i = 0; i < t->n_steps; i++) pcre2_code_free(t->steps[i].re);
     free(t->steps);
@@ -163,9 +146,6 @@ static void pretok_free(pt_tokenizer *t)
 }
 
 /* ---- running the steps ---- */
-
-static pt_status bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
-static pt_status pretok_run(enc_ctx *c, int step, const char *s, size_t len);
 
 static bool enc_big_jit_stack(enc_ctx *c)
 {
@@ -177,8 +157,8 @@ static bool enc_big_jit_stack(enc_ctx *c)
 }
 
 /* Find the next match of re in s[0, len) from off: 1 with [*ms, *me), 0 when none. */
-static pt_status re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
-                         size_t *ms, size_t *me, int *found)
+pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
+                      size_t *ms, size_t *me, int *found)
 {
     int rc;
     for (;;) {
@@ -211,7 +191,7 @@ typedef struct {
 
 static pt_status emit_piece(splitter *sp, size_t a, size_t b)
 {
-    return a < b ? pretok_run(sp->c, sp->next_step, sp->s + a, b - a) : PT_OK;
+    return a < b ? tok_pretok_run(sp->c, sp->next_step, sp->s + a, b - a) : PT_OK;
 }
 
 static pt_status split_on_match(splitter *sp, split_behavior bh, size_t ms, size_t me)
@@ -250,10 +230,10 @@ static pt_status split_run(enc_ctx *c, int step, const char *s, size_t len)
     size_t off = 0, ms = 0, me = 0;
     int found = 1;
     while (off < len) {
-        TRY(re_next(c, st->re, st->jit, s, len, off, &ms, &me, &found));
+        TRY(tok_re_next(c, st->re, st->jit, s, len, off, &ms, &me, &found));
         if (!found) break;
         if (me == ms) { /* an empty match splits nothing: step over one character */
-            off = ms + (ms < len ? utf8_seq_len((const uint8_t *)s + ms, len - ms) : 1);
+            off = ms + (ms < len ? tok_utf8_seq_len((const uint8_t *)s + ms, len - ms) : 1);
             continue;
         }
         TRY(split_on_match(&sp, st->behavior, ms, me));
@@ -269,7 +249,7 @@ static pt_status prefix_space_run(enc_ctx *c, int step, const char *s, size_t le
     if (!p) return ERR(PT_ERR_NOMEM, "out of memory");
     p[0] = ' ';
     memcpy(p + 1, s, len);
-    pt_status rc = pretok_run(c, step, p, len + 1);
+    pt_status rc = tok_pretok_run(c, step, p, len + 1);
     free(p);
     return rc;
 }
@@ -281,11 +261,11 @@ static pt_status metaspace_split(enc_ctx *c, int step, const char *s, size_t len
     size_t prev = 0;
     for (size_t i = 1; i + st->rep_len <= len; i++)
         if (memcmp(s + i, st->rep, st->rep_len) == 0) {
-            TRY(pretok_run(c, step + 1, s + prev, i - prev));
+            TRY(tok_pretok_run(c, step + 1, s + prev, i - prev));
             prev = i;
             i += st->rep_len - 1u;
         }
-    return pretok_run(c, step + 1, s + prev, len - prev);
+    return tok_pretok_run(c, step + 1, s + prev, len - prev);
 }
 
 /* Metaspace on the piece s: spaces replaced, rep prepended to the piece (every piece, or the
@@ -296,32 +276,30 @@ static pt_status metaspace_run(enc_ctx *c, int step, const char *s, size_t len)
     bool lead = len && (s[0] == ' ' || (len >= st->rep_len && memcmp(s, st->rep, st->rep_len) == 0));
     bool prepend = !lead && (st->prepend == PREPEND_ALWAYS || (st->prepend == PREPEND_FIRST && s == c->text_start));
     rbuf b = {0};
-    if (prepend) rbuf_put(&b, st->rep, st->rep_len);
+    if (prepend) tok_rbuf_put(&b, st->rep, st->rep_len);
     for (size_t i = 0, from = 0; i <= len; i++)
         if (i == len || s[i] == ' ') {
-            rbuf_put(&b, s + from, i - from);
-            if (i < len) rbuf_put(&b, st->rep, st->rep_len);
+            tok_rbuf_put(&b, s + from, i - from);
+            if (i < len) tok_rbuf_put(&b, st->rep, st->rep_len);
             from = i + 1;
         }
     if (b.oom) {
         free(b.p);
         return ERR(PT_ERR_NOMEM, "out of memory");
     }
-    pt_status rc = st->ms_split ? metaspace_split(c, step, b.p, b.n) : pretok_run(c, step + 1, b.p, b.n);
+    pt_status rc = st->ms_split ? metaspace_split(c, step, b.p, b.n) : tok_pretok_run(c, step + 1, b.p, b.n);
     free(b.p);
     return rc;
 }
 
 /* Run steps step.. on the piece s; the pieces the last step makes are BPE words. */
-static pt_status pretok_run(enc_ctx *c, int step, const char *s, size_t len)
+pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len)
 {
     if (len == 0) return PT_OK;
-    if (step == c->tok->n_steps) return bpe_word(c, (const uint8_t *)s, len);
+    if (step == c->tok->n_steps) return tok_bpe_word(c, (const uint8_t *)s, len);
     const pretok_step *st = &c->tok->steps[step];
     if (st->metaspace) return metaspace_run(c, step, s, len);
     if (st->prefix_space && s[0] != ' ') return prefix_space_run(c, step, s, len);
-    if (!st->re) return pretok_run(c, step + 1, s, len);
+    if (!st->re) return tok_pretok_run(c, step + 1, s, len);
     return split_run(c, step, s, len);
 }
-
-#endif

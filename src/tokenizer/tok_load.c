@@ -1,9 +1,5 @@
-/* tok_load.h — building a tokenizer, shared by the GGUF and tokenizer.json loaders: the token
- * table (each id's bytes), added tokens, merges by name, and the maps built at the end.
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_LOAD_H
-#define PTRAIN_TOK_LOAD_H
-
+/* tok_load.c — building a tokenizer, shared by the GGUF and tokenizer.json loaders: the token
+ * table (each id's bytes), added tokens, merges by name, and the maps built at the end. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,24 +7,19 @@
 #include "ptrain/util.h"
 #include "tok_impl.h"
 
-#define TOK_MAX_ID (1 << 24)
-
-static pt_status spm_decoded_all(pt_tokenizer *t);
-static int32_t spm_byte_token(const pt_tokenizer *t, uint8_t byte);
-
-static pt_status tok_new(const char *source, pt_tokenizer **out)
+pt_status tok_new(const char *source, pt_tokenizer **out)
 {
     pt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return ERR(PT_ERR_NOMEM, "out of memory");
     t->source = xstrdup(source);
     t->unk = t->bos = t->eos = t->pad = -1;
     for (int b = 0; b < 256; b++) t->byte_id[b] = t->byte_tok[b] = -1;
-    cache_init(t->cache);
+    tok_cache_init(t->cache);
     *out = t;
     return PT_OK;
 }
 
-static pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off)
+pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off)
 {
     if (t->bytes_len + len > UINT32_MAX) return ERR(PT_ERR_USER, "%s: the vocabulary is too large", t->source);
     if (t->bytes_len + len > t->bytes_cap) {
@@ -62,12 +53,12 @@ static pt_status tok_reserve(pt_tokenizer *t, int32_t id)
  * as the bytes it stands for, any other as is; TOKF_MODEL puts it in the BPE vocabulary, and
  * raw_model lets a non-byte-level spelling in too (GGUF, as transformers converts it).
  * SentencePiece: stored as spelled (tok_finish works out what it decodes to). */
-static pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model)
+pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model)
 {
     TRY(tok_reserve(t, id));
     char stack[256] = {0}, *buf = len <= sizeof stack ? stack : malloc(len);
     if (!buf) return ERR(PT_ERR_NOMEM, "out of memory");
-    long n = t->kind == TOK_SPM ? -1 : bytelevel_decode(spelled, len, buf);
+    long n = t->kind == TOK_SPM ? -1 : tok_bytelevel_decode(spelled, len, buf);
     if (n < 0 && !raw_model && t->kind != TOK_SPM) flags &= (uint8_t)~TOKF_MODEL;
     tok_entry *e = &t->tok[id];
     pt_status rc = tok_store(t, n < 0 ? spelled : buf, n < 0 ? len : (size_t)n, &e->off);
@@ -81,7 +72,7 @@ static pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_
 }
 
 /* An added token; its id keeps the model's spelling when the model has one. */
-static pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags)
+pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags)
 {
     added_token *grown = realloc(t->added, (size_t)(t->n_added + 1) * sizeof *grown);
     if (!grown) return ERR(PT_ERR_NOMEM, "out of memory");
@@ -99,7 +90,7 @@ static pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content,
 }
 
 /* The id whose bytes are text (added tokens first), or -1. */
-static int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len)
+int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len)
 {
     for (int k = 0; k < t->n_added; k++)
         if (t->added[k].len == len && memcmp(t->bytes + t->added[k].off, text, len) == 0) return t->added[k].id;
@@ -115,35 +106,35 @@ static int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len
 
 /* The maps, once every token is in (their keys point into t->bytes, which no longer moves once
  * SentencePiece tokens have their decoded bytes). The vocabulary maps spellings to ids. */
-static pt_status tok_finish(pt_tokenizer *t)
+pt_status tok_finish(pt_tokenizer *t)
 {
-    if (t->kind == TOK_SPM) TRY(spm_decoded_all(t));
-    if (!smap_init(&t->vocab, (size_t)t->n_tok)) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (t->kind == TOK_SPM) TRY(tok_spm_decoded_all(t));
+    if (!tok_smap_init(&t->vocab, (size_t)t->n_tok)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (int32_t id = 0; id < t->n_tok; id++) {
         const tok_entry *e = &t->tok[id];
-        if ((e->flags & TOKF_MODEL) && !smap_put(&t->vocab, t->bytes + e->soff, e->slen, id))
+        if ((e->flags & TOKF_MODEL) && !tok_smap_put(&t->vocab, t->bytes + e->soff, e->slen, id))
             return ERR(PT_ERR_NOMEM, "out of memory");
     }
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
-        t->byte_id[b] = smap_get(&t->vocab, &byte, 1);
-        if (t->kind == TOK_SPM) t->byte_tok[b] = spm_byte_token(t, byte);
+        t->byte_id[b] = tok_smap_get(&t->vocab, &byte, 1);
+        if (t->kind == TOK_SPM) t->byte_tok[b] = tok_spm_byte_token(t, byte);
     }
-    return added_build(t);
+    return tok_added_build(t);
 }
 
 /* ---- merges, by the tokens' spelling in the file ---- */
 
 /* Record merge `rank` of left + right (spellings); names maps spellings to ids. */
-static pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32_t rank, const char *left,
-                           size_t llen, const char *right, size_t rlen)
+pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32_t rank, const char *left,
+                    size_t llen, const char *right, size_t rlen)
 {
-    int32_t a = smap_get(names, left, llen), b = smap_get(names, right, rlen);
+    int32_t a = tok_smap_get(names, left, llen), b = tok_smap_get(names, right, rlen);
     char stack[512], *both = llen + rlen <= sizeof stack ? stack : malloc(llen + rlen);
     if (!both) return ERR(PT_ERR_NOMEM, "out of memory");
     memcpy(both, left, llen);
     memcpy(both + llen, right, rlen);
-    int32_t id = smap_get(names, both, llen + rlen);
+    int32_t id = tok_smap_get(names, both, llen + rlen);
     if (both != stack) free(both);
     if (a < 0 || b < 0 || id < 0) {
         const char *miss = a < 0 ? left : b < 0 ? right : NULL;
@@ -152,12 +143,12 @@ static pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where
         return ERR(PT_ERR_USER, "%s: %s: the merged token \"%.*s%.*s\" is not in the vocabulary", t->source, where,
                    (int)llen, left, (int)rlen, right);
     }
-    pmap_put(&t->merges, a, b, rank, id);
+    tok_pmap_put(&t->merges, a, b, rank, id);
     return PT_OK;
 }
 
 /* Split a merge written "left right" at its one space; false when it is not of that form. */
-static bool merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen)
+bool tok_merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen)
 {
     const char *sp = memchr(s, ' ', len);
     if (!sp || sp == s || sp + 1 == s + len || memchr(sp + 1, ' ', (size_t)(s + len - sp - 1))) return false;
@@ -166,5 +157,3 @@ static bool merge_split(const char *s, size_t len, size_t *llen, const char **ri
     *rlen = len - *llen - 1;
     return true;
 }
-
-#endif

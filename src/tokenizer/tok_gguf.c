@@ -1,19 +1,14 @@
-/* tok_gguf.h — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
+/* tok_gguf.c — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
  * the pre-tokenizer that tokenizer.ggml.pre names (as llama.cpp and HF's own tokenizer.json
  * files define them); control tokens (type 3) are special, user-defined ones (type 4) are added
  * tokens, as transformers' GGUF conversion makes them; and the entry point, which hands
- * SentencePiece vocabularies ("llama") to tok_gguf_spm.h.
- * Part of the tokenizer translation unit (included once, by bpe.c). */
-#ifndef PTRAIN_TOK_GGUF_H
-#define PTRAIN_TOK_GGUF_H
-
+ * SentencePiece vocabularies ("llama") to tok_gguf_spm.c. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "tok_impl.h"
-
-enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 
 typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS_GPT2 } gguf_pre_kind;
 
@@ -29,17 +24,17 @@ static const struct {
 static pt_status gguf_pre_steps(pt_tokenizer *t, gguf_pre_kind kind)
 {
     switch (kind) {
-    case PRE_GPT2: return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
+    case PRE_GPT2: return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
     case PRE_LLAMA3:
         t->ignore_merges = true;
-        TRY(pretok_add_split(t, "tokenizer.ggml.pre", RE_LLAMA3, strlen(RE_LLAMA3), false, SPLIT_ISOLATED));
-        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
+        TRY(tok_pretok_add_split(t, "tokenizer.ggml.pre", RE_LLAMA3, strlen(RE_LLAMA3), false, SPLIT_ISOLATED));
+        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
     case PRE_QWEN2:
-        TRY(pretok_add_split(t, "tokenizer.ggml.pre", RE_QWEN2, strlen(RE_QWEN2), false, SPLIT_ISOLATED));
-        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
+        TRY(tok_pretok_add_split(t, "tokenizer.ggml.pre", RE_QWEN2, strlen(RE_QWEN2), false, SPLIT_ISOLATED));
+        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
     case PRE_DIGITS_GPT2:
-        TRY(pretok_add_digits(t, "tokenizer.ggml.pre", true));
-        return pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
+        TRY(tok_pretok_add_digits(t, "tokenizer.ggml.pre", true));
+        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
     }
     return ERR(PT_ERR_INTERNAL, "unknown pre-tokenizer kind");
 }
@@ -74,11 +69,11 @@ static pt_status gguf_tokens(pt_tokenizer *t, const gguf_file *f, smap *names)
     if (!tokens) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", f->path);
     if (tokens->count == 0 || tokens->count >= TOK_MAX_ID)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", f->path, (unsigned long long)tokens->count);
-    if (!smap_init(names, tokens->count)) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (!tok_smap_init(names, tokens->count)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < tokens->count; i++) {
         gguf_str s = gguf_array_str(tokens, i);
         TRY(tok_set(t, (int32_t)i, s.data, s.len, TOKF_MODEL, true));
-        if (!smap_put(names, s.data, s.len, (int32_t)i)) return ERR(PT_ERR_NOMEM, "out of memory");
+        if (!tok_smap_put(names, s.data, s.len, (int32_t)i)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
     return PT_OK;
 }
@@ -99,7 +94,7 @@ static pt_status gguf_added(pt_tokenizer *t, const gguf_file *f)
             const tok_entry *e = &t->tok[i];
             if (gguf_array_int(types, i) != want || e->len == 0) continue;
             gguf_str s = gguf_array_str(tokens, i);
-            if (pass == 0 && !is_bytelevel_spelling(s.data, s.len)) continue;
+            if (pass == 0 && !tok_is_bytelevel_spelling(s.data, s.len)) continue;
             TRY(tok_add_added(t, (int32_t)i, s.data, s.len, (added_token){.special = pass == 0}));
         }
     return PT_OK;
@@ -110,21 +105,21 @@ static pt_status gguf_merges(pt_tokenizer *t, const gguf_file *f, const smap *na
     const gguf_kv *merges = gguf_array_of(f, "tokenizer.ggml.merges", true);
     if (!merges) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: missing or not an array of strings", f->path);
     if (merges->count >= TOK_MAX_ID) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: too many", f->path);
-    if (!pmap_init(&t->merges, merges->count)) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (!tok_pmap_init(&t->merges, merges->count)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < merges->count; i++) {
         gguf_str m = gguf_array_str(merges, i);
         char where[64];
         snprintf(where, sizeof where, "tokenizer.ggml.merges[%llu]", (unsigned long long)i);
         const char *right;
         size_t llen, rlen;
-        if (!merge_split(m.data, m.len, &llen, &right, &rlen))
+        if (!tok_merge_split(m.data, m.len, &llen, &right, &rlen))
             return ERR(PT_ERR_USER, "%s: %s: expected \"left right\"", f->path, where);
         TRY(tok_merge(t, names, where, (int32_t)i, m.data, llen, right, rlen));
     }
     return PT_OK;
 }
 
-static pt_status gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id)
+pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id)
 {
     uint32_t v = UINT32_MAX;
     TRY(gguf_opt_u32(f, key, &v));
@@ -146,7 +141,7 @@ static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
 }
 
 /* The chat template stored with the model, if any. */
-static pt_status gguf_template(pt_tokenizer *t, const gguf_file *f)
+pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f)
 {
     const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
     if (!tmpl || tmpl->type != GGUF_TYPE_STRING) return PT_OK;
@@ -162,19 +157,17 @@ static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)
     smap names = {0};
     pt_status rc = gguf_tokens(t, f, &names);
     if (rc == PT_OK) rc = gguf_merges(t, f, &names);
-    smap_free(&names);
+    tok_smap_free(&names);
     TRY(rc);
     TRY(gguf_added(t, f));
     TRY(gguf_pre(t, f));
     TRY(tok_finish(t));
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
-    TRY(gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.bos_token_id", &t->bos));
+    TRY(tok_gguf_special_id(t, f, "tokenizer.ggml.eos_token_id", &t->eos));
     TRY(gguf_opt_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos));
     TRY(gguf_opt_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos));
-    return gguf_template(t, f);
+    return tok_gguf_template(t, f);
 }
-
-static pt_status gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
 
 pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out)
 {
@@ -183,7 +176,7 @@ pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out)
     TRY(gguf_model_kind(f, &kind));
     pt_tokenizer *t = NULL;
     TRY(tok_new(f->path ? f->path : "(gguf)", &t));
-    pt_status rc = kind == TOK_SPM ? gguf_spm_build(t, f) : gguf_build(t, f);
+    pt_status rc = kind == TOK_SPM ? tok_gguf_spm_build(t, f) : gguf_build(t, f);
     if (rc != PT_OK) {
         tokenizer_free(t);
         return rc;
@@ -191,5 +184,3 @@ pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out)
     *out = t;
     return PT_OK;
 }
-
-#endif
