@@ -2,7 +2,7 @@
  * BPE (GPT-2, Llama 3, Qwen2 and SmolLM2 styles) and SentencePiece-style BPE with byte fallback
  * (Llama 2, Mistral, Gemma); read from GGUF metadata or from a tokenizer.json, which of the two
  * is found from the file; special tokens, bos/eos, decoding; and the built-in chat templates
- * (chatml, smollm2, llama-3, alpaca, gemma, mistral).
+ * (chatml, smollm2, llama-3, alpaca, gemma, mistral, mistral-v3).
  *
  * Normalizer and pre-tokenizer regexes run on PCRE2 (UTF-8, Unicode properties). Token ids are
  * int32. */
@@ -79,18 +79,20 @@ typedef struct {
 
 /* The name of the built-in template that matches the model's own template text (or NULL). */
 const char *chat_template_detect(const char *template_text);
-/* Render messages with the named template (chatml, smollm2, llama-3, alpaca, gemma, mistral).
+/* Render messages with the named template (chatml, smollm2, llama-3, alpaca, gemma, mistral,
+ * mistral-v3).
  * With add_generation_prompt the text ends where the assistant's reply begins. smollm2 is chatml
  * with SmolLM2's default system prompt; alpaca takes roles system (first only), user, input and
  * assistant; gemma (Gemma's <start_of_turn> turns, the assistant as "model", a system message
  * folded into the first user turn) and mistral (Mistral's V1 [INST] format, a system message
- * folded into the first user turn) take an optional system message first and then user and
+ * folded into the first user turn) and mistral-v3 (Mistral-7B-Instruct-v0.3's format, the
+ * system message in the last message when that is a user turn) take an optional system message first and then user and
  * assistant turns alternating from user, as the models' own templates demand. Unknown names
  * and messages a template refuses fail with PT_ERR_USER. */
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt,
                       strbuf *out);
 /* chat_render with the model's bos and eos token texts: llama-3 starts with bos (default
- * "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral with bos and ends each reply
+ * "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral and mistral-v3 with bos and end each reply
  * with eos (defaults "<s>", "</s>"), alpaca starts with bos and ends each reply with eos
  * (default: none). */
 pt_status chat_render_with_tokens(const char *name, const char *bos, const char *eos,

@@ -44,6 +44,7 @@ static const struct {
     {"alpaca", NULL, "\n\n"},
     {"gemma", "<end_of_turn>", "\n"},
     {"mistral", NULL, ""},
+    {"mistral-v3", NULL, ""},
 };
 
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,

@@ -37,6 +37,8 @@ static const ollama_template templates[] = {
      {"<start_of_turn>", "<end_of_turn>"}, NULL},
     {"mistral", "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }} [/INST]{{ .Response }}",
      {"[INST]", "[/INST]"}, NULL},
+    {"mistral-v3", "[INST] {{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }}[/INST]{{ .Response }}",
+     {"[INST]", "[/INST]"}, NULL},
     {"alpaca",
      "{{ if .System }}{{ .System }}\n\n{{ end }}### Instruction:\n{{ .Prompt }}\n\n### Response:\n{{ .Response }}",
      {"### Instruction:"}, NULL},

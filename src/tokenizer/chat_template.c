@@ -3,9 +3,10 @@
  * SmolLM2's default system prompt), llama-3 (Llama 3 Instruct: contents trimmed), alpaca
  * (Unsloth's multi-turn Alpaca, plus an "input" role for the "### Input:" block), gemma (Gemma's
  * turns, contents trimmed, a system message folded into the first turn as Gemma 3 does) and
- * mistral (Mistral's V1 [INST] format of Mistral-7B-Instruct-v0.1); and detecting which of them
- * a model's template text is. gemma and mistral refuse what their templates refuse (roles that
- * do not alternate from user), with a message naming the message. */
+ * mistral (Mistral's V1 [INST] format of Mistral-7B-Instruct-v0.1), mistral-v3 (the format of
+ * Mistral-7B-Instruct-v0.3); and detecting which of them a model's template text is. gemma and the
+ * mistral ones refuse what their templates refuse (roles that do not alternate from user), with a
+ * message naming the message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,33 @@ static pt_status render_mistral(const char *bos, const char *eos, const chat_mes
     return PT_OK;
 }
 
+/* Mistral's v3 format (Mistral-7B-Instruct-v0.3): "[INST] " with no space before it, the system
+ * message only in the last message and only when that is a user turn (so a conversation that
+ * ends with a reply renders without it, as the template does), replies trimmed after a space. */
+static pt_status render_mistral_v3(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen,
+                                   strbuf *out)
+{
+    (void)gen;
+    int sys = n > 0 && is_role(&msgs[0], "system");
+    sb_printf(out, "%s", bos ? bos : "<s>");
+    for (int i = sys; i < n; i++) {
+        TRY(turn_order("mistral-v3", msgs, i, i - sys));
+        bool with_system = sys && i == n - 1;
+        size_t start, len;
+        if (is_role(&msgs[i], "user")) {
+            sb_printf(out, "[INST] %s%s%s[/INST]", with_system ? msgs[0].content : "", with_system ? "\n\n" : "",
+                      msgs[i].content);
+        } else if (is_role(&msgs[i], "assistant")) {
+            py_strip(msgs[i].content, &start, &len);
+            sb_printf(out, " %.*s%s", (int)len, msgs[i].content + start, eos ? eos : "</s>");
+        } else {
+            return ERR(PT_ERR_USER, "chat template mistral-v3: message %d has role \"%s\" (mistral-v3 has user and "
+                       "assistant, and system first)", i, msgs[i].role);
+        }
+    }
+    return PT_OK;
+}
+
 /* ---- names ---- */
 
 static const struct {
@@ -171,6 +199,7 @@ static const struct {
     {"alpaca", render_alpaca},
     {"gemma", render_gemma},
     {"mistral", render_mistral},
+    {"mistral-v3", render_mistral_v3},
 };
 
 #define N_TEMPLATES (int)(sizeof templates / sizeof templates[0])
@@ -182,7 +211,8 @@ pt_status chat_render_with_tokens(const char *name, const char *bos, const char 
         if (!msgs[i].role || !msgs[i].content) return ERR(PT_ERR_USER, "chat message %d has no role or no content", i);
     for (int k = 0; name && k < N_TEMPLATES; k++)
         if (strcmp(name, templates[k].name) == 0) return templates[k].fn(bos, eos, msgs, n, add_generation_prompt, out);
-    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, llama-3, alpaca, gemma, mistral)",
+    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, llama-3, alpaca, gemma, mistral, "
+               "mistral-v3)",
                name ? name : "(null)");
 }
 
@@ -216,6 +246,16 @@ static bool mistral_v1(const char *text)
     return strstr(text, "' [INST] '") || strstr(text, "\" [INST] \"");
 }
 
+/* Mistral's v3 format as Mistral-7B-Instruct-v0.3 ships it: tools, "[INST] " unspaced before,
+ * replies trimmed, the system message in the last user turn. Its tekken variant (Mistral Nemo:
+ * "[INST]" with no space after, replies untrimmed) is another template. */
+static bool mistral_v3(const char *text)
+{
+    return strstr(text, "[AVAILABLE_TOOLS]") && strstr(text, "\"[INST] \" + message[\"content\"] + \"[/INST]\"") &&
+           strstr(text, "\" \" + message[\"content\"]|trim + eos_token") &&
+           strstr(text, "loop.last and system_message is defined");
+}
+
 const char *chat_template_detect(const char *text)
 {
     if (!text) return NULL;
@@ -227,6 +267,7 @@ const char *chat_template_detect(const char *text)
     }
     if (strstr(text, "### Instruction:") && strstr(text, "### Response:")) return "alpaca";
     if (strstr(text, "<start_of_turn>") && strstr(text, "<end_of_turn>")) return "gemma";
-    if (strstr(text, "[INST]") && strstr(text, "[/INST]")) return mistral_v1(text) ? "mistral" : NULL;
+    if (strstr(text, "[INST]") && strstr(text, "[/INST]"))
+        return mistral_v1(text) ? "mistral" : mistral_v3(text) ? "mistral-v3" : NULL;
     return NULL;
 }

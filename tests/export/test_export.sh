@@ -193,7 +193,7 @@ ok "without ollama on PATH the command is printed" contains "$out" "ollama creat
 ok "without a merged GGUF: FROM the base, ADAPTER adapter.gguf" contains "$(cat "$tmp/o2/Modelfile")" "ADAPTER ./adapter.gguf"
 # the peer's model_parameters: "8b" is the Ollama model's tag
 { cat "$tmp/s.yaml"; printf 'ollama_save: true\nollama_model: pirate\nmodel_parameters: "8b"\n'; } >"$tmp/s8.yaml"
-run export "$tmp/s8.yaml" --out "$tmp/o8" --no-adapter-files
+run export "$tmp/s8.yaml" --out "$tmp/o8"
 ok "model_parameters: \"8b\" names the Ollama model pirate:8b" contains "$out" "ollama create 'pirate:8b' -f Modelfile"
 
 # the Modelfile's TEMPLATE, run by Go's text/template (Ollama's engine), gives the prompt ptrain
@@ -220,7 +220,7 @@ ok "SmolLM2's Modelfile renders ptrain's prompt (a system prompt)" render_same "
 run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q" --gguf f32 --ollama q
 ok "a model without a template gets chatml, as training renders" render_same "$tmp/q/Modelfile" \
     "$PTRAIN_SRCDIR/tests/data/qwen2/hf" "Speak like a pirate."
-for t in chatml smollm2 llama-3 gemma mistral alpaca; do
+for t in chatml smollm2 llama-3 gemma mistral mistral-v3 alpaca; do
     run export --model "$model" --adapter "$slora" --out "$tmp/t-$t" --ollama x --chat-template "$t"
     "$tmp/mfcheck" "$tmp/t-$t/Modelfile" "Hello there" "Be brief." >"$tmp/go.txt" 2>&1
     ok "the $t TEMPLATE parses and runs in Go's text/template with the prompt and system" \

@@ -645,7 +645,7 @@ static void test_chat_errors(void **state)
     strbuf sb = {0};
     assert_int_equal(chat_render("vicuna", msgs, 1, false, &sb), PT_ERR_USER);
     assert_string_equal(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca, gemma, "
-                                       "mistral)");
+                                       "mistral, mistral-v3)");
     assert_int_equal(chat_render("alpaca", msgs, 2, false, &sb), PT_ERR_USER);
     assert_string_equal(err_message(), "chat template alpaca: message 1 has role \"tool\" (alpaca has user, input and "
                                        "assistant, and system first)");
