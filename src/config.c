@@ -11,8 +11,6 @@
 
 #include "config_internal.h"
 
-bool config_check_values(pt_config *cfg, strbuf *errors);
-const char *config_shown(const char *text, char *out, size_t outlen);
 
 typedef struct {
     yaml_document_t *doc;

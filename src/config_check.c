@@ -9,7 +9,6 @@
 #include "config_internal.h"
 #include "ptrain/export.h"
 
-bool config_check_values(pt_config *cfg, strbuf *errors);
 
 /* Report a rule broken at the position of key (or at the top of the file when it was not given). */
 static void rule_error(const pt_config *cfg, strbuf *errors, const char *key, const char *fmt, ...)
@@ -86,10 +85,11 @@ static void check_training(pt_config *cfg, strbuf *errors)
             cfg->metric_for_best_model = named;
         }
     }
+    char shown[96]; /* the value as a one-line message may echo it */
     if (!is(cfg->metric_for_best_model, "eval_loss") && !is(cfg->metric_for_best_model, "eval_perplexity"))
         rule_error(cfg, errors, "metric_for_best_model",
                    "expected eval_loss or eval_perplexity (the metrics ptrain evaluates), found \"%s\"",
-                   cfg->metric_for_best_model);
+                   config_shown(cfg->metric_for_best_model, shown, sizeof shown));
     if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
         rule_error(cfg, errors, "early_stopping_patience",
                    "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");

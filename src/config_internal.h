@@ -75,6 +75,10 @@ int key_index(const key_spec *table, int n, const char *name);
 /* The closest name in table (or in choices) within a small edit distance; NULL if none. */
 const char *key_suggest(const key_spec *table, int n, const char *name);
 const char *choice_suggest(const char *const *choices, const char *word);
+/* text as a message may quote it: control characters escaped, cut to fit out (config_keys.c). */
+const char *config_shown(const char *text, char *out, size_t outlen);
+/* The rules between keys (config_check.c); each broken one is appended to errors. */
+bool config_check_values(pt_config *cfg, strbuf *errors);
 bool strlist_push(pt_strlist *list, const char *item);
 void strlist_free(pt_strlist *list);
 

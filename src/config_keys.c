@@ -317,8 +317,6 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
     }
 }
 
-const char *config_shown(const char *text, char *out, size_t outlen);
-
 /* text as a message may echo it: control characters escaped (a message is one line) and cut when
  * long. Returns out. */
 const char *config_shown(const char *text, char *out, size_t outlen)

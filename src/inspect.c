@@ -6,8 +6,14 @@
  * 8-32 bits as NF4 under load_in_4bit, norms in f32, the rest as stored); the training figure
  * is a rough estimate: those weights, LoRA adapters on the seven projections with their
  * gradients and AdamW moments, and the activations of one micro-batch with gradient
- * checkpointing. Given a training checkpoint (output_dir/checkpoint-N.h5), it prints what the
- * checkpoint holds and verifies its checksums instead (ckpt_inspect, src/io/checkpoint_read.c). */
+ * checkpointing. A directory with config.json but no weights (what `huggingface-cli download ORG/NAME
+ * config.json ...` fetches before committing to gigabytes) is described from config.json alone: the
+ * sizes, and the weight memory estimated from them; without tokenizer.json, the tokenizer
+ * converted from a SentencePiece tokenizer.model, or else what tokenizer_config.json
+ * (and special_tokens_map.json) say of bos, eos and the chat template. generation_config.json's eos
+ * ids and sampling defaults are shown when the file is there. Given a training checkpoint
+ * (output_dir/checkpoint-N.h5), it prints what the checkpoint holds and verifies its checksums
+ * instead (ckpt_inspect, src/io/checkpoint_read.c). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ptrain/jsonfile.h"
 #include "ptrain/checkpoint.h"
@@ -23,6 +30,7 @@
 #include "ptrain/inspect.h"
 #include "ptrain/model_io.h"
 #include "ptrain/nf4.h"
+#include "ptrain/util.h"
 
 typedef struct {
     const char *model, *revision;
@@ -41,14 +49,16 @@ typedef struct {
     type_count types[32];
     int n_types;
     double loaded; /* weight bytes after loading */
-    char tok[256], chat[128];
+    bool no_weights; /* config.json only: loaded is estimated from the sizes */
+    char tok[384], chat[128], gen[256];
 } insp_report;
 
 static const char insp_usage[] =
     "Usage: ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N] [--lora-r R]\n"
     "                            [--no-4bit]\n"
     "       ptrain inspect CHECKPOINT\n"
-    "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
+    "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache. A\n"
+    "directory with config.json and no weights is described from config.json, the memory estimated.\n"
     "Prints the architecture, sizes, tensor types, tokenizer, chat template and the memory per rank\n"
     "(weights after load_in_4bit, and a rough training estimate for the given batch; defaults:\n"
     "--max-seq-length 2048 --batch-size 2 --lora-r 16).\n"
@@ -181,11 +191,150 @@ static bool byte_level(const json_t *pre)
     return type && !strcmp(type, "ByteLevel");
 }
 
+/* ---- the small files beside config.json ---- */
+
+/* dir/name as a JSON object, or NULL: absent (why ""), or unreadable (why says so: a note in the
+ * report, not an error, since inspect describes what it can). */
+static json_t *side_json(const char *dir, const char *name, char *why, size_t len)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    *why = '\0';
+    if (access(path, F_OK) != 0) return NULL;
+    json_error_t e;
+    json_t *j = jsonfile_load(path, 0, &e);
+    if (!j) snprintf(why, len, "%s: cannot read it: %.120s (line %d, column %d)", name, e.text, e.line, e.column);
+    else if (!json_is_object(j)) {
+        snprintf(why, len, "%s: cannot read it: not a JSON object", name);
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
+
+/* A special token as tokenizer_config.json and special_tokens_map.json write it: "text" or
+ * {"content": "text", ...}; NULL when absent or null. */
+static const char *token_text(const json_t *cfg, const char *key)
+{
+    const json_t *v = json_object_get(cfg, key);
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    return json_string_value(v);
+}
+
+/* tokenizer_config.json's chat_template as transformers picks it: a string, or from a list of
+ * {name, template} the one named "default". */
+static const char *config_template(const json_t *cfg)
+{
+    const json_t *v = json_object_get(cfg, "chat_template");
+    for (size_t i = 0; json_is_array(v) && i < json_array_size(v); i++) {
+        const json_t *e = json_array_get(v, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        if (name && !strcmp(name, "default")) return json_string_value(json_object_get(e, "template"));
+    }
+    return json_string_value(v);
+}
+
+/* dir/chat_template.jinja (transformers 5 keeps the template there) as a string, or NULL. */
+static char *jinja_text(const char *dir)
+{
+    enum { JINJA_MAX = 4 << 20 };
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = malloc(JINJA_MAX + 1);
+    size_t n = text ? fread(text, 1, JINJA_MAX, f) : 0;
+    fclose(f);
+    if (text) text[n] = '\0';
+    return text;
+}
+
+/* No tokenizer.json (ptrain tokenizes with it): what tokenizer_config.json says, bos/eos falling
+ * back to special_tokens_map.json, and the chat template from chat_template.jinja or
+ * tokenizer_config.json. */
+static void tokenizer_side(const char *dir, insp_report *r)
+{
+    char why_cfg[256], why_map[256];
+    json_t *cfg = side_json(dir, "tokenizer_config.json", why_cfg, sizeof why_cfg);
+    json_t *map = side_json(dir, "special_tokens_map.json", why_map, sizeof why_map);
+    const char *bos = token_text(cfg, "bos_token"), *eos = token_text(cfg, "eos_token");
+    const char *cls = json_string_value(json_object_get(cfg, "tokenizer_class"));
+    if (!bos) bos = token_text(map, "bos_token");
+    if (!eos) eos = token_text(map, "eos_token");
+    strbuf sb = {0};
+    sb_printf(&sb, "none: no tokenizer.json, which ptrain tokenizes with");
+    if (cfg || map)
+        sb_printf(&sb, " (%s%s%s: %s%sbos %s%s%s, eos %s%s%s)", cfg ? "tokenizer_config.json" : "",
+                  cfg && map ? ", " : "", map ? "special_tokens_map.json" : "", cls ? cls : "", cls ? ", " : "",
+                  bos ? "\"" : "", bos ? bos : "none", bos ? "\"" : "", eos ? "\"" : "", eos ? eos : "none",
+                  eos ? "\"" : "");
+    if (*why_cfg) sb_printf(&sb, "; %s", why_cfg);
+    if (*why_map) sb_printf(&sb, "; %s", why_map);
+    snprintf(r->tok, sizeof r->tok, "%s", sb_text(&sb));
+    sb_free(&sb);
+    char *jinja = jinja_text(dir);
+    chat_line(r, jinja ? jinja : config_template(cfg));
+    free(jinja);
+    json_decref(cfg);
+    json_decref(map);
+}
+
+/* generation_config.json, when there: its eos ids (often more than the tokenizer's one eos) and
+ * sampling defaults; ptrain generate takes sampling from its own options. */
+static void generation_side(const char *dir, insp_report *r)
+{
+    char why[256];
+    json_t *g = side_json(dir, "generation_config.json", why, sizeof why);
+    if (!g) {
+        snprintf(r->gen, sizeof r->gen, "%s", why);
+        return;
+    }
+    strbuf sb = {0};
+    const json_t *eos = json_object_get(g, "eos_token_id");
+    sb_printf(&sb, "generation_config.json: eos");
+    if (json_is_integer(eos)) sb_printf(&sb, " %lld", (long long)json_integer_value(eos));
+    for (size_t i = 0; json_is_array(eos) && i < json_array_size(eos); i++)
+        sb_printf(&sb, "%s %lld", i ? "," : "", (long long)json_integer_value(json_array_get(eos, i)));
+    if (!json_is_integer(eos) && !json_array_size(eos)) sb_printf(&sb, " not given");
+    static const char *const sampling[] = {"temperature", "top_p", "top_k", "max_length"};
+    const char *sep = "; ";
+    if (json_is_true(json_object_get(g, "do_sample"))) sb_printf(&sb, "%sdo_sample", sep), sep = ", ";
+    for (size_t i = 0; i < sizeof sampling / sizeof sampling[0]; i++) {
+        const json_t *v = json_object_get(g, sampling[i]);
+        if (json_is_number(v)) sb_printf(&sb, "%s%s %g", sep, sampling[i], json_number_value(v)), sep = ", ";
+    }
+    snprintf(r->gen, sizeof r->gen, "%s", sb_text(&sb));
+    sb_free(&sb);
+    json_decref(g);
+}
+
+/* A SentencePiece tokenizer.model and no tokenizer.json: the tokenizer ptrain converts from it. */
+static void hf_spm_tokenizer(const char *dir, insp_report *r)
+{
+    pt_tokenizer *tok = NULL;
+    if (tokenizer_from_hf_dir(dir, &tok) != PT_OK) {
+        snprintf(r->tok, sizeof r->tok, "SentencePiece tokenizer.model; ptrain cannot load it: %.200s", err_message());
+        err_clear();
+        chat_line(r, NULL);
+        return;
+    }
+    snprintf(r->tok, sizeof r->tok, "%s (tokenizer.model, no tokenizer.json), %d tokens", tokenizer_kind(tok),
+             tokenizer_vocab_size(tok));
+    chat_line(r, tokenizer_chat_template(tok));
+    tokenizer_free(tok);
+}
+
 /* tokenizer.json's model type, then the tokenizer itself for its size and template. */
 static void hf_tokenizer(const char *dir, insp_report *r)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+        if (access(path, F_OK) == 0) hf_spm_tokenizer(dir, r);
+        else tokenizer_side(dir, r);
+        return;
+    }
     json_t *root = jsonfile_load(path, 0, NULL);
     const char *type = json_string_value(json_object_get(json_object_get(root, "model"), "type"));
     char kind[64];
@@ -209,10 +358,12 @@ static void hf_tokenizer(const char *dir, insp_report *r)
     tokenizer_free(tok);
 }
 
+/* s: the weights, or NULL for a directory with config.json only. */
 static void hf_text(const hf_config *h, const st_set *s, insp_report *r)
 {
-    snprintf(r->format, sizeof r->format, "Hugging Face safetensors, %d file%s%s", s->n_files, s->n_files > 1 ? "s" : "",
-             s->index_path ? " (sharded, model.safetensors.index.json)" : "");
+    if (!s) snprintf(r->format, sizeof r->format, "Hugging Face config.json only: no weights here (sizes from config.json)");
+    else snprintf(r->format, sizeof r->format, "Hugging Face safetensors, %d file%s%s", s->n_files,
+                  s->n_files > 1 ? "s" : "", s->index_path ? " (sharded, model.safetensors.index.json)" : "");
     snprintf(r->arch, sizeof r->arch, "%s (model_type %s%s%s)", h->cfg.arch, h->model_type,
              *h->architecture ? ", " : "", h->architecture);
     snprintf(r->rope, sizeof r->rope, "theta %g, %s scaling", h->rope_theta, rope_type_name(h->rope.type));
@@ -223,6 +374,40 @@ static void hf_text(const hf_config *h, const st_set *s, insp_report *r)
     else snprintf(r->quant, sizeof r->quant, "none (dtype %s)", *h->torch_dtype ? h->torch_dtype : "not given");
 }
 
+/* Whether dir has weights ptrain could look at (or is told to look at a .safetensors file). */
+static bool has_weights(const char *path, const char *dir)
+{
+    static const char *const names[] = {"model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                                        "pytorch_model.bin.index.json"};
+    if (strstr(path, ".safetensors")) return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char file[4200];
+        snprintf(file, sizeof file, "%s/%s", dir, names[i]);
+        if (access(file, F_OK) == 0) return true;
+    }
+    return false;
+}
+
+/* The weight bytes loading would allocate, from config.json's sizes: projections NF4 under
+ * load_in_4bit or when pre-quantized, else as stored (torch_dtype, 16-bit when not given);
+ * embeddings and an untied lm_head as stored; norms and biases f32. */
+static double config_weights(const hf_config *h, bool nf4)
+{
+    const pt_model_config *c = &h->cfg;
+    double elt = !strcmp(h->torch_dtype, "float32") ? 4 : 2;
+    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim,
+            f = c->ffn_dim;
+    const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
+    double layer = 4.0 * (double)d * (c->post_norms ? 4 : 2) + (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+    for (int i = 0; i < 7; i++) {
+        double stored = elt * (double)shape[i][0] * (double)shape[i][1];
+        double codes = (double)shape[i][0] * (double)shape[i][1] / 2; /* pre-quantized: as hf_tensors counts it */
+        layer += h->bnb_4bit ? codes * (1 + 1.0 / 32) + 1280 : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
+    }
+    double embed = elt * (double)c->vocab * (double)d;
+    return layer * c->n_layers + 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
+}
+
 static pt_status describe_hf(const char *path, const insp_options *o, insp_report *r)
 {
     char dir[4096], config[4200];
@@ -231,12 +416,19 @@ static pt_status describe_hf(const char *path, const insp_options *o, insp_repor
     hf_config h;
     TRY(hf_config_read(config, &h));
     r->cfg = h.cfg;
-    st_set s;
-    TRY(st_set_open(strstr(path, ".safetensors") ? path : dir, &s));
-    hf_text(&h, &s, r);
-    hf_tensors(&s, o->nf4, r);
-    st_set_close(&s);
+    if (has_weights(path, dir)) {
+        st_set s;
+        TRY(st_set_open(strstr(path, ".safetensors") ? path : dir, &s));
+        hf_text(&h, &s, r);
+        hf_tensors(&s, o->nf4, r);
+        st_set_close(&s);
+    } else {
+        hf_text(&h, NULL, r);
+        r->no_weights = true;
+        r->loaded = config_weights(&h, o->nf4);
+    }
     hf_tokenizer(dir, r);
+    generation_side(dir, r);
     return PT_OK;
 }
 
@@ -260,7 +452,8 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     double tokens = (double)o->seq * (double)o->batch;
     double acts = 4 * tokens * (c->n_layers * d + 4 * d + 2 * qw + 2 * kw + 3 * f + c->n_heads) + 2 * 4 * 256.0 * c->vocab;
     char a[32], b[32], e[32], t[32];
-    printf("%-18s %s (load_in_4bit %s)\n", "weights per rank", human(r->loaded, a, sizeof a), o->nf4 ? "on" : "off");
+    printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", r->no_weights ? "about " : "", human(r->loaded, a, sizeof a),
+           r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s about %s: weights + LoRA r=%ld on 7 projections with gradients and AdamW moments (%s) + "
            "activations of %ld x %ld tokens with gradient checkpointing (%s); rough\n", "training per rank",
            human(r->loaded + lora + acts, t, sizeof t), o->lora_r, human(lora, b, sizeof b), o->batch, o->seq,
@@ -279,7 +472,9 @@ static void print_report(const char *path, const insp_report *r, const insp_opti
     family_line(c);
     printf("%-18s", "tensor types");
     for (int i = 0; i < r->n_types; i++) printf("%s %s: %d", i ? "," : "", r->types[i].name, r->types[i].count);
+    if (r->no_weights) printf(" none (no weights in the directory)");
     printf("\n%-18s %s\n%-18s %s\n%-18s %s\n", "quantization", r->quant, "tokenizer", r->tok, "chat template", r->chat);
+    if (*r->gen) printf("%-18s %s\n", "generation", r->gen);
     memory_lines(r, o);
 }
 

@@ -30,7 +30,7 @@ const char *export_gguf_method_list(void);
 
 /* An Ollama Modelfile in dir: FROM ./merged_gguf (a file in dir) when given, else FROM base_gguf
  * plus ADAPTER ./adapter.gguf; TEMPLATE and stop strings for chat_template (a name ptrain knows:
- * chatml, smollm2, llama-3, gemma, mistral, mistral-v3, alpaca); one PARAMETER line per param. Runs
+ * the chat template names; llama-3.2 as llama-3.1); one PARAMETER line per param. Runs
  * `ollama create name` when ollama is on PATH, else prints the command. */
 typedef struct {
     const char *dir, *name, *merged_gguf, *base_gguf, *chat_template;

@@ -24,9 +24,10 @@ pt_status model_resolve(const char *name, const char *revision, char *path, size
  * .safetensors or config.json file) into dir. */
 void model_hf_dir(const char *path, char *dir, size_t len);
 
-/* The tokenizer of a Hugging Face model directory: tokenizer.json, with bos/eos and the chat
- * template from tokenizer_config.json beside it (a string, or a list of {name, template}: the one
- * named "default"); the template in chat_template.jinja, when the directory has one, comes first. */
+/* The tokenizer of a Hugging Face model directory: tokenizer.json, else a SentencePiece
+ * tokenizer.model (tokenizer_from_spm_model), with bos/eos and the chat template from
+ * tokenizer_config.json beside it (a string, or a list of {name, template}: the one named
+ * "default"); the template in chat_template.jinja, when the directory has one, comes first. */
 pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out);
 
 /* Resolve name (see model_resolve) and load it onto be with its tokenizer (tok may be NULL: no

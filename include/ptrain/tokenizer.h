@@ -1,11 +1,12 @@
 /* tokenizer.h — BPE tokenization as Hugging Face `tokenizers` does it, of two kinds: byte-level
  * BPE (GPT-2, Llama 3, Qwen2 and SmolLM2 styles) and SentencePiece-style BPE with byte fallback
- * (Llama 2, Mistral, Gemma); read from GGUF metadata or from a tokenizer.json, which of the two
- * is found from the file; special tokens, bos/eos, decoding; and the built-in chat templates
- * (chatml, smollm2, llama-3, alpaca, gemma, mistral, mistral-v3).
+ * (Llama 2, Mistral, Gemma); read from GGUF metadata, a tokenizer.json or a SentencePiece
+ * tokenizer.model, which of the two kinds is found from the file; special tokens, bos/eos,
+ * decoding; and the built-in chat templates (chatml, smollm2, qwen2.5, llama-3, llama-3.1,
+ * llama-3.2, alpaca, gemma, mistral, mistral-v3).
  *
- * Normalizer and pre-tokenizer regexes run on PCRE2 (UTF-8, Unicode properties). Token ids are
- * int32. */
+ * Normalizer and pre-tokenizer regexes run on PCRE2 (UTF-8, Unicode properties); NFC/NFD/NFKC/
+ * NFKD on utf8proc. Token ids are int32. */
 #ifndef PTRAIN_TOKENIZER_H
 #define PTRAIN_TOKENIZER_H
 
@@ -25,6 +26,18 @@ pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out);
  * SentencePiece-style), with bos/eos and the chat template from the tokenizer_config.json beside
  * it when there is one. */
 pt_status tokenizer_from_json(const char *path, pt_tokenizer **out);
+/* From a SentencePiece tokenizer.model (BPE; what older Llama 2 and Mistral repositories ship
+ * instead of a tokenizer.json), converted as transformers 5 converts a model directory without a
+ * tokenizer.json, by the tokenizer_config.json beside it when there is one: its tokenizer_class
+ * LlamaTokenizer gives LlamaTokenizer's conversion (byte fallback, Metaspace, no normalizer),
+ * none transformers' generic one (the model's own normalizer, its precompiled charsmap
+ * included); bos/eos, add_bos_token / add_eos_token, added_tokens_decoder and the chat template
+ * from it too. Unigram models are refused. Errors in the file name its byte offset and field. */
+pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out);
+/* The same from size bytes at data (source names them in messages) and the text of a
+ * tokenizer_config.json (NULL: none). */
+pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, size_t size, const char *config_json,
+                                    pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
 /* The BPE merges in rank order as (left, right) token ids: (*pairs)[2i], (*pairs)[2i + 1]; for a
  * SentencePiece vocabulary, the merges rebuilt from its scores. *pairs is malloc'd. */
@@ -79,22 +92,25 @@ typedef struct {
 
 /* The name of the built-in template that matches the model's own template text (or NULL). */
 const char *chat_template_detect(const char *template_text);
-/* Render messages with the named template (chatml, smollm2, llama-3, alpaca, gemma, mistral,
- * mistral-v3).
- * With add_generation_prompt the text ends where the assistant's reply begins. smollm2 is chatml
- * with SmolLM2's default system prompt; alpaca takes roles system (first only), user, input and
- * assistant; gemma (Gemma's <start_of_turn> turns, the assistant as "model", a system message
- * folded into the first user turn) and mistral (Mistral's V1 [INST] format, a system message
- * folded into the first user turn) and mistral-v3 (Mistral-7B-Instruct-v0.3's format, the
- * system message in the last message when that is a user turn) take an optional system message first and then user and
- * assistant turns alternating from user, as the models' own templates demand. Unknown names
- * and messages a template refuses fail with PT_ERR_USER. */
+/* Render messages with the named template (chatml, smollm2, qwen2.5, llama-3, llama-3.1,
+ * llama-3.2, alpaca, gemma, mistral, mistral-v3), as transformers' apply_chat_template renders the
+ * model's own template. With add_generation_prompt the text ends where the assistant's reply
+ * begins. smollm2 and qwen2.5 are chatml with the model's default system prompt (qwen2.5 writes a
+ * run of "tool" messages as one user turn); llama-3.1 and llama-3.2 open with a dated system block
+ * (llama-3.2: the day of rendering, SOURCE_DATE_EPOCH when set) and write "tool" messages as
+ * ipython turns; alpaca takes roles system (first only), user, input and assistant; gemma
+ * (Gemma's <start_of_turn> turns, the assistant as "model", a system message folded into the
+ * first user turn), mistral (Mistral's V1 [INST] format, a system message folded into the first
+ * user turn) and mistral-v3 (Mistral-7B-Instruct-v0.3's format, the system message in the last
+ * message when that is a user turn) take an optional system message first and then user and
+ * assistant turns alternating from user, as the models' own templates demand. Unknown names and
+ * messages a template refuses fail with PT_ERR_USER. */
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt,
                       strbuf *out);
-/* chat_render with the model's bos and eos token texts: llama-3 starts with bos (default
- * "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral and mistral-v3 with bos and end each reply
- * with eos (defaults "<s>", "</s>"), alpaca starts with bos and ends each reply with eos
- * (default: none). */
+/* chat_render with the model's bos and eos token texts: the llama-3 ones start with bos
+ * (default "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral and mistral-v3 with bos
+ * and end each reply with eos (defaults "<s>", "</s>"), alpaca starts with bos and ends each reply
+ * with eos (default: none). */
 pt_status chat_render_with_tokens(const char *name, const char *bos, const char *eos,
                                   const chat_message *msgs, int n, bool add_generation_prompt,
                                   strbuf *out);

@@ -11,11 +11,17 @@ set -eu
 PINS="torch==2.15.0 transformers==5.25.0 peft==0.21.2 safetensors==0.8.0 gguf==0.19.0 numpy==2.4.6 \
 accelerate llama-cpp-python==0.3.36"
 env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
-# and the tokenizer parity tests' tools (SentencePiece models), small wheels added to an existing
-# environment without rebuilding it
-EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2"
+# and the tokenizer parity tests' tools (SentencePiece models) and the Hub client the Hub tests
+# read ptrain's uploads back with, pinned: small wheels added to an existing environment without
+# rebuilding it
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0"
 extras() {
-    "$env/bin/python" -c 'import sentencepiece, google.protobuf' 2>/dev/null && return 0
+    # shellcheck disable=SC2086
+    "$env/bin/python" - $EXTRAS 2>/dev/null <<'PY' && return 0
+import sys
+from importlib.metadata import version
+sys.exit(any(version(p.split("==")[0]) != p.split("==")[1] for p in sys.argv[1:]))
+PY
     # shellcheck disable=SC2086
     "$env/bin/pip" install -q --disable-pip-version-check $EXTRAS >&2 && return 0
     echo "test-python.sh: could not install $EXTRAS from PyPI" >&2

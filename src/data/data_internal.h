@@ -101,7 +101,7 @@ void record_free(data_record *rec);
 /* ---- label.c: render, tokenize, label ---- */
 typedef struct {
     const pt_tokenizer *tok;
-    const char *template; /* chatml, smollm2, llama-3, alpaca, gemma, mistral, mistral-v3 (static text) */
+    const char *template; /* a built-in template's name (static text) */
     char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
     const char *turn_end; /* what ends an assistant turn and carries a label (may be "") */
     const char *trailer;  /* what the template writes after turn_end */

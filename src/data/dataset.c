@@ -121,7 +121,8 @@ static void warn_template(const loader *L, int index)
     bool chosen = L->cfg->chat_template && *L->cfg->chat_template;
     if (!L->warn || chosen || !own || chat_template_detect(own)) return;
     fprintf(L->warn, "warning: dataset[%d]: the model's chat template is not one ptrain knows (chatml, smollm2, "
-                     "llama-3, alpaca, gemma, mistral, mistral-v3); rendering with chatml; set chat_template to choose another\n",
+                     "qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3); rendering with "
+                     "chatml; set chat_template to choose another\n",
             index);
 }
 

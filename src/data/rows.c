@@ -105,6 +105,7 @@ static void limit_rows(long limit, data_rows *rows, pt_dataset_stats *st)
 
 static void shuffle_rows(uint64_t seed, data_rows *rows)
 {
+    if (rows->n == 0) return; /* no rows: rows->v may be NULL, which memcpy must not get */
     size_t *perm = malloc((rows->n + 1) * sizeof *perm);
     data_row *out = malloc((rows->n + 1) * sizeof *out);
     if (!perm || !out) abort();

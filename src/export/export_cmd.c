@@ -192,8 +192,8 @@ static const char export_usage[] =
     "  --out DIR           where to write (default: the adapter's directory; for a checkpoint-N.h5,\n"
     "                      a directory checkpoint-N beside it)\n"
     "  --no-adapter-files  do not (re)write adapter_config.json, adapter_model.safetensors, adapter.gguf\n"
-    "  --chat-template T   the Modelfile's template: chatml, smollm2, llama-3, gemma, mistral,\n"
-    "                      mistral-v3, alpaca\n"
+    "  --chat-template T   the Modelfile's template: chatml, smollm2, qwen2.5, llama-3, llama-3.1,\n"
+    "                      llama-3.2, gemma, mistral, mistral-v3, alpaca\n"
     "                      (default: the config's chat_template, else the one training detects)\n"
     "--adapter: a ptrain adapter (adapter.h5 or its directory), a PEFT adapter directory, a llama.cpp\n"
     "adapter (.gguf) or a training checkpoint (output_dir/checkpoint-N.h5: its adapters).\n";

@@ -22,50 +22,6 @@
 #include "ptrain/model_io.h"
 #include "ptrain/quant.h"
 
-typedef struct {
-    const char *name;  /* as users write it (quantization_method) */
-    uint32_t base;     /* the type of most 2-d tensors */
-    uint32_t output;   /* output.weight (token_embd when tied) */
-    uint32_t more;     /* attn_v / ffn_down of the layers llama.cpp gives more bits */
-    uint32_t ftype;    /* general.file_type (llama_ftype) */
-} quant_method;
-
-static const quant_method methods[] = {
-    {"f32", GGML_TYPE_F32, GGML_TYPE_F32, GGML_TYPE_F32, 0},
-    {"f16", GGML_TYPE_F16, GGML_TYPE_F16, GGML_TYPE_F16, 1},
-    {"not_quantized", GGML_TYPE_F16, GGML_TYPE_F16, GGML_TYPE_F16, 1},
-    {"bf16", GGML_TYPE_BF16, GGML_TYPE_BF16, GGML_TYPE_BF16, 32},
-    {"q8_0", GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 7},
-    {"fast_quantized", GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0, 7},
-    {"q4_0", GGML_TYPE_Q4_0, GGML_TYPE_Q6_K, GGML_TYPE_Q4_0, 2},
-    {"q4_1", GGML_TYPE_Q4_1, GGML_TYPE_Q6_K, GGML_TYPE_Q4_1, 3},
-    {"q5_0", GGML_TYPE_Q5_0, GGML_TYPE_Q6_K, GGML_TYPE_Q5_0, 8},
-    {"q5_1", GGML_TYPE_Q5_1, GGML_TYPE_Q6_K, GGML_TYPE_Q5_1, 9},
-    {"q4_k_s", GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q4_K, 14},
-    {"q4_k_m", GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 15},
-    {"quantized", GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 15},
-    {"q4_k", GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 15},
-    {"q5_k_s", GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K, 16},
-    {"q5_k_m", GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 17},
-    {"q5_k", GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 17},
-    {"q6_k", GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, GGML_TYPE_Q6_K, 18},
-};
-
-static const quant_method *find_method(const char *name)
-{
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        if (!strcmp(methods[i].name, name)) return &methods[i];
-    return NULL;
-}
-
-bool export_gguf_method_known(const char *name) { return find_method(name) != NULL; }
-
-const char *export_gguf_method_list(void)
-{
-    return "f32, f16 (not_quantized), bf16, q8_0 (fast_quantized), q4_0, q4_1, q5_0, q5_1, q4_k_s, q4_k_m "
-           "(quantized), q5_k_s, q5_k_m, q6_k";
-}
-
 /* llama.cpp's choice of layers that keep more bits: the first and last eighth, every third between. */
 static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
@@ -353,7 +309,7 @@ static pt_status from_hf(const char *path, const char *base, const quant_method 
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
                              const pt_lora *l, const char *method)
 {
-    const quant_method *q = find_method(method);
+    const quant_method *q = export_gguf_method_find(method);
     if (!q)
         return ERR(PT_ERR_USER, "quantization_method %s: ptrain cannot write it yet; choose from %s", method,
                    export_gguf_method_list());

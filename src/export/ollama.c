@@ -31,6 +31,16 @@ static const ollama_template templates[] = {
      "{{ if .Prompt }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>{{ end }}"
      "<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Response }}<|eot_id|>",
      {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, NULL},
+    {"llama-3.1",
+     "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+     "{{ if .System }}{{ .System }}{{ end }}<|eot_id|>"
+     "{{ if .Prompt }}<|start_header_id|>user<|end_header_id|>\n\n{{ .Prompt }}<|eot_id|>{{ end }}"
+     "<|start_header_id|>assistant<|end_header_id|>\n\n{{ .Response }}<|eot_id|>",
+     {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}, NULL},
+    {"qwen2.5",
+     "{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}{{ if .Prompt }}<|im_start|>user\n"
+     "{{ .Prompt }}<|im_end|>\n{{ end }}<|im_start|>assistant\n{{ .Response }}<|im_end|>\n",
+     {"<|im_start|>", "<|im_end|>"}, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
     {"gemma",
      "<start_of_turn>user\n{{ if .System }}{{ .System }}\n\n{{ end }}{{ .Prompt }}<end_of_turn>\n"
      "<start_of_turn>model\n{{ .Response }}<end_of_turn>\n",
@@ -44,8 +54,11 @@ static const ollama_template templates[] = {
      {"### Instruction:"}, NULL},
 };
 
+/* llama-3.2 writes the day of rendering where llama-3.1 writes a fixed date; a Modelfile's text is
+ * fixed, so it takes llama-3.1's. */
 static const ollama_template *find_template(const char *name)
 {
+    if (name && !strcmp(name, "llama-3.2")) name = "llama-3.1";
     for (size_t i = 0; name && i < sizeof templates / sizeof templates[0]; i++)
         if (!strcmp(templates[i].name, name)) return &templates[i];
     return NULL;

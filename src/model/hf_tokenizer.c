@@ -1,9 +1,11 @@
-/* hf_tokenizer.c — the tokenizer of a Hugging Face model directory: tokenizer.json (with bos/eos
- * and the chat template from tokenizer_config.json beside it), and the chat template as
- * transformers picks it: chat_template.jinja when the directory has one (transformers 5 saves the
+/* hf_tokenizer.c — the tokenizer of a Hugging Face model directory: tokenizer.json, else (older
+ * Llama 2 and Mistral repositories) the SentencePiece tokenizer.model, with bos/eos from the
+ * tokenizer_config.json beside it, and the chat template as transformers picks it:
+ * chat_template.jinja when the directory has one (transformers 5 saves the
  * template there and may leave it out of tokenizer_config.json), else tokenizer_config.json's
  * chat_template: a string, or a list of {name, template} of which the one named "default" counts. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,13 +55,15 @@ static pt_status jinja_read(const char *dir, char **text)
     return st;
 }
 
-static pt_status no_tokenizer_json(const char *dir)
+/* dir's tokenizer file into path: tokenizer.json, else tokenizer.model (*spm set). */
+static pt_status tokenizer_file(const char *dir, char *path, size_t size, bool *spm)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
-    if (access(path, F_OK) == 0)
-        return ERR(PT_ERR_USER, "%s: the model has only a SentencePiece tokenizer.model; ptrain reads tokenizer.json: "
-                   "write one with transformers (AutoTokenizer.from_pretrained(dir).save_pretrained(dir))", dir);
+    snprintf(path, size, "%s/tokenizer.json", dir);
+    *spm = false;
+    if (access(path, F_OK) == 0) return PT_OK;
+    snprintf(path, size, "%s/tokenizer.model", dir);
+    *spm = access(path, F_OK) == 0;
+    if (*spm) return PT_OK;
     return ERR(PT_ERR_USER, "%s: no tokenizer.json in the model directory; download the model's tokenizer files too "
                "(tokenizer.json, tokenizer_config.json)", dir);
 }
@@ -67,12 +71,12 @@ static pt_status no_tokenizer_json(const char *dir)
 pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out)
 {
     char path[4200];
+    bool spm;
     *out = NULL;
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (access(path, F_OK) != 0) return no_tokenizer_json(dir);
+    TRY(tokenizer_file(dir, path, sizeof path, &spm));
     char *tmpl;
     TRY(jinja_read(dir, &tmpl));
-    pt_status st = tokenizer_from_json(path, out);
+    pt_status st = spm ? tokenizer_from_spm_model(path, out) : tokenizer_from_json(path, out);
     if (st == PT_OK && tmpl) st = tokenizer_set_chat_template(*out, tmpl);
     free(tmpl);
     if (st != PT_OK) {

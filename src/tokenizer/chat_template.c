@@ -1,15 +1,18 @@
 /* chat_template.c — the built-in chat templates, rendering exactly what transformers'
  * apply_chat_template renders for the models' own Jinja templates: chatml, smollm2 (ChatML with
- * SmolLM2's default system prompt), llama-3 (Llama 3 Instruct: contents trimmed), alpaca
- * (Unsloth's multi-turn Alpaca, plus an "input" role for the "### Input:" block), gemma (Gemma's
- * turns, contents trimmed, a system message folded into the first turn as Gemma 3 does) and
- * mistral (Mistral's V1 [INST] format of Mistral-7B-Instruct-v0.1), mistral-v3 (the format of
+ * SmolLM2's default system prompt), qwen2.5 (ChatML with Qwen's default system prompt and tool
+ * results as user turns), llama-3 (Llama 3 Instruct: contents trimmed), llama-3.1 and llama-3.2
+ * (Llama 3.1/3.3 and 3.2 Instruct: a dated system block first), alpaca (Unsloth's multi-turn
+ * Alpaca, plus an "input" role for the "### Input:" block), gemma (Gemma's turns, contents
+ * trimmed, a system message folded into the first turn as Gemma 3 does), mistral (Mistral's V1
+ * [INST] format of Mistral-7B-Instruct-v0.1) and mistral-v3 (the format of
  * Mistral-7B-Instruct-v0.3); and detecting which of them a model's template text is. gemma and the
  * mistral ones refuse what their templates refuse (roles that do not alternate from user), with a
  * message naming the message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ptrain/tokenizer.h"
 
@@ -92,6 +95,101 @@ static pt_status render_llama3(const char *bos, const char *eos, const chat_mess
     return PT_OK;
 }
 
+/* ---- llama-3.1, llama-3.2: Llama 3.1+ Instruct, a dated system block always first ---- */
+
+/* "Today Date: " of Llama 3.2's template: strftime_now("%d %b %Y"), the day the text is rendered
+ * (SOURCE_DATE_EPOCH, when set, pins it, as for reproducible builds). */
+static void today_string(char *out, size_t n)
+{
+    time_t now = time(NULL);
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (epoch && *epoch) now = (time_t)strtoll(epoch, NULL, 10);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(out, n, "%d %b %Y", &tm);
+}
+
+/* Jinja's tojson of a string in transformers (Python's json.dumps, ensure_ascii=False): quoted,
+ * with '"', '\\' and control characters escaped, everything else as it is. (jansson writes
+ * \u001F where Python writes \u001f, so it is not used here.) */
+static void py_json_string(const char *s, strbuf *out)
+{
+    sb_printf(out, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        const char *esc = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n" : *p == '\r' ? "\\r"
+                        : *p == '\t' ? "\\t" : *p == '\b' ? "\\b" : *p == '\f' ? "\\f" : NULL;
+        if (esc) sb_printf(out, "%s", esc);
+        else if (*p < 0x20) sb_printf(out, "\\u%04x", *p);
+        else sb_printf(out, "%c", *p);
+    }
+    sb_printf(out, "\"");
+}
+
+/* Llama 3.1's template (3.3's is the same): the system block names the knowledge cutoff and a
+ * date, holds the trimmed system message (or nothing), and tool results come as "ipython", their
+ * content as JSON (a string is iterable to Jinja, so tojson quotes it). */
+static pt_status llama31_turns(const char *bos, const char *date, const chat_message *msgs, int n, bool gen,
+                               strbuf *out)
+{
+    if (n == 0) return ERR(PT_ERR_USER, "chat template llama-3.1: no messages (its template reads the first one)");
+    int sys = is_role(&msgs[0], "system");
+    size_t start = 0, len = 0;
+    if (sys) py_strip(msgs[0].content, &start, &len);
+    sb_printf(out, "%s<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: "
+                   "%s\n\n%.*s<|eot_id|>", bos ? bos : "<|begin_of_text|>", date, (int)len,
+              sys ? msgs[0].content + start : "");
+    for (int i = sys; i < n; i++) {
+        if (is_role(&msgs[i], "tool") || is_role(&msgs[i], "ipython")) {
+            sb_printf(out, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            py_json_string(msgs[i].content, out);
+            sb_printf(out, "<|eot_id|>");
+            continue;
+        }
+        py_strip(msgs[i].content, &start, &len);
+        sb_printf(out, "<|start_header_id|>%s<|end_header_id|>\n\n%.*s<|eot_id|>", msgs[i].role, (int)len,
+                  msgs[i].content + start);
+    }
+    if (gen) sb_printf(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return PT_OK;
+}
+
+static pt_status render_llama31(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
+{
+    (void)eos;
+    return llama31_turns(bos, "26 Jul 2024", msgs, n, gen, out);
+}
+
+static pt_status render_llama32(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
+{
+    (void)eos;
+    char date[64];
+    today_string(date, sizeof date);
+    return llama31_turns(bos, date, msgs, n, gen, out);
+}
+
+/* ---- qwen2.5: ChatML with Qwen's default system prompt; tool results as a user turn ---- */
+
+#define QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
+static pt_status render_qwen25(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
+{
+    (void)bos, (void)eos;
+    if (n == 0) return ERR(PT_ERR_USER, "chat template qwen2.5: no messages (its template reads the first one)");
+    sb_printf(out, "<|im_start|>system\n%s<|im_end|>\n", is_role(&msgs[0], "system") ? msgs[0].content : QWEN25_SYSTEM);
+    for (int i = 0; i < n; i++) {
+        bool tool = is_role(&msgs[i], "tool");
+        if (tool) { /* a run of tool results is one user turn */
+            bool first = i == 0 || !is_role(&msgs[i - 1], "tool"), last = i == n - 1 || !is_role(&msgs[i + 1], "tool");
+            sb_printf(out, "%s\n<tool_response>\n%s\n</tool_response>%s", first ? "<|im_start|>user" : "",
+                      msgs[i].content, last ? "<|im_end|>\n" : "");
+        } else if (is_role(&msgs[i], "user") || is_role(&msgs[i], "assistant") || (is_role(&msgs[i], "system") && i > 0)) {
+            sb_printf(out, "<|im_start|>%s\n%s<|im_end|>\n", msgs[i].role, msgs[i].content);
+        } /* any other role: the template writes nothing for it */
+    }
+    if (gen) sb_printf(out, "<|im_start|>assistant\n");
+    return PT_OK;
+}
+
 /* ---- alpaca ---- */
 
 static pt_status render_alpaca(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
@@ -167,7 +265,8 @@ static pt_status render_mistral_v3(const char *bos, const char *eos, const chat_
                                    strbuf *out)
 {
     (void)gen;
-    int sys = n > 0 && is_role(&msgs[0], "system");
+    if (n == 0) return ERR(PT_ERR_USER, "chat template mistral-v3: no messages (its template reads the first one)");
+    int sys = is_role(&msgs[0], "system");
     sb_printf(out, "%s", bos ? bos : "<s>");
     for (int i = sys; i < n; i++) {
         TRY(turn_order("mistral-v3", msgs, i, i - sys));
@@ -196,6 +295,9 @@ static const struct {
     {"chatml", render_chatml},
     {"smollm2", render_smollm2},
     {"llama-3", render_llama3},
+    {"llama-3.1", render_llama31},
+    {"llama-3.2", render_llama32},
+    {"qwen2.5", render_qwen25},
     {"alpaca", render_alpaca},
     {"gemma", render_gemma},
     {"mistral", render_mistral},
@@ -211,8 +313,8 @@ pt_status chat_render_with_tokens(const char *name, const char *bos, const char 
         if (!msgs[i].role || !msgs[i].content) return ERR(PT_ERR_USER, "chat message %d has no role or no content", i);
     for (int k = 0; name && k < N_TEMPLATES; k++)
         if (strcmp(name, templates[k].name) == 0) return templates[k].fn(bos, eos, msgs, n, add_generation_prompt, out);
-    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, llama-3, alpaca, gemma, mistral, "
-               "mistral-v3)",
+    return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, qwen2.5, llama-3, llama-3.1, "
+               "llama-3.2, alpaca, gemma, mistral, mistral-v3)",
                name ? name : "(null)");
 }
 
@@ -256,13 +358,33 @@ static bool mistral_v3(const char *text)
            strstr(text, "loop.last and system_message is defined");
 }
 
+/* Llama 3.1's template (and 3.3's): the date "26 Jul 2024" unless given, trimmed contents. Llama
+ * 3.2's differs in the date only: strftime_now, the day of rendering. */
+static bool llama31(const char *text)
+{
+    return strstr(text, "{%- set date_string = \"26 Jul 2024\" %}") && !strstr(text, "strftime_now") &&
+           strstr(text, "message['content'] | trim + '<|eot_id|>'");
+}
+
+static bool llama32(const char *text)
+{
+    return strstr(text, "strftime_now(\"%d %b %Y\")") && strstr(text, "message['content'] | trim + '<|eot_id|>'");
+}
+
 const char *chat_template_detect(const char *text)
 {
     if (!text) return NULL;
-    if (strstr(text, "<|start_header_id|>") && strstr(text, "<|eot_id|>"))
-        return strstr(text, "Cutting Knowledge Date") ? NULL : "llama-3"; /* 3.1+ write a dated system block */
+    if (strstr(text, "<|start_header_id|>") && strstr(text, "<|eot_id|>")) {
+        if (!strstr(text, "Cutting Knowledge Date")) return "llama-3";
+        return llama31(text) ? "llama-3.1" : llama32(text) ? "llama-3.2" : NULL; /* a dated system block */
+    }
+    if (strstr(text, "<think>") || strstr(text, "enable_thinking")) return NULL; /* reasoning models' formats */
     if (strstr(text, "<|im_start|>")) {
-        if (strstr(text, "named SmolLM")) return "smollm2";
+        /* SmolLM2's own system line; SmolLM3's (a longer one, with thinking modes) is another template */
+        if (strstr(text, "named SmolLM, trained by Hugging Face<|im_end|>")) return "smollm2";
+        if (strstr(text, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") &&
+            strstr(text, "<tool_response>") && strstr(text, "(message.role == \"system\" and not loop.first)"))
+            return "qwen2.5";
         return chatml_default_system(text) ? NULL : "chatml";
     }
     if (strstr(text, "### Instruction:") && strstr(text, "### Response:")) return "alpaca";

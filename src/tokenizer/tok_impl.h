@@ -10,7 +10,9 @@
  *
  * The parts, one concern per file in src/tokenizer/: bpe.c (BPE merges, encode, decode, the
  * public API), tok_utf8.c, tok_maps.c, tok_pretok.c, tok_norm.c, tok_added.c, tok_load.c,
- * tok_spm.c, tok_json.c, tok_json_spm.c, tok_gguf.c and tok_gguf_spm.c. A function one file
+ * tok_spm.c, tok_json.c, tok_json_spm.c, tok_gguf.c, tok_gguf_spm.c, tok_spm_model.c and
+ * tok_spm_config.c (from a tokenizer.model), tok_norm_align.c; normalize.c (NFC ... NFKD and
+ * Precompiled) and spm_proto.c (the protobuf reader) have headers of their own. A function one file
  * uses alone is static there; the ones used across files are declared at the end of this
  * header, by file, all named tok_*. Nothing here is part of ptrain's API (that is
  * ptrain/tokenizer.h). */
@@ -26,6 +28,7 @@
 #include <stdint.h>
 
 #include "ptrain/tokenizer.h"
+#include "spm_proto.h"
 
 /* byte string -> int32 (open addressing; keys point into memory owned elsewhere) */
 typedef struct {
@@ -59,12 +62,17 @@ typedef struct {
 
 typedef enum { TOK_BYTE_LEVEL, TOK_SPM } tok_kind;
 
-/* a normalizer step: Prepend text, or Replace every match of re with text */
+/* a normalizer step: Prepend text, Replace every match of re with text, a Unicode normalization
+ * form (NFC/NFD/NFKC/NFKD), or a SentencePiece precompiled charsmap (normalize.h) */
+typedef enum { NORM_PREPEND, NORM_REPLACE, NORM_UNICODE, NORM_CHARSMAP } norm_kind;
 typedef struct {
-    pcre2_code *re; /* NULL: Prepend */
+    norm_kind kind;
+    pcre2_code *re; /* NORM_REPLACE */
     bool jit;
-    char *text;
+    char *text; /* NORM_PREPEND, NORM_REPLACE */
     size_t len;
+    int form;              /* NORM_UNICODE: a unorm_form */
+    struct charsmap *cmap; /* NORM_CHARSMAP */
 } norm_step;
 
 enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER };
@@ -284,9 +292,16 @@ pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
 pt_status tok_norm_add_prepend(pt_tokenizer *t, const char *text, size_t len);
 pt_status tok_norm_add_replace(pt_tokenizer *t, const char *where, const char *pat, size_t plen, bool literal,
                                const char *content, size_t clen);
+/* A Unicode normalization form step (form: a unorm_form of normalize.h). */
+pt_status tok_norm_add_unicode(pt_tokenizer *t, int form);
+/* A Precompiled step: the precompiled_charsmap blob[0, len) (copied); where names it in errors. */
+pt_status tok_norm_add_charsmap(pt_tokenizer *t, const char *where, const uint8_t *blob, size_t len);
 void tok_norm_free(pt_tokenizer *t);
 /* Text between raw-matched added tokens: normalized, then split on the normalized added tokens. */
 pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len);
+/* tok_norm_align.c: whether s[0, len), the start of the input, normalizes to a text that still
+ * starts at offset 0 (tokenizers' alignments; Metaspace's prepend "first" asks). */
+pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
 pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out);
 
@@ -336,6 +351,10 @@ void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
 /* An error naming file and the JSON path of the value. */
 __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
                                                          const char *fmt, ...);
+/* The JSON object in the file at path (big integers read as reals). */
+pt_status tok_json_open(const char *path, json_t **root);
+/* t->chat_template from tokenizer_config.json's chat_template (file, its name, is cfg). */
+pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg);
 /* obj[key] as a boolean: def when absent or null. */
 pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out);
 
@@ -359,6 +378,24 @@ pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
 /* ---- tok_gguf_spm.c ---- */
 
 pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
+
+/* ---- tok_spm_model.c, tok_spm_config.c: a tokenizer from a SentencePiece tokenizer.model ---- */
+
+/* How transformers converts the model, as the tokenizer_config.json beside it says. */
+typedef struct {
+    const spm_model *m;
+    const json_t *cfg;    /* tokenizer_config.json, or NULL */
+    const char *cfg_path; /* its name, for messages */
+    bool llama;           /* LlamaTokenizer's conversion, else TokenizersBackend's (the model's own settings) */
+    bool legacy;          /* legacy: a dummy prefix before every piece between added tokens */
+    bool prefix;          /* LlamaTokenizer's add_prefix_space */
+} spm_conv;
+
+/* Which conversion, from tokenizer_class; legacy and add_prefix_space. */
+pt_status tok_spm_conv_init(const pt_tokenizer *t, spm_conv *cv, const spm_model *m, const json_t *cfg,
+                            const char *cfg_path);
+/* The added tokens, bos/eos/pad, add_bos_token / add_eos_token and the chat template. */
+pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
 
 /* ---- bpe.c ---- */
 

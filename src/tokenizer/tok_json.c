@@ -26,7 +26,7 @@ __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_st
     return ERR(st, "%s: %s: %s", file, path, msg);
 }
 
-static pt_status json_open(const char *path, json_t **root)
+pt_status tok_json_open(const char *path, json_t **root)
 {
     if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
     json_error_t je;
@@ -288,7 +288,7 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     return PT_OK;
 }
 
-static pt_status json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
+pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
 {
     const json_t *v = json_object_get(cfg, "chat_template"), *list = v;
     if (json_is_array(list)) v = NULL; /* [{name, template}]: the one named "default" */
@@ -315,10 +315,10 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     memcpy(file, path, dir);
     strcpy(file + dir, "tokenizer_config.json");
     json_t *cfg = NULL;
-    pt_status rc = access(file, F_OK) == 0 ? json_open(file, &cfg) : PT_OK;
+    pt_status rc = access(file, F_OK) == 0 ? tok_json_open(file, &cfg) : PT_OK;
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
-    if (rc == PT_OK && cfg) rc = json_config_template(t, file, cfg);
+    if (rc == PT_OK && cfg) rc = tok_json_config_template(t, file, cfg);
     json_decref(cfg);
     free(file);
     return rc;
@@ -341,7 +341,7 @@ pt_status tokenizer_from_json(const char *path, pt_tokenizer **out)
 {
     *out = NULL;
     json_t *root;
-    TRY(json_open(path, &root));
+    TRY(tok_json_open(path, &root));
     pt_tokenizer *t = NULL;
     pt_status rc = tok_new(path, &t);
     if (rc == PT_OK) rc = json_build(t, root, path);

@@ -1,11 +1,14 @@
 /* tok_json_spm.c — the parts of a tokenizer.json that SentencePiece-style BPE uses (and that
- * byte-level BPE may): the normalizer (Prepend, Replace and their Sequence), the Metaspace
- * pre-tokenizer, the decoder (Replace, ByteFallback, Fuse, Strip, Metaspace and their Sequence),
- * and the post-processor's bos/eos. Errors name the file and the JSON path of the value. */
+ * byte-level BPE may): the normalizer (Prepend, Replace, NFC, NFD, NFKC, NFKD, Precompiled and
+ * their Sequence), the Metaspace pre-tokenizer, the decoder (Replace, ByteFallback, Fuse, Strip,
+ * Metaspace and their Sequence), and the post-processor's bos/eos. Errors name the file and the
+ * JSON path of the value. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "normalize.h"
 #include "ptrain/error.h"
 #include "tok_impl.h"
 
@@ -67,6 +70,21 @@ static pt_status json_norm_replace(pt_tokenizer *t, const json_t *n, const char 
     return tok_norm_add_replace(t, where, pat, plen, literal, content, clen);
 }
 
+/* Precompiled: precompiled_charsmap, SentencePiece's compiled rules in base64. */
+static pt_status json_norm_precompiled(pt_tokenizer *t, const json_t *n, const char *path)
+{
+    const char *b64;
+    size_t len, size;
+    char where[300];
+    uint8_t *blob;
+    TRY(json_str(t, n, "precompiled_charsmap", path, &b64, &len));
+    snprintf(where, sizeof where, "%s.precompiled_charsmap", path);
+    TRY(base64_decode(t->source, where, b64, len, &blob, &size));
+    pt_status rc = tok_norm_add_charsmap(t, where, blob, size);
+    free(blob);
+    return rc;
+}
+
 static pt_status json_norm_one(pt_tokenizer *t, const json_t *n, const char *path)
 {
     if (!json_is_object(n)) return tok_jerr(t->source, PT_ERR_USER, path, "expected an object");
@@ -79,9 +97,13 @@ static pt_status json_norm_one(pt_tokenizer *t, const json_t *n, const char *pat
         TRY(json_str(t, n, "prepend", path, &text, &len));
         return tok_norm_add_prepend(t, text, len);
     }
+    unorm_form form;
+    if (unorm_from_name(type, &form)) return tok_norm_add_unicode(t, (int)form);
+    if (strcmp(type, "Precompiled") == 0) return json_norm_precompiled(t, n, path);
     char where[300];
     snprintf(where, sizeof where, "%s.type", path);
-    return tok_jerr(t->source, PT_ERR_UNSUPPORTED, where, "\"%s\" is not supported (supported: Prepend, Replace, Sequence)",
+    return tok_jerr(t->source, PT_ERR_UNSUPPORTED, where,
+                    "\"%s\" is not supported (supported: Prepend, Replace, NFC, NFD, NFKC, NFKD, Precompiled, Sequence)",
                     type);
 }
 

@@ -1,11 +1,14 @@
 /* tok_norm.c — normalizers as Hugging Face `tokenizers` runs them on the text between added
- * tokens: Prepend (text before a non-empty piece) and Replace (every match of a string or regex,
- * left to right, without overlaps), in sequence. SentencePiece-style tokenizers use them to turn
- * spaces into "▁" and to add the dummy prefix (Llama 2's Prepend("▁") + Replace(" ", "▁")).
+ * tokens: Prepend (text before a non-empty piece), Replace (every match of a string or regex,
+ * left to right, without overlaps), NFC/NFD/NFKC/NFKD and Precompiled (SentencePiece's compiled
+ * rules; both in normalize.c), in sequence. SentencePiece-style tokenizers use them to turn
+ * spaces into "▁" and to add the dummy prefix (Llama 2's Prepend("▁") + Replace(" ", "▁")), and
+ * a tokenizer.model's own normalization rules come as Precompiled.
  * A normalized added token is matched by its normalized content, as `tokenizers` does. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "normalize.h"
 #include "ptrain/error.h"
 #include "tok_impl.h"
 
@@ -28,7 +31,21 @@ static pt_status norm_push(pt_tokenizer *t, norm_step st, const char *text, size
 
 pt_status tok_norm_add_prepend(pt_tokenizer *t, const char *text, size_t len)
 {
-    return norm_push(t, (norm_step){0}, text, len);
+    return norm_push(t, (norm_step){.kind = NORM_PREPEND}, text, len);
+}
+
+pt_status tok_norm_add_unicode(pt_tokenizer *t, int form)
+{
+    return norm_push(t, (norm_step){.kind = NORM_UNICODE, .form = form}, "", 0);
+}
+
+pt_status tok_norm_add_charsmap(pt_tokenizer *t, const char *where, const uint8_t *blob, size_t len)
+{
+    norm_step st = {.kind = NORM_CHARSMAP};
+    TRY(charsmap_load(t->source, where, blob, len, &st.cmap));
+    pt_status rc = norm_push(t, st, "", 0);
+    if (rc != PT_OK) charsmap_free(st.cmap);
+    return rc;
 }
 
 /* Replace matches of pattern (a regex, or a literal when literal) with content. A pattern that
@@ -37,7 +54,7 @@ pt_status tok_norm_add_prepend(pt_tokenizer *t, const char *text, size_t len)
 pt_status tok_norm_add_replace(pt_tokenizer *t, const char *where, const char *pat, size_t plen, bool literal,
                                const char *content, size_t clen)
 {
-    norm_step st = {0};
+    norm_step st = {.kind = NORM_REPLACE};
     if (plen == 0) return ERR(PT_ERR_USER, "%s: %s: the pattern is empty", t->source, where);
     TRY(tok_regex_compile(t->source, where, pat, plen, literal, 0, &st.re, &st.jit));
     uint32_t minlen = 1;
@@ -54,6 +71,7 @@ void tok_norm_free(pt_tokenizer *t)
 {
     for (int i = 0; i < t->n_norm; i++) {
         pcre2_code_free(t->norm[i].re);
+        charsmap_free(t->norm[i].cmap);
         free(t->norm[i].text);
     }
     free(t->norm);
@@ -77,6 +95,28 @@ static pt_status norm_replace(enc_ctx *c, const norm_step *st, const char *in, s
     return PT_OK;
 }
 
+/* A normalization form or a charsmap over in[0, len) into out. */
+static pt_status norm_table(const norm_step *st, const char *in, size_t len, rbuf *out)
+{
+    char *res;
+    size_t n;
+    if (st->kind == NORM_UNICODE) TRY(unorm_apply((unorm_form)st->form, in, len, &res, &n));
+    else TRY(charsmap_apply(st->cmap, in, len, &res, &n));
+    tok_rbuf_put(out, res, n);
+    free(res);
+    return PT_OK;
+}
+
+/* One step over in[0, len) into out. */
+static pt_status norm_step_apply(enc_ctx *c, const norm_step *st, const char *in, size_t len, rbuf *out)
+{
+    if (st->kind == NORM_REPLACE) return norm_replace(c, st, in, len, out);
+    if (st->kind != NORM_PREPEND) return norm_table(st, in, len, out);
+    if (len) tok_rbuf_put(out, st->text, st->len);
+    tok_rbuf_put(out, in, len);
+    return PT_OK;
+}
+
 /* Normalize s[0, len) with every step into *out (malloc'd, NUL-terminated). */
 static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
 {
@@ -86,12 +126,7 @@ static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
         const norm_step *st = &c->tok->norm[i];
         rbuf next = {0};
         pt_status rc = PT_OK;
-        if (!st->re) {
-            if (cur.n) tok_rbuf_put(&next, st->text, st->len);
-            tok_rbuf_put(&next, cur.p ? cur.p : "", cur.n);
-        } else {
-            rc = norm_replace(c, st, cur.p ? cur.p : "", cur.n, &next);
-        }
+        rc = norm_step_apply(c, st, cur.p ? cur.p : "", cur.n, &next);
         free(cur.p);
         cur = next;
         if (rc != PT_OK) {
@@ -107,6 +142,15 @@ static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
     return PT_OK;
 }
 
+/* Whether a Metaspace step prepends to the input's first piece only (whose normalized text may no
+ * longer start at offset 0). */
+static bool norm_asks_first(const pt_tokenizer *t)
+{
+    for (int i = 0; i < t->n_steps; i++)
+        if (t->steps[i].metaspace && t->steps[i].prepend == PREPEND_FIRST) return true;
+    return false;
+}
+
 /* Text between raw-matched added tokens: normalized, then split on the normalized added tokens.
  * The piece that starts the text keeps that status in its normalized copy (Metaspace "first"). */
 pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len)
@@ -115,8 +159,9 @@ pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len)
     rbuf n = {0};
     TRY(norm_apply(c, s, len, &n));
     bool first = s == c->text_start;
+    pt_status rc = first && norm_asks_first(c->tok) ? tok_norm_first_kept(c, s, len, &first) : PT_OK;
     c->text_start = first ? n.p : NULL;
-    pt_status rc = n.n ? tok_added_split(c, 1, n.p, n.n) : PT_OK;
+    if (rc == PT_OK && n.n) rc = tok_added_split(c, 1, n.p, n.n);
     c->text_start = NULL;
     free(n.p);
     return rc;

@@ -220,7 +220,7 @@ ok "SmolLM2's Modelfile renders ptrain's prompt (a system prompt)" render_same "
 run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q" --gguf f32 --ollama q
 ok "a model without a template gets chatml, as training renders" render_same "$tmp/q/Modelfile" \
     "$PTRAIN_SRCDIR/tests/data/qwen2/hf" "Speak like a pirate."
-for t in chatml smollm2 llama-3 gemma mistral mistral-v3 alpaca; do
+for t in chatml smollm2 qwen2.5 llama-3 llama-3.1 llama-3.2 gemma mistral mistral-v3 alpaca; do
     run export --model "$model" --adapter "$slora" --out "$tmp/t-$t" --ollama x --chat-template "$t"
     "$tmp/mfcheck" "$tmp/t-$t/Modelfile" "Hello there" "Be brief." >"$tmp/go.txt" 2>&1
     ok "the $t TEMPLATE parses and runs in Go's text/template with the prompt and system" \

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/tok_utf8.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_spm.c src/tokenizer/chat_template.c src/model/gguf.c src/util.c src/jsonfile.c src/error.c */
+/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/tok_utf8.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/gguf.c src/util.c src/jsonfile.c src/error.c */
 /* fuzz_tokenizer.c — libFuzzer target for the tokenizer: the first input byte (mod 5) picks one of
  * four small committed tokenizer.json files (tests/data/tokenizer/: qwen2-mini with lstrip /
  * rstrip / single_word tokens, llama3-mini with ignore_merges, gpt2-mini with add_prefix_space,

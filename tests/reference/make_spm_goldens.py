@@ -64,7 +64,8 @@ What it writes (under tests/data/tokenizer/spm/):
                                  added token), and the decoded text
   chat_goldens.json
                  apply_chat_template renderings (transformers' Jinja renderer) of conversations
-                 with the gemma and mistral templates written below, cases the templates refuse,
+                 with the gemma and mistral templates written below and Mistral-7B-Instruct-v0.3's
+                 own (tests/data/real/templates), cases the templates refuse,
                  and the template texts chat_template_detect must and must not recognise.
 Not committed: Mistral's V1 SentencePiece model (tokenizer.model.v1, 32,000 pieces, the one of
 Mistral-7B v0.1) from the PyPI package mistral_common 1.12.0, kept as
@@ -143,6 +144,21 @@ MISTRAL = (
     "{% endfor %}"
 )
 
+
+def real_template(name):
+    """A chat template as published, from the corpus of real files (tests/data/real/templates)."""
+    with open(os.path.join(HERE, "..", "data", "real", "templates", name + ".jinja"), encoding="utf-8",
+              newline="") as f:
+        return f.read()
+
+
+# Mistral's v3 template (Mistral-7B-Instruct-v0.3's format; the copy is Mistral-Large-Instruct-2407's,
+# see tests/data/real/SOURCES.md), and Mistral Nemo's tekken variant ("[INST]" with no space after,
+# replies untrimmed), which is another format
+MISTRAL_V3 = real_template("mistralai-Mistral-Large-Instruct-2407")
+MISTRAL_TEKKEN = real_template("mistralai-Mistral-Nemo-Instruct-2407")
+
+
 CONVERSATIONS = corpus_maker.CONVERSATIONS + [
     [{"role": "system", "content": "  Be brief.\n"}, {"role": "user", "content": "Hi"},
      {"role": "assistant", "content": "Hello!"}, {"role": "user", "content": " again "},
@@ -169,6 +185,8 @@ DETECT = [
      "{% endif %}{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
      "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}", "gemma"),
     (MISTRAL, "mistral"),
+    (MISTRAL_V3, "mistral-v3"),
+    (MISTRAL_TEKKEN, None),
     ("{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}"
      "{{- ' [INST] ' + message['content'] + ' [/INST]' }}{%- elif message['role'] == 'assistant' %}"
      "{{- ' ' + message['content'] + eos_token}}{%- endif %}{%- endfor %}", "mistral"),
@@ -197,18 +215,24 @@ def render(template, messages, gen, bos, eos):
 def chat_goldens():
     cases = []
     plan = [("gemma", GEMMA, "<bos>", None, False), ("gemma", GEMMA, "<s>", "</s>", True),
-            ("mistral", MISTRAL, "<s>", "</s>", False), ("mistral", MISTRAL, "<BOS>", "<EOS>", True)]
+            ("mistral", MISTRAL, "<s>", "</s>", False), ("mistral", MISTRAL, "<BOS>", "<EOS>", True),
+            ("mistral-v3", MISTRAL_V3, "<s>", "</s>", False), ("mistral-v3", MISTRAL_V3, "<BOS>", "<EOS>", True)]
+    refused = []
     for name, tmpl, bos, eos, explicit in plan:
         for msgs in CONVERSATIONS:
             for gen in (False, True):
-                case = {"template": name, "messages": msgs, "add_generation_prompt": gen,
-                        "expected": render(tmpl, msgs, gen, bos, eos or "")}
+                try:
+                    expected = render(tmpl, msgs, gen, bos, eos or "")
+                except Exception as e:  # v3 reads messages[0]: no messages at all is an error there
+                    if not explicit and not gen:
+                        refused.append({"template": name, "messages": msgs, "why": str(e)})
+                    continue
+                case = {"template": name, "messages": msgs, "add_generation_prompt": gen, "expected": expected}
                 if explicit:
                     case["bos"], case["eos"] = bos, eos
                 cases.append(case)
-    refused = []
-    for name, tmpl in (("gemma", GEMMA), ("mistral", MISTRAL)):
-        for msgs in REFUSED + (REFUSED_MISTRAL if name == "mistral" else []):
+    for name, tmpl in (("gemma", GEMMA), ("mistral", MISTRAL), ("mistral-v3", MISTRAL_V3)):
+        for msgs in REFUSED + (REFUSED_MISTRAL if name.startswith("mistral") else []):
             try:
                 render(tmpl, msgs, False, "<s>", "</s>")
             except Exception as e:  # the template's raise_exception

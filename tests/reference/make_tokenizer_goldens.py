@@ -447,16 +447,38 @@ CONVERSATIONS = [
      {"role": "user", "content": "多谢"}],
     [{"role": "system", "content": ""}, {"role": "user", "content": "empty system"}],
 ]
+# conversations with tool results, for the templates that render them (qwen2.5, llama-3.1/3.2)
+TOOL_CONVERSATIONS = [
+    [{"role": "user", "content": "Weather in Paris?"}, {"role": "assistant", "content": "Calling the tool."},
+     {"role": "tool", "content": "18 C, sunny"}, {"role": "tool", "content": " wind 5 km/h "},
+     {"role": "assistant", "content": "It is 18 C and sunny."}],
+    [{"role": "system", "content": " Be brief. "}, {"role": "tool", "content": "{\"x\": 1}"},
+     {"role": "system", "content": "late system"}, {"role": "user", "content": "ok"}],
+    [{"role": "user", "content": "x"}, {"role": "tool", "content": "a\nb\t\"q\" \\ \u00e9 \u0001\r\b\f/"}],
+]
+REAL_TEMPLATES = os.path.join(HERE, "..", "data", "real", "templates")
+
+
+def real_template(name):
+    """A chat template as published, from the corpus of real files (tests/data/real/templates)."""
+    with open(os.path.join(REAL_TEMPLATES, name + ".jinja"), encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+# Llama 3.2's template dates its system block with strftime_now: the goldens pass this date, and
+# the C test pins ptrain's clock to the same day (SOURCE_DATE_EPOCH=1700000000, TZ=UTC)
+LLAMA32_DATE = "14 Nov 2023"
+
 ALPACA_CONVERSATIONS = CONVERSATIONS[:3] + [
     [{"role": "user", "content": "Translate to French."}, {"role": "input", "content": "Good morning"},
      {"role": "assistant", "content": "Bonjour"}],
 ]
 
 
-def render(template, messages, gen, bos="", eos=""):
+def render(template, messages, gen, bos="", eos="", **extra):
     from transformers.utils.chat_template_utils import render_jinja_template
     out, _ = render_jinja_template(conversations=[messages], chat_template=template,
-                                   add_generation_prompt=gen, bos_token=bos, eos_token=eos)
+                                   add_generation_prompt=gen, bos_token=bos, eos_token=eos, **extra)
     return out[0]
 
 
@@ -467,14 +489,20 @@ def chat_goldens(smollm2_template):
             ("llama-3", LLAMA3, CONVERSATIONS, None, None),
             ("alpaca", ALPACA, ALPACA_CONVERSATIONS, None, None),
             ("alpaca", ALPACA, ALPACA_CONVERSATIONS, "<s>", "</s>")]
-    defaults = {"llama-3": ("<|begin_of_text|>", "")}
+    real = [("llama-3.1", "meta-llama-Llama-3.1-8B-Instruct"), ("llama-3.1", "meta-llama-Llama-3.3-70B-Instruct"),
+            ("llama-3.2", "meta-llama-Llama-3.2-3B-Instruct"), ("qwen2.5", "Qwen-Qwen2.5-7B-Instruct")]
+    plan += [(name, real_template(f), CONVERSATIONS + TOOL_CONVERSATIONS, None, None) for name, f in real]
+    plan += [("llama-3.1", real_template(real[0][1]), CONVERSATIONS, "<BOS>", "")]
+    defaults = {"llama-3": ("<|begin_of_text|>", ""), "llama-3.1": ("<|begin_of_text|>", ""),
+                "llama-3.2": ("<|begin_of_text|>", "")}
     for name, tmpl, convs, bos, eos in plan:
+        extra = {"date_string": LLAMA32_DATE} if name == "llama-3.2" else {}
         for msgs in convs:
             for gen in (False, True):
                 dbos, deos = defaults.get(name, ("", ""))
                 case = {"template": name, "messages": msgs, "add_generation_prompt": gen,
                         "expected": render(tmpl, msgs, gen, bos if bos is not None else dbos,
-                                           eos if eos is not None else deos)}
+                                           eos if eos is not None else deos, **extra)}
                 if bos is not None:
                     case["bos"], case["eos"] = bos, eos
                 cases.append(case)
@@ -484,6 +512,9 @@ def chat_goldens(smollm2_template):
               {"text": "{{'<|im_start|>system\\nYou are Qwen.<|im_end|>\\n'}}{% for m in messages %}"
                        "{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}"
                        "{% endfor %}", "name": None}]
+    detect += [{"text": real_template(f), "name": name} for name, f in real]
+    detect += [{"text": real_template("google-gemma-2-2b-it"), "name": "gemma"},
+               {"text": real_template("HuggingFaceTB-SmolLM3-3B"), "name": None}]
     return {"renders": cases, "detect": detect}
 
 

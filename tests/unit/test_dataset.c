@@ -298,8 +298,8 @@ static void test_unknown_template(void **state)
     expect_error(load(T.smol, &ds, "max_seq_length: 512\nchat_template: vicuna\ndataset:\n  - name: \"%s\"\n",
                       D("messages.jsonl")),
                  PT_ERR_USER,
-                 "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, llama-3, alpaca, gemma, "
-                 "mistral)");
+                 "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, qwen2.5, llama-3, "
+                 "llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3)");
 }
 
 /* ---- the two labelling methods ---- */
@@ -1008,6 +1008,12 @@ static void test_no_usable_row(void **state)
     f = D("all-empty.jsonl");
     snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 empty)", f);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", f), PT_ERR_USER, want);
+    /* no row at all to shuffle (found by fuzz_dataset: the shuffle copied from a NULL row array) */
+    f = D("not-objects.jsonl");
+    snprintf(want, sizeof want, "dataset[0] %s: no usable row (2 read, 2 bad); first bad row: %s:1: expected a JSON "
+             "object, found an array", f, f);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    shuffle: true\n", f),
+                 PT_ERR_USER, want);
 }
 
 /* The conversion error for path (the caller frees the text). */

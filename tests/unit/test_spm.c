@@ -769,8 +769,9 @@ static const struct {
      "decoder.start: expected a count from 0 to 255"},
     {"{" MODEL "," META ",\"decoder\":{\"type\":\"Replace\",\"content\":\" \"}}", PT_ERR_USER,
      "decoder.pattern: expected {\"Regex\": \"...\"} or {\"String\": \"...\"}"},
-    {"{\"normalizer\":{\"type\":\"NFKC\"}," MODEL "," META "," DEC "}", PT_ERR_UNSUPPORTED,
-     "normalizer.type: \"NFKC\" is not supported (supported: Prepend, Replace, Sequence)"},
+    {"{\"normalizer\":{\"type\":\"Lowercase\"}," MODEL "," META "," DEC "}", PT_ERR_UNSUPPORTED,
+     "normalizer.type: \"Lowercase\" is not supported (supported: Prepend, Replace, NFC, NFD, NFKC, NFKD, "
+     "Precompiled, Sequence)"},
     {"{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\"}]}," MODEL "," DEC "}", PT_ERR_USER,
      "normalizer.normalizers[0].prepend: missing"},
     {"{\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"Regex\":\" *\"},\"content\":\"" SP "\"}," MODEL "," DEC "}",

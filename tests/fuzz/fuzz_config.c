@@ -1,0 +1,152 @@
+/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/export/gguf_methods.c src/util.c src/error.c */
+/* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
+ * takes (src/main.c): the input is parsed with config_parse (libyaml, the key table, the type
+ * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a
+ * launch on 1 and on 4 ranks (config_validate_launch), printed (config_print) and hashed
+ * (config_hash), every key's value shown (config_value_text), and freed.
+ * Invariants: no crash, leak or sanitizer report; a failure is a user error whose message is one
+ * or more lines, each "config.yaml:LINE:COL: ..." (or "config.yaml: ..." for an empty file), and
+ * leaves a zeroed pt_config; a success passes the launch check on 1 rank, holds every value in
+ * its key's range, a named dataset entry for each one given and the derived defaults, and hashes
+ * the same twice. The rule quantization_method is checked against the GGUF export methods of
+ * src/export/gguf_methods.c. Seed corpus: tests/fuzz/corpus/config/ (the configs of
+ * tests/configs/good and bad, and the share/examples). Built and run by tests/fuzz/run-fuzz.sh. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_internal.h"
+#include "ptrain/config.h"
+#include "ptrain/error.h"
+#include "ptrain/export.h"
+
+#define FUZZ_NAME "fuzz_config"
+#include "support.h"
+
+static FILE *devnull;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc, (void)argv;
+    devnull = fopen("/dev/null", "w");
+    CHECK(devnull != NULL);
+    return 0;
+}
+
+/* Every line of a failure's message names the file and, but for an empty file, a position. */
+static void check_message(const char *msg)
+{
+    static const char name[] = "config.yaml:";
+    CHECK(*msg);
+    for (const char *line = msg; line;) {
+        CHECK(!strncmp(line, name, sizeof name - 1));
+        const char *p = line + sizeof name - 1;
+        if (*p != ' ') { /* LINE:COL: */
+            char *end;
+            long l = strtol(p, &end, 10);
+            CHECK(end > p && l >= 1 && *end == ':');
+            p = end + 1;
+            long c = strtol(p, &end, 10);
+            CHECK(end > p && c >= 1 && *end == ':');
+        }
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+}
+
+/* A typed value within its key's range, as key_set_scalar promises. */
+static void check_value(const key_spec *spec, const void *base, bool set)
+{
+    const char *slot = (const char *)base + spec->offset;
+    switch (spec->type) {
+    case K_INT: {
+        long v = *(const long *)slot;
+        bool auto0 = (spec->flags & F_AUTO) && v == 0, unset = (spec->flags & F_MINUS1) && v == -1;
+        if (set || spec->def) CHECK(auto0 || unset || (v >= spec->min && (double)v <= spec->max));
+        break;
+    }
+    case K_FLOAT: {
+        double v = *(const double *)slot;
+        if (set || spec->def) {
+            CHECK(v == v && v >= spec->min && v <= spec->max);
+            if (spec->flags & F_MIN_EXCL) CHECK(v > spec->min);
+            if (spec->flags & F_MAX_EXCL) CHECK(v < spec->max);
+        }
+        break;
+    }
+    case K_ENUM: {
+        const char *s = *(char *const *)slot;
+        if (!s) break;
+        int i = 0;
+        while (spec->choices[i] && strcmp(spec->choices[i], s)) i++;
+        CHECK(spec->choices[i] != NULL);
+        break;
+    }
+    case K_STRLIST: {
+        const pt_strlist *l = (const pt_strlist *)slot;
+        CHECK(l->n >= 0 && (l->n == 0 || l->items));
+        for (int i = 0; i < l->n; i++) CHECK(l->items[i] != NULL);
+        break;
+    }
+    case K_STRMAP: {
+        const pt_strmap *m = (const pt_strmap *)slot;
+        for (int i = 0; i < m->n; i++) CHECK(m->keys[i] && m->values[i]);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void check_config(pt_config *cfg)
+{
+    CHECK(cfg->path && !strcmp(cfg->path, "config.yaml"));
+    for (int i = 0; i < config_nkeys; i++) check_value(&config_keys[i], cfg, cfg->is_set[i]);
+    for (int d = 0; d < cfg->n_datasets; d++) {
+        const pt_dataset_config *ds = &cfg->datasets[d];
+        CHECK(ds->name && *ds->name && ds->format && ds->seed >= 0);
+        CHECK(strcmp(ds->format, "parquet") && strcmp(ds->format, "csv"));
+        CHECK(!ds->filter_data || (ds->filter_column_value && ds->filter_value));
+        for (int i = 0; i < dataset_nkeys; i++) check_value(&dataset_keys[i], ds, true);
+    }
+    CHECK(cfg->model_name && *cfg->model_name && cfg->lora_target_modules.n > 0);
+    CHECK(cfg->save_strategy && cfg->per_device_eval_batch_size >= 1);
+    CHECK(!strncmp(cfg->metric_for_best_model, "eval_", 5));
+
+    /* what `ptrain check` does next */
+    CHECK(config_validate_launch(cfg, 1) == PT_OK);
+    pt_status st = config_validate_launch(cfg, 4);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER);
+        check_message(err_message());
+        err_clear();
+    }
+    config_print(cfg, devnull);
+    CHECK(config_hash(cfg) == config_hash(cfg));
+    for (const char *const *k = config_key_names(); *k; k++) {
+        char *text = config_value_text(cfg, *k);
+        CHECK(text || !strcmp(*k, "dataset"));
+        free(text);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const pt_config zero;
+    pt_config cfg;
+    pt_status st = config_parse("config.yaml", (const char *)data, size, &cfg, devnull);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER);
+        check_message(err_message());
+        CHECK(memcmp(&cfg, &zero, sizeof cfg) == 0);
+        err_clear();
+        return 0;
+    }
+    check_config(&cfg);
+    config_free(&cfg);
+    CHECK(memcmp(&cfg, &zero, sizeof cfg) == 0);
+    err_clear();
+    return 0;
+}
