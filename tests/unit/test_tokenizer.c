@@ -365,8 +365,8 @@ static void check_bos_goldens(bool real)
     print_message("%d tokenizers%s encode plain text as transformers does\n", checked, real ? " (model files)" : "");
     if (real && !checked) {
         print_message("SKIP reason: none of the model files of bos_goldens.json is at hand (share/scripts/"
-                      "fetch-model.sh fetches SmolLM2; tests/reference/make_tokenizer_goldens.py and "
-                      "make_spm_goldens.py put the Llama 3 and Mistral vocabularies in /tmp/models)\n");
+                      "fetch-model.sh fetches SmolLM2, share/scripts/fetch-tokenizers.sh the Llama 3 and "
+                      "Mistral vocabularies)\n");
         skip();
     }
     if (!real) assert_true(checked >= 10);
