@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #include "config_internal.h"
@@ -479,6 +480,143 @@ pt_status config_parse(const char *name, const char *text, size_t len, pt_config
         return st;
     }
     return PT_OK;
+}
+
+/* ---- what a checkpoint may keep of the config file: the text with every token blanked ---- */
+
+typedef struct {
+    size_t *start, *end; /* the values' ranges in characters, as libyaml's marks count them */
+    char **values;       /* the secret scalars' texts, to check that none is left */
+    int n, n_values, cap;
+} secret_ranges;
+
+/* hub_token, hf_token (the K_SECRET keys), in any case: HF_TOKEN: is a token too. */
+static bool secret_key(const yaml_node_t *k)
+{
+    if (k->type != YAML_SCALAR_NODE) return false;
+    for (int i = 0; i < config_nkeys; i++) {
+        const key_spec *s = &config_keys[i];
+        if (s->type == K_SECRET && (!strcasecmp(s->name, scalar_text(k)) || (s->alias && !strcasecmp(s->alias, scalar_text(k)))))
+            return true;
+    }
+    return false;
+}
+
+static void add_range(secret_ranges *r, const yaml_node_t *v)
+{
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 8;
+        r->start = realloc(r->start, (size_t)r->cap * sizeof *r->start);
+        r->end = realloc(r->end, (size_t)r->cap * sizeof *r->end);
+        r->values = realloc(r->values, (size_t)r->cap * sizeof *r->values);
+        if (!r->start || !r->end || !r->values) abort();
+    }
+    r->start[r->n] = v->start_mark.index, r->end[r->n++] = v->end_mark.index;
+    if (v->type == YAML_SCALAR_NODE) r->values[r->n_values++] = xstrdup(scalar_text(v));
+}
+
+/* Every value of a token key, at any depth (a mapping inside a list inside a mapping ...). */
+static void find_secrets(yaml_document_t *doc, yaml_node_t *node, unsigned char *seen, secret_ranges *r)
+{
+    size_t id = (size_t)(node - doc->nodes.start);
+    if (seen[id]) return; /* an alias met again (or a cycle) */
+    seen[id] = 1;
+    if (node->type == YAML_SEQUENCE_NODE)
+        for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++)
+            find_secrets(doc, yaml_document_get_node(doc, *it), seen, r);
+    if (node->type != YAML_MAPPING_NODE) return;
+    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(doc, p->key), *v = yaml_document_get_node(doc, p->value);
+        if (secret_key(k)) add_range(r, v);
+        else find_secrets(doc, v, seen, r);
+    }
+}
+
+/* The ranges of every document of text; false when libyaml cannot read all of it. */
+static bool collect_secrets(const char *text, size_t len, secret_ranges *r)
+{
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) return false;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    bool ok = true, more = true;
+    while (ok && more) {
+        yaml_document_t doc;
+        if (!yaml_parser_load(&parser, &doc)) {
+            ok = false;
+            break;
+        }
+        yaml_node_t *root = yaml_document_get_root_node(&doc);
+        more = root != NULL;
+        unsigned char *seen = root ? calloc((size_t)(doc.nodes.top - doc.nodes.start), 1) : NULL;
+        if (seen) find_secrets(&doc, root, seen, r);
+        else ok = !root;
+        free(seen);
+        yaml_document_delete(&doc);
+    }
+    yaml_parser_delete(&parser);
+    return ok;
+}
+
+/* The byte offset of libyaml's character index ch (it counts code points, and not a UTF-8 BOM). */
+static size_t byte_at(const char *text, size_t len, size_t ch)
+{
+    for (size_t i = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; i < len; i++)
+        if (((unsigned char)text[i] & 0xC0) != 0x80 && ch-- == 0) return i;
+    return len;
+}
+
+/* Past a value's anchor (&a) and tag (!!str), which stay so that aliases still resolve. */
+static size_t skip_properties(const char *text, size_t b, size_t e)
+{
+    while (b < e && (text[b] == '&' || text[b] == '!')) {
+        while (b < e && !strchr(" \t\r\n", text[b])) b++;
+        while (b < e && strchr(" \t\r\n", text[b])) b++;
+    }
+    return b;
+}
+
+static void ranges_sort(secret_ranges *r)
+{
+    for (int i = 1; i < r->n; i++) /* a handful: insertion sort */
+        for (int j = i; j > 0 && r->start[j - 1] > r->start[j]; j--) {
+            size_t s = r->start[j], e = r->end[j];
+            r->start[j] = r->start[j - 1], r->end[j] = r->end[j - 1];
+            r->start[j - 1] = s, r->end[j - 1] = e;
+        }
+}
+
+/* text with each range replaced by "(not stored)" and as many line breaks as it held. */
+static void blank_ranges(const char *text, size_t len, secret_ranges *r, strbuf *out)
+{
+    size_t at = 0;
+    ranges_sort(r);
+    for (int i = 0; i < r->n; i++) {
+        size_t b = byte_at(text, len, r->start[i]), e = byte_at(text, len, r->end[i]);
+        if (b < at) b = at; /* the same node reached twice */
+        b = skip_properties(text, b, e);
+        if (b >= e) continue;
+        sb_printf(out, "%.*s\"(not stored)\"", (int)(b - at), text + at);
+        for (size_t k = b; k < e; k++)
+            if (text[k] == '\n') sb_printf(out, "\n");
+        at = e;
+    }
+    sb_printf(out, "%.*s", (int)(len - at), text + at);
+}
+
+char *config_redact_secrets(const char *text, size_t len)
+{
+    secret_ranges r = {0};
+    strbuf out = {0};
+    bool ok = collect_secrets(text, len, &r);
+    if (ok) blank_ranges(text, len, &r, &out);
+    for (int i = 0; i < r.n_values; i++) { /* none of them is left anywhere (a comment, another key) */
+        if (ok && strlen(r.values[i]) >= 4 && strstr(sb_text(&out), r.values[i])) ok = false;
+        free(r.values[i]);
+    }
+    free(r.start), free(r.end), free(r.values);
+    char *kept = ok ? xstrdup(sb_text(&out)) : NULL;
+    sb_free(&out);
+    return kept;
 }
 
 pt_status config_load(const char *path, pt_config *cfg, FILE *warn)

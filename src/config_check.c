@@ -101,12 +101,47 @@ static void check_training(pt_config *cfg, strbuf *errors)
         rule_error(cfg, errors, "resume_from_checkpoint", "expected true, false or a checkpoint path, found \"\"");
 }
 
+/* One part of a repository id: 1 to 96 of [A-Za-z0-9_.-], first and last a word character. */
+static bool repo_part_ok(const char *s, size_t n)
+{
+    static const char word[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+    if (n < 1 || n > 96 || !strchr(word, s[0]) || !strchr(word, s[n - 1])) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!s[i] || (!strchr(word, s[i]) && s[i] != '-' && s[i] != '.')) return false;
+    return true;
+}
+
+const char *config_repo_id_problem(const char *id)
+{
+    const char *slash = id ? strchr(id, '/') : NULL;
+    if (!slash) return "it has no namespace (the user or organization it belongs to)";
+    if (strchr(slash + 1, '/')) return "it has more than one '/'";
+    if (!repo_part_ok(id, (size_t)(slash - id)) || !repo_part_ok(slash + 1, strlen(slash + 1)))
+        return "each part must be 1 to 96 letters, digits, '-', '_' or '.', and not start or end with '-' or '.'";
+    if (strstr(id, "--") || strstr(id, "..")) return "it contains \"--\" or \"..\"";
+    size_t n = strlen(id);
+    if (n >= 4 && !strcmp(id + n - 4, ".git")) return "it ends in \".git\"";
+    return NULL;
+}
+
+/* hub_model_id and hf_model_name, when given, must be ids the Hub takes. */
+static void check_repo_id(pt_config *cfg, strbuf *errors, const char *key, const char *id, const char *example)
+{
+    const char *why = missing(id) ? NULL : config_repo_id_problem(id);
+    char shown[96];
+    if (why)
+        rule_error(cfg, errors, key, "\"%s\" is not a Hub repository id: %s; write NAMESPACE/NAME with your user or "
+                   "organization name, e.g. \"%s\"", config_shown(id, shown, sizeof shown), why, example);
+}
+
 static void check_publishing(pt_config *cfg, strbuf *errors)
 {
     if (cfg->push_to_hub && missing(cfg->hub_model_id))
         rule_error(cfg, errors, "push_to_hub", "needs hub_model_id (e.g. \"yourname/model-lora\")");
     if (cfg->huggingface_save && missing(cfg->hf_model_name))
         rule_error(cfg, errors, "huggingface_save", "needs hf_model_name (e.g. \"yourname/model\")");
+    check_repo_id(cfg, errors, "hub_model_id", cfg->hub_model_id, "yourname/model-lora");
+    check_repo_id(cfg, errors, "hf_model_name", cfg->hf_model_name, "yourname/model");
     if (cfg->ollama_save && missing(cfg->ollama_model))
         rule_error(cfg, errors, "ollama_save", "needs ollama_model (a name for the Ollama model)");
     for (int i = 0; cfg->huggingface_save_gguf && i < cfg->quantization_method.n; i++)

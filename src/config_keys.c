@@ -161,6 +161,8 @@ const key_spec config_keys[] = {
      "when to push"},
     {"hub_private", NULL, K_BOOL, OFF(hub_private), "true", NULL, 0, 0, 0,
      "create the Hub repository private (ptrain's default: true)"},
+    {"hub_upload_timeout", NULL, K_FLOAT, OFF(hub_upload_timeout), "600", NULL, 0, BIG, 0,
+     "seconds the end of training waits for pushes still running"},
     {"hub_token", "hf_token", K_SECRET, 0, NULL, NULL, 0, 0, 0,
      "never read from the config: export HF_TOKEN"},
     {"huggingface_save", NULL, K_BOOL, OFF(huggingface_save), "false", NULL, 0, 0, 0,

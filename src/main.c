@@ -6,6 +6,7 @@
  *   ptrain inspect MODEL       what a model is and the memory it needs (src/inspect.c)
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
+ *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 75 checkpointed after a
  * stop signal (run me again), 130 interrupted,
@@ -23,6 +24,7 @@
 #include "ptrain/dist.h"
 #include "ptrain/export.h"
 #include "ptrain/generate.h"
+#include "ptrain/hub.h"
 #include "ptrain/inspect.h"
 #include "ptrain/log.h"
 #include "ptrain/signals.h"
@@ -39,6 +41,8 @@ static const char usage_text[] =
     "       ptrain export CONFIG | --model MODEL --adapter DIR --out DIR [...]   the adapter for\n"
     "                                    PEFT and llama.cpp, merged models (HF, GGUF), an Ollama\n"
     "                                    Modelfile (see ptrain export --help)\n"
+    "       ptrain push OUTPUT_DIR [--repo ID] [--public]   upload to the Hugging Face Hub what a\n"
+    "                                    run with push_to_hub staged and could not push (see docs/hub.md)\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -49,7 +53,8 @@ static const char usage_text[] =
     "Exit status: 0 ok, 1 bad input (config, model, data, checkpoint), 2 usage error,\n"
     "75 checkpointed after SIGUSR1/SIGTERM/Ctrl-C (run the same command again to resume),\n"
     "130 interrupted by a second Ctrl-C, other values an internal error.\n"
-    "Environment: HF_TOKEN (publishing only; never logged), HF_HOME / HF_HUB_CACHE (model ids).\n";
+    "Environment: HF_TOKEN (publishing only; never logged; else huggingface_hub's token file),\n"
+    "HF_ENDPOINT (the Hub), HF_HOME / HF_HUB_CACHE (model ids).\n";
 
 typedef enum { CMD_TRAIN, CMD_CHECK } command;
 
@@ -161,10 +166,12 @@ static pt_status run(pt_dist *d, const cli_args *args)
 int main(int argc, char **argv)
 {
     blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
-    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export"))) {
+    if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export") ||
+                     !strcmp(argv[1], "push"))) {
         /* one process, no MPI */
         pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "export") ? export_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "push")   ? hub_push_main(argc - 1, argv + 1)
                                                     : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;

@@ -8,6 +8,7 @@
 #define PTRAIN_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -123,6 +124,7 @@ typedef struct {
     char *hub_model_id;
     char *hub_strategy;
     bool hub_private;
+    double hub_upload_timeout; /* seconds the end of a run waits for its pushes */
     bool huggingface_save;
     char *hf_model_name;
     bool huggingface_save_gguf;
@@ -154,6 +156,17 @@ void config_print(const pt_config *cfg, FILE *out);
 uint64_t config_hash(const pt_config *cfg);
 /* The names of all top-level keys, NULL-terminated (for tests and docs). */
 const char *const *config_key_names(void);
+
+/* The config file's text as a checkpoint may keep it: the value of every token key (hub_token,
+ * hf_token, in any case, at any depth, in every document; block scalars and anchored values too)
+ * replaced by "(not stored)", line numbers kept. NULL when libyaml cannot read the text or a token
+ * would remain (then none of the text may be stored). malloc'd. */
+char *config_redact_secrets(const char *text, size_t len);
+
+/* NULL when id is a Hub repository id ptrain can push to, "namespace/name" by huggingface_hub's
+ * rule (validate_repo_id): each part 1 to 96 of [A-Za-z0-9_.-], starting and ending with a letter,
+ * digit or '_', no "--" or "..", not ending in ".git"; else what is wrong (a constant string). */
+const char *config_repo_id_problem(const char *id);
 
 /* Edit distance between two short strings, for did-you-mean suggestions. */
 int config_edit_distance(const char *a, const char *b);

@@ -235,13 +235,19 @@ static void warn_settings(const trainer *t)
                  "three quarters of that)", c->optim, 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
 }
 
-static pt_status save_adapter(trainer *t)
+adapter_info trainer_adapter_info(const trainer *t)
 {
-    if (t->d->rank != 0) return PT_OK;
     adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
                          .chat_template = dataset_template_name(t->cfg, t->tok), .lora_dropout = t->cfg->lora_dropout,
                          .use_rslora = t->cfg->use_rslora,
                          .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
+    return info;
+}
+
+static pt_status save_adapter(trainer *t)
+{
+    if (t->d->rank != 0) return PT_OK;
+    adapter_info info = trainer_adapter_info(t);
     TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
     TRY(peft_save(t->cfg->final_model_dir, &t->l, &info));
     char path[4096];
@@ -488,6 +494,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "after resuming"));
     gradsync_init(&t.sync, &t.l, d->world, cfg->gradient_accumulation_steps);
     if (st == PT_OK) st = plan_run(&t, threads);
+    if (st == PT_OK) trainer_hub_start(&t);
     int64_t last = 0;
     if (st == PT_OK) {
         st = train_loop(&t, &last);
@@ -496,6 +503,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));
+    trainer_hub_end(&t, st, last);
     if (st == PT_OK && memplan_peak_bytes(be) > 0)
         log_info("peak device memory: %zu bytes (%.0f MiB; plan %.0f MiB)\n", memplan_peak_bytes(be),
                  memplan_peak_bytes(be) / 1048576.0, t.plan.total / 1048576.0);

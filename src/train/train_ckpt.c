@@ -26,21 +26,31 @@ static void copy_str(char *dst, size_t size, const char *src)
 }
 #define COPY(dst, src) copy_str((dst), sizeof(dst), (src))
 
-/* The config file as text for the checkpoint, without any token line (never stored). */
+/* A token of the environment (HF_TOKEN, HUGGING_FACE_HUB_TOKEN) found in text. */
+static bool has_env_token(const char *text)
+{
+    const char *names[] = {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(names[i]);
+        if (v && strlen(v) >= 8 && strstr(text, v)) return true;
+    }
+    return false;
+}
+
+/* The config file as text for the checkpoint, every token value blanked (config_redact_secrets);
+ * a text that still holds one, or that libyaml cannot read, is not stored at all. */
 static char *config_text(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     strbuf sb = {0};
-    char line[4096];
-    while (f && fgets(line, sizeof line, f)) {
-        const char *k = line + strspn(line, " \t");
-        if (!strncmp(k, "hub_token", 9) || !strncmp(k, "hf_token", 8)) sb_printf(&sb, "# (a token line, not stored)\n");
-        else sb_printf(&sb, "%s", line);
-    }
+    char chunk[65536];
+    for (size_t got; f && (got = fread(chunk, 1, sizeof chunk, f)) > 0;) sb_printf(&sb, "%.*s", (int)got, chunk);
     if (f) fclose(f);
-    char *text = xstrdup(sb_text(&sb));
+    char *text = config_redact_secrets(sb_text(&sb), sb.len);
     sb_free(&sb);
-    return text;
+    if (text && !has_env_token(text)) return text;
+    free(text);
+    return xstrdup("# (the config file is not stored here: it could not be read back without a token in it)\n");
 }
 
 /* FNV-1a over each training sequence's length and first 16 ids and labels: cheap, and it changes
@@ -153,6 +163,7 @@ static pt_status save_on_root(trainer *t, int64_t step)
     TRY(write_on_root(t, step, path, sizeof path));
     double mb = (double)t->lay.total * 4.0 * (t->cfg->save_only_model ? 1 : 3) / 1048576.0;
     log_info("checkpoint %s written (%.1f MB of tensors in %.2f s)\n", path, mb, progress_now() - t0);
+    trainer_hub_save(t, step, path);
     int64_t keep[2];
     int nkeep = 0;
     if (t->resumed_from >= 0) keep[nkeep++] = t->resumed_from;

@@ -3,11 +3,13 @@
 #ifndef PTRAIN_TRAINER_H
 #define PTRAIN_TRAINER_H
 
+#include "ptrain/adapter.h"
 #include "ptrain/checkpoint.h"
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
 #include "ptrain/dist.h"
 #include "ptrain/gradsync.h"
+#include "ptrain/hub.h"
 #include "ptrain/lora.h"
 #include "ptrain/memplan.h"
 #include "ptrain/model.h"
@@ -50,6 +52,7 @@ typedef struct {
     /* test hooks (tests/cli/test_resume.sh, tests/mpi/test_dp.sh): 0 = off */
     int64_t fail_step, kill_step;
     int kill_rank, step_delay_ms;
+    hub_queue *hub; /* rank 0 with push_to_hub: the upload thread (train_hub.c) */
 } trainer;
 
 /* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */
@@ -61,5 +64,14 @@ pt_status trainer_resume(trainer *t);
 pt_status trainer_save(trainer *t, int64_t step);
 /* load_best_model_at_end: every rank takes the best checkpoint's adapters. */
 pt_status trainer_load_best(trainer *t, int64_t last_step);
+/* What the adapter files say about this run (base, template, dropout, best step). */
+adapter_info trainer_adapter_info(const trainer *t);
+
+/* Publishing (train_hub.c; rank 0 with push_to_hub, else no-ops; never fails training): start the
+ * upload thread; after a checkpoint save, stage what hub_strategy pushes then; at the end, stage the
+ * final adapter (and the merged model), wait hub_upload_timeout (0 when st failed) and report. */
+void trainer_hub_start(trainer *t);
+void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path);
+void trainer_hub_end(trainer *t, pt_status st, int64_t last_step);
 
 #endif

@@ -201,6 +201,7 @@ static const key_row key_rows[] = {
     {"hub_model_id", "me/lora", "me/lora", NULL},
     {"hub_strategy", "end", "end", NULL},
     {"hub_private", "false", "false", NULL},
+    {"hub_upload_timeout", "30", "30", NULL},
     {"huggingface_save", "true", "true", "hf_model_name: me/merged\n"},
     {"hf_model_name", "me/merged", "me/merged", NULL},
     {"huggingface_save_gguf", "true", "true", NULL},
@@ -319,6 +320,7 @@ static const default_row default_rows[] = {
     {"hub_model_id", "(unset)"},
     {"hub_strategy", "every_save"},
     {"hub_private", "true"}, /* ptrain's choice: the peer's uploads were public */
+    {"hub_upload_timeout", "600"},
     {"hub_token", "(from HF_TOKEN only)"},
     {"huggingface_save", "false"},
     {"hf_model_name", "(unset)"},
@@ -1121,6 +1123,24 @@ static void test_rule_publishing(void **state)
          "config.yaml:1:19: huggingface_save: needs hf_model_name (e.g. \"yourname/model\")"},
         {"ollama_save: true\n",
          "config.yaml:1:14: ollama_save: needs ollama_model (a name for the Ollama model)"},
+        /* repository ids as huggingface_hub's validate_repo_id takes them, plus a namespace */
+        {"hub_model_id: lora\n",
+         "config.yaml:1:15: hub_model_id: \"lora\" is not a Hub repository id: it has no namespace (the user or "
+         "organization it belongs to); write NAMESPACE/NAME with your user or organization name, e.g. "
+         "\"yourname/model-lora\""},
+        {"hub_model_id: me/a/b\n", "config.yaml:1:15: hub_model_id: \"me/a/b\" is not a Hub repository id: it has more "
+                                  "than one '/'; write NAMESPACE/NAME with your user or organization name, e.g. "
+                                  "\"yourname/model-lora\""},
+        {"hub_model_id: me/-lora\n",
+         "config.yaml:1:15: hub_model_id: \"me/-lora\" is not a Hub repository id: each part must be 1 to 96 letters, "
+         "digits, '-', '_' or '.', and not start or end with '-' or '.'; write NAMESPACE/NAME with your user or "
+         "organization name, e.g. \"yourname/model-lora\""},
+        {"hf_model_name: me/bad--name\n",
+         "config.yaml:1:16: hf_model_name: \"me/bad--name\" is not a Hub repository id: it contains \"--\" or \"..\"; "
+         "write NAMESPACE/NAME with your user or organization name, e.g. \"yourname/model\""},
+        {"hf_model_name: me/model.git\n",
+         "config.yaml:1:16: hf_model_name: \"me/model.git\" is not a Hub repository id: it ends in \".git\"; write "
+         "NAMESPACE/NAME with your user or organization name, e.g. \"yourname/model\""},
     };
     RUN_ERRORS(rows);
 }
@@ -1354,6 +1374,34 @@ static void test_token_never_kept(void **state)
     assert_string_equal(warnings, "");
     free(warnings);
     config_free(&cfg);
+}
+
+/* What a checkpoint keeps of the config file: every token value blanked, whatever its YAML form,
+ * the rest and the line numbers as they were; nothing when the text cannot be read. */
+static void expect_redacted(const char *yaml, const char *want)
+{
+    char *got = config_redact_secrets(yaml, strlen(yaml));
+    if (!got || strcmp(got, want)) fail_msg("redacting:\n%s\ngot:\n%s\nwant:\n%s", yaml, got ? got : "(NULL)", want);
+    free(got);
+}
+
+static void test_token_never_stored(void **state)
+{
+    (void)state;
+    expect_redacted("a: 1\nhub_token: " TOKEN "\nb: 2\n", "a: 1\nhub_token: \"(not stored)\"\nb: 2\n");
+    expect_redacted("\"hub_token\": \"" TOKEN "\"\n", "\"hub_token\": \"(not stored)\"\n");
+    expect_redacted("{model_name: m, hf_token: " TOKEN ", lora_r: 8}\n",
+                    "{model_name: m, hf_token: \"(not stored)\", lora_r: 8}\n");
+    expect_redacted("hf_token: |\n  " TOKEN "\n  more\nb: 2\n", "hf_token: \"(not stored)\"\n\n\nb: 2\n");
+    expect_redacted("x: {y: [{HF_TOKEN: " TOKEN "}]}\n", "x: {y: [{HF_TOKEN: \"(not stored)\"}]}\n");
+    expect_redacted("a: &t " TOKEN "\nhub_token: *t\n", "a: &t \"(not stored)\"\nhub_token: *t\n");
+    expect_redacted("caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: " TOKEN "\n", /* characters, not bytes */
+                    "caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: \"(not stored)\"\n");
+    expect_redacted("a: 1\n---\nhub_token: " TOKEN "\n", "a: 1\n---\nhub_token: \"(not stored)\"\n");
+    expect_redacted("hub_token:\nlora_r: 8\n", "hub_token:\nlora_r: 8\n");
+    /* a token left anywhere else (a comment here), or text libyaml cannot read: nothing is stored */
+    assert_null(config_redact_secrets("# " TOKEN "\nhub_token: " TOKEN "\n", strlen("# " TOKEN "\nhub_token: " TOKEN "\n")));
+    assert_null(config_redact_secrets("a: [1\nhub_token: " TOKEN "\n", strlen("a: [1\nhub_token: " TOKEN "\n")));
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1750,6 +1798,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_token_never_kept),
+        cmocka_unit_test(test_token_never_stored),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_load),
