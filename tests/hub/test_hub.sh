@@ -16,8 +16,9 @@
 # retry); 403 on create for an existing repository; 503 twice then success, Retry-After; a 5xx and a
 # dropped connection on an LFS PUT during training; a non-retryable curl error; multipart LFS; no
 # token at all; the token file instead of HF_TOKEN; a token in the config file (quoted key, flow
-# style, nested, block scalar, alias) in no checkpoint and no uploaded file; and the token in no
-# output and no file under output_dir.
+# style, nested, block scalar, alias) in no checkpoint and no uploaded file; the token in no
+# output and no file under output_dir; huggingface_save: the merged model read back from
+# hf_model_name.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -441,5 +442,24 @@ env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN HF_TOKEN_PATH="$d/none" HF_ENDPOINT=ht
 expect_eq "no token: the run exits 0" 0 $?
 ok "no token: the warning says how to give one" grep -q "no Hugging Face token: HF_TOKEN is not set" "$d/err"
 ok "no token: the report gives the hf upload command" grep -q "hf upload tester/notoken" "$d/out"
+
+# --- huggingface_save: the merged model, from a Hugging Face base (the tiny Qwen2 with its
+# tokenizer), goes to hf_model_name at the end, beside the adapter in hub_model_id
+start_server merged
+d=$tmp/merged
+tiny_config "$d/c.yaml" "$d/run" "max_steps: 2
+push_to_hub: true
+hub_model_id: tester/merged-lora
+hub_strategy: end
+huggingface_save: true
+hf_model_name: tester/merged"
+sed -i "s|^model_name: .*|model_name: \"$PTRAIN_SRCDIR/tests/data/qwen2/hf\"|" "$d/c.yaml"
+run "$d/c.yaml" "$d/run"
+expect_eq "huggingface_save + push_to_hub: exit 0" 0 "$rc"
+ok "the merged directory was written" test -s "$d/run/lora/merged/config.json"
+readback "the merged model read back from tester/merged equals final_model_dir/merged" tester/merged "$d/run/lora/merged" \
+    --private
+ok "the adapter went to tester/merged-lora" test -s "$SRV/tester/merged-lora/files/adapter_model.safetensors"
+stop_server
 
 done_testing
