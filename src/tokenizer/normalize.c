@@ -16,6 +16,7 @@
 #include <utf8proc.h>
 
 #include "normalize.h"
+#include "tok_impl.h" /* rbuf */
 
 struct charsmap {
     uint32_t *array;
@@ -23,31 +24,6 @@ struct charsmap {
     char *repl; /* the replacements blob */
     size_t repl_len;
 };
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} nbuf;
-
-static void nbuf_put(nbuf *b, const void *p, size_t n)
-{
-    if (b->oom || n == 0) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
 
 /* ---- NFC, NFD, NFKC, NFKD ---- */
 
@@ -87,7 +63,7 @@ static bool unorm_is_inert(utf8proc_int32_t cp)
 }
 
 /* s[0, len) (no inert code point in it) in the form, appended to b. */
-static pt_status unorm_segment(unorm_form form, const char *s, size_t len, nbuf *b)
+static pt_status unorm_segment(unorm_form form, const char *s, size_t len, rbuf *b)
 {
     static const int opts[] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE, UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
                                UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
@@ -100,7 +76,7 @@ static pt_status unorm_segment(unorm_form form, const char *s, size_t len, nbuf 
         return n == UTF8PROC_ERROR_NOMEM ? ERR(PT_ERR_NOMEM, "out of memory")
                                          : ERR(PT_ERR_USER, "Unicode normalization failed: %s", utf8proc_errmsg(n));
     }
-    nbuf_put(b, dst, (size_t)n);
+    tok_rbuf_put(b, (const char *)dst, (size_t)n);
     free(dst);
     return PT_OK;
 }
@@ -109,7 +85,7 @@ static pt_status unorm_segment(unorm_form form, const char *s, size_t len, nbuf 
  * sees them as starters that nothing composes with). */
 pt_status unorm_apply(unorm_form form, const char *s, size_t len, char **out, size_t *out_len)
 {
-    nbuf b = {0};
+    rbuf b = {0};
     size_t start = 0;
     pt_status rc = PT_OK;
     for (size_t i = 0; i < len && rc == PT_OK;) {
@@ -118,7 +94,7 @@ pt_status unorm_apply(unorm_form form, const char *s, size_t len, char **out, si
         if (k <= 0) return ERR(PT_ERR_USER, "Unicode normalization: not valid UTF-8 at byte %zu", i);
         if (unorm_is_inert(cp)) {
             rc = unorm_segment(form, s + start, i - start, &b);
-            nbuf_put(&b, s + i, (size_t)k);
+            tok_rbuf_put(&b, (const char *)s + i, (size_t)k);
             start = i + (size_t)k;
         }
         i += (size_t)k;
@@ -186,7 +162,7 @@ typedef struct {
 } cm_change;
 
 typedef struct {
-    nbuf b;
+    rbuf b;
     const char *old;        /* the input */
     const uint32_t *old_al; /* its bytes' original starts, or NULL */
     size_t old_len;
@@ -229,7 +205,7 @@ static void cm_emit(cm_out *o, const char *r, size_t rlen, size_t old_chars)
     size_t first = o->n_ch;
     for (size_t k = 0; k < rlen;) {
         size_t cl = cm_char_len(r + k, rlen - k), at = o->b.n;
-        nbuf_put(&o->b, r + k, cl);
+        tok_rbuf_put(&o->b, (const char *)r + k, cl);
         if (o->old_al && !o->b.oom) cm_record(o, at, cl, 0);
         k += cl;
     }

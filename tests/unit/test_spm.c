@@ -33,55 +33,17 @@
 
 static struct {
     tok_corpus c; /* corpus lines, chunks, extra texts */
-    char **var_names;
-    uint32_t *var; /* n x n_var hashes */
-    int n_var;
+    tok_variants v; /* variants.txt */
     char tmpdir[64];
 } S;
 
 /* ---- the texts: corpus lines, chunks of 8 lines (as make_tokenizer_goldens.py), extra.json ---- */
 
-static int read_texts(void)
-{
-    char path[4096];
-    tok_data_path(path, sizeof path, "spm/extra.json");
-    json_t *extra = json_load_file(path, JSON_ALLOW_NUL, NULL);
-    if (!json_is_array(extra)) {
-        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
-        json_decref(extra);
-        return -1;
-    }
-    int rc = corpus_load(&S.c, json_array_size(extra));
-    for (size_t i = 0; rc == 0 && i < json_array_size(extra); i++)
-        corpus_add(&S.c, json_string_value(json_array_get(extra, i)), json_string_length(json_array_get(extra, i)));
-    json_decref(extra);
-    return rc;
-}
-
-/* variants.txt: a line of names, then one line of hashes per text. */
-static int read_variants(void)
-{
-    char path[4096];
-    size_t len;
-    tok_data_path(path, sizeof path, "spm/variants.txt");
-    char *b = tok_slurp(path, &len);
-    if (!b) return -1;
-    char *nl = strchr(b, '\n'), *save = NULL;
-    *nl = '\0';
-    S.var_names = calloc(32, sizeof *S.var_names);
-    for (char *w = strtok_r(b, " ", &save); w && S.n_var < 32; w = strtok_r(NULL, " ", &save))
-        S.var_names[S.n_var++] = strdup(w);
-    S.var = calloc(S.c.n * (size_t)S.n_var, sizeof *S.var);
-    char *p = nl + 1;
-    for (size_t i = 0; i < S.c.n * (size_t)S.n_var; i++) S.var[i] = (uint32_t)strtoul(p, &p, 16);
-    free(b);
-    return 0;
-}
-
 static int setup(void **state)
 {
     (void)state;
-    if (read_texts() != 0 || read_variants() != 0) return -1;
+    if (corpus_load_extra(&S.c, "spm/extra.json") != 0 || variants_load(&S.v, "spm/variants.txt", S.c.n) != 0)
+        return -1;
     return tok_tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spm");
 }
 
@@ -89,9 +51,7 @@ static int teardown(void **state)
 {
     (void)state;
     corpus_free(&S.c);
-    for (int i = 0; i < S.n_var; i++) free(S.var_names[i]);
-    free(S.var_names);
-    free(S.var);
+    variants_free(&S.v);
     return tok_tmpdir_remove(S.tmpdir);
 }
 
@@ -155,10 +115,9 @@ static uint32_t ids_hash(const int32_t *ids, size_t n)
 
 static int column(const char *name)
 {
-    for (int k = 0; k < S.n_var; k++)
-        if (strcmp(S.var_names[k], name) == 0) return k;
-    fail_msg("variants.txt has no column %s", name);
-    return -1;
+    int k = variants_column(&S.v, name);
+    if (k < 0) fail_msg("variants.txt has no column %s", name);
+    return k;
 }
 
 static const char *where(size_t i)
@@ -224,7 +183,7 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
         sb.len = 0;
         if (decode && tokenizer_decode(tok, ids, n, &sb) != PT_OK) fail_msg("%s: %s", where(i), err_message());
         uint32_t h = decode ? fnv1a(sb.data ? sb.data : "", sb.len, 0x811c9dc5u) : ids_hash(ids, n);
-        if ((h & 0xffffffu) != S.var[i * (size_t)S.n_var + (size_t)k]) /* the low 24 bits are stored */
+        if ((h & 0xffffffu) != S.v.hash[i * (size_t)S.v.n + (size_t)k]) /* the low 24 bits are stored */
             note(&t, i, decode ? "decoded text" : "ids", ids, n, NULL, 0);
         free(ids);
     }

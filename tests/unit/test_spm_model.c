@@ -38,51 +38,12 @@
 
 static struct {
     tok_corpus c;
-    char **var_names;
-    uint32_t *var; /* n x n_var hashes */
-    int n_var;
+    tok_variants v; /* variants.txt */
     json_t *configs;
     char tmpdir[64];
 } S;
 
 /* ---- the data ---- */
-
-static int read_texts(void)
-{
-    char path[4096];
-    tok_data_path(path, sizeof path, DIR "extra.json");
-    json_t *extra = json_load_file(path, JSON_ALLOW_NUL, NULL);
-    if (!json_is_array(extra)) {
-        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
-        json_decref(extra);
-        return -1;
-    }
-    int rc = corpus_load(&S.c, json_array_size(extra));
-    for (size_t i = 0; rc == 0 && i < json_array_size(extra); i++)
-        corpus_add(&S.c, json_string_value(json_array_get(extra, i)), json_string_length(json_array_get(extra, i)));
-    json_decref(extra);
-    return rc;
-}
-
-/* variants.txt: a line of column names, then a line of hashes per text. */
-static int read_variants(void)
-{
-    char path[4096];
-    size_t len;
-    tok_data_path(path, sizeof path, DIR "variants.txt");
-    char *b = tok_slurp(path, &len), *save = NULL;
-    if (!b) return -1;
-    char *nl = strchr(b, '\n');
-    *nl = '\0';
-    S.var_names = calloc(64, sizeof *S.var_names);
-    for (char *w = strtok_r(b, " ", &save); w && S.n_var < 64; w = strtok_r(NULL, " ", &save))
-        S.var_names[S.n_var++] = strdup(w);
-    S.var = calloc(S.c.n * (size_t)S.n_var, sizeof *S.var);
-    char *p = nl + 1;
-    for (size_t i = 0; i < S.c.n * (size_t)S.n_var; i++) S.var[i] = (uint32_t)strtoul(p, &p, 16);
-    free(b);
-    return 0;
-}
 
 static int setup(void **state)
 {
@@ -90,7 +51,9 @@ static int setup(void **state)
     char path[4096];
     tok_data_path(path, sizeof path, DIR "configs.json");
     S.configs = jsonfile_load(path, 0, NULL); /* model_max_length 1e30 as transformers writes it */
-    if (!S.configs || read_texts() != 0 || read_variants() != 0) return -1;
+    if (!S.configs || corpus_load_extra(&S.c, DIR "extra.json") != 0 ||
+        variants_load(&S.v, DIR "variants.txt", S.c.n) != 0)
+        return -1;
     return tok_tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spmmodel");
 }
 
@@ -98,19 +61,12 @@ static int teardown(void **state)
 {
     (void)state;
     corpus_free(&S.c);
-    for (int i = 0; i < S.n_var; i++) free(S.var_names[i]);
-    free(S.var_names);
-    free(S.var);
+    variants_free(&S.v);
     json_decref(S.configs);
     return tok_tmpdir_remove(S.tmpdir);
 }
 
-static int column(const char *name)
-{
-    for (int k = 0; k < S.n_var; k++)
-        if (strcmp(S.var_names[k], name) == 0) return k;
-    return -1;
-}
+static int column(const char *name) { return variants_column(&S.v, name); }
 
 static const char *where(size_t i)
 {
@@ -175,7 +131,7 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
         sb.len = 0;
         if (decode && tokenizer_decode(tok, ids, n, &sb) != PT_OK) fail_msg("%s: %s", where(i), err_message());
         uint32_t h = decode ? fnv1a(sb.data ? sb.data : "", sb.len, 0x811c9dc5u) : ids_hash(ids, n);
-        if ((h & 0xffffffu) != S.var[i * (size_t)S.n_var + (size_t)k]) note(&t, i, decode ? "decoded" : "ids", ids, n);
+        if ((h & 0xffffffu) != S.v.hash[i * (size_t)S.v.n + (size_t)k]) note(&t, i, decode ? "decoded" : "ids", ids, n);
         free(ids);
     }
     sb_free(&sb);

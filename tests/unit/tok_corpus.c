@@ -143,6 +143,60 @@ int corpus_load(tok_corpus *c, size_t extra)
     return 0;
 }
 
+int corpus_load_extra(tok_corpus *c, const char *rel)
+{
+    char path[4096];
+    tok_data_path(path, sizeof path, rel);
+    json_t *extra = json_load_file(path, JSON_ALLOW_NUL, NULL);
+    if (!json_is_array(extra)) {
+        fprintf(stderr, "cannot read %s (set PTRAIN_SRCDIR to the source tree)\n", path);
+        json_decref(extra);
+        return -1;
+    }
+    int rc = corpus_load(c, json_array_size(extra));
+    for (size_t i = 0; rc == 0 && i < json_array_size(extra); i++)
+        corpus_add(c, json_string_value(json_array_get(extra, i)), json_string_length(json_array_get(extra, i)));
+    json_decref(extra);
+    return rc;
+}
+
+int variants_load(tok_variants *v, const char *rel, size_t n_texts)
+{
+    char path[4096];
+    size_t len;
+    tok_data_path(path, sizeof path, rel);
+    *v = (tok_variants){0};
+    char *b = tok_slurp(path, &len), *save = NULL;
+    char *nl = b ? strchr(b, '\n') : NULL;
+    if (!nl) {
+        free(b);
+        return -1;
+    }
+    *nl = '\0';
+    v->names = calloc(64, sizeof *v->names);
+    for (char *w = strtok_r(b, " ", &save); w && v->n < 64; w = strtok_r(NULL, " ", &save)) v->names[v->n++] = strdup(w);
+    v->hash = calloc(n_texts * (size_t)v->n + 1, sizeof *v->hash);
+    char *p = nl + 1;
+    for (size_t i = 0; i < n_texts * (size_t)v->n; i++) v->hash[i] = (uint32_t)strtoul(p, &p, 16);
+    free(b);
+    return 0;
+}
+
+void variants_free(tok_variants *v)
+{
+    for (int i = 0; i < v->n; i++) free(v->names[i]);
+    free(v->names);
+    free(v->hash);
+    *v = (tok_variants){0};
+}
+
+int variants_column(const tok_variants *v, const char *name)
+{
+    for (int k = 0; k < v->n; k++)
+        if (strcmp(v->names[k], name) == 0) return k;
+    return -1;
+}
+
 void corpus_free(tok_corpus *c)
 {
     for (size_t i = 0; i < c->n; i++) free(c->texts[i].text);

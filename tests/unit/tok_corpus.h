@@ -53,6 +53,22 @@ int corpus_load(tok_corpus *c, size_t extra);
 /* Append a copy of p[0..len). */
 void corpus_add(tok_corpus *c, const char *p, size_t len);
 void corpus_free(tok_corpus *c);
+/* corpus_load, then the strings of the JSON array in the data file rel (e.g. "spm/extra.json")
+ * appended. -1, with a message, when either is unreadable. */
+int corpus_load_extra(tok_corpus *c, const char *rel);
+
+/* The hash columns of a golden script's variants.txt: a line of column names, then one line per
+ * text of the low 24 bits of each column's hash. */
+typedef struct {
+    char **names;
+    uint32_t *hash; /* n_texts x n: hash[text * n + column] */
+    int n;
+} tok_variants;
+/* Read the data file rel for n_texts texts; -1 when it is unreadable. */
+int variants_load(tok_variants *v, const char *rel, size_t n_texts);
+void variants_free(tok_variants *v);
+/* The column named name, or -1. */
+int variants_column(const tok_variants *v, const char *name);
 
 /* Encode every text three times with parse_special and print the rate, "encode throughput (what,
  * one thread): N MB/s, N bytes/token". */
