@@ -87,13 +87,13 @@ from tokenizers import Tokenizer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import make_spm_goldens as spm_goldens  # noqa: E402  (the hashes and the writers of ids.txt, variants.txt)
 import make_tokenizer_goldens as corpus_maker  # noqa: E402  (the corpus and its chunks)
 
 DATA = os.path.join(HERE, "..", "data", "tokenizer")
 OUT = os.path.join(DATA, "spm-model")
 FUZZ = os.path.join(HERE, "..", "fuzz", "corpus", "spmmodel")
 SPACE = "\u2581"
-B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 # the texts of ../spm/extra.json's kind: special tokens, byte fallback, "▁" in the input, spaces
 EXTRA = [
@@ -161,37 +161,8 @@ NOSPECIAL = ("llama", "nfkc", "mistral-v1-model")
 DECODED = ("llama", "llama-noprefix", "llama-generic", "nfkc", "mistral-v1-model")
 
 
-def fnv1a(data):
-    h = 0x811C9DC5
-    for b in data:
-        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
-    return h
-
-
-def ids_hash(ids):
-    return fnv1a(b"".join(int(i).to_bytes(4, "little", signed=True) for i in ids))
-
-
-def encode_all(tok, texts, special=True):
-    tok.encode_special_tokens = not special
-    out = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-    tok.encode_special_tokens = False
-    return out
-
-
-def write_ids(path, rows):
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        for ids in rows:
-            assert all(0 <= i < 4096 for i in ids)
-            f.write("".join(B64[i >> 6] + B64[i & 63] for i in ids) + "\n")
-
-
-def write_variants(path, columns):
-    names = list(columns)
-    with open(path, "w", encoding="ascii", newline="\n") as f:
-        f.write(" ".join(names) + "\n")
-        for row in zip(*(columns[n] for n in names)):
-            f.write(" ".join(f"{h & 0xFFFFFF:06x}" for h in row) + "\n")
+fnv1a, ids_hash, encode_all = spm_goldens.fnv1a, spm_goldens.ids_hash, spm_goldens.encode_all
+write_ids, write_variants = spm_goldens.write_ids, spm_goldens.write_variants
 
 
 def train(workdir, name, **kw):

@@ -79,23 +79,6 @@ static const char *where(size_t i)
 
 /* ---- comparing ---- */
 
-static uint32_t fnv1a(const void *data, size_t n, uint32_t h)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x01000193u;
-    return h;
-}
-
-static uint32_t ids_hash(const int32_t *ids, size_t n)
-{
-    uint32_t h = 0x811c9dc5u;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t le[4] = {(uint8_t)ids[i], (uint8_t)(ids[i] >> 8), (uint8_t)(ids[i] >> 16), (uint8_t)(ids[i] >> 24)};
-        h = fnv1a(le, 4, h);
-    }
-    return h;
-}
-
 typedef struct {
     size_t mismatches;
     char first[1200];
@@ -130,7 +113,7 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
         int32_t *ids = encode(tok, i, special, &n);
         sb.len = 0;
         if (decode && tokenizer_decode(tok, ids, n, &sb) != PT_OK) fail_msg("%s: %s", where(i), err_message());
-        uint32_t h = decode ? fnv1a(sb.data ? sb.data : "", sb.len, 0x811c9dc5u) : ids_hash(ids, n);
+        uint32_t h = decode ? tok_fnv1a(sb.data ? sb.data : "", sb.len, 0x811c9dc5u) : tok_ids_hash(ids, n);
         if ((h & 0xffffffu) != S.v.hash[i * (size_t)S.v.n + (size_t)k]) note(&t, i, decode ? "decoded" : "ids", ids, n);
         free(ids);
     }

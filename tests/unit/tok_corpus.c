@@ -160,6 +160,23 @@ int corpus_load_extra(tok_corpus *c, const char *rel)
     return rc;
 }
 
+uint32_t tok_fnv1a(const void *data, size_t n, uint32_t h)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x01000193u;
+    return h;
+}
+
+uint32_t tok_ids_hash(const int32_t *ids, size_t n)
+{
+    uint32_t h = 0x811c9dc5u;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t le[4] = {(uint8_t)ids[i], (uint8_t)(ids[i] >> 8), (uint8_t)(ids[i] >> 16), (uint8_t)(ids[i] >> 24)};
+        h = tok_fnv1a(le, 4, h);
+    }
+    return h;
+}
+
 int variants_load(tok_variants *v, const char *rel, size_t n_texts)
 {
     char path[4096];

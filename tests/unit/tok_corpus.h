@@ -64,6 +64,10 @@ typedef struct {
     uint32_t *hash; /* n_texts x n: hash[text * n + column] */
     int n;
 } tok_variants;
+/* FNV-1a over n bytes from h (start: 0x811c9dc5), and over ids as little-endian int32: the hashes
+ * the golden scripts write. */
+uint32_t tok_fnv1a(const void *data, size_t n, uint32_t h);
+uint32_t tok_ids_hash(const int32_t *ids, size_t n);
 /* Read the data file rel for n_texts texts; -1 when it is unreadable. */
 int variants_load(tok_variants *v, const char *rel, size_t n_texts);
 void variants_free(tok_variants *v);
