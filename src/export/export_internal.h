@@ -45,4 +45,17 @@ void merge_release(const void *data, size_t n);
 /* The HF row that llama.cpp's row g of a q/k weight holds (heads of hd rows). */
 int64_t merge_hf_row(int64_t g, int64_t hd);
 
+/* One tensor of a model by both of its names, llama.cpp's (GGUF) and Hugging Face's: layer and
+ * slot -1 for the embeddings, the final norm and the output; permute > 0 for llama's q/k rows,
+ * which llama.cpp interleaves (heads); gemma_norm for the norms Gemma stores as weight - 1 in HF. */
+typedef struct {
+    const char *gguf, *hf;
+    int layer, slot, permute;
+    bool gemma_norm;
+} export_tensor;
+typedef pt_status (*export_tensor_fn)(void *ctx, const export_tensor *t);
+/* Call fn on each tensor a model of cfg has, embeddings first, output last (none when tied); stops
+ * at the first error. */
+pt_status export_each_tensor(const pt_model_config *cfg, export_tensor_fn fn, void *ctx);
+
 #endif

@@ -1,5 +1,7 @@
 /* merge.c — the LoRA delta of one projection, s·B·A, added to a few rows of a dequantized weight
- * at a time: exporters stream a weight in row chunks and never hold it whole in float32. */
+ * at a time: exporters stream a weight in row chunks and never hold it whole in float32; and the
+ * walk over a model's tensors by their llama.cpp and Hugging Face names that both merged formats
+ * convert with. */
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +9,8 @@
 #include <unistd.h>
 
 #include "export_internal.h"
+#include "ptrain/hf_model.h"
+#include "ptrain/model.h"
 
 int64_t merge_hf_row(int64_t g, int64_t hd)
 {
@@ -70,4 +74,26 @@ void merge_release(const void *data, size_t n)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from = ((uintptr_t)data + page - 1) / page * page;
     uintptr_t to = ((uintptr_t)data + n) / page * page;
     if (to > from) madvise((void *)from, to - from, MADV_DONTNEED); /* advice only: failure changes nothing */
+}
+
+static bool is_norm(int slot)
+{
+    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+}
+
+pt_status export_each_tensor(const pt_model_config *cfg, export_tensor_fn fn, void *ctx)
+{
+    bool gemma = !strcmp(cfg->arch, "gemma2");
+    TRY(fn(ctx, &(export_tensor){"token_embd.weight", "model.embed_tokens.weight", -1, -1, 0, false}));
+    char gname[96], hname[160];
+    for (int l = 0; l < cfg->n_layers; l++)
+        for (int w = 0; w < W_COUNT; w++) {
+            int permute = 0;
+            if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
+            if (!hf_tensor_name(cfg->arch, l, w, hname, sizeof hname)) continue;
+            TRY(fn(ctx, &(export_tensor){gname, hname, l, w, permute, gemma && is_norm(w)}));
+        }
+    TRY(fn(ctx, &(export_tensor){"output_norm.weight", "model.norm.weight", -1, -1, 0, gemma}));
+    if (!cfg->tied_embeddings) TRY(fn(ctx, &(export_tensor){"output.weight", "lm_head.weight", -1, -1, 0, false}));
+    return PT_OK;
 }

@@ -59,11 +59,6 @@ typedef struct {
     const pt_lora *lora;
 } gguf_plan;
 
-static bool is_norm(int slot)
-{
-    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
-}
-
 /* The output type of item it (layer -1 for tensors outside the blocks). */
 static uint32_t choose_type(const quant_method *q, const gguf_item *it, int n_layers, bool tied)
 {
@@ -130,23 +125,22 @@ static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, c
     return PT_OK;
 }
 
+typedef struct {
+    gguf_plan *p;
+    const st_set *s;
+} st_walk;
+
+static pt_status add_st_tensor(void *ctx, const export_tensor *t)
+{
+    const st_walk *w = ctx;
+    return add_st_item(w->p, w->s, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
+}
+
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
 {
-    bool gemma = !strcmp(cfg->arch, "gemma2");
     p->items = calloc((size_t)cfg->n_layers * W_COUNT + 4, sizeof *p->items);
     TRY_ALLOC(p->items);
-    TRY(add_st_item(p, s, "model.embed_tokens.weight", "token_embd.weight", -1, -1, 0, false));
-    char gname[96], hname[160];
-    for (int l = 0; l < cfg->n_layers; l++)
-        for (int w = 0; w < W_COUNT; w++) {
-            int permute = 0;
-            if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
-            if (!hf_tensor_name(cfg->arch, l, w, hname, sizeof hname)) continue;
-            TRY(add_st_item(p, s, hname, gname, l, w, permute, gemma && is_norm(w)));
-        }
-    TRY(add_st_item(p, s, "model.norm.weight", "output_norm.weight", -1, -1, 0, gemma));
-    if (!cfg->tied_embeddings) TRY(add_st_item(p, s, "lm_head.weight", "output.weight", -1, -1, 0, false));
-    return PT_OK;
+    return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s});
 }
 
 /* Llama 3's rope scaling as llama.cpp takes it: per-frequency divisors of the plain frequencies. */

@@ -87,28 +87,22 @@ static pt_status add_gguf_item(hf_plan *p, const gguf_file *f, const char *gname
     return PT_OK;
 }
 
-static bool is_norm(int slot)
+typedef struct {
+    hf_plan *p;
+    const gguf_file *f;
+} gguf_walk;
+
+static pt_status add_gguf_tensor(void *ctx, const export_tensor *t)
 {
-    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+    const gguf_walk *w = ctx;
+    return add_gguf_item(w->p, w->f, t->gguf, t->hf, t->layer, t->slot, t->permute, t->gemma_norm);
 }
 
 static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, hf_plan *p)
 {
-    bool gemma = !strcmp(cfg->arch, "gemma2");
     p->items = calloc((size_t)cfg->n_layers * W_COUNT + 3, sizeof *p->items);
     TRY_ALLOC(p->items);
-    TRY(add_gguf_item(p, f, "token_embd.weight", "model.embed_tokens.weight", -1, -1, 0, false));
-    char gname[96], hname[160];
-    for (int l = 0; l < cfg->n_layers; l++)
-        for (int w = 0; w < W_COUNT; w++) {
-            int permute = 0;
-            if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
-            if (!hf_tensor_name(cfg->arch, l, w, hname, sizeof hname)) continue;
-            TRY(add_gguf_item(p, f, gname, hname, l, w, permute, gemma && is_norm(w)));
-        }
-    TRY(add_gguf_item(p, f, "output_norm.weight", "model.norm.weight", -1, -1, 0, gemma));
-    if (!cfg->tied_embeddings) TRY(add_gguf_item(p, f, "output.weight", "lm_head.weight", -1, -1, 0, false));
-    return PT_OK;
+    return export_each_tensor(cfg, add_gguf_tensor, &(gguf_walk){p, f});
 }
 
 /* llama.cpp's row of Hugging Face row r of a q/k weight (heads of hd rows). */
