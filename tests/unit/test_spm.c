@@ -103,15 +103,6 @@ static int column(const char *name)
     return k;
 }
 
-static const char *where(size_t i)
-{
-    static char buf[64];
-    if (i < S.c.n_lines) snprintf(buf, sizeof buf, "corpus line %zu", i + 1);
-    else if (i < S.c.n_lines + S.c.n_chunks) snprintf(buf, sizeof buf, "chunk %zu", i - S.c.n_lines);
-    else snprintf(buf, sizeof buf, "extra.json[%zu]", i - S.c.n_lines - S.c.n_chunks);
-    return buf;
-}
-
 /* ---- comparing ---- */
 
 typedef struct {
@@ -126,15 +117,15 @@ static void note(tally *t, size_t i, const char *what, const int32_t *ours, size
     tok_fmt_text(text, sizeof text, &S.c.texts[i]);
     tok_fmt_ids(a, sizeof a, ours, n);
     if (theirs) tok_fmt_ids(b, sizeof b, theirs, m);
-    snprintf(t->first, sizeof t->first, "%s on %s \"%s\"\n  ptrain:%s\n  HF:    %s", what, where(i), text, a,
-             theirs ? b : " (see variants.txt)");
+    snprintf(t->first, sizeof t->first, "%s on %s \"%s\"\n  ptrain:%s\n  HF:    %s", what, corpus_where(&S.c, i),
+             text, a, theirs ? b : " (see variants.txt)");
 }
 
 static int32_t *encode(const pt_tokenizer *tok, size_t i, bool special, size_t *n)
 {
     int32_t *ids;
     if (tokenizer_encode(tok, S.c.texts[i].text, S.c.texts[i].len, special, &ids, n) != PT_OK)
-        fail_msg("%s: %s", where(i), err_message());
+        fail_msg("%s: %s", corpus_where(&S.c, i), err_message());
     return ids;
 }
 
@@ -164,7 +155,8 @@ static void check_column(const pt_tokenizer *tok, const char *name, bool special
         size_t n;
         int32_t *ids = encode(tok, i, special, &n);
         sb.len = 0;
-        if (decode && tokenizer_decode(tok, ids, n, &sb) != PT_OK) fail_msg("%s: %s", where(i), err_message());
+        if (decode && tokenizer_decode(tok, ids, n, &sb) != PT_OK)
+            fail_msg("%s: %s", corpus_where(&S.c, i), err_message());
         uint32_t h = decode ? tok_fnv1a(sb.data ? sb.data : "", sb.len, 0x811c9dc5u) : tok_ids_hash(ids, n);
         if ((h & 0xffffffu) != S.v.hash[i * (size_t)S.v.n + (size_t)k]) /* the low 24 bits are stored */
             note(&t, i, decode ? "decoded text" : "ids", ids, n, NULL, 0);

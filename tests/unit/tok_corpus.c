@@ -143,6 +143,15 @@ int corpus_load(tok_corpus *c, size_t extra)
     return 0;
 }
 
+const char *corpus_where(const tok_corpus *c, size_t i)
+{
+    static char buf[64];
+    if (i < c->n_lines) snprintf(buf, sizeof buf, "corpus line %zu", i + 1);
+    else if (i < c->n_lines + c->n_chunks) snprintf(buf, sizeof buf, "chunk %zu", i - c->n_lines);
+    else snprintf(buf, sizeof buf, "extra.json[%zu]", i - c->n_lines - c->n_chunks);
+    return buf;
+}
+
 int corpus_load_extra(tok_corpus *c, const char *rel)
 {
     char path[4096];

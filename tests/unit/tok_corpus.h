@@ -50,6 +50,9 @@ typedef struct {
 /* corpus.txt's lines (split on "\n" only), then chunk k = lines 8k..8k+7 joined by "\n", "\n\n"
  * or "\r\n" in turn, with room for extra more texts. -1, with a message, when it is unreadable. */
 int corpus_load(tok_corpus *c, size_t extra);
+/* Where text i of c comes from, for a message: "corpus line N", "chunk K" or "extra.json[J]" (a
+ * static buffer). */
+const char *corpus_where(const tok_corpus *c, size_t i);
 /* Append a copy of p[0..len). */
 void corpus_add(tok_corpus *c, const char *p, size_t len);
 void corpus_free(tok_corpus *c);
