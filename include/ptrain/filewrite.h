@@ -1,8 +1,11 @@
-/* filewrite.h — write a file so that it appears complete or not at all: bytes go to a temporary
- * name in the target's own directory (.NAME.tmp.PID), are flushed and fsynced, and only then
- * renamed to NAME (and the directory synced). An error or a kill at any moment leaves at most the
- * temporary file, never a NAME that looks complete but is not. Writes are buffered and
- * sequential (exporters stream tensor after tensor through one of these). */
+/* filewrite.h — write a file so that it appears complete or not at all, and so that nobody else
+ * can redirect it: bytes go to a temporary file created with O_CREAT|O_EXCL|O_NOFOLLOW under an
+ * unpredictable name (.NAME.tmp.XXXXXXXXXXXX) inside the target's own directory, opened by safefs.c
+ * (no link of another user followed); they are flushed and fsynced, and only then renamed to NAME
+ * with renameat (replacing whatever NAME was, a link included, never writing through it) and the
+ * directory synced. An error or a kill at any moment leaves at most the temporary file, never a
+ * NAME that looks complete but is not. Writes are buffered and sequential (exporters stream tensor
+ * after tensor through one of these); a caller may also pwrite to fd directly before fw_commit. */
 #ifndef PTRAIN_FILEWRITE_H
 #define PTRAIN_FILEWRITE_H
 
@@ -12,8 +15,9 @@
 #include "ptrain/error.h"
 
 typedef struct {
-    char *final, *tmp;
-    int fd;
+    char *final, *tmp;   /* the paths, for messages */
+    char *name, *tmp_name; /* their last components, inside dir */
+    int dir, fd;
     unsigned char *buf;
     size_t used, cap;
     uint64_t written; /* bytes handed to fw_write so far */
@@ -33,7 +37,5 @@ pt_status fw_write_file(const char *final, const void *data, size_t n);
 /* Remove the temporary file being written when SIGINT, SIGTERM or SIGHUP ends the process (for
  * commands without their own handlers: export). */
 void fw_cleanup_on_signals(void);
-/* mkdir -p for an output directory, with an error naming it. */
-pt_status fw_mkdirs(const char *dir);
 
 #endif

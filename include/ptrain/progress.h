@@ -11,7 +11,7 @@
 #include "ptrain/error.h"
 
 typedef struct {
-    FILE *metrics; /* NULL on ranks other than 0 */
+    int fd; /* metrics.jsonl; -1 on ranks other than 0 */
     char path[4096];
     bool tty;
     double start;  /* seconds, monotonic */
@@ -27,10 +27,12 @@ typedef struct {
     double comm_s;    /* seconds per step in communication, mean over the ranks */
 } progress_record;
 
-/* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. keep_until >= 0
- * (a resumed run): first drop the records of steps after it, which the run will log again. */
+/* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. First it drops
+ * the records of steps after keep_until (the step a resumed run starts from, 0 for a fresh run:
+ * the run logs them again) and a last record a kill or a full disk cut short. */
 pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_until);
-/* Print and append the record (rank 0); fails when metrics.jsonl cannot be written. */
+/* Print and append the record (rank 0); fails when metrics.jsonl cannot be written, leaving no
+ * partial record. Values that are not finite are written as null. */
 pt_status progress_log(progress *p, const progress_record *r);
 pt_status progress_eval(progress *p, int64_t step, double eval_loss);
 void progress_close(progress *p);

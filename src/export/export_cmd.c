@@ -15,6 +15,7 @@
 #include "ptrain/config.h"
 #include "ptrain/export.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/log.h"
 #include "ptrain/model_io.h"
@@ -120,7 +121,7 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
 static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                           const pt_lora *l)
 {
-    TRY(fw_mkdirs(j->out));
+    TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {
         char dir[4096];

@@ -13,6 +13,7 @@
 #include "ptrain/jsonfile.h"
 #include "ptrain/export.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 #include "ptrain/hf_meta.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
@@ -303,6 +304,6 @@ pt_status export_merged_hf(const char *dir, const char *base, bool base_is_gguf,
 {
     st_dtype to = ST_BF16;
     TRY(parse_dtype(dtype, &to));
-    TRY(fw_mkdirs(dir));
+    TRY(safefs_mkdirs(dir));
     return base_is_gguf ? from_gguf(dir, base, cfg, l, to) : from_hf(dir, base, cfg, l, to);
 }

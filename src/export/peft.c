@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 #include "ptrain/st_write.h"
 
 /* ---- writing ---- */
@@ -96,7 +97,7 @@ static pt_status write_tensors(const char *path, const pt_lora *l)
 
 pt_status peft_save(const char *dir, const pt_lora *l, const adapter_info *info)
 {
-    TRY(fw_mkdirs(dir));
+    TRY(safefs_mkdirs(dir));
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     TRY(write_tensors(path, l));

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "hub_internal.h"
+#include "ptrain/safefs.h"
 
 char *hub_base64(const void *data, size_t n)
 {
@@ -23,8 +24,8 @@ char *hub_base64(const void *data, size_t n)
 static pt_status digest_file(const char *path, const EVP_MD *md, const void *prefix, size_t prefix_len,
                              atomic_int *cancel, unsigned char *out, unsigned *out_len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    FILE *f;
+    TRY(safefs_fopen_read(path, &f));
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     unsigned char *buf = malloc((size_t)1 << 20);
     bool ok = ctx && buf && EVP_DigestInit_ex(ctx, md, NULL) && EVP_DigestUpdate(ctx, prefix, prefix_len);
@@ -72,10 +73,13 @@ pt_status hub_blob_sha1_file(const char *path, uint64_t size, char hex[41])
 static pt_status describe(hub_file *f, atomic_int *cancel)
 {
     struct stat sb;
-    if (stat(f->path, &sb) != 0) return ERR(PT_ERR_USER, "cannot read %s: %s", f->path, strerror(errno));
+    FILE *in;
+    TRY(safefs_fopen_read(f->path, &in));
+    if (fstat(fileno(in), &sb) != 0) {
+        fclose(in);
+        return ERR(PT_ERR_USER, "cannot read %s: %s", f->path, strerror(errno));
+    }
     f->size = (uint64_t)sb.st_size;
-    FILE *in = fopen(f->path, "rb");
-    if (!in) return ERR(PT_ERR_USER, "cannot read %s: %s", f->path, strerror(errno));
     f->sample_len = fread(f->sample, 1, HUB_SAMPLE, in);
     fclose(in);
     return hub_sha256_file(f->path, f->sha256, cancel);
@@ -109,14 +113,14 @@ static pt_status walk(file_list *l, const char *dir, const char *prefix)
     if (!d) return ERR(PT_ERR_USER, "cannot read directory %s: %s", dir, strerror(errno));
     pt_status st = PT_OK;
     for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue; /* ., .., and filewrite's .NAME.tmp.PID */
+        if (e->d_name[0] == '.') continue; /* ., .., and filewrite's .NAME.tmp.XXXXXXXXXXXX */
         char path[4200], rel[4200];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         snprintf(rel, sizeof rel, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
-        if (stat(path, &sb) != 0) continue;
+        if (lstat(path, &sb) != 0) continue;
         if (S_ISDIR(sb.st_mode)) st = walk(l, path, rel);
-        else if (S_ISREG(sb.st_mode)) st = add_file(l, path, rel);
+        else st = add_file(l, path, rel); /* a link or a FIFO is refused there, never followed */
     }
     closedir(d);
     return st;

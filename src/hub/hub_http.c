@@ -10,6 +10,7 @@
 #include <config.h>
 #endif
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 
 #include "hub_internal.h"
+#include "ptrain/safefs.h"
 
 pt_status hub_client_open(hub_client *c, atomic_int *cancel)
 {
@@ -262,9 +264,13 @@ static CURLcode try_once(hub_client *c, const hub_request *rq, hub_response *rs,
     CURL *e = c->curl;
     body_src src = {0};
     src.base = rq->file_off;
-    if (rq->file && (!(src.f = fopen(rq->file, "rb")) || fseeko(src.f, (off_t)src.base, SEEK_SET) != 0)) {
-        if (src.f) fclose(src.f);
-        snprintf(errbuf, CURL_ERROR_SIZE, "cannot read %s", rq->file);
+    if (rq->file && safefs_fopen_read(rq->file, &src.f) != PT_OK) {
+        snprintf(errbuf, CURL_ERROR_SIZE, "%s", err_message());
+        return CURLE_READ_ERROR;
+    }
+    if (src.f && fseeko(src.f, (off_t)src.base, SEEK_SET) != 0) {
+        snprintf(errbuf, CURL_ERROR_SIZE, "cannot read %s: %s", rq->file, strerror(errno));
+        fclose(src.f);
         return CURLE_READ_ERROR;
     }
     hub_response_free(rs);

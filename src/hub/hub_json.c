@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hub_internal.h"
+#include "ptrain/safefs.h"
 
 static char *dump(json_t *j)
 {
@@ -102,8 +103,8 @@ static pt_status file_line(const hub_file *f, strbuf *out)
     if (f->lfs)
         return add_line(out, json_pack("{s:s, s:{s:s, s:s, s:s, s:I}}", "key", "lfsFile", "value", "path", f->repo_path,
                                        "algo", "sha256", "oid", f->sha256, "size", (json_int_t)f->size));
-    FILE *in = fopen(f->path, "rb");
-    if (!in) return ERR(PT_ERR_USER, "cannot read %s", f->path);
+    FILE *in;
+    TRY(safefs_fopen_read(f->path, &in));
     unsigned char *data = malloc(f->size ? f->size : 1);
     size_t got = data ? fread(data, 1, f->size, in) : 0;
     fclose(in);

@@ -17,6 +17,7 @@
 
 #include "hub_internal.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 
 int hub_job_seq(const char *name)
 {
@@ -42,10 +43,10 @@ pt_status hub_stage_begin(const char *output_dir, const char *label, hub_stage *
     memset(s, 0, sizeof *s);
     strbuf hub = {0}, dir = {0}, files = {0};
     sb_printf(&hub, "%s/hub", output_dir);
-    pt_status st = fw_mkdirs(sb_text(&hub));
+    pt_status st = safefs_mkdirs(sb_text(&hub));
     sb_printf(&dir, "%s/%06d-%s", sb_text(&hub), next_seq(sb_text(&hub)), label);
     sb_printf(&files, "%s/files", sb_text(&dir));
-    if (st == PT_OK) st = fw_mkdirs(sb_text(&files));
+    if (st == PT_OK) st = safefs_mkdirs(sb_text(&files));
     sb_free(&hub);
     s->dir = dir.data;
     s->files = files.data;
@@ -66,15 +67,15 @@ static pt_status target(const hub_stage *s, const char *repo_path, char *out, si
     snprintf(out, len, "%s/%s", s->files, repo_path);
     char *slash = strrchr(out, '/');
     *slash = '\0';
-    pt_status st = fw_mkdirs(out);
+    pt_status st = safefs_mkdirs(out);
     *slash = '/';
     return st;
 }
 
 static pt_status copy_file(const char *src, const char *dst)
 {
-    FILE *in = fopen(src, "rb");
-    if (!in) return ERR(PT_ERR_USER, "cannot read %s: %s", src, strerror(errno));
+    FILE *in;
+    TRY(safefs_fopen_read(src, &in));
     pt_filewriter w;
     pt_status st = fw_open(&w, dst);
     char buf[1 << 16];
@@ -89,6 +90,11 @@ static pt_status copy_file(const char *src, const char *dst)
 pt_status hub_stage_link(const hub_stage *s, const char *src, const char *repo_path)
 {
     char dst[8400];
+    struct stat sb;
+    if (lstat(src, &sb) != 0) return ERR(PT_ERR_USER, "cannot stage %s for the Hub: %s", src, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return ERR(PT_ERR_USER, "refusing to stage %s for the Hub: it is not a regular file (ptrain never uploads "
+                   "through a link); remove it", src);
     TRY(target(s, repo_path, dst, sizeof dst));
     unlink(dst);
     if (link(src, dst) == 0) return PT_OK;
@@ -104,7 +110,7 @@ pt_status hub_stage_link_dir(const hub_stage *s, const char *src, const char *re
         char path[4400], rel[4400];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", src, e->d_name);
-        if (e->d_name[0] == '.' || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (e->d_name[0] == '.' || lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
         snprintf(rel, sizeof rel, "%s%s%s", repo_dir, *repo_dir ? "/" : "", e->d_name);
         st = hub_stage_link(s, path, rel);
     }

@@ -11,6 +11,7 @@
 #include "ptrain/export.h"
 #include "ptrain/resume.h"
 #include "ptrain/peft.h"
+#include "ptrain/safefs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,8 +73,7 @@ static pt_status write_all(hid_t file, const pt_lora *l, const adapter_info *inf
 
 pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return ERR(PT_ERR_USER, "cannot create the adapter directory %s: %s", dir, strerror(errno));
+    TRY(safefs_mkdirs(dir));
     char final[4096];
     snprintf(final, sizeof final, "%s/adapter.h5", dir);
     h5_memfile m;

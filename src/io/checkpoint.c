@@ -23,6 +23,7 @@
 
 #include "checkpoint_internal.h"
 #include "h5util.h"
+#include "ptrain/log.h"
 
 #define FLD(g, n, t, m) {g, n, t, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m)}
 const ckpt_field ckpt_fields[] = {
@@ -398,7 +399,12 @@ pt_status ckpt_list(const char *dir, char ***paths, int64_t **steps, int *n)
     int cap = 0;
     pt_status st = PT_OK;
     for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
+        struct stat sb;
         if (ckpt_step_of(e->d_name) < 0) continue;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) {
+            log_warn("%s/%s is not a regular file (a link?): not taken as a checkpoint", dir, e->d_name);
+            continue;
+        }
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             char **grown = realloc(*paths, sizeof *grown * (size_t)cap);

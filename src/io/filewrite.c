@@ -1,10 +1,10 @@
-/* filewrite.c — atomic, streaming file output (see filewrite.h): temporary name next to the
- * target, buffered sequential writes, fsync, rename, directory fsync. */
+/* filewrite.c — atomic, streaming file output (see filewrite.h): a temporary file created with
+ * O_EXCL under an unpredictable name inside the target's directory (opened by safefs.c, never
+ * through someone else's link), buffered sequential writes, fsync, renameat, directory fsync. */
 #include "ptrain/filewrite.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,17 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ptrain/safefs.h"
 #include "ptrain/util.h"
 
 #define FW_BUF ((size_t)4 << 20)
 
 /* The temporary file being written, for fw_cleanup_on_signals (one writer at a time). */
-static char active_tmp[4200];
-static volatile sig_atomic_t have_active;
+static char active_name[512];
+static volatile sig_atomic_t active_dir = -1;
 
 static void on_signal(int sig)
 {
-    if (have_active) unlink(active_tmp); /* async-signal-safe */
+    if (active_dir >= 0) unlinkat(active_dir, active_name, 0); /* async-signal-safe */
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -33,47 +34,60 @@ void fw_cleanup_on_signals(void)
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], on_signal);
 }
 
-static void set_active(const char *tmp)
+static void set_active(int dir, const char *name)
 {
-    have_active = 0;
-    if (!tmp) return;
-    snprintf(active_tmp, sizeof active_tmp, "%s", tmp);
-    have_active = 1;
+    active_dir = -1;
+    if (dir < 0) return;
+    snprintf(active_name, sizeof active_name, "%s", name);
+    active_dir = dir;
 }
 
-static void dir_of(const char *path, char *dir, size_t len)
+/* final's directory and name; the directory opened under safefs's rules. */
+static pt_status open_dir(pt_filewriter *w, const char *final)
 {
-    char copy[4096];
-    snprintf(copy, sizeof copy, "%s", path);
-    snprintf(dir, len, "%s", dirname(copy));
+    const char *slash = strrchr(final, '/');
+    strbuf dir = {0};
+    if (!slash) sb_printf(&dir, ".");
+    else if (slash == final) sb_printf(&dir, "/");
+    else sb_printf(&dir, "%.*s", (int)(slash - final), final);
+    w->name = xstrdup(slash ? slash + 1 : final);
+    pt_status st = *w->name ? safefs_dir_open(sb_text(&dir), false, &w->dir)
+                            : ERR(PT_ERR_INTERNAL, "%s: a file name ends with '/'", final);
+    if (st != PT_OK) err_context("cannot write %s", final);
+    sb_free(&dir);
+    return st;
+}
+
+/* The temporary file: O_EXCL and O_NOFOLLOW, so nothing planted at its name is ever written. */
+static pt_status create_tmp(pt_filewriter *w)
+{
+    char name[512];
+    for (int tries = 0; tries < 16; tries++) {
+        safefs_tmp_name(w->name, name, sizeof name);
+        set_active(w->dir, name);
+        w->fd = openat(w->dir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, SAFEFS_FILE_MODE);
+        if (w->fd >= 0) break;
+        set_active(-1, NULL);
+        if (errno != EEXIST) break;
+    }
+    const char *slash = strrchr(w->final, '/');
+    strbuf tmp = {0};
+    sb_printf(&tmp, "%.*s%s", slash ? (int)(slash - w->final + 1) : 0, w->final, name);
+    w->tmp = tmp.data, w->tmp_name = xstrdup(name);
+    if (w->fd < 0)
+        return ERR(PT_ERR_USER, "cannot create %s: %s (is the directory writable?)", w->tmp, strerror(errno));
+    return PT_OK;
 }
 
 pt_status fw_open(pt_filewriter *w, const char *final)
 {
     memset(w, 0, sizeof *w);
-    w->fd = -1;
-    char dir[4096], copy[4096];
-    dir_of(final, dir, sizeof dir);
-    snprintf(copy, sizeof copy, "%s", final);
-    strbuf tmp = {0};
-    sb_printf(&tmp, "%s/.%s.tmp.%d", dir, basename(copy), (int)getpid());
+    w->fd = w->dir = -1;
     w->final = xstrdup(final);
-    w->tmp = tmp.data;
-    w->buf = malloc(FW_BUF);
-    if (!w->buf) {
-        fw_abort(w);
-        return ERR(PT_ERR_NOMEM, "out of memory for the write buffer of %s", final);
-    }
-    w->cap = FW_BUF;
-    set_active(w->tmp);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        pt_status st = ERR(PT_ERR_USER, "cannot create %s: %s (is the directory %s writable?)", w->tmp,
-                           strerror(errno), dir);
-        fw_abort(w);
-        return st;
-    }
-    return PT_OK;
+    pt_status st = open_dir(w, final);
+    if (st == PT_OK) st = create_tmp(w);
+    if (st != PT_OK) fw_abort(w);
+    return st;
 }
 
 static pt_status flush_buf(pt_filewriter *w)
@@ -82,9 +96,7 @@ static pt_status flush_buf(pt_filewriter *w)
     while (off < w->used) {
         ssize_t got = write(w->fd, w->buf + off, w->used - off);
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0)
-            return ERR(PT_ERR_USER, "cannot write %s: %s%s", w->tmp, got < 0 ? strerror(errno) : "no progress",
-                       got < 0 && errno == ENOSPC ? " (free some space, or choose another output directory)" : "");
+        if (got <= 0) return safefs_write_error("write", w->tmp, got < 0 ? errno : 0);
         off += (size_t)got;
     }
     w->used = 0;
@@ -94,6 +106,11 @@ static pt_status flush_buf(pt_filewriter *w)
 pt_status fw_write(pt_filewriter *w, const void *data, size_t n)
 {
     if (w->fd < 0) return ERR(PT_ERR_INTERNAL, "write to a file that is not open");
+    if (!w->buf && n) {
+        w->buf = malloc(FW_BUF);
+        if (!w->buf) return ERR(PT_ERR_NOMEM, "out of memory for the write buffer of %s", w->final);
+        w->cap = FW_BUF;
+    }
     const unsigned char *p = data;
     w->written += n;
     while (n) {
@@ -116,47 +133,39 @@ pt_status fw_zeros(pt_filewriter *w, size_t n)
     return PT_OK;
 }
 
-static pt_status sync_dir(const char *path)
-{
-    char dir[4096];
-    dir_of(path, dir, sizeof dir);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot open directory %s: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    close(fd);
-    if (rc != 0 && errno != EINVAL) return ERR(PT_ERR_USER, "cannot sync directory %s: %s", dir, strerror(errno));
-    return PT_OK;
-}
-
 pt_status fw_commit(pt_filewriter *w)
 {
     if (w->fd < 0) return ERR(PT_ERR_INTERNAL, "commit of a file that is not open");
     pt_status st = flush_buf(w);
-    if (st == PT_OK && fsync(w->fd) != 0) st = ERR(PT_ERR_USER, "cannot sync %s: %s", w->tmp, strerror(errno));
-    if (close(w->fd) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot close %s: %s", w->tmp, strerror(errno));
+    if (st == PT_OK && fsync(w->fd) != 0) st = safefs_write_error("sync", w->tmp, errno);
+    if (close(w->fd) != 0 && st == PT_OK) st = safefs_write_error("close", w->tmp, errno);
     w->fd = -1;
-    if (st == PT_OK && rename(w->tmp, w->final) != 0)
+    if (st == PT_OK && renameat(w->dir, w->tmp_name, w->dir, w->name) != 0)
         st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", w->tmp, w->final, strerror(errno));
-    if (st == PT_OK) st = sync_dir(w->final);
     if (st == PT_OK) {
-        set_active(NULL);
-        free(w->tmp);
-        w->tmp = NULL; /* nothing left to remove */
+        set_active(-1, NULL);
+        free(w->tmp_name);
+        w->tmp_name = NULL; /* nothing left to remove */
     }
+    if (st == PT_OK && fsync(w->dir) != 0 && errno != EINVAL)
+        st = safefs_write_error("sync the directory of", w->final, errno);
     fw_abort(w);
     return st;
 }
 
 void fw_abort(pt_filewriter *w)
 {
-    if (w->tmp && have_active && !strcmp(active_tmp, w->tmp)) set_active(NULL);
+    if (w->tmp_name && active_dir == w->dir && !strcmp(active_name, w->tmp_name)) set_active(-1, NULL);
     if (w->fd >= 0) close(w->fd);
-    if (w->tmp) unlink(w->tmp);
+    if (w->tmp_name && w->dir >= 0) unlinkat(w->dir, w->tmp_name, 0);
+    if (w->dir >= 0) close(w->dir);
+    free(w->tmp_name);
     free(w->tmp);
+    free(w->name);
     free(w->final);
     free(w->buf);
     memset(w, 0, sizeof *w);
-    w->fd = -1;
+    w->fd = w->dir = -1;
 }
 
 pt_status fw_write_file(const char *final, const void *data, size_t n)
@@ -169,24 +178,4 @@ pt_status fw_write_file(const char *final, const void *data, size_t n)
         return st;
     }
     return fw_commit(&w);
-}
-
-pt_status fw_mkdirs(const char *dir)
-{
-    if (!dir || !*dir) return ERR(PT_ERR_USER, "no output directory given");
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return ERR(PT_ERR_USER, "cannot create directory %s: %s", path, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return ERR(PT_ERR_USER, "cannot create directory %s: %s", path, strerror(errno));
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return ERR(PT_ERR_USER, "%s exists and is not a directory; choose another output directory", path);
-    return PT_OK;
 }

@@ -121,7 +121,7 @@ pt_status gguf_writer_new(gguf_writer **out)
     gguf_writer *w = calloc(1, sizeof *w);
     TRY_ALLOC(w);
     w->alignment = DEFAULT_ALIGNMENT;
-    w->fw.fd = -1; /* so fw_abort is safe before fw_open */
+    w->fw.fd = w->fw.dir = -1; /* so fw_abort is safe before fw_open */
     *out = w;
     return PT_OK;
 }

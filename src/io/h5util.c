@@ -6,12 +6,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 
 herr_t h5_attr_str(hid_t loc, const char *name, const char *value)
 {
@@ -163,17 +165,6 @@ pt_status h5_read_f32(hid_t loc, const char *path, const char *name, int64_t row
     return st;
 }
 
-pt_status h5_fsync_path(const char *path, int flags)
-{
-    int fd = open(path, flags);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot open %s to sync it: %s", path, strerror(errno));
-    int rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    if (rc != 0) return ERR(PT_ERR_USER, "cannot sync %s: %s", path, strerror(err));
-    return PT_OK;
-}
-
 /* The core driver's buffer, allocated through these callbacks so that it can be written out
  * while the file is still open (after a flush), without H5Fget_file_image's copy. The buffer of
  * the last file (up to 1 GiB) is kept for the next one: a checkpoint is written every few minutes,
@@ -275,43 +266,35 @@ void h5_memfile_discard(h5_memfile *m)
     m->file = -1, m->img = NULL;
 }
 
-static pt_status write_at(int fd, const char *tmp, const unsigned char *buf, size_t from, size_t to, bool crash)
+static pt_status write_at(pt_filewriter *w, const unsigned char *buf, size_t from, size_t to, bool crash)
 {
     const size_t piece = (size_t)1 << 22;
     for (size_t off = from; off < to;) {
         size_t half = from + (to - from) / 2, len = to - off < piece ? to - off : piece;
         if (crash && off >= half) raise(SIGKILL);
         if (crash && off + len > half) len = half - off;
-        ssize_t got = pwrite(fd, buf + off, len, (off_t)off);
+        ssize_t got = pwrite(w->fd, buf + off, len, (off_t)off);
         if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) return ERR(PT_ERR_USER, "cannot write %s: %s", tmp, got < 0 ? strerror(errno) : "no progress");
+        if (got <= 0) return safefs_write_error("write", w->tmp, got < 0 ? errno : 0);
         off += (size_t)got;
     }
     return PT_OK;
 }
 
-/* Write head, then body after it, into a new temporary file next to final; sync, rename. */
+/* Write head, then body after it, into a new temporary file next to final (filewrite.c: created
+ * with O_EXCL, never through a link); sync, rename, sync the directory. */
 static pt_status commit_bytes(const char *final, const unsigned char *head, size_t head_len,
                               const unsigned char *body, size_t body_len, bool crash_halfway)
 {
-    char tmp[4200], dir[4096];
-    snprintf(dir, sizeof dir, "%s", final);
-    const char *base = strrchr(final, '/') ? strrchr(final, '/') + 1 : final;
-    const char *parent = dirname(dir);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp.%d", parent, base, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot create %s: %s (is the directory writable?)", tmp, strerror(errno));
-    pt_status st = write_at(fd, tmp, body - head_len, head_len, head_len + body_len, crash_halfway);
-    if (st == PT_OK) st = write_at(fd, tmp, head, 0, head_len, false);
-    if (st == PT_OK && fsync(fd) != 0) st = ERR(PT_ERR_USER, "cannot sync %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "cannot close %s: %s", tmp, strerror(errno));
-    if (st == PT_OK && rename(tmp, final) != 0)
-        st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", tmp, final, strerror(errno));
+    pt_filewriter w;
+    TRY(fw_open(&w, final));
+    pt_status st = write_at(&w, body - head_len, head_len, head_len + body_len, crash_halfway);
+    if (st == PT_OK) st = write_at(&w, head, 0, head_len, false);
     if (st != PT_OK) {
-        unlink(tmp);
+        fw_abort(&w);
         return st;
     }
-    return h5_fsync_path(parent, O_RDONLY | O_DIRECTORY);
+    return fw_commit(&w);
 }
 
 pt_status h5_memfile_commit(h5_memfile *m, const char *final, size_t head, h5_head_fill fill, void *arg,

@@ -52,6 +52,4 @@ pt_status h5_memfile_commit(h5_memfile *m, const char *final, size_t head, h5_he
                             bool crash_halfway);
 /* Close a memory file without writing it (error paths). */
 void h5_memfile_discard(h5_memfile *m);
-/* fsync a file or a directory (flags O_RDONLY or O_RDONLY | O_DIRECTORY). */
-pt_status h5_fsync_path(const char *path, int flags);
 #endif

@@ -12,7 +12,7 @@
 void st_writer_init(st_writer *w)
 {
     memset(w, 0, sizeof *w);
-    w->fw.fd = -1;
+    w->fw.fd = w->fw.dir = -1;
 }
 
 pt_status st_w_tensor(st_writer *w, const char *name, st_dtype dtype, int ndim, const int64_t *shape)

@@ -1,4 +1,5 @@
-/* progress.c — rank 0's training log: a line per logging step and metrics.jsonl. */
+/* progress.c — rank 0's training log: a line per logging step and metrics.jsonl (whole records
+ * appended with one write each, never through a link; see safefs.h). */
 #include "ptrain/progress.h"
 
 #include <errno.h>
@@ -9,6 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
+#include "ptrain/util.h"
+
 double progress_now(void)
 {
     struct timespec ts;
@@ -16,62 +21,53 @@ double progress_now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* mkdir -p */
-static pt_status make_dirs(const char *dir)
+/* The lines of metrics.jsonl to keep: whole records (a kill or a full disk can leave a last line
+ * without its newline) of steps up to keep_until; the run logs the later steps again. */
+static pt_status keep_records(const char *path, FILE *in, int64_t keep_until, pt_filewriter *out, bool *changed)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", dir);
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return ERR(PT_ERR_USER, "cannot create %s: %s", path, strerror(errno));
-        *p = '/';
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    pt_status st = PT_OK;
+    while (st == PT_OK && (len = getline(&line, &cap, in)) > 0) {
+        const char *at = strstr(line, "\"step\": ");
+        bool keep = line[len - 1] == '\n' && at && atoll(at + 8) <= keep_until;
+        if (keep) st = fw_write(out, line, (size_t)len);
+        else *changed = true;
     }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) return ERR(PT_ERR_USER, "cannot create %s: %s", path, strerror(errno));
-    return PT_OK;
+    free(line);
+    if (st == PT_OK && ferror(in)) st = ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    return st;
 }
 
-/* Keep the records of metrics.jsonl up to step keep_until (a resumed run logs the later steps
- * again); rewritten through a temporary file and a rename, so a crash keeps the old file. */
+/* Rewrite metrics.jsonl with the records keep_records keeps, through a temporary file and a
+ * rename, so a crash keeps the old file. */
 static pt_status trim_metrics(const char *path, int64_t keep_until)
 {
-    FILE *in = fopen(path, "r");
-    if (!in) return PT_OK;
-    char tmp[4200], line[8192];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *out = fopen(tmp, "w");
-    if (!out) {
-        fclose(in);
-        return ERR(PT_ERR_USER, "cannot write %s: %s (output_dir must be writable)", tmp, strerror(errno));
-    }
-    while (fgets(line, sizeof line, in)) {
-        const char *at = strstr(line, "\"step\": ");
-        if (!at || atoll(at + 8) <= keep_until) fputs(line, out);
-    }
+    if (access(path, F_OK) != 0 && errno == ENOENT) return PT_OK;
+    FILE *in;
+    TRY(safefs_fopen_read(path, &in));
+    pt_filewriter out;
+    pt_status st = fw_open(&out, path);
+    bool changed = false;
+    if (st == PT_OK) st = keep_records(path, in, keep_until, &out, &changed);
     fclose(in);
-    bool bad = fflush(out) != 0 || ferror(out) || fsync(fileno(out)) != 0;
-    fclose(out);
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return ERR(PT_ERR_USER, "cannot rewrite %s: %s", path, strerror(errno));
-    }
-    return PT_OK;
+    if (st == PT_OK && changed) return fw_commit(&out);
+    fw_abort(&out);
+    return st;
 }
 
 pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_until)
 {
     memset(p, 0, sizeof *p);
+    p->fd = -1;
     p->start = progress_now();
     if (rank != 0) return PT_OK;
     p->tty = isatty(STDOUT_FILENO);
-    TRY(make_dirs(dir));
+    TRY(safefs_mkdirs(dir));
     snprintf(p->path, sizeof p->path, "%s/metrics.jsonl", dir);
-    if (keep_until >= 0) TRY(trim_metrics(p->path, keep_until));
-    p->metrics = fopen(p->path, "a");
-    if (!p->metrics)
-        return ERR(PT_ERR_USER, "cannot write %s: %s (output_dir must be writable)", p->path, strerror(errno));
-    return PT_OK;
+    TRY(trim_metrics(p->path, keep_until > 0 ? keep_until : 0));
+    return safefs_open_append(p->path, &p->fd);
 }
 
 static void clock_text(double s, char *out, size_t len)
@@ -80,12 +76,31 @@ static void clock_text(double s, char *out, size_t len)
     snprintf(out, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
 }
 
-/* metrics.jsonl after a record: a full disk or a vanished directory is an error, not silence */
-static pt_status metrics_flush(progress *p)
+/* One record appended with one write: a full disk or a vanished directory is an error, and a
+ * record cut short is taken back (ptrain is the file's only writer: it holds output_dir's lock). */
+static pt_status metrics_append(progress *p, const strbuf *rec)
 {
-    if (fflush(p->metrics) == 0 && !ferror(p->metrics)) return PT_OK;
-    return ERR(PT_ERR_USER, "cannot write %s: %s (free space on that file system, or set output_dir elsewhere)",
-               p->path, strerror(errno));
+    off_t before = lseek(p->fd, 0, SEEK_END);
+    size_t off = 0;
+    while (off < rec->len) {
+        ssize_t got = write(p->fd, rec->data + off, rec->len - off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            int err = got < 0 ? errno : ENOSPC;
+            if (before >= 0 && ftruncate(p->fd, before) != 0) { /* the next run drops the cut line */ }
+            return safefs_write_error("write", p->path, err);
+        }
+        off += (size_t)got;
+    }
+    return PT_OK;
+}
+
+/* ", "name": value" with JSON's null for what is not a finite number (NaN, inf). */
+static void json_number(strbuf *sb, const char *name, const char *fmt, double v)
+{
+    sb_printf(sb, ", \"%s\": ", name);
+    if (isfinite(v)) sb_printf(sb, fmt, v);
+    else sb_printf(sb, "null");
 }
 
 /* The timing columns of several ranks: "slowest rank 1 0.91 s/step, comm 0.02 s/step (2%)". */
@@ -99,7 +114,7 @@ static void timing_text(const progress_record *r, char *out, size_t len)
 
 pt_status progress_log(progress *p, const progress_record *r)
 {
-    if (!p->metrics) return PT_OK;
+    if (p->fd < 0) return PT_OK;
     double elapsed = progress_now() - p->start;
     double eta = r->step > 0 ? elapsed / (double)r->step * (double)(r->total - r->step) : 0;
     char e[32], left[32];
@@ -112,29 +127,44 @@ pt_status progress_log(progress *p, const progress_record *r)
            p->tty ? "\r" : "", (long long)r->step, (long long)r->total, width, "==============================",
            30 - width, "", r->loss, r->lr, r->grad_norm, r->tokens_per_s, e, left, timing, p->tty ? "\033[K" : "\n");
     fflush(stdout);
-    fprintf(p->metrics,
-            "{\"step\": %lld, \"epoch\": %.4f, \"loss\": %.6f, \"learning_rate\": %.6g, \"grad_norm\": %.6f, "
-            "\"tokens_per_s\": %.1f, \"input_tokens_per_s\": %.1f, \"elapsed_s\": %.1f, \"eta_s\": %.1f",
-            (long long)r->step, r->epoch, r->loss, r->lr, r->grad_norm, r->tokens_per_s, r->input_tokens_per_s,
-            elapsed, eta);
-    if (r->ranks > 1)
-        fprintf(p->metrics, ", \"ranks\": %d, \"step_time_s\": %.4f, \"slowest_rank\": %d, \"comm_time_s\": %.4f",
-                r->ranks, r->step_s, r->slowest_rank, r->comm_s);
-    fprintf(p->metrics, "}\n");
-    return metrics_flush(p);
+    strbuf rec = {0};
+    sb_printf(&rec, "{\"step\": %lld", (long long)r->step);
+    json_number(&rec, "epoch", "%.4f", r->epoch);
+    json_number(&rec, "loss", "%.6f", r->loss);
+    json_number(&rec, "learning_rate", "%.6g", r->lr);
+    json_number(&rec, "grad_norm", "%.6f", r->grad_norm);
+    json_number(&rec, "tokens_per_s", "%.1f", r->tokens_per_s);
+    json_number(&rec, "input_tokens_per_s", "%.1f", r->input_tokens_per_s);
+    json_number(&rec, "elapsed_s", "%.1f", elapsed);
+    json_number(&rec, "eta_s", "%.1f", eta);
+    if (r->ranks > 1) {
+        sb_printf(&rec, ", \"ranks\": %d", r->ranks);
+        json_number(&rec, "step_time_s", "%.4f", r->step_s);
+        sb_printf(&rec, ", \"slowest_rank\": %d", r->slowest_rank);
+        json_number(&rec, "comm_time_s", "%.4f", r->comm_s);
+    }
+    sb_printf(&rec, "}\n");
+    pt_status st = metrics_append(p, &rec);
+    sb_free(&rec);
+    return st;
 }
 
 pt_status progress_eval(progress *p, int64_t step, double eval_loss)
 {
-    if (!p->metrics) return PT_OK;
+    if (p->fd < 0) return PT_OK;
     printf("%seval at step %lld: eval_loss %.4f\n", p->tty ? "\n" : "", (long long)step, eval_loss);
-    fprintf(p->metrics, "{\"step\": %lld, \"eval_loss\": %.6f}\n", (long long)step, eval_loss);
-    return metrics_flush(p);
+    strbuf rec = {0};
+    sb_printf(&rec, "{\"step\": %lld", (long long)step);
+    json_number(&rec, "eval_loss", "%.6f", eval_loss);
+    sb_printf(&rec, "}\n");
+    pt_status st = metrics_append(p, &rec);
+    sb_free(&rec);
+    return st;
 }
 
 void progress_close(progress *p)
 {
-    if (p->tty && p->metrics) printf("\n");
-    if (p->metrics) fclose(p->metrics);
-    p->metrics = NULL;
+    if (p->tty && p->fd >= 0) printf("\n");
+    if (p->fd >= 0) close(p->fd);
+    p->fd = -1;
 }

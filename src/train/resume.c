@@ -108,15 +108,20 @@ static pt_status find_newest(const pt_config *cfg, char *path, size_t len)
     return st;
 }
 
-/* Temporary files of checkpoint writes that a kill interrupted: never complete, never used. */
+/* Temporary files (.NAME.tmp.XXXXXXXXXXXX, filewrite.h) of writes that a kill interrupted: never
+ * complete, never used. This run holds output_dir's lock, so no other run is writing them. */
 static void remove_interrupted(const char *dir)
 {
     DIR *d = opendir(dir);
     char path[8192];
     for (struct dirent *e; d && (e = readdir(d));) {
-        if (strncmp(e->d_name, ".checkpoint-", 12) || !strstr(e->d_name, ".h5.tmp.")) continue;
+        struct stat sb;
+        if (e->d_name[0] != '.' || !strstr(e->d_name, ".tmp.")) continue;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (unlink(path) == 0) log_info("resume     removed %s, left by an interrupted checkpoint write\n", path);
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+            log_info("resume     removed %s, left by an interrupted %s\n", path,
+                     strncmp(e->d_name, ".checkpoint-", 12) ? "write" : "checkpoint write");
     }
     if (d) closedir(d);
 }

@@ -456,6 +456,7 @@ static void trainer_free(trainer *t)
     lora_free(&t->l);
     model_free(&t->m);
     tokenizer_free(t->tok);
+    dirlock_release(&t->lock);
 }
 
 static int64_t env_int(const char *name) { return getenv(name) ? atoll(getenv(name)) : 0; }
@@ -484,7 +485,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     t.fail_step = env_int("PTRAIN_TEST_FAIL_STEP"), t.kill_step = env_int("PTRAIN_TEST_KILL_STEP");
     t.kill_rank = (int)env_int("PTRAIN_TEST_KILL_RANK"), t.step_delay_ms = (int)env_int("PTRAIN_TEST_STEP_DELAY_MS");
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
-    pt_status st = dist_agree(d, load_model(&t));
+    t.lock.fd = -1;
+    pt_status st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
+    if (st == PT_OK) st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
@@ -499,6 +502,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) {
         st = train_loop(&t, &last);
         if (st != PT_CHECKPOINTED) dist_fail_fast(d, st); /* the others may be inside a step's collective */
+        if (st != PT_OK && st != PT_CHECKPOINTED && !err_reported()) log_error(st); /* one rank: say it here */
     }
     if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));

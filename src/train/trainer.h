@@ -7,6 +7,7 @@
 #include "ptrain/checkpoint.h"
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
+#include "ptrain/dirlock.h"
 #include "ptrain/dist.h"
 #include "ptrain/gradsync.h"
 #include "ptrain/hub.h"
@@ -53,6 +54,7 @@ typedef struct {
     int64_t fail_step, kill_step;
     int kill_rank, step_delay_ms;
     hub_queue *hub; /* rank 0 with push_to_hub: the upload thread (train_hub.c) */
+    pt_dirlock lock; /* rank 0: output_dir's lock, held for the run */
 } trainer;
 
 /* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */

@@ -261,6 +261,17 @@ ok "server down: a warning on stderr" grep -q "did not finish" "$d/r9.err"
 ok "server down: the jobs stay staged (job.json last, files as in the repo)" \
     sh -c "ls '$d'/run/hub/*-adapter-final/job.json '$d'/run/hub/*-adapter-final/files/adapter_model.safetensors >/dev/null"
 faults '{"down": false}' >/dev/null
+# a link planted in a staged job (output_dir on shared scratch): never followed, never uploaded
+secret=victim-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')
+echo "$secret" >"$d/victim.txt"
+job=$(ls -d "$d"/run/hub/*-adapter-final)
+ln -s "$d/victim.txt" "$job/files/stolen.txt"
+env HF_ENDPOINT="$EP" HF_TOKEN="$TOKEN" "$P" push "$d/run" >"$d/push0.out" 2>"$d/push0.err"
+ok "ptrain push, a link planted in a staged job: refused, naming it" \
+    grep -q "refusing to read $job/files/stolen.txt: it is a symbolic link" "$d/push0.out" "$d/push0.err"
+ok "... and nothing of the linked file reached the Hub" \
+    sh -c "! grep -rqF '$secret' '$SRV' '$LOG'"
+rm -f "$job/files/stolen.txt"
 env HF_ENDPOINT="$EP" HF_TOKEN="$TOKEN" "$P" push "$d/run" >"$d/push.out" 2>"$d/push.err"
 expect_eq "ptrain push OUTPUT_DIR: exit 0" 0 $?
 ok "ptrain push: nothing left staged" test -z "$(ls "$d/run/hub")"

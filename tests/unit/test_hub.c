@@ -31,6 +31,7 @@
 #include "hub/hub_internal.h"
 #include "ptrain/config.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/safefs.h"
 
 static char dir[256];
 
@@ -275,7 +276,7 @@ static void test_jobs(void **state)
     assert_int_equal(hub_job_seq("12-adapter"), -1);
     assert_int_equal(hub_job_seq(".gone-001-x"), -1);
     snprintf(path, sizeof path, "%s/hub/999-old/files", out); /* an earlier version's 3-digit job */
-    assert_int_equal(fw_mkdirs(path), PT_OK);
+    assert_int_equal(safefs_mkdirs(path), PT_OK);
     stage_job(out, "a", "me/lora");
     assert_true(exists(out, "001000-a/job.json"));
     stage_job(out, "b", "me/lora");
@@ -294,7 +295,7 @@ static void test_jobs(void **state)
     hub_stage_remove(path);
     assert_false(exists(out, "001001-b"));
     snprintf(path, sizeof path, "%s/hub/.gone-001000-a/files", out);
-    assert_int_equal(fw_mkdirs(path), PT_OK);
+    assert_int_equal(safefs_mkdirs(path), PT_OK);
     snprintf(path, sizeof path, "%s/hub/001000-a/job.json", out);
     unlink(path);
     hub_jobs_clean(out);
