@@ -5,7 +5,7 @@
 #   docs/training.md): max relative difference <= 1e-5 (measured: 0, bit-identical), same losses;
 # - progress shows the slowest rank and the communication time; only rank 0 writes files;
 # - failure: a rank that fails in the middle of a step (injected allocation failure on rank 1),
-#   rank 0 failing to write metrics.jsonl (a full disk: /dev/full), a rank killed with SIGKILL,
+#   rank 0 failing to write metrics.jsonl (a full disk: a small tmpfs), a rank killed with SIGKILL,
 #   and unreadable data on one rank's node all end the whole job non-zero within seconds, with
 #   the failing rank's own message; nothing hangs in a collective.
 # Skips, saying why, without mpirun or the model file.
@@ -14,7 +14,7 @@ P=${PTRAIN:?set PTRAIN to the ptrain binary}
 DIFF=$(dirname "$P")/tests/mpi/adapter_diff
 mpirun=${MPIRUN:-mpirun}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
 model=""
 for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
     [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
@@ -95,13 +95,20 @@ ok "fail-mid-step:message: rank 1's own error" contains "$err" \
     "ptrain: rank 1: out of memory: out of host memory in the backward pass of layer 15 at step 2"
 ok "fail-mid-step:fast: the job ended in ${secs}s (< 40 s, 200 steps would take minutes)" test "$secs" -lt 40
 
+# a real full disk under rank 0's output_dir: a tmpfs of 48 KiB, most of it taken by a filler file
 mkdir -p "$tmp/full"
-ln -s /dev/full "$tmp/full/metrics.jsonl"
-STEPS=200 write_config "$tmp/full.yaml" "$tmp/full" 2 1
-mpi 60 -np 2 "$P" train "$tmp/full.yaml"
-ok "disk-full:exit: rank 0 unable to write metrics ends the job non-zero" test "$rc" -ne 0 -a "$rc" -ne 124
-ok "disk-full:message: rank 0 names the file and the cause" contains "$err" \
-    "ptrain: rank 0: error: cannot write $tmp/full/metrics.jsonl: No space left on device"
+if mount -t tmpfs -o size=48k tmpfs "$tmp/full" 2>"$tmp/mount.err"; then
+    head -c 36000 /dev/zero >"$tmp/full/filler" 2>/dev/null
+    STEPS=200 write_config "$tmp/full.yaml" "$tmp/full/run" 2 1
+    mpi 60 -np 2 "$P" train "$tmp/full.yaml"
+    umount "$tmp/full"
+    ok "disk-full:exit: rank 0 unable to write metrics ends the job non-zero" test "$rc" -ne 0 -a "$rc" -ne 124
+    ok "disk-full:message: rank 0 names the file and the cause" contains "$err" \
+        "ptrain: rank 0: error: cannot write $tmp/full/run/metrics.jsonl: No space left on device"
+else
+    skip_test "disk-full:exit" "cannot mount a tmpfs here: $(head -c 120 "$tmp/mount.err")"
+    skip_test "disk-full:message" "cannot mount a tmpfs here: $(head -c 120 "$tmp/mount.err")"
+fi
 
 # kill -9 rank 1 once training is under way (a step logged); the launcher must end the job
 STEPS=200 write_config "$tmp/kill.yaml" "$tmp/kill" 2 1
