@@ -65,6 +65,22 @@ for key in $(echo "$out" | awk 'NR > 1 && $1 !~ /^(launch|env)\./ && $1 !~ /^dat
 done
 expect_eq "every key is in docs/configuration.md" "" "$undocumented"
 
+# bounded parsing: 50000 nested mappings (250 KB; libyaml alone would take many seconds on them)
+# are refused at once at level 65, and a file past 256 KiB where it crosses the limit
+awk 'BEGIN { printf "model_name: x\ndataset: "; for (i = 0; i < 50000; i++) printf "{a: "; printf "1";
+             for (i = 0; i < 50000; i++) printf "}"; print "" }' >"$tmp/deep.yaml"
+timeout 5 "$P" check "$tmp/deep.yaml" >"$tmp/out" 2>"$tmp/err"
+expect_eq "50000 nested mappings: refused within 5 s at level 65, naming the limit" "rc=1
+ptrain: error: $tmp/deep.yaml:2:262: nested deeper than 64 levels (mappings and lists inside one another), the most ptrain reads; no key needs more than 4: flatten it" \
+    "rc=$?
+$(cat "$tmp/err")"
+{ printf 'model_name: x\n# '; head -c 300000 /dev/zero | tr '\0' 'x'; printf '\n'; } >"$tmp/big.yaml"
+run check "$tmp/big.yaml"
+expect_eq "a config of 300000 bytes: refused where it passes 256 KiB" "rc=1
+ptrain: error: $tmp/big.yaml:2:262131: the file goes on past 256 KiB (262144 bytes), the most ptrain reads of a config file; is this really a config file?" \
+    "rc=$rc
+$err"
+
 # secrets: the token's value appears nowhere, its presence is shown
 HF_TOKEN=hf_do_not_print_me_123 run check "$PTRAIN_SRCDIR/share/examples/push-checkpoints.yaml"
 ok "HF_TOKEN shown as set (hidden)" contains "$out" "set (hidden)"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ptrain/config.h"
@@ -756,6 +757,153 @@ static void test_error_document(void **state)
     assert_int_equal(config_parse(NAME, "a: 1\n\0b: 2\n", 11, &cfg, NULL), PT_ERR_USER);
     assert_string_equal(err_message(), "config.yaml:2:1: not valid YAML: control characters are not allowed");
     assert_null(cfg.path);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * bounded parsing: nesting, size, aliases, one document; each refused at once, at its place */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* head, then n times open, then mid, then n times close, then "\n" (the caller frees it). */
+static char *nested(const char *head, int n, const char *open, const char *mid, const char *close)
+{
+    size_t len = strlen(head) + (size_t)n * (strlen(open) + strlen(close)) + strlen(mid) + 2;
+    char *s = malloc(len);
+    assert_non_null(s);
+    strcpy(s, head);
+    char *p = s + strlen(s);
+    for (int i = 0; i < n; i++) p = stpcpy(p, open);
+    p = stpcpy(p, mid);
+    for (int i = 0; i < n; i++) p = stpcpy(p, close);
+    strcpy(p, "\n");
+    return s;
+}
+
+static const char depth_error[] = "nested deeper than 64 levels (mappings and lists inside one another), the most "
+                                  "ptrain reads; no key needs more than 4: flatten it";
+
+static void test_limit_depth(void **state)
+{
+    (void)state;
+    /* 20000 levels, 100 KB: libyaml alone takes seconds (quadratic) without the limit */
+    char *yaml = nested("model_name: x\ndataset: ", 20000, "{a: ", "1", "}");
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:2:262: %s", depth_error); /* the 64th "{" is level 65 */
+    double t0 = seconds_now();
+    expect_error(yaml, want);
+    double took = seconds_now() - t0;
+    free(yaml);
+    if (took > 1.0) fail_msg("refusing 20000 levels took %.2f s", took);
+
+    /* lists count as much as mappings, block style as much as flow style */
+    yaml = nested("x: ", 64, "[", "1", "]");
+    snprintf(want, sizeof want, "config.yaml:1:67: %s", depth_error);
+    expect_error(yaml, want);
+    free(yaml);
+    pt_config cfg;
+    char *warnings;
+    /* 64 levels (the top-level mapping and 63 lists) are read: an unknown key, ignored */
+    yaml = nested("x: ", 63, "[", "1", "]");
+    assert_int_equal(parse_warn(yaml, &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:1:1: unknown key \"x\"; ignored\n");
+    free(warnings);
+    config_free(&cfg);
+    free(yaml);
+    yaml = nested("", 65, "- ", "1", "");
+    snprintf(want, sizeof want, "config.yaml:1:129: %s", depth_error);
+    expect_error(yaml, want);
+    free(yaml);
+}
+
+static void test_limit_size(void **state)
+{
+    (void)state;
+    size_t cap = 256 << 10;
+    char *text = malloc(cap + 2);
+    assert_non_null(text);
+    /* "model_name: m", then one comment line up to 256 KiB: read */
+    memset(text, 'x', cap + 1);
+    memcpy(text, "model_name: m\n# ", 16);
+    text[cap - 1] = '\n';
+    pt_config cfg;
+    assert_int_equal(config_parse(NAME, text, cap, &cfg, NULL), PT_OK);
+    assert_string_equal(cfg.model_name, "m");
+    config_free(&cfg);
+    /* one byte more: refused where the limit is crossed (line 3, its first character) */
+    text[cap] = 'x';
+    assert_int_equal(config_parse(NAME, text, cap + 1, &cfg, NULL), PT_ERR_USER);
+    assert_string_equal(err_message(), "config.yaml:3:1: the file goes on past 256 KiB (262144 bytes), the most "
+                                       "ptrain reads of a config file; is this really a config file?");
+    assert_null(cfg.path);
+    /* columns count characters, as every other position */
+    memcpy(text, "model_name: \xc3\xa9\xc3\xa9\n", 17);
+    text[cap - 1] = 'x';
+    assert_int_equal(config_parse(NAME, text, cap + 1, &cfg, NULL), PT_ERR_USER);
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:2:%zu: the file goes on past 256 KiB (262144 bytes), the most ptrain "
+             "reads of a config file; is this really a config file?", cap - 17 + 1);
+    assert_string_equal(err_message(), want);
+    free(text);
+}
+
+static void test_limit_aliases(void **state)
+{
+    (void)state;
+    /* a few aliases are fine */
+    pt_config cfg;
+    parse_ok("d: &d {name: a, shuffle: true}\nq: &q q_proj\ndataset: [*d, *d]\nlora_target_modules: [*q, v_proj]\n",
+             &cfg);
+    assert_int_equal(cfg.n_datasets, 2);
+    assert_true(cfg.datasets[1].shuffle);
+    assert_string_equal(cfg.lora_target_modules.items[0], "q_proj");
+    config_free(&cfg);
+    /* 60000 entries of one mapping: 120000 values read again, refused at the mapping at once */
+    char *yaml = malloc(64 + 40 * 16 + 60000 * 4), *p = stpcpy(yaml, "dataset: [&d {name: a}");
+    assert_non_null(yaml);
+    for (int i = 1; i < 60000; i++) p = stpcpy(p, ", *d");
+    strcpy(p, "]\n");
+    expect_error(yaml, "config.yaml:1:11: aliases repeat more than 10000 values in all, the most ptrain reads; write "
+                       "the values out instead");
+    /* each one a mapping of 21 keys (20 unknown: warnings): 1.2 million values to read; refused in one of them */
+    p = stpcpy(yaml, "d: &d {name: a");
+    for (int i = 0; i < 20; i++) p += sprintf(p, ", k%d: 1", i);
+    p = stpcpy(p, "}\ndataset: [*d");
+    for (int i = 1; i < 60000; i++) p = stpcpy(p, ", *d");
+    strcpy(p, "]\n");
+    double t0 = seconds_now();
+    assert_int_equal(parse(yaml, &cfg), PT_ERR_USER);
+    double took = seconds_now() - t0;
+    free(yaml);
+    if (!strstr(err_message(), ": aliases repeat more than 10000 values in all") || strchr(err_message(), '\n'))
+        fail_msg("%s", err_message());
+    if (took > 1.0) fail_msg("refusing 60000 repeated entries took %.2f s", took);
+}
+
+static void test_one_document(void **state)
+{
+    (void)state;
+    static const char second[] = "a second YAML document starts here; a config file is one document: remove the "
+                                 "\"---\" or \"...\" line that separates them (the two become one) or delete the second";
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:3:1: %s", second);
+    expect_error("model_name: m\nlora_r: 8\n---\nlora_r: 16\n", want);
+    expect_error("model_name: m\nlora_r: 8\n---\n", want);
+    expect_error("---\nmodel_name: m\n---\nlora_r: 16\n", want);
+    /* after an end marker, more text without "---" is no document: libyaml says so */
+    expect_error("model_name: m\n...\nlora_r: 16\n", "config.yaml:3:1: not valid YAML: did not find expected <document start>");
+    /* one leading "---", a directive, or an end marker alone are one document */
+    pt_config cfg;
+    parse_ok("---\nmodel_name: m\nlora_r: 8\n", &cfg);
+    assert_int_equal(cfg.lora_r, 8);
+    config_free(&cfg);
+    parse_ok("%YAML 1.1\n---\nmodel_name: m\n...\n# the end\n", &cfg);
+    assert_string_equal(cfg.model_name, "m");
+    config_free(&cfg);
 }
 
 static void test_error_types(void **state)
@@ -1556,15 +1704,17 @@ static void test_load(void **state)
     assert_int_equal(config_load("/", &cfg, NULL), PT_ERR_USER);
     assert_string_equal(err_message(), "cannot read config file /: Is a directory");
 
-    /* over 64 MiB */
-    size_t big = (64u << 20) + 1;
+    /* over 256 KiB: refused where it crosses the limit (1 MiB of spaces: only the first 256 KiB and a
+     * little more are read) */
+    size_t big = 1u << 20;
     char *spaces = malloc(big);
     assert_non_null(spaces);
     memset(spaces, ' ', big);
     path = write_temp(spaces, big);
     free(spaces);
     assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
-    snprintf(want, sizeof want, "%s: larger than 64 MiB; is this really a config file?", path);
+    snprintf(want, sizeof want, "%s:1:262145: the file goes on past 256 KiB (262144 bytes), the most ptrain reads "
+             "of a config file; is this really a config file?", path);
     assert_string_equal(err_message(), want);
     unlink(path);
     free(path);
@@ -1783,6 +1933,10 @@ int main(void)
         cmocka_unit_test(test_dataset_forms),
         cmocka_unit_test(test_derived_defaults),
         cmocka_unit_test(test_error_document),
+        cmocka_unit_test(test_limit_depth),
+        cmocka_unit_test(test_limit_size),
+        cmocka_unit_test(test_limit_aliases),
+        cmocka_unit_test(test_one_document),
         cmocka_unit_test(test_error_types),
         cmocka_unit_test(test_error_echo),
         cmocka_unit_test(test_error_ranges),
