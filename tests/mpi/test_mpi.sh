@@ -30,7 +30,7 @@ printf 'model_name: x\nsave_steps: fifty\n' >"$tmp/bad.yaml"
 mpi -np 2 "$P" check "$tmp/bad.yaml"
 ok "2 ranks, bad config: non-zero exit" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_eq "2 ranks, bad config: reported once, by rank 0" \
-    "ptrain: rank 0: error: $tmp/bad.yaml:2:13: save_steps: expected a positive integer or a fraction below 1 of the total steps, found \"fifty\"" "$err"
+    "ptrain: rank 0: error: $tmp/bad.yaml:2:13: save_steps: expected a positive integer (at most 1e+18) or a fraction below 1 of the total steps, found \"fifty\"" "$err"
 
 printf 'model_name: x\nlearning_rate: 1e-4\n' >"$tmp/a.yaml"
 printf 'model_name: x\nlearning_rate: 2e-4\n' >"$tmp/b.yaml"

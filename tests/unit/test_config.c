@@ -499,7 +499,7 @@ static void test_numbers(void **state)
     parse_ok("save_steps: 0.25\neval_steps: 0.1\n", &cfg);
     assert_true(cfg.save_steps == 0.25 && cfg.eval_steps == 0.1);
     config_free(&cfg);
-    expect_error("save_steps: 2.5\n", "config.yaml:1:13: save_steps: expected a positive integer or a fraction "
+    expect_error("save_steps: 2.5\n", "config.yaml:1:13: save_steps: expected a positive integer (at most 1e+18) or a fraction "
                  "below 1 of the total steps, found \"2.5\"");
     parse_ok("max_steps: -1\n", &cfg);
     expect_text(&cfg, "max_steps", "(unset)");
@@ -915,18 +915,18 @@ static void test_error_types(void **state)
         {"lora_r: 1.5\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"1.5\""},
         {"lora_r: [8]\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found a list"},
         {"seed: 99999999999999999999\n",
-         "config.yaml:1:7: seed: expected a non-negative integer, found \"99999999999999999999\""},
+         "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"99999999999999999999\""},
         {"logging_steps: ten\n",
-         "config.yaml:1:16: logging_steps: expected a positive integer, found \"ten\""},
+         "config.yaml:1:16: logging_steps: expected a positive integer (at most 9223372036854775807), found \"ten\""},
         {"threads: many\n",
          "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"many\""},
         /* K_FLOAT */
-        {"learning_rate: fast\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"fast\""},
+        {"learning_rate: fast\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"fast\""},
         {"learning_rate: {a: 1}\n",
-         "config.yaml:1:16: learning_rate: expected a positive number, found a mapping"},
+         "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found a mapping"},
         {"weight_decay: .nan\n",
-         "config.yaml:1:15: weight_decay: expected a non-negative number, found \".nan\""},
-        {"lora_alpha: inf\n", "config.yaml:1:13: lora_alpha: expected a positive number, found \"inf\""},
+         "config.yaml:1:15: weight_decay: expected a non-negative number (at most 1e+18), found \".nan\""},
+        {"lora_alpha: inf\n", "config.yaml:1:13: lora_alpha: expected a positive number (at most 1e+18), found \"inf\""},
         /* K_BOOL */
         {"packing: maybe\n", "config.yaml:1:10: packing: expected true or false, found \"maybe\""},
         {"packing: [true]\n", "config.yaml:1:10: packing: expected true or false, found a list"},
@@ -1029,7 +1029,7 @@ static void test_error_echo(void **state)
         {"model_parameters:\n  \"a\\nb\": [1]\n",
          "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
         {"lora_r: 8\n\"lora\\nr\": 1\nlora_alpha: x\n",
-         "config.yaml:3:13: lora_alpha: expected a positive number, found \"x\""},
+         "config.yaml:3:13: lora_alpha: expected a positive number (at most 1e+18), found \"x\""},
     };
     RUN_ERRORS(rows);
 
@@ -1039,7 +1039,7 @@ static void test_error_echo(void **state)
     memset(long_value, 'x', 200);
     long_value[200] = '\0';
     snprintf(yaml, sizeof yaml, "seed: %s\n", long_value);
-    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"%.79s...\"",
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"%.79s...\"",
              long_value);
     expect_error(yaml, want);
 
@@ -1047,7 +1047,7 @@ static void test_error_echo(void **state)
     strcpy(yaml, "seed: \"");
     for (int i = 0; i < 30; i++) strcat(yaml, "\\x01");
     strcat(yaml, "\"\n");
-    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"");
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"");
     for (int i = 0; i < 20; i++) strcat(want, "\\x01");
     strcat(want, "...\"");
     expect_error(yaml, want);
@@ -1076,14 +1076,22 @@ static void test_error_ranges(void **state)
         {"val_split_ratio: 1\n",
          "config.yaml:1:18: val_split_ratio: expected a number in (0, 1), found \"1\""},
         {"warmup_ratio: 1.5\n", "config.yaml:1:15: warmup_ratio: expected a number in [0, 1], found \"1.5\""},
-        {"learning_rate: 0\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"0\""},
+        {"learning_rate: 0\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"0\""},
         {"learning_rate: -2e-4\n",
-         "config.yaml:1:16: learning_rate: expected a positive number, found \"-2e-4\""},
+         "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"-2e-4\""},
         {"num_train_epochs: 0\n",
-         "config.yaml:1:19: num_train_epochs: expected a positive number, found \"0\""},
-        {"weight_decay: -1\n", "config.yaml:1:15: weight_decay: expected a non-negative number, found \"-1\""},
-        {"max_steps: 0\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"0\""},
-        {"max_steps: -2\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"-2\""},
+         "config.yaml:1:19: num_train_epochs: expected a positive number (at most 1e+18), found \"0\""},
+        {"weight_decay: -1\n", "config.yaml:1:15: weight_decay: expected a non-negative number (at most 1e+18), found \"-1\""},
+        {"max_steps: 0\n", "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found \"0\""},
+        {"max_steps: -2\n", "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found \"-2\""},
+        {"max_steps: 99999999999999999999\n",
+         "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found "
+         "\"99999999999999999999\""},
+        {"learning_rate: 2e18\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"2e18\""},
+        {"hub_upload_timeout: 1e19\n",
+         "config.yaml:1:21: hub_upload_timeout: expected a non-negative number (at most 1e+18), found \"1e19\""},
+        {"eval_steps: 1e19\n", "config.yaml:1:13: eval_steps: expected a positive integer (at most 1e+18) or a fraction "
+                               "below 1 of the total steps, found \"1e19\""},
         {"lora_r: 0\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"0\""},
         {"lora_r: 4097\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"4097\""},
         {"max_seq_length: 16777217\n",
@@ -1092,13 +1100,13 @@ static void test_error_ranges(void **state)
          "config.yaml:1:30: per_device_train_batch_size: expected an integer from 1 to 1048576, "
          "found \"0\""},
         {"threads: -1\n", "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"-1\""},
-        {"seed: -1\n", "config.yaml:1:7: seed: expected a non-negative integer, found \"-1\""},
+        {"seed: -1\n", "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"-1\""},
         {"save_total_limit: 0\n",
-         "config.yaml:1:19: save_total_limit: expected a positive integer, found \"0\""},
+         "config.yaml:1:19: save_total_limit: expected a positive integer (at most 9223372036854775807), found \"0\""},
         {"early_stopping_patience: 0\n",
-         "config.yaml:1:26: early_stopping_patience: expected a positive integer, found \"0\""},
+         "config.yaml:1:26: early_stopping_patience: expected a positive integer (at most 9223372036854775807), found \"0\""},
         {"dataset:\n  - name: a\n    num_samples: 0\n",
-         "config.yaml:3:18: dataset[0].num_samples: expected a positive integer, found \"0\""},
+         "config.yaml:3:18: dataset[0].num_samples: expected a positive integer (at most 9223372036854775807), found \"0\""},
     };
     RUN_ERRORS(rows);
     /* the edges that are in range */
@@ -1168,7 +1176,7 @@ static void test_error_datasets(void **state)
          "config.yaml:3:17: dataset[0].data_files: expected a string or a list of strings, found a "
          "mapping"},
         {"dataset:\n  - name: a\n    seed: -5\n",
-         "config.yaml:3:11: dataset[0].seed: expected a non-negative integer, found \"-5\""},
+         "config.yaml:3:11: dataset[0].seed: expected a non-negative integer (at most 9223372036854775807), found \"-5\""},
         /* rules of one entry: at the value that breaks them */
         {"dataset:\n  - name: a\n    filter_data: true\n    filter_value: en\n",
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
@@ -1312,7 +1320,7 @@ static void test_errors_together_in_order(void **state)
                  "paged_adamw_8bit, adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found "
                  "\"sgd\"\n"
                  "config.yaml:6:14: dataset[0].shuffle: expected true or false, found \"2\"\n"
-                 "config.yaml:7:14: save_steps: expected a positive integer or a fraction below 1 of the total steps, "
+                 "config.yaml:7:14: save_steps: expected a positive integer (at most 1e+18) or a fraction below 1 of the total steps, "
                  "found \"fifty\"\n"
                  "config.yaml:8:1: lora_r: given twice (first at line 1)\n"
                  "config.yaml:10:1: dataset: given twice (first at line 4)");
