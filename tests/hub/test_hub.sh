@@ -424,8 +424,9 @@ EOF
 for v in a b c; do
     run "$d/$v.yaml" "$d/$v.log"
     expect_eq "token in the config ($v): the run exits 0 and pushes" "0 1" "$rc $(grep -c 'every push done' "$d/$v.log.out")"
-    ok "token in the config ($v): the checkpoint keeps the config, the token blanked" \
-        sh -c "h5dump '$d/$v/checkpoint-3.h5' | grep -q 'not stored' && ! grep -a -q -F '$SECRET' '$d/$v/checkpoint-3.h5'"
+    ok "token in the config ($v): the checkpoint keeps the settings, the token key as (not stored), not the token" \
+        sh -c "h5dump -d /run/config.yaml '$d/$v/checkpoint-3.h5' >'$d/$v.dump' && grep -q 'hub_model_id: tester/secret-$v' '$d/$v.dump' &&
+               grep -q 'hub_token: (not stored)' '$d/$v.dump' && ! grep -a -q -F '$SECRET' '$d/$v/checkpoint-3.h5'"
     ok "token in the config ($v): in no file under output_dir, none uploaded, no output" \
         sh -c "! grep -r -a -q -F '$SECRET' '$d/$v' '$SRV/tester/secret-$v' '$d/$v.log.out' '$d/$v.log.err'"
 done

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <yaml.h>
+
 #include "ptrain/config.h"
 #include "ptrain/jsonfile.h"
 #include "ptrain/error.h"
@@ -1532,32 +1534,127 @@ static void test_token_never_kept(void **state)
     config_free(&cfg);
 }
 
-/* What a checkpoint keeps of the config file: every token value blanked, whatever its YAML form,
- * the rest and the line numbers as they were; nothing when the text cannot be read. */
-static void expect_redacted(const char *yaml, const char *want)
+/* What a checkpoint keeps of a config: the resolved settings as YAML (config_dump), which read back
+ * as the same configuration and hold no token, whatever the file had around its settings. */
+#define HF_SHAPED "hf_ThirtyFourLettersOfAnAccessToken" /* hf_ and 34 letters, as the Hub's */
+
+static char *dump_of(const char *yaml)
 {
-    char *got = config_redact_secrets(yaml, strlen(yaml));
-    if (!got || strcmp(got, want)) fail_msg("redacting:\n%s\ngot:\n%s\nwant:\n%s", yaml, got ? got : "(NULL)", want);
-    free(got);
+    pt_config cfg;
+    parse_ok(yaml, &cfg);
+    char *text = NULL;
+    assert_int_equal(config_dump(&cfg, &text), PT_OK);
+    assert_non_null(text);
+    config_free(&cfg);
+    return text;
 }
 
-static void test_token_never_stored(void **state)
+/* Whether text is one YAML document whose root is a mapping, as libyaml reads it. */
+static bool libyaml_reads_mapping(const char *text)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    assert_true(yaml_parser_initialize(&parser));
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+    bool ok = yaml_parser_load(&parser, &doc);
+    yaml_parser_delete(&parser);
+    if (!ok) return false;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    ok = root && root->type == YAML_MAPPING_NODE;
+    yaml_document_delete(&doc);
+    return ok;
+}
+
+/* The dump of yaml has none of the texts given (NULL-terminated), and libyaml reads it. */
+static void expect_dump_without(const char *yaml, ...)
+{
+    char *text = dump_of(yaml);
+    va_list ap;
+    va_start(ap, yaml);
+    for (const char *secret; (secret = va_arg(ap, const char *));)
+        if (strstr(text, secret)) fail_msg("the dump of:\n%s\nkeeps %s:\n%s", yaml, secret, text);
+    va_end(ap);
+    if (!libyaml_reads_mapping(text)) fail_msg("libyaml does not read the dump as a mapping:\n%s", text);
+    free(text);
+}
+
+static void test_dump_no_token(void **state)
 {
     (void)state;
-    expect_redacted("a: 1\nhub_token: " TOKEN "\nb: 2\n", "a: 1\nhub_token: \"(not stored)\"\nb: 2\n");
-    expect_redacted("\"hub_token\": \"" TOKEN "\"\n", "\"hub_token\": \"(not stored)\"\n");
-    expect_redacted("{model_name: m, hf_token: " TOKEN ", lora_r: 8}\n",
-                    "{model_name: m, hf_token: \"(not stored)\", lora_r: 8}\n");
-    expect_redacted("hf_token: |\n  " TOKEN "\n  more\nb: 2\n", "hf_token: \"(not stored)\"\n\n\nb: 2\n");
-    expect_redacted("x: {y: [{HF_TOKEN: " TOKEN "}]}\n", "x: {y: [{HF_TOKEN: \"(not stored)\"}]}\n");
-    expect_redacted("a: &t " TOKEN "\nhub_token: *t\n", "a: &t \"(not stored)\"\nhub_token: *t\n");
-    expect_redacted("caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: " TOKEN "\n", /* characters, not bytes */
-                    "caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: \"(not stored)\"\n");
-    expect_redacted("a: 1\n---\nhub_token: " TOKEN "\n", "a: 1\n---\nhub_token: \"(not stored)\"\n");
-    expect_redacted("hub_token:\nlora_r: 8\n", "hub_token:\nlora_r: 8\n");
-    /* a token left anywhere else (a comment here), or text libyaml cannot read: nothing is stored */
-    assert_null(config_redact_secrets("# " TOKEN "\nhub_token: " TOKEN "\n", strlen("# " TOKEN "\nhub_token: " TOKEN "\n")));
-    assert_null(config_redact_secrets("a: [1\nhub_token: " TOKEN "\n", strlen("a: [1\nhub_token: " TOKEN "\n")));
+    /* around the settings: a comment, an unknown key, an anchor, a block scalar, a flow mapping */
+    expect_dump_without("# hub_token: " TOKEN "\nmodel_name: m\n", TOKEN, NULL);
+    expect_dump_without("hf_api_key: " TOKEN "\nextra: {hf_token: " TOKEN ", n: [" TOKEN "]}\n", TOKEN, NULL);
+    expect_dump_without("x: &t " TOKEN "\nhub_token: *t\nd: &d {name: a}\ndataset: [*d]\n", TOKEN, NULL);
+    expect_dump_without("hf_token: |\n  " TOKEN "\n  more\nlora_r: 8\n", TOKEN, NULL);
+    expect_dump_without("{model_name: m, hf_token: " TOKEN ", lora_r: 8}\n", TOKEN, NULL);
+    expect_dump_without("a: 1\n\"HUB_TOKEN\": " TOKEN "\n", TOKEN, NULL);
+    /* a token-shaped text in a key ptrain keeps: a string, a list, a map, a dataset entry */
+    expect_dump_without("hub_model_id: tester/" HF_SHAPED "\noutput_dir: /runs/" HF_SHAPED "-x\n"
+                        "chat_template: |\n  {{ '" HF_SHAPED "' }}\n",
+                        HF_SHAPED, NULL);
+    expect_dump_without("model_parameters: {stop: " HF_SHAPED ", " HF_SHAPED ": 1}\n"
+                        "dataset:\n  - name: " HF_SHAPED "\n    data_files: [a, " HF_SHAPED "]\n"
+                        "    rename: {" HF_SHAPED ": text}\n    filter_column_value: x\n"
+                        "    filter_value: api_org_AbcdefghijklmnopqrstuvwxyzABCDEFGH\n    filter_data: true\n",
+                        HF_SHAPED, "api_org_Abcdefghij", NULL);
+    /* the environment's token, wherever it is (8 characters or more) */
+    setenv("HF_TOKEN", "my-env-secret", 1);
+    setenv("HUGGING_FACE_HUB_TOKEN", "another-env-secret", 1);
+    expect_dump_without("output_dir: /runs/my-env-secret/x\nfinal_model_dir: another-env-secret\n", "my-env-secret",
+                        "another-env-secret", NULL);
+    unsetenv("HF_TOKEN");
+    unsetenv("HUGGING_FACE_HUB_TOKEN");
+    /* a token key given reads "(not stored)"; not given, null; a short hf_ word is no token */
+    char *text = dump_of("hub_token: " TOKEN "\nrevision: hf_main\n");
+    assert_non_null(strstr(text, "\nhub_token: (not stored)\n"));
+    assert_non_null(strstr(text, "\nrevision: hf_main\n"));
+    free(text);
+    text = dump_of("lora_r: 8\n");
+    assert_non_null(strstr(text, "\nhub_token: null\n"));
+    free(text);
+}
+
+/* Every setting of full.yaml, typed: numbers, booleans, null for unset, lists, maps, datasets. */
+static void test_dump_typed(void **state)
+{
+    (void)state;
+    char *text = dump_of("model_name: m\nlora_r: 4\nlora_alpha: 8\nlearning_rate: 2e-4\nadam_epsilon: 1e-8\n"
+                         "threads: auto\nuse_rslora: yes\ndevice_map: {\"\": 0}\nchat_template: \"\"\n"
+                         "revision: \"123\"\nlora_target_modules: [q_proj, v_proj]\nmodel_parameters: {temperature: 0.7}\n"
+                         "dataset:\n  - name: a\n    rename: {instruction: prompt}\n    seed: 0\n  - b.jsonl\n");
+    static const char *const lines[] = {
+        "model_name: m\n", "\nlora_r: 4\n", "\nlora_alpha: 8\n", "\nlearning_rate: 0.0002\n",
+        "\nadam_epsilon: 1.0e-08\n", "\nthreads: auto\n", "\nuse_rslora: true\n", "\ndevice_map:\n  '': 0\n",
+        "\nchat_template: ''\n", "\nrevision: '123'\n", "\nlora_target_modules:\n- q_proj\n- v_proj\n",
+        "\nmodel_parameters:\n  temperature: 0.7\n", "\nmax_steps: null\n", "\nwarmup_ratio: null\n",
+        "\nsave_total_limit: null\n", "\nresume_from_checkpoint: false\n",
+        "\ndataset:\n- name: a\n  split_type: train\n  data_files: []\n  format: json\n  rename:\n    instruction: prompt\n"
+        "  filter_data: false\n  filter_column_value: null\n  filter_value: null\n  num_samples: null\n"
+        "  shuffle: false\n  seed: 0\n- name: b.jsonl\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(text, lines[i])) fail_msg("the dump has no \"%s\":\n%s", lines[i], text);
+    free(text);
+}
+
+/* The dump reads back as the same configuration (the same hash), for every good config. */
+static void test_dump_reads_back(void **state)
+{
+    (void)state;
+    static const char *const configs[] = {
+        "model_name: m\n", "max_steps: 7\nsave_steps: 0.25\nwarmup_ratio: 0\nresume_from_checkpoint: /ck/checkpoint-4.h5\n",
+        "model_parameters: 8b\nquantization_method: [q8_0, f16]\nhub_model_id: a/b\nchat_template: \"null\"\n",
+        "dataset_text_field: \"yes\"\noutput_dir: \"~\"\nlearning_rate: 3.0000000000000001e-4\nthreads: 3\n",
+        "assistant_only_loss: false\ndevice_map: cpu\nmodel_name: \"caf\\u00e9: 'x' \\\"y\\\" #z\"\n",
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        char *text = dump_of(configs[i]);
+        pt_config back;
+        if (parse(text, &back) != PT_OK) fail_msg("%s\ndoes not read back: %s\n%s", configs[i], err_message(), text);
+        if (config_hash(&back) != hash_of(configs[i])) fail_msg("%s\nreads back as another config:\n%s", configs[i], text);
+        config_free(&back);
+        free(text);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1883,6 +1980,15 @@ static void test_corpus_good(void **state)
         if (*warnings) fail_msg("%s warns: %s", path, warnings);
         free(warnings);
         assert_int_equal(config_validate_launch(&cfg, 2), PT_OK);
+        /* what a checkpoint keeps of it reads back as the same configuration */
+        char *dumped = NULL;
+        assert_int_equal(config_dump(&cfg, &dumped), PT_OK);
+        pt_config back;
+        if (config_parse(path, dumped, strlen(dumped), &back, NULL) != PT_OK)
+            fail_msg("%s: its dump does not read back: %s\n%s", path, err_message(), dumped);
+        if (config_hash(&back) != config_hash(&cfg)) fail_msg("%s: its dump reads back as another config:\n%s", path, dumped);
+        config_free(&back);
+        free(dumped);
         if (!strcmp(names[i], "full.yaml")) {
             saw_full = true;
             const char *const *keys = config_key_names();
@@ -1960,7 +2066,9 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_token_never_kept),
-        cmocka_unit_test(test_token_never_stored),
+        cmocka_unit_test(test_dump_no_token),
+        cmocka_unit_test(test_dump_typed),
+        cmocka_unit_test(test_dump_reads_back),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_load),
