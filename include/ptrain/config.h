@@ -154,7 +154,11 @@ char *config_value_text(const pt_config *cfg, const char *key);
 void config_print(const pt_config *cfg, FILE *out);
 /* A 64-bit hash of the resolved configuration (everything config_print shows). */
 uint64_t config_hash(const pt_config *cfg);
-/* The names of all top-level keys, NULL-terminated (for tests and docs). */
+/* One hash per top-level key, in the order of config_key_names(), of the value config_print shows
+ * (the dataset entries' rows for "dataset", a constant for hub_token): what the ranks compare to
+ * name the keys they resolved differently. */
+void config_key_hashes(const pt_config *cfg, uint64_t *hashes);
+/* The names of all top-level keys, NULL-terminated (for tests, docs and config_key_hashes). */
 const char *const *config_key_names(void);
 
 /* The resolved settings as YAML text (*yaml, malloc'd), as every checkpoint keeps them: each key of
