@@ -90,9 +90,7 @@ void hub_shell_quote(strbuf *out, const char *s)
         sb_printf(out, "%s", s);
         return;
     }
-    sb_printf(out, "'");
-    for (const char *p = s; *p; p++) sb_printf(out, *p == '\'' ? "'\\''" : "%c", *p);
-    sb_printf(out, "'");
+    sb_shell_quote(out, s);
 }
 
 void hub_job_command(const hub_job *j, strbuf *out)

@@ -1024,8 +1024,8 @@ static char *convert_message(const char *path, const char *kind, const char *ext
     sb_printf(
         &sb,
         "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
-        "  python3 -c \"import pandas as pd; %s('%s').to_json('%.*sjsonl', orient='records', lines=True, "
-        "force_ascii=False)\"\nbeside it%s; ptrain then reads the .jsonl file",
+        "  python3 -c 'import sys, pandas as pd; %s(sys.argv[1]).to_json(sys.argv[2], orient=\"records\", lines=True, "
+        "force_ascii=False)' '%s' '%.*sjsonl'\nbeside it%s; ptrain then reads the .jsonl file",
         path, kind, extra, call, path, stem, path, more);
     return sb.data;
 }
