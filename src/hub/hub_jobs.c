@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "hub_internal.h"
+#include "ptrain/jsonfile.h"
 
 static char *dup_or_null(json_t *v) { return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL; }
 
@@ -18,7 +19,7 @@ pt_status hub_job_load(const char *dir, hub_job *j)
     char path[4400];
     snprintf(path, sizeof path, "%s/job.json", dir);
     json_error_t e;
-    json_t *root = json_load_file(path, 0, &e), *del = json_object_get(root, "delete");
+    json_t *root = jsonfile_load(path, 0, &e), *del = json_object_get(root, "delete");
     if (!root) return ERR(PT_ERR_USER, "%s: %s", path, e.text);
     const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     j->dir = xstrdup(dir);

@@ -378,6 +378,15 @@ ok "multipart: several part PUTs, then the completion POST" \
 readback "multipart: the adapter reads back" tester/multi "$tmp/adapter" --private
 stop_server
 
+# --- an answer past 64 MiB (no Hub answer is that large) is not read on, and the error says so
+start_server big
+faults '{"fail": [{"count": 1, "status": 400, "match": "^POST /api/repos/create", "pad": 67108864}]}' >/dev/null
+env HF_ENDPOINT="$EP" HF_TOKEN="$TOKEN" "$P" push "$tmp/adapter" --repo tester/big >"$d/out" 2>"$d/err"
+rc=$?
+ok "an answer past 64 MiB: refused with the limit named" \
+    sh -c "[ $rc != 0 ] && grep -q 'failed: the answer is larger than 64 MiB, the most ptrain reads of one' '$d/err'"
+stop_server
+
 # --- a token in the config file (never used) reaches no checkpoint and no uploaded file, whatever
 # its YAML form: a quoted key, flow style nested in an unknown key, a list, a block scalar, an alias
 start_server secret

@@ -2029,10 +2029,43 @@ static void test_jsonfile_big_ints(void **state)
     assert_null(jsonfile_loadb(bad, strlen(bad), 0, &e));
 }
 
+/* JSON files within bounds: one past 128 MiB is refused before it is read (a sparse file: instant
+ * here), and nesting stops at jansson's depth limit at once. */
+static void test_jsonfile_limits(void **state)
+{
+    (void)state;
+    char *path = write_temp("{}", 2);
+    assert_int_equal(truncate(path, (128 << 20) + 1), 0);
+    json_error_t e;
+    double t0 = seconds_now();
+    assert_null(jsonfile_load(path, 0, &e));
+    double took = seconds_now() - t0;
+    assert_string_equal(e.text, "the file is larger than 128 MiB, the most ptrain reads of one JSON file");
+    assert_int_equal(e.line, -1);
+    if (took > 0.5) fail_msg("refusing a JSON file past 128 MiB took %.2f s", took);
+    assert_int_equal(truncate(path, 128 << 20), 0); /* at the limit it is read (and is no JSON: NUL bytes) */
+    assert_null(jsonfile_load(path, 0, &e));
+    assert_null(strstr(e.text, "128 MiB"));
+    unlink(path);
+    free(path);
+    size_t n = 100000;
+    char *deep = malloc(2 * n + 1);
+    assert_non_null(deep);
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    deep[2 * n] = '\0';
+    t0 = seconds_now();
+    assert_null(jsonfile_loadb(deep, 2 * n, 0, &e));
+    assert_string_equal(e.text, "maximum parsing depth reached near '['");
+    if (seconds_now() - t0 > 1.0) fail_msg("refusing 100000 nested arrays took %.2f s", seconds_now() - t0);
+    free(deep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jsonfile_big_ints),
+        cmocka_unit_test(test_jsonfile_limits),
         cmocka_unit_test(test_every_key_value),
         cmocka_unit_test(test_every_key_has_a_row),
         cmocka_unit_test(test_defaults),
