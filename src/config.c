@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <yaml.h>
 
 #include "config_internal.h"
@@ -18,6 +17,9 @@ typedef struct {
     const char *file;
     strbuf errors;
     FILE *warn;
+    unsigned char *seen; /* per node of doc: read once already */
+    int repeats;         /* nodes read again (through aliases) */
+    bool stopped;        /* past CONFIG_MAX_REPEATS: read no more */
 } walk;
 
 static void walk_error(walk *w, const yaml_node_t *node, const char *key, const char *fmt, ...)
@@ -54,15 +56,23 @@ static void walk_error_at(walk *w, int line, int col, const char *key, const cha
 static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* One line "ptrain: KIND: FILE:LINE:COL: message" to w->warn, written at once (stderr is unbuffered:
+ * a config with thousands of unknown keys would otherwise cost three writes a warning). */
+static void walk_vline(walk *w, const char *kind, const yaml_node_t *node, const char *fmt, va_list ap)
+{
+    char line[1400];
+    int n = snprintf(line, sizeof line, "ptrain: %s: %s:%zu:%zu: ", kind, w->file, node->start_mark.line + 1,
+                     node->start_mark.column + 1);
+    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    fprintf(w->warn, "%s\n", line);
+}
+
 static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
 {
     if (!w->warn) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(w->warn, "ptrain: warning: %s:%zu:%zu: ", w->file, node->start_mark.line + 1,
-            node->start_mark.column + 1);
-    vfprintf(w->warn, fmt, ap);
-    fputc('\n', w->warn);
+    walk_vline(w, "warning", node, fmt, ap);
     va_end(ap);
 }
 
@@ -74,10 +84,26 @@ static void walk_note(walk *w, const yaml_node_t *node, const char *fmt, ...)
     if (!w->warn) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(w->warn, "ptrain: note: %s:%zu:%zu: ", w->file, node->start_mark.line + 1, node->start_mark.column + 1);
-    vfprintf(w->warn, fmt, ap);
-    fputc('\n', w->warn);
+    walk_vline(w, "note", node, fmt, ap);
     va_end(ap);
+}
+
+/* Whether the walk may read node. A node read again (an alias repeats its anchor's values) counts
+ * toward CONFIG_MAX_REPEATS; past it the walk reports once, at that node, and reads no more: a few
+ * aliases of a large mapping would otherwise make a small file take hours. */
+static bool walk_enter(walk *w, const yaml_node_t *node)
+{
+    if (w->stopped) return false;
+    size_t id = (size_t)(node - w->doc->nodes.start);
+    if (!w->seen[id]) {
+        w->seen[id] = 1;
+        return true;
+    }
+    if (++w->repeats <= CONFIG_MAX_REPEATS) return true;
+    walk_error(w, node, NULL, "aliases repeat more than %d values in all, the most ptrain reads; write the "
+               "values out instead", CONFIG_MAX_REPEATS);
+    w->stopped = true;
+    return false;
 }
 
 static const char *node_kind(const yaml_node_t *node)
@@ -133,6 +159,7 @@ static void set_list(walk *w, const key_spec *spec, const char *key, yaml_node_t
     pt_strlist fresh = {0};
     for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
         yaml_node_t *item = yaml_document_get_node(w->doc, *it);
+        if (!walk_enter(w, item)) break;
         const char *text = want_scalar(w, spec, key, item);
         char why[1024];
         if (!text) continue;
@@ -180,6 +207,7 @@ static void set_map(walk *w, const key_spec *spec, const char *key, yaml_node_t 
     for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        if (!walk_enter(w, v)) break;
         /* the mapping itself is right here; say which part of an entry is not a plain value */
         if (k->type != YAML_SCALAR_NODE) {
             walk_error(w, k, key, "expected a name, found %s", node_kind(k));
@@ -255,6 +283,7 @@ static void add_dataset(walk *w, pt_config *cfg, yaml_node_t *item, int index)
     unsigned char seen[32] = {0};
     int line[32] = {0}, col[32] = {0};
     walk_mapping(w, item, dataset_keys, dataset_nkeys, ds, prefix, seen, line, col);
+    if (w->stopped) return;
     if (!ds->name || !*ds->name)
         walk_error(w, item, prefix, "name is required (an HF dataset id or a local file)");
     /* the rules of one entry, reported at the value that breaks them (both keys were given) */
@@ -286,8 +315,11 @@ static void set_datasets(walk *w, pt_config *cfg, yaml_node_t *node)
         return;
     }
     int i = 0;
-    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++)
-        add_dataset(w, cfg, yaml_document_get_node(w->doc, *it), i++);
+    for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
+        yaml_node_t *item = yaml_document_get_node(w->doc, *it);
+        if (!walk_enter(w, item)) return;
+        add_dataset(w, cfg, item, i++);
+    }
     if (i == 0) walk_error(w, node, "dataset", "expected at least one dataset, found an empty list");
 }
 
@@ -313,6 +345,7 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        if (!walk_enter(w, v)) return;
         if (k->type != YAML_SCALAR_NODE) {
             walk_error(w, k, prefix, "expected a key name, found %s", node_kind(k));
             continue;
@@ -356,31 +389,28 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
     }
 }
 
-/* The byte at a 0-based line and column (in characters) of text, or 0 past its end. */
-static unsigned char char_at(const char *text, size_t len, size_t line, size_t col)
+typedef struct {
+    const char *text;
+    int len, order;
+    long line, col;
+} error_line;
+
+/* By position, then by the order of collection (qsort is not stable by itself). */
+static int error_cmp(const void *a, const void *b)
 {
-    size_t i = 0;
-    for (; i < len && line > 0; i++)
-        if (text[i] == '\n') line--;
-    for (; i < len && text[i] != '\n'; i++) {
-        if (((unsigned char)text[i] & 0xC0) == 0x80) continue;
-        if (col-- == 0) return (unsigned char)text[i];
-    }
-    return 0;
+    const error_line *x = a, *y = b;
+    if (x->line != y->line) return x->line < y->line ? -1 : 1;
+    if (x->col != y->col) return x->col < y->col ? -1 : 1;
+    return x->order - y->order;
 }
 
 /* Put the collected messages ("NAME:LINE:COL: ...", one a line) in file order: the rules between
  * keys are checked rule by rule. Stable, so messages at one position keep their order. */
 static void sort_errors(strbuf *errors, const char *name)
 {
-    typedef struct {
-        const char *text;
-        int len;
-        long line, col;
-    } message;
     int n = 1;
     for (size_t i = 0; i < errors->len; i++) n += errors->data[i] == '\n';
-    message *m = calloc((size_t)n, sizeof *m);
+    error_line *m = calloc((size_t)n, sizeof *m);
     if (!m) return; /* unsorted is still right */
     const char *p = sb_text(errors);
     size_t name_len = strlen(name);
@@ -395,20 +425,13 @@ static void sort_errors(strbuf *errors, const char *name)
         if (!line && k > 0) /* not a new message: more of the one before it in the text */
             m[k - 1].len = (int)(p - m[k - 1].text) + len;
         else
-            m[k++] = (message){p, len, line, col};
+            m[k] = (error_line){p, len, k, line, col}, k++;
         if (!nl) break;
         p = nl + 1;
     }
-    for (int i = 1; i < k; i++) /* insertion sort: stable */
-        for (int j = i; j > 0 && (m[j - 1].line > m[j].line || (m[j - 1].line == m[j].line && m[j - 1].col > m[j].col));
-             j--) {
-            message t = m[j];
-            m[j] = m[j - 1];
-            m[j - 1] = t;
-        }
-    n = k;
+    qsort(m, (size_t)k, sizeof *m, error_cmp);
     strbuf sorted = {0};
-    for (int i = 0; i < n; i++) sb_printf(&sorted, "%s%.*s", i ? "\n" : "", m[i].len, m[i].text);
+    for (int i = 0; i < k; i++) sb_printf(&sorted, "%s%.*s", i ? "\n" : "", m[i].len, m[i].text);
     free(m);
     sb_free(errors);
     *errors = sorted;
@@ -419,204 +442,51 @@ static void config_clear(pt_config *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
-pt_status config_parse(const char *name, const char *text, size_t len, pt_config *cfg, FILE *warn)
+/* Fill cfg from the document's top-level mapping; every problem goes to w->errors. */
+static void walk_document(walk *w, pt_config *cfg)
 {
-    config_clear(cfg);
+    yaml_node_t *root = yaml_document_get_root_node(w->doc);
+    if (!root || scalar_is_null(root))
+        sb_printf(&w->errors, "%s: the file is empty; write at least \"model_name:\" and \"dataset:\" "
+                              "(see share/examples/)", w->file);
+    else if (root->type != YAML_MAPPING_NODE)
+        walk_error(w, root, NULL, "expected a mapping of keys (model_name: ..., dataset: ...) at the "
+                                  "top level, found %s", node_kind(root));
+    else
+        walk_mapping(w, root, config_keys, config_nkeys, cfg, NULL, cfg->is_set, cfg->key_line, cfg->key_col);
+}
+
+/* cfg at its defaults, with room for where each key is given. */
+static pt_status config_start(pt_config *cfg, const char *name)
+{
     cfg->path = xstrdup(name);
     cfg->is_set = calloc((size_t)config_nkeys, 1);
     cfg->key_line = calloc((size_t)config_nkeys, sizeof(int));
     cfg->key_col = calloc((size_t)config_nkeys, sizeof(int));
-    TRY_ALLOC(cfg->is_set && cfg->key_line && cfg->key_col ? cfg->is_set : NULL);
+    if (!cfg->is_set || !cfg->key_line || !cfg->key_col) return ERR(PT_ERR_NOMEM, "out of memory");
     key_apply_defaults(config_keys, config_nkeys, cfg);
-
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    if (!yaml_parser_initialize(&parser)) return ERR(PT_ERR_NOMEM, "out of memory starting libyaml");
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        size_t line = parser.problem_mark.line + 1, col = parser.problem_mark.column + 1;
-        if (parser.error == YAML_READER_ERROR) { /* the reader gives a byte offset, not a mark */
-            line = col = 1;
-            for (size_t i = 0; i < parser.problem_offset && i < len; i++)
-                if (text[i] == '\n') line++, col = 1;
-                else if (((unsigned char)text[i] & 0xC0) != 0x80) col++;
-        }
-        /* say where an unclosed construct began, and name the usual culprit, a tab */
-        char started[64] = "";
-        if (parser.context && parser.error != YAML_READER_ERROR &&
-            parser.context_mark.line != parser.problem_mark.line)
-            snprintf(started, sizeof started, " started at line %zu", parser.context_mark.line + 1);
-        bool tab = parser.error == YAML_SCANNER_ERROR && parser.problem && !strstr(parser.problem, "tab") &&
-                   char_at(text, len, parser.problem_mark.line, parser.problem_mark.column) == '\t';
-        pt_status st = ERR(PT_ERR_USER, "%s:%zu:%zu: not valid YAML: %s%s%s%s%s", name, line, col,
-                           parser.problem ? parser.problem : "parse error",
-                           parser.context ? " " : "", parser.context ? parser.context : "", started,
-                           tab ? " (a tab: YAML indents with spaces)" : "");
-        yaml_parser_delete(&parser);
-        config_free(cfg);
-        return st;
-    }
-    yaml_parser_delete(&parser);
-
-    walk w = {.doc = &doc, .file = name, .warn = warn};
-    yaml_node_t *root = yaml_document_get_root_node(&doc);
-    if (!root || scalar_is_null(root)) {
-        sb_printf(&w.errors, "%s: the file is empty; write at least \"model_name:\" and \"dataset:\" "
-                             "(see share/examples/)", name);
-    } else if (root->type != YAML_MAPPING_NODE) {
-        walk_error(&w, root, NULL, "expected a mapping of keys (model_name: ..., dataset: ...) at the "
-                                   "top level, found %s", node_kind(root));
-    } else {
-        walk_mapping(&w, root, config_keys, config_nkeys, cfg, NULL, cfg->is_set, cfg->key_line,
-                     cfg->key_col);
-    }
-    yaml_document_delete(&doc);
-    if (!w.errors.len) config_check_values(cfg, &w.errors);
-    if (w.errors.len) {
-        sort_errors(&w.errors, name);
-        pt_status st = ERR(PT_ERR_USER, "%s", sb_text(&w.errors));
-        sb_free(&w.errors);
-        config_free(cfg);
-        return st;
-    }
     return PT_OK;
 }
 
-/* ---- what a checkpoint may keep of the config file: the text with every token blanked ---- */
-
-typedef struct {
-    size_t *start, *end; /* the values' ranges in characters, as libyaml's marks count them */
-    char **values;       /* the secret scalars' texts, to check that none is left */
-    int n, n_values, cap;
-} secret_ranges;
-
-/* hub_token, hf_token (the K_SECRET keys), in any case: HF_TOKEN: is a token too. */
-static bool secret_key(const yaml_node_t *k)
+pt_status config_parse(const char *name, const char *text, size_t len, pt_config *cfg, FILE *warn)
 {
-    if (k->type != YAML_SCALAR_NODE) return false;
-    for (int i = 0; i < config_nkeys; i++) {
-        const key_spec *s = &config_keys[i];
-        if (s->type == K_SECRET && (!strcasecmp(s->name, scalar_text(k)) || (s->alias && !strcasecmp(s->alias, scalar_text(k)))))
-            return true;
+    config_clear(cfg);
+    yaml_document_t doc;
+    TRY(config_yaml_load(name, text, len, &doc));
+    walk w = {.doc = &doc, .file = name, .warn = warn};
+    w.seen = calloc((size_t)(doc.nodes.top - doc.nodes.start) + 1, 1);
+    pt_status st = w.seen ? config_start(cfg, name) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) walk_document(&w, cfg);
+    free(w.seen);
+    yaml_document_delete(&doc);
+    if (st == PT_OK && !w.errors.len) config_check_values(cfg, &w.errors);
+    if (st == PT_OK && w.errors.len) {
+        sort_errors(&w.errors, name);
+        st = ERR(PT_ERR_USER, "%s", sb_text(&w.errors));
     }
-    return false;
-}
-
-static void add_range(secret_ranges *r, const yaml_node_t *v)
-{
-    if (r->n == r->cap) {
-        r->cap = r->cap ? 2 * r->cap : 8;
-        r->start = realloc(r->start, (size_t)r->cap * sizeof *r->start);
-        r->end = realloc(r->end, (size_t)r->cap * sizeof *r->end);
-        r->values = realloc(r->values, (size_t)r->cap * sizeof *r->values);
-        if (!r->start || !r->end || !r->values) abort();
-    }
-    r->start[r->n] = v->start_mark.index, r->end[r->n++] = v->end_mark.index;
-    if (v->type == YAML_SCALAR_NODE) r->values[r->n_values++] = xstrdup(scalar_text(v));
-}
-
-/* Every value of a token key, at any depth (a mapping inside a list inside a mapping ...). */
-static void find_secrets(yaml_document_t *doc, yaml_node_t *node, unsigned char *seen, secret_ranges *r)
-{
-    size_t id = (size_t)(node - doc->nodes.start);
-    if (seen[id]) return; /* an alias met again (or a cycle) */
-    seen[id] = 1;
-    if (node->type == YAML_SEQUENCE_NODE)
-        for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++)
-            find_secrets(doc, yaml_document_get_node(doc, *it), seen, r);
-    if (node->type != YAML_MAPPING_NODE) return;
-    for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top; p++) {
-        yaml_node_t *k = yaml_document_get_node(doc, p->key), *v = yaml_document_get_node(doc, p->value);
-        if (secret_key(k)) add_range(r, v);
-        else find_secrets(doc, v, seen, r);
-    }
-}
-
-/* The ranges of every document of text; false when libyaml cannot read all of it. */
-static bool collect_secrets(const char *text, size_t len, secret_ranges *r)
-{
-    yaml_parser_t parser;
-    if (!yaml_parser_initialize(&parser)) return false;
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    bool ok = true, more = true;
-    while (ok && more) {
-        yaml_document_t doc;
-        if (!yaml_parser_load(&parser, &doc)) {
-            ok = false;
-            break;
-        }
-        yaml_node_t *root = yaml_document_get_root_node(&doc);
-        more = root != NULL;
-        unsigned char *seen = root ? calloc((size_t)(doc.nodes.top - doc.nodes.start), 1) : NULL;
-        if (seen) find_secrets(&doc, root, seen, r);
-        else ok = !root;
-        free(seen);
-        yaml_document_delete(&doc);
-    }
-    yaml_parser_delete(&parser);
-    return ok;
-}
-
-/* The byte offset of libyaml's character index ch (it counts code points, and not a UTF-8 BOM). */
-static size_t byte_at(const char *text, size_t len, size_t ch)
-{
-    for (size_t i = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; i < len; i++)
-        if (((unsigned char)text[i] & 0xC0) != 0x80 && ch-- == 0) return i;
-    return len;
-}
-
-/* Past a value's anchor (&a) and tag (!!str), which stay so that aliases still resolve. */
-static size_t skip_properties(const char *text, size_t b, size_t e)
-{
-    while (b < e && (text[b] == '&' || text[b] == '!')) {
-        while (b < e && !strchr(" \t\r\n", text[b])) b++;
-        while (b < e && strchr(" \t\r\n", text[b])) b++;
-    }
-    return b;
-}
-
-static void ranges_sort(secret_ranges *r)
-{
-    for (int i = 1; i < r->n; i++) /* a handful: insertion sort */
-        for (int j = i; j > 0 && r->start[j - 1] > r->start[j]; j--) {
-            size_t s = r->start[j], e = r->end[j];
-            r->start[j] = r->start[j - 1], r->end[j] = r->end[j - 1];
-            r->start[j - 1] = s, r->end[j - 1] = e;
-        }
-}
-
-/* text with each range replaced by "(not stored)" and as many line breaks as it held. */
-static void blank_ranges(const char *text, size_t len, secret_ranges *r, strbuf *out)
-{
-    size_t at = 0;
-    ranges_sort(r);
-    for (int i = 0; i < r->n; i++) {
-        size_t b = byte_at(text, len, r->start[i]), e = byte_at(text, len, r->end[i]);
-        if (b < at) b = at; /* the same node reached twice */
-        b = skip_properties(text, b, e);
-        if (b >= e) continue;
-        sb_printf(out, "%.*s\"(not stored)\"", (int)(b - at), text + at);
-        for (size_t k = b; k < e; k++)
-            if (text[k] == '\n') sb_printf(out, "\n");
-        at = e;
-    }
-    sb_printf(out, "%.*s", (int)(len - at), text + at);
-}
-
-char *config_redact_secrets(const char *text, size_t len)
-{
-    secret_ranges r = {0};
-    strbuf out = {0};
-    bool ok = collect_secrets(text, len, &r);
-    if (ok) blank_ranges(text, len, &r, &out);
-    for (int i = 0; i < r.n_values; i++) { /* none of them is left anywhere (a comment, another key) */
-        if (ok && strlen(r.values[i]) >= 4 && strstr(sb_text(&out), r.values[i])) ok = false;
-        free(r.values[i]);
-    }
-    free(r.start), free(r.end), free(r.values);
-    char *kept = ok ? xstrdup(sb_text(&out)) : NULL;
-    sb_free(&out);
-    return kept;
+    sb_free(&w.errors);
+    if (st != PT_OK) config_free(cfg);
+    return st;
 }
 
 pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
@@ -627,12 +497,7 @@ pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
     strbuf text = {0};
     char chunk[65536];
     size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (text.len + got > (64u << 20)) {
-            fclose(f);
-            sb_free(&text);
-            return ERR(PT_ERR_USER, "%s: larger than 64 MiB; is this really a config file?", path);
-        }
+    while (text.len <= CONFIG_MAX_BYTES && (got = fread(chunk, 1, sizeof chunk, f)) > 0) { /* past it: refused */
         if (memchr(chunk, '\0', got)) {
             fclose(f);
             sb_free(&text);

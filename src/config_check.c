@@ -212,29 +212,36 @@ char *config_value_text(const pt_config *cfg, const char *key)
     return sb.data ? sb.data : xstrdup("");
 }
 
+enum { TABLE_WIDTH = 30 };
+
+/* The table's rows of the dataset entries, each key expanded: "dataset[0].name  ...". */
+static void dataset_rows(const pt_config *cfg, strbuf *sb)
+{
+    if (cfg->n_datasets == 0) sb_printf(sb, "%-*s (none given)\n", TABLE_WIDTH, "dataset");
+    for (int d = 0; d < cfg->n_datasets; d++)
+        for (int j = 0; j < dataset_nkeys; j++) {
+            char name[96];
+            snprintf(name, sizeof name, "dataset[%d].%s", d, dataset_keys[j].name);
+            sb_printf(sb, "%-*s ", TABLE_WIDTH, name);
+            key_value_text(&dataset_keys[j], &cfg->datasets[d], sb);
+            sb_printf(sb, "\n");
+        }
+}
+
 /* The table, written into sb: one "key  value" row per key, dataset entries expanded. */
 static void config_table(const pt_config *cfg, strbuf *sb, bool mark_defaults)
 {
-    const int width = 30;
     for (int i = 0; i < config_nkeys; i++) {
         const key_spec *spec = &config_keys[i];
         if (spec->type == K_SECRET) continue;
-        if (spec->type != K_DATASETS) {
-            sb_printf(sb, "%-*s ", width, spec->name);
-            table_value(cfg, i, sb);
-            bool shows_unset = sb->len >= 7 && !strcmp(sb->data + sb->len - 7, "(unset)");
-            sb_printf(sb, "%s\n", cfg->is_set[i] || shows_unset || !mark_defaults ? "" : "  (default)");
+        if (spec->type == K_DATASETS) {
+            dataset_rows(cfg, sb);
             continue;
         }
-        if (cfg->n_datasets == 0) sb_printf(sb, "%-*s (none given)\n", width, "dataset");
-        for (int d = 0; d < cfg->n_datasets; d++)
-            for (int j = 0; j < dataset_nkeys; j++) {
-                char name[96];
-                snprintf(name, sizeof name, "dataset[%d].%s", d, dataset_keys[j].name);
-                sb_printf(sb, "%-*s ", width, name);
-                key_value_text(&dataset_keys[j], &cfg->datasets[d], sb);
-                sb_printf(sb, "\n");
-            }
+        sb_printf(sb, "%-*s ", TABLE_WIDTH, spec->name);
+        table_value(cfg, i, sb);
+        bool shows_unset = sb->len >= 7 && !strcmp(sb->data + sb->len - 7, "(unset)");
+        sb_printf(sb, "%s\n", cfg->is_set[i] || shows_unset || !mark_defaults ? "" : "  (default)");
     }
 }
 
@@ -254,4 +261,15 @@ uint64_t config_hash(const pt_config *cfg)
     uint64_t h = util_fnv1a(UTIL_FNV_INIT, sb_text(&sb), sb.len);
     sb_free(&sb);
     return h;
+}
+
+void config_key_hashes(const pt_config *cfg, uint64_t *hashes)
+{
+    for (int i = 0; i < config_nkeys; i++) {
+        strbuf sb = {0};
+        if (config_keys[i].type == K_DATASETS) dataset_rows(cfg, &sb);
+        else if (config_keys[i].type != K_SECRET) table_value(cfg, i, &sb);
+        hashes[i] = util_fnv1a(UTIL_FNV_INIT, sb_text(&sb), sb.len);
+        sb_free(&sb);
+    }
 }

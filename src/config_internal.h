@@ -3,6 +3,7 @@
 #define PTRAIN_CONFIG_INTERNAL_H
 
 #include <stddef.h>
+#include <yaml.h>
 
 #include "ptrain/config.h"
 #include "ptrain/util.h"
@@ -80,6 +81,16 @@ const char *config_shown(const char *text, char *out, size_t outlen);
 /* The rules between keys (config_check.c); each broken one is appended to errors. */
 bool config_check_values(pt_config *cfg, strbuf *errors);
 bool strlist_push(pt_strlist *list, const char *item);
+
+/* The bounds a config file is read within (config_yaml.c, and the walk in config.c). A real config
+ * is a few KB, nests 4 levels and repeats a value through an alias a few times. */
+#define CONFIG_MAX_BYTES (256u << 10) /* parsing 256 KiB of any shape stays well under a second */
+#define CONFIG_MAX_DEPTH 64           /* mappings and lists inside one another */
+#define CONFIG_MAX_REPEATS 10000      /* values read again through aliases, in all */
+/* libyaml's document of text (doc then belongs to the caller: yaml_document_delete), or the one
+ * error: past CONFIG_MAX_BYTES, nested past CONFIG_MAX_DEPTH, a second YAML document, or not
+ * valid YAML, at the line:col where that starts. */
+pt_status config_yaml_load(const char *name, const char *text, size_t len, yaml_document_t *doc);
 void strlist_free(pt_strlist *list);
 
 #endif

@@ -271,24 +271,34 @@ static void list_choices(const char *const *choices, char *out, size_t outlen)
         used += (size_t)snprintf(out + used, outlen - used, "%s%s", i ? ", " : "", choices[i]);
 }
 
+/* A range's upper end: "" when the words say it (the bounded forms), else " (at most N)". */
+static void upper_bound(const key_spec *spec, char *out, size_t outlen)
+{
+    if (spec->type == K_INT && spec->max >= (double)LONG_MAX)
+        snprintf(out, outlen, " (at most %ld)", LONG_MAX);
+    else
+        snprintf(out, outlen, " (at most %g)", spec->max);
+}
+
 void key_expected(const key_spec *spec, char *out, size_t outlen)
 {
-    char buf[512];
+    char buf[512], most[64];
+    upper_bound(spec, most, sizeof most);
     switch (spec->type) {
     case K_INT:
         if (spec->min == 1 && spec->max >= 1e9)
-            snprintf(out, outlen, "a positive integer");
+            snprintf(out, outlen, "a positive integer%s", most);
         else if (spec->min == 0 && spec->max >= 1e9)
-            snprintf(out, outlen, "a non-negative integer");
+            snprintf(out, outlen, "a non-negative integer%s", most);
         else
             snprintf(out, outlen, "an integer from %.0f to %.0f", spec->min, spec->max);
         if (spec->flags & F_AUTO) snprintf(out + strlen(out), outlen - strlen(out), " or auto");
         break;
     case K_FLOAT:
         if (spec->flags & F_STEPS)
-            snprintf(out, outlen, "a positive integer or a fraction below 1 of the total steps");
+            snprintf(out, outlen, "a positive integer%s or a fraction below 1 of the total steps", most);
         else if (spec->max >= BIG)
-            snprintf(out, outlen, "a %s number", spec->flags & F_MIN_EXCL ? "positive" : "non-negative");
+            snprintf(out, outlen, "a %s number%s", spec->flags & F_MIN_EXCL ? "positive" : "non-negative", most);
         else
             snprintf(out, outlen, "a number in %c%g, %g%c", spec->flags & F_MIN_EXCL ? '(' : '[',
                      spec->min, spec->max, spec->flags & F_MAX_EXCL ? ')' : ']');

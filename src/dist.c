@@ -85,6 +85,26 @@ pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what, con
     return PT_OK;
 }
 
+pt_status dist_compare_items(const pt_dist *d, const uint64_t *hashes, int n, bool *differ)
+{
+    for (int i = 0; i < n; i++) differ[i] = false;
+    if (d->world == 1) return PT_OK;
+    int root_n = n, other = 0;
+    MPI_TRY(MPI_Bcast(&root_n, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    other = root_n != n;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &other, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (other) /* no rank broadcasts the array then: counts that differ would mismatch it */
+        return root_n == n ? PT_OK : ERR(PT_ERR_USER, "rank 0 has %d items to compare, this rank %d", root_n, n);
+    uint64_t *root = malloc(sizeof *root * (size_t)(n > 0 ? n : 1));
+    if (!root) return ERR(PT_ERR_NOMEM, "out of memory");
+    if (n > 0) memcpy(root, hashes, sizeof *root * (size_t)n);
+    int rc = MPI_Bcast(root, n, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++) differ[i] = root[i] != hashes[i];
+    free(root);
+    MPI_TRY(rc);
+    return PT_OK;
+}
+
 pt_status dist_max_loc(const pt_dist *d, double value, double *max, int *rank)
 {
     struct {

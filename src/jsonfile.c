@@ -1,12 +1,14 @@
 /* jsonfile.c — JSON with integers beyond int64 read as reals (jsonfile.h): the text is scanned
  * once outside strings; an integer literal that does not fit int64 gets ".0" appended in a copy,
- * which jansson then reads as a real. Text without such numbers is parsed as it is. */
+ * which jansson then reads as a real. Text without such numbers is parsed as it is. Files past
+ * JSONFILE_MAX_BYTES are refused before they are read. */
 #include "ptrain/jsonfile.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Whether the integer literal p[0..n) (optional '-', digits) lies outside int64. */
 static bool beyond_int64(const char *p, size_t n)
@@ -69,13 +71,32 @@ json_t *jsonfile_loadb(const char *text, size_t len, size_t flags, json_error_t 
     return root;
 }
 
+/* The error jansson would give, for a file past JSONFILE_MAX_BYTES (no position: line -1, as
+ * jansson's own errors without one). */
+static json_t *too_large(const char *path, json_error_t *e)
+{
+    if (!e) return NULL;
+    memset(e, 0, sizeof *e);
+    e->line = e->column = -1;
+    snprintf(e->source, sizeof e->source, "%s", path);
+    snprintf(e->text, sizeof e->text, "the file is larger than %d MiB, the most ptrain reads of one JSON file",
+             (int)(JSONFILE_MAX_BYTES >> 20));
+    return NULL;
+}
+
 json_t *jsonfile_load(const char *path, size_t flags, json_error_t *e)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return json_load_file(path, flags, e); /* jansson says why, as before */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && st.st_size > (off_t)JSONFILE_MAX_BYTES) {
+        fclose(f);
+        return too_large(path, e);
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
-    do {
+    do { /* the size again as read: a file that grows, or one fstat cannot size */
+        if (len == cap && len > JSONFILE_MAX_BYTES) break;
         if (len == cap) {
             char *grown = realloc(text, cap = cap ? 2 * cap : 65536);
             if (!grown) break;
@@ -86,7 +107,9 @@ json_t *jsonfile_load(const char *path, size_t flags, json_error_t *e)
     } while (got > 0);
     bool bad = ferror(f) || len == cap;
     fclose(f);
-    json_t *root = bad ? json_load_file(path, flags, e) : jsonfile_loadb(text, len, flags, e);
+    json_t *root = len > JSONFILE_MAX_BYTES ? too_large(path, e)
+                   : bad                    ? json_load_file(path, flags, e)
+                                            : jsonfile_loadb(text, len, flags, e);
     free(text);
     return root;
 }

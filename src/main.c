@@ -29,6 +29,7 @@
 #include "ptrain/log.h"
 #include "ptrain/signals.h"
 #include "ptrain/train.h"
+#include "ptrain/util.h"
 
 static const char usage_text[] =
     "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
@@ -105,6 +106,34 @@ static void print_launch(const pt_config *cfg, const pt_dist *d, int threads)
     log_info("%-30s %s\n", "env.HF_TOKEN", getenv("HF_TOKEN") ? "set (hidden)" : "not set");
 }
 
+/* Every rank resolved the config rank 0 did; a rank that did not names the keys that differ (ten,
+ * then how many more). */
+static pt_status check_same_config(const pt_dist *d, const pt_config *cfg)
+{
+    const char *const *names = config_key_names();
+    int n = 0;
+    while (names[n]) n++;
+    uint64_t *hashes = malloc(sizeof *hashes * (size_t)n);
+    bool *differ = malloc(sizeof *differ * (size_t)n);
+    pt_status st = hashes && differ ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) config_key_hashes(cfg, hashes);
+    if (st == PT_OK) st = dist_compare_items(d, hashes, n, differ);
+    if (st != PT_OK) err_context("comparing the config with rank 0's (start every rank with the same ptrain)");
+    strbuf keys = {0};
+    int shown = 0, more = 0;
+    for (int i = 0; st == PT_OK && i < n; i++)
+        if (differ[i] && shown < 10) sb_printf(&keys, "%s%s", shown++ ? ", " : "", names[i]);
+        else if (differ[i]) more++;
+    if (more) sb_printf(&keys, " and %d more", more);
+    if (shown)
+        st = ERR(PT_ERR_USER, "the config differs from rank 0's in %s: start every rank with the same config file",
+                 sb_text(&keys));
+    sb_free(&keys);
+    free(hashes);
+    free(differ);
+    return st;
+}
+
 /* Load the config on every rank and make sure all ranks resolved the same one. */
 static pt_status load_config(const pt_dist *d, const char *path, pt_config *cfg)
 {
@@ -115,7 +144,7 @@ static pt_status load_config(const pt_dist *d, const char *path, pt_config *cfg)
         return all;
     }
     st = config_validate_launch(cfg, d->world);
-    if (st == PT_OK) st = dist_check_same(d, config_hash(cfg), "resolved config", NULL);
+    if (st == PT_OK) st = check_same_config(d, cfg);
     st = dist_agree(d, st);
     if (st != PT_OK) config_free(cfg);
     return st;

@@ -36,6 +36,13 @@ void sb_free(strbuf *sb)
 
 const char *sb_text(const strbuf *sb) { return sb->data ? sb->data : ""; }
 
+void sb_shell_quote(strbuf *sb, const char *s)
+{
+    sb_printf(sb, "'");
+    for (; *s; s++) sb_printf(sb, *s == '\'' ? "'\\''" : "%c", *s);
+    sb_printf(sb, "'");
+}
+
 char *xstrdup(const char *s)
 {
     char *copy = strdup(s ? s : "");

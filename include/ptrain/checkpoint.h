@@ -90,7 +90,7 @@ typedef struct {
     bool model_only; /* save_only_model: no optimizer state; cannot be resumed exactly */
     int64_t n_params;
     /* ---- pointers: not part of the byte image ---- */
-    char *config_text; /* the config file as it was read */
+    char *config_text; /* the resolved settings as YAML (config_dump), never the file's text */
     ckpt_eval *evals;  /* [n_evals] */
     float *params, *exp_avg, *exp_avg_sq; /* [n_params] each, in layout order (moments NULL if model_only) */
 } ckpt_state;

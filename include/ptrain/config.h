@@ -154,14 +154,19 @@ char *config_value_text(const pt_config *cfg, const char *key);
 void config_print(const pt_config *cfg, FILE *out);
 /* A 64-bit hash of the resolved configuration (everything config_print shows). */
 uint64_t config_hash(const pt_config *cfg);
-/* The names of all top-level keys, NULL-terminated (for tests and docs). */
+/* One hash per top-level key, in the order of config_key_names(), of the value config_print shows
+ * (the dataset entries' rows for "dataset", a constant for hub_token): what the ranks compare to
+ * name the keys they resolved differently. */
+void config_key_hashes(const pt_config *cfg, uint64_t *hashes);
+/* The names of all top-level keys, NULL-terminated (for tests, docs and config_key_hashes). */
 const char *const *config_key_names(void);
 
-/* The config file's text as a checkpoint may keep it: the value of every token key (hub_token,
- * hf_token, in any case, at any depth, in every document; block scalars and anchored values too)
- * replaced by "(not stored)", line numbers kept. NULL when libyaml cannot read the text or a token
- * would remain (then none of the text may be stored). malloc'd. */
-char *config_redact_secrets(const char *text, size_t len);
+/* The resolved settings as YAML text (*yaml, malloc'd), as every checkpoint keeps them: each key of
+ * config_print's table with its typed value, the dataset list as a sequence of mappings; it reads
+ * back (config_parse) as the same configuration. No token: a token key given in the file reads
+ * "(not stored)", and so does any string shaped like a Hugging Face token or holding the value of
+ * HF_TOKEN or HUGGING_FACE_HUB_TOKEN. Made with libyaml's emitter (config_dump.c). */
+pt_status config_dump(const pt_config *cfg, char **yaml);
 
 /* NULL when id is a Hub repository id ptrain can push to, "namespace/name" by huggingface_hub's
  * rule (validate_repo_id): each part 1 to 96 of [A-Za-z0-9_.-], starting and ending with a letter,

@@ -35,6 +35,12 @@ pt_status dist_agree(const pt_dist *d, pt_status local);
 /* Fail on the ranks whose hash of `what` (e.g. "resolved config") differs from rank 0's; the
  * message ends with fix (NULL: start every rank with the same config and ptrain). */
 pt_status dist_check_same(const pt_dist *d, uint64_t hash, const char *what, const char *fix);
+/* Which of n items differ from rank 0's, each item given by a hash (e.g. one per config key): rank 0
+ * broadcasts its array and differ[i] says whether this rank's hashes[i] is another. Collective;
+ * every rank passes its own n: when any rank's n is not rank 0's, no array is sent, those ranks
+ * fail ("rank 0 has N items to compare, this rank M") and the others return PT_OK with no item
+ * differing (end the phase with dist_agree). */
+pt_status dist_compare_items(const pt_dist *d, const uint64_t *hashes, int n, bool *differ);
 /* The largest value over the ranks and the rank that has it (the lowest such rank). */
 pt_status dist_max_loc(const pt_dist *d, double value, double *max, int *rank);
 /* For errors inside the training loop, where the other ranks are already waiting in the step's

@@ -8,7 +8,13 @@
 #include <jansson.h>
 #include <stddef.h>
 
+/* The largest JSON file ptrain reads: 4 times the largest tokenizer.json on the Hub (Gemma 3's,
+ * 33 MB); a config.json is kilobytes. Nesting is bounded by jansson (JSON_PARSER_MAX_DEPTH, 2048). */
+#define JSONFILE_MAX_BYTES ((size_t)128 << 20)
+
 json_t *jsonfile_loadb(const char *text, size_t len, size_t flags, json_error_t *e);
+/* The file at path; one larger than JSONFILE_MAX_BYTES is refused without reading it (NULL, e->text
+ * "the file is larger than 128 MiB, the most ptrain reads of one JSON file", line -1). */
 json_t *jsonfile_load(const char *path, size_t flags, json_error_t *e);
 
 #endif

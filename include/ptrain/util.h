@@ -15,6 +15,9 @@ void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2
 void sb_free(strbuf *sb);
 /* The buffer's text ("" when empty); stays owned by sb. */
 const char *sb_text(const strbuf *sb);
+/* Append s in single quotes for a POSIX shell (each ' written '\''): any text, pasted into sh or
+ * bash, is then one word, run or expanded never. */
+void sb_shell_quote(strbuf *sb, const char *s);
 
 /* strdup that aborts the process on out-of-memory (strings here are tiny). */
 char *xstrdup(const char *s);

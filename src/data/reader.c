@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data_internal.h"
 
@@ -35,19 +36,34 @@ static void append(strbuf *sb, const char *p, size_t n)
     sb->data[sb->len] = '\0';
 }
 
+/* ptrain holds every row of every file in memory (as JSON values, several times the text): one
+ * file past this is refused before it is read. */
+#define DATA_MAX_FILE ((size_t)4 << 30)
+
+static pt_status too_large(const char *path)
+{
+    return ERR(PT_ERR_USER, "%s is larger than 4 GiB, the most ptrain reads of one data file: split it into "
+               "several .jsonl files (a directory of them, or data_files)", path);
+}
+
 static pt_status slurp(const char *path, char **buf, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    struct stat info;
+    if (fstat(fileno(f), &info) == 0 && (uint64_t)info.st_size > DATA_MAX_FILE) {
+        fclose(f);
+        return too_large(path);
+    }
     strbuf sb = {0};
     char chunk[65536];
     size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) append(&sb, chunk, n);
+    while (sb.len <= DATA_MAX_FILE && (n = fread(chunk, 1, sizeof chunk, f)) > 0) append(&sb, chunk, n);
     bool failed = ferror(f);
     fclose(f);
-    if (failed) {
+    if (failed || sb.len > DATA_MAX_FILE) {
         sb_free(&sb);
-        return ERR(PT_ERR_USER, "cannot read %s: read error", path);
+        return failed ? ERR(PT_ERR_USER, "cannot read %s: read error", path) : too_large(path);
     }
     *buf = sb.data ? sb.data : xstrdup("");
     *len = sb.len;

@@ -111,29 +111,43 @@ static void narrow(data_files *f, size_t skip, const char *split)
     f->n = n;
 }
 
-static void read_call(const char *ext, const char *path, strbuf *out)
+/* The pandas expression that reads the file named by sys.argv[1]. */
+static const char *read_call(const char *ext)
 {
-    if (!strcmp(ext, "parquet")) sb_printf(out, "pd.read_parquet('%s')", path);
-    else if (!strcmp(ext, "arrow")) sb_printf(out, "datasets.Dataset.from_file('%s').to_pandas()", path);
-    else if (!strcmp(ext, "tsv")) sb_printf(out, "pd.read_csv('%s', sep='\\t')", path);
-    else sb_printf(out, "pd.read_csv('%s')", path);
+    if (!strcmp(ext, "parquet")) return "pd.read_parquet(sys.argv[1])";
+    if (!strcmp(ext, "arrow")) return "datasets.Dataset.from_file(sys.argv[1]).to_pandas()";
+    if (!strcmp(ext, "tsv")) return "pd.read_csv(sys.argv[1], sep=\"\\t\")";
+    return "pd.read_csv(sys.argv[1])";
+}
+
+/* The command that converts path to a .jsonl file beside it, safe to paste into sh or bash
+ * whatever the path holds: the Python code and both paths each in single quotes, the paths passed
+ * as arguments (sys.argv), never pasted into the code. */
+static void convert_command(const char *path, const char *ext, strbuf *out)
+{
+    sb_printf(out, "python3 -c 'import sys, %spandas as pd; %s.to_json(sys.argv[2], orient=\"records\", "
+              "lines=True, force_ascii=False)' ", !strcmp(ext, "arrow") ? "datasets, " : "", read_call(ext));
+    sb_shell_quote(out, path);
+    strbuf jsonl = {0};
+    sb_printf(&jsonl, "%.*sjsonl", (int)(ext - path), path);
+    sb_printf(out, " ");
+    sb_shell_quote(out, sb_text(&jsonl));
+    sb_free(&jsonl);
 }
 
 static pt_status convert_error(const char *path, int others)
 {
     const char *ext = extension(path);
     bool parquet = !strcmp(ext, "parquet"), arrow = !strcmp(ext, "arrow");
-    strbuf call = {0}, more = {0};
-    read_call(ext, path, &call);
+    strbuf command = {0}, more = {0};
+    convert_command(path, ext, &command);
     if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
     pt_status rc = ERR(PT_ERR_USER,
                        "%s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python "
-                       "(pandas%s):\n  python3 -c \"import pandas as pd%s; %s.to_json('%.*sjsonl', "
-                       "orient='records', lines=True, force_ascii=False)\"\nbeside it%s; ptrain then reads the "
-                       ".jsonl file",
+                       "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
                        path, parquet ? "a Parquet" : arrow ? "an Arrow" : "a CSV", parquet ? " and pyarrow" : "",
-                       arrow ? ", datasets" : "", call.data, (int)(ext - path), path, sb_text(&more));
-    sb_free(&call);
+                       sb_text(&command), sb_text(&more));
+    sb_free(&command);
     sb_free(&more);
     return rc;
 }

@@ -116,17 +116,6 @@ static bool on_path(const char *prog)
     return found;
 }
 
-/* Single quotes for a shell command line. */
-static void shell_quote(strbuf *sb, const char *s)
-{
-    sb_printf(sb, "'");
-    for (; *s; s++) {
-        if (*s == '\'') sb_printf(sb, "'\\''");
-        else sb_printf(sb, "%c", *s);
-    }
-    sb_printf(sb, "'");
-}
-
 pt_status export_ollama(const ollama_job *j)
 {
     strbuf text = {0}, cmd = {0};
@@ -135,9 +124,9 @@ pt_status export_ollama(const ollama_job *j)
     pt_status st = modelfile_text(j, &text);
     if (st == PT_OK) st = fw_write_file(path, sb_text(&text), text.len);
     sb_printf(&cmd, "cd ");
-    shell_quote(&cmd, j->dir);
+    sb_shell_quote(&cmd, j->dir);
     sb_printf(&cmd, " && ollama create ");
-    shell_quote(&cmd, j->name);
+    sb_shell_quote(&cmd, j->name);
     sb_printf(&cmd, " -f Modelfile");
     if (st == PT_OK && on_path("ollama")) {
         log_info("ollama     %s\n", sb_text(&cmd));

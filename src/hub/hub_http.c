@@ -115,7 +115,10 @@ static size_t on_write(char *data, size_t size, size_t n, void *arg)
 {
     hub_response *rs = arg;
     size_t len = size * n;
-    if (rs->body.len + len > ((size_t)64 << 20)) return 0; /* no Hub answer is that large */
+    if (rs->body.len + len > HUB_MAX_ANSWER) { /* no Hub answer is that large */
+        rs->too_large = true;
+        return 0;
+    }
     sb_printf(&rs->body, "%.*s", (int)len, data);
     return len;
 }
@@ -285,6 +288,9 @@ static CURLcode try_once(hub_client *c, const hub_request *rq, hub_response *rs,
     for (struct curl_slist *p = h; p; p = p->next) memset(p->data, 0, strlen(p->data)); /* the token line */
     curl_slist_free_all(h);
     if (src.f) fclose(src.f);
+    if (rc == CURLE_WRITE_ERROR && rs->too_large)
+        snprintf(errbuf, CURL_ERROR_SIZE, "the answer is larger than %d MiB, the most ptrain reads of one",
+                 (int)(HUB_MAX_ANSWER >> 20));
     if (rc != CURLE_OK && !errbuf[0]) snprintf(errbuf, CURL_ERROR_SIZE, "%s", curl_easy_strerror(rc));
     return rc;
 }

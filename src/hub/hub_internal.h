@@ -69,7 +69,11 @@ typedef struct {
     char error_msg[512];   /* X-Error-Message, when the server sent one */
     double retry_after;    /* Retry-After in seconds, 0 if none */
     char next_url[2048];   /* Link: <...>; rel="next" (paginated listings), "" if none */
+    bool too_large;        /* the body went past HUB_MAX_ANSWER: not read on */
 } hub_response;
+
+/* The largest answer of the Hub ptrain reads (a listing of a large repository is a few MB). */
+#define HUB_MAX_ANSWER ((size_t)64 << 20)
 
 /* Open the client: endpoint, token, user agent, curl handle. */
 pt_status hub_client_open(hub_client *c, atomic_int *cancel);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "hub_internal.h"
+#include "ptrain/jsonfile.h"
 #include "ptrain/safefs.h"
 
 static char *dup_or_null(json_t *v) { return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL; }
@@ -21,8 +22,12 @@ pt_status hub_job_load(const char *dir, hub_job *j)
     json_error_t e;
     FILE *f;
     TRY(safefs_fopen_read(path, &f)); /* a planted link never says what to upload where */
-    json_t *root = json_loadf(f, 0, &e), *del = json_object_get(root, "delete");
+    struct stat sb;
+    bool big = fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size > JSONFILE_MAX_BYTES;
+    json_t *root = big ? NULL : json_loadf(f, 0, &e), *del = json_object_get(root, "delete");
     fclose(f);
+    if (big) return ERR(PT_ERR_USER, "%s: larger than %d MiB, the most ptrain reads of one JSON file", path,
+                        (int)(JSONFILE_MAX_BYTES >> 20));
     if (!root) return ERR(PT_ERR_USER, "%s: %s", path, e.text);
     const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     j->dir = xstrdup(dir);
@@ -94,9 +99,7 @@ void hub_shell_quote(strbuf *out, const char *s)
         sb_printf(out, "%s", s);
         return;
     }
-    sb_printf(out, "'");
-    for (const char *p = s; *p; p++) sb_printf(out, *p == '\'' ? "'\\''" : "%c", *p);
-    sb_printf(out, "'");
+    sb_shell_quote(out, s);
 }
 
 void hub_job_command(const hub_job *j, strbuf *out)

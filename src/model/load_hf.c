@@ -161,9 +161,15 @@ typedef struct {
     const st_tensor *packed, *absmax, *quant_map, *nested_absmax, *nested_map;
 } bnb_weight;
 
+/* A bitsandbytes quant state is a small JSON object (quant_type, blocksize, shape, ...). */
+#define QUANT_STATE_MAX ((size_t)64 << 10)
+
 static pt_status bnb_state(const st_file *f, const char *name, const st_tensor *qs, int64_t rows, int64_t cols,
                            bnb_weight *b)
 {
+    if (qs->nbytes > QUANT_STATE_MAX)
+        return ERR(PT_ERR_USER, "%s: %s.quant_state.bitsandbytes__nf4 is %zu bytes, more than the 64 KiB ptrain reads of "
+                   "a quant state (about 200 bytes of JSON): the checkpoint is corrupt", f->path, name, (size_t)qs->nbytes);
     json_error_t e;
     json_t *j = json_loadb(qs->data, qs->nbytes, 0, &e);
     const json_t *shape = json_object_get(j, "shape");

@@ -26,33 +26,6 @@ static void copy_str(char *dst, size_t size, const char *src)
 }
 #define COPY(dst, src) copy_str((dst), sizeof(dst), (src))
 
-/* A token of the environment (HF_TOKEN, HUGGING_FACE_HUB_TOKEN) found in text. */
-static bool has_env_token(const char *text)
-{
-    const char *names[] = {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"};
-    for (int i = 0; i < 2; i++) {
-        const char *v = getenv(names[i]);
-        if (v && strlen(v) >= 8 && strstr(text, v)) return true;
-    }
-    return false;
-}
-
-/* The config file as text for the checkpoint, every token value blanked (config_redact_secrets);
- * a text that still holds one, or that libyaml cannot read, is not stored at all. */
-static char *config_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    strbuf sb = {0};
-    char chunk[65536];
-    for (size_t got; f && (got = fread(chunk, 1, sizeof chunk, f)) > 0;) sb_printf(&sb, "%.*s", (int)got, chunk);
-    if (f) fclose(f);
-    char *text = config_redact_secrets(sb_text(&sb), sb.len);
-    sb_free(&sb);
-    if (text && !has_env_token(text)) return text;
-    free(text);
-    return xstrdup("# (the config file is not stored here: it could not be read back without a token in it)\n");
-}
-
 /* FNV-1a over each training sequence's length and first 16 ids and labels: cheap, and it changes
  * when the data, the tokenizer, max_seq_length or packing change. */
 static uint64_t data_hash(const pt_dataset *ds)
@@ -117,7 +90,7 @@ pt_status trainer_identify(trainer *t)
         log_info("slurm      job %s, restart %lld, nodes %s\n", s->slurm_job_id, (long long)s->slurm_restart_count,
                  s->slurm_nodelist[0] ? s->slurm_nodelist : "?");
     if (t->d->rank == 0) {
-        s->config_text = config_text(t->cfg->path);
+        TRY(config_dump(t->cfg, &s->config_text)); /* the resolved settings, never the file's text */
         TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
     }
     return lora_layout(&t->l, &t->lay);

@@ -65,6 +65,45 @@ for key in $(echo "$out" | awk 'NR > 1 && $1 !~ /^(launch|env)\./ && $1 !~ /^dat
 done
 expect_eq "every key is in docs/configuration.md" "" "$undocumented"
 
+# bounded parsing: 50000 nested mappings (250 KB; libyaml alone would take many seconds on them)
+# are refused at once at level 65, and a file past 256 KiB where it crosses the limit
+awk 'BEGIN { printf "model_name: x\ndataset: "; for (i = 0; i < 50000; i++) printf "{a: "; printf "1";
+             for (i = 0; i < 50000; i++) printf "}"; print "" }' >"$tmp/deep.yaml"
+timeout 5 "$P" check "$tmp/deep.yaml" >"$tmp/out" 2>"$tmp/err"
+expect_eq "50000 nested mappings: refused within 5 s at level 65, naming the limit" "rc=1
+ptrain: error: $tmp/deep.yaml:2:262: nested deeper than 64 levels (mappings and lists inside one another), the most ptrain reads; no key needs more than 4: flatten it" \
+    "rc=$?
+$(cat "$tmp/err")"
+{ printf 'model_name: x\n# '; head -c 300000 /dev/zero | tr '\0' 'x'; printf '\n'; } >"$tmp/big.yaml"
+run check "$tmp/big.yaml"
+expect_eq "a config of 300000 bytes: refused where it passes 256 KiB" "rc=1
+ptrain: error: $tmp/big.yaml:2:262131: the file goes on past 256 KiB (262144 bytes), the most ptrain reads of a config file; is this really a config file?" \
+    "rc=$rc
+$err"
+
+# a CSV dataset is refused with the command that converts it, safe to paste into sh whatever the
+# file's name: run with a stand-in python3 that prints its arguments, it runs nothing else (no
+# PWNED file) and python3 gets the path exactly
+conv=$tmp/conv
+mkdir -p "$conv/bin"
+printf '#!/bin/sh\nfor a in "$@"; do printf "%%s\\n" "$a"; done\n' >"$conv/bin/python3"
+chmod +x "$conv/bin/python3"
+for name in "it's \$(touch PWNED).csv" 'say "hi" \ `touch PWNED` back.tsv'; do
+    printf 'a,b\n1,2\n' >"$conv/$name"
+    yaml_name=$(printf '%s' "$name" | sed "s/'/''/g")
+    printf 'model_name: "%s/tests/data/hf/tiny-llama-bnb4"\ndataset:\n  - name: '"'%s'"'\nthreads: 1\nmax_steps: 1\n' \
+        "$PTRAIN_SRCDIR" "$yaml_name" >"$conv/c.yaml"
+    (cd "$conv" && "$P" c.yaml >out 2>err)
+    cmd=$(sed -n 's/^ptrain: error: *\(python3 -c .*\)$/\1/p' "$conv/err")
+    (cd "$conv" && PATH="$conv/bin:$PATH" sh -c "$cmd" >args 2>&1)
+    expect_eq "a dataset named $name: the conversion command runs python3 alone, given the path and the .jsonl beside it" \
+        "no PWNED
+$name
+${name%.*}.jsonl" "$([ -e "$conv/PWNED" ] && echo PWNED || echo no PWNED)
+$(sed -n '3,4p' "$conv/args")"
+    rm -f "$conv/PWNED" "$conv/$name"
+done
+
 # secrets: the token's value appears nowhere, its presence is shown
 HF_TOKEN=hf_do_not_print_me_123 run check "$PTRAIN_SRCDIR/share/examples/push-checkpoints.yaml"
 ok "HF_TOKEN shown as set (hidden)" contains "$out" "set (hidden)"

@@ -72,13 +72,25 @@ ok "inspect a cache miss: says how to download" contains "$err" "huggingface-cli
 # --- checkpoints: a real one from a tiny training run, then damaged and incomplete copies ---
 ck=$tmp/ck
 mkdir -p "$ck"
+# (its config has tokens where no token key is: a comment, an unknown key, a string key)
+T1=hf_CommentedOutTokenAbcdefghijklmnopqr T2=hf_UnknownKeyTokenAbcdefghijklmnopqrst T3=hf_AllowedKeyTokenAbcdefghijklmnopqrs
 tiny_config "$ck/train.yaml" "$ck/out" "max_steps: 4
 save_steps: 2
-logging_steps: 1"
+logging_steps: 1
+# hub_token: $T1
+hf_api_key: $T2
+hub_model_id: tester/$T3"
 run train "$ck/train.yaml"
 expect_eq "a tiny training run writes checkpoints: exit 0" 0 "$rc"
 [ "$rc" = 0 ] || echo "$err" | tail -n 5 | sed 's/^/# /'
 good=$ck/out/checkpoint-4.h5
+if command -v h5dump >/dev/null 2>&1; then
+    h5dump -d /run/config.yaml "$good" >"$tmp/config.dump" 2>&1
+    ok "a checkpoint keeps the settings (lora_r: 4) but no token of the config file (a comment, an unknown key, a string key)" \
+        sh -c "grep -q 'lora_r: 4' '$tmp/config.dump' && ! grep -q -e '$T1' -e '$T2' -e '$T3' '$tmp/config.dump'"
+else
+    skip_test "a checkpoint keeps no token of the config file" "h5dump not found (Debian: apt-get install hdf5-tools)"
+fi
 run inspect "$good"
 expect_eq "inspect a checkpoint: exit 0 ($err)" 0 "$rc"
 ok "inspect a checkpoint: verified" contains "$out" "complete     yes: CRC-32 of the file and Fletcher-32 of 84 tensors verified"

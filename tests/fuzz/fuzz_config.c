@@ -1,15 +1,18 @@
-/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/export/gguf_methods.c src/util.c src/error.c */
+/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/export/gguf_methods.c src/util.c src/error.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
  * takes (src/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a
  * launch on 1 and on 4 ranks (config_validate_launch), printed (config_print) and hashed
- * (config_hash), every key's value shown (config_value_text), and freed.
+ * (config_hash), every key's value shown (config_value_text), written as a checkpoint keeps it
+ * (config_dump), and freed.
  * Invariants: no crash, leak or sanitizer report; a failure is a user error whose message is one
  * or more lines, each "config.yaml:LINE:COL: ..." (or "config.yaml: ..." for an empty file), and
  * leaves a zeroed pt_config; a success passes the launch check on 1 rank, holds every value in
- * its key's range, a named dataset entry for each one given and the derived defaults, and hashes
- * the same twice. The rule quantization_method is checked against the GGUF export methods of
- * src/export/gguf_methods.c. Seed corpus: tests/fuzz/corpus/config/ (the configs of
+ * its key's range, a named dataset entry for each one given and the derived defaults, hashes
+ * the same twice, and its dump reads back as the same configuration (when no value was withheld
+ * as "(not stored)" and the dump is within the size a config may have). The rule
+ * quantization_method is checked against the GGUF export methods of src/export/gguf_methods.c.
+ * Seed corpus: tests/fuzz/corpus/config/ (the configs of
  * tests/configs/good and bad, and the share/examples). Built and run by tests/fuzz/run-fuzz.sh. */
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +103,22 @@ static void check_value(const key_spec *spec, const void *base, bool set)
     }
 }
 
+/* What a checkpoint keeps of cfg reads back as the same configuration. */
+static void check_dump(const pt_config *cfg)
+{
+    char *dumped = NULL;
+    CHECK(config_dump(cfg, &dumped) == PT_OK && dumped);
+    if (!strstr(dumped, "(not stored)") && strlen(dumped) <= CONFIG_MAX_BYTES) {
+        pt_config back;
+        pt_status st = config_parse("config.yaml", dumped, strlen(dumped), &back, devnull);
+        if (st != PT_OK) fprintf(stderr, "the dump does not read back: %s\n%s", err_message(), dumped);
+        CHECK(st == PT_OK);
+        CHECK(config_hash(&back) == config_hash(cfg));
+        config_free(&back);
+    }
+    free(dumped);
+}
+
 static void check_config(pt_config *cfg)
 {
     CHECK(cfg->path && !strcmp(cfg->path, "config.yaml"));
@@ -130,6 +149,7 @@ static void check_config(pt_config *cfg)
         CHECK(text || !strcmp(*k, "dataset"));
         free(text);
     }
+    check_dump(cfg);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -386,14 +386,15 @@ class Faults:
 
 
 def parse_fail_rule(rule):
-    """{"count": N, "status": 503, "match": regex, "retry_after": S} or the CLI form "N:STATUS[:REGEX]".
-    retry_after (optional): the answer carries Retry-After: S, as the Hub (or its CDN) does on 429/503."""
+    """{"count": N, "status": 503, "match": regex, "retry_after": S, "pad": BYTES} or the CLI form
+    "N:STATUS[:REGEX]". retry_after (optional): the answer carries Retry-After: S, as the Hub (or its CDN)
+    does on 429/503. pad (optional): the answer's body carries that many more bytes."""
     if isinstance(rule, str):
         parts = rule.split(":", 2)
         rule = {"count": parts[0], "status": parts[1] if len(parts) > 1 else 503,
                 "match": parts[2] if len(parts) > 2 else ""}
     out = {"count": int(rule.get("count", 1)), "status": int(rule.get("status", 503)),
-           "match": str(rule.get("match", "")), "hits": 0}
+           "match": str(rule.get("match", "")), "hits": 0, "pad": int(rule.get("pad", 0))}
     if rule.get("retry_after") is not None:
         out["retry_after"] = int(rule["retry_after"])
     re.compile(out["match"])
@@ -555,6 +556,8 @@ class Handler(BaseHTTPRequestHandler):
             self.rec["fault"] = "fail"
             self.read_body_if_unread()
             headers = {"Retry-After": str(rule["retry_after"])} if "retry_after" in rule else None
+            if rule["pad"]:  # an answer of that many more bytes (in the body only, not in a header)
+                return self.send_json(rule["status"], {"error": "Injected fault", "pad": "x" * rule["pad"]})
             return self.send_error_json(HubError(rule["status"], "Injected fault: HTTP %d" % rule["status"],
                                                  headers=headers))
         self.lose = f.take_lose(self.command, self.url_path)

@@ -389,6 +389,15 @@ ok "multipart: several part PUTs, then the completion POST" \
 readback "multipart: the adapter reads back" tester/multi "$tmp/adapter" --private
 stop_server
 
+# --- an answer past 64 MiB (no Hub answer is that large) is not read on, and the error says so
+start_server big
+faults '{"fail": [{"count": 1, "status": 400, "match": "^POST /api/repos/create", "pad": 67108864}]}' >/dev/null
+env HF_ENDPOINT="$EP" HF_TOKEN="$TOKEN" "$P" push "$tmp/adapter" --repo tester/big >"$d/out" 2>"$d/err"
+rc=$?
+ok "an answer past 64 MiB: refused with the limit named" \
+    sh -c "[ $rc != 0 ] && grep -q 'failed: the answer is larger than 64 MiB, the most ptrain reads of one' '$d/err'"
+stop_server
+
 # --- a token in the config file (never used) reaches no checkpoint and no uploaded file, whatever
 # its YAML form: a quoted key, flow style nested in an unknown key, a list, a block scalar, an alias
 start_server secret
@@ -435,8 +444,9 @@ EOF
 for v in a b c; do
     run "$d/$v.yaml" "$d/$v.log"
     expect_eq "token in the config ($v): the run exits 0 and pushes" "0 1" "$rc $(grep -c 'every push done' "$d/$v.log.out")"
-    ok "token in the config ($v): the checkpoint keeps the config, the token blanked" \
-        sh -c "h5dump '$d/$v/checkpoint-3.h5' | grep -q 'not stored' && ! grep -a -q -F '$SECRET' '$d/$v/checkpoint-3.h5'"
+    ok "token in the config ($v): the checkpoint keeps the settings, the token key as (not stored), not the token" \
+        sh -c "h5dump -d /run/config.yaml '$d/$v/checkpoint-3.h5' >'$d/$v.dump' && grep -q 'hub_model_id: tester/secret-$v' '$d/$v.dump' &&
+               grep -q 'hub_token: (not stored)' '$d/$v.dump' && ! grep -a -q -F '$SECRET' '$d/$v/checkpoint-3.h5'"
     ok "token in the config ($v): in no file under output_dir, none uploaded, no output" \
         sh -c "! grep -r -a -q -F '$SECRET' '$d/$v' '$SRV/tester/secret-$v' '$d/$v.log.out' '$d/$v.log.err'"
 done

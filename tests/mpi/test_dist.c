@@ -1,6 +1,6 @@
 /* test_dist.c — the dist module under `mpirun -np 2`: world and node-local ranks, thread defaults,
  * failure agreement (one rank fails, every rank learns it and returns non-zero), the config-hash
- * compare, the CPU backend's MPI all-reduce, gradsync's accumulation and bucketed non-blocking
+ * compare, the per-item compare (dist_compare_items), the CPU backend's MPI all-reduce, gradsync's accumulation and bucketed non-blocking
  * sums, and the NCCL unique-id exchange (which needs no GPU).
  * Rank 0 prints TAP; results from rank 1 travel to rank 0 through MPI. */
 #ifdef HAVE_CONFIG_H
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (d.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1; /* only rank 0 speaks TAP */
-    TAP_PLAN(10);
+    TAP_PLAN(12);
 
     int ranks[2] = {0};
     MPI_Allgather(&d.rank, 1, MPI_INT, ranks, 1, MPI_INT, MPI_COMM_WORLD);
@@ -94,6 +94,18 @@ int main(int argc, char **argv)
     pt_status st = dist_check_same(&d, differs, "resolved config", NULL);
     int ok = d.rank == 0 ? st == PT_OK : st == PT_ERR_USER && strstr(err_message(), "differs from rank 0's");
     TAP_OK(all_ranks(ok), "a rank with a different config hash fails with a clear message");
+
+    /* per-item hashes: rank 1 learns which items differ from rank 0's; a count that differs fails
+     * on the rank that has it, with no hang */
+    uint64_t items[4] = {1, 2, 3, 4};
+    bool differ[4] = {true, true, true, true};
+    if (d.rank == 1) items[2] = 33;
+    st = dist_compare_items(&d, items, 4, differ);
+    ok = st == PT_OK && !differ[0] && !differ[1] && differ[2] == (d.rank == 1) && !differ[3];
+    TAP_OK(all_ranks(ok), "dist_compare_items: rank 1 learns that item 2 differs, and only it");
+    st = dist_compare_items(&d, items, d.rank == 1 ? 3 : 4, differ);
+    ok = d.rank == 0 ? st == PT_OK : st == PT_ERR_USER && !strcmp(err_message(), "rank 0 has 4 items to compare, this rank 3");
+    TAP_OK(all_ranks(ok), "dist_compare_items: another item count fails on that rank, without a hang");
 
 #ifdef PTRAIN_HAVE_CUDA
     st = dist_share_nccl_id(&d);

@@ -21,7 +21,7 @@ timeout 120 srun --mpi=pmix -n 2 "$P" check "$tmp/bad.yaml" >"$tmp/out" 2>"$tmp/
 rc=$?
 ok "srun, bad config: the step ends non-zero" test "$rc" -ne 0 -a "$rc" -ne 124
 expect_eq "srun, bad config: one error, from rank 0" \
-    "ptrain: rank 0: error: $tmp/bad.yaml:2:13: save_steps: expected a positive integer or a fraction below 1 of the total steps, found \"fifty\"" \
+    "ptrain: rank 0: error: $tmp/bad.yaml:2:13: save_steps: expected a positive integer (at most 1e+18) or a fraction below 1 of the total steps, found \"fifty\"" \
     "$(grep '^ptrain' "$tmp/err")"
 
 cat >"$tmp/job.sh" <<JOB

@@ -16,7 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <yaml.h>
 
 #include "ptrain/config.h"
 #include "ptrain/jsonfile.h"
@@ -498,7 +501,7 @@ static void test_numbers(void **state)
     parse_ok("save_steps: 0.25\neval_steps: 0.1\n", &cfg);
     assert_true(cfg.save_steps == 0.25 && cfg.eval_steps == 0.1);
     config_free(&cfg);
-    expect_error("save_steps: 2.5\n", "config.yaml:1:13: save_steps: expected a positive integer or a fraction "
+    expect_error("save_steps: 2.5\n", "config.yaml:1:13: save_steps: expected a positive integer (at most 1e+18) or a fraction "
                  "below 1 of the total steps, found \"2.5\"");
     parse_ok("max_steps: -1\n", &cfg);
     expect_text(&cfg, "max_steps", "(unset)");
@@ -758,6 +761,153 @@ static void test_error_document(void **state)
     assert_null(cfg.path);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * bounded parsing: nesting, size, aliases, one document; each refused at once, at its place */
+
+static double seconds_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* head, then n times open, then mid, then n times close, then "\n" (the caller frees it). */
+static char *nested(const char *head, int n, const char *open, const char *mid, const char *close)
+{
+    size_t len = strlen(head) + (size_t)n * (strlen(open) + strlen(close)) + strlen(mid) + 2;
+    char *s = malloc(len);
+    assert_non_null(s);
+    strcpy(s, head);
+    char *p = s + strlen(s);
+    for (int i = 0; i < n; i++) p = stpcpy(p, open);
+    p = stpcpy(p, mid);
+    for (int i = 0; i < n; i++) p = stpcpy(p, close);
+    strcpy(p, "\n");
+    return s;
+}
+
+static const char depth_error[] = "nested deeper than 64 levels (mappings and lists inside one another), the most "
+                                  "ptrain reads; no key needs more than 4: flatten it";
+
+static void test_limit_depth(void **state)
+{
+    (void)state;
+    /* 20000 levels, 100 KB: libyaml alone takes seconds (quadratic) without the limit */
+    char *yaml = nested("model_name: x\ndataset: ", 20000, "{a: ", "1", "}");
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:2:262: %s", depth_error); /* the 64th "{" is level 65 */
+    double t0 = seconds_now();
+    expect_error(yaml, want);
+    double took = seconds_now() - t0;
+    free(yaml);
+    if (took > 1.0) fail_msg("refusing 20000 levels took %.2f s", took);
+
+    /* lists count as much as mappings, block style as much as flow style */
+    yaml = nested("x: ", 64, "[", "1", "]");
+    snprintf(want, sizeof want, "config.yaml:1:67: %s", depth_error);
+    expect_error(yaml, want);
+    free(yaml);
+    pt_config cfg;
+    char *warnings;
+    /* 64 levels (the top-level mapping and 63 lists) are read: an unknown key, ignored */
+    yaml = nested("x: ", 63, "[", "1", "]");
+    assert_int_equal(parse_warn(yaml, &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, "ptrain: warning: config.yaml:1:1: unknown key \"x\"; ignored\n");
+    free(warnings);
+    config_free(&cfg);
+    free(yaml);
+    yaml = nested("", 65, "- ", "1", "");
+    snprintf(want, sizeof want, "config.yaml:1:129: %s", depth_error);
+    expect_error(yaml, want);
+    free(yaml);
+}
+
+static void test_limit_size(void **state)
+{
+    (void)state;
+    size_t cap = 256 << 10;
+    char *text = malloc(cap + 2);
+    assert_non_null(text);
+    /* "model_name: m", then one comment line up to 256 KiB: read */
+    memset(text, 'x', cap + 1);
+    memcpy(text, "model_name: m\n# ", 16);
+    text[cap - 1] = '\n';
+    pt_config cfg;
+    assert_int_equal(config_parse(NAME, text, cap, &cfg, NULL), PT_OK);
+    assert_string_equal(cfg.model_name, "m");
+    config_free(&cfg);
+    /* one byte more: refused where the limit is crossed (line 3, its first character) */
+    text[cap] = 'x';
+    assert_int_equal(config_parse(NAME, text, cap + 1, &cfg, NULL), PT_ERR_USER);
+    assert_string_equal(err_message(), "config.yaml:3:1: the file goes on past 256 KiB (262144 bytes), the most "
+                                       "ptrain reads of a config file; is this really a config file?");
+    assert_null(cfg.path);
+    /* columns count characters, as every other position */
+    memcpy(text, "model_name: \xc3\xa9\xc3\xa9\n", 17);
+    text[cap - 1] = 'x';
+    assert_int_equal(config_parse(NAME, text, cap + 1, &cfg, NULL), PT_ERR_USER);
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:2:%zu: the file goes on past 256 KiB (262144 bytes), the most ptrain "
+             "reads of a config file; is this really a config file?", cap - 17 + 1);
+    assert_string_equal(err_message(), want);
+    free(text);
+}
+
+static void test_limit_aliases(void **state)
+{
+    (void)state;
+    /* a few aliases are fine */
+    pt_config cfg;
+    parse_ok("d: &d {name: a, shuffle: true}\nq: &q q_proj\ndataset: [*d, *d]\nlora_target_modules: [*q, v_proj]\n",
+             &cfg);
+    assert_int_equal(cfg.n_datasets, 2);
+    assert_true(cfg.datasets[1].shuffle);
+    assert_string_equal(cfg.lora_target_modules.items[0], "q_proj");
+    config_free(&cfg);
+    /* 60000 entries of one mapping: 120000 values read again, refused at the mapping at once */
+    char *yaml = malloc(64 + 40 * 16 + 60000 * 4), *p = stpcpy(yaml, "dataset: [&d {name: a}");
+    assert_non_null(yaml);
+    for (int i = 1; i < 60000; i++) p = stpcpy(p, ", *d");
+    strcpy(p, "]\n");
+    expect_error(yaml, "config.yaml:1:11: aliases repeat more than 10000 values in all, the most ptrain reads; write "
+                       "the values out instead");
+    /* each one a mapping of 21 keys (20 unknown: warnings): 1.2 million values to read; refused in one of them */
+    p = stpcpy(yaml, "d: &d {name: a");
+    for (int i = 0; i < 20; i++) p += sprintf(p, ", k%d: 1", i);
+    p = stpcpy(p, "}\ndataset: [*d");
+    for (int i = 1; i < 60000; i++) p = stpcpy(p, ", *d");
+    strcpy(p, "]\n");
+    double t0 = seconds_now();
+    assert_int_equal(parse(yaml, &cfg), PT_ERR_USER);
+    double took = seconds_now() - t0;
+    free(yaml);
+    if (!strstr(err_message(), ": aliases repeat more than 10000 values in all") || strchr(err_message(), '\n'))
+        fail_msg("%s", err_message());
+    if (took > 1.0) fail_msg("refusing 60000 repeated entries took %.2f s", took);
+}
+
+static void test_one_document(void **state)
+{
+    (void)state;
+    static const char second[] = "a second YAML document starts here; a config file is one document: remove the "
+                                 "\"---\" or \"...\" line that separates them (the two become one) or delete the second";
+    char want[512];
+    snprintf(want, sizeof want, "config.yaml:3:1: %s", second);
+    expect_error("model_name: m\nlora_r: 8\n---\nlora_r: 16\n", want);
+    expect_error("model_name: m\nlora_r: 8\n---\n", want);
+    expect_error("---\nmodel_name: m\n---\nlora_r: 16\n", want);
+    /* after an end marker, more text without "---" is no document: libyaml says so */
+    expect_error("model_name: m\n...\nlora_r: 16\n", "config.yaml:3:1: not valid YAML: did not find expected <document start>");
+    /* one leading "---", a directive, or an end marker alone are one document */
+    pt_config cfg;
+    parse_ok("---\nmodel_name: m\nlora_r: 8\n", &cfg);
+    assert_int_equal(cfg.lora_r, 8);
+    config_free(&cfg);
+    parse_ok("%YAML 1.1\n---\nmodel_name: m\n...\n# the end\n", &cfg);
+    assert_string_equal(cfg.model_name, "m");
+    config_free(&cfg);
+}
+
 static void test_error_types(void **state)
 {
     (void)state;
@@ -767,18 +917,18 @@ static void test_error_types(void **state)
         {"lora_r: 1.5\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"1.5\""},
         {"lora_r: [8]\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found a list"},
         {"seed: 99999999999999999999\n",
-         "config.yaml:1:7: seed: expected a non-negative integer, found \"99999999999999999999\""},
+         "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"99999999999999999999\""},
         {"logging_steps: ten\n",
-         "config.yaml:1:16: logging_steps: expected a positive integer, found \"ten\""},
+         "config.yaml:1:16: logging_steps: expected a positive integer (at most 9223372036854775807), found \"ten\""},
         {"threads: many\n",
          "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"many\""},
         /* K_FLOAT */
-        {"learning_rate: fast\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"fast\""},
+        {"learning_rate: fast\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"fast\""},
         {"learning_rate: {a: 1}\n",
-         "config.yaml:1:16: learning_rate: expected a positive number, found a mapping"},
+         "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found a mapping"},
         {"weight_decay: .nan\n",
-         "config.yaml:1:15: weight_decay: expected a non-negative number, found \".nan\""},
-        {"lora_alpha: inf\n", "config.yaml:1:13: lora_alpha: expected a positive number, found \"inf\""},
+         "config.yaml:1:15: weight_decay: expected a non-negative number (at most 1e+18), found \".nan\""},
+        {"lora_alpha: inf\n", "config.yaml:1:13: lora_alpha: expected a positive number (at most 1e+18), found \"inf\""},
         /* K_BOOL */
         {"packing: maybe\n", "config.yaml:1:10: packing: expected true or false, found \"maybe\""},
         {"packing: [true]\n", "config.yaml:1:10: packing: expected true or false, found a list"},
@@ -881,7 +1031,7 @@ static void test_error_echo(void **state)
         {"model_parameters:\n  \"a\\nb\": [1]\n",
          "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
         {"lora_r: 8\n\"lora\\nr\": 1\nlora_alpha: x\n",
-         "config.yaml:3:13: lora_alpha: expected a positive number, found \"x\""},
+         "config.yaml:3:13: lora_alpha: expected a positive number (at most 1e+18), found \"x\""},
     };
     RUN_ERRORS(rows);
 
@@ -891,7 +1041,7 @@ static void test_error_echo(void **state)
     memset(long_value, 'x', 200);
     long_value[200] = '\0';
     snprintf(yaml, sizeof yaml, "seed: %s\n", long_value);
-    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"%.79s...\"",
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"%.79s...\"",
              long_value);
     expect_error(yaml, want);
 
@@ -899,7 +1049,7 @@ static void test_error_echo(void **state)
     strcpy(yaml, "seed: \"");
     for (int i = 0; i < 30; i++) strcat(yaml, "\\x01");
     strcat(yaml, "\"\n");
-    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer, found \"");
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"");
     for (int i = 0; i < 20; i++) strcat(want, "\\x01");
     strcat(want, "...\"");
     expect_error(yaml, want);
@@ -928,14 +1078,22 @@ static void test_error_ranges(void **state)
         {"val_split_ratio: 1\n",
          "config.yaml:1:18: val_split_ratio: expected a number in (0, 1), found \"1\""},
         {"warmup_ratio: 1.5\n", "config.yaml:1:15: warmup_ratio: expected a number in [0, 1], found \"1.5\""},
-        {"learning_rate: 0\n", "config.yaml:1:16: learning_rate: expected a positive number, found \"0\""},
+        {"learning_rate: 0\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"0\""},
         {"learning_rate: -2e-4\n",
-         "config.yaml:1:16: learning_rate: expected a positive number, found \"-2e-4\""},
+         "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"-2e-4\""},
         {"num_train_epochs: 0\n",
-         "config.yaml:1:19: num_train_epochs: expected a positive number, found \"0\""},
-        {"weight_decay: -1\n", "config.yaml:1:15: weight_decay: expected a non-negative number, found \"-1\""},
-        {"max_steps: 0\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"0\""},
-        {"max_steps: -2\n", "config.yaml:1:12: max_steps: expected a positive integer, found \"-2\""},
+         "config.yaml:1:19: num_train_epochs: expected a positive number (at most 1e+18), found \"0\""},
+        {"weight_decay: -1\n", "config.yaml:1:15: weight_decay: expected a non-negative number (at most 1e+18), found \"-1\""},
+        {"max_steps: 0\n", "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found \"0\""},
+        {"max_steps: -2\n", "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found \"-2\""},
+        {"max_steps: 99999999999999999999\n",
+         "config.yaml:1:12: max_steps: expected a positive integer (at most 9223372036854775807), found "
+         "\"99999999999999999999\""},
+        {"learning_rate: 2e18\n", "config.yaml:1:16: learning_rate: expected a positive number (at most 1e+18), found \"2e18\""},
+        {"hub_upload_timeout: 1e19\n",
+         "config.yaml:1:21: hub_upload_timeout: expected a non-negative number (at most 1e+18), found \"1e19\""},
+        {"eval_steps: 1e19\n", "config.yaml:1:13: eval_steps: expected a positive integer (at most 1e+18) or a fraction "
+                               "below 1 of the total steps, found \"1e19\""},
         {"lora_r: 0\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"0\""},
         {"lora_r: 4097\n", "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"4097\""},
         {"max_seq_length: 16777217\n",
@@ -944,13 +1102,13 @@ static void test_error_ranges(void **state)
          "config.yaml:1:30: per_device_train_batch_size: expected an integer from 1 to 1048576, "
          "found \"0\""},
         {"threads: -1\n", "config.yaml:1:10: threads: expected an integer from 0 to 4096 or auto, found \"-1\""},
-        {"seed: -1\n", "config.yaml:1:7: seed: expected a non-negative integer, found \"-1\""},
+        {"seed: -1\n", "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"-1\""},
         {"save_total_limit: 0\n",
-         "config.yaml:1:19: save_total_limit: expected a positive integer, found \"0\""},
+         "config.yaml:1:19: save_total_limit: expected a positive integer (at most 9223372036854775807), found \"0\""},
         {"early_stopping_patience: 0\n",
-         "config.yaml:1:26: early_stopping_patience: expected a positive integer, found \"0\""},
+         "config.yaml:1:26: early_stopping_patience: expected a positive integer (at most 9223372036854775807), found \"0\""},
         {"dataset:\n  - name: a\n    num_samples: 0\n",
-         "config.yaml:3:18: dataset[0].num_samples: expected a positive integer, found \"0\""},
+         "config.yaml:3:18: dataset[0].num_samples: expected a positive integer (at most 9223372036854775807), found \"0\""},
     };
     RUN_ERRORS(rows);
     /* the edges that are in range */
@@ -1020,7 +1178,7 @@ static void test_error_datasets(void **state)
          "config.yaml:3:17: dataset[0].data_files: expected a string or a list of strings, found a "
          "mapping"},
         {"dataset:\n  - name: a\n    seed: -5\n",
-         "config.yaml:3:11: dataset[0].seed: expected a non-negative integer, found \"-5\""},
+         "config.yaml:3:11: dataset[0].seed: expected a non-negative integer (at most 9223372036854775807), found \"-5\""},
         /* rules of one entry: at the value that breaks them */
         {"dataset:\n  - name: a\n    filter_data: true\n    filter_value: en\n",
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
@@ -1164,7 +1322,7 @@ static void test_errors_together_in_order(void **state)
                  "paged_adamw_8bit, adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found "
                  "\"sgd\"\n"
                  "config.yaml:6:14: dataset[0].shuffle: expected true or false, found \"2\"\n"
-                 "config.yaml:7:14: save_steps: expected a positive integer or a fraction below 1 of the total steps, "
+                 "config.yaml:7:14: save_steps: expected a positive integer (at most 1e+18) or a fraction below 1 of the total steps, "
                  "found \"fifty\"\n"
                  "config.yaml:8:1: lora_r: given twice (first at line 1)\n"
                  "config.yaml:10:1: dataset: given twice (first at line 4)");
@@ -1376,32 +1534,127 @@ static void test_token_never_kept(void **state)
     config_free(&cfg);
 }
 
-/* What a checkpoint keeps of the config file: every token value blanked, whatever its YAML form,
- * the rest and the line numbers as they were; nothing when the text cannot be read. */
-static void expect_redacted(const char *yaml, const char *want)
+/* What a checkpoint keeps of a config: the resolved settings as YAML (config_dump), which read back
+ * as the same configuration and hold no token, whatever the file had around its settings. */
+#define HF_SHAPED "hf_ThirtyFourLettersOfAnAccessToken" /* hf_ and 34 letters, as the Hub's */
+
+static char *dump_of(const char *yaml)
 {
-    char *got = config_redact_secrets(yaml, strlen(yaml));
-    if (!got || strcmp(got, want)) fail_msg("redacting:\n%s\ngot:\n%s\nwant:\n%s", yaml, got ? got : "(NULL)", want);
-    free(got);
+    pt_config cfg;
+    parse_ok(yaml, &cfg);
+    char *text = NULL;
+    assert_int_equal(config_dump(&cfg, &text), PT_OK);
+    assert_non_null(text);
+    config_free(&cfg);
+    return text;
 }
 
-static void test_token_never_stored(void **state)
+/* Whether text is one YAML document whose root is a mapping, as libyaml reads it. */
+static bool libyaml_reads_mapping(const char *text)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    assert_true(yaml_parser_initialize(&parser));
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+    bool ok = yaml_parser_load(&parser, &doc);
+    yaml_parser_delete(&parser);
+    if (!ok) return false;
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    ok = root && root->type == YAML_MAPPING_NODE;
+    yaml_document_delete(&doc);
+    return ok;
+}
+
+/* The dump of yaml has none of the texts given (NULL-terminated), and libyaml reads it. */
+static void expect_dump_without(const char *yaml, ...)
+{
+    char *text = dump_of(yaml);
+    va_list ap;
+    va_start(ap, yaml);
+    for (const char *secret; (secret = va_arg(ap, const char *));)
+        if (strstr(text, secret)) fail_msg("the dump of:\n%s\nkeeps %s:\n%s", yaml, secret, text);
+    va_end(ap);
+    if (!libyaml_reads_mapping(text)) fail_msg("libyaml does not read the dump as a mapping:\n%s", text);
+    free(text);
+}
+
+static void test_dump_no_token(void **state)
 {
     (void)state;
-    expect_redacted("a: 1\nhub_token: " TOKEN "\nb: 2\n", "a: 1\nhub_token: \"(not stored)\"\nb: 2\n");
-    expect_redacted("\"hub_token\": \"" TOKEN "\"\n", "\"hub_token\": \"(not stored)\"\n");
-    expect_redacted("{model_name: m, hf_token: " TOKEN ", lora_r: 8}\n",
-                    "{model_name: m, hf_token: \"(not stored)\", lora_r: 8}\n");
-    expect_redacted("hf_token: |\n  " TOKEN "\n  more\nb: 2\n", "hf_token: \"(not stored)\"\n\n\nb: 2\n");
-    expect_redacted("x: {y: [{HF_TOKEN: " TOKEN "}]}\n", "x: {y: [{HF_TOKEN: \"(not stored)\"}]}\n");
-    expect_redacted("a: &t " TOKEN "\nhub_token: *t\n", "a: &t \"(not stored)\"\nhub_token: *t\n");
-    expect_redacted("caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: " TOKEN "\n", /* characters, not bytes */
-                    "caf\xc3\xa9: \"\xc3\xa9\"\nhub_token: \"(not stored)\"\n");
-    expect_redacted("a: 1\n---\nhub_token: " TOKEN "\n", "a: 1\n---\nhub_token: \"(not stored)\"\n");
-    expect_redacted("hub_token:\nlora_r: 8\n", "hub_token:\nlora_r: 8\n");
-    /* a token left anywhere else (a comment here), or text libyaml cannot read: nothing is stored */
-    assert_null(config_redact_secrets("# " TOKEN "\nhub_token: " TOKEN "\n", strlen("# " TOKEN "\nhub_token: " TOKEN "\n")));
-    assert_null(config_redact_secrets("a: [1\nhub_token: " TOKEN "\n", strlen("a: [1\nhub_token: " TOKEN "\n")));
+    /* around the settings: a comment, an unknown key, an anchor, a block scalar, a flow mapping */
+    expect_dump_without("# hub_token: " TOKEN "\nmodel_name: m\n", TOKEN, NULL);
+    expect_dump_without("hf_api_key: " TOKEN "\nextra: {hf_token: " TOKEN ", n: [" TOKEN "]}\n", TOKEN, NULL);
+    expect_dump_without("x: &t " TOKEN "\nhub_token: *t\nd: &d {name: a}\ndataset: [*d]\n", TOKEN, NULL);
+    expect_dump_without("hf_token: |\n  " TOKEN "\n  more\nlora_r: 8\n", TOKEN, NULL);
+    expect_dump_without("{model_name: m, hf_token: " TOKEN ", lora_r: 8}\n", TOKEN, NULL);
+    expect_dump_without("a: 1\n\"HUB_TOKEN\": " TOKEN "\n", TOKEN, NULL);
+    /* a token-shaped text in a key ptrain keeps: a string, a list, a map, a dataset entry */
+    expect_dump_without("hub_model_id: tester/" HF_SHAPED "\noutput_dir: /runs/" HF_SHAPED "-x\n"
+                        "chat_template: |\n  {{ '" HF_SHAPED "' }}\n",
+                        HF_SHAPED, NULL);
+    expect_dump_without("model_parameters: {stop: " HF_SHAPED ", " HF_SHAPED ": 1}\n"
+                        "dataset:\n  - name: " HF_SHAPED "\n    data_files: [a, " HF_SHAPED "]\n"
+                        "    rename: {" HF_SHAPED ": text}\n    filter_column_value: x\n"
+                        "    filter_value: api_org_AbcdefghijklmnopqrstuvwxyzABCDEFGH\n    filter_data: true\n",
+                        HF_SHAPED, "api_org_Abcdefghij", NULL);
+    /* the environment's token, wherever it is (8 characters or more) */
+    setenv("HF_TOKEN", "my-env-secret", 1);
+    setenv("HUGGING_FACE_HUB_TOKEN", "another-env-secret", 1);
+    expect_dump_without("output_dir: /runs/my-env-secret/x\nfinal_model_dir: another-env-secret\n", "my-env-secret",
+                        "another-env-secret", NULL);
+    unsetenv("HF_TOKEN");
+    unsetenv("HUGGING_FACE_HUB_TOKEN");
+    /* a token key given reads "(not stored)"; not given, null; a short hf_ word is no token */
+    char *text = dump_of("hub_token: " TOKEN "\nrevision: hf_main\n");
+    assert_non_null(strstr(text, "\nhub_token: (not stored)\n"));
+    assert_non_null(strstr(text, "\nrevision: hf_main\n"));
+    free(text);
+    text = dump_of("lora_r: 8\n");
+    assert_non_null(strstr(text, "\nhub_token: null\n"));
+    free(text);
+}
+
+/* Every setting of full.yaml, typed: numbers, booleans, null for unset, lists, maps, datasets. */
+static void test_dump_typed(void **state)
+{
+    (void)state;
+    char *text = dump_of("model_name: m\nlora_r: 4\nlora_alpha: 8\nlearning_rate: 2e-4\nadam_epsilon: 1e-8\n"
+                         "threads: auto\nuse_rslora: yes\ndevice_map: {\"\": 0}\nchat_template: \"\"\n"
+                         "revision: \"123\"\nlora_target_modules: [q_proj, v_proj]\nmodel_parameters: {temperature: 0.7}\n"
+                         "dataset:\n  - name: a\n    rename: {instruction: prompt}\n    seed: 0\n  - b.jsonl\n");
+    static const char *const lines[] = {
+        "model_name: m\n", "\nlora_r: 4\n", "\nlora_alpha: 8\n", "\nlearning_rate: 0.0002\n",
+        "\nadam_epsilon: 1.0e-08\n", "\nthreads: auto\n", "\nuse_rslora: true\n", "\ndevice_map:\n  '': 0\n",
+        "\nchat_template: ''\n", "\nrevision: '123'\n", "\nlora_target_modules:\n- q_proj\n- v_proj\n",
+        "\nmodel_parameters:\n  temperature: 0.7\n", "\nmax_steps: null\n", "\nwarmup_ratio: null\n",
+        "\nsave_total_limit: null\n", "\nresume_from_checkpoint: false\n",
+        "\ndataset:\n- name: a\n  split_type: train\n  data_files: []\n  format: json\n  rename:\n    instruction: prompt\n"
+        "  filter_data: false\n  filter_column_value: null\n  filter_value: null\n  num_samples: null\n"
+        "  shuffle: false\n  seed: 0\n- name: b.jsonl\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        if (!strstr(text, lines[i])) fail_msg("the dump has no \"%s\":\n%s", lines[i], text);
+    free(text);
+}
+
+/* The dump reads back as the same configuration (the same hash), for every good config. */
+static void test_dump_reads_back(void **state)
+{
+    (void)state;
+    static const char *const configs[] = {
+        "model_name: m\n", "max_steps: 7\nsave_steps: 0.25\nwarmup_ratio: 0\nresume_from_checkpoint: /ck/checkpoint-4.h5\n",
+        "model_parameters: 8b\nquantization_method: [q8_0, f16]\nhub_model_id: a/b\nchat_template: \"null\"\n",
+        "dataset_text_field: \"yes\"\noutput_dir: \"~\"\nlearning_rate: 3.0000000000000001e-4\nthreads: 3\n",
+        "assistant_only_loss: false\ndevice_map: cpu\nmodel_name: \"caf\\u00e9: 'x' \\\"y\\\" #z\"\n",
+    };
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        char *text = dump_of(configs[i]);
+        pt_config back;
+        if (parse(text, &back) != PT_OK) fail_msg("%s\ndoes not read back: %s\n%s", configs[i], err_message(), text);
+        if (config_hash(&back) != hash_of(configs[i])) fail_msg("%s\nreads back as another config:\n%s", configs[i], text);
+        config_free(&back);
+        free(text);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1556,15 +1809,17 @@ static void test_load(void **state)
     assert_int_equal(config_load("/", &cfg, NULL), PT_ERR_USER);
     assert_string_equal(err_message(), "cannot read config file /: Is a directory");
 
-    /* over 64 MiB */
-    size_t big = (64u << 20) + 1;
+    /* over 256 KiB: refused where it crosses the limit (1 MiB of spaces: only the first 256 KiB and a
+     * little more are read) */
+    size_t big = 1u << 20;
     char *spaces = malloc(big);
     assert_non_null(spaces);
     memset(spaces, ' ', big);
     path = write_temp(spaces, big);
     free(spaces);
     assert_int_equal(config_load(path, &cfg, NULL), PT_ERR_USER);
-    snprintf(want, sizeof want, "%s: larger than 64 MiB; is this really a config file?", path);
+    snprintf(want, sizeof want, "%s:1:262145: the file goes on past 256 KiB (262144 bytes), the most ptrain reads "
+             "of a config file; is this really a config file?", path);
     assert_string_equal(err_message(), want);
     unlink(path);
     free(path);
@@ -1725,6 +1980,15 @@ static void test_corpus_good(void **state)
         if (*warnings) fail_msg("%s warns: %s", path, warnings);
         free(warnings);
         assert_int_equal(config_validate_launch(&cfg, 2), PT_OK);
+        /* what a checkpoint keeps of it reads back as the same configuration */
+        char *dumped = NULL;
+        assert_int_equal(config_dump(&cfg, &dumped), PT_OK);
+        pt_config back;
+        if (config_parse(path, dumped, strlen(dumped), &back, NULL) != PT_OK)
+            fail_msg("%s: its dump does not read back: %s\n%s", path, err_message(), dumped);
+        if (config_hash(&back) != config_hash(&cfg)) fail_msg("%s: its dump reads back as another config:\n%s", path, dumped);
+        config_free(&back);
+        free(dumped);
         if (!strcmp(names[i], "full.yaml")) {
             saw_full = true;
             const char *const *keys = config_key_names();
@@ -1765,10 +2029,43 @@ static void test_jsonfile_big_ints(void **state)
     assert_null(jsonfile_loadb(bad, strlen(bad), 0, &e));
 }
 
+/* JSON files within bounds: one past 128 MiB is refused before it is read (a sparse file: instant
+ * here), and nesting stops at jansson's depth limit at once. */
+static void test_jsonfile_limits(void **state)
+{
+    (void)state;
+    char *path = write_temp("{}", 2);
+    assert_int_equal(truncate(path, (128 << 20) + 1), 0);
+    json_error_t e;
+    double t0 = seconds_now();
+    assert_null(jsonfile_load(path, 0, &e));
+    double took = seconds_now() - t0;
+    assert_string_equal(e.text, "the file is larger than 128 MiB, the most ptrain reads of one JSON file");
+    assert_int_equal(e.line, -1);
+    if (took > 0.5) fail_msg("refusing a JSON file past 128 MiB took %.2f s", took);
+    assert_int_equal(truncate(path, 128 << 20), 0); /* at the limit it is read (and is no JSON: NUL bytes) */
+    assert_null(jsonfile_load(path, 0, &e));
+    assert_null(strstr(e.text, "128 MiB"));
+    unlink(path);
+    free(path);
+    size_t n = 100000;
+    char *deep = malloc(2 * n + 1);
+    assert_non_null(deep);
+    memset(deep, '[', n);
+    memset(deep + n, ']', n);
+    deep[2 * n] = '\0';
+    t0 = seconds_now();
+    assert_null(jsonfile_loadb(deep, 2 * n, 0, &e));
+    assert_string_equal(e.text, "maximum parsing depth reached near '['");
+    if (seconds_now() - t0 > 1.0) fail_msg("refusing 100000 nested arrays took %.2f s", seconds_now() - t0);
+    free(deep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jsonfile_big_ints),
+        cmocka_unit_test(test_jsonfile_limits),
         cmocka_unit_test(test_every_key_value),
         cmocka_unit_test(test_every_key_has_a_row),
         cmocka_unit_test(test_defaults),
@@ -1783,6 +2080,10 @@ int main(void)
         cmocka_unit_test(test_dataset_forms),
         cmocka_unit_test(test_derived_defaults),
         cmocka_unit_test(test_error_document),
+        cmocka_unit_test(test_limit_depth),
+        cmocka_unit_test(test_limit_size),
+        cmocka_unit_test(test_limit_aliases),
+        cmocka_unit_test(test_one_document),
         cmocka_unit_test(test_error_types),
         cmocka_unit_test(test_error_echo),
         cmocka_unit_test(test_error_ranges),
@@ -1798,7 +2099,9 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_token_never_kept),
-        cmocka_unit_test(test_token_never_stored),
+        cmocka_unit_test(test_dump_no_token),
+        cmocka_unit_test(test_dump_typed),
+        cmocka_unit_test(test_dump_reads_back),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_load),

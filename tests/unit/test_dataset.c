@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "data/data_internal.h"
 #include "ptrain/config.h"
@@ -1016,6 +1017,23 @@ static void test_no_usable_row(void **state)
                  PT_ERR_USER, want);
 }
 
+/* A data file past 4 GiB is refused before it is read (a sparse file here: instant). */
+static void test_file_too_large(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_dataset_XXXXXX.jsonl";
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, ((off_t)4 << 30) + 1), 0);
+    close(fd);
+    pt_dataset ds;
+    char want[1024];
+    snprintf(want, sizeof want, "dataset[0]: %s is larger than 4 GiB, the most ptrain reads of one data file: split it "
+             "into several .jsonl files (a directory of them, or data_files)", path);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", path), PT_ERR_USER, want);
+    unlink(path);
+}
+
 /* The conversion error for path (the caller frees the text). */
 static char *convert_message(const char *path, const char *kind, const char *extra, const char *call, const char *more)
 {
@@ -1024,8 +1042,8 @@ static char *convert_message(const char *path, const char *kind, const char *ext
     sb_printf(
         &sb,
         "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
-        "  python3 -c \"import pandas as pd; %s('%s').to_json('%.*sjsonl', orient='records', lines=True, "
-        "force_ascii=False)\"\nbeside it%s; ptrain then reads the .jsonl file",
+        "  python3 -c 'import sys, pandas as pd; %s(sys.argv[1]).to_json(sys.argv[2], orient=\"records\", lines=True, "
+        "force_ascii=False)' '%s' '%.*sjsonl'\nbeside it%s; ptrain then reads the .jsonl file",
         path, kind, extra, call, path, stem, path, more);
     return sb.data;
 }
@@ -1268,7 +1286,7 @@ int main(void)
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
         cmocka_unit_test(test_no_usable_row),
-        cmocka_unit_test(test_convert_errors),    cmocka_unit_test(test_hub_dir),
+        cmocka_unit_test(test_convert_errors),    cmocka_unit_test(test_file_too_large),    cmocka_unit_test(test_hub_dir),
         cmocka_unit_test(test_hfcache_load),      cmocka_unit_test(test_hfcache_miss),
         cmocka_unit_test(test_demo_dataset),      cmocka_unit_test(test_threads),
     };

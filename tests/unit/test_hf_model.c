@@ -593,6 +593,12 @@ static void test_bad_models(void **state)
     expect_load_error(dir, config, t, n, "%s/model.safetensors: model.layers.0.self_attn.q_proj.weight.quant_state."
                                          "bitsandbytes__nf4 is not an NF4 state of a [64, 64] weight (quant_type nf4, "
                                          "blocksize, shape, nested_blocksize, nested_offset): the checkpoint is corrupt");
+    /* a state past 64 KiB is not read as JSON at all */
+    t[n - 1].bytes = NULL;
+    t[n - 1].cols = (64 << 10) + 1;
+    expect_load_error(dir, config, t, n, "%s/model.safetensors: model.layers.0.self_attn.q_proj.weight.quant_state."
+                                         "bitsandbytes__nf4 is 65537 bytes, more than the 64 KiB ptrain reads of a quant "
+                                         "state (about 200 bytes of JSON): the checkpoint is corrupt");
     t[n - 1].bytes = good_state;
     t[n - 1].cols = (int64_t)strlen(good_state);
     expect_load_error(dir, config, t, n, "%s/model.safetensors: tensor model.layers.0.self_attn.q_proj.weight.absmax is "
