@@ -1,5 +1,6 @@
 /* train.c — the training loop, readable top to bottom in train_run():
- *   load the model and its tokenizer; read, tokenize and split the data; create the adapters;
+ *   load the model and its tokenizer; read, tokenize and split the data, and check that every rank
+ *   read the same (data_agree.c); create the adapters;
  *   resume from a checkpoint when the config says so (train_ckpt.c); then for each optimizer
  *   step: gather gradient_accumulation_steps micro-batches, count their target tokens across all
  *   ranks, run forward+backward on each (the loss is the mean over all those tokens, as
@@ -530,6 +531,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
     pt_status st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
+    if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));

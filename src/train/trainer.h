@@ -57,6 +57,9 @@ typedef struct {
     hub_queue *hub; /* rank 0 with push_to_hub: the upload thread (train_hub.c) */
 } trainer;
 
+/* Every rank read the same dataset files (size, CRC-32, rows) and made the same examples as rank 0,
+ * or every rank stops, the ranks that differ saying what they read and the fix (data_agree.c). */
+pt_status trainer_agree_data(trainer *t);
 /* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */
 pt_status trainer_identify(trainer *t);
 /* Resume when the config says so: rank 0 finds and reads the checkpoint, every rank receives
