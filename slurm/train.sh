@@ -20,7 +20,8 @@
 #     within KillWait (default 30 s), this script does not requeue a second time.
 #   - Cancelled (`scancel JOBID`): SIGTERM as well, the ranks checkpoint and exit 75, and the job
 #     stays cancelled. Submitting the same command again resumes.
-#   - Training done (exit 0), bad input (1), usage (2), a rank killed or crashed (anything else):
+#   - Training done (exit 0), bad input (1), usage (2), training diverged (6: a NaN or infinite
+#     loss; requeueing would only diverge again), a rank killed or crashed (anything else):
 #     the job ends with that status and is not requeued.
 #
 # Environment (set it before sbatch; sbatch passes the environment on):
@@ -227,9 +228,9 @@ case "$rc" in
         say "stopped on SIGTERM (exit $rc): not requeueing; the newest complete checkpoint is where" \
             "the same command resumes"
     else
-        say "ptrain ended with exit $rc: not requeueing (1: bad input, 2: usage, other: a rank" \
-            "failed or was killed; see above); the same command resumes from the newest complete" \
-            "checkpoint"
+        say "ptrain ended with exit $rc: not requeueing (1: bad input, 2: usage, 6: training" \
+            "diverged, other: a rank failed or was killed; see above); the same command resumes from" \
+            "the newest complete checkpoint"
     fi
     ;;
 esac

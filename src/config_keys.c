@@ -106,6 +106,8 @@ const key_spec config_keys[] = {
     {"weight_decay", NULL, K_FLOAT, OFF(weight_decay), "0.01", NULL, 0, BIG, 0, "AdamW weight decay"},
     {"max_grad_norm", NULL, K_FLOAT, OFF(max_grad_norm), "1.0", NULL, 0, BIG, 0,
      "gradient clipping norm (0: off)"},
+    {"skip_nonfinite_steps", NULL, K_BOOL, OFF(skip_nonfinite_steps), "false", NULL, 0, 0, 0,
+     "skip a step whose loss or gradient norm is NaN/inf (10 in a row stop); false: stop at once"},
     {"adam_beta1", NULL, K_FLOAT, OFF(adam_beta1), "0.9", NULL, 0, 1, F_MAX_EXCL, "AdamW beta1"},
     {"adam_beta2", NULL, K_FLOAT, OFF(adam_beta2), "0.999", NULL, 0, 1, F_MAX_EXCL, "AdamW beta2"},
     {"adam_epsilon", NULL, K_FLOAT, OFF(adam_epsilon), "1e-8", NULL, 0, 1, F_MIN_EXCL, "AdamW epsilon"},

@@ -64,6 +64,7 @@ const char *err_status_name(pt_status status)
     case PT_ERR_INTERNAL: return "internal error";
     case PT_ERR_NOMEM: return "out of memory";
     case PT_ERR_UNSUPPORTED: return "unsupported";
+    case PT_ERR_DIVERGED: return "diverged";
     case PT_CHECKPOINTED: return "checkpointed";
     case PT_ERR_INTERRUPTED: return "interrupted";
     }

@@ -8,8 +8,9 @@
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
  *
- * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 75 checkpointed after a
- * stop signal (run me again), 130 interrupted,
+ * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 6 training diverged
+ * (a non-finite loss or gradient norm; nothing bad saved), 75 checkpointed after a stop signal (run
+ * me again), 130 interrupted,
  * anything else an internal error. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -52,6 +53,7 @@ static const char usage_text[] =
     "Each rank loads the whole 4-bit model on its own device; rank 0 prints and writes files.\n"
     "\n"
     "Exit status: 0 ok, 1 bad input (config, model, data, checkpoint), 2 usage error,\n"
+    "6 training diverged (a NaN or infinite loss or gradient norm; nothing after it saved),\n"
     "75 checkpointed after SIGUSR1/SIGTERM/Ctrl-C (run the same command again to resume),\n"
     "130 interrupted by a second Ctrl-C, other values an internal error.\n"
     "Environment: HF_TOKEN (publishing only; never logged; else huggingface_hub's token file),\n"

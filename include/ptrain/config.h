@@ -94,6 +94,7 @@ typedef struct {
     char *lr_scheduler_type;
     double weight_decay;
     double max_grad_norm;
+    bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */
     double adam_beta1, adam_beta2, adam_epsilon;
     long seed;
     char *output_dir;

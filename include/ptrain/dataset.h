@@ -36,6 +36,15 @@ typedef struct {
     int32_t len;       /* <= max_seq_length */
 } pt_example;
 
+/* One file a dataset entry read, as this process read it (what ranks compare to be sure they
+ * train on the same data). */
+typedef struct {
+    char *path;     /* as this process resolved it (realpath; as given when that fails) */
+    uint64_t bytes; /* its size */
+    uint32_t crc;   /* CRC-32 of its bytes, computed while they were read */
+    long rows;      /* rows read from it (JSON Lines lines, array items), before any filter */
+} pt_data_file;
+
 /* What happened to the rows of one dataset entry. Every row read lands in exactly one of bad,
  * filtered, limited, empty, no_loss and kept. */
 typedef struct {
@@ -54,6 +63,8 @@ typedef struct {
     char *bad_rows[DATASET_BAD_SHOWN]; /* the first bad rows in file order, as "file:line: reason" */
     int n_bad_rows;
     uint64_t bad_pos[DATASET_BAD_SHOWN]; /* (internal) where each of them is, to keep the first */
+    pt_data_file *files; /* every file read, in order */
+    int n_files;
 } pt_dataset_stats;
 
 typedef struct {

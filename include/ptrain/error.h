@@ -19,6 +19,7 @@ typedef enum {
     PT_ERR_INTERNAL = 3,    /* a bug, or a library failing for a reason not the user's */
     PT_ERR_NOMEM = 4,       /* out of host or device memory */
     PT_ERR_UNSUPPORTED = 5, /* the operation is not available in this build or backend */
+    PT_ERR_DIVERGED = 6,    /* training diverged: a non-finite loss, gradient norm or weight; nothing bad saved */
     PT_CHECKPOINTED = 75,   /* stopped by a signal after writing a checkpoint: run me again */
     PT_ERR_INTERRUPTED = 130,
 } pt_status;

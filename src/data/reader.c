@@ -3,11 +3,15 @@
  * line is a bad row with its line number. A .json file is an array of objects, read item by item
  * so each keeps its line number, or an object whose "data" or "train" member is that array, or a
  * single object. Invalid UTF-8 bytes are replaced by FORMAT_BAD_UTF8 before parsing (jansson
- * refuses them), so the row survives parsing and the formatter reports the field. */
+ * refuses them), so the row survives parsing and the formatter reports the field. Each file read
+ * is recorded in the entry's stats (where it resolved to, its size, the CRC-32 of its bytes taken
+ * as they are read, its rows), which the ranks of a job compare. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "data_internal.h"
 
@@ -46,7 +50,7 @@ static pt_status too_large(const char *path)
                "several .jsonl files (a directory of them, or data_files)", path);
 }
 
-static pt_status slurp(const char *path, char **buf, size_t *len)
+static pt_status slurp(const char *path, char **buf, size_t *len, uint32_t *crc)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
@@ -58,7 +62,12 @@ static pt_status slurp(const char *path, char **buf, size_t *len)
     strbuf sb = {0};
     char chunk[65536];
     size_t n;
-    while (sb.len <= DATA_MAX_FILE && (n = fread(chunk, 1, sizeof chunk, f)) > 0) append(&sb, chunk, n);
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (sb.len <= DATA_MAX_FILE && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        append(&sb, chunk, n);
+        c = crc32(c, (const Bytef *)chunk, (uInt)n);
+    }
+    *crc = (uint32_t)c;
     bool failed = ferror(f);
     fclose(f);
     if (failed || sb.len > DATA_MAX_FILE) {
@@ -288,11 +297,26 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* Record the file in st->files: where it resolved to, its size and CRC-32; rows come later. */
+static pt_data_file *record_file(pt_dataset_stats *st, const char *path, size_t len, uint32_t crc)
+{
+    pt_data_file *grown = realloc(st->files, sizeof *grown * (size_t)(st->n_files + 1));
+    if (!grown) abort();
+    st->files = grown;
+    char real[PATH_MAX];
+    pt_data_file *rec = &st->files[st->n_files++];
+    *rec = (pt_data_file){xstrdup(realpath(path, real) ? real : path), (uint64_t)len, crc, 0};
+    return rec;
+}
+
 pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st)
 {
     char *buf;
     size_t len;
-    TRY(slurp(path, &buf, &len));
+    uint32_t crc;
+    TRY(slurp(path, &buf, &len, &crc));
+    pt_data_file *rec = record_file(st, path, len, crc);
+    long before = st->read;
     utf8_sanitize(&buf, &len);
     size_t bom = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     cursor c = {buf, path, file_no, len, bom, 1, bom};
@@ -300,6 +324,7 @@ pt_status reader_read(const char *path, int file_no, const char *reader, data_ro
     pt_status rc = PT_OK;
     if (jsonl) read_jsonl(&c, rows, st);
     else rc = read_json(&c, rows, st);
+    rec->rows = st->read - before;
     free(buf);
     return rc;
 }

@@ -24,6 +24,8 @@ void stats_bad(pt_dataset_stats *st, uint64_t pos, const char *where, const char
 void stats_free(pt_dataset_stats *st)
 {
     for (int i = 0; i < st->n_bad_rows; i++) free(st->bad_rows[i]);
+    for (int i = 0; i < st->n_files; i++) free(st->files[i].path);
+    free(st->files);
     free(st->name);
     memset(st, 0, sizeof *st);
 }

@@ -4,7 +4,8 @@
  * layout (llama.cpp's converter interleaves them for its RoPE; it leaves qwen2 and gemma2 alone),
  * and rotary frequencies with the file's scaling applied. Gemma's norm weights are stored as
  * 1 + w already, which is what the forward pass multiplies by. Linear weights stay in their
- * stored block format. */
+ * stored block format. Weights or scales that are NaN or infinite, and all-zero matrices, are
+ * found by weight_check.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "ptrain/model.h"
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
+#include "ptrain/weight_check.h"
 
 static pt_status get_dim(const gguf_file *f, const char *arch, const char *suffix, int *out)
 {
@@ -293,6 +295,8 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
     m->be = be;
     TRY(model_config_from_gguf(f, &m->cfg));
     pt_model_config *c = &m->cfg;
+    weight_tally tally; /* NaN and infinity before anything is converted; all-zero matrices once it loaded */
+    TRY(weight_check_gguf(f, c, &tally));
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     TRY_ALLOC(m->layers);
     /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
@@ -303,6 +307,7 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
     if (st == PT_OK && c->tied_embeddings) m->output = m->tok_embd;
     for (int l = 0; l < c->n_layers && st == PT_OK; l++) st = load_layer(f, be, c, l, nf4, &m->layers[l]);
     if (st == PT_OK) st = rope_frequencies(f, m);
+    if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {
         model_free(m);
         return st;

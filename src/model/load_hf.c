@@ -7,7 +7,9 @@
  * and maps copied as they are, so it dequantizes bit for bit as bitsandbytes does; F32/F16/BF16
  * weights become NF4 under load_in_4bit (when the input size is a multiple of 64), else stay as
  * stored. Embeddings and lm_head stay as stored; norms and biases become f32, and Gemma's norms,
- * which compute x * (1 + w), get the 1 added here so every norm computes x * w. */
+ * which compute x * (1 + w), get the 1 added here so every norm computes x * w. Every tensor is
+ * checked for NaN and infinity (bitsandbytes ones by their absmax and maps), and matrices for being
+ * all zero, as it is read (weight_check.c). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,12 +17,14 @@
 
 #include "ptrain/hf_model.h"
 #include "ptrain/nf4.h"
+#include "ptrain/weight_check.h"
 
 typedef struct {
     const hf_config *hc;
     const st_set *s;
     pt_backend *be;
     bool nf4;
+    weight_tally *tally; /* NaN, infinity and all-zero matrices seen so far (weight_check.h) */
 } hf_loader;
 
 /* ---- names and shapes ---- */
@@ -110,6 +114,7 @@ static pt_status load_vector(const hf_loader *ld, const char *name, int64_t n, b
     float *v = malloc(sizeof(float) * (size_t)n);
     TRY_ALLOC(v);
     pt_status st = st_read_f32(t, f->path, 0, n, v);
+    if (st == PT_OK) st = weight_check(ld->tally, f->path, name, WEIGHT_VECTOR, PT_F32, v, n, 0);
     for (int64_t i = 0; add_one && i < n; i++) v[i] += 1.0f;
     *out = tensor_make(PT_F32, 1, &n);
     if (st == PT_OK) st = upload(ld->be, out, v);
@@ -135,6 +140,9 @@ static pt_status upload_floats(const hf_loader *ld, float *dense, int64_t rows, 
 static pt_status load_dense(const hf_loader *ld, const st_file *f, const st_tensor *t, int64_t rows, int64_t cols,
                             bool quantize, pt_tensor *out)
 {
+    bool embedding = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight");
+    TRY(weight_check_st(ld->tally, f->path, t->name, embedding ? WEIGHT_EMBEDDING : WEIGHT_PROJECTION, t->dtype,
+                        t->data, rows * cols, cols));
     quantize = quantize && cols % NF4_BLOCK == 0;
     pt_dtype keep = t->dtype == ST_F32 ? PT_F32 : t->dtype == ST_F16 ? PT_F16 : t->dtype == ST_BF16 ? PT_BF16 : PT_DTYPE_COUNT;
     if (!quantize && keep != PT_DTYPE_COUNT) {
@@ -295,6 +303,9 @@ static pt_status load_bnb(const hf_loader *ld, const st_file *f, const char *nam
     TRY(bnb_tensors(ld, name, rows, cols, &b));
     float *qmap = NULL, *nmap = NULL, *nabs = NULL;
     pt_status st = bnb_floats(&b, f->path, &qmap, &nmap, &nabs);
+    weight_nf4 w = {qmap, nmap, nabs, b.nested ? b.absmax->data : NULL, (rows * cols + b.blocksize - 1) / b.blocksize,
+                    b.nested_blocksize, (float)b.offset};
+    if (st == PT_OK) st = weight_check_nf4(ld->tally, f->path, name, &w);
     if (st == PT_OK) st = bnb_build(ld, &b, rows, cols, out, qmap, nmap, nabs);
     free(qmap);
     free(nmap);
@@ -362,8 +373,11 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
     memset(m, 0, sizeof *m);
     m->be = be;
     m->cfg = hc->cfg;
-    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true};
+    weight_tally tally;
+    weight_tally_init(&tally, s->dir, hc->cfg.vocab);
+    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally};
     pt_status st = s->n_files ? load_all(&ld, m) : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
+    if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {
         model_free(m);
         return st;

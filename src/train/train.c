@@ -1,5 +1,6 @@
 /* train.c — the training loop, readable top to bottom in train_run():
- *   load the model and its tokenizer; read, tokenize and split the data; create the adapters;
+ *   load the model and its tokenizer; read, tokenize and split the data, and check that every rank
+ *   read the same (data_agree.c); create the adapters;
  *   resume from a checkpoint when the config says so (train_ckpt.c); then for each optimizer
  *   step: gather gradient_accumulation_steps micro-batches, count their target tokens across all
  *   ranks, run forward+backward on each (the loss is the mean over all those tokens, as
@@ -84,6 +85,8 @@ typedef struct {
     double loss_sum, tokens, inputs, grad_norm, lr; /* tokens: with a target; inputs: all */
     double compute_s, comm_s; /* this rank's seconds computing and in communication */
     bool stop;                /* a rank received SIGUSR1, SIGTERM or SIGINT before the step ended */
+    bool nonfinite;           /* the summed loss or the gradient norm is NaN or infinite: not applied */
+    bool skipped;             /* ... and skipped (skip_nonfinite_steps): its warning stands for its log */
 } step_result;
 
 /* Sum values across ranks, adding the time it took to *comm_s. */
@@ -124,7 +127,21 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
     return gradsync_finish(&t->sync);
 }
 
-/* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. */
+/* For the divergence tests (tests/cli/test_diverge.sh, tests/mpi/test_diverge_mpi.sh):
+ * PTRAIN_TEST_NAN_STEP=N makes this rank's loss NaN at step N, PTRAIN_TEST_NAN_GRAD_STEP=N one of
+ * its gradients, after the sum across ranks (so the other ranks' stay finite). */
+static pt_status inject_nan(trainer *t, int64_t step, double *loss_sum)
+{
+    if (t->nan_step == step + 1) *loss_sum = NAN;
+    lora_pair *p = lora_next(&t->l, NULL);
+    return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.be, &p->grad_a, NAN) : PT_OK;
+}
+
+/* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. The gradient norm
+ * (of the gradients already summed across ranks) is taken before the loss sum, so whether it and
+ * this rank's loss are finite ride along with the loss and the stop flag as counts of ranks:
+ * every rank learns the same r->nonfinite, and then no rank applies the step (finite.c decides
+ * what happens next). */
 static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
 {
     double t0 = progress_now(), comm = 0;
@@ -140,18 +157,23 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     if (st == PT_OK) st = timed_sum(t, counts, 2, &comm);
     double tokens = counts[0];
     if (st == PT_OK) st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum);
+    if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
     comm += t->sync.comm_s;
-    double sums[2] = {loss_sum, signals_pending() ? 1.0 : 0.0}; /* the stop flag rides along */
-    if (st == PT_OK) st = timed_sum(t, sums, 2, &comm);
+    r->grad_norm = 0;
+    if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
+    double sums[4] = {loss_sum, signals_pending() ? 1.0 : 0.0, isfinite(r->grad_norm) ? 0.0 : 1.0,
+                      isfinite(loss_sum) ? 0.0 : 1.0};
+    if (st == PT_OK) st = timed_sum(t, sums, 4, &comm); /* the stop and non-finite flags ride along */
     loss_sum = sums[0];
     r->stop = sums[1] > 0;
-    if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
+    r->nonfinite = sums[2] + sums[3] > 0; /* counts of ranks: the same on every rank */
+    if (sums[2] > 0) r->grad_norm = NAN;  /* not finite on some rank: then not finite */
     adamw_options ao = {t->cfg->adam_beta1, t->cfg->adam_beta2, t->cfg->adam_epsilon, t->cfg->weight_decay,
                         t->cfg->max_grad_norm};
     r->lr = schedule_lr(&t->sched, step);
-    if (st == PT_OK) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
+    if (st == PT_OK && !r->nonfinite) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
     r->loss_sum = loss_sum;
     r->tokens = tokens;
     r->inputs = counts[1];
@@ -247,6 +269,9 @@ adapter_info trainer_adapter_info(const trainer *t)
 static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;
+    char what[4200];
+    snprintf(what, sizeof what, "the final adapter (%s/adapter.h5, PEFT, GGUF)", t->cfg->final_model_dir);
+    TRY(trainer_check_adapters(t, what));
     adapter_info info = trainer_adapter_info(t);
     TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
     TRY(peft_save(t->cfg->final_model_dir, &t->l, &info));
@@ -383,12 +408,13 @@ static void test_hooks(const trainer *t, int64_t step)
     while (t->step_delay_ms > 0 && nanosleep(&left, &left) != 0) continue; /* a signal does not cut it short */
 }
 
-/* After step (1-based): log, evaluate, save as the strategies say. *stop: early stopping. */
+/* After step (1-based): log, evaluate, save as the strategies say. *stop: early stopping. A skipped
+ * step is not logged: the window carries on to the next logging step. */
 static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool epoch_end, bool *stop)
 {
     const pt_config *c = t->cfg;
     bool last = step == t->total;
-    if (step % c->logging_steps == 0 || last) {
+    if ((step % c->logging_steps == 0 || last) && !r->skipped) {
         char when[48];
         TRY(log_progress(t, step, r));
         snprintf(when, sizeof when, "after step %lld", (long long)step);
@@ -428,14 +454,19 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         return PT_CHECKPOINTED;
     }
     for (int64_t step = t->first_step; step < t->total; step++) {
-        step_result r;
+        step_result r = {0};
         t->step = step;
         test_hooks(t, step);
         long epochs_before = epochs_done(t);
         TRY(optimizer_step_run(t, step, &r));
-        t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs, t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
+        TRY(trainer_check_step(t, step + 1, r.nonfinite, r.loss_sum / fmax(r.tokens, 1), r.grad_norm, &r.skipped));
+        if (!r.skipped) { /* a skipped step adds nothing to the logged loss nor to the checkpoint's */
+            t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs;
+            t->last_loss = r.loss_sum / fmax(r.tokens, 1);
+        }
+        t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
         t->w.steps++;
-        t->last_loss = r.loss_sum / fmax(r.tokens, 1), t->last_lr = r.lr;
+        t->last_lr = r.lr;
         *last_step = step + 1;
         bool stop = false;
         TRY(after_step(t, step + 1, &r, epochs_done(t) > epochs_before, &stop));
@@ -443,6 +474,19 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         if (stop) break;
     }
     return PT_OK;
+}
+
+/* How the loop ended. A stop signal and a divergence (finite.c: a step's non-finite loss or
+ * gradient norm, which all ranks see alike, or parameters that a checkpoint refused, agreed by
+ * trainer_save) are decisions every rank took together: rank 0 alone says why. Any other failure
+ * may be one rank's alone while the others wait in a step's collective: it ends the job
+ * (dist_fail_fast); with one process it is printed here. */
+static pt_status loop_outcome(const pt_dist *d, pt_status st)
+{
+    if (st == PT_OK || st == PT_CHECKPOINTED) return st;
+    if (st != PT_ERR_DIVERGED) dist_fail_fast(d, st);
+    if (!err_reported() && (d->rank == 0 || st != PT_ERR_DIVERGED)) log_error(st);
+    return st;
 }
 
 static void trainer_free(trainer *t)
@@ -481,14 +525,16 @@ static pt_status plan_run(trainer *t, int threads)
 
 pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int threads)
 {
-    trainer t = {.cfg = cfg, .d = d, .be = be, .resumed_from = -1};
+    trainer t = {.cfg = cfg, .d = d, .be = be, .resumed_from = -1, .last_saved = -1};
     t.fail_step = env_int("PTRAIN_TEST_FAIL_STEP"), t.kill_step = env_int("PTRAIN_TEST_KILL_STEP");
     t.kill_rank = (int)env_int("PTRAIN_TEST_KILL_RANK"), t.step_delay_ms = (int)env_int("PTRAIN_TEST_STEP_DELAY_MS");
+    t.nan_step = env_int("PTRAIN_TEST_NAN_STEP"), t.nan_grad_step = env_int("PTRAIN_TEST_NAN_GRAD_STEP");
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
     t.lock.fd = -1;
     pt_status st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
     if (st == PT_OK) st = dist_agree(d, load_model(&t));
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
+    if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
@@ -499,11 +545,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = plan_run(&t, threads);
     if (st == PT_OK) trainer_hub_start(&t);
     int64_t last = 0;
-    if (st == PT_OK) {
-        st = train_loop(&t, &last);
-        if (st != PT_CHECKPOINTED) dist_fail_fast(d, st); /* the others may be inside a step's collective */
-        if (st != PT_OK && st != PT_CHECKPOINTED && !err_reported()) log_error(st); /* one rank: say it here */
-    }
+    if (st == PT_OK) st = loop_outcome(d, train_loop(&t, &last));
     if (st == PT_OK) st = trainer_load_best(&t, last);
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "before saving"));
     if (st == PT_OK) st = dist_agree(d, save_adapter(&t));

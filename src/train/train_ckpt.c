@@ -122,6 +122,8 @@ static pt_status write_on_root(trainer *t, int64_t step, char *path, size_t len)
     pt_status st = s.params && (s.model_only || (s.exp_avg && s.exp_avg_sq)) ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
     if (st == PT_OK) st = lora_export(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     snprintf(path, len, "%s/checkpoint-%lld.h5", t->cfg->output_dir, (long long)step);
+    /* AdamW's moments need no check: with every applied gradient finite they cannot be NaN */
+    if (st == PT_OK) st = trainer_check_finite(t, s.params, "adapter", path);
     if (st == PT_OK) st = ckpt_write(path, &s, &t->lay);
     free(s.params);
     free(s.exp_avg);
@@ -146,7 +148,9 @@ static pt_status save_on_root(trainer *t, int64_t step)
 
 pt_status trainer_save(trainer *t, int64_t step)
 {
-    return dist_agree(t->d, t->d->rank == 0 ? save_on_root(t, step) : PT_OK);
+    TRY(dist_agree(t->d, t->d->rank == 0 ? save_on_root(t, step) : PT_OK));
+    t->last_saved = step;
+    return PT_OK;
 }
 
 /* ---- resuming ---- */
@@ -156,7 +160,7 @@ static pt_status continue_from(trainer *t, ckpt_state *s)
 {
     TRY(sampler_epoch_from(&t->sampler, (uint64_t)t->cfg->seed, (long)s->epoch, (size_t)s->examples_seen));
     t->epoch = (long)s->epoch, t->next_batch = 0;
-    t->first_step = t->resumed_from = s->global_step;
+    t->first_step = t->resumed_from = t->last_saved = s->global_step;
     t->last_loss = s->last_loss, t->last_lr = s->last_lr;
     t->w.loss = s->window_loss, t->w.tokens = s->window_tokens, t->w.steps = s->window_steps;
     if (strcmp(s->metric_name, t->run.metric_name) || s->greater_is_better != t->run.greater_is_better) {

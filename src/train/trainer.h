@@ -50,13 +50,18 @@ typedef struct {
     ckpt_state run;
     ckpt_layout lay;
     int64_t resumed_from; /* step of the checkpoint this run resumed from, -1: none */
-    /* test hooks (tests/cli/test_resume.sh, tests/mpi/test_dp.sh): 0 = off */
-    int64_t fail_step, kill_step;
+    int64_t last_saved;   /* step of the newest checkpoint this run wrote (or resumed from), -1: none */
+    int nonfinite_run;    /* steps in a row with a non-finite loss or gradient norm (finite.c) */
+    /* test hooks (tests/cli/test_resume.sh, tests/mpi/test_dp.sh, test_diverge*.sh): 0 = off */
+    int64_t fail_step, kill_step, nan_step, nan_grad_step;
     int kill_rank, step_delay_ms;
     hub_queue *hub; /* rank 0 with push_to_hub: the upload thread (train_hub.c) */
     pt_dirlock lock; /* rank 0: output_dir's lock, held for the run */
 } trainer;
 
+/* Every rank read the same dataset files (size, CRC-32, rows) and made the same examples as rank 0,
+ * or every rank stops, the ranks that differ saying what they read and the fix (data_agree.c). */
+pt_status trainer_agree_data(trainer *t);
 /* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */
 pt_status trainer_identify(trainer *t);
 /* Resume when the config says so: rank 0 finds and reads the checkpoint, every rank receives
@@ -66,6 +71,18 @@ pt_status trainer_resume(trainer *t);
 pt_status trainer_save(trainer *t, int64_t step);
 /* load_best_model_at_end: every rank takes the best checkpoint's adapters. */
 pt_status trainer_load_best(trainer *t, int64_t last_step);
+/* Divergence (finite.c). A step whose loss or gradient norm was not finite on some rank
+ * (nonfinite, agreed by all ranks) was not applied: stop with PT_ERR_DIVERGED naming the step, the
+ * loss (summed over all ranks) and the gradient norm and the likely causes, or, with
+ * skip_nonfinite_steps, set *skip and warn (until FINITE_MAX_SKIPPED in a row). Every rank passes
+ * the same values, so every rank decides the same. PT_OK with *skip false: a finite step. */
+#define FINITE_MAX_SKIPPED 10
+pt_status trainer_check_step(trainer *t, int64_t step, bool nonfinite, double loss, double grad_norm, bool *skip);
+/* PT_ERR_DIVERGED naming the tensor and element when a flat array (lay's layout) holds a NaN or
+ * an infinity; what: the file that is therefore not written, array: what v holds ("adapter"). */
+pt_status trainer_check_finite(const trainer *t, const float *v, const char *array, const char *what);
+/* The same for the adapters as they are now (downloaded from the backend). */
+pt_status trainer_check_adapters(const trainer *t, const char *what);
 /* What the adapter files say about this run (base, template, dropout, best step). */
 adapter_info trainer_adapter_info(const trainer *t);
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -54,4 +55,46 @@ double max_rel_err(const float *a, const float *b, size_t n)
         scale = fmax(scale, fabs((double)b[i]));
     }
     return diff / scale;
+}
+
+void *read_file(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n >= 0);
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    return buf;
+}
+
+static FILE *captured;
+static int saved_stderr = -1;
+
+void capture_stderr_begin(void)
+{
+    fflush(stderr);
+    captured = tmpfile();
+    assert_non_null(captured);
+    saved_stderr = dup(2);
+    assert_true(saved_stderr >= 0 && dup2(fileno(captured), 2) >= 0);
+}
+
+char *capture_stderr_end(void)
+{
+    fflush(stderr);
+    assert_true(dup2(saved_stderr, 2) >= 0);
+    close(saved_stderr);
+    long n = ftell(captured);
+    char *text = calloc((size_t)(n > 0 ? n : 0) + 1, 1);
+    assert_non_null(text);
+    rewind(captured);
+    if (n > 0) assert_int_equal(fread(text, 1, (size_t)n, captured), (size_t)n);
+    fclose(captured);
+    return text;
 }

@@ -14,8 +14,10 @@
  * tokenizer_config.json). Family mapping on tiny files written here:
  * qwen2 q/k/v biases, gemma2's four norms with the 1 added, tied embeddings; a bitsandbytes weight
  * without double quantization, dequantized exactly. Bad models: a missing tensor, a wrong shape,
- * a non-float weight, broken bitsandbytes states, each with its exact message; lookups that miss
- * say where ptrain looked and how to download. */
+ * a non-float weight, broken bitsandbytes states, each with its exact message; damaged weights (a
+ * NaN or an infinity in an F32 or BF16 tensor, in a bitsandbytes absmax, nested absmax or
+ * quant_map; all-zero embeddings or projections) refused or warned about by name, all-zero norm
+ * weights accepted; lookups that miss say where ptrain looked and how to download. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -613,6 +615,44 @@ static void test_bad_models(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Write count copies of the elem_bytes at value over tensor's elements from index on, in place. */
+static void poke(const char *file, const char *tensor, int64_t index, size_t elem_bytes, const void *value, int64_t count)
+{
+    st_file f;
+    assert_int_equal(st_open(file, &f), PT_OK);
+    const st_tensor *t = st_find(&f, tensor);
+    if (!t) fail_msg("%s: no tensor %s", file, tensor);
+    long at = (long)(f.data_offset + t->begin + (uint64_t)index * elem_bytes);
+    assert_true(t->begin + (uint64_t)(index + count) * elem_bytes <= t->end);
+    st_close(&f);
+    FILE *w = fopen(file, "r+b");
+    assert_non_null(w);
+    assert_int_equal(fseek(w, at, SEEK_SET), 0);
+    for (int64_t i = 0; i < count; i++) assert_int_equal(fwrite(value, elem_bytes, 1, w), 1);
+    fclose(w);
+}
+
+/* Load dir: the error must hold want (NULL: it loads; then stderr holds warn, or no all-zero
+ * warning when warn is NULL). */
+static void expect_weights(const char *dir, const char *want, const char *warn)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_load_options lo = {.load_in_4bit = true};
+    capture_stderr_begin();
+    pt_status st = model_load(dir, NULL, &lo, be, &m, NULL, NULL, 0);
+    char *warned = capture_stderr_end();
+    if (want && (st != PT_ERR_USER || !strstr(err_message(), want)))
+        fail_msg("status %d, got: %s\nwant: %s", st, err_message(), want);
+    if (!want && st != PT_OK) fail_msg("%s", err_message());
+    if (!want && (warn ? !strstr(warned, warn) : strstr(warned, "all zeros") != NULL))
+        fail_msg("warned: %s\nwant: %s", warned, warn ? warn : "no all-zero warning");
+    if (!want) model_free(&m);
+    free(warned);
+    err_clear();
+    backend_close(be);
+}
+
 /* A bitsandbytes weight without double quantization (absmax in F32) is dequantized exactly as
  * bitsandbytes does: w[i] = quant_map[nibble(i)] * absmax[i / 64], high nibble first. */
 static void test_bnb_plain_absmax(void **state)
@@ -648,7 +688,100 @@ static void test_bnb_plain_absmax(void **state)
     assert_int_equal(m.layers[0].w[W_Q].dtype, PT_NF4);
     model_free(&m);
     backend_close(be);
+    /* a damaged absmax is named; an all-zero one makes an all-zero projection */
+    char file[64];
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    float nan = NAN, zero = 0.0f;
+    poke(file, "model.layers.0.self_attn.q_proj.weight.absmax", 5, 4, &nan, 1);
+    expect_weights(dir, "model.layers.0.self_attn.q_proj.weight.absmax[5] is NaN (bitsandbytes NF4)", NULL);
+    poke(file, "model.layers.0.self_attn.q_proj.weight.absmax", 0, 4, &zero, 64);
+    expect_weights(dir, NULL, "tensor model.layers.0.self_attn.q_proj.weight is all zeros");
     char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- damaged weights (src/model/weight_check.c) ---- */
+
+/* The synthetic 1-layer Llama of test_bad_models, written again with one thing broken each time. */
+static void test_damaged_weights(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX", file[64], want[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    const char *config = "{\"model_type\":\"llama\"," TINY_SIZES ",\"tie_word_embeddings\":true}";
+    tw t[32];
+    int n = tiny_tensors("llama", t);
+    float nan = NAN, inf = INFINITY, zero = 0.0f;
+    write_model(dir, config, t, n);
+    poke(file, "model.layers.0.self_attn.q_proj.weight", 3 * 64 + 5, 4, &nan, 1);
+    snprintf(want, sizeof want, "%s: tensor model.layers.0.self_attn.q_proj.weight (f32) holds NaN at element 197 "
+             "(row 3, column 5): the file is damaged (an interrupted download, a broken conversion or a bad disk): "
+             "download or convert the model again", file);
+    expect_weights(dir, want, NULL);
+    write_model(dir, config, t, n);
+    poke(file, "model.layers.0.input_layernorm.weight", 7, 4, &inf, 1);
+    expect_weights(dir, "tensor model.layers.0.input_layernorm.weight (f32) holds +inf at element 7: the file", NULL);
+    write_model(dir, config, t, n);
+    poke(file, "model.embed_tokens.weight", 0, 4, &zero, 16 * 64);
+    snprintf(want, sizeof want, "%s: tensor model.embed_tokens.weight is all zeros: every input would give the same "
+             "output and training would stay at loss = ln(vocab) = 2.7726", dir);
+    expect_weights(dir, want, NULL);
+    write_model(dir, config, t, n);
+    for (int k = 0; k < n; k++)
+        if (!strstr(t[k].name, "norm") && strstr(t[k].name, "layers.")) poke(file, t[k].name, 0, 4, &zero, t[k].rows * t[k].cols);
+    expect_weights(dir, "every projection matrix (7, e.g. model.layers.0.self_attn.q_proj.weight) is all zeros", NULL);
+    write_model(dir, config, t, n);
+    poke(file, "model.layers.0.mlp.up_proj.weight", 0, 4, &zero, 128 * 64);
+    snprintf(want, sizeof want, "ptrain: warning: %s: tensor model.layers.0.mlp.up_proj.weight is all zeros: that "
+             "projection contributes nothing (its LoRA adapter still trains); is the file damaged?", dir);
+    expect_weights(dir, NULL, want);
+    write_model(dir, config, t, n);
+    poke(file, "model.norm.weight", 0, 4, &zero, 64);
+    poke(file, "model.layers.0.post_attention_layernorm.weight", 0, 4, &zero, 64);
+    expect_weights(dir, NULL, NULL); /* norm weights may be zero */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A copy of tests/data/<model> (bf16 or bitsandbytes NF4 with double quantization) in dir. */
+static void copy_model(const char *model, char *dir, char *file, size_t len)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp %s/tests/data/%s/* %s/", srcdir(), model, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(file, len, "%s/model.safetensors", dir);
+}
+
+/* The committed bf16 Gemma 2 and NF4 Llama with a NaN written into a copy: a bf16 projection, a
+ * nested absmax, a quant_map; all-zero (1 + w) norm weights of Gemma load without a warning. */
+static void test_damaged_real_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-hf-XXXXXX", file[1024];
+    assert_non_null(mkdtemp(dir));
+    uint16_t bf16_nan = 0x7fc0, bf16_zero = 0;
+    float nan = NAN;
+    copy_model("gemma2/hf", dir, file, sizeof file);
+    poke(file, "model.layers.0.self_attn.k_proj.weight", 40, 2, &bf16_nan, 1);
+    expect_weights(dir, "tensor model.layers.0.self_attn.k_proj.weight (bf16) holds NaN at element 40 (row 1, column "
+                        "8)", NULL);
+    copy_model("gemma2/hf", dir, file, sizeof file);
+    poke(file, "model.layers.0.input_layernorm.weight", 0, 2, &bf16_zero, 32);
+    poke(file, "model.norm.weight", 0, 2, &bf16_zero, 32);
+    expect_weights(dir, NULL, NULL);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -f %s/*", dir);
+    assert_int_equal(system(cmd), 0);
+    copy_model("hf/tiny-llama-bnb4", dir, file, sizeof file);
+    poke(file, "model.layers.1.mlp.up_proj.weight.nested_absmax", 0, 4, &nan, 1);
+    expect_weights(dir, "model.safetensors: model.layers.1.mlp.up_proj.weight.nested_absmax[0] is NaN (bitsandbytes "
+                        "NF4): the file is damaged", NULL);
+    copy_model("hf/tiny-llama-bnb4", dir, file, sizeof file);
+    poke(file, "model.layers.0.self_attn.v_proj.weight.quant_map", 9, 4, &nan, 1);
+    expect_weights(dir, "model.layers.0.self_attn.v_proj.weight.quant_map[9] is NaN (bitsandbytes NF4)", NULL);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -665,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),
         cmocka_unit_test(test_gemma2_mapping), cmocka_unit_test(test_qwen2_mapping),
         cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),
+        cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }

@@ -8,8 +8,9 @@
  * bitsandbytes' NF4); the same logits again when the tokens are fed in pieces through the KV
  * cache; greedy generation through the cache equal to transformers'; the training pass's loss on
  * the same tokens equal to the cross-entropy of transformers' logits; GGUF files that are not
- * usable models; and SmolLM2-135M-Instruct itself: top-1 next token equal to transformers' on
- * every prompt. */
+ * usable models, and damaged ones (a NaN or an infinity in a block's scale or min, in every block
+ * format, or in a float tensor; all-zero matrices) refused or warned about by name; and
+ * SmolLM2-135M-Instruct itself: top-1 next token equal to transformers' on every prompt. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -26,7 +27,9 @@
 
 #include "ptrain/model.h"
 #include "ptrain/model_io.h"
+#include "ptrain/quant.h"
 #include "ptrain/step.h"
+#include "ptrain/weight_check.h"
 
 /* tests/data/<family>/<name>.gguf loaded onto be (projections to NF4 when nf4) */
 static void load_model(pt_backend *be, const char *family, const char *name, bool nf4, pt_model *m)
@@ -298,6 +301,162 @@ static void test_bad_models(void **state)
     backend_close(be);
 }
 
+/* ---- damaged weights (src/model/weight_check.c) ---- */
+
+/* Every GGUF block format, on the dequantization vectors of tests/data/gguf (whose fp16 fields sit
+ * where gguf-py puts them): a NaN written into a block's scale or min is named, and the block then
+ * dequantizes to a non-finite value (the field really is that block's scale); with every scale
+ * and min zero the matrix counts as all zero, and it dequantizes to zeros. */
+static void test_weight_check_blocks(void **state)
+{
+    (void)state;
+    const struct {
+        const char *name;
+        pt_dtype dtype;
+        int values, bytes, fields, off[2];
+    } fmt[] = {
+        {"q4_0", PT_Q4_0, 32, 18, 1, {0}},      {"q4_1", PT_Q4_1, 32, 20, 2, {0, 2}},
+        {"q5_0", PT_Q5_0, 32, 22, 1, {0}},      {"q5_1", PT_Q5_1, 32, 24, 2, {0, 2}},
+        {"q8_0", PT_Q8_0, 32, 34, 1, {0}},      {"q2_k", PT_Q2_K, 256, 84, 2, {80, 82}},
+        {"q3_k", PT_Q3_K, 256, 110, 1, {108}},  {"q4_k", PT_Q4_K, 256, 144, 2, {0, 2}},
+        {"q5_k", PT_Q5_K, 256, 176, 2, {0, 2}}, {"q6_k", PT_Q6_K, 256, 210, 1, {208}},
+    };
+    for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
+        char path[1024], want[256];
+        snprintf(path, sizeof path, "%s/tests/data/gguf/dequant_%s.bin", srcdir(), fmt[i].name);
+        size_t size;
+        uint8_t *blocks = read_file(path, &size);
+        int64_t nblocks = (int64_t)size / fmt[i].bytes, n = nblocks * fmt[i].values, last = nblocks - 1;
+        float *out = malloc(sizeof(float) * (size_t)n);
+        weight_tally t;
+        weight_tally_init(&t, "m.gguf", 100);
+        assert_int_equal(weight_check(&t, "m.gguf", "w", WEIGHT_PROJECTION, fmt[i].dtype, blocks, n, n), PT_OK);
+        assert_int_equal(t.zero_projections, 0);
+        for (int k = 0; k < fmt[i].fields; k++) {
+            uint8_t *field = blocks + last * fmt[i].bytes + fmt[i].off[k], keep[2] = {field[0], field[1]};
+            field[0] = 0x00, field[1] = 0x7e; /* fp16 NaN */
+            assert_int_equal(weight_check(&t, "m.gguf", "w", WEIGHT_PROJECTION, fmt[i].dtype, blocks, n, n), PT_ERR_USER);
+            snprintf(want, sizeof want, "m.gguf: tensor w (%s) holds NaN in the fp16 %s of block %lld (its values %lld",
+                     fmt[i].name, k ? "min" : "scale", (long long)last, (long long)(last * fmt[i].values));
+            if (!strstr(err_message(), want)) fail_msg("got: %s\nwant: %s", err_message(), want);
+            assert_int_equal(quant_dequantize_row(fmt[i].dtype, blocks, out, n), PT_OK);
+            bool nonfinite = false;
+            for (int64_t j = last * fmt[i].values; j < n; j++) nonfinite |= !isfinite(out[j]);
+            assert_true(nonfinite);
+            field[0] = keep[0], field[1] = keep[1];
+        }
+        for (int64_t b = 0; b < nblocks; b++)
+            for (int k = 0; k < fmt[i].fields; k++) memset(blocks + b * fmt[i].bytes + fmt[i].off[k], 0, 2);
+        assert_int_equal(weight_check(&t, "m.gguf", "w", WEIGHT_PROJECTION, fmt[i].dtype, blocks, n, n), PT_OK);
+        assert_int_equal(t.zero_projections, 1);
+        assert_int_equal(quant_dequantize_row(fmt[i].dtype, blocks, out, n), PT_OK);
+        for (int64_t j = 0; j < n; j++) assert_true(out[j] == 0.0f);
+        free(out);
+        free(blocks);
+    }
+}
+
+/* tests/data/llama/<name>.gguf as an image in memory (img, a copy of orig), opened as "tiny.gguf" */
+static void open_copy(const uint8_t *orig, uint8_t *img, size_t size, gguf_file *f)
+{
+    memcpy(img, orig, size);
+    assert_int_equal(gguf_open_memory("tiny.gguf", img, size, f), PT_OK);
+}
+
+static uint8_t *tensor_bytes(const gguf_file *f, const char *name)
+{
+    const gguf_tensor *g = gguf_find_tensor(f, name);
+    assert_non_null(g);
+    return (uint8_t *)g->data; /* in our own image */
+}
+
+/* every value (F32) or every block's scale and min (Q4_1) of a tensor set to zero */
+static void zero_tensor(const gguf_file *f, const char *name)
+{
+    const gguf_tensor *g = gguf_find_tensor(f, name);
+    assert_true(g && (g->dtype == PT_F32 || g->dtype == PT_Q4_1));
+    for (size_t off = 0; off < g->nbytes; off += g->dtype == PT_F32 ? g->nbytes : 20)
+        memset((uint8_t *)g->data + off, 0, g->dtype == PT_F32 ? g->nbytes : 4);
+}
+
+/* Load the image: the error's text must hold want (NULL: it loads, and stderr must hold warn, or
+ * say nothing of all-zero tensors when warn is NULL). */
+static void expect_load(pt_backend *be, gguf_file *f, const char *want, const char *warn)
+{
+    pt_model m;
+    capture_stderr_begin();
+    pt_status st = model_from_gguf(f, be, NULL, &m);
+    char *warned = capture_stderr_end();
+    if (want && (st != PT_ERR_USER || !strstr(err_message(), want)))
+        fail_msg("status %d, got: %s\nwant: %s", st, err_message(), want);
+    if (!want && st != PT_OK) fail_msg("%s", err_message());
+    if (!want && (warn ? !strstr(warned, warn) : strstr(warned, "all zeros") != NULL))
+        fail_msg("warned: %s\nwant: %s", warned, warn ? warn : "no all-zero warning");
+    if (!want) model_free(&m);
+    free(warned);
+    gguf_close(f);
+}
+
+/* Copies of the tiny Q4_1 and F32 Llamas with one thing broken each: refused naming the file, the
+ * tensor and the block or element; all-zero embeddings or projections refused; one all-zero
+ * projection warned about by name; all-zero norm weights accepted without a word. */
+static void test_damaged_gguf(void **state)
+{
+    (void)state;
+    char path[1024];
+    size_t size;
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-gqa-q4_1.gguf", srcdir());
+    uint8_t *orig = read_file(path, &size), *img = malloc(size);
+    pt_backend *be = cpu();
+    gguf_file f;
+    open_copy(orig, img, size, &f);
+    uint8_t *p = tensor_bytes(&f, "blk.1.attn_k.weight") + 3 * 20;
+    p[0] = 0x00, p[1] = 0x7e;
+    expect_load(be, &f, "tiny.gguf: tensor blk.1.attn_k.weight (q4_1) holds NaN in the fp16 scale of block 3 (its "
+                        "values 96 to 127, row 1): the file is damaged", NULL);
+    open_copy(orig, img, size, &f);
+    p = tensor_bytes(&f, "blk.2.ffn_down.weight");
+    p[2] = 0x00, p[3] = 0xfc;
+    expect_load(be, &f, "tensor blk.2.ffn_down.weight (q4_1) holds -inf in the fp16 min of block 0 (its values 0 to "
+                        "31, row 0)", NULL);
+    open_copy(orig, img, size, &f);
+    float inf = INFINITY;
+    memcpy(tensor_bytes(&f, "blk.0.attn_norm.weight") + 4 * 7, &inf, 4);
+    expect_load(be, &f, "tiny.gguf: tensor blk.0.attn_norm.weight (f32) holds +inf at element 7: the file is damaged "
+                        "(an interrupted download, a broken conversion or a bad disk): download or convert the model "
+                        "again", NULL);
+    open_copy(orig, img, size, &f);
+    zero_tensor(&f, "token_embd.weight");
+    expect_load(be, &f, "tiny.gguf: tensor token_embd.weight is all zeros: every input would give the same output and "
+                        "training would stay at loss = ln(vocab) = 5.6630", NULL);
+    open_copy(orig, img, size, &f);
+    char name[96];
+    for (int l = 0; l < 3; l++)
+        for (int slot = W_Q; slot <= W_DOWN; slot++)
+            if (slot != W_FFN_NORM) zero_tensor(&f, model_gguf_tensor_name(&(pt_model_config){.arch = "llama"}, l,
+                                                                            slot, name, sizeof name, NULL));
+    expect_load(be, &f, "tiny.gguf: every projection matrix (21, e.g. blk.0.attn_q.weight) is all zeros", NULL);
+    open_copy(orig, img, size, &f);
+    zero_tensor(&f, "blk.1.attn_v.weight");
+    expect_load(be, &f, NULL, "ptrain: warning: tiny.gguf: tensor blk.1.attn_v.weight is all zeros: that projection "
+                              "contributes nothing");
+    open_copy(orig, img, size, &f);
+    zero_tensor(&f, "blk.0.attn_norm.weight");
+    zero_tensor(&f, "output_norm.weight");
+    expect_load(be, &f, NULL, NULL);
+    free(orig);
+    free(img);
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-gqa-f32.gguf", srcdir());
+    orig = read_file(path, &size), img = malloc(size);
+    open_copy(orig, img, size, &f);
+    float nan = NAN;
+    memcpy(tensor_bytes(&f, "blk.0.attn_q.weight") + 4 * (2 * 64 + 5), &nan, 4);
+    expect_load(be, &f, "tiny.gguf: tensor blk.0.attn_q.weight (f32) holds NaN at element 133 (row 2, column 5)", NULL);
+    free(orig);
+    free(img);
+    backend_close(be);
+}
+
 /* The SmolLM2 file: $PTRAIN_MODELS, the source tree's models/, or /tmp/models. */
 static const char *smollm2_path(void)
 {
@@ -389,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_gemma2_training_loss), cmocka_unit_test(test_qwen2_hf_dir),
         cmocka_unit_test(test_gemma2_hf_dir),
         cmocka_unit_test(test_bad_models),          cmocka_unit_test(test_smollm2_next_token),
+        cmocka_unit_test(test_weight_check_blocks), cmocka_unit_test(test_damaged_gguf),
     };
     return cmocka_run_group_tests_name("model", tests, NULL, NULL);
 }

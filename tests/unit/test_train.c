@@ -3,7 +3,8 @@
  * <= 1e-4), the loss of 20 AdamW steps with gradient clipping (<= 1e-4 relative), and the adapters
  * after them; central finite differences of the whole model's loss; gradient checkpointing giving
  * the same gradients as keeping every activation; lora_dropout checked by central differences;
- * the HDF5 adapter written and read back. */
+ * the HDF5 adapter written and read back; adapters with a NaN or an infinity refused before they
+ * are written, and the divergence verdict on a step (src/train/finite.c). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -20,6 +21,7 @@
 #include "ptrain/adapter.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
+#include "train/trainer.h"
 
 typedef struct {
     pt_backend *be;
@@ -431,13 +433,49 @@ static void test_padding_free_labelled_only(void **state)
     free(g_new);
 }
 
+/* trainer_check_finite: the first NaN or infinity names the tensor, the element and the file not
+ * written; trainer_check_step: stop at once, or skip until FINITE_MAX_SKIPPED in a row. */
+static void test_nonfinite_refused(void **state)
+{
+    (void)state;
+    ckpt_entry e[2] = {{"layers.0.q_proj.lora_A.weight", 2, 3, 0}, {"layers.0.q_proj.lora_B.weight", 3, 2, 6}};
+    pt_config cfg = {.learning_rate = 1e3};
+    trainer t = {.cfg = &cfg, .lay = {e, 2, 12}, .last_saved = -1, .total = 20};
+    float v[12] = {0};
+    assert_int_equal(trainer_check_finite(&t, v, "adapter", "out/checkpoint-4.h5"), PT_OK);
+    v[6 + 2 * 2 + 1] = INFINITY;
+    assert_int_equal(trainer_check_finite(&t, v, "adapter", "out/checkpoint-4.h5"), PT_ERR_DIVERGED);
+    assert_non_null(strstr(err_message(), "out/checkpoint-4.h5 is not written: adapter layers.0.q_proj.lora_B.weight "
+                                          "holds inf at [2, 1]"));
+    assert_non_null(strstr(err_message(), "learning_rate 1000"));
+    v[11] = v[0] = NAN; /* the first one is named */
+    assert_int_equal(trainer_check_finite(&t, v, "adapter", "x"), PT_ERR_DIVERGED);
+    assert_non_null(strstr(err_message(), "lora_A.weight holds nan at [0, 0]"));
+    bool skip = true;
+    assert_int_equal(trainer_check_step(&t, 3, false, 2.5, 0.7, &skip), PT_OK);
+    assert_false(skip);
+    assert_int_equal(trainer_check_step(&t, 4, true, NAN, 0.7, &skip), PT_ERR_DIVERGED);
+    assert_non_null(strstr(err_message(), "step 4 of 20: the loss is nan and the gradient norm 0.7"));
+    cfg.skip_nonfinite_steps = true;
+    t.nonfinite_run = 0;
+    for (int i = 1; i < FINITE_MAX_SKIPPED; i++) {
+        assert_int_equal(trainer_check_step(&t, 4 + i, true, 1.0, INFINITY, &skip), PT_OK);
+        assert_true(skip);
+    }
+    assert_int_equal(trainer_check_step(&t, 4 + FINITE_MAX_SKIPPED, true, 1.0, INFINITY, &skip), PT_ERR_DIVERGED);
+    assert_non_null(strstr(err_message(), "gradient norm inf (10 steps in a row)"));
+    t.nonfinite_run = 3; /* a finite step ends the run of skipped ones */
+    assert_int_equal(trainer_check_step(&t, 30, false, 1.0, 1.0, &skip), PT_OK);
+    assert_int_equal(t.nonfinite_run, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
-        cmocka_unit_test(test_padding_free_labelled_only),
+        cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);
 }
