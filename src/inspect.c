@@ -144,7 +144,7 @@ static pt_status describe_gguf(const char *path, const insp_options *o, insp_rep
     if (st == PT_OK) {
         snprintf(r->format, sizeof r->format, "GGUF version %u, %llu tensors", f.version,
                  (unsigned long long)f.n_tensors);
-        snprintf(r->arch, sizeof r->arch, "%s", r->cfg.arch);
+        snprintf(r->arch, sizeof r->arch, "%s", arch_name(r->cfg.arch));
         snprintf(r->rope, sizeof r->rope, "theta %g%s", r->cfg.rope_theta,
                  gguf_find_tensor(&f, "rope_freqs.weight") ? ", scaled by the file's rope_freqs factors" : "");
         snprintf(r->quant, sizeof r->quant, "as stored in the file (4-bit blocks stay 4-bit)");
@@ -364,7 +364,7 @@ static void hf_text(const hf_config *h, const st_set *s, insp_report *r)
     if (!s) snprintf(r->format, sizeof r->format, "Hugging Face config.json only: no weights here (sizes from config.json)");
     else snprintf(r->format, sizeof r->format, "Hugging Face safetensors, %d file%s%s", s->n_files,
                   s->n_files > 1 ? "s" : "", s->index_path ? " (sharded, model.safetensors.index.json)" : "");
-    snprintf(r->arch, sizeof r->arch, "%s (model_type %s%s%s)", h->cfg.arch, h->model_type,
+    snprintf(r->arch, sizeof r->arch, "%s (model_type %s%s%s)", arch_name(h->cfg.arch), h->model_type,
              *h->architecture ? ", " : "", h->architecture);
     snprintf(r->rope, sizeof r->rope, "theta %g, %s scaling", h->rope_theta, rope_type_name(h->rope.type));
     if (h->rope.type != PT_ROPE_DEFAULT)

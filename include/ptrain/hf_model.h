@@ -12,7 +12,7 @@
 #include "ptrain/safetensors.h"
 
 typedef struct {
-    pt_model_config cfg;    /* cfg.arch: llama, qwen2 or gemma2 */
+    pt_model_config cfg;
     pt_rope_scaling rope;   /* rope_scaling / rope_parameters */
     double rope_theta;      /* as written (cfg.rope_theta is its float) */
     char model_type[32];    /* as written: "mistral" stays "mistral" here */
@@ -34,8 +34,5 @@ pt_status hf_config_read(const char *path, hf_config *out);
 pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, const pt_load_options *opts,
                         pt_model *m);
 
-/* The transformers name of layer l's weight in slot (W_Q ... W_POST_FFN_NORM) for arch, or NULL
- * when the family has no such weight. */
-const char *hf_tensor_name(const char *arch, int l, int slot, char *buf, size_t len);
 
 #endif

@@ -8,14 +8,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ptrain/arch.h"
 #include "ptrain/backend.h"
 #include "ptrain/gguf.h"
 
-/* The MLP's gated activation: SwiGLU (llama, qwen2, mistral) or GeGLU with tanh-GELU (gemma2). */
-typedef enum { PT_ACT_SILU, PT_ACT_GELU_TANH } pt_activation;
-
 typedef struct {
-    char arch[32]; /* llama, qwen2, gemma2 (mistral loads as llama) */
+    pt_arch arch; /* mistral loads as llama */
     int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab, ctx_len;
     float norm_eps, rope_theta;
     bool tied_embeddings;
@@ -31,16 +29,6 @@ typedef struct {
     int sliding_window;     /* gemma2: keys within this many positions on local layers; 0 = none */
     int sliding_pattern;    /* layer l is local when sliding_window && l % sliding_pattern == 0 (gemma2: 2) */
 } pt_model_config;
-
-/* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
- * stored with the 1 added at load time, so every norm computes x * rstd * w. Slots a family does
- * not use have no memory (data NULL). */
-enum {
-    W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
-    W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
-    W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
-    W_COUNT
-};
 
 typedef struct {
     pt_tensor w[W_COUNT];
@@ -67,14 +55,10 @@ typedef struct {
     bool load_in_4bit; /* 8/16/32-bit projection weights become NF4 (double quantized, blocks of 64) */
 } pt_load_options;
 
-/* The families (family.c). model_family_supported: whether arch (len bytes, a GGUF or
- * config.json name; mistral is llama) is one ptrain runs; model_family_list names them for error
- * messages. model_family_defaults: from c->arch and the dimensions already in c, the feature
- * switches and the values the family's reference uses when the file does not say (gemma2: scale
+/* The family's feature switches (family.c): from c->arch (arch.h's table) and the dimensions
+ * already in c, the values the family's reference uses when the file does not say (gemma2: scale
  * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
  * derives it); a loader then overrides what its file gives. */
-bool model_family_supported(const char *arch, size_t len);
-const char *model_family_list(void);
 void model_family_defaults(pt_model_config *c);
 /* The sliding window of layer l (0: global attention). */
 int model_layer_window(const pt_model_config *c, int layer);
@@ -87,11 +71,11 @@ pt_attention model_layer_attention(const pt_model_config *c, int layer);
  * gemma2; others are named in the error. opts may be NULL (load_in_4bit on). */
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m);
 void model_free(pt_model *m);
-/* Hyperparameters only (no weights), e.g. for `inspect` and memory estimates. */
 /* llama.cpp's name of layer l's weight in slot (blk.N.attn_q.weight), or NULL when the family has
  * no such weight; *permute (may be NULL) gets the head count whose q/k rows llama.cpp interleaves
  * for its rotary embedding (llama's q and k), else 0. */
 const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute);
+/* Hyperparameters only (no weights), e.g. for `inspect` and memory estimates. */
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *cfg);
 
 pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv);

@@ -24,7 +24,7 @@ static void permute_rows(const float *src, float *dst, int64_t rows, int64_t col
 
 static pt_status declare(gguf_writer *w, const pt_lora *l, const pt_model_config *cfg, const char *name)
 {
-    TRY(gguf_w_str(w, "general.architecture", cfg->arch));
+    TRY(gguf_w_str(w, "general.architecture", arch_name(cfg->arch)));
     TRY(gguf_w_str(w, "general.type", "adapter"));
     TRY(gguf_w_str(w, "general.name", name ? name : "ptrain LoRA adapter"));
     TRY(gguf_w_str(w, "adapter.type", "lora"));
@@ -115,9 +115,9 @@ static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, fl
     gguf_str kind;
     TRY(gguf_get_str(f, "adapter.type", &kind));
     if (!gguf_str_eq(kind, "lora")) return ERR(PT_ERR_USER, "%s: adapter.type is not \"lora\"", f->path);
-    if (!gguf_str_eq(arch, cfg->arch))
+    if (!gguf_str_eq(arch, arch_name(cfg->arch)))
         return ERR(PT_ERR_USER, "%s: an adapter for architecture %.*s; the model is %s", f->path,
-                   (int)(arch.len > 32 ? 32 : arch.len), arch.data, cfg->arch);
+                   (int)(arch.len > 32 ? 32 : arch.len), arch.data, arch_name(cfg->arch));
     *alpha = 0; /* as llama.cpp: a missing or zero alpha means scale 1 */
     return gguf_opt_f32(f, "adapter.lora.alpha", alpha);
 }
@@ -133,7 +133,7 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
         char which;
         if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %.*s is not a LoRA matrix of a projection of this %d-layer %s model",
-                       f->path, (int)g->name.len, g->name.data, cfg->n_layers, cfg->arch);
+                       f->path, (int)g->name.len, g->name.data, cfg->n_layers, arch_name(cfg->arch));
         target[slot] = true;
         if (which == 'a') *r = (int)g->dims[1];
     }

@@ -76,7 +76,7 @@ static pt_status put_f32(gguf_writer *w, const char *arch, const char *suffix, d
 
 static pt_status general(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
 {
-    TRY(gguf_w_str(w, "general.architecture", hc->cfg.arch));
+    TRY(gguf_w_str(w, "general.architecture", arch_name(hc->cfg.arch)));
     if (name && *name) return gguf_w_str(w, "general.name", name);
     char base[1024];
     snprintf(base, sizeof base, "%s", dir);
@@ -88,7 +88,7 @@ static pt_status general(gguf_writer *w, const char *dir, const hf_config *hc, c
 
 static pt_status sizes(gguf_writer *w, const pt_model_config *c)
 {
-    const char *a = c->arch;
+    const char *a = arch_name(c->arch);
     TRY(put_u32(w, a, "context_length", c->ctx_len));
     TRY(put_u32(w, a, "embedding_length", c->dim));
     TRY(put_u32(w, a, "block_count", c->n_layers));
@@ -104,7 +104,7 @@ static pt_status sizes(gguf_writer *w, const pt_model_config *c)
 /* Llama 3's scaling is not a key: llama.cpp reads it from the rope_freqs.weight tensor. */
 static pt_status rope(gguf_writer *w, const hf_config *hc)
 {
-    const char *a = hc->cfg.arch;
+    const char *a = arch_name(hc->cfg.arch);
     TRY(put_f32(w, a, "rope.freq_base", hc->rope_theta));
     TRY(put_u32(w, a, "rope.dimension_count", hc->cfg.head_dim));
     if (hc->rope.type != PT_ROPE_LINEAR) return PT_OK;
@@ -136,9 +136,10 @@ static pt_status gemma2(gguf_writer *w, const char *dir, const pt_model_config *
                    "cannot be exported to GGUF as it runs in transformers", dir,
                    c->sliding_window <= 0 ? "sliding_window"
                    : c->attn_softcap <= 0 ? "attn_logit_softcapping" : "final_logit_softcapping");
-    TRY(put_u32(w, c->arch, "attention.sliding_window", c->sliding_window));
-    TRY(put_f32(w, c->arch, "attn_logit_softcapping", c->attn_softcap));
-    return put_f32(w, c->arch, "final_logit_softcapping", c->final_softcap);
+    const char *a = arch_name(c->arch);
+    TRY(put_u32(w, a, "attention.sliding_window", c->sliding_window));
+    TRY(put_f32(w, a, "attn_logit_softcapping", c->attn_softcap));
+    return put_f32(w, a, "final_logit_softcapping", c->final_softcap);
 }
 
 static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
@@ -146,7 +147,7 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     TRY(general(w, dir, hc, name));
     TRY(sizes(w, &hc->cfg));
     TRY(rope(w, hc));
-    return strcmp(hc->cfg.arch, "gemma2") ? PT_OK : gemma2(w, dir, &hc->cfg);
+    return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }
 
 /* ---- the files ---- */

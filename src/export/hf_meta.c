@@ -13,6 +13,7 @@
  *     Gemma's space-to-"▁" normalizer) and the matching decoder.
  * A TemplateProcessing post-processor adds bos/eos when tokenizer.ggml.add_bos_token/_eos_ say
  * so (transformers 5 takes them from there, not from tokenizer_config.json). */
+#include "ptrain/arch.h"
 #include "ptrain/hf_meta.h"
 #include "ptrain/tokenizer.h"
 
@@ -206,7 +207,7 @@ static pt_status src_kind(hf_src *s)
                    (int)(model.len > 64 ? 64 : model.len), model.data);
     s->spm = gguf_str_eq(model, "llama");
     TRY(gguf_opt_str(s->f, "general.architecture", &arch));
-    s->gemma = gguf_str_eq(arch, "gemma") || gguf_str_eq(arch, "gemma2") || gguf_str_eq(arch, "gemma3");
+    s->gemma = arch_gguf_gemma_line(arch.data, arch.len);
     s->prefix = s->spm && !s->gemma;
     TRY(gguf_opt_bool(s->f, "tokenizer.ggml.add_space_prefix", &s->prefix));
     s->prefix &= s->spm && !s->gemma;
@@ -336,14 +337,14 @@ static pt_status rope_keys(const hf_src *s, json_t **out)
     char key[128];
     gguf_str type = {"none", 4};
     float factor = 1.0f;
-    snprintf(key, sizeof key, "%s.rope.scaling.type", s->cfg->arch);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(s->cfg->arch));
     TRY(gguf_opt_str(s->f, key, &type));
     if (gguf_str_eq(type, "none")) return PT_OK;
     if (!gguf_str_eq(type, "linear"))
         return ERR(PT_ERR_USER, "%s: %s \"%.*s\": exporting this rope scaling is not supported (ptrain runs "
                    "linear scaling and Llama 3's rope_freqs)", s->f->path, key, (int)(type.len > 32 ? 32 : type.len),
                    type.data);
-    snprintf(key, sizeof key, "%s.rope.scaling.factor", s->cfg->arch);
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_name(s->cfg->arch));
     TRY(gguf_opt_f32(s->f, key, &factor));
     if (!(factor > 0.0f) || factor == 1.0f) return PT_OK; /* ptrain applies no scaling either */
     return packed(json_pack("{s:s, s:o}", "rope_type", "linear", "factor", jreal(factor)), out);
@@ -405,15 +406,11 @@ static json_t *config_gemma2(const pt_model_config *c)
 
 static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
 {
-    const char *arch = s->cfg->arch;
-    bool qwen2 = !strcmp(arch, "qwen2"), gemma2 = !strcmp(arch, "gemma2");
-    if (strcmp(arch, "llama") && !qwen2 && !gemma2)
-        return ERR(PT_ERR_USER, "%s: architecture %s: exporting a Hugging Face config.json is not supported "
-                   "(supported: llama, qwen2, gemma2)", s->f->path, arch);
+    const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[0];
+    bool qwen2 = s->cfg->arch == PT_ARCH_QWEN2, gemma2 = s->cfg->arch == PT_ARCH_GEMMA2;
     json_t *rope;
     TRY(rope_scaling(s, &rope));
-    const char *cls = qwen2 ? "Qwen2ForCausalLM" : gemma2 ? "Gemma2ForCausalLM" : "LlamaForCausalLM";
-    pt_status st = packed(config_common(s, cls, arch, dtype), out);
+    pt_status st = packed(config_common(s, type->class_name, type->model_type, dtype), out);
     if (st == PT_OK && json_object_set_new(*out, "rope_scaling", rope)) st = ERR(PT_ERR_NOMEM, "out of memory");
     else if (st != PT_OK) json_decref(rope);
     if (st == PT_OK && gemma2) st = merge_into(*out, config_gemma2(s->cfg));

@@ -76,24 +76,19 @@ void merge_release(const void *data, size_t n)
     if (to > from) madvise((void *)from, to - from, MADV_DONTNEED); /* advice only: failure changes nothing */
 }
 
-static bool is_norm(int slot)
-{
-    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
-}
-
 pt_status export_each_tensor(const pt_model_config *cfg, export_tensor_fn fn, void *ctx)
 {
-    bool gemma = !strcmp(cfg->arch, "gemma2");
+    bool plus_one = arch_info(cfg->arch)->norm_plus_one;
     TRY(fn(ctx, &(export_tensor){"token_embd.weight", "model.embed_tokens.weight", -1, -1, 0, false}));
     char gname[96], hname[160];
     for (int l = 0; l < cfg->n_layers; l++)
         for (int w = 0; w < W_COUNT; w++) {
             int permute = 0;
             if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
-            if (!hf_tensor_name(cfg->arch, l, w, hname, sizeof hname)) continue;
-            TRY(fn(ctx, &(export_tensor){gname, hname, l, w, permute, gemma && is_norm(w)}));
+            if (!arch_hf_tensor(cfg->arch, l, w, hname, sizeof hname)) continue;
+            TRY(fn(ctx, &(export_tensor){gname, hname, l, w, permute, plus_one && arch_slot_is_norm(w)}));
         }
-    TRY(fn(ctx, &(export_tensor){"output_norm.weight", "model.norm.weight", -1, -1, 0, gemma}));
+    TRY(fn(ctx, &(export_tensor){"output_norm.weight", "model.norm.weight", -1, -1, 0, plus_one}));
     if (!cfg->tied_embeddings) TRY(fn(ctx, &(export_tensor){"output.weight", "lm_head.weight", -1, -1, 0, false}));
     return PT_OK;
 }

@@ -41,14 +41,14 @@ typedef struct {
 static bool is_float(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16 || d == ST_F64; }
 
 /* The layer and slot of a transformers tensor name, or -1, -1. */
-static void hf_slot(const char *arch, int n_layers, const char *name, int *layer, int *slot)
+static void hf_slot(pt_arch arch, int n_layers, const char *name, int *layer, int *slot)
 {
     *layer = -1, *slot = -1;
     int l;
     if (sscanf(name, "model.layers.%d.", &l) != 1 || l < 0 || l >= n_layers) return;
     char want[160];
     for (int w = 0; w < W_COUNT; w++)
-        if (hf_tensor_name(arch, l, w, want, sizeof want) && !strcmp(want, name)) {
+        if (arch_hf_tensor(arch, l, w, want, sizeof want) && !strcmp(want, name)) {
             *layer = l, *slot = w;
             return;
         }

@@ -22,18 +22,6 @@ typedef struct {
     const char *prefix; /* its key in the file ("rope_scaling"), or NULL for the top level */
 } cfg_src;
 
-static const struct {
-    const char *model_type, *class_name, *arch;
-    bool tied; /* transformers' default for tie_word_embeddings */
-} families[] = {
-    {"llama", "LlamaForCausalLM", "llama", false},
-    {"mistral", "MistralForCausalLM", "llama", false},
-    {"qwen2", "Qwen2ForCausalLM", "qwen2", false},
-    {"gemma2", "Gemma2ForCausalLM", "gemma2", true},
-};
-#define N_FAMILIES (sizeof families / sizeof families[0])
-#define SUPPORTED "llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
-
 /* A JSON value as a message shows it: the string "x", the number 3, null, a list ... */
 static void describe(const json_t *v, char *buf, size_t len)
 {
@@ -125,7 +113,7 @@ static pt_status str_key(const cfg_src *c, const char *key, char *out, size_t le
 
 /* ---- the family ---- */
 
-static pt_status family(const cfg_src *c, hf_config *h, int *fam)
+static pt_status family(const cfg_src *c, hf_config *h, const pt_arch_hf_type **type)
 {
     TRY(str_key(c, "model_type", h->model_type, sizeof h->model_type));
     const json_t *archs = json_object_get(c->root, "architectures");
@@ -135,16 +123,13 @@ static pt_status family(const cfg_src *c, hf_config *h, int *fam)
     if (!*h->model_type && !*h->architecture)
         return ERR(PT_ERR_USER, "%s: has neither model_type nor architectures: is this the config.json of a model?",
                    c->name);
-    for (size_t i = 0; i < N_FAMILIES; i++)
-        if (*h->model_type ? !strcmp(h->model_type, families[i].model_type)
-                           : !strcmp(h->architecture, families[i].class_name)) {
-            *fam = (int)i;
-            if (!*h->model_type) snprintf(h->model_type, sizeof h->model_type, "%s", families[i].model_type);
-            snprintf(h->cfg.arch, sizeof h->cfg.arch, "%s", families[i].arch);
-            return PT_OK;
-        }
-    return ERR(PT_ERR_USER, "%s: model_type \"%s\" (%s) is not supported; supported: " SUPPORTED, c->name,
-               *h->model_type ? h->model_type : "not given", *h->architecture ? h->architecture : "no architectures");
+    if (arch_from_hf(h->model_type, h->architecture, &h->cfg.arch, type)) {
+        if (!*h->model_type) snprintf(h->model_type, sizeof h->model_type, "%s", (*type)->model_type);
+        return PT_OK;
+    }
+    return ERR(PT_ERR_USER, "%s: model_type \"%s\" (%s) is not supported; supported: %s", c->name,
+               *h->model_type ? h->model_type : "not given", *h->architecture ? h->architecture : "no architectures",
+               arch_hf_list());
 }
 
 /* ---- sizes ---- */
@@ -237,26 +222,26 @@ static pt_status activation(const cfg_src *c, const char *key, const char *want,
     bool tanh_gelu = !strcmp(name, "gelu_pytorch_tanh") || !strcmp(name, "gelu_new");
     if (strcmp(name, want) && !(act == PT_ACT_GELU_TANH && tanh_gelu))
         return ERR(PT_ERR_USER, "%s: %s \"%s\" is not supported for %s models; supported: %s", c->name, key, name,
-                   m->arch, want);
+                   arch_name(m->arch), want);
     m->act = act;
     return PT_OK;
 }
 
-static pt_status llama_like(const cfg_src *c, const hf_config *h, pt_model_config *m)
+static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_model_config *m)
 {
     bool attn_bias = false, mlp_bias = false, sliding = false;
     TRY(bool_key(c, "attention_bias", &attn_bias));
     TRY(bool_key(c, "mlp_bias", &mlp_bias));
-    if ((attn_bias && strcmp(m->arch, "qwen2")) || mlp_bias)
+    m->qkv_bias = arch_info(m->arch)->qkv_bias;
+    if ((attn_bias && !m->qkv_bias) || mlp_bias)
         return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", c->name,
-                   mlp_bias ? "mlp_bias" : "attention_bias", m->arch, mlp_bias ? "MLP" : "attention");
+                   mlp_bias ? "mlp_bias" : "attention_bias", arch_name(m->arch), mlp_bias ? "MLP" : "attention");
     TRY(activation(c, "hidden_act", "silu", PT_ACT_SILU, m));
-    m->qkv_bias = !strcmp(m->arch, "qwen2");
     if (m->qkv_bias) TRY(bool_key(c, "use_sliding_window", &sliding));
     if (sliding)
         return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs Qwen2 with full attention on every "
                    "layer only", c->name);
-    if (!strcmp(h->model_type, "mistral")) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    if (type->sliding_window) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 1;
     return PT_OK;
 }
@@ -327,17 +312,17 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
 
 static pt_status parse_root(const cfg_src *c, hf_config *h)
 {
-    int fam = 0;
-    TRY(family(c, h, &fam));
+    const pt_arch_hf_type *type = NULL;
+    TRY(family(c, h, &type));
     pt_model_config *m = &h->cfg;
     TRY(sizes(c, m));
     TRY(rope(c, h));
-    m->tied_embeddings = families[fam].tied;
+    m->tied_embeddings = type->tied;
     TRY(bool_key(c, "tie_word_embeddings", &m->tied_embeddings));
     m->embed_scale = 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
-    if (!strcmp(m->arch, "gemma2")) TRY(gemma2(c, m));
-    else TRY(llama_like(c, h, m));
+    if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
+    else TRY(llama_like(c, type, m));
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
     return quantization(c, h);
 }

@@ -52,34 +52,33 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
 {
     gguf_str arch;
     TRY(gguf_get_str(f, "general.architecture", &arch));
-    if (!model_family_supported(arch.data, arch.len))
+    if (!arch_from_gguf(arch.data, arch.len, &c->arch))
         return ERR(PT_ERR_USER, "%s: architecture \"%.*s\" is not supported yet; supported: %s", f->path,
-                   (int)(arch.len > 64 ? 64 : arch.len), arch.data, model_family_list());
-    snprintf(c->arch, sizeof c->arch, "%.*s", (int)arch.len, arch.data);
+                   (int)(arch.len > 64 ? 64 : arch.len), arch.data, arch_list());
     return PT_OK;
 }
 
 /* Layers, widths, heads and the head size (key_length, which value_length must equal). */
 static pt_status read_dims(const gguf_file *f, pt_model_config *c)
 {
-    TRY(get_dim(f, c->arch, "block_count", &c->n_layers));
-    TRY(get_dim(f, c->arch, "embedding_length", &c->dim));
-    TRY(get_dim(f, c->arch, "feed_forward_length", &c->ffn_dim));
-    TRY(get_dim(f, c->arch, "attention.head_count", &c->n_heads));
+    TRY(get_dim(f, arch_name(c->arch), "block_count", &c->n_layers));
+    TRY(get_dim(f, arch_name(c->arch), "embedding_length", &c->dim));
+    TRY(get_dim(f, arch_name(c->arch), "feed_forward_length", &c->ffn_dim));
+    TRY(get_dim(f, arch_name(c->arch), "attention.head_count", &c->n_heads));
     uint32_t u;
-    TRY(opt_u32(f, c->arch, "attention.head_count_kv", &u));
+    TRY(opt_u32(f, arch_name(c->arch), "attention.head_count_kv", &u));
     c->n_kv_heads = u ? (int)u : c->n_heads;
-    TRY(opt_u32(f, c->arch, "attention.key_length", &u));
+    TRY(opt_u32(f, arch_name(c->arch), "attention.key_length", &u));
     c->head_dim = u ? (int)u : c->dim / c->n_heads;
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim <= 0 ||
         c->head_dim % 2 || c->head_dim > 1024)
         return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", f->path,
                    c->n_heads, c->n_kv_heads, c->head_dim);
-    TRY(opt_u32(f, c->arch, "attention.value_length", &u));
+    TRY(opt_u32(f, arch_name(c->arch), "attention.value_length", &u));
     if (u && u != (uint32_t)c->head_dim)
         return ERR(PT_ERR_USER, "%s: %s.attention.value_length = %u differs from the key length %d; ptrain "
-                   "needs values and keys of one head size", f->path, c->arch, u, c->head_dim);
-    TRY(opt_u32(f, c->arch, "context_length", &u));
+                   "needs values and keys of one head size", f->path, arch_name(c->arch), u, c->head_dim);
+    TRY(opt_u32(f, arch_name(c->arch), "context_length", &u));
     c->ctx_len = u ? (int)u : 2048;
     return PT_OK;
 }
@@ -88,12 +87,13 @@ static pt_status read_dims(const gguf_file *f, pt_model_config *c)
 static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
 {
     uint32_t u;
-    TRY(opt_u32(f, c->arch, "attention.sliding_window", &u));
+    TRY(opt_u32(f, arch_name(c->arch), "attention.sliding_window", &u));
     if (u > (1u << 30))
-        return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", f->path, c->arch, u);
+        return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", f->path,
+                   arch_name(c->arch), u);
     if (u) c->sliding_window = (int)u;
-    TRY(opt_nonneg_f32(f, c->arch, "attn_logit_softcapping", &c->attn_softcap));
-    return opt_nonneg_f32(f, c->arch, "final_logit_softcapping", &c->final_softcap);
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "attn_logit_softcapping", &c->attn_softcap));
+    return opt_nonneg_f32(f, arch_name(c->arch), "final_logit_softcapping", &c->final_softcap);
 }
 
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
@@ -103,10 +103,10 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     TRY(read_dims(f, c));
     char key[128];
     c->norm_eps = 1e-5f;
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", c->arch);
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch_name(c->arch));
     TRY(gguf_opt_f32(f, key, &c->norm_eps));
     c->rope_theta = 10000.0f;
-    snprintf(key, sizeof key, "%s.rope.freq_base", c->arch);
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch_name(c->arch));
     TRY(gguf_opt_f32(f, key, &c->rope_theta));
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
@@ -117,7 +117,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
                    (unsigned long long)tokens->count, c->vocab);
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
     model_family_defaults(c);
-    if (strcmp(c->arch, "gemma2") == 0) TRY(read_gemma2_keys(f, c));
+    if (c->arch == PT_ARCH_GEMMA2) TRY(read_gemma2_keys(f, c));
     return PT_OK;
 }
 
@@ -213,28 +213,17 @@ typedef struct {
 static void layer_parts(const pt_model_config *c, layer_part parts[W_COUNT])
 {
     int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
-    bool llama = strcmp(c->arch, "llama") == 0; /* only llama's q/k rows are permuted */
-    layer_part all[W_COUNT] = {
-        [W_ATTN_NORM] = {"attn_norm.weight", 0, c->dim, 0},
-        [W_Q] = {"attn_q.weight", qw, c->dim, llama ? c->n_heads : 0},
-        [W_K] = {"attn_k.weight", kw, c->dim, llama ? c->n_kv_heads : 0},
-        [W_V] = {"attn_v.weight", kw, c->dim, 0},
-        [W_O] = {"attn_output.weight", c->dim, qw, 0},
-        [W_FFN_NORM] = {"ffn_norm.weight", 0, c->dim, 0},
-        [W_GATE] = {"ffn_gate.weight", c->ffn_dim, c->dim, 0},
-        [W_UP] = {"ffn_up.weight", c->ffn_dim, c->dim, 0},
-        [W_DOWN] = {"ffn_down.weight", c->dim, c->ffn_dim, 0},
+    const pt_arch_info *a = arch_info(c->arch);
+    int64_t shape[W_COUNT][2] = {
+        [W_ATTN_NORM] = {0, c->dim}, [W_Q] = {qw, c->dim},   [W_K] = {kw, c->dim},       [W_V] = {kw, c->dim},
+        [W_O] = {c->dim, qw},        [W_FFN_NORM] = {0, c->dim}, [W_GATE] = {c->ffn_dim, c->dim},
+        [W_UP] = {c->ffn_dim, c->dim}, [W_DOWN] = {c->dim, c->ffn_dim}, [W_Q_BIAS] = {0, qw}, [W_K_BIAS] = {0, kw},
+        [W_V_BIAS] = {0, kw},        [W_POST_ATTN_NORM] = {0, c->dim}, [W_POST_FFN_NORM] = {0, c->dim},
     };
-    if (c->qkv_bias) {
-        all[W_Q_BIAS] = (layer_part){"attn_q.bias", 0, qw, 0};
-        all[W_K_BIAS] = (layer_part){"attn_k.bias", 0, kw, 0};
-        all[W_V_BIAS] = (layer_part){"attn_v.bias", 0, kw, 0};
+    for (int w = 0; w < W_COUNT; w++) {
+        int permute = !a->gguf_permuted_qk ? 0 : w == W_Q ? c->n_heads : w == W_K ? c->n_kv_heads : 0;
+        parts[w] = (layer_part){a->gguf[w], shape[w][0], shape[w][1], permute};
     }
-    if (c->post_norms) {
-        all[W_POST_ATTN_NORM] = (layer_part){"post_attention_norm.weight", 0, c->dim, 0};
-        all[W_POST_FFN_NORM] = (layer_part){"post_ffw_norm.weight", 0, c->dim, 0};
-    }
-    memcpy(parts, all, sizeof all);
 }
 
 const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute)
@@ -255,7 +244,7 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
     layer_parts(c, parts);
     for (int i = 0; i < W_COUNT; i++) {
         if (!parts[i].suffix) continue; /* a slot this family does not use */
-        snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
+        snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix); /* arch_gguf_tensor's name */
         TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, nf4, &w->w[i]));
     }
     return PT_OK;
@@ -276,12 +265,12 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
         for (int i = 0; i < half; i++) m->inv_freq[i] /= ((const float *)factors->data)[i];
     }
     char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", m->cfg.arch);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(m->cfg.arch));
     const gguf_kv *type = gguf_find(f, key);
     gguf_str s;
     if (type && gguf_get_str(f, key, &s) == PT_OK && gguf_str_eq(s, "linear")) {
         float factor = 1.0f;
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", m->cfg.arch);
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_name(m->cfg.arch));
         TRY(gguf_opt_f32(f, key, &factor));
         for (int i = 0; i < half && factor > 0; i++) m->inv_freq[i] /= factor;
     }

@@ -29,25 +29,6 @@ typedef struct {
 
 /* ---- names and shapes ---- */
 
-const char *hf_tensor_name(const char *arch, int l, int slot, char *buf, size_t len)
-{
-    bool gemma = !strcmp(arch, "gemma2"), qwen = !strcmp(arch, "qwen2");
-    const char *suffix[W_COUNT] = {
-        [W_ATTN_NORM] = "input_layernorm.weight",    [W_Q] = "self_attn.q_proj.weight",
-        [W_K] = "self_attn.k_proj.weight",           [W_V] = "self_attn.v_proj.weight",
-        [W_O] = "self_attn.o_proj.weight",           [W_GATE] = "mlp.gate_proj.weight",
-        [W_UP] = "mlp.up_proj.weight",               [W_DOWN] = "mlp.down_proj.weight",
-        [W_FFN_NORM] = gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight",
-        [W_Q_BIAS] = qwen ? "self_attn.q_proj.bias" : NULL, [W_K_BIAS] = qwen ? "self_attn.k_proj.bias" : NULL,
-        [W_V_BIAS] = qwen ? "self_attn.v_proj.bias" : NULL,
-        [W_POST_ATTN_NORM] = gemma ? "post_attention_layernorm.weight" : NULL,
-        [W_POST_FFN_NORM] = gemma ? "post_feedforward_layernorm.weight" : NULL,
-    };
-    if (slot < 0 || slot >= W_COUNT || !suffix[slot]) return NULL;
-    snprintf(buf, len, "model.layers.%d.%s", l, suffix[slot]);
-    return buf;
-}
-
 /* [rows, cols] of a slot; rows 0 means a vector of cols values. */
 static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_t *cols)
 {
@@ -79,7 +60,7 @@ static pt_status find(const hf_loader *ld, const char *name, const st_tensor **t
     *t = st_set_find(ld->s, name, f);
     if (!*t)
         return ERR(PT_ERR_USER, "%s: tensor %s is missing; the checkpoint does not match its config.json (%s, %d "
-                   "layers): is the download complete?", where(ld), name, ld->hc->cfg.arch, ld->hc->cfg.n_layers);
+                   "layers): is the download complete?", where(ld), name, arch_name(ld->hc->cfg.arch), ld->hc->cfg.n_layers);
     return PT_OK;
 }
 
@@ -337,15 +318,14 @@ static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows
 static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
-    bool gemma = !strcmp(c->arch, "gemma2");
+    bool plus_one = arch_info(c->arch)->norm_plus_one;
     char name[128];
     for (int slot = 0; slot < W_COUNT; slot++) {
-        if (!hf_tensor_name(c->arch, l, slot, name, sizeof name)) continue;
+        if (!arch_hf_tensor(c->arch, l, slot, name, sizeof name)) continue;
         int64_t rows, cols;
         slot_shape(c, slot, &rows, &cols);
-        bool norm = slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
         if (rows) TRY(load_matrix(ld, name, rows, cols, ld->nf4, &w->w[slot]));
-        else TRY(load_vector(ld, name, cols, gemma && norm, &w->w[slot]));
+        else TRY(load_vector(ld, name, cols, plus_one && arch_slot_is_norm(slot), &w->w[slot]));
     }
     return PT_OK;
 }
@@ -353,12 +333,12 @@ static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 static pt_status load_all(const hf_loader *ld, pt_model *m)
 {
     const pt_model_config *c = &m->cfg;
-    bool gemma = !strcmp(c->arch, "gemma2");
+    bool plus_one = arch_info(c->arch)->norm_plus_one;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     TRY_ALLOC(m->layers);
     /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
     TRY(load_matrix(ld, "model.embed_tokens.weight", c->vocab, c->dim, false, &m->tok_embd));
-    TRY(load_vector(ld, "model.norm.weight", c->dim, gemma, &m->out_norm));
+    TRY(load_vector(ld, "model.norm.weight", c->dim, plus_one, &m->out_norm));
     if (c->tied_embeddings) m->output = m->tok_embd;
     else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));

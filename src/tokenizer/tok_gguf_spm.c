@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/arch.h"
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "tok_impl.h"
@@ -324,7 +325,7 @@ static bool spm_is_gemma(const gguf_file *f)
 {
     gguf_str arch = {"", 0};
     if (gguf_opt_str(f, "general.architecture", &arch) != PT_OK) return false;
-    return gguf_str_eq(arch, "gemma") || gguf_str_eq(arch, "gemma2") || gguf_str_eq(arch, "gemma3");
+    return arch_gguf_gemma_line(arch.data, arch.len);
 }
 
 static pt_status spm_build_src(pt_tokenizer *t, spm_src *src)

@@ -10,12 +10,7 @@
 
 #include "ptrain/util.h"
 
-static const char *const module_names[W_COUNT] = {
-    [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
-    [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
-};
-
-const char *lora_module_name(int w) { return w >= 0 && w < W_COUNT ? module_names[w] : NULL; }
+const char *lora_module_name(int w) { return arch_peft_module(w); }
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -160,7 +155,7 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
     bool target[W_COUNT] = {0};
     for (int i = 0; i < cfg->lora_target_modules.n; i++)
         for (int w = 0; w < W_COUNT; w++)
-            if (module_names[w] && !strcmp(cfg->lora_target_modules.items[i], module_names[w])) target[w] = true;
+            if (arch_peft_module(w) && !strcmp(cfg->lora_target_modules.items[i], arch_peft_module(w))) target[w] = true;
     return lora_create(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target,
                        (uint64_t)cfg->random_state);
 }

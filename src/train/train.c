@@ -223,7 +223,7 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     const pt_config *c = t->cfg;
     const pt_model_config *g = &t->m.cfg;
     long eff = c->per_device_train_batch_size * c->gradient_accumulation_steps * t->d->world;
-    log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", t->model_path, g->arch,
+    log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", t->model_path, arch_name(g->arch),
              g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
              threads, threads > 1 ? "s" : "");

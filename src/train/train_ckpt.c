@@ -68,7 +68,7 @@ static void identify_model(trainer *t, ckpt_state *s)
 {
     const pt_model_config *g = &t->m.cfg;
     COPY(s->model_path, t->model_path);
-    COPY(s->model_arch, g->arch);
+    COPY(s->model_arch, arch_name(g->arch));
     s->model_layers = g->n_layers, s->model_dim = g->dim, s->model_vocab = g->vocab;
     s->lora_r = t->l.r, s->lora_layers = t->l.n_layers, s->lora_alpha = t->l.alpha, s->lora_scale = t->l.scale;
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;

@@ -42,18 +42,20 @@ static pt_status vocab_only_config(const gguf_file *f, pt_model_config *c)
     gguf_str arch;
     memset(c, 0, sizeof *c);
     TRY(gguf_get_str(f, "general.architecture", &arch));
-    snprintf(c->arch, sizeof c->arch, "%.*s", (int)arch.len, arch.data);
-    c->n_layers = (int)key_u32(f, c->arch, "block_count", 1);
-    c->dim = (int)key_u32(f, c->arch, "embedding_length", 8);
-    c->ffn_dim = (int)key_u32(f, c->arch, "feed_forward_length", 16);
-    c->n_heads = (int)key_u32(f, c->arch, "attention.head_count", 1);
-    c->n_kv_heads = (int)key_u32(f, c->arch, "attention.head_count_kv", (uint32_t)c->n_heads);
-    c->head_dim = (int)key_u32(f, c->arch, "attention.key_length", (uint32_t)(c->dim / c->n_heads));
-    c->ctx_len = (int)key_u32(f, c->arch, "context_length", 2048);
+    if (!arch_from_gguf(arch.data, arch.len, &c->arch))
+        return ERR(PT_ERR_USER, "%s: architecture %.*s", f->path, (int)arch.len, arch.data);
+    const char *a = arch_name(c->arch);
+    c->n_layers = (int)key_u32(f, a, "block_count", 1);
+    c->dim = (int)key_u32(f, a, "embedding_length", 8);
+    c->ffn_dim = (int)key_u32(f, a, "feed_forward_length", 16);
+    c->n_heads = (int)key_u32(f, a, "attention.head_count", 1);
+    c->n_kv_heads = (int)key_u32(f, a, "attention.head_count_kv", (uint32_t)c->n_heads);
+    c->head_dim = (int)key_u32(f, a, "attention.key_length", (uint32_t)(c->dim / c->n_heads));
+    c->ctx_len = (int)key_u32(f, a, "context_length", 2048);
     c->norm_eps = 1e-5f;
     c->rope_theta = 10000.0f;
     char key[128];
-    snprintf(key, sizeof key, "%s.rope.freq_base", c->arch);
+    snprintf(key, sizeof key, "%s.rope.freq_base", a);
     gguf_opt_f32(f, key, &c->rope_theta);
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     if (!tokens) return ERR(PT_ERR_USER, "%s: no tokenizer.ggml.tokens", f->path);
@@ -93,7 +95,7 @@ static pt_status read_config(const char *path, bool vocab_only, pt_model_config 
 /* The hyperparameters of a (GGUF) and b (config.json) that differ, printed; their count. */
 static int config_diff(const pt_model_config *a, const pt_model_config *b)
 {
-    int diff = strcmp(a->arch, b->arch) != 0;
+    int diff = a->arch != b->arch;
     SAME(n_layers, "%d"); SAME(dim, "%d"); SAME(n_heads, "%d"); SAME(n_kv_heads, "%d"); SAME(head_dim, "%d");
     SAME(ffn_dim, "%d"); SAME(vocab, "%d"); SAME(ctx_len, "%d"); SAME(norm_eps, "%g"); SAME(rope_theta, "%g");
     SAME(tied_embeddings, "%d"); SAME(qkv_bias, "%d"); SAME(post_norms, "%d"); SAME(act, "%d");

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/model/hf_config.c src/model/rope.c src/jsonfile.c src/error.c */
+/* fuzz-sources: src/model/hf_config.c src/model/arch.c src/model/rope.c src/jsonfile.c src/error.c */
 /* fuzz_hfconfig.c — libFuzzer target for the config.json reader: the input is parsed with
  * hf_config_parse; a failure must leave one message naming the file and a zeroed hf_config, a
  * success a configuration the model code can trust (positive sizes, heads a multiple of key/value
@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     const pt_model_config *c = &h.cfg;
-    CHECK(!strcmp(c->arch, "llama") || !strcmp(c->arch, "qwen2") || !strcmp(c->arch, "gemma2"));
+    CHECK(c->arch == PT_ARCH_LLAMA || c->arch == PT_ARCH_QWEN2 || c->arch == PT_ARCH_GEMMA2);
     CHECK(c->n_layers > 0 && c->dim > 0 && c->ffn_dim > 0 && c->vocab > 0 && c->ctx_len > 0);
     CHECK(c->n_heads > 0 && c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads == 0);
     CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 1024);

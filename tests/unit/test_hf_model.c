@@ -440,6 +440,13 @@ static void write_model(const char *dir, const char *config, const tw *t, int n)
     fclose(f);
 }
 
+/* The transformers name of slot in layer l of the family named arch. */
+static const char *hf_name(const char *arch, int l, int slot, char *buf, size_t len)
+{
+    pt_arch a;
+    return arch_from_gguf(arch, strlen(arch), &a) ? arch_hf_tensor(a, l, slot, buf, len) : NULL;
+}
+
 /* The tensors of a 1-layer model of family arch (hidden 64, ffn 128, 2 heads of 32, 1 kv head). */
 static int tiny_tensors(const char *arch, tw *t)
 {
@@ -448,7 +455,7 @@ static int tiny_tensors(const char *arch, tw *t)
     t[n++] = (tw){"model.norm.weight", ST_F32, 0, 64, NULL};
     static char names[W_COUNT][96];
     for (int slot = 0; slot < W_COUNT; slot++) {
-        if (!hf_tensor_name(arch, 0, slot, names[slot], sizeof names[slot])) continue;
+        if (!hf_name(arch, 0, slot, names[slot], sizeof names[slot])) continue;
         int64_t rows = 0, cols = 64;
         if (slot == W_Q || slot == W_O) rows = 64;
         if (slot == W_K || slot == W_V) rows = 32;
@@ -505,9 +512,9 @@ static void test_gemma2_mapping(void **state)
     expect_vector(be, &m.out_norm, find_tw(t, n, "model.norm.weight"), 1.0f);
     int slots[] = {W_ATTN_NORM, W_POST_ATTN_NORM, W_FFN_NORM, W_POST_FFN_NORM};
     for (int i = 0; i < 4; i++)
-        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_tensor_name("gemma2", 0, slots[i], name, sizeof name)),
+        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_name("gemma2", 0, slots[i], name, sizeof name)),
                       1.0f);
-    assert_string_equal(hf_tensor_name("gemma2", 0, W_FFN_NORM, name, sizeof name),
+    assert_string_equal(hf_name("gemma2", 0, W_FFN_NORM, name, sizeof name),
                         "model.layers.0.pre_feedforward_layernorm.weight");
     model_free(&m);
     backend_close(be);
@@ -533,7 +540,7 @@ static void test_qwen2_mapping(void **state)
     assert_null(m.layers[0].w[W_POST_FFN_NORM].data);
     int slots[] = {W_Q_BIAS, W_K_BIAS, W_V_BIAS, W_ATTN_NORM, W_FFN_NORM};
     for (int i = 0; i < 5; i++)
-        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_tensor_name("qwen2", 0, slots[i], name, sizeof name)),
+        expect_vector(be, &m.layers[0].w[slots[i]], find_tw(t, n, hf_name("qwen2", 0, slots[i], name, sizeof name)),
                       0.0f);
     float row[64];
     pt_tensor r = tensor_rows(&m.layers[0].w[W_K], 5, 1);

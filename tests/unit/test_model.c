@@ -155,12 +155,12 @@ static void test_family_configs(void **state)
     pt_model q, g;
     load_model(be, "qwen2", "tiny-q4_0", false, &q);
     load_model(be, "gemma2", "tiny-q4_0", false, &g);
-    assert_string_equal(q.cfg.arch, "qwen2");
+    assert_string_equal(arch_name(q.cfg.arch), "qwen2");
     assert_true(q.cfg.qkv_bias && !q.cfg.post_norms && q.cfg.act == PT_ACT_SILU && q.cfg.embed_scale == 1.0f);
     assert_true(q.cfg.attn_softcap == 0.0f && q.cfg.final_softcap == 0.0f && model_layer_window(&q.cfg, 0) == 0);
     assert_non_null(q.layers[1].w[W_V_BIAS].data);
     assert_null(q.layers[1].w[W_POST_FFN_NORM].data);
-    assert_string_equal(g.cfg.arch, "gemma2");
+    assert_string_equal(arch_name(g.cfg.arch), "gemma2");
     assert_true(!g.cfg.qkv_bias && g.cfg.post_norms && g.cfg.act == PT_ACT_GELU_TANH && g.cfg.tied_embeddings);
     assert_true(g.cfg.head_dim == 16 && g.cfg.dim == 32 && g.cfg.n_heads == 4); /* head size from key_length */
     assert_true(g.cfg.embed_scale == sqrtf(32.0f) && g.cfg.attn_scale == 0.25f);
@@ -433,7 +433,7 @@ static void test_damaged_gguf(void **state)
     char name[96];
     for (int l = 0; l < 3; l++)
         for (int slot = W_Q; slot <= W_DOWN; slot++)
-            if (slot != W_FFN_NORM) zero_tensor(&f, model_gguf_tensor_name(&(pt_model_config){.arch = "llama"}, l,
+            if (slot != W_FFN_NORM) zero_tensor(&f, model_gguf_tensor_name(&(pt_model_config){.arch = PT_ARCH_LLAMA}, l,
                                                                             slot, name, sizeof name, NULL));
     expect_load(be, &f, "tiny.gguf: every projection matrix (21, e.g. blk.0.attn_q.weight) is all zeros", NULL);
     open_copy(orig, img, size, &f);

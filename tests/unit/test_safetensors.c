@@ -453,7 +453,7 @@ static void test_config_llama(void **state)
     pt_status st = hf_config_parse("config.json", llama_json, strlen(llama_json), &h);
     if (st) fail_msg("%s", err_message());
     const pt_model_config *c = &h.cfg;
-    assert_string_equal(c->arch, "llama");
+    assert_string_equal(arch_name(c->arch), "llama");
     assert_true(c->n_layers == 16 && c->dim == 2048 && c->ffn_dim == 8192 && c->n_heads == 32 && c->n_kv_heads == 8);
     assert_true(c->head_dim == 64 && c->vocab == 128256 && c->ctx_len == 131072 && c->tied_embeddings);
     assert_true(c->norm_eps == 1e-5f && c->rope_theta == 500000.0f && h.rope_theta == 500000.0);
@@ -476,7 +476,7 @@ static void test_config_families(void **state)
                           "\"num_hidden_layers\":32,\"num_attention_heads\":32,\"num_key_value_heads\":8,"
                           "\"vocab_size\":32768,\"rope_theta\":1000000.0,\"sliding_window\":null}";
     assert_int_equal(hf_config_parse("config.json", mistral, strlen(mistral), &h), PT_OK);
-    assert_string_equal(h.cfg.arch, "llama");
+    assert_string_equal(arch_name(h.cfg.arch), "llama");
     assert_string_equal(h.model_type, "mistral");
     assert_true(h.cfg.sliding_window == 0 && h.cfg.head_dim == 128 && !h.cfg.tied_embeddings);
     assert_true(h.cfg.norm_eps == 1e-6f && h.cfg.ctx_len == 2048 && h.rope.type == PT_ROPE_DEFAULT);
@@ -489,7 +489,7 @@ static void test_config_families(void **state)
                        "\"vocab_size\":151936,\"rope_theta\":1000000.0,\"rope_scaling\":null,\"rms_norm_eps\":1e-06,"
                        "\"tie_word_embeddings\":true,\"use_sliding_window\":false,\"sliding_window\":32768}";
     assert_int_equal(hf_config_parse("config.json", qwen, strlen(qwen), &h), PT_OK);
-    assert_string_equal(h.cfg.arch, "qwen2");
+    assert_string_equal(arch_name(h.cfg.arch), "qwen2");
     assert_true(h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 64 && h.cfg.sliding_window == 0);
     const char *old_rope = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,\"rope_theta\":20000,"
@@ -514,7 +514,7 @@ static void test_config_gemma2(void **state)
     pt_status st = hf_config_parse("config.json", gemma2_json, strlen(gemma2_json), &h);
     if (st) fail_msg("%s", err_message());
     const pt_model_config *c = &h.cfg;
-    assert_string_equal(c->arch, "gemma2");
+    assert_string_equal(arch_name(c->arch), "gemma2");
     assert_true(c->act == PT_ACT_GELU_TANH && c->post_norms && c->tied_embeddings && !c->qkv_bias);
     assert_true(c->embed_scale == 48.0f && c->attn_scale == 0.0625f);
     assert_true(c->attn_softcap == 50 && c->final_softcap == 30 && c->sliding_window == 4096 && c->sliding_pattern == 2);

@@ -1,0 +1,70 @@
+/* arch.h — the model families ptrain runs, as one enum and one table of what tells them apart:
+ * their names in GGUF files and in Hugging Face config.json files, the feature switches each turns
+ * on, and the tensor names of every weight of a block in both formats (as llama.cpp's llm_arch
+ * and its tensor-name table). The name of a family is parsed once, where a model file is read
+ * (arch_from_gguf, arch_from_hf); everything else compares the enum or reads the table. */
+#ifndef PTRAIN_ARCH_H
+#define PTRAIN_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2, PT_ARCH_COUNT } pt_arch;
+
+/* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
+ * stored with the 1 added at load time, so every norm computes x * rstd * w. Slots a family does
+ * not use have no memory (data NULL). */
+enum {
+    W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
+    W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
+    W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
+    W_COUNT
+};
+
+/* The MLP's gated activation: SwiGLU (llama, qwen2, mistral) or GeGLU with tanh-GELU (gemma2). */
+typedef enum { PT_ACT_SILU, PT_ACT_GELU_TANH } pt_activation;
+
+/* A config.json model_type that loads as a family. */
+typedef struct {
+    const char *model_type, *class_name;
+    const char *description; /* for messages: "mistral (loads as llama)" */
+    bool tied;           /* transformers' default for tie_word_embeddings */
+    bool sliding_window; /* its config.json may set sliding_window (Mistral) */
+} pt_arch_hf_type;
+
+typedef struct {
+    const char *name;         /* ptrain's and GGUF's general.architecture */
+    const char *description;  /* the models it covers, for messages */
+    pt_arch_hf_type hf[2];    /* config.json model_types (name NULL: none) */
+    bool qkv_bias;            /* q, k and v projections add a bias (W_Q_BIAS ...) */
+    bool post_norms;          /* RMSNorm after attention and after the MLP (W_POST_*) */
+    bool norm_plus_one;       /* HF stores norm weights as w for x * (1 + w) */
+    bool gguf_permuted_qk;    /* llama.cpp's converter interleaves q/k rows for its RoPE */
+    pt_activation act;
+    const char *gguf[W_COUNT]; /* GGUF tensor name of a slot after "blk.N." (NULL: unused) */
+    const char *hf_names[W_COUNT]; /* Hugging Face name after "model.layers.N." */
+} pt_arch_info;
+
+const pt_arch_info *arch_info(pt_arch a);
+const char *arch_name(pt_arch a);
+/* The family of a GGUF general.architecture (len bytes); false when ptrain has none. */
+bool arch_from_gguf(const char *name, size_t len, pt_arch *out);
+/* The family and HF type of a config.json model_type, or of its architectures[0] when model_type is
+ * empty or NULL. */
+bool arch_from_hf(const char *model_type, const char *class_name, pt_arch *out, const pt_arch_hf_type **type);
+/* The supported families, for error messages. */
+const char *arch_list(void);
+const char *arch_hf_list(void);
+/* "blk.N.attn_q.weight" / "model.layers.N.self_attn.q_proj.weight" of slot in layer l, or NULL
+ * when the family has no such weight. */
+const char *arch_gguf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
+const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
+/* The module name PEFT uses for projection slot w (q_proj ... down_proj), NULL for norms and biases. */
+const char *arch_peft_module(int w);
+/* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
+ * gemma3), whose SentencePiece vocabularies take no space prefix. */
+bool arch_gguf_gemma_line(const char *name, size_t len);
+/* Whether slot is an RMSNorm weight. */
+bool arch_slot_is_norm(int slot);
+
+#endif

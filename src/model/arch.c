@@ -1,0 +1,134 @@
+/* arch.c — the table of model families (see arch.h): one row per family with its names, feature
+ * switches and tensor names. A new family is a new row here (plus what its feature needs in the
+ * forward pass); nothing else compares family names. */
+#include "ptrain/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* The llama-like blocks share their GGUF and HF names; each family row lists them in full. */
+#define GGUF_COMMON                                                                                    \
+    [W_ATTN_NORM] = "attn_norm.weight", [W_Q] = "attn_q.weight", [W_K] = "attn_k.weight",                \
+    [W_V] = "attn_v.weight", [W_O] = "attn_output.weight", [W_FFN_NORM] = "ffn_norm.weight",             \
+    [W_GATE] = "ffn_gate.weight", [W_UP] = "ffn_up.weight", [W_DOWN] = "ffn_down.weight"
+#define HF_COMMON                                                                                      \
+    [W_ATTN_NORM] = "input_layernorm.weight", [W_Q] = "self_attn.q_proj.weight",                         \
+    [W_K] = "self_attn.k_proj.weight", [W_V] = "self_attn.v_proj.weight", [W_O] = "self_attn.o_proj.weight", \
+    [W_GATE] = "mlp.gate_proj.weight", [W_UP] = "mlp.up_proj.weight", [W_DOWN] = "mlp.down_proj.weight"
+
+static const pt_arch_info table[PT_ARCH_COUNT] = {
+    [PT_ARCH_LLAMA] = {
+        .name = "llama", .description = "llama (Llama 2/3, Mistral, SmolLM2, TinyLlama)",
+        .hf = {{"llama", "LlamaForCausalLM", "llama (Llama 2/3.x, SmolLM2, TinyLlama)", false, false},
+               {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU,
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+    },
+    [PT_ARCH_QWEN2] = {
+        .name = "qwen2", .description = "qwen2 (Qwen2, Qwen2.5)",
+        .hf = {{"qwen2", "Qwen2ForCausalLM", "qwen2 (Qwen2, Qwen2.5)", false, false}},
+        .qkv_bias = true, .act = PT_ACT_SILU,
+        .gguf = {GGUF_COMMON, [W_Q_BIAS] = "attn_q.bias", [W_K_BIAS] = "attn_k.bias", [W_V_BIAS] = "attn_v.bias"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_BIAS] = "self_attn.q_proj.bias", [W_K_BIAS] = "self_attn.k_proj.bias",
+                     [W_V_BIAS] = "self_attn.v_proj.bias"},
+    },
+    [PT_ARCH_GEMMA2] = {
+        .name = "gemma2", .description = "gemma2 (Gemma 2)",
+        .hf = {{"gemma2", "Gemma2ForCausalLM", "gemma2 (Gemma 2)", true, false}},
+        .post_norms = true, .norm_plus_one = true, .act = PT_ACT_GELU_TANH,
+        .gguf = {GGUF_COMMON, [W_POST_ATTN_NORM] = "post_attention_norm.weight",
+                 [W_POST_FFN_NORM] = "post_ffw_norm.weight"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "pre_feedforward_layernorm.weight",
+                     [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+                     [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight"},
+    },
+};
+
+static const char *const peft_modules[W_COUNT] = {
+    [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
+    [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
+};
+
+const pt_arch_info *arch_info(pt_arch a) { return &table[a < PT_ARCH_COUNT ? a : PT_ARCH_LLAMA]; }
+
+const char *arch_name(pt_arch a) { return arch_info(a)->name; }
+
+bool arch_from_gguf(const char *name, size_t len, pt_arch *out)
+{
+    for (int a = 0; a < PT_ARCH_COUNT; a++)
+        if (strlen(table[a].name) == len && memcmp(table[a].name, name, len) == 0) {
+            *out = (pt_arch)a;
+            return true;
+        }
+    return false;
+}
+
+bool arch_from_hf(const char *model_type, const char *class_name, pt_arch *out, const pt_arch_hf_type **type)
+{
+    bool by_type = model_type && *model_type; /* model_type decides; architectures[0] only without one */
+    for (int a = 0; a < PT_ARCH_COUNT; a++)
+        for (size_t i = 0; i < sizeof table[a].hf / sizeof table[a].hf[0] && table[a].hf[i].model_type; i++) {
+            const char *want = by_type ? table[a].hf[i].model_type : table[a].hf[i].class_name;
+            const char *have = by_type ? model_type : class_name;
+            if (!have || strcmp(want, have)) continue;
+            *out = (pt_arch)a;
+            if (type) *type = &table[a].hf[i];
+            return true;
+        }
+    return false;
+}
+
+/* The descriptions joined by ", ": of the families, or of their config.json model_types. */
+static const char *join(char *text, size_t len, bool hf)
+{
+    if (text[0]) return text;
+    for (int a = 0; a < PT_ARCH_COUNT; a++)
+        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : 1); i++) {
+            const char *d = hf ? table[a].hf[i].description : table[a].description;
+            if (d) snprintf(text + strlen(text), len - strlen(text), "%s%s", text[0] ? ", " : "", d);
+        }
+    return text;
+}
+
+const char *arch_list(void)
+{
+    static char text[256];
+    return join(text, sizeof text, false);
+}
+
+const char *arch_hf_list(void)
+{
+    static char text[256];
+    return join(text, sizeof text, true);
+}
+
+const char *arch_gguf_tensor(pt_arch a, int l, int slot, char *buf, size_t len)
+{
+    if (slot < 0 || slot >= W_COUNT || !arch_info(a)->gguf[slot]) return NULL;
+    snprintf(buf, len, "blk.%d.%s", l, arch_info(a)->gguf[slot]);
+    return buf;
+}
+
+const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len)
+{
+    if (slot < 0 || slot >= W_COUNT || !arch_info(a)->hf_names[slot]) return NULL;
+    snprintf(buf, len, "model.layers.%d.%s", l, arch_info(a)->hf_names[slot]);
+    return buf;
+}
+
+const char *arch_peft_module(int w) { return w >= 0 && w < W_COUNT ? peft_modules[w] : NULL; }
+
+bool arch_gguf_gemma_line(const char *name, size_t len)
+{
+    static const char *const line[] = {"gemma", "gemma2", "gemma3"};
+    for (size_t i = 0; i < sizeof line / sizeof line[0]; i++)
+        if (strlen(line[i]) == len && memcmp(line[i], name, len) == 0) return true;
+    return false;
+}
+
+bool arch_slot_is_norm(int slot)
+{
+    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+}
