@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ptrain/forward.h"
 #include "ptrain/model.h"
 
 static double now(void)
@@ -39,7 +40,7 @@ static double prefill_rate(pt_model *m, int n, int reps)
     for (int r = 0; r < reps; r++) {
         kv.n_past = 0;
         double t0 = now();
-        if (model_forward(m, &kv, ids, n, logits, true) != PT_OK) return 0;
+        if (forward_tokens(m, NULL, &kv, ids, n, logits, true) != PT_OK) return 0;
         double dt = now() - t0;
         if (dt < best) best = dt;
     }
@@ -56,11 +57,11 @@ static double decode_rate(pt_model *m, int prompt, int steps)
     for (int i = 0; i < prompt; i++) ids[i] = (int32_t)((i * 7919) % m->cfg.vocab);
     pt_kv_cache kv;
     if (kv_cache_init(m, prompt + steps, &kv) != PT_OK) return 0;
-    if (model_forward(m, &kv, ids, prompt, logits, true) != PT_OK) return 0;
+    if (forward_tokens(m, NULL, &kv, ids, prompt, logits, true) != PT_OK) return 0;
     double t0 = now();
     for (int s = 0; s < steps; s++) {
         int32_t next = (int32_t)((s * 31) % m->cfg.vocab);
-        if (model_forward(m, &kv, &next, 1, logits, true) != PT_OK) return 0;
+        if (forward_tokens(m, NULL, &kv, &next, 1, logits, true) != PT_OK) return 0;
     }
     double rate = steps / (now() - t0);
     kv_cache_free(m, &kv);

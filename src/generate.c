@@ -17,6 +17,7 @@
 
 #include "ptrain/adapter.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/forward.h"
 #include "ptrain/generate.h"
 #include "ptrain/model_io.h"
 #include "ptrain/sample.h"
@@ -178,14 +179,14 @@ static double now(void)
 }
 
 /* --logits: the prompt's logits, every position (one more forward over the prompt). */
-static pt_status write_logits(pt_model *m, const char *path, const int32_t *ids, int n)
+static pt_status write_logits(const pt_model *m, const pt_adapter *ad, const char *path, const int32_t *ids, int n)
 {
     pt_kv_cache kv;
     size_t count = (size_t)n * (size_t)m->cfg.vocab;
     float *all = malloc(sizeof(float) * count);
     TRY_ALLOC(all);
     pt_status st = kv_cache_init(m, n, &kv);
-    if (st == PT_OK) st = model_forward(m, &kv, ids, n, all, false);
+    if (st == PT_OK) st = forward_tokens(m, ad, &kv, ids, n, all, false);
     if (st == PT_OK) st = fw_write_file(path, all, sizeof(float) * count);
     if (kv.k) kv_cache_free(m, &kv);
     free(all);
@@ -205,18 +206,19 @@ static pt_status write_ids(const char *path, const int32_t *prompt, int n, const
     return st;
 }
 
-static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_options *o, int32_t *ids, int n)
+static pt_status generate_loop(const pt_model *m, const pt_adapter *ad, const pt_tokenizer *tok, const gen_options *o,
+                               int32_t *ids, int n)
 {
     int ctx = n + o->max_new < m->cfg.ctx_len ? n + o->max_new : m->cfg.ctx_len;
     if (n >= ctx) return ERR(PT_ERR_USER, "the prompt (%d tokens) does not fit the model's context of %d", n, ctx);
-    if (o->logits_path) TRY(write_logits(m, o->logits_path, ids, n));
+    if (o->logits_path) TRY(write_logits(m, ad, o->logits_path, ids, n));
     pt_kv_cache kv;
     float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
     TRY_ALLOC(logits);
     pt_status st = kv_cache_init(m, ctx, &kv);
     sampler s = {o->temperature, o->top_p, o->seed};
     double t0 = now();
-    if (st == PT_OK) st = model_forward(m, &kv, ids, n, logits, true);
+    if (st == PT_OK) st = forward_tokens(m, ad, &kv, ids, n, logits, true);
     double t1 = now();
     int produced = 0, n_tok = tokenizer_vocab_size(tok);
     int32_t *gen = malloc(sizeof(int32_t) * (size_t)(o->max_new + 1));
@@ -231,7 +233,7 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
         fwrite(sb_text(&piece), 1, piece.len, stdout);
         fflush(stdout);
         gen[produced++] = next;
-        if (st == PT_OK && kv.n_past < ctx) st = model_forward(m, &kv, &next, 1, logits, true);
+        if (st == PT_OK && kv.n_past < ctx) st = forward_tokens(m, ad, &kv, &next, 1, logits, true);
     }
     double t2 = now();
     printf("\n");
@@ -246,13 +248,13 @@ static pt_status generate_loop(pt_model *m, const pt_tokenizer *tok, const gen_o
     return st;
 }
 
-static pt_status generate_text(pt_model *m, const pt_tokenizer *tok, const gen_options *o)
+static pt_status generate_text(const pt_model *m, const pt_adapter *ad, const pt_tokenizer *tok, const gen_options *o)
 {
     int32_t *ids = NULL;
     size_t n = 0;
     pt_status st = prompt_ids(tok, o, &ids, &n);
     if (st == PT_OK && n == 0) st = ERR(PT_ERR_USER, "the prompt is empty");
-    if (st == PT_OK) st = generate_loop(m, tok, o, ids, (int)n);
+    if (st == PT_OK) st = generate_loop(m, ad, tok, o, ids, (int)n);
     free(ids);
     return st;
 }
@@ -266,12 +268,11 @@ static pt_status generate_run(const gen_options *o)
     pt_status st = backend_open(&bo, &be);
     pt_load_options lo = {.load_in_4bit = !o->no_4bit};
     if (st == PT_OK) st = model_load(o->model, NULL, &lo, be, &m, &tok, NULL, 0);
-    pt_lora adapter = {0};
+    pt_adapter adapter = {0};
     if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);
-    if (st == PT_OK && o->adapter) m.adapter = &adapter;
     if (st == PT_OK && o->show) st = show_prompt(tok, o);
-    else if (st == PT_OK) st = generate_text(&m, tok, o);
-    lora_free(&adapter);
+    else if (st == PT_OK) st = generate_text(&m, o->adapter ? &adapter : NULL, tok, o);
+    adapter_free(&adapter);
     model_free(&m);
     backend_close(be);
     tokenizer_free(tok);

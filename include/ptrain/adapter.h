@@ -1,10 +1,60 @@
-/* adapter.h — LoRA adapters on disk as HDF5 (docs/adapter-format.md): rank 0 writes the final
- * adapter to final_model_dir/adapter.h5 atomically (temp file in the same directory, flush, fsync,
- * rename, fsync of the directory), and `ptrain generate --adapter DIR` reads it back. */
+/* adapter.h — a LoRA adapter: what inference applies and adapter files store, and nothing else.
+ * For each adapted projection w of each layer, y = W x + s·B(A x) with A [r, in], B [out, r] and
+ * s = alpha/r (alpha/sqrt(r) with rsLoRA); fp32 on the model's backend. adapter_matmul is the one
+ * place a base product gets its adapter (the forward pass calls it for every projection of every
+ * family). Training keeps its gradients and optimizer state beside it (src/train, lora.h).
+ *
+ * Files (each in src/adapter): adapter.h5 (ptrain's own, docs/adapter-format.md), PEFT's
+ * directory (peft.h) and llama.cpp's adapter.gguf; adapter_load reads any of them, or the
+ * adapters inside a training checkpoint. */
 #ifndef PTRAIN_ADAPTER_H
 #define PTRAIN_ADAPTER_H
 
-#include "ptrain/lora.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ptrain/checkpoint.h"
+#include "ptrain/model.h"
+
+typedef struct {
+    pt_tensor a, b; /* A [r, in], B [out, r] */
+} adapter_pair;
+
+typedef struct pt_adapter {
+    int r, n_layers;
+    float alpha, scale;
+    bool rslora;          /* scale = alpha/sqrt(r) (rsLoRA), else alpha/r */
+    bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
+    adapter_pair *pairs;  /* [n_layers * W_COUNT]; unused slots have no memory */
+    pt_backend *be;
+} pt_adapter;
+
+/* Adapters for m's projections in target: with seed, A is drawn as PEFT initialises it
+ * (kaiming-uniform, bound 1/sqrt(in), from a splitmix64 stream of *seed) and B is zero, so the
+ * adapted model starts equal to the base; without (NULL), A and B are zero, so a matrix a file
+ * leaves out adds nothing. */
+pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                         const bool target[W_COUNT], const uint64_t *seed);
+void adapter_free(pt_adapter *ad);
+adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w); /* NULL when w carries no adapter */
+/* Every adapted projection in layer order: for (p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) */
+adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev);
+int64_t adapter_param_count(const pt_adapter *ad);
+/* FNV-1a over every adapter value (A and B, layer order): equal on ranks holding equal adapters. */
+pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash);
+/* The PEFT module name of projection w (q_proj ... down_proj), NULL for norms and biases. */
+const char *adapter_module_name(int w);
+/* The targets named in text (PEFT module names, any separator), e.g. "q_proj,v_proj". */
+void adapter_targets_parse(const char *text, bool target[W_COUNT]);
+/* Their names joined by commas, in slot order. */
+void adapter_targets_text(const bool target[W_COUNT], char *out, size_t len);
+
+/* y += s (x Aᵀ) Bᵀ for projection w of layer, when the adapter covers it (else nothing): x is the
+ * adapters' input (the projection's, or it with dropout), xs [rows, r] receives s x Aᵀ, which the
+ * backward pass reads. */
+pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs);
+
+/* ---- files ---- */
 
 typedef struct {
     const char *base_model;    /* the model file the adapter was trained on */
@@ -18,13 +68,21 @@ typedef struct {
 /* The PEFT name of layer's projection w, matrix which ('A' or 'B'):
  * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight */
 void adapter_tensor_name(char *out, size_t len, int layer, int w, char which);
-/* Write l into dir/adapter.h5 (dir is created if missing). */
-pt_status adapter_save(const char *dir, const pt_lora *l, const adapter_info *info);
+/* One entry per LoRA matrix (A then B of each projection, layer order, PEFT names): the flat
+ * arrays a checkpoint stores the adapters (and their optimizer moments) in. */
+pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay);
+/* Write ad into dir/adapter.h5 (dir is created if missing), atomically. */
+pt_status adapter_save(const char *dir, const pt_adapter *ad, const adapter_info *info);
 /* Read an adapter onto model m; shapes must match m. path is a ptrain adapter (dir/adapter.h5, or
  * the .h5 itself), a PEFT adapter directory (adapter_config.json + adapter_model.safetensors;
- * peft.h), a llama.cpp adapter (.gguf; export.h), or a training checkpoint (checkpoint-N.h5: its
- * adapters). A directory is read from adapter.h5, else its PEFT files, else adapter.gguf. The
- * adapters carry no gradients or optimizer state (lora_create_frozen). */
-pt_status adapter_load(const char *path, const pt_model *m, pt_lora *l);
+ * peft.h), a llama.cpp adapter (.gguf), or a training checkpoint (checkpoint-N.h5: its adapters).
+ * A directory is read from adapter.h5, else its PEFT files, else adapter.gguf. */
+pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *ad);
+/* The adapter as llama.cpp loads it (`--lora`, Ollama's ADAPTER): general.type adapter, lora_a
+ * [r, in] and lora_b [out, r] per projection under the base's tensor names, alpha = scale * r;
+ * name: general.name (NULL: a default). */
+pt_status adapter_gguf_save(const char *path, const pt_adapter *ad, const pt_model_config *cfg, const char *name);
+/* Read a llama.cpp LoRA adapter (.gguf) onto model m. */
+pt_status adapter_gguf_load(const char *path, const pt_model *m, pt_adapter *ad);
 
 #endif

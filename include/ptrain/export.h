@@ -1,30 +1,21 @@
-/* export.h — what ptrain writes for other tools: the LoRA adapter as llama.cpp's GGUF adapter
- * (adapter.gguf, for llama.cpp --lora and Ollama's ADAPTER), and merged models (base + s·B·A) as a
- * Hugging Face directory or GGUF files, streamed tensor by tensor (docs/export.md). */
+/* export.h — what ptrain writes for other tools: merged models (base + s·B·A) as a Hugging Face
+ * directory or GGUF files, streamed tensor by tensor, and an Ollama Modelfile (docs/export.md).
+ * The adapter files themselves (PEFT, adapter.gguf) are src/adapter's (adapter.h, peft.h). */
 #ifndef PTRAIN_EXPORT_H
 #define PTRAIN_EXPORT_H
 
 #include <stdbool.h>
 
 #include "ptrain/config.h"
-#include "ptrain/lora.h"
+#include "ptrain/adapter.h"
 #include "ptrain/model.h"
-
-/* llama.cpp's LoRA adapter format: general.type "adapter", adapter.type "lora",
- * adapter.lora.alpha (= scale * r, so llama.cpp's alpha/r is ptrain's scale, rsLoRA included),
- * blk.N.<tensor>.weight.lora_a [r, in] and .lora_b [out, r] in f32; for llama, lora_b's q/k rows
- * in llama.cpp's interleaved order (as its base GGUF files hold q and k). */
-pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model_config *cfg, const char *name);
-/* Read a llama.cpp LoRA adapter onto model m (its scale becomes alpha / r, as llama.cpp applies
- * it); an adapter of another architecture or shape is refused naming the tensor. */
-pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l);
 
 /* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
  * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; export_gguf_method_list
  * names them). base is the resolved base: a GGUF file (base_is_gguf; its metadata is copied) or a
  * Hugging Face directory (metadata made by gguf_meta.c). Streams row chunks: memory stays ~32 MiB. */
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                             const pt_lora *l, const char *method);
+                             const pt_adapter *l, const char *method);
 bool export_gguf_method_known(const char *name);
 const char *export_gguf_method_list(void);
 
@@ -43,7 +34,7 @@ pt_status export_ollama(const ollama_job *j);
  * f16 or f32), config.json, tokenizer and generation files. base is the resolved base model: a GGUF
  * file (base_is_gguf) or an HF directory / .safetensors path. l may be NULL (the base alone). */
 pt_status export_merged_hf(const char *dir, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                           const pt_lora *l, const char *dtype);
+                           const pt_adapter *l, const char *dtype);
 
 /* What `ptrain export` writes, into out (created):
  *   adapter_files: adapter_config.json + adapter_model.safetensors (PEFT) and adapter.gguf
@@ -64,12 +55,12 @@ typedef struct {
     int n_params;
 } export_job;
 /* Run job with the adapter trained (in memory) or, when trained is NULL, the one at job->adapter. */
-pt_status export_run(const export_job *job, const pt_lora *trained);
+pt_status export_run(const export_job *job, const pt_adapter *trained);
 /* `ptrain export ...` (argv[0] is "export"). */
 pt_status export_main(int argc, char **argv);
 
 /* At the end of training (rank 0): what the config's huggingface_save, huggingface_save_gguf and
  * ollama_save ask for, from the adapter just trained, into final_model_dir. */
-pt_status export_after_training(const pt_config *cfg, const pt_lora *l, const char *chat_template);
+pt_status export_after_training(const pt_config *cfg, const pt_adapter *l, const char *chat_template);
 
 #endif

@@ -14,16 +14,15 @@
 typedef struct {
     size_t weights;     /* the base as stored (4-bit blocks stay 4-bit) */
     size_t adapters;    /* LoRA A and B, their gradients and AdamW's two moments: 16 bytes a parameter */
-    size_t activations; /* what one micro-batch keeps for its backward pass, and its gradient buffers */
-    size_t workspace;   /* the loss head's logit chunk, bf16 operand staging, a dequantized tile, cuBLAS */
+    size_t activations; /* the arena of one micro-batch's buffers (forward, loss head, backward) */
+    size_t workspace;   /* the CUDA backend's: bf16 operand staging, a dequantized tile, cuBLAS */
     size_t total;
 } pt_memplan;
 
 typedef struct {
     int64_t batch, seq;   /* rows of one micro-batch: batch x seq */
-    int lora_r, adapted;  /* adapter rank, adapted projections per layer */
     int64_t lora_params;
-    bool checkpointing;
+    size_t arena_bytes;   /* the activation arena (step_arena_bytes) */
     int loss_chunk;       /* logit rows per loss chunk */
     bool cuda;            /* staging and cuBLAS workspace */
 } pt_memplan_shape;

@@ -1,7 +1,6 @@
 /* model.h — a decoder-only transformer (the llama, qwen2 and gemma2 families) held on a backend:
- * hyperparameters read from the model file, frozen base weights kept in their stored
- * (4/8/16-bit) block format, and a forward pass over token ids with a key/value cache for
- * generation. */
+ * hyperparameters read from the model file and frozen base weights kept in their stored
+ * (4/8/16-bit) block format. The forward pass is forward.h's; the families' facts, arch.h's. */
 #ifndef PTRAIN_MODEL_H
 #define PTRAIN_MODEL_H
 
@@ -34,22 +33,14 @@ typedef struct {
     pt_tensor w[W_COUNT];
 } pt_layer_weights;
 
-struct pt_lora;
-
 typedef struct {
     pt_model_config cfg;
     pt_backend *be;
-    const struct pt_lora *adapter; /* LoRA applied by model_forward when set (lora.h), else NULL */
     pt_tensor tok_embd, out_norm, output; /* output shares tok_embd's memory when tied */
     pt_layer_weights *layers;
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied */
     size_t weight_bytes;
 } pt_model;
-
-typedef struct {
-    int max_seq, n_past;
-    pt_tensor *k, *v; /* per layer [max_seq, n_kv_heads*head_dim] */
-} pt_kv_cache;
 
 typedef struct {
     bool load_in_4bit; /* 8/16/32-bit projection weights become NF4 (double quantized, blocks of 64) */
@@ -77,13 +68,5 @@ void model_free(pt_model *m);
 const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute);
 /* Hyperparameters only (no weights), e.g. for `inspect` and memory estimates. */
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *cfg);
-
-pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv);
-void kv_cache_free(const pt_model *m, pt_kv_cache *kv);
-
-/* Run n tokens at positions kv->n_past .. n_past+n-1, append their keys/values to the cache and
- * write logits (host memory): [n, vocab], or [1, vocab] for the last token when last_only. */
-pt_status model_forward(pt_model *m, pt_kv_cache *kv, const int32_t *ids, int n, float *logits,
-                        bool last_only);
 
 #endif

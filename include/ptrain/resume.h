@@ -1,7 +1,7 @@
-/* resume.h — what checkpoints mean to training (src/train/resume.c, lora_state.c, best.c):
- * the adapters and AdamW moments as the flat arrays of a checkpoint, finding the checkpoint to
+/* resume.h — what checkpoints mean to training (src/train/resume.c): finding the checkpoint to
  * resume from, reading it on rank 0 and sending it to every rank, comparing it with this run,
- * save_total_limit, and the best-model / early-stopping bookkeeping of transformers' Trainer. */
+ * save_total_limit, and the best-model / early-stopping bookkeeping of transformers' Trainer.
+ * (The adapters' flat arrays: lora_export and lora_import in lora.h.) */
 #ifndef PTRAIN_RESUME_H
 #define PTRAIN_RESUME_H
 
@@ -9,13 +9,6 @@
 #include "ptrain/config.h"
 #include "ptrain/dist.h"
 #include "ptrain/lora.h"
-
-/* The checkpoint layout of l's matrices: PEFT names, shapes, offsets, in layer order. */
-pt_status lora_layout(const pt_lora *l, ckpt_layout *lay);
-/* Copy l's adapters (and moments, when m and v are not NULL) into flat arrays of lay->total. */
-pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, float *m, float *v);
-/* The reverse; m and v NULL set the moments to zero. */
-pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, const float *m, const float *v);
 
 /* A cheap identity of the base model at path (a file, or a directory of config.json and
  * *.safetensors): FNV-1a over each file's size and its first and last MiB. */

@@ -1,13 +1,15 @@
-/* step.h — one micro-batch of LoRA training: the forward pass with the activations backward
- * needs (or only each layer's input, with gradient checkpointing), the chunked cross-entropy over
- * the vocabulary, and the backward pass that accumulates LoRA gradients. The base weights are
- * frozen: gradients flow through them (input gradients only). */
+/* step.h — one micro-batch of LoRA training: the forward pass (forward.h) keeping the activations
+ * backward needs (or only each layer's input, with gradient checkpointing), the chunked
+ * cross-entropy over the vocabulary, and the backward pass that writes the LoRA gradients. The base
+ * weights are frozen: gradients flow through them (input gradients only). Every buffer comes from
+ * one arena, which training allocates once per run (step_arena_bytes sizes it). */
 #ifndef PTRAIN_STEP_H
 #define PTRAIN_STEP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ptrain/arena.h"
 #include "ptrain/lora.h"
 #include "ptrain/model.h"
 
@@ -30,6 +32,7 @@ typedef struct {
      * caller can accumulate and start reducing them while the earlier layers run; may be NULL. */
     pt_status (*layer_done)(void *arg, int layer);
     void *layer_done_arg;
+    pt_arena *arena;       /* the run's activation arena; NULL: one made for this call */
 } step_options;
 
 /* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number
@@ -37,7 +40,13 @@ typedef struct {
  * gradients (overwriting the previous ones: accumulating is the caller's, see train.c). */
 pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_options *o, float grad_scale,
                    double *loss_sum, int64_t *n_tokens);
-/* The loss only (no gradients), for evaluation and checks. */
-pt_status step_loss(pt_model *m, pt_lora *l, const train_batch *b, double *loss_sum, int64_t *n_tokens);
+/* The loss only (no gradients), for evaluation and checks: the model with adapter ad (may be
+ * NULL), buffers from arena (NULL: one made for this call). */
+pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
+                    int64_t *n_tokens);
+/* The arena bytes step_run (with o's checkpointing, dropout and chunk) and step_loss need for
+ * rows rows, when every row is labelled (the most). */
+size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o);
+size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows);
 
 #endif

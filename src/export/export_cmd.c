@@ -63,20 +63,20 @@ static pt_status base_config(const export_job *j, char *path, size_t len, bool *
     return PT_OK;
 }
 
-static pt_status write_adapter_files(const export_job *j, const pt_lora *l, const pt_model_config *cfg)
+static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, const pt_model_config *cfg)
 {
     adapter_info info = {.base_model = j->model, .base_name = j->model, .lora_dropout = 0, .best_step = -1};
     TRY(peft_save(j->out, l, &info));
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", j->out);
-    TRY(export_gguf_adapter(path, l, cfg, j->model));
+    TRY(adapter_gguf_save(path, l, cfg, j->model));
     log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT), adapter.gguf (llama.cpp)\n",
              j->out);
     return PT_OK;
 }
 
 static pt_status write_ggufs(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
-                             const pt_lora *l, char *first, size_t len)
+                             const pt_adapter *l, char *first, size_t len)
 {
     for (int i = 0; i < j->n_gguf; i++) {
         char path[4096];
@@ -119,7 +119,7 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
 }
 
 static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
-                          const pt_lora *l)
+                          const pt_adapter *l)
 {
     TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
@@ -135,7 +135,7 @@ static pt_status run_with(const export_job *j, const char *base, bool is_gguf, c
     return PT_OK;
 }
 
-pt_status export_run(const export_job *j, const pt_lora *trained)
+pt_status export_run(const export_job *j, const pt_adapter *trained)
 {
     char base[4096];
     bool is_gguf;
@@ -146,11 +146,11 @@ pt_status export_run(const export_job *j, const pt_lora *trained)
     pt_backend_options bo = {.device = "cpu"}; /* all cores: quantizing runs in parallel */
     TRY(backend_open(&bo, &be));
     pt_model shapes;
-    pt_lora l = {0};
+    pt_adapter l = {0};
     pt_status st = shape_model(&cfg, be, &shapes);
     if (st == PT_OK) st = adapter_load(j->adapter, &shapes, &l);
     if (st == PT_OK) st = run_with(j, base, is_gguf, &cfg, &l);
-    lora_free(&l);
+    adapter_free(&l);
     free(shapes.layers);
     backend_close(be);
     return st;
@@ -320,7 +320,7 @@ pt_status export_main(int argc, char **argv)
     return st;
 }
 
-pt_status export_after_training(const pt_config *cfg, const pt_lora *l, const char *chat_template)
+pt_status export_after_training(const pt_config *cfg, const pt_adapter *l, const char *chat_template)
 {
     if (!cfg->huggingface_save && !cfg->huggingface_save_gguf && !cfg->ollama_save) return PT_OK;
     export_cli c = {0};

@@ -32,7 +32,7 @@ typedef struct {
 
 /* The delta of layer's projection w (host copies of A and B), rows in llama.cpp's order when
  * permute > 0. d->a is NULL (and PT_OK) when w carries no adapter. */
-pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, int permute);
+pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w, int permute);
 /* PT_ERR_USER naming the tensor unless the delta is [rows, cols] (a base whose tensors disagree
  * with its own configuration). */
 pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols);

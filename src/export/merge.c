@@ -18,10 +18,10 @@ int64_t merge_hf_row(int64_t g, int64_t hd)
     return h * hd + (within % 2) * (hd / 2) + within / 2;
 }
 
-pt_status merge_delta_load(merge_delta *d, const pt_lora *l, int layer, int w, int permute)
+pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w, int permute)
 {
     memset(d, 0, sizeof *d);
-    const lora_pair *p = l && layer >= 0 && w >= 0 ? lora_at(l, layer, w) : NULL;
+    const adapter_pair *p = l && layer >= 0 && w >= 0 ? adapter_at(l, layer, w) : NULL;
     if (!p) return PT_OK;
     d->r = p->a.shape[0], d->in = p->a.shape[1], d->out = p->b.shape[0];
     d->scale = l->scale;

@@ -56,7 +56,7 @@ typedef struct {
 typedef struct {
     gguf_item *items;
     size_t n;
-    const pt_lora *lora;
+    const pt_adapter *lora;
 } gguf_plan;
 
 /* The output type of item it (layer -1 for tensors outside the blocks). */
@@ -210,7 +210,7 @@ static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int
                                            (char *)out + (size_t)failed * bytes, cols);
 }
 
-static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_lora *l)
+static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapter *l)
 {
     merge_delta d;
     TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
@@ -301,7 +301,7 @@ static pt_status from_hf(const char *path, const char *base, const quant_method 
 }
 
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                             const pt_lora *l, const char *method)
+                             const pt_adapter *l, const char *method)
 {
     const quant_method *q = export_gguf_method_find(method);
     if (!q)

@@ -138,9 +138,9 @@ static void convert(const float *src, int64_t n, st_dtype to, void *dst)
         ((uint16_t *)dst)[i] = to == ST_BF16 ? quant_f32_to_bf16(src[i]) : quant_f32_to_f16(src[i]);
 }
 
-static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, st_dtype to)
+static pt_status stream_item(st_writer *w, const hf_item *it, const pt_adapter *l, st_dtype to)
 {
-    if (it->copy && l && it->layer >= 0 && it->slot >= 0 && lora_at(l, it->layer, it->slot))
+    if (it->copy && l && it->layer >= 0 && it->slot >= 0 && adapter_at(l, it->layer, it->slot))
         return ERR(PT_ERR_USER, "tensor %s is %s, not a 16/32-bit matrix: ptrain cannot merge its adapter into it",
                    it->name, st_dtype_name(it->st->dtype));
     if (it->copy) {
@@ -170,7 +170,7 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_lora *l, 
     return st;
 }
 
-static pt_status write_weights(const char *path, const hf_plan *p, const pt_lora *l, st_dtype to)
+static pt_status write_weights(const char *path, const hf_plan *p, const pt_adapter *l, st_dtype to)
 {
     st_writer w;
     st_writer_init(&w);
@@ -259,7 +259,7 @@ static pt_status parse_dtype(const char *name, st_dtype *out)
     return PT_OK;
 }
 
-static pt_status from_hf(const char *dir, const char *base, const pt_model_config *cfg, const pt_lora *l, st_dtype to)
+static pt_status from_hf(const char *dir, const char *base, const pt_model_config *cfg, const pt_adapter *l, st_dtype to)
 {
     char base_dir[4096], path[4200];
     model_hf_dir(base, base_dir, sizeof base_dir);
@@ -283,7 +283,7 @@ static pt_status from_hf(const char *dir, const char *base, const pt_model_confi
     return st;
 }
 
-static pt_status from_gguf(const char *dir, const char *base, const pt_model_config *cfg, const pt_lora *l,
+static pt_status from_gguf(const char *dir, const char *base, const pt_model_config *cfg, const pt_adapter *l,
                            st_dtype to)
 {
     gguf_file f;
@@ -300,7 +300,7 @@ static pt_status from_gguf(const char *dir, const char *base, const pt_model_con
 }
 
 pt_status export_merged_hf(const char *dir, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                           const pt_lora *l, const char *dtype)
+                           const pt_adapter *l, const char *dtype)
 {
     st_dtype to = ST_BF16;
     TRY(parse_dtype(dtype, &to));

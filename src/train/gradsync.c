@@ -27,9 +27,9 @@ static pt_status accumulate(gradsync *g, int layer)
     pt_lora *l = g->l;
     pt_tensor cur = lora_grad_span(l, &l->grads, layer, layer), sum = lora_grad_span(l, &l->grads_sum, layer, layer);
     if (g->accum == 1 || tensor_numel(&cur) == 0) return PT_OK;
-    if (g->micro == 0) return backend_copy(l->be, &sum, &cur);
-    if (g->micro < g->accum - 1) return backend_add(l->be, &sum, &cur);
-    return backend_add(l->be, &cur, &sum);
+    if (g->micro == 0) return backend_copy(l->ad.be, &sum, &cur);
+    if (g->micro < g->accum - 1) return backend_add(l->ad.be, &sum, &cur);
+    return backend_add(l->ad.be, &cur, &sum);
 }
 
 pt_status gradsync_layer_done(void *arg, int layer)
@@ -42,11 +42,11 @@ pt_status gradsync_layer_done(void *arg, int layer)
     pt_tensor bucket = lora_grad_span(g->l, &g->l->grads, layer, g->bucket_top);
     pt_status st = PT_OK;
     if (bucket.nbytes >= GRADSYNC_BUCKET_BYTES || layer == 0) {
-        if (tensor_numel(&bucket) > 0) st = backend_reduce_begin(g->l->be, &bucket);
+        if (tensor_numel(&bucket) > 0) st = backend_reduce_begin(g->l->ad.be, &bucket);
         g->bucket_top = -1;
         g->buckets++;
     }
-    if (st == PT_OK) st = backend_reduce_poll(g->l->be); /* move the open sums along */
+    if (st == PT_OK) st = backend_reduce_poll(g->l->ad.be); /* move the open sums along */
     g->comm_s += progress_now() - t0;
     return st;
 }
@@ -55,7 +55,7 @@ pt_status gradsync_finish(gradsync *g)
 {
     if (g->world == 1) return PT_OK;
     double t0 = progress_now();
-    pt_status st = backend_reduce_end(g->l->be);
+    pt_status st = backend_reduce_end(g->l->ad.be);
     g->comm_s += progress_now() - t0;
     return st;
 }

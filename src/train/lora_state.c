@@ -1,65 +1,46 @@
 /* lora_state.c — the adapters and AdamW moments of a pt_lora as the flat, named arrays of a
- * checkpoint (one entry per LoRA matrix, PEFT names, layer order), and back. */
+ * checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names, layer order), and back. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptrain/adapter.h"
-#include "ptrain/resume.h"
+#include "ptrain/lora.h"
 
-pt_status lora_layout(const pt_lora *l, ckpt_layout *lay)
+/* The tensors of entry i: A, m_a, v_a for even i, B, m_b, v_b for odd i (adapter_layout's order). */
+static void entry_tensors(const pt_lora *l, const lora_pair *s, int i, pt_tensor *t[3])
 {
-    *lay = (ckpt_layout){0};
-    int n = 0;
-    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) n += 2;
-    lay->e = calloc((size_t)n + 1, sizeof *lay->e);
-    TRY_ALLOC(lay->e);
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            lora_pair *p = lora_at(l, layer, w);
-            for (int ab = 0; p && ab < 2; ab++) {
-                ckpt_entry *e = &lay->e[lay->n++];
-                const pt_tensor *t = ab ? &p->b : &p->a;
-                adapter_tensor_name(e->name, sizeof e->name, layer, w, ab ? 'B' : 'A');
-                e->rows = t->shape[0], e->cols = t->shape[1], e->offset = lay->total;
-                lay->total += e->rows * e->cols;
-            }
-        }
-    return PT_OK;
-}
-
-/* The tensors of entry i: A, m_a, v_a for even i, B, m_b, v_b for odd i (lora_layout's order). */
-static lora_pair *pair_of(const pt_lora *l, int i)
-{
-    lora_pair *p = lora_next(l, NULL);
-    for (int k = 0; k < i / 2 && p; k++) p = lora_next(l, p);
-    return p;
+    adapter_pair *p = lora_weights(l, s);
+    lora_pair *q = (lora_pair *)s;
+    t[0] = i % 2 ? &p->b : &p->a;
+    t[1] = i % 2 ? &q->m_b : &q->m_a;
+    t[2] = i % 2 ? &q->v_b : &q->v_a;
 }
 
 pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, float *m, float *v)
 {
-    lora_pair *p = NULL;
+    const lora_pair *s = NULL;
     for (int i = 0; i < lay->n; i++) {
         const ckpt_entry *e = &lay->e[i];
-        if (i % 2 == 0) p = p ? lora_next(l, p) : pair_of(l, 0);
-        if (!p) return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
+        if (i % 2 == 0) s = lora_next(l, s);
+        if (!s) return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
         size_t bytes = sizeof(float) * (size_t)(e->rows * e->cols);
-        const pt_tensor *t[3] = {i % 2 ? &p->b : &p->a, i % 2 ? &p->m_b : &p->m_a, i % 2 ? &p->v_b : &p->v_a};
+        pt_tensor *t[3];
+        entry_tensors(l, s, i, t);
         float *dst[3] = {params, m, v};
         for (int k = 0; k < 3; k++)
-            if (dst[k]) TRY(backend_download(l->be, t[k], dst[k] + e->offset, bytes));
+            if (dst[k]) TRY(backend_download(l->ad.be, t[k], dst[k] + e->offset, bytes));
     }
     return PT_OK;
 }
 
 pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, const float *m, const float *v)
 {
-    lora_pair *p = NULL;
+    const lora_pair *s = NULL;
     float *zeros = NULL;
     pt_status st = PT_OK;
     for (int i = 0; i < lay->n && st == PT_OK; i++) {
         const ckpt_entry *e = &lay->e[i];
-        if (i % 2 == 0) p = p ? lora_next(l, p) : pair_of(l, 0);
-        if (!p) {
+        if (i % 2 == 0) s = lora_next(l, s);
+        if (!s) {
             free(zeros);
             return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
         }
@@ -69,9 +50,10 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
             zeros = calloc(count + 1, sizeof *zeros);
             if (!zeros) return ERR(PT_ERR_NOMEM, "out of memory");
         }
-        pt_tensor *t[3] = {i % 2 ? &p->b : &p->a, i % 2 ? &p->m_b : &p->m_a, i % 2 ? &p->v_b : &p->v_a};
+        pt_tensor *t[3];
+        entry_tensors(l, s, i, t);
         const float *src[3] = {params + e->offset, m ? m + e->offset : zeros, v ? v + e->offset : zeros};
-        for (int k = 0; k < 3 && st == PT_OK; k++) st = backend_upload(l->be, t[k], src[k], bytes);
+        for (int k = 0; k < 3 && st == PT_OK; k++) st = backend_upload(l->ad.be, t[k], src[k], bytes);
     }
     free(zeros);
     return st;

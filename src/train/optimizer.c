@@ -8,8 +8,8 @@ pt_status optimizer_grad_norm(const pt_lora *l, double *norm)
 {
     double total = 0;
     for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
-        TRY(backend_sum_squares(l->be, &p->grad_a, &total));
-        TRY(backend_sum_squares(l->be, &p->grad_b, &total));
+        TRY(backend_sum_squares(l->ad.be, &p->grad_a, &total));
+        TRY(backend_sum_squares(l->ad.be, &p->grad_b, &total));
     }
     *norm = sqrt(total);
     return PT_OK;
@@ -21,11 +21,12 @@ pt_status optimizer_step(pt_lora *l, const adamw_options *o, double grad_norm, d
     pt_adamw hp = {lr, o->beta1, o->beta2, o->eps, o->weight_decay, step};
     for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
         if (coef < 1.0) {
-            TRY(backend_scale(l->be, &p->grad_a, (float)coef));
-            TRY(backend_scale(l->be, &p->grad_b, (float)coef));
+            TRY(backend_scale(l->ad.be, &p->grad_a, (float)coef));
+            TRY(backend_scale(l->ad.be, &p->grad_b, (float)coef));
         }
-        TRY(backend_adamw_step(l->be, &p->a, &p->grad_a, &p->m_a, &p->v_a, &hp));
-        TRY(backend_adamw_step(l->be, &p->b, &p->grad_b, &p->m_b, &p->v_b, &hp));
+        adapter_pair *w = lora_weights(l, p);
+        TRY(backend_adamw_step(l->ad.be, &w->a, &p->grad_a, &p->m_a, &p->v_a, &hp));
+        TRY(backend_adamw_step(l->ad.be, &w->b, &p->grad_b, &p->m_b, &p->v_b, &hp));
     }
     return PT_OK;
 }

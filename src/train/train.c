@@ -110,13 +110,20 @@ static pt_status on_layer_done(void *arg, int layer)
     return gradsync_layer_done(&t->sync, layer);
 }
 
+/* The options of every micro-batch's step (the dropout seed is set per micro-batch). */
+static step_options step_options_of(trainer *t)
+{
+    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
+                       .lora_dropout = (float)t->cfg->lora_dropout, .loss_chunk = 256,
+                       .layer_done = on_layer_done, .layer_done_arg = t, .arena = &t->arena};
+    return so;
+}
+
 /* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. */
 static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum)
 {
     long accum = t->cfg->gradient_accumulation_steps;
-    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
-                       .lora_dropout = (float)t->cfg->lora_dropout,
-                       .layer_done = on_layer_done, .layer_done_arg = t};
+    step_options so = step_options_of(t);
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
@@ -134,7 +141,7 @@ static pt_status inject_nan(trainer *t, int64_t step, double *loss_sum)
 {
     if (t->nan_step == step + 1) *loss_sum = NAN;
     lora_pair *p = lora_next(&t->l, NULL);
-    return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.be, &p->grad_a, NAN) : PT_OK;
+    return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.ad.be, &p->grad_a, NAN) : PT_OK;
 }
 
 /* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. The gradient norm
@@ -195,7 +202,7 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         TRY(batch_collate(&t->eval, idx, k, &b));
         train_batch v = view_of(&b);
         int64_t n = 0;
-        pt_status st = step_loss(&t->m, &t->l, &v, &sums[0], &n);
+        pt_status st = step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
@@ -205,16 +212,19 @@ static pt_status evaluate(trainer *t, double *eval_loss)
     return PT_OK;
 }
 
-/* This rank's memory by part, from the model, the adapters and one micro-batch's shape. */
+/* This rank's memory by part, from the model, the adapters and the largest micro-batch (and
+ * evaluation batch): the arena is sized for them by a dry run of the step's buffers. */
 static void plan_memory(trainer *t)
 {
     const pt_config *c = t->cfg;
-    int adapted = 0;
-    for (int w = 0; w < W_COUNT; w++) adapted += t->l.target[w];
-    pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length, .lora_r = t->l.r,
-                          .adapted = adapted, .lora_params = lora_param_count(&t->l),
-                          .checkpointing = c->use_gradient_checkpointing, .loss_chunk = 256,
-                          .cuda = t->be->device >= 0};
+    step_options so = step_options_of(t);
+    int64_t rows = c->per_device_train_batch_size * c->max_seq_length;
+    int64_t eval_rows = (c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256) * c->max_seq_length;
+    size_t arena = step_arena_bytes(&t->m, &t->l.ad, rows, &so);
+    size_t eval = t->eval.n ? step_loss_arena_bytes(&t->m, &t->l.ad, eval_rows) : 0;
+    pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
+                          .lora_params = adapter_param_count(&t->l.ad), .arena_bytes = arena > eval ? arena : eval,
+                          .loss_chunk = so.loss_chunk, .cuda = t->be->device >= 0};
     memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);
 }
 
@@ -237,8 +247,8 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     for (int i = 0; i < g->n_layers; i++)
         for (int w = 0; w < W_COUNT; w++)
             if (t->m.layers[i].w[w].data) base += (double)tensor_numel(&t->m.layers[i].w[w]);
-    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.r,
-             t->l.alpha, (long long)lora_param_count(&t->l), 100.0 * (double)lora_param_count(&t->l) / base,
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.ad.r,
+             t->l.ad.alpha, (long long)adapter_param_count(&t->l.ad), 100.0 * (double)adapter_param_count(&t->l.ad) / base,
              base / 1e6);
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
@@ -254,7 +264,7 @@ static void warn_settings(const trainer *t)
     const pt_config *c = t->cfg;
     if (strstr(c->optim, "8bit"))
         log_warn("optim: %s runs as AdamW with fp32 states (%.1f MB for these adapters; 8-bit states would save "
-                 "three quarters of that)", c->optim, 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
+                 "three quarters of that)", c->optim, 2.0 * 4.0 * (double)adapter_param_count(&t->l.ad) / 1048576.0);
 }
 
 adapter_info trainer_adapter_info(const trainer *t)
@@ -273,28 +283,21 @@ static pt_status save_adapter(trainer *t)
     snprintf(what, sizeof what, "the final adapter (%s/adapter.h5, PEFT, GGUF)", t->cfg->final_model_dir);
     TRY(trainer_check_adapters(t, what));
     adapter_info info = trainer_adapter_info(t);
-    TRY(adapter_save(t->cfg->final_model_dir, &t->l, &info));
-    TRY(peft_save(t->cfg->final_model_dir, &t->l, &info));
+    TRY(adapter_save(t->cfg->final_model_dir, &t->l.ad, &info));
+    TRY(peft_save(t->cfg->final_model_dir, &t->l.ad, &info));
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", t->cfg->final_model_dir);
-    TRY(export_gguf_adapter(path, &t->l, &t->m.cfg, t->cfg->model_name));
+    TRY(adapter_gguf_save(path, &t->l.ad, &t->m.cfg, t->cfg->model_name));
     log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
              "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
              "--prompt \"...\"\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
-    return export_after_training(t->cfg, &t->l, info.chat_template);
+    return export_after_training(t->cfg, &t->l.ad, info.chat_template);
 }
 
-static void target_names(const pt_lora *l, char *out, size_t len)
+static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)
 {
-    out[0] = 0;
-    for (int w = 0; w < W_COUNT; w++)
-        if (l->target[w]) snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", lora_module_name(w));
-}
-
-static pt_status copy_pairs(pt_lora *to, const pt_lora *from)
-{
-    for (lora_pair *p = lora_next(to, NULL), *q = lora_next(from, NULL); p && q;
-         p = lora_next(to, p), q = lora_next(from, q)) {
+    for (adapter_pair *p = adapter_next(to, NULL), *q = adapter_next(from, NULL); p && q;
+         p = adapter_next(to, p), q = adapter_next(from, q)) {
         float *host = malloc(p->a.nbytes > p->b.nbytes ? p->a.nbytes : p->b.nbytes);
         TRY_ALLOC(host);
         pt_status st = backend_download(from->be, &q->a, host, q->a.nbytes);
@@ -320,18 +323,19 @@ static pt_status load_initial_adapter(trainer *t)
 {
     const char *dir = t->cfg->lora_model_dir;
     if (!dir || !*dir) return PT_OK;
-    pt_lora from;
+    pt_adapter from;
     TRY(adapter_load(dir, &t->m, &from));
+    const pt_adapter *to = &t->l.ad;
     char have[128], want[128];
-    target_names(&from, have, sizeof have);
-    target_names(&t->l, want, sizeof want);
+    adapter_targets_text(from.target, have, sizeof have);
+    adapter_targets_text(to->target, want, sizeof want);
     pt_status st = PT_OK;
-    if (from.r != t->l.r || strcmp(have, want) || fabsf(from.scale - t->l.scale) > 1e-6f * t->l.scale)
+    if (from.r != to->r || strcmp(have, want) || fabsf(from.scale - to->scale) > 1e-6f * to->scale)
         st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has r %d, scale %g and targets %s; this config has r %ld, scale "
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
-                 t->cfg->path, dir, from.r, from.scale, have, t->cfg->lora_r, t->l.scale, want);
-    if (st == PT_OK) st = copy_pairs(&t->l, &from);
-    lora_free(&from);
+                 t->cfg->path, dir, from.r, from.scale, have, t->cfg->lora_r, to->scale, want);
+    if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
+    adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", dir);
     return st;
 }
@@ -341,7 +345,7 @@ static pt_status check_replicas(trainer *t, const char *when)
 {
     if (t->d->world == 1) return PT_OK;
     uint64_t hash;
-    TRY(lora_checksum(&t->l, &hash));
+    TRY(adapter_checksum(&t->l.ad, &hash));
     char what[64];
     snprintf(what, sizeof what, "adapter %s", when);
     return dist_check_same(t->d, hash, what,
@@ -497,6 +501,7 @@ static void trainer_free(trainer *t)
     dataset_free(&t->eval);
     ckpt_layout_free(&t->lay);
     ckpt_state_free(&t->run);
+    arena_close(&t->arena);
     lora_free(&t->l);
     model_free(&t->m);
     tokenizer_free(t->tok);
@@ -517,6 +522,7 @@ static pt_status plan_run(trainer *t, int threads)
     print_summary(t, threads, t->total);
     warn_settings(t);
     TRY(dist_agree(t->d, memplan_check(t->be, &t->plan)));
+    TRY(dist_agree(t->d, arena_open(&t->arena, t->be, t->plan.activations)));
     if (t->first_step >= t->total && t->resumed_from >= 0)
         log_info("resume     the checkpoint is at step %lld of %lld: nothing left to train\n",
                  (long long)t->first_step, (long long)t->total);

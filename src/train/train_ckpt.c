@@ -70,12 +70,10 @@ static void identify_model(trainer *t, ckpt_state *s)
     COPY(s->model_path, t->model_path);
     COPY(s->model_arch, arch_name(g->arch));
     s->model_layers = g->n_layers, s->model_dim = g->dim, s->model_vocab = g->vocab;
-    s->lora_r = t->l.r, s->lora_layers = t->l.n_layers, s->lora_alpha = t->l.alpha, s->lora_scale = t->l.scale;
+    const pt_adapter *ad = &t->l.ad;
+    s->lora_r = ad->r, s->lora_layers = ad->n_layers, s->lora_alpha = ad->alpha, s->lora_scale = ad->scale;
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
-    for (int w = 0; w < W_COUNT; w++)
-        if (t->l.target[w])
-            snprintf(s->target_modules + strlen(s->target_modules), sizeof s->target_modules - strlen(s->target_modules),
-                     "%s%s", s->target_modules[0] ? "," : "", lora_module_name(w));
+    adapter_targets_text(ad->target, s->target_modules, sizeof s->target_modules);
     COPY(s->chat_template, dataset_template_name(t->cfg, t->tok));
 }
 
@@ -93,7 +91,7 @@ pt_status trainer_identify(trainer *t)
         TRY(config_dump(t->cfg, &s->config_text)); /* the resolved settings, never the file's text */
         TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
     }
-    return lora_layout(&t->l, &t->lay);
+    return adapter_layout(&t->l.ad, &t->lay);
 }
 
 /* ---- saving ---- */

@@ -33,7 +33,7 @@ static void card_for(const trainer *t, int64_t step, const char *what, const cha
                        .chat_template = dataset_template_name(t->cfg, t->tok), .what = what, .step = step,
                        .total_steps = t->total, .world = t->d->world, .final_loss = step > 0 ? t->last_loss : NAN,
                        .best_metric = t->run.has_best ? t->run.best_metric : NAN, .best_name = t->run.metric_name,
-                       .best_step = t->run.best_step, .n_params = (long)lora_param_count(&t->l)};
+                       .best_step = t->run.best_step, .n_params = (long)adapter_param_count(&t->l.ad)};
     hub_card_text(&c, out);
 }
 
@@ -68,7 +68,7 @@ static pt_status fill_live_adapter(const trainer *t, const hub_stage *s, const v
     (void)arg;
     adapter_info info = trainer_adapter_info(t);
     info.best_step = -1; /* the adapter as it stands at this step */
-    return peft_save(s->files, &t->l, &info);
+    return peft_save(s->files, &t->l.ad, &info);
 }
 
 static pt_status fill_final_adapter(const trainer *t, const hub_stage *s, const void *arg)

@@ -4,6 +4,7 @@
 #define PTRAIN_TRAINER_H
 
 #include "ptrain/adapter.h"
+#include "ptrain/arena.h"
 #include "ptrain/checkpoint.h"
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
@@ -45,6 +46,7 @@ typedef struct {
     int64_t total;       /* optimizer steps of the whole run */
     double last_loss, last_lr;
     pt_memplan plan; /* this rank's memory, by part (memplan.c) */
+    pt_arena arena;  /* every activation buffer of a step or an evaluation batch, allocated once */
     /* the run's identity, the metric history and best model: what a checkpoint stores besides
      * the tensors and the position (train_ckpt.c fills and restores it) */
     ckpt_state run;

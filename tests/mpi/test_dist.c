@@ -30,7 +30,7 @@ static int gradsync_check(pt_backend *be, int rank)
     enum { LAYERS = 4, PER = 600000 };
     int64_t off[LAYERS + 1];
     for (int i = 0; i <= LAYERS; i++) off[i] = (int64_t)i * PER;
-    pt_lora l = {.n_layers = LAYERS, .be = be, .layer_off = off};
+    pt_lora l = {.ad = {.n_layers = LAYERS, .be = be}, .layer_off = off};
     int64_t shape[2] = {1, LAYERS * PER};
     l.grads = tensor_make(PT_F32, 2, shape);
     l.grads_sum = tensor_make(PT_F32, 2, shape);

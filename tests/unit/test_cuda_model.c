@@ -35,6 +35,7 @@
 #include "model_fixture.h"
 
 #include "ptrain/lora.h"
+#include "ptrain/forward.h"
 #include "ptrain/model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/step.h"
@@ -129,12 +130,12 @@ static float *logits_of(pt_model *m, const int32_t *ids, int n, bool pieces)
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
     if (!pieces) {
-        assert_int_equal(model_forward(m, &kv, ids, n, out, false), PT_OK);
+        assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, out, false), PT_OK);
     } else { /* three pieces through the cache: the last row's logits */
         int cut1 = n / 3, cut2 = n / 2;
-        assert_int_equal(model_forward(m, &kv, ids, cut1, out, true), PT_OK);
-        assert_int_equal(model_forward(m, &kv, ids + cut1, cut2 - cut1, out, true), PT_OK);
-        assert_int_equal(model_forward(m, &kv, ids + cut2, n - cut2, out, true), PT_OK);
+        assert_int_equal(forward_tokens(m, NULL, &kv, ids, cut1, out, true), PT_OK);
+        assert_int_equal(forward_tokens(m, NULL, &kv, ids + cut1, cut2 - cut1, out, true), PT_OK);
+        assert_int_equal(forward_tokens(m, NULL, &kv, ids + cut2, n - cut2, out, true), PT_OK);
     }
     kv_cache_free(m, &kv);
     return out;
@@ -187,10 +188,10 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void lora_setup(pt_model *m, pt_lora *l)
 {
     bool all[W_COUNT];
-    for (int w = 0; w < W_COUNT; w++) all[w] = lora_module_name(w) != NULL; /* the projections, not the norms */
+    for (int w = 0; w < W_COUNT; w++) all[w] = adapter_module_name(w) != NULL; /* the projections, not the norms */
     assert_int_equal(lora_create(l, m, 4, 8.0f, false, all, 7), PT_OK);
     uint32_t s = 99;
-    for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
+    for (adapter_pair *p = adapter_next(&l->ad, NULL); p; p = adapter_next(&l->ad, p)) {
         size_t n = (size_t)tensor_numel(&p->b);
         float *v = malloc(sizeof(float) * n);
         assert_non_null(v);
@@ -198,7 +199,7 @@ static void lora_setup(pt_model *m, pt_lora *l)
             s = s * 1664525u + 1013904223u;
             v[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.2f;
         }
-        assert_int_equal(backend_upload(l->be, &p->b, v, n * sizeof(float)), PT_OK);
+        assert_int_equal(backend_upload(l->ad.be, &p->b, v, n * sizeof(float)), PT_OK);
         free(v);
     }
 }
@@ -227,7 +228,7 @@ static void train_once(pt_model *m, const int32_t *ids, int n, double *loss, flo
     *count = (size_t)tensor_numel(&l.grads);
     *grads = malloc(l.grads.nbytes);
     assert_non_null(*grads);
-    assert_int_equal(backend_download(l.be, &l.grads, *grads, l.grads.nbytes), PT_OK);
+    assert_int_equal(backend_download(l.ad.be, &l.grads, *grads, l.grads.nbytes), PT_OK);
     lora_free(&l);
     free(buf);
 }

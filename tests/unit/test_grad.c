@@ -877,7 +877,7 @@ static void family_open(const char *family, const char *file, family_fx *fx)
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 3), PT_OK);
     uint64_t seed = 99;
-    for (lora_pair *p = lora_next(&fx->l, NULL); p; p = lora_next(&fx->l, p)) {
+    for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p)) {
         float *bv = rand_floats(tensor_numel(&p->b), seed++, 0.3f, NULL);
         assert_int_equal(backend_upload(fx->be, &p->b, bv, p->b.nbytes), PT_OK);
         free(bv);
@@ -917,7 +917,7 @@ static double family_loss(family_fx *fx)
 {
     double loss = 0;
     int64_t n = 0;
-    assert_int_equal(step_loss(&fx->m, &fx->l, &fx->b, &loss, &n), PT_OK);
+    assert_int_equal(step_loss(&fx->m, &fx->l.ad, &fx->b, NULL, &loss, &n), PT_OK);
     return loss / (double)n;
 }
 
@@ -956,11 +956,12 @@ static void check_model_grads(const char *family)
     family_fx fx;
     family_open(family, "tiny-f32", &fx);
     double loss = family_step(&fx, false), diff = 0, scale = 0;
-    for (lora_pair *p = lora_next(&fx.l, NULL); p; p = lora_next(&fx.l, p))
+    for (lora_pair *s = lora_next(&fx.l, NULL); s; s = lora_next(&fx.l, s))
         for (int which = 0; which < 2; which++) {
-            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+            adapter_pair *p = lora_weights(&fx.l, s);
+            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
             float *grad = get(fx.be, g);
-            int64_t n = tensor_numel(t), ks[2] = {(int64_t)(p - fx.l.pairs) * 7 % n, n - 1 - (int64_t)(p - fx.l.pairs) % n};
+            int64_t n = tensor_numel(t), ks[2] = {(int64_t)(s - fx.l.pairs) * 7 % n, n - 1 - (int64_t)(s - fx.l.pairs) % n};
             for (int i = 0; i < 2; i++) {
                 double fd = family_fd(&fx, t, ks[i]);
                 diff = fmax(diff, fabs(fd - grad[ks[i]]));
@@ -1021,8 +1022,9 @@ static void check_peft(const char *family)
         for (int l = 0; l < fx.m.cfg.n_layers; l++)
             for (int w = 0; w < 7; w++)
                 for (int which = 0; which < 2; which++) {
-                    lora_pair *p = lora_at(&fx.l, l, order[w]);
-                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+                    adapter_pair *p = adapter_at(&fx.l.ad, l, order[w]);
+                    lora_pair *s = lora_at(&fx.l, l, order[w]);
+                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
                     int64_t n = tensor_numel(t);
                     assert_true((off + (size_t)n) * sizeof(float) <= len_init);
                     if (pass == 0) assert_int_equal(backend_upload(fx.be, t, init + off, t->nbytes), PT_OK);

@@ -33,6 +33,7 @@
 
 #include "model_fixture.h"
 
+#include "ptrain/forward.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/util.h"
@@ -77,14 +78,14 @@ static void check_logits(pt_model *m, const parity_case *c)
     float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
-    assert_int_equal(model_forward(m, &kv, ids, n, got, false), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, got, false), PT_OK);
     double err = max_rel_err(got, ref, count);
     print_message("%s/%s (q_proj %s%s): max relative error of %zu logits vs transformers: %.3g\n", c->data_dir,
                   c->golden, dtype_name(c->q), c->nf4 ? ", load_in_4bit" : "", count, err);
     assert_true(err <= 1e-4);
     kv.n_past = 0;
-    assert_int_equal(model_forward(m, &kv, ids, n / 2, got, true), PT_OK);
-    assert_int_equal(model_forward(m, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n / 2, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
     assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab) <= 1e-4);
     kv_cache_free(m, &kv);
     free(ids);
@@ -118,11 +119,11 @@ static void check_greedy(pt_model *m, const parity_case *c)
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(m, 20, &kv), PT_OK);
     float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
-    assert_int_equal(model_forward(m, &kv, prompt, 8, logits, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, prompt, 8, logits, true), PT_OK);
     for (int i = 0; i < 12; i++) {
         int32_t best = argmax(logits, m->cfg.vocab);
         if (best != want[i]) fail_msg("%s: greedy token %d is %d, transformers' is %d", path, i, best, want[i]);
-        if (i < 11) assert_int_equal(model_forward(m, &kv, &best, 1, logits, true), PT_OK);
+        if (i < 11) assert_int_equal(forward_tokens(m, NULL, &kv, &best, 1, logits, true), PT_OK);
     }
     print_message("%s/%s: 12 greedy tokens through the cache equal transformers' (their smallest top-2 margin "
                   "%.3g)\n", c->data_dir, c->golden, margin);

@@ -25,6 +25,7 @@
 
 #include "model_fixture.h"
 
+#include "ptrain/forward.h"
 #include "ptrain/model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/quant.h"
@@ -68,7 +69,7 @@ static void check_logits(pt_model *m, const char *family, const char *name, cons
 
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
-    assert_int_equal(model_forward(m, &kv, ids, n, got, false), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, got, false), PT_OK);
     double err = max_rel_err(got, ref, count);
     print_message("%s/%s%s: max relative error of %zu logits vs transformers: %.3g\n", family, name, what, count, err);
     assert_true(err <= 1e-4);
@@ -76,14 +77,14 @@ static void check_logits(pt_model *m, const char *family, const char *name, cons
     /* the same tokens in three pieces through the cache give the same last logits */
     kv.n_past = 0;
     int cut1 = n / 3, cut2 = n / 2;
-    assert_int_equal(model_forward(m, &kv, ids, cut1, got, true), PT_OK);
-    assert_int_equal(model_forward(m, &kv, ids + cut1, cut2 - cut1, got, true), PT_OK);
-    assert_int_equal(model_forward(m, &kv, ids + cut2, n - cut2, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, cut1, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids + cut1, cut2 - cut1, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids + cut2, n - cut2, got, true), PT_OK);
     err = max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab);
     print_message("  through the cache in pieces of %d, %d and %d: %.3g\n", cut1, cut2 - cut1, n - cut2, err);
     assert_true(err <= 1e-4);
     /* and the cache refuses what does not fit */
-    assert_int_equal(model_forward(m, &kv, ids, 1, got, true), PT_ERR_USER);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, 1, got, true), PT_ERR_USER);
 
     kv_cache_free(m, &kv);
     free(ids);
@@ -191,13 +192,13 @@ static void check_greedy(const char *family)
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(&m, 20, &kv), PT_OK);
     float *logits = malloc(sizeof(float) * (size_t)m.cfg.vocab);
-    assert_int_equal(model_forward(&m, &kv, prompt, 8, logits, true), PT_OK);
+    assert_int_equal(forward_tokens(&m, NULL, &kv, prompt, 8, logits, true), PT_OK);
     for (int i = 0; i < 12; i++) {
         int32_t best = 0;
         for (int v = 1; v < m.cfg.vocab; v++)
             if (logits[v] > logits[best]) best = v;
         assert_int_equal(best, want[i]);
-        if (i < 11) assert_int_equal(model_forward(&m, &kv, &best, 1, logits, true), PT_OK);
+        if (i < 11) assert_int_equal(forward_tokens(&m, NULL, &kv, &best, 1, logits, true), PT_OK);
     }
     print_message("%s: 12 greedy tokens through the cache equal transformers'\n", family);
     free(logits);
@@ -247,7 +248,7 @@ static void check_training_loss(const char *family)
     train_batch b = {2, n, in, tgt, pos, seg};
     double loss = 0;
     int64_t count = 0;
-    assert_int_equal(step_loss(&m, NULL, &b, &loss, &count), PT_OK);
+    assert_int_equal(step_loss(&m, NULL, &b, NULL, &loss, &count), PT_OK);
     double want = golden_ce(ref, ids, m.cfg.vocab, 0, n - 1) + 2 * golden_ce(ref, ids, m.cfg.vocab, 0, half - 1);
     assert_int_equal(count, (n - 1) + 2 * (half - 1));
     double err = fabs(loss - want) / want;
@@ -508,7 +509,7 @@ static void test_smollm2_next_token(void **state)
         for (int j = 0; j < n; j++) ids[j] = (int32_t)json_integer_value(json_array_get(jids, (size_t)j));
         pt_kv_cache kv;
         assert_int_equal(kv_cache_init(&m, n, &kv), PT_OK);
-        assert_int_equal(model_forward(&m, &kv, ids, n, logits, true), PT_OK);
+        assert_int_equal(forward_tokens(&m, NULL, &kv, ids, n, logits, true), PT_OK);
         int best = 0;
         for (int v = 1; v < m.cfg.vocab; v++)
             if (logits[v] > logits[best]) best = v;

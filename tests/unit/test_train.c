@@ -59,7 +59,7 @@ static float *read_f32(const char *name, size_t *count)
 static int module_index(const char *name)
 {
     for (int w = 0; w < W_COUNT; w++)
-        if (lora_module_name(w) && !strcmp(lora_module_name(w), name)) return w;
+        if (adapter_module_name(w) && !strcmp(adapter_module_name(w), name)) return w;
     return -1;
 }
 
@@ -74,9 +74,10 @@ static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
         int layer = (int)json_integer_value(json_object_get(t, "layer"));
         int w = module_index(json_string_value(json_object_get(t, "module")));
         bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
-        lora_pair *p = lora_at(&fx->l, layer, w);
+        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
+        lora_pair *s = lora_at(&fx->l, layer, w);
         assert_non_null(p);
-        fn(fx, is_a ? &p->a : &p->b, is_a ? &p->grad_a : &p->grad_b, offset, arg);
+        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
         offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
     }
 }
@@ -243,9 +244,10 @@ static void test_finite_differences(void **state)
     train_batch b = batch_of(fx);
     const int probes[][3] = {{0, W_Q, 3}, {1, W_DOWN, 17}, {0, W_V, 250}, {1, W_UP, 5}};
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-        lora_pair *p = lora_at(&fx->l, probes[i][0], probes[i][1]);
+        adapter_pair *p = adapter_at(&fx->l.ad, probes[i][0], probes[i][1]);
+        lora_pair *s = lora_at(&fx->l, probes[i][0], probes[i][1]);
         for (int which = 0; which < 2; which++) {
-            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &p->grad_b : &p->grad_a;
+            pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
             float *vals = malloc(t->nbytes), *grad = malloc(g->nbytes);
             backend_download(fx->be, t, vals, t->nbytes);
             backend_download(fx->be, g, grad, g->nbytes);
@@ -255,18 +257,18 @@ static void test_finite_differences(void **state)
             int64_t n = 0;
             vals[k] = keep + h;
             backend_upload(fx->be, t, vals, t->nbytes);
-            assert_int_equal(step_loss(&fx->m, &fx->l, &b, &lp, &n), PT_OK);
+            assert_int_equal(step_loss(&fx->m, &fx->l.ad, &b, NULL, &lp, &n), PT_OK);
             vals[k] = keep - h;
             backend_upload(fx->be, t, vals, t->nbytes);
             n = 0;
-            assert_int_equal(step_loss(&fx->m, &fx->l, &b, &lm, &n), PT_OK);
+            assert_int_equal(step_loss(&fx->m, &fx->l.ad, &b, NULL, &lm, &n), PT_OK);
             vals[k] = keep;
             backend_upload(fx->be, t, vals, t->nbytes);
             double fd = (lp - lm) / (2.0 * h * (double)n);
             /* the fp32 loss sum (~210) carries ~1.5e-5 of rounding noise per evaluation, which the
              * division by 2h·n (~0.7) keeps at ~2e-5; truncation error is O(h²) */
             print_message("layer %d %s %c[%d]: analytic %.6g, central difference %.6g\n", probes[i][0],
-                          lora_module_name(probes[i][1]), which ? 'B' : 'A', k, grad[k], fd);
+                          adapter_module_name(probes[i][1]), which ? 'B' : 'A', k, grad[k], fd);
             assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 1e-4);
             free(vals);
             free(grad);
@@ -294,13 +296,14 @@ static void test_lora_dropout(void **state)
     for_each_tensor(fx, set_values, fx->init);
     double plain = run_step(fx, false), dropped = dropout_loss(fx, true);
     assert_true(fabs(dropped - plain) > 1e-4);
-    lora_pair *p = lora_at(&fx->l, 1, W_V);
-    float *grad = malloc(p->grad_a.nbytes), *vals = malloc(p->a.nbytes);
-    backend_download(fx->be, &p->grad_a, grad, p->grad_a.nbytes);
+    adapter_pair *p = adapter_at(&fx->l.ad, 1, W_V);
+    lora_pair *s = lora_at(&fx->l, 1, W_V);
+    float *grad = malloc(s->grad_a.nbytes), *vals = malloc(p->a.nbytes);
+    backend_download(fx->be, &s->grad_a, grad, s->grad_a.nbytes);
     dropout_loss(fx, false);
-    float *grad2 = malloc(p->grad_a.nbytes);
-    backend_download(fx->be, &p->grad_a, grad2, p->grad_a.nbytes);
-    assert_memory_equal(grad, grad2, p->grad_a.nbytes);
+    float *grad2 = malloc(s->grad_a.nbytes);
+    backend_download(fx->be, &s->grad_a, grad2, s->grad_a.nbytes);
+    assert_memory_equal(grad, grad2, s->grad_a.nbytes);
     backend_download(fx->be, &p->a, vals, p->a.nbytes);
     int k = 40;
     float keep = vals[k], h = 1e-2f;
@@ -331,18 +334,18 @@ static void test_adapter_roundtrip(void **state)
     char dir[] = "/tmp/ptrain-adapter-XXXXXX";
     assert_non_null(mkdtemp(dir));
     adapter_info info = {.base_model = "tiny-mha-f32.gguf", .chat_template = "chatml", .best_step = -1};
-    assert_int_equal(adapter_save(dir, &fx->l, &info), PT_OK);
-    pt_lora back;
+    assert_int_equal(adapter_save(dir, &fx->l.ad, &info), PT_OK);
+    pt_adapter back;
     assert_int_equal(adapter_load(dir, &fx->m, &back), PT_OK);
     assert_int_equal(back.r, 4);
-    assert_true(back.scale == fx->l.scale);
-    pt_lora keep = fx->l;
-    fx->l = back;
+    assert_true(back.scale == fx->l.ad.scale);
+    pt_adapter keep = fx->l.ad;
+    fx->l.ad = back;
     compare_arg c = {fx->final, false, 0};
     for_each_tensor(fx, compare_tensor, &c);
-    fx->l = keep;
+    fx->l.ad = keep;
     assert_true(c.worst == 0.0);
-    lora_free(&back);
+    adapter_free(&back);
     /* a file that is not an adapter, and a missing one */
     char path[4200];
     snprintf(path, sizeof path, "%s/adapter.h5", dir);

@@ -1,4 +1,4 @@
-/* gguf_adapter.c — the LoRA adapter as llama.cpp loads it (`llama-cli -m base.gguf --lora
+/* adapter_gguf.c — the LoRA adapter as llama.cpp loads it (`llama-cli -m base.gguf --lora
  * adapter.gguf`, Ollama's ADAPTER line): the base's architecture name, the adapter keys, and per
  * adapted projection two f32 tensors named after the base tensor; and reading such a file back
  * (ptrain's own, or one llama.cpp's convert_lora_to_gguf.py wrote). llama.cpp's base files hold
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptrain/export.h"
+#include "ptrain/adapter.h"
 #include "ptrain/gguf_write.h"
 #include "ptrain/quant.h"
 
@@ -22,7 +22,7 @@ static void permute_rows(const float *src, float *dst, int64_t rows, int64_t col
     }
 }
 
-static pt_status declare(gguf_writer *w, const pt_lora *l, const pt_model_config *cfg, const char *name)
+static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
     TRY(gguf_w_str(w, "general.architecture", arch_name(cfg->arch)));
     TRY(gguf_w_str(w, "general.type", "adapter"));
@@ -32,7 +32,7 @@ static pt_status declare(gguf_writer *w, const pt_lora *l, const pt_model_config
     char base[96], tname[128];
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
-            const lora_pair *p = lora_at(l, layer, k);
+            const adapter_pair *p = adapter_at(l, layer, k);
             if (!p) continue;
             model_gguf_tensor_name(cfg, layer, k, base, sizeof base, NULL);
             uint64_t da[2] = {(uint64_t)p->a.shape[1], (uint64_t)p->a.shape[0]};
@@ -57,12 +57,12 @@ static pt_status stream_matrix(gguf_writer *w, pt_backend *be, const pt_tensor *
     return st;
 }
 
-static pt_status stream_all(gguf_writer *w, const pt_lora *l, const pt_model_config *cfg)
+static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg)
 {
     char base[96];
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
-            const lora_pair *p = lora_at(l, layer, k);
+            const adapter_pair *p = adapter_at(l, layer, k);
             int permute = 0;
             if (!p) continue;
             model_gguf_tensor_name(cfg, layer, k, base, sizeof base, &permute);
@@ -72,7 +72,7 @@ static pt_status stream_all(gguf_writer *w, const pt_lora *l, const pt_model_con
     return PT_OK;
 }
 
-pt_status export_gguf_adapter(const char *path, const pt_lora *l, const pt_model_config *cfg, const char *name)
+pt_status adapter_gguf_save(const char *path, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
@@ -99,7 +99,7 @@ static bool parse_tensor(const pt_model_config *cfg, const gguf_tensor *g, int *
     name[len - 7] = 0;
     if (sscanf(name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return false;
     for (int w = 0; w < W_COUNT; w++)
-        if (lora_module_name(w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) && !strcmp(want, name)) {
+        if (adapter_module_name(w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) && !strcmp(want, name)) {
             *layer = l, *slot = w;
             return true;
         }
@@ -162,20 +162,20 @@ static pt_status read_matrix(const gguf_file *f, const gguf_tensor *g, pt_backen
     return st;
 }
 
-static pt_status read_all(const gguf_file *f, const pt_model *m, pt_lora *l)
+static pt_status read_all(const gguf_file *f, const pt_model *m, pt_adapter *l)
 {
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *g = &f->tensors[i];
         int layer, slot, permute;
         char which;
         parse_tensor(&m->cfg, g, &layer, &slot, &which, &permute);
-        lora_pair *p = lora_at(l, layer, slot);
+        adapter_pair *p = adapter_at(l, layer, slot);
         TRY(read_matrix(f, g, l->be, which == 'a' ? &p->a : &p->b, which == 'b' ? permute : 0));
     }
     return PT_OK;
 }
 
-pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l)
+pt_status adapter_gguf_load(const char *path, const pt_model *m, pt_adapter *l)
 {
     memset(l, 0, sizeof *l);
     gguf_file f;
@@ -186,9 +186,9 @@ pt_status gguf_adapter_load(const char *path, const pt_model *m, pt_lora *l)
     pt_status st = check_header(&f, &m->cfg, &alpha);
     if (st == PT_OK) st = scan_tensors(&f, &m->cfg, target, &r);
     /* llama.cpp scales by alpha / r: that is the scale, whatever alpha and rsLoRA were in training */
-    if (st == PT_OK) st = lora_create_frozen(l, m, r, alpha != 0.0f ? alpha : (float)r, false, target);
+    if (st == PT_OK) st = adapter_create(l, m, r, alpha != 0.0f ? alpha : (float)r, false, target, NULL);
     if (st == PT_OK) st = read_all(&f, m, l);
     gguf_close(&f);
-    if (st != PT_OK) lora_free(l);
+    if (st != PT_OK) adapter_free(l);
     return st;
 }

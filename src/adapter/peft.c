@@ -18,15 +18,15 @@
 
 /* ---- writing ---- */
 
-static json_t *target_list(const pt_lora *l)
+static json_t *target_list(const pt_adapter *l)
 {
     json_t *list = json_array();
     for (int w = 0; w < W_COUNT; w++)
-        if (l->target[w]) json_array_append_new(list, json_string(lora_module_name(w)));
+        if (l->target[w]) json_array_append_new(list, json_string(adapter_module_name(w)));
     return list;
 }
 
-static char *config_json(const pt_lora *l, const adapter_info *info)
+static char *config_json(const pt_adapter *l, const adapter_info *info)
 {
     const char *base = info->base_name && info->base_name[0] ? info->base_name : info->base_model;
     json_t *c = json_object();
@@ -54,12 +54,12 @@ static char *config_json(const pt_lora *l, const adapter_info *info)
     return text;
 }
 
-static pt_status declare_tensors(st_writer *w, const pt_lora *l)
+static pt_status declare_tensors(st_writer *w, const pt_adapter *l)
 {
     char name[160];
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
-            const lora_pair *p = lora_at(l, layer, k);
+            const adapter_pair *p = adapter_at(l, layer, k);
             if (!p) continue;
             adapter_tensor_name(name, sizeof name, layer, k, 'A');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->a.shape));
@@ -79,14 +79,14 @@ static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
     return st;
 }
 
-static pt_status write_tensors(const char *path, const pt_lora *l)
+static pt_status write_tensors(const char *path, const pt_adapter *l)
 {
     st_writer w;
     st_writer_init(&w);
     pt_status st = st_w_meta(&w, "format", "pt");
     if (st == PT_OK) st = declare_tensors(&w, l);
     if (st == PT_OK) st = st_w_begin(&w, path);
-    for (lora_pair *p = lora_next(l, NULL); p && st == PT_OK; p = lora_next(l, p)) {
+    for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
     }
@@ -95,7 +95,7 @@ static pt_status write_tensors(const char *path, const pt_lora *l)
     return st;
 }
 
-pt_status peft_save(const char *dir, const pt_lora *l, const adapter_info *info)
+pt_status peft_save(const char *dir, const pt_adapter *l, const adapter_info *info)
 {
     TRY(safefs_mkdirs(dir));
     char path[4096];
@@ -188,7 +188,7 @@ static bool parse_name(const char *name, int n_layers, int *layer, int *slot, ch
     if (end == name + strlen(prefix) || *end != '.' || l < 0 || l >= n_layers) return false;
     for (int w = 0; w < W_COUNT; w++) {
         char want[160];
-        if (!lora_module_name(w)) continue;
+        if (!adapter_module_name(w)) continue;
         for (int ab = 0; ab < 2; ab++)
             for (int dflt = 0; dflt < 2; dflt++) {
                 adapter_tensor_name(want, sizeof want, (int)l, w, ab ? 'B' : 'A');
@@ -237,19 +237,19 @@ static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *b
     return st;
 }
 
-static pt_status load_tensors(const st_file *f, pt_lora *l)
+static pt_status load_tensors(const st_file *f, pt_adapter *l)
 {
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
         parse_name(f->tensors[i].name, l->n_layers, &layer, &slot, &which);
-        lora_pair *p = lora_at(l, layer, slot);
+        adapter_pair *p = adapter_at(l, layer, slot);
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
     }
     return PT_OK;
 }
 
-pt_status peft_load(const char *dir, const pt_model *m, pt_lora *l)
+pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
 {
     memset(l, 0, sizeof *l);
     peft_settings s = {0};
@@ -262,9 +262,9 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_lora *l)
     pt_status st = find_targets(&f, m, target);
     if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", path);
     /* layers the file leaves out keep B = 0: no change to the model there */
-    if (st == PT_OK) st = lora_create_frozen(l, m, s.r, (float)s.alpha, s.rslora, target);
+    if (st == PT_OK) st = adapter_create(l, m, s.r, (float)s.alpha, s.rslora, target, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
     st_close(&f);
-    if (st != PT_OK) lora_free(l);
+    if (st != PT_OK) adapter_free(l);
     return st;
 }

@@ -1,0 +1,117 @@
+/* forward.h — the one forward pass of the llama, qwen2 and gemma2 families over backend ops, used
+ * by generation (with a key/value cache), evaluation and training (keeping what the backward pass
+ * reads, or recomputing it):
+ *   x = embed(ids) (* sqrt(dim): gemma2);
+ *   per layer: a = o(attn(rope(q(n1 x) + bq), rope(k(n1 x) + bk), v(n1 x) + bv))   (biases: qwen2)
+ *              h = x + a, or x + n3(a) with gemma2's post-attention norm;
+ *              m = down(act(gate(n2 h)) * up(n2 h))   (act: silu, or tanh-gelu for gemma2)
+ *              out = h + m, or h + n4(m);
+ *   logits = lm_head(norm(x)), soft-capped (gemma2).
+ * Every projection goes through adapter_matmul when an adapter is given (adapter.h): the one place
+ * a base product gets its LoRA. Buffers come from an arena (arena.h); a pass takes them first
+ * (forward_take, loss_take: also in measuring mode, to size the arena), then computes. */
+#ifndef PTRAIN_FORWARD_H
+#define PTRAIN_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ptrain/adapter.h"
+#include "ptrain/arena.h"
+#include "ptrain/model.h"
+
+/* What one layer's forward writes, and what the backward pass reads: the normed inputs, q, k and
+ * v (after RoPE), the attention output and its log-sum-exp, the residual after attention, gate,
+ * up and their product, the norms' rstds, with post-norms the o and down outputs before their
+ * norms, and each adapted projection's s·x·Aᵀ. With a KV cache, k and v live in the cache. */
+enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_RSTD2, A_LSE,
+       A_O, A_D, A_RSTD3, A_RSTD4, /* post-norms only: o and down outputs, their norms' rstd */
+       A_COUNT };
+
+typedef struct {
+    pt_tensor t[A_COUNT];
+    pt_tensor xs[W_COUNT]; /* s · x Aᵀ per adapted projection, [rows, r] */
+} layer_acts;
+
+typedef struct {
+    int max_seq, n_past;
+    pt_tensor *k, *v; /* per layer [max_seq, n_kv_heads*head_dim] */
+} pt_kv_cache;
+
+/* One pass over `rows` rows (batch sequences of n_q tokens). */
+typedef struct {
+    const pt_model *m;
+    const pt_adapter *ad;    /* NULL: the base model alone */
+    int64_t rows;
+    const int32_t *pos;      /* [rows] rotary positions */
+    pt_attention attn;       /* batch, n_q, n_kv, q_pos0, segments; the layer's own settings are added */
+    pt_kv_cache *kv;         /* generation: new keys and values go to the cache rows at n_past */
+    float dropout;           /* training: dropout on the adapters' input (PEFT's lora_dropout); 0: none */
+    uint64_t seed;           /* its masks: the same for a layer and projection every time */
+    pt_tensor scratch;       /* [rows, widest projection input]: the dropped-out input */
+} fwd_ctx;
+
+/* The residual stream and the layers' activations of a pass. */
+typedef struct {
+    pt_tensor *x;       /* [n_x] of [rows, dim]: every layer's input kept (n_layers + 1), or 2 in turn */
+    int n_x;
+    layer_acts *acts;   /* [n_acts]: each layer's own (n_layers), or one for all */
+    int n_acts;
+} fwd_bufs;
+
+/* A pass over rows rows of a batch (batch sequences of seq tokens from position 0, segments may be
+ * NULL) of model m with adapter ad (may be NULL). */
+fwd_ctx forward_ctx(const pt_model *m, const pt_adapter *ad, int batch, int seq, const int32_t *pos,
+                    const int32_t *segments);
+/* Take b's buffers from the arena: keep_inputs: every layer's input (else 2 in turn), keep_acts:
+ * every layer's activations (else one set); dropout: the scratch of the dropped-out input. */
+pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b);
+/* The host arrays of b (its buffers are the arena's). */
+void forward_bufs_free(fwd_bufs *b);
+/* Embedding, then every layer: the last hidden states are forward_output(c, b). */
+pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b);
+pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b);
+/* out = layer(x), filling a (what the backward pass of that layer reads). */
+pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a);
+/* y = x * mask / (1 - p) with the pass's dropout mask of layer's projection w, the same every time
+ * (y may alias x): the adapters' input, and in the backward pass the gradient through it. */
+pt_status forward_dropout(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x);
+/* The adapters' input of projection w: x itself, or x with the pass's dropout, in c->scratch. */
+pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_tensor *x, pt_tensor *out);
+
+/* ---- the loss head: final norm, lm_head (and soft-cap), cross-entropy ---- */
+
+enum { H_XF, H_RSTD, H_XL, H_DXL, H_DXF, H_LOGITS, H_CAPPED, H_COUNT };
+typedef struct {
+    pt_tensor t[H_COUNT];
+    int64_t *start, *len; /* the labelled rows, as runs of consecutive rows */
+    int64_t n_runs, labelled;
+    int32_t *targets;     /* [labelled] */
+    int chunk;
+    bool grad;
+} loss_bufs;
+
+/* Find the rows whose target counts (all rows with all_rows), then take the head's buffers: `chunk`
+ * rows of logits alive at once; grad: also the gradient with respect to the hidden states. */
+pt_status loss_take(pt_arena *arena, const fwd_ctx *c, const int32_t *targets, bool all_rows, int chunk, bool grad,
+                    loss_bufs *h);
+/* The loss head's buffers for `labelled` labelled rows (loss_take's, for sizing). */
+pt_status loss_take_rows(pt_arena *arena, const fwd_ctx *c, int64_t labelled, int chunk, bool grad, loss_bufs *h);
+/* Cross-entropy over the labelled rows of the last hidden states hid: adds the summed token loss to
+ * *loss_sum and the rows to *n_tokens; with h->grad, dh = d(grad_scale · loss)/d hid. Only labelled
+ * rows reach the lm_head: an unlabelled row's logits change neither the loss nor any gradient. */
+pt_status forward_loss(const fwd_ctx *c, loss_bufs *h, const pt_tensor *hid, pt_tensor *dh, float grad_scale,
+                       double *loss_sum, int64_t *n_tokens);
+void loss_free(loss_bufs *h);
+
+/* ---- generation ---- */
+
+pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv);
+void kv_cache_free(const pt_model *m, pt_kv_cache *kv);
+/* Run n tokens at positions kv->n_past .. n_past+n-1 through m with adapter ad (may be NULL),
+ * append their keys/values to the cache and write logits (host memory): [n, vocab], or [1, vocab]
+ * for the last token when last_only. */
+pt_status forward_tokens(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                         float *logits, bool last_only);
+
+#endif

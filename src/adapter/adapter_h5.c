@@ -1,0 +1,125 @@
+/* adapter_h5.c — ptrain's own adapter file, adapter.h5 (docs/adapter-format.md): one dataset per
+ * LoRA matrix, named as PEFT names it (base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight,
+ * [r, in]; lora_B [out, r]), plus root attributes for the LoRA settings and the base model. Built in
+ * memory, written to a temporary file in the same directory and renamed into place (h5util.c), so
+ * a crash never leaves a half-written adapter. */
+#include "adapter_internal.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/h5util.h"
+#include "ptrain/safefs.h"
+
+#define ADAPTER_FORMAT "ptrain-lora"
+#define ADAPTER_VERSION 1
+
+static pt_status write_matrix(hid_t file, const char *name, pt_backend *be, const pt_tensor *t)
+{
+    float *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    pt_status st = backend_download(be, t, host, t->nbytes);
+    if (st == PT_OK) st = h5_write_f32(file, name, t->shape[0], t->shape[1], host, false);
+    free(host);
+    return st;
+}
+
+static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
+{
+    char targets[256];
+    adapter_targets_text(l->target, targets, sizeof targets);
+    if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 || h5_attr_f64(file, "format_version", ADAPTER_VERSION) < 0 ||
+        h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
+        h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
+        h5_attr_f64(file, "use_rslora", info->use_rslora) < 0 || h5_attr_f64(file, "n_layers", l->n_layers) < 0 ||
+        h5_attr_str(file, "target_modules", targets) < 0 ||
+        h5_attr_str(file, "base_model", info->base_model ? info->base_model : "") < 0 ||
+        h5_attr_str(file, "chat_template", info->chat_template ? info->chat_template : "") < 0 ||
+        (info->best_step >= 0 && h5_attr_i64(file, "best_model_step", info->best_step) < 0))
+        return ERR(PT_ERR_USER, "cannot write the adapter's attributes");
+    char name[160];
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            adapter_pair *p = adapter_at(l, layer, w);
+            if (!p) continue;
+            adapter_tensor_name(name, sizeof name, layer, w, 'A');
+            TRY(write_matrix(file, name, l->be, &p->a));
+            adapter_tensor_name(name, sizeof name, layer, w, 'B');
+            TRY(write_matrix(file, name, l->be, &p->b));
+        }
+    return PT_OK;
+}
+
+pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info *info)
+{
+    TRY(safefs_mkdirs(dir));
+    char final[4096];
+    snprintf(final, sizeof final, "%s/adapter.h5", dir);
+    h5_memfile m;
+    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)adapter_param_count(l) + ((size_t)1 << 20)));
+    pt_status st = write_all(m.file, l, info);
+    if (st == PT_OK) st = h5_memfile_commit(&m, final, 0, NULL, NULL, false);
+    else h5_memfile_discard(&m);
+    return st;
+}
+
+static pt_status read_matrix(hid_t file, const char *path, const char *name, pt_backend *be, pt_tensor *t)
+{
+    float *host = malloc(t->nbytes);
+    TRY_ALLOC(host);
+    pt_status st = h5_read_f32(file, path, name, t->shape[0], t->shape[1], host);
+    if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
+    free(host);
+    return st;
+}
+
+static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_adapter *l)
+{
+    char format[64], targets[256];
+    double version, r, alpha, scale, layers;
+    TRY(h5_get_str(file, path, "format", format, sizeof format));
+    if (strcmp(format, ADAPTER_FORMAT)) return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain adapter", path, format);
+    TRY(h5_get_f64(file, path, "format_version", &version));
+    if (version > ADAPTER_VERSION)
+        return ERR(PT_ERR_USER, "%s: adapter format version %g is newer than this ptrain reads (%d)", path, version,
+                   ADAPTER_VERSION);
+    TRY(h5_get_f64(file, path, "r", &r));
+    TRY(h5_get_f64(file, path, "lora_alpha", &alpha));
+    TRY(h5_get_f64(file, path, "scale", &scale));
+    TRY(h5_get_f64(file, path, "n_layers", &layers));
+    TRY(h5_get_str(file, path, "target_modules", targets, sizeof targets));
+    if ((int)layers != m->cfg.n_layers)
+        return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?", path,
+                   layers, m->cfg.n_layers);
+    if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", path, r);
+    bool target[W_COUNT];
+    adapter_targets_parse(targets, target);
+    TRY(adapter_create(l, m, (int)r, (float)alpha, false, target, NULL));
+    l->scale = (float)scale;
+    char name[160];
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            adapter_pair *p = adapter_at(l, layer, w);
+            if (!p) continue;
+            adapter_tensor_name(name, sizeof name, layer, w, 'A');
+            TRY(read_matrix(file, path, name, l->be, &p->a));
+            adapter_tensor_name(name, sizeof name, layer, w, 'B');
+            TRY(read_matrix(file, path, name, l->be, &p->b));
+        }
+    return PT_OK;
+}
+
+pt_status adapter_h5_load(const char *file_path, const pt_model *m, pt_adapter *l)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (H5Fis_hdf5(file_path) <= 0)
+        return ERR(PT_ERR_USER, "%s is not an HDF5 file; is it a ptrain adapter?", file_path);
+    hid_t file = H5Fopen(file_path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0) return ERR(PT_ERR_USER, "cannot open adapter %s (damaged, or locked: try HDF5_USE_FILE_LOCKING=FALSE)", file_path);
+    pt_status st = read_all(file, file_path, m, l);
+    H5Fclose(file);
+    if (st != PT_OK) adapter_free(l);
+    return st;
+}

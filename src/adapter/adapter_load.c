@@ -1,0 +1,80 @@
+/* adapter_load.c — the front door for reading any adapter: adapter.h5, a PEFT directory,
+ * adapter.gguf, or the adapters inside a training checkpoint, told apart by what the path is. */
+#include "adapter_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ptrain/peft.h"
+
+/* The adapter of a training checkpoint (checkpoint-N.h5): its LoRA settings from the metadata, its
+ * matrices from the params group (the optimizer's moments are left in the file). */
+static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *l)
+{
+    ckpt_state meta = {0};
+    TRY(ckpt_verify(path));
+    TRY(ckpt_read_meta(path, &meta));
+    bool target[W_COUNT];
+    adapter_targets_parse(meta.target_modules, target);
+    pt_status st = PT_OK;
+    if (meta.lora_layers != m->cfg.n_layers)
+        st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "
+                 "model?", path, (long long)meta.lora_layers, m->cfg.n_layers);
+    if (st == PT_OK)
+        st = adapter_create(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target, NULL);
+    ckpt_state_free(&meta);
+    return st;
+}
+
+static pt_status ckpt_load(const char *path, const pt_model *m, pt_adapter *l)
+{
+    TRY(ckpt_settings(path, m, l));
+    ckpt_layout lay;
+    ckpt_state s = {0};
+    pt_status st = adapter_layout(l, &lay);
+    if (st == PT_OK) st = ckpt_read(path, &lay, &s);
+    adapter_pair *p = NULL;
+    for (int i = 0; st == PT_OK && i < lay.n; i++) {
+        const ckpt_entry *e = &lay.e[i];
+        p = i % 2 == 0 ? adapter_next(l, p) : p;
+        pt_tensor *t = i % 2 ? &p->b : &p->a;
+        st = backend_upload(l->be, t, s.params + e->offset, t->nbytes);
+    }
+    ckpt_state_free(&s);
+    ckpt_layout_free(&lay);
+    if (st != PT_OK) adapter_free(l);
+    return st;
+}
+
+pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *l)
+{
+    char file_path[4096];
+    struct stat sb;
+    memset(l, 0, sizeof *l);
+    bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if (is_dir)
+        snprintf(file_path, sizeof file_path, "%s/adapter.h5", path);
+    else
+        snprintf(file_path, sizeof file_path, "%s", path);
+    if (is_dir && stat(file_path, &sb) != 0 && peft_is_adapter_dir(path)) return peft_load(path, m, l);
+    if (is_dir && stat(file_path, &sb) != 0) { /* only a llama.cpp adapter? */
+        char gguf[4200];
+        snprintf(gguf, sizeof gguf, "%s/adapter.gguf", path);
+        if (stat(gguf, &sb) == 0) return adapter_gguf_load(gguf, m, l);
+    }
+    const char *leaf = strrchr(file_path, '/') ? strrchr(file_path, '/') + 1 : file_path;
+    size_t leaf_len = strlen(leaf);
+    if (leaf_len > 5 && !strcmp(leaf + leaf_len - 5, ".gguf")) return adapter_gguf_load(file_path, m, l);
+    if (ckpt_is_checkpoint(file_path)) return ckpt_load(file_path, m, l);
+    if (!strcmp(leaf, "adapter_config.json") || !strcmp(leaf, "adapter_model.safetensors")) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%.*s", (int)(leaf - file_path > 1 ? leaf - file_path - 1 : leaf - file_path), file_path);
+        return peft_load(dir[0] ? dir : ".", m, l);
+    }
+    if (stat(file_path, &sb) != 0)
+        return ERR(PT_ERR_USER, "adapter %s not found: %s (give the final_model_dir of a ptrain run, or a PEFT "
+                   "adapter directory)", file_path, strerror(errno));
+    return adapter_h5_load(file_path, m, l);
+}

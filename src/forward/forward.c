@@ -1,0 +1,160 @@
+/* forward.c — the layer forward of every family (forward.h), written once: training keeps what
+ * each layer writes into its own layer_acts, evaluation and generation reuse one set; with a KV
+ * cache the new keys and values are written straight into the cache rows of their positions and
+ * attention reads the whole cache. Biases are frozen, so their backward is the identity. */
+#include "ptrain/forward.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+fwd_ctx forward_ctx(const pt_model *m, const pt_adapter *ad, int batch, int seq, const int32_t *pos,
+                    const int32_t *segments)
+{
+    fwd_ctx c = {.m = m, .ad = ad, .rows = (int64_t)batch * seq, .pos = pos, .attn = model_layer_attention(&m->cfg, 0)};
+    c.attn.batch = batch;
+    c.attn.n_q = c.attn.n_kv = seq;
+    c.attn.q_pos0 = 0;
+    c.attn.segments = segments;
+    return c;
+}
+
+/* Take a's buffers: k and v unless the pass has a cache, the log-sum-exp for the backward pass
+ * (not with a cache), the post-norms' when the family has them, s·x·Aᵀ per adapted projection. */
+static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    int64_t qw = (int64_t)g->n_heads * g->head_dim, kw = (int64_t)g->n_kv_heads * g->head_dim;
+    int64_t post = g->post_norms ? 1 : 0, own_kv = c->kv ? 0 : 1;
+    int64_t widths[A_COUNT] = {g->dim,     qw,         own_kv * kw,    own_kv * kw, qw,  g->dim, g->dim, g->ffn_dim,
+                               g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
+                               post * g->dim, post * g->dim, post,      post};
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < A_COUNT; i++) TRY(arena_take(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
+    for (int w = 0; w < W_COUNT; w++)
+        if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r));
+    return PT_OK;
+}
+
+pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b)
+{
+    const pt_model_config *g = &c->m->cfg;
+    *b = (fwd_bufs){.n_x = keep_inputs ? g->n_layers + 1 : 2, .n_acts = keep_acts ? g->n_layers : 1};
+    b->x = calloc((size_t)b->n_x, sizeof *b->x);
+    b->acts = calloc((size_t)b->n_acts, sizeof *b->acts);
+    TRY_ALLOC(b->x && b->acts ? b->x : NULL);
+    for (int i = 0; i < b->n_x; i++) TRY(arena_take(arena, &b->x[i], c->rows, g->dim));
+    for (int i = 0; i < b->n_acts; i++) TRY(acts_take(arena, c, &b->acts[i]));
+    int64_t widest = g->ffn_dim > g->dim ? g->ffn_dim : g->dim;
+    if ((int64_t)g->n_heads * g->head_dim > widest) widest = (int64_t)g->n_heads * g->head_dim;
+    return arena_take(arena, &c->scratch, c->ad && c->dropout > 0 ? c->rows : 0, widest);
+}
+
+void forward_bufs_free(fwd_bufs *b)
+{
+    free(b->x);
+    free(b->acts);
+    *b = (fwd_bufs){0};
+}
+
+pt_status forward_dropout(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x)
+{
+    uint64_t seed = c->seed * 0x100000001b3ULL + (uint64_t)layer * W_COUNT + (uint64_t)w;
+    return backend_dropout(c->m->be, y, x, c->dropout, seed);
+}
+
+pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_tensor *x, pt_tensor *out)
+{
+    if (c->dropout <= 0) {
+        *out = *x;
+        return PT_OK;
+    }
+    int64_t shape[2] = {c->rows, x->shape[1]};
+    *out = tensor_make(PT_F32, 2, shape);
+    out->data = c->scratch.data;
+    return forward_dropout(c, layer, w, out, x);
+}
+
+/* y = x Wᵀ, plus the adapter's s (x Aᵀ) Bᵀ (s x Aᵀ kept in xs) */
+static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
+{
+    TRY(backend_matmul(c->m->be, y, x, &c->m->layers[layer].w[w], 0.0f));
+    if (!adapter_at(c->ad, layer, w)) return PT_OK;
+    pt_tensor xin;
+    TRY(forward_adapter_input(c, layer, w, x, &xin));
+    return adapter_matmul(c->ad, layer, w, y, &xin, xs);
+}
+
+/* t[A_ATT] = attention of the normed input t[A_XN1]: q, k, v with biases and RoPE (k and v in
+ * the cache rows at n_past when there is one) */
+static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, k = t[A_K], v = t[A_V];
+    if (c->kv) k = tensor_rows(&c->kv->k[layer], c->kv->n_past, c->rows), v = tensor_rows(&c->kv->v[layer], c->kv->n_past, c->rows);
+    TRY(proj(c, layer, W_Q, &t[A_Q], &t[A_XN1], &a->xs[W_Q]));
+    TRY(proj(c, layer, W_K, &k, &t[A_XN1], &a->xs[W_K]));
+    TRY(proj(c, layer, W_V, &v, &t[A_XN1], &a->xs[W_V]));
+    if (g->qkv_bias) {
+        TRY(backend_add_bias(be, &t[A_Q], &wt->w[W_Q_BIAS]));
+        TRY(backend_add_bias(be, &k, &wt->w[W_K_BIAS]));
+        TRY(backend_add_bias(be, &v, &wt->w[W_V_BIAS]));
+    }
+    TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
+    TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    pt_attention at = c->attn;
+    at.window = model_layer_window(g, layer);
+    if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);
+    at.n_kv = c->kv->n_past + (int)c->rows;
+    at.q_pos0 = c->kv->n_past;
+    return backend_attention(be, &t[A_ATT], NULL, &t[A_Q], &c->kv->k[layer], &c->kv->v[layer], &at);
+}
+
+/* y = proj(w)(x) + res, or with post-norms y = norm(proj(w)(x)) + res keeping the projection in
+ * *pre and the norm's rstd */
+static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_tensor *y, const pt_tensor *x,
+                               const pt_tensor *res, pt_tensor *xs, pt_tensor *pre, pt_tensor *rstd)
+{
+    pt_backend *be = c->m->be;
+    if (!c->m->cfg.post_norms) {
+        TRY(proj(c, layer, w, y, x, xs));
+        return backend_add(be, y, res);
+    }
+    TRY(proj(c, layer, w, pre, x, xs));
+    TRY(backend_rmsnorm(be, y, rstd, pre, &c->m->layers[layer].w[norm], c->m->cfg.norm_eps));
+    return backend_add(be, y, res);
+}
+
+pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t;
+    TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
+    TRY(attention(c, layer, a));
+    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, &a->xs[W_O], &t[A_O], &t[A_RSTD3]));
+    TRY(backend_rmsnorm(be, &t[A_XN2], &t[A_RSTD2], &t[A_H], &wt->w[W_FFN_NORM], g->norm_eps));
+    TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], &a->xs[W_GATE]));
+    TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], &a->xs[W_UP]));
+    if (g->act == PT_ACT_GELU_TANH)
+        TRY(backend_geglu(be, &t[A_ACT], &t[A_GATE], &t[A_UP]));
+    else
+        TRY(backend_swiglu(be, &t[A_ACT], &t[A_GATE], &t[A_UP]));
+    return proj_residual(c, layer, W_DOWN, W_POST_FFN_NORM, out, &t[A_ACT], &t[A_H], &a->xs[W_DOWN], &t[A_D],
+                         &t[A_RSTD4]);
+}
+
+pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b) { return &b->x[c->m->cfg.n_layers % b->n_x]; }
+
+pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b)
+{
+    const pt_model *m = c->m;
+    TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
+    float scale = m->cfg.embed_scale;
+    if (scale != 0.0f && scale != 1.0f) TRY(backend_scale(m->be, &b->x[0], scale));
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        TRY(forward_layer(c, l, &b->x[l % b->n_x], &b->x[(l + 1) % b->n_x], &b->acts[b->n_acts > 1 ? l : 0]));
+    return PT_OK;
+}

@@ -1,0 +1,89 @@
+/* tokens.c — generation's use of the forward pass (forward.h): a key/value cache per layer, and
+ * forward_tokens, which runs new tokens after the cached ones through the one layer forward
+ * (forward.c) and returns their logits. The buffers of a call come from an arena sized for it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/forward.h"
+
+pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    kv->max_seq = max_seq;
+    kv->k = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
+    kv->v = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
+    TRY_ALLOC(kv->k && kv->v ? kv->k : NULL);
+    int64_t shape[2] = {max_seq, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim};
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        kv->k[l] = tensor_make(PT_F32, 2, shape);
+        kv->v[l] = tensor_make(PT_F32, 2, shape);
+        TRY(backend_alloc(m->be, &kv->k[l]));
+        TRY(backend_alloc(m->be, &kv->v[l]));
+    }
+    return PT_OK;
+}
+
+void kv_cache_free(const pt_model *m, pt_kv_cache *kv)
+{
+    for (int l = 0; kv->k && l < m->cfg.n_layers; l++) {
+        backend_release(m->be, &kv->k[l]);
+        backend_release(m->be, &kv->v[l]);
+    }
+    free(kv->k);
+    free(kv->v);
+    memset(kv, 0, sizeof *kv);
+}
+
+/* The pass's buffers and the logits': the residual stream (2 in turn), one set of activations,
+ * the final norm's output and rstd, the logits rows. */
+static pt_status take_all(pt_arena *arena, fwd_ctx *c, int n_logits, fwd_bufs *b, pt_tensor *xn, pt_tensor *rstd,
+                          pt_tensor *logits)
+{
+    TRY(forward_take(arena, c, false, false, b));
+    TRY(arena_take(arena, xn, c->rows, c->m->cfg.dim));
+    TRY(arena_take(arena, rstd, c->rows, 1));
+    return arena_take(arena, logits, n_logits, c->m->cfg.vocab);
+}
+
+static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_only, float *logits)
+{
+    const pt_model *m = c->m;
+    fwd_bufs b;
+    pt_tensor xn, rstd, out;
+    pt_status st = take_all(arena, c, last_only ? 1 : (int)c->rows, &b, &xn, &rstd, &out);
+    if (st == PT_OK) st = forward_run(c, ids, &b);
+    if (st == PT_OK) st = backend_rmsnorm(m->be, &xn, &rstd, forward_output(c, &b), &m->out_norm, m->cfg.norm_eps);
+    pt_tensor rows = last_only ? tensor_rows(&xn, c->rows - 1, 1) : xn;
+    if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, &m->output, 0.0f);
+    if (st == PT_OK && m->cfg.final_softcap > 0.0f) st = backend_softcap(m->be, &out, &out, m->cfg.final_softcap);
+    if (st == PT_OK) st = backend_download(m->be, &out, logits, out.nbytes);
+    forward_bufs_free(&b);
+    return st;
+}
+
+pt_status forward_tokens(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                         float *logits, bool last_only)
+{
+    if (n <= 0) return ERR(PT_ERR_INTERNAL, "forward of %d tokens", n);
+    if (kv->n_past + n > kv->max_seq)
+        return ERR(PT_ERR_USER, "%d tokens do not fit the context of %d (already %d); use fewer tokens",
+                   n, kv->max_seq, kv->n_past);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    TRY_ALLOC(pos);
+    for (int i = 0; i < n; i++) pos[i] = kv->n_past + i;
+    fwd_ctx c = forward_ctx(m, ad, 1, n, pos, NULL);
+    c.kv = kv;
+    fwd_bufs sizing;
+    pt_tensor xn, rstd, out;
+    pt_arena arena;
+    arena_measure(&arena);
+    pt_status st = take_all(&arena, &c, last_only ? 1 : n, &sizing, &xn, &rstd, &out);
+    forward_bufs_free(&sizing);
+    size_t bytes = arena.high;
+    if (st == PT_OK) st = arena_open(&arena, m->be, bytes);
+    if (st == PT_OK) st = run(&c, &arena, ids, last_only, logits);
+    arena_close(&arena);
+    free(pos);
+    if (st == PT_OK) kv->n_past += n;
+    return st;
+}

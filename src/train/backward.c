@@ -1,0 +1,98 @@
+/* backward.c — the backward pass of one layer of the forward pass (forward.c), for every family:
+ * given d loss / d layer output it writes d loss / d layer input and this micro-batch's LoRA
+ * gradients (grad_scale-weighted, overwriting the previous micro-batch's: train.c accumulates).
+ * The base weights are frozen: gradients only flow through them. A projection with an adapter,
+ * y = x Wᵀ + (s·x̃ Aᵀ) Bᵀ (x̃: x with the adapters' dropout), gives dB = dyᵀ (s x̃ Aᵀ),
+ * dA = s (dy B)ᵀ x̃, and dx = dy W + s (dy B) A through the dropout mask. Biases are frozen, so
+ * their backward is the identity. */
+#include "backward.h"
+
+#include <string.h>
+
+pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_bufs *g)
+{
+    const pt_model_config *m = &c->m->cfg;
+    int64_t qw = (int64_t)m->n_heads * m->head_dim, kw = (int64_t)m->n_kv_heads * m->head_dim;
+    int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1};
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < G_COUNT; i++) TRY(arena_take(arena, &g->t[i], c->rows, widths[i]));
+    return PT_OK;
+}
+
+/* dx (+)= dy W (+ s (dy B) A); the LoRA gradients of this micro-batch overwrite grad_a, grad_b
+ * (each pair is written once per micro-batch). tmp: [rows, r] scratch. */
+static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tensor *dx, const pt_tensor *dy,
+                         const pt_tensor *x, const pt_tensor *xs, pt_tensor *tmp, float beta)
+{
+    pt_backend *be = c->m->be;
+    TRY(backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta));
+    lora_pair *s = lora_at(l, layer, w);
+    if (!s) return PT_OK;
+    const adapter_pair *p = lora_weights(l, s);
+    TRY(backend_matmul_bwd_weight(be, &s->grad_b, dy, xs, 0.0f));
+    TRY(backend_matmul_bwd_input(be, tmp, dy, &p->b, 0.0f));
+    TRY(backend_scale(be, tmp, l->ad.scale));
+    pt_tensor xin;
+    TRY(forward_adapter_input(c, layer, w, x, &xin));
+    TRY(backend_matmul_bwd_weight(be, &s->grad_a, tmp, &xin, 0.0f));
+    if (c->dropout <= 0) return backend_matmul_bwd_input(be, dx, tmp, &p->a, 1.0f);
+    pt_tensor dxin = xin; /* the scratch: the dropped-out input is no longer needed */
+    TRY(backend_matmul_bwd_input(be, &dxin, tmp, &p->a, 0.0f));
+    TRY(forward_dropout(c, layer, w, &dxin, &dxin));
+    return backend_add(be, dx, &dxin);
+}
+
+/* *grad = the gradient at a projection's output given dy at its residual branch: dy itself, or
+ * dy through the post-norm `norm` (input pre, rstd saved) written into buf. */
+static pt_status post_norm_bwd(const fwd_ctx *c, int layer, int norm, const pt_tensor *dy, const pt_tensor *pre,
+                               const pt_tensor *rstd, pt_tensor *buf, const pt_tensor **grad)
+{
+    *grad = dy;
+    if (!c->m->cfg.post_norms) return PT_OK;
+    *grad = buf;
+    return backend_rmsnorm_bwd(c->m->be, buf, NULL, dy, pre, &c->m->layers[layer].w[norm], rstd);
+}
+
+/* MLP: out = h + [n4](down(act(gate) * up)) with gate, up of n2(h): gt[G_DH] = dL/dh */
+static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, const pt_tensor *dout,
+                         backward_bufs *g)
+{
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, *gt = g->t;
+    const pt_tensor *dd;
+    TRY(post_norm_bwd(c, layer, W_POST_FFN_NORM, dout, &t[A_D], &t[A_RSTD4], &gt[G_DIM1], &dd));
+    TRY(lin_bwd(c, l, layer, W_DOWN, &gt[G_FFN1], dd, &t[A_ACT], &a->xs[W_DOWN], &gt[G_R], 0.0f));
+    if (c->m->cfg.act == PT_ACT_GELU_TANH)
+        TRY(backend_geglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
+    else
+        TRY(backend_swiglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
+    TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], &a->xs[W_GATE], &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], &a->xs[W_UP], &gt[G_R], 1.0f));
+    TRY(backend_rmsnorm_bwd(be, &gt[G_DH], NULL, &gt[G_DIM1], &t[A_H], &c->m->layers[layer].w[W_FFN_NORM],
+                            &t[A_RSTD2]));
+    return backend_add(be, &gt[G_DH], dout); /* dh = dout + norm path */
+}
+
+pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
+                         backward_bufs *g)
+{
+    const pt_model_config *cf = &c->m->cfg;
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, *gt = g->t;
+    TRY(mlp_bwd(c, l, layer, a, dout, g));
+    /* attention: h = x + [n3](o(attn(rope q, rope k, v))); biases pass dq, dk, dv unchanged */
+    const pt_tensor *da;
+    TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
+    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], &a->xs[W_O], &gt[G_R], 0.0f));
+    pt_attention at = c->attn;
+    at.window = model_layer_window(cf, layer);
+    TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
+                              &t[A_LSE], &at));
+    TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));
+    TRY(backend_rmsnorm_bwd(be, dout, NULL, &gt[G_DIM1], x, &c->m->layers[layer].w[W_ATTN_NORM], &t[A_RSTD1]));
+    return backend_add(be, dout, &gt[G_DH]);
+}

@@ -1,0 +1,20 @@
+/* backward.h — the backward pass of a layer of the forward pass (backward.c), for step.c. */
+#ifndef PTRAIN_BACKWARD_H
+#define PTRAIN_BACKWARD_H
+
+#include "ptrain/forward.h"
+#include "ptrain/lora.h"
+
+/* The gradient buffers of a layer's backward pass (reused by every layer). */
+enum { G_FFN1, G_FFN2, G_DIM1, G_DH, G_ATT, G_Q, G_K, G_V, G_R, G_COUNT };
+typedef struct {
+    pt_tensor t[G_COUNT];
+} backward_bufs;
+
+pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_bufs *g);
+/* Given dout = d loss / d (layer output), replace it with d loss / d (layer input x), a being
+ * what forward_layer wrote for this layer; writes l's gradients of this layer. */
+pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
+                         backward_bufs *g);
+
+#endif
