@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "config_internal.h"
-#include "ptrain/export.h"
+#include "ptrain/gguf_methods.h"
 
 
 /* Report a rule broken at the position of key (or at the top of the file when it was not given). */
@@ -145,9 +145,9 @@ static void check_publishing(pt_config *cfg, strbuf *errors)
     if (cfg->ollama_save && missing(cfg->ollama_model))
         rule_error(cfg, errors, "ollama_save", "needs ollama_model (a name for the Ollama model)");
     for (int i = 0; cfg->huggingface_save_gguf && i < cfg->quantization_method.n; i++)
-        if (!export_gguf_method_known(cfg->quantization_method.items[i]))
+        if (!gguf_method_known(cfg->quantization_method.items[i]))
             rule_error(cfg, errors, "quantization_method", "%s: ptrain cannot write it yet; choose from %s",
-                       cfg->quantization_method.items[i], export_gguf_method_list());
+                       cfg->quantization_method.items[i], gguf_method_list());
 }
 
 /* The rules within one entry (filter_data, format) are checked where it is read, in config.c,

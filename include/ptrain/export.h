@@ -11,13 +11,11 @@
 #include "ptrain/model.h"
 
 /* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
- * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; export_gguf_method_list
+ * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; gguf_method_list
  * names them). base is the resolved base: a GGUF file (base_is_gguf; its metadata is copied) or a
  * Hugging Face directory (metadata made by gguf_meta.c). Streams row chunks: memory stays ~32 MiB. */
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
                              const pt_adapter *l, const char *method);
-bool export_gguf_method_known(const char *name);
-const char *export_gguf_method_list(void);
 
 /* An Ollama Modelfile in dir: FROM ./merged_gguf (a file in dir) when given, else FROM base_gguf
  * plus ADAPTER ./adapter.gguf; TEMPLATE and stop strings for chat_template (a name ptrain knows:

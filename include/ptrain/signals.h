@@ -8,7 +8,6 @@
 
 /* From the start of `ptrain train` (main.c), so that a signal during start-up is not fatal. */
 void signals_install(void);
-void signals_restore(void);
 /* The first signal received since signals_install, or 0. */
 int signals_pending(void);
 /* "SIGUSR1", "SIGTERM", "SIGINT" or "a signal" */

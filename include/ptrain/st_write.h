@@ -43,7 +43,5 @@ pt_status st_w_data(st_writer *w, const void *data, size_t n);
 pt_status st_w_finish(st_writer *w);
 /* Free; removes the temporary file when not finished. */
 void st_writer_free(st_writer *w);
-/* Bytes the declared tensors take (the data area). */
-uint64_t st_w_data_bytes(const st_writer *w);
 
 #endif

@@ -54,8 +54,6 @@ pt_status cpu_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const 
 pt_status cpu_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
 pt_status cpu_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
 pt_status cpu_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
-/* Attention helpers shared by attention.c and attention_bwd.c: the first key a query at position
- * pos may see (its sliding window), and a raw product q.k turned into the score softmax takes. */
 /* one build for every x86-64: AVX-512, AVX2 and plain versions of a hot loop, chosen at load time
  * by the processor's features */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -63,6 +61,8 @@ pt_status cpu_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, co
 #else
 #define PT_CLONES
 #endif
+/* Attention helpers shared by attention.c and attention_bwd.c: the first key a query at position
+ * pos may see (its sliding window), and a raw product q.k turned into the score softmax takes. */
 static inline int cpu_attention_first_key(const pt_attention *a, int pos)
 {
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;

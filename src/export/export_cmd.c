@@ -15,6 +15,7 @@
 #include "ptrain/config.h"
 #include "ptrain/export.h"
 #include "ptrain/filewrite.h"
+#include "ptrain/gguf_methods.h"
 #include "ptrain/safefs.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/log.h"
@@ -214,8 +215,8 @@ static pt_status usage(const char *what, const char *arg)
 static pt_status add_methods(export_cli *c, char *list)
 {
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
-        if (!export_gguf_method_known(m))
-            return ERR(PT_ERR_USAGE, "--gguf %s: ptrain cannot write it; choose from %s", m, export_gguf_method_list());
+        if (!gguf_method_known(m))
+            return ERR(PT_ERR_USAGE, "--gguf %s: ptrain cannot write it; choose from %s", m, gguf_method_list());
         if (c->job.n_gguf == 32) return usage("too many GGUF methods in", list);
         c->methods[c->job.n_gguf++] = m;
     }
@@ -267,9 +268,9 @@ static pt_status apply_config(export_cli *c, const pt_config *cfg)
         for (int i = 0; i < cfg->quantization_method.n; i++) {
             char *m = cfg->quantization_method.items[i];
             if (j->n_gguf == 32) return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", cfg->path);
-            if (!export_gguf_method_known(m))
+            if (!gguf_method_known(m))
                 return ERR(PT_ERR_USER, "%s: quantization_method %s: ptrain cannot write it yet; choose from %s",
-                           cfg->path, m, export_gguf_method_list());
+                           cfg->path, m, gguf_method_list());
             c->methods[j->n_gguf++] = m;
             j->gguf = c->methods;
         }

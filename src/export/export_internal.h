@@ -1,4 +1,4 @@
-/* export_internal.h — what the exporters share: the GGUF quantization methods, a LoRA delta s·B·A
+/* export_internal.h — what the exporters share: a LoRA delta s·B·A
  * produced a few rows at a time (so a merge never holds a full-precision weight), and the slot a
  * tensor name belongs to. */
 #ifndef PTRAIN_EXPORT_INTERNAL_H
@@ -7,18 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ptrain/lora.h"
+#include "ptrain/adapter.h"
+#include "ptrain/gguf_methods.h"
 
-/* A GGUF quantization method (src/export/gguf_methods.c). */
-typedef struct {
-    const char *name;  /* as users write it (quantization_method) */
-    uint32_t base;     /* the type of most 2-d tensors */
-    uint32_t output;   /* output.weight (token_embd when tied) */
-    uint32_t more;     /* attn_v / ffn_down of the layers llama.cpp gives more bits */
-    uint32_t ftype;    /* general.file_type (llama_ftype) */
-} quant_method;
-/* The method named name (as users write it), or NULL. */
-const quant_method *export_gguf_method_find(const char *name);
 
 /* Rows of float32 the exporters convert at once: bounds their working memory (16 MiB). */
 #define EXPORT_CHUNK_FLOATS ((int64_t)4 << 20)

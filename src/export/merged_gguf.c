@@ -60,7 +60,7 @@ typedef struct {
 } gguf_plan;
 
 /* The output type of item it (layer -1 for tensors outside the blocks). */
-static uint32_t choose_type(const quant_method *q, const gguf_item *it, int n_layers, bool tied)
+static uint32_t choose_type(const gguf_method *q, const gguf_item *it, int n_layers, bool tied)
 {
     if (it->n_dims < 2) return GGML_TYPE_F32;
     uint32_t t = q->base;
@@ -85,7 +85,7 @@ static void tensor_slot(const pt_model_config *cfg, gguf_item *it)
     }
 }
 
-static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, const quant_method *q, gguf_plan *p)
+static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, const gguf_method *q, gguf_plan *p)
 {
     p->items = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *p->items);
     TRY_ALLOC(p->items);
@@ -249,7 +249,7 @@ static pt_status write_plan(gguf_writer *w, const char *path, const gguf_plan *p
     return gguf_w_finish(w);
 }
 
-static pt_status copy_kvs(gguf_writer *w, const gguf_file *f, const quant_method *q)
+static pt_status copy_kvs(gguf_writer *w, const gguf_file *f, const gguf_method *q)
 {
     for (uint64_t i = 0; i < f->n_kv; i++)
         if (!gguf_str_eq(f->kv[i].key, "general.file_type")) TRY(gguf_w_copy_kv(w, &f->kv[i]));
@@ -257,7 +257,7 @@ static pt_status copy_kvs(gguf_writer *w, const gguf_file *f, const quant_method
     return gguf_w_u32(w, "general.file_type", q->ftype);
 }
 
-static pt_status from_gguf(const char *path, const char *base, const pt_model_config *cfg, const quant_method *q,
+static pt_status from_gguf(const char *path, const char *base, const pt_model_config *cfg, const gguf_method *q,
                            gguf_writer *w, gguf_plan *p)
 {
     gguf_file f;
@@ -269,7 +269,7 @@ static pt_status from_gguf(const char *path, const char *base, const pt_model_co
     return st;
 }
 
-static pt_status hf_metadata(gguf_writer *w, const char *dir, const hf_config *hc, const quant_method *q)
+static pt_status hf_metadata(gguf_writer *w, const char *dir, const hf_config *hc, const gguf_method *q)
 {
     if (hc->bnb_4bit)
         return ERR(PT_ERR_USER, "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
@@ -279,7 +279,7 @@ static pt_status hf_metadata(gguf_writer *w, const char *dir, const hf_config *h
     return gguf_w_u32(w, "general.quantization_version", 2);
 }
 
-static pt_status from_hf(const char *path, const char *base, const quant_method *q, gguf_writer *w, gguf_plan *p)
+static pt_status from_hf(const char *path, const char *base, const gguf_method *q, gguf_writer *w, gguf_plan *p)
 {
     char dir[4096], config[4200];
     model_hf_dir(base, dir, sizeof dir);
@@ -303,10 +303,10 @@ static pt_status from_hf(const char *path, const char *base, const quant_method 
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
                              const pt_adapter *l, const char *method)
 {
-    const quant_method *q = export_gguf_method_find(method);
+    const gguf_method *q = gguf_method_find(method);
     if (!q)
         return ERR(PT_ERR_USER, "quantization_method %s: ptrain cannot write it yet; choose from %s", method,
-                   export_gguf_method_list());
+                   gguf_method_list());
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
     gguf_plan p = {.lora = l};

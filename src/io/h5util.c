@@ -110,22 +110,6 @@ pt_status h5_get_str(hid_t loc, const char *path, const char *name, char *out, s
     return PT_OK;
 }
 
-pt_status h5_get_str_alloc(hid_t loc, const char *path, const char *name, char **out)
-{
-    hid_t type;
-    size_t size = 0;
-    hid_t attr = open_str(loc, name, &type, &size);
-    *out = attr >= 0 ? calloc(1, size + 1) : NULL;
-    herr_t rc = *out ? H5Aread(attr, type, *out) : -1;
-    if (attr >= 0) H5Tclose(type), H5Aclose(attr);
-    if (rc < 0) {
-        free(*out);
-        *out = NULL;
-        return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a string", path, name);
-    }
-    return PT_OK;
-}
-
 pt_status h5_write_f32(hid_t loc, const char *name, int64_t rows, int64_t cols, const float *data, bool checksum)
 {
     hsize_t dims[2] = {(hsize_t)rows, (hsize_t)cols};

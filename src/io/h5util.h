@@ -19,8 +19,6 @@ herr_t h5_attr_i64(hid_t loc, const char *name, int64_t value);
 pt_status h5_get_f64(hid_t loc, const char *path, const char *name, double *out);
 pt_status h5_get_i64(hid_t loc, const char *path, const char *name, int64_t *out);
 pt_status h5_get_str(hid_t loc, const char *path, const char *name, char *out, size_t len);
-/* A string attribute of any length, malloc'ed into *out. */
-pt_status h5_get_str_alloc(hid_t loc, const char *path, const char *name, char **out);
 bool h5_has_attr(hid_t loc, const char *name);
 
 /* A [rows, cols] float32 dataset; checksum: chunked with the Fletcher-32 filter. */

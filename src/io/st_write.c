@@ -49,13 +49,6 @@ pt_status st_w_meta(st_writer *w, const char *key, const char *value)
     return PT_OK;
 }
 
-uint64_t st_w_data_bytes(const st_writer *w)
-{
-    uint64_t total = 0;
-    for (size_t i = 0; i < w->n; i++) total += w->t[i].nbytes;
-    return total;
-}
-
 /* {"__metadata__": {...}, "name": {"dtype", "shape", "data_offsets"}, ...} as compact JSON. */
 static char *header_json(const st_writer *w)
 {

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/export/gguf_methods.c src/util.c src/error.c */
+/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/model/gguf_methods.c src/util.c src/error.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
  * takes (src/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a

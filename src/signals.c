@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t pending;
-static struct sigaction saved[3];
 static const int watched[3] = {SIGUSR1, SIGTERM, SIGINT};
 
 static void on_signal(int sig)
@@ -31,12 +30,7 @@ void signals_install(void)
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    for (int i = 0; i < 3; i++) sigaction(watched[i], &sa, &saved[i]);
-}
-
-void signals_restore(void)
-{
-    for (int i = 0; i < 3; i++) sigaction(watched[i], &saved[i], NULL);
+    for (int i = 0; i < 3; i++) sigaction(watched[i], &sa, NULL);
 }
 
 int signals_pending(void) { return pending; }
