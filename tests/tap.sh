@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # tap.sh — TAP helpers for the shell tests: ok/skip lines and the plan at the end.
 # Usage: . tests/tap.sh; ok "name" test-command...; expect_eq "name" expected actual; done_testing
+# (also: skip_test, contains, smollm_model, need_mpirun)
 tap_n=0
 tap_fail=0
 ok() {
@@ -29,6 +30,20 @@ skip_test() {
     echo "ok $tap_n - $1 # SKIP $2"
 }
 contains() { case "$1" in *"$2"*) return 0 ;; *) return 1 ;; esac; }
+# smollm_model: the path of SmolLM2-135M-Instruct.Q4_1.gguf in $PTRAIN_MODELS, models/ or
+# /tmp/models (share/scripts/fetch-model.sh fetches it), or nothing
+smollm_model() {
+    for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
+        [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && echo "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && return
+    done
+}
+# need_mpirun: sets mpirun ($MPIRUN, else mpirun); without it the whole script is skipped, saying why
+need_mpirun() {
+    mpirun=${MPIRUN:-mpirun}
+    command -v "$mpirun" >/dev/null 2>&1 && return 0
+    echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
+    exit 0
+}
 done_testing() {
     echo "1..$tap_n"
     [ "$tap_fail" -eq 0 ]

@@ -40,3 +40,16 @@ output_dir: "$2"
 final_model_dir: "$2/lora"
 YAML
 }
+
+# diverge_config FILE OUTDIR LEARNING_RATE [more yaml lines]: the divergence tests' run: 12 steps, no
+# warmup, a checkpoint after each step, the newest two kept
+diverge_config() {
+    tiny_config "$1" "$2" "learning_rate: $3
+warmup_steps: 0
+max_steps: 12
+logging_steps: 1
+save_steps: 1
+save_total_limit: 2
+seed: 11
+${4:-}"
+}

@@ -16,14 +16,44 @@
 #define ADAPTER_FORMAT "ptrain-lora"
 #define ADAPTER_VERSION 1
 
-static pt_status write_matrix(hid_t file, const char *name, pt_backend *be, const pt_tensor *t)
+/* One matrix between the file and the backend: written (reading false) or read, by its PEFT name. */
+typedef struct {
+    hid_t file;
+    const char *path; /* for messages */
+    pt_backend *be;
+    bool reading;
+} matrix_io;
+
+static pt_status move_matrix(const matrix_io *io, const char *name, pt_tensor *t)
 {
     float *host = malloc(t->nbytes);
     TRY_ALLOC(host);
-    pt_status st = backend_download(be, t, host, t->nbytes);
-    if (st == PT_OK) st = h5_write_f32(file, name, t->shape[0], t->shape[1], host, false);
+    pt_status st = PT_OK;
+    if (io->reading) {
+        st = h5_read_f32(io->file, io->path, name, t->shape[0], t->shape[1], host);
+        if (st == PT_OK) st = backend_upload(io->be, t, host, t->nbytes);
+    } else {
+        st = backend_download(io->be, t, host, t->nbytes);
+        if (st == PT_OK) st = h5_write_f32(io->file, name, t->shape[0], t->shape[1], host, false);
+    }
     free(host);
     return st;
+}
+
+/* Every A and B of the adapter, in layer order. */
+static pt_status move_all(const matrix_io *io, const pt_adapter *l)
+{
+    char name[160];
+    for (int layer = 0; layer < l->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            adapter_pair *p = adapter_at(l, layer, w);
+            if (!p) continue;
+            adapter_tensor_name(name, sizeof name, layer, w, 'A');
+            TRY(move_matrix(io, name, &p->a));
+            adapter_tensor_name(name, sizeof name, layer, w, 'B');
+            TRY(move_matrix(io, name, &p->b));
+        }
+    return PT_OK;
 }
 
 static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
@@ -39,17 +69,8 @@ static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *
         h5_attr_str(file, "chat_template", info->chat_template ? info->chat_template : "") < 0 ||
         (info->best_step >= 0 && h5_attr_i64(file, "best_model_step", info->best_step) < 0))
         return ERR(PT_ERR_USER, "cannot write the adapter's attributes");
-    char name[160];
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            adapter_pair *p = adapter_at(l, layer, w);
-            if (!p) continue;
-            adapter_tensor_name(name, sizeof name, layer, w, 'A');
-            TRY(write_matrix(file, name, l->be, &p->a));
-            adapter_tensor_name(name, sizeof name, layer, w, 'B');
-            TRY(write_matrix(file, name, l->be, &p->b));
-        }
-    return PT_OK;
+    matrix_io io = {file, NULL, l->be, false};
+    return move_all(&io, l);
 }
 
 pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info *info)
@@ -62,16 +83,6 @@ pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info 
     pt_status st = write_all(m.file, l, info);
     if (st == PT_OK) st = h5_memfile_commit(&m, final, 0, NULL, NULL, false);
     else h5_memfile_discard(&m);
-    return st;
-}
-
-static pt_status read_matrix(hid_t file, const char *path, const char *name, pt_backend *be, pt_tensor *t)
-{
-    float *host = malloc(t->nbytes);
-    TRY_ALLOC(host);
-    pt_status st = h5_read_f32(file, path, name, t->shape[0], t->shape[1], host);
-    if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
-    free(host);
     return st;
 }
 
@@ -98,17 +109,8 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
     adapter_targets_parse(targets, target);
     TRY(adapter_create(l, m, (int)r, (float)alpha, false, target, NULL));
     l->scale = (float)scale;
-    char name[160];
-    for (int layer = 0; layer < l->n_layers; layer++)
-        for (int w = 0; w < W_COUNT; w++) {
-            adapter_pair *p = adapter_at(l, layer, w);
-            if (!p) continue;
-            adapter_tensor_name(name, sizeof name, layer, w, 'A');
-            TRY(read_matrix(file, path, name, l->be, &p->a));
-            adapter_tensor_name(name, sizeof name, layer, w, 'B');
-            TRY(read_matrix(file, path, name, l->be, &p->b));
-        }
-    return PT_OK;
+    matrix_io io = {file, path, l->be, true};
+    return move_all(&io, l);
 }
 
 pt_status adapter_h5_load(const char *file_path, const pt_model *m, pt_adapter *l)

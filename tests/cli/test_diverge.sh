@@ -14,16 +14,7 @@ P=${PTRAIN:?set PTRAIN to the ptrain binary}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-write_config() { # write_config NAME LEARNING_RATE [extra yaml]: 12 steps, a checkpoint after each
-    tiny_config "$tmp/$1.yaml" "$tmp/$1" "learning_rate: $2
-warmup_steps: 0
-max_steps: 12
-logging_steps: 1
-save_steps: 1
-save_total_limit: 2
-seed: 11
-${3:-}"
-}
+write_config() { diverge_config "$tmp/$1.yaml" "$tmp/$1" "$2" "${3:-}"; } # write_config NAME LEARNING_RATE [yaml]
 
 train() { # train NAME [env...]: sets rc; stdout in $tmp/NAME.out, stderr in $tmp/NAME.err
     name=$1

@@ -45,10 +45,7 @@ ok "a model directory with integers beyond int64 in its JSON loads (exit $rc)" t
 "$P" inspect "$big" >"$tmp/out" 2>"$tmp/err"
 ok "ptrain inspect reads it too (exit $?)" test $? = 0
 
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 if [ -z "$model" ]; then
     reason="SmolLM2-135M-Instruct.Q4_1.gguf not found in \$PTRAIN_MODELS, models/ or /tmp/models (share/scripts/fetch-model.sh fetches it)"
     skip_test "SmolLM2 answers a chat question" "$reason"

@@ -8,10 +8,7 @@
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 
 write_config() { # write_config FILE OUTDIR [extra yaml]
     cat >"$1" <<YAML

@@ -95,10 +95,7 @@ else
 fi
 
 # --- SmolLM2 (Q4_1 blocks of 20 bytes: fp16 scale, fp16 min, 16 bytes of nibbles) ---
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 if [ -z "$model" ]; then
     reason="SmolLM2-135M-Instruct.Q4_1.gguf not found in \$PTRAIN_MODELS, models/ or /tmp/models (share/scripts/fetch-model.sh fetches it)"
     skip_test "SmolLM2 with a NaN scale: refused" "$reason"

@@ -136,10 +136,7 @@ if [ "$(id -u)" != 0 ]; then
     ok "a read-only output directory: exit 1, nothing written" test "$rc" = 1 -a -z "$(ls -A "$tmp/ro")"
 fi
 
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 if [ -z "$model" ]; then
     skip_test "GGUF exports and the Modelfile" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
     done_testing

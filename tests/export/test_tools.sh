@@ -133,10 +133,7 @@ ok "gemma2: transformers loads the merged directory from the GGUF base (norms ba
     hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 if [ -z "$model" ]; then
     skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
     done_testing

@@ -11,13 +11,9 @@
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
-mpirun=${MPIRUN:-mpirun}
+need_mpirun
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if ! command -v "$mpirun" >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
-    exit 0
-fi
 data=$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl
 model=$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4
 

@@ -10,24 +10,11 @@
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
-mpirun=${MPIRUN:-mpirun}
+need_mpirun
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if ! command -v "$mpirun" >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
-    exit 0
-fi
 
-write_config() { # write_config NAME LEARNING_RATE [extra yaml]: 12 steps, a checkpoint after each
-    tiny_config "$tmp/$1.yaml" "$tmp/$1" "learning_rate: $2
-warmup_steps: 0
-max_steps: 12
-logging_steps: 1
-save_steps: 1
-save_total_limit: 2
-seed: 11
-${3:-}"
-}
+write_config() { diverge_config "$tmp/$1.yaml" "$tmp/$1" "$2" "${3:-}"; } # write_config NAME LEARNING_RATE [yaml]
 
 mpi() { # mpi NAME ARGS...: sets rc and secs; the bound turns a hang into a failure
     name=$1

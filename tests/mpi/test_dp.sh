@@ -15,10 +15,7 @@ DIFF=$(dirname "$P")/tests/mpi/adapter_diff
 mpirun=${MPIRUN:-mpirun}
 tmp=$(mktemp -d)
 trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
-model=""
-for dir in "${PTRAIN_MODELS:-}" "$PTRAIN_SRCDIR/models" /tmp/models; do
-    [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ] && model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf" && break
-done
+model=$(smollm_model)
 tests="equivalence:runs equivalence:adapter equivalence:losses timing-fields rank0-only \
     fail-mid-step:exit fail-mid-step:message fail-mid-step:fast disk-full:exit disk-full:message \
     kill-9:exit kill-9:fast bad-data-one-node:exit bad-data-one-node:message"

@@ -11,13 +11,9 @@
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
-mpirun=${MPIRUN:-mpirun}
+need_mpirun
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if ! command -v "$mpirun" >/dev/null 2>&1; then
-    echo "1..0 # SKIP mpirun not found (Debian: apt-get install openmpi-bin)"
-    exit 0
-fi
 
 write_config() { # write_config FILE OUTDIR: 2 ranks x 2 x 2 = 8 sequences a step, 5 steps an epoch
     tiny_config "$1" "$2" "lora_dropout: 0.1

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -97,4 +98,15 @@ char *capture_stderr_end(void)
     if (n > 0) assert_int_equal(fread(text, 1, (size_t)n, captured), (size_t)n);
     fclose(captured);
     return text;
+}
+
+void expect_load_outcome(pt_status st, char *warned, const char *want, const char *warn, pt_model *m)
+{
+    if (want && (st != PT_ERR_USER || !strstr(err_message(), want)))
+        fail_msg("status %d, got: %s\nwant: %s", st, err_message(), want);
+    if (!want && st != PT_OK) fail_msg("%s", err_message());
+    if (!want && (warn ? !strstr(warned, warn) : strstr(warned, "all zeros") != NULL))
+        fail_msg("warned: %s\nwant: %s", warned, warn ? warn : "no all-zero warning");
+    if (!want) model_free(m);
+    free(warned);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "ptrain/backend.h"
+#include "ptrain/model.h"
 
 const char *srcdir(void);                                  /* $PTRAIN_SRCDIR, else ".." */
 pt_backend *cpu(void);                                     /* a CPU backend, or the test fails */
@@ -19,5 +20,9 @@ void *read_file(const char *path, size_t *size);           /* the whole file (ma
 /* What the code between the two writes to stderr (warnings), as text (malloc'd). */
 void capture_stderr_begin(void);
 char *capture_stderr_end(void);
+/* A model load's outcome (st, and what it warned, freed here) against the expectation: the error's
+ * text holds want (NULL: it loaded, and the warnings hold warn, or say nothing of all-zero
+ * tensors when warn is NULL); a loaded m is freed. */
+void expect_load_outcome(pt_status st, char *warned, const char *want, const char *warn, pt_model *m);
 
 #endif

@@ -649,14 +649,7 @@ static void expect_weights(const char *dir, const char *want, const char *warn)
     pt_load_options lo = {.load_in_4bit = true};
     capture_stderr_begin();
     pt_status st = model_load(dir, NULL, &lo, be, &m, NULL, NULL, 0);
-    char *warned = capture_stderr_end();
-    if (want && (st != PT_ERR_USER || !strstr(err_message(), want)))
-        fail_msg("status %d, got: %s\nwant: %s", st, err_message(), want);
-    if (!want && st != PT_OK) fail_msg("%s", err_message());
-    if (!want && (warn ? !strstr(warned, warn) : strstr(warned, "all zeros") != NULL))
-        fail_msg("warned: %s\nwant: %s", warned, warn ? warn : "no all-zero warning");
-    if (!want) model_free(&m);
-    free(warned);
+    expect_load_outcome(st, capture_stderr_end(), want, warn, &m);
     err_clear();
     backend_close(be);
 }

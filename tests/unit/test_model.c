@@ -387,14 +387,7 @@ static void expect_load(pt_backend *be, gguf_file *f, const char *want, const ch
     pt_model m;
     capture_stderr_begin();
     pt_status st = model_from_gguf(f, be, NULL, &m);
-    char *warned = capture_stderr_end();
-    if (want && (st != PT_ERR_USER || !strstr(err_message(), want)))
-        fail_msg("status %d, got: %s\nwant: %s", st, err_message(), want);
-    if (!want && st != PT_OK) fail_msg("%s", err_message());
-    if (!want && (warn ? !strstr(warned, warn) : strstr(warned, "all zeros") != NULL))
-        fail_msg("warned: %s\nwant: %s", warned, warn ? warn : "no all-zero warning");
-    if (!want) model_free(&m);
-    free(warned);
+    expect_load_outcome(st, capture_stderr_end(), want, warn, &m);
     gguf_close(f);
 }
 
