@@ -92,10 +92,11 @@ ok "fail-mid-step:message: rank 1's own error" contains "$err" \
     "ptrain: rank 1: out of memory: out of host memory in the backward pass of layer 15 at step 2"
 ok "fail-mid-step:fast: the job ended in ${secs}s (< 40 s, 200 steps would take minutes)" test "$secs" -lt 40
 
-# a real full disk under rank 0's output_dir: a tmpfs of 48 KiB, most of it taken by a filler file
+# a real full disk under rank 0's output_dir: a tmpfs of 11 pages, 10 taken by a filler file and the
+# last by the lock file, so the first metrics record finds no room (however slow the steps are)
 mkdir -p "$tmp/full"
-if mount -t tmpfs -o size=48k tmpfs "$tmp/full" 2>"$tmp/mount.err"; then
-    head -c 36000 /dev/zero >"$tmp/full/filler" 2>/dev/null
+if mount -t tmpfs -o size=44k tmpfs "$tmp/full" 2>"$tmp/mount.err"; then
+    head -c 40960 /dev/zero >"$tmp/full/filler" 2>/dev/null
     STEPS=200 write_config "$tmp/full.yaml" "$tmp/full/run" 2 1
     mpi 60 -np 2 "$P" train "$tmp/full.yaml"
     umount "$tmp/full"
