@@ -68,7 +68,7 @@ static void settings(const hub_card_info *c, strbuf *o)
                   (long long)c->best_step);
     sb_printf(o, "\n| setting | value |\n|---|---|\n");
     sb_printf(o, "| learning_rate | %g |\n| lr_scheduler_type | %s |\n| warmup_steps | %ld |\n", g->learning_rate,
-              g->lr_scheduler_type, g->warmup_steps);
+              config_sched_choices[g->lr_scheduler_type], g->warmup_steps);
     sb_printf(o, "| max_steps | %ld |\n| num_train_epochs | %g |\n", g->max_steps, g->num_train_epochs);
     sb_printf(o, "| per_device_train_batch_size | %ld |\n| gradient_accumulation_steps | %ld |\n",
               g->per_device_train_batch_size, g->gradient_accumulation_steps);
@@ -78,7 +78,7 @@ static void settings(const hub_card_info *c, strbuf *o)
               g->lora_alpha, g->lora_dropout, g->use_rslora ? "true" : "false");
     sb_printf(o, "| lora_target_modules |");
     for (int i = 0; i < g->lora_target_modules.n; i++) sb_printf(o, "%s%s", i ? ", " : " ", g->lora_target_modules.items[i]);
-    sb_printf(o, " |\n| optim | %s |\n| weight_decay | %g |\n| seed | %ld |\n", g->optim, g->weight_decay, g->seed);
+    sb_printf(o, " |\n| optim | %s |\n| weight_decay | %g |\n| seed | %ld |\n", config_optim_choices[g->optim], g->weight_decay, g->seed);
     if (c->chat_template) sb_printf(o, "| chat template | %s |\n", c->chat_template);
     sb_printf(o, "\n");
 }

@@ -248,13 +248,20 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     memplan_print(&t->plan, t->be->ops->name);
 }
 
+/* The optimizers whose names promise 8-bit states. */
+static bool optim_is_8bit(pt_optim o)
+{
+    return o == OPTIM_ADAMW_8BIT || o == OPTIM_ADAMW_BNB_8BIT || o == OPTIM_PAGED_ADAMW_8BIT;
+}
+
 /* Settings that run differently from what their name promises get one line each. */
 static void warn_settings(const trainer *t)
 {
     const pt_config *c = t->cfg;
-    if (strstr(c->optim, "8bit"))
+    if (optim_is_8bit(c->optim))
         log_warn("optim: %s runs as AdamW with fp32 states (%.1f MB for these adapters; 8-bit states would save "
-                 "three quarters of that)", c->optim, 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
+                 "three quarters of that)", config_optim_choices[c->optim],
+                 2.0 * 4.0 * (double)lora_param_count(&t->l) / 1048576.0);
 }
 
 adapter_info trainer_adapter_info(const trainer *t)
@@ -374,10 +381,10 @@ static long epochs_done(const trainer *t)
 
 /* Whether a "steps" or "epoch" strategy fires after step (1-based); every: save/eval_steps,
  * whole or a fraction of the total (transformers rounds the fraction up). */
-static bool strategy_due(const char *strategy, double every, int64_t step, int64_t total, bool epoch_end)
+static bool strategy_due(pt_strategy strategy, double every, int64_t step, int64_t total, bool epoch_end)
 {
-    if (!strcmp(strategy, "epoch")) return epoch_end;
-    if (strcmp(strategy, "steps")) return false;
+    if (strategy == STRATEGY_EPOCH) return epoch_end;
+    if (strategy != STRATEGY_STEPS) return false;
     int64_t n = every < 1 ? (int64_t)ceil(every * (double)total) : (int64_t)every;
     return step % (n > 0 ? n : 1) == 0;
 }
@@ -421,9 +428,9 @@ static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool
         TRY(check_replicas(t, when));
     }
     bool eval_due = strategy_due(c->eval_strategy, c->eval_steps, step, t->total, epoch_end);
-    if (t->eval.n && strcmp(c->eval_strategy, "no") && (eval_due || last)) TRY(evaluate_step(t, step, stop));
+    if (t->eval.n && c->eval_strategy != STRATEGY_NO && (eval_due || last)) TRY(evaluate_step(t, step, stop));
     bool save_due = strategy_due(c->save_strategy, c->save_steps, step, t->total, epoch_end);
-    if (save_due || (strcmp(c->save_strategy, "no") && (last || *stop)) || r->stop) TRY(trainer_save(t, step));
+    if (save_due || (c->save_strategy != STRATEGY_NO && (last || *stop)) || r->stop) TRY(trainer_save(t, step));
     return PT_OK;
 }
 

@@ -98,7 +98,7 @@ static pt_status fill_merged(const trainer *t, const hub_stage *s, const void *a
 
 static void stage_checkpoint(trainer *t, int64_t step, const char *ckpt_path)
 {
-    bool last = !strcmp(t->cfg->hub_strategy, "checkpoint");
+    bool last = t->cfg->hub_strategy == HUB_STRATEGY_CHECKPOINT;
     char label[64], repo_path[128], what[128], key[64], msg[128];
     const char *slash = strrchr(ckpt_path, '/');
     snprintf(label, sizeof label, last ? "last-checkpoint-%lld" : "checkpoint-%lld", (long long)step);
@@ -114,7 +114,7 @@ static void stage_checkpoint(trainer *t, int64_t step, const char *ckpt_path)
 
 void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path)
 {
-    if (!pushing(t) || !strcmp(t->cfg->hub_strategy, "end")) return;
+    if (!pushing(t) || t->cfg->hub_strategy == HUB_STRATEGY_END) return;
     char label[64], what[64], msg[96];
     snprintf(label, sizeof label, "adapter-step-%lld", (long long)step);
     snprintf(what, sizeof what, "the adapter at step %lld", (long long)step);
@@ -122,7 +122,7 @@ void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path)
     hub_job_meta m = {.repo_id = t->cfg->hub_model_id, .message = msg, .key = "adapter", .what = what,
                       .private_repo = t->cfg->hub_private};
     stage_job(t, label, &m, "adapter", step, fill_live_adapter, NULL);
-    if (!strcmp(t->cfg->hub_strategy, "checkpoint") || !strcmp(t->cfg->hub_strategy, "all_checkpoints"))
+    if (t->cfg->hub_strategy == HUB_STRATEGY_CHECKPOINT || t->cfg->hub_strategy == HUB_STRATEGY_ALL_CHECKPOINTS)
         stage_checkpoint(t, step, ckpt_path);
 }
 

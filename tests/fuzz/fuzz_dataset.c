@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pt_dataset_config d = {
         .name = (char *)path,
         .split_type = "train",
-        .format = o2 & 0x20 ? "jsonl" : "json",
+        .format = o2 & 0x20 ? DATASET_JSONL : DATASET_JSON,
         .filter_data = o2 & 0x04,
         .filter_column_value = "lang",
         .filter_value = "en",

@@ -375,7 +375,7 @@ static void test_defaults(void **state)
     assert_true(cfg.adam_epsilon == 1e-8);
     assert_true(cfg.max_grad_norm == 1.0);
     assert_int_equal(cfg.per_device_eval_batch_size, 2);
-    assert_string_equal(cfg.save_strategy, "no");
+    assert_int_equal(cfg.save_strategy, STRATEGY_NO);
     assert_int_equal(cfg.save_total_limit, 0);
     assert_false(cfg.resume_from_checkpoint.on);
     assert_null(cfg.resume_from_checkpoint.path);
@@ -529,11 +529,11 @@ static void test_null_keeps_default(void **state)
              &cfg);
     assert_true(cfg.learning_rate == 2e-4);
     assert_int_equal(cfg.lora_r, 16);
-    assert_string_equal(cfg.optim, "adamw_8bit");
+    assert_int_equal(cfg.optim, OPTIM_ADAMW_8BIT);
     assert_int_equal(cfg.seed, 3407);
     assert_string_equal(cfg.output_dir, "outputs");
     assert_int_equal(cfg.lora_target_modules.n, 7);
-    assert_string_equal(cfg.save_strategy, "no");
+    assert_int_equal(cfg.save_strategy, STRATEGY_NO);
     assert_null(cfg.device_map);
     assert_false(config_is_set(&cfg, "learning_rate"));
     assert_false(config_is_set(&cfg, "lora_r"));
@@ -561,7 +561,7 @@ static void test_string_or_list(void **state)
     assert_int_equal(cfg.datasets[1].data_files.n, 2);
     assert_string_equal(cfg.datasets[1].data_files.items[0], "x.jsonl");
     assert_string_equal(cfg.datasets[1].data_files.items[1], "y.json");
-    assert_string_equal(cfg.datasets[1].format, "jsonl");
+    assert_int_equal(cfg.datasets[1].format, DATASET_JSONL);
     config_free(&cfg);
 
     parse_ok("quantization_method:\n  - q4_k_m\n  - q8_0\n  - f16\n", &cfg);
@@ -629,7 +629,7 @@ static void test_dataset_forms(void **state)
     pt_dataset_config *d = &cfg.datasets[0];
     assert_string_equal(d->name, "yahma/alpaca-cleaned");
     assert_string_equal(d->split_type, "validation");
-    assert_string_equal(d->format, "jsonl");
+    assert_int_equal(d->format, DATASET_JSONL);
     assert_int_equal(d->rename.n, 2);
     assert_string_equal(d->rename.keys[1], "output");
     assert_string_equal(d->rename.values[1], "answer");
@@ -648,7 +648,7 @@ static void test_dataset_forms(void **state)
     assert_int_equal(cfg.n_datasets, 1);
     assert_string_equal(cfg.datasets[0].name, "data/train.jsonl");
     assert_string_equal(cfg.datasets[0].split_type, "train");
-    assert_string_equal(cfg.datasets[0].format, "json");
+    assert_int_equal(cfg.datasets[0].format, DATASET_JSON);
     assert_int_equal(cfg.datasets[0].num_samples, -1);
     assert_false(cfg.datasets[0].shuffle);
     assert_int_equal(cfg.datasets[0].seed, 3407); /* the top-level seed */
@@ -680,14 +680,14 @@ static void test_derived_defaults(void **state)
     (void)state;
     pt_config cfg;
     parse_ok("save_steps: 30\n", &cfg);
-    assert_string_equal(cfg.save_strategy, "steps");
+    assert_int_equal(cfg.save_strategy, STRATEGY_STEPS);
     assert_false(config_is_set(&cfg, "save_strategy"));
     config_free(&cfg);
     parse_ok("save_steps: 30\nsave_strategy: epoch\n", &cfg);
-    assert_string_equal(cfg.save_strategy, "epoch");
+    assert_int_equal(cfg.save_strategy, STRATEGY_EPOCH);
     config_free(&cfg);
     parse_ok("save_strategy: steps\n", &cfg);
-    assert_string_equal(cfg.save_strategy, "steps");
+    assert_int_equal(cfg.save_strategy, STRATEGY_STEPS);
     assert_int_equal(cfg.save_steps, 100);
     config_free(&cfg);
     parse_ok("per_device_train_batch_size: 6\n", &cfg);
