@@ -23,6 +23,7 @@
 
 #include "ptrain/adapter.h"
 #include "ptrain/blas_kernel.h"
+#include "ptrain/config_options.h"
 #include "ptrain/dataset.h"
 #include "ptrain/export.h"
 #include "ptrain/gradsync.h"
@@ -49,7 +50,8 @@ static pt_status load_data(trainer *t)
     if (t->cfg->n_datasets == 0)
         return ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
                    t->cfg->path);
-    TRY(dataset_prepare(t->cfg, t->tok, log_warn_stream(), &t->train, &t->eval));
+    dataset_options o = dataset_options_from_config(t->cfg);
+    TRY(dataset_prepare(&o, t->tok, log_warn_stream(), &t->train, &t->eval));
     if (t->d->rank == 0) dataset_report(&t->train, stdout);
     TRY(sampler_init(&t->sampler, t->train.n, t->d->rank, t->d->world, t->cfg->per_device_train_batch_size));
     t->epoch = 0;
@@ -267,7 +269,7 @@ static void warn_settings(const trainer *t)
 adapter_info trainer_adapter_info(const trainer *t)
 {
     adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
-                         .chat_template = dataset_template_name(t->cfg, t->tok), .lora_dropout = t->cfg->lora_dropout,
+                         .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .lora_dropout = t->cfg->lora_dropout,
                          .use_rslora = t->cfg->use_rslora,
                          .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
     return info;

@@ -76,7 +76,7 @@ static void identify_model(trainer *t, ckpt_state *s)
         if (t->l.target[w])
             snprintf(s->target_modules + strlen(s->target_modules), sizeof s->target_modules - strlen(s->target_modules),
                      "%s%s", s->target_modules[0] ? "," : "", lora_module_name(w));
-    COPY(s->chat_template, dataset_template_name(t->cfg, t->tok));
+    COPY(s->chat_template, dataset_template_name(t->cfg->chat_template, t->tok));
 }
 
 pt_status trainer_identify(trainer *t)

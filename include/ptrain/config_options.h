@@ -1,0 +1,14 @@
+/* config_options.h — each module's own options, filled from the config in one place
+ * (src/config_options.c). The modules the trainer drives take only the keys they use, so they do
+ * not depend on pt_config; the options borrow the config's strings and lists (keep the config
+ * alive while they are used). */
+#ifndef PTRAIN_CONFIG_OPTIONS_H
+#define PTRAIN_CONFIG_OPTIONS_H
+
+#include "ptrain/config.h"
+#include "ptrain/dataset.h"
+
+/* What dataset_prepare and dataset_load read. */
+dataset_options dataset_options_from_config(const pt_config *cfg);
+
+#endif
