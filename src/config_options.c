@@ -11,3 +11,17 @@ dataset_options dataset_options_from_config(const pt_config *cfg)
                              .dataset_text_field = cfg->dataset_text_field, .packing = cfg->packing,
                              .val_split_ratio = cfg->val_split_ratio, .seed = cfg->seed};
 }
+
+hub_card_settings hub_card_settings_from_config(const pt_config *cfg)
+{
+    return (hub_card_settings){
+        .model_name = cfg->model_name, .datasets = cfg->datasets, .n_datasets = cfg->n_datasets,
+        .learning_rate = cfg->learning_rate, .num_train_epochs = cfg->num_train_epochs,
+        .lr_scheduler_type = config_sched_choices[cfg->lr_scheduler_type], .optim = config_optim_choices[cfg->optim],
+        .warmup_steps = cfg->warmup_steps, .max_steps = cfg->max_steps,
+        .per_device_train_batch_size = cfg->per_device_train_batch_size,
+        .gradient_accumulation_steps = cfg->gradient_accumulation_steps, .max_seq_length = cfg->max_seq_length,
+        .packing = cfg->packing, .load_in_4bit = cfg->load_in_4bit, .use_rslora = cfg->use_rslora,
+        .lora_r = cfg->lora_r, .lora_alpha = cfg->lora_alpha, .lora_dropout = cfg->lora_dropout,
+        .weight_decay = cfg->weight_decay, .lora_target_modules = cfg->lora_target_modules, .seed = cfg->seed};
+}

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "ptrain/error.h"
+#include "ptrain/repo_id.h"
 #include "ptrain/settings.h"
 
 typedef struct {
@@ -134,11 +135,6 @@ const char *const *config_key_names(void);
  * "(not stored)", and so does any string shaped like a Hugging Face token or holding the value of
  * HF_TOKEN or HUGGING_FACE_HUB_TOKEN. Made with libyaml's emitter (config_dump.c). */
 pt_status config_dump(const pt_config *cfg, char **yaml);
-
-/* NULL when id is a Hub repository id ptrain can push to, "namespace/name" by huggingface_hub's
- * rule (validate_repo_id): each part 1 to 96 of [A-Za-z0-9_.-], starting and ending with a letter,
- * digit or '_', no "--" or "..", not ending in ".git"; else what is wrong (a constant string). */
-const char *config_repo_id_problem(const char *id);
 
 /* Edit distance between two short strings, for did-you-mean suggestions. */
 int config_edit_distance(const char *a, const char *b);

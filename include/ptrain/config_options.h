@@ -7,8 +7,11 @@
 
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
+#include "ptrain/hub.h"
 
 /* What dataset_prepare and dataset_load read. */
 dataset_options dataset_options_from_config(const pt_config *cfg);
+/* The settings a Hub model card shows (hub_card_info.settings). */
+hub_card_settings hub_card_settings_from_config(const pt_config *cfg);
 
 #endif

@@ -35,24 +35,24 @@ static const char *shown(const char *s)
 
 static void front_matter(const hub_card_info *c, strbuf *o)
 {
-    const pt_config *cfg = c->cfg;
-    bool adapter = !strcmp(c->what, "adapter"), id = hub_id(cfg->model_name);
+    const hub_card_settings *s = &c->settings;
+    bool adapter = !strcmp(c->what, "adapter"), id = hub_id(s->model_name);
     sb_printf(o, "---\n");
-    if (id) sb_printf(o, "base_model: %s\n", cfg->model_name);
+    if (id) sb_printf(o, "base_model: %s\n", s->model_name);
     sb_printf(o, "library_name: %s\n", adapter ? "peft" : "transformers");
     sb_printf(o, "pipeline_tag: text-generation\ntags:\n- ptrain\n- lora\n- qlora\n%s", adapter ? "" : "- merged\n");
-    if (id) sb_printf(o, "- base_model:%s:%s\n", adapter ? "adapter" : "finetune", cfg->model_name);
+    if (id) sb_printf(o, "- base_model:%s:%s\n", adapter ? "adapter" : "finetune", s->model_name);
     int n_ids = 0;
-    for (int i = 0; i < cfg->n_datasets; i++) n_ids += hub_id(cfg->datasets[i].name);
+    for (int i = 0; i < s->n_datasets; i++) n_ids += hub_id(s->datasets[i].name);
     if (n_ids) sb_printf(o, "datasets:\n");
-    for (int i = 0; i < cfg->n_datasets; i++)
-        if (hub_id(cfg->datasets[i].name)) sb_printf(o, "- %s\n", cfg->datasets[i].name);
+    for (int i = 0; i < s->n_datasets; i++)
+        if (hub_id(s->datasets[i].name)) sb_printf(o, "- %s\n", s->datasets[i].name);
     sb_printf(o, "---\n\n");
 }
 
 static void settings(const hub_card_info *c, strbuf *o)
 {
-    const pt_config *g = c->cfg;
+    const hub_card_settings *g = &c->settings;
     sb_printf(o, "## Training\n\n");
     sb_printf(o, "- base model: `%s`\n", shown(g->model_name));
     for (int i = 0; i < g->n_datasets; i++) {
@@ -68,7 +68,7 @@ static void settings(const hub_card_info *c, strbuf *o)
                   (long long)c->best_step);
     sb_printf(o, "\n| setting | value |\n|---|---|\n");
     sb_printf(o, "| learning_rate | %g |\n| lr_scheduler_type | %s |\n| warmup_steps | %ld |\n", g->learning_rate,
-              config_sched_choices[g->lr_scheduler_type], g->warmup_steps);
+              g->lr_scheduler_type, g->warmup_steps);
     sb_printf(o, "| max_steps | %ld |\n| num_train_epochs | %g |\n", g->max_steps, g->num_train_epochs);
     sb_printf(o, "| per_device_train_batch_size | %ld |\n| gradient_accumulation_steps | %ld |\n",
               g->per_device_train_batch_size, g->gradient_accumulation_steps);
@@ -78,14 +78,14 @@ static void settings(const hub_card_info *c, strbuf *o)
               g->lora_alpha, g->lora_dropout, g->use_rslora ? "true" : "false");
     sb_printf(o, "| lora_target_modules |");
     for (int i = 0; i < g->lora_target_modules.n; i++) sb_printf(o, "%s%s", i ? ", " : " ", g->lora_target_modules.items[i]);
-    sb_printf(o, " |\n| optim | %s |\n| weight_decay | %g |\n| seed | %ld |\n", config_optim_choices[g->optim], g->weight_decay, g->seed);
+    sb_printf(o, " |\n| optim | %s |\n| weight_decay | %g |\n| seed | %ld |\n", g->optim, g->weight_decay, g->seed);
     if (c->chat_template) sb_printf(o, "| chat template | %s |\n", c->chat_template);
     sb_printf(o, "\n");
 }
 
 static void usage(const hub_card_info *c, strbuf *o)
 {
-    const char *base = shown(c->cfg->model_name), *repo = c->repo_id;
+    const char *base = shown(c->settings.model_name), *repo = c->repo_id;
     sb_printf(o, "## Use\n\nWith ptrain:\n\n```sh\nhf download %s --local-dir %s\n", repo, short_name(repo));
     if (!strcmp(c->what, "adapter"))
         sb_printf(o, "ptrain generate --model %s --adapter %s --chat --prompt \"...\"\n```\n\n", base, short_name(repo));
@@ -108,7 +108,7 @@ void hub_card_text(const hub_card_info *c, strbuf *o)
     front_matter(c, o);
     sb_printf(o, "# %s\n\n", short_name(c->repo_id));
     sb_printf(o, "%s `%s`, fine-tuned with QLoRA (LoRA on the 4-bit quantized base) by ptrain %s.\n\n",
-              adapter ? "A LoRA adapter (PEFT format) for" : "The merged model (base + LoRA) of", shown(c->cfg->model_name),
+              adapter ? "A LoRA adapter (PEFT format) for" : "The merged model (base + LoRA) of", shown(c->settings.model_name),
               PACKAGE_VERSION);
     if (adapter && c->n_params > 0) sb_printf(o, "Trainable parameters: %ld.\n\n", c->n_params);
     settings(c, o);

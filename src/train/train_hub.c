@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ptrain/config_options.h"
 #include "ptrain/hub.h"
 #include "ptrain/log.h"
 #include "ptrain/peft.h"
@@ -29,7 +30,7 @@ void trainer_hub_start(trainer *t)
 
 static void card_for(const trainer *t, int64_t step, const char *what, const char *repo, strbuf *out)
 {
-    hub_card_info c = {.cfg = t->cfg, .repo_id = repo,
+    hub_card_info c = {.settings = hub_card_settings_from_config(t->cfg), .repo_id = repo,
                        .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .what = what, .step = step,
                        .total_steps = t->total, .world = t->d->world, .final_loss = step > 0 ? t->last_loss : NAN,
                        .best_metric = t->run.has_best ? t->run.best_metric : NAN, .best_name = t->run.metric_name,
