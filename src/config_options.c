@@ -25,3 +25,9 @@ hub_card_settings hub_card_settings_from_config(const pt_config *cfg)
         .lora_r = cfg->lora_r, .lora_alpha = cfg->lora_alpha, .lora_dropout = cfg->lora_dropout,
         .weight_decay = cfg->weight_decay, .lora_target_modules = cfg->lora_target_modules, .seed = cfg->seed};
 }
+
+resume_options resume_options_from_config(const pt_config *cfg)
+{
+    return (resume_options){.config_path = cfg->path, .output_dir = cfg->output_dir,
+                            .from = cfg->resume_from_checkpoint};
+}

@@ -8,10 +8,13 @@
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
 #include "ptrain/hub.h"
+#include "ptrain/resume.h"
 
 /* What dataset_prepare and dataset_load read. */
 dataset_options dataset_options_from_config(const pt_config *cfg);
 /* The settings a Hub model card shows (hub_card_info.settings). */
 hub_card_settings hub_card_settings_from_config(const pt_config *cfg);
+/* Where resume_find looks (resume_from_checkpoint, output_dir). */
+resume_options resume_options_from_config(const pt_config *cfg);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/config_options.h"
 #include "ptrain/log.h"
 #include "ptrain/resume.h"
 #include "ptrain/util.h"
@@ -178,7 +179,8 @@ static pt_status continue_from(trainer *t, ckpt_state *s)
 pt_status trainer_resume(trainer *t)
 {
     char path[4096] = "";
-    TRY(dist_agree(t->d, t->d->rank == 0 ? resume_find(t->cfg, path, sizeof path) : PT_OK));
+    resume_options ro = resume_options_from_config(t->cfg);
+    TRY(dist_agree(t->d, t->d->rank == 0 ? resume_find(&ro, path, sizeof path) : PT_OK));
     ckpt_state s;
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
