@@ -31,3 +31,13 @@ resume_options resume_options_from_config(const pt_config *cfg)
     return (resume_options){.config_path = cfg->path, .output_dir = cfg->output_dir,
                             .from = cfg->resume_from_checkpoint};
 }
+
+export_options export_options_from_config(const pt_config *cfg)
+{
+    return (export_options){.config_path = cfg->path, .model_name = cfg->model_name, .revision = cfg->revision,
+                            .final_model_dir = cfg->final_model_dir, .chat_template = cfg->chat_template,
+                            .huggingface_save = cfg->huggingface_save,
+                            .huggingface_save_gguf = cfg->huggingface_save_gguf, .ollama_save = cfg->ollama_save,
+                            .quantization_method = cfg->quantization_method, .ollama_model = cfg->ollama_model,
+                            .model_parameters = cfg->model_parameters};
+}

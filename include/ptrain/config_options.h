@@ -7,6 +7,7 @@
 
 #include "ptrain/config.h"
 #include "ptrain/dataset.h"
+#include "ptrain/export.h"
 #include "ptrain/hub.h"
 #include "ptrain/resume.h"
 
@@ -16,5 +17,7 @@ dataset_options dataset_options_from_config(const pt_config *cfg);
 hub_card_settings hub_card_settings_from_config(const pt_config *cfg);
 /* Where resume_find looks (resume_from_checkpoint, output_dir). */
 resume_options resume_options_from_config(const pt_config *cfg);
+/* What export_after_training and `ptrain export CONFIG` take from the config. */
+export_options export_options_from_config(const pt_config *cfg);
 
 #endif

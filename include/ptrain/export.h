@@ -6,9 +6,9 @@
 
 #include <stdbool.h>
 
-#include "ptrain/config.h"
 #include "ptrain/lora.h"
 #include "ptrain/model.h"
+#include "ptrain/settings.h"
 
 /* llama.cpp's LoRA adapter format: general.type "adapter", adapter.type "lora",
  * adapter.lora.alpha (= scale * r, so llama.cpp's alpha/r is ptrain's scale, rsLoRA included),
@@ -68,8 +68,21 @@ pt_status export_run(const export_job *job, const pt_lora *trained);
 /* `ptrain export ...` (argv[0] is "export"). */
 pt_status export_main(int argc, char **argv);
 
-/* At the end of training (rank 0): what the config's huggingface_save, huggingface_save_gguf and
+/* The config's keys for export: what to write (huggingface_save, huggingface_save_gguf +
+ * quantization_method, ollama_save + ollama_model + model_parameters), from which base and adapter
+ * (model_name, revision, final_model_dir) with which template (export_options_from_config,
+ * config_options.h, fills it; the strings and lists are the config's). */
+typedef struct {
+    const char *config_path; /* for messages */
+    const char *model_name, *revision, *final_model_dir, *chat_template;
+    bool huggingface_save, huggingface_save_gguf, ollama_save;
+    pt_strlist quantization_method;
+    const char *ollama_model;
+    pt_strmap model_parameters;
+} export_options;
+
+/* At the end of training (rank 0): what o's huggingface_save, huggingface_save_gguf and
  * ollama_save ask for, from the adapter just trained, into final_model_dir. */
-pt_status export_after_training(const pt_config *cfg, const pt_lora *l, const char *chat_template);
+pt_status export_after_training(const export_options *o, const pt_lora *l, const char *chat_template);
 
 #endif

@@ -290,7 +290,8 @@ static pt_status save_adapter(trainer *t)
     log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
              "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
              "--prompt \"...\"\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
-    return export_after_training(t->cfg, &t->l, info.chat_template);
+    export_options eo = export_options_from_config(t->cfg);
+    return export_after_training(&eo, &t->l, info.chat_template);
 }
 
 static void target_names(const pt_lora *l, char *out, size_t len)
