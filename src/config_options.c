@@ -1,6 +1,7 @@
 /* config_options.c — the config's keys as each module's own options (config_options.h): the one
  * place that knows both pt_config and the option structs of src/data, src/hub, src/export and
- * resume.c. Plain copies of values and pointers; nothing is checked or converted here. */
+ * resume.c. Copies of values and pointers (the card gets the scheduler's and the optimizer's names,
+ * from their choices arrays); nothing is checked here. */
 #include "ptrain/config_options.h"
 
 dataset_options dataset_options_from_config(const pt_config *cfg)
