@@ -43,7 +43,7 @@ static void check_model(pt_config *cfg, strbuf *errors)
         rule_error(cfg, errors, "load_in_8bit",
                    "ptrain has no 8-bit base; use load_in_4bit: true (NF4) or load_in_4bit: false "
                    "(weights as stored)");
-    if (!is(cfg->lora_bias, "none"))
+    if (cfg->lora_bias != LORA_BIAS_NONE)
         rule_error(cfg, errors, "lora_bias",
                    "ptrain trains no bias terms (the base is frozen in 4-bit); use none");
     if (cfg->lora_target_modules.n == 0)
@@ -56,21 +56,21 @@ static void check_training(pt_config *cfg, strbuf *errors)
     if (!config_is_set(cfg, "per_device_eval_batch_size"))
         cfg->per_device_eval_batch_size = cfg->per_device_train_batch_size;
     if (!config_is_set(cfg, "save_strategy"))
-        cfg->save_strategy = xstrdup(config_is_set(cfg, "save_steps") ? "steps" : "no");
+        cfg->save_strategy = config_is_set(cfg, "save_steps") ? STRATEGY_STEPS : STRATEGY_NO;
     bool has_eval = cfg->val_split_ratio > 0;
     if (cfg->load_best_model_at_end) {
         if (!has_eval)
             rule_error(cfg, errors, "load_best_model_at_end",
                        "needs an eval set to pick the best checkpoint; set val_split_ratio (e.g. 0.05)");
-        else if (!is(cfg->save_strategy, cfg->eval_strategy))
+        else if (cfg->save_strategy != cfg->eval_strategy)
             rule_error(cfg, errors, "load_best_model_at_end",
-                       "needs save_strategy (%s) to equal eval_strategy (%s)", cfg->save_strategy,
-                       cfg->eval_strategy);
-        else if (is(cfg->save_strategy, "no"))
+                       "needs save_strategy (%s) to equal eval_strategy (%s)",
+                       config_strategy_choices[cfg->save_strategy], config_strategy_choices[cfg->eval_strategy]);
+        else if (cfg->save_strategy == STRATEGY_NO)
             rule_error(cfg, errors, "load_best_model_at_end",
                        "needs checkpoints to pick from, but save_strategy and eval_strategy are no; "
                        "set both to steps or epoch");
-        else if (is(cfg->save_strategy, "steps") && cfg->save_steps >= 1 && cfg->eval_steps >= 1 &&
+        else if (cfg->save_strategy == STRATEGY_STEPS && cfg->save_steps >= 1 && cfg->eval_steps >= 1 &&
                  fmod(cfg->save_steps, cfg->eval_steps) != 0)
             rule_error(cfg, errors, "load_best_model_at_end",
                        "needs save_steps (%g) to be a multiple of eval_steps (%g)", cfg->save_steps,
@@ -93,7 +93,7 @@ static void check_training(pt_config *cfg, strbuf *errors)
     if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
         rule_error(cfg, errors, "early_stopping_patience",
                    "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");
-    if (config_is_set(cfg, "eval_strategy") && !is(cfg->eval_strategy, "no") && !has_eval)
+    if (config_is_set(cfg, "eval_strategy") && cfg->eval_strategy != STRATEGY_NO && !has_eval)
         rule_error(cfg, errors, "eval_strategy",
                    "there is no eval set to evaluate; set val_split_ratio (e.g. 0.05) or use no");
     if (config_is_set(cfg, "resume_from_checkpoint") && cfg->resume_from_checkpoint.path &&

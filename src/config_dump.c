@@ -185,8 +185,8 @@ static void emit_value(dump *d, const key_spec *spec, const void *base)
 {
     const void *slot = (const char *)base + spec->offset;
     switch (spec->type) {
-    case K_STR:
-    case K_ENUM: emit_string(d, *(char *const *)slot); break;
+    case K_STR: emit_string(d, *(char *const *)slot); break;
+    case K_ENUM: emit_string(d, spec->choices[*(const int *)slot]); break;
     case K_DEVMAP: emit_devmap(d, *(char *const *)slot); break;
     case K_INT: {
         long v = *(const long *)slot;

@@ -13,7 +13,7 @@ typedef enum {
     K_INT,      /* integer in [min, max] */
     K_FLOAT,    /* finite number in [min, max] (bounds exclusive per flags) */
     K_BOOL,     /* true/false, yes/no, on/off, 1/0 */
-    K_ENUM,     /* one of choices */
+    K_ENUM,     /* one of choices, held as its index: a value of the key's enum (settings.h) */
     K_STRLIST,  /* a sequence of scalars, or one scalar; items checked against choices if given */
     K_STRMAP,   /* a mapping of scalars to scalars */
     K_TRI,      /* auto or a boolean */

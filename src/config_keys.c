@@ -17,17 +17,31 @@
 #define DOFF(field) offsetof(pt_dataset_config, field)
 #define BIG 1e18
 
-static const char *const dtype_choices[] = {"auto", "float16", "bfloat16", "float32", NULL};
-static const char *const device_choices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const bias_choices[] = {"none", "all", "lora_only", NULL};
-static const char *const optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
+/* The choices of the enum-valued keys, in the order of their enums (settings.h): a value's text is
+ * choices[value]. Each count is tied to its enum, and each enum is stored as an int (key_set_scalar). */
+const char *const config_dtype_choices[] = {"auto", "float16", "bfloat16", "float32", NULL};
+const char *const config_device_choices[] = {"auto", "cpu", "cuda", NULL};
+const char *const config_bias_choices[] = {"none", "all", "lora_only", NULL};
+const char *const config_optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
                                             "adamw_torch",   "adamw_torch_fused", "adamw",
                                             "paged_adamw_32bit", NULL};
-static const char *const sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup",
-                                            NULL};
-static const char *const strategy_choices[] = {"no", "steps", "epoch", NULL};
-static const char *const hub_strategy_choices[] = {"every_save", "end", "checkpoint",
-                                                   "all_checkpoints", NULL};
+const char *const config_sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup", NULL};
+const char *const config_strategy_choices[] = {"no", "steps", "epoch", NULL};
+const char *const config_hub_strategy_choices[] = {"every_save", "end", "checkpoint", "all_checkpoints", NULL};
+const char *const config_format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
+
+#define ENUM_CHOICES(array, type, count)                                                           \
+    _Static_assert(sizeof array / sizeof array[0] == (count) + 1, #array ": one name per " #type ", then NULL"); \
+    _Static_assert(sizeof(type) == sizeof(int), #type " is stored as an int")
+ENUM_CHOICES(config_dtype_choices, pt_compute_dtype, COMPUTE_DTYPE_COUNT);
+ENUM_CHOICES(config_device_choices, pt_device, DEVICE_COUNT);
+ENUM_CHOICES(config_bias_choices, pt_lora_bias, LORA_BIAS_COUNT);
+ENUM_CHOICES(config_optim_choices, pt_optim, OPTIM_COUNT);
+ENUM_CHOICES(config_sched_choices, pt_lr_scheduler, SCHED_COUNT);
+ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
+ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
+ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
+
 static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                              "gate_proj", "up_proj", "down_proj", NULL};
 static const char *const quant_choices[] = {
@@ -35,7 +49,6 @@ static const char *const quant_choices[] = {
     "q4_k_m",        "q5_k_m",         "q2_k",      "q3_k_l", "q3_k_m", "q3_k_s", "q4_0",
     "q4_1",          "q4_k_s",         "q4_k",      "q5_k",   "q5_0",   "q5_1",   "q5_k_s",
     "q6_k",          NULL};
-static const char *const format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
 
 /* clang-format off */
 const key_spec config_keys[] = {
@@ -49,7 +62,7 @@ const key_spec config_keys[] = {
      "quantize 8/16/32-bit base weights to NF4 on load"},
     {"load_in_8bit", NULL, K_BOOL, OFF(load_in_8bit), "false", NULL, 0, 0, 0,
      "not supported by ptrain (4-bit base only)"},
-    {"dtype", NULL, K_ENUM, OFF(dtype), "auto", dtype_choices, 0, 0, 0,
+    {"dtype", NULL, K_ENUM, OFF(dtype), "auto", config_dtype_choices, 0, 0, 0,
      "compute dtype on GPU (auto = bfloat16); the CPU computes in float32"},
     {"full_finetuning", NULL, K_BOOL, OFF(full_finetuning), "false", NULL, 0, 0, 0,
      "must stay false: ptrain trains LoRA adapters"},
@@ -60,7 +73,7 @@ const key_spec config_keys[] = {
     {"train", NULL, K_BOOL, OFF(train), "true", NULL, 0, 0, 0, "false: skip training and publishing"},
     {"device_map", NULL, K_DEVMAP, OFF(device_map), NULL, NULL, 0, 0, 0,
      "omit, or {\"\": local_rank}; auto/balanced are refused under several ranks"},
-    {"device", NULL, K_ENUM, OFF(device), "auto", device_choices, 0, 0, 0,
+    {"device", NULL, K_ENUM, OFF(device), "auto", config_device_choices, 0, 0, 0,
      "backend: auto (CUDA when built and a GPU is visible), cpu or cuda"},
     {"threads", NULL, K_INT, OFF(threads), "auto", NULL, 0, 4096, F_AUTO,
      "OpenMP threads per rank; auto = cores of the node / ranks on the node"},
@@ -71,7 +84,7 @@ const key_spec config_keys[] = {
     {"lora_alpha", NULL, K_FLOAT, OFF(lora_alpha), "16", NULL, 0, BIG, F_MIN_EXCL, "LoRA scale numerator"},
     {"lora_dropout", NULL, K_FLOAT, OFF(lora_dropout), "0", NULL, 0, 1, F_MAX_EXCL,
      "dropout on the LoRA input"},
-    {"lora_bias", NULL, K_ENUM, OFF(lora_bias), "none", bias_choices, 0, 0, 0,
+    {"lora_bias", NULL, K_ENUM, OFF(lora_bias), "none", config_bias_choices, 0, 0, 0,
      "must be none: the 4-bit base has no trainable bias"},
     {"lora_target_modules", NULL, K_STRLIST, OFF(lora_target_modules),
      "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", target_choices, 0, 0, 0,
@@ -100,8 +113,8 @@ const key_spec config_keys[] = {
      "epochs, used when max_steps is unset"},
     {"max_steps", NULL, K_INT, OFF(max_steps), "-1", NULL, 1, (double)LONG_MAX, F_MINUS1,
      "optimizer steps; wins over num_train_epochs"},
-    {"optim", NULL, K_ENUM, OFF(optim), "adamw_8bit", optim_choices, 0, 0, 0, "optimizer"},
-    {"lr_scheduler_type", NULL, K_ENUM, OFF(lr_scheduler_type), "linear", sched_choices, 0, 0, 0,
+    {"optim", NULL, K_ENUM, OFF(optim), "adamw_8bit", config_optim_choices, 0, 0, 0, "optimizer"},
+    {"lr_scheduler_type", NULL, K_ENUM, OFF(lr_scheduler_type), "linear", config_sched_choices, 0, 0, 0,
      "learning-rate schedule"},
     {"weight_decay", NULL, K_FLOAT, OFF(weight_decay), "0.01", NULL, 0, BIG, 0, "AdamW weight decay"},
     {"max_grad_norm", NULL, K_FLOAT, OFF(max_grad_norm), "1.0", NULL, 0, BIG, 0,
@@ -126,7 +139,7 @@ const key_spec config_keys[] = {
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,
      0, 0, "accepted; every adapter gradient is reduced every step"},
-    {"save_strategy", NULL, K_ENUM, OFF(save_strategy), NULL, strategy_choices, 0, 0, 0,
+    {"save_strategy", NULL, K_ENUM, OFF(save_strategy), NULL, config_strategy_choices, 0, 0, 0,
      "when checkpoints are written (default: steps if save_steps is set, else no)"},
     {"save_steps", NULL, K_FLOAT, OFF(save_steps), "100", NULL, 0, BIG, F_MIN_EXCL | F_STEPS,
      "checkpoint every N optimizer steps (below 1: that fraction of the total)"},
@@ -140,7 +153,7 @@ const key_spec config_keys[] = {
      "true: newest complete checkpoint in output_dir; a path: that one"},
     {"val_split_ratio", NULL, K_FLOAT, OFF(val_split_ratio), NULL, NULL, 0, 1,
      F_MIN_EXCL | F_MAX_EXCL, "fraction of the data held out for evaluation"},
-    {"eval_strategy", NULL, K_ENUM, OFF(eval_strategy), "epoch", strategy_choices, 0, 0, 0,
+    {"eval_strategy", NULL, K_ENUM, OFF(eval_strategy), "epoch", config_strategy_choices, 0, 0, 0,
      "when the eval set is evaluated"},
     {"eval_steps", NULL, K_FLOAT, OFF(eval_steps), "100", NULL, 0, BIG, F_MIN_EXCL | F_STEPS,
      "evaluate every N optimizer steps (below 1: that fraction of the total)"},
@@ -159,7 +172,7 @@ const key_spec config_keys[] = {
     {"push_to_hub", NULL, K_BOOL, OFF(push_to_hub), "false", NULL, 0, 0, 0,
      "push adapters to the Hugging Face Hub (token from HF_TOKEN)"},
     {"hub_model_id", NULL, K_STR, OFF(hub_model_id), NULL, NULL, 0, 0, 0, "Hub repository"},
-    {"hub_strategy", NULL, K_ENUM, OFF(hub_strategy), "every_save", hub_strategy_choices, 0, 0, 0,
+    {"hub_strategy", NULL, K_ENUM, OFF(hub_strategy), "every_save", config_hub_strategy_choices, 0, 0, 0,
      "when to push"},
     {"hub_private", NULL, K_BOOL, OFF(hub_private), "true", NULL, 0, 0, 0,
      "create the Hub repository private (ptrain's default: true)"},
@@ -203,7 +216,7 @@ const key_spec dataset_keys[] = {
     {"name", NULL, K_STR, DOFF(name), NULL, NULL, 0, 0, 0, "HF dataset id or local file/dir"},
     {"split_type", "split", K_STR, DOFF(split_type), "train", NULL, 0, 0, 0, "split name"},
     {"data_files", NULL, K_STRLIST, DOFF(data_files), NULL, NULL, 0, 0, 0, "explicit files"},
-    {"format", NULL, K_ENUM, DOFF(format), "json", format_choices, 0, 0, 0, "reader for data_files"},
+    {"format", NULL, K_ENUM, DOFF(format), "json", config_format_choices, 0, 0, 0, "reader for data_files"},
     {"rename", NULL, K_STRMAP, DOFF(rename), NULL, NULL, 0, 0, 0, "{source_column: destination}"},
     {"filter_data", NULL, K_BOOL, DOFF(filter_data), "false", NULL, 0, 0, 0, "keep matching rows"},
     {"filter_column_value", NULL, K_STR, DOFF(filter_column_value), NULL, NULL, 0, 0, 0,
@@ -419,10 +432,10 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         if (b < 0) return fail(spec, text, why, whylen);
         *(bool *)slot = b;
         return true;
-    case K_ENUM:
+    case K_ENUM: /* the index of the choice: the value of the key's enum */
         for (int i = 0; spec->choices[i]; i++)
             if (word_is(text, spec->choices[i])) {
-                set_string(slot, spec->choices[i]);
+                *(int *)slot = i;
                 return true;
             }
         return fail(spec, text, why, whylen);
@@ -463,12 +476,12 @@ void key_value_text(const key_spec *spec, const void *base, strbuf *out)
     const void *slot = (const char *)base + spec->offset;
     switch (spec->type) {
     case K_STR:
-    case K_ENUM:
     case K_DEVMAP: {
         const char *s = *(char *const *)slot;
         sb_printf(out, "%s", s ? s : "(unset)");
         break;
     }
+    case K_ENUM: sb_printf(out, "%s", spec->choices[*(const int *)slot]); break;
     case K_INT:
         if ((spec->flags & F_AUTO) && *(const long *)slot == 0)
             sb_printf(out, "auto");
@@ -542,7 +555,6 @@ void key_free_value(const key_spec *spec, void *base)
     void *slot = field(spec, base);
     switch (spec->type) {
     case K_STR:
-    case K_ENUM:
     case K_DEVMAP:
         free(*(char **)slot);
         *(char **)slot = NULL;

@@ -27,14 +27,14 @@ header_layer() { # header_layer NAME (without .h): prints its layer, or nothing 
     case $1 in
     error | util | log | jsonfile | quant | nf4 | backend | arena | blas_kernel | sample | dist | signals) echo 0 ;;
     arch | model | gguf | gguf_methods | hf_model | safetensors | rope | tokenizer | model_io | hfcache | weight_check) echo 1 ;;
-    config) echo 2 ;;
+    config | settings | repo_id) echo 2 ;;
     safefs | filewrite | dirlock | gguf_write | st_write | checkpoint) echo 3 ;;
     adapter | peft) echo 4 ;;
     forward) echo 5 ;;
     dataset) echo 6 ;;
     export | hf_meta | gguf_meta) echo 7 ;;
     hub) echo 8 ;;
-    train | step | lora | optimizer | gradsync | memplan | progress | resume | schedule) echo 9 ;;
+    train | step | lora | optimizer | gradsync | memplan | progress | resume | schedule | config_options) echo 9 ;;
     generate | inspect) echo 10 ;;
     esac
 }

@@ -3,7 +3,8 @@
  * config_load() reads the YAML with libyaml, converts every known key to its C type, applies the
  * defaults of the Python trainer users come from (see docs/configuration.md), and validates the
  * values one by one and together. Errors name file:line:column, the key, what was expected and
- * what was found. Unknown keys warn with a did-you-mean suggestion. */
+ * what was found. Unknown keys warn with a did-you-mean suggestion. The value types, and the enum
+ * that holds each enum-valued key, are in settings.h. */
 #ifndef PTRAIN_CONFIG_H
 #define PTRAIN_CONFIG_H
 
@@ -13,42 +14,8 @@
 #include <stdio.h>
 
 #include "ptrain/error.h"
-
-typedef struct {
-    char **items;
-    int n;
-} pt_strlist;
-
-typedef struct {
-    char **keys;
-    char **values;
-    int n;
-    char *tag; /* model_parameters only: the peer's string form, an Ollama size tag such as "8b" */
-} pt_strmap;
-
-/* A value that is auto, false or true (assistant_only_loss). */
-typedef enum { PT_AUTO = -1, PT_FALSE = 0, PT_TRUE = 1 } pt_tristate;
-
-/* resume_from_checkpoint: false, true (newest in output_dir) or a path. */
-typedef struct {
-    bool on;
-    char *path; /* NULL when on means "newest complete checkpoint in output_dir" */
-} pt_resume;
-
-typedef struct {
-    char *name; /* HF dataset id (resolved in the local HF cache) or a local file/dir */
-    char *split_type;
-    pt_strlist data_files;
-    char *format;
-    pt_strmap rename;
-    bool filter_data;
-    char *filter_column_value;
-    char *filter_value;
-    long num_samples; /* -1: all rows */
-    bool shuffle;
-    long seed;
-    int line; /* where this entry starts in the config file */
-} pt_dataset_config;
+#include "ptrain/repo_id.h"
+#include "ptrain/settings.h"
 
 typedef struct {
     char *path; /* the file this came from */
@@ -59,13 +26,13 @@ typedef struct {
     long max_seq_length;
     bool load_in_4bit;
     bool load_in_8bit;
-    char *dtype;
+    pt_compute_dtype dtype;
     bool full_finetuning;
     char *chat_template;
     pt_tristate assistant_only_loss;
     bool train;
     char *device_map;
-    char *device;
+    pt_device device;
     long threads; /* 0: cores of the node / ranks on the node */
 
     pt_dataset_config *datasets;
@@ -75,7 +42,7 @@ typedef struct {
     long lora_r;
     double lora_alpha;
     double lora_dropout;
-    char *lora_bias;
+    pt_lora_bias lora_bias;
     pt_strlist lora_target_modules;
     bool use_gradient_checkpointing;
     long random_state;
@@ -90,8 +57,8 @@ typedef struct {
     double learning_rate;
     double num_train_epochs;
     long max_steps; /* -1: run num_train_epochs */
-    char *optim;
-    char *lr_scheduler_type;
+    pt_optim optim;
+    pt_lr_scheduler lr_scheduler_type;
     double weight_decay;
     double max_grad_norm;
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */
@@ -105,14 +72,14 @@ typedef struct {
 
     /* multi-GPU, checkpoints, evaluation */
     bool ddp_find_unused_parameters;
-    char *save_strategy;
+    pt_strategy save_strategy;
     double save_steps;     /* >= 1: steps; below 1: a fraction of the total steps */
     bool save_only_model;
     long save_total_limit; /* 0: keep all */
     char *final_model_dir;
     pt_resume resume_from_checkpoint;
     double val_split_ratio; /* 0: no eval set */
-    char *eval_strategy;
+    pt_strategy eval_strategy;
     double eval_steps;
     bool load_best_model_at_end;
     char *metric_for_best_model;
@@ -123,7 +90,7 @@ typedef struct {
     /* publishing (rank 0 only) */
     bool push_to_hub;
     char *hub_model_id;
-    char *hub_strategy;
+    pt_hub_strategy hub_strategy;
     bool hub_private;
     double hub_upload_timeout; /* seconds the end of a run waits for its pushes */
     bool huggingface_save;
@@ -168,11 +135,6 @@ const char *const *config_key_names(void);
  * "(not stored)", and so does any string shaped like a Hugging Face token or holding the value of
  * HF_TOKEN or HUGGING_FACE_HUB_TOKEN. Made with libyaml's emitter (config_dump.c). */
 pt_status config_dump(const pt_config *cfg, char **yaml);
-
-/* NULL when id is a Hub repository id ptrain can push to, "namespace/name" by huggingface_hub's
- * rule (validate_repo_id): each part 1 to 96 of [A-Za-z0-9_.-], starting and ending with a letter,
- * digit or '_', no "--" or "..", not ending in ".git"; else what is wrong (a constant string). */
-const char *config_repo_id_problem(const char *id);
 
 /* Edit distance between two short strings, for did-you-mean suggestions. */
 int config_edit_distance(const char *a, const char *b);

@@ -1,4 +1,4 @@
-/* dataset.h — training data: every `dataset:` entry of a pt_config read (local .json/.jsonl files
+/* dataset.h — training data: every `dataset:` entry of the config read (local .json/.jsonl files
  * or directories, or HF dataset ids found in the local Hugging Face cache), formatted (ShareGPT
  * `conversations`, `messages`, Alpaca, plain text), rendered through the chat template, tokenized
  * and labelled; then the train/eval split, packing, the per-rank sampler and batch collation.
@@ -19,8 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ptrain/config.h"
 #include "ptrain/error.h"
+#include "ptrain/settings.h"
 #include "ptrain/tokenizer.h"
 
 #ifndef PT_IGNORE_INDEX
@@ -76,24 +76,38 @@ typedef struct {
     int n_stats;
 } pt_dataset;
 
-/* Read, format, tokenize and label every dataset entry of cfg, concatenated in config order.
+/* What the data module takes from the config: its own keys, nothing else (filled from the config by
+ * dataset_options_from_config, config_options.h; the strings and entries are the config's). */
+typedef struct {
+    const pt_dataset_config *datasets; /* the `dataset:` entries, in config order */
+    int n_datasets;
+    long max_seq_length;
+    const char *chat_template; /* a template name; NULL or "": the one detected from the tokenizer */
+    pt_tristate assistant_only_loss;
+    const char *dataset_text_field;
+    bool packing;
+    double val_split_ratio; /* 0: no eval set */
+    long seed;              /* of the train/eval split */
+} dataset_options;
+
+/* Read, format, tokenize and label every dataset entry of o, concatenated in config order.
  * Per entry: rename, then filter_data, then the first num_samples rows, then shuffle (seeded by
  * the entry's seed); the format is detected from the first row that has one. Bad, filtered and
  * empty rows are counted (see dataset_report), not fatal; an entry with no usable row, a missing
  * file or HF cache entry, or a Parquet/CSV file fails with the reason. HF dataset ids resolve in
  * the local HF cache at refs/main. Warnings (e.g. a rename column never seen) go to warn (may be
  * NULL: pass log_warn_stream() so only rank 0 prints). */
-pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *out);
+pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *out);
 /* What the trainer needs: dataset_load, dataset_split by val_split_ratio with the config seed,
  * then dataset_pack of both sides when packing is on. train keeps the stats. */
-pt_status dataset_prepare(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
+pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
                           pt_dataset *eval);
 /* One summary line per entry and the first bad rows, as the trainer prints them. */
 void dataset_report(const pt_dataset *ds, FILE *out);
 void dataset_free(pt_dataset *ds);
-/* The chat template name chat formats use: cfg->chat_template if set, else the one detected from
- * the tokenizer's own template, else "chatml". */
-const char *dataset_template_name(const pt_config *cfg, const pt_tokenizer *tok);
+/* The chat template name chat formats use: chat_template (the config's) if set, else the one
+ * detected from the tokenizer's own template, else "chatml". */
+const char *dataset_template_name(const char *chat_template, const pt_tokenizer *tok);
 /* Total tokens of all examples. */
 size_t dataset_tokens(const pt_dataset *ds);
 

@@ -6,9 +6,10 @@
 
 #include <stdbool.h>
 
-#include "ptrain/config.h"
 #include "ptrain/adapter.h"
+#include "ptrain/config.h"
 #include "ptrain/model.h"
+#include "ptrain/settings.h"
 
 /* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
  * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; gguf_method_list
@@ -57,8 +58,23 @@ pt_status export_run(const export_job *job, const pt_adapter *trained);
 /* `ptrain export ...` (argv[0] is "export"). */
 pt_status export_main(int argc, char **argv);
 
-/* At the end of training (rank 0): what the config's huggingface_save, huggingface_save_gguf and
+/* The config's keys for export: what to write (huggingface_save, huggingface_save_gguf +
+ * quantization_method, ollama_save + ollama_model + model_parameters), from which base and adapter
+ * (model_name, revision, final_model_dir) with which template (export_options_from_config,
+ * config_options.h, fills it; the strings and lists are the config's). */
+typedef struct {
+    const char *config_path; /* for messages */
+    const char *model_name, *revision, *final_model_dir, *chat_template;
+    bool huggingface_save, huggingface_save_gguf, ollama_save;
+    pt_strlist quantization_method;
+    const char *ollama_model;
+    pt_strmap model_parameters;
+} export_options;
+
+/* At the end of training (rank 0): what o's huggingface_save, huggingface_save_gguf and
  * ollama_save ask for, from the adapter just trained, into final_model_dir. */
-pt_status export_after_training(const pt_config *cfg, const pt_adapter *l, const char *chat_template);
+pt_status export_after_training(const export_options *o, const pt_adapter *l, const char *chat_template);
+/* What export_after_training and `ptrain export CONFIG` take from the config (export_cmd.c). */
+export_options export_options_from_config(const pt_config *cfg);
 
 #endif

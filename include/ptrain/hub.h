@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ptrain/config.h"
 #include "ptrain/error.h"
+#include "ptrain/settings.h"
 #include "ptrain/util.h"
 
 /* ---- staging a job (hub_stage.c) ---- */
@@ -70,8 +70,24 @@ int hub_queue_finish(hub_queue *q, double timeout_s, FILE *out);
 
 /* ---- the model card (hub_card.c) ---- */
 
+/* The training settings a card shows (filled from the config by hub_card_settings_from_config,
+ * config_options.h; the strings and entries are the config's). */
 typedef struct {
-    const pt_config *cfg;
+    const char *model_name;
+    const pt_dataset_config *datasets; /* names (Hub ids go in the front matter) and num_samples */
+    int n_datasets;
+    double learning_rate, num_train_epochs;
+    const char *lr_scheduler_type, *optim; /* as the config names them */
+    long warmup_steps, max_steps, per_device_train_batch_size, gradient_accumulation_steps, max_seq_length;
+    bool packing, load_in_4bit, use_rslora;
+    long lora_r;
+    double lora_alpha, lora_dropout, weight_decay;
+    pt_strlist lora_target_modules;
+    long seed;
+} hub_card_settings;
+
+typedef struct {
+    hub_card_settings settings;
     const char *repo_id;       /* where the card goes */
     const char *chat_template; /* or NULL */
     const char *what;          /* "adapter" (PEFT LoRA) or "merged" (a full model) */

@@ -6,13 +6,20 @@
 #define PTRAIN_RESUME_H
 
 #include "ptrain/checkpoint.h"
-#include "ptrain/config.h"
 #include "ptrain/dist.h"
 #include "ptrain/lora.h"
+#include "ptrain/settings.h"
 
 /* A cheap identity of the base model at path (a file, or a directory of config.json and
  * *.safetensors): FNV-1a over each file's size and its first and last MiB. */
 pt_status resume_model_fingerprint(const char *path, uint64_t *fingerprint, int64_t *bytes);
+
+/* What resume_find reads of the config (resume_options_from_config, config_options.h). */
+typedef struct {
+    const char *config_path; /* for messages */
+    const char *output_dir;
+    pt_resume from; /* resume_from_checkpoint */
+} resume_options;
 
 /* Rank 0 only: the checkpoint resume_from_checkpoint names (first removing the temporary files
  * of interrupted checkpoint writes from output_dir). true: the newest checkpoint in
@@ -20,7 +27,7 @@ pt_status resume_model_fingerprint(const char *path, uint64_t *fingerprint, int6
  * none: path[0] = '\0'); a path (with or without .h5, or a checkpoint-N directory name as HF
  * users write it, also relative to output_dir): that file, an error when missing, incomplete or
  * damaged. false: path[0] = '\0'. */
-pt_status resume_find(const pt_config *cfg, char *path, size_t len);
+pt_status resume_find(const resume_options *o, char *path, size_t len);
 /* Rank 0 reads path (from resume_find; "" on rank 0: nothing to resume, *found = false), first
  * its metadata, compared with this run's now (resume_compare), then its tensors in layout lay;
  * every rank receives the state over MPI. Agreed: every rank returns the same status. */

@@ -6,17 +6,17 @@
 
 #include <stdint.h>
 
-typedef enum { SCHED_LINEAR, SCHED_COSINE, SCHED_CONSTANT, SCHED_CONSTANT_WITH_WARMUP } sched_type;
+#include "ptrain/settings.h"
 
 typedef struct {
-    sched_type type;
+    pt_lr_scheduler type;
     double peak_lr;
     int64_t warmup_steps, total_steps;
 } lr_schedule;
 
-/* type: a config lr_scheduler_type name. warmup_ratio wins over warmup_steps when >= 0
+/* type: the config's lr_scheduler_type. warmup_ratio wins over warmup_steps when >= 0
  * (HF: ceil(total * ratio)). */
-lr_schedule schedule_make(const char *type, double peak_lr, int64_t total_steps, int64_t warmup_steps,
+lr_schedule schedule_make(pt_lr_scheduler type, double peak_lr, int64_t total_steps, int64_t warmup_steps,
                           double warmup_ratio);
 double schedule_lr(const lr_schedule *s, int64_t step);
 

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ptrain/config.h"
 #include "ptrain/dataset.h"
 #include "ptrain/error.h"
 #include "ptrain/hfcache.h"

@@ -17,16 +17,16 @@ typedef struct {
 } slot;
 
 typedef struct {
-    const pt_config *cfg;
+    const dataset_options *o;
     const pt_tokenizer *tok;
     const char *template;
     FILE *warn;
     pt_dataset *out;
 } loader;
 
-const char *dataset_template_name(const pt_config *cfg, const pt_tokenizer *tok)
+const char *dataset_template_name(const char *chat_template, const pt_tokenizer *tok)
 {
-    if (cfg->chat_template && *cfg->chat_template) return cfg->chat_template;
+    if (chat_template && *chat_template) return chat_template;
     const char *detected = chat_template_detect(tok ? tokenizer_chat_template(tok) : NULL);
     return detected ? detected : "chatml";
 }
@@ -107,8 +107,8 @@ static data_format detect(const data_rows *rows, const char *text_field)
 
 static bool loss_on_assistant(const loader *L, int index, data_format f)
 {
-    if (f != FMT_TEXT) return L->cfg->assistant_only_loss != PT_FALSE;
-    if (L->cfg->assistant_only_loss == PT_TRUE && L->warn)
+    if (f != FMT_TEXT) return L->o->assistant_only_loss != PT_FALSE;
+    if (L->o->assistant_only_loss == PT_TRUE && L->warn)
         fprintf(L->warn, "warning: dataset[%d]: assistant_only_loss is true, but plain-text rows have no assistant "
                          "turns; every token is labelled\n", index);
     return false;
@@ -118,7 +118,7 @@ static bool loss_on_assistant(const loader *L, int index, data_format f)
 static void warn_template(const loader *L, int index)
 {
     const char *own = L->tok ? tokenizer_chat_template(L->tok) : NULL;
-    bool chosen = L->cfg->chat_template && *L->cfg->chat_template;
+    bool chosen = L->o->chat_template && *L->o->chat_template;
     if (!L->warn || chosen || !own || chat_template_detect(own)) return;
     fprintf(L->warn, "warning: dataset[%d]: the model's chat template is not one ptrain knows (chatml, smollm2, "
                      "qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3); rendering with "
@@ -143,13 +143,13 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
 
 static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st)
 {
-    data_format f = detect(rows, L->cfg->dataset_text_field);
+    data_format f = detect(rows, L->o->dataset_text_field);
     st->format = format_name(f);
     st->assistant_only = loss_on_assistant(L, index, f);
     bool chat = f != FMT_TEXT && f != FMT_NONE;
     label_ctx lc; /* plain text needs no template: any known name will do */
     pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
-                              (int32_t)L->cfg->max_seq_length);
+                              (int32_t)L->o->max_seq_length);
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;
@@ -158,7 +158,7 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
     if (chat) warn_template(L, index);
     slot *slots = calloc(rows->n + 1, sizeof *slots);
     if (!slots) abort();
-    run_rows(&lc, f, L->cfg->dataset_text_field, rows, slots);
+    run_rows(&lc, f, L->o->dataset_text_field, rows, slots);
     rc = tally_all(L->out, st, rows, slots);
     free(slots);
     label_free(&lc);
@@ -174,7 +174,7 @@ static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_
 
 static pt_status load_entry(const loader *L, int index)
 {
-    const pt_dataset_config *d = &L->cfg->datasets[index];
+    const pt_dataset_config *d = &L->o->datasets[index];
     pt_dataset_stats *st = &L->out->stats[index];
     st->name = xstrdup(d->name);
     data_files files = {0};
@@ -191,15 +191,15 @@ static pt_status load_entry(const loader *L, int index)
     return rc;
 }
 
-pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
+pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
 {
-    *out = (pt_dataset){.max_len = (int32_t)cfg->max_seq_length};
-    if (cfg->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
-    out->stats = calloc((size_t)cfg->n_datasets, sizeof *out->stats);
+    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length};
+    if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
+    out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();
-    out->n_stats = cfg->n_datasets;
-    loader L = {cfg, tok, dataset_template_name(cfg, tok), warn, out};
-    for (int i = 0; i < cfg->n_datasets; i++) {
+    out->n_stats = o->n_datasets;
+    loader L = {o, tok, dataset_template_name(o->chat_template, tok), warn, out};
+    for (int i = 0; i < o->n_datasets; i++) {
         pt_status rc = load_entry(&L, i);
         if (rc != PT_OK) {
             dataset_free(out);
@@ -209,15 +209,15 @@ pt_status dataset_load(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn
     return PT_OK;
 }
 
-pt_status dataset_prepare(const pt_config *cfg, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
+pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
                           pt_dataset *eval)
 {
     pt_dataset all;
     *train = *eval = (pt_dataset){0};
-    TRY(dataset_load(cfg, tok, warn, &all));
-    pt_status rc = dataset_split(&all, cfg->val_split_ratio, (uint64_t)cfg->seed, train, eval);
-    if (rc == PT_OK && cfg->packing) rc = dataset_pack(train);
-    if (rc == PT_OK && cfg->packing && eval->n) rc = dataset_pack(eval);
+    TRY(dataset_load(o, tok, warn, &all));
+    pt_status rc = dataset_split(&all, o->val_split_ratio, (uint64_t)o->seed, train, eval);
+    if (rc == PT_OK && o->packing) rc = dataset_pack(train);
+    if (rc == PT_OK && o->packing && eval->n) rc = dataset_pack(eval);
     if (rc != PT_OK) {
         dataset_free(&all);
         dataset_free(train);

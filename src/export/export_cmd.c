@@ -2,7 +2,9 @@
  * adapter (ptrain's or PEFT's), write the adapter for PEFT and llama.cpp, the merged model as a
  * Hugging Face directory and/or GGUF files, and an Ollama Modelfile, as the config's keys or the
  * command line ask. Nothing here loads the model's weights: the adapter is read against the
- * model's shapes, and merged files are streamed from the base file in row chunks. */
+ * model's shapes, and merged files are streamed from the base file in row chunks. The config's keys
+ * arrive as export_options; only `ptrain export CONFIG` reads a config file itself (config_load),
+ * which makes this the one file of src/export that includes ptrain/config.h. */
 #include <getopt.h>
 #include <libgen.h>
 #include <signal.h>
@@ -258,28 +260,28 @@ static int parse_cli(int argc, char **argv, export_cli *c)
 }
 
 /* Fill what the command line left open from the config's keys. */
-static pt_status apply_config(export_cli *c, const pt_config *cfg)
+static pt_status apply_config(export_cli *c, const export_options *o)
 {
     export_job *j = &c->job;
-    if (!j->model) j->model = cfg->model_name, j->revision = cfg->revision;
-    if (!j->adapter) j->adapter = cfg->final_model_dir;
-    j->hf = j->hf || cfg->huggingface_save;
-    if (cfg->huggingface_save_gguf && j->n_gguf == 0)
-        for (int i = 0; i < cfg->quantization_method.n; i++) {
-            char *m = cfg->quantization_method.items[i];
-            if (j->n_gguf == 32) return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", cfg->path);
+    if (!j->model) j->model = o->model_name, j->revision = o->revision;
+    if (!j->adapter) j->adapter = o->final_model_dir;
+    j->hf = j->hf || o->huggingface_save;
+    if (o->huggingface_save_gguf && j->n_gguf == 0)
+        for (int i = 0; i < o->quantization_method.n; i++) {
+            char *m = o->quantization_method.items[i];
+            if (j->n_gguf == 32) return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", o->config_path);
             if (!gguf_method_known(m))
                 return ERR(PT_ERR_USER, "%s: quantization_method %s: ptrain cannot write it yet; choose from %s",
-                           cfg->path, m, gguf_method_list());
+                           o->config_path, m, gguf_method_list());
             c->methods[j->n_gguf++] = m;
             j->gguf = c->methods;
         }
-    if (cfg->ollama_save) j->ollama = true;
-    if (!j->ollama_name) j->ollama_name = cfg->ollama_model;
-    j->param_keys = cfg->model_parameters.keys, j->param_values = cfg->model_parameters.values;
-    j->n_params = cfg->model_parameters.n;
-    j->ollama_tag = cfg->model_parameters.tag;
-    if (!j->chat_template) j->chat_template = cfg->chat_template;
+    if (o->ollama_save) j->ollama = true;
+    if (!j->ollama_name) j->ollama_name = o->ollama_model;
+    j->param_keys = o->model_parameters.keys, j->param_values = o->model_parameters.values;
+    j->n_params = o->model_parameters.n;
+    j->ollama_tag = o->model_parameters.tag;
+    if (!j->chat_template) j->chat_template = o->chat_template;
     return PT_OK;
 }
 
@@ -311,7 +313,8 @@ pt_status export_main(int argc, char **argv)
     pt_config cfg;
     bool have_cfg = c.config != NULL;
     if (have_cfg) TRY(config_load(c.config, &cfg, log_warn_stream()));
-    pt_status st = have_cfg ? apply_config(&c, &cfg) : PT_OK;
+    export_options o = have_cfg ? export_options_from_config(&cfg) : (export_options){0};
+    pt_status st = have_cfg ? apply_config(&c, &o) : PT_OK;
     char out[4096];
     if (st == PT_OK && !c.job.out && c.job.adapter) c.job.out = default_out(c.job.adapter, out, sizeof out);
     if (st == PT_OK && !c.job.out) st = ERR(PT_ERR_USAGE, "give --out DIR (or --adapter DIR)\nTry 'ptrain export --help'.");
@@ -321,13 +324,23 @@ pt_status export_main(int argc, char **argv)
     return st;
 }
 
-pt_status export_after_training(const pt_config *cfg, const pt_adapter *l, const char *chat_template)
+pt_status export_after_training(const export_options *o, const pt_adapter *l, const char *chat_template)
 {
-    if (!cfg->huggingface_save && !cfg->huggingface_save_gguf && !cfg->ollama_save) return PT_OK;
+    if (!o->huggingface_save && !o->huggingface_save_gguf && !o->ollama_save) return PT_OK;
     export_cli c = {0};
-    TRY(apply_config(&c, cfg));
-    c.job.out = cfg->final_model_dir;
+    TRY(apply_config(&c, o));
+    c.job.out = o->final_model_dir;
     c.job.adapter_files = false; /* written with adapter.h5 */
     if (chat_template) c.job.chat_template = chat_template;
     return export_run(&c.job, l);
+}
+
+export_options export_options_from_config(const pt_config *cfg)
+{
+    return (export_options){.config_path = cfg->path, .model_name = cfg->model_name, .revision = cfg->revision,
+                            .final_model_dir = cfg->final_model_dir, .chat_template = cfg->chat_template,
+                            .huggingface_save = cfg->huggingface_save,
+                            .huggingface_save_gguf = cfg->huggingface_save_gguf, .ollama_save = cfg->ollama_save,
+                            .quantization_method = cfg->quantization_method, .ollama_model = cfg->ollama_model,
+                            .model_parameters = cfg->model_parameters};
 }

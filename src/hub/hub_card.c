@@ -35,24 +35,24 @@ static const char *shown(const char *s)
 
 static void front_matter(const hub_card_info *c, strbuf *o)
 {
-    const pt_config *cfg = c->cfg;
-    bool adapter = !strcmp(c->what, "adapter"), id = hub_id(cfg->model_name);
+    const hub_card_settings *s = &c->settings;
+    bool adapter = !strcmp(c->what, "adapter"), id = hub_id(s->model_name);
     sb_printf(o, "---\n");
-    if (id) sb_printf(o, "base_model: %s\n", cfg->model_name);
+    if (id) sb_printf(o, "base_model: %s\n", s->model_name);
     sb_printf(o, "library_name: %s\n", adapter ? "peft" : "transformers");
     sb_printf(o, "pipeline_tag: text-generation\ntags:\n- ptrain\n- lora\n- qlora\n%s", adapter ? "" : "- merged\n");
-    if (id) sb_printf(o, "- base_model:%s:%s\n", adapter ? "adapter" : "finetune", cfg->model_name);
+    if (id) sb_printf(o, "- base_model:%s:%s\n", adapter ? "adapter" : "finetune", s->model_name);
     int n_ids = 0;
-    for (int i = 0; i < cfg->n_datasets; i++) n_ids += hub_id(cfg->datasets[i].name);
+    for (int i = 0; i < s->n_datasets; i++) n_ids += hub_id(s->datasets[i].name);
     if (n_ids) sb_printf(o, "datasets:\n");
-    for (int i = 0; i < cfg->n_datasets; i++)
-        if (hub_id(cfg->datasets[i].name)) sb_printf(o, "- %s\n", cfg->datasets[i].name);
+    for (int i = 0; i < s->n_datasets; i++)
+        if (hub_id(s->datasets[i].name)) sb_printf(o, "- %s\n", s->datasets[i].name);
     sb_printf(o, "---\n\n");
 }
 
 static void settings(const hub_card_info *c, strbuf *o)
 {
-    const pt_config *g = c->cfg;
+    const hub_card_settings *g = &c->settings;
     sb_printf(o, "## Training\n\n");
     sb_printf(o, "- base model: `%s`\n", shown(g->model_name));
     for (int i = 0; i < g->n_datasets; i++) {
@@ -85,7 +85,7 @@ static void settings(const hub_card_info *c, strbuf *o)
 
 static void usage(const hub_card_info *c, strbuf *o)
 {
-    const char *base = shown(c->cfg->model_name), *repo = c->repo_id;
+    const char *base = shown(c->settings.model_name), *repo = c->repo_id;
     sb_printf(o, "## Use\n\nWith ptrain:\n\n```sh\nhf download %s --local-dir %s\n", repo, short_name(repo));
     if (!strcmp(c->what, "adapter"))
         sb_printf(o, "ptrain generate --model %s --adapter %s --chat --prompt \"...\"\n```\n\n", base, short_name(repo));
@@ -108,7 +108,7 @@ void hub_card_text(const hub_card_info *c, strbuf *o)
     front_matter(c, o);
     sb_printf(o, "# %s\n\n", short_name(c->repo_id));
     sb_printf(o, "%s `%s`, fine-tuned with QLoRA (LoRA on the 4-bit quantized base) by ptrain %s.\n\n",
-              adapter ? "A LoRA adapter (PEFT format) for" : "The merged model (base + LoRA) of", shown(c->cfg->model_name),
+              adapter ? "A LoRA adapter (PEFT format) for" : "The merged model (base + LoRA) of", shown(c->settings.model_name),
               PACKAGE_VERSION);
     if (adapter && c->n_params > 0) sb_printf(o, "Trainable parameters: %ld.\n\n", c->n_params);
     settings(c, o);

@@ -10,6 +10,7 @@
 
 #include "hub_internal.h"
 #include "ptrain/jsonfile.h"
+#include "ptrain/repo_id.h"
 #include "ptrain/safefs.h"
 
 static char *dup_or_null(json_t *v) { return json_is_string(v) ? xstrdup(json_string_value(v)) : NULL; }

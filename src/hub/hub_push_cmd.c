@@ -14,6 +14,7 @@
 
 #include "hub_internal.h"
 #include "ptrain/log.h"
+#include "ptrain/repo_id.h"
 
 static const char push_usage[] =
     "Usage: ptrain push DIR [--repo ID] [--public]\n"

@@ -68,7 +68,7 @@ pt_status resume_model_fingerprint(const char *path, uint64_t *fingerprint, int6
 }
 
 /* A path the user named: as given, with .h5, and both again inside output_dir. */
-static pt_status find_named(const pt_config *cfg, const char *name, char *path, size_t len)
+static pt_status find_named(const resume_options *o, const char *name, char *path, size_t len)
 {
     char want[4096];
     snprintf(want, sizeof want, "%s", name);
@@ -77,22 +77,22 @@ static pt_status find_named(const pt_config *cfg, const char *name, char *path, 
     struct stat sb;
     for (int i = 0; i < 4; i++) {
         if (i < 2) snprintf(path, len, forms[i], want);
-        else snprintf(path, len, forms[i], cfg->output_dir, want);
+        else snprintf(path, len, forms[i], o->output_dir, want);
         if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) return ckpt_verify(path);
     }
     path[0] = '\0';
     return ERR(PT_ERR_USER, "%s: resume_from_checkpoint: %s not found (tried it with and without .h5, also inside "
                "output_dir %s); name an existing checkpoint-N.h5, or write resume_from_checkpoint: true to take the "
-               "newest one", cfg->path, want, cfg->output_dir);
+               "newest one", o->config_path, want, o->output_dir);
 }
 
 /* The newest checkpoint of output_dir that verifies; damaged or incomplete ones are named. */
-static pt_status find_newest(const pt_config *cfg, char *path, size_t len)
+static pt_status find_newest(const char *output_dir, char *path, size_t len)
 {
     char **paths;
     int64_t *steps;
     int n;
-    pt_status st = ckpt_list(cfg->output_dir, &paths, &steps, &n);
+    pt_status st = ckpt_list(output_dir, &paths, &steps, &n);
     path[0] = '\0';
     for (int i = 0; i < n; i++) {
         if (st == PT_OK && !path[0]) {
@@ -104,7 +104,7 @@ static pt_status find_newest(const pt_config *cfg, char *path, size_t len)
     free(paths);
     free(steps);
     if (st == PT_OK && !path[0])
-        log_info("resume     no complete checkpoint in %s: starting fresh\n", cfg->output_dir);
+        log_info("resume     no complete checkpoint in %s: starting fresh\n", output_dir);
     return st;
 }
 
@@ -126,13 +126,12 @@ static void remove_interrupted(const char *dir)
     if (d) closedir(d);
 }
 
-pt_status resume_find(const pt_config *cfg, char *path, size_t len)
+pt_status resume_find(const resume_options *o, char *path, size_t len)
 {
     path[0] = '\0';
-    remove_interrupted(cfg->output_dir);
-    const pt_resume *r = &cfg->resume_from_checkpoint;
-    if (r->path) return find_named(cfg, r->path, path, len);
-    return r->on ? find_newest(cfg, path, len) : PT_OK;
+    remove_interrupted(o->output_dir);
+    if (o->from.path) return find_named(o, o->from.path, path, len);
+    return o->from.on ? find_newest(o->output_dir, path, len) : PT_OK;
 }
 
 /* ---- sending the state to every rank ---- */

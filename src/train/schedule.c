@@ -2,15 +2,11 @@
 #include "ptrain/schedule.h"
 
 #include <math.h>
-#include <string.h>
 
-lr_schedule schedule_make(const char *type, double peak_lr, int64_t total_steps, int64_t warmup_steps,
+lr_schedule schedule_make(pt_lr_scheduler type, double peak_lr, int64_t total_steps, int64_t warmup_steps,
                           double warmup_ratio)
 {
-    lr_schedule s = {SCHED_LINEAR, peak_lr, warmup_steps, total_steps};
-    if (!strcmp(type, "cosine")) s.type = SCHED_COSINE;
-    else if (!strcmp(type, "constant")) s.type = SCHED_CONSTANT;
-    else if (!strcmp(type, "constant_with_warmup")) s.type = SCHED_CONSTANT_WITH_WARMUP;
+    lr_schedule s = {type, peak_lr, warmup_steps, total_steps};
     if (warmup_ratio >= 0) s.warmup_steps = (int64_t)ceil((double)total_steps * warmup_ratio);
     return s;
 }

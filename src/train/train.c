@@ -23,6 +23,7 @@
 
 #include "ptrain/adapter.h"
 #include "ptrain/blas_kernel.h"
+#include "ptrain/config_options.h"
 #include "ptrain/dataset.h"
 #include "ptrain/export.h"
 #include "ptrain/gradsync.h"
@@ -49,7 +50,8 @@ static pt_status load_data(trainer *t)
     if (t->cfg->n_datasets == 0)
         return ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
                    t->cfg->path);
-    TRY(dataset_prepare(t->cfg, t->tok, log_warn_stream(), &t->train, &t->eval));
+    dataset_options o = dataset_options_from_config(t->cfg);
+    TRY(dataset_prepare(&o, t->tok, log_warn_stream(), &t->train, &t->eval));
     if (t->d->rank == 0) dataset_report(&t->train, stdout);
     TRY(sampler_init(&t->sampler, t->train.n, t->d->rank, t->d->world, t->cfg->per_device_train_batch_size));
     t->epoch = 0;
@@ -258,19 +260,26 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     memplan_print(&t->plan, t->be->ops->name);
 }
 
+/* The optimizers whose names promise 8-bit states. */
+static bool optim_is_8bit(pt_optim o)
+{
+    return o == OPTIM_ADAMW_8BIT || o == OPTIM_ADAMW_BNB_8BIT || o == OPTIM_PAGED_ADAMW_8BIT;
+}
+
 /* Settings that run differently from what their name promises get one line each. */
 static void warn_settings(const trainer *t)
 {
     const pt_config *c = t->cfg;
-    if (strstr(c->optim, "8bit"))
+    if (optim_is_8bit(c->optim))
         log_warn("optim: %s runs as AdamW with fp32 states (%.1f MB for these adapters; 8-bit states would save "
-                 "three quarters of that)", c->optim, 2.0 * 4.0 * (double)adapter_param_count(&t->l.ad) / 1048576.0);
+                 "three quarters of that)", config_optim_choices[c->optim],
+                 2.0 * 4.0 * (double)adapter_param_count(&t->l.ad) / 1048576.0);
 }
 
 adapter_info trainer_adapter_info(const trainer *t)
 {
     adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
-                         .chat_template = dataset_template_name(t->cfg, t->tok), .lora_dropout = t->cfg->lora_dropout,
+                         .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .lora_dropout = t->cfg->lora_dropout,
                          .use_rslora = t->cfg->use_rslora,
                          .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
     return info;
@@ -291,7 +300,8 @@ static pt_status save_adapter(trainer *t)
     log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
              "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
              "--prompt \"...\"\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
-    return export_after_training(t->cfg, &t->l.ad, info.chat_template);
+    export_options eo = export_options_from_config(t->cfg);
+    return export_after_training(&eo, &t->l.ad, info.chat_template);
 }
 
 static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)
@@ -378,10 +388,10 @@ static long epochs_done(const trainer *t)
 
 /* Whether a "steps" or "epoch" strategy fires after step (1-based); every: save/eval_steps,
  * whole or a fraction of the total (transformers rounds the fraction up). */
-static bool strategy_due(const char *strategy, double every, int64_t step, int64_t total, bool epoch_end)
+static bool strategy_due(pt_strategy strategy, double every, int64_t step, int64_t total, bool epoch_end)
 {
-    if (!strcmp(strategy, "epoch")) return epoch_end;
-    if (strcmp(strategy, "steps")) return false;
+    if (strategy == STRATEGY_EPOCH) return epoch_end;
+    if (strategy != STRATEGY_STEPS) return false;
     int64_t n = every < 1 ? (int64_t)ceil(every * (double)total) : (int64_t)every;
     return step % (n > 0 ? n : 1) == 0;
 }
@@ -425,9 +435,9 @@ static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool
         TRY(check_replicas(t, when));
     }
     bool eval_due = strategy_due(c->eval_strategy, c->eval_steps, step, t->total, epoch_end);
-    if (t->eval.n && strcmp(c->eval_strategy, "no") && (eval_due || last)) TRY(evaluate_step(t, step, stop));
+    if (t->eval.n && c->eval_strategy != STRATEGY_NO && (eval_due || last)) TRY(evaluate_step(t, step, stop));
     bool save_due = strategy_due(c->save_strategy, c->save_steps, step, t->total, epoch_end);
-    if (save_due || (strcmp(c->save_strategy, "no") && (last || *stop)) || r->stop) TRY(trainer_save(t, step));
+    if (save_due || (c->save_strategy != STRATEGY_NO && (last || *stop)) || r->stop) TRY(trainer_save(t, step));
     return PT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/config_options.h"
 #include "ptrain/log.h"
 #include "ptrain/resume.h"
 #include "ptrain/util.h"
@@ -51,7 +52,7 @@ static void identify_run(trainer *t, ckpt_state *s)
     s->accumulation = c->gradient_accumulation_steps, s->max_steps = c->max_steps;
     s->logging_steps = c->logging_steps, s->warmup_steps = c->warmup_steps;
     s->learning_rate = c->learning_rate, s->num_train_epochs = c->num_train_epochs;
-    COPY(s->lr_scheduler_type, c->lr_scheduler_type);
+    COPY(s->lr_scheduler_type, config_sched_choices[c->lr_scheduler_type]);
     s->config_hash = config_hash(c);
     COPY(s->config_path, c->path);
     s->n_train = (int64_t)t->train.n;
@@ -74,7 +75,7 @@ static void identify_model(trainer *t, ckpt_state *s)
     s->lora_r = ad->r, s->lora_layers = ad->n_layers, s->lora_alpha = ad->alpha, s->lora_scale = ad->scale;
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
     adapter_targets_text(ad->target, s->target_modules, sizeof s->target_modules);
-    COPY(s->chat_template, dataset_template_name(t->cfg, t->tok));
+    COPY(s->chat_template, dataset_template_name(t->cfg->chat_template, t->tok));
 }
 
 pt_status trainer_identify(trainer *t)
@@ -176,7 +177,8 @@ static pt_status continue_from(trainer *t, ckpt_state *s)
 pt_status trainer_resume(trainer *t)
 {
     char path[4096] = "";
-    TRY(dist_agree(t->d, t->d->rank == 0 ? resume_find(t->cfg, path, sizeof path) : PT_OK));
+    resume_options ro = resume_options_from_config(t->cfg);
+    TRY(dist_agree(t->d, t->d->rank == 0 ? resume_find(&ro, path, sizeof path) : PT_OK));
     ckpt_state s;
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ptrain/config_options.h"
 #include "ptrain/hub.h"
 #include "ptrain/log.h"
 #include "ptrain/peft.h"
@@ -29,8 +30,8 @@ void trainer_hub_start(trainer *t)
 
 static void card_for(const trainer *t, int64_t step, const char *what, const char *repo, strbuf *out)
 {
-    hub_card_info c = {.cfg = t->cfg, .repo_id = repo,
-                       .chat_template = dataset_template_name(t->cfg, t->tok), .what = what, .step = step,
+    hub_card_info c = {.settings = hub_card_settings_from_config(t->cfg), .repo_id = repo,
+                       .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .what = what, .step = step,
                        .total_steps = t->total, .world = t->d->world, .final_loss = step > 0 ? t->last_loss : NAN,
                        .best_metric = t->run.has_best ? t->run.best_metric : NAN, .best_name = t->run.metric_name,
                        .best_step = t->run.best_step, .n_params = (long)adapter_param_count(&t->l.ad)};
@@ -98,7 +99,7 @@ static pt_status fill_merged(const trainer *t, const hub_stage *s, const void *a
 
 static void stage_checkpoint(trainer *t, int64_t step, const char *ckpt_path)
 {
-    bool last = !strcmp(t->cfg->hub_strategy, "checkpoint");
+    bool last = t->cfg->hub_strategy == HUB_STRATEGY_CHECKPOINT;
     char label[64], repo_path[128], what[128], key[64], msg[128];
     const char *slash = strrchr(ckpt_path, '/');
     snprintf(label, sizeof label, last ? "last-checkpoint-%lld" : "checkpoint-%lld", (long long)step);
@@ -114,7 +115,7 @@ static void stage_checkpoint(trainer *t, int64_t step, const char *ckpt_path)
 
 void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path)
 {
-    if (!pushing(t) || !strcmp(t->cfg->hub_strategy, "end")) return;
+    if (!pushing(t) || t->cfg->hub_strategy == HUB_STRATEGY_END) return;
     char label[64], what[64], msg[96];
     snprintf(label, sizeof label, "adapter-step-%lld", (long long)step);
     snprintf(what, sizeof what, "the adapter at step %lld", (long long)step);
@@ -122,7 +123,7 @@ void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path)
     hub_job_meta m = {.repo_id = t->cfg->hub_model_id, .message = msg, .key = "adapter", .what = what,
                       .private_repo = t->cfg->hub_private};
     stage_job(t, label, &m, "adapter", step, fill_live_adapter, NULL);
-    if (!strcmp(t->cfg->hub_strategy, "checkpoint") || !strcmp(t->cfg->hub_strategy, "all_checkpoints"))
+    if (t->cfg->hub_strategy == HUB_STRATEGY_CHECKPOINT || t->cfg->hub_strategy == HUB_STRATEGY_ALL_CHECKPOINTS)
         stage_checkpoint(t, step, ckpt_path);
 }
 

@@ -80,12 +80,10 @@ static void check_value(const key_spec *spec, const void *base, bool set)
         }
         break;
     }
-    case K_ENUM: {
-        const char *s = *(char *const *)slot;
-        if (!s) break;
-        int i = 0;
-        while (spec->choices[i] && strcmp(spec->choices[i], s)) i++;
-        CHECK(spec->choices[i] != NULL);
+    case K_ENUM: { /* the index of one of the choices */
+        int v = *(const int *)slot, n = 0;
+        while (spec->choices[n]) n++;
+        CHECK(v >= 0 && v < n);
         break;
     }
     case K_STRLIST: {
@@ -125,13 +123,13 @@ static void check_config(pt_config *cfg)
     for (int i = 0; i < config_nkeys; i++) check_value(&config_keys[i], cfg, cfg->is_set[i]);
     for (int d = 0; d < cfg->n_datasets; d++) {
         const pt_dataset_config *ds = &cfg->datasets[d];
-        CHECK(ds->name && *ds->name && ds->format && ds->seed >= 0);
-        CHECK(strcmp(ds->format, "parquet") && strcmp(ds->format, "csv"));
+        CHECK(ds->name && *ds->name && ds->seed >= 0);
+        CHECK(ds->format != DATASET_PARQUET && ds->format != DATASET_CSV);
         CHECK(!ds->filter_data || (ds->filter_column_value && ds->filter_value));
         for (int i = 0; i < dataset_nkeys; i++) check_value(&dataset_keys[i], ds, true);
     }
     CHECK(cfg->model_name && *cfg->model_name && cfg->lora_target_modules.n > 0);
-    CHECK(cfg->save_strategy && cfg->per_device_eval_batch_size >= 1);
+    CHECK(cfg->per_device_eval_batch_size >= 1);
     CHECK(!strncmp(cfg->metric_for_best_model, "eval_", 5));
 
     /* what `ptrain check` does next */

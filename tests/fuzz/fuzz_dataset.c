@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pt_dataset_config d = {
         .name = (char *)path,
         .split_type = "train",
-        .format = o2 & 0x20 ? "jsonl" : "json",
+        .format = o2 & 0x20 ? DATASET_JSONL : DATASET_JSON,
         .filter_data = o2 & 0x04,
         .filter_column_value = "lang",
         .filter_value = "en",
@@ -165,8 +165,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .line = 1,
     };
     if (o2 & 0x08) d.rename = (pt_strmap){.keys = rename_from, .values = rename_to, .n = 2};
-    pt_config cfg = {
-        .path = "config.yaml",
+    dataset_options opts = {
         .max_seq_length = o1 & 0x80 ? 2048 : 1 + (o1 & 0x3f),
         .chat_template = (char *)(o1 & 0x40 ? "mistral-v3" : templates[o0 & 7]),
         .assistant_only_loss = assistant_only[(o0 >> 3) & 3],
@@ -179,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
 
     pt_dataset train, eval;
-    pt_status st = dataset_prepare(&cfg, tok, devnull, &train, &eval);
+    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
     if (st != PT_OK) {
         CHECK(st == PT_ERR_USER);
         CHECK(*err_message());
@@ -187,11 +186,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         err_clear();
         return 0;
     }
-    int32_t max_len = (int32_t)cfg.max_seq_length;
-    CHECK(train.n >= 1 && train.max_len == max_len && train.packed == cfg.packing);
-    CHECK(cfg.val_split_ratio == 0 ? eval.n == 0 : eval.n >= 1);
-    check_examples(&train, max_len, cfg.packing);
-    check_examples(&eval, max_len, cfg.packing);
+    int32_t max_len = (int32_t)opts.max_seq_length;
+    CHECK(train.n >= 1 && train.max_len == max_len && train.packed == opts.packing);
+    CHECK(opts.val_split_ratio == 0 ? eval.n == 0 : eval.n >= 1);
+    check_examples(&train, max_len, opts.packing);
+    check_examples(&eval, max_len, opts.packing);
     check_stats(&train);
     dataset_report(&train, devnull);
     check_batches(&train);

@@ -26,6 +26,7 @@
 
 #include "data/data_internal.h"
 #include "ptrain/config.h"
+#include "ptrain/config_options.h"
 #include "ptrain/dataset.h"
 #include "ptrain/error.h"
 #include "ptrain/tokenizer.h"
@@ -81,7 +82,8 @@ static pt_status load(const pt_tokenizer *tok, pt_dataset *ds, const char *fmt, 
         print_error("config: %s\n", err_message());
         return rc;
     }
-    rc = dataset_load(&cfg, tok, NULL, ds);
+    dataset_options o = dataset_options_from_config(&cfg);
+    rc = dataset_load(&o, tok, NULL, ds);
     config_free(&cfg);
     return rc;
 }
@@ -786,7 +788,8 @@ static void test_prepare(void **state)
     pt_config cfg;
     assert_int_equal(parse(yaml, &cfg), PT_OK);
     pt_dataset train, eval;
-    assert_int_equal(dataset_prepare(&cfg, T.smol, NULL, &train, &eval), PT_OK);
+    dataset_options o = dataset_options_from_config(&cfg);
+    assert_int_equal(dataset_prepare(&o, T.smol, NULL, &train, &eval), PT_OK);
     assert_true(train.packed && eval.packed);
     assert_int_equal(train.n_stats, 3);
     assert_int_equal(eval.n_stats, 0);
@@ -809,7 +812,8 @@ static void test_warnings(void **state)
     assert_int_equal(parse(yaml, &cfg), PT_OK);
     pt_dataset ds;
     FILE *warn = open_memstream(&text, &len);
-    assert_int_equal(dataset_load(&cfg, T.smol, warn, &ds), PT_OK);
+    dataset_options o = dataset_options_from_config(&cfg);
+    assert_int_equal(dataset_load(&o, T.smol, warn, &ds), PT_OK);
     fclose(warn);
     assert_string_equal(text, "warning: dataset[0].rename: no row has a column \"nothing\"\n"
                               "warning: dataset[0]: assistant_only_loss is true, but plain-text rows have no assistant "

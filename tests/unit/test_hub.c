@@ -30,6 +30,7 @@
 
 #include "hub/hub_internal.h"
 #include "ptrain/config.h"
+#include "ptrain/config_options.h"
 #include "ptrain/filewrite.h"
 #include "ptrain/safefs.h"
 
@@ -203,7 +204,7 @@ static void card(const char *model, const char *data, strbuf *out)
     snprintf(yaml, sizeof yaml, "model_name: %s\ndataset:\n  - name: %s\nlora_r: 8\n", model, data);
     pt_config cfg;
     assert_int_equal(config_parse("c.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
-    hub_card_info c = {.cfg = &cfg, .repo_id = "me/lora", .what = "adapter", .step = 6, .total_steps = 6,
+    hub_card_info c = {.settings = hub_card_settings_from_config(&cfg), .repo_id = "me/lora", .what = "adapter", .step = 6, .total_steps = 6,
                        .world = 1, .final_loss = 1.25, .best_metric = 0.0 / 0.0};
     hub_card_text(&c, out);
     config_free(&cfg);

@@ -1,0 +1,94 @@
+/* settings.h — the types of config.yaml's values: lists, maps, the auto/false/true value, a
+ * `dataset:` entry, and one C enum per enum-valued key.
+ *
+ * Why apart from config.h: the modules the trainer drives (src/data, src/hub, src/export) take
+ * their own small option structs made of these values, not the whole configuration, so they
+ * include this header instead of config.h. Each enum lists its key's choices in the order of the
+ * key's choices array (config_keys.c, where a _Static_assert ties the count to the array); the
+ * array gives a value's text, e.g. config_optim_choices[cfg->optim]. After `ptrain check`, code
+ * compares enums, never strings. */
+#ifndef PTRAIN_SETTINGS_H
+#define PTRAIN_SETTINGS_H
+
+#include <stdbool.h>
+
+typedef struct {
+    char **items;
+    int n;
+} pt_strlist;
+
+typedef struct {
+    char **keys;
+    char **values;
+    int n;
+    char *tag; /* model_parameters only: the peer's string form, an Ollama size tag such as "8b" */
+} pt_strmap;
+
+/* A value that is auto, false or true (assistant_only_loss). */
+typedef enum { PT_AUTO = -1, PT_FALSE = 0, PT_TRUE = 1 } pt_tristate;
+
+/* resume_from_checkpoint: false, true (newest in output_dir) or a path. */
+typedef struct {
+    bool on;
+    char *path; /* NULL when on means "newest complete checkpoint in output_dir" */
+} pt_resume;
+
+/* dtype: the compute dtype on a GPU. */
+typedef enum { COMPUTE_AUTO, COMPUTE_FLOAT16, COMPUTE_BFLOAT16, COMPUTE_FLOAT32, COMPUTE_DTYPE_COUNT } pt_compute_dtype;
+/* device: the backend. */
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA, DEVICE_COUNT } pt_device;
+/* lora_bias (only none is accepted). */
+typedef enum { LORA_BIAS_NONE, LORA_BIAS_ALL, LORA_BIAS_LORA_ONLY, LORA_BIAS_COUNT } pt_lora_bias;
+/* optim: every one runs as AdamW with fp32 states; the 8-bit names say so with a warning. */
+typedef enum {
+    OPTIM_ADAMW_8BIT,
+    OPTIM_ADAMW_BNB_8BIT,
+    OPTIM_PAGED_ADAMW_8BIT,
+    OPTIM_ADAMW_TORCH,
+    OPTIM_ADAMW_TORCH_FUSED,
+    OPTIM_ADAMW,
+    OPTIM_PAGED_ADAMW_32BIT,
+    OPTIM_COUNT
+} pt_optim;
+/* lr_scheduler_type: transformers' schedules of those names (schedule.h). */
+typedef enum { SCHED_LINEAR, SCHED_COSINE, SCHED_CONSTANT, SCHED_CONSTANT_WITH_WARMUP, SCHED_COUNT } pt_lr_scheduler;
+/* save_strategy and eval_strategy (one choices array, so one enum). */
+typedef enum { STRATEGY_NO, STRATEGY_STEPS, STRATEGY_EPOCH, STRATEGY_COUNT } pt_strategy;
+/* hub_strategy. */
+typedef enum {
+    HUB_STRATEGY_EVERY_SAVE,
+    HUB_STRATEGY_END,
+    HUB_STRATEGY_CHECKPOINT,
+    HUB_STRATEGY_ALL_CHECKPOINTS,
+    HUB_STRATEGY_COUNT
+} pt_hub_strategy;
+/* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
+typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
+
+/* The choices of each enum-valued key, NULL-terminated, indexed by its enum (config_keys.c). */
+extern const char *const config_dtype_choices[];
+extern const char *const config_device_choices[];
+extern const char *const config_bias_choices[];
+extern const char *const config_optim_choices[];
+extern const char *const config_sched_choices[];
+extern const char *const config_strategy_choices[];
+extern const char *const config_hub_strategy_choices[];
+extern const char *const config_format_choices[];
+
+/* One `dataset:` entry. */
+typedef struct {
+    char *name; /* HF dataset id (resolved in the local HF cache) or a local file/dir */
+    char *split_type;
+    pt_strlist data_files;
+    pt_dataset_format format;
+    pt_strmap rename;
+    bool filter_data;
+    char *filter_column_value;
+    char *filter_value;
+    long num_samples; /* -1: all rows */
+    bool shuffle;
+    long seed;
+    int line; /* where this entry starts in the config file */
+} pt_dataset_config;
+
+#endif
