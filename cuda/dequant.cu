@@ -63,7 +63,7 @@ static pt_status dq_weight_of(const pt_tensor *w, dq_weight *v, int64_t *n_rows)
         v->nf4_quant_map = (const float *)(const void *)(base + l.quant_map);
         v->nf4_nested_map = (const float *)(const void *)(base + l.nested_map);
         v->nf4_nested_absmax = (const float *)(const void *)(base + l.nested_absmax);
-        v->nf4_offset = (const float *)(const void *)(base + DQ_NF4_OFFSET_AT);
+        v->nf4_offset = (const float *)(const void *)(base + offsetof(nf4_header, offset));
         v->nf4_codes = base + l.absmax_code;
         v->nf4_packed = base + l.packed;
     } else {

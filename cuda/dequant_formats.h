@@ -10,8 +10,13 @@
  * either (gcc with -std=c11 / -std=c++17 implies -ffp-contract=off). fp16 is decoded from its bits
  * exactly as quant_f16_to_f32 does (NaN payloads kept), not with the hardware conversion.
  *
- * Layouts are described at the CPU functions in src/quant.c and in include/ptrain/nf4.h; here each
- * format maps an index inside its block to the bits that hold it. Only nvcc compiles this file. */
+ * The blocks are the structs of include/ptrain/quant_blocks.h (which src/quant.c reads too), read in
+ * place: the backend's memory is aligned for any type and rows are whole blocks, so a fp16 field is
+ * one 16-bit load. The packed k-quant scales are unpacked by the header's block_k4_scale_min and
+ * block_q3_K_scale, which the CPU calls as well. What stays written twice, here and in src/quant.c,
+ * is the fp32 arithmetic of each decode: the CPU decodes a block at a time in ggml's loops, a thread
+ * here one value, with products and sums that must not be fused on the device (dq_mul, dq_add). The
+ * NF4 layout is in include/ptrain/nf4.h. Only nvcc (and the emulator's host C++) compiles this file. */
 #ifndef PTRAIN_DEQUANT_FORMATS_H
 #define PTRAIN_DEQUANT_FORMATS_H
 
@@ -19,17 +24,7 @@
 #include <string.h>
 
 #include "ptrain/backend.h"
-
-#ifdef __CUDACC__
-#define PT_HD __host__ __device__
-#else
-#define PT_HD
-#endif
-
-/* Byte offset of the float `offset` in the NF4 buffer's header (nf4_header in src/nf4.c: char
- * magic[4], uint32 version, int64 rows, cols, nblocks, nnested, then float offset). The unit test
- * test_cuda_dequant checks the NF4 values bit for bit, which fails if this ever moves. */
-enum { DQ_NF4_OFFSET_AT = 40 };
+#include "ptrain/quant_blocks.h"
 
 /* Where the values of a weight [n, k] live (host or device pointers, never dereferenced on the
  * other side). Block formats: row r starts at data + r * row_bytes. NF4: the parts of its buffer. */
@@ -95,8 +90,7 @@ static inline PT_HD uint32_t dq_f32_to_bits(float f)
 
 /* ---- scalar conversions --------------------------------------------------------------------- */
 
-static inline PT_HD uint16_t dq_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
+/* The four bytes of a Q5 block's qh as one little-endian uint32 (not 4-byte aligned in Q5_0). */
 static inline PT_HD uint32_t dq_rd32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -114,112 +108,99 @@ static inline PT_HD float dq_f16_to_f32(uint16_t h)
 
 static inline PT_HD float dq_bf16_to_f32(uint16_t b) { return dq_bits_to_f32((uint32_t)b << 16); }
 
-/* ---- blocks of 32: p is the block, j in [0, 32) ---------------------------------------------- */
+/* ---- blocks of QK: value j in [0, 32) of block b (layouts in quant_blocks.h) --------------- */
 
-/* Q8_0 (34 bytes): fp16 d, int8 q[32]; x = q*d. */
-static inline PT_HD float dq_q8_0(const uint8_t *p, int j)
+static inline PT_HD float dq_q8_0(const block_q8_0 *b, int j)
 {
-    return dq_mul((float)(int8_t)p[2 + j], dq_f16_to_f32(dq_rd16(p)));
+    return dq_mul((float)b->qs[j], dq_f16_to_f32(b->d));
 }
 
 /* The 4-bit value j of 16 bytes of nibbles: low nibbles are values 0..15, high 16..31. */
 static inline PT_HD int dq_nibble32(const uint8_t *qs, int j)
 {
-    return j < 16 ? qs[j] & 0x0f : qs[j - 16] >> 4;
+    return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4;
 }
 
-/* Q4_0 (18 bytes): fp16 d, nibbles; x = (q-8)*d. */
-static inline PT_HD float dq_q4_0(const uint8_t *p, int j)
+static inline PT_HD float dq_q4_0(const block_q4_0 *b, int j)
 {
-    return dq_mul((float)(dq_nibble32(p + 2, j) - 8), dq_f16_to_f32(dq_rd16(p)));
+    return dq_mul((float)(dq_nibble32(b->qs, j) - 8), dq_f16_to_f32(b->d));
 }
 
-/* Q4_1 (20 bytes): fp16 d, fp16 m, nibbles; x = q*d + m. */
-static inline PT_HD float dq_q4_1(const uint8_t *p, int j)
+static inline PT_HD float dq_q4_1(const block_q4_1 *b, int j)
 {
-    float d = dq_f16_to_f32(dq_rd16(p)), m = dq_f16_to_f32(dq_rd16(p + 2));
-    return dq_add(dq_mul((float)dq_nibble32(p + 4, j), d), m);
+    float d = dq_f16_to_f32(b->d), m = dq_f16_to_f32(b->m);
+    return dq_add(dq_mul((float)dq_nibble32(b->qs, j), d), m);
 }
 
-/* Q5_0 (22 bytes: fp16 d, u32 qh, nibbles; x = (q-16)*d) and Q5_1 (24 bytes: fp16 d, fp16 m,
- * u32 qh, nibbles; x = q*d + m). Bit j of qh is the fifth bit of value j. */
-static inline PT_HD float dq_q5(bool has_min, const uint8_t *p, int j)
+/* The 5-bit level j of a Q5_0/Q5_1 block: its nibble, and bit j of qh as the fifth bit. */
+static inline PT_HD int dq_q5_level(const uint8_t *qh, const uint8_t *qs, int j)
 {
-    int head = has_min ? 4 : 2;
-    uint32_t qh = dq_rd32(p + head);
-    int q = dq_nibble32(p + head + 4, j) | (int)(((qh >> j) & 1) << 4);
-    float d = dq_f16_to_f32(dq_rd16(p));
-    if (has_min) return dq_add(dq_mul((float)q, d), dq_f16_to_f32(dq_rd16(p + 2)));
-    return dq_mul((float)(q - 16), d);
+    return dq_nibble32(qs, j) | (int)(((dq_rd32(qh) >> j) & 1) << 4);
 }
 
-/* ---- k-quant super-blocks of 256: p is the block, i in [0, 256) ------------------------------- */
-
-/* Q2_K (84 bytes): scales[16] (low nibble scale, high nibble min), qs[64], fp16 d, fp16 dmin.
- * Value i: 128-half n = i/128 uses qs[32n..32n+31]; its bits 2*((i%128)/32) of byte i%32; scale
- * i/16. x = (d*sc)*q - dmin*m. */
-static inline PT_HD float dq_q2_k(const uint8_t *p, int i)
+static inline PT_HD float dq_q5_0(const block_q5_0 *b, int j)
 {
-    int is = i / 16, shift = 2 * ((i % 128) / 32), q = (p[16 + 32 * (i / 128) + i % 32] >> shift) & 3;
-    float d = dq_f16_to_f32(dq_rd16(p + 80)), dmin = dq_f16_to_f32(dq_rd16(p + 82));
-    float dl = dq_mul(d, (float)(p[is] & 0x0f)), ml = dq_mul(dmin, (float)(p[is] >> 4));
+    return dq_mul((float)(dq_q5_level(b->qh, b->qs, j) - 16), dq_f16_to_f32(b->d));
+}
+
+static inline PT_HD float dq_q5_1(const block_q5_1 *b, int j)
+{
+    return dq_add(dq_mul((float)dq_q5_level(b->qh, b->qs, j), dq_f16_to_f32(b->d)), dq_f16_to_f32(b->m));
+}
+
+/* ---- k-quant super-blocks of QK_K: value i in [0, 256) of block b ----------------------------- */
+
+static inline PT_HD float dq_q2_k(const block_q2_K *b, int i)
+{
+    int is = i / 16, shift = 2 * ((i % 128) / 32), q = (b->qs[32 * (i / 128) + i % 32] >> shift) & 3;
+    float d = dq_f16_to_f32(b->d), dmin = dq_f16_to_f32(b->dmin);
+    float dl = dq_mul(d, (float)(b->scales[is] & 0x0f)), ml = dq_mul(dmin, (float)(b->scales[is] >> 4));
     return dq_sub(dq_mul(dl, (float)q), ml);
 }
 
-/* Q3_K (110 bytes): hmask[32], qs[64], 12 bytes of sixteen 6-bit scales (+32), fp16 d. Low bits as
- * Q2_K; the third bit is bit 4*(i/128) + (i%128)/32 of hmask[i%32] (clear: subtract 4).
- * x = (d*(scale-32))*q. */
-static inline PT_HD float dq_q3_k(const uint8_t *p, int i)
+static inline PT_HD float dq_q3_k(const block_q3_K *b, int i)
 {
-    const uint8_t *s = p + 96;
-    int is = i / 16, j = (i % 128) / 32, k = i % 32;
-    int lo = is < 8 ? s[is] & 0x0f : s[is - 8] >> 4;
-    int hi = (s[8 + is % 4] >> (2 * (is / 4))) & 3;
-    int scale = (lo | (hi << 4)) - 32;
+    int j = (i % 128) / 32, k = i % 32;
+    int scale = block_q3_K_scale(b->scales, i / 16);
     unsigned bit = 1u << (4 * (i / 128) + j);
-    int q = ((p[32 + 32 * (i / 128) + k] >> (2 * j)) & 3) - ((p[k] & bit) ? 0 : 4);
-    float d = dq_f16_to_f32(dq_rd16(p + 108));
+    int q = ((b->qs[32 * (i / 128) + k] >> (2 * j)) & 3) - ((b->hmask[k] & bit) ? 0 : 4);
+    float d = dq_f16_to_f32(b->d);
     return dq_mul(dq_mul(d, (float)scale), (float)q);
 }
 
-/* ggml's get_scale_min_k4 (as scale_min_k4 in quant.c). */
-static inline PT_HD void dq_scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
-/* Q4_K (144 bytes: fp16 d, fp16 dmin, 12 bytes of scales/mins, qs[128]) and Q5_K (176 bytes: the
- * same with qh[32] before qs). Sub-block j = i/32: byte 32*(i/64) + i%32 of qs, low nibble for
- * even j, high for odd; Q5_K's fifth bit is bit j of qh[i%32]. x = (d*sc)*q - dmin*m. */
-static inline PT_HD float dq_q45_k(bool five, const uint8_t *p, int i)
+/* Q4_K, or Q5_K given its fifth bits qh, from the fields both blocks have: sub-block j = i/32 is
+ * byte 32*(i/64) + i%32 of qs, low nibble for even j, high for odd; the fifth bit is bit j of
+ * qh[i%32]. */
+static inline PT_HD float dq_k4(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const uint8_t *qh,
+                                const uint8_t *qs, int i)
 {
     int j = i / 32, l = i % 32, sc, m;
-    uint8_t b = p[(five ? 48 : 16) + 32 * (i / 64) + l];
-    int q = ((j & 1) ? b >> 4 : b & 0x0f) + (five && ((p[16 + l] >> j) & 1) ? 16 : 0);
-    dq_scale_min_k4(j, p + 4, &sc, &m);
-    float d = dq_f16_to_f32(dq_rd16(p)), dmin = dq_f16_to_f32(dq_rd16(p + 2));
+    uint8_t b = qs[32 * (i / 64) + l];
+    int q = ((j & 1) ? b >> 4 : b & 0x0f) + (qh && ((qh[l] >> j) & 1) ? 16 : 0);
+    block_k4_scale_min(j, scales, &sc, &m);
+    float d = dq_f16_to_f32(d16), dmin = dq_f16_to_f32(dmin16);
     float d1 = dq_mul(d, (float)sc), m1 = dq_mul(dmin, (float)m);
     return dq_sub(dq_mul(d1, (float)q), m1);
 }
 
-/* Q6_K (210 bytes): ql[128], qh[64], int8 scales[16], fp16 d. 128-half h = i/128 uses ql[64h..],
- * qh[32h..], scales[8h..]; quarter t = (i%128)/32, l = i%32: low 4 bits from ql[l + 32*(t&1)]
- * (low nibble for t < 2, high otherwise), high 2 bits (qh[l] >> 2t) & 3, scale l/16 + 2t.
- * x = (d*scale)*(q-32). */
-static inline PT_HD float dq_q6_k(const uint8_t *p, int i)
+static inline PT_HD float dq_q4_k(const block_q4_K *b, int i)
+{
+    return dq_k4(b->d, b->dmin, b->scales, NULL, b->qs, i);
+}
+
+static inline PT_HD float dq_q5_k(const block_q5_K *b, int i)
+{
+    return dq_k4(b->d, b->dmin, b->scales, b->qh, b->qs, i);
+}
+
+static inline PT_HD float dq_q6_k(const block_q6_K *b, int i)
 {
     int h = i / 128, t = (i % 128) / 32, l = i % 32;
-    const uint8_t *ql = p + 64 * h, *qh = p + 128 + 32 * h;
-    const int8_t *sc = (const int8_t *)(p + 192 + 8 * h);
+    const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+    const int8_t *sc = b->scales + 8 * h;
     uint8_t lb = ql[l + 32 * (t & 1)];
     int q = ((t < 2 ? lb & 0x0f : lb >> 4) | (((qh[l] >> (2 * t)) & 3) << 4)) - 32;
-    float d = dq_f16_to_f32(dq_rd16(p + 208));
+    float d = dq_f16_to_f32(b->d);
     return dq_mul(dq_mul(d, (float)sc[l / 16 + 2 * t]), (float)q);
 }
 
@@ -242,22 +223,22 @@ static inline PT_HD float dq_nf4(const dq_weight *w, int64_t g)
 /* Value [row, col] of w (both in range; col < w->k). */
 static inline PT_HD float dq_value(const dq_weight *w, int64_t row, int64_t col)
 {
-    const uint8_t *r = w->data + (size_t)row * w->row_bytes;
-    int j = (int)(col % 32), i = (int)(col % 256);
+    const void *r = w->data + (size_t)row * w->row_bytes;
+    int j = (int)(col % QK), i = (int)(col % QK_K);
     switch (w->dtype) {
-    case PT_F32: return ((const float *)(const void *)r)[col];
-    case PT_BF16: return dq_bf16_to_f32(((const uint16_t *)(const void *)r)[col]);
-    case PT_F16: return dq_f16_to_f32(((const uint16_t *)(const void *)r)[col]);
-    case PT_Q8_0: return dq_q8_0(r + (col / 32) * 34, j);
-    case PT_Q4_0: return dq_q4_0(r + (col / 32) * 18, j);
-    case PT_Q4_1: return dq_q4_1(r + (col / 32) * 20, j);
-    case PT_Q5_0: return dq_q5(false, r + (col / 32) * 22, j);
-    case PT_Q5_1: return dq_q5(true, r + (col / 32) * 24, j);
-    case PT_Q2_K: return dq_q2_k(r + (col / 256) * 84, i);
-    case PT_Q3_K: return dq_q3_k(r + (col / 256) * 110, i);
-    case PT_Q4_K: return dq_q45_k(false, r + (col / 256) * 144, i);
-    case PT_Q5_K: return dq_q45_k(true, r + (col / 256) * 176, i);
-    case PT_Q6_K: return dq_q6_k(r + (col / 256) * 210, i);
+    case PT_F32: return ((const float *)r)[col];
+    case PT_BF16: return dq_bf16_to_f32(((const uint16_t *)r)[col]);
+    case PT_F16: return dq_f16_to_f32(((const uint16_t *)r)[col]);
+    case PT_Q8_0: return dq_q8_0((const block_q8_0 *)r + col / QK, j);
+    case PT_Q4_0: return dq_q4_0((const block_q4_0 *)r + col / QK, j);
+    case PT_Q4_1: return dq_q4_1((const block_q4_1 *)r + col / QK, j);
+    case PT_Q5_0: return dq_q5_0((const block_q5_0 *)r + col / QK, j);
+    case PT_Q5_1: return dq_q5_1((const block_q5_1 *)r + col / QK, j);
+    case PT_Q2_K: return dq_q2_k((const block_q2_K *)r + col / QK_K, i);
+    case PT_Q3_K: return dq_q3_k((const block_q3_K *)r + col / QK_K, i);
+    case PT_Q4_K: return dq_q4_k((const block_q4_K *)r + col / QK_K, i);
+    case PT_Q5_K: return dq_q5_k((const block_q5_K *)r + col / QK_K, i);
+    case PT_Q6_K: return dq_q6_k((const block_q6_K *)r + col / QK_K, i);
     case PT_NF4: return dq_nf4(w, row * w->k + col);
     default: return 0.0f; /* not reached: dequant.cu admits only the formats above */
     }

@@ -6,21 +6,22 @@
 #endif
 #include "ptrain/backend.h"
 #include "ptrain/nf4.h"
+#include "ptrain/quant_blocks.h"
 
 #include <math.h>
 #include <string.h>
+
+#define DTYPE_BLOCK(dtype, ggml_type, name, values, block) [dtype] = {name, values, sizeof(block)},
 
 static const struct {
     const char *name;
     int block;     /* values per block */
     size_t bytes;  /* bytes per block */
 } dtype_info[PT_DTYPE_COUNT] = {
-    [PT_F32] = {"f32", 1, 4},    [PT_BF16] = {"bf16", 1, 2},  [PT_F16] = {"f16", 1, 2},
-    [PT_Q8_0] = {"q8_0", 32, 34}, [PT_Q4_0] = {"q4_0", 32, 18}, [PT_Q4_1] = {"q4_1", 32, 20},
-    [PT_NF4] = {"nf4", 64, 32},
-    [PT_Q5_0] = {"q5_0", 32, 22}, [PT_Q5_1] = {"q5_1", 32, 24}, [PT_Q2_K] = {"q2_k", 256, 84},
-    [PT_Q3_K] = {"q3_k", 256, 110}, [PT_Q4_K] = {"q4_k", 256, 144}, [PT_Q5_K] = {"q5_k", 256, 176},
-    [PT_Q6_K] = {"q6_k", 256, 210},
+    [PT_F32] = {"f32", 1, sizeof(float)}, [PT_BF16] = {"bf16", 1, sizeof(uint16_t)},
+    [PT_F16] = {"f16", 1, sizeof(uint16_t)},
+    [PT_NF4] = {"nf4", NF4_BLOCK, NF4_BLOCK / 2}, /* the codes; the scales are counted by nf4_bytes */
+    QUANT_BLOCK_FORMATS(DTYPE_BLOCK)
 };
 
 const char *dtype_name(pt_dtype dtype)
@@ -33,6 +34,8 @@ size_t dtype_size_bytes(pt_dtype dtype, int64_t nelem)
     if ((unsigned)dtype >= PT_DTYPE_COUNT || nelem < 0 || nelem % dtype_info[dtype].block) return 0;
     return (size_t)(nelem / dtype_info[dtype].block) * dtype_info[dtype].bytes;
 }
+
+int64_t dtype_block_values(pt_dtype dtype) { return (unsigned)dtype < PT_DTYPE_COUNT ? dtype_info[dtype].block : 0; }
 
 int64_t tensor_numel(const pt_tensor *t)
 {

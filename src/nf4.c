@@ -6,20 +6,15 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ptrain/quant_blocks.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #define NF4_VERSION 1u
 #define NF4_ALIGN 64
-
-typedef struct {
-    char magic[4]; /* "NF4\0" */
-    uint32_t version;
-    int64_t rows, cols, nblocks, nnested;
-    float offset;
-    uint32_t reserved;
-} nf4_header;
 
 /* bitsandbytes csrc/kernels.cu nf4_dequantization_lut */
 static const float nf4_table[16] = {

@@ -1,15 +1,15 @@
-/* quant.c — fp16/bf16 conversions and the GGUF block formats: Q8_0, Q4_0, Q4_1 and the k-quants
- * Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (quantize and dequantize), Q2_K and Q3_K (dequantize only).
- * Layouts (per block of 32 values): Q8_0 = fp16 d, int8 q[32], x = d*q; Q4_0 = fp16 d, 16 bytes,
- * low nibbles are values 0..15 and high nibbles 16..31, x = d*(q-8); Q4_1 = fp16 d, fp16 m,
- * nibbles as Q4_0, x = d*q + m. The Q5 and k-quant layouts are described at their functions.
- * Dequantization follows ggml's reference (dequantize_row_*) operation for operation, so the
- * values match llama.cpp's bit for bit. */
+/* quant.c — fp16/bf16 conversions and the GGUF block formats: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 and
+ * the k-quants Q4_K, Q5_K, Q6_K (quantize and dequantize), Q2_K and Q3_K (dequantize only). The
+ * blocks are the structs of quant_blocks.h, which describes each layout. Dequantization follows
+ * ggml's reference (dequantize_row_*) operation for operation, so the values match llama.cpp's bit
+ * for bit. */
 #include "ptrain/quant.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
+
+#include "ptrain/quant_blocks.h"
 
 float quant_f16_to_f32(uint16_t h)
 {
@@ -71,6 +71,7 @@ uint16_t quant_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* One value of a dense f16 or bf16 row, which may sit at any byte of a file. */
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
 static void wr16(uint8_t *p, uint16_t v)
@@ -79,29 +80,49 @@ static void wr16(uint8_t *p, uint16_t v)
     p[1] = (uint8_t)(v >> 8);
 }
 
-/* ggml's get_scale_min_k4: sub-block j's 6-bit scale and min out of the 12 packed bytes of a
- * Q4_K/Q5_K super-block (j < 4: low 6 bits of bytes j and j+4; else 4 bits of byte j+4 plus the
- * top 2 bits of bytes j-4 and j). */
-static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
+/* Block i of a row, copied out: quant.c's callers pass tensors of GGUF files, which may start at an
+ * odd byte (general.alignment 1), where a block struct cannot be read in place (quant_blocks.h).
+ * The copy also tells the compiler that the block does not alias the output, so the decoding
+ * loops vectorize. */
+static void block_get(void *block, const void *row, int64_t i, size_t size)
 {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    memcpy(block, (const uint8_t *)row + (size_t)i * size, size);
+}
+
+/* Block i of a row written from a block made aside (the row may start at any byte, too). */
+static void block_put(void *row, int64_t i, const void *block, size_t size)
+{
+    memcpy((uint8_t *)row + (size_t)i * size, block, size);
+}
+
+static void dequant_q8_0(const block_q8_0 *b, float *y)
+{
+    float d = quant_f16_to_f32(b->d);
+    for (int j = 0; j < QK; j++) y[j] = (float)b->qs[j] * d;
+}
+
+static void dequant_q4_0(const block_q4_0 *b, float *y)
+{
+    float d = quant_f16_to_f32(b->d);
+    for (int j = 0; j < QK / 2; j++) {
+        y[j] = (float)((b->qs[j] & 0x0f) - 8) * d;
+        y[j + QK / 2] = (float)((b->qs[j] >> 4) - 8) * d;
     }
 }
 
-/* Q5_0 (22 bytes): fp16 d, u32 qh, 16 bytes of nibbles; x = d*(q-16). Q5_1 (24 bytes): fp16 d,
- * fp16 m, u32 qh, nibbles; x = d*q + m. Bit j of qh is the fifth bit of value j. */
-static void dequant_q5(bool has_min, const uint8_t *p, float *y)
+static void dequant_q4_1(const block_q4_1 *b, float *y)
 {
-    size_t head = has_min ? 4 : 2;
-    float d = quant_f16_to_f32(rd16(p)), m = has_min ? quant_f16_to_f32(rd16(p + 2)) : 0.0f;
-    uint32_t qh = (uint32_t)p[head] | (uint32_t)p[head + 1] << 8 | (uint32_t)p[head + 2] << 16 |
-                  (uint32_t)p[head + 3] << 24;
-    const uint8_t *qs = p + head + 4;
+    float d = quant_f16_to_f32(b->d), m = quant_f16_to_f32(b->m);
+    for (int j = 0; j < QK / 2; j++) {
+        y[j] = (float)(b->qs[j] & 0x0f) * d + m;
+        y[j + QK / 2] = (float)(b->qs[j] >> 4) * d + m;
+    }
+}
+
+/* Q5_0 (x = d*(q-16)) or, has_min, Q5_1 (x = d*q + m), from the fields both blocks have. */
+static void dequant_q5(bool has_min, float d, float m, const uint8_t *qh4, const uint8_t *qs, float *y)
+{
+    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 | (uint32_t)qh4[3] << 24;
     for (int j = 0; j < 16; j++) {
         int q0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
         int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
@@ -115,14 +136,22 @@ static void dequant_q5(bool has_min, const uint8_t *p, float *y)
     }
 }
 
-/* Q2_K (84 bytes): u8 scales[16] (low nibble scale, high nibble min), u8 qs[64] (2-bit), fp16 d,
- * fp16 dmin. Each 128 values use 32 bytes of qs, four 2-bit planes of 32 values each. */
-static void dequant_q2_k(const uint8_t *p, float *y)
+static void dequant_q5_0(const block_q5_0 *b, float *y)
 {
-    const uint8_t *sc = p, *q = p + 16;
-    float d = quant_f16_to_f32(rd16(p + 80)), dmin = quant_f16_to_f32(rd16(p + 82));
+    dequant_q5(false, quant_f16_to_f32(b->d), 0.0f, b->qh, b->qs, y);
+}
+
+static void dequant_q5_1(const block_q5_1 *b, float *y)
+{
+    dequant_q5(true, quant_f16_to_f32(b->d), quant_f16_to_f32(b->m), b->qh, b->qs, y);
+}
+
+static void dequant_q2_k(const block_q2_K *b, float *y)
+{
+    const uint8_t *sc = b->scales, *q = b->qs;
+    float d = quant_f16_to_f32(b->d), dmin = quant_f16_to_f32(b->dmin);
     int is = 0;
-    for (int n = 0; n < 256; n += 128, q += 32)
+    for (int n = 0; n < QK_K; n += 128, q += 32)
         for (int shift = 0; shift < 8; shift += 2)
             for (int half = 0; half < 2; half++, is++) {
                 float dl = d * (float)(sc[is] & 0x0f), ml = dmin * (float)(sc[is] >> 4);
@@ -130,21 +159,15 @@ static void dequant_q2_k(const uint8_t *p, float *y)
             }
 }
 
-/* Q3_K (110 bytes): u8 hmask[32] (third bit), u8 qs[64] (low 2 bits), 12 bytes of sixteen 6-bit
- * scales (stored +32), fp16 d; x = d*(scale-32)*(q - (high bit clear ? 4 : 0)). */
-static void dequant_q3_k(const uint8_t *p, float *y)
+static void dequant_q3_k(const block_q3_K *b, float *y)
 {
-    const uint8_t *hm = p, *q = p + 32, *s = p + 96;
-    float d = quant_f16_to_f32(rd16(p + 108));
+    const uint8_t *hm = b->hmask, *q = b->qs;
+    float d = quant_f16_to_f32(b->d);
     int scale[16];
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-        scale[j] = (lo | (hi << 4)) - 32;
-    }
+    for (int j = 0; j < 16; j++) scale[j] = block_q3_K_scale(b->scales, j);
     int is = 0;
     unsigned bit = 1;
-    for (int n = 0; n < 256; n += 128, q += 32)
+    for (int n = 0; n < QK_K; n += 128, q += 32)
         for (int shift = 0; shift < 8; shift += 2, bit <<= 1)
             for (int half = 0; half < 2; half++, is++) {
                 float dl = d * (float)scale[is];
@@ -155,51 +178,68 @@ static void dequant_q3_k(const uint8_t *p, float *y)
             }
 }
 
-/* Q4_K (144 bytes): fp16 d, fp16 dmin, 12 bytes of 6-bit scales/mins, u8 qs[128]; Q5_K (176 bytes)
- * adds u8 qh[32] (fifth bits) before qs. Each 64 values use 32 bytes of qs: low nibbles for the
- * first 32 (sub-block 2i), high nibbles for the next 32 (sub-block 2i+1); x = d*sc*q - dmin*m. */
-static void dequant_q45_k(bool five, const uint8_t *p, float *y)
+/* Q4_K or, given the fifth bits qh, Q5_K, from the fields both blocks have. Inlined into each, so
+ * that the loops are vectorized for the one format. */
+static inline __attribute__((always_inline)) void dequant_k4(float d, float dmin, const uint8_t *scales,
+                                                             const uint8_t *qh, const uint8_t *qs, float *y)
 {
-    float d = quant_f16_to_f32(rd16(p)), dmin = quant_f16_to_f32(rd16(p + 2));
-    const uint8_t *scales = p + 4, *qh = p + 16, *q = five ? p + 48 : p + 16;
+    const uint8_t *q = qs;
     unsigned u1 = 1, u2 = 2;
     for (int is = 0; is < 8; is += 2, q += 32, u1 <<= 2, u2 <<= 2) {
         int sc, m;
-        scale_min_k4(is, scales, &sc, &m);
+        block_k4_scale_min(is, scales, &sc, &m);
         float d1 = d * (float)sc, m1 = dmin * (float)m;
-        scale_min_k4(is + 1, scales, &sc, &m);
+        block_k4_scale_min(is + 1, scales, &sc, &m);
         float d2 = d * (float)sc, m2 = dmin * (float)m;
         for (int l = 0; l < 32; l++) {
-            int v = (q[l] & 0x0f) + (five && (qh[l] & u1) ? 16 : 0);
+            int v = (q[l] & 0x0f) + (qh && (qh[l] & u1) ? 16 : 0);
             *y++ = d1 * (float)v - m1;
         }
         for (int l = 0; l < 32; l++) {
-            int v = (q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0);
+            int v = (q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0);
             *y++ = d2 * (float)v - m2;
         }
     }
 }
 
-/* Q6_K (210 bytes): u8 ql[128] (low 4 bits), u8 qh[64] (high 2 bits), int8 scales[16], fp16 d;
- * x = d*scale*(q-32), one scale per 16 values. */
-static void dequant_q6_k(const uint8_t *p, float *y)
+static void dequant_q4_k(const block_q4_K *b, float *y)
 {
-    const uint8_t *ql = p, *qh = p + 128;
-    const int8_t *sc = (const int8_t *)(p + 192);
-    float d = quant_f16_to_f32(rd16(p + 208));
-    for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8)
-        for (int l = 0; l < 32; l++) {
-            int is = l / 16;
-            int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-            int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-            int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-            int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-            y[l] = d * (float)sc[is] * (float)q1;
-            y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-            y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-            y[l + 96] = d * (float)sc[is + 6] * (float)q4;
-        }
+    dequant_k4(quant_f16_to_f32(b->d), quant_f16_to_f32(b->dmin), b->scales, NULL, b->qs, y);
 }
+
+static void dequant_q5_k(const block_q5_K *b, float *y)
+{
+    dequant_k4(quant_f16_to_f32(b->d), quant_f16_to_f32(b->dmin), b->scales, b->qh, b->qs, y);
+}
+
+static void dequant_q6_k(const block_q6_K *b, float *y)
+{
+    const uint8_t *ql = b->ql, *qh = b->qh;
+    const int8_t *sc = b->scales;
+    float d = quant_f16_to_f32(b->d);
+    for (int n = 0; n < QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8)
+        for (int is = 0; is < 2; is++) /* ggml's is = l / 16, as a loop so that the inner one vectorizes */
+            for (int l = 16 * is; l < 16 * is + 16; l++) {
+                int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                y[l] = d * (float)sc[is] * (float)q1;
+                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
+                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
+                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+            }
+}
+
+/* Every block of a row (n values in, at src; dst out): copied out, then decoded by fn. */
+#define DEQUANT_BLOCKS(type, values, fn)                                                           \
+    do {                                                                                           \
+        for (int64_t i = 0; i < n / (values); i++) {                                               \
+            type blk;                                                                              \
+            block_get(&blk, src, i, sizeof blk);                                                   \
+            fn(&blk, dst + i * (values));                                                          \
+        }                                                                                          \
+    } while (0)
 
 pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int64_t n)
 {
@@ -214,107 +254,81 @@ pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int6
     case PT_BF16:
         for (int64_t i = 0; i < n; i++) dst[i] = quant_bf16_to_f32(rd16(p + 2 * i));
         return PT_OK;
-    case PT_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++, p += 34) {
-            float d = quant_f16_to_f32(rd16(p));
-            for (int j = 0; j < 32; j++) dst[b * 32 + j] = (float)(int8_t)p[2 + j] * d;
-        }
-        return PT_OK;
-    case PT_Q4_0:
-        for (int64_t b = 0; b < n / 32; b++, p += 18) {
-            float d = quant_f16_to_f32(rd16(p));
-            for (int j = 0; j < 16; j++) {
-                dst[b * 32 + j] = (float)((p[2 + j] & 0x0f) - 8) * d;
-                dst[b * 32 + j + 16] = (float)((p[2 + j] >> 4) - 8) * d;
-            }
-        }
-        return PT_OK;
-    case PT_Q4_1:
-        for (int64_t b = 0; b < n / 32; b++, p += 20) {
-            float d = quant_f16_to_f32(rd16(p)), m = quant_f16_to_f32(rd16(p + 2));
-            for (int j = 0; j < 16; j++) {
-                dst[b * 32 + j] = (float)(p[4 + j] & 0x0f) * d + m;
-                dst[b * 32 + j + 16] = (float)(p[4 + j] >> 4) * d + m;
-            }
-        }
-        return PT_OK;
-    case PT_Q5_0:
-    case PT_Q5_1: {
-        size_t step = dtype_size_bytes(dtype, 32);
-        for (int64_t b = 0; b < n / 32; b++, p += step) dequant_q5(dtype == PT_Q5_1, p, dst + b * 32);
-        return PT_OK;
-    }
-    case PT_Q2_K:
-        for (int64_t b = 0; b < n / 256; b++, p += 84) dequant_q2_k(p, dst + b * 256);
-        return PT_OK;
-    case PT_Q3_K:
-        for (int64_t b = 0; b < n / 256; b++, p += 110) dequant_q3_k(p, dst + b * 256);
-        return PT_OK;
-    case PT_Q4_K:
-    case PT_Q5_K: {
-        size_t step = dtype_size_bytes(dtype, 256);
-        for (int64_t b = 0; b < n / 256; b++, p += step) dequant_q45_k(dtype == PT_Q5_K, p, dst + b * 256);
-        return PT_OK;
-    }
-    case PT_Q6_K:
-        for (int64_t b = 0; b < n / 256; b++, p += 210) dequant_q6_k(p, dst + b * 256);
-        return PT_OK;
+    case PT_Q8_0: DEQUANT_BLOCKS(block_q8_0, QK, dequant_q8_0); return PT_OK;
+    case PT_Q4_0: DEQUANT_BLOCKS(block_q4_0, QK, dequant_q4_0); return PT_OK;
+    case PT_Q4_1: DEQUANT_BLOCKS(block_q4_1, QK, dequant_q4_1); return PT_OK;
+    case PT_Q5_0: DEQUANT_BLOCKS(block_q5_0, QK, dequant_q5_0); return PT_OK;
+    case PT_Q5_1: DEQUANT_BLOCKS(block_q5_1, QK, dequant_q5_1); return PT_OK;
+    case PT_Q2_K: DEQUANT_BLOCKS(block_q2_K, QK_K, dequant_q2_k); return PT_OK;
+    case PT_Q3_K: DEQUANT_BLOCKS(block_q3_K, QK_K, dequant_q3_k); return PT_OK;
+    case PT_Q4_K: DEQUANT_BLOCKS(block_q4_K, QK_K, dequant_q4_k); return PT_OK;
+    case PT_Q5_K: DEQUANT_BLOCKS(block_q5_K, QK_K, dequant_q5_k); return PT_OK;
+    case PT_Q6_K: DEQUANT_BLOCKS(block_q6_K, QK_K, dequant_q6_k); return PT_OK;
     default: return ERR(PT_ERR_UNSUPPORTED, "no dequantizer for %s weights yet", dtype_name(dtype));
     }
 }
 
-static void quantize_q8_0(const float *x, uint8_t *p)
+static void quantize_q8_0(const float *x, block_q8_0 *b)
 {
     float amax = 0;
-    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < QK; j++) amax = fmaxf(amax, fabsf(x[j]));
     float d = amax / 127.0f, inv = d ? 1.0f / d : 0.0f;
-    wr16(p, quant_f32_to_f16(d));
-    for (int j = 0; j < 32; j++) p[2 + j] = (uint8_t)(int8_t)lroundf(x[j] * inv);
+    b->d = quant_f32_to_f16(d);
+    for (int j = 0; j < QK; j++) b->qs[j] = (int8_t)lroundf(x[j] * inv);
 }
 
-static void quantize_q4(pt_dtype dtype, const float *x, uint8_t *p)
+/* One block of 32 values into the nibbles qs of Q4_0 (d = the largest-magnitude value / -8) or,
+ * has_min, Q4_1 (d = (max - min)/15, *m = min); *d and *m get the fp32 scale and min. */
+static void quantize_q4(bool has_min, const float *x, float *d_out, float *m_out, uint8_t *qs)
 {
     float lo = x[0], hi = x[0], amax = 0, signed_max = 0;
-    for (int j = 0; j < 32; j++) {
+    for (int j = 0; j < QK; j++) {
         lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), signed_max = x[j];
     }
-    float d, m;
-    size_t head;
-    if (dtype == PT_Q4_0) {
-        d = signed_max / -8.0f, m = -8.0f * d, head = 2;
-        wr16(p, quant_f32_to_f16(d));
-    } else {
-        d = (hi - lo) / 15.0f, m = lo, head = 4;
-        wr16(p, quant_f32_to_f16(d));
-        wr16(p + 2, quant_f32_to_f16(m));
-    }
+    float d = has_min ? (hi - lo) / 15.0f : signed_max / -8.0f, m = has_min ? lo : 0.0f;
     /* as ggml rounds: Q4_0 x/d + 8.5, Q4_1 (x - min)/d + 0.5, truncated (byte-identical files) */
-    float inv = d ? 1.0f / d : 0.0f, shift = dtype == PT_Q4_0 ? 0.0f : m, add = dtype == PT_Q4_0 ? 8.5f : 0.5f;
-    for (int j = 0; j < 16; j++) {
-        int a = (int)(int8_t)((x[j] - shift) * inv + add), b = (int)(int8_t)((x[j + 16] - shift) * inv + add);
+    float inv = d ? 1.0f / d : 0.0f, shift = has_min ? m : 0.0f, add = has_min ? 0.5f : 8.5f;
+    for (int j = 0; j < QK / 2; j++) {
+        int a = (int)(int8_t)((x[j] - shift) * inv + add), b = (int)(int8_t)((x[j + QK / 2] - shift) * inv + add);
         a = a > 15 ? 15 : a;
         b = b > 15 ? 15 : b;
-        p[head + j] = (uint8_t)(a | (b << 4));
+        qs[j] = (uint8_t)(a | (b << 4));
     }
+    *d_out = d, *m_out = m;
 }
 
-/* Q5_0/Q5_1 levels (0..31) into the 4 bytes of qh and the 16 of nibbles at q, as dequant_q5 reads
- * them. */
-static void pack_q5_levels(const uint8_t *L, uint8_t *q)
+static void quantize_q4_0(const float *x, block_q4_0 *b)
 {
-    uint32_t qh = 0;
-    for (int j = 0; j < 16; j++) {
-        q[4 + j] = (uint8_t)((L[j] & 0x0f) | ((L[j + 16] & 0x0f) << 4));
-        qh |= (uint32_t)(L[j] >> 4) << j | (uint32_t)(L[j + 16] >> 4) << (j + 16);
-    }
-    for (int i = 0; i < 4; i++) q[i] = (uint8_t)(qh >> (8 * i));
+    float d, m;
+    quantize_q4(false, x, &d, &m, b->qs);
+    b->d = quant_f32_to_f16(d);
 }
 
-/* One block of 32 values into Q5_0 (d = the largest-magnitude value / -16, levels x/d + 16) or
- * Q5_1 (d = (max - min)/31, m = min, levels (x - min)/d), rounding as ggml's quantize_row_q5_0_ref
- * and q5_1_ref do: add 0.5 and truncate, with the fp32 (not fp16) d and min. */
-static void quantize_q5(bool has_min, const float *x, uint8_t *p)
+static void quantize_q4_1(const float *x, block_q4_1 *b)
+{
+    float d, m;
+    quantize_q4(true, x, &d, &m, b->qs);
+    b->d = quant_f32_to_f16(d);
+    b->m = quant_f32_to_f16(m);
+}
+
+/* Q5_0/Q5_1 levels (0..31) into the fifth bits qh and the nibbles qs, as dequant_q5 reads them. */
+static void pack_q5_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((L[j] & 0x0f) | ((L[j + 16] & 0x0f) << 4));
+        h |= (uint32_t)(L[j] >> 4) << j | (uint32_t)(L[j + 16] >> 4) << (j + 16);
+    }
+    for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(h >> (8 * i));
+}
+
+/* One block of 32 values into the qh and qs of Q5_0 (d = the largest-magnitude value / -16, levels
+ * x/d + 16) or Q5_1 (d = (max - min)/31, m = min, levels (x - min)/d), rounding as ggml's
+ * quantize_row_q5_0_ref and q5_1_ref do: add 0.5 and truncate, with the fp32 (not fp16) d and min,
+ * which *d and *m get. */
+static void quantize_q5(bool has_min, const float *x, float *d_out, float *m_out, uint8_t *qh, uint8_t *qs)
 {
     float lo = x[0], hi = x[0], amax = 0, signed_max = 0; /* first of equals wins, as in ggml */
     for (int j = 0; j < 32; j++) {
@@ -329,9 +343,23 @@ static void quantize_q5(bool has_min, const float *x, uint8_t *p)
         float v = (has_min ? (x[j] - m) * inv : x[j] * inv) + bias;
         L[j] = (uint8_t)(v <= 0 ? 0 : v >= 31 ? 31 : (int)v); /* truncated, as ggml's casts */
     }
-    wr16(p, quant_f32_to_f16(d));
-    if (has_min) wr16(p + 2, quant_f32_to_f16(m));
-    pack_q5_levels(L, p + (has_min ? 4 : 2));
+    pack_q5_levels(L, qh, qs);
+    *d_out = d, *m_out = m;
+}
+
+static void quantize_q5_0(const float *x, block_q5_0 *b)
+{
+    float d, m;
+    quantize_q5(false, x, &d, &m, b->qh, b->qs);
+    b->d = quant_f32_to_f16(d);
+}
+
+static void quantize_q5_1(const float *x, block_q5_1 *b)
+{
+    float d, m;
+    quantize_q5(true, x, &d, &m, b->qh, b->qs);
+    b->d = quant_f32_to_f16(d);
+    b->m = quant_f32_to_f16(m);
 }
 
 /* ---- k-quant quantizers, after ggml's quantize_row_q4_K_ref / q5_K_ref / q6_K_ref ---- */
@@ -414,7 +442,7 @@ static void subblock_weights(const float *x, float *w)
     for (int i = 0; i < 32; i++) w[i] = av + fabsf(x[i]);
 }
 
-/* Inverse of scale_min_k4: store sub-block j's 6-bit scale and min into the 12 packed bytes
+/* Inverse of block_k4_scale_min: store sub-block j's 6-bit scale and min into the 12 packed bytes
  * (which start zeroed). */
 static void pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
 {
@@ -429,27 +457,27 @@ static void pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
 }
 
 /* Quantize the 8 sub-block scales and mins to 6 bits against the super-block's fp16 d and dmin
- * (the largest of each maps to 63) and write the 16-byte head of a Q4_K/Q5_K block. */
-static void pack_k4_head(const float *scale, const float *min, uint8_t *p)
+ * (the largest of each maps to 63): the head of a Q4_K/Q5_K block (scales start zeroed). */
+static void pack_k4_head(const float *scale, const float *min, uint16_t *d, uint16_t *dmin, uint8_t *scales)
 {
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, min[j]);
     float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
     for (int j = 0; j < 8; j++)
         pack_scale_min_k4(j, clampi(nearest_int(inv_scale * scale[j]), 0, 63),
-                          clampi(nearest_int(inv_min * min[j]), 0, 63), p + 4);
-    wr16(p, quant_f32_to_f16(max_scale / 63.0f));
-    wr16(p + 2, quant_f32_to_f16(max_min / 63.0f));
+                          clampi(nearest_int(inv_min * min[j]), 0, 63), scales);
+    *d = quant_f32_to_f16(max_scale / 63.0f);
+    *dmin = quant_f32_to_f16(max_min / 63.0f);
 }
 
 /* Redo the levels against the scales as stored (quantized), as the decoder will see them. A
  * sub-block whose stored scale is zero keeps its levels. */
-static void requant_k4(int nmax, const float *x, const uint8_t *p, uint8_t *L)
+static void requant_k4(int nmax, const float *x, uint16_t d16, uint16_t dmin16, const uint8_t *scales, uint8_t *L)
 {
-    float d = quant_f16_to_f32(rd16(p)), dmin = quant_f16_to_f32(rd16(p + 2));
+    float d = quant_f16_to_f32(d16), dmin = quant_f16_to_f32(dmin16);
     for (int j = 0; j < 8; j++) {
         int sc, m;
-        scale_min_k4(j, p + 4, &sc, &m);
+        block_k4_scale_min(j, scales, &sc, &m);
         float dl = d * (float)sc, ml = dmin * (float)m;
         if (dl == 0) continue;
         for (int i = 0; i < 32; i++)
@@ -457,34 +485,48 @@ static void requant_k4(int nmax, const float *x, const uint8_t *p, uint8_t *L)
     }
 }
 
-/* Q4_K/Q5_K levels into qs (and qh), the layout dequant_q45_k reads. */
-static void pack_q45_levels(bool five, const uint8_t *L, uint8_t *p)
+/* Q4_K/Q5_K levels into qs and, for Q5_K, the fifth bits into qh (zeroed before), the layout
+ * dequant_k4 reads. */
+static void pack_k4_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
 {
-    uint8_t *qh = p + 16, *qs = five ? p + 48 : p + 16;
     for (int g = 0; g < 4; g++)
         for (int l = 0; l < 32; l++) {
             int lo = L[64 * g + l], hi = L[64 * g + 32 + l];
             qs[32 * g + l] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
-            if (five) qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
+            if (qh) qh[l] |= (uint8_t)(((lo >> 4) << (2 * g)) | ((hi >> 4) << (2 * g + 1)));
         }
 }
 
-/* One super-block of 256 values into Q4_K (Q5_K when five): search each 32-value sub-block's scale
- * and min (make_qkx2_quants), quantize those to 6 bits, then requantize the values against them. */
-static void quantize_q45_k(bool five, const float *x, uint8_t *p)
+/* One super-block of 256 values into the head of a Q4_K block (Q5_K when five) and its levels L:
+ * search each 32-value sub-block's scale and min (make_qkx2_quants), quantize those to 6 bits,
+ * then requantize the values against them. The head's scales start zeroed. */
+static void quantize_k4(bool five, const float *x, uint16_t *d, uint16_t *dmin, uint8_t *scales, uint8_t *L)
 {
     int nmax = five ? 31 : 15;
-    uint8_t L[256];
     float scale[8], min[8], w[32];
     for (int j = 0; j < 8; j++) {
         subblock_weights(x + 32 * j, w);
         scale[j] = qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &min[j], five ? -0.5f : -1.0f, 0.1f,
                                five ? 15 : 20);
     }
-    memset(p, 0, dtype_size_bytes(five ? PT_Q5_K : PT_Q4_K, 256));
-    pack_k4_head(scale, min, p);
-    requant_k4(nmax, x, p, L);
-    pack_q45_levels(five, L, p);
+    pack_k4_head(scale, min, d, dmin, scales);
+    requant_k4(nmax, x, *d, *dmin, scales, L);
+}
+
+static void quantize_q4_k(const float *x, block_q4_K *b)
+{
+    uint8_t L[QK_K];
+    memset(b, 0, sizeof *b);
+    quantize_k4(false, x, &b->d, &b->dmin, b->scales, L);
+    pack_k4_levels(L, NULL, b->qs);
+}
+
+static void quantize_q5_k(const float *x, block_q5_K *b)
+{
+    uint8_t L[QK_K];
+    memset(b, 0, sizeof *b);
+    quantize_k4(true, x, &b->d, &b->dmin, b->scales, L);
+    pack_k4_levels(L, b->qh, b->qs);
 }
 
 /* Signed levels round(iscale * x) clamped to -nmax..nmax-1, stored offset by nmax in L, and the
@@ -528,10 +570,10 @@ static float qx_quants(int n, int nmax, const float *x, uint8_t *L)
 }
 
 /* Q6_K levels (0..63) into ql (low 4 bits) and qh (high 2 bits), the layout dequant_q6_k reads. */
-static void pack_q6_levels(const uint8_t *L, uint8_t *p)
+static void pack_q6_levels(const uint8_t *L, block_q6_K *b)
 {
     for (int h = 0; h < 2; h++, L += 128) {
-        uint8_t *ql = p + 64 * h, *qh = p + 128 + 32 * h;
+        uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
         for (int l = 0; l < 32; l++) {
             ql[l] = (uint8_t)((L[l] & 0x0f) | ((L[l + 64] & 0x0f) << 4));
             ql[l + 32] = (uint8_t)((L[l + 32] & 0x0f) | ((L[l + 96] & 0x0f) << 4));
@@ -544,29 +586,38 @@ static void pack_q6_levels(const uint8_t *L, uint8_t *p)
 /* One Q6_K super-block of 256 values: search each 16-value sub-block's scale (make_qx_quants),
  * store them as int8 against one fp16 d (the largest magnitude maps to -128), then requantize the
  * values against the stored scales. */
-static void quantize_q6_k(const float *x, uint8_t *p)
+static void quantize_q6_k(const float *x, block_q6_K *b)
 {
-    uint8_t L[256];
+    uint8_t L[QK_K];
     float scale[16], max_scale = 0, amax = 0;
     for (int j = 0; j < 16; j++) {
         scale[j] = qx_quants(16, 32, x + 16 * j, L + 16 * j);
         if (fabsf(scale[j]) > amax) amax = fabsf(scale[j]), max_scale = scale[j];
     }
-    memset(p, 0, 210);
+    memset(b, 0, sizeof *b);
     if (amax < 1e-15f) return; /* all zero: d = 0 */
     float iscale = -128.0f / max_scale;
-    wr16(p + 208, quant_f32_to_f16(1.0f / iscale));
-    for (int j = 0; j < 16; j++)
-        p[192 + j] = (uint8_t)(int8_t)clampi(nearest_int(iscale * scale[j]), -128, 127);
-    float d = quant_f16_to_f32(rd16(p + 208));
+    b->d = quant_f32_to_f16(1.0f / iscale);
+    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)clampi(nearest_int(iscale * scale[j]), -128, 127);
+    float d = quant_f16_to_f32(b->d);
     for (int j = 0; j < 16; j++) {
-        float dl = d * (float)(int8_t)p[192 + j];
+        float dl = d * (float)b->scales[j];
         if (dl == 0) continue;
         for (int i = 0; i < 16; i++)
             L[16 * j + i] = (uint8_t)(clampi(nearest_int(x[16 * j + i] / dl), -32, 31) + 32);
     }
-    pack_q6_levels(L, p);
+    pack_q6_levels(L, b);
 }
+
+/* Every block of a row (n values in, at src; dst out): encoded by fn aside, then copied in. */
+#define QUANTIZE_BLOCKS(type, values, fn)                                                          \
+    do {                                                                                           \
+        for (int64_t i = 0; i < n / (values); i++) {                                               \
+            type blk;                                                                              \
+            fn(src + i * (values), &blk);                                                          \
+            block_put(dst, i, &blk, sizeof blk);                                                   \
+        }                                                                                          \
+    } while (0)
 
 pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n)
 {
@@ -581,29 +632,14 @@ pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_
     case PT_BF16:
         for (int64_t i = 0; i < n; i++) wr16(p + 2 * i, quant_f32_to_bf16(src[i]));
         return PT_OK;
-    case PT_Q8_0:
-        for (int64_t b = 0; b < n / 32; b++) quantize_q8_0(src + b * 32, p + b * 34);
-        return PT_OK;
-    case PT_Q4_0:
-    case PT_Q4_1:
-        for (int64_t b = 0; b < n / 32; b++)
-            quantize_q4(dtype, src + b * 32, p + (size_t)b * dtype_size_bytes(dtype, 32));
-        return PT_OK;
-    case PT_Q5_0:
-    case PT_Q5_1:
-        for (int64_t b = 0; b < n / 32; b++)
-            quantize_q5(dtype == PT_Q5_1, src + b * 32, p + (size_t)b * dtype_size_bytes(dtype, 32));
-        return PT_OK;
-    case PT_Q4_K:
-    case PT_Q5_K: {
-        size_t step = dtype_size_bytes(dtype, 256);
-        for (int64_t b = 0; b < n / 256; b++)
-            quantize_q45_k(dtype == PT_Q5_K, src + b * 256, p + (size_t)b * step);
-        return PT_OK;
-    }
-    case PT_Q6_K:
-        for (int64_t b = 0; b < n / 256; b++) quantize_q6_k(src + b * 256, p + (size_t)b * 210);
-        return PT_OK;
+    case PT_Q8_0: QUANTIZE_BLOCKS(block_q8_0, QK, quantize_q8_0); return PT_OK;
+    case PT_Q4_0: QUANTIZE_BLOCKS(block_q4_0, QK, quantize_q4_0); return PT_OK;
+    case PT_Q4_1: QUANTIZE_BLOCKS(block_q4_1, QK, quantize_q4_1); return PT_OK;
+    case PT_Q5_0: QUANTIZE_BLOCKS(block_q5_0, QK, quantize_q5_0); return PT_OK;
+    case PT_Q5_1: QUANTIZE_BLOCKS(block_q5_1, QK, quantize_q5_1); return PT_OK;
+    case PT_Q4_K: QUANTIZE_BLOCKS(block_q4_K, QK_K, quantize_q4_k); return PT_OK;
+    case PT_Q5_K: QUANTIZE_BLOCKS(block_q5_K, QK_K, quantize_q5_k); return PT_OK;
+    case PT_Q6_K: QUANTIZE_BLOCKS(block_q6_K, QK_K, quantize_q6_k); return PT_OK;
     default: return ERR(PT_ERR_UNSUPPORTED, "no quantizer for %s weights yet", dtype_name(dtype));
     }
 }

@@ -21,17 +21,17 @@ typedef enum {
     PT_F32,
     PT_BF16,
     PT_F16,
-    PT_Q8_0, /* GGUF blocks of 32: fp16 scale + 32 int8 */
-    PT_Q4_0, /* GGUF blocks of 32: fp16 scale + 16 bytes of nibbles */
-    PT_Q4_1, /* GGUF blocks of 32: fp16 scale, fp16 min + 16 bytes of nibbles */
-    PT_NF4,  /* bitsandbytes NF4, blocks of 64 with double-quantized absmax */
-    PT_Q5_0, /* GGUF blocks of 32: fp16 scale, 4 bytes of high bits + 16 bytes of nibbles */
-    PT_Q5_1, /* GGUF blocks of 32: fp16 scale, fp16 min, high bits + nibbles */
-    PT_Q2_K, /* GGUF k-quant super-blocks of 256 (84 bytes) */
-    PT_Q3_K, /* GGUF k-quant super-blocks of 256 (110 bytes) */
-    PT_Q4_K, /* GGUF k-quant super-blocks of 256 (144 bytes) */
-    PT_Q5_K, /* GGUF k-quant super-blocks of 256 (176 bytes) */
-    PT_Q6_K, /* GGUF k-quant super-blocks of 256 (210 bytes) */
+    PT_Q8_0, /* GGUF blocks of 32, block_q8_0 (quant_blocks.h lays out every block format) */
+    PT_Q4_0, /* GGUF blocks of 32, block_q4_0 */
+    PT_Q4_1, /* GGUF blocks of 32, block_q4_1 */
+    PT_NF4,  /* bitsandbytes NF4, blocks of 64 with double-quantized absmax (nf4.h) */
+    PT_Q5_0, /* GGUF blocks of 32, block_q5_0 */
+    PT_Q5_1, /* GGUF blocks of 32, block_q5_1 */
+    PT_Q2_K, /* GGUF k-quant super-blocks of 256, block_q2_K */
+    PT_Q3_K, /* GGUF k-quant super-blocks of 256, block_q3_K */
+    PT_Q4_K, /* GGUF k-quant super-blocks of 256, block_q4_K */
+    PT_Q5_K, /* GGUF k-quant super-blocks of 256, block_q5_K */
+    PT_Q6_K, /* GGUF k-quant super-blocks of 256, block_q6_K */
     PT_DTYPE_COUNT
 } pt_dtype;
 
@@ -156,6 +156,7 @@ const char *backend_resolve(const char *device);
 const char *backend_list(void);
 
 size_t dtype_size_bytes(pt_dtype dtype, int64_t nelem); /* bytes for nelem values, 0 if invalid */
+int64_t dtype_block_values(pt_dtype dtype);              /* values per block (1: dense), 0 if invalid */
 const char *dtype_name(pt_dtype dtype);
 int64_t tensor_numel(const pt_tensor *t);
 /* Describe a tensor of dtype and shape (fills nbytes); no memory is touched. */

@@ -11,7 +11,7 @@
  *     w[i]      = quant_map[nibble(i)] * absmax[i / 64]
  *
  * Buffer layout (byte offsets; every part starts 64-byte aligned; see nf4_layout_of):
- *     0                 nf4 header: "NF4\0", version, rows, cols, nblocks, nnested, offset
+ *     0                 nf4_header (quant_blocks.h): "NF4\0", version, rows, cols, nblocks, nnested, offset
  *     quant_map         float[16]        NF4 code table, index = 4-bit code
  *     nested_map        float[256]       8-bit code table for the absmax codes
  *     nested_absmax     float[nnested]   nnested = ceil(nblocks / 256)

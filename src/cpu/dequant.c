@@ -11,41 +11,41 @@
 #include "cpu.h"
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
+#include "ptrain/quant_blocks.h"
 
-static float f16_at(const uint8_t *p) { return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
-
-PT_CLONES static void row_q8_0(const uint8_t *p, float *dst, int64_t blocks)
+/* The blocks are read in place: a backend tensor is 64-byte aligned and rows are whole blocks. */
+PT_CLONES static void row_q8_0(const block_q8_0 *x, float *dst, int64_t blocks)
 {
-    for (int64_t b = 0; b < blocks; b++, p += 34, dst += 32) {
-        float d = f16_at(p);
-        const int8_t *q = (const int8_t *)(p + 2);
+    for (int64_t b = 0; b < blocks; b++, dst += QK) {
+        float d = quant_f16_to_f32(x[b].d);
+        const int8_t *q = x[b].qs;
 #pragma omp simd
-        for (int j = 0; j < 32; j++) dst[j] = (float)q[j] * d;
+        for (int j = 0; j < QK; j++) dst[j] = (float)q[j] * d;
     }
 }
 
-PT_CLONES static void row_q4_0(const uint8_t *p, float *dst, int64_t blocks)
+PT_CLONES static void row_q4_0(const block_q4_0 *x, float *dst, int64_t blocks)
 {
-    for (int64_t b = 0; b < blocks; b++, p += 18, dst += 32) {
-        float d = f16_at(p);
-        const uint8_t *q = p + 2;
+    for (int64_t b = 0; b < blocks; b++, dst += QK) {
+        float d = quant_f16_to_f32(x[b].d);
+        const uint8_t *q = x[b].qs;
 #pragma omp simd
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < QK / 2; j++) {
             dst[j] = (float)((q[j] & 0x0f) - 8) * d;
-            dst[j + 16] = (float)((q[j] >> 4) - 8) * d;
+            dst[j + QK / 2] = (float)((q[j] >> 4) - 8) * d;
         }
     }
 }
 
-PT_CLONES static void row_q4_1(const uint8_t *p, float *dst, int64_t blocks)
+PT_CLONES static void row_q4_1(const block_q4_1 *x, float *dst, int64_t blocks)
 {
-    for (int64_t b = 0; b < blocks; b++, p += 20, dst += 32) {
-        float d = f16_at(p), m = f16_at(p + 2);
-        const uint8_t *q = p + 4;
+    for (int64_t b = 0; b < blocks; b++, dst += QK) {
+        float d = quant_f16_to_f32(x[b].d), m = quant_f16_to_f32(x[b].m);
+        const uint8_t *q = x[b].qs;
 #pragma omp simd
-        for (int j = 0; j < 16; j++) {
+        for (int j = 0; j < QK / 2; j++) {
             dst[j] = (float)(q[j] & 0x0f) * d + m;
-            dst[j + 16] = (float)(q[j] >> 4) * d + m;
+            dst[j + QK / 2] = (float)(q[j] >> 4) * d + m;
         }
     }
 }
@@ -60,9 +60,9 @@ pt_status cpu_dequantize_rows(const pt_tensor *w, int64_t r0, int64_t rows, floa
                    dtype_name(w->dtype));
     const uint8_t *base = (const uint8_t *)w->data + (size_t)r0 * row_bytes;
     switch (w->dtype) { /* whole rows are whole blocks here: row_bytes said so */
-    case PT_Q8_0: row_q8_0(base, out, rows * (k / 32)); return PT_OK;
-    case PT_Q4_0: row_q4_0(base, out, rows * (k / 32)); return PT_OK;
-    case PT_Q4_1: row_q4_1(base, out, rows * (k / 32)); return PT_OK;
+    case PT_Q8_0: row_q8_0((const block_q8_0 *)(const void *)base, out, rows * (k / QK)); return PT_OK;
+    case PT_Q4_0: row_q4_0((const block_q4_0 *)(const void *)base, out, rows * (k / QK)); return PT_OK;
+    case PT_Q4_1: row_q4_1((const block_q4_1 *)(const void *)base, out, rows * (k / QK)); return PT_OK;
     default: break;
     }
     for (int64_t r = 0; r < rows; r++) TRY(quant_dequantize_row(w->dtype, base + r * row_bytes, out + r * k, k));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "ptrain/quant_blocks.h"
 
 /* A tile holds about TILE_FLOATS weights: large enough that sgemm's repacking of the activations
  * (once per call) stays cheap, small enough to stay in the last-level cache. */
@@ -69,14 +70,14 @@ static pt_status matmul_few_rows_fused(float *y, const float *x, const pt_tensor
 {
     int64_t n = w->shape[0], k = w->shape[1];
     size_t row_bytes = dtype_size_bytes(w->dtype, k);
-    float *xsum = malloc(sizeof(float) * (size_t)(m * (k / 32) + 1));
+    float *xsum = malloc(sizeof(float) * (size_t)(m * (k / QK) + 1));
     TRY_ALLOC(xsum);
-    for (int64_t i = 0; i < m; i++) cpu_block_sums(x + i * k, k, xsum + i * (k / 32));
+    for (int64_t i = 0; i < m; i++) cpu_block_sums(x + i * k, k, xsum + i * (k / QK));
 #pragma omp parallel for schedule(static)
     for (int64_t j = 0; j < n; j++) {
         const char *row = (const char *)w->data + (size_t)j * row_bytes;
         for (int64_t i = 0; i < m; i++) {
-            float acc = cpu_dot_row(w->dtype, row, x + i * k, xsum + i * (k / 32), k);
+            float acc = cpu_dot_row(w->dtype, row, x + i * k, xsum + i * (k / QK), k);
             y[i * n + j] = beta == 0.0f ? acc : acc + beta * y[i * n + j];
         }
     }
@@ -88,7 +89,7 @@ static pt_status matmul_few_rows_fused(float *y, const float *x, const pt_tensor
 static pt_status matmul_few_rows(float *y, const float *x, const pt_tensor *w, int64_t m, float beta)
 {
     int64_t n = w->shape[0], k = w->shape[1];
-    if (cpu_dot_supported(w->dtype) && k % 32 == 0) return matmul_few_rows_fused(y, x, w, m, beta);
+    if (cpu_dot_supported(w->dtype) && k % QK == 0) return matmul_few_rows_fused(y, x, w, m, beta);
     float *probe = malloc(sizeof(float) * (size_t)k);
     TRY_ALLOC(probe);
     pt_status st = cpu_dequantize_rows(w, 0, 1, probe); /* an unreadable dtype fails here, not per row */

@@ -21,6 +21,7 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/quant.h"
+#include "ptrain/quant_blocks.h"
 
 /* llama.cpp's choice of layers that keep more bits: the first and last eighth, every third between. */
 static bool more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
@@ -32,7 +33,7 @@ static uint32_t fit_type(uint32_t t, uint64_t cols)
     const char *name;
     gguf_ggml_type_info(t, &name, &block, &bytes);
     if (cols % block == 0) return t;
-    if (cols % 32) return GGML_TYPE_F16; /* no 32-block type fits either */
+    if (cols % QK) return GGML_TYPE_F16; /* no 32-block type fits either */
     switch (t) {
     case GGML_TYPE_Q4_K: return GGML_TYPE_Q5_0;
     case GGML_TYPE_Q5_K: return GGML_TYPE_Q5_1;

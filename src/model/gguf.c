@@ -12,6 +12,7 @@
 #include <config.h>
 #endif
 #include "ptrain/gguf.h"
+#include "ptrain/quant_blocks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,23 +35,18 @@
 
 /* --- ggml tensor types --- */
 
+#define GGML_BLOCK(dtype, ggml_type, name, values, block) [ggml_type] = {name, values, sizeof(block), dtype},
+
+/* The types ptrain reads (the block formats from quant_blocks.h), and the sizes of those it does not,
+ * by which the reader still checks where such a tensor ends and names its type. */
 static const struct {
     const char *name;
     uint32_t block, bytes;
     pt_dtype dtype;
 } ggml_types[] = {
-    [GGML_TYPE_F32] = {"f32", 1, 4, PT_F32},
-    [GGML_TYPE_F16] = {"f16", 1, 2, PT_F16},
-    [GGML_TYPE_Q4_0] = {"q4_0", 32, 18, PT_Q4_0},
-    [GGML_TYPE_Q4_1] = {"q4_1", 32, 20, PT_Q4_1},
-    [GGML_TYPE_Q5_0] = {"q5_0", 32, 22, PT_Q5_0},
-    [GGML_TYPE_Q5_1] = {"q5_1", 32, 24, PT_Q5_1},
-    [GGML_TYPE_Q8_0] = {"q8_0", 32, 34, PT_Q8_0},
-    [GGML_TYPE_Q2_K] = {"q2_k", 256, 84, PT_Q2_K},
-    [GGML_TYPE_Q3_K] = {"q3_k", 256, 110, PT_Q3_K},
-    [GGML_TYPE_Q4_K] = {"q4_k", 256, 144, PT_Q4_K},
-    [GGML_TYPE_Q5_K] = {"q5_k", 256, 176, PT_Q5_K},
-    [GGML_TYPE_Q6_K] = {"q6_k", 256, 210, PT_Q6_K},
+    [GGML_TYPE_F32] = {"f32", 1, sizeof(float), PT_F32},
+    [GGML_TYPE_F16] = {"f16", 1, sizeof(uint16_t), PT_F16},
+    QUANT_BLOCK_FORMATS(GGML_BLOCK)
     [GGML_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, PT_DTYPE_COUNT},
     [GGML_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, PT_DTYPE_COUNT},
     [GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, PT_DTYPE_COUNT},
@@ -65,7 +61,7 @@ static const struct {
     [GGML_TYPE_I64] = {"i64", 1, 8, PT_DTYPE_COUNT},
     [GGML_TYPE_F64] = {"f64", 1, 8, PT_DTYPE_COUNT},
     [GGML_TYPE_IQ1_M] = {"iq1_m", 256, 56, PT_DTYPE_COUNT},
-    [GGML_TYPE_BF16] = {"bf16", 1, 2, PT_BF16},
+    [GGML_TYPE_BF16] = {"bf16", 1, sizeof(uint16_t), PT_BF16},
     [GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54, PT_DTYPE_COUNT},
     [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66, PT_DTYPE_COUNT},
     [GGML_TYPE_MXFP4] = {"mxfp4", 32, 17, PT_DTYPE_COUNT},

@@ -7,25 +7,43 @@
 #include "ptrain/weight_check.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ptrain/log.h"
 #include "ptrain/quant.h"
+#include "ptrain/quant_blocks.h"
 
-/* Where the fp16 fields of a block sit: the scale d, and (when there is one) the min m/dmin. */
+/* Where the fp16 fields of a block sit: the scale d, and (when there is one) the min m/dmin. The
+ * fields are read with memcpy at these offsets, as a GGUF tensor may start at an odd byte. */
 typedef struct {
     int values, bytes, fields;
     int off[2];
 } block_layout;
 
-static const block_layout layouts[PT_DTYPE_COUNT] = {
-    [PT_F16] = {1, 2, 1, {0, 0}},       [PT_BF16] = {1, 2, 1, {0, 0}},
-    [PT_Q8_0] = {32, 34, 1, {0, 0}},    [PT_Q4_0] = {32, 18, 1, {0, 0}},    [PT_Q4_1] = {32, 20, 2, {0, 2}},
-    [PT_Q5_0] = {32, 22, 1, {0, 0}},    [PT_Q5_1] = {32, 24, 2, {0, 2}},    [PT_Q2_K] = {256, 84, 2, {80, 82}},
-    [PT_Q3_K] = {256, 110, 1, {108, 0}}, [PT_Q4_K] = {256, 144, 2, {0, 2}}, [PT_Q5_K] = {256, 176, 2, {0, 2}},
-    [PT_Q6_K] = {256, 210, 1, {208, 0}},
+#define SCALE(block) {.fields = 1, .off = {offsetof(block, d), offsetof(block, d)}}
+#define SCALE_MIN(block, min) {.fields = 2, .off = {offsetof(block, d), offsetof(block, min)}}
+
+/* The fields of each dtype; values and bytes come from the dtype table (layout_of). */
+static const block_layout fields16[PT_DTYPE_COUNT] = {
+    [PT_F16] = {.fields = 1},         [PT_BF16] = {.fields = 1},
+    [PT_Q8_0] = SCALE(block_q8_0),    [PT_Q4_0] = SCALE(block_q4_0),    [PT_Q4_1] = SCALE_MIN(block_q4_1, m),
+    [PT_Q5_0] = SCALE(block_q5_0),    [PT_Q5_1] = SCALE_MIN(block_q5_1, m),
+    [PT_Q2_K] = SCALE_MIN(block_q2_K, dmin), [PT_Q3_K] = SCALE(block_q3_K),
+    [PT_Q4_K] = SCALE_MIN(block_q4_K, dmin), [PT_Q5_K] = SCALE_MIN(block_q5_K, dmin),
+    [PT_Q6_K] = SCALE(block_q6_K),
 };
+
+/* The layout of dtype's blocks; false for a dtype without fp16 fields to scan (f32, NF4). */
+static bool layout_of(pt_dtype dtype, block_layout *b)
+{
+    if ((unsigned)dtype >= PT_DTYPE_COUNT || fields16[dtype].fields == 0) return false;
+    *b = fields16[dtype];
+    b->values = (int)dtype_block_values(dtype);
+    b->bytes = (int)dtype_size_bytes(dtype, b->values);
+    return true;
+}
 
 /* The outcome of one scan: the first block (or element) holding a NaN or an infinity. */
 typedef struct {
@@ -180,14 +198,13 @@ pt_status weight_check(weight_tally *t, const char *file, const char *tensor, we
                        const void *data, int64_t n, int64_t cols)
 {
     scan s;
+    block_layout b = {.values = 1};
     if (dtype == PT_F32) scan32(data, n, &s);
-    else if ((unsigned)dtype < PT_DTYPE_COUNT && layouts[dtype].values && n % layouts[dtype].values == 0)
-        scan16(data, n / layouts[dtype].values, &layouts[dtype], dtype == PT_BF16 ? 0x7f80 : 0x7c00,
-               dtype == PT_BF16, &s);
+    else if (layout_of(dtype, &b) && n % b.values == 0)
+        scan16(data, n / b.values, &b, dtype == PT_BF16 ? 0x7f80 : 0x7c00, dtype == PT_BF16, &s);
     else
         return PT_OK; /* NF4 and unknown types: nothing to scan here */
-    if (s.bad >= 0)
-        return bad_value(file, tensor, dtype_name(dtype), &s, dtype == PT_F32 ? 1 : layouts[dtype].values, cols);
+    if (s.bad >= 0) return bad_value(file, tensor, dtype_name(dtype), &s, b.values, cols);
     tally_zero(t, tensor, role, s.zero);
     return PT_OK;
 }
