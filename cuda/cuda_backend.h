@@ -37,6 +37,9 @@ typedef struct {
     size_t partials_n;
     double *host_sums; /* pinned host memory the reductions' results are copied back to */
     int sm_count;
+    /* PTRAIN_CUDA_KERNELS=reference: the plain fp32 kernels and GEMMs the fast paths are checked
+     * against on the same GPU (tests/gpu/run.sh), instead of the tensor-core ones */
+    bool reference;
     /* data parallel (world > 1): gradients are summed on comm_stream, after the compute stream's
      * work up to reduce_begin (event ready) and before its work after reduce_end (event done) */
     int world;
