@@ -99,6 +99,48 @@ static pt_status cuda_synchronize(pt_backend *be)
     return PT_OK;
 }
 
+/* ---- offloaded activations: pinned host memory, copies overlapping compute ---- */
+
+static pt_status cuda_host_alloc(pt_backend *be, size_t bytes, void **p)
+{
+    (void)be;
+    CUDA_TRY(cudaMallocHost(p, bytes ? bytes : 1));
+    return PT_OK;
+}
+
+static void cuda_host_free(pt_backend *be, void *p)
+{
+    (void)be;
+    cudaFreeHost(p);
+}
+
+/* A copy on the copy stream, after the compute stream's work so far. */
+static pt_status copy_after_compute(cuda_ctx *c, void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    CUDA_TRY(cudaEventRecord(c->copy_ready, c->stream));
+    CUDA_TRY(cudaStreamWaitEvent(c->copy_stream, c->copy_ready, 0));
+    CUDA_TRY(cudaMemcpyAsync(dst, src, n, kind, c->copy_stream));
+    CUDA_TRY(cudaEventRecord(c->copy_done, c->copy_stream)); /* the copy stream runs in order: the last covers all */
+    return PT_OK;
+}
+
+static pt_status cuda_to_host_async(pt_backend *be, void *host, const pt_tensor *src)
+{
+    return copy_after_compute(ctx_of(be), host, src->data, src->nbytes, cudaMemcpyDeviceToHost);
+}
+
+static pt_status cuda_from_host_async(pt_backend *be, pt_tensor *dst, const void *host)
+{
+    return copy_after_compute(ctx_of(be), dst->data, host, dst->nbytes, cudaMemcpyHostToDevice);
+}
+
+static pt_status cuda_copies_wait(pt_backend *be)
+{
+    cuda_ctx *c = ctx_of(be);
+    CUDA_TRY(cudaStreamWaitEvent(c->stream, c->copy_done, 0));
+    return PT_OK;
+}
+
 static void cuda_close(pt_backend *be)
 {
     cuda_ctx *c = ctx_of(be);
@@ -110,6 +152,12 @@ static void cuda_close(pt_backend *be)
         cudaFree(c->partials);
         cudaFreeHost(c->host_sums);
         if (c->blas) cublasDestroy(c->blas);
+        if (c->copy_stream) {
+            cudaStreamSynchronize(c->copy_stream);
+            cudaStreamDestroy(c->copy_stream);
+        }
+        if (c->copy_ready) cudaEventDestroy(c->copy_ready);
+        if (c->copy_done) cudaEventDestroy(c->copy_done);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
     }
@@ -155,6 +203,11 @@ static pt_backend_ops make_ops(void)
     ops.reduce_end = cuda_reduce_end;
     ops.copy = cuda_copy;
     ops.zero = cuda_zero;
+    ops.host_alloc = cuda_host_alloc;
+    ops.host_free = cuda_host_free;
+    ops.to_host_async = cuda_to_host_async;
+    ops.from_host_async = cuda_from_host_async;
+    ops.copies_wait = cuda_copies_wait;
     return ops;
 }
 
@@ -170,6 +223,9 @@ static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options
     const char *kernels = getenv("PTRAIN_CUDA_KERNELS");
     c->reference = kernels && !strcmp(kernels, "reference");
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&c->copy_ready, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&c->copy_done, cudaEventDisableTiming));
     /* keep what the pool has taken: freed activations are reused by the next micro-batch */
     CUDA_TRY(cudaDeviceGetDefaultMemPool(&c->pool, device));
     uint64_t keep = UINT64_MAX; /* cuuint64_t */

@@ -46,6 +46,10 @@ typedef struct {
     ncclComm_t comm;
     cudaStream_t comm_stream;
     cudaEvent_t ready, done;
+    /* offloaded activations (backend_to_host_async ...): copies on copy_stream, after the compute
+     * stream's work up to copy_ready, and before its work after a wait on copy_done */
+    cudaStream_t copy_stream;
+    cudaEvent_t copy_ready, copy_done;
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(pt_backend *be) { return (cuda_ctx *)be->ctx; }

@@ -209,6 +209,35 @@ pt_status backend_zero(pt_backend *be, pt_tensor *t)
     return be->ops->zero(be, t);
 }
 
+pt_status backend_host_alloc(pt_backend *be, size_t bytes, void **p)
+{
+    NEED_OP(be, host_alloc);
+    return be->ops->host_alloc(be, bytes, p);
+}
+
+void backend_host_free(pt_backend *be, void *p)
+{
+    if (p && be && be->ops->host_free) be->ops->host_free(be, p);
+}
+
+pt_status backend_to_host_async(pt_backend *be, void *host, const pt_tensor *src)
+{
+    NEED_OP(be, to_host_async);
+    return be->ops->to_host_async(be, host, src);
+}
+
+pt_status backend_from_host_async(pt_backend *be, pt_tensor *dst, const void *host)
+{
+    NEED_OP(be, from_host_async);
+    return be->ops->from_host_async(be, dst, host);
+}
+
+pt_status backend_copies_wait(pt_backend *be)
+{
+    NEED_OP(be, copies_wait);
+    return be->ops->copies_wait(be);
+}
+
 pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
 {
     if (dst->dtype != src->dtype || dst->nbytes != src->nbytes)

@@ -196,7 +196,14 @@ static void emit_value(dump *d, const key_spec *spec, const void *base)
         break;
     }
     case K_FLOAT: emit_double(d, *(const double *)slot); break;
-    case K_BOOL: emit_scalar(d, *(const bool *)slot ? "true" : "false", true); break;
+    case K_BOOL:
+        if (spec->flags & F_UNSLOTH) {
+            pt_checkpointing v = *(const pt_checkpointing *)slot;
+            emit_scalar(d, config_checkpointing_names[v], v != PT_CKPT_OFFLOAD);
+        } else {
+            emit_scalar(d, *(const bool *)slot ? "true" : "false", true);
+        }
+        break;
     case K_TRI: {
         pt_tristate t = *(const pt_tristate *)slot;
         emit_scalar(d, t == PT_AUTO ? "auto" : t == PT_TRUE ? "true" : "false", t != PT_AUTO);

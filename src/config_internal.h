@@ -27,7 +27,7 @@ enum {
     F_MIN_EXCL = 1u << 0, /* min is excluded */
     F_MAX_EXCL = 1u << 1, /* max is excluded */
     F_AUTO = 1u << 2,     /* the word "auto" means 0 (integers) */
-    F_UNSLOTH = 1u << 3,  /* the word "unsloth" means true (booleans) */
+    F_UNSLOTH = 1u << 3,  /* a pt_checkpointing, not a bool: the booleans, or "unsloth" (2) */
     F_MINUS1 = 1u << 4,   /* -1 is allowed as "unset" besides [min, max] */
     F_STEPS = 1u << 5,    /* a step count: a whole number, or a fraction below 1 of the total (floats) */
     F_TAG = 1u << 6,      /* a scalar is a tag kept in pt_strmap.tag (mappings) */

@@ -42,6 +42,7 @@ ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
 ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
 ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
 
+const char *const config_checkpointing_names[3] = {"false", "true", "unsloth"};
 static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                              "gate_proj", "up_proj", "down_proj", NULL};
 static const char *const quant_choices[] = {
@@ -90,7 +91,7 @@ const key_spec config_keys[] = {
      "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", target_choices, 0, 0, 0,
      "projections that get adapters (or all-linear)"},
     {"use_gradient_checkpointing", NULL, K_BOOL, OFF(use_gradient_checkpointing), "unsloth", NULL, 0,
-     0, F_UNSLOTH, "recompute activations in backward (true or \"unsloth\" = on)"},
+     0, F_UNSLOTH, "recompute each layer in backward (true); \"unsloth\": also keep the layer inputs in host memory (GPU)"},
     {"random_state", NULL, K_INT, OFF(random_state), "3407", NULL, 0, (double)LONG_MAX, 0,
      "seed of the LoRA initialisation"},
     {"use_rslora", NULL, K_BOOL, OFF(use_rslora), "false", NULL, 0, 0, 0,
@@ -428,9 +429,10 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         return true;
     case K_BOOL:
         b = parse_bool_word(text);
-        if (b < 0 && (spec->flags & F_UNSLOTH) && word_is(text, "unsloth")) b = 1;
+        if (b < 0 && (spec->flags & F_UNSLOTH) && word_is(text, "unsloth")) b = PT_CKPT_OFFLOAD;
         if (b < 0) return fail(spec, text, why, whylen);
-        *(bool *)slot = b;
+        if (spec->flags & F_UNSLOTH) *(pt_checkpointing *)slot = (pt_checkpointing)b;
+        else *(bool *)slot = b;
         return true;
     case K_ENUM: /* the index of the choice: the value of the key's enum */
         for (int i = 0; spec->choices[i]; i++)
@@ -491,7 +493,10 @@ void key_value_text(const key_spec *spec, const void *base, strbuf *out)
             sb_printf(out, "%ld", *(const long *)slot);
         break;
     case K_FLOAT: text_double(out, *(const double *)slot); break;
-    case K_BOOL: sb_printf(out, "%s", *(const bool *)slot ? "true" : "false"); break;
+    case K_BOOL:
+        if (spec->flags & F_UNSLOTH) sb_printf(out, "%s", config_checkpointing_names[*(const pt_checkpointing *)slot]);
+        else sb_printf(out, "%s", *(const bool *)slot ? "true" : "false");
+        break;
     case K_TRI: {
         pt_tristate t = *(const pt_tristate *)slot;
         sb_printf(out, "%s", t == PT_AUTO ? "auto" : t == PT_TRUE ? "true" : "false");

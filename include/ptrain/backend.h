@@ -131,6 +131,12 @@ typedef struct {
     pt_status (*reduce_end)(pt_backend *be);
     pt_status (*copy)(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
     pt_status (*zero)(pt_backend *be, pt_tensor *t); /* every byte of t = 0 */
+    /* host memory and copies that overlap compute (offloaded activations) */
+    pt_status (*host_alloc)(pt_backend *be, size_t bytes, void **p);
+    void (*host_free)(pt_backend *be, void *p);
+    pt_status (*to_host_async)(pt_backend *be, void *host, const pt_tensor *src);
+    pt_status (*from_host_async)(pt_backend *be, pt_tensor *dst, const void *host);
+    pt_status (*copies_wait)(pt_backend *be);
 } pt_backend_ops;
 
 struct pt_backend {
@@ -187,6 +193,17 @@ pt_status backend_reduce_end(pt_backend *be);
 /* dst = src (same dtype and size), device to device. */
 pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
 pt_status backend_zero(pt_backend *be, pt_tensor *t); /* t = 0 (a view zeroes only its rows) */
+/* Host memory the backend copies to and from while it computes (pinned on CUDA: what
+ * use_gradient_checkpointing: "unsloth" keeps the layer inputs in). */
+pt_status backend_host_alloc(pt_backend *be, size_t bytes, void **p);
+void backend_host_free(pt_backend *be, void *p);
+/* Start copying src to host (of backend_host_alloc) or host to dst, after the work queued so far,
+ * on the backend's copy stream, so it overlaps the work queued next; backend_copies_wait makes the
+ * work queued after it wait for every copy started before (CPU: the copies happen at once, the
+ * wait does nothing). The memory of a copy in flight must not be touched until that wait. */
+pt_status backend_to_host_async(pt_backend *be, void *host, const pt_tensor *src);
+pt_status backend_from_host_async(pt_backend *be, pt_tensor *dst, const void *host);
+pt_status backend_copies_wait(pt_backend *be);
 /* A 1-d f32 view of count values of t starting at value offset (no copy). */
 pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);

@@ -44,7 +44,7 @@ typedef struct {
     double lora_dropout;
     pt_lora_bias lora_bias;
     pt_strlist lora_target_modules;
-    bool use_gradient_checkpointing;
+    pt_checkpointing use_gradient_checkpointing;
     long random_state;
     bool use_rslora;
     char *lora_model_dir; /* start from this adapter (continued training) */

@@ -68,8 +68,14 @@ fwd_ctx forward_ctx(const pt_model *m, const pt_adapter *ad, int batch, int seq,
 pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b);
 /* The host arrays of b (its buffers are the arena's). */
 void forward_bufs_free(fwd_bufs *b);
+/* Called before each layer of forward_run (may be NULL): when its input is ready and before it runs
+ * (training's offloading of the layer inputs to host memory, step.c). */
+typedef struct {
+    pt_status (*before)(void *arg, int layer);
+    void *arg;
+} fwd_hooks;
 /* Embedding, then every layer: the last hidden states are forward_output(c, b). */
-pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b);
+pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h);
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b);
 /* out = layer(x), filling a (what the backward pass of that layer reads). */
 pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a);

@@ -16,6 +16,7 @@ typedef struct {
     size_t adapters;    /* LoRA A and B, their gradients and AdamW's two moments: 16 bytes a parameter */
     size_t activations; /* the arena of one micro-batch's buffers (forward, loss head, backward) */
     size_t workspace;   /* the CUDA backend's: bf16 operand staging, a dequantized tile, cuBLAS */
+    size_t offloaded;   /* in pinned host memory, not on the device: the offloaded layer inputs */
     size_t total;
 } pt_memplan;
 
@@ -23,12 +24,14 @@ typedef struct {
     int64_t batch, seq;   /* rows of one micro-batch: batch x seq */
     int64_t lora_params;
     size_t arena_bytes;   /* the activation arena (step_arena_bytes) */
+    size_t offload_bytes; /* the layer inputs offloaded to host memory (step_offload_bytes), or 0 */
     int loss_chunk;       /* logit rows per loss chunk */
     bool cuda;            /* staging and cuBLAS workspace */
 } pt_memplan_shape;
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);
-/* One line: "memory plan: N bytes (weights ..., adapters + optimizer ..., activations ..., workspace ...)". */
+/* One line: "memory plan: N bytes (weights ..., adapters + optimizer ..., activations ..., workspace ...)",
+ * and one for the host memory of offloaded layer inputs when there are any. */
 void memplan_print(const pt_memplan *p, const char *device);
 /* On a GPU: fails with PT_ERR_USER and the numbers when what the plan still has to allocate (all but
  * the weights, already loaded) exceeds the device's free memory. Elsewhere PT_OK. */

@@ -33,6 +33,12 @@ typedef struct {
     char *path; /* NULL when on means "newest complete checkpoint in output_dir" */
 } pt_resume;
 
+/* use_gradient_checkpointing: false (every layer's activations kept), true (each layer's input kept,
+ * the layer run again before its backward) or "unsloth" (the same, with the layer inputs in host
+ * memory, copied while the GPU computes). A boolean key's value, or 2. */
+typedef enum { PT_CKPT_OFF, PT_CKPT_ON, PT_CKPT_OFFLOAD } pt_checkpointing;
+extern const char *const config_checkpointing_names[3]; /* "false", "true", "unsloth" */
+
 /* dtype: the compute dtype on a GPU. */
 typedef enum { COMPUTE_AUTO, COMPUTE_FLOAT16, COMPUTE_BFLOAT16, COMPUTE_FLOAT32, COMPUTE_DTYPE_COUNT } pt_compute_dtype;
 /* device: the backend. */

@@ -23,6 +23,10 @@ typedef struct {
 
 typedef struct {
     bool checkpointing;    /* keep only layer inputs; recompute each layer in backward */
+    bool offload;          /* with checkpointing: the layer inputs in host memory, copied out in the
+                              forward pass and back in the backward pass while the backend computes
+                              (use_gradient_checkpointing: "unsloth" on a GPU); the device holds two */
+    void *offload_host;    /* n_layers x rows x dim floats of backend_host_alloc; NULL: made for this call */
     int loss_chunk;        /* rows of logits alive at once (0: 256) */
     bool full_lm_head;     /* logits on every row, labelled or not: the plain computation the
                               default (only rows whose target counts) is tested against */
@@ -44,9 +48,10 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
  * NULL), buffers from arena (NULL: one made for this call). */
 pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
                     int64_t *n_tokens);
-/* The arena bytes step_run (with o's checkpointing, dropout and chunk) and step_loss need for
- * rows rows, when every row is labelled (the most). */
+/* The arena bytes step_run (with o's checkpointing, offloading, dropout and chunk) and step_loss
+ * need for rows rows, when every row is labelled (the most); the host bytes offloading takes. */
 size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o);
 size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows);
+size_t step_offload_bytes(const pt_model *m, int64_t rows);
 
 #endif

@@ -68,6 +68,30 @@ static pt_status cpu_synchronize(pt_backend *be)
     return PT_OK;
 }
 
+/* Offloading on the CPU: the "host" is the same memory, so a copy happens at once. */
+static pt_status cpu_host_alloc(pt_backend *be, size_t bytes, void **p)
+{
+    (void)be;
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? PT_OK : ERR(PT_ERR_NOMEM, "out of host memory allocating %zu bytes", bytes);
+}
+
+static void cpu_host_free(pt_backend *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+static pt_status cpu_to_host_async(pt_backend *be, void *host, const pt_tensor *src)
+{
+    return cpu_download(be, src, host, src->nbytes);
+}
+
+static pt_status cpu_from_host_async(pt_backend *be, pt_tensor *dst, const void *host)
+{
+    return cpu_upload(be, dst, host, dst->nbytes);
+}
+
 static const pt_backend_ops cpu_ops = {
     .name = "cpu",
     .close = cpu_close,
@@ -105,6 +129,11 @@ static const pt_backend_ops cpu_ops = {
     .reduce_end = cpu_reduce_end,
     .copy = cpu_copy,
     .zero = cpu_zero,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .to_host_async = cpu_to_host_async,
+    .from_host_async = cpu_from_host_async,
+    .copies_wait = cpu_synchronize,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)

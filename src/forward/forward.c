@@ -148,13 +148,15 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
 
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b) { return &b->x[c->m->cfg.n_layers % b->n_x]; }
 
-pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b)
+pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h)
 {
     const pt_model *m = c->m;
     TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
     float scale = m->cfg.embed_scale;
     if (scale != 0.0f && scale != 1.0f) TRY(backend_scale(m->be, &b->x[0], scale));
-    for (int l = 0; l < m->cfg.n_layers; l++)
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (h && h->before) TRY(h->before(h->arg, l));
         TRY(forward_layer(c, l, &b->x[l % b->n_x], &b->x[(l + 1) % b->n_x], &b->acts[b->n_acts > 1 ? l : 0]));
+    }
     return PT_OK;
 }

@@ -51,7 +51,7 @@ static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_
     fwd_bufs b;
     pt_tensor xn, rstd, out;
     pt_status st = take_all(arena, c, last_only ? 1 : (int)c->rows, &b, &xn, &rstd, &out);
-    if (st == PT_OK) st = forward_run(c, ids, &b);
+    if (st == PT_OK) st = forward_run(c, ids, &b, NULL);
     if (st == PT_OK) st = backend_rmsnorm(m->be, &xn, &rstd, forward_output(c, &b), &m->out_norm, m->cfg.norm_eps);
     pt_tensor rows = last_only ? tensor_rows(&xn, c->rows - 1, 1) : xn;
     if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, &m->output, 0.0f);

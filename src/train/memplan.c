@@ -21,6 +21,7 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
     out->weights = weight_bytes;
     out->adapters = (size_t)s->lora_params * 4 * f;
     out->activations = s->arena_bytes;
+    out->offloaded = s->offload_bytes;
     out->workspace = 0;
     if (s->cuda) { /* bf16 operands of the largest matmul (a layer's, or the LM head's over one chunk of
                     * logit rows), one dequantized weight tile, cuBLAS's workspace */
@@ -35,6 +36,9 @@ void memplan_print(const pt_memplan *p, const char *device)
     log_info("memory plan: %zu bytes on %s (%.1f MiB: weights %.1f, adapters + optimizer %.1f, activations %.1f, "
              "workspace %.1f)\n", p->total, device, p->total / MIB, p->weights / MIB, p->adapters / MIB,
              p->activations / MIB, p->workspace / MIB);
+    if (p->offloaded)
+        log_info("memory plan: %zu bytes of pinned host memory for the layer inputs (%.1f MiB; use_gradient_checkpointing: "
+                 "unsloth)\n", p->offloaded, p->offloaded / MIB);
 }
 
 pt_status memplan_check(pt_backend *be, const pt_memplan *p)
@@ -47,7 +51,8 @@ pt_status memplan_check(pt_backend *be, const pt_memplan *p)
     if (need > free_b)
         return ERR(PT_ERR_USER, "this run needs about %.1f MiB more on GPU %d (adapters + optimizer %.1f, activations "
                    "%.1f, workspace %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights; lower "
-                   "per_device_train_batch_size or max_seq_length, or set use_gradient_checkpointing: true",
+                   "per_device_train_batch_size or max_seq_length, or set use_gradient_checkpointing: true (or \"unsloth\", "
+                   "which keeps the layer inputs in host memory)",
                    need / MIB, be->device, p->adapters / MIB, p->activations / MIB, p->workspace / MIB, free_b / MIB,
                    total_b / MIB, p->weights / MIB);
 #else

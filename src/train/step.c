@@ -1,9 +1,10 @@
 /* step.c — forward and backward of one micro-batch with LoRA (see step.h for the contract), for
  * every family forward.c runs: the one forward pass keeping each layer's activations (or, with
- * checkpointing, only each layer's input, the layer run again just before its backward), the loss
- * head with its gradient (forward.h), then the layers' backward passes (backward.c) from the last,
- * handing each finished layer to the caller. All buffers come from an arena, taken in the same
- * order by the dry run that sizes it. */
+ * checkpointing, only each layer's input, the layer run again just before its backward; with
+ * offloading those inputs go to host memory and come back just in time, two on the device), the
+ * loss head with its gradient (forward.h), then the layers' backward passes (backward.c) from the
+ * last, handing each finished layer to the caller. All buffers come from an arena, taken in the
+ * same order by the dry run that sizes it. */
 #include "ptrain/step.h"
 
 #include <stdlib.h>
@@ -31,9 +32,11 @@ static fwd_ctx ctx_of(const pt_model *m, pt_lora *l, const train_batch *b, const
 
 /* What lives through the whole step; then what each later phase needs (the loss head's buffers,
  * then the backward pass's in the same place). */
+static bool offloading(const step_options *o) { return o->checkpointing && o->offload; }
+
 static pt_status forward_phase_take(pt_arena *arena, fwd_ctx *c, const step_options *o, step_bufs *s)
 {
-    TRY(forward_take(arena, c, true, !o->checkpointing, &s->f));
+    TRY(forward_take(arena, c, !offloading(o), !o->checkpointing, &s->f));
     return arena_take(arena, &s->d, c->rows, c->m->cfg.dim);
 }
 
@@ -59,31 +62,76 @@ size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, c
     return a.high;
 }
 
+size_t step_offload_bytes(const pt_model *m, int64_t rows)
+{
+    return sizeof(float) * (size_t)m->cfg.n_layers * (size_t)rows * (size_t)m->cfg.dim;
+}
+
+/* Offloading: layer l's input in host memory. */
+typedef struct {
+    const fwd_ctx *c;
+    fwd_bufs *f;
+    float *host;
+} offload;
+
+static float *host_input(const offload *h, int layer)
+{
+    return h->host + (size_t)layer * (size_t)h->c->rows * (size_t)h->c->m->cfg.dim;
+}
+
+/* Before layer l of the forward pass: its output goes where input l-1 was, whose copy out (started
+ * before layer l-1) must be done; then input l starts its copy out, overlapping layer l. */
+static pt_status offload_before(void *arg, int layer)
+{
+    offload *h = arg;
+    pt_backend *be = h->c->m->be;
+    TRY(backend_copies_wait(be));
+    return backend_to_host_async(be, host_input(h, layer), &h->f->x[layer % 2]);
+}
+
+/* Before layer l's backward pass: input l is on the device (the last forward left input L-1 there;
+ * the others come back one layer ahead), and input l-1 starts coming back into the slot input l+1
+ * left, overlapping this layer's backward. */
+static pt_status fetch_ahead(const offload *h, int layer)
+{
+    pt_backend *be = h->c->m->be;
+    TRY(backend_copies_wait(be));
+    return layer > 0 ? backend_from_host_async(be, &h->f->x[(layer - 1) % 2], host_input(h, layer - 1)) : PT_OK;
+}
+
 /* The layers' backward passes, last first (recomputing a layer first with checkpointing). */
-static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *o, step_bufs *s)
+static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *o, step_bufs *s, const offload *h)
 {
     for (int layer = c->m->cfg.n_layers - 1; layer >= 0; layer--) {
         layer_acts *a = &s->f.acts[o->checkpointing ? 0 : layer];
-        if (o->checkpointing) TRY(forward_layer(c, layer, &s->f.x[layer], &s->recompute, a));
-        TRY(backward_layer(c, l, layer, &s->f.x[layer], a, &s->d, &s->g));
+        if (h) TRY(fetch_ahead(h, layer));
+        const pt_tensor *x = &s->f.x[layer % s->f.n_x];
+        if (o->checkpointing) TRY(forward_layer(c, layer, x, &s->recompute, a));
+        TRY(backward_layer(c, l, layer, x, a, &s->d, &s->g));
         if (o->layer_done) TRY(o->layer_done(o->layer_done_arg, layer));
     }
     return PT_OK;
 }
 
 static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fwd_ctx *c, pt_arena *arena,
-                     float grad_scale, double *loss_sum, int64_t *n_tokens)
+                     float *host, float grad_scale, double *loss_sum, int64_t *n_tokens)
 {
     step_bufs s = {0};
     pt_status st = forward_phase_take(arena, c, o, &s);
-    if (st == PT_OK) st = forward_run(c, b->ids, &s.f);
+    offload h = {c, &s.f, host};
+    fwd_hooks hooks = {offload_before, &h};
+    if (st == PT_OK) st = forward_run(c, b->ids, &s.f, offloading(o) ? &hooks : NULL);
     size_t mark = arena_mark(arena);
     if (st == PT_OK) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
     if (st == PT_OK) st = forward_loss(c, &s.h, forward_output(c, &s.f), &s.d, grad_scale, loss_sum, n_tokens);
     loss_free(&s.h);
     arena_back_to(arena, mark);
     if (st == PT_OK) st = backward_phase_take(arena, c, o, &s);
-    if (st == PT_OK) st = backward_all(c, l, o, &s);
+    if (st == PT_OK) st = backward_all(c, l, o, &s, offloading(o) ? &h : NULL);
+    if (offloading(o)) { /* nothing may still be copying into memory the caller reuses */
+        pt_status done = backend_copies_wait(c->m->be);
+        if (st == PT_OK) st = done;
+    }
     forward_bufs_free(&s.f);
     return st;
 }
@@ -98,7 +146,11 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
         arena = &own;
     }
     arena_reset(arena);
-    pt_status st = run(b, o, l, &c, arena, grad_scale, loss_sum, n_tokens);
+    void *host = o->offload_host;
+    pt_status st = PT_OK;
+    if (offloading(o) && !host) st = backend_host_alloc(m->be, step_offload_bytes(m, c.rows), &host);
+    if (st == PT_OK) st = run(b, o, l, &c, arena, host, grad_scale, loss_sum, n_tokens);
+    if (host != o->offload_host) backend_host_free(m->be, host);
     arena_close(&own);
     return st;
 }
@@ -129,7 +181,7 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
     fwd_bufs f;
     loss_bufs h = {0};
     pt_status st = forward_take(arena, &c, false, false, &f);
-    if (st == PT_OK) st = forward_run(&c, b->ids, &f);
+    if (st == PT_OK) st = forward_run(&c, b->ids, &f, NULL);
     if (st == PT_OK) st = loss_take(arena, &c, b->targets, false, 256, false, &h);
     if (st == PT_OK) st = forward_loss(&c, &h, forward_output(&c, &f), NULL, 0.0f, loss_sum, n_tokens);
     loss_free(&h);

@@ -115,9 +115,11 @@ static pt_status on_layer_done(void *arg, int layer)
 /* The options of every micro-batch's step (the dropout seed is set per micro-batch). */
 static step_options step_options_of(trainer *t)
 {
-    step_options so = {.checkpointing = t->cfg->use_gradient_checkpointing,
-                       .lora_dropout = (float)t->cfg->lora_dropout, .loss_chunk = 256,
-                       .layer_done = on_layer_done, .layer_done_arg = t, .arena = &t->arena};
+    pt_checkpointing ck = t->cfg->use_gradient_checkpointing;
+    /* "unsloth" offloads the layer inputs on a GPU; on the CPU they are in host memory already */
+    step_options so = {.checkpointing = ck != PT_CKPT_OFF, .offload = ck == PT_CKPT_OFFLOAD && t->be->device >= 0,
+                       .offload_host = t->offload_host, .lora_dropout = (float)t->cfg->lora_dropout,
+                       .loss_chunk = 256, .layer_done = on_layer_done, .layer_done_arg = t, .arena = &t->arena};
     return so;
 }
 
@@ -226,6 +228,7 @@ static void plan_memory(trainer *t)
     size_t eval = t->eval.n ? step_loss_arena_bytes(&t->m, &t->l.ad, eval_rows) : 0;
     pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
                           .lora_params = adapter_param_count(&t->l.ad), .arena_bytes = arena > eval ? arena : eval,
+                          .offload_bytes = so.offload ? step_offload_bytes(&t->m, rows) : 0,
                           .loss_chunk = so.loss_chunk, .cuda = t->be->device >= 0};
     memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);
 }
@@ -512,6 +515,7 @@ static void trainer_free(trainer *t)
     ckpt_layout_free(&t->lay);
     ckpt_state_free(&t->run);
     arena_close(&t->arena);
+    backend_host_free(t->be, t->offload_host);
     lora_free(&t->l);
     model_free(&t->m);
     tokenizer_free(t->tok);
@@ -533,6 +537,7 @@ static pt_status plan_run(trainer *t, int threads)
     warn_settings(t);
     TRY(dist_agree(t->d, memplan_check(t->be, &t->plan)));
     TRY(dist_agree(t->d, arena_open(&t->arena, t->be, t->plan.activations)));
+    if (t->plan.offloaded) TRY(dist_agree(t->d, backend_host_alloc(t->be, t->plan.offloaded, &t->offload_host)));
     if (t->first_step >= t->total && t->resumed_from >= 0)
         log_info("resume     the checkpoint is at step %lld of %lld: nothing left to train\n",
                  (long long)t->first_step, (long long)t->total);

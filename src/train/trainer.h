@@ -47,6 +47,7 @@ typedef struct {
     double last_loss, last_lr;
     pt_memplan plan; /* this rank's memory, by part (memplan.c) */
     pt_arena arena;  /* every activation buffer of a step or an evaluation batch, allocated once */
+    void *offload_host; /* use_gradient_checkpointing "unsloth" on a GPU: the layer inputs, in host memory */
     /* the run's identity, the metric history and best model: what a checkpoint stores besides
      * the tensors and the position (train_ckpt.c fills and restores it) */
     ckpt_state run;

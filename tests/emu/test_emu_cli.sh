@@ -5,7 +5,9 @@
 # runs on the tiny Qwen2 and Gemma 2; one training step with `device: cuda` prints the memory plan
 # on cuda and the pool's peak (within the plan x 1.10 + 256 MiB that tests/gpu/run.sh demands),
 # and its loss is the CPU's within 1e-2; a device smaller than the plan is refused before the first
-# step, with the numbers. Skips, saying why, where the emulator was not built.
+# step, with the numbers; use_gradient_checkpointing "unsloth" (the default: the layer inputs in
+# pinned host memory, copied on a stream of their own) trains the same adapter as true, to the bit.
+# Skips, saying why, where the emulator was not built.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -48,6 +50,16 @@ lc=$(loss "$tmp/cpu/metrics.jsonl") lg=$(loss "$tmp/cuda/metrics.jsonl")
 ok "step 1's loss on cuda ($lg) is the CPU's ($lc) within 1e-2" \
     awk -v a="$lg" -v b="$lc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-2 * b) }'
 [ -s "$tmp/cuda/lora/adapter.h5" ] || sed 's/^/# /' "$tmp/cuda.log" | tail -n 15
+ok "use_gradient_checkpointing \"unsloth\" (the default) offloads the layer inputs: the plan says how much host memory" \
+    grep -q '^memory plan: [0-9]* bytes of pinned host memory for the layer inputs' "$tmp/cuda.log"
+tiny_config "$tmp/keep.yaml" "$tmp/keep" "max_steps: 1
+logging_steps: 1
+use_gradient_checkpointing: true
+device: cuda"
+"$E" train "$tmp/keep.yaml" >"$tmp/keep.log" 2>&1
+ok "... and trains the adapter use_gradient_checkpointing: true trains, to the bit" \
+    sh -c "h5diff -d 0 '$tmp/keep/lora/adapter.h5' '$tmp/cuda/lora/adapter.h5' >/dev/null 2>&1 && \
+! grep -q 'pinned host memory' '$tmp/keep.log'"
 
 # a device too small for the plan: one clear error with the numbers, before the first step
 tiny_config "$tmp/small.yaml" "$tmp/small" "max_steps: 1

@@ -281,7 +281,7 @@ static const default_row default_rows[] = {
     {"lora_dropout", "0"},
     {"lora_bias", "none"},
     {"lora_target_modules", "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"},
-    {"use_gradient_checkpointing", "true"}, /* "unsloth" */
+    {"use_gradient_checkpointing", "unsloth"},
     {"random_state", "3407"},
     {"use_rslora", "false"},
     {"lora_model_dir", "(unset)"},
@@ -367,7 +367,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.n_datasets, 0);
     assert_null(cfg.datasets);
     assert_int_equal(cfg.lora_target_modules.n, 7);
-    assert_true(cfg.use_gradient_checkpointing);
+    assert_int_equal(cfg.use_gradient_checkpointing, PT_CKPT_OFFLOAD);
     assert_true(cfg.learning_rate == 2e-4);
     assert_true(cfg.num_train_epochs == 3.0);
     assert_int_equal(cfg.max_steps, -1);
@@ -459,11 +459,18 @@ static void test_unsloth_and_all_linear(void **state)
     (void)state;
     pt_config cfg;
     parse_ok("use_gradient_checkpointing: unsloth\n", &cfg);
-    assert_true(cfg.use_gradient_checkpointing);
-    expect_text(&cfg, "use_gradient_checkpointing", "true");
+    assert_int_equal(cfg.use_gradient_checkpointing, PT_CKPT_OFFLOAD);
+    expect_text(&cfg, "use_gradient_checkpointing", "unsloth");
     config_free(&cfg);
     parse_ok("use_gradient_checkpointing: \"Unsloth\"\n", &cfg);
-    assert_true(cfg.use_gradient_checkpointing);
+    assert_int_equal(cfg.use_gradient_checkpointing, PT_CKPT_OFFLOAD);
+    config_free(&cfg);
+    parse_ok("use_gradient_checkpointing: yes\n", &cfg);
+    assert_int_equal(cfg.use_gradient_checkpointing, PT_CKPT_ON);
+    expect_text(&cfg, "use_gradient_checkpointing", "true");
+    config_free(&cfg);
+    parse_ok("use_gradient_checkpointing: false\n", &cfg);
+    assert_int_equal(cfg.use_gradient_checkpointing, PT_CKPT_OFF);
     config_free(&cfg);
     /* "unsloth" is for use_gradient_checkpointing only */
     expect_error("packing: unsloth\n",

@@ -902,9 +902,9 @@ static void family_close(family_fx *fx)
 }
 
 /* the mean loss, with the gradients of that mean left in the adapters */
-static double family_step(family_fx *fx, bool checkpointing)
+static double family_step(family_fx *fx, bool checkpointing, bool offload)
 {
-    step_options o = {.checkpointing = checkpointing, .loss_chunk = 7}; /* chunks not dividing the rows */
+    step_options o = {.checkpointing = checkpointing, .offload = offload, .loss_chunk = 7}; /* chunks not dividing the rows */
     double loss = 0;
     int64_t n = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
@@ -955,7 +955,7 @@ static void check_model_grads(const char *family)
 {
     family_fx fx;
     family_open(family, "tiny-f32", &fx);
-    double loss = family_step(&fx, false), diff = 0, scale = 0;
+    double loss = family_step(&fx, false, false), diff = 0, scale = 0;
     for (lora_pair *s = lora_next(&fx.l, NULL); s; s = lora_next(&fx.l, s))
         for (int which = 0; which < 2; which++) {
             adapter_pair *p = lora_weights(&fx.l, s);
@@ -975,12 +975,17 @@ static void check_model_grads(const char *family)
     if (err > 1e-3) fail_msg("%s: whole-model LoRA gradients off by %.3g (tolerance 1e-3)", family, err);
     /* gradient checkpointing recomputes each layer: the same gradients */
     float *plain = get(fx.be, &fx.l.grads);
-    family_step(&fx, true);
+    family_step(&fx, true, false);
     float *ckpt = get(fx.be, &fx.l.grads);
     double e2 = rel_err_f(ckpt, plain, tensor_numel(&fx.l.grads));
     print_message("  %s: with checkpointing, gradients differ by %.2e\n", family, e2);
     assert_true(e2 <= 1e-6);
-    free(plain), free(ckpt);
+    /* offloading the layer inputs to host memory (use_gradient_checkpointing: "unsloth") only moves
+     * them: the same bits */
+    family_step(&fx, true, true);
+    float *offloaded = get(fx.be, &fx.l.grads);
+    assert_memory_equal(offloaded, ckpt, fx.l.grads.nbytes);
+    free(plain), free(ckpt), free(offloaded);
     family_close(&fx);
 }
 
@@ -1037,7 +1042,7 @@ static void check_peft(const char *family)
                 }
         if (pass == 0) {
             assert_true(off * sizeof(float) == len_init && len_init == len_grads);
-            double loss = family_step(&fx, false), ref = json_real_value(json_object_get(man, "loss"));
+            double loss = family_step(&fx, false, false), ref = json_real_value(json_object_get(man, "loss"));
             print_message("  %s: loss %.9f (PEFT %.9f, relative %.2g)\n", family, loss, ref, fabs(loss - ref) / ref);
             assert_true(fabs(loss - ref) <= 1e-5 * ref);
         } else {
@@ -1065,7 +1070,7 @@ static void check_training_lowers_loss(const char *family)
     adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
     double first = 0, loss = 0;
     for (int s = 0; s < 8; s++) {
-        loss = family_step(&fx, s % 2 == 1);
+        loss = family_step(&fx, s % 2 == 1, s % 4 == 3); /* also the offloaded layer inputs */
         if (s == 0) first = loss;
         double norm;
         assert_int_equal(optimizer_grad_norm(&fx.l, &norm), PT_OK);
