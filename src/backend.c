@@ -7,6 +7,7 @@
 #include "ptrain/backend.h"
 #include "ptrain/nf4.h"
 #include "ptrain/quant_blocks.h"
+#include "ptrain/util.h"
 
 #include <math.h>
 #include <string.h>
@@ -122,7 +123,10 @@ pt_status backend_upload(pt_backend *be, pt_tensor *dst, const void *host, size_
 {
     if (nbytes != dst->nbytes)
         return ERR(PT_ERR_INTERNAL, "upload of %zu bytes into a tensor of %zu", nbytes, dst->nbytes);
-    return be->ops->upload(be, dst, host, nbytes);
+    double t0 = util_now();
+    pt_status st = be->ops->upload(be, dst, host, nbytes);
+    be->upload_s += util_now() - t0;
+    return st;
 }
 
 pt_status backend_download(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes)

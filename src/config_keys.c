@@ -41,6 +41,8 @@ ENUM_CHOICES(config_sched_choices, pt_lr_scheduler, SCHED_COUNT);
 ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
 ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
 ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
+const char *const config_model_read_choices[] = {"per_node", "broadcast", NULL};
+ENUM_CHOICES(config_model_read_choices, pt_model_read, MODEL_READ_COUNT);
 
 const char *const config_checkpointing_names[3] = {"false", "true", "unsloth"};
 static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
@@ -76,6 +78,9 @@ const key_spec config_keys[] = {
      "omit, or {\"\": local_rank}; auto/balanced are refused under several ranks"},
     {"device", NULL, K_ENUM, OFF(device), "auto", config_device_choices, 0, 0, 0,
      "backend: auto (CUDA when built and a GPU is visible), cpu or cuda"},
+    {"model_read", NULL, K_ENUM, OFF(model_read), "per_node", config_model_read_choices, 0, 0, 0,
+     "several nodes: the first rank of each node reads the model files (per_node), or rank 0 reads them and "
+     "sends the loaded weights to the other nodes over MPI (broadcast: for filesystems that suffer many readers)"},
     {"threads", NULL, K_INT, OFF(threads), "auto", NULL, 0, 4096, F_AUTO,
      "OpenMP threads per rank; auto = cores of the node / ranks on the node"},
     {"dataset", NULL, K_DATASETS, 0, NULL, NULL, 0, 0, 0, "list of datasets, concatenated"},

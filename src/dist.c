@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,12 @@
 
 #include "ptrain/log.h"
 #include "ptrain/util.h"
+
+struct dist_comms {
+    MPI_Comm node;    /* the ranks of this node (MPI_COMM_TYPE_SHARED) */
+    MPI_Comm leaders; /* the first rank of every node; MPI_COMM_NULL on the others */
+    MPI_Win window;   /* dist_node_window's, or MPI_WIN_NULL */
+};
 
 #define MPI_TRY(call)                                                                              \
     do {                                                                                           \
@@ -30,6 +38,7 @@
 pt_status dist_init(pt_dist *d, int *argc, char ***argv)
 {
     memset(d, 0, sizeof *d);
+    double t0 = util_now();
     d->world = d->local_world = 1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     d->node_cores = cores > 0 ? (int)cores : 1;
@@ -41,12 +50,24 @@ pt_status dist_init(pt_dist *d, int *argc, char ***argv)
     d->mpi = !inited;
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &d->world));
-    MPI_Comm node;
-    MPI_TRY(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node));
-    MPI_TRY(MPI_Comm_rank(node, &d->local_rank));
-    MPI_TRY(MPI_Comm_size(node, &d->local_world));
-    MPI_Comm_free(&node);
+    d->comms = calloc(1, sizeof *d->comms);
+    if (!d->comms) return ERR(PT_ERR_NOMEM, "out of memory");
+    d->comms->window = MPI_WIN_NULL;
+    MPI_Comm *node = &d->comms->node, *leaders = &d->comms->leaders;
+    MPI_TRY(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, node));
+    MPI_TRY(MPI_Comm_rank(*node, &d->local_rank));
+    MPI_TRY(MPI_Comm_size(*node, &d->local_world));
+    MPI_TRY(MPI_Comm_split(MPI_COMM_WORLD, d->local_rank == 0 ? 0 : MPI_UNDEFINED, d->rank, leaders));
+    int leader_rank = -1;
+    if (*leaders != MPI_COMM_NULL) MPI_TRY(MPI_Comm_rank(*leaders, &leader_rank));
+    MPI_TRY(MPI_Bcast(&leader_rank, 1, MPI_INT, 0, *node));
+    d->node = leader_rank;
+    int nodes = d->local_rank == 0 ? 1 : 0;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, &nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    d->nodes = nodes;
     log_init(d->rank, d->world);
+    d->init_s = util_now() - t0;
+    d->start = t0;
     return PT_OK;
 }
 
@@ -54,6 +75,13 @@ void dist_finalize(pt_dist *d)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
+    if (d->comms && !finalized) {
+        dist_node_window_free(d);
+        if (d->comms->leaders != MPI_COMM_NULL) MPI_Comm_free(&d->comms->leaders);
+        MPI_Comm_free(&d->comms->node);
+    }
+    free(d->comms);
+    d->comms = NULL;
     if (d->mpi && !finalized) MPI_Finalize();
     d->mpi = false;
 }
@@ -169,4 +197,75 @@ pt_status dist_any(const pt_dist *d, int *flag)
 {
     if (d->world > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     return PT_OK;
+}
+
+/* ---- the node and its leader ---- */
+
+/* Room left on the shared-memory filesystem the MPI library maps windows from. */
+static size_t shm_room(void)
+{
+    struct statvfs v;
+    if (statvfs("/dev/shm", &v) != 0) return (size_t)-1; /* no /dev/shm: the library uses another place */
+    return (size_t)v.f_bavail * (size_t)v.f_frsize;
+}
+
+pt_status dist_node_window(pt_dist *d, size_t bytes, void **base, size_t *size)
+{
+    struct dist_comms *c = d->comms;
+    if (!c) return ERR(PT_ERR_INTERNAL, "dist_node_window before dist_init");
+    unsigned long long want = d->local_rank == 0 ? bytes : 0;
+    MPI_TRY(MPI_Bcast(&want, 1, MPI_UNSIGNED_LONG_LONG, 0, c->node));
+    int fits = d->local_rank != 0 || shm_room() >= want;
+    MPI_TRY(MPI_Bcast(&fits, 1, MPI_INT, 0, c->node));
+    if (!fits)
+        return ERR(PT_ERR_NOMEM, "the node's shared memory (/dev/shm) has %.0f MiB free, %.0f MiB are needed for "
+                   "the weights", (double)shm_room() / 1048576.0, (double)want / 1048576.0);
+    MPI_Aint mine = d->local_rank == 0 ? (MPI_Aint)want : 0;
+    void *own = NULL;
+    MPI_TRY(MPI_Win_allocate_shared(mine, 1, MPI_INFO_NULL, c->node, &own, &c->window));
+    MPI_Aint got = 0;
+    int unit = 0;
+    MPI_TRY(MPI_Win_shared_query(c->window, 0, &got, &unit, base));
+    *size = (size_t)got;
+    return PT_OK;
+}
+
+void dist_node_window_free(pt_dist *d)
+{
+    if (d->comms && d->comms->window != MPI_WIN_NULL) MPI_Win_free(&d->comms->window);
+}
+
+/* n bytes of root's in comm reach every rank of comm, 1 GiB at a time. */
+static pt_status bcast_pieces(MPI_Comm comm, void *data, size_t n)
+{
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < n; off += piece) {
+        size_t len = n - off < piece ? n - off : piece;
+        MPI_TRY(MPI_Bcast((char *)data + off, (int)len, MPI_BYTE, 0, comm));
+    }
+    return PT_OK;
+}
+
+pt_status dist_node_bcast(const pt_dist *d, void *data, size_t n)
+{
+    return d->local_world > 1 && d->comms ? bcast_pieces(d->comms->node, data, n) : PT_OK;
+}
+
+pt_status dist_leaders_bcast(const pt_dist *d, void *data, size_t n)
+{
+    if (!d->comms || d->comms->leaders == MPI_COMM_NULL || d->nodes < 2) return PT_OK;
+    return bcast_pieces(d->comms->leaders, data, n);
+}
+
+pt_status dist_node_wait(const pt_dist *d)
+{
+    if (d->local_world < 2 || !d->comms) return PT_OK;
+    MPI_Request r;
+    MPI_TRY(MPI_Ibarrier(d->comms->node, &r));
+    for (int done = 0;;) {
+        MPI_TRY(MPI_Test(&r, &done, MPI_STATUS_IGNORE));
+        if (done) return PT_OK;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void sb_printf(strbuf *sb, const char *fmt, ...)
 {
@@ -58,4 +59,11 @@ uint64_t util_fnv1a(uint64_t h, const void *data, size_t len)
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+double util_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -26,7 +26,7 @@ cd "$PTRAIN_SRCDIR" || exit 1
 header_layer() { # header_layer NAME (without .h): prints its layer, or nothing when unknown
     case $1 in
     error | util | log | jsonfile | quant | quant_blocks | nf4 | backend | arena | blas_kernel | sample | dist | signals) echo 0 ;;
-    arch | model | gguf | gguf_methods | hf_model | safetensors | rope | tokenizer | model_io | hfcache | weight_check) echo 1 ;;
+    arch | model | gguf | gguf_methods | hf_model | safetensors | rope | tokenizer | model_io | hfcache | weight_check | model_share) echo 1 ;;
     config | settings | repo_id) echo 2 ;;
     safefs | filewrite | dirlock | gguf_write | st_write | checkpoint) echo 3 ;;
     adapter | peft) echo 4 ;;

@@ -143,6 +143,7 @@ struct pt_backend {
     const pt_backend_ops *ops;
     void *ctx;
     int device; /* GPU index for CUDA, -1 for CPU */
+    double upload_s; /* seconds spent in backend_upload, for the start-up report */
 };
 
 typedef struct {

@@ -33,6 +33,7 @@ typedef struct {
     bool train;
     char *device_map;
     pt_device device;
+    pt_model_read model_read;
     long threads; /* 0: cores of the node / ranks on the node */
 
     pt_dataset_config *datasets;

@@ -21,9 +21,13 @@ typedef struct {
     int local_rank, local_world; /* ranks sharing this node (MPI_COMM_TYPE_SHARED) */
     int node_cores;              /* online CPUs on this node */
     int bound_cores;             /* CPUs this process may run on (launcher binding), 0 if unknown */
+    int node, nodes;             /* this node's index (by its first rank) and the job's nodes */
+    double init_s;               /* seconds dist_init took (MPI start-up, the communicators) */
+    double start;                /* when dist_init began (util_now): the start of the start-up report */
     bool mpi;                    /* MPI was initialised by dist_init */
     unsigned char nccl_id[PT_NCCL_ID_BYTES];
     bool have_nccl_id;
+    struct dist_comms *comms;    /* the node's and the node leaders' communicators, the node window */
 } pt_dist;
 
 pt_status dist_init(pt_dist *d, int *argc, char ***argv);
@@ -56,6 +60,24 @@ pt_status dist_sum_f64(const pt_dist *d, double *values, int n);
 pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n);
 /* *flag becomes the largest of every rank's *flag. */
 pt_status dist_any(const pt_dist *d, int *flag);
+
+/* ---- the node (ranks sharing memory) and its first rank, the leader (local_rank 0) ---- */
+
+/* Host memory every rank of the node maps (an MPI-3 shared window, MPI_Win_allocate_shared): bytes
+ * is what the leader asks for (the others pass anything); *base is its address in this process and
+ * *size its size. One window per job, kept until dist_node_window_free or dist_finalize. Fails, and
+ * allocates nothing, when the node's shared-memory filesystem (/dev/shm) has less room than asked:
+ * the caller then loads per rank. Collective over the node. */
+pt_status dist_node_window(pt_dist *d, size_t bytes, void **base, size_t *size);
+void dist_node_window_free(pt_dist *d);
+/* The leader's n bytes at data reach the node's ranks (pieces of 1 GiB). */
+pt_status dist_node_bcast(const pt_dist *d, void *data, size_t n);
+/* Rank 0's n bytes reach every node's leader (pieces of 1 GiB); ranks that are not leaders do
+ * nothing. */
+pt_status dist_leaders_bcast(const pt_dist *d, void *data, size_t n);
+/* Wait for every rank of the node without spinning (a non-blocking barrier tested every
+ * millisecond), so that the rank doing the node's work has the node's cores meanwhile. */
+pt_status dist_node_wait(const pt_dist *d);
 /* Threads per rank for threads: auto — OMP_NUM_THREADS when set, else the node's cores divided by
  * the ranks on the node, capped by the CPUs the launcher bound this rank to. */
 int dist_default_threads(const pt_dist *d);

@@ -40,10 +40,12 @@ typedef struct {
     pt_layer_weights *layers;
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied */
     size_t weight_bytes;
+    bool borrowed;   /* the weights point into a shared image (model_share.h): model_free leaves them */
 } pt_model;
 
 typedef struct {
     bool load_in_4bit; /* 8/16/32-bit projection weights become NF4 (double quantized, blocks of 64) */
+    double *quantize_s; /* may be NULL: seconds spent converting weights to NF4 are added here */
 } pt_load_options;
 
 /* The family's feature switches (family.c): from c->arch (arch.h's table) and the dimensions

@@ -35,4 +35,11 @@ pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out);
 pt_status model_load(const char *name, const char *revision, const pt_load_options *opts, pt_backend *be,
                      pt_model *m, pt_tokenizer **tok, char *resolved, size_t len);
 
+/* Resolve name and load its tokenizer alone (*fmt: the model's format): for ranks that bind to a
+ * model another rank loaded (model_share.h). */
+pt_status model_load_tokenizer(const char *name, const char *revision, pt_tokenizer **tok, char *resolved, size_t len,
+                               pt_model_format *fmt);
+/* PT_ERR_USER naming path when the tokenizer has more ids than the model's embedding rows. */
+pt_status model_check_vocab(const pt_model *m, const pt_tokenizer *tok, const char *path);
+
 #endif

@@ -35,6 +35,16 @@ pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_unt
  * partial record. Values that are not finite are written as null. */
 pt_status progress_log(progress *p, const progress_record *r);
 pt_status progress_eval(progress *p, int64_t step, double eval_loss);
+
+/* One phase of the start-up: its seconds on the slowest rank, and that rank. */
+typedef struct {
+    const char *name; /* a word or two, also the JSON key (spaces as '_', "_s" appended) */
+    double s;
+    int rank;
+} progress_phase;
+/* The start-up report (rank 0): a line per phase and one for the time to the first step, and the
+ * record {"step": step, "startup": {...}} in metrics.jsonl (step: where the run began). */
+pt_status progress_startup(progress *p, int64_t step, const progress_phase *ph, int n, int ranks);
 void progress_close(progress *p);
 double progress_now(void);
 

@@ -68,6 +68,9 @@ typedef enum {
     HUB_STRATEGY_ALL_CHECKPOINTS,
     HUB_STRATEGY_COUNT
 } pt_hub_strategy;
+/* model_read: how the ranks of several nodes get the weights: the first rank of each node reads the
+ * model files (per_node), or rank 0 alone reads them and sends the loaded weights (broadcast). */
+typedef enum { MODEL_READ_PER_NODE, MODEL_READ_BROADCAST, MODEL_READ_COUNT } pt_model_read;
 /* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
 typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
 
@@ -80,6 +83,7 @@ extern const char *const config_sched_choices[];
 extern const char *const config_strategy_choices[];
 extern const char *const config_hub_strategy_choices[];
 extern const char *const config_format_choices[];
+extern const char *const config_model_read_choices[];
 
 /* One `dataset:` entry. */
 typedef struct {

@@ -21,6 +21,8 @@ void sb_shell_quote(strbuf *sb, const char *s);
 
 /* strdup that aborts the process on out-of-memory (strings here are tiny). */
 char *xstrdup(const char *s);
+/* Seconds on the monotonic clock (for durations). */
+double util_now(void);
 /* FNV-1a 64-bit hash, chained through h (start with UTIL_FNV_INIT). */
 #define UTIL_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t util_fnv1a(uint64_t h, const void *data, size_t len);

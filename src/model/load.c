@@ -14,6 +14,7 @@
 #include "ptrain/model.h"
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
+#include "ptrain/util.h"
 #include "ptrain/weight_check.h"
 
 static pt_status get_dim(const gguf_file *f, const char *arch, const char *suffix, int *out)
@@ -142,7 +143,7 @@ static pt_status upload_rows(pt_backend *be, pt_tensor *t, const gguf_tensor *sr
 }
 
 /* A projection stored in 8, 16 or 32 bits becomes NF4: dequantize (in HF row order), quantize. */
-static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, int permute_heads)
+static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, int permute_heads, double *quantize_s)
 {
     int64_t rows = t->shape[0], cols = t->shape[1];
     pt_tensor stored = *t;
@@ -160,7 +161,9 @@ static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, 
     }
     *t = tensor_make(PT_NF4, 2, stored.shape);
     if (st == PT_OK && !(packed = malloc(t->nbytes))) st = ERR(PT_ERR_NOMEM, "out of memory");
+    double t0 = util_now();
     if (st == PT_OK) st = nf4_quantize(dense, rows, cols, packed);
+    if (quantize_s) *quantize_s += util_now() - t0;
     free(dense);
     if (st == PT_OK) st = backend_alloc(be, t);
     if (st == PT_OK) st = backend_upload(be, t, packed, t->nbytes);
@@ -173,7 +176,7 @@ static bool is_8_to_32_bit(pt_dtype d) { return d == PT_F32 || d == PT_F16 || d 
 /* Find tensor `name`, check it is [rows, cols] (PyTorch order), and load it. Norm vectors (rows
  * == 0) are converted to f32; projections (nf4 true) become NF4 when stored in 8-32 bits. */
 static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *name, int64_t rows, int64_t cols,
-                             int permute_heads, bool nf4, pt_tensor *t)
+                             int permute_heads, const pt_load_options *lo, pt_tensor *t)
 {
     const gguf_tensor *g = gguf_find_tensor(f, name);
     if (!g) return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", f->path, name);
@@ -189,7 +192,8 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
     int64_t shape[2] = {vec ? cols : rows, cols};
     if (!vec) {
         *t = tensor_make(g->dtype, 2, shape);
-        if (nf4 && is_8_to_32_bit(g->dtype) && cols % 64 == 0) return upload_nf4(be, t, g, permute_heads);
+        if (lo && lo->load_in_4bit && is_8_to_32_bit(g->dtype) && cols % 64 == 0)
+            return upload_nf4(be, t, g, permute_heads, lo->quantize_s);
         return upload_rows(be, t, g, permute_heads);
     }
     *t = tensor_make(PT_F32, 1, shape);
@@ -236,7 +240,7 @@ const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, ch
     return buf;
 }
 
-static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, bool nf4,
+static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, const pt_load_options *lo,
                             pt_layer_weights *w)
 {
     char name[96];
@@ -245,7 +249,7 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
     for (int i = 0; i < W_COUNT; i++) {
         if (!parts[i].suffix) continue; /* a slot this family does not use */
         snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix); /* arch_gguf_tensor's name */
-        TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, nf4, &w->w[i]));
+        TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, lo, &w->w[i]));
     }
     return PT_OK;
 }
@@ -279,7 +283,8 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
 
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m)
 {
-    bool nf4 = opts ? opts->load_in_4bit : true;
+    pt_load_options dflt = {.load_in_4bit = true}, as_stored = {0};
+    const pt_load_options *lo = opts ? opts : &dflt;
     memset(m, 0, sizeof *m);
     m->be = be;
     TRY(model_config_from_gguf(f, &m->cfg));
@@ -289,12 +294,12 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     TRY_ALLOC(m->layers);
     /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
-    pt_status st = load_tensor(f, be, "token_embd.weight", c->vocab, c->dim, 0, false, &m->tok_embd);
-    if (st == PT_OK) st = load_tensor(f, be, "output_norm.weight", 0, c->dim, 0, false, &m->out_norm);
+    pt_status st = load_tensor(f, be, "token_embd.weight", c->vocab, c->dim, 0, &as_stored, &m->tok_embd);
+    if (st == PT_OK) st = load_tensor(f, be, "output_norm.weight", 0, c->dim, 0, &as_stored, &m->out_norm);
     if (st == PT_OK && !c->tied_embeddings)
-        st = load_tensor(f, be, "output.weight", c->vocab, c->dim, 0, false, &m->output);
+        st = load_tensor(f, be, "output.weight", c->vocab, c->dim, 0, &as_stored, &m->output);
     if (st == PT_OK && c->tied_embeddings) m->output = m->tok_embd;
-    for (int l = 0; l < c->n_layers && st == PT_OK; l++) st = load_layer(f, be, c, l, nf4, &m->layers[l]);
+    for (int l = 0; l < c->n_layers && st == PT_OK; l++) st = load_layer(f, be, c, l, lo, &m->layers[l]);
     if (st == PT_OK) st = rope_frequencies(f, m);
     if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {
@@ -310,11 +315,13 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
 void model_free(pt_model *m)
 {
     if (!m->be) return;
-    for (int l = 0; m->layers && l < m->cfg.n_layers; l++)
+    for (int l = 0; m->layers && l < m->cfg.n_layers && !m->borrowed; l++)
         for (int i = 0; i < W_COUNT; i++) backend_release(m->be, &m->layers[l].w[i]);
-    if (!m->cfg.tied_embeddings) backend_release(m->be, &m->output);
-    backend_release(m->be, &m->tok_embd);
-    backend_release(m->be, &m->out_norm);
+    if (!m->borrowed) {
+        if (!m->cfg.tied_embeddings) backend_release(m->be, &m->output);
+        backend_release(m->be, &m->tok_embd);
+        backend_release(m->be, &m->out_norm);
+    }
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);

@@ -17,6 +17,7 @@
 
 #include "ptrain/hf_model.h"
 #include "ptrain/nf4.h"
+#include "ptrain/util.h"
 #include "ptrain/weight_check.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ typedef struct {
     pt_backend *be;
     bool nf4;
     weight_tally *tally; /* NaN, infinity and all-zero matrices seen so far (weight_check.h) */
+    double *quantize_s;  /* may be NULL: time spent converting to NF4 is added */
 } hf_loader;
 
 /* ---- names and shapes ---- */
@@ -111,7 +113,9 @@ static pt_status upload_floats(const hf_loader *ld, float *dense, int64_t rows, 
     *out = tensor_make(quantize ? PT_NF4 : PT_F32, 2, shape);
     void *packed = quantize ? malloc(out->nbytes) : dense;
     pt_status st = packed ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    double t0 = util_now();
     if (st == PT_OK && quantize) st = nf4_quantize(dense, rows, cols, packed);
+    if (quantize && ld->quantize_s) *ld->quantize_s += util_now() - t0;
     if (st == PT_OK) st = upload(ld->be, out, packed);
     if (packed != dense) free(packed);
     free(dense);
@@ -355,7 +359,7 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
     m->cfg = hc->cfg;
     weight_tally tally;
     weight_tally_init(&tally, s->dir, hc->cfg.vocab);
-    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally};
+    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally, opts ? opts->quantize_s : NULL};
     pt_status st = s->n_files ? load_all(&ld, m) : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
     if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {

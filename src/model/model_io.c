@@ -40,7 +40,31 @@ static pt_status load_hf(const char *path, const pt_load_options *opts, pt_backe
     return st;
 }
 
-static pt_status check_vocab(const pt_model *m, const pt_tokenizer *tok, const char *path)
+static pt_status load_tokenizer(const char *path, pt_model_format fmt, pt_tokenizer **tok)
+{
+    if (fmt == PT_MODEL_HF) {
+        char dir[4096];
+        model_hf_dir(path, dir, sizeof dir);
+        return tokenizer_from_hf_dir(dir, tok);
+    }
+    gguf_file f;
+    TRY(gguf_open(path, &f));
+    pt_status st = tokenizer_from_gguf(&f, tok);
+    gguf_close(&f);
+    return st;
+}
+
+pt_status model_load_tokenizer(const char *name, const char *revision, pt_tokenizer **tok, char *resolved, size_t len,
+                               pt_model_format *fmt)
+{
+    *tok = NULL;
+    char path[4096];
+    TRY(model_resolve(name, revision, path, sizeof path, fmt));
+    if (resolved && len) snprintf(resolved, len, "%s", path);
+    return load_tokenizer(path, *fmt, tok);
+}
+
+pt_status model_check_vocab(const pt_model *m, const pt_tokenizer *tok, const char *path)
 {
     int32_t n = tokenizer_vocab_size(tok);
     if (n <= m->cfg.vocab) return PT_OK;
@@ -58,7 +82,7 @@ pt_status model_load(const char *name, const char *revision, const pt_load_optio
     TRY(model_resolve(name, revision, path, sizeof path, &fmt));
     if (resolved && len) snprintf(resolved, len, "%s", path);
     pt_status st = fmt == PT_MODEL_GGUF ? load_gguf(path, opts, be, m, tok) : load_hf(path, opts, be, m, tok);
-    if (st == PT_OK && tok) st = check_vocab(m, *tok, path);
+    if (st == PT_OK && tok) st = model_check_vocab(m, *tok, path);
     if (st != PT_OK) {
         model_free(m);
         if (tok) tokenizer_free(*tok), *tok = NULL;

@@ -2,6 +2,7 @@
  * appended with one write each, never through a link; see safefs.h). */
 #include "ptrain/progress.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,12 +15,7 @@
 #include "ptrain/safefs.h"
 #include "ptrain/util.h"
 
-double progress_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double progress_now(void) { return util_now(); }
 
 /* The lines of metrics.jsonl to keep: whole records (a kill or a full disk can leave a last line
  * without its newline) of steps up to keep_until; the run logs the later steps again. */
@@ -157,6 +153,33 @@ pt_status progress_eval(progress *p, int64_t step, double eval_loss)
     sb_printf(&rec, "{\"step\": %lld", (long long)step);
     json_number(&rec, "eval_loss", "%.6f", eval_loss);
     sb_printf(&rec, "}\n");
+    pt_status st = metrics_append(p, &rec);
+    sb_free(&rec);
+    return st;
+}
+
+/* "model read" -> "model_read_s" */
+static void json_key(const char *name, char *out, size_t len)
+{
+    snprintf(out, len, "%s_s", name);
+    for (char *c = out; *c; c++) *c = *c == ' ' ? '_' : (char)tolower((unsigned char)*c);
+}
+
+pt_status progress_startup(progress *p, int64_t step, const progress_phase *ph, int n, int ranks)
+{
+    if (p->fd < 0) return PT_OK;
+    strbuf rec = {0};
+    sb_printf(&rec, "{\"step\": %lld, \"startup\": {\"ranks\": %d", (long long)step, ranks);
+    for (int i = 0; i < n; i++) {
+        char key[64], who[48] = "";
+        if (ranks > 1) snprintf(who, sizeof who, "  (slowest: rank %d)", ph[i].rank);
+        printf("%sstartup    %-14s %8.2f s%s\n", p->tty && i == 0 ? "\r\033[K" : "", ph[i].name, ph[i].s, who);
+        json_key(ph[i].name, key, sizeof key);
+        json_number(&rec, key, "%.3f", ph[i].s);
+        if (ranks > 1) sb_printf(&rec, ", \"%.*s_rank\": %d", (int)strlen(key) - 2, key, ph[i].rank);
+    }
+    fflush(stdout);
+    sb_printf(&rec, "}}\n");
     pt_status st = metrics_append(p, &rec);
     sb_free(&rec);
     return st;

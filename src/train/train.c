@@ -36,14 +36,8 @@
 #include "ptrain/schedule.h"
 #include "ptrain/signals.h"
 #include "ptrain/step.h"
+#include "ptrain/util.h"
 #include "trainer.h"
-
-static pt_status load_model(trainer *t)
-{
-    pt_load_options lo = {.load_in_4bit = t->cfg->load_in_4bit};
-    return model_load(t->cfg->model_name, t->cfg->revision, &lo, t->be, &t->m, &t->tok, t->model_path,
-                      sizeof t->model_path);
-}
 
 static pt_status load_data(trainer *t)
 {
@@ -475,7 +469,12 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         t->step = step;
         test_hooks(t, step);
         long epochs_before = epochs_done(t);
+        double t0 = util_now();
         TRY(optimizer_step_run(t, step, &r));
+        if (!t->start.reported) { /* the first step of this run */
+            t->start.s[START_FIRST_STEP] = util_now() - t0;
+            TRY(startup_report(t));
+        }
         TRY(trainer_check_step(t, step + 1, r.nonfinite, r.loss_sum / fmax(r.tokens, 1), r.grad_norm, &r.skipped));
         if (!r.skipped) { /* a skipped step adds nothing to the logged loss nor to the checkpoint's */
             t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs;
@@ -553,9 +552,13 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
     t.lock.fd = -1;
     pt_status st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
-    if (st == PT_OK) st = dist_agree(d, load_model(&t));
+    double t0 = util_now(), up0 = be->upload_s;
+    if (st == PT_OK) st = trainer_load_model(&t); /* agreed inside */
+    startup_model(&t, util_now() - t0, be->upload_s - up0);
+    t0 = util_now();
     if (st == PT_OK) st = dist_agree(d, load_data(&t));
     if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
+    t.start.s[START_DATASET] = util_now() - t0;
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));

@@ -19,6 +19,14 @@
 #include "ptrain/schedule.h"
 #include "ptrain/tokenizer.h"
 
+/* Seconds of each start-up phase on this rank (train.c), reported with the slowest rank's after
+ * the first step (train_startup.c). */
+enum { START_MPI, START_READ, START_QUANTIZE, START_UPLOAD, START_DATASET, START_FIRST_STEP, START_COUNT };
+typedef struct {
+    double s[START_COUNT];
+    bool reported;
+} startup_times;
+
 /* The logging window in progress: sums since the last logged step. */
 typedef struct {
     double loss, tokens, inputs, compute_s, comm_s, start; /* tokens: with a target; inputs: all */
@@ -47,6 +55,7 @@ typedef struct {
     double last_loss, last_lr;
     pt_memplan plan; /* this rank's memory, by part (memplan.c) */
     pt_arena arena;  /* every activation buffer of a step or an evaluation batch, allocated once */
+    startup_times start;
     void *offload_host; /* use_gradient_checkpointing "unsloth" on a GPU: the layer inputs, in host memory */
     /* the run's identity, the metric history and best model: what a checkpoint stores besides
      * the tensors and the position (train_ckpt.c fills and restores it) */
@@ -65,6 +74,14 @@ typedef struct {
 /* Every rank read the same dataset files (size, CRC-32, rows) and made the same examples as rank 0,
  * or every rank stops, the ranks that differ saying what they read and the fix (data_agree.c). */
 pt_status trainer_agree_data(trainer *t);
+/* The model and its tokenizer: read and quantized once per node into shared memory, bound by every
+ * rank (train_load.c). Agreed across ranks. */
+pt_status trainer_load_model(trainer *t);
+/* The model phase's wall seconds, split: upload_s in backend_upload, quantizing as counted by the
+ * loader, the rest reading (waiting for the node's loading rank included). */
+void startup_model(trainer *t, double wall_s, double upload_s);
+/* Once, after the first step: every rank's phases to rank 0, printed and recorded. Collective. */
+pt_status startup_report(trainer *t);
 /* Fill t->run with this run's identity (model, LoRA, config, run shape, Slurm) and t->lay. */
 pt_status trainer_identify(trainer *t);
 /* Resume when the config says so: rank 0 finds and reads the checkpoint, every rank receives
