@@ -193,6 +193,44 @@ pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n)
     return PT_OK;
 }
 
+/* n bytes between rank 0 and rank `peer`, in pieces of 1 GiB (MPI counts are ints). */
+static pt_status move_pieces(int peer, void *data, size_t n, bool receive)
+{
+    const size_t piece = (size_t)1 << 30;
+    for (size_t off = 0; off < n; off += piece) {
+        int len = (int)(n - off < piece ? n - off : piece);
+        if (receive) MPI_TRY(MPI_Recv((char *)data + off, len, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        else MPI_TRY(MPI_Send((char *)data + off, len, MPI_BYTE, peer, 0, MPI_COMM_WORLD));
+    }
+    return PT_OK;
+}
+
+pt_status dist_gather_bytes(const pt_dist *d, const void *mine, size_t n, void **all, size_t *all_n)
+{
+    *all = NULL, *all_n = 0;
+    uint64_t len = n, *lens = d->rank == 0 ? calloc((size_t)d->world, sizeof *lens) : NULL;
+    if (d->rank == 0 && !lens) abort();
+    pt_status st = PT_OK;
+    if (d->world > 1 && MPI_Gather(&len, 1, MPI_UINT64_T, lens, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+        st = ERR(PT_ERR_INTERNAL, "MPI_Gather of the byte counts failed");
+    if (d->rank != 0) return st == PT_OK ? move_pieces(0, (void *)mine, n, false) : st;
+    lens[0] = n;
+    uint64_t total = 0;
+    for (int r = 0; r < d->world; r++) total += lens[r];
+    char *out = malloc(total + 1);
+    if (!out) abort();
+    if (n) memcpy(out, mine, n);
+    size_t at = n;
+    for (int r = 1; st == PT_OK && r < d->world; r++) {
+        st = move_pieces(r, out + at, lens[r], true);
+        at += lens[r];
+    }
+    free(lens);
+    if (st != PT_OK) free(out);
+    else *all = out, *all_n = total;
+    return st;
+}
+
 pt_status dist_any(const pt_dist *d, int *flag)
 {
     if (d->world > 1) MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));

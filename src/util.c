@@ -7,6 +7,26 @@
 #include <string.h>
 #include <time.h>
 
+/* Room for n more bytes and the terminating NUL. */
+static void sb_reserve(strbuf *sb, size_t n)
+{
+    if (sb->len + n + 1 <= sb->cap) return;
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < sb->len + n + 1) cap *= 2;
+    char *grown = realloc(sb->data, cap);
+    if (!grown) abort();
+    sb->data = grown;
+    sb->cap = cap;
+}
+
+void sb_append(strbuf *sb, const void *data, size_t n)
+{
+    sb_reserve(sb, n);
+    if (n) memcpy(sb->data + sb->len, data, n);
+    sb->len += n;
+    sb->data[sb->len] = '\0';
+}
+
 void sb_printf(strbuf *sb, const char *fmt, ...)
 {
     va_list ap;
@@ -14,14 +34,7 @@ void sb_printf(strbuf *sb, const char *fmt, ...)
     int need = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (need < 0) return;
-    if (sb->len + (size_t)need + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 256;
-        while (cap < sb->len + (size_t)need + 1) cap *= 2;
-        char *grown = realloc(sb->data, cap);
-        if (!grown) abort();
-        sb->data = grown;
-        sb->cap = cap;
-    }
+    sb_reserve(sb, (size_t)need);
     va_start(ap, fmt);
     vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
     va_end(ap);

@@ -74,10 +74,30 @@ typedef struct {
     bool packed;             /* examples are packed sequences with segment ids */
     pt_dataset_stats *stats; /* one per config dataset entry (dataset_load only), else NULL */
     int n_stats;
+    /* A dataset read from a cache (dataset_cache.h): the examples point into these bytes, which
+     * dataset_free unmaps (mapped) or frees. NULL: every example owns its arrays. */
+    void *backing;
+    size_t backing_len;
+    bool backing_mapped;
 } pt_dataset;
 
+/* Tokenizing split across the parts of a job (the ranks): part p tokenizes rows p, p + parts,
+ * p + 2*parts, ... of every entry; then gather, a collective every part calls once per entry (even
+ * after its own failure, with local saying so), agrees the parts' statuses and hands part 0 the
+ * parts' results end to end (*all, malloc'd; NULL on the other parts). Part 0 ends with the whole
+ * dataset, the other parts with none (n 0, no stats). parts 0 or 1: all here, no gather. */
+typedef pt_status (*dataset_gather_fn)(void *arg, pt_status local, const void *mine, size_t n, void **all,
+                                       size_t *all_n);
+typedef struct {
+    int part, parts;
+    dataset_gather_fn gather;
+    void *arg;
+} dataset_work;
+
 /* What the data module takes from the config: its own keys, nothing else (filled from the config by
- * dataset_options_from_config, config_options.h; the strings and entries are the config's). */
+ * dataset_options_from_config, config_options.h; the strings and entries are the config's). Every
+ * key here decides the examples: a field added here must be added to dataset_options_hash
+ * (dataset_cache.h), or a cache made with another value would be reused. */
 typedef struct {
     const pt_dataset_config *datasets; /* the `dataset:` entries, in config order */
     int n_datasets;
@@ -88,6 +108,7 @@ typedef struct {
     bool packing;
     double val_split_ratio; /* 0: no eval set */
     long seed;              /* of the train/eval split */
+    dataset_work work;      /* how tokenizing is split (not a key: any split gives the same bytes) */
 } dataset_options;
 
 /* Read, format, tokenize and label every dataset entry of o, concatenated in config order.

@@ -58,6 +58,9 @@ pt_status dist_share_nccl_id(pt_dist *d);
 pt_status dist_sum_f64(const pt_dist *d, double *values, int n);
 /* Rank 0's n bytes at data reach every rank (in pieces of 1 GiB). */
 pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n);
+/* Every rank's n bytes at mine reach rank 0, end to end in rank order, in *all (malloc'd) and
+ * *all_n; the other ranks get NULL and 0. */
+pt_status dist_gather_bytes(const pt_dist *d, const void *mine, size_t n, void **all, size_t *all_n);
 /* *flag becomes the largest of every rank's *flag. */
 pt_status dist_any(const pt_dist *d, int *flag);
 

@@ -39,6 +39,10 @@ pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out);
 pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, size_t size, const char *config_json,
                                     pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
+/* A hash of everything that decides the ids of a text (tok_fingerprint.c): equal tokenizers give
+ * equal fingerprints, another vocabulary, merge list, special token, normalizer, pre-tokenizer or
+ * chat template another one (as good as 64 bits make it). */
+uint64_t tokenizer_fingerprint(const pt_tokenizer *tok);
 /* The BPE merges in rank order as (left, right) token ids: (*pairs)[2i], (*pairs)[2i + 1]; for a
  * SentencePiece vocabulary, the merges rebuilt from its scores. *pairs is malloc'd. */
 pt_status tokenizer_merge_pairs(const pt_tokenizer *tok, int32_t **pairs, size_t *n);

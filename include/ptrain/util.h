@@ -12,6 +12,8 @@ typedef struct {
 } strbuf;
 
 void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append n bytes (any bytes: the buffer stays NUL-terminated after them). */
+void sb_append(strbuf *sb, const void *data, size_t n);
 void sb_free(strbuf *sb);
 /* The buffer's text ("" when empty); stays owned by sb. */
 const char *sb_text(const strbuf *sb);

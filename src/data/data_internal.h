@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ptrain/dataset.h"
 #include "ptrain/error.h"
@@ -91,6 +92,8 @@ typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
  * (instruction), text_field; FMT_NONE when it has none of them. */
 data_format format_detect(const json_t *obj, const char *text_field);
 const char *format_name(data_format f);
+/* format_name's own text for name, NULL when name is no format's (for data read back from a file). */
+const char *format_name_known(const char *name);
 /* Format one row. ROW_BAD: *why says what is wrong. alpaca_input_role: the Alpaca input goes in
  * an "input" message (the alpaca template's "### Input:" block), not appended to the user turn. */
 row_result format_row(data_format f, const json_t *obj, const char *text_field, bool alpaca_input_role,
@@ -113,6 +116,8 @@ typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len);
 void label_free(label_ctx *c);
+/* The template table's own text for name (static), NULL when there is no such template. */
+const char *label_template_known(const char *name);
 /* Byte spans [start, end) of each assistant turn's content and end-of-turn text in the rendered
  * conversation (written to text): 2 entries per assistant turn in *spans (malloc'd). */
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans);
@@ -128,5 +133,60 @@ pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_exampl
 pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool *truncated, label_result *res);
 
 void example_free(pt_example *ex);
+
+/* ---- reading bytes back (parts.c, cache_file.c): a cursor that never reads past end ---- */
+typedef struct {
+    const unsigned char *p, *end;
+} byte_cursor;
+
+/* Copy n bytes to dst (NULL: skip them); false when fewer are left. */
+static inline bool cursor_take(byte_cursor *c, void *dst, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n) return false;
+    if (dst && n) memcpy(dst, c->p, n);
+    c->p += n;
+    return true;
+}
+
+/* ---- cache_write.c, cache_read.c: the dataset cache file (dataset_cache.h) ----
+ * The header, then three sections, each at a multiple of 8 bytes: the stats (per entry: name,
+ * format, template, counts, the first bad rows, the files), the train examples and the eval
+ * examples. An examples section: uint64 n, int32 max_len, uint32 packed; int32 len[n]; then per
+ * example its ids, labels and (packed) segments, len int32 each. Numbers in the host's byte
+ * order (a cache is made and used on the same cluster; another order reads as stale: magic). */
+#define CACHE_MAGIC "PTDATA\r\n"
+enum { CACHE_STATS, CACHE_TRAIN, CACHE_EVAL, CACHE_SECTIONS };
+typedef struct {
+    char magic[8];
+    uint32_t version, header_bytes;
+    uint64_t name, files; /* dataset_cache_key */
+    uint64_t size;        /* of the whole file */
+    uint64_t section[CACHE_SECTIONS][2]; /* offset, bytes */
+    uint32_t crc; /* CRC-32 of everything after the header, continued over the header with crc 0 */
+    uint32_t pad;
+    uint8_t reserved[32];
+} cache_header;
+
+/* The bytes of an examples section. */
+uint64_t cache_examples_bytes(const pt_dataset *ds);
+
+/* ---- dataset.c, parts.c: one row's outcome, and tokenizing split into parts ---- */
+typedef struct {
+    row_result row;
+    label_result label;
+    pt_status rc;
+    bool truncated;
+    char *why; /* ROW_BAD or rc != PT_OK */
+    pt_example ex;
+} data_slot;
+
+/* Whether row i is part `part`'s of `parts` (parts <= 1: every row is). */
+static inline bool parts_mine(size_t i, int part, int parts) { return parts <= 1 || (int)(i % (size_t)parts) == part; }
+/* The slots of part `part` among n, as bytes appended to out (its length first, so the parts can
+ * be sent end to end). */
+void parts_encode(const data_slot *slots, size_t n, int part, int parts, strbuf *out);
+/* Part 0: every part's slots into slots[0..n), from the parts' encodings end to end. Fails when
+ * the bytes do not hold exactly the rows each part owns. */
+pt_status parts_decode(const void *all, size_t len, data_slot *slots, size_t n, int parts);
 
 #endif

@@ -1,20 +1,14 @@
 /* dataset.c — dataset_load: for each `dataset:` entry in config order, find its files, read the
  * rows, apply rename/filter/num_samples/shuffle, detect the format from the first row that has
  * one, then format and tokenize every row (in parallel, each row into its own slot, so the result
- * does not depend on the thread count), and tally the outcome of each row in order. */
+ * does not depend on the thread count), and tally the outcome of each row in order. Split across
+ * the ranks of a job (dataset_work), each rank tokenizes its share of the rows and rank 0 counts
+ * them all (parts.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "data_internal.h"
-
-typedef struct {
-    row_result row;
-    label_result label;
-    pt_status rc;
-    bool truncated;
-    char *why; /* ROW_BAD or rc != PT_OK */
-    pt_example ex;
-} slot;
 
 typedef struct {
     const dataset_options *o;
@@ -33,7 +27,7 @@ const char *dataset_template_name(const char *chat_template, const pt_tokenizer 
 
 /* ---- one row ---- */
 
-static void run_row(const label_ctx *lc, data_format f, const char *text_field, const data_row *r, slot *s)
+static void run_row(const label_ctx *lc, data_format f, const char *text_field, const data_row *r, data_slot *s)
 {
     strbuf why = {0};
     data_record rec;
@@ -47,11 +41,14 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     record_free(&rec);
 }
 
-static void run_rows(const label_ctx *lc, data_format f, const char *text_field, const data_rows *rows, slot *slots)
+/* The rows of this part (all of them with one part). */
+static void run_rows(const loader *L, const label_ctx *lc, data_format f, const data_rows *rows, data_slot *slots)
 {
     long n = (long)rows->n;
+    const dataset_work *w = &L->o->work;
 #pragma omp parallel for schedule(dynamic, 8)
-    for (long i = 0; i < n; i++) run_row(lc, f, text_field, &rows->v[i], &slots[i]);
+    for (long i = 0; i < n; i++)
+        if (parts_mine((size_t)i, w->part, w->parts)) run_row(lc, f, L->o->dataset_text_field, &rows->v[i], &slots[i]);
 }
 
 /* ---- tally ---- */
@@ -68,7 +65,7 @@ static void push_example(pt_dataset *ds, pt_example *ex)
 }
 
 /* Count slot s of row r; fails only on errors that are not the row's fault. */
-static pt_status tally(pt_dataset *ds, pt_dataset_stats *st, const data_row *r, slot *s)
+static pt_status tally(pt_dataset *ds, pt_dataset_stats *st, const data_row *r, data_slot *s)
 {
     if (s->row == ROW_BAD) row_bad(st, r, s->why);
     else if (s->row == ROW_EMPTY) st->empty++;
@@ -83,14 +80,42 @@ static pt_status tally(pt_dataset *ds, pt_dataset_stats *st, const data_row *r, 
     return PT_OK;
 }
 
-static pt_status tally_all(pt_dataset *ds, pt_dataset_stats *st, const data_rows *rows, slot *slots)
+static void slots_free(data_slot *slots, size_t n)
 {
-    pt_status rc = PT_OK;
-    for (size_t i = 0; i < rows->n; i++) {
-        if (rc == PT_OK) rc = tally(ds, st, &rows->v[i], &slots[i]);
+    for (size_t i = 0; slots && i < n; i++) {
         example_free(&slots[i].ex);
         free(slots[i].why);
     }
+    free(slots);
+}
+
+static pt_status tally_all(pt_dataset *ds, pt_dataset_stats *st, const data_rows *rows, data_slot *slots)
+{
+    pt_status rc = PT_OK;
+    for (size_t i = 0; i < rows->n && rc == PT_OK; i++) rc = tally(ds, st, &rows->v[i], &slots[i]);
+    return rc;
+}
+
+/* With several parts: every part's slots to part 0 (dataset_work). Called by every part, even
+ * after its own failure (local); returns the agreed status. */
+static pt_status share_slots(const loader *L, pt_status local, data_slot *slots, size_t n)
+{
+    const dataset_work *w = &L->o->work;
+    strbuf mine = {0};
+    if (local == PT_OK) parts_encode(slots, n, w->part, w->parts, &mine);
+    void *all = NULL;
+    size_t len = 0;
+    pt_status rc = w->gather(w->arg, local, mine.data, mine.len, &all, &len);
+    sb_free(&mine);
+    if (rc == PT_OK && w->part == 0) {
+        for (size_t i = 0; i < n; i++) { /* part 0's own slots come back with the rest */
+            example_free(&slots[i].ex);
+            free(slots[i].why);
+            slots[i] = (data_slot){0};
+        }
+        rc = parts_decode(all, len, slots, n, w->parts);
+    }
+    free(all);
     return rc;
 }
 
@@ -141,7 +166,9 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
     return rc;
 }
 
-static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st)
+/* Tokenize this part's rows of one entry into *slots (one per row). */
+static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st,
+                                data_slot **slots)
 {
     data_format f = detect(rows, L->o->dataset_text_field);
     st->format = format_name(f);
@@ -156,13 +183,11 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
     }
     st->template = chat ? lc.template : NULL;
     if (chat) warn_template(L, index);
-    slot *slots = calloc(rows->n + 1, sizeof *slots);
-    if (!slots) abort();
-    run_rows(&lc, f, L->o->dataset_text_field, rows, slots);
-    rc = tally_all(L->out, st, rows, slots);
-    free(slots);
+    *slots = calloc(rows->n + 1, sizeof **slots);
+    if (!*slots) abort();
+    run_rows(L, &lc, f, rows, *slots);
     label_free(&lc);
-    return rc;
+    return PT_OK;
 }
 
 static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_rows *rows, pt_dataset_stats *st)
@@ -172,20 +197,34 @@ static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_
     return PT_OK;
 }
 
-static pt_status load_entry(const loader *L, int index)
+/* One entry: read, transform, tokenize this part's rows, then (several parts) share them, and
+ * count every row on the part that has them all. before: an earlier entry failed on this part
+ * after the parts last agreed; the entry then only takes part in the exchange, which stops every
+ * part. *agreed: every part has this status (it came from the exchange). */
+static pt_status load_entry(const loader *L, int index, pt_status before, bool *agreed)
 {
     const pt_dataset_config *d = &L->o->datasets[index];
+    const dataset_work *w = &L->o->work;
     pt_dataset_stats *st = &L->out->stats[index];
-    st->name = xstrdup(d->name);
     data_files files = {0};
     data_rows rows = {0};
-    pt_status rc = read_entry(d, &files, &rows, st);
-    if (rc != PT_OK) err_context("dataset[%d]", index);
+    data_slot *slots = NULL;
+    pt_status rc = before;
+    if (rc == PT_OK) {
+        st->name = xstrdup(d->name);
+        rc = read_entry(d, &files, &rows, st);
+        if (rc != PT_OK) err_context("dataset[%d]", index);
+    }
     if (rc == PT_OK) {
         rows_transform(d, index, &rows, st, L->warn);
-        rc = tokenize_entry(L, index, &rows, st);
+        rc = tokenize_entry(L, index, &rows, st, &slots);
     }
-    if (rc == PT_OK && st->kept == 0) rc = no_usable_row(st, index);
+    bool whole = w->parts <= 1 || w->part == 0; /* this part counts the rows */
+    if (w->parts > 1) rc = share_slots(L, rc, slots, rows.n);
+    *agreed = w->parts <= 1 || rc != PT_OK;
+    if (rc == PT_OK && whole) rc = tally_all(L->out, st, &rows, slots);
+    if (rc == PT_OK && whole && st->kept == 0) rc = no_usable_row(st, index);
+    slots_free(slots, rows.n);
     rows_free(&rows);
     source_free(&files);
     return rc;
@@ -199,14 +238,14 @@ pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *
     if (!out->stats) abort();
     out->n_stats = o->n_datasets;
     loader L = {o, tok, dataset_template_name(o->chat_template, tok), warn, out};
+    pt_status rc = PT_OK;
     for (int i = 0; i < o->n_datasets; i++) {
-        pt_status rc = load_entry(&L, i);
-        if (rc != PT_OK) {
-            dataset_free(out);
-            return rc;
-        }
+        bool agreed;
+        rc = load_entry(&L, i, rc, &agreed);
+        if (rc != PT_OK && agreed) break;
     }
-    return PT_OK;
+    if (rc != PT_OK) dataset_free(out);
+    return rc;
 }
 
 pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *train,
@@ -215,6 +254,10 @@ pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FIL
     pt_dataset all;
     *train = *eval = (pt_dataset){0};
     TRY(dataset_load(o, tok, warn, &all));
+    if (o->work.parts > 1 && o->work.part != 0) { /* part 0 has the examples */
+        dataset_free(&all);
+        return PT_OK;
+    }
     pt_status rc = dataset_split(&all, o->val_split_ratio, (uint64_t)o->seed, train, eval);
     if (rc == PT_OK && o->packing) rc = dataset_pack(train);
     if (rc == PT_OK && o->packing && eval->n) rc = dataset_pack(eval);
@@ -228,8 +271,10 @@ pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FIL
 
 void dataset_free(pt_dataset *ds)
 {
-    for (size_t i = 0; i < ds->n; i++) example_free(&ds->ex[i]);
+    for (size_t i = 0; !ds->backing && i < ds->n; i++) example_free(&ds->ex[i]);
     free(ds->ex);
+    if (ds->backing && ds->backing_mapped) munmap(ds->backing, ds->backing_len);
+    else free(ds->backing);
     for (int i = 0; i < ds->n_stats; i++) stats_free(&ds->stats[i]);
     free(ds->stats);
     *ds = (pt_dataset){0};

@@ -25,6 +25,13 @@ const char *format_name(data_format f)
     return names[f];
 }
 
+const char *format_name_known(const char *name)
+{
+    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_TEXT; f++)
+        if (!strcmp(name, format_name(f))) return format_name(f);
+    return NULL;
+}
+
 static bool blank(const char *s)
 {
     for (; *s; s++)

@@ -50,6 +50,13 @@ static const struct {
     {"mistral-v3", NULL, ""},
 };
 
+const char *label_template_known(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof turn_ends / sizeof *turn_ends; i++)
+        if (!strcmp(name, turn_ends[i].name)) return turn_ends[i].name;
+    return NULL;
+}
+
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len)
 {

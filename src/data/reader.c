@@ -25,20 +25,6 @@ typedef struct {
 
 /* ---- input ---- */
 
-static void append(strbuf *sb, const char *p, size_t n)
-{
-    if (sb->len + n + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 4096;
-        while (cap < sb->len + n + 1) cap *= 2;
-        char *grown = realloc(sb->data, cap);
-        if (!grown) abort();
-        sb->data = grown;
-        sb->cap = cap;
-    }
-    memcpy(sb->data + sb->len, p, n);
-    sb->len += n;
-    sb->data[sb->len] = '\0';
-}
 
 /* ptrain holds every row of every file in memory (as JSON values, several times the text): one
  * file past this is refused before it is read. */
@@ -64,7 +50,7 @@ static pt_status slurp(const char *path, char **buf, size_t *len, uint32_t *crc)
     size_t n;
     uLong c = crc32(0L, Z_NULL, 0);
     while (sb.len <= DATA_MAX_FILE && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        append(&sb, chunk, n);
+        sb_append(&sb, chunk, n);
         c = crc32(c, (const Bytef *)chunk, (uInt)n);
     }
     *crc = (uint32_t)c;
@@ -103,10 +89,10 @@ static void utf8_sanitize(char **buf, size_t *len)
     while (i < *len && (k = utf8_seq(s, i, *len)) > 0) i += k;
     if (i == *len) return;
     strbuf out = {0};
-    append(&out, *buf, i);
+    sb_append(&out, *buf, i);
     while (i < *len) {
-        if ((k = utf8_seq(s, i, *len)) == 0) append(&out, FORMAT_BAD_UTF8, 3);
-        else append(&out, *buf + i, k);
+        if ((k = utf8_seq(s, i, *len)) == 0) sb_append(&out, FORMAT_BAD_UTF8, 3);
+        else sb_append(&out, *buf + i, k);
         i += k ? k : 1;
     }
     free(*buf);

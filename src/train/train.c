@@ -39,19 +39,6 @@
 #include "ptrain/util.h"
 #include "trainer.h"
 
-static pt_status load_data(trainer *t)
-{
-    if (t->cfg->n_datasets == 0)
-        return ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
-                   t->cfg->path);
-    dataset_options o = dataset_options_from_config(t->cfg);
-    TRY(dataset_prepare(&o, t->tok, log_warn_stream(), &t->train, &t->eval));
-    if (t->d->rank == 0) dataset_report(&t->train, stdout);
-    TRY(sampler_init(&t->sampler, t->train.n, t->d->rank, t->d->world, t->cfg->per_device_train_batch_size));
-    t->epoch = 0;
-    return sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, 0);
-}
-
 /* The next micro-batch of this rank, moving to the next epoch when one ends. */
 static pt_status next_batch(trainer *t, pt_batch *b)
 {
@@ -556,7 +543,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_load_model(&t); /* agreed inside */
     startup_model(&t, util_now() - t0, be->upload_s - up0);
     t0 = util_now();
-    if (st == PT_OK) st = dist_agree(d, load_data(&t));
+    if (st == PT_OK) st = trainer_load_data(&t); /* agreed inside */
     if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     t.start.s[START_DATASET] = util_now() - t0;
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));

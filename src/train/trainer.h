@@ -71,6 +71,9 @@ typedef struct {
     pt_dirlock lock; /* rank 0: output_dir's lock, held for the run */
 } trainer;
 
+/* The run's examples (t->train, t->eval) and the sampler: from the dataset cache in output_dir,
+ * or tokenized across the ranks and cached there (train_data.c). Agreed across ranks. */
+pt_status trainer_load_data(trainer *t);
 /* Every rank read the same dataset files (size, CRC-32, rows) and made the same examples as rank 0,
  * or every rank stops, the ranks that differ saying what they read and the fix (data_agree.c). */
 pt_status trainer_agree_data(trainer *t);
