@@ -2,14 +2,15 @@
  * Frozen base weights (bf16, f16, NF4, GGUF blocks) are multiplied in bf16 on the tensor cores with
  * fp32 accumulation: the activations are rounded to bf16 once per call, and a quantized weight is
  * dequantized to bf16 one tile of rows at a time into a scratch buffer, so no full-precision copy
- * of the base ever exists. fp32 weights are the LoRA adapters (and tiny test models): they and
- * the adapters' weight gradients stay in fp32 (cublasSgemm), as the adapters, their gradients and
- * the optimizer state are fp32 by design.
+ * of the base ever exists. fp32 weights are the LoRA adapters (and tiny test models): they, the
+ * activations they meet and the adapters' weight gradients are rounded to bf16 as GEMM operands
+ * too, with fp32 accumulation and fp32 results (issue 26, point 3); the adapters, their gradients
+ * and the optimizer state stay fp32 in memory.
  *
- * Two paths (issue 26, point 9): the fast one runs the bf16 GEMMs through cuBLASLt (lt.cu) with
- * an algorithm fixed per shape, on tiles of a multiple of 128 rows so that every operand stays 16
+ * Two paths (issue 26, point 9): the fast one runs every GEMM through cuBLASLt (lt.cu) with an
+ * algorithm fixed per shape, on tiles of a multiple of 128 rows so that every operand stays 16
  * bytes aligned; PTRAIN_CUDA_KERNELS=reference keeps the path the fast one is checked against:
- * cublasGemmEx on tiles of as many rows as fit. */
+ * cublasGemmEx on tiles of as many rows as fit, and the adapters in fp32 with cublasSgemm. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -88,8 +89,22 @@ static pt_status gemm_bf16(cuda_ctx *c, const cuda_gemm *g)
     return cuda_lt_matmul(c, g);
 }
 
-/* fp32 operands (an adapter, its input or its gradient): in fp32. */
-static pt_status gemm_f32(cuda_ctx *c, const cuda_gemm *g) { return gemm_sgemm(c, g); }
+/* fp32 operands (an adapter, its input or its gradient): in fp32 for the reference; else both
+ * rounded to bf16 in the scratch (the first at its start, the second at a 256-byte boundary) and
+ * multiplied as gemm_bf16 does. Each operand is a whole contiguous tensor (rows x ld values). */
+static pt_status gemm_f32(cuda_ctx *c, const cuda_gemm *g)
+{
+    if (c->reference) return gemm_sgemm(c, g);
+    int64_t a_elems = (g->ta ? g->k : g->m) * g->lda, b_elems = (g->tb ? g->n : g->k) * g->ldb;
+    __nv_bfloat16 *a, *b;
+    TRY(scratch_pair(c, a_elems, b_elems, &a, &b));
+    TRY(f32_to_bf16(c, (const float *)g->a, a, a_elems));
+    TRY(f32_to_bf16(c, (const float *)g->b, b, b_elems));
+    cuda_gemm h = *g;
+    h.a = a;
+    h.b = b;
+    return gemm_bf16(c, &h);
+}
 
 /* Rows of w per dequantized tile: the whole weight when it fits TILE_ELEMS (and bf16 weights,
  * used in place), else as many rows as fit for the reference, and for the fast path tiles of
