@@ -6,8 +6,8 @@
  * (cuda_lt_aligned checks each call), so no plan depends on where a buffer lies. A run repeats
  * exactly: cuBLAS's results are bitwise reproducible on one GPU model with one stream and the
  * caller's workspace, the algorithm of a shape is fixed, and only algorithms whose split-K sums
- * have a fixed order are taken (reduction scheme NONE or INPLACE, checked on the algorithm).
- * docs/cuda-backend.md says more. */
+ * have a fixed order are taken (reduction scheme NONE or INPLACE: asked of the heuristic, and
+ * checked on the algorithm where it answers). docs/cuda-backend.md says more. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -119,13 +119,16 @@ static pt_status pref_fill(cublasLtMatmulPreference_t pref)
     return PT_OK;
 }
 
+/* Whether the algorithm's split-K sums have a fixed order, as the preference asked. An algorithm
+ * that does not answer the question is taken on the preference's word: refusing it could leave a
+ * shape with no algorithm for want of an answer, not for want of determinism. */
 static bool fixed_order(const cublasLtMatmulAlgo_t *algo)
 {
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_MASK;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme,
-                                             &written) != CUBLAS_STATUS_SUCCESS)
-        return false;
+                                             &written) != CUBLAS_STATUS_SUCCESS || written != sizeof scheme)
+        return true;
     return scheme == CUBLASLT_REDUCTION_SCHEME_NONE || scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE;
 }
 
@@ -142,7 +145,8 @@ static pt_status plan_choose(struct cuda_lt *lt, lt_plan *p)
         s = cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->c, p->c, pref, LT_CANDIDATES, found, &n);
     cublasLtMatmulPreferenceDestroy(pref);
     TRY(st);
-    if (s != CUBLAS_STATUS_SUCCESS) return ERR(PT_ERR_INTERNAL, "cublasLtMatmulAlgoGetHeuristic: cuBLAS status %d", (int)s);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return ERR(PT_ERR_INTERNAL, "cublasLtMatmulAlgoGetHeuristic: cuBLAS status %d", (int)s);
     for (int i = 0; i < n; i++)
         if (found[i].state == CUBLAS_STATUS_SUCCESS && found[i].workspaceSize <= PT_CUDA_GEMM_WORKSPACE_BYTES &&
             fixed_order(&found[i].algo)) {

@@ -9,8 +9,9 @@
  * and shared memory are NaN bytes until written: shared memory per block), launch shapes (block
  * size, grid limits, dynamic shared memory over 48 KiB without cudaFuncSetAttribute), and the host
  * wrappers: staging, the memory pool, cuBLAS and cuBLASLt arguments (column-major shapes, leading
- * dimensions, types, pointer alignment against the algorithm's, the workspace), error paths. What it cannot check: speed, occupancy, the GPU's memory model (threads of a block
- * interleave only at barriers and warp collectives here; real warps run in lockstep and blocks run
+ * dimensions, types, pointer alignment against the algorithm's, the workspace), error paths.
+ * What it cannot check: speed, occupancy, the GPU's memory model (threads of a block interleave
+ * only at barriers and warp collectives here; real warps run in lockstep and blocks run
  * concurrently, so a race between blocks or a missing __syncwarp/__threadfence is not seen),
  * streams and events (everything runs at once, in program order), the hardware's expf/tanhf/
  * rsqrtf ulps and FMA contraction (the host libm and compiler are used), the per-architecture
@@ -541,7 +542,8 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
                                               const void *buf, size_t size)
 {
-    if (!d || !buf || size != sizeof(int32_t) || (attr != CUBLASLT_MATMUL_DESC_TRANSA && attr != CUBLASLT_MATMUL_DESC_TRANSB))
+    bool known = attr == CUBLASLT_MATMUL_DESC_TRANSA || attr == CUBLASLT_MATMUL_DESC_TRANSB;
+    if (!d || !buf || !known || size != sizeof(int32_t))
         return lt_invalid("a matmul descriptor attribute not emulated, or of the wrong size");
     memcpy(&d->op[attr == CUBLASLT_MATMUL_DESC_TRANSB], buf, size);
     return CUBLAS_STATUS_SUCCESS;
@@ -572,8 +574,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
                                                     size_t size)
 {
     bool wide = attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES;
-    bool known = wide || attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK ||
-                 (attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES);
+    bool align = attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES &&
+                 attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES;
+    bool known = wide || align || attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK;
     if (!p || !buf || !known || size != (wide ? sizeof(uint64_t) : sizeof(uint32_t)))
         return lt_invalid("a preference attribute not emulated, or of the wrong size");
     if (wide) memcpy(&p->max_workspace, buf, size);
@@ -594,8 +597,9 @@ static bool lt_problem(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasL
     if (c->rows != dl->rows || c->cols != dl->cols || c->ld != dl->ld) return lt_bad("C and D laid out apart");
     bool ta = d->op[0] == CUBLAS_OP_T, tb = d->op[1] == CUBLAS_OP_T;
     *m = (int)c->rows, *n = (int)c->cols, *k = (int)(ta ? a->rows : a->cols);
-    if ((ta ? a->cols : a->rows) != c->rows || (tb ? b->rows : b->cols) != c->cols ||
-        (tb ? b->cols : b->rows) != (uint64_t)*k || (d->op[0] != CUBLAS_OP_N && !ta) || (d->op[1] != CUBLAS_OP_N && !tb)) {
+    bool ops_ok = (d->op[0] == CUBLAS_OP_N || ta) && (d->op[1] == CUBLAS_OP_N || tb);
+    if (!ops_ok || (ta ? a->cols : a->rows) != c->rows || (tb ? b->rows : b->cols) != c->cols ||
+        (tb ? b->cols : b->rows) != (uint64_t)*k) {
         fprintf(stderr, "CUDA emulator: cuBLASLt shapes: op %d %d, A %llux%llu, B %llux%llu, C %llux%llu\n", d->op[0],
                 d->op[1], (unsigned long long)a->rows, (unsigned long long)a->cols, (unsigned long long)b->rows,
                 (unsigned long long)b->cols, (unsigned long long)c->rows, (unsigned long long)c->cols);
@@ -686,7 +690,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
         return lt_invalid("a workspace smaller than the algorithm's, or not 256-byte aligned");
     float al = *(const float *)alpha, be = *(const float *)beta;
     if (D != C && be != 0.0f)
-        for (int j = 0; j < n; j++) memmove((float *)D + (size_t)j * dl->ld, (const float *)C + (size_t)j * c->ld, sizeof(float) * m);
+        for (int j = 0; j < n; j++)
+            memmove((float *)D + (size_t)j * dl->ld, (const float *)C + (size_t)j * c->ld, sizeof(float) * m);
     gemm(d->op[0] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, d->op[1] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
          k, al, (const __nv_bfloat16 *)A, (int)a->ld, (const __nv_bfloat16 *)B, (int)b->ld, be, (float *)D,
          (int)dl->ld, [](__nv_bfloat16 v) { return __bfloat162float(v); });
