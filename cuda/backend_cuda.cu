@@ -1,7 +1,8 @@
-/* backend_cuda.cu — the CUDA backend's frame: one GPU per rank, a compute stream, a cuBLAS handle,
- * device memory from the stream-ordered pool (the training loop allocates and frees the same
- * activation buffers every micro-batch; the pool keeps them, so no cudaMalloc or implicit device
- * synchronization happens per step), the staging of small host arrays, and the op table. The ops
+/* backend_cuda.cu — the CUDA backend's frame: one GPU per rank, a compute stream, a cuBLAS handle
+ * (and cuBLASLt's, lt.cu), device memory from the stream-ordered pool (the training loop allocates
+ * and frees the same activation buffers every micro-batch; the pool keeps them, so no cudaMalloc
+ * or implicit device synchronization happens per step), the staging of small host arrays, and the
+ * op table. The ops
  * themselves live in one file per op family (cuda_backend.h lists them); each is tested against
  * its CPU twin by tests/unit/test_cuda_ops on a GPU machine (tests/gpu/run.sh). */
 #ifdef HAVE_CONFIG_H
@@ -151,6 +152,7 @@ static void cuda_close(pt_backend *be)
         cudaFree(c->scratch);
         cudaFree(c->partials);
         cudaFreeHost(c->host_sums);
+        cuda_lt_close(c);
         if (c->blas) cublasDestroy(c->blas);
         if (c->copy_stream) {
             cudaStreamSynchronize(c->copy_stream);
@@ -233,6 +235,7 @@ static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options
     CUDA_TRY(cudaMallocHost((void **)&c->host_sums, 4 * sizeof(double)));
     CUBLAS_TRY(cublasCreate(&c->blas));
     CUBLAS_TRY(cublasSetStream(c->blas, c->stream));
+    TRY(cuda_lt_open(c));
     return cuda_comm_open(c, opts);
 }
 

@@ -1,7 +1,8 @@
 /* cuda_backend.h — the CUDA backend's context and op functions, shared by its files (one file per
  * op family, named as their CPU twins in src/cpu/):
  *   backend_cuda.cu  memory (a stream-ordered pool), staging of small host arrays, open/close
- *   matmul.cu        cuBLAS bf16 GEMMs with fp32 accumulation; quantized weights tile by tile
+ *   matmul.cu        the matmul ops: bf16 GEMMs with fp32 accumulation; quantized weights tile by tile
+ *   lt.cu            cuBLASLt: the GEMM workspace, one plan (descriptors, algorithm) per GEMM shape
  *   dequant.cu       every stored weight format to bf16 or fp32 on the device
  *   layers.cu        embedding, RMSNorm, RoPE, SwiGLU/GeGLU, bias, residual add, dropout
  *   layers_bwd.cu    their gradients
@@ -25,11 +26,14 @@
  * copied into one device buffer per slot, grown as needed, in stream order. */
 enum { STAGE_IDS, STAGE_POS, STAGE_FREQ, STAGE_LABELS, STAGE_SEGMENTS, STAGE_COUNT };
 
+struct cuda_lt; /* lt.cu's state */
+
 typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;
+    struct cuda_lt *lt; /* cuBLASLt handle, workspace (shared with blas) and plans */
     cudaMemPool_t pool; /* the device's default pool: cudaMallocAsync on stream, kept, not trimmed */
-    __nv_bfloat16 *scratch; /* bf16 staging for the operands of one matmul */
+    __nv_bfloat16 *scratch; /* bf16 staging for the operands of one matmul (a dequantized tile too) */
     size_t scratch_elems;
     void *stage[STAGE_COUNT];
     size_t stage_bytes[STAGE_COUNT];
@@ -115,6 +119,30 @@ size_t cuda_peak_bytes(pt_backend *be);
 bool cuda_dequant_supported(pt_dtype dtype);
 pt_status cuda_dequant_rows(cuda_ctx *c, const pt_tensor *w, const int32_t *ids, int64_t r0, int64_t rows,
                             __nv_bfloat16 *out_bf16, float *out_f32);
+
+/* One GEMM in row-major terms: C[m,n] (fp32, ldc) = op(A) op(B) + beta C, op(X) = Xᵀ when tx;
+ * A is [m,k] (or [k,m] when ta) with lda, B [k,n] (or [n,k] when tb) with ldb. The operands'
+ * type (bf16 or fp32) is the called function's. */
+typedef struct {
+    const void *a;
+    int64_t lda;
+    bool ta;
+    const void *b;
+    int64_t ldb;
+    bool tb;
+    float *c;
+    int64_t ldc, m, n, k;
+    float beta;
+} cuda_gemm;
+
+/* lt.cu: bf16 A and B, fp32 C, fp32 accumulation through cublasLtMatmul with an algorithm chosen
+ * once per shape. cuda_lt_open makes the handle and the GEMM workspace (PT_CUDA_GEMM_WORKSPACE_BYTES
+ * from the pool, which c->blas is given too); cuda_lt_aligned says whether g meets the 16-byte
+ * alignment the plans are chosen for (else the caller uses cublasGemmEx). */
+pt_status cuda_lt_open(cuda_ctx *c);
+void cuda_lt_close(cuda_ctx *c);
+bool cuda_lt_aligned(const cuda_gemm *g);
+pt_status cuda_lt_matmul(cuda_ctx *c, const cuda_gemm *g);
 
 /* matmul.cu */
 pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);

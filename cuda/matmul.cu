@@ -1,17 +1,26 @@
 /* matmul.cu — the CUDA backend's matmuls, with the same contract as src/cpu/matmul.c.
  * Frozen base weights (bf16, f16, NF4, GGUF blocks) are multiplied in bf16 on the tensor cores with
- * fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F): the activations are rounded to bf16 once
- * per call, and a quantized weight is dequantized to bf16 one tile of rows at a time into a scratch
- * buffer, so no full-precision copy of the base ever exists. fp32 weights are the LoRA adapters
- * (and tiny test models): they and the adapters' weight gradients stay in fp32 (cublasSgemm), as
- * the adapters, their gradients and the optimizer state are fp32 by design. */
+ * fp32 accumulation: the activations are rounded to bf16 once per call, and a quantized weight is
+ * dequantized to bf16 one tile of rows at a time into a scratch buffer, so no full-precision copy
+ * of the base ever exists. fp32 weights are the LoRA adapters (and tiny test models): they, the
+ * activations they meet and the adapters' weight gradients are rounded to bf16 as GEMM operands
+ * too, with fp32 accumulation and fp32 results (issue 26, point 3); the adapters, their gradients
+ * and the optimizer state stay fp32 in memory.
+ *
+ * Two paths (issue 26, point 9): the fast one runs every GEMM through cuBLASLt (lt.cu) with an
+ * algorithm fixed per shape, on tiles of a multiple of 128 rows so that every operand stays 16
+ * bytes aligned; PTRAIN_CUDA_KERNELS=reference keeps the path the fast one is checked against:
+ * cublasGemmEx on tiles of as many rows as fit, and the adapters in fp32 with cublasSgemm. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 #include "cuda_backend.h"
 
-/* bf16 elements of weight per dequantized tile (32 MiB): big enough for full-speed GEMMs. */
-enum { TILE_ELEMS = 16 << 20 };
+/* TILE_ELEMS: bf16 values of weight per dequantized tile (32 MiB): big enough for full-speed GEMMs.
+ * TILE_ROW_ALIGN: the fast path's tiles are a multiple of this many rows, so a tile's first row
+ * (an offset into the output, or into the bf16 activations) is 16-byte aligned.
+ * SCRATCH_ALIGN: bf16 values (256 bytes) a second operand in the scratch is aligned to. */
+enum { TILE_ELEMS = PT_CUDA_TILE_ELEMS, TILE_ROW_ALIGN = 128, SCRATCH_ALIGN = 128 };
 
 __global__ static void f32_to_bf16_kernel(const float *in, __nv_bfloat16 *out, int64_t n)
 {
@@ -30,6 +39,18 @@ static pt_status scratch_reserve(cuda_ctx *c, size_t elems)
     return PT_OK;
 }
 
+/* Room for two bf16 operands in the scratch: *first at its start (the pool's alignment), *second
+ * at the first 256-byte boundary after first_elems values. */
+static pt_status scratch_pair(cuda_ctx *c, int64_t first_elems, int64_t second_elems, __nv_bfloat16 **first,
+                              __nv_bfloat16 **second)
+{
+    int64_t at = (first_elems + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    TRY(scratch_reserve(c, (size_t)(at + second_elems)));
+    *first = c->scratch;
+    *second = c->scratch + at;
+    return PT_OK;
+}
+
 static pt_status f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n)
 {
     f32_to_bf16_kernel<<<cuda_grid(n, 256), 256, 0, c->stream>>>(in, out, n);
@@ -37,34 +58,67 @@ static pt_status f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, i
     return PT_OK;
 }
 
-/* Row-major C[m,n] (fp32, ldc) = op(A) op(B) + beta C; op(X) = Xᵀ when tx. Row-major X is
- * column-major Xᵀ, so this is column-major Cᵀ = op(B)ᵀ op(A)ᵀ. bf16 operands, fp32 accumulation. */
-static pt_status gemm_bf16(cuda_ctx *c, const __nv_bfloat16 *a, int lda, bool ta, const __nv_bfloat16 *b, int ldb,
-                           bool tb, float *out, int ldc, int64_t m, int64_t n, int64_t k, float beta)
+/* The reference GEMMs: row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ, so cuBLAS
+ * gets B first. cublasGemmEx: bf16 operands, fp32 accumulation and output. */
+static pt_status gemm_ex_bf16(cuda_ctx *c, const cuda_gemm *g)
 {
     const float alpha = 1.0f;
-    CUBLAS_TRY(cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n,
-                            (int)m, (int)k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &beta, out,
-                            CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmEx(c->blas, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n,
+                            (int)g->m, (int)g->k, &alpha, g->b, CUDA_R_16BF, (int)g->ldb, g->a, CUDA_R_16BF,
+                            (int)g->lda, &g->beta, g->c, CUDA_R_32F, (int)g->ldc, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
     return PT_OK;
 }
 
-/* The same in fp32 (adapters): cublasSgemm with its default (non-tensor-op) math. */
-static pt_status gemm_f32(cuda_ctx *c, const float *a, int lda, bool ta, const float *b, int ldb, bool tb,
-                          float *out, int ldc, int64_t m, int64_t n, int64_t k, float beta)
+/* The same in fp32: cublasSgemm with its default (non-tensor-op) math. */
+static pt_status gemm_sgemm(cuda_ctx *c, const cuda_gemm *g)
 {
     const float alpha = 1.0f;
-    CUBLAS_TRY(cublasSgemm(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m,
-                           (int)k, &alpha, b, ldb, a, lda, &beta, out, ldc));
+    CUBLAS_TRY(cublasSgemm(c->blas, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n,
+                           (int)g->m, (int)g->k, &alpha, (const float *)g->b, (int)g->ldb, (const float *)g->a,
+                           (int)g->lda, &g->beta, g->c, (int)g->ldc));
     return PT_OK;
 }
 
-/* Rows of w per dequantized tile. */
-static int64_t tile_rows(const pt_tensor *w)
+/* bf16 operands: cuBLASLt's plan for the shape when the operands are 16-byte aligned, else (and
+ * for the reference) cublasGemmEx. Alignment depends on shapes only: the arena and the pool
+ * start every buffer on 256 bytes, and the offsets here are whole rows or tiles. */
+static pt_status gemm_bf16(cuda_ctx *c, const cuda_gemm *g)
 {
-    int64_t n = w->shape[0], k = w->shape[1], t = TILE_ELEMS / k;
-    if (w->dtype == PT_BF16 || t >= n) return n;
-    return t < 1 ? 1 : t;
+    if (c->reference || g->k == 0 || !cuda_lt_aligned(g)) return gemm_ex_bf16(c, g);
+    return cuda_lt_matmul(c, g);
+}
+
+/* fp32 operands (an adapter, its input or its gradient): in fp32 for the reference; else both
+ * rounded to bf16 in the scratch (the first at its start, the second at a 256-byte boundary) and
+ * multiplied as gemm_bf16 does. Each operand is a whole contiguous tensor (rows x ld values). */
+static pt_status gemm_f32(cuda_ctx *c, const cuda_gemm *g)
+{
+    if (c->reference) return gemm_sgemm(c, g);
+    int64_t a_elems = (g->ta ? g->k : g->m) * g->lda, b_elems = (g->tb ? g->n : g->k) * g->ldb;
+    __nv_bfloat16 *a, *b;
+    TRY(scratch_pair(c, a_elems, b_elems, &a, &b));
+    TRY(f32_to_bf16(c, (const float *)g->a, a, a_elems));
+    TRY(f32_to_bf16(c, (const float *)g->b, b, b_elems));
+    cuda_gemm h = *g;
+    h.a = a;
+    h.b = b;
+    return gemm_bf16(c, &h);
+}
+
+/* Rows of w per dequantized tile: the whole weight when it fits TILE_ELEMS (and bf16 weights,
+ * used in place), else as many rows as fit for the reference, and for the fast path tiles of
+ * equal size rounded up to a multiple of TILE_ROW_ALIGN rows (gate/up of Gemma 2 2B, [9216,
+ * 2304]: two tiles of 4608 rows where the reference has 7281 + 1935). A row of over
+ * TILE_ELEMS / TILE_ROW_ALIGN values gets the reference's tiles, which cublasGemmEx multiplies. */
+static int64_t tile_rows(const pt_tensor *w, bool aligned)
+{
+    int64_t n = w->shape[0], k = w->shape[1], most = TILE_ELEMS / k;
+    if (w->dtype == PT_BF16 || most >= n) return n;
+    if (!aligned || most < TILE_ROW_ALIGN) return most < 1 ? 1 : most;
+    most -= most % TILE_ROW_ALIGN;
+    int64_t tiles = (n + most - 1) / most, even = (n + tiles - 1) / tiles;
+    return (even + TILE_ROW_ALIGN - 1) / TILE_ROW_ALIGN * TILE_ROW_ALIGN;
 }
 
 /* Rows [r0, r0+rows) of w as bf16: the stored rows themselves for bf16, else a dequantized tile. */
@@ -87,22 +141,27 @@ static pt_status need_supported(const pt_tensor *w)
 }
 
 pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta)
-{ /* y[M,N] = x[M,K] @ w[N,K]ᵀ + beta y */
+{ /* y[M,N] = x[M,K] @ w[N,K]ᵀ + beta y; a tile of w's rows gives the same columns of y */
     cuda_ctx *c = ctx_of(be);
     int64_t n = w->shape[0], k = w->shape[1], m = tensor_numel(x) / k;
     TRY(need_supported(w));
-    if (w->dtype == PT_F32)
-        return gemm_f32(c, (const float *)x->data, (int)k, false, (const float *)w->data, (int)k, true,
-                        (float *)y->data, (int)n, m, n, k, beta);
-    int64_t per = tile_rows(w);
-    TRY(scratch_reserve(c, (size_t)(m * k + (w->dtype == PT_BF16 ? 0 : per * k))));
-    __nv_bfloat16 *xb = c->scratch, *tile = c->scratch + m * k;
+    cuda_gemm g = {x->data, k, false, w->data, k, true, (float *)y->data, n, m, n, k, beta};
+    if (w->dtype == PT_F32) return gemm_f32(c, &g);
+    int64_t per = tile_rows(w, !c->reference);
+    __nv_bfloat16 *xb, *tile;
+    TRY(scratch_pair(c, m * k, w->dtype == PT_BF16 ? 0 : per * k, &xb, &tile));
     TRY(f32_to_bf16(c, (const float *)x->data, xb, m * k));
+    g.a = xb;
+    /* aligned (cuda_lt_aligned): xb at the scratch's start, the tile at a 256-byte boundary (or a
+     * bf16 weight from its first row), y + n0 with n0 a multiple of 128 (fast tiles); lda = ldb =
+     * K and ldc = N, multiples of 8 in real models (else cublasGemmEx) */
     for (int64_t n0 = 0; n0 < n; n0 += per) {
-        int64_t rows = n - n0 < per ? n - n0 : per;
         const __nv_bfloat16 *wt;
-        TRY(weight_tile(c, w, n0, rows, tile, &wt));
-        TRY(gemm_bf16(c, xb, (int)k, false, wt, (int)k, true, (float *)y->data + n0, (int)n, m, rows, k, beta));
+        g.n = n - n0 < per ? n - n0 : per;
+        TRY(weight_tile(c, w, n0, g.n, tile, &wt));
+        g.b = wt;
+        g.c = (float *)y->data + n0;
+        TRY(gemm_bf16(c, &g));
     }
     return PT_OK;
 }
@@ -112,27 +171,29 @@ pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *
     cuda_ctx *c = ctx_of(be);
     int64_t n = w->shape[0], k = w->shape[1], m = tensor_numel(dy) / n;
     TRY(need_supported(w));
-    if (w->dtype == PT_F32)
-        return gemm_f32(c, (const float *)dy->data, (int)n, false, (const float *)w->data, (int)k, false,
-                        (float *)dx->data, (int)k, m, k, n, beta);
-    int64_t per = tile_rows(w);
-    TRY(scratch_reserve(c, (size_t)(m * n + (w->dtype == PT_BF16 ? 0 : per * k))));
-    __nv_bfloat16 *dyb = c->scratch, *tile = c->scratch + m * n;
+    cuda_gemm g = {dy->data, n, false, w->data, k, false, (float *)dx->data, k, m, k, n, beta};
+    if (w->dtype == PT_F32) return gemm_f32(c, &g);
+    int64_t per = tile_rows(w, !c->reference);
+    __nv_bfloat16 *dyb, *tile;
+    TRY(scratch_pair(c, m * n, w->dtype == PT_BF16 ? 0 : per * k, &dyb, &tile));
     TRY(f32_to_bf16(c, (const float *)dy->data, dyb, m * n));
+    /* aligned as in cuda_matmul, with dyb + n0 (n0 a multiple of 128) and dx (the pool's) */
     for (int64_t n0 = 0; n0 < n; n0 += per) {
-        int64_t rows = n - n0 < per ? n - n0 : per;
         const __nv_bfloat16 *wt;
-        TRY(weight_tile(c, w, n0, rows, tile, &wt));
-        TRY(gemm_bf16(c, dyb + n0, (int)n, false, wt, (int)k, false, (float *)dx->data, (int)k, m, k, rows,
-                      n0 == 0 ? beta : 1.0f));
+        g.k = n - n0 < per ? n - n0 : per;
+        TRY(weight_tile(c, w, n0, g.k, tile, &wt));
+        g.a = dyb + n0; /* columns n0.. of dy */
+        g.b = wt;
+        g.beta = n0 == 0 ? beta : 1.0f;
+        TRY(gemm_bf16(c, &g));
     }
     return PT_OK;
 }
 
 pt_status cuda_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x, float beta)
-{ /* dw[N,K] = dy[M,N]ᵀ @ x[M,K] + beta dw, in fp32: dw is an adapter's gradient */
+{ /* dw[N,K] = dy[M,N]ᵀ @ x[M,K] + beta dw: dw is an adapter's gradient (fp32) */
     cuda_ctx *c = ctx_of(be);
     int64_t n = dw->shape[0], k = dw->shape[1], m = tensor_numel(dy) / n;
-    return gemm_f32(c, (const float *)dy->data, (int)n, true, (const float *)x->data, (int)k, false,
-                    (float *)dw->data, (int)k, n, k, m, beta);
+    cuda_gemm g = {dy->data, n, true, x->data, k, false, (float *)dw->data, k, n, k, m, beta};
+    return gemm_f32(c, &g);
 }

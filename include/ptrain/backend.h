@@ -291,6 +291,10 @@ int cuda_device_count(void); /* 0 when no GPU or driver is visible */
 size_t cuda_peak_bytes(pt_backend *be);
 pt_status cuda_mem_info(pt_backend *be, size_t *free_bytes, size_t *total_bytes);
 #endif
+/* The CUDA backend's fixed GEMM buffers, which the memory plan (src/train/memplan.c) counts: the
+ * workspace cuBLASLt and cuBLAS share, allocated at open, and the most bf16 values of a quantized
+ * weight dequantized at once (a tile of whole rows; cuda/matmul.cu). */
+enum { PT_CUDA_GEMM_WORKSPACE_BYTES = 32 << 20, PT_CUDA_TILE_ELEMS = 16 << 20 };
 
 #ifdef __cplusplus
 }

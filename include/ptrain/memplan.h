@@ -15,18 +15,20 @@ typedef struct {
     size_t weights;     /* the base as stored (4-bit blocks stay 4-bit) */
     size_t adapters;    /* LoRA A and B, their gradients and AdamW's two moments: 16 bytes a parameter */
     size_t activations; /* the arena of one micro-batch's buffers (forward, loss head, backward) */
-    size_t workspace;   /* the CUDA backend's: bf16 operand staging, a dequantized tile, cuBLAS */
+    size_t workspace;   /* the CUDA backend's: the GEMMs' bf16 scratch and the cuBLASLt/cuBLAS workspace */
     size_t offloaded;   /* in pinned host memory, not on the device: the offloaded layer inputs */
     size_t total;
 } pt_memplan;
 
 typedef struct {
     int64_t batch, seq;   /* rows of one micro-batch: batch x seq */
+    int64_t eval_rows;    /* rows of the largest evaluation batch, 0 without evaluation */
     int64_t lora_params;
+    int lora_r;
     size_t arena_bytes;   /* the activation arena (step_arena_bytes) */
     size_t offload_bytes; /* the layer inputs offloaded to host memory (step_offload_bytes), or 0 */
     int loss_chunk;       /* logit rows per loss chunk */
-    bool cuda;            /* staging and cuBLAS workspace */
+    bool cuda;            /* the GEMMs' scratch and workspace */
 } pt_memplan_shape;
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);
@@ -34,7 +36,8 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
  * and one for the host memory of offloaded layer inputs when there are any. */
 void memplan_print(const pt_memplan *p, const char *device);
 /* On a GPU: fails with PT_ERR_USER and the numbers when what the plan still has to allocate (all but
- * the weights, already loaded) exceeds the device's free memory. Elsewhere PT_OK. */
+ * the weights, already loaded, and the GEMM workspace the backend took at open) exceeds the
+ * device's free memory. Elsewhere PT_OK. */
 pt_status memplan_check(pt_backend *be, const pt_memplan *p);
 /* The most device memory the backend has handed out, 0 where it does not track it (CPU). */
 size_t memplan_peak_bytes(pt_backend *be);

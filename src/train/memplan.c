@@ -2,7 +2,8 @@
  * arena step.c takes every buffer of a micro-batch (and of an evaluation batch) from, sized by a dry
  * run of the same code (step_arena_bytes): the residual stream, each layer's activations (one
  * layer's with gradient checkpointing), the adapters' s·x·Aᵀ, the loss head's chunk of logits and
- * the backward pass's gradients. */
+ * the backward pass's gradients. On CUDA the workspace is the GEMMs' (cuda/matmul.cu, cuda/lt.cu):
+ * the bf16 scratch at its largest and the 32 MiB cuBLASLt workspace. */
 #ifdef HAVE_CONFIG_H
 #include <config.h> /* PTRAIN_HAVE_CUDA */
 #endif
@@ -12,22 +13,34 @@
 
 #define MIB (1024.0 * 1024.0)
 
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+static size_t round128(size_t v) { return (v + 127) / 128 * 128; }
+
+/* The CUDA GEMMs' bf16 scratch (cuda/matmul.cu), in values: the two operands of the largest GEMM,
+ * the first rounded up to 128 values (the second starts on 256 bytes). A base-weight GEMM stages
+ * its activations (a layer's rows x widest at most, or the LM head's logit gradient over one loss
+ * chunk) and one dequantized tile; an adapter GEMM two of: activations (rows x widest at most),
+ * the adapter (widest x r) and a rank-wide activation or gradient (rows x r). */
+static size_t cuda_scratch_elems(const pt_model_config *g, const pt_memplan_shape *s, size_t rows, size_t widest)
+{
+    size_t layer = rows * widest, head = (size_t)s->loss_chunk * (size_t)g->vocab;
+    size_t base = round128(max_size(layer, head)) + PT_CUDA_TILE_ELEMS;
+    size_t lora = round128(layer) + round128(max_size(rows, widest) * (size_t)s->lora_r);
+    return max_size(base, lora);
+}
+
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out)
 {
-    size_t n = (size_t)(s->batch * s->seq), f = sizeof(float);
+    size_t rows = max_size((size_t)(s->batch * s->seq), (size_t)s->eval_rows), f = sizeof(float);
     int64_t qw = (int64_t)g->n_heads * g->head_dim;
-    size_t widest = (size_t)(g->ffn_dim > qw ? g->ffn_dim : qw);
-    if ((size_t)g->dim > widest) widest = (size_t)g->dim;
+    size_t widest = max_size(max_size((size_t)g->ffn_dim, (size_t)qw), (size_t)g->dim);
     out->weights = weight_bytes;
     out->adapters = (size_t)s->lora_params * 4 * f;
     out->activations = s->arena_bytes;
     out->offloaded = s->offload_bytes;
     out->workspace = 0;
-    if (s->cuda) { /* bf16 operands of the largest matmul (a layer's, or the LM head's over one chunk of
-                    * logit rows), one dequantized weight tile, cuBLAS's workspace */
-        size_t layer = n * widest * 2, head = (size_t)s->loss_chunk * (size_t)g->vocab * 2;
-        out->workspace += (layer > head ? layer : head) + (32u << 20) + (32u << 20);
-    }
+    if (s->cuda) /* the scratch, grown to its largest, and the workspace taken at open */
+        out->workspace = cuda_scratch_elems(g, s, rows, widest) * 2 + PT_CUDA_GEMM_WORKSPACE_BYTES;
     out->total = out->weights + out->adapters + out->activations + out->workspace;
 }
 
@@ -47,14 +60,16 @@ pt_status memplan_check(pt_backend *be, const pt_memplan *p)
     if (be->device < 0) return PT_OK;
     size_t free_b = 0, total_b = 0;
     TRY(cuda_mem_info(be, &free_b, &total_b));
-    size_t need = p->total - p->weights; /* the weights are on the device already */
+    /* the weights and the GEMM workspace are on the device already: the rest of the workspace is scratch */
+    size_t scratch = p->workspace - PT_CUDA_GEMM_WORKSPACE_BYTES;
+    size_t need = p->adapters + p->activations + scratch;
     if (need > free_b)
         return ERR(PT_ERR_USER, "this run needs about %.1f MiB more on GPU %d (adapters + optimizer %.1f, activations "
-                   "%.1f, workspace %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights; lower "
-                   "per_device_train_batch_size or max_seq_length, or set use_gradient_checkpointing: true (or \"unsloth\", "
-                   "which keeps the layer inputs in host memory)",
-                   need / MIB, be->device, p->adapters / MIB, p->activations / MIB, p->workspace / MIB, free_b / MIB,
-                   total_b / MIB, p->weights / MIB);
+                   "%.1f, GEMM scratch %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights and "
+                   "the %.1f MiB GEMM workspace; lower per_device_train_batch_size or max_seq_length, or set "
+                   "use_gradient_checkpointing: true (or \"unsloth\", which keeps the layer inputs in host memory)",
+                   need / MIB, be->device, p->adapters / MIB, p->activations / MIB, scratch / MIB, free_b / MIB,
+                   total_b / MIB, p->weights / MIB, PT_CUDA_GEMM_WORKSPACE_BYTES / MIB);
 #else
     (void)be;
     (void)p;

@@ -208,7 +208,8 @@ static void plan_memory(trainer *t)
     size_t arena = step_arena_bytes(&t->m, &t->l.ad, rows, &so);
     size_t eval = t->eval.n ? step_loss_arena_bytes(&t->m, &t->l.ad, eval_rows) : 0;
     pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
-                          .lora_params = adapter_param_count(&t->l.ad), .arena_bytes = arena > eval ? arena : eval,
+                          .eval_rows = t->eval.n ? eval_rows : 0, .lora_params = adapter_param_count(&t->l.ad),
+                          .lora_r = t->l.ad.r, .arena_bytes = arena > eval ? arena : eval,
                           .offload_bytes = so.offload ? step_offload_bytes(&t->m, rows) : 0,
                           .loss_chunk = so.loss_chunk, .cuda = t->be->device >= 0};
     memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);

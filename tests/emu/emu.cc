@@ -8,9 +8,10 @@
  * votes, aliasing of inputs and outputs, unwritten outputs and uninitialised reads (device memory
  * and shared memory are NaN bytes until written: shared memory per block), launch shapes (block
  * size, grid limits, dynamic shared memory over 48 KiB without cudaFuncSetAttribute), and the host
- * wrappers: staging, the memory pool, cuBLAS arguments (column-major shapes, lda/ldb/ldc), error
- * paths. What it cannot check: speed, occupancy, the GPU's memory model (threads of a block
- * interleave only at barriers and warp collectives here; real warps run in lockstep and blocks run
+ * wrappers: staging, the memory pool, cuBLAS and cuBLASLt arguments (column-major shapes, leading
+ * dimensions, types, pointer alignment against the algorithm's, the workspace), error paths.
+ * What it cannot check: speed, occupancy, the GPU's memory model (threads of a block interleave
+ * only at barriers and warp collectives here; real warps run in lockstep and blocks run
  * concurrently, so a race between blocks or a missing __syncwarp/__threadfence is not seen),
  * streams and events (everything runs at once, in program order), the hardware's expf/tanhf/
  * rsqrtf ulps and FMA contraction (the host libm and compiler are used), the per-architecture
@@ -31,7 +32,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <vector>
+
 #include <cblas.h>
+#include <cublasLt.h>
 
 #include "cuda_backend.h"
 
@@ -468,6 +472,230 @@ cublasStatus_t cublasSgemm(cublasHandle_t, cublasOperation_t ta, cublasOperation
 {
     if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
     gemm(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc, [](float v) { return v; });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t, void *workspace, size_t bytes)
+{
+    if (bytes && (!workspace || (uintptr_t)workspace % 256)) {
+        fprintf(stderr, "CUDA emulator: cublasSetWorkspace with %p, not 256-byte aligned\n", workspace);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* ---- cuBLASLt: descriptors as host structs, a heuristic that honours the preference, then the
+ * argument checks and OpenBLAS as for cuBLAS ---- */
+
+struct emu_lt_handle_s {
+    std::vector<uint64_t> asked; /* the problems the heuristic was asked about (emu_lt_problem) */
+};
+struct emu_lt_desc_s {
+    int32_t comp, scale, op[2];
+};
+struct emu_lt_layout_s {
+    int32_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+};
+struct emu_lt_pref_s {
+    uint64_t max_workspace;
+    uint32_t schemes, align[4];
+};
+static const uint64_t LT_MAGIC = 0x4c54616c676full; /* "LTalgo": an algorithm this heuristic made */
+static long lt_matmuls;                              /* cublasLtMatmul calls run */
+
+/* For tests/unit/test_cuda_ops: whether the fast path went through cuBLASLt here. */
+extern "C" long emu_lt_matmul_calls(void) { return lt_matmuls; }
+
+static bool lt_bad(const char *what)
+{
+    fprintf(stderr, "CUDA emulator: cuBLASLt invalid value: %s\n", what);
+    return false;
+}
+static cublasStatus_t lt_invalid(const char *what)
+{
+    lt_bad(what);
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
+{
+    *h = new emu_lt_handle_s();
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h)
+{
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t comp, cudaDataType scale)
+{
+    *d = new emu_lt_desc_s{comp, scale, {CUBLAS_OP_N, CUBLAS_OP_N}};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d)
+{
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                              const void *buf, size_t size)
+{
+    bool known = attr == CUBLASLT_MATMUL_DESC_TRANSA || attr == CUBLASLT_MATMUL_DESC_TRANSB;
+    if (!d || !buf || !known || size != sizeof(int32_t))
+        return lt_invalid("a matmul descriptor attribute not emulated, or of the wrong size");
+    memcpy(&d->op[attr == CUBLASLT_MATMUL_DESC_TRANSB], buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols,
+                                          int64_t ld)
+{
+    *l = new emu_lt_layout_s{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l)
+{
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p)
+{ /* cuBLASLt's defaults: no workspace, every reduction scheme, 256-byte alignment */
+    *p = new emu_lt_pref_s{0, CUBLASLT_REDUCTION_SCHEME_MASK, {256, 256, 256, 256}};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p)
+{
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                    cublasLtMatmulPreferenceAttributes_t attr, const void *buf,
+                                                    size_t size)
+{
+    bool wide = attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES;
+    bool align = attr >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES &&
+                 attr <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES;
+    bool known = wide || align || attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK;
+    if (!p || !buf || !known || size != (wide ? sizeof(uint64_t) : sizeof(uint32_t)))
+        return lt_invalid("a preference attribute not emulated, or of the wrong size");
+    if (wide) memcpy(&p->max_workspace, buf, size);
+    else if (attr == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK) memcpy(&p->schemes, buf, size);
+    else memcpy(&p->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, size);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* op(A) [m,k] op(B) [k,n] -> C, D [m,n], column-major, the types cuda/lt.cu uses (bf16 A and B,
+ * fp32 C and D, fp32 compute and scale), C's layout D's, leading dimensions at least the rows. */
+static bool lt_problem(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                       cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl, int *m, int *n, int *k)
+{
+    if (!d || !a || !b || !c || !dl) return lt_bad("a NULL descriptor or layout");
+    if (d->comp != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F || a->type != CUDA_R_16BF || b->type != CUDA_R_16BF ||
+        c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
+        return lt_bad("types other than bf16 x bf16 -> fp32 with fp32 compute");
+    if (c->rows != dl->rows || c->cols != dl->cols || c->ld != dl->ld) return lt_bad("C and D laid out apart");
+    bool ta = d->op[0] == CUBLAS_OP_T, tb = d->op[1] == CUBLAS_OP_T;
+    *m = (int)c->rows, *n = (int)c->cols, *k = (int)(ta ? a->rows : a->cols);
+    bool ops_ok = (d->op[0] == CUBLAS_OP_N || ta) && (d->op[1] == CUBLAS_OP_N || tb);
+    if (!ops_ok || (ta ? a->cols : a->rows) != c->rows || (tb ? b->rows : b->cols) != c->cols ||
+        (tb ? b->cols : b->rows) != (uint64_t)*k) {
+        fprintf(stderr, "CUDA emulator: cuBLASLt shapes: op %d %d, A %llux%llu, B %llux%llu, C %llux%llu\n", d->op[0],
+                d->op[1], (unsigned long long)a->rows, (unsigned long long)a->cols, (unsigned long long)b->rows,
+                (unsigned long long)b->cols, (unsigned long long)c->rows, (unsigned long long)c->cols);
+        return false;
+    }
+    const cublasLtMatrixLayout_t all[] = {a, b, c};
+    for (auto l : all)
+        if (l->ld < (int64_t)(l->rows > 1 ? l->rows : 1)) return lt_bad("a leading dimension below the rows");
+    return true;
+}
+
+/* One number per problem: the descriptor and the layouts (FNV-1a over their fields). */
+static uint64_t lt_problem_id(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                              cublasLtMatrixLayout_t c)
+{
+    const uint64_t f[] = {(uint64_t)d->op[0], (uint64_t)d->op[1], a->rows, a->cols, (uint64_t)a->ld, b->rows, b->cols,
+                          (uint64_t)b->ld, c->rows, c->cols, (uint64_t)c->ld};
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t v : f)
+        for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* Two candidates, the preference permitting: split-K in 4 with a separate reduction in the
+ * workspace (what a real heuristic may rank first for a long K), then one pass over K. Each
+ * carries the problem it was made for, its scheme, its workspace and the alignment it assumes. */
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                                              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+                                              cublasLtMatrixLayout_t dl, cublasLtMatmulPreference_t p, int want,
+                                              cublasLtMatmulHeuristicResult_t out[], int *got)
+{
+    int m, n, k;
+    if (!h || !p || want < 1 || !lt_problem(d, a, b, c, dl, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
+    uint64_t id = lt_problem_id(d, a, b, c);
+    for (uint64_t seen : h->asked)
+        if (seen == id) return lt_invalid("the heuristic asked twice for one problem (ptrain keeps each plan)");
+    h->asked.push_back(id);
+    uint32_t align = 256;
+    for (uint32_t v : p->align) align = v < align ? v : align;
+    uint64_t split_ws = (uint64_t)4 * m * n * sizeof(float);
+    *got = 0;
+    for (int i = 0; i < 2 && *got < want; i++) {
+        uint32_t scheme = i == 0 ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE : CUBLASLT_REDUCTION_SCHEME_NONE;
+        uint64_t ws = i == 0 ? split_ws : 0;
+        if ((scheme && !(p->schemes & scheme)) || ws > p->max_workspace) continue;
+        cublasLtMatmulHeuristicResult_t *r = &out[(*got)++];
+        memset(r, 0, sizeof *r);
+        r->algo.data[0] = LT_MAGIC, r->algo.data[1] = id, r->algo.data[2] = scheme, r->algo.data[3] = ws;
+        r->algo.data[4] = align;
+        r->workspaceSize = ws;
+        r->state = CUBLAS_STATUS_SUCCESS;
+        r->wavesCount = 1.0f;
+    }
+    return *got ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr, void *buf, size_t size,
+                                                    size_t *written)
+{
+    if (!algo || algo->data[0] != LT_MAGIC || attr != CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME || !buf ||
+        size != sizeof(uint32_t))
+        return lt_invalid("an algorithm attribute this emulator does not know, or of the wrong size");
+    uint32_t scheme = (uint32_t)algo->data[2];
+    memcpy(buf, &scheme, sizeof scheme);
+    if (written) *written = sizeof scheme;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha, const void *A,
+                              cublasLtMatrixLayout_t a, const void *B, cublasLtMatrixLayout_t b, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t c, void *D, cublasLtMatrixLayout_t dl,
+                              const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspace_bytes, cudaStream_t)
+{
+    int m, n, k;
+    if (!h || !alpha || !beta || !lt_problem(d, a, b, c, dl, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!algo || algo->data[0] != LT_MAGIC || algo->data[1] != lt_problem_id(d, a, b, c))
+        return lt_invalid("an algorithm the heuristic chose for another problem");
+    uint64_t align = algo->data[4];
+    const void *ptrs[] = {A, B, C, D};
+    for (const void *q : ptrs)
+        if (!q || (uintptr_t)q % align) {
+            fprintf(stderr, "CUDA emulator: cuBLASLt operand %p is not %llu-byte aligned as the algorithm assumes\n", q,
+                    (unsigned long long)align);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
+    if (workspace_bytes < algo->data[3] || (workspace_bytes && (!workspace || (uintptr_t)workspace % 256)))
+        return lt_invalid("a workspace smaller than the algorithm's, or not 256-byte aligned");
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    if (D != C && be != 0.0f)
+        for (int j = 0; j < n; j++)
+            memmove((float *)D + (size_t)j * dl->ld, (const float *)C + (size_t)j * c->ld, sizeof(float) * m);
+    gemm(d->op[0] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, d->op[1] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
+         k, al, (const __nv_bfloat16 *)A, (int)a->ld, (const __nv_bfloat16 *)B, (int)b->ld, be, (float *)D,
+         (int)dl->ld, [](__nv_bfloat16 v) { return __bfloat162float(v); });
+    lt_matmuls++;
     return CUBLAS_STATUS_SUCCESS;
 }
 

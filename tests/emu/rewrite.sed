@@ -10,4 +10,4 @@
 s/\([A-Za-z_][A-Za-z0-9_]*\)<<<\(.*\)>>>(/emu_launch(\1, \2)(/g
 s/^\([[:space:]]*\)extern __shared__ \([A-Za-z_][A-Za-z0-9_]*\) \([A-Za-z_][A-Za-z0-9_]*\)\[\];/\1\2 *\3 = (\2 *)emu_dyn_shared();/
 s/^\([[:space:]]*\)__shared__ \([A-Za-z_][A-Za-z0-9_]*\) \([A-Za-z_][A-Za-z0-9_]*\)\(\[[^;]*\]\);/\1static \2 \3\4; emu_shared_init(\3, sizeof \3);/
-s/TILE_ELEMS = 16 << 20/TILE_ELEMS = 64 << 10/
+s/TILE_ELEMS = PT_CUDA_TILE_ELEMS/TILE_ELEMS = 64 << 10/

@@ -3,6 +3,9 @@
  * filled with NaN so an element an op never writes fails, each op runs on both, and the results
  * are compared as ‖dev - cpu‖₂ / ‖cpu‖₂ (and max|dev - cpu| / max|cpu| within 10x that), with
  * no NaN or Inf allowed. One line per check names the op, the case, the error and the tolerance.
+ * The matmuls also run on a third backend, the one under test opened with
+ * PTRAIN_CUDA_KERNELS=reference (issue 26, point 9): its fast GEMMs (cuBLASLt, bf16 adapters) are
+ * compared with its reference ones, and run twice to give the same bits.
  *
  * Built with the CUDA backend only; with no GPU visible it skips and says why. With
  * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
@@ -35,17 +38,24 @@
  *   TOL_REDUCE  reductions (RMSNorm, softmax/attention, cross-entropy): sums in another order;
  *   TOL_GEMM    anything through a GEMM: the CUDA matmuls round both operands to bf16 (8-bit
  *               mantissa) and accumulate in fp32, the CPU ones multiply fp32 values, so each
- *               product differs by ~2^-9 relative;
+ *               product differs by ~2^-9 relative (seen: 1.5e-3 to 2.5e-3); the same holds for
+ *               the fast adapter GEMMs (bf16 operands) against the reference ones (fp32);
+ *   TOL_ACCUM   the fast base-weight GEMMs against the reference ones: the same bf16 operands,
+ *               so only the order of the fp32 sums differs (~sqrt(K) 2^-24 relative, 3e-6 at
+ *               K = 9216);
  *   TOL_ADAMW   one fused update per element, the same fp32 operations in the same order;
  *   TOL_SUMSQ   the sum of squares is accumulated in double on both sides (backend.h). */
 #define TOL_ELEM 1e-5
 #define TOL_REDUCE 1e-4
 #define TOL_GEMM 1e-2
+#define TOL_ACCUM 2e-5
 #define TOL_ADAMW 1e-6
 #define TOL_SUMSQ 1e-6
 #define MAX_FACTOR 10.0
 
 static pt_backend *ref_be, *dev_be; /* the CPU reference and the backend under test */
+static pt_backend *kref_be;         /* the backend under test with PTRAIN_CUDA_KERNELS=reference */
+static int n_sides = 2;             /* the sides a twin lives on: 3 or 4 in the matmul tests (twin) */
 static const char *dev_name = "cuda";  /* the device option that opens it */
 static const char *dev_label = "cuda"; /* how the lines name its results */
 static const char *skip_reason;
@@ -152,23 +162,39 @@ static void must(pt_status st, const char *what)
     if (st != PT_OK) fail_msg("%s failed: %s: %s", what, err_status_name(st), err_message());
 }
 
+/* One tensor on each side: 0 the CPU (ref), 1 the backend under test (dev); in the matmul tests
+ * also 2 its reference kernels (kref, on kref_be) and 3 a second copy on the backend under test
+ * (again), which runs each op a second time on inputs at other addresses. */
 typedef struct {
-    pt_tensor ref, dev;
+    pt_tensor ref, dev, kref, again;
 } twin;
 
-static pt_backend *B(int side) { return side ? dev_be : ref_be; }
-static pt_tensor *S(twin *t, int side) { return side ? &t->dev : &t->ref; }
+static pt_backend *B(int side) { return side == 2 ? kref_be : side ? dev_be : ref_be; }
+static pt_tensor *S(twin *t, int side)
+{
+    pt_tensor *all[] = {&t->ref, &t->dev, &t->kref, &t->again};
+    return all[side];
+}
+static const char *side_name(int side)
+{
+    const char *names[] = {"cpu", "the backend under test", "the backend under test with reference kernels",
+                           "the backend under test (second run)"};
+    return names[side];
+}
 
-/* A [rows, cols] tensor of dtype on both backends, holding the same host bytes. */
+/* A [rows, cols] tensor of dtype on every side, holding the same host bytes. */
 static twin twin_bytes(pt_dtype dtype, int64_t rows, int64_t cols, const void *host)
 {
     int64_t shape[2] = {rows, cols};
-    twin t = {tensor_make(dtype, 2, shape), tensor_make(dtype, 2, shape)};
+    pt_tensor made = tensor_make(dtype, 2, shape);
+    twin t = {made, made, made, made};
     assert_true(t.ref.nbytes > 0);
-    for (int side = 0; side < 2; side++) {
-        must(backend_alloc(B(side), S(&t, side)), side ? "alloc on the backend under test" : "alloc on cpu");
-        must(backend_upload(B(side), S(&t, side), host, t.ref.nbytes),
-             side ? "upload to the backend under test" : "upload to cpu");
+    for (int side = 0; side < n_sides; side++) {
+        char what[96];
+        snprintf(what, sizeof what, "alloc on %s", side_name(side));
+        must(backend_alloc(B(side), S(&t, side)), what);
+        snprintf(what, sizeof what, "upload to %s", side_name(side));
+        must(backend_upload(B(side), S(&t, side), host, t.ref.nbytes), what);
     }
     return t;
 }
@@ -198,6 +224,8 @@ static void twin_free(twin *t)
 {
     backend_release(ref_be, &t->ref);
     backend_release(dev_be, &t->dev);
+    if (t->kref.data) backend_release(kref_be, &t->kref);
+    if (t->again.data) backend_release(dev_be, &t->again);
 }
 
 static void *fetch(pt_backend *be, const pt_tensor *t)
@@ -228,21 +256,23 @@ static void report(bool ok, const char *op, const char *cas, const char *fmt, ..
 static bool ran(pt_status st, int side, const char *op, const char *cas)
 {
     if (st != PT_OK)
-        report(false, op, cas, "%s failed: %s: %s", side ? dev_label : "the cpu reference", err_status_name(st),
+        report(false, op, cas, "%s failed: %s: %s", side == 1 ? dev_label : side_name(side), err_status_name(st),
                err_message());
     return st == PT_OK;
 }
 
-/* Run `call` on the reference (side 0), then on the backend under test (side 1); the call names
- * its backend B(side) and its tensors S(&twin, side). ok: both succeeded. */
+/* Run `call` on the reference (side 0), then on the backend under test (side 1), and in the
+ * matmul tests on its reference kernels (2) and once more on it (3); the call names its backend
+ * B(side) and its tensors S(&twin, side). ok: every side succeeded. */
 #define BOTH(ok, op, cas, call)                                                                    \
     do {                                                                                           \
         (ok) = true;                                                                               \
-        for (int side = 0; side < 2 && (ok); side++) (ok) = ran((call), side, op, cas);            \
+        for (int side = 0; side < n_sides && (ok); side++) (ok) = ran((call), side, op, cas);      \
     } while (0)
 
-static void check_values(const char *op, const char *cas, const float *dev, const float *ref, int64_t n,
-                         double tol)
+/* dev against ref (named ref_name), over n values. */
+static void check_values_of(const char *op, const char *cas, const float *dev, const float *ref, const char *ref_name,
+                            int64_t n, double tol)
 {
     double diff2 = 0, ref2 = 0, diff_max = 0, ref_max = 0;
     int64_t bad = -1;
@@ -258,12 +288,18 @@ static void check_values(const char *op, const char *cas, const float *dev, cons
         ref_max = fmax(ref_max, fabs((double)ref[i]));
     }
     if (bad >= 0) {
-        report(false, op, cas, "non-finite at [%lld] of %lld: %s %g, cpu %g", (long long)bad, (long long)n,
-               dev_label, (double)dev[bad], (double)ref[bad]);
+        report(false, op, cas, "non-finite at [%lld] of %lld: %s %g, %s %g", (long long)bad, (long long)n,
+               dev_label, (double)dev[bad], ref_name, (double)ref[bad]);
         return;
     }
     double rel = ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2), rel_max = ref_max > 0 ? diff_max / ref_max : diff_max;
     report(rel <= tol && rel_max <= MAX_FACTOR * tol, op, cas, "rel %8.2e max %8.2e tol %.0e", rel, rel_max, tol);
+}
+
+static void check_values(const char *op, const char *cas, const float *dev, const float *ref, int64_t n,
+                         double tol)
+{
+    check_values_of(op, cas, dev, ref, "cpu", n, tol);
 }
 
 /* An f32 output of both sides compared. */
@@ -275,13 +311,20 @@ static void check_twin(const char *op, const char *cas, const twin *t, double to
     free(d);
 }
 
+static size_t bytes_differ(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += x[i] != y[i];
+    return differ;
+}
+
 /* Bit-for-bit equal contents (copies, no-op sums). */
 static void check_bytes(const char *op, const char *cas, const twin *t)
 {
     unsigned char *r = fetch(ref_be, &t->ref), *d = fetch(dev_be, &t->dev);
-    size_t n = t->ref.nbytes, differ = 0;
-    for (size_t i = 0; i < n; i++) differ += r[i] != d[i];
-    report(differ == 0, op, cas, "%zu of %zu bytes differ", differ, n);
+    size_t differ = bytes_differ(r, d, t->ref.nbytes);
+    report(differ == 0, op, cas, "%zu of %zu bytes differ", differ, t->ref.nbytes);
     free(r);
     free(d);
 }
@@ -295,12 +338,42 @@ static void check_scalar(const char *op, const char *cas, double dev, double ref
 
 /* ---- linear algebra ---- */
 
+/* The CPU emulator (tests/emu) counts the cublasLtMatmul calls it ran; absent (NULL) elsewhere. */
+extern long emu_lt_matmul_calls(void) __attribute__((weak));
+
+/* A matmul's output on every side: the backend under test against the CPU (TOL_GEMM), against
+ * its reference kernels (tol_kernels), and its second run (side 3: copies of the inputs at other
+ * addresses, run after the reference kernels) bit for bit: the GEMM algorithm of a shape is fixed
+ * and its sums have a fixed order, so a run repeats exactly. */
+static void check_matmul_out(const char *op, const char *cas, const twin *t, double tol_kernels)
+{
+    check_twin(op, cas, t, TOL_GEMM);
+    if (n_sides < 3) return;
+    char name[48];
+    float *d = fetch(dev_be, &t->dev), *k = fetch(kref_be, &t->kref);
+    snprintf(name, sizeof name, "%s vs ref", op);
+    check_values_of(name, cas, d, k, "reference kernels", tensor_numel(&t->ref), tol_kernels);
+    free(k);
+    if (n_sides == 4) {
+        float *again = fetch(dev_be, &t->again);
+        size_t differ = bytes_differ(d, again, t->ref.nbytes);
+        snprintf(name, sizeof name, "%s again", op);
+        report(differ == 0, name, cas, "%zu of %zu bytes differ from the first run", differ, t->ref.nbytes);
+        free(again);
+    }
+    free(d);
+}
+
+/* y = x wᵀ and dx = dy w. Against the reference kernels a base weight meets the same bf16
+ * operands (TOL_ACCUM); an f32 weight is an adapter, bf16 on the fast path, fp32 in the reference
+ * (TOL_GEMM). */
 static void check_matmul_case(pt_dtype dtype, int m, int n, int k)
 {
     void *wh = weight_host(dtype, n, k);
     twin w = twin_bytes(dtype, n, k, wh);
     free(wh);
     twin x = twin_random(m, k, -1.0f, 1.0f), dy = twin_random(m, n, -1.0f, 1.0f);
+    double tol_kernels = dtype == PT_F32 ? TOL_GEMM : TOL_ACCUM;
     for (int beta = 0; beta <= 1; beta++) { /* beta 0 must ignore the NaN already there */
         char cas[96];
         snprintf(cas, sizeof cas, "%s M=%d N=%d K=%d beta=%d", dtype_name(dtype), m, n, k, beta);
@@ -308,10 +381,10 @@ static void check_matmul_case(pt_dtype dtype, int m, int n, int k)
         twin dx = beta ? twin_random(m, k, -1.0f, 1.0f) : twin_poison(m, k);
         bool ok;
         BOTH(ok, "matmul", cas, backend_matmul(B(side), S(&y, side), S(&x, side), S(&w, side), (float)beta));
-        if (ok) check_twin("matmul", cas, &y, TOL_GEMM);
+        if (ok) check_matmul_out("matmul", cas, &y, tol_kernels);
         BOTH(ok, "matmul_bwd_input", cas,
              backend_matmul_bwd_input(B(side), S(&dx, side), S(&dy, side), S(&w, side), (float)beta));
-        if (ok) check_twin("matmul_bwd_input", cas, &dx, TOL_GEMM);
+        if (ok) check_matmul_out("matmul_bwd_input", cas, &dx, tol_kernels);
         twin_free(&y);
         twin_free(&dx);
     }
@@ -330,7 +403,7 @@ static void check_matmul_bwd_weight_case(int m, int n, int k)
         bool ok;
         BOTH(ok, "matmul_bwd_weight", cas,
              backend_matmul_bwd_weight(B(side), S(&dw, side), S(&dy, side), S(&x, side), (float)beta));
-        if (ok) check_twin("matmul_bwd_weight", cas, &dw, TOL_GEMM);
+        if (ok) check_matmul_out("matmul_bwd_weight", cas, &dw, TOL_GEMM); /* an adapter's gradient */
         twin_free(&dw);
     }
     twin_free(&x);
@@ -343,17 +416,34 @@ enum { N_WEIGHT_TYPES = sizeof weight_types / sizeof weight_types[0] };
 
 static bool is_k_quant(pt_dtype t) { return t == PT_Q4_K || t == PT_Q6_K; }
 
+/* Tiles: the emulator's tile holds 64K values (tests/emu/rewrite.sed), so N=300 rows of K=512
+ * are 3 fast tiles of 128, 128 and 44 rows, and of K=384 the reference's 170 + 130 rows against
+ * the fast path's 128 + 128 + 44; a GPU's 16M-value tile is spanned only by the Gemma 2 2B MLP
+ * shape (run where not emulated: 2 x 4608 rows fast, 7281 + 1935 in the reference). K=36, N=30
+ * and N=12 are not 16-byte aligned rows: the fast path falls back to cublasGemmEx there. The
+ * second run (side 3) is left out on the emulator, whose GEMMs are OpenBLAS's: it repeats
+ * trivially there, and the cuBLASLt plans are reused across the cases' two betas anyway. */
 static void test_matmul(void **state)
 {
     (void)state;
+    bool emulated = emu_lt_matmul_calls != NULL;
+    n_sides = !kref_be ? 2 : emulated ? 3 : 4;
     for (int i = 0; i < N_WEIGHT_TYPES; i++) {
         pt_dtype t = weight_types[i];
         check_matmul_case(t, 37, 96, is_k_quant(t) ? 256 : 128); /* k-quant rows are whole 256-blocks */
         check_matmul_case(t, 3, 96, 256);                         /* few rows: generation */
         check_matmul_case(t, small ? 45 : 300, small ? 300 : 1000, 512);
+        if (t == PT_Q8_0 || t == PT_NF4) check_matmul_case(t, 45, 300, 384);
+        if (t == PT_F32 || t == PT_BF16 || t == PT_F16) check_matmul_case(t, 5, 30, 36);
     }
+    if (!emulated) check_matmul_case(PT_NF4, 37, 9216, 2304);
     check_matmul_bwd_weight_case(37, 96, 128);
     check_matmul_bwd_weight_case(small ? 45 : 300, small ? 300 : 1000, 512);
+    check_matmul_bwd_weight_case(37, 12, 64);
+    if (emulated)
+        report(emu_lt_matmul_calls() > 0, "matmul", "fast path through cuBLASLt (emulator)", "%ld cublasLtMatmul calls",
+               emu_lt_matmul_calls());
+    n_sides = 2;
     if (failures) fail_msg("%d matmul checks failed (FAIL lines above)", failures);
 }
 
@@ -955,6 +1045,7 @@ static int before_each(void **state)
 {
     (void)state;
     failures = 0;
+    n_sides = 2;
     test_started = now_s();
     return 0;
 }
@@ -963,6 +1054,26 @@ static int after_each(void **state)
 {
     (void)state;
     print_message("# (%.2f s)\n", now_s() - test_started);
+    return 0;
+}
+
+/* kref_be: the backend under test once more, with PTRAIN_CUDA_KERNELS=reference while it opens
+ * (the backend reads it then); the variable is left as it was. */
+static int open_reference_kernels(const pt_backend_options *opts)
+{
+    const char *was = getenv("PTRAIN_CUDA_KERNELS");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("PTRAIN_CUDA_KERNELS", "reference", 1);
+    pt_status st = backend_open(opts, &kref_be);
+    if (saved)
+        setenv("PTRAIN_CUDA_KERNELS", saved, 1);
+    else
+        unsetenv("PTRAIN_CUDA_KERNELS");
+    free(saved);
+    if (st != PT_OK) {
+        print_error("cannot open the %s backend with reference kernels: %s\n", dev_name, err_message());
+        return -1;
+    }
     return 0;
 }
 
@@ -976,12 +1087,13 @@ static int open_backends(void **state)
         return -1;
     }
     print_message("# %s backend (device %d) against the cpu backend\n", dev_be->ops->name, dev_be->device);
-    return 0;
+    return open_reference_kernels(&dev_opts);
 }
 
 static int close_backends(void **state)
 {
     (void)state;
+    backend_close(kref_be);
     backend_close(dev_be);
     backend_close(ref_be);
     return 0;

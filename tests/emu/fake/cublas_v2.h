@@ -1,6 +1,7 @@
 /* cublas_v2.h (fake) — the two GEMMs cuda/matmul.cu calls, for the CPU SIMT emulator (tests/emu):
  * cuBLAS's argument checks, then OpenBLAS sgemm on fp32 copies (bf16 operands widened exactly),
- * so bf16 GEMMs are bf16 products with fp32 accumulation, as CUBLAS_COMPUTE_32F is. */
+ * so bf16 GEMMs are bf16 products with fp32 accumulation, as CUBLAS_COMPUTE_32F is; and the
+ * workspace cuda/lt.cu gives the handle (checked for cuBLAS's 256-byte alignment). */
 #ifndef EMU_CUBLAS_V2_H
 #define EMU_CUBLAS_V2_H
 #include "cuda_runtime.h"
@@ -14,6 +15,7 @@ typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 cublasStatus_t cublasCreate(cublasHandle_t *h);
 cublasStatus_t cublasDestroy(cublasHandle_t h);
 cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes);
 cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
                             cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
