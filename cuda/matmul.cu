@@ -30,7 +30,7 @@ static pt_status scratch_reserve(cuda_ctx *c, size_t elems)
     return PT_OK;
 }
 
-static pt_status f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n)
+pt_status cuda_f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n)
 {
     f32_to_bf16_kernel<<<cuda_grid(n, 256), 256, 0, c->stream>>>(in, out, n);
     CUDA_LAUNCHED();
@@ -97,7 +97,7 @@ pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt
     int64_t per = tile_rows(w);
     TRY(scratch_reserve(c, (size_t)(m * k + (w->dtype == PT_BF16 ? 0 : per * k))));
     __nv_bfloat16 *xb = c->scratch, *tile = c->scratch + m * k;
-    TRY(f32_to_bf16(c, (const float *)x->data, xb, m * k));
+    TRY(cuda_f32_to_bf16(c, (const float *)x->data, xb, m * k));
     for (int64_t n0 = 0; n0 < n; n0 += per) {
         int64_t rows = n - n0 < per ? n - n0 : per;
         const __nv_bfloat16 *wt;
@@ -118,7 +118,7 @@ pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *
     int64_t per = tile_rows(w);
     TRY(scratch_reserve(c, (size_t)(m * n + (w->dtype == PT_BF16 ? 0 : per * k))));
     __nv_bfloat16 *dyb = c->scratch, *tile = c->scratch + m * n;
-    TRY(f32_to_bf16(c, (const float *)dy->data, dyb, m * n));
+    TRY(cuda_f32_to_bf16(c, (const float *)dy->data, dyb, m * n));
     for (int64_t n0 = 0; n0 < n; n0 += per) {
         int64_t rows = n - n0 < per ? n - n0 : per;
         const __nv_bfloat16 *wt;

@@ -73,7 +73,8 @@ __device__ static inline unsigned smem_addr(const void *p) { return (unsigned)__
 /* row: this lane's row address (lanes 0-7 for x1, 0-15 for x2, all for x4; the others ignored). */
 __device__ static inline void ldmatrix_x1(uint32_t r[1], const void *row)
 {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(smem_addr(row)) : "memory");
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+                 : "=r"(r[0]) : "r"(smem_addr(row)) : "memory");
 }
 __device__ static inline void ldmatrix_x2(uint32_t r[2], const void *row)
 {

@@ -76,6 +76,12 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* ---- device, streams, events ---- */
 
+/* Limits: threads per block; each fiber's stack; static shared memory; dynamic shared memory a
+ * block may opt in to (the launch check: sm_90's; what cudaDeviceGetAttribute reports: sm_80's,
+ * the smaller of the two architectures the backend is built for) */
+enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, STATIC_SMEM = 48 << 10, MAX_DYN_SMEM = 227 << 10,
+       SM80_DYN_SMEM = 166912 };
+
 static char dummy_object; /* what every stream, event, pool and handle points at */
 
 cudaError_t cudaGetDeviceCount(int *n)
@@ -86,8 +92,10 @@ cudaError_t cudaGetDeviceCount(int *n)
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
 {
-    if (device != 0 || attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-    *value = 8;
+    if (device != 0) return cudaErrorInvalidValue;
+    if (attr == cudaDevAttrMultiProcessorCount) *value = 8;
+    else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = SM80_DYN_SMEM; /* the smallest target's */
+    else return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 static size_t used_bytes, used_high;
@@ -169,7 +177,7 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr attr, void *v
 
 /* ---- kernels ---- */
 
-enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, STATIC_SMEM = 48 << 10, MAX_DYN_SMEM = 227 << 10 };
+
 enum { F_READY, F_BARRIER, F_WARP, F_DONE };
 
 typedef struct {

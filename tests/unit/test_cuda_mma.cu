@@ -198,8 +198,10 @@ static void check_mma(bool frac)
     uint32_t a[32][4] = {{0}}, b[32][2] = {{0}};
     float c[32][4], d[32][4];
     for (int l = 0; l < 32; l++) {
-        for (int i = 0; i < 8; i++) a[l][i / 2] |= (uint32_t)bf16_bits(A[frag_a_row(l, i)][frag_a_col(l, i)]) << (16 * (i & 1));
-        for (int i = 0; i < 4; i++) b[l][i / 2] |= (uint32_t)bf16_bits(B[frag_b_row(l, i)][frag_b_col(l)]) << (16 * (i & 1));
+        for (int i = 0; i < 8; i++)
+            a[l][i / 2] |= (uint32_t)bf16_bits(A[frag_a_row(l, i)][frag_a_col(l, i)]) << (16 * (i & 1));
+        for (int i = 0; i < 4; i++)
+            b[l][i / 2] |= (uint32_t)bf16_bits(B[frag_b_row(l, i)][frag_b_col(l)]) << (16 * (i & 1));
         for (int i = 0; i < 4; i++) c[l][i] = C[frag_c_row(l, i)][frag_c_col(l, i)];
     }
     float *dd = (float *)dev_copy(NULL, sizeof d);
@@ -237,7 +239,8 @@ static void check_ldmatrix(int variant)
     for (int i = 0; i < 32 * 8; i++) rows[i] = (uint16_t)(0x1000 + i);
     for (int l = 0; l < 32; l++) row_of[l] = (l * 13 + 7) % 32; /* scattered, distinct rows */
     uint32_t out[32][4];
-    void *dout = dev_copy(NULL, sizeof out), *drows = dev_copy(rows, sizeof rows), *dof = dev_copy(row_of, sizeof row_of);
+    void *dout = dev_copy(NULL, sizeof out), *drows = dev_copy(rows, sizeof rows);
+    void *dof = dev_copy(row_of, sizeof row_of);
     ldmatrix_kernel<<<1, 32, 32 * 8 * sizeof(uint16_t), 0>>>((uint32_t *)dout, (const uint16_t *)drows,
                                                                (const int *)dof, variant);
     bool ran = fetch(out, dout, sizeof out);
@@ -322,8 +325,8 @@ static void check_gemm(void)
             bad1 += d1[r][n] != ref;
             bad2 += d2[r][n] != ref;
         }
-    TAP_OK(ran && bad1 == 0, "ldmatrix.x4 (A row-major) + ldmatrix.x2 (B from rows of its transpose) + mma: A B exactly "
-           "(%d wrong)", bad1);
+    TAP_OK(ran && bad1 == 0, "ldmatrix.x4 (A row-major) + ldmatrix.x2 (B from rows of its transpose) + mma: A B "
+           "exactly (%d wrong)", bad1);
     TAP_OK(ran && bad2 == 0, "ldmatrix.x4 (A) + ldmatrix.x2.trans (B from its own rows) + mma: A B exactly (%d wrong)",
            bad2);
     (void)bf16_value;

@@ -43,7 +43,7 @@ typedef struct emu_stream_s *cudaStream_t;
 typedef struct emu_event_s *cudaEvent_t;
 typedef struct emu_pool_s *cudaMemPool_t;
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4, cudaMemPoolAttrUsedMemHigh = 8 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
