@@ -6,7 +6,9 @@
  * fp32. Lane j of a warp scores key j of the tile (a dot product over head_dim); for the output
  * each lane owns the dims lane, lane + 32, ... of head_dim. Masked keys (causal, window, another
  * packed example) contribute exactly zero. The log-sum-exp max + log(sum) of every row is saved
- * for the backward pass (attention_bwd.cu). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle). */
+ * for the backward pass (attention_bwd.cu). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle).
+ * These fp32 kernels are the reference: a head_dim that is a multiple of 16 goes to the tensor-core
+ * kernels (attention_tc.cu) unless PTRAIN_CUDA_KERNELS=reference. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -149,6 +151,7 @@ pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, con
     void *seg = NULL;
     if (a->segments)
         TRY(cuda_stage(c, STAGE_SEGMENTS, a->segments, sizeof(int32_t) * (size_t)a->batch * a->n_kv, &seg));
+    if (attn_tc_usable(c, a)) return attention_tc_fwd(c, out, lse, q, k, v, a, (const int32_t *)seg);
     attn_dims p = attn_dims_of(a);
     size_t smem = fwd_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

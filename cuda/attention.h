@@ -47,6 +47,12 @@ __device__ static inline int attn_first_key(int pos, int window)
     return window > 0 && pos >= window ? pos - window + 1 : 0;
 }
 
+/* Whether the query at pos (segment qseg) sees key j (segment kseg); segments only when has_seg. */
+__device__ static inline bool attn_visible(int pos, int j, int window, bool has_seg, int qseg, int kseg)
+{
+    return j <= pos && j >= attn_first_key(pos, window) && (!has_seg || qseg == kseg);
+}
+
 /* The score of a raw product q.k: scaled, soft-capped when softcap > 0; *dscore (may be NULL) gets
  * its derivative by q.k (cpu_attention_score). */
 __device__ static inline float attn_score(float qk, float scale, float softcap, float *dscore)
@@ -72,5 +78,22 @@ __device__ static inline float warp_sum(float v)
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
     return v;
 }
+
+/* ---- host: the entry points the ops dispatch to ---- */
+
+/* attention_bwd.cu: delta[row, head] = rowsum(dO * O), summed in double as on the CPU, into
+ * batch*n_q*n_heads floats of device memory. */
+pt_status attention_delta(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,
+                          const pt_attention *a);
+
+/* attention_tc.cu, attention_tc_bwd.cu: the tensor-core kernels. They take a call when
+ * attn_tc_usable: not PTRAIN_CUDA_KERNELS=reference, head_dim a multiple of 16 up to 256, and
+ * their shared memory within what this GPU lets a block opt in to; seg is the staged segments. */
+bool attn_tc_usable(const cuda_ctx *c, const pt_attention *a);
+pt_status attention_tc_fwd(cuda_ctx *c, pt_tensor *out, pt_tensor *lse, const pt_tensor *q, const pt_tensor *k,
+                           const pt_tensor *v, const pt_attention *a, const int32_t *seg);
+pt_status attention_tc_bwd(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                           const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *lse,
+                           const float *delta, const pt_attention *a, const int32_t *seg);
 
 #endif

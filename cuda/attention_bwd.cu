@@ -11,7 +11,9 @@
  * delta comes first, from a small kernel, into a temporary of the stream-ordered pool. Each
  * output element is summed by one thread in a fixed order: no atomics, the result is
  * deterministic, and dK/dV are overwritten for all batch*n_kv rows (0 where no query looks).
- * Arithmetic is fp32 (delta in double, as on the CPU). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle). */
+ * Arithmetic is fp32 (delta in double, as on the CPU). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle).
+ * delta is computed here for both; dQ, dK and dV go to the tensor-core kernels (attention_tc_bwd.cu)
+ * when the forward's would (attn_tc_usable), else to these fp32 ones, the reference. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -20,12 +22,6 @@
 #include "attention.h"
 
 enum { TILE = 32 }; /* keys (dq) or query rows (dk/dv) per staged tile: one per lane */
-
-/* Whether the query at pos (segment qseg) sees key j (segment kseg); segments only when has_seg. */
-__device__ static bool attn_visible(int pos, int j, int window, bool has_seg, int qseg, int kseg)
-{
-    return j <= pos && j >= attn_first_key(pos, window) && (!has_seg || qseg == kseg);
-}
 
 /* ---- delta = rowsum(dO * O) per (row, head), laid out as lse ------------------------------ */
 
@@ -282,16 +278,21 @@ __global__ static void attention_dkv_kernel(float *dk, float *dv, const float *d
 
 /* ---- the op --------------------------------------------------------------------------------- */
 
-static pt_status attention_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
-                                      const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
-                                      const pt_tensor *out, const pt_tensor *lse, const pt_attention *a,
-                                      const int32_t *seg, float *delta)
+pt_status attention_delta(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,
+                          const pt_attention *a)
 {
     int64_t pairs = (int64_t)a->batch * a->n_q * a->n_heads;
     attention_delta_kernel<<<cuda_grid(pairs, WARPS), WARPS * 32, 0, c->stream>>>(
         delta, (const float *)dout->data, (const float *)out->data, pairs, a->n_heads, a->head_dim);
     CUDA_LAUNCHED();
+    return PT_OK;
+}
 
+/* The fp32 SIMT kernels (the reference, and every head_dim the tensor-core ones do not take). */
+static pt_status attention_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                                      const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                                      const pt_tensor *lse, const pt_attention *a, const int32_t *seg, float *delta)
+{
     attn_dims p = attn_dims_of(a);
     size_t smem = dq_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -328,7 +329,11 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
         TRY(cuda_stage(c, STAGE_SEGMENTS, a->segments, sizeof(int32_t) * (size_t)a->batch * a->n_kv, &seg));
     float *delta = NULL;
     CUDA_TRY(cudaMallocAsync((void **)&delta, sizeof(float) * (size_t)a->batch * a->n_q * a->n_heads, c->stream));
-    pt_status st = attention_bwd_launch(c, dq, dk, dv, dout, q, k, v, out, lse, a, (const int32_t *)seg, delta);
+    pt_status st = attention_delta(c, delta, dout, out, a);
+    if (st == PT_OK)
+        st = attn_tc_usable(c, a)
+                 ? attention_tc_bwd(c, dq, dk, dv, dout, q, k, v, lse, delta, a, (const int32_t *)seg)
+                 : attention_bwd_launch(c, dq, dk, dv, dout, q, k, v, lse, a, (const int32_t *)seg, delta);
     cudaError_t e = cudaFreeAsync(delta, c->stream);
     if (st != PT_OK) return st;
     if (e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync(delta): %s", cudaGetErrorString(e));

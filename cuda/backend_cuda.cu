@@ -222,6 +222,7 @@ static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options
     be->ctx = c;
     CUDA_TRY(cudaSetDevice(device));
     CUDA_TRY(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, device));
+    CUDA_TRY(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const char *kernels = getenv("PTRAIN_CUDA_KERNELS");
     c->reference = kernels && !strcmp(kernels, "reference");
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));

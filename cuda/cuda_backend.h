@@ -9,6 +9,8 @@
  *   attention.cu     fused causal GQA attention forward (online softmax, O(T) memory); attention.h
  *                    holds what it shares with the backward
  *   attention_bwd.cu its backward (recomputes the scores from the saved log-sum-exp)
+ *   attention_tc.cu  the same on the tensor cores (bf16 mma, cuda/mma.h), for head_dim a multiple of
+ *   attention_tc_bwd.cu  16 up to 256; attention_tc.h holds what they share
  *   loss.cu          soft-cap and chunked cross-entropy
  *   optim.cu         AdamW, sum of squares, scale
  *   comm.cu          NCCL sums on their own stream
@@ -41,6 +43,7 @@ typedef struct {
     size_t partials_n;
     double *host_sums; /* pinned host memory the reductions' results are copied back to */
     int sm_count;
+    int smem_optin; /* bytes of dynamic shared memory a block may opt in to on this GPU */
     /* PTRAIN_CUDA_KERNELS=reference: the plain fp32 kernels and GEMMs the fast paths are checked
      * against on the same GPU (tests/gpu/run.sh), instead of the tensor-core ones */
     bool reference;
@@ -145,6 +148,8 @@ bool cuda_lt_aligned(const cuda_gemm *g);
 pt_status cuda_lt_matmul(cuda_ctx *c, const cuda_gemm *g);
 
 /* matmul.cu */
+/* out[0, n) = in rounded to bf16 (nearest even), on the compute stream */
+pt_status cuda_f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n);
 pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
 pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                 float beta);

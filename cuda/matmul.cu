@@ -51,7 +51,7 @@ static pt_status scratch_pair(cuda_ctx *c, int64_t first_elems, int64_t second_e
     return PT_OK;
 }
 
-static pt_status f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n)
+pt_status cuda_f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n)
 {
     f32_to_bf16_kernel<<<cuda_grid(n, 256), 256, 0, c->stream>>>(in, out, n);
     CUDA_LAUNCHED();
@@ -98,8 +98,8 @@ static pt_status gemm_f32(cuda_ctx *c, const cuda_gemm *g)
     int64_t a_elems = (g->ta ? g->k : g->m) * g->lda, b_elems = (g->tb ? g->n : g->k) * g->ldb;
     __nv_bfloat16 *a, *b;
     TRY(scratch_pair(c, a_elems, b_elems, &a, &b));
-    TRY(f32_to_bf16(c, (const float *)g->a, a, a_elems));
-    TRY(f32_to_bf16(c, (const float *)g->b, b, b_elems));
+    TRY(cuda_f32_to_bf16(c, (const float *)g->a, a, a_elems));
+    TRY(cuda_f32_to_bf16(c, (const float *)g->b, b, b_elems));
     cuda_gemm h = *g;
     h.a = a;
     h.b = b;
@@ -150,7 +150,7 @@ pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt
     int64_t per = tile_rows(w, !c->reference);
     __nv_bfloat16 *xb, *tile;
     TRY(scratch_pair(c, m * k, w->dtype == PT_BF16 ? 0 : per * k, &xb, &tile));
-    TRY(f32_to_bf16(c, (const float *)x->data, xb, m * k));
+    TRY(cuda_f32_to_bf16(c, (const float *)x->data, xb, m * k));
     g.a = xb;
     /* aligned (cuda_lt_aligned): xb at the scratch's start, the tile at a 256-byte boundary (or a
      * bf16 weight from its first row), y + n0 with n0 a multiple of 128 (fast tiles); lda = ldb =
@@ -176,7 +176,7 @@ pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *
     int64_t per = tile_rows(w, !c->reference);
     __nv_bfloat16 *dyb, *tile;
     TRY(scratch_pair(c, m * n, w->dtype == PT_BF16 ? 0 : per * k, &dyb, &tile));
-    TRY(f32_to_bf16(c, (const float *)dy->data, dyb, m * n));
+    TRY(cuda_f32_to_bf16(c, (const float *)dy->data, dyb, m * n));
     /* aligned as in cuda_matmul, with dyb + n0 (n0 a multiple of 128) and dx (the pool's) */
     for (int64_t n0 = 0; n0 < n; n0 += per) {
         const __nv_bfloat16 *wt;

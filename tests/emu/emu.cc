@@ -21,8 +21,9 @@
  * a grid run one after another. A fiber runs until it finishes or reaches __syncthreads or a warp
  * collective; when every live thread of the block waits at the barrier they all go on, and when all
  * 32 lanes of a warp wait at a collective it is resolved (shuffle: each lane gets its source lane's
- * value; any: the OR). Fibers cost a context switch, not an OS thread, so a launch of n threads
- * costs about n switches plus its arithmetic. */
+ * value; any: the OR; the tensor-core mma and ldmatrix of cuda/mma.h: emu_mma.cc). Fibers cost a
+ * context switch, not an OS thread, so a launch of n threads costs about n switches plus its
+ * arithmetic. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include <cublasLt.h>
 
 #include "cuda_backend.h"
+#include "emu_internal.h"
 
 /* An emulated GPU is about a thousand times slower than the CPU backend: the test programs linked
  * with it run their small sizes unless PTRAIN_TEST_SMALL is set otherwise (0: the full sizes). */
@@ -46,8 +48,7 @@ __attribute__((constructor)) static void emu_default_small(void) { setenv("PTRAI
 dim3 threadIdx, blockIdx, blockDim, gridDim;
 static cudaError_t last_error; /* cudaGetLastError's */
 
-static void emu_fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emu_fail(cudaError_t e, const char *fmt, ...)
+void emu_fail(cudaError_t e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -79,6 +80,12 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* ---- device, streams, events ---- */
 
+/* Limits: threads per block; each fiber's stack; static shared memory; dynamic shared memory a
+ * block may opt in to (the launch check: sm_90's; what cudaDeviceGetAttribute reports: sm_80's,
+ * the smaller of the two architectures the backend is built for) */
+enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, STATIC_SMEM = 48 << 10, MAX_DYN_SMEM = 227 << 10,
+       SM80_DYN_SMEM = 166912 };
+
 static char dummy_object; /* what every stream, event, pool and handle points at */
 
 cudaError_t cudaGetDeviceCount(int *n)
@@ -89,8 +96,10 @@ cudaError_t cudaGetDeviceCount(int *n)
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
 {
-    if (device != 0 || attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-    *value = 8;
+    if (device != 0) return cudaErrorInvalidValue;
+    if (attr == cudaDevAttrMultiProcessorCount) *value = 8;
+    else if (attr == cudaDevAttrMaxSharedMemoryPerBlockOptin) *value = SM80_DYN_SMEM; /* the smallest target's */
+    else return cudaErrorInvalidValue;
     return cudaSuccess;
 }
 static size_t used_bytes, used_high;
@@ -172,13 +181,15 @@ cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr attr, void *v
 
 /* ---- kernels ---- */
 
-enum { MAX_THREADS = 1024, STACK_BYTES = 128 << 10, STATIC_SMEM = 48 << 10, MAX_DYN_SMEM = 227 << 10 };
+
 enum { F_READY, F_BARRIER, F_WARP, F_DONE };
 
 typedef struct {
     ucontext_t uc;
-    int state, op, src;
-    uint64_t in, out;
+    int state, op, src, param;
+    uint64_t in, out;         /* a shuffle's or vote's operand and result */
+    const void *vin;          /* a vector collective's operands (emu_warp_vector) */
+    void *vout;
 } fiber;
 
 static fiber fibers[MAX_THREADS];
@@ -195,6 +206,7 @@ static size_t dyn_smem_bytes, static_smem_bytes;
 static uint64_t block_serial; /* the block running, counted over all launches */
 static struct {
     void *p;
+    size_t n;
     uint64_t serial;
 } shared_seen[64];
 
@@ -219,10 +231,42 @@ void emu_check_mask(unsigned mask)
 uint64_t emu_warp_op(int op, uint64_t v, int src)
 {
     fibers[cur].op = op;
+    fibers[cur].param = 0;
     fibers[cur].in = v;
     fibers[cur].src = src;
     yield(F_WARP);
     return fibers[cur].out;
+}
+
+void emu_warp_vector(int op, int param, const void *in, void *out)
+{
+    fibers[cur].op = op;
+    fibers[cur].param = param;
+    fibers[cur].vin = in;
+    fibers[cur].vout = out;
+    yield(F_WARP);
+}
+
+int emu_thread(void) { return cur; }
+unsigned emu_block_threads(void) { return n_threads; }
+uint64_t emu_block_serial(void) { return block_serial; }
+bool emu_in_kernel(void) { return in_kernel; }
+
+char *emu_dyn_smem(size_t *bytes)
+{
+    *bytes = dyn_smem_bytes;
+    return dyn_smem;
+}
+
+bool emu_in_shared(const void *p, size_t n)
+{
+    const char *c = (const char *)p;
+    if (dyn_smem && c >= dyn_smem && c + n <= dyn_smem + dyn_smem_bytes) return true;
+    for (size_t i = 0; i < sizeof shared_seen / sizeof shared_seen[0] && shared_seen[i].p; i++) {
+        const char *s = (const char *)shared_seen[i].p;
+        if (c >= s && c + n <= s + shared_seen[i].n) return true;
+    }
+    return false;
 }
 
 void emu_shared_init(void *p, size_t n)
@@ -235,6 +279,7 @@ void emu_shared_init(void *p, size_t n)
         }
         if (!shared_seen[i].p) {
             shared_seen[i].p = p;
+            shared_seen[i].n = n;
             shared_seen[i].serial = block_serial;
             break;
         }
@@ -284,13 +329,18 @@ static bool warp_resolve(int w)
 {
     fiber *f = &fibers[w * 32];
     for (int l = 1; l < 32; l++)
-        if (f[l].op != f[0].op) return false;
-    uint64_t any = 0;
-    for (int l = 0; l < 32; l++) any |= f[l].in;
-    for (int l = 0; l < 32; l++) {
-        f[l].out = f[0].op == 1 ? any != 0 : f[f[l].src].in;
-        f[l].state = F_READY;
+        if (f[l].op != f[0].op || f[l].param != f[0].param) return false;
+    if (f[0].op == EMU_OP_LDMATRIX || f[0].op == EMU_OP_MMA) {
+        const void *in[32];
+        void *out[32];
+        for (int l = 0; l < 32; l++) in[l] = f[l].vin, out[l] = f[l].vout;
+        (f[0].op == EMU_OP_MMA ? emu_mma_resolve : emu_ldmatrix_resolve)(in, out, f[0].param);
+    } else {
+        uint64_t any = 0;
+        for (int l = 0; l < 32; l++) any |= f[l].in;
+        for (int l = 0; l < 32; l++) f[l].out = f[0].op == EMU_OP_ANY ? any != 0 : f[f[l].src].in;
     }
+    for (int l = 0; l < 32; l++) f[l].state = F_READY;
     return true;
 }
 

@@ -5,7 +5,9 @@
 #   setup      the bundle (.gpu-bundle/ptrain-gpu.tar.xz, share/scripts/gpu-bundle.sh) unpacked and
 #              wrapped (tests/gpu/bundle-env.sh), or build/ if there is no bundle; nvidia-smi, the
 #              GPU, driver, OS, glibc, torch; starts writing the benchmark's random models
-#   ops        tests/unit/test_cuda_ops: every CUDA op against the CPU backend
+#   ops        tests/unit/test_cuda_mma: the tensor-core primitives (mma, ldmatrix, cp.async) against
+#              the PTX ISA's layouts; tests/unit/test_cuda_ops: every CUDA op against the CPU backend
+#              (attention on the tensor-core and on the reference kernels)
 #   model      tests/unit/test_cuda_model: whole-model logits, CUDA vs CPU; tests/gpu/train_parity.sh:
 #              30 training steps, the loss curves of CUDA and CPU
 #   generate   `ptrain generate` greedy on the tiny test models (and SmolLM2 if models/ has it),
@@ -138,7 +140,12 @@ cmocka_run() { # PROGRAM CAP KEEP: runs $bin/PROGRAM (TAP); sets cm_rc and cm_nu
 }
 stage_ops() {
     [ -n "$PT" ] || { result ops SKIP "no ptrain"; return; }
+    local mma_rc mma_nums
+    cmocka_run test_cuda_mma 20 350 # the tensor-core primitives against the PTX ISA's layouts (TAP)
+    mma_rc=$cm_rc mma_nums=$cm_nums
     cmocka_run test_cuda_ops 60 330
+    [ "$cm_rc" = 0 ] && [ "$mma_rc" != 0 ] && [ "$mma_rc" != skip ] && cm_rc=$mma_rc
+    cm_nums="$mma_nums; $cm_nums"
     case $cm_rc in skip) result ops SKIP "$cm_nums" ;; 0) result ops PASS "$cm_nums" ;; *) result ops FAIL "$cm_nums" ;; esac
 }
 # test_cuda_model, then tests/gpu/train_parity.sh (30 steps, cuda against cpu, loss curves)

@@ -10,8 +10,12 @@
  * Built with the CUDA backend only; with no GPU visible it skips and says why. With
  * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
  * whole harness anywhere (every check must then pass). PTRAIN_TEST_SMALL=1 (the default of the
- * CPU-emulated build, tests/emu) shrinks the largest GEMMs and runs the attention cases on one
- * sequence instead of two. */
+ * CPU-emulated build, tests/emu) shrinks the largest GEMMs and runs the larger attention cases on
+ * one sequence instead of two.
+ *
+ * Attention runs on the backend under test twice: with its default kernels (tensor cores for
+ * head_dim a multiple of 16 up to 256, at a bf16 tolerance) and with PTRAIN_CUDA_KERNELS=reference
+ * (the fp32 kernels, at TOL_REDUCE), and the two are compared with each other too. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -575,91 +579,226 @@ static void test_rope(void **state)
 
 /* ---- attention ---- */
 
+/* The backend under test twice: as configured (its tensor-core kernels where they apply), and
+ * with PTRAIN_CUDA_KERNELS=reference (its fp32 SIMT kernels) as kref_be, compared with the CPU
+ * and with each other on the same inputs. The inputs are bf16 values (q, k, v, dO rounded on the
+ * host), so that the tensor-core kernels' only roundings are their own of P and dS, and their
+ * tolerance can be tight; one case in fp32 values covers the rounding of the inputs too. */
+
 typedef struct {
     const char *name;
     int batch, n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim;
     float softcap;
     int window;
-    bool packed;  /* segments: three packed examples per sequence */
+    int packed;   /* segments: 1 three packed examples per sequence (ids in order), 2 ids interleaved */
     bool no_lse;  /* also the forward without lse (generation) */
     float q_mag;  /* q in [-q_mag, q_mag]: large values make the soft-cap bite */
+    bool fp32_in; /* inputs not rounded to bf16 values */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {"mha d64 T77", 2, 77, 77, 0, 4, 4, 64, 0, 0, false, true, 2},
-    {"gqa d128 T130", 2, 130, 130, 0, 8, 2, 128, 0, 0, false, false, 2},
-    {"gqa d256 T77", 2, 77, 77, 0, 8, 2, 256, 0, 0, false, false, 2},
-    {"gen d64 q1@99 kv100", 2, 1, 100, 99, 8, 2, 64, 0, 0, false, true, 2},
-    {"gen d128 q1@60 kv100", 2, 1, 100, 60, 8, 2, 128, 0, 0, false, false, 2},
-    {"gen d256 q1@99 w16", 2, 1, 100, 99, 8, 2, 256, 0, 16, false, false, 2},
-    {"chunk d64 q20@57 kv77", 2, 20, 77, 57, 8, 2, 64, 0, 0, false, false, 2},
-    {"softcap50 d256 T77", 2, 77, 77, 0, 8, 2, 256, 50.0f, 0, false, false, 8},
-    {"window16 d128 T100", 2, 100, 100, 0, 8, 2, 128, 0, 16, false, false, 2},
-    {"packed d64 T130", 2, 130, 130, 0, 8, 2, 64, 0, 0, true, false, 2},
-    {"packed+cap+w16 mha d64", 2, 100, 100, 0, 4, 4, 64, 50.0f, 16, true, false, 8},
-    {"gqa d16 T45 (tiny models)", 2, 45, 45, 0, 4, 2, 16, 0, 0, false, true, 2},
-    {"gqa d80 T70 packed", 2, 70, 70, 0, 4, 2, 80, 0, 0, true, false, 2},
+    {"mha d64 T77", 2, 77, 77, 0, 4, 4, 64, 0, 0, 0, true, 2, false},
+    {"gqa d128 T130", 2, 130, 130, 0, 8, 2, 128, 0, 0, 0, false, 2, false},
+    {"gqa d256 T77", 2, 77, 77, 0, 8, 2, 256, 0, 0, 0, false, 2, false},
+    {"gen d64 q1@99 kv100", 2, 1, 100, 99, 8, 2, 64, 0, 0, 0, true, 2, false},
+    {"gen d128 q1@60 kv100", 2, 1, 100, 60, 8, 2, 128, 0, 0, 0, false, 2, false},
+    {"gen d256 q1@99 w16", 2, 1, 100, 99, 8, 2, 256, 0, 16, 0, false, 2, false},
+    {"chunk d64 q20@57 kv77", 2, 20, 77, 57, 8, 2, 64, 0, 0, 0, false, 2, false},
+    {"softcap50 d256 T77", 2, 77, 77, 0, 8, 2, 256, 50.0f, 0, 0, false, 8, false},
+    {"softcap50 d256 T77 fp32 in", 2, 77, 77, 0, 8, 2, 256, 50.0f, 0, 0, false, 8, true},
+    {"window16 d128 T100", 2, 100, 100, 0, 8, 2, 128, 0, 16, 0, false, 2, false},
+    {"packed d64 T130", 2, 130, 130, 0, 8, 2, 64, 0, 0, 1, false, 2, false},
+    {"packed+cap+w16 mha d64", 2, 100, 100, 0, 4, 4, 64, 50.0f, 16, 1, false, 8, false},
+    {"interleaved ids d64 T70", 2, 70, 70, 0, 4, 2, 64, 0, 0, 2, false, 2, false},
+    {"gqa d16 T45 (tiny models)", 2, 45, 45, 0, 4, 2, 16, 0, 0, 0, true, 2, false},
+    {"gqa d80 T70 packed", 2, 70, 70, 0, 4, 2, 80, 0, 0, 1, false, 2, false},
+    {"d20 T40 (SIMT only)", 2, 40, 40, 0, 4, 2, 20, 0, 0, 1, false, 2, false},
+    /* every other head_dim the tensor-core kernels take (multiples of 16 up to 256), tiny */
+    {"d32 T33 b2", 2, 33, 33, 0, 2, 1, 32, 0, 0, 0, false, 2, false},
+    {"d48 T40 w9 b2", 2, 40, 40, 0, 2, 1, 48, 0, 9, 0, false, 2, false},
+    {"d96 T36 q12@24 b2", 2, 12, 36, 24, 4, 2, 96, 0, 0, 0, false, 2, false},
+    {"d112 T40 packed b2", 2, 40, 40, 0, 2, 1, 112, 0, 0, 1, false, 2, false},
+    {"d144 T33 cap b2", 2, 33, 33, 0, 2, 1, 144, 30.0f, 0, 0, false, 6, false},
+    {"d160 T40 w20 b2", 2, 40, 40, 0, 2, 1, 160, 0, 20, 0, false, 2, false},
+    {"d176 T36 b2", 2, 36, 36, 0, 2, 2, 176, 0, 0, 0, false, 2, false},
+    {"d192 T33 packed b2", 2, 33, 33, 0, 2, 1, 192, 0, 0, 1, false, 2, false},
+    {"d208 T40 b2", 2, 40, 40, 0, 2, 1, 208, 0, 0, 0, false, 2, false},
+    {"d224 T33 q1@32 b2", 2, 1, 33, 32, 2, 1, 224, 0, 0, 0, false, 2, false},
+    {"d240 T36 w9 b2", 2, 36, 36, 0, 2, 1, 240, 0, 9, 2, false, 2, false},
 };
 
-/* Sequence b packs three examples (ids 10b, 10b+1, 10b+2) with cuts that differ per sequence. */
-static void segments_fill(int32_t *seg, int batch, int n_kv)
+/* Tolerances of the tensor-core kernels (bf16 operands, fp32 softmax and accumulation; relative
+ * L2, the max-norm error within 10x): with bf16 inputs only P and dS are rounded (each ~2^-9
+ * relative; seen up to 1.9e-3); with fp32 inputs q, k, v and dO are rounded too, as a bf16 GEMM's
+ * operands (TOL_GEMM; seen up to 5.5e-3). Head dims they do not take keep TOL_REDUCE. */
+#define TOL_ATTN_BF16 5e-3
+#define TOL_ATTN_FP32 TOL_GEMM
+
+static bool attn_tensor_cores(const attn_case *c) { return c->head_dim % 16 == 0 && c->head_dim <= 256; }
+
+static double attn_tol(const attn_case *c)
+{
+    return !attn_tensor_cores(c) ? TOL_REDUCE : c->fp32_in ? TOL_ATTN_FP32 : TOL_ATTN_BF16;
+}
+
+/* Sequence b packs three examples (ids 10b, 10b+1, 10b+2) with cuts that differ per sequence;
+ * interleaved: ids that come back (runs of 7 cycling through 3 ids). */
+static void segments_fill(int32_t *seg, int batch, int n_kv, int packed)
 {
     for (int b = 0; b < batch; b++) {
         int c1 = n_kv * (b + 1) / 5 + 3, c2 = n_kv * (b + 3) / 5 - 2;
-        for (int j = 0; j < n_kv; j++) seg[(size_t)b * n_kv + j] = 10 * b + (j >= c1) + (j >= c2);
+        for (int j = 0; j < n_kv; j++)
+            seg[(size_t)b * n_kv + j] = packed == 2 ? 10 * b + j / 7 % 3 : 10 * b + (j >= c1) + (j >= c2);
     }
+}
+
+/* n random values in [lo, hi), rounded to bf16 values unless fp32 */
+static float *attn_input(int64_t n, float lo, float hi, bool fp32)
+{
+    float *v = host_random(n, lo, hi);
+    for (int64_t i = 0; i < n && !fp32; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], 4);
+        u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&v[i], &u, 4);
+    }
+    return v;
+}
+
+/* One case's host inputs, and its tensors on the CPU and the backend under test. */
+typedef struct {
+    int qrows, krows, qw, kw;
+    float *hq, *hk, *hv, *hdo;
+    twin q, k, v, dout, out, lse, dq, dk, dv;
+} attn_io;
+
+static attn_io attn_io_make(const attn_case *c)
+{
+    attn_io io = {.qrows = c->batch * c->n_q, .krows = c->batch * c->n_kv, .qw = c->n_heads * c->head_dim,
+                  .kw = c->n_kv_heads * c->head_dim};
+    io.hq = attn_input((int64_t)io.qrows * io.qw, -c->q_mag, c->q_mag, c->fp32_in);
+    io.hk = attn_input((int64_t)io.krows * io.kw, -1.0f, 1.0f, c->fp32_in);
+    io.hv = attn_input((int64_t)io.krows * io.kw, -1.0f, 1.0f, c->fp32_in);
+    io.hdo = attn_input((int64_t)io.qrows * io.qw, -1.0f, 1.0f, c->fp32_in);
+    io.q = twin_f32(io.qrows, io.qw, io.hq), io.k = twin_f32(io.krows, io.kw, io.hk);
+    io.v = twin_f32(io.krows, io.kw, io.hv), io.dout = twin_f32(io.qrows, io.qw, io.hdo);
+    io.out = twin_poison(io.qrows, io.qw), io.lse = twin_poison(io.qrows, c->n_heads);
+    io.dq = twin_poison(io.qrows, io.qw), io.dk = twin_poison(io.krows, io.kw), io.dv = twin_poison(io.krows, io.kw);
+    return io;
+}
+
+static void attn_io_free(attn_io *io)
+{
+    twin *all[] = {&io->q, &io->k, &io->v, &io->dout, &io->out, &io->lse, &io->dq, &io->dk, &io->dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(io->hq), free(io->hk), free(io->hv), free(io->hdo);
+}
+
+/* The backend under test against the CPU: forward (and without lse), then the backward from each
+ * side's own out and lse. The segments are scribbled over after each call (they must be staged). */
+static void check_attention_fast(const attn_case *c, attn_io *io, pt_attention *a, int32_t *seg, size_t seg_bytes)
+{
+    double tol = attn_tol(c);
+    bool ok;
+    BOTH(ok, "attention", c->name,
+         backend_attention(B(side), S(&io->out, side), S(&io->lse, side), S(&io->q, side), S(&io->k, side),
+                           S(&io->v, side), a));
+    scribble(seg, seg_bytes);
+    if (ok) {
+        check_twin("attention out", c->name, &io->out, tol);
+        check_twin("attention lse", c->name, &io->lse, tol);
+    }
+    if (c->no_lse) {
+        twin out2 = twin_poison(io->qrows, io->qw);
+        segments_fill(seg, c->batch, c->n_kv, c->packed);
+        BOTH(ok, "attention no lse", c->name,
+             backend_attention(B(side), S(&out2, side), NULL, S(&io->q, side), S(&io->k, side), S(&io->v, side), a));
+        scribble(seg, seg_bytes);
+        if (ok) check_twin("attention no lse", c->name, &out2, tol);
+        twin_free(&out2);
+    }
+    segments_fill(seg, c->batch, c->n_kv, c->packed);
+    BOTH(ok, "attention_bwd", c->name,
+         backend_attention_bwd(B(side), S(&io->dq, side), S(&io->dk, side), S(&io->dv, side), S(&io->dout, side),
+                               S(&io->q, side), S(&io->k, side), S(&io->v, side), S(&io->out, side),
+                               S(&io->lse, side), a));
+    scribble(seg, seg_bytes);
+    if (ok) {
+        check_twin("attention_bwd dq", c->name, &io->dq, tol);
+        check_twin("attention_bwd dk", c->name, &io->dk, tol);
+        check_twin("attention_bwd dv", c->name, &io->dv, tol);
+    }
+}
+
+/* A tensor of kref_be holding host values (NULL: NaN). */
+static pt_tensor refk_tensor(int64_t rows, int64_t cols, const float *host)
+{
+    int64_t shape[2] = {rows, cols};
+    pt_tensor t = tensor_make(PT_F32, 2, shape);
+    float *nan = host ? NULL : host_fill(rows * cols, NAN);
+    must(backend_alloc(kref_be, &t), "alloc on the reference kernels");
+    must(backend_upload(kref_be, &t, host ? host : nan, t.nbytes), "upload to the reference kernels");
+    free(nan);
+    return t;
+}
+
+/* An output of the reference kernels against the CPU's (TOL_REDUCE) and the fast kernels' (the
+ * fast kernels' tolerance). */
+static void check_refk(const char *what, const attn_case *c, const pt_tensor *r, const twin *t)
+{
+    char op[64], op2[64];
+    float *got = fetch(kref_be, r), *cpu = fetch(ref_be, &t->ref), *fast = fetch(dev_be, &t->dev);
+    const char *label = dev_label;
+    snprintf(op, sizeof op, "%s (reference)", what);
+    snprintf(op2, sizeof op2, "%s fast vs ref", what);
+    check_values(op, c->name, got, cpu, tensor_numel(r), TOL_REDUCE);
+    dev_label = "fast";
+    check_values(op2, c->name, fast, got, tensor_numel(r), attn_tol(c));
+    dev_label = label;
+    free(got), free(cpu), free(fast);
+}
+
+/* The same case on the reference kernels (PTRAIN_CUDA_KERNELS=reference), forward and backward. */
+static void check_attention_reference(const attn_case *c, attn_io *io, pt_attention *a, int32_t *seg)
+{
+    pt_tensor q = refk_tensor(io->qrows, io->qw, io->hq), k = refk_tensor(io->krows, io->kw, io->hk);
+    pt_tensor v = refk_tensor(io->krows, io->kw, io->hv), dout = refk_tensor(io->qrows, io->qw, io->hdo);
+    pt_tensor out = refk_tensor(io->qrows, io->qw, NULL), lse = refk_tensor(io->qrows, c->n_heads, NULL);
+    pt_tensor dq = refk_tensor(io->qrows, io->qw, NULL), dk = refk_tensor(io->krows, io->kw, NULL);
+    pt_tensor dv = refk_tensor(io->krows, io->kw, NULL);
+    segments_fill(seg, c->batch, c->n_kv, c->packed);
+    bool ok = ran(backend_attention(kref_be, &out, &lse, &q, &k, &v, a), 1, "attention (reference)", c->name) &&
+              ran(backend_attention_bwd(kref_be, &dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse, a), 1,
+                  "attention_bwd (reference)", c->name);
+    if (ok) {
+        check_refk("attention out", c, &out, &io->out);
+        check_refk("attention lse", c, &lse, &io->lse);
+        check_refk("attention_bwd dq", c, &dq, &io->dq);
+        check_refk("attention_bwd dk", c, &dk, &io->dk);
+        check_refk("attention_bwd dv", c, &dv, &io->dv);
+    }
+    pt_tensor *all[] = {&q, &k, &v, &dout, &out, &lse, &dq, &dk, &dv};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(kref_be, all[i]);
 }
 
 static void check_attention_case(const attn_case *c_full)
 {
     attn_case small_case = *c_full;
-    if (small) small_case.batch = 1;
+    if (small && c_full->n_q * c_full->n_heads > 64) small_case.batch = 1;
     const attn_case *c = &small_case;
-    int qw = c->n_heads * c->head_dim, kw = c->n_kv_heads * c->head_dim;
-    int qrows = c->batch * c->n_q, krows = c->batch * c->n_kv;
-    size_t seg_bytes = sizeof(int32_t) * (size_t)krows;
+    size_t seg_bytes = sizeof(int32_t) * (size_t)c->batch * c->n_kv;
     int32_t *seg = malloc(seg_bytes);
     assert_non_null(seg);
-    segments_fill(seg, c->batch, c->n_kv);
+    segments_fill(seg, c->batch, c->n_kv, c->packed);
     pt_attention a = {
         .batch = c->batch, .n_q = c->n_q, .n_kv = c->n_kv, .q_pos0 = c->q_pos0, .n_heads = c->n_heads,
         .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .scale = 1.0f / sqrtf((float)c->head_dim),
         .segments = c->packed ? seg : NULL, .softcap = c->softcap, .window = c->window,
     };
-    twin q = twin_random(qrows, qw, -c->q_mag, c->q_mag), k = twin_random(krows, kw, -1.0f, 1.0f);
-    twin v = twin_random(krows, kw, -1.0f, 1.0f), out = twin_poison(qrows, qw), lse = twin_poison(qrows, c->n_heads);
-    bool ok;
-    BOTH(ok, "attention", c->name,
-         backend_attention(B(side), S(&out, side), S(&lse, side), S(&q, side), S(&k, side), S(&v, side), &a));
-    scribble(seg, seg_bytes);
-    if (ok) {
-        check_twin("attention out", c->name, &out, TOL_REDUCE);
-        check_twin("attention lse", c->name, &lse, TOL_REDUCE);
-    }
-    if (c->no_lse) {
-        twin out2 = twin_poison(qrows, qw);
-        segments_fill(seg, c->batch, c->n_kv);
-        BOTH(ok, "attention no lse", c->name,
-             backend_attention(B(side), S(&out2, side), NULL, S(&q, side), S(&k, side), S(&v, side), &a));
-        scribble(seg, seg_bytes);
-        if (ok) check_twin("attention no lse", c->name, &out2, TOL_REDUCE);
-        twin_free(&out2);
-    }
-    /* backward from each side's own out and lse */
-    twin dout = twin_random(qrows, qw, -1.0f, 1.0f), dq = twin_poison(qrows, qw);
-    twin dk = twin_poison(krows, kw), dv = twin_poison(krows, kw);
-    segments_fill(seg, c->batch, c->n_kv);
-    BOTH(ok, "attention_bwd", c->name,
-         backend_attention_bwd(B(side), S(&dq, side), S(&dk, side), S(&dv, side), S(&dout, side), S(&q, side),
-                               S(&k, side), S(&v, side), S(&out, side), S(&lse, side), &a));
-    scribble(seg, seg_bytes);
-    if (ok) {
-        check_twin("attention_bwd dq", c->name, &dq, TOL_REDUCE);
-        check_twin("attention_bwd dk", c->name, &dk, TOL_REDUCE);
-        check_twin("attention_bwd dv", c->name, &dv, TOL_REDUCE);
-    }
-    twin *all[] = {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    attn_io io = attn_io_make(c);
+    check_attention_fast(c, &io, &a, seg, seg_bytes);
+    if (kref_be) check_attention_reference(c, &io, &a, seg);
+    attn_io_free(&io);
     free(seg);
 }
 

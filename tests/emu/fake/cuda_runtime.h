@@ -43,7 +43,7 @@ typedef struct emu_stream_s *cudaStream_t;
 typedef struct emu_event_s *cudaEvent_t;
 typedef struct emu_pool_s *cudaMemPool_t;
 enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4, cudaMemPoolAttrUsedMemHigh = 8 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice,
@@ -106,6 +106,16 @@ static inline int __any_sync(unsigned mask, int pred)
     emu_check_mask(mask);
     return (int)emu_warp_op(1, pred != 0, 0);
 }
+
+/* The tensor-core primitives of cuda/mma.h, which calls these when PTRAIN_CUDA_EMU is defined
+ * (tests/emu/emu_mma.cc): mma.sync m16n8k16 bf16 and ldmatrix as warp collectives, cp.async as
+ * per-thread copies deferred until the cp.async.wait_group that completes their group. */
+#define PTRAIN_CUDA_EMU 1
+void emu_mma_bf16_16816(float acc[4], const uint32_t a[4], const uint32_t b[2]);
+void emu_ldmatrix(uint32_t *r, int num, bool trans, const void *row); /* num 1, 2, 4 */
+void emu_cp_async_16(void *dst, const void *src, int src_bytes);
+void emu_cp_async_commit(void);
+void emu_cp_async_wait(int n);
 
 /* IEEE single operations that are never contracted into an FMA (an empty asm hides the value) */
 static inline float emu_opaque(float r)
