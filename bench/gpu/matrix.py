@@ -22,7 +22,7 @@ Environment (run.sh sets it): PTRAIN, DEVICE (cuda; cpu: the dry run), PYTHON, D
 seconds), BIG, SMALL (shape names), SEQS ("2048 8192": the small shape runs the first), BATCHES
 ("1 4"), STEPS (4), WARMUP (1), CELLS (a file of "side shape seq batch mode" lines instead of the
 built-in list), LONGEST_SHAPES, LONGEST_START (2048), MAX_SEQ (1048576), LONGEST_STEP_SECONDS (240: the one ptrain step),
-PEER_LONGEST_SECONDS (120)."""
+PEER_LONGEST_SECONDS (120), BENCH_CONTINUE (1: keep the cells an earlier call ran in WORKDIR, run the rest)."""
 import json
 import os
 import re
@@ -190,11 +190,25 @@ def peer_cell(work, shape, seq, batch, mode, limit):
     return report.peer_cell(shape, seq, batch, mode, log, rc, s)
 
 
+def carried_over(path):
+    """BENCH_CONTINUE=1: the cells an earlier call ran (kept; the rest of the file dropped)."""
+    if ENV.get("BENCH_CONTINUE") != "1":
+        return []
+    kept = [c for c in report.json_lines(path) if c.get("status") in ("ok", "partial")]
+    with open(path, "w") as f:
+        f.writelines(json.dumps(c) + "\n" for c in kept)
+    return kept
+
+
 def speed(work):
-    cells, done = cell_list(), []
+    cells = cell_list()
     path = os.path.join(work, "cells.jsonl")
+    done = carried_over(path)
+    ran = {(c["side"], c["shape"], c["seq"], c["batch"], c["mode"]) for c in done}
     seq_max = max(c[2] for c in cells)
     for side, shape, seq, batch, mode in cells:
+        if (side, shape, seq, batch, mode) in ran:
+            continue
         load, step = estimate(done, side, shape, seq, batch)
         need = load + (WARMUP + STEPS) * step
         if need > left():
@@ -279,11 +293,41 @@ def ptrain_longest(work, shape, max_seq):
     return rows
 
 
+def step_guess(work, shape, seq):
+    """The seconds of one ptrain step at 1 x seq, from the longest sequence the speed cells of shape
+    ran (scaled by seq^2: attention dominates there), or None."""
+    ran = [c for c in report.json_lines(os.path.join(work, "cells.jsonl"))
+           if c["side"] == "ptrain" and c["shape"] == shape and c.get("step_s")]
+    if not ran:
+        return None
+    ref = max(ran, key=lambda c: (c["seq"], -c["batch"]))
+    return ref["step_s"] / ref["batch"] * (seq / ref["seq"]) ** 2, ref
+
+
 def ptrain_step_at(work, shape, seq, mode):
-    """One real training step at batch 1 x seq: its verdict for the longest row."""
+    """One real training step at batch 1 x seq: its verdict for the longest row. When the speed
+    cells say that step would outlast the time there is, the step runs at the longest power of two
+    below it that fits (said in the row), or not at all."""
     limit = min(float(ENV.get("LONGEST_STEP_SECONDS", 240)), left())
     if limit < 30:
         return {"step": f"skipped: {max(left(), 0):.0f} s left"}
+    guess, run_seq, note = step_guess(work, shape, seq), seq, ""
+    if guess:
+        load = PRIOR.get(shape, {}).get("ptrain", (30, 0))[0]
+        while run_seq >= START and guess[0] * (run_seq / seq) ** 2 + load > limit:
+            run_seq //= 2
+        if run_seq != seq:
+            note = (f"; a step at {seq} would take about {guess[0]:.0f} s (the {guess[1]['seq']}-token cell's "
+                    f"{guess[1]['step_s']:.2f} s x (seq ratio)^2), over the {limit:.0f} s left for it")
+        if run_seq < START:
+            return {"step": "not run" + note}
+    r = ptrain_step_run(work, shape, run_seq, mode, limit)
+    if run_seq != seq:
+        r["step"] = f"at {run_seq} instead: {r['step']}{note}"
+    return r
+
+
+def ptrain_step_run(work, shape, seq, mode, limit):
     data = os.path.join(work, f"long-{seq}.jsonl")
     if not os.path.exists(data):
         write_dataset(data, 1, seq, 1234)

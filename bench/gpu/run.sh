@@ -16,7 +16,9 @@
 # Environment: PTRAIN (default build/ptrain), DEVICE (cuda; cpu tries the scripts out on tiny
 # shapes), PARTS ("speed longest"), PYTHON (python3), DEADLINE (epoch seconds; default 10 minutes
 # from now), LONGEST_SHARE (percent of the time left that `longest` keeps when both run: 35), and
-# matrix.py's own (BIG, SMALL, SEQS, BATCHES, STEPS, WARMUP, CELLS, LONGEST_SHAPES, MAX_SEQ, ...).
+# matrix.py's own (BIG, SMALL, SEQS, BATCHES, STEPS, WARMUP, CELLS, LONGEST_SHAPES, MAX_SEQ, ...);
+# BENCH_CONTINUE=1 keeps the speed cells an earlier run left in WORKDIR (a second call on the same
+# machine) and runs the others.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 work=${1:-/tmp/ptrain-bench}
@@ -41,11 +43,13 @@ for part in $PARTS; do
         case " $PARTS " in *" longest "*)
             deadline=$(($(date +%s) + (DEADLINE - $(date +%s)) * (100 - ${LONGEST_SHARE:-35}) / 100)) ;;
         esac
-        timeout 90 "$PYTHON" "$here/gemm_rate.py" | tee "$work/gemm.json"
+        [ "${BENCH_CONTINUE:-0}" = 1 ] || rm -f "$work/cells.jsonl" "$work/gemm.json" "$work/table.md"
+        [ -s "$work/gemm.json" ] || timeout 90 "$PYTHON" "$here/gemm_rate.py" | tee "$work/gemm.json"
         DEADLINE=$deadline "$PYTHON" "$here/matrix.py" speed "$work"
         echo "bench: speed: exit $?"
         ;;
     longest)
+        rm -f "$work/longest.jsonl" "$work/longest.md"
         DEADLINE=$DEADLINE "$PYTHON" "$here/matrix.py" longest "$work"
         echo "bench: longest: exit $?"
         ;;
