@@ -182,12 +182,32 @@ def ptrain_cell(work, shape, seq, batch, mode, limit):
     return c
 
 
+LIGER = {"flag": "auto", "why": ""}  # "off" after Liger's kernels failed in a peer's step
+
+
+def peer_run(args, limit, log):
+    """peer_peft.py ARGS; once Liger fails in a step (exit 3), this cell and the later ones run
+    without it, and their rows say why."""
+    cmd = [PYTHON, os.path.join(HERE, "peer_peft.py")] + args
+    rc, s = run(cmd + ["--liger", LIGER["flag"]], limit, log)
+    if rc == 3:
+        failed = [r for r in report.json_lines(log) if "liger_failed" in r]
+        LIGER.update(flag="off", why=failed[-1]["liger_failed"] if failed else "exit 3")
+        print(f"bench: Liger failed in a step ({LIGER['why']}): the peer runs without it from here", flush=True)
+        rc, s2 = run(cmd + ["--liger", "off"], max(limit - s, 1), log)
+        s += s2
+    return rc, s
+
+
 def peer_cell(work, shape, seq, batch, mode, limit):
     log = os.path.join(work, f"{shape}.{seq}x{batch}.{mode}.peer.log")
-    rc, s = run([PYTHON, os.path.join(HERE, "peer_peft.py"), os.path.join(work, shape), "--device", DEVICE, "--steps",
-                 str(STEPS), "--warmup", str(WARMUP), "--seq", str(seq), "--batch", str(batch), "--checkpointing",
-                 "on" if mode == "ckpt-on" else "off"], limit, log)
-    return report.peer_cell(shape, seq, batch, mode, log, rc, s)
+    rc, s = peer_run([os.path.join(work, shape), "--device", DEVICE, "--steps", str(STEPS), "--warmup", str(WARMUP),
+                      "--seq", str(seq), "--batch", str(batch), "--checkpointing", "on" if mode == "ckpt-on" else "off"],
+                     limit, log)
+    c = report.peer_cell(shape, seq, batch, mode, log, rc, s)
+    if LIGER["why"] and c.get("liger", "").startswith("off"):
+        c["liger"] = f"off (failed: {LIGER['why']})"
+    return c
 
 
 def carried_over(path):
@@ -350,8 +370,8 @@ def peer_longest(work, shape, max_seq):
         return [{"side": "peer", "shape": shape, "mode": "ckpt-on", "how": "not run",
                  "notes": f"skipped: {max(left(), 0):.0f} s left"}]
     log = os.path.join(work, f"{shape}.longest.peer.log")
-    rc, s = run([PYTHON, os.path.join(HERE, "peer_peft.py"), os.path.join(work, shape), "--device", DEVICE, "--longest",
-                 "--seq", str(START), "--max-seq", str(max_seq), "--time-limit", str(int(limit))], limit + 60, log)
+    rc, s = peer_run([os.path.join(work, shape), "--device", DEVICE, "--longest", "--seq", str(START), "--max-seq",
+                      str(max_seq), "--time-limit", str(int(limit))], limit + 60, log)
     res = [r for r in report.json_lines(log) if r.get("mode") == "longest"]
     trials = [r for r in report.json_lines(log) if r.get("mode") == "longest-trial"]
     row = {"side": "peer", "shape": shape, "mode": "ckpt-on", "how": f"doubling from {START}, one step each",

@@ -3,9 +3,10 @@
 on the machine: LoRA r=16 alpha=32 (dropout 0) on all seven projections, AdamW (lr 1e-4, weight
 decay 0.01, gradient clipping at 1.0, as ptrain's config in bench/gpu/run.sh), batch x seq random
 token ids. The base is NF4 through bitsandbytes with double quantization (QLoRA) when bitsandbytes
-imports, else bf16 (LoRA), and Liger's Triton kernels (fused linear cross-entropy: no logits
-tensor; RMSNorm, RoPE, SwiGLU/GeGLU) patch the model when liger-kernel imports and the device is a
-GPU; each line of output says which ran. Gemma 2 runs with eager attention (the transformers
+imports and loads it, else bf16 (LoRA), and Liger's Triton kernels (fused linear cross-entropy: no
+logits tensor; RMSNorm, RoPE, SwiGLU/GeGLU) patch the model when liger-kernel imports and the
+device is a GPU (a first step that fails under them exits 3: run again with --liger off); each line
+of output says which ran. Gemma 2 runs with eager attention (the transformers
 implementation that applies its attention soft-cap, as ptrain does), others with SDPA.
 
 Two modes:
@@ -24,6 +25,7 @@ import importlib
 import importlib.util
 import json
 import statistics
+import sys
 import time
 
 import peft
@@ -57,20 +59,38 @@ def apply_liger(model_type, want, device):
         return f"failed, not used ({type(e).__name__}: {e})"[:200]
 
 
+def bnb_missing():
+    """Why bitsandbytes cannot give the base here, or None."""
+    if not importlib.util.find_spec("bitsandbytes"):
+        return "bitsandbytes is not installed here"
+    try:
+        importlib.import_module("bitsandbytes")
+    except Exception as e:  # noqa: BLE001 - e.g. no native library for this CUDA
+        return f"bitsandbytes does not import ({type(e).__name__}: {str(e)[:120]})"
+    return None
+
+
 def load(path, device, attn, checkpointing):
+    """The model with LoRA: an NF4 base through bitsandbytes when it works, else bf16 (said)."""
     cuda = device == "cuda"
     kw = {"dtype": torch.bfloat16 if cuda else torch.float32, "attn_implementation": attn}
-    base = "bf16" if cuda else "fp32 (CPU)"
-    if cuda and importlib.util.find_spec("bitsandbytes"):
-        kw["quantization_config"] = transformers.BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=torch.bfloat16)
-        base = "nf4 (bitsandbytes %s: QLoRA)" % importlib.import_module("importlib.metadata").version("bitsandbytes")
-    elif cuda:
-        base = "bf16 (bitsandbytes is not installed here: LoRA on a bf16 base, not QLoRA)"
-    model = AutoModelForCausalLM.from_pretrained(path, device_map={"": device}, **kw)
-    if "quantization_config" in kw:
-        model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
+    base, why = ("bf16" if cuda else "fp32 (CPU)"), bnb_missing() if cuda else None
+    model = None
+    if cuda and not why:
+        qc = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                             bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, device_map={"": device}, quantization_config=qc, **kw)
+            ver = importlib.import_module("importlib.metadata").version("bitsandbytes")
+            base = f"nf4 (bitsandbytes {ver}, double quantization: QLoRA)"
+        except Exception as e:  # noqa: BLE001 - fall back to bf16, and say why
+            why = f"loading through bitsandbytes failed ({type(e).__name__}: {str(e)[:120]})"
+    if model is None:
+        if why:
+            base = f"bf16 ({why}: LoRA on a bf16 base, not QLoRA)"
+        model = AutoModelForCausalLM.from_pretrained(path, device_map={"": device}, **kw)
+    # no prepare_model_for_kbit_training: it would upcast the embeddings and the head to fp32, a
+    # slower peer; norms and the head stay bf16 as in QLoRA recipes that skip it
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
@@ -110,10 +130,24 @@ def memory(device):
             "peak_reserved_bytes": torch.cuda.max_memory_reserved()}
 
 
+LIGER_FAILED = 3  # exit status: Liger's kernels failed in a step (matrix.py runs the cell again without)
+
+
+def first_step(tr, head, batch, seq):
+    """The first step; with Liger on, a failure that is not out of memory exits LIGER_FAILED."""
+    try:
+        return tr.step(batch, seq)
+    except Exception as e:  # noqa: BLE001
+        if head["liger"].startswith("on") and not is_oom(e):
+            print(json.dumps({"liger_failed": f"{type(e).__name__}: {str(e)[:200]}"}))
+            sys.exit(LIGER_FAILED)
+        raise
+
+
 def speed(a, tr, head):
     times, losses = [], []
     for step in range(a.warmup + a.steps):
-        s, loss = tr.step(a.batch, a.seq)
+        s, loss = first_step(tr, head, a.batch, a.seq) if step == 0 else tr.step(a.batch, a.seq)
         if step >= a.warmup:
             times.append(s)
         losses.append(loss)
@@ -137,7 +171,7 @@ def longest(a, tr, head):
         if a.device == "cuda":
             torch.cuda.reset_peak_memory_stats()
         try:
-            s, loss = tr.step(1, seq)
+            s, loss = first_step(tr, head, 1, seq) if best is None else tr.step(1, seq)
         except Exception as e:  # noqa: BLE001 - out of memory ends the search; anything else too, said
             why = f"{'out of memory' if is_oom(e) else type(e).__name__} at {seq}: {str(e)[:160]}"
             print(json.dumps(dict(head, mode="longest-trial", seq=seq, ok=False, error=why)))
