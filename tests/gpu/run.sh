@@ -67,8 +67,8 @@ limits() {
     sanitizer) echo "150 30" ;;
     bench-speed) echo "240 60" ;;
     bench-longest) echo "240 100" ;;
-    multi) [ "$DEV" = cuda ] && [ "${ngpu:-0}" -lt 2 ] && echo "10 0" || echo "180 30" ;;
-    profile) echo "300 60" ;;
+    multi) [ "$DEV" = cuda ] && [ "${ngpu:-0}" -lt 2 ] && echo "10 0" || echo "150 90" ;;
+    profile) echo "240 150" ;;
     esac
 }
 # keep_after STAGE: the minimums of the wanted stages after STAGE
@@ -149,11 +149,11 @@ setup_wheels() { # the peer's carried wheels into $work/site, on PYTHONPATH: set
     local dir=${PT_GPU_WHEELS:-$root/.gpu-wheels}
     wheels="none carried"
     ls "$dir"/*.whl >/dev/null 2>&1 || return 0
-    if timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+    if timeout 60 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
         "$dir"/*.whl; then
         export PYTHONPATH=$work/site${PYTHONPATH:+:$PYTHONPATH}
         wheels=$(cd "$dir" && ls ./*.whl | sed 's|^\./||; s/-py3.*//; s/-\([0-9]\)/ \1/' | tr '\n' ',' | sed 's/,$//; s/,/, /g')
-        timeout 120 "$PYTHON" -c 'import bitsandbytes' >/dev/null 2>&1 || wheels="$wheels (bitsandbytes does not import)"
+        timeout 60 "$PYTHON" -c 'import bitsandbytes' >/dev/null 2>&1 || wheels="$wheels (bitsandbytes does not import)"
     else
         wheels="the wheels in $dir did not install"
     fi
