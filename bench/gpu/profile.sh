@@ -71,6 +71,8 @@ t0=$SECONDS
 timeout -k 10 "${NCU_SECONDS:-240}" "$ncu" --clock-control none --target-processes all --metrics "$metrics" --csv \
     --print-units base --launch-skip "${LAUNCH_SKIP:-0}" --log-file "$out/ncu.csv" "$PT" train "$work/run.yaml" \
     >"$out/ncu-run.log" 2>&1
-echo "ncu: exit $? after $((SECONDS - t0)) s ($(wc -l <"$out/ncu.csv" 2>/dev/null) lines)"
-"$PYTHON" bench/gpu/profile_table.py "$out/ncu.csv" "one training step of gemma-2-2b's shape, 1 x $seq tokens (and the loading's kernels)" |
-    tee "$out/profile.md"
+rc=$?
+echo "ncu: exit $rc after $((SECONDS - t0)) s ($(wc -l <"$out/ncu.csv" 2>/dev/null) lines)"
+what="one training step of gemma-2-2b's shape, 1 x $seq tokens (and the loading's kernels)"
+[ "$rc" = 124 ] && what="$what, PARTIAL: ncu stopped at its ${NCU_SECONDS:-240} s limit before the step ended"
+"$PYTHON" bench/gpu/profile_table.py "$out/ncu.csv" "$what" | tee "$out/profile.md"
