@@ -198,7 +198,7 @@ stage_setup() {
 }
 
 # ---- a cmocka program: ops, model ----
-cmocka_run() { # PROGRAM CAP KEEP: runs $bin/PROGRAM (TAP); sets cm_rc and cm_nums
+cmocka_run() { # PROGRAM CAP EXTRA: runs $bin/PROGRAM (TAP) under budget CAP EXTRA; sets cm_rc and cm_nums
     local prog=${bin:+$bin/$1} secs t0=$SECONDS
     if [ -z "$prog" ] || [ ! -x "$prog" ]; then
         cm_rc=skip cm_nums="$1 is not in the bundle (not built?)"
@@ -311,7 +311,7 @@ optim: adamw_torch"
 }
 
 # ---- sanitizer ----
-sanitize() { # NAME TOOL CAP KEEP CMD...: one compute-sanitizer run; appends to $san
+sanitize() { # NAME TOOL CAP EXTRA CMD...: one compute-sanitizer run; appends to $san
     local name=$1 tool=$2 secs rc errors
     secs=$(budget "$3" "$4")
     shift 4
