@@ -1,12 +1,14 @@
 /* inspect.c — `ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N]
- * [--lora-r R] [--no-4bit]`: a model's architecture, sizes, tensor types, tokenizer and chat
+ * [--lora-r R] [--lora-target-modules LIST] [--lora-dropout P] [--gradient-checkpointing MODE]
+ * [--device cpu|cuda] [--no-4bit]`: a model's architecture, sizes, tensor types, tokenizer and chat
  * template, and the memory one rank needs for it, read from the files (GGUF header, or
  * config.json + the safetensors headers + tokenizer files) without loading any weights, so it is
  * quick even for large models. The weight memory is what loading would allocate (projections in
- * 8-32 bits as NF4 under load_in_4bit, norms in f32, the rest as stored); the training figure
- * is a rough estimate: those weights, LoRA adapters on the seven projections with their
- * gradients and AdamW moments, and the activations of one micro-batch with gradient
- * checkpointing. A directory with config.json but no weights (what `huggingface-cli download ORG/NAME
+ * 8-32 bits as NF4 under load_in_4bit, norms in f32, the rest as stored); the training figure is
+ * the trainer's own memory plan (memplan_of_run: the same dry run of the step's buffers, from the
+ * config alone, with a model that has no weights and an adapter that has no tensors), printed as
+ * `ptrain train` prints it, so a search for the longest sequence that fits needs no loading. A
+ * directory with config.json but no weights (what `huggingface-cli download ORG/NAME
  * config.json ...` fetches before committing to gigabytes) is described from config.json alone: the
  * sizes, and the weight memory estimated from them; without tokenizer.json, the tokenizer
  * converted from a SentencePiece tokenizer.model, or else what tokenizer_config.json
@@ -25,17 +27,25 @@
 #include <unistd.h>
 
 #include "ptrain/jsonfile.h"
+#include "ptrain/adapter.h"
 #include "ptrain/checkpoint.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/inspect.h"
+#include "ptrain/memplan.h"
 #include "ptrain/model_io.h"
 #include "ptrain/nf4.h"
+#include "ptrain/settings.h"
 #include "ptrain/util.h"
 
 typedef struct {
     const char *model, *revision;
     long seq, batch, lora_r;
     bool nf4;
+    /* the training run whose memory plan is printed */
+    bool target[W_COUNT];
+    double lora_dropout;
+    pt_checkpointing ckpt;
+    bool cuda;
 } insp_options;
 
 typedef struct {
@@ -55,13 +65,19 @@ typedef struct {
 
 static const char insp_usage[] =
     "Usage: ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N] [--lora-r R]\n"
+    "                            [--lora-target-modules LIST] [--lora-dropout P]\n"
+    "                            [--gradient-checkpointing false|true|unsloth] [--device cpu|cuda]\n"
     "                            [--no-4bit]\n"
     "       ptrain inspect CHECKPOINT\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache. A\n"
-    "directory with config.json and no weights is described from config.json, the memory estimated.\n"
-    "Prints the architecture, sizes, tensor types, tokenizer, chat template and the memory per rank\n"
-    "(weights after load_in_4bit, and a rough training estimate for the given batch; defaults:\n"
-    "--max-seq-length 2048 --batch-size 2 --lora-r 16).\n"
+    "directory with config.json and no weights is described from config.json, the weights estimated.\n"
+    "Prints the architecture, sizes, tensor types, tokenizer, chat template and the memory per rank:\n"
+    "the weights after load_in_4bit, and the memory plan `ptrain train` prints for a run with these\n"
+    "settings (its `memory plan:` lines, computed from the config without loading the weights).\n"
+    "Defaults, as a config's: --max-seq-length 2048 --batch-size 2 --lora-r 16, all seven\n"
+    "projections, --lora-dropout 0, --gradient-checkpointing unsloth; --device cuda when this ptrain\n"
+    "has the CUDA backend, else cpu. The plan leaves out evaluation, whose buffers (at the training\n"
+    "batch size) are never the larger.\n"
     "CHECKPOINT: a training checkpoint, output_dir/checkpoint-N.h5. Prints its step, epoch, loss,\n"
     "world size, config hash, base model and LoRA settings, and verifies it (the completion mark's\n"
     "size and CRC-32, and every tensor's Fletcher-32 checksum): exit 0 when it is complete and\n"
@@ -164,6 +180,36 @@ static bool has_quant_state(const st_set *s, const char *name)
     return st_set_find(s, q, NULL) != NULL;
 }
 
+/* A pre-quantized bitsandbytes [rows, cols] weight as the loader keeps it: ptrain's NF4 buffer when
+ * the rows are whole 64-value blocks (with the double quantization bitsandbytes writes by default),
+ * else dequantized to f32. */
+static double bnb_loaded(int64_t rows, int64_t cols)
+{
+    return cols % NF4_BLOCK == 0 ? (double)nf4_bytes(rows, cols) : 4.0 * (double)rows * (double)cols;
+}
+
+/* The shape of the projection weight `name` (model.layers.N.self_attn.q_proj.weight ...) from c. */
+static bool proj_shape_of(const pt_model_config *c, const char *name, int64_t *rows, int64_t *cols)
+{
+    const pt_arch_info *a = arch_info(c->arch);
+    size_t n = strlen(name);
+    for (int w = 0; w < W_COUNT; w++) {
+        size_t k = a->hf_names[w] ? strlen(a->hf_names[w]) : 0;
+        if (k && n > k && name[n - k - 1] == '.' && !strcmp(name + n - k, a->hf_names[w]) &&
+            model_proj_shape(c, w, rows, cols))
+            return true;
+    }
+    return false;
+}
+
+/* A bitsandbytes weight stored in `bytes` bytes of codes (2 values a byte). */
+static double bnb_tensor(const pt_model_config *c, const char *name, size_t bytes)
+{
+    int64_t rows, cols;
+    if (proj_shape_of(c, name, &rows, &cols)) return bnb_loaded(rows, cols);
+    return (double)bytes * (1 + 1.0 / 32) + 1280; /* not a projection ptrain knows: about the codes and maps */
+}
+
 static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
 {
     for (size_t i = 0; i < s->n_entries; i++) {
@@ -174,7 +220,7 @@ static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
         bool edge = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight");
         bool dense = t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16 || t->dtype == ST_F64;
         double stored = t->dtype == ST_F64 ? (double)t->nbytes / 2 : (double)t->nbytes;
-        if (has_quant_state(s, t->name)) r->loaded += (double)t->nbytes * (1 + 1.0 / 32) + 1280; /* NF4: codes, absmax codes, maps */
+        if (has_quant_state(s, t->name)) r->loaded += bnb_tensor(&r->cfg, t->name, t->nbytes);
         else if (t->ndim == 1) r->loaded += 4.0 * (double)st_numel(t);
         else if (t->ndim == 2) r->loaded += loaded_matrix(!edge, dense, t->shape[0], t->shape[1], stored, nf4);
         else r->loaded += stored;
@@ -401,8 +447,8 @@ static double config_weights(const hf_config *h, bool nf4)
     double layer = 4.0 * (double)d * (c->post_norms ? 4 : 2) + (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
     for (int i = 0; i < 7; i++) {
         double stored = elt * (double)shape[i][0] * (double)shape[i][1];
-        double codes = (double)shape[i][0] * (double)shape[i][1] / 2; /* pre-quantized: as hf_tensors counts it */
-        layer += h->bnb_4bit ? codes * (1 + 1.0 / 32) + 1280 : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
+        layer += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
+                             : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
     }
     double embed = elt * (double)c->vocab * (double)d;
     return layer * c->n_layers + 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
@@ -444,20 +490,28 @@ static void family_line(const pt_model_config *c)
     else if (c->sliding_window) printf("%-18s sliding window %d\n", "family features", c->sliding_window);
 }
 
+/* The weights, then the trainer's plan of a run with o's settings, from the config alone: a model
+ * with no weights and no backend, an adapter with r and targets and no tensors. */
 static void memory_lines(const insp_report *r, const insp_options *o)
 {
-    const pt_model_config *c = &r->cfg;
-    double qw = (double)c->n_heads * c->head_dim, kw = (double)c->n_kv_heads * c->head_dim, d = c->dim, f = c->ffn_dim;
-    double lora = (double)o->lora_r * ((d + qw) + 2 * (d + kw) + (qw + d) + 2 * (d + f) + (f + d)) * c->n_layers * 16;
-    double tokens = (double)o->seq * (double)o->batch;
-    double acts = 4 * tokens * (c->n_layers * d + 4 * d + 2 * qw + 2 * kw + 3 * f + c->n_heads) + 2 * 4 * 256.0 * c->vocab;
-    char a[32], b[32], e[32], t[32];
-    printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", r->no_weights ? "about " : "", human(r->loaded, a, sizeof a),
+    pt_model m = {.cfg = r->cfg};
+    pt_adapter ad = {.r = (int)o->lora_r, .n_layers = r->cfg.n_layers};
+    memcpy(ad.target, o->target, sizeof ad.target);
+    step_options so = step_options_for(o->ckpt, o->cuda, (float)o->lora_dropout);
+    pt_memplan_run run = {.batch = o->batch, .seq = o->seq, .weight_bytes = (size_t)r->loaded,
+                          .lora_params = adapter_param_count_for(&r->cfg, ad.r, ad.target), .cuda = o->cuda};
+    pt_memplan p;
+    memplan_of_run(&m, &ad, &so, &run, &p);
+    char a[32], t[32], targets[128];
+    adapter_targets_text(o->target, targets, sizeof targets);
+    const char *about = r->no_weights ? "about " : "";
+    printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
-    printf("%-18s about %s: weights + LoRA r=%ld on 7 projections with gradients and AdamW moments (%s) + "
-           "activations of %ld x %ld tokens with gradient checkpointing (%s); rough\n", "training per rank",
-           human(r->loaded + lora + acts, t, sizeof t), o->lora_r, human(lora, b, sizeof b), o->batch, o->seq,
-           human(acts, e, sizeof e));
+    printf("%-18s %s%s on %s%s: LoRA r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "
+           "%s; ptrain train's plan:\n", "training per rank", about, human((double)p.total, t, sizeof t),
+           o->cuda ? "cuda" : "cpu", p.offloaded ? " (and the host memory below)" : "", o->lora_r,
+           *targets ? targets : "nothing", o->lora_dropout, o->batch, o->seq, config_checkpointing_names[o->ckpt]);
+    memplan_print(&p, o->cuda ? "cuda" : "cpu");
 }
 
 static void print_report(const char *path, const insp_report *r, const insp_options *o)
@@ -491,28 +545,94 @@ static pt_status parse_long(const char *opt, const char *text, long lo, long hi,
     return PT_OK;
 }
 
+static pt_status parse_double(const char *opt, const char *text, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !(v >= lo && v < hi))
+        return ERR(PT_ERR_USAGE, "%s expects a number from %g up to (not including) %g, got '%s'\nTry 'ptrain inspect "
+                   "--help'.", opt, lo, hi, text);
+    *out = v;
+    return PT_OK;
+}
+
+/* One of config_checkpointing_names (false, true, unsloth). */
+static pt_status parse_ckpt(const char *text, pt_checkpointing *out)
+{
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(text, config_checkpointing_names[i])) {
+            *out = (pt_checkpointing)i;
+            return PT_OK;
+        }
+    return ERR(PT_ERR_USAGE, "--gradient-checkpointing expects false, true or unsloth, got '%s'\nTry 'ptrain inspect "
+               "--help'.", text);
+}
+
+static pt_status parse_targets(const char *text, bool target[W_COUNT])
+{
+    adapter_targets_parse(text, target);
+    for (int w = 0; w < W_COUNT; w++)
+        if (target[w]) return PT_OK;
+    return ERR(PT_ERR_USAGE, "--lora-target-modules names no projection in '%s' (q_proj, k_proj, v_proj, o_proj, "
+               "gate_proj, up_proj, down_proj)\nTry 'ptrain inspect --help'.", text);
+}
+
+static pt_status parse_device(const char *text, bool *cuda)
+{
+    if (strcmp(text, "cpu") && strcmp(text, "cuda"))
+        return ERR(PT_ERR_USAGE, "--device expects cpu or cuda, got '%s'\nTry 'ptrain inspect --help'.", text);
+    *cuda = !strcmp(text, "cuda");
+    return PT_OK;
+}
+
+static insp_options insp_defaults(void)
+{
+    insp_options o = {.seq = 2048, .batch = 2, .lora_r = 16, .nf4 = true, .ckpt = PT_CKPT_OFFLOAD};
+#ifdef PTRAIN_HAVE_CUDA
+    o.cuda = true;
+#endif
+    adapter_targets_parse("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", o.target);
+    return o;
+}
+
+/* One option c with its argument. */
+static pt_status insp_option(int c, const char *arg, insp_options *o)
+{
+    switch (c) {
+    case 'r': o->revision = arg; return PT_OK;
+    case 's': return parse_long("--max-seq-length", arg, 1, 1 << 24, &o->seq);
+    case 'b': return parse_long("--batch-size", arg, 1, 1 << 20, &o->batch);
+    case 'l': return parse_long("--lora-r", arg, 1, 1 << 16, &o->lora_r);
+    case 't': return parse_targets(arg, o->target);
+    case 'p': return parse_double("--lora-dropout", arg, 0, 1, &o->lora_dropout);
+    case 'g': return parse_ckpt(arg, &o->ckpt);
+    case 'd': return parse_device(arg, &o->cuda);
+    case 'n': o->nf4 = false; return PT_OK;
+    default: return PT_ERR_INTERNAL;
+    }
+}
+
 /* PT_OK, PT_ERR_USAGE, or -1 after printing --help. */
 static int insp_parse(int argc, char **argv, insp_options *o)
 {
     static const struct option longs[] = {
-        {"revision", required_argument, 0, 'r'}, {"max-seq-length", required_argument, 0, 's'},
-        {"batch-size", required_argument, 0, 'b'}, {"lora-r", required_argument, 0, 'l'},
-        {"no-4bit", no_argument, 0, 'n'},         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    *o = (insp_options){.seq = 2048, .batch = 2, .lora_r = 16, .nf4 = true};
+        {"revision", required_argument, 0, 'r'},     {"max-seq-length", required_argument, 0, 's'},
+        {"batch-size", required_argument, 0, 'b'},   {"lora-r", required_argument, 0, 'l'},
+        {"lora-target-modules", required_argument, 0, 't'}, {"lora-dropout", required_argument, 0, 'p'},
+        {"gradient-checkpointing", required_argument, 0, 'g'}, {"device", required_argument, 0, 'd'},
+        {"no-4bit", no_argument, 0, 'n'},            {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    *o = insp_defaults();
     int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-        switch (c) {
-        case 'r': o->revision = optarg; break;
-        case 's': TRY(parse_long("--max-seq-length", optarg, 1, 1 << 24, &o->seq)); break;
-        case 'b': TRY(parse_long("--batch-size", optarg, 1, 1 << 20, &o->batch)); break;
-        case 'l': TRY(parse_long("--lora-r", optarg, 1, 1 << 16, &o->lora_r)); break;
-        case 'n': o->nf4 = false; break;
-        case 'h': fputs(insp_usage, stdout); return -1;
-        default:
-            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.", argv[optind - 1]);
+        if (c == 'h') {
+            fputs(insp_usage, stdout);
+            return -1;
         }
+        if (c == '?' || c == ':')
+            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.", argv[optind - 1]);
+        TRY(insp_option(c, optarg, o));
     }
     if (optind >= argc) return ERR(PT_ERR_USAGE, "no model given\nTry 'ptrain inspect --help'.");
     o->model = argv[optind++];

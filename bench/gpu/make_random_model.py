@@ -8,18 +8,19 @@ transformers + PEFT peer loads the same weights in bf16. Weights ~ N(0, 0.02), n
 identity; drawn on the GPU when there is one (seeded). Optionally also a plain-text jsonl dataset
 whose rows are each longer than --dataset-tokens tokens.
 
-Usage: make_random_model.py SHAPE OUT_DIR [--device cuda|cpu] [--dataset FILE --rows N]
-SHAPE: gemma2-2b (google/gemma-2-2b), smollm2-135m (HuggingFaceTB/SmolLM2-135M), tiny and
-tiny-gemma2 (2 layers, for trying the scripts on a CPU)."""
+Usage: make_random_model.py SHAPE OUT_DIR [--device cuda|cpu] [--dataset FILE --rows N --dataset-tokens T]
+       make_random_model.py --dataset-only FILE --rows N --dataset-tokens T
+SHAPE: gemma2-2b (google/gemma-2-2b), smollm2-135m (HuggingFaceTB/SmolLM2-135M), llama3.1-8b
+(meta-llama/Llama-3.1-8B: untied lm_head, llama3 RoPE scaling, 131072 positions; 16 GB of bf16),
+and for trying the scripts on a CPU tiny, tiny-gemma2 and tiny-llama3 (2 layers; tiny-llama3 untied
+with llama3 RoPE, standing in for the 8B shape)."""
 import argparse
 import json
 import os
 import random
 import shutil
 
-import torch
-from safetensors.torch import save_file
-
+# torch and safetensors are imported where weights are made: the dataset alone needs neither
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOKENIZER = os.path.join(HERE, "..", "..", "tests", "data", "tokenizer", "smollm2")
 
@@ -42,6 +43,13 @@ SHAPES = {
     "tiny": dict(LLAMA, num_hidden_layers=2, hidden_size=128, num_attention_heads=2, num_key_value_heads=1,
                  head_dim=64, intermediate_size=256, vocab_size=49152),
 }
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+SHAPES["llama3.1-8b"] = dict(LLAMA, num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
+                             num_key_value_heads=8, head_dim=128, intermediate_size=14336, vocab_size=128256,
+                             tie_word_embeddings=False, max_position_embeddings=131072, rope_parameters=LLAMA3_ROPE)
+SHAPES["tiny-llama3"] = dict(SHAPES["llama3.1-8b"], num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
+                             num_key_value_heads=1, head_dim=64, intermediate_size=256, vocab_size=49152)
 SHAPES["tiny-gemma2"] = dict(SHAPES["gemma2-2b"], num_hidden_layers=2, hidden_size=128, num_attention_heads=2,
                              num_key_value_heads=1, head_dim=64, intermediate_size=256, vocab_size=49152,
                              query_pre_attn_scalar=64)
@@ -79,9 +87,12 @@ def tensor_shapes(c):
         for n in norms:
             yield p + n + ".weight", (d,), "norm"
     yield "model.norm.weight", (d,), "norm"
+    if not c.get("tie_word_embeddings", True):
+        yield "lm_head.weight", (c["vocab_size"], d), "embed"
 
 
 def random_tensor(shape, kind, gemma, gen, device):
+    import torch
     x = torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
     if kind == "norm":  # Gemma computes x * (1 + w): w near 0; Llama x * w: w near 1
         x = x * 0.05 + (0.0 if gemma else 1.0)
@@ -91,6 +102,8 @@ def random_tensor(shape, kind, gemma, gen, device):
 
 
 def write_weights(c, out, device, seed, shard_bytes=2 << 30):
+    import torch
+    from safetensors.torch import save_file
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     gemma = c["model_type"] == "gemma2"
@@ -123,14 +136,24 @@ def write_dataset(path, rows, tokens, seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("shape", choices=sorted(SHAPES))
-    ap.add_argument("out")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("shape", nargs="?", choices=sorted(SHAPES))
+    ap.add_argument("out", nargs="?")
+    ap.add_argument("--device", help="cuda when torch sees a GPU, else cpu")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--dataset", help="also write a plain-text jsonl dataset here")
+    ap.add_argument("--dataset-only", help="write only this dataset (no model)")
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--dataset-tokens", type=int, default=2048)
     a = ap.parse_args()
+    if a.dataset_only:
+        write_dataset(a.dataset_only, a.rows, a.dataset_tokens, a.seed)
+        print(json.dumps({"dataset": a.dataset_only, "rows": a.rows, "tokens_at_least": a.dataset_tokens}))
+        return
+    if not a.shape or not a.out:
+        ap.error("SHAPE and OUT_DIR are needed (or --dataset-only)")
+    if not a.device:
+        import torch
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
     os.makedirs(a.out, exist_ok=True)
     c = config_for(a.shape)
     for name in ("tokenizer.json", "tokenizer_config.json"):

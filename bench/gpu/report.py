@@ -1,21 +1,31 @@
 #!/usr/bin/env python3
-"""report.py — the numbers of bench/gpu/run.sh.
+"""report.py — the numbers of bench/gpu/run.sh: one JSON line per benchmark cell, and the tables.
 
-  report.py ptrain RUN_DIR LOG WARMUP SEQ BATCH   one JSON line from a ptrain run: tokens/s from the
+  report.py ptrain-cell SHAPE SEQ BATCH MODE RUN_DIR LOG WARMUP RC WALL_S
+      a ptrain cell (MODE: use_gradient_checkpointing false, true or unsloth): tokens/s from the
       median of the per-step records after WARMUP in RUN_DIR/metrics.jsonl (ptrain counts target
-      tokens, SEQ - 1 per sequence; converted here to sequence tokens), the `memory plan:` and
-      `peak device memory:` bytes of LOG (the first integer after the colon)
-  report.py table WORKDIR SHAPE...   the table: ptrain against the peer, and MFU
+      tokens, SEQ - 1 per sequence; converted here to sequence tokens, as the peer counts), the
+      `memory plan:` and `peak device memory:` bytes of LOG (the first integer after the colon).
+      A run stopped by its timeout still gives its logged steps ("partial").
+  report.py peer-cell SHAPE SEQ BATCH MODE LOG RC WALL_S     a peer cell (MODE ckpt-on or ckpt-off)
+  report.py skip SIDE SHAPE SEQ BATCH MODE REASON           a cell not run, and why
+  report.py table WORKDIR      the speed table of WORKDIR/cells.jsonl, with MFU and the targets
+  report.py longest WORKDIR    the longest-sequence table of WORKDIR/longest.jsonl
 
-MFU counts, per token, the FLOPs of LoRA training on a frozen base (gradient checkpointing's
-recomputed forward is not counted):
+FLOPs per token of LoRA training on a frozen base (the model's FLOPs, what MFU counts):
   4 * N_lin            forward (2 N) and input gradients (2 N) through the frozen projections and
                        the LM head; N_lin = their weights (q,k,v,o,gate,up,down of every layer, and
                        vocab x hidden for the head, tied or not); no weight gradients
   + 6 * P_lora         LoRA: forward, input gradients and weight gradients of its A and B
-  + 12 * H * hd * sum over layers of the mean causal context (about SEQ / 2; less in a sliding
-                       window): QK^T and PV forward (4 * ctx * hd per head), backward twice that
-over the bf16 matrix-product rate measured in the same run (gemm_rate.py)."""
+  + 12 * H * hd * C    attention: QK^T and PV forward (4 * ctx * hd per head), backward twice that;
+                       C = the sum over layers of the mean causal context (about SEQ / 2 a layer;
+                       less in a sliding window)
+Hardware FLOPs per token add what the implementation computes again: with gradient checkpointing
+(ptrain's true and unsloth, the peer's ckpt-on) each layer's forward once more, 2 * (N_lin - the
+head) + 2 * P_lora + 4 * H * hd * C; and a flash-style attention backward's recomputed scores,
+2 * H * hd * C (ptrain; the peer's SDPA, not its eager attention, which keeps the probabilities).
+MFU = model FLOPs per token x tokens/s over the bf16 rate gemm_rate.py measured in the same run,
+and over the datasheet's 989 TFLOP/s dense bf16 (H100/H200 SXM): both are printed."""
 import json
 import os
 import re
@@ -35,115 +45,245 @@ def first_int_after(log, prefix):
     return None
 
 
-def ptrain_result(run_dir, log_path, warmup, seq, batch):
-    recs = []
-    path = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(path):
-        with open(path) as f:
-            recs = [json.loads(line) for line in f if '"tokens_per_s"' in line]
-    log = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
-    timed = [r for r in recs if r["step"] > warmup] or recs[1:] or recs
-    out = {"steps_logged": len(recs), "steps_timed": len(timed),
-           "plan_bytes": first_int_after(log, "memory plan:"),
-           "peak_bytes": first_int_after(log, "peak device memory:")}
-    if timed:
-        target_tps = statistics.median(r["tokens_per_s"] for r in timed)
-        step_s = batch * (seq - 1) / target_tps
-        out.update(step_s=round(step_s, 4), tokens_per_s=round(batch * seq / step_s, 1),
-                   loss_first=recs[0]["loss"], loss_last=recs[-1]["loss"])
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def json_lines(path):
+    out = []
+    for line in read(path).splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
     return out
 
 
-def flops_per_token(cfg, seq, r=16):
-    d, f, hd = cfg["hidden_size"], cfg["intermediate_size"], cfg.get("head_dim") or cfg["hidden_size"] // cfg[
-        "num_attention_heads"]
+def status_of(rc, timed):
+    if rc == 0 and timed:
+        return "ok"
+    if timed:
+        return "partial" if rc in (124, 137) else "failed"
+    return "timeout" if rc in (124, 137) else "failed"
+
+
+def ptrain_cell(shape, seq, batch, mode, run_dir, log_path, warmup, rc, wall):
+    recs = [r for r in json_lines(os.path.join(run_dir, "metrics.jsonl")) if "tokens_per_s" in r]
+    log = read(log_path)
+    timed = [r for r in recs if r["step"] > warmup] or recs[1:]
+    out = {"side": "ptrain", "shape": shape, "seq": seq, "batch": batch, "mode": mode, "rc": rc, "wall_s": wall,
+           "status": status_of(rc, timed), "steps_logged": len(recs), "steps_timed": len(timed),
+           "plan_bytes": first_int_after(log, "memory plan:"), "peak_bytes": first_int_after(log, "peak device memory:")}
+    host = re.search(r"memory plan: (\d+) bytes of pinned host memory", log)
+    if host:
+        out["host_bytes"] = int(host.group(1))
+    if timed:
+        step_s = statistics.median(batch * (seq - 1) / r["tokens_per_s"] for r in timed)
+        out.update(step_s=round(step_s, 4), tokens_per_s=round(batch * seq / step_s, 1),
+                   loss_first=recs[0]["loss"], loss_last=recs[-1]["loss"])
+    if out["status"] != "ok":
+        err = [line for line in log.splitlines() if "error" in line.lower()]
+        out["reason"] = (err[-1] if err else f"exit {rc}" + (" (its timeout)" if rc in (124, 137) else ""))[:240]
+    return out
+
+
+def peer_cell(shape, seq, batch, mode, log_path, rc, wall):
+    res = [r for r in json_lines(log_path) if r.get("mode") == "speed"]
+    out = {"side": "peer", "shape": shape, "seq": seq, "batch": batch, "mode": mode, "rc": rc, "wall_s": wall}
+    if res:
+        r = res[-1]
+        out.update(status="ok", step_s=r["step_s"], tokens_per_s=r["tokens_per_s"], peak_bytes=r["peak_alloc_bytes"],
+                   reserved_bytes=r["peak_reserved_bytes"], loss_first=r["loss_first"], loss_last=r["loss_last"],
+                   base=r["base"], liger=r["liger"], attn=r["attn"], peer=r["peer"], load_s=r.get("load_s"))
+    else:
+        lines = [x for x in read(log_path).splitlines() if x.strip()]
+        oom = [x for x in lines if "out of memory" in x.lower()]
+        out.update(status="timeout" if rc in (124, 137) else "failed",
+                   reason=((oom or lines or [f"exit {rc}"])[-1])[:240])
+    return out
+
+
+# ---- FLOPs ----
+
+def shape_numbers(cfg, seq, r=16):
+    """(N_lin, N_head, P_lora, attention per token without the factor: H * hd * C)."""
+    d, f = cfg["hidden_size"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim") or d // cfg["num_attention_heads"]
     h, kvh, layers = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"], cfg[
         "num_hidden_layers"]
     q, kv = h * hd, kvh * hd
     shapes = [(d, q), (d, kv), (d, kv), (q, d), (d, f), (d, f), (f, d)]  # (in, out) of the 7 projections
-    n_lin = layers * sum(i * o for i, o in shapes) + cfg["vocab_size"] * d
+    head = cfg["vocab_size"] * d
+    n_lin = layers * sum(i * o for i, o in shapes) + head
     p_lora = layers * r * sum(i + o for i, o in shapes)
     window = cfg.get("sliding_window") or 0
     ctx = 0.0
     for layer in range(layers):
-        sliding = cfg.get("model_type") == "gemma2" and layer % 2 == 0 and window
-        w = window if sliding else seq
-        ctx += sum(min(t + 1, w) for t in range(seq)) / seq
-    attn = 12 * h * hd * ctx
-    return 4 * n_lin + 6 * p_lora + attn, n_lin, p_lora
+        w = window if cfg.get("model_type") == "gemma2" and layer % 2 == 0 and window else seq
+        # mean over t < seq of min(t + 1, w), in closed form
+        k = min(w, seq)
+        ctx += (k * (k + 1) / 2 + (seq - k) * w) / seq
+    return n_lin, head, p_lora, h * hd * ctx
 
 
-def load_json(path):
-    try:
-        with open(path) as f:
-            lines = [x for x in f.read().splitlines() if x.startswith("{")]
-        return json.loads(lines[-1]) if lines else {}
-    except OSError:
-        return {}
+def flops_per_token(cfg, seq, recompute=False, flash_bwd=False):
+    """(model FLOPs, hardware FLOPs) per token."""
+    n_lin, head, p_lora, attn = shape_numbers(cfg, seq)
+    model = 4 * n_lin + 6 * p_lora + 12 * attn
+    hw = model
+    if recompute:
+        hw += 2 * (n_lin - head) + 2 * p_lora + 4 * attn
+    if flash_bwd:
+        hw += 2 * attn
+    return model, hw
 
+
+def cell_flops(cfg, c):
+    recompute = c["mode"] in ("true", "unsloth", "ckpt-on")
+    flash = c["side"] == "ptrain" or c.get("attn") == "sdpa"
+    return flops_per_token(cfg, c["seq"], recompute, flash)
+
+
+# ---- tables ----
 
 def fmt(x, spec="{:.0f}"):
     return "n/a" if x is None else spec.format(x)
 
 
-def ratio(a, b):
-    return None if a is None or not b else a / b
+def mib(b):
+    return None if b is None else b / 2**20
 
 
-def table(work, shapes):
-    gemm = load_json(os.path.join(work, "gemm.json"))
-    peak = gemm.get("bf16_tflops")
-    mib = lambda b: None if b is None else b / 2**20  # noqa: E731
-    rows, notes, targets = [], [], []
-    for shape in shapes:
-        cfg_path = os.path.join(work, shape, "config.json")
-        if not os.path.exists(cfg_path):
-            rows.append(f"| {shape} | model not made | | | | | | | |")
-            continue
-        cfg = json.load(open(cfg_path))
-        ours = load_json(os.path.join(work, shape + ".ptrain.json"))
-        peer = load_json(os.path.join(work, shape + ".peer.json"))
-        seq = peer.get("seq") or int(os.environ.get("SEQ", 2048))
-        fpt, n_lin, p_lora = flops_per_token(cfg, seq)
-        mfu = lambda tps: None if tps is None or not peak else 100 * fpt * tps / (peak * 1e12)  # noqa: E731
-        t_ours, t_peer = ours.get("tokens_per_s"), peer.get("tokens_per_s")
-        m_ours, m_peer = ours.get("peak_bytes"), peer.get("peak_alloc_bytes")
-        rows.append(f"| {shape} | {fmt(t_ours)} | {fmt(t_peer)} | {fmt(ratio(t_ours, t_peer), '{:.2f}x')} "
-                    f"| {fmt(mib(m_ours))} | {fmt(mib(m_peer))} | {fmt(ratio(m_ours, m_peer), '{:.2f}x')} "
-                    f"| {fmt(mfu(t_ours), '{:.1f}%')} | {fmt(mfu(t_peer), '{:.1f}%')} |")
-        yes = lambda ok: "n/a" if ok is None else "yes" if ok else "NO"  # noqa: E731
-        r_t, r_m, u = ratio(t_ours, t_peer), ratio(m_ours, m_peer), mfu(t_ours)
-        targets.append(f"targets {shape}: tokens/s >= 2x peer {yes(None if r_t is None else r_t >= 2)}, "
+def load_cfg(work, shape, cache={}):  # noqa: B006 - a cache across calls
+    if shape not in cache:
+        txt = read(os.path.join(work, shape, "config.json"))
+        cache[shape] = json.loads(txt) if txt else None
+    return cache[shape]
+
+
+def gemm_rate(work):
+    g = json_lines(os.path.join(work, "gemm.json"))
+    return g[-1] if g else {}
+
+
+def cell_row(work, c, peak):
+    cfg = load_cfg(work, c["shape"])
+    tps = c.get("tokens_per_s")
+    mfu_m = mfu_d = hw = None
+    if cfg and tps:
+        model, hwf = cell_flops(cfg, c)
+        mfu_m = 100 * model * tps / (peak * 1e12) if peak else None
+        mfu_d = 100 * model * tps / (DATASHEET_TFLOPS * 1e12)
+        hw = hwf * tps / 1e12
+    mem = fmt(mib(c.get("peak_bytes")))
+    if c["side"] == "ptrain" and c.get("plan_bytes"):
+        mem += f" (plan {fmt(mib(c['plan_bytes']))})"
+    note = c.get("reason", "") if c["status"] != "ok" else ""
+    if c["side"] == "peer" and c.get("base"):
+        note = f"{c['base'].split(' (')[0]} base, Liger {c['liger'].split(' (')[0]}, {c['attn']}" + (
+            f"; {note}" if note else "")
+    return (f"| {c['side']} | {c['shape']} | {c['seq']} x {c['batch']} | {c['mode']} | {c['status']} | {fmt(tps)} "
+            f"| {fmt(c.get('step_s'), '{:.3f}')} | {mem} | {fmt(mfu_m, '{:.1f}%')} | {fmt(mfu_d, '{:.1f}%')} "
+            f"| {fmt(hw, '{:.3g}')} | {note} |")
+
+
+def best(cells, side, key):
+    ok = [c for c in cells if c["side"] == side and (c["shape"], c["seq"], c["batch"]) == key and c.get("tokens_per_s")]
+    return max(ok, key=lambda c: c["tokens_per_s"]) if ok else None
+
+
+def yes(ok):
+    return "n/a" if ok is None else "yes" if ok else "NO"
+
+
+def comparisons(work, cells, peak):
+    keys = []
+    for c in cells:
+        k = (c["shape"], c["seq"], c["batch"])
+        if k not in keys:
+            keys.append(k)
+    lines, targets = [], []
+    for k in keys:
+        ours, theirs = best(cells, "ptrain", k), best(cells, "peer", k)
+        least = min((c for c in cells if c["side"] == "ptrain" and (c["shape"], c["seq"], c["batch"]) == k
+                     and c.get("peak_bytes")), key=lambda c: c["peak_bytes"], default=None)
+        least_peer = min((c for c in cells if c["side"] == "peer" and (c["shape"], c["seq"], c["batch"]) == k
+                          and c.get("peak_bytes")), key=lambda c: c["peak_bytes"], default=None)
+        r_t = ours["tokens_per_s"] / theirs["tokens_per_s"] if ours and theirs else None
+        r_m = least["peak_bytes"] / least_peer["peak_bytes"] if least and least_peer else None
+        u = None
+        cfg = load_cfg(work, k[0])
+        if ours and cfg and peak:
+            u = 100 * cell_flops(cfg, ours)[0] * ours["tokens_per_s"] / (peak * 1e12)
+        lines.append(f"- {k[0]} {k[1]} x {k[2]}: fastest ptrain {fmt(ours and ours['tokens_per_s'])} tok/s "
+                     f"({ours['mode'] if ours else 'none'}) vs fastest peer {fmt(theirs and theirs['tokens_per_s'])} "
+                     f"({theirs['mode'] if theirs else 'none'}): {fmt(r_t, '{:.2f}x')}; least ptrain memory "
+                     f"{fmt(mib(least and least['peak_bytes']))} MiB ({least['mode'] if least else 'none'}) vs least peer "
+                     f"{fmt(mib(least_peer and least_peer['peak_bytes']))} MiB: {fmt(r_m, '{:.2f}x')}")
+        targets.append(f"targets {k[0]} {k[1]}x{k[2]}: tokens/s >= 2x peer {yes(None if r_t is None else r_t >= 2)}, "
                        f"peak memory <= 0.5x peer {yes(None if r_m is None else r_m <= 0.5)}"
-                       + (f", MFU >= 40% {yes(None if u is None else u >= 40)}" if shape == "gemma2-2b" else ""))
-        notes.append(f"- {shape}: N_lin {n_lin / 1e9:.3f} G, P_lora {p_lora / 1e6:.2f} M, "
-                     f"{fpt / 1e9:.2f} GFLOP per token at seq {seq}; ptrain memory plan "
-                     f"{fmt(mib(ours.get('plan_bytes')))} MiB, peak {fmt(mib(m_ours))} MiB; ptrain loss "
-                     f"{ours.get('loss_first')} -> {ours.get('loss_last')} over {ours.get('steps_logged')} steps; "
-                     f"peer loss {peer.get('loss_first')} -> {peer.get('loss_last')}, peer reserved "
-                     f"{fmt(mib(peer.get('peak_reserved_bytes')))} MiB")
-        if peer.get("base"):
-            notes.append(f"- {shape}: peer {peer.get('peer')}, base {peer['base']}, attention {peer.get('attn')}")
-    print("| shape | ptrain tok/s | peer tok/s | ratio (target >= 2x) | ptrain peak MiB | peer peak MiB "
-          "| ratio (target <= 0.5x) | ptrain MFU (target >= 40% on gemma2-2b) | peer MFU |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows))
+                       + (f", MFU >= 40% {yes(None if u is None else u >= 40)}" if k[0] == "gemma2-2b" else ""))
+    return lines, targets
+
+
+def table(work):
+    cells = json_lines(os.path.join(work, "cells.jsonl"))
+    g = gemm_rate(work)
+    peak = g.get("bf16_tflops")
+    print("| side | shape | seq x batch | checkpointing | status | tok/s | step s | peak MiB | MFU (measured peak) "
+          "| MFU (989 TFLOP/s) | hardware TFLOP/s | notes |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for c in cells:
+        print(cell_row(work, c, peak) if c["status"] != "skipped" else
+              f"| {c['side']} | {c['shape']} | {c['seq']} x {c['batch']} | {c['mode']} | skipped | | | | | | "
+              f"| {c.get('reason', '')} |")
     print()
-    print(f"MFU = FLOPs per token x tokens/s / the measured bf16 rate ({fmt(peak, '{:.1f}')} TFLOP/s on "
-          f"{gemm.get('gpu', 'n/a')}; datasheet {DATASHEET_TFLOPS}); FLOPs per token = 4 N_lin + 6 P_lora + "
-          f"12 H hd sum(mean causal context) (bench/gpu/README.md). Peak memory: ptrain's `peak device "
-          f"memory`, the peer's torch.cuda.max_memory_allocated.")
-    print("\n".join(notes))
+    print(f"Measured bf16 matrix-product rate: {fmt(peak, '{:.4g}')} TFLOP/s on {g.get('gpu', 'n/a')} "
+          f"(gemm_rate.py, {g.get('n', '?')}^3); datasheet {DATASHEET_TFLOPS}. MFU = model FLOPs per token x tokens/s "
+          f"/ rate; hardware TFLOP/s counts the recomputed forward and attention scores too (bench/gpu/README.md). "
+          f"Peak memory: ptrain's `peak device memory`, the peer's torch.cuda.max_memory_allocated.")
+    shapes = sorted({c["shape"] for c in cells})
+    for s in shapes:
+        cfg = load_cfg(work, s)
+        if cfg:
+            n_lin, _, p_lora, _ = shape_numbers(cfg, 2048)
+            print(f"- {s}: N_lin {n_lin / 1e9:.3f} G, P_lora {p_lora / 1e6:.2f} M; model GFLOP per token at 2048: "
+                  f"{flops_per_token(cfg, 2048)[0] / 1e9:.2f}")
+    lines, targets = comparisons(work, [c for c in cells if c["status"] != "skipped"], peak)
+    print("\n".join(lines))
     print("\n".join(targets))
 
 
+def longest(work):
+    rows = json_lines(os.path.join(work, "longest.jsonl"))
+    print("| side | shape | checkpointing | longest seq (batch 1) | how found | step at it | step s | peak MiB "
+          "| plan MiB (host MiB) | notes |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        host = f" ({fmt(mib(r.get('host_bytes')))})" if r.get("host_bytes") else ""
+        print(f"| {r['side']} | {r['shape']} | {r.get('mode', '')} | {fmt(r.get('longest_seq'))} | {r.get('how', '')} "
+              f"| {r.get('step', '')} | {fmt(r.get('step_s'), '{:.1f}')} | {fmt(mib(r.get('peak_bytes')))} "
+              f"| {fmt(mib(r.get('plan_bytes')))}{host} | {r.get('notes', '')} |")
+
+
 def main():
-    if len(sys.argv) >= 7 and sys.argv[1] == "ptrain":
-        run_dir, log, warmup, seq, batch = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(
-            sys.argv[6])
-        print(json.dumps(ptrain_result(run_dir, log, warmup, seq, batch)))
-    elif len(sys.argv) >= 3 and sys.argv[1] == "table":
-        table(sys.argv[2], sys.argv[3:])
+    a = sys.argv[1:]
+    if len(a) == 10 and a[0] == "ptrain-cell":
+        print(json.dumps(ptrain_cell(a[1], int(a[2]), int(a[3]), a[4], a[5], a[6], int(a[7]), int(a[8]), int(a[9]))))
+    elif len(a) == 8 and a[0] == "peer-cell":
+        print(json.dumps(peer_cell(a[1], int(a[2]), int(a[3]), a[4], a[5], int(a[6]), int(a[7]))))
+    elif len(a) == 7 and a[0] == "skip":
+        print(json.dumps({"side": a[1], "shape": a[2], "seq": int(a[3]), "batch": int(a[4]), "mode": a[5],
+                          "status": "skipped", "reason": a[6]}))
+    elif len(a) == 2 and a[0] == "table":
+        table(a[1])
+    elif len(a) == 2 and a[0] == "longest":
+        longest(a[1])
     else:
         sys.exit(__doc__)
 

@@ -10,6 +10,7 @@
 
 #include "ptrain/backend.h"
 #include "ptrain/model.h"
+#include "ptrain/step.h"
 
 typedef struct {
     size_t weights;     /* the base as stored (4-bit blocks stay 4-bit) */
@@ -32,6 +33,23 @@ typedef struct {
 } pt_memplan_shape;
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);
+
+/* A training run, as far as its memory goes. */
+typedef struct {
+    int64_t batch, seq;   /* the micro-batch: per_device_train_batch_size x max_seq_length */
+    int64_t eval_rows;    /* rows of the largest evaluation batch; 0: no evaluation */
+    size_t weight_bytes;  /* the base as loaded */
+    int64_t lora_params;  /* adapter_param_count (or adapter_param_count_for) */
+    bool cuda;            /* the CUDA backend: the GEMMs' scratch and workspace */
+} pt_memplan_run;
+
+/* The plan the trainer prints and checks: the arena from a dry run of step_run's buffers with so
+ * (step_arena_bytes, and step_loss_arena_bytes for evaluation), the offloaded layer inputs
+ * (step_offload_bytes), memplan_compute. It reads m's config and ad's r and targets only, never a
+ * tensor of either: a model without weights and an adapter without tensors give the plan of the
+ * real run (`ptrain inspect` prints it before anything is loaded). */
+void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options *so, const pt_memplan_run *r,
+                    pt_memplan *out);
 /* One line: "memory plan: N bytes (weights ..., adapters + optimizer ..., activations ..., workspace ...)",
  * and one for the host memory of offloaded layer inputs when there are any. */
 void memplan_print(const pt_memplan *p, const char *device);

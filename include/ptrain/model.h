@@ -58,6 +58,9 @@ int model_layer_window(const pt_model_config *c, int layer);
 /* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,
  * n_q, n_kv, q_pos0 and segments. */
 pt_attention model_layer_attention(const pt_model_config *c, int layer);
+/* The [out, in] shape of projection slot (W_Q ... W_DOWN) in a model of config c, as the loaders
+ * expect it; false (and nothing set) for a slot that is no projection. */
+bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in);
 
 /* Build the model from an open GGUF file onto be (weights are copied; the file may be closed
  * afterwards). Weights already 4-bit stay in their block format. Architectures llama, qwen2 and

@@ -12,6 +12,7 @@
 #include "ptrain/arena.h"
 #include "ptrain/lora.h"
 #include "ptrain/model.h"
+#include "ptrain/settings.h"
 
 typedef struct {
     int batch, seq;           /* B sequences of T tokens */
@@ -38,6 +39,11 @@ typedef struct {
     void *layer_done_arg;
     pt_arena *arena;       /* the run's activation arena; NULL: one made for this call */
 } step_options;
+
+/* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with
+ * "unsloth" on a GPU the layer inputs offloaded to host memory (on the CPU they are there already);
+ * the loss head over 256 rows of logits at a time. */
+step_options step_options_for(pt_checkpointing ck, bool on_gpu, float lora_dropout);
 
 /* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number
  * of predicted tokens to *n_tokens, and writes this micro-batch's grad_scale-weighted LoRA

@@ -1,5 +1,5 @@
 #!/bin/bash
-# gpu-bundle.sh — pack ptrain, the CUDA test programs and the bench programs of a build, with every
+# gpu-bundle.sh — pack ptrain, the CUDA test programs, the bench programs and Open MPI's mpirun, with every
 # shared library they need that a bare GPU machine may lack, into one xz archive that travels to
 # the device machine (tests/gpu/run.sh unpacks it there). The libraries come from this machine
 # (ldd): Open MPI with its plugins, help files and orted, HDF5, libyaml, jansson, PCRE2, OpenBLAS,
@@ -33,6 +33,9 @@ plugdir=$(ompi_path pkglibdir)
 mkdir -p "$ompi/$(rel "$plugdir")" "$ompi/$(rel "$(ompi_path pkgdatadir)")" "$ompi/$(rel "$(ompi_path bindir)")" \
     "$ompi/etc"
 cp -L "$(ompi_path bindir)/orted" "$ompi/$(rel "$(ompi_path bindir)")/"
+# the launcher too (Open MPI 4's mpirun is orterun): `mpirun --mca plm isolated -np N` starts the
+# ranks of one machine without ssh, which the GPU machine lacks (tests/gpu/multi.sh)
+cp -L "$(ompi_path bindir)/orterun" "$stage/bin/mpirun"
 cp "$(ompi_path pkgdatadir)"/help-*.txt "$ompi/$(rel "$(ompi_path pkgdatadir)")/"
 # plugins for networks a one-GPU machine lacks (UCX, libfabric, verbs, PSM, OpenSHMEM) stay behind
 skip_re='liboshmem|libfabric|libuc[pstm]\.|libibverbs|librdmacm|libefa|libpsm|libinfinipath|libnl-'

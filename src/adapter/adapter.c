@@ -122,6 +122,14 @@ int64_t adapter_param_count(const pt_adapter *ad)
     return n;
 }
 
+int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT])
+{
+    int64_t n = 0, out, in;
+    for (int w = 0; w < W_COUNT; w++)
+        if (target[w] && model_proj_shape(c, w, &out, &in)) n += (int64_t)r * (out + in);
+    return n * c->n_layers;
+}
+
 pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash)
 {
     uint64_t h = UTIL_FNV_INIT;

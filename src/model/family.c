@@ -1,6 +1,6 @@
 /* family.c — a family's feature switches in pt_model_config (from arch.h's table), the values its
  * reference implementation uses when a model file leaves them out, which layers attend through a
- * sliding window, and the attention settings of a layer. The loaders (GGUF, Hugging Face
+ * sliding window, the attention settings of a layer and the shapes of its projections. The loaders (GGUF, Hugging Face
  * directories) start from these defaults and override what their file says; the forward and
  * training passes only read the switches. */
 #include <math.h>
@@ -48,4 +48,17 @@ pt_attention model_layer_attention(const pt_model_config *c, int layer)
                       .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
                       .softcap = c->attn_softcap, .window = model_layer_window(c, layer)};
     return a;
+}
+
+bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in)
+{
+    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim, f = c->ffn_dim;
+    switch (slot) {
+    case W_Q: *out = q, *in = d; return true;
+    case W_K: case W_V: *out = kv, *in = d; return true;
+    case W_O: *out = d, *in = q; return true;
+    case W_GATE: case W_UP: *out = f, *in = d; return true;
+    case W_DOWN: *out = d, *in = f; return true;
+    default: return false;
+    }
 }

@@ -44,6 +44,19 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
     out->total = out->weights + out->adapters + out->activations + out->workspace;
 }
 
+void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options *so, const pt_memplan_run *r,
+                    pt_memplan *out)
+{
+    int64_t rows = r->batch * r->seq;
+    size_t arena = step_arena_bytes(m, ad, rows, so);
+    size_t eval = r->eval_rows > 0 ? step_loss_arena_bytes(m, ad, r->eval_rows) : 0;
+    pt_memplan_shape s = {.batch = r->batch, .seq = r->seq, .eval_rows = r->eval_rows,
+                          .lora_params = r->lora_params, .lora_r = ad->r, .arena_bytes = arena > eval ? arena : eval,
+                          .offload_bytes = so->checkpointing && so->offload ? step_offload_bytes(m, rows) : 0,
+                          .loss_chunk = so->loss_chunk, .cuda = r->cuda};
+    memplan_compute(&m->cfg, r->weight_bytes, &s, out);
+}
+
 void memplan_print(const pt_memplan *p, const char *device)
 {
     log_info("memory plan: %zu bytes on %s (%.1f MiB: weights %.1f, adapters + optimizer %.1f, activations %.1f, "

@@ -21,6 +21,13 @@ typedef struct {
     pt_tensor recompute; /* checkpointing: the output of a recomputed layer */
 } step_bufs;
 
+step_options step_options_for(pt_checkpointing ck, bool on_gpu, float lora_dropout)
+{
+    step_options so = {.checkpointing = ck != PT_CKPT_OFF, .offload = ck == PT_CKPT_OFFLOAD && on_gpu,
+                       .lora_dropout = lora_dropout, .loss_chunk = 256};
+    return so;
+}
+
 static int chunk_of(const step_options *o) { return o->loss_chunk > 0 ? o->loss_chunk : 256; }
 
 static fwd_ctx ctx_of(const pt_model *m, pt_lora *l, const train_batch *b, const step_options *o)

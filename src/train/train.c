@@ -96,11 +96,11 @@ static pt_status on_layer_done(void *arg, int layer)
 /* The options of every micro-batch's step (the dropout seed is set per micro-batch). */
 static step_options step_options_of(trainer *t)
 {
-    pt_checkpointing ck = t->cfg->use_gradient_checkpointing;
-    /* "unsloth" offloads the layer inputs on a GPU; on the CPU they are in host memory already */
-    step_options so = {.checkpointing = ck != PT_CKPT_OFF, .offload = ck == PT_CKPT_OFFLOAD && t->be->device >= 0,
-                       .offload_host = t->offload_host, .lora_dropout = (float)t->cfg->lora_dropout,
-                       .loss_chunk = 256, .layer_done = on_layer_done, .layer_done_arg = t, .arena = &t->arena};
+    step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0,
+                                       (float)t->cfg->lora_dropout);
+    so.offload_host = t->offload_host;
+    so.layer_done = on_layer_done, so.layer_done_arg = t;
+    so.arena = &t->arena;
     return so;
 }
 
@@ -203,16 +203,12 @@ static void plan_memory(trainer *t)
 {
     const pt_config *c = t->cfg;
     step_options so = step_options_of(t);
-    int64_t rows = c->per_device_train_batch_size * c->max_seq_length;
-    int64_t eval_rows = (c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256) * c->max_seq_length;
-    size_t arena = step_arena_bytes(&t->m, &t->l.ad, rows, &so);
-    size_t eval = t->eval.n ? step_loss_arena_bytes(&t->m, &t->l.ad, eval_rows) : 0;
-    pt_memplan_shape s = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
-                          .eval_rows = t->eval.n ? eval_rows : 0, .lora_params = adapter_param_count(&t->l.ad),
-                          .lora_r = t->l.ad.r, .arena_bytes = arena > eval ? arena : eval,
-                          .offload_bytes = so.offload ? step_offload_bytes(&t->m, rows) : 0,
-                          .loss_chunk = so.loss_chunk, .cuda = t->be->device >= 0};
-    memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);
+    long eval_batch = c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256;
+    pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
+                        .eval_rows = t->eval.n ? eval_batch * c->max_seq_length : 0,
+                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
+                        .cuda = t->be->device >= 0};
+    memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
 
 static void print_summary(const trainer *t, int threads, int64_t total)

@@ -41,7 +41,56 @@ ok "inspect a GGUF file: format" contains "$out" "GGUF version 3"
 ok "inspect a GGUF file: sizes" contains "$out" "3 layers, hidden 64, ffn 96"
 ok "inspect a GGUF file: heads" contains "$out" "4 (key/value heads 2, head size 16)"
 ok "inspect a GGUF file: tensor types" contains "$out" "q4_0: 22, f32: 8"
-ok "inspect a GGUF file: memory per rank" contains "$out" "training per rank  about"
+ok "inspect a GGUF file: memory per rank" contains "$out" "training per rank  "
+ok "inspect a GGUF file: the trainer's memory plan" test -n "$(echo "$out" | grep '^memory plan: [0-9]* bytes on ')"
+run inspect "$D/llama/tiny-mha-f32.gguf" --gradient-checkpointing sometimes
+expect_eq "inspect with a bad checkpointing mode: exit 2" 2 "$rc"
+ok "inspect with a bad checkpointing mode: names the choices" contains "$err" "expects false, true or unsloth"
+
+# --- the memory plan: inspect's (from the config alone) is the one ptrain train prints ---
+# plan_case NAME MODEL MODE DROPOUT BATCH: one training step on the CPU and inspect with the same
+# settings; their `memory plan:` lines must be the same bytes
+plan_case() {
+    cat >"$tmp/plan.yaml" <<YAML
+model_name: "$2"
+max_seq_length: 64
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl"
+    num_samples: 24
+lora_r: 4
+lora_alpha: 8
+lora_dropout: $4
+per_device_train_batch_size: $5
+max_steps: 1
+threads: 1
+use_gradient_checkpointing: $3
+output_dir: "$tmp/plan"
+YAML
+    rm -rf "$tmp/plan"
+    "$P" train "$tmp/plan.yaml" 2>&1 | grep '^memory plan:' >"$tmp/plan.train"
+    "$P" inspect "$2" --max-seq-length 64 --batch-size "$5" --lora-r 4 --lora-dropout "$4" --gradient-checkpointing "$3" \
+        --device cpu | grep '^memory plan:' >"$tmp/plan.inspect"
+    ok "inspect's plan is ptrain train's: $1, use_gradient_checkpointing $3, lora_dropout $4, batch $5" \
+        test -s "$tmp/plan.train" -a "$(cat "$tmp/plan.train")" = "$(cat "$tmp/plan.inspect")"
+    cmp -s "$tmp/plan.train" "$tmp/plan.inspect" || printf '# train:   %s\n# inspect: %s\n' "$(cat "$tmp/plan.train")" \
+        "$(cat "$tmp/plan.inspect")"
+}
+# tiny-llama-f32 (sharded f32, quantized to NF4 on load) with the bnb model's tokenizer
+mkdir "$tmp/f32" && cp "$D/hf/tiny-llama-f32/"* "$tmp/f32/" && cp "$D/hf/tiny-llama-bnb4/"tokenizer* "$tmp/f32/"
+plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" false 0 2
+plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" true 0.1 1
+plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" unsloth 0 3
+plan_case "tiny Llama, sharded f32 quantized on load" "$tmp/f32" true 0 2
+plan_case "tiny Qwen2, bitsandbytes NF4 (rows not whole blocks: some dequantized)" "$D/qwen2/hf-bnb4" false 0.1 2
+plan_case "tiny Qwen2, bf16" "$D/qwen2/hf" unsloth 0 2
+plan_case "tiny Gemma 2, bitsandbytes NF4" "$D/gemma2/hf-bnb4" true 0 2
+plan_case "tiny Gemma 2, bf16" "$D/gemma2/hf" false 0 1
+smollm=$(smollm_model)
+if [ -n "$smollm" ]; then
+    plan_case "SmolLM2-135M, GGUF Q4_1" "$smollm" true 0 2
+else
+    skip_test "inspect's plan is ptrain train's: SmolLM2-135M, GGUF Q4_1" "SmolLM2-135M-Instruct.Q4_1.gguf not found"
+fi
 
 run inspect "$D/hf/tiny-llama-bnb4"
 expect_eq "inspect an HF bnb-4bit directory: exit 0" 0 "$rc"

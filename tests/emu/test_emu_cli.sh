@@ -6,7 +6,8 @@
 # on cuda and the pool's peak (within the plan x 1.10 + 256 MiB that tests/gpu/run.sh demands),
 # and its loss is the CPU's within 1e-2; a device smaller than the plan is refused before the first
 # step, with the numbers; use_gradient_checkpointing "unsloth" (the default: the layer inputs in
-# pinned host memory, copied on a stream of their own) trains the same adapter as true, to the bit.
+# pinned host memory, copied on a stream of their own) trains the same adapter as true, to the bit;
+# `ptrain inspect --device cuda` prints the same memory plan (device and host lines) as these runs.
 # Skips, saying why, where the emulator was not built.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -60,6 +61,16 @@ device: cuda"
 ok "... and trains the adapter use_gradient_checkpointing: true trains, to the bit" \
     sh -c "h5diff -d 0 '$tmp/keep/lora/adapter.h5' '$tmp/cuda/lora/adapter.h5' >/dev/null 2>&1 && \
 ! grep -q 'pinned host memory' '$tmp/keep.log'"
+
+# inspect's plan for cuda, from the config alone, is the one the emulated runs printed
+for ck in unsloth true; do
+    log=$tmp/cuda.log
+    [ $ck = true ] && log=$tmp/keep.log
+    "$P" inspect "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4" --device cuda --max-seq-length 64 --batch-size 2 --lora-r 4 \
+        --gradient-checkpointing $ck | grep '^memory plan:' >"$tmp/inspect.plan"
+    ok "inspect --device cuda --gradient-checkpointing $ck: the plan the emulated CUDA run printed" \
+        test -s "$tmp/inspect.plan" -a "$(grep '^memory plan:' "$log")" = "$(cat "$tmp/inspect.plan")"
+done
 
 # a device too small for the plan: one clear error with the numbers, before the first step
 tiny_config "$tmp/small.yaml" "$tmp/small" "max_steps: 1

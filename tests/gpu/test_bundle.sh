@@ -2,8 +2,10 @@
 # test_bundle.sh — share/scripts/gpu-bundle.sh makes a bundle that runs on a machine with only
 # glibc and the CUDA libraries: every library of every program and Open MPI plugin in it resolves
 # from the bundle, the CUDA toolkit or glibc (libcuda.so.1, the driver, may be missing here); a
-# short CPU training run works from the bundle alone under `env -i`; and the archive is small
-# enough to travel with the source tree (64 MiB in all). Skips, saying why, on a build without CUDA.
+# short CPU training run works from the bundle alone under `env -i`, and so does one of two ranks
+# started by the bundle's mpirun with nothing but the bundle on PATH (no ssh: `--mca plm isolated`,
+# as tests/gpu/multi.sh starts ranks on the GPU machine); and the archive is small enough to travel
+# with the source tree (64 MiB in all). Skips, saying why, on a build without CUDA.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/gpu/bundle-env.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -17,7 +19,8 @@ for tool in ompi_info objdump xz ldd bash; do
     [ -z "$why" ] && ! command -v "$tool" >/dev/null 2>&1 && why="$tool not found"
 done
 if [ -n "$why" ]; then
-    for name in "the bundle is made" "every library resolves" "ptrain trains from the bundle" "the bundle fits"; do
+    for name in "the bundle is made" "every library resolves" "ptrain trains from the bundle" \
+        "the bundle's mpirun starts two ranks" "the bundle fits"; do
         skip_test "$name" "$why"
     done
     done_testing
@@ -50,6 +53,14 @@ env -i PATH=/usr/bin:/bin "$PT_BUNDLE/wrap/ptrain" train "$tmp/tiny.yaml" >"$tmp
 ok "ptrain trains from the bundle under env -i (MPI singleton, HDF5, OpenBLAS)" \
     test $? = 0 -a -s "$tmp/run/lora/adapter.h5"
 [ -s "$tmp/run/lora/adapter.h5" ] || sed 's/^/# /' "$tmp/train.log" | tail -n 20
+
+# two ranks from the bundle's mpirun: PATH holds the wrappers alone (no ssh, no system Open MPI)
+rm -rf "$tmp/run"
+env -i PATH="$PT_BUNDLE/wrap" "$PT_BUNDLE/wrap/mpirun" --mca plm isolated -np 2 "$PT_BUNDLE/wrap/ptrain" train \
+    "$tmp/tiny.yaml" >"$tmp/mpi.log" 2>&1
+ok "the bundle's mpirun starts two ranks without ssh (--mca plm isolated) and they train" \
+    test $? = 0 -a -s "$tmp/run/lora/adapter.h5" -a -n "$(grep 'x 2 ranks' "$tmp/mpi.log")"
+[ -s "$tmp/run/lora/adapter.h5" ] || sed 's/^/# /' "$tmp/mpi.log" | tail -n 20
 
 kb=$(du -k "$tmp/out/ptrain-gpu.tar.xz" | cut -f1)
 ok "the bundle fits beside the ~15 MB tree: $((kb / 1024)) MiB at xz -0 (at most 40)" test "$kb" -le 40960

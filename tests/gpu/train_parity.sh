@@ -5,8 +5,12 @@
 # within bf16 tolerance: at every logged step |loss_cuda - loss_cpu| <= 2e-2 * loss_cpu (the GPU
 # multiplies the frozen base in bf16 with fp32 accumulation; the CPU in fp32; adapters, gradients
 # and AdamW are fp32 on both), and the loss must fall on both.
+# PTRAIN_PARITY_BASE=reference compares the GPU's fast kernels with its plain fp32 ones instead
+# (the first side runs on the GPU with PTRAIN_CUDA_KERNELS=reference): the same bound, since the
+# fast side's bf16 operands (GEMMs, and tensor-core attention where it has it) are again the only
+# difference from fp32.
 # Usage: tests/gpu/train_parity.sh PTRAIN WORKDIR  (from the repository root); PTRAIN_PARITY_DEVICE=cpu
-# runs the second side on the CPU too, which checks this script on any machine.
+# runs the GPU side on the CPU too, which checks this script on any machine.
 set -u
 ptrain=$1 work=$2
 PTRAIN_SRCDIR=$(pwd)
@@ -14,9 +18,12 @@ export PTRAIN_SRCDIR
 . tests/tiny.sh
 status=0
 
-# compare CPU.jsonl CUDA.jsonl NAME: every step's loss within 2e-2 relative; the last below the first
+base=${PTRAIN_PARITY_BASE:-cpu}
+base_name=$([ "$base" = reference ] && echo "cuda-reference" || echo cpu)
+
+# compare BASE.jsonl CUDA.jsonl NAME: every step's loss within 2e-2 relative; the last below the first
 compare() {
-    python3 - "$1" "$2" "$3" <<'PY' || status=1
+    python3 - "$1" "$2" "$3" "$base_name" <<'PY' || status=1
 import json, sys
 cpu = [json.loads(l) for l in open(sys.argv[1]) if '"loss"' in l and '"eval_loss"' not in l]
 gpu = [json.loads(l) for l in open(sys.argv[2]) if '"loss"' in l and '"eval_loss"' not in l]
@@ -26,7 +33,7 @@ for c, g in zip(cpu, gpu):
     worst = max(worst, rel)
     ok = ok and c["step"] == g["step"] and rel <= 2e-2
 falls = cpu and gpu and cpu[-1]["loss"] < cpu[0]["loss"] and gpu[-1]["loss"] < gpu[0]["loss"]
-print(f"{name}: {len(gpu)} steps; loss cpu {cpu[0]['loss']:.4f} -> {cpu[-1]['loss']:.4f}, "
+print(f"{name}: {len(gpu)} steps; loss {sys.argv[4]} {cpu[0]['loss']:.4f} -> {cpu[-1]['loss']:.4f}, "
       f"cuda {gpu[0]['loss']:.4f} -> {gpu[-1]['loss']:.4f}; worst step rel diff {worst:.3g} (<= 2e-2): "
       f"{'PASS' if ok and falls else 'FAIL'}")
 sys.exit(0 if ok and falls else 1)
@@ -35,15 +42,16 @@ PY
 
 run_pair() { # NAME CONFIG-WRITER
     name=$1
-    for side in cpu gpu; do
-        dev=cpu
-        [ $side = gpu ] && dev=${PTRAIN_PARITY_DEVICE:-cuda}
+    for side in base gpu; do
+        dev=${PTRAIN_PARITY_DEVICE:-cuda} kernels=${PTRAIN_CUDA_KERNELS:-}
+        [ $side = base ] && [ "$base" = cpu ] && dev=cpu
+        [ $side = base ] && [ "$base" = reference ] && kernels=reference
         $2 "$work/$name-$side.yaml" "$work/$name-$side" "device: $dev"
-        if ! "$ptrain" train "$work/$name-$side.yaml" >"$work/$name-$side.log" 2>&1; then
-            echo "$name on $dev: ptrain failed:"; tail -5 "$work/$name-$side.log"; status=1; return
+        if ! PTRAIN_CUDA_KERNELS=$kernels "$ptrain" train "$work/$name-$side.yaml" >"$work/$name-$side.log" 2>&1; then
+            echo "$name on $dev${kernels:+ ($kernels kernels)}: ptrain failed:"; tail -5 "$work/$name-$side.log"; status=1; return
         fi
     done
-    compare "$work/$name-cpu/metrics.jsonl" "$work/$name-gpu/metrics.jsonl" "$name"
+    compare "$work/$name-base/metrics.jsonl" "$work/$name-gpu/metrics.jsonl" "$name"
 }
 
 tiny() {

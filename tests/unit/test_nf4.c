@@ -16,6 +16,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "ptrain/error.h"
 #include "ptrain/nf4.h"
@@ -509,6 +512,33 @@ static void test_bad_shapes(void **state)
     assert_int_equal(nf4_quantize(w, 2, 128, buf), PT_ERR_USER);
 }
 
+/* The blocks run on OpenMP's threads: one thread or four write the same bytes, and the first row
+ * with a value that is not finite is the one named, whichever thread met it. */
+static void test_threads_same_bytes(void **state)
+{
+    (void)state;
+#ifdef _OPENMP
+    enum { ROWS = 300, COLS = 192 };
+    float *w = malloc(sizeof(float) * ROWS * COLS);
+    size_t n = nf4_bytes(ROWS, COLS);
+    uint8_t *one = aligned_alloc(64, n), *four = aligned_alloc(64, n);
+    for (int i = 0; i < ROWS * COLS; i++) w[i] = sinf((float)i * 0.37f) * (1.0f + (float)(i % 97));
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(nf4_quantize(w, ROWS, COLS, one), PT_OK);
+    omp_set_num_threads(4);
+    assert_int_equal(nf4_quantize(w, ROWS, COLS, four), PT_OK);
+    assert_memory_equal(one, four, n);
+    w[250 * COLS + 5] = NAN, w[41 * COLS + 100] = INFINITY;
+    assert_int_equal(nf4_quantize(w, ROWS, COLS, four), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "row 41 has"));
+    omp_set_num_threads(was);
+    free(w), free(one), free(four);
+#else
+    skip();
+#endif
+}
+
 static void test_memory(void **state)
 {
     (void)state;
@@ -535,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_row_ranges_match_full),
         cmocka_unit_test(test_roundtrip_error_bound),
         cmocka_unit_test(test_bad_shapes),
+        cmocka_unit_test(test_threads_same_bytes),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, load_goldens, free_goldens);

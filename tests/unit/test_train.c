@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/memplan.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 #include "train/trainer.h"
@@ -210,6 +211,33 @@ static void test_checkpointing_same_gradients(void **state)
     for_each_tensor(fx, compare_tensor, &c);
     print_message("with gradient checkpointing: max relative error vs PEFT %.3g\n", c.worst);
     assert_true(c.worst <= 1e-4);
+}
+
+/* The memory plan from the config alone (what `ptrain inspect` prints): a model with no weights and
+ * no backend and an adapter with no tensors give the loaded model's plan, in every checkpointing
+ * mode, with and without dropout and evaluation, on either backend's terms. (Were a weight or a
+ * tensor touched, the NULL layers and pairs would crash here.) */
+static void test_plan_from_config(void **state)
+{
+    fixture *fx = *state;
+    pt_model bare = {.cfg = fx->m.cfg};
+    pt_adapter ad = {.r = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
+    memcpy(ad.target, fx->l.ad.target, sizeof ad.target);
+    int64_t params = adapter_param_count(&fx->l.ad);
+    assert_int_equal(adapter_param_count_for(&fx->m.cfg, ad.r, ad.target), params);
+    for (int ck = PT_CKPT_OFF; ck <= PT_CKPT_OFFLOAD; ck++)
+        for (int variant = 0; variant < 4; variant++) {
+            bool gpu = variant & 1, dropout = variant & 2;
+            step_options so = step_options_for((pt_checkpointing)ck, gpu, dropout ? 0.1f : 0.0f);
+            pt_memplan_run r = {.batch = 2, .seq = 64, .eval_rows = dropout ? 256 : 0, .weight_bytes = fx->m.weight_bytes,
+                                .lora_params = params, .cuda = gpu};
+            pt_memplan loaded, from_config;
+            memplan_of_run(&fx->m, &fx->l.ad, &so, &r, &loaded);
+            memplan_of_run(&bare, &ad, &so, &r, &from_config);
+            assert_memory_equal(&loaded, &from_config, sizeof loaded);
+            assert_true(loaded.activations > 0);
+            assert_int_equal(loaded.offloaded > 0, ck == PT_CKPT_OFFLOAD && gpu);
+        }
 }
 
 static void test_20_adamw_steps_match_torch(void **state)
@@ -476,6 +504,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
+        cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
