@@ -227,7 +227,8 @@ static void plan_memory(trainer *t)
     memplan_compute(&t->m.cfg, t->m.weight_bytes, &s, &t->plan);
 }
 
-/* The nodes, their ranks, and which ranks read the model file (train_load.c counts them). */
+/* The nodes, their ranks, and how many ranks read the weights from the model file (train_load.c
+ * counts them). */
 static void print_nodes(const trainer *t)
 {
     const pt_dist *d = t->d;
@@ -240,7 +241,7 @@ static void print_nodes(const trainer *t)
     if (t->model_readers == 1 && d->nodes > 1) how = " (rank 0, sent to the other nodes)";
     else if (t->model_readers == d->nodes) how = d->nodes > 1 ? " (one per node)" : " (one for the node)";
     else if (t->model_readers == d->world) how = " (each rank its own copy)";
-    log_info("nodes      %s; the model file read by %d of %d ranks%s\n", shape, t->model_readers, d->world, how);
+    log_info("nodes      %s; the weights read by %d of %d ranks%s\n", shape, t->model_readers, d->world, how);
 }
 
 static void print_summary(const trainer *t, int threads, int64_t total)

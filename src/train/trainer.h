@@ -57,7 +57,7 @@ typedef struct {
     pt_arena arena;  /* every activation buffer of a step or an evaluation batch, allocated once */
     startup_times start;
     /* who read the model file: this rank (train_load.c), and over the job with the ranks per node
-     * (printed with the summary: `nodes` line) */
+     * (the summary's `nodes` line) */
     bool read_model;
     int model_readers, node_ranks_min, node_ranks_max;
     void *offload_host; /* use_gradient_checkpointing "unsloth" on a GPU: the layer inputs, in host memory */
