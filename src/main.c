@@ -106,6 +106,7 @@ static void print_launch(const pt_config *cfg, const pt_dist *d, int threads)
 {
     const char *backend = backend_resolve(device_name(cfg));
     log_info("%-30s %d (%d on this node)\n", "launch.ranks", d->world, d->local_world);
+    log_info("%-30s %d\n", "launch.nodes", d->nodes);
     log_info("%-30s %d\n", "launch.threads_per_rank", threads);
     log_info("%-30s %s (built: %s)\n", "launch.backend", backend, backend_list());
     log_info("%-30s %s\n", "env.HF_TOKEN", getenv("HF_TOKEN") ? "set (hidden)" : "not set");

@@ -219,6 +219,7 @@ pt_status nf4_quantize(const float *w, int64_t rows, int64_t cols, void *dst)
         return ERR(PT_ERR_INTERNAL, "nf4_quantize: NULL or misaligned buffer");
     nf4_layout_of(rows, cols, &l);
     uint8_t *d = dst;
+    memset(d, 0, l.total); /* the alignment gaps too: the bytes depend on the weights alone */
     float *absmax = malloc((size_t)l.nblocks * sizeof(float));
     TRY_ALLOC(absmax);
     int64_t bad = quantize_blocks(w, &l, d, absmax);
@@ -309,6 +310,7 @@ pt_status nf4_from_bnb(int64_t rows, int64_t cols, const uint8_t *packed, const 
         return ERR(PT_ERR_INTERNAL, "nf4_from_bnb: NULL or misaligned buffer");
     nf4_layout_of(rows, cols, &l);
     uint8_t *d = dst;
+    memset(d, 0, l.total); /* the alignment gaps too: the bytes depend on the weights alone */
     memcpy(d + l.quant_map, quant_map, 16 * sizeof(float));
     memcpy(d + l.nested_map, nested_map, 256 * sizeof(float));
     memcpy(d + l.nested_absmax, nested_absmax, (size_t)l.nnested * sizeof(float));

@@ -211,6 +211,23 @@ static void plan_memory(trainer *t)
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
 
+/* The nodes, their ranks, and how many ranks read the weights from the model file (train_load.c
+ * counts them). */
+static void print_nodes(const trainer *t)
+{
+    const pt_dist *d = t->d;
+    char shape[64];
+    int lo = t->node_ranks_min, hi = t->node_ranks_max;
+    if (d->nodes == 1) snprintf(shape, sizeof shape, "1 node of %d ranks", hi);
+    else if (lo == hi) snprintf(shape, sizeof shape, "%d nodes of %d rank%s each", d->nodes, hi, hi > 1 ? "s" : "");
+    else snprintf(shape, sizeof shape, "%d nodes of %d to %d ranks", d->nodes, lo, hi);
+    const char *how = "";
+    if (t->model_readers == 1 && d->nodes > 1) how = " (rank 0, sent to the other nodes)";
+    else if (t->model_readers == d->nodes) how = d->nodes > 1 ? " (one per node)" : " (one for the node)";
+    else if (t->model_readers == d->world) how = " (each rank its own copy)";
+    log_info("nodes      %s; the weights read by %d of %d ranks%s\n", shape, t->model_readers, d->world, how);
+}
+
 static void print_summary(const trainer *t, int threads, int64_t total)
 {
     const pt_config *c = t->cfg;
@@ -220,6 +237,7 @@ static void print_summary(const trainer *t, int threads, int64_t total)
              g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
              threads, threads > 1 ? "s" : "");
+    if (t->d->world > 1) print_nodes(t);
     if (t->be->device < 0 && t->d->rank == 0) {
         char blas[512];
         blas_kernel_describe(blas, sizeof blas);

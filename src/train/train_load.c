@@ -18,6 +18,7 @@
 
 static pt_status load_alone(trainer *t)
 {
+    t->read_model = true;
     pt_load_options lo = {.load_in_4bit = t->cfg->load_in_4bit, .quantize_s = &t->start.s[START_QUANTIZE]};
     return model_load(t->cfg->model_name, t->cfg->revision, &lo, t->be, &t->m, &t->tok, t->model_path,
                       sizeof t->model_path);
@@ -33,6 +34,7 @@ static bool fills_image(const trainer *t)
 /* The loading rank: the model onto the image, its description into *desc. */
 static pt_status fill(trainer *t, void *base, size_t cap, void **desc, size_t *n, size_t *used)
 {
+    t->read_model = true;
     weight_image im;
     weight_image_open(&im, base, cap);
     pt_load_options lo = {.load_in_4bit = t->cfg->load_in_4bit, .quantize_s = &t->start.s[START_QUANTIZE]};
@@ -93,7 +95,7 @@ static pt_status load_shared(trainer *t, void *base, size_t cap)
     return st;
 }
 
-pt_status trainer_load_model(trainer *t)
+static pt_status load_model(trainer *t)
 {
     const pt_dist *d = t->d;
     if (d->world == 1 || (d->local_world == 1 && t->cfg->model_read == MODEL_READ_PER_NODE))
@@ -117,4 +119,24 @@ pt_status trainer_load_model(trainer *t)
     st = load_shared(t, base, cap);
     if (st == PT_OK) st = model_check_vocab(&t->m, t->tok, t->model_path);
     return dist_agree(d, st);
+}
+
+/* How the job read the model: the ranks that read the file themselves (summed over the ranks: the
+ * `nodes` line says it, and the two-node tests check it) and the ranks per node. */
+static pt_status count_readers(trainer *t)
+{
+    double readers = t->read_model ? 1 : 0, most, fewest;
+    int rank;
+    TRY(dist_sum_f64(t->d, &readers, 1));
+    TRY(dist_max_loc(t->d, t->d->local_world, &most, &rank));
+    TRY(dist_max_loc(t->d, -t->d->local_world, &fewest, &rank));
+    t->model_readers = (int)readers;
+    t->node_ranks_max = (int)most, t->node_ranks_min = (int)-fewest;
+    return PT_OK;
+}
+
+pt_status trainer_load_model(trainer *t)
+{
+    TRY(load_model(t));
+    return dist_agree(t->d, count_readers(t));
 }

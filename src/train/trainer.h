@@ -56,6 +56,10 @@ typedef struct {
     pt_memplan plan; /* this rank's memory, by part (memplan.c) */
     pt_arena arena;  /* every activation buffer of a step or an evaluation batch, allocated once */
     startup_times start;
+    /* who read the model file: this rank (train_load.c), and over the job with the ranks per node
+     * (the summary's `nodes` line) */
+    bool read_model;
+    int model_readers, node_ranks_min, node_ranks_max;
     void *offload_host; /* use_gradient_checkpointing "unsloth" on a GPU: the layer inputs, in host memory */
     /* the run's identity, the metric history and best model: what a checkpoint stores besides
      * the tensors and the position (train_ckpt.c fills and restores it) */
@@ -78,7 +82,8 @@ pt_status trainer_load_data(trainer *t);
  * or every rank stops, the ranks that differ saying what they read and the fix (data_agree.c). */
 pt_status trainer_agree_data(trainer *t);
 /* The model and its tokenizer: read and quantized once per node into shared memory, bound by every
- * rank (train_load.c). Agreed across ranks. */
+ * rank (train_load.c). Agreed across ranks. Counts the ranks that read the model file and the
+ * ranks per node (model_readers, node_ranks_min/max). */
 pt_status trainer_load_model(trainer *t);
 /* The model phase's wall seconds, split: upload_s in backend_upload, quantizing as counted by the
  * loader, the rest reading (waiting for the node's loading rank included). */

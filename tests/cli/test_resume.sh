@@ -44,7 +44,11 @@ train() { # train CONFIG [env...]: sets rc; stdout in $tmp/out, stderr in $tmp/e
 }
 
 # the losses and learning rates a run logged, without the timing fields
-logged() { sed 's/, "tokens_per_s.*//' "$1/metrics.jsonl" 2>/dev/null || echo "no metrics in $1"; }
+# the logged steps (not the start-up records: seconds, which differ from run to run)
+logged() {
+    [ -s "$1/metrics.jsonl" ] || { echo "no metrics in $1" && return; }
+    grep -v '"startup"' "$1/metrics.jsonl" | sed 's/, "tokens_per_s.*//'
+}
 
 same_adapter() { h5diff -d 0 "$1/lora/adapter.h5" "$2/lora/adapter.h5" >/dev/null 2>&1; }
 

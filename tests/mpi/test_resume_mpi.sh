@@ -35,7 +35,11 @@ mpi() { # mpi SECONDS ARGS...: sets rc and secs; the bound turns a hang into a f
     secs=$(($(date +%s) - start))
 }
 
-logged() { sed 's/, "tokens_per_s.*//' "$1/metrics.jsonl" 2>/dev/null || echo "no metrics in $1"; }
+# the logged steps (not the start-up records: seconds, which differ from run to run)
+logged() {
+    [ -s "$1/metrics.jsonl" ] || { echo "no metrics in $1" && return; }
+    grep -v '"startup"' "$1/metrics.jsonl" | sed 's/, "tokens_per_s.*//'
+}
 same_adapter() { h5diff -d 0 "$1/lora/adapter.h5" "$2/lora/adapter.h5" >/dev/null 2>&1; }
 resumed_equal() { # resumed_equal NAME RUN: run RUN's config again with 2 ranks, compare with ref
     mpi 120 -np 2 "$P" train "$tmp/$2.yaml"

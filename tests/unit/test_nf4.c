@@ -2,7 +2,8 @@
  * matrix gives bitsandbytes' packed nibbles, absmax codes, nested absmax and offset (the only
  * differences allowed are absmax codes that bitsandbytes' CPU lookup table rounds the other way,
  * each checked to be one); ptrain's dequantization of bitsandbytes' own bytes (nf4_from_bnb) is its
- * dequantized output bit for bit; any row range dequantizes to the matching slice; the quantize ->
+ * dequantized output bit for bit; a buffer's bytes (its alignment gaps too) depend on the weights
+ * alone, not on what the memory held; any row range dequantizes to the matching slice; the quantize ->
  * dequantize error stays within the format's bound; bad shapes fail with a clear message; the
  * buffer is rows*cols*(1/2 + 1/64) bytes plus a little. Goldens: tests/data/nf4, made by
  * tests/reference/make_nf4_goldens.py; found under $PTRAIN_SRCDIR (default "..").  */
@@ -539,6 +540,35 @@ static void test_threads_same_bytes(void **state)
 #endif
 }
 
+/* A buffer's bytes depend on the weights alone, not on what the memory held before (the gaps that
+ * align its parts are zero): two nodes that each quantize the same model into their shared memory
+ * get the same image, which train_load.c checks by its checksum. */
+static void test_bytes_deterministic(void **state)
+{
+    (void)state;
+    const int64_t rows = 8, cols = 128;
+    float w[8 * 128];
+    for (int i = 0; i < rows * cols; i++) w[i] = sinf(0.37f * (float)i) * (1.0f + (float)(i % 7));
+    size_t n = nf4_bytes(rows, cols);
+    uint8_t *a = malloc(n), *b = malloc(n);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 0xa5, n), memset(b, 0x5a, n);
+    assert_int_equal(nf4_quantize(w, rows, cols, a), PT_OK);
+    assert_int_equal(nf4_quantize(w, rows, cols, b), PT_OK);
+    assert_memory_equal(a, b, n);
+    /* nf4_from_bnb, given the parts of that buffer */
+    nf4_view v;
+    assert_int_equal(nf4_view_of(a, &v), PT_OK);
+    memset(b, 0x5a, n);
+    assert_int_equal(nf4_from_bnb(rows, cols, v.packed, v.absmax_code, v.nested_absmax, v.nested_map, v.offset,
+                                  v.quant_map, b),
+                     PT_OK);
+    assert_memory_equal(a, b, n);
+    free(a);
+    free(b);
+}
+
 static void test_memory(void **state)
 {
     (void)state;
@@ -566,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_error_bound),
         cmocka_unit_test(test_bad_shapes),
         cmocka_unit_test(test_threads_same_bytes),
+        cmocka_unit_test(test_bytes_deterministic),
         cmocka_unit_test(test_memory),
     };
     return cmocka_run_group_tests(tests, load_goldens, free_goldens);
