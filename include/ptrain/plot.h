@@ -4,12 +4,15 @@
  *
  * The geometry is fixed and stated here, so a test (or a script) can say where a value lands:
  * panel i (PLOT_LOSS, PLOT_LR, PLOT_GRAD_NORM, PLOT_TOKENS) sits in column i % 2 and row i / 2 of
- * a 2 x 2 grid below a title band; its data rectangle is plot_panel_rect(i). The x axis of every
- * panel runs from step 0 to the last step logged (at least 1); a panel's y axis from the smallest
- * to the largest value of its series, widened on each side by PLOT_PAD of that span (a flat series:
- * by PLOT_PAD of its value, or by 1 at 0). A value v at step s is drawn at plot_px(a, s),
- * plot_py(a, v): pixel column floor(px), row floor(py). Lines are PLOT_LINE_WIDTH wide, in the
- * colors below (0xRRGGBB). */
+ * a 2 x 2 grid below a title band of PLOT_TITLE_H; a cell is PLOT_WIDTH / 2 wide and
+ * (PLOT_HEIGHT - PLOT_TITLE_H) / 2 high, and its data rectangle (plot_panel_rect) leaves PLOT_LEFT,
+ * PLOT_RIGHT, PLOT_TOP and PLOT_BOTTOM inside it. The x axis of every panel runs from step 0 to
+ * the last step logged (at least 1), a panel's y axis from the smallest to the largest value of
+ * its series, each widened on both sides by PLOT_PAD of its span (a flat series: by PLOT_PAD of
+ * its value, or by 1 at 0), so no point sits on the frame. A value v at step s is drawn at
+ * plot_px(a, s), plot_py(a, v): pixel column floor(px), row floor(py). Lines are PLOT_LINE_WIDTH
+ * wide, in the colors below (0xRRGGBB); the resume and best-checkpoint lines at step s fill pixel
+ * columns floor(px) and floor(px) + 1 of the data rectangle. */
 #ifndef PTRAIN_PLOT_H
 #define PTRAIN_PLOT_H
 

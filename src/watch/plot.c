@@ -29,9 +29,11 @@ static void text_at(cairo_t *cr, double x, double y, double align, const char *t
     cairo_show_text(cr, text);
 }
 
-static void vertical(cairo_t *cr, const plot_axes *a, double step)
+/* A vertical line at step, covering whole pixel columns from floor(px) on (width: whole pixels). */
+static void vertical(cairo_t *cr, const plot_axes *a, double step, double width)
 {
-    double x = plot_px(a, step);
+    double x = floor(plot_px(a, step)) + width / 2;
+    cairo_set_line_width(cr, width);
     cairo_move_to(cr, x, a->r.y);
     cairo_line_to(cr, x, a->r.y + a->r.h);
     cairo_stroke(cr);
@@ -54,7 +56,7 @@ static void draw_grid(cairo_t *cr, const plot_axes *a)
     n = plot_ticks(a->x0, a->x1, 6, t, 16);
     for (int i = 0; i < n; i++) {
         if (t[i] != floor(t[i])) continue; /* steps are whole */
-        set_color(cr, 0xe6e6e6), vertical(cr, a, t[i]);
+        set_color(cr, 0xe6e6e6), vertical(cr, a, t[i], 1);
         snprintf(label, sizeof label, "%.0f", t[i]);
         set_color(cr, 0x333333), text_at(cr, plot_px(a, t[i]), a->r.y + a->r.h + 16, 0.5, label);
     }
@@ -65,12 +67,11 @@ static void draw_grid(cairo_t *cr, const plot_axes *a)
 static void draw_marks(cairo_t *cr, const plot_axes *a, const runlog *log, const plot_marks *m)
 {
     static const double dash[] = {5, 4};
-    cairo_set_line_width(cr, 1.5);
     set_color(cr, PLOT_COLOR_RESUME);
     cairo_set_dash(cr, dash, 2, 0);
-    for (int i = 0; i < log->n_resumes; i++) vertical(cr, a, (double)log->resumes[i]);
+    for (int i = 0; i < log->n_resumes; i++) vertical(cr, a, (double)log->resumes[i], 2);
     cairo_set_dash(cr, NULL, 0, 0);
-    if (m->has_best) set_color(cr, PLOT_COLOR_BEST), vertical(cr, a, (double)m->best_step);
+    if (m->has_best) set_color(cr, PLOT_COLOR_BEST), vertical(cr, a, (double)m->best_step, 2);
 }
 
 /* A series as a line through its points; a point alone, and every evaluation, as a dot. */

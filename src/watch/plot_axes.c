@@ -40,8 +40,8 @@ static void value_range(const runlog *log, int panel, double *y0, double *y1)
 void plot_axes_of(const runlog *log, int panel, plot_axes *a)
 {
     a->r = plot_panel_rect(panel);
-    a->x0 = 0;
-    a->x1 = log->last_step > 0 ? (double)log->last_step : 1;
+    double last = log->last_step > 0 ? (double)log->last_step : 1;
+    a->x0 = -last * PLOT_PAD, a->x1 = last * (1 + PLOT_PAD);
     value_range(log, panel, &a->y0, &a->y1);
 }
 
