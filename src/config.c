@@ -479,7 +479,7 @@ pt_status config_parse(const char *name, const char *text, size_t len, pt_config
     if (st == PT_OK) walk_document(&w, cfg);
     free(w.seen);
     yaml_document_delete(&doc);
-    if (st == PT_OK && !w.errors.len) config_check_values(cfg, &w.errors);
+    if (st == PT_OK && !w.errors.len && config_check_values(cfg, &w.errors)) config_notes(cfg, warn);
     if (st == PT_OK && w.errors.len) {
         sort_errors(&w.errors, name);
         st = ERR(PT_ERR_USER, "%s", sb_text(&w.errors));

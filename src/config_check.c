@@ -150,6 +150,77 @@ static void check_publishing(pt_config *cfg, strbuf *errors)
                        cfg->quantization_method.items[i], gguf_method_list());
 }
 
+static bool report_has(const pt_config *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->report_to.n; i++)
+        if (is(cfg->report_to.items[i], name)) return true;
+    return false;
+}
+
+bool config_report_tensorboard(const pt_config *cfg) { return report_has(cfg, "tensorboard") || report_has(cfg, "all"); }
+
+/* run_name names a directory (output_dir/runs/RUN_NAME): one component, printable. */
+static const char *run_name_problem(const char *name)
+{
+    if (!*name) return "it is empty";
+    if (!strcmp(name, ".") || !strcmp(name, "..")) return "it is . or ..";
+    if (strchr(name, '/')) return "it has a '/'";
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c < 0x20 || *c == 0x7f) return "it has a control character";
+    return NULL;
+}
+
+static void check_reporting(pt_config *cfg, strbuf *errors)
+{
+    if (report_has(cfg, "none") && cfg->report_to.n > 1)
+        rule_error(cfg, errors, "report_to", "\"none\" among other entries; write none alone, or the list without it");
+    char shown[96];
+    const char *why = cfg->run_name ? run_name_problem(cfg->run_name) : NULL;
+    if (why)
+        rule_error(cfg, errors, "run_name", "\"%s\" cannot name a directory under output_dir/runs/: %s; use a name "
+                   "such as \"lora-r16\", or set logging_dir", config_shown(cfg->run_name, shown, sizeof shown), why);
+    if (cfg->logging_dir && !*cfg->logging_dir)
+        rule_error(cfg, errors, "logging_dir", "expected a directory, found \"\"; remove the key for "
+                   "output_dir/runs/RUN_NAME");
+}
+
+/* The services of report_to as people call them. */
+static const char *service_name(const char *key)
+{
+    static const char *const names[][2] = {
+        {"wandb", "Weights & Biases"}, {"mlflow", "MLflow"},     {"comet_ml", "Comet"},   {"azure_ml", "Azure ML"},
+        {"clearml", "ClearML"},        {"codecarbon", "CodeCarbon"}, {"dagshub", "DagsHub"}, {"dvclive", "DVCLive"},
+        {"flyte", "Flyte"},            {"neptune", "Neptune"},   {"swanlab", "SwanLab"},  {"trackio", "Trackio"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (is(key, names[i][0])) return names[i][1];
+    return key;
+}
+
+void config_notes(const pt_config *cfg, FILE *warn)
+{
+    strbuf names = {0};
+    int n = 0;
+    for (int i = 0; i < cfg->report_to.n; i++) {
+        const char *item = cfg->report_to.items[i];
+        if (is(item, "none") || is(item, "all") || is(item, "tensorboard")) continue;
+        sb_printf(&names, "%s%s", n++ ? ", " : "", service_name(item));
+    }
+    int k = key_index(config_keys, config_nkeys, "report_to");
+    if (n && warn) {
+        strbuf tb = {0};
+        if (config_report_tensorboard(cfg))
+            sb_printf(&tb, ", and TensorBoard event files under %s%s", cfg->logging_dir ? cfg->logging_dir : cfg->output_dir,
+                      cfg->logging_dir ? "" : "/runs/RUN_NAME");
+        else sb_printf(&tb, "; add tensorboard to report_to for TensorBoard event files too");
+        fprintf(warn, "ptrain: warning: %s:%d:%d: report_to: ptrain cannot send metrics to %s from a compute node (it "
+                "has no client for %s, and compute nodes often have no network); it writes %s/metrics.jsonl and "
+                "%s/training.png%s\n", cfg->path, cfg->key_line[k], cfg->key_col[k], sb_text(&names),
+                n > 1 ? "them" : "it", cfg->output_dir, cfg->output_dir, sb_text(&tb));
+        sb_free(&tb);
+    }
+    sb_free(&names);
+}
+
 /* The rules within one entry (filter_data, format) are checked where it is read, in config.c,
  * at the position of the value; here only the derived default. */
 static void check_datasets(pt_config *cfg, strbuf *errors)
@@ -165,6 +236,7 @@ bool config_check_values(pt_config *cfg, strbuf *errors)
     check_model(cfg, errors);
     check_training(cfg, errors);
     check_publishing(cfg, errors);
+    check_reporting(cfg, errors);
     check_datasets(cfg, errors);
     return errors->len == before;
 }

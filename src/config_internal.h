@@ -80,6 +80,9 @@ const char *choice_suggest(const char *const *choices, const char *word);
 const char *config_shown(const char *text, char *out, size_t outlen);
 /* The rules between keys (config_check.c); each broken one is appended to errors. */
 bool config_check_values(pt_config *cfg, strbuf *errors);
+/* What a valid config asks for that ptrain does differently, one warning line each to warn (NULL:
+ * none): report_to's services (config_check.c). */
+void config_notes(const pt_config *cfg, FILE *warn);
 bool strlist_push(pt_strlist *list, const char *item);
 
 /* The bounds a config file is read within (config_yaml.c, and the walk in config.c). A real config

@@ -44,6 +44,11 @@ ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
 const char *const config_model_read_choices[] = {"per_node", "broadcast", NULL};
 ENUM_CHOICES(config_model_read_choices, pt_model_read, MODEL_READ_COUNT);
 
+/* report_to: the names transformers takes; only tensorboard (and all, which means it here) writes
+ * anything besides metrics.jsonl, the others get a note (config_notes). */
+const char *const config_report_choices[] = {"none",      "all",     "tensorboard", "wandb",  "mlflow",
+                                             "comet_ml",  "azure_ml", "clearml",     "codecarbon", "dagshub",
+                                             "dvclive",   "flyte",   "neptune",     "swanlab", "trackio", NULL};
 const char *const config_checkpointing_names[3] = {"false", "true", "unsloth"};
 static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                              "gate_proj", "up_proj", "down_proj", NULL};
@@ -135,6 +140,14 @@ const key_spec config_keys[] = {
      "checkpoints and metrics.jsonl (on the shared filesystem)"},
     {"logging_steps", NULL, K_INT, OFF(logging_steps), "15", NULL, 1, (double)LONG_MAX, 0,
      "log every N optimizer steps"},
+    {"report_to", NULL, K_STRLIST, OFF(report_to), "none", config_report_choices, 0, 0, 0,
+     "tensorboard: TensorBoard event files under logging_dir; none (or []): metrics.jsonl only; other services are "
+     "named with what ptrain writes instead"},
+    {"logging_dir", NULL, K_STR, OFF(logging_dir), NULL, NULL, 0, 0, 0,
+     "TensorBoard's directory (default: output_dir/runs/RUN_NAME)"},
+    {"run_name", NULL, K_STR, OFF(run_name), NULL, NULL, 0, 0, 0,
+     "the run's name, its TensorBoard directory's (default: start time and host, as transformers names its runs; "
+     "kept across resumes)"},
     {"packing", NULL, K_BOOL, OFF(packing), "false", NULL, 0, 0, 0,
      "pack several examples into one sequence"},
     {"dataset_text_field", NULL, K_STR, OFF(dataset_text_field), "text", NULL, 0, 0, 0,

@@ -7,6 +7,8 @@
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
+ *   ptrain status DIR          what a run has done and whether it is running (src/watch)
+ *   ptrain plot DIR            the picture of a run: losses, learning rate, ... (src/watch)
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 6 training diverged
  * (a non-finite loss or gradient norm; nothing bad saved), 75 checkpointed after a stop signal (run
@@ -31,6 +33,7 @@
 #include "ptrain/signals.h"
 #include "ptrain/train.h"
 #include "ptrain/util.h"
+#include "ptrain/watch.h"
 
 static const char usage_text[] =
     "Usage: ptrain [train] CONFIG        fine-tune with LoRA on a 4-bit base, as CONFIG says\n"
@@ -45,6 +48,10 @@ static const char usage_text[] =
     "                                    Modelfile (see ptrain export --help)\n"
     "       ptrain push OUTPUT_DIR [--repo ID] [--public]   upload to the Hugging Face Hub what a\n"
     "                                    run with push_to_hub staged and could not push (see docs/hub.md)\n"
+    "       ptrain status OUTPUT_DIR [--json]   step of total, losses, speed, checkpoints, resumes,\n"
+    "                                    uploads waiting, and whether the run is alive (any node)\n"
+    "       ptrain plot OUTPUT_DIR [--out FILE.png]   train/eval loss, learning rate, gradient norm\n"
+    "                                    and tokens/s against the step (default OUTPUT_DIR/training.png)\n"
     "       ptrain --help | --version\n"
     "\n"
     "CONFIG is a YAML file (see share/examples/ and docs/configuration.md); `--config CONFIG`\n"
@@ -203,11 +210,13 @@ int main(int argc, char **argv)
 {
     blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
     if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export") ||
-                     !strcmp(argv[1], "push"))) {
+                     !strcmp(argv[1], "push") || !strcmp(argv[1], "status") || !strcmp(argv[1], "plot"))) {
         /* one process, no MPI */
         pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "export") ? export_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "push")   ? hub_push_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "status") ? status_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "plot")   ? plot_main(argc - 1, argv + 1)
                                                     : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;

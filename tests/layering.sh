@@ -13,8 +13,10 @@
 #    6 data      src/data: datasets, templates, batches
 #    7 export    src/export: merged models, Ollama
 #    8 hub       src/hub: publishing to the Hugging Face Hub
-#    9 train     src/train: the training loop, its checkpoints, optimizer, progress
-#   10 commands  src/main.c, src/generate.c, src/inspect.c
+#    9 watch     src/watch: watching a run: TensorBoard event files, metrics.jsonl read back, the
+#                picture of a run, the heartbeat, `ptrain status` and `ptrain plot`
+#   10 train     src/train: the training loop, its checkpoints, optimizer, progress
+#   11 commands  src/main.c, src/generate.c, src/inspect.c
 #
 # A public header (include/ptrain/NAME.h) belongs to the layer of the code that implements it (the
 # table below); a private header to its folder's. A header missing from the table fails the check,
@@ -34,8 +36,9 @@ header_layer() { # header_layer NAME (without .h): prints its layer, or nothing 
     dataset) echo 6 ;;
     export | hf_meta | gguf_meta) echo 7 ;;
     hub) echo 8 ;;
-    train | step | lora | optimizer | gradsync | memplan | progress | resume | schedule | config_options) echo 9 ;;
-    generate | inspect) echo 10 ;;
+    tfevents | runlog | plot | heartbeat | watch) echo 9 ;;
+    train | step | lora | optimizer | gradsync | memplan | progress | resume | schedule | config_options) echo 10 ;;
+    generate | inspect) echo 11 ;;
     esac
 }
 
@@ -50,14 +53,15 @@ path_layer() { # path_layer FILE: the layer of a source file or private header
     src/data/*) echo 6 ;;
     src/export/*) echo 7 ;;
     src/hub/*) echo 8 ;;
-    src/train/*) echo 9 ;;
-    src/main.c | src/generate.c | src/inspect.c) echo 10 ;;
+    src/watch/*) echo 9 ;;
+    src/train/*) echo 10 ;;
+    src/main.c | src/generate.c | src/inspect.c) echo 11 ;;
     src/*.c) echo 0 ;;
     include/ptrain/*.h) header_layer "$(basename "$1" .h)" ;;
     esac
 }
 
-names="base model config io adapter forward data export hub train commands"
+names="base model config io adapter forward data export hub watch train commands"
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 find src cuda include/ptrain -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort | while read -r file; do

@@ -67,6 +67,9 @@ typedef struct {
     long seed;
     char *output_dir;
     long logging_steps;
+    pt_strlist report_to; /* "none", "all", "tensorboard", or services ptrain names and does not send to */
+    char *logging_dir;    /* TensorBoard's directory; NULL: output_dir/runs/<run_name> */
+    char *run_name;       /* NULL: the start time and host, kept in heartbeat.json across resumes */
     bool packing;
     char *dataset_text_field;
     long per_device_eval_batch_size;
@@ -115,6 +118,8 @@ pt_status config_parse(const char *name, const char *text, size_t len, pt_config
 pt_status config_validate_launch(const pt_config *cfg, int world_size);
 void config_free(pt_config *cfg);
 
+/* Whether report_to asks for TensorBoard's event files (tensorboard, or all). */
+bool config_report_tensorboard(const pt_config *cfg);
 /* Whether key (a top-level key name, aliases resolved) was given in the file. */
 bool config_is_set(const pt_config *cfg, const char *key);
 /* The resolved value of a top-level key as text, as `ptrain check` prints it; NULL if unknown. */

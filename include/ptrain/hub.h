@@ -68,6 +68,17 @@ void hub_queue_submit(hub_queue *q, hub_stage *s);
  * commands to finish by hand. Returns how many jobs are left. */
 int hub_queue_finish(hub_queue *q, double timeout_s, FILE *out);
 
+/* ---- what is still to upload (hub_jobs.c), for `ptrain status` ---- */
+
+typedef struct {
+    char *repo_id, *what, *message; /* where it goes, what it is ("checkpoint 200"), the commit's title */
+} hub_waiting;
+
+/* The complete jobs staged under output_dir/hub and not uploaded yet, in order; *n their count.
+ * Read only: works on the directory of a run that is still uploading. */
+pt_status hub_waiting_list(const char *output_dir, hub_waiting **jobs, int *n);
+void hub_waiting_free(hub_waiting *jobs, int n);
+
 /* ---- the model card (hub_card.c) ---- */
 
 /* The training settings a card shows (filled from the config by hub_card_settings_from_config,

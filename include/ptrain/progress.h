@@ -15,6 +15,7 @@ typedef struct {
     char path[4096];
     bool tty;
     double start;  /* seconds, monotonic */
+    int64_t first_step; /* the step this process started from (a resumed run's checkpoint), for the ETA */
 } progress;
 
 typedef struct {

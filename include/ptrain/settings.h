@@ -84,6 +84,8 @@ extern const char *const config_strategy_choices[];
 extern const char *const config_hub_strategy_choices[];
 extern const char *const config_format_choices[];
 extern const char *const config_model_read_choices[];
+/* report_to's names (a list key, not an enum): "none", "all", "tensorboard", then the services */
+extern const char *const config_report_choices[];
 
 /* One `dataset:` entry. */
 typedef struct {

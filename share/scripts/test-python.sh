@@ -1,8 +1,9 @@
 #!/bin/sh
 # test-python.sh — the Python tools the tests load ptrain's files with: PEFT and transformers
-# (adapters, merged models), gguf, and llama.cpp itself (llama-cpp-python, which PyPI ships as
-# source: it is compiled here, about 5 minutes on 2 cores); and SentencePiece, with which
-# share/scripts/fetch-tokenizers.sh converts the real tokenizers of the parity tests. The
+# (adapters, merged models), gguf, TensorBoard (event files), and llama.cpp itself
+# (llama-cpp-python, which PyPI ships as source: it is compiled here, about 5 minutes on 2 cores);
+# and SentencePiece, with which share/scripts/fetch-tokenizers.sh converts the real tokenizers of
+# the parity tests. The
 # environment is kept in ${PTRAIN_PYENV:-~/.cache/ptrain/pyenv} and reused while the pinned versions
 # below stay the same, so only the first run on a machine pays for it. Prints the environment's
 # python on success.
@@ -11,10 +12,11 @@ set -eu
 PINS="torch==2.15.0 transformers==5.25.0 peft==0.21.2 safetensors==0.8.0 gguf==0.19.0 numpy==2.4.6 \
 accelerate llama-cpp-python==0.3.36"
 env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
-# and the tokenizer parity tests' tools (SentencePiece models) and the Hub client the Hub tests
-# read ptrain's uploads back with, pinned: small wheels added to an existing environment without
-# rebuilding it
-EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0"
+# and the tokenizer parity tests' tools (SentencePiece models), the Hub client the Hub tests read
+# ptrain's uploads back with, and TensorBoard, whose own reader (EventAccumulator) reads ptrain's
+# event files in tests/cli/test_watch.sh, pinned: small wheels added to an existing environment
+# without rebuilding it
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0"
 extras() {
     # shellcheck disable=SC2086
     "$env/bin/python" - $EXTRAS 2>/dev/null <<'PY' && return 0

@@ -94,6 +94,30 @@ pt_status hub_jobs_list(const char *output_dir, hub_job **jobs, int *n, int *ski
     return PT_OK;
 }
 
+pt_status hub_waiting_list(const char *output_dir, hub_waiting **jobs, int *n)
+{
+    hub_job *all;
+    int skipped;
+    *jobs = NULL, *n = 0;
+    TRY(hub_jobs_list(output_dir, &all, n, &skipped));
+    *jobs = *n ? calloc((size_t)*n, sizeof **jobs) : NULL;
+    for (int i = 0; i < *n && *jobs; i++)
+        (*jobs)[i] = (hub_waiting){xstrdup(all[i].repo_id), xstrdup(all[i].what), xstrdup(all[i].message)};
+    for (int i = 0; i < *n; i++) hub_job_free(&all[i]);
+    free(all);
+    if (*n && !*jobs) {
+        *n = 0;
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
+void hub_waiting_free(hub_waiting *jobs, int n)
+{
+    for (int i = 0; i < n; i++) free(jobs[i].repo_id), free(jobs[i].what), free(jobs[i].message);
+    free(jobs);
+}
+
 void hub_shell_quote(strbuf *out, const char *s)
 {
     if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,@+%") == strlen(s)) {

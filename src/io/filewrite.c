@@ -17,9 +17,11 @@
 
 #define FW_BUF ((size_t)4 << 20)
 
-/* The temporary file being written, for fw_cleanup_on_signals (one writer at a time). */
-static char active_name[512];
-static volatile sig_atomic_t active_dir = -1;
+/* The temporary file being written, for fw_cleanup_on_signals (one writer at a time per thread:
+ * a thread of its own, such as the heartbeat's, keeps its own, and never disturbs the one of the
+ * thread a signal reaches). */
+static _Thread_local char active_name[512];
+static _Thread_local volatile sig_atomic_t active_dir = -1;
 
 static void on_signal(int sig)
 {

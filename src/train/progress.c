@@ -58,6 +58,7 @@ pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_unt
     memset(p, 0, sizeof *p);
     p->fd = -1;
     p->start = progress_now();
+    p->first_step = keep_until > 0 ? keep_until : 0;
     if (rank != 0) return PT_OK;
     p->tty = isatty(STDOUT_FILENO);
     TRY(safefs_mkdirs(dir));
@@ -112,7 +113,8 @@ pt_status progress_log(progress *p, const progress_record *r)
 {
     if (p->fd < 0) return PT_OK;
     double elapsed = progress_now() - p->start;
-    double eta = r->step > 0 ? elapsed / (double)r->step * (double)(r->total - r->step) : 0;
+    int64_t done = r->step - p->first_step; /* the steps this process ran in elapsed */
+    double eta = done > 0 ? elapsed / (double)done * (double)(r->total - r->step) : 0;
     char e[32], left[32];
     clock_text(elapsed, e, sizeof e);
     clock_text(eta, left, sizeof left);

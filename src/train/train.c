@@ -376,7 +376,8 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
                            w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps};
     *w = (log_window){.start = now};
-    return progress_log(&t->p, &rec);
+    TRY(progress_log(&t->p, &rec));
+    return trainer_watch_log(t, &rec);
 }
 
 /* Epochs fully consumed: what tells that a step ended an epoch (save/eval_strategy: epoch). */
@@ -401,6 +402,7 @@ static pt_status evaluate_step(trainer *t, int64_t step, bool *stop)
     double loss;
     TRY(evaluate(t, &loss));
     TRY(progress_eval(&t->p, step, loss));
+    TRY(trainer_watch_eval(t, step, loss));
     double value = !strcmp(t->run.metric_name, "eval_perplexity") ? exp(loss) : loss;
     best_result r;
     TRY(best_record(&t->run, step, value, t->cfg->early_stopping_threshold, t->cfg->early_stopping_patience, &r));
@@ -486,6 +488,7 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         t->w.steps++;
         t->last_lr = r.lr;
         *last_step = step + 1;
+        trainer_watch_step(t, step + 1);
         bool stop = false;
         TRY(after_step(t, step + 1, &r, epochs_done(t) > epochs_before, &stop));
         if (r.stop && step + 1 < t->total) return stop_report(t, step + 1);
@@ -542,7 +545,8 @@ static pt_status plan_run(trainer *t, int threads)
     if (t->first_step >= t->total && t->resumed_from >= 0)
         log_info("resume     the checkpoint is at step %lld of %lld: nothing left to train\n",
                  (long long)t->first_step, (long long)t->total);
-    return dist_agree(t->d, progress_open(&t->p, cfg->output_dir, t->d->rank, t->resumed_from));
+    TRY(dist_agree(t->d, progress_open(&t->p, cfg->output_dir, t->d->rank, t->resumed_from)));
+    return dist_agree(t->d, trainer_watch_open(t));
 }
 
 pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int threads)
@@ -552,8 +556,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     t.kill_rank = (int)env_int("PTRAIN_TEST_KILL_RANK"), t.step_delay_ms = (int)env_int("PTRAIN_TEST_STEP_DELAY_MS");
     t.nan_step = env_int("PTRAIN_TEST_NAN_STEP"), t.nan_grad_step = env_int("PTRAIN_TEST_NAN_GRAD_STEP");
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
-    t.lock.fd = -1;
+    t.lock.fd = t.tb.fd = -1;
     pt_status st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
+    if (st == PT_OK) st = dist_agree(d, trainer_watch_start(&t)); /* the heartbeat, from here to the end */
     double t0 = util_now(), up0 = be->upload_s;
     if (st == PT_OK) st = trainer_load_model(&t); /* agreed inside */
     startup_model(&t, util_now() - t0, be->upload_s - up0);
@@ -579,6 +584,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK && memplan_peak_bytes(be) > 0)
         log_info("peak device memory: %zu bytes (%.0f MiB; plan %.0f MiB)\n", memplan_peak_bytes(be),
                  memplan_peak_bytes(be) / 1048576.0, t.plan.total / 1048576.0);
+    trainer_watch_end(&t, st);
     trainer_free(&t);
     return st;
 }

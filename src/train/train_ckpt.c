@@ -138,6 +138,7 @@ static pt_status save_on_root(trainer *t, int64_t step)
     double mb = (double)t->lay.total * 4.0 * (t->cfg->save_only_model ? 1 : 3) / 1048576.0;
     log_info("checkpoint %s written (%.1f MB of tensors in %.2f s)\n", path, mb, progress_now() - t0);
     trainer_hub_save(t, step, path);
+    trainer_watch_saved(t, step);
     int64_t keep[2];
     int nkeep = 0;
     if (t->resumed_from >= 0) keep[nkeep++] = t->resumed_from;

@@ -11,12 +11,14 @@
 #include "ptrain/dirlock.h"
 #include "ptrain/dist.h"
 #include "ptrain/gradsync.h"
+#include "ptrain/heartbeat.h"
 #include "ptrain/hub.h"
 #include "ptrain/lora.h"
 #include "ptrain/memplan.h"
 #include "ptrain/model.h"
 #include "ptrain/progress.h"
 #include "ptrain/schedule.h"
+#include "ptrain/tfevents.h"
 #include "ptrain/tokenizer.h"
 
 /* Seconds of each start-up phase on this rank (train.c), reported with the slowest rank's after
@@ -73,6 +75,10 @@ typedef struct {
     int kill_rank, step_delay_ms;
     hub_queue *hub; /* rank 0 with push_to_hub: the upload thread (train_hub.c) */
     pt_dirlock lock; /* rank 0: output_dir's lock, held for the run */
+    /* watching the run (train_watch.c; rank 0) */
+    heartbeat *hb;        /* output_dir/heartbeat.json, refreshed by its own thread */
+    tfevents tb;          /* report_to: tensorboard; fd -1 otherwise */
+    char run_name[256];   /* run_name, or the one the run it continues had, or made from the time and host */
 } trainer;
 
 /* The run's examples (t->train, t->eval) and the sampler: from the dataset cache in output_dir,
@@ -120,5 +126,19 @@ adapter_info trainer_adapter_info(const trainer *t);
 void trainer_hub_start(trainer *t);
 void trainer_hub_save(trainer *t, int64_t step, const char *ckpt_path);
 void trainer_hub_end(trainer *t, pt_status st, int64_t last_step);
+
+/* Watching (train_watch.c; rank 0, no-ops on the others; see heartbeat.h, tfevents.h, plot.h): the
+ * heartbeat from the lock on (the run's name first: the config's, the name the run it continues
+ * had, or the start time and host); after progress_open, TensorBoard's event file with a START at
+ * the step the run continues from; each logging step's and evaluation's scalars; after each
+ * checkpoint, the event file synced and output_dir/training.png drawn (a failure to draw only
+ * warns); at the end training.png again and the heartbeat's final state. */
+pt_status trainer_watch_start(trainer *t);
+pt_status trainer_watch_open(trainer *t);
+void trainer_watch_step(trainer *t, int64_t steps_done);
+pt_status trainer_watch_log(trainer *t, const progress_record *r);
+pt_status trainer_watch_eval(trainer *t, int64_t step, double eval_loss);
+void trainer_watch_saved(trainer *t, int64_t step);
+void trainer_watch_end(trainer *t, pt_status st);
 
 #endif

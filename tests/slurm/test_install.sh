@@ -36,7 +36,8 @@ for f in share/man/man1/ptrain.1 share/ptrain/examples/smollm2-demo.yaml \
     share/ptrain/examples/multi-gpu-resume.yaml share/ptrain/examples/resume-after-preemption.yaml \
     share/ptrain/examples/push-checkpoints.yaml share/ptrain/data/pirate-instructions.jsonl \
     share/doc/ptrain/README.md share/doc/ptrain/configuration.md share/doc/ptrain/training.md \
-    share/doc/ptrain/models.md share/doc/ptrain/adapter-format.md share/doc/ptrain/checkpoint-format.md; do
+    share/doc/ptrain/models.md share/doc/ptrain/adapter-format.md share/doc/ptrain/checkpoint-format.md \
+    share/doc/ptrain/watching.md; do
     [ -s "$prefix/$f" ] || missing="$missing $f"
 done
 expect_eq "the man page, examples, sample data and docs are installed" "" "$missing"

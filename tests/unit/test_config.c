@@ -184,6 +184,9 @@ static const key_row key_rows[] = {
     {"seed", "42", "42", NULL},
     {"output_dir", "runs/a", "runs/a", NULL},
     {"logging_steps", "1", "1", NULL},
+    {"report_to", "[tensorboard, wandb]", "tensorboard, wandb", NULL},
+    {"logging_dir", "tb/run", "tb/run", NULL},
+    {"run_name", "lora-r16", "lora-r16", NULL},
     {"packing", "true", "true", NULL},
     {"dataset_text_field", "content", "content", NULL},
     {"per_device_eval_batch_size", "8", "8", NULL},
@@ -305,6 +308,9 @@ static const default_row default_rows[] = {
     {"seed", "3407"},
     {"output_dir", "outputs"},
     {"logging_steps", "15"},
+    {"report_to", "none"},
+    {"logging_dir", "(unset)"}, /* output_dir/runs/RUN_NAME */
+    {"run_name", "(unset)"},    /* the start time and host, kept across resumes */
     {"packing", "false"},
     {"dataset_text_field", "text"},
     {"per_device_eval_batch_size", "2"}, /* the train batch size */
@@ -939,6 +945,52 @@ static void test_one_document(void **state)
     parse_ok("%YAML 1.1\n---\nmodel_name: m\n...\n# the end\n", &cfg);
     assert_string_equal(cfg.model_name, "m");
     config_free(&cfg);
+}
+
+/* report_to as its users write it, what ptrain says about services it does not send to, and the
+ * rules of run_name and logging_dir (issue 28). */
+static void test_report_to(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("report_to: tensorboard\n", &cfg);
+    assert_true(config_report_tensorboard(&cfg));
+    config_free(&cfg);
+    parse_ok("report_to: [all]\n", &cfg);
+    assert_true(config_report_tensorboard(&cfg));
+    config_free(&cfg);
+    parse_ok("report_to: []\n", &cfg);
+    assert_false(config_report_tensorboard(&cfg));
+    expect_text(&cfg, "report_to", "(none)");
+    config_free(&cfg);
+    parse_ok("{}\n", &cfg);
+    assert_false(config_report_tensorboard(&cfg));
+    config_free(&cfg);
+    char *warnings;
+    assert_int_equal(parse_warn("output_dir: out\nreport_to: [wandb, mlflow]\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings,
+                        "ptrain: warning: config.yaml:2:12: report_to: ptrain cannot send metrics to Weights & Biases, "
+                        "MLflow from a compute node (it has no client for them, and compute nodes often have no "
+                        "network); it writes out/metrics.jsonl and out/training.png; add tensorboard to report_to for "
+                        "TensorBoard event files too\n");
+    free(warnings);
+    config_free(&cfg);
+    assert_int_equal(parse_warn("report_to: [tensorboard]\nrun_name: x\n", &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, ""); /* tensorboard alone: nothing to say */
+    free(warnings);
+    config_free(&cfg);
+    expect_error("report_to: [none, tensorboard]\n",
+                 "config.yaml:1:12: report_to: \"none\" among other entries; write none alone, or the list without it");
+    expect_error("report_to: tensorbord\n",
+                 "config.yaml:1:12: report_to: expected items from none, all, tensorboard, wandb, mlflow, comet_ml, "
+                 "azure_ml, clearml, codecarbon, dagshub, dvclive, flyte, neptune, swanlab, trackio, found "
+                 "\"tensorbord\" (did you mean \"tensorboard\"?)");
+    expect_error("run_name: a/b\n", "config.yaml:1:11: run_name: \"a/b\" cannot name a directory under output_dir/runs/: it "
+                                    "has a '/'; use a name such as \"lora-r16\", or set logging_dir");
+    expect_error("run_name: \"..\"\n", "config.yaml:1:11: run_name: \"..\" cannot name a directory under output_dir/runs/: "
+                                       "it is . or ..; use a name such as \"lora-r16\", or set logging_dir");
+    expect_error("logging_dir: \"\"\n",
+                 "config.yaml:1:14: logging_dir: expected a directory, found \"\"; remove the key for output_dir/runs/RUN_NAME");
 }
 
 static void test_error_types(void **state)
@@ -2118,6 +2170,7 @@ int main(void)
         cmocka_unit_test(test_limit_aliases),
         cmocka_unit_test(test_one_document),
         cmocka_unit_test(test_error_types),
+        cmocka_unit_test(test_report_to),
         cmocka_unit_test(test_error_echo),
         cmocka_unit_test(test_error_ranges),
         cmocka_unit_test(test_error_duplicates),
