@@ -99,6 +99,9 @@ pt_status dist_agree(const pt_dist *d, pt_status local)
     unsigned long long root_hash = mine_hash;
     if (d->world > 1) MPI_Bcast(&root_hash, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
     if (local != PT_OK && !err_reported() && (d->rank == 0 || mine_hash != root_hash)) log_error(local);
+    /* a rank that did not fail has nothing to say: the failing rank spoke, also when this status
+     * is agreed again further up */
+    if (local == PT_OK) err_mark_reported();
     return local != PT_OK ? local : (pt_status)worst;
 }
 

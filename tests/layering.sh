@@ -33,7 +33,7 @@ header_layer() { # header_layer NAME (without .h): prints its layer, or nothing 
     safefs | filewrite | dirlock | gguf_write | st_write | checkpoint) echo 3 ;;
     adapter | peft) echo 4 ;;
     forward) echo 5 ;;
-    dataset) echo 6 ;;
+    dataset | dataset_cache) echo 6 ;;
     export | hf_meta | gguf_meta) echo 7 ;;
     hub) echo 8 ;;
     tfevents | runlog | plot | heartbeat | watch) echo 9 ;;
