@@ -1,10 +1,11 @@
 /* dequant.cu — rows of a stored weight (f32, bf16, f16, NF4, GGUF blocks) as bf16 or fp32 on the
  * device: the matmuls convert a quantized weight one tile of rows at a time into bf16 scratch, and
  * the embedding gathers the rows of its token ids. Two kernels (issue 26, point 5):
- *   dequant8_kernel      NF4, Q4_0, Q4_1, Q8_0: 8 consecutive values per thread, read with one
- *                        4-byte (NF4) or four 2-byte loads, the block's scale decoded once for the
- *                        8, written with one 16-byte store (bf16) or two (fp32); NF4's table and
- *                        nested map in shared memory. Same fp32 operations as the value functions,
+ *   dequant8_kernel      NF4, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K: 8 consecutive values per thread,
+ *                        their bits read with one 4-byte load (NF4) or four 2-byte loads per
+ *                        array (GGUF), the (sub-)block's scale decoded once for the 8, written
+ *                        with one 16-byte store (bf16) or two (fp32); NF4's table and nested map
+ *                        in shared memory. The value functions' fp32 operations in their order,
  *                        so the same bits.
  *   dequant_rows_kernel  every format, one thread per output value calling the format's value
  *                        function of dequant_formats.h: the reference (PTRAIN_CUDA_KERNELS=reference)
@@ -113,8 +114,8 @@ __global__ static void dequant_rows_kernel(dq_weight w, int64_t n_rows, const in
 
 /* ---- the fast kernel: 8 consecutive values per thread ------------------------------------------ */
 
-/* 8 bytes at p (2-byte aligned: the GGUF blocks of 18 and 34 bytes are no more), byte i in
- * bits 8i..8i+7. */
+/* 8 bytes at p (2-byte aligned: the GGUF blocks of 18, 34 and 210 bytes are no more), byte i
+ * in bits 8i..8i+7. */
 __device__ static inline uint64_t dq_ld8(const uint8_t *p)
 {
     const uint16_t *h = (const uint16_t *)(const void *)p;
@@ -156,6 +157,32 @@ __device__ static void dq8_q4_1(const block_q4_1 *b, int j0, float x[8])
     for (int i = 0; i < 8; i++) x[i] = dq_add(dq_mul((float)q[i], d), m);
 }
 
+/* Q4_K values i0..i0+7, all in sub-block j = i0/32: dq_k4's d1 = d*sc and m1 = dmin*m once,
+ * then x = d1*q - m1; the nibbles of qs bytes 32*(i0/64) + i0%32.., low for even j, high for odd. */
+__device__ static void dq8_q4_k(const block_q4_K *b, int i0, float x[8])
+{
+    int j = i0 / 32, sc, m;
+    block_k4_scale_min(j, b->scales, &sc, &m);
+    float d1 = dq_mul(dq_f16_to_f32(b->d), (float)sc), m1 = dq_mul(dq_f16_to_f32(b->dmin), (float)m);
+    uint64_t q = dq_ld8(b->qs + 32 * (i0 / 64) + i0 % 32);
+    int shift = (j & 1) ? 4 : 0;
+    for (int i = 0; i < 8; i++) x[i] = dq_sub(dq_mul(d1, (float)(int)((q >> (8 * i + shift)) & 0x0f)), m1);
+}
+
+/* Q6_K values i0..i0+7, one quarter t of half h and one scale: dq_q6_k's d*scale once, then
+ * x = (d*scale)*(q-32) with q's low 4 bits from ql, its high 2 from qh. */
+__device__ static void dq8_q6_k(const block_q6_K *b, int i0, float x[8])
+{
+    int h = i0 / 128, t = (i0 % 128) / 32, l = i0 % 32;
+    float ds = dq_mul(dq_f16_to_f32(b->d), (float)b->scales[8 * h + l / 16 + 2 * t]);
+    uint64_t lo = dq_ld8(b->ql + 64 * h + l + 32 * (t & 1)), hi = dq_ld8(b->qh + 32 * h + l);
+    int shift = t < 2 ? 0 : 4;
+    for (int i = 0; i < 8; i++) {
+        int q = (int)((lo >> (8 * i + shift)) & 0x0f) | (int)(((hi >> (8 * i + 2 * t)) & 3) << 4);
+        x[i] = dq_mul(ds, (float)(q - 32));
+    }
+}
+
 /* NF4 elements g0..g0+7 of the whole matrix (g0 a multiple of 8, so one 64-block and 4 aligned
  * bytes): dq_nf4's absmax once, then x = quant_map[nibble]*absmax, the high nibble first. maps:
  * quant_map then nested_map, in shared memory. */
@@ -180,6 +207,8 @@ __device__ static void dq8_values(const dq_weight *w, const float *nf4_maps, int
     case PT_Q8_0: dq8_q8_0((const block_q8_0 *)r + col / QK, j0, x); break;
     case PT_Q4_0: dq8_q4_0((const block_q4_0 *)r + col / QK, j0, x); break;
     case PT_Q4_1: dq8_q4_1((const block_q4_1 *)r + col / QK, j0, x); break;
+    case PT_Q4_K: dq8_q4_k((const block_q4_K *)r + col / QK_K, (int)(col % QK_K), x); break;
+    case PT_Q6_K: dq8_q6_k((const block_q6_K *)r + col / QK_K, (int)(col % QK_K), x); break;
     case PT_NF4: dq8_nf4(w, nf4_maps, row * w->k + col, x); break;
     default: break; /* not reached */
     }
@@ -236,7 +265,9 @@ static bool dq_fast_takes(const dq_weight *v, const void *out)
         break;
     case PT_Q8_0:
     case PT_Q4_0:
-    case PT_Q4_1: break;
+    case PT_Q4_1:
+    case PT_Q4_K:
+    case PT_Q6_K: break;
     default: return false;
     }
     return v->k % 8 == 0 && in % need == 0 && (uintptr_t)out % 16 == 0;

@@ -5,7 +5,9 @@
  * no NaN or Inf allowed. One line per check names the op, the case, the error and the tolerance.
  * The matmuls also run on a third backend, the one under test opened with
  * PTRAIN_CUDA_KERNELS=reference (issue 26, point 9): its fast GEMMs (cuBLASLt, bf16 adapters) are
- * compared with its reference ones, and run twice to give the same bits.
+ * compared with its reference ones, and run twice to give the same bits. Dequantization
+ * (test_dequant) is checked bit for bit: cuda/dequant.cu's fast kernel against its generic one
+ * and the CPU, in fp32 and bf16 (the PTRAIN_TEST_CUDA_OPS_DEVICE=cpu harness skips it).
  *
  * Built with the CUDA backend only; with no GPU visible it skips and says why. With
  * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
@@ -475,6 +477,7 @@ static void check_embed_case(pt_dtype dtype)
     BOTH(ok, "embed", cas, backend_embed(B(side), S(&out, side), S(&table, side), ids));
     scribble(ids, sizeof ids);
     if (ok) check_twin("embed", cas, &out, TOL_ELEM);
+    if (ok) check_bytes("embed bits", cas, &out); /* dequantized rows: the CPU's bits (dequant.cu) */
     twin_free(&table);
     twin_free(&out);
 }
@@ -615,7 +618,7 @@ static void check_dequant_case(pt_dtype dtype, int64_t n, int64_t k, int64_t r0,
 }
 
 /* A format the fast kernel does not take: asked for it, it refuses (matmul and embed then use the
- * generic kernel, which test_matmul and test_embed check). */
+ * generic kernel). */
 static void check_dequant_refused(pt_dtype dtype)
 {
     int64_t shape[2] = {4, 256};
@@ -633,21 +636,25 @@ static void check_dequant_refused(pt_dtype dtype)
 
 /* NF4: 2400 blocks (10 nested groups, the last partial); K=384, a multiple of the block and not of
  * 256; 111 blocks (one partial nested group); odd row ranges. Q8_0/Q4_0/Q4_1: 3 blocks per row,
- * 16 per row, odd ranges. */
+ * 16 per row, odd ranges. Q4_K/Q6_K: 1, 2 and 3 super-blocks per row, odd ranges. The last case
+ * has more groups of 8 than the fast kernel's grid on the emulator (8 SMs x 16 blocks x 256
+ * threads), so its threads loop. */
 static void test_dequant(void **state)
 {
     (void)state;
     if (!cuda_dequant_rows_test || strcmp(dev_name, "cuda") != 0) skip();
-    const pt_dtype fast_types[] = {PT_NF4, PT_Q8_0, PT_Q4_0, PT_Q4_1};
+    const pt_dtype fast_types[] = {PT_NF4, PT_Q8_0, PT_Q4_0, PT_Q4_1, PT_Q4_K, PT_Q6_K};
     for (size_t i = 0; i < sizeof fast_types / sizeof fast_types[0]; i++) {
         pt_dtype t = fast_types[i];
+        bool k_quant = is_k_quant(t); /* rows of whole 256-value super-blocks */
         check_dequant_case(t, 300, 512, 0, 300);
         check_dequant_case(t, 300, 512, 7, 251);
-        check_dequant_case(t, 45, 384, 13, 29);
-        check_dequant_case(t, 37, t == PT_NF4 ? 192 : 96, 0, 37);
-        check_dequant_case(t, 3, 64, 1, 1);
+        check_dequant_case(t, 45, k_quant ? 768 : 384, 13, 29);
+        check_dequant_case(t, 37, k_quant ? 256 : t == PT_NF4 ? 192 : 96, 0, 37);
+        check_dequant_case(t, 3, k_quant ? 256 : 64, 1, 1);
+        check_dequant_case(t, 640, 512, 0, 640); /* 40960 groups of 8: over the emulator's grid */
     }
-    check_dequant_refused(PT_Q4_K);
+    check_dequant_refused(PT_Q5_0);
     check_dequant_refused(PT_F16);
     if (failures) fail_msg("%d dequantization checks failed (FAIL lines above)", failures);
 }
