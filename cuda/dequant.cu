@@ -1,12 +1,12 @@
 /* dequant.cu — rows of a stored weight (f32, bf16, f16, NF4, GGUF blocks) as bf16 or fp32 on the
  * device: the matmuls convert a quantized weight one tile of rows at a time into bf16 scratch, and
  * the embedding gathers the rows of its token ids. Two kernels (issue 26, point 5):
- *   dequant8_kernel      NF4, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K: 8 consecutive values per thread,
- *                        their bits read with one 4-byte load (NF4) or four 2-byte loads per
- *                        array (GGUF), the (sub-)block's scale decoded once for the 8, written
- *                        with one 16-byte store (bf16) or two (fp32); NF4's table and nested map
- *                        in shared memory. The value functions' fp32 operations in their order,
- *                        so the same bits.
+ *   dequant8_kernel      NF4, F16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: 8 consecutive
+ *                        values per thread, their bits read with one 4-byte load (NF4), one
+ *                        16-byte load (F16) or four 2-byte loads per array (GGUF blocks), the
+ *                        (sub-)block's scale decoded once for the 8, written with one 16-byte
+ *                        store (bf16) or two (fp32); NF4's table and nested map in shared memory.
+ *                        The value functions' fp32 operations in their order, so the same bits.
  *   dequant_rows_kernel  every format, one thread per output value calling the format's value
  *                        function of dequant_formats.h: the reference (PTRAIN_CUDA_KERNELS=reference)
  *                        and the path for everything dequant8_kernel does not take.
@@ -114,8 +114,8 @@ __global__ static void dequant_rows_kernel(dq_weight w, int64_t n_rows, const in
 
 /* ---- the fast kernel: 8 consecutive values per thread ------------------------------------------ */
 
-/* 8 bytes at p (2-byte aligned: the GGUF blocks of 18, 34 and 210 bytes are no more), byte i
- * in bits 8i..8i+7. */
+/* 8 bytes at p (2-byte aligned: the GGUF blocks of 18, 22, 34 and 210 bytes are no more), byte
+ * i in bits 8i..8i+7. */
 __device__ static inline uint64_t dq_ld8(const uint8_t *p)
 {
     const uint16_t *h = (const uint16_t *)(const void *)p;
@@ -157,16 +157,47 @@ __device__ static void dq8_q4_1(const block_q4_1 *b, int j0, float x[8])
     for (int i = 0; i < 8; i++) x[i] = dq_add(dq_mul((float)q[i], d), m);
 }
 
-/* Q4_K values i0..i0+7, all in sub-block j = i0/32: dq_k4's d1 = d*sc and m1 = dmin*m once,
- * then x = d1*q - m1; the nibbles of qs bytes 32*(i0/64) + i0%32.., low for even j, high for odd. */
-__device__ static void dq8_q4_k(const block_q4_K *b, int i0, float x[8])
+/* Q5_0/Q5_1 levels j0..j0+7 (dq_q5_level): the nibbles as dq8_nibbles, bits j0.. of qh the fifth. */
+__device__ static void dq8_q5_levels(const uint8_t *qh, const uint8_t *qs, int j0, int q[8])
 {
-    int j = i0 / 32, sc, m;
-    block_k4_scale_min(j, b->scales, &sc, &m);
-    float d1 = dq_mul(dq_f16_to_f32(b->d), (float)sc), m1 = dq_mul(dq_f16_to_f32(b->dmin), (float)m);
-    uint64_t q = dq_ld8(b->qs + 32 * (i0 / 64) + i0 % 32);
+    dq8_nibbles(qs, j0, q);
+    uint32_t h = dq_rd32(qh);
+    for (int i = 0; i < 8; i++) q[i] |= (int)(((h >> (j0 + i)) & 1) << 4);
+}
+
+/* Q5_0: dq_q5_0's x = (q-16)*d. */
+__device__ static void dq8_q5_0(const block_q5_0 *b, int j0, float x[8])
+{
+    float d = dq_f16_to_f32(b->d);
+    int q[8];
+    dq8_q5_levels(b->qh, b->qs, j0, q);
+    for (int i = 0; i < 8; i++) x[i] = dq_mul((float)(q[i] - 16), d);
+}
+
+/* Q5_1: dq_q5_1's x = q*d + m. */
+__device__ static void dq8_q5_1(const block_q5_1 *b, int j0, float x[8])
+{
+    float d = dq_f16_to_f32(b->d), m = dq_f16_to_f32(b->m);
+    int q[8];
+    dq8_q5_levels(b->qh, b->qs, j0, q);
+    for (int i = 0; i < 8; i++) x[i] = dq_add(dq_mul((float)q[i], d), m);
+}
+
+/* Q4_K, or Q5_K given qh: values i0..i0+7, all in sub-block j = i0/32. dq_k4's d1 = d*sc and
+ * m1 = dmin*m once, then x = d1*q - m1; q is the nibble of qs byte 32*(i0/64) + i0%32 + i (low
+ * for even j, high for odd), plus 16 where bit j of qh[i0%32 + i] is set. */
+__device__ static void dq8_k4(uint16_t d16, uint16_t dmin16, const uint8_t *scales, const uint8_t *qh,
+                              const uint8_t *qs, int i0, float x[8])
+{
+    int j = i0 / 32, l = i0 % 32, sc, m;
+    block_k4_scale_min(j, scales, &sc, &m);
+    float d1 = dq_mul(dq_f16_to_f32(d16), (float)sc), m1 = dq_mul(dq_f16_to_f32(dmin16), (float)m);
+    uint64_t lo = dq_ld8(qs + 32 * (i0 / 64) + l), hi = qh ? dq_ld8(qh + l) : 0;
     int shift = (j & 1) ? 4 : 0;
-    for (int i = 0; i < 8; i++) x[i] = dq_sub(dq_mul(d1, (float)(int)((q >> (8 * i + shift)) & 0x0f)), m1);
+    for (int i = 0; i < 8; i++) {
+        int q = (int)((lo >> (8 * i + shift)) & 0x0f) + (((hi >> (8 * i + j)) & 1) ? 16 : 0);
+        x[i] = dq_sub(dq_mul(d1, (float)q), m1);
+    }
 }
 
 /* Q6_K values i0..i0+7, one quarter t of half h and one scale: dq_q6_k's d*scale once, then
@@ -181,6 +212,14 @@ __device__ static void dq8_q6_k(const block_q6_K *b, int i0, float x[8])
         int q = (int)((lo >> (8 * i + shift)) & 0x0f) | (int)(((hi >> (8 * i + 2 * t)) & 3) << 4);
         x[i] = dq_mul(ds, (float)(q - 32));
     }
+}
+
+/* f16 values col..col+7 of row r (16-byte aligned): one 16-byte load, each decoded as dq_f16_to_f32. */
+__device__ static void dq8_f16(const uint16_t *r, int64_t col, float x[8])
+{
+    uint4 v = *(const uint4 *)(const void *)(r + col);
+    uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 8; i++) x[i] = dq_f16_to_f32((uint16_t)(u[i / 2] >> 16 * (i % 2)));
 }
 
 /* NF4 elements g0..g0+7 of the whole matrix (g0 a multiple of 8, so one 64-block and 4 aligned
@@ -207,8 +246,20 @@ __device__ static void dq8_values(const dq_weight *w, const float *nf4_maps, int
     case PT_Q8_0: dq8_q8_0((const block_q8_0 *)r + col / QK, j0, x); break;
     case PT_Q4_0: dq8_q4_0((const block_q4_0 *)r + col / QK, j0, x); break;
     case PT_Q4_1: dq8_q4_1((const block_q4_1 *)r + col / QK, j0, x); break;
-    case PT_Q4_K: dq8_q4_k((const block_q4_K *)r + col / QK_K, (int)(col % QK_K), x); break;
+    case PT_Q5_0: dq8_q5_0((const block_q5_0 *)r + col / QK, j0, x); break;
+    case PT_Q5_1: dq8_q5_1((const block_q5_1 *)r + col / QK, j0, x); break;
+    case PT_Q4_K: {
+        const block_q4_K *b = (const block_q4_K *)r + col / QK_K;
+        dq8_k4(b->d, b->dmin, b->scales, NULL, b->qs, (int)(col % QK_K), x);
+        break;
+    }
+    case PT_Q5_K: {
+        const block_q5_K *b = (const block_q5_K *)r + col / QK_K;
+        dq8_k4(b->d, b->dmin, b->scales, b->qh, b->qs, (int)(col % QK_K), x);
+        break;
+    }
     case PT_Q6_K: dq8_q6_k((const block_q6_K *)r + col / QK_K, (int)(col % QK_K), x); break;
+    case PT_F16: dq8_f16((const uint16_t *)r, col, x); break;
     case PT_NF4: dq8_nf4(w, nf4_maps, row * w->k + col, x); break;
     default: break; /* not reached */
     }
@@ -253,7 +304,7 @@ __global__ static void dequant8_kernel(dq_weight w, int64_t n_rows, const int32_
 }
 
 /* Whether dequant8_kernel takes w into out: one of its formats, rows of whole groups of 8, and
- * the alignment its loads (NF4: 4 bytes; blocks: 2) and 16-byte stores need. Buffers from the
+ * the alignment its loads (NF4: 4 bytes; F16: 16; blocks: 2) and 16-byte stores need. Buffers from the
  * pool and the arena always have it; a view at an odd offset would not. */
 static bool dq_fast_takes(const dq_weight *v, const void *out)
 {
@@ -263,10 +314,14 @@ static bool dq_fast_takes(const dq_weight *v, const void *out)
         in = (uintptr_t)v->nf4_packed;
         need = 4;
         break;
+    case PT_F16: need = 16; break; /* one 16-byte load (rows of k % 8 == 0 values keep it) */
     case PT_Q8_0:
     case PT_Q4_0:
     case PT_Q4_1:
+    case PT_Q5_0:
+    case PT_Q5_1:
     case PT_Q4_K:
+    case PT_Q5_K:
     case PT_Q6_K: break;
     default: return false;
     }

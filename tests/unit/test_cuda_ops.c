@@ -114,12 +114,13 @@ static void put16(uint8_t *p, uint16_t v)
 }
 
 /* Q4_K super-block (src/quant.c): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128
- * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. */
-static void random_q4_k_block(uint8_t *p)
+ * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. Q5_K (size 176)
+ * has 32 bytes of fifth bits before the nibbles, |x| < 1953 d + 63 dmin. */
+static void random_q4_k_block(uint8_t *p, size_t size)
 {
     put16(p, quant_f32_to_f16(rng_uniform(0.0005f, 0.002f)));
     put16(p + 2, quant_f32_to_f16(rng_uniform(0.001f, 0.02f)));
-    for (int i = 4; i < 144; i++) p[i] = (uint8_t)rng_next();
+    for (size_t i = 4; i < size; i++) p[i] = (uint8_t)rng_next();
 }
 
 /* Q6_K super-block: ql[128], qh[64], int8 scales[16], fp16 d at 208; x = d*sc*(q-32), |x| < 4096 d. */
@@ -137,11 +138,11 @@ static void *weight_host(pt_dtype dtype, int64_t rows, int64_t cols)
     assert_true(t.nbytes > 0);
     uint8_t *buf = malloc(t.nbytes);
     assert_non_null(buf);
-    if (dtype == PT_Q4_K || dtype == PT_Q6_K) { /* no quantizer: random blocks with finite scales */
+    if (dtype == PT_Q4_K || dtype == PT_Q5_K || dtype == PT_Q6_K) { /* no quantizer: random blocks */
         size_t block = dtype_size_bytes(dtype, 256);
         for (size_t off = 0; off < t.nbytes; off += block) {
-            if (dtype == PT_Q4_K)
-                random_q4_k_block(buf + off);
+            if (dtype != PT_Q6_K)
+                random_q4_k_block(buf + off, block);
             else
                 random_q6_k_block(buf + off);
         }
@@ -622,8 +623,9 @@ static void check_dequant_case(pt_dtype dtype, int64_t n, int64_t k, int64_t r0,
 static void check_dequant_refused(pt_dtype dtype)
 {
     int64_t shape[2] = {4, 256};
-    void *wh = weight_host(dtype, 4, 256);
     pt_tensor w = tensor_make(dtype, 2, shape);
+    void *wh = calloc(1, w.nbytes); /* the values do not matter */
+    assert_non_null(wh);
     must(backend_alloc(dev_be, &w), "alloc on the backend under test");
     must(backend_upload(dev_be, &w, wh, w.nbytes), "upload to the backend under test");
     float out[4 * 256];
@@ -636,17 +638,19 @@ static void check_dequant_refused(pt_dtype dtype)
 
 /* NF4: 2400 blocks (10 nested groups, the last partial); K=384, a multiple of the block and not of
  * 256; 111 blocks (one partial nested group); odd row ranges. Q8_0/Q4_0/Q4_1: 3 blocks per row,
- * 16 per row, odd ranges. Q4_K/Q6_K: 1, 2 and 3 super-blocks per row, odd ranges. The last case
+ * 16 per row, odd ranges; F16, Q5_0 and Q5_1 the same. Q4_K/Q5_K/Q6_K: 1, 2 and 3 super-blocks
+ * per row, odd ranges. The last case
  * has more groups of 8 than the fast kernel's grid on the emulator (8 SMs x 16 blocks x 256
  * threads), so its threads loop. */
 static void test_dequant(void **state)
 {
     (void)state;
     if (!cuda_dequant_rows_test || strcmp(dev_name, "cuda") != 0) skip();
-    const pt_dtype fast_types[] = {PT_NF4, PT_Q8_0, PT_Q4_0, PT_Q4_1, PT_Q4_K, PT_Q6_K};
+    const pt_dtype fast_types[] = {PT_NF4, PT_F16,  PT_Q8_0, PT_Q4_0, PT_Q4_1,
+                                   PT_Q5_0, PT_Q5_1, PT_Q4_K, PT_Q5_K, PT_Q6_K};
     for (size_t i = 0; i < sizeof fast_types / sizeof fast_types[0]; i++) {
         pt_dtype t = fast_types[i];
-        bool k_quant = is_k_quant(t); /* rows of whole 256-value super-blocks */
+        bool k_quant = is_k_quant(t) || t == PT_Q5_K; /* rows of whole 256-value super-blocks */
         check_dequant_case(t, 300, 512, 0, 300);
         check_dequant_case(t, 300, 512, 7, 251);
         check_dequant_case(t, 45, k_quant ? 768 : 384, 13, 29);
@@ -654,8 +658,8 @@ static void test_dequant(void **state)
         check_dequant_case(t, 3, k_quant ? 256 : 64, 1, 1);
         check_dequant_case(t, 640, 512, 0, 640); /* 40960 groups of 8: over the emulator's grid */
     }
-    check_dequant_refused(PT_Q5_0);
-    check_dequant_refused(PT_F16);
+    check_dequant_refused(PT_Q2_K);
+    check_dequant_refused(PT_Q3_K);
     if (failures) fail_msg("%d dequantization checks failed (FAIL lines above)", failures);
 }
 
