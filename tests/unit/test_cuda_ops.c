@@ -5,7 +5,9 @@
  * no NaN or Inf allowed. One line per check names the op, the case, the error and the tolerance.
  * The matmuls also run on a third backend, the one under test opened with
  * PTRAIN_CUDA_KERNELS=reference (issue 26, point 9): its fast GEMMs (cuBLASLt, bf16 adapters) are
- * compared with its reference ones, and run twice to give the same bits.
+ * compared with its reference ones, and run twice to give the same bits. Dequantization
+ * (test_dequant) is checked bit for bit: cuda/dequant.cu's fast kernel against its generic one
+ * and the CPU, in fp32 and bf16 (the PTRAIN_TEST_CUDA_OPS_DEVICE=cpu harness skips it).
  *
  * Built with the CUDA backend only; with no GPU visible it skips and says why. With
  * PTRAIN_TEST_CUDA_OPS_DEVICE=cpu the side under test is a second CPU backend, which runs the
@@ -112,12 +114,13 @@ static void put16(uint8_t *p, uint16_t v)
 }
 
 /* Q4_K super-block (src/quant.c): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128
- * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. */
-static void random_q4_k_block(uint8_t *p)
+ * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. Q5_K (size 176)
+ * has 32 bytes of fifth bits before the nibbles, |x| < 1953 d + 63 dmin. */
+static void random_q4_k_block(uint8_t *p, size_t size)
 {
     put16(p, quant_f32_to_f16(rng_uniform(0.0005f, 0.002f)));
     put16(p + 2, quant_f32_to_f16(rng_uniform(0.001f, 0.02f)));
-    for (int i = 4; i < 144; i++) p[i] = (uint8_t)rng_next();
+    for (size_t i = 4; i < size; i++) p[i] = (uint8_t)rng_next();
 }
 
 /* Q6_K super-block: ql[128], qh[64], int8 scales[16], fp16 d at 208; x = d*sc*(q-32), |x| < 4096 d. */
@@ -135,11 +138,11 @@ static void *weight_host(pt_dtype dtype, int64_t rows, int64_t cols)
     assert_true(t.nbytes > 0);
     uint8_t *buf = malloc(t.nbytes);
     assert_non_null(buf);
-    if (dtype == PT_Q4_K || dtype == PT_Q6_K) { /* no quantizer: random blocks with finite scales */
+    if (dtype == PT_Q4_K || dtype == PT_Q5_K || dtype == PT_Q6_K) { /* no quantizer: random blocks */
         size_t block = dtype_size_bytes(dtype, 256);
         for (size_t off = 0; off < t.nbytes; off += block) {
-            if (dtype == PT_Q4_K)
-                random_q4_k_block(buf + off);
+            if (dtype != PT_Q6_K)
+                random_q4_k_block(buf + off, block);
             else
                 random_q6_k_block(buf + off);
         }
@@ -475,6 +478,7 @@ static void check_embed_case(pt_dtype dtype)
     BOTH(ok, "embed", cas, backend_embed(B(side), S(&out, side), S(&table, side), ids));
     scribble(ids, sizeof ids);
     if (ok) check_twin("embed", cas, &out, TOL_ELEM);
+    if (ok) check_bytes("embed bits", cas, &out); /* dequantized rows: the CPU's bits (dequant.cu) */
     twin_free(&table);
     twin_free(&out);
 }
@@ -524,6 +528,139 @@ static void check_rmsnorm_case(int rows, int dim, float eps)
     if (ok) check_twin("rmsnorm_bwd dx=dy", cas, &dyx, TOL_REDUCE);
     twin *all[] = {&x, &w, &y, &rstd, &y2, &dy, &dx, &dw, &dyx};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+}
+
+/* ---- dequantization (cuda/dequant.cu) ---- */
+
+/* cuda/dequant.cu's entry for this test: rows [r0, r0 + rows) of w (on be, a CUDA backend) by its
+ * fast kernel (fast) or its generic one, as bf16 (bf16) or fp32, copied to host_out. Weak: a build
+ * without it (no CUDA) skips the test. */
+extern pt_status cuda_dequant_rows_test(pt_backend *be, const pt_tensor *w, int64_t r0, int64_t rows, bool fast,
+                                        bool bf16, void *host_out) __attribute__((weak));
+
+/* Rows [r0, r0 + rows) of the weight [n, k] in host as the CPU dequantizes them. */
+static float *cpu_dequant(pt_dtype dtype, const void *host, int64_t n, int64_t k, int64_t r0, int64_t rows)
+{
+    float *out = malloc((size_t)(rows * k) * sizeof(float) + 1);
+    assert_non_null(out);
+    if (dtype == PT_NF4) {
+        assert_int_equal(nf4_dequantize_rows(host, n, k, r0, rows, out), PT_OK);
+        return out;
+    }
+    size_t row_bytes = dtype_size_bytes(dtype, k);
+    for (int64_t r = 0; r < rows; r++)
+        assert_int_equal(quant_dequantize_row(dtype, (const uint8_t *)host + (size_t)(r0 + r) * row_bytes,
+                                              out + r * k, k),
+                         PT_OK);
+    return out;
+}
+
+/* __float2bfloat16_rn's bits: round to nearest even, a NaN kept quiet. */
+static uint16_t bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+/* One kernel's output of rows [r0, r0 + rows), fp32 and bf16; NULL (and a failed check) when it
+ * failed. */
+static bool dequant_run(const pt_tensor *w, int64_t r0, int64_t rows, bool fast, float *f32, uint16_t *bf16,
+                        const char *cas)
+{
+    const char *op = fast ? "dequant fast" : "dequant generic";
+    return ran(cuda_dequant_rows_test(dev_be, w, r0, rows, fast, false, f32), 1, op, cas) &&
+           ran(cuda_dequant_rows_test(dev_be, w, r0, rows, fast, true, bf16), 1, op, cas);
+}
+
+/* Rows [r0, r0 + rows) of a random [n, k] weight: the fast kernel's fp32 against the CPU's and the
+ * generic kernel's, its bf16 against the generic kernel's and the CPU's rounded, bit for bit. */
+static void check_dequant_case(pt_dtype dtype, int64_t n, int64_t k, int64_t r0, int64_t rows)
+{
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s [%lld, %lld] rows %lld..%lld", dtype_name(dtype), (long long)n, (long long)k,
+             (long long)r0, (long long)(r0 + rows));
+    void *wh = weight_host(dtype, n, k);
+    int64_t shape[2] = {n, k};
+    pt_tensor w = tensor_make(dtype, 2, shape);
+    must(backend_alloc(dev_be, &w), "alloc on the backend under test");
+    must(backend_upload(dev_be, &w, wh, w.nbytes), "upload to the backend under test");
+    size_t nv = (size_t)(rows * k);
+    float *cpu = cpu_dequant(dtype, wh, n, k, r0, rows), *f[2];
+    uint16_t *h[2], *cpu16 = malloc(nv * 2 + 1);
+    assert_non_null(cpu16);
+    for (size_t i = 0; i < nv; i++) cpu16[i] = bf16_bits(cpu[i]);
+    bool ok = true;
+    for (int fast = 0; fast < 2; fast++) {
+        f[fast] = malloc(nv * 4 + 1);
+        h[fast] = malloc(nv * 2 + 1);
+        assert_true(f[fast] && h[fast]);
+        ok = ok && dequant_run(&w, r0, rows, fast, f[fast], h[fast], cas);
+    }
+    if (ok) {
+        report(bytes_differ(f[1], cpu, nv * 4) == 0, "dequant fast fp32", cas, "%zu of %zu bytes differ from cpu",
+               bytes_differ(f[1], cpu, nv * 4), nv * 4);
+        report(bytes_differ(f[1], f[0], nv * 4) == 0, "dequant fast fp32", cas,
+               "%zu of %zu bytes differ from generic", bytes_differ(f[1], f[0], nv * 4), nv * 4);
+        report(bytes_differ(h[1], h[0], nv * 2) == 0, "dequant fast bf16", cas,
+               "%zu of %zu bytes differ from generic", bytes_differ(h[1], h[0], nv * 2), nv * 2);
+        report(bytes_differ(h[1], cpu16, nv * 2) == 0, "dequant fast bf16", cas,
+               "%zu of %zu bytes differ from cpu rounded", bytes_differ(h[1], cpu16, nv * 2), nv * 2);
+    }
+    for (int fast = 0; fast < 2; fast++) {
+        free(f[fast]);
+        free(h[fast]);
+    }
+    free(cpu);
+    free(cpu16);
+    free(wh);
+    backend_release(dev_be, &w);
+}
+
+/* A format the fast kernel does not take: asked for it, it refuses (matmul and embed then use the
+ * generic kernel). */
+static void check_dequant_refused(pt_dtype dtype)
+{
+    int64_t shape[2] = {4, 256};
+    pt_tensor w = tensor_make(dtype, 2, shape);
+    void *wh = calloc(1, w.nbytes); /* the values do not matter */
+    assert_non_null(wh);
+    must(backend_alloc(dev_be, &w), "alloc on the backend under test");
+    must(backend_upload(dev_be, &w, wh, w.nbytes), "upload to the backend under test");
+    float out[4 * 256];
+    pt_status st = cuda_dequant_rows_test(dev_be, &w, 0, 4, true, false, out);
+    report(st == PT_ERR_UNSUPPORTED, "dequant fast", dtype_name(dtype), "%s (the generic kernel's format)",
+           err_status_name(st));
+    free(wh);
+    backend_release(dev_be, &w);
+}
+
+/* NF4: 2400 blocks (10 nested groups, the last partial); K=384, a multiple of the block and not of
+ * 256; 111 blocks (one partial nested group); odd row ranges. Q8_0/Q4_0/Q4_1: 3 blocks per row,
+ * 16 per row, odd ranges; F16, Q5_0 and Q5_1 the same. Q4_K/Q5_K/Q6_K: 1, 2 and 3 super-blocks
+ * per row, odd ranges. The last case
+ * has more groups of 8 than the fast kernel's grid on the emulator (8 SMs x 16 blocks x 256
+ * threads), so its threads loop. */
+static void test_dequant(void **state)
+{
+    (void)state;
+    if (!cuda_dequant_rows_test || strcmp(dev_name, "cuda") != 0) skip();
+    const pt_dtype fast_types[] = {PT_NF4, PT_F16,  PT_Q8_0, PT_Q4_0, PT_Q4_1,
+                                   PT_Q5_0, PT_Q5_1, PT_Q4_K, PT_Q5_K, PT_Q6_K};
+    for (size_t i = 0; i < sizeof fast_types / sizeof fast_types[0]; i++) {
+        pt_dtype t = fast_types[i];
+        bool k_quant = is_k_quant(t) || t == PT_Q5_K; /* rows of whole 256-value super-blocks */
+        check_dequant_case(t, 300, 512, 0, 300);
+        check_dequant_case(t, 300, 512, 7, 251);
+        check_dequant_case(t, 45, k_quant ? 768 : 384, 13, 29);
+        check_dequant_case(t, 37, k_quant ? 256 : t == PT_NF4 ? 192 : 96, 0, 37);
+        check_dequant_case(t, 3, k_quant ? 256 : 64, 1, 1);
+        check_dequant_case(t, 640, 512, 0, 640); /* 40960 groups of 8: over the emulator's grid */
+    }
+    check_dequant_refused(PT_Q2_K);
+    check_dequant_refused(PT_Q3_K);
+    if (failures) fail_msg("%d dequantization checks failed (FAIL lines above)", failures);
 }
 
 static void test_rmsnorm(void **state)
@@ -1283,6 +1420,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_matmul, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_embed, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_dequant, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_rmsnorm, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_rope, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),

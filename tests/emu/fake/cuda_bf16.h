@@ -15,6 +15,7 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f)
     else r.x = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
     return r;
 }
+static inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 b) { return b.x; }
 static inline float __bfloat162float(__nv_bfloat16 b)
 {
     uint32_t u = (uint32_t)b.x << 16;

@@ -27,6 +27,11 @@ struct dim3 {
 struct __attribute__((aligned(16))) float4 {
     float x, y, z, w;
 };
+struct __attribute__((aligned(16))) uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
