@@ -6,14 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sb_printf(strbuf *sb, const char *fmt, ...)
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
+    va_list again;
+    va_copy(again, ap);
     int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) return;
-    if (sb->len + (size_t)need + 1 > sb->cap) {
+    if (need >= 0 && sb->len + (size_t)need + 1 > sb->cap) {
         size_t cap = sb->cap ? sb->cap : 256;
         while (cap < sb->len + (size_t)need + 1) cap *= 2;
         char *grown = realloc(sb->data, cap);
@@ -21,10 +19,19 @@ void sb_printf(strbuf *sb, const char *fmt, ...)
         sb->data = grown;
         sb->cap = cap;
     }
+    if (need >= 0) {
+        vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, again);
+        sb->len += (size_t)need;
+    }
+    va_end(again);
+}
+
+void sb_printf(strbuf *sb, const char *fmt, ...)
+{
+    va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
+    sb_vprintf(sb, fmt, ap);
     va_end(ap);
-    sb->len += (size_t)need;
 }
 
 void sb_free(strbuf *sb)
