@@ -382,6 +382,20 @@ static void test_resolve_miss(void **state)
                 "./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging Face cache); "
                 "fetch the default model with share/scripts/fetch-model.sh");
     expect_miss("", NULL, "no model given: name a .gguf file, a model directory or an HF id");
+    /* a name of 10 MB: shown by its start, end and length, and the reason is whole (issue 29) */
+    size_t n = 10u << 20;
+    char *name = malloc(n + 1);
+    assert_non_null(name);
+    memset(name, 'd', n);
+    memcpy(name, "/very/long/path/", 16);
+    memcpy(name + n - 11, "/model.gguf", 11);
+    name[n] = '\0';
+    snprintf(want, sizeof want,
+             "model %.68s…(10485760 bytes)…%s not found (looked for the file or directory itself, then in "
+             "$PTRAIN_MODELS, ./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging "
+             "Face cache); fetch the default model with share/scripts/fetch-model.sh", name, name + n - 68);
+    expect_miss(name, NULL, want);
+    free(name);
 }
 
 /* ---- family mapping and bad models, on files written here ---- */
