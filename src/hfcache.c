@@ -102,8 +102,8 @@ static pt_status miss(const char *kind, const char *id, const char *rev, const c
                        "%s %s is not in the Hugging Face cache: %s (hub cache %s, from %s). On a machine with "
                        "internet, run\n  huggingface-cli download%s %s\n(or: hf download %s%s), then copy the "
                        "%ss--%.*s--%s directory into %s, or set HF_HUB_CACHE to the cache that has it",
-                       kind, id, what, hub, from, sb_text(&opt), id, id, sb_text(&opt), kind,
-                       (int)(strchr(id, '/') - id), id, strchr(id, '/') + 1, hub);
+                       kind, id, shown_text(what).s, shown_text(hub).s, shown_text(from).s, sb_text(&opt), id, id,
+                       sb_text(&opt), kind, (int)(strchr(id, '/') - id), id, strchr(id, '/') + 1, shown_text(hub).s);
     sb_free(&opt);
     return rc;
 }

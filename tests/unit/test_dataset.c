@@ -888,6 +888,30 @@ static void test_directory(void **state)
         "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
+/* A dataset name of 200 KB (near the most a config file holds): shown by its start, end and length, and the
+ * reason is whole (issue 29). */
+static void test_long_name(void **state)
+{
+    (void)state;
+    size_t n = 200u << 10;
+    char *yaml = malloc(n + 128), *p = stpcpy(yaml, "max_seq_length: 64\ndataset:\n  - name: /nonexistent/");
+    assert_non_null(yaml);
+    memset(p, 'd', n);
+    strcpy(p + n, "/pirates.jsonl\n");
+    pt_config cfg;
+    assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+    free(yaml);
+    dataset_options o = dataset_options_from_config(&cfg);
+    pt_dataset ds;
+    pt_status rc = dataset_load(&o, T.smol, NULL, &ds);
+    config_free(&cfg);
+    char want[1024], d[56];
+    memset(d, 'd', 55), d[55] = '\0';
+    snprintf(want, sizeof want, "dataset[0]: /nonexistent/%s…(%zu bytes)…%.54s/pirates.jsonl does not exist "
+             "(relative paths start at the current directory)", d, n + 27, d);
+    expect_error(rc, PT_ERR_USER, want);
+}
+
 static void test_json_variants(void **state)
 {
     (void)state;
@@ -1287,7 +1311,8 @@ int main(void)
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
-        cmocka_unit_test(test_directory),         cmocka_unit_test(test_json_variants),
+        cmocka_unit_test(test_directory),         cmocka_unit_test(test_long_name),
+        cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
         cmocka_unit_test(test_no_usable_row),
         cmocka_unit_test(test_convert_errors),    cmocka_unit_test(test_file_too_large),    cmocka_unit_test(test_hub_dir),
