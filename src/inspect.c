@@ -486,7 +486,7 @@ static pt_status parse_long(const char *opt, const char *text, long lo, long hi,
     long v = strtol(text, &end, 10);
     if (end == text || *end || v < lo || v > hi)
         return ERR(PT_ERR_USAGE, "%s expects an integer from %ld to %ld, got '%s'\nTry 'ptrain inspect --help'.", opt,
-                   lo, hi, text);
+                   lo, hi, shown_text(text).s);
     *out = v;
     return PT_OK;
 }
@@ -511,12 +511,14 @@ static int insp_parse(int argc, char **argv, insp_options *o)
         case 'n': o->nf4 = false; break;
         case 'h': fputs(insp_usage, stdout); return -1;
         default:
-            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.", argv[optind - 1]);
+            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.",
+                       shown_text(argv[optind - 1]).s);
         }
     }
     if (optind >= argc) return ERR(PT_ERR_USAGE, "no model given\nTry 'ptrain inspect --help'.");
     o->model = argv[optind++];
-    if (optind < argc) return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain inspect --help'.", argv[optind]);
+    if (optind < argc)
+        return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain inspect --help'.", shown_text(argv[optind]).s);
     return PT_OK;
 }
 
