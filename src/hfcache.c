@@ -29,10 +29,14 @@ static bool has_data_extension(const char *name)
     return false;
 }
 
+#define HUB_ID_PART_MAX 96 /* the most characters of NAMESPACE or NAME in a Hub repository id */
+
 bool hfcache_is_repo_id(const char *name)
 {
     const char *slash = strchr(name, '/');
     if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/') || name[0] == '.') return false;
+    /* the Hub's limit on each part (config_repo_id_problem): a longer name is a path, and its messages show it */
+    if (slash - name > HUB_ID_PART_MAX || strlen(slash + 1) > HUB_ID_PART_MAX) return false;
     for (const char *p = name; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("/._-", *p)) return false;
     return !has_data_extension(name);
@@ -97,7 +101,7 @@ static pt_status miss(const char *kind, const char *id, const char *rev, const c
     bool dataset = strcmp(kind, "dataset") == 0;
     strbuf opt = {0};
     if (dataset) sb_printf(&opt, " --repo-type dataset");
-    if (strcmp(rev, "main") != 0) sb_printf(&opt, " --revision %s", rev);
+    if (strcmp(rev, "main") != 0) sb_printf(&opt, " --revision %s", shown_text(rev).s);
     pt_status rc = ERR(PT_ERR_USER,
                        "%s %s is not in the Hugging Face cache: %s (hub cache %s, from %s). On a machine with "
                        "internet, run\n  huggingface-cli download%s %s\n(or: hf download %s%s), then copy the "

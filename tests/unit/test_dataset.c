@@ -1147,6 +1147,13 @@ static void test_hub_dir(void **state)
     assert_false(hfcache_is_repo_id("/abs/path"));
     assert_false(hfcache_is_repo_id("a/b/c"));
     assert_false(hfcache_is_repo_id("pirates"));
+    char id[200]; /* each part of a Hub id has at most 96 characters */
+    memset(id, 'a', sizeof id), id[96] = '/', id[96 + 97] = '\0';
+    assert_true(hfcache_is_repo_id(id));
+    id[96 + 97] = 'a', id[96 + 98] = '\0';
+    assert_false(hfcache_is_repo_id(id));
+    memset(id, 'a', sizeof id), id[97] = '/', id[97 + 2] = '\0';
+    assert_false(hfcache_is_repo_id(id));
 }
 
 static void test_hfcache_load(void **state)

@@ -395,6 +395,14 @@ static void test_resolve_miss(void **state)
              "$PTRAIN_MODELS, ./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging "
              "Face cache); fetch the default model with share/scripts/fetch-model.sh", name, name + n - 68);
     expect_miss(name, NULL, want);
+    /* an HF id of 10 MB cannot be on the Hub (parts of at most 96 characters): not found, the same way */
+    memset(name, 'x', n);
+    memcpy(name, "org/", 4);
+    snprintf(want, sizeof want,
+             "model %.68s…(10485760 bytes)…%s not found (looked for the file or directory itself, then in "
+             "$PTRAIN_MODELS, ./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging "
+             "Face cache); fetch the default model with share/scripts/fetch-model.sh", name, name + n - 68);
+    expect_miss(name, NULL, want);
     free(name);
 }
 
