@@ -129,8 +129,8 @@ static void gguf_tokenizer(const gguf_file *f, insp_report *r)
     err_clear();
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : gguf_str_eq(model, "llama") ? "SentencePiece" : "?";
-    snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%.*s\"), %llu tokens", kind, (int)model.len, model.data,
-             (unsigned long long)(tokens ? tokens->count : 0));
+    snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%s\"), %llu tokens", kind,
+             shown_bytes(model.data, (size_t)model.len).s, (unsigned long long)(tokens ? tokens->count : 0));
     char *text = tmpl.data ? strndup(tmpl.data, (size_t)tmpl.len) : NULL;
     chat_line(r, text);
     free(text);

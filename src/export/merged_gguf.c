@@ -102,7 +102,8 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
         it->type = choose_type(q, it, cfg->n_layers, tied);
         if (it->type != g->ggml_type && g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot convert; export with its "
-                       "own type", shown_text(f->path).s, shown_text(it->name).s, g->ggml_type);
+                       "own type", shown_text(f->path).s, shown_bytes(g->name.data, (size_t)g->name.len).s,
+                       g->ggml_type);
     }
     return PT_OK;
 }
