@@ -1072,7 +1072,7 @@ static char *convert_message(const char *path, const char *kind, const char *ext
         "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
         "  python3 -c 'import sys, pandas as pd; %s(sys.argv[1]).to_json(sys.argv[2], orient=\"records\", lines=True, "
         "force_ascii=False)' '%s' '%.*sjsonl'\nbeside it%s; ptrain then reads the .jsonl file",
-        path, kind, extra, call, path, stem, path, more);
+        shown_text(path).s, kind, extra, call, path, stem, path, more);
     return sb.data;
 }
 
@@ -1196,20 +1196,26 @@ static void test_hfcache_miss(void **state)
     char hub[1024], want[8192], path[2048];
     snprintf(hub, sizeof hub, "%s", D("hfcache"));
     setenv("HF_HUB_CACHE", hub, 1);
+    /* the message shows its paths as shown_text does, so that a deep build directory changes nothing here */
+    const char *hub_shown = shown_text(hub).s;
+    char shown_hub[sizeof(pt_shown)];
+    snprintf(shown_hub, sizeof shown_hub, "%s", hub_shown);
     pt_dataset ds;
+    snprintf(path, sizeof path, "%s/datasets--acme--missing", hub);
     snprintf(want, sizeof want,
-             "dataset[0]: dataset acme/missing is not in the Hugging Face cache: %s/datasets--acme--missing does not "
-             "exist" MISS_TAIL, hub, hub, "acme/missing", "acme/missing", "missing", hub);
+             "dataset[0]: dataset acme/missing is not in the Hugging Face cache: %s does not exist" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/missing", "acme/missing", "missing", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/missing\n"), PT_ERR_USER, want);
+    snprintf(path, sizeof path, "%s/datasets--acme--norefs/refs/main", hub);
     snprintf(want, sizeof want,
-             "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s/datasets--acme--norefs/refs/main is "
-             "missing" MISS_TAIL, hub, hub, "acme/norefs", "acme/norefs", "norefs", hub);
+             "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s is missing" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/norefs", "acme/norefs", "norefs", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/norefs\n"), PT_ERR_USER, want);
-    snprintf(
-        want, sizeof want,
-        "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s/datasets--acme--dangling/snapshots/"
-        "fedcba9876543210fedcba9876543210fedcba98 (named by refs/main) is missing" MISS_TAIL,
-        hub, hub, "acme/dangling", "acme/dangling", "dangling", hub);
+    snprintf(path, sizeof path, "%s/datasets--acme--dangling/snapshots/fedcba9876543210fedcba9876543210fedcba98", hub);
+    snprintf(want, sizeof want,
+             "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s (named by refs/main) is "
+             "missing" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/dangling", "acme/dangling", "dangling", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/dangling\n"), PT_ERR_USER, want);
     snprintf(path, sizeof path, "%s/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567/data/"
              "train-00000-of-00002.parquet", hub);
