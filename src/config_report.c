@@ -71,10 +71,10 @@ static void report_settle(config_report *r)
 /* One message: "[ptrain: LABEL: ]FILE:LINE:COL: text[ (N times)]". */
 static void item_line(const config_report *r, const struct report_item *it, strbuf *out)
 {
-    const char *file = shown_text(r->file).s;
+    pt_shown file = shown_text(r->file); /* an object: the .s of a returned struct lives one expression */
     if (it->label) sb_printf(out, "ptrain: %s: ", it->label);
-    if (it->line) sb_printf(out, "%s:%zu:%zu: %s", file, it->line, it->col, it->text);
-    else sb_printf(out, "%s: %s", file, it->text);
+    if (it->line) sb_printf(out, "%s:%zu:%zu: %s", file.s, it->line, it->col, it->text);
+    else sb_printf(out, "%s: %s", file.s, it->text);
     if (it->count > 1) sb_printf(out, " (%d times)", it->count);
 }
 
@@ -83,15 +83,15 @@ static void item_line(const config_report *r, const struct report_item *it, strb
 static void rest_line(const config_report *r, int from, strbuf *out)
 {
     int rest = r->n - from, notes = 0;
-    const char *file = shown_text(r->file).s;
+    pt_shown file = shown_text(r->file);
     if (!r->items[from].label) {
-        sb_printf(out, "… and %d more error%s in %s\n", rest, rest == 1 ? "" : "s", file);
+        sb_printf(out, "… and %d more error%s in %s\n", rest, rest == 1 ? "" : "s", file.s);
         return;
     }
     for (int i = from; i < r->n; i++) notes += !strcmp(r->items[i].label, "note");
     const char *what = notes == rest ? "note" : notes ? "warnings and note" : "warning";
     sb_printf(out, "ptrain: %s: … and %d more %s%s in %s\n", notes == rest ? "note" : "warning", rest, what,
-              rest == 1 ? "" : "s", file);
+              rest == 1 ? "" : "s", file.s);
 }
 
 /* The report as lines (each ending in '\n'): the first CONFIG_REPORT_MAX messages, fewer when the

@@ -1197,9 +1197,8 @@ static void test_hfcache_miss(void **state)
     snprintf(hub, sizeof hub, "%s", D("hfcache"));
     setenv("HF_HUB_CACHE", hub, 1);
     /* the message shows its paths as shown_text does, so that a deep build directory changes nothing here */
-    const char *hub_shown = shown_text(hub).s;
     char shown_hub[sizeof(pt_shown)];
-    snprintf(shown_hub, sizeof shown_hub, "%s", hub_shown);
+    snprintf(shown_hub, sizeof shown_hub, "%s", shown_text(hub).s);
     pt_dataset ds;
     snprintf(path, sizeof path, "%s/datasets--acme--missing", hub);
     snprintf(want, sizeof want,

@@ -56,9 +56,8 @@ static void test_shown_long(void **state)
     memcpy(path, "/very/long/path/", 16);
     memcpy(path + n - 11, "/model.gguf", 11);
     path[n] = '\0';
-    const char *s = shown_text(path).s; /* a copy lives on below */
     char got[sizeof(pt_shown)];
-    snprintf(got, sizeof got, "%s", s);
+    snprintf(got, sizeof got, "%s", shown_text(path).s); /* a copy lives on below */
     free(path);
     assert_true(strlen(got) <= SHOWN_MAX + 16);
     assert_memory_equal(got, "/very/long/path/", 16);
