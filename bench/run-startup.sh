@@ -4,9 +4,12 @@
 # Hugging Face model in SmolLM2-135M's shape that ptrain quantizes to NF4 on load, a one-step run:
 #   - the wall time from mpirun's start to its exit (start-up, one step, the adapter written);
 #   - the new build's start-up record (metrics.jsonl): the slowest rank's seconds to the end of the
-#     first step, and its model read + quantize, dataset and first-step phases;
+#     first step, the setup before the first step (that less the first step), and the MPI, model
+#     read + quantize, dataset and first-step phases;
 #   - host memory: the largest sum of Pss over the job's ptrain processes (sampled every 0.1 s
-#     from /proc/PID/smaps_rollup), so a node-shared copy of the weights counts once;
+#     from /proc/PID/smaps), so a node-shared copy of the weights counts once, and of that the
+#     shared weight window's (Open MPI's /dev/shm/osc_sm.* mapping; 0 with one rank, which loads
+#     its own copy);
 # cold (no dataset cache in output_dir) and cached (the same output_dir again: the dataset cache
 # kept, everything else removed), and the same with an older build (OLD=path/to/ptrain, cold
 # only: it has no cache). Then the dataset phase alone on a 100,000-row dataset, cold and cached.
@@ -49,19 +52,22 @@ output_dir: "$2"
 final_model_dir: "$2/lora"
 YAML
 }
-pss_watch() { # pss_watch FILE: the largest sum of Pss (kB) over ptrain processes, until killed
-    local max=0 sum p
-    trap 'echo $max >"$1"; exit 0' TERM
+pss_watch() { # pss_watch FILE: the largest sum of Pss (kB) over ptrain processes, and with it the
+    # sum over the node's shared weight window (Open MPI's /dev/shm/osc_sm.* mapping), until killed
+    local max=0 win=0 sum w p
+    trap 'echo "$max $win" >"$1"; exit 0' TERM
     while :; do
-        sum=0
+        sum=0 w=0
         for p in $(pgrep -x ptrain); do
-            sum=$((sum + $(awk '/^Pss:/ {print $2}' /proc/"$p"/smaps_rollup 2>/dev/null || echo 0)))
+            set -- "$1" $(awk '/^[0-9a-f]+-[0-9a-f]+ / { shm = ($6 ~ /osc_sm/) }
+                /^Pss:/ { all += $2; if (shm) win += $2 } END { print all + 0, win + 0 }' /proc/"$p"/smaps 2>/dev/null)
+            sum=$((sum + ${2:-0})) w=$((w + ${3:-0}))
         done
-        [ "$sum" -gt "$max" ] && max=$sum
+        [ "$sum" -gt "$max" ] && max=$sum win=$w
         sleep 0.1
     done
 }
-run() { # run BINARY NP CONFIG: sets wall (s), pss (MB), rc
+run() { # run BINARY NP CONFIG: sets wall (s), pss and win (MB), rc
     local t0 w
     pss_watch "$tmp/pss" &
     w=$!
@@ -71,15 +77,20 @@ run() { # run BINARY NP CONFIG: sets wall (s), pss (MB), rc
     wall=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
     kill -TERM "$w"
     wait "$w"
-    pss=$(($(cat "$tmp/pss") / 1024))
+    read -r pss win <"$tmp/pss"
+    pss=$((pss / 1024)) win=$((win / 1024))
     [ "$rc" = 0 ] || { echo "run-startup.sh: $1 -np $2 failed:" >&2; tail -5 "$tmp/out" >&2; }
 }
-startup() { # startup OUTDIR FIELD: the start-up record's FIELD, or -
+startup() { # startup OUTDIR FIELD...: the start-up record's FIELDs (a sum when several), or -
     "$py" -c 'import json,sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    if "startup" in r: print("%.2f" % r["startup"][sys.argv[2]]); break
-else: print("-")' "$1/metrics.jsonl" "$2" 2>/dev/null || echo -
+    if "startup" in r: print("%.3f" % sum(r["startup"][k] for k in sys.argv[2:])); break
+else: print("-")' "$1/metrics.jsonl" "${@:2}" 2>/dev/null || echo -
+}
+setup() { # setup OUTDIR: seconds to the first step's start (to first step less the first step)
+    "$py" -c 'import sys; a, b = sys.argv[1:]; print("-" if "-" in (a, b) else "%.2f" % (float(a) - float(b)))' \
+        "$(startup "$1" to_first_step_s)" "$(startup "$1" first_step_s)"
 }
 fresh() { rm -rf "$1"; }
 keep_cache() { find "$1" -mindepth 1 ! -name 'dataset-*.ptdata' -exec rm -rf {} + 2>/dev/null; }
@@ -87,8 +98,8 @@ keep_cache() { find "$1" -mindepth 1 ! -name 'dataset-*.ptdata' -exec rm -rf {} 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "new: $new ($("$new" --version 2>/dev/null | head -1))${old:+; old: $old}"
 echo
-echo "| model | ranks | build | dataset | wall s | to first step s | model read + quantize s | dataset s | first step s | Pss MB |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | ranks | build | dataset | wall s | to first step s | of which setup s | MPI s | model read + quantize s | dataset s | first step s | Pss MB | of which the shared weights |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 data=$here/../share/data/pirate-instructions.jsonl
 for m in $models; do
     if [ "$m" = gguf ]; then path=$gguf; else path=$hf16; fi
@@ -98,15 +109,15 @@ for m in $models; do
         if [ -n "$old" ]; then
             fresh "$out"
             run "$old" "$np" "$tmp/c.yaml"
-            echo "| $m | $np | old | (none) | $wall | - | - | - | - | $pss |"
+            echo "| $m | $np | old | (none) | $wall | - | - | - | - | - | - | $pss | - |"
         fi
         fresh "$out"
         for how in cold cached; do
             [ "$how" = cached ] && keep_cache "$out"
             run "$new" "$np" "$tmp/c.yaml"
-            mr=$("$py" -c 'import sys; a, b = sys.argv[1:]; print("-" if "-" in (a, b) else "%.2f" % (float(a) + float(b)))' \
-                "$(startup "$out" model_read_s)" "$(startup "$out" quantize_s)")
-            echo "| $m | $np | new | $how | $wall | $(startup "$out" to_first_step_s) | $mr | $(startup "$out" dataset_s) | $(startup "$out" first_step_s) | $pss |"
+            echo "| $m | $np | new | $how | $wall | $(startup "$out" to_first_step_s) | $(setup "$out") |" \
+                "$(startup "$out" mpi_s) | $(startup "$out" model_read_s quantize_s) | $(startup "$out" dataset_s) |" \
+                "$(startup "$out" first_step_s) | $pss | $win |"
         done
     done
 done

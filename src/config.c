@@ -2,7 +2,8 @@
  *
  * The walk is driven by the key tables in config_keys.c: each mapping key is looked up, its value
  * node converted by type, and its position kept for later messages. Problems are collected so the
- * user sees every mistake at once, one line each: "file:line:col: key: expected ..., found ...". */
+ * user sees every mistake at once, one line each: "file:line:col: key: expected ..., found ..."
+ * (config_report.c puts them in order and keeps the report short). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -14,30 +15,32 @@
 
 typedef struct {
     yaml_document_t *doc;
-    const char *file;
-    strbuf errors;
+    config_report errors;
+    config_report warnings; /* and notes; collected only when there is a stream to print them to */
     FILE *warn;
     unsigned char *seen; /* per node of doc: read once already */
     int repeats;         /* nodes read again (through aliases) */
     bool stopped;        /* past CONFIG_MAX_REPEATS: read no more */
 } walk;
 
+/* "KEY: message" into report r at node's position (label: see report_add). */
+static void walk_vadd(config_report *r, const char *label, size_t line, size_t col, const char *key,
+                      const char *fmt, va_list ap)
+{
+    strbuf msg = {0};
+    sb_vprintf(&msg, fmt, ap);
+    report_add(r, label, line, col, "%s%s%s", key ? key : "", key ? ": " : "", sb_text(&msg));
+    sb_free(&msg);
+}
+
 static void walk_error(walk *w, const yaml_node_t *node, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-static void walk_verror(walk *w, size_t line, size_t col, const char *key, const char *fmt, va_list ap)
-{
-    char msg[1024];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    sb_printf(&w->errors, "%s%s:%zu:%zu: %s%s%s", w->errors.len ? "\n" : "", w->file, line, col,
-              key ? key : "", key ? ": " : "", msg);
-}
 
 static void walk_error(walk *w, const yaml_node_t *node, const char *key, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    walk_verror(w, node->start_mark.line + 1, node->start_mark.column + 1, key, fmt, ap);
+    walk_vadd(&w->errors, NULL, node->start_mark.line + 1, node->start_mark.column + 1, key, fmt, ap);
     va_end(ap);
 }
 
@@ -49,42 +52,20 @@ static void walk_error_at(walk *w, int line, int col, const char *key, const cha
 {
     va_list ap;
     va_start(ap, fmt);
-    walk_verror(w, (size_t)line, (size_t)col, key, fmt, ap);
+    walk_vadd(&w->errors, NULL, (size_t)line, (size_t)col, key, fmt, ap);
     va_end(ap);
 }
 
-static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* A warning, or (label "note") a key ptrain knows from another library and has no use for. */
+static void walk_warn(walk *w, const char *label, const yaml_node_t *node, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
-/* One line "ptrain: KIND: FILE:LINE:COL: message" to w->warn, written at once (stderr is unbuffered:
- * a config with thousands of unknown keys would otherwise cost three writes a warning). */
-static void walk_vline(walk *w, const char *kind, const yaml_node_t *node, const char *fmt, va_list ap)
-{
-    char line[1400];
-    int n = snprintf(line, sizeof line, "ptrain: %s: %s:%zu:%zu: ", kind, w->file, node->start_mark.line + 1,
-                     node->start_mark.column + 1);
-    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
-    fprintf(w->warn, "%s\n", line);
-}
-
-static void walk_warn(walk *w, const yaml_node_t *node, const char *fmt, ...)
+static void walk_warn(walk *w, const char *label, const yaml_node_t *node, const char *fmt, ...)
 {
     if (!w->warn) return;
     va_list ap;
     va_start(ap, fmt);
-    walk_vline(w, "warning", node, fmt, ap);
-    va_end(ap);
-}
-
-/* A key ptrain knows from another library and has no use for: one line, not a warning. */
-static void walk_note(walk *w, const yaml_node_t *node, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void walk_note(walk *w, const yaml_node_t *node, const char *fmt, ...)
-{
-    if (!w->warn) return;
-    va_list ap;
-    va_start(ap, fmt);
-    walk_vline(w, "note", node, fmt, ap);
+    walk_vadd(&w->warnings, label, node->start_mark.line + 1, node->start_mark.column + 1, NULL, fmt, ap);
     va_end(ap);
 }
 
@@ -160,6 +141,11 @@ static void set_list(walk *w, const key_spec *spec, const char *key, yaml_node_t
     for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
         yaml_node_t *item = yaml_document_get_node(w->doc, *it);
         if (!walk_enter(w, item)) break;
+        if (item->type != YAML_SCALAR_NODE) { /* not "expected a list of ..., found a list" */
+            int number = (int)(it - node->data.sequence.items.start) + 1;
+            walk_error(w, item, key, "item %d is %s; write one name per item", number, node_kind(item));
+            continue;
+        }
         const char *text = want_scalar(w, spec, key, item);
         char why[1024];
         if (!text) continue;
@@ -183,9 +169,8 @@ static void set_tag(walk *w, const key_spec *spec, const char *key, yaml_node_t 
     size_t n = strlen(s);
     if (n == 0 || n > 128 || strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") != n ||
         s[0] == '.' || s[0] == '-') {
-        char shown[96];
         walk_error(w, node, key, "\"%s\" is not an Ollama tag: use letters, digits, '_', '-' and '.' (at most 128), "
-                   "e.g. \"8b\"", config_shown(s, shown, sizeof shown));
+                   "e.g. \"8b\"", shown_text(s).s);
         return;
     }
     free(map->tag);
@@ -214,9 +199,8 @@ static void set_map(walk *w, const key_spec *spec, const char *key, yaml_node_t 
             continue;
         }
         if (v->type != YAML_SCALAR_NODE) {
-            char shown[96];
-            walk_error(w, v, key, "expected a plain value for \"%s\", found %s",
-                       config_shown(scalar_text(k), shown, sizeof shown), node_kind(v));
+            walk_error(w, v, key, "expected a plain value for \"%s\", found %s", shown_text(scalar_text(k)).s,
+                       node_kind(v));
             continue;
         }
         const char *ks = want_scalar(w, spec, key, k), *vs = want_scalar(w, spec, key, v);
@@ -330,8 +314,8 @@ static void set_value(walk *w, const key_spec *spec, const char *key, yaml_node_
     case K_STRMAP: set_map(w, spec, key, node, base); break;
     case K_DEVMAP: set_devmap(w, spec, key, node, base); break;
     case K_SECRET:
-        walk_warn(w, node, "%s: a token in a config file is never used (it would reach logs and "
-                           "checkpoints); export HF_TOKEN instead", key);
+        walk_warn(w, "warning", node, "%s: a token in a config file is never used (it would reach logs and "
+                                      "checkpoints); export HF_TOKEN instead", key);
         break;
     default: set_scalar(w, spec, key, node, base); break;
     }
@@ -351,22 +335,21 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
             continue;
         }
         const char *name = scalar_text(k);
-        char key[160], shown[96];
-        snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "",
-                 config_shown(name, shown, sizeof shown));
+        char key[64 + sizeof(pt_shown)]; /* prefix: dataset[N] */
+        snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", shown_text(name).s);
         int i = key_index(table, n, name);
         const foreign_key *fk = prefix ? NULL : foreign_key_find(name);
         if (i < 0 && fk) {
             if (fk->refusal && !scalar_is_null(v)) walk_error(w, v, key, "%s", fk->refusal);
-            else walk_note(w, k, "%s: %s", key, fk->note);
+            else walk_warn(w, "note", k, "%s: %s", key, fk->note);
             continue;
         }
         if (i < 0) {
             const char *hint = key_suggest(table, n, name);
             if (hint)
-                walk_warn(w, k, "unknown key \"%s\" (did you mean \"%s\"?); ignored", key, hint);
+                walk_warn(w, "warning", k, "unknown key \"%s\" (did you mean \"%s\"?); ignored", key, hint);
             else
-                walk_warn(w, k, "unknown key \"%s\"; ignored", key);
+                walk_warn(w, "warning", k, "unknown key \"%s\"; ignored", key);
             continue;
         }
         if (first_line[i]) {
@@ -389,54 +372,6 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
     }
 }
 
-typedef struct {
-    const char *text;
-    int len, order;
-    long line, col;
-} error_line;
-
-/* By position, then by the order of collection (qsort is not stable by itself). */
-static int error_cmp(const void *a, const void *b)
-{
-    const error_line *x = a, *y = b;
-    if (x->line != y->line) return x->line < y->line ? -1 : 1;
-    if (x->col != y->col) return x->col < y->col ? -1 : 1;
-    return x->order - y->order;
-}
-
-/* Put the collected messages ("NAME:LINE:COL: ...", one a line) in file order: the rules between
- * keys are checked rule by rule. Stable, so messages at one position keep their order. */
-static void sort_errors(strbuf *errors, const char *name)
-{
-    int n = 1;
-    for (size_t i = 0; i < errors->len; i++) n += errors->data[i] == '\n';
-    error_line *m = calloc((size_t)n, sizeof *m);
-    if (!m) return; /* unsorted is still right */
-    const char *p = sb_text(errors);
-    size_t name_len = strlen(name);
-    int k = 0;
-    for (;;) {
-        const char *nl = strchr(p, '\n');
-        int len = nl ? (int)(nl - p) : (int)strlen(p);
-        long line = 0, col = 0;
-        char *end = NULL;
-        if (!strncmp(p, name, name_len) && p[name_len] == ':') line = strtol(p + name_len + 1, &end, 10);
-        if (end && *end == ':') col = strtol(end + 1, NULL, 10);
-        if (!line && k > 0) /* not a new message: more of the one before it in the text */
-            m[k - 1].len = (int)(p - m[k - 1].text) + len;
-        else
-            m[k] = (error_line){p, len, k, line, col}, k++;
-        if (!nl) break;
-        p = nl + 1;
-    }
-    qsort(m, (size_t)k, sizeof *m, error_cmp);
-    strbuf sorted = {0};
-    for (int i = 0; i < k; i++) sb_printf(&sorted, "%s%.*s", i ? "\n" : "", m[i].len, m[i].text);
-    free(m);
-    sb_free(errors);
-    *errors = sorted;
-}
-
 static void config_clear(pt_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -447,8 +382,8 @@ static void walk_document(walk *w, pt_config *cfg)
 {
     yaml_node_t *root = yaml_document_get_root_node(w->doc);
     if (!root || scalar_is_null(root))
-        sb_printf(&w->errors, "%s: the file is empty; write at least \"model_name:\" and \"dataset:\" "
-                              "(see share/examples/)", w->file);
+        report_add(&w->errors, NULL, 0, 0, "the file is empty; write at least \"model_name:\" and \"dataset:\" "
+                                           "(see share/examples/)");
     else if (root->type != YAML_MAPPING_NODE)
         walk_error(w, root, NULL, "expected a mapping of keys (model_name: ..., dataset: ...) at the "
                                   "top level, found %s", node_kind(root));
@@ -473,18 +408,17 @@ pt_status config_parse(const char *name, const char *text, size_t len, pt_config
     config_clear(cfg);
     yaml_document_t doc;
     TRY(config_yaml_load(name, text, len, &doc));
-    walk w = {.doc = &doc, .file = name, .warn = warn};
+    walk w = {.doc = &doc, .errors.file = name, .warnings.file = name, .warn = warn};
     w.seen = calloc((size_t)(doc.nodes.top - doc.nodes.start) + 1, 1);
     pt_status st = w.seen ? config_start(cfg, name) : ERR(PT_ERR_NOMEM, "out of memory");
     if (st == PT_OK) walk_document(&w, cfg);
     free(w.seen);
     yaml_document_delete(&doc);
-    if (st == PT_OK && !w.errors.len && config_check_values(cfg, &w.errors)) config_notes(cfg, warn);
-    if (st == PT_OK && w.errors.len) {
-        sort_errors(&w.errors, name);
-        st = ERR(PT_ERR_USER, "%s", sb_text(&w.errors));
-    }
-    sb_free(&w.errors);
+    report_print(&w.warnings, warn);
+    if (st == PT_OK && !w.errors.n && config_check_values(cfg, &w.errors)) config_notes(cfg, warn);
+    if (st == PT_OK) st = report_fail(&w.errors);
+    report_free(&w.warnings);
+    report_free(&w.errors);
     if (st != PT_OK) config_free(cfg);
     return st;
 }
@@ -493,7 +427,7 @@ pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
 {
     config_clear(cfg);
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot open config file %s: %s", path, strerror(errno));
+    if (!f) return ERR(PT_ERR_USER, "cannot open config file %s: %s", shown_text(path).s, strerror(errno));
     strbuf text = {0};
     char chunk[65536];
     size_t got;
@@ -501,7 +435,7 @@ pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
         if (memchr(chunk, '\0', got)) {
             fclose(f);
             sb_free(&text);
-            return ERR(PT_ERR_USER, "%s: contains a NUL byte; a config file is YAML text", path);
+            return ERR(PT_ERR_USER, "%s: contains a NUL byte; a config file is YAML text", shown_text(path).s);
         }
         sb_printf(&text, "%.*s", (int)got, chunk);
     }
@@ -509,7 +443,7 @@ pt_status config_load(const char *path, pt_config *cfg, FILE *warn)
     fclose(f);
     if (failed) {
         sb_free(&text);
-        return ERR(PT_ERR_USER, "cannot read config file %s: %s", path, strerror(errno));
+        return ERR(PT_ERR_USER, "cannot read config file %s: %s", shown_text(path).s, strerror(errno));
     }
     pt_status st = config_parse(path, sb_text(&text), text.len, cfg, warn);
     sb_free(&text);

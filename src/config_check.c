@@ -11,26 +11,27 @@
 
 
 /* Report a rule broken at the position of key (or at the top of the file when it was not given). */
-static void rule_error(const pt_config *cfg, strbuf *errors, const char *key, const char *fmt, ...)
+static void rule_error(const pt_config *cfg, config_report *errors, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static void rule_error(const pt_config *cfg, strbuf *errors, const char *key, const char *fmt, ...)
+static void rule_error(const pt_config *cfg, config_report *errors, const char *key, const char *fmt, ...)
 {
     int i = key_index(config_keys, config_nkeys, key);
     int line = i >= 0 && cfg->key_line[i] ? cfg->key_line[i] : 1;
     int col = i >= 0 && cfg->key_col[i] ? cfg->key_col[i] : 1;
-    char msg[1024];
+    strbuf msg = {0};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    sb_vprintf(&msg, fmt, ap);
     va_end(ap);
-    sb_printf(errors, "%s%s:%d:%d: %s: %s", errors->len ? "\n" : "", cfg->path, line, col, key, msg);
+    report_add(errors, NULL, (size_t)line, (size_t)col, "%s: %s", key, sb_text(&msg));
+    sb_free(&msg);
 }
 
 static bool is(const char *a, const char *b) { return a && strcmp(a, b) == 0; }
 static bool missing(const char *s) { return !s || !*s; }
 
-static void check_model(pt_config *cfg, strbuf *errors)
+static void check_model(pt_config *cfg, config_report *errors)
 {
     if (cfg->full_finetuning)
         rule_error(cfg, errors, "full_finetuning",
@@ -51,7 +52,7 @@ static void check_model(pt_config *cfg, strbuf *errors)
     if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
 }
 
-static void check_training(pt_config *cfg, strbuf *errors)
+static void check_training(pt_config *cfg, config_report *errors)
 {
     if (!config_is_set(cfg, "per_device_eval_batch_size"))
         cfg->per_device_eval_batch_size = cfg->per_device_train_batch_size;
@@ -85,11 +86,10 @@ static void check_training(pt_config *cfg, strbuf *errors)
             cfg->metric_for_best_model = named;
         }
     }
-    char shown[96]; /* the value as a one-line message may echo it */
     if (!is(cfg->metric_for_best_model, "eval_loss") && !is(cfg->metric_for_best_model, "eval_perplexity"))
         rule_error(cfg, errors, "metric_for_best_model",
                    "expected eval_loss or eval_perplexity (the metrics ptrain evaluates), found \"%s\"",
-                   config_shown(cfg->metric_for_best_model, shown, sizeof shown));
+                   shown_text(cfg->metric_for_best_model).s);
     if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
         rule_error(cfg, errors, "early_stopping_patience",
                    "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");
@@ -125,16 +125,15 @@ const char *config_repo_id_problem(const char *id)
 }
 
 /* hub_model_id and hf_model_name, when given, must be ids the Hub takes. */
-static void check_repo_id(pt_config *cfg, strbuf *errors, const char *key, const char *id, const char *example)
+static void check_repo_id(pt_config *cfg, config_report *errors, const char *key, const char *id, const char *example)
 {
     const char *why = missing(id) ? NULL : config_repo_id_problem(id);
-    char shown[96];
     if (why)
         rule_error(cfg, errors, key, "\"%s\" is not a Hub repository id: %s; write NAMESPACE/NAME with your user or "
-                   "organization name, e.g. \"%s\"", config_shown(id, shown, sizeof shown), why, example);
+                   "organization name, e.g. \"%s\"", shown_text(id).s, why, example);
 }
 
-static void check_publishing(pt_config *cfg, strbuf *errors)
+static void check_publishing(pt_config *cfg, config_report *errors)
 {
     if (cfg->push_to_hub && missing(cfg->hub_model_id))
         rule_error(cfg, errors, "push_to_hub", "needs hub_model_id (e.g. \"yourname/model-lora\")");
@@ -170,15 +169,14 @@ static const char *run_name_problem(const char *name)
     return NULL;
 }
 
-static void check_reporting(pt_config *cfg, strbuf *errors)
+static void check_reporting(pt_config *cfg, config_report *errors)
 {
     if (report_has(cfg, "none") && cfg->report_to.n > 1)
         rule_error(cfg, errors, "report_to", "\"none\" among other entries; write none alone, or the list without it");
-    char shown[96];
     const char *why = cfg->run_name ? run_name_problem(cfg->run_name) : NULL;
     if (why)
         rule_error(cfg, errors, "run_name", "\"%s\" cannot name a directory under output_dir/runs/: %s; use a name "
-                   "such as \"lora-r16\", or set logging_dir", config_shown(cfg->run_name, shown, sizeof shown), why);
+                   "such as \"lora-r16\", or set logging_dir", shown_text(cfg->run_name).s, why);
     if (cfg->logging_dir && !*cfg->logging_dir)
         rule_error(cfg, errors, "logging_dir", "expected a directory, found \"\"; remove the key for "
                    "output_dir/runs/RUN_NAME");
@@ -214,8 +212,8 @@ void config_notes(const pt_config *cfg, FILE *warn)
         else sb_printf(&tb, "; add tensorboard to report_to for TensorBoard event files too");
         fprintf(warn, "ptrain: warning: %s:%d:%d: report_to: ptrain cannot send metrics to %s from a compute node (it "
                 "has no client for %s, and compute nodes often have no network); it writes %s/metrics.jsonl and "
-                "%s/training.png%s\n", cfg->path, cfg->key_line[k], cfg->key_col[k], sb_text(&names),
-                n > 1 ? "them" : "it", cfg->output_dir, cfg->output_dir, sb_text(&tb));
+                "%s/training.png%s\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k], sb_text(&names),
+                n > 1 ? "them" : "it", shown_text(cfg->output_dir).s, shown_text(cfg->output_dir).s, sb_text(&tb));
         sb_free(&tb);
     }
     sb_free(&names);
@@ -223,22 +221,22 @@ void config_notes(const pt_config *cfg, FILE *warn)
 
 /* The rules within one entry (filter_data, format) are checked where it is read, in config.c,
  * at the position of the value; here only the derived default. */
-static void check_datasets(pt_config *cfg, strbuf *errors)
+static void check_datasets(pt_config *cfg, config_report *errors)
 {
     (void)errors;
     for (int d = 0; d < cfg->n_datasets; d++)
         if (cfg->datasets[d].seed < 0) cfg->datasets[d].seed = cfg->seed;
 }
 
-bool config_check_values(pt_config *cfg, strbuf *errors)
+bool config_check_values(pt_config *cfg, config_report *errors)
 {
-    size_t before = errors->len;
+    int before = errors->n;
     check_model(cfg, errors);
     check_training(cfg, errors);
     check_publishing(cfg, errors);
     check_reporting(cfg, errors);
     check_datasets(cfg, errors);
-    return errors->len == before;
+    return errors->n == before;
 }
 
 pt_status config_validate_launch(const pt_config *cfg, int world_size)
@@ -251,7 +249,7 @@ pt_status config_validate_launch(const pt_config *cfg, int world_size)
                    "%s:%d:%d: device_map: \"%s\" splits one model across devices in one process, "
                    "which conflicts with data-parallel training over %d ranks; remove device_map "
                    "(each rank then loads the whole model on its own local device)",
-                   cfg->path, cfg->key_line[i], cfg->key_col[i], map, world_size);
+                   shown_text(cfg->path).s, cfg->key_line[i], cfg->key_col[i], shown_text(map).s, world_size);
     }
     return PT_OK;
 }

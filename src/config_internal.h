@@ -3,6 +3,7 @@
 #define PTRAIN_CONFIG_INTERNAL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <yaml.h>
 
 #include "ptrain/config.h"
@@ -76,10 +77,26 @@ int key_index(const key_spec *table, int n, const char *name);
 /* The closest name in table (or in choices) within a small edit distance; NULL if none. */
 const char *key_suggest(const key_spec *table, int n, const char *name);
 const char *choice_suggest(const char *const *choices, const char *word);
-/* text as a message may quote it: control characters escaped, cut to fit out (config_keys.c). */
-const char *config_shown(const char *text, char *out, size_t outlen);
-/* The rules between keys (config_check.c); each broken one is appended to errors. */
-bool config_check_values(pt_config *cfg, strbuf *errors);
+/* The messages about one config file (config_report.c): collected in any order, shown in file
+ * order, identical ones once with their count, at most CONFIG_REPORT_MAX and the number left out. */
+#define CONFIG_REPORT_MAX 20
+typedef struct {
+    const char *file; /* the config file's name, as the messages name it */
+    struct report_item *items;
+    int n, cap;
+} config_report;
+/* A message at the 1-based line:col of the file (0, 0: the file as a whole); label: NULL in a
+ * report of errors, "warning" or "note" in one for the warning stream. */
+void report_add(config_report *r, const char *label, size_t line, size_t col, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* PT_OK when r has no message, else the one error of them all, "FILE:LINE:COL: ..." a line. */
+pt_status report_fail(config_report *r);
+/* Write r's messages to out, "ptrain: LABEL: FILE:LINE:COL: ..." a line, at once; NULL: nowhere. */
+void report_print(config_report *r, FILE *out);
+void report_free(config_report *r);
+
+/* The rules between keys (config_check.c); each broken one is added to errors. */
+bool config_check_values(pt_config *cfg, config_report *errors);
 /* What a valid config asks for that ptrain does differently, one warning line each to warn (NULL:
  * none): report_to's services (config_check.c). */
 void config_notes(const pt_config *cfg, FILE *warn);

@@ -363,32 +363,13 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
     }
 }
 
-/* text as a message may echo it: control characters escaped (a message is one line) and cut when
- * long. Returns out. */
-const char *config_shown(const char *text, char *out, size_t outlen)
-{
-    size_t used = 0, max = outlen < 84 ? outlen : 84;
-    const unsigned char *c = (const unsigned char *)text;
-    for (; *c && used + 5 < max; c++) {
-        if (*c == '\n') used += (size_t)snprintf(out + used, outlen - used, "\\n");
-        else if (*c == '\t') used += (size_t)snprintf(out + used, outlen - used, "\\t");
-        else if (*c == '\r') used += (size_t)snprintf(out + used, outlen - used, "\\r");
-        else if (*c < 0x20 || *c == 0x7f) used += (size_t)snprintf(out + used, outlen - used, "\\x%02x", *c);
-        else out[used++] = (char)*c;
-    }
-    out[used] = '\0';
-    if (*c) snprintf(out + used, outlen - used, "...");
-    return out;
-}
-
 static bool fail(const key_spec *spec, const char *text, char *why, size_t whylen)
 {
-    char expected[512], shown[96];
+    char expected[512];
     key_expected(spec, expected, sizeof expected);
     const char *hint = spec->choices ? choice_suggest(spec->choices, text) : NULL;
-    snprintf(why, whylen, "expected %s, found \"%s\"%s%s%s", expected,
-             config_shown(text, shown, sizeof shown), hint ? " (did you mean \"" : "",
-             hint ? hint : "", hint ? "\"?)" : "");
+    snprintf(why, whylen, "expected %s, found \"%s\"%s%s%s", expected, shown_text(text).s,
+             hint ? " (did you mean \"" : "", hint ? hint : "", hint ? "\"?)" : "");
     return false;
 }
 
@@ -409,11 +390,10 @@ static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text
         int i = 0;
         while (spec->choices[i] && strcmp(spec->choices[i], text) != 0) i++;
         if (!spec->choices[i]) {
-            char expected[512], shown[96];
+            char expected[512];
             list_choices(spec->choices, expected, sizeof expected);
             const char *hint = choice_suggest(spec->choices, text);
-            snprintf(why, whylen, "expected items from %s, found \"%s\"%s%s%s", expected,
-                     config_shown(text, shown, sizeof shown),
+            snprintf(why, whylen, "expected items from %s, found \"%s\"%s%s%s", expected, shown_text(text).s,
                      hint ? " (did you mean \"" : "", hint ? hint : "", hint ? "\"?)" : "");
             return false;
         }

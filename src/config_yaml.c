@@ -35,7 +35,7 @@ static unsigned char char_at(const char *text, size_t len, size_t line, size_t c
  * construct began, and the usual culprit, a tab. */
 static pt_status syntax_error(const char *name, const char *text, size_t len, const yaml_parser_t *parser)
 {
-    if (parser->error == YAML_MEMORY_ERROR) return ERR(PT_ERR_NOMEM, "out of memory reading %s", name);
+    if (parser->error == YAML_MEMORY_ERROR) return ERR(PT_ERR_NOMEM, "out of memory reading %s", shown_text(name).s);
     size_t line = parser->problem_mark.line + 1, col = parser->problem_mark.column + 1;
     if (parser->error == YAML_READER_ERROR) /* the reader gives a byte offset, not a mark */
         text_position(text, len, parser->problem_offset, &line, &col);
@@ -45,7 +45,7 @@ static pt_status syntax_error(const char *name, const char *text, size_t len, co
         snprintf(started, sizeof started, " started at line %zu", parser->context_mark.line + 1);
     bool tab = parser->error == YAML_SCANNER_ERROR && parser->problem && !strstr(parser->problem, "tab") &&
                char_at(text, len, parser->problem_mark.line, parser->problem_mark.column) == '\t';
-    return ERR(PT_ERR_USER, "%s:%zu:%zu: not valid YAML: %s%s%s%s%s", name, line, col,
+    return ERR(PT_ERR_USER, "%s:%zu:%zu: not valid YAML: %s%s%s%s%s", shown_text(name).s, line, col,
                parser->problem ? parser->problem : "parse error", parser->context ? " " : "",
                parser->context ? parser->context : "", started, tab ? " (a tab: YAML indents with spaces)" : "");
 }
@@ -59,14 +59,14 @@ static pt_status check_event(const char *name, const yaml_event_t *ev, int *dept
         if (++*documents > 1)
             return ERR(PT_ERR_USER, "%s:%zu:%zu: a second YAML document starts here; a config file is one document: "
                        "remove the \"---\" or \"...\" line that separates them (the two become one) or delete the "
-                       "second", name, line, col);
+                       "second", shown_text(name).s, line, col);
         return PT_OK;
     case YAML_SEQUENCE_START_EVENT:
     case YAML_MAPPING_START_EVENT:
         if (++*depth > CONFIG_MAX_DEPTH)
             return ERR(PT_ERR_USER, "%s:%zu:%zu: nested deeper than %d levels (mappings and lists inside one "
                        "another), the most ptrain reads; no key needs more than 4: flatten it",
-                       name, line, col, CONFIG_MAX_DEPTH);
+                       shown_text(name).s, line, col, CONFIG_MAX_DEPTH);
         return PT_OK;
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT: --*depth; return PT_OK;
@@ -103,7 +103,7 @@ pt_status config_yaml_load(const char *name, const char *text, size_t len, yaml_
         size_t line, col;
         text_position(text, len, CONFIG_MAX_BYTES, &line, &col);
         return ERR(PT_ERR_USER, "%s:%zu:%zu: the file goes on past %u KiB (%u bytes), the most ptrain reads of a "
-                   "config file; is this really a config file?", name, line, col, CONFIG_MAX_BYTES >> 10,
+                   "config file; is this really a config file?", shown_text(name).s, line, col, CONFIG_MAX_BYTES >> 10,
                    CONFIG_MAX_BYTES);
     }
     TRY(scan_events(name, text, len));

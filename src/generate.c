@@ -54,7 +54,7 @@ static pt_status parse_number(const char *opt, const char *text, double lo, doub
     double v = strtod(text, &end);
     if (end == text || *end || v < lo || v > hi)
         return ERR(PT_ERR_USAGE, "%s expects a number from %g to %g, got '%s'\nTry 'ptrain generate --help'.",
-                   opt, lo, hi, text);
+                   opt, lo, hi, shown_text(text).s);
     *out = v;
     return PT_OK;
 }
@@ -98,13 +98,14 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         case 'h': fputs(gen_usage, stdout); return -1;
         default:
             return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain generate --help'.",
-                       argv[optind - 1]);
+                       shown_text(argv[optind - 1]).s);
         }
     }
-    if (optind < argc) return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain generate --help'.", argv[optind]);
+    if (optind < argc)
+        return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain generate --help'.", shown_text(argv[optind]).s);
     if (!o->prompt) return ERR(PT_ERR_USAGE, "--prompt is required\nTry 'ptrain generate --help'.");
     if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
-        return ERR(PT_ERR_USAGE, "--device expects auto, cpu or cuda, got '%s'", o->device);
+        return ERR(PT_ERR_USAGE, "--device expects auto, cpu or cuda, got '%s'", shown_text(o->device).s);
     return PT_OK;
 }
 

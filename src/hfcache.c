@@ -29,10 +29,14 @@ static bool has_data_extension(const char *name)
     return false;
 }
 
+#define HUB_ID_PART_MAX 96 /* the most characters of NAMESPACE or NAME in a Hub repository id */
+
 bool hfcache_is_repo_id(const char *name)
 {
     const char *slash = strchr(name, '/');
     if (!slash || slash == name || !slash[1] || strchr(slash + 1, '/') || name[0] == '.') return false;
+    /* the Hub's limit on each part (config_repo_id_problem): a longer name is a path, and its messages show it */
+    if (slash - name > HUB_ID_PART_MAX || strlen(slash + 1) > HUB_ID_PART_MAX) return false;
     for (const char *p = name; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("/._-", *p)) return false;
     return !has_data_extension(name);
@@ -91,19 +95,20 @@ static char *read_ref(const char *repo, const char *rev)
     return n ? xstrdup(buf) : NULL;
 }
 
+/* what: the path that is missing and why, its values already shown (error.h) */
 static pt_status miss(const char *kind, const char *id, const char *rev, const char *hub, const char *from,
                       const char *what)
 {
     bool dataset = strcmp(kind, "dataset") == 0;
     strbuf opt = {0};
     if (dataset) sb_printf(&opt, " --repo-type dataset");
-    if (strcmp(rev, "main") != 0) sb_printf(&opt, " --revision %s", rev);
+    if (strcmp(rev, "main") != 0) sb_printf(&opt, " --revision %s", shown_text(rev).s);
     pt_status rc = ERR(PT_ERR_USER,
                        "%s %s is not in the Hugging Face cache: %s (hub cache %s, from %s). On a machine with "
                        "internet, run\n  huggingface-cli download%s %s\n(or: hf download %s%s), then copy the "
                        "%ss--%.*s--%s directory into %s, or set HF_HUB_CACHE to the cache that has it",
-                       kind, id, what, hub, from, sb_text(&opt), id, id, sb_text(&opt), kind,
-                       (int)(strchr(id, '/') - id), id, strchr(id, '/') + 1, hub);
+                       kind, id, what, shown_text(hub).s, shown_text(from).s, sb_text(&opt), id, id,
+                       sb_text(&opt), kind, (int)(strchr(id, '/') - id), id, strchr(id, '/') + 1, shown_text(hub).s);
     sb_free(&opt);
     return rc;
 }
@@ -114,15 +119,19 @@ static pt_status locate(const char *kind, const char *id, const char *rev, const
     strbuf what = {0};
     char *commit = is_commit(rev) ? xstrdup(rev) : read_ref(repo, rev);
     pt_status rc = PT_OK;
-    if (!is_dir(repo)) sb_printf(&what, "%s does not exist", repo);
-    else if (!commit) sb_printf(&what, "%s/refs/%s is missing", repo, rev);
-    else {
+    if (!is_dir(repo)) sb_printf(&what, "%s does not exist", shown_text(repo).s);
+    else if (!commit) {
+        strbuf ref = {0};
+        sb_printf(&ref, "%s/refs/%s", repo, rev);
+        sb_printf(&what, "%s is missing", shown_text(ref.data).s);
+        sb_free(&ref);
+    } else {
         strbuf snap = {0};
         sb_printf(&snap, "%s/snapshots/%s", repo, commit);
         if (is_dir(snap.data)) *dir = snap.data;
         else {
-            sb_printf(&what, "%s (%s%s) is missing", snap.data, is_commit(rev) ? "revision " : "named by refs/",
-                      rev);
+            sb_printf(&what, "%s (%s%s) is missing", shown_text(snap.data).s,
+                      is_commit(rev) ? "revision " : "named by refs/", shown_text(rev).s);
             sb_free(&snap);
         }
     }

@@ -145,8 +145,8 @@ static void gguf_tokenizer(const gguf_file *f, insp_report *r)
     err_clear();
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : gguf_str_eq(model, "llama") ? "SentencePiece" : "?";
-    snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%.*s\"), %llu tokens", kind, (int)model.len, model.data,
-             (unsigned long long)(tokens ? tokens->count : 0));
+    snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%s\"), %llu tokens", kind,
+             shown_bytes(model.data, (size_t)model.len).s, (unsigned long long)(tokens ? tokens->count : 0));
     char *text = tmpl.data ? strndup(tmpl.data, (size_t)tmpl.len) : NULL;
     chat_line(r, text);
     free(text);
@@ -540,7 +540,7 @@ static pt_status parse_long(const char *opt, const char *text, long lo, long hi,
     long v = strtol(text, &end, 10);
     if (end == text || *end || v < lo || v > hi)
         return ERR(PT_ERR_USAGE, "%s expects an integer from %ld to %ld, got '%s'\nTry 'ptrain inspect --help'.", opt,
-                   lo, hi, text);
+                   lo, hi, shown_text(text).s);
     *out = v;
     return PT_OK;
 }
@@ -631,12 +631,14 @@ static int insp_parse(int argc, char **argv, insp_options *o)
             return -1;
         }
         if (c == '?' || c == ':')
-            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.", argv[optind - 1]);
+            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain inspect --help'.",
+                       shown_text(argv[optind - 1]).s);
         TRY(insp_option(c, optarg, o));
     }
     if (optind >= argc) return ERR(PT_ERR_USAGE, "no model given\nTry 'ptrain inspect --help'.");
     o->model = argv[optind++];
-    if (optind < argc) return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain inspect --help'.", argv[optind]);
+    if (optind < argc)
+        return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain inspect --help'.", shown_text(argv[optind]).s);
     return PT_OK;
 }
 

@@ -75,7 +75,7 @@ typedef struct {
 
 static pt_status usage_error(const char *what, const char *arg)
 {
-    return ERR(PT_ERR_USAGE, "%s%s%s%s\nTry 'ptrain --help'.", what, arg ? " '" : "", arg ? arg : "",
+    return ERR(PT_ERR_USAGE, "%s%s%s%s\nTry 'ptrain --help'.", what, arg ? " '" : "", arg ? shown_text(arg).s : "",
                arg ? "'" : "");
 }
 

@@ -27,18 +27,25 @@ void sb_append(strbuf *sb, const void *data, size_t n)
     sb->data[sb->len] = '\0';
 }
 
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    if (need >= 0) {
+        sb_reserve(sb, (size_t)need);
+        vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, again);
+        sb->len += (size_t)need;
+    }
+    va_end(again);
+}
+
 void sb_printf(strbuf *sb, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
+    sb_vprintf(sb, fmt, ap);
     va_end(ap);
-    if (need < 0) return;
-    sb_reserve(sb, (size_t)need);
-    va_start(ap, fmt);
-    vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
-    va_end(ap);
-    sb->len += (size_t)need;
 }
 
 void sb_free(strbuf *sb)

@@ -8,7 +8,8 @@
 
 #include "ptrain/error.h"
 
-/* Whether name looks like a Hub repo id "org/name" (and not like a path or a data file). */
+/* Whether name looks like a Hub repo id "org/name" (and not like a path or a data file): two parts of 1 to 96
+ * characters. */
 bool hfcache_is_repo_id(const char *name);
 /* The hub cache directory (malloc'd) and which setting gave it (*from, static text):
  * HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub or

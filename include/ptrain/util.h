@@ -2,6 +2,7 @@
 #ifndef PTRAIN_UTIL_H
 #define PTRAIN_UTIL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@ typedef struct {
 void sb_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Append n bytes (any bytes: the buffer stays NUL-terminated after them). */
 void sb_append(strbuf *sb, const void *data, size_t n);
+void sb_vprintf(strbuf *sb, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 void sb_free(strbuf *sb);
 /* The buffer's text ("" when empty); stays owned by sb. */
 const char *sb_text(const strbuf *sb);

@@ -111,13 +111,14 @@ static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, fl
     gguf_str type, arch;
     TRY(gguf_get_str(f, "general.type", &type));
     TRY(gguf_get_str(f, "general.architecture", &arch));
-    if (!gguf_str_eq(type, "adapter")) return ERR(PT_ERR_USER, "%s: general.type is not \"adapter\"; is it a model?", f->path);
+    if (!gguf_str_eq(type, "adapter"))
+        return ERR(PT_ERR_USER, "%s: general.type is not \"adapter\"; is it a model?", shown_text(f->path).s);
     gguf_str kind;
     TRY(gguf_get_str(f, "adapter.type", &kind));
-    if (!gguf_str_eq(kind, "lora")) return ERR(PT_ERR_USER, "%s: adapter.type is not \"lora\"", f->path);
+    if (!gguf_str_eq(kind, "lora")) return ERR(PT_ERR_USER, "%s: adapter.type is not \"lora\"", shown_text(f->path).s);
     if (!gguf_str_eq(arch, arch_name(cfg->arch)))
-        return ERR(PT_ERR_USER, "%s: an adapter for architecture %.*s; the model is %s", f->path,
-                   (int)(arch.len > 32 ? 32 : arch.len), arch.data, arch_name(cfg->arch));
+        return ERR(PT_ERR_USER, "%s: an adapter for architecture %s; the model is %s", shown_text(f->path).s,
+                   shown_bytes(arch.data, arch.len).s, arch_name(cfg->arch));
     *alpha = 0; /* as llama.cpp: a missing or zero alpha means scale 1 */
     return gguf_opt_f32(f, "adapter.lora.alpha", alpha);
 }
@@ -132,12 +133,13 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
         int layer, slot, permute;
         char which;
         if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
-            return ERR(PT_ERR_USER, "%s: tensor %.*s is not a LoRA matrix of a projection of this %d-layer %s model",
-                       f->path, (int)g->name.len, g->name.data, cfg->n_layers, arch_name(cfg->arch));
+            return ERR(PT_ERR_USER, "%s: tensor %s is not a LoRA matrix of a projection of this %d-layer %s model",
+                       shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s, cfg->n_layers,
+                       arch_name(cfg->arch));
         target[slot] = true;
         if (which == 'a') *r = (int)g->dims[1];
     }
-    if (*r < 1 || *r > 4096) return ERR(PT_ERR_USER, "%s: no LoRA tensors of a plausible rank", f->path);
+    if (*r < 1 || *r > 4096) return ERR(PT_ERR_USER, "%s: no LoRA tensors of a plausible rank", shown_text(f->path).s);
     return PT_OK;
 }
 
@@ -145,9 +147,9 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
 static pt_status read_matrix(const gguf_file *f, const gguf_tensor *g, pt_backend *be, pt_tensor *t, int permute)
 {
     if (g->dims[0] != (uint64_t)t->shape[1] || g->dims[1] != (uint64_t)t->shape[0])
-        return ERR(PT_ERR_USER, "%s: tensor %.*s is [%llu, %llu]; this model needs [%lld, %lld]", f->path,
-                   (int)g->name.len, g->name.data, (unsigned long long)g->dims[1], (unsigned long long)g->dims[0],
-                   (long long)t->shape[0], (long long)t->shape[1]);
+        return ERR(PT_ERR_USER, "%s: tensor %s is [%llu, %llu]; this model needs [%lld, %lld]", shown_text(f->path).s,
+                   shown_bytes(g->name.data, g->name.len).s, (unsigned long long)g->dims[1],
+                   (unsigned long long)g->dims[0], (long long)t->shape[0], (long long)t->shape[1]);
     int64_t rows = t->shape[0], cols = t->shape[1], hd = permute ? rows / permute : 0;
     float *host = malloc(t->nbytes);
     TRY_ALLOC(host);

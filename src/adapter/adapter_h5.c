@@ -91,20 +91,21 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
     char format[64], targets[256];
     double version, r, alpha, scale, layers;
     TRY(h5_get_str(file, path, "format", format, sizeof format));
-    if (strcmp(format, ADAPTER_FORMAT)) return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain adapter", path, format);
+    if (strcmp(format, ADAPTER_FORMAT))
+        return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain adapter", shown_text(path).s, shown_text(format).s);
     TRY(h5_get_f64(file, path, "format_version", &version));
     if (version > ADAPTER_VERSION)
-        return ERR(PT_ERR_USER, "%s: adapter format version %g is newer than this ptrain reads (%d)", path, version,
-                   ADAPTER_VERSION);
+        return ERR(PT_ERR_USER, "%s: adapter format version %g is newer than this ptrain reads (%d)",
+                   shown_text(path).s, version, ADAPTER_VERSION);
     TRY(h5_get_f64(file, path, "r", &r));
     TRY(h5_get_f64(file, path, "lora_alpha", &alpha));
     TRY(h5_get_f64(file, path, "scale", &scale));
     TRY(h5_get_f64(file, path, "n_layers", &layers));
     TRY(h5_get_str(file, path, "target_modules", targets, sizeof targets));
     if ((int)layers != m->cfg.n_layers)
-        return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?", path,
-                   layers, m->cfg.n_layers);
-    if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", path, r);
+        return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?",
+                   shown_text(path).s, layers, m->cfg.n_layers);
+    if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", shown_text(path).s, r);
     bool target[W_COUNT];
     adapter_targets_parse(targets, target);
     TRY(adapter_create(l, m, (int)r, (float)alpha, false, target, NULL));
@@ -117,9 +118,11 @@ pt_status adapter_h5_load(const char *file_path, const pt_model *m, pt_adapter *
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(file_path) <= 0)
-        return ERR(PT_ERR_USER, "%s is not an HDF5 file; is it a ptrain adapter?", file_path);
+        return ERR(PT_ERR_USER, "%s is not an HDF5 file; is it a ptrain adapter?", shown_text(file_path).s);
     hid_t file = H5Fopen(file_path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return ERR(PT_ERR_USER, "cannot open adapter %s (damaged, or locked: try HDF5_USE_FILE_LOCKING=FALSE)", file_path);
+    if (file < 0)
+        return ERR(PT_ERR_USER, "cannot open adapter %s (damaged, or locked: try HDF5_USE_FILE_LOCKING=FALSE)",
+                   shown_text(file_path).s);
     pt_status st = read_all(file, file_path, m, l);
     H5Fclose(file);
     if (st != PT_OK) adapter_free(l);

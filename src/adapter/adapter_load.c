@@ -21,7 +21,7 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
     pt_status st = PT_OK;
     if (meta.lora_layers != m->cfg.n_layers)
         st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "
-                 "model?", path, (long long)meta.lora_layers, m->cfg.n_layers);
+                 "model?", shown_text(path).s, (long long)meta.lora_layers, m->cfg.n_layers);
     if (st == PT_OK)
         st = adapter_create(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target, NULL);
     ckpt_state_free(&meta);
@@ -75,6 +75,6 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *l)
     }
     if (stat(file_path, &sb) != 0)
         return ERR(PT_ERR_USER, "adapter %s not found: %s (give the final_model_dir of a ptrain run, or a PEFT "
-                   "adapter directory)", file_path, strerror(errno));
+                   "adapter directory)", shown_text(file_path).s, strerror(errno));
     return adapter_h5_load(file_path, m, l);
 }

@@ -131,7 +131,7 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
     const json_t *v = json_object_get(c, key);
     bool set = v && !json_is_null(v) && !json_is_false(v) &&
                !((json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0));
-    if (set) return ERR(PT_ERR_USER, "%s: %s is set; %s", path, key, why);
+    if (set) return ERR(PT_ERR_USER, "%s: %s is set; %s", shown_text(path).s, shown_text(key).s, why);
     return PT_OK;
 }
 
@@ -144,8 +144,8 @@ static pt_status check_unsupported(const char *path, const json_t *c)
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
     const json_t *bias = json_object_get(c, "bias");
     if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
-        return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", path,
-                   json_string_value(bias));
+        return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", shown_text(path).s,
+                   shown_text(json_string_value(bias)).s);
     return PT_OK;
 }
 
@@ -153,12 +153,12 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
 {
     const json_t *type = json_object_get(c, "peft_type");
     if (!json_is_string(type) || strcmp(json_string_value(type), "LORA"))
-        return ERR(PT_ERR_USER, "%s: peft_type is %s; ptrain reads LoRA adapters (\"LORA\")", path,
-                   json_is_string(type) ? json_string_value(type) : "missing");
+        return ERR(PT_ERR_USER, "%s: peft_type is %s; ptrain reads LoRA adapters (\"LORA\")", shown_text(path).s,
+                   json_is_string(type) ? shown_text(json_string_value(type)).s : "missing");
     const json_t *r = json_object_get(c, "r"), *alpha = json_object_get(c, "lora_alpha");
     if (!json_is_integer(r) || json_integer_value(r) < 1 || json_integer_value(r) > 4096)
-        return ERR(PT_ERR_USER, "%s: r must be an integer from 1 to 4096", path);
-    if (!json_is_number(alpha)) return ERR(PT_ERR_USER, "%s: lora_alpha must be a number", path);
+        return ERR(PT_ERR_USER, "%s: r must be an integer from 1 to 4096", shown_text(path).s);
+    if (!json_is_number(alpha)) return ERR(PT_ERR_USER, "%s: lora_alpha must be a number", shown_text(path).s);
     s->r = (int)json_integer_value(r);
     s->alpha = json_number_value(alpha);
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
@@ -171,8 +171,9 @@ static pt_status read_config(const char *dir, peft_settings *s)
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     json_error_t e;
     json_t *c = jsonfile_load(path, 0, &e);
-    if (!c) return ERR(PT_ERR_USER, "%s: line %d, column %d: %s", path, e.line, e.column, e.text);
-    pt_status st = json_is_object(c) ? parse_config(path, c, s) : ERR(PT_ERR_USER, "%s: not a JSON object", path);
+    if (!c) return ERR(PT_ERR_USER, "%s: line %d, column %d: %s", shown_text(path).s, e.line, e.column, e.text);
+    pt_status st =
+        json_is_object(c) ? parse_config(path, c, s) : ERR(PT_ERR_USER, "%s: not a JSON object", shown_text(path).s);
     json_decref(c);
     return st;
 }
@@ -215,7 +216,8 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
         if (!parse_name(f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
             return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer model "
                        "(q/k/v/o_proj, gate/up/down_proj of base_model.model.model.layers.N); was the adapter "
-                       "trained on another model?", f->path, f->tensors[i].name, m->cfg.n_layers);
+                       "trained on another model?",
+                       shown_text(f->path).s, shown_text(f->tensors[i].name).s, m->cfg.n_layers);
         target[slot] = true;
     }
     return PT_OK;
@@ -225,9 +227,10 @@ static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *b
 {
     if (t->ndim != 2 || t->shape[0] != dst->shape[0] || t->shape[1] != dst->shape[1]) {
         char got[96];
-        return ERR(PT_ERR_USER, "%s: tensor %s is %s; this model needs [%lld, %lld] (another base model, or another r?)",
-                   f->path, t->name, st_describe(t, got, sizeof got), (long long)dst->shape[0],
-                   (long long)dst->shape[1]);
+        return ERR(PT_ERR_USER,
+                   "%s: tensor %s is %s; this model needs [%lld, %lld] (another base model, or another r?)",
+                   shown_text(f->path).s, shown_text(t->name).s, st_describe(t, got, sizeof got),
+                   (long long)dst->shape[0], (long long)dst->shape[1]);
     }
     float *host = malloc(dst->nbytes);
     TRY_ALLOC(host);
@@ -260,7 +263,7 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
     TRY(st_open(path, &f));
     bool target[W_COUNT];
     pt_status st = find_targets(&f, m, target);
-    if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", path);
+    if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", shown_text(path).s);
     /* layers the file leaves out keep B = 0: no change to the model there */
     if (st == PT_OK) st = adapter_create(l, m, s.r, (float)s.alpha, s.rslora, target, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);

@@ -54,7 +54,7 @@ uint64_t dataset_options_hash(const dataset_options *o)
 static pt_status mix_file(uint64_t *h, const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
     const size_t cap = (size_t)1 << 20;
     unsigned char *chunk = malloc(cap);
     if (!chunk) abort();
@@ -69,7 +69,7 @@ static pt_status mix_file(uint64_t *h, const char *path)
     bool failed = ferror(f);
     fclose(f);
     free(chunk);
-    if (failed) return ERR(PT_ERR_USER, "cannot read %s: read error", path);
+    if (failed) return ERR(PT_ERR_USER, "cannot read %s: read error", shown_text(path).s);
     uint64_t sums[3] = {size, crc, adler};
     *h = util_fnv1a(*h, sums, sizeof sums);
     return PT_OK;

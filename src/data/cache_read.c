@@ -193,7 +193,7 @@ static pt_status parse_sections(const unsigned char *base, const char *what, pt_
     parse_undo(train);
     parse_undo(eval);
     free(copy);
-    return ERR(PT_ERR_USER, "the dataset cache %s: its sections do not hold examples (damaged)", what);
+    return ERR(PT_ERR_USER, "the dataset cache %s: its sections do not hold examples (damaged)", shown_text(what).s);
 }
 
 pt_status dataset_cache_parse(void *bytes, size_t len, const dataset_cache_key *key, bool verify, pt_dataset *train,
@@ -203,7 +203,7 @@ pt_status dataset_cache_parse(void *bytes, size_t len, const dataset_cache_key *
     strbuf why = {0};
     pt_status st = PT_OK;
     if (check_bytes(bytes, len, key, verify, &why) != CACHE_FOUND)
-        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", what, why.data);
+        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", shown_text(what).s, why.data);
     sb_free(&why);
     if (st == PT_OK) st = parse_sections(bytes, what, train, eval);
     if (st != PT_OK) {
@@ -222,18 +222,19 @@ static pt_status map_file(const char *path, unsigned char **base, size_t *len, b
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         *missing = errno == ENOENT;
-        return ERR(PT_ERR_USER, "cannot open the dataset cache %s: %s", path, strerror(errno));
+        return ERR(PT_ERR_USER, "cannot open the dataset cache %s: %s", shown_text(path).s, strerror(errno));
     }
     struct stat info;
     if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
         close(fd);
-        return ERR(PT_ERR_USER, "the dataset cache %s is not a regular file", path);
+        return ERR(PT_ERR_USER, "the dataset cache %s is not a regular file", shown_text(path).s);
     }
     *len = (size_t)info.st_size;
     void *p = *len >= sizeof(cache_header) ? mmap(NULL, *len, PROT_READ, MAP_SHARED, fd, 0) : NULL;
     int err = errno;
     close(fd);
-    if (p == MAP_FAILED) return ERR(PT_ERR_USER, "cannot map the dataset cache %s: %s", path, strerror(err));
+    if (p == MAP_FAILED) return ERR(PT_ERR_USER, "cannot map the dataset cache %s: %s",
+                                    shown_text(path).s, strerror(err));
     *base = p;
     return PT_OK;
 }
@@ -263,7 +264,7 @@ pt_status dataset_cache_open(const char *path, const dataset_cache_key *key, boo
     strbuf why = {0};
     pt_status st = PT_OK;
     if (check_bytes(base, len, key, verify, &why) != CACHE_FOUND)
-        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", path, why.data);
+        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", shown_text(path).s, why.data);
     sb_free(&why);
     if (st == PT_OK) st = parse_sections(base, path, train, eval);
     if (st != PT_OK) {

@@ -154,7 +154,7 @@ static void warn_template(const loader *L, int index)
 static pt_status no_usable_row(const pt_dataset_stats *st, int index)
 {
     strbuf sb = {0};
-    sb_printf(&sb, "dataset[%d] %s: no usable row (%ld read", index, st->name, st->read);
+    sb_printf(&sb, "dataset[%d] %s: no usable row (%ld read", index, shown_text(st->name).s, st->read);
     const char *names[] = {"bad", "filtered out", "beyond num_samples", "empty", "without a labelled token"};
     long counts[] = {st->bad, st->filtered, st->limited, st->empty, st->no_loss};
     for (int i = 0; i < 5; i++)

@@ -47,12 +47,13 @@ static bool get_text(const json_t *obj, const char *key, const char *name, bool 
     const json_t *v = json_object_get(obj, key);
     *out = "";
     if (!v || json_is_null(v)) {
-        if (required && v) sb_printf(why, "\"%s\" is null", name);
-        else if (required) sb_printf(why, "no \"%s\"", name);
+        if (required && v) sb_printf(why, "\"%s\" is null", shown_text(name).s);
+        else if (required) sb_printf(why, "no \"%s\"", shown_text(name).s);
         return !required;
     }
-    if (!json_is_string(v)) sb_printf(why, "\"%s\" is %s, expected a string", name, reader_kind(v));
-    else if (strstr(json_string_value(v), FORMAT_BAD_UTF8)) sb_printf(why, "\"%s\" is not valid UTF-8", name);
+    if (!json_is_string(v)) sb_printf(why, "\"%s\" is %s, expected a string", shown_text(name).s, reader_kind(v));
+    else if (strstr(json_string_value(v), FORMAT_BAD_UTF8))
+        sb_printf(why, "\"%s\" is not valid UTF-8", shown_text(name).s);
     else *out = json_string_value(v);
     return why->len == 0;
 }
@@ -101,7 +102,7 @@ static bool add_turn(const turn_style *s, const json_t *turn, size_t i, data_rec
     if (!get_text(turn, s->role_key, role_name, true, &name, why)) return false;
     const char *role = map_role(s, name);
     if (!role) {
-        sb_printf(why, "\"%s\" is \"%s\" (expected %s)", role_name, name, s->expected);
+        sb_printf(why, "\"%s\" is \"%s\" (expected %s)", role_name, shown_text(name).s, s->expected);
         return false;
     }
     if (!get_text(turn, s->content_key, content_name, true, &content, why)) return false;
@@ -168,7 +169,8 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
     case FMT_TEXT: return format_text(obj, text_field, rec, why);
     default: break;
     }
-    sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column", text_field);
+    sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column",
+              shown_text(text_field).s);
     return ROW_BAD;
 }
 

@@ -75,7 +75,8 @@ pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template
     sb_free(&probe);
     label_free(c);
     return rc != PT_OK ? rc
-                       : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported", template);
+                       : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported",
+                             shown_text(template).s);
 }
 
 void label_free(label_ctx *c)
@@ -117,7 +118,7 @@ static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const str
     *a = tmp->len >= end + trail ? tmp->len - end - trail : 0;
     ok = ok && *a <= *b && starts_with(full, tmp->data, *a);
     return ok ? PT_OK : ERR(PT_ERR_INTERNAL, "chat template %s: cannot locate assistant turn %d in the rendered text",
-                            c->template, i);
+                            shown_text(c->template).s, i);
 }
 
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans)

@@ -33,13 +33,13 @@ typedef struct {
 static pt_status too_large(const char *path)
 {
     return ERR(PT_ERR_USER, "%s is larger than 4 GiB, the most ptrain reads of one data file: split it into "
-               "several .jsonl files (a directory of them, or data_files)", path);
+               "several .jsonl files (a directory of them, or data_files)", shown_text(path).s);
 }
 
 static pt_status slurp(const char *path, char **buf, size_t *len, uint32_t *crc)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
     struct stat info;
     if (fstat(fileno(f), &info) == 0 && (uint64_t)info.st_size > DATA_MAX_FILE) {
         fclose(f);
@@ -58,7 +58,7 @@ static pt_status slurp(const char *path, char **buf, size_t *len, uint32_t *crc)
     fclose(f);
     if (failed || sb.len > DATA_MAX_FILE) {
         sb_free(&sb);
-        return failed ? ERR(PT_ERR_USER, "cannot read %s: read error", path) : too_large(path);
+        return failed ? ERR(PT_ERR_USER, "cannot read %s: read error", shown_text(path).s) : too_large(path);
     }
     *buf = sb.data ? sb.data : xstrdup("");
     *len = sb.len;
@@ -206,7 +206,7 @@ static pt_status item_error(const cursor *c, const json_error_t *e)
 {
     long line = c->line + e->line - 1;
     long col = e->line == 1 ? (long)(c->off - c->line_start) + e->column : e->column;
-    return ERR(PT_ERR_USER, "%s:%ld:%ld: invalid JSON: %s", c->path, line, col, e->text);
+    return ERR(PT_ERR_USER, "%s:%ld:%ld: invalid JSON: %s", shown_text(c->path).s, line, col, e->text);
 }
 
 static pt_status read_items(cursor *c, data_rows *rows, pt_dataset_stats *st)
@@ -225,11 +225,13 @@ static pt_status read_items(cursor *c, data_rows *rows, pt_dataset_stats *st)
         if (c->off < c->len && c->buf[c->off] == ',') c->off++;
         else if (c->off < c->len && c->buf[c->off] == ']') break;
         else
-            return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected ',' or ']' after item %ld", c->path, c->line, item);
+            return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected ',' or ']' after item %ld", shown_text(c->path).s,
+                       c->line, item);
     }
     c->off++;
     skip_space(c);
-    if (c->off < c->len) return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: text after the closing ']'", c->path, c->line);
+    if (c->off < c->len)
+        return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: text after the closing ']'", shown_text(c->path).s, c->line);
     return PT_OK;
 }
 
@@ -253,7 +255,7 @@ static pt_status read_object(cursor *c, data_rows *rows, pt_dataset_stats *st)
         read_jsonl(c, rows, st);
         return PT_OK;
     }
-    if (!v) return ERR(PT_ERR_USER, "%s:%d:%d: invalid JSON: %s", c->path, e.line, e.column, e.text);
+    if (!v) return ERR(PT_ERR_USER, "%s:%d:%d: invalid JSON: %s", shown_text(c->path).s, e.line, e.column, e.text);
     static const char *const keys[] = {"data", "train"};
     for (int k = 0; k < 2; k++)
         if (json_is_array(json_object_get(v, keys[k]))) {
@@ -271,8 +273,8 @@ static pt_status read_json(cursor *c, data_rows *rows, pt_dataset_stats *st)
     if (c->off == c->len) return PT_OK;
     if (c->buf[c->off] == '[') return read_items(c, rows, st);
     if (c->buf[c->off] == '{') return read_object(c, rows, st);
-    return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected an array or an object, found '%c'", c->path, c->line,
-               c->buf[c->off]);
+    return ERR(PT_ERR_USER, "%s:%ld: invalid JSON: expected an array or an object, found '%c'", shown_text(c->path).s,
+               c->line, c->buf[c->off]);
 }
 
 /* ---- entry points ---- */
@@ -332,6 +334,6 @@ void row_bad(pt_dataset_stats *st, const data_row *r, const char *why)
 
 void row_where(const data_row *r, strbuf *out)
 {
-    if (r->line > 0) sb_printf(out, "%s:%ld", r->file, r->line);
-    else sb_printf(out, "%s: %s[%ld]", r->file, r->key ? r->key : "item", r->item);
+    if (r->line > 0) sb_printf(out, "%s:%ld", shown_text(r->file).s, r->line);
+    else sb_printf(out, "%s: %s[%ld]", shown_text(r->file).s, r->key ? shown_text(r->key).s : "item", r->item);
 }

@@ -34,7 +34,8 @@ static void rename_rows(const pt_strmap *map, int index, data_rows *rows, FILE *
     for (size_t i = 0; i < rows->n; i++) rename_row(map, rows->v[i].obj, hits);
     for (int k = 0; k < map->n; k++)
         if (!hits[k] && rows->n && warn)
-            fprintf(warn, "warning: dataset[%d].rename: no row has a column \"%s\"\n", index, map->keys[k]);
+            fprintf(warn, "warning: dataset[%d].rename: no row has a column \"%s\"\n", index,
+                    shown_text(map->keys[k]).s);
     free(hits);
 }
 

@@ -145,8 +145,11 @@ static pt_status convert_error(const char *path, int others)
     pt_status rc = ERR(PT_ERR_USER,
                        "%s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python "
                        "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
-                       path, parquet ? "a Parquet" : arrow ? "an Arrow" : "a CSV", parquet ? " and pyarrow" : "",
-                       sb_text(&command), sb_text(&more));
+                       shown_text(path).s,
+                       parquet ? "a Parquet"
+                       : arrow ? "an Arrow"
+                               : "a CSV",
+                       parquet ? " and pyarrow" : "", sb_text(&command), sb_text(&more));
     sb_free(&command);
     sb_free(&more);
     return rc;
@@ -165,12 +168,12 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
 {
     if (d->split_type && strpbrk(d->split_type, "[:%+"))
         return ERR(PT_ERR_USER, "split_type \"%s\": split slicing is not supported; name the split (e.g. train) and "
-                   "use num_samples to take the first rows", d->split_type);
+                   "use num_samples to take the first rows", shown_text(d->split_type).s);
     walk(dir, 0, out);
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
     narrow(out, 0, NULL);
-    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json or .jsonl files", dir);
+    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json or .jsonl files", shown_text(dir).s);
     return check_kinds(out);
 }
 
@@ -184,7 +187,7 @@ static pt_status add_pattern(const char *dir, const char *pattern, data_files *o
     if (rc == 0)
         for (size_t i = 0; i < g.gl_pathc; i++) push(out, xstrdup(g.gl_pathv[i]));
     if (rc == 0) globfree(&g);
-    pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", path.data);
+    pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", shown_text(path.data).s);
     sb_free(&path);
     return st;
 }
@@ -211,12 +214,13 @@ static pt_status from_name(const pt_dataset_config *d, data_files *out)
         if (is_dir) return from_dir(d, d->name, out);
         if (d->data_files.n)
             return ERR(PT_ERR_USER, "data_files needs name to be a directory or an HF dataset id; %s is a file",
-                       d->name);
+                       shown_text(d->name).s);
         push(out, xstrdup(d->name));
         return check_kinds(out);
     }
     if (!hfcache_is_repo_id(d->name))
-        return ERR(PT_ERR_USER, "%s does not exist (relative paths start at the current directory)", d->name);
+        return ERR(PT_ERR_USER, "%s does not exist (relative paths start at the current directory)",
+                   shown_text(d->name).s);
     char *snap;
     TRY(hfcache_snapshot("dataset", d->name, NULL, &snap));
     pt_status rc = from_dir(d, snap, out);

@@ -114,7 +114,7 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
     struct stat sb;
     if (!merged[0] && stat(adapter_gguf, &sb) != 0)
         return ERR(PT_ERR_USER, "the Modelfile needs %s (FROM the base + ADAPTER): write the adapter files too "
-                   "(without --no-adapter-files), or a merged GGUF", adapter_gguf);
+                   "(without --no-adapter-files), or a merged GGUF", shown_text(adapter_gguf).s);
     ollama_job o = {.dir = j->out, .name = name, .merged_gguf = merged[0] ? merged : NULL, .base_gguf = base_abs,
                     .chat_template = j->chat_template, .param_keys = j->param_keys, .param_values = j->param_values,
                     .n_params = j->n_params};
@@ -211,14 +211,15 @@ typedef struct {
 
 static pt_status usage(const char *what, const char *arg)
 {
-    return ERR(PT_ERR_USAGE, "%s '%s'\nTry 'ptrain export --help'.", what, arg ? arg : "");
+    return ERR(PT_ERR_USAGE, "%s '%s'\nTry 'ptrain export --help'.", what, arg ? shown_text(arg).s : "");
 }
 
 static pt_status add_methods(export_cli *c, char *list)
 {
     for (char *save = NULL, *m = strtok_r(list, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         if (!gguf_method_known(m))
-            return ERR(PT_ERR_USAGE, "--gguf %s: ptrain cannot write it; choose from %s", m, gguf_method_list());
+            return ERR(PT_ERR_USAGE, "--gguf %s: ptrain cannot write it; choose from %s", shown_text(m).s,
+                       gguf_method_list());
         if (c->job.n_gguf == 32) return usage("too many GGUF methods in", list);
         c->methods[c->job.n_gguf++] = m;
     }
@@ -269,10 +270,11 @@ static pt_status apply_config(export_cli *c, const export_options *o)
     if (o->huggingface_save_gguf && j->n_gguf == 0)
         for (int i = 0; i < o->quantization_method.n; i++) {
             char *m = o->quantization_method.items[i];
-            if (j->n_gguf == 32) return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", o->config_path);
+            if (j->n_gguf == 32)
+                return ERR(PT_ERR_USER, "%s: more than 32 quantization methods", shown_text(o->config_path).s);
             if (!gguf_method_known(m))
                 return ERR(PT_ERR_USER, "%s: quantization_method %s: ptrain cannot write it yet; choose from %s",
-                           o->config_path, m, gguf_method_list());
+                           shown_text(o->config_path).s, shown_text(m).s, gguf_method_list());
             c->methods[j->n_gguf++] = m;
             j->gguf = c->methods;
         }

@@ -123,7 +123,7 @@ static pt_status gemma2_scale(const char *dir, const pt_model_config *c)
     if (fabs(c->attn_scale - want) <= 1e-6 * want) return PT_OK;
     return ERR(PT_ERR_USER, "%s/config.json: query_pre_attn_scalar %g; llama.cpp's gemma2 scales attention by "
                "1/sqrt(%g) and no GGUF key changes it, so the model cannot be exported to GGUF as it runs in "
-               "transformers", dir, scalar, size);
+               "transformers", shown_text(dir).s, scalar, size);
 }
 
 /* llama.cpp's gemma2 always soft-caps and always has local layers: a config that turns either
@@ -133,7 +133,7 @@ static pt_status gemma2(gguf_writer *w, const char *dir, const pt_model_config *
     TRY(gemma2_scale(dir, c));
     if (c->attn_softcap <= 0 || c->final_softcap <= 0 || c->sliding_window <= 0)
         return ERR(PT_ERR_USER, "%s/config.json: %s is null; llama.cpp's gemma2 always uses it, so the model "
-                   "cannot be exported to GGUF as it runs in transformers", dir,
+                   "cannot be exported to GGUF as it runs in transformers", shown_text(dir).s,
                    c->sliding_window <= 0 ? "sliding_window"
                    : c->attn_softcap <= 0 ? "attn_logit_softcapping" : "final_logit_softcapping");
     const char *a = arch_name(c->arch);
@@ -164,11 +164,12 @@ static pt_status json_file(const char *dir, const char *file, size_t flags, json
     json_error_t e;
     *out = jsonfile_load(path, flags, &e);
     if (!*out)
-        return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d)", path, e.text, e.line, e.column);
+        return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d)", shown_text(path).s, e.text,
+                   e.line, e.column);
     if (json_is_object(*out)) return PT_OK;
     json_decref(*out);
     *out = NULL;
-    return ERR(PT_ERR_USER, "%s: expected a JSON object", path);
+    return ERR(PT_ERR_USER, "%s: expected a JSON object", shown_text(path).s);
 }
 
 static pt_status ctx_open(meta_ctx *m, const char *dir, const hf_config *hc)
@@ -241,9 +242,11 @@ static pt_status unknown_split(const meta_ctx *m, const pre_steps *s)
 {
     if (!s->regex || !s->isolated)
         return ERR(PT_ERR_USER, "%s: pre_tokenizer: a Split that is not an Isolated, non-inverted Regex is not one "
-                   "llama.cpp knows; it knows: " KNOWN_PRES, m->tj_path);
-    return ERR(PT_ERR_USER, "%s: pre_tokenizer: the Split regex \"%s\" is not one llama.cpp knows by name, so a GGUF "
-               "could not tell llama.cpp to split text this way; it knows: " KNOWN_PRES, m->tj_path, s->regex);
+                   "llama.cpp knows; it knows: " KNOWN_PRES, shown_text(m->tj_path).s);
+    return ERR(PT_ERR_USER,
+               "%s: pre_tokenizer: the Split regex \"%s\" is not one llama.cpp knows by name, so a GGUF "
+               "could not tell llama.cpp to split text this way; it knows: " KNOWN_PRES,
+               shown_text(m->tj_path).s, shown_text(s->regex).s);
 }
 
 static pt_status pre_match(const meta_ctx *m, const pre_steps *s, const char **pre)
@@ -255,8 +258,10 @@ static pt_status pre_match(const meta_ctx *m, const pre_steps *s, const char **p
             if (!strcmp(s->regex, split_pres[i].regex)) return *pre = split_pres[i].pre, PT_OK;
         return unknown_split(m, s);
     }
-    return ERR(PT_ERR_USER, "%s: pre_tokenizer: %d Split, %d Digits%s and a ByteLevel step (use_regex %s) are not a "
-               "pre-tokenizer llama.cpp knows; it knows: " KNOWN_PRES, m->tj_path, s->n_split, s->n_digits,
+    return ERR(PT_ERR_USER,
+               "%s: pre_tokenizer: %d Split, %d Digits%s and a ByteLevel step (use_regex %s) are not a "
+               "pre-tokenizer llama.cpp knows; it knows: " KNOWN_PRES,
+               shown_text(m->tj_path).s, s->n_split, s->n_digits,
                s->n_digits && !s->digits_individual ? " (not individual)" : "", s->bl_regex ? "true" : "false");
 }
 
@@ -268,7 +273,7 @@ static pt_status byte_level_normalizer(const meta_ctx *m)
     const char *type = json_string_value(json_object_get(n, "type"));
     if (!n || json_is_null(n) || (type && !strcmp(type, "NFC"))) return PT_OK;
     return ERR(PT_ERR_USER, "%s: normalizer: a %s normalizer; llama.cpp's byte-level tokenizers normalize nothing, so "
-               "the GGUF would tokenize differently", m->tj_path, type ? type : "?");
+               "the GGUF would tokenize differently", shown_text(m->tj_path).s, type ? shown_text(type).s : "?");
 }
 
 static pt_status byte_level_pre(const meta_ctx *m, const char **pre)
@@ -277,14 +282,14 @@ static pt_status byte_level_pre(const meta_ctx *m, const char **pre)
     pre_step(json_object_get(m->tj, "pre_tokenizer"), &s, 0);
     if (s.n_other)
         return ERR(PT_ERR_USER, "%s: pre_tokenizer: a %s step is not part of any pre-tokenizer llama.cpp knows; it "
-                   "knows: " KNOWN_PRES, m->tj_path, s.other);
+                   "knows: " KNOWN_PRES, shown_text(m->tj_path).s, shown_text(s.other).s);
     if (s.n_bytelevel != 1)
         return ERR(PT_ERR_USER, "%s: pre_tokenizer: %d ByteLevel steps; byte-level tokenizers have one, last",
-                   m->tj_path, s.n_bytelevel);
+                   shown_text(m->tj_path).s, s.n_bytelevel);
     if (s.bl_prefix)
         return ERR(PT_ERR_USER, "%s: pre_tokenizer: ByteLevel.add_prefix_space is true; llama.cpp's byte-level "
                    "tokenizers never add a space before the text, so the GGUF would tokenize differently",
-                   m->tj_path);
+                   shown_text(m->tj_path).s);
     TRY(byte_level_normalizer(m));
     return pre_match(m, &s, pre);
 }
@@ -324,8 +329,10 @@ static pt_status spm_prefix(const meta_ctx *m, bool *prefix)
     const char *scheme = json_string_value(json_object_get(pre, "prepend_scheme"));
     if (is_type(pre, "Metaspace")) {
         if (!json_is_false(json_object_get(pre, "split")))
-            return ERR(PT_ERR_USER, "%s: pre_tokenizer: Metaspace with split true (the default); llama.cpp's "
-                       "SentencePiece tokenizer merges across ▁, so the GGUF would tokenize differently", m->tj_path);
+            return ERR(PT_ERR_USER,
+                       "%s: pre_tokenizer: Metaspace with split true (the default); llama.cpp's "
+                       "SentencePiece tokenizer merges across ▁, so the GGUF would tokenize differently",
+                       shown_text(m->tj_path).s);
         *prefix = scheme ? strcmp(scheme, "never") != 0 : !json_is_false(json_object_get(pre, "add_prefix_space"));
         return PT_OK;
     }
@@ -334,8 +341,10 @@ static pt_status spm_prefix(const meta_ctx *m, bool *prefix)
         *prefix = prepends;
         return PT_OK;
     }
-    return ERR(PT_ERR_USER, "%s: a SentencePiece-style tokenizer without a Metaspace pre-tokenizer or a Replace(\" \", "
-               "\"▁\") normalizer is not one llama.cpp's SentencePiece tokenizer reproduces", m->tj_path);
+    return ERR(PT_ERR_USER,
+               "%s: a SentencePiece-style tokenizer without a Metaspace pre-tokenizer or a Replace(\" \", "
+               "\"▁\") normalizer is not one llama.cpp's SentencePiece tokenizer reproduces",
+               shown_text(m->tj_path).s);
 }
 
 /* ---- tokens ---- */
@@ -355,8 +364,10 @@ static bool looks_special(const char *s)
 static pt_status check_id(const meta_ctx *m, json_int_t id, const char *what, const char *text)
 {
     if (id >= 0 && (size_t)id < m->n) return PT_OK;
-    return ERR(PT_ERR_USER, "%s: %s \"%.60s\" has id %lld, but the model's vocab_size (config.json) is %zu: the "
-               "embedding has no row for it", m->tj_path, what, text ? text : "?", (long long)id, m->n);
+    return ERR(PT_ERR_USER,
+               "%s: %s \"%s\" has id %lld, but the model's vocab_size (config.json) is %zu: the "
+               "embedding has no row for it",
+               shown_text(m->tj_path).s, what, text ? shown_text(text).s : "?", (long long)id, m->n);
 }
 
 static bool is_byte_token(const char *s)
@@ -399,8 +410,10 @@ static pt_status added_flags(const meta_ctx *m, const json_t *a, const char *s)
     static const char *const flags[] = {"single_word", "lstrip", "rstrip"};
     for (int f = 0; f < 3; f++)
         if (json_is_true(json_object_get(a, flags[f])))
-            return ERR(PT_ERR_USER, "%s: added token \"%.60s\" has %s true; llama.cpp cannot be told so in a GGUF and "
-                       "would split the text around it differently", m->tj_path, s, flags[f]);
+            return ERR(PT_ERR_USER,
+                       "%s: added token \"%s\" has %s true; llama.cpp cannot be told so in a GGUF and "
+                       "would split the text around it differently",
+                       shown_text(m->tj_path).s, shown_text(s).s, flags[f]);
     return PT_OK;
 }
 
@@ -409,7 +422,7 @@ static pt_status added_one(meta_ctx *m, const json_t *a)
     json_int_t id = json_integer_value(json_object_get(a, "id"));
     const char *s = json_string_value(json_object_get(a, "content"));
     TRY(check_id(m, id, "added token", s));
-    if (!s) return ERR(PT_ERR_USER, "%s: added token %lld has no content", m->tj_path, (long long)id);
+    if (!s) return ERR(PT_ERR_USER, "%s: added token %lld has no content", shown_text(m->tj_path).s, (long long)id);
     TRY(added_flags(m, a, s));
     bool special = json_is_true(json_object_get(a, "special")) || looks_special(s);
     m->text[id] = s;
@@ -459,8 +472,8 @@ static pt_status unique_tokens(const meta_ctx *m)
     qsort_r(idx, m->n, sizeof *idx, by_text, (void *)m->text);
     for (size_t i = 1; i < m->n; i++)
         if (!strcmp(m->text[idx[i - 1]], m->text[idx[i]])) {
-            pt_status st = ERR(PT_ERR_USER, "%s: tokens %u and %u are both spelled \"%.60s\"; llama.cpp needs one id per "
-                               "spelling", m->tj_path, idx[i - 1], idx[i], m->text[idx[i]]);
+            pt_status st = ERR(PT_ERR_USER, "%s: tokens %u and %u are both spelled \"%s\"; llama.cpp needs one id per "
+                               "spelling", shown_text(m->tj_path).s, idx[i - 1], idx[i], shown_text(m->text[idx[i]]).s);
             free(idx);
             return st;
         }
@@ -505,7 +518,7 @@ static pt_status merges(gguf_writer *w, const meta_ctx *m)
     for (size_t i = 0; i < n && st == PT_OK; i++)
         if (!(out[i] = merge_text(json_array_get(list, i))))
             st = ERR(PT_ERR_USER, "%s: model.merges[%zu]: expected \"left right\" or [\"left\", \"right\"]",
-                     m->tj_path, i);
+                     shown_text(m->tj_path).s, i);
     if (st == PT_OK) st = gguf_w_str_array(w, "tokenizer.ggml.merges", (const char *const *)out, n);
     for (size_t i = 0; i < n; i++) free(out[i]);
     free(out);
@@ -577,7 +590,7 @@ static pt_status special_ids(gguf_writer *w, const meta_ctx *m)
         if (id >= 0) TRY(gguf_w_u32(w, keys[r], (uint32_t)id));
         if (id < 0 && r < 2 && (r ? tokenizer_adds_eos(m->tok) : tokenizer_adds_bos(m->tok)))
             return ERR(PT_ERR_USER, "%s: the post-processor adds a %s token, but neither tokenizer_config.json nor "
-                       "config.json names one", m->tj_path, roles[r]);
+                       "config.json names one", shown_text(m->tj_path).s, roles[r]);
     }
     /* always written: llama.cpp's defaults differ by pre-tokenizer (llama-bpe adds bos) */
     TRY(gguf_w_bool(w, "tokenizer.ggml.add_bos_token", tokenizer_adds_bos(m->tok)));

@@ -160,7 +160,7 @@ static pt_status spell_tokens(hf_src *s)
         else if (!(s->spell[i] = spell_bytelevel(t.data, t.len))) return ERR(PT_ERR_NOMEM, "out of memory");
         if (!s->spell[i])
             return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu] is not valid UTF-8 (or holds a NUL): a "
-                       "tokenizer.json cannot spell it", s->f->path, (unsigned long long)i);
+                       "tokenizer.json cannot spell it", shown_text(s->f->path).s, (unsigned long long)i);
         if (json_object_set_new(s->vocab, s->spell[i], json_integer((json_int_t)i)))
             return ERR(PT_ERR_NOMEM, "out of memory");
     }
@@ -176,8 +176,8 @@ static pt_status src_id(const hf_src *s, const char *key, int64_t *id)
     TRY(gguf_opt_u32(s->f, key, &v));
     if (v == UINT32_MAX) return PT_OK;
     if (v >= s->n)
-        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%llu tokens)", s->f->path, key, v,
-                   (unsigned long long)s->n);
+        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%llu tokens)", shown_text(s->f->path).s,
+                   shown_text(key).s, v, (unsigned long long)s->n);
     *id = v;
     return PT_OK;
 }
@@ -202,9 +202,9 @@ static pt_status src_kind(hf_src *s)
     gguf_str model, arch = {"", 0};
     TRY(gguf_get_str(s->f, "tokenizer.ggml.model", &model));
     if (!gguf_str_eq(model, "gpt2") && !gguf_str_eq(model, "llama"))
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.model \"%.*s\": exporting it as a tokenizer.json is not supported "
-                   "(supported: \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)", s->f->path,
-                   (int)(model.len > 64 ? 64 : model.len), model.data);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.model \"%s\": exporting it as a tokenizer.json is not supported "
+                   "(supported: \"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)", shown_text(s->f->path).s,
+                   shown_bytes(model.data, model.len).s);
     s->spm = gguf_str_eq(model, "llama");
     TRY(gguf_opt_str(s->f, "general.architecture", &arch));
     s->gemma = arch_gguf_gemma_line(arch.data, arch.len);
@@ -220,9 +220,9 @@ static pt_status src_pre(hf_src *s)
     TRY(gguf_opt_str(s->f, "tokenizer.ggml.pre", &pre));
     for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
         if (gguf_str_eq(pre, pre_names[i].name)) return s->pre = pre_names[i].kind, PT_OK;
-    return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre \"%.*s\": exporting this pre-tokenizer is not supported "
+    return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre \"%s\": exporting this pre-tokenizer is not supported "
                "(supported: gpt2, default, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, "
-               "refact)", s->f->path, (int)(pre.len > 64 ? 64 : pre.len), pre.data);
+               "refact)", shown_text(s->f->path).s, shown_bytes(pre.data, pre.len).s);
 }
 
 static pt_status src_tokens(hf_src *s)
@@ -231,10 +231,11 @@ static pt_status src_tokens(hf_src *s)
     TRY(gguf_get_array(s->f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &s->tokens));
     s->n = s->tokens->count;
     if (s->n == 0 || s->n >= INT32_MAX)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", s->f->path, (unsigned long long)s->n);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", shown_text(s->f->path).s,
+                   (unsigned long long)s->n);
     if (gguf_find(s->f, key)) TRY(gguf_get_array(s->f, key, GGUF_TYPE_I32, &s->types));
     if (s->types && s->types->count != s->n)
-        return ERR(PT_ERR_USER, "%s: %s: %llu entries for %llu tokens", s->f->path, key,
+        return ERR(PT_ERR_USER, "%s: %s: %llu entries for %llu tokens", shown_text(s->f->path).s, shown_text(key).s,
                    (unsigned long long)s->types->count, (unsigned long long)s->n);
     return spell_tokens(s);
 }
@@ -250,7 +251,7 @@ static pt_status src_byte_fallback(hf_src *s)
     }
     if (have > 0 && have < 256)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: only %d of the byte tokens <0x00> to <0xFF> (byte "
-                   "fallback needs all 256)", s->f->path, have);
+                   "fallback needs all 256)", shown_text(s->f->path).s, have);
     s->byte_fallback = have == 256;
     return PT_OK;
 }
@@ -312,7 +313,7 @@ static pt_status rope_llama3(const hf_src *s, const gguf_tensor *t, json_t **out
     const pt_model_config *c = s->cfg;
     int half = c->head_dim / 2;
     if (t->dtype != PT_F32 || t->n_dims != 1 || t->dims[0] != (uint64_t)half)
-        return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", s->f->path, half);
+        return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", shown_text(s->f->path).s, half);
     const float *fac = t->data;
     float top = 1.0f, base[512], scaled[512];
     for (int i = 0; i < half; i++) top = fac[i] > top ? fac[i] : top;
@@ -324,8 +325,8 @@ static pt_status rope_llama3(const hf_src *s, const gguf_tensor *t, json_t **out
             return ERR(PT_ERR_USER, "%s: the rope_freqs.weight tensor (per-frequency rope scaling) is not Llama 3's "
                        "rope_scaling with factor %g, low_freq_factor 1, high_freq_factor 4 and "
                        "original_max_position_embeddings 8192 (frequency %d: %g, expected %g); exporting other "
-                       "rope_freqs to a Hugging Face config.json is not supported yet", s->f->path, top, i, fac[i],
-                       base[i] / scaled[i]);
+                       "rope_freqs to a Hugging Face config.json is not supported yet",
+                       shown_text(s->f->path).s, top, i, fac[i], base[i] / scaled[i]);
     return packed(json_pack("{s:s, s:o, s:f, s:f, s:i}", "rope_type", "llama3", "factor", jreal(top),
                             "low_freq_factor", 1.0, "high_freq_factor", 4.0, "original_max_position_embeddings", 8192),
                   out);
@@ -341,9 +342,9 @@ static pt_status rope_keys(const hf_src *s, json_t **out)
     TRY(gguf_opt_str(s->f, key, &type));
     if (gguf_str_eq(type, "none")) return PT_OK;
     if (!gguf_str_eq(type, "linear"))
-        return ERR(PT_ERR_USER, "%s: %s \"%.*s\": exporting this rope scaling is not supported (ptrain runs "
-                   "linear scaling and Llama 3's rope_freqs)", s->f->path, key, (int)(type.len > 32 ? 32 : type.len),
-                   type.data);
+        return ERR(PT_ERR_USER, "%s: %s \"%s\": exporting this rope scaling is not supported (ptrain runs "
+                   "linear scaling and Llama 3's rope_freqs)", shown_text(s->f->path).s, shown_text(key).s,
+                   shown_bytes(type.data, type.len).s);
     snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_name(s->cfg->arch));
     TRY(gguf_opt_f32(s->f, key, &factor));
     if (!(factor > 0.0f) || factor == 1.0f) return PT_OK; /* ptrain applies no scaling either */
@@ -358,7 +359,8 @@ static pt_status rope_scaling(const hf_src *s, json_t **out)
     TRY(rope_keys(s, out));
     if (freqs && *out) {
         json_decref(*out);
-        return ERR(PT_ERR_USER, "%s: both a rope_freqs tensor and linear rope scaling: not supported", s->f->path);
+        return ERR(PT_ERR_USER, "%s: both a rope_freqs tensor and linear rope scaling: not supported",
+                   shown_text(s->f->path).s);
     }
     if (freqs) TRY(rope_llama3(s, freqs, out));
     if (!*out) *out = json_null();
@@ -432,8 +434,8 @@ static pt_status merges_gpt2(const hf_src *s, json_t **out)
         gguf_str g = gguf_array_str(m, i);
         const char *sp = memchr(g.data, ' ', g.len);
         if (!sp || sp == g.data || sp + 1 == g.data + g.len || memchr(sp + 1, ' ', (size_t)(g.data + g.len - sp - 1)))
-            return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges[%llu]: expected \"left right\"", s->f->path,
-                       (unsigned long long)i);
+            return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges[%llu]: expected \"left right\"",
+                       shown_text(s->f->path).s, (unsigned long long)i);
         json_t *pair = json_pack("[s%, s%]", g.data, (size_t)(sp - g.data), sp + 1, (size_t)(g.data + g.len - sp - 1));
         if (json_array_append_new(*out, pair)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
@@ -580,7 +582,7 @@ static pt_status added_tokens(const hf_src *s, json_t **out)
         json_t *a = added_token(s, i, special);
         if (!a && !s->spm)
             return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu]: an added token that is not valid UTF-8",
-                       s->f->path, (unsigned long long)i);
+                       shown_text(s->f->path).s, (unsigned long long)i);
         if (json_array_append_new(*out, a)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
     return PT_OK;
@@ -634,7 +636,7 @@ static pt_status tokenizer_config_json(const hf_src *s, json_t **out)
     TRY(merge_into(*out, json_pack("{s:b, s:i, s:s}", "clean_up_tokenization_spaces", 0, "model_max_length",
                                    s->cfg->ctx_len, "tokenizer_class", "PreTrainedTokenizerFast")));
     if (tmpl.data && json_object_set_new(*out, "chat_template", json_stringn(tmpl.data, tmpl.len)))
-        return ERR(PT_ERR_USER, "%s: tokenizer.chat_template is not valid UTF-8", s->f->path);
+        return ERR(PT_ERR_USER, "%s: tokenizer.chat_template is not valid UTF-8", shown_text(s->f->path).s);
     return PT_OK;
 }
 
@@ -660,7 +662,7 @@ static pt_status write_json(const char *dir, const char *name, const json_t *j)
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path)
-        return ERR(PT_ERR_USER, "%s: the output directory's name is too long", dir);
+        return ERR(PT_ERR_USER, "%s: the output directory's name is too long", shown_text(dir).s);
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
     TRY_ALLOC(text);
     size_t n = strlen(text);
@@ -686,7 +688,7 @@ pt_status hf_meta_from_gguf(const gguf_file *f, const pt_model_config *cfg, cons
 {
     if (!torch_dtype || (strcmp(torch_dtype, "bfloat16") && strcmp(torch_dtype, "float16") && strcmp(torch_dtype, "float32")))
         return ERR(PT_ERR_USER, "torch_dtype \"%s\": expected bfloat16, float16 or float32",
-                   torch_dtype ? torch_dtype : "(none)");
+                   torch_dtype ? shown_text(torch_dtype).s : "(none)");
     hf_src s = {.f = f, .cfg = cfg, .bos = -1, .eos = -1, .unk = -1, .pad = -1};
     json_t *files[N_FILES] = {0};
     pt_status st = src_init(&s);

@@ -41,9 +41,10 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
 pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols)
 {
     if (!d->a || (d->out == rows && d->in == cols)) return PT_OK;
-    return ERR(PT_ERR_USER, "tensor %s is [%lld, %lld] but the model's configuration and the adapter make it "
-               "[%lld, %lld]; the base model file is inconsistent", tensor, (long long)rows, (long long)cols,
-               (long long)d->out, (long long)d->in);
+    return ERR(PT_ERR_USER,
+               "tensor %s is [%lld, %lld] but the model's configuration and the adapter make it "
+               "[%lld, %lld]; the base model file is inconsistent",
+               shown_text(tensor).s, (long long)rows, (long long)cols, (long long)d->out, (long long)d->in);
 }
 
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)

@@ -102,7 +102,8 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
         it->type = choose_type(q, it, cfg->n_layers, tied);
         if (it->type != g->ggml_type && g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot convert; export with its "
-                       "own type", f->path, it->name, g->ggml_type);
+                       "own type", shown_text(f->path).s, shown_bytes(g->name.data, (size_t)g->name.len).s,
+                       g->ggml_type);
     }
     return PT_OK;
 }
@@ -112,10 +113,10 @@ static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, c
                              int permute, bool plus_one)
 {
     const st_tensor *t = st_set_find(s, hname, NULL);
-    if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", s->dir, hname);
+    if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(s->dir).s, shown_text(hname).s);
     if (t->ndim < 1 || t->ndim > 2 || !(t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16))
-        return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only", s->dir,
-                   hname, st_dtype_name(t->dtype));
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only",
+                   shown_text(s->dir).s, shown_text(hname).s, st_dtype_name(t->dtype));
     gguf_item *it = &p->items[p->n++];
     snprintf(it->name, sizeof it->name, "%s", gname);
     it->st = t;
@@ -274,7 +275,7 @@ static pt_status hf_metadata(gguf_writer *w, const char *dir, const hf_config *h
 {
     if (hc->bnb_4bit)
         return ERR(PT_ERR_USER, "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
-                   "export with the original model as model_name", dir);
+                   "export with the original model as model_name", shown_text(dir).s);
     TRY(gguf_meta_from_hf(w, dir, hc, NULL));
     TRY(gguf_w_u32(w, "general.file_type", q->ftype));
     return gguf_w_u32(w, "general.quantization_version", 2);
@@ -306,8 +307,8 @@ pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gg
 {
     const gguf_method *q = gguf_method_find(method);
     if (!q)
-        return ERR(PT_ERR_USER, "quantization_method %s: ptrain cannot write it yet; choose from %s", method,
-                   gguf_method_list());
+        return ERR(PT_ERR_USER, "quantization_method %s: ptrain cannot write it yet; choose from %s",
+                   shown_text(method).s, gguf_method_list());
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
     gguf_plan p = {.lora = l};

@@ -75,10 +75,10 @@ static pt_status add_gguf_item(hf_plan *p, const gguf_file *f, const char *gname
                                int slot, int permute, bool minus_one)
 {
     const gguf_tensor *g = gguf_find_tensor(f, gname);
-    if (!g) return ERR(PT_ERR_USER, "%s: tensor %s is missing", f->path, gname);
+    if (!g) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(f->path).s, shown_text(gname).s);
     if (g->dtype == PT_DTYPE_COUNT)
-        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot convert", f->path, gname,
-                   g->ggml_type);
+        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot convert", shown_text(f->path).s,
+                   shown_text(gname).s, g->ggml_type);
     hf_item *it = &p->items[p->n++];
     snprintf(it->name, sizeof it->name, "%s", hname);
     it->gg = g;
@@ -142,7 +142,7 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_adapter *
 {
     if (it->copy && l && it->layer >= 0 && it->slot >= 0 && adapter_at(l, it->layer, it->slot))
         return ERR(PT_ERR_USER, "tensor %s is %s, not a 16/32-bit matrix: ptrain cannot merge its adapter into it",
-                   it->name, st_dtype_name(it->st->dtype));
+                   shown_text(it->name).s, st_dtype_name(it->st->dtype));
     if (it->copy) {
         pt_status st = st_w_data(w, it->st->data, it->st->nbytes);
         merge_release(it->st->data, it->st->nbytes);
@@ -193,7 +193,7 @@ static const char *torch_name(st_dtype d) { return d == ST_BF16 ? "bfloat16" : d
 static pt_status read_small(const char *path, char **text, size_t *len)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s", path);
+    if (!f) return ERR(PT_ERR_USER, "cannot read %s", shown_text(path).s);
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -202,7 +202,7 @@ static pt_status read_small(const char *path, char **text, size_t *len)
     fclose(f);
     if (!*text || n < 0 || got != (size_t)n) {
         free(*text);
-        return ERR(PT_ERR_USER, "cannot read %s", path);
+        return ERR(PT_ERR_USER, "cannot read %s", shown_text(path).s);
     }
     *len = got;
     return PT_OK;
@@ -215,7 +215,7 @@ static pt_status write_config(const char *base_dir, const char *dir, st_dtype to
     snprintf(path, sizeof path, "%s/config.json", base_dir);
     json_error_t e;
     json_t *c = jsonfile_load(path, 0, &e);
-    if (!c) return ERR(PT_ERR_USER, "%s: line %d: %s", path, e.line, e.text);
+    if (!c) return ERR(PT_ERR_USER, "%s: line %d: %s", shown_text(path).s, e.line, e.text);
     json_object_del(c, "quantization_config");
     json_object_set_new(c, "torch_dtype", json_string(torch_name(to)));
     if (json_object_get(c, "dtype")) json_object_set_new(c, "dtype", json_string(torch_name(to)));
@@ -255,7 +255,7 @@ static pt_status parse_dtype(const char *name, st_dtype *out)
     if (!strcmp(name, "bf16") || !strcmp(name, "bfloat16")) *out = ST_BF16;
     else if (!strcmp(name, "f16") || !strcmp(name, "float16")) *out = ST_F16;
     else if (!strcmp(name, "f32") || !strcmp(name, "float32")) *out = ST_F32;
-    else return ERR(PT_ERR_USER, "merged model dtype %s: choose bf16, f16 or f32", name);
+    else return ERR(PT_ERR_USER, "merged model dtype %s: choose bf16, f16 or f32", shown_text(name).s);
     return PT_OK;
 }
 
@@ -267,8 +267,10 @@ static pt_status from_hf(const char *dir, const char *base, const pt_model_confi
     hf_config hc;
     TRY(hf_config_read(path, &hc));
     if (hc.bnb_4bit)
-        return ERR(PT_ERR_USER, "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
-                   "export with the original model as model_name (e.g. the repository without -bnb-4bit)", base_dir);
+        return ERR(PT_ERR_USER,
+                   "%s is a bitsandbytes 4-bit checkpoint; ptrain merges into 16/32-bit bases only: "
+                   "export with the original model as model_name (e.g. the repository without -bnb-4bit)",
+                   shown_text(base_dir).s);
     st_set s;
     size_t bl = strlen(base);
     TRY(st_set_open(bl > 12 && !strcmp(base + bl - 12, ".safetensors") ? base : base_dir, &s));

@@ -78,7 +78,7 @@ static pt_status check_params(const ollama_job *j)
     for (int i = 0; i < j->n_params; i++)
         if (strpbrk(j->param_keys[i], "\"\n\r \t") || strpbrk(j->param_values[i], "\"\n\r"))
             return ERR(PT_ERR_USER, "model_parameters: %s: a Modelfile PARAMETER cannot hold quotes or line breaks",
-                       j->param_keys[i]);
+                       shown_text(j->param_keys[i]).s);
     return PT_OK;
 }
 
@@ -95,7 +95,7 @@ static pt_status modelfile_text(const ollama_job *j, strbuf *sb)
         if (t->system) sb_printf(sb, "SYSTEM \"\"\"%s\"\"\"\n", t->system);
     } else {
         log_warn("ollama: no Ollama TEMPLATE for chat template %s; Ollama will use the template in the GGUF's "
-                 "metadata, if it can read it", j->chat_template ? j->chat_template : "(none)");
+                 "metadata, if it can read it", j->chat_template ? shown_text(j->chat_template).s : "(none)");
     }
     for (int i = 0; i < j->n_params; i++) param_line(sb, j->param_keys[i], j->param_values[i]);
     return PT_OK;
@@ -131,7 +131,8 @@ pt_status export_ollama(const ollama_job *j)
     if (st == PT_OK && on_path("ollama")) {
         log_info("ollama     %s\n", sb_text(&cmd));
         if (system(sb_text(&cmd)) != 0)
-            st = ERR(PT_ERR_USER, "ollama create failed (the Modelfile is in %s; run: %s)", j->dir, sb_text(&cmd));
+            st = ERR(PT_ERR_USER, "ollama create failed (the Modelfile is in %s; run: %s)", shown_text(j->dir).s,
+                     sb_text(&cmd));
     } else if (st == PT_OK) {
         log_info("ollama     wrote %s; ollama is not on PATH here, so create the model where it is:\n  %s\n", path,
                  sb_text(&cmd));

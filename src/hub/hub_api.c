@@ -210,12 +210,13 @@ static pt_status put_parts(hub_client *c, const hub_file *f, const char *href, j
     qsort(keys, n, sizeof *keys, by_part);
     pt_status st = PT_OK;
     if (!chunk || n != (f->size + chunk - 1) / chunk)
-        st = ERR(PT_ERR_USER, "the Hub's multipart answer for %s does not fit its size", f->repo_path);
+        st = ERR(PT_ERR_USER, "the Hub's multipart answer for %s does not fit its size", shown_text(f->repo_path).s);
     json_t *parts = json_array();
     for (size_t i = 0; st == PT_OK && i < n; i++) {
         const char *part_url = json_string_value(json_object_get(header, keys[i]));
         st = part_url ? put_part(c, f, part_url, i, chunk, parts, repo)
-                      : ERR(PT_ERR_USER, "the Hub's multipart answer for %s has a part without a URL", f->repo_path);
+                      : ERR(PT_ERR_USER, "the Hub's multipart answer for %s has a part without a URL",
+                            shown_text(f->repo_path).s);
     }
     if (st == PT_OK) st = complete_parts(c, f, href, parts, repo);
     json_decref(parts);
@@ -252,10 +253,12 @@ static pt_status lfs_object(hub_client *c, const hub_file *files, int n, json_t 
     json_t *err = json_object_get(obj, "error"), *actions = json_object_get(obj, "actions");
     if (err) {
         const char *m = json_string_value(json_object_get(err, "message"));
-        char msg[320];
-        snprintf(msg, sizeof msg, "%.300s", m ? m : "(no message)");
+        char *msg = xstrdup(m ? m : "(no message)"); /* the whole of it scrubbed, then shortened */
         hub_scrub(msg, c->token);
-        return ERR(PT_ERR_USER, "the Hub refused the LFS upload of %s: %s", f->repo_path, msg);
+        pt_status st = ERR(PT_ERR_USER, "the Hub refused the LFS upload of %s: %s", shown_text(f->repo_path).s,
+                           shown_text(msg).s);
+        free(msg);
+        return st;
     }
     json_t *up = json_object_get(actions, "upload"), *header = json_object_get(up, "header");
     const char *href = json_string_value(json_object_get(up, "href"));
@@ -428,7 +431,8 @@ pt_status hub_api_push(hub_client *c, const char *repo_id, bool private_repo, co
     int n = 0;
     char head[65] = "";
     TRY(hub_files_scan(dir, &files, &n, c->cancel));
-    pt_status st = n ? create_repo(c, repo_id, private_repo) : ERR(PT_ERR_USER, "%s holds no files to push", dir);
+    pt_status st =
+        n ? create_repo(c, repo_id, private_repo) : ERR(PT_ERR_USER, "%s holds no files to push", shown_text(dir).s);
     if (st == PT_OK) st = preupload(c, repo_id, files, n, head);
     if (st == PT_OK) st = lfs_upload(c, repo_id, files, n);
     if (st == PT_OK) st = commit_rounds(c, repo_id, message, files, n, del, head, url);

@@ -39,9 +39,9 @@ static pt_status digest_file(const char *path, const EVP_MD *md, const void *pre
     fclose(f);
     free(buf);
     EVP_MD_CTX_free(ctx);
-    if (stop) return ERR(PT_ERR_USER, "hashing %s: stopped (the wait for uploads ended)", path);
-    if (!read_ok) return ERR(PT_ERR_USER, "cannot read %s", path);
-    if (!ok) return ERR(PT_ERR_INTERNAL, "hashing %s failed", path);
+    if (stop) return ERR(PT_ERR_USER, "hashing %s: stopped (the wait for uploads ended)", shown_text(path).s);
+    if (!read_ok) return ERR(PT_ERR_USER, "cannot read %s", shown_text(path).s);
+    if (!ok) return ERR(PT_ERR_INTERNAL, "hashing %s failed", shown_text(path).s);
     return PT_OK;
 }
 
@@ -77,7 +77,7 @@ static pt_status describe(hub_file *f, atomic_int *cancel)
     TRY(safefs_fopen_read(f->path, &in));
     if (fstat(fileno(in), &sb) != 0) {
         fclose(in);
-        return ERR(PT_ERR_USER, "cannot read %s: %s", f->path, strerror(errno));
+        return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(f->path).s, strerror(errno));
     }
     f->size = (uint64_t)sb.st_size;
     f->sample_len = fread(f->sample, 1, HUB_SAMPLE, in);
@@ -110,7 +110,7 @@ static pt_status add_file(file_list *l, const char *path, const char *repo_path)
 static pt_status walk(file_list *l, const char *dir, const char *prefix)
 {
     DIR *d = opendir(dir);
-    if (!d) return ERR(PT_ERR_USER, "cannot read directory %s: %s", dir, strerror(errno));
+    if (!d) return ERR(PT_ERR_USER, "cannot read directory %s: %s", shown_text(dir).s, strerror(errno));
     pt_status st = PT_OK;
     for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue; /* ., .., and filewrite's .NAME.tmp.XXXXXXXXXXXX */

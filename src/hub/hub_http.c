@@ -312,7 +312,7 @@ static bool retryable_status(long s) { return s == 408 || s == 429 || (s >= 500 
 
 static pt_status stopped(const hub_request *rq)
 {
-    return ERR(PT_ERR_USER, "%s: stopped (the wait for uploads ended)", rq->what);
+    return ERR(PT_ERR_USER, "%s: stopped (the wait for uploads ended)", shown_text(rq->what).s);
 }
 
 /* Remember what this try met, for the report; a curl error text may quote the URL. */
@@ -360,9 +360,14 @@ pt_status hub_http(hub_client *c, const hub_request *rq, hub_response *rs)
     if (rc == CURLE_OK) return PT_OK; /* a retryable status every time: the caller's check names it */
     char url[2048];
     hub_shown_url(rq, url, sizeof url);
-    if (!connection_error(rc)) return ERR(PT_ERR_USER, "cannot %s: %s %s failed: %s", rq->what, rq->method, url, errbuf);
-    return ERR(PT_ERR_USER, "cannot %s: %s %s failed %d time%s: %s (is %s reachable from this machine? compute nodes "
-               "often have no internet)", rq->what, rq->method, url, attempt, attempt > 1 ? "s" : "", errbuf, c->endpoint);
+    if (!connection_error(rc))
+        return ERR(PT_ERR_USER, "cannot %s: %s %s failed: %s", shown_text(rq->what).s, rq->method, shown_text(url).s,
+                   errbuf);
+    return ERR(PT_ERR_USER,
+               "cannot %s: %s %s failed %d time%s: %s (is %s reachable from this machine? compute nodes "
+               "often have no internet)",
+               shown_text(rq->what).s, rq->method, shown_text(url).s, attempt, attempt > 1 ? "s" : "", errbuf,
+               shown_text(c->endpoint).s);
 }
 
 /* The server's own explanation: X-Error-Message, else {"error": "..."} in the body, else the body. */
@@ -388,14 +393,18 @@ pt_status hub_http_check(const hub_client *c, const hub_request *rq, const hub_r
     if (s == 401)
         return ERR(PT_ERR_USER, "cannot %s: the Hub refused the token (HTTP 401%s%s): the token from %s is not valid "
                    "for hub_model_id %s; create a write token at https://huggingface.co/settings/tokens and export "
-                   "HF_TOKEN=...", rq->what, sep, why, c->token_from, repo);
+                   "HF_TOKEN=...", shown_text(rq->what).s, sep, shown_text(why).s, c->token_from, shown_text(repo).s);
     if (s == 403)
         return ERR(PT_ERR_USER, "cannot %s: the token (from %s) may not write to %s (HTTP 403%s%s); use a token with "
-                   "write access to that namespace (a fine-grained token needs \"write\" on it), or a hub_model_id under "
-                   "your own name", rq->what, c->token_from, repo, sep, why);
+                   "write access to that namespace (a fine-grained token needs \"write\" on it), or a hub_model_id "
+                   "under your own name", shown_text(rq->what).s, c->token_from, shown_text(repo).s, sep,
+                   shown_text(why).s);
     if (s == 404)
-        return ERR(PT_ERR_USER, "cannot %s: %s %s answered 404 Not Found%s%s; check hub_model_id (%s) and HF_ENDPOINT "
-                   "(%s)", rq->what, rq->method, url, sep, why, repo, c->endpoint);
-    return ERR(PT_ERR_USER, "cannot %s: %s %s answered HTTP %ld%s%s%s", rq->what, rq->method, url, s, sep, why,
-               retryable_status(s) ? " (after every retry)" : "");
+        return ERR(PT_ERR_USER,
+                   "cannot %s: %s %s answered 404 Not Found%s%s; check hub_model_id (%s) and HF_ENDPOINT "
+                   "(%s)",
+                   shown_text(rq->what).s, rq->method, shown_text(url).s, sep, shown_text(why).s, shown_text(repo).s,
+                   shown_text(c->endpoint).s);
+    return ERR(PT_ERR_USER, "cannot %s: %s %s answered HTTP %ld%s%s%s", shown_text(rq->what).s, rq->method,
+               shown_text(url).s, s, sep, shown_text(why).s, retryable_status(s) ? " (after every retry)" : "");
 }

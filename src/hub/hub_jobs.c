@@ -27,9 +27,10 @@ pt_status hub_job_load(const char *dir, hub_job *j)
     bool big = fstat(fileno(f), &sb) == 0 && (uint64_t)sb.st_size > JSONFILE_MAX_BYTES;
     json_t *root = big ? NULL : json_loadf(f, 0, &e), *del = json_object_get(root, "delete");
     fclose(f);
-    if (big) return ERR(PT_ERR_USER, "%s: larger than %d MiB, the most ptrain reads of one JSON file", path,
-                        (int)(JSONFILE_MAX_BYTES >> 20));
-    if (!root) return ERR(PT_ERR_USER, "%s: %s", path, e.text);
+    if (big)
+        return ERR(PT_ERR_USER, "%s: larger than %d MiB, the most ptrain reads of one JSON file", shown_text(path).s,
+                   (int)(JSONFILE_MAX_BYTES >> 20));
+    if (!root) return ERR(PT_ERR_USER, "%s: %s", shown_text(path).s, e.text);
     const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
     j->dir = xstrdup(dir);
     j->seq = hub_job_seq(base);
@@ -44,10 +45,10 @@ pt_status hub_job_load(const char *dir, hub_job *j)
     const char *bad = j->repo_id ? config_repo_id_problem(j->repo_id) : NULL;
     pt_status st = PT_OK;
     if (!j->repo_id || !j->message || !j->key || !j->what || !j->del)
-        st = ERR(PT_ERR_USER, "%s lacks repo_id, message, key or what", path);
+        st = ERR(PT_ERR_USER, "%s lacks repo_id, message, key or what", shown_text(path).s);
     else if (bad)
-        st = ERR(PT_ERR_USER, "%s: repo_id \"%.100s\" is not a Hub repository id: %s; edit it to NAMESPACE/NAME", path,
-                 j->repo_id, bad);
+        st = ERR(PT_ERR_USER, "%s: repo_id \"%s\" is not a Hub repository id: %s; edit it to NAMESPACE/NAME",
+                 shown_text(path).s, shown_text(j->repo_id).s, bad);
     if (st != PT_OK) hub_job_free(j);
     return st;
 }

@@ -60,10 +60,12 @@ pt_status hub_json_preupload_parse(const char *text, hub_file *files, int n, cha
     json_t *j = json_loads(text, 0, &e), *list = json_object_get(j, "files");
     if (!json_is_array(list)) {
         json_decref(j);
-        char shown[256];
-        snprintf(shown, sizeof shown, "%.200s", text);
-        hub_scrub(shown, token);
-        return ERR(PT_ERR_USER, "the Hub's preupload answer is not {\"files\": [...]}: %s", shown);
+        char *answer = xstrdup(text); /* the whole of it scrubbed, then shortened */
+        hub_scrub(answer, token);
+        pt_status st =
+            ERR(PT_ERR_USER, "the Hub's preupload answer is not {\"files\": [...]}: %s", shown_text(answer).s);
+        free(answer);
+        return st;
     }
     for (int i = 0; i < n; i++) { /* a file it leaves out: LFS if not empty */
         files[i].lfs = files[i].size > 0;
@@ -110,7 +112,9 @@ static pt_status file_line(const hub_file *f, strbuf *out)
     fclose(in);
     char *b64 = data && got == f->size ? hub_base64(data, f->size) : NULL;
     free(data);
-    if (!b64) return ERR(PT_ERR_USER, "cannot read %s whole (%llu bytes)", f->path, (unsigned long long)f->size);
+    if (!b64)
+        return ERR(PT_ERR_USER, "cannot read %s whole (%llu bytes)", shown_text(f->path).s,
+                   (unsigned long long)f->size);
     pt_status st = add_line(out, json_pack("{s:s, s:{s:s, s:s, s:s}}", "key", "file", "value", "content", b64, "path",
                                            f->repo_path, "encoding", "base64"));
     free(b64);

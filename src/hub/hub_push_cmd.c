@@ -40,12 +40,14 @@ static pt_status parse(int argc, char **argv, push_args *a)
         if (!strcmp(argv[i], "--repo") && i + 1 < argc) a->repo = argv[++i];
         else if (!strcmp(argv[i], "--public")) a->public_repo = true;
         else if (argv[i][0] == '-' || a->dir)
-            return ERR(PT_ERR_USAGE, "push: unexpected argument '%s'\n%s", argv[i], push_usage);
+            return ERR(PT_ERR_USAGE, "push: unexpected argument '%s'\n%s", shown_text(argv[i]).s, push_usage);
         else a->dir = argv[i];
     }
     if (!a->dir) return ERR(PT_ERR_USAGE, "push: no directory given\n%s", push_usage);
     const char *bad = a->repo ? config_repo_id_problem(a->repo) : NULL;
-    if (bad) return ERR(PT_ERR_USAGE, "push: --repo %s is not a Hub repository id: %s; give NAMESPACE/NAME", a->repo, bad);
+    if (bad)
+        return ERR(PT_ERR_USAGE, "push: --repo %s is not a Hub repository id: %s; give NAMESPACE/NAME",
+                   shown_text(a->repo).s, bad);
     return PT_OK;
 }
 
@@ -127,11 +129,13 @@ static void free_jobs(hub_job *jobs, int n)
 /* An adapter directory: staged in a temporary directory, pushed, and that removed. */
 static pt_status push_adapter_dir(const push_args *a)
 {
-    if (!a->repo) return ERR(PT_ERR_USAGE, "push: %s is an adapter directory: say where it goes with --repo ID", a->dir);
+    if (!a->repo)
+        return ERR(PT_ERR_USAGE, "push: %s is an adapter directory: say where it goes with --repo ID",
+                   shown_text(a->dir).s);
     const char *tmp = getenv("TMPDIR");
     char root[4200];
     snprintf(root, sizeof root, "%s/ptrain-push-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(root)) return ERR(PT_ERR_USER, "push: cannot create a temporary directory %s", root);
+    if (!mkdtemp(root)) return ERR(PT_ERR_USER, "push: cannot create a temporary directory %s", shown_text(root).s);
     hub_job *jobs = NULL;
     int n = 0, skipped = 0;
     pt_status st = stage_adapter_dir(a, root);
@@ -162,14 +166,16 @@ pt_status hub_push_main(int argc, char **argv)
         return push_adapter_dir(&a);
     }
     if (skipped) log_warn("push: %d incomplete job%s in %s/hub (a run killed while staging) skipped", skipped,
-                          skipped > 1 ? "s" : "", a.dir);
+                          skipped > 1 ? "s" : "", shown_text(a.dir).s);
     if (!n) {
         free(jobs);
-        return ERR(PT_ERR_USER, "push: nothing to push in %s: no pushes staged in %s/hub (a run with push_to_hub leaves "
-                   "them there) and no adapter_config.json (give final_model_dir and --repo)", a.dir, a.dir);
+        return ERR(PT_ERR_USER,
+                   "push: nothing to push in %s: no pushes staged in %s/hub (a run with push_to_hub leaves "
+                   "them there) and no adapter_config.json (give final_model_dir and --repo)",
+                   shown_text(a.dir).s, shown_text(a.dir).s);
     }
     char where[4400];
-    snprintf(where, sizeof where, "the rest stay in %s/hub", a.dir);
+    snprintf(where, sizeof where, "the rest stay in %s/hub", shown_text(a.dir).s);
     pt_status st = push_jobs(&a, jobs, n, where);
     free_jobs(jobs, n);
     if (st == PT_OK) log_info("push       every push done (%d)\n", n);

@@ -80,7 +80,7 @@ static pt_status copy_file(const char *src, const char *dst)
     pt_status st = fw_open(&w, dst);
     char buf[1 << 16];
     for (size_t got; st == PT_OK && (got = fread(buf, 1, sizeof buf, in)) > 0;) st = fw_write(&w, buf, got);
-    if (st == PT_OK && ferror(in)) st = ERR(PT_ERR_USER, "cannot read %s", src);
+    if (st == PT_OK && ferror(in)) st = ERR(PT_ERR_USER, "cannot read %s", shown_text(src).s);
     fclose(in);
     if (st == PT_OK) return fw_commit(&w);
     fw_abort(&w);
@@ -91,10 +91,11 @@ pt_status hub_stage_link(const hub_stage *s, const char *src, const char *repo_p
 {
     char dst[8400];
     struct stat sb;
-    if (lstat(src, &sb) != 0) return ERR(PT_ERR_USER, "cannot stage %s for the Hub: %s", src, strerror(errno));
+    if (lstat(src, &sb) != 0)
+        return ERR(PT_ERR_USER, "cannot stage %s for the Hub: %s", shown_text(src).s, strerror(errno));
     if (!S_ISREG(sb.st_mode))
         return ERR(PT_ERR_USER, "refusing to stage %s for the Hub: it is not a regular file (ptrain never uploads "
-                   "through a link); remove it", src);
+                   "through a link); remove it", shown_text(src).s);
     TRY(target(s, repo_path, dst, sizeof dst));
     unlink(dst);
     if (link(src, dst) == 0) return PT_OK;
@@ -104,7 +105,7 @@ pt_status hub_stage_link(const hub_stage *s, const char *src, const char *repo_p
 pt_status hub_stage_link_dir(const hub_stage *s, const char *src, const char *repo_dir)
 {
     DIR *d = opendir(src);
-    if (!d) return ERR(PT_ERR_USER, "cannot read directory %s: %s", src, strerror(errno));
+    if (!d) return ERR(PT_ERR_USER, "cannot read directory %s: %s", shown_text(src).s, strerror(errno));
     pt_status st = PT_OK;
     for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
         char path[4400], rel[4400];

@@ -94,8 +94,10 @@ pt_status hub_token_find(char **token, char *where, size_t len)
         snprintf(where, len, "%s", path);
         return PT_OK;
     }
-    return ERR(PT_ERR_USER, "no Hugging Face token: HF_TOKEN is not set and %s does not exist; create a write token "
-               "at https://huggingface.co/settings/tokens and export HF_TOKEN=... (or run `hf auth login`)", path);
+    return ERR(PT_ERR_USER,
+               "no Hugging Face token: HF_TOKEN is not set and %s does not exist; create a write token "
+               "at https://huggingface.co/settings/tokens and export HF_TOKEN=... (or run `hf auth login`)",
+               shown_text(path).s);
 }
 
 void hub_scrub(char *text, const char *token)

@@ -101,7 +101,8 @@ static void run_job(hub_queue *q)
         snprintf(why, sizeof why, "%s", err_message());
         err_clear();
         hub_scrub(why, q->client.token);
-        if (!atomic_load(&q->cancel)) log_warn("hub: the push of %s to %s failed: %s", j.what, j.repo_id, why);
+        if (!atomic_load(&q->cancel))
+            log_warn("hub: the push of %s to %s failed: %s", j.what, shown_text(j.repo_id).s, why);
     }
     free(url);
     pthread_mutex_lock(&q->mu);
@@ -188,13 +189,14 @@ pt_status hub_queue_start(const char *output_dir, hub_queue **out)
     take_leftovers(q);
     *out = q;
     if (hub_client_open(&q->client, &q->cancel) != PT_OK) {
-        log_warn("hub: %s; the pushes are staged in %s/hub for `ptrain push %s` on a machine with a token", err_message(),
-                 output_dir, output_dir);
+        log_warn("hub: %s; the pushes are staged in %s/hub for `ptrain push %s` on a machine with a token",
+                 err_message(), shown_text(output_dir).s, output_dir); /* a command to paste: the whole path */
         err_clear();
         return PT_OK;
     }
     q->online = start_worker(q);
-    if (!q->online) log_warn("hub: cannot start the upload thread; the pushes are staged in %s/hub", output_dir);
+    if (!q->online)
+        log_warn("hub: cannot start the upload thread; the pushes are staged in %s/hub", shown_text(output_dir).s);
     q->started = q->online;
     return PT_OK;
 }

@@ -113,7 +113,7 @@ static pt_status write_text(hid_t file, const char *name, const char *text)
     if (set >= 0) H5Dclose(set);
     H5Sclose(space);
     H5Tclose(type);
-    if (rc < 0) return ERR(PT_ERR_USER, "cannot write %s", name);
+    if (rc < 0) return ERR(PT_ERR_USER, "cannot write %s", shown_text(name).s);
     return PT_OK;
 }
 
@@ -189,7 +189,7 @@ static pt_status write_tensor(hid_t file, const char *name, const ckpt_entry *e,
         if (set >= 0) H5Dclose(set);
         H5Pclose(dcpl);
         H5Sclose(space);
-        return rc < 0 ? ERR(PT_ERR_USER, "cannot write dataset %s", name) : PT_OK;
+        return rc < 0 ? ERR(PT_ERR_USER, "cannot write dataset %s", shown_text(name).s) : PT_OK;
     }
 #endif
     (void)scratch;
@@ -268,7 +268,8 @@ pt_status ckpt_write(const char *path, const ckpt_state *s, const ckpt_layout *l
     TRY(h5_memfile_create(&m, CKPT_USERBLOCK, hint));
     pt_status st = write_meta(m.file, s);
     if (st == PT_OK) st = write_tensors(m.file, s, lay);
-    if (st == PT_OK && h5_attr_i64(m.file, "complete", 1) < 0) st = ERR(PT_ERR_USER, "cannot mark %s complete", path);
+    if (st == PT_OK && h5_attr_i64(m.file, "complete", 1) < 0)
+        st = ERR(PT_ERR_USER, "cannot mark %s complete", shown_text(path).s);
     /* PTRAIN_TEST_CRASH_IN_SAVE=N (tests): die as kill -9 would, halfway through writing step N's file */
     const char *crash = getenv("PTRAIN_TEST_CRASH_IN_SAVE");
     int64_t step = s->global_step;
@@ -278,7 +279,7 @@ pt_status ckpt_write(const char *path, const ckpt_state *s, const ckpt_layout *l
         h5_memfile_discard(&m);
     if (st != PT_OK)
         err_context("writing checkpoint %s (earlier checkpoints are intact; free space or fix output_dir, then "
-                    "resume)", path);
+                    "resume)", shown_text(path).s);
     return st;
 }
 
@@ -303,21 +304,22 @@ static pt_status check_mark(const char *path, const char *mark, ssize_t got, off
     static const char hdf5[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
     static const char zeros[CKPT_USERBLOCK];
     long long bytes = 0, at = 0;
-    if (got < 0) return ERR(PT_ERR_USER, "%s: cannot read it: %s", path, strerror(errno));
+    if (got < 0) return ERR(PT_ERR_USER, "%s: cannot read it: %s", shown_text(path).s, strerror(errno));
     if (got < CKPT_USERBLOCK)
-        return ERR(PT_ERR_USER, "%s: incomplete: %lld bytes, shorter than a checkpoint's %d-byte header", path,
-                   (long long)size, CKPT_USERBLOCK);
+        return ERR(PT_ERR_USER, "%s: incomplete: %lld bytes, shorter than a checkpoint's %d-byte header",
+                   shown_text(path).s, (long long)size, CKPT_USERBLOCK);
     if (!memcmp(mark, hdf5, sizeof hdf5))
         return ERR(PT_ERR_USER, "%s: not a ptrain checkpoint: an HDF5 file without a checkpoint's %d-byte header "
-                   "(an adapter.h5? `ptrain generate --adapter` reads those)", path, CKPT_USERBLOCK);
+                   "(an adapter.h5? `ptrain generate --adapter` reads those)", shown_text(path).s, CKPT_USERBLOCK);
     if (!memcmp(mark, zeros, CKPT_USERBLOCK))
         return ERR(PT_ERR_USER, "%s: incomplete: no completion mark (the write was interrupted); use an older "
-                   "checkpoint", path);
+                   "checkpoint", shown_text(path).s);
     if (!parse_mark(mark, &bytes, want, &at))
-        return ERR(PT_ERR_USER, "%s: damaged: not a ptrain checkpoint header (first %d bytes)", path, CKPT_USERBLOCK);
+        return ERR(PT_ERR_USER, "%s: damaged: not a ptrain checkpoint header (first %d bytes)", shown_text(path).s,
+                   CKPT_USERBLOCK);
     if (bytes != (long long)size)
         return ERR(PT_ERR_USER, "%s: damaged: %lld bytes, the completion mark says %lld (truncated or appended to)",
-                   path, (long long)size, bytes);
+                   shown_text(path).s, (long long)size, bytes);
     *step = at;
     return PT_OK;
 }
@@ -331,7 +333,7 @@ static pt_status crc_of_body(int fd, const char *path, unsigned long *crc)
     ssize_t got = 0;
     for (off_t off = CKPT_USERBLOCK; (got = pread(fd, buf, 1 << 20, off)) > 0; off += got) c = crc32(c, buf, (uInt)got);
     free(buf);
-    if (got < 0) return ERR(PT_ERR_USER, "%s: read error: %s", path, strerror(errno));
+    if (got < 0) return ERR(PT_ERR_USER, "%s: read error: %s", shown_text(path).s, strerror(errno));
     *crc = c;
     return PT_OK;
 }
@@ -339,17 +341,19 @@ static pt_status crc_of_body(int fd, const char *path, unsigned long *crc)
 pt_status ckpt_verify_mark(const char *path, int64_t *step)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", shown_text(path).s, strerror(errno));
     struct stat sb;
     char mark[CKPT_USERBLOCK + 1] = {0};
     unsigned long want = 0, crc = 0;
     pt_status st = PT_OK;
-    if (fstat(fd, &sb) != 0) st = ERR(PT_ERR_USER, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode)) st = ERR(PT_ERR_USER, "%s: not a checkpoint file (not a regular file)", path);
+    if (fstat(fd, &sb) != 0) st = ERR(PT_ERR_USER, "%s: cannot stat: %s", shown_text(path).s, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = ERR(PT_ERR_USER, "%s: not a checkpoint file (not a regular file)", shown_text(path).s);
     if (st == PT_OK) st = check_mark(path, mark, pread(fd, mark, CKPT_USERBLOCK, 0), sb.st_size, &want, step);
     if (st == PT_OK) st = crc_of_body(fd, path, &crc);
     if (st == PT_OK && crc != want)
-        st = ERR(PT_ERR_USER, "%s: damaged: CRC-32 %08lx, the completion mark says %08lx", path, crc, want);
+        st = ERR(PT_ERR_USER, "%s: damaged: CRC-32 %08lx, the completion mark says %08lx", shown_text(path).s, crc,
+                 want);
     close(fd);
     return st;
 }
@@ -395,14 +399,15 @@ pt_status ckpt_list(const char *dir, char ***paths, int64_t **steps, int *n)
     if (!d)
         return errno == ENOENT ? PT_OK
                                : ERR(PT_ERR_USER, "output_dir %s cannot be read: %s (set output_dir to a writable "
-                                     "directory)", dir, strerror(errno));
+                                     "directory)", shown_text(dir).s, strerror(errno));
     int cap = 0;
     pt_status st = PT_OK;
     for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
         struct stat sb;
         if (ckpt_step_of(e->d_name) < 0) continue;
         if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) {
-            log_warn("%s/%s is not a regular file (a link?): not taken as a checkpoint", dir, e->d_name);
+            log_warn("%s/%s is not a regular file (a link?): not taken as a checkpoint", shown_text(dir).s,
+                     shown_text(e->d_name).s);
             continue;
         }
         if (*n == cap) {

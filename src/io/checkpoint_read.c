@@ -13,8 +13,11 @@
 static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, ckpt_state *s)
 {
     char *p = (char *)s + f->offset, hex[24];
-    hid_t loc = H5Lexists(file, f->group, H5P_DEFAULT) > 0 || !strcmp(f->group, "/") ? H5Oopen(file, f->group, H5P_DEFAULT) : -1;
-    if (loc < 0) return ERR(PT_ERR_USER, "%s: group %s is missing; is this a ptrain checkpoint?", path, f->group);
+    hid_t loc = H5Lexists(file, f->group, H5P_DEFAULT) > 0 || !strcmp(f->group, "/")
+                    ? H5Oopen(file, f->group, H5P_DEFAULT)
+                    : -1;
+    if (loc < 0)
+        return ERR(PT_ERR_USER, "%s: group %s is missing; is this a ptrain checkpoint?", shown_text(path).s, f->group);
     pt_status st = PT_OK;
     int64_t v = 0;
     switch (f->type) {
@@ -28,7 +31,7 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
     case CF_HASH:
         st = h5_get_str(loc, path, f->name, hex, sizeof hex);
         if (st == PT_OK && sscanf(hex, "%16" SCNx64, (uint64_t *)(void *)p) != 1)
-            st = ERR(PT_ERR_USER, "%s: attribute %s/%s is not a hex hash", path, f->group, f->name);
+            st = ERR(PT_ERR_USER, "%s: attribute %s/%s is not a hex hash", shown_text(path).s, f->group, f->name);
         break;
     }
     H5Oclose(loc);
@@ -58,7 +61,7 @@ static pt_status read_text(hid_t file, const char *path, char **out)
     herr_t rc = *out ? H5Dread(set, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) : -1;
     if (type >= 0) H5Tclose(type);
     if (set >= 0) H5Dclose(set);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: %s is missing or unreadable", path, CKPT_CONFIG_TEXT);
+    if (rc < 0) return ERR(PT_ERR_USER, "%s: %s is missing or unreadable", shown_text(path).s, CKPT_CONFIG_TEXT);
     return PT_OK;
 }
 
@@ -89,7 +92,7 @@ static pt_status read_evals(hid_t file, const char *path, ckpt_state *s)
     free(rows);
     if (space >= 0) H5Sclose(space);
     if (set >= 0) H5Dclose(set);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: %s is missing, misshapen or damaged", path, CKPT_EVALS);
+    if (rc < 0) return ERR(PT_ERR_USER, "%s: %s is missing, misshapen or damaged", shown_text(path).s, CKPT_EVALS);
     return PT_OK;
 }
 
@@ -98,14 +101,16 @@ static pt_status read_meta(hid_t file, const char *path, ckpt_state *s)
     char format[64];
     TRY(h5_get_str(file, path, "format", format, sizeof format));
     if (strcmp(format, CKPT_FORMAT))
-        return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain checkpoint", path, format);
+        return ERR(PT_ERR_USER, "%s: format \"%s\" is not a ptrain checkpoint", shown_text(path).s,
+                   shown_text(format).s);
     TRY(h5_get_i64(file, path, "format_version", &s->format_version));
     if (s->format_version > CKPT_VERSION || s->format_version < 1)
         return ERR(PT_ERR_USER, "%s: checkpoint format version %lld; this ptrain reads version %d (use the ptrain that "
-                   "wrote it)", path, (long long)s->format_version, CKPT_VERSION);
+                   "wrote it)", shown_text(path).s, (long long)s->format_version, CKPT_VERSION);
     int64_t complete = 0;
     TRY(h5_get_i64(file, path, "complete", &complete));
-    if (complete != 1) return ERR(PT_ERR_USER, "%s: incomplete: the completion attribute is not set", path);
+    if (complete != 1)
+        return ERR(PT_ERR_USER, "%s: incomplete: the completion attribute is not set", shown_text(path).s);
     for (int i = 0; i < ckpt_nfields; i++) TRY(read_field(file, path, &ckpt_fields[i], s));
     TRY(read_text(file, path, &s->config_text));
     return read_evals(file, path, s);
@@ -150,7 +155,8 @@ static herr_t verify_one(hid_t group, const char *name, const H5L_info_t *info, 
     if (space >= 0) H5Sclose(space);
     if (set >= 0) H5Dclose(set);
     if (rc < 0) {
-        w->st = ERR(PT_ERR_USER, "%s: damaged: tensor %s fails its checksum or cannot be read", w->path, name);
+        w->st = ERR(PT_ERR_USER, "%s: damaged: tensor %s fails its checksum or cannot be read", shown_text(w->path).s,
+                    shown_text(name).s);
         return -1;
     }
     w->values += n, w->sets++;
@@ -160,13 +166,13 @@ static herr_t verify_one(hid_t group, const char *name, const H5L_info_t *info, 
 static pt_status verify_group(hid_t file, const char *path, const char *group, int64_t *values, int64_t *sets)
 {
     hid_t g = H5Lexists(file, group, H5P_DEFAULT) > 0 ? H5Gopen2(file, group, H5P_DEFAULT) : -1;
-    if (g < 0) return ERR(PT_ERR_USER, "%s: group %s is missing", path, group);
+    if (g < 0) return ERR(PT_ERR_USER, "%s: group %s is missing", shown_text(path).s, group);
     verify_walk w = {path, file_limit(file), 0, 0, PT_OK};
     hsize_t idx = 0;
     herr_t rc = H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, verify_one, &w);
     H5Gclose(g);
     if (w.st != PT_OK) return w.st;
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: damaged: cannot list %s", path, group);
+    if (rc < 0) return ERR(PT_ERR_USER, "%s: damaged: cannot list %s", shown_text(path).s, group);
     *values = w.values, *sets += w.sets;
     return PT_OK;
 }
@@ -181,8 +187,8 @@ static pt_status verify_tensors(hid_t file, const char *path, ckpt_state *s, int
         TRY(verify_group(file, path, CKPT_EXP_AVG, &n[1], sets));
         TRY(verify_group(file, path, CKPT_EXP_AVG_SQ, &n[2], sets));
         if (n[1] != n[0] || n[2] != n[0])
-            return ERR(PT_ERR_USER, "%s: damaged: %lld adapter values but %lld and %lld optimizer moments", path,
-                       (long long)n[0], (long long)n[1], (long long)n[2]);
+            return ERR(PT_ERR_USER, "%s: damaged: %lld adapter values but %lld and %lld optimizer moments",
+                       shown_text(path).s, (long long)n[0], (long long)n[1], (long long)n[2]);
     }
     s->n_params = n[0];
     return PT_OK;
@@ -196,11 +202,11 @@ static pt_status read_file(const char *path, const ckpt_layout *lay, bool meta_o
     TRY(ckpt_verify_mark(path, &mark_step));
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0) return ERR(PT_ERR_USER, "%s: damaged: HDF5 cannot open it", path);
+    if (file < 0) return ERR(PT_ERR_USER, "%s: damaged: HDF5 cannot open it", shown_text(path).s);
     pt_status st = read_meta(file, path, s);
     if (st == PT_OK && s->global_step != mark_step)
-        st = ERR(PT_ERR_USER, "%s: damaged: the completion mark says step %lld, /state/global_step is %lld", path,
-                 (long long)mark_step, (long long)s->global_step);
+        st = ERR(PT_ERR_USER, "%s: damaged: the completion mark says step %lld, /state/global_step is %lld",
+                 shown_text(path).s, (long long)mark_step, (long long)s->global_step);
     if (st == PT_OK && !meta_only && lay) st = read_tensors(file, path, lay, s);
     if (st == PT_OK && !meta_only && !lay) st = verify_tensors(file, path, s, sets);
     H5Fclose(file);

@@ -62,12 +62,16 @@ static void holder_write(int fd)
 static pt_status held_error(const char *dir, const holder *h)
 {
     if (!h->host[0])
-        return ERR(PT_ERR_USER, "output_dir %s is in use by another ptrain run (it holds %s/%s); wait for it to end "
-                   "or stop it, or give this run another output_dir", dir, dir, DIRLOCK_NAME);
-    return ERR(PT_ERR_USER, "output_dir %s is in use by another ptrain run: host %s, PID %ld%s%s, since %s; wait for "
+        return ERR(PT_ERR_USER,
+                   "output_dir %s is in use by another ptrain run (it holds %s/%s); wait for it to end "
+                   "or stop it, or give this run another output_dir",
+                   shown_text(dir).s, shown_text(dir).s, DIRLOCK_NAME);
+    return ERR(PT_ERR_USER,
+               "output_dir %s is in use by another ptrain run: host %s, PID %ld%s%s, since %s; wait for "
                "it to end or stop it, or give this run another output_dir (the lock %s/%s is released when that "
-               "process ends)", dir, h->host, h->pid, h->job[0] ? ", Slurm job " : "", h->job, h->since, dir,
-               DIRLOCK_NAME);
+               "process ends)",
+               shown_text(dir).s, shown_text(h->host).s, h->pid, h->job[0] ? ", Slurm job " : "", h->job, h->since,
+               shown_text(dir).s, DIRLOCK_NAME);
 }
 
 /* The lock is held: refuse, or wait when the holder is an earlier instance of this Slurm job. */
@@ -98,8 +102,11 @@ pt_status dirlock_acquire(const char *dir, pt_dirlock *l)
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         if (fd >= 0) close(fd);
-        return ERR(PT_ERR_USER, "cannot open the lock file %s/%s: %s; remove whatever is there", dir, DIRLOCK_NAME,
-                   fd < 0 && err == ELOOP ? "it is a symbolic link" : fd < 0 ? strerror(err) : "not a regular file");
+        return ERR(PT_ERR_USER, "cannot open the lock file %s/%s: %s; remove whatever is there", shown_text(dir).s,
+                   DIRLOCK_NAME,
+                   fd < 0 && err == ELOOP ? "it is a symbolic link"
+                   : fd < 0               ? strerror(err)
+                                          : "not a regular file");
     }
     pt_status st = PT_OK;
     if (try_lock(fd) != 0) {
@@ -108,7 +115,7 @@ pt_status dirlock_acquire(const char *dir, pt_dirlock *l)
             st = wait_or_refuse(dir, fd);
         } else { /* ENOLCK, ENOSYS, EOPNOTSUPP: a filesystem without (working) locks */
             log_warn("cannot lock output_dir %s (%s): this file system has no working locks, so a second run in the "
-                     "same output_dir would not be stopped", dir, strerror(err));
+                     "same output_dir would not be stopped", shown_text(dir).s, strerror(err));
             close(fd);
             return PT_OK;
         }

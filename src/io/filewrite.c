@@ -54,8 +54,8 @@ static pt_status open_dir(pt_filewriter *w, const char *final)
     else sb_printf(&dir, "%.*s", (int)(slash - final), final);
     w->name = xstrdup(slash ? slash + 1 : final);
     pt_status st = *w->name ? safefs_dir_open(sb_text(&dir), false, &w->dir)
-                            : ERR(PT_ERR_INTERNAL, "%s: a file name ends with '/'", final);
-    if (st != PT_OK) err_context("cannot write %s", final);
+                            : ERR(PT_ERR_INTERNAL, "%s: a file name ends with '/'", shown_text(final).s);
+    if (st != PT_OK) err_context("cannot write %s", shown_text(final).s);
     sb_free(&dir);
     return st;
 }
@@ -77,7 +77,8 @@ static pt_status create_tmp(pt_filewriter *w)
     sb_printf(&tmp, "%.*s%s", slash ? (int)(slash - w->final + 1) : 0, w->final, name);
     w->tmp = tmp.data, w->tmp_name = xstrdup(name);
     if (w->fd < 0)
-        return ERR(PT_ERR_USER, "cannot create %s: %s (is the directory writable?)", w->tmp, strerror(errno));
+        return ERR(PT_ERR_USER, "cannot create %s: %s (is the directory writable?)", shown_text(w->tmp).s,
+                   strerror(errno));
     return PT_OK;
 }
 
@@ -110,7 +111,7 @@ pt_status fw_write(pt_filewriter *w, const void *data, size_t n)
     if (w->fd < 0) return ERR(PT_ERR_INTERNAL, "write to a file that is not open");
     if (!w->buf && n) {
         w->buf = malloc(FW_BUF);
-        if (!w->buf) return ERR(PT_ERR_NOMEM, "out of memory for the write buffer of %s", w->final);
+        if (!w->buf) return ERR(PT_ERR_NOMEM, "out of memory for the write buffer of %s", shown_text(w->final).s);
         w->cap = FW_BUF;
     }
     const unsigned char *p = data;
@@ -143,7 +144,8 @@ pt_status fw_commit(pt_filewriter *w)
     if (close(w->fd) != 0 && st == PT_OK) st = safefs_write_error("close", w->tmp, errno);
     w->fd = -1;
     if (st == PT_OK && renameat(w->dir, w->tmp_name, w->dir, w->name) != 0)
-        st = ERR(PT_ERR_USER, "cannot move %s to %s: %s", w->tmp, w->final, strerror(errno));
+        st =
+            ERR(PT_ERR_USER, "cannot move %s to %s: %s", shown_text(w->tmp).s, shown_text(w->final).s, strerror(errno));
     if (st == PT_OK) {
         set_active(-1, NULL);
         free(w->tmp_name);

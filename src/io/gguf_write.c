@@ -172,7 +172,7 @@ static pt_status append_kv(gguf_writer *w, const char *key)
 /* Store key = (type, b's bytes); b's buffer is taken over (or freed on failure). */
 static pt_status set_kv_checked(gguf_writer *w, const char *key, uint32_t type, bbuf *b)
 {
-    if (b->oom) return ERR(PT_ERR_NOMEM, "out of memory for the value of GGUF key '%s'", key);
+    if (b->oom) return ERR(PT_ERR_NOMEM, "out of memory for the value of GGUF key '%s'", shown_text(key).s);
     if (strcmp(key, "general.alignment") == 0) TRY(check_alignment(w, type, b));
     wkv *kv = find_kv(w, key);
     if (!kv) {
@@ -299,12 +299,12 @@ pt_status gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv)
         return ERR(PT_ERR_INTERNAL, "gguf writer: gguf_w_copy_kv of a NULL or empty entry");
     bool bad = kv->type > GGUF_TYPE_F64 ||
                (kv->type == GGUF_TYPE_ARRAY && (kv->elem_type > GGUF_TYPE_F64 || kv->elem_type == GGUF_TYPE_ARRAY));
-    int shown = (int)(kv->key.len > 80 ? 80 : kv->key.len);
     if (bad)
-        return ERR(PT_ERR_USER, "gguf writer: cannot copy key '%.*s': type %u/%u is not a GGUF value type", shown,
-                   kv->key.data, (unsigned)kv->type, (unsigned)kv->elem_type);
+        return ERR(PT_ERR_USER, "gguf writer: cannot copy key '%s': type %u/%u is not a GGUF value type",
+                   shown_bytes(kv->key.data, kv->key.len).s, (unsigned)kv->type, (unsigned)kv->elem_type);
     if (memchr(kv->key.data, 0, (size_t)kv->key.len))
-        return ERR(PT_ERR_USER, "gguf writer: cannot copy key '%.*s': it contains a NUL byte", shown, kv->key.data);
+        return ERR(PT_ERR_USER, "gguf writer: cannot copy key '%s': it contains a NUL byte",
+                   shown_bytes(kv->key.data, kv->key.len).s);
     char *key = strndup(kv->key.data, (size_t)kv->key.len);
     TRY_ALLOC(key);
     const uint8_t *start;
@@ -339,18 +339,21 @@ static pt_status check_shape(const char *name, uint32_t type, int n_dims, const 
     const char *tname;
     uint32_t block;
     if (!gguf_ggml_type_info(type, &tname, &block, NULL))
-        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has unknown ggml type id %u", name, type);
+        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has unknown ggml type id %u", shown_text(name).s, type);
     if (n_dims < 1 || n_dims > 4 || !dims)
-        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has %d dimensions; GGUF allows 1 to 4", name, n_dims);
+        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has %d dimensions; GGUF allows 1 to 4", shown_text(name).s,
+                   n_dims);
     for (int d = 0; d < n_dims; d++)
         if (dims[d] == 0)
-            return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has a dimension of size 0 (dims[%d])", name, d);
+            return ERR(PT_ERR_USER, "gguf writer: tensor '%s' has a dimension of size 0 (dims[%d])", shown_text(name).s,
+                       d);
     if (dims[0] % block)
         return ERR(PT_ERR_USER,
                    "gguf writer: tensor '%s' (%s) has rows of %llu values, not a multiple of the %s block of %u",
-                   name, tname, (unsigned long long)dims[0], tname, block);
+                   shown_text(name).s, tname, (unsigned long long)dims[0], tname, block);
     if (!gguf_w_tensor_bytes(type, dims, n_dims))
-        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' (%s) is too large: its size overflows", name, tname);
+        return ERR(PT_ERR_USER, "gguf writer: tensor '%s' (%s) is too large: its size overflows", shown_text(name).s,
+                   tname);
     return PT_OK;
 }
 
@@ -359,11 +362,11 @@ static pt_status check_name(const gguf_writer *w, const char *name)
     if (!name || !*name) return ERR(PT_ERR_USER, "gguf writer: a tensor has an empty name");
     if (strlen(name) >= MAX_NAME)
         return ERR(PT_ERR_USER, "gguf writer: tensor name '%s' is %zu bytes; GGUF (llama.cpp) allows at most %u",
-                   name, strlen(name), MAX_NAME - 1);
+                   shown_text(name).s, strlen(name), MAX_NAME - 1);
     for (size_t i = 0; i < w->n_t; i++)
         if (strcmp(w->t[i].name, name) == 0)
-            return ERR(PT_ERR_USER, "gguf writer: tensor '%s' is declared twice (tensors %zu and %zu)", name,
-                       i + 1, w->n_t + 1);
+            return ERR(PT_ERR_USER, "gguf writer: tensor '%s' is declared twice (tensors %zu and %zu)",
+                       shown_text(name).s, i + 1, w->n_t + 1);
     return PT_OK;
 }
 
@@ -398,8 +401,8 @@ static pt_status layout(gguf_writer *w)
     for (size_t i = 0; i < w->n_t; i++) {
         uint64_t padded = w->t[i].nbytes + pad_of(w->t[i].nbytes, w->alignment);
         if (off > (uint64_t)INT64_MAX - padded)
-            return ERR(PT_ERR_USER, "%s: the tensors add up to more than 2^63 bytes (at tensor '%s')", w->path,
-                       w->t[i].name);
+            return ERR(PT_ERR_USER, "%s: the tensors add up to more than 2^63 bytes (at tensor '%s')",
+                       shown_text(w->path).s, shown_text(w->t[i].name).s);
         w->t[i].offset = off;
         off += padded;
     }
@@ -457,10 +460,11 @@ static pt_status check_dir(const char *path)
     const char *dir = dirname(copy);
     struct stat sb;
     if (stat(dir, &sb) != 0)
-        return ERR(PT_ERR_USER, "%s: cannot write the GGUF file: directory %s: %s (create it first)", path, dir,
-                   strerror(errno));
+        return ERR(PT_ERR_USER, "%s: cannot write the GGUF file: directory %s: %s (create it first)",
+                   shown_text(path).s, shown_text(dir).s, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
-        return ERR(PT_ERR_USER, "%s: cannot write the GGUF file: %s is not a directory", path, dir);
+        return ERR(PT_ERR_USER, "%s: cannot write the GGUF file: %s is not a directory", shown_text(path).s,
+                   shown_text(dir).s);
     return PT_OK;
 }
 
@@ -493,7 +497,8 @@ static pt_status need_writing(const gguf_writer *w, const char *what)
 {
     if (!w) return ERR(PT_ERR_INTERNAL, "gguf writer: %s on a NULL writer", what);
     if (w->state == W_FAILED)
-        return ERR(PT_ERR_INTERNAL, "%s: %s after an earlier error; the file was not written", w->path, what);
+        return ERR(PT_ERR_INTERNAL, "%s: %s after an earlier error; the file was not written", shown_text(w->path).s,
+                   what);
     if (w->state != W_WRITING)
         return ERR(PT_ERR_INTERNAL, "gguf writer: %s %s", what,
                    w->state == W_COLLECT ? "before gguf_w_begin" : "after gguf_w_finish");
@@ -504,19 +509,19 @@ static pt_status too_many(gguf_writer *w, size_t nbytes)
 {
     uint64_t left = w->total - w->written;
     if (w->cur >= w->n_t)
-        return ERR(PT_ERR_USER, "%s: %zu more bytes of tensor data, but all %zu tensors are complete", w->path,
-                   nbytes, w->n_t);
+        return ERR(PT_ERR_USER, "%s: %zu more bytes of tensor data, but all %zu tensors are complete",
+                   shown_text(w->path).s, nbytes, w->n_t);
     return ERR(PT_ERR_USER,
                "%s: %zu bytes of tensor data at tensor '%s', but only %llu bytes remain to the end of the last "
                "declared tensor",
-               w->path, nbytes, w->t[w->cur].name, (unsigned long long)left);
+               shown_text(w->path).s, nbytes, shown_text(w->t[w->cur].name).s, (unsigned long long)left);
 }
 
 pt_status gguf_w_data(gguf_writer *w, const void *data, size_t nbytes)
 {
     TRY(need_writing(w, "gguf_w_data"));
     if (nbytes > w->total - w->written) return fail(w, too_many(w, nbytes));
-    if (nbytes && !data) return fail(w, ERR(PT_ERR_INTERNAL, "%s: gguf_w_data of NULL", w->path));
+    if (nbytes && !data) return fail(w, ERR(PT_ERR_INTERNAL, "%s: gguf_w_data of NULL", shown_text(w->path).s));
     const uint8_t *p = data;
     while (nbytes) {
         wtensor *t = &w->t[w->cur];
@@ -541,8 +546,8 @@ pt_status gguf_w_finish(gguf_writer *w)
         return fail(w, ERR(PT_ERR_USER,
                            "%s: tensor '%s' (tensor %zu of %zu) is incomplete: %llu of its %llu bytes were "
                            "written; the file was not written",
-                           w->path, t->name, w->cur + 1, w->n_t, (unsigned long long)w->cur_done,
-                           (unsigned long long)t->nbytes));
+                           shown_text(w->path).s, shown_text(t->name).s, w->cur + 1, w->n_t,
+                           (unsigned long long)w->cur_done, (unsigned long long)t->nbytes));
     }
     pt_status st = fw_commit(&w->fw);
     w->state = st == PT_OK ? W_DONE : W_FAILED;

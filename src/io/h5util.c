@@ -65,7 +65,8 @@ static pt_status get_scalar(hid_t loc, const char *path, const char *name, hid_t
     if (space >= 0) H5Sclose(space);
     if (type >= 0) H5Tclose(type);
     if (attr >= 0) H5Aclose(attr);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a number", path, name);
+    if (rc < 0)
+        return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a number", shown_text(path).s, shown_text(name).s);
     return PT_OK;
 }
 
@@ -104,7 +105,9 @@ pt_status h5_get_str(hid_t loc, const char *path, const char *name, char *out, s
     hid_t attr = open_str(loc, name, &type, &size);
     herr_t rc = attr >= 0 && size <= len ? H5Aread(attr, type, out) : -1;
     if (attr >= 0) H5Tclose(type), H5Aclose(attr);
-    if (rc < 0) return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a short string", path, name);
+    if (rc < 0)
+        return ERR(PT_ERR_USER, "%s: attribute %s is missing or not a short string", shown_text(path).s,
+                   shown_text(name).s);
     out[len - 1] = '\0';
     if (size < len) out[size] = '\0';
     return PT_OK;
@@ -125,14 +128,14 @@ pt_status h5_write_f32(hid_t loc, const char *name, int64_t rows, int64_t cols, 
     if (set >= 0) H5Dclose(set);
     H5Pclose(dcpl);
     H5Sclose(space);
-    if (rc < 0) return ERR(PT_ERR_USER, "cannot write dataset %s", name);
+    if (rc < 0) return ERR(PT_ERR_USER, "cannot write dataset %s", shown_text(name).s);
     return PT_OK;
 }
 
 pt_status h5_read_f32(hid_t loc, const char *path, const char *name, int64_t rows, int64_t cols, float *out)
 {
     hid_t set = H5Lexists(loc, name, H5P_DEFAULT) > 0 ? H5Dopen2(loc, name, H5P_DEFAULT) : -1;
-    if (set < 0) return ERR(PT_ERR_USER, "%s: tensor %s is missing", path, name);
+    if (set < 0) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(path).s, shown_text(name).s);
     hid_t space = H5Dget_space(set);
     hsize_t dims[2] = {0, 0};
     int nd = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
@@ -140,11 +143,14 @@ pt_status h5_read_f32(hid_t loc, const char *path, const char *name, int64_t row
     if (space >= 0) H5Sclose(space);
     pt_status st = PT_OK;
     if (nd != 2 || dims[0] != (hsize_t)rows || dims[1] != (hsize_t)cols)
-        st = ERR(PT_ERR_USER, "%s: tensor %s is [%llu, %llu], this run needs [%lld, %lld]; was it trained on another "
-                 "model or with other LoRA settings?", path, name, (unsigned long long)dims[0],
-                 (unsigned long long)dims[1], (long long)rows, (long long)cols);
+        st = ERR(PT_ERR_USER,
+                 "%s: tensor %s is [%llu, %llu], this run needs [%lld, %lld]; was it trained on another "
+                 "model or with other LoRA settings?",
+                 shown_text(path).s, shown_text(name).s, (unsigned long long)dims[0], (unsigned long long)dims[1],
+                 (long long)rows, (long long)cols);
     else if (H5Dread(set, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
-        st = ERR(PT_ERR_USER, "%s: cannot read tensor %s: the file is damaged (checksum or format error)", path, name);
+        st = ERR(PT_ERR_USER, "%s: cannot read tensor %s: the file is damaged (checksum or format error)",
+                 shown_text(path).s, shown_text(name).s);
     H5Dclose(set);
     return st;
 }
@@ -293,7 +299,7 @@ pt_status h5_memfile_commit(h5_memfile *m, const char *final, size_t head, h5_he
     m->file = -1;
     const unsigned char *all = m->img->kept;
     pt_status st = n > 0 && closed >= 0 && all && (size_t)n + head <= m->img->kept_cap
-                       ? PT_OK : ERR(PT_ERR_INTERNAL, "HDF5 could not finish %s in memory", final);
+                       ? PT_OK : ERR(PT_ERR_INTERNAL, "HDF5 could not finish %s in memory", shown_text(final).s);
     unsigned char *head_bytes = st == PT_OK ? calloc(1, head + 1) : NULL;
     if (st == PT_OK && !head_bytes) st = ERR(PT_ERR_NOMEM, "out of memory");
     if (st == PT_OK && fill) fill(head_bytes, head, all + head, (size_t)n, arg);

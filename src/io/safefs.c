@@ -22,18 +22,20 @@ static pt_status walk_from(int fd, const char *path, bool create, int links, int
 static pt_status follow_link(int at, const char *name, const struct stat *sb, int links, const char *shown, int *out)
 {
     if (sb->st_uid != geteuid() && sb->st_uid != 0)
-        return ERR(PT_ERR_USER, "%s is a symbolic link owned by another user (uid %u); ptrain follows only links of its "
-                   "own user or root: remove it, or name the real directory", shown, (unsigned)sb->st_uid);
-    if (links >= MAX_LINKS) return ERR(PT_ERR_USER, "%s: too many levels of symbolic links", shown);
+        return ERR(PT_ERR_USER,
+                   "%s is a symbolic link owned by another user (uid %u); ptrain follows only links of its "
+                   "own user or root: remove it, or name the real directory",
+                   shown_text(shown).s, (unsigned)sb->st_uid);
+    if (links >= MAX_LINKS) return ERR(PT_ERR_USER, "%s: too many levels of symbolic links", shown_text(shown).s);
     char target[4096];
     ssize_t n = readlinkat(at, name, target, sizeof target - 1);
-    if (n < 0) return ERR(PT_ERR_USER, "cannot read the symbolic link %s: %s", shown, strerror(errno));
+    if (n < 0) return ERR(PT_ERR_USER, "cannot read the symbolic link %s: %s", shown_text(shown).s, strerror(errno));
     target[n] = '\0';
     int start = target[0] == '/' ? open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                                  : openat(at, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (start < 0) return ERR(PT_ERR_USER, "cannot open the directory of %s: %s", shown, strerror(errno));
+    if (start < 0) return ERR(PT_ERR_USER, "cannot open the directory of %s: %s", shown_text(shown).s, strerror(errno));
     pt_status st = walk_from(start, target, false, links + 1, out);
-    if (st != PT_OK) err_context("%s (a link to %s)", shown, target);
+    if (st != PT_OK) err_context("%s (a link to %s)", shown_text(shown).s, shown_text(target).s);
     return st;
 }
 
@@ -42,17 +44,19 @@ static pt_status step_into(int at, const char *name, bool create, int links, con
 {
     struct stat sb;
     if (fstatat(at, name, &sb, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno != ENOENT || !create) return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown, strerror(errno));
+        if (errno != ENOENT || !create)
+            return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown_text(shown).s, strerror(errno));
         if (mkdirat(at, name, SAFEFS_DIR_MODE) != 0 && errno != EEXIST)
-            return ERR(PT_ERR_USER, "cannot create directory %s: %s", shown, strerror(errno));
+            return ERR(PT_ERR_USER, "cannot create directory %s: %s", shown_text(shown).s, strerror(errno));
         if (fstatat(at, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-            return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown, strerror(errno));
+            return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown_text(shown).s, strerror(errno));
     }
     if (S_ISLNK(sb.st_mode)) return follow_link(at, name, &sb, links, shown, out);
     if (!S_ISDIR(sb.st_mode))
-        return ERR(PT_ERR_USER, "%s exists and is not a directory; remove it or choose another directory", shown);
+        return ERR(PT_ERR_USER, "%s exists and is not a directory; remove it or choose another directory",
+                   shown_text(shown).s);
     *out = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (*out < 0) return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown, strerror(errno));
+    if (*out < 0) return ERR(PT_ERR_USER, "cannot open directory %s: %s", shown_text(shown).s, strerror(errno));
     return PT_OK;
 }
 
@@ -86,7 +90,8 @@ pt_status safefs_dir_open(const char *dir, bool create, int *fd)
     int start = open(dir[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (start < 0) return ERR(PT_ERR_USER, "cannot open directory %s: %s", dir[0] == '/' ? "/" : ".", strerror(errno));
     pt_status st = walk_from(start, dir, create, 0, fd);
-    if (st != PT_OK && !strstr(err_message(), dir)) err_context("cannot use directory %s", dir);
+    if (st != PT_OK && !strstr(err_message(), shown_text(dir).s))
+        err_context("cannot use directory %s", shown_text(dir).s);
     return st;
 }
 
@@ -113,14 +118,14 @@ static pt_status check_opened(int fd, int err, const char *path, const char *doi
 {
     if (fd < 0 && err == ELOOP)
         return ERR(PT_ERR_USER, "refusing to %s %s: it is a symbolic link (ptrain never writes or uploads through a "
-                   "link in its output directories); remove it", doing, path);
+                   "link in its output directories); remove it", doing, shown_text(path).s);
     if (fd < 0 && (err == ENXIO || err == ENODEV)) /* a FIFO without a reader, a socket, a device */
-        return ERR(PT_ERR_USER, "refusing to %s %s: it is not a regular file; remove it", doing, path);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot %s %s: %s", doing, path, strerror(err));
+        return ERR(PT_ERR_USER, "refusing to %s %s: it is not a regular file; remove it", doing, shown_text(path).s);
+    if (fd < 0) return ERR(PT_ERR_USER, "cannot %s %s: %s", doing, shown_text(path).s, strerror(err));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return ERR(PT_ERR_USER, "refusing to %s %s: it is not a regular file; remove it", doing, path);
+        return ERR(PT_ERR_USER, "refusing to %s %s: it is not a regular file; remove it", doing, shown_text(path).s);
     }
     int flags = fcntl(fd, F_GETFL);
     if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -142,7 +147,7 @@ pt_status safefs_open_append(const char *path, int *fd)
     if (fstat(*fd, &sb) == 0 && (sb.st_uid != geteuid() || sb.st_nlink != 1)) {
         close(*fd);
         *fd = -1;
-        return ERR(PT_ERR_USER, "refusing to append to %s: it %s; remove it", path,
+        return ERR(PT_ERR_USER, "refusing to append to %s: it %s; remove it", shown_text(path).s,
                    sb.st_uid != geteuid() ? "belongs to another user" : "has other hard links");
     }
     return PT_OK;
@@ -156,7 +161,7 @@ pt_status safefs_fopen_read(const char *path, FILE **f)
     *f = fdopen(fd, "rb");
     if (!*f) {
         close(fd);
-        return ERR(PT_ERR_NOMEM, "out of memory opening %s", path);
+        return ERR(PT_ERR_NOMEM, "out of memory opening %s", shown_text(path).s);
     }
     return PT_OK;
 }
@@ -185,5 +190,5 @@ pt_status safefs_write_error(const char *what, const char *path, int err)
                        : err == EFBIG  ? " (larger than the file system or `ulimit -f` allows)"
                        : err == EROFS  ? " (the file system is read-only: choose another output directory)"
                                        : "";
-    return ERR(PT_ERR_USER, "cannot %s %s: %s%s", what, path, err ? strerror(err) : "no progress", hint);
+    return ERR(PT_ERR_USER, "cannot %s %s: %s%s", what, shown_text(path).s, err ? strerror(err) : "no progress", hint);
 }

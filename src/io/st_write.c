@@ -17,11 +17,12 @@ void st_writer_init(st_writer *w)
 
 pt_status st_w_tensor(st_writer *w, const char *name, st_dtype dtype, int ndim, const int64_t *shape)
 {
-    if (w->begun) return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s declared after the header", name);
+    if (w->begun) return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s declared after the header", shown_text(name).s);
     if (ndim < 0 || ndim > ST_MAX_DIMS || st_dtype_size(dtype) == 0)
-        return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s: bad dtype or rank", name);
+        return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s: bad dtype or rank", shown_text(name).s);
     for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->t[i].name, name)) return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s declared twice", name);
+        if (!strcmp(w->t[i].name, name))
+            return ERR(PT_ERR_INTERNAL, "safetensors: tensor %s declared twice", shown_text(name).s);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         st_wtensor *t = realloc(w->t, cap * sizeof *t);
@@ -78,7 +79,9 @@ static char *header_json(const st_writer *w)
 pt_status st_w_begin(st_writer *w, const char *path)
 {
     char *json = header_json(w);
-    if (!json) return ERR(PT_ERR_USER, "%s: cannot build the safetensors header (a name that is not UTF-8?)", path);
+    if (!json)
+        return ERR(PT_ERR_USER, "%s: cannot build the safetensors header (a name that is not UTF-8?)",
+                   shown_text(path).s);
     size_t len = strlen(json), padded = (len + 7) / 8 * 8;
     uint64_t n = padded;
     unsigned char le[8];
@@ -98,7 +101,8 @@ pt_status st_w_data(st_writer *w, const void *data, size_t n)
     if (!w->begun) return ERR(PT_ERR_INTERNAL, "safetensors: data before the header");
     const char *p = data;
     while (n) {
-        if (w->cur >= w->n) return ERR(PT_ERR_INTERNAL, "%s: more data than the declared tensors hold", w->fw.final);
+        if (w->cur >= w->n)
+            return ERR(PT_ERR_INTERNAL, "%s: more data than the declared tensors hold", shown_text(w->fw.final).s);
         uint64_t left = w->t[w->cur].nbytes - w->cur_done, take = n < left ? n : left;
         TRY(fw_write(&w->fw, p, take));
         p += take, n -= take, w->cur_done += take;
@@ -111,7 +115,8 @@ pt_status st_w_finish(st_writer *w)
 {
     while (w->cur < w->n && w->t[w->cur].nbytes == 0) w->cur++;
     if (w->cur < w->n)
-        return ERR(PT_ERR_INTERNAL, "%s: tensor %s is incomplete", w->fw.final, w->t[w->cur].name);
+        return ERR(PT_ERR_INTERNAL, "%s: tensor %s is incomplete", shown_text(w->fw.final).s,
+                   shown_text(w->t[w->cur].name).s);
     w->begun = false;
     return fw_commit(&w->fw);
 }

@@ -165,31 +165,13 @@ static double float_value(uint32_t t, const uint8_t *p)
 
 /* --- messages --- */
 
-/* A name from the file made safe to print: at most 80 bytes (cut at a UTF-8 boundary), control
- * bytes shown as '?'. */
-typedef struct {
-    char s[100];
-} shown;
-
-static shown show(gguf_str str)
-{
-    shown out;
-    size_t n = str.len > 80 ? 80 : (size_t)str.len, k = 0;
-    if (str.len > 80)
-        while (n > 0 && ((uint8_t)str.data[n] & 0xc0) == 0x80) n--;
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)str.data[i];
-        out.s[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
-    }
-    if (str.len > n) memcpy(out.s + k, "...", 3), k += 3;
-    out.s[k] = '\0';
-    return out;
-}
+/* A name from the file as a message shows it (error.h). */
+static pt_shown show(gguf_str str) { return shown_bytes(str.data, (size_t)str.len); }
 
 /* --- the cursor --- */
 
 typedef struct {
-    const char *name; /* for messages */
+    pt_shown name; /* the file, for messages */
     const uint8_t *p;
     size_t size, pos;
 } rd;
@@ -204,18 +186,18 @@ static pt_status short_read(const rd *r, size_t pos, uint64_t need, const char *
     __attribute__((format(printf, 4, 5)));
 static pt_status short_read(const rd *r, size_t pos, uint64_t need, const char *fmt, ...)
 {
-    char what[256];
+    char what[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     if (need > IMPLAUSIBLE_BYTES)
         return ERR(PT_ERR_USER, "%s: %s at byte %zu would need more than 2^40 bytes: the file is corrupt",
-                   r->name, what, pos);
+                   r->name.s, what, pos);
     return ERR(PT_ERR_USER,
                "%s: truncated at byte %zu of %zu: reading %s needs %llu bytes, only %zu remain; the "
                "download is incomplete, fetch the file again",
-               r->name, pos, r->size, what, (unsigned long long)need, r->size - pos);
+               r->name.s, pos, r->size, what, (unsigned long long)need, r->size - pos);
 }
 
 /* Read a string (u64 length + bytes) at the cursor; what describes it for messages. */
@@ -238,7 +220,7 @@ static pt_status not_gguf(const rd *r)
 {
     const uint8_t *p = r->p;
     size_t n = r->size;
-    const char *name = r->name;
+    const char *name = r->name.s;
     if (n >= 9 && p[8] == '{' && le64(p) >= 2 && le64(p) < ((uint64_t)1 << 32)) /* header size, then JSON */
         return ERR(PT_ERR_USER,
                    "%s: not a GGUF file: it looks like a safetensors file (an 8-byte header length, then "
@@ -289,7 +271,7 @@ static pt_status parse_header(rd *r, gguf_file *f, uint64_t *n_kv, uint64_t *n_t
 {
     if (r->size == 0)
         return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again",
-                   r->name);
+                   r->name.s);
     if (r->size < 4 ? memcmp(r->p, "GGUF", r->size) != 0 : memcmp(r->p, "GGUF", 4) != 0) return not_gguf(r);
     if (r->size < 8) return short_read(r, 0, 8, "the header (magic and version)");
     uint32_t v = le32(r->p + 4);
@@ -297,18 +279,18 @@ static pt_status parse_header(rd *r, gguf_file *f, uint64_t *n_kv, uint64_t *n_t
         return ERR(PT_ERR_USER,
                    "%s: GGUF version 1 (the 2023 pre-release format) is not supported; ptrain reads "
                    "versions 2 and 3: convert the model again with a current llama.cpp",
-                   r->name);
+                   r->name.s);
     if (v != 2 && v != 3) {
         uint32_t swapped = (v >> 24) | ((v >> 8) & 0xff00) | ((v << 8) & 0xff0000) | (v << 24);
         if (swapped >= 1 && swapped <= 3)
             return ERR(PT_ERR_USER,
                        "%s: a big-endian GGUF file (version %u); ptrain reads little-endian GGUF only: "
                        "convert it with gguf-convert-endian (PyPI package gguf)",
-                       r->name, swapped);
+                       r->name.s, swapped);
         return ERR(PT_ERR_USER,
                    "%s: GGUF version %u is not supported; ptrain reads versions 2 and 3 (the file is "
                    "newer than this ptrain, or corrupt)",
-                   r->name, v);
+                   r->name.s, v);
     }
     f->version = v;
     if (r->size < 24) return short_read(r, 0, 24, "the header (version %u)", v);
@@ -327,12 +309,12 @@ static pt_status parse_header(rd *r, gguf_file *f, uint64_t *n_kv, uint64_t *n_t
             return ERR(PT_ERR_USER,
                        "%s: the header announces %llu metadata entries and %llu tensors, more than any file "
                        "could hold: the file is corrupt",
-                       r->name, (unsigned long long)*n_kv, (unsigned long long)*n_tensors);
+                       r->name.s, (unsigned long long)*n_kv, (unsigned long long)*n_tensors);
         return ERR(PT_ERR_USER,
                    "%s: truncated at byte 24 of %zu: the header announces %llu metadata entries and %llu "
                    "tensors, which need at least %llu more bytes; the download is incomplete, fetch the file "
                    "again",
-                   r->name, r->size, (unsigned long long)*n_kv, (unsigned long long)*n_tensors,
+                   r->name.s, r->size, (unsigned long long)*n_kv, (unsigned long long)*n_tensors,
                    (unsigned long long)need);
     }
     return PT_OK;
@@ -362,8 +344,8 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
              (unsigned long long)n_kv);
     TRY(read_str(r, &kv->key, "the key of %s", ctx));
     if (kv->key.len == 0)
-        return ERR(PT_ERR_USER, "%s: %s (at byte %zu) has an empty key: the file is corrupt", r->name, ctx, at);
-    shown key = show(kv->key);
+        return ERR(PT_ERR_USER, "%s: %s (at byte %zu) has an empty key: the file is corrupt", r->name.s, ctx, at);
+    pt_shown key = show(kv->key);
     at = r->pos;
     if (!has(r, 4)) return short_read(r, at, 4, "the value type of key '%s'", key.s);
     uint32_t type = le32(r->p + r->pos);
@@ -372,7 +354,7 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
         return ERR(PT_ERR_USER,
                    "%s: key '%s' has unknown value type %u: the file is corrupt or from a newer GGUF "
                    "version",
-                   r->name, key.s, type);
+                   r->name.s, key.s, type);
     kv->type = (gguf_type)type;
     kv->count = 1;
     at = r->pos;
@@ -394,12 +376,12 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
     if (et == GGUF_TYPE_ARRAY)
         return ERR(PT_ERR_USER,
                    "%s: key '%s' is an array of arrays, which GGUF models do not use: the file is corrupt",
-                   r->name, key.s);
+                   r->name.s, key.s);
     if (et > GGUF_TYPE_F64)
         return ERR(PT_ERR_USER,
                    "%s: array '%s' has unknown element type %u: the file is corrupt or from a newer GGUF "
                    "version",
-                   r->name, key.s, et);
+                   r->name.s, key.s, et);
     kv->elem_type = (gguf_type)et;
     kv->count = count;
     kv->value = r->p + r->pos;
@@ -421,7 +403,7 @@ static pt_status parse_kv(rd *r, gguf_kv *kv, uint64_t idx, uint64_t n_kv)
     if (count == 0) return PT_OK;
     kv->items = malloc((size_t)count * sizeof *kv->items);
     TRY_ALLOC(kv->items);
-    char elem[160];
+    char elem[64 + sizeof(pt_shown)];
     for (uint64_t i = 0; i < count; i++) {
         kv->items[i] = r->p + r->pos;
         gguf_str s;
@@ -480,7 +462,7 @@ static pt_status check_duplicate_keys(const rd *r, const gguf_file *f)
     TRY(find_duplicate(kv_key, f, f->n_kv, &found, &a, &b));
     if (found)
         return ERR(PT_ERR_USER, "%s: key '%s' appears twice (metadata entries %llu and %llu): the file is corrupt",
-                   r->name, show(f->kv[a].key).s, (unsigned long long)a + 1, (unsigned long long)b + 1);
+                   r->name.s, show(f->kv[a].key).s, (unsigned long long)a + 1, (unsigned long long)b + 1);
     return PT_OK;
 }
 
@@ -491,7 +473,7 @@ static pt_status check_duplicate_tensors(const rd *r, const gguf_file *f)
     TRY(find_duplicate(tensor_name, f, f->n_tensors, &found, &a, &b));
     if (found)
         return ERR(PT_ERR_USER, "%s: tensor '%s' appears twice (tensors %llu and %llu): the file is corrupt",
-                   r->name, show(f->tensors[a].name).s, (unsigned long long)a + 1, (unsigned long long)b + 1);
+                   r->name.s, show(f->tensors[a].name).s, (unsigned long long)a + 1, (unsigned long long)b + 1);
     return PT_OK;
 }
 
@@ -515,14 +497,14 @@ static pt_status check_alignment(const rd *r, gguf_file *f)
         return ERR(PT_ERR_USER,
                    "%s: general.alignment has type %s; it must be an unsigned integer (a power of two, "
                    "usually 32): the file is corrupt",
-                   r->name, gguf_type_name(kv->type));
+                   r->name.s, gguf_type_name(kv->type));
     bool big;
     int64_t a = int_value(kv->type, kv->value, &big);
     if (big || a <= 0 || a > (int64_t)1 << 30 || (a & (a - 1)) != 0)
         return ERR(PT_ERR_USER,
                    "%s: general.alignment = %lld is not a power of two between 1 and 2^30: the file is "
                    "corrupt (GGUF writers use 32)",
-                   r->name, big ? (long long)-1 : (long long)a);
+                   r->name.s, big ? (long long)-1 : (long long)a);
     f->alignment = (uint64_t)a;
     return PT_OK;
 }
@@ -535,15 +517,15 @@ static pt_status parse_tensor(rd *r, gguf_file *f, gguf_tensor *t, uint64_t idx,
              (unsigned long long)n_tensors);
     TRY(read_str(r, &t->name, "the name of %s", ctx));
     if (t->name.len == 0)
-        return ERR(PT_ERR_USER, "%s: %s (at byte %zu) has an empty name: the file is corrupt", r->name, ctx, at);
-    shown name = show(t->name);
+        return ERR(PT_ERR_USER, "%s: %s (at byte %zu) has an empty name: the file is corrupt", r->name.s, ctx, at);
+    pt_shown name = show(t->name);
     at = r->pos;
     if (!has(r, 4)) return short_read(r, at, 4, "the dimension count of tensor '%s'", name.s);
     t->n_dims = le32(r->p + r->pos);
     r->pos += 4;
     if (t->n_dims > 4)
         return ERR(PT_ERR_USER, "%s: tensor '%s' has %u dimensions; GGUF allows at most 4: the file is corrupt",
-                   r->name, name.s, t->n_dims);
+                   r->name.s, name.s, t->n_dims);
     at = r->pos;
     if (!has(r, 8u * t->n_dims + 12))
         return short_read(r, at, 8u * t->n_dims + 12, "the shape, type and offset of tensor '%s'", name.s);
@@ -552,12 +534,12 @@ static pt_status parse_tensor(rd *r, gguf_file *f, gguf_tensor *t, uint64_t idx,
         t->dims[d] = d < t->n_dims ? le64(r->p + r->pos + 8 * d) : 1;
         if (t->dims[d] == 0)
             return ERR(PT_ERR_USER, "%s: tensor '%s' has a dimension of size 0 (dims[%u]): the file is corrupt",
-                       r->name, name.s, d);
+                       r->name.s, name.s, d);
         if (t->dims[d] > (uint64_t)INT64_MAX / numel)
             return ERR(PT_ERR_USER,
                        "%s: tensor '%s' has dimensions %llu x %llu x %llu x %llu, more than 2^63 values: the "
                        "file is corrupt",
-                       r->name, name.s, (unsigned long long)le64(r->p + r->pos),
+                       r->name.s, name.s, (unsigned long long)le64(r->p + r->pos),
                        (unsigned long long)(t->n_dims > 1 ? le64(r->p + r->pos + 8) : 1),
                        (unsigned long long)(t->n_dims > 2 ? le64(r->p + r->pos + 16) : 1),
                        (unsigned long long)(t->n_dims > 3 ? le64(r->p + r->pos + 24) : 1));
@@ -573,27 +555,27 @@ static pt_status parse_tensor(rd *r, gguf_file *f, gguf_tensor *t, uint64_t idx,
         return ERR(PT_ERR_USER,
                    "%s: tensor '%s' has unknown ggml type id %u: the file is corrupt or uses a tensor type "
                    "newer than this ptrain",
-                   r->name, name.s, t->ggml_type);
+                   r->name.s, name.s, t->ggml_type);
     t->dtype = gguf_ggml_dtype(t->ggml_type);
     if (t->dims[0] % block)
         return ERR(PT_ERR_USER,
                    "%s: tensor '%s' (%s) has rows of %llu values, not a multiple of the %s block of %u: the "
                    "file is corrupt",
-                   r->name, name.s, tname, (unsigned long long)t->dims[0], tname, block);
+                   r->name.s, name.s, tname, (unsigned long long)t->dims[0], tname, block);
     uint64_t blocks = numel / block;
     if (blocks > (uint64_t)SIZE_MAX / bytes || blocks * bytes > (uint64_t)INT64_MAX)
         return ERR(PT_ERR_USER,
                    "%s: tensor '%s' (%s, %llu values) would take more than 2^63 bytes: the file is corrupt",
-                   r->name, name.s, tname, (unsigned long long)numel);
+                   r->name.s, name.s, tname, (unsigned long long)numel);
     t->nbytes = (size_t)(blocks * bytes);
     if (t->offset > (uint64_t)INT64_MAX)
         return ERR(PT_ERR_USER, "%s: tensor '%s' has data offset %llu, past any possible file: the file is corrupt",
-                   r->name, name.s, (unsigned long long)t->offset);
+                   r->name.s, name.s, (unsigned long long)t->offset);
     if (t->offset % f->alignment)
         return ERR(PT_ERR_USER,
                    "%s: tensor '%s' starts at data offset %llu, which is not a multiple of the alignment "
                    "%llu: the file is corrupt",
-                   r->name, name.s, (unsigned long long)t->offset, (unsigned long long)f->alignment);
+                   r->name.s, name.s, (unsigned long long)t->offset, (unsigned long long)f->alignment);
     return PT_OK;
 }
 
@@ -615,12 +597,12 @@ static pt_status check_tensor_data(const rd *r, gguf_file *f)
             return ERR(PT_ERR_USER,
                        "%s: tensor '%s' (%s, %zu bytes) is placed at data offset %llu, far past the end of "
                        "the file (%zu bytes): the file is corrupt",
-                       r->name, show(last->name).s, tname, last->nbytes, (unsigned long long)last->offset,
+                       r->name.s, show(last->name).s, tname, last->nbytes, (unsigned long long)last->offset,
                        r->size);
         return ERR(PT_ERR_USER,
                    "%s: truncated at byte %zu of %llu: the data of tensor '%s' (%s, %zu bytes at byte %llu) "
                    "runs past the end of the file; the download is incomplete, fetch the file again",
-                   r->name, r->size, (unsigned long long)expected, show(last->name).s, tname, last->nbytes,
+                   r->name.s, r->size, (unsigned long long)expected, show(last->name).s, tname, last->nbytes,
                    (unsigned long long)(f->data_offset + last->offset));
     }
     for (uint64_t i = 0; i < f->n_tensors; i++)
@@ -637,7 +619,7 @@ static pt_status check_tensor_data(const rd *r, gguf_file *f)
             st = ERR(PT_ERR_USER,
                      "%s: tensors '%s' (data bytes %llu..%llu) and '%s' (data bytes %llu..%llu) overlap: the "
                      "file is corrupt",
-                     r->name, show(f->tensors[v[i - 1].i].name).s, (unsigned long long)v[i - 1].offset,
+                     r->name.s, show(f->tensors[v[i - 1].i].name).s, (unsigned long long)v[i - 1].offset,
                      (unsigned long long)v[i - 1].end, show(f->tensors[v[i].i].name).s,
                      (unsigned long long)v[i].offset, (unsigned long long)v[i].end);
     free(v);
@@ -646,7 +628,7 @@ static pt_status check_tensor_data(const rd *r, gguf_file *f)
 
 static pt_status parse(gguf_file *f)
 {
-    rd r = {f->path, f->map, f->size, 0};
+    rd r = {shown_text(f->path), f->map, f->size, 0};
     uint64_t n_kv = 0, n_tensors = 0, cap = 0;
     TRY(parse_header(&r, f, &n_kv, &n_tensors));
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -693,38 +675,39 @@ pt_status gguf_open(const char *path, gguf_file *f)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return ERR(PT_ERR_USER, "%s: cannot open the model file: %s%s", path, strerror(e),
+        return ERR(PT_ERR_USER, "%s: cannot open the model file: %s%s", shown_text(path).s, strerror(e),
                    e == ENOENT ? " (check model.path, or fetch the model first)" : "");
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return ERR(PT_ERR_USER, "%s: cannot read the model file: %s", path, strerror(e));
+        return ERR(PT_ERR_USER, "%s: cannot read the model file: %s", shown_text(path).s, strerror(e));
     }
     if (S_ISDIR(st.st_mode)) {
         close(fd);
-        return ERR(PT_ERR_USER, "%s: is a directory, not a GGUF file: give the path of the .gguf file", path);
+        return ERR(PT_ERR_USER, "%s: is a directory, not a GGUF file: give the path of the .gguf file",
+                   shown_text(path).s);
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return ERR(PT_ERR_USER, "%s: not a regular file: give the path of a .gguf model file", path);
+        return ERR(PT_ERR_USER, "%s: not a regular file: give the path of a .gguf model file", shown_text(path).s);
     }
     if (st.st_size == 0) {
         close(fd);
         return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again",
-                   path);
+                   shown_text(path).s);
     }
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
-        return ERR(PT_ERR_USER, "%s: too large to map on this machine", path);
+        return ERR(PT_ERR_USER, "%s: too large to map on this machine", shown_text(path).s);
     }
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (map == MAP_FAILED)
         return ERR(e == ENOMEM ? PT_ERR_NOMEM : PT_ERR_USER, "%s: cannot map the model file into memory: %s",
-                   path, strerror(e));
+                   shown_text(path).s, strerror(e));
     f->path = strdup(path);
     if (!f->path) {
         munmap(map, (size_t)st.st_size);
@@ -771,14 +754,14 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name)
     return NULL;
 }
 
-static const char *fname(const gguf_file *f) { return f && f->path ? f->path : "<gguf>"; }
+static pt_shown fname(const gguf_file *f) { return shown_text(f && f->path ? f->path : "<gguf>"); }
 
 static pt_status missing(const gguf_file *f, const char *key)
 {
     return ERR(PT_ERR_USER,
                "%s: metadata key '%s' is missing: the file does not describe a complete model (convert it "
                "again with a current llama.cpp)",
-               fname(f), key);
+               fname(f).s, key);
 }
 
 static const char *kind_of(const gguf_kv *kv)
@@ -792,8 +775,9 @@ static const char *kind_of(const gguf_kv *kv)
 
 static pt_status wrong_kind(const gguf_file *f, const gguf_kv *kv, const char *key, const char *expected)
 {
-    return ERR(PT_ERR_USER, "%s: metadata key '%s' has type %s, expected %s: the file is not a model ptrain understands",
-               fname(f), key, kind_of(kv), expected);
+    return ERR(PT_ERR_USER,
+               "%s: metadata key '%s' has type %s, expected %s: the file is not a model ptrain understands", fname(f).s,
+               key, kind_of(kv), expected);
 }
 
 /* An integer key as int64 (big: a u64 above INT64_MAX, returned in *u). */
@@ -819,7 +803,7 @@ static pt_status u32_getter(const gguf_file *f, const char *key, uint32_t *out, 
     if (!kv) return PT_OK;
     if (big || v < 0 || v > UINT32_MAX)
         return ERR(PT_ERR_USER, "%s: metadata key '%s' = %s%llu does not fit an unsigned 32-bit integer",
-                   fname(f), key, !big && v < 0 ? "-" : "",
+                   fname(f).s, key, !big && v < 0 ? "-" : "",
                    (unsigned long long)(big ? u : v < 0 ? 0 - (uint64_t)v : (uint64_t)v));
     *out = (uint32_t)v;
     return PT_OK;
@@ -837,7 +821,7 @@ pt_status gguf_get_u64(const gguf_file *f, const char *key, uint64_t *out)
     TRY(get_int(f, key, false, "an unsigned integer", &kv, &v, &u, &big));
     if (!big && v < 0)
         return ERR(PT_ERR_USER, "%s: metadata key '%s' = %lld is negative, expected an unsigned integer",
-                   fname(f), key, (long long)v);
+                   fname(f).s, key, (long long)v);
     *out = u;
     return PT_OK;
 }
@@ -850,7 +834,7 @@ pt_status gguf_get_i64(const gguf_file *f, const char *key, int64_t *out)
     bool big = false;
     TRY(get_int(f, key, false, "an integer", &kv, &v, &u, &big));
     if (big)
-        return ERR(PT_ERR_USER, "%s: metadata key '%s' = %llu does not fit a signed 64-bit integer", fname(f),
+        return ERR(PT_ERR_USER, "%s: metadata key '%s' = %llu does not fit a signed 64-bit integer", fname(f).s,
                    key, (unsigned long long)u);
     *out = v;
     return PT_OK;

@@ -26,7 +26,7 @@ typedef struct {
 static void describe(const json_t *v, char *buf, size_t len)
 {
     switch (json_typeof(v)) {
-    case JSON_STRING: snprintf(buf, len, "the string \"%.40s\"", json_string_value(v)); break;
+    case JSON_STRING: snprintf(buf, len, "the string \"%s\"", shown_text(json_string_value(v)).s); break;
     case JSON_INTEGER: snprintf(buf, len, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: snprintf(buf, len, "%g", json_real_value(v)); break;
     case JSON_TRUE: snprintf(buf, len, "true"); break;
@@ -39,17 +39,18 @@ static void describe(const json_t *v, char *buf, size_t len)
 
 static pt_status bad(const cfg_src *c, const char *key, const char *expected, const json_t *v)
 {
-    char shown[80];
+    char shown[sizeof(pt_shown) + 16];
     describe(v, shown, sizeof shown);
-    return ERR(PT_ERR_USER, "%s: %s%s%s: expected %s, found %s", c->name, c->prefix ? c->prefix : "",
+    return ERR(PT_ERR_USER, "%s: %s%s%s: expected %s, found %s", shown_text(c->name).s, c->prefix ? c->prefix : "",
                c->prefix ? "." : "", key, expected, shown);
 }
 
 static pt_status missing(const cfg_src *c, const char *key)
 {
-    return ERR(PT_ERR_USER, "%s: %s%s%s is missing; every config.json of this model family has it: is the file "
-               "complete? (download the model again)", c->name, c->prefix ? c->prefix : "", c->prefix ? "." : "",
-               key);
+    return ERR(PT_ERR_USER,
+               "%s: %s%s%s is missing; every config.json of this model family has it: is the file "
+               "complete? (download the model again)",
+               shown_text(c->name).s, c->prefix ? c->prefix : "", c->prefix ? "." : "", key);
 }
 
 /* root[key] when present and not null, else NULL (required: missing is an error). */
@@ -122,14 +123,14 @@ static pt_status family(const cfg_src *c, hf_config *h, const pt_arch_hf_type **
     if (json_is_array(archs)) snprintf(h->architecture, sizeof h->architecture, "%s", json_string_value(json_array_get(archs, 0)));
     if (!*h->model_type && !*h->architecture)
         return ERR(PT_ERR_USER, "%s: has neither model_type nor architectures: is this the config.json of a model?",
-                   c->name);
+                   shown_text(c->name).s);
     if (arch_from_hf(h->model_type, h->architecture, &h->cfg.arch, type)) {
         if (!*h->model_type) snprintf(h->model_type, sizeof h->model_type, "%s", (*type)->model_type);
         return PT_OK;
     }
-    return ERR(PT_ERR_USER, "%s: model_type \"%s\" (%s) is not supported; supported: %s", c->name,
-               *h->model_type ? h->model_type : "not given", *h->architecture ? h->architecture : "no architectures",
-               arch_hf_list());
+    return ERR(PT_ERR_USER, "%s: model_type \"%s\" (%s) is not supported; supported: %s", shown_text(c->name).s,
+               *h->model_type ? shown_text(h->model_type).s : "not given",
+               *h->architecture ? shown_text(h->architecture).s : "no architectures", arch_hf_list());
 }
 
 /* ---- sizes ---- */
@@ -147,12 +148,13 @@ static pt_status sizes(const cfg_src *c, pt_model_config *m)
     TRY(int_key(c, "head_dim", false, 2, 1024, &m->head_dim));
     if (!m->head_dim && m->dim % m->n_heads)
         return ERR(PT_ERR_USER, "%s: hidden_size %d is not a multiple of num_attention_heads %d and no head_dim is "
-                   "given", c->name, m->dim, m->n_heads);
+                   "given", shown_text(c->name).s, m->dim, m->n_heads);
     if (!m->head_dim) m->head_dim = m->dim / m->n_heads;
     if (m->n_heads % m->n_kv_heads || m->head_dim % 2 || m->head_dim > 1024)
-        return ERR(PT_ERR_USER, "%s: %d heads, %d key/value heads and head size %d do not fit together (heads must "
-                   "be a multiple of key/value heads, the head size even and at most 1024)", c->name, m->n_heads,
-                   m->n_kv_heads, m->head_dim);
+        return ERR(PT_ERR_USER,
+                   "%s: %d heads, %d key/value heads and head size %d do not fit together (heads must "
+                   "be a multiple of key/value heads, the head size even and at most 1024)",
+                   shown_text(c->name).s, m->n_heads, m->n_kv_heads, m->head_dim);
     m->ctx_len = 2048;
     TRY(int_key(c, "max_position_embeddings", false, 1, 1 << 30, &m->ctx_len));
     double eps = 1e-6;
@@ -172,8 +174,8 @@ static pt_status rope_type_of(const cfg_src *r, pt_rope_type *t)
     else if (!strcmp(type, "linear")) *t = PT_ROPE_LINEAR;
     else if (!strcmp(type, "llama3")) *t = PT_ROPE_LLAMA3;
     else
-        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3", r->name,
-                   r->prefix, key, type);
+        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3",
+                   shown_text(r->name).s, r->prefix, key, shown_text(type).s);
     return PT_OK;
 }
 
@@ -191,8 +193,8 @@ static pt_status rope_scaling(const cfg_src *r, pt_rope_scaling *s)
         if (*dst[i] < 0) return missing(r, names[i]);
     }
     if (s->type == PT_ROPE_LLAMA3 && !(s->high_freq_factor > s->low_freq_factor))
-        return ERR(PT_ERR_USER, "%s: %s: high_freq_factor (%g) must be above low_freq_factor (%g)", r->name,
-                   r->prefix, s->high_freq_factor, s->low_freq_factor);
+        return ERR(PT_ERR_USER, "%s: %s: high_freq_factor (%g) must be above low_freq_factor (%g)",
+                   shown_text(r->name).s, r->prefix, s->high_freq_factor, s->low_freq_factor);
     return PT_OK;
 }
 
@@ -221,8 +223,8 @@ static pt_status activation(const cfg_src *c, const char *key, const char *want,
     if (!*name) snprintf(name, sizeof name, "%s", want);
     bool tanh_gelu = !strcmp(name, "gelu_pytorch_tanh") || !strcmp(name, "gelu_new");
     if (strcmp(name, want) && !(act == PT_ACT_GELU_TANH && tanh_gelu))
-        return ERR(PT_ERR_USER, "%s: %s \"%s\" is not supported for %s models; supported: %s", c->name, key, name,
-                   arch_name(m->arch), want);
+        return ERR(PT_ERR_USER, "%s: %s \"%s\" is not supported for %s models; supported: %s", shown_text(c->name).s,
+                   key, shown_text(name).s, arch_name(m->arch), want);
     m->act = act;
     return PT_OK;
 }
@@ -234,13 +236,13 @@ static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_mo
     TRY(bool_key(c, "mlp_bias", &mlp_bias));
     m->qkv_bias = arch_info(m->arch)->qkv_bias;
     if ((attn_bias && !m->qkv_bias) || mlp_bias)
-        return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", c->name,
+        return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", shown_text(c->name).s,
                    mlp_bias ? "mlp_bias" : "attention_bias", arch_name(m->arch), mlp_bias ? "MLP" : "attention");
     TRY(activation(c, "hidden_act", "silu", PT_ACT_SILU, m));
     if (m->qkv_bias) TRY(bool_key(c, "use_sliding_window", &sliding));
     if (sliding)
         return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs Qwen2 with full attention on every "
-                   "layer only", c->name);
+                   "layer only", shown_text(c->name).s);
     if (type->sliding_window) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 1;
     return PT_OK;
@@ -257,7 +259,7 @@ static pt_status gemma2_layers(const cfg_src *c, const pt_model_config *m)
         if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) return PT_OK;
     }
     return ERR(PT_ERR_USER, "%s: layer_types must list %d layers alternating \"sliding_attention\" (even layers) and "
-               "\"full_attention\", as Gemma 2 does", c->name, m->n_layers);
+               "\"full_attention\", as Gemma 2 does", shown_text(c->name).s, m->n_layers);
 }
 
 static pt_status gemma2(const cfg_src *c, pt_model_config *m)
@@ -293,19 +295,25 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     bool in4 = false, in8 = false;
     TRY(str_key(&qc, "quant_method", method, sizeof method));
     if (strcmp(method, "bitsandbytes"))
-        return ERR(PT_ERR_USER, "%s: quantization_config.quant_method \"%s\" is not supported; ptrain reads "
-                   "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones", c->name, method);
+        return ERR(PT_ERR_USER,
+                   "%s: quantization_config.quant_method \"%s\" is not supported; ptrain reads "
+                   "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones",
+                   shown_text(c->name).s, shown_text(method).s);
     TRY(bool_key(&qc, "load_in_4bit", &in4));
     TRY(bool_key(&qc, "load_in_8bit", &in8));
     TRY(str_key(&qc, "bnb_4bit_quant_type", type, sizeof type));
     TRY(str_key(&qc, "bnb_4bit_quant_storage", storage, sizeof storage));
     TRY(bool_key(&qc, "bnb_4bit_use_double_quant", &h->bnb_double_quant));
     if (in8 || !in4)
-        return ERR(PT_ERR_USER, "%s: a bitsandbytes %s checkpoint; ptrain reads bitsandbytes 4-bit (NF4) ones: use "
-                   "the unquantized model (ptrain quantizes it to NF4 on load)", c->name, in8 ? "8-bit" : "non-4-bit");
+        return ERR(PT_ERR_USER,
+                   "%s: a bitsandbytes %s checkpoint; ptrain reads bitsandbytes 4-bit (NF4) ones: use "
+                   "the unquantized model (ptrain quantizes it to NF4 on load)",
+                   shown_text(c->name).s, in8 ? "8-bit" : "non-4-bit");
     if (strcmp(type, "nf4") || strcmp(storage, "uint8"))
-        return ERR(PT_ERR_USER, "%s: quantization_config: bnb_4bit_quant_type \"%s\" with storage %s is not "
-                   "supported; ptrain reads NF4 stored as uint8", c->name, type, storage);
+        return ERR(PT_ERR_USER,
+                   "%s: quantization_config: bnb_4bit_quant_type \"%s\" with storage %s is not "
+                   "supported; ptrain reads NF4 stored as uint8",
+                   shown_text(c->name).s, shown_text(type).s, shown_text(storage).s);
     h->bnb_4bit = true;
     return PT_OK;
 }
@@ -334,10 +342,11 @@ pt_status hf_config_parse(const char *name, const char *text, size_t len, hf_con
     json_t *root = jsonfile_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
     if (!root)
         return ERR(PT_ERR_USER, "%s: does not parse as JSON: %s (line %d, column %d); download the model again",
-                   name, e.text, e.line, e.column);
+                   shown_text(name).s, e.text, e.line, e.column);
     cfg_src c = {name, root, NULL};
-    pt_status st = json_is_object(root) ? parse_root(&c, out)
-                                        : ERR(PT_ERR_USER, "%s: expected a JSON object of model settings", name);
+    pt_status st = json_is_object(root)
+                       ? parse_root(&c, out)
+                       : ERR(PT_ERR_USER, "%s: expected a JSON object of model settings", shown_text(name).s);
     json_decref(root);
     if (st != PT_OK) memset(out, 0, sizeof *out);
     return st;
@@ -348,13 +357,14 @@ pt_status hf_config_read(const char *path, hf_config *out)
     enum { MAX_CONFIG = 16 << 20 };
     FILE *f = fopen(path, "rb");
     if (!f) return ERR(PT_ERR_USER, "%s: cannot open it: %s; a Hugging Face model directory has a config.json",
-                       path, strerror(errno));
+                       shown_text(path).s, strerror(errno));
     char *text = malloc(MAX_CONFIG + 1);
     size_t n = text ? fread(text, 1, MAX_CONFIG + 1, f) : 0;
     fclose(f);
     TRY_ALLOC(text);
-    pt_status st = n > MAX_CONFIG ? ERR(PT_ERR_USER, "%s: larger than 16 MB: not a model's config.json", path)
-                                  : hf_config_parse(path, text, n, out);
+    pt_status st = n > MAX_CONFIG
+                       ? ERR(PT_ERR_USER, "%s: larger than 16 MB: not a model's config.json", shown_text(path).s)
+                       : hf_config_parse(path, text, n, out);
     free(text);
     return st;
 }

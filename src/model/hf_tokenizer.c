@@ -18,7 +18,7 @@
 static pt_status jinja_fail(const char *path, const char *why)
 {
     return ERR(PT_ERR_USER, "%s: cannot read the model's chat template: %s; make the file a readable chat template "
-               "or remove it (the chat_template of tokenizer_config.json is used then)", path, why);
+               "or remove it (the chat_template of tokenizer_config.json is used then)", shown_text(path).s, why);
 }
 
 /* The whole of the open file f (path) as a string into *text (malloc'd). */
@@ -65,7 +65,7 @@ static pt_status tokenizer_file(const char *dir, char *path, size_t size, bool *
     *spm = access(path, F_OK) == 0;
     if (*spm) return PT_OK;
     return ERR(PT_ERR_USER, "%s: no tokenizer.json in the model directory; download the model's tokenizer files too "
-               "(tokenizer.json, tokenizer_config.json)", dir);
+               "(tokenizer.json, tokenizer_config.json)", shown_text(dir).s);
 }
 
 pt_status tokenizer_from_hf_dir(const char *dir, pt_tokenizer **out)

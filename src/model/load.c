@@ -24,7 +24,7 @@ static pt_status get_dim(const gguf_file *f, const char *arch, const char *suffi
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     TRY(gguf_get_u32(f, key, &v));
     if (v == 0 || v > (1u << 24))
-        return ERR(PT_ERR_USER, "%s: %s = %u is not a plausible model dimension", f->path, key, v);
+        return ERR(PT_ERR_USER, "%s: %s = %u is not a plausible model dimension", shown_text(f->path).s, key, v);
     *out = (int)v;
     return PT_OK;
 }
@@ -45,7 +45,7 @@ static pt_status opt_nonneg_f32(const gguf_file *f, const char *arch, const char
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     TRY(gguf_opt_f32(f, key, out));
     if (!(*out >= 0.0f) || isinf(*out))
-        return ERR(PT_ERR_USER, "%s: %s = %g must be a finite number >= 0", f->path, key, *out);
+        return ERR(PT_ERR_USER, "%s: %s = %g must be a finite number >= 0", shown_text(f->path).s, key, *out);
     return PT_OK;
 }
 
@@ -54,8 +54,8 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     gguf_str arch;
     TRY(gguf_get_str(f, "general.architecture", &arch));
     if (!arch_from_gguf(arch.data, arch.len, &c->arch))
-        return ERR(PT_ERR_USER, "%s: architecture \"%.*s\" is not supported yet; supported: %s", f->path,
-                   (int)(arch.len > 64 ? 64 : arch.len), arch.data, arch_list());
+        return ERR(PT_ERR_USER, "%s: architecture \"%s\" is not supported yet; supported: %s", shown_text(f->path).s,
+                   shown_bytes(arch.data, arch.len).s, arch_list());
     return PT_OK;
 }
 
@@ -73,12 +73,12 @@ static pt_status read_dims(const gguf_file *f, pt_model_config *c)
     c->head_dim = u ? (int)u : c->dim / c->n_heads;
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim <= 0 ||
         c->head_dim % 2 || c->head_dim > 1024)
-        return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", f->path,
+        return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", shown_text(f->path).s,
                    c->n_heads, c->n_kv_heads, c->head_dim);
     TRY(opt_u32(f, arch_name(c->arch), "attention.value_length", &u));
     if (u && u != (uint32_t)c->head_dim)
         return ERR(PT_ERR_USER, "%s: %s.attention.value_length = %u differs from the key length %d; ptrain "
-                   "needs values and keys of one head size", f->path, arch_name(c->arch), u, c->head_dim);
+                   "needs values and keys of one head size", shown_text(f->path).s, arch_name(c->arch), u, c->head_dim);
     TRY(opt_u32(f, arch_name(c->arch), "context_length", &u));
     c->ctx_len = u ? (int)u : 2048;
     return PT_OK;
@@ -90,7 +90,7 @@ static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
     uint32_t u;
     TRY(opt_u32(f, arch_name(c->arch), "attention.sliding_window", &u));
     if (u > (1u << 30))
-        return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", f->path,
+        return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", shown_text(f->path).s,
                    arch_name(c->arch), u);
     if (u) c->sliding_window = (int)u;
     TRY(opt_nonneg_f32(f, arch_name(c->arch), "attn_logit_softcapping", &c->attn_softcap));
@@ -111,11 +111,12 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     TRY(gguf_opt_f32(f, key, &c->rope_theta));
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
-    if (!embd) return ERR(PT_ERR_USER, "%s: no token_embd.weight tensor; is this a complete model?", f->path);
+    if (!embd)
+        return ERR(PT_ERR_USER, "%s: no token_embd.weight tensor; is this a complete model?", shown_text(f->path).s);
     c->vocab = (int)embd->dims[1];
     if (tokens && tokens->count != (uint64_t)c->vocab && tokens->count > (uint64_t)c->vocab)
-        return ERR(PT_ERR_USER, "%s: the tokenizer has %llu tokens but the embedding only %d rows", f->path,
-                   (unsigned long long)tokens->count, c->vocab);
+        return ERR(PT_ERR_USER, "%s: the tokenizer has %llu tokens but the embedding only %d rows",
+                   shown_text(f->path).s, (unsigned long long)tokens->count, c->vocab);
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
     model_family_defaults(c);
     if (c->arch == PT_ARCH_GEMMA2) TRY(read_gemma2_keys(f, c));
@@ -179,16 +180,18 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
                              int permute_heads, const pt_load_options *lo, pt_tensor *t)
 {
     const gguf_tensor *g = gguf_find_tensor(f, name);
-    if (!g) return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", f->path, name);
+    if (!g)
+        return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", shown_text(f->path).s,
+                   name);
     bool vec = rows == 0;
     uint64_t want1 = vec ? 1 : (uint64_t)rows;
     if (g->dims[0] != (uint64_t)cols || (g->n_dims > 1 ? g->dims[1] : 1) != want1 || g->n_dims > 2)
         return ERR(PT_ERR_USER, "%s: tensor %s has shape [%llu, %llu], expected [%lld, %lld] for this model",
-                   f->path, name, (unsigned long long)(g->n_dims > 1 ? g->dims[1] : 1),
+                   shown_text(f->path).s, name, (unsigned long long)(g->n_dims > 1 ? g->dims[1] : 1),
                    (unsigned long long)g->dims[0], (long long)want1, (long long)cols);
     if (g->dtype == PT_DTYPE_COUNT)
-        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot read yet", f->path, name,
-                   g->ggml_type);
+        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot read yet", shown_text(f->path).s,
+                   name, g->ggml_type);
     int64_t shape[2] = {vec ? cols : rows, cols};
     if (!vec) {
         *t = tensor_make(g->dtype, 2, shape);
@@ -265,7 +268,7 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
     const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
     if (factors) {
         if (factors->dtype != PT_F32 || factors->dims[0] != (uint64_t)half)
-            return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", f->path, half);
+            return ERR(PT_ERR_USER, "%s: rope_freqs.weight must be %d f32 values", shown_text(f->path).s, half);
         for (int i = 0; i < half; i++) m->inv_freq[i] /= ((const float *)factors->data)[i];
     }
     char key[128];

@@ -61,8 +61,10 @@ static pt_status find(const hf_loader *ld, const char *name, const st_tensor **t
 {
     *t = st_set_find(ld->s, name, f);
     if (!*t)
-        return ERR(PT_ERR_USER, "%s: tensor %s is missing; the checkpoint does not match its config.json (%s, %d "
-                   "layers): is the download complete?", where(ld), name, arch_name(ld->hc->cfg.arch), ld->hc->cfg.n_layers);
+        return ERR(PT_ERR_USER,
+                   "%s: tensor %s is missing; the checkpoint does not match its config.json (%s, %d "
+                   "layers): is the download complete?",
+                   shown_text(where(ld)).s, shown_text(name).s, arch_name(ld->hc->cfg.arch), ld->hc->cfg.n_layers);
     return PT_OK;
 }
 
@@ -72,11 +74,15 @@ static pt_status check_shape(const st_file *f, const st_tensor *t, int64_t rows,
     if (ok) return PT_OK;
     char desc[160];
     if (rows)
-        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld] from config.json: the weights and "
-                   "config.json are from different models", f->path, t->name, st_describe(t, desc, sizeof desc),
-                   (long long)rows, (long long)cols);
-    return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld] from config.json: the weights and config.json are "
-               "from different models", f->path, t->name, st_describe(t, desc, sizeof desc), (long long)cols);
+        return ERR(PT_ERR_USER,
+                   "%s: tensor %s is %s, expected [%lld, %lld] from config.json: the weights and "
+                   "config.json are from different models",
+                   shown_text(f->path).s, shown_text(t->name).s, st_describe(t, desc, sizeof desc), (long long)rows,
+                   (long long)cols);
+    return ERR(PT_ERR_USER,
+               "%s: tensor %s is %s, expected [%lld] from config.json: the weights and config.json are "
+               "from different models",
+               shown_text(f->path).s, shown_text(t->name).s, st_describe(t, desc, sizeof desc), (long long)cols);
 }
 
 /* ---- uploads ---- */
@@ -161,8 +167,10 @@ static pt_status bnb_state(const st_file *f, const char *name, const st_tensor *
                            bnb_weight *b)
 {
     if (qs->nbytes > QUANT_STATE_MAX)
-        return ERR(PT_ERR_USER, "%s: %s.quant_state.bitsandbytes__nf4 is %zu bytes, more than the 64 KiB ptrain reads of "
-                   "a quant state (about 200 bytes of JSON): the checkpoint is corrupt", f->path, name, (size_t)qs->nbytes);
+        return ERR(PT_ERR_USER,
+                   "%s: %s.quant_state.bitsandbytes__nf4 is %zu bytes, more than the 64 KiB ptrain reads of "
+                   "a quant state (about 200 bytes of JSON): the checkpoint is corrupt",
+                   shown_text(f->path).s, shown_text(name).s, (size_t)qs->nbytes);
     json_error_t e;
     json_t *j = json_loadb(qs->data, qs->nbytes, 0, &e);
     const json_t *shape = json_object_get(j, "shape");
@@ -179,7 +187,7 @@ static pt_status bnb_state(const st_file *f, const char *name, const st_tensor *
     if (!ok)
         return ERR(PT_ERR_USER, "%s: %s.quant_state.bitsandbytes__nf4 is not an NF4 state of a [%lld, %lld] weight "
                    "(quant_type nf4, blocksize, shape, nested_blocksize, nested_offset): the checkpoint is corrupt",
-                   f->path, name, (long long)rows, (long long)cols);
+                   shown_text(f->path).s, shown_text(name).s, (long long)rows, (long long)cols);
     return PT_OK;
 }
 
@@ -193,9 +201,11 @@ static pt_status companion(const hf_loader *ld, const char *name, const char *su
     TRY(find(ld, full, out, &f));
     if ((*out)->dtype != dtype || st_numel(*out) != n) {
         char desc[160];
-        return ERR(PT_ERR_USER, "%s: %s is %s, expected %s with %lld values for a bitsandbytes NF4 weight: the "
-                   "checkpoint is corrupt", f->path, full, st_describe(*out, desc, sizeof desc), st_dtype_name(dtype),
-                   (long long)n);
+        return ERR(PT_ERR_USER,
+                   "%s: %s is %s, expected %s with %lld values for a bitsandbytes NF4 weight: the "
+                   "checkpoint is corrupt",
+                   shown_text(f->path).s, shown_text(full).s, st_describe(*out, desc, sizeof desc),
+                   st_dtype_name(dtype), (long long)n);
     }
     return PT_OK;
 }
@@ -207,9 +217,10 @@ static pt_status packed_weight(const hf_loader *ld, const char *name, int64_t by
     TRY(find(ld, name, out, &f));
     if ((*out)->dtype == ST_U8 && st_numel(*out) == bytes) return PT_OK;
     char desc[160];
-    return ERR(PT_ERR_USER, "%s: %s is %s, expected U8 with %lld bytes of packed 4-bit codes (it has a bitsandbytes "
-               "quant_state): the checkpoint is corrupt", f->path, name, st_describe(*out, desc, sizeof desc),
-               (long long)bytes);
+    return ERR(PT_ERR_USER,
+               "%s: %s is %s, expected U8 with %lld bytes of packed 4-bit codes (it has a bitsandbytes "
+               "quant_state): the checkpoint is corrupt",
+               shown_text(f->path).s, shown_text(name).s, st_describe(*out, desc, sizeof desc), (long long)bytes);
 }
 
 static pt_status bnb_tensors(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, bnb_weight *b)
@@ -310,7 +321,7 @@ static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows
     snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__fp4", name);
     if (st_set_find(ld->s, qname, &f))
         return ERR(PT_ERR_USER, "%s: %s is bitsandbytes FP4; ptrain reads NF4 4-bit checkpoints only: use the "
-                   "unquantized model (ptrain quantizes it to NF4 on load)", f->path, name);
+                   "unquantized model (ptrain quantizes it to NF4 on load)", shown_text(f->path).s, shown_text(name).s);
     const st_tensor *t;
     TRY(find(ld, name, &t, &f));
     TRY(check_shape(f, t, rows, cols));

@@ -69,7 +69,7 @@ pt_status model_check_vocab(const pt_model *m, const pt_tokenizer *tok, const ch
     int32_t n = tokenizer_vocab_size(tok);
     if (n <= m->cfg.vocab) return PT_OK;
     return ERR(PT_ERR_USER, "%s: the tokenizer has %d tokens but the model's embedding only %d rows: the tokenizer "
-               "belongs to another model", path, n, m->cfg.vocab);
+               "belongs to another model", shown_text(path).s, n, m->cfg.vocab);
 }
 
 pt_status model_load(const char *name, const char *revision, const pt_load_options *opts, pt_backend *be,

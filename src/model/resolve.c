@@ -40,7 +40,8 @@ static bool looks_like_file(const char *name)
 
 static pt_status found(const char *path, bool dir, char *out, size_t len, pt_model_format *fmt)
 {
-    if (strlen(path) >= len) return ERR(PT_ERR_USER, "%s: the path is too long (%zu bytes at most)", path, len - 1);
+    if (strlen(path) >= len)
+        return ERR(PT_ERR_USER, "%s: the path is too long (%zu bytes at most)", shown_text(path).s, len - 1);
     snprintf(out, len, "%s", path);
     bool hf = dir || ends_with(path, ".safetensors") || ends_with(path, "/config.json") || !strcmp(path, "config.json");
     *fmt = hf ? PT_MODEL_HF : PT_MODEL_GGUF;
@@ -76,7 +77,7 @@ pt_status model_resolve(const char *name, const char *revision, char *out, size_
     }
     return ERR(PT_ERR_USER, "model %s not found (looked for the file or directory itself, then in $PTRAIN_MODELS, "
                "./models and %s/models; an HF id org/name is looked up in the Hugging Face cache); fetch the default "
-               "model with share/scripts/fetch-model.sh", name, PTRAIN_DATADIR);
+               "model with share/scripts/fetch-model.sh", shown_text(name).s, PTRAIN_DATADIR);
 }
 
 void model_hf_dir(const char *path, char *dir, size_t len)

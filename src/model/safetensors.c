@@ -56,22 +56,6 @@ static uint64_t le64(const uint8_t *p)
     return v;
 }
 
-/* A name from the file made safe to print: at most 80 bytes, control bytes as '?'. */
-typedef struct {
-    char s[100];
-} shown;
-
-static shown show(const char *name)
-{
-    shown out;
-    size_t n = strlen(name), k = 0, cut = n > 80 ? 80 : n;
-    while (cut < n && cut > 0 && ((uint8_t)name[cut] & 0xc0) == 0x80) cut--;
-    for (size_t i = 0; i < cut; i++) out.s[k++] = (uint8_t)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
-    if (cut < n) memcpy(out.s + k, "...", 3), k += 3;
-    out.s[k] = '\0';
-    return out;
-}
-
 /* ---- what a file that is not safetensors is ---- */
 
 static pt_status other_format(const char *name, const uint8_t *p, size_t n)
@@ -80,22 +64,22 @@ static pt_status other_format(const char *name, const uint8_t *p, size_t n)
     while (i < n && i < 64 && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n')) i++;
     if (n >= 4 && memcmp(p, "GGUF", 4) == 0)
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it is a GGUF model (it starts with \"GGUF\"); give it "
-                   "a .gguf name, or give the path of the model's .safetensors files", name);
+                   "a .gguf name, or give the path of the model's .safetensors files", shown_text(name).s);
     if (n >= 24 && memcmp(p, "version https://git-lfs", 23) == 0)
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it is a Git LFS pointer, not the weights; run `git lfs "
-                   "pull` or download the model with huggingface-cli download", name);
+                   "pull` or download the model with huggingface-cli download", shown_text(name).s);
     if (i < n && (p[i] == '{' || p[i] == '['))
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it starts with '%c' and looks like JSON (a config or "
-                   "index file?); give the model directory or its .safetensors file", name, p[i]);
+                   "index file?); give the model directory or its .safetensors file", shown_text(name).s, p[i]);
     if (i < n && p[i] == '<')
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it looks like an HTML page, probably an error page "
-                   "saved by a failed download; fetch the file again", name);
+                   "saved by a failed download; fetch the file again", shown_text(name).s);
     if (n >= 4 && memcmp(p, "PK\3\4", 4) == 0)
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it is a zip archive (a PyTorch .bin checkpoint?); "
-                   "save the model with transformers' save_pretrained(safe_serialization=True)", name);
+                   "save the model with transformers' save_pretrained(safe_serialization=True)", shown_text(name).s);
     if (n >= 2 && p[0] == 0x80 && p[1] >= 2 && p[1] <= 5)
         return ERR(PT_ERR_USER, "%s: not a safetensors file: it is a Python pickle (an old PyTorch checkpoint); "
-                   "save the model with transformers' save_pretrained(safe_serialization=True)", name);
+                   "save the model with transformers' save_pretrained(safe_serialization=True)", shown_text(name).s);
     return PT_OK;
 }
 
@@ -109,7 +93,8 @@ static void hex_start(const uint8_t *p, size_t n, char hex[40])
 static pt_status check_header_len(const char *name, const uint8_t *p, size_t n, uint64_t *len)
 {
     if (n == 0)
-        return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again", name);
+        return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again",
+                   shown_text(name).s);
     uint64_t hl = n >= 8 ? le64(p) : 0;
     if (n >= 8 && hl >= 2 && hl <= ST_MAX_HEADER && hl <= n - 8 && p[8] == '{') {
         *len = hl;
@@ -119,20 +104,25 @@ static pt_status check_header_len(const char *name, const uint8_t *p, size_t n, 
     char hex[40];
     hex_start(p, n, hex);
     if (n < 8)
-        return ERR(PT_ERR_USER, "%s: truncated: the file has %zu bytes, fewer than the 8-byte header length a "
-                   "safetensors file starts with; the download is incomplete, fetch the file again", name, n);
+        return ERR(PT_ERR_USER,
+                   "%s: truncated: the file has %zu bytes, fewer than the 8-byte header length a "
+                   "safetensors file starts with; the download is incomplete, fetch the file again",
+                   shown_text(name).s, n);
     if (hl > ST_MAX_HEADER)
-        return ERR(PT_ERR_USER, "%s: not a safetensors file: its first 8 bytes (%s) would make the JSON header "
-                   "%llu bytes long, more than 100 MB; give the path of a .safetensors file", name, hex + 1,
-                   (unsigned long long)hl);
+        return ERR(PT_ERR_USER,
+                   "%s: not a safetensors file: its first 8 bytes (%s) would make the JSON header "
+                   "%llu bytes long, more than 100 MB; give the path of a .safetensors file",
+                   shown_text(name).s, hex + 1, (unsigned long long)hl);
     if (hl < 2)
         return ERR(PT_ERR_USER, "%s: the header length is %llu, too short for a JSON header: the file is corrupt",
-                   name, (unsigned long long)hl);
+                   shown_text(name).s, (unsigned long long)hl);
     if (hl > n - 8)
-        return ERR(PT_ERR_USER, "%s: truncated: the JSON header takes bytes 8..%llu but the file ends at byte %zu; "
-                   "the download is incomplete, fetch the file again", name, (unsigned long long)(hl + 8), n);
+        return ERR(PT_ERR_USER,
+                   "%s: truncated: the JSON header takes bytes 8..%llu but the file ends at byte %zu; "
+                   "the download is incomplete, fetch the file again",
+                   shown_text(name).s, (unsigned long long)(hl + 8), n);
     return ERR(PT_ERR_USER, "%s: not a safetensors file: the JSON header at byte 8 does not start with '{' (the "
-               "file starts with bytes%s); give the path of a .safetensors file", name, hex);
+               "file starts with bytes%s); give the path of a .safetensors file", shown_text(name).s, hex);
 }
 
 /* ---- the JSON header ---- */
@@ -145,17 +135,20 @@ static pt_status parse_json(const char *name, const uint8_t *p, uint64_t len, js
     if (*root) {
         json_decref(*root);
         *root = NULL;
-        return ERR(PT_ERR_USER, "%s: the JSON header is not an object of tensors: the file is corrupt", name);
+        return ERR(PT_ERR_USER, "%s: the JSON header is not an object of tensors: the file is corrupt",
+                   shown_text(name).s);
     }
     const char *dup = strstr(e.text, "duplicate object key near '");
     if (dup) { /* jansson quotes the key as written: near '"name"' */
         dup += strlen("duplicate object key near '");
         int n = (int)strlen(dup) - (dup[0] && dup[strlen(dup) - 1] == '\'');
-        return ERR(PT_ERR_USER, "%s: the JSON header lists tensor %.*s twice (the second ends at byte %d of the "
-                   "file): the file is corrupt", name, n > 82 ? 82 : n, dup, e.position + 8);
+        return ERR(PT_ERR_USER, "%s: the JSON header lists tensor %s twice (the second ends at byte %d of the "
+                   "file): the file is corrupt", shown_text(name).s, shown_bytes(dup, (size_t)n).s, e.position + 8);
     }
-    return ERR(PT_ERR_USER, "%s: the JSON header (bytes 8..%llu) does not parse: %s (line %d, column %d): the file "
-               "is corrupt; fetch it again", name, (unsigned long long)(len + 8), e.text, e.line, e.column);
+    return ERR(PT_ERR_USER,
+               "%s: the JSON header (bytes 8..%llu) does not parse: %s (line %d, column %d): the file "
+               "is corrupt; fetch it again",
+               shown_text(name).s, (unsigned long long)(len + 8), e.text, e.line, e.column);
 }
 
 static const char *kind(const json_t *v)
@@ -176,7 +169,7 @@ static pt_status parse_dtype(const char *file, const char *name, const json_t *v
 {
     if (!json_is_string(v))
         return ERR(PT_ERR_USER, "%s: tensor \"%s\": dtype is %s, expected a string such as \"BF16\": the file is "
-                   "corrupt", file, show(name).s, v ? kind(v) : "missing");
+                   "corrupt", shown_text(file).s, shown_text(name).s, v ? kind(v) : "missing");
     for (int d = 0; d < ST_DTYPE_COUNT; d++)
         if (strcmp(json_string_value(v), dtypes[d].name) == 0) {
             t->dtype = (st_dtype)d;
@@ -184,14 +177,19 @@ static pt_status parse_dtype(const char *file, const char *name, const json_t *v
         }
     return ERR(PT_ERR_USER, "%s: tensor \"%s\" has dtype \"%s\", which ptrain does not know (BOOL, U8, I8, U16, "
                "I16, U32, I32, U64, I64, F16, BF16, F32, F64, F8_E4M3, F8_E5M2): the file is corrupt or from a "
-               "newer safetensors", file, show(name).s, show(json_string_value(v)).s);
+               "newer safetensors", shown_text(file).s, shown_text(name).s, shown_text(json_string_value(v)).s);
 }
 
 static pt_status parse_shape(const char *file, const char *name, const json_t *v, st_tensor *t)
 {
     if (!json_is_array(v) || json_array_size(v) > ST_MAX_DIMS)
-        return ERR(PT_ERR_USER, "%s: tensor \"%s\": shape is %s, expected a list of at most %d sizes: the file is "
-                   "corrupt", file, show(name).s, !v ? "missing" : json_is_array(v) ? "a longer list" : kind(v),
+        return ERR(PT_ERR_USER,
+                   "%s: tensor \"%s\": shape is %s, expected a list of at most %d sizes: the file is "
+                   "corrupt",
+                   shown_text(file).s, shown_text(name).s,
+                   !v                 ? "missing"
+                   : json_is_array(v) ? "a longer list"
+                                      : kind(v),
                    ST_MAX_DIMS);
     t->ndim = (int)json_array_size(v);
     uint64_t numel = 1;
@@ -199,11 +197,11 @@ static pt_status parse_shape(const char *file, const char *name, const json_t *v
         const json_t *d = json_array_get(v, (size_t)i);
         if (!json_is_integer(d) || json_integer_value(d) < 0)
             return ERR(PT_ERR_USER, "%s: tensor \"%s\": shape[%d] is %s, expected a size >= 0: the file is corrupt",
-                       file, show(name).s, i, json_is_integer(d) ? "negative" : kind(d));
+                       shown_text(file).s, shown_text(name).s, i, json_is_integer(d) ? "negative" : kind(d));
         t->shape[i] = json_integer_value(d);
         if (t->shape[i] && numel > (uint64_t)INT64_MAX / (uint64_t)t->shape[i])
-            return ERR(PT_ERR_USER, "%s: tensor \"%s\" has more than 2^63 elements: the file is corrupt", file,
-                       show(name).s);
+            return ERR(PT_ERR_USER, "%s: tensor \"%s\" has more than 2^63 elements: the file is corrupt",
+                       shown_text(file).s, shown_text(name).s);
         numel *= (uint64_t)t->shape[i];
     }
     return PT_OK;
@@ -215,7 +213,7 @@ static pt_status parse_offsets(const char *file, const char *name, const json_t 
     if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(b) || !json_is_integer(e) ||
         json_integer_value(b) < 0 || json_integer_value(e) < json_integer_value(b))
         return ERR(PT_ERR_USER, "%s: tensor \"%s\": data_offsets must be [begin, end] with 0 <= begin <= end: the "
-                   "file is corrupt", file, show(name).s);
+                   "file is corrupt", shown_text(file).s, shown_text(name).s);
     t->begin = (uint64_t)json_integer_value(b);
     t->end = (uint64_t)json_integer_value(e);
     return PT_OK;
@@ -226,20 +224,22 @@ static pt_status parse_entry(const char *file, const char *name, const json_t *v
 {
     if (!json_is_object(v))
         return ERR(PT_ERR_USER, "%s: tensor \"%s\" is described by %s, not an object with dtype, shape and "
-                   "data_offsets: the file is corrupt", file, show(name).s, kind(v));
+                   "data_offsets: the file is corrupt", shown_text(file).s, shown_text(name).s, kind(v));
     TRY(parse_dtype(file, name, json_object_get(v, "dtype"), t));
     TRY(parse_shape(file, name, json_object_get(v, "shape"), t));
     TRY(parse_offsets(file, name, json_object_get(v, "data_offsets"), t));
     uint64_t size = dtypes[t->dtype].size, numel = (uint64_t)st_numel(t);
     char desc[160];
     if (numel > UINT64_MAX / size || numel * size != t->end - t->begin)
-        return ERR(PT_ERR_USER, "%s: tensor \"%s\" is %s, %llu values of %llu bytes, but its data_offsets [%llu, "
-                   "%llu] span %llu bytes: the file is corrupt", file, show(name).s, st_describe(t, desc, sizeof desc),
-                   (unsigned long long)numel, (unsigned long long)size, (unsigned long long)t->begin,
-                   (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
+        return ERR(PT_ERR_USER,
+                   "%s: tensor \"%s\" is %s, %llu values of %llu bytes, but its data_offsets [%llu, "
+                   "%llu] span %llu bytes: the file is corrupt",
+                   shown_text(file).s, shown_text(name).s, st_describe(t, desc, sizeof desc), (unsigned long long)numel,
+                   (unsigned long long)size, (unsigned long long)t->begin, (unsigned long long)t->end,
+                   (unsigned long long)(t->end - t->begin));
     if (t->begin % size)
         return ERR(PT_ERR_USER, "%s: tensor \"%s\" (%s) starts at data byte %llu, not a multiple of its %llu-byte "
-                   "elements: the file is corrupt", file, show(name).s, st_dtype_name(t->dtype),
+                   "elements: the file is corrupt", shown_text(file).s, shown_text(name).s, st_dtype_name(t->dtype),
                    (unsigned long long)t->begin, (unsigned long long)size);
     t->nbytes = (size_t)(t->end - t->begin);
     t->name = strdup(name);
@@ -293,13 +293,14 @@ static pt_status check_inside(const st_file *f)
     char desc[160];
     if (worst->end > ((uint64_t)1 << 50))
         return ERR(PT_ERR_USER, "%s: tensor \"%s\" (%s) is placed at data bytes %llu..%llu, far past the end of the "
-                   "file (%zu bytes): the file is corrupt", f->path, show(worst->name).s,
+                   "file (%zu bytes): the file is corrupt", shown_text(f->path).s, shown_text(worst->name).s,
                    st_describe(worst, desc, sizeof desc), (unsigned long long)worst->begin,
                    (unsigned long long)worst->end, f->size);
-    return ERR(PT_ERR_USER, "%s: truncated: tensor \"%s\" (%s) takes data bytes %llu..%llu, but the data area ends "
-               "at %llu (the file has %zu bytes); the download is incomplete, fetch the file again", f->path,
-               show(worst->name).s, st_describe(worst, desc, sizeof desc), (unsigned long long)worst->begin,
-               (unsigned long long)worst->end, (unsigned long long)data, f->size);
+    return ERR(PT_ERR_USER,
+               "%s: truncated: tensor \"%s\" (%s) takes data bytes %llu..%llu, but the data area ends "
+               "at %llu (the file has %zu bytes); the download is incomplete, fetch the file again",
+               shown_text(f->path).s, shown_text(worst->name).s, st_describe(worst, desc, sizeof desc),
+               (unsigned long long)worst->begin, (unsigned long long)worst->end, (unsigned long long)data, f->size);
 }
 
 static int cmp_begin(const void *a, const void *b)
@@ -321,9 +322,11 @@ static pt_status check_overlaps(const st_file *f)
     pt_status st = PT_OK;
     for (size_t i = 1; i < n && st == PT_OK; i++)
         if (v[i - 1]->end > v[i]->begin)
-            st = ERR(PT_ERR_USER, "%s: tensors \"%s\" (data bytes %llu..%llu) and \"%s\" (data bytes %llu..%llu) "
-                     "overlap: the file is corrupt", f->path, show(v[i - 1]->name).s, (unsigned long long)v[i - 1]->begin,
-                     (unsigned long long)v[i - 1]->end, show(v[i]->name).s, (unsigned long long)v[i]->begin,
+            st = ERR(PT_ERR_USER,
+                     "%s: tensors \"%s\" (data bytes %llu..%llu) and \"%s\" (data bytes %llu..%llu) "
+                     "overlap: the file is corrupt",
+                     shown_text(f->path).s, shown_text(v[i - 1]->name).s, (unsigned long long)v[i - 1]->begin,
+                     (unsigned long long)v[i - 1]->end, shown_text(v[i]->name).s, (unsigned long long)v[i]->begin,
                      (unsigned long long)v[i]->end);
     free(v);
     return st;
@@ -375,23 +378,25 @@ static pt_status map_file(const char *path, void **map, size_t *size)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        return ERR(PT_ERR_USER, "%s: cannot open the model file: %s%s", path, strerror(e),
+        return ERR(PT_ERR_USER, "%s: cannot open the model file: %s%s", shown_text(path).s, strerror(e),
                    e == ENOENT ? " (is the download complete?)" : "");
     }
     struct stat st;
     int bad = fstat(fd, &st) != 0 ? errno : 0;
     if (bad || !S_ISREG(st.st_mode) || st.st_size == 0) {
         close(fd);
-        if (bad) return ERR(PT_ERR_USER, "%s: cannot read the model file: %s", path, strerror(bad));
-        if (!S_ISREG(st.st_mode)) return ERR(PT_ERR_USER, "%s: not a regular file: give a .safetensors file", path);
-        return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again", path);
+        if (bad) return ERR(PT_ERR_USER, "%s: cannot read the model file: %s", shown_text(path).s, strerror(bad));
+        if (!S_ISREG(st.st_mode))
+            return ERR(PT_ERR_USER, "%s: not a regular file: give a .safetensors file", shown_text(path).s);
+        return ERR(PT_ERR_USER, "%s: the file is empty (0 bytes): the download failed; fetch the file again",
+                   shown_text(path).s);
     }
     *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (*map == MAP_FAILED)
-        return ERR(e == ENOMEM ? PT_ERR_NOMEM : PT_ERR_USER, "%s: cannot map the model file into memory: %s", path,
-                   strerror(e));
+        return ERR(e == ENOMEM ? PT_ERR_NOMEM : PT_ERR_USER, "%s: cannot map the model file into memory: %s",
+                   shown_text(path).s, strerror(e));
     *size = (size_t)st.st_size;
     return PT_OK;
 }
@@ -443,10 +448,10 @@ pt_status st_read_f32(const st_tensor *t, const char *where, int64_t first, int6
 {
     if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64)
         return ERR(PT_ERR_USER, "%s: tensor %s has dtype %s; ptrain expects floating-point weights here (F32, F16, "
-                   "BF16)", where, show(t->name).s, st_dtype_name(t->dtype));
+                   "BF16)", shown_text(where).s, shown_text(t->name).s, st_dtype_name(t->dtype));
     if (first < 0 || n < 0 || first > st_numel(t) - n)
         return ERR(PT_ERR_INTERNAL, "st_read_f32: values %lld..%lld of tensor %s are out of range", (long long)first,
-                   (long long)(first + n), show(t->name).s);
+                   (long long)(first + n), shown_text(t->name).s);
     const uint8_t *p = (const uint8_t *)t->data + (size_t)first * dtypes[t->dtype].size;
     for (int64_t i = 0; i < n; i++) {
         uint16_t h;

@@ -62,12 +62,12 @@ static pt_status load_index(const char *path, json_t **map_out, json_t **root)
     json_error_t e;
     *root = jsonfile_load(path, JSON_REJECT_DUPLICATES, &e);
     if (!*root)
-        return ERR(PT_ERR_USER, "%s: does not parse: %s (line %d, column %d); fetch the model again", path, e.text,
-                   e.line, e.column);
+        return ERR(PT_ERR_USER, "%s: does not parse: %s (line %d, column %d); fetch the model again",
+                   shown_text(path).s, e.text, e.line, e.column);
     json_t *map = json_object_get(*root, "weight_map");
     if (!json_is_object(map))
         return ERR(PT_ERR_USER, "%s: no \"weight_map\" object (tensor name -> shard file): this is not a "
-                   "safetensors index; fetch the model again", path);
+                   "safetensors index; fetch the model again", shown_text(path).s);
     *map_out = map;
     return PT_OK;
 }
@@ -77,9 +77,11 @@ static pt_status shard_of(st_set *s, const char *tensor, const json_t *v, int *i
 {
     const char *shard = json_string_value(v);
     if (!shard || !*shard || strchr(shard, '/') || strcmp(shard, "..") == 0 || strcmp(shard, ".") == 0)
-        return ERR(PT_ERR_USER, "%s: weight_map[\"%.80s\"] is %s%s%s, not the name of a shard file in %s: the index is "
-                   "corrupt; fetch the model again", s->index_path, tensor, shard ? "\"" : "not a string",
-                   shard ? shard : "", shard ? "\"" : "", s->dir);
+        return ERR(PT_ERR_USER,
+                   "%s: weight_map[\"%s\"] is %s%s%s, not the name of a shard file in %s: the index is "
+                   "corrupt; fetch the model again",
+                   shown_text(s->index_path).s, shown_text(tensor).s, shard ? "\"" : "not a string",
+                   shard ? shown_text(shard).s : "", shard ? "\"" : "", shown_text(s->dir).s);
     for (int i = 0; i < s->n_files; i++)
         if (strcmp(strrchr(s->files[i].path, '/') + 1, shard) == 0) {
             *idx = i;
@@ -88,8 +90,9 @@ static pt_status shard_of(st_set *s, const char *tensor, const json_t *v, int *i
     char *path = join(s->dir, shard);
     pt_status st = exists(path, false)
                        ? add_file(s, path, idx)
-                       : ERR(PT_ERR_USER, "%s: shard %s (which holds tensor \"%.80s\") is missing from %s: the "
-                             "download is incomplete; download the model again", s->index_path, shard, tensor, s->dir);
+                       : ERR(PT_ERR_USER, "%s: shard %s (which holds tensor \"%s\") is missing from %s: the "
+                             "download is incomplete; download the model again", shown_text(s->index_path).s,
+                             shown_text(shard).s, shown_text(tensor).s, shown_text(s->dir).s);
     free(path);
     return st;
 }
@@ -110,9 +113,9 @@ static pt_status open_indexed(st_set *s)
         if (st != PT_OK) break;
         const st_tensor *t = st_find(&s->files[idx], name);
         if (!t) {
-            st = ERR(PT_ERR_USER, "%s: tensor \"%.80s\" should be in shard %s, which does not have it: the index and "
-                     "the shards come from different downloads; download the model again", s->index_path, name,
-                     json_string_value(v));
+            st = ERR(PT_ERR_USER, "%s: tensor \"%s\" should be in shard %s, which does not have it: the index and "
+                     "the shards come from different downloads; download the model again",
+                     shown_text(s->index_path).s, shown_text(name).s, shown_text(json_string_value(v)).s);
             break;
         }
         s->entries[s->n_entries++] = (st_entry){t->name, idx, t};
@@ -131,10 +134,12 @@ static pt_status no_weights(const char *dir)
     free(bin);
     free(bin_index);
     if (torch)
-        return ERR(PT_ERR_USER, "%s: the model's weights are PyTorch .bin files, which ptrain does not read; save "
-                   "them as safetensors (transformers: model.save_pretrained(dir, safe_serialization=True))", dir);
+        return ERR(PT_ERR_USER,
+                   "%s: the model's weights are PyTorch .bin files, which ptrain does not read; save "
+                   "them as safetensors (transformers: model.save_pretrained(dir, safe_serialization=True))",
+                   shown_text(dir).s);
     return ERR(PT_ERR_USER, "%s: no model.safetensors or " INDEX_NAME " in this directory; give a Hugging Face "
-               "model directory (config.json and *.safetensors) or a .gguf file", dir);
+               "model directory (config.json and *.safetensors) or a .gguf file", shown_text(dir).s);
 }
 
 static pt_status open_set(st_set *s, const char *path)

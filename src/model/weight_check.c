@@ -161,16 +161,19 @@ static pt_status bad_value(const char *file, const char *tensor, const char *typ
 {
     if (values == 1) {
         if (cols <= 0)
-            return ERR(PT_ERR_USER, "%s: tensor %s (%s) holds %s at element %lld: %s", file, tensor, type,
-                       number(s->value), (long long)s->bad, fix);
-        return ERR(PT_ERR_USER, "%s: tensor %s (%s) holds %s at element %lld (row %lld, column %lld): %s", file,
-                   tensor, type, number(s->value), (long long)s->bad, (long long)(s->bad / cols),
-                   (long long)(s->bad % cols), fix);
+            return ERR(PT_ERR_USER, "%s: tensor %s (%s) holds %s at element %lld: %s", shown_text(file).s,
+                       shown_text(tensor).s, type, number(s->value), (long long)s->bad, fix);
+        return ERR(PT_ERR_USER, "%s: tensor %s (%s) holds %s at element %lld (row %lld, column %lld): %s",
+                   shown_text(file).s, shown_text(tensor).s, type, number(s->value), (long long)s->bad,
+                   (long long)(s->bad / cols), (long long)(s->bad % cols), fix);
     }
     int64_t first = s->bad * values;
-    return ERR(PT_ERR_USER, "%s: tensor %s (%s) holds %s in the fp16 %s of block %lld (its values %lld to %lld, row "
-               "%lld): %s", file, tensor, type, number(s->value), s->field ? "min" : "scale", (long long)s->bad,
-               (long long)first, (long long)(first + values - 1), (long long)(cols > 0 ? first / cols : 0), fix);
+    return ERR(PT_ERR_USER,
+               "%s: tensor %s (%s) holds %s in the fp16 %s of block %lld (its values %lld to %lld, row "
+               "%lld): %s",
+               shown_text(file).s, shown_text(tensor).s, type, number(s->value), s->field ? "min" : "scale",
+               (long long)s->bad, (long long)first, (long long)(first + values - 1),
+               (long long)(cols > 0 ? first / cols : 0), fix);
 }
 
 /* Count a matrix, zero or not, by its role. */
@@ -230,8 +233,8 @@ static pt_status nf4_part(const char *file, const char *tensor, const char *part
     scan s;
     scan32((const uint8_t *)v, n, &s);
     if (s.bad >= 0)
-        return ERR(PT_ERR_USER, "%s: %s.%s[%lld] is %s (bitsandbytes NF4): %s", file, tensor, part, (long long)s.bad,
-                   number(s.value), fix);
+        return ERR(PT_ERR_USER, "%s: %s.%s[%lld] is %s (bitsandbytes NF4): %s", shown_text(file).s,
+                   shown_text(tensor).s, part, (long long)s.bad, number(s.value), fix);
     if (zero) *zero = s.zero;
     return PT_OK;
 }
@@ -257,17 +260,21 @@ pt_status weight_verdict(const weight_tally *t)
 {
     double uniform = log((double)(t->vocab > 1 ? t->vocab : 2));
     if (t->zero_embedding[0])
-        return ERR(PT_ERR_USER, "%s: tensor %s is all zeros: every input would give the same output and training "
-                   "would stay at loss = ln(vocab) = %.4f; %s", t->model, t->zero_embedding, uniform, fix);
+        return ERR(PT_ERR_USER,
+                   "%s: tensor %s is all zeros: every input would give the same output and training "
+                   "would stay at loss = ln(vocab) = %.4f; %s",
+                   shown_text(t->model).s, shown_text(t->zero_embedding).s, uniform, fix);
     if (t->projections > 0 && t->zero_projections == t->projections)
-        return ERR(PT_ERR_USER, "%s: every projection matrix (%d, e.g. %s) is all zeros: the model is a placeholder or "
-                   "damaged and would train at about loss = ln(vocab) = %.4f; %s", t->model, t->projections,
-                   t->zero_names[0], uniform, fix);
+        return ERR(PT_ERR_USER,
+                   "%s: every projection matrix (%d, e.g. %s) is all zeros: the model is a placeholder or "
+                   "damaged and would train at about loss = ln(vocab) = %.4f; %s",
+                   shown_text(t->model).s, t->projections, shown_text(t->zero_names[0]).s, uniform, fix);
     for (int i = 0; i < t->zero_projections && i < WEIGHT_ZERO_NAMED; i++)
         log_warn("%s: tensor %s is all zeros: that projection contributes nothing (its LoRA adapter still trains); "
-                 "is the file damaged?", t->model, t->zero_names[i]);
+                 "is the file damaged?", shown_text(t->model).s, shown_text(t->zero_names[i]).s);
     if (t->zero_projections > WEIGHT_ZERO_NAMED)
-        log_warn("%s: %d more projection matrices are all zeros", t->model, t->zero_projections - WEIGHT_ZERO_NAMED);
+        log_warn("%s: %d more projection matrices are all zeros", shown_text(t->model).s,
+                 t->zero_projections - WEIGHT_ZERO_NAMED);
     return PT_OK;
 }
 

@@ -233,7 +233,8 @@ pt_status tok_sb_append(strbuf *sb, const char *p, size_t n)
 pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *out)
 {
     if (id < 0 || id >= tok->n_tok || !(tok->tok[id].flags & TOKF_PRESENT))
-        return ERR(PT_ERR_USER, "token id %d is not in the vocabulary of %s (%d ids)", id, tok->source, tok->n_tok);
+        return ERR(PT_ERR_USER, "token id %d is not in the vocabulary of %s (%d ids)", id, shown_text(tok->source).s,
+                   tok->n_tok);
     return tok_sb_append(out, tok->bytes + tok->tok[id].off, tok->tok[id].len);
 }
 

@@ -203,7 +203,7 @@ static pt_status render_alpaca(const char *bos, const char *eos, const chat_mess
         else
             return ERR(PT_ERR_USER,
                        "chat template alpaca: message %d has role \"%s\" (alpaca has user, input and assistant, "
-                       "and system first)", i, msgs[i].role);
+                       "and system first)", i, shown_text(msgs[i].role).s);
     }
     if (gen) sb_printf(out, "### Response:\n");
     return PT_OK;
@@ -217,7 +217,7 @@ static pt_status turn_order(const char *name, const chat_message *msgs, int i, i
     return ERR(PT_ERR_USER,
                "chat template %s: message %d has role \"%s\" where a %s turn belongs (%s takes an optional system "
                "message, then user and assistant turns alternating, starting with user)",
-               name, i, msgs[i].role, k % 2 == 0 ? "user" : "non-user", name);
+               shown_text(name).s, i, shown_text(msgs[i].role).s, k % 2 == 0 ? "user" : "non-user", shown_text(name).s);
 }
 
 static pt_status render_gemma(const char *bos, const char *eos, const chat_message *msgs, int n, bool gen, strbuf *out)
@@ -252,8 +252,10 @@ static pt_status render_mistral(const char *bos, const char *eos, const chat_mes
         else if (is_role(&msgs[i], "assistant"))
             sb_printf(out, " %s%s", msgs[i].content, eos ? eos : "</s>");
         else
-            return ERR(PT_ERR_USER, "chat template mistral: message %d has role \"%s\" (mistral has user and assistant, "
-                       "and system first)", i, msgs[i].role);
+            return ERR(PT_ERR_USER,
+                       "chat template mistral: message %d has role \"%s\" (mistral has user and assistant, "
+                       "and system first)",
+                       i, shown_text(msgs[i].role).s);
     }
     return PT_OK;
 }
@@ -280,7 +282,7 @@ static pt_status render_mistral_v3(const char *bos, const char *eos, const chat_
             sb_printf(out, " %.*s%s", (int)len, msgs[i].content + start, eos ? eos : "</s>");
         } else {
             return ERR(PT_ERR_USER, "chat template mistral-v3: message %d has role \"%s\" (mistral-v3 has user and "
-                       "assistant, and system first)", i, msgs[i].role);
+                       "assistant, and system first)", i, shown_text(msgs[i].role).s);
         }
     }
     return PT_OK;
@@ -315,7 +317,7 @@ pt_status chat_render_with_tokens(const char *name, const char *bos, const char 
         if (strcmp(name, templates[k].name) == 0) return templates[k].fn(bos, eos, msgs, n, add_generation_prompt, out);
     return ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: chatml, smollm2, qwen2.5, llama-3, llama-3.1, "
                "llama-3.2, alpaca, gemma, mistral, mistral-v3)",
-               name ? name : "(null)");
+               name ? shown_text(name).s : "(null)");
 }
 
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt, strbuf *out)

@@ -308,14 +308,17 @@ pt_status charsmap_load(const char *source, const char *where, const uint8_t *bl
     *out = NULL;
     size_t units = len >= 4 ? le32(blob) / 4 : 0;
     if (len < 4 || units > (len - 4) / 4)
-        return ERR(PT_ERR_USER, "%s: %s: a precompiled_charsmap of %zu bytes is cut off (its trie needs %zu); the "
-                   "model's tokenizer file is damaged: download it again", source, where, len, len >= 4 ? 4 + 4 * units : 4);
-    if (units == 0) return ERR(PT_ERR_USER, "%s: %s: the precompiled_charsmap's trie is empty", source, where);
+        return ERR(PT_ERR_USER,
+                   "%s: %s: a precompiled_charsmap of %zu bytes is cut off (its trie needs %zu); the "
+                   "model's tokenizer file is damaged: download it again",
+                   shown_text(source).s, where, len, len >= 4 ? 4 + 4 * units : 4);
+    if (units == 0)
+        return ERR(PT_ERR_USER, "%s: %s: the precompiled_charsmap's trie is empty", shown_text(source).s, where);
     const uint8_t *repl = blob + 4 + 4 * units;
     size_t repl_len = len - 4 - 4 * units, bad = utf8_bad_at(repl, repl_len);
     if (bad < repl_len)
         return ERR(PT_ERR_USER, "%s: %s: the precompiled_charsmap's replacements are not valid UTF-8 (at byte %zu of "
-                   "them)", source, where, bad);
+                   "them)", shown_text(source).s, where, bad);
     charsmap *m = calloc(1, sizeof *m);
     if (m) m->array = malloc(units * sizeof *m->array), m->repl = malloc(repl_len + 1);
     if (!m || !m->array || !m->repl) {
@@ -354,7 +357,8 @@ pt_status base64_decode(const char *source, const char *where, const char *s, si
 {
     size_t pad = len >= 1 && s[len - 1] == '=' ? (len >= 2 && s[len - 2] == '=' ? 2 : 1) : 0;
     if (len % 4 != 0)
-        return ERR(PT_ERR_USER, "%s: %s: not base64 (%zu characters, not a multiple of 4)", source, where, len);
+        return ERR(PT_ERR_USER, "%s: %s: not base64 (%zu characters, not a multiple of 4)", shown_text(source).s, where,
+                   len);
     uint8_t *b = malloc(len / 4 * 3 + 1);
     TRY_ALLOC(b);
     size_t n = 0;
@@ -363,7 +367,7 @@ pt_status base64_decode(const char *source, const char *where, const char *s, si
         int v = b64_value(s[i]);
         if (v < 0) {
             free(b);
-            return ERR(PT_ERR_USER, "%s: %s: not base64 (character %zu)", source, where, i);
+            return ERR(PT_ERR_USER, "%s: %s: not base64 (character %zu)", shown_text(source).s, where, i);
         }
         acc = acc << 6 | (uint32_t)v;
         if (i % 4 == 3) {
@@ -375,7 +379,7 @@ pt_status base64_decode(const char *source, const char *where, const char *s, si
     if (pad == 1) b[n++] = (uint8_t)(acc >> 10), b[n++] = (uint8_t)(acc >> 2);
     if ((pad == 2 && (acc & 0xf)) || (pad == 1 && (acc & 0x3))) {
         free(b);
-        return ERR(PT_ERR_USER, "%s: %s: not base64 (bits left over at the end)", source, where);
+        return ERR(PT_ERR_USER, "%s: %s: not base64 (bits left over at the end)", shown_text(source).s, where);
     }
     *out = b;
     *out_len = n;

@@ -82,7 +82,7 @@ __attribute__((format(printf, 4, 5))) static pt_status pb_fail(const pb_reader *
     const char *msg_name = *r->where ? r->where : "ModelProto";
     snprintf(place, sizeof place, "%s%s%s", msg_name, *field ? "." : "", field);
     return ERR(PT_ERR_USER, "%s: byte %zu: %s: %s; the file is damaged or not a SentencePiece model: download the "
-               "model's tokenizer.model again", r->m->source, at, place, msg);
+               "model's tokenizer.model again", shown_text(r->m->source).s, at, place, msg);
 }
 
 /* A varint at buf[*pos, end): 0, or 1 when it runs past end, or 2 when it is longer than 10 bytes. */
@@ -266,7 +266,7 @@ pt_status spm_model_parse(const char *source, const uint8_t *data, size_t size, 
 static pt_status spm_slurp(const char *path, uint8_t **data, size_t *size)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return ERR(PT_ERR_USER, "%s: cannot open: %s", shown_text(path).s, strerror(errno));
     uint8_t *buf = malloc(SPM_MAX_FILE + 1);
     size_t n = buf ? fread(buf, 1, SPM_MAX_FILE + 1, f) : 0;
     bool bad = buf && ferror(f);
@@ -274,8 +274,8 @@ static pt_status spm_slurp(const char *path, uint8_t **data, size_t *size)
     if (!buf) return ERR(PT_ERR_NOMEM, "out of memory");
     if (bad || n > SPM_MAX_FILE) {
         free(buf);
-        return bad ? ERR(PT_ERR_USER, "%s: cannot read: %s", path, strerror(errno ? errno : EIO))
-                   : ERR(PT_ERR_USER, "%s: larger than 256 MiB, which no SentencePiece model is", path);
+        return bad ? ERR(PT_ERR_USER, "%s: cannot read: %s", shown_text(path).s, strerror(errno ? errno : EIO))
+                   : ERR(PT_ERR_USER, "%s: larger than 256 MiB, which no SentencePiece model is", shown_text(path).s);
     }
     uint8_t *shrunk = realloc(buf, n ? n : 1);
     *data = shrunk ? shrunk : buf;

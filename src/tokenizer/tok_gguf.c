@@ -43,15 +43,15 @@ static pt_status gguf_pre(pt_tokenizer *t, const gguf_file *f)
 {
     const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.pre");
     if (kv && kv->type != GGUF_TYPE_STRING)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre: expected a string", f->path);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre: expected a string", shown_text(f->path).s);
     gguf_str pre = {"", 0};
     if (kv) TRY(gguf_get_str(f, "tokenizer.ggml.pre", &pre));
     for (size_t i = 0; i < sizeof gguf_pre_names / sizeof gguf_pre_names[0]; i++)
         if (gguf_str_eq(pre, gguf_pre_names[i].name)) return gguf_pre_steps(t, gguf_pre_names[i].kind);
     return ERR(PT_ERR_UNSUPPORTED,
-               "%s: tokenizer.ggml.pre \"%.*s\" is not supported (supported: gpt2, llama-bpe, llama3, llama-v3, qwen2, "
+               "%s: tokenizer.ggml.pre \"%s\" is not supported (supported: gpt2, llama-bpe, llama3, llama-v3, qwen2, "
                "deepseek-r1-qwen, smollm, starcoder, refact)",
-               f->path, (int)pre.len, pre.data);
+               shown_text(f->path).s, shown_bytes(pre.data, pre.len).s);
 }
 
 static const gguf_kv *gguf_array_of(const gguf_file *f, const char *key, bool strings)
@@ -66,9 +66,11 @@ static const gguf_kv *gguf_array_of(const gguf_file *f, const char *key, bool st
 static pt_status gguf_tokens(pt_tokenizer *t, const gguf_file *f, smap *names)
 {
     const gguf_kv *tokens = gguf_array_of(f, "tokenizer.ggml.tokens", true);
-    if (!tokens) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", f->path);
+    if (!tokens)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", shown_text(f->path).s);
     if (tokens->count == 0 || tokens->count >= TOK_MAX_ID)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", f->path, (unsigned long long)tokens->count);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", shown_text(f->path).s,
+                   (unsigned long long)tokens->count);
     if (!tok_smap_init(names, tokens->count)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < tokens->count; i++) {
         gguf_str s = gguf_array_str(tokens, i);
@@ -86,7 +88,7 @@ static pt_status gguf_added(pt_tokenizer *t, const gguf_file *f)
     if (!types) return PT_OK;
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     if (types->count != tokens->count)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type: %llu entries for %llu tokens", f->path,
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type: %llu entries for %llu tokens", shown_text(f->path).s,
                    (unsigned long long)types->count, (unsigned long long)tokens->count);
     for (int pass = 0; pass < 2; pass++)
         for (uint64_t i = 0; i < types->count; i++) {
@@ -103,8 +105,10 @@ static pt_status gguf_added(pt_tokenizer *t, const gguf_file *f)
 static pt_status gguf_merges(pt_tokenizer *t, const gguf_file *f, const smap *names)
 {
     const gguf_kv *merges = gguf_array_of(f, "tokenizer.ggml.merges", true);
-    if (!merges) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: missing or not an array of strings", f->path);
-    if (merges->count >= TOK_MAX_ID) return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: too many", f->path);
+    if (!merges)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: missing or not an array of strings", shown_text(f->path).s);
+    if (merges->count >= TOK_MAX_ID)
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.merges: too many", shown_text(f->path).s);
     if (!tok_pmap_init(&t->merges, merges->count)) return ERR(PT_ERR_NOMEM, "out of memory");
     for (uint64_t i = 0; i < merges->count; i++) {
         gguf_str m = gguf_array_str(merges, i);
@@ -113,7 +117,7 @@ static pt_status gguf_merges(pt_tokenizer *t, const gguf_file *f, const smap *na
         const char *right;
         size_t llen, rlen;
         if (!tok_merge_split(m.data, m.len, &llen, &right, &rlen))
-            return ERR(PT_ERR_USER, "%s: %s: expected \"left right\"", f->path, where);
+            return ERR(PT_ERR_USER, "%s: %s: expected \"left right\"", shown_text(f->path).s, where);
         TRY(tok_merge(t, names, where, (int32_t)i, m.data, llen, right, rlen));
     }
     return PT_OK;
@@ -124,7 +128,8 @@ pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *k
     uint32_t v = UINT32_MAX;
     TRY(gguf_opt_u32(f, key, &v));
     if (v == UINT32_MAX) return PT_OK;
-    if (v >= (uint32_t)t->n_tok) return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%d tokens)", f->path, key, v, t->n_tok);
+    if (v >= (uint32_t)t->n_tok)
+        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%d tokens)", shown_text(f->path).s, key, v, t->n_tok);
     *id = (int32_t)v;
     return PT_OK;
 }
@@ -136,8 +141,8 @@ static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
     *kind = gguf_str_eq(model, "llama") ? TOK_SPM : TOK_BYTE_LEVEL;
     if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "llama")) return PT_OK;
     return ERR(PT_ERR_UNSUPPORTED,
-               "%s: tokenizer.ggml.model \"%.*s\" is not supported (supported: \"gpt2\", byte-level BPE, and "
-               "\"llama\", SentencePiece BPE)", f->path, (int)model.len, model.data);
+               "%s: tokenizer.ggml.model \"%s\" is not supported (supported: \"gpt2\", byte-level BPE, and "
+               "\"llama\", SentencePiece BPE)", shown_text(f->path).s, shown_bytes(model.data, model.len).s);
 }
 
 /* The chat template stored with the model, if any. */

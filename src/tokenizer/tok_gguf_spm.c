@@ -66,7 +66,8 @@ static pt_status spm_token(pt_tokenizer *t, const spm_src *src, uint64_t i)
 {
     gguf_str s = gguf_array_str(src->tokens, i);
     if (tok_utf8_invalid_at(s.data, s.len) < s.len)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu]: not valid UTF-8", t->source, (unsigned long long)i);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens[%llu]: not valid UTF-8", shown_text(t->source).s,
+                   (unsigned long long)i);
     if (!src->gemma || !gemma_space_token(s.data, s.len))
         return tok_set(t, (int32_t)i, s.data, s.len, TOKF_MODEL, true);
     size_t n = utf8_count(s.data, s.len);
@@ -89,7 +90,8 @@ static pt_status spm_tokens(pt_tokenizer *t, spm_src *src)
 {
     uint64_t n = src->tokens->count;
     if (n == 0 || n >= TOK_MAX_ID)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", t->source, (unsigned long long)n);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %llu tokens", shown_text(t->source).s,
+                   (unsigned long long)n);
     for (uint64_t i = 0; i < n; i++) {
         TRY(spm_token(t, src, i));
         if (t->tok[i].slen > src->max_len) src->max_len = t->tok[i].slen;
@@ -115,14 +117,15 @@ static pt_status spm_scores(pt_tokenizer *t, spm_src *src)
     const char *key = "tokenizer.ggml.scores";
     if (!gguf_find(src->f, key) && src->gemma) return PT_OK; /* Gemma ranks by file order */
     if (gguf_get_array(src->f, key, GGUF_TYPE_F32, &src->scores) != PT_OK)
-        return ERR(PT_ERR_USER, "%s: %s: missing or not an array of numbers (SentencePiece BPE ranks its merges by them)",
-                   t->source, key);
+        return ERR(PT_ERR_USER,
+                   "%s: %s: missing or not an array of numbers (SentencePiece BPE ranks its merges by them)",
+                   shown_text(t->source).s, key);
     if (src->scores->count != src->tokens->count)
-        return ERR(PT_ERR_USER, "%s: %s: %llu scores for %llu tokens", t->source, key,
+        return ERR(PT_ERR_USER, "%s: %s: %llu scores for %llu tokens", shown_text(t->source).s, key,
                    (unsigned long long)src->scores->count, (unsigned long long)src->tokens->count);
     for (uint64_t i = 0; i < src->scores->count; i++)
         if (isnan(gguf_array_f32(src->scores, i)))
-            return ERR(PT_ERR_USER, "%s: %s[%llu]: not a number", t->source, key, (unsigned long long)i);
+            return ERR(PT_ERR_USER, "%s: %s[%llu]: not a number", shown_text(t->source).s, key, (unsigned long long)i);
     return PT_OK;
 }
 
@@ -132,12 +135,13 @@ static pt_status spm_type_check(const pt_tokenizer *t, const spm_src *src, uint6
     if (type < 0 || type > GGUF_TOKEN_TYPE_MAX)
         return ERR(PT_ERR_USER,
                    "%s: tokenizer.ggml.token_type[%llu]: %lld is not a token type (0 to 6: undefined, normal, unknown, "
-                   "control, user-defined, unused, byte)", t->source, (unsigned long long)i, (long long)type);
+                   "control, user-defined, unused, byte)",
+                   shown_text(t->source).s, (unsigned long long)i, (long long)type);
     size_t len;
     const char *s = spm_spelling(t, (int32_t)i, &len);
     if (type == GGUF_TOKEN_BYTE && tok_spm_byte_value(s, len) < 0)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type[%llu]: a byte token (6) spelled \"%.*s\" (byte tokens are "
-                   "<0x00> to <0xFF>)", t->source, (unsigned long long)i, (int)(len > 40 ? 40 : len), s);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.token_type[%llu]: a byte token (6) spelled \"%s\" (byte tokens are "
+                   "<0x00> to <0xFF>)", shown_text(t->source).s, (unsigned long long)i, shown_bytes(s, len).s);
     return PT_OK;
 }
 
@@ -146,9 +150,9 @@ static pt_status spm_types(pt_tokenizer *t, spm_src *src)
     const char *key = "tokenizer.ggml.token_type";
     if (!gguf_find(src->f, key)) return PT_OK;
     if (gguf_get_array(src->f, key, GGUF_TYPE_I32, &src->types) != PT_OK)
-        return ERR(PT_ERR_USER, "%s: %s: not an array of integers", t->source, key);
+        return ERR(PT_ERR_USER, "%s: %s: not an array of integers", shown_text(t->source).s, key);
     if (src->types->count != src->tokens->count)
-        return ERR(PT_ERR_USER, "%s: %s: %llu entries for %llu tokens", t->source, key,
+        return ERR(PT_ERR_USER, "%s: %s: %llu entries for %llu tokens", shown_text(t->source).s, key,
                    (unsigned long long)src->types->count, (unsigned long long)src->tokens->count);
     for (uint64_t i = 0; i < src->types->count; i++) TRY(spm_type_check(t, src, i));
     return PT_OK;
@@ -166,7 +170,7 @@ static pt_status spm_byte_table(pt_tokenizer *t, const spm_src *src)
     }
     if (have > 0 && have < 256)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: the byte tokens are incomplete: <0x%02X> is missing (%d of "
-                   "<0x00> to <0xFF> are there; byte fallback needs all 256)", t->source, missing, have);
+                   "<0x00> to <0xFF> are there; byte fallback needs all 256)", shown_text(t->source).s, missing, have);
     t->byte_fallback = have == 256;
     return PT_OK;
 }
@@ -254,7 +258,7 @@ static pt_status spm_merges(pt_tokenizer *t, const spm_src *src)
     if (l.n > 1) qsort(l.v, l.n, sizeof *l.v, spm_merge_cmp);
     if (l.n >= INT32_MAX / 4) {
         free(l.v);
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %zu merges, too many", t->source, l.n);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: %zu merges, too many", shown_text(t->source).s, l.n);
     }
     bool ok = tok_pmap_init(&t->merges, l.n);
     for (size_t i = 0; ok && i < l.n; i++) tok_pmap_put(&t->merges, l.v[i].a, l.v[i].b, (int32_t)i, l.v[i].id);
@@ -344,7 +348,8 @@ pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f)
     t->kind = TOK_SPM;
     spm_src src = {.f = f, .gemma = spm_is_gemma(f)};
     if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &src.tokens) != PT_OK)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings", t->source);
+        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings",
+                   shown_text(t->source).s);
     pt_status rc = spm_build_src(t, &src);
     tok_smap_free(&src.last);
     tok_smap_free(&src.first);

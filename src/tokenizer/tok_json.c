@@ -23,18 +23,20 @@ __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_st
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ERR(st, "%s: %s: %s", file, path, msg);
+    return ERR(st, "%s: %s: %s", shown_text(file).s, path, msg);
 }
 
 pt_status tok_json_open(const char *path, json_t **root)
 {
-    if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", path, strerror(errno));
+    if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", shown_text(path).s, strerror(errno));
     json_error_t je;
     *root = jsonfile_load(path, 0, &je); /* duplicate keys: the last wins, as in HF; big integers as reals */
-    if (!*root) return ERR(PT_ERR_USER, "%s: invalid JSON at line %d, column %d: %s", path, je.line, je.column, je.text);
+    if (!*root)
+        return ERR(PT_ERR_USER, "%s: invalid JSON at line %d, column %d: %s", shown_text(path).s, je.line, je.column,
+                   je.text);
     if (!json_is_object(*root)) {
         json_decref(*root);
-        return ERR(PT_ERR_USER, "%s: expected a JSON object at the top", path);
+        return ERR(PT_ERR_USER, "%s: expected a JSON object at the top", shown_text(path).s);
     }
     return PT_OK;
 }
@@ -86,8 +88,8 @@ static pt_status json_vocab(pt_tokenizer *t, const json_t *vocab, smap *names)
         const json_t *v = json_object_iter_value(it);
         json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
         if (id < 0 || id >= TOK_MAX_ID)
-            return tok_jerr(t->source, PT_ERR_USER, "model.vocab", "\"%.*s\": expected an id from 0 to %d", (int)klen, key,
-                            TOK_MAX_ID - 1);
+            return tok_jerr(t->source, PT_ERR_USER, "model.vocab", "\"%s\": expected an id from 0 to %d",
+                            shown_bytes(key, klen).s, TOK_MAX_ID - 1);
         TRY(tok_set(t, (int32_t)id, key, klen, TOKF_MODEL, false));
         if (!tok_smap_put(names, key, klen, (int32_t)id)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
@@ -132,7 +134,8 @@ static pt_status json_unk(pt_tokenizer *t, const json_t *m, const smap *names)
     if (!json_is_string(unk)) return tok_jerr(t->source, PT_ERR_USER, "model.unk_token", "expected a string or null");
     t->unk = tok_smap_get(names, json_string_value(unk), json_string_length(unk));
     if (t->unk < 0)
-        return tok_jerr(t->source, PT_ERR_USER, "model.unk_token", "\"%s\" is not in model.vocab", json_string_value(unk));
+        return tok_jerr(t->source, PT_ERR_USER, "model.unk_token", "\"%s\" is not in model.vocab",
+                        shown_text(json_string_value(unk)).s);
     return PT_OK;
 }
 
@@ -284,7 +287,9 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     if (!v || json_is_null(v)) return PT_OK;
     if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, key, "expected a string, {\"content\": ...} or null");
     *id = tok_find_text(t, json_string_value(v), json_string_length(v));
-    if (*id < 0) return tok_jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", json_string_value(v), t->source);
+    if (*id < 0)
+        return tok_jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", shown_text(json_string_value(v)).s,
+                        shown_text(t->source).s);
     return PT_OK;
 }
 

@@ -21,7 +21,8 @@ pt_status tok_new(const char *source, pt_tokenizer **out)
 
 pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off)
 {
-    if (t->bytes_len + len > UINT32_MAX) return ERR(PT_ERR_USER, "%s: the vocabulary is too large", t->source);
+    if (t->bytes_len + len > UINT32_MAX)
+        return ERR(PT_ERR_USER, "%s: the vocabulary is too large", shown_text(t->source).s);
     if (t->bytes_len + len > t->bytes_cap) {
         size_t cap = t->bytes_cap ? t->bytes_cap * 2 : 1 << 16;
         while (cap < t->bytes_len + len) cap *= 2;
@@ -139,9 +140,11 @@ pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32
     if (a < 0 || b < 0 || id < 0) {
         const char *miss = a < 0 ? left : b < 0 ? right : NULL;
         int mlen = (int)(a < 0 ? llen : rlen);
-        if (miss) return ERR(PT_ERR_USER, "%s: %s: \"%.*s\" is not in the vocabulary", t->source, where, mlen, miss);
-        return ERR(PT_ERR_USER, "%s: %s: the merged token \"%.*s%.*s\" is not in the vocabulary", t->source, where,
-                   (int)llen, left, (int)rlen, right);
+        if (miss)
+            return ERR(PT_ERR_USER, "%s: %s: \"%s\" is not in the vocabulary", shown_text(t->source).s, where,
+                       shown_bytes(miss, (size_t)mlen).s);
+        return ERR(PT_ERR_USER, "%s: %s: the merged token \"%s%s\" is not in the vocabulary", shown_text(t->source).s,
+                   where, shown_bytes(left, llen).s, shown_bytes(right, rlen).s);
     }
     tok_pmap_put(&t->merges, a, b, rank, id);
     return PT_OK;

@@ -55,14 +55,14 @@ pt_status tok_norm_add_replace(pt_tokenizer *t, const char *where, const char *p
                                const char *content, size_t clen)
 {
     norm_step st = {.kind = NORM_REPLACE};
-    if (plen == 0) return ERR(PT_ERR_USER, "%s: %s: the pattern is empty", t->source, where);
+    if (plen == 0) return ERR(PT_ERR_USER, "%s: %s: the pattern is empty", shown_text(t->source).s, where);
     TRY(tok_regex_compile(t->source, where, pat, plen, literal, 0, &st.re, &st.jit));
     uint32_t minlen = 1;
     pcre2_pattern_info(st.re, PCRE2_INFO_MINLENGTH, &minlen);
     if (minlen == 0) {
         pcre2_code_free(st.re);
         return ERR(PT_ERR_UNSUPPORTED, "%s: %s: a Replace pattern that can match the empty string is not supported",
-                   t->source, where);
+                   shown_text(t->source).s, where);
     }
     return norm_push(t, st, content, clen);
 }

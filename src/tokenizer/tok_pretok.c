@@ -12,7 +12,8 @@
 #include "tok_impl.h"
 
 /* Unicode White_Space as class members */
-#define WS_MEMBERS "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+#define WS_MEMBERS                                                                                                     \
+    "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
 void tok_rbuf_put(rbuf *b, const char *s, size_t n)
 {
@@ -86,7 +87,8 @@ pt_status tok_regex_compile(const char *source, const char *where, const char *p
     if (!*re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return ERR(PT_ERR_USER, "%s: %s: invalid regex \"%.*s\": %s", source, where, (int)len, pat, (char *)msg);
+        return ERR(PT_ERR_USER, "%s: %s: invalid regex \"%s\": %s", shown_text(source).s, where,
+                   shown_bytes(pat, len).s, (char *)msg);
     }
     *jit = pcre2_jit_compile(*re, PCRE2_JIT_COMPLETE) == 0;
     return PT_OK;
@@ -171,7 +173,7 @@ pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s,
     if (rc < 0) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(rc, msg, sizeof msg);
-        return ERR(PT_ERR_INTERNAL, "%s: pre-tokenizer regex failed: %s", c->tok->source, (char *)msg);
+        return ERR(PT_ERR_INTERNAL, "%s: pre-tokenizer regex failed: %s", shown_text(c->tok->source).s, (char *)msg);
     }
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
     *ms = ov[0];

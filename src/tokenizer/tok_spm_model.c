@@ -32,10 +32,10 @@
 
 static pt_status sm_check_piece(const pt_tokenizer *t, const spm_piece *p, size_t i)
 {
-    if (p->text.len == 0) return ERR(PT_ERR_USER, "%s: pieces[%zu]: an empty piece", t->source, i);
+    if (p->text.len == 0) return ERR(PT_ERR_USER, "%s: pieces[%zu]: an empty piece", shown_text(t->source).s, i);
     if (tok_utf8_invalid_at(p->text.p, p->text.len) < p->text.len)
-        return ERR(PT_ERR_USER, "%s: pieces[%zu]: the piece is not valid UTF-8", t->source, i);
-    if (isnan(p->score)) return ERR(PT_ERR_USER, "%s: pieces[%zu].score: not a number", t->source, i);
+        return ERR(PT_ERR_USER, "%s: pieces[%zu]: the piece is not valid UTF-8", shown_text(t->source).s, i);
+    if (isnan(p->score)) return ERR(PT_ERR_USER, "%s: pieces[%zu].score: not a number", shown_text(t->source).s, i);
     return PT_OK;
 }
 
@@ -44,10 +44,11 @@ static pt_status sm_check(const pt_tokenizer *t, const spm_model *m)
     static const char *const types[] = {"", "Unigram", "BPE", "word", "char"};
     if (m->model_type != SPM_BPE)
         return ERR(PT_ERR_UNSUPPORTED, "%s: trainer_spec.model_type is %s: ptrain reads SentencePiece BPE models only "
-                   "(those of Llama 2, Mistral, Gemma), not %s ones", t->source, types[m->model_type],
+                   "(those of Llama 2, Mistral, Gemma), not %s ones", shown_text(t->source).s, types[m->model_type],
                    types[m->model_type]);
     if ((size_t)m->n_pieces >= TOK_MAX_ID)
-        return ERR(PT_ERR_USER, "%s: %zu pieces, more than ptrain takes (%d)", t->source, m->n_pieces, TOK_MAX_ID);
+        return ERR(PT_ERR_USER, "%s: %zu pieces, more than ptrain takes (%d)", shown_text(t->source).s, m->n_pieces,
+                   TOK_MAX_ID);
     for (size_t i = 0; i < m->n_pieces; i++) TRY(sm_check_piece(t, &m->pieces[i], i));
     return PT_OK;
 }
@@ -60,8 +61,8 @@ static pt_status sm_vocab(pt_tokenizer *t, const spm_model *m, smap *names)
         const spm_str *s = &m->pieces[i].text;
         int32_t dup = tok_smap_get(names, s->p, s->len);
         if (dup >= 0)
-            return ERR(PT_ERR_USER, "%s: pieces[%zu]: \"%.*s\" repeats pieces[%d]", t->source, i,
-                       (int)(s->len > 60 ? 60 : s->len), s->p, dup);
+            return ERR(PT_ERR_USER, "%s: pieces[%zu]: \"%s\" repeats pieces[%d]", shown_text(t->source).s, i,
+                       shown_bytes(s->p, s->len).s, dup);
         TRY(tok_set(t, (int32_t)i, s->p, s->len, TOKF_MODEL, true));
         if (!tok_smap_put(names, s->p, s->len, (int32_t)i)) return ERR(PT_ERR_NOMEM, "out of memory");
     }
@@ -216,8 +217,8 @@ static pt_status sm_generic(pt_tokenizer *t, const spm_model *m, const smap *nam
 {
     t->unk = tok_smap_get(names, m->unk_piece.p, m->unk_piece.len);
     if (t->unk < 0)
-        return ERR(PT_ERR_USER, "%s: trainer_spec.unk_piece \"%.*s\" is not a piece", t->source,
-                   (int)(m->unk_piece.len > 60 ? 60 : m->unk_piece.len), m->unk_piece.p);
+        return ERR(PT_ERR_USER, "%s: trainer_spec.unk_piece \"%s\" is not a piece", shown_text(t->source).s,
+                   shown_bytes(m->unk_piece.p, m->unk_piece.len).s);
     t->byte_fallback = t->dec_bytes = m->byte_fallback;
     t->fuse_unk = true;
     TRY(sm_normalizer(t, m, legacy));
@@ -275,9 +276,9 @@ pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, siz
         json_error_t je;
         cfg = jsonfile_loadb(config_json, strlen(config_json), 0, &je);
         if (!json_is_object(cfg)) {
-            pt_status rc = cfg ? ERR(PT_ERR_USER, "%s: tokenizer_config.json: not a JSON object", source)
+            pt_status rc = cfg ? ERR(PT_ERR_USER, "%s: tokenizer_config.json: not a JSON object", shown_text(source).s)
                                : ERR(PT_ERR_USER, "%s: tokenizer_config.json: invalid JSON at line %d, column %d: %s",
-                                     source, je.line, je.column, je.text);
+                                     shown_text(source).s, je.line, je.column, je.text);
             json_decref(cfg);
             return rc;
         }

@@ -91,8 +91,8 @@ static void describe(strbuf *sb, const file_record *f)
         sb_printf(sb, "none");
         return;
     }
-    sb_printf(sb, "%s (%llu bytes, %lld rows, CRC-32 %08x)", f->path, (unsigned long long)f->bytes, (long long)f->rows,
-              f->crc);
+    sb_printf(sb, "%s (%llu bytes, %lld rows, CRC-32 %08x)", shown_text(f->path).s, (unsigned long long)f->bytes,
+              (long long)f->rows, f->crc);
 }
 
 /* What makes two records of the same file differ, as "the size, the content and the rows". */
@@ -125,11 +125,11 @@ static int64_t entry_files(const data_summary *s, int e, int64_t *first)
 static pt_status entry_mismatch(const trainer *t, int e, const data_summary *mine, const data_summary *root)
 {
     int64_t a0, b0, na = entry_files(mine, e, &a0), nb = entry_files(root, e, &b0);
-    const char *name = t->cfg->datasets[e].name;
+    pt_shown name = shown_text(t->cfg->datasets[e].name);
     strbuf sb = {0};
     pt_status st = PT_OK;
     if (na != nb) {
-        sb_printf(&sb, "dataset[%d] %s: this rank (%d) read %lld files, rank 0 read %lld (the first here: ", e, name,
+        sb_printf(&sb, "dataset[%d] %s: this rank (%d) read %lld files, rank 0 read %lld (the first here: ", e, name.s,
                   t->d->rank, (long long)na, (long long)nb);
         describe(&sb, a0 >= 0 ? &mine->files[a0] : NULL);
         sb_printf(&sb, "; on rank 0: ");
@@ -139,7 +139,7 @@ static pt_status entry_mismatch(const trainer *t, int e, const data_summary *min
     for (int64_t i = 0; st == PT_OK && i < na; i++) {
         const file_record *a = &mine->files[a0 + i], *b = &root->files[b0 + i];
         if (a->bytes == b->bytes && a->crc == b->crc && a->rows == b->rows) continue;
-        sb_printf(&sb, "dataset[%d] %s: this rank (%d) read ", e, name, t->d->rank);
+        sb_printf(&sb, "dataset[%d] %s: this rank (%d) read ", e, name.s, t->d->rank);
         describe(&sb, a);
         sb_printf(&sb, ", rank 0 read ");
         describe(&sb, b);

@@ -49,7 +49,7 @@ pt_status trainer_check_step(trainer *t, int64_t step, bool nonfinite, double lo
              number(grad_norm, b, sizeof b));
     if (t->cfg->skip_nonfinite_steps && ++t->nonfinite_run < FINITE_MAX_SKIPPED) {
         log_warn("step %lld: %s: the step is skipped (skip_nonfinite_steps: true; %d such steps in a row stop "
-                 "the run)", (long long)step, what, FINITE_MAX_SKIPPED);
+                 "the run)", (long long)step, shown_text(what).s, FINITE_MAX_SKIPPED);
         *skip = true;
         return PT_OK;
     }
@@ -61,7 +61,8 @@ pt_status trainer_check_step(trainer *t, int64_t step, bool nonfinite, double lo
                "after step %lld is saved. Likely causes: a learning rate too high (learning_rate %g; QLoRA trains at "
                "about 1e-4 to 3e-4: lower it, or add warmup_steps), bad rows in the data (text unlike what the model "
                "expects), or a damaged model file (try ptrain generate with it). %s",
-               (long long)step, (long long)t->total, what, row, (long long)(step - 1), t->cfg->learning_rate, back);
+               (long long)step, (long long)t->total, shown_text(what).s, row, (long long)(step - 1),
+               t->cfg->learning_rate, back);
 }
 
 pt_status trainer_check_finite(const trainer *t, const float *v, const char *array, const char *what)
@@ -74,8 +75,8 @@ pt_status trainer_check_finite(const trainer *t, const float *v, const char *arr
             return ERR(PT_ERR_DIVERGED, "%s is not written: %s %s holds %s at [%lld, %lld]: the weights are no "
                        "longer finite. Training diverged (learning_rate %g may be too high), or the adapter this run "
                        "started from (lora_model_dir, or the checkpoint it resumed from) holds such values. %s",
-                       what, array, e->name, number(v[e->offset + k], a, sizeof a), (long long)(k / e->cols),
-                       (long long)(k % e->cols), t->cfg->learning_rate,
+                       shown_text(what).s, array, e->name, number(v[e->offset + k], a, sizeof a),
+                       (long long)(k / e->cols), (long long)(k % e->cols), t->cfg->learning_rate,
                        t->last_saved >= 0 ? "The checkpoints written before are kept." : "");
         }
     }

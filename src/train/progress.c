@@ -32,7 +32,7 @@ static pt_status keep_records(const char *path, FILE *in, int64_t keep_until, pt
         else *changed = true;
     }
     free(line);
-    if (st == PT_OK && ferror(in)) st = ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    if (st == PT_OK && ferror(in)) st = ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
     return st;
 }
 

@@ -22,15 +22,16 @@
 static pt_status fingerprint_file(const char *path, uint64_t *h, int64_t *bytes)
 {
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return ERR(PT_ERR_USER, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) return ERR(PT_ERR_USER, "cannot open %s: %s", shown_text(path).s, strerror(errno));
     struct stat sb;
     static unsigned char buf[1 << 20];
-    pt_status st = fstat(fd, &sb) == 0 ? PT_OK : ERR(PT_ERR_USER, "cannot stat %s: %s", path, strerror(errno));
+    pt_status st =
+        fstat(fd, &sb) == 0 ? PT_OK : ERR(PT_ERR_USER, "cannot stat %s: %s", shown_text(path).s, strerror(errno));
     off_t at[2] = {0, sb.st_size > (off_t)sizeof buf ? sb.st_size - (off_t)sizeof buf : 0};
     *h = util_fnv1a(*h, &sb.st_size, sizeof sb.st_size);
     for (int i = 0; i < 2 && st == PT_OK; i++) {
         ssize_t got = pread(fd, buf, sizeof buf, at[i]);
-        if (got < 0) st = ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+        if (got < 0) st = ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
         else *h = util_fnv1a(*h, buf, (size_t)got);
     }
     *bytes += (int64_t)sb.st_size;
@@ -44,10 +45,10 @@ pt_status resume_model_fingerprint(const char *path, uint64_t *fingerprint, int6
 {
     *fingerprint = UTIL_FNV_INIT, *bytes = 0;
     struct stat sb;
-    if (stat(path, &sb) != 0) return ERR(PT_ERR_USER, "cannot stat %s: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0) return ERR(PT_ERR_USER, "cannot stat %s: %s", shown_text(path).s, strerror(errno));
     if (!S_ISDIR(sb.st_mode)) return fingerprint_file(path, fingerprint, bytes);
     DIR *d = opendir(path);
-    if (!d) return ERR(PT_ERR_USER, "cannot list %s: %s", path, strerror(errno));
+    if (!d) return ERR(PT_ERR_USER, "cannot list %s: %s", shown_text(path).s, strerror(errno));
     char *names[4096];
     int n = 0;
     for (struct dirent *e; n < 4096 && (e = readdir(d));) {
@@ -83,7 +84,7 @@ static pt_status find_named(const resume_options *o, const char *name, char *pat
     path[0] = '\0';
     return ERR(PT_ERR_USER, "%s: resume_from_checkpoint: %s not found (tried it with and without .h5, also inside "
                "output_dir %s); name an existing checkpoint-N.h5, or write resume_from_checkpoint: true to take the "
-               "newest one", o->config_path, want, o->output_dir);
+               "newest one", shown_text(o->config_path).s, shown_text(want).s, shown_text(o->output_dir).s);
 }
 
 /* The newest checkpoint of output_dir that verifies; damaged or incomplete ones are named. */
@@ -235,16 +236,18 @@ pt_status resume_compare(const char *path, const ckpt_state *a, const ckpt_state
         a->model_dim != b->model_dim || a->model_vocab != b->model_vocab)
         return ERR(PT_ERR_USER, "%s was trained on another base model: %s (%s, %lld layers, dim %lld, %lld bytes, "
                    "fingerprint %016" PRIx64 "), this run has %s (%s, %lld layers, dim %lld, %lld bytes, fingerprint "
-                   "%016" PRIx64 "); set model_name back, or start a new output_dir", path, a->model_path, a->model_arch,
+                   "%016" PRIx64 "); set model_name back, or start a new output_dir",
+                   shown_text(path).s, shown_text(a->model_path).s, shown_text(a->model_arch).s,
                    (long long)a->model_layers, (long long)a->model_dim, (long long)a->model_bytes, a->model_fingerprint,
-                   b->model_path, b->model_arch, (long long)b->model_layers, (long long)b->model_dim,
-                   (long long)b->model_bytes, b->model_fingerprint);
+                   shown_text(b->model_path).s, shown_text(b->model_arch).s, (long long)b->model_layers,
+                   (long long)b->model_dim, (long long)b->model_bytes, b->model_fingerprint);
     if (a->lora_r != b->lora_r || a->lora_alpha != b->lora_alpha || a->use_rslora != b->use_rslora ||
         strcmp(a->target_modules, b->target_modules) || a->lora_layers != b->lora_layers)
         return ERR(PT_ERR_USER, "%s has other LoRA settings: r %lld, lora_alpha %g, use_rslora %s, targets %s; this "
                    "run has r %lld, lora_alpha %g, use_rslora %s, targets %s; set them back, or start a new output_dir",
-                   path, (long long)a->lora_r, a->lora_alpha, a->use_rslora ? "true" : "false", a->target_modules,
-                   (long long)b->lora_r, b->lora_alpha, b->use_rslora ? "true" : "false", b->target_modules);
+                   shown_text(path).s, (long long)a->lora_r, a->lora_alpha, a->use_rslora ? "true" : "false",
+                   shown_text(a->target_modules).s, (long long)b->lora_r, b->lora_alpha,
+                   b->use_rslora ? "true" : "false", shown_text(b->target_modules).s);
     report_changes(a, b);
     return PT_OK;
 }
@@ -264,7 +267,9 @@ pt_status resume_rotate(const char *dir, long limit, const int64_t *keep, int nk
         for (int k = 0; k < nkeep; k++) protect |= keep[k] == steps[i];
         if (st == PT_OK && !protect && kept >= limit) {
             if (unlink(paths[i]) == 0) log_info("checkpoint %s deleted (save_total_limit %ld)\n", paths[i], limit);
-            else st = ERR(PT_ERR_USER, "cannot delete %s (save_total_limit): %s", paths[i], strerror(errno));
+            else
+                st = ERR(PT_ERR_USER, "cannot delete %s (save_total_limit): %s", shown_text(paths[i]).s,
+                         strerror(errno));
         } else if (!protect) {
             kept++;
         }

@@ -342,7 +342,8 @@ static pt_status load_initial_adapter(trainer *t)
     if (from.r != to->r || strcmp(have, want) || fabsf(from.scale - to->scale) > 1e-6f * to->scale)
         st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has r %d, scale %g and targets %s; this config has r %ld, scale "
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
-                 t->cfg->path, dir, from.r, from.scale, have, t->cfg->lora_r, to->scale, want);
+                 shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, have, t->cfg->lora_r, to->scale,
+                 shown_text(want).s);
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", dir);

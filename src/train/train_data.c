@@ -104,7 +104,7 @@ pt_status trainer_load_data(trainer *t)
     const pt_dist *d = t->d;
     if (t->cfg->n_datasets == 0)
         return dist_agree(d, ERR(PT_ERR_USER, "%s: no dataset given; add e.g.\ndataset:\n  - name: \"yahma/alpaca-cleaned\"",
-                                 t->cfg->path));
+                                 shown_text(t->cfg->path).s));
     dataset_options o = dataset_options_from_config(t->cfg);
     dataset_cache_key key;
     TRY(dist_agree(d, dataset_cache_key_of(&o, t->tok, &key)));

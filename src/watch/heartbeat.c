@@ -48,7 +48,7 @@ static pt_status write_info(const char *path, const heartbeat_info *i)
     if (o && i->state > HB_RUNNING) json_object_set_new(o, "exit_status", json_integer(i->exit_status));
     char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) : NULL;
     json_decref(o);
-    if (!text) return ERR(PT_ERR_NOMEM, "out of memory writing %s", path);
+    if (!text) return ERR(PT_ERR_NOMEM, "out of memory writing %s", shown_text(path).s);
     strbuf sb = {0};
     sb_printf(&sb, "%s\n", text);
     free(text);
@@ -180,7 +180,7 @@ static pt_status parse_info(const char *path, json_t *o, heartbeat_info *i)
     while (k < HB_STATES && (!state || strcmp(state, heartbeat_state_names[k]))) k++;
     if (k == HB_STATES)
         return ERR(PT_ERR_USER, "%s: \"state\" is not one of starting, running, finished, stopped, failed; the file "
-                   "is not ptrain's heartbeat (remove it: the next run writes a new one)", path);
+                   "is not ptrain's heartbeat (remove it: the next run writes a new one)", shown_text(path).s);
     i->state = (heartbeat_state)k;
     copy_text(i->run_name, sizeof i->run_name, o, "run_name");
     copy_text(i->host, sizeof i->host, o, "host");
@@ -211,10 +211,11 @@ pt_status heartbeat_read(const char *output_dir, heartbeat_info *info, bool *fou
     json_t *o = big ? NULL : json_loadf(f, 0, &e);
     fclose(f);
     pt_status st = PT_OK;
-    if (big) st = ERR(PT_ERR_USER, "%s: larger than 1 MiB; it is not ptrain's heartbeat (remove it)", path);
+    if (big) st = ERR(PT_ERR_USER, "%s: larger than 1 MiB; it is not ptrain's heartbeat (remove it)",
+                      shown_text(path).s);
     else if (!json_is_object(o))
-        st = ERR(PT_ERR_USER, "%s:%d: %s; remove it (the next run writes a new one)", path, o ? 1 : e.line,
-                 o ? "not a JSON object" : e.text);
+        st = ERR(PT_ERR_USER, "%s:%d: %s; remove it (the next run writes a new one)", shown_text(path).s,
+                 o ? 1 : e.line, o ? "not a JSON object" : shown_text(e.text).s);
     else st = parse_info(path, o, info);
     json_decref(o);
     return st;

@@ -181,7 +181,7 @@ static pt_status write_png(cairo_surface_t *surface, const char *path)
     cairo_status_t written = cairo_surface_write_to_png_stream(surface, png_out, &sink);
     pt_status st = sink.st;
     if (st == PT_OK && written != CAIRO_STATUS_SUCCESS)
-        st = ERR(PT_ERR_NOMEM, "cannot write %s: %s", path, cairo_status_to_string(written));
+        st = ERR(PT_ERR_NOMEM, "cannot write %s: %s", shown_text(path).s, cairo_status_to_string(written));
     if (st != PT_OK) {
         fw_abort(&sink.w);
         return st;
@@ -198,7 +198,7 @@ pt_status plot_write(const runlog *log, const plot_marks *m, const char *path)
     cairo_destroy(cr);
     pt_status st = drawn == CAIRO_STATUS_SUCCESS
                        ? write_png(surface, path)
-                       : ERR(PT_ERR_NOMEM, "cannot draw %s: %s", path, cairo_status_to_string(drawn));
+                       : ERR(PT_ERR_NOMEM, "cannot draw %s: %s", shown_text(path).s, cairo_status_to_string(drawn));
     cairo_surface_destroy(surface);
     return st;
 }

@@ -38,7 +38,7 @@ static pt_status plot_dir(const char *dir, const char *out)
     TRY(runlog_read(dir, &log, &found));
     if (!found)
         return ERR(PT_ERR_USER, "%s/metrics.jsonl not found: name the output_dir of a run (training writes "
-                   "metrics.jsonl there from its first logging step on)", dir);
+                   "metrics.jsonl there from its first logging step on)", shown_text(dir).s);
     watch_ckpts c;
     pt_status st = watch_ckpts_find(dir, &c);
     char title[4300];

@@ -83,7 +83,7 @@ static pt_status read_lines(const char *path, FILE *f, runlog *log)
         json_decref(rec);
     }
     free(line);
-    if (st == PT_OK && ferror(f)) st = ERR(PT_ERR_USER, "cannot read %s: %s", path, strerror(errno));
+    if (st == PT_OK && ferror(f)) st = ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
     return st;
 }
 

@@ -73,15 +73,17 @@ static pt_status status_read(const char *dir, run_status *s)
     s->dir = dir;
     s->now = heartbeat_now();
     struct stat sb;
-    if (stat(dir, &sb) != 0) return ERR(PT_ERR_USER, "%s: %s; name the output_dir of a run", dir, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return ERR(PT_ERR_USER, "%s is not a directory; name the output_dir of a run", dir);
+    if (stat(dir, &sb) != 0)
+        return ERR(PT_ERR_USER, "%s: %s; name the output_dir of a run", shown_text(dir).s, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return ERR(PT_ERR_USER, "%s is not a directory; name the output_dir of a run", shown_text(dir).s);
     TRY(heartbeat_read(dir, &s->hb, &s->has_hb));
     TRY(runlog_read(dir, &s->log, &s->has_log));
     TRY(watch_ckpts_find(dir, &s->ck));
     TRY(hub_waiting_list(dir, &s->jobs, &s->n_jobs));
     if (!s->has_hb && !s->has_log && !s->ck.has_newest)
-        return ERR(PT_ERR_USER, "%s holds no run (no %s, metrics.jsonl or checkpoint); name a run's output_dir", dir,
-                   HEARTBEAT_NAME);
+        return ERR(PT_ERR_USER, "%s holds no run (no %s, metrics.jsonl or checkpoint); name a run's output_dir",
+                   shown_text(dir).s, HEARTBEAT_NAME);
     decide_state(s);
     decide_steps(s);
     return PT_OK;

@@ -85,7 +85,7 @@ static pt_status append_record(tfevents *w, const pb_buf *ev)
 {
     pb_buf rec = {0};
     frame_record(ev, &rec);
-    pt_status st = rec.failed ? ERR(PT_ERR_NOMEM, "out of memory writing %s", w->path) : PT_OK;
+    pt_status st = rec.failed ? ERR(PT_ERR_NOMEM, "out of memory writing %s", shown_text(w->path).s) : PT_OK;
     off_t before = lseek(w->fd, 0, SEEK_END);
     size_t off = 0;
     while (st == PT_OK && off < rec.len) {
@@ -115,7 +115,8 @@ static pt_status create_file(tfevents *w, const char *dir, int dfd)
     snprintf(w->path, sizeof w->path, "%s/%s", dir, name);
     w->fd = openat(dfd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, SAFEFS_FILE_MODE);
     if (w->fd < 0)
-        return ERR(PT_ERR_USER, "cannot create the TensorBoard event file %s: %s%s", w->path, strerror(errno),
+        return ERR(PT_ERR_USER, "cannot create the TensorBoard event file %s: %s%s",
+                   shown_text(w->path).s, strerror(errno),
                    errno == EEXIST ? " (something else made a file of that name: remove it)" : "");
     return PT_OK;
 }

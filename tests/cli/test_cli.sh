@@ -81,6 +81,32 @@ ptrain: error: $tmp/big.yaml:2:262131: the file goes on past 256 KiB (262144 byt
     "rc=$rc
 $err"
 
+# a value of any length is shown by its start, its end and its length, and the reason after it is whole
+# (issue 29): a model_name of 200 KB (near the most a config file holds), a --repo of 100 KB
+{ printf 'model_name: /very/long/path/'; head -c 200000 /dev/zero | tr '\0' d; printf '/model.gguf\ndataset:\n  - name: x.jsonl\n'; } \
+    >"$tmp/longname.yaml"
+run "$tmp/longname.yaml"
+expect_eq "a model_name of 200 KB: one line with its start, length and end, and the reason" "rc=1
+lines=1
+ptrain: error: model /very/long/path/ddd
+…(200027 bytes)…
+dddd/model.gguf not found
+fetch the default model with share/scripts/fetch-model.sh" "rc=$rc
+lines=$(printf '%s\n' "$err" | grep -c '')
+$(printf '%s' "$err" | cut -c1-40)
+$(printf '%s' "$err" | grep -o '…([0-9]* bytes)…')
+$(printf '%s' "$err" | grep -o 'dddd/model.gguf not found')
+$(printf '%s' "$err" | grep -o 'fetch the default model with share/scripts/fetch-model.sh$')"
+run push "$tmp" --repo "me/$(head -c 100000 /dev/zero | tr '\0' r)"
+expect_eq "push --repo of 100 KB: one line with its length, and the reason" "rc=2
+lines=1
+…(100003 bytes)…
+is not a Hub repository id: each part must be 1 to 96 letters, digits, '-', '_' or '.', and not start or end with '-' or '.'; give NAMESPACE/NAME" \
+    "rc=$rc
+lines=$(printf '%s\n' "$err" | grep -c '')
+$(printf '%s' "$err" | grep -o '…([0-9]* bytes)…')
+$(printf '%s' "$err" | grep -o 'is not a Hub repository id: .*$')"
+
 # a CSV dataset is refused with the command that converts it, safe to paste into sh whatever the
 # file's name: run with a stand-in python3 that prints its arguments, it runs nothing else (no
 # PWNED file) and python3 gets the path exactly

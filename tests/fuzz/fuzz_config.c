@@ -1,4 +1,4 @@
-/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/model/gguf_methods.c src/util.c src/error.c */
+/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/config_report.c src/model/gguf_methods.c src/util.c src/error.c src/shown.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
  * takes (src/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a
@@ -6,8 +6,9 @@
  * (config_hash), every key's value shown (config_value_text), written as a checkpoint keeps it
  * (config_dump), and freed.
  * Invariants: no crash, leak or sanitizer report; a failure is a user error whose message is one
- * or more lines, each "config.yaml:LINE:COL: ..." (or "config.yaml: ..." for an empty file), and
- * leaves a zeroed pt_config; a success passes the launch check on 1 rank, holds every value in
+ * or more whole lines, each "config.yaml:LINE:COL: ..." (or "config.yaml: ..." for an empty file),
+ * at most CONFIG_REPORT_MAX of them and then "… and N more errors in config.yaml", and leaves a
+ * zeroed pt_config; a success passes the launch check on 1 rank, holds every value in
  * its key's range, a named dataset entry for each one given and the derived defaults, hashes
  * the same twice, and its dump reads back as the same configuration (when no value was withheld
  * as "(not stored)" and the dump is within the size a config may have). The rule
@@ -39,12 +40,29 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-/* Every line of a failure's message names the file and, but for an empty file, a position. */
+/* Whether line (up to a newline) is the last line of a report that leaves messages out. */
+static bool rest_line(const char *line)
+{
+    static const char start[] = "… and ";
+    if (strncmp(line, start, sizeof start - 1)) return false;
+    char *end;
+    long n = strtol(line + sizeof start - 1, &end, 10);
+    const char *rest = n == 1 ? " more error in config.yaml" : " more errors in config.yaml";
+    return n >= 1 && !strcmp(end, rest);
+}
+
+/* Every line of a failure's message names the file and, but for an empty file, a position, but for
+ * the last line of a long report, which says how many more there are; the message is whole (never
+ * cut at ERR_MESSAGE_MAX, whatever the number of mistakes) and has at most CONFIG_REPORT_MAX + 1
+ * lines. */
 static void check_message(const char *msg)
 {
     static const char name[] = "config.yaml:";
-    CHECK(*msg);
-    for (const char *line = msg; line;) {
+    CHECK(*msg && strlen(msg) < ERR_MESSAGE_MAX - 8);
+    int lines = 0;
+    for (const char *line = msg; line; lines++) {
+        const char *nl = strchr(line, '\n');
+        if (!nl && rest_line(line)) break;
         CHECK(!strncmp(line, name, sizeof name - 1));
         const char *p = line + sizeof name - 1;
         if (*p != ' ') { /* LINE:COL: */
@@ -55,9 +73,9 @@ static void check_message(const char *msg)
             long c = strtol(p, &end, 10);
             CHECK(end > p && c >= 1 && *end == ':');
         }
-        const char *nl = strchr(line, '\n');
         line = nl ? nl + 1 : NULL;
     }
+    CHECK(lines <= CONFIG_REPORT_MAX + 1);
 }
 
 /* A typed value within its key's range, as key_set_scalar promises. */

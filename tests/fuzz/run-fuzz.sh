@@ -1,7 +1,15 @@
 #!/bin/sh
-# run-fuzz.sh — build every libFuzzer target tests/fuzz/fuzz_NAME.c and fuzz it for a short while;
-# one TAP line per target: ok when it built and the fuzzer found no crash, leak, timeout or
-# sanitizer report in ${FUZZ_SECONDS:-10} seconds.
+# run-fuzz.sh — build every libFuzzer target tests/fuzz/fuzz_NAME.c and fuzz it for a while; one
+# TAP line per target: ok when it built and the fuzzer found no crash, leak, timeout or sanitizer
+# report (a target's invariant failing is a crash) in ${FUZZ_SECONDS:-10} seconds, with the runs
+# and the coverage reached.
+#
+# Two uses: `make check` runs it for 10 seconds a target (CI: each committed input still passes,
+# and a short search); `make fuzz` runs it for 5 minutes a target (FUZZ_SECONDS=300), which is
+# what a change to a reader or to the config needs before it is merged: a short run does not reach
+# inputs like sixty bad list items or a value of 200 KB. FUZZ_TARGETS="config gguf" runs only
+# those. Each input that once failed is kept in the target's corpus (tests/fuzz/corpus/NAME/,
+# named regress-WHAT) once the bug is fixed, so every later run, the short ones too, replays it.
 #
 # Convention for a target: tests/fuzz/fuzz_NAME.c defines LLVMFuzzerTestOneInput and starts with
 #   /* fuzz-sources: src/a.c src/b.c */
@@ -11,8 +19,8 @@
 # fuzz-artifacts/ under the current directory; reproduce with `fuzz-artifacts/fuzz_NAME FILE`.
 #
 # Environment: PTRAIN_SRCDIR (source root; default: this script's ../..), FUZZ_SECONDS (default
-# 10), FUZZ_CC (default clang, else clang-14). Skips (with the reason) when clang or its
-# libFuzzer runtime (Debian: libclang-rt-14-dev) is missing.
+# 10), FUZZ_TARGETS (default: every target), FUZZ_CC (default clang, else clang-14). Skips (with
+# the reason) when clang or its libFuzzer runtime (Debian: libclang-rt-14-dev) is missing.
 srcdir=${PTRAIN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 # tap.sh: skip_test, done_testing, tap_n, tap_fail
 # shellcheck source=/dev/null
@@ -61,9 +69,12 @@ fi
 found=0
 for target in "$srcdir"/tests/fuzz/fuzz_*.c; do
     [ -e "$target" ] || continue
-    found=1
     name=$(basename "$target" .c)
     name=${name#fuzz_}
+    if [ -n "${FUZZ_TARGETS:-}" ] && ! contains " $FUZZ_TARGETS " " $name "; then
+        continue
+    fi
+    found=1
     if [ -n "$skip_reason" ]; then
         skip_test "fuzz $name" "$skip_reason"
         continue
@@ -111,9 +122,10 @@ for target in "$srcdir"/tests/fuzz/fuzz_*.c; do
         -artifact_prefix="$tmp/artifacts-$name/" "$corpus" >"$tmp/run-$name.log" 2>&1
     rc=$?
     stats=$(grep -E '^stat::number_of_executed_units' "$tmp/run-$name.log" | sed 's/.*: *//')
+    cov=$(grep -E '^#[0-9]+.* cov: [0-9]+' "$tmp/run-$name.log" | tail -n 1 | sed 's/.* cov: \([0-9]*\) ft: \([0-9]*\).*/coverage \1 edges, \2 features/')
     tap_n=$((tap_n + 1))
     if [ "$rc" -eq 0 ]; then
-        echo "ok $tap_n - fuzz $name: ${stats:-?} runs in ${seconds}s, no crash"
+        echo "ok $tap_n - fuzz $name: ${stats:-?} runs in ${seconds}s, ${cov:-coverage ?}, no crash"
     else
         tap_fail=$((tap_fail + 1))
         echo "not ok $tap_n - fuzz $name: the fuzzer failed (exit $rc)"
@@ -124,11 +136,12 @@ for target in "$srcdir"/tests/fuzz/fuzz_*.c; do
             cp "$a" "fuzz-artifacts/$name-$(basename "$a")"
             echo "# reproducer: $(pwd)/fuzz-artifacts/$name-$(basename "$a")"
             echo "# reproduce with: $(pwd)/fuzz-artifacts/fuzz_$name $(pwd)/fuzz-artifacts/$name-$(basename "$a")"
+            echo "# once fixed, keep it: cp it to tests/fuzz/corpus/$name/regress-WHAT (a name saying what it found)"
         done
         grep -v -E '^(#[0-9]+[[:space:]]|INFO: |MS: |[[:space:]]*$)' "$tmp/run-$name.log" | tail -n 60 | comment
     fi
 done
 if [ "$found" -eq 0 ]; then
-    skip_test "fuzz" "no tests/fuzz/fuzz_*.c targets"
+    skip_test "fuzz" "no tests/fuzz/fuzz_*.c target${FUZZ_TARGETS:+ named in FUZZ_TARGETS ($FUZZ_TARGETS)}"
 fi
 done_testing

@@ -406,6 +406,22 @@ static void test_layout_mismatch(void **state)
 
 /* ---- damage ---- */
 
+/* A checkpoint path of 10 MB: shown by its start, end and length, and the reason is whole (issue 29). */
+static void test_long_path(void **state)
+{
+    (void)state;
+    size_t n = 10u << 20;
+    char *path = malloc(n + 1), want[1024];
+    assert_non_null(path);
+    memset(path, 'c', n);
+    memcpy(path, "/scratch/run/", 13);
+    memcpy(path + n - 16, "/checkpoint-3.h5", 16);
+    path[n] = '\0';
+    snprintf(want, sizeof want, "%.68s…(10485760 bytes)…%s: cannot open: File name too long", path, path + n - 68);
+    expect_error(ckpt_verify(path), want);
+    free(path);
+}
+
 static void test_truncated_and_appended(void **state)
 {
     (void)state;
@@ -822,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_chunks_as_hdf5_writes),
         cmocka_unit_test(test_inspect_output),
         cmocka_unit_test(test_layout_mismatch),  cmocka_unit_test(test_truncated_and_appended),
+        cmocka_unit_test(test_long_path),
         cmocka_unit_test(test_flipped_bits),     cmocka_unit_test(test_zeroed_mark),
         cmocka_unit_test(test_crash_leaves_tmp), cmocka_unit_test(test_list),
         cmocka_unit_test(test_rotate),           cmocka_unit_test(test_best_record),

@@ -24,6 +24,7 @@
 #include "ptrain/config.h"
 #include "ptrain/jsonfile.h"
 #include "ptrain/error.h"
+#include "ptrain/util.h"
 
 #define NAME "config.yaml"
 
@@ -788,6 +789,19 @@ static double seconds_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Seconds config_parse takes on yaml (freed), whether it reads as a config or not. */
+static double parse_seconds(char *yaml)
+{
+    pt_config cfg;
+    double t0 = seconds_now();
+    pt_status st = parse(yaml, &cfg);
+    double took = seconds_now() - t0;
+    if (st == PT_OK) config_free(&cfg);
+    err_clear();
+    free(yaml);
+    return took;
+}
+
 /* How long this machine (and build: sanitizers are slower) takes to read a plain config of about
  * `bytes` bytes, most of them a comment: the yardstick of the bounds below, which only have to tell
  * "at once" from "quadratic", so they are many times it and hold on slow or busy machines. */
@@ -800,13 +814,18 @@ static double plain_seconds(size_t bytes)
     strcpy(p, "\n");
     for (size_t i = 16; yaml[i]; i++)
         if (yaml[i - 1] == '\n' && yaml[i] == 'x') yaml[i] = '#';
-    pt_config cfg;
-    double t0 = seconds_now();
-    parse(yaml, &cfg); /* no dataset: an error, after reading all of it */
-    double took = seconds_now() - t0;
-    err_clear();
-    free(yaml);
-    return took;
+    return parse_seconds(yaml);
+}
+
+/* The same for a plain flow list of n one-letter items: as many tokens as n aliases, each of which
+ * libyaml allocates for (what dominates under a sanitizer that records every allocation's stack). */
+static double list_seconds(int n)
+{
+    char *yaml = malloc(16 + 3 * (size_t)n), *p = stpcpy(yaml, "x: [a");
+    assert_non_null(yaml);
+    for (int i = 1; i < n; i++) p = stpcpy(p, ", a");
+    strcpy(p, "]\n");
+    return parse_seconds(yaml);
 }
 
 /* head, then n times open, then mid, then n times close, then "\n" (the caller frees it). */
@@ -920,7 +939,7 @@ static void test_limit_aliases(void **state)
     double took = seconds_now() - t0;
     if (!strstr(err_message(), ": aliases repeat more than 10000 values in all") || strchr(err_message(), '\n'))
         fail_msg("%s", err_message());
-    double bound = 25 * plain_seconds(strlen(yaml)) + 0.2;
+    double bound = 25 * (plain_seconds(strlen(yaml)) + list_seconds(60000)) + 0.2;
     free(yaml);
     if (took > bound) fail_msg("refusing 60000 repeated entries took %.2f s (bound %.2f s)", took, bound);
 }
@@ -1043,8 +1062,13 @@ static void test_error_types(void **state)
          "config.yaml:1:31: lora_target_modules: expected items from q_proj, k_proj, v_proj, "
          "o_proj, gate_proj, up_proj, down_proj, found \"lm_head\""},
         {"lora_target_modules: [[q_proj]]\n",
-         "config.yaml:1:23: lora_target_modules: expected a list of q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, found a list"},
+         "config.yaml:1:23: lora_target_modules: item 1 is a list; write one name per item"},
+        {"lora_target_modules:\n  - q_proj\n  - v_proj\n  -  - q_proj\n     - k_proj\n",
+         "config.yaml:4:6: lora_target_modules: item 3 is a list; write one name per item"},
+        {"quantization_method: [q8_0, {q4_k_m: 1}]\n",
+         "config.yaml:1:29: quantization_method: item 2 is a mapping; write one name per item"},
+        {"dataset:\n  - name: a\n    data_files: [a.json, [b.json]]\n",
+         "config.yaml:3:26: dataset[0].data_files: item 2 is a list; write one name per item"},
         {"quantization_method: {q8_0: 1}\n",
          "config.yaml:1:22: quantization_method: expected a list of not_quantized, fast_quantized, "
          "quantized, f32, f16, bf16, q8_0, q4_k_m, q5_k_m, q2_k, q3_k_l, q3_k_m, q3_k_s, q4_0, "
@@ -1120,27 +1144,43 @@ static void test_error_echo(void **state)
     };
     RUN_ERRORS(rows);
 
-    /* long values are cut at 79 characters */
-    char yaml[400], want[400];
+    /* long values keep their start and end, and say their length (issue 29) */
+    char yaml[400], want[600];
     char long_value[201];
     memset(long_value, 'x', 200);
     long_value[200] = '\0';
     snprintf(yaml, sizeof yaml, "seed: %s\n", long_value);
-    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"%.79s...\"",
-             long_value);
+    snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), "
+             "found \"%.68s…(200 bytes)…%.68s\"", long_value, long_value);
     expect_error(yaml, want);
 
-    /* escapes count toward the cut: 20 of 30 control characters fit (4 characters each) */
+    /* escapes count toward the length, and are never split: 17 of 50 control characters each side */
     strcpy(yaml, "seed: \"");
-    for (int i = 0; i < 30; i++) strcat(yaml, "\\x01");
+    for (int i = 0; i < 50; i++) strcat(yaml, "\\x01");
     strcat(yaml, "\"\n");
     snprintf(want, sizeof want, "config.yaml:1:7: seed: expected a non-negative integer (at most 9223372036854775807), found \"");
-    for (int i = 0; i < 20; i++) strcat(want, "\\x01");
-    strcat(want, "...\"");
+    for (int i = 0; i < 17; i++) strcat(want, "\\x01");
+    strcat(want, "…(50 bytes)…");
+    for (int i = 0; i < 17; i++) strcat(want, "\\x01");
+    strcat(want, "\"");
     expect_error(yaml, want);
 
-    /* and so are the names of unknown keys in warnings */
+    /* a value of 200 KB (near the most a config file holds): the reason around it is whole */
+    size_t big = 200u << 10;
+    char *huge = malloc(big + 64);
+    assert_non_null(huge);
+    char *p = stpcpy(huge, "optim: /very/long/path/");
+    memset(p, 'd', big);
+    strcpy(p + big, "/adamw\n");
     pt_config cfg;
+    assert_int_equal(parse(huge, &cfg), PT_ERR_USER);
+    free(huge);
+    if (!strstr(err_message(), "config.yaml:1:8: optim: expected one of adamw_8bit, ") ||
+        !strstr(err_message(), ", found \"/very/long/path/dddd") || !strstr(err_message(), "…(204822 bytes)…") ||
+        strlen(err_message()) > 600)
+        fail_msg("%s", err_message());
+
+    /* and so are the names of unknown keys in warnings */
     char *warnings;
     assert_int_equal(parse_warn("\"lora\\nr\": 1\n", &cfg, &warnings), PT_OK);
     assert_string_equal(warnings, "ptrain: warning: config.yaml:1:1: unknown key \"lora\\nr\" (did you "
@@ -1434,6 +1474,69 @@ static void test_errors_together_in_order(void **state)
                  "config.yaml:5:18: dataset[0].filter_data: needs filter_column_value and "
                  "filter_value\n"
                  "config.yaml:6:10: packing: expected true or false, found \"maybe\"");
+}
+
+/* The report of many mistakes (issue 29): the first CONFIG_REPORT_MAX in file order, whole, then how
+ * many more; one line for a mistake an alias repeats; warnings the same. */
+static void test_report_many(void **state)
+{
+    (void)state;
+    static const char expected[] = "expected items from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj";
+    /* sixty bad items of lora_target_modules: 20 lines, then "… and 40 more" */
+    strbuf yaml = {0}, want = {0};
+    sb_printf(&yaml, "lora_target_modules:\n");
+    for (int i = 1; i <= 60; i++) sb_printf(&yaml, "  - bad_module_name_number_%d\n", i);
+    for (int i = 1; i <= 20; i++)
+        sb_printf(&want, "config.yaml:%d:5: lora_target_modules: %s, found \"bad_module_name_number_%d\"\n", i + 1,
+                  expected, i);
+    sb_printf(&want, "… and 40 more errors in config.yaml");
+    expect_error(yaml.data, want.data);
+    sb_free(&yaml);
+    sb_free(&want);
+
+    /* one value that an alias repeats nine times: one line, with the count */
+    char one[512];
+    snprintf(one, sizeof one, "config.yaml:2:5: lora_target_modules: %s, found \"bogus\" (9 times)", expected);
+    expect_error("defs:\n  - &m bogus\nlora_target_modules: [*m, *m, *m, *m, *m, *m, *m, *m, *m]\n", one);
+    /* ... but two mistakes at two places stay two lines */
+    snprintf(one, sizeof one, "config.yaml:1:23: lora_target_modules: %s, found \"bogus\"\n"
+             "config.yaml:1:30: lora_target_modules: %s, found \"bogus\"", expected, expected);
+    expect_error("lora_target_modules: [bogus, bogus]\n", one);
+
+    /* sixty items of 4 KB each: every line whole, each value shortened with its length */
+    sb_printf(&yaml, "lora_target_modules:\n");
+    for (int i = 0; i < 60; i++) {
+        sb_printf(&yaml, "  - m%02d", i);
+        for (int k = 0; k < 4000; k++) sb_printf(&yaml, "x");
+        sb_printf(&yaml, "\n");
+    }
+    pt_config cfg;
+    assert_int_equal(parse(yaml.data, &cfg), PT_ERR_USER);
+    sb_free(&yaml);
+    const char *msg = err_message(), *line = msg;
+    int lines = 0;
+    for (const char *nl; (nl = strchr(line, '\n')); line = nl + 1, lines++) {
+        char head[64];
+        snprintf(head, sizeof head, "config.yaml:%d:5: lora_target_modules: ", lines + 2);
+        const char *cut = strstr(line, "xxx…(4003 bytes)…xxx");
+        if (strncmp(line, head, strlen(head)) || !cut || cut > nl || strncmp(nl - 2, "x\"", 2) != 0)
+            fail_msg("line %d is not one whole message:\n%s", lines + 1, msg);
+    }
+    assert_int_equal(lines, 20);
+    assert_string_equal(line, "… and 40 more errors in config.yaml");
+
+    /* thirty unknown keys: 20 warnings, then how many more */
+    char *warnings;
+    for (int i = 0; i < 30; i++) sb_printf(&yaml, "unknown_%d: 1\n", i);
+    for (int i = 0; i < 20; i++)
+        sb_printf(&want, "ptrain: warning: config.yaml:%d:1: unknown key \"unknown_%d\"; ignored\n", i + 1, i);
+    sb_printf(&want, "ptrain: warning: … and 10 more warnings in config.yaml\n");
+    assert_int_equal(parse_warn(yaml.data, &cfg, &warnings), PT_OK);
+    assert_string_equal(warnings, want.data);
+    free(warnings);
+    config_free(&cfg);
+    sb_free(&yaml);
+    sb_free(&want);
 }
 
 static void test_validate_launch(void **state)
@@ -2168,6 +2271,7 @@ int main(void)
         cmocka_unit_test(test_limit_depth),
         cmocka_unit_test(test_limit_size),
         cmocka_unit_test(test_limit_aliases),
+        cmocka_unit_test(test_report_many),
         cmocka_unit_test(test_one_document),
         cmocka_unit_test(test_error_types),
         cmocka_unit_test(test_report_to),

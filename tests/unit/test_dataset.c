@@ -888,6 +888,30 @@ static void test_directory(void **state)
         "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
+/* A dataset name of 200 KB (near the most a config file holds): shown by its start, end and length, and the
+ * reason is whole (issue 29). */
+static void test_long_name(void **state)
+{
+    (void)state;
+    size_t n = 200u << 10;
+    char *yaml = malloc(n + 128), *p = stpcpy(yaml, "max_seq_length: 64\ndataset:\n  - name: /nonexistent/");
+    assert_non_null(yaml);
+    memset(p, 'd', n);
+    strcpy(p + n, "/pirates.jsonl\n");
+    pt_config cfg;
+    assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+    free(yaml);
+    dataset_options o = dataset_options_from_config(&cfg);
+    pt_dataset ds;
+    pt_status rc = dataset_load(&o, T.smol, NULL, &ds);
+    config_free(&cfg);
+    char want[1024], d[56];
+    memset(d, 'd', 55), d[55] = '\0';
+    snprintf(want, sizeof want, "dataset[0]: /nonexistent/%s…(%zu bytes)…%.54s/pirates.jsonl does not exist "
+             "(relative paths start at the current directory)", d, n + 27, d);
+    expect_error(rc, PT_ERR_USER, want);
+}
+
 static void test_json_variants(void **state)
 {
     (void)state;
@@ -1048,7 +1072,7 @@ static char *convert_message(const char *path, const char *kind, const char *ext
         "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
         "  python3 -c 'import sys, pandas as pd; %s(sys.argv[1]).to_json(sys.argv[2], orient=\"records\", lines=True, "
         "force_ascii=False)' '%s' '%.*sjsonl'\nbeside it%s; ptrain then reads the .jsonl file",
-        path, kind, extra, call, path, stem, path, more);
+        shown_text(path).s, kind, extra, call, path, stem, path, more);
     return sb.data;
 }
 
@@ -1123,6 +1147,13 @@ static void test_hub_dir(void **state)
     assert_false(hfcache_is_repo_id("/abs/path"));
     assert_false(hfcache_is_repo_id("a/b/c"));
     assert_false(hfcache_is_repo_id("pirates"));
+    char id[200]; /* each part of a Hub id has at most 96 characters */
+    memset(id, 'a', sizeof id), id[96] = '/', id[96 + 97] = '\0';
+    assert_true(hfcache_is_repo_id(id));
+    id[96 + 97] = 'a', id[96 + 98] = '\0';
+    assert_false(hfcache_is_repo_id(id));
+    memset(id, 'a', sizeof id), id[97] = '/', id[97 + 2] = '\0';
+    assert_false(hfcache_is_repo_id(id));
 }
 
 static void test_hfcache_load(void **state)
@@ -1165,20 +1196,25 @@ static void test_hfcache_miss(void **state)
     char hub[1024], want[8192], path[2048];
     snprintf(hub, sizeof hub, "%s", D("hfcache"));
     setenv("HF_HUB_CACHE", hub, 1);
+    /* the message shows its paths as shown_text does, so that a deep build directory changes nothing here */
+    char shown_hub[sizeof(pt_shown)];
+    snprintf(shown_hub, sizeof shown_hub, "%s", shown_text(hub).s);
     pt_dataset ds;
+    snprintf(path, sizeof path, "%s/datasets--acme--missing", hub);
     snprintf(want, sizeof want,
-             "dataset[0]: dataset acme/missing is not in the Hugging Face cache: %s/datasets--acme--missing does not "
-             "exist" MISS_TAIL, hub, hub, "acme/missing", "acme/missing", "missing", hub);
+             "dataset[0]: dataset acme/missing is not in the Hugging Face cache: %s does not exist" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/missing", "acme/missing", "missing", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/missing\n"), PT_ERR_USER, want);
+    snprintf(path, sizeof path, "%s/datasets--acme--norefs/refs/main", hub);
     snprintf(want, sizeof want,
-             "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s/datasets--acme--norefs/refs/main is "
-             "missing" MISS_TAIL, hub, hub, "acme/norefs", "acme/norefs", "norefs", hub);
+             "dataset[0]: dataset acme/norefs is not in the Hugging Face cache: %s is missing" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/norefs", "acme/norefs", "norefs", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/norefs\n"), PT_ERR_USER, want);
-    snprintf(
-        want, sizeof want,
-        "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s/datasets--acme--dangling/snapshots/"
-        "fedcba9876543210fedcba9876543210fedcba98 (named by refs/main) is missing" MISS_TAIL,
-        hub, hub, "acme/dangling", "acme/dangling", "dangling", hub);
+    snprintf(path, sizeof path, "%s/datasets--acme--dangling/snapshots/fedcba9876543210fedcba9876543210fedcba98", hub);
+    snprintf(want, sizeof want,
+             "dataset[0]: dataset acme/dangling is not in the Hugging Face cache: %s (named by refs/main) is "
+             "missing" MISS_TAIL,
+             shown_text(path).s, shown_hub, "acme/dangling", "acme/dangling", "dangling", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/dangling\n"), PT_ERR_USER, want);
     snprintf(path, sizeof path, "%s/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567/data/"
              "train-00000-of-00002.parquet", hub);
@@ -1287,7 +1323,8 @@ int main(void)
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
-        cmocka_unit_test(test_directory),         cmocka_unit_test(test_json_variants),
+        cmocka_unit_test(test_directory),         cmocka_unit_test(test_long_name),
+        cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
         cmocka_unit_test(test_no_usable_row),
         cmocka_unit_test(test_convert_errors),    cmocka_unit_test(test_file_too_large),    cmocka_unit_test(test_hub_dir),

@@ -362,26 +362,53 @@ static void expect_miss(const char *name, const char *rev, const char *want)
 static void test_resolve_miss(void **state)
 {
     (void)state;
-    char hub[1024], want[4096];
+    char hub[1024], want[4096], path[2048], hub_shown[sizeof(pt_shown)];
     data_path(hub, sizeof hub, "hfcache");
+    /* paths as the message shows them (shown_text), so that a deep build directory changes nothing here */
+    snprintf(hub_shown, sizeof hub_shown, "%s", shown_text(hub).s);
+    snprintf(path, sizeof path, "%s/models--ptrain-test--absent", hub);
     snprintf(want, sizeof want,
-             "model ptrain-test/absent is not in the Hugging Face cache: %s/models--ptrain-test--absent does not "
+             "model ptrain-test/absent is not in the Hugging Face cache: %s does not "
              "exist (hub cache %s, from HF_HUB_CACHE). On a machine with internet, run\n  huggingface-cli download "
              "ptrain-test/absent\n(or: hf download ptrain-test/absent), then copy the models--ptrain-test--absent "
-             "directory into %s, or set HF_HUB_CACHE to the cache that has it", hub, hub, hub);
+             "directory into %s, or set HF_HUB_CACHE to the cache that has it", shown_text(path).s, hub_shown,
+             hub_shown);
     expect_miss("ptrain-test/absent", NULL, want);
+    snprintf(path, sizeof path, "%s/models--ptrain-test--tiny-llama/refs/v2", hub);
     snprintf(want, sizeof want,
-             "model ptrain-test/tiny-llama is not in the Hugging Face cache: %s/models--ptrain-test--tiny-llama/refs/v2 "
+             "model ptrain-test/tiny-llama is not in the Hugging Face cache: %s "
              "is missing (hub cache %s, from HF_HUB_CACHE). On a machine with internet, run\n  huggingface-cli "
              "download --revision v2 ptrain-test/tiny-llama\n(or: hf download ptrain-test/tiny-llama --revision v2), "
              "then copy the models--ptrain-test--tiny-llama directory into %s, or set HF_HUB_CACHE to the cache that "
-             "has it", hub, hub, hub);
+             "has it", shown_text(path).s, hub_shown, hub_shown);
     expect_miss("ptrain-test/tiny-llama", "v2", want);
     expect_miss("models/nothing.gguf", NULL,
                 "model models/nothing.gguf not found (looked for the file or directory itself, then in $PTRAIN_MODELS, "
                 "./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging Face cache); "
                 "fetch the default model with share/scripts/fetch-model.sh");
     expect_miss("", NULL, "no model given: name a .gguf file, a model directory or an HF id");
+    /* a name of 10 MB: shown by its start, end and length, and the reason is whole (issue 29) */
+    size_t n = 10u << 20;
+    char *name = malloc(n + 1);
+    assert_non_null(name);
+    memset(name, 'd', n);
+    memcpy(name, "/very/long/path/", 16);
+    memcpy(name + n - 11, "/model.gguf", 11);
+    name[n] = '\0';
+    snprintf(want, sizeof want,
+             "model %.68s…(10485760 bytes)…%s not found (looked for the file or directory itself, then in "
+             "$PTRAIN_MODELS, ./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging "
+             "Face cache); fetch the default model with share/scripts/fetch-model.sh", name, name + n - 68);
+    expect_miss(name, NULL, want);
+    /* an HF id of 10 MB cannot be on the Hub (parts of at most 96 characters): not found, the same way */
+    memset(name, 'x', n);
+    memcpy(name, "org/", 4);
+    snprintf(want, sizeof want,
+             "model %.68s…(10485760 bytes)…%s not found (looked for the file or directory itself, then in "
+             "$PTRAIN_MODELS, ./models and " PTRAIN_DATADIR "/models; an HF id org/name is looked up in the Hugging "
+             "Face cache); fetch the default model with share/scripts/fetch-model.sh", name, name + n - 68);
+    expect_miss(name, NULL, want);
+    free(name);
 }
 
 /* ---- family mapping and bad models, on files written here ---- */
