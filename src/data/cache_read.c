@@ -196,22 +196,30 @@ static pt_status parse_sections(const unsigned char *base, const char *what, pt_
     return ERR(PT_ERR_USER, "the dataset cache %s: its sections do not hold examples (damaged)", shown_text(what).s);
 }
 
-pt_status dataset_cache_parse(void *bytes, size_t len, const dataset_cache_key *key, bool verify, pt_dataset *train,
-                              pt_dataset *eval)
+/* bytes (mapped from a file, or malloc'd: then freed on failure) checked and parsed into train and
+ * eval, which keep them as their backing; what names them in a message. */
+static pt_status adopt(unsigned char *bytes, size_t len, const dataset_cache_key *key, bool verify, const char *what,
+                       bool mapped, pt_dataset *train, pt_dataset *eval)
 {
-    const char *what = "received from rank 0";
     strbuf why = {0};
     pt_status st = PT_OK;
     if (check_bytes(bytes, len, key, verify, &why) != CACHE_FOUND)
-        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", shown_text(what).s, why.data);
+        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", shown_text(what).s, sb_text(&why));
     sb_free(&why);
     if (st == PT_OK) st = parse_sections(bytes, what, train, eval);
     if (st != PT_OK) {
-        free(bytes);
+        if (!mapped) free(bytes);
+        else if (bytes) munmap(bytes, len);
         return st;
     }
-    train->backing = bytes, train->backing_len = len, train->backing_mapped = false;
+    train->backing = bytes, train->backing_len = len, train->backing_mapped = mapped;
     return PT_OK;
+}
+
+pt_status dataset_cache_parse(void *bytes, size_t len, const dataset_cache_key *key, bool verify, pt_dataset *train,
+                              pt_dataset *eval)
+{
+    return adopt(bytes, len, key, verify, "received from rank 0", false, train, eval);
 }
 
 /* path mapped read-only into *base, *len; a file shorter than the header is not mapped (*base
@@ -261,16 +269,5 @@ pt_status dataset_cache_open(const char *path, const dataset_cache_key *key, boo
     size_t len;
     bool missing;
     TRY(map_file(path, &base, &len, &missing));
-    strbuf why = {0};
-    pt_status st = PT_OK;
-    if (check_bytes(base, len, key, verify, &why) != CACHE_FOUND)
-        st = ERR(PT_ERR_USER, "the dataset cache %s: %s", shown_text(path).s, why.data);
-    sb_free(&why);
-    if (st == PT_OK) st = parse_sections(base, path, train, eval);
-    if (st != PT_OK) {
-        if (base) munmap(base, len);
-        return st;
-    }
-    train->backing = base, train->backing_len = len, train->backing_mapped = true;
-    return PT_OK;
+    return adopt(base, len, key, verify, path, true, train, eval);
 }

@@ -9,13 +9,33 @@
 #include "tok_impl.h"
 #include "ptrain/util.h"
 
-#define MIX(h, v) util_fnv1a(h, &(v), sizeof(v))
+/* One 64-bit word into the hash: a multiply and a shift, eight bytes at a time (FNV-1a's byte at a
+ * time made the fingerprint of a 49k-token vocabulary 2 ms, most of a cached run's dataset phase). */
+static uint64_t mix_word(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 29);
+}
+
+static uint64_t mix_bytes(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *b = data;
+    for (; len >= 8; b += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        h = mix_word(h, w);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, b, len);
+    return mix_word(h, tail ^ (uint64_t)len << 56);
+}
+
+#define MIX(h, v) mix_bytes(h, &(v), sizeof(v))
 
 static uint64_t mix_text(uint64_t h, const char *s, size_t len)
 {
-    uint64_t n = s ? len : UINT64_MAX; /* NULL differs from "" */
-    h = MIX(h, n);
-    return s ? util_fnv1a(h, s, len) : h;
+    if (!s) return mix_word(h, UINT64_MAX); /* NULL differs from "" */
+    return mix_bytes(mix_word(h, len), s, len);
 }
 
 static uint64_t mix_tokens(uint64_t h, const pt_tokenizer *t)
@@ -40,13 +60,13 @@ static uint64_t mix_tokens(uint64_t h, const pt_tokenizer *t)
 
 static uint64_t mix_settings(uint64_t h, const pt_tokenizer *t)
 {
-    h = util_fnv1a(h, t->byte_id, sizeof t->byte_id);
-    h = util_fnv1a(h, t->byte_tok, sizeof t->byte_tok);
+    h = mix_bytes(h, t->byte_id, sizeof t->byte_id);
+    h = mix_bytes(h, t->byte_tok, sizeof t->byte_tok);
     int32_t ids[4] = {t->unk, t->bos, t->eos, t->pad};
     uint8_t flags[8] = {t->fuse_unk, t->ignore_merges, t->byte_fallback, t->dec_bytes,
                         t->strip_fused, t->add_bos, t->add_eos, t->ms_rep_len};
-    h = util_fnv1a(h, ids, sizeof ids);
-    h = util_fnv1a(h, flags, sizeof flags);
+    h = mix_bytes(h, ids, sizeof ids);
+    h = mix_bytes(h, flags, sizeof flags);
     h = MIX(h, t->strip_start);
     h = MIX(h, t->strip_stop);
     h = mix_text(h, t->strip_char, strlen(t->strip_char));
@@ -59,7 +79,7 @@ static uint64_t mix_settings(uint64_t h, const pt_tokenizer *t)
     for (int i = 0; i < t->n_steps; i++) {
         const pretok_step *p = &t->steps[i];
         uint8_t f[6] = {p->re != NULL, (uint8_t)p->behavior, p->prefix_space, p->metaspace, p->ms_split, p->prepend};
-        h = util_fnv1a(h, f, sizeof f);
+        h = mix_bytes(h, f, sizeof f);
         h = mix_text(h, p->rep, p->rep_len);
     }
     for (int i = 0; i < t->n_dec; i++) {
@@ -82,7 +102,7 @@ static uint64_t mix_probe(uint64_t h, const pt_tokenizer *t)
     pt_status st = tokenizer_encode(t, probe, sizeof probe - 1, true, &ids, &n);
     h = MIX(h, st);
     h = MIX(h, n);
-    if (st == PT_OK) h = util_fnv1a(h, ids, sizeof *ids * n);
+    if (st == PT_OK) h = mix_bytes(h, ids, sizeof *ids * n);
     else err_clear();
     free(ids);
     return h;

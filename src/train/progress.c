@@ -177,7 +177,7 @@ pt_status progress_startup(progress *p, int64_t step, const progress_phase *ph, 
         if (ranks > 1) snprintf(who, sizeof who, "  (slowest: rank %d)", ph[i].rank);
         printf("%sstartup    %-14s %8.2f s%s\n", p->tty && i == 0 ? "\r\033[K" : "", ph[i].name, ph[i].s, who);
         json_key(ph[i].name, key, sizeof key);
-        json_number(&rec, key, "%.3f", ph[i].s);
+        json_number(&rec, key, "%.4f", ph[i].s); /* a cached dataset phase takes milliseconds */
         if (ranks > 1) sb_printf(&rec, ", \"%.*s_rank\": %d", (int)strlen(key) - 2, key, ph[i].rank);
     }
     fflush(stdout);

@@ -83,7 +83,7 @@ $err"
 
 # a value of any length is shown by its start, its end and its length, and the reason after it is whole
 # (issue 29): a model_name of 200 KB (near the most a config file holds), a --repo of 100 KB
-{ printf 'model_name: /very/long/path/'; head -c 200000 /dev/zero | tr '\0' d; printf '/model.gguf\ndataset:\n  - name: x.jsonl\n'; } \
+{ printf 'model_name: /very/long/path/'; head -c 200000 /dev/zero | tr '\0' d; printf '/model.gguf\ndataset:\n  - name: x.jsonl\noutput_dir: %s/longname\n' "$tmp"; } \
     >"$tmp/longname.yaml"
 run "$tmp/longname.yaml"
 expect_eq "a model_name of 200 KB: one line with its start, length and end, and the reason" "rc=1
