@@ -30,7 +30,9 @@ nonfinite_in() {
     for f in $(find "$tmp/$1" -type f); do
         case "$f" in
         *.h5) h5dump "$f" ;;
-        *.ptdata) ;; # the dataset cache: token ids, no floats (its bytes can spell "inf")
+        # binary files whose bytes can spell "inf" or "nan": the dataset cache (token ids), the
+        # plot, TensorBoard's event files (their scalars are checked by tests/cli/test_watch.sh)
+        *.ptdata | *.png | *tfevents*) ;;
         *) cat "$f" ;;
         esac
     done | grep -ciwE -- '-?(nan|inf|infinity)'
