@@ -135,9 +135,36 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
     }
 }
 
-static bool all_f32(const pt_tensor *a, const pt_tensor *b, const pt_tensor *c, const pt_tensor *d)
+/* The fp32 SIMT kernel on fp32 q, k, v, out. */
+static pt_status simt_fwd(cuda_ctx *c, float *out, float *lse, const float *q, const float *k, const float *v,
+                         const pt_attention *a, const int32_t *seg)
 {
-    return a->dtype == PT_F32 && b->dtype == PT_F32 && c->dtype == PT_F32 && d->dtype == PT_F32;
+    attn_dims p = attn_dims_of(a);
+    size_t smem = fwd_smem_bytes(a->head_dim);
+    CUDA_TRY(cudaFuncSetAttribute(attention_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned)((a->n_q + Q_TILE - 1) / Q_TILE), (unsigned)a->n_heads, (unsigned)a->batch);
+    attention_fwd_kernel<<<grid, WARPS * 32, smem, c->stream>>>(out, lse, q, k, v, seg, p);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+/* bf16 activations with a head_dim the tensor cores do not take: the fp32 kernel on fp32 copies
+ * of q, k, v, its output rounded back to bf16. */
+static pt_status simt_fwd_bf16(cuda_ctx *c, pt_tensor *out, float *lse, const pt_tensor *q, const pt_tensor *k,
+                              const pt_tensor *v, const pt_attention *a, const int32_t *seg)
+{
+    int64_t nq = attn_q_values(a), nk = attn_kv_values(a);
+    float *buf;
+    CUDA_TRY(cudaMallocAsync((void **)&buf, sizeof(float) * (size_t)(2 * nq + 2 * nk), c->stream));
+    float *qf = buf, *kf = qf + nq, *vf = kf + nk, *of = vf + nk;
+    pt_status st = cuda_bf16_to_f32(c, (const __nv_bfloat16 *)q->data, qf, nq);
+    if (st == PT_OK) st = cuda_bf16_to_f32(c, (const __nv_bfloat16 *)k->data, kf, nk);
+    if (st == PT_OK) st = cuda_bf16_to_f32(c, (const __nv_bfloat16 *)v->data, vf, nk);
+    if (st == PT_OK) st = simt_fwd(c, of, lse, qf, kf, vf, a, seg);
+    if (st == PT_OK) st = cuda_f32_to_bf16(c, of, (__nv_bfloat16 *)out->data, nq);
+    cudaError_t e = cudaFreeAsync(buf, c->stream);
+    if (st == PT_OK && e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync: %s", cudaGetErrorString(e));
+    return st;
 }
 
 pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
@@ -145,20 +172,15 @@ pt_status cuda_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, con
 {
     cuda_ctx *c = ctx_of(be);
     TRY(attn_check(a, "attention"));
-    if (!all_f32(out, q, k, v) || (lse && lse->dtype != PT_F32))
-        return ERR(PT_ERR_INTERNAL, "cuda attention: q, k, v, out and lse must be f32");
+    if (!attn_same_act(out, q, k, v) || (lse && lse->dtype != PT_F32))
+        return ERR(PT_ERR_INTERNAL, "cuda attention: q, k, v and out must be all f32 or all bf16, lse f32");
     if (a->batch <= 0 || a->n_q <= 0) return PT_OK;
     void *seg = NULL;
     if (a->segments)
         TRY(cuda_stage(c, STAGE_SEGMENTS, a->segments, sizeof(int32_t) * (size_t)a->batch * a->n_kv, &seg));
+    float *lsep = lse ? (float *)lse->data : NULL;
     if (attn_tc_usable(c, a)) return attention_tc_fwd(c, out, lse, q, k, v, a, (const int32_t *)seg);
-    attn_dims p = attn_dims_of(a);
-    size_t smem = fwd_smem_bytes(a->head_dim);
-    CUDA_TRY(cudaFuncSetAttribute(attention_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)((a->n_q + Q_TILE - 1) / Q_TILE), (unsigned)a->n_heads, (unsigned)a->batch);
-    attention_fwd_kernel<<<grid, WARPS * 32, smem, c->stream>>>(
-        (float *)out->data, lse ? (float *)lse->data : NULL, (const float *)q->data, (const float *)k->data,
-        (const float *)v->data, (const int32_t *)seg, p);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    if (q->dtype == PT_BF16) return simt_fwd_bf16(c, out, lsep, q, k, v, a, (const int32_t *)seg);
+    return simt_fwd(c, (float *)out->data, lsep, (const float *)q->data, (const float *)k->data,
+                    (const float *)v->data, a, (const int32_t *)seg);
 }

@@ -81,6 +81,22 @@ __device__ static inline float warp_sum(float v)
 
 /* ---- host: the entry points the ops dispatch to ---- */
 
+/* Values of q (and out, dq, dout) and of k (and v, dk, dv) a call reads or writes. */
+static inline int64_t attn_q_values(const pt_attention *a)
+{
+    return (int64_t)a->batch * a->n_q * a->n_heads * a->head_dim;
+}
+static inline int64_t attn_kv_values(const pt_attention *a)
+{
+    return (int64_t)a->batch * a->n_kv * a->n_kv_heads * a->head_dim;
+}
+/* Whether the four activations are all f32 or all bf16. */
+static inline bool attn_same_act(const pt_tensor *a, const pt_tensor *b, const pt_tensor *c, const pt_tensor *d)
+{
+    return (a->dtype == PT_F32 || a->dtype == PT_BF16) && b->dtype == a->dtype && c->dtype == a->dtype &&
+           d->dtype == a->dtype;
+}
+
 /* attention_bwd.cu: delta[row, head] = rowsum(dO * O), summed in double as on the CPU, into
  * batch*n_q*n_heads floats of device memory. */
 pt_status attention_delta(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,

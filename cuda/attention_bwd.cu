@@ -27,15 +27,16 @@ enum { TILE = 32 }; /* keys (dq) or query rows (dk/dv) per staged tile: one per 
 
 /* One warp per (row, head), grid-stride over them; the sum in double as on the CPU. The loop
  * bound is the same for every lane of a warp, so all of them reach the shuffles. */
-__global__ static void attention_delta_kernel(float *delta, const float *dout, const float *out, int64_t n,
-                                              int n_heads, int head_dim)
+template <typename T>
+__global__ static void attention_delta_kernel(float *delta, const T *dout, const T *out, int64_t n, int n_heads,
+                                              int head_dim)
 {
     int lane = threadIdx.x % 32;
     int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
     for (int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; w < n; w += warps) {
         int64_t base = w * head_dim; /* row w / n_heads, head w % n_heads: (row * n_heads + h) * head_dim */
         double s = 0.0;
-        for (int d = lane; d < head_dim; d += 32) s += (double)dout[base + d] * out[base + d];
+        for (int d = lane; d < head_dim; d += 32) s += (double)act_ld(dout, base + d) * act_ld(out, base + d);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
         if (lane == 0) delta[w] = (float)s;
     }
@@ -278,38 +279,78 @@ __global__ static void attention_dkv_kernel(float *dk, float *dv, const float *d
 
 /* ---- the op --------------------------------------------------------------------------------- */
 
-pt_status attention_delta(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,
-                          const pt_attention *a)
+template <typename T>
+static pt_status delta_launch(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,
+                              const pt_attention *a)
 {
     int64_t pairs = (int64_t)a->batch * a->n_q * a->n_heads;
-    attention_delta_kernel<<<cuda_grid(pairs, WARPS), WARPS * 32, 0, c->stream>>>(
-        delta, (const float *)dout->data, (const float *)out->data, pairs, a->n_heads, a->head_dim);
+    auto kernel = attention_delta_kernel<T>;
+    kernel<<<cuda_grid(pairs, WARPS), WARPS * 32, 0, c->stream>>>(delta, (const T *)dout->data, (const T *)out->data,
+                                                                  pairs, a->n_heads, a->head_dim);
     CUDA_LAUNCHED();
     return PT_OK;
 }
 
-/* The fp32 SIMT kernels (the reference, and every head_dim the tensor-core ones do not take). */
-static pt_status attention_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
-                                      const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
-                                      const pt_tensor *lse, const pt_attention *a, const int32_t *seg, float *delta)
+pt_status attention_delta(cuda_ctx *c, float *delta, const pt_tensor *dout, const pt_tensor *out,
+                          const pt_attention *a)
+{
+    return ACT_CALL(out, delta_launch, c, delta, dout, out, a);
+}
+
+/* The fp32 SIMT kernels (the reference, and every head_dim the tensor-core ones do not take) on
+ * fp32 tensors. */
+static pt_status simt_bwd(cuda_ctx *c, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                          const float *k, const float *v, const float *lse, const pt_attention *a, const int32_t *seg,
+                          const float *delta)
 {
     attn_dims p = attn_dims_of(a);
     size_t smem = dq_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 qgrid((unsigned)((a->n_q + BLOCK_ROWS - 1) / BLOCK_ROWS), (unsigned)a->n_heads, (unsigned)a->batch);
-    attention_dq_kernel<<<qgrid, WARPS * 32, smem, c->stream>>>(
-        (float *)dq->data, (const float *)dout->data, (const float *)q->data, (const float *)k->data,
-        (const float *)v->data, (const float *)lse->data, delta, seg, p);
+    attention_dq_kernel<<<qgrid, WARPS * 32, smem, c->stream>>>(dq, dout, q, k, v, lse, delta, seg, p);
     CUDA_LAUNCHED();
 
     smem = dkv_smem_bytes(a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(attention_dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 kgrid((unsigned)((a->n_kv + BLOCK_ROWS - 1) / BLOCK_ROWS), (unsigned)a->n_kv_heads, (unsigned)a->batch);
-    attention_dkv_kernel<<<kgrid, WARPS * 32, smem, c->stream>>>(
-        (float *)dk->data, (float *)dv->data, (const float *)dout->data, (const float *)q->data,
-        (const float *)k->data, (const float *)v->data, (const float *)lse->data, delta, seg, p);
+    attention_dkv_kernel<<<kgrid, WARPS * 32, smem, c->stream>>>(dk, dv, dout, q, k, v, lse, delta, seg, p);
     CUDA_LAUNCHED();
     return PT_OK;
+}
+
+/* bf16 activations with a head_dim the tensor cores do not take: the fp32 kernels on fp32 copies
+ * of dout, q, k, v, their gradients rounded back to bf16. */
+static pt_status simt_bwd_bf16(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                               const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const float *lse,
+                               const pt_attention *a, const int32_t *seg, const float *delta)
+{
+    int64_t nq = attn_q_values(a), nk = attn_kv_values(a);
+    const pt_tensor *in[4] = {dout, q, k, v};
+    pt_tensor *grads[3] = {dq, dk, dv};
+    int64_t n_in[4] = {nq, nq, nk, nk}, n_out[3] = {nq, nk, nk};
+    float *buf, *f[7];
+    CUDA_TRY(cudaMallocAsync((void **)&buf, sizeof(float) * (size_t)(3 * nq + 4 * nk), c->stream));
+    f[0] = buf;
+    for (int i = 1; i < 7; i++) f[i] = f[i - 1] + (i <= 4 ? n_in[i - 1] : n_out[i - 5]);
+    pt_status st = PT_OK;
+    for (int i = 0; i < 4 && st == PT_OK; i++) st = cuda_bf16_to_f32(c, (const __nv_bfloat16 *)in[i]->data, f[i], n_in[i]);
+    if (st == PT_OK) st = simt_bwd(c, f[4], f[5], f[6], f[0], f[1], f[2], f[3], lse, a, seg, delta);
+    for (int i = 0; i < 3 && st == PT_OK; i++) st = cuda_f32_to_bf16(c, f[4 + i], (__nv_bfloat16 *)grads[i]->data, n_out[i]);
+    cudaError_t e = cudaFreeAsync(buf, c->stream);
+    if (st == PT_OK && e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync: %s", cudaGetErrorString(e));
+    return st;
+}
+
+/* dq, dk, dv on the tensor cores when they take the call, else the SIMT kernels. */
+static pt_status attention_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
+                                      const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                                      const pt_tensor *lse, const pt_attention *a, const int32_t *seg, float *delta)
+{
+    if (attn_tc_usable(c, a)) return attention_tc_bwd(c, dq, dk, dv, dout, q, k, v, lse, delta, a, seg);
+    const float *l = (const float *)lse->data;
+    if (q->dtype == PT_BF16) return simt_bwd_bf16(c, dq, dk, dv, dout, q, k, v, l, a, seg, delta);
+    return simt_bwd(c, (float *)dq->data, (float *)dk->data, (float *)dv->data, (const float *)dout->data,
+                    (const float *)q->data, (const float *)k->data, (const float *)v->data, l, a, seg, delta);
 }
 
 pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const pt_tensor *dout,
@@ -318,6 +359,10 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
 {
     cuda_ctx *c = ctx_of(be);
     TRY(attn_check(a, "attention_bwd"));
+    if (!attn_same_act(dq, dk, dv, dout) || !attn_same_act(q, k, v, out) || q->dtype != dq->dtype ||
+        lse->dtype != PT_F32)
+        return ERR(PT_ERR_INTERNAL, "cuda attention_bwd: the activations and gradients must be all f32 or all bf16, "
+                   "lse f32");
     if (a->batch <= 0 || a->n_kv <= 0) return PT_OK;
     if (a->n_q <= 0) { /* no query sees any key */
         CUDA_TRY(cudaMemsetAsync(dk->data, 0, dk->nbytes, c->stream));
@@ -330,10 +375,7 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
     float *delta = NULL;
     CUDA_TRY(cudaMallocAsync((void **)&delta, sizeof(float) * (size_t)a->batch * a->n_q * a->n_heads, c->stream));
     pt_status st = attention_delta(c, delta, dout, out, a);
-    if (st == PT_OK)
-        st = attn_tc_usable(c, a)
-                 ? attention_tc_bwd(c, dq, dk, dv, dout, q, k, v, lse, delta, a, (const int32_t *)seg)
-                 : attention_bwd_launch(c, dq, dk, dv, dout, q, k, v, lse, a, (const int32_t *)seg, delta);
+    if (st == PT_OK) st = attention_bwd_launch(c, dq, dk, dv, dout, q, k, v, lse, a, (const int32_t *)seg, delta);
     cudaError_t e = cudaFreeAsync(delta, c->stream);
     if (st != PT_OK) return st;
     if (e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync(delta): %s", cudaGetErrorString(e));

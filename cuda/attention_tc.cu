@@ -64,8 +64,8 @@ __device__ static __forceinline__ void tc_softmax_step(float s[BN / 8][4], uint3
 }
 
 /* out = O / l for the lane's valid rows (two adjacent columns per n-tile), lse = m + log(l). */
-template <int DMAX>
-__device__ static __forceinline__ void tc_fwd_store(float *out, float *lse, float o[DMAX / 8][4], tc_softmax *st,
+template <int DMAX, typename O>
+__device__ static __forceinline__ void tc_fwd_store(O *out, float *lse, float o[DMAX / 8][4], tc_softmax *st,
                                                     const tc_qrow r[2], const attn_dims &p, int64_t qrow0, int h)
 {
     const int D = p.head_dim, t4 = threadIdx.x % 4;
@@ -80,12 +80,12 @@ __device__ static __forceinline__ void tc_fwd_store(float *out, float *lse, floa
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (!r[i].valid) continue;
-        float *row = out + (qrow0 + r[i].t) * qw + (int64_t)h * D + 2 * t4;
+        O *row = out + (qrow0 + r[i].t) * qw + (int64_t)h * D + 2 * t4;
 #pragma unroll
         for (int n = 0; n < DMAX / 8; n++)
             if (n * 8 < D) {
-                row[8 * n] = o[n][2 * i] * inv[i];
-                row[8 * n + 1] = o[n][2 * i + 1] * inv[i];
+                act_st(row, 8 * n, o[n][2 * i] * inv[i]);
+                act_st(row, 8 * n + 1, o[n][2 * i + 1] * inv[i]);
             }
         if (lse && t4 == 0) lse[(qrow0 + r[i].t) * p.n_heads + h] = st->m[i] + logf(st->l[i]);
     }
@@ -95,8 +95,8 @@ __device__ static __forceinline__ void tc_fwd_store(float *out, float *lse, floa
  * [batch*n_kv, n_kv_heads*D] in bf16; seg [batch*n_kv] or NULL. Heavy blocks (late queries see
  * more keys) are launched first. Every lane reaches every shuffle and collective: a warp's rows
  * and tiles are the same for all its lanes, and no thread returns early. */
-template <int DMAX>
-__global__ static void attention_tc_fwd_kernel(float *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+template <int DMAX, typename O>
+__global__ static void attention_tc_fwd_kernel(O *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                                                const int32_t *seg, attn_dims p, bool seg_sorted)
 {
     constexpr int BN = tc_fwd_bn(DMAX);
@@ -144,7 +144,7 @@ __global__ static void attention_tc_fwd_kernel(float *out, float *lse, const bf1
         if (next < k_end) tc_load_tile(v_s, ld, vh + next * kw, kw, BN, k_end - next, D);
         cp_async_commit();
     }
-    tc_fwd_store<DMAX>(out, lse, o, &st, rows, p, qrow0, h);
+    tc_fwd_store<DMAX, O>(out, lse, o, &st, rows, p, qrow0, h);
 }
 
 /* ---- host ---- */
@@ -173,6 +173,12 @@ pt_status attn_tc_convert(cuda_ctx *c, const pt_attention *a, const pt_tensor *q
                           const pt_tensor *v, const pt_tensor *dout, bf16 **buf, bf16 **qb, bf16 **kb, bf16 **vb,
                           bf16 **dob)
 {
+    if (q->dtype == PT_BF16) { /* bf16 activations: the tensors themselves */
+        *buf = NULL;
+        *qb = (bf16 *)q->data, *kb = (bf16 *)k->data, *vb = (bf16 *)v->data;
+        if (dout) *dob = (bf16 *)dout->data;
+        return PT_OK;
+    }
     int64_t nq = (int64_t)a->batch * a->n_q * a->n_heads * a->head_dim;
     int64_t nk = (int64_t)a->batch * a->n_kv * a->n_kv_heads * a->head_dim;
     CUDA_TRY(cudaMallocAsync((void **)buf, sizeof(bf16) * (size_t)((dout ? 2 : 1) * nq + 2 * nk), c->stream));
@@ -190,19 +196,19 @@ pt_status attn_tc_convert(cuda_ctx *c, const pt_attention *a, const pt_tensor *q
     return st;
 }
 
-typedef void (*tc_fwd_fn)(float *, float *, const bf16 *, const bf16 *, const bf16 *, const int32_t *, attn_dims, bool);
-
+template <typename O>
 static pt_status tc_fwd_launch(cuda_ctx *c, pt_tensor *out, pt_tensor *lse, const bf16 *qb, const bf16 *kb,
                                const bf16 *vb, const pt_attention *a, const int32_t *seg)
 {
+    typedef void (*tc_fwd_fn)(O *, float *, const bf16 *, const bf16 *, const bf16 *, const int32_t *, attn_dims, bool);
     int dmax = tc_dmax(a->head_dim);
-    tc_fwd_fn kernel = dmax == 64    ? attention_tc_fwd_kernel<64>
-                       : dmax == 128 ? attention_tc_fwd_kernel<128>
-                                     : attention_tc_fwd_kernel<256>;
+    tc_fwd_fn kernel = dmax == 64    ? attention_tc_fwd_kernel<64, O>
+                       : dmax == 128 ? attention_tc_fwd_kernel<128, O>
+                                     : attention_tc_fwd_kernel<256, O>;
     size_t smem = tc_fwd_smem(dmax, a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)((a->n_q + TC_BM - 1) / TC_BM), (unsigned)a->n_heads, (unsigned)a->batch);
-    kernel<<<grid, TC_THREADS, smem, c->stream>>>((float *)out->data, lse ? (float *)lse->data : NULL, qb, kb, vb, seg,
+    kernel<<<grid, TC_THREADS, smem, c->stream>>>((O *)out->data, lse ? (float *)lse->data : NULL, qb, kb, vb, seg,
                                                   attn_dims_of(a), attn_segments_sorted(a));
     CUDA_LAUNCHED();
     return PT_OK;
@@ -213,8 +219,8 @@ pt_status attention_tc_fwd(cuda_ctx *c, pt_tensor *out, pt_tensor *lse, const pt
 {
     bf16 *buf, *qb, *kb, *vb;
     TRY(attn_tc_convert(c, a, q, k, v, NULL, &buf, &qb, &kb, &vb, NULL));
-    pt_status st = tc_fwd_launch(c, out, lse, qb, kb, vb, a, seg);
-    cudaError_t e = cudaFreeAsync(buf, c->stream);
+    pt_status st = ACT_CALL(out, tc_fwd_launch, c, out, lse, qb, kb, vb, a, seg);
+    cudaError_t e = buf ? cudaFreeAsync(buf, c->stream) : cudaSuccess;
     if (st != PT_OK) return st;
     if (e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync(bf16 q, k, v): %s", cudaGetErrorString(e));
     return PT_OK;

@@ -235,8 +235,9 @@ __device__ static __forceinline__ void tc_key_range(int t0, const attn_dims &p, 
 /* Whether every sequence's segment ids are non-decreasing (then the kernels skip the keys of
  * earlier examples); false without segments. */
 bool attn_segments_sorted(const pt_attention *a);
-/* q, k, v (and dout when given) rounded to bf16 into one buffer of the pool (*buf, freed by the
- * caller with cudaFreeAsync): *qb, *kb, *vb, *dob point into it. */
+/* q, k, v (and dout when given) as bf16: fp32 ones rounded into one buffer of the pool (*buf,
+ * freed by the caller with cudaFreeAsync), bf16 ones used in place (*buf NULL); *qb, *kb, *vb,
+ * *dob point to them. */
 pt_status attn_tc_convert(cuda_ctx *c, const pt_attention *a, const pt_tensor *q, const pt_tensor *k,
                           const pt_tensor *v, const pt_tensor *dout, bf16 **buf, bf16 **qb, bf16 **kb, bf16 **vb,
                           bf16 **dob);

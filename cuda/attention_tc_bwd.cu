@@ -56,20 +56,20 @@ __device__ static __forceinline__ void tc_row_stats(float l[2], float d[2], cons
 
 /* Rows r0.. of a [rows, D] fp32 result at `base` (row stride w): a lane's two rows (valid only),
  * columns c0 + 8n + 2 (lane % 4) + {0, 1} for its n-tiles below D. */
-template <int NT>
-__device__ static __forceinline__ void tc_store(float *base, int64_t w, const float acc[NT][4], const bool valid[2],
+template <int NT, typename O>
+__device__ static __forceinline__ void tc_store(O *base, int64_t w, const float acc[NT][4], const bool valid[2],
                                                 const int64_t row[2], int c0, int D)
 {
     int t4 = threadIdx.x % 4;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         if (!valid[i]) continue;
-        float *o = base + row[i] * w + c0 + 2 * t4;
+        O *o = base + row[i] * w + c0 + 2 * t4;
 #pragma unroll
         for (int n = 0; n < NT; n++)
             if (c0 + n * 8 < D) {
-                o[8 * n] = acc[n][2 * i];
-                o[8 * n + 1] = acc[n][2 * i + 1];
+                act_st(o, 8 * n, acc[n][2 * i]);
+                act_st(o, 8 * n + 1, acc[n][2 * i + 1]);
             }
     }
 }
@@ -78,8 +78,8 @@ __device__ static __forceinline__ void tc_store(float *base, int64_t w, const fl
 
 /* Grid (query blocks, heads, sequences), 128 threads; the tensors as the forward's, dout in bf16,
  * lse and delta [batch*n_q, n_heads]. */
-template <int DMAX>
-__global__ static void attention_tc_dq_kernel(float *dq, const bf16 *q, const bf16 *k, const bf16 *v,
+template <int DMAX, typename O>
+__global__ static void attention_tc_dq_kernel(O *dq, const bf16 *q, const bf16 *k, const bf16 *v,
                                               const bf16 *dout, const float *lse, const float *delta,
                                               const int32_t *seg, attn_dims p, bool seg_sorted)
 {
@@ -132,7 +132,7 @@ __global__ static void attention_tc_dq_kernel(float *dq, const bf16 *q, const bf
     }
     bool valid[2] = {rows[0].valid, rows[1].valid};
     int64_t at[2] = {qrow0 + rows[0].t, qrow0 + rows[1].t};
-    tc_store<DMAX / 8>(dq + (int64_t)h * D, qw, acc, valid, at, 0, D);
+    tc_store<DMAX / 8, O>(dq + (int64_t)h * D, qw, acc, valid, at, 0, D);
 }
 
 /* ---- dK, dV ---- */
@@ -232,8 +232,8 @@ __device__ static __forceinline__ void tc_dkv_load_queries(bf16 *q_s, bf16 *do_s
 /* Grid (key blocks, kv heads, sequences), 128 threads; every key row of the sequence is written,
  * 0 where no query sees it. Early key blocks (seen by the most queries) are launched first. Warp w
  * accumulates keys 16 (w % KG).. and n-tiles NTW (w / KG).. of the head dims. */
-template <int DMAX>
-__global__ static void attention_tc_dkv_kernel(float *dk, float *dv, const bf16 *q, const bf16 *k, const bf16 *v,
+template <int DMAX, typename O>
+__global__ static void attention_tc_dkv_kernel(O *dk, O *dv, const bf16 *q, const bf16 *k, const bf16 *v,
                                                const bf16 *dout, const float *lse, const float *delta,
                                                const int32_t *seg, attn_dims p, bool seg_sorted)
 {
@@ -275,41 +275,41 @@ __global__ static void attention_tc_dkv_kernel(float *dk, float *dv, const bf16 
     int key = j0 + kg * 16 + threadIdx.x % 32 / 4;
     bool valid[2] = {key < p.n_kv, key + 8 < p.n_kv};
     int64_t at[2] = {krow0 + key, krow0 + key + 8};
-    tc_store<NTW>(dk + (int64_t)hk * D, kw, dk_acc, valid, at, ds * NTW * 8, D);
-    tc_store<NTW>(dv + (int64_t)hk * D, kw, dv_acc, valid, at, ds * NTW * 8, D);
+    tc_store<NTW, O>(dk + (int64_t)hk * D, kw, dk_acc, valid, at, ds * NTW * 8, D);
+    tc_store<NTW, O>(dv + (int64_t)hk * D, kw, dv_acc, valid, at, ds * NTW * 8, D);
 }
 
 /* ---- host ---- */
 
-typedef void (*tc_bwd_fn)(float *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *,
-                          const float *, const int32_t *, attn_dims, bool);
-typedef void (*tc_dkv_fn)(float *, float *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *,
-                          const float *, const int32_t *, attn_dims, bool);
-
+template <typename O>
 static pt_status tc_bwd_launch(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv, const bf16 *qb,
                                const bf16 *kb, const bf16 *vb, const bf16 *dob, const float *lse, const float *delta,
                                const pt_attention *a, const int32_t *seg)
 {
+    typedef void (*tc_bwd_fn)(O *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *,
+                              const float *, const int32_t *, attn_dims, bool);
+    typedef void (*tc_dkv_fn)(O *, O *, const bf16 *, const bf16 *, const bf16 *, const bf16 *, const float *,
+                              const float *, const int32_t *, attn_dims, bool);
     int dmax = tc_dmax(a->head_dim);
     bool sorted = attn_segments_sorted(a);
     attn_dims p = attn_dims_of(a);
-    tc_bwd_fn dq_kernel = dmax == 64    ? attention_tc_dq_kernel<64>
-                          : dmax == 128 ? attention_tc_dq_kernel<128>
-                                        : attention_tc_dq_kernel<256>;
+    tc_bwd_fn dq_kernel = dmax == 64    ? attention_tc_dq_kernel<64, O>
+                          : dmax == 128 ? attention_tc_dq_kernel<128, O>
+                                        : attention_tc_dq_kernel<256, O>;
     size_t smem = tc_dq_smem(dmax, a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 qgrid((unsigned)((a->n_q + TC_BM - 1) / TC_BM), (unsigned)a->n_heads, (unsigned)a->batch);
-    dq_kernel<<<qgrid, TC_THREADS, smem, c->stream>>>((float *)dq->data, qb, kb, vb, dob, lse, delta, seg, p, sorted);
+    dq_kernel<<<qgrid, TC_THREADS, smem, c->stream>>>((O *)dq->data, qb, kb, vb, dob, lse, delta, seg, p, sorted);
     CUDA_LAUNCHED();
 
-    tc_dkv_fn dkv_kernel = dmax == 64    ? attention_tc_dkv_kernel<64>
-                           : dmax == 128 ? attention_tc_dkv_kernel<128>
-                                         : attention_tc_dkv_kernel<256>;
+    tc_dkv_fn dkv_kernel = dmax == 64    ? attention_tc_dkv_kernel<64, O>
+                           : dmax == 128 ? attention_tc_dkv_kernel<128, O>
+                                         : attention_tc_dkv_kernel<256, O>;
     int bn = dmax == 64 ? tc_dkv_bn(64) : dmax == 128 ? tc_dkv_bn(128) : tc_dkv_bn(256);
     smem = tc_dkv_smem(dmax, a->head_dim);
     CUDA_TRY(cudaFuncSetAttribute(dkv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 kgrid((unsigned)((a->n_kv + bn - 1) / bn), (unsigned)a->n_kv_heads, (unsigned)a->batch);
-    dkv_kernel<<<kgrid, TC_THREADS, smem, c->stream>>>((float *)dk->data, (float *)dv->data, qb, kb, vb, dob, lse,
+    dkv_kernel<<<kgrid, TC_THREADS, smem, c->stream>>>((O *)dk->data, (O *)dv->data, qb, kb, vb, dob, lse,
                                                        delta, seg, p, sorted);
     CUDA_LAUNCHED();
     return PT_OK;
@@ -321,8 +321,8 @@ pt_status attention_tc_bwd(cuda_ctx *c, pt_tensor *dq, pt_tensor *dk, pt_tensor 
 {
     bf16 *buf, *qb, *kb, *vb, *dob;
     TRY(attn_tc_convert(c, a, q, k, v, dout, &buf, &qb, &kb, &vb, &dob));
-    pt_status st = tc_bwd_launch(c, dq, dk, dv, qb, kb, vb, dob, (const float *)lse->data, delta, a, seg);
-    cudaError_t e = cudaFreeAsync(buf, c->stream);
+    pt_status st = ACT_CALL(dq, tc_bwd_launch, c, dq, dk, dv, qb, kb, vb, dob, (const float *)lse->data, delta, a, seg);
+    cudaError_t e = buf ? cudaFreeAsync(buf, c->stream) : cudaSuccess;
     if (st != PT_OK) return st;
     if (e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync(bf16 q, k, v, dout): %s", cudaGetErrorString(e));
     return PT_OK;

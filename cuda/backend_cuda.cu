@@ -225,6 +225,7 @@ static pt_status cuda_setup(pt_backend *be, int device, const pt_backend_options
     CUDA_TRY(cudaDeviceGetAttribute(&c->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
     const char *kernels = getenv("PTRAIN_CUDA_KERNELS");
     c->reference = kernels && !strcmp(kernels, "reference");
+    be->act = c->reference ? PT_F32 : PT_BF16; /* the reference keeps fp32 activations */
     CUDA_TRY(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
     CUDA_TRY(cudaEventCreateWithFlags(&c->copy_ready, cudaEventDisableTiming));

@@ -14,7 +14,9 @@
  *   loss.cu          soft-cap and chunked cross-entropy
  *   optim.cu         AdamW, sum of squares, scale
  *   comm.cu          NCCL sums on their own stream
- * Activations cross the seam in fp32 (backend.h); weights stay in their stored format. */
+ * Activations cross the seam in the backend's act dtype (backend.h): bf16 on the fast path, fp32
+ * with PTRAIN_CUDA_KERNELS=reference; every activation op takes either (a template on the element
+ * type, computing in fp32 registers), statistics stay fp32. Weights stay in their stored format. */
 #ifndef PTRAIN_CUDA_BACKEND_H
 #define PTRAIN_CUDA_BACKEND_H
 
@@ -100,6 +102,18 @@ pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out
 /* The same, then copied to the host and added to *acc (synchronizes the stream). */
 pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc);
 
+/* Activations of either dtype (act_t: float or bf16) read into and written from fp32 registers:
+ * a bf16 store rounds to nearest even, as cuda_f32_to_bf16. */
+__host__ __device__ static inline float act_ld(const float *p, int64_t i) { return p[i]; }
+__host__ __device__ static inline float act_ld(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__host__ __device__ static inline void act_st(float *p, int64_t i, float v) { p[i] = v; }
+__host__ __device__ static inline void act_st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+/* Call fn<T>(args...) with T the element type of activation tensor t (bf16 or float): the host
+ * side of every op that takes either. */
+#define ACT_CALL(t, fn, ...) \
+    ((t)->dtype == PT_BF16 ? fn<__nv_bfloat16>(__VA_ARGS__) : fn<float>(__VA_ARGS__))
+
 /* A grid-stride loop of i over [0, n). */
 #define GRID_STRIDE(i, n) \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
@@ -123,9 +137,9 @@ bool cuda_dequant_supported(pt_dtype dtype);
 pt_status cuda_dequant_rows(cuda_ctx *c, const pt_tensor *w, const int32_t *ids, int64_t r0, int64_t rows,
                             __nv_bfloat16 *out_bf16, float *out_f32);
 
-/* One GEMM in row-major terms: C[m,n] (fp32, ldc) = op(A) op(B) + beta C, op(X) = Xᵀ when tx;
- * A is [m,k] (or [k,m] when ta) with lda, B [k,n] (or [n,k] when tb) with ldb. The operands'
- * type (bf16 or fp32) is the called function's. */
+/* One GEMM in row-major terms: C[m,n] (ldc; fp32, or bf16 when c_bf16) = op(A) op(B) + beta C,
+ * op(X) = Xᵀ when tx; A is [m,k] (or [k,m] when ta) with lda, B [k,n] (or [n,k] when tb) with
+ * ldb. The operands' type (bf16 or fp32) is the called function's; the sums are fp32 either way. */
 typedef struct {
     const void *a;
     int64_t lda;
@@ -133,12 +147,13 @@ typedef struct {
     const void *b;
     int64_t ldb;
     bool tb;
-    float *c;
+    void *c;
     int64_t ldc, m, n, k;
     float beta;
+    bool c_bf16;
 } cuda_gemm;
 
-/* lt.cu: bf16 A and B, fp32 C, fp32 accumulation through cublasLtMatmul with an algorithm chosen
+/* lt.cu: bf16 A and B, fp32 or bf16 C, fp32 accumulation through cublasLtMatmul with an algorithm chosen
  * once per shape. cuda_lt_open makes the handle and the GEMM workspace (PT_CUDA_GEMM_WORKSPACE_BYTES
  * from the pool, which c->blas is given too); cuda_lt_aligned says whether g meets the 16-byte
  * alignment the plans are chosen for (else the caller uses cublasGemmEx). */
@@ -148,8 +163,9 @@ bool cuda_lt_aligned(const cuda_gemm *g);
 pt_status cuda_lt_matmul(cuda_ctx *c, const cuda_gemm *g);
 
 /* matmul.cu */
-/* out[0, n) = in rounded to bf16 (nearest even), on the compute stream */
+/* out[0, n) = in rounded to bf16 (nearest even), or widened to fp32 (exact), on the compute stream */
 pt_status cuda_f32_to_bf16(cuda_ctx *c, const float *in, __nv_bfloat16 *out, int64_t n);
+pt_status cuda_bf16_to_f32(cuda_ctx *c, const __nv_bfloat16 *in, float *out, int64_t n);
 pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
 pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                 float beta);
@@ -189,7 +205,7 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
 pt_status cuda_softcap_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
 pt_status cuda_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
 pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                             const pt_tensor *logits, const int32_t *labels, float grad_scale);
+                             const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
 
 /* optim.cu */
 pt_status cuda_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m, pt_tensor *v,

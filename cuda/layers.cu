@@ -3,7 +3,8 @@
  * squares in double as on the CPU), rotary embedding (HF "rotate half", angles in double), SwiGLU,
  * GeGLU (tanh GELU), bias and residual adds, and dropout with the CPU's counter-based mask, so
  * both backends drop the same elements for the same seed. Elementwise kernels are grid-stride
- * loops on the backend's stream. */
+ * loops on the backend's stream. Activations are bf16 or fp32 (a template on the element type T,
+ * the arithmetic in fp32 registers); norm weights, biases, rstd and frequencies are fp32. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -17,20 +18,37 @@ pt_status cuda_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, con
     int64_t n = tensor_numel(out) / table->shape[1];
     void *dev_ids;
     TRY(cuda_stage(c, STAGE_IDS, ids, (size_t)n * sizeof(int32_t), &dev_ids));
-    return cuda_dequant_rows(c, table, (const int32_t *)dev_ids, 0, n, NULL, (float *)out->data);
+    bool bf = out->dtype == PT_BF16;
+    return cuda_dequant_rows(c, table, (const int32_t *)dev_ids, 0, n, bf ? (__nv_bfloat16 *)out->data : NULL,
+                             bf ? NULL : (float *)out->data);
 }
 
-__global__ static void rmsnorm_kernel(float *y, float *rstd, const float *x, const float *w, int64_t dim, float eps)
+template <typename T>
+__global__ static void rmsnorm_kernel(T *y, float *rstd, const T *x, const float *w, int64_t dim, float eps)
 {
     __shared__ double shared[32];
     int64_t r = blockIdx.x;
-    const float *xr = x + r * dim;
+    const T *xr = x + r * dim;
     double ss = 0;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float v = act_ld(xr, i);
+        ss += (double)v * v;
+    }
     ss = cuda_block_sum(ss, shared);
     float inv = (float)(1.0 / sqrt(ss / (double)dim + eps));
     if (rstd && threadIdx.x == 0) rstd[r] = inv;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) y[r * dim + i] = xr[i] * inv * w[i];
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) act_st(y, r * dim + i, act_ld(xr, i) * inv * w[i]);
+}
+
+template <typename T>
+static pt_status rmsnorm_launch(cudaStream_t s, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                                const pt_tensor *w, int64_t rows, int64_t dim, float eps)
+{
+    auto kernel = rmsnorm_kernel<T>;
+    kernel<<<(unsigned)rows, THREADS, 0, s>>>((T *)y->data, rstd ? (float *)rstd->data : NULL, (const T *)x->data,
+                                              (const float *)w->data, dim, eps);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *w,
@@ -38,14 +56,12 @@ pt_status cuda_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const 
 {
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
     if (rows == 0) return PT_OK;
-    rmsnorm_kernel<<<(unsigned)rows, THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)y->data, rstd ? (float *)rstd->data : NULL, (const float *)x->data, (const float *)w->data, dim, eps);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(x, rmsnorm_launch, ctx_of(be)->stream, y, rstd, x, w, rows, dim, eps);
 }
 
 /* x[t, h, i] and x[t, h, i + half] rotate by pos[t] * inv_freq[i] (sign -1: the inverse). */
-__global__ static void rope_kernel(float *x, int64_t rows, int n_heads, int head_dim, const int32_t *pos,
+template <typename T>
+__global__ static void rope_kernel(T *x, int64_t rows, int n_heads, int head_dim, const int32_t *pos,
                                    const float *inv_freq, float sign)
 {
     int half = head_dim / 2;
@@ -56,12 +72,23 @@ __global__ static void rope_kernel(float *x, int64_t rows, int n_heads, int head
         double angle = (double)pos[t] * inv_freq[i];
         float cs = (float)cos(angle), sn = sign * (float)sin(angle);
         for (int h = 0; h < n_heads; h++) {
-            float *p = x + t * width + (int64_t)h * head_dim;
-            float a = p[i], b = p[i + half];
-            p[i] = a * cs - b * sn;
-            p[i + half] = b * cs + a * sn;
+            T *p = x + t * width + (int64_t)h * head_dim;
+            float a = act_ld(p, i), b = act_ld(p, i + half);
+            act_st(p, i, a * cs - b * sn);
+            act_st(p, i + half, b * cs + a * sn);
         }
     }
+}
+
+template <typename T>
+static pt_status rope_launch(cudaStream_t s, pt_tensor *x, int64_t rows, int n_heads, int head_dim,
+                             const int32_t *pos, const float *freq, float sign)
+{
+    auto kernel = rope_kernel<T>;
+    kernel<<<cuda_grid(rows * (head_dim / 2), THREADS), THREADS, 0, s>>>((T *)x->data, rows, n_heads, head_dim, pos,
+                                                                         freq, sign);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 static pt_status rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
@@ -72,10 +99,8 @@ static pt_status rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, c
     void *dpos, *dfreq;
     TRY(cuda_stage(c, STAGE_POS, pos, (size_t)rows * sizeof(int32_t), &dpos));
     TRY(cuda_stage(c, STAGE_FREQ, inv_freq, (size_t)(head_dim / 2) * sizeof(float), &dfreq));
-    rope_kernel<<<cuda_grid(rows * (head_dim / 2), THREADS), THREADS, 0, c->stream>>>(
-        (float *)x->data, rows, n_heads, head_dim, (const int32_t *)dpos, (const float *)dfreq, sign);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(x, rope_launch, c->stream, x, rows, n_heads, head_dim, (const int32_t *)dpos,
+                    (const float *)dfreq, sign);
 }
 
 pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
@@ -90,64 +115,78 @@ pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim
     return rope(be, dx, n_heads, head_dim, pos, inv_freq, -1.0f);
 }
 
-__global__ static void swiglu_kernel(float *y, const float *g, const float *u, int64_t n)
-{
-    GRID_STRIDE(i, n) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-}
-
-__global__ static void geglu_kernel(float *y, const float *g, const float *u, int64_t n)
+/* act(g) * u: SiLU (SwiGLU) or tanh GELU (GeGLU). */
+template <typename T, bool GELU>
+__global__ static void glu_kernel(T *y, const T *g, const T *u, int64_t n)
 {
     const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2/pi) */
     GRID_STRIDE(i, n)
     {
-        float x = g[i];
-        y[i] = 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x))) * u[i];
+        float x = act_ld(g, i), a = GELU ? 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x))) : x / (1.0f + expf(-x));
+        act_st(y, i, a * act_ld(u, i));
     }
+}
+
+template <typename T>
+static pt_status glu_launch(cudaStream_t s, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, bool gelu)
+{
+    int64_t n = tensor_numel(y);
+    auto kernel = gelu ? glu_kernel<T, true> : glu_kernel<T, false>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)y->data, (const T *)gate->data, (const T *)up->data, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
 {
-    int64_t n = tensor_numel(y);
-    swiglu_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)y->data, (const float *)gate->data, (const float *)up->data, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(y, glu_launch, ctx_of(be)->stream, y, gate, up, false);
 }
 
 pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
 {
+    return ACT_CALL(y, glu_launch, ctx_of(be)->stream, y, gate, up, true);
+}
+
+template <typename T>
+__global__ static void add_bias_kernel(T *y, const float *b, int64_t width, int64_t n)
+{
+    GRID_STRIDE(i, n) act_st(y, i, act_ld(y, i) + b[i % width]);
+}
+
+template <typename T>
+__global__ static void add_kernel(T *y, const T *x, int64_t n)
+{
+    GRID_STRIDE(i, n) act_st(y, i, act_ld(y, i) + act_ld(x, i));
+}
+
+template <typename T>
+static pt_status add_bias_launch(cudaStream_t s, pt_tensor *y, const pt_tensor *bias)
+{
     int64_t n = tensor_numel(y);
-    geglu_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)y->data, (const float *)gate->data, (const float *)up->data, n);
+    auto kernel = add_bias_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)y->data, (const float *)bias->data, tensor_numel(bias), n);
     CUDA_LAUNCHED();
     return PT_OK;
 }
 
-__global__ static void add_bias_kernel(float *y, const float *b, int64_t width, int64_t n)
+template <typename T>
+static pt_status add_launch(cudaStream_t s, pt_tensor *y, const pt_tensor *x)
 {
-    GRID_STRIDE(i, n) y[i] += b[i % width];
-}
-
-__global__ static void add_kernel(float *y, const float *x, int64_t n)
-{
-    GRID_STRIDE(i, n) y[i] += x[i];
+    int64_t n = tensor_numel(y);
+    auto kernel = add_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)y->data, (const T *)x->data, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias)
 {
-    int64_t n = tensor_numel(y);
-    add_bias_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)y->data, (const float *)bias->data, tensor_numel(bias), n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(y, add_bias_launch, ctx_of(be)->stream, y, bias);
 }
 
 pt_status cuda_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
 {
-    int64_t n = tensor_numel(y);
-    add_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>((float *)y->data, (const float *)x->data, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(y, add_launch, ctx_of(be)->stream, y, x);
 }
 
 /* The CPU's counter-based draw (src/cpu/layers.c): the same (seed, i) gives the same number. */
@@ -158,19 +197,26 @@ __host__ __device__ static inline uint64_t mix(uint64_t z)
     return z ^ (z >> 31);
 }
 
-__global__ static void dropout_kernel(float *y, const float *x, int64_t n, uint64_t base, uint64_t threshold,
-                                      float keep_scale)
+template <typename T>
+__global__ static void dropout_kernel(T *y, const T *x, int64_t n, uint64_t base, uint64_t threshold, float keep_scale)
 {
-    GRID_STRIDE(i, n) y[i] = mix(base + (uint64_t)i) >= threshold ? x[i] * keep_scale : 0.0f;
+    GRID_STRIDE(i, n) act_st(y, i, mix(base + (uint64_t)i) >= threshold ? act_ld(x, i) * keep_scale : 0.0f);
+}
+
+template <typename T>
+static pt_status dropout_launch(cudaStream_t s, pt_tensor *y, const pt_tensor *x, uint64_t base, uint64_t threshold,
+                                float keep_scale)
+{
+    int64_t n = tensor_numel(x);
+    auto kernel = dropout_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)y->data, (const T *)x->data, n, base, threshold, keep_scale);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed)
 {
-    int64_t n = tensor_numel(x);
     float keep_scale = 1.0f / (1.0f - p);
     uint64_t threshold = (uint64_t)((double)p * 18446744073709551615.0), base = mix(seed + 0x9e3779b97f4a7c15ULL);
-    dropout_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)y->data, (const float *)x->data, n, base, threshold, keep_scale);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(x, dropout_launch, ctx_of(be)->stream, y, x, base, threshold, keep_scale);
 }

@@ -4,7 +4,9 @@
  *            partials buffer in double, and a second kernel adds the chunks in order (no atomics,
  *            so the result is the same on every run);
  *   SwiGLU and GeGLU elementwise, each thread reading its inputs before writing (outputs may
- *   alias inputs). dw is computed before dx, which may overwrite dy. */
+ *   alias inputs). dw is computed before dx, which may overwrite dy.
+ * Gradients of activations have the activations' dtype (bf16 or fp32: a template on T); dw, the
+ * weights and rstd are fp32, every sum in double. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -13,7 +15,8 @@
 enum { THREADS = 256, DW_COLS = 32, DW_ROW_LANES = 8, DW_CHUNK_ROWS = 256 };
 
 /* partial[chunk, i] = Σ over the chunk's rows of dy[r, i] x[r, i] rstd[r] */
-__global__ static void rmsnorm_dw_partial_kernel(double *partial, const float *dy, const float *x, const float *rstd,
+template <typename T>
+__global__ static void rmsnorm_dw_partial_kernel(double *partial, const T *dy, const T *x, const float *rstd,
                                                  int64_t rows, int64_t dim)
 {
     __shared__ double acc[DW_ROW_LANES][DW_COLS];
@@ -22,7 +25,7 @@ __global__ static void rmsnorm_dw_partial_kernel(double *partial, const float *d
     double s = 0;
     if (col < dim)
         for (int64_t r = r0 + threadIdx.y; r < r1; r += DW_ROW_LANES)
-            s += (double)dy[r * dim + col] * x[r * dim + col] * rstd[r];
+            s += (double)act_ld(dy, r * dim + col) * act_ld(x, r * dim + col) * rstd[r];
     acc[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && col < dim) {
@@ -41,29 +44,41 @@ __global__ static void rmsnorm_dw_sum_kernel(float *dw, const double *partial, i
     }
 }
 
-__global__ static void rmsnorm_dx_kernel(float *dx, const float *dy, const float *x, const float *w, const float *rstd,
-                                         int64_t dim)
+template <typename T>
+__global__ static void rmsnorm_dx_kernel(T *dx, const T *dy, const T *x, const float *w, const float *rstd, int64_t dim)
 {
     __shared__ double shared[32];
     int64_t r = blockIdx.x;
-    const float *dyr = dy + r * dim, *xr = x + r * dim;
+    const T *dyr = dy + r * dim, *xr = x + r * dim;
     float rs = rstd[r];
     double dot = 0;
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dot += (double)dyr[i] * w[i] * xr[i];
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dot += (double)act_ld(dyr, i) * w[i] * act_ld(xr, i);
     dot = cuda_block_sum(dot, shared); /* every thread has read its dy before any writes dx */
     float cf = (float)(dot * rs * rs * rs / (double)dim);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dx[r * dim + i] = rs * (w[i] * dyr[i]) - xr[i] * cf;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+        act_st(dx, r * dim + i, rs * (w[i] * act_ld(dyr, i)) - act_ld(xr, i) * cf);
 }
 
-static pt_status rmsnorm_dw(cuda_ctx *c, float *dw, const float *dy, const float *x, const float *rstd, int64_t rows,
-                            int64_t dim)
+template <typename T>
+static pt_status rmsnorm_bwd_launch(cuda_ctx *c, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                                    const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd, int64_t rows,
+                                    int64_t dim)
 {
-    int64_t chunks = (rows + DW_CHUNK_ROWS - 1) / DW_CHUNK_ROWS;
-    TRY(cuda_partials_reserve(c, (size_t)(chunks * dim)));
-    dim3 grid((unsigned)((dim + DW_COLS - 1) / DW_COLS), (unsigned)chunks), block(DW_COLS, DW_ROW_LANES);
-    rmsnorm_dw_partial_kernel<<<grid, block, 0, c->stream>>>(c->partials, dy, x, rstd, rows, dim);
-    CUDA_LAUNCHED();
-    rmsnorm_dw_sum_kernel<<<cuda_grid(dim, THREADS), THREADS, 0, c->stream>>>(dw, c->partials, chunks, dim);
+    const float *rs = (const float *)rstd->data;
+    if (dw) {
+        int64_t chunks = (rows + DW_CHUNK_ROWS - 1) / DW_CHUNK_ROWS;
+        TRY(cuda_partials_reserve(c, (size_t)(chunks * dim)));
+        dim3 grid((unsigned)((dim + DW_COLS - 1) / DW_COLS), (unsigned)chunks), block(DW_COLS, DW_ROW_LANES);
+        auto partial = rmsnorm_dw_partial_kernel<T>;
+        partial<<<grid, block, 0, c->stream>>>(c->partials, (const T *)dy->data, (const T *)x->data, rs, rows, dim);
+        CUDA_LAUNCHED();
+        rmsnorm_dw_sum_kernel<<<cuda_grid(dim, THREADS), THREADS, 0, c->stream>>>((float *)dw->data, c->partials,
+                                                                                chunks, dim);
+        CUDA_LAUNCHED();
+    }
+    auto kernel = rmsnorm_dx_kernel<T>;
+    kernel<<<(unsigned)rows, THREADS, 0, c->stream>>>((T *)dx->data, (const T *)dy->data, (const T *)x->data,
+                                                      (const float *)w->data, rs, dim);
     CUDA_LAUNCHED();
     return PT_OK;
 }
@@ -71,63 +86,53 @@ static pt_status rmsnorm_dw(cuda_ctx *c, float *dw, const float *dy, const float
 pt_status cuda_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
                            const pt_tensor *w, const pt_tensor *rstd)
 {
-    cuda_ctx *c = ctx_of(be);
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
     if (rows == 0) return PT_OK;
-    if (dw)
-        TRY(rmsnorm_dw(c, (float *)dw->data, (const float *)dy->data, (const float *)x->data,
-                       (const float *)rstd->data, rows, dim));
-    rmsnorm_dx_kernel<<<(unsigned)rows, THREADS, 0, c->stream>>>((float *)dx->data, (const float *)dy->data,
-                                                                  (const float *)x->data, (const float *)w->data,
-                                                                  (const float *)rstd->data, dim);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(x, rmsnorm_bwd_launch, ctx_of(be), dx, dw, dy, x, w, rstd, rows, dim);
 }
 
-__global__ static void swiglu_bwd_kernel(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n)
-{
-    GRID_STRIDE(i, n)
-    {
-        float gi = g[i], ui = u[i], di = dy[i];
-        float sig = 1.0f / (1.0f + expf(-gi));
-        float silu = gi * sig;
-        dg[i] = di * ui * (sig * (1.0f + gi * (1.0f - sig)));
-        du[i] = di * silu;
-    }
-}
-
-__global__ static void geglu_bwd_kernel(float *dg, float *du, const float *dy, const float *g, const float *u, int64_t n)
+/* d/dg and d/du of y = act(g) * u: SiLU (SwiGLU) or tanh GELU (GeGLU) */
+template <typename T, bool GELU>
+__global__ static void glu_bwd_kernel(T *dg, T *du, const T *dy, const T *g, const T *u, int64_t n)
 {
     const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2/pi) */
     GRID_STRIDE(i, n)
     {
-        float x = g[i], ui = u[i], di = dy[i];
-        float t = tanhf(k0 * (x + k1 * x * x * x));
-        float gelu = 0.5f * x * (1.0f + t);
-        float slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * x * x);
-        dg[i] = di * ui * slope;
-        du[i] = di * gelu;
+        float x = act_ld(g, i), ui = act_ld(u, i), di = act_ld(dy, i), a, slope;
+        if (GELU) {
+            float t = tanhf(k0 * (x + k1 * x * x * x));
+            a = 0.5f * x * (1.0f + t);
+            slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * x * x);
+        } else {
+            float sig = 1.0f / (1.0f + expf(-x));
+            a = x * sig;
+            slope = sig * (1.0f + x * (1.0f - sig));
+        }
+        act_st(dg, i, di * ui * slope);
+        act_st(du, i, di * a);
     }
+}
+
+template <typename T>
+static pt_status glu_bwd_launch(cudaStream_t s, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
+                                const pt_tensor *gate, const pt_tensor *up, bool gelu)
+{
+    int64_t n = tensor_numel(dy);
+    auto kernel = gelu ? glu_bwd_kernel<T, true> : glu_bwd_kernel<T, false>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)dgate->data, (T *)dup->data, (const T *)dy->data,
+                                                     (const T *)gate->data, (const T *)up->data, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                           const pt_tensor *gate, const pt_tensor *up)
 {
-    int64_t n = tensor_numel(dy);
-    swiglu_bwd_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)dgate->data, (float *)dup->data, (const float *)dy->data, (const float *)gate->data,
-        (const float *)up->data, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(dy, glu_bwd_launch, ctx_of(be)->stream, dgate, dup, dy, gate, up, false);
 }
 
 pt_status cuda_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                          const pt_tensor *gate, const pt_tensor *up)
 {
-    int64_t n = tensor_numel(dy);
-    geglu_bwd_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>(
-        (float *)dgate->data, (float *)dup->data, (const float *)dy->data, (const float *)gate->data,
-        (const float *)up->data, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+    return ACT_CALL(dy, glu_bwd_launch, ctx_of(be)->stream, dgate, dup, dy, gate, up, true);
 }

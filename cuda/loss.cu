@@ -4,7 +4,8 @@
  * grad_scale written over the row (dlogits may be the logits themselves: the label's logit is read
  * before anything is written). Each row's loss goes to a partials buffer in double and is summed in
  * a fixed order, so the loss is the same on every run. The vocabulary never leaves the chunk the
- * caller passes, so tokens x vocab logits never exist at once. */
+ * caller passes, so tokens x vocab logits never exist at once; Gemma 2's soft-cap is applied inside
+ * the cross-entropy (issue 26, point 6), so no capped copy of a chunk exists either. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -44,9 +45,13 @@ pt_status cuda_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, c
     return PT_OK;
 }
 
-/* Row r: loss[r] = logsumexp(x) - x[label] (0 when ignored); d (may be NULL or alias x) its gradient. */
+/* Row r: loss[r] = logsumexp(z) - z[label] (0 when ignored) of z = x, or with CAP z = cap tanh(x / cap)
+ * (inv = 1 / cap); d (may be NULL or alias x) its gradient with respect to x. With CAP the first pass
+ * keeps z in d and the last recomputes exp(z - max) from it, so the arithmetic is softcap_kernel's,
+ * the uncapped one's and softcap_bwd_kernel's. */
+template <bool CAP>
 __global__ static void cross_entropy_kernel(double *loss, float *d, const float *x, const int32_t *labels,
-                                            int64_t vocab, float grad_scale)
+                                            int64_t vocab, float grad_scale, float cap, float inv)
 {
     __shared__ double sums[32];
     __shared__ float maxes[32];
@@ -60,13 +65,13 @@ __global__ static void cross_entropy_kernel(double *loss, float *d, const float 
         if (threadIdx.x == 0) loss[r] = 0.0;
         return;
     }
-    float target = xr[label], m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, xr[j]);
+    float target = CAP ? cap * tanhf(xr[label] * inv) : xr[label], m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) m = fmaxf(m, CAP ? cap * tanhf(xr[j] * inv) : xr[j]);
     m = cuda_block_max(m, maxes); /* its barriers: every thread has read target before any write */
     double s = 0;
     for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-        float e = expf(xr[j] - m);
-        if (dr) dr[j] = e;
+        float z = CAP ? cap * tanhf(xr[j] * inv) : xr[j], e = expf(z - m);
+        if (dr) dr[j] = CAP ? z : e;
         s += e;
     }
     s = cuda_block_sum(s, sums);
@@ -74,8 +79,14 @@ __global__ static void cross_entropy_kernel(double *loss, float *d, const float 
     if (!dr) return;
     float cf = (float)(grad_scale / s);
     double p_label = expf(target - m) / s;
-    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x)
-        dr[j] = j == label ? (float)((p_label - 1.0) * grad_scale) : dr[j] * cf;
+    for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+        float g = j == label ? (float)((p_label - 1.0) * grad_scale) : (CAP ? expf(dr[j] - m) : dr[j]) * cf;
+        if (CAP) {
+            float t = dr[j] * inv;
+            g = g * (1.0f - t * t);
+        }
+        dr[j] = g;
+    }
 }
 
 __global__ static void sum_doubles_kernel(double *out, const double *in, int64_t n)
@@ -105,7 +116,7 @@ pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc
 }
 
 pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                             const pt_tensor *logits, const int32_t *labels, float grad_scale)
+                             const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap)
 {
     cuda_ctx *c = ctx_of(be);
     int64_t rows = logits->shape[0], vocab = logits->shape[1], count = 0;
@@ -114,9 +125,10 @@ pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_su
     void *dev_labels;
     TRY(cuda_stage(c, STAGE_LABELS, labels, (size_t)rows * sizeof(int32_t), &dev_labels));
     TRY(cuda_partials_reserve(c, (size_t)rows + 1)); /* the last slot takes the total */
-    cross_entropy_kernel<<<(unsigned)rows, CE_THREADS, 0, c->stream>>>(
-        c->partials, dlogits ? (float *)dlogits->data : NULL, (const float *)logits->data,
-        (const int32_t *)dev_labels, vocab, grad_scale);
+    auto kernel = softcap > 0.0f ? cross_entropy_kernel<true> : cross_entropy_kernel<false>;
+    kernel<<<(unsigned)rows, CE_THREADS, 0, c->stream>>>(c->partials, dlogits ? (float *)dlogits->data : NULL,
+                                                         (const float *)logits->data, (const int32_t *)dev_labels,
+                                                         vocab, grad_scale, softcap, softcap > 0.0f ? 1.0f / softcap : 0.0f);
     CUDA_LAUNCHED();
     TRY(cuda_sum_to_host(c, c->partials, rows, loss_sum));
     if (n_labelled) *n_labelled += count;

@@ -1,8 +1,8 @@
-/* lt.cu — the CUDA backend's GEMMs through cuBLASLt (issue 26, point 2): bf16 A and B, fp32 C,
+/* lt.cu — the CUDA backend's GEMMs through cuBLASLt (issue 26, point 2): bf16 A and B, fp32 or bf16 C,
  * fp32 accumulation, one workspace of PT_CUDA_GEMM_WORKSPACE_BYTES taken at open (cuBLAS gets it
  * too), and one plan per GEMM shape, made at the shape's first call and kept until close: its
  * descriptor, layouts and algorithm. The key is the shape (m, n, k, transposes, leading
- * dimensions): the types never change, and every plan is chosen for 16-byte-aligned operands
+ * dimensions) and C's type (bf16 activations, or fp32), and every plan is chosen for 16-byte-aligned operands
  * (cuda_lt_aligned checks each call), so no plan depends on where a buffer lies. A run repeats
  * exactly: cuBLAS's results are bitwise reproducible on one GPU model with one stream and the
  * caller's workspace, the algorithm of a shape is fixed, and only algorithms whose split-K sums
@@ -21,7 +21,7 @@ enum { LT_ALIGN = 16, LT_CANDIDATES = 8 };
 
 typedef struct {
     int64_t m, n, k, lda, ldb, ldc;
-    bool ta, tb;
+    bool ta, tb, c_bf16;
 } lt_key;
 
 typedef struct {
@@ -76,13 +76,13 @@ bool cuda_lt_aligned(const cuda_gemm *g)
 {
     const int64_t bf16_per = LT_ALIGN / 2, f32_per = LT_ALIGN / 4;
     return aligned_ptr(g->a) && aligned_ptr(g->b) && aligned_ptr(g->c) && g->lda % bf16_per == 0 &&
-           g->ldb % bf16_per == 0 && g->ldc % f32_per == 0;
+           g->ldb % bf16_per == 0 && g->ldc % (g->c_bf16 ? bf16_per : f32_per) == 0;
 }
 
 static bool key_equal(const lt_key *x, const lt_key *y)
 {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
-           x->ldc == y->ldc && x->ta == y->ta && x->tb == y->tb;
+           x->ldc == y->ldc && x->ta == y->ta && x->tb == y->tb && x->c_bf16 == y->c_bf16;
 }
 
 /* Row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ: cuBLASLt's A is our B (transposed
@@ -98,7 +98,8 @@ static pt_status plan_layouts(lt_plan *p)
                                           (uint64_t)(k->tb ? k->n : k->k), k->ldb));
     CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, (uint64_t)(k->ta ? k->m : k->k),
                                           (uint64_t)(k->ta ? k->k : k->m), k->lda));
-    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m, k->ldc));
+    CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p->c, k->c_bf16 ? CUDA_R_16BF : CUDA_R_32F, (uint64_t)k->n, (uint64_t)k->m,
+                                          k->ldc));
     return PT_OK;
 }
 
@@ -161,7 +162,7 @@ static pt_status plan_choose(struct cuda_lt *lt, lt_plan *p)
 /* The plan of g's shape: found, or made and added. */
 static pt_status plan_of(struct cuda_lt *lt, const cuda_gemm *g, const lt_plan **out)
 {
-    lt_key key = {g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->ta, g->tb};
+    lt_key key = {g->m, g->n, g->k, g->lda, g->ldb, g->ldc, g->ta, g->tb, g->c_bf16};
     for (int i = 0; i < lt->n_plans; i++)
         if (key_equal(&lt->plans[i].key, &key)) {
             *out = &lt->plans[i];

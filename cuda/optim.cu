@@ -64,15 +64,23 @@ pt_status cuda_sum_squares(pt_backend *be, const pt_tensor *t, double *acc)
     return cuda_sum_to_host(c, c->partials, blocks, acc);
 }
 
-__global__ static void scale_kernel(float *x, float s, int64_t n)
+template <typename T>
+__global__ static void scale_kernel(T *x, float s, int64_t n)
 {
-    GRID_STRIDE(i, n) x[i] *= s;
+    GRID_STRIDE(i, n) act_st(x, i, act_ld(x, i) * s);
+}
+
+template <typename T>
+static pt_status scale_launch(cudaStream_t st, pt_tensor *t, float s)
+{
+    int64_t n = tensor_numel(t);
+    auto kernel = scale_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, st>>>((T *)t->data, s, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
 }
 
 pt_status cuda_scale(pt_backend *be, pt_tensor *t, float s)
-{
-    int64_t n = tensor_numel(t);
-    scale_kernel<<<cuda_grid(n, THREADS), THREADS, 0, ctx_of(be)->stream>>>((float *)t->data, s, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
+{ /* gradients (fp32) and activations (either dtype) */
+    return ACT_CALL(t, scale_launch, ctx_of(be)->stream, t, s);
 }

@@ -148,9 +148,15 @@ pt_status matmul_shapes(const pt_tensor *y, const pt_tensor *x, const pt_tensor 
         return ERR(PT_ERR_INTERNAL, "matmul shapes: y[%lld,%lld] = x[%lld,%lld] @ w[%lld,%lld]^T",
                    (long long)y->shape[0], (long long)y->shape[1], (long long)*m, (long long)*k,
                    (long long)w->shape[0], (long long)w->shape[1]);
-    if (x->dtype != PT_F32 || y->dtype != PT_F32)
-        return ERR(PT_ERR_INTERNAL, "matmul activations must be f32 (got %s, %s)", dtype_name(x->dtype),
-                   dtype_name(y->dtype));
+    return PT_OK;
+}
+
+/* An activation: f32 (every backend takes it) or the backend's activation dtype (backend.h). */
+static pt_status need_act(const pt_backend *be, const pt_tensor *t, const char *op, const char *what)
+{
+    if (t->dtype != PT_F32 && t->dtype != be->act)
+        return ERR(PT_ERR_INTERNAL, "%s: %s must be f32 or %s on the %s backend (got %s)", op, what,
+                   dtype_name(be->act), be->ops->name, dtype_name(t->dtype));
     return PT_OK;
 }
 
@@ -158,6 +164,8 @@ pt_status backend_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const
 {
     int64_t m, n, k;
     TRY(matmul_shapes(y, x, w, &m, &n, &k));
+    TRY(need_act(be, x, "matmul", "x"));
+    TRY(need_act(be, y, "matmul", "y"));
     NEED_OP(be, matmul);
     return be->ops->matmul(be, y, x, w, beta);
 }
@@ -167,6 +175,8 @@ pt_status backend_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tenso
 {
     int64_t m, n, k;
     TRY(matmul_shapes(dy, dx, w, &m, &n, &k));
+    TRY(need_act(be, dy, "matmul_bwd_input", "dy"));
+    TRY(need_act(be, dx, "matmul_bwd_input", "dx"));
     NEED_OP(be, matmul_bwd_input);
     return be->ops->matmul_bwd_input(be, dx, dy, w, beta);
 }
@@ -176,6 +186,8 @@ pt_status backend_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tens
 {
     int64_t m, n, k;
     TRY(matmul_shapes(dy, x, dw, &m, &n, &k));
+    TRY(need_act(be, dy, "matmul_bwd_weight", "dy"));
+    TRY(need_act(be, x, "matmul_bwd_weight", "x"));
     if (dw->dtype != PT_F32) return ERR(PT_ERR_INTERNAL, "weight gradients are f32 (got %s)", dtype_name(dw->dtype));
     NEED_OP(be, matmul_bwd_weight);
     return be->ops->matmul_bwd_weight(be, dw, dy, x, beta);
@@ -281,12 +293,14 @@ static pt_status need_same_shape(const pt_tensor *a, const pt_tensor *b, const c
     if (tensor_numel(a) != tensor_numel(b) || a->shape[a->ndim - 1] != b->shape[b->ndim - 1])
         return ERR(PT_ERR_INTERNAL, "%s: shapes differ (%lld vs %lld values)", op,
                    (long long)tensor_numel(a), (long long)tensor_numel(b));
+    if (a->dtype != b->dtype)
+        return ERR(PT_ERR_INTERNAL, "%s: dtypes differ (%s vs %s)", op, dtype_name(a->dtype), dtype_name(b->dtype));
     return PT_OK;
 }
 
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids)
 {
-    TRY(need_f32(out, "embed", "out"));
+    TRY(need_act(be, out, "embed", "out"));
     if (table->ndim != 2 || out->shape[out->ndim - 1] != table->shape[1])
         return ERR(PT_ERR_INTERNAL, "embed: rows of %lld into a table of width %lld",
                    (long long)out->shape[out->ndim - 1], (long long)table->shape[1]);
@@ -302,7 +316,7 @@ pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, 
 pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps)
 {
-    TRY(need_f32(x, "rmsnorm", "x"));
+    TRY(need_act(be, x, "rmsnorm", "x"));
     TRY(need_f32(w, "rmsnorm", "weight"));
     TRY(need_same_shape(y, x, "rmsnorm"));
     if (tensor_numel(w) != x->shape[x->ndim - 1])
@@ -315,7 +329,7 @@ pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const p
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq)
 {
-    TRY(need_f32(x, "rope", "x"));
+    TRY(need_act(be, x, "rope", "x"));
     if (head_dim % 2 || x->shape[x->ndim - 1] != (int64_t)n_heads * head_dim)
         return ERR(PT_ERR_INTERNAL, "rope: rows of %lld for %d heads of %d", (long long)x->shape[x->ndim - 1],
                    n_heads, head_dim);
@@ -401,7 +415,10 @@ pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                    "%d kv heads, %d queries at %d over %d keys)", (long long)q->shape[0], (long long)q->shape[1],
                    (long long)k->shape[0], (long long)k->shape[1], a->n_heads, a->n_kv_heads, a->n_q,
                    a->q_pos0, a->n_kv);
+    TRY(need_act(be, q, "attention", "q"));
     TRY(need_same_shape(out, q, "attention"));
+    TRY(need_same_shape(k, v, "attention"));
+    if (k->dtype != q->dtype) return ERR(PT_ERR_INTERNAL, "attention: q and k dtypes differ");
     NEED_OP(be, attention_fwd);
     if (attention_splits(a)) return attention_fwd_runs(be, out, lse, q, k, v, a);
     return be->ops->attention_fwd(be, out, lse, q, k, v, a);
@@ -409,6 +426,7 @@ pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
 
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
 {
+    TRY(need_act(be, up, "swiglu", "up"));
     TRY(need_same_shape(gate, up, "swiglu"));
     TRY(need_same_shape(y, up, "swiglu"));
     NEED_OP(be, swiglu_fwd);
@@ -417,6 +435,7 @@ pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
 
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
 {
+    TRY(need_act(be, x, "add", "x"));
     TRY(need_same_shape(y, x, "add"));
     NEED_OP(be, add);
     return be->ops->add(be, y, x);
@@ -424,6 +443,7 @@ pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
 
 pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
 {
+    TRY(need_act(be, up, "geglu", "up"));
     TRY(need_same_shape(gate, up, "geglu"));
     TRY(need_same_shape(y, up, "geglu"));
     NEED_OP(be, geglu_fwd);
@@ -432,7 +452,7 @@ pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, con
 
 pt_status backend_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias)
 {
-    TRY(need_f32(y, "add_bias", "y"));
+    TRY(need_act(be, y, "add_bias", "y"));
     TRY(need_f32(bias, "add_bias", "bias"));
     if (y->ndim < 1 || tensor_numel(bias) != y->shape[y->ndim - 1])
         return ERR(PT_ERR_INTERNAL, "add_bias: a bias of %lld for rows of %lld", (long long)tensor_numel(bias),
@@ -459,11 +479,13 @@ pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
 
 /* ---- backward ops, loss and optimizer ---- */
 
-static pt_status need_rows_of(const pt_tensor *t, int64_t rows, int64_t width, const char *op, const char *what)
+static pt_status need_rows_of(const pt_tensor *t, pt_dtype dtype, int64_t rows, int64_t width, const char *op,
+                              const char *what)
 {
-    if (t->dtype != PT_F32 || t->ndim < 1 || t->shape[t->ndim - 1] != width || tensor_numel(t) != rows * width)
-        return ERR(PT_ERR_INTERNAL, "%s: %s must be f32 [%lld, %lld] (got %s with %lld values of width %lld)",
-                   op, what, (long long)rows, (long long)width, dtype_name(t->dtype), (long long)tensor_numel(t),
+    if (t->dtype != dtype || t->ndim < 1 || t->shape[t->ndim - 1] != width || tensor_numel(t) != rows * width)
+        return ERR(PT_ERR_INTERNAL, "%s: %s must be %s [%lld, %lld] (got %s with %lld values of width %lld)",
+                   op, what, dtype_name(dtype), (long long)rows, (long long)width, dtype_name(t->dtype),
+                   (long long)tensor_numel(t),
                    (long long)(t->ndim ? t->shape[t->ndim - 1] : 0));
     return PT_OK;
 }
@@ -471,12 +493,12 @@ static pt_status need_rows_of(const pt_tensor *t, int64_t rows, int64_t width, c
 pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
                               const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd)
 {
-    TRY(need_f32(x, "rmsnorm_bwd", "x"));
+    TRY(need_act(be, x, "rmsnorm_bwd", "x"));
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
-    TRY(need_rows_of(dx, rows, dim, "rmsnorm_bwd", "dx"));
-    TRY(need_rows_of(dy, rows, dim, "rmsnorm_bwd", "dy"));
-    TRY(need_rows_of(w, 1, dim, "rmsnorm_bwd", "weight"));
-    if (dw) TRY(need_rows_of(dw, 1, dim, "rmsnorm_bwd", "dw"));
+    TRY(need_rows_of(dx, x->dtype, rows, dim, "rmsnorm_bwd", "dx"));
+    TRY(need_rows_of(dy, x->dtype, rows, dim, "rmsnorm_bwd", "dy"));
+    TRY(need_rows_of(w, PT_F32, 1, dim, "rmsnorm_bwd", "weight"));
+    if (dw) TRY(need_rows_of(dw, PT_F32, 1, dim, "rmsnorm_bwd", "dw"));
     if (!rstd || rstd->dtype != PT_F32 || tensor_numel(rstd) != rows)
         return ERR(PT_ERR_INTERNAL, "rmsnorm_bwd: needs the f32 rstd of %lld rows saved by the forward",
                    (long long)rows);
@@ -487,7 +509,7 @@ pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, cons
 pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
                            const float *inv_freq)
 {
-    TRY(need_f32(dx, "rope_bwd", "dx"));
+    TRY(need_act(be, dx, "rope_bwd", "dx"));
     if (head_dim % 2 || dx->shape[dx->ndim - 1] != (int64_t)n_heads * head_dim)
         return ERR(PT_ERR_INTERNAL, "rope_bwd: rows of %lld for %d heads of %d",
                    (long long)dx->shape[dx->ndim - 1], n_heads, head_dim);
@@ -501,12 +523,13 @@ static pt_status attention_bwd_shapes(const pt_tensor *dq, const pt_tensor *dk, 
 {
     int64_t qrows = (int64_t)a->batch * a->n_q, krows = (int64_t)a->batch * a->n_kv;
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
-    TRY(need_rows_of(q, qrows, qw, "attention_bwd", "q"));
-    TRY(need_rows_of(out, qrows, qw, "attention_bwd", "out"));
-    TRY(need_rows_of(dout, qrows, qw, "attention_bwd", "dout"));
-    TRY(need_rows_of(dq, qrows, qw, "attention_bwd", "dq"));
-    TRY(need_rows_of(dk, krows, kw, "attention_bwd", "dk"));
-    TRY(need_rows_of(dv, krows, kw, "attention_bwd", "dv"));
+    pt_dtype t = q->dtype;
+    TRY(need_rows_of(q, t, qrows, qw, "attention_bwd", "q"));
+    TRY(need_rows_of(out, t, qrows, qw, "attention_bwd", "out"));
+    TRY(need_rows_of(dout, t, qrows, qw, "attention_bwd", "dout"));
+    TRY(need_rows_of(dq, t, qrows, qw, "attention_bwd", "dq"));
+    TRY(need_rows_of(dk, t, krows, kw, "attention_bwd", "dk"));
+    TRY(need_rows_of(dv, t, krows, kw, "attention_bwd", "dv"));
     if (!lse || lse->dtype != PT_F32 || tensor_numel(lse) != qrows * a->n_heads)
         return ERR(PT_ERR_INTERNAL, "attention_bwd: needs the f32 log-sum-exp of %lld rows x %d heads "
                    "saved by the forward", (long long)qrows, a->n_heads);
@@ -547,9 +570,10 @@ pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt
                    (long long)k->shape[0], (long long)k->shape[1], a->n_heads, a->n_kv_heads, a->n_q,
                    a->q_pos0, a->n_kv);
     TRY(attention_options(a, "attention_bwd"));
+    TRY(need_act(be, q, "attention_bwd", "q"));
     TRY(attention_bwd_shapes(dq, dk, dv, dout, q, out, lse, a));
-    TRY(need_f32(k, "attention_bwd", "k"));
-    TRY(need_f32(v, "attention_bwd", "v"));
+    if (k->dtype != q->dtype || v->dtype != q->dtype)
+        return ERR(PT_ERR_INTERNAL, "attention_bwd: q, k and v dtypes differ");
     NEED_OP(be, attention_bwd);
     if (attention_splits(a)) return attention_bwd_runs(be, dq, dk, dv, dout, q, k, v, out, lse, a);
     return be->ops->attention_bwd(be, dq, dk, dv, dout, q, k, v, out, lse, a);
@@ -560,7 +584,7 @@ pt_status backend_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, c
 {
     const pt_tensor *all[] = {dgate, dup, dy, gate, up};
     for (int i = 0; i < 5; i++) {
-        TRY(need_f32(all[i], "swiglu_bwd", "every tensor"));
+        TRY(need_act(be, all[i], "swiglu_bwd", "every tensor"));
         TRY(need_same_shape(all[i], dy, "swiglu_bwd"));
     }
     NEED_OP(be, swiglu_bwd);
@@ -572,7 +596,7 @@ pt_status backend_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, co
 {
     const pt_tensor *all[] = {dgate, dup, dy, gate, up};
     for (int i = 0; i < 5; i++) {
-        TRY(need_f32(all[i], "geglu_bwd", "every tensor"));
+        TRY(need_act(be, all[i], "geglu_bwd", "every tensor"));
         TRY(need_same_shape(all[i], dy, "geglu_bwd"));
     }
     NEED_OP(be, geglu_bwd);
@@ -592,18 +616,19 @@ pt_status backend_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy
 }
 
 pt_status backend_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                                const pt_tensor *logits, const int32_t *labels, float grad_scale)
+                                const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap)
 {
+    if (softcap != 0.0f) TRY(need_cap(softcap, "cross_entropy"));
     if (logits->dtype != PT_F32 || logits->ndim != 2)
         return ERR(PT_ERR_INTERNAL, "cross_entropy: logits must be f32 [rows, vocab]");
     int64_t rows = logits->shape[0], vocab = logits->shape[1];
-    if (dlogits) TRY(need_rows_of(dlogits, rows, vocab, "cross_entropy", "dlogits"));
+    if (dlogits) TRY(need_rows_of(dlogits, PT_F32, rows, vocab, "cross_entropy", "dlogits"));
     for (int64_t r = 0; r < rows; r++)
         if (labels[r] != PT_IGNORE_INDEX && (labels[r] < 0 || labels[r] >= vocab))
             return ERR(PT_ERR_USER, "label %d at row %lld is outside the vocabulary (%lld tokens) and is not "
                        "the ignore index %d", labels[r], (long long)r, (long long)vocab, PT_IGNORE_INDEX);
     NEED_OP(be, cross_entropy);
-    return be->ops->cross_entropy(be, dlogits, loss_sum, n_labelled, logits, labels, grad_scale);
+    return be->ops->cross_entropy(be, dlogits, loss_sum, n_labelled, logits, labels, grad_scale, softcap);
 }
 
 pt_status backend_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
@@ -630,14 +655,14 @@ pt_status backend_sum_squares(pt_backend *be, const pt_tensor *t, double *acc)
 
 pt_status backend_scale(pt_backend *be, pt_tensor *t, float s)
 {
-    TRY(need_f32(t, "scale", "t"));
+    TRY(need_act(be, t, "scale", "t"));
     NEED_OP(be, scale);
     return be->ops->scale(be, t, s);
 }
 
 pt_status backend_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed)
 {
-    TRY(need_f32(x, "dropout", "x"));
+    TRY(need_act(be, x, "dropout", "x"));
     TRY(need_same_shape(y, x, "dropout"));
     if (!(p >= 0.0f && p < 1.0f)) return ERR(PT_ERR_INTERNAL, "dropout: p = %g is not in [0, 1)", p);
     NEED_OP(be, dropout);

@@ -18,20 +18,25 @@ typedef struct {
     pt_tensor mem;  /* the allocation (none while measuring) */
     size_t used, cap, high; /* bytes taken now, available, most taken since opened */
     bool measuring; /* count only: arena_take hands out no memory */
+    pt_dtype act;   /* the backend's activation dtype (backend.h): what arena_take hands out */
 } pt_arena;
 
 /* An arena of bytes on be (0: empty). */
 pt_status arena_open(pt_arena *a, pt_backend *be, size_t bytes);
-/* An arena that only counts what is taken from it (a->high after a dry run: the size needed). */
-void arena_measure(pt_arena *a);
+/* An arena that only counts what is taken from it (a->high after a dry run: the size needed), for
+ * a backend whose activations are of dtype act. */
+void arena_measure(pt_arena *a, pt_dtype act);
 /* Everything taken so far is free again. */
 void arena_reset(pt_arena *a);
 /* What is taken now (a mark), and giving back everything taken after a mark: buffers of a phase
  * that is over (the loss head's before the backward pass). */
 size_t arena_mark(const pt_arena *a);
 void arena_back_to(pt_arena *a, size_t mark);
-/* t = an f32 [rows, cols] buffer from the arena (cols 0 or rows 0: an empty tensor, no memory). */
+/* t = an activation [rows, cols] buffer (of the backend's act dtype) from the arena (cols 0 or rows
+ * 0: an empty tensor, no memory); arena_take_f32 for what stays f32 on every backend (rstd, the
+ * log-sum-exp, logits). */
 pt_status arena_take(pt_arena *a, pt_tensor *t, int64_t rows, int64_t cols);
+pt_status arena_take_f32(pt_arena *a, pt_tensor *t, int64_t rows, int64_t cols);
 void arena_close(pt_arena *a);
 
 #endif

@@ -85,7 +85,7 @@ typedef struct {
     pt_status (*upload)(pt_backend *be, pt_tensor *dst, const void *host, size_t nbytes);
     pt_status (*download)(pt_backend *be, const pt_tensor *src, void *host, size_t nbytes);
     pt_status (*synchronize)(pt_backend *be);
-    /* linear algebra; x, y, dy, dx fp32 [M, *]; w [N, K] float or quantized */
+    /* linear algebra; x, y, dy, dx [M, *] f32 or the backend's act dtype; w [N, K] float or quantized */
     pt_status (*matmul)(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
     pt_status (*matmul_bwd_input)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                   float beta);
@@ -118,7 +118,7 @@ typedef struct {
     pt_status (*softcap_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
     pt_status (*add)(pt_backend *be, pt_tensor *y, const pt_tensor *x); /* y += x */
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                               const pt_tensor *logits, const int32_t *labels, float grad_scale);
+                               const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
     /* optimizer and communication */
     pt_status (*adamw_step)(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,
                             pt_tensor *v, const pt_adamw *hp);
@@ -143,6 +143,12 @@ struct pt_backend {
     const pt_backend_ops *ops;
     void *ctx;
     int device; /* GPU index for CUDA, -1 for CPU */
+    /* The dtype of activations between ops (and of their gradients): PT_F32 on the CPU and in the
+     * CUDA reference mode, PT_BF16 on the CUDA fast path (issue 26; docs/cuda-backend.md, "bf16 and
+     * fp32"). What precision needs stays f32 on every backend: norm statistics (rstd), attention's
+     * log-sum-exp, logits and the loss, weights of norms and biases, the adapters, their gradients
+     * and the optimizer state. An op's activation tensors all have this dtype. */
+    pt_dtype act;
     double upload_s; /* seconds spent in backend_upload, for the start-up report */
 };
 
@@ -254,10 +260,13 @@ pt_status backend_softcap_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy
  * rows are skipped): *loss_sum += sum over labelled rows of logsumexp(row) - row[label] (double),
  * *n_labelled += their count, and dlogits (NULL: loss only; may alias logits) = (softmax - onehot)
  * * grad_scale on labelled rows, 0 on ignored ones. For a mean over a global batch pass
- * grad_scale = 1 / (labelled tokens of the whole batch). */
+ * grad_scale = 1 / (labelled tokens of the whole batch). softcap > 0 (Gemma 2's final soft-cap,
+ * fused: no capped copy of the logits exists): the row is z = softcap * tanh(logits / softcap)
+ * first, and dlogits the gradient with respect to the logits, (softmax(z) - onehot) * grad_scale *
+ * (1 - (z / softcap)^2); the same numbers as backend_softcap, this op and backend_softcap_bwd. */
 #define PT_IGNORE_INDEX (-100)
 pt_status backend_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                                const pt_tensor *logits, const int32_t *labels, float grad_scale);
+                                const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
 /* One torch.optim.AdamW update of param (f32) from grad, with moments m and v (f32, zero before
  * step 1), in torch's order and fp32 arithmetic. */
 pt_status backend_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m,

@@ -87,7 +87,7 @@ pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_ten
 
 /* ---- the loss head: final norm, lm_head (and soft-cap), cross-entropy ---- */
 
-enum { H_XF, H_RSTD, H_XL, H_DXL, H_DXF, H_LOGITS, H_CAPPED, H_COUNT };
+enum { H_XF, H_RSTD, H_XL, H_DXL, H_DXF, H_LOGITS, H_COUNT };
 typedef struct {
     pt_tensor t[H_COUNT];
     int64_t *start, *len; /* the labelled rows, as runs of consecutive rows */

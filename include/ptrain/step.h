@@ -27,7 +27,7 @@ typedef struct {
     bool offload;          /* with checkpointing: the layer inputs in host memory, copied out in the
                               forward pass and back in the backward pass while the backend computes
                               (use_gradient_checkpointing: "unsloth" on a GPU); the device holds two */
-    void *offload_host;    /* n_layers x rows x dim floats of backend_host_alloc; NULL: made for this call */
+    void *offload_host;    /* n_layers x rows x dim activations of backend_host_alloc; NULL: made for this call */
     int loss_chunk;        /* rows of logits alive at once (0: 256) */
     bool full_lm_head;     /* logits on every row, labelled or not: the plain computation the
                               default (only rows whose target counts) is tested against */
@@ -38,11 +38,13 @@ typedef struct {
     pt_status (*layer_done)(void *arg, int layer);
     void *layer_done_arg;
     pt_arena *arena;       /* the run's activation arena; NULL: one made for this call */
+    pt_dtype act;          /* the activation dtype the memory plan counts (the backend's act; from
+                              step_options_for: bf16 on a GPU, its fast path) */
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with
  * "unsloth" on a GPU the layer inputs offloaded to host memory (on the CPU they are there already);
- * the loss head over 256 rows of logits at a time. */
+ * the loss head over 256 rows of logits at a time; bf16 activations on a GPU (its fast path). */
 step_options step_options_for(pt_checkpointing ck, bool on_gpu, float lora_dropout);
 
 /* Forward + backward of one micro-batch: adds the summed token loss to *loss_sum and the number
@@ -57,7 +59,7 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
 /* The arena bytes step_run (with o's checkpointing, offloading, dropout and chunk) and step_loss
  * need for rows rows, when every row is labelled (the most); the host bytes offloading takes. */
 size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o);
-size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows);
-size_t step_offload_bytes(const pt_model *m, int64_t rows);
+size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, pt_dtype act);
+size_t step_offload_bytes(const pt_model *m, int64_t rows, pt_dtype act);
 
 #endif

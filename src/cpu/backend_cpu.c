@@ -142,6 +142,7 @@ pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
     TRY_ALLOC(be);
     be->ops = &cpu_ops;
     be->device = -1;
+    be->act = PT_F32; /* the CPU backend computes in fp32 throughout */
     be->ctx = calloc(1, sizeof(cpu_comm));
     if (!be->ctx) {
         free(be);

@@ -74,7 +74,7 @@ pt_status cpu_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_ten
                             const pt_tensor *q, const pt_tensor *k, const pt_tensor *v, const pt_tensor *out,
                             const pt_tensor *lse, const pt_attention *a);
 pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                            const pt_tensor *logits, const int32_t *labels, float grad_scale);
+                            const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
 pt_status cpu_adamw_step(pt_backend *be, pt_tensor *param, const pt_tensor *grad, pt_tensor *m, pt_tensor *v,
                          const pt_adamw *hp);
 pt_status cpu_sum_squares(pt_backend *be, const pt_tensor *t, double *acc);

@@ -4,8 +4,11 @@
  * per labelled row, loss = logsumexp(x) - x[label] with the row's maximum subtracted before
  * exponentiating and the sum kept in double; dlogits = (softmax(x) - onehot(label)) * grad_scale,
  * written over the row (dlogits may be the logits themselves). Ignored rows (PT_IGNORE_INDEX)
- * add nothing and get a zero gradient. One OpenMP loop over rows, the loss summed in double. */
+ * add nothing and get a zero gradient. One OpenMP loop over rows, the loss summed in double.
+ * With a soft-cap the cross-entropy caps each row first (into a row of its own) and applies the
+ * cap's gradient to the row's, the same arithmetic as the soft-cap ops around it. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -47,8 +50,24 @@ static double row_loss(const float *x, float *d, int32_t label, int64_t n, float
     return (double)max + log(sum) - (double)target;
 }
 
+/* Loss of one labelled row under the soft-cap: z = cap tanh(x / cap) in z (a row of scratch), then
+ * the loss of z, and d = d loss / dz * (1 - (z / cap)^2). */
+static double row_loss_capped(const float *x, float *z, float *d, int32_t label, int64_t n, float grad_scale,
+                              float cap)
+{
+    float inv = 1.0f / cap;
+    for (int64_t j = 0; j < n; j++) z[j] = cap * tanhf(x[j] * inv);
+    double loss = row_loss(z, d, label, n, grad_scale);
+    if (d)
+        for (int64_t j = 0; j < n; j++) {
+            float t = z[j] * inv;
+            d[j] = d[j] * (1.0f - t * t);
+        }
+    return loss;
+}
+
 pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
-                            const pt_tensor *logits, const int32_t *labels, float grad_scale)
+                            const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap)
 {
     (void)be;
     int64_t rows = logits->shape[0], vocab = logits->shape[1];
@@ -56,16 +75,25 @@ pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum
     float *ds = dlogits ? dlogits->data : NULL;
     double loss = 0;
     int64_t count = 0;
-#pragma omp parallel for schedule(dynamic, 4) reduction(+ : loss, count)
-    for (int64_t r = 0; r < rows; r++) {
-        float *d = ds ? ds + r * vocab : NULL;
-        if (labels[r] == PT_IGNORE_INDEX) {
-            if (d) memset(d, 0, sizeof(float) * (size_t)vocab);
-            continue;
+    bool failed = false;
+#pragma omp parallel reduction(+ : loss, count) reduction(|| : failed)
+    {
+        float *z = softcap > 0.0f ? malloc(sizeof(float) * (size_t)vocab) : NULL;
+        failed = softcap > 0.0f && !z;
+#pragma omp for schedule(dynamic, 4)
+        for (int64_t r = 0; r < rows; r++) {
+            float *d = ds ? ds + r * vocab : NULL;
+            if (labels[r] == PT_IGNORE_INDEX || failed) {
+                if (d) memset(d, 0, sizeof(float) * (size_t)vocab);
+                continue;
+            }
+            loss += z ? row_loss_capped(xs + r * vocab, z, d, labels[r], vocab, grad_scale, softcap)
+                      : row_loss(xs + r * vocab, d, labels[r], vocab, grad_scale);
+            count++;
         }
-        loss += row_loss(xs + r * vocab, d, labels[r], vocab, grad_scale);
-        count++;
+        free(z);
     }
+    if (failed) return ERR(PT_ERR_NOMEM, "cross_entropy: no memory for a row of %lld capped logits", (long long)vocab);
     *loss_sum += loss;
     if (n_labelled) *n_labelled += count;
     return PT_OK;

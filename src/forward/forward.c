@@ -29,7 +29,10 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
                                g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
                                post * g->dim, post * g->dim, post,      post};
     memset(a, 0, sizeof *a);
-    for (int i = 0; i < A_COUNT; i++) TRY(arena_take(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
+    for (int i = 0; i < A_COUNT; i++) {
+        bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE; /* statistics */
+        TRY((f32 ? arena_take_f32 : arena_take)(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
+    }
     for (int w = 0; w < W_COUNT; w++)
         if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r));
     return PT_OK;
@@ -69,7 +72,7 @@ pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_ten
         return PT_OK;
     }
     int64_t shape[2] = {c->rows, x->shape[1]};
-    *out = tensor_make(PT_F32, 2, shape);
+    *out = tensor_make(x->dtype, 2, shape);
     out->data = c->scratch.data;
     return forward_dropout(c, layer, w, out, x);
 }

@@ -31,9 +31,12 @@ pt_status loss_take_rows(pt_arena *arena, const fwd_ctx *c, int64_t labelled, in
     const pt_model_config *g = &c->m->cfg;
     int64_t nl = labelled > 0 ? labelled : 1, ch = chunk < nl ? chunk : nl;
     h->chunk = chunk, h->grad = grad;
-    int64_t rows[H_COUNT] = {c->rows, c->rows, nl, grad ? nl : 0, grad ? c->rows : 0, ch, g->final_softcap > 0.0f ? ch : 0};
-    int64_t cols[H_COUNT] = {g->dim, 1, g->dim, g->dim, g->dim, g->vocab, g->vocab};
-    for (int i = 0; i < H_COUNT; i++) TRY(arena_take(arena, &h->t[i], rows[i], cols[i]));
+    int64_t rows[H_COUNT] = {c->rows, c->rows, nl, grad ? nl : 0, grad ? c->rows : 0, ch};
+    int64_t cols[H_COUNT] = {g->dim, 1, g->dim, g->dim, g->dim, g->vocab};
+    for (int i = 0; i < H_COUNT; i++) { /* the norm's rstd, the logits and the loss stay f32 */
+        bool f32 = i == H_RSTD || i == H_LOGITS;
+        TRY((f32 ? arena_take_f32 : arena_take)(arena, &h->t[i], rows[i], cols[i]));
+    }
     return PT_OK;
 }
 
@@ -70,14 +73,9 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
     pt_tensor *t = h->t;
     pt_tensor xv = tensor_rows(&t[H_XL], r0, rows), lv = tensor_rows(&t[H_LOGITS], 0, rows);
     TRY(backend_matmul(be, &lv, &xv, &c->m->output, 0.0f));
-    pt_tensor zv = lv; /* the logits the loss sees */
-    if (cap > 0.0f) {
-        zv = tensor_rows(&t[H_CAPPED], 0, rows);
-        TRY(backend_softcap(be, &zv, &lv, cap));
-    }
-    TRY(backend_cross_entropy(be, h->grad ? &lv : NULL, loss_sum, n_tokens, &zv, h->targets + r0, grad_scale));
+    /* the soft-cap (Gemma 2) inside the cross-entropy: its gradient is the logits' */
+    TRY(backend_cross_entropy(be, h->grad ? &lv : NULL, loss_sum, n_tokens, &lv, h->targets + r0, grad_scale, cap));
     if (!h->grad) return PT_OK;
-    if (cap > 0.0f) TRY(backend_softcap_bwd(be, &lv, &lv, &zv, cap));
     pt_tensor dv = tensor_rows(&t[H_DXL], r0, rows);
     return backend_matmul_bwd_input(be, &dv, &lv, &c->m->output, 0.0f);
 }

@@ -15,8 +15,8 @@ pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv)
     TRY_ALLOC(kv->k && kv->v ? kv->k : NULL);
     int64_t shape[2] = {max_seq, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim};
     for (int l = 0; l < m->cfg.n_layers; l++) {
-        kv->k[l] = tensor_make(PT_F32, 2, shape);
-        kv->v[l] = tensor_make(PT_F32, 2, shape);
+        kv->k[l] = tensor_make(m->be->act, 2, shape);
+        kv->v[l] = tensor_make(m->be->act, 2, shape);
         TRY(backend_alloc(m->be, &kv->k[l]));
         TRY(backend_alloc(m->be, &kv->v[l]));
     }
@@ -41,8 +41,8 @@ static pt_status take_all(pt_arena *arena, fwd_ctx *c, int n_logits, fwd_bufs *b
 {
     TRY(forward_take(arena, c, false, false, b));
     TRY(arena_take(arena, xn, c->rows, c->m->cfg.dim));
-    TRY(arena_take(arena, rstd, c->rows, 1));
-    return arena_take(arena, logits, n_logits, c->m->cfg.vocab);
+    TRY(arena_take_f32(arena, rstd, c->rows, 1));
+    return arena_take_f32(arena, logits, n_logits, c->m->cfg.vocab);
 }
 
 static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_only, float *logits)
@@ -76,7 +76,7 @@ pt_status forward_tokens(const pt_model *m, const pt_adapter *ad, pt_kv_cache *k
     fwd_bufs sizing;
     pt_tensor xn, rstd, out;
     pt_arena arena;
-    arena_measure(&arena);
+    arena_measure(&arena, m->be->act);
     pt_status st = take_all(&arena, &c, last_only ? 1 : n, &sizing, &xn, &rstd, &out);
     forward_bufs_free(&sizing);
     size_t bytes = arena.high;

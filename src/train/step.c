@@ -24,7 +24,7 @@ typedef struct {
 step_options step_options_for(pt_checkpointing ck, bool on_gpu, float lora_dropout)
 {
     step_options so = {.checkpointing = ck != PT_CKPT_OFF, .offload = ck == PT_CKPT_OFFLOAD && on_gpu,
-                       .lora_dropout = lora_dropout, .loss_chunk = 256};
+                       .lora_dropout = lora_dropout, .loss_chunk = 256, .act = on_gpu ? PT_BF16 : PT_F32};
     return so;
 }
 
@@ -56,7 +56,7 @@ static pt_status backward_phase_take(pt_arena *arena, const fwd_ctx *c, const st
 size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o)
 {
     pt_arena a;
-    arena_measure(&a);
+    arena_measure(&a, o->act);
     fwd_ctx c = forward_ctx(m, ad, 1, (int)rows, NULL, NULL);
     c.dropout = ad ? o->lora_dropout : 0.0f;
     step_bufs s = {0};
@@ -69,21 +69,22 @@ size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, c
     return a.high;
 }
 
-size_t step_offload_bytes(const pt_model *m, int64_t rows)
+size_t step_offload_bytes(const pt_model *m, int64_t rows, pt_dtype act)
 {
-    return sizeof(float) * (size_t)m->cfg.n_layers * (size_t)rows * (size_t)m->cfg.dim;
+    return dtype_size_bytes(act, 1) * (size_t)m->cfg.n_layers * (size_t)rows * (size_t)m->cfg.dim;
 }
 
 /* Offloading: layer l's input in host memory. */
 typedef struct {
     const fwd_ctx *c;
     fwd_bufs *f;
-    float *host;
+    void *host;
 } offload;
 
-static float *host_input(const offload *h, int layer)
+static void *host_input(const offload *h, int layer)
 {
-    return h->host + (size_t)layer * (size_t)h->c->rows * (size_t)h->c->m->cfg.dim;
+    size_t row_bytes = dtype_size_bytes(h->c->m->be->act, h->c->m->cfg.dim);
+    return (char *)h->host + (size_t)layer * (size_t)h->c->rows * row_bytes;
 }
 
 /* Before layer l of the forward pass: its output goes where input l-1 was, whose copy out (started
@@ -148,24 +149,26 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
 {
     fwd_ctx c = ctx_of(m, l, b, o);
     pt_arena own = {0}, *arena = o->arena;
-    if (!arena) {
-        TRY(arena_open(&own, m->be, step_arena_bytes(m, l ? &l->ad : NULL, c.rows, o)));
+    if (!arena) { /* sized for the activations of this backend */
+        step_options mine = *o;
+        mine.act = m->be->act;
+        TRY(arena_open(&own, m->be, step_arena_bytes(m, l ? &l->ad : NULL, c.rows, &mine)));
         arena = &own;
     }
     arena_reset(arena);
     void *host = o->offload_host;
     pt_status st = PT_OK;
-    if (offloading(o) && !host) st = backend_host_alloc(m->be, step_offload_bytes(m, c.rows), &host);
+    if (offloading(o) && !host) st = backend_host_alloc(m->be, step_offload_bytes(m, c.rows, m->be->act), &host);
     if (st == PT_OK) st = run(b, o, l, &c, arena, host, grad_scale, loss_sum, n_tokens);
     if (host != o->offload_host) backend_host_free(m->be, host);
     arena_close(&own);
     return st;
 }
 
-size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows)
+size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, pt_dtype act)
 {
     pt_arena a;
-    arena_measure(&a);
+    arena_measure(&a, act);
     fwd_ctx c = forward_ctx(m, ad, 1, (int)rows, NULL, NULL);
     fwd_bufs f;
     loss_bufs h = {0};
@@ -181,7 +184,7 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
     if (!arena) {
-        TRY(arena_open(&own, m->be, step_loss_arena_bytes(m, ad, c.rows)));
+        TRY(arena_open(&own, m->be, step_loss_arena_bytes(m, ad, c.rows, m->be->act)));
         arena = &own;
     }
     arena_reset(arena);

@@ -501,18 +501,38 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     free(b);
 }
 
+/* The same with a bf16 C: through an fp32 copy of it, rounded back once (cuBLAS's epilogue). */
+template <class T, class F>
+static void gemm_c16(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha, const T *A, int lda,
+                     const T *B, int ldb, float beta, __nv_bfloat16 *C, int ldc, F conv)
+{
+    float *f = (float *)malloc(sizeof(float) * ((size_t)m * n + 1));
+    if (!f) abort();
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) f[i + (size_t)j * m] = beta == 0.0f ? 0.0f : __bfloat162float(C[i + (size_t)j * ldc]);
+    gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, f, m > 0 ? m : 1, conv);
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] = __float2bfloat16_rn(f[i + (size_t)j * m]);
+    free(f);
+}
+
+static float bf16_value(__nv_bfloat16 v) { return __bfloat162float(v); }
+
 cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
                             cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                             cublasComputeType_t comp, cublasGemmAlgo_t)
 {
     if (!gemm_args_ok(ta, tb, m, n, k, lda, ldb, ldc)) return CUBLAS_STATUS_INVALID_VALUE;
-    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F) {
+    if (at != CUDA_R_16BF || bt != CUDA_R_16BF || (ct != CUDA_R_32F && ct != CUDA_R_16BF) ||
+        comp != CUBLAS_COMPUTE_32F) {
         fprintf(stderr, "CUDA emulator: cublasGemmEx with types it does not emulate\n");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    gemm(ta, tb, m, n, k, *(const float *)alpha, (const __nv_bfloat16 *)A, lda, (const __nv_bfloat16 *)B, ldb,
-         *(const float *)beta, (float *)C, ldc, [](__nv_bfloat16 v) { return __bfloat162float(v); });
+    float al = *(const float *)alpha, be = *(const float *)beta;
+    const __nv_bfloat16 *a = (const __nv_bfloat16 *)A, *b = (const __nv_bfloat16 *)B;
+    if (ct == CUDA_R_16BF) gemm_c16(ta, tb, m, n, k, al, a, lda, b, ldb, be, (__nv_bfloat16 *)C, ldc, bf16_value);
+    else gemm(ta, tb, m, n, k, al, a, lda, b, ldb, be, (float *)C, ldc, bf16_value);
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -636,14 +656,14 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 }
 
 /* op(A) [m,k] op(B) [k,n] -> C, D [m,n], column-major, the types cuda/lt.cu uses (bf16 A and B,
- * fp32 C and D, fp32 compute and scale), C's layout D's, leading dimensions at least the rows. */
+ * fp32 or bf16 C and D, fp32 compute and scale), C's layout D's, leading dimensions at least the rows. */
 static bool lt_problem(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                        cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl, int *m, int *n, int *k)
 {
     if (!d || !a || !b || !c || !dl) return lt_bad("a NULL descriptor or layout");
     if (d->comp != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F || a->type != CUDA_R_16BF || b->type != CUDA_R_16BF ||
-        c->type != CUDA_R_32F || dl->type != CUDA_R_32F)
-        return lt_bad("types other than bf16 x bf16 -> fp32 with fp32 compute");
+        (c->type != CUDA_R_32F && c->type != CUDA_R_16BF) || dl->type != c->type)
+        return lt_bad("types other than bf16 x bf16 -> fp32 or bf16 with fp32 compute");
     if (c->rows != dl->rows || c->cols != dl->cols || c->ld != dl->ld) return lt_bad("C and D laid out apart");
     bool ta = d->op[0] == CUBLAS_OP_T, tb = d->op[1] == CUBLAS_OP_T;
     *m = (int)c->rows, *n = (int)c->cols, *k = (int)(ta ? a->rows : a->cols);
@@ -666,7 +686,7 @@ static uint64_t lt_problem_id(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, 
                               cublasLtMatrixLayout_t c)
 {
     const uint64_t f[] = {(uint64_t)d->op[0], (uint64_t)d->op[1], a->rows, a->cols, (uint64_t)a->ld, b->rows, b->cols,
-                          (uint64_t)b->ld, c->rows, c->cols, (uint64_t)c->ld};
+                          (uint64_t)b->ld, c->rows, c->cols, (uint64_t)c->ld, (uint64_t)c->type};
     uint64_t h = 0xcbf29ce484222325ull;
     for (uint64_t v : f)
         for (int i = 0; i < 8; i++) h = (h ^ ((v >> (8 * i)) & 0xff)) * 0x100000001b3ull;
@@ -739,12 +759,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const 
     if (workspace_bytes < algo->data[3] || (workspace_bytes && (!workspace || (uintptr_t)workspace % 256)))
         return lt_invalid("a workspace smaller than the algorithm's, or not 256-byte aligned");
     float al = *(const float *)alpha, be = *(const float *)beta;
+    size_t esize = c->type == CUDA_R_16BF ? 2 : 4;
     if (D != C && be != 0.0f)
         for (int j = 0; j < n; j++)
-            memmove((float *)D + (size_t)j * dl->ld, (const float *)C + (size_t)j * c->ld, sizeof(float) * m);
-    gemm(d->op[0] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, d->op[1] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, m, n,
-         k, al, (const __nv_bfloat16 *)A, (int)a->ld, (const __nv_bfloat16 *)B, (int)b->ld, be, (float *)D,
-         (int)dl->ld, [](__nv_bfloat16 v) { return __bfloat162float(v); });
+            memmove((char *)D + (size_t)j * dl->ld * esize, (const char *)C + (size_t)j * c->ld * esize, esize * m);
+    cublasOperation_t ta = d->op[0] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = d->op[1] == CUBLAS_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const __nv_bfloat16 *ap = (const __nv_bfloat16 *)A, *bp = (const __nv_bfloat16 *)B;
+    if (c->type == CUDA_R_16BF)
+        gemm_c16(ta, tb, m, n, k, al, ap, (int)a->ld, bp, (int)b->ld, be, (__nv_bfloat16 *)D, (int)dl->ld, bf16_value);
+    else
+        gemm(ta, tb, m, n, k, al, ap, (int)a->ld, bp, (int)b->ld, be, (float *)D, (int)dl->ld, bf16_value);
     lt_matmuls++;
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -9,8 +9,9 @@
 #                  nvidia-smi, the GPUs, driver, OS, glibc, torch; starts writing the benchmark's
 #                  random models (kept in PT_BENCH_DIR for a later call on the same machine)
 #   ops            tests/unit/test_cuda_mma: the tensor-core primitives (mma, ldmatrix, cp.async)
-#                  against the PTX ISA's layouts; tests/unit/test_cuda_ops: every CUDA op against the
-#                  CPU backend (attention on the tensor-core and on the reference kernels)
+#                  against the PTX ISA's layouts; tests/unit/test_cuda_bf16: every op on the fast
+#                  path's bf16 activations against the CPU; tests/unit/test_cuda_ops: every CUDA op
+#                  against the CPU backend (attention on the tensor-core and on the reference kernels)
 #   model          tests/unit/test_cuda_model: whole-model logits, CUDA vs CPU; tests/gpu/train_parity.sh:
 #                  30 training steps, the loss curves of CUDA and CPU
 #   fastref        the fast kernels against PTRAIN_CUDA_KERNELS=reference (the plain fp32 kernels) on
@@ -21,7 +22,8 @@
 #                  --device cuda against --device cpu: the same text
 #   train          `ptrain train` on tests/tiny.sh's config for 10 steps on cuda: finite losses, and
 #                  peak device memory <= memory plan x 1.10 + 256 MiB
-#   sanitizer      compute-sanitizer memcheck (2-step train, generate, test_cuda_ops), racecheck (1 step)
+#   sanitizer      compute-sanitizer memcheck (2-step train, generate, test_cuda_bf16, test_cuda_ops),
+#                  racecheck (1 step)
 #   bench-speed    bench/gpu/run.sh PARTS=speed: ptrain in each checkpointing mode and the peer on
 #                  gemma-2-2b's (2048, 8192) and SmolLM2-135M's shapes, batch 1 and 4, by priority
 #                  until its time is up: tokens/s, peak memory, MFU both ways, hardware FLOP/s
@@ -219,9 +221,12 @@ stage_ops() {
     local mma_rc mma_nums
     cmocka_run test_cuda_mma 20 0 # the tensor-core primitives against the PTX ISA's layouts (TAP)
     mma_rc=$cm_rc mma_nums=$cm_nums
+    cmocka_run test_cuda_bf16 20 0 # the fast path's bf16 activations against the CPU's fp32
+    local bf_rc=$cm_rc bf_nums=$cm_nums
     cmocka_run test_cuda_ops 60 0
     [ "$cm_rc" = 0 ] && [ "$mma_rc" != 0 ] && [ "$mma_rc" != skip ] && cm_rc=$mma_rc
-    cm_nums="$mma_nums; $cm_nums"
+    [ "$cm_rc" = 0 ] && [ "$bf_rc" != 0 ] && [ "$bf_rc" != skip ] && cm_rc=$bf_rc
+    cm_nums="$mma_nums; $bf_nums; $cm_nums"
     case $cm_rc in skip) result ops SKIP "$cm_nums" ;; 0) result ops PASS "$cm_nums" ;; *) result ops FAIL "$cm_nums" ;; esac
 }
 # test_cuda_model, then tests/gpu/train_parity.sh (30 steps, cuda against cpu, loss curves)
@@ -349,6 +354,7 @@ max_steps: 1"
     sanitize "generate 8 tokens" memcheck 40 60 "$PT" generate --model tests/data/gemma2/hf-bnb4 --prompt "Hi there" \
         --temperature 0 --max-new-tokens 8 --device "$DEV"
     sanitize "train 1 step" racecheck 60 30 "$PT" train "$work/race.yaml"
+    [ -x "$bin/test_cuda_bf16" ] && sanitize test_cuda_bf16 memcheck 30 90 "$bin/test_cuda_bf16"
     [ -x "$bin/test_cuda_ops" ] && sanitize test_cuda_ops memcheck 90 0 "$bin/test_cuda_ops"
     san=${san# }
     result sanitizer "$([ $san_ok = yes ] && echo PASS || echo FAIL)" "${san%;}"

@@ -8,11 +8,16 @@
  *
  * Tolerances: the CUDA backend multiplies the frozen base in bf16 with fp32 accumulation while the
  * CPU multiplies in fp32, so each projection's output carries bf16 input rounding (relative
- * 2^-9 per operand) that the layers compound: logits within 3e-2 of the largest logit (max-norm),
- * the top-1 token equal (or a near tie within that tolerance) on at least 90% of positions; the loss within 1e-2 relative; the LoRA
- * gradients within 5e-2 (L2 relative). The cached path is compared with the same backend's full
- * forward (1e-2: the same arithmetic in other row blocks sums in another order, and a value that lands
- * on the other side of a bf16 rounding step moves by 2^-8 before the next GEMM).
+ * 2^-9 per operand) that the layers compound: with fp32 activations (PTRAIN_CUDA_KERNELS=reference)
+ * logits within 3e-2 of the largest logit (max-norm), the top-1 token equal (or a near tie within
+ * that tolerance) on at least 90% of positions; the loss within 1e-2 relative; the LoRA gradients
+ * within 5e-2 (L2 relative). The fast path's bf16 activations round every op's output too (2^-8
+ * relative, issue 26 point 1), about doubling what the layers compound (seen on the emulator: logits
+ * 0.0255-0.0287 on Gemma 2's tiny models against 0.007-0.014 with fp32 activations, gradients up to
+ * 0.038 against 0.022): logits within 6e-2, gradients within 8e-2, the loss within 1e-2. The cached
+ * path is compared with the same backend's full forward (1e-2, 3e-2 with bf16 activations: the same
+ * arithmetic in other row blocks sums in another order, and a value that lands on the other side of
+ * a bf16 rounding step moves by 2^-8 before the next GEMM).
  *
  * PTRAIN_TEST_SMALL=1 (the default of the CPU-emulated build, tests/emu) skips SmolLM2.
  * Without a GPU the test skips and says so. PTRAIN_TEST_CUDA_OPS_DEVICE=cpu runs the "GPU" side on
@@ -141,8 +146,20 @@ static float *logits_of(pt_model *m, const int32_t *ids, int n, bool pieces)
     return out;
 }
 
+/* The tolerances of the backend under test: fp32 activations, or bf16 (see the header). */
+typedef struct {
+    double logits, cache, grads;
+} model_tol;
+
+static model_tol tol_of(const pt_model *mg)
+{
+    model_tol fp32 = {3e-2, 1e-2, 5e-2}, bf16 = {6e-2, 3e-2, 8e-2};
+    return mg->be->act == PT_BF16 ? bf16 : fp32;
+}
+
 static void check_logits(const model_case *c, pt_model *mc, pt_model *mg)
 {
+    model_tol tol = tol_of(mg);
     int n, vocab = mc->cfg.vocab;
     int32_t *ids = case_ids(c, vocab, &n);
     float *want = logits_of(mc, ids, n, false), *got = logits_of(mg, ids, n, false);
@@ -156,16 +173,16 @@ static void check_logits(const model_case *c, pt_model *mc, pt_model *mg)
         const float *w = want + (size_t)t * vocab;
         int g = argmax(got + (size_t)t * vocab, vocab), best = argmax(w, vocab);
         strict += g == best;
-        same += g == best || w[best] - w[g] <= 3e-2 * scale;
+        same += g == best || w[best] - w[g] <= tol.logits * scale;
     }
     float *last = logits_of(mg, ids, n, true);
     double cache_err = max_rel_err(last, got + (size_t)(n - 1) * vocab, (size_t)vocab);
-    print_message("%s/%s%s: logits max rel err %.3g (<= 3e-2), top-1 same on %d/%d (%d with near ties, >= 90%%), "
-                  "cached pieces vs full %.3g (<= 1e-2)\n", c->family, c->name, c->nf4 ? " (nf4)" : "", err, strict,
-                  n, same, cache_err);
-    assert_true(err <= 3e-2);
+    print_message("%s/%s%s (%s activations): logits max rel err %.3g (<= %g), top-1 same on %d/%d (%d with near "
+                  "ties, >= 90%%), cached pieces vs full %.3g (<= %g)\n", c->family, c->name, c->nf4 ? " (nf4)" : "",
+                  dtype_name(mg->be->act), err, tol.logits, strict, n, same, cache_err, tol.cache);
+    assert_true(err <= tol.logits);
     assert_true(same * 10 >= n * 9);
-    assert_true(cache_err <= 1e-2);
+    assert_true(cache_err <= tol.cache);
     free(ids);
     free(want);
     free(got);
@@ -245,10 +262,11 @@ static void check_training(const model_case *c, pt_model *mc, pt_model *mg)
     train_once(mg, ids, n, &lg, &gg, &ng);
     assert_int_equal(nc, ng);
     double lerr = fabs(lg - lc) / fabs(lc), gerr = rel_l2(gg, gc, nc);
+    double gtol = tol_of(mg).grads;
     print_message("  one LoRA micro-batch: loss %.6f vs %.6f (rel %.3g <= 1e-2), %zu adapter gradients rel L2 %.3g "
-                  "(<= 5e-2)\n", lg, lc, lerr, nc, gerr);
+                  "(<= %g)\n", lg, lc, lerr, nc, gerr, gtol);
     assert_true(lerr <= 1e-2);
-    assert_true(gerr <= 5e-2);
+    assert_true(gerr <= gtol);
     free(ids);
     free(gc);
     free(gg);

@@ -1056,11 +1056,12 @@ static int labels_fill(int32_t *labels, int rows, int vocab, bool all_ignored)
     return count;
 }
 
-static void check_cross_entropy_case(int rows, int vocab, int mode, bool all_ignored)
+static void check_cross_entropy_case(int rows, int vocab, int mode, bool all_ignored, float softcap)
 {
     static const char *mode_name[] = {"dlogits", "loss only", "dlogits=logits"};
     char cas[80];
-    snprintf(cas, sizeof cas, "%dx%d %s%s", rows, vocab, mode_name[mode], all_ignored ? " all ignored" : "");
+    snprintf(cas, sizeof cas, "%dx%d %s%s%s", rows, vocab, mode_name[mode], all_ignored ? " all ignored" : "",
+             softcap > 0 ? " soft-capped" : "");
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)rows);
     assert_non_null(labels);
     int count = labels_fill(labels, rows, vocab, all_ignored);
@@ -1076,7 +1077,7 @@ static void check_cross_entropy_case(int rows, int vocab, int mode, bool all_ign
     bool ok;
     BOTH(ok, "cross_entropy", cas,
          backend_cross_entropy(B(side), mode == CE_LOSS_ONLY ? NULL : S(&dl, side), &loss[side], &n[side],
-                               S(&logits, side), labels, grad_scale));
+                               S(&logits, side), labels, grad_scale, softcap));
     scribble(labels, sizeof(int32_t) * (size_t)rows);
     if (ok) {
         check_scalar("cross_entropy loss", cas, loss[1] - 1.25, loss[0] - 1.25, TOL_REDUCE);
@@ -1093,10 +1094,12 @@ static void test_cross_entropy(void **state)
 {
     (void)state;
     for (int mode = CE_SEPARATE; mode <= CE_IN_PLACE; mode++) {
-        check_cross_entropy_case(77, 1000, mode, false);
-        check_cross_entropy_case(9, 49152, mode, false);
+        check_cross_entropy_case(77, 1000, mode, false, 0.0f);
+        check_cross_entropy_case(9, 49152, mode, false, 0.0f);
+        check_cross_entropy_case(77, 1000, mode, false, 5.0f); /* Gemma 2's final soft-cap, fused */
     }
-    check_cross_entropy_case(4, 1000, CE_SEPARATE, true);
+    check_cross_entropy_case(4, 1000, CE_SEPARATE, true, 0.0f);
+    check_cross_entropy_case(4, 1000, CE_IN_PLACE, true, 5.0f);
     if (failures) fail_msg("%d cross-entropy checks failed (FAIL lines above)", failures);
 }
 
@@ -1300,7 +1303,7 @@ static void test_rejects(void **state)
     int32_t labels[3] = {0, PT_IGNORE_INDEX, 4};
     double loss = 0;
     REJECTED("cross_entropy", "label outside vocab", PT_ERR_USER, &dl,
-             backend_cross_entropy(B(side), S(&dl, side), &loss, NULL, S(&logits, side), labels, 1.0f));
+             backend_cross_entropy(B(side), S(&dl, side), &loss, NULL, S(&logits, side), labels, 1.0f, 0.0f));
     twin *all[] = {&x, &w, &y, &table, &out, &logits, &dl};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
     if (failures) fail_msg("%d rejection checks failed (FAIL lines above)", failures);

@@ -601,7 +601,7 @@ static void test_cross_entropy_grad(void **state)
     pt_tensor tx = put(be, c.rows, c.vocab, x), td = put(be, c.rows, c.vocab, NULL);
     double loss = 1.5, loss2 = 0, want = ref_ce_sum(&c);
     int64_t count = 2, count2 = 0;
-    assert_int_equal(backend_cross_entropy(be, &td, &loss, &count, &tx, labels, (float)c.grad_scale), PT_OK);
+    assert_int_equal(backend_cross_entropy(be, &td, &loss, &count, &tx, labels, (float)c.grad_scale, 0.0f), PT_OK);
     assert_int_equal(count, 2 + 4); /* both accumulate */
     print_message("  cross-entropy loss %.17g vs %.17g\n", loss - 1.5, want);
     assert_true(fabs(loss - 1.5 - want) <= 1e-6 * fabs(want));
@@ -610,13 +610,28 @@ static void test_cross_entropy_grad(void **state)
     check_grad("cross-entropy dlogits", d, g, n);
     for (int64_t j = 0; j < c.vocab; j++) assert_true(d[1 * c.vocab + j] == 0.0f && d[4 * c.vocab + j] == 0.0f);
     /* in place over the logits, and loss only */
-    assert_int_equal(backend_cross_entropy(be, NULL, &loss2, &count2, &tx, labels, 1.0f), PT_OK);
+    assert_int_equal(backend_cross_entropy(be, NULL, &loss2, &count2, &tx, labels, 1.0f, 0.0f), PT_OK);
     assert_true(loss2 == loss - 1.5 && count2 == 4);
-    assert_int_equal(backend_cross_entropy(be, &tx, &loss2, NULL, &tx, labels, (float)c.grad_scale), PT_OK);
+    assert_int_equal(backend_cross_entropy(be, &tx, &loss2, NULL, &tx, labels, (float)c.grad_scale, 0.0f), PT_OK);
     float *d2 = get(be, &tx);
     assert_memory_equal(d, d2, sizeof(float) * (size_t)n);
     static const int32_t bad[6] = {3, -1, 0, 0, 0, 0};
-    assert_int_equal(backend_cross_entropy(be, &td, &loss2, NULL, &tx, bad, 1.0f), PT_ERR_USER);
+    assert_int_equal(backend_cross_entropy(be, &td, &loss2, NULL, &tx, bad, 1.0f, 0.0f), PT_ERR_USER);
+    /* the soft-cap fused into the cross-entropy (Gemma 2): the same bits as soft-cap, cross-entropy
+     * and the soft-cap's gradient one after the other */
+    pt_tensor tz = put(be, c.rows, c.vocab, NULL), tf = put(be, c.rows, c.vocab, x);
+    double l_apart = 0, l_fused = 0;
+    assert_int_equal(backend_upload(be, &tx, x, tx.nbytes), PT_OK);
+    assert_int_equal(backend_softcap(be, &tz, &tx, 30.0f), PT_OK);
+    assert_int_equal(backend_cross_entropy(be, &td, &l_apart, NULL, &tz, labels, 0.25f, 0.0f), PT_OK);
+    assert_int_equal(backend_softcap_bwd(be, &td, &td, &tz, 30.0f), PT_OK);
+    assert_int_equal(backend_cross_entropy(be, &tf, &l_fused, NULL, &tf, labels, 0.25f, 30.0f), PT_OK);
+    float *apart = get(be, &td), *fused = get(be, &tf);
+    print_message("  soft-capped cross-entropy, fused vs apart: loss %.17g vs %.17g\n", l_fused, l_apart);
+    assert_true(l_fused == l_apart && l_apart != loss - 1.5);
+    assert_memory_equal(apart, fused, sizeof(float) * (size_t)n);
+    free(apart), free(fused);
+    backend_release(be, &tz), backend_release(be, &tf);
     backend_release(be, &tx), backend_release(be, &td);
     free(x), free(c.x), free(d), free(d2), free(g);
     backend_close(be);
@@ -1122,7 +1137,7 @@ static double time_cross_entropy(pt_backend *be, int rows, int vocab)
     double best = 1e30, loss = 0;
     for (int it = 0; it < 5; it++) {
         double t0 = omp_get_wtime();
-        assert_int_equal(backend_cross_entropy(be, &td, &loss, NULL, &tx, labels, 1.0f / rows), PT_OK);
+        assert_int_equal(backend_cross_entropy(be, &td, &loss, NULL, &tx, labels, 1.0f / rows, 0.0f), PT_OK);
         best = fmin(best, omp_get_wtime() - t0);
     }
     backend_release(be, &tx), backend_release(be, &td);
