@@ -182,6 +182,7 @@ static pt_backend_ops make_ops(void)
     ops.embed = cuda_embed;
     ops.rmsnorm_fwd = cuda_rmsnorm_fwd;
     ops.rmsnorm_bwd = cuda_rmsnorm_bwd;
+    ops.add_rmsnorm = cuda_add_rmsnorm;
     ops.rope_fwd = cuda_rope_fwd;
     ops.rope_bwd = cuda_rope_bwd;
     ops.attention_fwd = cuda_attention_fwd;

@@ -176,6 +176,8 @@ pt_status cuda_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor 
 pt_status cuda_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
 pt_status cuda_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                            const pt_tensor *w, float eps);
+pt_status cuda_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                           const pt_tensor *w, float eps);
 pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                         const float *inv_freq);
 pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
@@ -188,7 +190,7 @@ pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p
 
 /* layers_bwd.cu */
 pt_status cuda_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
-                           const pt_tensor *w, const pt_tensor *rstd);
+                           const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res);
 pt_status cuda_swiglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                           const pt_tensor *gate, const pt_tensor *up);
 pt_status cuda_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,

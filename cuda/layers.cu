@@ -23,14 +23,18 @@ pt_status cuda_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, con
                              bf ? NULL : (float *)out->data);
 }
 
-template <typename T>
-__global__ static void rmsnorm_kernel(T *y, float *rstd, const T *x, const float *w, int64_t dim, float eps)
+/* One block per row: y = x rstd w, rstd = 1 / sqrt(mean(x²) + eps); with add (ADD), x += add first
+ * (the residual, fused: issue 26 point 6), the sum of squares over x as stored (rounded). A thread
+ * reads back only the elements it wrote. */
+template <typename T, bool ADD>
+__global__ static void rmsnorm_kernel(T *y, float *rstd, T *x, const T *add, const float *w, int64_t dim, float eps)
 {
     __shared__ double shared[32];
     int64_t r = blockIdx.x;
-    const T *xr = x + r * dim;
+    T *xr = x + r * dim;
     double ss = 0;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        if (ADD) act_st(xr, i, act_ld(xr, i) + act_ld(add + r * dim, i));
         float v = act_ld(xr, i);
         ss += (double)v * v;
     }
@@ -41,12 +45,14 @@ __global__ static void rmsnorm_kernel(T *y, float *rstd, const T *x, const float
 }
 
 template <typename T>
-static pt_status rmsnorm_launch(cudaStream_t s, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
-                                const pt_tensor *w, int64_t rows, int64_t dim, float eps)
+static pt_status rmsnorm_launch(cudaStream_t s, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *add,
+                                const pt_tensor *w, float eps)
 {
-    auto kernel = rmsnorm_kernel<T>;
-    kernel<<<(unsigned)rows, THREADS, 0, s>>>((T *)y->data, rstd ? (float *)rstd->data : NULL, (const T *)x->data,
-                                              (const float *)w->data, dim, eps);
+    int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
+    if (rows == 0) return PT_OK;
+    auto kernel = add ? rmsnorm_kernel<T, true> : rmsnorm_kernel<T, false>;
+    kernel<<<(unsigned)rows, THREADS, 0, s>>>((T *)y->data, rstd ? (float *)rstd->data : NULL, (T *)x->data,
+                                              add ? (const T *)add->data : NULL, (const float *)w->data, dim, eps);
     CUDA_LAUNCHED();
     return PT_OK;
 }
@@ -54,9 +60,13 @@ static pt_status rmsnorm_launch(cudaStream_t s, pt_tensor *y, pt_tensor *rstd, c
 pt_status cuda_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *w,
                            float eps)
 {
-    int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
-    if (rows == 0) return PT_OK;
-    return ACT_CALL(x, rmsnorm_launch, ctx_of(be)->stream, y, rstd, x, w, rows, dim, eps);
+    return ACT_CALL(x, rmsnorm_launch, ctx_of(be)->stream, y, rstd, x, NULL, w, eps);
+}
+
+pt_status cuda_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                           const pt_tensor *w, float eps)
+{
+    return ACT_CALL(h, rmsnorm_launch, ctx_of(be)->stream, y, rstd, h, r, w, eps);
 }
 
 /* x[t, h, i] and x[t, h, i + half] rotate by pos[t] * inv_freq[i] (sign -1: the inverse). */

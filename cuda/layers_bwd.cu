@@ -45,7 +45,8 @@ __global__ static void rmsnorm_dw_sum_kernel(float *dw, const double *partial, i
 }
 
 template <typename T>
-__global__ static void rmsnorm_dx_kernel(T *dx, const T *dy, const T *x, const float *w, const float *rstd, int64_t dim)
+__global__ static void rmsnorm_dx_kernel(T *dx, const T *dy, const T *x, const float *w, const float *rstd, const T *res,
+                                         int64_t dim)
 {
     __shared__ double shared[32];
     int64_t r = blockIdx.x;
@@ -55,14 +56,16 @@ __global__ static void rmsnorm_dx_kernel(T *dx, const T *dy, const T *x, const f
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) dot += (double)act_ld(dyr, i) * w[i] * act_ld(xr, i);
     dot = cuda_block_sum(dot, shared); /* every thread has read its dy before any writes dx */
     float cf = (float)(dot * rs * rs * rs / (double)dim);
-    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-        act_st(dx, r * dim + i, rs * (w[i] * act_ld(dyr, i)) - act_ld(xr, i) * cf);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        float g = rs * (w[i] * act_ld(dyr, i)) - act_ld(xr, i) * cf;
+        act_st(dx, r * dim + i, res ? g + act_ld(res, r * dim + i) : g); /* the residual's gradient: one rounding */
+    }
 }
 
 template <typename T>
 static pt_status rmsnorm_bwd_launch(cuda_ctx *c, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
-                                    const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd, int64_t rows,
-                                    int64_t dim)
+                                    const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res,
+                                    int64_t rows, int64_t dim)
 {
     const float *rs = (const float *)rstd->data;
     if (dw) {
@@ -78,17 +81,18 @@ static pt_status rmsnorm_bwd_launch(cuda_ctx *c, pt_tensor *dx, pt_tensor *dw, c
     }
     auto kernel = rmsnorm_dx_kernel<T>;
     kernel<<<(unsigned)rows, THREADS, 0, c->stream>>>((T *)dx->data, (const T *)dy->data, (const T *)x->data,
-                                                      (const float *)w->data, rs, dim);
+                                                      (const float *)w->data, rs,
+                                                      res ? (const T *)res->data : NULL, dim);
     CUDA_LAUNCHED();
     return PT_OK;
 }
 
 pt_status cuda_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
-                           const pt_tensor *w, const pt_tensor *rstd)
+                           const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res)
 {
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
     if (rows == 0) return PT_OK;
-    return ACT_CALL(x, rmsnorm_bwd_launch, ctx_of(be), dx, dw, dy, x, w, rstd, rows, dim);
+    return ACT_CALL(x, rmsnorm_bwd_launch, ctx_of(be), dx, dw, dy, x, w, rstd, res, rows, dim);
 }
 
 /* d/dg and d/du of y = act(g) * u: SiLU (SwiGLU) or tanh GELU (GeGLU) */

@@ -326,6 +326,21 @@ pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const p
     return be->ops->rmsnorm_fwd(be, y, rstd, x, w, eps);
 }
 
+pt_status backend_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                              const pt_tensor *w, float eps)
+{
+    TRY(need_act(be, h, "add_rmsnorm", "h"));
+    TRY(need_same_shape(h, r, "add_rmsnorm"));
+    TRY(need_same_shape(y, h, "add_rmsnorm"));
+    TRY(need_f32(w, "add_rmsnorm", "weight"));
+    int64_t dim = h->shape[h->ndim - 1];
+    if (tensor_numel(w) != dim || (rstd && (rstd->dtype != PT_F32 || tensor_numel(rstd) != tensor_numel(h) / dim)))
+        return ERR(PT_ERR_INTERNAL, "add_rmsnorm: a weight of %lld (or an rstd) for rows of %lld",
+                   (long long)tensor_numel(w), (long long)dim);
+    NEED_OP(be, add_rmsnorm);
+    return be->ops->add_rmsnorm(be, h, y, rstd, r, w, eps);
+}
+
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq)
 {
@@ -493,6 +508,13 @@ static pt_status need_rows_of(const pt_tensor *t, pt_dtype dtype, int64_t rows, 
 pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
                               const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd)
 {
+    return backend_rmsnorm_bwd_add(be, dx, dw, dy, x, w, rstd, NULL);
+}
+
+pt_status backend_rmsnorm_bwd_add(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                                  const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd,
+                                  const pt_tensor *res)
+{
     TRY(need_act(be, x, "rmsnorm_bwd", "x"));
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
     TRY(need_rows_of(dx, x->dtype, rows, dim, "rmsnorm_bwd", "dx"));
@@ -502,8 +524,10 @@ pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, cons
     if (!rstd || rstd->dtype != PT_F32 || tensor_numel(rstd) != rows)
         return ERR(PT_ERR_INTERNAL, "rmsnorm_bwd: needs the f32 rstd of %lld rows saved by the forward",
                    (long long)rows);
+    if (res) TRY(need_rows_of(res, x->dtype, rows, dim, "rmsnorm_bwd", "the residual gradient"));
+    if (res && res->data == dy->data) return ERR(PT_ERR_INTERNAL, "rmsnorm_bwd: the residual gradient aliases dy");
     NEED_OP(be, rmsnorm_bwd);
-    return be->ops->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd);
+    return be->ops->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, res);
 }
 
 pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,

@@ -95,8 +95,10 @@ typedef struct {
     pt_status (*embed)(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
     pt_status (*rmsnorm_fwd)(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                              const pt_tensor *w, float eps);
+    pt_status (*add_rmsnorm)(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                             const pt_tensor *w, float eps);
     pt_status (*rmsnorm_bwd)(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
-                             const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd);
+                             const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res);
     pt_status (*rope_fwd)(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                           const float *inv_freq);
     pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
@@ -216,6 +218,11 @@ pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
 pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
+/* The residual add and the RMSNorm after it in one pass (issue 26, point 6): h += r, then
+ * y = rmsnorm(h) * w with rstd as backend_rmsnorm; the same numbers as backend_add then
+ * backend_rmsnorm. h, r and y are activations of one dtype. */
+pt_status backend_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                              const pt_tensor *w, float eps);
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq);
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
@@ -236,6 +243,11 @@ pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
  * dy * x * rstd. rstd is what backend_rmsnorm saved. */
 pt_status backend_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
                               const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd);
+/* The same with the residual branch's gradient added in the same pass: dx = d rmsnorm / dx applied
+ * to dy + res (the backward of backend_add_rmsnorm; res like dx, not aliasing dy). */
+pt_status backend_rmsnorm_bwd_add(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
+                                  const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd,
+                                  const pt_tensor *res);
 /* dx = R(pos)^T dx in place: the gradient of backend_rope. */
 pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
                            const float *inv_freq);

@@ -111,6 +111,7 @@ static const pt_backend_ops cpu_ops = {
     .swiglu_fwd = cpu_swiglu_fwd,
     .add = cpu_add,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
+    .add_rmsnorm = cpu_add_rmsnorm,
     .swiglu_bwd = cpu_swiglu_bwd,
     .geglu_fwd = cpu_geglu_fwd,
     .geglu_bwd = cpu_geglu_bwd,

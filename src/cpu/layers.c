@@ -1,4 +1,5 @@
-/* layers.c — the CPU backend's per-row layer ops: embedding lookup, RMSNorm, rotary embedding
+/* layers.c — the CPU backend's per-row layer ops: embedding lookup, RMSNorm (alone, or after the
+ * residual add in the same pass over a row), rotary embedding
  * (Hugging Face "rotate half" layout), the gated activations SwiGLU and GeGLU (tanh GELU, Gemma),
  * residual add and bias add (Qwen2). Rows are independent, so each op is one OpenMP loop over
  * rows; sums are kept in double where rounding would show. */
@@ -19,22 +20,42 @@ pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, cons
     return st;
 }
 
+/* Row r of y = x r * w, r = 1 / sqrt(mean(x²) + eps) (the sum of squares in double); x is first
+ * x += add (the residual), when add is not NULL. */
+static void rmsnorm_row(float *y, float *rstd, float *x, const float *add, const float *w, int64_t dim, float eps)
+{
+    if (add)
+        for (int64_t i = 0; i < dim; i++) x[i] += add[i];
+    double ss = 0;
+    for (int64_t i = 0; i < dim; i++) ss += (double)x[i] * x[i];
+    float inv = (float)(1.0 / sqrt(ss / (double)dim + eps));
+    if (rstd) *rstd = inv;
+    for (int64_t i = 0; i < dim; i++) y[i] = x[i] * inv * w[i];
+}
+
 pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps)
 {
     (void)be;
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
-    const float *xs = x->data, *ws = w->data;
-    float *ys = y->data;
+    float *rs = rstd ? rstd->data : NULL;
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = xs + r * dim;
-        double ss = 0;
-        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-        float inv = (float)(1.0 / sqrt(ss / (double)dim + eps));
-        if (rstd) ((float *)rstd->data)[r] = inv;
-        for (int64_t i = 0; i < dim; i++) ys[r * dim + i] = xr[i] * inv * ws[i];
-    }
+    for (int64_t r = 0; r < rows; r++)
+        rmsnorm_row((float *)y->data + r * dim, rs ? rs + r : NULL, (float *)x->data + r * dim, NULL, w->data, dim,
+                    eps);
+    return PT_OK;
+}
+
+pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
+                          const pt_tensor *w, float eps)
+{
+    (void)be;
+    int64_t dim = h->shape[h->ndim - 1], rows = tensor_numel(h) / dim;
+    float *rs = rstd ? rstd->data : NULL;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < rows; i++)
+        rmsnorm_row((float *)y->data + i * dim, rs ? rs + i : NULL, (float *)h->data + i * dim,
+                    (const float *)r->data + i * dim, w->data, dim, eps);
     return PT_OK;
 }
 

@@ -14,12 +14,15 @@
 enum { DW_COLS = 64 }; /* columns of dw per task: rows are walked once per block */
 
 /* dx for one row; dx may alias dy (the dot product is taken before anything is written). */
-static void rmsnorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float r, int64_t dim)
+static void rmsnorm_bwd_row(float *dx, const float *dy, const float *x, const float *w, float r, const float *res,
+                            int64_t dim)
 {
     double dot = 0;
     for (int64_t i = 0; i < dim; i++) dot += (double)dy[i] * w[i] * x[i];
     float c = (float)(dot * r * r * r / (double)dim);
     for (int64_t i = 0; i < dim; i++) dx[i] = r * (w[i] * dy[i]) - x[i] * c;
+    if (res) /* the residual branch's gradient, added as backend_add would */
+        for (int64_t i = 0; i < dim; i++) dx[i] += res[i];
 }
 
 /* dw[i] += Σ_rows dy[r, i] * x[r, i] * rstd[r], over column blocks so threads never share a dw entry. */
@@ -37,7 +40,7 @@ static void rmsnorm_bwd_weight(float *dw, const float *dy, const float *x, const
 }
 
 pt_status cpu_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
-                          const pt_tensor *w, const pt_tensor *rstd)
+                          const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res)
 {
     (void)be;
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
@@ -46,7 +49,9 @@ pt_status cpu_rmsnorm_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt
     if (dw) /* before dx, which may overwrite dy */
         rmsnorm_bwd_weight(dw->data, dys, xs, rs, rows, dim);
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++) rmsnorm_bwd_row(dxs + r * dim, dys + r * dim, xs + r * dim, ws, rs[r], dim);
+    for (int64_t r = 0; r < rows; r++)
+        rmsnorm_bwd_row(dxs + r * dim, dys + r * dim, xs + r * dim, ws, rs[r],
+                        res ? (const float *)res->data + r * dim : NULL, dim);
     return PT_OK;
 }
 

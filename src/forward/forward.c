@@ -114,19 +114,28 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     return backend_attention(be, &t[A_ATT], NULL, &t[A_Q], &c->kv->k[layer], &c->kv->v[layer], &at);
 }
 
+/* The norm that follows a residual add in the same pass (backend_add_rmsnorm): its weight, output
+ * and rstd; none (w -1) at the end of a layer. */
+typedef struct {
+    int w;
+    pt_tensor *y, *rstd;
+} next_norm;
+
 /* y = proj(w)(x) + res, or with post-norms y = norm(proj(w)(x)) + res keeping the projection in
- * *pre and the norm's rstd */
+ * *pre and the norm's rstd; then the next norm of y, fused with the add, when there is one */
 static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_tensor *y, const pt_tensor *x,
-                               const pt_tensor *res, pt_tensor *xs, pt_tensor *pre, pt_tensor *rstd)
+                               const pt_tensor *res, pt_tensor *xs, pt_tensor *pre, pt_tensor *rstd, next_norm nn)
 {
     pt_backend *be = c->m->be;
+    const pt_layer_weights *wt = &c->m->layers[layer];
     if (!c->m->cfg.post_norms) {
         TRY(proj(c, layer, w, y, x, xs));
-        return backend_add(be, y, res);
+    } else {
+        TRY(proj(c, layer, w, pre, x, xs));
+        TRY(backend_rmsnorm(be, y, rstd, pre, &wt->w[norm], c->m->cfg.norm_eps));
     }
-    TRY(proj(c, layer, w, pre, x, xs));
-    TRY(backend_rmsnorm(be, y, rstd, pre, &c->m->layers[layer].w[norm], c->m->cfg.norm_eps));
-    return backend_add(be, y, res);
+    if (nn.w < 0) return backend_add(be, y, res);
+    return backend_add_rmsnorm(be, y, nn.y, nn.rstd, res, &wt->w[nn.w], c->m->cfg.norm_eps);
 }
 
 pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a)
@@ -137,8 +146,9 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     pt_tensor *t = a->t;
     TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
     TRY(attention(c, layer, a));
-    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, &a->xs[W_O], &t[A_O], &t[A_RSTD3]));
-    TRY(backend_rmsnorm(be, &t[A_XN2], &t[A_RSTD2], &t[A_H], &wt->w[W_FFN_NORM], g->norm_eps));
+    next_norm ffn_norm = {W_FFN_NORM, &t[A_XN2], &t[A_RSTD2]}, none = {-1, NULL, NULL};
+    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, &a->xs[W_O], &t[A_O], &t[A_RSTD3],
+                      ffn_norm));
     TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], &a->xs[W_GATE]));
     TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], &a->xs[W_UP]));
     if (g->act == PT_ACT_GELU_TANH)
@@ -146,7 +156,7 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     else
         TRY(backend_swiglu(be, &t[A_ACT], &t[A_GATE], &t[A_UP]));
     return proj_residual(c, layer, W_DOWN, W_POST_FFN_NORM, out, &t[A_ACT], &t[A_H], &a->xs[W_DOWN], &t[A_D],
-                         &t[A_RSTD4]);
+                         &t[A_RSTD4], none);
 }
 
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b) { return &b->x[c->m->cfg.n_layers % b->n_x]; }

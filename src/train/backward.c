@@ -68,9 +68,9 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
         TRY(backend_swiglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
     TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], &a->xs[W_GATE], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], &a->xs[W_UP], &gt[G_R], 1.0f));
-    TRY(backend_rmsnorm_bwd(be, &gt[G_DH], NULL, &gt[G_DIM1], &t[A_H], &c->m->layers[layer].w[W_FFN_NORM],
-                            &t[A_RSTD2]));
-    return backend_add(be, &gt[G_DH], dout); /* dh = dout + norm path */
+    /* dh = the norm path + dout, in one pass */
+    return backend_rmsnorm_bwd_add(be, &gt[G_DH], NULL, &gt[G_DIM1], &t[A_H], &c->m->layers[layer].w[W_FFN_NORM],
+                                   &t[A_RSTD2], dout);
 }
 
 pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
@@ -93,6 +93,6 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
     TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));
-    TRY(backend_rmsnorm_bwd(be, dout, NULL, &gt[G_DIM1], x, &c->m->layers[layer].w[W_ATTN_NORM], &t[A_RSTD1]));
-    return backend_add(be, dout, &gt[G_DH]);
+    return backend_rmsnorm_bwd_add(be, dout, NULL, &gt[G_DIM1], x, &c->m->layers[layer].w[W_ATTN_NORM], &t[A_RSTD1],
+                                   &gt[G_DH]);
 }

@@ -190,6 +190,18 @@ static void test_rows(void **state)
          backend_rmsnorm_bwd(dev, &dx.d, &dw.d, &dy.d, &x.d, &w.d, &rs.d));
     check("rmsnorm_bwd", "37x300 dx", &dx, TOL_OUT);
     check("rmsnorm_bwd", "37x300 dw", &dw, TOL_STAT);
+    pair h = act_in(rows, dim, -2, 2), r = act_in(rows, dim, -1, 1), yf = act_out(rows, dim), rf = f32_out(rows, 1);
+    pair dxf = act_out(rows, dim);
+    BOTH(backend_add_rmsnorm(cpu, &h.c, &yf.c, &rf.c, &r.c, &w.c, 1e-6f),
+         backend_add_rmsnorm(dev, &h.d, &yf.d, &rf.d, &r.d, &w.d, 1e-6f));
+    check("add_rmsnorm", "37x300 h", &h, TOL_OUT);
+    check("add_rmsnorm", "37x300 y", &yf, TOL_OUT * 2); /* from h rounded to bf16, then y rounded */
+    check("add_rmsnorm", "37x300 rstd", &rf, TOL_OUT);
+    BOTH(backend_rmsnorm_bwd_add(cpu, &dxf.c, NULL, &dy.c, &h.c, &w.c, &rf.c, &r.c),
+         backend_rmsnorm_bwd_add(dev, &dxf.d, NULL, &dy.d, &h.d, &w.d, &rf.d, &r.d));
+    check("rmsnorm_bwd_add", "37x300 dx", &dxf, TOL_OUT * 2);
+    pair *fused[] = {&h, &r, &yf, &rf, &dxf};
+    for (size_t i = 0; i < sizeof fused / sizeof fused[0]; i++) pair_free(fused[i]);
     /* in place: each on fresh inputs, equal on both sides */
     pair b = f32_in(1, dim, -1, 1), s = act_in(rows, dim, -1, 1), y1 = act_in(rows, dim, -2, 2);
     pair y2 = act_in(rows, dim, -2, 2), y3 = act_in(rows, dim, -2, 2);

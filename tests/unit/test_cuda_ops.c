@@ -526,7 +526,21 @@ static void check_rmsnorm_case(int rows, int dim, float eps)
          backend_rmsnorm_bwd(B(side), S(&dyx, side), NULL, S(&dyx, side), S(&x, side), S(&w, side),
                              S(&rstd, side)));
     if (ok) check_twin("rmsnorm_bwd dx=dy", cas, &dyx, TOL_REDUCE);
-    twin *all[] = {&x, &w, &y, &rstd, &y2, &dy, &dx, &dw, &dyx};
+    /* fused with the residual add: h += r, y = norm(h); dx = norm_bwd(dy) + res */
+    twin h = twin_random(rows, dim, -2.0f, 2.0f), r = twin_random(rows, dim, -1.0f, 1.0f), yf = twin_poison(rows, dim);
+    twin rf = twin_poison(rows, 1), dxf = twin_poison(rows, dim);
+    BOTH(ok, "add_rmsnorm", cas,
+         backend_add_rmsnorm(B(side), S(&h, side), S(&yf, side), S(&rf, side), S(&r, side), S(&w, side), eps));
+    if (ok) {
+        check_twin("add_rmsnorm h", cas, &h, TOL_ELEM);
+        check_twin("add_rmsnorm y", cas, &yf, TOL_REDUCE);
+        check_twin("add_rmsnorm rstd", cas, &rf, TOL_REDUCE);
+    }
+    BOTH(ok, "rmsnorm_bwd_add", cas,
+         backend_rmsnorm_bwd_add(B(side), S(&dxf, side), NULL, S(&dy, side), S(&h, side), S(&w, side), S(&rf, side),
+                                 S(&r, side)));
+    if (ok) check_twin("rmsnorm_bwd_add dx", cas, &dxf, TOL_REDUCE);
+    twin *all[] = {&x, &w, &y, &rstd, &y2, &dy, &dx, &dw, &dyx, &h, &r, &yf, &rf, &dxf};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
 }
 

@@ -217,6 +217,25 @@ static void test_rmsnorm_grad(void **state)
     float *dx2 = get(be, &tdy);
     assert_memory_equal(dx, dx2, sizeof(float) * (size_t)n);
     assert_int_equal(backend_rmsnorm_bwd(be, &tdx, NULL, &tdy, &tx, &tw, &tw), PT_ERR_INTERNAL); /* bad rstd */
+    /* fused with the residual add (forward and backward): the same bits as add, then the norm */
+    pt_tensor th = put(be, c.rows, c.dim, x), tr = put(be, c.rows, c.dim, r), tyf = put(be, c.rows, c.dim, NULL);
+    pt_tensor trf = put(be, c.rows, 1, NULL), tdf = put(be, c.rows, c.dim, NULL);
+    assert_int_equal(backend_add(be, &tx, &tr), PT_OK);
+    assert_int_equal(backend_rmsnorm(be, &ty, &trs, &tx, &tw, (float)c.eps), PT_OK);
+    assert_int_equal(backend_add_rmsnorm(be, &th, &tyf, &trf, &tr, &tw, (float)c.eps), PT_OK);
+    assert_int_equal(backend_rmsnorm_bwd(be, &tdx, NULL, &tdy, &tx, &tw, &trs), PT_OK);
+    assert_int_equal(backend_add(be, &tdx, &tr), PT_OK);
+    assert_int_equal(backend_rmsnorm_bwd_add(be, &tdf, NULL, &tdy, &th, &tw, &trf, &tr), PT_OK);
+    pt_tensor *apart[] = {&tx, &ty, &trs, &tdx}, *fused[] = {&th, &tyf, &trf, &tdf};
+    for (int i = 0; i < 4; i++) {
+        float *a = get(be, apart[i]), *f = get(be, fused[i]);
+        assert_memory_equal(a, f, apart[i]->nbytes);
+        free(a), free(f);
+    }
+    print_message("  add + rmsnorm fused: h, y, rstd and dx equal to the ops apart, bit for bit\n");
+    assert_int_equal(backend_rmsnorm_bwd_add(be, &tdf, NULL, &tdy, &th, &tw, &trf, &tdy), PT_ERR_INTERNAL); /* aliases dy */
+    pt_tensor *fused_all[] = {&th, &tr, &tyf, &trf, &tdf};
+    for (size_t i = 0; i < sizeof fused_all / sizeof fused_all[0]; i++) backend_release(be, fused_all[i]);
     pt_tensor *all[] = {&tx, &tw, &ty, &trs, &tdy, &tdx, &tdw};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
     free(x), free(w), free(r), free(dw0), free(y), free(rs), free(dx), free(dw), free(dx2), free(gx), free(gw);
