@@ -152,6 +152,7 @@ static void cuda_close(pt_backend *be)
         cudaFree(c->scratch);
         cudaFree(c->partials);
         cudaFreeHost(c->host_sums);
+        cuda_wcache_close(c);
         cuda_lt_close(c);
         if (c->blas) cublasDestroy(c->blas);
         if (c->copy_stream) {
@@ -211,6 +212,7 @@ static pt_backend_ops make_ops(void)
     ops.to_host_async = cuda_to_host_async;
     ops.from_host_async = cuda_from_host_async;
     ops.copies_wait = cuda_copies_wait;
+    ops.weight_cache = cuda_weight_cache;
     return ops;
 }
 

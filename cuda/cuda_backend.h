@@ -4,6 +4,7 @@
  *   matmul.cu        the matmul ops: bf16 GEMMs with fp32 accumulation; quantized weights tile by tile
  *   lt.cu            cuBLASLt: the GEMM workspace, one plan (descriptors, algorithm) per GEMM shape
  *   dequant.cu       every stored weight format to bf16 or fp32 on the device
+ *   wcache.cu        dequantized base weights kept for reuse within a pass (checkpointing)
  *   layers.cu        embedding, RMSNorm, RoPE, SwiGLU/GeGLU, bias, residual add, dropout
  *   layers_bwd.cu    their gradients
  *   attention.cu     fused causal GQA attention forward (online softmax, O(T) memory); attention.h
@@ -30,12 +31,14 @@
  * copied into one device buffer per slot, grown as needed, in stream order. */
 enum { STAGE_IDS, STAGE_POS, STAGE_FREQ, STAGE_LABELS, STAGE_SEGMENTS, STAGE_COUNT };
 
-struct cuda_lt; /* lt.cu's state */
+struct cuda_lt;     /* lt.cu's state */
+struct cuda_wcache; /* wcache.cu's */
 
 typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;
     struct cuda_lt *lt; /* cuBLASLt handle, workspace (shared with blas) and plans */
+    struct cuda_wcache *wcache; /* dequantized weights kept (NULL: none) */
     cudaMemPool_t pool; /* the device's default pool: cudaMallocAsync on stream, kept, not trimmed */
     __nv_bfloat16 *scratch; /* bf16 staging for the operands of one matmul (a dequantized tile too) */
     size_t scratch_elems;
@@ -161,6 +164,12 @@ pt_status cuda_lt_open(cuda_ctx *c);
 void cuda_lt_close(cuda_ctx *c);
 bool cuda_lt_aligned(const cuda_gemm *g);
 pt_status cuda_lt_matmul(cuda_ctx *c, const cuda_gemm *g);
+
+/* wcache.cu: *out = the whole weight w in bf16 from the cache (dequantized into it on a miss), or
+ * NULL when w is not cached (the cache off or too small, bf16 or fp32 weights). */
+pt_status cuda_weight_cache(pt_backend *be, size_t bytes);
+pt_status cuda_wcache_get(cuda_ctx *c, const pt_tensor *w, const __nv_bfloat16 **out);
+void cuda_wcache_close(cuda_ctx *c);
 
 /* matmul.cu */
 /* out[0, n) = in rounded to bf16 (nearest even), or widened to fp32 (exact), on the compute stream */

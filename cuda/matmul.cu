@@ -192,9 +192,11 @@ pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt
     bool yb = y->dtype == PT_BF16;
     cuda_gemm g = {x->data, k, false, w->data, k, true, y->data, n, m, n, k, beta, yb};
     if (w->dtype == PT_F32) return gemm_mixed(c, &g, x->dtype, PT_F32);
-    int64_t per = tile_rows(w, !c->reference);
+    const __nv_bfloat16 *cached;
+    TRY(cuda_wcache_get(c, w, &cached)); /* the whole weight, dequantized once for the pass */
+    int64_t per = cached ? n : tile_rows(w, !c->reference);
     __nv_bfloat16 *xb, *tile;
-    TRY(scratch_pair(c, x->dtype == PT_BF16 ? 0 : m * k, w->dtype == PT_BF16 ? 0 : per * k, &xb, &tile));
+    TRY(scratch_pair(c, x->dtype == PT_BF16 ? 0 : m * k, w->dtype == PT_BF16 || cached ? 0 : per * k, &xb, &tile));
     const __nv_bfloat16 *xa;
     TRY(act_bf16(c, x, m * k, xb, &xa));
     g.a = xa;
@@ -202,9 +204,9 @@ pt_status cuda_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt
      * boundary (or a bf16 weight from its first row), y + n0 with n0 a multiple of 128 (fast
      * tiles); lda = ldb = K and ldc = N, multiples of 8 in real models (else cublasGemmEx) */
     for (int64_t n0 = 0; n0 < n; n0 += per) {
-        const __nv_bfloat16 *wt;
+        const __nv_bfloat16 *wt = cached;
         g.n = n - n0 < per ? n - n0 : per;
-        TRY(weight_tile(c, w, n0, g.n, tile, &wt));
+        if (!cached) TRY(weight_tile(c, w, n0, g.n, tile, &wt));
         g.b = wt;
         g.c = c_at(y->data, yb, n0);
         TRY(gemm_bf16(c, &g));
@@ -220,16 +222,18 @@ pt_status cuda_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *
     TRY(need_supported(w));
     cuda_gemm g = {dy->data, n, false, w->data, k, false, dx->data, k, m, k, n, beta, dx->dtype == PT_BF16};
     if (w->dtype == PT_F32) return gemm_mixed(c, &g, dy->dtype, PT_F32);
-    int64_t per = tile_rows(w, !c->reference);
+    const __nv_bfloat16 *cached;
+    TRY(cuda_wcache_get(c, w, &cached));
+    int64_t per = cached ? n : tile_rows(w, !c->reference);
     __nv_bfloat16 *dyb, *tile;
-    TRY(scratch_pair(c, dy->dtype == PT_BF16 ? 0 : m * n, w->dtype == PT_BF16 ? 0 : per * k, &dyb, &tile));
+    TRY(scratch_pair(c, dy->dtype == PT_BF16 ? 0 : m * n, w->dtype == PT_BF16 || cached ? 0 : per * k, &dyb, &tile));
     const __nv_bfloat16 *dya;
     TRY(act_bf16(c, dy, m * n, dyb, &dya));
     /* aligned as in cuda_matmul, with dy + n0 (n0 a multiple of 128) and dx (the pool's) */
     for (int64_t n0 = 0; n0 < n; n0 += per) {
-        const __nv_bfloat16 *wt;
+        const __nv_bfloat16 *wt = cached;
         g.k = n - n0 < per ? n - n0 : per;
-        TRY(weight_tile(c, w, n0, g.k, tile, &wt));
+        if (!cached) TRY(weight_tile(c, w, n0, g.k, tile, &wt));
         g.a = dya + n0; /* columns n0.. of dy */
         g.b = wt;
         g.beta = n0 == 0 ? beta : 1.0f;

@@ -254,6 +254,11 @@ pt_status backend_copies_wait(pt_backend *be)
     return be->ops->copies_wait(be);
 }
 
+pt_status backend_weight_cache(pt_backend *be, size_t bytes)
+{
+    return be->ops->weight_cache ? be->ops->weight_cache(be, bytes) : PT_OK;
+}
+
 pt_status backend_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src)
 {
     if (dst->dtype != src->dtype || dst->nbytes != src->nbytes)

@@ -139,6 +139,8 @@ typedef struct {
     pt_status (*to_host_async)(pt_backend *be, void *host, const pt_tensor *src);
     pt_status (*from_host_async)(pt_backend *be, pt_tensor *dst, const void *host);
     pt_status (*copies_wait)(pt_backend *be);
+    /* optional: keep up to bytes of dequantized base weights for reuse (NULL: nothing to keep) */
+    pt_status (*weight_cache)(pt_backend *be, size_t bytes);
 } pt_backend_ops;
 
 struct pt_backend {
@@ -213,6 +215,11 @@ void backend_host_free(pt_backend *be, void *p);
 pt_status backend_to_host_async(pt_backend *be, void *host, const pt_tensor *src);
 pt_status backend_from_host_async(pt_backend *be, pt_tensor *dst, const void *host);
 pt_status backend_copies_wait(pt_backend *be);
+/* Keep up to bytes of base weights dequantized for reuse within a pass: with gradient
+ * checkpointing, a layer's recomputed forward and its backward multiply by the same weights (the
+ * CUDA backend dequantizes them once for both; issue 26, point 5). 0 turns it off (the default);
+ * backends that multiply stored weights directly (CPU) ignore it. */
+pt_status backend_weight_cache(pt_backend *be, size_t bytes);
 /* A 1-d f32 view of count values of t starting at value offset (no copy). */
 pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);

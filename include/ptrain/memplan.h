@@ -16,7 +16,10 @@ typedef struct {
     size_t weights;     /* the base as stored (4-bit blocks stay 4-bit) */
     size_t adapters;    /* LoRA A and B, their gradients and AdamW's two moments: 16 bytes a parameter */
     size_t activations; /* the arena of one micro-batch's buffers (forward, loss head, backward) */
-    size_t workspace;   /* the CUDA backend's: the GEMMs' bf16 scratch and the cuBLASLt/cuBLAS workspace */
+    size_t workspace;   /* the CUDA backend's: the GEMMs' bf16 scratch and the cuBLASLt/cuBLAS workspace, and
+                           the weight cache */
+    size_t weight_cache; /* of it: one layer's projections in bf16, kept for the backward pass of a
+                            recomputed layer (CUDA with checkpointing: backend_weight_cache) */
     size_t offloaded;   /* in pinned host memory, not on the device: the offloaded layer inputs */
     size_t total;
 } pt_memplan;
@@ -30,6 +33,7 @@ typedef struct {
     size_t offload_bytes; /* the layer inputs offloaded to host memory (step_offload_bytes), or 0 */
     int loss_chunk;       /* logit rows per loss chunk */
     bool cuda;            /* the GEMMs' scratch and workspace */
+    bool checkpointing;   /* with cuda: the weight cache */
 } pt_memplan_shape;
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);

@@ -3,7 +3,8 @@
  * run of the same code (step_arena_bytes): the residual stream, each layer's activations (one
  * layer's with gradient checkpointing), the adapters' s·x·Aᵀ, the loss head's chunk of logits and
  * the backward pass's gradients. On CUDA the workspace is the GEMMs' (cuda/matmul.cu, cuda/lt.cu):
- * the bf16 scratch at its largest and the 32 MiB cuBLASLt workspace. */
+ * the bf16 scratch at its largest and the 32 MiB cuBLASLt workspace, and with checkpointing the
+ * weight cache: one layer's seven projections in bf16 (cuda/wcache.cu). */
 #ifdef HAVE_CONFIG_H
 #include <config.h> /* PTRAIN_HAVE_CUDA */
 #endif
@@ -29,6 +30,14 @@ static size_t cuda_scratch_elems(const pt_model_config *g, const pt_memplan_shap
     return max_size(base, lora);
 }
 
+/* One layer's q, k, v, o, gate, up and down projections in bf16. */
+static size_t layer_weights_bf16(const pt_model_config *g)
+{
+    size_t dim = (size_t)g->dim, qw = (size_t)g->n_heads * (size_t)g->head_dim;
+    size_t kw = (size_t)g->n_kv_heads * (size_t)g->head_dim, ffn = (size_t)g->ffn_dim;
+    return 2 * (dim * (qw + 2 * kw) + qw * dim + 3 * dim * ffn);
+}
+
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out)
 {
     size_t rows = max_size((size_t)(s->batch * s->seq), (size_t)s->eval_rows), f = sizeof(float);
@@ -39,8 +48,9 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
     out->activations = s->arena_bytes;
     out->offloaded = s->offload_bytes;
     out->workspace = 0;
-    if (s->cuda) /* the scratch, grown to its largest, and the workspace taken at open */
-        out->workspace = cuda_scratch_elems(g, s, rows, widest) * 2 + PT_CUDA_GEMM_WORKSPACE_BYTES;
+    out->weight_cache = s->cuda && s->checkpointing ? layer_weights_bf16(g) : 0;
+    if (s->cuda) /* the scratch, grown to its largest, the workspace taken at open, the weight cache */
+        out->workspace = cuda_scratch_elems(g, s, rows, widest) * 2 + PT_CUDA_GEMM_WORKSPACE_BYTES + out->weight_cache;
     out->total = out->weights + out->adapters + out->activations + out->workspace;
 }
 
@@ -54,7 +64,7 @@ void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options 
     pt_memplan_shape s = {.batch = r->batch, .seq = r->seq, .eval_rows = r->eval_rows,
                           .lora_params = r->lora_params, .lora_r = ad->r, .arena_bytes = arena > eval ? arena : eval,
                           .offload_bytes = so->checkpointing && so->offload ? step_offload_bytes(m, rows, act) : 0,
-                          .loss_chunk = so->loss_chunk, .cuda = r->cuda};
+                          .loss_chunk = so->loss_chunk, .cuda = r->cuda, .checkpointing = so->checkpointing};
     memplan_compute(&m->cfg, r->weight_bytes, &s, out);
 }
 
@@ -79,7 +89,7 @@ pt_status memplan_check(pt_backend *be, const pt_memplan *p)
     size_t need = p->adapters + p->activations + scratch;
     if (need > free_b)
         return ERR(PT_ERR_USER, "this run needs about %.1f MiB more on GPU %d (adapters + optimizer %.1f, activations "
-                   "%.1f, GEMM scratch %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights and "
+                   "%.1f, GEMM scratch and weight cache %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights and "
                    "the %.1f MiB GEMM workspace; lower per_device_train_batch_size or max_seq_length, or set "
                    "use_gradient_checkpointing: true (or \"unsloth\", which keeps the layer inputs in host memory)",
                    need / MIB, be->device, p->adapters / MIB, p->activations / MIB, scratch / MIB, free_b / MIB,

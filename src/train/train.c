@@ -542,6 +542,7 @@ static pt_status plan_run(trainer *t, int threads)
     print_summary(t, threads, t->total);
     warn_settings(t);
     TRY(dist_agree(t->d, memplan_check(t->be, &t->plan)));
+    TRY(dist_agree(t->d, backend_weight_cache(t->be, t->plan.weight_cache)));
     TRY(dist_agree(t->d, arena_open(&t->arena, t->be, t->plan.activations)));
     if (t->plan.offloaded) TRY(dist_agree(t->d, backend_host_alloc(t->be, t->plan.offloaded, &t->offload_host)));
     if (t->first_step >= t->total && t->resumed_from >= 0)

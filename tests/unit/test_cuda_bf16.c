@@ -14,6 +14,10 @@
  *   TOL_GEMM  through a GEMM whose weight the GPU rounds to bf16 (quantized bases, fp32 adapters)
  *             or whose probabilities it rounds to bf16 (attention on the tensor cores), as
  *             test_cuda_ops' TOL_GEMM, plus the output's rounding.
+ * test_weight_cache: the dequantized weights kept for the backward pass of a recomputed layer
+ * (cuda/wcache.cu): a second multiplication by a weight finds it, and the results are the uncached
+ * ones (the forward's bit for bit here; the input gradient within TOL_OUT, since tile by tile its
+ * bf16 partial sum is rounded once per tile, and cached once).
  * Without a GPU it skips and says so; so it does when the backend opens with fp32 activations
  * (PTRAIN_CUDA_KERNELS=reference). */
 #ifdef HAVE_CONFIG_H
@@ -346,6 +350,40 @@ static void test_attention(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* cuda/wcache.cu's counters (weak: absent without the CUDA backend, where nothing runs). */
+extern void cuda_wcache_stats(pt_backend *be, long *hits, long *misses) __attribute__((weak));
+
+static void test_weight_cache(void **state)
+{
+    (void)state;
+    failures = 0;
+    int m = 40, k = 256, n = 384; /* two of the emulator's tiles uncached */
+    pair w = weight_q4_0(n, k), x = act_in(m, k, -1, 1), dy = act_in(m, n, -1, 1);
+    pair y = act_out(m, n), dx = act_out(m, k), yc = act_out(m, n), dxc = act_out(m, k);
+    must(backend_matmul(dev, &y.d, &x.d, &w.d, 0.0f), "matmul");
+    must(backend_matmul_bwd_input(dev, &dx.d, &dy.d, &w.d, 0.0f), "matmul_bwd_input");
+    long h0, m0, h1, m1;
+    cuda_wcache_stats(dev, &h0, &m0);
+    must(backend_weight_cache(dev, (size_t)n * k * 2), "weight cache");
+    must(backend_matmul(dev, &yc.d, &x.d, &w.d, 0.0f), "matmul");
+    must(backend_matmul_bwd_input(dev, &dxc.d, &dy.d, &w.d, 0.0f), "matmul_bwd_input");
+    cuda_wcache_stats(dev, &h1, &m1);
+    must(backend_weight_cache(dev, 0), "weight cache off");
+    print_message("# weight cache: %ld dequantization(s), %ld reuse(s) (want 1 and 1)\n", m1 - m0, h1 - h0);
+    failures += m1 - m0 != 1 || h1 - h0 != 1;
+    /* the cached results against the uncached ones: the CPU side holds the uncached results */
+    float *a = fetch(dev, &y.d), *b = fetch(dev, &dx.d);
+    must(backend_upload(cpu, &yc.c, a, yc.c.nbytes), "upload");
+    must(backend_upload(cpu, &dxc.c, b, dxc.c.nbytes), "upload");
+    free(a), free(b);
+    check("matmul", "cached weight vs tiles", &yc, TOL_STAT);
+    /* tile by tile, the bf16 dx is rounded after each tile's share; cached, once */
+    check("matmul_bwd_input", "cached weight vs tiles", &dxc, TOL_OUT);
+    pair *all[] = {&w, &x, &dy, &y, &dx, &yc, &dxc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
+    assert_int_equal(failures, 0);
+}
+
 static void test_skipped(void **state)
 {
     (void)state;
@@ -391,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_rope_glu),
         cmocka_unit_test(test_embed_matmul),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_weight_cache),
     };
     return cmocka_run_group_tests_name("cuda_bf16", tests, open_backends, close_backends);
 }
