@@ -1,6 +1,6 @@
 /* layers.cu — the CUDA backend's per-row layer ops, twins of src/cpu/layers.c: embedding lookup
  * (rows of the stored table dequantized on the device), RMSNorm (one block per row, the sum of
- * squares in double as on the CPU), rotary embedding (HF "rotate half", angles in double), SwiGLU,
+ * squares in double as on the CPU; alone, or after the residual add in the same pass), rotary embedding (HF "rotate half", angles in double), SwiGLU,
  * GeGLU (tanh GELU), bias and residual adds, and dropout with the CPU's counter-based mask, so
  * both backends drop the same elements for the same seed. Elementwise kernels are grid-stride
  * loops on the backend's stream. Activations are bf16 or fp32 (a template on the element type T,

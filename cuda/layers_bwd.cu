@@ -2,7 +2,8 @@
  *   RMSNorm  dx = r (w∘dy) - x r³ <w∘dy, x> / dim (one block per row, the dot in double), and
  *            dw += Σ_rows dy∘x∘r: rows are cut into chunks, each chunk's column sums go to a
  *            partials buffer in double, and a second kernel adds the chunks in order (no atomics,
- *            so the result is the same on every run);
+ *            so the result is the same on every run); dx may get the residual branch's gradient
+ *            added in the same pass (backend_rmsnorm_bwd_add);
  *   SwiGLU and GeGLU elementwise, each thread reading its inputs before writing (outputs may
  *   alias inputs). dw is computed before dx, which may overwrite dy.
  * Gradients of activations have the activations' dtype (bf16 or fp32: a template on T); dw, the
