@@ -33,16 +33,23 @@ static void rmsnorm_row(float *y, float *rstd, float *x, const float *add, const
     for (int64_t i = 0; i < dim; i++) y[i] = x[i] * inv * w[i];
 }
 
-pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
-                          const pt_tensor *w, float eps)
+/* Every row of x through rmsnorm_row (with the residual add when add is not NULL). */
+static void rmsnorm_rows(pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *add, const pt_tensor *w,
+                         float eps)
 {
-    (void)be;
     int64_t dim = x->shape[x->ndim - 1], rows = tensor_numel(x) / dim;
     float *rs = rstd ? rstd->data : NULL;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++)
-        rmsnorm_row((float *)y->data + r * dim, rs ? rs + r : NULL, (float *)x->data + r * dim, NULL, w->data, dim,
-                    eps);
+        rmsnorm_row((float *)y->data + r * dim, rs ? rs + r : NULL, (float *)x->data + r * dim,
+                    add ? (const float *)add->data + r * dim : NULL, w->data, dim, eps);
+}
+
+pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
+                          const pt_tensor *w, float eps)
+{
+    (void)be;
+    rmsnorm_rows(y, rstd, x, NULL, w, eps);
     return PT_OK;
 }
 
@@ -50,12 +57,7 @@ pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor 
                           const pt_tensor *w, float eps)
 {
     (void)be;
-    int64_t dim = h->shape[h->ndim - 1], rows = tensor_numel(h) / dim;
-    float *rs = rstd ? rstd->data : NULL;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < rows; i++)
-        rmsnorm_row((float *)y->data + i * dim, rs ? rs + i : NULL, (float *)h->data + i * dim,
-                    (const float *)r->data + i * dim, w->data, dim, eps);
+    rmsnorm_rows(y, rstd, h, r, w, eps);
     return PT_OK;
 }
 
