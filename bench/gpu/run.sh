@@ -43,8 +43,10 @@ for part in $PARTS; do
         case " $PARTS " in *" longest "*)
             deadline=$(($(date +%s) + (DEADLINE - $(date +%s)) * (100 - ${LONGEST_SHARE:-35}) / 100)) ;;
         esac
-        [ "${BENCH_CONTINUE:-0}" = 1 ] || rm -f "$work/cells.jsonl" "$work/gemm.json" "$work/table.md"
+        [ "${BENCH_CONTINUE:-0}" = 1 ] || rm -f "$work/cells.jsonl" "$work/gemm.json" "$work/fusion.jsonl" "$work/table.md"
         [ -s "$work/gemm.json" ] || timeout 90 "$PYTHON" "$here/gemm_rate.py" | tee "$work/gemm.json"
+        # what the GEMM fusions not built would save (report.py puts it beside the step)
+        [ -s "$work/fusion.jsonl" ] || timeout 60 "$PYTHON" "$here/fusion_rate.py" >"$work/fusion.jsonl"
         DEADLINE=$deadline "$PYTHON" "$here/matrix.py" speed "$work"
         echo "bench: speed: exit $?"
         ;;
