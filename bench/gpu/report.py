@@ -245,7 +245,7 @@ def mfu_target(work, cells, key, modes, label):
     return f"{label} MFU >= {need:.0f}% of {DATASHEET_TFLOPS:g} {yes(None if u is None else u >= need)} ({fmt(u, '{:.1f}%')})"
 
 
-def comparisons(work, cells, peak):
+def comparisons(work, cells):
     keys = []
     for c in cells:
         k = (c["shape"], c["seq"], c["batch"])
@@ -296,7 +296,7 @@ def table(work):
             n_lin, _, p_lora, _ = shape_numbers(cfg, 2048)
             print(f"- {s}: N_lin {n_lin / 1e9:.3f} G, P_lora {p_lora / 1e6:.2f} M; model GFLOP per token at 2048: "
                   f"{flops_per_token(cfg, 2048)[0] / 1e9:.2f}")
-    lines, targets = comparisons(work, [c for c in cells if c["status"] != "skipped"], peak)
+    lines, targets = comparisons(work, [c for c in cells if c["status"] != "skipped"])
     print("\n".join(lines))
     fusions(work, cells)
     print("\n".join(targets))
