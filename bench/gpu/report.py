@@ -245,9 +245,11 @@ def mfu_target(work, cells, key, modes, label):
     return f"{label} MFU >= {need:.0f}% of {DATASHEET_TFLOPS:g} {yes(None if u is None else u >= need)} ({fmt(u, '{:.1f}%')})"
 
 
-def comparisons(work, cells):
+def comparisons(work, cells, planned):
+    """The lines and targets of every (shape, seq, batch) in planned (every cell, skipped ones too: a
+    target whose cells did not run reads n/a, not absent) from the cells that ran."""
     keys = []
-    for c in cells:
+    for c in planned:
         k = (c["shape"], c["seq"], c["batch"])
         if k not in keys:
             keys.append(k)
@@ -296,7 +298,7 @@ def table(work):
             n_lin, _, p_lora, _ = shape_numbers(cfg, 2048)
             print(f"- {s}: N_lin {n_lin / 1e9:.3f} G, P_lora {p_lora / 1e6:.2f} M; model GFLOP per token at 2048: "
                   f"{flops_per_token(cfg, 2048)[0] / 1e9:.2f}")
-    lines, targets = comparisons(work, [c for c in cells if c["status"] != "skipped"])
+    lines, targets = comparisons(work, [c for c in cells if c["status"] != "skipped"], cells)
     print("\n".join(lines))
     fusions(work, cells)
     print("\n".join(targets))
