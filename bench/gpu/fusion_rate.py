@@ -57,8 +57,8 @@ def groups(dim, qw, kvw, ffn):
             "gate_up_bwd": ([ffn, ffn], "bwd")}
 
 
-def measure(name, widths, kind, x, dim, k_in, dev, cuda):
-    dt = x.dtype
+def measure(widths, kind, x, dev, cuda):
+    dt, k_in = x.dtype, x.shape[1]
     ws = [torch.randn(n, k_in, device=dev, dtype=dt) * 0.02 for n in widths]
     if kind == "residual":
         r = torch.randn(x.shape[0], widths[0], device=dev, dtype=dt)
@@ -93,7 +93,7 @@ def main():
             xf = torch.randn(t, ffn, device=dev, dtype=torch.bfloat16)
             for name, (widths, kind) in groups(dim, qw, kvw, ffn).items():
                 src = xf if kind == "residual" else x
-                apart, fused = measure(name, widths, kind, src, dim, src.shape[1], dev, cuda)
+                apart, fused = measure(widths, kind, src, dev, cuda)
                 calls = 2 if name == "lora_fold" else 1  # gate and up each carry an adapter
                 passes = 1 if kind == "bwd" else 2
                 per_step = (apart - fused) * calls * layers * passes

@@ -223,15 +223,12 @@ def ratio(a, b, field):
 def speed_target(cells, key, modes, label, memory):
     """tokens/s >= 2x the peer in the same setting (and, with memory, peak <= 0.5x in the same cell): the
     best of modes; n/a when no pair ran."""
-    best_t = best_m = None
-    ok = None
+    tried = []  # (met, tokens/s ratio, memory ratio) of each pair that ran
     for ours, theirs in pairs(cells, key, modes):
         r_t, r_m = ratio(ours, theirs, "tokens_per_s"), ratio(ours, theirs, "peak_bytes")
-        if r_t is None:
-            continue
-        met = r_t >= 2 and (not memory or (r_m is not None and r_m <= 0.5))
-        if best_t is None or met and not ok or (met == ok and r_t > best_t):
-            best_t, best_m, ok = r_t, r_m, met
+        if r_t is not None:
+            tried.append((r_t >= 2 and (not memory or (r_m is not None and r_m <= 0.5)), r_t, r_m))
+    ok, best_t, best_m = max(tried, key=lambda t: t[:2], default=(None, None, None))  # met first, then fastest
     what = f"{fmt(best_t, '{:.2f}x')}" + (f" at {fmt(best_m, '{:.2f}x')} memory" if memory else "")
     need = ">= 2x peer" + (" at <= 0.5x its memory" if memory else "")
     return f"{label} tokens/s {need} {yes(ok)} ({what})"
