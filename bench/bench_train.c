@@ -4,7 +4,7 @@
  * JSON object: tokens/s, peak RSS, and achieved GFLOP/s (6N per token: forward, input gradients,
  * recomputation; N = parameters of the projections and the lm_head).
  * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
- * the OpenBLAS kernel in use (src/blas_kernel.c, which re-executes onto the right one first).
+ * the OpenBLAS kernel in use (src/runtime/blas_kernel.c, which re-executes onto the right one first).
  * Usage: bench_train MODEL.gguf [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  *                        function of dequant_formats.h: the reference (PTRAIN_CUDA_KERNELS=reference)
  *                        and the path for everything dequant8_kernel does not take.
  * The value functions run on the host too, in cuda_dequant_rows_host, so the CPU-only unit test
- * tests/unit/test_cuda_dequant.c proves them equal to src/quant.c and src/nf4.c bit for bit;
+ * tests/unit/test_cuda_dequant.c proves them equal to src/backend/quant.c and src/backend/nf4.c bit for bit;
  * tests/unit/test_cuda_ops.c (on the emulator and on a GPU) proves the two kernels equal through
  * cuda_dequant_rows_test. */
 #ifdef HAVE_CONFIG_H

@@ -3,17 +3,17 @@
  * __host__ __device__: the CUDA kernels of dequant.cu call them on the GPU, and a plain host loop
  * calls the very same code so a CPU-only unit test can prove it equal to the CPU reference.
  *
- * They reproduce src/quant.c (ggml's dequantize_row_*) and src/nf4.c bit for bit: the same fp32
+ * They reproduce src/backend/quant.c (ggml's dequantize_row_*) and src/backend/nf4.c bit for bit: the same fp32
  * operations in the same order, each rounded on its own. nvcc contracts a*b+c into an fma by
  * default, so on the device every product and sum goes through __fmul_rn/__fadd_rn/__fsub_rn,
  * which are never fused; on the host plain operators suffice, as the CPU build does not contract
  * either (gcc with -std=c11 / -std=c++17 implies -ffp-contract=off). fp16 is decoded from its bits
  * exactly as quant_f16_to_f32 does (NaN payloads kept), not with the hardware conversion.
  *
- * The blocks are the structs of include/ptrain/quant_blocks.h (which src/quant.c reads too), read in
+ * The blocks are the structs of include/ptrain/quant_blocks.h (which src/backend/quant.c reads too), read in
  * place: the backend's memory is aligned for any type and rows are whole blocks, so a fp16 field is
  * one 16-bit load. The packed k-quant scales are unpacked by the header's block_k4_scale_min and
- * block_q3_K_scale, which the CPU calls as well. What stays written twice, here and in src/quant.c,
+ * block_q3_K_scale, which the CPU calls as well. What stays written twice, here and in src/backend/quant.c,
  * is the fp32 arithmetic of each decode: the CPU decodes a block at a time in ggml's loops, a thread
  * here one value, with products and sums that must not be fused on the device (dq_mul, dq_add). The
  * NF4 layout is in include/ptrain/nf4.h. Only nvcc (and the emulator's host C++) compiles this file. */

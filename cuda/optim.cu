@@ -1,5 +1,5 @@
 /* optim.cu — the optimizer ops on the GPU, twins of src/cpu/optim.c: one torch.optim.AdamW update
- * (the scalars come from adamw_scalars() in src/backend.c, the same as the CPU's; the moments use
+ * (the scalars come from adamw_scalars() in src/backend/backend.c, the same as the CPU's; the moments use
  * fused multiply-adds as torch's kernels do), and the sum of squares and scaling that gradient-norm
  * clipping is built from. The sum of squares is taken per block in double and the blocks' sums are
  * added in a fixed order, so the norm, and the clipping it decides, repeat exactly run to run. */

@@ -4,7 +4,7 @@
  * a message (and the file:line where it happened) with ERR(); callers on the way up may prepend
  * context with err_context(); main prints it once. Exit codes are the status values.
  *
- * A value from the user or from a file goes into a message through shown_text() (src/shown.c):
+ * A value from the user or from a file goes into a message through shown_text() (src/core/shown.c):
  * however long the value, the message keeps its reason. A message longer than ERR_MESSAGE_MAX
  * (it should not be: a report of many problems shows the first ones and counts the rest) is cut
  * after its last whole line, or between characters, and ends with "…". */

@@ -1,6 +1,6 @@
 /* model_share.h — a model loaded once into one block of host memory (a weight image) that other
  * processes map and bind to, so that the ranks of a node read and quantize the model file once and
- * hold one copy of the weights (the image lives in an MPI shared window, src/dist.c; this module
+ * hold one copy of the weights (the image lives in an MPI shared window, src/runtime/dist.c; this module
  * knows nothing of MPI).
  *
  * The loading rank loads as always, onto an image backend (weight_image_open): its allocations are

@@ -1,7 +1,7 @@
 /* quant_blocks.h — the bytes of every quantized weight block, one struct per format: the GGUF
  * blocks of 32 values (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), the k-quant super-blocks of 256 (Q2_K..Q6_K)
  * and the header of an NF4 buffer. One header for everything that reads or writes them: the GGUF
- * reader and writer, the quantizers and the reference dequantizers (src/quant.c, src/nf4.c), the
+ * reader and writer, the quantizers and the reference dequantizers (src/backend/quant.c, src/backend/nf4.c), the
  * CPU kernels (src/cpu), the load-time weight check and the CUDA kernels (cuda/dequant_formats.h),
  * so a layout is written once, as llama.cpp's ggml-common.h does (same names, fields and order: a
  * GGUF tensor's data is an array of these structs).
@@ -15,7 +15,7 @@
  * Where a struct may be read in place: in memory known to be 2-byte aligned, i.e. a backend's own
  * tensors (aligned_alloc, cudaMalloc) at whole-block offsets (every block's size is even). A
  * tensor in a GGUF file may start at an odd byte (general.alignment 1 is legal), so code that reads
- * file memory (src/quant.c, src/model/weight_check.c) copies a block out before reading it. */
+ * file memory (src/backend/quant.c, src/model/weight_check.c) copies a block out before reading it. */
 #ifndef PTRAIN_QUANT_BLOCKS_H
 #define PTRAIN_QUANT_BLOCKS_H
 
@@ -136,7 +136,7 @@ typedef struct {
 QUANT_BLOCK_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K is 210 bytes in GGUF");
 
 /* Every block format once: X(pt_dtype, ggml type (ptrain/gguf.h), name, values per block, struct).
- * The dtype table of src/backend.c and the ggml type table of src/model/gguf.c are both expanded
+ * The dtype table of src/backend/backend.c and the ggml type table of src/model/gguf.c are both expanded
  * from this list, so a block's size and element count are stated nowhere else. */
 #define QUANT_BLOCK_FORMATS(X)                                                                      \
     X(PT_Q8_0, GGML_TYPE_Q8_0, "q8_0", QK, block_q8_0)                                              \

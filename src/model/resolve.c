@@ -1,6 +1,6 @@
 /* resolve.c — from a model name to a path: an existing file or directory as given; a bare name
  * in $PTRAIN_MODELS, ./models and the installed models directory; an HF id "org/name" in the
- * local Hugging Face cache (the lookup shared with datasets, src/hfcache.c). Nothing is ever
+ * local Hugging Face cache (the lookup shared with datasets, src/model/hfcache.c). Nothing is ever
  * downloaded: a miss says where ptrain looked and which command fetches the model. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>

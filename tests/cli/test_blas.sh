@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_blas.sh — the OpenBLAS kernel ptrain runs (src/blas_kernel.c), end to end on the tiny Llama:
+# test_blas.sh — the OpenBLAS kernel ptrain runs (src/runtime/blas_kernel.c), end to end on the tiny Llama:
 # the start-up summary names the library, the kernel, why it is in use, the processor and the
 # sgemm rate; on a processor whose OpenBLAS chose a slower kernel than it can run, ptrain sets
 # OPENBLAS_CORETYPE and re-executes itself, alone and as mpirun ranks; a user's own

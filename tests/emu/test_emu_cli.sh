@@ -1,6 +1,6 @@
 #!/bin/sh
 # test_emu_cli.sh — the `ptrain` command itself on the CUDA backend, run by the CPU emulator
-# (tests/emu/ptrain_emu: src/main.c linked with the emulated cuda/*.cu, docs/cuda-backend.md):
+# (tests/emu/ptrain_emu: src/cmd/main.c linked with the emulated cuda/*.cu, docs/cuda-backend.md):
 # greedy generation with `--device cuda` gives the CPU's text on the tiny bitsandbytes Llama and
 # runs on the tiny Qwen2 and Gemma 2; one training step with `device: cuda` prints the memory plan
 # on cuda and the pool's peak (within the plan x 1.10 + 256 MiB that tests/gpu/run.sh demands),

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/io/checkpoint.c src/io/checkpoint_read.c src/io/h5util.c src/io/filewrite.c src/io/safefs.c src/log.c src/util.c src/error.c src/shown.c */
+/* fuzz-sources: src/io/checkpoint.c src/io/checkpoint_read.c src/io/h5util.c src/io/filewrite.c src/io/safefs.c src/core/log.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_checkpoint.c — libFuzzer target for reading checkpoint files (src/io/checkpoint*.c): the
  * input is written to a file named checkpoint-7.h5 and goes through ckpt_verify, ckpt_read_meta,
  * ckpt_inspect (stdout to /dev/null) and, when the metadata read, ckpt_read with a layout of the

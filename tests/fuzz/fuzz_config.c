@@ -1,6 +1,6 @@
-/* fuzz-sources: src/config.c src/config_keys.c src/config_check.c src/config_yaml.c src/config_dump.c src/config_report.c src/model/gguf_methods.c src/util.c src/error.c src/shown.c */
+/* fuzz-sources: src/config/config.c src/config/config_keys.c src/config/config_check.c src/config/config_yaml.c src/config/config_dump.c src/config/config_report.c src/model/gguf_methods.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
- * takes (src/main.c): the input is parsed with config_parse (libyaml, the key table, the type
+ * takes (src/cmd/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a
  * launch on 1 and on 4 ranks (config_validate_launch), printed (config_print) and hashed
  * (config_hash), every key's value shown (config_value_text), written as a checkpoint keeps it
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config_internal.h"
+#include "config/config_internal.h"
 #include "ptrain/config.h"
 #include "ptrain/error.h"
 #include "ptrain/export.h"

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/model/gguf.c src/error.c src/quant.c src/backend.c src/nf4.c src/util.c src/shown.c */
+/* fuzz-sources: src/model/gguf.c src/core/error.c src/backend/quant.c src/backend/backend.c src/backend/nf4.c src/core/util.c src/core/shown.c */
 /* fuzz_gguf.c — libFuzzer target for the GGUF reader: the input is parsed with gguf_open_memory;
  * a failure must leave one message and a zeroed gguf_file, a success must describe only bytes
  * inside the input (checked here: every kv value, string array item and tensor extent, tensor

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/model/hf_config.c src/model/arch.c src/model/rope.c src/jsonfile.c src/error.c src/shown.c */
+/* fuzz-sources: src/model/hf_config.c src/model/arch.c src/model/rope.c src/core/jsonfile.c src/core/error.c src/core/shown.c */
 /* fuzz_hfconfig.c — libFuzzer target for the config.json reader: the input is parsed with
  * hf_config_parse; a failure must leave one message naming the file and a zeroed hf_config, a
  * success a configuration the model code can trust (positive sizes, heads a multiple of key/value

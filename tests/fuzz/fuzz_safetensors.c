@@ -1,4 +1,4 @@
-/* fuzz-sources: src/model/safetensors.c src/error.c src/quant.c src/backend.c src/nf4.c src/util.c src/shown.c */
+/* fuzz-sources: src/model/safetensors.c src/core/error.c src/backend/quant.c src/backend/backend.c src/backend/nf4.c src/core/util.c src/core/shown.c */
 /* fuzz_safetensors.c — libFuzzer target for the safetensors reader: the input is parsed with
  * st_open_memory; a failure must leave one message naming the file and a zeroed st_file, a
  * success must describe only bytes of the input's data area (checked here: every tensor's extent,

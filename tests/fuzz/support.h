@@ -1,7 +1,7 @@
 /* support.h — what the libFuzzer targets share: CHECK(cond), an invariant that aborts naming the
  * target (FUZZ_NAME, defined before including this) and the line, so libFuzzer keeps the input
  * as a reproducer; and, with FUZZ_STUB_CPU_BACKEND defined, a stand-in for the CPU backend's
- * constructor for targets that link src/backend.c but no backend. */
+ * constructor for targets that link src/backend/backend.c but no backend. */
 #ifndef PTRAIN_FUZZ_SUPPORT_H
 #define PTRAIN_FUZZ_SUPPORT_H
 

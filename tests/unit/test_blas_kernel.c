@@ -1,4 +1,4 @@
-/* test_blas_kernel.c — the OpenBLAS kernel choice (src/blas_kernel.c) on recorded processors and
+/* test_blas_kernel.c — the OpenBLAS kernel choice (src/runtime/blas_kernel.c) on recorded processors and
  * the core names Debian's OpenBLAS 0.3.21 reported on them, and the re-exec it leads to. */
 #include <setjmp.h>
 #include <stdarg.h>

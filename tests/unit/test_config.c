@@ -1,5 +1,5 @@
-/* test_config.c — unit tests of the config.yaml parser (src/config.c, src/config_keys.c,
- * src/config_check.c): every top-level key read and printed, the defaults, aliases and accepted
+/* test_config.c — unit tests of the config.yaml parser (src/config/config.c, src/config/config_keys.c,
+ * src/config/config_check.c): every top-level key read and printed, the defaults, aliases and accepted
  * spellings, dataset forms, derived defaults, each error message with its exact file:line:col,
  * warnings (unknown keys, the token), config_print, config_hash, config_load and
  * config_validate_launch; and the corpus tests/configs/{bad,good} (bad/NAME.err is exactly what

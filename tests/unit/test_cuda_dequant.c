@@ -1,7 +1,7 @@
 /* test_cuda_dequant.c — the CUDA backend's dequantization, on the CPU: cuda/dequant.cu runs its
  * __host__ __device__ value functions (cuda/dequant_formats.h) in a host loop,
  * cuda_dequant_rows_host, and this test proves that loop equal bit for bit (memcmp of the floats)
- * to the CPU reference, quant_dequantize_row (src/quant.c) and nf4_dequantize_rows (src/nf4.c), for
+ * to the CPU reference, quant_dequantize_row (src/backend/quant.c) and nf4_dequantize_rows (src/backend/nf4.c), for
  * every stored format, several shapes and row ranges. Weights are quantized where quant.c can
  * (f16, bf16, Q8_0, Q4_0, Q4_1), made of random bytes with finite fp16 scales for every block format,
  * random bits for f32/f16/bf16 (every fp16 and bf16 bit pattern is checked once), and

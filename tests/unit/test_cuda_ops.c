@@ -113,7 +113,7 @@ static void put16(uint8_t *p, uint16_t v)
     p[1] = (uint8_t)(v >> 8);
 }
 
-/* Q4_K super-block (src/quant.c): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128
+/* Q4_K super-block (src/backend/quant.c): fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins, 128
  * bytes of nibbles; x = d*sc*q - dmin*m, so |x| < 945 d + 63 dmin, about 2 here. Q5_K (size 176)
  * has 32 bytes of fifth bits before the nibbles, |x| < 1953 d + 63 dmin. */
 static void random_q4_k_block(uint8_t *p, size_t size)

@@ -1,5 +1,5 @@
-/* test_error.c — the message a failure carries (src/error.c) and the values it echoes
- * (src/shown.c): a short value is shown whole on one line, a long one keeps its start, its end and
+/* test_error.c — the message a failure carries (src/core/error.c) and the values it echoes
+ * (src/core/shown.c): a short value is shown whole on one line, a long one keeps its start, its end and
  * its length, never split inside a UTF-8 character, whatever its size (10 MB too); a message past
  * ERR_MESSAGE_MAX, by err_set or by err_context, ends after a whole line (or between characters)
  * with "…", never cut mid-line. */

@@ -1,4 +1,4 @@
-/* test_gguf.c — the GGUF reader (src/model/gguf.c) and the GGUF block dequantizers (src/quant.c).
+/* test_gguf.c — the GGUF reader (src/model/gguf.c) and the GGUF block dequantizers (src/backend/quant.c).
  *
  * GGUF images are built in memory by a small writer below, so every case is exact: a valid v3 and
  * v2 file parse; every metadata value type, string and numeric arrays, tensor infos, data offsets

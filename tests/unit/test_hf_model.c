@@ -1,5 +1,5 @@
 /* test_hf_model.c — Hugging Face models: finding them (src/model/resolve.c, the HF cache lookup of
- * src/hfcache.c) and loading them from safetensors (src/model/load_hf.c, src/model/model_io.c).
+ * src/model/hfcache.c) and loading them from safetensors (src/model/load_hf.c, src/model/model_io.c).
  *
  * Parity with transformers (goldens from tests/reference/make_hf_goldens.py, as test_model.c does
  * for GGUF): a tiny random Llama saved by transformers in bf16 (resolved by its id in the

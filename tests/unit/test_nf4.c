@@ -1,4 +1,4 @@
-/* test_nf4.c — tests NF4 (src/nf4.c) against bitsandbytes: ptrain's quantization of each golden
+/* test_nf4.c — tests NF4 (src/backend/nf4.c) against bitsandbytes: ptrain's quantization of each golden
  * matrix gives bitsandbytes' packed nibbles, absmax codes, nested absmax and offset (the only
  * differences allowed are absmax codes that bitsandbytes' CPU lookup table rounds the other way,
  * each checked to be one); ptrain's dequantization of bitsandbytes' own bytes (nf4_from_bnb) is its

@@ -2,8 +2,8 @@
  *
  *   ptrain [train] CONFIG      fine-tune as CONFIG says (under mpirun/srun: one rank per GPU)
  *   ptrain check CONFIG        parse, validate and print the resolved configuration
- *   ptrain generate ...        text from a model, streamed (src/generate.c)
- *   ptrain inspect MODEL       what a model is and the memory it needs (src/inspect.c)
+ *   ptrain generate ...        text from a model, streamed (src/cmd/generate.c)
+ *   ptrain inspect MODEL       what a model is and the memory it needs (src/cmd/inspect.c)
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
