@@ -1,8 +1,8 @@
 /* backend_cuda.cu — the CUDA backend's frame: one GPU per rank, a compute stream, a cuBLAS handle
  * (and cuBLASLt's, lt.cu), device memory from the stream-ordered pool (the training loop allocates
  * and frees the same activation buffers every micro-batch; the pool keeps them, so no cudaMalloc
- * or implicit device synchronization happens per step), the staging of small host arrays, and the
- * op table. The ops
+ * or implicit device synchronization happens per step) and the op table. The staging of small host
+ * arrays and the partial sums the ops share are scratch.cu's. The ops
  * themselves live in one file per op family (cuda_backend.h lists them); each is tested against
  * its CPU twin by tests/unit/test_cuda_ops on a GPU machine (tests/gpu/run.sh). */
 #ifdef HAVE_CONFIG_H
@@ -22,34 +22,6 @@ extern "C" int cuda_device_count(void)
         return 0;
     }
     return n;
-}
-
-pt_status cuda_stage(cuda_ctx *c, int slot, const void *host, size_t bytes, void **dev)
-{
-    if (bytes > c->stage_bytes[slot]) {
-        CUDA_TRY(cudaFreeAsync(c->stage[slot], c->stream));
-        c->stage[slot] = NULL;
-        c->stage_bytes[slot] = 0;
-        size_t want = bytes < 4096 ? 4096 : bytes + bytes / 2;
-        CUDA_TRY(cudaMallocAsync(&c->stage[slot], want, c->stream));
-        c->stage_bytes[slot] = want;
-    }
-    /* From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may
-     * reuse its array at once; a later stage into this slot is ordered after the kernels that read it. */
-    if (bytes) CUDA_TRY(cudaMemcpyAsync(c->stage[slot], host, bytes, cudaMemcpyHostToDevice, c->stream));
-    *dev = c->stage[slot];
-    return PT_OK;
-}
-
-pt_status cuda_partials_reserve(cuda_ctx *c, size_t n)
-{
-    if (n <= c->partials_n) return PT_OK;
-    CUDA_TRY(cudaFreeAsync(c->partials, c->stream));
-    c->partials = NULL;
-    c->partials_n = 0;
-    CUDA_TRY(cudaMallocAsync((void **)&c->partials, n * sizeof(double), c->stream));
-    c->partials_n = n;
-    return PT_OK;
 }
 
 extern "C" size_t cuda_peak_bytes(pt_backend *be)

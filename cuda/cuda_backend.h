@@ -100,10 +100,6 @@ __device__ static inline float cuda_block_max(float v, float *shared)
     return v;
 }
 
-/* *out (device) = the sum of n doubles at in (device), in a fixed order (one block). */
-pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out);
-/* The same, then copied to the host and added to *acc (synchronizes the stream). */
-pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc);
 
 /* Activations of either dtype (act_t: float or bf16) read into and written from fp32 registers:
  * a bf16 store rounds to nearest even, as cuda_f32_to_bf16. */
@@ -124,12 +120,18 @@ __host__ __device__ static inline void act_st(__nv_bfloat16 *p, int64_t i, float
 /* The last launch's error as a status (a launch itself returns nothing). */
 #define CUDA_LAUNCHED() CUDA_TRY(cudaGetLastError())
 
-/* backend_cuda.cu */
+/* scratch.cu */
 /* Copy bytes from host into the device buffer of slot (grown as needed); *dev gets its address.
  * The copy is queued on the compute stream; the host buffer may be reused on return. */
 pt_status cuda_stage(cuda_ctx *c, int slot, const void *host, size_t bytes, void **dev);
 /* At least n doubles of per-block partials in c->partials. */
 pt_status cuda_partials_reserve(cuda_ctx *c, size_t n);
+/* *out (device) = the sum of n doubles at in (device), in a fixed order (one block). */
+pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out);
+/* The same, then copied to the host and added to *acc (synchronizes the stream). */
+pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc);
+
+/* backend_cuda.cu */
 /* Bytes the device pool has handed out at most since open (for the memory check). */
 size_t cuda_peak_bytes(pt_backend *be);
 

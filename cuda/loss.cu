@@ -89,32 +89,6 @@ __global__ static void cross_entropy_kernel(double *loss, float *d, const float 
     }
 }
 
-__global__ static void sum_doubles_kernel(double *out, const double *in, int64_t n)
-{
-    __shared__ double shared[32];
-    double s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += in[i];
-    s = cuda_block_sum(s, shared);
-    if (threadIdx.x == 0) *out = s;
-}
-
-pt_status cuda_sum_doubles(cuda_ctx *c, const double *in, int64_t n, double *out)
-{
-    sum_doubles_kernel<<<1, 1024, 0, c->stream>>>(out, in, n);
-    CUDA_LAUNCHED();
-    return PT_OK;
-}
-
-pt_status cuda_sum_to_host(cuda_ctx *c, const double *in, int64_t n, double *acc)
-{
-    TRY(cuda_sum_doubles(c, in, n, c->partials + c->partials_n - 1));
-    CUDA_TRY(cudaMemcpyAsync(c->host_sums, c->partials + c->partials_n - 1, sizeof(double), cudaMemcpyDeviceToHost,
-                             c->stream));
-    TRY(cuda_wait(c));
-    *acc += c->host_sums[0];
-    return PT_OK;
-}
-
 pt_status cuda_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
                              const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap)
 {

@@ -19,14 +19,14 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/runtime) echo blas_kernel dist signals ;;
     src/backend) echo nf4 backend arena quant ;;
     src/cpu) echo dequant dot matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
-    cuda) echo comm dequant lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
+    cuda) echo comm scratch dequant lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
         hf_tokenizer weight_check load model_share load_hf model_io ;;
     src/tokenizer) echo tok_utf8 tok_maps spm_proto normalize tok_norm_align tok_pretok bpe tok_added tok_norm \
         tok_spm tok_spm_model tok_spm_config tok_fingerprint tok_json tok_json_spm tok_gguf tok_gguf_spm \
         tok_load chat_template template_set ;;
-    src/config) echo config_report config_yaml config_keys config_dump config config_check ;;
+    src/config) echo config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;

@@ -462,16 +462,3 @@ void config_free(pt_config *cfg)
     free(cfg->key_col);
     config_clear(cfg);
 }
-
-bool config_is_set(const pt_config *cfg, const char *key)
-{
-    int i = key_index(config_keys, config_nkeys, key);
-    return i >= 0 && cfg->is_set && cfg->is_set[i];
-}
-
-const char *const *config_key_names(void)
-{
-    static const char *names[256];
-    for (int i = 0; i < config_nkeys && i < 255; i++) names[i] = config_keys[i].name;
-    return names;
-}

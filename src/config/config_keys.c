@@ -1,6 +1,7 @@
 /* config_keys.c — the table of every config.yaml key: type, default, range, and how a scalar
  * becomes a typed value. One table drives parsing, defaults, `ptrain check` and the docs, so a
- * key is declared exactly once. Defaults are those of the Python trainer users come from. */
+ * key is declared exactly once. Defaults are those of the Python trainer users come from. Keys are
+ * looked up by name here too (key_index, config_is_set, config_key_names). */
 #include <ctype.h>
 #include <errno.h>
 #include <float.h>
@@ -595,6 +596,19 @@ int key_index(const key_spec *table, int n, const char *name)
         if (strcmp(table[i].name, name) == 0 || (table[i].alias && strcmp(table[i].alias, name) == 0))
             return i;
     return -1;
+}
+
+bool config_is_set(const pt_config *cfg, const char *key)
+{
+    int i = key_index(config_keys, config_nkeys, key);
+    return i >= 0 && cfg->is_set && cfg->is_set[i];
+}
+
+const char *const *config_key_names(void)
+{
+    static const char *names[256];
+    for (int i = 0; i < config_nkeys && i < 255; i++) names[i] = config_keys[i].name;
+    return names;
 }
 
 int config_edit_distance(const char *a, const char *b)

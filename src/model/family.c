@@ -1,9 +1,11 @@
 /* family.c — a family's feature switches in pt_model_config (from arch.h's table), the values its
  * reference implementation uses when a model file leaves them out, which layers attend through a
- * sliding window, the attention settings of a layer and the shapes of its projections. The loaders (GGUF, Hugging Face
+ * sliding window, the attention settings of a layer, the shapes of its projections and the GGUF
+ * names of its weights. The loaders (GGUF, Hugging Face
  * directories) start from these defaults and override what their file says; the forward and
  * training passes only read the switches. */
 #include <math.h>
+#include <stdio.h>
 
 #include "ptrain/model.h"
 
@@ -61,4 +63,13 @@ bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t 
     case W_DOWN: *out = d, *in = f; return true;
     default: return false;
     }
+}
+
+const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute)
+{
+    const pt_arch_info *a = arch_info(c->arch);
+    if (slot < 0 || slot >= W_COUNT || !a->gguf[slot]) return NULL;
+    snprintf(buf, len, "blk.%d.%s", l, a->gguf[slot]);
+    if (permute) *permute = !a->gguf_permuted_qk ? 0 : slot == W_Q ? c->n_heads : slot == W_K ? c->n_kv_heads : 0;
+    return buf;
 }

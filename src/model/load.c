@@ -209,50 +209,30 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
     return st;
 }
 
-/* Where each weight of a layer lives in the file, its shape ([rows, cols]; rows 0: a vector of
- * cols) and whether its rows carry llama.cpp's q/k permutation (heads to undo, else 0). */
-typedef struct {
-    const char *suffix;
-    int64_t rows, cols;
-    int permute;
-} layer_part;
-
-static void layer_parts(const pt_model_config *c, layer_part parts[W_COUNT])
+/* The shape of each weight of a layer ([rows, cols]; rows 0: a vector of cols); where it lives in
+ * the file and whether its rows are permuted is model_gguf_tensor_name's (family.c). */
+static void layer_shapes(const pt_model_config *c, int64_t shape[W_COUNT][2])
 {
     int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
-    const pt_arch_info *a = arch_info(c->arch);
-    int64_t shape[W_COUNT][2] = {
+    int64_t s[W_COUNT][2] = {
         [W_ATTN_NORM] = {0, c->dim}, [W_Q] = {qw, c->dim},   [W_K] = {kw, c->dim},       [W_V] = {kw, c->dim},
         [W_O] = {c->dim, qw},        [W_FFN_NORM] = {0, c->dim}, [W_GATE] = {c->ffn_dim, c->dim},
         [W_UP] = {c->ffn_dim, c->dim}, [W_DOWN] = {c->dim, c->ffn_dim}, [W_Q_BIAS] = {0, qw}, [W_K_BIAS] = {0, kw},
         [W_V_BIAS] = {0, kw},        [W_POST_ATTN_NORM] = {0, c->dim}, [W_POST_FFN_NORM] = {0, c->dim},
     };
-    for (int w = 0; w < W_COUNT; w++) {
-        int permute = !a->gguf_permuted_qk ? 0 : w == W_Q ? c->n_heads : w == W_K ? c->n_kv_heads : 0;
-        parts[w] = (layer_part){a->gguf[w], shape[w][0], shape[w][1], permute};
-    }
-}
-
-const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute)
-{
-    layer_part parts[W_COUNT];
-    layer_parts(c, parts);
-    if (slot < 0 || slot >= W_COUNT || !parts[slot].suffix) return NULL;
-    snprintf(buf, len, "blk.%d.%s", l, parts[slot].suffix);
-    if (permute) *permute = parts[slot].permute;
-    return buf;
+    memcpy(shape, s, sizeof s);
 }
 
 static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, const pt_load_options *lo,
                             pt_layer_weights *w)
 {
     char name[96];
-    layer_part parts[W_COUNT];
-    layer_parts(c, parts);
+    int64_t shape[W_COUNT][2];
+    layer_shapes(c, shape);
     for (int i = 0; i < W_COUNT; i++) {
-        if (!parts[i].suffix) continue; /* a slot this family does not use */
-        snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix); /* arch_gguf_tensor's name */
-        TRY(load_tensor(f, be, name, parts[i].rows, parts[i].cols, parts[i].permute, lo, &w->w[i]));
+        int permute;
+        if (!model_gguf_tensor_name(c, l, i, name, sizeof name, &permute)) continue; /* a slot this family does not use */
+        TRY(load_tensor(f, be, name, shape[i][0], shape[i][1], permute, lo, &w->w[i]));
     }
     return PT_OK;
 }

@@ -276,15 +276,6 @@ static void warn_settings(const trainer *t)
                  2.0 * 4.0 * (double)adapter_param_count(&t->l.ad) / 1048576.0);
 }
 
-adapter_info trainer_adapter_info(const trainer *t)
-{
-    adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
-                         .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .lora_dropout = t->cfg->lora_dropout,
-                         .use_rslora = t->cfg->use_rslora,
-                         .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
-    return info;
-}
-
 static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;

@@ -16,6 +16,17 @@
 #include "ptrain/peft.h"
 #include "trainer.h"
 
+/* What the adapter files and the model card say of this run (trainer.h); train.c's final adapter
+ * uses it too. */
+adapter_info trainer_adapter_info(const trainer *t)
+{
+    adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
+                         .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .lora_dropout = t->cfg->lora_dropout,
+                         .use_rslora = t->cfg->use_rslora,
+                         .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
+    return info;
+}
+
 static bool pushing(const trainer *t) { return t->hub != NULL; }
 
 void trainer_hub_start(trainer *t)
