@@ -214,22 +214,6 @@ pt_status tokenizer_encode_text(const pt_tokenizer *tok, const char *text, size_
 
 /* ---- decode ---- */
 
-pt_status tok_sb_append(strbuf *sb, const char *p, size_t n)
-{
-    if (sb->len + n + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 256;
-        while (cap < sb->len + n + 1) cap *= 2;
-        char *grown = realloc(sb->data, cap);
-        if (!grown) return ERR(PT_ERR_NOMEM, "out of memory");
-        sb->data = grown;
-        sb->cap = cap;
-    }
-    memcpy(sb->data + sb->len, p, n);
-    sb->len += n;
-    sb->data[sb->len] = '\0';
-    return PT_OK;
-}
-
 pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *out)
 {
     if (id < 0 || id >= tok->n_tok || !(tok->tok[id].flags & TOKF_PRESENT))

@@ -269,9 +269,17 @@ uint64_t tok_cache_hash(const uint8_t *w, size_t len);
 int tok_cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, int32_t *dst);
 void tok_cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, const int32_t *ids, size_t n);
 
+/* ---- tok_buf.c ---- */
+
+/* Append s[0, n) to b (nothing once b->oom). */
+void tok_rbuf_put(rbuf *b, const char *s, size_t n);
+/* Append p[0, n) to sb, NUL-terminated. */
+pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
+/* Append data to t->bytes; *off gets where it starts. */
+pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
+
 /* ---- tok_pretok.c ---- */
 
-void tok_rbuf_put(rbuf *b, const char *s, size_t n);
 /* Compile pattern (an Oniguruma regex, or a literal string) for a pre-tokenizer or a check. */
 pt_status tok_regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
                             uint32_t extra_opts, pcre2_code **re, bool *jit);
@@ -316,8 +324,6 @@ pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len);
 /* ---- tok_load.c ---- */
 
 pt_status tok_new(const char *source, pt_tokenizer **out);
-/* Append data to t->bytes; *off gets where it starts. */
-pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
 /* Give id the token spelled (len bytes) in the file. */
 pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model);
 pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags);
@@ -402,6 +408,5 @@ pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
 pt_status tok_emit_id(enc_ctx *c, int32_t id);
 /* BPE on one pre-tokenized word, through the word cache. */
 pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
-pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
 
 #endif

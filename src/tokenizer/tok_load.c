@@ -19,24 +19,6 @@ pt_status tok_new(const char *source, pt_tokenizer **out)
     return PT_OK;
 }
 
-pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off)
-{
-    if (t->bytes_len + len > UINT32_MAX)
-        return ERR(PT_ERR_USER, "%s: the vocabulary is too large", shown_text(t->source).s);
-    if (t->bytes_len + len > t->bytes_cap) {
-        size_t cap = t->bytes_cap ? t->bytes_cap * 2 : 1 << 16;
-        while (cap < t->bytes_len + len) cap *= 2;
-        char *grown = realloc(t->bytes, cap);
-        if (!grown) return ERR(PT_ERR_NOMEM, "out of memory");
-        t->bytes = grown;
-        t->bytes_cap = cap;
-    }
-    if (len) memcpy(t->bytes + t->bytes_len, data, len);
-    *off = (uint32_t)t->bytes_len;
-    t->bytes_len += len;
-    return PT_OK;
-}
-
 static pt_status tok_reserve(pt_tokenizer *t, int32_t id)
 {
     if (id < t->tok_cap) return PT_OK;

@@ -15,25 +15,6 @@
 #define WS_MEMBERS                                                                                                     \
     "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
-void tok_rbuf_put(rbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
 /* Length of the class opening at pat[i] == '[' that must be copied as is: "[", "[^", and a ']'
  * right after them (a literal there). */
 static size_t class_open_len(const char *pat, size_t len, size_t i)
