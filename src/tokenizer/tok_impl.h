@@ -278,20 +278,23 @@ pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
 /* Append data to t->bytes; *off gets where it starts. */
 pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
 
-/* ---- tok_pretok.c ---- */
+/* ---- tok_regex.c ---- */
 
 /* Compile pattern (an Oniguruma regex, or a literal string) for a pre-tokenizer or a check. */
 pt_status tok_regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
                             uint32_t extra_opts, pcre2_code **re, bool *jit);
+/* The next match of re in s[0, len) from off: *found 1 with [*ms, *me), 0 when none. */
+pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
+                      size_t *ms, size_t *me, int *found);
+
+/* ---- tok_pretok.c ---- */
+
 pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
                                split_behavior behavior);
 pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
 pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
 pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
 void tok_pretok_free(pt_tokenizer *t);
-/* The next match of re in s[0, len) from off: *found 1 with [*ms, *me), 0 when none. */
-pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
-                      size_t *ms, size_t *me, int *found);
 /* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
 pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
 
