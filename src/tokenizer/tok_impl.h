@@ -308,13 +308,16 @@ pt_status tok_norm_add_unicode(pt_tokenizer *t, int form);
 /* A Precompiled step: the precompiled_charsmap blob[0, len) (copied); where names it in errors. */
 pt_status tok_norm_add_charsmap(pt_tokenizer *t, const char *where, const uint8_t *blob, size_t len);
 void tok_norm_free(pt_tokenizer *t);
-/* Text between raw-matched added tokens: normalized, then split on the normalized added tokens. */
-pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len);
-/* tok_norm_align.c: whether s[0, len), the start of the input, normalizes to a text that still
- * starts at offset 0 (tokenizers' alignments; Metaspace's prepend "first" asks). */
-pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
+/* s[0, len) through every normalizer step into *out (malloc'd, NUL-terminated). */
+pt_status tok_norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out);
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
 pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out);
+
+/* ---- tok_norm_align.c ---- */
+
+/* Whether s[0, len), the start of the input, normalizes to a text that still starts at offset 0
+ * (tokenizers' alignments; Metaspace's prepend "first" asks). */
+pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
 
 /* ---- tok_added.c ---- */
 
