@@ -411,6 +411,8 @@ pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
 
 /* ---- bpe.c ---- */
 
+/* Room for more ids in c->ids. */
+pt_status tok_enc_reserve(enc_ctx *c, size_t more);
 pt_status tok_emit_id(enc_ctx *c, int32_t id);
 /* BPE on one pre-tokenized word, through the word cache. */
 pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
