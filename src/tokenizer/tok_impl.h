@@ -358,7 +358,7 @@ size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len);
 pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out);
 void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
 
-/* ---- tok_json.c ---- */
+/* ---- tok_json_base.c ---- */
 
 /* An error naming file and the JSON path of the value. */
 __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
