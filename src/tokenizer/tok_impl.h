@@ -381,8 +381,9 @@ bool tok_json_has_bytelevel(const json_t *node, int depth);
 pt_status tok_json_spm_check(const pt_tokenizer *t);
 void tok_json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
 
-/* ---- tok_gguf.c ---- */
+/* ---- tok_gguf_base.c ---- */
 
+/* The id at key (a u32; absent: *id unchanged), which must be a token of t. */
 pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id);
 /* The chat template stored with the model, if any. */
 pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
