@@ -8,14 +8,19 @@
  * symbols and how ids decode; the pipeline (added tokens, normalizer, pre-tokenizer, merges by
  * rank) is the same.
  *
- * The parts, one concern per file in src/tokenizer/: bpe.c (BPE merges, encode, decode, the
- * public API), tok_utf8.c, tok_maps.c, tok_pretok.c, tok_norm.c, tok_added.c, tok_load.c,
- * tok_spm.c, tok_json.c, tok_json_spm.c, tok_gguf.c, tok_gguf_spm.c, tok_spm_model.c and
- * tok_spm_config.c (from a tokenizer.model), tok_norm_align.c; normalize.c (NFC ... NFKD and
- * Precompiled) and spm_proto.c (the protobuf reader) have headers of their own. A function one file
- * uses alone is static there; the ones used across files are declared at the end of this
- * header, by file, all named tok_*. Nothing here is part of ptrain's API (that is
- * ptrain/tokenizer.h). */
+ * The parts, one concern per file in src/tokenizer/, from the bottom up (a file calls only the
+ * ones before it; tests/file-order.sh checks): tok_utf8.c, tok_maps.c, spm_proto.c (the protobuf
+ * reader), tok_buf.c (growing buffers), normalize.c (NFC ... NFKD and Precompiled), tok_regex.c,
+ * tok_norm_align.c, tok_norm.c, tok_spm.c, bpe.c (BPE on a word), tok_pretok.c, tok_added.c,
+ * tok_load.c, tok_api.c (encode, decode and the rest of the public API), tok_fingerprint.c; the
+ * loaders tok_json_base.c, tok_json_spm.c, tok_json.c, tok_gguf_base.c, tok_gguf_spm.c,
+ * tok_gguf.c, tok_spm_config.c and tok_spm_model.c (from a tokenizer.model); chat_template.c and
+ * template_set.c. Encoding runs down them: tok_api.c hands the text to tok_added.c, which sends
+ * the text between added tokens through tok_norm.c to tok_pretok.c, whose words go to bpe.c
+ * (SentencePiece symbols from tok_spm.c). normalize.c and spm_proto.c have headers of their own.
+ * A function one file uses alone is static there; the ones used across files are declared at the
+ * end of this header, by file in the same order, all named tok_*. Nothing here is part of
+ * ptrain's API (that is ptrain/tokenizer.h). */
 #ifndef PTRAIN_TOK_IMPL_H
 #define PTRAIN_TOK_IMPL_H
 
@@ -287,16 +292,11 @@ pt_status tok_regex_compile(const char *source, const char *where, const char *p
 pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
                       size_t *ms, size_t *me, int *found);
 
-/* ---- tok_pretok.c ---- */
+/* ---- tok_norm_align.c ---- */
 
-pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
-                               split_behavior behavior);
-pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
-pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
-pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
-void tok_pretok_free(pt_tokenizer *t);
-/* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
-pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
+/* Whether s[0, len), the start of the input, normalizes to a text that still starts at offset 0
+ * (tokenizers' alignments; Metaspace's prepend "first" asks). */
+pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
 
 /* ---- tok_norm.c ---- */
 
@@ -313,11 +313,39 @@ pt_status tok_norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out);
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
 pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out);
 
-/* ---- tok_norm_align.c ---- */
+/* ---- tok_spm.c ---- */
 
-/* Whether s[0, len), the start of the input, normalizes to a text that still starts at offset 0
- * (tokenizers' alignments; Metaspace's prepend "first" asks). */
-pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
+/* The id of the byte token <0xXX> for byte, or -1. */
+int32_t tok_spm_byte_token(const pt_tokenizer *t, uint8_t byte);
+/* The byte a <0xXX> spelling stands for, or -1. */
+int tok_spm_byte_value(const char *s, size_t len);
+pt_status tok_spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t flen, const char *to, size_t tlen);
+void tok_spm_free(pt_tokenizer *t);
+/* Store what each token decodes to as its bytes. */
+pt_status tok_spm_decoded_all(pt_tokenizer *t);
+/* The symbols of word w in c->sym (room for len): how many. */
+size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len);
+pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out);
+void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
+
+/* ---- bpe.c ---- */
+
+/* Room for more ids in c->ids. */
+pt_status tok_enc_reserve(enc_ctx *c, size_t more);
+pt_status tok_emit_id(enc_ctx *c, int32_t id);
+/* BPE on one pre-tokenized word, through the word cache. */
+pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
+
+/* ---- tok_pretok.c ---- */
+
+pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
+                               split_behavior behavior);
+pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
+pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
+pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
+void tok_pretok_free(pt_tokenizer *t);
+/* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
+pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
 
 /* ---- tok_added.c ---- */
 
@@ -342,21 +370,6 @@ pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32
                     size_t llen, const char *right, size_t rlen);
 /* Split a merge written "left right" at its one space; false when it is not of that form. */
 bool tok_merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen);
-
-/* ---- tok_spm.c ---- */
-
-/* The id of the byte token <0xXX> for byte, or -1. */
-int32_t tok_spm_byte_token(const pt_tokenizer *t, uint8_t byte);
-/* The byte a <0xXX> spelling stands for, or -1. */
-int tok_spm_byte_value(const char *s, size_t len);
-pt_status tok_spm_dec_add_replace(pt_tokenizer *t, const char *from, size_t flen, const char *to, size_t tlen);
-void tok_spm_free(pt_tokenizer *t);
-/* Store what each token decodes to as its bytes. */
-pt_status tok_spm_decoded_all(pt_tokenizer *t);
-/* The symbols of word w in c->sym (room for len): how many. */
-size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len);
-pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out);
-void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
 
 /* ---- tok_json_base.c ---- */
 
@@ -392,7 +405,7 @@ pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
 
 pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
 
-/* ---- tok_spm_model.c, tok_spm_config.c: a tokenizer from a SentencePiece tokenizer.model ---- */
+/* ---- tok_spm_config.c, for tok_spm_model.c: a tokenizer from a SentencePiece tokenizer.model ---- */
 
 /* How transformers converts the model, as the tokenizer_config.json beside it says. */
 typedef struct {
@@ -409,13 +422,5 @@ pt_status tok_spm_conv_init(const pt_tokenizer *t, spm_conv *cv, const spm_model
                             const char *cfg_path);
 /* The added tokens, bos/eos/pad, add_bos_token / add_eos_token and the chat template. */
 pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
-
-/* ---- bpe.c ---- */
-
-/* Room for more ids in c->ids. */
-pt_status tok_enc_reserve(enc_ctx *c, size_t more);
-pt_status tok_emit_id(enc_ctx *c, int32_t id);
-/* BPE on one pre-tokenized word, through the word cache. */
-pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
 
 #endif

@@ -1,5 +1,6 @@
-/* tok_load.c — building a tokenizer, shared by the GGUF and tokenizer.json loaders: the token
- * table (each id's bytes), added tokens, merges by name, and the maps built at the end. */
+/* tok_load.c — building a tokenizer, shared by the tokenizer.json, GGUF and tokenizer.model
+ * loaders: the token table (each id's bytes, stored by tok_buf.c), added tokens, merges by name,
+ * and the maps and added-token tries built at the end. */
 #include <stdlib.h>
 #include <string.h>
 
