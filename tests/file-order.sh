@@ -8,7 +8,8 @@
 # lower one (or in a small file of its own below both), or the upper one passes a callback down.
 # A file missing from its folder's line, or a line naming a file that is gone, fails the check, so
 # a new file must be given its place here. Prints one TAP line per folder and every call upward as
-# "caller.c -> callee.c (symbol, ...)". Needs the build tree ($PTRAIN is its ptrain binary).
+# "caller.c -> callee.c (symbol, ...)". Needs the build tree ($PTRAIN is its ptrain binary); a folder
+# whose objects are not built there (cuda/ in a build without CUDA) is skipped, saying so.
 . "${PTRAIN_SRCDIR:?set PTRAIN_SRCDIR to the source tree}/tests/tap.sh"
 builddir=$(cd "$(dirname "${PTRAIN:?set PTRAIN to the built ptrain}")" && pwd)
 cd "$PTRAIN_SRCDIR" || exit 1
@@ -23,9 +24,9 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
         hf_tokenizer weight_check load model_share load_hf model_io ;;
-    src/tokenizer) echo tok_utf8 tok_maps spm_proto normalize tok_norm_align tok_pretok bpe tok_added tok_norm \
-        tok_spm tok_spm_model tok_spm_config tok_fingerprint tok_json tok_json_spm tok_gguf tok_gguf_spm \
-        tok_load chat_template template_set ;;
+    src/tokenizer) echo tok_utf8 tok_maps spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
+        tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
+        tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model chat_template template_set ;;
     src/config) echo config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter adapter_h5 adapter_gguf peft adapter_load ;;

@@ -2,7 +2,10 @@
  * `tokenizers` finds them: leftmost-longest matches (a byte trie stands in for its Aho-Corasick),
  * first among tokens with normalized = false on the raw text, then among normalized ones in the
  * gaps; special tokens are skipped unless parse_special; single_word, lstrip and rstrip as HF
- * applies them; the text between goes through the normalizer (tok_norm.c) before the second pass. */
+ * applies them; the text between goes through the normalizer (tok_norm.c) before the second pass
+ * (the piece that starts the text stays the start when tok_norm_align.c says its normalized text
+ * still begins at offset 0, which a Metaspace "first" asks), and what is left after both passes
+ * goes to the pre-tokenizer (tok_pretok.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,10 +175,35 @@ pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len)
     return added_gap(c, pass, s + done, len - done);
 }
 
+/* Whether a Metaspace step prepends to the input's first piece only (whose normalized text may no
+ * longer start at offset 0). */
+static bool norm_asks_first(const pt_tokenizer *t)
+{
+    for (int i = 0; i < t->n_steps; i++)
+        if (t->steps[i].metaspace && t->steps[i].prepend == PREPEND_FIRST) return true;
+    return false;
+}
+
+/* Text between raw-matched added tokens: normalized, then split on the normalized added tokens.
+ * The piece that starts the text keeps that status in its normalized copy (Metaspace "first"). */
+static pt_status added_norm_gap(enc_ctx *c, const char *s, size_t len)
+{
+    if (c->tok->n_norm == 0) return tok_added_split(c, 1, s, len);
+    rbuf n = {0};
+    TRY(tok_norm_apply(c, s, len, &n));
+    bool first = s == c->text_start;
+    pt_status rc = first && norm_asks_first(c->tok) ? tok_norm_first_kept(c, s, len, &first) : PT_OK;
+    c->text_start = first ? n.p : NULL;
+    if (rc == PT_OK && n.n) rc = tok_added_split(c, 1, n.p, n.n);
+    c->text_start = NULL;
+    free(n.p);
+    return rc;
+}
+
 /* Text between added tokens: normalized and split on the normalized tokens after the raw pass,
  * then pre-tokenized. */
 static pt_status added_gap(enc_ctx *c, int pass, const char *s, size_t len)
 {
     if (len == 0) return PT_OK;
-    return pass == 0 ? tok_norm_gap(c, s, len) : tok_pretok_run(c, 0, s, len);
+    return pass == 0 ? added_norm_gap(c, s, len) : tok_pretok_run(c, 0, s, len);
 }

@@ -1,8 +1,9 @@
 /* tok_gguf.c — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
  * the pre-tokenizer that tokenizer.ggml.pre names (as llama.cpp and HF's own tokenizer.json
  * files define them); control tokens (type 3) are special, user-defined ones (type 4) are added
- * tokens, as transformers' GGUF conversion makes them; and the entry point, which hands
- * SentencePiece vocabularies ("llama") to tok_gguf_spm.c. */
+ * tokens, as transformers' GGUF conversion makes them (the special ids and the chat template by
+ * tok_gguf_base.c); and the entry point, which hands SentencePiece vocabularies ("llama") to
+ * tok_gguf_spm.c. */
 #include <stdio.h>
 #include <string.h>
 
@@ -123,17 +124,6 @@ static pt_status gguf_merges(pt_tokenizer *t, const gguf_file *f, const smap *na
     return PT_OK;
 }
 
-pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id)
-{
-    uint32_t v = UINT32_MAX;
-    TRY(gguf_opt_u32(f, key, &v));
-    if (v == UINT32_MAX) return PT_OK;
-    if (v >= (uint32_t)t->n_tok)
-        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%d tokens)", shown_text(f->path).s, key, v, t->n_tok);
-    *id = (int32_t)v;
-    return PT_OK;
-}
-
 static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
 {
     gguf_str model;
@@ -143,18 +133,6 @@ static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
     return ERR(PT_ERR_UNSUPPORTED,
                "%s: tokenizer.ggml.model \"%s\" is not supported (supported: \"gpt2\", byte-level BPE, and "
                "\"llama\", SentencePiece BPE)", shown_text(f->path).s, shown_bytes(model.data, model.len).s);
-}
-
-/* The chat template stored with the model, if any. */
-pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f)
-{
-    const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
-    if (!tmpl || tmpl->type != GGUF_TYPE_STRING) return PT_OK;
-    gguf_str s;
-    TRY(gguf_get_str(f, "tokenizer.chat_template", &s));
-    t->chat_template = strndup(s.data, s.len);
-    TRY_ALLOC(t->chat_template);
-    return PT_OK;
 }
 
 static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)

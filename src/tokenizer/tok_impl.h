@@ -8,14 +8,19 @@
  * symbols and how ids decode; the pipeline (added tokens, normalizer, pre-tokenizer, merges by
  * rank) is the same.
  *
- * The parts, one concern per file in src/tokenizer/: bpe.c (BPE merges, encode, decode, the
- * public API), tok_utf8.c, tok_maps.c, tok_pretok.c, tok_norm.c, tok_added.c, tok_load.c,
- * tok_spm.c, tok_json.c, tok_json_spm.c, tok_gguf.c, tok_gguf_spm.c, tok_spm_model.c and
- * tok_spm_config.c (from a tokenizer.model), tok_norm_align.c; normalize.c (NFC ... NFKD and
- * Precompiled) and spm_proto.c (the protobuf reader) have headers of their own. A function one file
- * uses alone is static there; the ones used across files are declared at the end of this
- * header, by file, all named tok_*. Nothing here is part of ptrain's API (that is
- * ptrain/tokenizer.h). */
+ * The parts, one concern per file in src/tokenizer/, from the bottom up (a file calls only the
+ * ones before it; tests/file-order.sh checks): tok_utf8.c, tok_maps.c, spm_proto.c (the protobuf
+ * reader), tok_buf.c (growing buffers), normalize.c (NFC ... NFKD and Precompiled), tok_regex.c,
+ * tok_norm_align.c, tok_norm.c, tok_spm.c, bpe.c (BPE on a word), tok_pretok.c, tok_added.c,
+ * tok_load.c, tok_api.c (encode, decode and the rest of the public API), tok_fingerprint.c; the
+ * loaders tok_json_base.c, tok_json_spm.c, tok_json.c, tok_gguf_base.c, tok_gguf_spm.c,
+ * tok_gguf.c, tok_spm_config.c and tok_spm_model.c (from a tokenizer.model); chat_template.c and
+ * template_set.c. Encoding runs down them: tok_api.c hands the text to tok_added.c, which sends
+ * the text between added tokens through tok_norm.c to tok_pretok.c, whose words go to bpe.c
+ * (SentencePiece symbols from tok_spm.c). normalize.c and spm_proto.c have headers of their own.
+ * A function one file uses alone is static there; the ones used across files are declared at the
+ * end of this header, by file in the same order, all named tok_*. Nothing here is part of
+ * ptrain's API (that is ptrain/tokenizer.h). */
 #ifndef PTRAIN_TOK_IMPL_H
 #define PTRAIN_TOK_IMPL_H
 
@@ -269,23 +274,29 @@ uint64_t tok_cache_hash(const uint8_t *w, size_t len);
 int tok_cache_get(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, int32_t *dst);
 void tok_cache_put(cache_shard *cache, const uint8_t *w, size_t len, uint64_t h, const int32_t *ids, size_t n);
 
-/* ---- tok_pretok.c ---- */
+/* ---- tok_buf.c ---- */
 
+/* Append s[0, n) to b (nothing once b->oom). */
 void tok_rbuf_put(rbuf *b, const char *s, size_t n);
+/* Append p[0, n) to sb, NUL-terminated. */
+pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
+/* Append data to t->bytes; *off gets where it starts. */
+pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
+
+/* ---- tok_regex.c ---- */
+
 /* Compile pattern (an Oniguruma regex, or a literal string) for a pre-tokenizer or a check. */
 pt_status tok_regex_compile(const char *source, const char *where, const char *pat, size_t len, bool literal,
                             uint32_t extra_opts, pcre2_code **re, bool *jit);
-pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
-                               split_behavior behavior);
-pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
-pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
-pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
-void tok_pretok_free(pt_tokenizer *t);
 /* The next match of re in s[0, len) from off: *found 1 with [*ms, *me), 0 when none. */
 pt_status tok_re_next(enc_ctx *c, const pcre2_code *re, bool jit, const char *s, size_t len, size_t off,
                       size_t *ms, size_t *me, int *found);
-/* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
-pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
+
+/* ---- tok_norm_align.c ---- */
+
+/* Whether s[0, len), the start of the input, normalizes to a text that still starts at offset 0
+ * (tokenizers' alignments; Metaspace's prepend "first" asks). */
+pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
 
 /* ---- tok_norm.c ---- */
 
@@ -297,39 +308,10 @@ pt_status tok_norm_add_unicode(pt_tokenizer *t, int form);
 /* A Precompiled step: the precompiled_charsmap blob[0, len) (copied); where names it in errors. */
 pt_status tok_norm_add_charsmap(pt_tokenizer *t, const char *where, const uint8_t *blob, size_t len);
 void tok_norm_free(pt_tokenizer *t);
-/* Text between raw-matched added tokens: normalized, then split on the normalized added tokens. */
-pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len);
-/* tok_norm_align.c: whether s[0, len), the start of the input, normalizes to a text that still
- * starts at offset 0 (tokenizers' alignments; Metaspace's prepend "first" asks). */
-pt_status tok_norm_first_kept(enc_ctx *c, const char *s, size_t len, bool *kept);
+/* s[0, len) through every normalizer step into *out (malloc'd, NUL-terminated). */
+pt_status tok_norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out);
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
 pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out);
-
-/* ---- tok_added.c ---- */
-
-void tok_added_free(pt_tokenizer *t);
-/* Build the tries once all added tokens are known. */
-pt_status tok_added_build(pt_tokenizer *t);
-/* Pass `pass` (0: raw, 1: normalized) over s: added tokens become ids, the text between goes on. */
-pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len);
-
-/* ---- tok_load.c ---- */
-
-pt_status tok_new(const char *source, pt_tokenizer **out);
-/* Append data to t->bytes; *off gets where it starts. */
-pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off);
-/* Give id the token spelled (len bytes) in the file. */
-pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model);
-pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags);
-/* The id whose bytes are text (added tokens first), or -1. */
-int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len);
-/* The maps and the added-token tries, once every token is in. */
-pt_status tok_finish(pt_tokenizer *t);
-/* Record merge `rank` of left + right (spellings); names maps spellings to ids. */
-pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32_t rank, const char *left,
-                    size_t llen, const char *right, size_t rlen);
-/* Split a merge written "left right" at its one space; false when it is not of that form. */
-bool tok_merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen);
 
 /* ---- tok_spm.c ---- */
 
@@ -346,7 +328,50 @@ size_t tok_spm_symbols(enc_ctx *c, const uint8_t *w, size_t len);
 pt_status tok_spm_decode_first(const pt_tokenizer *t, int32_t id, strbuf *out);
 void tok_spm_strip_text(const pt_tokenizer *t, strbuf *out, size_t start);
 
-/* ---- tok_json.c ---- */
+/* ---- bpe.c ---- */
+
+/* Room for more ids in c->ids. */
+pt_status tok_enc_reserve(enc_ctx *c, size_t more);
+pt_status tok_emit_id(enc_ctx *c, int32_t id);
+/* BPE on one pre-tokenized word, through the word cache. */
+pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
+
+/* ---- tok_pretok.c ---- */
+
+pt_status tok_pretok_add_split(pt_tokenizer *t, const char *where, const char *pat, size_t len, bool literal,
+                               split_behavior behavior);
+pt_status tok_pretok_add_digits(pt_tokenizer *t, const char *where, bool individual);
+pt_status tok_pretok_add_bytelevel(pt_tokenizer *t, const char *where, bool prefix_space, bool use_regex);
+pt_status tok_pretok_add_metaspace(pt_tokenizer *t, const char *rep, size_t rep_len, int prepend, bool split);
+void tok_pretok_free(pt_tokenizer *t);
+/* Run steps step.. on the piece s; the pieces the last step makes go to tok_bpe_word. */
+pt_status tok_pretok_run(enc_ctx *c, int step, const char *s, size_t len);
+
+/* ---- tok_added.c ---- */
+
+void tok_added_free(pt_tokenizer *t);
+/* Build the tries once all added tokens are known. */
+pt_status tok_added_build(pt_tokenizer *t);
+/* Pass `pass` (0: raw, 1: normalized) over s: added tokens become ids, the text between goes on. */
+pt_status tok_added_split(enc_ctx *c, int pass, const char *s, size_t len);
+
+/* ---- tok_load.c ---- */
+
+pt_status tok_new(const char *source, pt_tokenizer **out);
+/* Give id the token spelled (len bytes) in the file. */
+pt_status tok_set(pt_tokenizer *t, int32_t id, const char *spelled, size_t len, uint8_t flags, bool raw_model);
+pt_status tok_add_added(pt_tokenizer *t, int32_t id, const char *content, size_t len, added_token flags);
+/* The id whose bytes are text (added tokens first), or -1. */
+int32_t tok_find_text(const pt_tokenizer *t, const char *text, size_t len);
+/* The maps and the added-token tries, once every token is in. */
+pt_status tok_finish(pt_tokenizer *t);
+/* Record merge `rank` of left + right (spellings); names maps spellings to ids. */
+pt_status tok_merge(pt_tokenizer *t, const smap *names, const char *where, int32_t rank, const char *left,
+                    size_t llen, const char *right, size_t rlen);
+/* Split a merge written "left right" at its one space; false when it is not of that form. */
+bool tok_merge_split(const char *s, size_t len, size_t *llen, const char **right, size_t *rlen);
+
+/* ---- tok_json_base.c ---- */
 
 /* An error naming file and the JSON path of the value. */
 __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
@@ -369,8 +394,9 @@ bool tok_json_has_bytelevel(const json_t *node, int depth);
 pt_status tok_json_spm_check(const pt_tokenizer *t);
 void tok_json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
 
-/* ---- tok_gguf.c ---- */
+/* ---- tok_gguf_base.c ---- */
 
+/* The id at key (a u32; absent: *id unchanged), which must be a token of t. */
 pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id);
 /* The chat template stored with the model, if any. */
 pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
@@ -379,7 +405,7 @@ pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f);
 
 pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f);
 
-/* ---- tok_spm_model.c, tok_spm_config.c: a tokenizer from a SentencePiece tokenizer.model ---- */
+/* ---- tok_spm_config.c, for tok_spm_model.c: a tokenizer from a SentencePiece tokenizer.model ---- */
 
 /* How transformers converts the model, as the tokenizer_config.json beside it says. */
 typedef struct {
@@ -396,12 +422,5 @@ pt_status tok_spm_conv_init(const pt_tokenizer *t, spm_conv *cv, const spm_model
                             const char *cfg_path);
 /* The added tokens, bos/eos/pad, add_bos_token / add_eos_token and the chat template. */
 pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
-
-/* ---- bpe.c ---- */
-
-pt_status tok_emit_id(enc_ctx *c, int32_t id);
-/* BPE on one pre-tokenized word, through the word cache. */
-pt_status tok_bpe_word(enc_ctx *c, const uint8_t *w, size_t len);
-pt_status tok_sb_append(strbuf *sb, const char *p, size_t n);
 
 #endif

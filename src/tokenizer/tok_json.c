@@ -1,55 +1,16 @@
 /* tok_json.c — loading a Hugging Face tokenizer.json (model.type BPE: byte-level, or
  * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens and
  * the chat template from the tokenizer_config.json beside it when there is one. Errors name the
- * file and the JSON path of the offending value. The normalizer, Metaspace, decoder and
- * post-processor are read by tok_json_spm.c. */
-#include <errno.h>
+ * file and the JSON path of the offending value (tok_json_base.c). The normalizer, Metaspace,
+ * decoder and post-processor are read by tok_json_spm.c. */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ptrain/error.h"
-#include "ptrain/jsonfile.h"
-#include "ptrain/util.h"
 #include "tok_impl.h"
-
-__attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_status st, const char *path,
-                                                         const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return ERR(st, "%s: %s: %s", shown_text(file).s, path, msg);
-}
-
-pt_status tok_json_open(const char *path, json_t **root)
-{
-    if (access(path, R_OK) != 0) return ERR(PT_ERR_USER, "%s: cannot open: %s", shown_text(path).s, strerror(errno));
-    json_error_t je;
-    *root = jsonfile_load(path, 0, &je); /* duplicate keys: the last wins, as in HF; big integers as reals */
-    if (!*root)
-        return ERR(PT_ERR_USER, "%s: invalid JSON at line %d, column %d: %s", shown_text(path).s, je.line, je.column,
-                   je.text);
-    if (!json_is_object(*root)) {
-        json_decref(*root);
-        return ERR(PT_ERR_USER, "%s: expected a JSON object at the top", shown_text(path).s);
-    }
-    return PT_OK;
-}
-
-/* obj[key] as a boolean: def when absent or null. */
-pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v || json_is_null(v)) return *out = def, PT_OK;
-    if (!json_is_boolean(v)) return tok_jerr(file, PT_ERR_USER, path, "expected true or false");
-    *out = json_is_true(v);
-    return PT_OK;
-}
 
 /* ---- model ---- */
 
@@ -290,21 +251,6 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     if (*id < 0)
         return tok_jerr(file, PT_ERR_USER, key, "\"%s\" is not a token of %s", shown_text(json_string_value(v)).s,
                         shown_text(t->source).s);
-    return PT_OK;
-}
-
-pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
-{
-    const json_t *v = json_object_get(cfg, "chat_template"), *list = v;
-    if (json_is_array(list)) v = NULL; /* [{name, template}]: the one named "default" */
-    for (size_t i = 0; i < json_array_size(list) && !v; i++) {
-        const json_t *e = json_array_get(list, i);
-        const char *name = json_string_value(json_object_get(e, "name"));
-        if (name && strcmp(name, "default") == 0) v = json_object_get(e, "template");
-    }
-    if (!v || json_is_null(v)) return PT_OK;
-    if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, "chat_template", "expected a string");
-    t->chat_template = xstrdup(json_string_value(v));
     return PT_OK;
 }
 

@@ -1,5 +1,6 @@
-/* tok_load.c — building a tokenizer, shared by the GGUF and tokenizer.json loaders: the token
- * table (each id's bytes), added tokens, merges by name, and the maps built at the end. */
+/* tok_load.c — building a tokenizer, shared by the tokenizer.json, GGUF and tokenizer.model
+ * loaders: the token table (each id's bytes, stored by tok_buf.c), added tokens, merges by name,
+ * and the maps and added-token tries built at the end. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,24 +17,6 @@ pt_status tok_new(const char *source, pt_tokenizer **out)
     for (int b = 0; b < 256; b++) t->byte_id[b] = t->byte_tok[b] = -1;
     tok_cache_init(t->cache);
     *out = t;
-    return PT_OK;
-}
-
-pt_status tok_store(pt_tokenizer *t, const void *data, size_t len, uint32_t *off)
-{
-    if (t->bytes_len + len > UINT32_MAX)
-        return ERR(PT_ERR_USER, "%s: the vocabulary is too large", shown_text(t->source).s);
-    if (t->bytes_len + len > t->bytes_cap) {
-        size_t cap = t->bytes_cap ? t->bytes_cap * 2 : 1 << 16;
-        while (cap < t->bytes_len + len) cap *= 2;
-        char *grown = realloc(t->bytes, cap);
-        if (!grown) return ERR(PT_ERR_NOMEM, "out of memory");
-        t->bytes = grown;
-        t->bytes_cap = cap;
-    }
-    if (len) memcpy(t->bytes + t->bytes_len, data, len);
-    *off = (uint32_t)t->bytes_len;
-    t->bytes_len += len;
     return PT_OK;
 }
 

@@ -118,7 +118,7 @@ static pt_status norm_step_apply(enc_ctx *c, const norm_step *st, const char *in
 }
 
 /* Normalize s[0, len) with every step into *out (malloc'd, NUL-terminated). */
-static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
+pt_status tok_norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
 {
     rbuf cur = {0};
     tok_rbuf_put(&cur, s, len);
@@ -142,37 +142,12 @@ static pt_status norm_apply(enc_ctx *c, const char *s, size_t len, rbuf *out)
     return PT_OK;
 }
 
-/* Whether a Metaspace step prepends to the input's first piece only (whose normalized text may no
- * longer start at offset 0). */
-static bool norm_asks_first(const pt_tokenizer *t)
-{
-    for (int i = 0; i < t->n_steps; i++)
-        if (t->steps[i].metaspace && t->steps[i].prepend == PREPEND_FIRST) return true;
-    return false;
-}
-
-/* Text between raw-matched added tokens: normalized, then split on the normalized added tokens.
- * The piece that starts the text keeps that status in its normalized copy (Metaspace "first"). */
-pt_status tok_norm_gap(enc_ctx *c, const char *s, size_t len)
-{
-    if (c->tok->n_norm == 0) return tok_added_split(c, 1, s, len);
-    rbuf n = {0};
-    TRY(norm_apply(c, s, len, &n));
-    bool first = s == c->text_start;
-    pt_status rc = first && norm_asks_first(c->tok) ? tok_norm_first_kept(c, s, len, &first) : PT_OK;
-    c->text_start = first ? n.p : NULL;
-    if (rc == PT_OK && n.n) rc = tok_added_split(c, 1, n.p, n.n);
-    c->text_start = NULL;
-    free(n.p);
-    return rc;
-}
-
 /* The content a normalized added token is matched by (malloc'd into *out), at load time. */
 pt_status tok_norm_content(const pt_tokenizer *t, const char *s, size_t len, rbuf *out)
 {
     enc_ctx c = {.tok = t, .md = pcre2_match_data_create(1, NULL)};
     if (!c.md) return ERR(PT_ERR_NOMEM, "out of memory");
-    pt_status rc = norm_apply(&c, s, len, out);
+    pt_status rc = tok_norm_apply(&c, s, len, out);
     pcre2_match_data_free(c.md);
     pcre2_match_context_free(c.mctx);
     pcre2_jit_stack_free(c.jstack);

@@ -1,0 +1,32 @@
+/* tok_gguf_base.c — what both GGUF tokenizer loaders (tok_gguf.c, byte-level; tok_gguf_spm.c,
+ * SentencePiece) read the same way: a special token's id (tokenizer.ggml.*_token_id) and the chat
+ * template stored with the model (tokenizer.chat_template). */
+#include <string.h>
+
+#include "ptrain/error.h"
+#include "ptrain/gguf.h"
+#include "tok_impl.h"
+
+/* The id at key (a u32; absent: *id unchanged), which must be a token of t. */
+pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *key, int32_t *id)
+{
+    uint32_t v = UINT32_MAX;
+    TRY(gguf_opt_u32(f, key, &v));
+    if (v == UINT32_MAX) return PT_OK;
+    if (v >= (uint32_t)t->n_tok)
+        return ERR(PT_ERR_USER, "%s: %s: id %u is not a token (%d tokens)", shown_text(f->path).s, key, v, t->n_tok);
+    *id = (int32_t)v;
+    return PT_OK;
+}
+
+/* The chat template stored with the model, if any. */
+pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f)
+{
+    const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
+    if (!tmpl || tmpl->type != GGUF_TYPE_STRING) return PT_OK;
+    gguf_str s;
+    TRY(gguf_get_str(f, "tokenizer.chat_template", &s));
+    t->chat_template = strndup(s.data, s.len);
+    TRY_ALLOC(t->chat_template);
+    return PT_OK;
+}
