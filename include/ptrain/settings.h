@@ -6,7 +6,8 @@
  * include this header instead of config.h. Each enum lists its key's choices in the order of the
  * key's choices array (config_keys.c, where a _Static_assert ties the count to the array); the
  * array gives a value's text, e.g. config_optim_choices[cfg->optim]. After `ptrain check`, code
- * compares enums, never strings. */
+ * compares enums, never strings. The device key's enum and names belong to the backend it picks
+ * (pt_device and backend_device_names, backend.h). */
 #ifndef PTRAIN_SETTINGS_H
 #define PTRAIN_SETTINGS_H
 
@@ -41,8 +42,6 @@ extern const char *const config_checkpointing_names[3]; /* "false", "true", "uns
 
 /* dtype: the compute dtype on a GPU. */
 typedef enum { COMPUTE_AUTO, COMPUTE_FLOAT16, COMPUTE_BFLOAT16, COMPUTE_FLOAT32, COMPUTE_DTYPE_COUNT } pt_compute_dtype;
-/* device: the backend. */
-typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA, DEVICE_COUNT } pt_device;
 /* lora_bias (only none is accepted). */
 typedef enum { LORA_BIAS_NONE, LORA_BIAS_ALL, LORA_BIAS_LORA_ONLY, LORA_BIAS_COUNT } pt_lora_bias;
 /* optim: every one runs as AdamW with fp32 states; the 8-bit names say so with a warning. */
@@ -76,7 +75,6 @@ typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASE
 
 /* The choices of each enum-valued key, NULL-terminated, indexed by its enum (config_keys.c). */
 extern const char *const config_dtype_choices[];
-extern const char *const config_device_choices[];
 extern const char *const config_bias_choices[];
 extern const char *const config_optim_choices[];
 extern const char *const config_sched_choices[];

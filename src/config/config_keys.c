@@ -20,7 +20,6 @@
 /* The choices of the enum-valued keys, in the order of their enums (settings.h): a value's text is
  * choices[value]. Each count is tied to its enum, and each enum is stored as an int (key_set_scalar). */
 const char *const config_dtype_choices[] = {"auto", "float16", "bfloat16", "float32", NULL};
-const char *const config_device_choices[] = {"auto", "cpu", "cuda", NULL};
 const char *const config_bias_choices[] = {"none", "all", "lora_only", NULL};
 const char *const config_optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
                                             "adamw_torch",   "adamw_torch_fused", "adamw",
@@ -34,7 +33,7 @@ const char *const config_format_choices[] = {"json", "jsonl", "parquet", "csv", 
     _Static_assert(sizeof array / sizeof array[0] == (count) + 1, #array ": one name per " #type ", then NULL"); \
     _Static_assert(sizeof(type) == sizeof(int), #type " is stored as an int")
 ENUM_CHOICES(config_dtype_choices, pt_compute_dtype, COMPUTE_DTYPE_COUNT);
-ENUM_CHOICES(config_device_choices, pt_device, DEVICE_COUNT);
+ENUM_CHOICES(backend_device_names, pt_device, DEVICE_COUNT);
 ENUM_CHOICES(config_bias_choices, pt_lora_bias, LORA_BIAS_COUNT);
 ENUM_CHOICES(config_optim_choices, pt_optim, OPTIM_COUNT);
 ENUM_CHOICES(config_sched_choices, pt_lr_scheduler, SCHED_COUNT);
@@ -81,7 +80,7 @@ const key_spec config_keys[] = {
     {"train", NULL, K_BOOL, OFF(train), "true", NULL, 0, 0, 0, "false: skip training and publishing"},
     {"device_map", NULL, K_DEVMAP, OFF(device_map), NULL, NULL, 0, 0, 0,
      "omit, or {\"\": local_rank}; auto/balanced are refused under several ranks"},
-    {"device", NULL, K_ENUM, OFF(device), "auto", config_device_choices, 0, 0, 0,
+    {"device", NULL, K_ENUM, OFF(device), "auto", backend_device_names, 0, 0, 0,
      "backend: auto (CUDA when built and a GPU is visible), cpu or cuda"},
     {"model_read", NULL, K_ENUM, OFF(model_read), "per_node", config_model_read_choices, 0, 0, 0,
      "several nodes: the first rank of each node reads the model files (per_node), or rank 0 reads them and "
