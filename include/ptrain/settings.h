@@ -4,7 +4,7 @@
  * Why apart from config.h: the modules the trainer drives (src/data, src/hub, src/export) take
  * their own small option structs made of these values, not the whole configuration, so they
  * include this header instead of config.h. Each enum lists its key's choices in the order of the
- * key's choices array (config_keys.c, where a _Static_assert ties the count to the array); the
+ * key's choices array (settings.c, where a _Static_assert ties the count to the array); the
  * array gives a value's text, e.g. config_optim_choices[cfg->optim]. After `ptrain check`, code
  * compares enums, never strings. The device key's enum and names belong to the backend it picks
  * (pt_device and backend_device_names, backend.h). */
@@ -73,7 +73,7 @@ typedef enum { MODEL_READ_PER_NODE, MODEL_READ_BROADCAST, MODEL_READ_COUNT } pt_
 /* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
 typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
 
-/* The choices of each enum-valued key, NULL-terminated, indexed by its enum (config_keys.c). */
+/* The choices of each enum-valued key, NULL-terminated, indexed by its enum (settings.c). */
 extern const char *const config_dtype_choices[];
 extern const char *const config_bias_choices[];
 extern const char *const config_optim_choices[];
