@@ -52,7 +52,7 @@ static void identify_run(trainer *t, ckpt_state *s)
     s->accumulation = c->gradient_accumulation_steps, s->max_steps = c->max_steps;
     s->logging_steps = c->logging_steps, s->warmup_steps = c->warmup_steps;
     s->learning_rate = c->learning_rate, s->num_train_epochs = c->num_train_epochs;
-    COPY(s->lr_scheduler_type, config_sched_choices[c->lr_scheduler_type]);
+    s->lr_scheduler_type = c->lr_scheduler_type;
     s->config_hash = config_hash(c);
     COPY(s->config_path, c->path);
     s->n_train = (int64_t)t->train.n;
