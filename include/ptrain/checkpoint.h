@@ -81,7 +81,7 @@ typedef struct {
     char target_modules[256];
     char chat_template[64];
     /* best model and early stopping */
-    char metric_name[64];
+    pt_metric metric_for_best_model;
     bool greater_is_better, has_best;
     double best_metric;
     int64_t best_step, patience_counter, n_evals;

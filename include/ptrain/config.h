@@ -87,7 +87,7 @@ typedef struct {
     pt_strategy eval_strategy;
     double eval_steps;
     bool load_best_model_at_end;
-    char *metric_for_best_model;
+    pt_metric metric_for_best_model;
     bool greater_is_better;
     long early_stopping_patience; /* 0: no early stopping */
     double early_stopping_threshold;

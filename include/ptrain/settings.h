@@ -57,6 +57,9 @@ typedef enum {
 } pt_optim;
 /* lr_scheduler_type: transformers' schedules of those names (schedule.h). */
 typedef enum { SCHED_LINEAR, SCHED_COSINE, SCHED_CONSTANT, SCHED_CONSTANT_WITH_WARMUP, SCHED_COUNT } pt_lr_scheduler;
+/* metric_for_best_model: the metrics ptrain evaluates (a name without eval_ gets it, as in
+ * transformers); eval_perplexity is exp(eval_loss). */
+typedef enum { METRIC_EVAL_LOSS, METRIC_EVAL_PERPLEXITY, METRIC_COUNT } pt_metric;
 /* save_strategy and eval_strategy (one choices array, so one enum). */
 typedef enum { STRATEGY_NO, STRATEGY_STEPS, STRATEGY_EPOCH, STRATEGY_COUNT } pt_strategy;
 /* hub_strategy. */
@@ -78,6 +81,7 @@ extern const char *const config_dtype_choices[];
 extern const char *const config_bias_choices[];
 extern const char *const config_optim_choices[];
 extern const char *const config_sched_choices[];
+extern const char *const config_metric_choices[];
 extern const char *const config_strategy_choices[];
 extern const char *const config_hub_strategy_choices[];
 extern const char *const config_format_choices[];

@@ -148,8 +148,8 @@ const key_spec config_keys[] = {
      "evaluate every N optimizer steps (below 1: that fraction of the total)"},
     {"load_best_model_at_end", NULL, K_BOOL, OFF(load_best_model_at_end), "false", NULL, 0, 0, 0,
      "final adapter = best checkpoint by metric_for_best_model"},
-    {"metric_for_best_model", NULL, K_STR, OFF(metric_for_best_model), "eval_loss", NULL, 0, 0, 0,
-     "metric that picks the best checkpoint"},
+    {"metric_for_best_model", NULL, K_ENUM, OFF(metric_for_best_model), "eval_loss", config_metric_choices, 0, 0,
+     F_EVAL, "metric that picks the best checkpoint"},
     {"greater_is_better", NULL, K_BOOL, OFF(greater_is_better), "false", NULL, 0, 0, 0,
      "whether a larger metric is better"},
     {"early_stopping_patience", NULL, K_INT, OFF(early_stopping_patience), NULL, NULL, 1,
@@ -312,7 +312,8 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
         break;
     case K_ENUM:
         list_choices(spec->choices, buf, sizeof buf);
-        snprintf(out, outlen, "one of %s", buf);
+        snprintf(out, outlen, "one of %s%s", buf,
+                 spec->flags & F_EVAL ? " (the metrics ptrain evaluates; a name without eval_ gets it)" : "");
         break;
     case K_STRLIST:
         if (spec->choices) {
@@ -333,11 +334,21 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
     }
 }
 
+/* The name an enum's choices are looked up by: text, or with F_EVAL and no eval_ prefix, "eval_"
+ * and text (as transformers reads metric_for_best_model), in buf. */
+static const char *choice_name(const key_spec *spec, const char *text, char *buf, size_t len)
+{
+    if (!(spec->flags & F_EVAL) || !strncasecmp(text, "eval_", 5)) return text;
+    snprintf(buf, len, "eval_%s", text);
+    return buf;
+}
+
 static bool fail(const key_spec *spec, const char *text, char *why, size_t whylen)
 {
-    char expected[512];
+    char expected[512], named[64];
     key_expected(spec, expected, sizeof expected);
-    const char *hint = spec->choices ? choice_suggest(spec->choices, text) : NULL;
+    const char *name = choice_name(spec, text, named, sizeof named);
+    const char *hint = spec->choices ? choice_suggest(spec->choices, name) : NULL;
     snprintf(why, whylen, "expected %s, found \"%s\"%s%s%s", expected, shown_text(text).s,
              hint ? " (did you mean \"" : "", hint ? hint : "", hint ? "\"?)" : "");
     return false;
@@ -402,13 +413,16 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         if (spec->flags & F_UNSLOTH) *(pt_checkpointing *)slot = (pt_checkpointing)b;
         else *(bool *)slot = b;
         return true;
-    case K_ENUM: /* the index of the choice: the value of the key's enum */
+    case K_ENUM: { /* the index of the choice: the value of the key's enum */
+        char named[64];
+        const char *name = choice_name(spec, text, named, sizeof named);
         for (int i = 0; spec->choices[i]; i++)
-            if (word_is(text, spec->choices[i])) {
+            if (word_is(name, spec->choices[i])) {
                 *(int *)slot = i;
                 return true;
             }
         return fail(spec, text, why, whylen);
+    }
     case K_STRLIST:
         strlist_free(slot);
         return set_strlist(spec, slot, text, why, whylen);

@@ -12,6 +12,7 @@ const char *const config_optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",  
                                             "adamw_torch",   "adamw_torch_fused", "adamw",
                                             "paged_adamw_32bit", NULL};
 const char *const config_sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup", NULL};
+const char *const config_metric_choices[] = {"eval_loss", "eval_perplexity", NULL};
 const char *const config_strategy_choices[] = {"no", "steps", "epoch", NULL};
 const char *const config_hub_strategy_choices[] = {"every_save", "end", "checkpoint", "all_checkpoints", NULL};
 const char *const config_format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
@@ -25,6 +26,7 @@ ENUM_CHOICES(config_dtype_choices, pt_compute_dtype, COMPUTE_DTYPE_COUNT);
 ENUM_CHOICES(config_bias_choices, pt_lora_bias, LORA_BIAS_COUNT);
 ENUM_CHOICES(config_optim_choices, pt_optim, OPTIM_COUNT);
 ENUM_CHOICES(config_sched_choices, pt_lr_scheduler, SCHED_COUNT);
+ENUM_CHOICES(config_metric_choices, pt_metric, METRIC_COUNT);
 ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
 ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
 ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);

@@ -27,7 +27,7 @@
 
 #define FLD(g, n, t, m) {g, n, t, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m), NULL}
 #define ENUM_FLD(g, n, m, names) {g, n, CF_ENUM, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m), names}
-_Static_assert(sizeof(pt_lr_scheduler) == sizeof(int), "a CF_ENUM field is an int");
+_Static_assert(sizeof(pt_lr_scheduler) == sizeof(int) && sizeof(pt_metric) == sizeof(int), "a CF_ENUM field is an int");
 const ckpt_field ckpt_fields[] = {
     FLD("/", "ptrain_version", CF_STR, ptrain_version),
     FLD("/state", "global_step", CF_I64, global_step),
@@ -70,7 +70,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/lora", "use_rslora", CF_BOOL, use_rslora),
     FLD("/lora", "target_modules", CF_STR, target_modules),
     FLD("/lora", "chat_template", CF_STR, chat_template),
-    FLD("/metrics", "metric_for_best_model", CF_STR, metric_name),
+    ENUM_FLD("/metrics", "metric_for_best_model", metric_for_best_model, config_metric_choices),
     FLD("/metrics", "greater_is_better", CF_BOOL, greater_is_better),
     FLD("/metrics", "has_best", CF_BOOL, has_best),
     FLD("/metrics", "best_metric", CF_F64, best_metric),

@@ -269,7 +269,8 @@ static void print_summary(const char *path, const ckpt_state *s, int64_t sets)
     printf("optimizer    %s\n", s->model_only ? "none (save_only_model): cannot be resumed exactly"
                                               : "AdamW moments for every parameter");
     if (s->has_best)
-        printf("best         %s %.6g at step %lld (%lld evaluations, patience counter %lld)\n", s->metric_name,
+        printf("best         %s %.6g at step %lld (%lld evaluations, patience counter %lld)\n",
+               config_metric_choices[s->metric_for_best_model],
                s->best_metric, (long long)s->best_step, (long long)s->n_evals, (long long)s->patience_counter);
     if (s->slurm_job_id[0])
         printf("slurm        job %s, restart %lld, nodes %s\n", s->slurm_job_id, (long long)s->slurm_restart_count,

@@ -148,7 +148,7 @@ static void check_config(pt_config *cfg)
     }
     CHECK(cfg->model_name && *cfg->model_name && cfg->lora_target_modules.n > 0);
     CHECK(cfg->per_device_eval_batch_size >= 1);
-    CHECK(!strncmp(cfg->metric_for_best_model, "eval_", 5));
+    CHECK((unsigned)cfg->metric_for_best_model < METRIC_COUNT);
 
     /* what `ptrain check` does next */
     CHECK(config_validate_launch(cfg, 1) == PT_OK);

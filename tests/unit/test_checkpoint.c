@@ -203,7 +203,7 @@ static void fill_rest(ckpt_state *s)
     s->use_rslora = true;
     fill_str(s->target_modules, sizeof s->target_modules - 1, 'k');
     snprintf(s->chat_template, sizeof s->chat_template, "chatml");
-    snprintf(s->metric_name, sizeof s->metric_name, "eval_perplexity");
+    s->metric_for_best_model = METRIC_EVAL_PERPLEXITY;
     s->greater_is_better = false, s->has_best = true, s->best_metric = 3.25, s->best_step = 4;
     s->patience_counter = 1;
     snprintf(s->slurm_job_id, sizeof s->slurm_job_id, "123456_7");
@@ -434,9 +434,9 @@ static void restate(const char *path, const char *group, const char *name, const
     assert_int_equal(ckpt_verify(path), PT_OK);
 }
 
-/* The scheduler is read back as its enum, once; a name this ptrain does not know (a newer
- * ptrain's) is an error naming it and the names it knows, for resume and inspect alike; an enum
- * out of range is never written. */
+/* The scheduler and the metric are read back as their enums, once; a name this ptrain does not
+ * know (a newer ptrain's) is an error naming it and the names it knows, for resume and inspect
+ * alike; an enum out of range is never written. */
 static void test_choice_names(void **state)
 {
     (void)state;
@@ -446,11 +446,20 @@ static void test_choice_names(void **state)
     ckpt_state s;
     assert_int_equal(ckpt_read_meta(path, &s), PT_OK);
     assert_int_equal(s.lr_scheduler_type, SCHED_CONSTANT_WITH_WARMUP);
+    assert_int_equal(s.metric_for_best_model, METRIC_EVAL_PERPLEXITY);
     ckpt_state_free(&s);
     restate(path, "/run", "lr_scheduler_type", "cosine");
+    restate(path, "/metrics", "metric_for_best_model", "eval_loss");
     assert_int_equal(ckpt_read_meta(path, &s), PT_OK);
     assert_int_equal(s.lr_scheduler_type, SCHED_COSINE);
+    assert_int_equal(s.metric_for_best_model, METRIC_EVAL_LOSS);
     ckpt_state_free(&s);
+    restate(path, "/metrics", "metric_for_best_model", "eval_accuracy");
+    snprintf(want, sizeof want, "%s: /metrics/metric_for_best_model is \"eval_accuracy\", not one this ptrain knows "
+             "(eval_loss, eval_perplexity); ptrain 9.8.7-test wrote the checkpoint: use that ptrain to resume from it",
+             path);
+    expect_error(ckpt_read_meta(path, &s), want);
+    restate(path, "/metrics", "metric_for_best_model", "eval_loss");
     restate(path, "/run", "lr_scheduler_type", "cosine_with_restarts");
     snprintf(want, sizeof want, "%s: /run/lr_scheduler_type is \"cosine_with_restarts\", not one this ptrain knows "
              "(linear, cosine, constant, constant_with_warmup); ptrain 9.8.7-test wrote the checkpoint: use that "
