@@ -72,7 +72,7 @@ static int make_state(const shape *c, const ckpt_layout *lay, ckpt_state *s)
     s->accumulation = 4, s->max_steps = 1000, s->logging_steps = 10, s->learning_rate = 2e-4;
     s->num_train_epochs = 1, s->lora_r = 16, s->lora_layers = c->layers, s->lora_alpha = 32, s->lora_scale = 2;
     s->model_layers = c->layers, s->model_dim = c->dim, s->model_vocab = 49152;
-    snprintf(s->lr_scheduler_type, sizeof s->lr_scheduler_type, "linear");
+    s->lr_scheduler_type = SCHED_LINEAR;
     snprintf(s->model_path, sizeof s->model_path, "models/%s", c->name);
     snprintf(s->model_arch, sizeof s->model_arch, "llama");
     snprintf(s->target_modules, sizeof s->target_modules, "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj");

@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     gguf_file f;
     pt_backend *be = NULL;
     pt_model m;
-    pt_backend_options opts = {.device = "cpu", .threads = threads};
+    pt_backend_options opts = {.device = DEVICE_CPU, .threads = threads};
     if (gguf_open(argv[1], &f) || backend_open(&opts, &be) || model_from_gguf(&f, be, NULL, &m)) {
         fprintf(stderr, "bench_model: %s\n", err_message());
         return 1;

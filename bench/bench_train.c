@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     pt_backend *be = NULL;
     pt_model m;
     pt_lora l;
-    pt_backend_options bo = {.device = "cpu", .threads = threads};
+    pt_backend_options bo = {.device = DEVICE_CPU, .threads = threads};
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     if (gguf_open(argv[1], &f) || backend_open(&bo, &be) || model_from_gguf(&f, be, NULL, &m) ||

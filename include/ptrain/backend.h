@@ -8,6 +8,7 @@
 #ifndef PTRAIN_BACKEND_H
 #define PTRAIN_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -156,8 +157,21 @@ struct pt_backend {
     double upload_s; /* seconds spent in backend_upload, for the start-up report */
 };
 
+/* Where the backend runs: config.yaml's device key and the --device options of generate and
+ * inspect. Its text is read once, at that edge (the config's key table takes backend_device_names
+ * as the key's choices; the options call backend_device_parse), and printed through
+ * backend_device_names; past the edge only the enum travels (src/backend/device.c). */
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA, DEVICE_COUNT } pt_device;
+extern const char *const backend_device_names[DEVICE_COUNT + 1]; /* "auto", "cpu", "cuda", NULL */
+/* The device named text (one of backend_device_names, exactly) into *out; false, *out unchanged,
+ * for any other text. */
+bool backend_device_parse(const char *text, pt_device *out);
+/* The backend device would open here: DEVICE_CPU or DEVICE_CUDA (auto: CUDA when this ptrain was
+ * built with it and a GPU is visible). */
+pt_device backend_resolve(pt_device device);
+
 typedef struct {
-    const char *device; /* "auto", "cpu" or "cuda" */
+    pt_device device;   /* DEVICE_AUTO when left out */
     int local_rank;     /* picks the GPU */
     int threads;        /* OpenMP/OpenBLAS threads (CPU) */
     int rank, world;    /* MPI_COMM_WORLD, for the NCCL communicator */
@@ -167,8 +181,6 @@ typedef struct {
 /* Open the backend the options ask for; auto = CUDA when built and a GPU is visible, else CPU. */
 pt_status backend_open(const pt_backend_options *opts, pt_backend **out);
 void backend_close(pt_backend *be);
-/* The backend `device` (auto, cpu, cuda) would open here: "cpu" or "cuda". */
-const char *backend_resolve(const char *device);
 /* The backends this binary was built with, e.g. "cpu cuda". */
 const char *backend_list(void);
 

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "ptrain/error.h"
+#include "ptrain/settings.h"
 
 #define CKPT_FORMAT "ptrain-checkpoint"
 #define CKPT_VERSION 1
@@ -41,7 +42,8 @@ typedef struct {
 } ckpt_eval;
 
 /* Everything in a checkpoint. Strings are fixed arrays so the struct (less its pointers) can be
- * sent to the other ranks as bytes. */
+ * sent to the other ranks as bytes. A config choice is held as its enum and stored as its name
+ * (settings.h's arrays); reading a name this ptrain does not know is an error naming it. */
 typedef struct {
     /* what wrote it */
     char ptrain_version[32];
@@ -64,7 +66,7 @@ typedef struct {
     /* the run's shape and the settings a resume compares */
     int64_t world_size, per_device_batch, accumulation, max_steps, logging_steps, warmup_steps;
     double learning_rate, num_train_epochs;
-    char lr_scheduler_type[32];
+    pt_lr_scheduler lr_scheduler_type;
     uint64_t config_hash;
     char config_path[1024];
     /* the base model */
@@ -79,7 +81,7 @@ typedef struct {
     char target_modules[256];
     char chat_template[64];
     /* best model and early stopping */
-    char metric_name[64];
+    pt_metric metric_for_best_model;
     bool greater_is_better, has_best;
     double best_metric;
     int64_t best_step, patience_counter, n_evals;

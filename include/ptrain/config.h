@@ -4,7 +4,7 @@
  * defaults of the Python trainer users come from (see docs/configuration.md), and validates the
  * values one by one and together. Errors name file:line:column, the key, what was expected and
  * what was found. Unknown keys warn with a did-you-mean suggestion. The value types, and the enum
- * that holds each enum-valued key, are in settings.h. */
+ * that holds each enum-valued key, are in settings.h (device's, pt_device, in backend.h). */
 #ifndef PTRAIN_CONFIG_H
 #define PTRAIN_CONFIG_H
 
@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ptrain/backend.h"
 #include "ptrain/error.h"
 #include "ptrain/repo_id.h"
 #include "ptrain/settings.h"
@@ -86,7 +87,7 @@ typedef struct {
     pt_strategy eval_strategy;
     double eval_steps;
     bool load_best_model_at_end;
-    char *metric_for_best_model;
+    pt_metric metric_for_best_model;
     bool greater_is_better;
     long early_stopping_patience; /* 0: no early stopping */
     double early_stopping_threshold;

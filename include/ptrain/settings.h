@@ -4,9 +4,10 @@
  * Why apart from config.h: the modules the trainer drives (src/data, src/hub, src/export) take
  * their own small option structs made of these values, not the whole configuration, so they
  * include this header instead of config.h. Each enum lists its key's choices in the order of the
- * key's choices array (config_keys.c, where a _Static_assert ties the count to the array); the
+ * key's choices array (settings.c, where a _Static_assert ties the count to the array); the
  * array gives a value's text, e.g. config_optim_choices[cfg->optim]. After `ptrain check`, code
- * compares enums, never strings. */
+ * compares enums, never strings. The device key's enum and names belong to the backend it picks
+ * (pt_device and backend_device_names, backend.h). */
 #ifndef PTRAIN_SETTINGS_H
 #define PTRAIN_SETTINGS_H
 
@@ -41,8 +42,6 @@ extern const char *const config_checkpointing_names[3]; /* "false", "true", "uns
 
 /* dtype: the compute dtype on a GPU. */
 typedef enum { COMPUTE_AUTO, COMPUTE_FLOAT16, COMPUTE_BFLOAT16, COMPUTE_FLOAT32, COMPUTE_DTYPE_COUNT } pt_compute_dtype;
-/* device: the backend. */
-typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_CUDA, DEVICE_COUNT } pt_device;
 /* lora_bias (only none is accepted). */
 typedef enum { LORA_BIAS_NONE, LORA_BIAS_ALL, LORA_BIAS_LORA_ONLY, LORA_BIAS_COUNT } pt_lora_bias;
 /* optim: every one runs as AdamW with fp32 states; the 8-bit names say so with a warning. */
@@ -58,6 +57,9 @@ typedef enum {
 } pt_optim;
 /* lr_scheduler_type: transformers' schedules of those names (schedule.h). */
 typedef enum { SCHED_LINEAR, SCHED_COSINE, SCHED_CONSTANT, SCHED_CONSTANT_WITH_WARMUP, SCHED_COUNT } pt_lr_scheduler;
+/* metric_for_best_model: the metrics ptrain evaluates (a name without eval_ gets it, as in
+ * transformers); eval_perplexity is exp(eval_loss). */
+typedef enum { METRIC_EVAL_LOSS, METRIC_EVAL_PERPLEXITY, METRIC_COUNT } pt_metric;
 /* save_strategy and eval_strategy (one choices array, so one enum). */
 typedef enum { STRATEGY_NO, STRATEGY_STEPS, STRATEGY_EPOCH, STRATEGY_COUNT } pt_strategy;
 /* hub_strategy. */
@@ -74,12 +76,12 @@ typedef enum { MODEL_READ_PER_NODE, MODEL_READ_BROADCAST, MODEL_READ_COUNT } pt_
 /* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
 typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
 
-/* The choices of each enum-valued key, NULL-terminated, indexed by its enum (config_keys.c). */
+/* The choices of each enum-valued key, NULL-terminated, indexed by its enum (settings.c). */
 extern const char *const config_dtype_choices[];
-extern const char *const config_device_choices[];
 extern const char *const config_bias_choices[];
 extern const char *const config_optim_choices[];
 extern const char *const config_sched_choices[];
+extern const char *const config_metric_choices[];
 extern const char *const config_strategy_choices[];
 extern const char *const config_hub_strategy_choices[];
 extern const char *const config_format_choices[];

@@ -65,29 +65,28 @@ const char *backend_list(void)
 #endif
 }
 
-const char *backend_resolve(const char *device)
+pt_device backend_resolve(pt_device device)
 {
 #ifdef PTRAIN_HAVE_CUDA
-    if (!device || strcmp(device, "cpu") != 0) return cuda_device_count() > 0 ? "cuda" : "cpu";
+    if (device != DEVICE_CPU) return cuda_device_count() > 0 ? DEVICE_CUDA : DEVICE_CPU;
 #else
     (void)device;
 #endif
-    return "cpu";
+    return DEVICE_CPU;
 }
 
 pt_status backend_open(const pt_backend_options *opts, pt_backend **out)
 {
-    const char *dev = opts->device ? opts->device : "auto";
     *out = NULL;
-    if (strcmp(dev, "cpu") == 0) return cpu_backend_open(opts, out);
+    if (opts->device == DEVICE_CPU) return cpu_backend_open(opts, out);
 #ifdef PTRAIN_HAVE_CUDA
     int gpus = cuda_device_count();
-    if (strcmp(dev, "cuda") == 0 && gpus == 0)
+    if (opts->device == DEVICE_CUDA && gpus == 0)
         return ERR(PT_ERR_USER, "device: cuda, but no GPU is visible to this process (check "
                                 "nvidia-smi and CUDA_VISIBLE_DEVICES), or use device: cpu");
     if (gpus > 0) return cuda_backend_open(opts, out);
 #else
-    if (strcmp(dev, "cuda") == 0)
+    if (opts->device == DEVICE_CUDA)
         return ERR(PT_ERR_USER, "device: cuda, but this ptrain was built without CUDA; rebuild with "
                                 "./configure --with-cuda, or use device: cpu");
 #endif

@@ -26,7 +26,8 @@
 #define DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct {
-    const char *model, *adapter, *prompt, *system, *device;
+    const char *model, *adapter, *prompt, *system;
+    pt_device device;
     const char *logits_path, *ids_path; /* --logits, --ids: what exporters' tests compare */
     bool chat, no_4bit, show;
     int max_new, threads;
@@ -72,7 +73,7 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         {"no-4bit", no_argument, 0, '4'},           {"logits", required_argument, 0, 'L'},
         {"ids", required_argument, 0, 'I'},         {"show-prompt", no_argument, 0, 'W'},
         {0, 0, 0, 0}};
-    *o = (gen_options){.model = DEFAULT_MODEL, .device = "auto", .max_new = 256, .temperature = 0.7f,
+    *o = (gen_options){.model = DEFAULT_MODEL, .device = DEVICE_AUTO, .max_new = 256, .temperature = 0.7f,
                        .top_p = 0.9f, .seed = (uint64_t)time(NULL)};
     double v;
     int c;
@@ -85,7 +86,11 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         case 'p': o->prompt = optarg; break;
         case 'c': o->chat = true; break;
         case 'S': o->system = optarg; break;
-        case 'd': o->device = optarg; break;
+        case 'd':
+            if (!backend_device_parse(optarg, &o->device))
+                return ERR(PT_ERR_USAGE, "--device expects auto, cpu or cuda, got '%s'\nTry 'ptrain generate --help'.",
+                           shown_text(optarg).s);
+            break;
         case '4': o->no_4bit = true; break;
         case 'L': o->logits_path = optarg; break;
         case 'I': o->ids_path = optarg; break;
@@ -104,8 +109,6 @@ static int gen_parse(int argc, char **argv, gen_options *o)
     if (optind < argc)
         return ERR(PT_ERR_USAGE, "unexpected argument '%s'\nTry 'ptrain generate --help'.", shown_text(argv[optind]).s);
     if (!o->prompt) return ERR(PT_ERR_USAGE, "--prompt is required\nTry 'ptrain generate --help'.");
-    if (strcmp(o->device, "auto") && strcmp(o->device, "cpu") && strcmp(o->device, "cuda"))
-        return ERR(PT_ERR_USAGE, "--device expects auto, cpu or cuda, got '%s'", shown_text(o->device).s);
     return PT_OK;
 }
 

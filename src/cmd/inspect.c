@@ -45,7 +45,7 @@ typedef struct {
     bool target[W_COUNT];
     double lora_dropout;
     pt_checkpointing ckpt;
-    bool cuda;
+    pt_device device; /* DEVICE_CPU or DEVICE_CUDA: the plan is this device's */
 } insp_options;
 
 typedef struct {
@@ -497,9 +497,10 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     pt_model m = {.cfg = r->cfg};
     pt_adapter ad = {.r = (int)o->lora_r, .n_layers = r->cfg.n_layers};
     memcpy(ad.target, o->target, sizeof ad.target);
-    step_options so = step_options_for(o->ckpt, o->cuda, (float)o->lora_dropout);
+    bool cuda = o->device == DEVICE_CUDA;
+    step_options so = step_options_for(o->ckpt, cuda, (float)o->lora_dropout);
     pt_memplan_run run = {.batch = o->batch, .seq = o->seq, .weight_bytes = (size_t)r->loaded,
-                          .lora_params = adapter_param_count_for(&r->cfg, ad.r, ad.target), .cuda = o->cuda};
+                          .lora_params = adapter_param_count_for(&r->cfg, ad.r, ad.target), .cuda = cuda};
     pt_memplan p;
     memplan_of_run(&m, &ad, &so, &run, &p);
     char a[32], t[32], targets[128];
@@ -509,9 +510,9 @@ static void memory_lines(const insp_report *r, const insp_options *o)
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s %s%s on %s%s: LoRA r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "
            "%s; ptrain train's plan:\n", "training per rank", about, human((double)p.total, t, sizeof t),
-           o->cuda ? "cuda" : "cpu", p.offloaded ? " (and the host memory below)" : "", o->lora_r,
+           backend_device_names[o->device], p.offloaded ? " (and the host memory below)" : "", o->lora_r,
            *targets ? targets : "nothing", o->lora_dropout, o->batch, o->seq, config_checkpointing_names[o->ckpt]);
-    memplan_print(&p, o->cuda ? "cuda" : "cpu");
+    memplan_print(&p, backend_device_names[o->device]);
 }
 
 static void print_report(const char *path, const insp_report *r, const insp_options *o)
@@ -577,19 +578,23 @@ static pt_status parse_targets(const char *text, bool target[W_COUNT])
                "gate_proj, up_proj, down_proj)\nTry 'ptrain inspect --help'.", text);
 }
 
-static pt_status parse_device(const char *text, bool *cuda)
+/* cpu or cuda: the device whose plan is printed (auto names no one device). */
+static pt_status parse_device(const char *text, pt_device *device)
 {
-    if (strcmp(text, "cpu") && strcmp(text, "cuda"))
-        return ERR(PT_ERR_USAGE, "--device expects cpu or cuda, got '%s'\nTry 'ptrain inspect --help'.", text);
-    *cuda = !strcmp(text, "cuda");
+    pt_device d = DEVICE_AUTO;
+    if (!backend_device_parse(text, &d) || d == DEVICE_AUTO)
+        return ERR(PT_ERR_USAGE, "--device expects cpu or cuda, got '%s'\nTry 'ptrain inspect --help'.",
+                   shown_text(text).s);
+    *device = d;
     return PT_OK;
 }
 
 static insp_options insp_defaults(void)
 {
-    insp_options o = {.seq = 2048, .batch = 2, .lora_r = 16, .nf4 = true, .ckpt = PT_CKPT_OFFLOAD};
+    insp_options o = {.seq = 2048, .batch = 2, .lora_r = 16, .nf4 = true, .ckpt = PT_CKPT_OFFLOAD,
+                      .device = DEVICE_CPU};
 #ifdef PTRAIN_HAVE_CUDA
-    o.cuda = true;
+    o.device = DEVICE_CUDA;
 #endif
     adapter_targets_parse("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", o.target);
     return o;
@@ -606,7 +611,7 @@ static pt_status insp_option(int c, const char *arg, insp_options *o)
     case 't': return parse_targets(arg, o->target);
     case 'p': return parse_double("--lora-dropout", arg, 0, 1, &o->lora_dropout);
     case 'g': return parse_ckpt(arg, &o->ckpt);
-    case 'd': return parse_device(arg, &o->cuda);
+    case 'd': return parse_device(arg, &o->device);
     case 'n': o->nf4 = false; return PT_OK;
     default: return PT_ERR_INTERNAL;
     }

@@ -105,13 +105,10 @@ static int cli_parse(int argc, char **argv, cli_args *args)
     return PT_OK;
 }
 
-/* The config's device as the backend takes it: auto, cpu or cuda. */
-static const char *device_name(const pt_config *cfg) { return config_device_choices[cfg->device]; }
-
 /* The settings only known at launch: ranks, threads, backend, token presence (never its value). */
 static void print_launch(const pt_config *cfg, const pt_dist *d, int threads)
 {
-    const char *backend = backend_resolve(device_name(cfg));
+    const char *backend = backend_device_names[backend_resolve(cfg->device)];
     log_info("%-30s %d (%d on this node)\n", "launch.ranks", d->world, d->local_world);
     log_info("%-30s %d\n", "launch.nodes", d->nodes);
     log_info("%-30s %d\n", "launch.threads_per_rank", threads);
@@ -166,9 +163,9 @@ static pt_status load_config(const pt_dist *d, const char *path, pt_config *cfg)
 /* The backend for this rank; CUDA under several ranks first shares rank 0's NCCL unique id. */
 static pt_status open_backend(pt_dist *d, const pt_config *cfg, int threads, pt_backend **be)
 {
-    pt_backend_options opts = {.device = device_name(cfg), .local_rank = d->local_rank, .threads = threads,
+    pt_backend_options opts = {.device = cfg->device, .local_rank = d->local_rank, .threads = threads,
                                .rank = d->rank, .world = d->world};
-    bool cuda_here = !strcmp(backend_resolve(opts.device), "cuda"); /* the backend this rank would open */
+    bool cuda_here = backend_resolve(opts.device) == DEVICE_CUDA; /* the backend this rank would open */
     double cuda = cuda_here; /* every rank takes the same path */
     TRY(dist_agree(d, dist_sum_f64(d, &cuda, 1)));
     if (cuda > 0 && cuda < d->world)

@@ -77,19 +77,6 @@ static void check_training(pt_config *cfg, config_report *errors)
                        "needs save_steps (%g) to be a multiple of eval_steps (%g)", cfg->save_steps,
                        cfg->eval_steps);
     }
-    /* as transformers: a name without the eval_ prefix gets it (loss -> eval_loss) */
-    if (strncmp(cfg->metric_for_best_model, "eval_", 5)) {
-        char *named = malloc(strlen(cfg->metric_for_best_model) + 6);
-        if (named) {
-            sprintf(named, "eval_%s", cfg->metric_for_best_model);
-            free(cfg->metric_for_best_model);
-            cfg->metric_for_best_model = named;
-        }
-    }
-    if (!is(cfg->metric_for_best_model, "eval_loss") && !is(cfg->metric_for_best_model, "eval_perplexity"))
-        rule_error(cfg, errors, "metric_for_best_model",
-                   "expected eval_loss or eval_perplexity (the metrics ptrain evaluates), found \"%s\"",
-                   shown_text(cfg->metric_for_best_model).s);
     if (config_is_set(cfg, "early_stopping_patience") && !has_eval)
         rule_error(cfg, errors, "early_stopping_patience",
                    "needs an eval set to watch; set val_split_ratio (e.g. 0.05)");

@@ -32,6 +32,7 @@ enum {
     F_MINUS1 = 1u << 4,   /* -1 is allowed as "unset" besides [min, max] */
     F_STEPS = 1u << 5,    /* a step count: a whole number, or a fraction below 1 of the total (floats) */
     F_TAG = 1u << 6,      /* a scalar is a tag kept in pt_strmap.tag (mappings) */
+    F_EVAL = 1u << 7,     /* an evaluated metric's name (enums): one without the eval_ prefix gets it */
 };
 
 typedef struct {

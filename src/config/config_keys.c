@@ -18,39 +18,9 @@
 #define DOFF(field) offsetof(pt_dataset_config, field)
 #define BIG 1e18
 
-/* The choices of the enum-valued keys, in the order of their enums (settings.h): a value's text is
- * choices[value]. Each count is tied to its enum, and each enum is stored as an int (key_set_scalar). */
-const char *const config_dtype_choices[] = {"auto", "float16", "bfloat16", "float32", NULL};
-const char *const config_device_choices[] = {"auto", "cpu", "cuda", NULL};
-const char *const config_bias_choices[] = {"none", "all", "lora_only", NULL};
-const char *const config_optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
-                                            "adamw_torch",   "adamw_torch_fused", "adamw",
-                                            "paged_adamw_32bit", NULL};
-const char *const config_sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup", NULL};
-const char *const config_strategy_choices[] = {"no", "steps", "epoch", NULL};
-const char *const config_hub_strategy_choices[] = {"every_save", "end", "checkpoint", "all_checkpoints", NULL};
-const char *const config_format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
-
-#define ENUM_CHOICES(array, type, count)                                                           \
-    _Static_assert(sizeof array / sizeof array[0] == (count) + 1, #array ": one name per " #type ", then NULL"); \
-    _Static_assert(sizeof(type) == sizeof(int), #type " is stored as an int")
-ENUM_CHOICES(config_dtype_choices, pt_compute_dtype, COMPUTE_DTYPE_COUNT);
-ENUM_CHOICES(config_device_choices, pt_device, DEVICE_COUNT);
-ENUM_CHOICES(config_bias_choices, pt_lora_bias, LORA_BIAS_COUNT);
-ENUM_CHOICES(config_optim_choices, pt_optim, OPTIM_COUNT);
-ENUM_CHOICES(config_sched_choices, pt_lr_scheduler, SCHED_COUNT);
-ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
-ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
-ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
-const char *const config_model_read_choices[] = {"per_node", "broadcast", NULL};
-ENUM_CHOICES(config_model_read_choices, pt_model_read, MODEL_READ_COUNT);
-
-/* report_to: the names transformers takes; only tensorboard (and all, which means it here) writes
- * anything besides metrics.jsonl, the others get a note (config_notes). */
-const char *const config_report_choices[] = {"none",      "all",     "tensorboard", "wandb",  "mlflow",
-                                             "comet_ml",  "azure_ml", "clearml",     "codecarbon", "dagshub",
-                                             "dvclive",   "flyte",   "neptune",     "swanlab", "trackio", NULL};
-const char *const config_checkpointing_names[3] = {"false", "true", "unsloth"};
+/* The choices of the enum-valued keys are settings.c's (settings.h): each enum is stored as an
+ * int by key_set_scalar; so is the device key's pt_device, whose names are the backend's. */
+_Static_assert(sizeof(pt_device) == sizeof(int), "pt_device is stored as an int");
 static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                              "gate_proj", "up_proj", "down_proj", NULL};
 static const char *const quant_choices[] = {
@@ -82,7 +52,7 @@ const key_spec config_keys[] = {
     {"train", NULL, K_BOOL, OFF(train), "true", NULL, 0, 0, 0, "false: skip training and publishing"},
     {"device_map", NULL, K_DEVMAP, OFF(device_map), NULL, NULL, 0, 0, 0,
      "omit, or {\"\": local_rank}; auto/balanced are refused under several ranks"},
-    {"device", NULL, K_ENUM, OFF(device), "auto", config_device_choices, 0, 0, 0,
+    {"device", NULL, K_ENUM, OFF(device), "auto", backend_device_names, 0, 0, 0,
      "backend: auto (CUDA when built and a GPU is visible), cpu or cuda"},
     {"model_read", NULL, K_ENUM, OFF(model_read), "per_node", config_model_read_choices, 0, 0, 0,
      "several nodes: the first rank of each node reads the model files (per_node), or rank 0 reads them and "
@@ -179,8 +149,8 @@ const key_spec config_keys[] = {
      "evaluate every N optimizer steps (below 1: that fraction of the total)"},
     {"load_best_model_at_end", NULL, K_BOOL, OFF(load_best_model_at_end), "false", NULL, 0, 0, 0,
      "final adapter = best checkpoint by metric_for_best_model"},
-    {"metric_for_best_model", NULL, K_STR, OFF(metric_for_best_model), "eval_loss", NULL, 0, 0, 0,
-     "metric that picks the best checkpoint"},
+    {"metric_for_best_model", NULL, K_ENUM, OFF(metric_for_best_model), "eval_loss", config_metric_choices, 0, 0,
+     F_EVAL, "metric that picks the best checkpoint"},
     {"greater_is_better", NULL, K_BOOL, OFF(greater_is_better), "false", NULL, 0, 0, 0,
      "whether a larger metric is better"},
     {"early_stopping_patience", NULL, K_INT, OFF(early_stopping_patience), NULL, NULL, 1,
@@ -343,7 +313,8 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
         break;
     case K_ENUM:
         list_choices(spec->choices, buf, sizeof buf);
-        snprintf(out, outlen, "one of %s", buf);
+        snprintf(out, outlen, "one of %s%s", buf,
+                 spec->flags & F_EVAL ? " (the metrics ptrain evaluates; a name without eval_ gets it)" : "");
         break;
     case K_STRLIST:
         if (spec->choices) {
@@ -364,11 +335,21 @@ void key_expected(const key_spec *spec, char *out, size_t outlen)
     }
 }
 
+/* The name an enum's choices are looked up by: text, or with F_EVAL and no eval_ prefix, "eval_"
+ * and text (as transformers reads metric_for_best_model), in buf. */
+static const char *choice_name(const key_spec *spec, const char *text, char *buf, size_t len)
+{
+    if (!(spec->flags & F_EVAL) || !strncasecmp(text, "eval_", 5)) return text;
+    snprintf(buf, len, "eval_%s", text);
+    return buf;
+}
+
 static bool fail(const key_spec *spec, const char *text, char *why, size_t whylen)
 {
-    char expected[512];
+    char expected[512], named[64];
     key_expected(spec, expected, sizeof expected);
-    const char *hint = spec->choices ? choice_suggest(spec->choices, text) : NULL;
+    const char *name = choice_name(spec, text, named, sizeof named);
+    const char *hint = spec->choices ? choice_suggest(spec->choices, name) : NULL;
     snprintf(why, whylen, "expected %s, found \"%s\"%s%s%s", expected, shown_text(text).s,
              hint ? " (did you mean \"" : "", hint ? hint : "", hint ? "\"?)" : "");
     return false;
@@ -433,13 +414,16 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         if (spec->flags & F_UNSLOTH) *(pt_checkpointing *)slot = (pt_checkpointing)b;
         else *(bool *)slot = b;
         return true;
-    case K_ENUM: /* the index of the choice: the value of the key's enum */
+    case K_ENUM: { /* the index of the choice: the value of the key's enum */
+        char named[64];
+        const char *name = choice_name(spec, text, named, sizeof named);
         for (int i = 0; spec->choices[i]; i++)
-            if (word_is(text, spec->choices[i])) {
+            if (word_is(name, spec->choices[i])) {
                 *(int *)slot = i;
                 return true;
             }
         return fail(spec, text, why, whylen);
+    }
     case K_STRLIST:
         strlist_free(slot);
         return set_strlist(spec, slot, text, why, whylen);

@@ -28,7 +28,7 @@ void rng_permutation(size_t n, uint64_t seed, size_t *out);
 typedef struct {
     char **path;
     int n;
-    const char *reader; /* "json" or "jsonl" for files whose extension says neither (data_files) */
+    pt_dataset_format format; /* the entry's format: the reader of files whose extension says neither */
 } data_files;
 
 pt_status source_files(const pt_dataset_config *d, data_files *out);
@@ -54,7 +54,7 @@ typedef struct {
 /* Append the rows of one file. Unparsable lines and items that are not objects count as bad
  * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
  * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
-pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st);
+pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st);
 void rows_free(data_rows *rows);
 /* "an object", "an array", "a string", "a number", "a boolean" or "null" */
 const char *reader_kind(const json_t *v);

@@ -193,7 +193,7 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
 static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_rows *rows, pt_dataset_stats *st)
 {
     TRY(source_files(d, files));
-    for (int i = 0; i < files->n; i++) TRY(reader_read(files->path[i], i, files->reader, rows, st));
+    for (int i = 0; i < files->n; i++) TRY(reader_read(files->path[i], i, files->format, rows, st));
     return PT_OK;
 }
 

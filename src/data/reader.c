@@ -297,7 +297,7 @@ static pt_data_file *record_file(pt_dataset_stats *st, const char *path, size_t 
     return rec;
 }
 
-pt_status reader_read(const char *path, int file_no, const char *reader, data_rows *rows, pt_dataset_stats *st)
+pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st)
 {
     char *buf;
     size_t len;
@@ -308,7 +308,7 @@ pt_status reader_read(const char *path, int file_no, const char *reader, data_ro
     utf8_sanitize(&buf, &len);
     size_t bom = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     cursor c = {buf, path, file_no, len, bom, 1, bom};
-    bool jsonl = ends_with(path, ".jsonl") || (!ends_with(path, ".json") && !strcmp(reader, "jsonl"));
+    bool jsonl = ends_with(path, ".jsonl") || (!ends_with(path, ".json") && format == DATASET_JSONL);
     pt_status rc = PT_OK;
     if (jsonl) read_jsonl(&c, rows, st);
     else rc = read_json(&c, rows, st);

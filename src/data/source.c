@@ -230,7 +230,7 @@ static pt_status from_name(const pt_dataset_config *d, data_files *out)
 
 pt_status source_files(const pt_dataset_config *d, data_files *out)
 {
-    *out = (data_files){.reader = d->format == DATASET_JSONL ? "jsonl" : "json"};
+    *out = (data_files){.format = d->format};
     pt_status rc = from_name(d, out);
     if (rc != PT_OK) source_free(out);
     return rc;

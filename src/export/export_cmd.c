@@ -146,7 +146,7 @@ pt_status export_run(const export_job *j, const pt_adapter *trained)
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;
-    pt_backend_options bo = {.device = "cpu"}; /* all cores: quantizing runs in parallel */
+    pt_backend_options bo = {.device = DEVICE_CPU}; /* all cores: quantizing runs in parallel */
     TRY(backend_open(&bo, &be));
     pt_model shapes;
     pt_adapter l = {0};

@@ -25,7 +25,9 @@
 #include "h5util.h"
 #include "ptrain/log.h"
 
-#define FLD(g, n, t, m) {g, n, t, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m)}
+#define FLD(g, n, t, m) {g, n, t, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m), NULL}
+#define ENUM_FLD(g, n, m, names) {g, n, CF_ENUM, offsetof(ckpt_state, m), sizeof(((ckpt_state *)0)->m), names}
+_Static_assert(sizeof(pt_lr_scheduler) == sizeof(int) && sizeof(pt_metric) == sizeof(int), "a CF_ENUM field is an int");
 const ckpt_field ckpt_fields[] = {
     FLD("/", "ptrain_version", CF_STR, ptrain_version),
     FLD("/state", "global_step", CF_I64, global_step),
@@ -50,7 +52,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/run", "warmup_steps", CF_I64, warmup_steps),
     FLD("/run", "learning_rate", CF_F64, learning_rate),
     FLD("/run", "num_train_epochs", CF_F64, num_train_epochs),
-    FLD("/run", "lr_scheduler_type", CF_STR, lr_scheduler_type),
+    ENUM_FLD("/run", "lr_scheduler_type", lr_scheduler_type, config_sched_choices),
     FLD("/run", "config_hash", CF_HASH, config_hash),
     FLD("/run", "config_path", CF_STR, config_path),
     FLD("/model", "path", CF_STR, model_path),
@@ -68,7 +70,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/lora", "use_rslora", CF_BOOL, use_rslora),
     FLD("/lora", "target_modules", CF_STR, target_modules),
     FLD("/lora", "chat_template", CF_STR, chat_template),
-    FLD("/metrics", "metric_for_best_model", CF_STR, metric_name),
+    ENUM_FLD("/metrics", "metric_for_best_model", metric_for_best_model, config_metric_choices),
     FLD("/metrics", "greater_is_better", CF_BOOL, greater_is_better),
     FLD("/metrics", "has_best", CF_BOOL, has_best),
     FLD("/metrics", "best_metric", CF_F64, best_metric),
@@ -82,6 +84,13 @@ const int ckpt_nfields = (int)(sizeof ckpt_fields / sizeof ckpt_fields[0]);
 const char *const ckpt_groups[] = {"/state", "/run", "/model", "/lora", "/metrics", "/slurm", "/adapter",
                                    "/optimizer", CKPT_EXP_AVG, CKPT_EXP_AVG_SQ};
 const int ckpt_ngroups = (int)(sizeof ckpt_groups / sizeof ckpt_groups[0]);
+
+int ckpt_enum_count(const ckpt_field *f)
+{
+    int n = 0;
+    while (f->names[n]) n++;
+    return n;
+}
 
 static herr_t write_field(hid_t file, const ckpt_field *f, const ckpt_state *s)
 {
@@ -98,6 +107,11 @@ static herr_t write_field(hid_t file, const ckpt_field *f, const ckpt_state *s)
         snprintf(hex, sizeof hex, "%016" PRIx64, *(const uint64_t *)(const void *)p);
         rc = h5_attr_str(loc, f->name, hex);
         break;
+    case CF_ENUM: {
+        int v = *(const int *)(const void *)p;
+        rc = v >= 0 && v < ckpt_enum_count(f) ? h5_attr_str(loc, f->name, f->names[v]) : -1;
+        break;
+    }
     }
     if (loc >= 0) H5Oclose(loc);
     return loc < 0 ? -1 : rc;

@@ -8,13 +8,18 @@
 
 #include "ptrain/checkpoint.h"
 
-typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH } ckpt_field_type;
+/* CF_ENUM: a config choice's enum (an int) in ckpt_state, its name in the file. */
+typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH, CF_ENUM } ckpt_field_type;
 
 typedef struct {
     const char *group, *name;
     ckpt_field_type type;
-    size_t offset, size; /* of the member in ckpt_state */
+    size_t offset, size;       /* of the member in ckpt_state */
+    const char *const *names; /* CF_ENUM: the enum's names, NULL-terminated (settings.h) */
 } ckpt_field;
+
+/* The number of names of a CF_ENUM field (the values it can hold). */
+int ckpt_enum_count(const ckpt_field *f);
 
 extern const ckpt_field ckpt_fields[];
 extern const int ckpt_nfields;

@@ -9,6 +9,28 @@
 
 #include "checkpoint_internal.h"
 #include "h5util.h"
+#include "ptrain/util.h"
+
+/* A CF_ENUM field: the stored name back to its enum, once; a name this ptrain does not know (a
+ * newer ptrain's) is named with the ones it knows. */
+static pt_status read_enum(hid_t loc, const char *path, const ckpt_field *f, const ckpt_state *s, int *out)
+{
+    char name[64];
+    TRY(h5_get_str(loc, path, f->name, name, sizeof name));
+    int n = ckpt_enum_count(f);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(name, f->names[i])) {
+            *out = i;
+            return PT_OK;
+        }
+    strbuf known = {0};
+    for (int i = 0; i < n; i++) sb_printf(&known, "%s%s", i ? ", " : "", f->names[i]);
+    pt_status st = ERR(PT_ERR_USER, "%s: %s/%s is \"%s\", not one this ptrain knows (%s); ptrain %s wrote the "
+                       "checkpoint: use that ptrain to resume from it", shown_text(path).s, f->group, f->name,
+                       shown_text(name).s, sb_text(&known), shown_text(s->ptrain_version).s);
+    sb_free(&known);
+    return st;
+}
 
 static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, ckpt_state *s)
 {
@@ -33,6 +55,7 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
         if (st == PT_OK && sscanf(hex, "%16" SCNx64, (uint64_t *)(void *)p) != 1)
             st = ERR(PT_ERR_USER, "%s: attribute %s/%s is not a hex hash", shown_text(path).s, f->group, f->name);
         break;
+    case CF_ENUM: st = read_enum(loc, path, f, s, (int *)(void *)p); break;
     }
     H5Oclose(loc);
     return st;
@@ -246,7 +269,8 @@ static void print_summary(const char *path, const ckpt_state *s, int64_t sets)
     printf("optimizer    %s\n", s->model_only ? "none (save_only_model): cannot be resumed exactly"
                                               : "AdamW moments for every parameter");
     if (s->has_best)
-        printf("best         %s %.6g at step %lld (%lld evaluations, patience counter %lld)\n", s->metric_name,
+        printf("best         %s %.6g at step %lld (%lld evaluations, patience counter %lld)\n",
+               config_metric_choices[s->metric_for_best_model],
                s->best_metric, (long long)s->best_step, (long long)s->n_evals, (long long)s->patience_counter);
     if (s->slurm_job_id[0])
         printf("slurm        job %s, restart %lld, nodes %s\n", s->slurm_job_id, (long long)s->slurm_restart_count,

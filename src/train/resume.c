@@ -209,9 +209,9 @@ static void report_changes(const ckpt_state *a, const ckpt_state *b)
     changed_i64("logging_steps", a->logging_steps, b->logging_steps);
     changed_i64("warmup_steps", a->warmup_steps, b->warmup_steps);
     changed_f64("lora_dropout", a->lora_dropout, b->lora_dropout);
-    if (strcmp(a->lr_scheduler_type, b->lr_scheduler_type))
-        log_info("resume     lr_scheduler_type changed: %s at the checkpoint, %s now\n", a->lr_scheduler_type,
-                 b->lr_scheduler_type);
+    if (a->lr_scheduler_type != b->lr_scheduler_type)
+        log_info("resume     lr_scheduler_type changed: %s at the checkpoint, %s now\n",
+                 config_sched_choices[a->lr_scheduler_type], config_sched_choices[b->lr_scheduler_type]);
     changed_i64("seed (the data order and dropout masks change)", a->seed, b->seed);
     double eff_a = (double)a->world_size * (double)a->per_device_batch * (double)a->accumulation;
     double eff_b = (double)b->world_size * (double)b->per_device_batch * (double)b->accumulation;

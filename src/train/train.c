@@ -396,13 +396,13 @@ static pt_status evaluate_step(trainer *t, int64_t step, bool *stop)
     TRY(evaluate(t, &loss));
     TRY(progress_eval(&t->p, step, loss));
     TRY(trainer_watch_eval(t, step, loss));
-    double value = !strcmp(t->run.metric_name, "eval_perplexity") ? exp(loss) : loss;
+    double value = t->run.metric_for_best_model == METRIC_EVAL_PERPLEXITY ? exp(loss) : loss;
     best_result r;
     TRY(best_record(&t->run, step, value, t->cfg->early_stopping_threshold, t->cfg->early_stopping_patience, &r));
     if (r.stop)
         log_info("early stop %s has not improved by more than %g for %ld evaluations (best %.6g at step %lld)\n",
-                 t->run.metric_name, t->cfg->early_stopping_threshold, t->cfg->early_stopping_patience,
-                 t->run.best_metric, (long long)t->run.best_step);
+                 config_metric_choices[t->run.metric_for_best_model], t->cfg->early_stopping_threshold,
+                 t->cfg->early_stopping_patience, t->run.best_metric, (long long)t->run.best_step);
     *stop = r.stop;
     return PT_OK;
 }

@@ -52,12 +52,12 @@ static void identify_run(trainer *t, ckpt_state *s)
     s->accumulation = c->gradient_accumulation_steps, s->max_steps = c->max_steps;
     s->logging_steps = c->logging_steps, s->warmup_steps = c->warmup_steps;
     s->learning_rate = c->learning_rate, s->num_train_epochs = c->num_train_epochs;
-    COPY(s->lr_scheduler_type, config_sched_choices[c->lr_scheduler_type]);
+    s->lr_scheduler_type = c->lr_scheduler_type;
     s->config_hash = config_hash(c);
     COPY(s->config_path, c->path);
     s->n_train = (int64_t)t->train.n;
     s->data_hash = data_hash(&t->train);
-    COPY(s->metric_name, c->metric_for_best_model);
+    s->metric_for_best_model = c->metric_for_best_model;
     s->greater_is_better = c->greater_is_better;
     s->model_only = c->save_only_model;
     COPY(s->slurm_job_id, getenv("SLURM_JOB_ID"));
@@ -163,7 +163,8 @@ static pt_status continue_from(trainer *t, ckpt_state *s)
     t->first_step = t->resumed_from = t->last_saved = s->global_step;
     t->last_loss = s->last_loss, t->last_lr = s->last_lr;
     t->w.loss = s->window_loss, t->w.tokens = s->window_tokens, t->w.steps = s->window_steps;
-    if (strcmp(s->metric_name, t->run.metric_name) || s->greater_is_better != t->run.greater_is_better) {
+    if (s->metric_for_best_model != t->run.metric_for_best_model ||
+        s->greater_is_better != t->run.greater_is_better) {
         log_warn("resume: metric_for_best_model or greater_is_better changed; the best model is tracked anew");
         return PT_OK;
     }
@@ -196,7 +197,8 @@ pt_status trainer_resume(trainer *t)
 pt_status trainer_load_best(trainer *t, int64_t last_step)
 {
     if (!t->cfg->load_best_model_at_end || !t->run.has_best) return PT_OK;
-    log_info("best model step %lld (%s %.6g)%s\n", (long long)t->run.best_step, t->run.metric_name,
+    log_info("best model step %lld (%s %.6g)%s\n", (long long)t->run.best_step,
+             config_metric_choices[t->run.metric_for_best_model],
              t->run.best_metric, t->run.best_step == last_step ? ", the last step" : ": its adapters become the final ones");
     if (t->run.best_step == last_step) return PT_OK;
     char path[4200] = "";

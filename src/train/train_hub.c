@@ -44,8 +44,9 @@ static void card_for(const trainer *t, int64_t step, const char *what, const cha
     hub_card_info c = {.settings = hub_card_settings_from_config(t->cfg), .repo_id = repo,
                        .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .what = what, .step = step,
                        .total_steps = t->total, .world = t->d->world, .final_loss = step > 0 ? t->last_loss : NAN,
-                       .best_metric = t->run.has_best ? t->run.best_metric : NAN, .best_name = t->run.metric_name,
-                       .best_step = t->run.best_step, .n_params = (long)adapter_param_count(&t->l.ad)};
+                       .best_metric = t->run.has_best ? t->run.best_metric : NAN,
+                       .best_name = config_metric_choices[t->run.metric_for_best_model], .best_step = t->run.best_step,
+                       .n_params = (long)adapter_param_count(&t->l.ad)};
     hub_card_text(&c, out);
 }
 

@@ -121,7 +121,7 @@ static void draw_png(trainer *t)
     snprintf(title, sizeof title, "%s (%s)", t->cfg->output_dir, t->run_name);
     pt_status st = runlog_read(t->cfg->output_dir, &log, &found);
     plot_marks m = {.title = title, .has_best = t->run.has_best, .best_step = t->run.best_step,
-                    .metric = t->run.metric_name, .best_value = t->run.best_metric};
+                    .metric = config_metric_choices[t->run.metric_for_best_model], .best_value = t->run.best_metric};
     if (st == PT_OK && found) st = plot_write(&log, &m, path);
     if (st == PT_OK) runlog_free(&log);
     if (st != PT_OK) log_warn("could not draw %s: %s", path, err_message()), err_clear();

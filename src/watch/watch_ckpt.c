@@ -17,7 +17,7 @@ static pt_status read_best(watch_ckpts *c, char **paths, const int64_t *steps, i
     c->total_steps = s.total_steps;
     c->has_best = s.has_best;
     c->best_step = s.best_step, c->best_value = s.best_metric;
-    snprintf(c->metric, sizeof c->metric, "%s", s.metric_name);
+    snprintf(c->metric, sizeof c->metric, "%s", config_metric_choices[s.metric_for_best_model]);
     for (int i = 0; c->has_best && i < n; i++)
         if (steps[i] == s.best_step) snprintf(c->best_path, sizeof c->best_path, "%s", paths[i]);
     ckpt_state_free(&s);

@@ -21,6 +21,13 @@ ok "no prompt: says --prompt is required" contains "$err" "--prompt is required"
 run --prompt hi --temperature hot
 expect_eq "bad number: exit 2" 2 "$rc"
 ok "bad number: names the option" contains "$err" "--temperature expects a number from 0 to 100, got 'hot'"
+# --device is read as the option is: a name it does not know is refused there, before the other
+# options are checked, with the names it takes
+run --device bogus
+expect_eq "unknown --device, even without --prompt: exit 2, the choices and the help" "rc=2
+ptrain: usage error: --device expects auto, cpu or cuda, got 'bogus'
+ptrain: usage error: Try 'ptrain generate --help'." "rc=$rc
+$err"
 run --prompt hi --model "$tmp/none.gguf"
 expect_eq "missing model file: exit 1" 1 "$rc"
 ok "missing model file: says how to fetch the default" contains "$err" "share/scripts/fetch-model.sh"

@@ -46,6 +46,15 @@ ok "inspect a GGUF file: the trainer's memory plan" test -n "$(echo "$out" | gre
 run inspect "$D/llama/tiny-mha-f32.gguf" --gradient-checkpointing sometimes
 expect_eq "inspect with a bad checkpointing mode: exit 2" 2 "$rc"
 ok "inspect with a bad checkpointing mode: names the choices" contains "$err" "expects false, true or unsloth"
+# --device names the device whose plan is printed: cpu or cuda, never auto; what it echoes is
+# escaped (a control character never reaches the terminal)
+run inspect "$D/llama/tiny-mha-f32.gguf" --device "$(printf 'cu\nda')"
+expect_eq "inspect with a device not known: exit 2, the value escaped" "rc=2
+ptrain: usage error: --device expects cpu or cuda, got 'cu\\nda'
+ptrain: usage error: Try 'ptrain inspect --help'." "rc=$rc
+$err"
+run inspect "$D/llama/tiny-mha-f32.gguf" --device auto
+expect_eq "inspect --device auto: exit 2" 2 "$rc"
 
 # --- the memory plan: inspect's (from the config alone) is the one ptrain train prints ---
 # plan_case NAME MODEL MODE DROPOUT BATCH: one training step on the CPU and inspect with the same

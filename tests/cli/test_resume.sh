@@ -10,7 +10,7 @@
 # checkpoint (with or without .h5, HF's checkpoint-N form) is used and a bad one is an error,
 # another LoRA shape or base model is refused, allowed changes are said, save_total_limit keeps
 # the best and the resumed-from checkpoints, load_best_model_at_end and early stopping (also
-# across a resume), save_only_model, an output_dir that cannot be written, and a full disk (a
+# across a resume, and by another metric_for_best_model after one), save_only_model, an output_dir that cannot be written, and a full disk (a
 # real tmpfs with room for three and a half checkpoints).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -178,10 +178,12 @@ ok "another base model: the error names both" grep -q "was trained on another ba
 cp "$tmp/ref/checkpoint-8.h5" "$tmp/lr/"
 write_config "$tmp/lr.yaml" "$tmp/lr"
 sed -i 's/^learning_rate: 1e-3/learning_rate: 5e-4/; s/^logging_steps: 3/logging_steps: 2/' "$tmp/lr.yaml"
+echo "lr_scheduler_type: cosine" >>"$tmp/lr.yaml"
 train "$tmp/lr.yaml"
-expect_eq "another learning_rate and logging_steps: allowed" 0 "$rc"
+expect_eq "another learning_rate, logging_steps and lr_scheduler_type: allowed" 0 "$rc"
 ok "another learning_rate: said" grep -q "resume     learning_rate changed: 0.001 at the checkpoint, 0.0005 now" "$tmp/out"
 ok "another logging_steps: said" grep -q "resume     logging_steps changed: 3 at the checkpoint, 2 now" "$tmp/out"
+ok "another lr_scheduler_type: said" grep -q "resume     lr_scheduler_type changed: linear at the checkpoint, cosine now" "$tmp/out"
 
 # --- best model, early stopping, save_total_limit ---
 # greater_is_better on eval_loss makes the first evaluation the best (the loss falls), so the
@@ -213,6 +215,19 @@ ok "early stopping across a resume: the patience counter survived (stops at 12)"
 ok "early stopping across a resume: the resumed-from (8), best (4) and newest (12) are kept" \
     test -f "$tmp/best2/checkpoint-12.h5" -a -f "$tmp/best2/checkpoint-4.h5" -a -f "$tmp/best2/checkpoint-8.h5"
 ok "early stopping across a resume: same final adapter" same_adapter "$tmp/best" "$tmp/best2"
+# another metric on resume: the best model is tracked anew, by the new metric (the perplexity,
+# exp of the eval loss, falls as the loss does, so with greater_is_better the first evaluation
+# after the resume, step 12, stays the best and patience 2 ends the run at step 20)
+mkdir -p "$tmp/ppl"
+cp "$tmp/best2/checkpoint-8.h5" "$tmp/ppl/"
+write_config "$tmp/ppl.yaml" "$tmp/ppl" "$best_yaml
+metric_for_best_model: perplexity"
+train "$tmp/ppl.yaml"
+expect_eq "another metric_for_best_model on resume: exit 0" 0 "$rc"
+ok "another metric_for_best_model on resume: the best model is tracked anew" \
+    grep -q "resume: metric_for_best_model or greater_is_better changed; the best model is tracked anew" "$tmp/err"
+ok "another metric_for_best_model on resume: early stopping by eval_perplexity (best at 12, stops at 20)" \
+    grep -q "early stop eval_perplexity has not improved .* for 2 evaluations (best .* at step 12)" "$tmp/out"
 
 # --- save_only_model ---
 write_config "$tmp/som.yaml" "$tmp/som" "save_only_model: true"

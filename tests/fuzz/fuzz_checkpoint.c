@@ -1,11 +1,11 @@
-/* fuzz-sources: src/io/checkpoint.c src/io/checkpoint_read.c src/io/h5util.c src/io/filewrite.c src/io/safefs.c src/core/log.c src/core/util.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/io/checkpoint.c src/io/checkpoint_read.c src/config/settings.c src/io/h5util.c src/io/filewrite.c src/io/safefs.c src/core/log.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_checkpoint.c — libFuzzer target for reading checkpoint files (src/io/checkpoint*.c): the
  * input is written to a file named checkpoint-7.h5 and goes through ckpt_verify, ckpt_read_meta,
  * ckpt_inspect (stdout to /dev/null) and, when the metadata read, ckpt_read with a layout of the
  * file's own /adapter tensors. Invariants: no crash; a failure is a user error (or out of memory)
  * whose message starts with the file's name; every reader reports the same first failure;
- * a success holds NUL-terminated strings and the arrays its layout asks for; no HDF5 object is
- * left open.
+ * a success holds NUL-terminated strings, config choices within their enums and the arrays its
+ * layout asks for; no HDF5 object is left open.
  *
  * Two ways in. Raw (the default, what CI runs): the bytes as they are, so every mutation of a
  * seed is stopped by the completion mark (size and CRC-32 of the body) before libhdf5 parses
@@ -100,9 +100,15 @@ static void expect_sound(const ckpt_state *s)
 {
     CHECK(s->complete && s->format_version == CKPT_VERSION && s->config_text != NULL);
     CHECK(s->n_evals >= 0 && (s->n_evals == 0 || s->evals != NULL));
-    for (int i = 0; i < ckpt_nfields; i++)
-        if (ckpt_fields[i].type == CF_STR)
-            CHECK(memchr((const char *)s + ckpt_fields[i].offset, '\0', ckpt_fields[i].size) != NULL);
+    for (int i = 0; i < ckpt_nfields; i++) {
+        const char *p = (const char *)s + ckpt_fields[i].offset;
+        if (ckpt_fields[i].type == CF_STR) CHECK(memchr(p, '\0', ckpt_fields[i].size) != NULL);
+        if (ckpt_fields[i].type == CF_ENUM) { /* a name read back is one of the enum's */
+            int v;
+            memcpy(&v, p, sizeof v);
+            CHECK(v >= 0 && v < ckpt_enum_count(&ckpt_fields[i]));
+        }
+    }
 }
 
 typedef struct {

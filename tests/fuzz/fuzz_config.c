@@ -1,4 +1,4 @@
-/* fuzz-sources: src/config/config.c src/config/config_keys.c src/config/config_check.c src/config/config_yaml.c src/config/config_dump.c src/config/config_report.c src/model/gguf_methods.c src/core/util.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/config/config.c src/config/config_keys.c src/config/config_check.c src/config/config_yaml.c src/config/config_dump.c src/config/config_report.c src/config/settings.c src/backend/device.c src/model/gguf_methods.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
  * takes (src/cmd/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a
@@ -148,7 +148,7 @@ static void check_config(pt_config *cfg)
     }
     CHECK(cfg->model_name && *cfg->model_name && cfg->lora_target_modules.n > 0);
     CHECK(cfg->per_device_eval_batch_size >= 1);
-    CHECK(!strncmp(cfg->metric_for_best_model, "eval_", 5));
+    CHECK((unsigned)cfg->metric_for_best_model < METRIC_COUNT);
 
     /* what `ptrain check` does next */
     CHECK(config_validate_launch(cfg, 1) == PT_OK);

@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 #endif
     /* the CPU backend's all-reduce sums across ranks */
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu", .local_rank = d.local_rank, .threads = 1};
+    pt_backend_options opts = {.device = DEVICE_CPU, .local_rank = d.local_rank, .threads = 1};
     int64_t shape[1] = {3};
     pt_tensor t = tensor_make(PT_F32, 1, shape);
     float v[3] = {1.0f + (float)d.rank, 10.0f, -2.0f * (float)d.rank};

@@ -20,7 +20,7 @@ const char *srcdir(void)
 pt_backend *cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu"};
+    pt_backend_options opts = {.device = DEVICE_CPU};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     return be;
 }

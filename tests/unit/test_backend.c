@@ -38,7 +38,7 @@ static float *random_floats(int64_t n, uint64_t seed)
 static pt_backend *open_cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu", .threads = 1};
+    pt_backend_options opts = {.device = DEVICE_CPU, .threads = 1};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     assert_string_equal(be->ops->name, "cpu");
     return be;
@@ -482,16 +482,29 @@ static void test_allreduce_single_process(void **state)
 static void test_device_selection(void **state)
 {
     (void)state;
+    /* a device's name is parsed once, exactly as the one table spells it */
+    for (int d = 0; d < DEVICE_COUNT; d++) {
+        pt_device got = DEVICE_COUNT;
+        assert_true(backend_device_parse(backend_device_names[d], &got));
+        assert_int_equal(got, d);
+    }
+    assert_null(backend_device_names[DEVICE_COUNT]);
+    pt_device kept = DEVICE_CPU;
+    assert_false(backend_device_parse("CUDA", &kept) || backend_device_parse("cpu ", &kept) ||
+                 backend_device_parse("", &kept) || backend_device_parse(NULL, &kept));
+    assert_int_equal(kept, DEVICE_CPU);
+    assert_int_equal(backend_resolve(DEVICE_CPU), DEVICE_CPU);
     pt_backend *be = NULL;
-    pt_backend_options auto_opts = {.device = "auto", .threads = 1};
+    pt_backend_options auto_opts = {.device = DEVICE_AUTO, .threads = 1};
     assert_int_equal(backend_open(&auto_opts, &be), PT_OK);
+    assert_string_equal(be->ops->name, backend_device_names[backend_resolve(DEVICE_AUTO)]);
 #ifdef PTRAIN_HAVE_CUDA
     assert_string_equal(be->ops->name, cuda_device_count() > 0 ? "cuda" : "cpu");
 #else
     assert_string_equal(be->ops->name, "cpu");
 #endif
     backend_close(be);
-    pt_backend_options cuda_opts = {.device = "cuda", .threads = 1};
+    pt_backend_options cuda_opts = {.device = DEVICE_CUDA, .threads = 1};
 #ifdef PTRAIN_HAVE_CUDA
     if (cuda_device_count() == 0) {
         assert_int_equal(backend_open(&cuda_opts, &be), PT_ERR_USER);
@@ -519,7 +532,7 @@ static void test_cuda_matches_cpu(void **state)
     }
     const int m = 64, n = 384, k = 256;
     pt_backend *cpu = open_cpu(), *gpu = NULL;
-    pt_backend_options opts = {.device = "cuda", .threads = 1};
+    pt_backend_options opts = {.device = DEVICE_CUDA, .threads = 1};
     assert_int_equal(backend_open(&opts, &gpu), PT_OK);
     float *xv = random_floats(m * k, 11), *wv = random_floats(n * k, 12), *dyv = random_floats(m * n, 13);
     int64_t ys[2] = {m, n}, xs[2] = {m, k}, ws[2] = {n, k};

@@ -4,6 +4,8 @@
  * - ckpt_write + ckpt_read give back every metadata field, the config text, the evaluations and
  *   bit-identical arrays (NaN payloads, -0, subnormals included); save_only_model files hold no
  *   moments; ckpt_read_meta reads no tensors; a layout that does not fit is named; inspect prints it;
+ *   a config choice (lr_scheduler_type) reads back as its enum, a name this ptrain does not know is
+ *   refused naming it, and resume_compare names the choice that changed;
  *   each tensor's stored chunk (written ready-made, with ptrain's own Fletcher-32) is byte for byte
  *   the chunk HDF5's filter pipeline makes of the same values.
  * - ckpt_verify: truncations at several sizes, appended bytes, a flipped bit at offsets across the
@@ -34,9 +36,11 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmocka.h>
 
+#include "io/checkpoint_internal.h"
 #include "ptrain/checkpoint.h"
 #include "ptrain/dataset.h"
 #include "ptrain/resume.h"
@@ -184,7 +188,7 @@ static void fill_run(ckpt_state *s)
     s->window_steps = 3, s->seed = 3407;
     s->world_size = 3, s->per_device_batch = 2, s->accumulation = 4, s->max_steps = -1, s->logging_steps = 5;
     s->warmup_steps = 10, s->learning_rate = 2e-4, s->num_train_epochs = 3.5;
-    snprintf(s->lr_scheduler_type, sizeof s->lr_scheduler_type, "cosine_with_restarts");
+    s->lr_scheduler_type = SCHED_CONSTANT_WITH_WARMUP; /* the last name: the longest */
     s->config_hash = 0x8000000000000001u;
     fill_str(s->config_path, sizeof s->config_path - 1, 'a');
     fill_str(s->model_path, sizeof s->model_path - 1, 'A');
@@ -199,7 +203,7 @@ static void fill_rest(ckpt_state *s)
     s->use_rslora = true;
     fill_str(s->target_modules, sizeof s->target_modules - 1, 'k');
     snprintf(s->chat_template, sizeof s->chat_template, "chatml");
-    snprintf(s->metric_name, sizeof s->metric_name, "eval_perplexity");
+    s->metric_for_best_model = METRIC_EVAL_PERPLEXITY;
     s->greater_is_better = false, s->has_best = true, s->best_metric = 3.25, s->best_step = 4;
     s->patience_counter = 1;
     snprintf(s->slurm_job_id, sizeof s->slurm_job_id, "123456_7");
@@ -401,6 +405,108 @@ static void test_layout_mismatch(void **state)
     snprintf(lay.e[3].name, sizeof lay.e[3].name, "base_model.model.model.layers.1.mlp.up_proj.lora_B.weight");
     snprintf(want, sizeof want, "%s: tensor /adapter/%s is missing", path, lay.e[3].name);
     expect_error(ckpt_read(path, &lay, &r), want);
+    ckpt_layout_free(&lay);
+}
+
+/* ---- config choices: an enum in ckpt_state, its name in the file ---- */
+
+/* Rewrite the string attribute group/name of the step-3 checkpoint at path as value, and give the
+ * file the completion mark of its new bytes: the file a ptrain that wrote that name would leave. */
+static void restate(const char *path, const char *group, const char *name, const char *value)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = f < 0 ? -1 : H5Oopen(f, group, H5P_DEFAULT);
+    assert_true(g >= 0 && H5Adelete(g, name) >= 0);
+    hid_t type = H5Tcopy(H5T_C_S1), space = H5Screate(H5S_SCALAR);
+    H5Tset_size(type, strlen(value) + 1);
+    hid_t a = H5Acreate2(g, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    assert_true(a >= 0 && H5Awrite(a, type, value) >= 0);
+    H5Aclose(a), H5Sclose(space), H5Tclose(type), H5Oclose(g);
+    assert_true(H5Fclose(f) >= 0);
+    size_t n;
+    unsigned char *bytes = slurp(path, &n);
+    char mark[CKPT_USERBLOCK] = {0};
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), bytes + CKPT_USERBLOCK, (uInt)(n - CKPT_USERBLOCK));
+    snprintf(mark, sizeof mark, CKPT_MARK_FORMAT, CKPT_VERSION, (long long)n, (unsigned long)crc, 3LL);
+    memcpy(bytes, mark, CKPT_USERBLOCK);
+    spill(path, bytes, n);
+    free(bytes);
+    assert_int_equal(ckpt_verify(path), PT_OK);
+}
+
+/* The scheduler and the metric are read back as their enums, once; a name this ptrain does not
+ * know (a newer ptrain's) is an error naming it and the names it knows, for resume and inspect
+ * alike; an enum out of range is never written. */
+static void test_choice_names(void **state)
+{
+    (void)state;
+    write_small("checkpoint-3.h5", NULL);
+    char path[512], want[1024];
+    path_of(path, sizeof path, "checkpoint-3.h5");
+    ckpt_state s;
+    assert_int_equal(ckpt_read_meta(path, &s), PT_OK);
+    assert_int_equal(s.lr_scheduler_type, SCHED_CONSTANT_WITH_WARMUP);
+    assert_int_equal(s.metric_for_best_model, METRIC_EVAL_PERPLEXITY);
+    ckpt_state_free(&s);
+    restate(path, "/run", "lr_scheduler_type", "cosine");
+    restate(path, "/metrics", "metric_for_best_model", "eval_loss");
+    assert_int_equal(ckpt_read_meta(path, &s), PT_OK);
+    assert_int_equal(s.lr_scheduler_type, SCHED_COSINE);
+    assert_int_equal(s.metric_for_best_model, METRIC_EVAL_LOSS);
+    ckpt_state_free(&s);
+    restate(path, "/metrics", "metric_for_best_model", "eval_accuracy");
+    snprintf(want, sizeof want, "%s: /metrics/metric_for_best_model is \"eval_accuracy\", not one this ptrain knows "
+             "(eval_loss, eval_perplexity); ptrain 9.8.7-test wrote the checkpoint: use that ptrain to resume from it",
+             path);
+    expect_error(ckpt_read_meta(path, &s), want);
+    restate(path, "/metrics", "metric_for_best_model", "eval_loss");
+    restate(path, "/run", "lr_scheduler_type", "cosine_with_restarts");
+    snprintf(want, sizeof want, "%s: /run/lr_scheduler_type is \"cosine_with_restarts\", not one this ptrain knows "
+             "(linear, cosine, constant, constant_with_warmup); ptrain 9.8.7-test wrote the checkpoint: use that "
+             "ptrain to resume from it", path);
+    expect_error(ckpt_read_meta(path, &s), want);
+    ckpt_layout lay;
+    make_layout(&lay);
+    expect_error(ckpt_read(path, &lay, &s), want);
+    capture_begin();
+    pt_status st = ckpt_inspect(path);
+    free(capture_end());
+    expect_error(st, want);
+    unlink(path);
+    make_state(&s, &lay, false);
+    s.lr_scheduler_type = SCHED_COUNT;
+    assert_int_equal(ckpt_write(path, &s, &lay), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), ": cannot write attribute lr_scheduler_type of /run"));
+    err_clear();
+    assert_int_equal(access(path, F_OK), -1);
+    ckpt_state_free(&s);
+    ckpt_layout_free(&lay);
+}
+
+/* resume_compare says which allowed settings changed, by their enums, naming them. */
+static void test_resume_changes(void **state)
+{
+    (void)state;
+    ckpt_layout lay;
+    ckpt_state then, now;
+    make_layout(&lay);
+    make_state(&then, &lay, false);
+    make_state(&now, &lay, false);
+    capture_begin();
+    pt_status same = resume_compare("checkpoint-7.h5", &then, &now);
+    char *quiet = capture_end();
+    now.lr_scheduler_type = SCHED_LINEAR;
+    capture_begin();
+    pt_status changed = resume_compare("checkpoint-7.h5", &then, &now);
+    char *said = capture_end();
+    assert_int_equal(same, PT_OK);
+    assert_int_equal(changed, PT_OK);
+    assert_string_equal(quiet, "");
+    assert_string_equal(said, "resume     lr_scheduler_type changed: constant_with_warmup at the checkpoint, linear now\n");
+    free(quiet);
+    free(said);
+    ckpt_state_free(&then);
+    ckpt_state_free(&now);
     ckpt_layout_free(&lay);
 }
 
@@ -837,7 +943,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_chunks_as_hdf5_writes),
         cmocka_unit_test(test_inspect_output),
-        cmocka_unit_test(test_layout_mismatch),  cmocka_unit_test(test_truncated_and_appended),
+        cmocka_unit_test(test_layout_mismatch),  cmocka_unit_test(test_choice_names),
+        cmocka_unit_test(test_resume_changes),   cmocka_unit_test(test_truncated_and_appended),
         cmocka_unit_test(test_long_path),
         cmocka_unit_test(test_flipped_bits),     cmocka_unit_test(test_zeroed_mark),
         cmocka_unit_test(test_crash_leaves_tmp), cmocka_unit_test(test_list),

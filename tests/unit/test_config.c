@@ -1052,6 +1052,18 @@ static void test_error_types(void **state)
         {"save_strategy: step\n",
          "config.yaml:1:16: save_strategy: expected one of no, steps, epoch, found \"step\" (did you "
          "mean \"steps\"?)"},
+        /* metric_for_best_model: resolved once to its metric, the eval_ prefix optional, the value
+         * shown as written and the suggestion made with the prefix */
+        {"metric_for_best_model: accuracy\n",
+         "config.yaml:1:24: metric_for_best_model: expected one of eval_loss, eval_perplexity (the metrics "
+         "ptrain evaluates; a name without eval_ gets it), found \"accuracy\""},
+        {"metric_for_best_model: eval_perplexty\n",
+         "config.yaml:1:24: metric_for_best_model: expected one of eval_loss, eval_perplexity (the metrics "
+         "ptrain evaluates; a name without eval_ gets it), found \"eval_perplexty\" (did you mean "
+         "\"eval_perplexity\"?)"},
+        {"metric_for_best_model: los\n",
+         "config.yaml:1:24: metric_for_best_model: expected one of eval_loss, eval_perplexity (the metrics "
+         "ptrain evaluates; a name without eval_ gets it), found \"los\" (did you mean \"eval_loss\"?)"},
         /* K_STR */
         {"model_name: [a, b]\n", "config.yaml:1:13: model_name: expected a string, found a list"},
         /* K_STRLIST: scalar, items, item kinds */
@@ -1391,7 +1403,21 @@ static void test_rule_eval(void **state)
     assert_int_equal(cfg.early_stopping_patience, 2);
     config_free(&cfg);
     parse_ok("eval_strategy: no\n", &cfg);
+    assert_int_equal(cfg.metric_for_best_model, METRIC_EVAL_LOSS); /* the default */
     config_free(&cfg);
+    static const struct {
+        const char *yaml;
+        pt_metric metric;
+    } metrics[] = {{"metric_for_best_model: loss\n", METRIC_EVAL_LOSS},
+                   {"metric_for_best_model: eval_loss\n", METRIC_EVAL_LOSS},
+                   {"metric_for_best_model: perplexity\n", METRIC_EVAL_PERPLEXITY},
+                   {"metric_for_best_model: eval_perplexity\n", METRIC_EVAL_PERPLEXITY},
+                   {"metric_for_best_model: EVAL_LOSS\n", METRIC_EVAL_LOSS}}; /* any case, as every choice */
+    for (size_t i = 0; i < sizeof metrics / sizeof metrics[0]; i++) {
+        parse_ok(metrics[i].yaml, &cfg);
+        assert_int_equal(cfg.metric_for_best_model, metrics[i].metric);
+        config_free(&cfg);
+    }
 }
 
 static void test_rule_publishing(void **state)

@@ -394,7 +394,7 @@ static void test_skipped(void **state)
 static int open_backends(void **state)
 {
     (void)state;
-    pt_backend_options co = {.device = "cpu", .threads = 2, .world = 1}, go = {.device = "cuda", .threads = 2, .world = 1};
+    pt_backend_options co = {.device = DEVICE_CPU, .threads = 2, .world = 1}, go = {.device = DEVICE_CUDA, .threads = 2, .world = 1};
     if (backend_open(&co, &cpu) != PT_OK || backend_open(&go, &dev) != PT_OK) {
         print_error("cannot open the backends: %s\n", err_message());
         return -1;

@@ -74,7 +74,7 @@ static pt_backend *device_side(void)
 #endif
     }
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = cpu_side ? "cpu" : "cuda", .threads = 2};
+    pt_backend_options opts = {.device = cpu_side ? DEVICE_CPU : DEVICE_CUDA, .threads = 2};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     return be;
 }

@@ -62,7 +62,7 @@
 static pt_backend *ref_be, *dev_be; /* the CPU reference and the backend under test */
 static pt_backend *kref_be;         /* the backend under test with PTRAIN_CUDA_KERNELS=reference */
 static int n_sides = 2;             /* the sides a twin lives on: 3 or 4 in the matmul tests (twin) */
-static const char *dev_name = "cuda";  /* the device option that opens it */
+static pt_device dev_device = DEVICE_CUDA; /* the device option that opens it */
 static const char *dev_label = "cuda"; /* how the lines name its results */
 static const char *skip_reason;
 static int failures; /* failed checks of the running test */
@@ -659,7 +659,7 @@ static void check_dequant_refused(pt_dtype dtype)
 static void test_dequant(void **state)
 {
     (void)state;
-    if (!cuda_dequant_rows_test || strcmp(dev_name, "cuda") != 0) skip();
+    if (!cuda_dequant_rows_test || dev_device != DEVICE_CUDA) skip();
     const pt_dtype fast_types[] = {PT_NF4, PT_F16,  PT_Q8_0, PT_Q4_0, PT_Q4_1,
                                    PT_Q5_0, PT_Q5_1, PT_Q4_K, PT_Q5_K, PT_Q6_K};
     for (size_t i = 0; i < sizeof fast_types / sizeof fast_types[0]; i++) {
@@ -1364,7 +1364,8 @@ static int open_reference_kernels(const pt_backend_options *opts)
         unsetenv("PTRAIN_CUDA_KERNELS");
     free(saved);
     if (st != PT_OK) {
-        print_error("cannot open the %s backend with reference kernels: %s\n", dev_name, err_message());
+        print_error("cannot open the %s backend with reference kernels: %s\n", backend_device_names[dev_device],
+                    err_message());
         return -1;
     }
     return 0;
@@ -1373,10 +1374,11 @@ static int open_reference_kernels(const pt_backend_options *opts)
 static int open_backends(void **state)
 {
     (void)state;
-    pt_backend_options ref_opts = {.device = "cpu", .threads = 2, .world = 1};
-    pt_backend_options dev_opts = {.device = dev_name, .threads = 2, .world = 1};
+    pt_backend_options ref_opts = {.device = DEVICE_CPU, .threads = 2, .world = 1};
+    pt_backend_options dev_opts = {.device = dev_device, .threads = 2, .world = 1};
     if (backend_open(&ref_opts, &ref_be) != PT_OK || backend_open(&dev_opts, &dev_be) != PT_OK) {
-        print_error("cannot open the %s backend: %s\n", ref_be ? dev_name : "cpu", err_message());
+        print_error("cannot open the %s backend: %s\n", ref_be ? backend_device_names[dev_device] : "cpu",
+                    err_message());
         return -1;
     }
     print_message("# %s backend (device %d) against the cpu backend\n", dev_be->ops->name, dev_be->device);
@@ -1399,18 +1401,19 @@ static void test_cuda_ops(void **state)
     skip();
 }
 
-/* The backend under test: "cuda", or "cpu" from PTRAIN_TEST_CUDA_OPS_DEVICE to run the harness
- * without a GPU. Sets skip_reason when it cannot run here; false for a value it does not know
- * (which backend_open would take as "auto"). */
+/* The backend under test: cuda, or cpu from PTRAIN_TEST_CUDA_OPS_DEVICE to run the harness
+ * without a GPU. Sets skip_reason when it cannot run here; false for a value other than those
+ * two. */
 static bool choose_device(void)
 {
     const char *want = getenv("PTRAIN_TEST_CUDA_OPS_DEVICE");
-    if (want && *want && strcmp(want, "cpu") != 0 && strcmp(want, "cuda") != 0) {
+    pt_device want_device = DEVICE_CUDA;
+    if (want && *want && (!backend_device_parse(want, &want_device) || want_device == DEVICE_AUTO)) {
         fprintf(stderr, "PTRAIN_TEST_CUDA_OPS_DEVICE=%s: expected cuda (the default) or cpu\n", want);
         return false;
     }
-    if (want && strcmp(want, "cpu") == 0) {
-        dev_name = "cpu";
+    if (want_device == DEVICE_CPU) {
+        dev_device = DEVICE_CPU;
         dev_label = "cpu under test";
         return true;
     }

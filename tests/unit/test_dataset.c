@@ -5,7 +5,8 @@
  * after each assistant content + end-of-turn token, and their decoded text must be exactly those
  * pieces); the offset and prefix labelling methods agree; rename, filter, num_samples, shuffle;
  * several datasets concatenated; truncation and no-loss counts; packing; the train/eval split;
- * the per-rank sampler; batch collation; directories, data_files and split selection; the HF
+ * the per-rank sampler; batch collation; directories, data_files and split selection; the reader
+ * an entry's format picks for a file of another extension; the HF
  * cache (tests/data/datasets/hfcache) and its miss message; bad rows with their line numbers;
  * the errors for no usable row, Parquet/CSV files and missing paths; the demo dataset's
  * tokenizing time; and independence from the thread count. Fixtures: tests/data/datasets/ and
@@ -1062,6 +1063,32 @@ static void test_file_too_large(void **state)
     unlink(path);
 }
 
+/* A file whose extension is neither .json nor .jsonl is read as its entry's format says: the same
+ * line is one JSON Lines row, or a JSON object whose "data" array holds three. */
+static void test_reader_format(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_dataset_XXXXXX.txt";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    static const char line[] = "{\"data\": [{\"text\": \"a\"}, {\"text\": \"b\"}, {\"text\": \"c\"}]}\n";
+    assert_int_equal(write(fd, line, sizeof line - 1), (long)(sizeof line - 1));
+    close(fd);
+    const struct {
+        pt_dataset_format format;
+        size_t rows;
+    } cases[] = {{DATASET_JSONL, 1}, {DATASET_JSON, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        data_rows rows = {0};
+        pt_dataset_stats st = {0};
+        assert_int_equal(reader_read(path, 0, cases[i].format, &rows, &st), PT_OK);
+        assert_int_equal(rows.n, cases[i].rows);
+        rows_free(&rows);
+        stats_free(&st);
+    }
+    unlink(path);
+}
+
 /* The conversion error for path (the caller frees the text). */
 static char *convert_message(const char *path, const char *kind, const char *extra, const char *call, const char *more)
 {
@@ -1315,6 +1342,7 @@ int main(void)
         cmocka_unit_test(test_alpaca_chatml),     cmocka_unit_test(test_alpaca_template),
         cmocka_unit_test(test_llama3),            cmocka_unit_test(test_plain_text),
         cmocka_unit_test(test_loss_on_all_tokens), cmocka_unit_test(test_unknown_template),
+        cmocka_unit_test(test_reader_format),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),

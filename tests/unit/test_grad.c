@@ -78,7 +78,7 @@ static float *rand_floats(int64_t n, uint64_t seed, float amp, double **d)
 static pt_backend *open_cpu(void)
 {
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu", .threads = 2};
+    pt_backend_options opts = {.device = DEVICE_CPU, .threads = 2};
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     return be;
 }
@@ -1187,7 +1187,7 @@ static void test_timings(void **state)
         skip();
     }
     pt_backend *be = NULL;
-    pt_backend_options opts = {.device = "cpu"}; /* all threads */
+    pt_backend_options opts = {.device = DEVICE_CPU}; /* all threads */
     assert_int_equal(backend_open(&opts, &be), PT_OK);
     print_message("  %d threads\n", omp_get_max_threads());
     print_message("  attention_bwd 512 x 9/3 heads x 64: %.2f ms (best of 5)\n", 1e3 * time_attention_bwd(be, 512));

@@ -99,7 +99,7 @@ static int setup(void **state)
     if (!fx->manifest) return -1;
     snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
     gguf_file f;
-    pt_backend_options bo = {.device = "cpu", .threads = 0};
+    pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
     pt_load_options lo = {.load_in_4bit = false};
     if (gguf_open(path, &f) || backend_open(&bo, &fx->be) || model_from_gguf(&f, fx->be, &lo, &fx->m)) return -1;
     gguf_close(&f);
