@@ -18,7 +18,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     case $1 in
     src/core) echo error shown util log jsonfile ;;
     src/runtime) echo blas_kernel dist signals ;;
-    src/backend) echo nf4 backend arena quant ;;
+    src/backend) echo device nf4 backend arena quant ;;
     src/cpu) echo dequant dot matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
     cuda) echo comm scratch dequant lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
@@ -27,7 +27,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/tokenizer) echo tok_utf8 tok_maps spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
         tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
         tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model chat_template template_set ;;
-    src/config) echo config_report config_yaml config_keys config_dump config_check config ;;
+    src/config) echo settings config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;
