@@ -17,7 +17,7 @@ static pt_status gather_rows(void *arg, pt_status local, const void *mine, size_
 {
     const pt_dist *d = arg;
     TRY(dist_agree(d, local));
-    return dist_gather_bytes(d, mine, n, all, all_n);
+    return dist_gather_bytes(d, "the tokenized examples", mine, n, all, all_n);
 }
 
 /* Whether every rank computed rank 0's key (the same files' bytes, tokenizer and keys). */
