@@ -41,6 +41,7 @@
 #include "ptrain/gguf.h"
 #include "ptrain/gguf_write.h"
 #include "ptrain/quant.h"
+#include "tmpdir.h"
 
 /* --- a small GGUF writer --- */
 
@@ -948,26 +949,18 @@ static void test_bad_alignment(void **state)
 
 /* --- gguf_open: the mmap path --- */
 
-static char tmpdir[64];
+static char tmpdir[TMPDIR_SIZE];
 
 static int setup_tmpdir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_gguf.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tmpdir_create(tmpdir, sizeof tmpdir, "test_gguf");
 }
 
 static int remove_tmpdir(void **state)
 {
     (void)state;
-    char p[128];
-    static const char *const files[] = {"ok.gguf", "empty.gguf", "bad.gguf", "src.gguf", "out.gguf", "aligned.gguf",
-                                        "empty_w.gguf"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
-        unlink(p);
-    }
-    return rmdir(tmpdir);
+    return tmpdir_remove(tmpdir);
 }
 
 static void write_file(const char *path, const void *d, size_t n)
