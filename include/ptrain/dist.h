@@ -59,8 +59,11 @@ pt_status dist_sum_f64(const pt_dist *d, double *values, int n);
 /* Rank 0's n bytes at data reach every rank (in pieces of 1 GiB). */
 pt_status dist_bcast_bytes(const pt_dist *d, void *data, size_t n);
 /* Every rank's n bytes at mine reach rank 0, end to end in rank order, in *all (malloc'd) and
- * *all_n; the other ranks get NULL and 0. */
-pt_status dist_gather_bytes(const pt_dist *d, const void *mine, size_t n, void **all, size_t *all_n);
+ * *all_n; the other ranks get NULL and 0. Collective and agreed: when rank 0 cannot hold them all
+ * (an error naming the bytes and what, e.g. "the tokenized examples"), every rank fails, no rank
+ * sends, none waits. */
+pt_status dist_gather_bytes(const pt_dist *d, const char *what, const void *mine, size_t n, void **all,
+                            size_t *all_n);
 /* *flag becomes the largest of every rank's *flag. */
 pt_status dist_any(const pt_dist *d, int *flag);
 

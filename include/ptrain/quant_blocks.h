@@ -135,10 +135,16 @@ typedef struct {
 } block_q6_K;
 QUANT_BLOCK_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K is 210 bytes in GGUF");
 
-/* Every block format once: X(pt_dtype, ggml type (ptrain/gguf.h), name, values per block, struct).
- * The dtype table of src/backend/backend.c and the ggml type table of src/model/gguf.c are both expanded
- * from this list, so a block's size and element count are stated nowhere else. */
-#define QUANT_BLOCK_FORMATS(X)                                                                      \
+/* Every stored format ptrain and GGUF share, once: X(pt_dtype, ggml type (ptrain/gguf.h), name,
+ * values per block, the C type of one block (a struct above, or the dense value)). It is the one
+ * table of formats: src/backend/backend.c's dtype table is expanded from it (plus NF4, which GGUF
+ * does not have), and src/model/gguf.c maps a ggml type to its pt_dtype with it and takes the
+ * name, values and bytes from the dtype table; so a format's name, size and element count are
+ * stated nowhere else. backend.c asserts that the list and NF4 cover pt_dtype. */
+#define QUANT_FORMATS(X)                                                                            \
+    X(PT_F32, GGML_TYPE_F32, "f32", 1, float)                                                       \
+    X(PT_F16, GGML_TYPE_F16, "f16", 1, uint16_t)                                                    \
+    X(PT_BF16, GGML_TYPE_BF16, "bf16", 1, uint16_t)                                                 \
     X(PT_Q8_0, GGML_TYPE_Q8_0, "q8_0", QK, block_q8_0)                                              \
     X(PT_Q4_0, GGML_TYPE_Q4_0, "q4_0", QK, block_q4_0)                                              \
     X(PT_Q4_1, GGML_TYPE_Q4_1, "q4_1", QK, block_q4_1)                                              \

@@ -12,18 +12,22 @@
 #include <math.h>
 #include <string.h>
 
-#define DTYPE_BLOCK(dtype, ggml_type, name, values, block) [dtype] = {name, values, sizeof(block)},
+#define DTYPE_ROW(dtype, ggml_type, name, values, block) [dtype] = {name, values, sizeof(block)},
+#define DTYPE_ONE(dtype, ggml_type, name, values, block) +1
 
+/* Every pt_dtype: the formats of quant_blocks.h's list, and NF4. */
 static const struct {
     const char *name;
     int block;     /* values per block */
     size_t bytes;  /* bytes per block */
 } dtype_info[PT_DTYPE_COUNT] = {
-    [PT_F32] = {"f32", 1, sizeof(float)}, [PT_BF16] = {"bf16", 1, sizeof(uint16_t)},
-    [PT_F16] = {"f16", 1, sizeof(uint16_t)},
+    QUANT_FORMATS(DTYPE_ROW)
     [PT_NF4] = {"nf4", NF4_BLOCK, NF4_BLOCK / 2}, /* the codes; the scales are counted by nf4_bytes */
-    QUANT_BLOCK_FORMATS(DTYPE_BLOCK)
 };
+/* A pt_dtype added without its row would have none (a NULL name); -Woverride-init catches a row
+ * given twice. */
+_Static_assert(QUANT_FORMATS(DTYPE_ONE) + 1 == PT_DTYPE_COUNT,
+               "every pt_dtype but PT_NF4 needs its entry in QUANT_FORMATS (quant_blocks.h)");
 
 const char *dtype_name(pt_dtype dtype)
 {

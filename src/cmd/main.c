@@ -191,7 +191,7 @@ static pt_status run(pt_dist *d, const cli_args *args)
     if (args->cmd == CMD_CHECK) {
         if (d->rank == 0) config_print(&cfg, stdout);
         print_launch(&cfg, d, threads);
-        log_info("%s: ok\n", cfg.path);
+        log_info("%s: ok\n", shown_text(cfg.path).s);
     } else {
         pt_backend *be = NULL;
         st = open_backend(d, &cfg, threads, &be);

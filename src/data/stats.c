@@ -43,7 +43,7 @@ static void report_entry(const pt_dataset_stats *st, int index, int32_t max_len,
     count(&drop, st->limited, "beyond num_samples");
     count(&drop, st->empty, "empty");
     count(&drop, st->no_loss, "without a labelled token");
-    fprintf(out, "dataset[%d] %s: %ld rows read, %ld kept (%s", index, st->name, st->read, st->kept,
+    fprintf(out, "dataset[%d] %s: %ld rows read, %ld kept (%s", index, shown_text(st->name).s, st->read, st->kept,
             st->format ? st->format : "no format found");
     if (st->template) fprintf(out, ", chat template %s", st->template);
     fprintf(out, ", loss on %s)", st->assistant_only ? "assistant turns" : "all tokens");

@@ -74,7 +74,7 @@ static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, c
     snprintf(path, sizeof path, "%s/adapter.gguf", j->out);
     TRY(adapter_gguf_save(path, l, cfg, j->model));
     log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT), adapter.gguf (llama.cpp)\n",
-             j->out);
+             shown_text(j->out).s);
     return PT_OK;
 }
 
@@ -85,7 +85,7 @@ static pt_status write_ggufs(const export_job *j, const char *base, bool is_gguf
         char path[4096];
         snprintf(path, sizeof path, "%s/merged-%s.gguf", j->out, j->gguf[i]);
         TRY(export_merged_gguf(path, base, is_gguf, cfg, l, j->gguf[i]));
-        log_info("export     %s (%s)\n", path, j->gguf[i]);
+        log_info("export     %s (%s)\n", shown_text(path).s, shown_text(j->gguf[i]).s);
         if (i == 0) snprintf(first, len, "merged-%s.gguf", j->gguf[i]);
     }
     return PT_OK;
@@ -130,7 +130,8 @@ static pt_status run_with(const export_job *j, const char *base, bool is_gguf, c
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/merged", j->out);
         TRY(export_merged_hf(dir, base, is_gguf, cfg, l, j->hf_dtype ? j->hf_dtype : "bf16"));
-        log_info("export     %s (merged model, %s; transformers loads it)\n", dir, j->hf_dtype ? j->hf_dtype : "bf16");
+        log_info("export     %s (merged model, %s; transformers loads it)\n", shown_text(dir).s,
+                 shown_text(j->hf_dtype ? j->hf_dtype : "bf16").s);
     }
     char merged[256] = "";
     if (j->n_gguf) TRY(write_ggufs(j, base, is_gguf, cfg, l, merged, sizeof merged));

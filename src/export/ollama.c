@@ -129,13 +129,13 @@ pt_status export_ollama(const ollama_job *j)
     sb_shell_quote(&cmd, j->name);
     sb_printf(&cmd, " -f Modelfile");
     if (st == PT_OK && on_path("ollama")) {
-        log_info("ollama     %s\n", sb_text(&cmd));
+        log_info("ollama     %s\n", sb_text(&cmd)); /* the command run, shell-quoted: the whole paths */
         if (system(sb_text(&cmd)) != 0)
             st = ERR(PT_ERR_USER, "ollama create failed (the Modelfile is in %s; run: %s)", shown_text(j->dir).s,
                      sb_text(&cmd));
     } else if (st == PT_OK) {
-        log_info("ollama     wrote %s; ollama is not on PATH here, so create the model where it is:\n  %s\n", path,
-                 sb_text(&cmd));
+        log_info("ollama     wrote %s; ollama is not on PATH here, so create the model where it is:\n  %s\n",
+                 shown_text(path).s, sb_text(&cmd)); /* a command to paste: the whole paths, shell-quoted */
     }
     sb_free(&text);
     sb_free(&cmd);

@@ -83,10 +83,10 @@ static pt_status push_one(hub_client *c, const push_args *a, hub_job *j)
     bool priv = a->public_repo ? false : j->private_repo;
     char files[4400], *url = NULL;
     snprintf(files, sizeof files, "%s/files", j->dir);
-    log_info("push       %s to %s (%s)...\n", j->what, repo, priv ? "private" : "public");
+    log_info("push       %s to %s (%s)...\n", shown_text(j->what).s, shown_text(repo).s, priv ? "private" : "public");
     pt_status st = hub_api_push(c, repo, priv, j->message, files, (const char *const *)j->del, &url);
     if (st == PT_OK) {
-        log_info("push       done%s%s\n", url ? ": " : " (already there)", url ? url : "");
+        log_info("push       done%s%s\n", url ? ": " : " (already there)", url ? shown_text(url).s : "");
         hub_stage_remove(j->dir);
     }
     free(url);

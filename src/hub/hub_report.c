@@ -75,8 +75,9 @@ static void print_left(const hub_job *j, const char *why, FILE *out)
 {
     strbuf cmd = {0};
     hub_job_command(j, &cmd);
-    fprintf(out, "hub          not pushed: %s to %s%s%s\n", j->what, j->repo_id, why ? ": " : "", why ? why : "");
-    fprintf(out, "hub            %s\n", sb_text(&cmd));
+    fprintf(out, "hub          not pushed: %s to %s%s%s\n", shown_text(j->what).s, shown_text(j->repo_id).s,
+            why ? ": " : "", why ? why : "");
+    fprintf(out, "hub            %s\n", sb_text(&cmd)); /* a command to paste: the whole paths, shell-quoted */
     sb_free(&cmd);
 }
 

@@ -95,14 +95,15 @@ static void run_job(hub_queue *q)
     pt_status st = hub_api_push(&q->client, j.repo_id, j.private_repo, j.message, files, (const char *const *)j.del, &url);
     hub_job_list gone = {0};
     if (st == PT_OK) {
-        log_info("hub        pushed %s to %s%s%s\n", j.what, j.repo_id, url ? ": " : "", url ? url : " (already there)");
+        log_info("hub        pushed %s to %s%s%s\n", shown_text(j.what).s, shown_text(j.repo_id).s, url ? ": " : "",
+                 url ? shown_text(url).s : " (already there)");
         hub_job_list_add(&gone, &j);
     } else {
         snprintf(why, sizeof why, "%s", err_message());
         err_clear();
         hub_scrub(why, q->client.token);
         if (!atomic_load(&q->cancel))
-            log_warn("hub: the push of %s to %s failed: %s", j.what, shown_text(j.repo_id).s, why);
+            log_warn("hub: the push of %s to %s failed: %s", shown_text(j.what).s, shown_text(j.repo_id).s, why);
     }
     free(url);
     pthread_mutex_lock(&q->mu);

@@ -70,7 +70,8 @@ static pt_status held_error(const char *dir, const holder *h)
                "output_dir %s is in use by another ptrain run: host %s, PID %ld%s%s, since %s; wait for "
                "it to end or stop it, or give this run another output_dir (the lock %s/%s is released when that "
                "process ends)",
-               shown_text(dir).s, shown_text(h->host).s, h->pid, h->job[0] ? ", Slurm job " : "", h->job, h->since,
+               shown_text(dir).s, shown_text(h->host).s, h->pid, h->job[0] ? ", Slurm job " : "", shown_text(h->job).s,
+               shown_text(h->since).s,
                shown_text(dir).s, DIRLOCK_NAME);
 }
 
@@ -82,7 +83,8 @@ static pt_status wait_or_refuse(const char *dir, int fd)
     const char *job = getenv("SLURM_JOB_ID");
     if (!job || !*job || strcmp(job, h.job)) return held_error(dir, &h);
     log_info("lock       output_dir %s is still held by an earlier run of Slurm job %s (host %s, PID %ld); waiting "
-             "up to %d s for it to be released\n", dir, job, h.host, h.pid, DIRLOCK_WAIT_S);
+             "up to %d s for it to be released\n", shown_text(dir).s, shown_text(job).s, shown_text(h.host).s, h.pid,
+             DIRLOCK_WAIT_S);
     for (int waited = 0; waited < DIRLOCK_WAIT_S; waited += 2) {
         sleep(2);
         if (try_lock(fd) == 0) return PT_OK;

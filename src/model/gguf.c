@@ -35,51 +35,61 @@
 
 /* --- ggml tensor types --- */
 
-#define GGML_BLOCK(dtype, ggml_type, name, values, block) [ggml_type] = {name, values, sizeof(block), dtype},
+pt_dtype gguf_ggml_dtype(uint32_t ggml_type)
+{
+#define GGML_DTYPE(dtype, ggml, name, values, block) case ggml: return dtype;
+    switch (ggml_type) {
+        QUANT_FORMATS(GGML_DTYPE) /* the types ptrain reads: the formats of quant_blocks.h's list */
+    default: return PT_DTYPE_COUNT;
+    }
+#undef GGML_DTYPE
+}
 
-/* The types ptrain reads (the block formats from quant_blocks.h), and the sizes of those it does not,
- * by which the reader still checks where such a tensor ends and names its type. */
+/* The types ptrain does not read, by whose sizes the reader still checks where such a tensor ends
+ * and names its type (the others' are the dtype table's, through gguf_ggml_dtype). */
 static const struct {
     const char *name;
     uint32_t block, bytes;
-    pt_dtype dtype;
-} ggml_types[] = {
-    [GGML_TYPE_F32] = {"f32", 1, sizeof(float), PT_F32},
-    [GGML_TYPE_F16] = {"f16", 1, sizeof(uint16_t), PT_F16},
-    QUANT_BLOCK_FORMATS(GGML_BLOCK)
-    [GGML_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ1_S] = {"iq1_s", 256, 50, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ3_S] = {"iq3_s", 256, 110, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ2_S] = {"iq2_s", 256, 82, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, PT_DTYPE_COUNT},
-    [GGML_TYPE_I8] = {"i8", 1, 1, PT_DTYPE_COUNT},
-    [GGML_TYPE_I16] = {"i16", 1, 2, PT_DTYPE_COUNT},
-    [GGML_TYPE_I32] = {"i32", 1, 4, PT_DTYPE_COUNT},
-    [GGML_TYPE_I64] = {"i64", 1, 8, PT_DTYPE_COUNT},
-    [GGML_TYPE_F64] = {"f64", 1, 8, PT_DTYPE_COUNT},
-    [GGML_TYPE_IQ1_M] = {"iq1_m", 256, 56, PT_DTYPE_COUNT},
-    [GGML_TYPE_BF16] = {"bf16", 1, sizeof(uint16_t), PT_BF16},
-    [GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54, PT_DTYPE_COUNT},
-    [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66, PT_DTYPE_COUNT},
-    [GGML_TYPE_MXFP4] = {"mxfp4", 32, 17, PT_DTYPE_COUNT},
+} foreign_types[] = {
+    [GGML_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66},
+    [GGML_TYPE_IQ2_XS] = {"iq2_xs", 256, 74},
+    [GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98},
+    [GGML_TYPE_IQ1_S] = {"iq1_s", 256, 50},
+    [GGML_TYPE_IQ4_NL] = {"iq4_nl", 32, 18},
+    [GGML_TYPE_IQ3_S] = {"iq3_s", 256, 110},
+    [GGML_TYPE_IQ2_S] = {"iq2_s", 256, 82},
+    [GGML_TYPE_IQ4_XS] = {"iq4_xs", 256, 136},
+    [GGML_TYPE_I8] = {"i8", 1, 1},
+    [GGML_TYPE_I16] = {"i16", 1, 2},
+    [GGML_TYPE_I32] = {"i32", 1, 4},
+    [GGML_TYPE_I64] = {"i64", 1, 8},
+    [GGML_TYPE_F64] = {"f64", 1, 8},
+    [GGML_TYPE_IQ1_M] = {"iq1_m", 256, 56},
+    [GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54},
+    [GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66},
+    [GGML_TYPE_MXFP4] = {"mxfp4", 32, 17},
 };
 
 bool gguf_ggml_type_info(uint32_t ggml_type, const char **name, uint32_t *block, uint32_t *bytes)
 {
-    if (ggml_type >= sizeof ggml_types / sizeof ggml_types[0] || !ggml_types[ggml_type].name) return false;
-    if (name) *name = ggml_types[ggml_type].name;
-    if (block) *block = ggml_types[ggml_type].block;
-    if (bytes) *bytes = ggml_types[ggml_type].bytes;
+    pt_dtype d = gguf_ggml_dtype(ggml_type);
+    const char *n = NULL;
+    uint32_t values = 0, size = 0;
+    if (d != PT_DTYPE_COUNT) {
+        n = dtype_name(d);
+        values = (uint32_t)dtype_block_values(d);
+        size = (uint32_t)dtype_size_bytes(d, values);
+    } else if (ggml_type < sizeof foreign_types / sizeof foreign_types[0] && foreign_types[ggml_type].name) {
+        n = foreign_types[ggml_type].name;
+        values = foreign_types[ggml_type].block;
+        size = foreign_types[ggml_type].bytes;
+    } else {
+        return false;
+    }
+    if (name) *name = n;
+    if (block) *block = values;
+    if (bytes) *bytes = size;
     return true;
-}
-
-pt_dtype gguf_ggml_dtype(uint32_t ggml_type)
-{
-    if (!gguf_ggml_type_info(ggml_type, NULL, NULL, NULL)) return PT_DTYPE_COUNT;
-    return ggml_types[ggml_type].dtype;
 }
 
 static const char *const kv_type_names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <stdint.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <stdio.h>
@@ -208,21 +209,47 @@ static pt_status move_pieces(int peer, void *data, size_t n, bool receive)
     return PT_OK;
 }
 
-pt_status dist_gather_bytes(const pt_dist *d, const void *mine, size_t n, void **all, size_t *all_n)
+/* Rank 0's buffer for the ranks' lens[r] bytes end to end (and a NUL), checked: a total past what
+ * a size_t holds, or an allocation that fails, is an error saying how many bytes and what for. */
+static pt_status gather_room(const pt_dist *d, const char *what, const uint64_t *lens, char **out, uint64_t *total)
+{
+    uint64_t sum = 0;
+    bool over = false;
+    for (int r = 0; r < d->world; r++) {
+        over = over || lens[r] >= (uint64_t)SIZE_MAX - sum; /* sum + lens[r] + 1 must fit a size_t */
+        sum += over ? 0 : lens[r];
+    }
+    *out = NULL, *total = sum;
+    if (over)
+        return ERR(PT_ERR_NOMEM, "rank 0 cannot gather %s from %d ranks: their byte counts add up to more than "
+                   "this machine can address", what, d->world);
+    *out = malloc((size_t)sum + 1);
+    if (!*out)
+        return ERR(PT_ERR_NOMEM, "rank 0 cannot allocate %llu bytes (%.1f MiB) to gather %s from %d ranks",
+                   (unsigned long long)sum + 1, (double)(sum + 1) / 1048576.0, what, d->world);
+    return PT_OK;
+}
+
+pt_status dist_gather_bytes(const pt_dist *d, const char *what, const void *mine, size_t n, void **all,
+                            size_t *all_n)
 {
     *all = NULL, *all_n = 0;
-    uint64_t len = n, *lens = d->rank == 0 ? calloc((size_t)d->world, sizeof *lens) : NULL;
-    if (d->rank == 0 && !lens) abort();
+    uint64_t len = n, *lens = NULL;
     pt_status st = PT_OK;
+    if (d->rank == 0 && !(lens = calloc((size_t)d->world, sizeof *lens)))
+        st = ERR(PT_ERR_NOMEM, "rank 0 cannot allocate the byte counts of %d ranks to gather %s", d->world, what);
+    TRY(dist_agree(d, st)); /* no rank sends its count to a rank 0 with nowhere to put it */
     if (d->world > 1 && MPI_Gather(&len, 1, MPI_UINT64_T, lens, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
         st = ERR(PT_ERR_INTERNAL, "MPI_Gather of the byte counts failed");
-    if (d->rank != 0) return st == PT_OK ? move_pieces(0, (void *)mine, n, false) : st;
-    lens[0] = n;
+    char *out = NULL;
     uint64_t total = 0;
-    for (int r = 0; r < d->world; r++) total += lens[r];
-    char *out = malloc(total + 1);
-    if (!out) abort();
-    if (n) memcpy(out, mine, n);
+    if (d->rank == 0 && st == PT_OK) {
+        lens[0] = n;
+        st = gather_room(d, what, lens, &out, &total);
+    }
+    st = dist_agree(d, st); /* no rank sends its bytes to a rank 0 that could not take them */
+    if (d->rank != 0) return st == PT_OK ? move_pieces(0, (void *)mine, n, false) : st;
+    if (st == PT_OK && n) memcpy(out, mine, n);
     size_t at = n;
     for (int r = 1; st == PT_OK && r < d->world; r++) {
         st = move_pieces(r, out + at, lens[r], true);

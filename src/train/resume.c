@@ -105,7 +105,7 @@ static pt_status find_newest(const char *output_dir, char *path, size_t len)
     free(paths);
     free(steps);
     if (st == PT_OK && !path[0])
-        log_info("resume     no complete checkpoint in %s: starting fresh\n", output_dir);
+        log_info("resume     no complete checkpoint in %s: starting fresh\n", shown_text(output_dir).s);
     return st;
 }
 
@@ -121,7 +121,7 @@ static void remove_interrupted(const char *dir)
         if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-            log_info("resume     removed %s, left by an interrupted %s\n", path,
+            log_info("resume     removed %s, left by an interrupted %s\n", shown_text(path).s,
                      strncmp(e->d_name, ".checkpoint-", 12) ? "write" : "checkpoint write");
     }
     if (d) closedir(d);
@@ -266,7 +266,8 @@ pt_status resume_rotate(const char *dir, long limit, const int64_t *keep, int nk
         bool protect = false;
         for (int k = 0; k < nkeep; k++) protect |= keep[k] == steps[i];
         if (st == PT_OK && !protect && kept >= limit) {
-            if (unlink(paths[i]) == 0) log_info("checkpoint %s deleted (save_total_limit %ld)\n", paths[i], limit);
+            if (unlink(paths[i]) == 0)
+                log_info("checkpoint %s deleted (save_total_limit %ld)\n", shown_text(paths[i]).s, limit);
             else
                 st = ERR(PT_ERR_USER, "cannot delete %s (save_total_limit): %s", shown_text(paths[i]).s,
                          strerror(errno));

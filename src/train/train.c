@@ -234,8 +234,8 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     const pt_config *c = t->cfg;
     const pt_model_config *g = &t->m.cfg;
     long eff = c->per_device_train_batch_size * c->gradient_accumulation_steps * t->d->world;
-    log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", t->model_path, arch_name(g->arch),
-             g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
+    log_info("model      %s (%s, %d layers, dim %d, vocab %d, %.1f MB of weights)\n", shown_text(t->model_path).s,
+             arch_name(g->arch), g->n_layers, g->dim, g->vocab, (double)t->m.weight_bytes / 1048576.0);
     log_info("backend    %s, %d rank%s x %d thread%s\n", t->be->ops->name, t->d->world, t->d->world > 1 ? "s" : "",
              threads, threads > 1 ? "s" : "");
     if (t->d->world > 1) print_nodes(t);
@@ -290,7 +290,8 @@ static pt_status save_adapter(trainer *t)
     TRY(adapter_gguf_save(path, &t->l.ad, &t->m.cfg, t->cfg->model_name));
     log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
              "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
-             "--prompt \"...\"\n", t->cfg->final_model_dir, t->model_path, t->cfg->final_model_dir);
+             "--prompt \"...\"\n", shown_text(t->cfg->final_model_dir).s, t->model_path,
+             t->cfg->final_model_dir); /* a command to paste: the whole paths */
     export_options eo = export_options_from_config(t->cfg);
     return export_after_training(&eo, &t->l.ad, info.chat_template);
 }
@@ -334,11 +335,11 @@ static pt_status load_initial_adapter(trainer *t)
     if (from.r != to->r || strcmp(have, want) || fabsf(from.scale - to->scale) > 1e-6f * to->scale)
         st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has r %d, scale %g and targets %s; this config has r %ld, scale "
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
-                 shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, have, t->cfg->lora_r, to->scale,
-                 shown_text(want).s);
+                 shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, shown_text(have).s, t->cfg->lora_r,
+                 to->scale, shown_text(want).s);
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
     adapter_free(&from);
-    if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", dir);
+    if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);
     return st;
 }
 

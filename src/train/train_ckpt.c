@@ -86,8 +86,8 @@ pt_status trainer_identify(trainer *t)
     identify_model(t, s);
     t->resumed_from = -1;
     if (s->slurm_job_id[0])
-        log_info("slurm      job %s, restart %lld, nodes %s\n", s->slurm_job_id, (long long)s->slurm_restart_count,
-                 s->slurm_nodelist[0] ? s->slurm_nodelist : "?");
+        log_info("slurm      job %s, restart %lld, nodes %s\n", shown_text(s->slurm_job_id).s,
+                 (long long)s->slurm_restart_count, s->slurm_nodelist[0] ? shown_text(s->slurm_nodelist).s : "?");
     if (t->d->rank == 0) {
         TRY(config_dump(t->cfg, &s->config_text)); /* the resolved settings, never the file's text */
         TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
@@ -136,7 +136,7 @@ static pt_status save_on_root(trainer *t, int64_t step)
     double t0 = progress_now();
     TRY(write_on_root(t, step, path, sizeof path));
     double mb = (double)t->lay.total * 4.0 * (t->cfg->save_only_model ? 1 : 3) / 1048576.0;
-    log_info("checkpoint %s written (%.1f MB of tensors in %.2f s)\n", path, mb, progress_now() - t0);
+    log_info("checkpoint %s written (%.1f MB of tensors in %.2f s)\n", shown_text(path).s, mb, progress_now() - t0);
     trainer_hub_save(t, step, path);
     trainer_watch_saved(t, step);
     int64_t keep[2];
@@ -188,8 +188,9 @@ pt_status trainer_resume(trainer *t)
     pt_status st = lora_import(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     if (st == PT_OK) st = continue_from(t, &s);
     if (st == PT_OK)
-        log_info("resume     from %s at step %lld (epoch %.2f, loss %.4f)%s%s\n", path, (long long)s.global_step,
-                 s.epoch_float, s.last_loss, s.slurm_job_id[0] ? ", written by Slurm job " : "", s.slurm_job_id);
+        log_info("resume     from %s at step %lld (epoch %.2f, loss %.4f)%s%s\n", shown_text(path).s,
+                 (long long)s.global_step, s.epoch_float, s.last_loss,
+                 s.slurm_job_id[0] ? ", written by Slurm job " : "", shown_text(s.slurm_job_id).s);
     ckpt_state_free(&s);
     return dist_agree(t->d, st);
 }

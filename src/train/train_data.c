@@ -17,7 +17,7 @@ static pt_status gather_rows(void *arg, pt_status local, const void *mine, size_
 {
     const pt_dist *d = arg;
     TRY(dist_agree(d, local));
-    return dist_gather_bytes(d, mine, n, all, all_n);
+    return dist_gather_bytes(d, "the tokenized examples", mine, n, all, all_n);
 }
 
 /* Whether every rank computed rank 0's key (the same files' bytes, tokenizer and keys). */
@@ -39,8 +39,8 @@ static pt_status cache_found(const trainer *t, const char *path, const dataset_c
         strbuf why = {0};
         dataset_cache_state s = dataset_cache_check(path, key, true, &why);
         if (s == CACHE_STALE || s == CACHE_DAMAGED)
-            log_info("dataset    cache %s is %s (%s): tokenizing again\n", path, s == CACHE_STALE ? "stale" : "damaged",
-                     sb_text(&why));
+            log_info("dataset    cache %s is %s (%s): tokenizing again\n", shown_text(path).s,
+                     s == CACHE_STALE ? "stale" : "damaged", sb_text(&why));
         sb_free(&why);
         *found = s == CACHE_FOUND;
     }
@@ -80,7 +80,8 @@ static pt_status cache_map(trainer *t, const char *path, const dataset_cache_key
     int unseen = st != PT_OK, any = unseen;
     if (unseen) err_clear(); /* not on this node, or not yet: rank 0 sends it */
     TRY(dist_any(t->d, &any));
-    if (any && t->d->rank == 0) log_info("dataset    sent the cache to the ranks that cannot see %s\n", path);
+    if (any && t->d->rank == 0)
+        log_info("dataset    sent the cache to the ranks that cannot see %s\n", shown_text(path).s);
     return any ? dist_agree(t->d, cache_send(t, key, unseen)) : PT_OK;
 }
 
@@ -93,9 +94,11 @@ static pt_status load_cached(trainer *t, const dataset_options *o, const dataset
     TRY(cache_found(t, path, key, &found));
     if (!found) TRY(cache_build(t, *o, path, key));
     TRY(cache_map(t, path, key));
-    if (found) log_info("dataset    reused %s (tokenized by an earlier run with the same data and tokenizer)\n", path);
+    if (found)
+        log_info("dataset    reused %s (tokenized by an earlier run with the same data and tokenizer)\n",
+                 shown_text(path).s);
     else log_info("dataset    tokenized on %d rank%s, kept in %s for the next run\n", t->d->world,
-                  t->d->world == 1 ? "" : "s", path);
+                  t->d->world == 1 ? "" : "s", shown_text(path).s);
     return PT_OK;
 }
 

@@ -71,7 +71,8 @@ pt_status trainer_watch_open(trainer *t)
     TRY(tfevents_open(&t->tb, dir));
     TRY(tfevents_start(&t->tb, t->first_step + 1));
     heartbeat_set_logging_dir(t->hb, dir);
-    log_info("tensorboard %s (run %s): tensorboard --logdir %s\n", t->tb.path, t->run_name, dir);
+    log_info("tensorboard %s (run %s): tensorboard --logdir %s\n", shown_text(t->tb.path).s, shown_text(t->run_name).s,
+             dir); /* a command to paste: the whole path */
     return PT_OK;
 }
 
@@ -124,7 +125,7 @@ static void draw_png(trainer *t)
                     .metric = config_metric_choices[t->run.metric_for_best_model], .best_value = t->run.best_metric};
     if (st == PT_OK && found) st = plot_write(&log, &m, path);
     if (st == PT_OK) runlog_free(&log);
-    if (st != PT_OK) log_warn("could not draw %s: %s", path, err_message()), err_clear();
+    if (st != PT_OK) log_warn("could not draw %s: %s", shown_text(path).s, err_message()), err_clear();
 }
 
 void trainer_watch_saved(trainer *t, int64_t step)

@@ -121,7 +121,8 @@ pt_status heartbeat_start(const char *output_dir, const heartbeat_info *info, he
     pthread_sigmask(SIG_BLOCK, &all, &saved);
     hb->threaded = pthread_create(&hb->thread, NULL, beat_loop, hb) == 0;
     pthread_sigmask(SIG_SETMASK, &saved, NULL);
-    if (!hb->threaded) log_warn("cannot start the heartbeat thread; %s is written at logging steps only", hb->path);
+    if (!hb->threaded)
+        log_warn("cannot start the heartbeat thread; %s is written at logging steps only", shown_text(hb->path).s);
     *out = hb;
     return PT_OK;
 }

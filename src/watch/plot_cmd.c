@@ -46,8 +46,9 @@ static pt_status plot_dir(const char *dir, const char *out)
     plot_marks m = {.title = title, .has_best = c.has_best, .best_step = c.best_step, .metric = c.metric,
                     .best_value = c.best_value};
     if (st == PT_OK) st = plot_write(&log, &m, out);
-    if (st == PT_OK) log_info("%s: %d training and %d eval records up to step %lld\n", out, log.s[RUNLOG_LOSS].n,
-                              log.s[RUNLOG_EVAL_LOSS].n, (long long)log.last_step);
+    if (st == PT_OK)
+        log_info("%s: %d training and %d eval records up to step %lld\n", shown_text(out).s, log.s[RUNLOG_LOSS].n,
+                 log.s[RUNLOG_EVAL_LOSS].n, (long long)log.last_step);
     runlog_free(&log);
     return st;
 }

@@ -13,7 +13,10 @@
 # - metrics.jsonl: a kill -9 before the first checkpoint does not leave the dead run's steps to be
 #   logged twice; a record cut short is dropped on resume; a full disk while appending (a real
 #   tmpfs) is an error naming the file and the reason, with no partial record;
-# - with umask 000, directories are created 0755 and files 0644.
+# - with umask 000, directories are created 0755 and files 0644;
+# - an output_dir with a newline and a long name: the progress lines that name it (the dataset
+#   cache, checkpoints, resume) show it as error messages do (shown_text: \n escaped, the middle
+#   of a long path cut), one line each.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -221,6 +224,28 @@ else
     done
     mnt=""
 fi
+
+# --- progress lines show output_dir through shown_text ---
+long=$(printf '%0170d' 0 | tr 0 d)
+tiny_config "$tmp/shown.yaml" "$tmp/new\\nline/$long" "max_steps: 4
+save_steps: 2
+resume_from_checkpoint: true
+logging_dir: \"$tmp/shown-tb\""
+sed -i "s#^final_model_dir: .*#final_model_dir: \"$tmp/shown-lora\"#" "$tmp/shown.yaml" # its command stays whole
+train "$tmp/shown.yaml"
+expect_eq "output_dir with a newline and 231 bytes: the run finishes" 0 "$rc"
+cp "$tmp/out" "$tmp/shown.1"
+sed -i 's/^max_steps: 4$/max_steps: 6/' "$tmp/shown.yaml"
+train "$tmp/shown.yaml"
+expect_eq "... and resumes" 0 "$rc"
+cat "$tmp/out" >>"$tmp/shown.1"
+shown="$tmp/new\\\\nline/d+…\([0-9]+ bytes\)…d+" # an extended regular expression
+expect_eq "... no progress line is cut by the newline" "" "$(grep '^line/' "$tmp/shown.1")"
+for line in "dataset    tokenized on 1 rank, kept in $shown/dataset-[0-9a-f]*\.ptdata for the next run" \
+    "checkpoint $shown/checkpoint-2\.h5 written .*" "dataset    reused $shown/dataset-[0-9a-f]*\.ptdata .*" \
+    "resume     from $shown/checkpoint-4\.h5 at step 4 .*" "checkpoint $shown/checkpoint-6\.h5 written .*"; do
+    ok "... shown escaped and shortened: $line" grep -Eqx "$line" "$tmp/shown.1"
+done
 
 # --- modes under umask 000 ---
 sweep_config "$tmp/um.yaml" "$tmp/um/out"

@@ -1,7 +1,8 @@
 /* test_dist.c — the dist module under `mpirun -np 2`: world and node-local ranks, thread defaults,
  * failure agreement (one rank fails, every rank learns it and returns non-zero), the config-hash
- * compare, the per-item compare (dist_compare_items), the CPU backend's MPI all-reduce, gradsync's accumulation and bucketed non-blocking
- * sums, and the NCCL unique-id exchange (which needs no GPU).
+ * compare, the per-item compare (dist_compare_items), the byte gather (dist_gather_bytes) and its
+ * agreed failure when rank 0 cannot allocate, the CPU backend's MPI all-reduce, gradsync's
+ * accumulation and bucketed non-blocking sums, and the NCCL unique-id exchange (which needs no GPU).
  * Rank 0 prints TAP; results from rank 1 travel to rank 0 through MPI. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -67,7 +68,7 @@ int main(int argc, char **argv)
         return 1;
     }
     if (d.rank != 0 && !freopen("/dev/null", "w", stdout)) return 1; /* only rank 0 speaks TAP */
-    TAP_PLAN(12);
+    TAP_PLAN(14);
 
     int ranks[2] = {0};
     MPI_Allgather(&d.rank, 1, MPI_INT, ranks, 1, MPI_INT, MPI_COMM_WORLD);
@@ -107,6 +108,22 @@ int main(int argc, char **argv)
     ok = d.rank == 0 ? st == PT_OK : st == PT_ERR_USER && !strcmp(err_message(), "rank 0 has 4 items to compare, this rank 3");
     TAP_OK(all_ranks(ok), "dist_compare_items: another item count fails on that rank, without a hang");
 
+    /* dist_gather_bytes: both ranks' bytes end to end on rank 0; then rank 1 claims 4 EiB, which
+     * rank 0 cannot allocate: every rank fails with rank 0's reason, no rank sends, none hangs */
+    void *all = NULL;
+    size_t all_n = 0;
+    st = dist_gather_bytes(&d, "the test bytes", d.rank == 0 ? "ab" : "cde", d.rank == 0 ? 2 : 3, &all, &all_n);
+    ok = st == PT_OK && (d.rank == 0 ? all_n == 5 && !memcmp(all, "abcde", 5) : !all && all_n == 0);
+    TAP_OK(all_ranks(ok), "dist_gather_bytes: rank 0 gets both ranks' bytes in rank order");
+    free(all);
+    fflush(stdout);
+    size_t huge = (size_t)1 << 62; /* never read: rank 0 cannot take it, so rank 1 sends nothing */
+    st = dist_gather_bytes(&d, "the test bytes", "x", d.rank == 0 ? 1 : huge, &all, &all_n);
+    ok = st == PT_ERR_NOMEM && !all && all_n == 0 &&
+         (d.rank != 0 || (strstr(err_message(), "rank 0 cannot allocate 4611686018427387906 bytes") &&
+                              strstr(err_message(), "to gather the test bytes from 2 ranks")));
+    TAP_OK(all_ranks(ok), "dist_gather_bytes: rank 0 out of memory for the gathered bytes fails every rank with "
+           "its reason (%s)", d.rank == 0 ? err_message() : "");
 #ifdef PTRAIN_HAVE_CUDA
     st = dist_share_nccl_id(&d);
     unsigned char ids[2][PT_NCCL_ID_BYTES];

@@ -91,6 +91,13 @@ static void test_dtype_sizes(void **state)
     assert_int_equal(dtype_size_bytes(PT_Q4_1, 32), 20);
     assert_int_equal(dtype_size_bytes(PT_Q4_0, 33), 0); /* not whole blocks */
     assert_string_equal(dtype_name(PT_Q4_1), "q4_1");
+    for (int d = 0; d < PT_DTYPE_COUNT; d++) { /* every dtype has its row in the table, with its own name */
+        int64_t block = dtype_block_values((pt_dtype)d);
+        assert_non_null(dtype_name((pt_dtype)d));
+        assert_true(block >= 1 && dtype_size_bytes((pt_dtype)d, block) > 0);
+        for (int e = 0; e < d; e++) assert_string_not_equal(dtype_name((pt_dtype)d), dtype_name((pt_dtype)e));
+    }
+    assert_string_equal(dtype_name(PT_DTYPE_COUNT), "invalid");
     int64_t shape[3] = {2, 3, 64};
     pt_tensor t = tensor_make(PT_Q8_0, 3, shape);
     assert_int_equal(tensor_numel(&t), 384);

@@ -44,30 +44,22 @@
 #include "ptrain/checkpoint.h"
 #include "ptrain/dataset.h"
 #include "ptrain/resume.h"
+#include "tmpdir.h"
 
 /* ---- files and output ---- */
 
-static char tmpdir[64];
+static char tmpdir[TMPDIR_SIZE];
 
 static int setup_dir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_checkpoint.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tmpdir_create(tmpdir, sizeof tmpdir, "test_checkpoint");
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    DIR *d = opendir(tmpdir);
-    char path[512];
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", tmpdir, e->d_name);
-        unlink(path);
-    }
-    if (d) closedir(d);
-    return rmdir(tmpdir);
+    return tmpdir_remove(tmpdir);
 }
 
 static void path_of(char *out, size_t len, const char *name)

@@ -30,10 +30,11 @@
 #include "ptrain/dataset.h"
 #include "ptrain/dataset_cache.h"
 #include "ptrain/tokenizer.h"
+#include "tmpdir.h"
 
 static struct {
     pt_tokenizer *smol, *llama, *qwen;
-    char dir[64];
+    char dir[TMPDIR_SIZE];
 } T;
 
 static const char *srcdir(void)
@@ -52,8 +53,7 @@ static pt_status load_tok(const char *name, pt_tokenizer **tok)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(T.dir, sizeof T.dir, "/tmp/ptrain-dscache-XXXXXX");
-    if (!mkdtemp(T.dir)) return -1;
+    if (tmpdir_create(T.dir, sizeof T.dir, "ptrain-dscache")) return -1;
     return load_tok("smollm2", &T.smol) || load_tok("llama3-mini", &T.llama) || load_tok("qwen2-mini", &T.qwen);
 }
 
@@ -61,9 +61,7 @@ static int teardown(void **state)
 {
     (void)state;
     tokenizer_free(T.smol), tokenizer_free(T.llama), tokenizer_free(T.qwen);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", T.dir);
-    return system(cmd);
+    return tmpdir_remove(T.dir);
 }
 
 /* A file under the test's directory (two buffers in turn). */

@@ -41,6 +41,7 @@
 #include "ptrain/gguf.h"
 #include "ptrain/gguf_write.h"
 #include "ptrain/quant.h"
+#include "tmpdir.h"
 
 /* --- a small GGUF writer --- */
 
@@ -948,26 +949,18 @@ static void test_bad_alignment(void **state)
 
 /* --- gguf_open: the mmap path --- */
 
-static char tmpdir[64];
+static char tmpdir[TMPDIR_SIZE];
 
 static int setup_tmpdir(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_gguf.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return tmpdir_create(tmpdir, sizeof tmpdir, "test_gguf");
 }
 
 static int remove_tmpdir(void **state)
 {
     (void)state;
-    char p[128];
-    static const char *const files[] = {"ok.gguf", "empty.gguf", "bad.gguf", "src.gguf", "out.gguf", "aligned.gguf",
-                                        "empty_w.gguf"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);
-        unlink(p);
-    }
-    return rmdir(tmpdir);
+    return tmpdir_remove(tmpdir);
 }
 
 static void write_file(const char *path, const void *d, size_t n)
@@ -1556,9 +1549,67 @@ static void test_write_stream_errors(void **state)
     gguf_writer_free(NULL);
 }
 
+/* The ggml type table against GGUF's numbering (llama.cpp's enum ggml_type and type traits): each
+ * id's name, values and bytes per block, and the pt_dtype of those ptrain reads; ids not listed are
+ * unknown. Every pt_dtype but NF4 is the dtype of exactly one id, with the dtype table's name and
+ * sizes. So a format of quant_blocks.h's list paired with the wrong ggml id, or a pt_dtype left
+ * out of it, fails here. */
+static void test_ggml_types(void **state)
+{
+    (void)state;
+    enum { NONE = PT_DTYPE_COUNT };
+    static const struct {
+        uint32_t id;
+        const char *name;
+        uint32_t block, bytes;
+        int dtype;
+    } spec[] = {
+        {0, "f32", 1, 4, PT_F32},          {1, "f16", 1, 2, PT_F16},          {2, "q4_0", 32, 18, PT_Q4_0},
+        {3, "q4_1", 32, 20, PT_Q4_1},      {6, "q5_0", 32, 22, PT_Q5_0},      {7, "q5_1", 32, 24, PT_Q5_1},
+        {8, "q8_0", 32, 34, PT_Q8_0},      {10, "q2_k", 256, 84, PT_Q2_K},    {11, "q3_k", 256, 110, PT_Q3_K},
+        {12, "q4_k", 256, 144, PT_Q4_K},   {13, "q5_k", 256, 176, PT_Q5_K},   {14, "q6_k", 256, 210, PT_Q6_K},
+        {16, "iq2_xxs", 256, 66, NONE},    {17, "iq2_xs", 256, 74, NONE},     {18, "iq3_xxs", 256, 98, NONE},
+        {19, "iq1_s", 256, 50, NONE},      {20, "iq4_nl", 32, 18, NONE},      {21, "iq3_s", 256, 110, NONE},
+        {22, "iq2_s", 256, 82, NONE},      {23, "iq4_xs", 256, 136, NONE},    {24, "i8", 1, 1, NONE},
+        {25, "i16", 1, 2, NONE},           {26, "i32", 1, 4, NONE},           {27, "i64", 1, 8, NONE},
+        {28, "f64", 1, 8, NONE},           {29, "iq1_m", 256, 56, NONE},      {30, "bf16", 1, 2, PT_BF16},
+        {34, "tq1_0", 256, 54, NONE},      {35, "tq2_0", 256, 66, NONE},      {39, "mxfp4", 32, 17, NONE},
+    };
+    size_t n = sizeof spec / sizeof spec[0], k = 0;
+    for (uint32_t id = 0; id < 64; id++) {
+        const char *name = NULL;
+        uint32_t block = 0, bytes = 0;
+        bool known = gguf_ggml_type_info(id, &name, &block, &bytes);
+        if (k == n || spec[k].id != id) {
+            if (known) fail_msg("ggml type %u (%s) is not a GGUF type ptrain lists", id, name);
+            assert_int_equal(gguf_ggml_dtype(id), PT_DTYPE_COUNT);
+            continue;
+        }
+        if (!known) fail_msg("ggml type %u (%s) is unknown", id, spec[k].name);
+        if (strcmp(name, spec[k].name) || block != spec[k].block || bytes != spec[k].bytes)
+            fail_msg("ggml type %u is %s, %u values in %u bytes; GGUF's is %s, %u values in %u bytes", id, name, block,
+                     bytes, spec[k].name, spec[k].block, spec[k].bytes);
+        assert_int_equal(gguf_ggml_dtype(id), spec[k].dtype);
+        k++;
+    }
+    for (int d = 0; d < PT_DTYPE_COUNT; d++) {
+        int ids = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (spec[i].dtype != d) continue;
+            ids++;
+            assert_string_equal(dtype_name((pt_dtype)d), spec[i].name);
+            assert_int_equal(dtype_block_values((pt_dtype)d), spec[i].block);
+            assert_int_equal(dtype_size_bytes((pt_dtype)d, spec[i].block), spec[i].bytes);
+        }
+        if (ids != (d == PT_NF4 ? 0 : 1))
+            fail_msg("pt_dtype %d (%s) is the dtype of %d ggml types", d, dtype_name((pt_dtype)d), ids);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ggml_types),
         cmocka_unit_test(test_valid_v3),
         cmocka_unit_test(test_valid_v2),
         cmocka_unit_test(test_alignment),

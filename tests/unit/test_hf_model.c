@@ -37,6 +37,7 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
 #include "ptrain/util.h"
+#include "tmpdir.h"
 
 #define TINY_COMMIT "22c835016fd0c1fa512a1c5902f4d9af802f3dd2"
 
@@ -289,8 +290,8 @@ static void expect_template(const char *dir, const char *want, const char *text)
 static void test_chat_template_jinja(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX", src[1024], cmd[2200], want[2600];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], src[1024], cmd[2200], want[2600];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     data_path(src, sizeof src, "hf/tiny-llama-bnb4/tokenizer.json");
     snprintf(cmd, sizeof cmd, "cp '%s' %s/", src, dir);
     assert_int_equal(system(cmd), 0);
@@ -314,8 +315,7 @@ static void test_chat_template_jinja(void **state)
              "chat template or remove it (the chat_template of tokenizer_config.json is used then)", cmd);
     assert_string_equal(err_message(), want);
     err_clear();
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* ---- resolution ---- */
@@ -526,8 +526,8 @@ static void load_tiny(const char *dir, bool nf4, pt_backend *be, pt_model *m)
 static void test_gemma2_mapping(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX", name[96];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], name[96];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     tw t[32];
     int n = tiny_tensors("gemma2", t);
     write_model(dir, "{\"model_type\":\"gemma2\"," TINY_SIZES ",\"head_dim\":32,\"query_pre_attn_scalar\":32}", t, n);
@@ -546,16 +546,14 @@ static void test_gemma2_mapping(void **state)
                         "model.layers.0.pre_feedforward_layernorm.weight");
     model_free(&m);
     backend_close(be);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 static void test_qwen2_mapping(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX", name[96];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], name[96];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     tw t[32];
     int n = tiny_tensors("qwen2", t);
     t[n++] = (tw){"lm_head.weight", ST_F32, 16, 64, NULL};
@@ -577,9 +575,7 @@ static void test_qwen2_mapping(void **state)
     for (int i = 0; i < 64; i++) assert_true(row[i] == gen(k, 5 * 64 + i)); /* HF row order, as stored */
     model_free(&m);
     backend_close(be);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 static void expect_load_error(const char *dir, const char *config, tw *t, int n, const char *want_fmt)
@@ -599,8 +595,8 @@ static void expect_load_error(const char *dir, const char *config, tw *t, int n,
 static void test_bad_models(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     const char *config = "{\"model_type\":\"llama\"," TINY_SIZES ",\"tie_word_embeddings\":true}";
     tw t[32];
     int n = tiny_tensors("llama", t);
@@ -645,9 +641,7 @@ static void test_bad_models(void **state)
     expect_load_error(dir, config, t, n, "%s/model.safetensors: model.layers.0.self_attn.q_proj.weight.absmax is F32 "
                                          "[64], expected U8 with 64 values for a bitsandbytes NF4 weight: the checkpoint "
                                          "is corrupt");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* Write count copies of the elem_bytes at value over tensor's elements from index on, in place. */
@@ -686,8 +680,8 @@ static void expect_weights(const char *dir, const char *want, const char *warn)
 static void test_bnb_plain_absmax(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     tw t[40];
     int n = tiny_tensors("llama", t);
     int q = find_tw(t, n, "model.layers.0.self_attn.q_proj.weight");
@@ -717,16 +711,14 @@ static void test_bnb_plain_absmax(void **state)
     model_free(&m);
     backend_close(be);
     /* a damaged absmax is named; an all-zero one makes an all-zero projection */
-    char file[64];
+    char file[TMPDIR_SIZE + 32];
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     float nan = NAN, zero = 0.0f;
     poke(file, "model.layers.0.self_attn.q_proj.weight.absmax", 5, 4, &nan, 1);
     expect_weights(dir, "model.layers.0.self_attn.q_proj.weight.absmax[5] is NaN (bitsandbytes NF4)", NULL);
     poke(file, "model.layers.0.self_attn.q_proj.weight.absmax", 0, 4, &zero, 64);
     expect_weights(dir, NULL, "tensor model.layers.0.self_attn.q_proj.weight is all zeros");
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* ---- damaged weights (src/model/weight_check.c) ---- */
@@ -735,8 +727,8 @@ static void test_bnb_plain_absmax(void **state)
 static void test_damaged_weights(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX", file[64], want[1024];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], file[TMPDIR_SIZE + 32], want[1024];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     snprintf(file, sizeof file, "%s/model.safetensors", dir);
     const char *config = "{\"model_type\":\"llama\"," TINY_SIZES ",\"tie_word_embeddings\":true}";
     tw t[32];
@@ -769,9 +761,7 @@ static void test_damaged_weights(void **state)
     poke(file, "model.norm.weight", 0, 4, &zero, 64);
     poke(file, "model.layers.0.post_attention_layernorm.weight", 0, 4, &zero, 64);
     expect_weights(dir, NULL, NULL); /* norm weights may be zero */
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* A copy of tests/data/<model> (bf16 or bitsandbytes NF4 with double quantization) in dir. */
@@ -788,8 +778,8 @@ static void copy_model(const char *model, char *dir, char *file, size_t len)
 static void test_damaged_real_files(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-hf-XXXXXX", file[1024];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], file[1024];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-hf"), 0);
     uint16_t bf16_nan = 0x7fc0, bf16_zero = 0;
     float nan = NAN;
     copy_model("gemma2/hf", dir, file, sizeof file);
@@ -810,8 +800,7 @@ static void test_damaged_real_files(void **state)
     copy_model("hf/tiny-llama-bnb4", dir, file, sizeof file);
     poke(file, "model.layers.0.self_attn.v_proj.weight.quant_map", 9, 4, &nan, 1);
     expect_weights(dir, "model.layers.0.self_attn.v_proj.weight.quant_map[9] is NaN (bitsandbytes NF4)", NULL);
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 int main(void)

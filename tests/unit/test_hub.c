@@ -33,8 +33,9 @@
 #include "ptrain/config_options.h"
 #include "ptrain/filewrite.h"
 #include "ptrain/safefs.h"
+#include "tmpdir.h"
 
-static char dir[256];
+static char dir[TMPDIR_SIZE];
 
 static void write_file(const char *path, const char *text)
 {
@@ -335,16 +336,13 @@ static void test_repo_ids(void **state)
 
 int main(void)
 {
-    snprintf(dir, sizeof dir, "/tmp/ptrain-test-hub.XXXXXX");
-    if (!mkdtemp(dir)) return 1;
+    if (tmpdir_create(dir, sizeof dir, "ptrain-test-hub")) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_commit_ndjson), cmocka_unit_test(test_bodies), cmocka_unit_test(test_tree_and_deletions),
         cmocka_unit_test(test_token),         cmocka_unit_test(test_endpoint), cmocka_unit_test(test_card),
         cmocka_unit_test(test_command),       cmocka_unit_test(test_jobs),     cmocka_unit_test(test_repo_ids),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) rc = rc ? rc : 1;
+    if (tmpdir_remove(dir) != 0) rc = rc ? rc : 1;
     return rc;
 }

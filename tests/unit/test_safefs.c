@@ -23,22 +23,20 @@
 #include "ptrain/dirlock.h"
 #include "ptrain/filewrite.h"
 #include "ptrain/safefs.h"
+#include "tmpdir.h"
 
-static char dir[64];
+static char dir[TMPDIR_SIZE];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/ptrain-safefs-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmpdir_create(dir, sizeof dir, "ptrain-safefs");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return tmpdir_remove(dir);
 }
 
 static void at(char *out, size_t len, const char *name) { snprintf(out, len, "%s/%s", dir, name); }

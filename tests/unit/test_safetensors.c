@@ -28,6 +28,7 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/quant.h"
 #include "ptrain/safetensors.h"
+#include "tmpdir.h"
 
 static const char *srcdir(void)
 {
@@ -324,8 +325,8 @@ static void write_text(const char *dir, const char *name, const char *text)
 static void test_open_file(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-st-XXXXXX", path[256];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], path[256];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-st"), 0);
     image im = valid_image();
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     write_file(path, im.p, im.n);
@@ -359,9 +360,7 @@ static void test_open_file(void **state)
     assert_null(st_set_find(&s, "nope", NULL));
     st_set_close(&s);
     err_clear();
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* The committed sharded model: three shards, every tensor found in its own. */
@@ -402,8 +401,8 @@ static void expect_set_error(const char *dir, const char *expected_fmt)
 static void test_bad_index(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/ptrain-idx-XXXXXX", path[256];
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE], path[256];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-idx"), 0);
     expect_set_error(dir, "%s: no model.safetensors or model.safetensors.index.json in this directory; give a Hugging "
                           "Face model directory (config.json and *.safetensors) or a .gguf file");
     write_text(dir, "pytorch_model.bin", "PK");
@@ -438,9 +437,7 @@ static void test_bad_index(void **state)
     assert_int_equal(st_set_open(dir, &s), PT_OK);
     assert_int_equal(s.n_entries, 1);
     st_set_close(&s);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(tmpdir_remove(dir), 0);
 }
 
 /* ---- config.json ---- */

@@ -27,6 +27,7 @@
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
+#include "tmpdir.h"
 #include "tok_corpus.h"
 
 #define SP "\xe2\x96\x81"
@@ -34,7 +35,7 @@
 static struct {
     tok_corpus c; /* corpus lines, chunks, extra texts */
     tok_variants v; /* variants.txt */
-    char tmpdir[64];
+    char tmpdir[TMPDIR_SIZE];
 } S;
 
 /* ---- the texts: corpus lines, chunks of 8 lines (as make_tokenizer_goldens.py), extra.json ---- */
@@ -44,7 +45,7 @@ static int setup(void **state)
     (void)state;
     if (corpus_load_extra(&S.c, "spm/extra.json") != 0 || variants_load(&S.v, "spm/variants.txt", S.c.n) != 0)
         return -1;
-    return tok_tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spm");
+    return tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spm");
 }
 
 static int teardown(void **state)
@@ -52,7 +53,7 @@ static int teardown(void **state)
     (void)state;
     corpus_free(&S.c);
     variants_free(&S.v);
-    return tok_tmpdir_remove(S.tmpdir);
+    return tmpdir_remove(S.tmpdir);
 }
 
 /* ---- goldens ---- */

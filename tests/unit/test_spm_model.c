@@ -30,6 +30,7 @@
 #include "ptrain/jsonfile.h"
 #include "ptrain/model_io.h"
 #include "ptrain/tokenizer.h"
+#include "tmpdir.h"
 #include "tok_corpus.h"
 #include "tokenizer/spm_proto.h"
 
@@ -40,7 +41,7 @@ static struct {
     tok_corpus c;
     tok_variants v; /* variants.txt */
     json_t *configs;
-    char tmpdir[64];
+    char tmpdir[TMPDIR_SIZE];
 } S;
 
 /* ---- the data ---- */
@@ -54,7 +55,7 @@ static int setup(void **state)
     if (!S.configs || corpus_load_extra(&S.c, DIR "extra.json") != 0 ||
         variants_load(&S.v, DIR "variants.txt", S.c.n) != 0)
         return -1;
-    return tok_tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spmmodel");
+    return tmpdir_create(S.tmpdir, sizeof S.tmpdir, "ptrain-spmmodel");
 }
 
 static int teardown(void **state)
@@ -63,7 +64,7 @@ static int teardown(void **state)
     corpus_free(&S.c);
     variants_free(&S.v);
     json_decref(S.configs);
-    return tok_tmpdir_remove(S.tmpdir);
+    return tmpdir_remove(S.tmpdir);
 }
 
 static int column(const char *name) { return variants_column(&S.v, name); }

@@ -24,23 +24,24 @@
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
+#include "tmpdir.h"
 #include "tok_corpus.h"
 
 static tok_corpus C; /* the corpus lines, then the chunks */
-static char tmpdir[64];
+static char tmpdir[TMPDIR_SIZE];
 
 static int setup(void **state)
 {
     (void)state;
     if (corpus_load(&C, 0) != 0) return -1;
-    return tok_tmpdir_create(tmpdir, sizeof tmpdir, "ptrain-tok");
+    return tmpdir_create(tmpdir, sizeof tmpdir, "ptrain-tok");
 }
 
 static int teardown(void **state)
 {
     (void)state;
     corpus_free(&C);
-    return tok_tmpdir_remove(tmpdir);
+    return tmpdir_remove(tmpdir);
 }
 
 /* ---- goldens ---- */

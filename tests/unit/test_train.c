@@ -22,6 +22,7 @@
 #include "ptrain/memplan.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
+#include "tmpdir.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -359,8 +360,8 @@ static void test_adapter_roundtrip(void **state)
 {
     fixture *fx = *state;
     for_each_tensor(fx, set_values, fx->final);
-    char dir[] = "/tmp/ptrain-adapter-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[TMPDIR_SIZE];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-adapter"), 0);
     adapter_info info = {.base_model = "tiny-mha-f32.gguf", .chat_template = "chatml", .best_step = -1};
     assert_int_equal(adapter_save(dir, &fx->l.ad, &info), PT_OK);
     pt_adapter back;
@@ -382,8 +383,7 @@ static void test_adapter_roundtrip(void **state)
     fclose(f);
     assert_int_equal(adapter_load(dir, &fx->m, &back), PT_ERR_USER);
     assert_non_null(strstr(err_message(), "is not an HDF5 file"));
-    unlink(path);
-    rmdir(dir);
+    assert_int_equal(tmpdir_remove(dir), 0);
     assert_int_equal(adapter_load(dir, &fx->m, &back), PT_ERR_USER);
     assert_non_null(strstr(err_message(), "not found"));
 }

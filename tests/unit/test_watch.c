@@ -25,23 +25,21 @@
 #include "ptrain/plot.h"
 #include "ptrain/runlog.h"
 #include "ptrain/tfevents.h"
+#include "tmpdir.h"
 #include "watch/watch_internal.h"
 
-static char dir[64];
+static char dir[TMPDIR_SIZE];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/ptrain-watch-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return tmpdir_create(dir, sizeof dir, "ptrain-watch");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd);
+    return tmpdir_remove(dir);
 }
 
 static void spill(const char *name, const char *text)

@@ -79,19 +79,6 @@ bool tok_find_model(const char *name, char *buf, size_t size)
     return false;
 }
 
-int tok_tmpdir_create(char *buf, size_t size, const char *prefix)
-{
-    snprintf(buf, size, "/tmp/%s-XXXXXX", prefix);
-    return mkdtemp(buf) ? 0 : -1;
-}
-
-int tok_tmpdir_remove(const char *dir)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 /* ---- the texts ---- */
 
 void corpus_add(tok_corpus *c, const char *p, size_t len)

@@ -30,10 +30,6 @@ json_t *tok_load_json(const char *rel);
 void tok_write_file(const char *path, const char *text);
 /* A model file from $PTRAIN_MODELS, /tmp/models or ../models; false when none has it. */
 bool tok_find_model(const char *name, char *buf, size_t size);
-/* A fresh directory /tmp/<prefix>-XXXXXX in buf (size >= 64); 0 or -1. */
-int tok_tmpdir_create(char *buf, size_t size, const char *prefix);
-/* rm -rf dir; 0 or -1. */
-int tok_tmpdir_remove(const char *dir);
 
 /* ---- the texts ---- */
 
