@@ -35,7 +35,7 @@ typedef struct {
 } jinja_opts;
 
 /* Parse a template (len bytes of src). *out is freed with jinja_free. A syntax error fails with
- * PT_ERR_USER and "line L col C: ..." */
+ * PT_ERR_USER and "line L col C: ..." (the caller says which template). */
 pt_status jinja_compile(const char *src, size_t len, jinja_template **out);
 void jinja_free(jinja_template *t);
 /* Whether the template has {% generation %} blocks. */

@@ -266,7 +266,7 @@ static jval call_global(jrender *r, const char *name, const jargs *args, const j
 {
     if (!strcmp(name, "raise_exception")) {
         jstr *msg = jv_to_jstr(r->a, jargs_get(args, 0, "message", J_UNDEF));
-        j_fail(n->line, n->col, "the template raised an exception: %.*s", (int)(msg->n > 900 ? 900 : msg->n), msg->p);
+        j_fail(n->line, n->col, "the template raised: %.*s", (int)(msg->n > 900 ? 900 : msg->n), msg->p);
     }
     if (!strcmp(name, "strftime_now")) return strftime_now(r, args, n);
     if (!strcmp(name, "namespace") || !strcmp(name, "dict")) return make_ns(r, args, n, name[0] == 'n');

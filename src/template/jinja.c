@@ -48,7 +48,7 @@ pt_status jinja_compile(const char *src, size_t len, jinja_template **out)
 {
     *out = NULL;
     if (len > JINJA_MAX_SOURCE)
-        return ERR(PT_ERR_USER, "chat template: %zu bytes, more than the %u bytes a template may have", len,
+        return ERR(PT_ERR_USER, "%zu bytes, more than the %u bytes a template may have", len,
                    JINJA_MAX_SOURCE);
     compile_job c = {.t = calloc(1, sizeof *c.t), .src = src, .len = len};
     TRY_ALLOC(c.t);
@@ -57,7 +57,7 @@ pt_status jinja_compile(const char *src, size_t len, jinja_template **out)
     ja_free(&c.tokens);
     if (!ok) {
         jinja_free(c.t);
-        return ERR(PT_ERR_USER, "chat template line %d col %d: %s", fail.line, fail.col, fail.msg);
+        return ERR(PT_ERR_USER, "line %d col %d: %s", fail.line, fail.col, fail.msg);
     }
     *out = c.t;
     return PT_OK;
@@ -126,7 +126,7 @@ pt_status jinja_render(const jinja_template *t, const json_t *vars, const jinja_
         out->len = base;
         if (out->data) out->data[base] = '\0';
         int line = fail.line ? fail.line : j.r.line, col = fail.line ? fail.col : j.r.col;
-        return ERR(PT_ERR_USER, "chat template line %d col %d: %s", line, col, fail.msg);
+        return ERR(PT_ERR_USER, "line %d col %d: %s", line, col, fail.msg);
     }
     pt_status rc = PT_OK;
     if (spans && j.r.n_spans) {
