@@ -390,6 +390,10 @@ static jval eval_concat(jrender *r, jframe *f, const jnode *n)
     for (int i = 0; i < n->nkids; i++) {
         jval v = eval(r, f, n->kids[i]);
         jv_str_out(v, &sb);
+        if (sb.len > r->a->limit) {
+            sb_free(&sb);
+            j_fail(n->line, n->col, "a string of more than %zu MB", r->a->limit >> 20);
+        }
     }
     jval s = jv_str(r->a, sb_text(&sb), sb.len);
     sb_free(&sb);

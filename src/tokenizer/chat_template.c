@@ -78,8 +78,9 @@ static json_t *messages_json(const chat_message *msgs, int n)
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         json_t *m = json_object();
-        json_object_set_new(m, "role", json_string(msgs[i].role));
-        json_object_set_new(m, "content", json_string(msgs[i].content));
+        json_object_set_new(m, "role", json_stringn_nocheck(msgs[i].role, strlen(msgs[i].role)));
+        if (msgs[i].content) /* bytes as they are: rows were checked for UTF-8 where they were read */
+            json_object_set_new(m, "content", json_stringn_nocheck(msgs[i].content, strlen(msgs[i].content)));
         if (json_is_object(msgs[i].fields)) json_object_update(m, (json_t *)msgs[i].fields);
         json_array_append_new(arr, m);
     }

@@ -5,8 +5,8 @@
  * render_jinja_template, assistant spans where a template has {% generation %}): every rendering
  * byte for byte, every span, and every template that raises raising here too with its message.
  * Both goldens come from tests/reference/make_template_goldens.py; strftime_now is pinned to the
- * same moment on both sides. Also the limits: a 1 MB template, 10^6 loop iterations, runaway
- * recursion, output and memory, each refused with a message. PTRAIN_SRCDIR points at the sources. */
+ * same moment on both sides. Also the limits: a template over 1 MB, 10^6 loop iterations, runaway
+ * recursion, output and memory, deep nesting, each refused with a message naming line and column. PTRAIN_SRCDIR points at the sources. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,12 +162,71 @@ static void test_corpus(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* Render src and expect a failure whose message holds want. */
+static void expect_refused(const char *src, size_t n, const char *want)
+{
+    strbuf out = {0};
+    json_t *vars = json_object();
+    pt_status rc = render(src, n, vars, &out, NULL, NULL);
+    json_decref(vars);
+    if (rc == PT_OK) fail_msg("rendered %zu bytes where it should fail with \"%s\"", out.len, want);
+    if (!strstr(err_message(), want)) fail_msg("\"%s\" does not say \"%s\"", err_message(), want);
+    assert_int_equal(out.len, 0);
+    sb_free(&out);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    size_t big = JINJA_MAX_SOURCE + 1;
+    char *huge = malloc(big);
+    memset(huge, 'x', big);
+    expect_refused(huge, big, "bytes, more than the 1048576 bytes a template may have");
+    free(huge);
+    static const struct {
+        const char *src, *want;
+    } cases[] = {
+        {"{% for i in range(100000) %}{% for j in range(10) %}{% endfor %}{% endfor %}", "loop iterations and calls"},
+        {"{% for i in range(1000000) %}{% endfor %}", "range too big"},
+        {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macros nest more than 64 deep"},
+        {"{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}", "rendered more than"},
+        {"{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+         "MB"},
+        {"", "nests more than"}, /* 300 parentheses, made below */
+        {"line 1\n{% if x %}\n  {{ x.y.z.w }}\n{% endif %}", "line 3 col"},
+        {"{{ raise_exception('no system role here') }}", "the template raised: no system role here"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *src = cases[i].src;
+        char deep[700];
+        if (i == 5) {
+            strcpy(deep, "{{ ");
+            for (int k = 0; k < 300; k++) strcat(deep, "(");
+            strcat(deep, "1");
+            for (int k = 0; k < 300; k++) strcat(deep, ")");
+            strcat(deep, " }}");
+            src = deep;
+        }
+        if (i == 6) {
+            strbuf out = {0};
+            json_t *vars = json_pack("{s:{s:{}}}", "x", "y");
+            assert_int_equal(render(src, strlen(src), vars, &out, NULL, NULL), PT_ERR_USER);
+            if (!strstr(err_message(), cases[i].want)) fail_msg("%s", err_message());
+            json_decref(vars);
+            sb_free(&out);
+            continue;
+        }
+        expect_refused(src, strlen(src), cases[i].want);
+    }
+}
+
 int main(void)
 {
     setenv("TZ", "UTC", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unit_goldens),
         cmocka_unit_test(test_corpus),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
