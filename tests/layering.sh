@@ -8,7 +8,8 @@
 #    2 backend   src/backend: the op seam (backend.h) and its tensors, the activation arena, the
 #                weight formats it carries (GGUF blocks, NF4)
 #    3 backends  src/cpu, cuda: the two implementations of the op seam
-#    4 model     src/model, src/tokenizer: model files, families, weights, tokenizers
+#    4 model     src/model, src/tokenizer, src/template: model files, families, weights, tokenizers, the
+#                Jinja interpreter that renders chat templates
 #    5 config    src/config: config.yaml, its keys and checks
 #    6 io        src/io: safe file writing, the output_dir lock, GGUF/safetensors/HDF5 writers,
 #                the checkpoint file format
@@ -32,7 +33,7 @@
 . "${PTRAIN_SRCDIR:?set PTRAIN_SRCDIR to the source tree}/tests/tap.sh"
 cd "$PTRAIN_SRCDIR" || exit 1
 
-folders="core runtime backend cpu:cuda model:tokenizer config io adapter forward data export hub watch train cmd"
+folders="core runtime backend cpu:cuda model:tokenizer:template config io adapter forward data export hub watch train cmd"
 names="core runtime backend backends model config io adapter forward data export hub watch train commands"
 
 header_folder() { # header_folder NAME (without .h): the folder of the code behind a public header
@@ -40,6 +41,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     error | util | log | jsonfile) echo core ;;
     dist | signals | blas_kernel) echo runtime ;;
     backend | arena | quant | quant_blocks | nf4) echo backend ;;
+    jinja) echo template ;;
     arch | model | gguf | gguf_methods | hf_model | safetensors | rope | tokenizer | model_io | hfcache | \
         weight_check | model_share) echo model ;;
     config | settings | repo_id) echo config ;;

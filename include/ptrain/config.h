@@ -30,6 +30,7 @@ typedef struct {
     pt_compute_dtype dtype;
     bool full_finetuning;
     char *chat_template;
+    pt_strmap chat_template_kwargs;
     pt_tristate assistant_only_loss;
     bool train;
     char *device_map;

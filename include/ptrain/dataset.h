@@ -103,6 +103,7 @@ typedef struct {
     int n_datasets;
     long max_seq_length;
     const char *chat_template; /* a template name; NULL or "": the one detected from the tokenizer */
+    const pt_strmap *chat_template_kwargs; /* keyword arguments for the template (may be NULL) */
     pt_tristate assistant_only_loss;
     const char *dataset_text_field;
     bool packing;

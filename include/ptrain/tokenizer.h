@@ -89,32 +89,46 @@ const char *tokenizer_chat_template(const pt_tokenizer *tok);
 pt_status tokenizer_set_chat_template(pt_tokenizer *tok, const char *text);
 
 /* ---- chat templates ---- */
+struct json_t;
 typedef struct {
-    const char *role; /* system, user, assistant */
-    const char *content;
+    const char *role;    /* system, user, assistant, tool, ... */
+    const char *content; /* may be NULL when fields has what the message says (tool_calls) */
+    const struct json_t *fields; /* the message's other fields (reasoning_content, tool_calls, name,
+                                  * tool_call_id, ...) as a JSON object, or NULL */
 } chat_message;
 
 /* The name of the built-in template that matches the model's own template text (or NULL). */
 const char *chat_template_detect(const char *template_text);
-/* Render messages with the named template (chatml, smollm2, qwen2.5, llama-3, llama-3.1,
- * llama-3.2, alpaca, gemma, mistral, mistral-v3), as transformers' apply_chat_template renders the
- * model's own template. With add_generation_prompt the text ends where the assistant's reply
- * begins. smollm2 and qwen2.5 are chatml with the model's default system prompt (qwen2.5 writes a
- * run of "tool" messages as one user turn); llama-3.1 and llama-3.2 open with a dated system block
- * (llama-3.2: the day of rendering, SOURCE_DATE_EPOCH when set) and write "tool" messages as
- * ipython turns; alpaca takes roles system (first only), user, input and assistant; gemma
- * (Gemma's <start_of_turn> turns, the assistant as "model", a system message folded into the
- * first user turn), mistral (Mistral's V1 [INST] format, a system message folded into the first
- * user turn) and mistral-v3 (Mistral-7B-Instruct-v0.3's format, the system message in the last
- * message when that is a user turn) take an optional system message first and then user and
- * assistant turns alternating from user, as the models' own templates demand. Unknown names and
- * messages a template refuses fail with PT_ERR_USER. */
+
+/* A chat template compiled for rendering (Jinja, src/template): one of the built-in names
+ * (chatml, smollm2, qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3, the
+ * Jinja texts of template_builtin.c), or "model" (or NULL): model_text, the model's own template.
+ * An unknown name, no text, or text that is not a template fails with PT_ERR_USER. */
+typedef struct chat_tmpl chat_tmpl;
+/* The static text of a name chat_tmpl_open takes (a built-in's, or "model"), NULL for others. */
+const char *chat_template_name_known(const char *name);
+pt_status chat_tmpl_open(const char *name, const char *model_text, chat_tmpl **out);
+void chat_tmpl_free(chat_tmpl *c);
+/* Whether it marks assistant text with {% generation %} blocks. */
+bool chat_tmpl_has_generation(const chat_tmpl *c);
+/* What transformers passes a template beside the messages. */
+typedef struct {
+    const char *bos, *eos;        /* the model's bos_token / eos_token text (NULL: not passed) */
+    const struct json_t *kwargs;  /* chat_template_kwargs (enable_thinking, ...), or NULL */
+    const struct json_t *tools;   /* the tools' JSON schemas (an array), or NULL */
+    bool add_generation_prompt;   /* end where the assistant's reply begins */
+} chat_args;
+/* Render messages as apply_chat_template(..., tokenize=False) does, appending to out; spans
+ * (when non-NULL) gets the {% generation %} spans (start, end byte pairs from where out began). A
+ * template that raises fails with PT_ERR_USER and its message. */
+pt_status chat_tmpl_render(const chat_tmpl *c, const chat_args *a, const chat_message *msgs, int n, strbuf *out,
+                           size_t **spans, int *n_spans);
+/* Render with a built-in template by name. The built-ins write the model's bos/eos where its own
+ * template does, with defaults when not given: llama-3* bos "<|begin_of_text|>", gemma bos
+ * "<bos>", mistral and mistral-v3 bos "<s>" and eos "</s>", alpaca none. Unknown names and
+ * conversations a template refuses fail with PT_ERR_USER. */
 pt_status chat_render(const char *name, const chat_message *msgs, int n, bool add_generation_prompt,
                       strbuf *out);
-/* chat_render with the model's bos and eos token texts: the llama-3 ones start with bos
- * (default "<|begin_of_text|>"), gemma with bos (default "<bos>"), mistral and mistral-v3 with bos
- * and end each reply with eos (defaults "<s>", "</s>"), alpaca starts with bos and ends each reply
- * with eos (default: none). */
 pt_status chat_render_with_tokens(const char *name, const char *bos, const char *eos,
                                   const chat_message *msgs, int n, bool add_generation_prompt,
                                   strbuf *out);

@@ -123,15 +123,19 @@ static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
  * alone; or the text as the model's tokenizer encodes it, bos first when it adds one. */
 static pt_status chat_text(const pt_tokenizer *tok, const gen_options *o, strbuf *text)
 {
-    const char *name = chat_template_detect(tokenizer_chat_template(tok));
+    const char *own = tokenizer_chat_template(tok), *name = chat_template_detect(own);
     chat_message msgs[2];
     int k = 0;
-    if (o->system) msgs[k++] = (chat_message){"system", o->system};
-    msgs[k++] = (chat_message){"user", o->prompt};
+    if (o->system) msgs[k++] = (chat_message){"system", o->system, NULL};
+    msgs[k++] = (chat_message){"user", o->prompt, NULL};
     strbuf bos = {0}, eos = {0};
+    chat_tmpl *ct = NULL;
     pt_status st = token_text(tok, tokenizer_bos(tok), &bos);
     if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
-    if (st == PT_OK) st = chat_render_with_tokens(name ? name : "chatml", bos.data, eos.data, msgs, k, true, text);
+    if (st == PT_OK) st = chat_tmpl_open(name ? name : own ? "model" : "chatml", own, &ct);
+    chat_args a = {.bos = bos.data, .eos = eos.data, .add_generation_prompt = true};
+    if (st == PT_OK) st = chat_tmpl_render(ct, &a, msgs, k, text, NULL, NULL);
+    chat_tmpl_free(ct);
     sb_free(&bos);
     sb_free(&eos);
     return st;

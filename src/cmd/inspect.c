@@ -116,8 +116,13 @@ static void chat_line(insp_report *r, const char *template_text)
 {
     const char *name = template_text ? chat_template_detect(template_text) : NULL;
     if (name) snprintf(r->chat, sizeof r->chat, "%s (recognised from the model's template)", name);
-    else if (template_text) snprintf(r->chat, sizeof r->chat, "the model's own (%zu characters; not a built-in one: "
-                                     "set chat_template)", strlen(template_text));
+    else if (template_text) {
+        chat_tmpl *ct = NULL;
+        bool ok = chat_tmpl_open("model", template_text, &ct) == PT_OK;
+        snprintf(r->chat, sizeof r->chat, "the model's own (%zu characters; %s)", strlen(template_text),
+                 ok ? "rendered as it is by ptrain's Jinja interpreter" : err_message());
+        chat_tmpl_free(ct);
+    }
     else snprintf(r->chat, sizeof r->chat, "none in the model (set chat_template)");
 }
 

@@ -42,6 +42,10 @@ uint64_t dataset_options_hash(const dataset_options *o)
     for (int i = 0; i < o->n_datasets; i++) h = mix_entry(h, &o->datasets[i]);
     h = MIX(h, o->max_seq_length);
     h = mix_text(h, o->chat_template && *o->chat_template ? o->chat_template : NULL);
+    const pt_strmap *kw = o->chat_template_kwargs;
+    int n_kw = kw ? kw->n : 0;
+    h = MIX(h, n_kw);
+    for (int i = 0; kw && i < kw->n; i++) h = mix_text(mix_text(h, kw->keys[i]), kw->values[i]);
     h = MIX(h, o->assistant_only_loss);
     h = mix_text(h, o->dataset_text_field);
     uint8_t packing = o->packing;

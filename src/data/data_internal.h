@@ -81,8 +81,9 @@ char *rows_value_text(const json_t *v);
 typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT } data_format;
 
 typedef struct {
-    chat_message *msgs; /* chat formats: role (static text) and content (owned) */
+    chat_message *msgs; /* chat formats: role (static text), content and fields (owned) */
     int n;
+    json_t *tools; /* the row's tools (owned), or NULL */
     char *text; /* FMT_TEXT */
 } data_record;
 
@@ -103,10 +104,10 @@ void record_free(data_record *rec);
 /* ---- label.c: render, tokenize, label ---- */
 typedef struct {
     const pt_tokenizer *tok;
-    const char *template; /* a built-in template's name (static text) */
+    const char *template; /* a built-in template's name or "model" (static text) */
+    chat_tmpl *ct;        /* it, compiled */
+    const json_t *kwargs; /* chat_template_kwargs, or NULL (the caller's) */
     char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
-    const char *turn_end; /* what ends an assistant turn and carries a label (may be "") */
-    const char *trailer;  /* what the template writes after turn_end */
     bool assistant_only;
     int32_t max_len;
 } label_ctx;
@@ -116,11 +117,14 @@ typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len);
 void label_free(label_ctx *c);
-/* The template table's own text for name (static), NULL when there is no such template. */
+/* A template name's own static text (a built-in's or "model"), NULL when there is no such name. */
 const char *label_template_known(const char *name);
-/* Byte spans [start, end) of each assistant turn's content and end-of-turn text in the rendered
- * conversation (written to text): 2 entries per assistant turn in *spans (malloc'd). */
-pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans);
+/* Byte spans [start, end) of the assistant text in the rendered conversation (written to text;
+ * tools: the row's, or NULL): the template's {% generation %} blocks where it has them (as
+ * transformers' return_assistant_tokens_mask), else each assistant turn's content and end-of-turn
+ * text found by rendering the turns up to it; 2 entries per span in *spans (malloc'd). */
+pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *text,
+                      size_t **spans, int *n_spans);
 /* Mark labels[t] = ids[t] for the tokens overlapping a span: by the tokens' byte offsets in text
  * (false, with labels reset, when the decoded tokens do not line up with text), or by tokenizing the text up to each
  * span's ends (the fallback). */
@@ -128,8 +132,8 @@ bool label_mark_by_offsets(const label_ctx *c, const char *text, size_t len, con
                            const size_t *spans, int n_spans, int32_t *labels);
 pt_status label_mark_by_prefix(const label_ctx *c, const char *text, const int32_t *ids, size_t n,
                                const size_t *spans, int n_spans, int32_t *labels);
-pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_example *ex, bool *truncated,
-                     label_result *res);
+pt_status label_chat(const label_ctx *c, const chat_message *m, int n, const json_t *tools, pt_example *ex,
+                     bool *truncated, label_result *res);
 pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool *truncated, label_result *res);
 
 void example_free(pt_example *ex);

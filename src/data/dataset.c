@@ -6,6 +6,7 @@
  * them all (parts.c). */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 
 #include "data_internal.h"
@@ -21,8 +22,8 @@ typedef struct {
 const char *dataset_template_name(const char *chat_template, const pt_tokenizer *tok)
 {
     if (chat_template && *chat_template) return chat_template;
-    const char *detected = chat_template_detect(tok ? tokenizer_chat_template(tok) : NULL);
-    return detected ? detected : "chatml";
+    const char *own = tok ? tokenizer_chat_template(tok) : NULL, *detected = chat_template_detect(own);
+    return detected ? detected : own ? "model" : "chatml";
 }
 
 /* ---- one row ---- */
@@ -34,7 +35,7 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
         s->rc = rec.text ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
-                         : label_chat(lc, rec.msgs, rec.n, &s->ex, &s->truncated, &s->label);
+                         : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
         if (s->rc != PT_OK) sb_printf(&why, "%s", err_message());
     }
     s->why = why.data;
@@ -139,16 +140,35 @@ static bool loss_on_assistant(const loader *L, int index, data_format f)
     return false;
 }
 
-/* Chat rows rendered with chatml only because the model's own template is not a known one. */
+/* Chat rows rendered with chatml because the model has no template of its own. */
 static void warn_template(const loader *L, int index)
 {
-    const char *own = L->tok ? tokenizer_chat_template(L->tok) : NULL;
     bool chosen = L->o->chat_template && *L->o->chat_template;
-    if (!L->warn || chosen || !own || chat_template_detect(own)) return;
-    fprintf(L->warn, "warning: dataset[%d]: the model's chat template is not one ptrain knows (chatml, smollm2, "
-                     "qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3); rendering with "
-                     "chatml; set chat_template to choose another\n",
-            index);
+    if (!L->warn || chosen || (L->tok && tokenizer_chat_template(L->tok))) return;
+    fprintf(L->warn, "warning: dataset[%d]: the model has no chat template of its own; rendering with chatml; set "
+                     "chat_template to choose another\n", index);
+}
+
+/* A YAML scalar of chat_template_kwargs as the JSON value a template sees: true/false, null,
+ * integers and numbers as such, anything else as text. */
+static json_t *kwarg_value(const char *v)
+{
+    char *end;
+    if (!strcasecmp(v, "true") || !strcasecmp(v, "false")) return json_boolean(!strcasecmp(v, "true"));
+    if (!strcmp(v, "null") || !strcmp(v, "~")) return json_null();
+    long long i = strtoll(v, &end, 10);
+    if (*v && !*end) return json_integer(i);
+    double d = strtod(v, &end);
+    if (*v && !*end) return json_real(d);
+    return json_string(v);
+}
+
+static json_t *template_kwargs(const pt_strmap *kw)
+{
+    if (!kw || !kw->n) return NULL;
+    json_t *o = json_object();
+    for (int i = 0; i < kw->n; i++) json_object_set_new(o, kw->keys[i], kwarg_value(kw->values[i]));
+    return o;
 }
 
 static pt_status no_usable_row(const pt_dataset_stats *st, int index)
@@ -181,12 +201,15 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
         err_context("chat_template");
         return rc;
     }
+    json_t *kwargs = template_kwargs(L->o->chat_template_kwargs);
+    lc.kwargs = kwargs;
     st->template = chat ? lc.template : NULL;
     if (chat) warn_template(L, index);
     *slots = calloc(rows->n + 1, sizeof **slots);
     if (!*slots) abort();
     run_rows(L, &lc, f, rows, *slots);
     label_free(&lc);
+    json_decref(kwargs);
     return PT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* format.c — one row as a conversation or as plain text. ShareGPT `conversations` ({from, value}
- * turns; human/user, gpt/assistant, system), `messages` ({role, content}; system, user,
- * assistant), Alpaca (instruction, optional input, output: the user turn is the instruction plus
+ * turns; human/user, gpt/assistant, system, tool), `messages` ({role, content}; system, user,
+ * assistant, tool; a turn's other fields such as reasoning_content and tool_calls kept for the
+ * template, the content optional beside tool_calls; the row's "tools" too), Alpaca (instruction, optional input, output: the user turn is the instruction plus
  * "\nInput: " + input when input is non-empty, or an "input" message for the alpaca template),
  * or the plain-text column. A row whose texts are all blank is empty; a missing or mistyped field
  * or text that was not valid UTF-8 makes it bad, with the reason. */
@@ -63,7 +64,21 @@ static void add_message(data_record *rec, const char *role, const char *content)
     chat_message *grown = realloc(rec->msgs, sizeof *grown * (size_t)(rec->n + 1));
     if (!grown) abort();
     rec->msgs = grown;
-    rec->msgs[rec->n++] = (chat_message){role, xstrdup(content)};
+    rec->msgs[rec->n++] = (chat_message){role, content ? xstrdup(content) : NULL, NULL};
+}
+
+/* A turn's fields other than its role and content (reasoning_content, tool_calls, name,
+ * tool_call_id, ...), given to the template as they are; NULL when it has none. */
+static json_t *other_fields(const json_t *turn, const char *role_key, const char *content_key)
+{
+    json_t *out = NULL, *v;
+    const char *key;
+    json_object_foreach((json_t *)turn, key, v) {
+        if (!strcmp(key, role_key) || !strcmp(key, content_key)) continue;
+        if (!out) out = json_object();
+        json_object_set_new(out, key, json_deep_copy(v));
+    }
+    return out;
 }
 
 /* ---- chat turns ---- */
@@ -74,12 +89,13 @@ typedef struct {
 } turn_style;
 
 static const char *const sharegpt_roles[] = {"human", "user", "user", "user", "gpt", "assistant",
-                                             "assistant", "assistant", "system", "system", NULL};
-static const char *const message_roles[] = {"system", "system", "user", "user", "assistant", "assistant", NULL};
+                                             "assistant", "assistant", "system", "system", "tool", "tool", NULL};
+static const char *const message_roles[] = {"system", "system", "user", "user", "assistant", "assistant",
+                                            "tool", "tool", NULL};
 
-static const turn_style sharegpt_style = {"conversations", "from", "value", "human, gpt or system",
+static const turn_style sharegpt_style = {"conversations", "from", "value", "human, gpt, system or tool",
                                           "{from, value}", sharegpt_roles};
-static const turn_style messages_style = {"messages", "role", "content", "system, user or assistant",
+static const turn_style messages_style = {"messages", "role", "content", "system, user, assistant or tool",
                                           "{role, content}", message_roles};
 
 static const char *map_role(const turn_style *s, const char *name)
@@ -105,9 +121,27 @@ static bool add_turn(const turn_style *s, const json_t *turn, size_t i, data_rec
         sb_printf(why, "\"%s\" is \"%s\" (expected %s)", role_name, shown_text(name).s, s->expected);
         return false;
     }
-    if (!get_text(turn, s->content_key, content_name, true, &content, why)) return false;
-    add_message(rec, role, content);
+    const json_t *calls = json_object_get(turn, "tool_calls");
+    bool optional = calls && !json_is_null(calls); /* a reply that is only tool calls may have no content */
+    if (!get_text(turn, s->content_key, content_name, !optional, &content, why)) return false;
+    const json_t *cv = json_object_get(turn, s->content_key);
+    add_message(rec, role, optional && (!cv || json_is_null(cv)) ? NULL : content);
+    rec->msgs[rec->n - 1].fields = other_fields(turn, s->role_key, s->content_key);
     return true;
+}
+
+/* The row's "tools" column (a list of JSON schemas, or that list as JSON text), for the template. */
+static bool row_tools(const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *t = json_object_get(obj, "tools");
+    if (!t || json_is_null(t)) return true;
+    if (json_is_string(t)) {
+        json_error_t e;
+        rec->tools = json_loads(json_string_value(t), JSON_DECODE_ANY, &e);
+        if (!json_is_array(rec->tools)) sb_printf(why, "\"tools\" is text that is not a JSON list (%s)", e.text);
+    } else if (json_is_array(t)) rec->tools = json_deep_copy(t);
+    else sb_printf(why, "\"tools\" is %s, expected a list of tool schemas", reader_kind(t));
+    return why->len == 0;
 }
 
 static row_result format_turns(const turn_style *s, const json_t *obj, data_record *rec, strbuf *why)
@@ -123,8 +157,9 @@ static row_result format_turns(const turn_style *s, const json_t *obj, data_reco
     }
     for (size_t i = 0; i < json_array_size(list); i++)
         if (!add_turn(s, json_array_get(list, i), i, rec, why)) return ROW_BAD;
+    if (!row_tools(obj, rec, why)) return ROW_BAD;
     for (int i = 0; i < rec->n; i++)
-        if (!blank(rec->msgs[i].content)) return ROW_OK;
+        if (rec->msgs[i].fields || !blank(rec->msgs[i].content)) return ROW_OK;
     return ROW_EMPTY;
 }
 
@@ -176,7 +211,11 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
 
 void record_free(data_record *rec)
 {
-    for (int i = 0; i < rec->n; i++) free((char *)rec->msgs[i].content);
+    json_decref(rec->tools);
+    for (int i = 0; i < rec->n; i++) {
+        free((char *)rec->msgs[i].content);
+        json_decref((json_t *)rec->msgs[i].fields);
+    }
     free(rec->msgs);
     free(rec->text);
     *rec = (data_record){0};

@@ -34,65 +34,38 @@ static char *token_text(const pt_tokenizer *tok, int32_t id)
     return sb.data ? sb.data : xstrdup("");
 }
 
-/* What ends an assistant turn (NULL: the eos) and what the template writes after it. */
-static const struct {
-    const char *name, *turn_end, *trailer;
-} turn_ends[] = {
-    {"chatml", "<|im_end|>", "\n"},
-    {"smollm2", "<|im_end|>", "\n"},
-    {"llama-3", "<|eot_id|>", ""},
-    {"llama-3.1", "<|eot_id|>", ""},
-    {"llama-3.2", "<|eot_id|>", ""},
-    {"qwen2.5", "<|im_end|>", "\n"},
-    {"alpaca", NULL, "\n\n"},
-    {"gemma", "<end_of_turn>", "\n"},
-    {"mistral", NULL, ""},
-    {"mistral-v3", NULL, ""},
-};
-
-const char *label_template_known(const char *name)
-{
-    for (size_t i = 0; name && i < sizeof turn_ends / sizeof *turn_ends; i++)
-        if (!strcmp(name, turn_ends[i].name)) return turn_ends[i].name;
-    return NULL;
-}
+const char *label_template_known(const char *name) { return chat_template_name_known(name); }
 
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len)
 {
     *c = (label_ctx){.tok = tok, .assistant_only = assistant_only, .max_len = max_len};
+    c->template = chat_template_name_known(template);
+    pt_status rc = chat_tmpl_open(template, tok ? tokenizer_chat_template(tok) : NULL, &c->ct);
+    if (rc != PT_OK) return rc;
     c->bos = token_text(tok, tokenizer_bos(tok));
     c->eos = token_text(tok, tokenizer_eos(tok));
-    for (size_t i = 0; i < sizeof turn_ends / sizeof turn_ends[0]; i++)
-        if (!strcmp(template, turn_ends[i].name)) {
-            c->template = turn_ends[i].name; /* static: outlives the config */
-            c->turn_end = turn_ends[i].turn_end ? turn_ends[i].turn_end : c->eos ? c->eos : "";
-            c->trailer = turn_ends[i].trailer;
-            return PT_OK;
-        }
-    strbuf probe = {0};
-    pt_status rc = chat_render(template, NULL, 0, false, &probe); /* the unknown-name message */
-    sb_free(&probe);
-    label_free(c);
-    return rc != PT_OK ? rc
-                       : ERR(PT_ERR_UNSUPPORTED, "chat template %s: assistant-only labels not supported",
-                             shown_text(template).s);
+    return PT_OK;
 }
 
 void label_free(label_ctx *c)
 {
     free(c->bos);
     free(c->eos);
+    chat_tmpl_free(c->ct);
     c->bos = c->eos = NULL;
+    c->ct = NULL;
 }
 
 /* ---- spans ---- */
 
-static pt_status render(const label_ctx *c, const chat_message *m, int n, strbuf *out)
+static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *out,
+                        size_t **spans, int *n_spans)
 {
     out->len = 0;
     if (out->data) out->data[0] = '\0';
-    return chat_render_with_tokens(c->template, c->bos, c->eos, m, n, false, out);
+    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools};
+    return chat_tmpl_render(c->ct, &a, m, n, out, spans, n_spans);
 }
 
 static bool starts_with(const strbuf *s, const char *prefix, size_t n)
@@ -100,32 +73,44 @@ static bool starts_with(const strbuf *s, const char *prefix, size_t n)
     return s->len >= n && memcmp(s->data, prefix, n) == 0;
 }
 
-/* The span of assistant turn i: [*a, *b). */
-static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const strbuf *full, strbuf *tmp, size_t *a,
-                           size_t *b)
+#define SENTINEL "\xee\x80\x80" /* U+E000, in place of the content: where the content starts */
+
+/* The span of assistant turn i by rendering the turns up to it: [*a, *b) runs from where its
+ * content starts (found with the content replaced by SENTINEL) to the end of its rendering less
+ * trailing white space (its end-of-turn text included). The rendering must be a prefix of the
+ * whole conversation's. */
+static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
+                           strbuf *tmp, size_t *a, size_t *b)
 {
-    size_t end = strlen(c->turn_end), trail = strlen(c->trailer);
-    TRY(render(c, m, i + 1, tmp));
-    bool ok = starts_with(full, tmp->data, tmp->len) && tmp->len >= end + trail &&
-              !memcmp(tmp->data + tmp->len - end - trail, c->turn_end, end) &&
-              !memcmp(tmp->data + tmp->len - trail, c->trailer, trail);
-    *b = tmp->len - trail;
+    TRY(render(c, m, i + 1, tools, tmp, NULL, NULL));
+    bool ok = starts_with(full, tmp->data, tmp->len);
+    size_t end = tmp->len;
+    while (end > 0 && strchr(" \t\r\n", tmp->data[end - 1])) end--;
+    *b = end;
     const char *content = m[i].content;
-    m[i].content = "";
-    pt_status rc = render(c, m, i + 1, tmp);
+    m[i].content = SENTINEL;
+    pt_status rc = render(c, m, i + 1, tools, tmp, NULL, NULL);
     m[i].content = content;
     TRY(rc);
-    *a = tmp->len >= end + trail ? tmp->len - end - trail : 0;
-    ok = ok && *a <= *b && starts_with(full, tmp->data, *a);
-    return ok ? PT_OK : ERR(PT_ERR_INTERNAL, "chat template %s: cannot locate assistant turn %d in the rendered text",
-                            shown_text(c->template).s, i);
+    const char *at = strstr(sb_text(tmp), SENTINEL);
+    *a = at ? (size_t)(at - tmp->data) : 0;
+    ok = ok && at && *a <= *b && starts_with(full, tmp->data, *a);
+    if (ok) return PT_OK;
+    return ERR(PT_ERR_USER,
+               "chat template %s: cannot find assistant turn %d by rendering the turns up to it (the template "
+               "renders it differently once later turns follow, e.g. dropping its reasoning, and has no "
+               "{%% generation %%} blocks to mark it); set assistant_only_loss: false, or choose a chat_template",
+               shown_text(c->template).s, i);
 }
 
-pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *text, size_t **spans, int *n_spans)
+pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *text,
+                      size_t **spans, int *n_spans)
 {
     *spans = NULL;
     *n_spans = 0;
-    TRY(render(c, m, n, text));
+    bool marked = chat_tmpl_has_generation(c->ct);
+    TRY(render(c, m, n, tools, text, marked ? spans : NULL, marked ? n_spans : NULL));
+    if (marked) return PT_OK; /* the template's own {% generation %} spans, as transformers takes them */
     chat_message *copy = malloc(sizeof *copy * (size_t)(n + 1));
     size_t *out = malloc(sizeof *out * 2 * (size_t)(n + 1));
     if (!copy || !out) abort();
@@ -135,7 +120,7 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, strbuf *
     int k = 0;
     for (int i = 0; i < n && rc == PT_OK; i++) {
         if (strcmp(m[i].role, "assistant") != 0) continue;
-        rc = turn_span(c, copy, i, text, &tmp, &out[2 * k], &out[2 * k + 1]);
+        rc = turn_span(c, copy, i, tools, text, &tmp, &out[2 * k], &out[2 * k + 1]);
         k++;
     }
     sb_free(&tmp);
@@ -244,14 +229,14 @@ static int32_t *labels_new(const int32_t *ids, size_t n, bool all)
     return labels;
 }
 
-pt_status label_chat(const label_ctx *c, const chat_message *m, int n, pt_example *ex, bool *truncated,
-                     label_result *res)
+pt_status label_chat(const label_ctx *c, const chat_message *m, int n, const json_t *tools, pt_example *ex,
+                     bool *truncated, label_result *res)
 {
     strbuf text = {0};
     size_t *spans, n_ids;
     int n_spans;
     int32_t *ids = NULL;
-    pt_status rc = label_spans(c, m, n, &text, &spans, &n_spans);
+    pt_status rc = label_spans(c, m, n, tools, &text, &spans, &n_spans);
     if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, &ids, &n_ids);
     int32_t *labels = rc == PT_OK ? labels_new(ids, n_ids, !c->assistant_only) : NULL;
     if (rc == PT_OK && c->assistant_only &&

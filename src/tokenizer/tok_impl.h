@@ -14,8 +14,8 @@
  * tok_norm_align.c, tok_norm.c, tok_spm.c, bpe.c (BPE on a word), tok_pretok.c, tok_added.c,
  * tok_load.c, tok_api.c (encode, decode and the rest of the public API), tok_fingerprint.c; the
  * loaders tok_json_base.c, tok_json_spm.c, tok_json.c, tok_gguf_base.c, tok_gguf_spm.c,
- * tok_gguf.c, tok_spm_config.c and tok_spm_model.c (from a tokenizer.model); chat_template.c and
- * template_set.c. Encoding runs down them: tok_api.c hands the text to tok_added.c, which sends
+ * tok_gguf.c, tok_spm_config.c and tok_spm_model.c (from a tokenizer.model); template_builtin.c,
+ * chat_template.c and template_set.c. Encoding runs down them: tok_api.c hands the text to tok_added.c, which sends
  * the text between added tokens through tok_norm.c to tok_pretok.c, whose words go to bpe.c
  * (SentencePiece symbols from tok_spm.c). normalize.c and spm_proto.c have headers of their own.
  * A function one file uses alone is static there; the ones used across files are declared at the
@@ -422,5 +422,11 @@ pt_status tok_spm_conv_init(const pt_tokenizer *t, spm_conv *cv, const spm_model
                             const char *cfg_path);
 /* The added tokens, bos/eos/pad, add_bos_token / add_eos_token and the chat template. */
 pt_status tok_spm_added(pt_tokenizer *t, const spm_conv *cv);
+
+/* ---- template_builtin.c: the built-in chat templates' Jinja texts ---- */
+
+/* The text of a built-in name (NULL: none) and its index; the name at an index (NULL: none). */
+const char *tok_builtin_template(const char *name, int *index);
+const char *tok_builtin_name(int index);
 
 #endif

@@ -204,7 +204,7 @@ static json_t *render_one(const pt_tokenizer *tok, const json_t *chat)
     for (size_t i = 0; i < n; i++) {
         const json_t *m = json_array_get(list, i);
         msgs[i] = (chat_message){json_string_value(json_object_get(m, "role")),
-                                 json_string_value(json_object_get(m, "content"))};
+                                 json_string_value(json_object_get(m, "content")), NULL};
     }
     const char *name = chat_template_detect(tokenizer_chat_template(tok));
     strbuf bos = {0}, eos = {0}, text = {0};

@@ -151,6 +151,7 @@ static const key_row key_rows[] = {
     /* true is always refused (test_rule_full_finetuning); an explicit false is read */
     {"full_finetuning", "off", "false", NULL},
     {"chat_template", "chatml", "chatml", NULL},
+    {"chat_template_kwargs", "{enable_thinking: false}", "enable_thinking: false", NULL},
     {"assistant_only_loss", "true", "true", NULL},
     {"train", "false", "false", NULL},
     {"device_map", "cpu", "cpu", NULL},
@@ -276,6 +277,7 @@ static const default_row default_rows[] = {
     {"dtype", "auto"},
     {"full_finetuning", "false"},
     {"chat_template", "(unset)"},
+    {"chat_template_kwargs", "(none)"},
     {"assistant_only_loss", "auto"},
     {"train", "true"},
     {"device_map", "(unset)"},

@@ -435,19 +435,19 @@ static void test_chat_templates(void **state)
 static void test_chat_errors(void **state)
 {
     (void)state;
-    chat_message msgs[] = {{"system", "s"}, {"user", "a"}, {"tool", "t"}};
+    chat_message msgs[] = {{"system", "s", NULL}, {"user", "a", NULL}, {"tool", "t", NULL}};
     strbuf sb = {0};
     assert_int_equal(chat_render("mistral", msgs, 3, false, &sb), PT_ERR_USER);
-    assert_string_equal(err_message(), "chat template mistral: message 2 has role \"tool\" (mistral has user and "
-                                       "assistant, and system first)");
+    assert_string_equal(err_message(), "chat template mistral: line 3 col 197: the template raised: Only user and "
+                                       "assistant roles are supported, with the exception of an initial optional "
+                                       "system message!");
     sb.len = 0;
     assert_int_equal(chat_render("gemma", msgs + 1, 1, false, &sb), PT_OK);
     assert_int_equal(chat_render("gemma", msgs + 2, 1, false, &sb), PT_ERR_USER);
-    assert_string_equal(err_message(), "chat template gemma: message 0 has role \"tool\" where a user turn belongs "
-                                       "(gemma takes an optional system message, then user and assistant turns "
-                                       "alternating, starting with user)");
+    assert_string_equal(err_message(), "chat template gemma: line 3 col 197: the template raised: Conversation roles "
+                                       "must alternate user/assistant/user/assistant/...");
     sb.len = 0;
-    chat_message tool_reply[] = {{"user", "a"}, {"tool", " t "}};
+    chat_message tool_reply[] = {{"user", "a", NULL}, {"tool", " t ", NULL}};
     assert_int_equal(chat_render("gemma", tool_reply, 2, false, &sb), PT_OK); /* Gemma names other roles as they are */
     assert_string_equal(sb_text(&sb), "<bos><start_of_turn>user\na<end_of_turn>\n<start_of_turn>tool\nt<end_of_turn>\n");
     sb_free(&sb);
@@ -460,7 +460,7 @@ static bool offsets_line_up(const label_ctx *lc, const pt_tokenizer *tok, const 
     size_t *spans, k;
     int n_spans;
     int32_t *ids;
-    if (label_spans(lc, m, n, &text, &spans, &n_spans) != PT_OK) fail_msg("%s", err_message());
+    if (label_spans(lc, m, n, NULL, &text, &spans, &n_spans) != PT_OK) fail_msg("%s", err_message());
     assert_int_equal(tokenizer_encode(tok, text.data, text.len, true, &ids, &k), PT_OK);
     int32_t *labels = malloc(sizeof *labels * (k + 1));
     bool ok = label_mark_by_offsets(lc, text.data, text.len, ids, k, spans, n_spans, labels);
@@ -472,8 +472,8 @@ static bool offsets_line_up(const label_ctx *lc, const pt_tokenizer *tok, const 
 /* Assistant-only labels: the labelled tokens decode to the replies and what ends them. */
 static void check_labels(const pt_tokenizer *tok, const char *name, const char *expected, bool by_offsets)
 {
-    chat_message m[] = {{"system", "Be brief."}, {"user", "Hi there"}, {"assistant", " Hello! "},
-                        {"user", "Bye"}, {"assistant", "See you"}};
+    chat_message m[] = {{"system", "Be brief.", NULL}, {"user", "Hi there", NULL}, {"assistant", " Hello! ", NULL},
+                        {"user", "Bye", NULL}, {"assistant", "See you", NULL}};
     label_ctx lc;
     assert_int_equal(label_init(&lc, tok, name, true, 1 << 20), PT_OK);
     if (offsets_line_up(&lc, tok, m, 5) != by_offsets)
@@ -481,7 +481,7 @@ static void check_labels(const pt_tokenizer *tok, const char *name, const char *
     pt_example ex;
     bool truncated;
     label_result res;
-    assert_int_equal(label_chat(&lc, m, 5, &ex, &truncated, &res), PT_OK);
+    assert_int_equal(label_chat(&lc, m, 5, NULL, &ex, &truncated, &res), PT_OK);
     assert_int_equal(res, LABEL_OK);
     strbuf sb = {0};
     for (int32_t t = 0; t < ex.len; t++)
@@ -528,13 +528,13 @@ static void check_text_row(const pt_tokenizer *tok, const char *text, const int3
 /* A chat row whose template writes bos (gemma, mistral): one bos, from the template. */
 static void check_chat_row(const pt_tokenizer *tok, const char *template)
 {
-    chat_message m[] = {{"user", "Hi"}, {"assistant", "Hello"}};
+    chat_message m[] = {{"user", "Hi", NULL}, {"assistant", "Hello", NULL}};
     label_ctx lc;
     assert_int_equal(label_init(&lc, tok, template, false, 1 << 20), PT_OK);
     pt_example ex;
     bool truncated;
     label_result res;
-    assert_int_equal(label_chat(&lc, m, 2, &ex, &truncated, &res), PT_OK);
+    assert_int_equal(label_chat(&lc, m, 2, NULL, &ex, &truncated, &res), PT_OK);
     assert_true(ex.len > 2);
     if (ex.ids[0] != 1 || ex.ids[1] == 1)
         fail_msg("%s: the row starts %d %d, not with one bos", template, ex.ids[0], ex.ids[1]);
