@@ -33,7 +33,12 @@
 #   multi          tests/gpu/multi.sh, when nvidia-smi lists more than one GPU: mpirun -np N, NCCL
 #   profile        bench/gpu/profile.sh (not in the default set): Nsight Compute by kernel family
 # Each stage's limit is its cap, cut so that every later stage of the run keeps its minimum (the
-# table in `limits`; tests/gpu/README.md gives the time each is expected to take).
+# table in `limits`; tests/gpu/README.md gives the time each is expected to take). Each stage runs
+# in a subshell of its own, in its own process group: a stage that fails, crashes (exit, an unset
+# variable under set -u) or hangs ends there, killed with everything it started once past its
+# limit + GPU_CHECK_GRACE seconds, gets a FAIL row, and the later stages run and the report is
+# written all the same. Only setup's findings (the GPUs, the binaries, the peer's wheels) reach the
+# later stages, through a file; without a ptrain they SKIP.
 # Usage, from the repository root: bash tests/gpu/run.sh [--cpu]
 # --cpu: a dry run on a machine without a GPU: cpu wherever cuda would be (so the comparisons are
 # cpu against cpu), tiny benchmark shapes, two CPU ranks for multi; PYTHON names a python with
@@ -42,7 +47,10 @@
 # PT_GPU_WHEELS (default .gpu-wheels), PT_BENCH_DIR (the random models and the benchmark's files;
 # default /tmp/ptrain-bench, or /tmp/ptrain-bench-cpu for --cpu), GPU_CHECK_SECONDS (480: when the
 # report must be written), STAGES (the stages to run, default all but profile; setup always runs:
-# STAGES="ops" reruns the op check alone).
+# STAGES="ops" reruns the op check alone), PT_GPU_BUILD (the build directory used without a bundle,
+# default build/), GPU_CHECK_GRACE (30: the seconds a stage may run past its limit before it is
+# killed), GPU_CHECK_FAULT ("STAGE:KIND ...", for tests/gpu/test_report.sh: a fault at the start of
+# STAGE, KIND exit (the stage exits 3), unset (an unset variable) or hang (sleeps past its limit)).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 root=$(pwd)
@@ -63,6 +71,7 @@ ORDER="ops model fastref generate train sanitizer bench-speed bench-longest mult
 # limits STAGE: "CAP MIN" seconds: the most the stage takes, and what it keeps while earlier stages run
 limits() {
     case $1 in
+    setup) echo "150 0" ;;
     ops) echo "60 20" ;;
     model) echo "150 40" ;;
     fastref) echo "180 40" ;;
@@ -122,8 +131,8 @@ setup_machine() { # what the machine is: sets gpu, ngpu, os, glibc, sanitizer
     done
     echo "compute-sanitizer: ${sanitizer:-not found}"
 }
-setup_binaries() { # the bundle or build/: sets bin, mode
-    local bundle=${PT_GPU_BUNDLE:-$root/.gpu-bundle/ptrain-gpu.tar.xz} need m
+setup_binaries() { # the bundle or build/ (PT_GPU_BUILD): sets bin, mode
+    local bundle=${PT_GPU_BUNDLE:-$root/.gpu-bundle/ptrain-gpu.tar.xz} build=${PT_GPU_BUILD:-$root/build} need m
     bin="" mode="build/"
     if [ -f "$bundle" ]; then
         . "$root/tests/gpu/bundle-env.sh"
@@ -140,13 +149,13 @@ setup_binaries() { # the bundle or build/: sets bin, mode
             echo "the bundle's ptrain does not start ($m); its libraries:"
             LD_LIBRARY_PATH=$(bundle_libpath 2>/dev/null) ldd "$PT_BUNDLE/bin/ptrain" | grep -v '=> /'
         done
-    elif [ -x build/ptrain ]; then
+    elif [ -x "$build/ptrain" ]; then
         bin=$work/bin
         mkdir -p "$bin"
-        for p in build/ptrain build/tests/unit/test_cuda_*; do [ -x "$p" ] && ln -s "$root/$p" "$bin/"; done
+        for p in "$build"/ptrain "$build"/tests/unit/test_cuda_*; do [ -x "$p" ] && ln -s "$(cd "$(dirname "$p")" && pwd)/${p##*/}" "$bin/"; done
         command -v mpirun >/dev/null && ln -s "$(command -v mpirun)" "$bin/mpirun"
     else
-        echo "no bundle ($bundle) and no build/: make one with share/scripts/gpu-bundle.sh and carry .gpu-bundle"
+        echo "no bundle ($bundle) and no $build/ptrain: make one with share/scripts/gpu-bundle.sh and carry .gpu-bundle"
     fi
 }
 setup_wheels() { # the peer's carried wheels into $work/site, on PYTHONPATH: sets wheels
@@ -172,8 +181,11 @@ setup_models() {
         { wanted bench-speed || wanted bench-longest || wanted multi || wanted profile; } && shapes="$shapes gemma2-2b"
         wanted bench-longest && shapes="$shapes llama3.1-8b"
     else
-        shapes="tiny tiny-gemma2 tiny-llama3" tokens=256 rows=16
+        { wanted bench-speed || wanted bench-longest || wanted multi || wanted profile; } &&
+            shapes="tiny tiny-gemma2 tiny-llama3"
+        tokens=256 rows=16
     fi
+    [ -n "$shapes" ] || { echo "writing no random models: no stage wants one"; return 0; }
     mkdir -p "$bench"
     for s in $shapes; do [ -f "$bench/$s/config.json" ] || : >"$bench/$s.writing"; done
     (
@@ -187,11 +199,22 @@ setup_models() {
     ) >"$work/models.log" 2>&1 &
     echo "writing random models in $bench: ${shapes:-none}"
 }
+# setup_save: what setup found, for the later stages (each in a subshell of its own), as far as it got
+setup_save() {
+    {
+        printf 'gpu=%q ngpu=%q sanitizer=%q bin=%q PT=%q\n' "${gpu:-none}" "${ngpu:-0}" "${sanitizer:-}" "${bin:-}" \
+            "${PT:-}"
+        [ -n "${PYTHONPATH:-}" ] && printf 'export PYTHONPATH=%q\n' "$PYTHONPATH"
+    } >"$work/setup.state"
+}
 stage_setup() {
     setup_machine
+    setup_save
     setup_binaries
     PT=${bin:+$bin/ptrain}
+    setup_save
     setup_wheels
+    setup_save
     setup_models
     if [ -n "$bin" ] && "$PT" --version | grep -q "backends:.*$DEV"; then
         result setup PASS "$gpu ($ngpu GPU(s)); $os, glibc $glibc; binaries from $mode; peer wheels: $wheels"
@@ -199,6 +222,7 @@ stage_setup() {
         result setup FAIL "$gpu; $os, glibc $glibc; no working ptrain with the $DEV backend (see setup.log)"
         PT=""
     fi
+    setup_save
 }
 
 # ---- a cmocka program: ops, model ----
@@ -520,15 +544,86 @@ wanted() {
     esac
     return 1
 }
-run_stage() { # NAME FUNCTION ARGS...: its output to $OUT/NAME.log, a FAIL row if it gave no verdict
-    local name=$1 t0=$SECONDS
+# stage_fault NAME: the fault GPU_CHECK_FAULT asks of stage NAME, if any (tests/gpu/test_report.sh)
+stage_fault() {
+    local f
+    for f in ${GPU_CHECK_FAULT:-}; do
+        [ "${f%%:*}" = "$1" ] || continue
+        echo "GPU_CHECK_FAULT: $f"
+        case ${f#*:} in
+        exit) exit 3 ;;
+        unset) echo "${gpu_check_unset_variable:?}" ;;
+        hang) # under timeout, in a process group of its own as the stages' commands are
+            timeout 100000 sleep 100000 &
+            echo "GPU_CHECK_FAULT: hanging in pid $!"
+            wait ;;
+        esac
+    done
+}
+# descendants PID: every process below PID (`timeout` puts its command in a process group of its own)
+descendants() {
+    local c
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$c"
+        descendants "$c"
+    done
+}
+# run_stage NAME FUNCTION ARGS...: the stage in a subshell and process group of its own, its output
+# to $OUT/NAME.log; killed with everything it started (its group and every process below it) past
+# its limit (its cap cut so that the later stages keep their minimums, + GPU_CHECK_GRACE); its
+# verdict row, or a FAIL row if it gave none (crashed, exited, killed)
+run_stage() {
+    local name=$1 t0=$SECONDS cap left limit pid dog rc verdict why
     shift
     wanted "$name" || return 0
     keep=$(keep_after "$name")
-    echo "== $name ($((deadline - $(date +%s))) s left, $keep s kept for the later stages)"
-    "$@" >"$OUT/$name.log" 2>&1
-    grep -q "^== $name:" "$OUT/$name.log" || result "$name" FAIL "ended without a verdict" >>"$OUT/$name.log"
-    grep "^== $name:" "$OUT/$name.log" | tail -n 1
+    cap=$(limits "$name" | cut -d' ' -f1)
+    left=$((deadline - $(date +%s) - keep))
+    [ "$left" -lt "$cap" ] && cap=$((left > 5 ? left : 5))
+    limit=$((cap + ${GPU_CHECK_GRACE:-30}))
+    echo "== $name ($((deadline - $(date +%s))) s left, $keep s kept for the later stages; killed after $limit s)"
+    rm -f "$work/$name.killed"
+    set -m # each job its own process group, so that a kill reaches all the stage started
+    (
+        stage_fault "$name"
+        "$@"
+    ) </dev/null >"$OUT/$name.log" 2>&1 &
+    pid=$!
+    (
+        sleep "$limit"
+        : >"$work/$name.killed"
+        below=$(descendants "$pid")
+        # the processes below first: once the stage's group is gone, run_stage goes on
+        # shellcheck disable=SC2086 # a list of pids
+        kill -TERM $below
+        kill -TERM -- "-$pid"
+        for _ in 1 2 3 4 5; do
+            sleep 1
+            # shellcheck disable=SC2086
+            kill -0 -- "-$pid" $below 2>/dev/null || exit 0 # all gone (a zombie counts as there)
+        done
+        # shellcheck disable=SC2086
+        kill -KILL $below
+        kill -KILL -- "-$pid"
+    ) </dev/null >/dev/null 2>&1 &
+    dog=$!
+    set +m
+    wait "$pid"
+    rc=$?
+    [ -f "$work/$name.killed" ] || kill -- "-$dog" 2>/dev/null # a watchdog that fired finishes its kills
+    wait "$dog" 2>/dev/null
+    verdict=$(grep "^== $name: " "$OUT/$name.log" | tail -n 1)
+    if [ -n "$verdict" ]; then
+        verdict=${verdict#"== $name: "}
+        results="$results| $name | ${verdict%% — *} | ${verdict#* — } |"$'\n'
+        echo "== $name: $verdict"
+    else
+        why="ended without a verdict (exit $rc)"
+        [ -f "$work/$name.killed" ] && why="killed after $limit s (its limit) without a verdict"
+        why="$why; the end of its log: $(tail -n 3 "$OUT/$name.log" | tr '\n' ' ' | cut -c 1-300)"
+        result "$name" FAIL "$why" >>"$OUT/$name.log"
+        tail -n 1 "$OUT/$name.log"
+    fi
     echo "stage $name took $((SECONDS - t0)) s" | tee -a "$OUT/$name.log"
     times="$times $name $((SECONDS - t0)) s;"
 }
@@ -542,6 +637,9 @@ start=$SECONDS
 PT="" bin="" sanitizer="" gpu="" ngpu=0 keep=0 times="" wheels=""
 rm -f "$OUT"/*.log "$OUT/logs.tar.gz"
 run_stage setup stage_setup
+# what setup found (as far as it got), for the later stages
+# shellcheck source=/dev/null
+[ -f "$work/setup.state" ] && . "$work/setup.state"
 run_stage ops stage_ops
 run_stage model stage_model
 run_stage fastref stage_fastref

@@ -4,7 +4,10 @@
 # setting, 25% / 35% MFU of 989 TFLOP/s, 4x the peer's longest sequence, n/a for cells that did not
 # run, "unverified" for a plan's length no step ran at); tests/gpu/run.sh's profile_gaps compares
 # the profile's kernel time with the benchmark's step; bench/gpu/fusion_rate.py runs (tiny sizes on
-# the CPU, with the test Python environment's torch; skipped, saying why, without it).
+# the CPU, with the test Python environment's torch; skipped, saying why, without it); run.sh's
+# stages are independent: one that hangs, one that dies of an unset variable and one that exits
+# each get a FAIL row, and the stage after them still runs and the report is written (--cpu, the
+# faults of GPU_CHECK_FAULT, about 15 s).
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -60,6 +63,39 @@ eval "$(sed -n '/^profile_gaps() {/,/^}/p' "$PTRAIN_SRCDIR/tests/gpu/run.sh")"
 gaps=$(PYTHON=python3 bench=$tmp profile_gaps "$tmp/profile.md")
 ok "profile: the time outside kernels against the benchmark's step" \
     contains "$gaps" "kernel time 50.0 ms vs the benchmark's step 68.0 ms: outside kernels at least 18.0 ms (26.5%)"
+
+# run.sh --cpu with ops hanging (killed at its limit: 100 s less the 90 kept for the later stages'
+# minimums, + 2), model dying of an unset variable, fastref exiting; train runs for real
+if command -v bash >/dev/null 2>&1 && [ -x "${PTRAIN:-}" ]; then
+    t0=$(date +%s)
+    env OUT="$tmp/run" STAGES="ops model fastref train" GPU_CHECK_FAULT="ops:hang model:unset fastref:exit" \
+        GPU_CHECK_SECONDS=100 GPU_CHECK_GRACE=2 PT_GPU_BUNDLE=/nonexistent PT_GPU_WHEELS=/nonexistent \
+        PT_GPU_BUILD="$(dirname "$PTRAIN")" PT_BENCH_DIR="$tmp/bench" PYTHON=true \
+        bash "$PTRAIN_SRCDIR/tests/gpu/run.sh" --cpu >"$tmp/run.out" 2>&1
+    rc=$?
+    secs=$(($(date +%s) - t0))
+    rep=$(cat "$tmp/run/report.md" 2>/dev/null)
+    ok "run.sh: the report is written after a hung, a crashed and an exited stage (exit $rc, $secs s)" \
+        test "$rc" = 0 -a -n "$rep"
+    ok "run.sh: the hung stage is killed at its limit, FAIL" contains "$rep" "| ops | FAIL | killed after"
+    hung=$(tar -xzOf "$tmp/run/logs.tar.gz" logs/ops.log 2>/dev/null |
+        sed -n 's/^GPU_CHECK_FAULT: hanging in pid \([0-9]*\)$/\1/p' | head -n 1)
+    # gone, or a zombie (killed, its parent gone, not yet reaped by whoever adopted it)
+    state=$(cut -d' ' -f3 "/proc/${hung:-0}/stat" 2>/dev/null)
+    ok "run.sh: nothing the hung stage started is left (its timeout, pid ${hung:-?}${state:+, state $state})" \
+        test -n "$hung" -a "${state:-Z}" = Z
+    ok "run.sh: the stage with an unset variable ends alone, FAIL" contains "$rep" "| model | FAIL | ended without a verdict"
+    ok "run.sh: the stage that exits ends alone, FAIL" contains "$rep" "| fastref | FAIL | ended without a verdict (exit 3)"
+    ok "run.sh: the stage after them runs: train PASS" contains "$rep" "| train | PASS |"
+    ok "run.sh: every stage's log in logs.tar.gz" \
+        test "$(tar -tzf "$tmp/run/logs.tar.gz" 2>/dev/null | grep -c 'logs/\(setup\|ops\|model\|fastref\|train\)\.log')" = 5
+    if [ -n "$rep" ]; then echo "$rep" | sed 's/^/# /'; else sed 's/^/# /' "$tmp/run.out" | tail -n 30; fi
+else
+    for name in "the report is written" "the hung stage" "nothing left" "the unset variable" "the exit" \
+        "the stage after" "the logs"; do
+        skip_test "run.sh: $name" "no bash or no PTRAIN"
+    done
+fi
 
 py=${PTRAIN_PYTHON:-}
 if [ -n "$py" ] && "$py" -c 'import torch' 2>/dev/null; then
