@@ -1,4 +1,4 @@
-/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pack.c src/data/random.c src/data/reader.c src/data/rows.c src/data/sampler.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pack.c src/data/random.c src/data/reader.c src/data/rows.c src/data/sampler.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
 /* fuzz_dataset.c — libFuzzer target for dataset rows, along the path training data takes: the
  * input after a 3-byte header is written to a file rows.json or rows.jsonl and read as the one
  * `dataset:` entry of a config by dataset_prepare (the JSON / JSON Lines readers, rename, filter,
@@ -34,6 +34,7 @@
 #include "ptrain/tokenizer.h"
 
 #define FUZZ_NAME "fuzz_dataset"
+#define FUZZ_STUB_CPU_BACKEND
 #include "support.h"
 
 static pt_tokenizer *tok;

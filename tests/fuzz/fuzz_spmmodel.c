@@ -1,4 +1,4 @@
-/* fuzz-sources: src/tokenizer/spm_proto.c src/tokenizer/normalize.c src/tokenizer/tok_spm_model.c src/tokenizer/tok_spm_config.c src/tokenizer/tok_norm_align.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/core/util.c src/core/jsonfile.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/tokenizer/spm_proto.c src/tokenizer/normalize.c src/tokenizer/tok_spm_model.c src/tokenizer/tok_spm_config.c src/tokenizer/tok_norm_align.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/core/util.c src/core/jsonfile.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
 /* fuzz_spmmodel.c — libFuzzer target for what reads SentencePiece models and normalizes text: the
  * first input byte (mod 3) picks
  *   0: the rest is a tokenizer.model (protobuf), loaded with one of four tokenizer_config.json
@@ -22,6 +22,9 @@
 #include "ptrain/tokenizer.h"
 #include "tokenizer/normalize.h"
 #include "tokenizer/spm_proto.h"
+#define FUZZ_NAME "fuzz_spmmodel"
+#define FUZZ_STUB_CPU_BACKEND
+#include "support.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/template_builtin.c src/tokenizer/chat_template.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/model/arch.c src/model/gguf.c src/core/util.c src/core/jsonfile.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/template_builtin.c src/tokenizer/chat_template.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/model/arch.c src/model/gguf.c src/core/util.c src/core/jsonfile.c src/core/error.c src/core/shown.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
 /* fuzz_tokenizer.c — libFuzzer target for the tokenizer: the first input byte (mod 5) picks one of
  * four small committed tokenizer.json files (tests/data/tokenizer/: qwen2-mini with lstrip /
  * rstrip / single_word tokens, llama3-mini with ignore_merges, gpt2-mini with add_prefix_space,
@@ -20,6 +20,9 @@
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
 #include "ptrain/tokenizer.h"
+#define FUZZ_NAME "fuzz_tokenizer"
+#define FUZZ_STUB_CPU_BACKEND
+#include "support.h"
 
 static const char *const names[] = {"qwen2-mini", "llama3-mini", "gpt2-mini", NULL, "spm"};
 static pt_tokenizer *toks[5];
