@@ -452,10 +452,11 @@ static pt_status stop_report(trainer *t, int64_t step)
     double sig = 0;
     int who = 0;
     TRY(dist_max_loc(t->d, (double)signals_pending(), &sig, &who));
-    char by[64] = "";
+    char by[64] = "", how[2600];
     if (t->d->world > 1) snprintf(by, sizeof by, " on rank %d", who);
-    log_info("stopped    by %s%s after step %lld: checkpoint written; run the same command again to continue "
-             "(exit status %d)\n", signals_name((int)sig), by, (long long)step, PT_CHECKPOINTED);
+    trainer_continue_text(t, how, sizeof how);
+    log_info("stopped    by %s%s after step %lld: checkpoint written; %s (exit status %d)\n", signals_name((int)sig), by,
+             (long long)step, how, PT_CHECKPOINTED);
     return PT_CHECKPOINTED;
 }
 
