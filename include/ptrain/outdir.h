@@ -10,8 +10,9 @@
 
 #include "ptrain/config.h"
 
-/* Rank 0, before anything is written: PT_ERR_USER when cfg neither resumes nor overwrites and its
- * output_dir holds a complete checkpoint (one whose completion mark verifies). */
+/* Rank 0, before anything is written: PT_ERR_USER when another run holds output_dir's lock now
+ * (dirlock_check), or when cfg neither resumes nor overwrites and output_dir holds a complete
+ * checkpoint (one whose completion mark verifies). */
 pt_status outdir_check(const pt_config *cfg);
 /* Rank 0, holding output_dir's lock; a no-op without overwrite_output_dir. Removes the earlier
  * run's files: checkpoint-N.h5, metrics.jsonl, training.png, heartbeat.json (so the run gets a

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ptrain/checkpoint.h"
+#include "ptrain/dirlock.h"
 #include "ptrain/heartbeat.h"
 #include "ptrain/hub.h"
 #include "ptrain/log.h"
@@ -64,6 +65,7 @@ static void describe(const pt_config *cfg, const char *path, char *out, size_t l
 
 pt_status outdir_check(const pt_config *cfg)
 {
+    TRY(dirlock_check(cfg->output_dir)); /* a run there now: its checkpoints are not an earlier run's */
     if (cfg->resume_from_checkpoint.on || cfg->overwrite_output_dir) return PT_OK;
     char path[4200], what[1600];
     TRY(newest_complete(cfg->output_dir, path, sizeof path));

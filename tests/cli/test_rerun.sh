@@ -7,7 +7,8 @@
 #   they say exactly that, and the same command continues;
 # - the same command again is refused (exit 1) before it writes anything (not even the lock or the
 #   heartbeat), naming the newest complete checkpoint, its step, that this config wrote it, and
-#   both keys; a config that differs is told its config hash differs;
+#   both keys; a config that differs is told its config hash differs; while the first run still
+#   runs there, the lock's message names it instead;
 # - an output_dir holding only a finished final_model_dir, a lock of a dead process, files that
 #   are not ptrain's, or only a damaged checkpoint starts as before;
 # - overwrite_output_dir: true starts over: the earlier run's checkpoints, metrics.jsonl, TensorBoard
@@ -81,6 +82,21 @@ sed 's/^max_steps: 30/max_steps: 31/' "$tmp/a.yaml" >"$tmp/a2.yaml"
 train "$tmp/a2.yaml"
 ok "another config into the same output_dir: refused, saying its config hash differs" \
     sh -c "[ $rc = 1 ] && grep -q 'at step $stopped of 30, written with another config ($tmp/a.yaml, config hash [0-9a-f]*; this config.s is [0-9a-f]*)' '$tmp/err'"
+
+# a run going on there now: the lock's message (its host and PID), not the checkpoints'
+tiny_config "$tmp/live.yaml" "$tmp/live" "max_steps: 30
+save_steps: 1
+logging_steps: 1"
+PTRAIN_TEST_STEP_DELAY_MS=300 "$P" train "$tmp/live.yaml" >"$tmp/live.out" 2>&1 &
+live=$!
+i=0
+until [ -f "$tmp/live/checkpoint-1.h5" ] || [ $i -gt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+train "$tmp/live.yaml"
+ok "the same command while the first still runs: refused with that run's host and PID, not as an earlier run" \
+    sh -c "[ $rc = 1 ] && grep -q 'output_dir $tmp/live is in use by another ptrain run: host $(hostname), PID $live' '$tmp/err' &&
+           ! grep -q 'earlier run' '$tmp/err'"
+kill -9 $live
+wait $live 2>/dev/null
 
 # --- with resume_from_checkpoint: true the same command continues, and the messages say so ---
 printf 'resume_from_checkpoint: true\n' >>"$tmp/a.yaml"
