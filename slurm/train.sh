@@ -19,7 +19,7 @@
 #     SIGTERM to every process of the job and requeues it itself; the ranks checkpoint and exit 75
 #     within KillWait (default 30 s), this script does not requeue a second time.
 #   - Cancelled (`scancel JOBID`): SIGTERM as well, the ranks checkpoint and exit 75, and the job
-#     stays cancelled. Submitting the same command again resumes.
+#     stays cancelled. Submitting the same command again resumes (with resume_from_checkpoint: true).
 #   - Training done (exit 0), bad input (1), usage (2), training diverged (6: a NaN or infinite
 #     loss; requeueing would only diverge again), a rank killed or crashed (anything else):
 #     the job ends with that status and is not requeued.
@@ -109,12 +109,23 @@ setting() { # setting KEY: its value in the table of ptrain check
     printf '%s\n' "$table" | sed -n "s/^$1  *//p" | sed 's/  (default)$//' | head -n 1
 }
 resume=$(setting resume_from_checkpoint | cut -d' ' -f1)
+overwrite=$(setting overwrite_output_dir)
 final_dir=$(setting final_model_dir)
+# what continues a stopped job: the same command only when the config resumes
+again="submit the same command to resume"
+[ "$resume" = true ] || again="set resume_from_checkpoint: true in $config, then submit the same command to resume"
 if [ "$rc" != 0 ]; then
     say "warning: ptrain check exited $rc; starting anyway"
+elif [ "$overwrite" = true ]; then
+    say "warning: $config sets overwrite_output_dir: true, so a requeued or re-submitted job removes the" \
+        "checkpoints and starts over from step 0; use resume_from_checkpoint: true instead to continue"
 elif [ "$resume" = false ]; then
-    say "warning: $config does not set resume_from_checkpoint: true, so a requeued or re-submitted" \
-        "job starts over from step 0; add it (with save_strategy: steps and save_steps) to continue"
+    say "warning: $config does not set resume_from_checkpoint: true, so a requeued or re-submitted job" \
+        "refuses to start over on top of the checkpoints in output_dir; add it (with save_strategy: steps and" \
+        "save_steps) to continue"
+elif [ "$resume" != true ]; then
+    say "warning: $config sets resume_from_checkpoint: $resume, so a requeued or re-submitted job goes back" \
+        "to that checkpoint; write resume_from_checkpoint: true to continue from the newest"
 fi
 
 # one OpenMP thread pool per rank: the CPUs Slurm gave each task
@@ -191,7 +202,7 @@ elif printf '%s\n' "$job_info" | grep -q 'Requeue=0'; then
 elif printf '%s\n' "$job_info" | grep -q 'BatchFlag=0'; then
     requeue=no
     why="not a batch job"
-elif [ "$resume" = false ]; then
+elif [ "$resume" != true ]; then
     requeue=no
     why="the config does not resume: resume_from_checkpoint is not true"
 fi
@@ -211,26 +222,28 @@ case "$rc" in
     how="on SIGUSR1"
     [ "$got_usr1" = 1 ] || how="on a signal sent to the ranks"
     if [ "$got_term" = 1 ]; then
-        say "checkpointed and stopped (exit 75) on SIGTERM: a cancelled job stays cancelled (submit" \
-            "the same command to resume), a requeued or preempted one comes back by itself"
+        if [ "$resume" = true ]; then
+            say "checkpointed and stopped (exit 75) on SIGTERM: a cancelled job stays cancelled ($again)," \
+                "a requeued or preempted one comes back by itself"
+        else
+            say "checkpointed and stopped (exit 75) on SIGTERM: to continue, $again"
+        fi
     elif [ "$requeue" = no ]; then
-        say "checkpointed and stopped (exit 75) $how; not requeueing ($why): submit the same" \
-            "command to resume"
+        say "checkpointed and stopped (exit 75) $how; not requeueing ($why): $again"
     else
         say "checkpointed and stopped (exit 75) $how; requeueing job $SLURM_JOB_ID"
-        scontrol requeue "$SLURM_JOB_ID" ||
-            say "scontrol requeue $SLURM_JOB_ID failed: submit the same command to resume"
+        scontrol requeue "$SLURM_JOB_ID" || say "scontrol requeue $SLURM_JOB_ID failed: $again"
     fi
     ;;
 *)
     if [ "$got_term" = 1 ]; then
         # mpirun ends 1 on SIGTERM even when its ranks checkpointed and exited 75
-        say "stopped on SIGTERM (exit $rc): not requeueing; the newest complete checkpoint is where" \
-            "the same command resumes"
+        say "stopped on SIGTERM (exit $rc): not requeueing; to continue from the newest complete" \
+            "checkpoint, $again"
     else
         say "ptrain ended with exit $rc: not requeueing (1: bad input, 2: usage, 6: training" \
-            "diverged, other: a rank failed or was killed; see above); the same command resumes from" \
-            "the newest complete checkpoint"
+            "diverged, other: a rank failed or was killed; see above); to continue from the newest complete" \
+            "checkpoint once the cause is fixed, $again"
     fi
     ;;
 esac

@@ -84,6 +84,7 @@ typedef struct {
     long save_total_limit; /* 0: keep all */
     char *final_model_dir;
     pt_resume resume_from_checkpoint;
+    bool overwrite_output_dir; /* start over on top of an earlier run's checkpoints (src/train/outdir.c) */
     double val_split_ratio; /* 0: no eval set */
     pt_strategy eval_strategy;
     double eval_steps;

@@ -19,6 +19,10 @@ typedef struct {
 
 /* Create dir when missing and take its lock; what is fails says who holds it. */
 pt_status dirlock_acquire(const char *dir, pt_dirlock *l);
+/* Without creating or writing anything: the error dirlock_acquire would give now when another
+ * process holds dir's lock (not an earlier instance of this Slurm job, which acquire waits for);
+ * PT_OK otherwise. For a look at output_dir before a run writes there (outdir.h). */
+pt_status dirlock_check(const char *dir);
 void dirlock_release(pt_dirlock *l);
 
 #endif

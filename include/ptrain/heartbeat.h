@@ -2,7 +2,7 @@
  * Rank 0 rewrites output_dir/heartbeat.json from a thread of its own every HEARTBEAT_INTERVAL_S,
  * from taking output_dir's lock to the end of the run (through the model's loading too), each time
  * whole (filewrite.h: a reader sees the old file or the new one): its state, host, PID, Slurm job,
- * config, step and total, and the time. The end of the run writes the final state and its exit
+ * config (and whether it resumes), step and total, and the time. The end of the run writes the final state and its exit
  * status. A heartbeat still saying "starting" or "running" but older than HEARTBEAT_STALE_S is a
  * process that is gone (killed, or its node lost): the stale time leaves room for a busy filesystem
  * and for the attribute caches of NFS clients (up to a minute) on the reading node.
@@ -13,6 +13,7 @@
 #define PTRAIN_HEARTBEAT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ptrain/error.h"
@@ -33,6 +34,11 @@ typedef struct {
     long pid;
     char slurm_job[64];
     char config[1024];      /* the config file */
+    /* how the same command continues (heartbeat_continue_text): the config's resume_from_checkpoint,
+     * "true", "false" or the path it names ("" in the heartbeat of an older ptrain), and
+     * overwrite_output_dir */
+    char resume[1024];
+    bool overwrite;
     char logging_dir[4200]; /* where TensorBoard's files go; "" without report_to: tensorboard */
     int64_t step, total;    /* optimizer steps done, of total (0: not known yet) */
     double started, updated; /* Unix seconds: the process's start, the last write */
@@ -50,6 +56,11 @@ void heartbeat_set(heartbeat *hb, heartbeat_state state, int64_t step, int64_t t
 void heartbeat_set_logging_dir(heartbeat *hb, const char *dir);
 /* Stop the thread and write the final state at once; hb is freed (NULL: nothing to do). */
 void heartbeat_stop(heartbeat *hb, heartbeat_state state, int exit_status);
+
+/* What to do so that a run stopped after a checkpoint continues, from resume and overwrite as in
+ * heartbeat_info and the config file's name: "run the same command again to continue" only when
+ * resume is "true"; otherwise what to set in the config first, and why. */
+void heartbeat_continue_text(const char *resume, bool overwrite, const char *config, char *out, size_t len);
 
 /* Read output_dir/heartbeat.json; *found false (info zeroed) when there is none. */
 pt_status heartbeat_read(const char *output_dir, heartbeat_info *info, bool *found);

@@ -50,6 +50,11 @@ pt_status hub_stage_write(const hub_stage *s, const char *repo_path, const void 
 pt_status hub_stage_commit(const hub_stage *s, const hub_job_meta *meta);
 /* Remove the job directory (an aborted stage, or an uploaded job): job.json first. */
 void hub_stage_remove(const char *dir);
+/* A run that starts over (overwrite_output_dir): remove every job directory under output_dir/hub,
+ * complete or not, so no push of the earlier run is made by this one; output_dir/hub goes too when
+ * nothing else is left in it. Only where no other process stages (a run's start, under the lock).
+ * Returns how many complete jobs (pushes not made) were dropped. */
+int hub_jobs_discard(const char *output_dir);
 void hub_stage_free(hub_stage *s);
 
 /* ---- the upload queue (hub_worker.c) ---- */

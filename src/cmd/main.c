@@ -12,7 +12,7 @@
  *
  * Exit codes: 0 ok, 1 user error (bad config/model/data/checkpoint), 2 usage, 6 training diverged
  * (a non-finite loss or gradient norm; nothing bad saved), 75 checkpointed after a stop signal (run
- * me again), 130 interrupted,
+ * me again, with resume_from_checkpoint: true), 130 interrupted,
  * anything else an internal error. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
@@ -61,7 +61,8 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 ok, 1 bad input (config, model, data, checkpoint), 2 usage error,\n"
     "6 training diverged (a NaN or infinite loss or gradient norm; nothing after it saved),\n"
-    "75 checkpointed after SIGUSR1/SIGTERM/Ctrl-C (run the same command again to resume),\n"
+    "75 checkpointed after SIGUSR1/SIGTERM/Ctrl-C (with resume_from_checkpoint: true the same\n"
+    "command continues; the message says what to set otherwise),\n"
     "130 interrupted by a second Ctrl-C, other values an internal error.\n"
     "Environment: HF_TOKEN (publishing only; never logged; else huggingface_hub's token file),\n"
     "HF_ENDPOINT (the Hub), HF_HOME / HF_HUB_CACHE (model ids).\n";

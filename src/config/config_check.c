@@ -86,6 +86,11 @@ static void check_training(pt_config *cfg, config_report *errors)
     if (config_is_set(cfg, "resume_from_checkpoint") && cfg->resume_from_checkpoint.path &&
         !*cfg->resume_from_checkpoint.path)
         rule_error(cfg, errors, "resume_from_checkpoint", "expected true, false or a checkpoint path, found \"\"");
+    if (cfg->overwrite_output_dir && cfg->resume_from_checkpoint.on)
+        rule_error(cfg, errors, "overwrite_output_dir",
+                   "true removes the checkpoints resume_from_checkpoint (%s) continues from; keep one: "
+                   "resume_from_checkpoint to continue, overwrite_output_dir to start over",
+                   cfg->resume_from_checkpoint.path ? shown_text(cfg->resume_from_checkpoint.path).s : "true");
 }
 
 /* One part of a repository id: 1 to 96 of [A-Za-z0-9_.-], first and last a word character. */

@@ -143,6 +143,8 @@ const key_spec config_keys[] = {
      "where rank 0 writes the final adapter"},
     {"resume_from_checkpoint", NULL, K_RESUME, OFF(resume_from_checkpoint), "false", NULL, 0, 0, 0,
      "true: newest complete checkpoint in output_dir; a path: that one"},
+    {"overwrite_output_dir", NULL, K_BOOL, OFF(overwrite_output_dir), "false", NULL, 0, 0, 0,
+     "start over in an output_dir that holds an earlier run's checkpoints, removing that run's files first"},
     {"val_split_ratio", NULL, K_FLOAT, OFF(val_split_ratio), NULL, NULL, 0, 1,
      F_MIN_EXCL | F_MAX_EXCL, "fraction of the data held out for evaluation"},
     {"eval_strategy", NULL, K_ENUM, OFF(eval_strategy), "epoch", config_strategy_choices, 0, 0, 0,

@@ -57,8 +57,8 @@ uint64_t dataset_options_hash(const dataset_options *o)
 /* Size, CRC-32 and Adler-32 of one file's bytes into h. */
 static pt_status mix_file(uint64_t *h, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
+    FILE *f;
+    TRY(source_open(path, &f));
     const size_t cap = (size_t)1 << 20;
     unsigned char *chunk = malloc(cap);
     if (!chunk) abort();

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "ptrain/dataset.h"
 #include "ptrain/error.h"
@@ -35,6 +36,11 @@ pt_status source_files(const pt_dataset_config *d, data_files *out);
 void source_free(data_files *f);
 /* Whether a path names a file of split (the split as a word: not inside a longer name). */
 bool source_in_split(const char *path, const char *split);
+/* The error for a data path that is not a regular file, saying what it is (mode: its stat type). */
+pt_status source_not_a_file(const char *path, mode_t mode);
+/* Open a data file for reading: refused, saying what it is, unless a regular file; a FIFO never
+ * blocks (it is opened without waiting for a writer, then refused). */
+pt_status source_open(const char *path, FILE **f);
 
 /* ---- reader.c: rows from .json / .jsonl ---- */
 typedef struct {

@@ -38,8 +38,8 @@ static pt_status too_large(const char *path)
 
 static pt_status slurp(const char *path, char **buf, size_t *len, uint32_t *crc)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
+    FILE *f;
+    TRY(source_open(path, &f));
     struct stat info;
     if (fstat(fileno(f), &info) == 0 && (uint64_t)info.st_size > DATA_MAX_FILE) {
         fclose(f);

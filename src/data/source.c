@@ -2,13 +2,18 @@
  * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
  * allowed) or else every .json/.jsonl file under it (recursively, sorted by path), narrowed to
  * the files of the split (split_type: the split's name as a word in the path) when any match.
- * Parquet, CSV and Arrow files are refused with the command that converts them. */
+ * Parquet, CSV and Arrow files are refused with the command that converts them, and a path that is
+ * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
+ * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "data_internal.h"
 
@@ -65,32 +70,76 @@ static void push(data_files *f, char *path)
 
 static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static bool stat_kind(const char *path, bool *dir)
+typedef enum { PATH_MISSING, PATH_FILE, PATH_DIR, PATH_SPECIAL } path_kind;
+
+/* What path is (links followed); *mode gets its type. */
+static path_kind stat_kind(const char *path, mode_t *mode)
 {
     struct stat st;
-    if (stat(path, &st) != 0) return false;
-    *dir = S_ISDIR(st.st_mode);
-    return *dir || S_ISREG(st.st_mode);
+    if (stat(path, &st) != 0) return PATH_MISSING;
+    *mode = st.st_mode;
+    return S_ISREG(st.st_mode) ? PATH_FILE : S_ISDIR(st.st_mode) ? PATH_DIR : PATH_SPECIAL;
 }
 
-/* Every data file (JSON or convertible) under dir, hidden entries skipped. */
-static void walk(const char *dir, int depth, data_files *out)
+static const char *mode_name(mode_t mode)
+{
+    return S_ISCHR(mode)    ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISFIFO(mode) ? "a FIFO (a named pipe)"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISDIR(mode)  ? "a directory"
+                            : "not a regular file";
+}
+
+pt_status source_not_a_file(const char *path, mode_t mode)
+{
+    return ERR(PT_ERR_USER, "%s is %s, not a data file: ptrain reads regular .json and .jsonl files (name one, or a "
+               "directory of them)", shown_text(path).s, mode_name(mode));
+}
+
+pt_status source_open(const char *path, FILE **f)
+{
+    *f = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO opens at once, and is refused below */
+    struct stat st;
+    if (fd < 0) {
+        int err = errno;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return source_not_a_file(path, st.st_mode);
+        return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(err));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pt_status rc = source_not_a_file(path, st.st_mode);
+        close(fd);
+        return rc;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *f = fdopen(fd, "rb");
+    if (*f) return PT_OK;
+    close(fd);
+    return ERR(PT_ERR_NOMEM, "out of memory opening %s", shown_text(path).s);
+}
+
+/* Every data file (JSON or convertible) under dir, hidden entries skipped; a special file with a
+ * data file's name (a FIFO called train.jsonl) is an error. */
+static pt_status walk(const char *dir, int depth, data_files *out)
 {
     DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));) {
+    if (!d) return PT_OK;
+    pt_status st = PT_OK;
+    for (struct dirent *e; st == PT_OK && (e = readdir(d));) {
         if (e->d_name[0] == '.') continue;
         strbuf path = {0};
         sb_printf(&path, "%s/%s", dir, e->d_name);
-        bool is_dir;
-        if (!stat_kind(path.data, &is_dir)) sb_free(&path);
-        else if (is_dir) {
-            if (depth < WALK_DEPTH) walk(path.data, depth + 1, out);
-            sb_free(&path);
-        } else if (kind_of(path.data) != KIND_OTHER && !is_metadata(path.data)) push(out, path.data);
+        mode_t mode = 0;
+        path_kind k = stat_kind(path.data, &mode);
+        bool data = kind_of(path.data) != KIND_OTHER && !is_metadata(path.data);
+        if (k == PATH_DIR && depth < WALK_DEPTH) st = walk(path.data, depth + 1, out);
+        else if (k == PATH_SPECIAL && data) st = source_not_a_file(path.data, mode);
+        if (k == PATH_FILE && data) push(out, path.data);
         else sb_free(&path);
     }
     closedir(d);
+    return st;
 }
 
 static bool wanted(const char *path, size_t skip, const char *split)
@@ -169,7 +218,7 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
     if (d->split_type && strpbrk(d->split_type, "[:%+"))
         return ERR(PT_ERR_USER, "split_type \"%s\": split slicing is not supported; name the split (e.g. train) and "
                    "use num_samples to take the first rows", shown_text(d->split_type).s);
-    walk(dir, 0, out);
+    TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
     narrow(out, 0, NULL);
@@ -184,10 +233,13 @@ static pt_status add_pattern(const char *dir, const char *pattern, data_files *o
     else sb_printf(&path, "%s/%s", dir, pattern);
     glob_t g;
     int rc = glob(path.data, 0, NULL, &g);
-    if (rc == 0)
-        for (size_t i = 0; i < g.gl_pathc; i++) push(out, xstrdup(g.gl_pathv[i]));
-    if (rc == 0) globfree(&g);
     pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", shown_text(path.data).s);
+    for (size_t i = 0; rc == 0 && st == PT_OK && i < g.gl_pathc; i++) {
+        mode_t mode = 0;
+        if (stat_kind(g.gl_pathv[i], &mode) == PATH_FILE) push(out, xstrdup(g.gl_pathv[i]));
+        else st = source_not_a_file(g.gl_pathv[i], mode);
+    }
+    if (rc == 0) globfree(&g);
     sb_free(&path);
     return st;
 }
@@ -209,9 +261,11 @@ static pt_status from_dir(const pt_dataset_config *d, const char *dir, data_file
 
 static pt_status from_name(const pt_dataset_config *d, data_files *out)
 {
-    bool is_dir;
-    if (stat_kind(d->name, &is_dir)) {
-        if (is_dir) return from_dir(d, d->name, out);
+    mode_t mode = 0;
+    path_kind k = stat_kind(d->name, &mode);
+    if (k == PATH_SPECIAL) return source_not_a_file(d->name, mode);
+    if (k != PATH_MISSING) {
+        if (k == PATH_DIR) return from_dir(d, d->name, out);
         if (d->data_files.n)
             return ERR(PT_ERR_USER, "data_files needs name to be a directory or an HF dataset id; %s is a file",
                        shown_text(d->name).s);

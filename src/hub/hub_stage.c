@@ -184,3 +184,24 @@ void hub_jobs_clean(const char *output_dir)
     }
     if (d) closedir(d);
 }
+
+int hub_jobs_discard(const char *output_dir)
+{
+    char hub[4200];
+    snprintf(hub, sizeof hub, "%s/hub", output_dir);
+    DIR *d = opendir(hub);
+    int dropped = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char dir[4500], json[4600];
+        struct stat sb;
+        snprintf(dir, sizeof dir, "%s/%s", hub, e->d_name);
+        snprintf(json, sizeof json, "%s/job.json", dir);
+        bool job = hub_job_seq(e->d_name) >= 0 || !strncmp(e->d_name, ".gone-", 6);
+        if (!job || lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        dropped += unlink(json) == 0 && e->d_name[0] != '.'; /* first: from here on never uploaded */
+        nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    }
+    if (d) closedir(d);
+    rmdir(hub); /* fails, as it should, when something else is in it */
+    return dropped;
+}

@@ -131,6 +131,30 @@ pt_status dirlock_acquire(const char *dir, pt_dirlock *l)
     return PT_OK;
 }
 
+pt_status dirlock_check(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, DIRLOCK_NAME);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return PT_OK; /* none yet, or not a file: dirlock_acquire says what is wrong */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    int rc = -1;
+#ifdef F_OFD_GETLK
+    rc = fcntl(fd, F_OFD_GETLK, &fl);
+    if (rc != 0 && errno == EINVAL) fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET};
+#endif
+    if (rc != 0) rc = fcntl(fd, F_GETLK, &fl);
+    pt_status st = PT_OK;
+    const char *job = getenv("SLURM_JOB_ID");
+    holder h;
+    if (rc == 0 && fl.l_type != F_UNLCK) {
+        holder_read(fd, &h);
+        if (!job || !*job || strcmp(job, h.job)) st = held_error(dir, &h); /* an earlier instance: waited for */
+    }
+    close(fd);
+    return st;
+}
+
 void dirlock_release(pt_dirlock *l)
 {
     if (l->fd >= 0) close(l->fd); /* the file stays: removing it would race with a run taking it */

@@ -25,7 +25,6 @@ static const char *number(double x, char *buf, size_t len)
 }
 
 /* Where the user can go back to: the newest checkpoint written before the divergence, if any. */
-/* Where the user can go back to: the newest checkpoint written before the divergence, if any. */
 static void last_good(const trainer *t, char *buf, size_t len)
 {
     if (t->last_saved < 0) {
@@ -33,8 +32,9 @@ static void last_good(const trainer *t, char *buf, size_t len)
         return;
     }
     snprintf(buf, len, "The newest checkpoint, %s/checkpoint-%lld.h5, is from before it and is kept: lower "
-             "learning_rate and start again, or resume from a checkpoint whose logged loss and grad_norm still "
-             "looked sane.", t->cfg->output_dir, (long long)t->last_saved);
+             "learning_rate and start again (overwrite_output_dir: true, or another output_dir), or resume from a "
+             "checkpoint whose logged loss and grad_norm still looked sane (resume_from_checkpoint: its path).",
+             t->cfg->output_dir, (long long)t->last_saved);
 }
 
 pt_status trainer_check_step(trainer *t, int64_t step, bool nonfinite, double loss, double grad_norm, bool *skip)

@@ -30,6 +30,7 @@
 #include "ptrain/log.h"
 #include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
+#include "ptrain/outdir.h"
 #include "ptrain/peft.h"
 #include "ptrain/progress.h"
 #include "ptrain/resume.h"
@@ -443,10 +444,11 @@ static pt_status stop_report(trainer *t, int64_t step)
     double sig = 0;
     int who = 0;
     TRY(dist_max_loc(t->d, (double)signals_pending(), &sig, &who));
-    char by[64] = "";
+    char by[64] = "", how[2600];
     if (t->d->world > 1) snprintf(by, sizeof by, " on rank %d", who);
-    log_info("stopped    by %s%s after step %lld: checkpoint written; run the same command again to continue "
-             "(exit status %d)\n", signals_name((int)sig), by, (long long)step, PT_CHECKPOINTED);
+    trainer_continue_text(t, how, sizeof how);
+    log_info("stopped    by %s%s after step %lld: checkpoint written; %s (exit status %d)\n", signals_name((int)sig), by,
+             (long long)step, how, PT_CHECKPOINTED);
     return PT_CHECKPOINTED;
 }
 
@@ -552,7 +554,10 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     t.nan_step = env_int("PTRAIN_TEST_NAN_STEP"), t.nan_grad_step = env_int("PTRAIN_TEST_NAN_GRAD_STEP");
     /* the signal handlers are installed by main.c: a signal during loading stops after the first step */
     t.lock.fd = t.tb.fd = -1;
-    pt_status st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
+    /* rank 0 looks before anything is written: no start over on top of an earlier run (outdir.h) */
+    pt_status st = dist_agree(d, d->rank == 0 ? outdir_check(cfg) : PT_OK);
+    if (st == PT_OK) st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
+    if (st == PT_OK) st = dist_agree(d, d->rank == 0 ? outdir_clear(cfg) : PT_OK); /* overwrite_output_dir */
     if (st == PT_OK) st = dist_agree(d, trainer_watch_start(&t)); /* the heartbeat, from here to the end */
     double t0 = util_now(), up0 = be->upload_s;
     if (st == PT_OK) st = trainer_load_model(&t); /* agreed inside */

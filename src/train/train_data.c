@@ -10,6 +10,7 @@
 #include "ptrain/config_options.h"
 #include "ptrain/dataset_cache.h"
 #include "ptrain/log.h"
+#include "ptrain/outdir.h"
 #include "trainer.h"
 
 /* dataset_work's exchange: the parts' statuses agreed, then their rows to rank 0. */
@@ -89,6 +90,7 @@ static pt_status load_cached(trainer *t, const dataset_options *o, const dataset
 {
     char name[64], path[4096 + 64];
     dataset_cache_file_name(key, name, sizeof name);
+    TRY(dist_agree(t->d, t->d->rank == 0 ? outdir_clear_caches(t->cfg, name) : PT_OK)); /* overwrite_output_dir */
     snprintf(path, sizeof path, "%s/%s", t->cfg->output_dir, name);
     int found;
     TRY(cache_found(t, path, key, &found));

@@ -43,14 +43,27 @@ static void resolve_run_name(trainer *t)
     snprintf(t->run_name, sizeof t->run_name, "%s_%s", when, host);
 }
 
+/* resume_from_checkpoint as the heartbeat keeps it: "true", "false" or the path it names. */
+static const char *resume_text(const pt_config *c)
+{
+    const pt_resume *r = &c->resume_from_checkpoint;
+    return r->path ? r->path : r->on ? "true" : "false";
+}
+
+void trainer_continue_text(const trainer *t, char *out, size_t len)
+{
+    heartbeat_continue_text(resume_text(t->cfg), t->cfg->overwrite_output_dir, t->cfg->path, out, len);
+}
+
 pt_status trainer_watch_start(trainer *t)
 {
     t->tb.fd = -1;
     if (t->d->rank != 0) return PT_OK;
     resolve_run_name(t);
-    heartbeat_info info = {.state = HB_STARTING};
+    heartbeat_info info = {.state = HB_STARTING, .overwrite = t->cfg->overwrite_output_dir};
     snprintf(info.run_name, sizeof info.run_name, "%s", t->run_name);
     snprintf(info.config, sizeof info.config, "%s", t->cfg->path);
+    snprintf(info.resume, sizeof info.resume, "%s", resume_text(t->cfg));
     return heartbeat_start(t->cfg->output_dir, &info, &t->hb);
 }
 

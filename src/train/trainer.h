@@ -140,5 +140,8 @@ pt_status trainer_watch_log(trainer *t, const progress_record *r);
 pt_status trainer_watch_eval(trainer *t, int64_t step, double eval_loss);
 void trainer_watch_saved(trainer *t, int64_t step);
 void trainer_watch_end(trainer *t, pt_status st);
+/* What makes this run continue after a stop: "run the same command again to continue" when the
+ * config resumes, else what to set first (heartbeat_continue_text). */
+void trainer_continue_text(const trainer *t, char *out, size_t len);
 
 #endif

@@ -45,6 +45,8 @@ static pt_status write_info(const char *path, const heartbeat_info *i)
                           (json_int_t)i->pid, "slurm_job_id", i->slurm_job, "config", i->config, "logging_dir",
                           i->logging_dir, "step", (json_int_t)i->step, "total_steps", (json_int_t)i->total, "started",
                           i->started, "updated", i->updated, "interval_s", i->interval_s);
+    if (o) json_object_set_new(o, "resume_from_checkpoint", json_string(i->resume));
+    if (o) json_object_set_new(o, "overwrite_output_dir", json_boolean(i->overwrite));
     if (o && i->state > HB_RUNNING) json_object_set_new(o, "exit_status", json_integer(i->exit_status));
     char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) : NULL;
     json_decref(o);
@@ -160,6 +162,27 @@ void heartbeat_stop(heartbeat *hb, heartbeat_state state, int exit_status)
     free(hb);
 }
 
+void heartbeat_continue_text(const char *resume, bool overwrite, const char *config, char *out, size_t len)
+{
+    pt_shown cfg = shown_text(config), named = shown_text(resume);
+    if (!strcmp(resume, "true")) snprintf(out, len, "run the same command again to continue");
+    else if (!*resume)
+        snprintf(out, len, "run the same command again to continue when %s says resume_from_checkpoint: true (set "
+                 "it first otherwise)", cfg.s);
+    else if (!strcmp(resume, "false") && overwrite)
+        snprintf(out, len, "to continue, set resume_from_checkpoint: true in %s in place of overwrite_output_dir: "
+                 "true (with which the same command removes these checkpoints and starts over), then run the "
+                 "command again", cfg.s);
+    else if (!strcmp(resume, "false"))
+        snprintf(out, len, "to continue, set resume_from_checkpoint: true in %s, then run the same command again "
+                 "(as it is, the config does not resume: the command would refuse to start over on top of these "
+                 "checkpoints)", cfg.s);
+    else
+        snprintf(out, len, "to continue from the newest checkpoint, set resume_from_checkpoint: true in %s, then run "
+                 "the same command again (as it is, the config names %s: the command would go back to that one)",
+                 cfg.s, named.s);
+}
+
 /* ---- reading ---- */
 
 static void copy_text(char *out, size_t len, json_t *o, const char *key)
@@ -188,6 +211,8 @@ static pt_status parse_info(const char *path, json_t *o, heartbeat_info *i)
     copy_text(i->slurm_job, sizeof i->slurm_job, o, "slurm_job_id");
     copy_text(i->config, sizeof i->config, o, "config");
     copy_text(i->logging_dir, sizeof i->logging_dir, o, "logging_dir");
+    copy_text(i->resume, sizeof i->resume, o, "resume_from_checkpoint");
+    i->overwrite = json_is_true(json_object_get(o, "overwrite_output_dir"));
     i->pid = (long)integer(o, "pid");
     i->exit_status = (int)integer(o, "exit_status");
     i->step = integer(o, "step"), i->total = integer(o, "total_steps");

@@ -22,7 +22,8 @@ static void clock_text(double s, char *out, size_t len)
 static void print_state(const run_status *s, FILE *out)
 {
     const heartbeat_info *h = &s->hb;
-    char ago[32], job[96] = "";
+    char ago[32], job[96] = "", how[2600];
+    status_continue_text(s, how, sizeof how);
     clock_text(s->now - h->updated, ago, sizeof ago);
     if (h->slurm_job[0]) snprintf(job, sizeof job, ", Slurm job %s", h->slurm_job);
     fprintf(out, "%s: ", s->dir);
@@ -31,13 +32,12 @@ static void print_state(const run_status *s, FILE *out)
                 "(loading the model and data)", h->host, h->pid, job, ago);
     else if (!strcmp(s->state, "finished")) fprintf(out, "finished on %s%s, %s ago\n", h->host, job, ago);
     else if (!strcmp(s->state, "stopped"))
-        fprintf(out, "stopped by a signal after a checkpoint (exit status %d), %s ago; run the same command again "
-                "to continue\n", h->exit_status, ago);
+        fprintf(out, "stopped by a signal after a checkpoint (exit status %d), %s ago; %s\n", h->exit_status, ago, how);
     else if (!strcmp(s->state, "failed"))
         fprintf(out, "failed (exit status %d, %s) on %s%s, %s ago\n", h->exit_status,
                 err_status_name((pt_status)h->exit_status), h->host, job, ago);
     else if (!strcmp(s->state, "not_running"))
-        fprintf(out, "not running: %s; run the same command again to resume\n", s->why);
+        fprintf(out, "not running: %s; %s\n", s->why, how);
     else fprintf(out, "state unknown: %s\n", s->why);
 }
 
@@ -106,9 +106,17 @@ static json_t *heartbeat_json(const run_status *s)
 {
     const heartbeat_info *h = &s->hb;
     if (!s->has_hb) return json_null();
-    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:f, s:f, s:f}", "run_name", h->run_name, "host", h->host, "pid",
-                     (json_int_t)h->pid, "slurm_job_id", h->slurm_job, "config", h->config, "logging_dir",
-                     h->logging_dir, "started", h->started, "updated", h->updated, "age_s", s->now - h->updated);
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s?, s:b, s:s, s:f, s:f, s:f}", "run_name", h->run_name, "host",
+                     h->host, "pid", (json_int_t)h->pid, "slurm_job_id", h->slurm_job, "config", h->config,
+                     "resume_from_checkpoint", h->resume[0] ? h->resume : NULL, "overwrite_output_dir", h->overwrite,
+                     "logging_dir", h->logging_dir, "started", h->started, "updated", h->updated, "age_s",
+                     s->now - h->updated);
+}
+
+void status_continue_text(const run_status *s, char *out, size_t len)
+{
+    if (!s->ck.has_newest) snprintf(out, len, "no complete checkpoint yet: the same command starts it again");
+    else heartbeat_continue_text(s->hb.resume, s->hb.overwrite, s->hb.config, out, len);
 }
 
 static json_t *checkpoints_json(const run_status *s, json_t **best)
@@ -137,9 +145,12 @@ pt_status status_print_json(const run_status *s, FILE *out)
 {
     const runlog *l = &s->log;
     json_t *best, *jobs, *ck = checkpoints_json(s, &best), *resumes = lists_json(s, &jobs);
+    char how[2600] = "";
+    if (!strcmp(s->state, "stopped") || !strcmp(s->state, "not_running")) status_continue_text(s, how, sizeof how);
     json_t *o = json_pack(
-        "{s:s, s:s, s:s?, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o}", "output_dir",
-        s->dir, "state", s->state, "why", s->why[0] ? s->why : NULL, "heartbeat", heartbeat_json(s), "step",
+        "{s:s, s:s, s:s?, s:s?, s:o, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:o}",
+        "output_dir", s->dir, "state", s->state, "why", s->why[0] ? s->why : NULL, "to_continue", how[0] ? how : NULL,
+        "heartbeat", heartbeat_json(s), "step",
         (json_int_t)s->step, "total_steps", s->total > 0 ? json_integer(s->total) : json_null(), "epoch",
         number_or_null(l->epoch), "loss", number_or_null(l->loss), "loss_step",
         l->has_train ? json_integer(l->train_step) : json_null(), "eval_loss", number_or_null(l->eval_loss),

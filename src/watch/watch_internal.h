@@ -62,6 +62,9 @@ typedef struct {
     int64_t step, total; /* steps done, of total (0: not known) */
 } run_status;
 
+/* What makes a stopped or killed run continue: heartbeat_continue_text for its config, or, with no
+ * complete checkpoint yet, that the same command starts it again. */
+void status_continue_text(const run_status *s, char *out, size_t len);
 /* Print st as a few lines of text, or as one JSON object. */
 void status_print_text(const run_status *st, FILE *out);
 pt_status status_print_json(const run_status *st, FILE *out);

@@ -7,7 +7,9 @@
 # (every rank exits 75 after rank 0's checkpoint). Also: only rank 0 touches checkpoint files
 # (each rank runs in its own directory, so rank 1 cannot see output_dir, and the resume still
 # works), and a different world size on resume (2 -> 1 and 1 -> 2 ranks) continues, says what
-# changed, and finishes. Skips, saying why, without mpirun.
+# changed, and finishes. A config that does not resume is refused by every rank alike in an
+# output_dir holding checkpoints, and overwrite_output_dir starts over. Skips, saying why, without
+# mpirun.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -80,7 +82,7 @@ for sig in USR1 TERM; do
     wait "$job"
     rc=$?
     expect_eq "SIG$sig to one rank (pid $victim): the job exits 75" 75 "$rc"
-    ok "SIG$sig to one rank: rank 0 wrote a checkpoint and said to run again" grep -q "stopped    by SIG$sig on rank [01] after step" "$tmp/sig$sig.out"
+    ok "SIG$sig to one rank: rank 0 wrote a checkpoint and said to run the same command again" grep -q "stopped    by SIG$sig on rank [01] after step [0-9]*: checkpoint written; run the same command again to continue (exit status 75)" "$tmp/sig$sig.out"
     resumed_equal "SIG$sig to one rank" "s$sig"
 done
 
@@ -109,5 +111,19 @@ mpi 120 -np 2 "$P" train "$tmp/w12.yaml"
 expect_eq "1 rank -> 2 ranks: finishes" 0 "$rc"
 ok "1 rank -> 2 ranks: says the batch changed" \
     grep -q "ranks x batch x accumulation changed: 1 x 2 x 2 = 4 sequences per step at the checkpoint, 2 x 2 x 2 = 8 now" "$tmp/out"
+
+# a config that does not resume, with 2 ranks, into an output_dir holding checkpoints: rank 0
+# looks, every rank agrees, the job ends at once with one error and nothing written (issue 44)
+sed '/^resume_from_checkpoint: true$/d' "$tmp/ref.yaml" >"$tmp/again.yaml"
+before=$(cd "$tmp/ref" && find . -printf '%p %s %T@\n' | sort)
+mpi 60 -np 2 "$P" train "$tmp/again.yaml"
+expect_eq "2 ranks, no resume key, checkpoints in output_dir: every rank refuses (exit 1, no hang)" 1 "$rc"
+expect_eq "... one error, from rank 0, naming the newest checkpoint" \
+    "1 1" "$(grep -c '^ptrain' "$tmp/err") $(grep -c "^ptrain: rank 0: error: output_dir $tmp/ref holds the checkpoints of an earlier run; the newest complete one is $tmp/ref/checkpoint-16.h5 at step 16 of 16" "$tmp/err")"
+expect_eq "... nothing in output_dir was written" "$before" "$(cd "$tmp/ref" && find . -printf '%p %s %T@\n' | sort)"
+printf 'overwrite_output_dir: true\n' >>"$tmp/again.yaml"
+mpi 120 -np 2 "$P" train "$tmp/again.yaml"
+ok "2 ranks, overwrite_output_dir: true: rank 0 removes the earlier run's files, the job starts over and finishes" \
+    sh -c "[ $rc = 0 ] && grep -q '^overwrite  output_dir $tmp/ref: removed the earlier run.s 6 checkpoints' '$tmp/out' && ! grep -q '^resume     from' '$tmp/out'"
 
 done_testing

@@ -46,8 +46,8 @@ write_config noresume "# no resume_from_checkpoint"
 sed -i 's/^max_steps: 40/max_steps: 2/' "$tmp/noresume.yaml"
 job=$(submit noresume)
 wait_end "$job" 60
-ok "no resume_from_checkpoint: train.sh warns that a requeued job would start over" \
-    grep -q '^train.sh   .* warning: .*noresume.yaml does not set resume_from_checkpoint: true' "$tmp/noresume.log"
+ok "no resume_from_checkpoint: train.sh warns that a requeued job would refuse to start over" \
+    grep -q '^train.sh   .* warning: .*noresume.yaml does not set resume_from_checkpoint: true, so a requeued or re-submitted job refuses to start over' "$tmp/noresume.log"
 
 # --- scontrol requeue in the middle of training ---
 write_config requeue

@@ -3,7 +3,8 @@
 # that end without requeueing and are submitted again by hand (2 tasks, the tiny Llama, jobs.sh):
 # - scancel: cancelled in the middle of training, the ranks checkpoint on SIGTERM and the job
 #   stays cancelled; the same sbatch command again resumes from the newest checkpoint and ends
-#   with a final adapter bit-identical to an uninterrupted run's;
+#   with a final adapter bit-identical to an uninterrupted run's; with a config that does not
+#   resume, ptrain and train.sh name the key to set, and the same command is refused (issue 44);
 # - kill -9: one task killed (PTRAIN_TEST_KILL_STEP/RANK: rank 1 SIGKILLs itself at the start of
 #   step 13) ends the job step non-zero within seconds, no hang and no requeue; the job submitted
 #   again resumes from the last complete checkpoint and ends bit-identically;
@@ -43,6 +44,21 @@ expect_eq "scancel: the job submitted again completes" "COMPLETED 0:0" "$(job_st
 expect_eq "scancel: it resumed from the newest checkpoint (step $stopped_at)" "${stopped_at:-none}" \
     "$(resumed_at cancel "$job2" 0)"
 ok "scancel: the final adapter is bit-identical to the uninterrupted run's" same_adapter base cancel
+
+# --- a config that does not resume: what says how to go on names the key (issue 44) ---
+write_config noresume "# no resume_from_checkpoint"
+job=$(submit noresume --export=ALL,PTRAIN_TEST_STEP_DELAY_MS=150)
+wait_file "$tmp/noresume/checkpoint-5.h5" 60
+scancel "$job"
+wait_end "$job" 60
+ok "no resume key, scancel: ptrain's and train.sh's lines name the key to set first" sh -c \
+    "grep -q '^stopped    by SIGTERM.* checkpoint written; to continue, set resume_from_checkpoint: true in noresume.yaml, then run the same command again' '$tmp/noresume.log' &&
+     grep -q '^train.sh   .* checkpointed and stopped (exit 75) on SIGTERM: to continue, set resume_from_checkpoint: true in noresume.yaml, then submit the same command to resume' '$tmp/noresume.log'"
+job2=$(submit noresume)
+wait_end "$job2" 60
+ok "no resume key: the same command submitted again is refused (exit 1) before training, naming the checkpoint" sh -c \
+    "[ '$(job_field "$job2" ExitCode)' = 1:0 ] &&
+     grep -q 'ptrain: rank 0: error: output_dir $tmp/noresume holds the checkpoints of an earlier run' '$tmp/noresume.log'"
 
 # --- kill -9 of one task ---
 write_config kill

@@ -199,6 +199,7 @@ static const key_row key_rows[] = {
     {"save_only_model", "true", "true", NULL},
     {"final_model_dir", "final", "final", NULL},
     {"resume_from_checkpoint", "outputs/checkpoint-100", "outputs/checkpoint-100", NULL},
+    {"overwrite_output_dir", "yes", "true", NULL},
     {"val_split_ratio", "0.05", "0.05", NULL},
     {"eval_strategy", "steps", "steps", "val_split_ratio: 0.1\n"},
     {"eval_steps", "25", "25", NULL},
@@ -324,6 +325,7 @@ static const default_row default_rows[] = {
     {"save_only_model", "false"},
     {"final_model_dir", "lora_model"},
     {"resume_from_checkpoint", "false"},
+    {"overwrite_output_dir", "false"},
     {"val_split_ratio", "(unset)"},
     {"eval_strategy", "epoch"},
     {"eval_steps", "100"},
@@ -606,6 +608,17 @@ static void test_resume_from_checkpoint(void **state)
     assert_true(cfg.resume_from_checkpoint.on);
     assert_string_equal(cfg.resume_from_checkpoint.path, "outputs/checkpoint-60");
     config_free(&cfg);
+    /* overwrite_output_dir starts over: it cannot go with a resume (issue 44) */
+    parse_ok("resume_from_checkpoint: false\noverwrite_output_dir: true\n", &cfg);
+    assert_true(cfg.overwrite_output_dir);
+    config_free(&cfg);
+    expect_error("resume_from_checkpoint: true\noverwrite_output_dir: true\n",
+                 "config.yaml:2:23: overwrite_output_dir: true removes the checkpoints resume_from_checkpoint (true) "
+                 "continues from; keep one: resume_from_checkpoint to continue, overwrite_output_dir to start over");
+    expect_error("overwrite_output_dir: on\nresume_from_checkpoint: outputs/checkpoint-60\n",
+                 "config.yaml:1:23: overwrite_output_dir: true removes the checkpoints resume_from_checkpoint "
+                 "(outputs/checkpoint-60) continues from; keep one: resume_from_checkpoint to continue, "
+                 "overwrite_output_dir to start over");
 }
 
 static void test_device_map(void **state)

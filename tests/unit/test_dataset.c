@@ -8,7 +8,8 @@
  * the per-rank sampler; batch collation; directories, data_files and split selection; the reader
  * an entry's format picks for a file of another extension; the HF
  * cache (tests/data/datasets/hfcache) and its miss message; bad rows with their line numbers;
- * the errors for no usable row, Parquet/CSV files and missing paths; the demo dataset's
+ * the errors for no usable row, Parquet/CSV files, missing paths and special files (a device, a
+ * FIFO, a socket); the demo dataset's
  * tokenizing time; and independence from the thread count. Fixtures: tests/data/datasets/ and
  * the SmolLM2, Llama-3-mini and Qwen2-mini tokenizers under tests/data/tokenizer/. Runs with
  * cwd = the build dir; PTRAIN_SRCDIR points at the sources. */
@@ -22,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -889,6 +893,71 @@ static void test_directory(void **state)
         "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
+/* Make dir/sub/train.jsonl: a FIFO (fifo true) or a socket; its path into path. */
+static void make_special(const char *dir, const char *sub, bool fifo, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s", dir, sub);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, len, "%s/%s/train.jsonl", dir, sub);
+    if (fifo) {
+        assert_int_equal(mkfifo(path, 0600), 0);
+        return;
+    }
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    close(fd); /* the socket file stays */
+}
+
+/* What a special file's error says. */
+static void special_message(const char *path, const char *kind, char *out, size_t len)
+{
+    snprintf(out, len, "%s is %s, not a data file: ptrain reads regular .json and .jsonl files (name one, or a "
+             "directory of them)", path, kind);
+}
+
+/* A dataset path that is neither a regular file nor a directory (a character device, a FIFO, a
+ * socket), named, matched by data_files or found in a directory, is an error saying what it is, not
+ * that it does not exist (issue 44); a FIFO never blocks (a hang is cut by the alarm: a failure). */
+static void test_special_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ptrain-special-XXXXXX", fifo[512], sock[512], want[2200], got[2048];
+    assert_non_null(mkdtemp(dir));
+    make_special(dir, "f", true, fifo, sizeof fifo);
+    make_special(dir, "s", false, sock, sizeof sock);
+    alarm(30);
+    const char *const paths[3] = {"/dev/zero", fifo, sock};
+    const char *const kinds[3] = {"a character device", "a FIFO (a named pipe)", "a socket"};
+    pt_dataset ds;
+    for (int i = 0; i < 3; i++) {
+        char parent[512];
+        snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(paths[i], '/') - paths[i]), paths[i]);
+        special_message(paths[i], kinds[i], got, sizeof got);
+        snprintf(want, sizeof want, "dataset[0]: %s", got);
+        expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", paths[i]), PT_ERR_USER,
+                     want);
+        if (i == 0) continue; /* /dev holds more than this */
+        expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    data_files: train.jsonl\n",
+                          parent), PT_ERR_USER, want);
+        expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", parent), PT_ERR_USER, want);
+    }
+    /* opened directly (a name swapped after the listing): refused, never read */
+    for (int i = 0; i < 2; i++) {
+        FILE *f = (FILE *)1;
+        special_message(paths[i], kinds[i], want, sizeof want);
+        expect_error(source_open(paths[i], &f), PT_ERR_USER, want);
+        assert_null(f);
+    }
+    alarm(0);
+    unlink(fifo), unlink(sock);
+    snprintf(want, sizeof want, "%s/f", dir), rmdir(want);
+    snprintf(want, sizeof want, "%s/s", dir), rmdir(want);
+    rmdir(dir);
+}
+
 /* A dataset name of 200 KB (near the most a config file holds): shown by its start, end and length, and the
  * reason is whole (issue 29). */
 static void test_long_name(void **state)
@@ -1349,7 +1418,8 @@ int main(void)
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
-        cmocka_unit_test(test_directory),         cmocka_unit_test(test_long_name),
+        cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
         cmocka_unit_test(test_no_usable_row),

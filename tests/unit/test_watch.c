@@ -4,8 +4,8 @@
  * resumes, lines that are not records); the picture of a run decoded with cairo's own PNG reader:
  * its size, and the loss line's pixels where the first and last losses put them (computed here
  * from the geometry plot.h states, not from its functions), evaluations, resumes and the best
- * checkpoint in their colors; the heartbeat's writes, thread and staleness. (TensorBoard's own
- * reader checks the event files in tests/cli/test_watch.sh.) */
+ * checkpoint in their colors; the heartbeat's writes, thread and staleness, and how it says the same
+ * command goes on. (TensorBoard's own reader checks the event files in tests/cli/test_watch.sh.) */
 #include <cairo.h>
 #include <dirent.h>
 #include <math.h>
@@ -386,6 +386,44 @@ static void test_heartbeat(void **state)
     unsetenv("PTRAIN_TEST_HEARTBEAT_S");
 }
 
+/* How the same command goes on (issue 44): the config's resume_from_checkpoint and
+ * overwrite_output_dir travel in the heartbeat, and "run the same command again to continue" is
+ * said only of a config that resumes. */
+static void test_heartbeat_continue(void **state)
+{
+    (void)state;
+    heartbeat *hb;
+    heartbeat_info info = {.state = HB_STARTING, .overwrite = true}, got;
+    snprintf(info.resume, sizeof info.resume, "false");
+    bool found;
+    assert_int_equal(heartbeat_start(dir, &info, &hb), PT_OK);
+    heartbeat_stop(hb, HB_STOPPED, 75);
+    assert_int_equal(heartbeat_read(dir, &got, &found), PT_OK);
+    assert_true(found && got.overwrite);
+    assert_string_equal(got.resume, "false");
+    char text[2048];
+    heartbeat_continue_text("true", false, "c.yaml", text, sizeof text);
+    assert_string_equal(text, "run the same command again to continue");
+    heartbeat_continue_text("false", false, "c.yaml", text, sizeof text);
+    assert_string_equal(text, "to continue, set resume_from_checkpoint: true in c.yaml, then run the same command "
+                        "again (as it is, the config does not resume: the command would refuse to start over on top "
+                        "of these checkpoints)");
+    heartbeat_continue_text("false", true, "c.yaml", text, sizeof text);
+    assert_string_equal(text, "to continue, set resume_from_checkpoint: true in c.yaml in place of "
+                        "overwrite_output_dir: true (with which the same command removes these checkpoints and starts "
+                        "over), then run the command again");
+    heartbeat_continue_text("out/checkpoint-4", false, "c.yaml", text, sizeof text);
+    assert_string_equal(text, "to continue from the newest checkpoint, set resume_from_checkpoint: true in c.yaml, "
+                        "then run the same command again (as it is, the config names out/checkpoint-4: the command "
+                        "would go back to that one)");
+    spill(HEARTBEAT_NAME, "{\"state\": \"stopped\", \"config\": \"c.yaml\"}\n"); /* an older ptrain's */
+    assert_int_equal(heartbeat_read(dir, &got, &found), PT_OK);
+    assert_true(!got.overwrite && !got.resume[0]);
+    heartbeat_continue_text(got.resume, got.overwrite, got.config, text, sizeof text);
+    assert_string_equal(text, "run the same command again to continue when c.yaml says resume_from_checkpoint: true "
+                        "(set it first otherwise)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -396,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_ticks),
         cmocka_unit_test_setup_teardown(test_plot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_heartbeat, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeat_continue, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
