@@ -384,19 +384,21 @@ static jval eval_compare(jrender *r, jframe *f, const jnode *n)
     return jv_bool(true);
 }
 
+/* a ~ b ~ ...: the string grows in a buffer on r->captures, so a failure further down (which
+ * leaves through j_fail) still frees it with the render's other buffers */
 static jval eval_concat(jrender *r, jframe *f, const jnode *n)
 {
-    strbuf sb = {0};
+    struct jcapture *c = ja_alloc(r->a, sizeof *c);
+    *c = (struct jcapture){.next = r->captures};
+    r->captures = c;
     for (int i = 0; i < n->nkids; i++) {
         jval v = eval(r, f, n->kids[i]);
-        jv_str_out(v, &sb);
-        if (sb.len > r->a->limit) {
-            sb_free(&sb);
-            j_fail(n->line, n->col, "a string of more than %zu MB", r->a->limit >> 20);
-        }
+        jv_str_out(v, &c->sb);
+        if (c->sb.len > r->a->limit) j_fail(n->line, n->col, "a string of more than %zu MB", r->a->limit >> 20);
     }
-    jval s = jv_str(r->a, sb_text(&sb), sb.len);
-    sb_free(&sb);
+    jval s = jv_str(r->a, sb_text(&c->sb), c->sb.len);
+    sb_free(&c->sb);
+    r->captures = c->next;
     return s;
 }
 
