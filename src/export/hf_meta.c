@@ -9,8 +9,9 @@
  *     names; tokens not spelled in the byte alphabet are respelled byte by byte (as transformers'
  *     GGUF loader does); control tokens are special added tokens, user-defined ones plain ones;
  *   - "llama": SentencePiece-style BPE with byte fallback, the merges recovered from the
- *     vocabulary and scores exactly as ptrain (and transformers) recover them, Metaspace (or
- *     Gemma's space-to-"▁" normalizer) and the matching decoder.
+ *     vocabulary and scores exactly as ptrain (and transformers) recover them, the normalizer
+ *     Prepend("▁") + Replace(" ", "▁") of Llama 2's tokenizer.json (SentencePiece's dummy prefix;
+ *     Gemma's and add_space_prefix false: the Replace alone) and the matching decoder.
  * A TemplateProcessing post-processor adds bos/eos when tokenizer.ggml.add_bos_token/_eos_ say
  * so (transformers 5 takes them from there, not from tokenizer_config.json). */
 #include "ptrain/arch.h"
@@ -477,10 +478,7 @@ static json_t *pre_split(const char *regex)
 
 static json_t *pre_tokenizer(const hf_src *s)
 {
-    if (s->gemma) return json_null();
-    if (s->spm)
-        return json_pack("{s:s, s:s, s:s, s:b}", "type", "Metaspace", "replacement", SPM_SPACE, "prepend_scheme",
-                         s->prefix ? "first" : "never", "split", 0);
+    if (s->spm) return json_null();
     switch (s->pre) {
     case PRE_LLAMA3: return pre_split(re_llama3);
     case PRE_QWEN2: return pre_split(re_qwen2);
@@ -492,10 +490,16 @@ static json_t *pre_tokenizer(const hf_src *s)
     return bytelevel_step(true);
 }
 
+/* SentencePiece: spaces become "▁", and with the dummy prefix a "▁" goes before each text between
+ * special tokens (Llama 2's own normalizer; Metaspace "first" would drop it before a leading
+ * space). */
 static json_t *normalizer(const hf_src *s)
 {
-    if (!s->gemma) return json_null();
-    return json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", SPM_SPACE);
+    if (!s->spm) return json_null();
+    json_t *replace = json_pack("{s:s, s:{s:s}, s:s}", "type", "Replace", "pattern", "String", " ", "content", SPM_SPACE);
+    if (!s->prefix || !replace) return replace;
+    return json_pack("{s:s, s:[{s:s, s:s}, o]}", "type", "Sequence", "normalizers", "type", "Prepend", "prepend",
+                     SPM_SPACE, replace);
 }
 
 static json_t *decoder(const hf_src *s)

@@ -1,13 +1,14 @@
 /* tok_gguf_spm.c — loading a SentencePiece-style BPE tokenizer from GGUF metadata
- * (tokenizer.ggml.model "llama": Llama 2, Mistral, Gemma) the way transformers' GGUF loader
- * builds it, so that ids equal Hugging Face `tokenizers` on the same vocabulary:
+ * (tokenizer.ggml.model "llama": Llama 2, Mistral, Phi-3, Gemma) so that ids equal the model's
+ * own tokenizer (SentencePiece, its Hub tokenizer.json, llama.cpp):
  *   - the file has no merges: they are every split of a token into two tokens, best first by the
  *     token's score (SentencePiece BPE merges the pair whose merged piece scores highest), then
  *     by longer left and right halves, then in file order (transformers' generate_merges);
  *   - control tokens (type 3) and the bos/eos/unk/pad tokens are special added tokens,
  *     user-defined ones (type 4) plain added tokens; byte tokens (type 6) <0x00>..<0xFF> are the
  *     byte fallback, all 256 or none;
- *   - spaces become "▁" with a "▁" prepended to the text (Metaspace, prepend "first"; never when
+ *   - spaces become "▁" with a "▁" prepended to each text between special tokens, even one that
+ *     starts with a space (SentencePiece's add_dummy_prefix; never when
  *     tokenizer.ggml.add_space_prefix is false); Gemma (general.architecture gemma, gemma2,
  *     gemma3) has no prefix, spells its runs of spaces with real spaces (read as "▁"s) and ranks
  *     merges by file order instead of score. */
@@ -303,17 +304,18 @@ static pt_status spm_ids(pt_tokenizer *t, const spm_src *src)
     return spm_added(t, src, keyed, 4);
 }
 
-/* Normalizer, pre-tokenizer and decoder as transformers' LlamaTokenizer / GemmaTokenizer. */
+/* Normalizer and decoder as SentencePiece (and llama.cpp) tokenize: the dummy prefix "▁" before
+ * every text between special tokens, also one that starts with a space (Llama 2's tokenizer.json:
+ * normalizer Prepend("▁") then Replace(" ", "▁"), no pre-tokenizer; transformers' GGUF loader
+ * uses Metaspace "first" instead, which drops the prefix before a leading space); no prefix when
+ * tokenizer.ggml.add_space_prefix is false, and never for Gemma. */
 static pt_status spm_pipeline(pt_tokenizer *t, const spm_src *src)
 {
     bool prefix = !src->gemma;
     TRY(gguf_opt_bool(src->f, "tokenizer.ggml.add_space_prefix", &prefix));
-    if (src->gemma) {
-        prefix = false;
-        TRY(tok_norm_add_replace(t, "normalizer", " ", 1, true, SPM_SPACE, 3));
-    } else {
-        TRY(tok_pretok_add_metaspace(t, SPM_SPACE, 3, prefix ? PREPEND_FIRST : PREPEND_NEVER, false));
-    }
+    if (src->gemma) prefix = false;
+    if (prefix) TRY(tok_norm_add_prepend(t, SPM_SPACE, 3));
+    TRY(tok_norm_add_replace(t, "normalizer", " ", 1, true, SPM_SPACE, 3));
     TRY(tok_spm_dec_add_replace(t, SPM_SPACE, 3, " ", 1));
     t->dec_bytes = true;
     t->fuse_unk = true;

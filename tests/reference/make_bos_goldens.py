@@ -6,7 +6,8 @@ bos_goldens.json for test_tokenizer.c (tokenizer_encode_text, tokenizer_adds_bos
 Forms: each tokenizer.json directory as it is; llama3-mini with the post-processor of Meta's
 Llama 3 tokenizer.json (ByteLevel, then TemplateProcessing "<|begin_of_text|> $A"); spm/ with
 that kind of post-processor ("<s> $A"); the SentencePiece GGUFs spm/vocab.gguf and
-spm/gemma.gguf; and llama3-mini/bos.gguf, written here: llama3-mini's vocabulary as llama.cpp
+spm/gemma.gguf (transformers' GGUF loader, with the dummy prefix "▁" as the model's SentencePiece
+and llama.cpp put it: before every text between special tokens); and llama3-mini/bos.gguf, written here: llama3-mini's vocabulary as llama.cpp
 writes a Llama 3 GGUF (tokenizer.ggml.model gpt2, pre llama-bpe, add_bos_token true). With
 --models DIR, also the files test_tokenizer.c looks for there when present: SmolLM2's Q4_1 GGUF
 (add_bos_token false), Mistral's V1 vocabulary GGUF and the real Llama 3 tokenizer.json with
@@ -26,6 +27,7 @@ import copy
 import json
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 
@@ -35,6 +37,8 @@ import transformers
 from transformers import AutoTokenizer
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tokenizer")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_spm_goldens  # noqa: E402  (the dummy prefix of SentencePiece GGUFs)
 
 TEXTS = [
     "Hello world",
@@ -81,9 +85,14 @@ def load_json_form(path, patch, config):
 
 
 def load_gguf_form(path):
+    """transformers' GGUF loader; for a SentencePiece vocabulary with the dummy prefix as the model
+    itself (and llama.cpp) puts it (make_spm_goldens.with_sentencepiece_prefix)."""
     tmp = tempfile.mkdtemp()
     shutil.copy(path, tmp)
-    return AutoTokenizer.from_pretrained(tmp, gguf_file=os.path.basename(path))
+    tok = AutoTokenizer.from_pretrained(tmp, gguf_file=os.path.basename(path))
+    if make_spm_goldens.gguf_adds_prefix(path):
+        tok._tokenizer = make_spm_goldens.with_sentencepiece_prefix(tok.backend_tokenizer)
+    return tok
 
 
 def write_llama3_gguf(path):

@@ -26,7 +26,9 @@ What it writes (under tests/data/tokenizer/spm/):
                  bos <s>, eos </s>, add_bos_token, and the mistral chat template.
   vocab.gguf     the vocabulary as llama.cpp writes it (general.architecture llama), with the gemma
                  chat template; transformers' GGUF loader gives the same ids as tokenizer.json
-                 (checked here).
+                 (checked here), but the model's SentencePiece puts its dummy prefix "▁" also
+                 before a text that starts with a space, and after every special token, as
+                 llama.cpp does: the columns gguf* below (with_sentencepiece_prefix).
   gemma.gguf     the same vocabulary as a Gemma file (general.architecture gemma2, runs of "▁"
                  spelled with spaces, add_space_prefix false, <s> </s> <|im_start|> <|im_end|>
                  renamed <bos> <eos> <pad> <mask> as Gemma calls them, pad id 5).
@@ -43,6 +45,11 @@ What it writes (under tests/data/tokenizer/spm/):
                  as little-endian int32, or of the decoded UTF-8) under the columns named in its
                  first line:
                    nospecial     tokenizer.json, special tokens not parsed
+                   gguf, gguf-nospecial, dec-gguf
+                                 vocab.gguf: transformers' GGUF loader with the dummy prefix as
+                                 the model's SentencePiece and llama.cpp put it (normalizer
+                                 Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer): ids with
+                                 and without special tokens parsed, and the decoded text
                    legacy        Llama 2 / Mistral v0.1 Hub style: normalizer Prepend("▁") +
                                  Replace(" ", "▁"), no pre-tokenizer, unk_token "<unk>"; and
                                  a normalized added token "QLoRA" (matched as "▁QLoRA")
@@ -59,7 +66,8 @@ What it writes (under tests/data/tokenizer/spm/):
                    mistral-v1, mistral-v1-gguf, mistral-v1-legacy, dec-mistral-v1
                                  the real Mistral V1 vocabulary (below): ids of its tokenizer.json
                                  and of its GGUF (transformers' GGUF loader: merges ranked by
-                                 score, which its conversion of the .model does not do), ids with
+                                 score, which its conversion of the .model does not do; with
+                                 the dummy prefix as for the gguf column), ids with
                                  the legacy normalizer (variant legacy-plain: legacy without the
                                  added token), and the decoded text
   chat_goldens.json
@@ -350,6 +358,38 @@ def hf_from_gguf(name, where=OUT):
         return AutoTokenizer.from_pretrained(d, gguf_file=name).backend_tokenizer
 
 
+def gguf_adds_prefix(path):
+    """Whether a SentencePiece GGUF asks for the dummy prefix: tokenizer.ggml.add_space_prefix
+    (true when absent), never for Gemma (general.architecture gemma, gemma2, gemma3)."""
+    r = gguf.GGUFReader(path)
+    field = lambda k: r.fields[k].contents() if k in r.fields else None
+    if field("tokenizer.ggml.model") != "llama" or str(field("general.architecture")).startswith("gemma"):
+        return False
+    return bool(field("tokenizer.ggml.add_space_prefix") if "tokenizer.ggml.add_space_prefix" in r.fields else True)
+
+
+def with_sentencepiece_prefix(tok):
+    """A tokenizers.Tokenizer made to put SentencePiece's dummy prefix as the model's own
+    SentencePiece, its Hub tokenizer.json (Llama 2's) and llama.cpp put it: normalizer
+    Prepend("▁") + Replace(" ", "▁"), so "▁" goes before every text between special tokens, also
+    one that starts with a space; no pre-tokenizer. transformers' GGUF loader writes Metaspace
+    prepend "first" instead, which drops the prefix before a leading space (" " gives "▁" where
+    the model gives "▁▁")."""
+    tok = Tokenizer.from_str(tok.to_str())
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)])
+    tok.pre_tokenizer = None
+    tok.decoder = decoders.Sequence([decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    return tok
+
+
+def gguf_reference(name, where=OUT):
+    """What ptrain must give for a SentencePiece GGUF: transformers' GGUF loader (its merges,
+    ranked by score, its added tokens), with the model's own dummy prefix when the file asks."""
+    tok = hf_from_gguf(name, where)
+    return with_sentencepiece_prefix(tok) if gguf_adds_prefix(os.path.join(where, name)) else tok
+
+
 # ------------------------------------------------------------------------------------------------
 # variants of tokenizer.json
 # ------------------------------------------------------------------------------------------------
@@ -477,11 +517,12 @@ def mistral_columns(models_dir, texts, columns):
     if tok is None:
         return
     ids = encode_all(tok, texts)
-    from_gguf = encode_all(hf_from_gguf("mistral-v1-vocab.gguf", models_dir), texts)
+    from_gguf = encode_all(gguf_reference("mistral-v1-vocab.gguf", models_dir), texts)
     # transformers' conversion of the .model ranks merges by piece id, its GGUF loader by score (as
-    # SentencePiece does): Mistral's runs of "▁" have id 259.. but score -1e9, so they differ
+    # SentencePiece does): Mistral's runs of "▁" have id 259.. but score -1e9, so they differ; and
+    # the GGUF form has the model's dummy prefix (with_sentencepiece_prefix)
     diff = sum(a != b for a, b in zip(ids, from_gguf))
-    print(f"Mistral V1: transformers' GGUF tokenizer vs its tokenizer.json: {diff} of {len(texts)} texts differ")
+    print(f"Mistral V1: its GGUF (with the dummy prefix) vs its tokenizer.json: {diff} of {len(texts)} texts differ")
     legacy = variant(tok, "legacy-plain")
     legacy_ids = encode_all(legacy, texts)
     columns["mistral-v1"] = [ids_hash(i) for i in ids]
@@ -543,12 +584,19 @@ def main():
 
     main_ids = encode_all(tok, texts)
     write_ids(os.path.join(OUT, "ids.txt"), main_ids)
-    from_gguf = encode_all(hf_from_gguf("vocab.gguf"), texts)
+    from_gguf = encode_all(hf_from_gguf("vocab.gguf"), texts)  # Metaspace "first", as tokenizer.json
     diff = [i for i in range(len(texts)) if from_gguf[i] != main_ids[i]]
-    print(f"transformers' GGUF tokenizer (vocab.gguf) vs tokenizer.json: {len(diff)} of {len(texts)} texts differ")
+    print(f"transformers' GGUF loader (vocab.gguf) vs tokenizer.json: {len(diff)} of {len(texts)} texts differ")
     assert not diff, texts[diff[0]]
 
     columns = {"nospecial": [ids_hash(i) for i in encode_all(tok, texts, special=False)]}
+    gguf_tok = gguf_reference("vocab.gguf")
+    gguf_ids = encode_all(gguf_tok, texts)
+    columns["gguf"] = [ids_hash(i) for i in gguf_ids]
+    columns["gguf-nospecial"] = [ids_hash(i) for i in encode_all(gguf_tok, texts, special=False)]
+    columns["dec-gguf"] = [fnv1a(gguf_tok.decode(i, skip_special_tokens=False).encode("utf-8")) for i in gguf_ids]
+    print(f"vocab.gguf with the dummy prefix vs tokenizer.json: "
+          f"{sum(a != b for a, b in zip(gguf_ids, main_ids))} of {len(texts)} texts differ")
     variants = {n: variant(tok, n) for n in ("legacy", "always-split", "never", "gemma", "nobytes",
                                              "metaspace-decoder", "legacy-plain")}
     var_ids = {n: encode_all(v, texts) for n, v in variants.items()}
