@@ -1,7 +1,6 @@
 /* tok_gguf.c — loading a byte-level BPE tokenizer from GGUF metadata (tokenizer.ggml.*), with
- * the pre-tokenizer that tokenizer.ggml.pre names (as llama.cpp and HF's own tokenizer.json
- * files define them); control tokens (type 3) are special, user-defined ones (type 4) are added
- * tokens, as transformers' GGUF conversion makes them (the special ids and the chat template by
+ * the pre-tokenizer that tokenizer.ggml.pre names (the table of tok_pre_names.c); control tokens
+ * (type 3) are special, user-defined ones (type 4) are added tokens, as transformers' GGUF conversion makes them (the special ids and the chat template by
  * tok_gguf_base.c); and the entry point, which hands SentencePiece vocabularies ("llama") to
  * tok_gguf_spm.c. */
 #include <stdio.h>
@@ -11,48 +10,42 @@
 #include "ptrain/gguf.h"
 #include "tok_impl.h"
 
-typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS_GPT2 } gguf_pre_kind;
-
-static const struct {
-    const char *name;
-    gguf_pre_kind kind;
-} gguf_pre_names[] = {
-    {"gpt2", PRE_GPT2},       {"gpt-2", PRE_GPT2},       {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},  {"llama-v3", PRE_LLAMA3},
-    {"qwen2", PRE_QWEN2},     {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS_GPT2},
-    {"starcoder", PRE_DIGITS_GPT2}, {"refact", PRE_DIGITS_GPT2},
-};
-
-static pt_status gguf_pre_steps(pt_tokenizer *t, gguf_pre_kind kind)
+/* The names tok_pre_names.c's table accepts, for the message that refuses another (static). */
+static const char *gguf_pre_list(void)
 {
-    switch (kind) {
-    case PRE_GPT2: return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
-    case PRE_LLAMA3:
-        t->ignore_merges = true;
-        TRY(tok_pretok_add_split(t, "tokenizer.ggml.pre", RE_LLAMA3, strlen(RE_LLAMA3), false, SPLIT_ISOLATED));
-        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
-    case PRE_QWEN2:
-        TRY(tok_pretok_add_split(t, "tokenizer.ggml.pre", RE_QWEN2, strlen(RE_QWEN2), false, SPLIT_ISOLATED));
-        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, false);
-    case PRE_DIGITS_GPT2:
-        TRY(tok_pretok_add_digits(t, "tokenizer.ggml.pre", true));
-        return tok_pretok_add_bytelevel(t, "tokenizer.ggml.pre", false, true);
+    static char list[4096];
+    size_t n = 0;
+    list[0] = '\0';
+    for (size_t i = 0; tok_pre_rule_at(i); i++) {
+        const tok_pre_rule *r = tok_pre_rule_at(i);
+        if (r->refused) continue;
+        int w = snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", r->name);
+        if (w < 0 || (size_t)w >= sizeof list - n) break;
+        n += (size_t)w;
     }
-    return ERR(PT_ERR_INTERNAL, "unknown pre-tokenizer kind");
+    return list;
 }
 
+/* The pre-tokenizer tokenizer.ggml.pre names: its regex splits, then ByteLevel. */
 static pt_status gguf_pre(pt_tokenizer *t, const gguf_file *f)
 {
-    const gguf_kv *kv = gguf_find(f, "tokenizer.ggml.pre");
+    const char *key = "tokenizer.ggml.pre";
+    const gguf_kv *kv = gguf_find(f, key);
     if (kv && kv->type != GGUF_TYPE_STRING)
-        return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre: expected a string", shown_text(f->path).s);
+        return ERR(PT_ERR_USER, "%s: %s: expected a string", shown_text(f->path).s, key);
     gguf_str pre = {"", 0};
-    if (kv) TRY(gguf_get_str(f, "tokenizer.ggml.pre", &pre));
-    for (size_t i = 0; i < sizeof gguf_pre_names / sizeof gguf_pre_names[0]; i++)
-        if (gguf_str_eq(pre, gguf_pre_names[i].name)) return gguf_pre_steps(t, gguf_pre_names[i].kind);
-    return ERR(PT_ERR_UNSUPPORTED,
-               "%s: tokenizer.ggml.pre \"%s\" is not supported (supported: gpt2, llama-bpe, llama3, llama-v3, qwen2, "
-               "deepseek-r1-qwen, smollm, starcoder, refact)",
-               shown_text(f->path).s, shown_bytes(pre.data, pre.len).s);
+    if (kv) TRY(gguf_get_str(f, key, &pre));
+    const tok_pre_rule *r = tok_pre_find(pre.data, pre.len);
+    if (!r)
+        return ERR(PT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not a pre-tokenizer ptrain knows (known: %s)",
+                   shown_text(f->path).s, key, shown_bytes(pre.data, pre.len).s, gguf_pre_list());
+    if (r->refused)
+        return ERR(PT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not supported: %s", shown_text(f->path).s, key, r->name,
+                   r->refused);
+    t->ignore_merges = r->ignore_merges;
+    for (const char *const *re = r->regexes; *re; re++)
+        TRY(tok_pretok_add_split(t, key, *re, strlen(*re), false, SPLIT_ISOLATED));
+    return tok_pretok_add_bytelevel(t, key, false, r->bytelevel_regex);
 }
 
 static const gguf_kv *gguf_array_of(const gguf_file *f, const char *key, bool strings)

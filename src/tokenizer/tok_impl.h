@@ -99,6 +99,16 @@ enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* A pre-tokenizer GGUF files name (tok_pre_names.c): Split "Isolated" by each of regexes (a
+ * NULL-terminated list) in turn, then ByteLevel (splitting with GPT-2's regex when
+ * bytelevel_regex); refused, when refused says why. */
+typedef struct {
+    const char *name;
+    const char *const *regexes;
+    bool ignore_merges, bytelevel_regex;
+    const char *refused;
+} tok_pre_rule;
+
 typedef enum {
     SPLIT_ISOLATED,
     SPLIT_REMOVED,
@@ -393,6 +403,13 @@ bool tok_json_has_bytelevel(const json_t *node, int depth);
 /* A BPE without ByteLevel is read as SentencePiece-style only when something says so. */
 pt_status tok_json_spm_check(const pt_tokenizer *t);
 void tok_json_post_processor(pt_tokenizer *t, const json_t *pp, int depth);
+
+/* ---- tok_pre_names.c ---- */
+
+/* The rule of a tokenizer.ggml.pre name, or NULL when the table has none. */
+const tok_pre_rule *tok_pre_find(const char *name, size_t len);
+/* Rule i of the table, NULL past its end (for listing the names). */
+const tok_pre_rule *tok_pre_rule_at(size_t i);
 
 /* ---- tok_gguf_base.c ---- */
 

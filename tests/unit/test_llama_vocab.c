@@ -36,9 +36,9 @@ typedef struct {
  * an encoder's); and, until their pre-tokenizers or models are in, the others marked so. */
 static const vocab_case cases[] = {
     {"gpt-2", false},         {"llama-bpe", false},    {"qwen2", false},          {"refact", false},
-    {"starcoder", false},     {"llama-spm", false},    {"phi-3", false},          {"command-r", true},
-    {"mpt", true},            {"falcon", true},        {"deepseek-coder", true},  {"deepseek-llm", true},
-    {"qwen35", true},         {"gemma-4", true},       {"bert-bge", true},
+    {"starcoder", false},     {"llama-spm", false},    {"phi-3", false},          {"command-r", false},
+    {"mpt", false},            {"falcon", false},        {"deepseek-coder", false},  {"deepseek-llm", false},
+    {"qwen35", false},         {"gemma-4", true},       {"bert-bge", true},
 };
 
 static bool find_vocab_dir(void)

@@ -476,6 +476,51 @@ static void test_gguf_tiny(void **state)
     tokenizer_free(tok);
 }
 
+/* Every pre-tokenizer name the loader knows (the list its message for an unknown one gives; the
+ * issue's names among them) loads, its regexes compile, and a text of letters, digits, CJK,
+ * punctuation and white space runs tokenizes (to "ab", "b" and "a": tiny's vocabulary has no other
+ * tokens). */
+static void test_gguf_pre_names(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
+    const char *known = strstr(err_message(), "(known: ");
+    assert_non_null(known);
+    char list[4096];
+    snprintf(list, sizeof list, "%s", known + 8);
+    char *end = strrchr(list, ')');
+    assert_non_null(end);
+    *end = '\0';
+    static const char *const wanted[] = {"tekken", "gpt-4o", "dbrx", "olmo", "falcon3", "deepseek-v3", "exaone4",
+                                         "smaug-bpe", "qwen35", "command-r", "deepseek-llm", "deepseek-coder",
+                                         "falcon", "mpt", "llama-bpe", "qwen2"};
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        char quoted[64];
+        snprintf(quoted, sizeof quoted, ", %s,", wanted[i]);
+        char padded[4200];
+        snprintf(padded, sizeof padded, ", %s,", list);
+        if (!strstr(padded, quoted)) fail_msg("tokenizer.ggml.pre %s is not among the known names: %s", wanted[i], list);
+    }
+    static const char text[] = "Hello, World! It's 12345 apples\n\n  \t\u4e2d\u6587\u5b57 caf\u00e9 x=1+2; "
+                               "\u0645\u0631\u062d\u0628\u0627 \U0001F600   ab ba";
+    int names = 0;
+    for (char *name = strtok(list, ", "); name; name = strtok(NULL, ", ")) {
+        if (tiny_gguf("gpt2", name, true, &tok) != PT_OK) fail_msg("pre %s: %s", name, err_message());
+        int32_t *ids;
+        size_t n;
+        encode_ok(tok, text, false, &ids, &n);
+        /* tiny's vocabulary has a, b and ab: the other bytes have no token and are dropped, as HF does */
+        for (size_t k = 0; k < n; k++) assert_true(ids[k] >= 0 && ids[k] <= 2);
+        assert_true(n >= 3); /* "ab" at least, then "b" and "a" */
+        free(ids);
+        tokenizer_free(tok);
+        names++;
+    }
+    print_message("%d pre-tokenizer names load\n", names);
+    assert_true(names >= 60);
+}
+
 static void test_gguf_refused(void **state)
 {
     (void)state;
@@ -488,10 +533,14 @@ static void test_gguf_refused(void **state)
     assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (supported: "
                                        "\"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)");
     assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
-    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not supported (supported: gpt2, "
-                                       "llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, refact)");
+    static const char unknown[] = "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not a pre-tokenizer ptrain knows "
+                                  "(known: gpt2, gpt-2, ";
+    assert_memory_equal(err_message(), unknown, sizeof unknown - 1);
     assert_int_equal(tiny_gguf("gpt2", NULL, true, &tok), PT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err_message(), "tokenizer.ggml.pre \"\" is not supported"));
+    assert_non_null(strstr(err_message(), "tokenizer.ggml.pre \"\" is not a pre-tokenizer ptrain knows"));
+    assert_int_equal(tiny_gguf("gpt2", "kimi-k2", true, &tok), PT_ERR_UNSUPPORTED);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.pre \"kimi-k2\" is not supported: its split of Han "
+                                       "characters is code of llama.cpp's own, not a regex");
     assert_int_equal(tiny_gguf("gpt2", "gpt2", false, &tok), PT_ERR_USER);
     assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.merges: missing or not an array of strings");
     assert_null(tok);
@@ -691,7 +740,8 @@ int main(void)
         cmocka_unit_test(test_special_tokens),   cmocka_unit_test(test_bos_eos),
         cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_encode_text),
         cmocka_unit_test(test_encode_text_real), cmocka_unit_test(test_gguf_smollm2),
-        cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_refused),
+        cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_pre_names),
+        cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_throughput),
