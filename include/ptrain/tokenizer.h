@@ -39,6 +39,13 @@ pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out);
 pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, size_t size, const char *config_json,
                                     pt_tokenizer **out);
 void tokenizer_free(pt_tokenizer *tok);
+/* The byte-level pre-tokenizer a GGUF's tokenizer.ggml.pre names, as ptrain's GGUF loader builds
+ * it: *regexes, a NULL-terminated list of split regexes (Oniguruma syntax, as tokenizer.json
+ * writes them; each a Split "Isolated"), then ByteLevel, splitting with GPT-2's regex itself
+ * when *bytelevel_regex; *ignore_merges as the model's BPE has it. False for a name ptrain
+ * refuses or does not know. */
+bool tokenizer_gguf_pre(const char *name, size_t len, const char *const **regexes, bool *ignore_merges,
+                        bool *bytelevel_regex);
 /* A hash of everything that decides the ids of a text (tok_fingerprint.c): equal tokenizers give
  * equal fingerprints, another vocabulary, merge list, special token, normalizer, pre-tokenizer or
  * chat template another one (as good as 64 bits make it). */

@@ -30,29 +30,7 @@
 
 #define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's space */
 
-/* The split regexes of ptrain's pre-tokenizers (src/tokenizer/tok_impl.h), in the Oniguruma
- * form `tokenizers` reads. */
-static const char re_llama3[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char re_qwen2[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 enum { TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER_DEFINED = 4 };
-
-typedef enum { PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_DIGITS } pre_kind;
-
-/* tokenizer.ggml.pre names, as ptrain's tokenizer maps them; "default" (and no key) is GPT-2's
- * byte-level split, as transformers reads such files. */
-static const struct {
-    const char *name;
-    pre_kind kind;
-} pre_names[] = {
-    {"gpt2", PRE_GPT2},   {"gpt-2", PRE_GPT2},    {"default", PRE_GPT2},  {"llama-bpe", PRE_LLAMA3}, {"llama3", PRE_LLAMA3},
-    {"llama-v3", PRE_LLAMA3}, {"qwen2", PRE_QWEN2}, {"deepseek-r1-qwen", PRE_QWEN2}, {"smollm", PRE_DIGITS},
-    {"starcoder", PRE_DIGITS}, {"refact", PRE_DIGITS},
-};
 
 typedef struct {
     const gguf_file *f;
@@ -61,7 +39,8 @@ typedef struct {
     uint64_t n;
     char **spell;                  /* each token as tokenizer.json spells it */
     bool spm, gemma, prefix, byte_fallback, add_bos, add_eos;
-    pre_kind pre;
+    const char *const *pre_res; /* the byte-level pre-tokenizer's split regexes (tokenizer_gguf_pre) */
+    bool pre_ignore_merges, pre_bytelevel_regex;
     int64_t bos, eos, unk, pad; /* -1: none */
     json_t *vocab;              /* spelling -> the last id so spelled */
 } hf_src;
@@ -215,15 +194,23 @@ static pt_status src_kind(hf_src *s)
     return PT_OK;
 }
 
+/* The pre-tokenizer tokenizer.ggml.pre names, as ptrain's GGUF loader builds it; "default" (and no
+ * key) is GPT-2's byte-level split, as transformers reads such files. */
 static pt_status src_pre(hf_src *s)
 {
+    static const char *const none[] = {NULL};
     gguf_str pre = {"default", 7};
     TRY(gguf_opt_str(s->f, "tokenizer.ggml.pre", &pre));
-    for (size_t i = 0; i < sizeof pre_names / sizeof pre_names[0]; i++)
-        if (gguf_str_eq(pre, pre_names[i].name)) return s->pre = pre_names[i].kind, PT_OK;
-    return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre \"%s\": exporting this pre-tokenizer is not supported "
-               "(supported: gpt2, default, llama-bpe, llama3, llama-v3, qwen2, deepseek-r1-qwen, smollm, starcoder, "
-               "refact)", shown_text(s->f->path).s, shown_bytes(pre.data, pre.len).s);
+    if (gguf_str_eq(pre, "default")) {
+        s->pre_res = none;
+        s->pre_bytelevel_regex = true;
+        return PT_OK;
+    }
+    if (tokenizer_gguf_pre(pre.data, pre.len, &s->pre_res, &s->pre_ignore_merges, &s->pre_bytelevel_regex))
+        return PT_OK;
+    return ERR(PT_ERR_USER, "%s: tokenizer.ggml.pre \"%s\": exporting this pre-tokenizer is not supported (ptrain's "
+               "tokenizer does not read it: the names it reads are in docs/models.md)", shown_text(s->f->path).s,
+               shown_bytes(pre.data, pre.len).s);
 }
 
 static pt_status src_tokens(hf_src *s)
@@ -470,24 +457,29 @@ static json_t *bytelevel_step(bool use_regex)
                      "use_regex", use_regex);
 }
 
-static json_t *pre_split(const char *regex)
+static json_t *split_step(const char *regex)
 {
-    return json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Split",
-                     "pattern", "Regex", regex, "behavior", "Isolated", "invert", 0, bytelevel_step(false));
+    return json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", regex, "behavior", "Isolated",
+                     "invert", 0);
 }
 
+/* Byte-level: a Split per regex, then ByteLevel (GPT-2's own form when there are no regexes; the
+ * Digits step of StarCoder's and SmolLM2's files for a lone \p{N}). */
 static json_t *pre_tokenizer(const hf_src *s)
 {
     if (s->spm) return json_null();
-    switch (s->pre) {
-    case PRE_LLAMA3: return pre_split(re_llama3);
-    case PRE_QWEN2: return pre_split(re_qwen2);
-    case PRE_DIGITS:
-        return json_pack("{s:s, s:[{s:s, s:b}, o]}", "type", "Sequence", "pretokenizers", "type", "Digits",
-                         "individual_digits", 1, bytelevel_step(true));
-    case PRE_GPT2: break;
+    if (!s->pre_res[0]) return bytelevel_step(s->pre_bytelevel_regex);
+    json_t *steps = json_array();
+    if (s->pre_res[1] == NULL && strcmp(s->pre_res[0], "\\p{N}") == 0) {
+        if (json_array_append_new(steps, json_pack("{s:s, s:b}", "type", "Digits", "individual_digits", 1)))
+            return json_decref(steps), NULL;
+    } else {
+        for (const char *const *re = s->pre_res; steps && *re; re++)
+            if (json_array_append_new(steps, split_step(*re))) return json_decref(steps), NULL;
     }
-    return bytelevel_step(true);
+    if (!steps || json_array_append_new(steps, bytelevel_step(s->pre_bytelevel_regex)))
+        return json_decref(steps), NULL;
+    return json_pack("{s:s, s:o}", "type", "Sequence", "pretokenizers", steps);
 }
 
 /* SentencePiece: spaces become "▁", and with the dummy prefix a "▁" goes before each text between
@@ -597,7 +589,7 @@ static json_t *bpe_model(const hf_src *s, json_t *merges)
     json_t *unk = s->spm ? jtoken(s, s->unk) : json_null();
     return json_pack("{s:s, s:n, s:o, s:n, s:n, s:b, s:b, s:b, s:O, s:o}", "type", "BPE", "dropout", "unk_token", unk,
                      "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", s->spm, "byte_fallback",
-                     s->byte_fallback, "ignore_merges", !s->spm && s->pre == PRE_LLAMA3, "vocab", s->vocab, "merges",
+                     s->byte_fallback, "ignore_merges", !s->spm && s->pre_ignore_merges, "vocab", s->vocab, "merges",
                      merges);
 }
 

@@ -224,3 +224,14 @@ const tok_pre_rule *tok_pre_rule_at(size_t i)
 {
     return i < sizeof rules / sizeof rules[0] ? &rules[i] : NULL;
 }
+
+bool tokenizer_gguf_pre(const char *name, size_t len, const char *const **regexes, bool *ignore_merges,
+                        bool *bytelevel_regex)
+{
+    const tok_pre_rule *r = tok_pre_find(name, len);
+    if (!r || r->refused) return false;
+    *regexes = r->regexes;
+    *ignore_merges = r->ignore_merges;
+    *bytelevel_regex = r->bytelevel_regex;
+    return true;
+}

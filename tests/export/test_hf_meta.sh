@@ -10,7 +10,7 @@
 #     are not Llama 3's and yarn are refused before anything is written.
 # Models: SmolLM2-135M-Instruct (skipped, saying why, when absent) and the tokenizer fixtures
 # of tests/data/tokenizer (Llama 3 byte-level, SentencePiece, Gemma) plus qwen2 and rope
-# fixtures hf_meta_check.py makes.
+# fixtures hf_meta_check.py makes, and Qwen3.5's vocabulary from llama.cpp's test files when there.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 D=${HF_META_MAIN:-$(dirname "$P")/tests/export/hf_meta_main}
@@ -68,6 +68,18 @@ fi
 model llama3-bpe "$PTRAIN_SRCDIR/tests/data/tokenizer/llama3-mini/bos.gguf" vocab-only
 model spm "$PTRAIN_SRCDIR/tests/data/tokenizer/spm/vocab.gguf" vocab-only
 model gemma2-spm "$PTRAIN_SRCDIR/tests/data/tokenizer/spm/gemma.gguf" vocab-only
+
+# a pre-tokenizer of tok_pre_names.c's table beyond the original few: Qwen3.5's real vocabulary
+# (llama.cpp's test file, share/scripts/fetch-llama-vocabs.sh), its tokenizer.json read back
+vocabs=${PTRAIN_LLAMA_VOCABS:-$HOME/.cache/ptrain/llama-vocabs}
+if [ -f "$vocabs/ggml-vocab-qwen35.gguf" ]; then
+    mkdir -p "$tmp/qwen35"
+    ok "qwen35 vocabulary: the five files are written" write_ok "$vocabs/ggml-vocab-qwen35.gguf" "$tmp/qwen35" bfloat16 vocab-only
+    ok "qwen35 vocabulary: ptrain reads tokenizer.json back to the GGUF tokenizer's ids" same_ids "$vocabs/ggml-vocab-qwen35.gguf" "$tmp/qwen35"
+    ok "qwen35 vocabulary: its Split regex is Qwen3.5's" grep -q 'p{M}]+|' "$tmp/qwen35/tokenizer.json"
+else
+    skip_test "qwen35 vocabulary: Hugging Face metadata" "no $vocabs/ggml-vocab-qwen35.gguf (share/scripts/fetch-llama-vocabs.sh)"
+fi
 
 mkdir -p "$tmp/bad"
 "$D" write "$PTRAIN_SRCDIR/tests/data/tokenizer/spm/vocab.gguf" "$tmp/bad" fp8 vocab-only 2>"$tmp/err"
