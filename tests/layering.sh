@@ -53,7 +53,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     hub) echo hub ;;
     tfevents | runlog | plot | heartbeat | watch) echo watch ;;
     train | step | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
-    generate | inspect) echo cmd ;;
+    generate | inspect | tokenize_cmd) echo cmd ;;
     esac
 }
 

@@ -4,6 +4,7 @@
  *   ptrain check CONFIG        parse, validate and print the resolved configuration
  *   ptrain generate ...        text from a model, streamed (src/cmd/generate.c)
  *   ptrain inspect MODEL       what a model is and the memory it needs (src/cmd/inspect.c)
+ *   ptrain tokenize ...        the token ids of a text (src/cmd/tokenize.c)
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
@@ -31,6 +32,7 @@
 #include "ptrain/inspect.h"
 #include "ptrain/log.h"
 #include "ptrain/signals.h"
+#include "ptrain/tokenize_cmd.h"
 #include "ptrain/train.h"
 #include "ptrain/util.h"
 #include "ptrain/watch.h"
@@ -43,6 +45,8 @@ static const char usage_text[] =
     "       ptrain inspect MODEL [...]    architecture, sizes, tensor types, tokenizer, chat\n"
     "                                    template and memory per rank (see ptrain inspect --help)\n"
     "       ptrain inspect checkpoint-N.h5  a checkpoint's step, loss, run and model; verifies it\n"
+    "       ptrain tokenize [--model MODEL] [FILE|-] ...   the token ids (or pieces) of a text as the\n"
+    "                                    model's tokenizer gives them (see ptrain tokenize --help)\n"
     "       ptrain export CONFIG | --model MODEL --adapter DIR --out DIR [...]   the adapter for\n"
     "                                    PEFT and llama.cpp, merged models (HF, GGUF), an Ollama\n"
     "                                    Modelfile (see ptrain export --help)\n"
@@ -208,13 +212,15 @@ int main(int argc, char **argv)
 {
     blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
     if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export") ||
-                     !strcmp(argv[1], "push") || !strcmp(argv[1], "status") || !strcmp(argv[1], "plot"))) {
+                     !strcmp(argv[1], "push") || !strcmp(argv[1], "status") || !strcmp(argv[1], "plot") ||
+                     !strcmp(argv[1], "tokenize"))) {
         /* one process, no MPI */
         pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "export") ? export_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "push")   ? hub_push_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "status") ? status_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "plot")   ? plot_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "tokenize") ? tokenize_main(argc - 1, argv + 1)
                                                     : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;

@@ -1,0 +1,230 @@
+/* tokenize.c — `ptrain tokenize --model MODEL [--lines] [--chat] [--ids|--pieces] [--no-special]
+ * [FILE|-]`: the token ids (or their pieces) of a text, as the model's tokenizer gives them, with
+ * the code training uses: the whole input (or, with --lines, each line) encoded as
+ * tokenizer(text) does (special tokens written in the text parsed; bos first and eos last when the
+ * model's tokenizer adds them: tokenizer_encode_text), or with --no-special as
+ * tokenizer(text, add_special_tokens=False); --chat reads a JSON list of {role, content} messages
+ * (one per line with --lines), renders the model's chat template as training renders rows (its
+ * own bos/eos texts) and tokenizes that as it is. Only the tokenizer is loaded, never the
+ * weights. Output: one line per text, the ids separated by spaces, or the pieces each quoted
+ * ('...' with \n, \t, \\, \' and other bytes below 0x20 or not UTF-8 escaped), as llama.cpp's
+ * llama-tokenize prints them. */
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/model_io.h"
+#include "ptrain/tokenize_cmd.h"
+#include "ptrain/tokenizer.h"
+
+#define DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+typedef struct {
+    const char *model, *input;
+    bool lines, chat, pieces, no_special;
+} tok_options;
+
+static const char tok_usage[] =
+    "Usage: ptrain tokenize [--model MODEL] [--lines] [--chat] [--ids|--pieces] [--no-special] [FILE|-]\n"
+    "Prints the token ids of FILE (default: standard input) as the model's tokenizer gives them, one\n"
+    "line per text: the whole input, or with --lines each line of it.\n"
+    "--no-special: without the bos/eos the model's tokenizer adds (tokenizer(text,\n"
+    "              add_special_tokens=False)); special tokens written in the text are ids either way.\n"
+    "--chat: the input is a JSON list of {\"role\", \"content\"} messages (with --lines, one list per\n"
+    "        line), rendered with the model's chat template as training renders rows.\n"
+    "--pieces: each token's text, quoted, instead of its id.\n"
+    "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
+    "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Only the tokenizer is loaded.\n";
+
+/* Returns PT_OK, PT_ERR_USAGE, or -1 after printing --help. */
+static int tok_parse(int argc, char **argv, tok_options *o)
+{
+    static const struct option longs[] = {
+        {"model", required_argument, 0, 'm'}, {"lines", no_argument, 0, 'l'},  {"chat", no_argument, 0, 'c'},
+        {"ids", no_argument, 0, 'i'},         {"pieces", no_argument, 0, 'p'}, {"no-special", no_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    *o = (tok_options){.model = DEFAULT_MODEL, .input = "-"};
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'l': o->lines = true; break;
+        case 'c': o->chat = true; break;
+        case 'i': o->pieces = false; break;
+        case 'p': o->pieces = true; break;
+        case 'n': o->no_special = true; break;
+        case 'h': fputs(tok_usage, stdout); return -1;
+        default:
+            return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain tokenize --help'.",
+                       shown_text(argv[optind - 1]).s);
+        }
+    }
+    if (optind < argc) o->input = argv[optind++];
+    if (optind < argc)
+        return ERR(PT_ERR_USAGE, "unexpected argument '%s' (one input file at most)\nTry 'ptrain tokenize --help'.",
+                   shown_text(argv[optind]).s);
+    return PT_OK;
+}
+
+/* The whole of FILE, or of standard input for "-". */
+static pt_status read_input(const char *path, strbuf *out)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return ERR(PT_ERR_USER, "%s: cannot open it for reading", shown_text(path).s);
+    char buf[65536];
+    size_t n;
+    pt_status st = PT_OK;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sb_append(out, buf, n);
+    if (ferror(f)) st = ERR(PT_ERR_USER, "%s: read error", shown_text(path).s);
+    if (f != stdin) fclose(f);
+    return st;
+}
+
+/* The text of token id (left empty when id is -1, the model has none). */
+static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
+{
+    return id < 0 ? PT_OK : tokenizer_decode_token(tok, id, out);
+}
+
+/* A JSON list of messages rendered with the model's template (its own bos/eos texts). */
+static pt_status chat_text(const pt_tokenizer *tok, const char *json, size_t len, size_t where, strbuf *text)
+{
+    json_error_t jerr;
+    json_t *list = json_loadb(json, len, 0, &jerr);
+    if (!json_is_array(list)) {
+        json_decref(list);
+        return ERR(PT_ERR_USER, "text %zu: expected a JSON list of {\"role\", \"content\"} messages (%s)", where,
+                   list ? "not a list" : jerr.text);
+    }
+    size_t n = json_array_size(list);
+    chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    pt_status st = msgs ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == PT_OK && i < n; i++) {
+        const json_t *m = json_array_get(list, i);
+        const char *role = json_string_value(json_object_get(m, "role"));
+        const char *content = json_string_value(json_object_get(m, "content"));
+        if (!role || !content)
+            st = ERR(PT_ERR_USER, "text %zu: message %zu: expected string fields \"role\" and \"content\"", where, i);
+        else
+            msgs[i] = (chat_message){role, content, NULL};
+    }
+    const char *own = tokenizer_chat_template(tok), *name = chat_template_detect(own);
+    strbuf bos = {0}, eos = {0};
+    chat_tmpl *ct = NULL;
+    if (st == PT_OK) st = token_text(tok, tokenizer_bos(tok), &bos);
+    if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
+    if (st == PT_OK) st = chat_tmpl_open(name ? name : own ? "model" : "chatml", own, &ct);
+    chat_args a = {.bos = bos.data, .eos = eos.data};
+    if (st == PT_OK) st = chat_tmpl_render(ct, &a, msgs, (int)n, text, NULL, NULL);
+    chat_tmpl_free(ct);
+    sb_free(&bos);
+    sb_free(&eos);
+    free(msgs);
+    json_decref(list);
+    return st;
+}
+
+/* One text's ids as training makes them. */
+static pt_status text_ids(const pt_tokenizer *tok, const tok_options *o, const char *s, size_t len, size_t where,
+                          int32_t **ids, size_t *n)
+{
+    if (o->chat) {
+        strbuf text = {0};
+        pt_status st = chat_text(tok, s, len, where, &text);
+        if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
+        sb_free(&text);
+        return st;
+    }
+    if (o->no_special) return tokenizer_encode(tok, s, len, true, ids, n);
+    TRY(tokenizer_encode_text(tok, s, len, ids, n));
+    int32_t eos = tokenizer_eos(tok);
+    if (!tokenizer_adds_eos(tok) || eos < 0) return PT_OK;
+    int32_t *grown = realloc(*ids, (*n + 1) * sizeof *grown);
+    if (!grown) return ERR(PT_ERR_NOMEM, "out of memory");
+    *ids = grown;
+    (*ids)[(*n)++] = eos;
+    return PT_OK;
+}
+
+/* A piece quoted: printable bytes as they are, \n \t \r \\ \' and other control bytes escaped. */
+static void print_piece(const char *p, size_t len)
+{
+    putchar('\'');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch == '\n') fputs("\\n", stdout);
+        else if (ch == '\t') fputs("\\t", stdout);
+        else if (ch == '\r') fputs("\\r", stdout);
+        else if (ch == '\\' || ch == '\'') printf("\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) printf("\\x%02x", ch);
+        else putchar(ch);
+    }
+    putchar('\'');
+}
+
+static pt_status print_ids(const pt_tokenizer *tok, const tok_options *o, const int32_t *ids, size_t n)
+{
+    strbuf piece = {0};
+    pt_status st = PT_OK;
+    for (size_t i = 0; st == PT_OK && i < n; i++) {
+        if (i) putchar(' ');
+        if (!o->pieces) {
+            printf("%d", ids[i]);
+            continue;
+        }
+        piece.len = 0;
+        st = tokenizer_decode_token(tok, ids[i], &piece);
+        if (st == PT_OK) print_piece(piece.data ? piece.data : "", piece.len);
+    }
+    putchar('\n');
+    sb_free(&piece);
+    return st;
+}
+
+static pt_status tokenize_one(const pt_tokenizer *tok, const tok_options *o, const char *s, size_t len, size_t where)
+{
+    int32_t *ids = NULL;
+    size_t n = 0;
+    pt_status st = text_ids(tok, o, s, len, where, &ids, &n);
+    if (st == PT_OK) st = print_ids(tok, o, ids, n);
+    free(ids);
+    return st;
+}
+
+static pt_status tokenize_run(const tok_options *o)
+{
+    strbuf in = {0};
+    pt_status st = read_input(o->input, &in);
+    pt_tokenizer *tok = NULL;
+    char resolved[4096];
+    pt_model_format fmt;
+    if (st == PT_OK) st = model_load_tokenizer(o->model, NULL, &tok, resolved, sizeof resolved, &fmt);
+    const char *s = in.data ? in.data : "";
+    if (st == PT_OK && !o->lines) st = tokenize_one(tok, o, s, in.len, 1);
+    for (size_t at = 0, line = 1; st == PT_OK && o->lines && at < in.len; line++) {
+        const char *nl = memchr(s + at, '\n', in.len - at);
+        size_t end = nl ? (size_t)(nl - s) : in.len;
+        st = tokenize_one(tok, o, s + at, end - at, line);
+        at = end + 1;
+    }
+    if (fflush(stdout) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "writing the ids to standard output failed");
+    tokenizer_free(tok);
+    sb_free(&in);
+    return st;
+}
+
+pt_status tokenize_main(int argc, char **argv)
+{
+    tok_options o;
+    int parsed = tok_parse(argc, argv, &o);
+    if (parsed < 0) return PT_OK;
+    if (parsed != PT_OK) return (pt_status)parsed;
+    return tokenize_run(&o);
+}
