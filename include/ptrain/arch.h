@@ -9,7 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2, PT_ARCH_COUNT } pt_arch;
+typedef enum {
+    PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
+    PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
+    PT_ARCH_COUNT
+} pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
  * stored with the 1 added at load time, so every norm computes x * rstd * w. Slots a family does

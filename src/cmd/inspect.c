@@ -493,6 +493,8 @@ static void family_line(const pt_model_config *c)
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);
     else if (c->sliding_window) printf("%-18s sliding window %d\n", "family features", c->sliding_window);
+    if (c->nope_period > 0)
+        printf("%-18s no RoPE on layers (l + 1) %% %d == 0\n", "family features", c->nope_period);
 }
 
 /* The weights, then the trainer's plan of a run with o's settings, from the config alone: a model

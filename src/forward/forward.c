@@ -104,8 +104,10 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
         TRY(backend_add_bias(be, &k, &wt->w[W_K_BIAS]));
         TRY(backend_add_bias(be, &v, &wt->w[W_V_BIAS]));
     }
-    TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
-    TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    if (model_layer_rope(g, layer)) {
+        TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    }
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
     if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);

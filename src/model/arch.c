@@ -44,6 +44,13 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
                      [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight"},
     },
+    [PT_ARCH_SMOLLM3] = {
+        .name = "smollm3", .description = "smollm3 (SmolLM3)",
+        .hf = {{"smollm3", "SmolLM3ForCausalLM", "smollm3 (SmolLM3)", true, false}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, /* llama.cpp converts it as llama */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {
@@ -94,13 +101,13 @@ static const char *join(char *text, size_t len, bool hf)
 
 const char *arch_list(void)
 {
-    static char text[256];
+    static char text[1024];
     return join(text, sizeof text, false);
 }
 
 const char *arch_hf_list(void)
 {
-    static char text[256];
+    static char text[1024];
     return join(text, sizeof text, true);
 }
 

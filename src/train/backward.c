@@ -88,8 +88,10 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
                               &t[A_LSE], &at));
-    TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
-    TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    if (model_layer_rope(cf, layer)) {
+        TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    }
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
     TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));

@@ -1120,6 +1120,12 @@ static void check_training_lowers_loss(const char *family)
 static void test_qwen2_training(void **s) { (void)s; check_training_lowers_loss("qwen2"); }
 static void test_gemma2_training(void **s) { (void)s; check_training_lowers_loss("gemma2"); }
 
+/* make_more_goldens.py's families: smollm3 (layer 3 of 5 without RoPE), mistral (head_dim 24 != 64 / 4) */
+static void test_smollm3_model_grads(void **s) { (void)s; check_model_grads("smollm3"); }
+static void test_smollm3_peft(void **s) { (void)s; check_peft("smollm3"); }
+static void test_smollm3_training(void **s) { (void)s; check_training_lowers_loss("smollm3"); }
+static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
+
 /* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
 
 static double time_attention_bwd(pt_backend *be, int seq)
@@ -1211,6 +1217,8 @@ int main(void)
         cmocka_unit_test(test_matmul_grads),       cmocka_unit_test(test_cross_entropy_grad),
         cmocka_unit_test(test_geglu_grad),         cmocka_unit_test(test_add_bias),
         cmocka_unit_test(test_softcap_grad),
+        cmocka_unit_test(test_smollm3_model_grads), cmocka_unit_test(test_smollm3_peft),
+        cmocka_unit_test(test_smollm3_training),   cmocka_unit_test(test_mistral_head_dim_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),

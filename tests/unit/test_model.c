@@ -265,6 +265,39 @@ static void check_training_loss(const char *family)
 static void test_qwen2_training_loss(void **s) { (void)s; check_training_loss("qwen2"); }
 static void test_gemma2_training_loss(void **s) { (void)s; check_training_loss("gemma2"); }
 
+/* ---- families of make_more_goldens.py: smollm3 (NoPE on layer 3 of 5), mistral (head_dim 24 against
+ * hidden 64 / 4 heads, loading as llama) ---------------------------------------------------------- */
+
+static void test_smollm3_f32(void **s) { (void)s; check_tiny_in("smollm3", "tiny-f32", false); }
+static void test_smollm3_q8_0(void **s) { (void)s; check_tiny_in("smollm3", "tiny-q8_0", false); }
+static void test_smollm3_q4_0(void **s) { (void)s; check_tiny_in("smollm3", "tiny-q4_0", false); }
+static void test_smollm3_nf4_on_load(void **s) { (void)s; check_tiny_in("smollm3", "tiny-f32", true); }
+static void test_smollm3_hf_dir(void **s) { (void)s; check_hf_dir("smollm3"); }
+static void test_smollm3_greedy(void **s) { (void)s; check_greedy("smollm3"); }
+static void test_smollm3_training_loss(void **s) { (void)s; check_training_loss("smollm3"); }
+static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
+static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
+static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
+static void test_mistral_head_dim_greedy(void **s) { (void)s; check_greedy("mistral"); }
+
+/* SmolLM3's GGUF has no key for its NoPE layers (llama.cpp: every 4th); its config.json lists them. */
+static void test_smollm3_config(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, "smollm3", "tiny-q4_0", false, &m);
+    assert_string_equal(arch_name(m.cfg.arch), "smollm3");
+    assert_true(m.cfg.tied_embeddings && m.cfg.head_dim == 24 && m.cfg.dim == 64 && m.cfg.nope_period == 4);
+    for (int l = 0; l < 5; l++) assert_int_equal(model_layer_rope(&m.cfg, l), l != 3);
+    model_free(&m);
+    load_model(be, "mistral", "tiny-q4_0", false, &m);
+    assert_string_equal(arch_name(m.cfg.arch), "llama");
+    assert_true(m.cfg.head_dim == 24 && m.cfg.nope_period == 0 && model_layer_rope(&m.cfg, 3));
+    model_free(&m);
+    backend_close(be);
+}
+
 /* GGUF files that parse but are not usable models: one clear error each, nothing leaked. */
 static void test_bad_models(void **state)
 {
@@ -533,6 +566,12 @@ int main(void)
         cmocka_unit_test(test_tiny_gqa_llama3_f32), cmocka_unit_test(test_tiny_gqa_llama3_q8_0),
         cmocka_unit_test(test_tiny_gqa_llama3_q4_0), cmocka_unit_test(test_tiny_gqa_llama3_q4_1),
         cmocka_unit_test(test_tiny_mha_nf4_on_load), cmocka_unit_test(test_tiny_gqa_nf4_on_load),
+        cmocka_unit_test(test_smollm3_f32),         cmocka_unit_test(test_smollm3_q8_0),
+        cmocka_unit_test(test_smollm3_q4_0),        cmocka_unit_test(test_smollm3_nf4_on_load),
+        cmocka_unit_test(test_smollm3_hf_dir),      cmocka_unit_test(test_smollm3_greedy),
+        cmocka_unit_test(test_smollm3_training_loss), cmocka_unit_test(test_smollm3_config),
+        cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
+        cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),
         cmocka_unit_test(test_qwen2_q4_0),          cmocka_unit_test(test_qwen2_nf4_on_load),
         cmocka_unit_test(test_gemma2_f32),          cmocka_unit_test(test_gemma2_q8_0),

@@ -556,11 +556,12 @@ static void test_config_errors(void **state)
                                                 "config.json of a model?");
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
-                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)");
+                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
+                        "smollm3 (SmolLM3)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2)");
+                        "(Gemma 2), smollm3 (SmolLM3)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -620,6 +621,33 @@ static void test_config_errors(void **state)
                         "supported; ptrain reads NF4 stored as uint8");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"load_in_4bit\":1}}",
                         "config.json: quantization_config.load_in_4bit: expected true or false, found 1");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[1,0,1]}",
+                        "config.json: no_rope_layers: expected a list of 2 values 0 or 1 (one per layer)");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[0,1]}",
+                        "config.json: no_rope_layers[1]: ptrain (as llama.cpp) runs a layer without RoPE every n-th "
+                        "layer (SmolLM3: 1, 1, 1, 0, ...); this list is not of that form");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"use_sliding_window\":true}",
+                        "config.json: use_sliding_window is true; ptrain runs SmolLM3 with full attention on every "
+                        "layer only");
+}
+
+/* SmolLM3's NoPE layers: no_rope_layers (1: RoPE) or no_rope_layer_interval, 4 by default. */
+static void test_smollm3_no_rope_layers(void **state)
+{
+    (void)state;
+    hf_config h;
+    const char *plain = "{\"model_type\":\"smollm3\"," SIZES "}";
+    assert_int_equal(hf_config_parse("config.json", plain, strlen(plain), &h), PT_OK);
+    assert_true(h.cfg.arch == PT_ARCH_SMOLLM3 && h.cfg.nope_period == 4 && h.cfg.tied_embeddings);
+    const char *list = "{\"model_type\":\"smollm3\",\"hidden_size\":64,\"intermediate_size\":128,"
+                       "\"num_hidden_layers\":6,\"num_attention_heads\":4,\"vocab_size\":32,"
+                       "\"no_rope_layers\":[1,1,0,1,1,0],\"tie_word_embeddings\":false}";
+    assert_int_equal(hf_config_parse("config.json", list, strlen(list), &h), PT_OK);
+    assert_true(h.cfg.nope_period == 3 && !h.cfg.tied_embeddings);
+    for (int l = 0; l < 6; l++) assert_int_equal(model_layer_rope(&h.cfg, l), l % 3 != 2);
+    const char *all = "{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[1,1]}";
+    assert_int_equal(hf_config_parse("config.json", all, strlen(all), &h), PT_OK);
+    assert_true(h.cfg.nope_period == 0 && model_layer_rope(&h.cfg, 1));
 }
 
 static void test_config_file(void **state)
@@ -646,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_bad_index),       cmocka_unit_test(test_config_llama),
         cmocka_unit_test(test_config_families), cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_config_errors),   cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_smollm3_no_rope_layers),
     };
     return cmocka_run_group_tests_name("safetensors", tests, NULL, NULL);
 }
