@@ -12,6 +12,7 @@
 typedef enum {
     PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
     PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
+    PT_ARCH_GRANITE, /* llama with multipliers on embeddings, scores, residual branches and logits */
     PT_ARCH_COUNT
 } pt_arch;
 

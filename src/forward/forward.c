@@ -124,7 +124,7 @@ typedef struct {
 } next_norm;
 
 /* y = proj(w)(x) + res, or with post-norms y = norm(proj(w)(x)) + res keeping the projection in
- * *pre and the norm's rstd; then the next norm of y, fused with the add, when there is one */
+ * *pre and the norm's rstd (the branch times residual_scale first, when the family has one); then the next norm of y, fused with the add, when there is one */
 static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_tensor *y, const pt_tensor *x,
                                const pt_tensor *res, pt_tensor *xs, pt_tensor *pre, pt_tensor *rstd, next_norm nn)
 {
@@ -136,6 +136,8 @@ static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_
         TRY(proj(c, layer, w, pre, x, xs));
         TRY(backend_rmsnorm(be, y, rstd, pre, &wt->w[norm], c->m->cfg.norm_eps));
     }
+    float rs = c->m->cfg.residual_scale; /* granite's residual_multiplier */
+    if (rs != 0.0f && rs != 1.0f) TRY(backend_scale(be, y, rs));
     if (nn.w < 0) return backend_add(be, y, res);
     return backend_add_rmsnorm(be, y, nn.y, nn.rstd, res, &wt->w[nn.w], c->m->cfg.norm_eps);
 }

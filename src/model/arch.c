@@ -51,6 +51,13 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
+    [PT_ARCH_GRANITE] = {
+        .name = "granite", .description = "granite (Granite 3.x)",
+        .hf = {{"granite", "GraniteForCausalLM", "granite (Granite 3.x)", false, false}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, /* llama.cpp converts it as llama */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {

@@ -315,6 +315,22 @@ static pt_status smollm3(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
+/* Granite's four multipliers; attention_multiplier replaces 1/sqrt(head_dim) (transformers' default
+ * is 1), logits are divided by logits_scaling. */
+static pt_status granite(const cfg_src *c, pt_model_config *m)
+{
+    double embed = 1, attn = 1, resid = 1, logits = 1;
+    TRY(num_key(c, "embedding_multiplier", 0, 1e9, &embed));
+    TRY(num_key(c, "attention_multiplier", 0, 1e9, &attn));
+    TRY(num_key(c, "residual_multiplier", 0, 1e9, &resid));
+    TRY(num_key(c, "logits_scaling", 0, 1e9, &logits));
+    m->embed_scale = (float)embed;
+    m->attn_scale = (float)attn;
+    m->residual_scale = (float)resid;
+    m->logit_scale = (float)logits;
+    return PT_OK;
+}
+
 /* ---- quantization_config ---- */
 
 static pt_status quantization(const cfg_src *c, hf_config *h)
@@ -364,6 +380,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
+    if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
     return quantization(c, h);
 }

@@ -97,6 +97,16 @@ static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
     return opt_nonneg_f32(f, arch_name(c->arch), "final_logit_softcapping", &c->final_softcap);
 }
 
+/* Granite's multipliers (llama.cpp's converter writes all four; absent: 1, and 1/sqrt(head size)
+ * for the scores, as llama.cpp does). */
+static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
+{
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "embedding_scale", &c->embed_scale));
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "attention.scale", &c->attn_scale));
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "residual_scale", &c->residual_scale));
+    return opt_nonneg_f32(f, arch_name(c->arch), "logit_scale", &c->logit_scale);
+}
+
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -120,6 +130,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
     model_family_defaults(c);
     if (c->arch == PT_ARCH_GEMMA2) TRY(read_gemma2_keys(f, c));
+    if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     return PT_OK;
 }
 

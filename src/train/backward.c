@@ -43,14 +43,21 @@ static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tens
 }
 
 /* *grad = the gradient at a projection's output given dy at its residual branch: dy itself, or
- * dy through the post-norm `norm` (input pre, rstd saved) written into buf. */
+ * dy times the branch's residual_scale (granite), or through the post-norm `norm` (input pre, rstd
+ * saved), written into buf. */
 static pt_status post_norm_bwd(const fwd_ctx *c, int layer, int norm, const pt_tensor *dy, const pt_tensor *pre,
                                const pt_tensor *rstd, pt_tensor *buf, const pt_tensor **grad)
 {
+    float rs = c->m->cfg.residual_scale;
+    bool scaled = rs != 0.0f && rs != 1.0f;
     *grad = dy;
-    if (!c->m->cfg.post_norms) return PT_OK;
+    if (!c->m->cfg.post_norms && !scaled) return PT_OK;
     *grad = buf;
-    return backend_rmsnorm_bwd(c->m->be, buf, NULL, dy, pre, &c->m->layers[layer].w[norm], rstd);
+    if (c->m->cfg.post_norms)
+        TRY(backend_rmsnorm_bwd(c->m->be, buf, NULL, dy, pre, &c->m->layers[layer].w[norm], rstd));
+    else
+        TRY(backend_copy(c->m->be, buf, dy));
+    return scaled ? backend_scale(c->m->be, buf, rs) : PT_OK;
 }
 
 /* MLP: out = h + [n4](down(act(gate) * up)) with gate, up of n2(h): gt[G_DH] = dL/dh */

@@ -6,6 +6,8 @@ test_hf_model.c, test_cuda_model.c):
   smollm3   SmolLM3: llama blocks with RoPE left out on every 4th layer (no_rope_layers); 5
             layers so that layer 3 is a NoPE layer and layer 4 a RoPE layer after it; head_dim 24
             against hidden 64 / 4 heads.
+  granite   Granite 3.x: embedding_multiplier 12, attention_multiplier 0.1 (instead of 1/sqrt(16)),
+            residual_multiplier 0.22 on both branches, logits divided by logits_scaling 8.
   mistral   Mistral NeMo / Ministral style: an explicit head_dim (24) that is not hidden / heads,
             which loads as ptrain's llama (GGUF architecture llama with key_length 24).
 
@@ -31,7 +33,8 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
-from transformers import MistralConfig, MistralForCausalLM, SmolLM3Config, SmolLM3ForCausalLM
+from transformers import (GraniteConfig, GraniteForCausalLM, MistralConfig, MistralForCausalLM, SmolLM3Config,
+                          SmolLM3ForCausalLM)
 
 import make_family_goldens as fam
 
@@ -52,6 +55,11 @@ MORE = {
                     names=LLAMA_NAMES,
                     kwargs=dict(SMALL, num_hidden_layers=2, rope_theta=1000000.0, sliding_window=None,
                                 tie_word_embeddings=True)),
+    "granite": dict(cls=GraniteForCausalLM, cfg=GraniteConfig, gguf_arch="granite", permute=True,
+                    names=LLAMA_NAMES,
+                    kwargs=dict({k: v for k, v in SMALL.items() if k != "head_dim"}, num_hidden_layers=2, rope_theta=10000.0,
+                                tie_word_embeddings=True, embedding_multiplier=12.0, attention_multiplier=0.1,
+                                residual_multiplier=0.22, logits_scaling=8.0)),
 }
 
 
@@ -94,12 +102,18 @@ def write_gguf(path, family, model, qtype, vocab_none=False):
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_dimension_count(cfg.head_dim)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     w.add_vocab_size(cfg.vocab_size)
+    if arch == "granite":  # the keys llama.cpp's Granite converter writes
+        w.add_embedding_scale(cfg.embedding_multiplier)
+        w.add_attention_scale(cfg.attention_multiplier)
+        w.add_residual_scale(cfg.residual_multiplier)
+        w.add_logit_scale(cfg.logits_scaling)
     if vocab_none:
         w.add_tokenizer_model("none")
     back = {}

@@ -54,7 +54,7 @@ static const model_case cases[] = {
     {"llama", "tiny-gqa-q4_0", false}, {"llama", "tiny-gqa-q4_1", false}, {"llama", "tiny-mha-q8_0", false},
     {"llama", "tiny-gqa-f32", true},   {"qwen2", "tiny-q4_0", false},     {"qwen2", "tiny-f32", true},
     {"gemma2", "tiny-q4_0", false},    {"gemma2", "tiny-f32", true},      {"hf", "tiny-llama-bnb4", false},
-    {"smollm3", "tiny-q4_0", false},
+    {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */

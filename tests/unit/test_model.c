@@ -275,12 +275,18 @@ static void test_smollm3_nf4_on_load(void **s) { (void)s; check_tiny_in("smollm3
 static void test_smollm3_hf_dir(void **s) { (void)s; check_hf_dir("smollm3"); }
 static void test_smollm3_greedy(void **s) { (void)s; check_greedy("smollm3"); }
 static void test_smollm3_training_loss(void **s) { (void)s; check_training_loss("smollm3"); }
+static void test_granite_f32(void **s) { (void)s; check_tiny_in("granite", "tiny-f32", false); }
+static void test_granite_q4_0(void **s) { (void)s; check_tiny_in("granite", "tiny-q4_0", false); }
+static void test_granite_nf4_on_load(void **s) { (void)s; check_tiny_in("granite", "tiny-f32", true); }
+static void test_granite_hf_dir(void **s) { (void)s; check_hf_dir("granite"); }
+static void test_granite_greedy(void **s) { (void)s; check_greedy("granite"); }
+static void test_granite_training_loss(void **s) { (void)s; check_training_loss("granite"); }
 static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
 static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
 static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
 static void test_mistral_head_dim_greedy(void **s) { (void)s; check_greedy("mistral"); }
 
-/* SmolLM3's GGUF has no key for its NoPE layers (llama.cpp: every 4th); its config.json lists them. */
+/* SmolLM3's GGUF has no key for its NoPE layers (llama.cpp: every 4th); Granite's has its multipliers. */
 static void test_smollm3_config(void **state)
 {
     (void)state;
@@ -290,6 +296,11 @@ static void test_smollm3_config(void **state)
     assert_string_equal(arch_name(m.cfg.arch), "smollm3");
     assert_true(m.cfg.tied_embeddings && m.cfg.head_dim == 24 && m.cfg.dim == 64 && m.cfg.nope_period == 4);
     for (int l = 0; l < 5; l++) assert_int_equal(model_layer_rope(&m.cfg, l), l != 3);
+    model_free(&m);
+    load_model(be, "granite", "tiny-q4_0", false, &m); /* granite.embedding_scale, attention.scale, ... */
+    assert_string_equal(arch_name(m.cfg.arch), "granite");
+    assert_true(m.cfg.embed_scale == 12.0f && m.cfg.attn_scale == 0.1f && m.cfg.residual_scale == 0.22f &&
+                m.cfg.logit_scale == 8.0f && m.cfg.nope_period == 0);
     model_free(&m);
     load_model(be, "mistral", "tiny-q4_0", false, &m);
     assert_string_equal(arch_name(m.cfg.arch), "llama");
@@ -570,6 +581,9 @@ int main(void)
         cmocka_unit_test(test_smollm3_q4_0),        cmocka_unit_test(test_smollm3_nf4_on_load),
         cmocka_unit_test(test_smollm3_hf_dir),      cmocka_unit_test(test_smollm3_greedy),
         cmocka_unit_test(test_smollm3_training_loss), cmocka_unit_test(test_smollm3_config),
+        cmocka_unit_test(test_granite_f32),         cmocka_unit_test(test_granite_q4_0),
+        cmocka_unit_test(test_granite_nf4_on_load), cmocka_unit_test(test_granite_hf_dir),
+        cmocka_unit_test(test_granite_greedy),      cmocka_unit_test(test_granite_training_loss),
         cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
         cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),

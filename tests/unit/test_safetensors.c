@@ -557,11 +557,11 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
-                        "smollm3 (SmolLM3)");
+                        "smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2), smollm3 (SmolLM3)");
+                        "(Gemma 2), smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -631,6 +631,23 @@ static void test_config_errors(void **state)
                         "layer only");
 }
 
+/* Granite's multipliers: attention_multiplier replaces 1/sqrt(head_dim), 1 when absent as in transformers. */
+static void test_granite_multipliers(void **state)
+{
+    (void)state;
+    hf_config h;
+    const char *full = "{\"model_type\":\"granite\"," SIZES ",\"embedding_multiplier\":12,\"attention_multiplier\":"
+                       "0.015625,\"residual_multiplier\":0.22,\"logits_scaling\":8}";
+    assert_int_equal(hf_config_parse("config.json", full, strlen(full), &h), PT_OK);
+    assert_true(h.cfg.arch == PT_ARCH_GRANITE && !h.cfg.tied_embeddings && h.cfg.embed_scale == 12.0f);
+    assert_true(h.cfg.attn_scale == 0.015625f && h.cfg.residual_scale == 0.22f && h.cfg.logit_scale == 8.0f);
+    const char *bare = "{\"model_type\":\"granite\"," SIZES "}";
+    assert_int_equal(hf_config_parse("config.json", bare, strlen(bare), &h), PT_OK);
+    assert_true(h.cfg.embed_scale == 1.0f && h.cfg.attn_scale == 1.0f && h.cfg.residual_scale == 1.0f);
+    expect_config_error("{\"model_type\":\"granite\"," SIZES ",\"logits_scaling\":0}",
+                        "config.json: logits_scaling: expected a number above 0 and at most 1e+09, found 0");
+}
+
 /* SmolLM3's NoPE layers: no_rope_layers (1: RoPE) or no_rope_layer_interval, 4 by default. */
 static void test_smollm3_no_rope_layers(void **state)
 {
@@ -674,7 +691,7 @@ int main(void)
         cmocka_unit_test(test_bad_index),       cmocka_unit_test(test_config_llama),
         cmocka_unit_test(test_config_families), cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_config_errors),   cmocka_unit_test(test_config_file),
-        cmocka_unit_test(test_smollm3_no_rope_layers),
+        cmocka_unit_test(test_smollm3_no_rope_layers), cmocka_unit_test(test_granite_multipliers),
     };
     return cmocka_run_group_tests_name("safetensors", tests, NULL, NULL);
 }
