@@ -8,6 +8,10 @@ test_hf_model.c, test_cuda_model.c):
             against hidden 64 / 4 heads.
   granite   Granite 3.x: embedding_multiplier 12, attention_multiplier 0.1 (instead of 1/sqrt(16)),
             residual_multiplier 0.22 on both branches, logits divided by logits_scaling 8.
+  olmo2     OLMo 2: no norm before attention or the MLP, RMSNorm after each (post_attention_layernorm,
+            post_feedforward_layernorm) before its residual add, and q_norm / k_norm over the whole
+            projection width (not per head) before RoPE; untied lm_head (llama.cpp's olmo2 takes
+            no head_dim other than hidden / heads).
   mistral   Mistral NeMo / Ministral style: an explicit head_dim (24) that is not hidden / heads,
             which loads as ptrain's llama (GGUF architecture llama with key_length 24).
 
@@ -33,13 +37,18 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
-from transformers import (GraniteConfig, GraniteForCausalLM, MistralConfig, MistralForCausalLM, SmolLM3Config,
-                          SmolLM3ForCausalLM)
+from transformers import (GraniteConfig, GraniteForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config,
+                          Olmo2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
 
 import make_family_goldens as fam
 
 VOCAB = fam.VOCAB
 LLAMA_NAMES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+               "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+               "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+               "mlp.down_proj": "ffn_down"}
+OLMO2_NAMES = {"post_attention_layernorm": "post_attention_norm", "post_feedforward_layernorm": "post_ffw_norm",
+               "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
                "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
                "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
                "mlp.down_proj": "ffn_down"}
@@ -51,6 +60,11 @@ MORE = {
                     names=LLAMA_NAMES,
                     kwargs=dict(SMALL, num_hidden_layers=5, rope_theta=10000.0, tie_word_embeddings=True,
                                 pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "olmo2": dict(cls=Olmo2ForCausalLM, cfg=Olmo2Config, gguf_arch="olmo2", permute=False,
+                  names=OLMO2_NAMES,
+                  kwargs=dict({k: v for k, v in SMALL.items() if k != "head_dim"}, num_hidden_layers=2,
+                              rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2)),
     "mistral": dict(cls=MistralForCausalLM, cfg=MistralConfig, gguf_arch="llama", permute=True,
                     names=LLAMA_NAMES,
                     kwargs=dict(SMALL, num_hidden_layers=2, rope_theta=1000000.0, sliding_window=None,
@@ -140,11 +154,14 @@ def write_gguf(path, family, model, qtype, vocab_none=False):
             put(f"blk.{i}.{g}.weight", f"model.layers.{i}.{hf}.weight", heads)
             if f"model.layers.{i}.{hf}.bias" in sd:
                 put(f"blk.{i}.{g}.bias", f"model.layers.{i}.{hf}.bias")
+    if "lm_head.weight" in sd and not cfg.tie_word_embeddings:
+        put("output.weight", "lm_head.weight")
+    else:
+        back["lm_head.weight"] = back["model.embed_tokens.weight"]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    back["lm_head.weight"] = back["model.embed_tokens.weight"]
     return back
 
 
@@ -173,6 +190,21 @@ def check_with_llama_cpp(path, back, model):
     return rel
 
 
+def write_bnb_dir(family, out):
+    """make_family_goldens.write_bnb_dir, keeping an untied lm_head (olmo2) as the checkpoint has it."""
+    src, dest = os.path.join(out, "hf"), os.path.join(out, "hf-bnb4")
+    ref = fam.write_bnb4_dir(src, dest, fam.load_file(os.path.join(src, "model.safetensors")))
+    ref.setdefault("lm_head.weight", ref["model.embed_tokens.weight"])
+    spec = fam.FAMILIES[family]
+    model = spec["cls"](spec["cfg"](**fam.hf_kwargs(family))).double().eval()
+    fam.load_weights(model, {k: torch.from_numpy(v) for k, v in ref.items()})
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=40)
+    fam.write_logits(out, "hf-bnb4", ids, fam.logits_of(model, ids))
+    fam.write_greedy(os.path.join(out, "hf-bnb4"), model, ids[:8])
+    for f in os.listdir(dest):  # safetensors writes 0600 files
+        os.chmod(os.path.join(dest, f), 0o644)
+
+
 def main(names):
     for name, spec in MORE.items():
         fam.FAMILIES[name] = spec
@@ -180,6 +212,7 @@ def main(names):
     fam.make_model = make_model
     fam.write_gguf = write_gguf
     fam.check_with_transformers_reader = check_with_llama_cpp
+    fam.write_bnb_dir = write_bnb_dir
     for name in names or MORE:
         fam.make_family(name)
 
