@@ -27,6 +27,7 @@ typedef struct {
     float final_softcap;    /* gemma2: logits become c*tanh(z/c) (30); 0 = off */
     int sliding_window;     /* gemma2: keys within this many positions on local layers; 0 = none */
     int sliding_pattern;    /* layer l is local when sliding_window && l % sliding_pattern == 0 (gemma2: 2) */
+    bool qk_norm;           /* qwen3: q and k RMSNormed per head (W_Q_NORM, W_K_NORM) before RoPE */
     int nope_period;        /* smollm3: layer l has no RoPE when (l + 1) % nope_period == 0 (4); 0 = RoPE on all */
     float residual_scale;   /* granite: a branch's output is multiplied by this before its residual add; 0 = 1 */
     float logit_scale;      /* granite: the logits are divided by this (logits_scaling); 0 = 1 */

@@ -44,6 +44,14 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
                      [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight"},
     },
+    [PT_ARCH_QWEN3] = {
+        .name = "qwen3", .description = "qwen3 (Qwen3, DeepSeek-R1 Qwen3 distills)",
+        .hf = {{"qwen3", "Qwen3ForCausalLM", "qwen3 (Qwen3)", false, false}},
+        .qk_norm = true, .act = PT_ACT_SILU,
+        .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
     [PT_ARCH_SMOLLM3] = {
         .name = "smollm3", .description = "smollm3 (SmolLM3)",
         .hf = {{"smollm3", "SmolLM3ForCausalLM", "smollm3 (SmolLM3)", true, false}},
@@ -144,5 +152,6 @@ bool arch_gguf_gemma_line(const char *name, size_t len)
 
 bool arch_slot_is_norm(int slot)
 {
-    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM ||
+           slot == W_Q_NORM || slot == W_K_NORM;
 }

@@ -34,6 +34,7 @@ void model_family_defaults(pt_model_config *c)
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     c->attn_softcap = c->final_softcap = 0.0f;
     c->sliding_window = c->sliding_pattern = 0;
+    c->qk_norm = a->qk_norm;
     c->nope_period = c->arch == PT_ARCH_SMOLLM3 ? 4 : 0; /* transformers' no_rope_layer_interval, llama.cpp's step */
     c->residual_scale = c->logit_scale = 0.0f;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);

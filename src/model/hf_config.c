@@ -239,10 +239,11 @@ static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_mo
         return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", shown_text(c->name).s,
                    mlp_bias ? "mlp_bias" : "attention_bias", arch_name(m->arch), mlp_bias ? "MLP" : "attention");
     TRY(activation(c, "hidden_act", "silu", PT_ACT_SILU, m));
-    if (m->qkv_bias) TRY(bool_key(c, "use_sliding_window", &sliding));
+    m->qk_norm = arch_info(m->arch)->qk_norm;
+    if (m->qkv_bias || m->qk_norm) TRY(bool_key(c, "use_sliding_window", &sliding)); /* the Qwen line's key */
     if (sliding)
-        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs Qwen2 with full attention on every "
-                   "layer only", shown_text(c->name).s);
+        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs %s with full attention on every "
+                   "layer only", shown_text(c->name).s, m->qk_norm ? "Qwen3" : "Qwen2");
     if (type->sliding_window) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 1;
     return PT_OK;

@@ -215,6 +215,23 @@ static void test_qwen2_bnb4(void **s)
     check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", true, PT_NF4, PT_F32, true});
     check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", false, PT_NF4, PT_F32, true});
 }
+/* qwen3 (tests/reference/make_qwen3_goldens.py): q/k norms per head of 24 against hidden 64 / 4
+ * heads; q_proj (64 columns) keeps bitsandbytes' NF4 codes, down_proj (96 columns) becomes F32. */
+static void test_qwen3_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen3/hf");
+    check_parity(&(parity_case){dir, "qwen3", "hf", false, PT_BF16, PT_BF16, true});
+}
+static void test_qwen3_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen3/hf-bnb4");
+    check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", false, PT_NF4, PT_F32, true});
+}
 static void test_gemma2_bnb4(void **s)
 {
     (void)s;
@@ -840,6 +857,7 @@ int main(void)
         cmocka_unit_test(test_gemma2_mapping), cmocka_unit_test(test_qwen2_mapping),
         cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),
         cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
+        cmocka_unit_test(test_qwen3_dir),      cmocka_unit_test(test_qwen3_bnb4),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }

@@ -495,6 +495,18 @@ static void test_config_families(void **state)
     assert_int_equal(hf_config_parse("config.json", qwen, strlen(qwen), &h), PT_OK);
     assert_string_equal(arch_name(h.cfg.arch), "qwen2");
     assert_true(h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 64 && h.cfg.sliding_window == 0);
+    /* Qwen3-0.6B's config.json: head_dim 128 against 1024 / 16 heads, q/k norms, tied */
+    const char *qwen3 = "{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"head_dim\":128,"
+                        "\"hidden_act\":\"silu\",\"hidden_size\":1024,\"intermediate_size\":3072,"
+                        "\"max_position_embeddings\":40960,\"max_window_layers\":28,\"model_type\":\"qwen3\","
+                        "\"num_attention_heads\":16,\"num_hidden_layers\":28,\"num_key_value_heads\":8,"
+                        "\"rms_norm_eps\":1e-06,\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":null,"
+                        "\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"use_sliding_window\":false,"
+                        "\"vocab_size\":151936}";
+    assert_int_equal(hf_config_parse("config.json", qwen3, strlen(qwen3), &h), PT_OK);
+    assert_string_equal(arch_name(h.cfg.arch), "qwen3");
+    assert_true(h.cfg.qk_norm && !h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 128 &&
+                h.cfg.dim == 1024 && h.cfg.n_kv_heads == 8 && h.cfg.sliding_window == 0 && h.rope_theta == 1e6);
     const char *old_rope = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,\"rope_theta\":20000,"
                            "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}}";
@@ -557,11 +569,11 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
-                        "smollm3 (SmolLM3), granite (Granite 3.x)");
+                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2), smollm3 (SmolLM3), granite (Granite 3.x)");
+                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -605,6 +617,15 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"qwen2\"," SIZES ",\"use_sliding_window\":true}",
                         "config.json: use_sliding_window is true; ptrain runs Qwen2 with full attention on every layer "
                         "only");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"use_sliding_window\":true}",
+                        "config.json: use_sliding_window is true; ptrain runs Qwen3 with full attention on every layer "
+                        "only");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"attention_bias\":true}",
+                        "config.json: attention_bias is true; ptrain's qwen3 models have no attention biases");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,"
+                        "\"original_max_position_embeddings\":32768}}",
+                        "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
+                        "llama3");
     expect_config_error("{\"model_type\":\"gemma2\"," SIZES ",\"layer_types\":[\"full_attention\"]}",
                         "config.json: layer_types must list 2 layers alternating \"sliding_attention\" (even layers) and "
                         "\"full_attention\", as Gemma 2 does");
