@@ -9,7 +9,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2, PT_ARCH_COUNT } pt_arch;
+typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
+               PT_ARCH_QWEN3,
+               PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
+               PT_ARCH_GRANITE, /* llama with multipliers on embeddings, scores, residual branches and logits */
+               PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
  * stored with the 1 added at load time, so every norm computes x * rstd * w. Slots a family does
@@ -18,6 +22,7 @@ enum {
     W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
     W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
     W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
+    W_Q_NORM, W_K_NORM,                    /* qwen3: RMSNorm of each head of q and k, head_dim values */
     W_COUNT
 };
 
@@ -43,6 +48,7 @@ typedef struct {
     pt_activation act;
     const char *gguf[W_COUNT]; /* GGUF tensor name of a slot after "blk.N." (NULL: unused) */
     const char *hf_names[W_COUNT]; /* Hugging Face name after "model.layers.N." */
+    bool qk_norm;             /* q and k RMSNormed per head before RoPE (W_Q_NORM, W_K_NORM) */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);

@@ -3,6 +3,7 @@
  * reads, or recomputing it):
  *   x = embed(ids) (* sqrt(dim): gemma2);
  *   per layer: a = o(attn(rope(q(n1 x) + bq), rope(k(n1 x) + bk), v(n1 x) + bv))   (biases: qwen2)
+ *              (qwen3: rope(nq(q(n1 x))), rope(nk(k(n1 x))), nq and nk RMSNorms of each head)
  *              h = x + a, or x + n3(a) with gemma2's post-attention norm;
  *              m = down(act(gate(n2 h)) * up(n2 h))   (act: silu, or tanh-gelu for gemma2)
  *              out = h + m, or h + n4(m);
@@ -26,6 +27,7 @@
  * norms, and each adapted projection's s·x·Aᵀ. With a KV cache, k and v live in the cache. */
 enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_RSTD2, A_LSE,
        A_O, A_D, A_RSTD3, A_RSTD4, /* post-norms only: o and down outputs, their norms' rstd */
+       A_QPRE, A_KPRE, A_QRSTD, A_KRSTD, /* q/k norms only: q and k before their per-head norm, its rstd */
        A_COUNT };
 
 typedef struct {
@@ -84,6 +86,9 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
 pt_status forward_dropout(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x);
 /* The adapters' input of projection w: x itself, or x with the pass's dropout, in c->scratch. */
 pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_tensor *x, pt_tensor *out);
+/* t [rows, heads * head_dim] seen as [rows * heads, head_dim] (no copy): the rows the q/k norms
+ * normalize. */
+pt_tensor forward_head_rows(const pt_tensor *t, int head_dim);
 
 /* ---- the loss head: final norm, lm_head (and soft-cap), cross-entropy ---- */
 

@@ -27,6 +27,10 @@ typedef struct {
     float final_softcap;    /* gemma2: logits become c*tanh(z/c) (30); 0 = off */
     int sliding_window;     /* gemma2: keys within this many positions on local layers; 0 = none */
     int sliding_pattern;    /* layer l is local when sliding_window && l % sliding_pattern == 0 (gemma2: 2) */
+    bool qk_norm;           /* qwen3: q and k RMSNormed per head (W_Q_NORM, W_K_NORM) before RoPE */
+    int nope_period;        /* smollm3: layer l has no RoPE when (l + 1) % nope_period == 0 (4); 0 = RoPE on all */
+    float residual_scale;   /* granite: a branch's output is multiplied by this before its residual add; 0 = 1 */
+    float logit_scale;      /* granite: the logits are divided by this (logits_scaling); 0 = 1 */
 } pt_model_config;
 
 typedef struct {
@@ -53,6 +57,8 @@ typedef struct {
  * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
  * derives it); a loader then overrides what its file gives. */
 void model_family_defaults(pt_model_config *c);
+/* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
+bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */
 int model_layer_window(const pt_model_config *c, int layer);
 /* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,

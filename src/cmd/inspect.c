@@ -450,6 +450,7 @@ static double config_weights(const hf_config *h, bool nf4)
             f = c->ffn_dim;
     const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
     double layer = 4.0 * (double)d * (c->post_norms ? 4 : 2) + (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+    layer += c->qk_norm ? 8.0 * (double)c->head_dim : 0; /* the q and k norms */
     for (int i = 0; i < 7; i++) {
         double stored = elt * (double)shape[i][0] * (double)shape[i][1];
         layer += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
@@ -488,11 +489,17 @@ static pt_status describe_hf(const char *path, const insp_options *o, insp_repor
 static void family_line(const pt_model_config *c)
 {
     if (c->qkv_bias) printf("%-18s q/k/v biases\n", "family features");
+    if (c->qk_norm) printf("%-18s q/k RMSNorm per head (%d values) before RoPE\n", "family features", c->head_dim);
     if (c->post_norms)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);
     else if (c->sliding_window) printf("%-18s sliding window %d\n", "family features", c->sliding_window);
+    if (c->residual_scale != 0.0f || c->logit_scale != 0.0f)
+        printf("%-18s embeddings x %.4g, scores x %.4g, residual branches x %.4g, logits / %.4g\n", "family features",
+               c->embed_scale, c->attn_scale, c->residual_scale, c->logit_scale);
+    if (c->nope_period > 0)
+        printf("%-18s no RoPE on layers (l + 1) %% %d == 0\n", "family features", c->nope_period);
 }
 
 /* The weights, then the trainer's plan of a run with o's settings, from the config alone: a model

@@ -142,11 +142,32 @@ static pt_status gemma2(gguf_writer *w, const char *dir, const pt_model_config *
     return put_f32(w, a, "final_logit_softcapping", c->final_softcap);
 }
 
+/* llama.cpp's smollm3 leaves RoPE out on every 4th layer and no key says otherwise. */
+static pt_status smollm3(const char *dir, const pt_model_config *c)
+{
+    if (c->nope_period == 4) return PT_OK;
+    return ERR(PT_ERR_USER, "%s/config.json: no_rope_layers leaves RoPE out on every %d. layer; llama.cpp's smollm3 "
+               "leaves it out on every 4th and no GGUF key changes it, so the model cannot be exported to GGUF as it "
+               "runs in transformers", shown_text(dir).s, c->nope_period);
+}
+
+/* Granite's multipliers under llama.cpp's names. */
+static pt_status granite(gguf_writer *w, const pt_model_config *c)
+{
+    const char *a = arch_name(c->arch);
+    TRY(put_f32(w, a, "embedding_scale", c->embed_scale));
+    TRY(put_f32(w, a, "attention.scale", c->attn_scale));
+    TRY(put_f32(w, a, "residual_scale", c->residual_scale));
+    return put_f32(w, a, "logit_scale", c->logit_scale);
+}
+
 static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
 {
     TRY(general(w, dir, hc, name));
     TRY(sizes(w, &hc->cfg));
     TRY(rope(w, hc));
+    if (hc->cfg.arch == PT_ARCH_SMOLLM3) TRY(smollm3(dir, &hc->cfg));
+    if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
     return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }
 

@@ -24,13 +24,15 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
 {
     const pt_model_config *g = &c->m->cfg;
     int64_t qw = (int64_t)g->n_heads * g->head_dim, kw = (int64_t)g->n_kv_heads * g->head_dim;
-    int64_t post = g->post_norms ? 1 : 0, own_kv = c->kv ? 0 : 1;
+    int64_t post = g->post_norms ? 1 : 0, own_kv = c->kv ? 0 : 1, qk = g->qk_norm ? 1 : 0;
     int64_t widths[A_COUNT] = {g->dim,     qw,         own_kv * kw,    own_kv * kw, qw,  g->dim, g->dim, g->ffn_dim,
                                g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
-                               post * g->dim, post * g->dim, post,      post};
+                               post * g->dim, post * g->dim, post,      post,
+                               qk * qw,    qk * kw,    qk * g->n_heads, qk * g->n_kv_heads};
     memset(a, 0, sizeof *a);
     for (int i = 0; i < A_COUNT; i++) {
-        bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE; /* statistics */
+        bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE || i == A_QRSTD ||
+                   i == A_KRSTD; /* statistics */
         TRY((f32 ? arena_take_f32 : arena_take)(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
     }
     for (int w = 0; w < W_COUNT; w++)
@@ -87,8 +89,26 @@ static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt
     return adapter_matmul(c->ad, layer, w, y, &xin, xs);
 }
 
-/* t[A_ATT] = attention of the normed input t[A_XN1]: q, k, v with biases and RoPE (k and v in
- * the cache rows at n_past when there is one) */
+pt_tensor forward_head_rows(const pt_tensor *t, int head_dim)
+{
+    pt_tensor v = *t;
+    v.ndim = 2;
+    v.shape[0] = tensor_numel(t) / head_dim;
+    v.shape[1] = head_dim;
+    return v;
+}
+
+/* y = RMSNorm of each head_dim-wide piece of x's rows (the q/k norms): the rows' norm over
+ * [rows * heads, head_dim], rstd [rows, heads] */
+static pt_status head_norm(const fwd_ctx *c, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *w)
+{
+    int hd = c->m->cfg.head_dim;
+    pt_tensor yv = forward_head_rows(y, hd), xv = forward_head_rows(x, hd);
+    return backend_rmsnorm(c->m->be, &yv, rstd, &xv, w, c->m->cfg.norm_eps);
+}
+
+/* t[A_ATT] = attention of the normed input t[A_XN1]: q, k, v with biases, q/k norms and RoPE (k
+ * and v in the cache rows at n_past when there is one) */
 static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
 {
     const pt_model_config *g = &c->m->cfg;
@@ -96,16 +116,23 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, k = t[A_K], v = t[A_V];
     if (c->kv) k = tensor_rows(&c->kv->k[layer], c->kv->n_past, c->rows), v = tensor_rows(&c->kv->v[layer], c->kv->n_past, c->rows);
-    TRY(proj(c, layer, W_Q, &t[A_Q], &t[A_XN1], &a->xs[W_Q]));
-    TRY(proj(c, layer, W_K, &k, &t[A_XN1], &a->xs[W_K]));
+    pt_tensor *qp = g->qk_norm ? &t[A_QPRE] : &t[A_Q], *kp = g->qk_norm ? &t[A_KPRE] : &k;
+    TRY(proj(c, layer, W_Q, qp, &t[A_XN1], &a->xs[W_Q]));
+    TRY(proj(c, layer, W_K, kp, &t[A_XN1], &a->xs[W_K]));
     TRY(proj(c, layer, W_V, &v, &t[A_XN1], &a->xs[W_V]));
     if (g->qkv_bias) {
-        TRY(backend_add_bias(be, &t[A_Q], &wt->w[W_Q_BIAS]));
-        TRY(backend_add_bias(be, &k, &wt->w[W_K_BIAS]));
+        TRY(backend_add_bias(be, qp, &wt->w[W_Q_BIAS]));
+        TRY(backend_add_bias(be, kp, &wt->w[W_K_BIAS]));
         TRY(backend_add_bias(be, &v, &wt->w[W_V_BIAS]));
     }
-    TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
-    TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    if (g->qk_norm) {
+        TRY(head_norm(c, &t[A_Q], &t[A_QRSTD], qp, &wt->w[W_Q_NORM]));
+        TRY(head_norm(c, &k, &t[A_KRSTD], kp, &wt->w[W_K_NORM]));
+    }
+    if (model_layer_rope(g, layer)) {
+        TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    }
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
     if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);
@@ -122,7 +149,7 @@ typedef struct {
 } next_norm;
 
 /* y = proj(w)(x) + res, or with post-norms y = norm(proj(w)(x)) + res keeping the projection in
- * *pre and the norm's rstd; then the next norm of y, fused with the add, when there is one */
+ * *pre and the norm's rstd (the branch times residual_scale first, when the family has one); then the next norm of y, fused with the add, when there is one */
 static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_tensor *y, const pt_tensor *x,
                                const pt_tensor *res, pt_tensor *xs, pt_tensor *pre, pt_tensor *rstd, next_norm nn)
 {
@@ -134,6 +161,8 @@ static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_
         TRY(proj(c, layer, w, pre, x, xs));
         TRY(backend_rmsnorm(be, y, rstd, pre, &wt->w[norm], c->m->cfg.norm_eps));
     }
+    float rs = c->m->cfg.residual_scale; /* granite's residual_multiplier */
+    if (rs != 0.0f && rs != 1.0f) TRY(backend_scale(be, y, rs));
     if (nn.w < 0) return backend_add(be, y, res);
     return backend_add_rmsnorm(be, y, nn.y, nn.rstd, res, &wt->w[nn.w], c->m->cfg.norm_eps);
 }

@@ -87,6 +87,8 @@ pt_status forward_loss(const fwd_ctx *c, loss_bufs *h, const pt_tensor *hid, pt_
     const pt_model_config *g = &c->m->cfg;
     pt_tensor *t = h->t;
     TRY(backend_rmsnorm(be, &t[H_XF], &t[H_RSTD], hid, &c->m->out_norm, g->norm_eps));
+    bool scaled = g->logit_scale != 0.0f && g->logit_scale != 1.0f; /* granite: logits / logits_scaling */
+    if (scaled) TRY(backend_scale(be, &t[H_XF], 1.0f / g->logit_scale));
     TRY(labelled_move(be, h, &t[H_XF], &t[H_XL], true));
     for (int64_t r0 = 0; r0 < h->labelled; r0 += h->chunk)
         TRY(loss_chunk(c, h, r0, h->labelled - r0 < h->chunk ? h->labelled - r0 : h->chunk, grad_scale, loss_sum,
@@ -94,5 +96,6 @@ pt_status forward_loss(const fwd_ctx *c, loss_bufs *h, const pt_tensor *hid, pt_
     if (!h->grad) return PT_OK;
     TRY(backend_zero(be, &t[H_DXF]));
     TRY(labelled_move(be, h, &t[H_DXF], &t[H_DXL], false));
+    if (scaled) TRY(backend_scale(be, &t[H_DXF], 1.0f / g->logit_scale));
     return backend_rmsnorm_bwd(be, dh, NULL, &t[H_DXF], hid, &c->m->out_norm, &t[H_RSTD]);
 }

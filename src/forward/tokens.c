@@ -53,6 +53,8 @@ static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_
     pt_status st = take_all(arena, c, last_only ? 1 : (int)c->rows, &b, &xn, &rstd, &out);
     if (st == PT_OK) st = forward_run(c, ids, &b, NULL);
     if (st == PT_OK) st = backend_rmsnorm(m->be, &xn, &rstd, forward_output(c, &b), &m->out_norm, m->cfg.norm_eps);
+    float ls = m->cfg.logit_scale; /* granite: logits / logits_scaling, as the normed states times 1/ls */
+    if (st == PT_OK && ls != 0.0f && ls != 1.0f) st = backend_scale(m->be, &xn, 1.0f / ls);
     pt_tensor rows = last_only ? tensor_rows(&xn, c->rows - 1, 1) : xn;
     if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, &m->output, 0.0f);
     if (st == PT_OK && m->cfg.final_softcap > 0.0f) st = backend_softcap(m->be, &out, &out, m->cfg.final_softcap);

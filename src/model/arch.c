@@ -44,6 +44,28 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
                      [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight"},
     },
+    [PT_ARCH_QWEN3] = {
+        .name = "qwen3", .description = "qwen3 (Qwen3, DeepSeek-R1 Qwen3 distills)",
+        .hf = {{"qwen3", "Qwen3ForCausalLM", "qwen3 (Qwen3)", false, false}},
+        .qk_norm = true, .act = PT_ACT_SILU,
+        .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
+    [PT_ARCH_SMOLLM3] = {
+        .name = "smollm3", .description = "smollm3 (SmolLM3)",
+        .hf = {{"smollm3", "SmolLM3ForCausalLM", "smollm3 (SmolLM3)", true, false}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, /* llama.cpp converts it as llama */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+    },
+    [PT_ARCH_GRANITE] = {
+        .name = "granite", .description = "granite (Granite 3.x)",
+        .hf = {{"granite", "GraniteForCausalLM", "granite (Granite 3.x)", false, false}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, /* llama.cpp converts it as llama */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {
@@ -94,13 +116,13 @@ static const char *join(char *text, size_t len, bool hf)
 
 const char *arch_list(void)
 {
-    static char text[256];
+    static char text[1024];
     return join(text, sizeof text, false);
 }
 
 const char *arch_hf_list(void)
 {
-    static char text[256];
+    static char text[1024];
     return join(text, sizeof text, true);
 }
 
@@ -130,5 +152,6 @@ bool arch_gguf_gemma_line(const char *name, size_t len)
 
 bool arch_slot_is_norm(int slot)
 {
-    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM;
+    return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM ||
+           slot == W_Q_NORM || slot == W_K_NORM;
 }

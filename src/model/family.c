@@ -34,7 +34,15 @@ void model_family_defaults(pt_model_config *c)
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     c->attn_softcap = c->final_softcap = 0.0f;
     c->sliding_window = c->sliding_pattern = 0;
+    c->qk_norm = a->qk_norm;
+    c->nope_period = c->arch == PT_ARCH_SMOLLM3 ? 4 : 0; /* transformers' no_rope_layer_interval, llama.cpp's step */
+    c->residual_scale = c->logit_scale = 0.0f;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
+}
+
+bool model_layer_rope(const pt_model_config *c, int layer)
+{
+    return c->nope_period <= 0 || (layer + 1) % c->nope_period != 0;
 }
 
 int model_layer_window(const pt_model_config *c, int layer)

@@ -239,10 +239,11 @@ static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_mo
         return ERR(PT_ERR_USER, "%s: %s is true; ptrain's %s models have no %s biases", shown_text(c->name).s,
                    mlp_bias ? "mlp_bias" : "attention_bias", arch_name(m->arch), mlp_bias ? "MLP" : "attention");
     TRY(activation(c, "hidden_act", "silu", PT_ACT_SILU, m));
-    if (m->qkv_bias) TRY(bool_key(c, "use_sliding_window", &sliding));
+    m->qk_norm = arch_info(m->arch)->qk_norm;
+    if (m->qkv_bias || m->qk_norm) TRY(bool_key(c, "use_sliding_window", &sliding)); /* the Qwen line's key */
     if (sliding)
-        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs Qwen2 with full attention on every "
-                   "layer only", shown_text(c->name).s);
+        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs %s with full attention on every "
+                   "layer only", shown_text(c->name).s, m->qk_norm ? "Qwen3" : "Qwen2");
     if (type->sliding_window) TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 1;
     return PT_OK;
@@ -281,6 +282,54 @@ static pt_status gemma2(const cfg_src *c, pt_model_config *m)
     TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 2;
     return gemma2_layers(c, m);
+}
+
+/* SmolLM3's no_rope_layers (1: the layer uses RoPE, 0: it does not), or no_rope_layer_interval
+ * when the list is absent: ptrain runs (as llama.cpp does) a NoPE layer every n-th layer, so
+ * the list must be of that form (or all 1: RoPE everywhere). */
+static pt_status smollm3(const cfg_src *c, pt_model_config *m)
+{
+    bool sliding = false;
+    TRY(bool_key(c, "use_sliding_window", &sliding));
+    if (sliding)
+        return ERR(PT_ERR_USER, "%s: use_sliding_window is true; ptrain runs SmolLM3 with full attention on every "
+                   "layer only", shown_text(c->name).s);
+    m->sliding_window = 0;
+    m->nope_period = 4;
+    TRY(int_key(c, "no_rope_layer_interval", false, 1, 4096, &m->nope_period));
+    const json_t *list = json_object_get(c->root, "no_rope_layers");
+    if (!list || json_is_null(list)) return PT_OK;
+    if (!json_is_array(list) || json_array_size(list) != (size_t)m->n_layers)
+        return ERR(PT_ERR_USER, "%s: no_rope_layers: expected a list of %d values 0 or 1 (one per layer)",
+                   shown_text(c->name).s, m->n_layers);
+    int period = 0; /* the first layer without RoPE gives the period */
+    for (int l = 0; l < m->n_layers && !period; l++)
+        if (json_integer_value(json_array_get(list, (size_t)l)) == 0) period = l + 1;
+    for (int l = 0; l < m->n_layers; l++) {
+        const json_t *v = json_array_get(list, (size_t)l);
+        bool rope = period == 0 || (l + 1) % period != 0;
+        if (!json_is_integer(v) || json_integer_value(v) != (rope ? 1 : 0))
+            return ERR(PT_ERR_USER, "%s: no_rope_layers[%d]: ptrain (as llama.cpp) runs a layer without RoPE every "
+                       "n-th layer (SmolLM3: 1, 1, 1, 0, ...); this list is not of that form", shown_text(c->name).s, l);
+    }
+    m->nope_period = period;
+    return PT_OK;
+}
+
+/* Granite's four multipliers; attention_multiplier replaces 1/sqrt(head_dim) (transformers' default
+ * is 1), logits are divided by logits_scaling. */
+static pt_status granite(const cfg_src *c, pt_model_config *m)
+{
+    double embed = 1, attn = 1, resid = 1, logits = 1;
+    TRY(num_key(c, "embedding_multiplier", 0, 1e9, &embed));
+    TRY(num_key(c, "attention_multiplier", 0, 1e9, &attn));
+    TRY(num_key(c, "residual_multiplier", 0, 1e9, &resid));
+    TRY(num_key(c, "logits_scaling", 0, 1e9, &logits));
+    m->embed_scale = (float)embed;
+    m->attn_scale = (float)attn;
+    m->residual_scale = (float)resid;
+    m->logit_scale = (float)logits;
+    return PT_OK;
 }
 
 /* ---- quantization_config ---- */
@@ -331,6 +380,8 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
     else TRY(llama_like(c, type, m));
+    if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
+    if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
     return quantization(c, h);
 }

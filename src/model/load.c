@@ -97,6 +97,16 @@ static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
     return opt_nonneg_f32(f, arch_name(c->arch), "final_logit_softcapping", &c->final_softcap);
 }
 
+/* Granite's multipliers (llama.cpp's converter writes all four; absent: 1, and 1/sqrt(head size)
+ * for the scores, as llama.cpp does). */
+static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
+{
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "embedding_scale", &c->embed_scale));
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "attention.scale", &c->attn_scale));
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "residual_scale", &c->residual_scale));
+    return opt_nonneg_f32(f, arch_name(c->arch), "logit_scale", &c->logit_scale);
+}
+
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -120,6 +130,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
     model_family_defaults(c);
     if (c->arch == PT_ARCH_GEMMA2) TRY(read_gemma2_keys(f, c));
+    if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     return PT_OK;
 }
 
@@ -219,6 +230,7 @@ static void layer_shapes(const pt_model_config *c, int64_t shape[W_COUNT][2])
         [W_O] = {c->dim, qw},        [W_FFN_NORM] = {0, c->dim}, [W_GATE] = {c->ffn_dim, c->dim},
         [W_UP] = {c->ffn_dim, c->dim}, [W_DOWN] = {c->dim, c->ffn_dim}, [W_Q_BIAS] = {0, qw}, [W_K_BIAS] = {0, kw},
         [W_V_BIAS] = {0, kw},        [W_POST_ATTN_NORM] = {0, c->dim}, [W_POST_FFN_NORM] = {0, c->dim},
+        [W_Q_NORM] = {0, c->head_dim}, [W_K_NORM] = {0, c->head_dim},
     };
     memcpy(shape, s, sizeof s);
 }

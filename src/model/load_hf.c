@@ -48,6 +48,8 @@ static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_
     case W_Q_BIAS: *cols = qw; break;
     case W_K_BIAS:
     case W_V_BIAS: *cols = kw; break;
+    case W_Q_NORM:
+    case W_K_NORM: *cols = c->head_dim; break;
     default: break; /* norms: dim */
     }
 }

@@ -43,14 +43,21 @@ static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tens
 }
 
 /* *grad = the gradient at a projection's output given dy at its residual branch: dy itself, or
- * dy through the post-norm `norm` (input pre, rstd saved) written into buf. */
+ * dy times the branch's residual_scale (granite), or through the post-norm `norm` (input pre, rstd
+ * saved), written into buf. */
 static pt_status post_norm_bwd(const fwd_ctx *c, int layer, int norm, const pt_tensor *dy, const pt_tensor *pre,
                                const pt_tensor *rstd, pt_tensor *buf, const pt_tensor **grad)
 {
+    float rs = c->m->cfg.residual_scale;
+    bool scaled = rs != 0.0f && rs != 1.0f;
     *grad = dy;
-    if (!c->m->cfg.post_norms) return PT_OK;
+    if (!c->m->cfg.post_norms && !scaled) return PT_OK;
     *grad = buf;
-    return backend_rmsnorm_bwd(c->m->be, buf, NULL, dy, pre, &c->m->layers[layer].w[norm], rstd);
+    if (c->m->cfg.post_norms)
+        TRY(backend_rmsnorm_bwd(c->m->be, buf, NULL, dy, pre, &c->m->layers[layer].w[norm], rstd));
+    else
+        TRY(backend_copy(c->m->be, buf, dy));
+    return scaled ? backend_scale(c->m->be, buf, rs) : PT_OK;
 }
 
 /* MLP: out = h + [n4](down(act(gate) * up)) with gate, up of n2(h): gt[G_DH] = dL/dh */
@@ -73,6 +80,15 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
                                    &t[A_RSTD2], dout);
 }
 
+/* d = the gradient through the per-head RMSNorm of pre (w, rstd saved), in place */
+static pt_status head_norm_bwd(const fwd_ctx *c, pt_tensor *d, const pt_tensor *pre, const pt_tensor *w,
+                               const pt_tensor *rstd)
+{
+    int hd = c->m->cfg.head_dim;
+    pt_tensor dv = forward_head_rows(d, hd), xv = forward_head_rows(pre, hd);
+    return backend_rmsnorm_bwd(c->m->be, &dv, NULL, &dv, &xv, w, rstd);
+}
+
 pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
                          backward_bufs *g)
 {
@@ -80,7 +96,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
     TRY(mlp_bwd(c, l, layer, a, dout, g));
-    /* attention: h = x + [n3](o(attn(rope q, rope k, v))); biases pass dq, dk, dv unchanged */
+    /* attention: h = x + [n3](o(attn(rope [nq] q, rope [nk] k, v))); biases pass dq, dk, dv unchanged */
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
     TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], &a->xs[W_O], &gt[G_R], 0.0f));
@@ -88,8 +104,14 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
                               &t[A_LSE], &at));
-    TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
-    TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    if (model_layer_rope(cf, layer)) {
+        TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+    }
+    if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */
+        TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));
+        TRY(head_norm_bwd(c, &gt[G_K], &t[A_KPRE], &c->m->layers[layer].w[W_K_NORM], &t[A_KRSTD]));
+    }
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
     TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));

@@ -132,6 +132,36 @@ ok "gemma2: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens
 ok "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
     hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
+# --- make_more_goldens.py's smollm3 (NoPE layers) and granite (multipliers on embeddings, scores,
+# residual branches and logits), from their tiny Hugging Face test models: PEFT loads ptrain's
+# adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
+# with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
+# llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3 (1.3e-6 with an f32 cache, as
+# make_more_goldens.py measures)
+for ft in smollm3:2e-3 granite:1e-3; do
+    fam=${ft%:*}
+    fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
+    tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+    sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/$fam.yaml"
+    run "$tmp/$fam.yaml"
+    logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
+    ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+        hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
+    run export --model "$fbase" --adapter "$tmp/$fam/lora" --out "$tmp/$fam.x" --hf --dtype f32 --gguf q8_0 \
+        --no-adapter-files
+    ok "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+        hf merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
+    logits "$tmp/$fam.m" "$tmp/$fam.x/merged-q8_0.gguf" "$pr" --no-4bit
+    ok "$fam: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
+        llama "$tmp/$fam.x/merged-q8_0.gguf" "$tmp/$fam.m.ids" "$tmp/$fam.m" 0.15
+    run export --model "$fbase" --out "$tmp/$fam.b" --gguf f32
+    ok "$fam GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
+        llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
+done
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=$(smollm_model)
 if [ -z "$model" ]; then

@@ -8,7 +8,7 @@
  * the backend; each forward is also checked against its reference. AdamW (20 steps) and
  * gradient-norm clipping are checked against torch goldens from
  * tests/reference/make_adamw_goldens.py (tests/data/optim under $PTRAIN_SRCDIR, default "..").
- * Whole tiny qwen2 and gemma2 models (tests/data/<family>/tiny-f32.gguf, with LoRA on all seven
+ * Whole tiny qwen2, gemma2 and qwen3 models (tests/data/<family>/tiny-f32.gguf, with LoRA on all seven
  * projections and a packed batch): step_run's LoRA gradients against central differences of
  * step_loss (tolerance below, at family_fd), the same gradients with checkpointing, and a few
  * AdamW steps on the Q4_0 files lowering the loss.
@@ -1120,6 +1120,20 @@ static void check_training_lowers_loss(const char *family)
 static void test_qwen2_training(void **s) { (void)s; check_training_lowers_loss("qwen2"); }
 static void test_gemma2_training(void **s) { (void)s; check_training_lowers_loss("gemma2"); }
 
+/* qwen3: q and k through their per-head norms (make_qwen3_goldens.py) */
+static void test_qwen3_model_grads(void **s) { (void)s; check_model_grads("qwen3"); }
+static void test_qwen3_peft(void **s) { (void)s; check_peft("qwen3"); }
+static void test_qwen3_training(void **s) { (void)s; check_training_lowers_loss("qwen3"); }
+/* make_more_goldens.py's families: smollm3 (layer 3 of 5 without RoPE), granite (multipliers on the
+ * embeddings, scores, residual branches and logits), mistral (head_dim 24 != 64 / 4) */
+static void test_smollm3_model_grads(void **s) { (void)s; check_model_grads("smollm3"); }
+static void test_smollm3_peft(void **s) { (void)s; check_peft("smollm3"); }
+static void test_smollm3_training(void **s) { (void)s; check_training_lowers_loss("smollm3"); }
+/* granite only against PEFT: its logits / 8 make gradients so small (max 1.2e-3) that central
+ * differences reach 9e-4 of them (the 1e-3 tolerance), and 8 AdamW steps lower its loss by 6% */
+static void test_granite_peft(void **s) { (void)s; check_peft("granite"); }
+static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
+
 /* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
 
 static double time_attention_bwd(pt_backend *be, int seq)
@@ -1211,10 +1225,15 @@ int main(void)
         cmocka_unit_test(test_matmul_grads),       cmocka_unit_test(test_cross_entropy_grad),
         cmocka_unit_test(test_geglu_grad),         cmocka_unit_test(test_add_bias),
         cmocka_unit_test(test_softcap_grad),
+        cmocka_unit_test(test_smollm3_model_grads), cmocka_unit_test(test_smollm3_peft),
+        cmocka_unit_test(test_smollm3_training),   cmocka_unit_test(test_mistral_head_dim_peft),
+        cmocka_unit_test(test_granite_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),
         cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),
+        cmocka_unit_test(test_qwen3_model_grads),  cmocka_unit_test(test_qwen3_peft),
+        cmocka_unit_test(test_qwen3_training),
         cmocka_unit_test(test_timings),
     };
     return cmocka_run_group_tests_name("grad", tests, NULL, print_summary);

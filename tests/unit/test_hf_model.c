@@ -215,6 +215,23 @@ static void test_qwen2_bnb4(void **s)
     check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", true, PT_NF4, PT_F32, true});
     check_parity(&(parity_case){dir, "qwen2", "hf-bnb4", false, PT_NF4, PT_F32, true});
 }
+/* qwen3 (tests/reference/make_qwen3_goldens.py): q/k norms per head of 24 against hidden 64 / 4
+ * heads; q_proj (64 columns) keeps bitsandbytes' NF4 codes, down_proj (96 columns) becomes F32. */
+static void test_qwen3_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen3/hf");
+    check_parity(&(parity_case){dir, "qwen3", "hf", false, PT_BF16, PT_BF16, true});
+}
+static void test_qwen3_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen3/hf-bnb4");
+    check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", false, PT_NF4, PT_F32, true});
+}
 static void test_gemma2_bnb4(void **s)
 {
     (void)s;
@@ -222,6 +239,29 @@ static void test_gemma2_bnb4(void **s)
     data_path(dir, sizeof dir, "gemma2/hf-bnb4");
     check_parity(&(parity_case){dir, "gemma2", "hf-bnb4", true, PT_F32, PT_NF4, true});
     check_parity(&(parity_case){dir, "gemma2", "hf-bnb4", false, PT_F32, PT_NF4, true});
+}
+
+/* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
+static void test_granite_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "granite/hf");
+    check_parity(&(parity_case){dir, "granite", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "granite/hf-bnb4");
+    check_parity(&(parity_case){dir, "granite", "hf-bnb4", true, PT_NF4, PT_F32, true});
+}
+
+/* make_more_goldens.py's smollm3 (config.json's no_rope_layers: layer 3 of 5 without RoPE), bf16
+ * and bitsandbytes 4-bit (down_proj's 96 columns straddle 64-blocks: F32) */
+static void test_smollm3_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "smollm3/hf");
+    check_parity(&(parity_case){dir, "smollm3", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "smollm3/hf-bnb4");
+    check_parity(&(parity_case){dir, "smollm3", "hf-bnb4", true, PT_NF4, PT_F32, true});
 }
 
 /* The tokenizer and chat template come from tokenizer.json and tokenizer_config.json. */
@@ -810,12 +850,14 @@ int main(void)
         cmocka_unit_test(test_f32_sharded),    cmocka_unit_test(test_bnb4),
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
+        cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
         cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
         cmocka_unit_test(test_chat_template_jinja),
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),
         cmocka_unit_test(test_gemma2_mapping), cmocka_unit_test(test_qwen2_mapping),
         cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),
         cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
+        cmocka_unit_test(test_qwen3_dir),      cmocka_unit_test(test_qwen3_bnb4),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }

@@ -1,5 +1,5 @@
-/* test_model.c — parity of the forward pass with Hugging Face transformers, for the llama, qwen2
- * and gemma2 families. Tiny random models stored as GGUF (tests/reference/make_llama_goldens.py:
+/* test_model.c — parity of the forward pass with Hugging Face transformers, for the llama, qwen2,
+ * gemma2 and qwen3 families (qwen3: tests/reference/make_qwen3_goldens.py, the same checks). Tiny random models stored as GGUF (tests/reference/make_llama_goldens.py:
  * Llama multi-head, and grouped-query with Llama 3 rope scaling and tied embeddings, in F32,
  * Q8_0, Q4_0 and Q4_1; tests/reference/make_family_goldens.py: Qwen2 with q/k/v biases and Gemma 2
  * with its scaled embedding, post-norms, GeGLU, soft-capped scores and logits and a sliding window
@@ -265,13 +265,58 @@ static void check_training_loss(const char *family)
 static void test_qwen2_training_loss(void **s) { (void)s; check_training_loss("qwen2"); }
 static void test_gemma2_training_loss(void **s) { (void)s; check_training_loss("gemma2"); }
 
+/* ---- families of make_more_goldens.py: smollm3 (NoPE on layer 3 of 5), mistral (head_dim 24 against
+ * hidden 64 / 4 heads, loading as llama) ---------------------------------------------------------- */
+
+static void test_smollm3_f32(void **s) { (void)s; check_tiny_in("smollm3", "tiny-f32", false); }
+static void test_smollm3_q8_0(void **s) { (void)s; check_tiny_in("smollm3", "tiny-q8_0", false); }
+static void test_smollm3_q4_0(void **s) { (void)s; check_tiny_in("smollm3", "tiny-q4_0", false); }
+static void test_smollm3_nf4_on_load(void **s) { (void)s; check_tiny_in("smollm3", "tiny-f32", true); }
+static void test_smollm3_hf_dir(void **s) { (void)s; check_hf_dir("smollm3"); }
+static void test_smollm3_greedy(void **s) { (void)s; check_greedy("smollm3"); }
+static void test_smollm3_training_loss(void **s) { (void)s; check_training_loss("smollm3"); }
+static void test_granite_f32(void **s) { (void)s; check_tiny_in("granite", "tiny-f32", false); }
+static void test_granite_q4_0(void **s) { (void)s; check_tiny_in("granite", "tiny-q4_0", false); }
+static void test_granite_nf4_on_load(void **s) { (void)s; check_tiny_in("granite", "tiny-f32", true); }
+static void test_granite_hf_dir(void **s) { (void)s; check_hf_dir("granite"); }
+static void test_granite_greedy(void **s) { (void)s; check_greedy("granite"); }
+static void test_granite_training_loss(void **s) { (void)s; check_training_loss("granite"); }
+static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
+static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
+static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
+static void test_mistral_head_dim_greedy(void **s) { (void)s; check_greedy("mistral"); }
+
+/* SmolLM3's GGUF has no key for its NoPE layers (llama.cpp: every 4th); Granite's has its multipliers. */
+static void test_smollm3_config(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, "smollm3", "tiny-q4_0", false, &m);
+    assert_string_equal(arch_name(m.cfg.arch), "smollm3");
+    assert_true(m.cfg.tied_embeddings && m.cfg.head_dim == 24 && m.cfg.dim == 64 && m.cfg.nope_period == 4);
+    for (int l = 0; l < 5; l++) assert_int_equal(model_layer_rope(&m.cfg, l), l != 3);
+    model_free(&m);
+    load_model(be, "granite", "tiny-q4_0", false, &m); /* granite.embedding_scale, attention.scale, ... */
+    assert_string_equal(arch_name(m.cfg.arch), "granite");
+    assert_true(m.cfg.embed_scale == 12.0f && m.cfg.attn_scale == 0.1f && m.cfg.residual_scale == 0.22f &&
+                m.cfg.logit_scale == 8.0f && m.cfg.nope_period == 0);
+    model_free(&m);
+    load_model(be, "mistral", "tiny-q4_0", false, &m);
+    assert_string_equal(arch_name(m.cfg.arch), "llama");
+    assert_true(m.cfg.head_dim == 24 && m.cfg.nope_period == 0 && model_layer_rope(&m.cfg, 3));
+    model_free(&m);
+    backend_close(be);
+}
+
 /* GGUF files that parse but are not usable models: one clear error each, nothing leaked. */
 static void test_bad_models(void **state)
 {
     (void)state;
     const char *cases[][3] = {
         {"llama", "bad-arch", "bad-arch.gguf: architecture \"bert\" is not supported yet; supported: llama (Llama "
-                              "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"},
+                              "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3, "
+                              "DeepSeek-R1 Qwen3 distills)"},
         {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
                                         "complete model file?"},
         {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "
@@ -525,6 +570,33 @@ static void test_smollm2_next_token(void **state)
     backend_close(be);
 }
 
+/* ---- qwen3 (tests/reference/make_qwen3_goldens.py: q/k norms per head, head_dim 24 != 64/4) ---- */
+
+static void test_qwen3_f32(void **s) { (void)s; check_tiny_in("qwen3", "tiny-f32", false); }
+static void test_qwen3_q8_0(void **s) { (void)s; check_tiny_in("qwen3", "tiny-q8_0", false); }
+static void test_qwen3_q4_0(void **s) { (void)s; check_tiny_in("qwen3", "tiny-q4_0", false); }
+static void test_qwen3_nf4_on_load(void **s) { (void)s; check_tiny_in("qwen3", "tiny-f32", true); }
+static void test_qwen3_hf_dir(void **s) { (void)s; check_hf_dir("qwen3"); }
+static void test_qwen3_greedy(void **s) { (void)s; check_greedy("qwen3"); }
+static void test_qwen3_training_loss(void **s) { (void)s; check_training_loss("qwen3"); }
+
+static void test_qwen3_config(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model q;
+    load_model(be, "qwen3", "tiny-q4_0", false, &q);
+    assert_string_equal(arch_name(q.cfg.arch), "qwen3");
+    assert_true(q.cfg.qk_norm && !q.cfg.qkv_bias && !q.cfg.post_norms && q.cfg.act == PT_ACT_SILU);
+    assert_true(q.cfg.head_dim == 24 && q.cfg.dim == 64 && q.cfg.n_heads == 4 && q.cfg.tied_embeddings);
+    assert_true(q.cfg.embed_scale == 1.0f && model_layer_window(&q.cfg, 0) == 0);
+    assert_int_equal(q.layers[1].w[W_Q_NORM].shape[0], 24);
+    assert_int_equal(q.layers[1].w[W_K_NORM].shape[0], 24);
+    assert_null(q.layers[1].w[W_Q_BIAS].data);
+    model_free(&q);
+    backend_close(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +605,15 @@ int main(void)
         cmocka_unit_test(test_tiny_gqa_llama3_f32), cmocka_unit_test(test_tiny_gqa_llama3_q8_0),
         cmocka_unit_test(test_tiny_gqa_llama3_q4_0), cmocka_unit_test(test_tiny_gqa_llama3_q4_1),
         cmocka_unit_test(test_tiny_mha_nf4_on_load), cmocka_unit_test(test_tiny_gqa_nf4_on_load),
+        cmocka_unit_test(test_smollm3_f32),         cmocka_unit_test(test_smollm3_q8_0),
+        cmocka_unit_test(test_smollm3_q4_0),        cmocka_unit_test(test_smollm3_nf4_on_load),
+        cmocka_unit_test(test_smollm3_hf_dir),      cmocka_unit_test(test_smollm3_greedy),
+        cmocka_unit_test(test_smollm3_training_loss), cmocka_unit_test(test_smollm3_config),
+        cmocka_unit_test(test_granite_f32),         cmocka_unit_test(test_granite_q4_0),
+        cmocka_unit_test(test_granite_nf4_on_load), cmocka_unit_test(test_granite_hf_dir),
+        cmocka_unit_test(test_granite_greedy),      cmocka_unit_test(test_granite_training_loss),
+        cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
+        cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),
         cmocka_unit_test(test_qwen2_q4_0),          cmocka_unit_test(test_qwen2_nf4_on_load),
         cmocka_unit_test(test_gemma2_f32),          cmocka_unit_test(test_gemma2_q8_0),
@@ -541,6 +622,10 @@ int main(void)
         cmocka_unit_test(test_gemma2_greedy),       cmocka_unit_test(test_qwen2_training_loss),
         cmocka_unit_test(test_gemma2_training_loss), cmocka_unit_test(test_qwen2_hf_dir),
         cmocka_unit_test(test_gemma2_hf_dir),
+        cmocka_unit_test(test_qwen3_f32),           cmocka_unit_test(test_qwen3_q8_0),
+        cmocka_unit_test(test_qwen3_q4_0),          cmocka_unit_test(test_qwen3_nf4_on_load),
+        cmocka_unit_test(test_qwen3_hf_dir),        cmocka_unit_test(test_qwen3_greedy),
+        cmocka_unit_test(test_qwen3_training_loss), cmocka_unit_test(test_qwen3_config),
         cmocka_unit_test(test_bad_models),          cmocka_unit_test(test_smollm2_next_token),
         cmocka_unit_test(test_weight_check_blocks), cmocka_unit_test(test_damaged_gguf),
     };

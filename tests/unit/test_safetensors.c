@@ -495,6 +495,18 @@ static void test_config_families(void **state)
     assert_int_equal(hf_config_parse("config.json", qwen, strlen(qwen), &h), PT_OK);
     assert_string_equal(arch_name(h.cfg.arch), "qwen2");
     assert_true(h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 64 && h.cfg.sliding_window == 0);
+    /* Qwen3-0.6B's config.json: head_dim 128 against 1024 / 16 heads, q/k norms, tied */
+    const char *qwen3 = "{\"architectures\":[\"Qwen3ForCausalLM\"],\"attention_bias\":false,\"head_dim\":128,"
+                        "\"hidden_act\":\"silu\",\"hidden_size\":1024,\"intermediate_size\":3072,"
+                        "\"max_position_embeddings\":40960,\"max_window_layers\":28,\"model_type\":\"qwen3\","
+                        "\"num_attention_heads\":16,\"num_hidden_layers\":28,\"num_key_value_heads\":8,"
+                        "\"rms_norm_eps\":1e-06,\"rope_scaling\":null,\"rope_theta\":1000000,\"sliding_window\":null,"
+                        "\"tie_word_embeddings\":true,\"torch_dtype\":\"bfloat16\",\"use_sliding_window\":false,"
+                        "\"vocab_size\":151936}";
+    assert_int_equal(hf_config_parse("config.json", qwen3, strlen(qwen3), &h), PT_OK);
+    assert_string_equal(arch_name(h.cfg.arch), "qwen3");
+    assert_true(h.cfg.qk_norm && !h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 128 &&
+                h.cfg.dim == 1024 && h.cfg.n_kv_heads == 8 && h.cfg.sliding_window == 0 && h.rope_theta == 1e6);
     const char *old_rope = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,\"rope_theta\":20000,"
                            "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}}";
@@ -556,11 +568,12 @@ static void test_config_errors(void **state)
                                                 "config.json of a model?");
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
-                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)");
+                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
+                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2)");
+                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -604,6 +617,15 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"qwen2\"," SIZES ",\"use_sliding_window\":true}",
                         "config.json: use_sliding_window is true; ptrain runs Qwen2 with full attention on every layer "
                         "only");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"use_sliding_window\":true}",
+                        "config.json: use_sliding_window is true; ptrain runs Qwen3 with full attention on every layer "
+                        "only");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"attention_bias\":true}",
+                        "config.json: attention_bias is true; ptrain's qwen3 models have no attention biases");
+    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,"
+                        "\"original_max_position_embeddings\":32768}}",
+                        "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
+                        "llama3");
     expect_config_error("{\"model_type\":\"gemma2\"," SIZES ",\"layer_types\":[\"full_attention\"]}",
                         "config.json: layer_types must list 2 layers alternating \"sliding_attention\" (even layers) and "
                         "\"full_attention\", as Gemma 2 does");
@@ -620,6 +642,50 @@ static void test_config_errors(void **state)
                         "supported; ptrain reads NF4 stored as uint8");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"load_in_4bit\":1}}",
                         "config.json: quantization_config.load_in_4bit: expected true or false, found 1");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[1,0,1]}",
+                        "config.json: no_rope_layers: expected a list of 2 values 0 or 1 (one per layer)");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[0,1]}",
+                        "config.json: no_rope_layers[1]: ptrain (as llama.cpp) runs a layer without RoPE every n-th "
+                        "layer (SmolLM3: 1, 1, 1, 0, ...); this list is not of that form");
+    expect_config_error("{\"model_type\":\"smollm3\"," SIZES ",\"use_sliding_window\":true}",
+                        "config.json: use_sliding_window is true; ptrain runs SmolLM3 with full attention on every "
+                        "layer only");
+}
+
+/* Granite's multipliers: attention_multiplier replaces 1/sqrt(head_dim), 1 when absent as in transformers. */
+static void test_granite_multipliers(void **state)
+{
+    (void)state;
+    hf_config h;
+    const char *full = "{\"model_type\":\"granite\"," SIZES ",\"embedding_multiplier\":12,\"attention_multiplier\":"
+                       "0.015625,\"residual_multiplier\":0.22,\"logits_scaling\":8}";
+    assert_int_equal(hf_config_parse("config.json", full, strlen(full), &h), PT_OK);
+    assert_true(h.cfg.arch == PT_ARCH_GRANITE && !h.cfg.tied_embeddings && h.cfg.embed_scale == 12.0f);
+    assert_true(h.cfg.attn_scale == 0.015625f && h.cfg.residual_scale == 0.22f && h.cfg.logit_scale == 8.0f);
+    const char *bare = "{\"model_type\":\"granite\"," SIZES "}";
+    assert_int_equal(hf_config_parse("config.json", bare, strlen(bare), &h), PT_OK);
+    assert_true(h.cfg.embed_scale == 1.0f && h.cfg.attn_scale == 1.0f && h.cfg.residual_scale == 1.0f);
+    expect_config_error("{\"model_type\":\"granite\"," SIZES ",\"logits_scaling\":0}",
+                        "config.json: logits_scaling: expected a number above 0 and at most 1e+09, found 0");
+}
+
+/* SmolLM3's NoPE layers: no_rope_layers (1: RoPE) or no_rope_layer_interval, 4 by default. */
+static void test_smollm3_no_rope_layers(void **state)
+{
+    (void)state;
+    hf_config h;
+    const char *plain = "{\"model_type\":\"smollm3\"," SIZES "}";
+    assert_int_equal(hf_config_parse("config.json", plain, strlen(plain), &h), PT_OK);
+    assert_true(h.cfg.arch == PT_ARCH_SMOLLM3 && h.cfg.nope_period == 4 && h.cfg.tied_embeddings);
+    const char *list = "{\"model_type\":\"smollm3\",\"hidden_size\":64,\"intermediate_size\":128,"
+                       "\"num_hidden_layers\":6,\"num_attention_heads\":4,\"vocab_size\":32,"
+                       "\"no_rope_layers\":[1,1,0,1,1,0],\"tie_word_embeddings\":false}";
+    assert_int_equal(hf_config_parse("config.json", list, strlen(list), &h), PT_OK);
+    assert_true(h.cfg.nope_period == 3 && !h.cfg.tied_embeddings);
+    for (int l = 0; l < 6; l++) assert_int_equal(model_layer_rope(&h.cfg, l), l % 3 != 2);
+    const char *all = "{\"model_type\":\"smollm3\"," SIZES ",\"no_rope_layers\":[1,1]}";
+    assert_int_equal(hf_config_parse("config.json", all, strlen(all), &h), PT_OK);
+    assert_true(h.cfg.nope_period == 0 && model_layer_rope(&h.cfg, 1));
 }
 
 static void test_config_file(void **state)
@@ -646,6 +712,7 @@ int main(void)
         cmocka_unit_test(test_bad_index),       cmocka_unit_test(test_config_llama),
         cmocka_unit_test(test_config_families), cmocka_unit_test(test_config_gemma2),
         cmocka_unit_test(test_config_errors),   cmocka_unit_test(test_config_file),
+        cmocka_unit_test(test_smollm3_no_rope_layers), cmocka_unit_test(test_granite_multipliers),
     };
     return cmocka_run_group_tests_name("safetensors", tests, NULL, NULL);
 }
