@@ -6,11 +6,13 @@
  * refuses them), so the row survives parsing and the formatter reports the field. Each file read
  * is recorded in the entry's stats (where it resolved to, its size, the CRC-32 of its bytes taken
  * as they are read, its rows), which the ranks of a job compare. A .csv or .tsv file (or another
- * that the entry's format says is CSV) goes to csv.c after the same reading. */
+ * that the entry's format says is CSV) goes to csv.c after the same reading; a .parquet file (or
+ * format: parquet) is mapped and goes to parquet.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -285,8 +287,38 @@ static pt_data_file *record_file(pt_dataset_stats *st, const char *path, size_t 
     return rec;
 }
 
+/* A Parquet file, mapped rather than read: parquet.c decodes one row group at a time, so memory
+ * holds the rows made and one group's columns, never the whole file. */
+static pt_status read_parquet(const char *path, int file_no, data_rows *rows, pt_dataset_stats *st)
+{
+    FILE *f;
+    TRY(source_open(path, &f));
+    struct stat info;
+    if (fstat(fileno(f), &info) != 0) {
+        fclose(f);
+        return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
+    }
+    size_t len = (size_t)info.st_size;
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0) : NULL;
+    fclose(f);
+    if (len && map == MAP_FAILED) return ERR(PT_ERR_USER, "cannot map %s: %s", shown_text(path).s, strerror(errno));
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t at = 0; at < len; at += 1u << 30) /* crc32's length is a uInt */
+        crc = crc32(crc, (const Bytef *)map + at, (uInt)(len - at < (1u << 30) ? len - at : 1u << 30));
+    record_file(st, path, len, (uint32_t)crc);
+    long before = st->read;
+    pt_status rc = parquet_read(map ? map : (const void *)"", len, path, file_no, rows, st);
+    st->files[st->n_files - 1].rows = st->read - before;
+    if (map) munmap(map, len);
+    return rc;
+}
+
 pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st)
 {
+    bool named = ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".csv") ||
+                 ends_with(path, ".tsv");
+    if (ends_with(path, ".parquet") || (!named && format == DATASET_PARQUET))
+        return read_parquet(path, file_no, rows, st);
     char *buf;
     size_t len;
     uint32_t crc;

@@ -1,8 +1,8 @@
 /* source.c — which files a dataset entry names. A local file is itself; a local directory or an
  * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
- * allowed) or else every .json/.jsonl/.csv/.tsv file under it (recursively, sorted by path), narrowed
- * to the files of the split (split_type: the split's name as a word in the path) when any match.
- * Parquet and Arrow files are refused with the command that converts them, and a path that is
+ * allowed) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
+ * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
+ * when any match. Arrow files are refused with the command that converts them, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
@@ -31,8 +31,10 @@ static const char *extension(const char *path)
 static file_kind kind_of(const char *path)
 {
     const char *ext = extension(path);
-    if (!strcmp(ext, "json") || !strcmp(ext, "jsonl") || !strcmp(ext, "csv") || !strcmp(ext, "tsv")) return KIND_DATA;
-    if (!strcmp(ext, "parquet") || !strcmp(ext, "arrow")) return KIND_CONVERT;
+    if (!strcmp(ext, "json") || !strcmp(ext, "jsonl") || !strcmp(ext, "csv") || !strcmp(ext, "tsv") ||
+        !strcmp(ext, "parquet"))
+        return KIND_DATA;
+    if (!strcmp(ext, "arrow")) return KIND_CONVERT;
     return KIND_OTHER;
 }
 
@@ -92,8 +94,8 @@ static const char *mode_name(mode_t mode)
 
 pt_status source_not_a_file(const char *path, mode_t mode)
 {
-    return ERR(PT_ERR_USER, "%s is %s, not a data file: ptrain reads regular .json, .jsonl, .csv and .tsv files (name "
-               "one, or a directory of them)", shown_text(path).s, mode_name(mode));
+    return ERR(PT_ERR_USER, "%s is %s, not a data file: ptrain reads regular .json, .jsonl, .csv, .tsv and .parquet "
+               "files (name one, or a directory of them)", shown_text(path).s, mode_name(mode));
 }
 
 pt_status source_open(const char *path, FILE **f)
@@ -191,7 +193,7 @@ static pt_status convert_error(const char *path, int others)
     convert_command(path, ext, &command);
     if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
     pt_status rc = ERR(PT_ERR_USER,
-                       "%s is %s file; ptrain reads JSON, JSON Lines and CSV only. Convert it once with Python "
+                       "%s is %s file; ptrain reads JSON, JSON Lines, CSV and Parquet only. Convert it once with Python "
                        "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
                        shown_text(path).s,
                        parquet ? "a Parquet"
@@ -221,7 +223,7 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
     narrow(out, 0, NULL);
-    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv or .tsv files", shown_text(dir).s);
+    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv, .tsv or .parquet files", shown_text(dir).s);
     return check_kinds(out);
 }
 

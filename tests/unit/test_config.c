@@ -1336,10 +1336,6 @@ static void test_error_datasets(void **state)
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
         {"dataset:\n  - name: a\n    filter_data: yes\n    filter_column_value: lang\n",
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
-        {"dataset:\n  - name: a\n  - name: b\n    format: parquet\n",
-         "config.yaml:4:13: dataset[1].format: ptrain reads json, jsonl and csv; convert first, e.g. "
-         "python3 -c \"import pandas as p; p.read_parquet('IN').to_json('OUT.jsonl', "
-         "orient='records', lines=True)\""},
     };
     RUN_ERRORS(rows);
 }
@@ -1505,9 +1501,6 @@ static void test_errors_together_in_order(void **state)
     expect_error("lora_r: x\ndataset:\n  - name: a\n    format: parquet\n    filter_data: true\n"
                  "packing: maybe\n",
                  "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"x\"\n"
-                 "config.yaml:4:13: dataset[0].format: ptrain reads json, jsonl and csv; convert first, "
-                 "e.g. python3 -c \"import pandas as p; p.read_parquet('IN').to_json('OUT.jsonl', "
-                 "orient='records', lines=True)\"\n"
                  "config.yaml:5:18: dataset[0].filter_data: needs filter_column_value and "
                  "filter_value\n"
                  "config.yaml:6:10: packing: expected true or false, found \"maybe\"");
