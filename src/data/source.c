@@ -214,6 +214,31 @@ static pt_status check_kinds(const data_files *f)
     return convert ? convert_error(f->path[first], convert - 1) : PT_OK;
 }
 
+/* The split names datasets knows in file names (its keywords for train, validation and test). */
+static const char *const split_names[] = {"train", "training", "validation", "valid", "dev", "val",
+                                          "test", "testing", "eval", "evaluation"};
+
+/* When no file names split but some name another split, the split is not there: an error listing
+ * the splits that are (files that name none are all train, as datasets takes them). */
+static pt_status check_split(const data_files *f, size_t skip, const char *split, const char *dir)
+{
+    for (int i = 0; i < f->n; i++)
+        if (source_in_split(f->path[i] + skip, split)) return PT_OK;
+    strbuf found = {0};
+    for (size_t k = 0; k < sizeof split_names / sizeof split_names[0]; k++)
+        for (int i = 0; i < f->n; i++)
+            if (kind_of(f->path[i]) == KIND_DATA && source_in_split(f->path[i] + skip, split_names[k])) {
+                sb_printf(&found, "%s%s", found.len ? ", " : "", split_names[k]);
+                break;
+            }
+    if (!found.len) return PT_OK;
+    pt_status rc = ERR(PT_ERR_USER, "split \"%s\" is not in %s: its files name the split%s %s; set split_type to one "
+                       "of them", shown_text(split).s, shown_text(dir).s, strchr(sb_text(&found), ',') ? "s" : "",
+                       sb_text(&found));
+    sb_free(&found);
+    return rc;
+}
+
 static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_files *out)
 {
     if (d->split_type && strpbrk(d->split_type, "[:%+"))
@@ -221,7 +246,9 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
                    "use num_samples to take the first rows", shown_text(d->split_type).s);
     TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
-    narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
+    const char *split = d->split_type && *d->split_type ? d->split_type : "train";
+    TRY(check_split(out, strlen(dir), split, dir));
+    narrow(out, strlen(dir), split);
     narrow(out, 0, NULL);
     if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv, .tsv or .parquet files", shown_text(dir).s);
     return check_kinds(out);

@@ -1442,6 +1442,12 @@ static void test_hfcache_load(void **state)
                      PT_OK);
     assert_int_equal(ds.n, 1);
     dataset_free(&ds);
+    char split_want[4096];
+    snprintf(split_want, sizeof split_want, "dataset[0]: split \"validation\" is not in %s: its files name the splits train, "
+             "test; set split_type to one of them",
+             shown_text(D("hfcache/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567")).s);
+    expect_error(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/tables\n    split: validation\n"),
+                 PT_ERR_USER, split_want);
     char *dir, want[4096];
     const char *c0 = "89abcdef0123456789abcdef0123456789abcdef";
     snprintf(want, sizeof want, "%s/datasets--acme--pirates/snapshots/%s", D("hfcache"), c0);
