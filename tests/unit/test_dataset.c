@@ -1437,6 +1437,16 @@ static void test_hfcache_load(void **state)
     assert_int_equal(ds.stats[0].files[1].rows, 1);
     EXPECT(T.smol, &ds.ex[2], {"<|im_start|>user\nQuestion 2?<|im_end|>\n<|im_start|>assistant\n", false},
            {"Answer 2.<|im_end|>", true}, {"\n", false});
+    char *report = NULL;
+    size_t report_len = 0;
+    FILE *rf = open_memstream(&report, &report_len);
+    dataset_report(&ds, rf);
+    fclose(rf);
+    char line[4096];
+    snprintf(line, sizeof line, "\n  file %s: 1 row\n", shown_text(ds.stats[0].files[1].path).s);
+    assert_non_null(strstr(report, line));
+    assert_non_null(strstr(ds.stats[0].files[1].path, "train-00001-of-00002.parquet"));
+    free(report);
     dataset_free(&ds);
     assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/tables\n    split: test\n"),
                      PT_OK);
