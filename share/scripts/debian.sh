@@ -20,7 +20,7 @@ cd "$top"
 jobs=$(nproc)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev \
-libyaml-dev libhdf5-dev hdf5-tools zlib1g-dev libopenblas-openmp-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev libcairo2-dev libcmocka-dev \
+libyaml-dev libhdf5-dev hdf5-tools zlib1g-dev libsnappy-dev libzstd-dev liblz4-dev libbrotli-dev libopenblas-openmp-dev libjansson-dev libpcre2-dev libutf8proc-dev libcurl4-openssl-dev libssl-dev libcairo2-dev libcmocka-dev \
 python3 python3-pip python3-venv ca-certificates clang libclang-rt-14-dev"
 # the tests also start throw-away Slurm clusters (one node; two nodes in network namespaces: iproute2)
 [ "$cmd" = test ] && PACKAGES="$PACKAGES slurm-wlm munge python3-h5py iproute2"

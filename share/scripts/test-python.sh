@@ -16,7 +16,7 @@ env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
 # ptrain's uploads back with, and TensorBoard, whose own reader (EventAccumulator) reads ptrain's
 # event files in tests/cli/test_watch.sh, pinned: small wheels added to an existing environment
 # without rebuilding it
-EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0"
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1"
 extras() {
     # shellcheck disable=SC2086
     "$env/bin/python" - $EXTRAS 2>/dev/null <<'PY' && return 0

@@ -277,14 +277,6 @@ static void add_dataset(walk *w, pt_config *cfg, yaml_node_t *item, int index)
         snprintf(key, sizeof key, "%s.filter_data", prefix);
         walk_error_at(w, line[i], col[i], key, "needs filter_column_value and filter_value");
     }
-    i = key_index(dataset_keys, dataset_nkeys, "format");
-    if (ds->format == DATASET_PARQUET || ds->format == DATASET_CSV) {
-        snprintf(key, sizeof key, "%s.format", prefix);
-        walk_error_at(w, line[i], col[i], key,
-                      "ptrain reads json and jsonl; convert first, e.g. python3 -c \"import pandas as p; "
-                      "p.read_%s('IN').to_json('OUT.jsonl', orient='records', lines=True)\"",
-                      config_format_choices[ds->format]);
-    }
 }
 
 static void set_datasets(walk *w, pt_config *cfg, yaml_node_t *node)

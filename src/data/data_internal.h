@@ -57,17 +57,89 @@ typedef struct {
     size_t n, cap;
 } data_rows;
 
-/* Append the rows of one file. Unparsable lines and items that are not objects count as bad
- * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
- * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
-pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st);
+/* ---- row_list.c: appending, placing and freeing rows ---- */
+/* Append obj (owned) as a row found at `at`. */
+void rows_push(data_rows *rows, json_t *obj, const data_row *at);
 void rows_free(data_rows *rows);
-/* "an object", "an array", "a string", "a number", "a boolean" or "null" */
-const char *reader_kind(const json_t *v);
 /* "file:line" or "file: data[3]" */
 void row_where(const data_row *r, strbuf *out);
 /* Count r as bad for reason why. */
 void row_bad(pt_dataset_stats *st, const data_row *r, const char *why);
+/* s[0..n) as a JSON string, each invalid UTF-8 byte replaced by FORMAT_BAD_UTF8. */
+json_t *rows_string(const char *s, size_t n);
+
+/* ---- csv.c: rows from CSV/TSV text ---- */
+/* The rows of buf[0..len) (valid UTF-8, BOM removed), fields split at sep: RFC 4180 quoting, the
+ * first record the header; each value typed by its column as pandas.read_csv does (the empty
+ * field and pandas' NA words null; a column of integers, of numbers or of True/False typed so).
+ * A record with more fields than the header is a bad row. first_line: the line buf starts on. Fails
+ * only for a file whose short records would make far more nulls than it has bytes. */
+pt_status csv_read(const char *buf, size_t len, char sep, const char *path, int file_no, long first_line,
+                   data_rows *rows, pt_dataset_stats *st);
+
+/* ---- parquet_meta.c: a Parquet footer and page headers (Thrift compact protocol) ---- */
+enum { PQ_REQUIRED, PQ_OPTIONAL, PQ_REPEATED };
+enum { PQ_BOOLEAN, PQ_INT32, PQ_INT64, PQ_INT96, PQ_FLOAT, PQ_DOUBLE, PQ_BYTE_ARRAY, PQ_FIXED };
+enum { PQ_DATA_PAGE, PQ_INDEX_PAGE, PQ_DICTIONARY_PAGE, PQ_DATA_PAGE_V2 };
+
+typedef struct {
+    char *name;
+    int type;       /* PQ_BOOLEAN..., -1 for a group */
+    int type_length, repetition, num_children;
+    int converted;  /* ConvertedType, -1 when unset */
+    int logical;    /* the LogicalType union's field id, 0 when unset */
+} pq_schema;
+
+typedef struct {
+    int type, codec;
+    int64_t num_values, compressed_size, data_page_offset, dictionary_page_offset;
+    bool has_meta, external, encrypted;
+} pq_chunk;
+
+typedef struct {
+    pq_chunk *chunks;
+    int n_chunks;
+    int64_t num_rows;
+} pq_row_group;
+
+typedef struct {
+    pq_schema *schema;
+    int n_schema;
+    pq_row_group *groups;
+    int n_groups;
+    int64_t num_rows;
+    bool encrypted;
+} pq_meta;
+
+typedef struct {
+    int type;
+    int64_t uncompressed_size, compressed_size, num_values;
+    int encoding, def_encoding, rep_encoding;
+    int64_t def_bytes, rep_bytes; /* v2: level sections, never compressed */
+    bool compressed;              /* v2: whether the values are */
+} pq_page;
+
+/* The FileMetaData in p[0..n). PT_ERR_USER (nothing set as the error) when it does not parse;
+ * *bad_at: where it stopped. */
+pt_status pq_meta_read(const unsigned char *p, size_t n, pq_meta *m, size_t *bad_at);
+void pq_meta_free(pq_meta *m);
+/* The PageHeader at p (at most n bytes); *used: its length. False when it does not parse. */
+bool pq_page_read(const unsigned char *p, size_t n, pq_page *pg, size_t *used);
+
+/* ---- parquet.c: rows from a Parquet file's bytes ---- */
+/* The rows of the Parquet file map[0..len), assembled per row group as datasets gives them
+ * (structs as objects, lists as arrays, nulls). A file ptrain cannot read fails with one error
+ * naming path, the place (row group, column, byte offset) and what is wrong. */
+pt_status parquet_read(const unsigned char *map, size_t len, const char *path, int file_no, data_rows *rows,
+                       pt_dataset_stats *st);
+
+/* Append the rows of one file, read by its extension (.csv/.tsv, .parquet, .json, .jsonl) or,
+ * for another, by format. Unparsable lines and items that are not objects count as bad
+ * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
+ * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
+pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st);
+/* "an object", "an array", "a string", "a number", "a boolean" or "null" */
+const char *reader_kind(const json_t *v);
 
 /* The stand-in for an invalid UTF-8 byte: U+FDD0, a noncharacter reserved for internal use. */
 #define FORMAT_BAD_UTF8 "\xEF\xB7\x90"

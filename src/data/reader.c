@@ -5,11 +5,14 @@
  * single object. Invalid UTF-8 bytes are replaced by FORMAT_BAD_UTF8 before parsing (jansson
  * refuses them), so the row survives parsing and the formatter reports the field. Each file read
  * is recorded in the entry's stats (where it resolved to, its size, the CRC-32 of its bytes taken
- * as they are read, its rows), which the ranks of a job compare. */
+ * as they are read, its rows), which the ranks of a job compare. A .csv or .tsv file (or another
+ * that the entry's format says is CSV) goes to csv.c after the same reading; a .parquet file (or
+ * format: parquet) is mapped and goes to parquet.c. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -102,19 +105,6 @@ static void utf8_sanitize(char **buf, size_t *len)
 
 /* ---- rows ---- */
 
-static void push_row(data_rows *rows, json_t *obj, const data_row *at)
-{
-    if (rows->n == rows->cap) {
-        size_t cap = rows->cap ? rows->cap * 2 : 256;
-        data_row *grown = realloc(rows->v, cap * sizeof *grown);
-        if (!grown) abort();
-        rows->v = grown;
-        rows->cap = cap;
-    }
-    rows->v[rows->n] = *at;
-    rows->v[rows->n++].obj = obj;
-}
-
 const char *reader_kind(const json_t *v)
 {
     switch (json_typeof(v)) {
@@ -134,7 +124,7 @@ static void take(json_t *v, data_rows *rows, pt_dataset_stats *st, const data_ro
 {
     st->read++;
     if (json_is_object(v)) {
-        push_row(rows, v, at);
+        rows_push(rows, v, at);
         return;
     }
     strbuf why = {0};
@@ -297,8 +287,38 @@ static pt_data_file *record_file(pt_dataset_stats *st, const char *path, size_t 
     return rec;
 }
 
+/* A Parquet file, mapped rather than read: parquet.c decodes one row group at a time, so memory
+ * holds the rows made and one group's columns, never the whole file. */
+static pt_status read_parquet(const char *path, int file_no, data_rows *rows, pt_dataset_stats *st)
+{
+    FILE *f;
+    TRY(source_open(path, &f));
+    struct stat info;
+    if (fstat(fileno(f), &info) != 0) {
+        fclose(f);
+        return ERR(PT_ERR_USER, "cannot read %s: %s", shown_text(path).s, strerror(errno));
+    }
+    size_t len = (size_t)info.st_size;
+    void *map = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fileno(f), 0) : NULL;
+    fclose(f);
+    if (len && map == MAP_FAILED) return ERR(PT_ERR_USER, "cannot map %s: %s", shown_text(path).s, strerror(errno));
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (size_t at = 0; at < len; at += 1u << 30) /* crc32's length is a uInt */
+        crc = crc32(crc, (const Bytef *)map + at, (uInt)(len - at < (1u << 30) ? len - at : 1u << 30));
+    record_file(st, path, len, (uint32_t)crc);
+    long before = st->read;
+    pt_status rc = parquet_read(map ? map : (const void *)"", len, path, file_no, rows, st);
+    st->files[st->n_files - 1].rows = st->read - before;
+    if (map) munmap(map, len);
+    return rc;
+}
+
 pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st)
 {
+    bool named = ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".csv") ||
+                 ends_with(path, ".tsv");
+    if (ends_with(path, ".parquet") || (!named && format == DATASET_PARQUET))
+        return read_parquet(path, file_no, rows, st);
     char *buf;
     size_t len;
     uint32_t crc;
@@ -308,32 +328,14 @@ pt_status reader_read(const char *path, int file_no, pt_dataset_format format, d
     utf8_sanitize(&buf, &len);
     size_t bom = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
     cursor c = {buf, path, file_no, len, bom, 1, bom};
+    bool json = ends_with(path, ".json") || ends_with(path, ".jsonl");
+    bool csv = ends_with(path, ".csv") || ends_with(path, ".tsv") || (!json && format == DATASET_CSV);
     bool jsonl = ends_with(path, ".jsonl") || (!ends_with(path, ".json") && format == DATASET_JSONL);
     pt_status rc = PT_OK;
-    if (jsonl) read_jsonl(&c, rows, st);
+    if (csv) rc = csv_read(buf + bom, len - bom, ends_with(path, ".tsv") ? '\t' : ',', path, file_no, 1, rows, st);
+    else if (jsonl) read_jsonl(&c, rows, st);
     else rc = read_json(&c, rows, st);
     rec->rows = st->read - before;
     free(buf);
     return rc;
-}
-
-void rows_free(data_rows *rows)
-{
-    for (size_t i = 0; i < rows->n; i++) json_decref(rows->v[i].obj);
-    free(rows->v);
-    *rows = (data_rows){0};
-}
-
-void row_bad(pt_dataset_stats *st, const data_row *r, const char *why)
-{
-    strbuf where = {0};
-    row_where(r, &where);
-    stats_bad(st, (uint64_t)r->file_no << 40 | (uint64_t)(r->line > 0 ? r->line : r->item), where.data, why);
-    sb_free(&where);
-}
-
-void row_where(const data_row *r, strbuf *out)
-{
-    if (r->line > 0) sb_printf(out, "%s:%ld", shown_text(r->file).s, r->line);
-    else sb_printf(out, "%s: %s[%ld]", shown_text(r->file).s, r->key ? shown_text(r->key).s : "item", r->item);
 }

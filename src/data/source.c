@@ -1,8 +1,8 @@
 /* source.c — which files a dataset entry names. A local file is itself; a local directory or an
  * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
- * allowed) or else every .json/.jsonl file under it (recursively, sorted by path), narrowed to
- * the files of the split (split_type: the split's name as a word in the path) when any match.
- * Parquet, CSV and Arrow files are refused with the command that converts them, and a path that is
+ * allowed) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
+ * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
+ * when any match. Arrow files are refused with the command that converts them, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
@@ -19,7 +19,7 @@
 
 #define WALK_DEPTH 8
 
-typedef enum { KIND_OTHER, KIND_JSON, KIND_CONVERT } file_kind;
+typedef enum { KIND_OTHER, KIND_DATA, KIND_CONVERT } file_kind;
 
 static const char *extension(const char *path)
 {
@@ -31,9 +31,10 @@ static const char *extension(const char *path)
 static file_kind kind_of(const char *path)
 {
     const char *ext = extension(path);
-    if (!strcmp(ext, "json") || !strcmp(ext, "jsonl")) return KIND_JSON;
-    if (!strcmp(ext, "parquet") || !strcmp(ext, "csv") || !strcmp(ext, "tsv") || !strcmp(ext, "arrow"))
-        return KIND_CONVERT;
+    if (!strcmp(ext, "json") || !strcmp(ext, "jsonl") || !strcmp(ext, "csv") || !strcmp(ext, "tsv") ||
+        !strcmp(ext, "parquet"))
+        return KIND_DATA;
+    if (!strcmp(ext, "arrow")) return KIND_CONVERT;
     return KIND_OTHER;
 }
 
@@ -93,8 +94,8 @@ static const char *mode_name(mode_t mode)
 
 pt_status source_not_a_file(const char *path, mode_t mode)
 {
-    return ERR(PT_ERR_USER, "%s is %s, not a data file: ptrain reads regular .json and .jsonl files (name one, or a "
-               "directory of them)", shown_text(path).s, mode_name(mode));
+    return ERR(PT_ERR_USER, "%s is %s, not a data file: ptrain reads regular .json, .jsonl, .csv, .tsv and .parquet "
+               "files (name one, or a directory of them)", shown_text(path).s, mode_name(mode));
 }
 
 pt_status source_open(const char *path, FILE **f)
@@ -144,10 +145,10 @@ static pt_status walk(const char *dir, int depth, data_files *out)
 
 static bool wanted(const char *path, size_t skip, const char *split)
 {
-    return split ? source_in_split(path + skip, split) : kind_of(path) == KIND_JSON;
+    return split ? source_in_split(path + skip, split) : kind_of(path) == KIND_DATA;
 }
 
-/* Keep the files of split (when given) or else the JSON files, if there are any; free the others. */
+/* Keep the files of split (when given) or else the files ptrain reads, if there are any; free the others. */
 static void narrow(data_files *f, size_t skip, const char *split)
 {
     int n = 0, kept = 0;
@@ -192,7 +193,7 @@ static pt_status convert_error(const char *path, int others)
     convert_command(path, ext, &command);
     if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
     pt_status rc = ERR(PT_ERR_USER,
-                       "%s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python "
+                       "%s is %s file; ptrain reads JSON, JSON Lines, CSV and Parquet only. Convert it once with Python "
                        "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
                        shown_text(path).s,
                        parquet ? "a Parquet"
@@ -204,13 +205,38 @@ static pt_status convert_error(const char *path, int others)
     return rc;
 }
 
-/* After narrowing: fail on convertible files (only left when no JSON file is). */
+/* After narrowing: fail on convertible files (only left when no file ptrain reads is). */
 static pt_status check_kinds(const data_files *f)
 {
     int convert = 0, first = -1;
     for (int i = 0; i < f->n; i++)
         if (kind_of(f->path[i]) == KIND_CONVERT && convert++ == 0) first = i;
     return convert ? convert_error(f->path[first], convert - 1) : PT_OK;
+}
+
+/* The split names datasets knows in file names (its keywords for train, validation and test). */
+static const char *const split_names[] = {"train", "training", "validation", "valid", "dev", "val",
+                                          "test", "testing", "eval", "evaluation"};
+
+/* When no file names split but some name another split, the split is not there: an error listing
+ * the splits that are (files that name none are all train, as datasets takes them). */
+static pt_status check_split(const data_files *f, size_t skip, const char *split, const char *dir)
+{
+    for (int i = 0; i < f->n; i++)
+        if (source_in_split(f->path[i] + skip, split)) return PT_OK;
+    strbuf found = {0};
+    for (size_t k = 0; k < sizeof split_names / sizeof split_names[0]; k++)
+        for (int i = 0; i < f->n; i++)
+            if (kind_of(f->path[i]) == KIND_DATA && source_in_split(f->path[i] + skip, split_names[k])) {
+                sb_printf(&found, "%s%s", found.len ? ", " : "", split_names[k]);
+                break;
+            }
+    if (!found.len) return PT_OK;
+    pt_status rc = ERR(PT_ERR_USER, "split \"%s\" is not in %s: its files name the split%s %s; set split_type to one "
+                       "of them", shown_text(split).s, shown_text(dir).s, strchr(sb_text(&found), ',') ? "s" : "",
+                       sb_text(&found));
+    sb_free(&found);
+    return rc;
 }
 
 static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_files *out)
@@ -220,9 +246,11 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
                    "use num_samples to take the first rows", shown_text(d->split_type).s);
     TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
-    narrow(out, strlen(dir), d->split_type && *d->split_type ? d->split_type : "train");
+    const char *split = d->split_type && *d->split_type ? d->split_type : "train";
+    TRY(check_split(out, strlen(dir), split, dir));
+    narrow(out, strlen(dir), split);
     narrow(out, 0, NULL);
-    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json or .jsonl files", shown_text(dir).s);
+    if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv, .tsv or .parquet files", shown_text(dir).s);
     return check_kinds(out);
 }
 

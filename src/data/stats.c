@@ -50,6 +50,15 @@ static void report_entry(const pt_dataset_stats *st, int index, int32_t max_len,
     if (drop.len) fprintf(out, "; dropped: %s", drop.data);
     if (st->truncated) fprintf(out, "; %ld truncated to %d tokens", st->truncated, (int)max_len);
     fprintf(out, "\n");
+    if (st->n_files > 1) /* a directory, a snapshot or data_files: which files, in order */
+        for (int i = 0; i < st->n_files; i++) {
+            if (i == 8 && st->n_files > 9) {
+                fprintf(out, "  ... and %d more files\n", st->n_files - 8);
+                break;
+            }
+            fprintf(out, "  file %s: %ld row%s\n", shown_text(st->files[i].path).s, st->files[i].rows,
+                    st->files[i].rows == 1 ? "" : "s");
+        }
     for (int i = 0; i < st->n_bad_rows; i++) fprintf(out, "  bad row %s\n", st->bad_rows[i]);
     if (st->bad > st->n_bad_rows) fprintf(out, "  ... and %ld more bad rows\n", st->bad - st->n_bad_rows);
     sb_free(&drop);

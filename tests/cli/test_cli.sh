@@ -107,14 +107,14 @@ lines=$(printf '%s\n' "$err" | grep -c '')
 $(printf '%s' "$err" | grep -o '…([0-9]* bytes)…')
 $(printf '%s' "$err" | grep -o 'is not a Hub repository id: .*$')"
 
-# a CSV dataset is refused with the command that converts it, safe to paste into sh whatever the
+# an Arrow dataset is refused with the command that converts it, safe to paste into sh whatever the
 # file's name: run with a stand-in python3 that prints its arguments, it runs nothing else (no
 # PWNED file) and python3 gets the path exactly
 conv=$tmp/conv
 mkdir -p "$conv/bin"
 printf '#!/bin/sh\nfor a in "$@"; do printf "%%s\\n" "$a"; done\n' >"$conv/bin/python3"
 chmod +x "$conv/bin/python3"
-for name in "it's \$(touch PWNED).csv" 'say "hi" \ `touch PWNED` back.tsv'; do
+for name in "it's \$(touch PWNED).arrow" 'say "hi" \ `touch PWNED` back.arrow'; do
     printf 'a,b\n1,2\n' >"$conv/$name"
     yaml_name=$(printf '%s' "$name" | sed "s/'/''/g")
     printf 'model_name: "%s/tests/data/hf/tiny-llama-bnb4"\ndataset:\n  - name: '"'%s'"'\nthreads: 1\nmax_steps: 1\n' \

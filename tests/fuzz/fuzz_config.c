@@ -142,7 +142,6 @@ static void check_config(pt_config *cfg)
     for (int d = 0; d < cfg->n_datasets; d++) {
         const pt_dataset_config *ds = &cfg->datasets[d];
         CHECK(ds->name && *ds->name && ds->seed >= 0);
-        CHECK(ds->format != DATASET_PARQUET && ds->format != DATASET_CSV);
         CHECK(!ds->filter_data || (ds->filter_column_value && ds->filter_value));
         for (int i = 0; i < dataset_nkeys; i++) check_value(&dataset_keys[i], ds, true);
     }

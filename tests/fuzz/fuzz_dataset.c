@@ -1,7 +1,7 @@
-/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pack.c src/data/random.c src/data/reader.c src/data/rows.c src/data/sampler.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
+/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pack.c src/data/random.c src/data/reader.c src/data/row_list.c src/data/csv.c src/data/parquet.c src/data/parquet_meta.c src/data/rows.c src/data/sampler.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
 /* fuzz_dataset.c — libFuzzer target for dataset rows, along the path training data takes: the
- * input after a 3-byte header is written to a file rows.json or rows.jsonl and read as the one
- * `dataset:` entry of a config by dataset_prepare (the JSON / JSON Lines readers, rename, filter,
+ * input after a 3-byte header is written to a file rows.json, rows.jsonl or rows.csv and read as
+ * the one `dataset:` entry of a config by dataset_prepare (the JSON / JSON Lines / CSV readers, rename, filter,
  * num_samples, shuffle, format detection and formatting of ShareGPT `conversations`, `messages`,
  * Alpaca and plain text, chat rendering with a built-in template, tokenizing with the committed
  * SmolLM2 tokenizer (tests/data/tokenizer/smollm2, loaded once and found through $PTRAIN_SRCDIR,
@@ -14,7 +14,7 @@
  * 2048, else 1 + bits 0-5), mistral-v3 in place of byte 0's template (bit 6); byte 2 = shuffle
  * (bit 0), num_samples 1 + bits 6-7 (bit 1), filter lang == en (bit 2), rename prompt/response
  * to instruction/output (bit 3), dataset_text_field "content" instead of "text" (bit 4),
- * format: jsonl (bit 5; read for a file whose name says neither, which is not the case here).
+ * the file is rows.csv (bit 5, in place of byte 0's bit 5).
  *
  * Invariants: no crash, leak, hang or sanitizer report; a failure is a user error with a message
  * and leaves both datasets empty; a success gives examples of 1 to max_seq_length tokens, every
@@ -39,7 +39,7 @@
 
 static pt_tokenizer *tok;
 static FILE *devnull;
-static char dir[64], json_path[128], jsonl_path[128];
+static char dir[64], json_path[128], jsonl_path[128], csv_path[128];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
@@ -47,6 +47,7 @@ static void remove_dir(void)
 {
     unlink(json_path);
     unlink(jsonl_path);
+    unlink(csv_path);
     rmdir(dir);
     tokenizer_free(tok);
     if (devnull) fclose(devnull);
@@ -76,6 +77,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     CHECK(mkdtemp(dir) != NULL);
     snprintf(json_path, sizeof json_path, "%s/rows.json", dir);
     snprintf(jsonl_path, sizeof jsonl_path, "%s/rows.jsonl", dir);
+    snprintf(csv_path, sizeof csv_path, "%s/rows.csv", dir);
     atexit(remove_dir);
     return 0;
 }
@@ -150,13 +152,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const pt_dataset zero;
     if (size < 3) return 0;
     uint8_t o0 = data[0], o1 = data[1], o2 = data[2];
-    const char *path = o0 & 0x20 ? jsonl_path : json_path;
+    const char *path = o2 & 0x20 ? csv_path : o0 & 0x20 ? jsonl_path : json_path;
     write_file(path, data + 3, size - 3);
 
     pt_dataset_config d = {
         .name = (char *)path,
         .split_type = "train",
-        .format = o2 & 0x20 ? DATASET_JSONL : DATASET_JSON,
+        .format = DATASET_JSON,
         .filter_data = o2 & 0x04,
         .filter_column_value = "lang",
         .filter_value = "en",

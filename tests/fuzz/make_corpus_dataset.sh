@@ -17,7 +17,7 @@ seed() {
 # byte 0: template (0 chatml, 1 smollm2, 2 llama-3, 3 alpaca, 4 gemma, 5 mistral, 6 the tokenizer's
 # own, 7 unknown) | assistant_only (010 false, 020 true) | 040 .jsonl | 0100 packing | 0200 eval
 # byte 1: 0200 max_seq_length 2048, else 1 + the low 6 bits | 0100 template mistral-v3
-# byte 2: 01 shuffle | 02 num_samples | 04 filter lang=en | 010 rename | 020 text field "content"
+# byte 2: 01 shuffle | 02 num_samples | 04 filter lang=en | 010 rename | 020 text field "content" | 040 rows.csv
 seed messages-smollm2 messages.jsonl 061 200 000
 seed sharegpt-chatml sharegpt.json 000 200 000
 seed alpaca-wrapped alpaca.json 023 200 000
@@ -34,3 +34,5 @@ seed wrapped-bad wrapped-bad.json 000 200 000
 seed wrapped-train wrapped-train.json 000 010 000
 seed messages-mistral-v3 messages.jsonl 060 300 000
 seed bad-sharegpt-unknown bad-sharegpt.jsonl 047 200 000
+seed csv-alpaca csv/alpaca.csv 003 200 040
+seed csv-quotes-types csv/types.csv 000 200 042

@@ -58,7 +58,7 @@ fi
 pkg_cflags=""
 pkg_libs=""
 if command -v pkg-config >/dev/null 2>&1; then
-    for p in yaml-0.1 jansson libpcre2-8 libutf8proc openblas hdf5-serial zlib; do
+    for p in yaml-0.1 jansson libpcre2-8 libutf8proc openblas hdf5-serial zlib snappy libzstd liblz4 libbrotlidec; do
         if pkg-config --exists "$p" 2>/dev/null; then
             pkg_cflags="$pkg_cflags $(pkg-config --cflags "$p")"
             pkg_libs="$pkg_libs $(pkg-config --libs "$p")"

@@ -1336,14 +1336,6 @@ static void test_error_datasets(void **state)
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
         {"dataset:\n  - name: a\n    filter_data: yes\n    filter_column_value: lang\n",
          "config.yaml:3:18: dataset[0].filter_data: needs filter_column_value and filter_value"},
-        {"dataset:\n  - name: a\n  - name: b\n    format: parquet\n",
-         "config.yaml:4:13: dataset[1].format: ptrain reads json and jsonl; convert first, e.g. "
-         "python3 -c \"import pandas as p; p.read_parquet('IN').to_json('OUT.jsonl', "
-         "orient='records', lines=True)\""},
-        {"dataset:\n  name: a\n  format: CSV\n",
-         "config.yaml:3:11: dataset[0].format: ptrain reads json and jsonl; convert first, e.g. "
-         "python3 -c \"import pandas as p; p.read_csv('IN').to_json('OUT.jsonl', orient='records', "
-         "lines=True)\""},
     };
     RUN_ERRORS(rows);
 }
@@ -1506,12 +1498,9 @@ static void test_errors_together_in_order(void **state)
                  "config.yaml:5:25: load_best_model_at_end: needs an eval set to pick the best "
                  "checkpoint; set val_split_ratio (e.g. 0.05)");
     /* the rules of a dataset entry are read with it, so they come in file order with the rest */
-    expect_error("lora_r: x\ndataset:\n  - name: a\n    format: csv\n    filter_data: true\n"
+    expect_error("lora_r: x\ndataset:\n  - name: a\n    format: parquet\n    filter_data: true\n"
                  "packing: maybe\n",
                  "config.yaml:1:9: lora_r: expected an integer from 1 to 4096, found \"x\"\n"
-                 "config.yaml:4:13: dataset[0].format: ptrain reads json and jsonl; convert first, "
-                 "e.g. python3 -c \"import pandas as p; p.read_csv('IN').to_json('OUT.jsonl', "
-                 "orient='records', lines=True)\"\n"
                  "config.yaml:5:18: dataset[0].filter_data: needs filter_column_value and "
                  "filter_value\n"
                  "config.yaml:6:10: packing: expected true or false, found \"maybe\"");

@@ -8,7 +8,10 @@
  * the per-rank sampler; batch collation; directories, data_files and split selection; the reader
  * an entry's format picks for a file of another extension; the HF
  * cache (tests/data/datasets/hfcache) and its miss message; bad rows with their line numbers;
- * the errors for no usable row, Parquet/CSV files, missing paths and special files (a device, a
+ * CSV/TSV rows equal to datasets.load_dataset("csv")'s (tests/reference/make_csv_rows.py);
+ * Parquet rows equal to datasets.load_dataset("parquet")'s for every codec and encoding
+ * (tests/reference/make_parquet_rows.py), a damaged Parquet file one error naming it;
+ * the errors for no usable row, Arrow files, missing paths and special files (a device, a
  * FIFO, a socket); the demo dataset's
  * tokenizing time; and independence from the thread count. Fixtures: tests/data/datasets/ and
  * the SmolLM2, Llama-3-mini and Qwen2-mini tokenizers under tests/data/tokenizer/. Runs with
@@ -914,8 +917,8 @@ static void make_special(const char *dir, const char *sub, bool fifo, char *path
 /* What a special file's error says. */
 static void special_message(const char *path, const char *kind, char *out, size_t len)
 {
-    snprintf(out, len, "%s is %s, not a data file: ptrain reads regular .json and .jsonl files (name one, or a "
-             "directory of them)", path, kind);
+    snprintf(out, len, "%s is %s, not a data file: ptrain reads regular .json, .jsonl, .csv, .tsv and .parquet "
+             "files (name one, or a directory of them)", path, kind);
 }
 
 /* A dataset path that is neither a regular file nor a directory (a character device, a FIFO, a
@@ -1156,34 +1159,192 @@ static void test_reader_format(void **state)
     unlink(path);
 }
 
-/* The conversion error for path (the caller frees the text). */
-static char *convert_message(const char *path, const char *kind, const char *extra, const char *call, const char *more)
+/* ---- CSV and TSV (tests/reference/make_csv_rows.py) ---- */
+
+/* Every row ptrain reads from path equals the row datasets.load_dataset gave (PATH.rows.jsonl). */
+static void expect_rows_as_datasets(const char *path, pt_dataset_format format)
 {
-    strbuf sb = {0};
-    int stem = (int)(strrchr(path, '.') + 1 - path);
-    sb_printf(
-        &sb,
-        "dataset[0]: %s is %s file; ptrain reads JSON and JSON Lines only. Convert it once with Python (pandas%s):\n"
-        "  python3 -c 'import sys, pandas as pd; %s(sys.argv[1]).to_json(sys.argv[2], orient=\"records\", lines=True, "
-        "force_ascii=False)' '%s' '%.*sjsonl'\nbeside it%s; ptrain then reads the .jsonl file",
-        shown_text(path).s, kind, extra, call, path, stem, path, more);
-    return sb.data;
+    data_rows rows = {0};
+    pt_dataset_stats st = {0};
+    assert_int_equal(reader_read(path, 0, format, &rows, &st), PT_OK);
+    char want_path[1200];
+    snprintf(want_path, sizeof want_path, "%s.rows.jsonl", path);
+    FILE *f = fopen(want_path, "r");
+    assert_non_null(f);
+    char line[4096];
+    size_t n = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_error_t e;
+        json_t *want = json_loads(line, 0, &e);
+        assert_non_null(want);
+        assert_true(n < rows.n);
+        if (!json_equal(want, rows.v[n].obj)) {
+            char *got = json_dumps(rows.v[n].obj, JSON_SORT_KEYS), *exp = json_dumps(want, JSON_SORT_KEYS);
+            fail_msg("%s row %zu: ptrain %s, datasets %s", path, n, got, exp);
+        }
+        json_decref(want);
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(rows.n, n);
+    assert_int_equal(st.bad, 0);
+    rows_free(&rows);
+    stats_free(&st);
 }
 
+static void test_csv_rows(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"alpaca.csv", "crlf-bom.csv", "types.csv", "short.csv",
+                                        "names.csv",  "quotes.csv",   "data.tsv"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "csv/%s", files[i]);
+        expect_rows_as_datasets(D(path), DATASET_JSON);
+    }
+}
+
+/* format: csv reads a file of another extension as CSV; a record with more fields than the header
+ * is a bad row at its line (the line its quoted field starts on), the others are read. */
+static void test_csv_format_and_bad_rows(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_dataset_XXXXXX.txt";
+    int fd = mkstemps(path, 4);
+    assert_true(fd >= 0);
+    static const char text[] = "text,n\n\"a\nb\",1\n\"x\n\",2,3\nc,4\n";
+    assert_int_equal(write(fd, text, sizeof text - 1), (long)(sizeof text - 1));
+    close(fd);
+    data_rows rows = {0};
+    pt_dataset_stats st = {0};
+    assert_int_equal(reader_read(path, 0, DATASET_CSV, &rows, &st), PT_OK);
+    assert_int_equal(rows.n, 2);
+    assert_string_equal(json_string_value(json_object_get(rows.v[0].obj, "text")), "a\nb");
+    assert_int_equal(rows.v[0].line, 2);
+    assert_int_equal(json_integer_value(json_object_get(rows.v[1].obj, "n")), 4);
+    assert_int_equal(rows.v[1].line, 6);
+    assert_int_equal(st.bad, 1);
+    char want[1200];
+    snprintf(want, sizeof want, "%s:4: 3 fields where the header has 2", path);
+    assert_string_equal(st.bad_rows[0], want);
+    rows_free(&rows);
+    stats_free(&st);
+    unlink(path);
+}
+
+/* ---- Parquet (tests/reference/make_parquet_rows.py) ---- */
+
+static void test_parquet_rows(void **state)
+{
+    (void)state;
+    static const char *const files[] = {
+        "plain-none-v1.parquet", "dict-snappy-v2.parquet", "dict-gzip-v1.parquet", "zstd-v2-pages.parquet",
+        "lz4-v1.parquet",        "brotli-v2.parquet",      "delta.parquet",        "delta-v2-pages.parquet",
+        "pandas-alpaca.parquet", "datasets-sharegpt.parquet"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "pq/%s", files[i]);
+        expect_rows_as_datasets(D(path), DATASET_JSON);
+    }
+}
+
+/* The tokenized training rows of a Parquet file equal those of the same rows as JSON Lines (the
+ * rows datasets gave, NAME.rows.jsonl), and the counts (read, bad, kept) agree. */
+static void test_parquet_as_jsonl(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"pq/dict-snappy-v2.parquet", "pq/pandas-alpaca.parquet",
+                                        "pq/datasets-sharegpt.parquet"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char jsonl[1100];
+        snprintf(jsonl, sizeof jsonl, "%s.rows.jsonl", D(files[i]));
+        pt_dataset a, b;
+        assert_int_equal(load(T.smol, &a, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
+                              D(files[i])), PT_OK);
+        assert_int_equal(load(T.smol, &b, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: \"%s\"\n",
+                              jsonl), PT_OK);
+        assert_true(a.n > 0);
+        assert_int_equal(a.n, b.n);
+        assert_int_equal(a.stats[0].read, b.stats[0].read);
+        assert_int_equal(a.stats[0].bad, b.stats[0].bad);
+        assert_int_equal(a.stats[0].kept, b.stats[0].kept);
+        for (size_t k = 0; k < a.n; k++) {
+            assert_int_equal(a.ex[k].len, b.ex[k].len);
+            assert_memory_equal(a.ex[k].ids, b.ex[k].ids, sizeof(int32_t) * (size_t)a.ex[k].len);
+            assert_memory_equal(a.ex[k].labels, b.ex[k].labels, sizeof(int32_t) * (size_t)a.ex[k].len);
+        }
+        dataset_free(&a);
+        dataset_free(&b);
+    }
+}
+
+/* A copy of src (a fixture) cut or changed: every damaged file is one error naming it, never a crash. */
+static void test_parquet_damaged(void **state)
+{
+    (void)state;
+    FILE *in = fopen(D("pq/dict-snappy-v2.parquet"), "rb");
+    assert_non_null(in);
+    static unsigned char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, in);
+    fclose(in);
+    assert_true(n > 1000 && n < sizeof buf);
+    char path[] = "/tmp/test_dataset_XXXXXX.parquet";
+    int fd = mkstemps(path, 8);
+    assert_true(fd >= 0);
+    close(fd);
+    /* cut at every 97th byte, and each byte of the data flipped in turn (every 13th) */
+    for (size_t cut = 0; cut < n; cut += 97) {
+        FILE *f = fopen(path, "wb");
+        assert_int_equal(fwrite(buf, 1, cut, f), cut);
+        fclose(f);
+        data_rows rows = {0};
+        pt_dataset_stats st = {0};
+        assert_int_equal(reader_read(path, 0, DATASET_JSON, &rows, &st), PT_ERR_USER);
+        assert_non_null(strstr(err_message(), path));
+        rows_free(&rows);
+        stats_free(&st);
+    }
+    for (size_t at = 4; at < n - 8; at += 13) {
+        unsigned char keep = buf[at];
+        buf[at] ^= 0x5a;
+        FILE *f = fopen(path, "wb");
+        assert_int_equal(fwrite(buf, 1, n, f), n);
+        fclose(f);
+        buf[at] = keep;
+        data_rows rows = {0};
+        pt_dataset_stats st = {0};
+        if (reader_read(path, 0, DATASET_JSON, &rows, &st) != PT_OK) assert_non_null(strstr(err_message(), path));
+        rows_free(&rows);
+        stats_free(&st);
+    }
+    unlink(path);
+    /* format: parquet for a file of another name; the fixture that is no Parquet file */
+    data_rows rows = {0};
+    pt_dataset_stats st = {0};
+    assert_int_equal(reader_read(D("parquet/train-00000-of-00001.parquet"), 0, DATASET_JSON, &rows, &st), PT_ERR_USER);
+    char want[2048];
+    snprintf(want, sizeof want, "%s: the footer's length (6646625 bytes) is more than the file holds",
+             shown_text(D("parquet/train-00000-of-00001.parquet")).s);
+    assert_string_equal(err_message(), want);
+    stats_free(&st);
+}
+
+/* An Arrow file is refused with the command that converts it. */
 static void test_convert_errors(void **state)
 {
     (void)state;
     pt_dataset ds;
-    char path[2048];
-    snprintf(path, sizeof path, "%s/train-00000-of-00001.parquet", D("parquet"));
-    char *want = convert_message(path, "a Parquet", " and pyarrow", "pd.read_parquet", "");
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("parquet")), PT_ERR_USER,
-                 want);
-    free(want);
-    want = convert_message(D("table.csv"), "a CSV", "", "pd.read_csv", "");
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", D("table.csv")), PT_ERR_USER,
-                 want);
-    free(want);
+    char path[] = "/tmp/test_dataset_XXXXXX.arrow";
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", path), PT_ERR_USER);
+    char want[2048];
+    snprintf(want, sizeof want, "dataset[0]: %s is an Arrow file; ptrain reads JSON, JSON Lines, CSV and Parquet only. "
+             "Convert it once with Python (pandas):\n  python3 -c 'import sys, datasets, pandas as pd; "
+             "datasets.Dataset.from_file(sys.argv[1]).to_pandas().to_json(", path);
+    assert_memory_equal(err_message(), want, strlen(want));
+    unlink(path);
 }
 
 /* ---- the HF cache ---- */
@@ -1266,6 +1427,37 @@ static void test_hfcache_load(void **state)
                      PT_OK);
     assert_int_equal(ds.n, 1);
     dataset_free(&ds);
+    /* a Parquet snapshot (tests/reference/make_parquet_rows.py): the train split's two shards in order */
+    assert_int_equal(
+        load(T.smol, &ds, "max_seq_length: 128\nchat_template: chatml\ndataset:\n  - name: acme/tables\n"), PT_OK);
+    assert_int_equal(ds.n, 3);
+    assert_int_equal(ds.stats[0].n_files, 2);
+    assert_non_null(strstr(ds.stats[0].files[0].path, "train-00000-of-00002.parquet"));
+    assert_int_equal(ds.stats[0].files[0].rows, 2);
+    assert_int_equal(ds.stats[0].files[1].rows, 1);
+    EXPECT(T.smol, &ds.ex[2], {"<|im_start|>user\nQuestion 2?<|im_end|>\n<|im_start|>assistant\n", false},
+           {"Answer 2.<|im_end|>", true}, {"\n", false});
+    char *report = NULL;
+    size_t report_len = 0;
+    FILE *rf = open_memstream(&report, &report_len);
+    dataset_report(&ds, rf);
+    fclose(rf);
+    char line[4096];
+    snprintf(line, sizeof line, "\n  file %s: 1 row\n", shown_text(ds.stats[0].files[1].path).s);
+    assert_non_null(strstr(report, line));
+    assert_non_null(strstr(ds.stats[0].files[1].path, "train-00001-of-00002.parquet"));
+    free(report);
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/tables\n    split: test\n"),
+                     PT_OK);
+    assert_int_equal(ds.n, 1);
+    dataset_free(&ds);
+    char split_want[4096];
+    snprintf(split_want, sizeof split_want, "dataset[0]: split \"validation\" is not in %s: its files name the splits train, "
+             "test; set split_type to one of them",
+             shown_text(D("hfcache/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567")).s);
+    expect_error(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/tables\n    split: validation\n"),
+                 PT_ERR_USER, split_want);
     char *dir, want[4096];
     const char *c0 = "89abcdef0123456789abcdef0123456789abcdef";
     snprintf(want, sizeof want, "%s/datasets--acme--pirates/snapshots/%s", D("hfcache"), c0);
@@ -1310,12 +1502,6 @@ static void test_hfcache_miss(void **state)
              "missing" MISS_TAIL,
              shown_text(path).s, shown_hub, "acme/dangling", "acme/dangling", "dangling", shown_hub);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/dangling\n"), PT_ERR_USER, want);
-    snprintf(path, sizeof path, "%s/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567/data/"
-             "train-00000-of-00002.parquet", hub);
-    char *convert = convert_message(path, "a Parquet", " and pyarrow", "pd.read_parquet",
-                                    " (and the other 1 such file the same way)");
-    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: acme/tables\n"), PT_ERR_USER, convert);
-    free(convert);
     char *dir;
     assert_int_equal(hfcache_snapshot("model", "acme/nothing", "v2", &dir), PT_ERR_USER);
     assert_non_null(strstr(err_message(), "\n  huggingface-cli download --revision v2 acme/nothing\n"));
@@ -1409,7 +1595,9 @@ int main(void)
         cmocka_unit_test(test_alpaca_chatml),     cmocka_unit_test(test_alpaca_template),
         cmocka_unit_test(test_llama3),            cmocka_unit_test(test_plain_text),
         cmocka_unit_test(test_loss_on_all_tokens), cmocka_unit_test(test_unknown_template),
-        cmocka_unit_test(test_reader_format),
+        cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
+        cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
+        cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
