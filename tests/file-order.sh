@@ -28,7 +28,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
         tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
         tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model template_builtin chat_template template_set ;;
     src/template) echo jvalue jjson jlex jparse jobject jfilter jeval jinja jchat ;;
-    src/config) echo settings config_report config_yaml config_keys config_dump config_check config ;;
+    src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;
