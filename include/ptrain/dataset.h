@@ -107,6 +107,10 @@ typedef struct {
     pt_tristate assistant_only_loss;
     const char *dataset_text_field;
     bool packing;
+    bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
+                                    (segment 1) then prompt + rejected (segment 2); other rows refused */
+    long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
+    long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */
     long seed;              /* of the train/eval split */
     dataset_work work;      /* how tokenizing is split (not a key: any split gives the same bytes) */

@@ -13,7 +13,7 @@ static const method_info methods[METHOD_COUNT] = {
      "", false},
     {METHOD_DPO, "dpo", "DPOTrainer", "prompt, chosen, rejected", true, true, 0.1,
      "-log sigmoid(beta ((chosen - ref chosen) - (rejected - ref rejected))), log-probs summed over the completion",
-     "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected", false},
+     "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected", true},
     {METHOD_ORPO, "orpo", "ORPOTrainer", "prompt, chosen, rejected", false, true, 0.1,
      "chosen's mean token cross-entropy - beta log sigmoid(log odds chosen - log odds rejected)",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, "
