@@ -15,8 +15,12 @@ gradients are zero; "random": A and B random (init_lora_weights=False), every gr
 Then 20 torch.optim.AdamW steps (lr 5e-3, weight decay 0.01, clip 1.0) on the same batch from the
 "zero" adapters: the losses and TRL's logged metrics of the first step.
 
+Tokenization: the rows of ROWS (text and conversational) through TRL's own _prepare_dataset with
+the tokenizers of tests/data/tokenizer/{smollm2, llama3-mini} (its prompt_ids, chosen_ids,
+rejected_ids), for ptrain's src/data/pair.c.
+
 Writes tests/data/dpo/: manifest.json, zero_init.f32, zero_grads.f32, random_init.f32,
-random_grads.f32. Run: $PTRAIN_PYTHON tests/reference/make_dpo_goldens.py (torch transformers peft trl)
+random_grads.f32, pairs.jsonl (ROWS) and tokenized.json. Run: $PTRAIN_PYTHON tests/reference/make_dpo_goldens.py (torch transformers peft trl)
 """
 import json
 import math
@@ -38,6 +42,18 @@ from make_peft_goldens import MHA, MODULES, base_model, lora_params  # noqa: E40
 
 OUT = os.path.join(HERE, "..", "data", "dpo")
 BETA = 0.1
+TOKENIZERS = ["smollm2", "llama3-mini"]  # tests/data/tokenizer/: a chat model's, and one that adds bos
+PREPARE = DPOTrainer._prepare_dataset  # TRL's own tokenization, before make() bypasses it
+ROWS = [  # TRL's preference rows: standard (text) and conversational
+    {"prompt": "The sky is", "chosen": " blue.", "rejected": " green."},
+    {"prompt": "Q: 2+2?\nA:", "chosen": " 4", "rejected": " five, I think"},
+    {"prompt": [{"role": "user", "content": "What colour is the sky?"}],
+     "chosen": [{"role": "assistant", "content": "Blue."}],
+     "rejected": [{"role": "assistant", "content": "Green, surely."}]},
+    {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}],
+     "chosen": [{"role": "assistant", "content": "Paris."}],
+     "rejected": [{"role": "assistant", "content": "Lyon, or maybe Marseille."}]},
+]
 
 
 def pairs():
@@ -76,6 +92,24 @@ def make(init_random):
             p.copy_(p.float().double())
     batch = trainer.data_collator(rows)
     return trainer, model, params, batch
+
+
+def tokenized():
+    """TRL's prompt_ids/chosen_ids/rejected_ids of ROWS (text rows apart from conversational ones, as
+    TRL prepares a dataset by its first row) with each tokenizer of TOKENIZERS."""
+    from transformers import AutoTokenizer
+    from types import SimpleNamespace
+    args = DPOConfig(output_dir="/tmp/ptrain-dpo-golden", use_cpu=True, report_to="none", max_length=None)
+    out = {}
+    for name in TOKENIZERS:
+        tok = AutoTokenizer.from_pretrained(os.path.join(HERE, "..", "data", "tokenizer", name))
+        stub = SimpleNamespace(_tokenizer=tok)
+        got = []
+        for group in (ROWS[:2], ROWS[2:]):
+            ds = PREPARE(stub, Dataset.from_list(group), tok, args, "train")
+            got += [{k: r[k] for k in ("prompt_ids", "chosen_ids", "rejected_ids")} for r in ds]
+        out[name] = got
+    return out
 
 
 def flat(params, what):
@@ -119,6 +153,11 @@ def main():
                 losses.append(l)
             manifest["zero"]["losses"] = losses
             print("losses", losses[0], "->", losses[-1])
+    with open(os.path.join(OUT, "pairs.jsonl"), "w") as f:
+        for r in ROWS:
+            f.write(json.dumps(r) + "\n")
+    with open(os.path.join(OUT, "tokenized.json"), "w") as f:
+        json.dump(tokenized(), f)
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
