@@ -70,7 +70,7 @@ typedef struct {
 typedef struct {
     pt_example *ex;
     size_t n;
-    int32_t max_len;         /* max_seq_length */
+    int32_t max_len;         /* max_seq_length; twice it for preference pairs (two sequences an example) */
     bool packed;             /* examples are packed sequences with segment ids */
     pt_dataset_stats *stats; /* one per config dataset entry (dataset_load only), else NULL */
     int n_stats;

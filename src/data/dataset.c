@@ -265,7 +265,7 @@ static pt_status load_entry(const loader *L, int index, pt_status before, bool *
 pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
 {
     /* a pair is one example of two sequences (segments 1 and 2), as a packed example is */
-    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length, .packed = o->pairs};
+    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (o->pairs ? 2 : 1), .packed = o->pairs};
     if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
     out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();
