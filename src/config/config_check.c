@@ -71,10 +71,6 @@ static void check_method(pt_config *cfg, config_report *errors)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
                    mi->name);
-    if (mi->pairs && cfg->val_split_ratio > 0)
-        rule_error(cfg, errors, "val_split_ratio",
-                   "evaluation of %s (its loss and rewards on held-out pairs) is not built yet; remove "
-                   "val_split_ratio", mi->name);
 }
 
 static void check_training(pt_config *cfg, config_report *errors)

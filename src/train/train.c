@@ -246,7 +246,30 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     return st;
 }
 
-/* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. */
+/* A preference method's eval batch: its pairs' DPO losses (the reference's and the adapter's
+ * log-probs, no gradient) added to sums[0], the pairs to sums[1]. */
+static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
+{
+    train_batch v = view_of(b);
+    int32_t *row_seq = malloc(sizeof *row_seq * (size_t)(b->rows * b->cols + 1));
+    TRY_ALLOC(row_seq);
+    int n_seq = batch_sequences(b, row_seq);
+    double *nll = calloc(2 * (size_t)n_seq + 1, sizeof *nll);
+    float *scale = calloc((size_t)n_seq + 1, sizeof *scale);
+    pt_status st = nll && scale ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, nll + n_seq)
+                                : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, row_seq, n_seq, &t->arena, nll);
+    double pref[PREF_COUNT] = {0};
+    if (st == PT_OK) preference_dpo(nll, nll + n_seq, n_seq / 2, t->cfg->beta, 1.0, scale, pref);
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    free(scale);
+    free(nll);
+    free(row_seq);
+    return st;
+}
+
+/* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. The
+ * mean token loss, or for a preference method the mean over pairs of its loss. */
 static pt_status evaluate(trainer *t, double *eval_loss)
 {
     double sums[2] = {0, 0}; /* loss, target tokens */
@@ -259,7 +282,8 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         TRY(batch_collate(&t->eval, idx, k, &b));
         train_batch v = view_of(&b);
         int64_t n = 0;
-        pt_status st = step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
+        pt_status st = method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
+                                                             : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
@@ -279,7 +303,7 @@ static void plan_memory(trainer *t)
     /* a preference pair is two sequences of up to max_seq_length each */
     long seq = c->max_seq_length * (method_info_of(c->method)->pairs ? 2 : 1);
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
-                        .eval_rows = t->eval.n ? eval_batch * c->max_seq_length : 0,
+                        .eval_rows = t->eval.n ? eval_batch * seq : 0,
                         .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);

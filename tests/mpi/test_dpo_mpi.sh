@@ -5,6 +5,7 @@
 #   TRL's metrics (rewards/..., logps/...);
 # - data parallel: 2 ranks with 2 pairs each train the same adapter as 1 process with 2 pairs and
 #   gradient_accumulation_steps 2 (max relative difference <= 1e-5), with the same losses;
+# - evaluation (val_split_ratio): eval_loss is the held-out pairs' mean DPO loss;
 # - exact resume: a run killed (kill -9) after its step-4 checkpoint and run again ends with the
 #   adapter of the uninterrupted run, bit-identical, and the same losses.
 # The 2-rank case skips, saying why, without mpirun.
@@ -70,6 +71,17 @@ else
     skip_test "2 ranks: the adapter of 1 process" "mpirun not found"
     skip_test "2 ranks: the same losses and metrics" "mpirun not found"
 fi
+
+# evaluation: eval_loss is the mean DPO loss of the held-out pairs, ln 2 before any step moves B
+write_config "$tmp/eval.yaml" "$tmp/eval" 2 2 "val_split_ratio: 0.25
+eval_strategy: steps
+eval_steps: 4"
+"$P" train "$tmp/eval.yaml" >"$tmp/eval.out" 2>&1
+expect_eq "eval: the run with val_split_ratio exits 0" 0 "$?"
+evals=$(grep -c '"eval_loss": 0\.[0-9]*' "$tmp/eval/metrics.jsonl")
+ok "eval: eval_loss logged at steps 4 and 8 ($evals records), below ln 2 at the end" \
+    awk -v n="$evals" -v l="$(grep -o '"eval_loss": [0-9.]*' "$tmp/eval/metrics.jsonl" | tail -1 | awk '{print $2}')" \
+    'BEGIN { exit !(n >= 2 && l + 0 < 0.6931) }'
 
 # exact resume: killed after the step-4 checkpoint, then the same command again
 extra="save_steps: 4
