@@ -281,6 +281,16 @@ static void test_method(void **state)
                  mi->name, mi->trainer, built);
         expect_error(yaml, msg);
     }
+    /* a pair's two sequences share a micro-batch: no packing */
+    expect_error("method: dpo\npacking: true\n", "config.yaml:2:10: packing: dpo trains on pairs, each its two sequences "
+                                                 "in one micro-batch; packing does not apply: remove it");
+    /* beta: the method's default unless given */
+    parse_ok("method: dpo\n", &cfg);
+    assert_true(cfg.beta == 0.1);
+    config_free(&cfg);
+    parse_ok("method: dpo\nbeta: 0.5\n", &cfg);
+    assert_true(cfg.beta == 0.5);
+    config_free(&cfg);
 }
 
 static void test_every_key_has_a_row(void **state)
