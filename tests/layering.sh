@@ -44,7 +44,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     jinja) echo template ;;
     arch | model | gguf | gguf_methods | hf_model | safetensors | rope | tokenizer | model_io | hfcache | \
         weight_check | model_share) echo model ;;
-    config | settings | repo_id) echo config ;;
+    config | settings | repo_id | method) echo config ;;
     safefs | filewrite | dirlock | gguf_write | st_write | checkpoint) echo io ;;
     adapter | peft) echo adapter ;;
     forward | sample) echo forward ;;
@@ -52,7 +52,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     export | hf_meta | gguf_meta) echo export ;;
     hub) echo hub ;;
     tfevents | runlog | plot | heartbeat | watch) echo watch ;;
-    train | step | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
+    train | step | preference | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
     generate | inspect | tokenize_cmd) echo cmd ;;
     esac
 }

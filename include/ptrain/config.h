@@ -76,6 +76,16 @@ typedef struct {
     char *dataset_text_field;
     long per_device_eval_batch_size;
 
+    /* the training method (method.h) and its keys, as TRL's configs name them */
+    pt_method method;
+    double beta;                    /* DPO/ORPO/CPO/KTO/GRPO: the method's default when unset (method.h) */
+    long max_prompt_length;         /* prompt tokens kept (left-truncated, as TRL); 0: no limit */
+    long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
+    long num_generations;           /* GRPO: completions per prompt */
+    double desirable_weight, undesirable_weight; /* KTO */
+    double embedding_learning_rate; /* CPT: the embedding and LM head; 0: learning_rate */
+    pt_strlist reward_funcs;        /* GRPO: module:function paths or built-in names */
+
     /* multi-GPU, checkpoints, evaluation */
     bool ddp_find_unused_parameters;
     pt_strategy save_strategy;

@@ -70,7 +70,7 @@ typedef struct {
 typedef struct {
     pt_example *ex;
     size_t n;
-    int32_t max_len;         /* max_seq_length */
+    int32_t max_len;         /* max_seq_length; twice it for preference pairs (two sequences an example) */
     bool packed;             /* examples are packed sequences with segment ids */
     pt_dataset_stats *stats; /* one per config dataset entry (dataset_load only), else NULL */
     int n_stats;
@@ -107,6 +107,10 @@ typedef struct {
     pt_tristate assistant_only_loss;
     const char *dataset_text_field;
     bool packing;
+    bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
+                                    (segment 1) then prompt + rejected (segment 2); other rows refused */
+    long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
+    long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */
     long seed;              /* of the train/eval split */
     dataset_work work;      /* how tokenizing is split (not a key: any split gives the same bytes) */

@@ -100,6 +100,13 @@ typedef struct {
     int32_t *targets;     /* [labelled] */
     int chunk;
     bool grad;
+    /* Per-sequence sums (preference methods; loss_by_sequence): seq[i] the sequence (0-based) of
+     * labelled row i; each sequence's summed token loss (-log p of its labelled tokens) is added to
+     * seq_nll[s], and with a gradient its tokens' losses are scaled by seq_scale[s] instead of
+     * grad_scale. NULL: one sum, one scale. */
+    int32_t *seq;
+    double *seq_nll;
+    const float *seq_scale;
 } loss_bufs;
 
 /* Find the rows whose target counts (all rows with all_rows), then take the head's buffers: `chunk`
@@ -114,6 +121,10 @@ pt_status loss_take_rows(pt_arena *arena, const fwd_ctx *c, int64_t labelled, in
 pt_status forward_loss(const fwd_ctx *c, loss_bufs *h, const pt_tensor *hid, pt_tensor *dh, float grad_scale,
                        double *loss_sum, int64_t *n_tokens);
 void loss_free(loss_bufs *h);
+/* After loss_take: sum per sequence, row r of the batch being in sequence row_seq[r] (>= 0 on every
+ * labelled row), into nll[0..) (added to); scale: with a gradient, each sequence's scale (may be
+ * set later, before forward_loss). */
+pt_status loss_by_sequence(loss_bufs *h, const int32_t *row_seq, double *nll, const float *scale);
 
 /* ---- generation ---- */
 

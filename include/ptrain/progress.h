@@ -26,6 +26,9 @@ typedef struct {
     double step_s;    /* compute seconds per step of the slowest rank (over the logging window) */
     int slowest_rank;
     double comm_s;    /* seconds per step in communication, mean over the ranks */
+    int n_extra;      /* the method's own metrics (preference.h), written after the others */
+    const char *const *extra_names;
+    const double *extra;
 } progress_record;
 
 /* rank 0 opens (appends to) dir/metrics.jsonl; other ranks get a silent progress. First it drops

@@ -73,6 +73,18 @@ typedef enum {
 /* model_read: how the ranks of several nodes get the weights: the first rank of each node reads the
  * model files (per_node), or rank 0 alone reads them and sends the loaded weights (broadcast). */
 typedef enum { MODEL_READ_PER_NODE, MODEL_READ_BROADCAST, MODEL_READ_COUNT } pt_model_read;
+/* method: what is trained and how (TRL's trainers of those names; the table in method.h). */
+typedef enum {
+    METHOD_SFT,
+    METHOD_CPT,
+    METHOD_DPO,
+    METHOD_ORPO,
+    METHOD_CPO,
+    METHOD_KTO,
+    METHOD_REWARD,
+    METHOD_GRPO,
+    METHOD_COUNT
+} pt_method;
 /* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
 typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
 
@@ -86,6 +98,7 @@ extern const char *const config_strategy_choices[];
 extern const char *const config_hub_strategy_choices[];
 extern const char *const config_format_choices[];
 extern const char *const config_model_read_choices[];
+extern const char *const config_method_choices[];
 /* report_to's names (a list key, not an enum): "none", "all", "tensorboard", then the services */
 extern const char *const config_report_choices[];
 

@@ -40,6 +40,15 @@ typedef struct {
     pt_arena *arena;       /* the run's activation arena; NULL: one made for this call */
     pt_dtype act;          /* the activation dtype the memory plan counts (the backend's act; from
                               step_options_for: bf16 on a GPU, its fast path) */
+    /* Preference methods (method.h): row_seq[r] the sequence (0-based) batch row r belongs to, n_seq
+     * sequences. The loss head then runs twice: first without a gradient, handing each sequence's
+     * summed token loss (-log p of its labelled tokens) to seq_grad, which writes each sequence's
+     * gradient scale, d L / d(-log p) (the step's grad_scale is not used); then with those scales,
+     * and the backward pass follows. NULL: the token loss, one scale. */
+    const int32_t *row_seq;
+    int n_seq;
+    pt_status (*seq_grad)(void *arg, const double *nll, float *scale);
+    void *seq_grad_arg;
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with
@@ -58,6 +67,11 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
                     int64_t *n_tokens);
 /* The arena bytes step_run (with o's checkpointing, offloading, dropout and chunk) and step_loss
  * need for rows rows, when every row is labelled (the most); the host bytes offloading takes. */
+/* Each sequence's summed token loss (-log p of its labelled tokens, row r in sequence row_seq[r])
+ * under the model with adapter ad (NULL: the base alone, the preference methods' reference), into
+ * nll[0..n_seq) (overwritten); no gradient. */
+pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
+                            int n_seq, pt_arena *arena, double *nll);
 size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o);
 size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, pt_dtype act);
 size_t step_offload_bytes(const pt_model *m, int64_t rows, pt_dtype act);

@@ -14,9 +14,9 @@ accelerate llama-cpp-python==0.3.36"
 env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
 # and the tokenizer parity tests' tools (SentencePiece models), the Hub client the Hub tests read
 # ptrain's uploads back with, and TensorBoard, whose own reader (EventAccumulator) reads ptrain's
-# event files in tests/cli/test_watch.sh, pinned: small wheels added to an existing environment
+# event files in tests/cli/test_watch.sh, and TRL (the DPO goldens, tests/reference/make_dpo_goldens.py), pinned: small wheels added to an existing environment
 # without rebuilding it
-EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1"
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1 trl==1.16.0"
 extras() {
     # shellcheck disable=SC2086
     "$env/bin/python" - $EXTRAS 2>/dev/null <<'PY' && return 0

@@ -8,6 +8,7 @@
 
 #include "config_internal.h"
 #include "ptrain/gguf_methods.h"
+#include "ptrain/method.h"
 
 
 /* Report a rule broken at the position of key (or at the top of the file when it was not given). */
@@ -50,6 +51,26 @@ static void check_model(pt_config *cfg, config_report *errors)
     if (cfg->lora_target_modules.n == 0)
         rule_error(cfg, errors, "lora_target_modules", "expected at least one projection, found an empty list");
     if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
+}
+
+/* method: the method's own default of beta; a method this ptrain does not train yet is refused
+ * (never trained as another), naming those it trains. */
+static void check_method(pt_config *cfg, config_report *errors)
+{
+    const method_info *mi = method_info_of(cfg->method);
+    if (!config_is_set(cfg, "beta")) cfg->beta = mi->beta;
+    if (!mi->built) {
+        char built[256];
+        method_built_names(built, sizeof built);
+        rule_error(cfg, errors, "method",
+                   "%s (TRL's %s) is not built in this ptrain yet; the methods it trains: %s. Use one of those, "
+                   "or remove the key (sft)",
+                   mi->name, mi->trainer, built);
+    }
+    if (mi->pairs && cfg->packing)
+        rule_error(cfg, errors, "packing",
+                   "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
+                   mi->name);
 }
 
 static void check_training(pt_config *cfg, config_report *errors)
@@ -224,6 +245,7 @@ bool config_check_values(pt_config *cfg, config_report *errors)
 {
     int before = errors->n;
     check_model(cfg, errors);
+    check_method(cfg, errors);
     check_training(cfg, errors);
     check_publishing(cfg, errors);
     check_reporting(cfg, errors);

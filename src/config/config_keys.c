@@ -128,6 +128,26 @@ const key_spec config_keys[] = {
     {"per_device_eval_batch_size", NULL, K_INT, OFF(per_device_eval_batch_size), NULL, NULL, 1,
      1 << 20, 0, "eval batch per rank (default: the train batch size)"},
 
+    /* the training method (method.h) and its keys, as TRL's configs name them */
+    {"method", NULL, K_ENUM, OFF(method), "sft", config_method_choices, 0, 0, 0,
+     "what is trained: sft, cpt, dpo, orpo, cpo, kto, reward or grpo (TRL's trainers; docs/training.md)"},
+    {"beta", NULL, K_FLOAT, OFF(beta), NULL, NULL, 0, BIG, 0,
+     "DPO/ORPO/CPO/KTO/GRPO strength (default: TRL's for the method: 0.1, GRPO 0)"},
+    {"max_prompt_length", NULL, K_INT, OFF(max_prompt_length), NULL, NULL, 1, 1 << 24, 0,
+     "preference methods: prompt tokens kept, its end (the left is cut); default: no limit"},
+    {"max_completion_length", NULL, K_INT, OFF(max_completion_length), NULL, NULL, 1, 1 << 24, 0,
+     "preference methods: completion tokens kept (the end is cut); GRPO: tokens generated; default: no limit"},
+    {"num_generations", NULL, K_INT, OFF(num_generations), "8", NULL, 1, 1 << 20, 0,
+     "GRPO: completions sampled per prompt"},
+    {"desirable_weight", NULL, K_FLOAT, OFF(desirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
+     "KTO: weight of the desirable examples' loss"},
+    {"undesirable_weight", NULL, K_FLOAT, OFF(undesirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
+     "KTO: weight of the undesirable examples' loss"},
+    {"embedding_learning_rate", NULL, K_FLOAT, OFF(embedding_learning_rate), NULL, NULL, 0, BIG, F_MIN_EXCL,
+     "CPT: learning rate of the embedding and LM head (default: learning_rate)"},
+    {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
+     "GRPO: reward functions, module:function paths or built-in names"},
+
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,
      0, 0, "accepted; every adapter gradient is reduced every step"},

@@ -17,6 +17,7 @@ const char *const config_strategy_choices[] = {"no", "steps", "epoch", NULL};
 const char *const config_hub_strategy_choices[] = {"every_save", "end", "checkpoint", "all_checkpoints", NULL};
 const char *const config_format_choices[] = {"json", "jsonl", "parquet", "csv", NULL};
 const char *const config_model_read_choices[] = {"per_node", "broadcast", NULL};
+const char *const config_method_choices[] = {"sft", "cpt", "dpo", "orpo", "cpo", "kto", "reward", "grpo", NULL};
 
 /* Each count is tied to its enum, and each enum is stored as an int (key_set_scalar). */
 #define ENUM_CHOICES(array, type, count)                                                           \
@@ -31,6 +32,7 @@ ENUM_CHOICES(config_strategy_choices, pt_strategy, STRATEGY_COUNT);
 ENUM_CHOICES(config_hub_strategy_choices, pt_hub_strategy, HUB_STRATEGY_COUNT);
 ENUM_CHOICES(config_format_choices, pt_dataset_format, DATASET_FORMAT_COUNT);
 ENUM_CHOICES(config_model_read_choices, pt_model_read, MODEL_READ_COUNT);
+ENUM_CHOICES(config_method_choices, pt_method, METHOD_COUNT);
 
 /* report_to: the names transformers takes; only tensorboard (and all, which means it here) writes
  * anything besides metrics.jsonl, the others get a note (config_notes). */

@@ -4,7 +4,8 @@
  * per labelled row, loss = logsumexp(x) - x[label] with the row's maximum subtracted before
  * exponentiating and the sum kept in double; dlogits = (softmax(x) - onehot(label)) * grad_scale,
  * written over the row (dlogits may be the logits themselves). Ignored rows (PT_IGNORE_INDEX)
- * add nothing and get a zero gradient. One OpenMP loop over rows, the loss summed in double.
+ * add nothing and get a zero gradient. One OpenMP loop over rows; the rows' losses are summed in
+ * double in row order after it, so the sum does not depend on the threads.
  * With a soft-cap the cross-entropy caps each row first (into a row of its own) and applies the
  * cap's gradient to the row's, the same arithmetic as the soft-cap ops around it. */
 #include <math.h>
@@ -73,26 +74,33 @@ pt_status cpu_cross_entropy(pt_backend *be, pt_tensor *dlogits, double *loss_sum
     int64_t rows = logits->shape[0], vocab = logits->shape[1];
     const float *xs = logits->data;
     float *ds = dlogits ? dlogits->data : NULL;
-    double loss = 0;
+    double *row_loss_of = malloc(sizeof(double) * (size_t)(rows > 0 ? rows : 1));
+    if (!row_loss_of) return ERR(PT_ERR_NOMEM, "cross_entropy: no memory for %lld row losses", (long long)rows);
     int64_t count = 0;
     bool failed = false;
-#pragma omp parallel reduction(+ : loss, count) reduction(|| : failed)
+#pragma omp parallel reduction(+ : count) reduction(|| : failed)
     {
         float *z = softcap > 0.0f ? malloc(sizeof(float) * (size_t)vocab) : NULL;
         failed = softcap > 0.0f && !z;
 #pragma omp for schedule(dynamic, 4)
         for (int64_t r = 0; r < rows; r++) {
             float *d = ds ? ds + r * vocab : NULL;
+            row_loss_of[r] = 0;
             if (labels[r] == PT_IGNORE_INDEX || failed) {
                 if (d) memset(d, 0, sizeof(float) * (size_t)vocab);
                 continue;
             }
-            loss += z ? row_loss_capped(xs + r * vocab, z, d, labels[r], vocab, grad_scale, softcap)
-                      : row_loss(xs + r * vocab, d, labels[r], vocab, grad_scale);
+            row_loss_of[r] = z ? row_loss_capped(xs + r * vocab, z, d, labels[r], vocab, grad_scale, softcap)
+                               : row_loss(xs + r * vocab, d, labels[r], vocab, grad_scale);
             count++;
         }
         free(z);
     }
+    /* summed in row order: the same sum whatever the threads did (a preference method's reference and
+     * policy passes over the same logits give the same log-probs, to the bit) */
+    double loss = 0;
+    for (int64_t r = 0; r < rows; r++) loss += row_loss_of[r];
+    free(row_loss_of);
     if (failed) return ERR(PT_ERR_NOMEM, "cross_entropy: no memory for a row of %lld capped logits", (long long)vocab);
     *loss_sum += loss;
     if (n_labelled) *n_labelled += count;

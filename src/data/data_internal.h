@@ -156,19 +156,24 @@ void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_d
 char *rows_value_text(const json_t *v);
 
 /* ---- format.c: a row as a conversation or plain text ---- */
-typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT } data_format;
+typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE } data_format;
 
 typedef struct {
     chat_message *msgs; /* chat formats: role (static text), content and fields (owned) */
     int n;
     json_t *tools; /* the row's tools (owned), or NULL */
     char *text; /* FMT_TEXT */
+    /* FMT_PREFERENCE: conversational, msgs holds the prompt's n_prompt turns, the chosen's
+     * n_chosen, then the rejected's; as text, prompt, chosen and rejected */
+    bool pair_chat;
+    int n_prompt, n_chosen;
+    char *prompt, *chosen, *rejected;
 } data_record;
 
 typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
 
-/* The format a row is in by its columns, in the order conversations, messages, Alpaca
- * (instruction), text_field; FMT_NONE when it has none of them. */
+/* The format a row is in by its columns, in the order preference (chosen and rejected),
+ * conversations, messages, Alpaca (instruction), text_field; FMT_NONE when it has none of them. */
 data_format format_detect(const json_t *obj, const char *text_field);
 const char *format_name(data_format f);
 /* format_name's own text for name, NULL when name is no format's (for data read back from a file). */
@@ -188,6 +193,7 @@ typedef struct {
     char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
     bool assistant_only;
     int32_t max_len;
+    int32_t max_prompt, max_completion; /* preference rows: tokens kept of each (0: all) */
 } label_ctx;
 
 typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
@@ -215,6 +221,12 @@ pt_status label_chat(const label_ctx *c, const chat_message *m, int n, const jso
 pt_status label_text(const label_ctx *c, const char *text, pt_example *ex, bool *truncated, label_result *res);
 
 void example_free(pt_example *ex);
+
+/* ---- pair.c: a preference row as TRL's DPOTrainer tokenizes it ---- */
+/* The pair of rec (FMT_PREFERENCE) as one example of two segments: prompt + chosen (segment 1),
+ * then prompt + rejected (segment 2), labels on the completions' tokens only (pair.c says how the
+ * prompt and the completions are found and cut). */
+pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res);
 
 /* ---- reading bytes back (parts.c, cache_file.c): a cursor that never reads past end ---- */
 typedef struct {

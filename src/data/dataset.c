@@ -34,8 +34,9 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     data_record rec;
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
-        s->rc = rec.text ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
-                         : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
+        s->rc = f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
+                : rec.text          ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
+                                    : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
         if (s->rc != PT_OK) sb_printf(&why, "%s", err_message());
     }
     s->why = why.data;
@@ -192,11 +193,19 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
 {
     data_format f = detect(rows, L->o->dataset_text_field);
     st->format = format_name(f);
+    if (f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
+        return ERR(PT_ERR_USER,
+                   L->o->pairs ? "dataset[%d] %s: the method reads preference rows (prompt, chosen, rejected), but "
+                                 "these rows are %s; give a preference dataset or set method: sft"
+                               : "dataset[%d] %s: these rows are %s pairs (prompt, chosen, rejected), which a "
+                                 "preference method trains on; set method: dpo",
+                   index, shown_text(st->name).s, format_name(f));
     st->assistant_only = loss_on_assistant(L, index, f);
     bool chat = f != FMT_TEXT && f != FMT_NONE;
     label_ctx lc; /* plain text needs no template: any known name will do */
     pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
+    lc.max_prompt = (int32_t)L->o->max_prompt_length, lc.max_completion = (int32_t)L->o->max_completion_length;
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;
@@ -255,7 +264,8 @@ static pt_status load_entry(const loader *L, int index, pt_status before, bool *
 
 pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
 {
-    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length};
+    /* a pair is one example of two sequences (segments 1 and 2), as a packed example is */
+    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (o->pairs ? 2 : 1), .packed = o->pairs};
     if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
     out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();

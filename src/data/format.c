@@ -13,6 +13,7 @@
 
 data_format format_detect(const json_t *obj, const char *text_field)
 {
+    if (json_object_get(obj, "chosen") && json_object_get(obj, "rejected")) return FMT_PREFERENCE;
     if (json_object_get(obj, "conversations")) return FMT_CONVERSATIONS;
     if (json_object_get(obj, "messages")) return FMT_MESSAGES;
     if (json_object_get(obj, "instruction") || json_object_get(obj, "output")) return FMT_ALPACA;
@@ -22,13 +23,13 @@ data_format format_detect(const json_t *obj, const char *text_field)
 
 const char *format_name(data_format f)
 {
-    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text"};
+    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference"};
     return names[f];
 }
 
 const char *format_name_known(const char *name)
 {
-    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_TEXT; f++)
+    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_PREFERENCE; f++)
         if (!strcmp(name, format_name(f))) return format_name(f);
     return NULL;
 }
@@ -163,6 +164,56 @@ static row_result format_turns(const turn_style *s, const json_t *obj, data_reco
     return ROW_EMPTY;
 }
 
+/* ---- preference pairs ---- */
+
+/* The turns of column name (a list of {role, content}) appended to rec. */
+static bool pair_turns(const json_t *obj, const char *name, data_record *rec, strbuf *why)
+{
+    turn_style s = messages_style;
+    s.list = name;
+    const json_t *list = json_object_get(obj, name);
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (!add_turn(&s, json_array_get(list, i), i, rec, why)) return false;
+    return true;
+}
+
+/* prompt/chosen/rejected, all text or all lists of turns (TRL's standard and conversational
+ * preference rows); the prompt is required (TRL's implicit prompt is not extracted). */
+static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *p = json_object_get(obj, "prompt"), *c = json_object_get(obj, "chosen"),
+                 *r = json_object_get(obj, "rejected");
+    if (!p) {
+        sb_printf(why, "no \"prompt\" (preference rows need prompt, chosen and rejected)");
+        return ROW_BAD;
+    }
+    rec->pair_chat = json_is_array(c);
+    const char *names[3] = {"prompt", "chosen", "rejected"};
+    const json_t *cols[3] = {p, c, r};
+    for (int i = 0; i < 3; i++)
+        if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
+            sb_printf(why, "\"%s\" is %s, expected %s like \"chosen\"", names[i], reader_kind(cols[i]),
+                      rec->pair_chat ? "a list of {role, content} turns" : "a string");
+            return ROW_BAD;
+        }
+    if (rec->pair_chat) {
+        if (!pair_turns(obj, "prompt", rec, why)) return ROW_BAD;
+        rec->n_prompt = rec->n;
+        if (!pair_turns(obj, "chosen", rec, why)) return ROW_BAD;
+        rec->n_chosen = rec->n - rec->n_prompt;
+        if (!pair_turns(obj, "rejected", rec, why) || !row_tools(obj, rec, why)) return ROW_BAD;
+        if (rec->n_chosen == 0 || rec->n == rec->n_prompt + rec->n_chosen) return ROW_EMPTY;
+        return ROW_OK;
+    }
+    char **texts[3] = {&rec->prompt, &rec->chosen, &rec->rejected};
+    for (int i = 0; i < 3; i++) {
+        const char *t;
+        if (!get_text(obj, names[i], names[i], true, &t, why)) return ROW_BAD;
+        *texts[i] = xstrdup(t);
+    }
+    return blank(rec->chosen) && blank(rec->rejected) ? ROW_EMPTY : ROW_OK;
+}
+
 /* ---- Alpaca, text ---- */
 
 static row_result format_alpaca(const json_t *obj, bool input_role, data_record *rec, strbuf *why)
@@ -202,6 +253,7 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
     case FMT_MESSAGES: return format_turns(&messages_style, obj, rec, why);
     case FMT_ALPACA: return format_alpaca(obj, alpaca_input_role, rec, why);
     case FMT_TEXT: return format_text(obj, text_field, rec, why);
+    case FMT_PREFERENCE: return format_pair(obj, rec, why);
     default: break;
     }
     sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column",
@@ -218,5 +270,6 @@ void record_free(data_record *rec)
     }
     free(rec->msgs);
     free(rec->text);
+    free(rec->prompt), free(rec->chosen), free(rec->rejected);
     *rec = (data_record){0};
 }

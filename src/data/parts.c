@@ -1,6 +1,6 @@
 /* parts.c — tokenizing split across the ranks of a job (dataset.h, dataset_work): each part
  * tokenizes every parts-th row of an entry and sends its rows' outcomes (row result, label result,
- * status, message, tokens) as bytes; part 0 puts them back in row order and counts them as if it had
+ * status, message, tokens, a preference pair's segments) as bytes; part 0 puts them back in row order and counts them as if it had
  * tokenized every row itself, so the result does not depend on the number of parts. */
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 
 /* A slot as sent: then why_len bytes of its message, then len ids and len labels. */
 typedef struct {
-    uint8_t row, label, truncated, has_why;
+    uint8_t row, label, truncated, has_why, has_segments;
     int32_t rc;
     uint32_t why_len;
     int32_t len;
@@ -23,12 +23,14 @@ static bool kept(row_result row, pt_status rc, label_result label)
 
 static void encode_slot(const data_slot *s, strbuf *out)
 {
-    slot_head h = {(uint8_t)s->row, (uint8_t)s->label, s->truncated, s->why != NULL, (int32_t)s->rc,
+    slot_head h = {(uint8_t)s->row, (uint8_t)s->label, s->truncated, s->why != NULL, s->ex.segments != NULL,
+                   (int32_t)s->rc,
                    s->why ? (uint32_t)strlen(s->why) : 0, kept(s->row, s->rc, s->label) ? s->ex.len : 0};
     sb_append(out, &h, sizeof h);
     if (h.why_len) sb_append(out, s->why, h.why_len);
     sb_append(out, s->ex.ids, sizeof(int32_t) * (size_t)h.len);
     sb_append(out, s->ex.labels, sizeof(int32_t) * (size_t)h.len);
+    if (h.has_segments) sb_append(out, s->ex.segments, sizeof(int32_t) * (size_t)h.len);
 }
 
 void parts_encode(const data_slot *slots, size_t n, int part, int parts, strbuf *out)
@@ -56,9 +58,10 @@ static bool decode_slot(byte_cursor *c, data_slot *s)
     }
     if (h.len == 0) return true;
     size_t bytes = sizeof(int32_t) * (size_t)h.len;
-    s->ex = (pt_example){malloc(bytes), malloc(bytes), NULL, h.len};
-    if (!s->ex.ids || !s->ex.labels) abort();
-    return cursor_take(c, s->ex.ids, bytes) && cursor_take(c, s->ex.labels, bytes);
+    s->ex = (pt_example){malloc(bytes), malloc(bytes), h.has_segments ? malloc(bytes) : NULL, h.len};
+    if (!s->ex.ids || !s->ex.labels || (h.has_segments && !s->ex.segments)) abort();
+    return cursor_take(c, s->ex.ids, bytes) && cursor_take(c, s->ex.labels, bytes) &&
+           (!h.has_segments || cursor_take(c, s->ex.segments, bytes));
 }
 
 static bool decode_part(byte_cursor *all, data_slot *slots, size_t n, int part, int parts)

@@ -2,7 +2,9 @@
  * cross-entropy, `chunk` rows of logits at a time, on the labelled rows only (gathered into one
  * block first); with a gradient, d loss / d logits goes back through the soft-cap and the lm_head
  * chunk by chunk and is scattered back to the rows (zero elsewhere), so the full [rows, vocab]
- * logits never exist. Evaluation and training share it. */
+ * logits never exist. Evaluation and training share it. The preference methods sum it per sequence
+ * and scale each sequence's gradient by its own factor (loss_by_sequence): d log p / d logits is the
+ * cross-entropy's gradient negated, so a per-sequence scale is all DPO's gradient needs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +50,20 @@ pt_status loss_take(pt_arena *arena, const fwd_ctx *c, const int32_t *targets, b
     return loss_take_rows(arena, c, h->labelled, chunk, grad, h);
 }
 
+pt_status loss_by_sequence(loss_bufs *h, const int32_t *row_seq, double *nll, const float *scale)
+{
+    free(h->seq);
+    h->seq = malloc(sizeof(int32_t) * (size_t)(h->labelled + 1));
+    TRY_ALLOC(h->seq);
+    for (int64_t i = 0, at = 0; i < h->n_runs; i++)
+        for (int64_t r = h->start[i]; r < h->start[i] + h->len[i]; r++) h->seq[at++] = row_seq[r];
+    h->seq_nll = nll, h->seq_scale = scale;
+    return PT_OK;
+}
+
 void loss_free(loss_bufs *h)
 {
-    free(h->start), free(h->len), free(h->targets);
+    free(h->start), free(h->len), free(h->targets), free(h->seq);
     memset(h, 0, sizeof *h);
 }
 
@@ -74,7 +87,21 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
     pt_tensor xv = tensor_rows(&t[H_XL], r0, rows), lv = tensor_rows(&t[H_LOGITS], 0, rows);
     TRY(backend_matmul(be, &lv, &xv, &c->m->output, 0.0f));
     /* the soft-cap (Gemma 2) inside the cross-entropy: its gradient is the logits' */
-    TRY(backend_cross_entropy(be, h->grad ? &lv : NULL, loss_sum, n_tokens, &lv, h->targets + r0, grad_scale, cap));
+    if (!h->seq) {
+        TRY(backend_cross_entropy(be, h->grad ? &lv : NULL, loss_sum, n_tokens, &lv, h->targets + r0, grad_scale, cap));
+    } else { /* each run of one sequence's rows with that sequence's sum and scale */
+        for (int64_t a = 0, b; a < rows; a = b) {
+            int32_t q = h->seq[r0 + a];
+            for (b = a + 1; b < rows && h->seq[r0 + b] == q; b++) {}
+            pt_tensor part = tensor_rows(&lv, a, b - a);
+            double nll = 0;
+            float scale = h->seq_scale ? h->seq_scale[q] : grad_scale;
+            TRY(backend_cross_entropy(be, h->grad ? &part : NULL, &nll, n_tokens, &part, h->targets + r0 + a, scale,
+                                      cap));
+            *loss_sum += nll;
+            if (h->seq_nll) h->seq_nll[q] += nll;
+        }
+    }
     if (!h->grad) return PT_OK;
     pt_tensor dv = tensor_rows(&t[H_DXL], r0, rows);
     return backend_matmul_bwd_input(be, &dv, &lv, &c->m->output, 0.0f);

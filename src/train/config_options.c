@@ -5,6 +5,8 @@
  * from their choices arrays); nothing is checked here. */
 #include "ptrain/config_options.h"
 
+#include "ptrain/method.h"
+
 dataset_options dataset_options_from_config(const pt_config *cfg)
 {
     return (dataset_options){.datasets = cfg->datasets, .n_datasets = cfg->n_datasets,
@@ -12,6 +14,9 @@ dataset_options dataset_options_from_config(const pt_config *cfg)
                              .chat_template_kwargs = &cfg->chat_template_kwargs,
                              .assistant_only_loss = cfg->assistant_only_loss,
                              .dataset_text_field = cfg->dataset_text_field, .packing = cfg->packing,
+                             .pairs = method_info_of(cfg->method)->pairs,
+                             .max_prompt_length = cfg->max_prompt_length,
+                             .max_completion_length = cfg->max_completion_length,
                              .val_split_ratio = cfg->val_split_ratio, .seed = cfg->seed};
 }
 

@@ -141,6 +141,7 @@ pt_status progress_log(progress *p, const progress_record *r)
         sb_printf(&rec, ", \"slowest_rank\": %d", r->slowest_rank);
         json_number(&rec, "comm_time_s", "%.4f", r->comm_s);
     }
+    for (int i = 0; i < r->n_extra; i++) json_number(&rec, r->extra_names[i], "%.6f", r->extra[i]);
     sb_printf(&rec, "}\n");
     pt_status st = metrics_append(p, &rec);
     sb_free(&rec);

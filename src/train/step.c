@@ -121,6 +121,29 @@ static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *
     return PT_OK;
 }
 
+/* The loss head: the token loss, or per sequence (o->row_seq) its two passes (step.h). */
+static pt_status loss_head(const fwd_ctx *c, const step_options *o, step_bufs *s, float grad_scale, double *loss_sum,
+                           int64_t *n_tokens)
+{
+    const pt_tensor *hid = forward_output(c, &s->f);
+    if (!o->row_seq) return forward_loss(c, &s->h, hid, &s->d, grad_scale, loss_sum, n_tokens);
+    if (!o->seq_grad || o->n_seq <= 0) return ERR(PT_ERR_INTERNAL, "step: sequences without seq_grad");
+    double *nll = calloc((size_t)o->n_seq, sizeof *nll);
+    float *scale = calloc((size_t)o->n_seq, sizeof *scale);
+    pt_status st = nll && scale ? loss_by_sequence(&s->h, o->row_seq, nll, scale) : ERR(PT_ERR_NOMEM, "step: no memory");
+    double first = 0;
+    int64_t none = 0;
+    s->h.grad = false;
+    if (st == PT_OK) st = forward_loss(c, &s->h, hid, NULL, 0.0f, &first, &none);
+    s->h.grad = true;
+    if (st == PT_OK) st = o->seq_grad(o->seq_grad_arg, nll, scale);
+    s->h.seq_nll = NULL;
+    if (st == PT_OK) st = forward_loss(c, &s->h, hid, &s->d, 0.0f, loss_sum, n_tokens);
+    free(nll);
+    free(scale);
+    return st;
+}
+
 static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fwd_ctx *c, pt_arena *arena,
                      float *host, float grad_scale, double *loss_sum, int64_t *n_tokens)
 {
@@ -131,7 +154,7 @@ static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fw
     if (st == PT_OK) st = forward_run(c, b->ids, &s.f, offloading(o) ? &hooks : NULL);
     size_t mark = arena_mark(arena);
     if (st == PT_OK) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
-    if (st == PT_OK) st = forward_loss(c, &s.h, forward_output(c, &s.f), &s.d, grad_scale, loss_sum, n_tokens);
+    if (st == PT_OK) st = loss_head(c, o, &s, grad_scale, loss_sum, n_tokens);
     loss_free(&s.h);
     arena_back_to(arena, mark);
     if (st == PT_OK) st = backward_phase_take(arena, c, o, &s);
@@ -178,8 +201,9 @@ size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t ro
     return a.high;
 }
 
-pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
-                    int64_t *n_tokens)
+/* The loss without a gradient: summed, or per sequence (row_seq, into nll). */
+static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
+                           double *nll, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
 {
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
@@ -193,9 +217,25 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
     pt_status st = forward_take(arena, &c, false, false, &f);
     if (st == PT_OK) st = forward_run(&c, b->ids, &f, NULL);
     if (st == PT_OK) st = loss_take(arena, &c, b->targets, false, 256, false, &h);
+    if (st == PT_OK && row_seq) st = loss_by_sequence(&h, row_seq, nll, NULL);
     if (st == PT_OK) st = forward_loss(&c, &h, forward_output(&c, &f), NULL, 0.0f, loss_sum, n_tokens);
     loss_free(&h);
     forward_bufs_free(&f);
     arena_close(&own);
     return st;
+}
+
+pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
+                    int64_t *n_tokens)
+{
+    return loss_only(m, ad, b, NULL, NULL, arena, loss_sum, n_tokens);
+}
+
+pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
+                            int n_seq, pt_arena *arena, double *nll)
+{
+    for (int i = 0; i < n_seq; i++) nll[i] = 0;
+    double sum = 0;
+    int64_t n = 0;
+    return loss_only(m, ad, b, row_seq, nll, arena, &sum, &n);
 }

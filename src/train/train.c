@@ -28,6 +28,7 @@
 #include "ptrain/export.h"
 #include "ptrain/gradsync.h"
 #include "ptrain/log.h"
+#include "ptrain/method.h"
 #include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/outdir.h"
@@ -70,6 +71,7 @@ typedef struct {
     double compute_s, comm_s; /* this rank's seconds computing and in communication */
     bool stop;                /* a rank received SIGUSR1, SIGTERM or SIGINT before the step ended */
     bool nonfinite;           /* the summed loss or the gradient norm is NaN or infinite: not applied */
+    double pref[PREF_COUNT];  /* a preference method's metrics, summed over the step's pairs and ranks */
     bool skipped;             /* ... and skipped (skip_nonfinite_steps): its warning stands for its log */
 } step_result;
 
@@ -106,19 +108,83 @@ static step_options step_options_of(trainer *t)
     return so;
 }
 
-/* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. */
-static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum)
+/* Preference methods: a micro-batch of P pairs is 2P sequences, segments 1..2P (pair i: chosen
+ * 2i+1, rejected 2i+2; dataset.h); the sequence of each row, and their count. */
+static int batch_sequences(const pt_batch *b, int32_t *row_seq)
+{
+    int n = 0;
+    for (int r = 0; r < b->rows * b->cols; r++) {
+        row_seq[r] = b->segments[r] - 1;
+        if (b->segments[r] > n) n = b->segments[r];
+    }
+    return n;
+}
+
+typedef struct {
+    const trainer *t;
+    const double *ref_nll;
+    double grad_scale;
+    int pairs;
+    double *sums;
+} pref_step;
+
+/* step_options.seq_grad of DPO: the pairs' loss and each sequence's gradient scale. */
+static pt_status dpo_seq_grad(void *arg, const double *nll, float *scale)
+{
+    pref_step *p = arg;
+    preference_dpo(nll, p->ref_nll, p->pairs, p->t->cfg->beta, p->grad_scale, scale, p->sums);
+    return PT_OK;
+}
+
+/* One micro-batch of a preference method: the reference's log-probs (the same base with the
+ * adapter off), then the policy's step; the pairs' loss is added to *loss_sum, the metrics to sums. */
+static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
+                                  double *sums)
+{
+    train_batch v = view_of(b);
+    int32_t *row_seq = malloc(sizeof *row_seq * (size_t)(b->rows * b->cols + 1));
+    TRY_ALLOC(row_seq);
+    int n_seq = batch_sequences(b, row_seq);
+    double *ref = calloc((size_t)n_seq + 1, sizeof *ref);
+    pt_status st = ref ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, ref)
+                       : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    double before = sums[PREF_LOSS], token_loss = 0;
+    int64_t n = 0;
+    pref_step p = {t, ref, scale, n_seq / 2, sums};
+    so.row_seq = row_seq, so.n_seq = n_seq, so.seq_grad = dpo_seq_grad, so.seq_grad_arg = &p;
+    if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
+    *loss_sum += sums[PREF_LOSS] - before;
+    free(ref);
+    free(row_seq);
+    return st;
+}
+
+/* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. scale: the
+ * gradient's factor, 1 / the step's target tokens (1 / its pairs for a preference method). */
+static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum,
+                                   double *pref_sums)
 {
     long accum = t->cfg->gradient_accumulation_steps;
+    bool pairs = method_info_of(t->cfg->method)->pairs;
     step_options so = step_options_of(t);
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         gradsync_begin_micro(&t->sync, i);
-        TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+        if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
     }
     return gradsync_finish(&t->sync);
+}
+
+/* What the loss of a step is a mean over: its target tokens, or a preference method's pairs. */
+static double batch_units(const trainer *t, const pt_batch *b)
+{
+    if (!method_info_of(t->cfg->method)->pairs) return (double)count_targets(b);
+    int n = 0;
+    for (int r = 0; r < b->rows * b->cols; r++) n = b->segments[r] > n ? b->segments[r] : n;
+    return (double)(n / 2);
 }
 
 /* For the divergence tests (tests/cli/test_diverge.sh, tests/mpi/test_diverge_mpi.sh):
@@ -146,11 +212,15 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     double counts[2] = {0, 0}, loss_sum = 0; /* target tokens, input tokens */
     for (long i = 0; i < accum && st == PT_OK; i++) {
         st = next_batch(t, &mb[i]);
-        if (st == PT_OK) counts[0] += (double)count_targets(&mb[i]), counts[1] += (double)mb[i].rows * mb[i].cols;
+        if (st == PT_OK) counts[0] += batch_units(t, &mb[i]), counts[1] += (double)mb[i].rows * mb[i].cols;
     }
     if (st == PT_OK) st = timed_sum(t, counts, 2, &comm);
     double tokens = counts[0];
-    if (st == PT_OK) st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum);
+    double pref[PREF_COUNT] = {0};
+    if (st == PT_OK)
+        st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum, pref);
+    if (st == PT_OK && method_info_of(t->cfg->method)->pairs) st = timed_sum(t, pref, PREF_COUNT, &comm);
+    for (int k = 0; k < PREF_COUNT; k++) r->pref[k] = pref[k];
     if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
@@ -176,7 +246,30 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     return st;
 }
 
-/* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. */
+/* A preference method's eval batch: its pairs' DPO losses (the reference's and the adapter's
+ * log-probs, no gradient) added to sums[0], the pairs to sums[1]. */
+static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
+{
+    train_batch v = view_of(b);
+    int32_t *row_seq = malloc(sizeof *row_seq * (size_t)(b->rows * b->cols + 1));
+    TRY_ALLOC(row_seq);
+    int n_seq = batch_sequences(b, row_seq);
+    double *nll = calloc(2 * (size_t)n_seq + 1, sizeof *nll);
+    float *scale = calloc((size_t)n_seq + 1, sizeof *scale);
+    pt_status st = nll && scale ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, nll + n_seq)
+                                : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, row_seq, n_seq, &t->arena, nll);
+    double pref[PREF_COUNT] = {0};
+    if (st == PT_OK) preference_dpo(nll, nll + n_seq, n_seq / 2, t->cfg->beta, 1.0, scale, pref);
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    free(scale);
+    free(nll);
+    free(row_seq);
+    return st;
+}
+
+/* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. The
+ * mean token loss, or for a preference method the mean over pairs of its loss. */
 static pt_status evaluate(trainer *t, double *eval_loss)
 {
     double sums[2] = {0, 0}; /* loss, target tokens */
@@ -189,7 +282,8 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         TRY(batch_collate(&t->eval, idx, k, &b));
         train_batch v = view_of(&b);
         int64_t n = 0;
-        pt_status st = step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
+        pt_status st = method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
+                                                             : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
@@ -206,8 +300,10 @@ static void plan_memory(trainer *t)
     const pt_config *c = t->cfg;
     step_options so = step_options_of(t);
     long eval_batch = c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256;
-    pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = c->max_seq_length,
-                        .eval_rows = t->eval.n ? eval_batch * c->max_seq_length : 0,
+    /* a preference pair is two sequences of up to max_seq_length each */
+    long seq = c->max_seq_length * (method_info_of(c->method)->pairs ? 2 : 1);
+    pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
+                        .eval_rows = t->eval.n ? eval_batch * seq : 0,
                         .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
@@ -369,7 +465,14 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
     progress_record rec = {step, t->total,
                            (double)t->epoch + (double)sampler_seen(&t->sampler, t->next_batch) / (double)t->train.n,
                            w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
-                           w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps};
+                           w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps,
+                           0, NULL, NULL};
+    double means[PREF_COUNT];
+    if (method_info_of(t->cfg->method)->pairs) { /* TRL's metrics: means over the window's pairs */
+        for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
+        rec.n_extra = PREF_PAIRS - PREF_REWARDS_CHOSEN;
+        rec.extra_names = preference_metric_names + PREF_REWARDS_CHOSEN, rec.extra = means + PREF_REWARDS_CHOSEN;
+    }
     *w = (log_window){.start = now};
     TRY(progress_log(&t->p, &rec));
     return trainer_watch_log(t, &rec);
@@ -478,6 +581,7 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         TRY(trainer_check_step(t, step + 1, r.nonfinite, r.loss_sum / fmax(r.tokens, 1), r.grad_norm, &r.skipped));
         if (!r.skipped) { /* a skipped step adds nothing to the logged loss nor to the checkpoint's */
             t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs;
+            for (int k = 0; k < PREF_COUNT; k++) t->w.pref[k] += r.pref[k];
             t->last_loss = r.loss_sum / fmax(r.tokens, 1);
         }
         t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;

@@ -3,6 +3,7 @@
 #ifndef PTRAIN_TRAINER_H
 #define PTRAIN_TRAINER_H
 
+#include "ptrain/preference.h"
 #include "ptrain/adapter.h"
 #include "ptrain/arena.h"
 #include "ptrain/checkpoint.h"
@@ -33,6 +34,7 @@ typedef struct {
 typedef struct {
     double loss, tokens, inputs, compute_s, comm_s, start; /* tokens: with a target; inputs: all */
     int64_t steps;
+    double pref[PREF_COUNT]; /* preference methods: the metrics' sums over pairs (preference.h) */
 } log_window;
 
 typedef struct {

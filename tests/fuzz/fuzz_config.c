@@ -1,4 +1,4 @@
-/* fuzz-sources: src/config/config.c src/config/config_keys.c src/config/config_check.c src/config/config_yaml.c src/config/config_dump.c src/config/config_report.c src/config/settings.c src/backend/device.c src/model/gguf_methods.c src/core/util.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/config/config.c src/config/config_keys.c src/config/config_check.c src/config/config_yaml.c src/config/config_dump.c src/config/config_report.c src/config/settings.c src/config/method.c src/backend/device.c src/model/gguf_methods.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_config.c — libFuzzer target for config.yaml, along the path `ptrain check config.yaml`
  * takes (src/cmd/main.c): the input is parsed with config_parse (libyaml, the key table, the type
  * conversions, the rules between keys; warnings to /dev/null), then, on success, checked for a

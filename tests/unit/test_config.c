@@ -23,6 +23,7 @@
 
 #include "ptrain/config.h"
 #include "ptrain/jsonfile.h"
+#include "ptrain/method.h"
 #include "ptrain/error.h"
 #include "ptrain/util.h"
 
@@ -192,6 +193,15 @@ static const key_row key_rows[] = {
     {"packing", "true", "true", NULL},
     {"dataset_text_field", "content", "content", NULL},
     {"per_device_eval_batch_size", "8", "8", NULL},
+    {"method", "SFT", "sft", NULL},
+    {"beta", "0.5", "0.5", NULL},
+    {"max_prompt_length", "128", "128", NULL},
+    {"max_completion_length", "256", "256", NULL},
+    {"num_generations", "4", "4", NULL},
+    {"desirable_weight", "1.33", "1.33", NULL},
+    {"undesirable_weight", "0.5", "0.5", NULL},
+    {"embedding_learning_rate", "5e-6", "5e-06", NULL},
+    {"reward_funcs", "[rewards:accuracy, rewards:fmt]", "rewards:accuracy, rewards:fmt", NULL},
     {"ddp_find_unused_parameters", "false", "false", NULL},
     {"save_strategy", "epoch", "epoch", NULL},
     {"save_steps", "50", "50", NULL},
@@ -245,6 +255,44 @@ static void test_every_key_value(void **state)
 }
 
 /* Adding a key to the table without a row above fails here. */
+/* method: sft by default; an unknown method lists the methods; one not built yet is refused
+ * naming those built (never trained as SFT); beta takes the method's default from its row */
+static void test_method(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("{}\n", &cfg);
+    assert_int_equal(cfg.method, METHOD_SFT);
+    config_free(&cfg);
+    expect_error("method: dpx\n", "config.yaml:1:9: method: expected one of sft, cpt, dpo, orpo, cpo, kto, reward, "
+                                  "grpo, found \"dpx\" (did you mean \"dpo\"?)");
+    char msg[512];
+    for (int m = 0; m < METHOD_COUNT; m++) {
+        const method_info *mi = method_info_of((pt_method)m);
+        assert_int_equal(mi->method, m);
+        assert_string_equal(mi->name, config_method_choices[m]);
+        if (mi->built) continue;
+        char yaml[64], built[128];
+        snprintf(yaml, sizeof yaml, "method: %s\n", mi->name);
+        method_built_names(built, sizeof built);
+        snprintf(msg, sizeof msg,
+                 "config.yaml:1:9: method: %s (TRL's %s) is not built in this ptrain yet; the methods it trains: %s. "
+                 "Use one of those, or remove the key (sft)",
+                 mi->name, mi->trainer, built);
+        expect_error(yaml, msg);
+    }
+    /* a pair's two sequences share a micro-batch: no packing */
+    expect_error("method: dpo\npacking: true\n", "config.yaml:2:10: packing: dpo trains on pairs, each its two sequences "
+                                                 "in one micro-batch; packing does not apply: remove it");
+    /* beta: the method's default unless given */
+    parse_ok("method: dpo\n", &cfg);
+    assert_true(cfg.beta == 0.1);
+    config_free(&cfg);
+    parse_ok("method: dpo\nbeta: 0.5\n", &cfg);
+    assert_true(cfg.beta == 0.5);
+    config_free(&cfg);
+}
+
 static void test_every_key_has_a_row(void **state)
 {
     (void)state;
@@ -318,6 +366,15 @@ static const default_row default_rows[] = {
     {"packing", "false"},
     {"dataset_text_field", "text"},
     {"per_device_eval_batch_size", "2"}, /* the train batch size */
+    {"method", "sft"},
+    {"beta", "(unset)"}, /* the method's default (SFT has none) */
+    {"max_prompt_length", "(unset)"},
+    {"max_completion_length", "(unset)"},
+    {"num_generations", "8"},
+    {"desirable_weight", "1"},
+    {"undesirable_weight", "1"},
+    {"embedding_learning_rate", "(unset)"},
+    {"reward_funcs", "(none)"},
     {"ddp_find_unused_parameters", "true"},
     {"save_strategy", "no"}, /* no save_steps given */
     {"save_steps", "100"},
@@ -2285,7 +2342,7 @@ int main(void)
         cmocka_unit_test(test_jsonfile_big_ints),
         cmocka_unit_test(test_jsonfile_limits),
         cmocka_unit_test(test_every_key_value),
-        cmocka_unit_test(test_every_key_has_a_row),
+        cmocka_unit_test(test_every_key_has_a_row), cmocka_unit_test(test_method),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_aliases),
         cmocka_unit_test(test_booleans),

@@ -1,0 +1,37 @@
+/* preference.h — the preference losses as TRL computes them, on per-sequence log-probabilities
+ * (step.h's row_seq: the loss head sums -log p over each sequence's completion tokens). A
+ * micro-batch holds P pairs as 2P sequences: pair i's chosen is sequence 2i, its rejected 2i+1.
+ *
+ * DPO (TRL's DPOTrainer, loss_type "sigmoid", reverse KL): with the reference log-probs of the
+ * same sequences (the base with the adapter off), z = beta ((logp_c - ref_c) - (logp_r - ref_r)),
+ * loss = -log sigmoid(z) per pair, the mean over the batch's pairs. Its metrics are TRL's:
+ * rewards/chosen = beta (logp_c - ref_c), rewards/rejected, rewards/accuracies (chosen reward >
+ * rejected reward), rewards/margins, logps/chosen, logps/rejected, each a mean over pairs. */
+#ifndef PTRAIN_PREFERENCE_H
+#define PTRAIN_PREFERENCE_H
+
+#include <stdbool.h>
+
+/* Sums over pairs (divide by pairs for TRL's means); added to by each micro-batch and summed over
+ * the ranks as doubles. */
+enum {
+    PREF_LOSS,
+    PREF_REWARDS_CHOSEN,
+    PREF_REWARDS_REJECTED,
+    PREF_REWARDS_ACCURACIES,
+    PREF_REWARDS_MARGINS,
+    PREF_LOGPS_CHOSEN,
+    PREF_LOGPS_REJECTED,
+    PREF_PAIRS,
+    PREF_COUNT
+};
+extern const char *const preference_metric_names[PREF_COUNT]; /* TRL's names; "loss" and "pairs" first/last */
+
+/* DPO's sigmoid loss of `pairs` pairs: nll and ref_nll the sequences' summed token losses (-log p) under
+ * the policy and the reference; sums[] added to; scale[2 pairs] = d (grad_scale * sum of the pairs'
+ * losses) / d nll, what the loss head scales each sequence's token-loss gradient by (grad_scale:
+ * 1 / the pairs of the whole optimizer step, for TRL's mean). */
+void preference_dpo(const double *nll, const double *ref_nll, int pairs, double beta, double grad_scale, float *scale,
+                    double *sums);
+
+#endif

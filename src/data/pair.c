@@ -1,0 +1,111 @@
+/* pair.c — a preference row (prompt, chosen, rejected) as TRL 1.16's DPOTrainer tokenizes it.
+ * Text rows: eos text appended to chosen and rejected unless they end with it, then prompt,
+ * prompt + chosen and prompt + rejected each encoded as the tokenizer encodes text (its bos
+ * included). Conversations: the prompt's turns rendered through the chat template with the
+ * generation prompt, and prompt + chosen, prompt + rejected rendered whole, each encoded as
+ * rendered text (apply_chat_template's tokenize). The completion starts where the encoded prompt
+ * and prompt + completion first differ (the shorter of the two common prefixes, as TRL). Then
+ * max_prompt_length keeps the prompt's last tokens (older TRL's DPOConfig), max_completion_length
+ * each completion's first, and max_seq_length (TRL's max_length, keep_start) cuts each sequence;
+ * a prompt that fills max_seq_length leaves nothing to learn (TRL drops such rows: no loss). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+
+/* The conversation m[0..n) rendered and encoded (special tokens parsed, nothing added). */
+static pt_status encode_chat(const label_ctx *c, const chat_message *m, int n, const json_t *tools, bool gen,
+                             int32_t **ids, size_t *len)
+{
+    strbuf text = {0};
+    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
+    pt_status rc = chat_tmpl_render(c->ct, &a, m, n, &text, NULL, NULL);
+    if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, ids, len);
+    sb_free(&text);
+    return rc;
+}
+
+/* prompt + completion as text, with eos appended to the completion unless it ends with it. */
+static pt_status encode_text_pair(const label_ctx *c, const char *prompt, const char *completion, int32_t **ids,
+                                  size_t *len)
+{
+    strbuf text = {0};
+    size_t ce = strlen(completion), ee = c->eos ? strlen(c->eos) : 0;
+    sb_printf(&text, "%s%s", prompt, completion);
+    if (ee && (ce < ee || strcmp(completion + ce - ee, c->eos) != 0)) sb_printf(&text, "%s", c->eos);
+    pt_status rc = tokenizer_encode_text(c->tok, sb_text(&text), text.len, ids, len);
+    sb_free(&text);
+    return rc;
+}
+
+static size_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* One sequence: the prompt's kept tokens p[0..np), then the completion full[from..from+nc), cut to
+ * max_len, into ids/labels/segments at *at. Whether it was cut; *labelled: completion tokens kept. */
+static bool put_sequence(const label_ctx *c, const int32_t *p, size_t np, const int32_t *comp, size_t nc,
+                         int32_t segment, pt_example *ex, size_t *labelled)
+{
+    size_t n = np + nc, cut = n > (size_t)c->max_len ? (size_t)c->max_len : n;
+    for (size_t t = 0; t < cut; t++) {
+        bool in_completion = t >= np;
+        int32_t id = in_completion ? comp[t - np] : p[t];
+        ex->ids[ex->len] = id;
+        ex->labels[ex->len] = in_completion ? id : PT_IGNORE_INDEX;
+        ex->segments[ex->len++] = segment;
+    }
+    *labelled = cut > np ? cut - np : 0;
+    return cut < n;
+}
+
+pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res)
+{
+    int32_t *pid = NULL, *cid = NULL, *rid = NULL;
+    size_t np = 0, nc = 0, nr = 0;
+    pt_status rc;
+    *ex = (pt_example){0};
+    *truncated = false;
+    *res = LABEL_NO_LOSS;
+    if (rec->pair_chat) {
+        int nrj = rec->n - rec->n_prompt - rec->n_chosen;
+        chat_message *m = malloc(sizeof *m * (size_t)(rec->n_prompt + (nrj > rec->n_chosen ? nrj : rec->n_chosen) + 1));
+        TRY_ALLOC(m);
+        memcpy(m, rec->msgs, sizeof *m * (size_t)rec->n_prompt);
+        rc = encode_chat(c, m, rec->n_prompt, rec->tools, true, &pid, &np);
+        memcpy(m + rec->n_prompt, rec->msgs + rec->n_prompt, sizeof *m * (size_t)rec->n_chosen);
+        if (rc == PT_OK) rc = encode_chat(c, m, rec->n_prompt + rec->n_chosen, rec->tools, false, &cid, &nc);
+        memcpy(m + rec->n_prompt, rec->msgs + rec->n_prompt + rec->n_chosen, sizeof *m * (size_t)nrj);
+        if (rc == PT_OK) rc = encode_chat(c, m, rec->n_prompt + nrj, rec->tools, false, &rid, &nr);
+        free(m);
+    } else {
+        rc = tokenizer_encode_text(c->tok, rec->prompt, strlen(rec->prompt), &pid, &np);
+        if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->chosen, &cid, &nc);
+        if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->rejected, &rid, &nr);
+    }
+    if (rc == PT_OK) {
+        size_t pl = common_prefix(pid, np, cid, nc), pr = common_prefix(pid, np, rid, nr);
+        size_t plen = pl < pr ? pl : pr, keep = plen;
+        if (c->max_prompt > 0 && keep > (size_t)c->max_prompt) keep = (size_t)c->max_prompt;
+        const int32_t *p = pid + (plen - keep); /* the prompt's end */
+        size_t lc = nc - plen, lr = nr - plen;
+        if (c->max_completion > 0 && lc > (size_t)c->max_completion) lc = (size_t)c->max_completion, *truncated = true;
+        if (c->max_completion > 0 && lr > (size_t)c->max_completion) lr = (size_t)c->max_completion, *truncated = true;
+        *truncated |= keep < plen;
+        if (keep < (size_t)c->max_len) { /* else TRL drops the row */
+            size_t cap = 2 * (keep + (lc > lr ? lc : lr)) + 1, got_c, got_r;
+            ex->ids = malloc(sizeof(int32_t) * cap), ex->labels = malloc(sizeof(int32_t) * cap);
+            ex->segments = malloc(sizeof(int32_t) * cap);
+            if (!ex->ids || !ex->labels || !ex->segments) abort();
+            *truncated |= put_sequence(c, p, keep, cid + plen, lc, 1, ex, &got_c);
+            *truncated |= put_sequence(c, p, keep, rid + plen, lr, 2, ex, &got_r);
+            if (got_c && got_r) *res = LABEL_OK;
+            else example_free(ex);
+        }
+    }
+    free(pid), free(cid), free(rid);
+    return rc;
+}

@@ -1,0 +1,417 @@
+/* test_dpo.c — DPO on the tiny Llama against TRL 1.16's DPOTrainer with PEFT
+ * (tests/reference/make_dpo_goldens.py): two preference pairs as one padding-free row of four
+ * sequences (pair i: chosen 2i, rejected 2i+1; the prompt's tokens unlabelled), the reference
+ * log-probs from the same model with the adapter off (step_sequence_nll with no adapter), the
+ * loss and gradient through the loss head's per-sequence sums and scales (step.h) and
+ * preference_dpo. Checked: the first loss is ln 2 exactly while B is zero, and it, TRL's metrics
+ * and the LoRA gradients match TRL's (B zero; A and B random); 20 AdamW steps' losses. And the
+ * preference rows (text and conversational) tokenized by the data pipeline as TRL's DPOTrainer
+ * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptrain/adapter.h"
+#include "ptrain/config.h"
+#include "ptrain/config_options.h"
+#include "ptrain/dataset.h"
+#include "ptrain/optimizer.h"
+#include "ptrain/preference.h"
+#include "ptrain/step.h"
+#include "train/trainer.h"
+
+#define MAX_ROWS 256
+
+typedef struct {
+    pt_backend *be;
+    pt_model m;
+    pt_lora l;
+    json_t *manifest;
+    int rows, pairs;
+    int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
+    double beta;
+    double ref_nll[16];
+    double sums[PREF_COUNT];
+} fixture;
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s ? s : "..";
+}
+
+static float *read_f32(const char *name, size_t *count)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/dpo/%s", srcdir(), name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = malloc((size_t)bytes);
+    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
+    fclose(f);
+    *count = (size_t)bytes / sizeof(float);
+    return v;
+}
+
+static int module_index(const char *name)
+{
+    for (int w = 0; w < W_COUNT; w++)
+        if (adapter_module_name(w) && !strcmp(adapter_module_name(w), name)) return w;
+    return -1;
+}
+
+typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
+
+static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
+{
+    size_t i, offset = 0;
+    json_t *t;
+    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
+        int layer = (int)json_integer_value(json_object_get(t, "layer"));
+        int w = module_index(json_string_value(json_object_get(t, "module")));
+        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
+        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
+        lora_pair *s = lora_at(&fx->l, layer, w);
+        assert_non_null(p);
+        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
+        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
+    }
+}
+
+static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)g;
+    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+}
+
+static void load_adapter(fixture *fx, const char *file)
+{
+    size_t n;
+    float *v = read_f32(file, &n);
+    for_each_tensor(fx, set_values, v);
+    free(v);
+}
+
+/* one sequence: the prompt, then the completion, whose tokens are the targets */
+static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *completion)
+{
+    int np = (int)json_array_size(prompt), nc = (int)json_array_size(completion), at = fx->rows;
+    assert_true(at + np + nc <= MAX_ROWS);
+    for (int t = 0; t < np + nc; t++) {
+        json_t *id = t < np ? json_array_get(prompt, (size_t)t) : json_array_get(completion, (size_t)(t - np));
+        fx->ids[at + t] = (int32_t)json_integer_value(id);
+        fx->pos[at + t] = t;
+        fx->segments[at + t] = seq + 1;
+        fx->row_seq[at + t] = seq;
+        /* row t predicts token t+1: counted when that token is the completion's */
+        fx->targets[at + t] = t + 1 < np + nc && t + 1 >= np
+                                  ? (int32_t)json_integer_value(json_array_get(completion, (size_t)(t + 1 - np)))
+                                  : PT_IGNORE_INDEX;
+    }
+    fx->rows += np + nc;
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/dpo/manifest.json", srcdir());
+    json_error_t jerr;
+    fx->manifest = json_load_file(path, 0, &jerr);
+    if (!fx->manifest) return -1;
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    gguf_file f;
+    pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
+    pt_load_options lo = {.load_in_4bit = false};
+    if (gguf_open(path, &f) || backend_open(&bo, &fx->be) || model_from_gguf(&f, fx->be, &lo, &fx->m)) return -1;
+    gguf_close(&f);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    if (lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1)) return -1;
+    fx->beta = json_real_value(json_object_get(fx->manifest, "beta"));
+    size_t i;
+    json_t *pair;
+    json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
+        json_t *prompt = json_object_get(pair, "prompt_ids");
+        append_sequence(fx, 2 * (int)i, prompt, json_object_get(pair, "chosen_ids"));
+        append_sequence(fx, 2 * (int)i + 1, prompt, json_object_get(pair, "rejected_ids"));
+        fx->pairs++;
+    }
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    lora_free(&fx->l);
+    model_free(&fx->m);
+    backend_close(fx->be);
+    json_decref(fx->manifest);
+    free(fx);
+    return 0;
+}
+
+static train_batch batch_of(fixture *fx)
+{
+    train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
+    return b;
+}
+
+static pt_status dpo_grad(void *arg, const double *nll, float *scale)
+{
+    fixture *fx = arg;
+    preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+    return PT_OK;
+}
+
+/* one DPO step on the batch: the reference pass (the adapter off), then the policy's step; the loss */
+static double dpo_step(fixture *fx)
+{
+    train_batch b = batch_of(fx);
+    assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
+    memset(fx->sums, 0, sizeof fx->sums);
+    step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
+                      .seq_grad_arg = fx};
+    double tokens = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 0.0f, &tokens, &n), PT_OK);
+    assert_int_equal((int)fx->sums[PREF_PAIRS], fx->pairs);
+    return fx->sums[PREF_LOSS] / fx->pairs;
+}
+
+typedef struct {
+    const float *ref;
+    double worst;
+} compare_arg;
+
+/* max |got - ref| over the tensor / max |ref| over the tensor (a zero reference must be met exactly) */
+static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)t;
+    compare_arg *c = arg;
+    float *got = malloc(g->nbytes);
+    assert_int_equal(backend_download(fx->be, g, got, g->nbytes), PT_OK);
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < tensor_numel(g); i++) {
+        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
+        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
+    }
+    c->worst = fmax(c->worst, diff / scale);
+    free(got);
+}
+
+static double compare_case(fixture *fx, const char *which, double *loss)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_init.f32", which);
+    load_adapter(fx, name);
+    *loss = dpo_step(fx);
+    snprintf(name, sizeof name, "%s_grads.f32", which);
+    size_t n;
+    float *grads = read_f32(name, &n);
+    compare_arg c = {grads, 0};
+    for_each_tensor(fx, compare_grad, &c);
+    free(grads);
+    json_t *golden = json_object_get(fx->manifest, which);
+    double want = json_real_value(json_object_get(golden, "first_loss"));
+    print_message("%s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, *loss, want,
+                  c.worst);
+    assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
+    json_t *metrics = json_object_get(golden, "metrics");
+    for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) {
+        double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
+        double mine = fx->sums[k] / fx->pairs;
+        if (fabs(mine - trl) > 1e-4 * fmax(1.0, fabs(trl)))
+            fail_msg("%s: %s is %.9g, TRL's %.9g", which, preference_metric_names[k], mine, trl);
+    }
+    return c.worst;
+}
+
+/* B zero: the policy is the reference, so every pair's z is 0 and the loss is ln 2 exactly */
+static void test_zero_adapter_ln2(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    double worst = compare_case(fx, "zero", &loss);
+    if (loss != log(2.0)) fail_msg("first loss %.17g, ln 2 %.17g", loss, log(2.0));
+    assert_true(worst <= 1e-4);
+}
+
+static void test_random_adapter_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    double worst = compare_case(fx, "random", &loss);
+    assert_true(fabs(loss - log(2.0)) > 1e-3); /* the adapter moves the policy off the reference */
+    assert_true(worst <= 1e-4);
+}
+
+static void test_20_adamw_steps_match_trl(void **state)
+{
+    fixture *fx = *state;
+    load_adapter(fx, "zero_init.f32");
+    json_t *losses = json_object_get(json_object_get(fx->manifest, "zero"), "losses");
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    double worst = 0;
+    for (int s = 0; s < 20; s++) {
+        double loss = dpo_step(fx), norm;
+        assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        assert_int_equal(optimizer_step(&fx->l, &o, norm, 5e-3, s + 1), PT_OK);
+        double want = json_real_value(json_array_get(losses, (size_t)s));
+        worst = fmax(worst, fabs(loss - want));
+    }
+    print_message("20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", worst,
+                  json_real_value(json_array_get(losses, 0)), json_real_value(json_array_get(losses, 19)));
+    assert_true(worst <= 1e-3);
+}
+
+/* the DPO arithmetic alone: the gradient scales against central differences of the loss */
+static void test_dpo_scales(void **state)
+{
+    (void)state;
+    double nll[4] = {3.0, 5.5, 7.25, 2.0}, ref[4] = {3.5, 5.0, 6.0, 2.5};
+    float scale[4];
+    double sums[PREF_COUNT] = {0};
+    preference_dpo(nll, ref, 2, 0.5, 1.0, scale, sums);
+    for (int s = 0; s < 4; s++) {
+        double up[4], down[4], a[PREF_COUNT] = {0}, b[PREF_COUNT] = {0};
+        float ignored[4];
+        memcpy(up, nll, sizeof up);
+        memcpy(down, nll, sizeof down);
+        up[s] += 1e-6, down[s] -= 1e-6;
+        preference_dpo(up, ref, 2, 0.5, 1.0, ignored, a);
+        preference_dpo(down, ref, 2, 0.5, 1.0, ignored, b);
+        double fd = (a[PREF_LOSS] - b[PREF_LOSS]) / 2e-6;
+        assert_true(fabs(fd - scale[s]) < 1e-6);
+    }
+    /* -log sigmoid stays finite far out */
+    double far[4] = {1e4, 0, 0, 1e4}, zero[4] = {0};
+    double big[PREF_COUNT] = {0};
+    preference_dpo(far, zero, 2, 1.0, 1.0, scale, big);
+    assert_true(isfinite(big[PREF_LOSS]) && fabs(big[PREF_LOSS] - 1e4) < 1e-6);
+}
+
+/* Segment seg of ex against TRL's prompt + completion: the ids, and labels on the completion only. */
+static void expect_sequence(const pt_example *ex, int32_t seg, json_t *prompt, json_t *completion, long keep_prompt,
+                            long keep_completion, const char *what)
+{
+    size_t np = json_array_size(prompt), nc = json_array_size(completion);
+    size_t from = keep_prompt > 0 && np > (size_t)keep_prompt ? np - (size_t)keep_prompt : 0;
+    size_t upto = keep_completion > 0 && nc > (size_t)keep_completion ? (size_t)keep_completion : nc;
+    size_t k = 0;
+    for (int32_t t = 0; t < ex->len; t++) {
+        if (ex->segments[t] != seg) continue;
+        bool in_prompt = from + k < np;
+        json_t *want = in_prompt ? json_array_get(prompt, from + k) : json_array_get(completion, from + k - np);
+        if (k >= np - from + upto || ex->ids[t] != (int32_t)json_integer_value(want))
+            fail_msg("%s: token %zu of segment %d is %d, TRL's %lld", what, k, seg, ex->ids[t],
+                     (long long)json_integer_value(want));
+        int32_t label = in_prompt ? PT_IGNORE_INDEX : ex->ids[t];
+        if (ex->labels[t] != label) fail_msg("%s: token %zu of segment %d labelled %d, expected %d", what, k, seg,
+                                             ex->labels[t], label);
+        k++;
+    }
+    if (k != np - from + upto) fail_msg("%s: segment %d has %zu tokens, TRL's %zu", what, seg, k, np - from + upto);
+}
+
+static pt_dataset load_pairs(const pt_tokenizer *tok, const char *extra)
+{
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml, "method: dpo\nmax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
+             extra, srcdir());
+    pt_config cfg;
+    pt_dataset ds;
+    assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+    dataset_options o = dataset_options_from_config(&cfg);
+    pt_status st = dataset_load(&o, tok, NULL, &ds);
+    if (st) fail_msg("%s", err_message());
+    config_free(&cfg);
+    return ds;
+}
+
+static void test_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/dpo/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name;
+    json_t *rows;
+    json_object_foreach(golden, name, rows) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        static const struct {
+            const char *yaml;
+            long prompt, completion;
+        } cuts[] = {{"", 0, 0}, {"max_prompt_length: 4\nmax_completion_length: 2\n", 4, 2}};
+        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
+            pt_dataset ds = load_pairs(tok, cuts[c].yaml);
+            assert_true(ds.packed);
+            assert_int_equal(ds.n, json_array_size(rows));
+            for (size_t i = 0; i < ds.n; i++) {
+                json_t *r = json_array_get(rows, i);
+                char what[128];
+                snprintf(what, sizeof what, "%s row %zu%s", name, i, cuts[c].prompt ? " (cut)" : "");
+                json_t *p = json_object_get(r, "prompt_ids");
+                expect_sequence(&ds.ex[i], 1, p, json_object_get(r, "chosen_ids"), cuts[c].prompt, cuts[c].completion,
+                                what);
+                expect_sequence(&ds.ex[i], 2, p, json_object_get(r, "rejected_ids"), cuts[c].prompt,
+                                cuts[c].completion, what);
+            }
+            dataset_free(&ds);
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
+/* an SFT run given preference rows, and DPO given chat rows, say what to set */
+static void test_rows_match_the_method(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok;
+    char path[1024], yaml[1024];
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+    for (int dpo = 0; dpo < 2; dpo++) {
+        snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s/tests/data/%s\"\n", dpo ? "dpo" : "sft",
+                 srcdir(), dpo ? "datasets/messages.jsonl" : "dpo/pairs.jsonl");
+        pt_config cfg;
+        pt_dataset ds;
+        assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+        dataset_options o = dataset_options_from_config(&cfg);
+        assert_int_equal(dataset_load(&o, tok, NULL, &ds), PT_ERR_USER);
+        assert_non_null(strstr(err_message(), dpo ? "set method: sft" : "set method: dpo"));
+        config_free(&cfg);
+    }
+    tokenizer_free(tok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dpo_scales),
+        cmocka_unit_test(test_tokenized_as_trl),
+        cmocka_unit_test(test_rows_match_the_method),
+        cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
