@@ -25,6 +25,7 @@
 #include "ptrain/jsonfile.h"
 #include "ptrain/error.h"
 #include "ptrain/util.h"
+#include "config/config_internal.h"
 
 #define NAME "config.yaml"
 
@@ -425,6 +426,16 @@ static void test_aliases(void **state)
     assert_true(config_is_set(&cfg, "assistant_only_loss"));
     assert_string_equal(cfg.datasets[0].split_type, "test");
     config_free(&cfg);
+
+    /* hf_private is hub_private (the seed system's name); both at once is one key given twice */
+    parse_ok("hf_private: false\n", &cfg);
+    assert_false(cfg.hub_private);
+    assert_true(config_is_set(&cfg, "hub_private"));
+    expect_text(&cfg, "hf_private", "false");
+    config_free(&cfg);
+    expect_error("hub_private: true\nhf_private: false\n",
+                 "config.yaml:2:1: hf_private: given twice (first at line 1 as \"hub_private\"; hf_private is an "
+                 "alias of hub_private)");
 
     /* hf_token is hub_token: warned about, never stored */
     char *warnings;
@@ -1658,6 +1669,86 @@ static void test_peer_template_keys(void **state)
     config_free(&cfg);
 }
 
+/* The keys ptrain reads but has no field for (the seed system's and its libraries', issue 46): each
+ * is in no other table, has a note, and refuses exactly what it does not accept, with the fix. */
+static void test_foreign_keys_table(void **state)
+{
+    (void)state;
+    assert_true(config_nforeign >= 30);
+    for (int i = 0; i < config_nforeign; i++) {
+        const foreign_key *fk = &config_foreign_keys[i];
+        if (key_index(config_keys, config_nkeys, fk->name) >= 0) fail_msg("%s is in both tables", fk->name);
+        assert_ptr_equal(foreign_key_find(fk->name), fk);
+        if (!fk->note || !*fk->note) fail_msg("%s has no note", fk->name);
+        if (!fk->accept != !fk->refusal) fail_msg("%s: a refusal without accept, or the other way", fk->name);
+        if (fk->refusal && !strstr(fk->refusal, "remove")) fail_msg("%s: the refusal says no fix", fk->name);
+    }
+    assert_null(foreign_key_find("learning_rate"));
+}
+
+/* Each kind of accepted value (a boolean in any spelling, {}, [], a word) and what is refused; null
+ * is always a note. */
+static void test_foreign_keys_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml, *note; /* note: NULL when refused */
+    } cases[] = {
+        {"trust_remote_code: false\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: \"no\"\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: null\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: true\n", NULL},
+        {"use_dora: off\n", "use_dora: plain LoRA"},
+        {"use_dora: true\n", NULL},
+        {"init_lora_weights: true\n", "init_lora_weights: PEFT's default initialization"},
+        {"init_lora_weights: gaussian\n", NULL},
+        {"rank_pattern: {}\n", "rank_pattern: every adapter has rank lora_r"},
+        {"rank_pattern: {q_proj: 8}\n", NULL},
+        {"modules_to_save: []\n", "modules_to_save: only the LoRA adapters are trained"},
+        {"modules_to_save: [lm_head]\n", NULL},
+        {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
+        {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
+        {"save_method: merged_4bit\n", NULL},
+        {"save_method: [merged_16bit]\n", NULL},
+        {"layers_to_transform: [0, 1]\n", NULL},
+        {"layers_to_transform: []\n", NULL},
+        {"bf16: true\n", "bf16: the GPU computes in bfloat16"},
+        {"bf16: false\n", NULL},
+        {"gpu_memory_utilization: 0.6\n", "gpu_memory_utilization: vLLM's share of GPU memory"},
+        {"tags: [a, b]\n", "tags: the model card ptrain pushes has its own tags"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pt_config cfg;
+        char *warnings;
+        pt_status st = parse_warn(cases[i].yaml, &cfg, &warnings);
+        if (cases[i].note) {
+            char want[256];
+            snprintf(want, sizeof want, "ptrain: note: config.yaml:1:1: %s", cases[i].note);
+            if (st != PT_OK || strncmp(warnings, want, strlen(want)) != 0 || strchr(warnings, '\n')[1])
+                fail_msg("%s: expected the note \"%s...\", got status %d, \"%s\" (%s)", cases[i].yaml, want, st,
+                         warnings, st == PT_OK ? "" : err_message());
+            config_free(&cfg);
+        } else {
+            const char *name = cases[i].yaml;
+            size_t len = strcspn(name, ":");
+            const foreign_key *fk;
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)len, name);
+            assert_non_null(fk = foreign_key_find(key));
+            char want[1024];
+            snprintf(want, sizeof want, "config.yaml:1:%d: %s: %s", (int)len + 3, key, fk->refusal);
+            if (st != PT_ERR_USER || strcmp(err_message(), want) != 0)
+                fail_msg("%s: expected the error \"%s\", got status %d, \"%s\"", cases[i].yaml, want, st,
+                         st == PT_OK ? "" : err_message());
+        }
+        free(warnings);
+    }
+    /* the refusal says the reason and the fix */
+    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: DoRA (PEFT's use_dora: a trained magnitude per "
+                                     "output row) is not implemented in ptrain; remove the key or set it to false "
+                                     "to train plain LoRA");
+}
+
 static void test_unknown_keys(void **state)
 {
     (void)state;
@@ -2329,6 +2420,8 @@ int main(void)
         cmocka_unit_test(test_validate_launch),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
+        cmocka_unit_test(test_foreign_keys_table),
+        cmocka_unit_test(test_foreign_keys_values),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),
