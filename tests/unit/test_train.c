@@ -203,6 +203,32 @@ static void test_gradients_match_peft(void **state)
     assert_true(c.worst <= 1e-4);
 }
 
+/* use_rslora (issue 46): lora_alpha 5, the adapter scaled by alpha/sqrt(r) = 2.5 instead of alpha/r = 1.25,
+ * from the same A and B: PEFT's loss and gradients with use_rslora=True (grads_rslora.f32). */
+static void test_rslora_gradients_match_peft(void **state)
+{
+    fixture *fx = *state;
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    pt_lora plain = fx->l;
+    assert_int_equal(lora_create(&fx->l, &fx->m, 4, 5.0f, true, all, 1), PT_OK);
+    for_each_tensor(fx, set_values, fx->init);
+    double loss = run_step(fx, false);
+    double want = json_real_value(json_object_get(fx->manifest, "rslora_first_loss"));
+    size_t n;
+    float *grads = read_f32("grads_rslora.f32", &n);
+    assert_int_equal(n, fx->n_floats);
+    compare_arg c = {grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    print_message("rsLoRA: loss %.9f (PEFT %.9f, plain LoRA's %.9f); gradients vs PEFT: max relative error %.3g\n",
+                  loss, want, json_real_value(json_object_get(fx->manifest, "first_loss")), c.worst);
+    free(grads);
+    lora_free(&fx->l);
+    fx->l = plain;
+    assert_true(fabs(loss - want) / want <= 1e-5);
+    assert_true(c.worst <= 1e-4);
+}
+
 static void test_checkpointing_same_gradients(void **state)
 {
     fixture *fx = *state;
@@ -503,7 +529,8 @@ static void test_nonfinite_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
+        cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_rslora_gradients_match_peft),
+        cmocka_unit_test(test_checkpointing_same_gradients),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
