@@ -100,6 +100,9 @@ const key_spec config_keys[] = {
     {"optim", NULL, K_ENUM, OFF(optim), "adamw_8bit", config_optim_choices, 0, 0, 0, "optimizer"},
     {"lr_scheduler_type", NULL, K_ENUM, OFF(lr_scheduler_type), "linear", config_sched_choices, 0, 0, 0,
      "learning-rate schedule"},
+    {"lr_scheduler_kwargs", NULL, K_STRMAP, OFF(lr_scheduler_kwargs), NULL, NULL, 0, 0, 0,
+     "arguments of the schedule, as transformers names them: num_cycles (cosine, cosine_with_restarts, "
+     "cosine_with_min_lr), lr_end and power (polynomial), min_lr or min_lr_rate (cosine_with_min_lr)"},
     {"weight_decay", NULL, K_FLOAT, OFF(weight_decay), "0.01", NULL, 0, BIG, 0, "AdamW weight decay"},
     {"max_grad_norm", NULL, K_FLOAT, OFF(max_grad_norm), "1.0", NULL, 0, BIG, 0,
      "gradient clipping norm (0: off)"},
@@ -253,9 +256,6 @@ const foreign_key config_foreign_keys[] = {
     {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
      "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
      "shuffled order of seed; remove the key or set it to false"},
-    {"lr_scheduler_kwargs", "{}", "the schedules take no arguments",
-     "scheduler arguments (lr_scheduler_kwargs) are not implemented in ptrain: lr_scheduler_type's "
-     "schedules run as transformers' with their default arguments; remove the key or set it to {}"},
     {"data_seed", "", "seed orders the data, as transformers' data_seed defaults to seed",
      "a data-order seed apart from seed is not implemented in ptrain: seed orders the data (and dropout, "
      "and the LoRA initialization is random_state's); remove data_seed and set seed"},

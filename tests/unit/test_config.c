@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -178,6 +179,7 @@ static const key_row key_rows[] = {
     {"max_steps", "500", "500", NULL},
     {"optim", "adamw_torch", "adamw_torch", NULL},
     {"lr_scheduler_type", "cosine", "cosine", NULL},
+    {"lr_scheduler_kwargs", "{num_cycles: 1.5}", "num_cycles: 1.5", "lr_scheduler_type: cosine\n"},
     {"weight_decay", "0", "0", NULL},
     {"max_grad_norm", "0.3", "0.3", NULL},
     {"skip_nonfinite_steps", "true", "true", NULL},
@@ -304,6 +306,7 @@ static const default_row default_rows[] = {
     {"max_steps", "(unset)"},
     {"optim", "adamw_8bit"},
     {"lr_scheduler_type", "linear"},
+    {"lr_scheduler_kwargs", "(none)"},
     {"weight_decay", "0.01"},
     {"max_grad_norm", "1"},
     {"skip_nonfinite_steps", "false"},
@@ -1070,9 +1073,9 @@ static void test_error_types(void **state)
          "config.yaml:1:8: optim: expected one of adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, "
          "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"adamw_8bt\" (did you "
          "mean \"adamw_8bit\"?)"},
-        {"lr_scheduler_type: polynomial\n",
+        {"lr_scheduler_type: inverse_sqrt\n",
          "config.yaml:1:20: lr_scheduler_type: expected one of linear, cosine, constant, "
-         "constant_with_warmup, found \"polynomial\""},
+         "constant_with_warmup, cosine_with_restarts, polynomial, cosine_with_min_lr, found \"inverse_sqrt\""},
         {"dtype: [bfloat16]\n",
          "config.yaml:1:8: dtype: expected one of auto, float16, bfloat16, float32, found a list"},
         {"save_strategy: step\n",
@@ -1749,6 +1752,50 @@ static void test_foreign_keys_values(void **state)
                                      "to train plain LoRA");
 }
 
+/* lr_scheduler_kwargs (issue 46): the arguments each schedule takes, as numbers, into sched_args
+ * (transformers' defaults for the others); anything else one error naming what the schedule takes.
+ * The rates they give: test_train's test_schedule_matches_transformers. */
+static void test_rule_scheduler_kwargs(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("lr_scheduler_type: cosine\n", &cfg);
+    assert_true(cfg.sched_args.num_cycles == 0.5);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_type: cosine_with_restarts\n", &cfg);
+    assert_true(cfg.sched_args.num_cycles == 1.0);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_type: polynomial\nlr_scheduler_kwargs: {power: 2, lr_end: 1e-6}\n", &cfg);
+    assert_true(cfg.sched_args.power == 2.0 && cfg.sched_args.lr_end == 1e-6);
+    config_free(&cfg);
+    parse_ok("learning_rate: 1e-4\nlr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr: 1e-5}\n",
+             &cfg);
+    assert_true(fabs(cfg.sched_args.min_lr_rate - 0.1) < 1e-15);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_kwargs: {}\n", &cfg);
+    config_free(&cfg);
+    expect_error("lr_scheduler_kwargs: {num_cycles: 2}\n",
+                 "config.yaml:1:22: lr_scheduler_kwargs: the linear schedule takes no arguments (num_cycles given); "
+                 "remove lr_scheduler_kwargs, or use a schedule that takes it (cosine: num_cycles; polynomial: "
+                 "lr_end, power; cosine_with_min_lr: min_lr_rate)");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {power: 2}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: power is not an argument of the cosine schedule, which "
+                 "takes num_cycles");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {num_cycle: 2}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: num_cycle is not an argument of the cosine schedule, which "
+                 "takes num_cycles");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {num_cycles: many}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: num_cycles: expected a number, found \"many\"");
+    expect_error("lr_scheduler_type: polynomial\nlr_scheduler_kwargs: {lr_end: 1}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: lr_end: expected a number from 0 to below learning_rate "
+                 "(0.0002), found 1");
+    expect_error("lr_scheduler_type: cosine_with_min_lr\n",
+                 "config.yaml:1:20: lr_scheduler_type: cosine_with_min_lr needs the final learning rate: set "
+                 "lr_scheduler_kwargs to {min_lr_rate: 0.1} (a tenth of learning_rate) or {min_lr: 1e-5}");
+    expect_error("lr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr: 1e-5, min_lr_rate: 0.1}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: min_lr and min_lr_rate say the same; give one of them");
+}
+
 static void test_unknown_keys(void **state)
 {
     (void)state;
@@ -2422,6 +2469,7 @@ int main(void)
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_foreign_keys_table),
         cmocka_unit_test(test_foreign_keys_values),
+        cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),
