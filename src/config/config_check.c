@@ -116,8 +116,8 @@ static void check_schedule(pt_config *cfg, config_report *errors)
         const char *at = list ? strstr(list, name) : NULL;
         if (!n || !at || (at[n] && at[n] != ',') || (at != list && at[-1] != ' ')) {
             if (list)
-                rule_error(cfg, errors, "lr_scheduler_kwargs", "%s is not an argument of the %s schedule, which takes %s",
-                           shown_text(name).s, type, list);
+                rule_error(cfg, errors, "lr_scheduler_kwargs",
+                           "%s is not an argument of the %s schedule, which takes %s", shown_text(name).s, type, list);
             else
                 rule_error(cfg, errors, "lr_scheduler_kwargs", "the %s schedule takes no arguments (%s given); remove "
                            "lr_scheduler_kwargs, or use a schedule that takes it (cosine: num_cycles; polynomial: "
@@ -138,10 +138,12 @@ static void check_schedule(pt_config *cfg, config_report *errors)
         } else if (!strcmp(name, "lr_end")) {
             if (v < 0 || v >= cfg->learning_rate)
                 rule_error(cfg, errors, "lr_scheduler_kwargs",
-                           "lr_end: expected a number from 0 to below learning_rate (%g), found %g", cfg->learning_rate, v);
+                           "lr_end: expected a number from 0 to below learning_rate (%g), found %g",
+                           cfg->learning_rate, v);
             a->lr_end = v;
         } else if (!strcmp(name, "power")) {
-            if (v <= 0) rule_error(cfg, errors, "lr_scheduler_kwargs", "power: expected a positive number, found %g", v);
+            if (v <= 0)
+                rule_error(cfg, errors, "lr_scheduler_kwargs", "power: expected a positive number, found %g", v);
             a->power = v;
         } else { /* min_lr, min_lr_rate: the final learning rate, absolute or over the peak */
             bool rate = !strcmp(name, "min_lr_rate");

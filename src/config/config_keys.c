@@ -268,7 +268,8 @@ const foreign_key config_foreign_keys[] = {
     {"bf16", "true", "the GPU computes in bfloat16 (as with bf16: true), the CPU in float32",
      "ptrain's GPU computes in bfloat16 always (float32 or float16 on the GPU is not implemented; the CPU "
      "computes in float32); remove the key or set it to true"},
-    {"save_safetensors", "true", "adapters and merged models are written as safetensors, as with save_safetensors: true",
+    {"save_safetensors", "true",
+     "adapters and merged models are written as safetensors, as with save_safetensors: true",
      "ptrain writes adapters and merged models only as safetensors (what PEFT and transformers load by "
      "default); remove the key or set it to true"},
     {"training_arguments", "{}", "no TrainingArguments given apart",
