@@ -62,6 +62,8 @@ typedef struct {
     long max_steps; /* -1: run num_train_epochs */
     pt_optim optim;
     pt_lr_scheduler lr_scheduler_type;
+    pt_strmap lr_scheduler_kwargs;
+    pt_sched_args sched_args; /* lr_scheduler_kwargs resolved for lr_scheduler_type (config_check.c) */
     double weight_decay;
     double max_grad_norm;
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */

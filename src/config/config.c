@@ -332,7 +332,7 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
         int i = key_index(table, n, name);
         const foreign_key *fk = prefix ? NULL : foreign_key_find(name);
         if (i < 0 && fk) {
-            if (fk->refusal && !scalar_is_null(v)) walk_error(w, v, key, "%s", fk->refusal);
+            if (!scalar_is_null(v) && !foreign_key_accepts(fk, v)) walk_error(w, v, key, "%s", fk->refusal);
             else walk_warn(w, "note", k, "%s: %s", key, fk->note);
             continue;
         }

@@ -114,6 +114,75 @@ static void check_training(pt_config *cfg, config_report *errors)
                    cfg->resume_from_checkpoint.path ? shown_text(cfg->resume_from_checkpoint.path).s : "true");
 }
 
+/* lr_scheduler_kwargs: the arguments lr_scheduler_type's schedule takes in transformers, as numbers,
+ * into cfg->sched_args (the others at transformers' defaults); any other is an error naming those. */
+static void check_schedule(pt_config *cfg, config_report *errors)
+{
+    static const char *const takes[SCHED_COUNT] = {
+        [SCHED_COSINE] = "num_cycles",
+        [SCHED_COSINE_WITH_RESTARTS] = "num_cycles",
+        [SCHED_POLYNOMIAL] = "lr_end, power",
+        [SCHED_COSINE_WITH_MIN_LR] = "num_cycles, min_lr, min_lr_rate",
+    };
+    const char *type = config_sched_choices[cfg->lr_scheduler_type];
+    pt_sched_args *a = &cfg->sched_args;
+    *a = (pt_sched_args){.num_cycles = cfg->lr_scheduler_type == SCHED_COSINE_WITH_RESTARTS ? 1.0 : 0.5,
+                         .lr_end = 1e-7, .power = 1.0, .min_lr_rate = 0.0};
+    bool min_lr = false, min_lr_rate = false;
+    const pt_strmap *kw = &cfg->lr_scheduler_kwargs;
+    for (int i = 0; i < kw->n; i++) {
+        const char *name = kw->keys[i], *text = kw->values[i];
+        const char *list = takes[cfg->lr_scheduler_type];
+        size_t n = strlen(name);
+        const char *at = list ? strstr(list, name) : NULL;
+        if (!n || !at || (at[n] && at[n] != ',') || (at != list && at[-1] != ' ')) {
+            if (list)
+                rule_error(cfg, errors, "lr_scheduler_kwargs",
+                           "%s is not an argument of the %s schedule, which takes %s", shown_text(name).s, type, list);
+            else
+                rule_error(cfg, errors, "lr_scheduler_kwargs", "the %s schedule takes no arguments (%s given); remove "
+                           "lr_scheduler_kwargs, or use a schedule that takes it (cosine: num_cycles; polynomial: "
+                           "lr_end, power; cosine_with_min_lr: min_lr_rate)", type, shown_text(name).s);
+            continue;
+        }
+        char *end;
+        double v = strtod(text, &end);
+        if (end == text || *end || !isfinite(v)) {
+            rule_error(cfg, errors, "lr_scheduler_kwargs", "%s: expected a number, found \"%s\"", name,
+                       shown_text(text).s);
+            continue;
+        }
+        if (!strcmp(name, "num_cycles")) {
+            if (v <= 0)
+                rule_error(cfg, errors, "lr_scheduler_kwargs", "num_cycles: expected a positive number, found %g", v);
+            a->num_cycles = v;
+        } else if (!strcmp(name, "lr_end")) {
+            if (v < 0 || v >= cfg->learning_rate)
+                rule_error(cfg, errors, "lr_scheduler_kwargs",
+                           "lr_end: expected a number from 0 to below learning_rate (%g), found %g",
+                           cfg->learning_rate, v);
+            a->lr_end = v;
+        } else if (!strcmp(name, "power")) {
+            if (v <= 0)
+                rule_error(cfg, errors, "lr_scheduler_kwargs", "power: expected a positive number, found %g", v);
+            a->power = v;
+        } else { /* min_lr, min_lr_rate: the final learning rate, absolute or over the peak */
+            bool rate = !strcmp(name, "min_lr_rate");
+            double r = rate ? v : v / cfg->learning_rate;
+            if (r < 0 || r > 1)
+                rule_error(cfg, errors, "lr_scheduler_kwargs", "%s: expected a number from 0 to %s, found %g", name,
+                           rate ? "1" : "learning_rate", v);
+            (rate ? &min_lr_rate : &min_lr)[0] = true;
+            a->min_lr_rate = r;
+        }
+    }
+    if (min_lr && min_lr_rate)
+        rule_error(cfg, errors, "lr_scheduler_kwargs", "min_lr and min_lr_rate say the same; give one of them");
+    else if (cfg->lr_scheduler_type == SCHED_COSINE_WITH_MIN_LR && !min_lr && !min_lr_rate)
+        rule_error(cfg, errors, "lr_scheduler_type", "cosine_with_min_lr needs the final learning rate: set "
+                   "lr_scheduler_kwargs to {min_lr_rate: 0.1} (a tenth of learning_rate) or {min_lr: 1e-5}");
+}
+
 /* One part of a repository id: 1 to 96 of [A-Za-z0-9_.-], first and last a word character. */
 static bool repo_part_ok(const char *s, size_t n)
 {
@@ -247,6 +316,7 @@ bool config_check_values(pt_config *cfg, config_report *errors)
     check_model(cfg, errors);
     check_method(cfg, errors);
     check_training(cfg, errors);
+    check_schedule(cfg, errors);
     check_publishing(cfg, errors);
     check_reporting(cfg, errors);
     check_datasets(cfg, errors);

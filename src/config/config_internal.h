@@ -52,16 +52,25 @@ extern const int config_nkeys;
 extern const key_spec dataset_keys[];
 extern const int dataset_nkeys;
 
-/* Keys of the libraries the peer builds on (TRL, PEFT, Unsloth) that ptrain knows but has no use
- * for: what ptrain does instead, in one line; refused (when set to anything but null) where
- * ignoring them would silently train something else. */
+/* Keys of the libraries the peer builds on (TRL, PEFT, Unsloth, transformers) and of the seed
+ * system's config that ptrain reads but has no field for. Each is accepted with a note saying what
+ * ptrain does instead, or refused with the reason and the fix: null is always accepted; another
+ * value is accepted when accept allows it, else refused (refusal). */
 typedef struct {
     const char *name;
-    const char *note;    /* printed as a note (for refused keys: when the value is null) */
-    const char *refusal; /* NULL, or the error for any value but null */
+    /* the values accepted with the note, '|'-separated: a boolean word ("false": any spelling of
+     * false), "{}" (an empty mapping), "[]" (an empty list) or a scalar's text; NULL: any value */
+    const char *accept;
+    const char *note;    /* printed as a note for an accepted value: what ptrain does instead */
+    const char *refusal; /* the error for any other value: the reason and the fix */
 } foreign_key;
 /* The entry for a top-level key name, or NULL. */
 const foreign_key *foreign_key_find(const char *name);
+/* Whether value (not null) is one of the values fk accepts. */
+bool foreign_key_accepts(const foreign_key *fk, const yaml_node_t *value);
+/* The foreign keys, for the docs and tests. */
+extern const foreign_key config_foreign_keys[];
+extern const int config_nforeign;
 
 /* Convert scalar text into the field of spec at base. On failure returns false and writes
  * "expected ..., found ..." into why. */

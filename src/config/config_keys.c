@@ -100,6 +100,9 @@ const key_spec config_keys[] = {
     {"optim", NULL, K_ENUM, OFF(optim), "adamw_8bit", config_optim_choices, 0, 0, 0, "optimizer"},
     {"lr_scheduler_type", NULL, K_ENUM, OFF(lr_scheduler_type), "linear", config_sched_choices, 0, 0, 0,
      "learning-rate schedule"},
+    {"lr_scheduler_kwargs", NULL, K_STRMAP, OFF(lr_scheduler_kwargs), NULL, NULL, 0, 0, 0,
+     "arguments of the schedule, as transformers names them: num_cycles (cosine, cosine_with_restarts, "
+     "cosine_with_min_lr), lr_end and power (polynomial), min_lr or min_lr_rate (cosine_with_min_lr)"},
     {"weight_decay", NULL, K_FLOAT, OFF(weight_decay), "0.01", NULL, 0, BIG, 0, "AdamW weight decay"},
     {"max_grad_norm", NULL, K_FLOAT, OFF(max_grad_norm), "1.0", NULL, 0, BIG, 0,
      "gradient clipping norm (0: off)"},
@@ -188,7 +191,7 @@ const key_spec config_keys[] = {
     {"hub_model_id", NULL, K_STR, OFF(hub_model_id), NULL, NULL, 0, 0, 0, "Hub repository"},
     {"hub_strategy", NULL, K_ENUM, OFF(hub_strategy), "every_save", config_hub_strategy_choices, 0, 0, 0,
      "when to push"},
-    {"hub_private", NULL, K_BOOL, OFF(hub_private), "true", NULL, 0, 0, 0,
+    {"hub_private", "hf_private", K_BOOL, OFF(hub_private), "true", NULL, 0, 0, 0,
      "create the Hub repository private (ptrain's default: true)"},
     {"hub_upload_timeout", NULL, K_FLOAT, OFF(hub_upload_timeout), "600", NULL, 0, BIG, 0,
      "seconds the end of training waits for pushes still running"},
@@ -209,21 +212,166 @@ const key_spec config_keys[] = {
 };
 const int config_nkeys = (int)(sizeof config_keys / sizeof config_keys[0]);
 
-static const foreign_key foreign_keys[] = {
-    {"dataset_num_proc",
+/* The seed system's keys (praisonai-train's KNOWN_KEYS) and those of the libraries it passes them
+ * to that ptrain has no field for (docs/configuration.md, "Keys ptrain reads but has no field
+ * for"); tests/cli/test_known_keys.sh holds every key of the seed's wheel to this table and the one
+ * above. */
+const foreign_key config_foreign_keys[] = {
+    /* data preparation */
+    {"dataset_num_proc", NULL,
      "TRL's worker processes for dataset preparation; ptrain tokenizes on its own threads "
      "(threads, OMP_NUM_THREADS), so the value is not used",
      NULL},
-    {"loftq_config", "no LoftQ, as always in ptrain: the adapters start as PEFT's default (A random, B zero)",
+    {"dataloader_num_workers", NULL,
+     "transformers' worker processes for loading batches; ptrain prepares the data on its own threads "
+     "(threads, OMP_NUM_THREADS) before the first step, so the value is not used",
+     NULL},
+    {"remove_unused_columns", NULL,
+     "ptrain reads only the columns its dataset formats use (dataset_text_field, messages, ...) and "
+     "passes nothing else to the model, so the value changes nothing",
+     NULL},
+    /* model access */
+    {"trust_remote_code", "false",
+     "ptrain runs no code from a model repository: it implements each model family it loads "
+     "(docs/models.md)",
+     "ptrain runs no code from a model repository (it implements each model family it loads itself, "
+     "docs/models.md), so a model that needs its own code cannot be loaded; remove the key or set it to "
+     "false"},
+    /* LoRA variants of PEFT */
+    {"loftq_config", "{}", "no LoftQ, as always in ptrain: the adapters start as PEFT's default (A random, B zero)",
      "PEFT's LoftQ initialization is not implemented in ptrain (its adapters start as PEFT's default: A "
      "random, B zero); remove the key or set it to null"},
+    {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
+     "DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain; remove the "
+     "key or set it to false to train plain LoRA"},
+    {"init_lora_weights", "true", "PEFT's default initialization, as ptrain's always is (A random, B zero)",
+     "only PEFT's default initialization (true: A random, B zero) is implemented in ptrain; remove the "
+     "key or set it to true"},
+    {"rank_pattern", "{}", "every adapter has rank lora_r",
+     "per-module ranks (PEFT's rank_pattern) are not implemented in ptrain: every adapter has rank "
+     "lora_r; remove the key or set it to {}"},
+    {"alpha_pattern", "{}", "every adapter is scaled by lora_alpha",
+     "per-module alphas (PEFT's alpha_pattern) are not implemented in ptrain: every adapter is scaled by "
+     "lora_alpha; remove the key or set it to {}"},
+    {"layers_to_transform", "", "every layer gets adapters",
+     "adapters on some layers only (PEFT's layers_to_transform) are not implemented in ptrain: every "
+     "layer gets them; remove the key"},
+    {"layers_pattern", NULL,
+     "used by PEFT only with layers_to_transform, which ptrain does not implement: every layer gets "
+     "adapters, so the value is not used",
+     NULL},
+    {"finetune_last_n_layers", "", "every layer gets adapters",
+     "adapters on the last N layers only are not implemented in ptrain: every layer gets them; remove "
+     "the key"},
+    {"modules_to_save", "[]", "only the LoRA adapters are trained",
+     "training whole modules (PEFT's modules_to_save, e.g. embed_tokens or lm_head) is not implemented in "
+     "ptrain: only the LoRA adapters are trained; remove the key or set it to []"},
+    {"target_parameters", "[]", "adapters go on the projections of lora_target_modules",
+     "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
+     "ptrain; remove the key and name projections in lora_target_modules"},
+    /* training knobs of transformers' TrainingArguments */
+    {"neftune_noise_alpha", "", "no NEFTune noise on the input embeddings",
+     "NEFTune (noise on the input embeddings while training) is not implemented in ptrain; remove the key "
+     "to train without the noise"},
+    {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
+     "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
+     "shuffled order of seed; remove the key or set it to false"},
+    {"data_seed", "", "seed orders the data, as transformers' data_seed defaults to seed",
+     "a data-order seed apart from seed is not implemented in ptrain: seed orders the data (and dropout, "
+     "and the LoRA initialization is random_state's); remove data_seed and set seed"},
+    {"logging_first_step", "false", "ptrain logs every logging_steps optimizer steps",
+     "logging the first step apart from logging_steps is not implemented in ptrain: it logs every "
+     "logging_steps optimizer steps (logging_steps: 1 logs the first); remove the key or set it to false"},
+    {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
+     "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
+     "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},
+    {"bf16", "true", "the GPU computes in bfloat16 (as with bf16: true), the CPU in float32",
+     "ptrain's GPU computes in bfloat16 always (float32 or float16 on the GPU is not implemented; the CPU "
+     "computes in float32); remove the key or set it to true"},
+    {"save_safetensors", "true",
+     "adapters and merged models are written as safetensors, as with save_safetensors: true",
+     "ptrain writes adapters and merged models only as safetensors (what PEFT and transformers load by "
+     "default); remove the key or set it to true"},
+    {"training_arguments", "{}", "no TrainingArguments given apart",
+     "ptrain reads transformers' TrainingArguments names as top-level keys (docs/configuration.md lists "
+     "those it has): move each of its keys to the top level and remove training_arguments"},
+    /* export */
+    {"save_method", "merged_16bit",
+     "huggingface_save writes the merged model in 16 bits (bfloat16), what save_method: merged_16bit asks "
+     "for; the adapter is always written to final_model_dir",
+     "ptrain always writes the adapter to final_model_dir and, with huggingface_save: true, the merged "
+     "model in 16 bits (save_method: merged_16bit); a merged 4-bit model is not written (the GGUF types of "
+     "quantization_method are); remove the key"},
+    {"merged_save_dir", "",
+     "the merged model is written to final_model_dir/merged",
+     "ptrain writes the merged model to final_model_dir/merged; remove merged_save_dir and set "
+     "final_model_dir"},
+    {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
+     "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
+     "key (the GGUF types of quantization_method are written without one)"},
+    /* Hub */
+    {"tags", NULL, "the model card ptrain pushes has its own tags (ptrain, lora, qlora); the value is not used",
+     NULL},
+    {"commit_message", NULL, "ptrain's Hub commits have messages of their own (the checkpoint's step); the "
+     "value is not used", NULL},
+    /* vLLM generation and the llama.cpp drafter */
+    {"fast_inference", "false", "ptrain has no vLLM generation",
+     "fast_inference asks Unsloth to generate with vLLM, which ptrain does not have; remove the key or "
+     "set it to false"},
+    {"gpu_memory_utilization", NULL,
+     "vLLM's share of GPU memory, used with fast_inference, which ptrain does not have; not used",
+     NULL},
+    {"max_lora_rank", NULL, "vLLM's largest LoRA rank, used with fast_inference, which ptrain does not have; "
+     "not used", NULL},
+    {"mtp_draft", "false", "no multi-token-prediction drafter",
+     "mtp_draft builds a multi-token-prediction drafter for llama.cpp's speculative decoding when "
+     "serving; ptrain builds and serves no drafter; remove the key or set it to false"},
+    {"mtp_draft_repo", "", "part of mtp_draft, which ptrain does not have",
+     "a setting of mtp_draft's drafter, which ptrain does not build or serve; remove the key"},
+    {"mtp_draft_file", "", "part of mtp_draft, which ptrain does not have",
+     "a setting of mtp_draft's drafter, which ptrain does not build or serve; remove the key"},
+    {"spec_draft_n_max", "", "part of mtp_draft, which ptrain does not have",
+     "a setting of mtp_draft's speculative decoding, which ptrain does not serve; remove the key"},
 };
+const int config_nforeign = (int)(sizeof config_foreign_keys / sizeof config_foreign_keys[0]);
 
 const foreign_key *foreign_key_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof foreign_keys / sizeof foreign_keys[0]; i++)
-        if (!strcmp(foreign_keys[i].name, name)) return &foreign_keys[i];
+    for (int i = 0; i < config_nforeign; i++)
+        if (!strcmp(config_foreign_keys[i].name, name)) return &config_foreign_keys[i];
     return NULL;
+}
+
+static int parse_bool_word(const char *s);
+
+/* Whether value is the one accepted value word: a boolean word matches any spelling of its value. */
+static bool foreign_value_is(const yaml_node_t *value, const char *word, size_t len)
+{
+    if (value->type == YAML_MAPPING_NODE)
+        return len == 2 && !memcmp(word, "{}", 2) && value->data.mapping.pairs.top == value->data.mapping.pairs.start;
+    if (value->type == YAML_SEQUENCE_NODE)
+        return len == 2 && !memcmp(word, "[]", 2) && value->data.sequence.items.top == value->data.sequence.items.start;
+    if (value->type != YAML_SCALAR_NODE || len == 0 || len >= 32) return false;
+    char w[32];
+    memcpy(w, word, len);
+    w[len] = '\0';
+    const char *text = (const char *)value->data.scalar.value;
+    if (strlen(text) != value->data.scalar.length) return false;
+    int want = parse_bool_word(w);
+    if (want >= 0) return parse_bool_word(text) == want;
+    return strcasecmp(text, w) == 0;
+}
+
+bool foreign_key_accepts(const foreign_key *fk, const yaml_node_t *value)
+{
+    if (!fk->accept) return true;
+    for (const char *p = fk->accept; *p;) {
+        size_t len = strcspn(p, "|");
+        if (foreign_value_is(value, p, len)) return true;
+        p += len;
+        if (*p) p++;
+    }
+    return false;
 }
 
 const key_spec dataset_keys[] = {

@@ -11,7 +11,8 @@ const char *const config_bias_choices[] = {"none", "all", "lora_only", NULL};
 const char *const config_optim_choices[] = {"adamw_8bit",    "adamw_bnb_8bit",    "paged_adamw_8bit",
                                             "adamw_torch",   "adamw_torch_fused", "adamw",
                                             "paged_adamw_32bit", NULL};
-const char *const config_sched_choices[] = {"linear", "cosine", "constant", "constant_with_warmup", NULL};
+const char *const config_sched_choices[] = {"linear",     "cosine",   "constant",           "constant_with_warmup",
+                                            "cosine_with_restarts", "polynomial", "cosine_with_min_lr", NULL};
 const char *const config_metric_choices[] = {"eval_loss", "eval_perplexity", NULL};
 const char *const config_strategy_choices[] = {"no", "steps", "epoch", NULL};
 const char *const config_hub_strategy_choices[] = {"every_save", "end", "checkpoint", "all_checkpoints", NULL};

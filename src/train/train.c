@@ -634,8 +634,8 @@ static pt_status plan_run(trainer *t, int threads)
     const pt_config *cfg = t->cfg;
     t->total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs,
                                     (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
-    t->sched = schedule_make(cfg->lr_scheduler_type, cfg->learning_rate, t->total, cfg->warmup_steps,
-                             config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
+    t->sched = schedule_make(cfg->lr_scheduler_type, &cfg->sched_args, cfg->learning_rate, t->total,
+                             cfg->warmup_steps, config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
     plan_memory(t);
     print_summary(t, threads, t->total);
     warn_settings(t);

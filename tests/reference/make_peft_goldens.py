@@ -11,7 +11,9 @@ Then 20 optimizer steps of torch.optim.AdamW (lr 2e-3, weight decay 0.01) with
 clip_grad_norm_(1.0) on the same batch.
 
 Writes tests/data/peft/: manifest.json (shapes, ids, labels, losses, grad norms), init.f32 (A and B
-before training), grads.f32 (their gradients at the start), final.f32 (after 20 steps).
+before training), grads.f32 (their gradients at the start), final.f32 (after 20 steps); and the
+same start with use_rslora=True and lora_alpha 5 (scaling alpha/sqrt(r) = 2.5): rslora_first_loss and
+grads_rslora.f32.
 Run: /tmp/refenv/bin/python tests/reference/make_peft_goldens.py  (venv: torch transformers peft)
 """
 import json
@@ -98,6 +100,28 @@ def main():
         "losses": losses, "grad_norms": norms,
         "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params],
     }
+    # rsLoRA (use_rslora=True) with lora_alpha 5: scaling alpha/sqrt(r) = 2.5 where alpha/r would be
+    # 1.25 (near the 2 above, float32's own error of the gradients stays near 3e-6; at 4 it is 4e-4 on
+    # these random adapters); the same initial A and B, the same batch, its loss and gradients
+    # (grads_rslora.f32)
+    torch.manual_seed(99)
+    rs = get_peft_model(base_model(), LoraConfig(r=4, lora_alpha=5, lora_dropout=0.0, target_modules=MODULES,
+                                                 init_lora_weights=False, bias="none", use_rslora=True,
+                                                 task_type="CAUSAL_LM")).double()
+    rs_params = lora_params(rs)
+    init = np.fromfile(os.path.join(OUT, "init.f32"), dtype="<f4")
+    offset = 0
+    with torch.no_grad():
+        for _, _, _, p in rs_params:
+            p.copy_(torch.from_numpy(init[offset:offset + p.numel()].astype(np.float64)).reshape(p.shape))
+            offset += p.numel()
+    lin = rs.base_model.model.model.layers[0].self_attn.q_proj
+    assert lin.scaling["default"] == 5 / 2, lin.scaling
+    loss = rs(input_ids=ids_t, labels=labels_t).loss
+    loss.backward()
+    dump(rs_params, lambda p: p.grad, os.path.join(OUT, "grads_rslora.f32"))
+    manifest["rslora_first_loss"] = float(loss)
+    manifest["rslora_scaling"] = lin.scaling["default"]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     print("first loss", first_loss, "losses", losses[0], "->", losses[-1])

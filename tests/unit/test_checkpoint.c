@@ -452,10 +452,10 @@ static void test_choice_names(void **state)
              path);
     expect_error(ckpt_read_meta(path, &s), want);
     restate(path, "/metrics", "metric_for_best_model", "eval_loss");
-    restate(path, "/run", "lr_scheduler_type", "cosine_with_restarts");
-    snprintf(want, sizeof want, "%s: /run/lr_scheduler_type is \"cosine_with_restarts\", not one this ptrain knows "
-             "(linear, cosine, constant, constant_with_warmup); ptrain 9.8.7-test wrote the checkpoint: use that "
-             "ptrain to resume from it", path);
+    restate(path, "/run", "lr_scheduler_type", "inverse_sqrt");
+    snprintf(want, sizeof want, "%s: /run/lr_scheduler_type is \"inverse_sqrt\", not one this ptrain knows "
+             "(linear, cosine, constant, constant_with_warmup, cosine_with_restarts, polynomial, cosine_with_min_lr); "
+             "ptrain 9.8.7-test wrote the checkpoint: use that ptrain to resume from it", path);
     expect_error(ckpt_read_meta(path, &s), want);
     ckpt_layout lay;
     make_layout(&lay);

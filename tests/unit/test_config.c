@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "ptrain/method.h"
 #include "ptrain/error.h"
 #include "ptrain/util.h"
+#include "config/config_internal.h"
 
 #define NAME "config.yaml"
 
@@ -178,6 +180,7 @@ static const key_row key_rows[] = {
     {"max_steps", "500", "500", NULL},
     {"optim", "adamw_torch", "adamw_torch", NULL},
     {"lr_scheduler_type", "cosine", "cosine", NULL},
+    {"lr_scheduler_kwargs", "{num_cycles: 1.5}", "num_cycles: 1.5", "lr_scheduler_type: cosine\n"},
     {"weight_decay", "0", "0", NULL},
     {"max_grad_norm", "0.3", "0.3", NULL},
     {"skip_nonfinite_steps", "true", "true", NULL},
@@ -351,6 +354,7 @@ static const default_row default_rows[] = {
     {"max_steps", "(unset)"},
     {"optim", "adamw_8bit"},
     {"lr_scheduler_type", "linear"},
+    {"lr_scheduler_kwargs", "(none)"},
     {"weight_decay", "0.01"},
     {"max_grad_norm", "1"},
     {"skip_nonfinite_steps", "false"},
@@ -482,6 +486,16 @@ static void test_aliases(void **state)
     assert_true(config_is_set(&cfg, "assistant_only_loss"));
     assert_string_equal(cfg.datasets[0].split_type, "test");
     config_free(&cfg);
+
+    /* hf_private is hub_private (the seed system's name); both at once is one key given twice */
+    parse_ok("hf_private: false\n", &cfg);
+    assert_false(cfg.hub_private);
+    assert_true(config_is_set(&cfg, "hub_private"));
+    expect_text(&cfg, "hf_private", "false");
+    config_free(&cfg);
+    expect_error("hub_private: true\nhf_private: false\n",
+                 "config.yaml:2:1: hf_private: given twice (first at line 1 as \"hub_private\"; hf_private is an "
+                 "alias of hub_private)");
 
     /* hf_token is hub_token: warned about, never stored */
     char *warnings;
@@ -1116,9 +1130,9 @@ static void test_error_types(void **state)
          "config.yaml:1:8: optim: expected one of adamw_8bit, adamw_bnb_8bit, paged_adamw_8bit, "
          "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"adamw_8bt\" (did you "
          "mean \"adamw_8bit\"?)"},
-        {"lr_scheduler_type: polynomial\n",
+        {"lr_scheduler_type: inverse_sqrt\n",
          "config.yaml:1:20: lr_scheduler_type: expected one of linear, cosine, constant, "
-         "constant_with_warmup, found \"polynomial\""},
+         "constant_with_warmup, cosine_with_restarts, polynomial, cosine_with_min_lr, found \"inverse_sqrt\""},
         {"dtype: [bfloat16]\n",
          "config.yaml:1:8: dtype: expected one of auto, float16, bfloat16, float32, found a list"},
         {"save_strategy: step\n",
@@ -1702,6 +1716,130 @@ static void test_peer_template_keys(void **state)
                                   "ignored\n");
     free(warnings);
     config_free(&cfg);
+}
+
+/* The keys ptrain reads but has no field for (the seed system's and its libraries', issue 46): each
+ * is in no other table, has a note, and refuses exactly what it does not accept, with the fix. */
+static void test_foreign_keys_table(void **state)
+{
+    (void)state;
+    assert_true(config_nforeign >= 30);
+    for (int i = 0; i < config_nforeign; i++) {
+        const foreign_key *fk = &config_foreign_keys[i];
+        if (key_index(config_keys, config_nkeys, fk->name) >= 0) fail_msg("%s is in both tables", fk->name);
+        assert_ptr_equal(foreign_key_find(fk->name), fk);
+        if (!fk->note || !*fk->note) fail_msg("%s has no note", fk->name);
+        if (!fk->accept != !fk->refusal) fail_msg("%s: a refusal without accept, or the other way", fk->name);
+        if (fk->refusal && !strstr(fk->refusal, "remove")) fail_msg("%s: the refusal says no fix", fk->name);
+    }
+    assert_null(foreign_key_find("learning_rate"));
+}
+
+/* Each kind of accepted value (a boolean in any spelling, {}, [], a word) and what is refused; null
+ * is always a note. */
+static void test_foreign_keys_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml, *note; /* note: NULL when refused */
+    } cases[] = {
+        {"trust_remote_code: false\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: \"no\"\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: null\n", "trust_remote_code: ptrain runs no code from a model repository"},
+        {"trust_remote_code: true\n", NULL},
+        {"use_dora: off\n", "use_dora: plain LoRA"},
+        {"use_dora: true\n", NULL},
+        {"init_lora_weights: true\n", "init_lora_weights: PEFT's default initialization"},
+        {"init_lora_weights: gaussian\n", NULL},
+        {"rank_pattern: {}\n", "rank_pattern: every adapter has rank lora_r"},
+        {"rank_pattern: {q_proj: 8}\n", NULL},
+        {"modules_to_save: []\n", "modules_to_save: only the LoRA adapters are trained"},
+        {"modules_to_save: [lm_head]\n", NULL},
+        {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
+        {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
+        {"save_method: merged_4bit\n", NULL},
+        {"save_method: [merged_16bit]\n", NULL},
+        {"layers_to_transform: [0, 1]\n", NULL},
+        {"layers_to_transform: []\n", NULL},
+        {"bf16: true\n", "bf16: the GPU computes in bfloat16"},
+        {"bf16: false\n", NULL},
+        {"gpu_memory_utilization: 0.6\n", "gpu_memory_utilization: vLLM's share of GPU memory"},
+        {"tags: [a, b]\n", "tags: the model card ptrain pushes has its own tags"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pt_config cfg;
+        char *warnings;
+        pt_status st = parse_warn(cases[i].yaml, &cfg, &warnings);
+        if (cases[i].note) {
+            char want[256];
+            snprintf(want, sizeof want, "ptrain: note: config.yaml:1:1: %s", cases[i].note);
+            if (st != PT_OK || strncmp(warnings, want, strlen(want)) != 0 || strchr(warnings, '\n')[1])
+                fail_msg("%s: expected the note \"%s...\", got status %d, \"%s\" (%s)", cases[i].yaml, want, st,
+                         warnings, st == PT_OK ? "" : err_message());
+            config_free(&cfg);
+        } else {
+            const char *name = cases[i].yaml;
+            size_t len = strcspn(name, ":");
+            const foreign_key *fk;
+            char key[64];
+            snprintf(key, sizeof key, "%.*s", (int)len, name);
+            assert_non_null(fk = foreign_key_find(key));
+            char want[1024];
+            snprintf(want, sizeof want, "config.yaml:1:%d: %s: %s", (int)len + 3, key, fk->refusal);
+            if (st != PT_ERR_USER || strcmp(err_message(), want) != 0)
+                fail_msg("%s: expected the error \"%s\", got status %d, \"%s\"", cases[i].yaml, want, st,
+                         st == PT_OK ? "" : err_message());
+        }
+        free(warnings);
+    }
+    /* the refusal says the reason and the fix */
+    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: DoRA (PEFT's use_dora: a trained magnitude per "
+                                     "output row) is not implemented in ptrain; remove the key or set it to false "
+                                     "to train plain LoRA");
+}
+
+/* lr_scheduler_kwargs (issue 46): the arguments each schedule takes, as numbers, into sched_args
+ * (transformers' defaults for the others); anything else one error naming what the schedule takes.
+ * The rates they give: test_train's test_schedule_matches_transformers. */
+static void test_rule_scheduler_kwargs(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("lr_scheduler_type: cosine\n", &cfg);
+    assert_true(cfg.sched_args.num_cycles == 0.5);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_type: cosine_with_restarts\n", &cfg);
+    assert_true(cfg.sched_args.num_cycles == 1.0);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_type: polynomial\nlr_scheduler_kwargs: {power: 2, lr_end: 1e-6}\n", &cfg);
+    assert_true(cfg.sched_args.power == 2.0 && cfg.sched_args.lr_end == 1e-6);
+    config_free(&cfg);
+    parse_ok("learning_rate: 1e-4\nlr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr: 1e-5}\n",
+             &cfg);
+    assert_true(fabs(cfg.sched_args.min_lr_rate - 0.1) < 1e-15);
+    config_free(&cfg);
+    parse_ok("lr_scheduler_kwargs: {}\n", &cfg);
+    config_free(&cfg);
+    expect_error("lr_scheduler_kwargs: {num_cycles: 2}\n",
+                 "config.yaml:1:22: lr_scheduler_kwargs: the linear schedule takes no arguments (num_cycles given); "
+                 "remove lr_scheduler_kwargs, or use a schedule that takes it (cosine: num_cycles; polynomial: "
+                 "lr_end, power; cosine_with_min_lr: min_lr_rate)");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {power: 2}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: power is not an argument of the cosine schedule, which "
+                 "takes num_cycles");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {num_cycle: 2}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: num_cycle is not an argument of the cosine schedule, which "
+                 "takes num_cycles");
+    expect_error("lr_scheduler_type: cosine\nlr_scheduler_kwargs: {num_cycles: many}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: num_cycles: expected a number, found \"many\"");
+    expect_error("lr_scheduler_type: polynomial\nlr_scheduler_kwargs: {lr_end: 1}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: lr_end: expected a number from 0 to below learning_rate "
+                 "(0.0002), found 1");
+    expect_error("lr_scheduler_type: cosine_with_min_lr\n",
+                 "config.yaml:1:20: lr_scheduler_type: cosine_with_min_lr needs the final learning rate: set "
+                 "lr_scheduler_kwargs to {min_lr_rate: 0.1} (a tenth of learning_rate) or {min_lr: 1e-5}");
+    expect_error("lr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr: 1e-5, min_lr_rate: 0.1}\n",
+                 "config.yaml:2:22: lr_scheduler_kwargs: min_lr and min_lr_rate say the same; give one of them");
 }
 
 static void test_unknown_keys(void **state)
@@ -2375,6 +2513,9 @@ int main(void)
         cmocka_unit_test(test_validate_launch),
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
+        cmocka_unit_test(test_foreign_keys_table),
+        cmocka_unit_test(test_foreign_keys_values),
+        cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),

@@ -203,6 +203,85 @@ static void test_gradients_match_peft(void **state)
     assert_true(c.worst <= 1e-4);
 }
 
+/* use_rslora (issue 46): lora_alpha 5, the adapter scaled by alpha/sqrt(r) = 2.5 instead of alpha/r = 1.25,
+ * from the same A and B: PEFT's loss and gradients with use_rslora=True (grads_rslora.f32). */
+static void test_rslora_gradients_match_peft(void **state)
+{
+    fixture *fx = *state;
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    pt_lora plain = fx->l;
+    assert_int_equal(lora_create(&fx->l, &fx->m, 4, 5.0f, true, all, 1), PT_OK);
+    for_each_tensor(fx, set_values, fx->init);
+    double loss = run_step(fx, false);
+    double want = json_real_value(json_object_get(fx->manifest, "rslora_first_loss"));
+    size_t n;
+    float *grads = read_f32("grads_rslora.f32", &n);
+    assert_int_equal(n, fx->n_floats);
+    compare_arg c = {grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    print_message("rsLoRA: loss %.9f (PEFT %.9f, plain LoRA's %.9f); gradients vs PEFT: max relative error %.3g\n",
+                  loss, want, json_real_value(json_object_get(fx->manifest, "first_loss")), c.worst);
+    free(grads);
+    lora_free(&fx->l);
+    fx->l = plain;
+    assert_true(fabs(loss - want) / want <= 1e-5);
+    assert_true(c.worst <= 1e-4);
+}
+
+/* Every schedule and its lr_scheduler_kwargs, read through the config as a user writes them: the
+ * learning rate of each step (and the two past the end) is transformers' get_scheduler's
+ * (tests/reference/make_schedule_goldens.py), to 1e-12 of the peak. */
+static void test_schedule_matches_transformers(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/schedule/transformers_lr.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    size_t i;
+    json_t *c;
+    int schedules = 0, steps = 0;
+    double worst = 0;
+    json_array_foreach(json_object_get(golden, "cases"), i, c) {
+        strbuf yaml = {0};
+        double peak = json_real_value(json_object_get(c, "learning_rate"));
+        sb_printf(&yaml, "learning_rate: %.17g\nlr_scheduler_type: %s\nwarmup_steps: %lld\nlr_scheduler_kwargs: {",
+                  peak, json_string_value(json_object_get(c, "type")),
+                  (long long)json_integer_value(json_object_get(c, "warmup_steps")));
+        const char *name;
+        json_t *v;
+        int k = 0;
+        json_object_foreach(json_object_get(c, "kwargs"), name, v) {
+            sb_printf(&yaml, "%s%s: %.17g", k++ ? ", " : "", name, json_number_value(v));
+        }
+        sb_printf(&yaml, "}\n");
+        pt_config cfg;
+        pt_status st = config_parse("schedule.yaml", sb_text(&yaml), strlen(sb_text(&yaml)), &cfg, NULL);
+        if (st) fail_msg("%s\n%s", sb_text(&yaml), err_message());
+        int64_t total = json_integer_value(json_object_get(c, "total_steps"));
+        lr_schedule s = schedule_make(cfg.lr_scheduler_type, &cfg.sched_args, cfg.learning_rate, total,
+                                      cfg.warmup_steps, -1.0);
+        json_t *lrs = json_object_get(c, "lr");
+        for (size_t step = 0; step < json_array_size(lrs); step++) {
+            double want = json_real_value(json_array_get(lrs, step)), got = schedule_lr(&s, (int64_t)step);
+            double err = fabs(got - want) / peak;
+            if (err > 1e-12)
+                fail_msg("%sstep %zu: ptrain %.17g, transformers %.17g", sb_text(&yaml), step, got, want);
+            worst = fmax(worst, err);
+            steps++;
+        }
+        schedules++;
+        config_free(&cfg);
+        sb_free(&yaml);
+    }
+    print_message("%d schedules, %d steps: learning rates vs transformers %s: max error %.3g of the peak\n",
+                  schedules, steps, json_string_value(json_object_get(golden, "transformers")), worst);
+    assert_true(schedules >= 13);
+    json_decref(golden);
+}
+
 static void test_checkpointing_same_gradients(void **state)
 {
     fixture *fx = *state;
@@ -503,7 +582,8 @@ static void test_nonfinite_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_checkpointing_same_gradients),
+        cmocka_unit_test(test_gradients_match_peft), cmocka_unit_test(test_rslora_gradients_match_peft),
+        cmocka_unit_test(test_checkpointing_same_gradients), cmocka_unit_test(test_schedule_matches_transformers),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
