@@ -896,6 +896,43 @@ static void test_directory(void **state)
         "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
+/* config_name (subset): only the files under a folder of that name; a name no folder has is an
+ * error listing the folders. */
+static void test_config_name(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_dataset_XXXXXX", path[1024];
+    assert_non_null(mkdtemp(dir));
+    static const char *const files[] = {"en/train-00000-of-00001.jsonl", "fr/train-00000-of-00001.jsonl",
+                                        "fr/test-00000-of-00001.jsonl"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%.2s", dir, files[i]);
+        mkdir(path, 0700);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "{\"text\": \"%.2s %s\"}\n", files[i], strstr(files[i], "train") ? "train" : "test");
+        fclose(f);
+    }
+    expect_texts("fr train", "  - name: \"%s\"\n    config_name: fr\n", dir);
+    expect_texts("en train|fr train", "  - name: \"%s\"\n", dir);
+    expect_texts("fr test", "  - name: \"%s\"\n    subset: fr\n    split: test\n", dir);
+    pt_dataset ds;
+    char want[2048];
+    snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s has no folder of that name; its folders: en, fr", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
+                 PT_ERR_USER, want);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/en", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/fr", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
 /* Make dir/sub/train.jsonl: a FIFO (fifo true) or a socket; its path into path. */
 static void make_special(const char *dir, const char *sub, bool fifo, char *path, size_t len)
 {
@@ -1607,6 +1644,7 @@ int main(void)
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_config_name),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
