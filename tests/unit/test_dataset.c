@@ -897,7 +897,9 @@ static void test_directory(void **state)
 }
 
 /* config_name (subset): only the files under a folder of that name; a name no folder has is an
- * error listing the folders. */
+ * error listing the folders. A README's configs: (YAML front matter) name the files instead: the
+ * default config or the one named, the split's patterns; a config or split not there is an error
+ * listing those that are. */
 static void test_config_name(void **state)
 {
     (void)state;
@@ -922,6 +924,25 @@ static void test_config_name(void **state)
     snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s has no folder of that name; its folders: en, fr", dir);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
                  PT_ERR_USER, want);
+    /* a README's configs: name the files (en's default, fr's test split is en's file) */
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "---\nlicense: mit\nconfigs:\n- config_name: fr\n  data_files:\n  - split: train\n    path: fr/train-*\n"
+               "  - split: test\n    path: [en/train-*.jsonl]\n- config_name: en\n  default: true\n  data_files: en/*.jsonl\n"
+               "---\n# Title\n");
+    fclose(f);
+    expect_texts("en train", "  - name: \"%s\"\n", dir);
+    expect_texts("fr train", "  - name: \"%s\"\n    config_name: fr\n", dir);
+    expect_texts("en train", "  - name: \"%s\"\n    config_name: fr\n    split: test\n", dir);
+    snprintf(want, sizeof want, "dataset[0]: split \"validation\" is not in %s/README.md's data_files: its splits are "
+             "train, test", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    subset: fr\n    split: validation\n",
+                      dir), PT_ERR_USER, want);
+    snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s/README.md lists the configs fr, en", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
+                 PT_ERR_USER, want);
+    unlink(path);
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         unlink(path);
