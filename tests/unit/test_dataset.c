@@ -1375,10 +1375,25 @@ static void test_parquet_damaged(void **state)
         rows_free(&rows);
         stats_free(&st);
     }
-    unlink(path);
-    /* format: parquet for a file of another name; the fixture that is no Parquet file */
+    /* format: parquet reads a file of another name as Parquet */
+    char other[] = "/tmp/test_dataset_XXXXXX.bin";
+    fd = mkstemps(other, 4);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, n), (long)n);
+    close(fd);
     data_rows rows = {0};
     pt_dataset_stats st = {0};
+    assert_int_equal(reader_read(other, 0, DATASET_PARQUET, &rows, &st), PT_OK);
+    assert_int_equal(rows.n, 23);
+    assert_int_equal(st.n_files, 1);
+    assert_int_equal(st.files[0].rows, 23);
+    assert_int_equal(st.files[0].bytes, n);
+    rows_free(&rows);
+    stats_free(&st);
+    st = (pt_dataset_stats){0};
+    unlink(other);
+    unlink(path);
+    /* the fixture that is no Parquet file */
     assert_int_equal(reader_read(D("parquet/train-00000-of-00001.parquet"), 0, DATASET_JSON, &rows, &st), PT_ERR_USER);
     char want[2048];
     snprintf(want, sizeof want, "%s: the footer's length (6646625 bytes) is more than the file holds",
