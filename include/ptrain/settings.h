@@ -123,6 +123,7 @@ extern const char *const config_report_choices[];
 typedef struct {
     char *name; /* HF dataset id (resolved in the local HF cache) or a local file/dir */
     char *split_type;
+    char *config_name; /* a Hub dataset's configuration (subset): its folder, e.g. CONFIG/train-*.parquet */
     pt_strlist data_files;
     pt_dataset_format format;
     pt_strmap rename;

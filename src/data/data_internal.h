@@ -25,6 +25,12 @@ uint64_t rng_below(uint64_t *state, uint64_t n);
 /* out[0..n) = a permutation of 0..n-1 fully determined by seed. */
 void rng_permutation(size_t n, uint64_t seed, size_t *out);
 
+/* ---- readme.c: a Hub dataset README's configs: ---- */
+/* The data_files patterns (relative to dir) of split in the config named config (NULL: the
+ * default one) of dir/README.md's configs:; *found false (out empty) when it has none. Fails
+ * when the config or the split is not there, listing those that are. */
+pt_status readme_data_files(const char *dir, const char *config, const char *split, pt_strlist *out, bool *found);
+
 /* ---- source.c: the files of a dataset entry ---- */
 typedef struct {
     char **path;

@@ -2,7 +2,8 @@
  * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
  * allowed) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
  * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
- * when any match. Arrow files are refused with the command that converts them, and a path that is
+ * when any match, or the files the README's configs: name for the split (readme.c). Arrow files are
+ * refused with the command that converts them, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
@@ -239,14 +240,79 @@ static pt_status check_split(const data_files *f, size_t skip, const char *split
     return rc;
 }
 
+/* Whether a folder of path (after skip) is called name. */
+static bool in_folder(const char *path, const char *name)
+{
+    size_t k = strlen(name);
+    for (const char *p = path; (p = strchr(p, '/')) != NULL; p++)
+        if (!strncmp(p + 1, name, k) && p[1 + k] == '/') return true;
+    return false;
+}
+
+/* config_name: keep the files under a folder of that name; none is an error naming the folders
+ * the snapshot or directory has at its top. */
+static pt_status keep_config(data_files *f, size_t skip, const char *config, const char *dir)
+{
+    int n = 0;
+    for (int i = 0; i < f->n; i++) n += in_folder(f->path[i] + skip, config);
+    if (n) {
+        n = 0;
+        for (int i = 0; i < f->n; i++) {
+            if (in_folder(f->path[i] + skip, config)) f->path[n++] = f->path[i];
+            else free(f->path[i]);
+        }
+        f->n = n;
+        return PT_OK;
+    }
+    strbuf found = {0};
+    for (int i = 0; i < f->n; i++) { /* sorted, so a folder's files are together */
+        const char *rel = f->path[i] + skip + 1, *slash = strchr(rel, '/');
+        if (!slash) continue;
+        size_t k = (size_t)(slash - rel);
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) {
+            const char *o = f->path[j] + skip + 1;
+            seen = !strncmp(o, rel, k) && o[k] == '/';
+        }
+        if (!seen) sb_printf(&found, "%s%.*s", found.len ? ", " : "", (int)k, rel);
+    }
+    pt_status rc = ERR(PT_ERR_USER, "config_name \"%s\": %s has no folder of that name%s%s", shown_text(config).s,
+                       shown_text(dir).s, found.len ? "; its folders: " : " (its files are in no folder)",
+                       sb_text(&found));
+    sb_free(&found);
+    return rc;
+}
+
+static pt_status add_pattern(const char *dir, const char *pattern, data_files *out);
+
+/* The README's configs: the chosen config's files of the split, each pattern's sorted. */
+static pt_status from_readme(const pt_strlist *pats, const char *dir, data_files *out)
+{
+    for (int i = 0; i < pats->n; i++) {
+        int before = out->n;
+        TRY(add_pattern(dir, pats->items[i], out));
+        qsort(out->path + before, (size_t)(out->n - before), sizeof *out->path, cmp_path);
+    }
+    return check_kinds(out);
+}
+
 static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_files *out)
 {
     if (d->split_type && strpbrk(d->split_type, "[:%+"))
         return ERR(PT_ERR_USER, "split_type \"%s\": split slicing is not supported; name the split (e.g. train) and "
                    "use num_samples to take the first rows", shown_text(d->split_type).s);
+    const char *split = d->split_type && *d->split_type ? d->split_type : "train";
+    pt_strlist pats;
+    bool readme;
+    pt_status rc = readme_data_files(dir, d->config_name && *d->config_name ? d->config_name : NULL, split, &pats,
+                                     &readme);
+    if (rc == PT_OK && readme) rc = from_readme(&pats, dir, out);
+    for (int i = 0; i < pats.n; i++) free(pats.items[i]);
+    free(pats.items);
+    if (rc != PT_OK || readme) return rc;
     TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
-    const char *split = d->split_type && *d->split_type ? d->split_type : "train";
+    if (d->config_name && *d->config_name) TRY(keep_config(out, strlen(dir), d->config_name, dir));
     TRY(check_split(out, strlen(dir), split, dir));
     narrow(out, strlen(dir), split);
     narrow(out, 0, NULL);

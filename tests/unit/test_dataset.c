@@ -896,6 +896,64 @@ static void test_directory(void **state)
         "dataset[0]: /nonexistent/pirates.jsonl does not exist (relative paths start at the current directory)");
 }
 
+/* config_name (subset): only the files under a folder of that name; a name no folder has is an
+ * error listing the folders. A README's configs: (YAML front matter) name the files instead: the
+ * default config or the one named, the split's patterns; a config or split not there is an error
+ * listing those that are. */
+static void test_config_name(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_dataset_XXXXXX", path[1024];
+    assert_non_null(mkdtemp(dir));
+    static const char *const files[] = {"en/train-00000-of-00001.jsonl", "fr/train-00000-of-00001.jsonl",
+                                        "fr/test-00000-of-00001.jsonl"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%.2s", dir, files[i]);
+        mkdir(path, 0700);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "{\"text\": \"%.2s %s\"}\n", files[i], strstr(files[i], "train") ? "train" : "test");
+        fclose(f);
+    }
+    expect_texts("fr train", "  - name: \"%s\"\n    config_name: fr\n", dir);
+    expect_texts("en train|fr train", "  - name: \"%s\"\n", dir);
+    expect_texts("fr test", "  - name: \"%s\"\n    subset: fr\n    split: test\n", dir);
+    pt_dataset ds;
+    char want[2048];
+    snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s has no folder of that name; its folders: en, fr", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
+                 PT_ERR_USER, want);
+    /* a README's configs: name the files (en's default, fr's test split is en's file) */
+    snprintf(path, sizeof path, "%s/README.md", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "---\nlicense: mit\nconfigs:\n- config_name: fr\n  data_files:\n  - split: train\n    path: fr/train-*\n"
+               "  - split: test\n    path: [en/train-*.jsonl]\n- config_name: en\n  default: true\n  data_files: en/*.jsonl\n"
+               "---\n# Title\n");
+    fclose(f);
+    expect_texts("en train", "  - name: \"%s\"\n", dir);
+    expect_texts("fr train", "  - name: \"%s\"\n    config_name: fr\n", dir);
+    expect_texts("en train", "  - name: \"%s\"\n    config_name: fr\n    split: test\n", dir);
+    snprintf(want, sizeof want, "dataset[0]: split \"validation\" is not in %s/README.md's data_files: its splits are "
+             "train, test", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    subset: fr\n    split: validation\n",
+                      dir), PT_ERR_USER, want);
+    snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s/README.md lists the configs fr, en", dir);
+    expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
+                 PT_ERR_USER, want);
+    unlink(path);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/en", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/fr", dir);
+    rmdir(path);
+    rmdir(dir);
+}
+
 /* Make dir/sub/train.jsonl: a FIFO (fifo true) or a socket; its path into path. */
 static void make_special(const char *dir, const char *sub, bool fifo, char *path, size_t len)
 {
@@ -1317,10 +1375,25 @@ static void test_parquet_damaged(void **state)
         rows_free(&rows);
         stats_free(&st);
     }
-    unlink(path);
-    /* format: parquet for a file of another name; the fixture that is no Parquet file */
+    /* format: parquet reads a file of another name as Parquet */
+    char other[] = "/tmp/test_dataset_XXXXXX.bin";
+    fd = mkstemps(other, 4);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, n), (long)n);
+    close(fd);
     data_rows rows = {0};
     pt_dataset_stats st = {0};
+    assert_int_equal(reader_read(other, 0, DATASET_PARQUET, &rows, &st), PT_OK);
+    assert_int_equal(rows.n, 23);
+    assert_int_equal(st.n_files, 1);
+    assert_int_equal(st.files[0].rows, 23);
+    assert_int_equal(st.files[0].bytes, n);
+    rows_free(&rows);
+    stats_free(&st);
+    st = (pt_dataset_stats){0};
+    unlink(other);
+    unlink(path);
+    /* the fixture that is no Parquet file */
     assert_int_equal(reader_read(D("parquet/train-00000-of-00001.parquet"), 0, DATASET_JSON, &rows, &st), PT_ERR_USER);
     char want[2048];
     snprintf(want, sizeof want, "%s: the footer's length (6646625 bytes) is more than the file holds",
@@ -1607,6 +1680,7 @@ int main(void)
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_config_name),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
