@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     const pt_model_config *c = &h.cfg;
-    CHECK(c->arch == PT_ARCH_LLAMA || c->arch == PT_ARCH_QWEN2 || c->arch == PT_ARCH_GEMMA2);
+    CHECK((unsigned)c->arch < PT_ARCH_COUNT);
     CHECK(c->n_layers > 0 && c->dim > 0 && c->ffn_dim > 0 && c->vocab > 0 && c->ctx_len > 0);
     CHECK(c->n_heads > 0 && c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads == 0);
     CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 1024);
