@@ -6,7 +6,12 @@
  * same sequences (the base with the adapter off), z = beta ((logp_c - ref_c) - (logp_r - ref_r)),
  * loss = -log sigmoid(z) per pair, the mean over the batch's pairs. Its metrics are TRL's:
  * rewards/chosen = beta (logp_c - ref_c), rewards/rejected, rewards/accuracies (chosen reward >
- * rejected reward), rewards/margins, logps/chosen, logps/rejected, each a mean over pairs. */
+ * rejected reward), rewards/margins, logps/chosen, logps/rejected, each a mean over pairs.
+ *
+ * CPO (TRL's experimental CPOTrainer, loss_type "sigmoid", cpo_alpha 1, no reference):
+ * z = beta (logp_c - logp_r), loss = -log sigmoid(z) per pair, its mean over the micro-batch's
+ * pairs, plus the mean token loss of the micro-batch's chosen completions (nll_loss); rewards are
+ * beta logp. */
 #ifndef PTRAIN_PREFERENCE_H
 #define PTRAIN_PREFERENCE_H
 
@@ -22,16 +27,24 @@ enum {
     PREF_REWARDS_MARGINS,
     PREF_LOGPS_CHOSEN,
     PREF_LOGPS_REJECTED,
+    PREF_NLL_LOSS, /* CPO: the chosen completions' mean token loss (times the pairs) */
     PREF_PAIRS,
     PREF_COUNT
 };
 extern const char *const preference_metric_names[PREF_COUNT]; /* TRL's names; "loss" and "pairs" first/last */
+/* The metrics a method logs: preference_metric_names[PREF_REWARDS_CHOSEN .. the returned end). */
+int preference_metrics_end(bool nll);
 
 /* DPO's sigmoid loss of `pairs` pairs: nll and ref_nll the sequences' summed token losses (-log p) under
  * the policy and the reference; sums[] added to; scale[2 pairs] = d (grad_scale * sum of the pairs'
  * losses) / d nll, what the loss head scales each sequence's token-loss gradient by (grad_scale:
  * 1 / the pairs of the whole optimizer step, for TRL's mean). */
 void preference_dpo(const double *nll, const double *ref_nll, int pairs, double beta, double grad_scale, float *scale,
+                    double *sums);
+/* CPO's loss of `pairs` pairs whose chosen completions have chosen_tokens tokens: as preference_dpo
+ * (no reference); the chosen completions' mean token loss counts once per pair in sums[PREF_LOSS]
+ * and sums[PREF_NLL_LOSS], so that divided by the pairs it is TRL's per-micro-batch value. */
+void preference_cpo(const double *nll, int pairs, double chosen_tokens, double beta, double grad_scale, float *scale,
                     double *sums);
 
 #endif

@@ -38,6 +38,8 @@ typedef struct {
     int rows, pairs;
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     double beta;
+    const char *dir; /* "dpo" or "cpo": the goldens, and the loss */
+    bool cpo;
     double ref_nll[16];
     double sums[PREF_COUNT];
 } fixture;
@@ -48,10 +50,10 @@ static const char *srcdir(void)
     return s ? s : "..";
 }
 
-static float *read_f32(const char *name, size_t *count)
+static float *read_f32(const char *dir, const char *name, size_t *count)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dpo/%s", srcdir(), name);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s", srcdir(), dir, name);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -98,7 +100,7 @@ static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, v
 static void load_adapter(fixture *fx, const char *file)
 {
     size_t n;
-    float *v = read_f32(file, &n);
+    float *v = read_f32(fx->dir, file, &n);
     for_each_tensor(fx, set_values, v);
     free(v);
 }
@@ -122,11 +124,12 @@ static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *comple
     fx->rows += np + nc;
 }
 
-static int setup(void **state)
+static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
+    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo");
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dpo/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
     fx->manifest = json_load_file(path, 0, &jerr);
     if (!fx->manifest) return -1;
@@ -152,6 +155,9 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup(void **state) { return setup_dir(state, "dpo"); }
+static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
+
 static int teardown(void **state)
 {
     fixture *fx = *state;
@@ -172,7 +178,13 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
-    preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+    if (!fx->cpo) {
+        preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+        return PT_OK;
+    }
+    double chosen_tokens = 0; /* the chosen completions' targets: sequences 0, 2, ... */
+    for (int r = 0; r < fx->rows; r++) chosen_tokens += fx->row_seq[r] % 2 == 0 && fx->targets[r] != PT_IGNORE_INDEX;
+    preference_cpo(nll, fx->pairs, chosen_tokens, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
     return PT_OK;
 }
 
@@ -180,7 +192,8 @@ static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 static double dpo_step(fixture *fx)
 {
     train_batch b = batch_of(fx);
-    assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
+    if (!fx->cpo) /* CPO has no reference */
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
     memset(fx->sums, 0, sizeof fx->sums);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
                       .seq_grad_arg = fx};
@@ -221,17 +234,17 @@ static double compare_case(fixture *fx, const char *which, double *loss)
     *loss = dpo_step(fx);
     snprintf(name, sizeof name, "%s_grads.f32", which);
     size_t n;
-    float *grads = read_f32(name, &n);
+    float *grads = read_f32(fx->dir, name, &n);
     compare_arg c = {grads, 0};
     for_each_tensor(fx, compare_grad, &c);
     free(grads);
     json_t *golden = json_object_get(fx->manifest, which);
     double want = json_real_value(json_object_get(golden, "first_loss"));
-    print_message("%s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, *loss, want,
-                  c.worst);
+    print_message("%s %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", fx->dir, which,
+                  *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
-    for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) {
+    for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->cpo); k++) {
         double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
         double mine = fx->sums[k] / fx->pairs;
         if (fabs(mine - trl) > 1e-4 * fmax(1.0, fabs(trl)))
@@ -248,6 +261,15 @@ static void test_zero_adapter_ln2(void **state)
     double worst = compare_case(fx, "zero", &loss);
     if (loss != log(2.0)) fail_msg("first loss %.17g, ln 2 %.17g", loss, log(2.0));
     assert_true(worst <= 1e-4);
+}
+
+/* CPO: the loss, TRL's metrics (nll_loss too) and gradients, B zero and random */
+static void test_cpo_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    assert_true(compare_case(fx, "random", &loss) <= 1e-4);
 }
 
 static void test_random_adapter_matches_trl(void **state)
@@ -273,7 +295,7 @@ static void test_20_adamw_steps_match_trl(void **state)
         double want = json_real_value(json_array_get(losses, (size_t)s));
         worst = fmax(worst, fabs(loss - want));
     }
-    print_message("20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", worst,
+    print_message("%s: 20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", fx->dir, worst,
                   json_real_value(json_array_get(losses, 0)), json_real_value(json_array_get(losses, 19)));
     assert_true(worst <= 1e-3);
 }
@@ -412,6 +434,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_cpo, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_cpo, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
