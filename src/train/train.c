@@ -120,19 +120,31 @@ static int batch_sequences(const pt_batch *b, int32_t *row_seq)
     return n;
 }
 
+/* The targets of the chosen completions (sequences 0, 2, ...): CPO's token mean. */
+static double chosen_tokens(const pt_batch *b, const int32_t *row_seq)
+{
+    double n = 0;
+    for (int r = 0; r < b->rows * b->cols; r++) n += row_seq[r] >= 0 && row_seq[r] % 2 == 0 && b->targets[r] != PT_IGNORE_INDEX;
+    return n;
+}
+
 typedef struct {
     const trainer *t;
-    const double *ref_nll;
+    const double *ref_nll; /* DPO */
+    double chosen_tokens;  /* CPO */
     double grad_scale;
     int pairs;
     double *sums;
 } pref_step;
 
-/* step_options.seq_grad of DPO: the pairs' loss and each sequence's gradient scale. */
-static pt_status dpo_seq_grad(void *arg, const double *nll, float *scale)
+/* step_options.seq_grad: the pairs' loss (DPO's or CPO's) and each sequence's gradient scale. */
+static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
 {
     pref_step *p = arg;
-    preference_dpo(nll, p->ref_nll, p->pairs, p->t->cfg->beta, p->grad_scale, scale, p->sums);
+    if (p->t->cfg->method == METHOD_CPO)
+        preference_cpo(nll, p->pairs, p->chosen_tokens, p->t->cfg->beta, p->grad_scale, scale, p->sums);
+    else
+        preference_dpo(nll, p->ref_nll, p->pairs, p->t->cfg->beta, p->grad_scale, scale, p->sums);
     return PT_OK;
 }
 
@@ -146,12 +158,13 @@ static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so
     TRY_ALLOC(row_seq);
     int n_seq = batch_sequences(b, row_seq);
     double *ref = calloc((size_t)n_seq + 1, sizeof *ref);
-    pt_status st = ref ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, ref)
-                       : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    pt_status st = ref ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    if (st == PT_OK && method_info_of(t->cfg->method)->reference)
+        st = step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, ref);
     double before = sums[PREF_LOSS], token_loss = 0;
     int64_t n = 0;
-    pref_step p = {t, ref, scale, n_seq / 2, sums};
-    so.row_seq = row_seq, so.n_seq = n_seq, so.seq_grad = dpo_seq_grad, so.seq_grad_arg = &p;
+    pref_step p = {t, ref, chosen_tokens(b, row_seq), scale, n_seq / 2, sums};
+    so.row_seq = row_seq, so.n_seq = n_seq, so.seq_grad = pref_seq_grad, so.seq_grad_arg = &p;
     if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
     *loss_sum += sums[PREF_LOSS] - before;
     free(ref);
@@ -246,7 +259,7 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     return st;
 }
 
-/* A preference method's eval batch: its pairs' DPO losses (the reference's and the adapter's
+/* A preference method's eval batch: its pairs' losses (the reference's and the adapter's
  * log-probs, no gradient) added to sums[0], the pairs to sums[1]. */
 static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
 {
@@ -256,11 +269,13 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
     int n_seq = batch_sequences(b, row_seq);
     double *nll = calloc(2 * (size_t)n_seq + 1, sizeof *nll);
     float *scale = calloc((size_t)n_seq + 1, sizeof *scale);
-    pt_status st = nll && scale ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, nll + n_seq)
-                                : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    pt_status st = nll && scale ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    if (st == PT_OK && method_info_of(t->cfg->method)->reference)
+        st = step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, nll + n_seq);
     if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, row_seq, n_seq, &t->arena, nll);
     double pref[PREF_COUNT] = {0};
-    if (st == PT_OK) preference_dpo(nll, nll + n_seq, n_seq / 2, t->cfg->beta, 1.0, scale, pref);
+    pref_step p = {t, nll + n_seq, chosen_tokens(b, row_seq), 1.0, n_seq / 2, pref};
+    if (st == PT_OK) st = pref_seq_grad(&p, nll, scale);
     sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
     free(scale);
     free(nll);
@@ -469,8 +484,9 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            0, NULL, NULL};
     double means[PREF_COUNT];
     if (method_info_of(t->cfg->method)->pairs) { /* TRL's metrics: means over the window's pairs */
-        for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
-        rec.n_extra = PREF_PAIRS - PREF_REWARDS_CHOSEN;
+        int end = preference_metrics_end(t->cfg->method == METHOD_CPO);
+        for (int k = PREF_REWARDS_CHOSEN; k < end; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
+        rec.n_extra = end - PREF_REWARDS_CHOSEN;
         rec.extra_names = preference_metric_names + PREF_REWARDS_CHOSEN, rec.extra = means + PREF_REWARDS_CHOSEN;
     }
     *w = (log_window){.start = now};

@@ -352,8 +352,8 @@ static void expect_sequence(const pt_example *ex, int32_t seg, json_t *prompt, j
 static pt_dataset load_pairs(const pt_tokenizer *tok, const char *extra)
 {
     char yaml[2048];
-    snprintf(yaml, sizeof yaml, "method: dpo\nmax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
-             extra, srcdir());
+    snprintf(yaml, sizeof yaml, "%smax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
+             strstr(extra, "method:") ? "" : "method: dpo\n", extra, srcdir());
     pt_config cfg;
     pt_dataset ds;
     assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -403,6 +403,53 @@ static void test_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* CPO's rows as TRL's experimental CPOTrainer tokenizes them (maybe_apply_chat_template, tokenize_row) */
+static void test_cpo_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/cpo/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name;
+    json_t *rows;
+    json_object_foreach(golden, name, rows) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        pt_dataset ds = load_pairs(tok, "method: cpo\n");
+        assert_int_equal(ds.n, json_array_size(rows));
+        for (size_t i = 0; i < ds.n; i++) {
+            json_t *r = json_array_get(rows, i);
+            const pt_example *ex = &ds.ex[i];
+            static const char *const sides[2] = {"chosen", "rejected"};
+            for (int s = 0; s < 2; s++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_input_ids", sides[s]);
+                json_t *ids = json_object_get(r, key);
+                snprintf(key, sizeof key, "%s_labels", sides[s]);
+                json_t *labels = json_object_get(r, key);
+                size_t k = 0;
+                for (int32_t t = 0; t < ex->len; t++) {
+                    if (ex->segments[t] != s + 1) continue;
+                    if (k >= json_array_size(ids) || ex->ids[t] != json_integer_value(json_array_get(ids, k)) ||
+                        ex->labels[t] != json_integer_value(json_array_get(labels, k)))
+                        fail_msg("%s row %zu %s: token %zu is %d (label %d), TRL's %lld (label %lld)", name, i, sides[s],
+                                 k, ex->ids[t], ex->labels[t], (long long)json_integer_value(json_array_get(ids, k)),
+                                 (long long)json_integer_value(json_array_get(labels, k)));
+                    k++;
+                }
+                if (k != json_array_size(ids))
+                    fail_msg("%s row %zu %s: %zu tokens, TRL's %zu", name, i, sides[s], k, json_array_size(ids));
+            }
+        }
+        dataset_free(&ds);
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
 /* an SFT run given preference rows, and DPO given chat rows, say what to set */
 static void test_rows_match_the_method(void **state)
 {
@@ -431,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_dpo_scales),
         cmocka_unit_test(test_tokenized_as_trl),
         cmocka_unit_test(test_rows_match_the_method),
+        cmocka_unit_test(test_cpo_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
