@@ -15,10 +15,11 @@ static const method_info methods[METHOD_COUNT] = {
      "-log sigmoid(beta ((chosen - ref chosen) - (rejected - ref rejected))), log-probs summed over the completion",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected", true},
     {METHOD_ORPO, "orpo", "ORPOTrainer", "prompt, chosen, rejected", false, true, true, 0.1,
-     "chosen's mean token cross-entropy - beta log sigmoid(log odds chosen - log odds rejected)",
+     "chosen's mean token cross-entropy (prompt and completion) - beta log sigmoid(log odds ratio), log-probs "
+     "averaged over the completion",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, "
      "log_odds_ratio, log_odds_chosen, nll_loss",
-     false},
+     true},
     {METHOD_CPO, "cpo", "CPOTrainer", "prompt, chosen, rejected", false, true, true, 0.1,
      "-log sigmoid(beta (chosen - rejected)) + chosen's mean token cross-entropy",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, nll_loss",

@@ -38,8 +38,10 @@ typedef struct {
     int rows, pairs;
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     double beta;
-    const char *dir; /* "dpo" or "cpo": the goldens, and the loss */
-    bool cpo;
+    const char *dir; /* "dpo", "cpo" or "orpo": the goldens, and the loss */
+    bool cpo, orpo;
+    int32_t orpo_targets[MAX_ROWS], orpo_seq[MAX_ROWS];
+    double tokens[48];
     double ref_nll[16];
     double sums[PREF_COUNT];
 } fixture;
@@ -127,7 +129,7 @@ static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *comple
 static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
-    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo");
+    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo");
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
@@ -157,6 +159,7 @@ static int setup_dir(void **state, const char *dir)
 
 static int setup(void **state) { return setup_dir(state, "dpo"); }
 static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
+static int setup_orpo(void **state) { return setup_dir(state, "orpo"); }
 
 static int teardown(void **state)
 {
@@ -178,6 +181,10 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
+    if (fx->orpo) {
+        preference_orpo(nll, fx->tokens, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+        return PT_OK;
+    }
     if (!fx->cpo) {
         preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
         return PT_OK;
@@ -197,6 +204,11 @@ static double dpo_step(fixture *fx)
     memset(fx->sums, 0, sizeof fx->sums);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
                       .seq_grad_arg = fx};
+    if (fx->orpo) { /* the chosen prompts' rows count in ORPO's token mean: 3P sequences */
+        o.n_seq = preference_orpo_rows(fx->ids, fx->targets, fx->segments, fx->rows, fx->orpo_targets, fx->orpo_seq,
+                                       fx->tokens);
+        o.row_seq = fx->orpo_seq, b.targets = fx->orpo_targets;
+    }
     double tokens = 0;
     int64_t n = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
@@ -244,7 +256,8 @@ static double compare_case(fixture *fx, const char *which, double *loss)
                   *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
-    for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->cpo); k++) {
+    for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->orpo ? METHOD_ORPO : fx->cpo ? METHOD_CPO : METHOD_DPO);
+         k++) {
         double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
         double mine = fx->sums[k] / fx->pairs;
         if (fabs(mine - trl) > 1e-4 * fmax(1.0, fabs(trl)))
@@ -484,6 +497,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_cpo, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_cpo, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_orpo, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_orpo, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
