@@ -109,6 +109,7 @@ typedef struct {
     bool packing;
     bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
                                     (segment 1) then prompt + rejected (segment 2); other rows refused */
+    bool pairs_legacy;           /* pairs tokenized as TRL's CPO and ORPO trainers do (src/data/pair.c) */
     long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
     long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */

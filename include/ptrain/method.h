@@ -18,6 +18,7 @@ typedef struct {
     const char *columns;   /* the dataset columns a row needs */
     bool reference;        /* needs the reference log-probs (the adapter off) */
     bool pairs;            /* each row is a chosen/rejected pair, both in one micro-batch */
+    bool legacy_pairs;     /* ... tokenized as TRL's older trainers (CPO, ORPO) do (src/data/pair.c) */
     double beta;           /* TRL's default beta (0: the method has none) */
     const char *loss;      /* one line */
     const char *metrics;   /* what it logs besides loss, TRL's names, comma-separated */

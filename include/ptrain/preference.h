@@ -6,11 +6,24 @@
  * same sequences (the base with the adapter off), z = beta ((logp_c - ref_c) - (logp_r - ref_r)),
  * loss = -log sigmoid(z) per pair, the mean over the batch's pairs. Its metrics are TRL's:
  * rewards/chosen = beta (logp_c - ref_c), rewards/rejected, rewards/accuracies (chosen reward >
- * rejected reward), rewards/margins, logps/chosen, logps/rejected, each a mean over pairs. */
+ * rejected reward), rewards/margins, logps/chosen, logps/rejected, each a mean over pairs.
+ *
+ * CPO (TRL's experimental CPOTrainer, loss_type "sigmoid", cpo_alpha 1, no reference):
+ * z = beta (logp_c - logp_r), loss = -log sigmoid(z) per pair, its mean over the micro-batch's
+ * pairs, plus the mean token loss of the micro-batch's chosen completions (nll_loss); rewards are
+ * beta logp.
+ *
+ * ORPO (TRL's experimental ORPOTrainer, beta as lambda, no reference): the chosen sequences' mean
+ * token loss over prompt and completion (nll_loss), minus the mean over pairs of
+ * beta log sigmoid(log odds), log odds = (lp_c - lp_r) - (log(1 - e^lp_c) - log(1 - e^lp_r)) with
+ * lp the log-prob averaged over the completion's tokens; rewards are beta lp. Its micro-batch has
+ * 3P sequences (preference_orpo_rows): 2i and 2i+1 pair i's completions as for DPO, 2P+i the
+ * prompt rows of pair i's chosen, which only the token mean counts. */
 #ifndef PTRAIN_PREFERENCE_H
 #define PTRAIN_PREFERENCE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Sums over pairs (divide by pairs for TRL's means); added to by each micro-batch and summed over
  * the ranks as doubles. */
@@ -22,10 +35,15 @@ enum {
     PREF_REWARDS_MARGINS,
     PREF_LOGPS_CHOSEN,
     PREF_LOGPS_REJECTED,
+    PREF_NLL_LOSS, /* CPO, ORPO: the mean token loss of the chosen (times the pairs) */
+    PREF_LOG_ODDS_RATIO, /* ORPO: log sigmoid of the log odds ratio */
+    PREF_LOG_ODDS_CHOSEN, /* ORPO: the log odds ratio */
     PREF_PAIRS,
     PREF_COUNT
 };
 extern const char *const preference_metric_names[PREF_COUNT]; /* TRL's names; "loss" and "pairs" first/last */
+/* The metrics method (a pt_method) logs: preference_metric_names[PREF_REWARDS_CHOSEN .. the end returned). */
+int preference_metrics_end(int method);
 
 /* DPO's sigmoid loss of `pairs` pairs: nll and ref_nll the sequences' summed token losses (-log p) under
  * the policy and the reference; sums[] added to; scale[2 pairs] = d (grad_scale * sum of the pairs'
@@ -33,5 +51,19 @@ extern const char *const preference_metric_names[PREF_COUNT]; /* TRL's names; "l
  * 1 / the pairs of the whole optimizer step, for TRL's mean). */
 void preference_dpo(const double *nll, const double *ref_nll, int pairs, double beta, double grad_scale, float *scale,
                     double *sums);
+/* CPO's loss of `pairs` pairs whose chosen completions have chosen_tokens tokens: as preference_dpo
+ * (no reference); the chosen completions' mean token loss counts once per pair in sums[PREF_LOSS]
+ * and sums[PREF_NLL_LOSS], so that divided by the pairs it is TRL's per-micro-batch value. */
+void preference_cpo(const double *nll, int pairs, double chosen_tokens, double beta, double grad_scale, float *scale,
+                    double *sums);
+
+/* ORPO's rows of a micro-batch of pairs (segments 2i+1 chosen, 2i+2 rejected; targets on the
+ * completions): orpo_targets = targets, plus on every row of a chosen sequence but its last the next
+ * token; row_seq as above; tokens[3P] the targets of each sequence. Returns 3P. */
+int preference_orpo_rows(const int32_t *ids, const int32_t *targets, const int32_t *segments, int rows,
+                         int32_t *orpo_targets, int32_t *row_seq, double *tokens);
+/* ORPO's loss of `pairs` pairs from the 3P sequences' summed token losses and targets (tokens). */
+void preference_orpo(const double *nll, const double *tokens, int pairs, double beta, double grad_scale, float *scale,
+                     double *sums);
 
 #endif

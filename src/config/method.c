@@ -5,30 +5,31 @@
 #include <stdio.h>
 
 static const method_info methods[METHOD_COUNT] = {
-    {METHOD_SFT, "sft", "SFTTrainer", "messages, conversations, instruction/output or text", false, false, 0,
+    {METHOD_SFT, "sft", "SFTTrainer", "messages, conversations, instruction/output or text", false, false, false, 0,
      "mean token cross-entropy over the labelled tokens", "", true},
-    {METHOD_CPT, "cpt", "SFTTrainer (modules_to_save: embed_tokens, lm_head)", "text", false, false, 0,
+    {METHOD_CPT, "cpt", "SFTTrainer (modules_to_save: embed_tokens, lm_head)", "text", false, false, false, 0,
      "mean token cross-entropy over every token; embedding and LM head trained in full at "
      "embedding_learning_rate",
      "", false},
-    {METHOD_DPO, "dpo", "DPOTrainer", "prompt, chosen, rejected", true, true, 0.1,
+    {METHOD_DPO, "dpo", "DPOTrainer", "prompt, chosen, rejected", true, true, false, 0.1,
      "-log sigmoid(beta ((chosen - ref chosen) - (rejected - ref rejected))), log-probs summed over the completion",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected", true},
-    {METHOD_ORPO, "orpo", "ORPOTrainer", "prompt, chosen, rejected", false, true, 0.1,
-     "chosen's mean token cross-entropy - beta log sigmoid(log odds chosen - log odds rejected)",
+    {METHOD_ORPO, "orpo", "ORPOTrainer", "prompt, chosen, rejected", false, true, true, 0.1,
+     "chosen's mean token cross-entropy (prompt and completion) - beta log sigmoid(log odds ratio), log-probs "
+     "averaged over the completion",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, "
      "log_odds_ratio, log_odds_chosen, nll_loss",
-     false},
-    {METHOD_CPO, "cpo", "CPOTrainer", "prompt, chosen, rejected", false, true, 0.1,
+     true},
+    {METHOD_CPO, "cpo", "CPOTrainer", "prompt, chosen, rejected", false, true, true, 0.1,
      "-log sigmoid(beta (chosen - rejected)) + chosen's mean token cross-entropy",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, nll_loss",
-     false},
-    {METHOD_KTO, "kto", "KTOTrainer", "prompt, completion, label", true, false, 0.1,
+     true},
+    {METHOD_KTO, "kto", "KTOTrainer", "prompt, completion, label", true, false, false, 0.1,
      "desirable_weight (1 - sigmoid(beta (logratio - KL))) / undesirable_weight (1 - sigmoid(beta (KL - logratio)))",
      "rewards/chosen, rewards/rejected, rewards/margins, logps/chosen, logps/rejected, kl", false},
-    {METHOD_REWARD, "reward", "RewardTrainer", "chosen, rejected (prompt optional)", false, true, 0,
+    {METHOD_REWARD, "reward", "RewardTrainer", "chosen, rejected (prompt optional)", false, true, false, 0,
      "-log sigmoid(score chosen - score rejected), a scalar head on the last token", "accuracy, margin", false},
-    {METHOD_GRPO, "grpo", "GRPOTrainer", "prompt (and the columns reward_funcs read)", true, false, 0.0,
+    {METHOD_GRPO, "grpo", "GRPOTrainer", "prompt (and the columns reward_funcs read)", true, false, false, 0.0,
      "clipped policy objective on group-normalised advantages + beta KL to the reference",
      "reward, reward_std, kl, completion_length", false},
 };

@@ -200,6 +200,7 @@ typedef struct {
     bool assistant_only;
     int32_t max_len;
     int32_t max_prompt, max_completion; /* preference rows: tokens kept of each (0: all) */
+    bool pair_legacy;                   /* ... tokenized as TRL's CPO and ORPO trainers do (pair.c) */
 } label_ctx;
 
 typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;

@@ -206,6 +206,7 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
     pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
     lc.max_prompt = (int32_t)L->o->max_prompt_length, lc.max_completion = (int32_t)L->o->max_completion_length;
+    lc.pair_legacy = L->o->pairs_legacy;
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;

@@ -7,7 +7,16 @@
  * and prompt + completion first differ (the shorter of the two common prefixes, as TRL). Then
  * max_prompt_length keeps the prompt's last tokens (older TRL's DPOConfig), max_completion_length
  * each completion's first, and max_seq_length (TRL's max_length, keep_start) cuts each sequence;
- * a prompt that fills max_seq_length leaves nothing to learn (TRL drops such rows: no loss). */
+ * a prompt that fills max_seq_length leaves nothing to learn (TRL drops such rows: no loss).
+ *
+ * CPO and ORPO (label_ctx.pair_legacy) keep TRL's older tokenization (the experimental trainers'
+ * maybe_apply_chat_template and tokenize_row): conversations become texts first (the prompt is the
+ * common prefix of the rendered prompt with its generation prompt and of prompt + chosen and
+ * prompt + rejected rendered whole; each completion the rest of its rendering); then for each
+ * completion prompt + completion is encoded without special tokens and the prompt's tokens are
+ * those the prompt encodes to (one fewer when the last merges across the boundary); bos is put
+ * before the prompt and eos after the completion where they are missing; the completion is cut so
+ * that prompt + completion fits max_seq_length (TRL's max_length). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +71,115 @@ static bool put_sequence(const label_ctx *c, const int32_t *p, size_t np, const 
     return cut < n;
 }
 
+/* ---- the older tokenization (CPO, ORPO) ---- */
+
+/* Bytes a and b share from the start, backed off to a UTF-8 character boundary. */
+static size_t common_text(const char *a, const char *b)
+{
+    size_t i = 0;
+    while (a[i] && a[i] == b[i]) i++;
+    while (i > 0 && ((unsigned char)a[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+
+static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, bool gen, strbuf *out)
+{
+    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
+    return chat_tmpl_render(c->ct, &a, m, n, out, NULL, NULL);
+}
+
+/* A conversational row as the texts prompt, chosen and rejected (TRL's maybe_apply_chat_template). */
+static pt_status legacy_texts(const label_ctx *c, const data_record *rec, char **prompt, char **chosen, char **rejected)
+{
+    int nrj = rec->n - rec->n_prompt - rec->n_chosen;
+    chat_message *m = malloc(sizeof *m * (size_t)(rec->n_prompt + (nrj > rec->n_chosen ? nrj : rec->n_chosen) + 1));
+    TRY_ALLOC(m);
+    strbuf p = {0}, pc = {0}, pr = {0};
+    memcpy(m, rec->msgs, sizeof *m * (size_t)rec->n_prompt);
+    pt_status rc = render(c, m, rec->n_prompt, rec->tools, true, &p);
+    memcpy(m + rec->n_prompt, rec->msgs + rec->n_prompt, sizeof *m * (size_t)rec->n_chosen);
+    if (rc == PT_OK) rc = render(c, m, rec->n_prompt + rec->n_chosen, rec->tools, false, &pc);
+    memcpy(m + rec->n_prompt, rec->msgs + rec->n_prompt + rec->n_chosen, sizeof *m * (size_t)nrj);
+    if (rc == PT_OK) rc = render(c, m, rec->n_prompt + nrj, rec->tools, false, &pr);
+    free(m);
+    if (rc == PT_OK) {
+        size_t n = common_text(sb_text(&p), sb_text(&pc));
+        p.data[n] = '\0';
+        n = common_text(sb_text(&p), sb_text(&pr));
+        *prompt = strndup(sb_text(&p), n);
+        *chosen = xstrdup(sb_text(&pc) + n);
+        *rejected = xstrdup(sb_text(&pr) + n);
+        if (!*prompt) abort();
+    }
+    sb_free(&p), sb_free(&pc), sb_free(&pr);
+    return rc;
+}
+
+/* prompt + answer encoded (no special tokens added): *ids, the prompt's *np of them (TRL's
+ * build_tokenized_answer), with bos put first and eos last where missing. */
+static pt_status legacy_answer(const label_ctx *c, const char *prompt, const char *answer, int32_t **ids, size_t *n,
+                               size_t *np)
+{
+    int32_t *p, *full;
+    size_t lp, lf;
+    strbuf text = {0};
+    sb_printf(&text, "%s%s", prompt, answer);
+    pt_status rc = tokenizer_encode(c->tok, prompt, strlen(prompt), true, &p, &lp);
+    if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, &full, &lf);
+    sb_free(&text);
+    if (rc != PT_OK) {
+        if (lp) free(p);
+        return rc;
+    }
+    size_t start = lp;
+    if (lf < lp || memcmp(p, full, sizeof *p * lp) != 0) start = lp > 0 ? lp - 1 : 0; /* merged at the boundary */
+    if (start > lf) start = lf;
+    free(p);
+    int32_t bos = tokenizer_bos(c->tok), eos = tokenizer_eos(c->tok);
+    bool add_bos = bos >= 0 && (start == 0 || full[0] != bos);
+    bool add_eos = eos >= 0 && (lf == start || full[lf - 1] != eos);
+    *ids = malloc(sizeof(int32_t) * (lf + 2));
+    if (!*ids) abort();
+    size_t k = 0;
+    if (add_bos) (*ids)[k++] = bos;
+    memcpy(*ids + k, full, sizeof(int32_t) * lf);
+    k += lf;
+    if (add_eos) (*ids)[k++] = eos;
+    free(full);
+    *n = k, *np = start + add_bos;
+    return PT_OK;
+}
+
+static pt_status label_pair_legacy(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
+                                   label_result *res)
+{
+    char *prompt = NULL, *chosen = NULL, *rejected = NULL;
+    pt_status rc = PT_OK;
+    if (rec->pair_chat) rc = legacy_texts(c, rec, &prompt, &chosen, &rejected);
+    const char *texts[3] = {rec->pair_chat ? prompt : rec->prompt, rec->pair_chat ? chosen : rec->chosen,
+                            rec->pair_chat ? rejected : rec->rejected};
+    int32_t *ids[2] = {NULL, NULL};
+    size_t n[2] = {0, 0}, np[2] = {0, 0};
+    for (int s = 0; s < 2 && rc == PT_OK; s++) rc = legacy_answer(c, texts[0], texts[1 + s], &ids[s], &n[s], &np[s]);
+    if (rc == PT_OK) {
+        size_t cap = n[0] + n[1] + 1, got[2] = {0, 0};
+        ex->ids = malloc(sizeof(int32_t) * cap), ex->labels = malloc(sizeof(int32_t) * cap);
+        ex->segments = malloc(sizeof(int32_t) * cap);
+        if (!ex->ids || !ex->labels || !ex->segments) abort();
+        for (int s = 0; s < 2; s++) {
+            size_t keep = np[s], la = n[s] - np[s];
+            if (c->max_prompt > 0 && keep > (size_t)c->max_prompt) keep = (size_t)c->max_prompt, *truncated = true;
+            if (c->max_completion > 0 && la > (size_t)c->max_completion) la = (size_t)c->max_completion, *truncated = true;
+            *truncated |= put_sequence(c, ids[s] + (np[s] - keep), keep, ids[s] + np[s], la, s + 1, ex, &got[s]);
+        }
+        if (got[0] && got[1]) *res = LABEL_OK;
+        else example_free(ex);
+    }
+    free(ids[0]), free(ids[1]);
+    free(prompt), free(chosen), free(rejected);
+    return rc;
+}
+
 pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res)
 {
     int32_t *pid = NULL, *cid = NULL, *rid = NULL;
@@ -70,6 +188,7 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
     *ex = (pt_example){0};
     *truncated = false;
     *res = LABEL_NO_LOSS;
+    if (c->pair_legacy) return label_pair_legacy(c, rec, ex, truncated, res);
     if (rec->pair_chat) {
         int nrj = rec->n - rec->n_prompt - rec->n_chosen;
         chat_message *m = malloc(sizeof *m * (size_t)(rec->n_prompt + (nrj > rec->n_chosen ? nrj : rec->n_chosen) + 1));

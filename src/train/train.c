@@ -109,53 +109,85 @@ static step_options step_options_of(trainer *t)
 }
 
 /* Preference methods: a micro-batch of P pairs is 2P sequences, segments 1..2P (pair i: chosen
- * 2i+1, rejected 2i+2; dataset.h); the sequence of each row, and their count. */
-static int batch_sequences(const pt_batch *b, int32_t *row_seq)
+ * 2i+1, rejected 2i+2; dataset.h). The rows as the loss head takes them: each row's sequence, the
+ * targets (ORPO's also on its chosen prompts: preference_orpo_rows) and each sequence's targets. */
+typedef struct {
+    int32_t *row_seq, *targets;
+    double *tokens;
+    int n_seq, pairs;
+} pref_rows;
+
+static void pref_rows_free(pref_rows *p)
 {
-    int n = 0;
-    for (int r = 0; r < b->rows * b->cols; r++) {
-        row_seq[r] = b->segments[r] - 1;
-        if (b->segments[r] > n) n = b->segments[r];
+    free(p->row_seq), free(p->targets), free(p->tokens);
+    *p = (pref_rows){0};
+}
+
+static pt_status pref_rows_of(const trainer *t, const pt_batch *b, pref_rows *p)
+{
+    int rows = b->rows * b->cols, n = 0;
+    for (int r = 0; r < rows; r++) n = b->segments[r] > n ? b->segments[r] : n;
+    *p = (pref_rows){malloc(sizeof(int32_t) * (size_t)(rows + 1)), malloc(sizeof(int32_t) * (size_t)(rows + 1)),
+                     calloc(3 * (size_t)n + 2, sizeof(double)), n, n / 2};
+    if (!p->row_seq || !p->targets || !p->tokens) {
+        pref_rows_free(p);
+        return ERR(PT_ERR_NOMEM, "no memory for the rows of %d sequences", n);
     }
-    return n;
+    if (t->cfg->method == METHOD_ORPO) {
+        p->n_seq = preference_orpo_rows(b->ids, b->targets, b->segments, rows, p->targets, p->row_seq, p->tokens);
+        return PT_OK;
+    }
+    for (int r = 0; r < rows; r++) {
+        p->row_seq[r] = b->segments[r] - 1, p->targets[r] = b->targets[r];
+        if (p->row_seq[r] >= 0 && b->targets[r] != PT_IGNORE_INDEX) p->tokens[p->row_seq[r]] += 1;
+    }
+    return PT_OK;
 }
 
 typedef struct {
     const trainer *t;
-    const double *ref_nll;
+    const double *ref_nll; /* DPO */
+    const double *tokens;  /* each sequence's targets */
     double grad_scale;
     int pairs;
     double *sums;
 } pref_step;
 
-/* step_options.seq_grad of DPO: the pairs' loss and each sequence's gradient scale. */
-static pt_status dpo_seq_grad(void *arg, const double *nll, float *scale)
+/* step_options.seq_grad: the pairs' loss (DPO's, CPO's or ORPO's) and each sequence's gradient scale. */
+static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
 {
     pref_step *p = arg;
-    preference_dpo(nll, p->ref_nll, p->pairs, p->t->cfg->beta, p->grad_scale, scale, p->sums);
+    double beta = p->t->cfg->beta, chosen = 0;
+    for (int i = 0; i < p->pairs; i++) chosen += p->tokens[2 * i];
+    if (p->t->cfg->method == METHOD_CPO) preference_cpo(nll, p->pairs, chosen, beta, p->grad_scale, scale, p->sums);
+    else if (p->t->cfg->method == METHOD_ORPO)
+        preference_orpo(nll, p->tokens, p->pairs, beta, p->grad_scale, scale, p->sums);
+    else preference_dpo(nll, p->ref_nll, p->pairs, beta, p->grad_scale, scale, p->sums);
     return PT_OK;
 }
 
-/* One micro-batch of a preference method: the reference's log-probs (the same base with the
- * adapter off), then the policy's step; the pairs' loss is added to *loss_sum, the metrics to sums. */
+/* One micro-batch of a preference method: the reference's log-probs when the method has one (the
+ * same base with the adapter off), then the policy's step; the pairs' loss is added to *loss_sum,
+ * the metrics to sums. */
 static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
                                   double *sums)
 {
+    pref_rows pr;
+    TRY(pref_rows_of(t, b, &pr));
     train_batch v = view_of(b);
-    int32_t *row_seq = malloc(sizeof *row_seq * (size_t)(b->rows * b->cols + 1));
-    TRY_ALLOC(row_seq);
-    int n_seq = batch_sequences(b, row_seq);
-    double *ref = calloc((size_t)n_seq + 1, sizeof *ref);
-    pt_status st = ref ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, ref)
-                       : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
+    v.targets = pr.targets;
+    double *ref = calloc((size_t)pr.n_seq + 1, sizeof *ref);
+    pt_status st = ref ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", pr.n_seq);
+    if (st == PT_OK && method_info_of(t->cfg->method)->reference)
+        st = step_sequence_nll(&t->m, NULL, &v, pr.row_seq, pr.n_seq, &t->arena, ref);
     double before = sums[PREF_LOSS], token_loss = 0;
     int64_t n = 0;
-    pref_step p = {t, ref, scale, n_seq / 2, sums};
-    so.row_seq = row_seq, so.n_seq = n_seq, so.seq_grad = dpo_seq_grad, so.seq_grad_arg = &p;
+    pref_step p = {t, ref, pr.tokens, scale, pr.pairs, sums};
+    so.row_seq = pr.row_seq, so.n_seq = pr.n_seq, so.seq_grad = pref_seq_grad, so.seq_grad_arg = &p;
     if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
     *loss_sum += sums[PREF_LOSS] - before;
     free(ref);
-    free(row_seq);
+    pref_rows_free(&pr);
     return st;
 }
 
@@ -246,25 +278,27 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     return st;
 }
 
-/* A preference method's eval batch: its pairs' DPO losses (the reference's and the adapter's
+/* A preference method's eval batch: its pairs' losses (the reference's and the adapter's
  * log-probs, no gradient) added to sums[0], the pairs to sums[1]. */
 static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
 {
+    pref_rows pr;
+    TRY(pref_rows_of(t, b, &pr));
     train_batch v = view_of(b);
-    int32_t *row_seq = malloc(sizeof *row_seq * (size_t)(b->rows * b->cols + 1));
-    TRY_ALLOC(row_seq);
-    int n_seq = batch_sequences(b, row_seq);
-    double *nll = calloc(2 * (size_t)n_seq + 1, sizeof *nll);
-    float *scale = calloc((size_t)n_seq + 1, sizeof *scale);
-    pt_status st = nll && scale ? step_sequence_nll(&t->m, NULL, &v, row_seq, n_seq, &t->arena, nll + n_seq)
-                                : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", n_seq);
-    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, row_seq, n_seq, &t->arena, nll);
+    v.targets = pr.targets;
+    double *nll = calloc(2 * (size_t)pr.n_seq + 1, sizeof *nll);
+    float *scale = calloc((size_t)pr.n_seq + 1, sizeof *scale);
+    pt_status st = nll && scale ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d sequences' log-probs", pr.n_seq);
+    if (st == PT_OK && method_info_of(t->cfg->method)->reference)
+        st = step_sequence_nll(&t->m, NULL, &v, pr.row_seq, pr.n_seq, &t->arena, nll + pr.n_seq);
+    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, pr.row_seq, pr.n_seq, &t->arena, nll);
     double pref[PREF_COUNT] = {0};
-    if (st == PT_OK) preference_dpo(nll, nll + n_seq, n_seq / 2, t->cfg->beta, 1.0, scale, pref);
+    pref_step p = {t, nll + pr.n_seq, pr.tokens, 1.0, pr.pairs, pref};
+    if (st == PT_OK) st = pref_seq_grad(&p, nll, scale);
     sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
     free(scale);
     free(nll);
-    free(row_seq);
+    pref_rows_free(&pr);
     return st;
 }
 
@@ -469,8 +503,9 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            0, NULL, NULL};
     double means[PREF_COUNT];
     if (method_info_of(t->cfg->method)->pairs) { /* TRL's metrics: means over the window's pairs */
-        for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
-        rec.n_extra = PREF_PAIRS - PREF_REWARDS_CHOSEN;
+        int end = preference_metrics_end((int)t->cfg->method);
+        for (int k = PREF_REWARDS_CHOSEN; k < end; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
+        rec.n_extra = end - PREF_REWARDS_CHOSEN;
         rec.extra_names = preference_metric_names + PREF_REWARDS_CHOSEN, rec.extra = means + PREF_REWARDS_CHOSEN;
     }
     *w = (log_window){.start = now};

@@ -1,10 +1,11 @@
 #!/bin/sh
-# test_dpo_mpi.sh — method: dpo through the whole trainer, on the tiny Llama in tests/data (its
+# test_dpo_mpi.sh — method: dpo (and cpo, orpo) through the whole trainer, on the tiny Llama in tests/data (its
 # chat template renders the conversational pairs of share/data/pirate-preferences.jsonl):
 # - the first logged loss is ln 2 (B zero: the policy is the reference) and metrics.jsonl has
 #   TRL's metrics (rewards/..., logps/...);
 # - data parallel: 2 ranks with 2 pairs each train the same adapter as 1 process with 2 pairs and
 #   gradient_accumulation_steps 2 (max relative difference <= 1e-5), with the same losses;
+# - CPO and ORPO (no reference): each trains with TRL's metrics, 2 ranks = 1 process x accumulation 2;
 # - evaluation (val_split_ratio): eval_loss is the held-out pairs' mean DPO loss;
 # - exact resume: a run killed (kill -9) after its step-4 checkpoint and run again ends with the
 #   adapter of the uninterrupted run, bit-identical, and the same losses.
@@ -19,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 write_config() { # write_config FILE OUTDIR BATCH ACCUM [extra yaml]
     cat >"$1" <<YAML
 model_name: "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4"
-method: dpo
+method: ${METHOD:-dpo}
 beta: 0.1
 max_seq_length: 64
 dataset:
@@ -70,6 +71,38 @@ else
     skip_test "2 ranks: the run exits 0" "mpirun not found"
     skip_test "2 ranks: the adapter of 1 process" "mpirun not found"
     skip_test "2 ranks: the same losses and metrics" "mpirun not found"
+fi
+
+# CPO (no reference): trains, logs nll_loss, and 2 ranks give the adapter of 1 process x accumulation 2
+METHOD=cpo write_config "$tmp/cpo1.yaml" "$tmp/cpo1" 2 2
+"$P" train "$tmp/cpo1.yaml" >"$tmp/cpo1.out" 2>&1
+expect_eq "cpo: the run exits 0" 0 "$?"
+ok "cpo: metrics.jsonl has TRL's CPO metrics (nll_loss)" grep -q '"logps/rejected": [-0-9.]*, "nll_loss": [0-9.]*}' "$tmp/cpo1/metrics.jsonl"
+if command -v "$mpirun" >/dev/null 2>&1; then
+    METHOD=cpo write_config "$tmp/cpo2.yaml" "$tmp/cpo2" 2 1
+    timeout 300 "$mpirun" --oversubscribe -np 2 "$P" train "$tmp/cpo2.yaml" >"$tmp/cpo2.out" 2>&1
+    diff_line=$("$DIFF" "$tmp/cpo1/lora/adapter.h5" "$tmp/cpo2/lora/adapter.h5" 2>&1)
+    max_rel=$(printf '%s\n' "$diff_line" | awk '$1 == "max_rel" { print $2 }')
+    ok "cpo: 2 ranks give the adapter of 1 process x accumulation 2 (max relative difference ${max_rel:-?})" \
+        awk -v d="${max_rel:-x}" 'BEGIN { exit !(d != "x" && d + 0 <= 1e-5) }'
+else
+    skip_test "cpo: 2 ranks give the adapter of 1 process" "mpirun not found"
+fi
+
+# ORPO (no reference; the chosen prompts count in its token mean): the same checks
+METHOD=orpo write_config "$tmp/orpo1.yaml" "$tmp/orpo1" 2 2
+"$P" train "$tmp/orpo1.yaml" >"$tmp/orpo1.out" 2>&1
+expect_eq "orpo: the run exits 0" 0 "$?"
+ok "orpo: metrics.jsonl has TRL's ORPO metrics" grep -q '"nll_loss": [0-9.]*, "log_odds_ratio": [-0-9.]*, "log_odds_chosen": [-0-9.]*}' "$tmp/orpo1/metrics.jsonl"
+if command -v "$mpirun" >/dev/null 2>&1; then
+    METHOD=orpo write_config "$tmp/orpo2.yaml" "$tmp/orpo2" 2 1
+    timeout 300 "$mpirun" --oversubscribe -np 2 "$P" train "$tmp/orpo2.yaml" >"$tmp/orpo2.out" 2>&1
+    diff_line=$("$DIFF" "$tmp/orpo1/lora/adapter.h5" "$tmp/orpo2/lora/adapter.h5" 2>&1)
+    max_rel=$(printf '%s\n' "$diff_line" | awk '$1 == "max_rel" { print $2 }')
+    ok "orpo: 2 ranks give the adapter of 1 process x accumulation 2 (max relative difference ${max_rel:-?})" \
+        awk -v d="${max_rel:-x}" 'BEGIN { exit !(d != "x" && d + 0 <= 1e-5) }'
+else
+    skip_test "orpo: 2 ranks give the adapter of 1 process" "mpirun not found"
 fi
 
 # evaluation: eval_loss is the mean DPO loss of the held-out pairs, ln 2 before any step moves B

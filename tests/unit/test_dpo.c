@@ -38,6 +38,10 @@ typedef struct {
     int rows, pairs;
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     double beta;
+    const char *dir; /* "dpo", "cpo" or "orpo": the goldens, and the loss */
+    bool cpo, orpo;
+    int32_t orpo_targets[MAX_ROWS], orpo_seq[MAX_ROWS];
+    double tokens[48];
     double ref_nll[16];
     double sums[PREF_COUNT];
 } fixture;
@@ -48,10 +52,10 @@ static const char *srcdir(void)
     return s ? s : "..";
 }
 
-static float *read_f32(const char *name, size_t *count)
+static float *read_f32(const char *dir, const char *name, size_t *count)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dpo/%s", srcdir(), name);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s", srcdir(), dir, name);
     FILE *f = fopen(path, "rb");
     assert_non_null(f);
     fseek(f, 0, SEEK_END);
@@ -98,7 +102,7 @@ static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, v
 static void load_adapter(fixture *fx, const char *file)
 {
     size_t n;
-    float *v = read_f32(file, &n);
+    float *v = read_f32(fx->dir, file, &n);
     for_each_tensor(fx, set_values, v);
     free(v);
 }
@@ -122,11 +126,12 @@ static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *comple
     fx->rows += np + nc;
 }
 
-static int setup(void **state)
+static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
+    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo");
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dpo/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
     fx->manifest = json_load_file(path, 0, &jerr);
     if (!fx->manifest) return -1;
@@ -152,6 +157,10 @@ static int setup(void **state)
     return 0;
 }
 
+static int setup(void **state) { return setup_dir(state, "dpo"); }
+static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
+static int setup_orpo(void **state) { return setup_dir(state, "orpo"); }
+
 static int teardown(void **state)
 {
     fixture *fx = *state;
@@ -172,7 +181,17 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
-    preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+    if (fx->orpo) {
+        preference_orpo(nll, fx->tokens, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+        return PT_OK;
+    }
+    if (!fx->cpo) {
+        preference_dpo(nll, fx->ref_nll, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
+        return PT_OK;
+    }
+    double chosen_tokens = 0; /* the chosen completions' targets: sequences 0, 2, ... */
+    for (int r = 0; r < fx->rows; r++) chosen_tokens += fx->row_seq[r] % 2 == 0 && fx->targets[r] != PT_IGNORE_INDEX;
+    preference_cpo(nll, fx->pairs, chosen_tokens, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
     return PT_OK;
 }
 
@@ -180,10 +199,16 @@ static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 static double dpo_step(fixture *fx)
 {
     train_batch b = batch_of(fx);
-    assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
+    if (!fx->cpo) /* CPO has no reference */
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
     memset(fx->sums, 0, sizeof fx->sums);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
                       .seq_grad_arg = fx};
+    if (fx->orpo) { /* the chosen prompts' rows count in ORPO's token mean: 3P sequences */
+        o.n_seq = preference_orpo_rows(fx->ids, fx->targets, fx->segments, fx->rows, fx->orpo_targets, fx->orpo_seq,
+                                       fx->tokens);
+        o.row_seq = fx->orpo_seq, b.targets = fx->orpo_targets;
+    }
     double tokens = 0;
     int64_t n = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
@@ -221,17 +246,18 @@ static double compare_case(fixture *fx, const char *which, double *loss)
     *loss = dpo_step(fx);
     snprintf(name, sizeof name, "%s_grads.f32", which);
     size_t n;
-    float *grads = read_f32(name, &n);
+    float *grads = read_f32(fx->dir, name, &n);
     compare_arg c = {grads, 0};
     for_each_tensor(fx, compare_grad, &c);
     free(grads);
     json_t *golden = json_object_get(fx->manifest, which);
     double want = json_real_value(json_object_get(golden, "first_loss"));
-    print_message("%s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, *loss, want,
-                  c.worst);
+    print_message("%s %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", fx->dir, which,
+                  *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
-    for (int k = PREF_REWARDS_CHOSEN; k < PREF_PAIRS; k++) {
+    for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->orpo ? METHOD_ORPO : fx->cpo ? METHOD_CPO : METHOD_DPO);
+         k++) {
         double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
         double mine = fx->sums[k] / fx->pairs;
         if (fabs(mine - trl) > 1e-4 * fmax(1.0, fabs(trl)))
@@ -248,6 +274,15 @@ static void test_zero_adapter_ln2(void **state)
     double worst = compare_case(fx, "zero", &loss);
     if (loss != log(2.0)) fail_msg("first loss %.17g, ln 2 %.17g", loss, log(2.0));
     assert_true(worst <= 1e-4);
+}
+
+/* CPO: the loss, TRL's metrics (nll_loss too) and gradients, B zero and random */
+static void test_cpo_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    assert_true(compare_case(fx, "random", &loss) <= 1e-4);
 }
 
 static void test_random_adapter_matches_trl(void **state)
@@ -273,7 +308,7 @@ static void test_20_adamw_steps_match_trl(void **state)
         double want = json_real_value(json_array_get(losses, (size_t)s));
         worst = fmax(worst, fabs(loss - want));
     }
-    print_message("20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", worst,
+    print_message("%s: 20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", fx->dir, worst,
                   json_real_value(json_array_get(losses, 0)), json_real_value(json_array_get(losses, 19)));
     assert_true(worst <= 1e-3);
 }
@@ -330,8 +365,8 @@ static void expect_sequence(const pt_example *ex, int32_t seg, json_t *prompt, j
 static pt_dataset load_pairs(const pt_tokenizer *tok, const char *extra)
 {
     char yaml[2048];
-    snprintf(yaml, sizeof yaml, "method: dpo\nmax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
-             extra, srcdir());
+    snprintf(yaml, sizeof yaml, "%smax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
+             strstr(extra, "method:") ? "" : "method: dpo\n", extra, srcdir());
     pt_config cfg;
     pt_dataset ds;
     assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -381,6 +416,53 @@ static void test_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* CPO's rows as TRL's experimental CPOTrainer tokenizes them (maybe_apply_chat_template, tokenize_row) */
+static void test_cpo_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/cpo/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name;
+    json_t *rows;
+    json_object_foreach(golden, name, rows) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        pt_dataset ds = load_pairs(tok, "method: cpo\n");
+        assert_int_equal(ds.n, json_array_size(rows));
+        for (size_t i = 0; i < ds.n; i++) {
+            json_t *r = json_array_get(rows, i);
+            const pt_example *ex = &ds.ex[i];
+            static const char *const sides[2] = {"chosen", "rejected"};
+            for (int s = 0; s < 2; s++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_input_ids", sides[s]);
+                json_t *ids = json_object_get(r, key);
+                snprintf(key, sizeof key, "%s_labels", sides[s]);
+                json_t *labels = json_object_get(r, key);
+                size_t k = 0;
+                for (int32_t t = 0; t < ex->len; t++) {
+                    if (ex->segments[t] != s + 1) continue;
+                    if (k >= json_array_size(ids) || ex->ids[t] != json_integer_value(json_array_get(ids, k)) ||
+                        ex->labels[t] != json_integer_value(json_array_get(labels, k)))
+                        fail_msg("%s row %zu %s: token %zu is %d (label %d), TRL's %lld (label %lld)", name, i, sides[s],
+                                 k, ex->ids[t], ex->labels[t], (long long)json_integer_value(json_array_get(ids, k)),
+                                 (long long)json_integer_value(json_array_get(labels, k)));
+                    k++;
+                }
+                if (k != json_array_size(ids))
+                    fail_msg("%s row %zu %s: %zu tokens, TRL's %zu", name, i, sides[s], k, json_array_size(ids));
+            }
+        }
+        dataset_free(&ds);
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
 /* an SFT run given preference rows, and DPO given chat rows, say what to set */
 static void test_rows_match_the_method(void **state)
 {
@@ -409,9 +491,14 @@ int main(void)
         cmocka_unit_test(test_dpo_scales),
         cmocka_unit_test(test_tokenized_as_trl),
         cmocka_unit_test(test_rows_match_the_method),
+        cmocka_unit_test(test_cpo_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_cpo, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_cpo, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_orpo, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_orpo, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
