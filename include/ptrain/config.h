@@ -71,6 +71,7 @@ typedef struct {
     long seed;
     char *output_dir;
     long logging_steps;
+    bool logging_first_step;
     pt_strlist report_to; /* "none", "all", "tensorboard", or services ptrain names and does not send to */
     char *logging_dir;    /* TensorBoard's directory; NULL: output_dir/runs/<run_name> */
     char *run_name;       /* NULL: the start time and host, kept in heartbeat.json across resumes */

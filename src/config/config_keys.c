@@ -116,6 +116,8 @@ const key_spec config_keys[] = {
      "checkpoints and metrics.jsonl (on the shared filesystem)"},
     {"logging_steps", NULL, K_INT, OFF(logging_steps), "15", NULL, 1, (double)LONG_MAX, 0,
      "log every N optimizer steps"},
+    {"logging_first_step", NULL, K_BOOL, OFF(logging_first_step), "false", NULL, 0, 0, 0,
+     "also log the first optimizer step (its loss alone)"},
     {"report_to", NULL, K_STRLIST, OFF(report_to), "none", config_report_choices, 0, 0, 0,
      "tensorboard: TensorBoard event files under logging_dir; none (or []): metrics.jsonl only; other services are "
      "named with what ptrain writes instead"},
@@ -259,9 +261,6 @@ const foreign_key config_foreign_keys[] = {
     {"data_seed", "", "seed orders the data, as transformers' data_seed defaults to seed",
      "a data-order seed apart from seed is not implemented in ptrain: seed orders the data (and dropout, "
      "and the LoRA initialization is random_state's); remove data_seed and set seed"},
-    {"logging_first_step", "false", "ptrain logs every logging_steps optimizer steps",
-     "logging the first step apart from logging_steps is not implemented in ptrain: it logs every "
-     "logging_steps optimizer steps (logging_steps: 1 logs the first); remove the key or set it to false"},
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
      "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},

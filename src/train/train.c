@@ -424,7 +424,7 @@ static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool
 {
     const pt_config *c = t->cfg;
     bool last = step == t->total;
-    if ((step % c->logging_steps == 0 || last) && !r->skipped) {
+    if ((step % c->logging_steps == 0 || last || (step == 1 && c->logging_first_step)) && !r->skipped) {
         char when[48];
         TRY(log_progress(t, step, r));
         snprintf(when, sizeof when, "after step %lld", (long long)step);
