@@ -69,6 +69,7 @@ typedef struct {
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */
     double adam_beta1, adam_beta2, adam_epsilon;
     long seed;
+    long data_seed; /* the sampler's seed: seed unless given (config_check.c) */
     char *output_dir;
     long logging_steps;
     bool logging_first_step;

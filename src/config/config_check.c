@@ -54,6 +54,7 @@ static void check_model(pt_config *cfg, config_report *errors)
 
 static void check_training(pt_config *cfg, config_report *errors)
 {
+    if (!config_is_set(cfg, "data_seed")) cfg->data_seed = cfg->seed;
     if (!config_is_set(cfg, "per_device_eval_batch_size"))
         cfg->per_device_eval_batch_size = cfg->per_device_train_batch_size;
     if (!config_is_set(cfg, "save_strategy"))

@@ -112,6 +112,8 @@ const key_spec config_keys[] = {
     {"adam_beta2", NULL, K_FLOAT, OFF(adam_beta2), "0.999", NULL, 0, 1, F_MAX_EXCL, "AdamW beta2"},
     {"adam_epsilon", NULL, K_FLOAT, OFF(adam_epsilon), "1e-8", NULL, 0, 1, F_MIN_EXCL, "AdamW epsilon"},
     {"seed", NULL, K_INT, OFF(seed), "3407", NULL, 0, (double)LONG_MAX, 0, "data order and dropout seed"},
+    {"data_seed", NULL, K_INT, OFF(data_seed), NULL, NULL, 0, (double)LONG_MAX, 0,
+     "the seed of the data order alone (default: seed)"},
     {"output_dir", NULL, K_STR, OFF(output_dir), "outputs", NULL, 0, 0, 0,
      "checkpoints and metrics.jsonl (on the shared filesystem)"},
     {"logging_steps", NULL, K_INT, OFF(logging_steps), "15", NULL, 1, (double)LONG_MAX, 0,
@@ -258,9 +260,6 @@ const foreign_key config_foreign_keys[] = {
     {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
      "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
      "shuffled order of seed; remove the key or set it to false"},
-    {"data_seed", "", "seed orders the data, as transformers' data_seed defaults to seed",
-     "a data-order seed apart from seed is not implemented in ptrain: seed orders the data (and dropout, "
-     "and the LoRA initialization is random_state's); remove data_seed and set seed"},
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
      "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},

@@ -44,7 +44,7 @@
 static pt_status next_batch(trainer *t, pt_batch *b)
 {
     if (t->next_batch >= sampler_batches(&t->sampler)) {
-        TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, ++t->epoch));
+        TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, ++t->epoch));
         t->next_batch = 0;
     }
     const size_t *idx;

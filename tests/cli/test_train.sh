@@ -2,7 +2,7 @@
 # test_train.sh — `ptrain train` end to end on SmolLM2 with a slice of the shipped demo data: it
 # runs, logs every step to stdout and metrics.jsonl, writes the final adapter that
 # `ptrain generate --adapter` loads, and the same config and seed give a bit-identical run;
-# logging_first_step on the tiny model.
+# logging_first_step and data_seed on the tiny model.
 # Bad input (a missing dataset file, no dataset) stops with one clear error. Skips, saying why,
 # when the model file is absent.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
@@ -54,6 +54,21 @@ expect_eq "logging_first_step: step 1 logged too" "1 4 6 " "$(steps "$tmp/first-
 one=$(loss_at "$tmp/every/metrics.jsonl" 1)
 expect_eq "logging_first_step: step 1's loss is that step's alone (${one:-none})" "${one:-none}" \
     "$(loss_at "$tmp/first-true/metrics.jsonl" 1)"
+# data_seed (issue 46): the data order alone; with no dropout, a run with seed 5 and data_seed 11 is
+# the run with seed 11 step for step, and not the run with seed 5
+losses_of() { grep -v '"startup"' "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/' | tr '\n' ' '; }
+for s in "seed: 5
+data_seed: 11" "seed: 11" "seed: 5"; do
+    name=$(echo "$s" | tr -d ' \n:')
+    tiny_config "$tmp/$name.yaml" "$tmp/$name" "max_steps: 4
+logging_steps: 1
+$s"
+    "$P" train "$tmp/$name.yaml" >/dev/null 2>"$tmp/err" || cat "$tmp/err"
+done
+expect_eq "data_seed 11 orders the data as seed 11" "$(losses_of "$tmp/seed11/metrics.jsonl")" \
+    "$(losses_of "$tmp/seed5data_seed11/metrics.jsonl")"
+ok "data_seed 11: not the order of seed 5" test "$(losses_of "$tmp/seed5/metrics.jsonl")" != \
+    "$(losses_of "$tmp/seed5data_seed11/metrics.jsonl")" -a -n "$(losses_of "$tmp/seed5/metrics.jsonl")"
 printf 'max_seq_length: 64\n' >"$tmp/nodata.yaml"
 "$P" train "$tmp/nodata.yaml" >/dev/null 2>"$tmp/err" && rc=0 || rc=$?
 if [ -z "$model" ]; then

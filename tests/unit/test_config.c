@@ -187,6 +187,7 @@ static const key_row key_rows[] = {
     {"adam_beta2", "0.95", "0.95", NULL},
     {"adam_epsilon", "1e-6", "1e-06", NULL},
     {"seed", "42", "42", NULL},
+    {"data_seed", "7", "7", NULL},
     {"output_dir", "runs/a", "runs/a", NULL},
     {"logging_steps", "1", "1", NULL},
     {"logging_first_step", "true", "true", NULL},
@@ -316,6 +317,7 @@ static const default_row default_rows[] = {
     {"adam_beta2", "0.999"},
     {"adam_epsilon", "1e-08"},
     {"seed", "3407"},
+    {"data_seed", "3407"}, /* seed unless given, as transformers' data_seed */
     {"output_dir", "outputs"},
     {"logging_steps", "15"},
     {"report_to", "none"},
