@@ -271,8 +271,8 @@ const foreign_key config_foreign_keys[] = {
      "ptrain writes adapters and merged models only as safetensors (what PEFT and transformers load by "
      "default); remove the key or set it to true"},
     {"training_arguments", "{}", "no TrainingArguments given apart",
-     "ptrain reads transformers' TrainingArguments names as top-level keys (docs/configuration.md lists "
-     "those it has): move each of its keys to the top level and remove training_arguments"},
+     "expected a mapping of transformers' TrainingArguments names to values (those ptrain has are read as if "
+     "given at the top level); remove the key or write it as such a mapping"},
     /* export */
     {"save_method", "merged_16bit",
      "huggingface_save writes the merged model in 16 bits (bfloat16), what save_method: merged_16bit asks "

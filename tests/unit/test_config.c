@@ -1800,6 +1800,41 @@ static void test_rule_scheduler_kwargs(void **state)
                  "config.yaml:2:22: lr_scheduler_kwargs: min_lr and min_lr_rate say the same; give one of them");
 }
 
+/* training_arguments (issue 46): the TrainingArguments in it that ptrain has are read as top-level
+ * keys (a second mention of one is "given twice"); the others in one error; not a mapping: refused. */
+static void test_training_arguments(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("training_arguments:\n  warmup_ratio: 0.1\n  logging_first_step: true\n"
+                                "  dataloader_num_workers: 4\n",
+                                &cfg, &warnings),
+                     PT_OK);
+    assert_true(cfg.warmup_ratio == 0.1 && cfg.logging_first_step);
+    assert_true(config_is_set(&cfg, "warmup_ratio"));
+    assert_string_equal(warnings, "ptrain: note: config.yaml:4:3: dataloader_num_workers: transformers' worker "
+                                  "processes for loading batches; ptrain prepares the data on its own threads "
+                                  "(threads, OMP_NUM_THREADS) before the first step, so the value is not used\n");
+    free(warnings);
+    config_free(&cfg);
+    parse_ok("training_arguments: {}\n", &cfg);
+    config_free(&cfg);
+    expect_error("learning_rate: 1e-4\ntraining_arguments:\n  learning_rate: 2e-4\n",
+                 "config.yaml:3:3: learning_rate: given twice (first at line 1)");
+    expect_error("training_arguments:\n  torch_compile: true\n  lr: 1\n  seed: 3\n  training_arguments: {}\n",
+                 "config.yaml:2:3: training_arguments: torch_compile, lr, training_arguments are not "
+                 "TrainingArguments ptrain has (docs/configuration.md lists the keys it reads); remove them");
+    expect_error("training_arguments:\n  fp16: true\n",
+                 "config.yaml:2:9: fp16: fp16 mixed precision (with loss scaling) is not implemented in ptrain: the "
+                 "GPU computes in bfloat16, which needs no loss scaling, and the CPU in float32; remove the key or "
+                 "set it to false");
+    expect_error("training_arguments: [warmup_ratio]\n",
+                 "config.yaml:1:21: training_arguments: expected a mapping of transformers' TrainingArguments names "
+                 "to values (those ptrain has are read as if given at the top level); remove the key or write it as "
+                 "such a mapping");
+}
+
 static void test_unknown_keys(void **state)
 {
     (void)state;
@@ -2474,6 +2509,7 @@ int main(void)
         cmocka_unit_test(test_foreign_keys_table),
         cmocka_unit_test(test_foreign_keys_values),
         cmocka_unit_test(test_rule_scheduler_kwargs),
+        cmocka_unit_test(test_training_arguments),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),
