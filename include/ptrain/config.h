@@ -110,6 +110,8 @@ typedef struct {
     pt_strlist quantization_method;
     bool ollama_save;
     char *ollama_model;
+    pt_strlist tags;      /* more tags for the model cards pushed to the Hub */
+    char *commit_message; /* the title of the end-of-training Hub commits (NULL: ptrain's own) */
     pt_strmap model_parameters;
 
     unsigned char *is_set; /* one flag per key of the key table: given in the file */

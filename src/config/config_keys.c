@@ -191,6 +191,11 @@ const key_spec config_keys[] = {
     {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
      "write a Modelfile and create an Ollama model"},
     {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
+    {"tags", NULL, K_STRLIST, OFF(tags), NULL, NULL, 0, 0, 0,
+     "more tags for the model cards pushed to the Hub (after ptrain, lora, qlora)"},
+    {"commit_message", NULL, K_STR, OFF(commit_message), NULL, NULL, 0, 0, 0,
+     "the title of the commits of the final adapter and the merged model (default: End of training; Merged model "
+     "(base + LoRA))"},
     {"model_parameters", NULL, K_STRMAP, OFF(model_parameters), NULL, NULL, 0, 0, F_TAG,
      "a size tag for the Ollama model's name (\"8b\": ollama_model:8b), or Modelfile PARAMETER lines"},
 };
@@ -287,11 +292,6 @@ const foreign_key config_foreign_keys[] = {
     {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
      "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
      "key (the GGUF types of quantization_method are written without one)"},
-    /* Hub */
-    {"tags", NULL, "the model card ptrain pushes has its own tags (ptrain, lora, qlora); the value is not used",
-     NULL},
-    {"commit_message", NULL, "ptrain's Hub commits have messages of their own (the checkpoint's step); the "
-     "value is not used", NULL},
     /* vLLM generation and the llama.cpp drafter */
     {"fast_inference", "false", "ptrain has no vLLM generation",
      "fast_inference asks Unsloth to generate with vLLM, which ptrain does not have; remove the key or "

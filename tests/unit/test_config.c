@@ -224,6 +224,8 @@ static const key_row key_rows[] = {
     {"quantization_method", "[q8_0, f16]", "q8_0, f16", NULL},
     {"ollama_save", "true", "true", "ollama_model: pirate\n"},
     {"ollama_model", "pirate", "pirate", NULL},
+    {"tags", "[text-generation, pirate]", "text-generation, pirate", NULL},
+    {"commit_message", "\"Pirate adapter, 3 epochs\"", "Pirate adapter, 3 epochs", NULL},
     {"model_parameters", "{temperature: 0.7, top_p: 0.9}", "temperature: 0.7, top_p: 0.9", NULL},
 };
 #define N_KEY_ROWS ((int)(sizeof key_rows / sizeof key_rows[0]))
@@ -354,6 +356,8 @@ static const default_row default_rows[] = {
     {"quantization_method", "q4_k_m"},
     {"ollama_save", "false"},
     {"ollama_model", "(unset)"},
+    {"tags", "(none)"},
+    {"commit_message", "(unset)"},
     {"model_parameters", "(none)"},
 };
 #define N_DEFAULT_ROWS ((int)(sizeof default_rows / sizeof default_rows[0]))
@@ -1722,7 +1726,6 @@ static void test_foreign_keys_values(void **state)
         {"bf16: true\n", "bf16: the GPU computes in bfloat16"},
         {"bf16: false\n", NULL},
         {"gpu_memory_utilization: 0.6\n", "gpu_memory_utilization: vLLM's share of GPU memory"},
-        {"tags: [a, b]\n", "tags: the model card ptrain pushes has its own tags"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pt_config cfg;
@@ -1802,6 +1805,24 @@ static void test_rule_scheduler_kwargs(void **state)
 
 /* training_arguments (issue 46): the TrainingArguments in it that ptrain has are read as top-level
  * keys (a second mention of one is "given twice"); the others in one error; not a mapping: refused. */
+/* tags and commit_message (issue 46): tags that can stand in the card's front matter as they are;
+ * a commit title of one line. The card: test_hub.c's test_card. */
+static void test_rule_tags(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("tags: [text-generation, base_model:adapter:me/x, v1.2+]\ncommit_message: first run\n", &cfg);
+    assert_int_equal(cfg.tags.n, 3);
+    assert_string_equal(cfg.commit_message, "first run");
+    config_free(&cfg);
+    expect_error("tags: [\"a b\"]\n", "config.yaml:1:7: tags: \"a b\" is not a Hub tag: up to 128 of letters, digits "
+                                     "and - _ . : / +, not starting with - or :");
+    expect_error("tags: [\"-x\"]\n", "config.yaml:1:7: tags: \"-x\" is not a Hub tag: up to 128 of letters, digits "
+                                    "and - _ . : / +, not starting with - or :");
+    expect_error("commit_message: \"two\\nlines\"\n",
+                 "config.yaml:1:17: commit_message: expected one line of text (a commit's title), found \"two\\nlines\"");
+}
+
 static void test_training_arguments(void **state)
 {
     (void)state;
@@ -2510,6 +2531,7 @@ int main(void)
         cmocka_unit_test(test_foreign_keys_values),
         cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_training_arguments),
+        cmocka_unit_test(test_rule_tags),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),
