@@ -69,8 +69,10 @@ typedef struct {
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */
     double adam_beta1, adam_beta2, adam_epsilon;
     long seed;
+    long data_seed; /* the sampler's seed: seed unless given (config_check.c) */
     char *output_dir;
     long logging_steps;
+    bool logging_first_step;
     pt_strlist report_to; /* "none", "all", "tensorboard", or services ptrain names and does not send to */
     char *logging_dir;    /* TensorBoard's directory; NULL: output_dir/runs/<run_name> */
     char *run_name;       /* NULL: the start time and host, kept in heartbeat.json across resumes */
@@ -118,6 +120,8 @@ typedef struct {
     pt_strlist quantization_method;
     bool ollama_save;
     char *ollama_model;
+    pt_strlist tags;      /* more tags for the model cards pushed to the Hub */
+    char *commit_message; /* the title of the end-of-training Hub commits (NULL: ptrain's own) */
     pt_strmap model_parameters;
 
     unsigned char *is_set; /* one flag per key of the key table: given in the file */

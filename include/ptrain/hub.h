@@ -100,6 +100,7 @@ typedef struct {
     double lora_alpha, lora_dropout, weight_decay;
     pt_strlist lora_target_modules;
     long seed;
+    pt_strlist tags; /* the config's tags: front matter tags after ptrain's own */
 } hub_card_settings;
 
 typedef struct {

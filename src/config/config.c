@@ -313,11 +313,73 @@ static void set_value(walk *w, const key_spec *spec, const char *key, yaml_node_
     }
 }
 
+/* The keys of one mapping given so far: where each was first given, and by which name. */
+typedef struct {
+    int first_line[128];
+    const char *first_name[128];
+} seen_keys;
+
+/* The name of the top-level key whose mapping holds transformers' TrainingArguments (the seed
+ * system's escape hatch): the keys in it that ptrain has are read as if given at the top level. */
+#define TRAINING_ARGUMENTS "training_arguments"
+
+static void walk_training_arguments(walk *w, yaml_node_t *map, void *base, unsigned char *is_set, int *line,
+                                    int *col, seen_keys *seen);
+
+/* One key: value pair of a mapping of table (within: NULL, or TRAINING_ARGUMENTS for a pair of that
+ * mapping). Returns false for a name that is no key (reported here unless within). */
+static bool walk_pair(walk *w, yaml_node_t *k, yaml_node_t *v, const key_spec *table, int n, void *base,
+                      const char *prefix, unsigned char *is_set, int *line, int *col, seen_keys *seen,
+                      const char *within)
+{
+    const char *name = scalar_text(k);
+    char key[64 + sizeof(pt_shown)]; /* prefix: dataset[N] */
+    snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", shown_text(name).s);
+    int i = key_index(table, n, name);
+    const foreign_key *fk = prefix ? NULL : foreign_key_find(name);
+    if (i < 0 && fk && !within && !strcmp(name, TRAINING_ARGUMENTS) && v->type == YAML_MAPPING_NODE &&
+        v->data.mapping.pairs.top > v->data.mapping.pairs.start) {
+        walk_training_arguments(w, v, base, is_set, line, col, seen);
+        return true;
+    }
+    if (i < 0 && fk && !(within && !strcmp(name, TRAINING_ARGUMENTS))) {
+        if (!scalar_is_null(v) && !foreign_key_accepts(fk, v)) walk_error(w, v, key, "%s", fk->refusal);
+        else walk_warn(w, "note", k, "%s: %s", key, fk->note);
+        return true;
+    }
+    if (i < 0) {
+        if (within) return false;
+        const char *hint = key_suggest(table, n, name);
+        if (hint)
+            walk_warn(w, "warning", k, "unknown key \"%s\" (did you mean \"%s\"?); ignored", key, hint);
+        else
+            walk_warn(w, "warning", k, "unknown key \"%s\"; ignored", key);
+        return true;
+    }
+    if (seen->first_line[i]) {
+        if (strcmp(name, seen->first_name[i]) != 0) /* once by name, once by alias: name both */
+            walk_error(w, k, key, "given twice (first at line %d as \"%s\"; %s is an alias of %s)",
+                       seen->first_line[i], seen->first_name[i], table[i].alias, table[i].name);
+        else
+            walk_error(w, k, key, "given twice (first at line %d)", seen->first_line[i]);
+        return true;
+    }
+    seen->first_line[i] = (int)k->start_mark.line + 1;
+    seen->first_name[i] = name;
+    if (scalar_is_null(v) && table[i].type != K_DATASETS) return true; /* null: keep the default */
+    if (table[i].type == K_DATASETS)
+        set_datasets(w, base, v);
+    else
+        set_value(w, &table[i], key, v, base);
+    is_set[i] = 1;
+    if (line) line[i] = (int)v->start_mark.line + 1, col[i] = (int)v->start_mark.column + 1;
+    return true;
+}
+
 static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n, void *base,
                          const char *prefix, unsigned char *is_set, int *line, int *col)
 {
-    int first_line[128] = {0};
-    const char *first_name[128] = {0};
+    seen_keys seen = {{0}, {0}};
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
         yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
@@ -326,42 +388,35 @@ static void walk_mapping(walk *w, yaml_node_t *map, const key_spec *table, int n
             walk_error(w, k, prefix, "expected a key name, found %s", node_kind(k));
             continue;
         }
-        const char *name = scalar_text(k);
-        char key[64 + sizeof(pt_shown)]; /* prefix: dataset[N] */
-        snprintf(key, sizeof key, "%s%s%s", prefix ? prefix : "", prefix ? "." : "", shown_text(name).s);
-        int i = key_index(table, n, name);
-        const foreign_key *fk = prefix ? NULL : foreign_key_find(name);
-        if (i < 0 && fk) {
-            if (!scalar_is_null(v) && !foreign_key_accepts(fk, v)) walk_error(w, v, key, "%s", fk->refusal);
-            else walk_warn(w, "note", k, "%s: %s", key, fk->note);
-            continue;
-        }
-        if (i < 0) {
-            const char *hint = key_suggest(table, n, name);
-            if (hint)
-                walk_warn(w, "warning", k, "unknown key \"%s\" (did you mean \"%s\"?); ignored", key, hint);
-            else
-                walk_warn(w, "warning", k, "unknown key \"%s\"; ignored", key);
-            continue;
-        }
-        if (first_line[i]) {
-            if (strcmp(name, first_name[i]) != 0) /* once by name, once by alias: name both */
-                walk_error(w, k, key, "given twice (first at line %d as \"%s\"; %s is an alias of %s)",
-                           first_line[i], first_name[i], table[i].alias, table[i].name);
-            else
-                walk_error(w, k, key, "given twice (first at line %d)", first_line[i]);
-            continue;
-        }
-        first_line[i] = (int)k->start_mark.line + 1;
-        first_name[i] = name;
-        if (scalar_is_null(v) && table[i].type != K_DATASETS) continue; /* null: keep the default */
-        if (table[i].type == K_DATASETS)
-            set_datasets(w, base, v);
-        else
-            set_value(w, &table[i], key, v, base);
-        is_set[i] = 1;
-        if (line) line[i] = (int)v->start_mark.line + 1, col[i] = (int)v->start_mark.column + 1;
+        walk_pair(w, k, v, table, n, base, prefix, is_set, line, col, &seen, NULL);
     }
+}
+
+/* training_arguments: {NAME: VALUE, ...}: each NAME that is a top-level key of ptrain's (or one it
+ * reads and has no field for) as if given at the top level, where a second mention of it is "given
+ * twice"; the names ptrain does not have in one error, since the run would not be the one asked for. */
+static void walk_training_arguments(walk *w, yaml_node_t *map, void *base, unsigned char *is_set, int *line,
+                                    int *col, seen_keys *seen)
+{
+    strbuf missing = {0};
+    int n_missing = 0;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
+        yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
+        if (!walk_enter(w, v)) break;
+        if (k->type != YAML_SCALAR_NODE) {
+            walk_error(w, k, TRAINING_ARGUMENTS, "expected a key name, found %s", node_kind(k));
+            continue;
+        }
+        if (!walk_pair(w, k, v, config_keys, config_nkeys, base, NULL, is_set, line, col, seen, TRAINING_ARGUMENTS))
+            sb_printf(&missing, "%s%s", n_missing++ ? ", " : "", shown_text(scalar_text(k)).s);
+    }
+    if (n_missing)
+        walk_error(w, map, TRAINING_ARGUMENTS,
+                   "%s %s not %s ptrain has (docs/configuration.md lists the keys it reads); remove %s",
+                   sb_text(&missing), n_missing > 1 ? "are" : "is",
+                   n_missing > 1 ? "TrainingArguments" : "a TrainingArguments name", n_missing > 1 ? "them" : "it");
+    sb_free(&missing);
 }
 
 static void config_clear(pt_config *cfg)

@@ -75,6 +75,7 @@ static void check_method(pt_config *cfg, config_report *errors)
 
 static void check_training(pt_config *cfg, config_report *errors)
 {
+    if (!config_is_set(cfg, "data_seed")) cfg->data_seed = cfg->seed;
     if (!config_is_set(cfg, "per_device_eval_batch_size"))
         cfg->per_device_eval_batch_size = cfg->per_device_train_batch_size;
     if (!config_is_set(cfg, "save_strategy"))
@@ -222,6 +223,18 @@ static void check_publishing(pt_config *cfg, config_report *errors)
     if (cfg->huggingface_save && missing(cfg->hf_model_name))
         rule_error(cfg, errors, "huggingface_save", "needs hf_model_name (e.g. \"yourname/model\")");
     check_repo_id(cfg, errors, "hub_model_id", cfg->hub_model_id, "yourname/model-lora");
+    /* tags go into the card's YAML front matter as plain scalars: the characters of Hub tags only */
+    for (int i = 0; i < cfg->tags.n; i++) {
+        const char *tag = cfg->tags.items[i];
+        size_t n = strlen(tag);
+        static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/+";
+        if (n < 1 || n > 128 || strspn(tag, chars) != n || strchr("-:", tag[0]))
+            rule_error(cfg, errors, "tags", "\"%s\" is not a Hub tag: up to 128 of letters, digits and - _ . : / +, "
+                       "not starting with - or :", shown_text(tag).s);
+    }
+    if (cfg->commit_message && (!*cfg->commit_message || strchr(cfg->commit_message, '\n')))
+        rule_error(cfg, errors, "commit_message", "expected one line of text (a commit's title), found \"%s\"",
+                   shown_text(cfg->commit_message).s);
     check_repo_id(cfg, errors, "hf_model_name", cfg->hf_model_name, "yourname/model");
     if (cfg->ollama_save && missing(cfg->ollama_model))
         rule_error(cfg, errors, "ollama_save", "needs ollama_model (a name for the Ollama model)");

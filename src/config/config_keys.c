@@ -112,10 +112,14 @@ const key_spec config_keys[] = {
     {"adam_beta2", NULL, K_FLOAT, OFF(adam_beta2), "0.999", NULL, 0, 1, F_MAX_EXCL, "AdamW beta2"},
     {"adam_epsilon", NULL, K_FLOAT, OFF(adam_epsilon), "1e-8", NULL, 0, 1, F_MIN_EXCL, "AdamW epsilon"},
     {"seed", NULL, K_INT, OFF(seed), "3407", NULL, 0, (double)LONG_MAX, 0, "data order and dropout seed"},
+    {"data_seed", NULL, K_INT, OFF(data_seed), NULL, NULL, 0, (double)LONG_MAX, 0,
+     "the seed of the data order alone (default: seed)"},
     {"output_dir", NULL, K_STR, OFF(output_dir), "outputs", NULL, 0, 0, 0,
      "checkpoints and metrics.jsonl (on the shared filesystem)"},
     {"logging_steps", NULL, K_INT, OFF(logging_steps), "15", NULL, 1, (double)LONG_MAX, 0,
      "log every N optimizer steps"},
+    {"logging_first_step", NULL, K_BOOL, OFF(logging_first_step), "false", NULL, 0, 0, 0,
+     "also log the first optimizer step (its loss alone)"},
     {"report_to", NULL, K_STRLIST, OFF(report_to), "none", config_report_choices, 0, 0, 0,
      "tensorboard: TensorBoard event files under logging_dir; none (or []): metrics.jsonl only; other services are "
      "named with what ptrain writes instead"},
@@ -207,6 +211,11 @@ const key_spec config_keys[] = {
     {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
      "write a Modelfile and create an Ollama model"},
     {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
+    {"tags", NULL, K_STRLIST, OFF(tags), NULL, NULL, 0, 0, 0,
+     "more tags for the model cards pushed to the Hub (after ptrain, lora, qlora)"},
+    {"commit_message", NULL, K_STR, OFF(commit_message), NULL, NULL, 0, 0, 0,
+     "the title of the commits of the final adapter and the merged model (default: End of training; Merged model "
+     "(base + LoRA))"},
     {"model_parameters", NULL, K_STRMAP, OFF(model_parameters), NULL, NULL, 0, 0, F_TAG,
      "a size tag for the Ollama model's name (\"8b\": ollama_model:8b), or Modelfile PARAMETER lines"},
 };
@@ -276,12 +285,6 @@ const foreign_key config_foreign_keys[] = {
     {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
      "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
      "shuffled order of seed; remove the key or set it to false"},
-    {"data_seed", "", "seed orders the data, as transformers' data_seed defaults to seed",
-     "a data-order seed apart from seed is not implemented in ptrain: seed orders the data (and dropout, "
-     "and the LoRA initialization is random_state's); remove data_seed and set seed"},
-    {"logging_first_step", "false", "ptrain logs every logging_steps optimizer steps",
-     "logging the first step apart from logging_steps is not implemented in ptrain: it logs every "
-     "logging_steps optimizer steps (logging_steps: 1 logs the first); remove the key or set it to false"},
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
      "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},
@@ -293,8 +296,8 @@ const foreign_key config_foreign_keys[] = {
      "ptrain writes adapters and merged models only as safetensors (what PEFT and transformers load by "
      "default); remove the key or set it to true"},
     {"training_arguments", "{}", "no TrainingArguments given apart",
-     "ptrain reads transformers' TrainingArguments names as top-level keys (docs/configuration.md lists "
-     "those it has): move each of its keys to the top level and remove training_arguments"},
+     "expected a mapping of transformers' TrainingArguments names to values (those ptrain has are read as if "
+     "given at the top level); remove the key or write it as such a mapping"},
     /* export */
     {"save_method", "merged_16bit",
      "huggingface_save writes the merged model in 16 bits (bfloat16), what save_method: merged_16bit asks "
@@ -309,11 +312,6 @@ const foreign_key config_foreign_keys[] = {
     {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
      "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
      "key (the GGUF types of quantization_method are written without one)"},
-    /* Hub */
-    {"tags", NULL, "the model card ptrain pushes has its own tags (ptrain, lora, qlora); the value is not used",
-     NULL},
-    {"commit_message", NULL, "ptrain's Hub commits have messages of their own (the checkpoint's step); the "
-     "value is not used", NULL},
     /* vLLM generation and the llama.cpp drafter */
     {"fast_inference", "false", "ptrain has no vLLM generation",
      "fast_inference asks Unsloth to generate with vLLM, which ptrain does not have; remove the key or "

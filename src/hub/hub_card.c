@@ -42,6 +42,9 @@ static void front_matter(const hub_card_info *c, strbuf *o)
     sb_printf(o, "library_name: %s\n", adapter ? "peft" : "transformers");
     sb_printf(o, "pipeline_tag: text-generation\ntags:\n- ptrain\n- lora\n- qlora\n%s", adapter ? "" : "- merged\n");
     if (id) sb_printf(o, "- base_model:%s:%s\n", adapter ? "adapter" : "finetune", s->model_name);
+    for (int i = 0; i < s->tags.n; i++) /* plain YAML scalars: config_check.c allows no other character */
+        if (strcmp(s->tags.items[i], "ptrain") && strcmp(s->tags.items[i], "lora") && strcmp(s->tags.items[i], "qlora"))
+            sb_printf(o, "- %s\n", s->tags.items[i]);
     int n_ids = 0;
     for (int i = 0; i < s->n_datasets; i++) n_ids += hub_id(s->datasets[i].name);
     if (n_ids) sb_printf(o, "datasets:\n");

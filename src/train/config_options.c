@@ -32,7 +32,8 @@ hub_card_settings hub_card_settings_from_config(const pt_config *cfg)
         .gradient_accumulation_steps = cfg->gradient_accumulation_steps, .max_seq_length = cfg->max_seq_length,
         .packing = cfg->packing, .load_in_4bit = cfg->load_in_4bit, .use_rslora = cfg->use_rslora,
         .lora_r = cfg->lora_r, .lora_alpha = cfg->lora_alpha, .lora_dropout = cfg->lora_dropout,
-        .weight_decay = cfg->weight_decay, .lora_target_modules = cfg->lora_target_modules, .seed = cfg->seed};
+        .weight_decay = cfg->weight_decay, .lora_target_modules = cfg->lora_target_modules, .seed = cfg->seed,
+        .tags = cfg->tags};
 }
 
 resume_options resume_options_from_config(const pt_config *cfg)

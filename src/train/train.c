@@ -45,7 +45,7 @@
 static pt_status next_batch(trainer *t, pt_batch *b)
 {
     if (t->next_batch >= sampler_batches(&t->sampler)) {
-        TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, ++t->epoch));
+        TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, ++t->epoch));
         t->next_batch = 0;
     }
     const size_t *idx;
@@ -562,7 +562,7 @@ static pt_status after_step(trainer *t, int64_t step, const step_result *r, bool
 {
     const pt_config *c = t->cfg;
     bool last = step == t->total;
-    if ((step % c->logging_steps == 0 || last) && !r->skipped) {
+    if ((step % c->logging_steps == 0 || last || (step == 1 && c->logging_first_step)) && !r->skipped) {
         char when[48];
         TRY(log_progress(t, step, r));
         snprintf(when, sizeof when, "after step %lld", (long long)step);

@@ -158,7 +158,7 @@ pt_status trainer_save(trainer *t, int64_t step)
 /* Take the position, the log window and the metric history of s. */
 static pt_status continue_from(trainer *t, ckpt_state *s)
 {
-    TRY(sampler_epoch_from(&t->sampler, (uint64_t)t->cfg->seed, (long)s->epoch, (size_t)s->examples_seen));
+    TRY(sampler_epoch_from(&t->sampler, (uint64_t)t->cfg->data_seed, (long)s->epoch, (size_t)s->examples_seen));
     t->epoch = (long)s->epoch, t->next_batch = 0;
     t->first_step = t->resumed_from = t->last_saved = s->global_step;
     t->last_loss = s->last_loss, t->last_lr = s->last_lr;

@@ -120,5 +120,5 @@ pt_status trainer_load_data(trainer *t)
     if (d->rank == 0) dataset_report(&t->train, stdout);
     TRY(dist_agree(d, sampler_init(&t->sampler, t->train.n, d->rank, d->world, t->cfg->per_device_train_batch_size)));
     t->epoch = 0;
-    return dist_agree(d, sampler_epoch(&t->sampler, (uint64_t)t->cfg->seed, 0));
+    return dist_agree(d, sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, 0));
 }

@@ -143,12 +143,12 @@ void trainer_hub_end(trainer *t, pt_status st, int64_t last_step)
 {
     if (!pushing(t)) return;
     if (st == PT_OK) {
-        hub_job_meta m = {.repo_id = t->cfg->hub_model_id, .message = "End of training", .key = "adapter",
+        hub_job_meta m = {.repo_id = t->cfg->hub_model_id, .message = t->cfg->commit_message ? t->cfg->commit_message : "End of training", .key = "adapter",
                           .what = "the final adapter", .private_repo = t->cfg->hub_private};
         stage_job(t, "adapter-final", &m, "adapter", last_step, fill_final_adapter, NULL);
     }
     if (st == PT_OK && t->cfg->huggingface_save && t->cfg->hf_model_name) {
-        hub_job_meta m = {.repo_id = t->cfg->hf_model_name, .message = "Merged model (base + LoRA)", .key = "merged",
+        hub_job_meta m = {.repo_id = t->cfg->hf_model_name, .message = t->cfg->commit_message ? t->cfg->commit_message : "Merged model (base + LoRA)", .key = "merged",
                           .what = "the merged model", .private_repo = t->cfg->hub_private};
         stage_job(t, "merged", &m, "merged", last_step, fill_merged, NULL);
     }

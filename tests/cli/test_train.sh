@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_train.sh — `ptrain train` end to end on SmolLM2 with a slice of the shipped demo data: it
 # runs, logs every step to stdout and metrics.jsonl, writes the final adapter that
-# `ptrain generate --adapter` loads, and the same config and seed give a bit-identical run.
+# `ptrain generate --adapter` loads, and the same config and seed give a bit-identical run;
+# logging_first_step and data_seed on the tiny model.
 # Bad input (a missing dataset file, no dataset) stops with one clear error. Skips, saying why,
 # when the model file is absent.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
@@ -33,6 +34,41 @@ $3
 YAML
 }
 
+# logging_first_step (issue 46): on the tiny model (no SmolLM2 needed), 6 steps logged every 4: steps
+# 4 and 6 (the last), and with logging_first_step step 1 too, its loss that of step 1 alone (the
+# loss a run logging every step gives it), the window of step 4 starting after it
+. "$PTRAIN_SRCDIR/tests/tiny.sh"
+steps() { grep '"loss"' "$1" | sed 's/.*"step": \([0-9]*\),.*/\1/' | tr '\n' ' '; }
+loss_at() { grep "\"step\": $2," "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/'; }
+for first in false true; do
+    tiny_config "$tmp/first-$first.yaml" "$tmp/first-$first" "max_steps: 6
+logging_steps: 4
+logging_first_step: $first"
+    "$P" train "$tmp/first-$first.yaml" >/dev/null 2>"$tmp/err" || cat "$tmp/err"
+done
+tiny_config "$tmp/every.yaml" "$tmp/every" "max_steps: 6
+logging_steps: 1"
+"$P" train "$tmp/every.yaml" >/dev/null 2>"$tmp/err" || cat "$tmp/err"
+expect_eq "logging_steps 4 over 6 steps: steps 4 and 6 logged" "4 6 " "$(steps "$tmp/first-false/metrics.jsonl")"
+expect_eq "logging_first_step: step 1 logged too" "1 4 6 " "$(steps "$tmp/first-true/metrics.jsonl")"
+one=$(loss_at "$tmp/every/metrics.jsonl" 1)
+expect_eq "logging_first_step: step 1's loss is that step's alone (${one:-none})" "${one:-none}" \
+    "$(loss_at "$tmp/first-true/metrics.jsonl" 1)"
+# data_seed (issue 46): the data order alone; with no dropout, a run with seed 5 and data_seed 11 is
+# the run with seed 11 step for step, and not the run with seed 5
+losses_of() { grep -v '"startup"' "$1" | sed 's/.*"loss": \([^,]*\),.*/\1/' | tr '\n' ' '; }
+for s in "seed: 5
+data_seed: 11" "seed: 11" "seed: 5"; do
+    name=$(echo "$s" | tr -d ' \n:')
+    tiny_config "$tmp/$name.yaml" "$tmp/$name" "max_steps: 4
+logging_steps: 1
+$s"
+    "$P" train "$tmp/$name.yaml" >/dev/null 2>"$tmp/err" || cat "$tmp/err"
+done
+expect_eq "data_seed 11 orders the data as seed 11" "$(losses_of "$tmp/seed11/metrics.jsonl")" \
+    "$(losses_of "$tmp/seed5data_seed11/metrics.jsonl")"
+ok "data_seed 11: not the order of seed 5" test "$(losses_of "$tmp/seed5/metrics.jsonl")" != \
+    "$(losses_of "$tmp/seed5data_seed11/metrics.jsonl")" -a -n "$(losses_of "$tmp/seed5/metrics.jsonl")"
 printf 'max_seq_length: 64\n' >"$tmp/nodata.yaml"
 "$P" train "$tmp/nodata.yaml" >/dev/null 2>"$tmp/err" && rc=0 || rc=$?
 if [ -z "$model" ]; then

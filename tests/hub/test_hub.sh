@@ -372,6 +372,24 @@ mkdir -p "$d/exp"
 cp "$d/run/lora/adapter_config.json" "$d/run/lora/adapter_model.safetensors" "$d/exp/"
 readback "LFS PUT 500 and dropped: the adapter reads back (public)" tester/drop "$d/exp" --public
 
+# --- commit_message and tags (issue 46): the final adapter's commit has the config's title, its card
+# the config's tags after ptrain's own
+train msg end "commit_message: Pirate adapter, run 1
+tags: [pirate, v1]"
+expect_eq "commit_message and tags: the run exits 0" 0 "$rc"
+hub_get() { # hub_get PATH: the body of GET $EP/PATH with the token
+    TOKEN="$TOKEN" python3 -c 'import os,sys,urllib.request as u
+r=u.Request(sys.argv[1], headers={"authorization": "Bearer " + os.environ["TOKEN"]})
+sys.stdout.write(u.urlopen(r).read().decode())' "$EP/$1" 2>&1
+}
+expect_eq "commit_message: the title of the final adapter's commit" "Pirate adapter, run 1" \
+    "$(hub_get api/models/tester/msg/commits/main | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["title"])')"
+ok "tags: in the card's front matter after ptrain's own" contains "$(hub_get tester/msg/resolve/main/README.md)" \
+    "- qlora
+- pirate
+- v1
+"
+
 # --- an error no retry can fix (a protocol other than http/https): one try, one message
 t0=$(date +%s)
 env HF_ENDPOINT="ftp://127.0.0.1:9" HF_TOKEN="$TOKEN" "$P" push "$tmp/adapter" --repo tester/x >"$d/ftp.out" 2>"$d/ftp.err"

@@ -188,8 +188,10 @@ static const key_row key_rows[] = {
     {"adam_beta2", "0.95", "0.95", NULL},
     {"adam_epsilon", "1e-6", "1e-06", NULL},
     {"seed", "42", "42", NULL},
+    {"data_seed", "7", "7", NULL},
     {"output_dir", "runs/a", "runs/a", NULL},
     {"logging_steps", "1", "1", NULL},
+    {"logging_first_step", "true", "true", NULL},
     {"report_to", "[tensorboard, wandb]", "tensorboard, wandb", NULL},
     {"logging_dir", "tb/run", "tb/run", NULL},
     {"run_name", "lora-r16", "lora-r16", NULL},
@@ -232,6 +234,8 @@ static const key_row key_rows[] = {
     {"quantization_method", "[q8_0, f16]", "q8_0, f16", NULL},
     {"ollama_save", "true", "true", "ollama_model: pirate\n"},
     {"ollama_model", "pirate", "pirate", NULL},
+    {"tags", "[text-generation, pirate]", "text-generation, pirate", NULL},
+    {"commit_message", "\"Pirate adapter, 3 epochs\"", "Pirate adapter, 3 epochs", NULL},
     {"model_parameters", "{temperature: 0.7, top_p: 0.9}", "temperature: 0.7, top_p: 0.9", NULL},
 };
 #define N_KEY_ROWS ((int)(sizeof key_rows / sizeof key_rows[0]))
@@ -355,6 +359,7 @@ static const default_row default_rows[] = {
     {"optim", "adamw_8bit"},
     {"lr_scheduler_type", "linear"},
     {"lr_scheduler_kwargs", "(none)"},
+    {"logging_first_step", "false"},
     {"weight_decay", "0.01"},
     {"max_grad_norm", "1"},
     {"skip_nonfinite_steps", "false"},
@@ -362,6 +367,7 @@ static const default_row default_rows[] = {
     {"adam_beta2", "0.999"},
     {"adam_epsilon", "1e-08"},
     {"seed", "3407"},
+    {"data_seed", "3407"}, /* seed unless given, as transformers' data_seed */
     {"output_dir", "outputs"},
     {"logging_steps", "15"},
     {"report_to", "none"},
@@ -407,6 +413,8 @@ static const default_row default_rows[] = {
     {"quantization_method", "q4_k_m"},
     {"ollama_save", "false"},
     {"ollama_model", "(unset)"},
+    {"tags", "(none)"},
+    {"commit_message", "(unset)"},
     {"model_parameters", "(none)"},
 };
 #define N_DEFAULT_ROWS ((int)(sizeof default_rows / sizeof default_rows[0]))
@@ -1764,7 +1772,6 @@ static void test_foreign_keys_values(void **state)
         {"bf16: true\n", "bf16: the GPU computes in bfloat16"},
         {"bf16: false\n", NULL},
         {"gpu_memory_utilization: 0.6\n", "gpu_memory_utilization: vLLM's share of GPU memory"},
-        {"tags: [a, b]\n", "tags: the model card ptrain pushes has its own tags"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pt_config cfg;
@@ -1840,6 +1847,59 @@ static void test_rule_scheduler_kwargs(void **state)
                  "lr_scheduler_kwargs to {min_lr_rate: 0.1} (a tenth of learning_rate) or {min_lr: 1e-5}");
     expect_error("lr_scheduler_type: cosine_with_min_lr\nlr_scheduler_kwargs: {min_lr: 1e-5, min_lr_rate: 0.1}\n",
                  "config.yaml:2:22: lr_scheduler_kwargs: min_lr and min_lr_rate say the same; give one of them");
+}
+
+/* training_arguments (issue 46): the TrainingArguments in it that ptrain has are read as top-level
+ * keys (a second mention of one is "given twice"); the others in one error; not a mapping: refused. */
+/* tags and commit_message (issue 46): tags that can stand in the card's front matter as they are;
+ * a commit title of one line. The card: test_hub.c's test_card. */
+static void test_rule_tags(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("tags: [text-generation, base_model:adapter:me/x, v1.2+]\ncommit_message: first run\n", &cfg);
+    assert_int_equal(cfg.tags.n, 3);
+    assert_string_equal(cfg.commit_message, "first run");
+    config_free(&cfg);
+    expect_error("tags: [\"a b\"]\n", "config.yaml:1:7: tags: \"a b\" is not a Hub tag: up to 128 of letters, digits "
+                                     "and - _ . : / +, not starting with - or :");
+    expect_error("tags: [\"-x\"]\n", "config.yaml:1:7: tags: \"-x\" is not a Hub tag: up to 128 of letters, digits "
+                                    "and - _ . : / +, not starting with - or :");
+    expect_error("commit_message: \"two\\nlines\"\n",
+                 "config.yaml:1:17: commit_message: expected one line of text (a commit's title), found \"two\\nlines\"");
+}
+
+static void test_training_arguments(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    char *warnings;
+    assert_int_equal(parse_warn("training_arguments:\n  warmup_ratio: 0.1\n  logging_first_step: true\n"
+                                "  dataloader_num_workers: 4\n",
+                                &cfg, &warnings),
+                     PT_OK);
+    assert_true(cfg.warmup_ratio == 0.1 && cfg.logging_first_step);
+    assert_true(config_is_set(&cfg, "warmup_ratio"));
+    assert_string_equal(warnings, "ptrain: note: config.yaml:4:3: dataloader_num_workers: transformers' worker "
+                                  "processes for loading batches; ptrain prepares the data on its own threads "
+                                  "(threads, OMP_NUM_THREADS) before the first step, so the value is not used\n");
+    free(warnings);
+    config_free(&cfg);
+    parse_ok("training_arguments: {}\n", &cfg);
+    config_free(&cfg);
+    expect_error("learning_rate: 1e-4\ntraining_arguments:\n  learning_rate: 2e-4\n",
+                 "config.yaml:3:3: learning_rate: given twice (first at line 1)");
+    expect_error("training_arguments:\n  torch_compile: true\n  lr: 1\n  seed: 3\n  training_arguments: {}\n",
+                 "config.yaml:2:3: training_arguments: torch_compile, lr, training_arguments are not "
+                 "TrainingArguments ptrain has (docs/configuration.md lists the keys it reads); remove them");
+    expect_error("training_arguments:\n  fp16: true\n",
+                 "config.yaml:2:9: fp16: fp16 mixed precision (with loss scaling) is not implemented in ptrain: the "
+                 "GPU computes in bfloat16, which needs no loss scaling, and the CPU in float32; remove the key or "
+                 "set it to false");
+    expect_error("training_arguments: [warmup_ratio]\n",
+                 "config.yaml:1:21: training_arguments: expected a mapping of transformers' TrainingArguments names "
+                 "to values (those ptrain has are read as if given at the top level); remove the key or write it as "
+                 "such a mapping");
 }
 
 static void test_unknown_keys(void **state)
@@ -2516,6 +2576,8 @@ int main(void)
         cmocka_unit_test(test_foreign_keys_table),
         cmocka_unit_test(test_foreign_keys_values),
         cmocka_unit_test(test_rule_scheduler_kwargs),
+        cmocka_unit_test(test_training_arguments),
+        cmocka_unit_test(test_rule_tags),
         cmocka_unit_test(test_token_never_kept),
         cmocka_unit_test(test_dump_no_token),
         cmocka_unit_test(test_dump_typed),

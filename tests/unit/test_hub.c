@@ -202,7 +202,8 @@ static void test_endpoint(void **state)
 static void card(const char *model, const char *data, strbuf *out)
 {
     char yaml[1024];
-    snprintf(yaml, sizeof yaml, "model_name: %s\ndataset:\n  - name: %s\nlora_r: 8\n", model, data);
+    snprintf(yaml, sizeof yaml, "model_name: %s\ndataset:\n  - name: %s\nlora_r: 8\ntags: [pirate, ptrain, v1.2+]\n", model,
+             data);
     pt_config cfg;
     assert_int_equal(config_parse("c.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
     hub_card_info c = {.settings = hub_card_settings_from_config(&cfg), .repo_id = "me/lora", .what = "adapter", .step = 6, .total_steps = 6,
@@ -218,6 +219,10 @@ static void test_card(void **state)
     card("unsloth/Llama-3.2-1B", "yahma/alpaca-cleaned", &a);
     assert_true(!strncmp(sb_text(&a), "---\nbase_model: unsloth/Llama-3.2-1B\nlibrary_name: peft\n", 54));
     assert_non_null(strstr(sb_text(&a), "datasets:\n- yahma/alpaca-cleaned\n"));
+    /* the config's tags after ptrain's own, each once (issue 46) */
+    assert_non_null(strstr(sb_text(&a), "tags:\n- ptrain\n- lora\n- qlora\n- base_model:adapter:unsloth/Llama-3.2-1B\n"
+                                        "- pirate\n- v1.2+\n"));
+    assert_null(strstr(strstr(sb_text(&a), "- ptrain\n") + 1, "- ptrain\n"));
     assert_non_null(strstr(sb_text(&a), "- final training loss: 1.2500\n"));
     assert_non_null(strstr(sb_text(&a), "| lora_r | 8 |"));
     assert_non_null(strstr(sb_text(&a), "PeftModel.from_pretrained(base, \"me/lora\")"));
