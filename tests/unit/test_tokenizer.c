@@ -531,7 +531,7 @@ static void test_gguf_refused(void **state)
     assert_null(tok);
     assert_int_equal(tiny_gguf("bert", "gpt2", true, &tok), PT_ERR_UNSUPPORTED);
     assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (supported: "
-                                       "\"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)");
+                                       "\"gpt2\", byte-level BPE, and \"llama\" and \"gemma4\", SentencePiece BPE)");
     assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
     static const char unknown[] = "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not a pre-tokenizer ptrain knows "
                                   "(known: gpt2, gpt-2, ";
