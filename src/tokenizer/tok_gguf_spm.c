@@ -119,7 +119,7 @@ static pt_status spm_tokens(pt_tokenizer *t, spm_src *src)
 static pt_status spm_scores(pt_tokenizer *t, spm_src *src)
 {
     const char *key = "tokenizer.ggml.scores";
-    if (!gguf_find(src->f, key) && src->gemma) return PT_OK; /* Gemma ranks by file order */
+    if (!gguf_find(src->f, key) && (src->gemma || src->gemma4)) return PT_OK; /* ranked by file order */
     if (gguf_get_array(src->f, key, GGUF_TYPE_F32, &src->scores) != PT_OK)
         return ERR(PT_ERR_USER,
                    "%s: %s: missing or not an array of numbers (SentencePiece BPE ranks its merges by them)",
