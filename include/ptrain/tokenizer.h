@@ -20,7 +20,7 @@
 
 typedef struct pt_tokenizer pt_tokenizer;
 
-/* From GGUF metadata: tokenizer.ggml.model "gpt2" (byte-level) or "llama" (SentencePiece). */
+/* From GGUF metadata: tokenizer.ggml.model "gpt2" (byte-level) or "llama" / "gemma4" (SentencePiece). */
 pt_status tokenizer_from_gguf(const gguf_file *f, pt_tokenizer **out);
 /* From a tokenizer.json (model BPE; byte-level when its pre-tokenizer has a ByteLevel step, else
  * SentencePiece-style), with bos/eos and the chat template from the tokenizer_config.json beside

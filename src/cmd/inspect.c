@@ -149,7 +149,8 @@ static void gguf_tokenizer(const gguf_file *f, insp_report *r)
     (void)gguf_opt_str(f, "tokenizer.chat_template", &tmpl);
     err_clear();
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
-    const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : gguf_str_eq(model, "llama") ? "SentencePiece" : "?";
+    bool spm = gguf_str_eq(model, "llama") || gguf_str_eq(model, "gemma4");
+    const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : spm ? "SentencePiece" : "?";
     snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%s\"), %llu tokens", kind,
              shown_bytes(model.data, (size_t)model.len).s, (unsigned long long)(tokens ? tokens->count : 0));
     char *text = tmpl.data ? strndup(tmpl.data, (size_t)tmpl.len) : NULL;

@@ -121,11 +121,11 @@ static pt_status gguf_model_kind(const gguf_file *f, tok_kind *kind)
 {
     gguf_str model;
     TRY(gguf_get_str(f, "tokenizer.ggml.model", &model));
-    *kind = gguf_str_eq(model, "llama") ? TOK_SPM : TOK_BYTE_LEVEL;
-    if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "llama")) return PT_OK;
+    *kind = gguf_str_eq(model, "llama") || gguf_str_eq(model, "gemma4") ? TOK_SPM : TOK_BYTE_LEVEL;
+    if (gguf_str_eq(model, "gpt2") || gguf_str_eq(model, "llama") || gguf_str_eq(model, "gemma4")) return PT_OK;
     return ERR(PT_ERR_UNSUPPORTED,
                "%s: tokenizer.ggml.model \"%s\" is not supported (supported: \"gpt2\", byte-level BPE, and "
-               "\"llama\", SentencePiece BPE)", shown_text(f->path).s, shown_bytes(model.data, model.len).s);
+               "\"llama\" and \"gemma4\", SentencePiece BPE)", shown_text(f->path).s, shown_bytes(model.data, model.len).s);
 }
 
 static pt_status gguf_build(pt_tokenizer *t, const gguf_file *f)

@@ -11,7 +11,9 @@
  *     starts with a space (SentencePiece's add_dummy_prefix; never when
  *     tokenizer.ggml.add_space_prefix is false); Gemma (general.architecture gemma, gemma2,
  *     gemma3) has no prefix, spells its runs of spaces with real spaces (read as "▁"s) and ranks
- *     merges by file order instead of score. */
+ *     merges by file order instead of score;
+ *   - tokenizer.ggml.model "gemma4" (Gemma 4, 262,144 tokens) lists its merges in the file, has no
+ *     prefix, and newline runs are split from the text around them (as llama.cpp's "gemma4"). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@ typedef struct {
     const gguf_file *f;
     const gguf_kv *tokens, *scores, *types; /* types may be NULL */
     bool gemma;
+    bool gemma4; /* tokenizer.ggml.model "gemma4": merges in the file, newline runs split apart */
     smap last;  /* spelling -> the last id spelled so (transformers' {token: index}) */
     smap first; /* spelling -> the first id spelled so */
     uint8_t *has_len; /* has_len[k]: some token is k bytes long (k <= max_len) */
@@ -116,7 +119,7 @@ static pt_status spm_tokens(pt_tokenizer *t, spm_src *src)
 static pt_status spm_scores(pt_tokenizer *t, spm_src *src)
 {
     const char *key = "tokenizer.ggml.scores";
-    if (!gguf_find(src->f, key) && src->gemma) return PT_OK; /* Gemma ranks by file order */
+    if (!gguf_find(src->f, key) && (src->gemma || src->gemma4)) return PT_OK; /* ranked by file order */
     if (gguf_get_array(src->f, key, GGUF_TYPE_F32, &src->scores) != PT_OK)
         return ERR(PT_ERR_USER,
                    "%s: %s: missing or not an array of numbers (SentencePiece BPE ranks its merges by them)",
@@ -267,6 +270,31 @@ static pt_status spm_merges(pt_tokenizer *t, const spm_src *src)
     return ok ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
 }
 
+/* Gemma 4 ("gemma4"): the merges are in the file (tokenizer.ggml.merges, "left right", best
+ * first), over the same "▁"-spelled tokens. */
+static pt_status spm_file_merges(pt_tokenizer *t, const spm_src *src)
+{
+    const char *key = "tokenizer.ggml.merges";
+    const gguf_kv *merges;
+    if (gguf_get_array(src->f, key, GGUF_TYPE_STRING, &merges) != PT_OK)
+        return ERR(PT_ERR_USER, "%s: %s: missing or not an array of strings (a \"gemma4\" vocabulary lists its merges)",
+                   shown_text(t->source).s, key);
+    if (merges->count >= TOK_MAX_ID)
+        return ERR(PT_ERR_USER, "%s: %s: too many", shown_text(t->source).s, key);
+    if (!tok_pmap_init(&t->merges, merges->count)) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (uint64_t i = 0; i < merges->count; i++) {
+        gguf_str m = gguf_array_str(merges, i);
+        char where[64];
+        snprintf(where, sizeof where, "%s[%llu]", key, (unsigned long long)i);
+        const char *right;
+        size_t llen, rlen;
+        if (!tok_merge_split(m.data, m.len, &llen, &right, &rlen))
+            return ERR(PT_ERR_USER, "%s: %s: expected \"left right\"", shown_text(t->source).s, where);
+        TRY(tok_merge(t, &src->last, where, (int32_t)i, m.data, llen, right, rlen));
+    }
+    return PT_OK;
+}
+
 /* ---- added tokens, pipeline, ids ---- */
 
 static pt_status spm_added_one(pt_tokenizer *t, int32_t id, bool special)
@@ -313,9 +341,13 @@ static pt_status spm_pipeline(pt_tokenizer *t, const spm_src *src)
 {
     bool prefix = !src->gemma;
     TRY(gguf_opt_bool(src->f, "tokenizer.ggml.add_space_prefix", &prefix));
-    if (src->gemma) prefix = false;
+    if (src->gemma || src->gemma4) prefix = false;
     if (prefix) TRY(tok_norm_add_prepend(t, SPM_SPACE, 3));
     TRY(tok_norm_add_replace(t, "normalizer", " ", 1, true, SPM_SPACE, 3));
+    if (src->gemma4) {
+        static const char lines[] = "[^\n]+|[\n]+"; /* newline runs apart from the text around them */
+        TRY(tok_pretok_add_split(t, "tokenizer.ggml.model", lines, sizeof lines - 1, false, SPLIT_ISOLATED));
+    }
     TRY(tok_spm_dec_add_replace(t, SPM_SPACE, 3, " ", 1));
     t->dec_bytes = true;
     t->fuse_unk = true;
@@ -340,7 +372,7 @@ static pt_status spm_build_src(pt_tokenizer *t, spm_src *src)
     TRY(spm_scores(t, src));
     TRY(spm_types(t, src));
     TRY(spm_byte_table(t, src));
-    TRY(spm_merges(t, src));
+    TRY(src->gemma4 ? spm_file_merges(t, src) : spm_merges(t, src));
     TRY(spm_ids(t, src));
     return spm_pipeline(t, src);
 }
@@ -348,7 +380,10 @@ static pt_status spm_build_src(pt_tokenizer *t, spm_src *src)
 pt_status tok_gguf_spm_build(pt_tokenizer *t, const gguf_file *f)
 {
     t->kind = TOK_SPM;
-    spm_src src = {.f = f, .gemma = spm_is_gemma(f)};
+    gguf_str model = {"", 0};
+    TRY(gguf_opt_str(f, "tokenizer.ggml.model", &model));
+    spm_src src = {.f = f, .gemma4 = gguf_str_eq(model, "gemma4")};
+    src.gemma = !src.gemma4 && spm_is_gemma(f);
     if (gguf_get_array(f, "tokenizer.ggml.tokens", GGUF_TYPE_STRING, &src.tokens) != PT_OK)
         return ERR(PT_ERR_USER, "%s: tokenizer.ggml.tokens: missing or not an array of strings",
                    shown_text(t->source).s);

@@ -521,6 +521,28 @@ static void test_gguf_pre_names(void **state)
     assert_true(names >= 60);
 }
 
+/* tokenizer.ggml.model "gemma4": the file's merges over "▁"-spelled tokens, no prefix; a file
+ * without merges is refused, saying what is missing. */
+static void test_gguf_gemma4_tiny(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok = NULL;
+    if (tiny_gguf("gemma4", NULL, true, &tok) != PT_OK) fail_msg("%s", err_message());
+    assert_string_equal(tokenizer_kind(tok), "SentencePiece BPE");
+    int32_t *ids;
+    size_t n;
+    encode_ok(tok, "ab<|x|>ba\nab", true, &ids, &n); /* "▁" and "\n" have no token here, nor bytes: dropped */
+    int32_t want[] = {2, 3, 1, 0, 2};
+    assert_int_equal(n, 5);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+    tokenizer_free(tok);
+    assert_int_equal(tiny_gguf("gemma4", NULL, false, &tok), PT_ERR_USER);
+    assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.merges: missing or not an array of strings (a "
+                                       "\"gemma4\" vocabulary lists its merges)");
+    assert_null(tok);
+}
+
 static void test_gguf_refused(void **state)
 {
     (void)state;
@@ -531,7 +553,7 @@ static void test_gguf_refused(void **state)
     assert_null(tok);
     assert_int_equal(tiny_gguf("bert", "gpt2", true, &tok), PT_ERR_UNSUPPORTED);
     assert_string_equal(err_message(), "tiny.gguf: tokenizer.ggml.model \"bert\" is not supported (supported: "
-                                       "\"gpt2\", byte-level BPE, and \"llama\", SentencePiece BPE)");
+                                       "\"gpt2\", byte-level BPE, and \"llama\" and \"gemma4\", SentencePiece BPE)");
     assert_int_equal(tiny_gguf("gpt2", "mystery", true, &tok), PT_ERR_UNSUPPORTED);
     static const char unknown[] = "tiny.gguf: tokenizer.ggml.pre \"mystery\" is not a pre-tokenizer ptrain knows "
                                   "(known: gpt2, gpt-2, ";
@@ -741,7 +763,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_encode_text),
         cmocka_unit_test(test_encode_text_real), cmocka_unit_test(test_gguf_smollm2),
         cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_pre_names),
-        cmocka_unit_test(test_gguf_refused),
+        cmocka_unit_test(test_gguf_gemma4_tiny), cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_throughput),
