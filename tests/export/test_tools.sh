@@ -3,7 +3,8 @@
 # environment of share/scripts/test-python.sh, given as $PTRAIN_PYTHON):
 #   PEFT: ptrain's adapter on a Hugging Face base and on a GGUF base gives ptrain's logits (fp32,
 #     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused;
-#   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base);
+#   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base; also for the
+#     tiny qwen2, gemma2 and qwen3 models);
 #   llama.cpp (llama-cpp-python): base GGUF + ptrain's adapter.gguf, and each merged GGUF, run
 #     ptrain's greedy tokens (llama_check.py says what "the same" allows).
 # Skips, saying why, without that environment or without SmolLM2.
@@ -161,6 +162,40 @@ load_in_4bit: false"
     ok "$fam GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
         llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
 done
+
+# --- Qwen3 (q/k norms per head, head_dim 24 against 64/4 heads): its tiny HF model as a base, and
+# as a GGUF base that ptrain export makes (transformers' GGUF reader takes Qwen3's head size as 128
+# whatever the file says, so PEFT is checked on the HF base only)
+fbase="$PTRAIN_SRCDIR/tests/data/qwen3/hf"
+tiny_config "$tmp/q3.yaml" "$tmp/q3" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/q3.yaml"
+run "$tmp/q3.yaml"
+logits "$tmp/q3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/q3/lora"
+ok "qwen3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    hf peft "$fbase" "$tmp/q3/lora" "$tmp/q3.l.ids" "$tmp/q3.l"
+run export --model "$fbase" --adapter "$tmp/q3/lora" --out "$tmp/q3.x" --hf --dtype f32 --no-adapter-files
+ok "qwen3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+    hf merged "$tmp/q3.x/merged" "$tmp/q3.l.ids" "$tmp/q3.l" 1e-4
+run export --model "$fbase" --out "$tmp/q3g" --gguf f32
+q3base="$tmp/q3g/merged-f32.gguf"
+tiny_config "$tmp/q3g.yaml" "$tmp/q3grun" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$q3base\"|" "$tmp/q3g.yaml"
+run "$tmp/q3g.yaml"
+logits "$tmp/q3g.l" "$q3base" "$pr" --no-4bit --adapter "$tmp/q3grun/lora"
+ok "qwen3 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
+    llama "$q3base" --lora "$tmp/q3grun/lora/adapter.gguf" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-3
+run export --model "$q3base" --adapter "$tmp/q3grun/lora" --out "$tmp/q3m" --gguf q8_0 --hf --dtype f32 --no-adapter-files
+logits "$tmp/q3m.l" "$tmp/q3m/merged-q8_0.gguf" "$pr" --no-4bit
+ok "qwen3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
+    llama "$tmp/q3m/merged-q8_0.gguf" "$tmp/q3m.l.ids" "$tmp/q3m.l" 0.15
+ok "qwen3: transformers loads the merged directory from the GGUF base: ptrain's logits" \
+    hf merged "$tmp/q3m/merged" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-4
 
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=$(smollm_model)
