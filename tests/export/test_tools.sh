@@ -132,13 +132,13 @@ ok "gemma2: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens
 ok "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
     hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
-# --- make_more_goldens.py's smollm3 (NoPE layers) and granite (multipliers on embeddings, scores,
-# residual branches and logits), from their tiny Hugging Face test models: PEFT loads ptrain's
+# --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
+# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), from their tiny Hugging Face test models: PEFT loads ptrain's
 # adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
 # with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
 # llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3 (1.3e-6 with an f32 cache, as
 # make_more_goldens.py measures)
-for ft in smollm3:2e-3 granite:1e-3; do
+for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
