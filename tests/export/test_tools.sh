@@ -161,6 +161,16 @@ load_in_4bit: false"
     ok "$fam GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
         llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
 done
+# smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
+s5="$tmp/s3p5"
+mkdir -p "$s5"
+for f in "$PTRAIN_SRCDIR"/tests/data/smollm3/hf/*; do ln -s "$f" "$s5/"; done
+rm "$s5/config.json"
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["no_rope_layers"] = [1, 1, 1, 1, 0]; json.dump(c, open(sys.argv[2], "w"))' \
+    "$PTRAIN_SRCDIR/tests/data/smollm3/hf/config.json" "$s5/config.json"
+run export --model "$s5" --out "$tmp/s3p5x" --gguf f32
+ok "smollm3 with RoPE left out every 5th layer: GGUF refused, saying why" contains "$err" \
+    "no_rope_layers leaves RoPE out on layers l with (l + 1) % 5 == 0; llama.cpp's smollm3 leaves it out on every 4th"
 
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=$(smollm_model)
