@@ -160,6 +160,10 @@ load_in_4bit: false"
     run export --model "$fbase" --out "$tmp/$fam.b" --gguf f32
     ok "$fam GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
         llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
+    logits "$tmp/$fam.g" "$tmp/$fam.b/merged-f32.gguf" "$pr" --no-4bit
+    run export --model "$tmp/$fam.b/merged-f32.gguf" --out "$tmp/$fam.h" --hf --dtype f32 --no-adapter-files
+    ok "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
+        hf merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
 done
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
