@@ -13,6 +13,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3,
                PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
                PT_ARCH_GRANITE, /* llama with multipliers on embeddings, scores, residual branches and logits */
+               PT_ARCH_OLMO2,   /* norms after attention and the MLP only; q/k norms over the whole width */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -49,6 +50,8 @@ typedef struct {
     const char *gguf[W_COUNT]; /* GGUF tensor name of a slot after "blk.N." (NULL: unused) */
     const char *hf_names[W_COUNT]; /* Hugging Face name after "model.layers.N." */
     bool qk_norm;             /* q and k RMSNormed per head before RoPE (W_Q_NORM, W_K_NORM) */
+    bool no_pre_norms;        /* olmo2: no RMSNorm before attention and the MLP (only the post-norms) */
+    bool qk_norm_full;        /* olmo2: the q/k norms span the whole projection (heads x head_dim values) */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);

@@ -31,6 +31,8 @@ typedef struct {
     int nope_period;        /* smollm3: layer l has no RoPE when (l + 1) % nope_period == 0 (4); 0 = RoPE on all */
     float residual_scale;   /* granite: a branch's output is multiplied by this before its residual add; 0 = 1 */
     float logit_scale;      /* granite: the logits are divided by this (logits_scaling); 0 = 1 */
+    bool no_pre_norms;      /* olmo2: attention and the MLP read the residual stream itself (no W_ATTN/FFN_NORM) */
+    bool qk_norm_full;      /* olmo2: the q/k norms span all heads (heads x head_dim values), not each head */
 } pt_model_config;
 
 typedef struct {
@@ -57,6 +59,8 @@ typedef struct {
  * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
  * derives it); a loader then overrides what its file gives. */
 void model_family_defaults(pt_model_config *c);
+/* The values of the q or k norm (slot W_Q_NORM, W_K_NORM): head_dim, or heads x head_dim (olmo2). */
+int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 /* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
 bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */

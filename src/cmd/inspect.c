@@ -450,8 +450,9 @@ static double config_weights(const hf_config *h, bool nf4)
     int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim,
             f = c->ffn_dim;
     const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
-    double layer = 4.0 * (double)d * (c->post_norms ? 4 : 2) + (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
-    layer += c->qk_norm ? 8.0 * (double)c->head_dim : 0; /* the q and k norms */
+    double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2)) +
+                   (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+    layer += c->qk_norm ? 4.0 * (double)(model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
     for (int i = 0; i < 7; i++) {
         double stored = elt * (double)shape[i][0] * (double)shape[i][1];
         layer += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
@@ -490,8 +491,14 @@ static pt_status describe_hf(const char *path, const insp_options *o, insp_repor
 static void family_line(const pt_model_config *c)
 {
     if (c->qkv_bias) printf("%-18s q/k/v biases\n", "family features");
-    if (c->qk_norm) printf("%-18s q/k RMSNorm per head (%d values) before RoPE\n", "family features", c->head_dim);
-    if (c->post_norms)
+    if (c->qk_norm && !c->qk_norm_full)
+        printf("%-18s q/k RMSNorm per head (%d values) before RoPE\n", "family features", c->head_dim);
+    if (c->qk_norm_full)
+        printf("%-18s q/k RMSNorm over the whole projection (%lld / %lld values) before RoPE\n", "family features",
+               (long long)model_qk_norm_width(c, W_Q_NORM), (long long)model_qk_norm_width(c, W_K_NORM));
+    if (c->no_pre_norms)
+        printf("%-18s RMSNorm after attention and after the MLP only (none before)\n", "family features");
+    if (c->post_norms && !c->no_pre_norms)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);

@@ -146,9 +146,12 @@ static pt_status gemma2(gguf_writer *w, const char *dir, const pt_model_config *
 static pt_status smollm3(const char *dir, const pt_model_config *c)
 {
     if (c->nope_period == 4) return PT_OK;
-    return ERR(PT_ERR_USER, "%s/config.json: no_rope_layers leaves RoPE out on every %d. layer; llama.cpp's smollm3 "
-               "leaves it out on every 4th and no GGUF key changes it, so the model cannot be exported to GGUF as it "
-               "runs in transformers", shown_text(dir).s, c->nope_period);
+    char what[64];
+    if (c->nope_period > 0) snprintf(what, sizeof what, "on layers l with (l + 1) %% %d == 0", c->nope_period);
+    else snprintf(what, sizeof what, "on no layer");
+    return ERR(PT_ERR_USER, "%s/config.json: no_rope_layers leaves RoPE out %s; llama.cpp's smollm3 leaves it out "
+               "on every 4th layer and no GGUF key changes it, so the model cannot be exported to GGUF as it runs in "
+               "transformers", shown_text(dir).s, what);
 }
 
 /* Granite's multipliers under llama.cpp's names. */

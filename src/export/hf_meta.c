@@ -394,14 +394,16 @@ static json_t *config_gemma2(const pt_model_config *c)
                      "attention_bias", 0);
 }
 
-/* SmolLM3's no_rope_layers: 1 where a layer uses RoPE. */
-static json_t *config_smollm3(const pt_model_config *c)
+/* SmolLM3's no_rope_layers: 1 where a layer uses RoPE; its pad token (transformers' default, 128004,
+ * is outside a smaller vocabulary). */
+static json_t *config_smollm3(const hf_src *s)
 {
+    const pt_model_config *c = s->cfg;
     json_t *a = json_array();
     for (int l = 0; a && l < c->n_layers; l++)
         if (json_array_append_new(a, json_integer(model_layer_rope(c, l) ? 1 : 0))) return json_decref(a), NULL;
-    return json_pack("{s:o, s:i, s:b}", "no_rope_layers", a, "no_rope_layer_interval",
-                     c->nope_period > 0 ? c->nope_period : 4, "use_sliding_window", 0);
+    return json_pack("{s:o, s:i, s:b, s:o}", "no_rope_layers", a, "no_rope_layer_interval",
+                     c->nope_period > 0 ? c->nope_period : 4, "use_sliding_window", 0, "pad_token_id", jid(s->pad));
 }
 
 /* Granite's multipliers (a file without them: llama.cpp's 1 and 1/sqrt(head size)). */
@@ -427,7 +429,7 @@ static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
     if (st == PT_OK && qwen2) st = merge_into(*out, json_pack("{s:s, s:b}", "hidden_act", "silu", "use_sliding_window", 0));
     if (st == PT_OK && !qwen2 && !gemma2)
         st = merge_into(*out, json_pack("{s:s, s:b, s:b}", "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0));
-    if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s->cfg));
+    if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_GRANITE) st = merge_into(*out, config_granite(s->cfg));
     return st;
 }

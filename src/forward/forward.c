@@ -28,7 +28,8 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
     int64_t widths[A_COUNT] = {g->dim,     qw,         own_kv * kw,    own_kv * kw, qw,  g->dim, g->dim, g->ffn_dim,
                                g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
                                post * g->dim, post * g->dim, post,      post,
-                               qk * qw,    qk * kw,    qk * g->n_heads, qk * g->n_kv_heads};
+                               qk * qw,    qk * kw,    qk * (g->qk_norm_full ? 1 : g->n_heads),
+                               qk * (g->qk_norm_full ? 1 : g->n_kv_heads)};
     memset(a, 0, sizeof *a);
     for (int i = 0; i < A_COUNT; i++) {
         bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE || i == A_QRSTD ||
@@ -102,7 +103,7 @@ pt_tensor forward_head_rows(const pt_tensor *t, int head_dim)
  * [rows * heads, head_dim], rstd [rows, heads] */
 static pt_status head_norm(const fwd_ctx *c, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x, const pt_tensor *w)
 {
-    int hd = c->m->cfg.head_dim;
+    int hd = c->m->cfg.qk_norm_full ? (int)x->shape[1] : c->m->cfg.head_dim; /* olmo2: the whole row */
     pt_tensor yv = forward_head_rows(y, hd), xv = forward_head_rows(x, hd);
     return backend_rmsnorm(c->m->be, &yv, rstd, &xv, w, c->m->cfg.norm_eps);
 }
@@ -173,11 +174,17 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     const pt_layer_weights *wt = &c->m->layers[layer];
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t;
-    TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
-    TRY(attention(c, layer, a));
     next_norm ffn_norm = {W_FFN_NORM, &t[A_XN2], &t[A_RSTD2]}, none = {-1, NULL, NULL};
+    if (g->no_pre_norms) { /* olmo2: attention and the MLP read the stream itself (kept as their inputs) */
+        TRY(backend_copy(be, &t[A_XN1], x));
+        ffn_norm = none;
+    } else {
+        TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
+    }
+    TRY(attention(c, layer, a));
     TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, &a->xs[W_O], &t[A_O], &t[A_RSTD3],
                       ffn_norm));
+    if (g->no_pre_norms) TRY(backend_copy(be, &t[A_XN2], &t[A_H]));
     TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], &a->xs[W_GATE]));
     TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], &a->xs[W_UP]));
     if (g->act == PT_ACT_GELU_TANH)

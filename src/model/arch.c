@@ -66,6 +66,22 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
+    [PT_ARCH_OLMO2] = {
+        .name = "olmo2", .description = "olmo2 (OLMo 2)",
+        .hf = {{"olmo2", "Olmo2ForCausalLM", "olmo2 (OLMo 2)", false, false}},
+        .post_norms = true, .qk_norm = true, .no_pre_norms = true, .qk_norm_full = true, .act = PT_ACT_SILU,
+        .gguf = {[W_Q] = "attn_q.weight", [W_K] = "attn_k.weight", [W_V] = "attn_v.weight",
+                 [W_O] = "attn_output.weight", [W_GATE] = "ffn_gate.weight", [W_UP] = "ffn_up.weight",
+                 [W_DOWN] = "ffn_down.weight", [W_POST_ATTN_NORM] = "post_attention_norm.weight",
+                 [W_POST_FFN_NORM] = "post_ffw_norm.weight", [W_Q_NORM] = "attn_q_norm.weight",
+                 [W_K_NORM] = "attn_k_norm.weight"},
+        .hf_names = {[W_Q] = "self_attn.q_proj.weight", [W_K] = "self_attn.k_proj.weight",
+                     [W_V] = "self_attn.v_proj.weight", [W_O] = "self_attn.o_proj.weight",
+                     [W_GATE] = "mlp.gate_proj.weight", [W_UP] = "mlp.up_proj.weight", [W_DOWN] = "mlp.down_proj.weight",
+                     [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+                     [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight", [W_Q_NORM] = "self_attn.q_norm.weight",
+                     [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {

@@ -37,6 +37,9 @@ void model_family_defaults(pt_model_config *c)
     c->qk_norm = a->qk_norm;
     c->nope_period = c->arch == PT_ARCH_SMOLLM3 ? 4 : 0; /* transformers' no_rope_layer_interval, llama.cpp's step */
     c->residual_scale = c->logit_scale = 0.0f;
+    c->no_pre_norms = a->no_pre_norms;
+    c->qk_norm_full = a->qk_norm_full;
+    if (a->no_pre_norms) c->post_norms = true;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
 }
 
@@ -71,6 +74,12 @@ bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t 
     case W_DOWN: *out = d, *in = f; return true;
     default: return false;
     }
+}
+
+int64_t model_qk_norm_width(const pt_model_config *c, int slot)
+{
+    int heads = slot == W_Q_NORM ? c->n_heads : c->n_kv_heads;
+    return c->qk_norm_full ? (int64_t)heads * c->head_dim : c->head_dim;
 }
 
 const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, char *buf, size_t len, int *permute)

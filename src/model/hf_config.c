@@ -382,6 +382,8 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
+    if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
+    m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
     return quantization(c, h);
 }

@@ -230,7 +230,7 @@ static void layer_shapes(const pt_model_config *c, int64_t shape[W_COUNT][2])
         [W_O] = {c->dim, qw},        [W_FFN_NORM] = {0, c->dim}, [W_GATE] = {c->ffn_dim, c->dim},
         [W_UP] = {c->ffn_dim, c->dim}, [W_DOWN] = {c->dim, c->ffn_dim}, [W_Q_BIAS] = {0, qw}, [W_K_BIAS] = {0, kw},
         [W_V_BIAS] = {0, kw},        [W_POST_ATTN_NORM] = {0, c->dim}, [W_POST_FFN_NORM] = {0, c->dim},
-        [W_Q_NORM] = {0, c->head_dim}, [W_K_NORM] = {0, c->head_dim},
+        [W_Q_NORM] = {0, model_qk_norm_width(c, W_Q_NORM)}, [W_K_NORM] = {0, model_qk_norm_width(c, W_K_NORM)},
     };
     memcpy(shape, s, sizeof s);
 }

@@ -49,7 +49,7 @@ static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_
     case W_K_BIAS:
     case W_V_BIAS: *cols = kw; break;
     case W_Q_NORM:
-    case W_K_NORM: *cols = c->head_dim; break;
+    case W_K_NORM: *cols = model_qk_norm_width(c, slot); break;
     default: break; /* norms: dim */
     }
 }

@@ -75,7 +75,11 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
         TRY(backend_swiglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
     TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], &a->xs[W_GATE], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], &a->xs[W_UP], &gt[G_R], 1.0f));
-    /* dh = the norm path + dout, in one pass */
+    /* dh = the norm path + dout, in one pass (olmo2, without the norm: their sum) */
+    if (c->m->cfg.no_pre_norms) {
+        TRY(backend_copy(be, &gt[G_DH], &gt[G_DIM1]));
+        return backend_add(be, &gt[G_DH], dout);
+    }
     return backend_rmsnorm_bwd_add(be, &gt[G_DH], NULL, &gt[G_DIM1], &t[A_H], &c->m->layers[layer].w[W_FFN_NORM],
                                    &t[A_RSTD2], dout);
 }
@@ -84,7 +88,7 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
 static pt_status head_norm_bwd(const fwd_ctx *c, pt_tensor *d, const pt_tensor *pre, const pt_tensor *w,
                                const pt_tensor *rstd)
 {
-    int hd = c->m->cfg.head_dim;
+    int hd = c->m->cfg.qk_norm_full ? (int)pre->shape[1] : c->m->cfg.head_dim; /* olmo2: the whole row */
     pt_tensor dv = forward_head_rows(d, hd), xv = forward_head_rows(pre, hd);
     return backend_rmsnorm_bwd(c->m->be, &dv, NULL, &dv, &xv, w, rstd);
 }
@@ -115,6 +119,10 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
     TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));
+    if (cf->no_pre_norms) { /* olmo2: dx = dxn1 + dh */
+        TRY(backend_copy(be, dout, &gt[G_DIM1]));
+        return backend_add(be, dout, &gt[G_DH]);
+    }
     return backend_rmsnorm_bwd_add(be, dout, NULL, &gt[G_DIM1], x, &c->m->layers[layer].w[W_ATTN_NORM], &t[A_RSTD1],
                                    &gt[G_DH]);
 }

@@ -283,4 +283,22 @@ else
     mnt=""
 fi
 
+# --- the families of make_more_goldens.py (smollm3's NoPE layers, granite's multipliers, olmo2's
+# post-norms and whole-width q/k norms; NF4 on load): killed at step 6 and resumed from step 4,
+# the adapter of the uninterrupted run
+for fam in smollm3 granite olmo2; do
+    for r in ref k; do
+        write_config "$tmp/$fam-$r.yaml" "$tmp/$fam-$r"
+        sed -i -e "s|^model_name: .*|model_name: \"$PTRAIN_SRCDIR/tests/data/$fam/hf\"|" -e 's/^max_steps: 24/max_steps: 8/' \
+            "$tmp/$fam-$r.yaml"
+    done
+    train "$tmp/$fam-ref.yaml"
+    expect_eq "$fam: uninterrupted run: exit 0" 0 "$rc"
+    train "$tmp/$fam-k.yaml" PTRAIN_TEST_KILL_STEP=6
+    expect_eq "$fam: kill -9 at step 6" 137 "$rc"
+    train "$tmp/$fam-k.yaml"
+    expect_eq "$fam: the resumed run finishes (exit 0)" 0 "$rc"
+    ok "$fam: final adapter bit-identical to the uninterrupted run" same_adapter "$tmp/$fam-ref" "$tmp/$fam-k"
+done
+
 done_testing

@@ -133,13 +133,13 @@ ok "gemma2: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens
 ok "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
     hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
-# --- make_more_goldens.py's smollm3 (NoPE layers) and granite (multipliers on embeddings, scores,
-# residual branches and logits), from their tiny Hugging Face test models: PEFT loads ptrain's
+# --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
+# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), from their tiny Hugging Face test models: PEFT loads ptrain's
 # adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
 # with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
 # llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3 (1.3e-6 with an f32 cache, as
 # make_more_goldens.py measures)
-for ft in smollm3:2e-3 granite:1e-3; do
+for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
@@ -161,7 +161,21 @@ load_in_4bit: false"
     run export --model "$fbase" --out "$tmp/$fam.b" --gguf f32
     ok "$fam GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
         llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
+    logits "$tmp/$fam.g" "$tmp/$fam.b/merged-f32.gguf" "$pr" --no-4bit
+    run export --model "$tmp/$fam.b/merged-f32.gguf" --out "$tmp/$fam.h" --hf --dtype f32 --no-adapter-files
+    ok "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
+        hf merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
 done
+# smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
+s5="$tmp/s3p5"
+mkdir -p "$s5"
+for f in "$PTRAIN_SRCDIR"/tests/data/smollm3/hf/*; do ln -s "$f" "$s5/"; done
+rm "$s5/config.json"
+"$PY" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["no_rope_layers"] = [1, 1, 1, 1, 0]; json.dump(c, open(sys.argv[2], "w"))' \
+    "$PTRAIN_SRCDIR/tests/data/smollm3/hf/config.json" "$s5/config.json"
+run export --model "$s5" --out "$tmp/s3p5x" --gguf f32
+ok "smollm3 with RoPE left out every 5th layer: GGUF refused, saying why" contains "$err" \
+    "no_rope_layers leaves RoPE out on layers l with (l + 1) % 5 == 0; llama.cpp's smollm3 leaves it out on every 4th"
 
 # --- Qwen3 (q/k norms per head, head_dim 24 against 64/4 heads): its tiny HF model as a base, and
 # as a GGUF base that ptrain export makes (transformers' GGUF reader takes Qwen3's head size as 128

@@ -942,7 +942,9 @@ static double family_step(family_fx *fx, bool checkpointing, bool offload)
     double loss = 0;
     int64_t n = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
-    assert_int_equal(step_run(&fx->m, &fx->l, &fx->b, &o, 1.0f / (float)fx->labelled, &loss, &n), PT_OK);
+    pt_status st = step_run(&fx->m, &fx->l, &fx->b, &o, 1.0f / (float)fx->labelled, &loss, &n);
+    if (st) print_error("%s\n", err_message());
+    assert_int_equal(st, PT_OK);
     assert_int_equal(n, fx->labelled);
     return loss / (double)n;
 }
@@ -1132,6 +1134,10 @@ static void test_smollm3_training(void **s) { (void)s; check_training_lowers_los
 /* granite only against PEFT: its logits / 8 make gradients so small (max 1.2e-3) that central
  * differences reach 9e-4 of them (the 1e-3 tolerance), and 8 AdamW steps lower its loss by 6% */
 static void test_granite_peft(void **s) { (void)s; check_peft("granite"); }
+/* olmo2: post-norms only, q/k norms over the whole projection */
+static void test_olmo2_model_grads(void **s) { (void)s; check_model_grads("olmo2"); }
+static void test_olmo2_peft(void **s) { (void)s; check_peft("olmo2"); }
+static void test_olmo2_training(void **s) { (void)s; check_training_lowers_loss("olmo2"); }
 static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
 
 /* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
@@ -1228,6 +1234,8 @@ int main(void)
         cmocka_unit_test(test_smollm3_model_grads), cmocka_unit_test(test_smollm3_peft),
         cmocka_unit_test(test_smollm3_training),   cmocka_unit_test(test_mistral_head_dim_peft),
         cmocka_unit_test(test_granite_peft),
+        cmocka_unit_test(test_olmo2_model_grads),  cmocka_unit_test(test_olmo2_peft),
+        cmocka_unit_test(test_olmo2_training),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),

@@ -241,6 +241,18 @@ static void test_gemma2_bnb4(void **s)
     check_parity(&(parity_case){dir, "gemma2", "hf-bnb4", false, PT_F32, PT_NF4, true});
 }
 
+/* make_more_goldens.py's olmo2 (no input_layernorm; q_norm / k_norm of 64 and 32 values; untied), bf16
+ * and bitsandbytes 4-bit */
+static void test_olmo2_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "olmo2/hf");
+    check_parity(&(parity_case){dir, "olmo2", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "olmo2/hf-bnb4");
+    check_parity(&(parity_case){dir, "olmo2", "hf-bnb4", true, PT_NF4, PT_F32, true});
+}
+
 /* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
 static void test_granite_dir(void **s)
 {
@@ -851,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
+        cmocka_unit_test(test_olmo2_dir),
         cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
         cmocka_unit_test(test_chat_template_jinja),
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),

@@ -281,6 +281,15 @@ static void test_granite_nf4_on_load(void **s) { (void)s; check_tiny_in("granite
 static void test_granite_hf_dir(void **s) { (void)s; check_hf_dir("granite"); }
 static void test_granite_greedy(void **s) { (void)s; check_greedy("granite"); }
 static void test_granite_training_loss(void **s) { (void)s; check_training_loss("granite"); }
+static void test_olmo2_f32(void **s) { (void)s; check_tiny_in("olmo2", "tiny-f32", false); }
+static void test_olmo2_q8_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q8_0", false); }
+static void test_olmo2_q4_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q4_0", false); }
+/* (olmo2's F32 file loaded as NF4 is 1.65e-4 from bitsandbytes' NF4 of it: ptrain's quantizer, which
+ * the other families check, rounds a few double-quantized absmaxes one step away from bitsandbytes',
+ * as for qwen2's 9.6e-5; olmo2's bnb-4bit directory, bitsandbytes' own codes, agrees to 8.4e-7) */
+static void test_olmo2_hf_dir(void **s) { (void)s; check_hf_dir("olmo2"); }
+static void test_olmo2_greedy(void **s) { (void)s; check_greedy("olmo2"); }
+static void test_olmo2_training_loss(void **s) { (void)s; check_training_loss("olmo2"); }
 static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
 static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
 static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
@@ -301,6 +310,13 @@ static void test_smollm3_config(void **state)
     assert_string_equal(arch_name(m.cfg.arch), "granite");
     assert_true(m.cfg.embed_scale == 12.0f && m.cfg.attn_scale == 0.1f && m.cfg.residual_scale == 0.22f &&
                 m.cfg.logit_scale == 8.0f && m.cfg.nope_period == 0);
+    model_free(&m);
+    load_model(be, "olmo2", "tiny-q4_0", false, &m); /* no pre-norms; q/k norms of 64 and 32 values */
+    assert_string_equal(arch_name(m.cfg.arch), "olmo2");
+    assert_true(m.cfg.no_pre_norms && m.cfg.post_norms && m.cfg.qk_norm && m.cfg.qk_norm_full && !m.cfg.tied_embeddings);
+    assert_null(m.layers[1].w[W_ATTN_NORM].data);
+    assert_null(m.layers[1].w[W_FFN_NORM].data);
+    assert_true(tensor_numel(&m.layers[1].w[W_Q_NORM]) == 64 && tensor_numel(&m.layers[1].w[W_K_NORM]) == 32);
     model_free(&m);
     load_model(be, "mistral", "tiny-q4_0", false, &m);
     assert_string_equal(arch_name(m.cfg.arch), "llama");
@@ -612,6 +628,10 @@ int main(void)
         cmocka_unit_test(test_granite_f32),         cmocka_unit_test(test_granite_q4_0),
         cmocka_unit_test(test_granite_nf4_on_load), cmocka_unit_test(test_granite_hf_dir),
         cmocka_unit_test(test_granite_greedy),      cmocka_unit_test(test_granite_training_loss),
+        cmocka_unit_test(test_olmo2_f32),           cmocka_unit_test(test_olmo2_q8_0),
+        cmocka_unit_test(test_olmo2_q4_0),
+        cmocka_unit_test(test_olmo2_hf_dir),        cmocka_unit_test(test_olmo2_greedy),
+        cmocka_unit_test(test_olmo2_training_loss),
         cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
         cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),
