@@ -26,7 +26,10 @@ so instead of its reader llama.cpp itself (llama-cpp-python) runs each f32 file 
 must agree with transformers' within 1e-4 of the largest: that holds the layout, the permutation
 and llama.cpp's own NoPE layers (it has no key for them: every 4th layer) to transformers'.
 
-Run (the outputs are committed; CI only reads them):
+Run (the outputs are committed; CI only reads them; written with transformers 5.25, peft 0.21,
+gguf and llama-cpp-python 0.3.36 of the test environment, plus bitsandbytes 0.50.0 for the NF4
+references, which that environment lacks: pip install --target DIR bitsandbytes==0.50.0 and put DIR
+on PYTHONPATH):
   $PTRAIN_PYTHON tests/reference/make_more_goldens.py [FAMILY ...]
 """
 import os
