@@ -53,8 +53,9 @@ printf 'model_name: x\n' >"$tmp/A/c.yaml"
 printf 'model_name: x\nlora_r: 8\nlora_alpha: 8\nlora_dropout: 0.1\nrandom_state: 1\nwarmup_steps: 1\nlearning_rate: 1e-4
 num_train_epochs: 1\nmax_steps: 9\nweight_decay: 0\nmax_grad_norm: 0\nseed: 1\nlogging_steps: 1\n' >"$tmp/B/c.yaml"
 mpi -np 1 --wdir "$tmp/A" "$P" check c.yaml : -np 1 --wdir "$tmp/B" "$P" check c.yaml
+# 12 keys given differ, and data_seed with them (it follows seed when not given): 13 settings
 expect_eq "12 keys differ: rank 1 names 10, then how many more" \
-    "ptrain: rank 1: error: the config differs from rank 0's in lora_r, lora_alpha, lora_dropout, random_state, warmup_steps, learning_rate, num_train_epochs, max_steps, weight_decay, max_grad_norm and 2 more: start every rank with the same config file" \
+    "ptrain: rank 1: error: the config differs from rank 0's in lora_r, lora_alpha, lora_dropout, random_state, warmup_steps, learning_rate, num_train_epochs, max_steps, weight_decay, max_grad_norm and 3 more: start every rank with the same config file" \
     "$err"
 
 mpi -np 1 "$P" check "$tmp/a.yaml" : -np 1 "$P" check "$tmp/missing.yaml"
