@@ -116,6 +116,7 @@ typedef struct {
     double hub_upload_timeout; /* seconds the end of a run waits for its pushes */
     bool huggingface_save;
     char *hf_model_name;
+    char *merged_save_dir; /* the merged Hugging Face directory (NULL: final_model_dir/merged) */
     bool huggingface_save_gguf;
     pt_strlist quantization_method;
     bool ollama_save;

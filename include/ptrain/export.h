@@ -37,13 +37,14 @@ pt_status export_merged_hf(const char *dir, const char *base, bool base_is_gguf,
 
 /* What `ptrain export` writes, into out (created):
  *   adapter_files: adapter_config.json + adapter_model.safetensors (PEFT) and adapter.gguf
- *   hf:            out/merged/, a Hugging Face directory in hf_dtype (default bf16)
+ *   hf:            out/merged/ (or merged_dir), a Hugging Face directory in hf_dtype (default bf16)
  *   gguf[i]:       out/merged-<method>.gguf for each quantization method
  *   ollama:        out/Modelfile (and `ollama create` when ollama is on PATH) */
 typedef struct {
     const char *model, *revision; /* the base, as model_resolve takes it */
     const char *adapter;          /* ptrain or PEFT adapter to read; NULL: merge nothing */
     const char *out;
+    const char *merged_dir; /* where hf writes; NULL: out/merged */
     bool adapter_files, hf, ollama;
     const char *hf_dtype;
     char **gguf;
@@ -65,6 +66,7 @@ pt_status export_main(int argc, char **argv);
 typedef struct {
     const char *config_path; /* for messages */
     const char *model_name, *revision, *final_model_dir, *chat_template;
+    const char *merged_save_dir; /* the merged Hugging Face directory; NULL: final_model_dir/merged */
     bool huggingface_save, huggingface_save_gguf, ollama_save;
     pt_strlist quantization_method;
     const char *ollama_model;

@@ -204,6 +204,8 @@ const key_spec config_keys[] = {
     {"huggingface_save", NULL, K_BOOL, OFF(huggingface_save), "false", NULL, 0, 0, 0,
      "write the merged model (final_model_dir/merged)"},
     {"hf_model_name", NULL, K_STR, OFF(hf_model_name), NULL, NULL, 0, 0, 0, "Hub id of the merged model"},
+    {"merged_save_dir", NULL, K_STR, OFF(merged_save_dir), NULL, NULL, 0, 0, 0,
+     "where huggingface_save writes the merged model (default: final_model_dir/merged)"},
     {"huggingface_save_gguf", NULL, K_BOOL, OFF(huggingface_save_gguf), "false", NULL, 0, 0, 0,
      "write merged GGUF files (final_model_dir/merged-METHOD.gguf)"},
     {"quantization_method", NULL, K_STRLIST, OFF(quantization_method), "q4_k_m", quant_choices, 0, 0,
@@ -305,10 +307,6 @@ const foreign_key config_foreign_keys[] = {
      "ptrain always writes the adapter to final_model_dir and, with huggingface_save: true, the merged "
      "model in 16 bits (save_method: merged_16bit); a merged 4-bit model is not written (the GGUF types of "
      "quantization_method are); remove the key"},
-    {"merged_save_dir", "",
-     "the merged model is written to final_model_dir/merged",
-     "ptrain writes the merged model to final_model_dir/merged; remove merged_save_dir and set "
-     "final_model_dir"},
     {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
      "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
      "key (the GGUF types of quantization_method are written without one)"},

@@ -128,7 +128,8 @@ static pt_status run_with(const export_job *j, const char *base, bool is_gguf, c
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {
         char dir[4096];
-        snprintf(dir, sizeof dir, "%s/merged", j->out);
+        if (j->merged_dir) snprintf(dir, sizeof dir, "%s", j->merged_dir);
+        else snprintf(dir, sizeof dir, "%s/merged", j->out);
         TRY(export_merged_hf(dir, base, is_gguf, cfg, l, j->hf_dtype ? j->hf_dtype : "bf16"));
         log_info("export     %s (merged model, %s; transformers loads it)\n", shown_text(dir).s,
                  shown_text(j->hf_dtype ? j->hf_dtype : "bf16").s);
@@ -268,6 +269,7 @@ static pt_status apply_config(export_cli *c, const export_options *o)
     if (!j->model) j->model = o->model_name, j->revision = o->revision;
     if (!j->adapter) j->adapter = o->final_model_dir;
     j->hf = j->hf || o->huggingface_save;
+    if (!j->merged_dir) j->merged_dir = o->merged_save_dir;
     if (o->huggingface_save_gguf && j->n_gguf == 0)
         for (int i = 0; i < o->quantization_method.n; i++) {
             char *m = o->quantization_method.items[i];
@@ -342,6 +344,7 @@ export_options export_options_from_config(const pt_config *cfg)
 {
     return (export_options){.config_path = cfg->path, .model_name = cfg->model_name, .revision = cfg->revision,
                             .final_model_dir = cfg->final_model_dir, .chat_template = cfg->chat_template,
+                            .merged_save_dir = cfg->merged_save_dir,
                             .huggingface_save = cfg->huggingface_save,
                             .huggingface_save_gguf = cfg->huggingface_save_gguf, .ollama_save = cfg->ollama_save,
                             .quantization_method = cfg->quantization_method, .ollama_model = cfg->ollama_model,

@@ -105,7 +105,8 @@ static pt_status fill_merged(const trainer *t, const hub_stage *s, const void *a
 {
     (void)arg;
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/merged", t->cfg->final_model_dir);
+    if (t->cfg->merged_save_dir) snprintf(dir, sizeof dir, "%s", t->cfg->merged_save_dir);
+    else snprintf(dir, sizeof dir, "%s/merged", t->cfg->final_model_dir);
     return hub_stage_link_dir(s, dir, "");
 }
 

@@ -77,6 +77,18 @@ sed -i 's/^lora_r: 4/lora_r: 8/' "$tmp/c2.yaml"
 run "$tmp/c2.yaml"
 ok "lora_model_dir with another r: refused, saying what to set" contains "$err" "has r 4, scale 2 and targets"
 
+# merged_save_dir (issue 46): huggingface_save writes the merged model there, not in final_model_dir/merged
+tiny_config "$tmp/c3.yaml" "$tmp/run3" "max_steps: 1
+load_in_4bit: false
+huggingface_save: true
+hf_model_name: me/merged
+merged_save_dir: \"$tmp/merged-here\""
+sed -i "s|^model_name: .*|model_name: \"$base\"|" "$tmp/c3.yaml"
+run "$tmp/c3.yaml"
+ok "merged_save_dir: the merged model is written there (exit $rc)" \
+    test "$rc" = 0 -a -s "$tmp/merged-here/config.json" -a -s "$tmp/merged-here/model.safetensors"
+ok "merged_save_dir: nothing in final_model_dir/merged" test ! -e "$tmp/run3/lora/merged"
+
 # the adapters inside a training checkpoint: read by generate, exported beside it
 tiny_config "$tmp/ck.yaml" "$tmp/ck" "max_steps: 16
 learning_rate: 0.01
