@@ -10,7 +10,7 @@
 #include <stddef.h>
 
 typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
-               PT_ARCH_QWEN3,
+               PT_ARCH_QWEN3, PT_ARCH_GEMMA3,
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -20,7 +20,7 @@ enum {
     W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
     W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
     W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
-    W_Q_NORM, W_K_NORM,                    /* qwen3: RMSNorm of each head of q and k, head_dim values */
+    W_Q_NORM, W_K_NORM,                    /* qwen3, gemma3: RMSNorm of each head of q and k, head_dim values */
     W_COUNT
 };
 

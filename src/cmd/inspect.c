@@ -490,7 +490,12 @@ static void family_line(const pt_model_config *c)
 {
     if (c->qkv_bias) printf("%-18s q/k/v biases\n", "family features");
     if (c->qk_norm) printf("%-18s q/k RMSNorm per head (%d values) before RoPE\n", "family features", c->head_dim);
-    if (c->post_norms)
+    if (c->post_norms && c->sliding_period)
+        printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
+               "on layers but (l + 1) %% %d == 0, local rope base %g\n", "family features", c->embed_scale,
+               c->attn_scale, c->attn_softcap, c->final_softcap, c->sliding_window, c->sliding_period,
+               c->rope_theta_local);
+    else if (c->post_norms)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);

@@ -129,8 +129,8 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
         TRY(head_norm(c, &t[A_Q], &t[A_QRSTD], qp, &wt->w[W_Q_NORM]));
         TRY(head_norm(c, &k, &t[A_KRSTD], kp, &wt->w[W_K_NORM]));
     }
-    TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
-    TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+    TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
+    TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
     if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);
