@@ -14,6 +14,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
                PT_ARCH_GRANITE, /* llama with multipliers on embeddings, scores, residual branches and logits */
                PT_ARCH_OLMO2,   /* norms after attention and the MLP only; q/k norms over the whole width */
+               PT_ARCH_GEMMA3,  /* gemma2 with q/k norms, 5 local layers of 6 on their own rope base */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -23,7 +24,7 @@ enum {
     W_ATTN_NORM, W_Q, W_K, W_V, W_O, W_FFN_NORM, W_GATE, W_UP, W_DOWN,
     W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
     W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
-    W_Q_NORM, W_K_NORM,                    /* qwen3: RMSNorm of each head of q and k, head_dim values */
+    W_Q_NORM, W_K_NORM,                    /* qwen3, gemma3: RMSNorm of each head of q and k, head_dim values */
     W_COUNT
 };
 

@@ -10,6 +10,7 @@
 #include "ptrain/arch.h"
 #include "ptrain/backend.h"
 #include "ptrain/gguf.h"
+#include "ptrain/rope.h"
 
 typedef struct {
     pt_arch arch; /* mistral loads as llama */
@@ -27,12 +28,15 @@ typedef struct {
     float final_softcap;    /* gemma2: logits become c*tanh(z/c) (30); 0 = off */
     int sliding_window;     /* gemma2: keys within this many positions on local layers; 0 = none */
     int sliding_pattern;    /* layer l is local when sliding_window && l % sliding_pattern == 0 (gemma2: 2) */
-    bool qk_norm;           /* qwen3: q and k RMSNormed per head (W_Q_NORM, W_K_NORM) before RoPE */
+    bool qk_norm;           /* qwen3, gemma3: q and k RMSNormed per head (W_Q_NORM, W_K_NORM) before RoPE */
     int nope_period;        /* smollm3: layer l has no RoPE when (l + 1) % nope_period == 0 (4); 0 = RoPE on all */
     float residual_scale;   /* granite: a branch's output is multiplied by this before its residual add; 0 = 1 */
     float logit_scale;      /* granite: the logits are divided by this (logits_scaling); 0 = 1 */
     bool no_pre_norms;      /* olmo2: attention and the MLP read the residual stream itself (no W_ATTN/FFN_NORM) */
     bool qk_norm_full;      /* olmo2: the q/k norms span all heads (heads x head_dim values), not each head */
+    int sliding_period;     /* gemma3: with a window, layer l is global when (l + 1) % sliding_period == 0, else
+                             * local (6); 0: sliding_pattern's rule */
+    float rope_theta_local; /* gemma3: the rope base of the local layers (10000, unscaled); 0: rope_theta */
 } pt_model_config;
 
 typedef struct {
@@ -44,7 +48,8 @@ typedef struct {
     pt_backend *be;
     pt_tensor tok_embd, out_norm, output; /* output shares tok_embd's memory when tied */
     pt_layer_weights *layers;
-    float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied */
+    float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied; then head_dim/2 more for the local
+                      * layers when cfg.rope_theta_local is set (model_freq_count, model_layer_freq) */
     size_t weight_bytes;
     bool borrowed;   /* the weights point into a shared image (model_share.h): model_free leaves them */
 } pt_model;
@@ -65,6 +70,13 @@ int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */
 int model_layer_window(const pt_model_config *c, int layer);
+/* How many rotary frequencies a model of config c keeps in inv_freq (head_dim/2, or twice that
+ * with local layers of their own base), and those layer l rotates by. */
+int model_freq_count(const pt_model_config *c);
+const float *model_layer_freq(const pt_model *m, int layer);
+/* Fill m->inv_freq (model_freq_count values) from theta and the global layers' scaling s (NULL:
+ * none); the local layers' frequencies come from c.rope_theta_local, unscaled. */
+pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s);
 /* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,
  * n_q, n_kv, q_pos0 and segments. */
 pt_attention model_layer_attention(const pt_model_config *c, int layer);

@@ -498,7 +498,12 @@ static void family_line(const pt_model_config *c)
                (long long)model_qk_norm_width(c, W_Q_NORM), (long long)model_qk_norm_width(c, W_K_NORM));
     if (c->no_pre_norms)
         printf("%-18s RMSNorm after attention and after the MLP only (none before)\n", "family features");
-    if (c->post_norms && !c->no_pre_norms)
+    if (c->post_norms && !c->no_pre_norms && c->sliding_period)
+        printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
+               "on layers but (l + 1) %% %d == 0, local rope base %g\n", "family features", c->embed_scale,
+               c->attn_scale, c->attn_softcap, c->final_softcap, c->sliding_window, c->sliding_period,
+               c->rope_theta_local);
+    else if (c->post_norms && !c->no_pre_norms)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);

@@ -164,6 +164,25 @@ static pt_status granite(gguf_writer *w, const pt_model_config *c)
     return put_f32(w, a, "logit_scale", c->logit_scale);
 }
 
+/* llama.cpp's gemma3: scale 1/sqrt(head size) (1/sqrt(dim/heads) for the 62-layer 27B), no soft-caps,
+ * every sixth layer global, local layers on rope base 10000 unscaled; only the window is a key. */
+static pt_status gemma3(gguf_writer *w, const char *dir, const pt_model_config *c)
+{
+    double size = c->n_layers == 62 ? (double)c->dim / c->n_heads : (double)c->head_dim;
+    double want = 1.0 / sqrt(size), scalar = 1.0 / ((double)c->attn_scale * c->attn_scale);
+    const char *why = fabs(c->attn_scale - want) > 1e-6 * want ? "query_pre_attn_scalar"
+                      : c->attn_softcap > 0 || c->final_softcap > 0 ? "a logit soft-cap"
+                      : c->sliding_window <= 0 || c->sliding_period != 6 ? "the sliding window or layer_types"
+                      : c->rope_theta_local != 10000.0f ? "rope_local_base_freq" : NULL;
+    if (why)
+        return ERR(PT_ERR_USER, "%s/config.json: %s (query_pre_attn_scalar %g, soft-caps %g / %g, window %d on 5 "
+                   "of every %d layers, local rope base %g) differs from what llama.cpp's gemma3 fixes (scalar %g, "
+                   "no soft-caps, a window on 5 of every 6 layers, local base 10000), so the model cannot be "
+                   "exported to GGUF as it runs in transformers", shown_text(dir).s, why, scalar, c->attn_softcap,
+                   c->final_softcap, c->sliding_window, c->sliding_period, c->rope_theta_local, size);
+    return put_u32(w, arch_name(c->arch), "attention.sliding_window", c->sliding_window);
+}
+
 static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
 {
     TRY(general(w, dir, hc, name));
@@ -171,6 +190,7 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     TRY(rope(w, hc));
     if (hc->cfg.arch == PT_ARCH_SMOLLM3) TRY(smollm3(dir, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
+    if (hc->cfg.arch == PT_ARCH_GEMMA3) return gemma3(w, dir, &hc->cfg);
     return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }
 

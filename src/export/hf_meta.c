@@ -416,10 +416,22 @@ static json_t *config_granite(const pt_model_config *c)
                      "logits_scaling", jreal(c->logit_scale > 0 ? c->logit_scale : one));
 }
 
+/* Gemma 3 as llama.cpp runs a gemma3 file: every sixth layer global, local layers on base 10000;
+ * rope_scaling (the global layers') is config_json's. */
+static json_t *config_gemma3(const pt_model_config *c)
+{
+    json_t *window = c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null();
+    return json_pack("{s:s, s:o, s:n, s:n, s:o, s:o, s:o, s:b}", "hidden_activation", "gelu_pytorch_tanh",
+                     "query_pre_attn_scalar", gemma2_scalar(c), "attn_logit_softcapping", "final_logit_softcapping",
+                     "sliding_window", window, "layer_types", gemma2_layers(c), "rope_local_base_freq",
+                     jreal(c->rope_theta_local > 0 ? c->rope_theta_local : 10000.0f), "attention_bias", 0);
+}
+
 static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
 {
     const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[0];
     bool qwen2 = s->cfg->arch == PT_ARCH_QWEN2, gemma2 = s->cfg->arch == PT_ARCH_GEMMA2;
+    bool gemma3 = s->cfg->arch == PT_ARCH_GEMMA3;
     json_t *rope;
     TRY(rope_scaling(s, &rope));
     pt_status st = packed(config_common(s, type->class_name, type->model_type, dtype), out);
@@ -427,7 +439,8 @@ static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
     else if (st != PT_OK) json_decref(rope);
     if (st == PT_OK && gemma2) st = merge_into(*out, config_gemma2(s->cfg));
     if (st == PT_OK && qwen2) st = merge_into(*out, json_pack("{s:s, s:b}", "hidden_act", "silu", "use_sliding_window", 0));
-    if (st == PT_OK && !qwen2 && !gemma2)
+    if (st == PT_OK && gemma3) st = merge_into(*out, config_gemma3(s->cfg));
+    if (st == PT_OK && !qwen2 && !gemma2 && !gemma3)
         st = merge_into(*out, json_pack("{s:s, s:b, s:b}", "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_GRANITE) st = merge_into(*out, config_granite(s->cfg));

@@ -131,8 +131,8 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
         TRY(head_norm(c, &k, &t[A_KRSTD], kp, &wt->w[W_K_NORM]));
     }
     if (model_layer_rope(g, layer)) {
-        TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, c->m->inv_freq));
-        TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
+        TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
     }
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);

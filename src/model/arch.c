@@ -82,6 +82,18 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight", [W_Q_NORM] = "self_attn.q_norm.weight",
                      [W_K_NORM] = "self_attn.k_norm.weight"},
     },
+    [PT_ARCH_GEMMA3] = {
+        .name = "gemma3", .description = "gemma3 (Gemma 3 text)",
+        .hf = {{"gemma3_text", "Gemma3ForCausalLM", "gemma3_text (Gemma 3)", true, false}},
+        .post_norms = true, .norm_plus_one = true, .qk_norm = true, .act = PT_ACT_GELU_TANH,
+        .gguf = {GGUF_COMMON, [W_POST_ATTN_NORM] = "post_attention_norm.weight",
+                 [W_POST_FFN_NORM] = "post_ffw_norm.weight", [W_Q_NORM] = "attn_q_norm.weight",
+                 [W_K_NORM] = "attn_k_norm.weight"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "pre_feedforward_layernorm.weight",
+                     [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+                     [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {

@@ -1,6 +1,6 @@
 /* family.c — a family's feature switches in pt_model_config (from arch.h's table), the values its
  * reference implementation uses when a model file leaves them out, which layers attend through a
- * sliding window, the attention settings of a layer, the shapes of its projections and the GGUF
+ * sliding window (and rotate by the local layers' frequencies), the attention settings of a layer, the shapes of its projections and the GGUF
  * names of its weights. The loaders (GGUF, Hugging Face
  * directories) start from these defaults and override what their file says; the forward and
  * training passes only read the switches. */
@@ -24,6 +24,20 @@ static void gemma2_defaults(pt_model_config *c)
     c->sliding_pattern = 2; /* layers 0, 2, 4, ... are local (transformers' layer_types) */
 }
 
+/* Gemma 3: Gemma 2's norms and MLP with q/k norms, no soft-caps, five local layers of six (the
+ * sixth global), local layers on their own rope base. The attention scale as llama.cpp derives it:
+ * 1/sqrt(head_dim), or 1/sqrt(dim/heads) for the 62-layer 27B. */
+static void gemma3_defaults(pt_model_config *c)
+{
+    c->post_norms = true;
+    c->act = PT_ACT_GELU_TANH;
+    c->embed_scale = sqrtf((float)c->dim);
+    c->attn_scale = 1.0f / sqrtf((float)(c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim));
+    c->sliding_window = 4096;
+    c->sliding_period = 6;
+    c->rope_theta_local = 10000.0f;
+}
+
 void model_family_defaults(pt_model_config *c)
 {
     const pt_arch_info *a = arch_info(c->arch);
@@ -40,7 +54,10 @@ void model_family_defaults(pt_model_config *c)
     c->no_pre_norms = a->no_pre_norms;
     c->qk_norm_full = a->qk_norm_full;
     if (a->no_pre_norms) c->post_norms = true;
+    c->sliding_period = 0;
+    c->rope_theta_local = 0.0f;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
+    if (c->arch == PT_ARCH_GEMMA3) gemma3_defaults(c);
 }
 
 bool model_layer_rope(const pt_model_config *c, int layer)
@@ -51,8 +68,17 @@ bool model_layer_rope(const pt_model_config *c, int layer)
 int model_layer_window(const pt_model_config *c, int layer)
 {
     if (c->sliding_window <= 0) return 0;
+    if (c->sliding_period > 0) return (layer + 1) % c->sliding_period ? c->sliding_window : 0;
     int pattern = c->sliding_pattern > 0 ? c->sliding_pattern : 1;
     return layer % pattern == 0 ? c->sliding_window : 0;
+}
+
+int model_freq_count(const pt_model_config *c) { return c->head_dim / 2 * (c->rope_theta_local > 0.0f ? 2 : 1); }
+
+const float *model_layer_freq(const pt_model *m, int layer)
+{
+    bool own = m->cfg.rope_theta_local > 0.0f && model_layer_window(&m->cfg, layer) > 0;
+    return m->inv_freq + (own ? m->cfg.head_dim / 2 : 0);
 }
 
 pt_attention model_layer_attention(const pt_model_config *c, int layer)

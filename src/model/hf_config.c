@@ -15,6 +15,7 @@
 
 #include "ptrain/jsonfile.h"
 #include "ptrain/hf_model.h"
+#include "ptrain/rope.h"
 
 typedef struct {
     const char *name;   /* the file, for messages */
@@ -332,6 +333,93 @@ static pt_status granite(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
+/* Gemma 3's layer_types, when given: local layers with every P-th global, P the first global
+ * layer's number (sliding_period); any other pattern is refused. */
+static pt_status period_layers(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *types = json_object_get(c->root, "layer_types");
+    if (!types || json_is_null(types)) return PT_OK;
+    int period = 0;
+    for (int l = 0; json_is_array(types) && !period && l < (int)json_array_size(types); l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && !strcmp(t, "full_attention")) period = l + 1;
+    }
+    if (!period) period = m->n_layers + 1; /* every layer local */
+    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (!t || strcmp(t, (l + 1) % period ? "sliding_attention" : "full_attention")) break;
+        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) {
+            m->sliding_period = period;
+            return PT_OK;
+        }
+    }
+    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"sliding_attention\" but for every P-th "
+               "\"full_attention\" (Gemma 3: P = 6)", shown_text(c->name).s, m->n_layers);
+}
+
+/* Gemma 3's two rotary bases: global layers rope_theta (1e6) with rope_scaling, local layers
+ * rope_local_base_freq (1e4) unscaled; transformers 5 writes them as rope_parameters.full_attention
+ * and .sliding_attention. */
+static pt_status gemma3_rope(const cfg_src *c, hf_config *h)
+{
+    double local = 10000.0;
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    const json_t *full = json_is_object(params) ? json_object_get(params, "full_attention") : NULL;
+    if (json_is_object(full)) {
+        cfg_src f = {c->name, full, "rope_parameters.full_attention"};
+        h->rope_theta = 1e6;
+        memset(&h->rope, 0, sizeof h->rope);
+        TRY(num_key(&f, "rope_theta", 1, 1e15, &h->rope_theta));
+        TRY(rope_scaling(&f, &h->rope));
+        const json_t *slide = json_object_get(params, "sliding_attention");
+        if (json_is_object(slide)) {
+            cfg_src sl = {c->name, slide, "rope_parameters.sliding_attention"};
+            pt_rope_scaling none = {0};
+            TRY(num_key(&sl, "rope_theta", 1, 1e15, &local));
+            TRY(rope_scaling(&sl, &none));
+            if (none.type != PT_ROPE_DEFAULT)
+                return ERR(PT_ERR_USER, "%s: rope_parameters.sliding_attention: rope_type \"%s\"; ptrain (and "
+                           "llama.cpp) run Gemma 3's local layers unscaled", shown_text(c->name).s,
+                           rope_type_name(none.type));
+        }
+    } else {
+        if (!json_object_get(c->root, "rope_theta") && !json_is_object(params)) h->rope_theta = 1e6;
+        TRY(num_key(c, "rope_local_base_freq", 1, 1e15, &local));
+    }
+    h->cfg.rope_theta = (float)h->rope_theta;
+    h->cfg.rope_theta_local = (float)local;
+    return PT_OK;
+}
+
+static pt_status gemma3(const cfg_src *c, hf_config *h)
+{
+    pt_model_config *m = &h->cfg;
+    TRY(activation(c, json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act",
+                   "gelu_pytorch_tanh", PT_ACT_GELU_TANH, m));
+    double scalar = 256, attn_cap = 0, final_cap = 0;
+    bool bidirectional = false, attn_bias = false;
+    TRY(num_key(c, "query_pre_attn_scalar", 0.01, 1e9, &scalar));
+    TRY(num_key(c, "attn_logit_softcapping", 0, 1e9, &attn_cap));
+    TRY(num_key(c, "final_logit_softcapping", 0, 1e9, &final_cap));
+    TRY(bool_key(c, "use_bidirectional_attention", &bidirectional));
+    TRY(bool_key(c, "attention_bias", &attn_bias));
+    if (bidirectional || attn_bias)
+        return ERR(PT_ERR_USER, "%s: %s is true; ptrain runs Gemma 3 as released (causal, no attention biases)",
+                   shown_text(c->name).s, bidirectional ? "use_bidirectional_attention" : "attention_bias");
+    m->attn_softcap = (float)attn_cap;
+    m->final_softcap = (float)final_cap;
+    m->attn_scale = (float)(1.0 / sqrt(scalar));
+    m->embed_scale = sqrtf((float)m->dim);
+    m->post_norms = m->qk_norm = true;
+    m->sliding_window = 4096;
+    if (json_is_null(json_object_get(c->root, "sliding_window"))) m->sliding_window = 0;
+    TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    m->sliding_period = 6; /* older configs: sliding_window_pattern */
+    TRY(int_key(c, "sliding_window_pattern", false, 1, 1 << 20, &m->sliding_period));
+    TRY(gemma3_rope(c, h));
+    return period_layers(c, m);
+}
+
 /* ---- quantization_config ---- */
 
 static pt_status quantization(const cfg_src *c, hf_config *h)
@@ -379,6 +467,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     m->embed_scale = 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
+    else if (m->arch == PT_ARCH_GEMMA3) TRY(gemma3(c, h));
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));

@@ -84,7 +84,8 @@ static pt_status read_dims(const gguf_file *f, pt_model_config *c)
     return PT_OK;
 }
 
-/* What gemma2 files say about their features (llama.cpp's defaults otherwise). */
+/* What gemma2 and gemma3 files say about their features (llama.cpp's defaults otherwise; gemma3's
+ * local layers, five of six, on rope base 10000 unscaled, are not keys). */
 static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
 {
     uint32_t u;
@@ -129,7 +130,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
                    shown_text(f->path).s, (unsigned long long)tokens->count, c->vocab);
     c->tied_embeddings = gguf_find_tensor(f, "output.weight") == NULL;
     model_family_defaults(c);
-    if (c->arch == PT_ARCH_GEMMA2) TRY(read_gemma2_keys(f, c));
+    if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3) TRY(read_gemma2_keys(f, c));
     if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     return PT_OK;
 }
@@ -249,14 +250,22 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
     return PT_OK;
 }
 
-/* theta^(-2i/d), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor. */
+pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
+{
+    int half = m->cfg.head_dim / 2;
+    m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(&m->cfg));
+    TRY_ALLOC(m->inv_freq);
+    TRY(rope_inv_freq(theta, m->cfg.head_dim, s, m->inv_freq));
+    if (model_freq_count(&m->cfg) == half) return PT_OK;
+    return rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half);
+}
+
+/* theta^(-2i/d), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor; the
+ * local layers' (gemma3) from their own base, unscaled, as llama.cpp runs them. */
 static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
 {
     int half = m->cfg.head_dim / 2;
-    m->inv_freq = malloc(sizeof(float) * (size_t)half);
-    TRY_ALLOC(m->inv_freq);
-    for (int i = 0; i < half; i++)
-        m->inv_freq[i] = (float)pow((double)m->cfg.rope_theta, -2.0 * i / m->cfg.head_dim);
+    TRY(model_rope_freqs(m, m->cfg.rope_theta, NULL));
     const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
     if (factors) {
         if (factors->dtype != PT_F32 || factors->dims[0] != (uint64_t)half)

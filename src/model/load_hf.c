@@ -359,9 +359,7 @@ static pt_status load_all(const hf_loader *ld, pt_model *m)
     if (c->tied_embeddings) m->output = m->tok_embd;
     else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
-    m->inv_freq = malloc(sizeof(float) * (size_t)(c->head_dim / 2));
-    TRY_ALLOC(m->inv_freq);
-    return rope_inv_freq(ld->hc->rope_theta, c->head_dim, &ld->hc->rope, m->inv_freq);
+    return model_rope_freqs(m, ld->hc->rope_theta, &ld->hc->rope);
 }
 
 pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, const pt_load_options *opts,

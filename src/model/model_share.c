@@ -139,7 +139,7 @@ static pt_tensor *tensor_at(pt_model *m, int i)
 pt_status model_describe(const pt_model *m, const void *base, void **out, size_t *n)
 {
     const pt_model_config *c = &m->cfg;
-    int count = tensor_count(c), half = c->head_dim / 2;
+    int count = tensor_count(c), half = model_freq_count(c); /* every frequency kept */
     *n = sizeof(desc_head) + (size_t)count * sizeof(desc_tensor) + (size_t)half * sizeof(float);
     unsigned char *p = calloc(1, *n);
     TRY_ALLOC(p);

@@ -109,8 +109,8 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
                               &t[A_LSE], &at));
     if (model_layer_rope(cf, layer)) {
-        TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, c->m->inv_freq));
-        TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, c->m->inv_freq));
+        TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, model_layer_freq(c->m, layer)));
+        TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, model_layer_freq(c->m, layer)));
     }
     if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */
         TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));

@@ -4,7 +4,7 @@
 #   PEFT: ptrain's adapter on a Hugging Face base and on a GGUF base gives ptrain's logits (fp32,
 #     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused;
 #   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base; also for the
-#     tiny qwen2, gemma2 and qwen3 models);
+#     tiny qwen2, gemma2, qwen3 and gemma3 models);
 #   llama.cpp (llama-cpp-python): base GGUF + ptrain's adapter.gguf, and each merged GGUF, run
 #     ptrain's greedy tokens (llama_check.py says what "the same" allows).
 # Skips, saying why, without that environment or without SmolLM2.
@@ -210,6 +210,47 @@ ok "qwen3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens"
     llama "$tmp/q3m/merged-q8_0.gguf" "$tmp/q3m.l.ids" "$tmp/q3m.l" 0.15
 ok "qwen3: transformers loads the merged directory from the GGUF base: ptrain's logits" \
     hf merged "$tmp/q3m/merged" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-4
+
+# --- Gemma 3 (q/k norms as 1 + w, 5 local layers of 6 on their own rope base): its tiny HF model as
+# a base; and, with query_pre_attn_scalar = head_dim (llama.cpp derives the scale from the head size),
+# as a GGUF base that ptrain export makes
+fbase="$PTRAIN_SRCDIR/tests/data/gemma3/hf"
+tiny_config "$tmp/g3.yaml" "$tmp/g3" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/g3.yaml"
+run "$tmp/g3.yaml"
+logits "$tmp/g3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/g3/lora"
+ok "gemma3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    hf peft "$fbase" "$tmp/g3/lora" "$tmp/g3.l.ids" "$tmp/g3.l"
+run export --model "$fbase" --adapter "$tmp/g3/lora" --out "$tmp/g3.x" --hf --dtype f32 --no-adapter-files
+ok "gemma3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+    hf merged "$tmp/g3.x/merged" "$tmp/g3.l.ids" "$tmp/g3.l" 1e-4
+run export --model "$fbase" --out "$tmp/g3no" --gguf f32
+ok "gemma3 with query_pre_attn_scalar != head_dim: GGUF refused, saying why" contains "$err" "query_pre_attn_scalar 20"
+g3="$tmp/g3base"
+mkdir -p "$g3"
+for f in "$fbase"/*; do ln -s "$f" "$g3/"; done
+rm "$g3/config.json"
+sed 's/"query_pre_attn_scalar": 20/"query_pre_attn_scalar": 24/' "$fbase/config.json" >"$g3/config.json"
+run export --model "$g3" --out "$tmp/g3g" --gguf f32
+g3base="$tmp/g3g/merged-f32.gguf"
+tiny_config "$tmp/g3g.yaml" "$tmp/g3grun" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+sed -i "s|^model_name: .*|model_name: \"$g3base\"|" "$tmp/g3g.yaml"
+run "$tmp/g3g.yaml"
+logits "$tmp/g3g.l" "$g3base" "$pr" --no-4bit --adapter "$tmp/g3grun/lora"
+ok "gemma3 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
+    llama "$g3base" --lora "$tmp/g3grun/lora/adapter.gguf" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-3
+run export --model "$g3base" --adapter "$tmp/g3grun/lora" --out "$tmp/g3m" --gguf q8_0 --hf --dtype f32 --no-adapter-files
+logits "$tmp/g3m.l" "$tmp/g3m/merged-q8_0.gguf" "$pr" --no-4bit
+ok "gemma3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
+    llama "$tmp/g3m/merged-q8_0.gguf" "$tmp/g3m.l.ids" "$tmp/g3m.l" 0.15
+ok "gemma3: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
+    hf merged "$tmp/g3m/merged" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-4
 
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 model=$(smollm_model)

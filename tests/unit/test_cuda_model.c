@@ -1,7 +1,7 @@
 /* test_cuda_model.c — whole models on the CUDA backend against the CPU backend: the logits of
  * tiny Llama (GQA and MHA; Q4_0, Q4_1, Q8_0, and fp32 weights quantized to NF4 at load), Qwen2
  * (q/k/v biases), Gemma 2 (scaled embedding, post-norms, GeGLU, soft-capped scores and logits,
- * a sliding window shorter than the sequence), Qwen3 (q/k norms per head, through the rmsnorm ops), the bitsandbytes NF4 Llama in tests/data/hf, and
+ * a sliding window shorter than the sequence), Qwen3 (q/k norms per head, through the rmsnorm ops), Gemma 3 (local layers on their own rope base), the bitsandbytes NF4 Llama in tests/data/hf, and
  * SmolLM2-135M-Instruct Q4_1 when it is present; the same logits through the KV cache in pieces
  * (generation's path); and one LoRA training micro-batch (two packed sequences, lora_dropout)
  * whose loss and adapter gradients must match.
@@ -57,6 +57,7 @@ static const model_case cases[] = {
     {"qwen3", "tiny-q4_0", false},     {"qwen3", "tiny-f32", true},
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
     {"olmo2", "tiny-q4_0", false},
+    {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */

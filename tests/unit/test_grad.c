@@ -8,7 +8,7 @@
  * the backend; each forward is also checked against its reference. AdamW (20 steps) and
  * gradient-norm clipping are checked against torch goldens from
  * tests/reference/make_adamw_goldens.py (tests/data/optim under $PTRAIN_SRCDIR, default "..").
- * Whole tiny qwen2, gemma2 and qwen3 models (tests/data/<family>/tiny-f32.gguf, with LoRA on all seven
+ * Whole tiny qwen2, gemma2, qwen3 and gemma3 models (tests/data/<family>/tiny-f32.gguf, with LoRA on all seven
  * projections and a packed batch): step_run's LoRA gradients against central differences of
  * step_loss (tolerance below, at family_fd), the same gradients with checkpointing, and a few
  * AdamW steps on the Q4_0 files lowering the loss.
@@ -1139,6 +1139,10 @@ static void test_olmo2_model_grads(void **s) { (void)s; check_model_grads("olmo2
 static void test_olmo2_peft(void **s) { (void)s; check_peft("olmo2"); }
 static void test_olmo2_training(void **s) { (void)s; check_training_lowers_loss("olmo2"); }
 static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
+/* gemma3: q/k norms, local layers on their own rope base (make_gemma3_goldens.py) */
+static void test_gemma3_model_grads(void **s) { (void)s; check_model_grads("gemma3"); }
+static void test_gemma3_peft(void **s) { (void)s; check_peft("gemma3"); }
+static void test_gemma3_training(void **s) { (void)s; check_training_lowers_loss("gemma3"); }
 
 /* ---- timings (PTRAIN_BENCH=1) ---------------------------------------------------------------- */
 
@@ -1242,6 +1246,8 @@ int main(void)
         cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),
         cmocka_unit_test(test_qwen3_model_grads),  cmocka_unit_test(test_qwen3_peft),
         cmocka_unit_test(test_qwen3_training),
+        cmocka_unit_test(test_gemma3_model_grads), cmocka_unit_test(test_gemma3_peft),
+        cmocka_unit_test(test_gemma3_training),
         cmocka_unit_test(test_timings),
     };
     return cmocka_run_group_tests_name("grad", tests, NULL, print_summary);

@@ -232,6 +232,23 @@ static void test_qwen3_bnb4(void **s)
     check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", true, PT_NF4, PT_F32, true});
     check_parity(&(parity_case){dir, "qwen3", "hf-bnb4", false, PT_NF4, PT_F32, true});
 }
+/* gemma3 (make_gemma3_goldens.py; query_pre_attn_scalar 20 in config.json): q_proj (64 columns)
+ * keeps bitsandbytes' NF4 codes, down_proj (96 columns) becomes F32. */
+static void test_gemma3_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma3/hf");
+    check_parity(&(parity_case){dir, "gemma3", "hf", false, PT_BF16, PT_BF16, true});
+}
+static void test_gemma3_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma3/hf-bnb4");
+    check_parity(&(parity_case){dir, "gemma3", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    check_parity(&(parity_case){dir, "gemma3", "hf-bnb4", false, PT_NF4, PT_F32, true});
+}
 static void test_gemma2_bnb4(void **s)
 {
     (void)s;
@@ -871,6 +888,7 @@ int main(void)
         cmocka_unit_test(test_bad_models),     cmocka_unit_test(test_bnb_plain_absmax),
         cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
         cmocka_unit_test(test_qwen3_dir),      cmocka_unit_test(test_qwen3_bnb4),
+        cmocka_unit_test(test_gemma3_dir),     cmocka_unit_test(test_gemma3_bnb4),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }

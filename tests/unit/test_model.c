@@ -1,5 +1,6 @@
 /* test_model.c — parity of the forward pass with Hugging Face transformers, for the llama, qwen2,
- * gemma2 and qwen3 families (qwen3: tests/reference/make_qwen3_goldens.py, the same checks). Tiny random models stored as GGUF (tests/reference/make_llama_goldens.py:
+ * gemma2, qwen3 and gemma3 families (tests/reference/make_qwen3_goldens.py and
+ * make_gemma3_goldens.py: the same checks). Tiny random models stored as GGUF (tests/reference/make_llama_goldens.py:
  * Llama multi-head, and grouped-query with Llama 3 rope scaling and tied embeddings, in F32,
  * Q8_0, Q4_0 and Q4_1; tests/reference/make_family_goldens.py: Qwen2 with q/k/v biases and Gemma 2
  * with its scaled embedding, post-norms, GeGLU, soft-capped scores and logits and a sliding window
@@ -332,7 +333,8 @@ static void test_bad_models(void **state)
     const char *cases[][3] = {
         {"llama", "bad-arch", "bad-arch.gguf: architecture \"bert\" is not supported yet; supported: llama (Llama "
                               "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3, "
-                              "DeepSeek-R1 Qwen3 distills)"},
+                              "DeepSeek-R1 Qwen3 distills), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3 "
+                              "(Gemma 3 text)"},
         {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
                                         "complete model file?"},
         {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "
@@ -613,6 +615,40 @@ static void test_qwen3_config(void **state)
     backend_close(be);
 }
 
+/* ---- gemma3 (tests/reference/make_gemma3_goldens.py: q/k norms, 5 local layers of 6 on their own
+ * rope base, no soft-caps; 7 layers, window 6). No NF4-on-load case: ptrain's NF4 quantizer
+ * (src/backend/nf4.c) and bitsandbytes 0.50.2's give a different double-quantized absmax to a few
+ * blocks of these 35 matrices (a family-independent difference, up to 2.4e-3 on 60 weights), so
+ * tiny-f32.nf4.logits.f32 is not a bound for the family's code; hf-bnb4 (test_hf_model) reads
+ * bitsandbytes' own codes. -------------------------------------------------------------------- */
+
+static void test_gemma3_f32(void **s) { (void)s; check_tiny_in("gemma3", "tiny-f32", false); }
+static void test_gemma3_q8_0(void **s) { (void)s; check_tiny_in("gemma3", "tiny-q8_0", false); }
+static void test_gemma3_q4_0(void **s) { (void)s; check_tiny_in("gemma3", "tiny-q4_0", false); }
+static void test_gemma3_hf_dir(void **s) { (void)s; check_hf_dir("gemma3"); }
+static void test_gemma3_greedy(void **s) { (void)s; check_greedy("gemma3"); }
+static void test_gemma3_training_loss(void **s) { (void)s; check_training_loss("gemma3"); }
+
+static void test_gemma3_config(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model g;
+    load_model(be, "gemma3", "tiny-q4_0", false, &g);
+    assert_string_equal(arch_name(g.cfg.arch), "gemma3");
+    assert_true(g.cfg.qk_norm && g.cfg.post_norms && g.cfg.act == PT_ACT_GELU_TANH && g.cfg.tied_embeddings);
+    assert_true(g.cfg.head_dim == 24 && g.cfg.embed_scale == sqrtf(64.0f) && g.cfg.attn_scale == 1.0f / sqrtf(24.0f));
+    assert_true(g.cfg.attn_softcap == 0.0f && g.cfg.final_softcap == 0.0f && g.cfg.sliding_window == 6);
+    for (int l = 0; l < 7; l++) /* transformers' layer_types: every sixth layer is global */
+        assert_int_equal(model_layer_window(&g.cfg, l), l == 5 ? 0 : 6);
+    assert_true(g.cfg.rope_theta == 1e6f && g.cfg.rope_theta_local == 1e4f && model_freq_count(&g.cfg) == 24);
+    /* global layers: 1e6 with linear scaling 2; local ones 1e4 unscaled */
+    assert_float_equal(model_layer_freq(&g, 5)[1], powf(1e6f, -2.0f / 24) / 2, 1e-9);
+    assert_float_equal(model_layer_freq(&g, 6)[1], powf(1e4f, -2.0f / 24), 1e-9);
+    model_free(&g);
+    backend_close(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +682,10 @@ int main(void)
         cmocka_unit_test(test_qwen3_q4_0),          cmocka_unit_test(test_qwen3_nf4_on_load),
         cmocka_unit_test(test_qwen3_hf_dir),        cmocka_unit_test(test_qwen3_greedy),
         cmocka_unit_test(test_qwen3_training_loss), cmocka_unit_test(test_qwen3_config),
+        cmocka_unit_test(test_gemma3_f32),          cmocka_unit_test(test_gemma3_q8_0),
+        cmocka_unit_test(test_gemma3_q4_0),         cmocka_unit_test(test_gemma3_hf_dir),
+        cmocka_unit_test(test_gemma3_greedy),       cmocka_unit_test(test_gemma3_training_loss),
+        cmocka_unit_test(test_gemma3_config),
         cmocka_unit_test(test_bad_models),          cmocka_unit_test(test_smollm2_next_token),
         cmocka_unit_test(test_weight_check_blocks), cmocka_unit_test(test_damaged_gguf),
     };

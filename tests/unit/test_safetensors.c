@@ -507,6 +507,31 @@ static void test_config_families(void **state)
     assert_string_equal(arch_name(h.cfg.arch), "qwen3");
     assert_true(h.cfg.qk_norm && !h.cfg.qkv_bias && h.cfg.tied_embeddings && h.cfg.head_dim == 128 &&
                 h.cfg.dim == 1024 && h.cfg.n_kv_heads == 8 && h.cfg.sliding_window == 0 && h.rope_theta == 1e6);
+    /* gemma-3-1b-it's config.json (transformers 4.50), and the same sizes as transformers 5 writes them */
+    const char *gemma3 = "{\"architectures\":[\"Gemma3ForCausalLM\"],\"attn_logit_softcapping\":null,"
+                         "\"final_logit_softcapping\":null,\"head_dim\":256,\"hidden_activation\":\"gelu_pytorch_tanh\","
+                         "\"hidden_size\":1152,\"intermediate_size\":6912,\"max_position_embeddings\":32768,"
+                         "\"model_type\":\"gemma3_text\",\"num_attention_heads\":4,\"num_hidden_layers\":26,"
+                         "\"num_key_value_heads\":1,\"query_pre_attn_scalar\":256,\"rms_norm_eps\":1e-06,"
+                         "\"rope_local_base_freq\":10000,\"rope_scaling\":null,\"rope_theta\":1000000,"
+                         "\"sliding_window\":512,\"sliding_window_pattern\":6,\"vocab_size\":262144}";
+    assert_int_equal(hf_config_parse("config.json", gemma3, strlen(gemma3), &h), PT_OK);
+    assert_string_equal(arch_name(h.cfg.arch), "gemma3");
+    assert_true(h.cfg.qk_norm && h.cfg.post_norms && h.cfg.tied_embeddings && h.cfg.head_dim == 256 &&
+                h.cfg.attn_scale == 1.0f / 16 && h.cfg.embed_scale == sqrtf(1152.0f) && h.cfg.final_softcap == 0);
+    assert_true(h.cfg.sliding_window == 512 && model_layer_window(&h.cfg, 4) == 512 &&
+                model_layer_window(&h.cfg, 5) == 0 && model_layer_window(&h.cfg, 25) == 512);
+    assert_true(h.rope_theta == 1e6 && h.cfg.rope_theta_local == 1e4f && h.rope.type == PT_ROPE_DEFAULT);
+    const char *gemma3_t5 = "{\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"intermediate_size\":96,"
+                            "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":32,"
+                            "\"layer_types\":[\"sliding_attention\",\"sliding_attention\",\"full_attention\","
+                            "\"sliding_attention\"],\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\","
+                            "\"factor\":8.0,\"rope_theta\":1000000.0},\"sliding_attention\":{\"rope_type\":\"default\","
+                            "\"rope_theta\":20000.0}}}";
+    assert_int_equal(hf_config_parse("config.json", gemma3_t5, strlen(gemma3_t5), &h), PT_OK);
+    assert_true(h.cfg.sliding_period == 3 && model_layer_window(&h.cfg, 2) == 0 && model_layer_window(&h.cfg, 3) == 4096);
+    assert_true(h.rope.type == PT_ROPE_LINEAR && h.rope.factor == 8 && h.rope_theta == 1e6 &&
+                h.cfg.rope_theta_local == 2e4f);
     const char *old_rope = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,\"rope_theta\":20000,"
                            "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}}";
@@ -569,11 +594,11 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
-                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2)");
+                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2)");
+                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -626,6 +651,14 @@ static void test_config_errors(void **state)
                         "\"original_max_position_embeddings\":32768}}",
                         "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
                         "llama3");
+    expect_config_error("{\"model_type\":\"gemma3_text\"," SIZES ",\"layer_types\":[\"full_attention\","
+                        "\"sliding_attention\"]}",
+                        "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
+                        "\"full_attention\" (Gemma 3: P = 6)");
+    expect_config_error("{\"model_type\":\"gemma3_text\"," SIZES ",\"rope_parameters\":{\"full_attention\":{},"
+                        "\"sliding_attention\":{\"rope_type\":\"linear\",\"factor\":2}}}",
+                        "config.json: rope_parameters.sliding_attention: rope_type \"linear\"; ptrain (and llama.cpp) "
+                        "run Gemma 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"gemma2\"," SIZES ",\"layer_types\":[\"full_attention\"]}",
                         "config.json: layer_types must list 2 layers alternating \"sliding_attention\" (even layers) and "
                         "\"full_attention\", as Gemma 2 does");
