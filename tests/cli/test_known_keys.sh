@@ -13,11 +13,6 @@ P=${PTRAIN:?set PTRAIN to the ptrain binary}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The method keys (method, beta, ...) belong to the training-methods issue (45), done on another
-# branch: exempt here until it is merged, then this list is removed.
-METHOD_KEYS_OF_ISSUE_45="method beta max_prompt_length max_completion_length num_generations desirable_weight \
-undesirable_weight embedding_learning_rate reward_funcs"
-
 wheel=${PTRAIN_SEED_WHEEL:-}
 if [ -z "$wheel" ] && [ -n "${PTRAIN_PYTHON:-}" ]; then
     wheel=$(dirname "$(dirname "$PTRAIN_PYTHON")")/wheels/praisonai_train-0.1.16-py3-none-any.whl
@@ -57,7 +52,7 @@ one() { # one KEY VALUE: the working config with KEY: VALUE at line 3, checked
 }
 # Every key null in one config (a run each would take long on a loaded machine); a key given twice
 # there through its alias (model_name and model) is checked on its own.
-grep -v -x -e dataset $(for k in $METHOD_KEYS_OF_ISSUE_45; do printf -- '-e %s ' "$k"; done) "$tmp/keys" >"$tmp/batch"
+grep -v -x -e dataset "$tmp/keys" >"$tmp/batch"
 batch() { { printf 'dataset:\n  - name: data.jsonl\n'; sed 's/$/: null/' "$tmp/batch"; } >"$tmp/all.yaml"; }
 batch
 check "$tmp/all.yaml"
@@ -74,10 +69,6 @@ fi
 all_out=$out all_err=$err
 known=0 alias=0 noted=0 refused=0
 while read -r key; do
-    case " $METHOD_KEYS_OF_ISSUE_45 " in *" $key "*)
-        skip_test "$key" "a method key: issue 45's"
-        continue ;;
-    esac
     if [ "$key" = dataset ]; then # the working config's own
         one model_name null
     elif grep -q -x "$key" "$tmp/alone"; then
