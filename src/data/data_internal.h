@@ -178,9 +178,10 @@ typedef struct {
 
 typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
 
-/* The format a row is in by its columns, in the order preference (chosen and rejected),
- * conversations, messages, Alpaca (instruction), text_field; FMT_NONE when it has none of them. */
-data_format format_detect(const json_t *obj, const char *text_field);
+/* The format a row is in by its columns, in the order preference (chosen and rejected; first only
+ * for a method that trains on pairs), conversations, messages, preference, Alpaca (instruction),
+ * text_field; FMT_NONE when it has none of them. */
+data_format format_detect(const json_t *obj, const char *text_field, bool pairs);
 const char *format_name(data_format f);
 /* format_name's own text for name, NULL when name is no format's (for data read back from a file). */
 const char *format_name_known(const char *name);

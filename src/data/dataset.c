@@ -123,10 +123,10 @@ static pt_status share_slots(const loader *L, pt_status local, data_slot *slots,
 
 /* ---- one entry ---- */
 
-static data_format detect(const data_rows *rows, const char *text_field)
+static data_format detect(const data_rows *rows, const char *text_field, bool pairs)
 {
     for (size_t i = 0; i < rows->n; i++) {
-        data_format f = format_detect(rows->v[i].obj, text_field);
+        data_format f = format_detect(rows->v[i].obj, text_field, pairs);
         if (f != FMT_NONE) return f;
     }
     return FMT_NONE;
@@ -191,7 +191,7 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
 static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st,
                                 data_slot **slots)
 {
-    data_format f = detect(rows, L->o->dataset_text_field);
+    data_format f = detect(rows, L->o->dataset_text_field, L->o->pairs);
     st->format = format_name(f);
     if (f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
         return ERR(PT_ERR_USER,

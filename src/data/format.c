@@ -11,11 +11,15 @@
 
 #include "data_internal.h"
 
-data_format format_detect(const json_t *obj, const char *text_field)
+data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
 {
-    if (json_object_get(obj, "chosen") && json_object_get(obj, "rejected")) return FMT_PREFERENCE;
+    bool pair = json_object_get(obj, "chosen") && json_object_get(obj, "rejected");
+    if (pair && pairs) return FMT_PREFERENCE;
+    /* a row with both (ultrafeedback's train_sft: prompt, chosen, rejected, messages) is a
+     * conversation to SFT, as to TRL's SFTTrainer */
     if (json_object_get(obj, "conversations")) return FMT_CONVERSATIONS;
     if (json_object_get(obj, "messages")) return FMT_MESSAGES;
+    if (pair) return FMT_PREFERENCE;
     if (json_object_get(obj, "instruction") || json_object_get(obj, "output")) return FMT_ALPACA;
     if (text_field && json_object_get(obj, text_field)) return FMT_TEXT;
     return FMT_NONE;

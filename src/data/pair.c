@@ -104,7 +104,7 @@ static pt_status legacy_texts(const label_ctx *c, const data_record *rec, char *
     free(m);
     if (rc == PT_OK) {
         size_t n = common_text(sb_text(&p), sb_text(&pc));
-        p.data[n] = '\0';
+        if (p.data) p.data[n] = '\0'; /* an empty render has no buffer */
         n = common_text(sb_text(&p), sb_text(&pr));
         *prompt = strndup(sb_text(&p), n);
         *chosen = xstrdup(sb_text(&pc) + n);

@@ -19,7 +19,7 @@
 #include "data_internal.h"
 
 #define PQ_MAX_PAGE ((int64_t)1 << 28)   /* bytes of one page, uncompressed */
-#define PQ_MAX_ENTRIES ((size_t)1 << 26) /* levels of one column chunk */
+#define PQ_MAX_ENTRIES ((size_t)1 << 26) /* levels of one row group, all its columns */
 #define PQ_MAX_DEPTH 16                  /* nesting of the schema */
 
 enum { ENC_PLAIN = 0, ENC_PLAIN_DICT = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_DELTA = 5, ENC_DELTA_LENGTH = 6,
@@ -69,6 +69,7 @@ typedef struct {
     column *cols;
     int group;
     size_t unpacked;  /* bytes decompressed in this row group */
+    size_t entries;   /* levels read in this row group, all columns */
     size_t max_unpacked, max_entries; /* the bounds of a row group, from the file's size */
     const node *at;   /* the column being read */
     size_t byte;      /* where in the file */
@@ -340,8 +341,9 @@ static bool delta_ints(bytes *b, int64_t *out, size_t n, size_t *got)
     int64_t first;
     if (!get_varint(b, &block) || !get_varint(b, &minis) || !get_varint(b, &total) || !get_zigzag(b, &first))
         return false;
-    if (block == 0 || block % 128 || minis == 0 || block % minis || (block / minis) % 32 || minis > 256 || total > n)
-        return false;
+    if (block == 0 || block % 128 || block > ((uint64_t)1 << 20) || minis == 0 || block % minis ||
+        (block / minis) % 32 || minis > 256 || total > n)
+        return false; /* a block of at most 2^20 values: per * w below cannot overflow */
     uint64_t per = block / minis;
     *got = (size_t)total;
     if (total == 0) return true;
@@ -597,25 +599,27 @@ static pt_status levels_v2(pq_file *f, bytes r, int max, uint8_t *out, size_t n)
     return ok ? PT_OK : bad(f, "the levels do not decode to %zu values of at most %d", n, max);
 }
 
-static void grow(column *c, size_t n)
+static pt_status grow(column *c, size_t n)
 {
     size_t need = c->n + n;
-    uint8_t *d = realloc(c->def, need + 1), *r = realloc(c->rep, need + 1);
-    pq_val *v = realloc(c->val, sizeof *v * (need + 1));
-    if (!d || !r || !v) abort();
-    c->def = d;
-    c->rep = r;
-    c->val = v;
+    uint8_t *d = realloc(c->def, need + 1);
+    if (d) c->def = d;
+    uint8_t *r = d ? realloc(c->rep, need + 1) : NULL;
+    if (r) c->rep = r;
+    pq_val *v = r ? realloc(c->val, sizeof *v * (need + 1)) : NULL;
+    if (v) c->val = v;
+    return v ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory for %zu values of a Parquet column", need);
 }
 
 static pt_status data_page(pq_file *f, column *c, const node *leaf, const pq_page *pg, int codec,
                            const unsigned char *data, size_t size)
 {
-    if (pg->num_values < 0 || (uint64_t)pg->num_values > f->max_entries - c->n)
-        return bad(f, "a page of %lld values (at most %zu in a column chunk of this file)", (long long)pg->num_values,
+    if (pg->num_values < 0 || (uint64_t)pg->num_values > f->max_entries - f->entries)
+        return bad(f, "a page of %lld values (at most %zu in a row group of this file)", (long long)pg->num_values,
                    f->max_entries);
     size_t n = (size_t)pg->num_values;
-    grow(c, n);
+    f->entries += n;
+    TRY(grow(c, n));
     unsigned char *buf = NULL;
     bytes b;
     if (pg->type == PQ_DATA_PAGE) {
@@ -628,8 +632,8 @@ static pt_status data_page(pq_file *f, column *c, const node *leaf, const pq_pag
         TRY(levels_v1(f, &b, leaf->rep, c->rep + c->n, n, pg->rep_encoding));
         TRY(levels_v1(f, &b, leaf->def, c->def + c->n, n, pg->def_encoding));
     } else {
-        if (pg->rep_bytes < 0 || pg->def_bytes < 0 || pg->rep_bytes + pg->def_bytes > (int64_t)size ||
-            pg->rep_bytes + pg->def_bytes > pg->uncompressed_size)
+        if (pg->rep_bytes < 0 || pg->def_bytes < 0 || pg->rep_bytes > (int64_t)size ||
+            pg->def_bytes > (int64_t)size - pg->rep_bytes || pg->rep_bytes + pg->def_bytes > pg->uncompressed_size)
             return bad(f, "a v2 page whose levels (%lld + %lld bytes) do not fit its %zu bytes", (long long)pg->rep_bytes,
                        (long long)pg->def_bytes, size);
         TRY(levels_v2(f, (bytes){data, data + pg->rep_bytes}, leaf->rep, c->rep + c->n, n));
@@ -886,11 +890,11 @@ pt_status parquet_read(const unsigned char *map, size_t len, const char *path, i
     long row = 0;
     for (int g = 0; rc == PT_OK && g < m.n_groups; g++) {
         f.group = g;
-        f.unpacked = 0;
+        f.unpacked = f.entries = 0;
         f.cols = calloc((size_t)f.n_leaves + 1, sizeof *f.cols);
-        if (!f.cols) abort();
-        rc = read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st);
-        for (int l = 0; l < f.n_leaves; l++) column_free(&f.cols[l]);
+        rc = f.cols ? read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st)
+                    : ERR(PT_ERR_NOMEM, "out of memory for a row group's columns");
+        for (int l = 0; f.cols && l < f.n_leaves; l++) column_free(&f.cols[l]);
         free(f.cols);
         f.cols = NULL;
     }

@@ -289,8 +289,14 @@ static pt_status add_pattern(const char *dir, const char *pattern, data_files *o
 static pt_status from_readme(const pt_strlist *pats, const char *dir, data_files *out)
 {
     for (int i = 0; i < pats->n; i++) {
+        const char *pat = pats->items[i];
+        bool up = !strcmp(pat, "..") || !strncmp(pat, "../", 3) || strstr(pat, "/../") ||
+                  (strlen(pat) >= 3 && !strcmp(pat + strlen(pat) - 3, "/.."));
+        if (pat[0] == '/' || up) /* a dataset's own README names files inside its snapshot only */
+            return ERR(PT_ERR_USER, "%s/README.md: configs: data_files pattern %s leaves the dataset's folder; "
+                       "only paths inside it are read", shown_text(dir).s, shown_text(pat).s);
         int before = out->n;
-        TRY(add_pattern(dir, pats->items[i], out));
+        TRY(add_pattern(dir, pat, out));
         qsort(out->path + before, (size_t)(out->n - before), sizeof *out->path, cmp_path);
     }
     return check_kinds(out);

@@ -189,6 +189,34 @@ static void test_messages_smollm2(void **state)
     dataset_free(&ds);
 }
 
+/* A row with messages beside prompt/chosen/rejected (ultrafeedback_binarized's train_sft) is a
+ * conversation to SFT, as to TRL's SFTTrainer; to a preference method, a pair. */
+static void test_messages_beside_pairs(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_dataset_XXXXXX", path[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/uf.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"prompt\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"chosen\": [{\"role\": \"assistant\", "
+          "\"content\": \"Ahoy!\"}], \"rejected\": [{\"role\": \"assistant\", \"content\": \"Go away.\"}], "
+          "\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": \"Ahoy!\"}]}\n",
+          f);
+    fclose(f);
+    pt_dataset ds;
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\ndataset:\n  - name: \"%s\"\n", path), PT_OK);
+    assert_int_equal(ds.n, 1);
+    assert_string_equal(ds.stats[0].format, "messages");
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 512\nmethod: dpo\ndataset:\n  - name: \"%s\"\n", path), PT_OK);
+    assert_int_equal(ds.n, 1);
+    assert_string_equal(ds.stats[0].format, "preference");
+    dataset_free(&ds);
+    unlink(path);
+    rmdir(dir);
+}
+
 static void test_sharegpt_chatml(void **state)
 {
     (void)state;
@@ -942,6 +970,16 @@ static void test_config_name(void **state)
     snprintf(want, sizeof want, "dataset[0]: config_name \"de\": %s/README.md lists the configs fr, en", dir);
     expect_error(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n    config_name: de\n", dir),
                  PT_ERR_USER, want);
+    /* a README's pattern may not leave the snapshot: another cached dataset, a file of the machine */
+    static const char *const outside[] = {"../*/train-*.jsonl", "fr/../../x.jsonl", "/etc/passwd"};
+    for (int i = 0; i < 3; i++) {
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "---\nconfigs:\n- config_name: up\n  data_files: \"%s\"\n---\n", outside[i]);
+        fclose(f);
+        assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", dir), PT_ERR_USER);
+        assert_non_null(strstr(err_message(), "leaves the dataset's folder; only paths inside it are read"));
+    }
     unlink(path);
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
@@ -1681,6 +1719,7 @@ int main(void)
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_config_name),
+        cmocka_unit_test(test_messages_beside_pairs),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_json_variants),
         cmocka_unit_test(test_bad_rows),          cmocka_unit_test(test_bad_chat_rows),
