@@ -34,6 +34,16 @@ run() {
     err=$(cat "$tmp/err")
 }
 
+# train8 CONFIG OUT MODEL: the tiny config's 8 steps (lr 0.01, no warm-up, no 4-bit) on MODEL into OUT
+train8() {
+    tiny_config "$1" "$2" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false"
+    sed -i "s|^model_name: .*|model_name: \"$3\"|" "$1"
+    run "$1"
+}
+
 # --- a Hugging Face base: the tiny fp32 Llama with a tokenizer
 base="$tmp/base"
 mkdir -p "$base"
@@ -79,12 +89,7 @@ ok "llama.cpp tokenizes as HF tokenizers with the GGUF metadata ptrain makes fro
 # their tiny Hugging Face test models; Qwen2 also as a GGUF base that ptrain export makes
 for fam in qwen2 gemma2; do
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
-    tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-    sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/$fam.yaml"
-    run "$tmp/$fam.yaml"
+    train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
     logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
     ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
         hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
@@ -94,12 +99,7 @@ load_in_4bit: false"
 done
 run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q2" --gguf f32
 qbase="$tmp/q2/merged-f32.gguf"
-tiny_config "$tmp/q2.yaml" "$tmp/q2run" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$qbase\"|" "$tmp/q2.yaml"
-run "$tmp/q2.yaml"
+train8 "$tmp/q2.yaml" "$tmp/q2run" "$qbase"
 logits "$tmp/q2.l" "$qbase" "$pr" --no-4bit --adapter "$tmp/q2run/lora"
 ok "qwen2 GGUF base: PEFT loads ptrain's adapter (transformers reads the GGUF): ptrain's logits" \
     hf peft "$qbase" "$tmp/q2run/lora" "$tmp/q2.l.ids" "$tmp/q2.l"
@@ -117,12 +117,7 @@ run export --model "$PTRAIN_SRCDIR/tests/data/gemma2/hf" --out "$tmp/g2no" --ggu
 ok "gemma2 with query_pre_attn_scalar != head_dim: GGUF refused, saying why" contains "$err" "query_pre_attn_scalar 24"
 run export --model "$g2" --out "$tmp/g2" --gguf f32
 gbase="$tmp/g2/merged-f32.gguf"
-tiny_config "$tmp/g2.yaml" "$tmp/g2run" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$gbase\"|" "$tmp/g2.yaml"
-run "$tmp/g2.yaml"
+train8 "$tmp/g2.yaml" "$tmp/g2run" "$gbase"
 logits "$tmp/g2.l" "$gbase" "$pr" --no-4bit --adapter "$tmp/g2run/lora"
 ok "gemma2 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
     llama "$gbase" --lora "$tmp/g2run/lora/adapter.gguf" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-3
@@ -142,12 +137,7 @@ ok "gemma2: transformers loads the merged directory from the GGUF base (norms ba
 for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
-    tiny_config "$tmp/$fam.yaml" "$tmp/$fam" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-    sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/$fam.yaml"
-    run "$tmp/$fam.yaml"
+    train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
     logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
     ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
         hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
@@ -181,12 +171,7 @@ ok "smollm3 with RoPE left out every 5th layer: GGUF refused, saying why" contai
 # as a GGUF base that ptrain export makes (transformers' GGUF reader takes Qwen3's head size as 128
 # whatever the file says, so PEFT is checked on the HF base only)
 fbase="$PTRAIN_SRCDIR/tests/data/qwen3/hf"
-tiny_config "$tmp/q3.yaml" "$tmp/q3" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/q3.yaml"
-run "$tmp/q3.yaml"
+train8 "$tmp/q3.yaml" "$tmp/q3" "$fbase"
 logits "$tmp/q3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/q3/lora"
 ok "qwen3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
     hf peft "$fbase" "$tmp/q3/lora" "$tmp/q3.l.ids" "$tmp/q3.l"
@@ -195,12 +180,7 @@ ok "qwen3: transformers loads the merged f32 directory: ptrain's logits with the
     hf merged "$tmp/q3.x/merged" "$tmp/q3.l.ids" "$tmp/q3.l" 1e-4
 run export --model "$fbase" --out "$tmp/q3g" --gguf f32
 q3base="$tmp/q3g/merged-f32.gguf"
-tiny_config "$tmp/q3g.yaml" "$tmp/q3grun" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$q3base\"|" "$tmp/q3g.yaml"
-run "$tmp/q3g.yaml"
+train8 "$tmp/q3g.yaml" "$tmp/q3grun" "$q3base"
 logits "$tmp/q3g.l" "$q3base" "$pr" --no-4bit --adapter "$tmp/q3grun/lora"
 ok "qwen3 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
     llama "$q3base" --lora "$tmp/q3grun/lora/adapter.gguf" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-3
@@ -215,12 +195,7 @@ ok "qwen3: transformers loads the merged directory from the GGUF base: ptrain's 
 # a base; and, with query_pre_attn_scalar = head_dim (llama.cpp derives the scale from the head size),
 # as a GGUF base that ptrain export makes
 fbase="$PTRAIN_SRCDIR/tests/data/gemma3/hf"
-tiny_config "$tmp/g3.yaml" "$tmp/g3" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/g3.yaml"
-run "$tmp/g3.yaml"
+train8 "$tmp/g3.yaml" "$tmp/g3" "$fbase"
 logits "$tmp/g3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/g3/lora"
 ok "gemma3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
     hf peft "$fbase" "$tmp/g3/lora" "$tmp/g3.l.ids" "$tmp/g3.l"
@@ -236,12 +211,7 @@ rm "$g3/config.json"
 sed 's/"query_pre_attn_scalar": 20/"query_pre_attn_scalar": 24/' "$fbase/config.json" >"$g3/config.json"
 run export --model "$g3" --out "$tmp/g3g" --gguf f32
 g3base="$tmp/g3g/merged-f32.gguf"
-tiny_config "$tmp/g3g.yaml" "$tmp/g3grun" "max_steps: 8
-learning_rate: 0.01
-warmup_steps: 0
-load_in_4bit: false"
-sed -i "s|^model_name: .*|model_name: \"$g3base\"|" "$tmp/g3g.yaml"
-run "$tmp/g3g.yaml"
+train8 "$tmp/g3g.yaml" "$tmp/g3grun" "$g3base"
 logits "$tmp/g3g.l" "$g3base" "$pr" --no-4bit --adapter "$tmp/g3grun/lora"
 ok "gemma3 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
     llama "$g3base" --lora "$tmp/g3grun/lora/adapter.gguf" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-3
