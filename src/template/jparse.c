@@ -271,10 +271,16 @@ static jnode *parse_postfix(parser *P, jnode *n)
 static jnode *parse_filter(parser *P, jnode *value)
 {
     const jtoken *t = expect_name(P);
-    strbuf name = {0};
-    sb_append(&name, t->p, t->n);
-    while (is_op(cur(P), ".")) next_tok(P), sb_printf(&name, "."), sb_append(&name, expect_name(P)->p, P->tk->t[P->i - 1].n);
+    size_t first = P->i - 1, parts = 1;
+    /* the dotted name's tokens first: a parse error jumps out before anything is allocated */
+    while (is_op(cur(P), ".")) next_tok(P), expect_name(P), parts++;
     jnode *f = node(P, N_FILTER, t);
+    strbuf name = {0};
+    for (size_t k = 0; k < parts; k++) {
+        const jtoken *part = &P->tk->t[first + 2 * k];
+        if (k) sb_printf(&name, ".");
+        sb_append(&name, part->p, part->n);
+    }
     f->a = value;
     f->name = jv_str(&P->t->arena, sb_text(&name), name.len).s->p;
     sb_free(&name);
