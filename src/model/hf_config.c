@@ -270,8 +270,8 @@ static pt_status gemma2(const cfg_src *c, pt_model_config *m)
                    "gelu_pytorch_tanh", PT_ACT_GELU_TANH, m));
     double scalar = 256, attn_cap = 50, final_cap = 30;
     TRY(num_key(c, "query_pre_attn_scalar", 0.01, 1e9, &scalar));
-    TRY(num_key(c, "attn_logit_softcapping", 0, 1e9, &attn_cap));
-    TRY(num_key(c, "final_logit_softcapping", 0, 1e9, &final_cap));
+    TRY(num_key(c, "attn_logit_softcapping", 1e-9, 1e9, &attn_cap));
+    TRY(num_key(c, "final_logit_softcapping", 1e-9, 1e9, &final_cap));
     /* a null soft-cap switches it off */
     m->attn_softcap = json_is_null(json_object_get(c->root, "attn_logit_softcapping")) ? 0.0f : (float)attn_cap;
     m->final_softcap = json_is_null(json_object_get(c->root, "final_logit_softcapping")) ? 0.0f : (float)final_cap;
@@ -322,10 +322,11 @@ static pt_status smollm3(const cfg_src *c, pt_model_config *m)
 static pt_status granite(const cfg_src *c, pt_model_config *m)
 {
     double embed = 1, attn = 1, resid = 1, logits = 1;
-    TRY(num_key(c, "embedding_multiplier", 0, 1e9, &embed));
-    TRY(num_key(c, "attention_multiplier", 0, 1e9, &attn));
-    TRY(num_key(c, "residual_multiplier", 0, 1e9, &resid));
-    TRY(num_key(c, "logits_scaling", 0, 1e9, &logits));
+    /* above 1e-9, so each stays a positive float (1e-50 would round to 0) */
+    TRY(num_key(c, "embedding_multiplier", 1e-9, 1e9, &embed));
+    TRY(num_key(c, "attention_multiplier", 1e-9, 1e9, &attn));
+    TRY(num_key(c, "residual_multiplier", 1e-9, 1e9, &resid));
+    TRY(num_key(c, "logits_scaling", 1e-9, 1e9, &logits));
     m->embed_scale = (float)embed;
     m->attn_scale = (float)attn;
     m->residual_scale = (float)resid;
@@ -399,8 +400,8 @@ static pt_status gemma3(const cfg_src *c, hf_config *h)
     double scalar = 256, attn_cap = 0, final_cap = 0;
     bool bidirectional = false, attn_bias = false;
     TRY(num_key(c, "query_pre_attn_scalar", 0.01, 1e9, &scalar));
-    TRY(num_key(c, "attn_logit_softcapping", 0, 1e9, &attn_cap));
-    TRY(num_key(c, "final_logit_softcapping", 0, 1e9, &final_cap));
+    TRY(num_key(c, "attn_logit_softcapping", 1e-9, 1e9, &attn_cap));
+    TRY(num_key(c, "final_logit_softcapping", 1e-9, 1e9, &final_cap));
     TRY(bool_key(c, "use_bidirectional_attention", &bidirectional));
     TRY(bool_key(c, "attention_bias", &attn_bias));
     if (bidirectional || attn_bias)

@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(c->head_dim > 0 && c->head_dim % 2 == 0 && c->head_dim <= 1024);
     CHECK(c->norm_eps > 0 && h.rope_theta >= 1 && c->attn_scale > 0 && c->embed_scale > 0);
     CHECK(isfinite(c->attn_scale) && isfinite(c->embed_scale) && isfinite(c->rope_theta));
-    CHECK(c->sliding_window >= 0 && (!c->sliding_window || c->sliding_pattern > 0));
+    CHECK(c->sliding_window >= 0 && c->sliding_period >= 0);
+    CHECK(!c->sliding_window || c->sliding_pattern > 0 || c->sliding_period > 0); /* gemma2's rule or gemma3's */
     static float f[512];
     st = rope_inv_freq(h.rope_theta, c->head_dim, &h.rope, f);
     if (st == PT_OK)

@@ -72,6 +72,18 @@ def main():
     config("gemma2.json", dict(base, model_type="gemma2", head_dim=32, hidden_activation="gelu_pytorch_tanh",
                                query_pre_attn_scalar=32, attn_logit_softcapping=50.0, final_logit_softcapping=30.0,
                                sliding_window=4096, layer_types=["sliding_attention", "full_attention"]))
+    config("qwen3.json", dict(base, model_type="qwen3", head_dim=32, rope_theta=1e6, attention_bias=False,
+                              use_sliding_window=False, sliding_window=None, tie_word_embeddings=True))
+    config("gemma3.json", dict(base, num_hidden_layers=6, model_type="gemma3_text", head_dim=32,
+                               hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=32, sliding_window=16,
+                               rope_theta=1e6, rope_local_base_freq=10000.0, sliding_window_pattern=6,
+                               layer_types=["sliding_attention"] * 5 + ["full_attention"],
+                               rope_scaling={"rope_type": "linear", "factor": 8.0}))
+    config("smollm3.json", dict(base, num_hidden_layers=4, model_type="smollm3", rope_theta=5e6,
+                                no_rope_layers=[1, 1, 1, 0], no_rope_layer_interval=4, use_sliding_window=False))
+    config("granite.json", dict(base, model_type="granite", embedding_multiplier=12.0,
+                                attention_multiplier=0.0078125, residual_multiplier=0.22, logits_scaling=8.0))
+    config("olmo2.json", dict(base, model_type="olmo2", rope_theta=500000.0, attention_bias=False))
     config("bnb.json", dict(base, model_type="llama", quantization_config={
         "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "uint8"}))
