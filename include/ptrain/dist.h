@@ -1,6 +1,7 @@
 /* dist.h — the processes of one job: MPI world and node-local ranks, agreement on failure, the
  * config hash compare and the NCCL unique-id exchange. Rank and local rank always come from MPI;
- * SLURM_* variables are read only for logging. */
+ * SLURM_* variables are read only for logging. A process that no launcher started (no mpirun, no
+ * srun with an MPI plugin; PTRAIN_MPI=1 overrides) is rank 0 of 1 and never initialises MPI. */
 #ifndef PTRAIN_DIST_H
 #define PTRAIN_DIST_H
 

@@ -36,6 +36,20 @@ struct dist_comms {
         }                                                                                          \
     } while (0)
 
+/* Whether a launcher started this process as a rank of a job: mpirun (Open MPI's OMPI_* or PMIx's
+ * variables), srun with an MPI plugin (PMIx or PMI-2), MPICH's hydra (PMI_*), or an srun step of
+ * several tasks; PTRAIN_MPI=1 asks for MPI anyway. A process started by hand is a job of one
+ * rank without MPI_Init, which would start Open MPI's singleton runtime (most of a second, and
+ * its daemon) for collectives that a job of one rank never makes. */
+static bool launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE", "PMI_FD"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return true;
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS"), *force = getenv("PTRAIN_MPI");
+    return (tasks && atoi(tasks) > 1) || (force && !strcmp(force, "1"));
+}
+
 pt_status dist_init(pt_dist *d, int *argc, char ***argv)
 {
     memset(d, 0, sizeof *d);
@@ -45,15 +59,23 @@ pt_status dist_init(pt_dist *d, int *argc, char ***argv)
     d->node_cores = cores > 0 ? (int)cores : 1;
     cpu_set_t mask;
     d->bound_cores = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : 0;
+    d->comms = calloc(1, sizeof *d->comms);
+    if (!d->comms) return ERR(PT_ERR_NOMEM, "out of memory");
+    d->comms->node = d->comms->leaders = MPI_COMM_NULL;
+    d->comms->window = MPI_WIN_NULL;
     int inited = 0;
     MPI_Initialized(&inited);
+    if (!inited && !launched_by_mpi()) { /* one rank, no MPI */
+        d->nodes = 1;
+        log_init(0, 1);
+        d->init_s = util_now() - t0;
+        d->start = t0;
+        return PT_OK;
+    }
     if (!inited) MPI_TRY(MPI_Init(argc, argv));
     d->mpi = !inited;
     MPI_TRY(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
     MPI_TRY(MPI_Comm_size(MPI_COMM_WORLD, &d->world));
-    d->comms = calloc(1, sizeof *d->comms);
-    if (!d->comms) return ERR(PT_ERR_NOMEM, "out of memory");
-    d->comms->window = MPI_WIN_NULL;
     MPI_Comm *node = &d->comms->node, *leaders = &d->comms->leaders;
     MPI_TRY(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, node));
     MPI_TRY(MPI_Comm_rank(*node, &d->local_rank));
@@ -76,7 +98,7 @@ void dist_finalize(pt_dist *d)
 {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (d->comms && !finalized) {
+    if (d->comms && d->comms->node != MPI_COMM_NULL && !finalized) {
         dist_node_window_free(d);
         if (d->comms->leaders != MPI_COMM_NULL) MPI_Comm_free(&d->comms->leaders);
         MPI_Comm_free(&d->comms->node);
@@ -280,7 +302,7 @@ static size_t shm_room(void)
 pt_status dist_node_window(pt_dist *d, size_t bytes, void **base, size_t *size)
 {
     struct dist_comms *c = d->comms;
-    if (!c) return ERR(PT_ERR_INTERNAL, "dist_node_window before dist_init");
+    if (!c || c->node == MPI_COMM_NULL) return ERR(PT_ERR_INTERNAL, "dist_node_window without MPI (before dist_init, or one rank)");
     unsigned long long want = d->local_rank == 0 ? bytes : 0;
     MPI_TRY(MPI_Bcast(&want, 1, MPI_UNSIGNED_LONG_LONG, 0, c->node));
     int fits = d->local_rank != 0 || shm_room() >= want;
