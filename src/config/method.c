@@ -7,10 +7,10 @@
 static const method_info methods[METHOD_COUNT] = {
     {METHOD_SFT, "sft", "SFTTrainer", "messages, conversations, instruction/output or text", false, false, false, 0,
      "mean token cross-entropy over the labelled tokens", "", true},
-    {METHOD_CPT, "cpt", "SFTTrainer (modules_to_save: embed_tokens, lm_head)", "text", false, false, false, 0,
-     "mean token cross-entropy over every token; embedding and LM head trained in full at "
-     "embedding_learning_rate",
-     "", false},
+    {METHOD_CPT, "cpt", "UnslothTrainer (SFTTrainer, no response masking)",
+     "text (or any SFT format, every token labelled)", false, false, false, 0,
+     "mean token cross-entropy over every token (the embedding and LM head stay frozen: modules_to_save is refused)",
+     "", true},
     {METHOD_DPO, "dpo", "DPOTrainer", "prompt, chosen, rejected", true, true, false, 0.1,
      "-log sigmoid(beta ((chosen - ref chosen) - (rejected - ref rejected))), log-probs summed over the completion",
      "rewards/chosen, rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected", true},

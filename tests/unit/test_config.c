@@ -292,6 +292,10 @@ static void test_method(void **state)
     /* a pair's two sequences share a micro-batch: no packing */
     expect_error("method: dpo\npacking: true\n", "config.yaml:2:10: packing: dpo trains on pairs, each its two sequences "
                                                  "in one micro-batch; packing does not apply: remove it");
+    /* cpt trains on every token */
+    expect_error("method: cpt\nassistant_only_loss: true\n",
+                 "config.yaml:2:22: assistant_only_loss: cpt (continued pretraining) trains on every token; remove "
+                 "the key or use method: sft");
     /* beta: the method's default unless given */
     parse_ok("method: dpo\n", &cfg);
     assert_true(cfg.beta == 0.1);
