@@ -74,6 +74,14 @@ static void check_method(pt_config *cfg, config_report *errors)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
                    mi->name);
+    if (mi->unpaired && cfg->packing)
+        rule_error(cfg, errors, "packing",
+                   "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (mi->unpaired && cfg->per_device_train_batch_size < 2)
+        rule_error(cfg, errors, "per_device_train_batch_size",
+                   "%s estimates its KL term from the other rows of a micro-batch, so it needs at least 2 (as TRL's "
+                   "KTOTrainer); raise it (and lower gradient_accumulation_steps to keep the global batch)",
+                   mi->name);
 }
 
 static void check_training(pt_config *cfg, config_report *errors)
