@@ -6,7 +6,10 @@
  * preference_dpo. Checked: the first loss is ln 2 exactly while B is zero, and it, TRL's metrics
  * and the LoRA gradients match TRL's (B zero; A and B random); 20 AdamW steps' losses. And the
  * preference rows (text and conversational) tokenized by the data pipeline as TRL's DPOTrainer
- * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts. */
+ * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts.
+ * CPO and ORPO likewise against their trainers; KTO against KTOTrainer (make_kto_goldens.py): four
+ * unpaired rows batched with their KL sequences by batch_collate_unpaired, the reference and KL
+ * passes, preference_kto; its rows (text, turns, pairs unrolled) and KL sequences as TRL makes them. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
