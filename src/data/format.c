@@ -196,7 +196,10 @@ static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
     const char *names[3] = {"prompt", "chosen", "rejected"};
     const json_t *cols[3] = {p, c, r};
     for (int i = 0; i < 3; i++)
-        if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
+        if (!cols[i]) { /* a later row without a column the first row has */
+            sb_printf(why, "no \"%s\" (preference rows need prompt, chosen and rejected)", names[i]);
+            return ROW_BAD;
+        } else if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
             sb_printf(why, "\"%s\" is %s, expected %s like \"chosen\"", names[i], reader_kind(cols[i]),
                       rec->pair_chat ? "a list of {role, content} turns" : "a string");
             return ROW_BAD;
@@ -227,6 +230,10 @@ static row_result format_unpaired(const json_t *obj, data_record *rec, strbuf *w
                  *l = json_object_get(obj, "label");
     if (!p) {
         sb_printf(why, "no \"prompt\" (unpaired rows need prompt, completion and label)");
+        return ROW_BAD;
+    }
+    if (!c || !l) {
+        sb_printf(why, "no \"%s\" (unpaired rows need prompt, completion and label)", c ? "label" : "completion");
         return ROW_BAD;
     }
     if (!json_is_boolean(l)) {

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -614,6 +615,47 @@ static void test_kto_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* KTO's bad rows say what is wrong (a later row without a column the first has, a label that is
+ * not a boolean), and an SFT run given unpaired rows says to set method: kto */
+static void test_kto_bad_rows(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ptrain-kto-XXXXXX.jsonl", yaml[1024];
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"prompt\": \"The sky is\", \"completion\": \" blue.\", \"label\": true}\n"
+          "{\"prompt\": \"The sun is\", \"label\": false}\n"
+          "{\"prompt\": \"Water is\", \"completion\": \" wet.\", \"label\": \"yes\"}\n", f);
+    fclose(f);
+    pt_tokenizer *tok;
+    char tpath[1024];
+    snprintf(tpath, sizeof tpath, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    assert_int_equal(tokenizer_from_json(tpath, &tok), PT_OK);
+    for (int kto = 1; kto >= 0; kto--) {
+        snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s\"\n", kto ? "kto" : "sft", path);
+        pt_config cfg;
+        pt_dataset ds;
+        assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+        dataset_options o = dataset_options_from_config(&cfg);
+        pt_status st = dataset_load(&o, tok, NULL, &ds);
+        config_free(&cfg);
+        if (!kto) {
+            assert_int_equal(st, PT_ERR_USER);
+            assert_non_null(strstr(err_message(), "set method: kto"));
+            continue;
+        }
+        assert_int_equal(st, PT_OK);
+        assert_int_equal(ds.stats[0].kept, 1);
+        assert_int_equal(ds.stats[0].bad, 2);
+        assert_non_null(strstr(ds.stats[0].bad_rows[0], "no \"completion\""));
+        assert_non_null(strstr(ds.stats[0].bad_rows[1], "\"label\" is a string, expected true or false"));
+        dataset_free(&ds);
+    }
+    tokenizer_free(tok);
+    unlink(path);
+}
+
 /* an SFT run given preference rows, and DPO given chat rows, say what to set */
 static void test_rows_match_the_method(void **state)
 {
@@ -644,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_rows_match_the_method),
         cmocka_unit_test(test_cpo_tokenized_as_trl),
         cmocka_unit_test(test_kto_tokenized_as_trl),
+        cmocka_unit_test(test_kto_bad_rows),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
