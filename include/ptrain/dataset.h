@@ -110,6 +110,8 @@ typedef struct {
     bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
                                     (segment 1) then prompt + rejected (segment 2); other rows refused */
     bool pairs_legacy;           /* pairs tokenized as TRL's CPO and ORPO trainers do (src/data/pair.c) */
+    bool unpaired;               /* KTO's rows (prompt, completion, label; pairs unrolled): an example is
+                                    one sequence, segment 1 desirable, 2 undesirable (src/data/unpaired.c) */
     long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
     long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */
@@ -166,6 +168,7 @@ typedef struct {
     long epoch;   /* the epoch idx was drawn for (-1: none yet) */
     size_t full;  /* indices per rank in a whole epoch */
     size_t skip;  /* entries of the epoch's order consumed before this run (resume) */
+    bool sequential; /* the order is the dataset's own every epoch (KTO's sequential sampler), not a permutation */
 } pt_sampler;
 
 pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size);
@@ -199,6 +202,15 @@ typedef struct {
 pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, pt_batch *out);
 /* The same examples one per row, right-padded with pad_id to the longest (segment 0, position 0,
  * target -100 on padding): the layout padding-free collation must match (tests, benchmarks). */
+/* KTO (unpaired.c): the micro-batch of examples idx[0..n) of an unpaired dataset as one row: first
+ * each example k's prompt + completion cut to max_len as segment 2k+1 (desirable) or 2k+2
+ * (undesirable), then its KL sequence (k's prompt + the completion of k-1, of n-1 for k = 0, cut to
+ * max_len) as segment 2n+1+k; the completions' tokens are the targets. So n = the last segment / 3. */
+pt_status batch_collate_unpaired(const pt_dataset *ds, const size_t *idx, size_t n, int32_t max_len, pt_batch *out);
+/* KTO: the pair examples (two sequences) of an unrolled as TRL's unpair_preference_dataset does:
+ * in chunks of 1000 examples, the chunk's chosen sequences (and unpaired examples) in order, then
+ * its rejected ones; every example then one sequence. */
+pt_status dataset_unpair(pt_dataset *ds);
 pt_status batch_collate_padded(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
 void batch_free(pt_batch *b);
 

@@ -67,9 +67,20 @@ static void check_method(pt_config *cfg, config_report *errors)
                    "or remove the key (sft)",
                    mi->name, mi->trainer, built);
     }
+    if (cfg->method == METHOD_CPT && cfg->assistant_only_loss == PT_TRUE)
+        rule_error(cfg, errors, "assistant_only_loss",
+                   "cpt (continued pretraining) trains on every token; remove the key or use method: sft");
     if (mi->pairs && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
+                   mi->name);
+    if (mi->unpaired && cfg->packing)
+        rule_error(cfg, errors, "packing",
+                   "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (mi->unpaired && cfg->per_device_train_batch_size < 2)
+        rule_error(cfg, errors, "per_device_train_batch_size",
+                   "%s estimates its KL term from the other rows of a micro-batch, so it needs at least 2 (as TRL's "
+                   "KTOTrainer); raise it (and lower gradient_accumulation_steps to keep the global batch)",
                    mi->name);
 }
 
@@ -289,8 +300,21 @@ static const char *service_name(const char *key)
     return key;
 }
 
+/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains in the seed
+ * system (other methods ignore it there); ptrain trains no whole module (modules_to_save is
+ * refused), so under cpt it has nothing to apply to. */
+static void note_embedding_lr(const pt_config *cfg, FILE *warn)
+{
+    int k = key_index(config_keys, config_nkeys, "embedding_learning_rate");
+    if (!warn || k < 0 || cfg->method != METHOD_CPT || !config_is_set(cfg, "embedding_learning_rate")) return;
+    fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: ptrain does not train the embedding or the LM "
+            "head (modules_to_save is not implemented: only the LoRA adapters are trained), so this learning rate "
+            "applies to nothing; remove the key\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
+}
+
 void config_notes(const pt_config *cfg, FILE *warn)
 {
+    note_embedding_lr(cfg, warn);
     strbuf names = {0};
     int n = 0;
     for (int i = 0; i < cfg->report_to.n; i++) {

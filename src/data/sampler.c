@@ -8,7 +8,7 @@
  * data-parallel test checks. A resumed epoch starts after the entries of the order that were
  * already consumed (sampler_epoch_from), whatever the world size was, so no example is seen twice
  * or skipped; with the same world size and batch, the batches are exactly those of the
- * uninterrupted run. The generator is ptrain's own (random.c), so orders differ from
+ * uninterrupted run. A sequential sampler (KTO) takes the dataset's order in every epoch. The generator is ptrain's own (random.c), so orders differ from
  * torch's. */
 #include <stdlib.h>
 
@@ -51,7 +51,9 @@ pt_status sampler_epoch_from(pt_sampler *s, uint64_t seed, long epoch, size_t sk
     if (skip > s->n_examples) skip = s->n_examples;
     size_t *perm = malloc(sizeof *perm * s->n_examples);
     if (!perm) return ERR(PT_ERR_NOMEM, "out of memory");
-    rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
+    if (s->sequential)
+        for (size_t i = 0; i < s->n_examples; i++) perm[i] = i;
+    else rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
     size_t b = (size_t)s->batch_size, w = (size_t)s->world, r = (size_t)s->rank;
     s->n = per_rank(s->n_examples - skip, s->batch_size, s->world);
     for (size_t i = 0; i < s->n; i++) { /* i-th index of this rank: batch i/b of its own */

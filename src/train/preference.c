@@ -11,11 +11,31 @@
 
 const char *const preference_metric_names[PREF_COUNT] = {
     "loss",           "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
-    "logps/chosen",   "logps/rejected", "nll_loss",         "log_odds_ratio",     "log_odds_chosen", "pairs"};
+    "logps/chosen",   "logps/rejected", "nll_loss",         "log_odds_ratio",     "log_odds_chosen", "pairs",
+    "kl",             "chosen",         "rejected",         "micro_batches"};
 
 int preference_metrics_end(int method)
 {
     return method == METHOD_ORPO ? PREF_PAIRS : method == METHOD_CPO ? PREF_NLL_LOSS + 1 : PREF_NLL_LOSS;
+}
+
+int preference_log_values(int method, const double *sums, const char **names, double *values)
+{
+    int n = 0;
+    if (method != METHOD_KTO) {
+        for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(method); k++, n++)
+            names[n] = preference_metric_names[k], values[n] = sums[k] / fmax(sums[PREF_PAIRS], 1);
+        return n;
+    }
+    double nc = sums[PREF_N_CHOSEN], nr = sums[PREF_N_REJECTED];
+    if (nc > 0) names[n] = "rewards/chosen", values[n++] = sums[PREF_REWARDS_CHOSEN] / nc;
+    if (nr > 0) names[n] = "rewards/rejected", values[n++] = sums[PREF_REWARDS_REJECTED] / nr;
+    if (nc > 0 && nr > 0)
+        names[n] = "rewards/margins", values[n++] = sums[PREF_REWARDS_CHOSEN] / nc - sums[PREF_REWARDS_REJECTED] / nr;
+    if (nc > 0) names[n] = "logps/chosen", values[n++] = sums[PREF_LOGPS_CHOSEN] / nc;
+    if (nr > 0) names[n] = "logps/rejected", values[n++] = sums[PREF_LOGPS_REJECTED] / nr;
+    names[n] = "kl", values[n++] = sums[PREF_KL] / fmax(sums[PREF_MICRO], 1);
+    return n;
 }
 
 /* TRL's metrics of one pair from its log-probs and rewards. */
@@ -86,6 +106,29 @@ int preference_orpo_rows(const int32_t *ids, const int32_t *targets, const int32
         if (seq >= 0 && orpo_targets[r] != PREF_IGNORE) tokens[row_seq[r]] += 1;
     }
     return 3 * pairs;
+}
+
+void preference_kto(const double *nll, const double *ref_nll, const bool *desirable, int n, double kl, double beta,
+                    double desirable_weight, double undesirable_weight, double grad_scale, float *scale,
+                    double *sums)
+{
+    for (int s = 0; s < 2 * n; s++) scale[s] = 0;
+    for (int k = 0; k < n; k++) {
+        int s = 2 * k + (desirable[k] ? 0 : 1);
+        double logp = -nll[s], ratio = logp + ref_nll[s], reward = beta * ratio;
+        /* desirable: z = beta (r - kl), loss w (1 - sigmoid(z)); undesirable: z = beta (kl - r); dr/dnll = -1 */
+        double z = desirable[k] ? beta * (ratio - kl) : beta * (kl - ratio), w = desirable[k] ? desirable_weight
+                                                                                              : undesirable_weight;
+        double sz = sigmoid(z), dz = sz * (1 - sz);
+        scale[s] = (float)(w * beta * dz * (desirable[k] ? 1 : -1) * grad_scale);
+        sums[PREF_LOSS] += w * (1 - sz);
+        sums[desirable[k] ? PREF_REWARDS_CHOSEN : PREF_REWARDS_REJECTED] += reward;
+        sums[desirable[k] ? PREF_LOGPS_CHOSEN : PREF_LOGPS_REJECTED] += logp;
+        sums[desirable[k] ? PREF_N_CHOSEN : PREF_N_REJECTED] += 1;
+        sums[PREF_PAIRS] += 1;
+    }
+    sums[PREF_KL] += kl;
+    sums[PREF_MICRO] += 1;
 }
 
 /* log(1 - e^x) for x < 0, as TRL's log1mexp (branching at -ln 2). */

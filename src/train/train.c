@@ -50,7 +50,16 @@ static pt_status next_batch(trainer *t, pt_batch *b)
     }
     const size_t *idx;
     size_t n = sampler_batch(&t->sampler, t->next_batch++, &idx);
+    if (method_info_of(t->cfg->method)->unpaired)
+        return batch_collate_unpaired(&t->train, idx, n, (int32_t)t->cfg->max_seq_length, b);
     return batch_collate(&t->train, idx, n, b);
+}
+
+/* A method whose loss is over pairs or KTO's examples, not tokens (preference.h). */
+static bool pref_method(const trainer *t)
+{
+    const method_info *mi = method_info_of(t->cfg->method);
+    return mi->pairs || mi->unpaired;
 }
 
 static train_batch view_of(const pt_batch *b)
@@ -191,6 +200,118 @@ static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so
     return st;
 }
 
+/* KTO: a micro-batch laid out by batch_collate_unpaired, its n examples' tokens first (slots 0..2n),
+ * then their KL sequences; each row's sequence (a KL row's counted from the KL rows' start). */
+typedef struct {
+    int n, main_cols;
+    int32_t *row_seq;
+    bool *desirable;
+    double *nll; /* [5n]: ref (2n slots), ref KL (n), policy KL (n); scratch */
+} kto_rows;
+
+static void kto_rows_free(kto_rows *k)
+{
+    free(k->row_seq), free(k->desirable), free(k->nll);
+    *k = (kto_rows){0};
+}
+
+static pt_status kto_rows_of(const pt_batch *b, kto_rows *k)
+{
+    int cols = b->rows * b->cols, last = 0;
+    for (int r = 0; r < cols; r++) last = b->segments[r] > last ? b->segments[r] : last;
+    int n = last / 3, main_cols = 0;
+    while (main_cols < cols && b->segments[main_cols] <= 2 * n) main_cols++;
+    *k = (kto_rows){n, main_cols, malloc(sizeof(int32_t) * (size_t)(cols + 1)), calloc((size_t)n + 1, sizeof(bool)),
+                    calloc(5 * (size_t)n + 1, sizeof(double))};
+    if (!k->row_seq || !k->desirable || !k->nll) {
+        kto_rows_free(k);
+        return ERR(PT_ERR_NOMEM, "no memory for the rows of %d KTO examples", n);
+    }
+    for (int r = 0; r < cols; r++) {
+        int seg = b->segments[r];
+        k->row_seq[r] = r < main_cols ? seg - 1 : seg - 2 * n - 1;
+        if (r < main_cols && seg >= 1 && (seg - 1) % 2 == 0) k->desirable[(seg - 1) / 2] = true;
+    }
+    return PT_OK;
+}
+
+/* The reference's log-probs of the examples and of the KL sequences, the policy's of the KL
+ * sequences (no gradient), and the KL estimate: the mean of logp - ref logp over the KL sequences,
+ * over the ranks when `ranks` (TRL gathers it in training), at least 0. */
+static pt_status kto_reference(trainer *t, const pt_batch *b, kto_rows *k, bool ranks, double *kl)
+{
+    train_batch main = view_of(b), mis = view_of(b);
+    main.seq = k->main_cols;
+    mis.seq = b->cols - k->main_cols;
+    mis.ids += k->main_cols, mis.targets += k->main_cols, mis.pos += k->main_cols, mis.segments += k->main_cols;
+    double *ref = k->nll, *ref_kl = ref + 2 * k->n, *pol_kl = ref_kl + k->n;
+    TRY(step_sequence_nll(&t->m, NULL, &main, k->row_seq, 2 * k->n, &t->arena, ref));
+    TRY(step_sequence_nll(&t->m, NULL, &mis, k->row_seq + k->main_cols, k->n, &t->arena, ref_kl));
+    TRY(step_sequence_nll(&t->m, &t->l.ad, &mis, k->row_seq + k->main_cols, k->n, &t->arena, pol_kl));
+    double v[2] = {0, 1};
+    for (int i = 0; i < k->n; i++) v[0] += (ref_kl[i] - pol_kl[i]) / k->n;
+    if (ranks) TRY(dist_sum_f64(t->d, v, 2));
+    *kl = fmax(v[0] / v[1], 0.0);
+    return PT_OK;
+}
+
+typedef struct {
+    const trainer *t;
+    const kto_rows *k;
+    double kl, grad_scale;
+    double *sums;
+} kto_step;
+
+static pt_status kto_seq_grad(void *arg, const double *nll, float *scale)
+{
+    kto_step *p = arg;
+    const pt_config *c = p->t->cfg;
+    preference_kto(nll, p->k->nll, p->k->desirable, p->k->n, p->kl, c->beta, c->desirable_weight,
+                   c->undesirable_weight, p->grad_scale, scale, p->sums);
+    return PT_OK;
+}
+
+/* One KTO micro-batch: the reference and KL passes, then the policy's step on the examples. */
+static pt_status kto_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
+                                 double *sums)
+{
+    kto_rows k;
+    TRY(kto_rows_of(b, &k));
+    kto_step p = {t, &k, 0, scale, sums};
+    pt_status st = kto_reference(t, b, &k, true, &p.kl);
+    train_batch v = view_of(b);
+    v.seq = k.main_cols;
+    double before = sums[PREF_LOSS], token_loss = 0;
+    int64_t n = 0;
+    so.row_seq = k.row_seq, so.n_seq = 2 * k.n, so.seq_grad = kto_seq_grad, so.seq_grad_arg = &p;
+    if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
+    *loss_sum += sums[PREF_LOSS] - before;
+    kto_rows_free(&k);
+    return st;
+}
+
+/* A KTO eval batch: its examples' losses (the batch's own KL estimate, no gradient) into sums. */
+static pt_status evaluate_kto(trainer *t, const pt_batch *b, double *sums)
+{
+    kto_rows k;
+    TRY(kto_rows_of(b, &k));
+    double kl = 0, pref[PREF_COUNT] = {0};
+    double *nll = calloc(2 * (size_t)k.n + 1, sizeof *nll);
+    float *scale = calloc(2 * (size_t)k.n + 1, sizeof *scale);
+    pt_status st = nll && scale ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d KTO examples' log-probs", k.n);
+    if (st == PT_OK) st = kto_reference(t, b, &k, false, &kl);
+    train_batch v = view_of(b);
+    v.seq = k.main_cols;
+    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, k.row_seq, 2 * k.n, &t->arena, nll);
+    if (st == PT_OK)
+        preference_kto(nll, k.nll, k.desirable, k.n, kl, t->cfg->beta, t->cfg->desirable_weight,
+                       t->cfg->undesirable_weight, 1.0, scale, pref);
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    free(nll), free(scale);
+    kto_rows_free(&k);
+    return st;
+}
+
 /* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. scale: the
  * gradient's factor, 1 / the step's target tokens (1 / its pairs for a preference method). */
 static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum,
@@ -204,7 +325,8 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         gradsync_begin_micro(&t->sync, i);
-        if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        if (method_info_of(t->cfg->method)->unpaired) TRY(kto_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
     }
     return gradsync_finish(&t->sync);
@@ -213,10 +335,10 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
 /* What the loss of a step is a mean over: its target tokens, or a preference method's pairs. */
 static double batch_units(const trainer *t, const pt_batch *b)
 {
-    if (!method_info_of(t->cfg->method)->pairs) return (double)count_targets(b);
+    if (!pref_method(t)) return (double)count_targets(b);
     int n = 0;
     for (int r = 0; r < b->rows * b->cols; r++) n = b->segments[r] > n ? b->segments[r] : n;
-    return (double)(n / 2);
+    return (double)(method_info_of(t->cfg->method)->unpaired ? n / 3 : n / 2); /* KTO: examples and KL sequences */
 }
 
 /* For the divergence tests (tests/cli/test_diverge.sh, tests/mpi/test_diverge_mpi.sh):
@@ -251,7 +373,7 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     double pref[PREF_COUNT] = {0};
     if (st == PT_OK)
         st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum, pref);
-    if (st == PT_OK && method_info_of(t->cfg->method)->pairs) st = timed_sum(t, pref, PREF_COUNT, &comm);
+    if (st == PT_OK && pref_method(t)) st = timed_sum(t, pref, PREF_COUNT, &comm);
     for (int k = 0; k < PREF_COUNT; k++) r->pref[k] = pref[k];
     if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
@@ -313,11 +435,14 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         size_t idx[256], k = 0;
         for (; k < bs && i + k < t->eval.n; k++) idx[k] = i + k;
         pt_batch b;
-        TRY(batch_collate(&t->eval, idx, k, &b));
+        bool kto = method_info_of(t->cfg->method)->unpaired;
+        TRY(kto ? batch_collate_unpaired(&t->eval, idx, k, (int32_t)t->cfg->max_seq_length, &b)
+                : batch_collate(&t->eval, idx, k, &b));
         train_batch v = view_of(&b);
         int64_t n = 0;
-        pt_status st = method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
-                                                             : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
+        pt_status st = kto                                    ? evaluate_kto(t, &b, sums)
+                       : method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
+                                                               : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
@@ -334,8 +459,8 @@ static void plan_memory(trainer *t)
     const pt_config *c = t->cfg;
     step_options so = step_options_of(t);
     long eval_batch = c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256;
-    /* a preference pair is two sequences of up to max_seq_length each */
-    long seq = c->max_seq_length * (method_info_of(c->method)->pairs ? 2 : 1);
+    /* a preference pair is two sequences of up to max_seq_length each; a KTO example and its KL sequence too */
+    long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
                         .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
@@ -502,11 +627,10 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps,
                            0, NULL, NULL};
     double means[PREF_COUNT];
-    if (method_info_of(t->cfg->method)->pairs) { /* TRL's metrics: means over the window's pairs */
-        int end = preference_metrics_end((int)t->cfg->method);
-        for (int k = PREF_REWARDS_CHOSEN; k < end; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
-        rec.n_extra = end - PREF_REWARDS_CHOSEN;
-        rec.extra_names = preference_metric_names + PREF_REWARDS_CHOSEN, rec.extra = means + PREF_REWARDS_CHOSEN;
+    const char *names[PREF_COUNT];
+    if (pref_method(t)) { /* TRL's metrics: means over the window's pairs or KTO's examples */
+        rec.n_extra = preference_log_values((int)t->cfg->method, w->pref, names, means);
+        rec.extra_names = names, rec.extra = means;
     }
     *w = (log_window){.start = now};
     TRY(progress_log(&t->p, &rec));

@@ -292,6 +292,17 @@ static void test_method(void **state)
     /* a pair's two sequences share a micro-batch: no packing */
     expect_error("method: dpo\npacking: true\n", "config.yaml:2:10: packing: dpo trains on pairs, each its two sequences "
                                                  "in one micro-batch; packing does not apply: remove it");
+    /* KTO's KL estimate needs the other rows of a micro-batch; no packing */
+    expect_error("method: kto\nper_device_train_batch_size: 1\n",
+                 "config.yaml:2:30: per_device_train_batch_size: kto estimates its KL term from the other rows of a "
+                 "micro-batch, so it needs at least 2 (as TRL's KTOTrainer); raise it (and lower "
+                 "gradient_accumulation_steps to keep the global batch)");
+    expect_error("method: kto\npacking: true\n", "config.yaml:2:10: packing: kto batches each row with a mismatched KL "
+                                                 "sequence; packing does not apply: remove it");
+    /* cpt trains on every token */
+    expect_error("method: cpt\nassistant_only_loss: true\n",
+                 "config.yaml:2:22: assistant_only_loss: cpt (continued pretraining) trains on every token; remove "
+                 "the key or use method: sft");
     /* beta: the method's default unless given */
     parse_ok("method: dpo\n", &cfg);
     assert_true(cfg.beta == 0.1);

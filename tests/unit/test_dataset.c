@@ -863,6 +863,27 @@ static void test_warnings(void **state)
                               "(e.g. train) and use num_samples to take the first rows");
 }
 
+/* method: cpt (continued pretraining) labels every token of a conversation, where SFT with
+ * assistant_only_loss labels the assistant's only */
+static void test_cpt_labels_every_token(void **state)
+{
+    (void)state;
+    pt_dataset cpt, sft;
+    const char *base = "max_seq_length: 256\nchat_template: chatml\n%sdataset:\n  - name: \"%s\"\n";
+    assert_int_equal(load(T.smol, &cpt, base, "method: cpt\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(load(T.smol, &sft, base, "assistant_only_loss: true\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(cpt.n, sft.n);
+    size_t labelled_cpt = 0, labelled_sft = 0, tokens = 0;
+    for (size_t i = 0; i < cpt.n; i++) {
+        tokens += (size_t)cpt.ex[i].len;
+        for (int t = 0; t < cpt.ex[i].len; t++) labelled_cpt += cpt.ex[i].labels[t] == cpt.ex[i].ids[t];
+        for (int t = 0; t < sft.ex[i].len; t++) labelled_sft += sft.ex[i].labels[t] != PT_IGNORE_INDEX;
+    }
+    assert_int_equal(labelled_cpt, tokens);
+    assert_true(labelled_sft < tokens);
+    dataset_free(&cpt), dataset_free(&sft);
+}
+
 /* ---- directories, data_files, JSON variants ---- */
 
 /* The plain texts of ds's examples (without the eos), joined by "|". */
@@ -1717,6 +1738,7 @@ int main(void)
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_cpt_labels_every_token),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_config_name),
         cmocka_unit_test(test_messages_beside_pairs),

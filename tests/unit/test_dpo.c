@@ -6,7 +6,10 @@
  * preference_dpo. Checked: the first loss is ln 2 exactly while B is zero, and it, TRL's metrics
  * and the LoRA gradients match TRL's (B zero; A and B random); 20 AdamW steps' losses. And the
  * preference rows (text and conversational) tokenized by the data pipeline as TRL's DPOTrainer
- * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts. */
+ * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts.
+ * CPO and ORPO likewise against their trainers; KTO against KTOTrainer (make_kto_goldens.py): four
+ * unpaired rows batched with their KL sequences by batch_collate_unpaired, the reference and KL
+ * passes, preference_kto; its rows (text, turns, pairs unrolled) and KL sequences as TRL makes them. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -38,8 +42,11 @@ typedef struct {
     int rows, pairs;
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     double beta;
-    const char *dir; /* "dpo", "cpo" or "orpo": the goldens, and the loss */
-    bool cpo, orpo;
+    const char *dir; /* "dpo", "cpo", "orpo" or "kto": the goldens, and the loss */
+    bool cpo, orpo, kto;
+    int kto_main;                 /* KTO: the examples' rows (then the KL sequences') */
+    bool desirable[8];            /* KTO: each example's label */
+    double kto_ref[24], kto_kl;   /* KTO: ref (2n slots), ref KL (n), policy KL (n); the KL estimate */
     int32_t orpo_targets[MAX_ROWS], orpo_seq[MAX_ROWS];
     double tokens[48];
     double ref_nll[16];
@@ -126,10 +133,47 @@ static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *comple
     fx->rows += np + nc;
 }
 
+/* KTO's rows (prompt_ids, completion_ids, label) as the unpaired dataset's examples, batched by
+ * batch_collate_unpaired as the trainer batches them: the examples, then their KL sequences. */
+static void kto_batch(fixture *fx)
+{
+    json_t *rows = json_object_get(fx->manifest, "rows");
+    size_t n = json_array_size(rows), idx[8];
+    assert_true(n <= 8);
+    pt_dataset ds = {.ex = calloc(n, sizeof(pt_example)), .n = n, .max_len = 8192, .packed = true};
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(rows, i), *p = json_object_get(r, "prompt_ids"), *c = json_object_get(r, "completion_ids");
+        size_t np = json_array_size(p), len = np + json_array_size(c);
+        pt_example *ex = &ds.ex[i];
+        ex->ids = malloc(sizeof(int32_t) * len), ex->labels = malloc(sizeof(int32_t) * len);
+        ex->segments = malloc(sizeof(int32_t) * len), ex->len = (int32_t)len;
+        for (size_t t = 0; t < len; t++) {
+            ex->ids[t] = (int32_t)json_integer_value(t < np ? json_array_get(p, t) : json_array_get(c, t - np));
+            ex->labels[t] = t < np ? PT_IGNORE_INDEX : ex->ids[t];
+            ex->segments[t] = json_is_true(json_object_get(r, "label")) ? 1 : 2;
+        }
+        fx->desirable[i] = json_is_true(json_object_get(r, "label"));
+        idx[i] = i;
+    }
+    pt_batch b;
+    assert_int_equal(batch_collate_unpaired(&ds, idx, n, 4096, &b), PT_OK);
+    assert_true(b.cols <= MAX_ROWS);
+    fx->rows = b.cols, fx->pairs = (int)n;
+    for (int r = 0; r < b.cols; r++) {
+        fx->ids[r] = b.ids[r], fx->targets[r] = b.targets[r], fx->pos[r] = b.pos[r], fx->segments[r] = b.segments[r];
+        bool main = b.segments[r] <= 2 * (int)n;
+        fx->kto_main += main;
+        fx->row_seq[r] = main ? b.segments[r] - 1 : b.segments[r] - 2 * (int)n - 1;
+        if (main) assert_int_equal((b.segments[r] - 1) % 2, fx->desirable[(b.segments[r] - 1) / 2] ? 0 : 1);
+    }
+    batch_free(&b);
+    dataset_free(&ds);
+}
+
 static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
-    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo");
+    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo"), fx->kto = !strcmp(dir, "kto");
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
@@ -147,6 +191,7 @@ static int setup_dir(void **state, const char *dir)
     fx->beta = json_real_value(json_object_get(fx->manifest, "beta"));
     size_t i;
     json_t *pair;
+    if (fx->kto) kto_batch(fx);
     json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
         json_t *prompt = json_object_get(pair, "prompt_ids");
         append_sequence(fx, 2 * (int)i, prompt, json_object_get(pair, "chosen_ids"));
@@ -160,6 +205,7 @@ static int setup_dir(void **state, const char *dir)
 static int setup(void **state) { return setup_dir(state, "dpo"); }
 static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
 static int setup_orpo(void **state) { return setup_dir(state, "orpo"); }
+static int setup_kto(void **state) { return setup_dir(state, "kto"); }
 
 static int teardown(void **state)
 {
@@ -181,6 +227,13 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
+    if (fx->kto) {
+        preference_kto(nll, fx->kto_ref, fx->desirable, fx->pairs, fx->kto_kl, fx->beta,
+                       json_real_value(json_object_get(fx->manifest, "desirable_weight")),
+                       json_real_value(json_object_get(fx->manifest, "undesirable_weight")), 1.0 / fx->pairs, scale,
+                       fx->sums);
+        return PT_OK;
+    }
     if (fx->orpo) {
         preference_orpo(nll, fx->tokens, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
         return PT_OK;
@@ -199,7 +252,18 @@ static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 static double dpo_step(fixture *fx)
 {
     train_batch b = batch_of(fx);
-    if (!fx->cpo) /* CPO has no reference */
+    if (fx->kto) { /* the reference of the examples and of the KL sequences, the policy's of the latter */
+        int n = fx->pairs, m = fx->kto_main;
+        train_batch mis = {1, fx->rows - m, fx->ids + m, fx->targets + m, fx->pos + m, fx->segments + m};
+        b.seq = m;
+        double *ref_kl = fx->kto_ref + 2 * n, *pol_kl = ref_kl + n;
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * n, NULL, fx->kto_ref), PT_OK);
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &mis, fx->row_seq + m, n, NULL, ref_kl), PT_OK);
+        assert_int_equal(step_sequence_nll(&fx->m, &fx->l.ad, &mis, fx->row_seq + m, n, NULL, pol_kl), PT_OK);
+        fx->kto_kl = 0;
+        for (int k = 0; k < n; k++) fx->kto_kl += (ref_kl[k] - pol_kl[k]) / n;
+        fx->kto_kl = fmax(fx->kto_kl, 0.0);
+    } else if (!fx->cpo) /* CPO has no reference */
         assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
     memset(fx->sums, 0, sizeof fx->sums);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
@@ -256,6 +320,21 @@ static double compare_case(fixture *fx, const char *which, double *loss)
                   *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
+    if (fx->kto) { /* TRL's names, as the trainer logs them */
+        const char *names[PREF_COUNT];
+        double values[PREF_COUNT];
+        int count = preference_log_values(METHOD_KTO, fx->sums, names, values);
+        assert_int_equal(count, (int)json_object_size(metrics));
+        for (int k = 0; k < count; k++) {
+            json_t *v = json_object_get(metrics, names[k]);
+            if (!v) fail_msg("%s: TRL logs no %s", which, names[k]);
+            double trl = json_real_value(v);
+            print_message("  %s %.9g (TRL %.9g)\n", names[k], values[k], trl);
+            if (fabs(values[k] - trl) > 1e-4 * fmax(1.0, fabs(trl)))
+                fail_msg("%s: %s is %.9g, TRL's %.9g", which, names[k], values[k], trl);
+        }
+        return c.worst;
+    }
     for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->orpo ? METHOD_ORPO : fx->cpo ? METHOD_CPO : METHOD_DPO);
          k++) {
         double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
@@ -274,6 +353,20 @@ static void test_zero_adapter_ln2(void **state)
     double worst = compare_case(fx, "zero", &loss);
     if (loss != log(2.0)) fail_msg("first loss %.17g, ln 2 %.17g", loss, log(2.0));
     assert_true(worst <= 1e-4);
+}
+
+/* KTO: B zero makes the policy the reference: the KL estimate is 0 and every loss 1 - sigmoid(0),
+ * so the first loss is the mean weight / 2 exactly */
+static void test_kto_zero_adapter(void **state)
+{
+    fixture *fx = *state;
+    double loss, want = 0;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    for (int k = 0; k < fx->pairs; k++)
+        want += 0.5 * json_real_value(json_object_get(fx->manifest, fx->desirable[k] ? "desirable_weight"
+                                                                                    : "undesirable_weight"));
+    want /= fx->pairs;
+    if (loss != want || fx->kto_kl != 0) fail_msg("first loss %.17g (KL %g), expected %.17g", loss, fx->kto_kl, want);
 }
 
 /* CPO: the loss, TRL's metrics (nll_loss too) and gradients, B zero and random */
@@ -463,6 +556,106 @@ static void test_cpo_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* KTO's rows (text, conversational, and text pairs unrolled: each chunk's chosen, then its
+ * rejected) as TRL's KTOTrainer tokenizes them, in its order, and the KL sequences of sequential
+ * batches of 2 (each example's prompt with the previous one's completion in its batch) */
+static void test_kto_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[2048];
+    snprintf(path, sizeof path, "%s/tests/data/kto/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name, *group;
+    json_t *groups, *rows;
+    json_object_foreach(golden, name, groups) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        json_object_foreach(groups, group, rows) {
+            snprintf(yaml, sizeof yaml, "method: kto\nmax_seq_length: 1024\nper_device_train_batch_size: 2\n"
+                     "dataset:\n  - name: \"%s/tests/data/kto/%s.jsonl\"\n", srcdir(), group);
+            pt_config cfg;
+            pt_dataset ds, eval;
+            assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+            dataset_options o = dataset_options_from_config(&cfg);
+            pt_status st = dataset_prepare(&o, tok, NULL, &ds, &eval);
+            if (st) fail_msg("%s", err_message());
+            config_free(&cfg);
+            assert_int_equal(ds.n, json_array_size(rows));
+            for (size_t i = 0; i < ds.n; i++) {
+                json_t *r = json_array_get(rows, i);
+                char what[128];
+                snprintf(what, sizeof what, "%s %s row %zu", name, group, i);
+                int32_t seg = json_is_true(json_object_get(r, "label")) ? 1 : 2;
+                if (ds.ex[i].segments[0] != seg) fail_msg("%s: label segment %d, TRL's label %d", what,
+                                                          ds.ex[i].segments[0], seg == 1);
+                expect_sequence(&ds.ex[i], seg, json_object_get(r, "prompt_ids"), json_object_get(r, "completion_ids"),
+                                0, 0, what);
+            }
+            for (size_t from = 0; from < ds.n; from += 2) { /* the KL sequences, batches of 2 */
+                size_t idx[2] = {from, from + 1}, n = from + 1 < ds.n ? 2 : 1;
+                pt_batch b;
+                assert_int_equal(batch_collate_unpaired(&ds, idx, n, 1024, &b), PT_OK);
+                for (size_t k = 0; k < n; k++) {
+                    json_t *r = json_array_get(rows, from + k);
+                    pt_example kl = {b.ids, b.labels, b.segments, b.cols};
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %s KL sequence %zu", name, group, from + k);
+                    expect_sequence(&kl, 2 * (int32_t)n + 1 + (int32_t)k, json_object_get(r, "prompt_ids"),
+                                    json_object_get(r, "KL_completion_ids"), 0, 0, what);
+                }
+                batch_free(&b);
+            }
+            dataset_free(&ds), dataset_free(&eval);
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
+/* KTO's bad rows say what is wrong (a later row without a column the first has, a label that is
+ * not a boolean), and an SFT run given unpaired rows says to set method: kto */
+static void test_kto_bad_rows(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ptrain-kto-XXXXXX.jsonl", yaml[1024];
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"prompt\": \"The sky is\", \"completion\": \" blue.\", \"label\": true}\n"
+          "{\"prompt\": \"The sun is\", \"label\": false}\n"
+          "{\"prompt\": \"Water is\", \"completion\": \" wet.\", \"label\": \"yes\"}\n", f);
+    fclose(f);
+    pt_tokenizer *tok;
+    char tpath[1024];
+    snprintf(tpath, sizeof tpath, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    assert_int_equal(tokenizer_from_json(tpath, &tok), PT_OK);
+    for (int kto = 1; kto >= 0; kto--) {
+        snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s\"\n", kto ? "kto" : "sft", path);
+        pt_config cfg;
+        pt_dataset ds;
+        assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+        dataset_options o = dataset_options_from_config(&cfg);
+        pt_status st = dataset_load(&o, tok, NULL, &ds);
+        config_free(&cfg);
+        if (!kto) {
+            assert_int_equal(st, PT_ERR_USER);
+            assert_non_null(strstr(err_message(), "set method: kto"));
+            continue;
+        }
+        assert_int_equal(st, PT_OK);
+        assert_int_equal(ds.stats[0].kept, 1);
+        assert_int_equal(ds.stats[0].bad, 2);
+        assert_non_null(strstr(ds.stats[0].bad_rows[0], "no \"completion\""));
+        assert_non_null(strstr(ds.stats[0].bad_rows[1], "\"label\" is a string, expected true or false"));
+        dataset_free(&ds);
+    }
+    tokenizer_free(tok);
+    unlink(path);
+}
+
 /* an SFT run given preference rows, and DPO given chat rows, say what to set */
 static void test_rows_match_the_method(void **state)
 {
@@ -492,6 +685,8 @@ int main(void)
         cmocka_unit_test(test_tokenized_as_trl),
         cmocka_unit_test(test_rows_match_the_method),
         cmocka_unit_test(test_cpo_tokenized_as_trl),
+        cmocka_unit_test(test_kto_tokenized_as_trl),
+        cmocka_unit_test(test_kto_bad_rows),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
@@ -499,6 +694,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_cpo, teardown),
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_orpo, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_orpo, teardown),
+        cmocka_unit_test_setup_teardown(test_kto_zero_adapter, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_kto, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
