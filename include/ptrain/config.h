@@ -51,6 +51,10 @@ typedef struct {
     long random_state;
     bool use_rslora;
     char *lora_model_dir; /* start from this adapter (continued training) */
+    /* PEFT's selectors (adapter_select.c): layer numbers, the layer list's name, per-module r and alpha */
+    pt_strlist layers_to_transform, layers_pattern;
+    long finetune_last_n_layers; /* -1: unset; else layers_to_transform = the last N layers */
+    pt_strmap rank_pattern, alpha_pattern;
 
     /* training */
     long per_device_train_batch_size;

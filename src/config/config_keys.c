@@ -81,6 +81,16 @@ const key_spec config_keys[] = {
      "scale alpha/sqrt(r) instead of alpha/r"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
+    {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,
+     "PEFT's layers_to_transform: the layer numbers (from 0) that get adapters; default: every layer"},
+    {"layers_pattern", NULL, K_STRLIST, OFF(layers_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's layers_pattern (with layers_to_transform): the name of the layer list, \"layers\" in ptrain's models"},
+    {"finetune_last_n_layers", NULL, K_INT, OFF(finetune_last_n_layers), "-1", NULL, 1, 1 << 20, F_MINUS1,
+     "adapters on the last N layers only (layers_to_transform: those layers); -1: every layer"},
+    {"rank_pattern", NULL, K_STRMAP, OFF(rank_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's rank_pattern: {module regex: r}, matched as PEFT matches it (e.g. {q_proj: 8, \"layers.0.mlp.down_proj\": 4})"},
+    {"alpha_pattern", NULL, K_STRMAP, OFF(alpha_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's alpha_pattern: {module regex: alpha}, matched as PEFT matches it"},
 
     /* training */
     {"per_device_train_batch_size", NULL, K_INT, OFF(per_device_train_batch_size), "2", NULL, 1,
@@ -258,22 +268,6 @@ const foreign_key config_foreign_keys[] = {
     {"init_lora_weights", "true", "PEFT's default initialization, as ptrain's always is (A random, B zero)",
      "only PEFT's default initialization (true: A random, B zero) is implemented in ptrain; remove the "
      "key or set it to true"},
-    {"rank_pattern", "{}", "every adapter has rank lora_r",
-     "per-module ranks (PEFT's rank_pattern) are not implemented in ptrain: every adapter has rank "
-     "lora_r; remove the key or set it to {}"},
-    {"alpha_pattern", "{}", "every adapter is scaled by lora_alpha",
-     "per-module alphas (PEFT's alpha_pattern) are not implemented in ptrain: every adapter is scaled by "
-     "lora_alpha; remove the key or set it to {}"},
-    {"layers_to_transform", "", "every layer gets adapters",
-     "adapters on some layers only (PEFT's layers_to_transform) are not implemented in ptrain: every "
-     "layer gets them; remove the key"},
-    {"layers_pattern", NULL,
-     "used by PEFT only with layers_to_transform, which ptrain does not implement: every layer gets "
-     "adapters, so the value is not used",
-     NULL},
-    {"finetune_last_n_layers", "", "every layer gets adapters",
-     "adapters on the last N layers only are not implemented in ptrain: every layer gets them; remove "
-     "the key"},
     {"modules_to_save", "[]", "only the LoRA adapters are trained",
      "training whole modules (PEFT's modules_to_save, e.g. embed_tokens or lm_head) is not implemented in "
      "ptrain: only the LoRA adapters are trained; remove the key or set it to []"},

@@ -37,7 +37,7 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
         TRY((f32 ? arena_take_f32 : arena_take)(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
     }
     for (int w = 0; w < W_COUNT; w++)
-        if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r));
+        if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r_max));
     return PT_OK;
 }
 

@@ -50,6 +50,10 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
         *(bool *)(void *)p = v != 0;
         break;
     case CF_STR: st = h5_get_str(loc, path, f->name, p, f->size); break;
+    case CF_OSTR:
+        *p = 0;
+        if (H5Aexists(loc, f->name) > 0) st = h5_get_str(loc, path, f->name, p, f->size);
+        break;
     case CF_HASH:
         st = h5_get_str(loc, path, f->name, hex, sizeof hex);
         if (st == PT_OK && sscanf(hex, "%16" SCNx64, (uint64_t *)(void *)p) != 1)

@@ -49,7 +49,7 @@ static pt_status forward_phase_take(pt_arena *arena, fwd_ctx *c, const step_opti
 
 static pt_status backward_phase_take(pt_arena *arena, const fwd_ctx *c, const step_options *o, step_bufs *s)
 {
-    TRY(backward_take(arena, c, c->ad ? c->ad->r : 0, &s->g));
+    TRY(backward_take(arena, c, c->ad ? c->ad->r_max : 0, &s->g));
     return arena_take(arena, &s->recompute, o->checkpointing ? c->rows : 0, c->m->cfg.dim);
 }
 

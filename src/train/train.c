@@ -468,6 +468,17 @@ static pt_status load_initial_adapter(trainer *t)
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
                  shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, shown_text(have).s, t->cfg->lora_r,
                  to->scale, shown_text(want).s);
+    for (int layer = 0; st == PT_OK && layer < to->n_layers; layer++)
+        for (int w = 0; st == PT_OK && w < W_COUNT; w++) {
+            const adapter_pair *p = adapter_at(to, layer, w), *q = adapter_at(&from, layer, w);
+            if (!p && !q) continue;
+            if (!p || !q || p->r != q->r || fabsf(p->scale - q->scale) > 1e-6f * p->scale)
+                st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has %s at layer %d's %s; this config has %s there: "
+                         "set layers_to_transform (or finetune_last_n_layers), rank_pattern and alpha_pattern to "
+                         "the adapter's", shown_text(t->cfg->path).s, shown_text(dir).s,
+                         q ? "an adapter" : "no adapter", layer, adapter_module_name(w),
+                         p ? (q ? "another rank or scale" : "an adapter") : "none");
+        }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);

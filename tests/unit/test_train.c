@@ -301,7 +301,7 @@ static void test_plan_from_config(void **state)
 {
     fixture *fx = *state;
     pt_model bare = {.cfg = fx->m.cfg};
-    pt_adapter ad = {.r = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
+    pt_adapter ad = {.r = fx->l.ad.r, .r_max = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
     memcpy(ad.target, fx->l.ad.target, sizeof ad.target);
     int64_t params = adapter_param_count(&fx->l.ad);
     assert_int_equal(adapter_param_count_for(&fx->m.cfg, ad.r, ad.target), params);
