@@ -101,6 +101,9 @@ const key_spec config_keys[] = {
      "linear warmup steps (warmup_ratio wins when set)"},
     {"warmup_ratio", NULL, K_FLOAT, OFF(warmup_ratio), NULL, NULL, 0, 1, 0,
      "warmup as a fraction of the total steps"},
+    {"neftune_noise_alpha", NULL, K_FLOAT, OFF(neftune_noise_alpha), NULL, NULL, 0, BIG, 0,
+     "NEFTune: uniform noise of alpha/sqrt(seq_len*hidden) on the input embeddings while training (transformers' "
+     "neftune_noise_alpha; e.g. 5); unset or 0: none"},
     {"learning_rate", NULL, K_FLOAT, OFF(learning_rate), "2e-4", NULL, 0, BIG, F_MIN_EXCL,
      "peak learning rate"},
     {"num_train_epochs", NULL, K_FLOAT, OFF(num_train_epochs), "3", NULL, 0, BIG, F_MIN_EXCL,
@@ -275,9 +278,6 @@ const foreign_key config_foreign_keys[] = {
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},
     /* training knobs of transformers' TrainingArguments */
-    {"neftune_noise_alpha", "", "no NEFTune noise on the input embeddings",
-     "NEFTune (noise on the input embeddings while training) is not implemented in ptrain; remove the key "
-     "to train without the noise"},
     {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
      "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
      "shuffled order of seed; remove the key or set it to false"},

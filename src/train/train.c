@@ -102,6 +102,7 @@ static step_options step_options_of(trainer *t)
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0,
                                        (float)t->cfg->lora_dropout);
     so.act = t->be->act; /* fp32 with PTRAIN_CUDA_KERNELS=reference */
+    so.neftune_alpha = (float)t->cfg->neftune_noise_alpha;
     so.offload_host = t->offload_host;
     so.layer_done = on_layer_done, so.layer_done_arg = t;
     so.arena = &t->arena;
@@ -203,6 +204,7 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
+        so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL; /* NEFTune's: the step and micro-batch alone */
         gradsync_begin_micro(&t->sync, i);
         if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/forward.h"
 #include "ptrain/memplan.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
@@ -435,6 +436,75 @@ static void test_lora_dropout(void **state)
     free(vals);
 }
 
+/* NEFTune (neftune_noise_alpha): forward_embed_noise draws uniform(-mag, mag) numbers (mean 0,
+ * variance mag^2/3, a quarter in each quarter of the range), the same for the same seed and others
+ * for another; in a step the loss moves, the gradients are the same with and without checkpointing
+ * (the noise is drawn once, on the embeddings every layer input starts from) and from run to run,
+ * and the loss without a gradient (evaluation) has no noise. */
+static double neftune_loss(fixture *fx, bool checkpointing, float alpha, uint64_t seed)
+{
+    train_batch b = batch_of(fx);
+    step_options o = {.checkpointing = checkpointing, .neftune_alpha = alpha, .noise_seed = seed};
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &n), PT_OK);
+    return loss / (double)n;
+}
+
+static void test_neftune(void **state)
+{
+    fixture *fx = *state;
+    int64_t shape[2] = {64, 256}, n = 64 * 256;
+    pt_tensor x = tensor_make(PT_F32, 2, shape), buf = tensor_make(PT_F32, 2, shape);
+    assert_int_equal(backend_alloc(fx->be, &x), PT_OK);
+    assert_int_equal(backend_alloc(fx->be, &buf), PT_OK);
+    float mag = 0.5f, *a = malloc(sizeof(float) * (size_t)n), *b2 = malloc(sizeof(float) * (size_t)n);
+    for (int pass = 0; pass < 3; pass++) {
+        assert_int_equal(backend_zero(fx->be, &x), PT_OK);
+        assert_int_equal(forward_embed_noise(fx->be, &x, &buf, mag, pass < 2 ? 9 : 10), PT_OK);
+        assert_int_equal(backend_download(fx->be, &x, pass ? b2 : a, x.nbytes), PT_OK);
+        if (pass == 1) assert_memory_equal(a, b2, x.nbytes);
+        if (pass == 2) assert_memory_not_equal(a, b2, x.nbytes);
+    }
+    double sum = 0, sq = 0;
+    int64_t quarter = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(fabsf(a[i]) <= mag);
+        sum += a[i], sq += (double)a[i] * a[i];
+        quarter += a[i] >= 0.0f && a[i] < mag / 2;
+    }
+    double mean = sum / (double)n, var = sq / (double)n - mean * mean, want = mag * mag / 3.0;
+    print_message("neftune: mean %.2e, variance %.5f (uniform: %.5f), %.4f in [0, mag/2) (0.25)\n", mean, var, want,
+                  (double)quarter / (double)n);
+    assert_true(fabs(mean) < 4.0 * sqrt(want / (double)n));
+    assert_true(fabs(var - want) < 0.03 * want);
+    assert_true(fabs((double)quarter / (double)n - 0.25) < 0.01);
+    free(a);
+    free(b2);
+    backend_release(fx->be, &x);
+    backend_release(fx->be, &buf);
+
+    for_each_tensor(fx, set_values, fx->final); /* B non-zero: the adapters see the noise too */
+    double plain = run_step(fx, false), noisy = neftune_loss(fx, false, 5.0f, 3);
+    print_message("neftune 5: loss %.6f (without %.6f)\n", noisy, plain);
+    assert_true(fabs(noisy - plain) > 1e-5);
+    lora_pair *s = lora_at(&fx->l, 0, W_Q);
+    float *g1 = malloc(s->grad_a.nbytes), *g2 = malloc(s->grad_a.nbytes);
+    assert_int_equal(backend_download(fx->be, &s->grad_a, g1, s->grad_a.nbytes), PT_OK);
+    assert_true(neftune_loss(fx, true, 5.0f, 3) == noisy);
+    assert_int_equal(backend_download(fx->be, &s->grad_a, g2, s->grad_a.nbytes), PT_OK);
+    assert_memory_equal(g1, g2, s->grad_a.nbytes);
+    assert_true(neftune_loss(fx, false, 5.0f, 4) != noisy);
+    train_batch b = batch_of(fx);
+    double eval = 0;
+    int64_t cnt = 0;
+    assert_int_equal(step_loss(&fx->m, &fx->l.ad, &b, NULL, &eval, &cnt), PT_OK);
+    assert_true(fabs(eval / (double)cnt - plain) < 1e-6 * fabs(plain));
+    free(g1);
+    free(g2);
+}
+
 static void test_adapter_roundtrip(void **state)
 {
     fixture *fx = *state;
@@ -586,7 +656,7 @@ int main(void)
         cmocka_unit_test(test_checkpointing_same_gradients), cmocka_unit_test(test_schedule_matches_transformers),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
-        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
+        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);
