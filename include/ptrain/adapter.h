@@ -22,6 +22,11 @@ typedef struct {
     float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
 } adapter_pair;
 
+/* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
+ * zero; false: A and B as torch's nn.Linear starts them (bounds 1/sqrt(in), 1/sqrt(r)), so the
+ * adapter changes the model from the start; "gaussian": A normal with std 1/r, B zero. */
+typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN } adapter_init;
+
 typedef struct pt_adapter {
     int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
     int r_max;       /* the largest rank of any pair (the scratch width) */
@@ -31,6 +36,7 @@ typedef struct pt_adapter {
     /* PEFT's selectors as adapter_config.json holds them (a JSON object of layers_to_transform,
      * layers_pattern, rank_pattern, alpha_pattern; adapter_select.c), NULL: every layer, one r and alpha */
     char *select;
+    adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
     adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
 } pt_adapter;
@@ -51,6 +57,10 @@ pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float 
  * ranks); r and alpha are the adapter's nominal ones. */
 pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
                                const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed);
+/* The same, fresh adapters starting as init says (with a seed). */
+pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                              const uint64_t *seed);
 /* Per pair (layer * W_COUNT + w): rank (0: none) and alpha as PEFT's selectors give them for a
  * model of n_layers, from select (NULL: r and alpha everywhere target says). Errors name where. */
 pt_status adapter_select_plan(const char *select, const char *where, int n_layers, const bool target[W_COUNT],

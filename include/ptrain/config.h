@@ -55,6 +55,8 @@ typedef struct {
     pt_strlist layers_to_transform, layers_pattern;
     long finetune_last_n_layers; /* -1: unset; else layers_to_transform = the last N layers */
     pt_strmap rank_pattern, alpha_pattern;
+    char *init_lora_weights; /* PEFT's init_lora_weights as written; its meaning: lora_init */
+    pt_lora_init lora_init;
 
     /* training */
     long per_device_train_batch_size;

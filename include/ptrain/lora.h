@@ -35,7 +35,8 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
                       uint64_t seed);
 /* The same with PEFT's selectors (adapter_create_select: select may be NULL; where names its source). */
 pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
-                             const bool target[W_COUNT], const char *select, const char *where, uint64_t seed);
+                             const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                             uint64_t seed);
 void lora_free(pt_lora *l);
 
 lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */

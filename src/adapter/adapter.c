@@ -72,20 +72,41 @@ static pt_status make_matrix(pt_backend *be, pt_tensor *t, int64_t rows, int64_t
     return st;
 }
 
-static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, uint64_t *rng)
+static double unit(uint64_t *rng) { return (double)(splitmix(rng) >> 11) / 9007199254740992.0; }
+
+/* n numbers: uniform in +-bound (torch's kaiming_uniform_ with a = sqrt(5): bound 1/sqrt(fan_in)),
+ * or normal with standard deviation std (Box-Muller) when bound is 0. */
+static float *draw(uint64_t *rng, int64_t n, float bound, float std)
 {
-    float *a = NULL;
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (bound > 0.0f) {
+            v[i] = bound * (2.0f * (float)unit(rng) - 1.0f);
+        } else {
+            double u1 = unit(rng), u2 = unit(rng);
+            v[i] = std * (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+        }
+    return v;
+}
+
+static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, adapter_init init,
+                             uint64_t *rng)
+{
+    float *a = NULL, *b = NULL;
     if (rng) {
-        a = malloc(sizeof(float) * (size_t)(r * in));
+        a = init == ADAPTER_INIT_GAUSSIAN ? draw(rng, r * in, 0.0f, 1.0f / (float)r) : draw(rng, r * in, 1.0f / sqrtf((float)in), 0);
         TRY_ALLOC(a);
-        float bound = 1.0f / sqrtf((float)in);
-        for (int64_t i = 0; i < r * in; i++)
-            a[i] = bound * (2.0f * (float)((double)(splitmix(rng) >> 11) / 9007199254740992.0) - 1.0f);
+        if (init == ADAPTER_INIT_FALSE && !(b = draw(rng, out * r, 1.0f / sqrtf((float)r), 0))) {
+            free(a);
+            return ERR(PT_ERR_NOMEM, "out of memory");
+        }
     }
     pt_status st = make_matrix(be, &p->a, r, in, a);
+    if (st == PT_OK) st = make_matrix(be, &p->b, out, r, b);
     free(a);
-    TRY(st);
-    return make_matrix(be, &p->b, out, r, NULL);
+    free(b);
+    return st;
 }
 
 static float scale_of(float alpha, int r, bool rslora) { return rslora ? alpha / sqrtf((float)r) : alpha / (float)r; }
@@ -104,7 +125,7 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
             adapter_pair *p = &ad->pairs[i];
             const pt_tensor *base = &m->layers[layer].w[w];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
-            TRY(pair_create(ad->be, p, ranks[i], base->shape[0], base->shape[1], seed ? &rng : NULL));
+            TRY(pair_create(ad->be, p, ranks[i], base->shape[0], base->shape[1], ad->init, seed ? &rng : NULL));
             p->scale = scale_of(alphas[i], ranks[i], ad->rslora);
             if (p->r > ad->r_max) ad->r_max = p->r;
         }
@@ -131,7 +152,15 @@ pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float 
                                 const bool target[W_COUNT], const char *select, const char *where,
                                 const uint64_t *seed)
 {
+    return adapter_create_init(ad, m, r, alpha, rslora, target, select, where, ADAPTER_INIT_TRUE, seed);
+}
+
+pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                              const uint64_t *seed)
+{
     memset(ad, 0, sizeof *ad);
+    ad->init = init;
     ad->r = r;
     ad->alpha = alpha;
     ad->scale = scale_of(alpha, r, rslora);

@@ -46,7 +46,8 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());
     json_object_set_new(c, "inference_mode", json_true());
-    json_object_set_new(c, "init_lora_weights", json_true());
+    json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN ? json_string("gaussian")
+                                                : json_boolean(l->init != ADAPTER_INIT_FALSE));
     json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
     json_object_set_new(c, "layers_pattern", json_null());
@@ -149,6 +150,13 @@ static pt_status check_unsupported(const char *path, const json_t *c)
     TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
     TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
+    const json_t *init = json_object_get(c, "init_lora_weights");
+    const char *iv = json_is_string(init) ? json_string_value(init) : "";
+    if (!strncmp(iv, "pissa", 5) || !strcmp(iv, "olora") || !strcmp(iv, "corda") || !strcmp(iv, "lora_ga"))
+        return ERR(PT_ERR_USER, "%s: init_lora_weights is \"%s\": the adapter belongs to a base PEFT changed (W - "
+                   "scale·BA), not to the original one ptrain loads; save it with PEFT's save_pretrained(..., "
+                   "path_initial_model_for_weight_conversion=...) to get an adapter of the original base",
+                   shown_text(path).s, shown_text(iv).s);
     const json_t *bias = json_object_get(c, "bias");
     if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
         return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", shown_text(path).s,

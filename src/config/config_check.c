@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config_internal.h"
 #include "ptrain/gguf_methods.h"
@@ -81,6 +82,33 @@ static void check_selectors(pt_config *cfg, config_report *errors)
     if (cfg->layers_pattern.n && !cfg->layers_to_transform.n && cfg->finetune_last_n_layers == -1)
         rule_error(cfg, errors, "layers_pattern", "is used only with layers_to_transform (PEFT refuses it alone); "
                    "add layers_to_transform or remove layers_pattern");
+    const char *init = cfg->init_lora_weights ? cfg->init_lora_weights : "true";
+    static const char *const trues[] = {"true", "yes", "on", "1", NULL}, *const falses[] = {"false", "no", "off", "0", NULL};
+    static const char *const base_changing[] = {"pissa", "olora", "corda", "lora_ga", NULL};
+    static const char *const data_driven[] = {"loftq", "eva", "orthogonal", "mica", NULL};
+    bool known = false;
+    for (int i = 0; trues[i]; i++)
+        if (!strcasecmp(init, trues[i])) cfg->lora_init = LORA_INIT_TRUE, known = true;
+    for (int i = 0; falses[i]; i++)
+        if (!strcasecmp(init, falses[i])) cfg->lora_init = LORA_INIT_FALSE, known = true;
+    if (!strcasecmp(init, "gaussian")) cfg->lora_init = LORA_INIT_GAUSSIAN, known = true;
+    for (int i = 0; !known && base_changing[i]; i++)
+        if (!strncasecmp(init, base_changing[i], strlen(base_changing[i]))) {
+            rule_error(cfg, errors, "init_lora_weights", "%s starts the adapter from the base weights' decomposition "
+                       "and takes it out of the base (W - scale·BA), so the adapter is only right on that changed "
+                       "base; ptrain's base stays as loaded (4-bit) and its adapters apply to the original one, so it "
+                       "is not implemented; use true, false or gaussian", shown_text(init).s);
+            known = true;
+        }
+    for (int i = 0; !known && data_driven[i]; i++)
+        if (!strcasecmp(init, data_driven[i])) {
+            rule_error(cfg, errors, "init_lora_weights", "%s needs more than the base weights (quantization-aware "
+                       "or data-driven initialization, or a different layer) and is not implemented in ptrain; use "
+                       "true, false or gaussian", shown_text(init).s);
+            known = true;
+        }
+    if (!known)
+        rule_error(cfg, errors, "init_lora_weights", "expected true, false or gaussian, found \"%s\"", shown_text(init).s);
     for (int i = 0; i < cfg->rank_pattern.n; i++)
         if (!int_text(cfg->rank_pattern.values[i], 1, 4096, &v)) {
             rule_error(cfg, errors, "rank_pattern", "%s: expected a rank from 1 to 4096, found \"%s\"",

@@ -87,6 +87,9 @@ const key_spec config_keys[] = {
      "PEFT's layers_pattern (with layers_to_transform): the name of the layer list, \"layers\" in ptrain's models"},
     {"finetune_last_n_layers", NULL, K_INT, OFF(finetune_last_n_layers), "-1", NULL, 1, 1 << 20, F_MINUS1,
      "adapters on the last N layers only (layers_to_transform: those layers); -1: every layer"},
+    {"init_lora_weights", NULL, K_STR, OFF(init_lora_weights), "true", NULL, 0, 0, 0,
+     "PEFT's init_lora_weights: true (A kaiming-uniform, B zero), false (A and B as nn.Linear starts them: "
+     "the adapter changes the model from the start) or gaussian (A normal, std 1/r; B zero)"},
     {"rank_pattern", NULL, K_STRMAP, OFF(rank_pattern), NULL, NULL, 0, 0, 0,
      "PEFT's rank_pattern: {module regex: r}, matched as PEFT matches it (e.g. {q_proj: 8, \"layers.0.mlp.down_proj\": 4})"},
     {"alpha_pattern", NULL, K_STRMAP, OFF(alpha_pattern), NULL, NULL, 0, 0, 0,
@@ -268,9 +271,6 @@ const foreign_key config_foreign_keys[] = {
     {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
      "DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain; remove the "
      "key or set it to false to train plain LoRA"},
-    {"init_lora_weights", "true", "PEFT's default initialization, as ptrain's always is (A random, B zero)",
-     "only PEFT's default initialization (true: A random, B zero) is implemented in ptrain; remove the "
-     "key or set it to true"},
     {"modules_to_save", "[]", "only the LoRA adapters are trained",
      "training whole modules (PEFT's modules_to_save, e.g. embed_tokens or lm_head) is not implemented in "
      "ptrain: only the LoRA adapters are trained; remove the key or set it to []"},

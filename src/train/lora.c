@@ -78,10 +78,11 @@ static pt_status moments_create(pt_lora *l)
 }
 
 pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
-                             const bool target[W_COUNT], const char *select, const char *where, uint64_t seed)
+                             const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                             uint64_t seed)
 {
     memset(l, 0, sizeof *l);
-    TRY(adapter_create_select(&l->ad, m, r, alpha, rslora, target, select, where, &seed));
+    TRY(adapter_create_init(&l->ad, m, r, alpha, rslora, target, select, where, init, &seed));
     l->pairs = calloc((size_t)l->ad.n_layers * W_COUNT, sizeof *l->pairs);
     l->layer_off = calloc((size_t)l->ad.n_layers + 1, sizeof *l->layer_off);
     pt_status st = l->pairs && l->layer_off ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
@@ -94,7 +95,7 @@ pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, 
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
                       uint64_t seed)
 {
-    return lora_create_select(l, m, r, alpha, rslora, target, NULL, "the adapter", seed);
+    return lora_create_select(l, m, r, alpha, rslora, target, NULL, "the adapter", ADAPTER_INIT_TRUE, seed);
 }
 
 /* The config's PEFT selectors as the JSON object adapter_select.c reads, in *out (NULL: none given);
@@ -146,8 +147,11 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
                 target[w] = true;
     char *select = NULL;
     TRY(select_json(cfg, m->cfg.n_layers, &select));
+    adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE
+                        : cfg->lora_init == LORA_INIT_GAUSSIAN ? ADAPTER_INIT_GAUSSIAN
+                                                               : ADAPTER_INIT_TRUE;
     pt_status st = lora_create_select(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target, select,
-                                      shown_text(cfg->path).s, (uint64_t)cfg->random_state);
+                                      shown_text(cfg->path).s, init, (uint64_t)cfg->random_state);
     free(select);
     return st;
 }

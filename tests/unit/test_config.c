@@ -174,6 +174,7 @@ static const key_row key_rows[] = {
     {"layers_to_transform", "[0, 2]", "0, 2", NULL},
     {"layers_pattern", "layers", "layers", "layers_to_transform: [1]\n"},
     {"finetune_last_n_layers", "3", "3", NULL},
+    {"init_lora_weights", "gaussian", "gaussian", NULL},
     {"rank_pattern", "{q_proj: 8}", "q_proj: 8", NULL},
     {"alpha_pattern", "{q_proj: 32}", "q_proj: 32", NULL},
     {"per_device_train_batch_size", "4", "4", NULL},
@@ -359,6 +360,7 @@ static const default_row default_rows[] = {
     {"layers_to_transform", "(none)"},
     {"layers_pattern", "(none)"},
     {"finetune_last_n_layers", "(unset)"},
+    {"init_lora_weights", "true"},
     {"rank_pattern", "(none)"},
     {"alpha_pattern", "(none)"},
     {"per_device_train_batch_size", "2"},
@@ -1771,8 +1773,6 @@ static void test_foreign_keys_values(void **state)
         {"trust_remote_code: true\n", NULL},
         {"use_dora: off\n", "use_dora: plain LoRA"},
         {"use_dora: true\n", NULL},
-        {"init_lora_weights: true\n", "init_lora_weights: PEFT's default initialization"},
-        {"init_lora_weights: gaussian\n", NULL},
         {"modules_to_save: []\n", "modules_to_save: only the LoRA adapters are trained"},
         {"modules_to_save: [lm_head]\n", NULL},
         {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
@@ -1842,6 +1842,24 @@ static void test_rule_selectors(void **state)
                  "(PEFT refuses it alone); add layers_to_transform or remove layers_pattern");
     expect_error("layers_to_transform: [1]\nfinetune_last_n_layers: 2\n", "config.yaml:2:25: finetune_last_n_layers: "
                  "layers_to_transform names the layers already; give one of the two keys");
+    parse_ok("init_lora_weights: false\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_FALSE);
+    config_free(&cfg);
+    parse_ok("init_lora_weights: Gaussian\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_GAUSSIAN);
+    config_free(&cfg);
+    parse_ok("init_lora_weights: null\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_TRUE);
+    config_free(&cfg);
+    expect_error("init_lora_weights: pissa_niter_4\n", "config.yaml:1:20: init_lora_weights: pissa_niter_4 starts the "
+                 "adapter from the base weights' decomposition and takes it out of the base (W - scale·BA), so the "
+                 "adapter is only right on that changed base; ptrain's base stays as loaded (4-bit) and its adapters "
+                 "apply to the original one, so it is not implemented; use true, false or gaussian");
+    expect_error("init_lora_weights: eva\n", "config.yaml:1:20: init_lora_weights: eva needs more than the base weights "
+                 "(quantization-aware or data-driven initialization, or a different layer) and is not implemented in "
+                 "ptrain; use true, false or gaussian");
+    expect_error("init_lora_weights: uniform\n", "config.yaml:1:20: init_lora_weights: expected true, false or gaussian, "
+                 "found \"uniform\"");
     expect_error("rank_pattern: {q_proj: 0}\n", "config.yaml:1:15: rank_pattern: q_proj: expected a rank from 1 to 4096, "
                  "found \"0\"");
     expect_error("alpha_pattern: {q_proj: -1}\n", "config.yaml:1:16: alpha_pattern: q_proj: expected a positive number, "

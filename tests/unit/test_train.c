@@ -505,6 +505,60 @@ static void test_neftune(void **state)
     free(g2);
 }
 
+/* init_lora_weights: ptrain's fresh adapters follow PEFT's laws (tests/data/peft/init_stats.json,
+ * make_init_goldens.py: the same statistics of PEFT's adapters on a tiny Llama), with a per-module
+ * rank from rank_pattern; its numbers come from its own seeded generator. */
+static void test_init_lora_weights(void **state)
+{
+    fixture *fx = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/init_stats.json", srcdir());
+    json_error_t jerr;
+    json_t *gold = json_load_file(path, 0, &jerr);
+    assert_non_null(gold);
+    const char *names[] = {"true", "false", "gaussian"};
+    adapter_init inits[] = {ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN};
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    for (int k = 0; k < 3; k++) {
+        double a_max = 0, b_max = 0, a_sq = 0, b_sq = 0, a_n = 0, b_n = 0;
+        bool b_zero = true;
+        for (uint64_t seed = 0; seed < 8; seed++) {
+            pt_lora l;
+            assert_int_equal(lora_create_select(&l, &fx->m, 4, 8.0f, false, all, "{\"rank_pattern\": {\"down_proj\": 2}}",
+                                                "test", inits[k], seed + 1),
+                             PT_OK);
+            assert_int_equal(adapter_at(&l.ad, 1, W_DOWN)->r, 2);
+            for (adapter_pair *p = adapter_next(&l.ad, NULL); p; p = adapter_next(&l.ad, p)) {
+                int64_t na = tensor_numel(&p->a), nb = tensor_numel(&p->b);
+                float *a = malloc(p->a.nbytes), *b = malloc(p->b.nbytes);
+                backend_download(fx->be, &p->a, a, p->a.nbytes);
+                backend_download(fx->be, &p->b, b, p->b.nbytes);
+                double sa = inits[k] == ADAPTER_INIT_GAUSSIAN ? p->r : sqrt((double)p->a.shape[1]), sb = sqrt(p->r);
+                for (int64_t i = 0; i < na; i++) a_max = fmax(a_max, fabs(a[i]) * sa), a_sq += a[i] * sa * a[i] * sa;
+                for (int64_t i = 0; i < nb; i++)
+                    b_max = fmax(b_max, fabs(b[i]) * sb), b_sq += b[i] * sb * b[i] * sb, b_zero = b_zero && b[i] == 0;
+                a_n += (double)na, b_n += (double)nb;
+                free(a);
+                free(b);
+            }
+            lora_free(&l);
+        }
+        json_t *g = json_object_get(gold, names[k]);
+        double ga_max = json_real_value(json_object_get(g, "a_max")), ga_rms = json_real_value(json_object_get(g, "a_rms"));
+        double gb_max = json_number_value(json_object_get(g, "b_max")), gb_rms = json_number_value(json_object_get(g, "b_rms"));
+        double a_rms = sqrt(a_sq / a_n), b_rms = sqrt(b_sq / b_n);
+        print_message("init_lora_weights %s: A max %.4f rms %.4f (PEFT %.4f, %.4f), B max %.4f rms %.4f (PEFT %.4f, "
+                      "%.4f)\n", names[k], a_max, a_rms, ga_max, ga_rms, b_max, b_rms, gb_max, gb_rms);
+        assert_true(b_zero == json_is_true(json_object_get(g, "b_zero")));
+        assert_true(fabs(a_rms - ga_rms) < 0.02 * ga_rms);
+        assert_true(fabs(b_rms - gb_rms) <= 0.02 * gb_rms);
+        if (inits[k] != ADAPTER_INIT_GAUSSIAN) assert_true(a_max <= 1.0 && a_max > 0.99 * ga_max);
+        if (inits[k] == ADAPTER_INIT_FALSE) assert_true(b_max <= 1.0 && b_max > 0.99 * gb_max);
+    }
+    json_decref(gold);
+}
+
 static void test_adapter_roundtrip(void **state)
 {
     fixture *fx = *state;
@@ -656,7 +710,8 @@ int main(void)
         cmocka_unit_test(test_checkpointing_same_gradients), cmocka_unit_test(test_schedule_matches_transformers),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
-        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_adapter_roundtrip),
+        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_init_lora_weights),
+        cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);
