@@ -71,6 +71,7 @@ typedef struct {
     pt_strmap lr_scheduler_kwargs;
     pt_sched_args sched_args; /* lr_scheduler_kwargs resolved for lr_scheduler_type (config_check.c) */
     double weight_decay;
+    bool group_by_length;       /* transformers' LengthGroupedSampler order (sampler.c) */
     double neftune_noise_alpha; /* NEFTune's alpha (transformers' neftune_noise_alpha); 0: no noise */
     double max_grad_norm;
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */

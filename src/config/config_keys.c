@@ -104,6 +104,9 @@ const key_spec config_keys[] = {
      "linear warmup steps (warmup_ratio wins when set)"},
     {"warmup_ratio", NULL, K_FLOAT, OFF(warmup_ratio), NULL, NULL, 0, 1, 0,
      "warmup as a fraction of the total steps"},
+    {"group_by_length", NULL, K_BOOL, OFF(group_by_length), "false", NULL, 0, 0, 0,
+     "batches of examples of similar length: transformers' LengthGroupedSampler order (megabatches of up to 50 "
+     "x batch x accumulation sorted by length, the longest first)"},
     {"neftune_noise_alpha", NULL, K_FLOAT, OFF(neftune_noise_alpha), NULL, NULL, 0, BIG, 0,
      "NEFTune: uniform noise of alpha/sqrt(seq_len*hidden) on the input embeddings while training (transformers' "
      "neftune_noise_alpha; e.g. 5); unset or 0: none"},
@@ -278,9 +281,6 @@ const foreign_key config_foreign_keys[] = {
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},
     /* training knobs of transformers' TrainingArguments */
-    {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
-     "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
-     "shuffled order of seed; remove the key or set it to false"},
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
      "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},
