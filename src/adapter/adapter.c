@@ -1,7 +1,9 @@
 /* adapter.c — creating, indexing and applying LoRA adapters (adapter.h). The initialisation follows
- * PEFT: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform with a = sqrt(5)), B = 0, so the adapted
- * model starts equal to the base model. A's random numbers come from a seeded splitmix64, so the
- * same random_state gives the same adapters on every rank and every run. */
+ * PEFT's init_lora_weights: true: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform with a = sqrt(5)),
+ * B = 0, so the adapted model starts equal to the base model; false: B ~ U(-1/sqrt(r), 1/sqrt(r))
+ * too; gaussian: A ~ N(0, 1/r²), B = 0. The random numbers come from a seeded splitmix64, so the
+ * same random_state gives the same adapters on every rank and every run. Each pair has its own rank
+ * and scale (PEFT's selectors, adapter_select.c); a pair of rank 0 is absent. */
 #include "ptrain/adapter.h"
 
 #include <math.h>
