@@ -18,14 +18,26 @@
 
 typedef struct {
     pt_tensor a, b; /* A [r, in], B [out, r] */
+    int r;          /* this pair's rank (rank_pattern may change it); 0: no adapter here */
+    float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
 } adapter_pair;
 
+/* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
+ * zero; false: A and B as torch's nn.Linear starts them (bounds 1/sqrt(in), 1/sqrt(r)), so the
+ * adapter changes the model from the start; "gaussian": A normal with std 1/r, B zero. */
+typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN } adapter_init;
+
 typedef struct pt_adapter {
-    int r, n_layers;
+    int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
+    int r_max;       /* the largest rank of any pair (the scratch width) */
     float alpha, scale;
     bool rslora;          /* scale = alpha/sqrt(r) (rsLoRA), else alpha/r */
     bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
-    adapter_pair *pairs;  /* [n_layers * W_COUNT]; unused slots have no memory */
+    /* PEFT's selectors as adapter_config.json holds them (a JSON object of layers_to_transform,
+     * layers_pattern, rank_pattern, alpha_pattern; adapter_select.c), NULL: every layer, one r and alpha */
+    char *select;
+    adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
+    adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
 } pt_adapter;
 
@@ -35,6 +47,29 @@ typedef struct pt_adapter {
  * leaves out adds nothing. */
 pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
                          const bool target[W_COUNT], const uint64_t *seed);
+/* The same with PEFT's selectors: select is NULL or the JSON object adapter_select_plan reads
+ * (layers_to_transform, layers_pattern, rank_pattern, alpha_pattern), kept in ad->select; where
+ * names its source in messages. */
+pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                                const bool target[W_COUNT], const char *select, const char *where,
+                                const uint64_t *seed);
+/* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
+ * ranks); r and alpha are the adapter's nominal ones. */
+pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                               const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed);
+/* The same, fresh adapters starting as init says (with a seed). */
+pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                              const uint64_t *seed);
+/* Per pair (layer * W_COUNT + w): rank (0: none) and alpha as PEFT's selectors give them for a
+ * model of n_layers, from select (NULL: r and alpha everywhere target says). Errors name where. */
+pt_status adapter_select_plan(const char *select, const char *where, int n_layers, const bool target[W_COUNT],
+                              int r, float alpha, int *ranks, float *alphas);
+/* select with the layers given as a list (layers_to_transform: n layers from layers[]; n < 0: none)
+ * merged in: a new JSON text (free it), or NULL when out of memory. */
+char *adapter_select_with_layers(const char *select, const int *layers, int n);
+/* t's memory as [rows, r] (the first r columns' worth of a [rows, r_max] scratch, contiguous). */
+pt_tensor adapter_narrow(const pt_tensor *t, int64_t r);
 void adapter_free(pt_adapter *ad);
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w); /* NULL when w carries no adapter */
 /* Every adapted projection in layer order: for (p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) */

@@ -169,9 +169,19 @@ typedef struct {
     size_t full;  /* indices per rank in a whole epoch */
     size_t skip;  /* entries of the epoch's order consumed before this run (resume) */
     bool sequential; /* the order is the dataset's own every epoch (KTO's sequential sampler), not a permutation */
+    int32_t *lengths; /* group_by_length: each example's length (NULL: plain shuffled order) */
+    long group;       /* ... and the batch the groups are made for (per-device batch x accumulation) */
 } pt_sampler;
 
 pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size);
+/* group_by_length: every epoch's order is then grouped as transformers' LengthGroupedSampler groups
+ * its permutation (sampler_group_order), for batches of group examples (its train_batch_size x
+ * gradient_accumulation_steps); the lengths are ds's examples'. Call before the first epoch. */
+pt_status sampler_group_by_length(pt_sampler *s, const pt_dataset *ds, long group);
+/* transformers' get_length_grouped_indices on the permutation perm of n examples: megabatches of
+ * min(n / (4 group), 50) (at least 1) x group consecutive entries, each sorted by length, longest
+ * first (ties in perm's order); then the longest example of all swapped to the front. In place. */
+pt_status sampler_group_order(size_t *perm, size_t n, const int32_t *lengths, long group);
 /* Draw the epoch's order (seed = config seed; the permutation uses seed + epoch). */
 pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch);
 /* The same epoch, starting after the first skip entries of its order (all ranks together): what a

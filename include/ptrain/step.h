@@ -33,6 +33,8 @@ typedef struct {
                               default (only rows whose target counts) is tested against */
     float lora_dropout;    /* dropout on the adapters' input (PEFT's lora_dropout) */
     uint64_t dropout_seed; /* change it every micro-batch; masks are recomputed from it */
+    float neftune_alpha;   /* NEFTune: noise of alpha / sqrt(seq * dim) on the embeddings; 0: none */
+    uint64_t noise_seed;   /* its numbers: change it every micro-batch */
     /* Called as soon as layer `layer`'s LoRA gradients are written (last layer first), so the
      * caller can accumulate and start reducing them while the earlier layers run; may be NULL. */
     pt_status (*layer_done)(void *arg, int layer);

@@ -16,6 +16,10 @@
 #include "ptrain/safefs.h"
 #include "ptrain/st_write.h"
 
+/* The fields of adapter_config.json that are PEFT's selectors (pt_adapter.select). */
+static const char *const select_keys[] = {"layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
+                                          NULL};
+
 /* ---- writing ---- */
 
 static json_t *target_list(const pt_adapter *l)
@@ -42,12 +46,17 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());
     json_object_set_new(c, "inference_mode", json_true());
-    json_object_set_new(c, "init_lora_weights", json_true());
+    json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN ? json_string("gaussian")
+                                                : json_boolean(l->init != ADAPTER_INIT_FALSE));
     json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
     json_object_set_new(c, "layers_pattern", json_null());
     json_object_set_new(c, "rank_pattern", json_object());
     json_object_set_new(c, "alpha_pattern", json_object());
+    json_t *sel = l->select ? json_loads(l->select, 0, NULL) : NULL; /* PEFT's selectors, as given */
+    for (const char *const *k = select_keys; sel && *k; k++)
+        if (json_object_get(sel, *k)) json_object_set(c, *k, json_object_get(sel, *k));
+    json_decref(sel);
     json_object_set_new(c, "revision", json_null());
     char *text = json_dumps(c, JSON_INDENT(2));
     json_decref(c);
@@ -123,6 +132,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
+    char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 
 /* A key whose presence with a non-empty value means something ptrain cannot apply. */
@@ -138,10 +148,15 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
     TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
-    TRY(refuse_if_set(path, c, "rank_pattern", "ptrain needs one rank for every module"));
-    TRY(refuse_if_set(path, c, "alpha_pattern", "ptrain needs one alpha for every module"));
     TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
+    const json_t *init = json_object_get(c, "init_lora_weights");
+    const char *iv = json_is_string(init) ? json_string_value(init) : "";
+    if (!strncmp(iv, "pissa", 5) || !strcmp(iv, "olora") || !strcmp(iv, "corda") || !strcmp(iv, "lora_ga"))
+        return ERR(PT_ERR_USER, "%s: init_lora_weights is \"%s\": the adapter belongs to a base PEFT changed (W - "
+                   "scale·BA), not to the original one ptrain loads; save it with PEFT's save_pretrained(..., "
+                   "path_initial_model_for_weight_conversion=...) to get an adapter of the original base",
+                   shown_text(path).s, shown_text(iv).s);
     const json_t *bias = json_object_get(c, "bias");
     if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
         return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", shown_text(path).s,
@@ -162,7 +177,19 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
     s->r = (int)json_integer_value(r);
     s->alpha = json_number_value(alpha);
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
-    return check_unsupported(path, c);
+    TRY(check_unsupported(path, c));
+    json_t *sel = json_object();
+    bool any = false;
+    for (const char *const *k = select_keys; *k; k++) {
+        json_t *v = json_object_get(c, *k);
+        if (!v || json_is_null(v)) continue;
+        json_object_set(sel, *k, v);
+        any |= !((json_is_object(v) && !json_object_size(v)) || (json_is_array(v) && !json_array_size(v)) ||
+                 (json_is_string(v) && !json_string_length(v)));
+    }
+    if (any) s->select = json_dumps(sel, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(sel);
+    return !any || s->select ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
 }
 
 static pt_status read_config(const char *dir, peft_settings *s)
@@ -247,6 +274,10 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
         char which;
         parse_name(f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
+        if (!p)
+            return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "
+                       "leaves out; is the config of another adapter?", shown_text(f->path).s,
+                       shown_text(f->tensors[i].name).s);
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
     }
     return PT_OK;
@@ -260,13 +291,20 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     st_file f;
-    TRY(st_open(path, &f));
+    pt_status st = st_open(path, &f);
+    if (st != PT_OK) {
+        free(s.select);
+        return st;
+    }
     bool target[W_COUNT];
-    pt_status st = find_targets(&f, m, target);
+    st = find_targets(&f, m, target);
     if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", shown_text(path).s);
     /* layers the file leaves out keep B = 0: no change to the model there */
-    if (st == PT_OK) st = adapter_create(l, m, s.r, (float)s.alpha, s.rslora, target, NULL);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    if (st == PT_OK)
+        st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
+    free(s.select);
     st_close(&f);
     if (st != PT_OK) adapter_free(l);
     return st;

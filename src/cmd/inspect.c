@@ -520,7 +520,7 @@ static void family_line(const pt_model_config *c)
 static void memory_lines(const insp_report *r, const insp_options *o)
 {
     pt_model m = {.cfg = r->cfg};
-    pt_adapter ad = {.r = (int)o->lora_r, .n_layers = r->cfg.n_layers};
+    pt_adapter ad = {.r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers};
     memcpy(ad.target, o->target, sizeof ad.target);
     bool cuda = o->device == DEVICE_CUDA;
     step_options so = step_options_for(o->ckpt, cuda, (float)o->lora_dropout);

@@ -7,6 +7,7 @@
  * same order by the dry run that sizes it. */
 #include "ptrain/step.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,9 @@ static fwd_ctx ctx_of(const pt_model *m, pt_lora *l, const train_batch *b, const
 {
     fwd_ctx c = forward_ctx(m, l ? &l->ad : NULL, b->batch, b->seq, b->pos, b->segments);
     if (l && o->lora_dropout > 0) c.dropout = o->lora_dropout, c.seed = o->dropout_seed;
+    /* transformers' neftune_post_forward_hook: alpha / sqrt(input_ids.size(1) * hidden) */
+    if (o->neftune_alpha > 0)
+        c.noise_mag = (float)(o->neftune_alpha / sqrt((double)b->seq * (double)m->cfg.dim)), c.noise_seed = o->noise_seed;
     return c;
 }
 
@@ -49,7 +53,7 @@ static pt_status forward_phase_take(pt_arena *arena, fwd_ctx *c, const step_opti
 
 static pt_status backward_phase_take(pt_arena *arena, const fwd_ctx *c, const step_options *o, step_bufs *s)
 {
-    TRY(backward_take(arena, c, c->ad ? c->ad->r : 0, &s->g));
+    TRY(backward_take(arena, c, c->ad ? c->ad->r_max : 0, &s->g));
     return arena_take(arena, &s->recompute, o->checkpointing ? c->rows : 0, c->m->cfg.dim);
 }
 

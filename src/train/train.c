@@ -111,6 +111,7 @@ static step_options step_options_of(trainer *t)
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0,
                                        (float)t->cfg->lora_dropout);
     so.act = t->be->act; /* fp32 with PTRAIN_CUDA_KERNELS=reference */
+    so.neftune_alpha = (float)t->cfg->neftune_noise_alpha;
     so.offload_host = t->offload_host;
     so.layer_done = on_layer_done, so.layer_done_arg = t;
     so.arena = &t->arena;
@@ -324,6 +325,7 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
+        so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL; /* NEFTune's: the step and micro-batch alone */
         gradsync_begin_micro(&t->sync, i);
         if (method_info_of(t->cfg->method)->unpaired) TRY(kto_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
@@ -593,6 +595,17 @@ static pt_status load_initial_adapter(trainer *t)
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
                  shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, shown_text(have).s, t->cfg->lora_r,
                  to->scale, shown_text(want).s);
+    for (int layer = 0; st == PT_OK && layer < to->n_layers; layer++)
+        for (int w = 0; st == PT_OK && w < W_COUNT; w++) {
+            const adapter_pair *p = adapter_at(to, layer, w), *q = adapter_at(&from, layer, w);
+            if (!p && !q) continue;
+            if (!p || !q || p->r != q->r || fabsf(p->scale - q->scale) > 1e-6f * p->scale)
+                st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has %s at layer %d's %s; this config has %s there: "
+                         "set layers_to_transform (or finetune_last_n_layers), rank_pattern and alpha_pattern to "
+                         "the adapter's", shown_text(t->cfg->path).s, shown_text(dir).s,
+                         q ? "an adapter" : "no adapter", layer, adapter_module_name(w),
+                         p ? (q ? "another rank or scale" : "an adapter") : "none");
+        }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);

@@ -121,6 +121,9 @@ pt_status trainer_load_data(trainer *t)
     if (d->rank == 0) dataset_report(&t->train, stdout);
     TRY(dist_agree(d, sampler_init(&t->sampler, t->train.n, d->rank, d->world, t->cfg->per_device_train_batch_size)));
     t->sampler.sequential = method_info_of(t->cfg->method)->unpaired; /* KTO's sequential sampler */
+    if (t->cfg->group_by_length) /* transformers: LengthGroupedSampler(train_batch_size x accumulation) */
+        TRY(dist_agree(d, sampler_group_by_length(&t->sampler, &t->train, t->cfg->per_device_train_batch_size *
+                                                                               t->cfg->gradient_accumulation_steps)));
     t->epoch = 0;
     return dist_agree(d, sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, 0));
 }

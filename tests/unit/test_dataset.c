@@ -754,6 +754,59 @@ static void test_sampler_order(void **state)
     assert_string_equal(err_message(), "there are no training examples to sample");
 }
 
+/* group_by_length: sampler_group_order orders a permutation as transformers'
+ * get_length_grouped_indices does (tests/data/peft/group_by_length.json, make_group_goldens.py:
+ * the same permutations through transformers); a sampler with lengths draws that order from its own
+ * permutation every epoch, and a resumed epoch (skip) continues it. */
+static void test_group_by_length(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/group_by_length.json", srcdir());
+    json_error_t jerr;
+    json_t *cases = json_load_file(path, 0, &jerr);
+    assert_non_null(cases);
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        json_t *k = json_array_get(cases, c);
+        size_t n = (size_t)json_integer_value(json_object_get(k, "n"));
+        long group = (long)json_integer_value(json_object_get(k, "group"));
+        size_t *perm = malloc(sizeof *perm * n);
+        int32_t *len = malloc(sizeof *len * n);
+        for (size_t i = 0; i < n; i++) {
+            perm[i] = (size_t)json_integer_value(json_array_get(json_object_get(k, "perm"), i));
+            len[i] = (int32_t)json_integer_value(json_array_get(json_object_get(k, "lengths"), i));
+        }
+        assert_int_equal(sampler_group_order(perm, n, len, group), PT_OK);
+        size_t same = 0;
+        for (size_t i = 0; i < n; i++)
+            same += perm[i] == (size_t)json_integer_value(json_array_get(json_object_get(k, "order"), i));
+        print_message("group_by_length: %zu examples, batch %ld: %zu of %zu places as transformers'\n", n, group,
+                      same, n);
+        assert_int_equal(same, n);
+        free(perm);
+        free(len);
+    }
+    json_decref(cases);
+    /* the sampler: 23 examples of lengths 1..23, batches of 2, group 4 */
+    pt_dataset ds = {0};
+    pt_example ex[23];
+    for (int i = 0; i < 23; i++) ex[i] = (pt_example){.len = (i * 7) % 23 + 1};
+    ds.ex = ex, ds.n = 23;
+    pt_sampler s, t;
+    assert_int_equal(sampler_init(&s, 23, 0, 1, 2), PT_OK);
+    assert_int_equal(sampler_group_by_length(&s, &ds, 4), PT_OK);
+    assert_int_equal(sampler_epoch(&s, 5, 1), PT_OK);
+    const size_t *idx;
+    assert_int_equal(sampler_batch(&s, 0, &idx), 2);
+    assert_int_equal(ex[idx[0]].len, 23); /* the longest first */
+    assert_int_equal(sampler_init(&t, 23, 0, 1, 2), PT_OK);
+    assert_int_equal(sampler_group_by_length(&t, &ds, 4), PT_OK);
+    assert_int_equal(sampler_epoch_from(&t, 5, 1, 6), PT_OK);
+    assert_memory_equal(t.idx, s.idx + 6, sizeof *s.idx * 17);
+    sampler_free(&s);
+    sampler_free(&t);
+}
+
 /* ---- collate ---- */
 
 static void test_collate(void **state)
@@ -1736,6 +1789,7 @@ int main(void)
         cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),
         cmocka_unit_test(test_split),             cmocka_unit_test(test_sampler_cover),
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
+        cmocka_unit_test(test_group_by_length),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
         cmocka_unit_test(test_cpt_labels_every_token),
