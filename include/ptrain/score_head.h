@@ -12,7 +12,7 @@
 #include "ptrain/backend.h"
 #include "ptrain/optimizer.h"
 
-typedef struct {
+typedef struct score_head {
     int64_t dim;
     pt_tensor w, grad, m, v; /* f32 [1, dim] on the backend */
     float *host_w;           /* the weight, as the step reads it */
