@@ -179,7 +179,7 @@ static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
 static pt_status reward_seq_grad(void *arg, const double *score, float *scale)
 {
     pref_step *p = arg;
-    preference_reward(score, NULL, p->pairs, 0.0, p->grad_scale, scale, p->sums);
+    preference_reward(score, NULL, p->pairs, p->t->cfg->center_rewards_coefficient, p->grad_scale, scale, p->sums);
     return PT_OK;
 }
 
