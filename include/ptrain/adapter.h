@@ -100,6 +100,9 @@ typedef struct {
     double lora_dropout;
     bool use_rslora;
     int64_t best_step; /* load_best_model_at_end: the step whose checkpoint this is; -1: the last */
+    const float *score; /* a reward model's score head [1, score_dim] (host), or NULL: PEFT's files are
+                           then a SEQ_CLS adapter with `score` in modules_to_save (peft.h) */
+    int64_t score_dim;
 } adapter_info;
 
 /* The PEFT name of layer's projection w, matrix which ('A' or 'B'):

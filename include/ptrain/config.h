@@ -95,6 +95,7 @@ typedef struct {
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */
     double desirable_weight, undesirable_weight; /* KTO */
+    double center_rewards_coefficient;           /* reward: TRL's RewardConfig key; 0 (unset): none */
     double embedding_learning_rate; /* CPT: the embedding and LM head; 0: learning_rate */
     pt_strlist reward_funcs;        /* GRPO: module:function paths or built-in names */
 

@@ -110,6 +110,9 @@ typedef struct {
     bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
                                     (segment 1) then prompt + rejected (segment 2); other rows refused */
     bool pairs_legacy;           /* pairs tokenized as TRL's CPO and ORPO trainers do (src/data/pair.c) */
+    bool pairs_reward;           /* pairs as TRL's RewardTrainer tokenizes them: prompt + chosen and
+                                    prompt + rejected whole, every token labelled, a pair with a sequence
+                                    over max_seq_length dropped (src/data/pair.c) */
     bool unpaired;               /* KTO's rows (prompt, completion, label; pairs unrolled): an example is
                                     one sequence, segment 1 desirable, 2 undesirable (src/data/unpaired.c) */
     long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */

@@ -27,7 +27,16 @@
  * example's loss is desirable_weight (1 - sigmoid(beta (r - kl))), an undesirable one's
  * undesirable_weight (1 - sigmoid(beta (kl - r))); the loss is their mean. Rewards are beta r; the
  * metrics are means over the desirable (chosen) and the undesirable (rejected) examples, kl a mean
- * over micro-batches. */
+ * over micro-batches.
+ *
+ * Reward modelling (TRL's RewardTrainer): each sequence's score r is the score head's product with
+ * the final-normed hidden state of its last token that is not the pad token (step.h's score head);
+ * loss = -log sigmoid(r_c - r_r - margin) per pair (margin 0 without the column), plus
+ * center_rewards_coefficient (r_c + r_r)^2 when set (TRL's mean over the micro-batch's rewards of
+ * (r_c + r_r)^2 taken per pair). Its metrics are TRL's: accuracy (r_c > r_r), margin (r_c - r_r,
+ * without the margin column), mean_reward over both sequences, and min_reward and max_reward, each
+ * micro-batch's extreme averaged over the micro-batches (equal to TRL's on one process; with ranks
+ * TRL takes the extreme over all ranks' micro-batches, ptrain the mean of each rank's). */
 #ifndef PTRAIN_PREFERENCE_H
 #define PTRAIN_PREFERENCE_H
 
@@ -51,7 +60,9 @@ enum {
     PREF_KL,         /* KTO: the micro-batches' KL estimates, summed */
     PREF_N_CHOSEN,   /* KTO: desirable examples */
     PREF_N_REJECTED, /* KTO: undesirable examples */
-    PREF_MICRO,      /* KTO: micro-batches */
+    PREF_MICRO,      /* KTO, reward: micro-batches */
+    PREF_MIN_REWARD, /* reward: each micro-batch's least score, summed */
+    PREF_MAX_REWARD, /* reward: each micro-batch's greatest score, summed */
     PREF_COUNT
 };
 extern const char *const preference_metric_names[PREF_COUNT]; /* TRL's names; "loss" and "pairs" first/last */
@@ -69,6 +80,16 @@ int preference_log_values(int method, const double *sums, const char **names, do
  * 1 / the pairs of the whole optimizer step, for TRL's mean). */
 void preference_dpo(const double *nll, const double *ref_nll, int pairs, double beta, double grad_scale, float *scale,
                     double *sums);
+/* The reward loss of `pairs` pairs from their scores (score[2i] chosen, score[2i+1] rejected);
+ * margin[pairs] TRL's margin column or NULL; center: center_rewards_coefficient (0: none); sums[]
+ * added to; scale[2 pairs] = d (grad_scale * sum of the pairs' losses) / d score. */
+void preference_reward(const double *score, const double *margin, int pairs, double center, double grad_scale,
+                       float *scale, double *sums);
+/* The reward model's scored rows of a micro-batch of pairs (segments 2i+1 chosen, 2i+2 rejected,
+ * rows without a segment (0) skipped): score_row[seq] = the last row of sequence seq whose id is
+ * not pad (pad < 0: none is), or its first row when all are (transformers' rightmost non-pad token,
+ * argmax of index * mask). Returns the sequences (the greatest segment). */
+int preference_score_rows(const int32_t *ids, const int32_t *segments, int rows, int32_t pad, int32_t *score_row);
 /* CPO's loss of `pairs` pairs whose chosen completions have chosen_tokens tokens: as preference_dpo
  * (no reference); the chosen completions' mean token loss counts once per pair in sums[PREF_LOSS]
  * and sums[PREF_NLL_LOSS], so that divided by the pairs it is TRL's per-micro-batch value. */

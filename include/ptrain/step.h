@@ -51,6 +51,15 @@ typedef struct {
     int n_seq;
     pt_status (*seq_grad)(void *arg, const double *nll, float *scale);
     void *seq_grad_arg;
+    /* Reward modelling (a sequence-classification head of one label, transformers' `score`): with
+     * score_w set, no LM head runs; sequence i's score is score_w · the final-normed hidden state of
+     * batch row score_row[i] (its last token that is not the pad token), for i < n_seq, handed to
+     * seq_grad in place of the summed token losses, which writes d L / d score; the hidden states'
+     * gradient is then scale[i] score_w on those rows, and scale[i] times row score_row[i]'s hidden
+     * state is added to score_grad[dim] (host, fp32). row_seq is not used. */
+    const float *score_w;
+    const int32_t *score_row;
+    float *score_grad;
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with

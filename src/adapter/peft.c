@@ -1,7 +1,10 @@
 /* peft.c — PEFT adapter directories (peft.h): adapter_config.json with the fields PEFT's
  * LoraConfig writes, and adapter_model.safetensors with one fp32 matrix per LoRA A and B under
  * PEFT's names. Reading accepts what PEFT itself writes (fp32, fp16 or bf16 matrices, target
- * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. */
+ * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. A
+ * reward model's adapter (adapter_info.score) is written as PEFT writes a SEQ_CLS LoRA: task_type
+ * SEQ_CLS, modules_to_save ["classifier", "score"], and the score head's weight [1, dim] as
+ * base_model.model.score.weight. */
 #include "ptrain/jsonfile.h"
 #include "ptrain/peft.h"
 
@@ -35,7 +38,7 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     const char *base = info->base_name && info->base_name[0] ? info->base_name : info->base_model;
     json_t *c = json_object();
     json_object_set_new(c, "peft_type", json_string("LORA"));
-    json_object_set_new(c, "task_type", json_string("CAUSAL_LM"));
+    json_object_set_new(c, "task_type", json_string(info->score ? "SEQ_CLS" : "CAUSAL_LM"));
     json_object_set_new(c, "base_model_name_or_path", base ? json_string(base) : json_null());
     json_object_set_new(c, "r", json_integer(l->r));
     json_object_set_new(c, "lora_alpha", json_real(l->alpha));
@@ -48,7 +51,13 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "inference_mode", json_true());
     json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN ? json_string("gaussian")
                                                 : json_boolean(l->init != ADAPTER_INIT_FALSE));
-    json_object_set_new(c, "modules_to_save", json_null());
+    if (info->score) { /* what PEFT 0.21 writes for task_type SEQ_CLS */
+        json_t *m = json_array();
+        json_array_append_new(m, json_string("classifier"));
+        json_array_append_new(m, json_string("score"));
+        json_object_set_new(c, "modules_to_save", m);
+    } else
+        json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
     json_object_set_new(c, "layers_pattern", json_null());
     json_object_set_new(c, "rank_pattern", json_object());
@@ -63,7 +72,9 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     return text;
 }
 
-static pt_status declare_tensors(st_writer *w, const pt_adapter *l)
+#define SCORE_NAME "base_model.model.score.weight" /* PEFT's name of a saved modules_to_save score */
+
+static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapter_info *info)
 {
     char name[160];
     for (int layer = 0; layer < l->n_layers; layer++)
@@ -75,7 +86,8 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l)
             adapter_tensor_name(name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
         }
-    return PT_OK;
+    int64_t shape[2] = {1, info->score_dim};
+    return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
 static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
@@ -88,17 +100,18 @@ static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
     return st;
 }
 
-static pt_status write_tensors(const char *path, const pt_adapter *l)
+static pt_status write_tensors(const char *path, const pt_adapter *l, const adapter_info *info)
 {
     st_writer w;
     st_writer_init(&w);
     pt_status st = st_w_meta(&w, "format", "pt");
-    if (st == PT_OK) st = declare_tensors(&w, l);
+    if (st == PT_OK) st = declare_tensors(&w, l, info);
     if (st == PT_OK) st = st_w_begin(&w, path);
     for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
     }
+    if (st == PT_OK && info->score) st = st_w_data(&w, info->score, sizeof(float) * (size_t)info->score_dim);
     if (st == PT_OK) st = st_w_finish(&w);
     st_writer_free(&w);
     return st;
@@ -109,7 +122,7 @@ pt_status peft_save(const char *dir, const pt_adapter *l, const adapter_info *in
     TRY(safefs_mkdirs(dir));
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    TRY(write_tensors(path, l));
+    TRY(write_tensors(path, l, info));
     char *json = config_json(l, info);
     TRY_ALLOC(json);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);

@@ -169,6 +169,8 @@ const key_spec config_keys[] = {
      "KTO: weight of the desirable examples' loss"},
     {"undesirable_weight", NULL, K_FLOAT, OFF(undesirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
      "KTO: weight of the undesirable examples' loss"},
+    {"center_rewards_coefficient", NULL, K_FLOAT, OFF(center_rewards_coefficient), NULL, NULL, 0, BIG, 0,
+     "reward: weight of the mean squared summed score, which centres the rewards on 0 (default: none)"},
     {"embedding_learning_rate", NULL, K_FLOAT, OFF(embedding_learning_rate), NULL, NULL, 0, BIG, F_MIN_EXCL,
      "CPT: learning rate of the embedding and LM head (default: learning_rate)"},
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,

@@ -205,6 +205,7 @@ typedef struct {
     int32_t max_len;
     int32_t max_prompt, max_completion; /* preference rows: tokens kept of each (0: all) */
     bool pair_legacy;                   /* ... tokenized as TRL's CPO and ORPO trainers do (pair.c) */
+    bool pair_reward;                   /* ... as TRL's RewardTrainer: whole sequences (pair.c) */
     bool unpaired;                      /* KTO: rows (and pairs) as TRL's KTOTrainer tokenizes them (pair.c) */
 } label_ctx;
 

@@ -218,6 +218,7 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
                               (int32_t)L->o->max_seq_length);
     lc.max_prompt = (int32_t)L->o->max_prompt_length, lc.max_completion = (int32_t)L->o->max_completion_length;
     lc.pair_legacy = L->o->pairs_legacy;
+    lc.pair_reward = L->o->pairs_reward;
     lc.unpaired = L->o->unpaired;
     if (rc != PT_OK) {
         err_context("chat_template");

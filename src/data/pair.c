@@ -16,7 +16,12 @@
  * completion prompt + completion is encoded without special tokens and the prompt's tokens are
  * those the prompt encodes to (one fewer when the last merges across the boundary); bos is put
  * before the prompt and eos after the completion where they are missing; the completion is cut so
- * that prompt + completion fits max_seq_length (TRL's max_length). */
+ * that prompt + completion fits max_seq_length (TRL's max_length).
+ *
+ * Reward modelling (label_ctx.pair_reward, TRL's RewardTrainer): prompt + chosen and prompt +
+ * rejected encoded as above (text with eos appended, or turns rendered whole) and kept whole, every
+ * token labelled (the score reads the last non-pad one); a pair with either over max_seq_length
+ * (TRL's max_length) is dropped, as TRL filters it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,7 +210,18 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
         if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->chosen, &cid, &nc);
         if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->rejected, &rid, &nr);
     }
-    if (rc == PT_OK) {
+    if (rc == PT_OK && c->pair_reward) { /* whole sequences; TRL filters out a pair longer than max_length */
+        *truncated = nc > (size_t)c->max_len || nr > (size_t)c->max_len;
+        if (!*truncated && nc && nr) {
+            size_t got_c, got_r;
+            ex->ids = malloc(sizeof(int32_t) * (nc + nr)), ex->labels = malloc(sizeof(int32_t) * (nc + nr));
+            ex->segments = malloc(sizeof(int32_t) * (nc + nr));
+            if (!ex->ids || !ex->labels || !ex->segments) abort();
+            put_sequence(c, NULL, 0, cid, nc, 1, ex, &got_c);
+            put_sequence(c, NULL, 0, rid, nr, 2, ex, &got_r);
+            *res = LABEL_OK;
+        }
+    } else if (rc == PT_OK) {
         size_t pl = common_prefix(pid, np, cid, nc), pr = common_prefix(pid, np, rid, nr);
         size_t plen = pl < pr ? pl : pr, keep = plen;
         if (c->max_prompt > 0 && keep > (size_t)c->max_prompt) keep = (size_t)c->max_prompt;

@@ -17,6 +17,7 @@ dataset_options dataset_options_from_config(const pt_config *cfg)
                              .dataset_text_field = cfg->dataset_text_field, .packing = cfg->packing,
                              .pairs = method_info_of(cfg->method)->pairs,
                              .pairs_legacy = method_info_of(cfg->method)->legacy_pairs,
+                             .pairs_reward = cfg->method == METHOD_REWARD,
                              .unpaired = method_info_of(cfg->method)->unpaired,
                              .max_prompt_length = cfg->max_prompt_length,
                              .max_completion_length = cfg->max_completion_length,

@@ -176,6 +176,41 @@ static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
     return PT_OK;
 }
 
+/* Reward modelling: step_options.seq_grad takes the sequences' scores (preference_reward). */
+static pt_status reward_seq_grad(void *arg, const double *score, float *scale)
+{
+    pref_step *p = arg;
+    preference_reward(score, NULL, p->pairs, p->t->cfg->center_rewards_coefficient, p->grad_scale, scale, p->sums);
+    return PT_OK;
+}
+
+/* The token whose hidden state a reward model scores: the last that is not the pad token (the
+ * tokenizer's, else its eos, as TRL sets it), as transformers finds it. */
+static int32_t reward_pad(const trainer *t)
+{
+    return tokenizer_pad(t->tok) >= 0 ? tokenizer_pad(t->tok) : tokenizer_eos(t->tok);
+}
+
+/* One micro-batch of reward modelling: each sequence scored by the head, added to *loss_sum and sums. */
+static pt_status reward_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
+                                    double *sums)
+{
+    int rows = b->rows * b->cols;
+    int32_t *score_row = malloc(sizeof(int32_t) * (size_t)(rows + 1));
+    TRY_ALLOC(score_row);
+    int n_seq = preference_score_rows(b->ids, b->segments, rows, reward_pad(t), score_row);
+    train_batch v = view_of(b);
+    double before = sums[PREF_LOSS], unused = 0;
+    int64_t n = 0;
+    pref_step p = {t, NULL, NULL, scale, n_seq / 2, sums};
+    so.n_seq = n_seq, so.seq_grad = reward_seq_grad, so.seq_grad_arg = &p;
+    so.score_w = t->head.host_w, so.score_row = score_row, so.score_grad = t->head.host_grad;
+    pt_status st = step_run(&t->m, &t->l, &v, &so, 0.0f, &unused, &n);
+    *loss_sum += sums[PREF_LOSS] - before;
+    free(score_row);
+    return st;
+}
+
 /* One micro-batch of a preference method: the reference's log-probs when the method has one (the
  * same base with the adapter off), then the policy's step; the pairs' loss is added to *loss_sum,
  * the metrics to sums. */
@@ -313,6 +348,21 @@ static pt_status evaluate_kto(trainer *t, const pt_batch *b, double *sums)
     return st;
 }
 
+/* The score head's gradient summed over the ranks (in double) and onto the backend. */
+static pt_status reward_head_sum(trainer *t)
+{
+    if (t->d->world > 1) {
+        double *g = malloc(sizeof(double) * (size_t)t->head.dim);
+        TRY_ALLOC(g);
+        for (int64_t k = 0; k < t->head.dim; k++) g[k] = t->head.host_grad[k];
+        pt_status st = dist_sum_f64(t->d, g, (int)t->head.dim);
+        for (int64_t k = 0; k < t->head.dim; k++) t->head.host_grad[k] = (float)g[k];
+        free(g);
+        TRY(st);
+    }
+    return score_head_grad_upload(&t->head);
+}
+
 /* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. scale: the
  * gradient's factor, 1 / the step's target tokens (1 / its pairs for a preference method). */
 static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum,
@@ -321,6 +371,7 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
     long accum = t->cfg->gradient_accumulation_steps;
     bool pairs = method_info_of(t->cfg->method)->pairs;
     step_options so = step_options_of(t);
+    if (t->head.dim) score_head_zero_grad(&t->head);
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
@@ -328,10 +379,12 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL; /* NEFTune's: the step and micro-batch alone */
         gradsync_begin_micro(&t->sync, i);
         if (method_info_of(t->cfg->method)->unpaired) TRY(kto_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        else if (t->head.dim) TRY(reward_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
     }
-    return gradsync_finish(&t->sync);
+    TRY(gradsync_finish(&t->sync));
+    return t->head.dim ? reward_head_sum(t) : PT_OK;
 }
 
 /* What the loss of a step is a mean over: its target tokens, or a preference method's pairs. */
@@ -383,6 +436,11 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     comm += t->sync.comm_s;
     r->grad_norm = 0;
     if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
+    if (st == PT_OK && t->head.dim) { /* one norm over the adapters and the score head, as torch's clip */
+        double sq = r->grad_norm * r->grad_norm;
+        st = score_head_grad_sum_squares(&t->head, &sq);
+        r->grad_norm = sqrt(sq);
+    }
     double sums[4] = {loss_sum, signals_pending() ? 1.0 : 0.0, isfinite(r->grad_norm) ? 0.0 : 1.0,
                       isfinite(loss_sum) ? 0.0 : 1.0};
     if (st == PT_OK) st = timed_sum(t, sums, 4, &comm); /* the stop and non-finite flags ride along */
@@ -394,6 +452,8 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
                         t->cfg->max_grad_norm};
     r->lr = schedule_lr(&t->sched, step);
     if (st == PT_OK && !r->nonfinite) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
+    if (st == PT_OK && !r->nonfinite && t->head.dim)
+        st = score_head_step(&t->head, &ao, r->grad_norm, r->lr, step + 1);
     r->loss_sum = loss_sum;
     r->tokens = tokens;
     r->inputs = counts[1];
@@ -426,6 +486,25 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
     return st;
 }
 
+/* Reward modelling's eval batch: the pairs' losses from their scores, through a step whose gradients
+ * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch). */
+static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
+{
+    score_head h = t->head;
+    h.host_grad = calloc((size_t)t->head.dim, sizeof(float));
+    TRY_ALLOC(h.host_grad);
+    score_head real = t->head;
+    t->head = h;
+    double pref[PREF_COUNT] = {0}, loss = 0;
+    step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0, 0.0f);
+    so.act = t->be->act, so.offload_host = t->offload_host, so.arena = &t->arena;
+    pt_status st = reward_micro_batch(t, b, so, 1.0f, &loss, pref);
+    free(h.host_grad);
+    t->head = real;
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    return st;
+}
+
 /* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. The
  * mean token loss, or for a preference method the mean over pairs of its loss. */
 static pt_status evaluate(trainer *t, double *eval_loss)
@@ -443,6 +522,7 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         train_batch v = view_of(&b);
         int64_t n = 0;
         pt_status st = kto                                    ? evaluate_kto(t, &b, sums)
+                       : t->head.dim                           ? evaluate_reward(t, &b, sums)
                        : method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
                                                                : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
@@ -793,6 +873,7 @@ static void trainer_free(trainer *t)
     arena_close(&t->arena);
     backend_host_free(t->be, t->offload_host);
     lora_free(&t->l);
+    score_head_free(&t->head);
     model_free(&t->m);
     tokenizer_free(t->tok);
     dirlock_release(&t->lock);
@@ -843,6 +924,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     t.start.s[START_DATASET] = util_now() - t0;
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    /* reward: the score head, normal(0, 0.02) (transformers' default initializer_range) from random_state */
+    if (st == PT_OK && cfg->method == METHOD_REWARD)
+        st = dist_agree(d, score_head_create(&t.head, be, t.m.cfg.dim, 0.02, (uint64_t)cfg->random_state ^ 0x5c0e));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));

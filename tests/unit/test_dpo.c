@@ -9,7 +9,12 @@
  * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts.
  * CPO and ORPO likewise against their trainers; KTO against KTOTrainer (make_kto_goldens.py): four
  * unpaired rows batched with their KL sequences by batch_collate_unpaired, the reference and KL
- * passes, preference_kto; its rows (text, turns, pairs unrolled) and KL sequences as TRL makes them. */
+ * passes, preference_kto; its rows (text, turns, pairs unrolled) and KL sequences as TRL makes them.
+ * Reward modelling against RewardTrainer with a SEQ_CLS LoRA (make_reward_goldens.py): two pairs as
+ * four whole sequences scored at their last non-pad token by the step's score head (from PEFT's
+ * first score weight), preference_reward; the loss, TRL's metrics, the LoRA and score gradients
+ * (B zero, random, and with a margin column and center_rewards_coefficient); 20 AdamW steps of the
+ * LoRA matrices and the score under one clip. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -29,6 +34,7 @@
 #include "ptrain/dataset.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/preference.h"
+#include "ptrain/score_head.h"
 #include "ptrain/step.h"
 #include "train/trainer.h"
 
@@ -51,6 +57,12 @@ typedef struct {
     double tokens[48];
     double ref_nll[16];
     double sums[PREF_COUNT];
+    bool reward;             /* reward modelling (make_reward_goldens.py): the score head */
+    score_head head;
+    int32_t score_row[16];
+    double margins[8];
+    bool use_margin;
+    double center;
 } fixture;
 
 static const char *srcdir(void)
@@ -173,7 +185,7 @@ static void kto_batch(fixture *fx)
 static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
-    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo"), fx->kto = !strcmp(dir, "kto");
+    fx->dir = dir, fx->reward = !strcmp(dir, "reward"), fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo"), fx->kto = !strcmp(dir, "kto");
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
@@ -192,6 +204,26 @@ static int setup_dir(void **state, const char *dir)
     size_t i;
     json_t *pair;
     if (fx->kto) kto_batch(fx);
+    if (fx->reward) { /* the head from PEFT's first score; each sequence whole, scored at its last non-pad token */
+        size_t n;
+        float *w = read_f32(dir, "score_init.f32", &n);
+        assert_int_equal((int64_t)n, fx->m.cfg.dim);
+        assert_int_equal(score_head_create(&fx->head, fx->be, fx->m.cfg.dim, 0.02, 1), PT_OK);
+        assert_int_equal(score_head_set(&fx->head, w, NULL, NULL), PT_OK);
+        free(w);
+        json_t *none = json_array();
+        json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
+            append_sequence(fx, 2 * (int)i, none, json_object_get(pair, "chosen_ids"));
+            append_sequence(fx, 2 * (int)i + 1, none, json_object_get(pair, "rejected_ids"));
+            fx->margins[i] = json_real_value(json_array_get(json_object_get(fx->manifest, "margins"), i));
+            fx->pairs++;
+        }
+        json_decref(none);
+        int pad = (int)json_integer_value(json_object_get(fx->manifest, "pad_id"));
+        assert_int_equal(preference_score_rows(fx->ids, fx->segments, fx->rows, pad, fx->score_row), 2 * fx->pairs);
+        *state = fx;
+        return 0;
+    }
     json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
         json_t *prompt = json_object_get(pair, "prompt_ids");
         append_sequence(fx, 2 * (int)i, prompt, json_object_get(pair, "chosen_ids"));
@@ -206,11 +238,13 @@ static int setup(void **state) { return setup_dir(state, "dpo"); }
 static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
 static int setup_orpo(void **state) { return setup_dir(state, "orpo"); }
 static int setup_kto(void **state) { return setup_dir(state, "kto"); }
+static int setup_reward(void **state) { return setup_dir(state, "reward"); }
 
 static int teardown(void **state)
 {
     fixture *fx = *state;
     lora_free(&fx->l);
+    if (fx->reward) score_head_free(&fx->head);
     model_free(&fx->m);
     backend_close(fx->be);
     json_decref(fx->manifest);
@@ -227,6 +261,11 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
+    if (fx->reward) { /* nll: the scores */
+        preference_reward(nll, fx->use_margin ? fx->margins : NULL, fx->pairs, fx->center, 1.0 / fx->pairs, scale,
+                          fx->sums);
+        return PT_OK;
+    }
     if (fx->kto) {
         preference_kto(nll, fx->kto_ref, fx->desirable, fx->pairs, fx->kto_kl, fx->beta,
                        json_real_value(json_object_get(fx->manifest, "desirable_weight")),
@@ -263,6 +302,17 @@ static double dpo_step(fixture *fx)
         fx->kto_kl = 0;
         for (int k = 0; k < n; k++) fx->kto_kl += (ref_kl[k] - pol_kl[k]) / n;
         fx->kto_kl = fmax(fx->kto_kl, 0.0);
+    } else if (fx->reward) { /* the score head in place of the LM head */
+        memset(fx->sums, 0, sizeof fx->sums);
+        step_options o = {.checkpointing = true, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad, .seq_grad_arg = fx,
+                          .score_w = fx->head.host_w, .score_row = fx->score_row, .score_grad = fx->head.host_grad};
+        double unused = 0;
+        int64_t n = 0;
+        assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+        score_head_zero_grad(&fx->head);
+        assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 0.0f, &unused, &n), PT_OK);
+        assert_int_equal(score_head_grad_upload(&fx->head), PT_OK);
+        return fx->sums[PREF_LOSS] / fx->pairs;
     } else if (!fx->cpo) /* CPO has no reference */
         assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
     memset(fx->sums, 0, sizeof fx->sums);
@@ -302,6 +352,17 @@ static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset,
     free(got);
 }
 
+/* reward: the score's gradient, which follows the LoRA matrices' in grads[n] */
+static double compare_score_grad(fixture *fx, const float *grads, size_t n, const char *which)
+{
+    double diff = 0, scale = 1e-30;
+    const float *ref = grads + n - (size_t)fx->head.dim;
+    for (int64_t k = 0; k < fx->head.dim; k++)
+        diff = fmax(diff, fabs((double)fx->head.host_grad[k] - ref[k])), scale = fmax(scale, fabs((double)ref[k]));
+    print_message("reward %s: score gradient vs PEFT: max relative error %.3g\n", which, diff / scale);
+    return diff / scale;
+}
+
 static double compare_case(fixture *fx, const char *which, double *loss)
 {
     char name[64];
@@ -313,6 +374,7 @@ static double compare_case(fixture *fx, const char *which, double *loss)
     float *grads = read_f32(fx->dir, name, &n);
     compare_arg c = {grads, 0};
     for_each_tensor(fx, compare_grad, &c);
+    if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, which));
     free(grads);
     json_t *golden = json_object_get(fx->manifest, which);
     double want = json_real_value(json_object_get(golden, "first_loss"));
@@ -320,10 +382,10 @@ static double compare_case(fixture *fx, const char *which, double *loss)
                   *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
-    if (fx->kto) { /* TRL's names, as the trainer logs them */
+    if (fx->kto || fx->reward) { /* TRL's names, as the trainer logs them */
         const char *names[PREF_COUNT];
         double values[PREF_COUNT];
-        int count = preference_log_values(METHOD_KTO, fx->sums, names, values);
+        int count = preference_log_values(fx->reward ? METHOD_REWARD : METHOD_KTO, fx->sums, names, values);
         assert_int_equal(count, (int)json_object_size(metrics));
         for (int k = 0; k < count; k++) {
             json_t *v = json_object_get(metrics, names[k]);
@@ -378,6 +440,29 @@ static void test_cpo_matches_trl(void **state)
     assert_true(compare_case(fx, "random", &loss) <= 1e-4);
 }
 
+/* reward modelling: B zero and random; then the random adapters with TRL's margin column and
+ * center_rewards_coefficient (margin_grads.f32) */
+static void test_reward_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    assert_true(compare_case(fx, "random", &loss) <= 1e-4);
+    fx->use_margin = true;
+    fx->center = json_real_value(json_object_get(fx->manifest, "center_rewards_coefficient"));
+    load_adapter(fx, "random_init.f32");
+    loss = dpo_step(fx);
+    size_t n;
+    float *grads = read_f32(fx->dir, "margin_grads.f32", &n);
+    compare_arg c = {grads, 0};
+    for_each_tensor(fx, compare_grad, &c);
+    c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, "margin"));
+    free(grads);
+    double want = json_real_value(json_object_get(json_object_get(fx->manifest, "margin"), "first_loss"));
+    print_message("reward margin: loss %.9f (TRL %.9f); LoRA gradients max relative error %.3g\n", loss, want, c.worst);
+    assert_true(fabs(loss - want) <= 1e-4 && c.worst <= 1e-4);
+}
+
 static void test_random_adapter_matches_trl(void **state)
 {
     fixture *fx = *state;
@@ -397,6 +482,12 @@ static void test_20_adamw_steps_match_trl(void **state)
     for (int s = 0; s < 20; s++) {
         double loss = dpo_step(fx), norm;
         assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        if (fx->reward) { /* one clip over the LoRA matrices and the score */
+            double sq = norm * norm;
+            assert_int_equal(score_head_grad_sum_squares(&fx->head, &sq), PT_OK);
+            norm = sqrt(sq);
+            assert_int_equal(score_head_step(&fx->head, &o, norm, 5e-3, s + 1), PT_OK);
+        }
         assert_int_equal(optimizer_step(&fx->l, &o, norm, 5e-3, s + 1), PT_OK);
         double want = json_real_value(json_array_get(losses, (size_t)s));
         worst = fmax(worst, fabs(loss - want));
@@ -697,6 +788,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kto_zero_adapter, setup_kto, teardown),
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_kto, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_reward_matches_trl, setup_reward, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_reward, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
