@@ -485,7 +485,8 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
 }
 
 /* Reward modelling's eval batch: the pairs' losses from their scores, through a step whose gradients
- * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch). */
+ * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch);
+ * its own arena, since the run's is sized for an eval batch without a backward pass. */
 static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
 {
     score_head h = t->head;
@@ -495,7 +496,7 @@ static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
     t->head = h;
     double pref[PREF_COUNT] = {0}, loss = 0;
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0, 0.0f);
-    so.act = t->be->act, so.offload_host = t->offload_host, so.arena = &t->arena;
+    so.act = t->be->act, so.offload_host = t->offload_host, so.arena = NULL;
     pt_status st = reward_micro_batch(t, b, so, 1.0f, &loss, pref);
     free(h.host_grad);
     t->head = real;
