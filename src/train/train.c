@@ -496,7 +496,7 @@ static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
     t->head = h;
     double pref[PREF_COUNT] = {0}, loss = 0;
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0, 0.0f);
-    so.act = t->be->act, so.offload_host = t->offload_host, so.arena = NULL;
+    so.act = t->be->act, so.offload_host = NULL, so.arena = NULL; /* both sized for this batch by step_run */
     pt_status st = reward_micro_batch(t, b, so, 1.0f, &loss, pref);
     free(h.host_grad);
     t->head = real;
