@@ -1,5 +1,6 @@
-/* lora_state.c — the adapters and AdamW moments of a pt_lora (and a reward model's score head) as the flat, named arrays of a
- * checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names, layer order), and back. */
+/* lora_state.c — the adapters and AdamW moments of a pt_lora (and a reward model's score head) as
+ * the flat, named arrays of a checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names,
+ * layer order; the score head last), and back. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -487,7 +487,8 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
 }
 
 /* Reward modelling's eval batch: the pairs' losses from their scores, through a step whose gradients
- * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch). */
+ * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch);
+ * its own arena, since the run's is sized for an eval batch without a backward pass. */
 static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
 {
     score_head h = t->head;
@@ -497,7 +498,7 @@ static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
     t->head = h;
     double pref[PREF_COUNT] = {0}, loss = 0;
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0, 0.0f);
-    so.act = t->be->act, so.offload_host = t->offload_host, so.arena = &t->arena;
+    so.act = t->be->act, so.offload_host = NULL, so.arena = NULL; /* both sized for this batch by step_run */
     pt_status st = reward_micro_batch(t, b, so, 1.0f, &loss, pref);
     free(h.host_grad);
     t->head = real;
@@ -545,7 +546,7 @@ static void plan_memory(trainer *t)
     long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
-                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
+                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad) + t->head.dim,
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
@@ -587,9 +588,10 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     for (int i = 0; i < g->n_layers; i++)
         for (int w = 0; w < W_COUNT; w++)
             if (t->m.layers[i].w[w].data) base += (double)tensor_numel(&t->m.layers[i].w[w]);
-    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.ad.r,
-             t->l.ad.alpha, (long long)adapter_param_count(&t->l.ad), 100.0 * (double)adapter_param_count(&t->l.ad) / base,
-             base / 1e6);
+    int64_t trainable = adapter_param_count(&t->l.ad) + t->head.dim; /* reward: the score head too */
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)%s\n", t->l.ad.r,
+             t->l.ad.alpha, (long long)trainable, 100.0 * (double)trainable / base, base / 1e6,
+             t->head.dim ? ", the score head's included" : "");
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",

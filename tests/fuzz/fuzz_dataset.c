@@ -25,6 +25,9 @@
  * completion / label rows and pairs unrolled, no packing): examples of one sequence (segment 1 or
  * 2) of at most twice max_seq_length tokens, and sequential micro-batches of 2 with their KL
  * sequences (batch_collate_unpaired) whose segments follow its layout.
+ * Rows that mention "chosen" are read a second time as reward modelling's pairs
+ * (dataset_options.pairs_reward): each example the pair's two whole sequences (segment 1 then 2),
+ * each of 1 to max_seq_length tokens, every token labelled.
  * Seed corpus: tests/fuzz/corpus/dataset/ (tests/fuzz/make_corpus_dataset.sh). Built and run by
  * tests/fuzz/run-fuzz.sh. */
 #include <stdint.h>
@@ -155,6 +158,45 @@ static bool mentions_label(const uint8_t *p, size_t n)
     return false;
 }
 
+static bool mentions(const uint8_t *p, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (!memcmp(p + i, word, w)) return true;
+    return false;
+}
+
+/* Reward modelling's reading of the same rows (see the header comment). */
+static void check_reward(dataset_options opts)
+{
+    static const pt_dataset zero;
+    opts.pairs = opts.pairs_reward = true, opts.packing = false;
+    pt_dataset train, eval;
+    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER && *err_message());
+        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
+        err_clear();
+        return;
+    }
+    int32_t max_len = (int32_t)opts.max_seq_length, vocab = tokenizer_vocab_size(tok);
+    const pt_dataset *sets[2] = {&train, &eval};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sets[k]->n; i++) {
+            const pt_example *ex = &sets[k]->ex[i];
+            int32_t n1 = 0;
+            CHECK(ex->len >= 2 && ex->len <= 2 * max_len && ex->segments && ex->segments[0] == 1);
+            for (int32_t t = 0; t < ex->len; t++) {
+                CHECK(ex->ids[t] >= 0 && ex->ids[t] < vocab && ex->labels[t] == ex->ids[t]);
+                CHECK((ex->segments[t] == 1 || ex->segments[t] == 2) && (t == 0 || ex->segments[t] >= ex->segments[t - 1]));
+                n1 += ex->segments[t] == 1;
+            }
+            CHECK(n1 >= 1 && n1 <= max_len && ex->len - n1 >= 1 && ex->len - n1 <= max_len);
+        }
+    dataset_free(&train);
+    dataset_free(&eval);
+}
+
 /* KTO's reading of the same rows (see the header comment). */
 static void check_unpaired(dataset_options opts)
 {
@@ -238,6 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     };
 
     if (mentions_label(data + 3, size - 3)) check_unpaired(opts);
+    if (mentions(data + 3, size - 3, "chosen")) check_reward(opts);
     pt_dataset train, eval;
     pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
     if (st != PT_OK) {

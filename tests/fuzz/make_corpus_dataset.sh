@@ -41,3 +41,7 @@ seed csv-quotes-types csv/types.csv 000 200 042
 { printf '\040\200\000'; cat "$src/tests/data/kto/text.jsonl"; } >"$out/kto-text"
 { printf '\041\200\000'; cat "$src/tests/data/kto/chat.jsonl"; } >"$out/kto-chat"
 { printf '\040\010\000'; sed 's/}$/, "label": true}/' "$src/tests/data/kto/pairs.jsonl"; } >"$out/kto-pairs-short"
+# reward modelling's pairs (read a second time as whole sequences: they mention "chosen"): text and
+# turns, long enough to keep, and short enough that some pairs are dropped
+{ printf '\040\200\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs"
+{ printf '\040\020\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs-short"

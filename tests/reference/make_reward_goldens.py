@@ -20,7 +20,12 @@ Cases: "zero": PEFT's default initialisation (B = 0; A gradients zero); "random"
 center_rewards_coefficient 0.01. Then 20 torch.optim.AdamW steps (lr 5e-3, weight decay 0.01,
 clip 1.0 over the LoRA matrices and the score together) on the same batch from "zero".
 
-Writes tests/data/reward/: manifest.json, score_init.f32, {zero,random}_init.f32 (the LoRA
+Tokenization: the preference rows of make_dpo_goldens.py (tests/data/dpo/pairs.jsonl; text and
+conversational) through TRL's own RewardTrainer._prepare_dataset with the tokenizers of
+tests/data/tokenizer/{smollm2, llama3-mini} (its chosen_ids and rejected_ids), and with max_length
+CUT the rows it keeps, for ptrain's src/data/pair.c (reward: whole sequences, long pairs dropped).
+
+Writes tests/data/reward/: tokenized.json, manifest.json, score_init.f32, {zero,random}_init.f32 (the LoRA
 matrices in manifest order), {zero,random,margin}_grads.f32 (the LoRA gradients, then the score's).
 Run: $PTRAIN_PYTHON tests/reference/make_reward_goldens.py (torch transformers peft trl)
 """
@@ -37,12 +42,14 @@ from trl import RewardConfig, RewardTrainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_dpo_goldens import stand_in_tokenizer  # noqa: E402
+from make_dpo_goldens import ROWS, TOKENIZERS, stand_in_tokenizer  # noqa: E402
 from make_peft_goldens import MHA, MODULES, base_model, lora_params  # noqa: E402
 
 OUT = os.path.join(HERE, "..", "data", "reward")
 PAD = MHA["vocab_size"] - 1
 MARGINS = [0.5, -0.25]
+CUT = 40  # a max_length that drops some of ROWS' pairs
+PREPARE = RewardTrainer._prepare_dataset
 CENTER = 0.01
 
 
@@ -92,6 +99,32 @@ def make(init_random, margin):
     return trainer, model, params, batch
 
 
+def tokenized():
+    """RewardTrainer's chosen_ids/rejected_ids of ROWS (text rows apart from conversational ones, as TRL
+    prepares a dataset by its first row) with each tokenizer of TOKENIZERS; with max_length CUT, the
+    indices of the rows kept."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+    out = {"cut": CUT}
+    for name in TOKENIZERS:
+        tok = AutoTokenizer.from_pretrained(os.path.join(HERE, "..", "data", "tokenizer", name))
+        rows, kept = [], []
+        for group in (ROWS[:2], ROWS[2:]):
+            for max_length in (None, CUT):
+                args = RewardConfig(output_dir="/tmp/ptrain-reward-golden", use_cpu=True, report_to="none",
+                                    max_length=max_length)
+                ds = PREPARE(SimpleNamespace(), Dataset.from_list(group), tok, args, "train")
+                got = [{k: r[k] for k in ("chosen_ids", "rejected_ids")} for r in ds]
+                if max_length is None:
+                    rows += got
+                else:
+                    kept += [len(rows) - len(group) + i for i, r in enumerate(rows[len(rows) - len(group):])
+                             if r in got]
+        out[name] = {"rows": rows, "kept": kept}
+    return out
+
+
 def flat(tensors):
     return np.concatenate([t.detach().numpy().astype("<f4").ravel() for t in tensors])
 
@@ -137,6 +170,8 @@ def main():
                 losses.append(l)
             manifest["zero"]["losses"] = losses
             print("losses", losses[0], "->", losses[-1])
+    with open(os.path.join(OUT, "tokenized.json"), "w") as f:
+        json.dump(tokenized(), f)
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

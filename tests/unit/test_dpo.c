@@ -14,7 +14,8 @@
  * four whole sequences scored at their last non-pad token by the step's score head (from PEFT's
  * first score weight), preference_reward; the loss, TRL's metrics, the LoRA and score gradients
  * (B zero, random, and with a margin column and center_rewards_coefficient); 20 AdamW steps of the
- * LoRA matrices and the score under one clip. */
+ * LoRA matrices and the score under one clip; the rows tokenized as RewardTrainer's _prepare_dataset
+ * tokenizes them (and the pairs its max_length filter keeps). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -600,6 +601,54 @@ static void test_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* reward modelling's rows as TRL's RewardTrainer tokenizes them: each pair's two whole sequences
+ * (segments 1 and 2, every token labelled); with max_seq_length its cut, the pairs it keeps */
+static void test_reward_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[1024];
+    snprintf(path, sizeof path, "%s/tests/data/reward/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name;
+    json_t *g;
+    json_object_foreach(golden, name, g) {
+        if (!json_is_object(g)) continue; /* "cut" */
+        json_t *rows = json_object_get(g, "rows"), *kept = json_object_get(g, "kept");
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        for (int cut = 0; cut < 2; cut++) {
+            long max_len = cut ? (long)json_integer_value(json_object_get(golden, "cut")) : 4096;
+            snprintf(yaml, sizeof yaml,
+                     "method: reward\nmax_seq_length: %ld\ndataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
+                     max_len, srcdir());
+            pt_config cfg;
+            pt_dataset ds;
+            assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+            dataset_options o = dataset_options_from_config(&cfg);
+            if (dataset_load(&o, tok, NULL, &ds)) fail_msg("%s", err_message());
+            config_free(&cfg);
+            size_t want_n = cut ? json_array_size(kept) : json_array_size(rows);
+            if (ds.n != want_n) fail_msg("%s, max_seq_length %ld: %zu pairs kept, TRL %zu", name, max_len, ds.n, want_n);
+            for (size_t i = 0; i < ds.n; i++) {
+                size_t row = cut ? (size_t)json_integer_value(json_array_get(kept, i)) : i;
+                json_t *r = json_array_get(rows, row), *empty = json_array();
+                char what[128];
+                snprintf(what, sizeof what, "reward %s row %zu%s", name, row, cut ? " (cut)" : "");
+                /* the whole sequence is the "completion": every token labelled */
+                expect_sequence(&ds.ex[i], 1, empty, json_object_get(r, "chosen_ids"), 0, 0, what);
+                expect_sequence(&ds.ex[i], 2, empty, json_object_get(r, "rejected_ids"), 0, 0, what);
+                json_decref(empty);
+            }
+            dataset_free(&ds);
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
 /* CPO's rows as TRL's experimental CPOTrainer tokenizes them (maybe_apply_chat_template, tokenize_row) */
 static void test_cpo_tokenized_as_trl(void **state)
 {
@@ -776,6 +825,7 @@ int main(void)
         cmocka_unit_test(test_tokenized_as_trl),
         cmocka_unit_test(test_rows_match_the_method),
         cmocka_unit_test(test_cpo_tokenized_as_trl),
+        cmocka_unit_test(test_reward_tokenized_as_trl),
         cmocka_unit_test(test_kto_tokenized_as_trl),
         cmocka_unit_test(test_kto_bad_rows),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
