@@ -26,6 +26,10 @@ if [ ! -x "$D" ]; then
 fi
 if [ -n "$PY" ] && ! "$PY" -c 'import transformers, tokenizers, gguf' 2>/dev/null; then PY=""; fi
 nopy="no Python with transformers, tokenizers and gguf in \$PTRAIN_PYTHON"
+if [ "${PTRAIN_SANITIZERS:-0}" = 1 ]; then # the C side above runs here; transformers' in the plain build
+    PY=""
+    nopy="in the sanitizer build: transformers' side of the comparison runs in the plain build"
+fi
 
 # quiet CMD...: run it, its output as TAP comments
 quiet() { "$@" >"$tmp/out" 2>&1; r=$?; grep -v "Token indices\|Warn\|warn" "$tmp/out" | sed 's/^/# /'; return $r; }

@@ -10,6 +10,7 @@
 # Skips, saying why, without that environment or without SmolLM2.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
+plain_build_only "its time is PEFT, transformers and llama.cpp loading what ptrain wrote; the same exports run under the sanitizers in test_export.sh and test_peft_select.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
 PY=${PTRAIN_PYTHON:-$HOME/.cache/ptrain/pyenv/bin/python}
 tmp=$(mktemp -d)
