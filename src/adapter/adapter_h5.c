@@ -48,9 +48,9 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
         for (int w = 0; w < W_COUNT; w++) {
             adapter_pair *p = adapter_at(l, layer, w);
             if (!p) continue;
-            adapter_tensor_name(name, sizeof name, layer, w, 'A');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, w, 'A');
             TRY(move_matrix(io, name, &p->a));
-            adapter_tensor_name(name, sizeof name, layer, w, 'B');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, w, 'B');
             TRY(move_matrix(io, name, &p->b));
         }
     return PT_OK;
@@ -59,7 +59,7 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
 static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
 {
     char targets[256];
-    adapter_targets_text(l->target, targets, sizeof targets);
+    adapter_targets_text(l->arch, l->target, targets, sizeof targets);
     if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 || h5_attr_f64(file, "format_version", ADAPTER_VERSION) < 0 ||
         h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
         h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
@@ -107,7 +107,7 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
                    shown_text(path).s, layers, m->cfg.n_layers);
     if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", shown_text(path).s, r);
     bool target[W_COUNT];
-    adapter_targets_parse(targets, target);
+    adapter_targets_parse(m->cfg.arch, targets, target);
     TRY(adapter_create(l, m, (int)r, (float)alpha, false, target, NULL));
     l->scale = (float)scale;
     matrix_io io = {file, path, l->be, true};

@@ -61,12 +61,13 @@ pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor 
     return PT_OK;
 }
 
-/* x[t, h, i] and x[t, h, i + half] rotate by angle pos[t] * inv_freq[i] */
-static void rope_rows(pt_tensor *x, int n_heads, int head_dim, const int32_t *pos, const float *inv_freq,
+/* x[t, h, i] and x[t, h, i + half] rotate by angle pos[t] * inv_freq[i], half = rot_dim / 2 (the
+ * values from rot_dim on pass) */
+static void rope_rows(pt_tensor *x, int n_heads, int head_dim, int rot_dim, const int32_t *pos, const float *inv_freq,
                       float sign)
 {
     int64_t width = (int64_t)n_heads * head_dim, rows = tensor_numel(x) / width;
-    int half = head_dim / 2;
+    int half = rot_dim / 2;
     float *xs = x->data;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < rows; t++) {
@@ -83,19 +84,19 @@ static void rope_rows(pt_tensor *x, int n_heads, int head_dim, const int32_t *po
     }
 }
 
-pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, const int32_t *pos,
                        const float *inv_freq)
 {
     (void)be;
-    rope_rows(x, n_heads, head_dim, pos, inv_freq, 1.0f);
+    rope_rows(x, n_heads, head_dim, rot_dim, pos, inv_freq, 1.0f);
     return PT_OK;
 }
 
-pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, const int32_t *pos,
                        const float *inv_freq)
 {
     (void)be; /* the rotation is orthogonal: its gradient is the inverse rotation */
-    rope_rows(dx, n_heads, head_dim, pos, inv_freq, -1.0f);
+    rope_rows(dx, n_heads, head_dim, rot_dim, pos, inv_freq, -1.0f);
     return PT_OK;
 }
 

@@ -174,6 +174,11 @@ static pt_status rope_type_of(const cfg_src *r, pt_rope_type *t)
     if (!strcmp(type, "default")) *t = PT_ROPE_DEFAULT;
     else if (!strcmp(type, "linear")) *t = PT_ROPE_LINEAR;
     else if (!strcmp(type, "llama3")) *t = PT_ROPE_LLAMA3;
+    else if (!strcmp(type, "longrope") || !strcmp(type, "su"))
+        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" (LongRoPE: short_factor/long_factor rescaled frequencies and an "
+                   "attention factor, as in Phi-3.5-mini and Phi-4-mini) is not supported yet; supported: default, "
+                   "linear, llama3 (Phi-4 14B, which has none, loads)", shown_text(r->name).s, r->prefix, key,
+                   shown_text(type).s);
     else
         return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3",
                    shown_text(r->name).s, r->prefix, key, shown_text(type).s);
@@ -334,6 +339,23 @@ static pt_status granite(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
+/* Phi-3's partial_rotary_factor (Phi-4-mini: 0.75, 96 of 128 values of each head rotate): at the top level,
+ * or in rope_parameters (transformers 5); rope_dim as transformers computes it, int(head_dim * factor). */
+static pt_status phi3(const cfg_src *c, pt_model_config *m)
+{
+    double factor = 1.0;
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    cfg_src r = {c->name, params, "rope_parameters"};
+    TRY(num_key(c, "partial_rotary_factor", 0, 1, &factor));
+    if (json_is_object(params)) TRY(num_key(&r, "partial_rotary_factor", 0, 1, &factor));
+    int rd = (int)(m->head_dim * factor);
+    if (rd < 2 || rd % 2)
+        return ERR(PT_ERR_USER, "%s: partial_rotary_factor %g of head size %d rotates %d values; ptrain needs an even "
+                   "number, at least 2", shown_text(c->name).s, factor, m->head_dim, rd);
+    m->rope_dim = rd == m->head_dim ? 0 : rd;
+    return PT_OK;
+}
+
 /* Gemma 3's layer_types, when given: local layers with every P-th global, P the first global
  * layer's number (sliding_period); any other pattern is refused. */
 static pt_status period_layers(const cfg_src *c, pt_model_config *m)
@@ -472,6 +494,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
+    if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
     if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
     m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
