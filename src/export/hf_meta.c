@@ -427,6 +427,17 @@ static json_t *config_gemma3(const pt_model_config *c)
                      jreal(c->rope_theta_local > 0 ? c->rope_theta_local : 10000.0f), "attention_bias", 0);
 }
 
+/* Phi-3's partial rotary factor (rope.dimension_count of the head size), its window on every layer and the file's
+ * pad token (Phi3Config's default, 32000, is outside a smaller vocabulary). */
+static json_t *config_phi3(const hf_src *s)
+{
+    const pt_model_config *c = s->cfg;
+    json_t *window = c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null();
+    return json_pack("{s:o, s:o, s:i, s:o}", "partial_rotary_factor",
+                     json_real((double)model_rope_dim(c) / (double)c->head_dim), "sliding_window", window,
+                     "original_max_position_embeddings", c->ctx_len, "pad_token_id", jid(s->pad));
+}
+
 static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
 {
     const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[0];
@@ -444,6 +455,7 @@ static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
         st = merge_into(*out, json_pack("{s:s, s:b, s:b}", "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_GRANITE) st = merge_into(*out, config_granite(s->cfg));
+    if (st == PT_OK && s->cfg->arch == PT_ARCH_PHI3) st = merge_into(*out, config_phi3(s));
     return st;
 }
 

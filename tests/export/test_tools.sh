@@ -129,12 +129,13 @@ ok "gemma2: transformers loads the merged directory from the GGUF base (norms ba
     hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
 # --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
-# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), from their tiny Hugging Face test models: PEFT loads ptrain's
+# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), and make_phi3_goldens.py's phi3
+# (fused qkv_proj and gate_up_proj, partial rotary), from their tiny Hugging Face test models: PEFT loads ptrain's
 # adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
 # with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
 # llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3 (1.3e-6 with an f32 cache, as
 # make_more_goldens.py measures)
-for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
+for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 phi3:1e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
@@ -156,6 +157,12 @@ for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
     ok "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
         hf merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
 done
+# phi3: an adapter PEFT wrote on the fused qkv_proj and gate_up_proj (one A and one B each) gives PEFT's logits
+fbase="$PTRAIN_SRCDIR/tests/data/phi3/hf"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$fbase" "$tmp/phi3peft" "" "qkv_proj,gate_up_proj" >/dev/null 2>&1
+logits "$tmp/p3" "$fbase" "$pr" --no-4bit --adapter "$tmp/phi3peft"
+ok "phi3: ptrain reads an adapter PEFT wrote on qkv_proj and gate_up_proj (r 8, rsLoRA): PEFT's logits" \
+    hf peft "$fbase" "$tmp/phi3peft" "$tmp/p3.ids" "$tmp/p3"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"
