@@ -38,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(isfinite(c->attn_scale) && isfinite(c->embed_scale) && isfinite(c->rope_theta));
     CHECK(c->sliding_window >= 0 && c->sliding_period >= 0);
     CHECK(!c->sliding_window || c->sliding_pattern > 0 || c->sliding_period > 0); /* gemma2's rule or gemma3's */
+    CHECK(c->rope_dim >= 0 && c->rope_dim <= c->head_dim && c->rope_dim % 2 == 0); /* phi3's partial rotary */
     static float f[512];
     st = rope_inv_freq(h.rope_theta, c->head_dim, &h.rope, f);
     if (st == PT_OK)
