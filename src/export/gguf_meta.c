@@ -108,6 +108,10 @@ static pt_status rope(gguf_writer *w, const hf_config *hc)
     const char *a = arch_name(hc->cfg.arch);
     TRY(put_f32(w, a, "rope.freq_base", hc->rope_theta));
     TRY(put_u32(w, a, "rope.dimension_count", model_rope_dim(&hc->cfg)));
+    if (hc->rope.type == PT_ROPE_LONGROPE) { /* phi3: the factors are tensors (merged_gguf.c) */
+        TRY(put_f32(w, a, "rope.scaling.attn_factor", model_rope_mscale(&hc->cfg)));
+        return put_u32(w, a, "rope.scaling.original_context_length", hc->cfg.rope_short_max);
+    }
     if (hc->rope.type != PT_ROPE_LINEAR) return PT_OK;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);

@@ -137,8 +137,9 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     }
     if (model_layer_rope(g, layer)) {
         int rd = model_rope_dim(g);
-        TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, c->pos, model_layer_freq(c->m, layer)));
-        TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, c->pos, model_layer_freq(c->m, layer)));
+        float ms = model_rope_mscale(g);
+        TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
+        TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
     }
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
@@ -206,6 +207,11 @@ pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b) { return &b->x[c->m->cf
 pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h)
 {
     const pt_model *m = c->m;
+    if (m->cfg.rope_short_max > 0) { /* LongRoPE: only positions its short factors cover */
+        int64_t top = 0;
+        for (int64_t r = 0; c->pos && r < c->rows; r++) top = c->pos[r] > top ? c->pos[r] : top;
+        TRY(model_rope_check_positions(&m->cfg, top, "a pass"));
+    }
     TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
     float scale = m->cfg.embed_scale;
     if (scale != 0.0f && scale != 1.0f) TRY(backend_scale(m->be, &b->x[0], scale));

@@ -57,6 +57,8 @@ void model_family_defaults(pt_model_config *c)
     c->sliding_period = 0;
     c->rope_theta_local = 0.0f;
     c->rope_dim = 0;
+    c->rope_mscale = 0.0f;
+    c->rope_short_max = 0;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
     if (c->arch == PT_ARCH_GEMMA3) gemma3_defaults(c);
 }
@@ -75,6 +77,17 @@ int model_layer_window(const pt_model_config *c, int layer)
 }
 
 int model_rope_dim(const pt_model_config *c) { return c->rope_dim > 0 ? c->rope_dim : c->head_dim; }
+
+float model_rope_mscale(const pt_model_config *c) { return c->rope_mscale > 0.0f ? c->rope_mscale : 1.0f; }
+
+pt_status model_rope_check_positions(const pt_model_config *c, int64_t max_pos, const char *where)
+{
+    if (c->rope_short_max <= 0 || max_pos < c->rope_short_max) return PT_OK;
+    return ERR(PT_ERR_USER, "%s reaches position %lld; this LongRoPE model (%s) runs its short_factor frequencies, "
+               "which cover original_max_position_embeddings = %d positions (transformers switches to long_factor "
+               "beyond, ptrain does not yet): keep max_seq_length and prompt + generated tokens within %d", where,
+               (long long)max_pos, arch_name(c->arch), c->rope_short_max, c->rope_short_max);
+}
 
 bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
 {

@@ -109,7 +109,8 @@ static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
 }
 
 /* Phi-3's partial rotary embedding (rope.dimension_count below the head size), its sliding window on every
- * layer when the file has one, and a refusal of LongRoPE's factor tensors. */
+ * layer when the file has one, and LongRoPE's attention factor and original context (rope_factors_short.weight
+ * divides the frequencies: rope_frequencies). */
 static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
 {
     uint32_t u;
@@ -124,10 +125,12 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
                    shown_text(f->path).s, u);
     c->sliding_window = (int)u;
     c->sliding_pattern = 1;
-    if (gguf_find_tensor(f, "rope_factors_long.weight") || gguf_find_tensor(f, "rope_factors_short.weight"))
-        return ERR(PT_ERR_USER, "%s: has rope_factors_long/rope_factors_short (LongRoPE, as Phi-3.5-mini and "
-                   "Phi-4-mini use), which ptrain does not run yet; Phi-4 (14B), without them, loads",
-                   shown_text(f->path).s);
+    if (!gguf_find_tensor(f, "rope_factors_short.weight")) return PT_OK;
+    float attn = 1.0f;
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "rope.scaling.attn_factor", &attn));
+    TRY(opt_u32(f, arch_name(c->arch), "rope.scaling.original_context_length", &u));
+    c->rope_mscale = attn > 0.0f ? attn : 1.0f;
+    c->rope_short_max = u ? (int)u : c->ctx_len;
     return PT_OK;
 }
 
@@ -310,6 +313,18 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
 {
     int half = m->cfg.head_dim / 2;
     TRY(model_rope_freqs(m, m->cfg.rope_theta, NULL));
+    const gguf_tensor *shortf = gguf_find_tensor(f, "rope_factors_short.weight"); /* phi3's LongRoPE */
+    int pairs = model_rope_dim(&m->cfg) / 2;
+    if (shortf && (shortf->dtype != PT_F32 || shortf->n_dims != 1 || shortf->dims[0] != (uint64_t)pairs))
+        return ERR(PT_ERR_USER, "%s: rope_factors_short.weight must be %d f32 values (one per rotated pair)",
+                   shown_text(f->path).s, pairs);
+    for (int i = 0; shortf && i < pairs; i++) {
+        float v = ((const float *)shortf->data)[i];
+        if (!(v > 0.0f) || isinf(v))
+            return ERR(PT_ERR_USER, "%s: rope_factors_short.weight[%d] = %g must be a positive number",
+                       shown_text(f->path).s, i, v);
+        m->inv_freq[i] /= v;
+    }
     const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
     if (factors) {
         if (factors->dtype != PT_F32 || factors->dims[0] != (uint64_t)half)

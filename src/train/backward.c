@@ -117,8 +117,10 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
                               &t[A_LSE], &at));
     if (model_layer_rope(cf, layer)) {
         int rd = model_rope_dim(cf);
-        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, c->pos, model_layer_freq(c->m, layer)));
-        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, c->pos,
+        float ms = model_rope_mscale(cf);
+        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos,
+                                  model_layer_freq(c->m, layer)));
+        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos,
                                   model_layer_freq(c->m, layer)));
     }
     if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */

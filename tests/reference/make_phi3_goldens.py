@@ -22,11 +22,16 @@ tiny.greedy.txt, peft.{json,init.f32,grads.f32} (LoRA on qkv_proj, o_proj, gate_
 hf/ (bf16) and hf-bnb4/ with their logits and greedy tokens. llama.cpp (llama-cpp-python) runs the
 f32 file and must agree with transformers within 1e-4 of the largest logit.
 
+tests/data/phi3-longrope/: the same shapes with LongRoPE (see LONG_SPEC): tiny-f32.gguf (rope_factors_long /
+short tensors and phi3.rope.scaling.attn_factor, as llama.cpp's converter writes them; llama.cpp runs it) with
+its logits and tiny.greedy.txt, hf/ (bf16) with its, and peft.{json,init.f32,grads.f32}.
+
 Run (the outputs are committed; CI only reads them) with the test environment plus bitsandbytes
 (pip install --target DIR bitsandbytes==0.50.0 and put DIR on PYTHONPATH):
   $PTRAIN_PYTHON tests/reference/make_phi3_goldens.py
 """
 import json
+import math
 import os
 
 import numpy as np
@@ -51,6 +56,17 @@ SPEC = dict(cls=Phi3ForCausalLM, cfg=Phi3Config, gguf_arch="phi3", permute=False
                         eos_token_id=2, attn_implementation="eager"))
 MODULES = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
 
+# phi3-longrope: the same shapes with LongRoPE (Phi-3.5-mini, Phi-4-mini): short and long factors (6 each: the
+# rotated pairs), original_max_position_embeddings 256 of 1024, so the attention factor is sqrt(1 + ln 4 / ln 256);
+# every test sequence stays within the 256 original positions, where transformers runs the short factors (and
+# llama.cpp too: it takes the long ones when its context, at least 256, exceeds the original positions)
+LONG = "phi3-longrope"
+_rng = np.random.default_rng(36)
+LONG_SPEC = dict(SPEC, kwargs=dict(SPEC["kwargs"], max_position_embeddings=1024, original_max_position_embeddings=256,
+                                   rope_scaling={
+    "type": "longrope", "short_factor": [round(float(x), 4) for x in _rng.uniform(1.0, 3.0, 6)],
+    "long_factor": [round(float(x), 4) for x in _rng.uniform(2.0, 12.0, 6)]}))
+
 
 def rope_dim(cfg):
     head_dim = cfg.hidden_size // cfg.num_attention_heads
@@ -74,6 +90,12 @@ def write_gguf(path, family, model, qtype, vocab_none=False):
     w.add_rope_dimension_count(rope_dim(cfg))
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     w.add_vocab_size(cfg.vocab_size)
+    rp = cfg.rope_parameters
+    if rp.get("rope_type") == "longrope":  # as llama.cpp's Phi3 converter: the factors as tensors, the attention factor
+        scale = cfg.max_position_embeddings / cfg.original_max_position_embeddings
+        w.add_rope_scaling_attn_factors(math.sqrt(1 + math.log(scale) / math.log(cfg.original_max_position_embeddings)))
+        w.add_tensor("rope_factors_long.weight", np.array(rp["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rp["short_factor"], dtype=np.float32))
     if vocab_none:
         w.add_tokenizer_model("none")
     back = {}
@@ -167,6 +189,34 @@ def check_config():
     assert tuple(m.model.layers[0].mlp.gate_up_proj.weight.shape) == (256, 64)
 
 
+def make_longrope():
+    """tests/data/phi3-longrope/: tiny-f32.gguf (llama.cpp runs it to transformers' logits) with its logits and
+    greedy tokens, hf/ (bf16) with its, and PEFT's LoRA gradients."""
+    out = os.path.join(fam.DATA, LONG)
+    os.makedirs(out, exist_ok=True)
+    model = more.make_model(LONG)
+    assert model.config.rope_parameters["rope_type"] == "longrope"
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=40)
+    path = os.path.join(out, "tiny-f32.gguf")
+    back = write_gguf(path, LONG, model, Q.F32)
+    more.check_with_llama_cpp(path, back, model)
+    ref = more.make_model(LONG)
+    fam.load_weights(ref, back)
+    fam.write_logits(out, "tiny-f32", ids, fam.logits_of(ref, ids))
+    gen, margin = fam.greedy(ref, ids[:8], 12)
+    with open(os.path.join(out, "tiny.greedy.txt"), "w") as f:
+        f.write(" ".join(str(int(i)) for i in ids[:8]) + "\n" + " ".join(map(str, gen)) + "\n" + f"{margin:.6g}\n")
+    fam.write_hf_dir(LONG, model, back, out)
+    peft_goldens(LONG, back, out)
+    plain = dict(SPEC)
+    short = more.make_model(LONG)
+    fam.load_weights(short, back)
+    base = Phi3ForCausalLM(Phi3Config(**plain["kwargs"])).double().eval()
+    fam.load_weights(base, back)
+    moved = np.abs(fam.logits_of(short, ids) - fam.logits_of(base, ids)).max() / np.abs(fam.logits_of(base, ids)).max()
+    print(f"{LONG}: LongRoPE moves the logits by {moved:.3g} of the largest against plain RoPE")
+
+
 def main():
     fam.FAMILIES[FAMILY] = SPEC
     fam.LAYER_NAMES[FAMILY] = NAMES
@@ -180,8 +230,12 @@ def main():
     fam.peft_goldens = peft_goldens
     hf = __import__("make_hf_goldens")  # phi3's fused projections are quantized too (as Unsloth's bnb-4bit are)
     hf.PROJ = tuple(hf.PROJ) + ("qkv_proj", "gate_up_proj")
+    fam.FAMILIES[LONG] = LONG_SPEC
+    fam.LAYER_NAMES[LONG] = NAMES
+    more.MORE[LONG] = LONG_SPEC
     check_config()
     fam.make_family(FAMILY)
+    make_longrope()
 
 
 if __name__ == "__main__":

@@ -300,6 +300,37 @@ static void test_phi3_nf4_on_load(void **s) { (void)s; check_tiny_in("phi3", "ti
 static void test_phi3_hf_dir(void **s) { (void)s; check_hf_dir("phi3"); }
 static void test_phi3_greedy(void **s) { (void)s; check_greedy("phi3"); }
 static void test_phi3_training_loss(void **s) { (void)s; check_training_loss("phi3"); }
+/* phi3 with LongRoPE (Phi-3.5-mini, Phi-4-mini): short factors within original_max_position_embeddings
+ * (256), cos and sin times the attention factor sqrt(1 + ln 4 / ln 256); GGUF rope_factors_short and
+ * phi3.rope.scaling.attn_factor, config.json's rope_scaling */
+static void test_phi3_longrope_f32(void **s) { (void)s; check_tiny_in("phi3-longrope", "tiny-f32", false); }
+static void test_phi3_longrope_hf_dir(void **s) { (void)s; check_hf_dir("phi3-longrope"); }
+static void test_phi3_longrope_greedy(void **s) { (void)s; check_greedy("phi3-longrope"); }
+/* beyond the original positions transformers switches to the long factors, which ptrain does not run yet: a
+ * pass that reaches position 256 is refused, saying so */
+static void test_phi3_longrope_limit(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, "phi3-longrope", "tiny-f32", false, &m);
+    assert_true(m.cfg.rope_short_max == 256 && fabsf(m.cfg.rope_mscale - 1.118034f) < 1e-6f && m.cfg.rope_dim == 12);
+    enum { N = 257 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(i % 300);
+    float *logits = malloc(sizeof(float) * (size_t)m.cfg.vocab);
+    assert_non_null(logits);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(&m, N, &kv), PT_OK);
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids, N - 1, logits, true), PT_OK); /* positions 0 .. 255 */
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids + N - 1, 1, logits, true), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "reaches position 256; this LongRoPE model (phi3) runs its short_factor"));
+    err_clear();
+    kv_cache_free(&m, &kv);
+    free(logits);
+    model_free(&m);
+    backend_close(be);
+}
 static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
 static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
 static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
@@ -688,6 +719,8 @@ int main(void)
         cmocka_unit_test(test_phi3_q4_0),           cmocka_unit_test(test_phi3_nf4_on_load),
         cmocka_unit_test(test_phi3_hf_dir),         cmocka_unit_test(test_phi3_greedy),
         cmocka_unit_test(test_phi3_training_loss),
+        cmocka_unit_test(test_phi3_longrope_f32),   cmocka_unit_test(test_phi3_longrope_hf_dir),
+        cmocka_unit_test(test_phi3_longrope_greedy), cmocka_unit_test(test_phi3_longrope_limit),
         cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
         cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),
