@@ -4,8 +4,8 @@
  * layout (llama.cpp's converter interleaves them for its RoPE; it leaves qwen2 and gemma2 alone),
  * and rotary frequencies with the file's scaling applied. Gemma's norm weights are stored as
  * 1 + w already, which is what the forward pass multiplies by. Linear weights stay in their
- * stored block format. Weights or scales that are NaN or infinite, and all-zero matrices, are
- * found by weight_check.c. */
+ * stored block format; a fused weight (phi3's attn_qkv, ffn_up) gives each part its rows in place.
+ * Weights or scales that are NaN or infinite, and all-zero matrices, are found by weight_check.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* load_hf.c — a pt_model from a Hugging Face model's safetensors, by transformers' tensor names
  * (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., model.norm, lm_head), in HF's own
- * row layout (no q/k permutation to undo). Shapes are checked against config.json.
+ * row layout (no q/k permutation to undo). Shapes are checked against config.json. A fused weight
+ * (phi3's qkv_proj, gate_up_proj) is read once per part, as the rows of that part (model_fused_part).
  *
  * Projections: a bitsandbytes 4-bit weight (packed U8 with absmax, quant_map, nested_absmax,
  * nested_quant_map and the quant_state JSON beside it) becomes ptrain's NF4 buffer with its codes
