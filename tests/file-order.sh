@@ -30,16 +30,16 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/template) echo jvalue jjson jlex jparse jobject jfilter jeval jinja jchat ;;
     src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
-    src/adapter) echo adapter adapter_h5 adapter_gguf peft adapter_load ;;
+    src/adapter) echo adapter_select adapter adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;
-    src/data) echo random rows parts label pair pack collate sampler split stats readme source row_list csv parquet_meta parquet reader format cache_key \
+    src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme source row_list csv parquet_meta parquet reader format cache_key \
         cache_write cache_read dataset ;;
     src/export) echo gguf_meta hf_meta merge merged_gguf merged_hf ollama export_cmd ;;
     src/hub) echo hub_token hub_http hub_files hub_json hub_card hub_stage hub_jobs hub_api hub_report \
         hub_worker hub_push_cmd ;;
     src/watch) echo crc32c protobuf tfevents runlog heartbeat plot_axes plot watch_ckpt plot_cmd status_print \
         status ;;
-    src/train) echo preference schedule lora optimizer backward step lora_state finite config_options memplan progress \
+    src/train) echo preference schedule lora optimizer score_head backward step lora_state finite config_options memplan progress \
         gradsync data_agree resume outdir train_data train_load train_startup train_watch train_hub train_ckpt train ;;
     src/cmd) echo generate inspect tokenize main ;;
     esac

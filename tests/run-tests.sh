@@ -15,6 +15,12 @@ for dir in "$@"; do
         pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
         [ "$f" -eq 0 ] || echo "FAILED in $trs (see ${trs%.trs}.log)"
     done <"$dir/trs-list"
+    # the slowest tests: from each log's birth (the test's start) to its .trs (its end), where the
+    # file system records births; what to look at when the suite grows past its time
+    while read -r trs; do
+        born=$(stat -c %W "${trs%.trs}.log" 2>/dev/null || echo 0)
+        [ "${born:-0}" -gt 0 ] && echo "$(($(stat -c %Y "$trs") - born)) ${trs%.trs}"
+    done <"$dir/trs-list" | sort -rn | head -n 8 | awk -v d="$dir" 'NR == 1 { print "slowest in " d " (seconds):" } { print "  " $0 }'
 done
 [ "$fail" -eq 0 ] || status=1
 echo "$pass passed, $fail failed, $skip skipped"

@@ -18,16 +18,28 @@
 
 typedef struct {
     pt_tensor a, b; /* A [r, in], B [out, r] */
+    int r;          /* this pair's rank (rank_pattern may change it); 0: no adapter here */
+    float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
 } adapter_pair;
 
+/* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
+ * zero; false: A and B as torch's nn.Linear starts them (bounds 1/sqrt(in), 1/sqrt(r)), so the
+ * adapter changes the model from the start; "gaussian": A normal with std 1/r, B zero. */
+typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN } adapter_init;
+
 typedef struct pt_adapter {
-    pt_arch arch;         /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
-    int r, n_layers;
+    pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
+    int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
+    int r_max;       /* the largest rank of any pair (the scratch width) */
     float alpha, scale;
     bool rslora;          /* scale = alpha/sqrt(r) (rsLoRA), else alpha/r */
     bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters; a fused weight's (phi3) on its
                            * lead slot (W_Q: qkv_proj, W_GATE: gate_up_proj), B over all its rows */
-    adapter_pair *pairs;  /* [n_layers * W_COUNT]; unused slots have no memory */
+    /* PEFT's selectors as adapter_config.json holds them (a JSON object of layers_to_transform,
+     * layers_pattern, rank_pattern, alpha_pattern; adapter_select.c), NULL: every layer, one r and alpha */
+    char *select;
+    adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
+    adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
 } pt_adapter;
 
@@ -37,6 +49,30 @@ typedef struct pt_adapter {
  * leaves out adds nothing. */
 pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
                          const bool target[W_COUNT], const uint64_t *seed);
+/* The same with PEFT's selectors: select is NULL or the JSON object adapter_select_plan reads
+ * (layers_to_transform, layers_pattern, rank_pattern, alpha_pattern), kept in ad->select; where
+ * names its source in messages. */
+pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                                const bool target[W_COUNT], const char *select, const char *where,
+                                const uint64_t *seed);
+/* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
+ * ranks); r and alpha are the adapter's nominal ones. */
+pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                               const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed);
+/* The same, fresh adapters starting as init says (with a seed). */
+pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                              const uint64_t *seed);
+/* Per pair (layer * W_COUNT + w): rank (0: none) and alpha as PEFT's selectors give them for a
+ * model of family a (its module names: phi3's qkv_proj, gate_up_proj) with n_layers, from select
+ * (NULL: r and alpha everywhere target says). Errors name where. */
+pt_status adapter_select_plan(pt_arch a, const char *select, const char *where, int n_layers, const bool target[W_COUNT],
+                              int r, float alpha, int *ranks, float *alphas);
+/* select with the layers given as a list (layers_to_transform: n layers from layers[]; n < 0: none)
+ * merged in: a new JSON text (free it), or NULL when out of memory. */
+char *adapter_select_with_layers(const char *select, const int *layers, int n);
+/* t's memory as [rows, r] (the first r columns' worth of a [rows, r_max] scratch, contiguous). */
+pt_tensor adapter_narrow(const pt_tensor *t, int64_t r);
 void adapter_free(pt_adapter *ad);
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w); /* NULL when w carries no adapter */
 /* Every adapted projection in layer order: for (p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) */
@@ -77,6 +113,9 @@ typedef struct {
     double lora_dropout;
     bool use_rslora;
     int64_t best_step; /* load_best_model_at_end: the step whose checkpoint this is; -1: the last */
+    const float *score; /* a reward model's score head [1, score_dim] (host), or NULL: PEFT's files are
+                           then a SEQ_CLS adapter with `score` in modules_to_save (peft.h) */
+    int64_t score_dim;
 } adapter_info;
 
 /* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):

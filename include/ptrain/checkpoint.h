@@ -79,6 +79,7 @@ typedef struct {
     double lora_alpha, lora_scale, lora_dropout;
     bool use_rslora;
     char target_modules[256];
+    char lora_select[4096]; /* PEFT's selectors (adapter.h: pt_adapter.select) as JSON; "": none */
     char chat_template[64];
     /* best model and early stopping */
     pt_metric metric_for_best_model;

@@ -51,6 +51,12 @@ typedef struct {
     long random_state;
     bool use_rslora;
     char *lora_model_dir; /* start from this adapter (continued training) */
+    /* PEFT's selectors (adapter_select.c): layer numbers, the layer list's name, per-module r and alpha */
+    pt_strlist layers_to_transform, layers_pattern;
+    long finetune_last_n_layers; /* -1: unset; else layers_to_transform = the last N layers */
+    pt_strmap rank_pattern, alpha_pattern;
+    char *init_lora_weights; /* PEFT's init_lora_weights as written; its meaning: lora_init */
+    pt_lora_init lora_init;
 
     /* training */
     long per_device_train_batch_size;
@@ -65,6 +71,8 @@ typedef struct {
     pt_strmap lr_scheduler_kwargs;
     pt_sched_args sched_args; /* lr_scheduler_kwargs resolved for lr_scheduler_type (config_check.c) */
     double weight_decay;
+    bool group_by_length;       /* transformers' LengthGroupedSampler order (sampler.c) */
+    double neftune_noise_alpha; /* NEFTune's alpha (transformers' neftune_noise_alpha); 0: no noise */
     double max_grad_norm;
     bool skip_nonfinite_steps; /* skip a step with a non-finite loss or gradient norm instead of stopping */
     double adam_beta1, adam_beta2, adam_epsilon;
@@ -87,6 +95,7 @@ typedef struct {
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */
     double desirable_weight, undesirable_weight; /* KTO */
+    double center_rewards_coefficient;           /* reward: TRL's RewardConfig key; 0 (unset): none */
     double embedding_learning_rate; /* CPT: the embedding and LM head; 0: learning_rate */
     pt_strlist reward_funcs;        /* GRPO: module:function paths or built-in names */
 

@@ -110,6 +110,11 @@ typedef struct {
     bool pairs;                  /* preference rows (method.h's pairs): each example is prompt + chosen
                                     (segment 1) then prompt + rejected (segment 2); other rows refused */
     bool pairs_legacy;           /* pairs tokenized as TRL's CPO and ORPO trainers do (src/data/pair.c) */
+    bool pairs_reward;           /* pairs as TRL's RewardTrainer tokenizes them: prompt + chosen and
+                                    prompt + rejected whole, every token labelled, a pair with a sequence
+                                    over max_seq_length dropped (src/data/pair.c) */
+    bool unpaired;               /* KTO's rows (prompt, completion, label; pairs unrolled): an example is
+                                    one sequence, segment 1 desirable, 2 undesirable (src/data/unpaired.c) */
     long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
     long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */
@@ -166,9 +171,20 @@ typedef struct {
     long epoch;   /* the epoch idx was drawn for (-1: none yet) */
     size_t full;  /* indices per rank in a whole epoch */
     size_t skip;  /* entries of the epoch's order consumed before this run (resume) */
+    bool sequential; /* the order is the dataset's own every epoch (KTO's sequential sampler), not a permutation */
+    int32_t *lengths; /* group_by_length: each example's length (NULL: plain shuffled order) */
+    long group;       /* ... and the batch the groups are made for (per-device batch x accumulation) */
 } pt_sampler;
 
 pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, long batch_size);
+/* group_by_length: every epoch's order is then grouped as transformers' LengthGroupedSampler groups
+ * its permutation (sampler_group_order), for batches of group examples (its train_batch_size x
+ * gradient_accumulation_steps); the lengths are ds's examples'. Call before the first epoch. */
+pt_status sampler_group_by_length(pt_sampler *s, const pt_dataset *ds, long group);
+/* transformers' get_length_grouped_indices on the permutation perm of n examples: megabatches of
+ * min(n / (4 group), 50) (at least 1) x group consecutive entries, each sorted by length, longest
+ * first (ties in perm's order); then the longest example of all swapped to the front. In place. */
+pt_status sampler_group_order(size_t *perm, size_t n, const int32_t *lengths, long group);
 /* Draw the epoch's order (seed = config seed; the permutation uses seed + epoch). */
 pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch);
 /* The same epoch, starting after the first skip entries of its order (all ranks together): what a
@@ -199,6 +215,15 @@ typedef struct {
 pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, pt_batch *out);
 /* The same examples one per row, right-padded with pad_id to the longest (segment 0, position 0,
  * target -100 on padding): the layout padding-free collation must match (tests, benchmarks). */
+/* KTO (unpaired.c): the micro-batch of examples idx[0..n) of an unpaired dataset as one row: first
+ * each example k's prompt + completion cut to max_len as segment 2k+1 (desirable) or 2k+2
+ * (undesirable), then its KL sequence (k's prompt + the completion of k-1, of n-1 for k = 0, cut to
+ * max_len) as segment 2n+1+k; the completions' tokens are the targets. So n = the last segment / 3. */
+pt_status batch_collate_unpaired(const pt_dataset *ds, const size_t *idx, size_t n, int32_t max_len, pt_batch *out);
+/* KTO: the pair examples (two sequences) of an unrolled as TRL's unpair_preference_dataset does:
+ * in chunks of 1000 examples, the chunk's chosen sequences (and unpaired examples) in order, then
+ * its rejected ones; every example then one sequence. */
+pt_status dataset_unpair(pt_dataset *ds);
 pt_status batch_collate_padded(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
 void batch_free(pt_batch *b);
 

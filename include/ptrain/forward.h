@@ -51,6 +51,8 @@ typedef struct {
     float dropout;           /* training: dropout on the adapters' input (PEFT's lora_dropout); 0: none */
     uint64_t seed;           /* its masks: the same for a layer and projection every time */
     pt_tensor scratch;       /* [rows, widest projection input]: the dropped-out input */
+    float noise_mag;         /* training with NEFTune: uniform(-mag, mag) noise on the embeddings; 0: none */
+    uint64_t noise_seed;     /* its numbers: a function of the seed and the element alone */
 } fwd_ctx;
 
 /* The residual stream and the layers' activations of a pass. */
@@ -81,6 +83,10 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b);
 /* out = layer(x), filling a (what the backward pass of that layer reads). */
 pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a);
+/* NEFTune (transformers' neftune_post_forward_hook): x += uniform(-mag, mag) noise, element i's
+ * number drawn from (seed, i) alone (so a recomputation or a resumed run draws the same); buf: a
+ * tensor of x's shape and dtype to stage it in. */
+pt_status forward_embed_noise(pt_backend *be, pt_tensor *x, pt_tensor *buf, float mag, uint64_t seed);
 /* y = x * mask / (1 - p) with the pass's dropout mask of layer's projection w, the same every time
  * (y may alias x): the adapters' input, and in the backward pass the gradient through it. */
 pt_status forward_dropout(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x);

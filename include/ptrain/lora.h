@@ -26,12 +26,17 @@ typedef struct pt_lora {
     int64_t *layer_off;   /* [n_layers + 1]: where each layer's gradients start in grads */
 } pt_lora;
 
-/* Create adapters for cfg's lora_target_modules with cfg's r, alpha, use_rslora and random_state. */
+/* Create adapters for cfg's lora_target_modules with cfg's r, alpha, use_rslora and random_state, on
+ * the layers and with the ranks and alphas of its PEFT selectors (layers_to_transform, ...). */
 pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg);
 /* Create adapters with explicit settings (tests); A random from seed, B zero; zero gradients and
  * moments. */
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
                       uint64_t seed);
+/* The same with PEFT's selectors (adapter_create_select: select may be NULL; where names its source). */
+pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
+                             const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                             uint64_t seed);
 void lora_free(pt_lora *l);
 
 lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */
@@ -47,5 +52,12 @@ pt_tensor lora_grad_span(const pt_lora *l, const pt_tensor *buf, int from, int t
  * may be NULL), and back (m and v NULL: zero moments). lora_state.c */
 pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, float *m, float *v);
 pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, const float *m, const float *v);
+/* The same with reward modelling's score head (score_head.h; NULL or dim 0: none), which is then the
+ * layout's last entry, after the adapters. */
+struct score_head;
+pt_status lora_export_all(const pt_lora *l, const struct score_head *h, const ckpt_layout *lay, float *params, float *m,
+                          float *v);
+pt_status lora_import_all(pt_lora *l, struct score_head *h, const ckpt_layout *lay, const float *params, const float *m,
+                          const float *v);
 
 #endif

@@ -19,6 +19,8 @@ typedef struct {
     bool reference;        /* needs the reference log-probs (the adapter off) */
     bool pairs;            /* each row is a chosen/rejected pair, both in one micro-batch */
     bool legacy_pairs;     /* ... tokenized as TRL's older trainers (CPO, ORPO) do (src/data/pair.c) */
+    bool unpaired;         /* KTO's rows: one sequence each with a label, batched with KL sequences in
+                              the dataset's order (src/data/unpaired.c) */
     double beta;           /* TRL's default beta (0: the method has none) */
     const char *loss;      /* one line */
     const char *metrics;   /* what it logs besides loss, TRL's names, comma-separated */

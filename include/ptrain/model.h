@@ -22,6 +22,7 @@ typedef struct {
     bool qkv_bias;          /* qwen2: q, k and v projections add a bias (W_Q_BIAS ...) */
     bool post_norms;        /* gemma2: RMSNorm after attention and after the MLP (W_POST_*) */
     pt_activation act;      /* gate activation of the MLP */
+    bool embed_scaled_in_module; /* gemma 2 and 3: the embedding module scales its rows (hooks on it see them scaled) */
     float embed_scale;      /* gemma: embeddings are multiplied by sqrt(dim); 1 otherwise */
     float attn_scale;       /* score scale: 1/sqrt(query_pre_attn_scalar) for gemma2, else 1/sqrt(head_dim) */
     float attn_softcap;     /* gemma2: scores become c*tanh(s/c) (50); 0 = off */

@@ -12,9 +12,10 @@
 
 /* Write dir/adapter_config.json and dir/adapter_model.safetensors (fp32), each atomically. */
 pt_status peft_save(const char *dir, const pt_adapter *l, const adapter_info *info);
-/* Read a PEFT LoRA adapter directory onto model m. Settings ptrain cannot apply (DoRA, rank or
- * alpha patterns, modules_to_save, LoRA biases) and tensors that do not fit m are refused, naming
- * the key or tensor. */
+/* Read a PEFT LoRA adapter directory onto model m, with its selectors (layers_to_transform,
+ * layers_pattern, rank_pattern, alpha_pattern: adapter_select.c). Settings ptrain cannot apply
+ * (DoRA, modules_to_save, LoRA biases) and tensors that do not fit m are refused, naming the key or
+ * tensor. */
 pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l);
 /* Whether dir holds a PEFT adapter (adapter_config.json). */
 bool peft_is_adapter_dir(const char *dir);

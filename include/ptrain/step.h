@@ -33,6 +33,8 @@ typedef struct {
                               default (only rows whose target counts) is tested against */
     float lora_dropout;    /* dropout on the adapters' input (PEFT's lora_dropout) */
     uint64_t dropout_seed; /* change it every micro-batch; masks are recomputed from it */
+    float neftune_alpha;   /* NEFTune: noise of alpha / sqrt(seq * dim) on the embeddings; 0: none */
+    uint64_t noise_seed;   /* its numbers: change it every micro-batch */
     /* Called as soon as layer `layer`'s LoRA gradients are written (last layer first), so the
      * caller can accumulate and start reducing them while the earlier layers run; may be NULL. */
     pt_status (*layer_done)(void *arg, int layer);
@@ -49,6 +51,15 @@ typedef struct {
     int n_seq;
     pt_status (*seq_grad)(void *arg, const double *nll, float *scale);
     void *seq_grad_arg;
+    /* Reward modelling (a sequence-classification head of one label, transformers' `score`): with
+     * score_w set, no LM head runs; sequence i's score is score_w · the final-normed hidden state of
+     * batch row score_row[i] (its last token that is not the pad token), for i < n_seq, handed to
+     * seq_grad in place of the summed token losses, which writes d L / d score; the hidden states'
+     * gradient is then scale[i] score_w on those rows, and scale[i] times row score_row[i]'s hidden
+     * state is added to score_grad[dim] (host, fp32). row_seq is not used. */
+    const float *score_w;
+    const int32_t *score_row;
+    float *score_grad;
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with

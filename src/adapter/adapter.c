@@ -1,7 +1,9 @@
 /* adapter.c — creating, indexing and applying LoRA adapters (adapter.h). The initialisation follows
- * PEFT: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform with a = sqrt(5)), B = 0, so the adapted
- * model starts equal to the base model. A's random numbers come from a seeded splitmix64, so the
- * same random_state gives the same adapters on every rank and every run. */
+ * PEFT's init_lora_weights: true: A ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming-uniform with a = sqrt(5)),
+ * B = 0, so the adapted model starts equal to the base model; false: B ~ U(-1/sqrt(r), 1/sqrt(r))
+ * too; gaussian: A ~ N(0, 1/r²), B = 0. The random numbers come from a seeded splitmix64, so the
+ * same random_state gives the same adapters on every rank and every run. Each pair has its own rank
+ * and scale (PEFT's selectors, adapter_select.c); a pair of rank 0 is absent. */
 #include "ptrain/adapter.h"
 
 #include <math.h>
@@ -68,7 +70,8 @@ static uint64_t splitmix(uint64_t *s)
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w)
 {
     if (!ad || !ad->pairs || !ad->target[w]) return NULL;
-    return &ad->pairs[(size_t)layer * W_COUNT + (size_t)w];
+    adapter_pair *p = &ad->pairs[(size_t)layer * W_COUNT + (size_t)w];
+    return p->r > 0 ? p : NULL;
 }
 
 adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev)
@@ -76,8 +79,18 @@ adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev)
     if (!ad || !ad->pairs) return NULL;
     size_t total = (size_t)ad->n_layers * W_COUNT;
     for (size_t i = prev ? (size_t)(prev - ad->pairs) + 1 : 0; i < total; i++)
-        if (ad->target[i % W_COUNT]) return &ad->pairs[i];
+        if (ad->target[i % W_COUNT] && ad->pairs[i].r > 0) return &ad->pairs[i];
     return NULL;
+}
+
+pt_tensor adapter_narrow(const pt_tensor *t, int64_t r)
+{
+    pt_tensor v = *t;
+    if (t->ndim == 2 && r < t->shape[1]) {
+        v.shape[1] = r;
+        v.nbytes = dtype_size_bytes(t->dtype, t->shape[0] * r);
+    }
+    return v;
 }
 
 /* t = an f32 [rows, cols] tensor on be holding init (NULL: zeros). */
@@ -93,52 +106,122 @@ static pt_status make_matrix(pt_backend *be, pt_tensor *t, int64_t rows, int64_t
     return st;
 }
 
-static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, uint64_t *rng)
+static double unit(uint64_t *rng) { return (double)(splitmix(rng) >> 11) / 9007199254740992.0; }
+
+/* n numbers: uniform in +-bound (torch's kaiming_uniform_ with a = sqrt(5): bound 1/sqrt(fan_in)),
+ * or normal with standard deviation std (Box-Muller) when bound is 0. */
+static float *draw(uint64_t *rng, int64_t n, float bound, float std)
 {
-    float *a = NULL;
-    if (rng) {
-        a = malloc(sizeof(float) * (size_t)(r * in));
-        TRY_ALLOC(a);
-        float bound = 1.0f / sqrtf((float)in);
-        for (int64_t i = 0; i < r * in; i++)
-            a[i] = bound * (2.0f * (float)((double)(splitmix(rng) >> 11) / 9007199254740992.0) - 1.0f);
-    }
-    pt_status st = make_matrix(be, &p->a, r, in, a);
-    free(a);
-    TRY(st);
-    return make_matrix(be, &p->b, out, r, NULL);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        if (bound > 0.0f) {
+            v[i] = bound * (2.0f * (float)unit(rng) - 1.0f);
+        } else {
+            double u1 = unit(rng), u2 = unit(rng);
+            v[i] = std * (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+        }
+    return v;
 }
 
-pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
-                         const bool target[W_COUNT], const uint64_t *seed)
+static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, adapter_init init,
+                             uint64_t *rng)
 {
-    memset(ad, 0, sizeof *ad);
-    ad->arch = m->cfg.arch;
-    ad->r = r;
-    ad->alpha = alpha;
-    ad->scale = rslora ? alpha / sqrtf((float)r) : alpha / (float)r;
-    ad->rslora = rslora;
-    ad->n_layers = m->cfg.n_layers;
-    ad->be = m->be;
-    memcpy(ad->target, target, sizeof ad->target);
-    int64_t out, in;
-    for (int w = 0; w < W_COUNT; w++) /* the parts of a fused weight after its first have no pair */
-        if (ad->target[w] && !model_adapter_shape(&m->cfg, w, &out, &in)) ad->target[w] = false;
+    float *a = NULL, *b = NULL;
+    if (rng) {
+        a = init == ADAPTER_INIT_GAUSSIAN ? draw(rng, r * in, 0.0f, 1.0f / (float)r) : draw(rng, r * in, 1.0f / sqrtf((float)in), 0);
+        TRY_ALLOC(a);
+        if (init == ADAPTER_INIT_FALSE && !(b = draw(rng, out * r, 1.0f / sqrtf((float)r), 0))) {
+            free(a);
+            return ERR(PT_ERR_NOMEM, "out of memory");
+        }
+    }
+    pt_status st = make_matrix(be, &p->a, r, in, a);
+    if (st == PT_OK) st = make_matrix(be, &p->b, out, r, b);
+    free(a);
+    free(b);
+    return st;
+}
+
+static float scale_of(float alpha, int r, bool rslora) { return rslora ? alpha / sqrtf((float)r) : alpha / (float)r; }
+
+/* The pairs of ranks[] and alphas[] (per layer * W_COUNT + w) on ad, whose settings are set. */
+static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *ranks, const float *alphas,
+                              const uint64_t *seed)
+{
     ad->pairs = calloc((size_t)ad->n_layers * W_COUNT, sizeof *ad->pairs);
     TRY_ALLOC(ad->pairs);
     uint64_t rng = seed ? *seed : 0;
     for (int layer = 0; layer < ad->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
-            adapter_pair *p = adapter_at(ad, layer, w);
-            if (!p) continue;
-            model_adapter_shape(&m->cfg, w, &out, &in);
-            pt_status st = pair_create(ad->be, p, r, out, in, seed ? &rng : NULL);
-            if (st != PT_OK) {
-                adapter_free(ad);
-                return st;
-            }
+            size_t i = (size_t)layer * W_COUNT + (size_t)w;
+            int64_t out, in;
+            if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
+            adapter_pair *p = &ad->pairs[i];
+            p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
+            TRY(pair_create(ad->be, p, ranks[i], out, in, ad->init, seed ? &rng : NULL));
+            p->scale = scale_of(alphas[i], ranks[i], ad->rslora);
+            if (p->r > ad->r_max) ad->r_max = p->r;
         }
     return PT_OK;
+}
+
+/* ad (zeroed) with its settings for model m; the parts of a fused weight after its first have no slot of their own. */
+static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT])
+{
+    memset(ad, 0, sizeof *ad);
+    ad->arch = m->cfg.arch;
+    ad->r = r;
+    ad->alpha = alpha;
+    ad->scale = scale_of(alpha, r, rslora);
+    ad->rslora = rslora;
+    ad->n_layers = m->cfg.n_layers;
+    ad->be = m->be;
+    memcpy(ad->target, target, sizeof ad->target);
+    int64_t out, in;
+    for (int w = 0; w < W_COUNT; w++)
+        if (ad->target[w] && !model_adapter_shape(&m->cfg, w, &out, &in)) ad->target[w] = false;
+}
+
+pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                               const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed)
+{
+    settings_set(ad, m, r, alpha, rslora, target);
+    pt_status st = create_pairs(ad, m, ranks, alphas, seed);
+    if (st != PT_OK) adapter_free(ad);
+    return st;
+}
+
+pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                                const bool target[W_COUNT], const char *select, const char *where,
+                                const uint64_t *seed)
+{
+    return adapter_create_init(ad, m, r, alpha, rslora, target, select, where, ADAPTER_INIT_TRUE, seed);
+}
+
+pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                              const uint64_t *seed)
+{
+    settings_set(ad, m, r, alpha, rslora, target);
+    ad->init = init;
+    size_t n = (size_t)ad->n_layers * W_COUNT;
+    int *ranks = malloc(sizeof *ranks * n);
+    float *alphas = malloc(sizeof *alphas * n);
+    pt_status st = ranks && alphas ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK && select && !(ad->select = strdup(select))) st = ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = adapter_select_plan(ad->arch, select, where, ad->n_layers, ad->target, r, alpha, ranks, alphas);
+    if (st == PT_OK) st = create_pairs(ad, m, ranks, alphas, seed);
+    free(ranks);
+    free(alphas);
+    if (st != PT_OK) adapter_free(ad);
+    return st;
+}
+
+pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                         const bool target[W_COUNT], const uint64_t *seed)
+{
+    return adapter_create_select(ad, m, r, alpha, rslora, target, NULL, "the adapter", seed);
 }
 
 void adapter_free(pt_adapter *ad)
@@ -148,6 +231,7 @@ void adapter_free(pt_adapter *ad)
         backend_release(ad->be, &p->b);
     }
     free(ad->pairs);
+    free(ad->select);
     memset(ad, 0, sizeof *ad);
 }
 
@@ -194,15 +278,16 @@ pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t
 {
     adapter_pair *p = adapter_at(ad, layer, lead);
     if (!p) return PT_OK;
+    pt_tensor v = adapter_narrow(xs, p->r);
     if (first) {
-        TRY(backend_matmul(ad->be, xs, x, &p->a, 0.0f));
-        TRY(backend_scale(ad->be, xs, ad->scale));
+        TRY(backend_matmul(ad->be, &v, x, &p->a, 0.0f));
+        TRY(backend_scale(ad->be, &v, p->scale));
     }
     if (row0 < 0 || row0 + y->shape[1] > p->b.shape[0])
         return ERR(PT_ERR_INTERNAL, "adapter_matmul_part: rows %lld + %lld of a B of %lld", (long long)row0,
                    (long long)y->shape[1], (long long)p->b.shape[0]);
     pt_tensor b = tensor_rows(&p->b, row0, y->shape[1]);
-    return backend_matmul(ad->be, y, xs, &b, 1.0f);
+    return backend_matmul(ad->be, y, &v, &b, 1.0f);
 }
 
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)

@@ -45,12 +45,22 @@ static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_con
     return PT_OK;
 }
 
-static pt_status stream_matrix(gguf_writer *w, pt_backend *be, const pt_tensor *t, int permute_heads)
+/* llama.cpp scales every pair by the file's one alpha over the pair's rank: a pair whose own scale
+ * differs (alpha_pattern, rank_pattern with rsLoRA) has that ratio folded into its B. */
+static float b_factor(const pt_adapter *l, const adapter_pair *p)
+{
+    float alpha = l->scale * (float)l->r;
+    return p->scale * (float)p->r / alpha;
+}
+
+static pt_status stream_matrix(gguf_writer *w, pt_backend *be, const pt_tensor *t, int permute_heads, float factor)
 {
     float *host = malloc(2 * t->nbytes);
     TRY_ALLOC(host);
     float *out = host + tensor_numel(t);
     pt_status st = backend_download(be, t, host, t->nbytes);
+    if (st == PT_OK && factor != 1.0f)
+        for (int64_t i = 0; i < tensor_numel(t); i++) host[i] *= factor;
     if (st == PT_OK && permute_heads) permute_rows(host, out, t->shape[0], t->shape[1], permute_heads);
     if (st == PT_OK) st = gguf_w_data(w, permute_heads ? out : host, t->nbytes);
     free(host);
@@ -66,8 +76,8 @@ static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_
             int permute = 0;
             if (!p) continue;
             model_gguf_tensor_name(cfg, layer, k, base, sizeof base, &permute);
-            TRY(stream_matrix(w, l->be, &p->a, 0));
-            TRY(stream_matrix(w, l->be, &p->b, permute));
+            TRY(stream_matrix(w, l->be, &p->a, 0, 1.0f));
+            TRY(stream_matrix(w, l->be, &p->b, permute, b_factor(l, p)));
         }
     return PT_OK;
 }
@@ -124,8 +134,9 @@ static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, fl
     return gguf_opt_f32(f, "adapter.lora.alpha", alpha);
 }
 
-/* Targets and rank from the tensors; every tensor must be a lora_a/lora_b of the model. */
-static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bool target[W_COUNT], int *r)
+/* Targets and ranks (per layer * W_COUNT + slot; r: the first) from the tensors; every tensor must
+ * be a lora_a/lora_b of the model. */
+static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bool target[W_COUNT], int *r, int *ranks)
 {
     memset(target, 0, sizeof(bool) * W_COUNT);
     *r = 0;
@@ -138,9 +149,19 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
                        shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s, cfg->n_layers,
                        arch_name(cfg->arch));
         target[slot] = true;
-        if (which == 'a') *r = (int)g->dims[1];
+        if (which == 'a') {
+            if (g->dims[1] < 1 || g->dims[1] > 4096)
+                return ERR(PT_ERR_USER, "%s: tensor %s has rank %llu; a plausible one is from 1 to 4096",
+                           shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s,
+                           (unsigned long long)g->dims[1]);
+            ranks[layer * W_COUNT + slot] = (int)g->dims[1];
+            if (!*r) *r = (int)g->dims[1];
+        }
     }
-    if (*r < 1 || *r > 4096) return ERR(PT_ERR_USER, "%s: no LoRA tensors of a plausible rank", shown_text(f->path).s);
+    if (*r < 1) return ERR(PT_ERR_USER, "%s: no LoRA tensors of a plausible rank", shown_text(f->path).s);
+    /* a projection the file leaves out in some layer gets a zero pair of the first rank: no change there */
+    for (int i = 0; i < cfg->n_layers * W_COUNT; i++)
+        if (target[i % W_COUNT] && !ranks[i]) ranks[i] = *r;
     return PT_OK;
 }
 
@@ -185,12 +206,17 @@ pt_status adapter_gguf_load(const char *path, const pt_model *m, pt_adapter *l)
     TRY(gguf_open(path, &f));
     float alpha = 0;
     bool target[W_COUNT];
-    int r = 0;
-    pt_status st = check_header(&f, &m->cfg, &alpha);
-    if (st == PT_OK) st = scan_tensors(&f, &m->cfg, target, &r);
-    /* llama.cpp scales by alpha / r: that is the scale, whatever alpha and rsLoRA were in training */
-    if (st == PT_OK) st = adapter_create(l, m, r, alpha != 0.0f ? alpha : (float)r, false, target, NULL);
+    int r = 0, *ranks = calloc((size_t)m->cfg.n_layers * W_COUNT, sizeof *ranks);
+    float *alphas = calloc((size_t)m->cfg.n_layers * W_COUNT, sizeof *alphas);
+    pt_status st = ranks && alphas ? check_header(&f, &m->cfg, &alpha) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = scan_tensors(&f, &m->cfg, target, &r, ranks);
+    /* llama.cpp scales by alpha / r (each pair's r): that is the scale, whatever alpha and rsLoRA were in training;
+     * no alpha means a scale of 1 */
+    for (int i = 0; st == PT_OK && i < m->cfg.n_layers * W_COUNT; i++) alphas[i] = alpha != 0.0f ? alpha : (float)ranks[i];
+    if (st == PT_OK) st = adapter_create_ranks(l, m, r, alpha != 0.0f ? alpha : (float)r, false, target, ranks, alphas, NULL);
     if (st == PT_OK) st = read_all(&f, m, l);
+    free(ranks);
+    free(alphas);
     gguf_close(&f);
     if (st != PT_OK) adapter_free(l);
     return st;

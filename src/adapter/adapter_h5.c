@@ -14,7 +14,7 @@
 #include "ptrain/safefs.h"
 
 #define ADAPTER_FORMAT "ptrain-lora"
-#define ADAPTER_VERSION 1
+#define ADAPTER_VERSION 2 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1) */
 
 /* One matrix between the file and the backend: written (reading false) or read, by its PEFT name. */
 typedef struct {
@@ -60,7 +60,9 @@ static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *
 {
     char targets[256];
     adapter_targets_text(l->arch, l->target, targets, sizeof targets);
-    if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 || h5_attr_f64(file, "format_version", ADAPTER_VERSION) < 0 ||
+    if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 ||
+        h5_attr_f64(file, "format_version", l->select ? ADAPTER_VERSION : 1) < 0 ||
+        (l->select && h5_attr_str(file, "select", l->select) < 0) ||
         h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
         h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
         h5_attr_f64(file, "use_rslora", info->use_rslora) < 0 || h5_attr_f64(file, "n_layers", l->n_layers) < 0 ||
@@ -108,7 +110,14 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
     if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", shown_text(path).s, r);
     bool target[W_COUNT];
     adapter_targets_parse(m->cfg.arch, targets, target);
-    TRY(adapter_create(l, m, (int)r, (float)alpha, false, target, NULL));
+    char select[4096] = "";
+    double rslora = 0;
+    if (h5_has_attr(file, "select")) TRY(h5_get_str(file, path, "select", select, sizeof select));
+    if (h5_has_attr(file, "use_rslora")) TRY(h5_get_f64(file, path, "use_rslora", &rslora));
+    TRY(adapter_create_select(l, m, (int)r, (float)alpha, rslora != 0, target, select[0] ? select : NULL,
+                              shown_text(path).s, NULL));
+    if (!select[0]) /* one scale everywhere: the one trained with */
+        for (adapter_pair *p = adapter_next(l, NULL); p; p = adapter_next(l, p)) p->scale = (float)scale;
     l->scale = (float)scale;
     matrix_io io = {file, path, l->be, true};
     return move_all(&io, l);

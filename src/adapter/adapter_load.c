@@ -23,7 +23,8 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
         st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "
                  "model?", shown_text(path).s, (long long)meta.lora_layers, m->cfg.n_layers);
     if (st == PT_OK)
-        st = adapter_create(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target, NULL);
+        st = adapter_create_select(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target,
+                                   meta.lora_select[0] ? meta.lora_select : NULL, shown_text(path).s, NULL);
     ckpt_state_free(&meta);
     return st;
 }

@@ -1,7 +1,10 @@
 /* peft.c — PEFT adapter directories (peft.h): adapter_config.json with the fields PEFT's
  * LoraConfig writes, and adapter_model.safetensors with one fp32 matrix per LoRA A and B under
  * PEFT's names. Reading accepts what PEFT itself writes (fp32, fp16 or bf16 matrices, target
- * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. */
+ * modules as a list or a string, some layers left out) and refuses what ptrain cannot apply. A
+ * reward model's adapter (adapter_info.score) is written as PEFT writes a SEQ_CLS LoRA: task_type
+ * SEQ_CLS, modules_to_save ["classifier", "score"], and the score head's weight [1, dim] as
+ * base_model.model.score.weight. */
 #include "ptrain/jsonfile.h"
 #include "ptrain/peft.h"
 
@@ -15,6 +18,10 @@
 #include "ptrain/filewrite.h"
 #include "ptrain/safefs.h"
 #include "ptrain/st_write.h"
+
+/* The fields of adapter_config.json that are PEFT's selectors (pt_adapter.select). */
+static const char *const select_keys[] = {"layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
+                                          NULL};
 
 /* ---- writing ---- */
 
@@ -31,7 +38,7 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     const char *base = info->base_name && info->base_name[0] ? info->base_name : info->base_model;
     json_t *c = json_object();
     json_object_set_new(c, "peft_type", json_string("LORA"));
-    json_object_set_new(c, "task_type", json_string("CAUSAL_LM"));
+    json_object_set_new(c, "task_type", json_string(info->score ? "SEQ_CLS" : "CAUSAL_LM"));
     json_object_set_new(c, "base_model_name_or_path", base ? json_string(base) : json_null());
     json_object_set_new(c, "r", json_integer(l->r));
     json_object_set_new(c, "lora_alpha", json_real(l->alpha));
@@ -42,19 +49,32 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());
     json_object_set_new(c, "inference_mode", json_true());
-    json_object_set_new(c, "init_lora_weights", json_true());
-    json_object_set_new(c, "modules_to_save", json_null());
+    json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN ? json_string("gaussian")
+                                                : json_boolean(l->init != ADAPTER_INIT_FALSE));
+    if (info->score) { /* what PEFT 0.21 writes for task_type SEQ_CLS */
+        json_t *m = json_array();
+        json_array_append_new(m, json_string("classifier"));
+        json_array_append_new(m, json_string("score"));
+        json_object_set_new(c, "modules_to_save", m);
+    } else
+        json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
     json_object_set_new(c, "layers_pattern", json_null());
     json_object_set_new(c, "rank_pattern", json_object());
     json_object_set_new(c, "alpha_pattern", json_object());
+    json_t *sel = l->select ? json_loads(l->select, 0, NULL) : NULL; /* PEFT's selectors, as given */
+    for (const char *const *k = select_keys; sel && *k; k++)
+        if (json_object_get(sel, *k)) json_object_set(c, *k, json_object_get(sel, *k));
+    json_decref(sel);
     json_object_set_new(c, "revision", json_null());
     char *text = json_dumps(c, JSON_INDENT(2));
     json_decref(c);
     return text;
 }
 
-static pt_status declare_tensors(st_writer *w, const pt_adapter *l)
+#define SCORE_NAME "base_model.model.score.weight" /* PEFT's name of a saved modules_to_save score */
+
+static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapter_info *info)
 {
     char name[160];
     for (int layer = 0; layer < l->n_layers; layer++)
@@ -66,7 +86,8 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l)
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
         }
-    return PT_OK;
+    int64_t shape[2] = {1, info->score_dim};
+    return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
 static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
@@ -79,17 +100,18 @@ static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
     return st;
 }
 
-static pt_status write_tensors(const char *path, const pt_adapter *l)
+static pt_status write_tensors(const char *path, const pt_adapter *l, const adapter_info *info)
 {
     st_writer w;
     st_writer_init(&w);
     pt_status st = st_w_meta(&w, "format", "pt");
-    if (st == PT_OK) st = declare_tensors(&w, l);
+    if (st == PT_OK) st = declare_tensors(&w, l, info);
     if (st == PT_OK) st = st_w_begin(&w, path);
     for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
     }
+    if (st == PT_OK && info->score) st = st_w_data(&w, info->score, sizeof(float) * (size_t)info->score_dim);
     if (st == PT_OK) st = st_w_finish(&w);
     st_writer_free(&w);
     return st;
@@ -100,7 +122,7 @@ pt_status peft_save(const char *dir, const pt_adapter *l, const adapter_info *in
     TRY(safefs_mkdirs(dir));
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
-    TRY(write_tensors(path, l));
+    TRY(write_tensors(path, l, info));
     char *json = config_json(l, info);
     TRY_ALLOC(json);
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
@@ -123,6 +145,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
+    char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 
 /* A key whose presence with a non-empty value means something ptrain cannot apply. */
@@ -138,10 +161,15 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
     TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
-    TRY(refuse_if_set(path, c, "rank_pattern", "ptrain needs one rank for every module"));
-    TRY(refuse_if_set(path, c, "alpha_pattern", "ptrain needs one alpha for every module"));
     TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
+    const json_t *init = json_object_get(c, "init_lora_weights");
+    const char *iv = json_is_string(init) ? json_string_value(init) : "";
+    if (!strncmp(iv, "pissa", 5) || !strcmp(iv, "olora") || !strcmp(iv, "corda") || !strcmp(iv, "lora_ga"))
+        return ERR(PT_ERR_USER, "%s: init_lora_weights is \"%s\": the adapter belongs to a base PEFT changed (W - "
+                   "scale·BA), not to the original one ptrain loads; save it with PEFT's save_pretrained(..., "
+                   "path_initial_model_for_weight_conversion=...) to get an adapter of the original base",
+                   shown_text(path).s, shown_text(iv).s);
     const json_t *bias = json_object_get(c, "bias");
     if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
         return ERR(PT_ERR_USER, "%s: bias is \"%s\"; ptrain's adapters carry no bias (\"none\")", shown_text(path).s,
@@ -162,7 +190,19 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
     s->r = (int)json_integer_value(r);
     s->alpha = json_number_value(alpha);
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
-    return check_unsupported(path, c);
+    TRY(check_unsupported(path, c));
+    json_t *sel = json_object();
+    bool any = false;
+    for (const char *const *k = select_keys; *k; k++) {
+        json_t *v = json_object_get(c, *k);
+        if (!v || json_is_null(v)) continue;
+        json_object_set(sel, *k, v);
+        any |= !((json_is_object(v) && !json_object_size(v)) || (json_is_array(v) && !json_array_size(v)) ||
+                 (json_is_string(v) && !json_string_length(v)));
+    }
+    if (any) s->select = json_dumps(sel, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(sel);
+    return !any || s->select ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
 }
 
 static pt_status read_config(const char *dir, peft_settings *s)
@@ -248,6 +288,10 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
         char which;
         parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
+        if (!p)
+            return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "
+                       "leaves out; is the config of another adapter?", shown_text(f->path).s,
+                       shown_text(f->tensors[i].name).s);
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
     }
     return PT_OK;
@@ -261,13 +305,20 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     st_file f;
-    TRY(st_open(path, &f));
+    pt_status st = st_open(path, &f);
+    if (st != PT_OK) {
+        free(s.select);
+        return st;
+    }
     bool target[W_COUNT];
-    pt_status st = find_targets(&f, m, target);
+    st = find_targets(&f, m, target);
     if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", shown_text(path).s);
     /* layers the file leaves out keep B = 0: no change to the model there */
-    if (st == PT_OK) st = adapter_create(l, m, s.r, (float)s.alpha, s.rslora, target, NULL);
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    if (st == PT_OK)
+        st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
+    free(s.select);
     st_close(&f);
     if (st != PT_OK) adapter_free(l);
     return st;

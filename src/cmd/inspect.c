@@ -549,7 +549,7 @@ static int parse_targets(pt_arch a, const char *text, bool target[W_COUNT])
 static void memory_lines(const insp_report *r, const insp_options *o)
 {
     pt_model m = {.cfg = r->cfg};
-    pt_adapter ad = {.arch = r->cfg.arch, .r = (int)o->lora_r, .n_layers = r->cfg.n_layers};
+    pt_adapter ad = {.arch = r->cfg.arch, .r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers};
     parse_targets(ad.arch, o->targets, ad.target); /* checked when the options were read */
     bool cuda = o->device == DEVICE_CUDA;
     step_options so = step_options_for(o->ckpt, cuda, (float)o->lora_dropout);

@@ -1,10 +1,12 @@
 /* config_check.c — rules between keys, derived defaults, the `ptrain check` table and the hash
  * every rank compares. The rules are the ones a Hugging Face Trainer user expects, plus the holes
  * of the Python trainer that ptrain closes (e.g. load_best_model_at_end without an eval set). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config_internal.h"
 #include "ptrain/gguf_methods.h"
@@ -53,6 +55,78 @@ static void check_model(pt_config *cfg, config_report *errors)
     if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
 }
 
+/* An integer from lo to hi written as text (a list item or a mapping value), into *v. */
+static bool int_text(const char *text, long lo, long hi, long *v)
+{
+    char *end;
+    errno = 0;
+    *v = text && *text ? strtol(text, &end, 10) : 0;
+    return text && *text && !*end && !errno && *v >= lo && *v <= hi;
+}
+
+/* PEFT's selectors: layer numbers, layers_pattern only beside them (as PEFT's LoraConfig requires),
+ * finetune_last_n_layers instead of layers_to_transform, ranks and alphas as numbers. The patterns
+ * themselves are compiled when the adapters are made (adapter_select.c). */
+static void check_selectors(pt_config *cfg, config_report *errors)
+{
+    long v;
+    for (int i = 0; i < cfg->layers_to_transform.n; i++)
+        if (!int_text(cfg->layers_to_transform.items[i], 0, 1 << 20, &v)) {
+            rule_error(cfg, errors, "layers_to_transform", "expected layer numbers (0 for the first layer), found "
+                       "\"%s\"", shown_text(cfg->layers_to_transform.items[i]).s);
+            break;
+        }
+    if (cfg->layers_to_transform.n && cfg->finetune_last_n_layers != -1)
+        rule_error(cfg, errors, "finetune_last_n_layers", "layers_to_transform names the layers already; give one "
+                   "of the two keys");
+    if (cfg->layers_pattern.n && !cfg->layers_to_transform.n && cfg->finetune_last_n_layers == -1)
+        rule_error(cfg, errors, "layers_pattern", "is used only with layers_to_transform (PEFT refuses it alone); "
+                   "add layers_to_transform or remove layers_pattern");
+    const char *init = cfg->init_lora_weights ? cfg->init_lora_weights : "true";
+    static const char *const trues[] = {"true", "yes", "on", "1", NULL}, *const falses[] = {"false", "no", "off", "0", NULL};
+    static const char *const base_changing[] = {"pissa", "olora", "corda", "lora_ga", NULL};
+    static const char *const data_driven[] = {"loftq", "eva", "orthogonal", "mica", NULL};
+    bool known = false;
+    for (int i = 0; trues[i]; i++)
+        if (!strcasecmp(init, trues[i])) cfg->lora_init = LORA_INIT_TRUE, known = true;
+    for (int i = 0; falses[i]; i++)
+        if (!strcasecmp(init, falses[i])) cfg->lora_init = LORA_INIT_FALSE, known = true;
+    if (!strcasecmp(init, "gaussian")) cfg->lora_init = LORA_INIT_GAUSSIAN, known = true;
+    for (int i = 0; !known && base_changing[i]; i++)
+        if (!strncasecmp(init, base_changing[i], strlen(base_changing[i]))) {
+            rule_error(cfg, errors, "init_lora_weights", "%s starts the adapter from the base weights' decomposition "
+                       "and takes it out of the base (W - scale·BA), so the adapter is only right on that changed "
+                       "base; ptrain's base stays as loaded (4-bit) and its adapters apply to the original one, so it "
+                       "is not implemented; use true, false or gaussian", shown_text(init).s);
+            known = true;
+        }
+    for (int i = 0; !known && data_driven[i]; i++)
+        if (!strcasecmp(init, data_driven[i])) {
+            rule_error(cfg, errors, "init_lora_weights", "%s needs more than the base weights (quantization-aware "
+                       "or data-driven initialization, or a different layer) and is not implemented in ptrain; use "
+                       "true, false or gaussian", shown_text(init).s);
+            known = true;
+        }
+    if (!known)
+        rule_error(cfg, errors, "init_lora_weights", "expected true, false or gaussian, found \"%s\"", shown_text(init).s);
+    for (int i = 0; i < cfg->rank_pattern.n; i++)
+        if (!int_text(cfg->rank_pattern.values[i], 1, 4096, &v)) {
+            rule_error(cfg, errors, "rank_pattern", "%s: expected a rank from 1 to 4096, found \"%s\"",
+                       shown_text(cfg->rank_pattern.keys[i]).s, shown_text(cfg->rank_pattern.values[i]).s);
+            break;
+        }
+    for (int i = 0; i < cfg->alpha_pattern.n; i++) {
+        const char *t = cfg->alpha_pattern.values[i];
+        char *end;
+        double a = t && *t ? strtod(t, &end) : 0;
+        if (!t || !*t || *end || !isfinite(a) || !(a > 0)) {
+            rule_error(cfg, errors, "alpha_pattern", "%s: expected a positive number, found \"%s\"",
+                       shown_text(cfg->alpha_pattern.keys[i]).s, shown_text(t).s);
+            break;
+        }
+    }
+}
+
 /* method: the method's own default of beta; a method this ptrain does not train yet is refused
  * (never trained as another), naming those it trains. */
 static void check_method(pt_config *cfg, config_report *errors)
@@ -67,9 +141,20 @@ static void check_method(pt_config *cfg, config_report *errors)
                    "or remove the key (sft)",
                    mi->name, mi->trainer, built);
     }
+    if (cfg->method == METHOD_CPT && cfg->assistant_only_loss == PT_TRUE)
+        rule_error(cfg, errors, "assistant_only_loss",
+                   "cpt (continued pretraining) trains on every token; remove the key or use method: sft");
     if (mi->pairs && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
+                   mi->name);
+    if (mi->unpaired && cfg->packing)
+        rule_error(cfg, errors, "packing",
+                   "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (mi->unpaired && cfg->per_device_train_batch_size < 2)
+        rule_error(cfg, errors, "per_device_train_batch_size",
+                   "%s estimates its KL term from the other rows of a micro-batch, so it needs at least 2 (as TRL's "
+                   "KTOTrainer); raise it (and lower gradient_accumulation_steps to keep the global batch)",
                    mi->name);
 }
 
@@ -289,8 +374,21 @@ static const char *service_name(const char *key)
     return key;
 }
 
+/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains in the seed
+ * system (other methods ignore it there); ptrain trains no whole module (modules_to_save is
+ * refused), so under cpt it has nothing to apply to. */
+static void note_embedding_lr(const pt_config *cfg, FILE *warn)
+{
+    int k = key_index(config_keys, config_nkeys, "embedding_learning_rate");
+    if (!warn || k < 0 || cfg->method != METHOD_CPT || !config_is_set(cfg, "embedding_learning_rate")) return;
+    fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: ptrain does not train the embedding or the LM "
+            "head (modules_to_save is not implemented: only the LoRA adapters are trained), so this learning rate "
+            "applies to nothing; remove the key\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
+}
+
 void config_notes(const pt_config *cfg, FILE *warn)
 {
+    note_embedding_lr(cfg, warn);
     strbuf names = {0};
     int n = 0;
     for (int i = 0; i < cfg->report_to.n; i++) {
@@ -327,6 +425,7 @@ bool config_check_values(pt_config *cfg, config_report *errors)
 {
     int before = errors->n;
     check_model(cfg, errors);
+    check_selectors(cfg, errors);
     check_method(cfg, errors);
     check_training(cfg, errors);
     check_schedule(cfg, errors);

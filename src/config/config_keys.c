@@ -82,6 +82,19 @@ const key_spec config_keys[] = {
      "scale alpha/sqrt(r) instead of alpha/r"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
+    {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,
+     "PEFT's layers_to_transform: the layer numbers (from 0) that get adapters; default: every layer"},
+    {"layers_pattern", NULL, K_STRLIST, OFF(layers_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's layers_pattern (with layers_to_transform): the name of the layer list, \"layers\" in ptrain's models"},
+    {"finetune_last_n_layers", NULL, K_INT, OFF(finetune_last_n_layers), "-1", NULL, 1, 1 << 20, F_MINUS1,
+     "adapters on the last N layers only (layers_to_transform: those layers); -1: every layer"},
+    {"init_lora_weights", NULL, K_STR, OFF(init_lora_weights), "true", NULL, 0, 0, 0,
+     "PEFT's init_lora_weights: true (A kaiming-uniform, B zero), false (A and B as nn.Linear starts them: "
+     "the adapter changes the model from the start) or gaussian (A normal, std 1/r; B zero)"},
+    {"rank_pattern", NULL, K_STRMAP, OFF(rank_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's rank_pattern: {module regex: r}, matched as PEFT matches it (e.g. {q_proj: 8, \"layers.0.mlp.down_proj\": 4})"},
+    {"alpha_pattern", NULL, K_STRMAP, OFF(alpha_pattern), NULL, NULL, 0, 0, 0,
+     "PEFT's alpha_pattern: {module regex: alpha}, matched as PEFT matches it"},
 
     /* training */
     {"per_device_train_batch_size", NULL, K_INT, OFF(per_device_train_batch_size), "2", NULL, 1,
@@ -92,6 +105,12 @@ const key_spec config_keys[] = {
      "linear warmup steps (warmup_ratio wins when set)"},
     {"warmup_ratio", NULL, K_FLOAT, OFF(warmup_ratio), NULL, NULL, 0, 1, 0,
      "warmup as a fraction of the total steps"},
+    {"group_by_length", NULL, K_BOOL, OFF(group_by_length), "false", NULL, 0, 0, 0,
+     "batches of examples of similar length: transformers' LengthGroupedSampler order (megabatches of up to 50 "
+     "x batch x accumulation sorted by length, the longest first)"},
+    {"neftune_noise_alpha", NULL, K_FLOAT, OFF(neftune_noise_alpha), NULL, NULL, 0, BIG, 0,
+     "NEFTune: uniform noise of alpha/sqrt(seq_len*hidden) on the input embeddings while training (transformers' "
+     "neftune_noise_alpha; e.g. 5); unset or 0: none"},
     {"learning_rate", NULL, K_FLOAT, OFF(learning_rate), "2e-4", NULL, 0, BIG, F_MIN_EXCL,
      "peak learning rate"},
     {"num_train_epochs", NULL, K_FLOAT, OFF(num_train_epochs), "3", NULL, 0, BIG, F_MIN_EXCL,
@@ -151,6 +170,8 @@ const key_spec config_keys[] = {
      "KTO: weight of the desirable examples' loss"},
     {"undesirable_weight", NULL, K_FLOAT, OFF(undesirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
      "KTO: weight of the undesirable examples' loss"},
+    {"center_rewards_coefficient", NULL, K_FLOAT, OFF(center_rewards_coefficient), NULL, NULL, 0, BIG, 0,
+     "reward: weight of the mean squared summed score, which centres the rewards on 0 (default: none)"},
     {"embedding_learning_rate", NULL, K_FLOAT, OFF(embedding_learning_rate), NULL, NULL, 0, BIG, F_MIN_EXCL,
      "CPT: learning rate of the embedding and LM head (default: learning_rate)"},
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
@@ -256,25 +277,6 @@ const foreign_key config_foreign_keys[] = {
     {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
      "DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain; remove the "
      "key or set it to false to train plain LoRA"},
-    {"init_lora_weights", "true", "PEFT's default initialization, as ptrain's always is (A random, B zero)",
-     "only PEFT's default initialization (true: A random, B zero) is implemented in ptrain; remove the "
-     "key or set it to true"},
-    {"rank_pattern", "{}", "every adapter has rank lora_r",
-     "per-module ranks (PEFT's rank_pattern) are not implemented in ptrain: every adapter has rank "
-     "lora_r; remove the key or set it to {}"},
-    {"alpha_pattern", "{}", "every adapter is scaled by lora_alpha",
-     "per-module alphas (PEFT's alpha_pattern) are not implemented in ptrain: every adapter is scaled by "
-     "lora_alpha; remove the key or set it to {}"},
-    {"layers_to_transform", "", "every layer gets adapters",
-     "adapters on some layers only (PEFT's layers_to_transform) are not implemented in ptrain: every "
-     "layer gets them; remove the key"},
-    {"layers_pattern", NULL,
-     "used by PEFT only with layers_to_transform, which ptrain does not implement: every layer gets "
-     "adapters, so the value is not used",
-     NULL},
-    {"finetune_last_n_layers", "", "every layer gets adapters",
-     "adapters on the last N layers only are not implemented in ptrain: every layer gets them; remove "
-     "the key"},
     {"modules_to_save", "[]", "only the LoRA adapters are trained",
      "training whole modules (PEFT's modules_to_save, e.g. embed_tokens or lm_head) is not implemented in "
      "ptrain: only the LoRA adapters are trained; remove the key or set it to []"},
@@ -282,12 +284,6 @@ const foreign_key config_foreign_keys[] = {
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},
     /* training knobs of transformers' TrainingArguments */
-    {"neftune_noise_alpha", "", "no NEFTune noise on the input embeddings",
-     "NEFTune (noise on the input embeddings while training) is not implemented in ptrain; remove the key "
-     "to train without the noise"},
-    {"group_by_length", "false", "batches are drawn in the shuffled order of seed, as with group_by_length: false",
-     "length-grouped batches (group_by_length) are not implemented in ptrain: batches are drawn in the "
-     "shuffled order of seed; remove the key or set it to false"},
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
      "which needs no loss scaling, and the CPU in float32; remove the key or set it to false"},

@@ -162,7 +162,7 @@ void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_d
 char *rows_value_text(const json_t *v);
 
 /* ---- format.c: a row as a conversation or plain text ---- */
-typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE } data_format;
+typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE, FMT_UNPAIRED } data_format;
 
 typedef struct {
     chat_message *msgs; /* chat formats: role (static text), content and fields (owned) */
@@ -174,12 +174,15 @@ typedef struct {
     bool pair_chat;
     int n_prompt, n_chosen;
     char *prompt, *chosen, *rejected;
+    /* FMT_UNPAIRED (KTO's prompt, completion, label): the completion as chosen (text) or the
+     * n_chosen turns after the prompt's; label: whether it is desirable */
+    bool label;
 } data_record;
 
 typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
 
-/* The format a row is in by its columns, in the order preference (chosen and rejected; first only
- * for a method that trains on pairs), conversations, messages, preference, Alpaca (instruction),
+/* The format a row is in by its columns, in the order unpaired (completion and label: KTO's rows),
+ * preference (chosen and rejected; first only for a method that trains on pairs), conversations, messages, preference, Alpaca (instruction),
  * text_field; FMT_NONE when it has none of them. */
 data_format format_detect(const json_t *obj, const char *text_field, bool pairs);
 const char *format_name(data_format f);
@@ -202,6 +205,8 @@ typedef struct {
     int32_t max_len;
     int32_t max_prompt, max_completion; /* preference rows: tokens kept of each (0: all) */
     bool pair_legacy;                   /* ... tokenized as TRL's CPO and ORPO trainers do (pair.c) */
+    bool pair_reward;                   /* ... as TRL's RewardTrainer: whole sequences (pair.c) */
+    bool unpaired;                      /* KTO: rows (and pairs) as TRL's KTOTrainer tokenizes them (pair.c) */
 } label_ctx;
 
 typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
@@ -235,6 +240,15 @@ void example_free(pt_example *ex);
  * then prompt + rejected (segment 2), labels on the completions' tokens only (pair.c says how the
  * prompt and the completions are found and cut). */
 pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res);
+/* KTO (label_ctx.unpaired): an unpaired row (FMT_UNPAIRED) as one sequence, prompt + completion,
+ * its segment 1 when the label is desirable, 2 when not; a pair (FMT_PREFERENCE) as two, prompt +
+ * chosen (segment 1) and prompt + rejected (segment 2), each tokenized on its own as TRL's
+ * KTOTrainer tokenizes the rows unpair_preference_dataset makes of it (dataset_unpair then puts
+ * them apart). The completion is labelled; it is kept up to max_len tokens (KTO's collator cuts
+ * prompt + completion to max_seq_length when it batches, batch_collate_unpaired), and a row whose
+ * prompt fills max_seq_length is dropped as TRL drops it. */
+pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
+                         label_result *res);
 
 /* ---- reading bytes back (parts.c, cache_file.c): a cursor that never reads past end ---- */
 typedef struct {

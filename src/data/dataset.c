@@ -34,7 +34,8 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     data_record rec;
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
-        s->rc = f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
+        s->rc = lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
+                : f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : rec.text          ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
                                     : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
         if (s->rc != PT_OK) sb_printf(&why, "%s", err_message());
@@ -191,9 +192,19 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
 static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st,
                                 data_slot **slots)
 {
-    data_format f = detect(rows, L->o->dataset_text_field, L->o->pairs);
+    data_format f = detect(rows, L->o->dataset_text_field, L->o->pairs || L->o->unpaired);
     st->format = format_name(f);
-    if (f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
+    if (L->o->unpaired && f != FMT_NONE && f != FMT_UNPAIRED && f != FMT_PREFERENCE)
+        return ERR(PT_ERR_USER,
+                   "dataset[%d] %s: KTO reads unpaired rows (prompt, completion, label) or preference pairs (prompt, "
+                   "chosen, rejected), but these rows are %s; give such a dataset or set method: sft",
+                   index, shown_text(st->name).s, format_name(f));
+    if (!L->o->unpaired && f == FMT_UNPAIRED)
+        return ERR(PT_ERR_USER,
+                   "dataset[%d] %s: these rows are unpaired preferences (prompt, completion, label), which KTO trains "
+                   "on; set method: kto",
+                   index, shown_text(st->name).s);
+    if (!L->o->unpaired && f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
         return ERR(PT_ERR_USER,
                    L->o->pairs ? "dataset[%d] %s: the method reads preference rows (prompt, chosen, rejected), but "
                                  "these rows are %s; give a preference dataset or set method: sft"
@@ -207,6 +218,8 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
                               (int32_t)L->o->max_seq_length);
     lc.max_prompt = (int32_t)L->o->max_prompt_length, lc.max_completion = (int32_t)L->o->max_completion_length;
     lc.pair_legacy = L->o->pairs_legacy;
+    lc.pair_reward = L->o->pairs_reward;
+    lc.unpaired = L->o->unpaired;
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;
@@ -265,8 +278,10 @@ static pt_status load_entry(const loader *L, int index, pt_status before, bool *
 
 pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *warn, pt_dataset *out)
 {
-    /* a pair is one example of two sequences (segments 1 and 2), as a packed example is */
-    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (o->pairs ? 2 : 1), .packed = o->pairs};
+    /* a pair is one example of two sequences (segments 1 and 2), as a packed example is; so is a
+     * pair KTO unrolls, and KTO keeps a completion up to max_seq_length beside its prompt */
+    bool two = o->pairs || o->unpaired;
+    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (two ? 2 : 1), .packed = two};
     if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
     out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();
@@ -293,6 +308,8 @@ pt_status dataset_prepare(const dataset_options *o, const pt_tokenizer *tok, FIL
         return PT_OK;
     }
     pt_status rc = dataset_split(&all, o->val_split_ratio, (uint64_t)o->seed, train, eval);
+    if (rc == PT_OK && o->unpaired) rc = dataset_unpair(train);
+    if (rc == PT_OK && o->unpaired) rc = dataset_unpair(eval);
     if (rc == PT_OK && o->packing) rc = dataset_pack(train);
     if (rc == PT_OK && o->packing && eval->n) rc = dataset_pack(eval);
     if (rc != PT_OK) {

@@ -13,6 +13,7 @@
 
 data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
 {
+    if (json_object_get(obj, "completion") && json_object_get(obj, "label")) return FMT_UNPAIRED;
     bool pair = json_object_get(obj, "chosen") && json_object_get(obj, "rejected");
     if (pair && pairs) return FMT_PREFERENCE;
     /* a row with both (ultrafeedback's train_sft: prompt, chosen, rejected, messages) is a
@@ -27,13 +28,13 @@ data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
 
 const char *format_name(data_format f)
 {
-    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference"};
+    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference", "unpaired"};
     return names[f];
 }
 
 const char *format_name_known(const char *name)
 {
-    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_PREFERENCE; f++)
+    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_UNPAIRED; f++)
         if (!strcmp(name, format_name(f))) return format_name(f);
     return NULL;
 }
@@ -195,7 +196,10 @@ static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
     const char *names[3] = {"prompt", "chosen", "rejected"};
     const json_t *cols[3] = {p, c, r};
     for (int i = 0; i < 3; i++)
-        if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
+        if (!cols[i]) { /* a later row without a column the first row has */
+            sb_printf(why, "no \"%s\" (preference rows need prompt, chosen and rejected)", names[i]);
+            return ROW_BAD;
+        } else if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
             sb_printf(why, "\"%s\" is %s, expected %s like \"chosen\"", names[i], reader_kind(cols[i]),
                       rec->pair_chat ? "a list of {role, content} turns" : "a string");
             return ROW_BAD;
@@ -216,6 +220,48 @@ static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
         *texts[i] = xstrdup(t);
     }
     return blank(rec->chosen) && blank(rec->rejected) ? ROW_EMPTY : ROW_OK;
+}
+
+/* prompt/completion/label (TRL's unpaired preference rows, KTO's): prompt and completion both
+ * text or both lists of turns, label a boolean. */
+static row_result format_unpaired(const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *p = json_object_get(obj, "prompt"), *c = json_object_get(obj, "completion"),
+                 *l = json_object_get(obj, "label");
+    if (!p) {
+        sb_printf(why, "no \"prompt\" (unpaired rows need prompt, completion and label)");
+        return ROW_BAD;
+    }
+    if (!c || !l) {
+        sb_printf(why, "no \"%s\" (unpaired rows need prompt, completion and label)", c ? "label" : "completion");
+        return ROW_BAD;
+    }
+    if (!json_is_boolean(l)) {
+        sb_printf(why, "\"label\" is %s, expected true or false", reader_kind(l));
+        return ROW_BAD;
+    }
+    rec->label = json_is_true(l);
+    rec->pair_chat = json_is_array(c);
+    const char *names[2] = {"prompt", "completion"};
+    const json_t *cols[2] = {p, c};
+    for (int i = 0; i < 2; i++)
+        if (rec->pair_chat ? !json_is_array(cols[i]) : !json_is_string(cols[i])) {
+            sb_printf(why, "\"%s\" is %s, expected %s like \"completion\"", names[i], reader_kind(cols[i]),
+                      rec->pair_chat ? "a list of {role, content} turns" : "a string");
+            return ROW_BAD;
+        }
+    if (rec->pair_chat) {
+        if (!pair_turns(obj, "prompt", rec, why)) return ROW_BAD;
+        rec->n_prompt = rec->n;
+        if (!pair_turns(obj, "completion", rec, why) || !row_tools(obj, rec, why)) return ROW_BAD;
+        rec->n_chosen = rec->n - rec->n_prompt;
+        return rec->n_chosen == 0 ? ROW_EMPTY : ROW_OK;
+    }
+    const char *pt, *ct;
+    if (!get_text(obj, "prompt", "prompt", true, &pt, why) || !get_text(obj, "completion", "completion", true, &ct, why))
+        return ROW_BAD;
+    rec->prompt = xstrdup(pt), rec->chosen = xstrdup(ct);
+    return blank(rec->chosen) ? ROW_EMPTY : ROW_OK;
 }
 
 /* ---- Alpaca, text ---- */
@@ -258,6 +304,7 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
     case FMT_ALPACA: return format_alpaca(obj, alpaca_input_role, rec, why);
     case FMT_TEXT: return format_text(obj, text_field, rec, why);
     case FMT_PREFERENCE: return format_pair(obj, rec, why);
+    case FMT_UNPAIRED: return format_unpaired(obj, rec, why);
     default: break;
     }
     sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column",

@@ -16,7 +16,12 @@
  * completion prompt + completion is encoded without special tokens and the prompt's tokens are
  * those the prompt encodes to (one fewer when the last merges across the boundary); bos is put
  * before the prompt and eos after the completion where they are missing; the completion is cut so
- * that prompt + completion fits max_seq_length (TRL's max_length). */
+ * that prompt + completion fits max_seq_length (TRL's max_length).
+ *
+ * Reward modelling (label_ctx.pair_reward, TRL's RewardTrainer): prompt + chosen and prompt +
+ * rejected encoded as above (text with eos appended, or turns rendered whole) and kept whole, every
+ * token labelled (the score reads the last non-pad one); a pair with either over max_seq_length
+ * (TRL's max_length) is dropped, as TRL filters it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,7 +210,18 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
         if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->chosen, &cid, &nc);
         if (rc == PT_OK) rc = encode_text_pair(c, rec->prompt, rec->rejected, &rid, &nr);
     }
-    if (rc == PT_OK) {
+    if (rc == PT_OK && c->pair_reward) { /* whole sequences; TRL filters out a pair longer than max_length */
+        *truncated = nc > (size_t)c->max_len || nr > (size_t)c->max_len;
+        if (!*truncated && nc && nr) {
+            size_t got_c, got_r;
+            ex->ids = malloc(sizeof(int32_t) * (nc + nr)), ex->labels = malloc(sizeof(int32_t) * (nc + nr));
+            ex->segments = malloc(sizeof(int32_t) * (nc + nr));
+            if (!ex->ids || !ex->labels || !ex->segments) abort();
+            put_sequence(c, NULL, 0, cid, nc, 1, ex, &got_c);
+            put_sequence(c, NULL, 0, rid, nr, 2, ex, &got_r);
+            *res = LABEL_OK;
+        }
+    } else if (rc == PT_OK) {
         size_t pl = common_prefix(pid, np, cid, nc), pr = common_prefix(pid, np, rid, nr);
         size_t plen = pl < pr ? pl : pr, keep = plen;
         if (c->max_prompt > 0 && keep > (size_t)c->max_prompt) keep = (size_t)c->max_prompt;
@@ -226,5 +242,78 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
         }
     }
     free(pid), free(cid), free(rid);
+    return rc;
+}
+
+/* ---- KTO's unpaired rows ---- */
+
+/* The encoded prompt and prompt + completion of one unpaired sequence, as TRL's KTOTrainer
+ * tokenizes them: turns rendered (the prompt with the generation prompt) or text (eos appended
+ * to the completion unless it ends with it). comp: the completion's turns or text. */
+static pt_status encode_unpaired(const label_ctx *c, const data_record *rec, const chat_message *comp, int n_comp,
+                                 const char *text, int32_t **pid, size_t *np, int32_t **fid, size_t *nf)
+{
+    if (!rec->pair_chat) {
+        TRY(tokenizer_encode_text(c->tok, rec->prompt, strlen(rec->prompt), pid, np));
+        pt_status rc = encode_text_pair(c, rec->prompt, text, fid, nf);
+        if (rc != PT_OK) free(*pid), *pid = NULL;
+        return rc;
+    }
+    chat_message *m = malloc(sizeof *m * (size_t)(rec->n_prompt + n_comp + 1));
+    TRY_ALLOC(m);
+    memcpy(m, rec->msgs, sizeof *m * (size_t)rec->n_prompt);
+    memcpy(m + rec->n_prompt, comp, sizeof *m * (size_t)n_comp);
+    pt_status rc = encode_chat(c, m, rec->n_prompt, rec->tools, true, pid, np);
+    if (rc == PT_OK) rc = encode_chat(c, m, rec->n_prompt + n_comp, rec->tools, false, fid, nf);
+    if (rc != PT_OK) free(*pid), *pid = NULL;
+    free(m);
+    return rc;
+}
+
+/* One unpaired sequence appended to ex as `segment`: the prompt's tokens (up to where the encoded
+ * prompt and prompt + completion part), then the completion, labelled, kept to max_len tokens. How
+ * many completion tokens it has (0: the prompt fills max_len, so TRL drops the row). */
+static size_t put_unpaired(const label_ctx *c, const int32_t *pid, size_t np, const int32_t *fid, size_t nf,
+                           int32_t segment, pt_example *ex, bool *truncated)
+{
+    size_t plen = common_prefix(pid, np, fid, nf), nc = nf - plen;
+    if (plen >= (size_t)c->max_len || nc == 0) return 0;
+    *truncated |= plen + nc > (size_t)c->max_len;
+    if (nc > (size_t)c->max_len) nc = (size_t)c->max_len;
+    for (size_t t = 0; t < plen + nc; t++) {
+        ex->ids[ex->len] = fid[t];
+        ex->labels[ex->len] = t >= plen ? fid[t] : PT_IGNORE_INDEX;
+        ex->segments[ex->len++] = segment;
+    }
+    return nc;
+}
+
+pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
+                         label_result *res)
+{
+    *ex = (pt_example){0};
+    *truncated = false;
+    *res = LABEL_NO_LOSS;
+    bool pair = rec->rejected != NULL || (rec->pair_chat && rec->n > rec->n_prompt + rec->n_chosen);
+    int32_t *pid[2] = {NULL, NULL}, *fid[2] = {NULL, NULL};
+    size_t np[2] = {0, 0}, nf[2] = {0, 0};
+    const chat_message *comp[2] = {rec->msgs ? rec->msgs + rec->n_prompt : NULL,
+                                   rec->msgs ? rec->msgs + rec->n_prompt + rec->n_chosen : NULL};
+    int n_comp[2] = {rec->n_chosen, rec->n - rec->n_prompt - rec->n_chosen};
+    const char *text[2] = {rec->chosen, rec->rejected};
+    pt_status rc = PT_OK;
+    for (int s = 0; s < (pair ? 2 : 1) && rc == PT_OK; s++)
+        rc = encode_unpaired(c, rec, comp[s], n_comp[s], text[s], &pid[s], &np[s], &fid[s], &nf[s]);
+    if (rc == PT_OK) {
+        size_t cap = nf[0] + nf[1] + 1, got[2] = {0, 0};
+        ex->ids = malloc(sizeof(int32_t) * cap), ex->labels = malloc(sizeof(int32_t) * cap);
+        ex->segments = malloc(sizeof(int32_t) * cap);
+        if (!ex->ids || !ex->labels || !ex->segments) abort();
+        if (!pair) got[0] = got[1] = put_unpaired(c, pid[0], np[0], fid[0], nf[0], rec->label ? 1 : 2, ex, truncated);
+        for (int s = 0; pair && s < 2; s++) got[s] = put_unpaired(c, pid[s], np[s], fid[s], nf[s], s + 1, ex, truncated);
+        if (got[0] && got[1]) *res = LABEL_OK;
+        else example_free(ex);
+    }
+    for (int s = 0; s < 2; s++) free(pid[s]), free(fid[s]);
     return rc;
 }

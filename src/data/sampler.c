@@ -8,9 +8,13 @@
  * data-parallel test checks. A resumed epoch starts after the entries of the order that were
  * already consumed (sampler_epoch_from), whatever the world size was, so no example is seen twice
  * or skipped; with the same world size and batch, the batches are exactly those of the
- * uninterrupted run. The generator is ptrain's own (random.c), so orders differ from
- * torch's. */
+ * uninterrupted run. A sequential sampler (KTO) takes the dataset's order in every epoch. The
+ * generator is ptrain's own (random.c), so orders differ from torch's. With group_by_length the
+ * permutation is grouped by length as transformers' LengthGroupedSampler does (a function of the
+ * permutation alone, so a resume finds it again); a sequential sampler is not grouped, as TRL's
+ * KTOTrainer ignores group_by_length. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "data_internal.h"
 
@@ -40,6 +44,52 @@ pt_status sampler_init(pt_sampler *s, size_t n_examples, int rank, int world, lo
     return PT_OK;
 }
 
+typedef struct {
+    int32_t len;
+    size_t at, idx; /* at: the place in the megabatch, for Python's stable sort */
+} by_length;
+
+static int longer_first(const void *a, const void *b)
+{
+    const by_length *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+pt_status sampler_group_order(size_t *perm, size_t n, const int32_t *lengths, long group)
+{
+    if (group < 1) return ERR(PT_ERR_INTERNAL, "group_by_length: a group of %ld", group);
+    size_t mult = n / ((size_t)group * 4);
+    if (mult > 50) mult = 50;
+    if (mult == 0) mult = 1;
+    size_t mb = mult * (size_t)group;
+    by_length *tmp = malloc(sizeof *tmp * (mb < n ? mb : n) + 1);
+    if (!tmp) return ERR(PT_ERR_NOMEM, "out of memory");
+    size_t longest = 0; /* the megabatch whose first (longest) entry is longest; the first of equals */
+    for (size_t start = 0; start < n; start += mb) {
+        size_t m = n - start < mb ? n - start : mb;
+        for (size_t i = 0; i < m; i++) tmp[i] = (by_length){lengths[perm[start + i]], i, perm[start + i]};
+        qsort(tmp, m, sizeof *tmp, longer_first);
+        for (size_t i = 0; i < m; i++) perm[start + i] = tmp[i].idx;
+        if (lengths[perm[start]] > lengths[perm[longest]]) longest = start;
+    }
+    size_t first = perm[0];
+    perm[0] = perm[longest], perm[longest] = first;
+    free(tmp);
+    return PT_OK;
+}
+
+pt_status sampler_group_by_length(pt_sampler *s, const pt_dataset *ds, long group)
+{
+    if (ds->n != s->n_examples) return ERR(PT_ERR_INTERNAL, "group_by_length: %zu examples, the sampler has %zu", ds->n, s->n_examples);
+    free(s->lengths);
+    s->lengths = malloc(sizeof *s->lengths * (ds->n + 1));
+    if (!s->lengths) return ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < ds->n; i++) s->lengths[i] = ds->ex[i].len;
+    s->group = group;
+    return PT_OK;
+}
+
 pt_status sampler_epoch(pt_sampler *s, uint64_t seed, long epoch)
 {
     return sampler_epoch_from(s, seed, epoch, 0);
@@ -51,7 +101,15 @@ pt_status sampler_epoch_from(pt_sampler *s, uint64_t seed, long epoch, size_t sk
     if (skip > s->n_examples) skip = s->n_examples;
     size_t *perm = malloc(sizeof *perm * s->n_examples);
     if (!perm) return ERR(PT_ERR_NOMEM, "out of memory");
-    rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
+    if (s->sequential)
+        for (size_t i = 0; i < s->n_examples; i++) perm[i] = i;
+    else rng_permutation(s->n_examples, seed + (uint64_t)epoch, perm);
+    pt_status st = PT_OK;
+    if (s->lengths && !s->sequential) st = sampler_group_order(perm, s->n_examples, s->lengths, s->group);
+    if (st != PT_OK) {
+        free(perm);
+        return st;
+    }
     size_t b = (size_t)s->batch_size, w = (size_t)s->world, r = (size_t)s->rank;
     s->n = per_rank(s->n_examples - skip, s->batch_size, s->world);
     for (size_t i = 0; i < s->n; i++) { /* i-th index of this rank: batch i/b of its own */
@@ -94,5 +152,6 @@ size_t sampler_batch(const pt_sampler *s, size_t b, const size_t **idx)
 void sampler_free(pt_sampler *s)
 {
     free(s->idx);
+    free(s->lengths);
     *s = (pt_sampler){.epoch = -1};
 }

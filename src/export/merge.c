@@ -24,7 +24,7 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
     const adapter_pair *p = l && layer >= 0 && w >= 0 ? adapter_at(l, layer, w) : NULL;
     if (!p) return PT_OK;
     d->r = p->a.shape[0], d->in = p->a.shape[1], d->out = p->b.shape[0];
-    d->scale = l->scale;
+    d->scale = p->scale;
     d->permute = permute;
     d->a = malloc(p->a.nbytes);
     d->b = malloc(p->b.nbytes);

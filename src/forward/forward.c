@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/quant.h"
+
 fwd_ctx forward_ctx(const pt_model *m, const pt_adapter *ad, int batch, int seq, const int32_t *pos,
                     const int32_t *segments)
 {
@@ -37,7 +39,7 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
         TRY((f32 ? arena_take_f32 : arena_take)(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
     }
     for (int w = 0; w < W_COUNT; w++)
-        if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r));
+        if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r_max));
     return PT_OK;
 }
 
@@ -204,6 +206,39 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
 
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b) { return &b->x[c->m->cfg.n_layers % b->n_x]; }
 
+static uint64_t noise_mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+pt_status forward_embed_noise(pt_backend *be, pt_tensor *x, pt_tensor *buf, float mag, uint64_t seed)
+{
+    int64_t n = tensor_numel(x);
+    if (x->dtype != PT_F32 && x->dtype != PT_BF16)
+        return ERR(PT_ERR_INTERNAL, "NEFTune noise on %s activations", dtype_name(x->dtype));
+    float *host = malloc(sizeof(float) * (size_t)n);
+    TRY_ALLOC(host);
+    uint64_t key = noise_mix(seed ^ 0x6e656674756e65ULL); /* "neftune" */
+    for (int64_t i = 0; i < n; i++) {
+        double u = (double)(noise_mix(key + (uint64_t)i * 0x9e3779b97f4a7c15ULL) >> 11) / 9007199254740992.0;
+        host[i] = mag * (float)(2.0 * u - 1.0);
+    }
+    if (x->dtype == PT_BF16) { /* in place: element i's two bytes lie before float i's end */
+        uint16_t *h16 = (uint16_t *)(void *)host;
+        for (int64_t i = 0; i < n; i++) h16[i] = quant_f32_to_bf16(host[i]);
+    }
+    pt_tensor stage = *buf;
+    stage.dtype = x->dtype, stage.ndim = x->ndim, stage.nbytes = x->nbytes;
+    memcpy(stage.shape, x->shape, sizeof stage.shape);
+    pt_status st = buf->nbytes >= x->nbytes ? backend_upload(be, &stage, host, x->nbytes)
+                                            : ERR(PT_ERR_INTERNAL, "NEFTune: the staging buffer is too small");
+    free(host);
+    TRY(st);
+    return backend_add(be, x, &stage);
+}
+
 pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h)
 {
     const pt_model *m = c->m;
@@ -214,7 +249,12 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
     }
     TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
     float scale = m->cfg.embed_scale;
+    /* NEFTune's hook sees the embedding module's output: before the model's scale, or after it where
+     * the module itself scales (Gemma 2 and 3) */
+    bool noise = c->noise_mag > 0.0f && b->n_x > 1;
+    if (noise && !m->cfg.embed_scaled_in_module) TRY(forward_embed_noise(m->be, &b->x[0], &b->x[1], c->noise_mag, c->noise_seed));
     if (scale != 0.0f && scale != 1.0f) TRY(backend_scale(m->be, &b->x[0], scale));
+    if (noise && m->cfg.embed_scaled_in_module) TRY(forward_embed_noise(m->be, &b->x[0], &b->x[1], c->noise_mag, c->noise_seed));
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (h && h->before) TRY(h->before(h->arg, l));
         TRY(forward_layer(c, l, &b->x[l % b->n_x], &b->x[(l + 1) % b->n_x], &b->acts[b->n_acts > 1 ? l : 0]));

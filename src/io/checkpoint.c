@@ -69,6 +69,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/lora", "lora_dropout", CF_F64, lora_dropout),
     FLD("/lora", "use_rslora", CF_BOOL, use_rslora),
     FLD("/lora", "target_modules", CF_STR, target_modules),
+    FLD("/lora", "select", CF_OSTR, lora_select),
     FLD("/lora", "chat_template", CF_STR, chat_template),
     ENUM_FLD("/metrics", "metric_for_best_model", metric_for_best_model, config_metric_choices),
     FLD("/metrics", "greater_is_better", CF_BOOL, greater_is_better),
@@ -103,6 +104,7 @@ static herr_t write_field(hid_t file, const ckpt_field *f, const ckpt_state *s)
     case CF_F64: rc = h5_attr_f64(loc, f->name, *(const double *)(const void *)p); break;
     case CF_BOOL: rc = h5_attr_i64(loc, f->name, *(const bool *)(const void *)p); break;
     case CF_STR: rc = h5_attr_str(loc, f->name, p); break;
+    case CF_OSTR: rc = *p ? h5_attr_str(loc, f->name, p) : 0; break;
     case CF_HASH:
         snprintf(hex, sizeof hex, "%016" PRIx64, *(const uint64_t *)(const void *)p);
         rc = h5_attr_str(loc, f->name, hex);

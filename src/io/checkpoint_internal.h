@@ -9,7 +9,8 @@
 #include "ptrain/checkpoint.h"
 
 /* CF_ENUM: a config choice's enum (an int) in ckpt_state, its name in the file. */
-typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH, CF_ENUM } ckpt_field_type;
+/* CF_OSTR: a string written only when not empty, read as "" when absent (older checkpoints) */
+typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH, CF_ENUM, CF_OSTR } ckpt_field_type;
 
 typedef struct {
     const char *group, *name;

@@ -50,6 +50,10 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
         *(bool *)(void *)p = v != 0;
         break;
     case CF_STR: st = h5_get_str(loc, path, f->name, p, f->size); break;
+    case CF_OSTR:
+        *p = 0;
+        if (H5Aexists(loc, f->name) > 0) st = h5_get_str(loc, path, f->name, p, f->size);
+        break;
     case CF_HASH:
         st = h5_get_str(loc, path, f->name, hex, sizeof hex);
         if (st == PT_OK && sscanf(hex, "%16" SCNx64, (uint64_t *)(void *)p) != 1)
@@ -266,6 +270,7 @@ static void print_summary(const char *path, const ckpt_state *s, int64_t sets)
            (long long)s->model_bytes, s->model_fingerprint);
     printf("lora         r %lld, alpha %g, dropout %g%s, targets %s; %lld parameters\n", (long long)s->lora_r,
            s->lora_alpha, s->lora_dropout, s->use_rslora ? ", rsLoRA" : "", s->target_modules, (long long)s->n_params);
+    if (s->lora_select[0]) printf("selectors    %s\n", s->lora_select);
     printf("optimizer    %s\n", s->model_only ? "none (save_only_model): cannot be resumed exactly"
                                               : "AdamW moments for every parameter");
     if (s->has_best)

@@ -17,6 +17,7 @@ static void gemma2_defaults(pt_model_config *c)
     c->post_norms = true;
     c->act = PT_ACT_GELU_TANH;
     c->embed_scale = sqrtf((float)c->dim); /* HF rounds sqrt(dim) to the activation dtype: fp32 here */
+    c->embed_scaled_in_module = true;      /* transformers' Gemma2TextScaledWordEmbedding */
     c->attn_scale = 1.0f / sqrtf((float)(c->n_layers == 46 ? c->dim / c->n_heads : c->head_dim));
     c->attn_softcap = 50.0f;
     c->final_softcap = 30.0f;
@@ -32,6 +33,7 @@ static void gemma3_defaults(pt_model_config *c)
     c->post_norms = true;
     c->act = PT_ACT_GELU_TANH;
     c->embed_scale = sqrtf((float)c->dim);
+    c->embed_scaled_in_module = true; /* transformers' Gemma3TextScaledWordEmbedding */
     c->attn_scale = 1.0f / sqrtf((float)(c->n_layers == 62 ? c->dim / c->n_heads : c->head_dim));
     c->sliding_window = 4096;
     c->sliding_period = 6;
@@ -45,6 +47,7 @@ void model_family_defaults(pt_model_config *c)
     c->post_norms = false;
     c->act = PT_ACT_SILU;
     c->embed_scale = 1.0f;
+    c->embed_scaled_in_module = false;
     c->attn_scale = 1.0f / sqrtf((float)c->head_dim);
     c->attn_softcap = c->final_softcap = 0.0f;
     c->sliding_window = c->sliding_pattern = 0;

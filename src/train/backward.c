@@ -34,17 +34,18 @@ static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tens
     lora_pair *s = lora_at(l, layer, lead);
     if (!s) return PT_OK;
     const adapter_pair *p = lora_weights(l, s);
+    pt_tensor xsv = adapter_narrow(&xs[lead], p->r), t = adapter_narrow(tmp, p->r); /* this pair's rank */
     pt_tensor gb = tensor_rows(&s->grad_b, row0, dy->shape[1]), b = tensor_rows(&p->b, row0, dy->shape[1]);
-    TRY(backend_matmul_bwd_weight(be, &gb, dy, &xs[lead], 0.0f));
-    TRY(backend_matmul_bwd_input(be, tmp, dy, &b, row0 == 0 ? 0.0f : 1.0f));
+    TRY(backend_matmul_bwd_weight(be, &gb, dy, &xsv, 0.0f));
+    TRY(backend_matmul_bwd_input(be, &t, dy, &b, row0 == 0 ? 0.0f : 1.0f));
     if (row0 + dy->shape[1] < all) return PT_OK; /* not the last part of the fused weight */
-    TRY(backend_scale(be, tmp, l->ad.scale));
+    TRY(backend_scale(be, &t, p->scale));
     pt_tensor xin;
     TRY(forward_adapter_input(c, layer, lead, x, &xin));
-    TRY(backend_matmul_bwd_weight(be, &s->grad_a, tmp, &xin, 0.0f));
-    if (c->dropout <= 0) return backend_matmul_bwd_input(be, dx, tmp, &p->a, 1.0f);
+    TRY(backend_matmul_bwd_weight(be, &s->grad_a, &t, &xin, 0.0f));
+    if (c->dropout <= 0) return backend_matmul_bwd_input(be, dx, &t, &p->a, 1.0f);
     pt_tensor dxin = xin; /* the scratch: the dropped-out input is no longer needed */
-    TRY(backend_matmul_bwd_input(be, &dxin, tmp, &p->a, 0.0f));
+    TRY(backend_matmul_bwd_input(be, &dxin, &t, &p->a, 0.0f));
     TRY(forward_dropout(c, layer, lead, &dxin, &dxin));
     return backend_add(be, dx, &dxin);
 }

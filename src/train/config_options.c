@@ -12,10 +12,13 @@ dataset_options dataset_options_from_config(const pt_config *cfg)
     return (dataset_options){.datasets = cfg->datasets, .n_datasets = cfg->n_datasets,
                              .max_seq_length = cfg->max_seq_length, .chat_template = cfg->chat_template,
                              .chat_template_kwargs = &cfg->chat_template_kwargs,
-                             .assistant_only_loss = cfg->assistant_only_loss,
+                             /* cpt: continued pretraining labels every token */
+                             .assistant_only_loss = cfg->method == METHOD_CPT ? PT_FALSE : cfg->assistant_only_loss,
                              .dataset_text_field = cfg->dataset_text_field, .packing = cfg->packing,
                              .pairs = method_info_of(cfg->method)->pairs,
                              .pairs_legacy = method_info_of(cfg->method)->legacy_pairs,
+                             .pairs_reward = cfg->method == METHOD_REWARD,
+                             .unpaired = method_info_of(cfg->method)->unpaired,
                              .max_prompt_length = cfg->max_prompt_length,
                              .max_completion_length = cfg->max_completion_length,
                              .val_split_ratio = cfg->val_split_ratio, .seed = cfg->seed};

@@ -2,12 +2,13 @@
  * PEFT does) and, per adapted projection, gradients laid out in one buffer and zero AdamW moments. */
 #include "ptrain/lora.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
 lora_pair *lora_at(const pt_lora *l, int layer, int w)
 {
-    if (!l || !l->pairs || !l->ad.target[w]) return NULL;
+    if (!adapter_at(&l->ad, layer, w) || !l->pairs) return NULL;
     return &l->pairs[(size_t)layer * W_COUNT + (size_t)w];
 }
 
@@ -16,7 +17,7 @@ lora_pair *lora_next(const pt_lora *l, const lora_pair *prev)
     if (!l || !l->pairs) return NULL;
     size_t total = (size_t)l->ad.n_layers * W_COUNT;
     for (size_t i = prev ? (size_t)(prev - l->pairs) + 1 : 0; i < total; i++)
-        if (l->ad.target[i % W_COUNT]) return &l->pairs[i];
+        if (l->ad.target[i % W_COUNT] && l->ad.pairs[i].r > 0) return &l->pairs[i];
     return NULL;
 }
 
@@ -76,11 +77,12 @@ static pt_status moments_create(pt_lora *l)
     return PT_OK;
 }
 
-pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
-                      uint64_t seed)
+pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora,
+                             const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
+                             uint64_t seed)
 {
     memset(l, 0, sizeof *l);
-    TRY(adapter_create(&l->ad, m, r, alpha, rslora, target, &seed));
+    TRY(adapter_create_init(&l->ad, m, r, alpha, rslora, target, select, where, init, &seed));
     l->pairs = calloc((size_t)l->ad.n_layers * W_COUNT, sizeof *l->pairs);
     l->layer_off = calloc((size_t)l->ad.n_layers + 1, sizeof *l->layer_off);
     pt_status st = l->pairs && l->layer_off ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
@@ -116,6 +118,52 @@ static pt_status check_fused(const pt_model *m, const pt_config *cfg)
     return PT_OK;
 }
 
+pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
+                      uint64_t seed)
+{
+    return lora_create_select(l, m, r, alpha, rslora, target, NULL, "the adapter", ADAPTER_INIT_TRUE, seed);
+}
+
+/* The config's PEFT selectors as the JSON object adapter_select.c reads, in *out (NULL: none given);
+ * finetune_last_n_layers becomes layers_to_transform, the last N of the model's n_layers. */
+static pt_status select_json(const pt_config *cfg, int n_layers, char **out)
+{
+    *out = NULL;
+    bool last_n = cfg->finetune_last_n_layers != -1;
+    if (!cfg->layers_to_transform.n && !last_n && !cfg->rank_pattern.n && !cfg->alpha_pattern.n) return PT_OK;
+    if (last_n && cfg->finetune_last_n_layers > n_layers)
+        return ERR(PT_ERR_USER, "%s: finetune_last_n_layers is %ld, but the model has %d layers; give at most %d",
+                   shown_text(cfg->path).s, cfg->finetune_last_n_layers, n_layers, n_layers);
+    json_t *sel = json_object(), *layers = json_array(), *rank = json_object(), *alpha = json_object();
+    for (int i = 0; i < cfg->layers_to_transform.n; i++)
+        json_array_append_new(layers, json_integer(strtol(cfg->layers_to_transform.items[i], NULL, 10)));
+    for (long i = last_n ? n_layers - cfg->finetune_last_n_layers : n_layers; i < n_layers; i++)
+        json_array_append_new(layers, json_integer(i));
+    json_object_set_new(sel, "layers_to_transform", json_array_size(layers) ? layers : (json_decref(layers), json_null()));
+    json_t *pattern = json_null();
+    if (cfg->layers_pattern.n == 1) json_decref(pattern), pattern = json_string(cfg->layers_pattern.items[0]);
+    else if (cfg->layers_pattern.n > 1) {
+        json_decref(pattern), pattern = json_array();
+        for (int i = 0; i < cfg->layers_pattern.n; i++) json_array_append_new(pattern, json_string(cfg->layers_pattern.items[i]));
+    }
+    json_object_set_new(sel, "layers_pattern", pattern);
+    for (int i = 0; i < cfg->rank_pattern.n; i++)
+        json_object_set_new(rank, cfg->rank_pattern.keys[i], json_integer(strtol(cfg->rank_pattern.values[i], NULL, 10)));
+    for (int i = 0; i < cfg->alpha_pattern.n; i++)
+        json_object_set_new(alpha, cfg->alpha_pattern.keys[i], json_real(strtod(cfg->alpha_pattern.values[i], NULL)));
+    json_object_set_new(sel, "rank_pattern", rank);
+    json_object_set_new(sel, "alpha_pattern", alpha);
+    *out = json_dumps(sel, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(sel);
+    if (*out && strlen(*out) >= sizeof ((ckpt_state *)0)->lora_select) {
+        free(*out), *out = NULL;
+        return ERR(PT_ERR_USER, "%s: layers_to_transform, layers_pattern, rank_pattern and alpha_pattern take more than "
+                   "%zu characters as JSON, more than a checkpoint keeps; give fewer or shorter patterns",
+                   shown_text(cfg->path).s, sizeof ((ckpt_state *)0)->lora_select - 1);
+    }
+    return *out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+}
+
 pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
 {
     bool target[W_COUNT] = {0};
@@ -127,8 +175,15 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
                            ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
                            : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
     if (arch_info(m->cfg.arch)->fused) TRY(check_fused(m, cfg));
-    return lora_create(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target,
-                       (uint64_t)cfg->random_state);
+    char *select = NULL;
+    TRY(select_json(cfg, m->cfg.n_layers, &select));
+    adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE
+                        : cfg->lora_init == LORA_INIT_GAUSSIAN ? ADAPTER_INIT_GAUSSIAN
+                                                               : ADAPTER_INIT_TRUE;
+    pt_status st = lora_create_select(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target, select,
+                                      shown_text(cfg->path).s, init, (uint64_t)cfg->random_state);
+    free(select);
+    return st;
 }
 
 void lora_free(pt_lora *l)

@@ -1,9 +1,11 @@
-/* lora_state.c — the adapters and AdamW moments of a pt_lora as the flat, named arrays of a
- * checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names, layer order), and back. */
+/* lora_state.c — the adapters and AdamW moments of a pt_lora (and a reward model's score head) as
+ * the flat, named arrays of a checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names,
+ * layer order; the score head last), and back. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/lora.h"
+#include "ptrain/score_head.h"
 
 /* The tensors of entry i: A, m_a, v_a for even i, B, m_b, v_b for odd i (adapter_layout's order). */
 static void entry_tensors(const pt_lora *l, const lora_pair *s, int i, pt_tensor *t[3])
@@ -57,4 +59,26 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
     }
     free(zeros);
     return st;
+}
+
+pt_status lora_export_all(const pt_lora *l, const score_head *h, const ckpt_layout *lay, float *params, float *m,
+                          float *v)
+{
+    ckpt_layout part = *lay;
+    if (h && h->dim) part.n--;
+    TRY(lora_export(l, &part, params, m, v));
+    if (!h || !h->dim) return PT_OK;
+    int64_t off = lay->e[part.n].offset;
+    return score_head_get(h, params + off, m ? m + off : NULL, v ? v + off : NULL);
+}
+
+pt_status lora_import_all(pt_lora *l, score_head *h, const ckpt_layout *lay, const float *params, const float *m,
+                          const float *v)
+{
+    ckpt_layout part = *lay;
+    if (h && h->dim) part.n--;
+    TRY(lora_import(l, &part, params, m, v));
+    if (!h || !h->dim) return PT_OK;
+    int64_t off = lay->e[part.n].offset;
+    return score_head_set(h, params + off, m ? m + off : NULL, v ? v + off : NULL);
 }

@@ -62,7 +62,7 @@ void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options 
     pt_dtype act = so->act;
     size_t eval = r->eval_rows > 0 ? step_loss_arena_bytes(m, ad, r->eval_rows, act) : 0;
     pt_memplan_shape s = {.batch = r->batch, .seq = r->seq, .eval_rows = r->eval_rows,
-                          .lora_params = r->lora_params, .lora_r = ad->r, .arena_bytes = arena > eval ? arena : eval,
+                          .lora_params = r->lora_params, .lora_r = ad->r_max, .arena_bytes = arena > eval ? arena : eval,
                           .offload_bytes = so->checkpointing && so->offload ? step_offload_bytes(m, rows, act) : 0,
                           .loss_chunk = so->loss_chunk, .cuda = r->cuda, .checkpointing = so->checkpointing};
     memplan_compute(&m->cfg, r->weight_bytes, &s, out);

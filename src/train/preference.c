@@ -11,11 +11,40 @@
 
 const char *const preference_metric_names[PREF_COUNT] = {
     "loss",           "rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/margins",
-    "logps/chosen",   "logps/rejected", "nll_loss",         "log_odds_ratio",     "log_odds_chosen", "pairs"};
+    "logps/chosen",   "logps/rejected", "nll_loss",         "log_odds_ratio",     "log_odds_chosen", "pairs",
+    "kl",             "chosen",         "rejected",         "micro_batches",      "min_reward",      "max_reward"};
 
 int preference_metrics_end(int method)
 {
     return method == METHOD_ORPO ? PREF_PAIRS : method == METHOD_CPO ? PREF_NLL_LOSS + 1 : PREF_NLL_LOSS;
+}
+
+int preference_log_values(int method, const double *sums, const char **names, double *values)
+{
+    int n = 0;
+    if (method == METHOD_REWARD) { /* TRL's order */
+        double p = fmax(sums[PREF_PAIRS], 1), micro = fmax(sums[PREF_MICRO], 1);
+        names[n] = "min_reward", values[n++] = sums[PREF_MIN_REWARD] / micro;
+        names[n] = "mean_reward", values[n++] = (sums[PREF_REWARDS_CHOSEN] + sums[PREF_REWARDS_REJECTED]) / (2 * p);
+        names[n] = "max_reward", values[n++] = sums[PREF_MAX_REWARD] / micro;
+        names[n] = "accuracy", values[n++] = sums[PREF_REWARDS_ACCURACIES] / p;
+        names[n] = "margin", values[n++] = sums[PREF_REWARDS_MARGINS] / p;
+        return n;
+    }
+    if (method != METHOD_KTO) {
+        for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(method); k++, n++)
+            names[n] = preference_metric_names[k], values[n] = sums[k] / fmax(sums[PREF_PAIRS], 1);
+        return n;
+    }
+    double nc = sums[PREF_N_CHOSEN], nr = sums[PREF_N_REJECTED];
+    if (nc > 0) names[n] = "rewards/chosen", values[n++] = sums[PREF_REWARDS_CHOSEN] / nc;
+    if (nr > 0) names[n] = "rewards/rejected", values[n++] = sums[PREF_REWARDS_REJECTED] / nr;
+    if (nc > 0 && nr > 0)
+        names[n] = "rewards/margins", values[n++] = sums[PREF_REWARDS_CHOSEN] / nc - sums[PREF_REWARDS_REJECTED] / nr;
+    if (nc > 0) names[n] = "logps/chosen", values[n++] = sums[PREF_LOGPS_CHOSEN] / nc;
+    if (nr > 0) names[n] = "logps/rejected", values[n++] = sums[PREF_LOGPS_REJECTED] / nr;
+    names[n] = "kl", values[n++] = sums[PREF_KL] / fmax(sums[PREF_MICRO], 1);
+    return n;
 }
 
 /* TRL's metrics of one pair from its log-probs and rewards. */
@@ -48,6 +77,40 @@ void preference_dpo(const double *nll, const double *ref_nll, int pairs, double 
         sums[PREF_LOSS] += softplus_neg(z);
         pair_metrics(logp_c, logp_r, reward_c, reward_r, sums);
     }
+}
+
+int preference_score_rows(const int32_t *ids, const int32_t *segments, int rows, int32_t pad, int32_t *score_row)
+{
+    int n = 0;
+    for (int r = 0; r < rows; r++) {
+        int seq = segments[r] - 1;
+        if (seq < 0) continue;
+        for (; n <= seq; n++) score_row[n] = r; /* a sequence's first row */
+        if (ids[r] != pad) score_row[seq] = r;
+    }
+    return n;
+}
+
+void preference_reward(const double *score, const double *margin, int pairs, double center, double grad_scale,
+                       float *scale, double *sums)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < pairs; i++) {
+        double rc = score[2 * i], rr = score[2 * i + 1], z = rc - rr - (margin ? margin[i] : 0.0);
+        double sum = rc + rr;
+        /* d/d rc of -log sigmoid(z) is -sigmoid(-z), of center (rc + rr)^2 is 2 center (rc + rr) */
+        double g = sigmoid(-z), gc = 2.0 * center * sum;
+        scale[2 * i] = (float)((-g + gc) * grad_scale);
+        scale[2 * i + 1] = (float)((g + gc) * grad_scale);
+        sums[PREF_LOSS] += softplus_neg(z) + center * sum * sum;
+        sums[PREF_REWARDS_CHOSEN] += rc;
+        sums[PREF_REWARDS_REJECTED] += rr;
+        sums[PREF_REWARDS_ACCURACIES] += rc > rr;
+        sums[PREF_REWARDS_MARGINS] += rc - rr;
+        lo = fmin(lo, fmin(rc, rr)), hi = fmax(hi, fmax(rc, rr));
+    }
+    if (pairs > 0) sums[PREF_MIN_REWARD] += lo, sums[PREF_MAX_REWARD] += hi, sums[PREF_MICRO] += 1;
+    sums[PREF_PAIRS] += pairs;
 }
 
 void preference_cpo(const double *nll, int pairs, double chosen_tokens, double beta, double grad_scale, float *scale,
@@ -86,6 +149,29 @@ int preference_orpo_rows(const int32_t *ids, const int32_t *targets, const int32
         if (seq >= 0 && orpo_targets[r] != PREF_IGNORE) tokens[row_seq[r]] += 1;
     }
     return 3 * pairs;
+}
+
+void preference_kto(const double *nll, const double *ref_nll, const bool *desirable, int n, double kl, double beta,
+                    double desirable_weight, double undesirable_weight, double grad_scale, float *scale,
+                    double *sums)
+{
+    for (int s = 0; s < 2 * n; s++) scale[s] = 0;
+    for (int k = 0; k < n; k++) {
+        int s = 2 * k + (desirable[k] ? 0 : 1);
+        double logp = -nll[s], ratio = logp + ref_nll[s], reward = beta * ratio;
+        /* desirable: z = beta (r - kl), loss w (1 - sigmoid(z)); undesirable: z = beta (kl - r); dr/dnll = -1 */
+        double z = desirable[k] ? beta * (ratio - kl) : beta * (kl - ratio), w = desirable[k] ? desirable_weight
+                                                                                              : undesirable_weight;
+        double sz = sigmoid(z), dz = sz * (1 - sz);
+        scale[s] = (float)(w * beta * dz * (desirable[k] ? 1 : -1) * grad_scale);
+        sums[PREF_LOSS] += w * (1 - sz);
+        sums[desirable[k] ? PREF_REWARDS_CHOSEN : PREF_REWARDS_REJECTED] += reward;
+        sums[desirable[k] ? PREF_LOGPS_CHOSEN : PREF_LOGPS_REJECTED] += logp;
+        sums[desirable[k] ? PREF_N_CHOSEN : PREF_N_REJECTED] += 1;
+        sums[PREF_PAIRS] += 1;
+    }
+    sums[PREF_KL] += kl;
+    sums[PREF_MICRO] += 1;
 }
 
 /* log(1 - e^x) for x < 0, as TRL's log1mexp (branching at -ln 2). */

@@ -248,6 +248,11 @@ pt_status resume_compare(const char *path, const ckpt_state *a, const ckpt_state
                    shown_text(path).s, (long long)a->lora_r, a->lora_alpha, a->use_rslora ? "true" : "false",
                    shown_text(a->target_modules).s, (long long)b->lora_r, b->lora_alpha,
                    b->use_rslora ? "true" : "false", shown_text(b->target_modules).s);
+    if (strcmp(a->lora_select, b->lora_select))
+        return ERR(PT_ERR_USER, "%s has adapters on other layers or with other ranks: layers_to_transform, "
+                   "rank_pattern and alpha_pattern were %s then, %s now; set them back, or start a new output_dir",
+                   shown_text(path).s, a->lora_select[0] ? shown_text(a->lora_select).s : "not given",
+                   b->lora_select[0] ? shown_text(b->lora_select).s : "not given");
     report_changes(a, b);
     return PT_OK;
 }

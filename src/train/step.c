@@ -7,11 +7,13 @@
  * same order by the dry run that sizes it. */
 #include "ptrain/step.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backward.h"
 #include "ptrain/forward.h"
+#include "ptrain/quant.h"
 
 typedef struct {
     fwd_bufs f;
@@ -34,6 +36,9 @@ static fwd_ctx ctx_of(const pt_model *m, pt_lora *l, const train_batch *b, const
 {
     fwd_ctx c = forward_ctx(m, l ? &l->ad : NULL, b->batch, b->seq, b->pos, b->segments);
     if (l && o->lora_dropout > 0) c.dropout = o->lora_dropout, c.seed = o->dropout_seed;
+    /* transformers' neftune_post_forward_hook: alpha / sqrt(input_ids.size(1) * hidden) */
+    if (o->neftune_alpha > 0)
+        c.noise_mag = (float)(o->neftune_alpha / sqrt((double)b->seq * (double)m->cfg.dim)), c.noise_seed = o->noise_seed;
     return c;
 }
 
@@ -49,7 +54,7 @@ static pt_status forward_phase_take(pt_arena *arena, fwd_ctx *c, const step_opti
 
 static pt_status backward_phase_take(pt_arena *arena, const fwd_ctx *c, const step_options *o, step_bufs *s)
 {
-    TRY(backward_take(arena, c, c->ad ? c->ad->r : 0, &s->g));
+    TRY(backward_take(arena, c, c->ad ? c->ad->r_max : 0, &s->g));
     return arena_take(arena, &s->recompute, o->checkpointing ? c->rows : 0, c->m->cfg.dim);
 }
 
@@ -121,11 +126,67 @@ static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *
     return PT_OK;
 }
 
+/* The score head (step.h's score_w): the final norm of the hidden states (as the loss head's), the
+ * scores and their gradients from seq_grad on the host, the normed states' gradient on the scored
+ * rows (zero elsewhere) back through the norm into s->d, and the head's own gradient. Its buffers
+ * fit in what the loss head would take of the arena. */
+static pt_status score_head(pt_arena *arena, const fwd_ctx *c, const step_options *o, step_bufs *s,
+                            const pt_tensor *hid)
+{
+    if (!o->seq_grad || !o->score_row || !o->score_grad || o->n_seq <= 0)
+        return ERR(PT_ERR_INTERNAL, "step: a score head without seq_grad, score_row or score_grad");
+    pt_backend *be = c->m->be;
+    int64_t dim = c->m->cfg.dim, rows = c->rows;
+    pt_tensor xf, rstd, dxf;
+    TRY(arena_take(arena, &xf, rows, dim));
+    TRY(arena_take_f32(arena, &rstd, rows, 1));
+    TRY(arena_take(arena, &dxf, rows, dim));
+    TRY(backend_rmsnorm(be, &xf, &rstd, hid, &c->m->out_norm, c->m->cfg.norm_eps));
+    bool bf16 = xf.dtype == PT_BF16;
+    if (!bf16 && xf.dtype != PT_F32) return ERR(PT_ERR_INTERNAL, "step: a score head on activations of dtype %d", xf.dtype);
+    size_t esz = bf16 ? 2 : 4, n = (size_t)o->n_seq, all = (size_t)(rows * dim);
+    void *raw = malloc(esz * all);
+    float *h = malloc(sizeof(float) * n * (size_t)dim), *d = calloc(all, sizeof *d);
+    double *score = calloc(n, sizeof *score);
+    float *scale = calloc(n, sizeof *scale);
+    pt_status st = raw && h && d && score && scale ? PT_OK : ERR(PT_ERR_NOMEM, "step: no memory for the score head");
+    if (st == PT_OK) st = backend_download(be, &xf, raw, esz * all);
+    for (size_t i = 0; st == PT_OK && i < n; i++) {
+        int64_t r = o->score_row[i];
+        if (r < 0 || r >= rows) {
+            st = ERR(PT_ERR_INTERNAL, "step: score row %lld of %lld rows", (long long)r, (long long)rows);
+            break;
+        }
+        float *hi = h + i * (size_t)dim, acc = 0; /* fp32, as torch's linear */
+        for (int64_t k = 0; k < dim; k++) {
+            size_t at = (size_t)(r * dim + k);
+            hi[k] = bf16 ? quant_bf16_to_f32(((const uint16_t *)raw)[at]) : ((const float *)raw)[at];
+            acc += o->score_w[k] * hi[k];
+        }
+        score[i] = acc;
+    }
+    if (st == PT_OK) st = o->seq_grad(o->seq_grad_arg, score, scale);
+    for (size_t i = 0; st == PT_OK && i < n; i++) {
+        float *dr = d + (size_t)o->score_row[i] * (size_t)dim;
+        for (int64_t k = 0; k < dim; k++) {
+            dr[k] += scale[i] * o->score_w[k];
+            o->score_grad[k] += scale[i] * h[i * (size_t)dim + (size_t)k];
+        }
+    }
+    if (st == PT_OK && bf16) /* the gradient in the activations' dtype */
+        for (size_t i = 0; i < all; i++) ((uint16_t *)raw)[i] = quant_f32_to_bf16(d[i]);
+    if (st == PT_OK) st = backend_upload(be, &dxf, bf16 ? raw : (void *)d, esz * all);
+    if (st == PT_OK) st = backend_rmsnorm_bwd(be, &s->d, NULL, &dxf, hid, &c->m->out_norm, &rstd);
+    free(raw), free(h), free(d), free(score), free(scale);
+    return st;
+}
+
 /* The loss head: the token loss, or per sequence (o->row_seq) its two passes (step.h). */
-static pt_status loss_head(const fwd_ctx *c, const step_options *o, step_bufs *s, float grad_scale, double *loss_sum,
-                           int64_t *n_tokens)
+static pt_status loss_head(pt_arena *arena, const fwd_ctx *c, const step_options *o, step_bufs *s, float grad_scale,
+                           double *loss_sum, int64_t *n_tokens)
 {
     const pt_tensor *hid = forward_output(c, &s->f);
+    if (o->score_w) return score_head(arena, c, o, s, hid);
     if (!o->row_seq) return forward_loss(c, &s->h, hid, &s->d, grad_scale, loss_sum, n_tokens);
     if (!o->seq_grad || o->n_seq <= 0) return ERR(PT_ERR_INTERNAL, "step: sequences without seq_grad");
     double *nll = calloc((size_t)o->n_seq, sizeof *nll);
@@ -153,8 +214,8 @@ static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fw
     fwd_hooks hooks = {offload_before, &h};
     if (st == PT_OK) st = forward_run(c, b->ids, &s.f, offloading(o) ? &hooks : NULL);
     size_t mark = arena_mark(arena);
-    if (st == PT_OK) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
-    if (st == PT_OK) st = loss_head(c, o, &s, grad_scale, loss_sum, n_tokens);
+    if (st == PT_OK && !o->score_w) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
+    if (st == PT_OK) st = loss_head(arena, c, o, &s, grad_scale, loss_sum, n_tokens);
     loss_free(&s.h);
     arena_back_to(arena, mark);
     if (st == PT_OK) st = backward_phase_take(arena, c, o, &s);

@@ -50,7 +50,16 @@ static pt_status next_batch(trainer *t, pt_batch *b)
     }
     const size_t *idx;
     size_t n = sampler_batch(&t->sampler, t->next_batch++, &idx);
+    if (method_info_of(t->cfg->method)->unpaired)
+        return batch_collate_unpaired(&t->train, idx, n, (int32_t)t->cfg->max_seq_length, b);
     return batch_collate(&t->train, idx, n, b);
+}
+
+/* A method whose loss is over pairs or KTO's examples, not tokens (preference.h). */
+static bool pref_method(const trainer *t)
+{
+    const method_info *mi = method_info_of(t->cfg->method);
+    return mi->pairs || mi->unpaired;
 }
 
 static train_batch view_of(const pt_batch *b)
@@ -102,6 +111,7 @@ static step_options step_options_of(trainer *t)
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0,
                                        (float)t->cfg->lora_dropout);
     so.act = t->be->act; /* fp32 with PTRAIN_CUDA_KERNELS=reference */
+    so.neftune_alpha = (float)t->cfg->neftune_noise_alpha;
     so.offload_host = t->offload_host;
     so.layer_done = on_layer_done, so.layer_done_arg = t;
     so.arena = &t->arena;
@@ -166,6 +176,41 @@ static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
     return PT_OK;
 }
 
+/* Reward modelling: step_options.seq_grad takes the sequences' scores (preference_reward). */
+static pt_status reward_seq_grad(void *arg, const double *score, float *scale)
+{
+    pref_step *p = arg;
+    preference_reward(score, NULL, p->pairs, p->t->cfg->center_rewards_coefficient, p->grad_scale, scale, p->sums);
+    return PT_OK;
+}
+
+/* The token whose hidden state a reward model scores: the last that is not the pad token (the
+ * tokenizer's, else its eos, as TRL sets it), as transformers finds it. */
+static int32_t reward_pad(const trainer *t)
+{
+    return tokenizer_pad(t->tok) >= 0 ? tokenizer_pad(t->tok) : tokenizer_eos(t->tok);
+}
+
+/* One micro-batch of reward modelling: each sequence scored by the head, added to *loss_sum and sums. */
+static pt_status reward_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
+                                    double *sums)
+{
+    int rows = b->rows * b->cols;
+    int32_t *score_row = malloc(sizeof(int32_t) * (size_t)(rows + 1));
+    TRY_ALLOC(score_row);
+    int n_seq = preference_score_rows(b->ids, b->segments, rows, reward_pad(t), score_row);
+    train_batch v = view_of(b);
+    double before = sums[PREF_LOSS], unused = 0;
+    int64_t n = 0;
+    pref_step p = {t, NULL, NULL, scale, n_seq / 2, sums};
+    so.n_seq = n_seq, so.seq_grad = reward_seq_grad, so.seq_grad_arg = &p;
+    so.score_w = t->head.host_w, so.score_row = score_row, so.score_grad = t->head.host_grad;
+    pt_status st = step_run(&t->m, &t->l, &v, &so, 0.0f, &unused, &n);
+    *loss_sum += sums[PREF_LOSS] - before;
+    free(score_row);
+    return st;
+}
+
 /* One micro-batch of a preference method: the reference's log-probs when the method has one (the
  * same base with the adapter off), then the policy's step; the pairs' loss is added to *loss_sum,
  * the metrics to sums. */
@@ -191,6 +236,133 @@ static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so
     return st;
 }
 
+/* KTO: a micro-batch laid out by batch_collate_unpaired, its n examples' tokens first (slots 0..2n),
+ * then their KL sequences; each row's sequence (a KL row's counted from the KL rows' start). */
+typedef struct {
+    int n, main_cols;
+    int32_t *row_seq;
+    bool *desirable;
+    double *nll; /* [5n]: ref (2n slots), ref KL (n), policy KL (n); scratch */
+} kto_rows;
+
+static void kto_rows_free(kto_rows *k)
+{
+    free(k->row_seq), free(k->desirable), free(k->nll);
+    *k = (kto_rows){0};
+}
+
+static pt_status kto_rows_of(const pt_batch *b, kto_rows *k)
+{
+    int cols = b->rows * b->cols, last = 0;
+    for (int r = 0; r < cols; r++) last = b->segments[r] > last ? b->segments[r] : last;
+    int n = last / 3, main_cols = 0;
+    while (main_cols < cols && b->segments[main_cols] <= 2 * n) main_cols++;
+    *k = (kto_rows){n, main_cols, malloc(sizeof(int32_t) * (size_t)(cols + 1)), calloc((size_t)n + 1, sizeof(bool)),
+                    calloc(5 * (size_t)n + 1, sizeof(double))};
+    if (!k->row_seq || !k->desirable || !k->nll) {
+        kto_rows_free(k);
+        return ERR(PT_ERR_NOMEM, "no memory for the rows of %d KTO examples", n);
+    }
+    for (int r = 0; r < cols; r++) {
+        int seg = b->segments[r];
+        k->row_seq[r] = r < main_cols ? seg - 1 : seg - 2 * n - 1;
+        if (r < main_cols && seg >= 1 && (seg - 1) % 2 == 0) k->desirable[(seg - 1) / 2] = true;
+    }
+    return PT_OK;
+}
+
+/* The reference's log-probs of the examples and of the KL sequences, the policy's of the KL
+ * sequences (no gradient), and the KL estimate: the mean of logp - ref logp over the KL sequences,
+ * over the ranks when `ranks` (TRL gathers it in training), at least 0. */
+static pt_status kto_reference(trainer *t, const pt_batch *b, kto_rows *k, bool ranks, double *kl)
+{
+    train_batch main = view_of(b), mis = view_of(b);
+    main.seq = k->main_cols;
+    mis.seq = b->cols - k->main_cols;
+    mis.ids += k->main_cols, mis.targets += k->main_cols, mis.pos += k->main_cols, mis.segments += k->main_cols;
+    double *ref = k->nll, *ref_kl = ref + 2 * k->n, *pol_kl = ref_kl + k->n;
+    TRY(step_sequence_nll(&t->m, NULL, &main, k->row_seq, 2 * k->n, &t->arena, ref));
+    TRY(step_sequence_nll(&t->m, NULL, &mis, k->row_seq + k->main_cols, k->n, &t->arena, ref_kl));
+    TRY(step_sequence_nll(&t->m, &t->l.ad, &mis, k->row_seq + k->main_cols, k->n, &t->arena, pol_kl));
+    double v[2] = {0, 1};
+    for (int i = 0; i < k->n; i++) v[0] += (ref_kl[i] - pol_kl[i]) / k->n;
+    if (ranks) TRY(dist_sum_f64(t->d, v, 2));
+    *kl = fmax(v[0] / v[1], 0.0);
+    return PT_OK;
+}
+
+typedef struct {
+    const trainer *t;
+    const kto_rows *k;
+    double kl, grad_scale;
+    double *sums;
+} kto_step;
+
+static pt_status kto_seq_grad(void *arg, const double *nll, float *scale)
+{
+    kto_step *p = arg;
+    const pt_config *c = p->t->cfg;
+    preference_kto(nll, p->k->nll, p->k->desirable, p->k->n, p->kl, c->beta, c->desirable_weight,
+                   c->undesirable_weight, p->grad_scale, scale, p->sums);
+    return PT_OK;
+}
+
+/* One KTO micro-batch: the reference and KL passes, then the policy's step on the examples. */
+static pt_status kto_micro_batch(trainer *t, const pt_batch *b, step_options so, float scale, double *loss_sum,
+                                 double *sums)
+{
+    kto_rows k;
+    TRY(kto_rows_of(b, &k));
+    kto_step p = {t, &k, 0, scale, sums};
+    pt_status st = kto_reference(t, b, &k, true, &p.kl);
+    train_batch v = view_of(b);
+    v.seq = k.main_cols;
+    double before = sums[PREF_LOSS], token_loss = 0;
+    int64_t n = 0;
+    so.row_seq = k.row_seq, so.n_seq = 2 * k.n, so.seq_grad = kto_seq_grad, so.seq_grad_arg = &p;
+    if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
+    *loss_sum += sums[PREF_LOSS] - before;
+    kto_rows_free(&k);
+    return st;
+}
+
+/* A KTO eval batch: its examples' losses (the batch's own KL estimate, no gradient) into sums. */
+static pt_status evaluate_kto(trainer *t, const pt_batch *b, double *sums)
+{
+    kto_rows k;
+    TRY(kto_rows_of(b, &k));
+    double kl = 0, pref[PREF_COUNT] = {0};
+    double *nll = calloc(2 * (size_t)k.n + 1, sizeof *nll);
+    float *scale = calloc(2 * (size_t)k.n + 1, sizeof *scale);
+    pt_status st = nll && scale ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %d KTO examples' log-probs", k.n);
+    if (st == PT_OK) st = kto_reference(t, b, &k, false, &kl);
+    train_batch v = view_of(b);
+    v.seq = k.main_cols;
+    if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, k.row_seq, 2 * k.n, &t->arena, nll);
+    if (st == PT_OK)
+        preference_kto(nll, k.nll, k.desirable, k.n, kl, t->cfg->beta, t->cfg->desirable_weight,
+                       t->cfg->undesirable_weight, 1.0, scale, pref);
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    free(nll), free(scale);
+    kto_rows_free(&k);
+    return st;
+}
+
+/* The score head's gradient summed over the ranks (in double) and onto the backend. */
+static pt_status reward_head_sum(trainer *t)
+{
+    if (t->d->world > 1) {
+        double *g = malloc(sizeof(double) * (size_t)t->head.dim);
+        TRY_ALLOC(g);
+        for (int64_t k = 0; k < t->head.dim; k++) g[k] = t->head.host_grad[k];
+        pt_status st = dist_sum_f64(t->d, g, (int)t->head.dim);
+        for (int64_t k = 0; k < t->head.dim; k++) t->head.host_grad[k] = (float)g[k];
+        free(g);
+        TRY(st);
+    }
+    return score_head_grad_upload(&t->head);
+}
+
 /* Forward and backward of the step's micro-batches; gradsync accumulates and reduces. scale: the
  * gradient's factor, 1 / the step's target tokens (1 / its pairs for a preference method). */
 static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float scale, double *loss_sum,
@@ -199,24 +371,29 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
     long accum = t->cfg->gradient_accumulation_steps;
     bool pairs = method_info_of(t->cfg->method)->pairs;
     step_options so = step_options_of(t);
+    if (t->head.dim) score_head_zero_grad(&t->head);
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
+        so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL; /* NEFTune's: the step and micro-batch alone */
         gradsync_begin_micro(&t->sync, i);
-        if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        if (method_info_of(t->cfg->method)->unpaired) TRY(kto_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        else if (t->head.dim) TRY(reward_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
+        else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
     }
-    return gradsync_finish(&t->sync);
+    TRY(gradsync_finish(&t->sync));
+    return t->head.dim ? reward_head_sum(t) : PT_OK;
 }
 
 /* What the loss of a step is a mean over: its target tokens, or a preference method's pairs. */
 static double batch_units(const trainer *t, const pt_batch *b)
 {
-    if (!method_info_of(t->cfg->method)->pairs) return (double)count_targets(b);
+    if (!pref_method(t)) return (double)count_targets(b);
     int n = 0;
     for (int r = 0; r < b->rows * b->cols; r++) n = b->segments[r] > n ? b->segments[r] : n;
-    return (double)(n / 2);
+    return (double)(method_info_of(t->cfg->method)->unpaired ? n / 3 : n / 2); /* KTO: examples and KL sequences */
 }
 
 /* For the divergence tests (tests/cli/test_diverge.sh, tests/mpi/test_diverge_mpi.sh):
@@ -251,7 +428,7 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     double pref[PREF_COUNT] = {0};
     if (st == PT_OK)
         st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum, pref);
-    if (st == PT_OK && method_info_of(t->cfg->method)->pairs) st = timed_sum(t, pref, PREF_COUNT, &comm);
+    if (st == PT_OK && pref_method(t)) st = timed_sum(t, pref, PREF_COUNT, &comm);
     for (int k = 0; k < PREF_COUNT; k++) r->pref[k] = pref[k];
     if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
@@ -259,6 +436,11 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     comm += t->sync.comm_s;
     r->grad_norm = 0;
     if (st == PT_OK) st = optimizer_grad_norm(&t->l, &r->grad_norm);
+    if (st == PT_OK && t->head.dim) { /* one norm over the adapters and the score head, as torch's clip */
+        double sq = r->grad_norm * r->grad_norm;
+        st = score_head_grad_sum_squares(&t->head, &sq);
+        r->grad_norm = sqrt(sq);
+    }
     double sums[4] = {loss_sum, signals_pending() ? 1.0 : 0.0, isfinite(r->grad_norm) ? 0.0 : 1.0,
                       isfinite(loss_sum) ? 0.0 : 1.0};
     if (st == PT_OK) st = timed_sum(t, sums, 4, &comm); /* the stop and non-finite flags ride along */
@@ -270,6 +452,8 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
                         t->cfg->max_grad_norm};
     r->lr = schedule_lr(&t->sched, step);
     if (st == PT_OK && !r->nonfinite) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
+    if (st == PT_OK && !r->nonfinite && t->head.dim)
+        st = score_head_step(&t->head, &ao, r->grad_norm, r->lr, step + 1);
     r->loss_sum = loss_sum;
     r->tokens = tokens;
     r->inputs = counts[1];
@@ -302,6 +486,26 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
     return st;
 }
 
+/* Reward modelling's eval batch: the pairs' losses from their scores, through a step whose gradients
+ * go nowhere that counts (the adapters' are overwritten by the next step, the head's into scratch);
+ * its own arena, since the run's is sized for an eval batch without a backward pass. */
+static pt_status evaluate_reward(trainer *t, const pt_batch *b, double *sums)
+{
+    score_head h = t->head;
+    h.host_grad = calloc((size_t)t->head.dim, sizeof(float));
+    TRY_ALLOC(h.host_grad);
+    score_head real = t->head;
+    t->head = h;
+    double pref[PREF_COUNT] = {0}, loss = 0;
+    step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0, 0.0f);
+    so.act = t->be->act, so.offload_host = NULL, so.arena = NULL; /* both sized for this batch by step_run */
+    pt_status st = reward_micro_batch(t, b, so, 1.0f, &loss, pref);
+    free(h.host_grad);
+    t->head = real;
+    sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
+    return st;
+}
+
 /* Mean loss over the eval set: rank r evaluates batches r, r + world, ...; the sums meet. The
  * mean token loss, or for a preference method the mean over pairs of its loss. */
 static pt_status evaluate(trainer *t, double *eval_loss)
@@ -313,11 +517,15 @@ static pt_status evaluate(trainer *t, double *eval_loss)
         size_t idx[256], k = 0;
         for (; k < bs && i + k < t->eval.n; k++) idx[k] = i + k;
         pt_batch b;
-        TRY(batch_collate(&t->eval, idx, k, &b));
+        bool kto = method_info_of(t->cfg->method)->unpaired;
+        TRY(kto ? batch_collate_unpaired(&t->eval, idx, k, (int32_t)t->cfg->max_seq_length, &b)
+                : batch_collate(&t->eval, idx, k, &b));
         train_batch v = view_of(&b);
         int64_t n = 0;
-        pt_status st = method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
-                                                             : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
+        pt_status st = kto                                    ? evaluate_kto(t, &b, sums)
+                       : t->head.dim                           ? evaluate_reward(t, &b, sums)
+                       : method_info_of(t->cfg->method)->pairs ? evaluate_pairs(t, &b, sums)
+                                                               : step_loss(&t->m, &t->l.ad, &v, &t->arena, &sums[0], &n);
         sums[1] += (double)n;
         batch_free(&b);
         TRY(st);
@@ -334,11 +542,11 @@ static void plan_memory(trainer *t)
     const pt_config *c = t->cfg;
     step_options so = step_options_of(t);
     long eval_batch = c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256;
-    /* a preference pair is two sequences of up to max_seq_length each */
-    long seq = c->max_seq_length * (method_info_of(c->method)->pairs ? 2 : 1);
+    /* a preference pair is two sequences of up to max_seq_length each; a KTO example and its KL sequence too */
+    long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
-                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad),
+                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad) + t->head.dim,
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
@@ -380,9 +588,10 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     for (int i = 0; i < g->n_layers; i++)
         for (int w = 0; w < W_COUNT; w++)
             if (t->m.layers[i].w[w].data) base += (double)tensor_numel(&t->m.layers[i].w[w]);
-    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)\n", t->l.ad.r,
-             t->l.ad.alpha, (long long)adapter_param_count(&t->l.ad), 100.0 * (double)adapter_param_count(&t->l.ad) / base,
-             base / 1e6);
+    int64_t trainable = adapter_param_count(&t->l.ad) + t->head.dim; /* reward: the score head too */
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)%s\n", t->l.ad.r,
+             t->l.ad.alpha, (long long)trainable, 100.0 * (double)trainable / base, base / 1e6,
+             t->head.dim ? ", the score head's included" : "");
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
@@ -468,6 +677,17 @@ static pt_status load_initial_adapter(trainer *t)
                  "%g and targets %s: set lora_r, lora_alpha, use_rslora and lora_target_modules to the adapter's",
                  shown_text(t->cfg->path).s, shown_text(dir).s, from.r, from.scale, shown_text(have).s, t->cfg->lora_r,
                  to->scale, shown_text(want).s);
+    for (int layer = 0; st == PT_OK && layer < to->n_layers; layer++)
+        for (int w = 0; st == PT_OK && w < W_COUNT; w++) {
+            const adapter_pair *p = adapter_at(to, layer, w), *q = adapter_at(&from, layer, w);
+            if (!p && !q) continue;
+            if (!p || !q || p->r != q->r || fabsf(p->scale - q->scale) > 1e-6f * p->scale)
+                st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has %s at layer %d's %s; this config has %s there: "
+                         "set layers_to_transform (or finetune_last_n_layers), rank_pattern and alpha_pattern to "
+                         "the adapter's", shown_text(t->cfg->path).s, shown_text(dir).s,
+                         q ? "an adapter" : "no adapter", layer, adapter_module_name(to->arch, w),
+                         p ? (q ? "another rank or scale" : "an adapter") : "none");
+        }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);
@@ -502,11 +722,10 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps,
                            0, NULL, NULL};
     double means[PREF_COUNT];
-    if (method_info_of(t->cfg->method)->pairs) { /* TRL's metrics: means over the window's pairs */
-        int end = preference_metrics_end((int)t->cfg->method);
-        for (int k = PREF_REWARDS_CHOSEN; k < end; k++) means[k] = w->pref[k] / fmax(w->pref[PREF_PAIRS], 1);
-        rec.n_extra = end - PREF_REWARDS_CHOSEN;
-        rec.extra_names = preference_metric_names + PREF_REWARDS_CHOSEN, rec.extra = means + PREF_REWARDS_CHOSEN;
+    const char *names[PREF_COUNT];
+    if (pref_method(t)) { /* TRL's metrics: means over the window's pairs or KTO's examples */
+        rec.n_extra = preference_log_values((int)t->cfg->method, w->pref, names, means);
+        rec.extra_names = names, rec.extra = means;
     }
     *w = (log_window){.start = now};
     TRY(progress_log(&t->p, &rec));
@@ -656,6 +875,7 @@ static void trainer_free(trainer *t)
     arena_close(&t->arena);
     backend_host_free(t->be, t->offload_host);
     lora_free(&t->l);
+    score_head_free(&t->head);
     model_free(&t->m);
     tokenizer_free(t->tok);
     dirlock_release(&t->lock);
@@ -706,6 +926,9 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     t.start.s[START_DATASET] = util_now() - t0;
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    /* reward: the score head, normal(0, 0.02) (transformers' default initializer_range) from random_state */
+    if (st == PT_OK && cfg->method == METHOD_REWARD)
+        st = dist_agree(d, score_head_create(&t.head, be, t.m.cfg.dim, 0.02, (uint64_t)cfg->random_state ^ 0x5c0e));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));

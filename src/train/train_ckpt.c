@@ -75,6 +75,7 @@ static void identify_model(trainer *t, ckpt_state *s)
     s->lora_r = ad->r, s->lora_layers = ad->n_layers, s->lora_alpha = ad->alpha, s->lora_scale = ad->scale;
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
     adapter_targets_text(ad->arch, ad->target, s->target_modules, sizeof s->target_modules);
+    COPY(s->lora_select, ad->select ? ad->select : ""); /* lora_init refused a longer one */
     COPY(s->chat_template, dataset_template_name(t->cfg->chat_template, t->tok));
 }
 
@@ -92,7 +93,17 @@ pt_status trainer_identify(trainer *t)
         TRY(config_dump(t->cfg, &s->config_text)); /* the resolved settings, never the file's text */
         TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
     }
-    return adapter_layout(&t->l.ad, &t->lay);
+    TRY(adapter_layout(&t->l.ad, &t->lay));
+    if (!t->head.dim) return PT_OK;
+    /* reward: the score head after the LoRA matrices, under the name PEFT saves it by */
+    ckpt_entry *e = realloc(t->lay.e, sizeof *e * (size_t)(t->lay.n + 1));
+    TRY_ALLOC(e);
+    t->lay.e = e, e += t->lay.n++;
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "base_model.model.score.weight");
+    e->rows = 1, e->cols = t->head.dim, e->offset = t->lay.total;
+    t->lay.total += t->head.dim;
+    return PT_OK;
 }
 
 /* ---- saving ---- */
@@ -119,7 +130,7 @@ static pt_status write_on_root(trainer *t, int64_t step, char *path, size_t len)
     s.params = malloc(bytes);
     if (!s.model_only) s.exp_avg = malloc(bytes), s.exp_avg_sq = malloc(bytes);
     pt_status st = s.params && (s.model_only || (s.exp_avg && s.exp_avg_sq)) ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
-    if (st == PT_OK) st = lora_export(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    if (st == PT_OK) st = lora_export_all(&t->l, &t->head, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     snprintf(path, len, "%s/checkpoint-%lld.h5", t->cfg->output_dir, (long long)step);
     /* AdamW's moments need no check: with every applied gradient finite they cannot be NaN */
     if (st == PT_OK) st = trainer_check_finite(t, s.params, "adapter", path);
@@ -185,7 +196,7 @@ pt_status trainer_resume(trainer *t)
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
     if (!found) return PT_OK;
-    pt_status st = lora_import(&t->l, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    pt_status st = lora_import_all(&t->l, &t->head, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     if (st == PT_OK) st = continue_from(t, &s);
     if (st == PT_OK)
         log_info("resume     from %s at step %lld (epoch %.2f, loss %.4f)%s%s\n", shown_text(path).s,
@@ -208,7 +219,7 @@ pt_status trainer_load_best(trainer *t, int64_t last_step)
     ckpt_state s;
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
-    pt_status st = found ? lora_import(&t->l, &t->lay, s.params, NULL, NULL) : PT_OK;
+    pt_status st = found ? lora_import_all(&t->l, &t->head, &t->lay, s.params, NULL, NULL) : PT_OK;
     ckpt_state_free(&s);
     return dist_agree(t->d, st);
 }

@@ -10,6 +10,7 @@
 #include "ptrain/config_options.h"
 #include "ptrain/dataset_cache.h"
 #include "ptrain/log.h"
+#include "ptrain/method.h"
 #include "ptrain/outdir.h"
 #include "trainer.h"
 
@@ -119,6 +120,10 @@ pt_status trainer_load_data(trainer *t)
     else TRY(dist_agree(d, dataset_prepare(&o, t->tok, log_warn_stream(), &t->train, &t->eval)));
     if (d->rank == 0) dataset_report(&t->train, stdout);
     TRY(dist_agree(d, sampler_init(&t->sampler, t->train.n, d->rank, d->world, t->cfg->per_device_train_batch_size)));
+    t->sampler.sequential = method_info_of(t->cfg->method)->unpaired; /* KTO's sequential sampler */
+    if (t->cfg->group_by_length) /* transformers: LengthGroupedSampler(train_batch_size x accumulation) */
+        TRY(dist_agree(d, sampler_group_by_length(&t->sampler, &t->train, t->cfg->per_device_train_batch_size *
+                                                                               t->cfg->gradient_accumulation_steps)));
     t->epoch = 0;
     return dist_agree(d, sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, 0));
 }

@@ -23,7 +23,8 @@ adapter_info trainer_adapter_info(const trainer *t)
     adapter_info info = {.base_model = t->model_path, .base_name = t->cfg->model_name,
                          .chat_template = dataset_template_name(t->cfg->chat_template, t->tok), .lora_dropout = t->cfg->lora_dropout,
                          .use_rslora = t->cfg->use_rslora,
-                         .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1};
+                         .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1,
+                         .score = t->head.dim ? t->head.host_w : NULL, .score_dim = t->head.dim};
     return info;
 }
 

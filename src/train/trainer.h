@@ -3,6 +3,7 @@
 #ifndef PTRAIN_TRAINER_H
 #define PTRAIN_TRAINER_H
 
+#include "ptrain/score_head.h"
 #include "ptrain/preference.h"
 #include "ptrain/adapter.h"
 #include "ptrain/arena.h"
@@ -45,6 +46,7 @@ typedef struct {
     pt_tokenizer *tok;
     pt_model m;
     pt_lora l;
+    score_head head; /* method: reward: the score head, trained beside the adapters (dim 0: none) */
     pt_dataset train, eval;
     pt_sampler sampler;
     long epoch;

@@ -5,6 +5,10 @@ tools (transformers, PEFT) and compare logits with ptrain's on the same token id
                                                     BASE; its logits must match ptrain's
   hf_check.py merged MODEL_DIR IDS LOGITS TOL       transformers loads a merged model directory
   hf_check.py make-peft BASE OUT [dora]             PEFT writes an adapter with random A and B
+  hf_check.py batch FILE                            each line of FILE a command above, its arguments
+                                                    separated by tabs, run in one process (torch is
+                                                    imported once); after each, the line
+                                                    "@@ RESULT N 0|1" (N from 1, 1 when it holds)
 BASE is a model directory or a .gguf file (transformers dequantizes it to fp32, as ptrain computes).
 IDS is `ptrain generate --ids` output (first line: the prompt), LOGITS its --logits file.
 Exit 0 when the comparison holds; the numbers are printed either way."""
@@ -79,8 +83,22 @@ def cmd_make_peft(base, out, dora="", modules="q_proj,v_proj,down_proj"):
     return True
 
 
+def cmd_batch(path):
+    import traceback
+    for n, line in enumerate(open(path).read().splitlines(), 1):
+        args = line.split("\t")
+        try:
+            held = CMDS[args[0]](*args[1:])
+        except Exception:  # a check that raises fails; the next one still runs
+            traceback.print_exc(file=sys.stdout)
+            held = False
+        print(f"@@ RESULT {n} {1 if held else 0}", flush=True)
+    return True
+
+
+CMDS = {"peft": cmd_peft, "merged": cmd_merged, "make-peft": cmd_make_peft, "batch": cmd_batch}
+
 if __name__ == "__main__":
-    cmds = {"peft": cmd_peft, "merged": cmd_merged, "make-peft": cmd_make_peft}
-    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+    if len(sys.argv) < 2 or sys.argv[1] not in CMDS:
         sys.exit(__doc__)
-    sys.exit(0 if cmds[sys.argv[1]](*sys.argv[2:]) else 1)
+    sys.exit(0 if CMDS[sys.argv[1]](*sys.argv[2:]) else 1)

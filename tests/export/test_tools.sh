@@ -14,13 +14,35 @@ P=${PTRAIN:?set PTRAIN to the ptrain binary}
 PY=${PTRAIN_PYTHON:-$HOME/.cache/ptrain/pyenv/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -z "$PY" ] || ! "$PY" -c 'import torch, transformers, peft, llama_cpp' 2>/dev/null; then
+if [ -z "$PY" ] || ! "$PY" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("torch", "transformers", "peft", "llama_cpp")))' 2>/dev/null; then
     skip_test "PEFT, transformers and llama.cpp load ptrain's exports" \
         "no Python with torch, transformers, peft and llama_cpp in \$PTRAIN_PYTHON (share/scripts/test-python.sh makes one)"
     done_testing
     exit $?
 fi
-hf() { "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" "$@" >"$tmp/py.out" 2>&1 || { sed 's/^/# /' "$tmp/py.out"; return 1; }; grep -v Warn "$tmp/py.out" | grep -v warn | sed 's/^/# /'; }
+# The PEFT and transformers checks run together at the end, in one Python process (importing torch
+# takes seconds): hfq NAME COMMAND ARGS... queues hf_check.py's COMMAND; hf_flush runs the queue and
+# prints one TAP line per check, in the order queued, with its output as comments.
+hfq() {
+    printf '%s\n' "$1" >>"$tmp/hf.names"
+    shift
+    (IFS="$(printf '\t')"; printf '%s\n' "$*") >>"$tmp/hf.batch"
+}
+hf_flush() {
+    [ -s "$tmp/hf.batch" ] || return 0
+    "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/hf.batch" >"$tmp/hf.out" 2>&1
+    n=0
+    while IFS= read -r name; do
+        n=$((n + 1))
+        ok "$name" grep -q "^@@ RESULT $n 1\$" "$tmp/hf.out"
+        # the check's own lines: those after the previous result line, up to its own
+        awk -v n="$n" '/^@@ RESULT /{ if ($3 == n) exit; keep = ($3 == n - 1); next } keep || n == 1' "$tmp/hf.out" |
+            grep -v -i warn | sed 's/^/# /'
+    done <"$tmp/hf.names"
+    if ! grep -q "^@@ RESULT $n " "$tmp/hf.out"; then tail -n 20 "$tmp/hf.out" | sed 's/^/# /'; fi
+    : >"$tmp/hf.batch"
+    : >"$tmp/hf.names"
+}
 llama() { "$PY" "$PTRAIN_SRCDIR/tests/export/llama_check.py" "$@" >"$tmp/py.out" 2>&1; r=$?; sed 's/^/# /' "$tmp/py.out"; return $r; }
 logits() { # logits OUT MODEL PROMPT [generate options...]: the prompt's logits, the ids, 16 greedy tokens
     o=$1 m=$2 pr=$3
@@ -58,21 +80,27 @@ run "$tmp/c.yaml"
 lora="$tmp/run/lora"
 pr="Arr, the sea is wide and the ship"
 logits "$tmp/t" "$base" "$pr" --no-4bit --adapter "$lora"
-ok "PEFT loads ptrain's adapter onto the HF base: ptrain's logits" hf peft "$base" "$lora" "$tmp/t.ids" "$tmp/t"
+hfq "PEFT loads ptrain's adapter onto the HF base: ptrain's logits" peft "$base" "$lora" "$tmp/t.ids" "$tmp/t"
 
-"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/peft" >/dev/null 2>&1
+# PEFT's own adapters (random A and B) to read back: on the HF base (plain, and DoRA) and on
+# SmolLM2 when it is here, made in one Python process
+tab=$(printf '\t')
+printf 'make-peft%s%s%s%s\nmake-peft%s%s%s%s%sdora\n' "$tab" "$base" "$tab" "$tmp/peft" "$tab" "$base" "$tab" \
+    "$tmp/dora" "$tab" >"$tmp/make.batch"
+model=$(smollm_model)
+[ -n "$model" ] && printf 'make-peft%s%s%s%s\n' "$tab" "$model" "$tab" "$tmp/speft" >>"$tmp/make.batch"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/make.batch" >"$tmp/make.out" 2>&1
 logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
-ok "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" hf peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
+hfq "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
 run export --model "$base" --adapter "$tmp/peft" --out "$tmp/peft2"
-ok "PEFT loads that adapter as ptrain writes it back (rsLoRA kept): the same logits" hf peft "$base" "$tmp/peft2" "$tmp/p.ids" "$tmp/p"
-"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$base" "$tmp/dora" dora >/dev/null 2>&1
+hfq "PEFT loads that adapter as ptrain writes it back (rsLoRA kept): the same logits" peft "$base" "$tmp/peft2" "$tmp/p.ids" "$tmp/p"
 run generate --model "$base" --adapter "$tmp/dora" --prompt hi
 ok "a DoRA adapter is refused, saying why (exit $rc)" contains "$err" "use_dora is set; ptrain applies plain LoRA"
 
 for d in f32:1e-4 bf16:2e-2; do
     run export --model "$base" --adapter "$lora" --out "$tmp/m-${d%:*}" --hf --dtype "${d%:*}" --no-adapter-files
-    ok "transformers loads the merged ${d%:*} directory (HF base): ptrain's logits with the adapter (${d#*:})" \
-        hf merged "$tmp/m-${d%:*}/merged" "$tmp/t.ids" "$tmp/t" "${d#*:}"
+    hfq "transformers loads the merged ${d%:*} directory (HF base): ptrain's logits with the adapter (${d#*:})" \
+        merged "$tmp/m-${d%:*}/merged" "$tmp/t.ids" "$tmp/t" "${d#*:}"
 done
 
 run export --model "$base" --adapter "$lora" --out "$tmp/hg" --gguf f32,q4_k_m --no-adapter-files
@@ -91,18 +119,18 @@ for fam in qwen2 gemma2; do
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
     logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
-    ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
-        hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
+    hfq "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+        peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
     run export --model "$fbase" --adapter "$tmp/$fam/lora" --out "$tmp/$fam.x" --hf --dtype f32 --no-adapter-files
-    ok "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
-        hf merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
+    hfq "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+        merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
 done
 run export --model "$PTRAIN_SRCDIR/tests/data/qwen2/hf" --out "$tmp/q2" --gguf f32
 qbase="$tmp/q2/merged-f32.gguf"
 train8 "$tmp/q2.yaml" "$tmp/q2run" "$qbase"
 logits "$tmp/q2.l" "$qbase" "$pr" --no-4bit --adapter "$tmp/q2run/lora"
-ok "qwen2 GGUF base: PEFT loads ptrain's adapter (transformers reads the GGUF): ptrain's logits" \
-    hf peft "$qbase" "$tmp/q2run/lora" "$tmp/q2.l.ids" "$tmp/q2.l"
+hfq "qwen2 GGUF base: PEFT loads ptrain's adapter (transformers reads the GGUF): ptrain's logits" \
+    peft "$qbase" "$tmp/q2run/lora" "$tmp/q2.l.ids" "$tmp/q2.l"
 ok "qwen2 GGUF base: llama.cpp runs base + adapter.gguf as ptrain does" \
     llama "$qbase" --lora "$tmp/q2run/lora/adapter.gguf" "$tmp/q2.l.ids" "$tmp/q2.l" 1e-3
 
@@ -125,8 +153,8 @@ run export --model "$gbase" --adapter "$tmp/g2run/lora" --out "$tmp/g2m" --gguf 
 logits "$tmp/g2m.l" "$tmp/g2m/merged-q8_0.gguf" "$pr" --no-4bit
 ok "gemma2: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
     llama "$tmp/g2m/merged-q8_0.gguf" "$tmp/g2m.l.ids" "$tmp/g2m.l" 0.15
-ok "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
-    hf merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
+hfq "gemma2: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
+    merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
 # --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
 # residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), and make_phi3_goldens.py's phi3
@@ -141,12 +169,12 @@ for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 phi3:1e-3 phi3-longrope:1e-3; do
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
     logits "$tmp/$fam.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$fam/lora"
-    ok "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
-        hf peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
+    hfq "$fam: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+        peft "$fbase" "$tmp/$fam/lora" "$tmp/$fam.l.ids" "$tmp/$fam.l"
     run export --model "$fbase" --adapter "$tmp/$fam/lora" --out "$tmp/$fam.x" --hf --dtype f32 --gguf q8_0 \
         --no-adapter-files
-    ok "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
-        hf merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
+    hfq "$fam: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+        merged "$tmp/$fam.x/merged" "$tmp/$fam.l.ids" "$tmp/$fam.l" 1e-4
     logits "$tmp/$fam.m" "$tmp/$fam.x/merged-q8_0.gguf" "$pr" --no-4bit
     ok "$fam: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
         llama "$tmp/$fam.x/merged-q8_0.gguf" "$tmp/$fam.m.ids" "$tmp/$fam.m" 0.15
@@ -155,8 +183,8 @@ for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 phi3:1e-3 phi3-longrope:1e-3; do
         llama "$tmp/$fam.b/merged-f32.gguf" --lora "$tmp/$fam/lora/adapter.gguf" "$tmp/$fam.l.ids" "$tmp/$fam.l" "${ft#*:}"
     logits "$tmp/$fam.g" "$tmp/$fam.b/merged-f32.gguf" "$pr" --no-4bit
     run export --model "$tmp/$fam.b/merged-f32.gguf" --out "$tmp/$fam.h" --hf --dtype f32 --no-adapter-files
-    ok "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
-        hf merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
+    hfq "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
+        merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
 done
 # phi3: an adapter PEFT wrote on the fused qkv_proj and gate_up_proj (one A and one B each) gives PEFT's logits
 fbase="$PTRAIN_SRCDIR/tests/data/phi3/hf"
@@ -181,11 +209,11 @@ ok "smollm3 with RoPE left out every 5th layer: GGUF refused, saying why" contai
 fbase="$PTRAIN_SRCDIR/tests/data/qwen3/hf"
 train8 "$tmp/q3.yaml" "$tmp/q3" "$fbase"
 logits "$tmp/q3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/q3/lora"
-ok "qwen3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
-    hf peft "$fbase" "$tmp/q3/lora" "$tmp/q3.l.ids" "$tmp/q3.l"
+hfq "qwen3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    peft "$fbase" "$tmp/q3/lora" "$tmp/q3.l.ids" "$tmp/q3.l"
 run export --model "$fbase" --adapter "$tmp/q3/lora" --out "$tmp/q3.x" --hf --dtype f32 --no-adapter-files
-ok "qwen3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
-    hf merged "$tmp/q3.x/merged" "$tmp/q3.l.ids" "$tmp/q3.l" 1e-4
+hfq "qwen3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+    merged "$tmp/q3.x/merged" "$tmp/q3.l.ids" "$tmp/q3.l" 1e-4
 run export --model "$fbase" --out "$tmp/q3g" --gguf f32
 q3base="$tmp/q3g/merged-f32.gguf"
 train8 "$tmp/q3g.yaml" "$tmp/q3grun" "$q3base"
@@ -196,8 +224,8 @@ run export --model "$q3base" --adapter "$tmp/q3grun/lora" --out "$tmp/q3m" --ggu
 logits "$tmp/q3m.l" "$tmp/q3m/merged-q8_0.gguf" "$pr" --no-4bit
 ok "qwen3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
     llama "$tmp/q3m/merged-q8_0.gguf" "$tmp/q3m.l.ids" "$tmp/q3m.l" 0.15
-ok "qwen3: transformers loads the merged directory from the GGUF base: ptrain's logits" \
-    hf merged "$tmp/q3m/merged" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-4
+hfq "qwen3: transformers loads the merged directory from the GGUF base: ptrain's logits" \
+    merged "$tmp/q3m/merged" "$tmp/q3g.l.ids" "$tmp/q3g.l" 1e-4
 
 # --- Gemma 3 (q/k norms as 1 + w, 5 local layers of 6 on their own rope base): its tiny HF model as
 # a base; and, with query_pre_attn_scalar = head_dim (llama.cpp derives the scale from the head size),
@@ -205,11 +233,11 @@ ok "qwen3: transformers loads the merged directory from the GGUF base: ptrain's 
 fbase="$PTRAIN_SRCDIR/tests/data/gemma3/hf"
 train8 "$tmp/g3.yaml" "$tmp/g3" "$fbase"
 logits "$tmp/g3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/g3/lora"
-ok "gemma3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
-    hf peft "$fbase" "$tmp/g3/lora" "$tmp/g3.l.ids" "$tmp/g3.l"
+hfq "gemma3: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    peft "$fbase" "$tmp/g3/lora" "$tmp/g3.l.ids" "$tmp/g3.l"
 run export --model "$fbase" --adapter "$tmp/g3/lora" --out "$tmp/g3.x" --hf --dtype f32 --no-adapter-files
-ok "gemma3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
-    hf merged "$tmp/g3.x/merged" "$tmp/g3.l.ids" "$tmp/g3.l" 1e-4
+hfq "gemma3: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+    merged "$tmp/g3.x/merged" "$tmp/g3.l.ids" "$tmp/g3.l" 1e-4
 run export --model "$fbase" --out "$tmp/g3no" --gguf f32
 ok "gemma3 with query_pre_attn_scalar != head_dim: GGUF refused, saying why" contains "$err" "query_pre_attn_scalar 20"
 g3="$tmp/g3base"
@@ -227,13 +255,13 @@ run export --model "$g3base" --adapter "$tmp/g3grun/lora" --out "$tmp/g3m" --ggu
 logits "$tmp/g3m.l" "$tmp/g3m/merged-q8_0.gguf" "$pr" --no-4bit
 ok "gemma3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens" \
     llama "$tmp/g3m/merged-q8_0.gguf" "$tmp/g3m.l.ids" "$tmp/g3m.l" 0.15
-ok "gemma3: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
-    hf merged "$tmp/g3m/merged" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-4
+hfq "gemma3: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
+    merged "$tmp/g3m/merged" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-4
 
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
-model=$(smollm_model)
 if [ -z "$model" ]; then
     skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
+    hf_flush
     done_testing
     exit $?
 fi
@@ -242,11 +270,10 @@ run "$tmp/s.yaml"
 slora="$tmp/srun/lora"
 pr="The capital of France is"
 logits "$tmp/s" "$model" "$pr" --adapter "$slora"
-ok "PEFT loads ptrain's adapter onto the GGUF base (transformers dequantizes it): ptrain's logits" \
-    hf peft "$model" "$slora" "$tmp/s.ids" "$tmp/s"
+hfq "PEFT loads ptrain's adapter onto the GGUF base (transformers dequantizes it): ptrain's logits" \
+    peft "$model" "$slora" "$tmp/s.ids" "$tmp/s"
 
 # llama.cpp with a strong adapter: PEFT's random one, turned into adapter.gguf by ptrain export
-"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$model" "$tmp/speft" >/dev/null 2>&1
 run export --model "$model" --adapter "$tmp/speft" --out "$tmp/sx"
 logits "$tmp/sp" "$model" "$pr" --adapter "$tmp/speft"
 ok "llama.cpp runs base + adapter.gguf (q/k/v/down, rsLoRA) as ptrain does" llama "$model" --lora "$tmp/sx/adapter.gguf" "$tmp/sp.ids" "$tmp/sp" 0.1
@@ -263,9 +290,10 @@ done
 
 run export --model "$model" --adapter "$slora" --out "$tmp/sm" --hf --dtype f32 --no-adapter-files
 if [ "$rc" = 0 ]; then
-    ok "transformers loads the merged f32 directory (GGUF base): ptrain's logits with the adapter (1e-4)" \
-        hf merged "$tmp/sm/merged" "$tmp/s.ids" "$tmp/s" 1e-4
+    hfq "transformers loads the merged f32 directory (GGUF base): ptrain's logits with the adapter (1e-4)" \
+        merged "$tmp/sm/merged" "$tmp/s.ids" "$tmp/s" 1e-4
 else
     ok "export --hf from a GGUF base (exit $rc: $err)" false
 fi
+hf_flush
 done_testing

@@ -102,7 +102,7 @@ static void expect_sound(const ckpt_state *s)
     CHECK(s->n_evals >= 0 && (s->n_evals == 0 || s->evals != NULL));
     for (int i = 0; i < ckpt_nfields; i++) {
         const char *p = (const char *)s + ckpt_fields[i].offset;
-        if (ckpt_fields[i].type == CF_STR) CHECK(memchr(p, '\0', ckpt_fields[i].size) != NULL);
+        if (ckpt_fields[i].type == CF_STR || ckpt_fields[i].type == CF_OSTR) CHECK(memchr(p, '\0', ckpt_fields[i].size) != NULL);
         if (ckpt_fields[i].type == CF_ENUM) { /* a name read back is one of the enum's */
             int v;
             memcpy(&v, p, sizeof v);

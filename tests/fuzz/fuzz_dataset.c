@@ -1,4 +1,4 @@
-/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pair.c src/data/pack.c src/data/random.c src/data/reader.c src/data/row_list.c src/data/csv.c src/data/parquet.c src/data/parquet_meta.c src/data/rows.c src/data/sampler.c src/data/readme.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_pre_names.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
+/* fuzz-sources: src/data/collate.c src/data/dataset.c src/data/parts.c src/data/format.c src/data/label.c src/data/pair.c src/data/unpaired.c src/data/pack.c src/data/random.c src/data/reader.c src/data/row_list.c src/data/csv.c src/data/parquet.c src/data/parquet_meta.c src/data/rows.c src/data/sampler.c src/data/readme.c src/data/source.c src/data/split.c src/data/stats.c src/tokenizer/bpe.c src/tokenizer/tok_api.c src/tokenizer/tok_utf8.c src/tokenizer/tok_buf.c src/tokenizer/tok_regex.c src/tokenizer/tok_maps.c src/tokenizer/tok_pretok.c src/tokenizer/tok_norm.c src/tokenizer/tok_added.c src/tokenizer/tok_load.c src/tokenizer/tok_spm.c src/tokenizer/tok_json.c src/tokenizer/tok_json_base.c src/tokenizer/tok_json_spm.c src/tokenizer/tok_gguf.c src/tokenizer/tok_pre_names.c src/tokenizer/tok_gguf_base.c src/tokenizer/tok_gguf_spm.c src/tokenizer/normalize.c src/tokenizer/tok_norm_align.c src/tokenizer/chat_template.c src/model/arch.c src/model/gguf.c src/model/hfcache.c src/core/jsonfile.c src/core/util.c src/core/error.c src/core/shown.c src/tokenizer/template_builtin.c src/template/jvalue.c src/template/jjson.c src/template/jlex.c src/template/jparse.c src/template/jobject.c src/template/jfilter.c src/template/jeval.c src/template/jinja.c src/template/jchat.c src/backend/backend.c src/backend/device.c src/backend/nf4.c src/backend/quant.c */
 /* fuzz_dataset.c — libFuzzer target for dataset rows, along the path training data takes: the
  * input after a 3-byte header is written to a file rows.json, rows.jsonl or rows.csv and read as
  * the one `dataset:` entry of a config by dataset_prepare (the JSON / JSON Lines / CSV readers, rename, filter,
@@ -21,6 +21,13 @@
  * id in the vocabulary, every label -100 or its token's id and at least one label (before
  * packing), packed segments numbered 1, 2, ... in order, row counts that add up (read = bad +
  * filtered + limited + empty + no_loss + kept) and batches whose targets are labels or -100.
+ * Rows that mention "label" are read a second time as KTO's (dataset_options.unpaired: prompt /
+ * completion / label rows and pairs unrolled, no packing): examples of one sequence (segment 1 or
+ * 2) of at most twice max_seq_length tokens, and sequential micro-batches of 2 with their KL
+ * sequences (batch_collate_unpaired) whose segments follow its layout.
+ * Rows that mention "chosen" are read a second time as reward modelling's pairs
+ * (dataset_options.pairs_reward): each example the pair's two whole sequences (segment 1 then 2),
+ * each of 1 to max_seq_length tokens, every token labelled.
  * Seed corpus: tests/fuzz/corpus/dataset/ (tests/fuzz/make_corpus_dataset.sh). Built and run by
  * tests/fuzz/run-fuzz.sh. */
 #include <stdint.h>
@@ -144,6 +151,98 @@ static void check_stats(const pt_dataset *ds)
     for (int i = 0; i < st->n_bad_rows; i++) CHECK(st->bad_rows[i] && *st->bad_rows[i]);
 }
 
+static bool mentions_label(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i + 5 <= n; i++)
+        if (!memcmp(p + i, "label", 5)) return true;
+    return false;
+}
+
+static bool mentions(const uint8_t *p, size_t n, const char *word)
+{
+    size_t w = strlen(word);
+    for (size_t i = 0; i + w <= n; i++)
+        if (!memcmp(p + i, word, w)) return true;
+    return false;
+}
+
+/* Reward modelling's reading of the same rows (see the header comment). */
+static void check_reward(dataset_options opts)
+{
+    static const pt_dataset zero;
+    opts.pairs = opts.pairs_reward = true, opts.packing = false;
+    pt_dataset train, eval;
+    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER && *err_message());
+        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
+        err_clear();
+        return;
+    }
+    int32_t max_len = (int32_t)opts.max_seq_length, vocab = tokenizer_vocab_size(tok);
+    const pt_dataset *sets[2] = {&train, &eval};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sets[k]->n; i++) {
+            const pt_example *ex = &sets[k]->ex[i];
+            int32_t n1 = 0;
+            CHECK(ex->len >= 2 && ex->len <= 2 * max_len && ex->segments && ex->segments[0] == 1);
+            for (int32_t t = 0; t < ex->len; t++) {
+                CHECK(ex->ids[t] >= 0 && ex->ids[t] < vocab && ex->labels[t] == ex->ids[t]);
+                CHECK((ex->segments[t] == 1 || ex->segments[t] == 2) && (t == 0 || ex->segments[t] >= ex->segments[t - 1]));
+                n1 += ex->segments[t] == 1;
+            }
+            CHECK(n1 >= 1 && n1 <= max_len && ex->len - n1 >= 1 && ex->len - n1 <= max_len);
+        }
+    dataset_free(&train);
+    dataset_free(&eval);
+}
+
+/* KTO's reading of the same rows (see the header comment). */
+static void check_unpaired(dataset_options opts)
+{
+    static const pt_dataset zero;
+    opts.unpaired = true, opts.packing = false;
+    pt_dataset train, eval;
+    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
+    if (st != PT_OK) {
+        CHECK(st == PT_ERR_USER && *err_message());
+        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
+        err_clear();
+        return;
+    }
+    int32_t max_len = (int32_t)opts.max_seq_length, vocab = tokenizer_vocab_size(tok);
+    const pt_dataset *sets[2] = {&train, &eval};
+    for (int k = 0; k < 2; k++) {
+        const pt_dataset *ds = sets[k];
+        for (size_t i = 0; i < ds->n; i++) {
+            const pt_example *ex = &ds->ex[i];
+            CHECK(ex->len >= 1 && ex->len <= 2 * max_len && ex->segments);
+            bool any = false;
+            for (int32_t t = 0; t < ex->len; t++) {
+                CHECK(ex->ids[t] >= 0 && ex->ids[t] < vocab && ex->segments[t] == ex->segments[0]);
+                CHECK(ex->labels[t] == PT_IGNORE_INDEX || ex->labels[t] == ex->ids[t]);
+                any |= ex->labels[t] != PT_IGNORE_INDEX;
+            }
+            CHECK(any && (ex->segments[0] == 1 || ex->segments[0] == 2));
+        }
+        for (size_t from = 0; from < ds->n; from += 2) {
+            size_t idx[2] = {from, from + 1}, n = from + 1 < ds->n ? 2 : 1;
+            pt_batch b;
+            CHECK(batch_collate_unpaired(ds, idx, n, max_len, &b) == PT_OK);
+            int32_t last = 0;
+            for (int c = 0; c < b.cols; c++) {
+                CHECK(b.segments[c] >= last && b.segments[c] >= 1 && b.segments[c] <= 3 * (int32_t)n);
+                CHECK(b.targets[c] == PT_IGNORE_INDEX || b.targets[c] == b.labels[c + 1]);
+                last = b.segments[c];
+            }
+            CHECK(last == 3 * (int32_t)n);
+            batch_free(&b);
+        }
+    }
+    dataset_free(&train);
+    dataset_free(&eval);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const templates[] = {"chatml", "smollm2", "llama-3", "alpaca", "gemma", "mistral", NULL, "nope"};
@@ -180,6 +279,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .seed = 3407,
     };
 
+    if (mentions_label(data + 3, size - 3)) check_unpaired(opts);
+    if (mentions(data + 3, size - 3, "chosen")) check_reward(opts);
     pt_dataset train, eval;
     pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
     if (st != PT_OK) {

@@ -36,3 +36,12 @@ seed messages-mistral-v3 messages.jsonl 060 300 000
 seed bad-sharegpt-unknown bad-sharegpt.jsonl 047 200 000
 seed csv-alpaca csv/alpaca.csv 003 200 040
 seed csv-quotes-types csv/types.csv 000 200 042
+# KTO's rows (read a second time as unpaired: they mention "label"): text and conversational
+# prompt / completion / label rows, and pairs beside a label column
+{ printf '\040\200\000'; cat "$src/tests/data/kto/text.jsonl"; } >"$out/kto-text"
+{ printf '\041\200\000'; cat "$src/tests/data/kto/chat.jsonl"; } >"$out/kto-chat"
+{ printf '\040\010\000'; sed 's/}$/, "label": true}/' "$src/tests/data/kto/pairs.jsonl"; } >"$out/kto-pairs-short"
+# reward modelling's pairs (read a second time as whole sequences: they mention "chosen"): text and
+# turns, long enough to keep, and short enough that some pairs are dropped
+{ printf '\040\200\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs"
+{ printf '\040\020\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs-short"

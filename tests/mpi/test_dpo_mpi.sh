@@ -6,6 +6,10 @@
 # - data parallel: 2 ranks with 2 pairs each train the same adapter as 1 process with 2 pairs and
 #   gradient_accumulation_steps 2 (max relative difference <= 1e-5), with the same losses;
 # - CPO and ORPO (no reference): each trains with TRL's metrics, 2 ranks = 1 process x accumulation 2;
+# - KTO (the pairs unrolled, the KL estimate from mismatched sequences): the first loss is 0.5 (B
+#   zero), TRL's KTO metrics, the loss falls; exact resume with its sequential sampler; its first
+#   step on 2 ranks gives the adapter of 1 process x accumulation 2 (later steps differ by design:
+#   TRL takes the KL estimate's mean over the ranks' micro-batches, one process over each's own);
 # - evaluation (val_split_ratio): eval_loss is the held-out pairs' mean DPO loss;
 # - exact resume: a run killed (kill -9) after its step-4 checkpoint and run again ends with the
 #   adapter of the uninterrupted run, bit-identical, and the same losses.
@@ -32,7 +36,7 @@ per_device_train_batch_size: $3
 gradient_accumulation_steps: $4
 learning_rate: 1e-3
 warmup_steps: 0
-max_steps: 8
+max_steps: ${MAX_STEPS:-8}
 logging_steps: 1
 seed: 11
 threads: 1
@@ -103,6 +107,35 @@ if command -v "$mpirun" >/dev/null 2>&1; then
         awk -v d="${max_rel:-x}" 'BEGIN { exit !(d != "x" && d + 0 <= 1e-5) }'
 else
     skip_test "orpo: 2 ranks give the adapter of 1 process" "mpirun not found"
+fi
+
+# KTO: the pairs unrolled (each chunk's chosen, then its rejected), batches of 4 with their KL sequences
+METHOD=kto write_config "$tmp/kto1.yaml" "$tmp/kto1" 4 2 "save_steps: 4
+resume_from_checkpoint: true"
+"$P" train "$tmp/kto1.yaml" >"$tmp/kto1.out" 2>&1
+expect_eq "kto: the run exits 0" 0 "$?"
+first=$(grep -m1 -o '"loss": [0-9.]*' "$tmp/kto1/metrics.jsonl")
+expect_eq "kto: the first loss is 0.5 (B zero: the KL estimate 0, every loss 1 - sigmoid(0))" '"loss": 0.500000' "$first"
+# (the unrolled pairs put 24 chosen before 24 rejected: a step has either, and logs what it has, as TRL)
+ok "kto: metrics.jsonl has TRL's KTO metrics of the desirable rows" grep -q '"rewards/chosen": [-0-9.]*, "logps/chosen": [-0-9.]*, "kl": [0-9.]*}' "$tmp/kto1/metrics.jsonl"
+ok "kto: ... and of the undesirable rows" grep -q '"rewards/rejected": [-0-9.]*, "logps/rejected": [-0-9.]*, "kl": [0-9.]*}' "$tmp/kto1/metrics.jsonl"
+METHOD=kto write_config "$tmp/ktocut.yaml" "$tmp/ktocut" 4 2 "save_steps: 4
+resume_from_checkpoint: true"
+PTRAIN_TEST_KILL_STEP=6 "$P" train "$tmp/ktocut.yaml" >"$tmp/ktocut.out" 2>&1
+"$P" train "$tmp/ktocut.yaml" >"$tmp/ktocut2.out" 2>&1
+ok "kto: killed at step 6 and resumed, the adapter is bit-identical to the uninterrupted run's" \
+    h5diff -d 0 "$tmp/kto1/lora/adapter.h5" "$tmp/ktocut/lora/adapter.h5"
+if command -v "$mpirun" >/dev/null 2>&1; then
+    METHOD=kto MAX_STEPS=1 write_config "$tmp/ktos1.yaml" "$tmp/ktos1" 4 2
+    "$P" train "$tmp/ktos1.yaml" >"$tmp/ktos1.out" 2>&1
+    METHOD=kto MAX_STEPS=1 write_config "$tmp/kto2.yaml" "$tmp/kto2" 4 1
+    timeout 300 "$mpirun" --oversubscribe -np 2 "$P" train "$tmp/kto2.yaml" >"$tmp/kto2.out" 2>&1
+    diff_line=$("$DIFF" "$tmp/ktos1/lora/adapter.h5" "$tmp/kto2/lora/adapter.h5" 2>&1)
+    max_rel=$(printf '%s\n' "$diff_line" | awk '$1 == "max_rel" { print $2 }')
+    ok "kto: 2 ranks' first step gives the adapter of 1 process x accumulation 2 (max relative difference ${max_rel:-?})" \
+        awk -v d="${max_rel:-x}" 'BEGIN { exit !(d != "x" && d + 0 <= 1e-5) }'
+else
+    skip_test "kto: 2 ranks' first step gives the adapter of 1 process" "mpirun not found"
 fi
 
 # evaluation: eval_loss is the mean DPO loss of the held-out pairs, ln 2 before any step moves B

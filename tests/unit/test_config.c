@@ -171,6 +171,12 @@ static const key_row key_rows[] = {
     {"random_state", "42", "42", NULL},
     {"use_rslora", "true", "true", NULL},
     {"lora_model_dir", "runs/a/lora", "runs/a/lora", NULL},
+    {"layers_to_transform", "[0, 2]", "0, 2", NULL},
+    {"layers_pattern", "layers", "layers", "layers_to_transform: [1]\n"},
+    {"finetune_last_n_layers", "3", "3", NULL},
+    {"init_lora_weights", "gaussian", "gaussian", NULL},
+    {"rank_pattern", "{q_proj: 8}", "q_proj: 8", NULL},
+    {"alpha_pattern", "{q_proj: 32}", "q_proj: 32", NULL},
     {"per_device_train_batch_size", "4", "4", NULL},
     {"gradient_accumulation_steps", "8", "8", NULL},
     {"warmup_steps", "10", "10", NULL},
@@ -182,6 +188,8 @@ static const key_row key_rows[] = {
     {"lr_scheduler_type", "cosine", "cosine", NULL},
     {"lr_scheduler_kwargs", "{num_cycles: 1.5}", "num_cycles: 1.5", "lr_scheduler_type: cosine\n"},
     {"weight_decay", "0", "0", NULL},
+    {"neftune_noise_alpha", "5", "5", NULL},
+    {"group_by_length", "true", "true", NULL},
     {"max_grad_norm", "0.3", "0.3", NULL},
     {"skip_nonfinite_steps", "true", "true", NULL},
     {"adam_beta1", "0.8", "0.8", NULL},
@@ -205,6 +213,7 @@ static const key_row key_rows[] = {
     {"num_generations", "4", "4", NULL},
     {"desirable_weight", "1.33", "1.33", NULL},
     {"undesirable_weight", "0.5", "0.5", NULL},
+    {"center_rewards_coefficient", "0.01", "0.01", NULL},
     {"embedding_learning_rate", "5e-6", "5e-06", NULL},
     {"reward_funcs", "[rewards:accuracy, rewards:fmt]", "rewards:accuracy, rewards:fmt", NULL},
     {"ddp_find_unused_parameters", "false", "false", NULL},
@@ -292,6 +301,17 @@ static void test_method(void **state)
     /* a pair's two sequences share a micro-batch: no packing */
     expect_error("method: dpo\npacking: true\n", "config.yaml:2:10: packing: dpo trains on pairs, each its two sequences "
                                                  "in one micro-batch; packing does not apply: remove it");
+    /* KTO's KL estimate needs the other rows of a micro-batch; no packing */
+    expect_error("method: kto\nper_device_train_batch_size: 1\n",
+                 "config.yaml:2:30: per_device_train_batch_size: kto estimates its KL term from the other rows of a "
+                 "micro-batch, so it needs at least 2 (as TRL's KTOTrainer); raise it (and lower "
+                 "gradient_accumulation_steps to keep the global batch)");
+    expect_error("method: kto\npacking: true\n", "config.yaml:2:10: packing: kto batches each row with a mismatched KL "
+                                                 "sequence; packing does not apply: remove it");
+    /* cpt trains on every token */
+    expect_error("method: cpt\nassistant_only_loss: true\n",
+                 "config.yaml:2:22: assistant_only_loss: cpt (continued pretraining) trains on every token; remove "
+                 "the key or use method: sft");
     /* beta: the method's default unless given */
     parse_ok("method: dpo\n", &cfg);
     assert_true(cfg.beta == 0.1);
@@ -350,6 +370,12 @@ static const default_row default_rows[] = {
     {"random_state", "3407"},
     {"use_rslora", "false"},
     {"lora_model_dir", "(unset)"},
+    {"layers_to_transform", "(none)"},
+    {"layers_pattern", "(none)"},
+    {"finetune_last_n_layers", "(unset)"},
+    {"init_lora_weights", "true"},
+    {"rank_pattern", "(none)"},
+    {"alpha_pattern", "(none)"},
     {"per_device_train_batch_size", "2"},
     {"gradient_accumulation_steps", "2"},
     {"warmup_steps", "50"},
@@ -362,6 +388,8 @@ static const default_row default_rows[] = {
     {"lr_scheduler_kwargs", "(none)"},
     {"logging_first_step", "false"},
     {"weight_decay", "0.01"},
+    {"neftune_noise_alpha", "(unset)"},
+    {"group_by_length", "false"},
     {"max_grad_norm", "1"},
     {"skip_nonfinite_steps", "false"},
     {"adam_beta1", "0.9"},
@@ -384,6 +412,7 @@ static const default_row default_rows[] = {
     {"num_generations", "8"},
     {"desirable_weight", "1"},
     {"undesirable_weight", "1"},
+    {"center_rewards_coefficient", "(unset)"},
     {"embedding_learning_rate", "(unset)"},
     {"reward_funcs", "(none)"},
     {"ddp_find_unused_parameters", "true"},
@@ -1734,7 +1763,7 @@ static void test_peer_template_keys(void **state)
 static void test_foreign_keys_table(void **state)
 {
     (void)state;
-    assert_true(config_nforeign >= 25);
+    assert_true(config_nforeign >= 20);
     for (int i = 0; i < config_nforeign; i++) {
         const foreign_key *fk = &config_foreign_keys[i];
         if (key_index(config_keys, config_nkeys, fk->name) >= 0) fail_msg("%s is in both tables", fk->name);
@@ -1760,18 +1789,12 @@ static void test_foreign_keys_values(void **state)
         {"trust_remote_code: true\n", NULL},
         {"use_dora: off\n", "use_dora: plain LoRA"},
         {"use_dora: true\n", NULL},
-        {"init_lora_weights: true\n", "init_lora_weights: PEFT's default initialization"},
-        {"init_lora_weights: gaussian\n", NULL},
-        {"rank_pattern: {}\n", "rank_pattern: every adapter has rank lora_r"},
-        {"rank_pattern: {q_proj: 8}\n", NULL},
         {"modules_to_save: []\n", "modules_to_save: only the LoRA adapters are trained"},
         {"modules_to_save: [lm_head]\n", NULL},
         {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: merged_4bit\n", NULL},
         {"save_method: [merged_16bit]\n", NULL},
-        {"layers_to_transform: [0, 1]\n", NULL},
-        {"layers_to_transform: []\n", NULL},
         {"bf16: true\n", "bf16: the GPU computes in bfloat16"},
         {"bf16: false\n", NULL},
         {"gpu_memory_utilization: 0.6\n", "gpu_memory_utilization: vLLM's share of GPU memory"},
@@ -1806,6 +1829,57 @@ static void test_foreign_keys_values(void **state)
     expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: DoRA (PEFT's use_dora: a trained magnitude per "
                                      "output row) is not implemented in ptrain; remove the key or set it to false "
                                      "to train plain LoRA");
+}
+
+/* PEFT's selectors (issue 46): layers_to_transform (a list or one number), layers_pattern only
+ * beside it, finetune_last_n_layers instead of it, rank_pattern and alpha_pattern values as numbers;
+ * their effect against PEFT: tests/export/test_peft_select.sh. */
+static void test_rule_selectors(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("layers_to_transform: [0, 3]\nlayers_pattern: layers\nrank_pattern: {q_proj: 8, \"layers\\\\.0\\\\..*\": 2}\n"
+             "alpha_pattern: {v_proj: 2.5}\n", &cfg);
+    assert_int_equal(cfg.layers_to_transform.n, 2);
+    assert_string_equal(cfg.layers_to_transform.items[1], "3");
+    assert_int_equal(cfg.rank_pattern.n, 2);
+    assert_string_equal(cfg.rank_pattern.keys[1], "layers\\.0\\..*");
+    assert_int_equal(cfg.finetune_last_n_layers, -1);
+    config_free(&cfg);
+    parse_ok("layers_to_transform: 2\nfinetune_last_n_layers: null\n", &cfg);
+    assert_int_equal(cfg.layers_to_transform.n, 1);
+    config_free(&cfg);
+    parse_ok("finetune_last_n_layers: 4\n", &cfg);
+    assert_int_equal(cfg.finetune_last_n_layers, 4);
+    config_free(&cfg);
+    expect_error("layers_to_transform: [a]\n", "config.yaml:1:22: layers_to_transform: expected layer numbers (0 for the "
+                 "first layer), found \"a\"");
+    expect_error("layers_pattern: layers\n", "config.yaml:1:17: layers_pattern: is used only with layers_to_transform "
+                 "(PEFT refuses it alone); add layers_to_transform or remove layers_pattern");
+    expect_error("layers_to_transform: [1]\nfinetune_last_n_layers: 2\n", "config.yaml:2:25: finetune_last_n_layers: "
+                 "layers_to_transform names the layers already; give one of the two keys");
+    parse_ok("init_lora_weights: false\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_FALSE);
+    config_free(&cfg);
+    parse_ok("init_lora_weights: Gaussian\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_GAUSSIAN);
+    config_free(&cfg);
+    parse_ok("init_lora_weights: null\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_TRUE);
+    config_free(&cfg);
+    expect_error("init_lora_weights: pissa_niter_4\n", "config.yaml:1:20: init_lora_weights: pissa_niter_4 starts the "
+                 "adapter from the base weights' decomposition and takes it out of the base (W - scale·BA), so the "
+                 "adapter is only right on that changed base; ptrain's base stays as loaded (4-bit) and its adapters "
+                 "apply to the original one, so it is not implemented; use true, false or gaussian");
+    expect_error("init_lora_weights: eva\n", "config.yaml:1:20: init_lora_weights: eva needs more than the base weights "
+                 "(quantization-aware or data-driven initialization, or a different layer) and is not implemented in "
+                 "ptrain; use true, false or gaussian");
+    expect_error("init_lora_weights: uniform\n", "config.yaml:1:20: init_lora_weights: expected true, false or gaussian, "
+                 "found \"uniform\"");
+    expect_error("rank_pattern: {q_proj: 0}\n", "config.yaml:1:15: rank_pattern: q_proj: expected a rank from 1 to 4096, "
+                 "found \"0\"");
+    expect_error("alpha_pattern: {q_proj: -1}\n", "config.yaml:1:16: alpha_pattern: q_proj: expected a positive number, "
+                 "found \"-1\"");
 }
 
 /* lr_scheduler_kwargs (issue 46): the arguments each schedule takes, as numbers, into sched_args
@@ -2468,8 +2542,10 @@ static void test_corpus_good(void **state)
         if (!strcmp(names[i], "full.yaml")) {
             saw_full = true;
             const char *const *keys = config_key_names();
-            for (int k = 0; keys[k]; k++) /* the token only as "hub_token:" (null) */
-                if (strcmp(keys[k], "hub_token") && !config_is_set(&cfg, keys[k]))
+            /* the token only as "hub_token:" (null); finetune_last_n_layers null (layers_to_transform is given) */
+            for (int k = 0; keys[k]; k++)
+                if (strcmp(keys[k], "hub_token") && strcmp(keys[k], "finetune_last_n_layers") &&
+                    !config_is_set(&cfg, keys[k]))
                     fail_msg("%s does not give %s", path, keys[k]);
             char *text = read_all(path);
             assert_non_null(strstr(text, "\nhub_token:"));
@@ -2579,6 +2655,7 @@ int main(void)
         cmocka_unit_test(test_foreign_keys_table),
         cmocka_unit_test(test_foreign_keys_values),
         cmocka_unit_test(test_rule_scheduler_kwargs),
+        cmocka_unit_test(test_rule_selectors),
         cmocka_unit_test(test_training_arguments),
         cmocka_unit_test(test_rule_tags),
         cmocka_unit_test(test_token_never_kept),

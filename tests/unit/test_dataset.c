@@ -754,6 +754,59 @@ static void test_sampler_order(void **state)
     assert_string_equal(err_message(), "there are no training examples to sample");
 }
 
+/* group_by_length: sampler_group_order orders a permutation as transformers'
+ * get_length_grouped_indices does (tests/data/peft/group_by_length.json, make_group_goldens.py:
+ * the same permutations through transformers); a sampler with lengths draws that order from its own
+ * permutation every epoch, and a resumed epoch (skip) continues it. */
+static void test_group_by_length(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/group_by_length.json", srcdir());
+    json_error_t jerr;
+    json_t *cases = json_load_file(path, 0, &jerr);
+    assert_non_null(cases);
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        json_t *k = json_array_get(cases, c);
+        size_t n = (size_t)json_integer_value(json_object_get(k, "n"));
+        long group = (long)json_integer_value(json_object_get(k, "group"));
+        size_t *perm = malloc(sizeof *perm * n);
+        int32_t *len = malloc(sizeof *len * n);
+        for (size_t i = 0; i < n; i++) {
+            perm[i] = (size_t)json_integer_value(json_array_get(json_object_get(k, "perm"), i));
+            len[i] = (int32_t)json_integer_value(json_array_get(json_object_get(k, "lengths"), i));
+        }
+        assert_int_equal(sampler_group_order(perm, n, len, group), PT_OK);
+        size_t same = 0;
+        for (size_t i = 0; i < n; i++)
+            same += perm[i] == (size_t)json_integer_value(json_array_get(json_object_get(k, "order"), i));
+        print_message("group_by_length: %zu examples, batch %ld: %zu of %zu places as transformers'\n", n, group,
+                      same, n);
+        assert_int_equal(same, n);
+        free(perm);
+        free(len);
+    }
+    json_decref(cases);
+    /* the sampler: 23 examples of lengths 1..23, batches of 2, group 4 */
+    pt_dataset ds = {0};
+    pt_example ex[23];
+    for (int i = 0; i < 23; i++) ex[i] = (pt_example){.len = (i * 7) % 23 + 1};
+    ds.ex = ex, ds.n = 23;
+    pt_sampler s, t;
+    assert_int_equal(sampler_init(&s, 23, 0, 1, 2), PT_OK);
+    assert_int_equal(sampler_group_by_length(&s, &ds, 4), PT_OK);
+    assert_int_equal(sampler_epoch(&s, 5, 1), PT_OK);
+    const size_t *idx;
+    assert_int_equal(sampler_batch(&s, 0, &idx), 2);
+    assert_int_equal(ex[idx[0]].len, 23); /* the longest first */
+    assert_int_equal(sampler_init(&t, 23, 0, 1, 2), PT_OK);
+    assert_int_equal(sampler_group_by_length(&t, &ds, 4), PT_OK);
+    assert_int_equal(sampler_epoch_from(&t, 5, 1, 6), PT_OK);
+    assert_memory_equal(t.idx, s.idx + 6, sizeof *s.idx * 17);
+    sampler_free(&s);
+    sampler_free(&t);
+}
+
 /* ---- collate ---- */
 
 static void test_collate(void **state)
@@ -861,6 +914,27 @@ static void test_warnings(void **state)
                       D("dir")),
                  PT_ERR_USER, "dataset[0]: split_type \"train[:10%]\": split slicing is not supported; name the split "
                               "(e.g. train) and use num_samples to take the first rows");
+}
+
+/* method: cpt (continued pretraining) labels every token of a conversation, where SFT with
+ * assistant_only_loss labels the assistant's only */
+static void test_cpt_labels_every_token(void **state)
+{
+    (void)state;
+    pt_dataset cpt, sft;
+    const char *base = "max_seq_length: 256\nchat_template: chatml\n%sdataset:\n  - name: \"%s\"\n";
+    assert_int_equal(load(T.smol, &cpt, base, "method: cpt\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(load(T.smol, &sft, base, "assistant_only_loss: true\n", D("messages.jsonl")), PT_OK);
+    assert_int_equal(cpt.n, sft.n);
+    size_t labelled_cpt = 0, labelled_sft = 0, tokens = 0;
+    for (size_t i = 0; i < cpt.n; i++) {
+        tokens += (size_t)cpt.ex[i].len;
+        for (int t = 0; t < cpt.ex[i].len; t++) labelled_cpt += cpt.ex[i].labels[t] == cpt.ex[i].ids[t];
+        for (int t = 0; t < sft.ex[i].len; t++) labelled_sft += sft.ex[i].labels[t] != PT_IGNORE_INDEX;
+    }
+    assert_int_equal(labelled_cpt, tokens);
+    assert_true(labelled_sft < tokens);
+    dataset_free(&cpt), dataset_free(&sft);
 }
 
 /* ---- directories, data_files, JSON variants ---- */
@@ -1715,8 +1789,10 @@ int main(void)
         cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),
         cmocka_unit_test(test_split),             cmocka_unit_test(test_sampler_cover),
         cmocka_unit_test(test_sampler_order),     cmocka_unit_test(test_sampler_same_batches),
+        cmocka_unit_test(test_group_by_length),
         cmocka_unit_test(test_collate),
         cmocka_unit_test(test_prepare),           cmocka_unit_test(test_warnings),
+        cmocka_unit_test(test_cpt_labels_every_token),
         cmocka_unit_test(test_directory),         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_config_name),
         cmocka_unit_test(test_messages_beside_pairs),

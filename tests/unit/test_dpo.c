@@ -6,7 +6,16 @@
  * preference_dpo. Checked: the first loss is ln 2 exactly while B is zero, and it, TRL's metrics
  * and the LoRA gradients match TRL's (B zero; A and B random); 20 AdamW steps' losses. And the
  * preference rows (text and conversational) tokenized by the data pipeline as TRL's DPOTrainer
- * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts. */
+ * tokenizes them with two real tokenizers (its prompt_ids, chosen_ids, rejected_ids); the cuts.
+ * CPO and ORPO likewise against their trainers; KTO against KTOTrainer (make_kto_goldens.py): four
+ * unpaired rows batched with their KL sequences by batch_collate_unpaired, the reference and KL
+ * passes, preference_kto; its rows (text, turns, pairs unrolled) and KL sequences as TRL makes them.
+ * Reward modelling against RewardTrainer with a SEQ_CLS LoRA (make_reward_goldens.py): two pairs as
+ * four whole sequences scored at their last non-pad token by the step's score head (from PEFT's
+ * first score weight), preference_reward; the loss, TRL's metrics, the LoRA and score gradients
+ * (B zero, random, and with a margin column and center_rewards_coefficient); 20 AdamW steps of the
+ * LoRA matrices and the score under one clip; the rows tokenized as RewardTrainer's _prepare_dataset
+ * tokenizes them (and the pairs its max_length filter keeps). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -25,6 +35,7 @@
 #include "ptrain/dataset.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/preference.h"
+#include "ptrain/score_head.h"
 #include "ptrain/step.h"
 #include "train/trainer.h"
 
@@ -38,12 +49,21 @@ typedef struct {
     int rows, pairs;
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     double beta;
-    const char *dir; /* "dpo", "cpo" or "orpo": the goldens, and the loss */
-    bool cpo, orpo;
+    const char *dir; /* "dpo", "cpo", "orpo" or "kto": the goldens, and the loss */
+    bool cpo, orpo, kto;
+    int kto_main;                 /* KTO: the examples' rows (then the KL sequences') */
+    bool desirable[8];            /* KTO: each example's label */
+    double kto_ref[24], kto_kl;   /* KTO: ref (2n slots), ref KL (n), policy KL (n); the KL estimate */
     int32_t orpo_targets[MAX_ROWS], orpo_seq[MAX_ROWS];
     double tokens[48];
     double ref_nll[16];
     double sums[PREF_COUNT];
+    bool reward;             /* reward modelling (make_reward_goldens.py): the score head */
+    score_head head;
+    int32_t score_row[16];
+    double margins[8];
+    bool use_margin;
+    double center;
 } fixture;
 
 static const char *srcdir(void)
@@ -126,10 +146,47 @@ static void append_sequence(fixture *fx, int seq, json_t *prompt, json_t *comple
     fx->rows += np + nc;
 }
 
+/* KTO's rows (prompt_ids, completion_ids, label) as the unpaired dataset's examples, batched by
+ * batch_collate_unpaired as the trainer batches them: the examples, then their KL sequences. */
+static void kto_batch(fixture *fx)
+{
+    json_t *rows = json_object_get(fx->manifest, "rows");
+    size_t n = json_array_size(rows), idx[8];
+    assert_true(n <= 8);
+    pt_dataset ds = {.ex = calloc(n, sizeof(pt_example)), .n = n, .max_len = 8192, .packed = true};
+    for (size_t i = 0; i < n; i++) {
+        json_t *r = json_array_get(rows, i), *p = json_object_get(r, "prompt_ids"), *c = json_object_get(r, "completion_ids");
+        size_t np = json_array_size(p), len = np + json_array_size(c);
+        pt_example *ex = &ds.ex[i];
+        ex->ids = malloc(sizeof(int32_t) * len), ex->labels = malloc(sizeof(int32_t) * len);
+        ex->segments = malloc(sizeof(int32_t) * len), ex->len = (int32_t)len;
+        for (size_t t = 0; t < len; t++) {
+            ex->ids[t] = (int32_t)json_integer_value(t < np ? json_array_get(p, t) : json_array_get(c, t - np));
+            ex->labels[t] = t < np ? PT_IGNORE_INDEX : ex->ids[t];
+            ex->segments[t] = json_is_true(json_object_get(r, "label")) ? 1 : 2;
+        }
+        fx->desirable[i] = json_is_true(json_object_get(r, "label"));
+        idx[i] = i;
+    }
+    pt_batch b;
+    assert_int_equal(batch_collate_unpaired(&ds, idx, n, 4096, &b), PT_OK);
+    assert_true(b.cols <= MAX_ROWS);
+    fx->rows = b.cols, fx->pairs = (int)n;
+    for (int r = 0; r < b.cols; r++) {
+        fx->ids[r] = b.ids[r], fx->targets[r] = b.targets[r], fx->pos[r] = b.pos[r], fx->segments[r] = b.segments[r];
+        bool main = b.segments[r] <= 2 * (int)n;
+        fx->kto_main += main;
+        fx->row_seq[r] = main ? b.segments[r] - 1 : b.segments[r] - 2 * (int)n - 1;
+        if (main) assert_int_equal((b.segments[r] - 1) % 2, fx->desirable[(b.segments[r] - 1) / 2] ? 0 : 1);
+    }
+    batch_free(&b);
+    dataset_free(&ds);
+}
+
 static int setup_dir(void **state, const char *dir)
 {
     fixture *fx = calloc(1, sizeof *fx);
-    fx->dir = dir, fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo");
+    fx->dir = dir, fx->reward = !strcmp(dir, "reward"), fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo"), fx->kto = !strcmp(dir, "kto");
     char path[1024];
     snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
     json_error_t jerr;
@@ -147,6 +204,27 @@ static int setup_dir(void **state, const char *dir)
     fx->beta = json_real_value(json_object_get(fx->manifest, "beta"));
     size_t i;
     json_t *pair;
+    if (fx->kto) kto_batch(fx);
+    if (fx->reward) { /* the head from PEFT's first score; each sequence whole, scored at its last non-pad token */
+        size_t n;
+        float *w = read_f32(dir, "score_init.f32", &n);
+        assert_int_equal((int64_t)n, fx->m.cfg.dim);
+        assert_int_equal(score_head_create(&fx->head, fx->be, fx->m.cfg.dim, 0.02, 1), PT_OK);
+        assert_int_equal(score_head_set(&fx->head, w, NULL, NULL), PT_OK);
+        free(w);
+        json_t *none = json_array();
+        json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
+            append_sequence(fx, 2 * (int)i, none, json_object_get(pair, "chosen_ids"));
+            append_sequence(fx, 2 * (int)i + 1, none, json_object_get(pair, "rejected_ids"));
+            fx->margins[i] = json_real_value(json_array_get(json_object_get(fx->manifest, "margins"), i));
+            fx->pairs++;
+        }
+        json_decref(none);
+        int pad = (int)json_integer_value(json_object_get(fx->manifest, "pad_id"));
+        assert_int_equal(preference_score_rows(fx->ids, fx->segments, fx->rows, pad, fx->score_row), 2 * fx->pairs);
+        *state = fx;
+        return 0;
+    }
     json_array_foreach(json_object_get(fx->manifest, "pairs"), i, pair) {
         json_t *prompt = json_object_get(pair, "prompt_ids");
         append_sequence(fx, 2 * (int)i, prompt, json_object_get(pair, "chosen_ids"));
@@ -160,11 +238,14 @@ static int setup_dir(void **state, const char *dir)
 static int setup(void **state) { return setup_dir(state, "dpo"); }
 static int setup_cpo(void **state) { return setup_dir(state, "cpo"); }
 static int setup_orpo(void **state) { return setup_dir(state, "orpo"); }
+static int setup_kto(void **state) { return setup_dir(state, "kto"); }
+static int setup_reward(void **state) { return setup_dir(state, "reward"); }
 
 static int teardown(void **state)
 {
     fixture *fx = *state;
     lora_free(&fx->l);
+    if (fx->reward) score_head_free(&fx->head);
     model_free(&fx->m);
     backend_close(fx->be);
     json_decref(fx->manifest);
@@ -181,6 +262,18 @@ static train_batch batch_of(fixture *fx)
 static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
+    if (fx->reward) { /* nll: the scores */
+        preference_reward(nll, fx->use_margin ? fx->margins : NULL, fx->pairs, fx->center, 1.0 / fx->pairs, scale,
+                          fx->sums);
+        return PT_OK;
+    }
+    if (fx->kto) {
+        preference_kto(nll, fx->kto_ref, fx->desirable, fx->pairs, fx->kto_kl, fx->beta,
+                       json_real_value(json_object_get(fx->manifest, "desirable_weight")),
+                       json_real_value(json_object_get(fx->manifest, "undesirable_weight")), 1.0 / fx->pairs, scale,
+                       fx->sums);
+        return PT_OK;
+    }
     if (fx->orpo) {
         preference_orpo(nll, fx->tokens, fx->pairs, fx->beta, 1.0 / fx->pairs, scale, fx->sums);
         return PT_OK;
@@ -199,7 +292,29 @@ static pt_status dpo_grad(void *arg, const double *nll, float *scale)
 static double dpo_step(fixture *fx)
 {
     train_batch b = batch_of(fx);
-    if (!fx->cpo) /* CPO has no reference */
+    if (fx->kto) { /* the reference of the examples and of the KL sequences, the policy's of the latter */
+        int n = fx->pairs, m = fx->kto_main;
+        train_batch mis = {1, fx->rows - m, fx->ids + m, fx->targets + m, fx->pos + m, fx->segments + m};
+        b.seq = m;
+        double *ref_kl = fx->kto_ref + 2 * n, *pol_kl = ref_kl + n;
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * n, NULL, fx->kto_ref), PT_OK);
+        assert_int_equal(step_sequence_nll(&fx->m, NULL, &mis, fx->row_seq + m, n, NULL, ref_kl), PT_OK);
+        assert_int_equal(step_sequence_nll(&fx->m, &fx->l.ad, &mis, fx->row_seq + m, n, NULL, pol_kl), PT_OK);
+        fx->kto_kl = 0;
+        for (int k = 0; k < n; k++) fx->kto_kl += (ref_kl[k] - pol_kl[k]) / n;
+        fx->kto_kl = fmax(fx->kto_kl, 0.0);
+    } else if (fx->reward) { /* the score head in place of the LM head */
+        memset(fx->sums, 0, sizeof fx->sums);
+        step_options o = {.checkpointing = true, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad, .seq_grad_arg = fx,
+                          .score_w = fx->head.host_w, .score_row = fx->score_row, .score_grad = fx->head.host_grad};
+        double unused = 0;
+        int64_t n = 0;
+        assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+        score_head_zero_grad(&fx->head);
+        assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 0.0f, &unused, &n), PT_OK);
+        assert_int_equal(score_head_grad_upload(&fx->head), PT_OK);
+        return fx->sums[PREF_LOSS] / fx->pairs;
+    } else if (!fx->cpo) /* CPO has no reference */
         assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, 2 * fx->pairs, NULL, fx->ref_nll), PT_OK);
     memset(fx->sums, 0, sizeof fx->sums);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = 2 * fx->pairs, .seq_grad = dpo_grad,
@@ -238,6 +353,17 @@ static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset,
     free(got);
 }
 
+/* reward: the score's gradient, which follows the LoRA matrices' in grads[n] */
+static double compare_score_grad(fixture *fx, const float *grads, size_t n, const char *which)
+{
+    double diff = 0, scale = 1e-30;
+    const float *ref = grads + n - (size_t)fx->head.dim;
+    for (int64_t k = 0; k < fx->head.dim; k++)
+        diff = fmax(diff, fabs((double)fx->head.host_grad[k] - ref[k])), scale = fmax(scale, fabs((double)ref[k]));
+    print_message("reward %s: score gradient vs PEFT: max relative error %.3g\n", which, diff / scale);
+    return diff / scale;
+}
+
 static double compare_case(fixture *fx, const char *which, double *loss)
 {
     char name[64];
@@ -249,6 +375,7 @@ static double compare_case(fixture *fx, const char *which, double *loss)
     float *grads = read_f32(fx->dir, name, &n);
     compare_arg c = {grads, 0};
     for_each_tensor(fx, compare_grad, &c);
+    if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, which));
     free(grads);
     json_t *golden = json_object_get(fx->manifest, which);
     double want = json_real_value(json_object_get(golden, "first_loss"));
@@ -256,6 +383,21 @@ static double compare_case(fixture *fx, const char *which, double *loss)
                   *loss, want, c.worst);
     assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
+    if (fx->kto || fx->reward) { /* TRL's names, as the trainer logs them */
+        const char *names[PREF_COUNT];
+        double values[PREF_COUNT];
+        int count = preference_log_values(fx->reward ? METHOD_REWARD : METHOD_KTO, fx->sums, names, values);
+        assert_int_equal(count, (int)json_object_size(metrics));
+        for (int k = 0; k < count; k++) {
+            json_t *v = json_object_get(metrics, names[k]);
+            if (!v) fail_msg("%s: TRL logs no %s", which, names[k]);
+            double trl = json_real_value(v);
+            print_message("  %s %.9g (TRL %.9g)\n", names[k], values[k], trl);
+            if (fabs(values[k] - trl) > 1e-4 * fmax(1.0, fabs(trl)))
+                fail_msg("%s: %s is %.9g, TRL's %.9g", which, names[k], values[k], trl);
+        }
+        return c.worst;
+    }
     for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->orpo ? METHOD_ORPO : fx->cpo ? METHOD_CPO : METHOD_DPO);
          k++) {
         double trl = json_real_value(json_object_get(metrics, preference_metric_names[k]));
@@ -276,6 +418,20 @@ static void test_zero_adapter_ln2(void **state)
     assert_true(worst <= 1e-4);
 }
 
+/* KTO: B zero makes the policy the reference: the KL estimate is 0 and every loss 1 - sigmoid(0),
+ * so the first loss is the mean weight / 2 exactly */
+static void test_kto_zero_adapter(void **state)
+{
+    fixture *fx = *state;
+    double loss, want = 0;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    for (int k = 0; k < fx->pairs; k++)
+        want += 0.5 * json_real_value(json_object_get(fx->manifest, fx->desirable[k] ? "desirable_weight"
+                                                                                    : "undesirable_weight"));
+    want /= fx->pairs;
+    if (loss != want || fx->kto_kl != 0) fail_msg("first loss %.17g (KL %g), expected %.17g", loss, fx->kto_kl, want);
+}
+
 /* CPO: the loss, TRL's metrics (nll_loss too) and gradients, B zero and random */
 static void test_cpo_matches_trl(void **state)
 {
@@ -283,6 +439,29 @@ static void test_cpo_matches_trl(void **state)
     double loss;
     assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
     assert_true(compare_case(fx, "random", &loss) <= 1e-4);
+}
+
+/* reward modelling: B zero and random; then the random adapters with TRL's margin column and
+ * center_rewards_coefficient (margin_grads.f32) */
+static void test_reward_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    double loss;
+    assert_true(compare_case(fx, "zero", &loss) <= 1e-4);
+    assert_true(compare_case(fx, "random", &loss) <= 1e-4);
+    fx->use_margin = true;
+    fx->center = json_real_value(json_object_get(fx->manifest, "center_rewards_coefficient"));
+    load_adapter(fx, "random_init.f32");
+    loss = dpo_step(fx);
+    size_t n;
+    float *grads = read_f32(fx->dir, "margin_grads.f32", &n);
+    compare_arg c = {grads, 0};
+    for_each_tensor(fx, compare_grad, &c);
+    c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, "margin"));
+    free(grads);
+    double want = json_real_value(json_object_get(json_object_get(fx->manifest, "margin"), "first_loss"));
+    print_message("reward margin: loss %.9f (TRL %.9f); LoRA gradients max relative error %.3g\n", loss, want, c.worst);
+    assert_true(fabs(loss - want) <= 1e-4 && c.worst <= 1e-4);
 }
 
 static void test_random_adapter_matches_trl(void **state)
@@ -304,6 +483,12 @@ static void test_20_adamw_steps_match_trl(void **state)
     for (int s = 0; s < 20; s++) {
         double loss = dpo_step(fx), norm;
         assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        if (fx->reward) { /* one clip over the LoRA matrices and the score */
+            double sq = norm * norm;
+            assert_int_equal(score_head_grad_sum_squares(&fx->head, &sq), PT_OK);
+            norm = sqrt(sq);
+            assert_int_equal(score_head_step(&fx->head, &o, norm, 5e-3, s + 1), PT_OK);
+        }
         assert_int_equal(optimizer_step(&fx->l, &o, norm, 5e-3, s + 1), PT_OK);
         double want = json_real_value(json_array_get(losses, (size_t)s));
         worst = fmax(worst, fabs(loss - want));
@@ -416,6 +601,54 @@ static void test_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* reward modelling's rows as TRL's RewardTrainer tokenizes them: each pair's two whole sequences
+ * (segments 1 and 2, every token labelled); with max_seq_length its cut, the pairs it keeps */
+static void test_reward_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[1024];
+    snprintf(path, sizeof path, "%s/tests/data/reward/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name;
+    json_t *g;
+    json_object_foreach(golden, name, g) {
+        if (!json_is_object(g)) continue; /* "cut" */
+        json_t *rows = json_object_get(g, "rows"), *kept = json_object_get(g, "kept");
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        for (int cut = 0; cut < 2; cut++) {
+            long max_len = cut ? (long)json_integer_value(json_object_get(golden, "cut")) : 4096;
+            snprintf(yaml, sizeof yaml,
+                     "method: reward\nmax_seq_length: %ld\ndataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
+                     max_len, srcdir());
+            pt_config cfg;
+            pt_dataset ds;
+            assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+            dataset_options o = dataset_options_from_config(&cfg);
+            if (dataset_load(&o, tok, NULL, &ds)) fail_msg("%s", err_message());
+            config_free(&cfg);
+            size_t want_n = cut ? json_array_size(kept) : json_array_size(rows);
+            if (ds.n != want_n) fail_msg("%s, max_seq_length %ld: %zu pairs kept, TRL %zu", name, max_len, ds.n, want_n);
+            for (size_t i = 0; i < ds.n; i++) {
+                size_t row = cut ? (size_t)json_integer_value(json_array_get(kept, i)) : i;
+                json_t *r = json_array_get(rows, row), *empty = json_array();
+                char what[128];
+                snprintf(what, sizeof what, "reward %s row %zu%s", name, row, cut ? " (cut)" : "");
+                /* the whole sequence is the "completion": every token labelled */
+                expect_sequence(&ds.ex[i], 1, empty, json_object_get(r, "chosen_ids"), 0, 0, what);
+                expect_sequence(&ds.ex[i], 2, empty, json_object_get(r, "rejected_ids"), 0, 0, what);
+                json_decref(empty);
+            }
+            dataset_free(&ds);
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
 /* CPO's rows as TRL's experimental CPOTrainer tokenizes them (maybe_apply_chat_template, tokenize_row) */
 static void test_cpo_tokenized_as_trl(void **state)
 {
@@ -463,6 +696,106 @@ static void test_cpo_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* KTO's rows (text, conversational, and text pairs unrolled: each chunk's chosen, then its
+ * rejected) as TRL's KTOTrainer tokenizes them, in its order, and the KL sequences of sequential
+ * batches of 2 (each example's prompt with the previous one's completion in its batch) */
+static void test_kto_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[2048];
+    snprintf(path, sizeof path, "%s/tests/data/kto/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name, *group;
+    json_t *groups, *rows;
+    json_object_foreach(golden, name, groups) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        json_object_foreach(groups, group, rows) {
+            snprintf(yaml, sizeof yaml, "method: kto\nmax_seq_length: 1024\nper_device_train_batch_size: 2\n"
+                     "dataset:\n  - name: \"%s/tests/data/kto/%s.jsonl\"\n", srcdir(), group);
+            pt_config cfg;
+            pt_dataset ds, eval;
+            assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+            dataset_options o = dataset_options_from_config(&cfg);
+            pt_status st = dataset_prepare(&o, tok, NULL, &ds, &eval);
+            if (st) fail_msg("%s", err_message());
+            config_free(&cfg);
+            assert_int_equal(ds.n, json_array_size(rows));
+            for (size_t i = 0; i < ds.n; i++) {
+                json_t *r = json_array_get(rows, i);
+                char what[128];
+                snprintf(what, sizeof what, "%s %s row %zu", name, group, i);
+                int32_t seg = json_is_true(json_object_get(r, "label")) ? 1 : 2;
+                if (ds.ex[i].segments[0] != seg) fail_msg("%s: label segment %d, TRL's label %d", what,
+                                                          ds.ex[i].segments[0], seg == 1);
+                expect_sequence(&ds.ex[i], seg, json_object_get(r, "prompt_ids"), json_object_get(r, "completion_ids"),
+                                0, 0, what);
+            }
+            for (size_t from = 0; from < ds.n; from += 2) { /* the KL sequences, batches of 2 */
+                size_t idx[2] = {from, from + 1}, n = from + 1 < ds.n ? 2 : 1;
+                pt_batch b;
+                assert_int_equal(batch_collate_unpaired(&ds, idx, n, 1024, &b), PT_OK);
+                for (size_t k = 0; k < n; k++) {
+                    json_t *r = json_array_get(rows, from + k);
+                    pt_example kl = {b.ids, b.labels, b.segments, b.cols};
+                    char what[128];
+                    snprintf(what, sizeof what, "%s %s KL sequence %zu", name, group, from + k);
+                    expect_sequence(&kl, 2 * (int32_t)n + 1 + (int32_t)k, json_object_get(r, "prompt_ids"),
+                                    json_object_get(r, "KL_completion_ids"), 0, 0, what);
+                }
+                batch_free(&b);
+            }
+            dataset_free(&ds), dataset_free(&eval);
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
+/* KTO's bad rows say what is wrong (a later row without a column the first has, a label that is
+ * not a boolean), and an SFT run given unpaired rows says to set method: kto */
+static void test_kto_bad_rows(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ptrain-kto-XXXXXX.jsonl", yaml[1024];
+    int fd = mkstemps(path, 6);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs("{\"prompt\": \"The sky is\", \"completion\": \" blue.\", \"label\": true}\n"
+          "{\"prompt\": \"The sun is\", \"label\": false}\n"
+          "{\"prompt\": \"Water is\", \"completion\": \" wet.\", \"label\": \"yes\"}\n", f);
+    fclose(f);
+    pt_tokenizer *tok;
+    char tpath[1024];
+    snprintf(tpath, sizeof tpath, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    assert_int_equal(tokenizer_from_json(tpath, &tok), PT_OK);
+    for (int kto = 1; kto >= 0; kto--) {
+        snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s\"\n", kto ? "kto" : "sft", path);
+        pt_config cfg;
+        pt_dataset ds;
+        assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+        dataset_options o = dataset_options_from_config(&cfg);
+        pt_status st = dataset_load(&o, tok, NULL, &ds);
+        config_free(&cfg);
+        if (!kto) {
+            assert_int_equal(st, PT_ERR_USER);
+            assert_non_null(strstr(err_message(), "set method: kto"));
+            continue;
+        }
+        assert_int_equal(st, PT_OK);
+        assert_int_equal(ds.stats[0].kept, 1);
+        assert_int_equal(ds.stats[0].bad, 2);
+        assert_non_null(strstr(ds.stats[0].bad_rows[0], "no \"completion\""));
+        assert_non_null(strstr(ds.stats[0].bad_rows[1], "\"label\" is a string, expected true or false"));
+        dataset_free(&ds);
+    }
+    tokenizer_free(tok);
+    unlink(path);
+}
+
 /* an SFT run given preference rows, and DPO given chat rows, say what to set */
 static void test_rows_match_the_method(void **state)
 {
@@ -492,6 +825,9 @@ int main(void)
         cmocka_unit_test(test_tokenized_as_trl),
         cmocka_unit_test(test_rows_match_the_method),
         cmocka_unit_test(test_cpo_tokenized_as_trl),
+        cmocka_unit_test(test_reward_tokenized_as_trl),
+        cmocka_unit_test(test_kto_tokenized_as_trl),
+        cmocka_unit_test(test_kto_bad_rows),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup, teardown),
@@ -499,6 +835,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_cpo, teardown),
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_orpo, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_orpo, teardown),
+        cmocka_unit_test_setup_teardown(test_kto_zero_adapter, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_reward_matches_trl, setup_reward, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_reward, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/forward.h"
 #include "ptrain/memplan.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
@@ -301,7 +302,7 @@ static void test_plan_from_config(void **state)
 {
     fixture *fx = *state;
     pt_model bare = {.cfg = fx->m.cfg};
-    pt_adapter ad = {.r = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
+    pt_adapter ad = {.r = fx->l.ad.r, .r_max = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
     memcpy(ad.target, fx->l.ad.target, sizeof ad.target);
     int64_t params = adapter_param_count(&fx->l.ad);
     assert_int_equal(adapter_param_count_for(&fx->m.cfg, ad.r, ad.target), params);
@@ -433,6 +434,129 @@ static void test_lora_dropout(void **state)
     free(grad);
     free(grad2);
     free(vals);
+}
+
+/* NEFTune (neftune_noise_alpha): forward_embed_noise draws uniform(-mag, mag) numbers (mean 0,
+ * variance mag^2/3, a quarter in each quarter of the range), the same for the same seed and others
+ * for another; in a step the loss moves, the gradients are the same with and without checkpointing
+ * (the noise is drawn once, on the embeddings every layer input starts from) and from run to run,
+ * and the loss without a gradient (evaluation) has no noise. */
+static double neftune_loss(fixture *fx, bool checkpointing, float alpha, uint64_t seed)
+{
+    train_batch b = batch_of(fx);
+    step_options o = {.checkpointing = checkpointing, .neftune_alpha = alpha, .noise_seed = seed};
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &n), PT_OK);
+    return loss / (double)n;
+}
+
+static void test_neftune(void **state)
+{
+    fixture *fx = *state;
+    int64_t shape[2] = {64, 256}, n = 64 * 256;
+    pt_tensor x = tensor_make(PT_F32, 2, shape), buf = tensor_make(PT_F32, 2, shape);
+    assert_int_equal(backend_alloc(fx->be, &x), PT_OK);
+    assert_int_equal(backend_alloc(fx->be, &buf), PT_OK);
+    float mag = 0.5f, *a = malloc(sizeof(float) * (size_t)n), *b2 = malloc(sizeof(float) * (size_t)n);
+    for (int pass = 0; pass < 3; pass++) {
+        assert_int_equal(backend_zero(fx->be, &x), PT_OK);
+        assert_int_equal(forward_embed_noise(fx->be, &x, &buf, mag, pass < 2 ? 9 : 10), PT_OK);
+        assert_int_equal(backend_download(fx->be, &x, pass ? b2 : a, x.nbytes), PT_OK);
+        if (pass == 1) assert_memory_equal(a, b2, x.nbytes);
+        if (pass == 2) assert_memory_not_equal(a, b2, x.nbytes);
+    }
+    double sum = 0, sq = 0;
+    int64_t quarter = 0;
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(fabsf(a[i]) <= mag);
+        sum += a[i], sq += (double)a[i] * a[i];
+        quarter += a[i] >= 0.0f && a[i] < mag / 2;
+    }
+    double mean = sum / (double)n, var = sq / (double)n - mean * mean, want = mag * mag / 3.0;
+    print_message("neftune: mean %.2e, variance %.5f (uniform: %.5f), %.4f in [0, mag/2) (0.25)\n", mean, var, want,
+                  (double)quarter / (double)n);
+    assert_true(fabs(mean) < 4.0 * sqrt(want / (double)n));
+    assert_true(fabs(var - want) < 0.03 * want);
+    assert_true(fabs((double)quarter / (double)n - 0.25) < 0.01);
+    free(a);
+    free(b2);
+    backend_release(fx->be, &x);
+    backend_release(fx->be, &buf);
+
+    for_each_tensor(fx, set_values, fx->final); /* B non-zero: the adapters see the noise too */
+    double plain = run_step(fx, false), noisy = neftune_loss(fx, false, 5.0f, 3);
+    print_message("neftune 5: loss %.6f (without %.6f)\n", noisy, plain);
+    assert_true(fabs(noisy - plain) > 1e-5);
+    lora_pair *s = lora_at(&fx->l, 0, W_Q);
+    float *g1 = malloc(s->grad_a.nbytes), *g2 = malloc(s->grad_a.nbytes);
+    assert_int_equal(backend_download(fx->be, &s->grad_a, g1, s->grad_a.nbytes), PT_OK);
+    assert_true(neftune_loss(fx, true, 5.0f, 3) == noisy);
+    assert_int_equal(backend_download(fx->be, &s->grad_a, g2, s->grad_a.nbytes), PT_OK);
+    assert_memory_equal(g1, g2, s->grad_a.nbytes);
+    assert_true(neftune_loss(fx, false, 5.0f, 4) != noisy);
+    train_batch b = batch_of(fx);
+    double eval = 0;
+    int64_t cnt = 0;
+    assert_int_equal(step_loss(&fx->m, &fx->l.ad, &b, NULL, &eval, &cnt), PT_OK);
+    assert_true(fabs(eval / (double)cnt - plain) < 1e-6 * fabs(plain));
+    free(g1);
+    free(g2);
+}
+
+/* init_lora_weights: ptrain's fresh adapters follow PEFT's laws (tests/data/peft/init_stats.json,
+ * make_init_goldens.py: the same statistics of PEFT's adapters on a tiny Llama), with a per-module
+ * rank from rank_pattern; its numbers come from its own seeded generator. */
+static void test_init_lora_weights(void **state)
+{
+    fixture *fx = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/init_stats.json", srcdir());
+    json_error_t jerr;
+    json_t *gold = json_load_file(path, 0, &jerr);
+    assert_non_null(gold);
+    const char *names[] = {"true", "false", "gaussian"};
+    adapter_init inits[] = {ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN};
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    for (int k = 0; k < 3; k++) {
+        double a_max = 0, b_max = 0, a_sq = 0, b_sq = 0, a_n = 0, b_n = 0;
+        bool b_zero = true;
+        for (uint64_t seed = 0; seed < 8; seed++) {
+            pt_lora l;
+            assert_int_equal(lora_create_select(&l, &fx->m, 4, 8.0f, false, all, "{\"rank_pattern\": {\"down_proj\": 2}}",
+                                                "test", inits[k], seed + 1),
+                             PT_OK);
+            assert_int_equal(adapter_at(&l.ad, 1, W_DOWN)->r, 2);
+            for (adapter_pair *p = adapter_next(&l.ad, NULL); p; p = adapter_next(&l.ad, p)) {
+                int64_t na = tensor_numel(&p->a), nb = tensor_numel(&p->b);
+                float *a = malloc(p->a.nbytes), *b = malloc(p->b.nbytes);
+                backend_download(fx->be, &p->a, a, p->a.nbytes);
+                backend_download(fx->be, &p->b, b, p->b.nbytes);
+                double sa = inits[k] == ADAPTER_INIT_GAUSSIAN ? p->r : sqrt((double)p->a.shape[1]), sb = sqrt(p->r);
+                for (int64_t i = 0; i < na; i++) a_max = fmax(a_max, fabs(a[i]) * sa), a_sq += a[i] * sa * a[i] * sa;
+                for (int64_t i = 0; i < nb; i++)
+                    b_max = fmax(b_max, fabs(b[i]) * sb), b_sq += b[i] * sb * b[i] * sb, b_zero = b_zero && b[i] == 0;
+                a_n += (double)na, b_n += (double)nb;
+                free(a);
+                free(b);
+            }
+            lora_free(&l);
+        }
+        json_t *g = json_object_get(gold, names[k]);
+        double ga_max = json_real_value(json_object_get(g, "a_max")), ga_rms = json_real_value(json_object_get(g, "a_rms"));
+        double gb_max = json_number_value(json_object_get(g, "b_max")), gb_rms = json_number_value(json_object_get(g, "b_rms"));
+        double a_rms = sqrt(a_sq / a_n), b_rms = sqrt(b_sq / b_n);
+        print_message("init_lora_weights %s: A max %.4f rms %.4f (PEFT %.4f, %.4f), B max %.4f rms %.4f (PEFT %.4f, "
+                      "%.4f)\n", names[k], a_max, a_rms, ga_max, ga_rms, b_max, b_rms, gb_max, gb_rms);
+        assert_true(b_zero == json_is_true(json_object_get(g, "b_zero")));
+        assert_true(fabs(a_rms - ga_rms) < 0.02 * ga_rms);
+        assert_true(fabs(b_rms - gb_rms) <= 0.02 * gb_rms);
+        if (inits[k] != ADAPTER_INIT_GAUSSIAN) assert_true(a_max <= 1.0 && a_max > 0.99 * ga_max);
+        if (inits[k] == ADAPTER_INIT_FALSE) assert_true(b_max <= 1.0 && b_max > 0.99 * gb_max);
+    }
+    json_decref(gold);
 }
 
 static void test_adapter_roundtrip(void **state)
@@ -586,7 +710,8 @@ int main(void)
         cmocka_unit_test(test_checkpointing_same_gradients), cmocka_unit_test(test_schedule_matches_transformers),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
-        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_adapter_roundtrip),
+        cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_init_lora_weights),
+        cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""reward_check.py — PEFT loads ptrain's reward adapter and scores pairs as ptrain does (test_reward_mpi.sh).
+
+Usage: reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N METRICS.jsonl STEP
+
+The first N rows of DATA.jsonl are tokenized by TRL 1.16's own RewardTrainer._prepare_dataset with
+MODEL_DIR's tokenizer, batched by its collator, and scored by
+AutoModelForSequenceClassification (num_labels 1, pad_token_id the tokenizer's pad, else eos, as
+RewardTrainer sets it) with PeftModel.from_pretrained(LORA_DIR) (its LoRA and its modules_to_save
+score). The loss and TRL's metrics of those scores must equal what ptrain logged at STEP of
+METRICS.jsonl (a step whose batch is those N pairs, taken with the adapter LORA_DIR holds):
+within 1e-4 (metrics.jsonl has 6 decimals).
+"""
+import json
+import sys
+from types import SimpleNamespace
+
+import torch
+from datasets import Dataset
+from peft import PeftModel
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from trl import RewardConfig, RewardTrainer
+from trl.trainer.reward_trainer import DataCollatorForPreference
+
+
+def main():
+    model_dir, lora_dir, data, n, metrics, step = sys.argv[1:7]
+    with open(f"{lora_dir}/adapter_config.json") as f:
+        cfg = json.load(f)
+    assert cfg["task_type"] == "SEQ_CLS" and cfg["modules_to_save"] == ["classifier", "score"], cfg
+    rows = [json.loads(line) for line in open(data)][: int(n)]
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    pad = tok.pad_token or tok.eos_token
+    tok.pad_token = pad
+    args = RewardConfig(output_dir="/tmp/ptrain-reward-check", use_cpu=True, report_to="none", max_length=None)
+    ds = RewardTrainer._prepare_dataset(SimpleNamespace(), Dataset.from_list(rows), tok, args, "train")
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
+    model.config.pad_token_id = tok.pad_token_id
+    model = PeftModel.from_pretrained(model, lora_dir).eval()
+    batch = DataCollatorForPreference(pad_token_id=tok.pad_token_id)([dict(r) for r in ds])
+    with torch.no_grad():
+        scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.squeeze(-1)
+    rc, rr = torch.chunk(scores.double(), 2)
+    mine = {"loss": float(-torch.nn.functional.logsigmoid(rc - rr).mean()), "min_reward": float(scores.min()),
+            "mean_reward": float(scores.mean()), "max_reward": float(scores.max()),
+            "accuracy": float((rc > rr).double().mean()), "margin": float((rc - rr).mean())}
+    logged = [json.loads(line) for line in open(metrics) if '"loss"' in line]
+    rec = [r for r in logged if r["step"] == int(step)][-1]
+    worst = 0.0
+    for k, v in mine.items():
+        worst = max(worst, abs(v - rec[k]))
+        print(f"# {k}: PEFT {v:.6f}, ptrain {rec[k]:.6f}")
+    print(f"# scores (chosen, rejected): {rc.tolist()}, {rr.tolist()}; max difference {worst:.2g}")
+    sys.exit(0 if worst <= 1e-4 else 1)
+
+
+if __name__ == "__main__":
+    main()
