@@ -71,16 +71,16 @@ pt_status cuda_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor
 
 /* x[t, h, i] and x[t, h, i + half] rotate by pos[t] * inv_freq[i] (sign -1: the inverse). */
 template <typename T>
-__global__ static void rope_kernel(T *x, int64_t rows, int n_heads, int head_dim, const int32_t *pos,
-                                   const float *inv_freq, float sign)
+__global__ static void rope_kernel(T *x, int64_t rows, int n_heads, int head_dim, int rot_dim, float mscale,
+                                   const int32_t *pos, const float *inv_freq, float sign)
 {
-    int half = head_dim / 2;
+    int half = rot_dim / 2; /* values from rot_dim on pass (partial rotary) */
     int64_t width = (int64_t)n_heads * head_dim, n = rows * half;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
         int64_t t = e / half;
         int i = (int)(e % half);
         double angle = (double)pos[t] * inv_freq[i];
-        float cs = (float)cos(angle), sn = sign * (float)sin(angle);
+        float cs = (float)cos(angle) * mscale, sn = sign * (float)sin(angle) * mscale;
         for (int h = 0; h < n_heads; h++) {
             T *p = x + t * width + (int64_t)h * head_dim;
             float a = act_ld(p, i), b = act_ld(p, i + half);
@@ -91,38 +91,38 @@ __global__ static void rope_kernel(T *x, int64_t rows, int n_heads, int head_dim
 }
 
 template <typename T>
-static pt_status rope_launch(cudaStream_t s, pt_tensor *x, int64_t rows, int n_heads, int head_dim,
-                             const int32_t *pos, const float *freq, float sign)
+static pt_status rope_launch(cudaStream_t s, pt_tensor *x, int64_t rows, int n_heads, int head_dim, int rot_dim,
+                             float mscale, const int32_t *pos, const float *freq, float sign)
 {
     auto kernel = rope_kernel<T>;
-    kernel<<<cuda_grid(rows * (head_dim / 2), THREADS), THREADS, 0, s>>>((T *)x->data, rows, n_heads, head_dim, pos,
-                                                                         freq, sign);
+    kernel<<<cuda_grid(rows * (rot_dim / 2), THREADS), THREADS, 0, s>>>((T *)x->data, rows, n_heads, head_dim, rot_dim,
+                                                                        mscale, pos, freq, sign);
     CUDA_LAUNCHED();
     return PT_OK;
 }
 
-static pt_status rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
-                      const float *inv_freq, float sign)
+static pt_status rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                      const int32_t *pos, const float *inv_freq, float sign)
 {
     cuda_ctx *c = ctx_of(be);
     int64_t rows = tensor_numel(x) / ((int64_t)n_heads * head_dim);
     void *dpos, *dfreq;
     TRY(cuda_stage(c, STAGE_POS, pos, (size_t)rows * sizeof(int32_t), &dpos));
-    TRY(cuda_stage(c, STAGE_FREQ, inv_freq, (size_t)(head_dim / 2) * sizeof(float), &dfreq));
-    return ACT_CALL(x, rope_launch, c->stream, x, rows, n_heads, head_dim, (const int32_t *)dpos,
+    TRY(cuda_stage(c, STAGE_FREQ, inv_freq, (size_t)(rot_dim / 2) * sizeof(float), &dfreq));
+    return ACT_CALL(x, rope_launch, c->stream, x, rows, n_heads, head_dim, rot_dim, mscale, (const int32_t *)dpos,
                     (const float *)dfreq, sign);
 }
 
-pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
-                        const float *inv_freq)
+pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                        const int32_t *pos, const float *inv_freq)
 {
-    return rope(be, x, n_heads, head_dim, pos, inv_freq, 1.0f);
+    return rope(be, x, n_heads, head_dim, rot_dim, mscale, pos, inv_freq, 1.0f);
 }
 
-pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
-                        const float *inv_freq)
-{ /* the rotation is orthogonal: its gradient is the inverse rotation */
-    return rope(be, dx, n_heads, head_dim, pos, inv_freq, -1.0f);
+pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                        const int32_t *pos, const float *inv_freq)
+{ /* m R is m times an orthogonal map: its gradient is m times the inverse rotation */
+    return rope(be, dx, n_heads, head_dim, rot_dim, mscale, pos, inv_freq, -1.0f);
 }
 
 /* act(g) * u: SiLU (SwiGLU) or tanh GELU (GeGLU). */

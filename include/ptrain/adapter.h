@@ -28,11 +28,13 @@ typedef struct {
 typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN } adapter_init;
 
 typedef struct pt_adapter {
+    pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
     int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
     int r_max;       /* the largest rank of any pair (the scratch width) */
     float alpha, scale;
     bool rslora;          /* scale = alpha/sqrt(r) (rsLoRA), else alpha/r */
-    bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters */
+    bool target[W_COUNT]; /* which projections (W_Q ... W_DOWN) carry adapters; a fused weight's (phi3) on its
+                           * lead slot (W_Q: qkv_proj, W_GATE: gate_up_proj), B over all its rows */
     /* PEFT's selectors as adapter_config.json holds them (a JSON object of layers_to_transform,
      * layers_pattern, rank_pattern, alpha_pattern; adapter_select.c), NULL: every layer, one r and alpha */
     char *select;
@@ -62,8 +64,9 @@ pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float al
                               const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
                               const uint64_t *seed);
 /* Per pair (layer * W_COUNT + w): rank (0: none) and alpha as PEFT's selectors give them for a
- * model of n_layers, from select (NULL: r and alpha everywhere target says). Errors name where. */
-pt_status adapter_select_plan(const char *select, const char *where, int n_layers, const bool target[W_COUNT],
+ * model of family a (its module names: phi3's qkv_proj, gate_up_proj) with n_layers, from select
+ * (NULL: r and alpha everywhere target says). Errors name where. */
+pt_status adapter_select_plan(pt_arch a, const char *select, const char *where, int n_layers, const bool target[W_COUNT],
                               int r, float alpha, int *ranks, float *alphas);
 /* select with the layers given as a list (layers_to_transform: n layers from layers[]; n < 0: none)
  * merged in: a new JSON text (free it), or NULL when out of memory. */
@@ -79,17 +82,27 @@ int64_t adapter_param_count(const pt_adapter *ad);
 int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT]);
 /* FNV-1a over every adapter value (A and B, layer order): equal on ranks holding equal adapters. */
 pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash);
-/* The PEFT module name of projection w (q_proj ... down_proj), NULL for norms and biases. */
-const char *adapter_module_name(int w);
-/* The targets named in text (PEFT module names, any separator), e.g. "q_proj,v_proj". */
-void adapter_targets_parse(const char *text, bool target[W_COUNT]);
+/* The PEFT module name of projection w in family a (q_proj ... down_proj; phi3: qkv_proj, o_proj, gate_up_proj,
+ * down_proj on W_Q, W_O, W_GATE, W_DOWN), NULL for norms, biases and the other parts of a fused weight. */
+const char *adapter_module_name(pt_arch a, int w);
+/* The targets named in text (PEFT module names of family a, any separator), e.g. "q_proj,v_proj". */
+void adapter_targets_parse(pt_arch a, const char *text, bool target[W_COUNT]);
 /* Their names joined by commas, in slot order. */
-void adapter_targets_text(const bool target[W_COUNT], char *out, size_t len);
+void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size_t len);
+/* The slots of family a that module name (a PEFT target_modules entry: q_proj ... down_proj, qkv_proj,
+ * gate_up_proj) adapts, set in target; false when a has no such module. phi3 takes q_proj, k_proj and v_proj
+ * each as its qkv_proj, gate_proj and up_proj as gate_up_proj; *part (may be NULL) says the name was such a
+ * part. */
+bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part);
 
 /* y += s (x Aᵀ) Bᵀ for projection w of layer, when the adapter covers it (else nothing): x is the
  * adapters' input (the projection's, or it with dropout), xs [rows, r] receives s x Aᵀ, which the
  * backward pass reads. */
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs);
+/* The same for a part of a fused weight (phi3): y += xs B[row0 : row0 + y's width]ᵀ with the pair of slot lead,
+ * xs = s x Aᵀ computed first when first (the part at row 0; the other parts reuse it). */
+pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t row0, bool first, pt_tensor *y,
+                              const pt_tensor *x, pt_tensor *xs);
 
 /* ---- files ---- */
 
@@ -105,9 +118,9 @@ typedef struct {
     int64_t score_dim;
 } adapter_info;
 
-/* The PEFT name of layer's projection w, matrix which ('A' or 'B'):
+/* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):
  * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight */
-void adapter_tensor_name(char *out, size_t len, int layer, int w, char which);
+void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which);
 /* One entry per LoRA matrix (A then B of each projection, layer order, PEFT names): the flat
  * arrays a checkpoint stores the adapters (and their optimizer moments) in. */
 pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay);

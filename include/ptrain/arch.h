@@ -15,6 +15,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_GRANITE, /* llama with multipliers on embeddings, scores, residual branches and logits */
                PT_ARCH_OLMO2,   /* norms after attention and the MLP only; q/k norms over the whole width */
                PT_ARCH_GEMMA3,  /* gemma2 with q/k norms, 5 local layers of 6 on their own rope base */
+               PT_ARCH_PHI3,    /* llama with q/k/v and gate/up fused in the files, partial rotary */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -53,6 +54,9 @@ typedef struct {
     bool qk_norm;             /* q and k RMSNormed per head before RoPE (W_Q_NORM, W_K_NORM) */
     bool no_pre_norms;        /* olmo2: no RMSNorm before attention and the MLP (only the post-norms) */
     bool qk_norm_full;        /* olmo2: the q/k norms span the whole projection (heads x head_dim values) */
+    bool fused;               /* phi3: q, k, v are row ranges of one weight (qkv_proj, GGUF attn_qkv) and gate,
+                               * up of another (gate_up_proj, GGUF ffn_up); the slots of a fused weight share its
+                               * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);
@@ -69,8 +73,10 @@ const char *arch_hf_list(void);
  * when the family has no such weight. */
 const char *arch_gguf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
 const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
-/* The module name PEFT uses for projection slot w (q_proj ... down_proj), NULL for norms and biases. */
-const char *arch_peft_module(int w);
+/* The module name PEFT uses for projection slot w of family a (q_proj ... down_proj; phi3: qkv_proj on W_Q and
+ * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP), NULL for norms
+ * and biases. */
+const char *arch_peft_module(pt_arch a, int w);
 /* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
  * gemma3), whose SentencePiece vocabularies take no space prefix. */
 bool arch_gguf_gemma_line(const char *name, size_t len);

@@ -100,10 +100,12 @@ typedef struct {
                              const pt_tensor *w, float eps);
     pt_status (*rmsnorm_bwd)(pt_backend *be, pt_tensor *dx, pt_tensor *dw, const pt_tensor *dy,
                              const pt_tensor *x, const pt_tensor *w, const pt_tensor *rstd, const pt_tensor *res);
-    pt_status (*rope_fwd)(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
-                          const float *inv_freq);
-    pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
-                          const float *inv_freq);
+    /* rot_dim: the first rot_dim values of each head rotate (pairs i, i + rot_dim/2), the rest pass;
+     * mscale multiplies cos and sin (LongRoPE's attention factor; 1: none) */
+    pt_status (*rope_fwd)(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                          const int32_t *pos, const float *inv_freq);
+    pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                          const int32_t *pos, const float *inv_freq);
     pt_status (*attention_fwd)(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                                const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
     pt_status (*attention_bwd)(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
@@ -244,6 +246,12 @@ pt_status backend_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_ten
                               const pt_tensor *w, float eps);
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq);
+/* Partial rotary embedding (Phi-3's partial_rotary_factor): only the first rot_dim values of each
+ * head rotate, x[h, i] with x[h, i + rot_dim/2] by pos * inv_freq[i] (rot_dim/2 frequencies), cos and
+ * sin times mscale (LongRoPE's attention factor; 1: a rotation); the other head_dim - rot_dim values
+ * pass unchanged. rot_dim == head_dim with mscale 1 is backend_rope. */
+pt_status backend_rope_part(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                            const int32_t *pos, const float *inv_freq);
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
@@ -270,6 +278,9 @@ pt_status backend_rmsnorm_bwd_add(pt_backend *be, pt_tensor *dx, pt_tensor *dw, 
 /* dx = R(pos)^T dx in place: the gradient of backend_rope. */
 pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
                            const float *inv_freq);
+/* The gradient of backend_rope_part, in place. */
+pt_status backend_rope_part_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                                const int32_t *pos, const float *inv_freq);
 /* dq [like q], dk, dv [batch*n_kv rows of k's width] of out = attention(q, k, v) given dout; out
  * and lse are what backend_attention returned and saved (lse: batch*n_q*n_heads f32). Keys a
  * sequence's queries never see (beyond q_pos0 + n_q - 1, other segments) get zero gradient. */

@@ -38,6 +38,11 @@ typedef struct {
     int sliding_period;     /* gemma3: with a window, layer l is global when (l + 1) % sliding_period == 0, else
                              * local (6); 0: sliding_pattern's rule */
     float rope_theta_local; /* gemma3: the rope base of the local layers (10000, unscaled); 0: rope_theta */
+    int rope_dim;           /* phi3: the first rope_dim values of each head rotate (head_dim x
+                             * partial_rotary_factor), the rest pass; 0: head_dim */
+    float rope_mscale;      /* phi3 LongRoPE: cos and sin times the attention factor; 0: 1 */
+    int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings, the positions its short factors
+                             * (the ones ptrain runs) cover; a pass beyond is refused. 0: no limit */
 } pt_model_config;
 
 typedef struct {
@@ -67,6 +72,21 @@ typedef struct {
 void model_family_defaults(pt_model_config *c);
 /* The values of the q or k norm (slot W_Q_NORM, W_K_NORM): head_dim, or heads x head_dim (olmo2). */
 int64_t model_qk_norm_width(const pt_model_config *c, int slot);
+/* The values of each head that rotate: rope_dim, or head_dim. */
+int model_rope_dim(const pt_model_config *c);
+/* What cos and sin are multiplied by: rope_mscale, or 1. */
+float model_rope_mscale(const pt_model_config *c);
+/* PT_ERR_USER unless positions up to max_pos are within the model's rotary range (LongRoPE's short factors:
+ * original_max_position_embeddings); where names the pass for the message. */
+pt_status model_rope_check_positions(const pt_model_config *c, int64_t max_pos, const char *where);
+/* Whether projection slot is a row range of a weight the files store fused (phi3: W_Q, W_K, W_V of qkv_proj,
+ * W_GATE, W_UP of gate_up_proj): *lead the slot whose rows come first (W_Q, W_GATE), *row0 the slot's first
+ * row in the fused weight and *rows_all its rows. False (and nothing set) for a slot stored alone. */
+bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all);
+/* The [out, in] shape of the LoRA pair of projection slot: the projection's, or the fused weight's (phi3's
+ * adapters on qkv_proj and gate_up_proj are one pair each, on W_Q and W_GATE); false for a slot that has no
+ * pair of its own (W_K, W_V, W_UP of a fused family, norms, biases). */
+bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in);
 /* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
 bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */

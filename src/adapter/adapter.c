@@ -13,18 +13,50 @@
 
 #include "ptrain/util.h"
 
-const char *adapter_module_name(int w) { return arch_peft_module(w); }
+const char *adapter_module_name(pt_arch a, int w) { return arch_peft_module(a, w); }
 
-void adapter_targets_parse(const char *text, bool target[W_COUNT])
+/* Whether text holds name as a whole word (gate_up_proj does not hold up_proj). */
+static bool has_word(const char *text, const char *name)
 {
-    for (int w = 0; w < W_COUNT; w++) target[w] = adapter_module_name(w) && strstr(text, adapter_module_name(w));
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        bool start = p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'));
+        if (start && !(p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z'))) return true;
+    }
+    return false;
 }
 
-void adapter_targets_text(const bool target[W_COUNT], char *out, size_t len)
+void adapter_targets_parse(pt_arch a, const char *text, bool target[W_COUNT])
+{
+    for (int w = 0; w < W_COUNT; w++)
+        target[w] = adapter_module_name(a, w) && has_word(text, adapter_module_name(a, w));
+}
+
+void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size_t len)
 {
     out[0] = '\0';
     for (int w = 0; w < W_COUNT; w++)
-        if (target[w]) snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", adapter_module_name(w));
+        if (target[w] && adapter_module_name(a, w))
+            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", adapter_module_name(a, w));
+}
+
+bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part)
+{
+    static const char *const parts[][2] = {{"q_proj", "qkv_proj"}, {"k_proj", "qkv_proj"}, {"v_proj", "qkv_proj"},
+                                           {"gate_proj", "gate_up_proj"}, {"up_proj", "gate_up_proj"}};
+    if (part) *part = false;
+    if (arch_info(a)->fused)
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (!strcmp(name, parts[i][0])) {
+                name = parts[i][1];
+                if (part) *part = true;
+            }
+    for (int w = 0; w < W_COUNT; w++)
+        if (adapter_module_name(a, w) && !strcmp(name, adapter_module_name(a, w))) {
+            target[w] = true;
+            return true;
+        }
+    return false;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -123,21 +155,22 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
     for (int layer = 0; layer < ad->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
             size_t i = (size_t)layer * W_COUNT + (size_t)w;
-            if (!ad->target[w] || ranks[i] < 1) continue;
+            int64_t out, in;
+            if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
             adapter_pair *p = &ad->pairs[i];
-            const pt_tensor *base = &m->layers[layer].w[w];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
-            TRY(pair_create(ad->be, p, ranks[i], base->shape[0], base->shape[1], ad->init, seed ? &rng : NULL));
+            TRY(pair_create(ad->be, p, ranks[i], out, in, ad->init, seed ? &rng : NULL));
             p->scale = scale_of(alphas[i], ranks[i], ad->rslora);
             if (p->r > ad->r_max) ad->r_max = p->r;
         }
     return PT_OK;
 }
 
-pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
-                               const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed)
+/* ad (zeroed) with its settings for model m; the parts of a fused weight after its first have no slot of their own. */
+static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT])
 {
     memset(ad, 0, sizeof *ad);
+    ad->arch = m->cfg.arch;
     ad->r = r;
     ad->alpha = alpha;
     ad->scale = scale_of(alpha, r, rslora);
@@ -145,6 +178,15 @@ pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float a
     ad->n_layers = m->cfg.n_layers;
     ad->be = m->be;
     memcpy(ad->target, target, sizeof ad->target);
+    int64_t out, in;
+    for (int w = 0; w < W_COUNT; w++)
+        if (ad->target[w] && !model_adapter_shape(&m->cfg, w, &out, &in)) ad->target[w] = false;
+}
+
+pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
+                               const bool target[W_COUNT], const int *ranks, const float *alphas, const uint64_t *seed)
+{
+    settings_set(ad, m, r, alpha, rslora, target);
     pt_status st = create_pairs(ad, m, ranks, alphas, seed);
     if (st != PT_OK) adapter_free(ad);
     return st;
@@ -161,21 +203,14 @@ pt_status adapter_create_init(pt_adapter *ad, const pt_model *m, int r, float al
                               const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
                               const uint64_t *seed)
 {
-    memset(ad, 0, sizeof *ad);
+    settings_set(ad, m, r, alpha, rslora, target);
     ad->init = init;
-    ad->r = r;
-    ad->alpha = alpha;
-    ad->scale = scale_of(alpha, r, rslora);
-    ad->rslora = rslora;
-    ad->n_layers = m->cfg.n_layers;
-    ad->be = m->be;
-    memcpy(ad->target, target, sizeof ad->target);
     size_t n = (size_t)ad->n_layers * W_COUNT;
     int *ranks = malloc(sizeof *ranks * n);
     float *alphas = malloc(sizeof *alphas * n);
     pt_status st = ranks && alphas ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
     if (st == PT_OK && select && !(ad->select = strdup(select))) st = ERR(PT_ERR_NOMEM, "out of memory");
-    if (st == PT_OK) st = adapter_select_plan(select, where, ad->n_layers, target, r, alpha, ranks, alphas);
+    if (st == PT_OK) st = adapter_select_plan(ad->arch, select, where, ad->n_layers, ad->target, r, alpha, ranks, alphas);
     if (st == PT_OK) st = create_pairs(ad, m, ranks, alphas, seed);
     free(ranks);
     free(alphas);
@@ -211,7 +246,7 @@ int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool targ
 {
     int64_t n = 0, out, in;
     for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && model_proj_shape(c, w, &out, &in)) n += (int64_t)r * (out + in);
+        if (target[w] && model_adapter_shape(c, w, &out, &in)) n += (int64_t)r * (out + in);
     return n * c->n_layers;
 }
 
@@ -238,21 +273,33 @@ pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash)
     return st;
 }
 
-pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
+pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t row0, bool first, pt_tensor *y,
+                              const pt_tensor *x, pt_tensor *xs)
 {
-    adapter_pair *p = adapter_at(ad, layer, w);
+    adapter_pair *p = adapter_at(ad, layer, lead);
     if (!p) return PT_OK;
     pt_tensor v = adapter_narrow(xs, p->r);
-    TRY(backend_matmul(ad->be, &v, x, &p->a, 0.0f));
-    TRY(backend_scale(ad->be, &v, p->scale));
-    return backend_matmul(ad->be, y, &v, &p->b, 1.0f);
+    if (first) {
+        TRY(backend_matmul(ad->be, &v, x, &p->a, 0.0f));
+        TRY(backend_scale(ad->be, &v, p->scale));
+    }
+    if (row0 < 0 || row0 + y->shape[1] > p->b.shape[0])
+        return ERR(PT_ERR_INTERNAL, "adapter_matmul_part: rows %lld + %lld of a B of %lld", (long long)row0,
+                   (long long)y->shape[1], (long long)p->b.shape[0]);
+    pt_tensor b = tensor_rows(&p->b, row0, y->shape[1]);
+    return backend_matmul(ad->be, y, &v, &b, 1.0f);
 }
 
-void adapter_tensor_name(char *out, size_t len, int layer, int w, char which)
+pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
+{
+    return adapter_matmul_part(ad, layer, w, 0, true, y, x, xs);
+}
+
+void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
     const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
-    snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer, block, adapter_module_name(w),
-             which);
+    snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer, block,
+             adapter_module_name(a, w), which);
 }
 
 pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay)
@@ -268,7 +315,7 @@ pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay)
             for (int ab = 0; p && ab < 2; ab++) {
                 ckpt_entry *e = &lay->e[lay->n++];
                 const pt_tensor *t = ab ? &p->b : &p->a;
-                adapter_tensor_name(e->name, sizeof e->name, layer, w, ab ? 'B' : 'A');
+                adapter_tensor_name(ad->arch, e->name, sizeof e->name, layer, w, ab ? 'B' : 'A');
                 e->rows = t->shape[0], e->cols = t->shape[1], e->offset = lay->total;
                 lay->total += e->rows * e->cols;
             }

@@ -109,7 +109,8 @@ static bool parse_tensor(const pt_model_config *cfg, const gguf_tensor *g, int *
     name[len - 7] = 0;
     if (sscanf(name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return false;
     for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) && !strcmp(want, name)) {
+        if (adapter_module_name(cfg->arch, w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) &&
+            !strcmp(want, name)) {
             *layer = l, *slot = w;
             return true;
         }

@@ -48,9 +48,9 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
         for (int w = 0; w < W_COUNT; w++) {
             adapter_pair *p = adapter_at(l, layer, w);
             if (!p) continue;
-            adapter_tensor_name(name, sizeof name, layer, w, 'A');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, w, 'A');
             TRY(move_matrix(io, name, &p->a));
-            adapter_tensor_name(name, sizeof name, layer, w, 'B');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, w, 'B');
             TRY(move_matrix(io, name, &p->b));
         }
     return PT_OK;
@@ -59,7 +59,7 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
 static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
 {
     char targets[256];
-    adapter_targets_text(l->target, targets, sizeof targets);
+    adapter_targets_text(l->arch, l->target, targets, sizeof targets);
     if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 ||
         h5_attr_f64(file, "format_version", l->select ? ADAPTER_VERSION : 1) < 0 ||
         (l->select && h5_attr_str(file, "select", l->select) < 0) ||
@@ -109,7 +109,7 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
                    shown_text(path).s, layers, m->cfg.n_layers);
     if (r < 1 || r > 4096) return ERR(PT_ERR_USER, "%s: rank r = %g is not plausible", shown_text(path).s, r);
     bool target[W_COUNT];
-    adapter_targets_parse(targets, target);
+    adapter_targets_parse(m->cfg.arch, targets, target);
     char select[4096] = "";
     double rslora = 0;
     if (h5_has_attr(file, "select")) TRY(h5_get_str(file, path, "select", select, sizeof select));

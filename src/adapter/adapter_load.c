@@ -17,7 +17,7 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
     TRY(ckpt_verify(path));
     TRY(ckpt_read_meta(path, &meta));
     bool target[W_COUNT];
-    adapter_targets_parse(meta.target_modules, target);
+    adapter_targets_parse(m->cfg.arch, meta.target_modules, target);
     pt_status st = PT_OK;
     if (meta.lora_layers != m->cfg.n_layers)
         st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "

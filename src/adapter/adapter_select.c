@@ -106,14 +106,14 @@ static pt_status compile(regex_t *re, const char *where, const char *field, cons
     return PT_OK;
 }
 
-static void module_key(char *out, size_t len, int layer, int w)
+static void module_key(pt_arch a, char *out, size_t len, int layer, int w)
 {
     const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
-    snprintf(out, len, "model.layers.%d.%s.%s", layer, block, arch_peft_module(w));
+    snprintf(out, len, "model.layers.%d.%s.%s", layer, block, arch_peft_module(a, w));
 }
 
 /* layers_to_transform: on[layer] for each layer it names (all when absent or empty). */
-static pt_status plan_layers(const json_t *sel, const char *where, int n_layers, bool *on)
+static pt_status plan_layers(pt_arch a, const json_t *sel, const char *where, int n_layers, bool *on)
 {
     const json_t *lt = json_object_get(sel, "layers_to_transform");
     bool given = lt && !json_is_null(lt) && !(json_is_array(lt) && json_array_size(lt) == 0);
@@ -135,7 +135,7 @@ static pt_status plan_layers(const json_t *sel, const char *where, int n_layers,
     size_t np = !lp || json_is_null(lp) ? 0 : json_is_array(lp) ? json_array_size(lp) : 1;
     if (np == 0 || (json_is_string(lp) && !json_string_length(lp))) return PT_OK;
     char key[128];
-    module_key(key, sizeof key, 0, W_Q);
+    module_key(a, key, sizeof key, 0, W_Q);
     bool any = false;
     for (size_t i = 0; i < np && !any; i++) {
         const json_t *v = json_is_array(lp) ? json_array_get(lp, i) : lp;
@@ -172,11 +172,11 @@ static pt_status pattern_value(const json_t *pattern, const char *where, const c
     return PT_OK;
 }
 
-static pt_status plan(const json_t *sel, const char *where, int n_layers, const bool target[W_COUNT], int r,
+static pt_status plan(pt_arch a, const json_t *sel, const char *where, int n_layers, const bool target[W_COUNT], int r,
                       float alpha, int *ranks, float *alphas, bool *on)
 {
     if (!json_is_object(sel)) return ERR(PT_ERR_USER, "%s: the adapter's selectors are not a JSON object", where);
-    TRY(plan_layers(sel, where, n_layers, on));
+    TRY(plan_layers(a, sel, where, n_layers, on));
     const json_t *rp = json_object_get(sel, "rank_pattern"), *ap = json_object_get(sel, "alpha_pattern");
     if (rp && !json_is_null(rp) && !json_is_object(rp))
         return ERR(PT_ERR_USER, "%s: rank_pattern: expected a mapping of module patterns to ranks", where);
@@ -188,7 +188,7 @@ static pt_status plan(const json_t *sel, const char *where, int n_layers, const 
             size_t i = (size_t)l * W_COUNT + (size_t)w;
             ranks[i] = target[w] && on[l] ? r : 0, alphas[i] = alpha;
             if (!ranks[i]) continue;
-            module_key(key, sizeof key, l, w);
+            module_key(a, key, sizeof key, l, w);
             const json_t *v = NULL;
             if (json_is_object(rp)) TRY(pattern_value(rp, where, "rank_pattern", key, &v));
             if (v) {
@@ -209,7 +209,7 @@ static pt_status plan(const json_t *sel, const char *where, int n_layers, const 
     return PT_OK;
 }
 
-pt_status adapter_select_plan(const char *select, const char *where, int n_layers, const bool target[W_COUNT],
+pt_status adapter_select_plan(pt_arch a, const char *select, const char *where, int n_layers, const bool target[W_COUNT],
                               int r, float alpha, int *ranks, float *alphas)
 {
     if (!select) {
@@ -220,7 +220,7 @@ pt_status adapter_select_plan(const char *select, const char *where, int n_layer
     json_t *sel = json_loads(select, 0, &e);
     if (!sel) return ERR(PT_ERR_USER, "%s: the adapter's selectors are not JSON: %s", where, e.text);
     bool *on = calloc((size_t)n_layers + 1, sizeof *on);
-    pt_status st = on ? plan(sel, where, n_layers, target, r, alpha, ranks, alphas, on) : ERR(PT_ERR_NOMEM, "out of memory");
+    pt_status st = on ? plan(a, sel, where, n_layers, target, r, alpha, ranks, alphas, on) : ERR(PT_ERR_NOMEM, "out of memory");
     free(on);
     json_decref(sel);
     return st;

@@ -29,7 +29,7 @@ static json_t *target_list(const pt_adapter *l)
 {
     json_t *list = json_array();
     for (int w = 0; w < W_COUNT; w++)
-        if (l->target[w]) json_array_append_new(list, json_string(adapter_module_name(w)));
+        if (l->target[w]) json_array_append_new(list, json_string(adapter_module_name(l->arch, w)));
     return list;
 }
 
@@ -81,9 +81,9 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
         for (int k = 0; k < W_COUNT; k++) {
             const adapter_pair *p = adapter_at(l, layer, k);
             if (!p) continue;
-            adapter_tensor_name(name, sizeof name, layer, k, 'A');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'A');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->a.shape));
-            adapter_tensor_name(name, sizeof name, layer, k, 'B');
+            adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
         }
     int64_t shape[2] = {1, info->score_dim};
@@ -220,7 +220,7 @@ static pt_status read_config(const char *dir, peft_settings *s)
 
 /* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B'.
  * False for any other name. */
-static bool parse_name(const char *name, int n_layers, int *layer, int *slot, char *which)
+static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, int *slot, char *which)
 {
     const char *prefix = "base_model.model.model.layers.";
     if (strncmp(name, prefix, strlen(prefix))) return false;
@@ -229,10 +229,10 @@ static bool parse_name(const char *name, int n_layers, int *layer, int *slot, ch
     if (end == name + strlen(prefix) || *end != '.' || l < 0 || l >= n_layers) return false;
     for (int w = 0; w < W_COUNT; w++) {
         char want[160];
-        if (!adapter_module_name(w)) continue;
+        if (!adapter_module_name(a, w)) continue;
         for (int ab = 0; ab < 2; ab++)
             for (int dflt = 0; dflt < 2; dflt++) {
-                adapter_tensor_name(want, sizeof want, (int)l, w, ab ? 'B' : 'A');
+                adapter_tensor_name(a, want, sizeof want, (int)l, w, ab ? 'B' : 'A');
                 if (dflt) { /* ...lora_A.default.weight, as some versions name it */
                     char *dot = strrchr(want, '.');
                     memmove(dot + 8, dot, strlen(dot) + 1);
@@ -253,11 +253,12 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
-        if (!parse_name(f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
-            return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer model "
-                       "(q/k/v/o_proj, gate/up/down_proj of base_model.model.model.layers.N); was the adapter "
-                       "trained on another model?",
-                       shown_text(f->path).s, shown_text(f->tensors[i].name).s, m->cfg.n_layers);
+        if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
+            return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer %s model "
+                       "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
+                       shown_text(f->path).s, shown_text(f->tensors[i].name).s, m->cfg.n_layers,
+                       arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused ? "qkv/o_proj, gate_up/down_proj"
+                                                                             : "q/k/v/o_proj, gate/up/down_proj");
         target[slot] = true;
     }
     return PT_OK;
@@ -285,7 +286,7 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
-        parse_name(f->tensors[i].name, l->n_layers, &layer, &slot, &which);
+        parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
         if (!p)
             return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "

@@ -349,15 +349,28 @@ pt_status backend_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_ten
     return be->ops->add_rmsnorm(be, h, y, rstd, r, w, eps);
 }
 
+static pt_status rope_check(pt_backend *be, const pt_tensor *x, const char *op, int n_heads, int head_dim, int rot_dim)
+{
+    TRY(need_act(be, x, op, "x"));
+    if (head_dim % 2 || rot_dim % 2 || rot_dim <= 0 || rot_dim > head_dim ||
+        x->shape[x->ndim - 1] != (int64_t)n_heads * head_dim)
+        return ERR(PT_ERR_INTERNAL, "%s: rows of %lld for %d heads of %d (%d rotated)", op,
+                   (long long)x->shape[x->ndim - 1], n_heads, head_dim, rot_dim);
+    return PT_OK;
+}
+
+pt_status backend_rope_part(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                            const int32_t *pos, const float *inv_freq)
+{
+    TRY(rope_check(be, x, "rope", n_heads, head_dim, rot_dim));
+    NEED_OP(be, rope_fwd);
+    return be->ops->rope_fwd(be, x, n_heads, head_dim, rot_dim, mscale, pos, inv_freq);
+}
+
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq)
 {
-    TRY(need_act(be, x, "rope", "x"));
-    if (head_dim % 2 || x->shape[x->ndim - 1] != (int64_t)n_heads * head_dim)
-        return ERR(PT_ERR_INTERNAL, "rope: rows of %lld for %d heads of %d", (long long)x->shape[x->ndim - 1],
-                   n_heads, head_dim);
-    NEED_OP(be, rope_fwd);
-    return be->ops->rope_fwd(be, x, n_heads, head_dim, pos, inv_freq);
+    return backend_rope_part(be, x, n_heads, head_dim, head_dim, 1.0f, pos, inv_freq);
 }
 
 /* The options every backend's attention takes on trust: a finite non-negative cap, a window >= 0. */
@@ -538,15 +551,18 @@ pt_status backend_rmsnorm_bwd_add(pt_backend *be, pt_tensor *dx, pt_tensor *dw, 
     return be->ops->rmsnorm_bwd(be, dx, dw, dy, x, w, rstd, res);
 }
 
+pt_status backend_rope_part_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                                const int32_t *pos, const float *inv_freq)
+{
+    TRY(rope_check(be, dx, "rope_bwd", n_heads, head_dim, rot_dim));
+    NEED_OP(be, rope_bwd);
+    return be->ops->rope_bwd(be, dx, n_heads, head_dim, rot_dim, mscale, pos, inv_freq);
+}
+
 pt_status backend_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
                            const float *inv_freq)
 {
-    TRY(need_act(be, dx, "rope_bwd", "dx"));
-    if (head_dim % 2 || dx->shape[dx->ndim - 1] != (int64_t)n_heads * head_dim)
-        return ERR(PT_ERR_INTERNAL, "rope_bwd: rows of %lld for %d heads of %d",
-                   (long long)dx->shape[dx->ndim - 1], n_heads, head_dim);
-    NEED_OP(be, rope_bwd);
-    return be->ops->rope_bwd(be, dx, n_heads, head_dim, pos, inv_freq);
+    return backend_rope_part_bwd(be, dx, n_heads, head_dim, head_dim, 1.0f, pos, inv_freq);
 }
 
 static pt_status attention_bwd_shapes(const pt_tensor *dq, const pt_tensor *dk, const pt_tensor *dv,

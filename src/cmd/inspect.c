@@ -42,7 +42,7 @@ typedef struct {
     long seq, batch, lora_r;
     bool nf4;
     /* the training run whose memory plan is printed */
-    bool target[W_COUNT];
+    const char *targets; /* --lora-target-modules as given (PEFT module names) */
     double lora_dropout;
     pt_checkpointing ckpt;
     pt_device device; /* DEVICE_CPU or DEVICE_CUDA: the plan is this device's */
@@ -194,16 +194,21 @@ static double bnb_loaded(int64_t rows, int64_t cols)
     return cols % NF4_BLOCK == 0 ? (double)nf4_bytes(rows, cols) : 4.0 * (double)rows * (double)cols;
 }
 
-/* The shape of the projection weight `name` (model.layers.N.self_attn.q_proj.weight ...) from c. */
+/* The shape of the projection weight `name` (model.layers.N.self_attn.q_proj.weight ...) from c; a fused one
+ * (phi3's qkv_proj, gate_up_proj) whole. */
 static bool proj_shape_of(const pt_model_config *c, const char *name, int64_t *rows, int64_t *cols)
 {
     const pt_arch_info *a = arch_info(c->arch);
     size_t n = strlen(name);
     for (int w = 0; w < W_COUNT; w++) {
         size_t k = a->hf_names[w] ? strlen(a->hf_names[w]) : 0;
+        int lead;
+        int64_t row0;
         if (k && n > k && name[n - k - 1] == '.' && !strcmp(name + n - k, a->hf_names[w]) &&
-            model_proj_shape(c, w, rows, cols))
+            model_proj_shape(c, w, rows, cols)) {
+            model_fused_part(c, w, &lead, &row0, rows);
             return true;
+        }
     }
     return false;
 }
@@ -513,6 +518,30 @@ static void family_line(const pt_model_config *c)
                c->embed_scale, c->attn_scale, c->residual_scale, c->logit_scale);
     if (c->nope_period > 0)
         printf("%-18s no RoPE on layers (l + 1) %% %d == 0\n", "family features", c->nope_period);
+    if (arch_info(c->arch)->fused)
+        printf("%-18s q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj: one LoRA each, as PEFT)\n",
+               "family features");
+    if (c->rope_dim > 0 && c->rope_dim < c->head_dim)
+        printf("%-18s partial rotary: %d of %d values of each head rotate\n", "family features", c->rope_dim,
+               c->head_dim);
+}
+
+/* The slots family a adapts for the module names in text (any separator); how many names it has. */
+static int parse_targets(pt_arch a, const char *text, bool target[W_COUNT])
+{
+    int n = 0;
+    char name[32];
+    for (const char *p = text; *p;) {
+        size_t len = 0;
+        while (p[len] && (p[len] == '_' || (p[len] >= 'a' && p[len] <= 'z'))) len++;
+        if (len > 0 && len < sizeof name) {
+            memcpy(name, p, len);
+            name[len] = 0;
+            n += adapter_target_slot(a, name, target, NULL);
+        }
+        p += len ? len : 1;
+    }
+    return n;
 }
 
 /* The weights, then the trainer's plan of a run with o's settings, from the config alone: a model
@@ -520,8 +549,8 @@ static void family_line(const pt_model_config *c)
 static void memory_lines(const insp_report *r, const insp_options *o)
 {
     pt_model m = {.cfg = r->cfg};
-    pt_adapter ad = {.r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers};
-    memcpy(ad.target, o->target, sizeof ad.target);
+    pt_adapter ad = {.arch = r->cfg.arch, .r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers};
+    parse_targets(ad.arch, o->targets, ad.target); /* checked when the options were read */
     bool cuda = o->device == DEVICE_CUDA;
     step_options so = step_options_for(o->ckpt, cuda, (float)o->lora_dropout);
     pt_memplan_run run = {.batch = o->batch, .seq = o->seq, .weight_bytes = (size_t)r->loaded,
@@ -529,7 +558,7 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     pt_memplan p;
     memplan_of_run(&m, &ad, &so, &run, &p);
     char a[32], t[32], targets[128];
-    adapter_targets_text(o->target, targets, sizeof targets);
+    adapter_targets_text(ad.arch, ad.target, targets, sizeof targets);
     const char *about = r->no_weights ? "about " : "";
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
@@ -594,13 +623,12 @@ static pt_status parse_ckpt(const char *text, pt_checkpointing *out)
                "--help'.", text);
 }
 
-static pt_status parse_targets(const char *text, bool target[W_COUNT])
+static pt_status check_targets(const char *text)
 {
-    adapter_targets_parse(text, target);
-    for (int w = 0; w < W_COUNT; w++)
-        if (target[w]) return PT_OK;
+    bool llama[W_COUNT] = {0}, phi3[W_COUNT] = {0};
+    if (parse_targets(PT_ARCH_LLAMA, text, llama) + parse_targets(PT_ARCH_PHI3, text, phi3) > 0) return PT_OK;
     return ERR(PT_ERR_USAGE, "--lora-target-modules names no projection in '%s' (q_proj, k_proj, v_proj, o_proj, "
-               "gate_proj, up_proj, down_proj)\nTry 'ptrain inspect --help'.", text);
+               "gate_proj, up_proj, down_proj; phi3: qkv_proj, gate_up_proj)\nTry 'ptrain inspect --help'.", text);
 }
 
 /* cpu or cuda: the device whose plan is printed (auto names no one device). */
@@ -621,7 +649,7 @@ static insp_options insp_defaults(void)
 #ifdef PTRAIN_HAVE_CUDA
     o.device = DEVICE_CUDA;
 #endif
-    adapter_targets_parse("q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", o.target);
+    o.targets = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj";
     return o;
 }
 
@@ -633,7 +661,7 @@ static pt_status insp_option(int c, const char *arg, insp_options *o)
     case 's': return parse_long("--max-seq-length", arg, 1, 1 << 24, &o->seq);
     case 'b': return parse_long("--batch-size", arg, 1, 1 << 20, &o->batch);
     case 'l': return parse_long("--lora-r", arg, 1, 1 << 16, &o->lora_r);
-    case 't': return parse_targets(arg, o->target);
+    case 't': o->targets = arg; return check_targets(arg);
     case 'p': return parse_double("--lora-dropout", arg, 0, 1, &o->lora_dropout);
     case 'g': return parse_ckpt(arg, &o->ckpt);
     case 'd': return parse_device(arg, &o->device);

@@ -21,8 +21,9 @@
 /* The choices of the enum-valued keys are settings.c's (settings.h): each enum is stored as an
  * int by key_set_scalar; so is the device key's pt_device, whose names are the backend's. */
 _Static_assert(sizeof(pt_device) == sizeof(int), "pt_device is stored as an int");
-static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                                             "gate_proj", "up_proj", "down_proj", NULL};
+/* the first seven are all-linear's; phi3's fused qkv_proj and gate_up_proj after them */
+static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",       "gate_proj",
+                                             "up_proj",   "down_proj", "qkv_proj", "gate_up_proj", NULL};
 static const char *const quant_choices[] = {
     "not_quantized", "fast_quantized", "quantized", "f32",    "f16",    "bf16",   "q8_0",
     "q4_k_m",        "q5_k_m",         "q2_k",      "q3_k_l", "q3_k_m", "q3_k_s", "q4_0",
@@ -531,7 +532,7 @@ static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text
                         size_t whylen)
 {
     if (spec->choices == target_choices && word_is(text, "all-linear")) {
-        for (int i = 0; target_choices[i]; i++) strlist_push(list, target_choices[i]);
+        for (int i = 0; i < 7; i++) strlist_push(list, target_choices[i]);
         return true;
     }
     if (spec->choices) {

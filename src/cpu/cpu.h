@@ -34,9 +34,11 @@ float cpu_dot_row(pt_dtype dtype, const void *row, const float *x, const float *
 pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
 pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
-pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
+pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                       const int32_t *pos,
                        const float *inv_freq);
-pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
+pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                       const int32_t *pos,
                        const float *inv_freq);
 pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);

@@ -61,18 +61,19 @@ pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor 
     return PT_OK;
 }
 
-/* x[t, h, i] and x[t, h, i + half] rotate by angle pos[t] * inv_freq[i] */
-static void rope_rows(pt_tensor *x, int n_heads, int head_dim, const int32_t *pos, const float *inv_freq,
-                      float sign)
+/* x[t, h, i] and x[t, h, i + half] rotate by angle pos[t] * inv_freq[i], half = rot_dim / 2 (the
+ * values from rot_dim on pass), cos and sin times mscale */
+static void rope_rows(pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale, const int32_t *pos,
+                      const float *inv_freq, float sign)
 {
     int64_t width = (int64_t)n_heads * head_dim, rows = tensor_numel(x) / width;
-    int half = head_dim / 2;
+    int half = rot_dim / 2;
     float *xs = x->data;
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < rows; t++) {
         for (int i = 0; i < half; i++) {
             double angle = (double)pos[t] * inv_freq[i];
-            float c = (float)cos(angle), s = sign * (float)sin(angle);
+            float c = (float)cos(angle) * mscale, s = sign * (float)sin(angle) * mscale;
             for (int h = 0; h < n_heads; h++) {
                 float *p = xs + t * width + (int64_t)h * head_dim;
                 float a = p[i], b = p[i + half];
@@ -83,19 +84,19 @@ static void rope_rows(pt_tensor *x, int n_heads, int head_dim, const int32_t *po
     }
 }
 
-pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
-                       const float *inv_freq)
+pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
+                       const int32_t *pos, const float *inv_freq)
 {
     (void)be;
-    rope_rows(x, n_heads, head_dim, pos, inv_freq, 1.0f);
+    rope_rows(x, n_heads, head_dim, rot_dim, mscale, pos, inv_freq, 1.0f);
     return PT_OK;
 }
 
-pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, const int32_t *pos,
-                       const float *inv_freq)
+pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
+                       const int32_t *pos, const float *inv_freq)
 {
-    (void)be; /* the rotation is orthogonal: its gradient is the inverse rotation */
-    rope_rows(dx, n_heads, head_dim, pos, inv_freq, -1.0f);
+    (void)be; /* m R is m times an orthogonal map: its gradient is m times the inverse rotation */
+    rope_rows(dx, n_heads, head_dim, rot_dim, mscale, pos, inv_freq, -1.0f);
     return PT_OK;
 }
 

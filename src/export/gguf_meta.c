@@ -101,12 +101,17 @@ static pt_status sizes(gguf_writer *w, const pt_model_config *c)
     return put_u32(w, a, "vocab_size", c->vocab);
 }
 
-/* Llama 3's scaling is not a key: llama.cpp reads it from the rope_freqs.weight tensor. */
+/* Llama 3's scaling is not a key: llama.cpp reads it from the rope_freqs.weight tensor. The rotated
+ * values of a head: all, or phi3's partial_rotary_factor of them. */
 static pt_status rope(gguf_writer *w, const hf_config *hc)
 {
     const char *a = arch_name(hc->cfg.arch);
     TRY(put_f32(w, a, "rope.freq_base", hc->rope_theta));
-    TRY(put_u32(w, a, "rope.dimension_count", hc->cfg.head_dim));
+    TRY(put_u32(w, a, "rope.dimension_count", model_rope_dim(&hc->cfg)));
+    if (hc->rope.type == PT_ROPE_LONGROPE) { /* phi3: the factors are tensors (merged_gguf.c) */
+        TRY(put_f32(w, a, "rope.scaling.attn_factor", model_rope_mscale(&hc->cfg)));
+        return put_u32(w, a, "rope.scaling.original_context_length", hc->cfg.rope_short_max);
+    }
     if (hc->rope.type != PT_ROPE_LINEAR) return PT_OK;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
@@ -190,6 +195,8 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     TRY(rope(w, hc));
     if (hc->cfg.arch == PT_ARCH_SMOLLM3) TRY(smollm3(dir, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
+    if (hc->cfg.arch == PT_ARCH_PHI3 && hc->cfg.sliding_window > 0) /* phi3's window, on every layer */
+        TRY(put_u32(w, arch_name(hc->cfg.arch), "attention.sliding_window", hc->cfg.sliding_window));
     if (hc->cfg.arch == PT_ARCH_GEMMA3) return gemma3(w, dir, &hc->cfg);
     return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }

@@ -305,7 +305,8 @@ static pt_status rope_llama3(const hf_src *s, const gguf_tensor *t, json_t **out
     const float *fac = t->data;
     float top = 1.0f, base[512], scaled[512];
     for (int i = 0; i < half; i++) top = fac[i] > top ? fac[i] : top;
-    pt_rope_scaling sc = {PT_ROPE_LLAMA3, top, 1.0, 4.0, 8192.0};
+    pt_rope_scaling sc = {.type = PT_ROPE_LLAMA3, .factor = top, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+                          .original_max_position_embeddings = 8192.0};
     TRY(rope_inv_freq(c->rope_theta, c->head_dim, NULL, base));
     TRY(rope_inv_freq(c->rope_theta, c->head_dim, &sc, scaled));
     for (int i = 0; i < half; i++)
@@ -339,10 +340,43 @@ static pt_status rope_keys(const hf_src *s, json_t **out)
     return packed(json_pack("{s:s, s:o}", "rope_type", "linear", "factor", jreal(factor)), out);
 }
 
-/* rope_scaling: null, linear or llama3. */
+/* A rope_factors_* tensor of the file as a JSON list (rope.dimension_count / 2 f32 values). */
+static pt_status factor_list(const hf_src *s, const gguf_tensor *t, json_t **out)
+{
+    int pairs = model_rope_dim(s->cfg) / 2;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 63 ? t->name.len : 63), t->name.data);
+    if (t->dtype != PT_F32 || t->n_dims != 1 || t->dims[0] != (uint64_t)pairs)
+        return ERR(PT_ERR_USER, "%s: %s must be %d f32 values", shown_text(s->f->path).s, name, pairs);
+    json_t *a = json_array();
+    for (int i = 0; a && i < pairs; i++)
+        if (json_array_append_new(a, jreal(((const float *)t->data)[i])))
+            return json_decref(a), ERR(PT_ERR_NOMEM, "out of memory");
+    return packed(a, out);
+}
+
+/* Phi-3's LongRoPE from its factor tensors, attention factor and original context (transformers' names). */
+static pt_status rope_longrope(const hf_src *s, const gguf_tensor *lf, const gguf_tensor *sf, json_t **out)
+{
+    json_t *l = NULL, *sh = NULL;
+    TRY(factor_list(s, lf, &l));
+    pt_status st = factor_list(s, sf, &sh);
+    if (st != PT_OK) return json_decref(l), st;
+    return packed(json_pack("{s:s, s:o, s:o, s:o, s:i}", "type", "longrope", "long_factor", l, "short_factor", sh,
+                            "attention_factor", jreal(model_rope_mscale(s->cfg)), "original_max_position_embeddings",
+                            s->cfg->rope_short_max), out);
+}
+
+/* rope_scaling: null, linear, llama3 or (phi3) longrope. */
 static pt_status rope_scaling(const hf_src *s, json_t **out)
 {
     *out = NULL;
+    const gguf_tensor *lf = gguf_find_tensor(s->f, "rope_factors_long.weight");
+    const gguf_tensor *sf = gguf_find_tensor(s->f, "rope_factors_short.weight");
+    if (sf && !lf)
+        return ERR(PT_ERR_USER, "%s: rope_factors_short.weight without rope_factors_long.weight: LongRoPE needs both",
+                   shown_text(s->f->path).s);
+    if (sf) return rope_longrope(s, lf, sf, out);
     const gguf_tensor *freqs = gguf_find_tensor(s->f, "rope_freqs.weight");
     TRY(rope_keys(s, out));
     if (freqs && *out) {
@@ -427,6 +461,18 @@ static json_t *config_gemma3(const pt_model_config *c)
                      jreal(c->rope_theta_local > 0 ? c->rope_theta_local : 10000.0f), "attention_bias", 0);
 }
 
+/* Phi-3's partial rotary factor (rope.dimension_count of the head size), its window on every layer and the file's
+ * pad token (Phi3Config's default, 32000, is outside a smaller vocabulary). */
+static json_t *config_phi3(const hf_src *s)
+{
+    const pt_model_config *c = s->cfg;
+    json_t *window = c->sliding_window > 0 ? json_integer(c->sliding_window) : json_null();
+    return json_pack("{s:o, s:o, s:i, s:o}", "partial_rotary_factor",
+                     json_real((double)model_rope_dim(c) / (double)c->head_dim), "sliding_window", window,
+                     "original_max_position_embeddings", c->rope_short_max > 0 ? c->rope_short_max : c->ctx_len,
+                     "pad_token_id", jid(s->pad));
+}
+
 static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
 {
     const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[0];
@@ -444,6 +490,7 @@ static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
         st = merge_into(*out, json_pack("{s:s, s:b, s:b}", "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_GRANITE) st = merge_into(*out, config_granite(s->cfg));
+    if (st == PT_OK && s->cfg->arch == PT_ARCH_PHI3) st = merge_into(*out, config_phi3(s));
     return st;
 }
 

@@ -84,7 +84,9 @@ pt_status export_each_tensor(const pt_model_config *cfg, export_tensor_fn fn, vo
     char gname[96], hname[160];
     for (int l = 0; l < cfg->n_layers; l++)
         for (int w = 0; w < W_COUNT; w++) {
-            int permute = 0;
+            int permute = 0, lead;
+            int64_t row0, all;
+            if (model_fused_part(cfg, w, &lead, &row0, &all) && lead != w) continue; /* phi3: the fused weight once */
             if (!model_gguf_tensor_name(cfg, l, w, gname, sizeof gname, &permute)) continue;
             if (!arch_hf_tensor(cfg->arch, l, w, hname, sizeof hname)) continue;
             TRY(fn(ctx, &(export_tensor){gname, hname, l, w, permute, plus_one && arch_slot_is_norm(w)}));

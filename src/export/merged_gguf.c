@@ -167,6 +167,27 @@ static pt_status add_rope_freqs(gguf_plan *p, const hf_config *hc, float **store
     return PT_OK;
 }
 
+/* Phi-3's LongRoPE as llama.cpp's converter writes it: rope_factors_long.weight and rope_factors_short.weight,
+ * one value per rotated pair each (*store holds both: long, then short). */
+static pt_status add_rope_factors(gguf_plan *p, const hf_config *hc, float **store)
+{
+    int n = hc->rope.n_factors;
+    float *v = malloc(sizeof(float) * (size_t)n * 2);
+    TRY_ALLOC(v);
+    memcpy(v, hc->rope.long_factor, sizeof(float) * (size_t)n);
+    memcpy(v + n, hc->rope.short_factor, sizeof(float) * (size_t)n);
+    static const char *const names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+    for (int i = 0; i < 2; i++) {
+        gguf_item *it = &p->items[p->n++];
+        snprintf(it->name, sizeof it->name, "%s", names[i]);
+        it->n_dims = 1, it->dims[0] = (uint64_t)n, it->dims[1] = 1;
+        it->layer = -1, it->slot = -1;
+        it->values = v + i * n;
+    }
+    *store = v;
+    return PT_OK;
+}
+
 /* Rows row0 .. row0+n of it as fp32 in the output's row order. */
 static pt_status read_rows(const gguf_item *it, int64_t row0, int64_t n, float *dense)
 {
@@ -295,6 +316,7 @@ static pt_status from_hf(const char *path, const char *base, const gguf_method *
     float *freqs = NULL;
     pt_status st = plan_from_st(&s, &hc.cfg, p);
     if (st == PT_OK && hc.rope.type == PT_ROPE_LLAMA3) st = add_rope_freqs(p, &hc, &freqs);
+    if (st == PT_OK && hc.rope.type == PT_ROPE_LONGROPE) st = add_rope_factors(p, &hc, &freqs);
     for (size_t i = 0; st == PT_OK && i < p->n; i++) p->items[i].type = choose_type(q, &p->items[i], hc.cfg.n_layers, hc.cfg.tied_embeddings);
     if (st == PT_OK) st = write_plan(w, path, p);
     free(freqs);

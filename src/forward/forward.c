@@ -82,14 +82,19 @@ pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_ten
     return forward_dropout(c, layer, w, out, x);
 }
 
-/* y = x Wᵀ, plus the adapter's s (x Aᵀ) Bᵀ (s x Aᵀ kept in xs) */
-static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
+/* y = x Wᵀ, plus the adapter's s (x Aᵀ) Bᵀ (s x Aᵀ kept in xs[w]). A part of a fused weight (phi3's q, k, v and
+ * gate, up) takes its rows of the fused adapter's B, whose s x Aᵀ the first part computes into xs[lead] (the
+ * parts run in row order, on one input, with one dropout mask: PEFT's one module). */
+static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor xs[W_COUNT])
 {
     TRY(backend_matmul(c->m->be, y, x, &c->m->layers[layer].w[w], 0.0f));
-    if (!adapter_at(c->ad, layer, w)) return PT_OK;
-    pt_tensor xin;
-    TRY(forward_adapter_input(c, layer, w, x, &xin));
-    return adapter_matmul(c->ad, layer, w, y, &xin, xs);
+    int lead = w;
+    int64_t row0 = 0, all;
+    model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
+    if (!adapter_at(c->ad, layer, lead)) return PT_OK;
+    pt_tensor xin = *x;
+    if (row0 == 0) TRY(forward_adapter_input(c, layer, lead, x, &xin));
+    return adapter_matmul_part(c->ad, layer, lead, row0, row0 == 0, y, &xin, &xs[lead]);
 }
 
 pt_tensor forward_head_rows(const pt_tensor *t, int head_dim)
@@ -120,9 +125,9 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     pt_tensor *t = a->t, k = t[A_K], v = t[A_V];
     if (c->kv) k = tensor_rows(&c->kv->k[layer], c->kv->n_past, c->rows), v = tensor_rows(&c->kv->v[layer], c->kv->n_past, c->rows);
     pt_tensor *qp = g->qk_norm ? &t[A_QPRE] : &t[A_Q], *kp = g->qk_norm ? &t[A_KPRE] : &k;
-    TRY(proj(c, layer, W_Q, qp, &t[A_XN1], &a->xs[W_Q]));
-    TRY(proj(c, layer, W_K, kp, &t[A_XN1], &a->xs[W_K]));
-    TRY(proj(c, layer, W_V, &v, &t[A_XN1], &a->xs[W_V]));
+    TRY(proj(c, layer, W_Q, qp, &t[A_XN1], a->xs));
+    TRY(proj(c, layer, W_K, kp, &t[A_XN1], a->xs));
+    TRY(proj(c, layer, W_V, &v, &t[A_XN1], a->xs));
     if (g->qkv_bias) {
         TRY(backend_add_bias(be, qp, &wt->w[W_Q_BIAS]));
         TRY(backend_add_bias(be, kp, &wt->w[W_K_BIAS]));
@@ -133,8 +138,10 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
         TRY(head_norm(c, &k, &t[A_KRSTD], kp, &wt->w[W_K_NORM]));
     }
     if (model_layer_rope(g, layer)) {
-        TRY(backend_rope(be, &t[A_Q], g->n_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
-        TRY(backend_rope(be, &k, g->n_kv_heads, g->head_dim, c->pos, model_layer_freq(c->m, layer)));
+        int rd = model_rope_dim(g);
+        float ms = model_rope_mscale(g);
+        TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
+        TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
     }
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
@@ -184,16 +191,16 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
         TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
     }
     TRY(attention(c, layer, a));
-    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, &a->xs[W_O], &t[A_O], &t[A_RSTD3],
+    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, a->xs, &t[A_O], &t[A_RSTD3],
                       ffn_norm));
     if (g->no_pre_norms) TRY(backend_copy(be, &t[A_XN2], &t[A_H]));
-    TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], &a->xs[W_GATE]));
-    TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], &a->xs[W_UP]));
+    TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], a->xs));
+    TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], a->xs));
     if (g->act == PT_ACT_GELU_TANH)
         TRY(backend_geglu(be, &t[A_ACT], &t[A_GATE], &t[A_UP]));
     else
         TRY(backend_swiglu(be, &t[A_ACT], &t[A_GATE], &t[A_UP]));
-    return proj_residual(c, layer, W_DOWN, W_POST_FFN_NORM, out, &t[A_ACT], &t[A_H], &a->xs[W_DOWN], &t[A_D],
+    return proj_residual(c, layer, W_DOWN, W_POST_FFN_NORM, out, &t[A_ACT], &t[A_H], a->xs, &t[A_D],
                          &t[A_RSTD4], none);
 }
 
@@ -235,6 +242,11 @@ pt_status forward_embed_noise(pt_backend *be, pt_tensor *x, pt_tensor *buf, floa
 pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h)
 {
     const pt_model *m = c->m;
+    if (m->cfg.rope_short_max > 0) { /* LongRoPE: only positions its short factors cover */
+        int64_t top = 0;
+        for (int64_t r = 0; c->pos && r < c->rows; r++) top = c->pos[r] > top ? c->pos[r] : top;
+        TRY(model_rope_check_positions(&m->cfg, top, "a pass"));
+    }
     TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
     float scale = m->cfg.embed_scale;
     /* NEFTune's hook sees the embedding module's output: before the model's scale, or after it where

@@ -94,11 +94,27 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
     },
+    [PT_ARCH_PHI3] = {
+        .name = "phi3", .description = "phi3 (Phi-3, Phi-3.5, Phi-4, Phi-4-mini)",
+        .hf = {{"phi3", "Phi3ForCausalLM", "phi3 (Phi-3.5, Phi-4, Phi-4-mini)", false, true}},
+        .fused = true, .act = PT_ACT_SILU,
+        .gguf = {[W_ATTN_NORM] = "attn_norm.weight", [W_Q] = "attn_qkv.weight", [W_K] = "attn_qkv.weight",
+                 [W_V] = "attn_qkv.weight", [W_O] = "attn_output.weight", [W_FFN_NORM] = "ffn_norm.weight",
+                 [W_GATE] = "ffn_up.weight", [W_UP] = "ffn_up.weight", [W_DOWN] = "ffn_down.weight"},
+        .hf_names = {[W_ATTN_NORM] = "input_layernorm.weight", [W_Q] = "self_attn.qkv_proj.weight",
+                     [W_K] = "self_attn.qkv_proj.weight", [W_V] = "self_attn.qkv_proj.weight",
+                     [W_O] = "self_attn.o_proj.weight", [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_GATE] = "mlp.gate_up_proj.weight", [W_UP] = "mlp.gate_up_proj.weight",
+                     [W_DOWN] = "mlp.down_proj.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {
     [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
     [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
+};
+static const char *const peft_fused_modules[W_COUNT] = {
+    [W_Q] = "qkv_proj", [W_O] = "o_proj", [W_GATE] = "gate_up_proj", [W_DOWN] = "down_proj",
 };
 
 const pt_arch_info *arch_info(pt_arch a) { return &table[a < PT_ARCH_COUNT ? a : PT_ARCH_LLAMA]; }
@@ -168,7 +184,11 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len)
     return buf;
 }
 
-const char *arch_peft_module(int w) { return w >= 0 && w < W_COUNT ? peft_modules[w] : NULL; }
+const char *arch_peft_module(pt_arch a, int w)
+{
+    if (w < 0 || w >= W_COUNT) return NULL;
+    return arch_info(a)->fused ? peft_fused_modules[w] : peft_modules[w];
+}
 
 bool arch_gguf_gemma_line(const char *name, size_t len)
 {

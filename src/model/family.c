@@ -59,6 +59,9 @@ void model_family_defaults(pt_model_config *c)
     if (a->no_pre_norms) c->post_norms = true;
     c->sliding_period = 0;
     c->rope_theta_local = 0.0f;
+    c->rope_dim = 0;
+    c->rope_mscale = 0.0f;
+    c->rope_short_max = 0;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
     if (c->arch == PT_ARCH_GEMMA3) gemma3_defaults(c);
 }
@@ -74,6 +77,46 @@ int model_layer_window(const pt_model_config *c, int layer)
     if (c->sliding_period > 0) return (layer + 1) % c->sliding_period ? c->sliding_window : 0;
     int pattern = c->sliding_pattern > 0 ? c->sliding_pattern : 1;
     return layer % pattern == 0 ? c->sliding_window : 0;
+}
+
+int model_rope_dim(const pt_model_config *c) { return c->rope_dim > 0 ? c->rope_dim : c->head_dim; }
+
+float model_rope_mscale(const pt_model_config *c) { return c->rope_mscale > 0.0f ? c->rope_mscale : 1.0f; }
+
+pt_status model_rope_check_positions(const pt_model_config *c, int64_t max_pos, const char *where)
+{
+    if (c->rope_short_max <= 0 || max_pos < c->rope_short_max) return PT_OK;
+    return ERR(PT_ERR_USER, "%s reaches position %lld; this LongRoPE model (%s) runs its short_factor frequencies, "
+               "which cover original_max_position_embeddings = %d positions (transformers switches to long_factor "
+               "beyond, ptrain does not yet): keep max_seq_length and prompt + generated tokens within %d", where,
+               (long long)max_pos, arch_name(c->arch), c->rope_short_max, c->rope_short_max);
+}
+
+bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
+{
+    if (!arch_info(c->arch)->fused) return false;
+    int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim, f = c->ffn_dim;
+    switch (slot) {
+    case W_Q: case W_K: case W_V:
+        *lead = W_Q, *rows_all = q + 2 * kv;
+        *row0 = slot == W_Q ? 0 : slot == W_K ? q : q + kv;
+        return true;
+    case W_GATE: case W_UP:
+        *lead = W_GATE, *rows_all = 2 * f, *row0 = slot == W_GATE ? 0 : f;
+        return true;
+    default: return false;
+    }
+}
+
+bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in)
+{
+    int lead;
+    int64_t row0, all;
+    if (!model_proj_shape(c, slot, out, in)) return false;
+    if (!model_fused_part(c, slot, &lead, &row0, &all)) return true;
+    if (lead != slot) return false;
+    *out = all;
+    return true;
 }
 
 int model_freq_count(const pt_model_config *c) { return c->head_dim / 2 * (c->rope_theta_local > 0.0f ? 2 : 1); }

@@ -174,10 +174,46 @@ static pt_status rope_type_of(const cfg_src *r, pt_rope_type *t)
     if (!strcmp(type, "default")) *t = PT_ROPE_DEFAULT;
     else if (!strcmp(type, "linear")) *t = PT_ROPE_LINEAR;
     else if (!strcmp(type, "llama3")) *t = PT_ROPE_LLAMA3;
+    else if (!strcmp(type, "longrope") || !strcmp(type, "su")) *t = PT_ROPE_LONGROPE; /* phi3 only: parse_root */
     else
-        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3",
+        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3 (and longrope "
+                   "for phi3)",
                    shown_text(r->name).s, r->prefix, key, shown_text(type).s);
     return PT_OK;
+}
+
+/* LongRoPE's short_factor or long_factor: a list of positive numbers, at most ROPE_MAX_FACTORS (its length
+ * checked against the rotated width in phi3()). */
+static pt_status factor_list(const cfg_src *r, const char *key, float *out, int *n)
+{
+    const json_t *v;
+    TRY(value(r, key, true, &v));
+    if (!json_is_array(v) || json_array_size(v) == 0 || json_array_size(v) > ROPE_MAX_FACTORS)
+        return bad(r, key, "a list of 1 to 512 positive numbers (one per rotated pair of a head)", v);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const json_t *x = json_array_get(v, i);
+        if (!json_is_number(x) || !(json_number_value(x) > 1e-9) || !(json_number_value(x) < 1e9))
+            return bad(r, key, "a list of positive numbers (each above 1e-9 and below 1e9)", x);
+        out[i] = (float)json_number_value(x);
+    }
+    *n = (int)json_array_size(v);
+    return PT_OK;
+}
+
+/* LongRoPE (Phi-3.5-mini, Phi-4-mini): both factor lists of one length; factor, attention_factor and
+ * original_max_position_embeddings when given (phi3() fills in transformers' defaults). */
+static pt_status longrope(const cfg_src *r, pt_rope_scaling *s)
+{
+    int n_long = 0;
+    TRY(factor_list(r, "short_factor", s->short_factor, &s->n_factors));
+    TRY(factor_list(r, "long_factor", s->long_factor, &n_long));
+    if (n_long != s->n_factors)
+        return ERR(PT_ERR_USER, "%s: %s: short_factor has %d values and long_factor %d; they must be as long",
+                   shown_text(r->name).s, r->prefix, s->n_factors, n_long);
+    s->factor = s->attention_factor = s->original_max_position_embeddings = 0;
+    TRY(num_key(r, "factor", 0, 1e9, &s->factor));
+    TRY(num_key(r, "attention_factor", 0, 1e9, &s->attention_factor));
+    return num_key(r, "original_max_position_embeddings", 0, 1 << 30, &s->original_max_position_embeddings);
 }
 
 /* rope_scaling (older configs) or rope_parameters (transformers 5), in r: type and parameters. */
@@ -185,6 +221,7 @@ static pt_status rope_scaling(const cfg_src *r, pt_rope_scaling *s)
 {
     TRY(rope_type_of(r, &s->type));
     if (s->type == PT_ROPE_DEFAULT) return PT_OK;
+    if (s->type == PT_ROPE_LONGROPE) return longrope(r, s);
     const char *names[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
     double *dst[] = {&s->factor, &s->low_freq_factor, &s->high_freq_factor, &s->original_max_position_embeddings};
     int need = s->type == PT_ROPE_LLAMA3 ? 4 : 1;
@@ -334,6 +371,52 @@ static pt_status granite(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
+/* Phi-3's partial_rotary_factor (Phi-4-mini: 0.75, 96 of 128 values of each head rotate): at the top level,
+ * or in rope_parameters (transformers 5); rope_dim as transformers computes it, int(head_dim * factor). */
+static pt_status phi3(const cfg_src *c, pt_model_config *m)
+{
+    double factor = 1.0;
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    cfg_src r = {c->name, params, "rope_parameters"};
+    TRY(num_key(c, "partial_rotary_factor", 0, 1, &factor));
+    if (json_is_object(params)) TRY(num_key(&r, "partial_rotary_factor", 0, 1, &factor));
+    int rd = (int)(m->head_dim * factor);
+    if (rd < 2 || rd % 2)
+        return ERR(PT_ERR_USER, "%s: partial_rotary_factor %g of head size %d rotates %d values; ptrain needs an even "
+                   "number, at least 2", shown_text(c->name).s, factor, m->head_dim, rd);
+    m->rope_dim = rd == m->head_dim ? 0 : rd;
+    return PT_OK;
+}
+
+/* LongRoPE as transformers' _compute_longrope_parameters sets it up: original_max_position_embeddings from
+ * the scaling or the top level, factor max / original positions unless given, attention factor
+ * sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1) unless given; ptrain runs the short factors, so
+ * passes are held within the original positions (model_rope_check_positions). */
+static pt_status phi3_longrope(const cfg_src *c, hf_config *h)
+{
+    pt_rope_scaling *s = &h->rope;
+    pt_model_config *m = &h->cfg;
+    int rd = m->rope_dim > 0 ? m->rope_dim : m->head_dim;
+    if (s->n_factors != rd / 2)
+        return ERR(PT_ERR_USER, "%s: rope scaling (longrope): short_factor and long_factor have %d values; the %d "
+                   "rotated values of a head need %d", shown_text(c->name).s, s->n_factors, rd, rd / 2);
+    if (!(s->original_max_position_embeddings > 0)) {
+        int orig = 0;
+        TRY(int_key(c, "original_max_position_embeddings", false, 1, 1 << 30, &orig));
+        if (!orig)
+            return ERR(PT_ERR_USER, "%s: rope scaling (longrope) without original_max_position_embeddings (in the "
+                       "scaling or at the top level)", shown_text(c->name).s);
+        s->original_max_position_embeddings = orig;
+    }
+    double orig = s->original_max_position_embeddings;
+    if (!(s->factor > 0)) s->factor = (double)m->ctx_len / orig;
+    if (!(s->attention_factor > 0))
+        s->attention_factor = s->factor <= 1.0 || orig <= 1.0 ? 1.0 : sqrt(1.0 + log(s->factor) / log(orig));
+    m->rope_mscale = (float)s->attention_factor;
+    m->rope_short_max = (int)orig;
+    return PT_OK;
+}
+
 /* Gemma 3's layer_types, when given: local layers with every P-th global, P the first global
  * layer's number (sliding_period); any other pattern is refused. */
 static pt_status period_layers(const cfg_src *c, pt_model_config *m)
@@ -472,6 +555,11 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
+    if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
+    if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)
+        return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",
+                   shown_text(c->name).s, arch_name(m->arch));
+    if (h->rope.type == PT_ROPE_LONGROPE) TRY(phi3_longrope(c, h));
     if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
     m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));

@@ -4,8 +4,8 @@
  * layout (llama.cpp's converter interleaves them for its RoPE; it leaves qwen2 and gemma2 alone),
  * and rotary frequencies with the file's scaling applied. Gemma's norm weights are stored as
  * 1 + w already, which is what the forward pass multiplies by. Linear weights stay in their
- * stored block format. Weights or scales that are NaN or infinite, and all-zero matrices, are
- * found by weight_check.c. */
+ * stored block format; a fused weight (phi3's attn_qkv, ffn_up) gives each part its rows in place.
+ * Weights or scales that are NaN or infinite, and all-zero matrices, are found by weight_check.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +108,32 @@ static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
     return opt_nonneg_f32(f, arch_name(c->arch), "logit_scale", &c->logit_scale);
 }
 
+/* Phi-3's partial rotary embedding (rope.dimension_count below the head size), its sliding window on every
+ * layer when the file has one, and LongRoPE's attention factor and original context (rope_factors_short.weight
+ * divides the frequencies: rope_frequencies). */
+static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
+{
+    uint32_t u;
+    TRY(opt_u32(f, arch_name(c->arch), "rope.dimension_count", &u));
+    if (u && (u % 2 || u > (uint32_t)c->head_dim))
+        return ERR(PT_ERR_USER, "%s: phi3.rope.dimension_count = %u; it must be even and at most the head size %d",
+                   shown_text(f->path).s, u, c->head_dim);
+    c->rope_dim = u && u < (uint32_t)c->head_dim ? (int)u : 0;
+    TRY(opt_u32(f, arch_name(c->arch), "attention.sliding_window", &u));
+    if (u > (1u << 30))
+        return ERR(PT_ERR_USER, "%s: phi3.attention.sliding_window = %u is not a plausible window",
+                   shown_text(f->path).s, u);
+    c->sliding_window = (int)u;
+    c->sliding_pattern = 1;
+    if (!gguf_find_tensor(f, "rope_factors_short.weight")) return PT_OK;
+    float attn = 1.0f;
+    TRY(opt_nonneg_f32(f, arch_name(c->arch), "rope.scaling.attn_factor", &attn));
+    TRY(opt_u32(f, arch_name(c->arch), "rope.scaling.original_context_length", &u));
+    c->rope_mscale = attn > 0.0f ? attn : 1.0f;
+    c->rope_short_max = u ? (int)u : c->ctx_len;
+    return PT_OK;
+}
+
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -132,6 +158,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     model_family_defaults(c);
     if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3) TRY(read_gemma2_keys(f, c));
     if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
+    if (c->arch == PT_ARCH_PHI3) TRY(read_phi3_keys(f, c));
     return PT_OK;
 }
 
@@ -186,17 +213,19 @@ static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, 
 
 static bool is_8_to_32_bit(pt_dtype d) { return d == PT_F32 || d == PT_F16 || d == PT_BF16 || d == PT_Q8_0; }
 
-/* Find tensor `name`, check it is [rows, cols] (PyTorch order), and load it. Norm vectors (rows
- * == 0) are converted to f32; projections (nf4 true) become NF4 when stored in 8-32 bits. */
-static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *name, int64_t rows, int64_t cols,
-                             int permute_heads, const pt_load_options *lo, pt_tensor *t)
+/* Find tensor `name`, check it is [rows_all, cols] (PyTorch order), and load its rows [row0, row0 + rows) (all,
+ * or a part of a fused weight: phi3's attn_qkv, ffn_up). Norm vectors (rows == 0) are converted to f32;
+ * projections (nf4 true) become NF4 when stored in 8-32 bits. */
+static pt_status load_tensor_rows(const gguf_file *f, pt_backend *be, const char *name, int64_t row0, int64_t rows,
+                                  int64_t rows_all, int64_t cols, int permute_heads, const pt_load_options *lo,
+                                  pt_tensor *t)
 {
     const gguf_tensor *g = gguf_find_tensor(f, name);
     if (!g)
         return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", shown_text(f->path).s,
                    name);
     bool vec = rows == 0;
-    uint64_t want1 = vec ? 1 : (uint64_t)rows;
+    uint64_t want1 = vec ? 1 : (uint64_t)rows_all;
     if (g->dims[0] != (uint64_t)cols || (g->n_dims > 1 ? g->dims[1] : 1) != want1 || g->n_dims > 2)
         return ERR(PT_ERR_USER, "%s: tensor %s has shape [%llu, %llu], expected [%lld, %lld] for this model",
                    shown_text(f->path).s, name, (unsigned long long)(g->n_dims > 1 ? g->dims[1] : 1),
@@ -204,6 +233,15 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
     if (g->dtype == PT_DTYPE_COUNT)
         return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot read yet", shown_text(f->path).s,
                    name, g->ggml_type);
+    gguf_tensor part;
+    if (!vec && rows != rows_all) { /* the part's rows, in place in the mapping */
+        size_t row_bytes = dtype_size_bytes(g->dtype, cols);
+        part = *g;
+        part.dims[1] = (uint64_t)rows;
+        part.data = (const char *)g->data + (size_t)row0 * row_bytes;
+        part.nbytes = (size_t)rows * row_bytes;
+        g = &part;
+    }
     int64_t shape[2] = {vec ? cols : rows, cols};
     if (!vec) {
         *t = tensor_make(g->dtype, 2, shape);
@@ -223,6 +261,12 @@ static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *nam
 
 /* The shape of each weight of a layer ([rows, cols]; rows 0: a vector of cols); where it lives in
  * the file and whether its rows are permuted is model_gguf_tensor_name's (family.c). */
+static pt_status load_tensor(const gguf_file *f, pt_backend *be, const char *name, int64_t rows, int64_t cols,
+                             int permute_heads, const pt_load_options *lo, pt_tensor *t)
+{
+    return load_tensor_rows(f, be, name, 0, rows, rows, cols, permute_heads, lo, t);
+}
+
 static void layer_shapes(const pt_model_config *c, int64_t shape[W_COUNT][2])
 {
     int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
@@ -245,7 +289,10 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
     for (int i = 0; i < W_COUNT; i++) {
         int permute;
         if (!model_gguf_tensor_name(c, l, i, name, sizeof name, &permute)) continue; /* a slot this family does not use */
-        TRY(load_tensor(f, be, name, shape[i][0], shape[i][1], permute, lo, &w->w[i]));
+        int lead;
+        int64_t row0 = 0, rows_all = shape[i][0];
+        model_fused_part(c, i, &lead, &row0, &rows_all);
+        TRY(load_tensor_rows(f, be, name, row0, shape[i][0], rows_all, shape[i][1], permute, lo, &w->w[i]));
     }
     return PT_OK;
 }
@@ -255,7 +302,7 @@ pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
     int half = m->cfg.head_dim / 2;
     m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(&m->cfg));
     TRY_ALLOC(m->inv_freq);
-    TRY(rope_inv_freq(theta, m->cfg.head_dim, s, m->inv_freq));
+    TRY(rope_inv_freq(theta, model_rope_dim(&m->cfg), s, m->inv_freq));
     if (model_freq_count(&m->cfg) == half) return PT_OK;
     return rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half);
 }
@@ -266,6 +313,18 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
 {
     int half = m->cfg.head_dim / 2;
     TRY(model_rope_freqs(m, m->cfg.rope_theta, NULL));
+    const gguf_tensor *shortf = gguf_find_tensor(f, "rope_factors_short.weight"); /* phi3's LongRoPE */
+    int pairs = model_rope_dim(&m->cfg) / 2;
+    if (shortf && (shortf->dtype != PT_F32 || shortf->n_dims != 1 || shortf->dims[0] != (uint64_t)pairs))
+        return ERR(PT_ERR_USER, "%s: rope_factors_short.weight must be %d f32 values (one per rotated pair)",
+                   shown_text(f->path).s, pairs);
+    for (int i = 0; shortf && i < pairs; i++) {
+        float v = ((const float *)shortf->data)[i];
+        if (!(v > 0.0f) || isinf(v))
+            return ERR(PT_ERR_USER, "%s: rope_factors_short.weight[%d] = %g must be a positive number",
+                       shown_text(f->path).s, i, v);
+        m->inv_freq[i] /= v;
+    }
     const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
     if (factors) {
         if (factors->dtype != PT_F32 || factors->dims[0] != (uint64_t)half)

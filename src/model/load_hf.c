@@ -1,6 +1,7 @@
 /* load_hf.c — a pt_model from a Hugging Face model's safetensors, by transformers' tensor names
  * (model.embed_tokens, model.layers.N.self_attn.q_proj, ..., model.norm, lm_head), in HF's own
- * row layout (no q/k permutation to undo). Shapes are checked against config.json.
+ * row layout (no q/k permutation to undo). Shapes are checked against config.json. A fused weight
+ * (phi3's qkv_proj, gate_up_proj) is read once per part, as the rows of that part (model_fused_part).
  *
  * Projections: a bitsandbytes 4-bit weight (packed U8 with absmax, quant_map, nested_absmax,
  * nested_quant_map and the quant_state JSON beside it) becomes ptrain's NF4 buffer with its codes
@@ -270,64 +271,87 @@ static void bnb_dequantize(const bnb_weight *b, const float *qmap, const float *
     }
 }
 
-static pt_status bnb_build(const hf_loader *ld, const bnb_weight *b, int64_t rows, int64_t cols, pt_tensor *out,
-                           float *qmap, float *nmap, float *nabs)
+/* Rows [row0, row0 + rows) of the bnb weight (all of it, or a part of a fused one: phi3) as ptrain's NF4, its
+ * codes as they are when the part starts on a nested block (as in every released Phi-3 size), else dequantized
+ * as bitsandbytes does and, under load_in_4bit, quantized again. */
+static pt_status bnb_build(const hf_loader *ld, const bnb_weight *b, int64_t row0, int64_t rows, int64_t rows_all,
+                           int64_t cols, pt_tensor *out, float *qmap, float *nmap, float *nabs)
 {
+    int64_t b0 = row0 * cols / NF4_BLOCK; /* the part's first absmax block */
     bool exact = b->nested && b->blocksize == NF4_BLOCK && b->nested_blocksize == NF4_NESTED_BLOCK &&
-                 cols % NF4_BLOCK == 0;
+                 cols % NF4_BLOCK == 0 && b0 % NF4_NESTED_BLOCK == 0;
     int64_t shape[2] = {rows, cols};
     if (exact) {
         *out = tensor_make(PT_NF4, 2, shape);
         void *buf = malloc(out->nbytes);
         TRY_ALLOC(buf);
-        pt_status st = nf4_from_bnb(rows, cols, b->packed->data, b->absmax->data, nabs, nmap, (float)b->offset,
-                                    qmap, buf);
+        pt_status st = nf4_from_bnb(rows, cols, (const uint8_t *)b->packed->data + row0 * cols / 2,
+                                    (const uint8_t *)b->absmax->data + b0, nabs + b0 / NF4_NESTED_BLOCK, nmap,
+                                    (float)b->offset, qmap, buf);
         if (st == PT_OK) st = upload(ld->be, out, buf);
         free(buf);
         return st;
     }
-    float *dense = malloc(sizeof(float) * (size_t)(rows * cols));
+    float *dense = malloc(sizeof(float) * (size_t)(rows_all * cols));
     TRY_ALLOC(dense);
-    bnb_dequantize(b, qmap, nmap, nabs, rows * cols, dense);
+    bnb_dequantize(b, qmap, nmap, nabs, rows_all * cols, dense);
+    if (row0) memmove(dense, dense + row0 * cols, sizeof(float) * (size_t)(rows * cols));
     return upload_floats(ld, dense, rows, cols, ld->nf4 && cols % NF4_BLOCK == 0, out);
 }
 
 static pt_status load_bnb(const hf_loader *ld, const st_file *f, const char *name, const st_tensor *qs,
-                          int64_t rows, int64_t cols, pt_tensor *out)
+                          int64_t row0, int64_t rows, int64_t rows_all, int64_t cols, pt_tensor *out)
 {
     bnb_weight b = {0};
-    TRY(bnb_state(f, name, qs, rows, cols, &b));
-    TRY(packed_weight(ld, name, (rows * cols + 1) / 2, &b.packed));
-    TRY(bnb_tensors(ld, name, rows, cols, &b));
+    TRY(bnb_state(f, name, qs, rows_all, cols, &b));
+    TRY(packed_weight(ld, name, (rows_all * cols + 1) / 2, &b.packed));
+    TRY(bnb_tensors(ld, name, rows_all, cols, &b));
     float *qmap = NULL, *nmap = NULL, *nabs = NULL;
     pt_status st = bnb_floats(&b, f->path, &qmap, &nmap, &nabs);
-    weight_nf4 w = {qmap, nmap, nabs, b.nested ? b.absmax->data : NULL, (rows * cols + b.blocksize - 1) / b.blocksize,
-                    b.nested_blocksize, (float)b.offset};
-    if (st == PT_OK) st = weight_check_nf4(ld->tally, f->path, name, &w);
-    if (st == PT_OK) st = bnb_build(ld, &b, rows, cols, out, qmap, nmap, nabs);
+    weight_nf4 w = {qmap, nmap, nabs, b.nested ? b.absmax->data : NULL,
+                    (rows_all * cols + b.blocksize - 1) / b.blocksize, b.nested_blocksize, (float)b.offset};
+    if (st == PT_OK && row0 == 0) st = weight_check_nf4(ld->tally, f->path, name, &w); /* a fused one once */
+    if (st == PT_OK) st = bnb_build(ld, &b, row0, rows, rows_all, cols, out, qmap, nmap, nabs);
     free(qmap);
     free(nmap);
     free(nabs);
     return st;
 }
 
-/* A [rows, cols] weight: bitsandbytes 4-bit when its quant_state is there, else dense. */
-static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, bool quantize,
-                             pt_tensor *out)
+/* Rows [row0, row0 + rows) of the [rows_all, cols] weight `name` (all of it, or a part of a fused one: phi3's
+ * qkv_proj, gate_up_proj) as a weight of its own: bitsandbytes 4-bit when its quant_state is there, else
+ * dense. */
+static pt_status load_rows(const hf_loader *ld, const char *name, int64_t row0, int64_t rows, int64_t rows_all,
+                           int64_t cols, bool quantize, pt_tensor *out)
 {
     char qname[256];
     snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__nf4", name);
     const st_file *f;
     const st_tensor *qs = st_set_find(ld->s, qname, &f);
-    if (qs) return load_bnb(ld, f, name, qs, rows, cols, out);
+    if (qs) return load_bnb(ld, f, name, qs, row0, rows, rows_all, cols, out);
     snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__fp4", name);
     if (st_set_find(ld->s, qname, &f))
         return ERR(PT_ERR_USER, "%s: %s is bitsandbytes FP4; ptrain reads NF4 4-bit checkpoints only: use the "
                    "unquantized model (ptrain quantizes it to NF4 on load)", shown_text(f->path).s, shown_text(name).s);
     const st_tensor *t;
     TRY(find(ld, name, &t, &f));
-    TRY(check_shape(f, t, rows, cols));
-    return load_dense(ld, f, t, rows, cols, quantize, out);
+    TRY(check_shape(f, t, rows_all, cols));
+    if (rows == rows_all) return load_dense(ld, f, t, rows, cols, quantize, out);
+    st_tensor part = *t; /* the rows of the part, in place in the mapping */
+    size_t esize = t->nbytes / (size_t)(rows_all * cols), skip = (size_t)(row0 * cols) * esize;
+    part.shape[0] = rows;
+    part.data = (const char *)t->data + skip;
+    part.nbytes = (size_t)(rows * cols) * esize;
+    part.begin += skip;
+    part.end = part.begin + part.nbytes;
+    return load_dense(ld, f, &part, rows, cols, quantize, out);
+}
+
+/* A [rows, cols] weight stored alone. */
+static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, bool quantize,
+                             pt_tensor *out)
+{
+    return load_rows(ld, name, 0, rows, rows, cols, quantize, out);
 }
 
 /* ---- the model ---- */
@@ -339,9 +363,11 @@ static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
     char name[128];
     for (int slot = 0; slot < W_COUNT; slot++) {
         if (!arch_hf_tensor(c->arch, l, slot, name, sizeof name)) continue;
-        int64_t rows, cols;
+        int64_t rows, cols, row0 = 0, rows_all;
+        int lead;
         slot_shape(c, slot, &rows, &cols);
-        if (rows) TRY(load_matrix(ld, name, rows, cols, ld->nf4, &w->w[slot]));
+        if (!model_fused_part(c, slot, &lead, &row0, &rows_all)) rows_all = rows;
+        if (rows) TRY(load_rows(ld, name, row0, rows, rows_all, cols, ld->nf4, &w->w[slot]));
         else TRY(load_vector(ld, name, cols, plus_one && arch_slot_is_norm(slot), &w->w[slot]));
     }
     return PT_OK;

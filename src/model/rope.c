@@ -9,7 +9,8 @@
 
 const char *rope_type_name(pt_rope_type t)
 {
-    return t == PT_ROPE_LINEAR ? "linear" : t == PT_ROPE_LLAMA3 ? "llama3" : "default";
+    return t == PT_ROPE_LINEAR ? "linear" : t == PT_ROPE_LLAMA3 ? "llama3" : t == PT_ROPE_LONGROPE ? "longrope"
+                                                                                              : "default";
 }
 
 static double llama3(double f, const pt_rope_scaling *s)
@@ -27,6 +28,18 @@ pt_status rope_inv_freq(double theta, int head_dim, const pt_rope_scaling *s, fl
         return ERR(PT_ERR_USER, "rotary embedding: head size %d and rope_theta %g do not make frequencies "
                    "(head size must be even and positive, rope_theta above 1)", head_dim, theta);
     bool scaled = s && s->type != PT_ROPE_DEFAULT;
+    if (scaled && s->type == PT_ROPE_LONGROPE) {
+        if (s->n_factors != head_dim / 2)
+            return ERR(PT_ERR_USER, "rope_scaling (longrope): short_factor has %d values; the %d rotated values of a "
+                       "head need %d", s->n_factors, head_dim, head_dim / 2);
+        for (int i = 0; i < head_dim / 2; i++) {
+            if (!(s->short_factor[i] > 0) || isinf(s->short_factor[i]))
+                return ERR(PT_ERR_USER, "rope_scaling (longrope): short_factor[%d] = %g must be a positive number", i,
+                           s->short_factor[i]);
+            inv_freq[i] = (float)(1.0 / ((double)s->short_factor[i] * pow(theta, 2.0 * i / head_dim)));
+        }
+        return PT_OK;
+    }
     if (scaled && !(s->factor > 0))
         return ERR(PT_ERR_USER, "rope_scaling: factor %g must be positive", s->factor);
     if (scaled && s->type == PT_ROPE_LLAMA3 &&

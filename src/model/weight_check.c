@@ -300,7 +300,10 @@ pt_status weight_check_gguf(const gguf_file *f, const pt_model_config *c, weight
     for (int l = 0; l < c->n_layers; l++)
         for (int slot = 0; slot < W_COUNT; slot++) {
             char name[96];
+            int lead;
+            int64_t row0, all;
             if (!model_gguf_tensor_name(c, l, slot, name, sizeof name, NULL)) continue;
+            if (model_fused_part(c, slot, &lead, &row0, &all) && lead != slot) continue; /* a fused weight once */
             bool matrix = slot == W_Q || slot == W_K || slot == W_V || slot == W_O || slot == W_GATE ||
                           slot == W_UP || slot == W_DOWN;
             TRY(check_named(t, f, name, matrix ? WEIGHT_PROJECTION : WEIGHT_VECTOR));

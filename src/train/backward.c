@@ -20,26 +20,33 @@ pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_
 }
 
 /* dx (+)= dy W (+ s (dy B) A); the LoRA gradients of this micro-batch overwrite grad_a, grad_b
- * (each pair is written once per micro-batch). tmp: [rows, r] scratch. */
+ * (each pair is written once per micro-batch). tmp: [rows, r] scratch. A part of a fused weight (phi3) writes
+ * its rows of the fused pair's grad_b and adds dy B_rows into tmp; the last part (the parts come in row order)
+ * then gives grad_a and the LoRA path of dx once for the fused module, as PEFT's. */
 static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tensor *dx, const pt_tensor *dy,
-                         const pt_tensor *x, const pt_tensor *xs, pt_tensor *tmp, float beta)
+                         const pt_tensor *x, const pt_tensor xs[W_COUNT], pt_tensor *tmp, float beta)
 {
     pt_backend *be = c->m->be;
     TRY(backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta));
-    lora_pair *s = lora_at(l, layer, w);
+    int lead = w;
+    int64_t row0 = 0, all = dy->shape[1];
+    model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
+    lora_pair *s = lora_at(l, layer, lead);
     if (!s) return PT_OK;
     const adapter_pair *p = lora_weights(l, s);
-    pt_tensor xsv = adapter_narrow(xs, p->r), t = adapter_narrow(tmp, p->r); /* this pair's rank */
-    TRY(backend_matmul_bwd_weight(be, &s->grad_b, dy, &xsv, 0.0f));
-    TRY(backend_matmul_bwd_input(be, &t, dy, &p->b, 0.0f));
+    pt_tensor xsv = adapter_narrow(&xs[lead], p->r), t = adapter_narrow(tmp, p->r); /* this pair's rank */
+    pt_tensor gb = tensor_rows(&s->grad_b, row0, dy->shape[1]), b = tensor_rows(&p->b, row0, dy->shape[1]);
+    TRY(backend_matmul_bwd_weight(be, &gb, dy, &xsv, 0.0f));
+    TRY(backend_matmul_bwd_input(be, &t, dy, &b, row0 == 0 ? 0.0f : 1.0f));
+    if (row0 + dy->shape[1] < all) return PT_OK; /* not the last part of the fused weight */
     TRY(backend_scale(be, &t, p->scale));
     pt_tensor xin;
-    TRY(forward_adapter_input(c, layer, w, x, &xin));
+    TRY(forward_adapter_input(c, layer, lead, x, &xin));
     TRY(backend_matmul_bwd_weight(be, &s->grad_a, &t, &xin, 0.0f));
     if (c->dropout <= 0) return backend_matmul_bwd_input(be, dx, &t, &p->a, 1.0f);
     pt_tensor dxin = xin; /* the scratch: the dropped-out input is no longer needed */
     TRY(backend_matmul_bwd_input(be, &dxin, &t, &p->a, 0.0f));
-    TRY(forward_dropout(c, layer, w, &dxin, &dxin));
+    TRY(forward_dropout(c, layer, lead, &dxin, &dxin));
     return backend_add(be, dx, &dxin);
 }
 
@@ -69,13 +76,13 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
     pt_tensor *t = a->t, *gt = g->t;
     const pt_tensor *dd;
     TRY(post_norm_bwd(c, layer, W_POST_FFN_NORM, dout, &t[A_D], &t[A_RSTD4], &gt[G_DIM1], &dd));
-    TRY(lin_bwd(c, l, layer, W_DOWN, &gt[G_FFN1], dd, &t[A_ACT], &a->xs[W_DOWN], &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_DOWN, &gt[G_FFN1], dd, &t[A_ACT], a->xs, &gt[G_R], 0.0f));
     if (c->m->cfg.act == PT_ACT_GELU_TANH)
         TRY(backend_geglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
     else
         TRY(backend_swiglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
-    TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], &a->xs[W_GATE], &gt[G_R], 0.0f));
-    TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], &a->xs[W_UP], &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], a->xs, &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], a->xs, &gt[G_R], 1.0f));
     /* dh = the norm path + dout, in one pass (olmo2, without the norm: their sum) */
     if (c->m->cfg.no_pre_norms) {
         TRY(backend_copy(be, &gt[G_DH], &gt[G_DIM1]));
@@ -104,22 +111,26 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     /* attention: h = x + [n3](o(attn(rope [nq] q, rope [nk] k, v))); biases pass dq, dk, dv unchanged */
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
-    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], &a->xs[W_O], &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], a->xs, &gt[G_R], 0.0f));
     pt_attention at = c->attn;
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
                               &t[A_LSE], &at));
     if (model_layer_rope(cf, layer)) {
-        TRY(backend_rope_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, c->pos, model_layer_freq(c->m, layer)));
-        TRY(backend_rope_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, c->pos, model_layer_freq(c->m, layer)));
+        int rd = model_rope_dim(cf);
+        float ms = model_rope_mscale(cf);
+        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos,
+                                  model_layer_freq(c->m, layer)));
+        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos,
+                                  model_layer_freq(c->m, layer)));
     }
     if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */
         TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));
         TRY(head_norm_bwd(c, &gt[G_K], &t[A_KPRE], &c->m->layers[layer].w[W_K_NORM], &t[A_KRSTD]));
     }
-    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], &a->xs[W_Q], &gt[G_R], 0.0f));
-    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], &a->xs[W_K], &gt[G_R], 1.0f));
-    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], &a->xs[W_V], &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, &gt[G_R], 1.0f));
     if (cf->no_pre_norms) { /* olmo2: dx = dxn1 + dh */
         TRY(backend_copy(be, dout, &gt[G_DIM1]));
         return backend_add(be, dout, &gt[G_DH]);

@@ -92,6 +92,32 @@ pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, 
     return st;
 }
 
+/* Whether the config names module. */
+static bool names(const pt_config *cfg, const char *module)
+{
+    for (int i = 0; i < cfg->lora_target_modules.n; i++)
+        if (!strcmp(cfg->lora_target_modules.items[i], module)) return true;
+    return false;
+}
+
+/* A fused family (phi3) adapts q, k, v as one (qkv_proj) and gate, up as one (gate_up_proj), as PEFT does: the
+ * config names the fused module, or all of its parts (the llama list, all-linear), never some of them. */
+static pt_status check_fused(const pt_model *m, const pt_config *cfg)
+{
+    static const char *const groups[2][4] = {{"qkv_proj", "q_proj", "k_proj", "v_proj"},
+                                             {"gate_up_proj", "gate_proj", "up_proj", NULL}};
+    for (int g = 0; g < 2; g++) {
+        int n = 0, parts = 0;
+        for (int i = 1; i < 4 && groups[g][i]; i++, parts++) n += names(cfg, groups[g][i]);
+        if (n > 0 && n < parts && !names(cfg, groups[g][0]))
+            return ERR(PT_ERR_USER, "%s: lora_target_modules names some of %s%s%s%s%s but not all: %s stores them as "
+                       "one weight, %s, which PEFT adapts as one module; name %s (or all of them)",
+                       shown_text(cfg->path).s, groups[g][1], ", ", groups[g][2], groups[g][3] ? ", " : "",
+                       groups[g][3] ? groups[g][3] : "", arch_name(m->cfg.arch), groups[g][0], groups[g][0]);
+    }
+    return PT_OK;
+}
+
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],
                       uint64_t seed)
 {
@@ -142,9 +168,13 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
 {
     bool target[W_COUNT] = {0};
     for (int i = 0; i < cfg->lora_target_modules.n; i++)
-        for (int w = 0; w < W_COUNT; w++)
-            if (adapter_module_name(w) && !strcmp(cfg->lora_target_modules.items[i], adapter_module_name(w)))
-                target[w] = true;
+        if (!adapter_target_slot(m->cfg.arch, cfg->lora_target_modules.items[i], target, NULL))
+            return ERR(PT_ERR_USER, "%s: lora_target_modules: %s is not a projection of %s models (%s)",
+                       shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
+                       arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused
+                           ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
+                           : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+    if (arch_info(m->cfg.arch)->fused) TRY(check_fused(m, cfg));
     char *select = NULL;
     TRY(select_json(cfg, m->cfg.n_layers, &select));
     adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE

@@ -669,8 +669,8 @@ static pt_status load_initial_adapter(trainer *t)
     TRY(adapter_load(dir, &t->m, &from));
     const pt_adapter *to = &t->l.ad;
     char have[128], want[128];
-    adapter_targets_text(from.target, have, sizeof have);
-    adapter_targets_text(to->target, want, sizeof want);
+    adapter_targets_text(from.arch, from.target, have, sizeof have);
+    adapter_targets_text(to->arch, to->target, want, sizeof want);
     pt_status st = PT_OK;
     if (from.r != to->r || strcmp(have, want) || fabsf(from.scale - to->scale) > 1e-6f * to->scale)
         st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has r %d, scale %g and targets %s; this config has r %ld, scale "
@@ -685,7 +685,7 @@ static pt_status load_initial_adapter(trainer *t)
                 st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has %s at layer %d's %s; this config has %s there: "
                          "set layers_to_transform (or finetune_last_n_layers), rank_pattern and alpha_pattern to "
                          "the adapter's", shown_text(t->cfg->path).s, shown_text(dir).s,
-                         q ? "an adapter" : "no adapter", layer, adapter_module_name(w),
+                         q ? "an adapter" : "no adapter", layer, adapter_module_name(to->arch, w),
                          p ? (q ? "another rank or scale" : "an adapter") : "none");
         }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);

@@ -110,6 +110,13 @@ ok "inspect an HF directory: tensor types" contains "$out" "BF16: 7, U8: 42, F32
 ok "inspect an HF directory: bitsandbytes" contains "$out" "bitsandbytes NF4 with double quantization, pre-quantized"
 ok "inspect an HF directory: tokenizer" contains "$out" "byte-level BPE (tokenizer.json), 300 tokens"
 ok "inspect an HF directory: chat template" contains "$out" "chatml (recognised from the model's template)"
+run inspect "$D/phi3/hf" --device cpu
+ok "inspect phi3: fused weights, one LoRA each" contains "$out" "q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj"
+ok "inspect phi3: partial rotary" contains "$out" "partial rotary: 12 of 16 values of each head rotate"
+ok "inspect phi3: the llama target list adapts the fused modules" contains "$out" \
+    "LoRA r=16 on qkv_proj,o_proj,gate_up_proj,down_proj"
+run inspect "$D/phi3/tiny-q4_0.gguf" --device cpu --lora-target-modules qkv_proj,down_proj
+ok "inspect a phi3 GGUF: its targets" contains "$out" "LoRA r=16 on qkv_proj,down_proj"
 run inspect "$D/hf/tiny-llama-f32" --no-4bit
 ok "inspect a sharded directory (got: $(echo "$out" | grep ^format))" contains "$out" "3 files (sharded"
 ok "inspect --no-4bit: weights as stored" contains "$out" "401.2 KB (load_in_4bit off)"

@@ -112,4 +112,17 @@ printf 'model_name: "%s"\n' "$model" >"$tmp/nodata.yaml"
 "$P" train "$tmp/nodata.yaml" >/dev/null 2>"$tmp/err"
 rc=$?
 ok "no dataset: exit 1 saying what to add" test "$rc" = 1 -a -n "$(grep 'no dataset given' "$tmp/err")"
+# phi3 stores q, k and v as one weight: naming some of them is refused (PEFT adapts qkv_proj whole); on a llama
+# model qkv_proj names nothing
+tiny_config "$tmp/p3.yaml" "$tmp/p3" "max_steps: 1
+lora_target_modules: [q_proj, v_proj]"
+sed -i "s|^model_name: .*|model_name: \"$PTRAIN_SRCDIR/tests/data/phi3/hf\"|" "$tmp/p3.yaml"
+"$P" train "$tmp/p3.yaml" >/dev/null 2>"$tmp/err"
+ok "phi3 with q_proj and v_proj only: refused, naming qkv_proj" \
+    grep -q "names some of q_proj, k_proj, v_proj but not all: phi3 stores them as one weight, qkv_proj" "$tmp/err"
+tiny_config "$tmp/l3.yaml" "$tmp/l3" "max_steps: 1
+lora_target_modules: [qkv_proj]"
+"$P" train "$tmp/l3.yaml" >/dev/null 2>"$tmp/err"
+ok "qkv_proj on a llama model: refused, listing its projections" \
+    grep -q "qkv_proj is not a projection of llama models" "$tmp/err"
 done_testing

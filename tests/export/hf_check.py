@@ -69,10 +69,10 @@ def cmd_merged(model_dir, ids_path, logits_path, tol):
     return compare("merged", ours, theirs, float(tol))
 
 
-def cmd_make_peft(base, out, dora=""):
+def cmd_make_peft(base, out, dora="", modules="q_proj,v_proj,down_proj"):
     from peft import LoraConfig, get_peft_model
     torch.manual_seed(0)
-    cfg = LoraConfig(r=8, lora_alpha=16, use_rslora=True, target_modules=["q_proj", "v_proj", "down_proj"],
+    cfg = LoraConfig(r=8, lora_alpha=16, use_rslora=True, target_modules=modules.split(","),
                      init_lora_weights=False, use_dora=dora == "dora", task_type="CAUSAL_LM")
     model = get_peft_model(load_base(base), cfg)
     with torch.no_grad():  # large enough to move the logits clearly

@@ -84,12 +84,15 @@ logits "$tmp/t" "$base" "$pr" --no-4bit --adapter "$lora"
 hfq "PEFT loads ptrain's adapter onto the HF base: ptrain's logits" peft "$base" "$lora" "$tmp/t.ids" "$tmp/t"
 
 # PEFT's own adapters (random A and B) to read back: on the HF base (plain, and DoRA) and on
-# SmolLM2 when it is here, made in one Python process
+# SmolLM2 when it is here, and on phi3, made in one Python process
 tab=$(printf '\t')
 printf 'make-peft%s%s%s%s\nmake-peft%s%s%s%s%sdora\n' "$tab" "$base" "$tab" "$tmp/peft" "$tab" "$base" "$tab" \
     "$tmp/dora" "$tab" >"$tmp/make.batch"
 model=$(smollm_model)
 [ -n "$model" ] && printf 'make-peft%s%s%s%s\n' "$tab" "$model" "$tab" "$tmp/speft" >>"$tmp/make.batch"
+# phi3's on its fused qkv_proj and gate_up_proj (one A and one B each), read back further down
+printf 'make-peft%s%s%s%s%s%sqkv_proj,gate_up_proj\n' "$tab" "$PTRAIN_SRCDIR/tests/data/phi3/hf" "$tab" "$tmp/phi3peft" "$tab" "$tab" \
+    >>"$tmp/make.batch"
 "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/make.batch" >"$tmp/make.out" 2>&1
 logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
 hfq "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
@@ -158,12 +161,14 @@ hfq "gemma2: transformers loads the merged directory from the GGUF base (norms b
     merged "$tmp/g2m/merged" "$tmp/g2.l.ids" "$tmp/g2.l" 1e-4
 
 # --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
-# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), from their tiny Hugging Face test models: PEFT loads ptrain's
+# residual branches and logits) and olmo2 (post-norms only, whole-width q/k norms), and make_phi3_goldens.py's phi3
+# (fused qkv_proj and gate_up_proj, partial rotary; phi3-longrope with LongRoPE), from their tiny Hugging Face
+# test models: PEFT loads ptrain's
 # adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
 # with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
 # llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3 (1.3e-6 with an f32 cache, as
 # make_more_goldens.py measures)
-for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
+for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 phi3:1e-3 phi3-longrope:1e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
@@ -185,6 +190,11 @@ for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3; do
     hfq "$fam: transformers loads the directory ptrain makes from that GGUF (config.json from its keys): ptrain's logits" \
         merged "$tmp/$fam.h/merged" "$tmp/$fam.g.ids" "$tmp/$fam.g" 1e-4
 done
+# phi3: an adapter PEFT wrote on the fused qkv_proj and gate_up_proj (one A and one B each) gives PEFT's logits
+fbase="$PTRAIN_SRCDIR/tests/data/phi3/hf"
+logits "$tmp/p3" "$fbase" "$pr" --no-4bit --adapter "$tmp/phi3peft"
+hfq "phi3: ptrain reads an adapter PEFT wrote on qkv_proj and gate_up_proj (r 8, rsLoRA): PEFT's logits" \
+    peft "$fbase" "$tmp/phi3peft" "$tmp/p3.ids" "$tmp/p3"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"

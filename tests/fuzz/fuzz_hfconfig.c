@@ -38,10 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(isfinite(c->attn_scale) && isfinite(c->embed_scale) && isfinite(c->rope_theta));
     CHECK(c->sliding_window >= 0 && c->sliding_period >= 0);
     CHECK(!c->sliding_window || c->sliding_pattern > 0 || c->sliding_period > 0); /* gemma2's rule or gemma3's */
+    CHECK(c->rope_dim >= 0 && c->rope_dim <= c->head_dim && c->rope_dim % 2 == 0); /* phi3's partial rotary */
     static float f[512];
-    st = rope_inv_freq(h.rope_theta, c->head_dim, &h.rope, f);
+    int rd = c->rope_dim ? c->rope_dim : c->head_dim; /* the rotated values of a head */
+    CHECK(h.rope.type != PT_ROPE_LONGROPE || (h.rope.n_factors == rd / 2 && c->rope_mscale > 0 && c->rope_short_max > 0));
+    st = rope_inv_freq(h.rope_theta, rd, &h.rope, f);
     if (st == PT_OK)
-        for (int i = 0; i < c->head_dim / 2; i++) CHECK(isfinite(f[i]) && f[i] >= 0);
+        for (int i = 0; i < rd / 2; i++) CHECK(isfinite(f[i]) && f[i] >= 0);
     else
         CHECK(st == PT_ERR_USER);
     err_clear();

@@ -84,6 +84,15 @@ def main():
     config("granite.json", dict(base, model_type="granite", embedding_multiplier=12.0,
                                 attention_multiplier=0.0078125, residual_multiplier=0.22, logits_scaling=8.0))
     config("olmo2.json", dict(base, model_type="olmo2", rope_theta=500000.0, attention_bias=False))
+    config("phi3.json", dict(base, model_type="phi3", architectures=["Phi3ForCausalLM"], partial_rotary_factor=0.75,
+                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                              "partial_rotary_factor": 0.75},
+                             sliding_window=262144, original_max_position_embeddings=256, tie_word_embeddings=True,
+                             resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0, pad_token_id=0))
+    config("phi3-longrope.json", dict(base, model_type="phi3", partial_rotary_factor=0.75, max_position_embeddings=1024,
+                                      original_max_position_embeddings=256, sliding_window=None,
+                                      rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
+                                                    "long_factor": [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]}))
     config("bnb.json", dict(base, model_type="llama", quantization_config={
         "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "uint8"}))

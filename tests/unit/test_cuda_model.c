@@ -56,7 +56,7 @@ static const model_case cases[] = {
     {"gemma2", "tiny-q4_0", false},    {"gemma2", "tiny-f32", true},      {"hf", "tiny-llama-bnb4", false},
     {"qwen3", "tiny-q4_0", false},     {"qwen3", "tiny-f32", true},
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
-    {"olmo2", "tiny-q4_0", false},
+    {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},
 };
 
@@ -209,7 +209,8 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void lora_setup(pt_model *m, pt_lora *l)
 {
     bool all[W_COUNT];
-    for (int w = 0; w < W_COUNT; w++) all[w] = adapter_module_name(w) != NULL; /* the projections, not the norms */
+    for (int w = 0; w < W_COUNT; w++) /* the projections, not the norms */
+        all[w] = adapter_module_name(PT_ARCH_LLAMA, w) != NULL;
     assert_int_equal(lora_create(l, m, 4, 8.0f, false, all, 7), PT_OK);
     uint32_t s = 99;
     for (adapter_pair *p = adapter_next(&l->ad, NULL); p; p = adapter_next(&l->ad, p)) {

@@ -692,10 +692,12 @@ static void rope_fill(int32_t *pos, int rows, float *inv_freq, int head_dim, dou
     for (int i = 0; i < head_dim / 2; i++) inv_freq[i] = (float)pow(base, -2.0 * i / head_dim);
 }
 
-static void check_rope_case(int rows, int n_heads, int head_dim, double base)
+/* rot_dim < head_dim: partial rotary (Phi-3), the rest of each head passes; mscale: LongRoPE's factor */
+static void check_rope_case(int rows, int n_heads, int head_dim, int rot_dim, float mscale, double base)
 {
-    char cas[64];
-    snprintf(cas, sizeof cas, "rows=%d heads=%d head_dim=%d", rows, n_heads, head_dim);
+    char cas[96];
+    snprintf(cas, sizeof cas, "rows=%d heads=%d head_dim=%d rot_dim=%d mscale=%g", rows, n_heads, head_dim, rot_dim,
+             mscale);
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)rows);
     float *freq = malloc(sizeof(float) * (size_t)head_dim / 2);
     assert_non_null(pos);
@@ -703,13 +705,14 @@ static void check_rope_case(int rows, int n_heads, int head_dim, double base)
     twin x = twin_random(rows, (int64_t)n_heads * head_dim, -1.0f, 1.0f);
     twin dx = twin_random(rows, (int64_t)n_heads * head_dim, -1.0f, 1.0f);
     bool ok;
-    rope_fill(pos, rows, freq, head_dim, base);
-    BOTH(ok, "rope", cas, backend_rope(B(side), S(&x, side), n_heads, head_dim, pos, freq));
+    rope_fill(pos, rows, freq, rot_dim, base);
+    BOTH(ok, "rope", cas, backend_rope_part(B(side), S(&x, side), n_heads, head_dim, rot_dim, mscale, pos, freq));
     scribble(pos, sizeof(int32_t) * (size_t)rows);
     scribble(freq, sizeof(float) * (size_t)head_dim / 2);
     if (ok) check_twin("rope", cas, &x, TOL_ELEM);
-    rope_fill(pos, rows, freq, head_dim, base);
-    BOTH(ok, "rope_bwd", cas, backend_rope_bwd(B(side), S(&dx, side), n_heads, head_dim, pos, freq));
+    rope_fill(pos, rows, freq, rot_dim, base);
+    BOTH(ok, "rope_bwd", cas,
+         backend_rope_part_bwd(B(side), S(&dx, side), n_heads, head_dim, rot_dim, mscale, pos, freq));
     scribble(pos, sizeof(int32_t) * (size_t)rows);
     scribble(freq, sizeof(float) * (size_t)head_dim / 2);
     if (ok) check_twin("rope_bwd", cas, &dx, TOL_ELEM);
@@ -722,9 +725,10 @@ static void check_rope_case(int rows, int n_heads, int head_dim, double base)
 static void test_rope(void **state)
 {
     (void)state;
-    check_rope_case(77, 8, 64, 10000.0);
-    check_rope_case(130, 2, 128, 500000.0);
-    check_rope_case(33, 4, 256, 10000.0);
+    check_rope_case(77, 8, 64, 64, 1.0f, 10000.0);
+    check_rope_case(130, 2, 128, 128, 1.0f, 500000.0);
+    check_rope_case(33, 4, 256, 256, 1.0f, 10000.0);
+    check_rope_case(41, 3, 128, 96, 1.1902380714f, 10000.0); /* Phi-4-mini: 96 of 128 rotate, LongRoPE's factor */
     if (failures) fail_msg("%d rope checks failed (FAIL lines above)", failures);
 }
 

@@ -91,7 +91,7 @@ static float *read_f32(const char *dir, const char *name, size_t *count)
 static int module_index(const char *name)
 {
     for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(w) && !strcmp(adapter_module_name(w), name)) return w;
+        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
     return -1;
 }
 

@@ -249,16 +249,19 @@ typedef struct {
     double *x, *r, *y;
     const int32_t *pos;
     const float *inv_freq;
-    int rows, heads, hd;
+    int rows, heads, hd, rot; /* rot: rotated values per head (partial rotary), 0: hd */
+    double mscale;            /* cos and sin times this (LongRoPE), 0: 1 */
 } rope_ctx;
 
 static void ref_rope(const rope_ctx *c, double *y)
 {
-    int half = c->hd / 2, width = c->heads * c->hd;
+    int half = (c->rot ? c->rot : c->hd) / 2, width = c->heads * c->hd;
+    for (size_t i = 0; i < (size_t)c->rows * width; i++) y[i] = c->x[i]; /* the values that pass */
     for (int t = 0; t < c->rows; t++)
         for (int h = 0; h < c->heads; h++)
             for (int i = 0; i < half; i++) {
-                double angle = (double)c->pos[t] * c->inv_freq[i], co = cos(angle), si = sin(angle);
+                double m = c->mscale > 0 ? c->mscale : 1.0;
+                double angle = (double)c->pos[t] * c->inv_freq[i], co = m * cos(angle), si = m * sin(angle);
                 const double *p = c->x + (size_t)t * width + (size_t)h * c->hd;
                 double *q = y + (size_t)t * width + (size_t)h * c->hd;
                 q[i] = p[i] * co - p[i + half] * si;
@@ -273,30 +276,39 @@ static double rope_loss(void *p)
     return dot(c->r, c->y, (int64_t)c->rows * c->heads * c->hd);
 }
 
-static void test_rope_grad(void **state)
+static void check_rope_grad(int rot, float mscale)
 {
-    (void)state;
     pt_backend *be = open_cpu();
     const int32_t pos[4] = {0, 5, 17, 1000};
     float inv_freq[8];
-    for (int i = 0; i < 8; i++) inv_freq[i] = (float)pow(10000.0, -2.0 * i / 16.0);
-    rope_ctx c = {.pos = pos, .inv_freq = inv_freq, .rows = 4, .heads = 3, .hd = 16};
+    for (int i = 0; i < 8; i++) inv_freq[i] = (float)pow(10000.0, -2.0 * i / (double)rot);
+    rope_ctx c = {.pos = pos, .inv_freq = inv_freq, .rows = 4, .heads = 3, .hd = 16, .rot = rot, .mscale = mscale};
     int64_t n = (int64_t)c.rows * c.heads * c.hd;
     float *x = rand_floats(n, 5, 1.0f, &c.x), *r = rand_floats(n, 6, 1.0f, &c.r);
     c.y = malloc(sizeof(double) * (size_t)n);
     assert_non_null(c.y);
     pt_tensor tx = put(be, c.rows, c.heads * c.hd, x), tdx = put(be, c.rows, c.heads * c.hd, r);
-    assert_int_equal(backend_rope(be, &tx, c.heads, c.hd, pos, inv_freq), PT_OK);
+    assert_int_equal(backend_rope_part(be, &tx, c.heads, c.hd, rot, mscale, pos, inv_freq), PT_OK);
     ref_rope(&c, c.y);
     float *y = get(be, &tx);
     check_fwd("rope y", y, c.y, n);
-    assert_int_equal(backend_rope_bwd(be, &tdx, c.heads, c.hd, pos, inv_freq), PT_OK);
+    assert_int_equal(backend_rope_part_bwd(be, &tdx, c.heads, c.hd, rot, mscale, pos, inv_freq), PT_OK);
     float *dx = get(be, &tdx);
     double *g = fd_grad(rope_loss, &c, c.x, n, 1);
     check_grad("rope dx", dx, g, n);
     backend_release(be, &tx), backend_release(be, &tdx);
     free(x), free(r), free(y), free(dx), free(g), free(c.x), free(c.r), free(c.y);
     backend_close(be);
+}
+
+/* full rotation, Phi-3's partial one (12 of 16 values of each head rotate, 4 pass), and with LongRoPE's
+ * attention factor on cos and sin */
+static void test_rope_grad(void **state)
+{
+    (void)state;
+    check_rope_grad(16, 1.0f);
+    check_rope_grad(12, 1.0f);
+    check_rope_grad(12, 1.15470054f);
 }
 
 /* ---- SwiGLU ---------------------------------------------------------------------------------- */
@@ -1065,6 +1077,7 @@ static void check_peft(const char *family)
                 for (int which = 0; which < 2; which++) {
                     adapter_pair *p = adapter_at(&fx.l.ad, l, order[w]);
                     lora_pair *s = lora_at(&fx.l, l, order[w]);
+                    if (!p) continue; /* phi3: k, v and up are parts of qkv_proj and gate_up_proj */
                     pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
                     int64_t n = tensor_numel(t);
                     assert_true((off + (size_t)n) * sizeof(float) <= len_init);
@@ -1138,6 +1151,14 @@ static void test_granite_peft(void **s) { (void)s; check_peft("granite"); }
 static void test_olmo2_model_grads(void **s) { (void)s; check_model_grads("olmo2"); }
 static void test_olmo2_peft(void **s) { (void)s; check_peft("olmo2"); }
 static void test_olmo2_training(void **s) { (void)s; check_training_lowers_loss("olmo2"); }
+/* phi3: LoRA on the fused qkv_proj and gate_up_proj as PEFT applies it (one A, one B over the fused rows),
+ * partial rotary */
+static void test_phi3_model_grads(void **s) { (void)s; check_model_grads("phi3"); }
+static void test_phi3_peft(void **s) { (void)s; check_peft("phi3"); }
+static void test_phi3_training(void **s) { (void)s; check_training_lowers_loss("phi3"); }
+/* phi3 with LongRoPE: the attention factor on cos and sin in the backward pass too */
+static void test_phi3_longrope_model_grads(void **s) { (void)s; check_model_grads("phi3-longrope"); }
+static void test_phi3_longrope_peft(void **s) { (void)s; check_peft("phi3-longrope"); }
 static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
 /* gemma3: q/k norms, local layers on their own rope base (make_gemma3_goldens.py) */
 static void test_gemma3_model_grads(void **s) { (void)s; check_model_grads("gemma3"); }
@@ -1240,6 +1261,9 @@ int main(void)
         cmocka_unit_test(test_granite_peft),
         cmocka_unit_test(test_olmo2_model_grads),  cmocka_unit_test(test_olmo2_peft),
         cmocka_unit_test(test_olmo2_training),
+        cmocka_unit_test(test_phi3_model_grads),   cmocka_unit_test(test_phi3_peft),
+        cmocka_unit_test(test_phi3_training),
+        cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),

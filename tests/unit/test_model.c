@@ -291,6 +291,46 @@ static void test_olmo2_q4_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q4
 static void test_olmo2_hf_dir(void **s) { (void)s; check_hf_dir("olmo2"); }
 static void test_olmo2_greedy(void **s) { (void)s; check_greedy("olmo2"); }
 static void test_olmo2_training_loss(void **s) { (void)s; check_training_loss("olmo2"); }
+/* make_phi3_goldens.py's phi3: qkv_proj and gate_up_proj fused in the files (split into q, k, v and gate, up
+ * on load), 12 of 16 values of each head rotating (partial_rotary_factor 0.75), untied lm_head */
+static void test_phi3_f32(void **s) { (void)s; check_tiny_in("phi3", "tiny-f32", false); }
+static void test_phi3_q8_0(void **s) { (void)s; check_tiny_in("phi3", "tiny-q8_0", false); }
+static void test_phi3_q4_0(void **s) { (void)s; check_tiny_in("phi3", "tiny-q4_0", false); }
+static void test_phi3_nf4_on_load(void **s) { (void)s; check_tiny_in("phi3", "tiny-f32", true); }
+static void test_phi3_hf_dir(void **s) { (void)s; check_hf_dir("phi3"); }
+static void test_phi3_greedy(void **s) { (void)s; check_greedy("phi3"); }
+static void test_phi3_training_loss(void **s) { (void)s; check_training_loss("phi3"); }
+/* phi3 with LongRoPE (Phi-3.5-mini, Phi-4-mini): short factors within original_max_position_embeddings
+ * (256), cos and sin times the attention factor sqrt(1 + ln 4 / ln 256); GGUF rope_factors_short and
+ * phi3.rope.scaling.attn_factor, config.json's rope_scaling */
+static void test_phi3_longrope_f32(void **s) { (void)s; check_tiny_in("phi3-longrope", "tiny-f32", false); }
+static void test_phi3_longrope_hf_dir(void **s) { (void)s; check_hf_dir("phi3-longrope"); }
+static void test_phi3_longrope_greedy(void **s) { (void)s; check_greedy("phi3-longrope"); }
+/* beyond the original positions transformers switches to the long factors, which ptrain does not run yet: a
+ * pass that reaches position 256 is refused, saying so */
+static void test_phi3_longrope_limit(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, "phi3-longrope", "tiny-f32", false, &m);
+    assert_true(m.cfg.rope_short_max == 256 && fabsf(m.cfg.rope_mscale - 1.118034f) < 1e-6f && m.cfg.rope_dim == 12);
+    enum { N = 257 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(i % 300);
+    float *logits = malloc(sizeof(float) * (size_t)m.cfg.vocab);
+    assert_non_null(logits);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(&m, N, &kv), PT_OK);
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids, N - 1, logits, true), PT_OK); /* positions 0 .. 255 */
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids + N - 1, 1, logits, true), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "reaches position 256; this LongRoPE model (phi3) runs its short_factor"));
+    err_clear();
+    kv_cache_free(&m, &kv);
+    free(logits);
+    model_free(&m);
+    backend_close(be);
+}
 static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
 static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
 static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
@@ -319,6 +359,13 @@ static void test_smollm3_config(void **state)
     assert_null(m.layers[1].w[W_FFN_NORM].data);
     assert_true(tensor_numel(&m.layers[1].w[W_Q_NORM]) == 64 && tensor_numel(&m.layers[1].w[W_K_NORM]) == 32);
     model_free(&m);
+    load_model(be, "phi3", "tiny-q4_0", false, &m); /* attn_qkv [128, 64] and ffn_up [256, 64] split on load */
+    assert_string_equal(arch_name(m.cfg.arch), "phi3");
+    assert_true(m.cfg.rope_dim == 12 && model_rope_dim(&m.cfg) == 12 && m.cfg.head_dim == 16 && !m.cfg.tied_embeddings);
+    assert_true(m.layers[1].w[W_Q].shape[0] == 64 && m.layers[1].w[W_K].shape[0] == 32 &&
+                m.layers[1].w[W_V].shape[0] == 32 && m.layers[1].w[W_GATE].shape[0] == 128 &&
+                m.layers[1].w[W_UP].shape[0] == 128 && m.layers[1].w[W_V].dtype == PT_Q4_0);
+    model_free(&m);
     load_model(be, "mistral", "tiny-q4_0", false, &m);
     assert_string_equal(arch_name(m.cfg.arch), "llama");
     assert_true(m.cfg.head_dim == 24 && m.cfg.nope_period == 0 && model_layer_rope(&m.cfg, 3));
@@ -334,7 +381,7 @@ static void test_bad_models(void **state)
         {"llama", "bad-arch", "bad-arch.gguf: architecture \"bert\" is not supported yet; supported: llama (Llama "
                               "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3, "
                               "DeepSeek-R1 Qwen3 distills), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3 "
-                              "(Gemma 3 text)"},
+                              "(Gemma 3 text), phi3 (Phi-3, Phi-3.5, Phi-4, Phi-4-mini)"},
         {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
                                         "complete model file?"},
         {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "
@@ -668,6 +715,12 @@ int main(void)
         cmocka_unit_test(test_olmo2_q4_0),
         cmocka_unit_test(test_olmo2_hf_dir),        cmocka_unit_test(test_olmo2_greedy),
         cmocka_unit_test(test_olmo2_training_loss),
+        cmocka_unit_test(test_phi3_f32),            cmocka_unit_test(test_phi3_q8_0),
+        cmocka_unit_test(test_phi3_q4_0),           cmocka_unit_test(test_phi3_nf4_on_load),
+        cmocka_unit_test(test_phi3_hf_dir),         cmocka_unit_test(test_phi3_greedy),
+        cmocka_unit_test(test_phi3_training_loss),
+        cmocka_unit_test(test_phi3_longrope_f32),   cmocka_unit_test(test_phi3_longrope_hf_dir),
+        cmocka_unit_test(test_phi3_longrope_greedy), cmocka_unit_test(test_phi3_longrope_limit),
         cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
         cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),

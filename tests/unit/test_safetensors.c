@@ -594,11 +594,13 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), "
-                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3)");
+                        "qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), "
+                        "gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 "
-                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3)");
+                        "(Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), "
+                        "gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -624,7 +626,18 @@ static void test_config_errors(void **state)
                         "config.json: tie_word_embeddings: expected true or false, found the string \"yes\"");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
                         "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
-                        "llama3");
+                        "llama3 (and longrope for phi3)");
+    expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"type\":\"longrope\","
+                        "\"short_factor\":[1,1,1,1,1,1,1,1],\"long_factor\":[2,2,2,2,2,2,2,2]}}",
+                        "config.json: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not "
+                        "llama");
+    expect_config_error("{\"model_type\":\"phi3\"," SIZES ",\"original_max_position_embeddings\":64,\"rope_scaling\":{"
+                        "\"type\":\"longrope\",\"short_factor\":[1,1,1],\"long_factor\":[2,2,2]}}",
+                        "config.json: rope scaling (longrope): short_factor and long_factor have 3 values; the 16 "
+                        "rotated values of a head need 8");
+    expect_config_error("{\"model_type\":\"phi3\"," SIZES ",\"rope_scaling\":{\"type\":\"longrope\","
+                        "\"short_factor\":[1,1,1,1,1,1,1,1],\"long_factor\":[2,2,2,2,2,2,2]}}",
+                        "config.json: rope_scaling: short_factor has 8 values and long_factor 7; they must be as long");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8}}",
                         "config.json: rope_scaling.low_freq_factor is missing; every config.json of this model family "
                         "has it: is the file complete? (download the model again)");
@@ -650,7 +663,7 @@ static void test_config_errors(void **state)
     expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,"
                         "\"original_max_position_embeddings\":32768}}",
                         "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
-                        "llama3");
+                        "llama3 (and longrope for phi3)");
     expect_config_error("{\"model_type\":\"gemma3_text\"," SIZES ",\"layer_types\":[\"full_attention\","
                         "\"sliding_attention\"]}",
                         "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
@@ -699,7 +712,7 @@ static void test_granite_multipliers(void **state)
     assert_int_equal(hf_config_parse("config.json", bare, strlen(bare), &h), PT_OK);
     assert_true(h.cfg.embed_scale == 1.0f && h.cfg.attn_scale == 1.0f && h.cfg.residual_scale == 1.0f);
     expect_config_error("{\"model_type\":\"granite\"," SIZES ",\"logits_scaling\":0}",
-                        "config.json: logits_scaling: expected a number above 0 and at most 1e+09, found 0");
+                        "config.json: logits_scaling: expected a number above 1e-09 and at most 1e+09, found 0");
 }
 
 /* SmolLM3's NoPE layers: no_rope_layers (1: RoPE) or no_rope_layer_interval, 4 by default. */

@@ -62,7 +62,7 @@ static float *read_f32(const char *name, size_t *count)
 static int module_index(const char *name)
 {
     for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(w) && !strcmp(adapter_module_name(w), name)) return w;
+        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
     return -1;
 }
 
@@ -377,7 +377,7 @@ static void test_finite_differences(void **state)
             /* the fp32 loss sum (~210) carries ~1.5e-5 of rounding noise per evaluation, which the
              * division by 2h·n (~0.7) keeps at ~2e-5; truncation error is O(h²) */
             print_message("layer %d %s %c[%d]: analytic %.6g, central difference %.6g\n", probes[i][0],
-                          adapter_module_name(probes[i][1]), which ? 'B' : 'A', k, grad[k], fd);
+                          adapter_module_name(PT_ARCH_LLAMA, probes[i][1]), which ? 'B' : 'A', k, grad[k], fd);
             assert_true(fabs(fd - grad[k]) <= 5e-3 * fabs(fd) + 1e-4);
             free(vals);
             free(grad);
