@@ -12,7 +12,7 @@
 #   architecture.
 # - The weight memory estimated from config.json alone equals what inspect measures from the
 #   weights of the committed tiny models (tests/data/hf, qwen2, gemma2, bitsandbytes ones too).
-# - Unsupported architectures (Gemma 3, Mixtral, Phi-3): exit 1 with exactly one error line naming
+# - Unsupported architectures (Gemma 3's multimodal model, Mixtral): exit 1 with exactly one error line naming
 #   the model_type, the class and the supported families.
 # - tests/data/real/peer/*.yaml (the blocks of the peer's multi-GPU page): `check` exits 0, prints
 #   nothing on stderr, and shows every key the file sets in its table.
@@ -58,6 +58,7 @@ tinyllama-1.1b-chat-v1.0|llama (model_type llama, LlamaForCausalLM)|22 layers, h
 smollm2-135m|llama (model_type llama, LlamaForCausalLM)|30 layers, hidden 576, ffn 1536|9 (key/value heads 3, head size 64)|49152 tokens, context 8192, tied embeddings|theta 100000, default scaling; RMSNorm eps 1e-05|none (dtype bfloat16)
 qwen2.5-7b-instruct|qwen2 (model_type qwen2, Qwen2ForCausalLM)|28 layers, hidden 3584, ffn 18944|28 (key/value heads 4, head size 128)|152064 tokens, context 32768, separate lm_head, untied embeddings|theta 1e+06, default scaling; RMSNorm eps 1e-06|none (dtype bfloat16)
 gemma-2-2b-it|gemma2 (model_type gemma2, Gemma2ForCausalLM)|26 layers, hidden 2304, ffn 9216|8 (key/value heads 4, head size 256)|256000 tokens, context 8192, tied embeddings|theta 10000, default scaling; RMSNorm eps 1e-06|none (dtype bfloat16)
+phi-4|phi3 (model_type phi3, Phi3ForCausalLM)|40 layers, hidden 5120, ffn 17920|40 (key/value heads 10, head size 128)|100352 tokens, context 16384, separate lm_head, untied embeddings|theta 250000, default scaling; RMSNorm eps 1e-05|none (dtype bfloat16)
 EOF
 
 run inspect "$R/qwen2.5-7b-instruct"
@@ -65,6 +66,9 @@ expect_eq "qwen2.5-7b-instruct: q/k/v biases" "q/k/v biases" "$(field 'family fe
 run inspect "$R/gemma-2-2b-it"
 ok "gemma-2-2b-it: soft-caps and sliding window from config.json" contains "$(field 'family features')" \
     "soft-caps 50 / 30, sliding window 4096 on layers l % 2 == 0"
+run inspect "$R/phi-4"
+expect_eq "phi-4: fused q/k/v and gate/up, one LoRA each" \
+    "q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj: one LoRA each, as PEFT)" "$(field 'family features')"
 run inspect "$R/llama-2-7b-hf" --no-4bit
 expect_eq "llama-2-7b-hf --no-4bit: 7B parameters in float16" "about 12.6 GB, estimated from config.json (load_in_4bit off)" \
     "$(field 'weights per rank')"
@@ -149,7 +153,6 @@ while IFS='|' read -r dir what; do
 done <<'EOF'
 gemma-3-4b-it|model_type "gemma3" (Gemma3ForConditionalGeneration)
 mixtral-dolphin-2.5|model_type "mixtral" (MixtralForCausalLM)
-phi-4|model_type "phi3" (Phi3ForCausalLM)
 EOF
 
 # --- the peer's example configs ---
