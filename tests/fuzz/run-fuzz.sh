@@ -25,6 +25,9 @@ srcdir=${PTRAIN_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 # tap.sh: skip_test, done_testing, tap_n, tap_fail
 # shellcheck source=/dev/null
 . "$srcdir/tests/tap.sh"
+# the targets are built here with their own sanitizers, whatever the build: one run is enough, the
+# plain build's (make check in a sanitizer build would only repeat it)
+plain_build_only "the fuzz targets are built by this script with their own sanitizers, so the same run in the plain build covers them"
 seconds=${FUZZ_SECONDS:-10}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
