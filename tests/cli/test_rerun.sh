@@ -34,6 +34,10 @@ train() { # train CONFIG [env...]: sets rc; stdout in $tmp/out, stderr in $tmp/e
 # stop CONFIG SIGNAL: train CONFIG slowly, send SIGNAL once it logged a step; sets rc, the output in
 # $tmp/out, and stopped (the step it stopped after)
 stop() {
+    # emptied first: the shell truncates it in the child after the fork, and the loop below must not
+    # read the previous run's step lines and signal a process not yet started (whose SIGINT an
+    # asynchronous command of a non-interactive shell ignores until ptrain installs its handler)
+    : >"$tmp/out"
     PTRAIN_TEST_STEP_DELAY_MS=150 "$P" train "$1" >"$tmp/out" 2>"$tmp/err" &
     pid=$!
     i=0
