@@ -167,18 +167,24 @@ static bool mentions(const uint8_t *p, size_t n, const char *word)
 }
 
 /* Reward modelling's reading of the same rows (see the header comment). */
-static void check_reward(dataset_options opts)
+/* dataset_prepare on opts: true with the sets made; false when it refused the input, which must
+ * be one user error with a message and both sets left zeroed. */
+static bool prepared(const dataset_options *opts, pt_dataset *train, pt_dataset *eval)
 {
     static const pt_dataset zero;
+    pt_status st = dataset_prepare(opts, tok, devnull, train, eval);
+    if (st == PT_OK) return true;
+    CHECK(st == PT_ERR_USER && *err_message());
+    CHECK(!memcmp(train, &zero, sizeof *train) && !memcmp(eval, &zero, sizeof *eval));
+    err_clear();
+    return false;
+}
+
+static void check_reward(dataset_options opts)
+{
     opts.pairs = opts.pairs_reward = true, opts.packing = false;
     pt_dataset train, eval;
-    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
-    if (st != PT_OK) {
-        CHECK(st == PT_ERR_USER && *err_message());
-        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
-        err_clear();
-        return;
-    }
+    if (!prepared(&opts, &train, &eval)) return;
     int32_t max_len = (int32_t)opts.max_seq_length, vocab = tokenizer_vocab_size(tok);
     const pt_dataset *sets[2] = {&train, &eval};
     for (int k = 0; k < 2; k++)
@@ -200,16 +206,9 @@ static void check_reward(dataset_options opts)
 /* KTO's reading of the same rows (see the header comment). */
 static void check_unpaired(dataset_options opts)
 {
-    static const pt_dataset zero;
     opts.unpaired = true, opts.packing = false;
     pt_dataset train, eval;
-    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
-    if (st != PT_OK) {
-        CHECK(st == PT_ERR_USER && *err_message());
-        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
-        err_clear();
-        return;
-    }
+    if (!prepared(&opts, &train, &eval)) return;
     int32_t max_len = (int32_t)opts.max_seq_length, vocab = tokenizer_vocab_size(tok);
     const pt_dataset *sets[2] = {&train, &eval};
     for (int k = 0; k < 2; k++) {
@@ -248,7 +247,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const templates[] = {"chatml", "smollm2", "llama-3", "alpaca", "gemma", "mistral", NULL, "nope"};
     static const pt_tristate assistant_only[] = {PT_AUTO, PT_FALSE, PT_TRUE, PT_AUTO};
     static char *rename_from[] = {"prompt", "response"}, *rename_to[] = {"instruction", "output"};
-    static const pt_dataset zero;
     if (size < 3) return 0;
     uint8_t o0 = data[0], o1 = data[1], o2 = data[2];
     const char *path = o2 & 0x20 ? csv_path : o0 & 0x20 ? jsonl_path : json_path;
@@ -282,14 +280,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mentions_label(data + 3, size - 3)) check_unpaired(opts);
     if (mentions(data + 3, size - 3, "chosen")) check_reward(opts);
     pt_dataset train, eval;
-    pt_status st = dataset_prepare(&opts, tok, devnull, &train, &eval);
-    if (st != PT_OK) {
-        CHECK(st == PT_ERR_USER);
-        CHECK(*err_message());
-        CHECK(!memcmp(&train, &zero, sizeof train) && !memcmp(&eval, &zero, sizeof eval));
-        err_clear();
-        return 0;
-    }
+    if (!prepared(&opts, &train, &eval)) return 0;
     int32_t max_len = (int32_t)opts.max_seq_length;
     CHECK(train.n >= 1 && train.max_len == max_len && train.packed == opts.packing);
     CHECK(opts.val_split_ratio == 0 ? eval.n == 0 : eval.n >= 1);
