@@ -30,5 +30,8 @@ double util_now(void);
 /* FNV-1a 64-bit hash, chained through h (start with UTIL_FNV_INIT). */
 #define UTIL_FNV_INIT 0xcbf29ce484222325ULL
 uint64_t util_fnv1a(uint64_t h, const void *data, size_t len);
+/* splitmix64: the next number of the one seeded generator every module uses (a fixed, portable
+ * sequence, so seeded runs are the same on every machine). */
+uint64_t rng_next(uint64_t *state);
 
 #endif

@@ -59,14 +59,6 @@ bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool
     return false;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w)
 {
     if (!ad || !ad->pairs || !ad->target[w]) return NULL;
@@ -106,7 +98,7 @@ static pt_status make_matrix(pt_backend *be, pt_tensor *t, int64_t rows, int64_t
     return st;
 }
 
-static double unit(uint64_t *rng) { return (double)(splitmix(rng) >> 11) / 9007199254740992.0; }
+static double unit(uint64_t *rng) { return (double)(rng_next(rng) >> 11) / 9007199254740992.0; }
 
 /* n numbers: uniform in +-bound (torch's kaiming_uniform_ with a = sqrt(5): bound 1/sqrt(fan_in)),
  * or normal with standard deviation std (Box-Muller) when bound is 0. */

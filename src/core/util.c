@@ -1,4 +1,4 @@
-/* util.c — string buffer, string copies and hashing shared by the modules. */
+/* util.c — string buffer, string copies, hashing and the seeded generator shared by the modules. */
 #include "ptrain/util.h"
 
 #include <stdarg.h>
@@ -86,4 +86,12 @@ double util_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }

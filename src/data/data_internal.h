@@ -18,8 +18,7 @@
 #include "ptrain/tokenizer.h"
 #include "ptrain/util.h"
 
-/* ---- random.c: splitmix64 and Fisher-Yates ---- */
-uint64_t rng_next(uint64_t *state);
+/* ---- random.c: bounded draws and Fisher-Yates over rng_next (util.h) ---- */
 /* A uniform integer in [0, n) (n > 0), without modulo bias. */
 uint64_t rng_below(uint64_t *state, uint64_t n);
 /* out[0..n) = a permutation of 0..n-1 fully determined by seed. */

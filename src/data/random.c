@@ -1,15 +1,7 @@
-/* random.c — the one random source of the data pipeline: splitmix64 (a fixed, portable
- * generator, so orders are the same on every machine), unbiased bounded draws, and the
+/* random.c — the data pipeline's draws from the shared splitmix64 (rng_next in util.c, a fixed,
+ * portable generator, so orders are the same on every machine): unbiased bounded draws, and the
  * Fisher-Yates permutation that shuffling, the train/eval split and the sampler use. */
 #include "data_internal.h"
-
-uint64_t rng_next(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 uint64_t rng_below(uint64_t *state, uint64_t n)
 {

@@ -1,17 +1,10 @@
 /* sample.c — next-token sampling: greedy at temperature 0, else temperature + nucleus (top-p)
  * sampling with a seeded generator, so the same seed gives the same text. */
 #include "ptrain/sample.h"
+#include "ptrain/util.h"
 
 #include <math.h>
 #include <stdlib.h>
-
-static uint64_t rng_next(uint64_t *s)
-{ /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 static int argmax(const float *v, int n)
 {

@@ -1,20 +1,13 @@
 /* score_head.c — the reward model's score head (score_head.h): its fp32 tensors on the backend,
  * its seeded normal initialisation, and its AdamW step through the backend's own op. */
 #include "ptrain/score_head.h"
+#include "ptrain/util.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static double unit(uint64_t *rng) { return ((double)(splitmix(rng) >> 11) + 0.5) / 9007199254740992.0; }
+static double unit(uint64_t *rng) { return ((double)(rng_next(rng) >> 11) + 0.5) / 9007199254740992.0; }
 
 pt_status score_head_create(score_head *s, pt_backend *be, int64_t dim, double std, uint64_t seed)
 {
