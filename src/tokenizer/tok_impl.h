@@ -191,6 +191,7 @@ struct pt_tokenizer {
     uint8_t strip_start, strip_stop; /* characters stripped per token when !strip_fused */
     bool strip_fused;             /* the Strip comes after Fuse: it applies to the whole text */
     char strip_char[5];
+    bool clean_up_spaces; /* decode: transformers' clean_up_tokenization (" ." -> ".", " n't" -> "n't", ...) */
     char ms_rep[8];  /* Metaspace decoder: the first token drops these characters */
     uint8_t ms_rep_len;
     added_token *added;
