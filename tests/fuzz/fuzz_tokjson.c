@@ -60,6 +60,7 @@ static void encode_all(const pt_tokenizer *tok)
         "Hello world! The quick brown fox 1234567890.", "def f(x):\n\treturn x * 2  # code\n",
         "\xe6\x9c\xba\xe5\x99\xa8\xe5\xad\xa6\xe4\xb9\xa0 \xf0\x9f\x98\x80 caf\xc3\xa9",
         "   spaces   \n\n\n\t\ttabs \xe2\x96\x81 ", "<s>x</s><|im_start|>user<start_of_turn> word <tool> y", "",
+        "a , b . c ! d ? it 's I 'm we 've they 're don 't ' x ' .",
     };
     for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++)
         for (int special = 0; special < 2; special++) {

@@ -8,7 +8,7 @@ fixed text) with each pipeline ptrain reads: byte-level (GPT-2's ByteLevel regex
 then ByteLevel as Llama 3 / Qwen2; Digits; NFC/NFKC normalizers; ignore_merges), SentencePiece-
 style (Metaspace first/always/never; Prepend + Replace as Llama 2; Replace + newline Split as
 Gemma 4; byte fallback with the Replace/ByteFallback/Fuse/Strip decoders), added tokens with
-their flags and a TemplateProcessing post-processor. A seed is: one byte (bit 0: a
+their flags, a TemplateProcessing post-processor, and decoding's clean-up flags. A seed is: one byte (bit 0: a
 tokenizer_config.json follows), the tokenizer.json text, and with bit 0 a 0x00 byte and the
 tokenizer_config.json text.
 
@@ -121,10 +121,13 @@ def vocab_of(tok):
 def main():
     os.makedirs(os.path.join(HERE, "corpus", "tokjson"), exist_ok=True)
     os.makedirs(os.path.join(HERE, "corpus", "tokgguf"), exist_ok=True)
+    configs = {
+        "llama3": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{{ messages[0]['content'] }}"},
+        "gpt2": {"clean_up_tokenization_spaces": True,
+                 "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output": True},
+    }
     for v in ("gpt2", "llama3", "digits", "nfkc", "ignore_merges"):
-        write_json(f"bytelevel-{v}", byte_level(v),
-                   {"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{{ messages[0]['content'] }}"}
-                   if v == "llama3" else None)
+        write_json(f"bytelevel-{v}", byte_level(v), configs.get(v))
     for v in ("metaspace-first", "metaspace-always", "metaspace-never", "llama2", "gemma4"):
         write_json(f"spm-{v}", sentencepiece(v), {"bos_token": "<s>"} if v == "llama2" else None)
 
