@@ -8,7 +8,8 @@ fixed text) with each pipeline ptrain reads: byte-level (GPT-2's ByteLevel regex
 then ByteLevel as Llama 3 / Qwen2; Digits; NFC/NFKC normalizers; ignore_merges), SentencePiece-
 style (Metaspace first/always/never; Prepend + Replace as Llama 2; Replace + newline Split as
 Gemma 4; byte fallback with the Replace/ByteFallback/Fuse/Strip decoders), added tokens with
-their flags, a TemplateProcessing post-processor, and decoding's clean-up flags. A seed is: one byte (bit 0: a
+their flags, a TemplateProcessing post-processor, decoding's clean-up flags, and the
+tokenizer classes whose pipeline transformers builds itself (Qwen2Tokenizer, Qwen3_5Tokenizer). A seed is: one byte (bit 0: a
 tokenizer_config.json follows), the tokenizer.json text, and with bit 0 a 0x00 byte and the
 tokenizer_config.json text.
 
@@ -123,6 +124,8 @@ def main():
     os.makedirs(os.path.join(HERE, "corpus", "tokgguf"), exist_ok=True)
     configs = {
         "llama3": {"bos_token": "<s>", "eos_token": "</s>", "chat_template": "{{ messages[0]['content'] }}"},
+        "nfkc": {"tokenizer_class": "Qwen3_5Tokenizer", "add_prefix_space": True},
+        "digits": {"tokenizer_class": "Qwen2Tokenizer"},
         "gpt2": {"clean_up_tokenization_spaces": True,
                  "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output": True},
     }
