@@ -8,6 +8,10 @@
 # pins; its vendor/llama.cpp/models/), about 75 MB to download, 80 MB kept.
 # Usage: share/scripts/fetch-llama-vocabs.sh [DEST_DIR]   (default: $PTRAIN_LLAMA_VOCABS, else
 # ~/.cache/ptrain/llama-vocabs, where the test looks; a complete DEST_DIR is kept as it is).
+# Then, when PTRAIN_PYTHON has transformers (the test environment), tests/reference/
+# make_llama_vocab_hf.py makes DEST_DIR/hf/NAME/: each vocabulary as a tokenizer.json directory
+# with transformers' ids for its texts (test_llama_vocab's Hugging Face side; about 5 minutes the
+# first time on 2 cores, a warning and no failure when it cannot).
 # PTRAIN_PYTHON: a Python with pip (default python3). Exit 1, saying why, when the archive cannot
 # be fetched or does not hold the files.
 set -eu
@@ -18,13 +22,24 @@ if [ -z "$version" ]; then
     echo "fetch-llama-vocabs.sh: no llama-cpp-python==VERSION in $here/test-python.sh" >&2
     exit 1
 fi
+py=${PTRAIN_PYTHON:-python3}
+hf_side() {
+    [ -f "$dest/hf/gemma-4/ids.json" ] && [ -f "$dest/hf/qwen35/ids.json" ] && return 0
+    if ! "$py" -c 'import transformers, tokenizers, gguf' 2>/dev/null; then
+        echo "fetch-llama-vocabs.sh: $py has no transformers/tokenizers/gguf: no hf/ directories (test_llama_vocab's Hugging Face side will skip)" >&2
+        return 0
+    fi
+    "$py" "$here/../../tests/reference/make_llama_vocab_hf.py" "$dest" >&2 ||
+        echo "fetch-llama-vocabs.sh: warning: make_llama_vocab_hf.py failed; test_llama_vocab's Hugging Face side will skip" >&2
+}
 if [ -f "$dest/ggml-vocab-gpt-2.gguf.out" ] && [ -f "$dest/ggml-vocab-qwen35.gguf.out" ]; then
     echo "fetch-llama-vocabs.sh: $dest: there"
+    hf_side
     exit 0
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
-if ! "${PTRAIN_PYTHON:-python3}" -m pip download --quiet --no-deps --no-binary :all: -d "$work" \
+if ! "$py" -m pip download --quiet --no-deps --no-binary :all: -d "$work" \
     "llama-cpp-python==$version" >"$work/pip.log" 2>&1; then
     tail -n 5 "$work/pip.log" >&2
     echo "fetch-llama-vocabs.sh: could not download llama-cpp-python $version's source archive from PyPI" >&2
@@ -40,3 +55,4 @@ fi
 mkdir -p "$dest"
 cp "$work/x/$top/vendor/llama.cpp/models/"ggml-vocab-* "$dest/"
 echo "fetch-llama-vocabs.sh: $dest: $(ls "$dest" | grep -c '\.gguf$') vocabularies, $(ls "$dest" | grep -c '\.inp$') with test texts (llama-cpp-python $version)"
+hf_side

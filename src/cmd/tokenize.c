@@ -8,12 +8,15 @@
  * own bos/eos texts) and tokenizes that as it is. Only the tokenizer is loaded, never the
  * weights. Output: one line per text, the ids separated by spaces, or the pieces each quoted
  * ('...' with \n, \t, \\, \' and other bytes below 0x20 or not UTF-8 escaped), as llama.cpp's
- * llama-tokenize prints them. */
+ * llama-tokenize prints them. With --lines the lines are encoded in parallel, blocks of lines
+ * over OpenMP's threads (OMP_NUM_THREADS), as dataset preparation encodes its rows, and printed in
+ * order; the first line that fails (in input order) is the error. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
 #include <getopt.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,16 +172,39 @@ static void print_piece(const char *p, size_t len)
     putchar('\'');
 }
 
+/* The ids as decimal numbers separated by spaces, then "\n", written in one piece. */
+static void print_id_line(const int32_t *ids, size_t n)
+{
+    char buf[8192];
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (used > sizeof buf - 16) {
+            fwrite(buf, 1, used, stdout);
+            used = 0;
+        }
+        if (i) buf[used++] = ' ';
+        char digits[12];
+        int k = 0;
+        uint32_t v = ids[i] < 0 ? (uint32_t)0 - (uint32_t)ids[i] : (uint32_t)ids[i];
+        do digits[k++] = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        if (ids[i] < 0) buf[used++] = '-';
+        while (k) buf[used++] = digits[--k];
+    }
+    buf[used++] = '\n';
+    fwrite(buf, 1, used, stdout);
+}
+
 static pt_status print_ids(const pt_tokenizer *tok, const tok_options *o, const int32_t *ids, size_t n)
 {
+    if (!o->pieces) {
+        print_id_line(ids, n);
+        return PT_OK;
+    }
     strbuf piece = {0};
     pt_status st = PT_OK;
     for (size_t i = 0; st == PT_OK && i < n; i++) {
         if (i) putchar(' ');
-        if (!o->pieces) {
-            printf("%d", ids[i]);
-            continue;
-        }
         piece.len = 0;
         st = tokenizer_decode_token(tok, ids[i], &piece);
         if (st == PT_OK) print_piece(piece.data ? piece.data : "", piece.len);
@@ -198,6 +224,52 @@ static pt_status tokenize_one(const pt_tokenizer *tok, const tok_options *o, con
     return st;
 }
 
+enum { LINES_BLOCK = 16384 };
+
+typedef struct {
+    int32_t *ids;
+    size_t n;
+    pt_status st;
+    char *why; /* the error message of a failed line (malloc'd) */
+} line_ids;
+
+/* The lines of s (split on "\n"; a last line without one counts, an empty last one does not),
+ * encoded block by block in parallel and printed in order. */
+static pt_status tokenize_lines(const pt_tokenizer *tok, const tok_options *o, const char *s, size_t len)
+{
+    line_ids *out = calloc(LINES_BLOCK, sizeof *out);
+    size_t *start = malloc(sizeof *start * (LINES_BLOCK + 1));
+    pt_status st = out && start ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t at = 0, first = 1; st == PT_OK && at < len; first += LINES_BLOCK) {
+        long n = 0;
+        while (n < LINES_BLOCK && at < len) {
+            const char *nl = memchr(s + at, '\n', len - at);
+            start[n++] = at;
+            at = nl ? (size_t)(nl - s) + 1 : len;
+        }
+        start[n] = at;
+#pragma omp parallel for schedule(dynamic, 64)
+        for (long i = 0; i < n; i++) {
+            size_t end = start[i + 1];
+            if (end > start[i] && s[end - 1] == '\n') end--;
+            line_ids *r = &out[i];
+            r->st = text_ids(tok, o, s + start[i], end - start[i], first + (size_t)i, &r->ids, &r->n);
+            if (r->st != PT_OK) r->why = strdup(err_message());
+        }
+        for (long i = 0; i < n; i++) {
+            if (st == PT_OK && out[i].st != PT_OK)
+                st = ERR(out[i].st, "%s", out[i].why ? out[i].why : "out of memory");
+            if (st == PT_OK) st = print_ids(tok, o, out[i].ids, out[i].n);
+            free(out[i].ids);
+            free(out[i].why);
+            out[i] = (line_ids){0};
+        }
+    }
+    free(out);
+    free(start);
+    return st;
+}
+
 static pt_status tokenize_run(const tok_options *o)
 {
     strbuf in = {0};
@@ -207,13 +279,7 @@ static pt_status tokenize_run(const tok_options *o)
     pt_model_format fmt;
     if (st == PT_OK) st = model_load_tokenizer(o->model, NULL, &tok, resolved, sizeof resolved, &fmt);
     const char *s = in.data ? in.data : "";
-    if (st == PT_OK && !o->lines) st = tokenize_one(tok, o, s, in.len, 1);
-    for (size_t at = 0, line = 1; st == PT_OK && o->lines && at < in.len; line++) {
-        const char *nl = memchr(s + at, '\n', in.len - at);
-        size_t end = nl ? (size_t)(nl - s) : in.len;
-        st = tokenize_one(tok, o, s + at, end - at, line);
-        at = end + 1;
-    }
+    if (st == PT_OK) st = o->lines ? tokenize_lines(tok, o, s, in.len) : tokenize_one(tok, o, s, in.len, 1);
     if (fflush(stdout) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "writing the ids to standard output failed");
     tokenizer_free(tok);
     sb_free(&in);

@@ -71,6 +71,31 @@ pt_status tokenizer_decode_token(const pt_tokenizer *tok, int32_t id, strbuf *ou
     return tok_sb_append(out, tok->bytes + tok->tok[id].off, tok->tok[id].len);
 }
 
+/* transformers' clean_up_tokenization on out->data[start..]: each pair replaced over the whole text
+ * in this order, left to right without overlaps (Python's str.replace); every replacement is
+ * shorter, so it is done in place. */
+static void clean_up_spaces(strbuf *out, size_t start)
+{
+    static const char *const pairs[][2] = {{" .", "."},    {" ?", "?"},    {" !", "!"},     {" ,", ","},
+                                           {" ' ", "'"},   {" n't", "n't"}, {" 'm", "'m"},  {" 's", "'s"},
+                                           {" 've", "'ve"}, {" 're", "'re"}};
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        const char *from = pairs[k][0], *to = pairs[k][1];
+        size_t flen = strlen(from), tlen = strlen(to), r = start, w = start;
+        while (r < out->len) {
+            if (out->len - r >= flen && memcmp(out->data + r, from, flen) == 0) {
+                memmove(out->data + w, to, tlen);
+                w += tlen;
+                r += flen;
+            } else {
+                out->data[w++] = out->data[r++];
+            }
+        }
+        out->len = w;
+        if (out->data) out->data[w] = '\0';
+    }
+}
+
 pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n, strbuf *out)
 {
     size_t start = out->len;
@@ -80,6 +105,7 @@ pt_status tokenizer_decode(const pt_tokenizer *tok, const int32_t *ids, size_t n
         TRY(first ? tok_spm_decode_first(tok, ids[0], out) : tokenizer_decode_token(tok, ids[i], out));
     }
     tok_spm_strip_text(tok, out, start);
+    if (tok->clean_up_spaces) clean_up_spaces(out, start);
     return PT_OK;
 }
 

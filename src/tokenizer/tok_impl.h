@@ -98,6 +98,9 @@ enum { GGUF_TOKEN_CONTROL = 3, GGUF_TOKEN_USER_DEFINED = 4 };
 #define RE_QWEN2                                                                                   \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+#define RE_QWEN35                                                                                  \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* A pre-tokenizer GGUF files name (tok_pre_names.c): Split "Isolated" by each of regexes (a
  * NULL-terminated list) in turn, then ByteLevel (splitting with GPT-2's regex when
@@ -191,6 +194,7 @@ struct pt_tokenizer {
     uint8_t strip_start, strip_stop; /* characters stripped per token when !strip_fused */
     bool strip_fused;             /* the Strip comes after Fuse: it applies to the whole text */
     char strip_char[5];
+    bool clean_up_spaces; /* decode: transformers' clean_up_tokenization (" ." -> ".", " n't" -> "n't", ...) */
     char ms_rep[8];  /* Metaspace decoder: the first token drops these characters */
     uint8_t ms_rep_len;
     added_token *added;

@@ -2,7 +2,9 @@
  * SentencePiece-style when no ByteLevel step is there) with jansson, and the bos/eos tokens and
  * the chat template from the tokenizer_config.json beside it when there is one. Errors name the
  * file and the JSON path of the offending value (tok_json_base.c). The normalizer, Metaspace,
- * decoder and post-processor are read by tok_json_spm.c. */
+ * decoder and post-processor are read by tok_json_spm.c. A tokenizer_class whose pipeline
+ * transformers 5 builds itself (Qwen2Tokenizer, Qwen3_5Tokenizer) gets that pipeline in place of
+ * the file's, as transformers does. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +242,18 @@ static pt_status json_pretokenizer(pt_tokenizer *t, const json_t *root)
 
 /* ---- tokenizer_config.json ---- */
 
+/* The path of the tokenizer_config.json beside path (malloc'd), or NULL when out of memory. */
+static char *config_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
+    char *file = malloc(dir + sizeof "tokenizer_config.json");
+    if (!file) return NULL;
+    memcpy(file, path, dir);
+    strcpy(file + dir, "tokenizer_config.json");
+    return file;
+}
+
 /* cfg[key]: a token given as "text" or {"content": "text"} (or null) -> its id in *id. */
 static pt_status json_config_token(const pt_tokenizer *t, const char *file, const json_t *cfg, const char *key, int32_t *id)
 {
@@ -254,29 +268,80 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     return PT_OK;
 }
 
-/* bos/eos and the chat template from tokenizer_config.json in the directory of path, if any. Its
- * add_bos_token/add_eos_token are not read: beside a tokenizer.json, transformers 5 drops them
- * and the post-processor alone decides. */
+/* bos/eos, the chat template and the decoder's clean-up from tokenizer_config.json in the directory
+ * of path, if any. Its add_bos_token/add_eos_token are not read: beside a tokenizer.json,
+ * transformers 5 drops them and the post-processor alone decides. clean_up_tokenization_spaces
+ * cleans decoded text only with clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output
+ * also true, as transformers 5.25 decides for a BPE model (without it, it ignores the flag). */
 static pt_status json_config(pt_tokenizer *t, const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    size_t dir = slash ? (size_t)(slash - path + 1) : 0;
-    char *file = malloc(dir + sizeof "tokenizer_config.json");
+    char *file = config_path(path);
     if (!file) return ERR(PT_ERR_NOMEM, "out of memory");
-    memcpy(file, path, dir);
-    strcpy(file + dir, "tokenizer_config.json");
     json_t *cfg = NULL;
     pt_status rc = access(file, F_OK) == 0 ? tok_json_open(file, &cfg) : PT_OK;
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
     if (rc == PT_OK && cfg) rc = tok_json_config_template(t, file, cfg);
+    bool clean = false, for_bpe = false;
+    if (rc == PT_OK && cfg)
+        rc = tok_json_flag(file, cfg, "clean_up_tokenization_spaces", "clean_up_tokenization_spaces", false, &clean);
+    if (rc == PT_OK && cfg)
+        rc = tok_json_flag(file, cfg, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output",
+                           "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", false, &for_bpe);
+    t->clean_up_spaces = clean && for_bpe;
     json_decref(cfg);
     free(file);
     return rc;
 }
 
-static pt_status json_build(pt_tokenizer *t, const json_t *root, const char *path)
+/* transformers 5 builds the tokenizer of a tokenizer_class with an __init__ of its own from the
+ * file's vocabulary, merges, added tokens and post-processor, and the class's own normalizer,
+ * pre-tokenizer, decoder and BPE flags, whatever the file says (convert_to_native_format). For
+ * Qwen2Tokenizer and Qwen3_5Tokenizer that is NFC, the class's split regex (Qwen2's; Qwen3.5's,
+ * which keeps marks with letters), then ByteLevel without its regex (add_prefix_space from
+ * tokenizer_config.json, default false), and BPE without unk, byte fallback, fuse_unk or
+ * ignore_merges: root is changed to say so. The file's pipeline stays for other classes, whose
+ * own pipelines ptrain's readers already give (the tests hold them to transformers). */
+static pt_status json_class_pipeline(json_t *root, const char *path)
 {
+    char *file = config_path(path);
+    if (!file) return ERR(PT_ERR_NOMEM, "out of memory");
+    json_t *cfg = NULL;
+    pt_status rc = access(file, F_OK) == 0 ? tok_json_open(file, &cfg) : PT_OK;
+    const char *cls = json_string_value(json_object_get(cfg, "tokenizer_class"));
+    const char *re = !cls                                 ? NULL
+                     : strcmp(cls, "Qwen2Tokenizer") == 0   ? RE_QWEN2
+                     : strcmp(cls, "Qwen3_5Tokenizer") == 0 ? RE_QWEN35
+                                                            : NULL;
+    json_t *model = json_object_get(root, "model");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    bool prefix = false;
+    if (rc == PT_OK && re && json_is_object(model) && (!type || strcmp(type, "BPE") == 0))
+        rc = tok_json_flag(file, cfg, "add_prefix_space", "add_prefix_space", false, &prefix);
+    else
+        re = NULL;
+    if (rc == PT_OK && re) {
+        json_t *pre = json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}", "type", "Sequence",
+                                "pretokenizers", "type", "Split", "pattern", "Regex", re, "behavior", "Isolated",
+                                "invert", 0, "type", "ByteLevel", "add_prefix_space", prefix, "trim_offsets", 1,
+                                "use_regex", 0);
+        bool ok = pre && json_object_set_new(root, "pre_tokenizer", pre) == 0 &&
+                  json_object_set_new(root, "normalizer", json_pack("{s:s}", "type", "NFC")) == 0 &&
+                  json_object_set_new(root, "decoder", json_pack("{s:s}", "type", "ByteLevel")) == 0 &&
+                  json_object_set_new(model, "unk_token", json_null()) == 0 &&
+                  json_object_set_new(model, "byte_fallback", json_false()) == 0 &&
+                  json_object_set_new(model, "fuse_unk", json_false()) == 0 &&
+                  json_object_set_new(model, "ignore_merges", json_false()) == 0;
+        if (!ok) rc = ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    json_decref(cfg);
+    free(file);
+    return rc;
+}
+
+static pt_status json_build(pt_tokenizer *t, json_t *root, const char *path)
+{
+    TRY(json_class_pipeline(root, path));
     t->kind = tok_json_has_bytelevel(json_object_get(root, "pre_tokenizer"), 0) ? TOK_BYTE_LEVEL : TOK_SPM;
     TRY(tok_json_normalizer(t, root));
     TRY(json_model(t, root));

@@ -61,10 +61,7 @@ static const char *const re_spark[] = {
     "\\p{N}", NULL};
 static const char *const re_deepseek_coder[] = {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", RE_CJK_DEEPSEEK, "\\p{N}", NULL};
 static const char *const re_falcon[] = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", RE_GPT2_LLAMACPP, "[0-9][0-9][0-9]", NULL};
-static const char *const re_qwen35[] = {
-    RE_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-                    "\\s+(?!\\S)|\\s+",
-    NULL};
+static const char *const re_qwen35[] = {RE_QWEN35, NULL};
 static const char *const re_bloom[] = {
     " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+", NULL};
 static const char *const re_viking[] = {

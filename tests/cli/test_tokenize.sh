@@ -25,6 +25,17 @@ printf 'Hello world\n\nx<s>y' >"$tmp/in.txt"
 expect_eq "llama3: --lines: one line of ids per line of the file" "4000 958 1444
 4000
 4000 87 27 82 29 88" "$("$P" tokenize --model "$L3" --lines "$tmp/in.txt")"
+awk 'BEGIN { for (i = 0; i < 40000; i++) printf "line %d: caf\303\251 %s\n", i, (i % 3 ? "x<s>y" : "") }' >"$tmp/many.txt"
+OMP_NUM_THREADS=1 "$P" tokenize --model "$L3" --lines "$tmp/many.txt" >"$tmp/one.ids"
+OMP_NUM_THREADS=2 "$P" tokenize --model "$L3" --lines "$tmp/many.txt" >"$tmp/two.ids"
+expect_eq "--lines: 40000 lines (3 blocks), one id line each" 40000 "$(wc -l <"$tmp/two.ids" | tr -d ' ')"
+ok "--lines: the same ids on 2 threads as on 1" cmp -s "$tmp/one.ids" "$tmp/two.ids"
+expect_eq "--lines: line 39999 (the last block) as the line alone" \
+    "$(sed -n 39999p "$tmp/many.txt" | tr -d '\n' | "$P" tokenize --model "$L3")" "$(sed -n 39999p "$tmp/two.ids")"
+printf 'fine\nalso fine\nbad \377\nfine\n' | OMP_NUM_THREADS=2 "$P" tokenize --model "$L3" --lines >"$tmp/out" 2>"$tmp/err"
+expect_eq "--lines: a line of invalid UTF-8: exit 1" 1 $?
+expect_eq "  after printing the lines before it" 2 "$(wc -l <"$tmp/out" | tr -d ' ')"
+ok "  saying so" contains "$(cat "$tmp/err")" "not valid UTF-8"
 expect_eq "spm: --pieces quotes each token's text" "'<s>' ' Hello' ' world'" \
     "$(printf 'Hello world' | "$P" tokenize --model "$SPM" --pieces)"
 out=$(printf '[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello"}]' | "$P" tokenize --model "$SPM" --chat)

@@ -6,7 +6,21 @@
  * archive of llama.cpp's Python bindings (share/scripts/fetch-llama-vocabs.sh) into
  * $PTRAIN_LLAMA_VOCABS, else ~/.cache/ptrain/llama-vocabs; without them the test skips, saying
  * why. Vocabularies of encoder-only models (bert-bge: WordPiece) are expected to be refused with
- * the reason; the others must load. */
+ * the reason; the others must load.
+ *
+ * The Hugging Face side: tests/reference/make_llama_vocab_hf.py makes a tokenizer.json directory
+ * of each vocabulary (transformers' GGUF conversion, or the tokenizers library where transformers
+ * has none: command-r, refact, mpt, gemma-4) in hf/NAME/ of the same folder, with ids.json: the
+ * ids transformers' tokenizer(text, add_special_tokens=False) gives on that directory for
+ * llama.cpp's texts and tests/data/tokenizer/hf_side_texts.json (code, CJK, emoji, white-space
+ * runs, numbers, right-to-left text), and the tokenizers library's on the tokenizer.json alone.
+ * ptrain on the directory (tokenizer_encode, special tokens in the text parsed, as transformers
+ * parses its added tokens) must give transformers' ids for every text, and the tokenizers
+ * library's wherever transformers agrees with the file (transformers 5 builds the pipeline of a
+ * tokenizer_class with its own __init__, e.g. Qwen2Tokenizer's NFC, itself, and so does ptrain:
+ * tok_json.c; the texts where that differs from the file are counted); invalid UTF-8 must be refused with
+ * a message that says so. Without hf/ that part skips, saying how to make it; the sanitizer build
+ * (PTRAIN_SANITIZERS=1) checks three of the directories (gpt-2, phi-3, mpt), the plain build all. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <jansson.h>
 
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
@@ -141,6 +157,110 @@ static void check_vocab(void **state)
     assert_int_equal(good, n);
 }
 
+/* ---- the Hugging Face side ---- */
+
+typedef struct {
+    const char *name;
+    bool in_sanitizer_build; /* also checked there (the others take minutes under ASan) */
+} hf_case;
+
+static bool hf_present(const char *name)
+{
+    char probe[4300];
+    snprintf(probe, sizeof probe, "%s/hf/%s/ids.json", vocab_dir, name);
+    struct stat st;
+    return stat(probe, &st) == 0;
+}
+
+/* Invalid UTF-8 is one clear error, whatever the vocabulary. */
+static void check_invalid_utf8(const pt_tokenizer *tok, const char *name)
+{
+    static const char bad[][8] = {"a\xff b", "\xc3(", "\xed\xa0\x80", "ok\xe2\x82"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        pt_status rc = tokenizer_encode(tok, bad[k], strlen(bad[k]), true, &ids, &n);
+        free(ids);
+        if (rc != PT_ERR_USER || !strstr(err_message(), "not valid UTF-8"))
+            fail_msg("%s: invalid UTF-8 text %zu: expected a refusal saying it is not valid UTF-8, got %d (%s)", name,
+                     k, rc, rc == PT_OK ? "accepted" : err_message());
+    }
+}
+
+static bool ids_equal(const int32_t *ids, size_t n, const json_t *want)
+{
+    if (n != json_array_size(want)) return false;
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] != json_integer_value(json_array_get(want, k))) return false;
+    return true;
+}
+
+static void check_hf(void **state)
+{
+    const hf_case *c = *state;
+    const char *san = getenv("PTRAIN_SANITIZERS");
+    if (san && strcmp(san, "1") == 0 && !c->in_sanitizer_build) {
+        print_message("%s: the sanitizer build checks three of the tokenizer.json directories (gpt-2, phi-3, mpt: "
+                      "both loaders' paths); the plain build checks all\n", c->name);
+        skip();
+    }
+    if (!hf_present(c->name)) {
+        print_message("%s: no hf/%s/ids.json in %s (tests/reference/make_llama_vocab_hf.py makes it)\n", c->name,
+                      c->name, vocab_dir);
+        skip();
+    }
+    char path[4300], ids_path[4300];
+    snprintf(path, sizeof path, "%s/hf/%s/tokenizer.json", vocab_dir, c->name);
+    snprintf(ids_path, sizeof ids_path, "%s/hf/%s/ids.json", vocab_dir, c->name);
+    pt_tokenizer *tok = NULL;
+    if (tokenizer_from_json(path, &tok) != PT_OK) fail_msg("%s", err_message());
+    json_error_t jerr;
+    json_t *g = json_load_file(ids_path, 0, &jerr);
+    if (!g) fail_msg("%s: %s", ids_path, jerr.text);
+    const json_t *texts = json_object_get(g, "texts"), *hf = json_object_get(g, "ids"),
+                 *file = json_object_get(g, "file_ids");
+    const char *cls = json_string_value(json_object_get(g, "tokenizer_class"));
+    size_t n = json_array_size(texts), good = 0, good_file = 0, class_differs = 0;
+    assert_int_equal(n, json_array_size(hf));
+    assert_int_equal(n, json_array_size(file));
+    for (size_t i = 0; i < n; i++) {
+        tok_text t = {(char *)json_string_value(json_array_get(texts, i)), json_string_length(json_array_get(texts, i))};
+        int32_t *ids = NULL;
+        size_t nids = 0;
+        bool ok = tokenizer_encode(tok, t.text, t.len, true, &ids, &nids) == PT_OK;
+        bool same_hf = ok && ids_equal(ids, nids, json_array_get(hf, i));
+        bool split = !json_equal(json_array_get(file, i), json_array_get(hf, i));
+        good += same_hf;
+        good_file += ok && ids_equal(ids, nids, json_array_get(file, i));
+        class_differs += split;
+        if (!same_hf) {
+            char shown[200], got[300];
+            tok_fmt_text(shown, sizeof shown, &t);
+            tok_fmt_ids(got, sizeof got, ids, nids);
+            print_message("%s (hf) text %zu \"%s\": got%s\n", c->name, i, shown, got);
+        }
+        free(ids);
+    }
+    print_message("%s (hf, %s): %zu of %zu texts equal to transformers' %s(text, add_special_tokens=False); %zu to "
+                  "the tokenizers library on the tokenizer.json alone%s\n",
+                  c->name, json_string_value(json_object_get(g, "source")), good, n, cls ? cls : "?", good_file,
+                  class_differs ? " (the class's own pipeline, which transformers and ptrain use, differs from the "
+                                  "file's there)"
+                                : "");
+    check_invalid_utf8(tok, c->name);
+    json_decref(g);
+    tokenizer_free(tok);
+    assert_int_equal(good, n);
+    assert_int_equal(good_file + class_differs, n);
+}
+
+static const hf_case hf_cases[] = {
+    {"gpt-2", true},       {"llama-bpe", false},    {"qwen2", false},        {"refact", false},
+    {"starcoder", false},  {"llama-spm", false},    {"phi-3", true},         {"command-r", false},
+    {"mpt", true},         {"falcon", false},       {"deepseek-coder", false}, {"deepseek-llm", false},
+    {"qwen35", false},     {"gemma-4", false},
+};
+
 int main(void)
 {
     if (!find_vocab_dir()) {
@@ -150,9 +270,14 @@ int main(void)
                vocab_dir[0] ? vocab_dir : "$HOME");
         return 0;
     }
-    enum { N = sizeof cases / sizeof cases[0] };
-    struct CMUnitTest tests[N];
+    enum { N = sizeof cases / sizeof cases[0], NH = sizeof hf_cases / sizeof hf_cases[0] };
+    struct CMUnitTest tests[N + NH];
+    static char hf_names[NH][48];
     for (size_t i = 0; i < N; i++)
         tests[i] = (struct CMUnitTest){cases[i].name, check_vocab, NULL, NULL, (void *)&cases[i]};
+    for (size_t i = 0; i < NH; i++) {
+        snprintf(hf_names[i], sizeof hf_names[i], "%s (tokenizer.json)", hf_cases[i].name);
+        tests[N + i] = (struct CMUnitTest){hf_names[i], check_hf, NULL, NULL, (void *)&hf_cases[i]};
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -521,6 +521,100 @@ static void test_gguf_pre_names(void **state)
     assert_true(names >= 60);
 }
 
+/* tokenizer_decode under tokenizer_config.json's clean-up flags, as transformers 5's decode
+ * (cleanup_goldens.json, tests/reference/make_cleanup_goldens.py): the SmolLM2 tokenizer.json
+ * (BPE) with no flag, with clean_up_tokenization_spaces alone (ignored for BPE) and with
+ * clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output too (cleaned). */
+static void test_decode_clean_up(void **state)
+{
+    (void)state;
+    json_t *g = tok_load_json("cleanup_goldens.json");
+    char base[4096], cfg_path[4096];
+    tok_data_path(base, sizeof base, "smollm2/tokenizer.json");
+    tok_data_path(cfg_path, sizeof cfg_path, "smollm2/tokenizer_config.json");
+    json_t *own = json_load_file(cfg_path, 0, NULL);
+    assert_non_null(own);
+    const json_t *cases = json_object_get(g, "cases"), *texts = json_object_get(g, "texts");
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        const json_t *c = json_array_get(cases, k);
+        json_t *cfg = json_deep_copy(own);
+        json_object_update(cfg, json_object_get(c, "config"));
+        char *config = json_dumps(cfg, 0), name[32];
+        snprintf(name, sizeof name, "clean-%zu", k);
+        json_t *none = json_object();
+        pt_tokenizer *tok = tok_load_patched(base, none, config, tmpdir, name);
+        for (size_t i = 0; i < json_array_size(texts); i++) {
+            const char *text = json_string_value(json_array_get(texts, i));
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (tokenizer_encode(tok, text, strlen(text), true, &ids, &n) != PT_OK) fail_msg("%s", err_message());
+            const json_t *want = json_array_get(json_object_get(c, "ids"), i);
+            assert_int_equal(n, json_array_size(want));
+            for (size_t j = 0; j < n; j++) assert_int_equal(ids[j], json_integer_value(json_array_get(want, j)));
+            strbuf sb = {0};
+            if (tokenizer_decode(tok, ids, n, &sb) != PT_OK) fail_msg("%s", err_message());
+            const char *expect = json_string_value(json_array_get(json_object_get(c, "decoded"), i));
+            if (strcmp(sb.data ? sb.data : "", expect) != 0)
+                fail_msg("config %s, text %zu: decoded \"%s\", transformers \"%s\"", config, i, sb.data, expect);
+            sb_free(&sb);
+            free(ids);
+        }
+        tokenizer_free(tok);
+        json_decref(none);
+        free(config);
+        json_decref(cfg);
+    }
+    json_decref(own);
+    json_decref(g);
+}
+
+/* A tokenizer_class whose pipeline transformers 5 builds itself (class_goldens.json,
+ * tests/reference/make_class_goldens.py): qwen2-mini's tokenizer.json with no normalizer and
+ * GPT-2's ByteLevel regex, under no class (the file's pipeline), Qwen2Tokenizer and
+ * Qwen3_5Tokenizer (NFC and the class's split): every id as transformers'. */
+static void test_class_pipeline(void **state)
+{
+    (void)state;
+    json_t *g = tok_load_json("class_goldens.json");
+    char base[4096];
+    tok_data_path(base, sizeof base, "qwen2-mini/tokenizer.json");
+    char cfg_path[4096];
+    tok_data_path(cfg_path, sizeof cfg_path, "qwen2-mini/tokenizer_config.json");
+    json_t *own = json_load_file(cfg_path, 0, NULL);
+    assert_non_null(own);
+    const json_t *cases = json_object_get(g, "cases"), *texts = json_object_get(g, "texts");
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        const json_t *c = json_array_get(cases, k);
+        json_t *cfg = json_deep_copy(own);
+        json_object_update(cfg, json_object_get(c, "config"));
+        char *config = json_dumps(cfg, 0), name[32];
+        snprintf(name, sizeof name, "class-%zu", k);
+        pt_tokenizer *tok = tok_load_patched(base, json_object_get(g, "patch"), config, tmpdir, name);
+        for (size_t i = 0; i < json_array_size(texts); i++) {
+            tok_text t = {(char *)json_string_value(json_array_get(texts, i)),
+                          json_string_length(json_array_get(texts, i))};
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (tokenizer_encode(tok, t.text, t.len, true, &ids, &n) != PT_OK) fail_msg("%s", err_message());
+            const json_t *want = json_array_get(json_object_get(c, "ids"), i);
+            bool same = n == json_array_size(want);
+            for (size_t j = 0; same && j < n; j++) same = ids[j] == json_integer_value(json_array_get(want, j));
+            if (!same) {
+                char shown[200], got[300];
+                tok_fmt_text(shown, sizeof shown, &t);
+                tok_fmt_ids(got, sizeof got, ids, n);
+                fail_msg("config %s, text %zu \"%s\": got%s", config, i, shown, got);
+            }
+            free(ids);
+        }
+        tokenizer_free(tok);
+        free(config);
+        json_decref(cfg);
+    }
+    json_decref(own);
+    json_decref(g);
+}
+
 /* tokenizer.ggml.model "gemma4": the file's merges over "▁"-spelled tokens, no prefix; a file
  * without merges is refused, saying what is missing. */
 static void test_gguf_gemma4_tiny(void **state)
@@ -763,7 +857,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8),     cmocka_unit_test(test_encode_text),
         cmocka_unit_test(test_encode_text_real), cmocka_unit_test(test_gguf_smollm2),
         cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_pre_names),
-        cmocka_unit_test(test_gguf_gemma4_tiny), cmocka_unit_test(test_gguf_refused),
+        cmocka_unit_test(test_gguf_gemma4_tiny), cmocka_unit_test(test_decode_clean_up), cmocka_unit_test(test_class_pipeline), cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_throughput),
