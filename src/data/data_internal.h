@@ -218,8 +218,10 @@ void label_free(label_ctx *c);
 const char *label_template_known(const char *name);
 /* Byte spans [start, end) of the assistant text in the rendered conversation (written to text;
  * tools: the row's, or NULL): the template's {% generation %} blocks where it has them (as
- * transformers' return_assistant_tokens_mask), else each assistant turn's content and end-of-turn
- * text found by rendering the turns up to it; 2 entries per span in *spans (malloc'd). */
+ * transformers' return_assistant_tokens_mask), else each assistant turn from the end of the
+ * rendering of the turns before it with the generation prompt (or its content's start) to its
+ * end-of-turn text, found by rendering the turns up to it (label.c); 2 entries per span in
+ * *spans (malloc'd). */
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *text,
                       size_t **spans, int *n_spans);
 /* Mark labels[t] = ids[t] for the tokens overlapping a span: by the tokens' byte offsets in text

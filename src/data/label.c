@@ -3,12 +3,15 @@
  * Chat rows are rendered with the chat template and tokenized once with parse_special, as they
  * are: the template writes bos where the model's own template does (apply_chat_template adds no
  * special tokens), so a chat row never gets two. With assistant-only loss the labelled tokens
- * are found from byte spans of the rendered text: for assistant turn i, the span ends where the
- * rendering of turns 0..i ends, less the template's trailer after the end-of-turn text ("\n" for
- * chatml and gemma, "" for llama-3 and mistral, "\n\n" for alpaca), and starts where the
- * end-of-turn text begins in the rendering of turns 0..i with turn i's content emptied (so the
- * trimming of contents is accounted for). Both renderings must be prefixes of the full text
- * (checked). A token is labelled when its bytes overlap a span (HF's
+ * are found from byte spans of the rendered text: the template's {% generation %} blocks where it
+ * has them (transformers' return_assistant_tokens_mask), else, for assistant turn i, from where
+ * the rendering of turns 0..i-1 with the generation prompt ends (TRL's prompt-completion mask;
+ * else where turn i's content starts) to where the rendering of turns 0..i ends, less trailing
+ * white space (the end-of-turn text is labelled, the "\n" after it is not). A template that
+ * renders the last turn with more than a turn later turns follow (Qwen3's <think> block) is
+ * matched by the turn's text: the longest text at the start that ends turn i's rendering as
+ * the last one. The renderings used must be prefixes of the full text (checked; said when no
+ * method finds a turn). A token is labelled when its bytes overlap a span (HF's
  * return_assistant_tokens_mask rule); token byte offsets come from decoding the ids one by one
  * (exact for byte-level BPE; whitespace an lstrip/rstrip special token swallowed is skipped).
  * Should the decoded tokens not line up with the text, each span's token range is found instead
@@ -59,12 +62,12 @@ void label_free(label_ctx *c)
 
 /* ---- spans ---- */
 
-static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *out,
-                        size_t **spans, int *n_spans)
+static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, bool gen,
+                        strbuf *out, size_t **spans, int *n_spans)
 {
     out->len = 0;
     if (out->data) out->data[0] = '\0';
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools};
+    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
     return chat_tmpl_render(c->ct, &a, m, n, out, spans, n_spans);
 }
 
@@ -73,34 +76,72 @@ static bool starts_with(const strbuf *s, const char *prefix, size_t n)
     return s->len >= n && memcmp(s->data, prefix, n) == 0;
 }
 
+static size_t trim_end(const char *s, size_t n)
+{
+    while (n > 0 && strchr(" \t\r\n", s[n - 1])) n--;
+    return n;
+}
+
 #define SENTINEL "\xee\x80\x80" /* U+E000, in place of the content: where the content starts */
 
-/* The span of assistant turn i by rendering the turns up to it: [*a, *b) runs from where its
- * content starts (found with the content replaced by SENTINEL) to the end of its rendering less
- * trailing white space (its end-of-turn text included). The rendering must be a prefix of the
- * whole conversation's. */
-static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
-                           strbuf *tmp, size_t *a, size_t *b)
+/* Where assistant turn i starts in the whole rendering full, or SIZE_MAX: after the rendering of
+ * the turns before it with the generation prompt (as TRL's prompt-completion mask: what the model
+ * writes after the prompt, a <think> block the template opens included), else where its content
+ * starts (found with the content replaced by SENTINEL). Either must be a prefix of full. */
+static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
+                            strbuf *tmp, size_t *a)
 {
-    TRY(render(c, m, i + 1, tools, tmp, NULL, NULL));
-    bool ok = starts_with(full, tmp->data, tmp->len);
-    size_t end = tmp->len;
-    while (end > 0 && strchr(" \t\r\n", tmp->data[end - 1])) end--;
-    *b = end;
+    *a = SIZE_MAX;
+    if (render(c, m, i, tools, true, tmp, NULL, NULL) == PT_OK) {
+        if (starts_with(full, tmp->data, tmp->len)) return *a = tmp->len, PT_OK;
+    } else
+        err_clear(); /* a template may refuse a conversation ending in a user turn: try the content */
     const char *content = m[i].content;
     m[i].content = SENTINEL;
-    pt_status rc = render(c, m, i + 1, tools, tmp, NULL, NULL);
+    pt_status rc = render(c, m, i + 1, tools, false, tmp, NULL, NULL);
     m[i].content = content;
     TRY(rc);
     const char *at = strstr(sb_text(tmp), SENTINEL);
-    *a = at ? (size_t)(at - tmp->data) : 0;
-    ok = ok && at && *a <= *b && starts_with(full, tmp->data, *a);
-    if (ok) return PT_OK;
+    if (at && starts_with(full, tmp->data, (size_t)(at - tmp->data))) *a = (size_t)(at - tmp->data);
+    return PT_OK;
+}
+
+/* Where assistant turn i (starting at a) ends in full, or SIZE_MAX: the rendering of the turns up
+ * to it, less trailing white space (its end-of-turn text included), when that is a prefix of full.
+ * A template that renders a last turn with more (Qwen3: a <think> block, dropped from turns a later
+ * user turn follows) is matched by the turn's text: the longest text after a in full that ends
+ * the turn's rendering as the last one. */
+static pt_status turn_end(const label_ctx *c, const chat_message *m, int i, const json_t *tools, const strbuf *full,
+                          strbuf *tmp, size_t a, size_t *b)
+{
+    *b = SIZE_MAX;
+    TRY(render(c, m, i + 1, tools, false, tmp, NULL, NULL));
+    size_t end = trim_end(tmp->data, tmp->len);
+    if (starts_with(full, tmp->data, tmp->len)) {
+        if (end >= a) *b = end;
+        return PT_OK;
+    }
+    if (!starts_with(full, tmp->data, a) || end <= a) return PT_OK;
+    const char *turn = tmp->data + a, *text = full->data + a;
+    size_t n = end - a, room = full->len - a;
+    for (size_t k = n < room ? n : room; k > 0 && *b == SIZE_MAX; k--)
+        if (text[k - 1] == turn[n - 1] && !memcmp(text, turn + n - k, k)) *b = a + k;
+    return PT_OK;
+}
+
+/* The span [*a, *b) of assistant turn i by rendering the turns up to it (turn_start, turn_end). */
+static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
+                           strbuf *tmp, size_t *a, size_t *b)
+{
+    TRY(turn_start(c, m, i, tools, full, tmp, a));
+    if (*a != SIZE_MAX) TRY(turn_end(c, m, i, tools, full, tmp, *a, b));
+    if (*a != SIZE_MAX && *b != SIZE_MAX && *b > *a) return PT_OK;
     return ERR(PT_ERR_USER,
-               "chat template %s: cannot find assistant turn %d by rendering the turns up to it (the template "
-               "renders it differently once later turns follow, e.g. dropping its reasoning, and has no "
-               "{%% generation %%} blocks to mark it); set assistant_only_loss: false, or choose a chat_template",
-               shown_text(c->template).s, i);
+               "chat template %s: cannot find assistant turn %d in the rendered conversation: the template has "
+               "no {%% generation %%} blocks to mark it, and neither the rendering of the turns before it "
+               "(with the generation prompt) nor that of the turns up to it is where the whole conversation's "
+               "rendering has them; set assistant_only_loss: false, or choose a chat_template",
+               shown_text(c->template ? c->template : "model").s, i);
 }
 
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *text,
@@ -109,7 +150,7 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const js
     *spans = NULL;
     *n_spans = 0;
     bool marked = chat_tmpl_has_generation(c->ct);
-    TRY(render(c, m, n, tools, text, marked ? spans : NULL, marked ? n_spans : NULL));
+    TRY(render(c, m, n, tools, false, text, marked ? spans : NULL, marked ? n_spans : NULL));
     if (marked) return PT_OK; /* the template's own {% generation %} spans, as transformers takes them */
     chat_message *copy = malloc(sizeof *copy * (size_t)(n + 1));
     size_t *out = malloc(sizeof *out * 2 * (size_t)(n + 1));
@@ -121,6 +162,10 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const js
     for (int i = 0; i < n && rc == PT_OK; i++) {
         if (strcmp(m[i].role, "assistant") != 0) continue;
         rc = turn_span(c, copy, i, tools, text, &tmp, &out[2 * k], &out[2 * k + 1]);
+        if (rc == PT_OK && k > 0 && out[2 * k] < out[2 * k - 1])
+            rc = ERR(PT_ERR_USER, "chat template %s: assistant turn %d overlaps the one before it in the rendered "
+                     "conversation; set assistant_only_loss: false, or choose a chat_template",
+                     shown_text(c->template ? c->template : "model").s, i);
         k++;
     }
     sb_free(&tmp);

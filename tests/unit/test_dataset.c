@@ -3,7 +3,9 @@
  * templates gives exactly the expected token ids and labels, computed independently here from
  * hand-written renderings (labels: the tokens between the token counts of the text before and
  * after each assistant content + end-of-turn token, and their decoded text must be exactly those
- * pieces); the offset and prefix labelling methods agree; rename, filter, num_samples, shuffle;
+ * pieces); the offset and prefix labelling methods agree; assistant masks on real templates equal
+ * to TRL 1.16's (tests/reference/make_mask_goldens.py: {% generation %} blocks, Qwen3's template
+ * without them), and the error when no method finds a turn; rename, filter, num_samples, shuffle;
  * several datasets concatenated; truncation and no-loss counts; packing; the train/eval split;
  * the per-rank sampler; batch collation; directories, data_files and split selection; the reader
  * an entry's format picks for a file of another extension; the HF
@@ -339,6 +341,135 @@ static void test_unknown_template(void **state)
                  PT_ERR_USER,
                  "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, qwen2.5, llama-3, "
                  "llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3, or the model's own)");
+}
+
+/* ---- assistant masks against TRL ---- */
+
+static char *read_fixture(const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/%s", srcdir(), rel);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The labelled tokens of ex before token `to`, decoded. */
+static void labelled_before(const pt_tokenizer *tok, const pt_example *ex, int32_t to, strbuf *out)
+{
+    for (int32_t t = 0; t < to && t < ex->len; t++)
+        if (ex->labels[t] != PT_IGNORE_INDEX) assert_int_equal(tokenizer_decode_token(tok, ex->labels[t], out), PT_OK);
+}
+
+/* Rows of tests/data/templates/masks/ through the dataset loader with assistant_only_loss, the
+ * Qwen2-mini tokenizer and a real template: the ids and the assistant mask TRL 1.16's SFTTrainer
+ * computes (tests/reference/make_mask_goldens.py): return_assistant_tokens_mask on templates with
+ * {% generation %} blocks; on Qwen3's, which has none, its training variant's mask, or its
+ * prompt + completion mask from the prompt's end ("from"), the earlier turns checked here. */
+static void test_masks_match_trl(void **state)
+{
+    (void)state;
+    char *golden_text = read_fixture("templates/masks/goldens.json");
+    json_error_t jerr;
+    json_t *golden = json_loads(golden_text, 0, &jerr);
+    assert_non_null(golden);
+    free(golden_text);
+    /* what qwen3-multi's rows label before the completion TRL's prompt + completion mask covers */
+    static const char *const earlier[] = {"\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>",
+                                          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
+                                          "\"Paris\"}}\n</tool_call><|im_end|>",
+                                          "21<|im_end|>"};
+    size_t gi, checked = 0;
+    json_t *g;
+    json_array_foreach(json_object_get(golden, "groups"), gi, g) {
+        const char *name = json_string_value(json_object_get(g, "name"));
+        char rel[512];
+        snprintf(rel, sizeof rel, "templates/%s", json_string_value(json_object_get(g, "template")));
+        char *template = read_fixture(rel);
+        pt_tokenizer *tok;
+        assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+        assert_int_equal(tokenizer_set_chat_template(tok, template), PT_OK);
+        free(template);
+        const json_t *kw = json_object_get(g, "kwargs");
+        bool nothink = json_is_false(json_object_get(kw, "enable_thinking"));
+        pt_dataset ds;
+        pt_status rc = load(tok, &ds,
+                            "max_seq_length: 4096\nassistant_only_loss: true\n%sdataset:\n"
+                            "  - name: \"%s/tests/data/templates/masks/%s.jsonl\"\n",
+                            nothink ? "chat_template_kwargs:\n  enable_thinking: false\n" : "", srcdir(), name);
+        if (rc != PT_OK) print_error("%s: %s\n", name, err_message());
+        assert_int_equal(rc, PT_OK);
+        const json_t *rows = json_object_get(g, "rows");
+        assert_int_equal(ds.n, json_array_size(rows));
+        for (size_t r = 0; r < ds.n; r++) {
+            const json_t *row = json_array_get(rows, r), *ids = json_object_get(row, "ids"),
+                         *mask = json_object_get(row, "mask");
+            const pt_example *ex = &ds.ex[r];
+            int32_t from = (int32_t)json_integer_value(json_object_get(row, "from"));
+            assert_int_equal(ex->len, (int32_t)json_array_size(ids));
+            for (int32_t t = 0; t < ex->len; t++) {
+                assert_int_equal(ex->ids[t], json_integer_value(json_array_get(ids, (size_t)t)));
+                if (t < from) continue;
+                bool want = json_integer_value(json_array_get(mask, (size_t)t)) != 0;
+                if ((ex->labels[t] != PT_IGNORE_INDEX) != want)
+                    print_error("%s row %zu token %d: labelled %d, TRL %d\n", name, r, t,
+                                ex->labels[t] != PT_IGNORE_INDEX, want);
+                assert_int_equal(ex->labels[t] != PT_IGNORE_INDEX, want);
+            }
+            if (from > 0 && !strcmp(name, "qwen3-multi")) {
+                strbuf sb = {0};
+                labelled_before(tok, ex, from, &sb);
+                assert_true(r < sizeof earlier / sizeof *earlier);
+                assert_string_equal(sb_text(&sb), earlier[r]);
+                sb_free(&sb);
+            }
+            checked++;
+        }
+        dataset_free(&ds);
+        tokenizer_free(tok);
+    }
+    assert_int_equal(checked, 19);
+    json_decref(golden);
+}
+
+/* A template that renders earlier turns otherwise once more follow (here: the number of messages
+ * first) has no assistant span either method finds: said, naming the turn and the way out. */
+static void test_masks_not_found(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok;
+    assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(
+                         tok, "{{ messages | length }}{% for m in messages %}{{ m.role }}: {{ m.content }}<|endoftext|>"
+                              "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"),
+                     PT_OK);
+    pt_dataset ds;
+    /* the two-turn row is bad (its first assistant turn cannot be found), the one-turn row kept (a
+     * last turn is where the whole rendering has it) */
+    assert_int_equal(load(tok, &ds, "max_seq_length: 512\nassistant_only_loss: true\ndataset:\n  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    assert_int_equal(ds.stats[0].bad, 1);
+    assert_int_equal(ds.stats[0].n_bad_rows, 1);
+    const char *why = ds.stats[0].bad_rows[0];
+    print_error("# %s\n", why);
+    assert_non_null(strstr(why, "cannot find assistant turn 2 in the rendered conversation: the template has no "
+                                "{% generation %} blocks"));
+    assert_non_null(strstr(why, "set assistant_only_loss: false, or choose a chat_template"));
+    dataset_free(&ds);
+    /* without assistant-only loss the same rows load */
+    assert_int_equal(load(tok, &ds, "max_seq_length: 512\nassistant_only_loss: false\ndataset:\n  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    dataset_free(&ds);
+    tokenizer_free(tok);
 }
 
 /* ---- the two labelling methods ---- */
@@ -1783,7 +1914,9 @@ int main(void)
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
-        cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
+        cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_masks_match_trl),
+        cmocka_unit_test(test_masks_not_found),
+        cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),
