@@ -94,6 +94,14 @@ bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id);
 const char *tokenizer_chat_template(const pt_tokenizer *tok);
 /* Replace it with a copy of text (NULL: none), e.g. a model directory's chat_template.jinja. */
 pt_status tokenizer_set_chat_template(pt_tokenizer *tok, const char *text);
+/* The model's named chat templates beside its default one (tokenizer_config.json's chat_template
+ * as a list of {name, template}, a directory's additional_chat_templates/NAME.jinja, a GGUF's
+ * tokenizer.chat_template.NAME), as transformers' tokenizer.chat_template dict has them: add (or
+ * replace) one; the text of name (NULL when the model has none of that name); their names, ", "
+ * between them, appended to out ("" when none). */
+pt_status tokenizer_add_chat_template(pt_tokenizer *tok, const char *name, const char *text);
+const char *tokenizer_chat_template_named(const pt_tokenizer *tok, const char *name);
+void tokenizer_chat_template_names(const pt_tokenizer *tok, strbuf *out);
 
 /* ---- chat templates ---- */
 struct json_t;
@@ -112,6 +120,8 @@ const char *chat_template_detect(const char *template_text);
  * Jinja texts of template_builtin.c), or "model" (or NULL): model_text, the model's own template.
  * An unknown name, no text, or text that is not a template fails with PT_ERR_USER. */
 typedef struct chat_tmpl chat_tmpl;
+/* The built-in names, as messages list them. */
+#define CHAT_TEMPLATE_BUILTINS "chatml, smollm2, qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3"
 /* The static text of a name chat_tmpl_open takes (a built-in's, or "model"), NULL for others. */
 const char *chat_template_name_known(const char *name);
 pt_status chat_tmpl_open(const char *name, const char *model_text, chat_tmpl **out);

@@ -39,16 +39,55 @@ static char *token_text(const pt_tokenizer *tok, int32_t id)
 
 const char *label_template_known(const char *name) { return chat_template_name_known(name); }
 
+/* The unknown name error, listing the built-ins and the model's own named templates. */
+static pt_status unknown_template(const pt_tokenizer *tok, const char *name)
+{
+    strbuf names = {0};
+    tokenizer_chat_template_names(tok, &names);
+    pt_status rc = name ? ERR(PT_ERR_USER, "unknown chat template \"%s\" (known: %s, or the model's own%s%s)",
+                              shown_text(name).s, CHAT_TEMPLATE_BUILTINS, names.len ? ": model, " : "", sb_text(&names))
+                        : ERR(PT_ERR_USER, "the model has no default chat template, only named ones (%s); set "
+                              "chat_template to one of them or of %s", sb_text(&names), CHAT_TEMPLATE_BUILTINS);
+    sb_free(&names);
+    return rc;
+}
+
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len)
 {
     *c = (label_ctx){.tok = tok, .assistant_only = assistant_only, .max_len = max_len};
     c->template = chat_template_name_known(template);
-    pt_status rc = chat_tmpl_open(template, tok ? tokenizer_chat_template(tok) : NULL, &c->ct);
+    /* a name among the model's own templates (tool_use, rag, ...), as apply_chat_template(chat_template=name) */
+    const char *named = c->template ? NULL : tokenizer_chat_template_named(tok, template);
+    const char *own = tok ? tokenizer_chat_template(tok) : NULL;
+    if (!c->template && !named && template) return unknown_template(tok, template);
+    if (!named && (!template || !strcmp(template, "model")) && !own && tok) { /* named ones and no default */
+        strbuf names = {0};
+        tokenizer_chat_template_names(tok, &names);
+        bool some = names.len > 0;
+        sb_free(&names);
+        if (some) return unknown_template(tok, NULL);
+    }
+    if (named) c->template = "model";
+    pt_status rc = chat_tmpl_open(named ? "model" : template, named ? named : own, &c->ct);
     if (rc != PT_OK) return rc;
     c->bos = token_text(tok, tokenizer_bos(tok));
     c->eos = token_text(tok, tokenizer_eos(tok));
     return PT_OK;
+}
+
+pt_status label_use_tool_template(label_ctx *c)
+{
+    const char *text = c->tok ? tokenizer_chat_template_named(c->tok, "tool_use") : NULL;
+    if (!text || c->ct_tools) return PT_OK;
+    pt_status rc = chat_tmpl_open("model", text, &c->ct_tools);
+    if (rc != PT_OK) err_context("the model's chat template tool_use");
+    return rc;
+}
+
+const chat_tmpl *label_template_for(const label_ctx *c, const json_t *tools)
+{
+    return tools && c->ct_tools ? c->ct_tools : c->ct;
 }
 
 void label_free(label_ctx *c)
@@ -56,8 +95,9 @@ void label_free(label_ctx *c)
     free(c->bos);
     free(c->eos);
     chat_tmpl_free(c->ct);
+    chat_tmpl_free(c->ct_tools);
     c->bos = c->eos = NULL;
-    c->ct = NULL;
+    c->ct = c->ct_tools = NULL;
 }
 
 /* ---- spans ---- */
@@ -68,7 +108,7 @@ static pt_status render(const label_ctx *c, const chat_message *m, int n, const 
     out->len = 0;
     if (out->data) out->data[0] = '\0';
     chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
-    return chat_tmpl_render(c->ct, &a, m, n, out, spans, n_spans);
+    return chat_tmpl_render(label_template_for(c, tools), &a, m, n, out, spans, n_spans);
 }
 
 static bool starts_with(const strbuf *s, const char *prefix, size_t n)
@@ -149,7 +189,7 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const js
 {
     *spans = NULL;
     *n_spans = 0;
-    bool marked = chat_tmpl_has_generation(c->ct);
+    bool marked = chat_tmpl_has_generation(label_template_for(c, tools));
     TRY(render(c, m, n, tools, false, text, marked ? spans : NULL, marked ? n_spans : NULL));
     if (marked) return PT_OK; /* the template's own {% generation %} spans, as transformers takes them */
     chat_message *copy = malloc(sizeof *copy * (size_t)(n + 1));

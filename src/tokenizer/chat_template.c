@@ -21,7 +21,7 @@ struct chat_tmpl {
 };
 
 #define N_BUILTIN 10
-#define BUILTIN_NAMES "chatml, smollm2, qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3"
+#define BUILTIN_NAMES CHAT_TEMPLATE_BUILTINS
 
 pt_status chat_tmpl_open(const char *name, const char *model_text, chat_tmpl **out)
 {

@@ -200,6 +200,8 @@ struct pt_tokenizer {
     int32_t bos, eos, pad;
     bool add_bos, add_eos; /* what the model's tokenizer adds around plain text */
     char *chat_template;
+    char **tmpl_names, **tmpl_texts; /* the model's other named chat templates (tool_use, rag, ...) */
+    int n_tmpl;
     cache_shard cache[CACHE_SHARDS];
 };
 
@@ -390,6 +392,8 @@ __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_st
 pt_status tok_json_open(const char *path, json_t **root);
 /* t->chat_template from tokenizer_config.json's chat_template (file, its name, is cfg). */
 pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg);
+/* Free the named chat templates (template_set.c). */
+void tok_named_templates_free(pt_tokenizer *tok);
 /* obj[key] as a boolean: def when absent or null. */
 pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out);
 

@@ -472,6 +472,67 @@ static void test_masks_not_found(void **state)
     tokenizer_free(tok);
 }
 
+/* A model with named templates (transformers' chat_template dict): chat_template: NAME renders with
+ * that one; with no chat_template a row with tools renders with "tool_use", others with the default
+ * (apply_chat_template's choice); an unknown name lists them; named ones without a default are
+ * refused unless one is chosen. */
+static void test_named_templates(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok;
+    assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(tok, NULL), PT_OK);
+    assert_int_equal(tokenizer_add_chat_template(tok, "tool_use",
+                                                 "{% for m in messages %}T{{ tools | length }}:{{ m.content }};"
+                                                 "{% endfor %}"),
+                     PT_OK);
+    assert_int_equal(tokenizer_add_chat_template(tok, "rag", "{% for m in messages %}R:{{ m.content }};{% endfor %}"),
+                     PT_OK);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ptrain-named-%d.jsonl", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}\n"
+          "{\"messages\": [{\"role\": \"user\", \"content\": \"c\"}, {\"role\": \"assistant\", \"content\": \"d\"}], "
+          "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}\n",
+          f);
+    fclose(f);
+    pt_dataset ds;
+    const char *cfg = "max_seq_length: 64\nassistant_only_loss: false\n%sdataset:\n  - name: \"%s\"\n";
+    /* no default: refused, naming the named ones */
+    assert_int_equal(load(tok, &ds, cfg, "", path), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "the model has no default chat template, only named ones (tool_use, rag); "
+                                          "set chat_template to one of them or of chatml, smollm2"));
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: vicuna\n", path), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, qwen2.5, "
+                                          "llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3, or the "
+                                          "model's own: model, tool_use, rag)"));
+    strbuf sb = {0};
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: rag\n", path), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "R:c;R:d;");
+    dataset_free(&ds);
+    /* a default too: rows with tools take tool_use unless a chat_template is chosen */
+    assert_int_equal(tokenizer_set_chat_template(tok, "{% for m in messages %}D:{{ m.content }};{% endfor %}"), PT_OK);
+    assert_int_equal(load(tok, &ds, cfg, "", path), PT_OK);
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[0].ids, (size_t)ds.ex[0].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "D:a;D:b;");
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "T1:c;T1:d;");
+    dataset_free(&ds);
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: model\n", path), PT_OK);
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "D:c;D:d;");
+    dataset_free(&ds);
+    sb_free(&sb);
+    unlink(path);
+    tokenizer_free(tok);
+}
+
 /* ---- the two labelling methods ---- */
 
 /* Qwen2-mini has <mask> (lstrip) and [R] (rstrip): the offsets skip the white space they swallow. */
@@ -1915,7 +1976,7 @@ int main(void)
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_masks_match_trl),
-        cmocka_unit_test(test_masks_not_found),
+        cmocka_unit_test(test_masks_not_found),   cmocka_unit_test(test_named_templates),
         cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
