@@ -147,7 +147,8 @@ static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const js
 }
 
 /* Where assistant turn i (starting at a) ends in full, or SIZE_MAX: the rendering of the turns up
- * to it, less trailing white space (its end-of-turn text included), when that is a prefix of full.
+ * to it, less trailing white space (its end-of-turn text included), when that is a prefix of full,
+ * or is once the eos a template writes at the end of a conversation is taken off (Phi-3.5).
  * A template that renders a last turn with more (Qwen3: a <think> block, dropped from turns a later
  * user turn follows) is matched by the turn's text: the longest text after a in full that ends
  * the turn's rendering as the last one. */
@@ -160,6 +161,11 @@ static pt_status turn_end(const label_ctx *c, const chat_message *m, int i, cons
     if (starts_with(full, tmp->data, tmp->len)) {
         if (end >= a) *b = end;
         return PT_OK;
+    }
+    size_t eos = c->eos ? strlen(c->eos) : 0; /* a conversation's end marked with eos (Phi-3.5) */
+    if (eos && end >= a + eos && !memcmp(tmp->data + end - eos, c->eos, eos)) {
+        size_t cut = trim_end(tmp->data, end - eos);
+        if (cut > a && starts_with(full, tmp->data, cut)) return *b = cut, PT_OK;
     }
     if (!starts_with(full, tmp->data, a) || end <= a) return PT_OK;
     const char *turn = tmp->data + a, *text = full->data + a;

@@ -18,6 +18,13 @@ SFTTrainer trains with (assistant_only_loss=True):
                generation prompt); compared from the prompt's end on ("from"), the earlier turns
                being TRL's prompt.
 
+The other templates of the corpus TRL has a training variant of (Qwen2.5, Gemma 2, Gemma 3,
+Phi-3.5; Llama 3.1/3.2 have none; gpt-oss's labels each turn's header "<|start|>assistant" too,
+and ptrain cannot find gpt-oss's earlier turns, which end in <|end|> where a last one ends in
+<|return|>) are compared as Qwen3's on the conversations the
+variant renders exactly as the template does; Qwen2.5's as prompt + completion (its variant
+labels the newline after "<|im_start|>assistant", which the prompt holds).
+
   With enable_thinking false the generation prompt holds the empty <think> block, so ptrain (as
   TRL's prompt + completion rows, and inference) takes it as prompt, where TRL's training variant
   labels it: those rows are compared as prompt + completion (qwen3-nothink).
@@ -151,6 +158,42 @@ def main():
               [(SYSTEM, None, 0), (SINGLE, None, 0), (TOOL_CALL, TOOLS, 0)])
     add_group("qwen3-multi", QWEN3, {}, "trl-completion",
               [(MULTI, None, 0), (TOOL_TURNS, TOOLS, 0), (REASON_MULTI, None, 0)])
+
+    # the other templates of the corpus that TRL has a training variant of: the conversations each
+    # renders exactly as the template itself does (TRL's variants differ elsewhere: Qwen2.5's keeps
+    # no more, gpt-oss's keeps earlier turns' reasoning, ...), compared as for Qwen3
+    skipped = []
+    for template, name in (("Qwen-Qwen2.5-7B-Instruct.jinja", "qwen2.5"), ("google-gemma-2-2b-it.jinja", "gemma2"),
+                           ("google-gemma-3-trl.jinja", "gemma3"), ("meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3.1"),
+                           ("meta-llama-Llama-3.2-3B-Instruct.jinja", "llama3.2"),
+                           ("microsoft-Phi-3.5-mini-instruct.jinja", "phi3.5")):
+        with open(os.path.join(TEMPLATES, template), encoding="utf-8", newline="") as f:
+            text = f.read()
+        tok.chat_template = text
+        try:
+            training = get_training_chat_template(tok)
+        except ValueError:  # TRL stores the template for identity only (Llama 3.1/3.2: no training variant)
+            skipped.append(f"{name} (no training variant in TRL)")
+            continue
+        assert training and "generation" in training, template
+        cases = []
+        for conv, messages, tools in (("system", SYSTEM, None), ("single", SINGLE, None), ("multiturn", MULTI, None),
+                                      ("tools", TOOL_TURNS, TOOLS), ("reasoning", REASON_MULTI, None),
+                                      ("tool_call", TOOL_CALL, TOOLS)):
+            try:
+                own = tok.apply_chat_template(messages, chat_template=text, tools=tools, tokenize=False)
+                patched = tok.apply_chat_template(messages, chat_template=training, tools=tools, tokenize=False)
+            except Exception:
+                own, patched = None, ""
+            if own == patched:
+                cases.append((messages, tools, 0))
+            else:
+                skipped.append(f"{name}/{conv}")
+        # Qwen2.5's variant opens the block before the header's newline, which TRL's prompt +
+        # completion mask (and ptrain) leave out: compared as prompt + completion
+        add_group(name, template, {}, "trl-completion" if name == "qwen2.5" else "trl-training", cases)
+    print("not compared (TRL's training variant renders them otherwise, or the template refuses them):",
+          ", ".join(skipped))
 
     with open(os.path.join(OUT, "goldens.json"), "w", encoding="utf-8") as f:
         json.dump({"tokenizer": "qwen2-mini", "groups": groups}, f, ensure_ascii=False, indent=1)

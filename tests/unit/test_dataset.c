@@ -371,8 +371,10 @@ static void labelled_before(const pt_tokenizer *tok, const pt_example *ex, int32
 /* Rows of tests/data/templates/masks/ through the dataset loader with assistant_only_loss, the
  * Qwen2-mini tokenizer and a real template: the ids and the assistant mask TRL 1.16's SFTTrainer
  * computes (tests/reference/make_mask_goldens.py): return_assistant_tokens_mask on templates with
- * {% generation %} blocks; on Qwen3's, which has none, its training variant's mask, or its
- * prompt + completion mask from the prompt's end ("from"), the earlier turns checked here. */
+ * {% generation %} blocks (LFM2.5, Laguna); on those without (Qwen3, Gemma 2 and 3, Phi-3.5), its
+ * training variant's mask where that renders the same text, or (Qwen3 multi-turn, Qwen2.5) its
+ * prompt + completion mask from the prompt's end ("from"), Qwen3's earlier turns checked here.
+ * Every mismatching token is printed before the test fails. */
 static void test_masks_match_trl(void **state)
 {
     (void)state;
@@ -386,7 +388,7 @@ static void test_masks_match_trl(void **state)
                                           "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
                                           "\"Paris\"}}\n</tool_call><|im_end|>",
                                           "21<|im_end|>"};
-    size_t gi, checked = 0;
+    size_t gi, checked = 0, wrong = 0;
     json_t *g;
     json_array_foreach(json_object_get(golden, "groups"), gi, g) {
         const char *name = json_string_value(json_object_get(g, "name"));
@@ -401,27 +403,33 @@ static void test_masks_match_trl(void **state)
         bool nothink = json_is_false(json_object_get(kw, "enable_thinking"));
         pt_dataset ds;
         pt_status rc = load(tok, &ds,
-                            "max_seq_length: 4096\nassistant_only_loss: true\n%sdataset:\n"
+                            "max_seq_length: 4096\nassistant_only_loss: true\nchat_template: model\n%sdataset:\n"
                             "  - name: \"%s/tests/data/templates/masks/%s.jsonl\"\n",
                             nothink ? "chat_template_kwargs:\n  enable_thinking: false\n" : "", srcdir(), name);
         if (rc != PT_OK) print_error("%s: %s\n", name, err_message());
         assert_int_equal(rc, PT_OK);
         const json_t *rows = json_object_get(g, "rows");
+        for (int b = 0; b < ds.stats[0].n_bad_rows; b++) print_error("%s: %s\n", name, ds.stats[0].bad_rows[b]);
         assert_int_equal(ds.n, json_array_size(rows));
         for (size_t r = 0; r < ds.n; r++) {
             const json_t *row = json_array_get(rows, r), *ids = json_object_get(row, "ids"),
                          *mask = json_object_get(row, "mask");
             const pt_example *ex = &ds.ex[r];
             int32_t from = (int32_t)json_integer_value(json_object_get(row, "from"));
+            if (ex->len != (int32_t)json_array_size(ids)) print_error("%s row %zu: length\n", name, r);
             assert_int_equal(ex->len, (int32_t)json_array_size(ids));
             for (int32_t t = 0; t < ex->len; t++) {
                 assert_int_equal(ex->ids[t], json_integer_value(json_array_get(ids, (size_t)t)));
                 if (t < from) continue;
                 bool want = json_integer_value(json_array_get(mask, (size_t)t)) != 0;
-                if ((ex->labels[t] != PT_IGNORE_INDEX) != want)
-                    print_error("%s row %zu token %d: labelled %d, TRL %d\n", name, r, t,
+                if ((ex->labels[t] != PT_IGNORE_INDEX) != want) {
+                    strbuf piece = {0};
+                    (void)tokenizer_decode_token(tok, ex->ids[t], &piece);
+                    print_error("%s row %zu token %d (\"%s\"): labelled %d, TRL %d\n", name, r, t, sb_text(&piece),
                                 ex->labels[t] != PT_IGNORE_INDEX, want);
-                assert_int_equal(ex->labels[t] != PT_IGNORE_INDEX, want);
+                    sb_free(&piece);
+                    wrong++;
+                }
             }
             if (from > 0 && !strcmp(name, "qwen3-multi")) {
                 strbuf sb = {0};
@@ -435,7 +443,8 @@ static void test_masks_match_trl(void **state)
         dataset_free(&ds);
         tokenizer_free(tok);
     }
-    assert_int_equal(checked, 19);
+    assert_int_equal(wrong, 0);
+    assert_int_equal(checked, 40);
     json_decref(golden);
 }
 
