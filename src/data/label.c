@@ -124,18 +124,51 @@ static size_t trim_end(const char *s, size_t n)
 
 #define SENTINEL "\xee\x80\x80" /* U+E000, in place of the content: where the content starts */
 
+/* The last token boundary of full in (lo, d], else lo: the longest text up to d whose tokens
+ * begin full's tokens (TRL's common prefix of the prompt's and the whole conversation's ids). */
+static pt_status token_boundary(const label_ctx *c, const strbuf *full, size_t lo, size_t d, size_t *at)
+{
+    *at = SIZE_MAX;
+    int32_t *all = NULL, *ids = NULL;
+    size_t n_all = 0, n = 0;
+    TRY(tokenizer_encode(c->tok, sb_text(full), full->len, true, &all, &n_all));
+    pt_status rc = PT_OK;
+    for (size_t p = d; p > lo && *at == SIZE_MAX && rc == PT_OK; p--) {
+        if (p < full->len && (full->data[p] & 0xC0) == 0x80) continue; /* inside a UTF-8 character */
+        rc = tokenizer_encode(c->tok, full->data, p, true, &ids, &n);
+        if (rc == PT_OK && n <= n_all && !memcmp(ids, all, n * sizeof *ids)) *at = p;
+        free(ids);
+        ids = NULL;
+    }
+    free(all);
+    if (rc == PT_OK && *at == SIZE_MAX) *at = lo; /* where the turns before end */
+    return rc;
+}
+
 /* Where assistant turn i starts in the whole rendering full, or SIZE_MAX: after the rendering of
  * the turns before it with the generation prompt (as TRL's prompt-completion mask: what the model
- * writes after the prompt, a <think> block the template opens included), else where its content
- * starts (found with the content replaced by SENTINEL). Either must be a prefix of full. */
+ * writes after the prompt, a <think> block the template opens included), when that begins full;
+ * else, when the turns before it render as full begins but the generation prompt holds more than
+ * the turn (Qwen3.5's "<think>\n", Gemma 4's empty thought channel), where the two part, backed
+ * off to a token boundary of full (TRL's common prefix of token ids); else where its content
+ * starts (found with the content replaced by SENTINEL, a prefix of full). */
 static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
                             strbuf *tmp, size_t *a)
 {
     *a = SIZE_MAX;
+    size_t d = 0, before = SIZE_MAX;
     if (render(c, m, i, tools, true, tmp, NULL, NULL) == PT_OK) {
         if (starts_with(full, tmp->data, tmp->len)) return *a = tmp->len, PT_OK;
+        while (d < tmp->len && d < full->len && tmp->data[d] == full->data[d]) d++;
+        strbuf prior = {0};
+        if (render(c, m, i, tools, false, &prior, NULL, NULL) == PT_OK) {
+            if (starts_with(full, prior.data, prior.len) && starts_with(tmp, prior.data, prior.len)) before = prior.len;
+        } else
+            err_clear();
+        sb_free(&prior);
     } else
         err_clear(); /* a template may refuse a conversation ending in a user turn: try the content */
+    if (before != SIZE_MAX && d >= before) return token_boundary(c, full, before, d, a);
     const char *content = m[i].content;
     m[i].content = SENTINEL;
     pt_status rc = render(c, m, i + 1, tools, false, tmp, NULL, NULL);

@@ -19,11 +19,12 @@ SFTTrainer trains with (assistant_only_loss=True):
                being TRL's prompt.
 
 The other templates of the corpus TRL has a training variant of (Qwen2.5, Gemma 2, Gemma 3,
-Phi-3.5; Llama 3.1/3.2 have none; gpt-oss's labels each turn's header "<|start|>assistant" too,
+Phi-3.5, Qwen3.5, Nemotron 3 Nano; Llama 3.1/3.2 have none; gpt-oss's labels each turn's header "<|start|>assistant" too,
 and ptrain cannot find gpt-oss's earlier turns, which end in <|end|> where a last one ends in
 <|return|>) are compared as Qwen3's on the conversations the
-variant renders exactly as the template does; Qwen2.5's as prompt + completion (its variant
-labels the newline after "<|im_start|>assistant", which the prompt holds).
+variant renders exactly as the template does; Qwen2.5's, Qwen3.5's and Nemotron's as prompt +
+completion (their variants label the newline after "<|im_start|>assistant", or the "<think>" of
+the generation prompt, which the prompt holds).
 
   With enable_thinking false the generation prompt holds the empty <think> block, so ptrain (as
   TRL's prompt + completion rows, and inference) takes it as prompt, where TRL's training variant
@@ -163,10 +164,15 @@ def main():
     # renders exactly as the template itself does (TRL's variants differ elsewhere: Qwen2.5's keeps
     # no more, gpt-oss's keeps earlier turns' reasoning, ...), compared as for Qwen3
     skipped = []
+    # Qwen2.5's variant opens the block before the header's newline, Qwen3.5's and Nemotron's before the "<think>"
+    # its generation prompt holds, which TRL's prompt + completion mask (and ptrain) leave out:
+    # compared as prompt + completion
+    COMPLETION = ("qwen2.5", "qwen3.5", "nemotron3-nano")
     for template, name in (("Qwen-Qwen2.5-7B-Instruct.jinja", "qwen2.5"), ("google-gemma-2-2b-it.jinja", "gemma2"),
                            ("google-gemma-3-trl.jinja", "gemma3"), ("meta-llama-Llama-3.1-8B-Instruct.jinja", "llama3.1"),
                            ("meta-llama-Llama-3.2-3B-Instruct.jinja", "llama3.2"),
-                           ("microsoft-Phi-3.5-mini-instruct.jinja", "phi3.5")):
+                           ("microsoft-Phi-3.5-mini-instruct.jinja", "phi3.5"), ("Qwen3.5-4B.jinja", "qwen3.5"),
+                           ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja", "nemotron3-nano")):
         with open(os.path.join(TEMPLATES, template), encoding="utf-8", newline="") as f:
             text = f.read()
         tok.chat_template = text
@@ -180,18 +186,21 @@ def main():
         for conv, messages, tools in (("system", SYSTEM, None), ("single", SINGLE, None), ("multiturn", MULTI, None),
                                       ("tools", TOOL_TURNS, TOOLS), ("reasoning", REASON_MULTI, None),
                                       ("tool_call", TOOL_CALL, TOOLS)):
+            completion = name in COMPLETION
             try:
                 own = tok.apply_chat_template(messages, chat_template=text, tools=tools, tokenize=False)
                 patched = tok.apply_chat_template(messages, chat_template=training, tools=tools, tokenize=False)
+                if completion:  # the prompt must begin the whole rendering, as TRL warns otherwise
+                    prompt = tok.apply_chat_template(messages[:-1], chat_template=text, tools=tools, tokenize=False,
+                                                     add_generation_prompt=True)
+                    patched = own if own.startswith(prompt) else ""
             except Exception:
                 own, patched = None, ""
             if own == patched:
                 cases.append((messages, tools, 0))
             else:
                 skipped.append(f"{name}/{conv}")
-        # Qwen2.5's variant opens the block before the header's newline, which TRL's prompt +
-        # completion mask (and ptrain) leave out: compared as prompt + completion
-        add_group(name, template, {}, "trl-completion" if name == "qwen2.5" else "trl-training", cases)
+        add_group(name, template, {}, "trl-completion" if name in COMPLETION else "trl-training", cases)
     print("not compared (TRL's training variant renders them otherwise, or the template refuses them):",
           ", ".join(skipped))
 

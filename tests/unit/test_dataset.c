@@ -444,7 +444,7 @@ static void test_masks_match_trl(void **state)
         tokenizer_free(tok);
     }
     assert_int_equal(wrong, 0);
-    assert_int_equal(checked, 40);
+    assert_int_equal(checked, 47);
     json_decref(golden);
 }
 
