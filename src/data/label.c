@@ -126,12 +126,19 @@ static size_t trim_end(const char *s, size_t n)
 
 /* The last token boundary of full in (lo, d], else lo: the longest text up to d whose tokens
  * begin full's tokens (TRL's common prefix of the prompt's and the whole conversation's ids). */
-static pt_status token_boundary(const label_ctx *c, const strbuf *full, size_t lo, size_t d, size_t *at)
+typedef struct {
+    int32_t *ids; /* the whole rendering's tokens, encoded when first needed (NULL: not yet) */
+    size_t n;
+} full_tokens;
+
+static pt_status token_boundary(const label_ctx *c, const strbuf *full, full_tokens *ft, size_t lo, size_t d,
+                                size_t *at)
 {
     *at = SIZE_MAX;
-    int32_t *all = NULL, *ids = NULL;
-    size_t n_all = 0, n = 0;
-    TRY(tokenizer_encode(c->tok, sb_text(full), full->len, true, &all, &n_all));
+    if (!ft->ids) TRY(tokenizer_encode(c->tok, sb_text(full), full->len, true, &ft->ids, &ft->n));
+    const int32_t *all = ft->ids;
+    size_t n_all = ft->n, n = 0;
+    int32_t *ids = NULL;
     pt_status rc = PT_OK;
     for (size_t p = d; p > lo && *at == SIZE_MAX && rc == PT_OK; p--) {
         if (p < full->len && (full->data[p] & 0xC0) == 0x80) continue; /* inside a UTF-8 character */
@@ -140,7 +147,6 @@ static pt_status token_boundary(const label_ctx *c, const strbuf *full, size_t l
         free(ids);
         ids = NULL;
     }
-    free(all);
     if (rc == PT_OK && *at == SIZE_MAX) *at = lo; /* where the turns before end */
     return rc;
 }
@@ -153,7 +159,7 @@ static pt_status token_boundary(const label_ctx *c, const strbuf *full, size_t l
  * off to a token boundary of full (TRL's common prefix of token ids); else where its content
  * starts (found with the content replaced by SENTINEL, a prefix of full). */
 static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
-                            strbuf *tmp, size_t *a)
+                            full_tokens *ft, strbuf *tmp, size_t *a)
 {
     *a = SIZE_MAX;
     size_t d = 0, before = SIZE_MAX;
@@ -168,7 +174,7 @@ static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const js
         sb_free(&prior);
     } else
         err_clear(); /* a template may refuse a conversation ending in a user turn: try the content */
-    if (before != SIZE_MAX && d >= before) return token_boundary(c, full, before, d, a);
+    if (before != SIZE_MAX && d >= before) return token_boundary(c, full, ft, before, d, a);
     const char *content = m[i].content;
     m[i].content = SENTINEL;
     pt_status rc = render(c, m, i + 1, tools, false, tmp, NULL, NULL);
@@ -210,9 +216,9 @@ static pt_status turn_end(const label_ctx *c, const chat_message *m, int i, cons
 
 /* The span [*a, *b) of assistant turn i by rendering the turns up to it (turn_start, turn_end). */
 static pt_status turn_span(const label_ctx *c, chat_message *m, int i, const json_t *tools, const strbuf *full,
-                           strbuf *tmp, size_t *a, size_t *b)
+                           full_tokens *ft, strbuf *tmp, size_t *a, size_t *b)
 {
-    TRY(turn_start(c, m, i, tools, full, tmp, a));
+    TRY(turn_start(c, m, i, tools, full, ft, tmp, a));
     if (*a != SIZE_MAX) TRY(turn_end(c, m, i, tools, full, tmp, *a, b));
     if (*a != SIZE_MAX && *b != SIZE_MAX && *b > *a) return PT_OK;
     return ERR(PT_ERR_USER,
@@ -236,11 +242,12 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const js
     if (!copy || !out) abort();
     memcpy(copy, m, sizeof *copy * (size_t)n);
     strbuf tmp = {0};
+    full_tokens ft = {0};
     pt_status rc = PT_OK;
     int k = 0;
     for (int i = 0; i < n && rc == PT_OK; i++) {
         if (strcmp(m[i].role, "assistant") != 0) continue;
-        rc = turn_span(c, copy, i, tools, text, &tmp, &out[2 * k], &out[2 * k + 1]);
+        rc = turn_span(c, copy, i, tools, text, &ft, &tmp, &out[2 * k], &out[2 * k + 1]);
         if (rc == PT_OK && k > 0 && out[2 * k] < out[2 * k - 1])
             rc = ERR(PT_ERR_USER, "chat template %s: assistant turn %d overlaps the one before it in the rendered "
                      "conversation; set assistant_only_loss: false, or choose a chat_template",
@@ -248,6 +255,7 @@ pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const js
         k++;
     }
     sb_free(&tmp);
+    free(ft.ids);
     free(copy);
     if (rc != PT_OK) {
         free(out);

@@ -423,11 +423,11 @@ static void test_masks_match_trl(void **state)
                 if (t < from) continue;
                 bool want = json_integer_value(json_array_get(mask, (size_t)t)) != 0;
                 if ((ex->labels[t] != PT_IGNORE_INDEX) != want) {
-                    strbuf piece = {0};
-                    (void)tokenizer_decode_token(tok, ex->ids[t], &piece);
-                    print_error("%s row %zu token %d (\"%s\"): labelled %d, TRL %d\n", name, r, t, sb_text(&piece),
+                    strbuf shown = {0};
+                    (void)tokenizer_decode_token(tok, ex->ids[t], &shown);
+                    print_error("%s row %zu token %d (\"%s\"): labelled %d, TRL %d\n", name, r, t, sb_text(&shown),
                                 ex->labels[t] != PT_IGNORE_INDEX, want);
-                    sb_free(&piece);
+                    sb_free(&shown);
                     wrong++;
                 }
             }
