@@ -102,6 +102,10 @@ pt_status tokenizer_set_chat_template(pt_tokenizer *tok, const char *text);
 pt_status tokenizer_add_chat_template(pt_tokenizer *tok, const char *name, const char *text);
 const char *tokenizer_chat_template_named(const pt_tokenizer *tok, const char *name);
 void tokenizer_chat_template_names(const pt_tokenizer *tok, strbuf *out);
+/* The special tokens beside bos and eos that transformers passes a template (its
+ * special_tokens_map: unk_token, sep_token, pad_token, cls_token, mask_token as tokenizer_config.json
+ * names them), as a JSON object of texts, or NULL when there are none. */
+const struct json_t *tokenizer_template_tokens(const pt_tokenizer *tok);
 
 /* ---- chat templates ---- */
 struct json_t;
@@ -131,6 +135,7 @@ bool chat_tmpl_has_generation(const chat_tmpl *c);
 /* What transformers passes a template beside the messages. */
 typedef struct {
     const char *bos, *eos;        /* the model's bos_token / eos_token text (NULL: not passed) */
+    const struct json_t *specials; /* the other special tokens' texts (tokenizer_template_tokens), or NULL */
     const struct json_t *kwargs;  /* chat_template_kwargs (enable_thinking, ...), or NULL */
     const struct json_t *tools;   /* the tools' JSON schemas (an array), or NULL */
     bool add_generation_prompt;   /* end where the assistant's reply begins */

@@ -107,7 +107,8 @@ static pt_status render(const label_ctx *c, const chat_message *m, int n, const 
 {
     out->len = 0;
     if (out->data) out->data[0] = '\0';
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
+    chat_args a = {.bos = c->bos, .eos = c->eos, .specials = tokenizer_template_tokens(c->tok), .kwargs = c->kwargs,
+                   .tools = tools, .add_generation_prompt = gen};
     return chat_tmpl_render(label_template_for(c, tools), &a, m, n, out, spans, n_spans);
 }
 

@@ -32,7 +32,8 @@ static pt_status encode_chat(const label_ctx *c, const chat_message *m, int n, c
                              int32_t **ids, size_t *len)
 {
     strbuf text = {0};
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
+    chat_args a = {.bos = c->bos, .eos = c->eos, .specials = tokenizer_template_tokens(c->tok), .kwargs = c->kwargs,
+                   .tools = tools, .add_generation_prompt = gen};
     pt_status rc = chat_tmpl_render(label_template_for(c, tools), &a, m, n, &text, NULL, NULL);
     if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, ids, len);
     sb_free(&text);
@@ -89,7 +90,8 @@ static size_t common_text(const char *a, const char *b)
 
 static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, bool gen, strbuf *out)
 {
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
+    chat_args a = {.bos = c->bos, .eos = c->eos, .specials = tokenizer_template_tokens(c->tok), .kwargs = c->kwargs,
+                   .tools = tools, .add_generation_prompt = gen};
     return chat_tmpl_render(label_template_for(c, tools), &a, m, n, out, NULL, NULL);
 }
 

@@ -1,7 +1,8 @@
 /* template_set.c — the chat templates a tokenizer carries beside its vocabulary: replacing the
  * default text with one found beside it (a Hugging Face model directory's chat_template.jinja,
  * which transformers 5 writes instead of tokenizer_config.json's chat_template), and the model's
- * other named templates (tool_use, rag, ...: transformers' chat_template dict). */
+ * other named templates (tool_use, rag, ...: transformers' chat_template dict), and the other
+ * special tokens' texts a template sees (tokenizer_template_tokens). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +59,8 @@ const char *tokenizer_chat_template_named(const pt_tokenizer *tok, const char *n
 
 void tokenizer_chat_template_names(const pt_tokenizer *tok, strbuf *out)
 {
-    for (int i = 0; tok && i < tok->n_tmpl; i++) sb_printf(out, "%s%s", i ? ", " : "", shown_text(tok->tmpl_names[i]).s);
+    for (int i = 0; tok && i < tok->n_tmpl; i++)
+        sb_printf(out, "%s%s", i ? ", " : "", shown_text(tok->tmpl_names[i]).s);
 }
 
 void tok_named_templates_free(pt_tokenizer *tok)
@@ -71,4 +73,8 @@ void tok_named_templates_free(pt_tokenizer *tok)
     free(tok->tmpl_texts);
     tok->tmpl_names = tok->tmpl_texts = NULL;
     tok->n_tmpl = 0;
+    json_decref(tok->tmpl_tokens);
+    tok->tmpl_tokens = NULL;
 }
+
+const struct json_t *tokenizer_template_tokens(const pt_tokenizer *tok) { return tok ? tok->tmpl_tokens : NULL; }

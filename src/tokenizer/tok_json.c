@@ -254,7 +254,7 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     return PT_OK;
 }
 
-/* bos/eos and the chat template from tokenizer_config.json in the directory of path, if any. Its
+/* bos/eos, the chat template and the other special tokens' texts from tokenizer_config.json in the directory of path, if any. Its
  * add_bos_token/add_eos_token are not read: beside a tokenizer.json, transformers 5 drops them
  * and the post-processor alone decides. */
 static pt_status json_config(pt_tokenizer *t, const char *path)
@@ -270,6 +270,7 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
     if (rc == PT_OK && cfg) rc = tok_json_config_template(t, file, cfg);
+    if (rc == PT_OK && cfg) rc = tok_json_config_specials(t, file, cfg);
     json_decref(cfg);
     free(file);
     return rc;

@@ -51,6 +51,21 @@ pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, co
     return PT_OK;
 }
 
+pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg)
+{
+    static const char *const keys[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const json_t *v = json_object_get(cfg, keys[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, keys[i], "expected a string or {\"content\": ...}");
+        if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
+        if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, keys[i], json_string(json_string_value(v))))
+            return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
 /* t->chat_template from tokenizer_config.json's chat_template: a string, or a list of {name,
  * template} whose "default" one is taken, the others kept by name (file, its name, is cfg). */
 pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)

@@ -542,6 +542,33 @@ static void test_named_templates(void **state)
     tokenizer_free(tok);
 }
 
+/* The template sees the tokenizer's other special tokens as transformers passes them (its
+ * special_tokens_map: those tokenizer_config.json sets; here eos and pad, no bos or unk):
+ * transformers renders "<|endoftext|>|||" before the contents with this tokenizer. */
+static void test_special_token_vars(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/gemma2/hf/tokenizer.json", srcdir());
+    pt_tokenizer *tok;
+    assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(tok, "{{ pad_token }}|{{ unk_token }}|{{ bos_token }}|"
+                                                      "{% for m in messages %}{{ m.content }}{% endfor %}"),
+                     PT_OK);
+    pt_dataset ds;
+    assert_int_equal(load(tok, &ds,
+                          "max_seq_length: 64\nassistant_only_loss: false\nchat_template: model\ndataset:\n"
+                          "  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    strbuf sb = {0};
+    assert_int_equal(tokenizer_decode(tok, ds.ex[0].ids, (size_t)ds.ex[0].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "<|endoftext|>|||What is the capital of France?Arr, Paris it be!");
+    sb_free(&sb);
+    dataset_free(&ds);
+    tokenizer_free(tok);
+}
+
 /* ---- the two labelling methods ---- */
 
 /* Qwen2-mini has <mask> (lstrip) and [R] (rstrip): the offsets skip the white space they swallow. */
@@ -1986,6 +2013,7 @@ int main(void)
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_masks_match_trl),
         cmocka_unit_test(test_masks_not_found),   cmocka_unit_test(test_named_templates),
+        cmocka_unit_test(test_special_token_vars),
         cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
