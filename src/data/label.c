@@ -125,13 +125,13 @@ static size_t trim_end(const char *s, size_t n)
 
 #define SENTINEL "\xee\x80\x80" /* U+E000, in place of the content: where the content starts */
 
-/* The last token boundary of full in (lo, d], else lo: the longest text up to d whose tokens
- * begin full's tokens (TRL's common prefix of the prompt's and the whole conversation's ids). */
 typedef struct {
     int32_t *ids; /* the whole rendering's tokens, encoded when first needed (NULL: not yet) */
     size_t n;
 } full_tokens;
 
+/* The last token boundary of full in (lo, d], else lo: the longest text up to d whose tokens
+ * begin full's tokens (TRL's common prefix of the prompt's and the whole conversation's ids). */
 static pt_status token_boundary(const label_ctx *c, const strbuf *full, full_tokens *ft, size_t lo, size_t d,
                                 size_t *at)
 {
