@@ -373,7 +373,7 @@ static void labelled_before(const pt_tokenizer *tok, const pt_example *ex, int32
  * computes (tests/reference/make_mask_goldens.py): return_assistant_tokens_mask on templates with
  * {% generation %} blocks (LFM2.5, Laguna); on those without (Qwen3, Gemma 2 and 3, Phi-3.5), its
  * training variant's mask where that renders the same text, or (Qwen3 multi-turn, Qwen2.5) its
- * prompt + completion mask from the prompt's end ("from"), Qwen3's earlier turns checked here.
+ * prompt + completion mask from the prompt's end ("from"), the earlier turns checked here.
  * Every mismatching token is printed before the test fails. */
 static void test_masks_match_trl(void **state)
 {
@@ -383,11 +383,30 @@ static void test_masks_match_trl(void **state)
     json_t *golden = json_loads(golden_text, 0, &jerr);
     assert_non_null(golden);
     free(golden_text);
-    /* what qwen3-multi's rows label before the completion TRL's prompt + completion mask covers */
-    static const char *const earlier[] = {"\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>",
-                                          "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": "
-                                          "\"Paris\"}}\n</tool_call><|im_end|>",
-                                          "21<|im_end|>"};
+    /* what rows compared as prompt + completion label before the completion (the earlier turns,
+     * which TRL's mask leaves to the prompt): each turn's text as the whole rendering has it */
+    static const struct {
+        const char *group;
+        size_t row;
+        const char *text;
+    } earlier[] = {
+        {"qwen3-multi", 0, "\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>"},
+        {"qwen3-multi", 1,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call><|im_end|>"},
+        {"qwen3-multi", 2, "21<|im_end|>"},
+        {"qwen2.5", 2, "\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>"},
+        {"qwen2.5", 3,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call><|im_end|>"},
+        {"qwen2.5", 4, "21<|im_end|>"},
+        /* Qwen3.5 trims contents; its generation prompt opens "<think>\n", which the turn after a
+         * tool call closes */
+        {"qwen3.5", 2, "Sure — here:\n```py\nprint(1)\n```<|im_end|>"},
+        {"qwen3.5", 3,
+         "\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n"
+         "</tool_call><|im_end|>"},
+        {"qwen3.5", 4, "21<|im_end|>"},
+        {"nemotron3-nano", 0, "</think>\n21<|im_end|>"},
+    };
     size_t gi, checked = 0, wrong = 0;
     json_t *g;
     json_array_foreach(json_object_get(golden, "groups"), gi, g) {
@@ -431,11 +450,14 @@ static void test_masks_match_trl(void **state)
                     wrong++;
                 }
             }
-            if (from > 0 && !strcmp(name, "qwen3-multi")) {
+            if (from > 0) {
                 strbuf sb = {0};
                 labelled_before(tok, ex, from, &sb);
-                assert_true(r < sizeof earlier / sizeof *earlier);
-                assert_string_equal(sb_text(&sb), earlier[r]);
+                const char *want = "";
+                for (size_t e = 0; e < sizeof earlier / sizeof *earlier; e++)
+                    if (!strcmp(earlier[e].group, name) && earlier[e].row == r) want = earlier[e].text;
+                if (strcmp(sb_text(&sb), want)) print_error("%s row %zu: earlier turns labelled otherwise\n", name, r);
+                assert_string_equal(sb_text(&sb), want);
                 sb_free(&sb);
             }
             checked++;
