@@ -24,9 +24,9 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
         hf_tokenizer weight_check load model_share load_hf model_io ;;
-    src/tokenizer) echo tok_utf8 tok_maps spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
+    src/tokenizer) echo tok_utf8 tok_maps template_set spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
         tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
-        tok_pre_names tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model template_builtin chat_template template_set ;;
+        tok_pre_names tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model template_builtin chat_template ;;
     src/template) echo jvalue jjson jlex jparse jobject jfilter jeval jinja jchat ;;
     src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;

@@ -94,6 +94,18 @@ bool tokenizer_is_special(const pt_tokenizer *tok, int32_t id);
 const char *tokenizer_chat_template(const pt_tokenizer *tok);
 /* Replace it with a copy of text (NULL: none), e.g. a model directory's chat_template.jinja. */
 pt_status tokenizer_set_chat_template(pt_tokenizer *tok, const char *text);
+/* The model's named chat templates beside its default one (tokenizer_config.json's chat_template
+ * as a list of {name, template}, a directory's additional_chat_templates/NAME.jinja, a GGUF's
+ * tokenizer.chat_template.NAME), as transformers' tokenizer.chat_template dict has them: add (or
+ * replace) one; the text of name (NULL when the model has none of that name); their names, ", "
+ * between them, appended to out ("" when none). */
+pt_status tokenizer_add_chat_template(pt_tokenizer *tok, const char *name, const char *text);
+const char *tokenizer_chat_template_named(const pt_tokenizer *tok, const char *name);
+void tokenizer_chat_template_names(const pt_tokenizer *tok, strbuf *out);
+/* The special tokens beside bos and eos that transformers passes a template (its
+ * special_tokens_map: unk_token, sep_token, pad_token, cls_token, mask_token as tokenizer_config.json
+ * names them), as a JSON object of texts, or NULL when there are none. */
+const struct json_t *tokenizer_template_tokens(const pt_tokenizer *tok);
 
 /* ---- chat templates ---- */
 struct json_t;
@@ -112,6 +124,8 @@ const char *chat_template_detect(const char *template_text);
  * Jinja texts of template_builtin.c), or "model" (or NULL): model_text, the model's own template.
  * An unknown name, no text, or text that is not a template fails with PT_ERR_USER. */
 typedef struct chat_tmpl chat_tmpl;
+/* The built-in names, as messages list them. */
+#define CHAT_TEMPLATE_BUILTINS "chatml, smollm2, qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3"
 /* The static text of a name chat_tmpl_open takes (a built-in's, or "model"), NULL for others. */
 const char *chat_template_name_known(const char *name);
 pt_status chat_tmpl_open(const char *name, const char *model_text, chat_tmpl **out);
@@ -121,6 +135,7 @@ bool chat_tmpl_has_generation(const chat_tmpl *c);
 /* What transformers passes a template beside the messages. */
 typedef struct {
     const char *bos, *eos;        /* the model's bos_token / eos_token text (NULL: not passed) */
+    const struct json_t *specials; /* the other special tokens' texts (tokenizer_template_tokens), or NULL */
     const struct json_t *kwargs;  /* chat_template_kwargs (enable_thinking, ...), or NULL */
     const struct json_t *tools;   /* the tools' JSON schemas (an array), or NULL */
     bool add_generation_prompt;   /* end where the assistant's reply begins */

@@ -198,6 +198,7 @@ typedef struct {
     const pt_tokenizer *tok;
     const char *template; /* a built-in template's name or "model" (static text) */
     chat_tmpl *ct;        /* it, compiled */
+    chat_tmpl *ct_tools;  /* the model's "tool_use" template for rows with tools (label_use_tool_template), or NULL */
     const json_t *kwargs; /* chat_template_kwargs, or NULL (the caller's) */
     char *bos, *eos;      /* the tokenizer's bos/eos token texts, or NULL */
     bool assistant_only;
@@ -213,12 +214,19 @@ typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
 pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template, bool assistant_only,
                      int32_t max_len);
 void label_free(label_ctx *c);
+/* Render rows that have tools with the model's template named "tool_use" when it has one (as
+ * transformers' apply_chat_template does when no chat_template is passed). */
+pt_status label_use_tool_template(label_ctx *c);
+/* The template a row is rendered with: c->ct_tools for a row with tools (tools non-NULL), else c->ct. */
+const chat_tmpl *label_template_for(const label_ctx *c, const struct json_t *tools);
 /* A template name's own static text (a built-in's or "model"), NULL when there is no such name. */
 const char *label_template_known(const char *name);
 /* Byte spans [start, end) of the assistant text in the rendered conversation (written to text;
  * tools: the row's, or NULL): the template's {% generation %} blocks where it has them (as
- * transformers' return_assistant_tokens_mask), else each assistant turn's content and end-of-turn
- * text found by rendering the turns up to it; 2 entries per span in *spans (malloc'd). */
+ * transformers' return_assistant_tokens_mask), else each assistant turn from the end of the
+ * rendering of the turns before it with the generation prompt (or its content's start) to its
+ * end-of-turn text, found by rendering the turns up to it (label.c); 2 entries per span in
+ * *spans (malloc'd). */
 pt_status label_spans(const label_ctx *c, const chat_message *m, int n, const json_t *tools, strbuf *text,
                       size_t **spans, int *n_spans);
 /* Mark labels[t] = ids[t] for the tokens overlapping a span: by the tokens' byte offsets in text

@@ -23,7 +23,11 @@ const char *dataset_template_name(const char *chat_template, const pt_tokenizer 
 {
     if (chat_template && *chat_template) return chat_template;
     const char *own = tok ? tokenizer_chat_template(tok) : NULL, *detected = chat_template_detect(own);
-    return detected ? detected : own ? "model" : "chatml";
+    strbuf named = {0}; /* named templates and no default: "model", which says so (label_init) */
+    tokenizer_chat_template_names(tok, &named);
+    bool some = named.len > 0;
+    sb_free(&named);
+    return detected ? detected : own || some ? "model" : "chatml";
 }
 
 /* ---- one row ---- */
@@ -222,6 +226,11 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
     lc.unpaired = L->o->unpaired;
     if (rc != PT_OK) {
         err_context("chat_template");
+        return rc;
+    }
+    if (chat && !(L->o->chat_template && *L->o->chat_template)) rc = label_use_tool_template(&lc);
+    if (rc != PT_OK) {
+        label_free(&lc);
         return rc;
     }
     json_t *kwargs = template_kwargs(L->o->chat_template_kwargs);

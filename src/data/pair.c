@@ -32,8 +32,9 @@ static pt_status encode_chat(const label_ctx *c, const chat_message *m, int n, c
                              int32_t **ids, size_t *len)
 {
     strbuf text = {0};
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
-    pt_status rc = chat_tmpl_render(c->ct, &a, m, n, &text, NULL, NULL);
+    chat_args a = {.bos = c->bos, .eos = c->eos, .specials = tokenizer_template_tokens(c->tok), .kwargs = c->kwargs,
+                   .tools = tools, .add_generation_prompt = gen};
+    pt_status rc = chat_tmpl_render(label_template_for(c, tools), &a, m, n, &text, NULL, NULL);
     if (rc == PT_OK) rc = tokenizer_encode(c->tok, sb_text(&text), text.len, true, ids, len);
     sb_free(&text);
     return rc;
@@ -89,8 +90,9 @@ static size_t common_text(const char *a, const char *b)
 
 static pt_status render(const label_ctx *c, const chat_message *m, int n, const json_t *tools, bool gen, strbuf *out)
 {
-    chat_args a = {.bos = c->bos, .eos = c->eos, .kwargs = c->kwargs, .tools = tools, .add_generation_prompt = gen};
-    return chat_tmpl_render(c->ct, &a, m, n, out, NULL, NULL);
+    chat_args a = {.bos = c->bos, .eos = c->eos, .specials = tokenizer_template_tokens(c->tok), .kwargs = c->kwargs,
+                   .tools = tools, .add_generation_prompt = gen};
+    return chat_tmpl_render(label_template_for(c, tools), &a, m, n, out, NULL, NULL);
 }
 
 /* A conversational row as the texts prompt, chosen and rejected (TRL's maybe_apply_chat_template). */

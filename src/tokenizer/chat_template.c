@@ -21,7 +21,7 @@ struct chat_tmpl {
 };
 
 #define N_BUILTIN 10
-#define BUILTIN_NAMES "chatml, smollm2, qwen2.5, llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3"
+#define BUILTIN_NAMES CHAT_TEMPLATE_BUILTINS
 
 pt_status chat_tmpl_open(const char *name, const char *model_text, chat_tmpl **out)
 {
@@ -96,6 +96,7 @@ pt_status chat_tmpl_render(const chat_tmpl *c, const chat_args *a, const chat_me
     const char *bos = a ? a->bos : NULL, *eos = a ? a->eos : NULL;
     builtin_tokens(c->builtin, &bos, &eos);
     json_t *extra = json_object();
+    if (a && json_is_object(a->specials)) json_object_update(extra, (json_t *)a->specials);
     if (bos) json_object_set_new(extra, "bos_token", json_string(bos));
     if (eos) json_object_set_new(extra, "eos_token", json_string(eos));
     if (a && json_is_object(a->kwargs)) json_object_update(extra, (json_t *)a->kwargs);

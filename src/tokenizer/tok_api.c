@@ -167,6 +167,7 @@ void tokenizer_free(pt_tokenizer *tok)
     free(tok->tok);
     free(tok->bytes);
     free(tok->chat_template);
+    tok_named_templates_free(tok);
     free(tok->source);
     free(tok);
 }

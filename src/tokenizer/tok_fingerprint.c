@@ -86,6 +86,15 @@ static uint64_t mix_settings(uint64_t h, const pt_tokenizer *t)
         h = mix_text(h, t->dec[i].from, t->dec[i].from_len);
         h = mix_text(h, t->dec[i].to, t->dec[i].to_len);
     }
+    if (t->tmpl_tokens) { /* the other special tokens' texts a template sees */
+        char *s = json_dumps(t->tmpl_tokens, JSON_SORT_KEYS | JSON_COMPACT);
+        if (s) h = mix_text(h, s, strlen(s));
+        free(s);
+    }
+    for (int i = 0; i < t->n_tmpl; i++) { /* the named templates (none: the hash as before there were any) */
+        h = mix_text(h, t->tmpl_names[i], strlen(t->tmpl_names[i]));
+        h = mix_text(h, t->tmpl_texts[i], strlen(t->tmpl_texts[i]));
+    }
     return mix_text(h, t->chat_template, t->chat_template ? strlen(t->chat_template) : 0);
 }
 

@@ -1,6 +1,8 @@
 /* tok_gguf_base.c — what both GGUF tokenizer loaders (tok_gguf.c, byte-level; tok_gguf_spm.c,
  * SentencePiece) read the same way: a special token's id (tokenizer.ggml.*_token_id) and the chat
- * template stored with the model (tokenizer.chat_template). */
+ * templates stored with the model (tokenizer.chat_template, and tokenizer.chat_template.NAME for
+ * named ones such as tool_use). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/error.h"
@@ -19,9 +21,25 @@ pt_status tok_gguf_special_id(pt_tokenizer *t, const gguf_file *f, const char *k
     return PT_OK;
 }
 
-/* The chat template stored with the model, if any. */
+/* The chat templates stored with the model, if any. */
 pt_status tok_gguf_template(pt_tokenizer *t, const gguf_file *f)
 {
+    static const char prefix[] = "tokenizer.chat_template.";
+    for (uint64_t i = 0; i < f->n_kv; i++) { /* tokenizer.chat_template.NAME: the named ones (llama.cpp's) */
+        const gguf_kv *kv = &f->kv[i];
+        size_t n = sizeof prefix - 1;
+        if (kv->type != GGUF_TYPE_STRING || kv->key.len <= n || memcmp(kv->key.data, prefix, n)) continue;
+        char *name = strndup(kv->key.data + n, kv->key.len - n), *key = strndup(kv->key.data, kv->key.len);
+        gguf_str s = {0};
+        pt_status rc = name && key ? gguf_get_str(f, key, &s) : ERR(PT_ERR_NOMEM, "out of memory");
+        char *text = rc == PT_OK ? strndup(s.data, s.len) : NULL;
+        if (rc == PT_OK && !text) rc = ERR(PT_ERR_NOMEM, "out of memory");
+        if (rc == PT_OK) rc = tokenizer_add_chat_template(t, name, text);
+        free(text);
+        free(key);
+        free(name);
+        TRY(rc);
+    }
     const gguf_kv *tmpl = gguf_find(f, "tokenizer.chat_template");
     if (!tmpl || tmpl->type != GGUF_TYPE_STRING) return PT_OK;
     gguf_str s;

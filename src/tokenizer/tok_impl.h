@@ -204,6 +204,9 @@ struct pt_tokenizer {
     int32_t bos, eos, pad;
     bool add_bos, add_eos; /* what the model's tokenizer adds around plain text */
     char *chat_template;
+    char **tmpl_names, **tmpl_texts; /* the model's other named chat templates (tool_use, rag, ...) */
+    json_t *tmpl_tokens; /* unk/sep/pad/cls/mask_token texts of tokenizer_config.json, for templates, or NULL */
+    int n_tmpl;
     cache_shard cache[CACHE_SHARDS];
 };
 
@@ -394,6 +397,10 @@ __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_st
 pt_status tok_json_open(const char *path, json_t **root);
 /* t->chat_template from tokenizer_config.json's chat_template (file, its name, is cfg). */
 pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg);
+/* t->tmpl_tokens from tokenizer_config.json's unk/sep/pad/cls/mask_token (a string or {content}). */
+pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg);
+/* Free the named chat templates and the special tokens' texts (template_set.c). */
+void tok_named_templates_free(pt_tokenizer *tok);
 /* obj[key] as a boolean: def when absent or null. */
 pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, const char *path, bool def, bool *out);
 

@@ -268,11 +268,12 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     return PT_OK;
 }
 
-/* bos/eos, the chat template and the decoder's clean-up from tokenizer_config.json in the directory
- * of path, if any. Its add_bos_token/add_eos_token are not read: beside a tokenizer.json,
- * transformers 5 drops them and the post-processor alone decides. clean_up_tokenization_spaces
- * cleans decoded text only with clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output
- * also true, as transformers 5.25 decides for a BPE model (without it, it ignores the flag). */
+/* bos/eos, the chat template, the other special tokens' texts and the decoder's clean-up from
+ * tokenizer_config.json in the directory of path, if any. Its add_bos_token/add_eos_token are not
+ * read: beside a tokenizer.json, transformers 5 drops them and the post-processor alone decides.
+ * clean_up_tokenization_spaces cleans decoded text only with
+ * clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output also true, as
+ * transformers 5.25 decides for a BPE model (without it, it ignores the flag). */
 static pt_status json_config(pt_tokenizer *t, const char *path)
 {
     char *file = config_path(path);
@@ -289,6 +290,7 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
         rc = tok_json_flag(file, cfg, "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output",
                            "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", false, &for_bpe);
     t->clean_up_spaces = clean && for_bpe;
+    if (rc == PT_OK && cfg) rc = tok_json_config_specials(t, file, cfg);
     json_decref(cfg);
     free(file);
     return rc;

@@ -51,16 +51,35 @@ pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, co
     return PT_OK;
 }
 
+pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg)
+{
+    static const char *const keys[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const json_t *v = json_object_get(cfg, keys[i]);
+        if (json_is_object(v)) v = json_object_get(v, "content");
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, keys[i], "expected a string or {\"content\": ...}");
+        if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
+        if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, keys[i], json_string(json_string_value(v))))
+            return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    return PT_OK;
+}
+
 /* t->chat_template from tokenizer_config.json's chat_template: a string, or a list of {name,
- * template} whose "default" one is taken (file, its name, is cfg). */
+ * template} whose "default" one is taken, the others kept by name (file, its name, is cfg). */
 pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg)
 {
     const json_t *v = json_object_get(cfg, "chat_template"), *list = v;
-    if (json_is_array(list)) v = NULL; /* [{name, template}]: the one named "default" */
-    for (size_t i = 0; i < json_array_size(list) && !v; i++) {
+    if (json_is_array(list)) v = NULL; /* [{name, template}]: the one named "default", the others by name */
+    for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *e = json_array_get(list, i);
         const char *name = json_string_value(json_object_get(e, "name"));
-        if (name && strcmp(name, "default") == 0) v = json_object_get(e, "template");
+        const json_t *text = json_object_get(e, "template");
+        if (!name || !json_is_string(text))
+            return tok_jerr(file, PT_ERR_USER, "chat_template", "expected a list of {\"name\": ..., \"template\": ...}");
+        if (strcmp(name, "default") == 0) v = text;
+        else TRY(tokenizer_add_chat_template(t, name, json_string_value(text)));
     }
     if (!v || json_is_null(v)) return PT_OK;
     if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, "chat_template", "expected a string");

@@ -157,6 +157,7 @@ MISTRAL = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
 DEEPSEEK = {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"}
 TOKENS = {
     "Qwen": QWEN, "google-gemma-2": {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"},
+    "google-gemma-3": {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"},
     "google-gemma-4": {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"},
     "meta-llama": LLAMA3, "NousResearch": {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"},
     "fireworks": LLAMA3, "meetkai": LLAMA3, "mistralai": MISTRAL, "Mistral": MISTRAL, "unsloth-mistral": MISTRAL,

@@ -3,7 +3,9 @@
  * templates gives exactly the expected token ids and labels, computed independently here from
  * hand-written renderings (labels: the tokens between the token counts of the text before and
  * after each assistant content + end-of-turn token, and their decoded text must be exactly those
- * pieces); the offset and prefix labelling methods agree; rename, filter, num_samples, shuffle;
+ * pieces); the offset and prefix labelling methods agree; assistant masks on real templates equal
+ * to TRL 1.16's (tests/reference/make_mask_goldens.py: {% generation %} blocks, Qwen3's template
+ * without them), and the error when no method finds a turn; rename, filter, num_samples, shuffle;
  * several datasets concatenated; truncation and no-loss counts; packing; the train/eval split;
  * the per-rank sampler; batch collation; directories, data_files and split selection; the reader
  * an entry's format picks for a file of another extension; the HF
@@ -339,6 +341,254 @@ static void test_unknown_template(void **state)
                  PT_ERR_USER,
                  "chat_template: unknown chat template \"vicuna\" (known: chatml, smollm2, qwen2.5, llama-3, "
                  "llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3, or the model's own)");
+}
+
+/* ---- assistant masks against TRL ---- */
+
+static char *read_fixture(const char *rel)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/%s", srcdir(), rel);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The labelled tokens of ex before token `to`, decoded. */
+static void labelled_before(const pt_tokenizer *tok, const pt_example *ex, int32_t to, strbuf *out)
+{
+    for (int32_t t = 0; t < to && t < ex->len; t++)
+        if (ex->labels[t] != PT_IGNORE_INDEX) assert_int_equal(tokenizer_decode_token(tok, ex->labels[t], out), PT_OK);
+}
+
+/* Rows of tests/data/templates/masks/ through the dataset loader with assistant_only_loss, the
+ * Qwen2-mini tokenizer and a real template: the ids and the assistant mask TRL 1.16's SFTTrainer
+ * computes (tests/reference/make_mask_goldens.py): return_assistant_tokens_mask on templates with
+ * {% generation %} blocks (LFM2.5, Laguna); on those without (Qwen3, Gemma 2 and 3, Phi-3.5), its
+ * training variant's mask where that renders the same text, or (Qwen3 multi-turn, Qwen2.5) its
+ * prompt + completion mask from the prompt's end ("from"), the earlier turns checked here.
+ * Every mismatching token is printed before the test fails. */
+static void test_masks_match_trl(void **state)
+{
+    (void)state;
+    char *golden_text = read_fixture("templates/masks/goldens.json");
+    json_error_t jerr;
+    json_t *golden = json_loads(golden_text, 0, &jerr);
+    assert_non_null(golden);
+    free(golden_text);
+    /* what rows compared as prompt + completion label before the completion (the earlier turns,
+     * which TRL's mask leaves to the prompt): each turn's text as the whole rendering has it */
+    static const struct {
+        const char *group;
+        size_t row;
+        const char *text;
+    } earlier[] = {
+        {"qwen3-multi", 0, "\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>"},
+        {"qwen3-multi", 1,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call><|im_end|>"},
+        {"qwen3-multi", 2, "21<|im_end|>"},
+        {"qwen2.5", 2, "\nSure — here:\n```py\nprint(1)\n```\n <|im_end|>"},
+        {"qwen2.5", 3,
+         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call><|im_end|>"},
+        {"qwen2.5", 4, "21<|im_end|>"},
+        /* Qwen3.5 trims contents; its generation prompt opens "<think>\n", which the turn after a
+         * tool call closes */
+        {"qwen3.5", 2, "Sure — here:\n```py\nprint(1)\n```<|im_end|>"},
+        {"qwen3.5", 3,
+         "\n</think>\n\n<tool_call>\n<function=get_weather>\n<parameter=location>\nParis\n</parameter>\n</function>\n"
+         "</tool_call><|im_end|>"},
+        {"qwen3.5", 4, "21<|im_end|>"},
+        {"nemotron3-nano", 0, "</think>\n21<|im_end|>"},
+    };
+    size_t gi, checked = 0, wrong = 0;
+    json_t *g;
+    json_array_foreach(json_object_get(golden, "groups"), gi, g) {
+        const char *name = json_string_value(json_object_get(g, "name"));
+        char rel[512];
+        snprintf(rel, sizeof rel, "templates/%s", json_string_value(json_object_get(g, "template")));
+        char *template = read_fixture(rel);
+        pt_tokenizer *tok;
+        assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+        assert_int_equal(tokenizer_set_chat_template(tok, template), PT_OK);
+        free(template);
+        const json_t *kw = json_object_get(g, "kwargs");
+        bool nothink = json_is_false(json_object_get(kw, "enable_thinking"));
+        pt_dataset ds;
+        pt_status rc = load(tok, &ds,
+                            "max_seq_length: 4096\nassistant_only_loss: true\nchat_template: model\n%sdataset:\n"
+                            "  - name: \"%s/tests/data/templates/masks/%s.jsonl\"\n",
+                            nothink ? "chat_template_kwargs:\n  enable_thinking: false\n" : "", srcdir(), name);
+        if (rc != PT_OK) print_error("%s: %s\n", name, err_message());
+        assert_int_equal(rc, PT_OK);
+        const json_t *rows = json_object_get(g, "rows");
+        for (int b = 0; b < ds.stats[0].n_bad_rows; b++) print_error("%s: %s\n", name, ds.stats[0].bad_rows[b]);
+        assert_int_equal(ds.n, json_array_size(rows));
+        for (size_t r = 0; r < ds.n; r++) {
+            const json_t *row = json_array_get(rows, r), *ids = json_object_get(row, "ids"),
+                         *mask = json_object_get(row, "mask");
+            const pt_example *ex = &ds.ex[r];
+            int32_t from = (int32_t)json_integer_value(json_object_get(row, "from"));
+            if (ex->len != (int32_t)json_array_size(ids)) print_error("%s row %zu: length\n", name, r);
+            assert_int_equal(ex->len, (int32_t)json_array_size(ids));
+            for (int32_t t = 0; t < ex->len; t++) {
+                assert_int_equal(ex->ids[t], json_integer_value(json_array_get(ids, (size_t)t)));
+                if (t < from) continue;
+                bool want = json_integer_value(json_array_get(mask, (size_t)t)) != 0;
+                if ((ex->labels[t] != PT_IGNORE_INDEX) != want) {
+                    strbuf shown = {0};
+                    (void)tokenizer_decode_token(tok, ex->ids[t], &shown);
+                    print_error("%s row %zu token %d (\"%s\"): labelled %d, TRL %d\n", name, r, t, sb_text(&shown),
+                                ex->labels[t] != PT_IGNORE_INDEX, want);
+                    sb_free(&shown);
+                    wrong++;
+                }
+            }
+            if (from > 0) {
+                strbuf sb = {0};
+                labelled_before(tok, ex, from, &sb);
+                const char *want = "";
+                for (size_t e = 0; e < sizeof earlier / sizeof *earlier; e++)
+                    if (!strcmp(earlier[e].group, name) && earlier[e].row == r) want = earlier[e].text;
+                if (strcmp(sb_text(&sb), want)) print_error("%s row %zu: earlier turns labelled otherwise\n", name, r);
+                assert_string_equal(sb_text(&sb), want);
+                sb_free(&sb);
+            }
+            checked++;
+        }
+        dataset_free(&ds);
+        tokenizer_free(tok);
+    }
+    assert_int_equal(wrong, 0);
+    assert_int_equal(checked, 47);
+    json_decref(golden);
+}
+
+/* A template that renders earlier turns otherwise once more follow (here: the number of messages
+ * first) has no assistant span either method finds: said, naming the turn and the way out. */
+static void test_masks_not_found(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok;
+    assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(
+                         tok, "{{ messages | length }}{% for m in messages %}{{ m.role }}: {{ m.content }}<|endoftext|>"
+                              "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"),
+                     PT_OK);
+    pt_dataset ds;
+    /* the two-turn row is bad (its first assistant turn cannot be found), the one-turn row kept (a
+     * last turn is where the whole rendering has it) */
+    assert_int_equal(load(tok, &ds, "max_seq_length: 512\nassistant_only_loss: true\ndataset:\n  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    assert_int_equal(ds.stats[0].bad, 1);
+    assert_int_equal(ds.stats[0].n_bad_rows, 1);
+    const char *why = ds.stats[0].bad_rows[0];
+    print_error("# %s\n", why);
+    assert_non_null(strstr(why, "cannot find assistant turn 2 in the rendered conversation: the template has no "
+                                "{% generation %} blocks"));
+    assert_non_null(strstr(why, "set assistant_only_loss: false, or choose a chat_template"));
+    dataset_free(&ds);
+    /* without assistant-only loss the same rows load */
+    assert_int_equal(load(tok, &ds, "max_seq_length: 512\nassistant_only_loss: false\ndataset:\n  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    dataset_free(&ds);
+    tokenizer_free(tok);
+}
+
+/* A model with named templates (transformers' chat_template dict): chat_template: NAME renders with
+ * that one; with no chat_template a row with tools renders with "tool_use", others with the default
+ * (apply_chat_template's choice); an unknown name lists them; named ones without a default are
+ * refused unless one is chosen. */
+static void test_named_templates(void **state)
+{
+    (void)state;
+    pt_tokenizer *tok;
+    assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(tok, NULL), PT_OK);
+    assert_int_equal(tokenizer_add_chat_template(tok, "tool_use",
+                                                 "{% for m in messages %}T{{ tools | length }}:{{ m.content }};"
+                                                 "{% endfor %}"),
+                     PT_OK);
+    assert_int_equal(tokenizer_add_chat_template(tok, "rag", "{% for m in messages %}R:{{ m.content }};{% endfor %}"),
+                     PT_OK);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ptrain-named-%d.jsonl", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", \"content\": \"b\"}]}\n"
+          "{\"messages\": [{\"role\": \"user\", \"content\": \"c\"}, {\"role\": \"assistant\", \"content\": \"d\"}], "
+          "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}\n",
+          f);
+    fclose(f);
+    pt_dataset ds;
+    const char *cfg = "max_seq_length: 64\nassistant_only_loss: false\n%sdataset:\n  - name: \"%s\"\n";
+    /* no default: refused, naming the named ones */
+    assert_int_equal(load(tok, &ds, cfg, "", path), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "the model has no default chat template, only named ones (tool_use, rag); "
+                                          "set chat_template to one of them or of chatml, smollm2"));
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: vicuna\n", path), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "unknown chat template \"vicuna\" (known: chatml, smollm2, qwen2.5, "
+                                          "llama-3, llama-3.1, llama-3.2, alpaca, gemma, mistral, mistral-v3, or the "
+                                          "model's own: model, tool_use, rag)"));
+    strbuf sb = {0};
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: rag\n", path), PT_OK);
+    assert_int_equal(ds.n, 2);
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "R:c;R:d;");
+    dataset_free(&ds);
+    /* a default too: rows with tools take tool_use unless a chat_template is chosen */
+    assert_int_equal(tokenizer_set_chat_template(tok, "{% for m in messages %}D:{{ m.content }};{% endfor %}"), PT_OK);
+    assert_int_equal(load(tok, &ds, cfg, "", path), PT_OK);
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[0].ids, (size_t)ds.ex[0].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "D:a;D:b;");
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "T1:c;T1:d;");
+    dataset_free(&ds);
+    assert_int_equal(load(tok, &ds, cfg, "chat_template: model\n", path), PT_OK);
+    sb.len = 0;
+    assert_int_equal(tokenizer_decode(tok, ds.ex[1].ids, (size_t)ds.ex[1].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "D:c;D:d;");
+    dataset_free(&ds);
+    sb_free(&sb);
+    unlink(path);
+    tokenizer_free(tok);
+}
+
+/* The template sees the tokenizer's other special tokens as transformers passes them (its
+ * special_tokens_map: those tokenizer_config.json sets; here eos and pad, no bos or unk):
+ * transformers renders "<|endoftext|>|||" before the contents with this tokenizer. */
+static void test_special_token_vars(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/gemma2/hf/tokenizer.json", srcdir());
+    pt_tokenizer *tok;
+    assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+    assert_int_equal(tokenizer_set_chat_template(tok, "{{ pad_token }}|{{ unk_token }}|{{ bos_token }}|"
+                                                      "{% for m in messages %}{{ m.content }}{% endfor %}"),
+                     PT_OK);
+    pt_dataset ds;
+    assert_int_equal(load(tok, &ds,
+                          "max_seq_length: 64\nassistant_only_loss: false\nchat_template: model\ndataset:\n"
+                          "  - name: \"%s\"\n",
+                          D("messages.jsonl")),
+                     PT_OK);
+    strbuf sb = {0};
+    assert_int_equal(tokenizer_decode(tok, ds.ex[0].ids, (size_t)ds.ex[0].len, &sb), PT_OK);
+    assert_string_equal(sb_text(&sb), "<|endoftext|>|||What is the capital of France?Arr, Paris it be!");
+    sb_free(&sb);
+    dataset_free(&ds);
+    tokenizer_free(tok);
 }
 
 /* ---- the two labelling methods ---- */
@@ -1783,7 +2033,10 @@ int main(void)
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
-        cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
+        cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_masks_match_trl),
+        cmocka_unit_test(test_masks_not_found),   cmocka_unit_test(test_named_templates),
+        cmocka_unit_test(test_special_token_vars),
+        cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_pack_layout),       cmocka_unit_test(test_pack_real),

@@ -391,8 +391,28 @@ static void test_chat_template_jinja(void **state)
     write_text(dir, "tokenizer_config.json", "{\"chat_template\": [{\"name\": \"tool_use\", \"template\": \"" LLAMA3_JSON
                "\"}, {\"name\": \"default\", \"template\": \"" CHATML_JSON "\"}]}");
     expect_template(dir, "chatml", NULL); /* a list: the one named default */
-    assert_int_equal(mkdir(cmd, 0755), 0); /* a .jinja that cannot be read */
+    /* the others by name, with those transformers saves in additional_chat_templates/ */
+    char sub[1300];
+    snprintf(sub, sizeof sub, "%s/additional_chat_templates", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    write_text(sub, "rag.jinja", "{{ documents | length }}");
+    write_text(sub, "notes.txt", "not a template");
     pt_tokenizer *tok = NULL;
+    if (tokenizer_from_hf_dir(dir, &tok)) fail_msg("%s", err_message());
+    assert_string_equal(tokenizer_chat_template_named(tok, "tool_use"), LLAMA3_T);
+    assert_string_equal(tokenizer_chat_template_named(tok, "rag"), "{{ documents | length }}");
+    assert_null(tokenizer_chat_template_named(tok, "default"));
+    assert_null(tokenizer_chat_template_named(tok, "notes"));
+    strbuf names = {0};
+    tokenizer_chat_template_names(tok, &names);
+    assert_string_equal(sb_text(&names), "tool_use, rag");
+    sb_free(&names);
+    tokenizer_free(tok);
+    tok = NULL;
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", sub);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s/chat_template.jinja", dir);
+    assert_int_equal(mkdir(cmd, 0755), 0); /* a .jinja that cannot be read */
     assert_int_equal(tokenizer_from_hf_dir(dir, &tok), PT_ERR_USER);
     assert_null(tok);
     snprintf(want, sizeof want, "%s: cannot read the model's chat template: Is a directory; make the file a readable "

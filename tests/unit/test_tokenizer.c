@@ -5,7 +5,8 @@
  * trips; special tokens with and without parse_special; bos/eos; plain text encoded with the
  * special tokens (tokenizer_encode_text: bos as transformers adds it, once) for every tokenizer
  * form of tests/data/tokenizer/bos_goldens.json; SmolLM2 from its GGUF giving the
- * tokenizer.json's ids; apply_chat_template renderings; the loaders' error messages; and the
+ * tokenizer.json's ids; apply_chat_template renderings; named chat templates (tokenizer_config.json,
+ * GGUF); the loaders' error messages; and the
  * encoding throughput. Shared helpers: tok_corpus.h. Runs with cwd = the build dir;
  * PTRAIN_SRCDIR points at the sources. */
 #include <stdarg.h>
@@ -23,6 +24,7 @@
 
 #include "ptrain/error.h"
 #include "ptrain/gguf.h"
+#include "ptrain/gguf_write.h"
 #include "ptrain/tokenizer.h"
 #include "tmpdir.h"
 #include "tok_corpus.h"
@@ -765,6 +767,64 @@ static void test_bad_json(void **state)
     assert_string_equal(err_message(), expected);
 }
 
+/* Named chat templates: tokenizer_config.json's list of {name, template} (the default one as the
+ * template, the others by name; a bad entry refused), and a GGUF's tokenizer.chat_template.NAME
+ * keys as gguf-py's add_chat_template writes them (with tokenizer.chat_templates, the names). */
+static void test_named_templates(void **state)
+{
+    (void)state;
+    char file[256], config[256], expected[700];
+    snprintf(file, sizeof file, "%s/tokenizer.json", tmpdir);
+    snprintf(config, sizeof config, "%s/tokenizer_config.json", tmpdir);
+    tok_write_file(file, "{" GOOD_MODEL "," GOOD_PRE "}");
+    tok_write_file(config, "{\"chat_template\": [{\"name\": \"default\", \"template\": \"D\"}, {\"name\": \"tool_use\", "
+                           "\"template\": \"T\"}, {\"name\": \"rag\", \"template\": \"R\"}]}");
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_OK);
+    assert_string_equal(tokenizer_chat_template(tok), "D");
+    assert_string_equal(tokenizer_chat_template_named(tok, "tool_use"), "T");
+    assert_string_equal(tokenizer_chat_template_named(tok, "rag"), "R");
+    assert_null(tokenizer_chat_template_named(tok, "default"));
+    tokenizer_free(tok);
+    tok_write_file(config, "{\"chat_template\": [{\"name\": \"tool_use\"}]}");
+    assert_int_equal(tokenizer_from_json(file, &tok), PT_ERR_USER);
+    snprintf(expected, sizeof expected, "%s: chat_template: expected a list of {\"name\": ..., \"template\": ...}",
+             config);
+    assert_string_equal(err_message(), expected);
+    err_clear();
+    unlink(config);
+
+    char src[4096], path[512];
+    tok_data_path(src, sizeof src, "llama3-mini/bos.gguf");
+    gguf_file g;
+    if (gguf_open(src, &g) != PT_OK) fail_msg("%s", err_message());
+    gguf_writer *w;
+    assert_int_equal(gguf_writer_new(&w), PT_OK);
+    for (uint64_t i = 0; i < g.n_kv; i++)
+        if (g.kv[i].key.len < 23 || memcmp(g.kv[i].key.data, "tokenizer.chat_template", 23))
+            assert_int_equal(gguf_w_copy_kv(w, &g.kv[i]), PT_OK);
+    const char *names[] = {"tool_use"};
+    assert_int_equal(gguf_w_str(w, "tokenizer.chat_template.tool_use", "T {{ tools }}"), PT_OK);
+    assert_int_equal(gguf_w_str_array(w, "tokenizer.chat_templates", names, 1), PT_OK);
+    assert_int_equal(gguf_w_str(w, "tokenizer.chat_template", "D"), PT_OK);
+    snprintf(path, sizeof path, "%s/named.gguf", tmpdir);
+    assert_int_equal(gguf_w_begin(w, path), PT_OK);
+    assert_int_equal(gguf_w_finish(w), PT_OK);
+    gguf_writer_free(w);
+    gguf_close(&g);
+    if (gguf_open(path, &g) != PT_OK) fail_msg("%s", err_message());
+    assert_int_equal(tokenizer_from_gguf(&g, &tok), PT_OK);
+    gguf_close(&g);
+    assert_string_equal(tokenizer_chat_template(tok), "D");
+    assert_string_equal(tokenizer_chat_template_named(tok, "tool_use"), "T {{ tools }}");
+    strbuf sb = {0};
+    tokenizer_chat_template_names(tok, &sb);
+    assert_string_equal(sb_text(&sb), "tool_use");
+    sb_free(&sb);
+    tokenizer_free(tok);
+    unlink(path);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -859,6 +919,7 @@ int main(void)
         cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_pre_names),
         cmocka_unit_test(test_gguf_gemma4_tiny), cmocka_unit_test(test_decode_clean_up), cmocka_unit_test(test_class_pipeline), cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_named_templates),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_throughput),
     };
