@@ -136,14 +136,26 @@ bool pq_page_read(const unsigned char *p, size_t n, pq_page *pg, size_t *used);
 /* The rows of the Parquet file map[0..len), assembled per row group as datasets gives them
  * (structs as objects, lists as arrays, nulls). A file ptrain cannot read fails with one error
  * naming path, the place (row group, column, byte offset) and what is wrong. */
+/* A reader hands its rows over in batches when given a sink: take gets each batch (a Parquet row
+ * group; a whole JSON or CSV file) and consumes its rows, leaving rows->n 0; a failure stops the
+ * reading. Without a sink every row stays in rows. */
+typedef struct {
+    pt_status (*take)(void *arg, data_rows *rows);
+    void *arg;
+} rows_sink;
+
 pt_status parquet_read(const unsigned char *map, size_t len, const char *path, int file_no, data_rows *rows,
-                       pt_dataset_stats *st);
+                       pt_dataset_stats *st, const rows_sink *sink);
 
 /* Append the rows of one file, read by its extension (.csv/.tsv, .parquet, .json, .jsonl) or,
  * for another, by format. Unparsable lines and items that are not objects count as bad
  * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
  * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
 pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st);
+/* The same, the rows handed to sink batch by batch (rows: the batch's list, empty after each). A
+ * mapped Parquet file's pages are given back after each row group, so memory holds one group. */
+pt_status reader_stream(const char *path, int file_no, pt_dataset_format format, data_rows *rows,
+                        pt_dataset_stats *st, const rows_sink *sink);
 /* "an object", "an array", "a string", "a number", "a boolean" or "null" */
 const char *reader_kind(const json_t *v);
 
@@ -155,8 +167,16 @@ const char *reader_kind(const json_t *v);
 void stats_bad(pt_dataset_stats *st, uint64_t pos, const char *where, const char *reason);
 void stats_free(pt_dataset_stats *st);
 
-/* ---- rows.c: rename, filter, num_samples, shuffle (in that order) ---- */
-void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_dataset_stats *st, FILE *warn);
+/* ---- rows.c: rename, filter, num_samples (in that order), batch by batch ---- */
+typedef struct {
+    long *hits;    /* rename: rows that had each source column */
+    long renamed;  /* rows renamed */
+    long taken;    /* rows kept so far (num_samples) */
+} rows_state;
+/* Apply the entry's rename, filter and num_samples to the next batch of its rows (s starts zeroed). */
+void rows_step(const pt_dataset_config *d, rows_state *s, data_rows *rows, pt_dataset_stats *st);
+/* After the last batch: warn of a rename column no row had; frees s. */
+void rows_end(const pt_dataset_config *d, int index, rows_state *s, FILE *warn);
 /* A JSON scalar as text for filter comparisons: strings as is, numbers as Python prints them,
  * true/false, null; NULL for arrays and objects. Malloc'd. */
 char *rows_value_text(const json_t *v);

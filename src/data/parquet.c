@@ -855,7 +855,7 @@ static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, 
 }
 
 pt_status parquet_read(const unsigned char *map, size_t len, const char *path, int file_no, data_rows *rows,
-                       pt_dataset_stats *st)
+                       pt_dataset_stats *st, const rows_sink *sink)
 {
     pq_file f = {.map = map, .len = len, .file = path};
     /* generous for real files (a column of a million nulls takes a few bytes), small for hostile ones */
@@ -897,6 +897,7 @@ pt_status parquet_read(const unsigned char *map, size_t len, const char *path, i
         for (int l = 0; f.cols && l < f.n_leaves; l++) column_free(&f.cols[l]);
         free(f.cols);
         f.cols = NULL;
+        if (rc == PT_OK && sink) rc = sink->take(sink->arg, rows); /* the group's rows, its columns freed */
     }
     tree_free(&f.root);
     free(f.leaves);

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size) memcpy(copy, data, size);
     data_rows rows = {0};
     pt_dataset_stats st = {0};
-    pt_status rc = parquet_read(copy, size, "fuzz.parquet", 0, &rows, &st);
+    pt_status rc = parquet_read(copy, size, "fuzz.parquet", 0, &rows, &st, NULL);
     if (rc == PT_OK) {
         CHECK(st.read == (long)rows.n);
         for (size_t i = 0; i < rows.n; i++) CHECK(json_is_object(rows.v[i].obj));
