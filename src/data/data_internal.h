@@ -94,6 +94,9 @@ typedef struct {
     int type_length, repetition, num_children;
     int converted;  /* ConvertedType, -1 when unset */
     int logical;    /* the LogicalType union's field id, 0 when unset */
+    int scale, precision; /* DECIMAL */
+    int unit;             /* TIME, TIMESTAMP: 1 millis, 2 micros, 3 nanos (0: from converted) */
+    bool utc;             /* TIME, TIMESTAMP: isAdjustedToUTC */
 } pq_schema;
 
 typedef struct {
@@ -131,6 +134,22 @@ pt_status pq_meta_read(const unsigned char *p, size_t n, pq_meta *m, size_t *bad
 void pq_meta_free(pq_meta *m);
 /* The PageHeader at p (at most n bytes); *used: its length. False when it does not parse. */
 bool pq_page_read(const unsigned char *p, size_t n, pq_page *pg, size_t *used);
+
+/* ---- parquet_types.c: a leaf value as JSON ---- */
+typedef union {
+    int64_t i;
+    double d;
+    struct {
+        const char *p; /* BYTE_ARRAY, INT96, FIXED_LEN_BYTE_ARRAY: the value's bytes */
+        uint32_t n;
+    } s;
+} pq_val;
+
+/* Whether ptrain reads the values of column s; false with what (the type) written. */
+bool pq_type_known(const pq_schema *s, char *what, size_t len);
+/* One value of column s as JSON (dates, times and decimals as the text Python's str() gives the
+ * objects datasets makes of them); NULL when the value cannot be what its type says. */
+json_t *pq_type_value(const pq_schema *s, const pq_val *v);
 
 /* ---- parquet.c: rows from a Parquet file's bytes ---- */
 /* The rows of the Parquet file map[0..len), assembled per row group as datasets gives them

@@ -1,4 +1,4 @@
-/* fuzz-sources: src/data/parquet.c src/data/parquet_meta.c src/data/row_list.c src/data/stats.c src/core/util.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/data/parquet.c src/data/parquet_meta.c src/data/parquet_types.c src/data/row_list.c src/data/stats.c src/core/util.c src/core/error.c src/core/shown.c */
 /* fuzz_parquet.c — libFuzzer target for the Parquet reader (src/data/parquet.c, parquet_meta.c):
  * the input is the bytes of a Parquet file, read as reader.c reads a mapped one. Invariants: no
  * crash, leak, hang or sanitizer report, bounded memory whatever the footer, page sizes and level

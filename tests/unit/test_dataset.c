@@ -1337,7 +1337,7 @@ static void expect_rows_as_datasets(const char *path, pt_dataset_format format)
 {
     data_rows rows = {0};
     pt_dataset_stats st = {0};
-    assert_int_equal(reader_read(path, 0, format, &rows, &st), PT_OK);
+    if (reader_read(path, 0, format, &rows, &st) != PT_OK) fail_msg("%s", err_message());
     char want_path[1200];
     snprintf(want_path, sizeof want_path, "%s.rows.jsonl", path);
     FILE *f = fopen(want_path, "r");
@@ -1411,7 +1411,10 @@ static void test_parquet_rows(void **state)
     static const char *const files[] = {
         "plain-none-v1.parquet", "dict-snappy-v2.parquet", "dict-gzip-v1.parquet", "zstd-v2-pages.parquet",
         "lz4-v1.parquet",        "brotli-v2.parquet",      "delta.parquet",        "delta-v2-pages.parquet",
-        "pandas-alpaca.parquet", "datasets-sharegpt.parquet"};
+        "pandas-alpaca.parquet", "datasets-sharegpt.parquet",
+        /* the column types pyarrow, pandas and polars write; polars' own files */
+        "types-pyarrow.parquet", "types-decimal-int.parquet", "types-int96.parquet", "pandas-types.parquet",
+        "polars-chat.parquet", "polars-snappy-groups.parquet", "polars-sharegpt.parquet"};
     char path[1024];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "pq/%s", files[i]);
@@ -1427,9 +1430,10 @@ static void test_parquet_as_jsonl(void **state)
 {
     (void)state;
     static const char *const files[] = {"pq/dict-snappy-v2.parquet", "pq/pandas-alpaca.parquet",
-                                        "pq/datasets-sharegpt.parquet", "pq/dict-snappy-v2.parquet",
+                                        "pq/datasets-sharegpt.parquet", "pq/polars-snappy-groups.parquet",
+                                        "pq/polars-sharegpt.parquet", "pq/dict-snappy-v2.parquet",
                                         "pq/dict-snappy-v2.parquet"};
-    static const char *const keys[] = {"", "", "", "    shuffle: true\n    seed: 3\n",
+    static const char *const keys[] = {"", "", "", "", "", "    shuffle: true\n    seed: 3\n",
                                        "    rename: {text: note, id: row_id}\n    filter_data: true\n"
                                        "    filter_column_value: flag\n    filter_value: \"true\"\n    num_samples: 6\n"
                                        "    shuffle: true\n    seed: 11\n"};
@@ -1522,6 +1526,28 @@ static void test_parquet_damaged(void **state)
              shown_text(D("parquet/train-00000-of-00001.parquet")).s);
     assert_string_equal(err_message(), want);
     stats_free(&st);
+}
+
+/* A column of a type a chat row cannot use (a MAP, fixed-length bytes) is one error naming the
+ * file, the column and the type, whatever the other columns hold. */
+static void test_parquet_refused_types(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"pq/refused-map.parquet", "pq/refused-fixed.parquet"};
+    static const char *const what[] = {"column meta holds MAP values", "column digest holds FIXED_LEN_BYTE_ARRAY(4) "
+                                       "(bytes, not text) values"};
+    for (size_t i = 0; i < 2; i++) {
+        data_rows rows = {0};
+        pt_dataset_stats st = {0};
+        assert_int_equal(reader_read(D(files[i]), 0, DATASET_JSON, &rows, &st), PT_ERR_USER);
+        char want[2048];
+        snprintf(want, sizeof want, "%s: %s, which ptrain does not read (a chat row has text, numbers, booleans, "
+                 "dates and times, lists and structs)", shown_text(D(files[i])).s, what[i]);
+        assert_string_equal(err_message(), want);
+        assert_int_equal(rows.n, 0);
+        rows_free(&rows);
+        stats_free(&st);
+    }
 }
 
 /* An Arrow file is refused with the command that converts it. */
@@ -1792,7 +1818,7 @@ int main(void)
         cmocka_unit_test(test_loss_on_all_tokens), cmocka_unit_test(test_unknown_template),
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
-        cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_as_jsonl),
+        cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_refused_types),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
