@@ -31,6 +31,12 @@ void rng_permutation(size_t n, uint64_t seed, size_t *out);
  * when the config or the split is not there, listing those that are. */
 pt_status readme_data_files(const char *dir, const char *config, const char *split, pt_strlist *out, bool *found);
 
+/* ---- pattern.c: a data_files pattern's files ---- */
+/* The files pattern names relative to dir (an absolute pattern: from /), sorted, as datasets'
+ * resolve_pattern finds them; none found is no error here. A pattern without a wildcard gives its
+ * path if anything is there (a folder too: the caller refuses what is not a file). */
+pt_status pattern_files(const char *dir, const char *pattern, pt_strlist *out);
+
 /* ---- source.c: the files of a dataset entry ---- */
 typedef struct {
     char **path;

@@ -1,6 +1,6 @@
 /* source.c — which files a dataset entry names. A local file is itself; a local directory or an
- * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
- * allowed) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
+ * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, patterns
+ * resolved as datasets resolves them, `**` included: pattern.c) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
  * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
  * when any match, or the files the README's configs: name for the split (readme.c). Arrow files are
  * refused with the command that converts them, and a path that is
@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -285,7 +284,7 @@ static pt_status keep_config(data_files *f, size_t skip, const char *config, con
 
 static pt_status add_pattern(const char *dir, const char *pattern, data_files *out);
 
-/* The README's configs: the chosen config's files of the split, each pattern's sorted. */
+/* The README's configs: the chosen config's files of the split, each pattern's sorted (pattern.c). */
 static pt_status from_readme(const pt_strlist *pats, const char *dir, data_files *out)
 {
     for (int i = 0; i < pats->n; i++) {
@@ -328,19 +327,24 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
 
 static pt_status add_pattern(const char *dir, const char *pattern, data_files *out)
 {
-    strbuf path = {0};
-    if (pattern[0] == '/') sb_printf(&path, "%s", pattern);
-    else sb_printf(&path, "%s/%s", dir, pattern);
-    glob_t g;
-    int rc = glob(path.data, 0, NULL, &g);
-    pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", shown_text(path.data).s);
-    for (size_t i = 0; rc == 0 && st == PT_OK && i < g.gl_pathc; i++) {
-        mode_t mode = 0;
-        if (stat_kind(g.gl_pathv[i], &mode) == PATH_FILE) push(out, xstrdup(g.gl_pathv[i]));
-        else st = source_not_a_file(g.gl_pathv[i], mode);
+    pt_strlist found;
+    TRY(pattern_files(dir, pattern, &found));
+    pt_status st = PT_OK;
+    if (found.n == 0) {
+        strbuf path = {0};
+        if (pattern[0] == '/') sb_printf(&path, "%s", pattern);
+        else sb_printf(&path, "%s/%s", dir, pattern);
+        st = ERR(PT_ERR_USER, "data_files: %s does not exist%s", shown_text(path.data).s,
+                 strpbrk(pattern, "*?[") ? " (no file matches the pattern)" : "");
+        sb_free(&path);
     }
-    if (rc == 0) globfree(&g);
-    sb_free(&path);
+    for (int i = 0; i < found.n; i++) {
+        mode_t mode = 0;
+        if (st == PT_OK && stat_kind(found.items[i], &mode) != PATH_FILE) st = source_not_a_file(found.items[i], mode);
+        if (st == PT_OK) push(out, found.items[i]);
+        else free(found.items[i]);
+    }
+    free(found.items);
     return st;
 }
 

@@ -1528,6 +1528,56 @@ static void test_parquet_damaged(void **state)
     stats_free(&st);
 }
 
+/* Every data_files pattern of tests/reference/make_pattern_files.py (`**`, hidden and special
+ * folders, a dataset's README.md) names the files datasets' resolve_pattern gives, in its order. */
+static void test_patterns_as_datasets(void **state)
+{
+    (void)state;
+    json_error_t e;
+    json_t *want = json_load_file(D("patterns/patterns.json"), 0, &e);
+    assert_non_null(want);
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", D("patterns/tree"));
+    const char *pattern;
+    json_t *files;
+    int checked = 0;
+    json_object_foreach(want, pattern, files) {
+        pt_strlist got;
+        assert_int_equal(pattern_files(dir, pattern, &got), PT_OK);
+        strbuf a = {0}, b = {0};
+        for (int i = 0; i < got.n; i++) {
+            assert_true(!strncmp(got.items[i], dir, strlen(dir)));
+            sb_printf(&a, "%s ", got.items[i] + strlen(dir) + 1);
+            free(got.items[i]);
+        }
+        free(got.items);
+        for (size_t i = 0; i < json_array_size(files); i++) sb_printf(&b, "%s ", json_string_value(json_array_get(files, i)));
+        if (strcmp(sb_text(&a), sb_text(&b))) fail_msg("pattern %s: ptrain [%s], datasets [%s]", pattern, sb_text(&a), sb_text(&b));
+        sb_free(&a);
+        sb_free(&b);
+        checked++;
+    }
+    assert_int_equal(checked, 20);
+    json_decref(want);
+    /* a dataset entry's data_files: each pattern's files in order, a pattern matching none an error */
+    char *pats[] = {"data/**/*.jsonl", "en/*/part-0.csv"};
+    pt_dataset_config d = {.name = dir, .data_files = {pats, 2}};
+    data_files f;
+    assert_int_equal(source_files(&d, &f), PT_OK);
+    assert_int_equal(f.n, 4);
+    static const char *const order[] = {"data/extra/deeper/train-deep.jsonl", "data/extra/train-more.jsonl",
+                                        "en/train/part-0.csv", "en/validation/part-0.csv"};
+    for (int i = 0; i < 4; i++) assert_string_equal(f.path[i] + strlen(dir) + 1, order[i]);
+    source_free(&f);
+    char *none[] = {"missing/**"};
+    d.data_files = (pt_strlist){none, 1};
+    assert_int_equal(source_files(&d, &f), PT_ERR_USER);
+    char message[1300];
+    snprintf(message, sizeof message, "data_files: %s/missing/** does not exist (no file matches the pattern)",
+             shown_text(dir).s);
+    assert_string_equal(err_message(), message);
+}
+
 /* A column of a type a chat row cannot use (a MAP, fixed-length bytes) is one error naming the
  * file, the column and the type, whatever the other columns hold. */
 static void test_parquet_refused_types(void **state)
@@ -1818,7 +1868,8 @@ int main(void)
         cmocka_unit_test(test_loss_on_all_tokens), cmocka_unit_test(test_unknown_template),
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
-        cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_refused_types),   cmocka_unit_test(test_parquet_as_jsonl),
+        cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_refused_types),
+        cmocka_unit_test(test_patterns_as_datasets),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),

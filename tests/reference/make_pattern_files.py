@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""make_pattern_files.py — a folder of small data files laid out as Hub datasets are (nested
+folders, shards, a hidden file and folder, a __special__ folder, README.md and dataset_info.json
+beside the data), and the files `datasets`' own resolver (datasets.data_files.resolve_pattern, what
+load_dataset and a README's configs: data_files use) gives for each of a list of patterns, `**`
+among them, as paths relative to the folder (patterns.json; [] where datasets finds none).
+tests/unit/test_dataset.c (test_patterns_as_datasets) resolves the same patterns with ptrain's
+pattern.c and compares. Run with the test Python environment (datasets):
+    $PTRAIN_PYTHON tests/reference/make_pattern_files.py tests/data/datasets/patterns
+"""
+import json
+import os
+import shutil
+import sys
+
+from datasets.data_files import resolve_pattern
+
+FILES = [
+    "README.md", "dataset_info.json", "top.jsonl", "notes.txt",
+    "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet",
+    "data/extra/train-more.jsonl", "data/extra/deeper/train-deep.jsonl", "data/.hidden.jsonl",
+    "data/.cache/train-cached.jsonl", "data/__pycache__/train-x.jsonl", "data/README.md",
+    "en/train/part-0.csv", "en/train/part-1.csv", "en/validation/part-0.csv", "fr/train/part-0.csv",
+]
+
+PATTERNS = [
+    "data/*", "data/**", "data/**/*.jsonl", "data/**/train-*", "**/train-*", "**", "**/*.csv", "*/train/*.csv",
+    "en/**", "data/train-*-of-*.parquet", "data/.*", "data/.cache/*", "data/__pycache__/*", "data/__*/*",
+    "**/README.md", "data/README.md", "top.jsonl", "missing/*", "d?ta/t[er]*", "en/*/part-[0-9].csv",
+]
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/datasets/patterns"
+    shutil.rmtree(out, ignore_errors=True)
+    for f in FILES:
+        path = os.path.join(out, "tree", f)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as fh:
+            fh.write("")
+    base = os.path.abspath(os.path.join(out, "tree"))
+    want = {}
+    for p in PATTERNS:
+        try:
+            got = resolve_pattern(p, base)
+        except FileNotFoundError:
+            got = []
+        want[p] = sorted(os.path.relpath(g, base) for g in got)
+    with open(os.path.join(out, "patterns.json"), "w") as fh:
+        json.dump(want, fh, indent=1)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()
