@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_pattern_files.py — a folder of small data files laid out as Hub datasets are (nested
-folders, shards, a hidden file and folder, a __special__ folder, README.md and dataset_info.json
+folders, shards, a hidden file and folder, a __special__ folder (not __pycache__, which .gitignore leaves out), README.md and dataset_info.json
 beside the data), and the files `datasets`' own resolver (datasets.data_files.resolve_pattern, what
 load_dataset and a README's configs: data_files use) gives for each of a list of patterns, `**`
 among them, as paths relative to the folder (patterns.json; [] where datasets finds none).
@@ -19,13 +19,13 @@ FILES = [
     "README.md", "dataset_info.json", "top.jsonl", "notes.txt",
     "data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet", "data/test-00000-of-00001.parquet",
     "data/extra/train-more.jsonl", "data/extra/deeper/train-deep.jsonl", "data/.hidden.jsonl",
-    "data/.cache/train-cached.jsonl", "data/__pycache__/train-x.jsonl", "data/README.md",
+    "data/.cache/train-cached.jsonl", "data/__special__/train-x.jsonl", "data/README.md",
     "en/train/part-0.csv", "en/train/part-1.csv", "en/validation/part-0.csv", "fr/train/part-0.csv",
 ]
 
 PATTERNS = [
     "data/*", "data/**", "data/**/*.jsonl", "data/**/train-*", "**/train-*", "**", "**/*.csv", "*/train/*.csv",
-    "en/**", "data/train-*-of-*.parquet", "data/.*", "data/.cache/*", "data/__pycache__/*", "data/__*/*",
+    "en/**", "data/train-*-of-*.parquet", "data/.*", "data/.cache/*", "data/__special__/*", "data/__*/*",
     "**/README.md", "data/README.md", "top.jsonl", "missing/*", "d?ta/t[er]*", "en/*/part-[0-9].csv",
 ]
 
