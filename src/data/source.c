@@ -3,7 +3,7 @@
  * resolved as datasets resolves them, `**` included: pattern.c) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
  * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
  * when any match, or the files the README's configs: name for the split (readme.c). Arrow files are
- * refused with the command that converts them, and a path that is
+ * refused, saying what to name instead, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
@@ -120,7 +120,7 @@ pt_status source_open(const char *path, FILE **f)
     return ERR(PT_ERR_NOMEM, "out of memory opening %s", shown_text(path).s);
 }
 
-/* Every data file (JSON or convertible) under dir, hidden entries skipped; a special file with a
+/* Every data file (one ptrain reads, or an Arrow file) under dir, hidden entries skipped; a special file with a
  * data file's name (a FIFO called train.jsonl) is an error. */
 static pt_status walk(const char *dir, int depth, data_files *out)
 {
@@ -161,57 +161,28 @@ static void narrow(data_files *f, size_t skip, const char *split)
     f->n = n;
 }
 
-/* The pandas expression that reads the file named by sys.argv[1]. */
-static const char *read_call(const char *ext)
+/* An Arrow file: what it is and what ptrain reads instead (no conversion step: the data it came
+ * from is read as it is). */
+static pt_status arrow_error(const char *path, int others)
 {
-    if (!strcmp(ext, "parquet")) return "pd.read_parquet(sys.argv[1])";
-    if (!strcmp(ext, "arrow")) return "datasets.Dataset.from_file(sys.argv[1]).to_pandas()";
-    if (!strcmp(ext, "tsv")) return "pd.read_csv(sys.argv[1], sep=\"\\t\")";
-    return "pd.read_csv(sys.argv[1])";
-}
-
-/* The command that converts path to a .jsonl file beside it, safe to paste into sh or bash
- * whatever the path holds: the Python code and both paths each in single quotes, the paths passed
- * as arguments (sys.argv), never pasted into the code. */
-static void convert_command(const char *path, const char *ext, strbuf *out)
-{
-    sb_printf(out, "python3 -c 'import sys, %spandas as pd; %s.to_json(sys.argv[2], orient=\"records\", "
-              "lines=True, force_ascii=False)' ", !strcmp(ext, "arrow") ? "datasets, " : "", read_call(ext));
-    sb_shell_quote(out, path);
-    strbuf jsonl = {0};
-    sb_printf(&jsonl, "%.*sjsonl", (int)(ext - path), path);
-    sb_printf(out, " ");
-    sb_shell_quote(out, sb_text(&jsonl));
-    sb_free(&jsonl);
-}
-
-static pt_status convert_error(const char *path, int others)
-{
-    const char *ext = extension(path);
-    bool parquet = !strcmp(ext, "parquet"), arrow = !strcmp(ext, "arrow");
-    strbuf command = {0}, more = {0};
-    convert_command(path, ext, &command);
-    if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
+    strbuf more = {0};
+    if (others) sb_printf(&more, " (and %d more such file%s)", others, others > 1 ? "s" : "");
     pt_status rc = ERR(PT_ERR_USER,
-                       "%s is %s file; ptrain reads JSON, JSON Lines, CSV and Parquet only. Convert it once with Python "
-                       "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
-                       shown_text(path).s,
-                       parquet ? "a Parquet"
-                       : arrow ? "an Arrow"
-                               : "a CSV",
-                       parquet ? " and pyarrow" : "", sb_text(&command), sb_text(&more));
-    sb_free(&command);
+                       "%s%s is an Arrow file (the format of datasets' cache and save_to_disk), which ptrain does not "
+                       "read; name the dataset's Hub id (its snapshot in the HF cache) or the .parquet, .json, .jsonl or "
+                       ".csv files it was made from",
+                       shown_text(path).s, sb_text(&more));
     sb_free(&more);
     return rc;
 }
 
-/* After narrowing: fail on convertible files (only left when no file ptrain reads is). */
+/* After narrowing: fail on Arrow files (only left when no file ptrain reads is). */
 static pt_status check_kinds(const data_files *f)
 {
     int convert = 0, first = -1;
     for (int i = 0; i < f->n; i++)
         if (kind_of(f->path[i]) == KIND_CONVERT && convert++ == 0) first = i;
-    return convert ? convert_error(f->path[first], convert - 1) : PT_OK;
+    return convert ? arrow_error(f->path[first], convert - 1) : PT_OK;
 }
 
 /* The split names datasets knows in file names (its keywords for train, validation and test). */

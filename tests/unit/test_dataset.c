@@ -1600,7 +1600,7 @@ static void test_parquet_refused_types(void **state)
     }
 }
 
-/* An Arrow file is refused with the command that converts it. */
+/* An Arrow file is refused saying what to name instead, with no conversion step to run. */
 static void test_convert_errors(void **state)
 {
     (void)state;
@@ -1611,10 +1611,10 @@ static void test_convert_errors(void **state)
     close(fd);
     assert_int_equal(load(T.smol, &ds, "max_seq_length: 64\ndataset:\n  - name: \"%s\"\n", path), PT_ERR_USER);
     char want[2048];
-    snprintf(want, sizeof want, "dataset[0]: %s is an Arrow file; ptrain reads JSON, JSON Lines, CSV and Parquet only. "
-             "Convert it once with Python (pandas):\n  python3 -c 'import sys, datasets, pandas as pd; "
-             "datasets.Dataset.from_file(sys.argv[1]).to_pandas().to_json(", path);
-    assert_memory_equal(err_message(), want, strlen(want));
+    snprintf(want, sizeof want, "dataset[0]: %s is an Arrow file (the format of datasets' cache and save_to_disk), "
+             "which ptrain does not read; name the dataset's Hub id (its snapshot in the HF cache) or the .parquet, "
+             ".json, .jsonl or .csv files it was made from", path);
+    assert_string_equal(err_message(), want);
     unlink(path);
 }
 
