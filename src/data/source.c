@@ -351,7 +351,7 @@ static pt_status from_name(const pt_dataset_config *d, data_files *out)
         return ERR(PT_ERR_USER, "%s does not exist (relative paths start at the current directory)",
                    shown_text(d->name).s);
     char *snap;
-    TRY(hfcache_snapshot("dataset", d->name, NULL, &snap));
+    TRY(hfcache_snapshot("dataset", d->name, d->revision && *d->revision ? d->revision : NULL, &snap));
     pt_status rc = from_dir(d, snap, out);
     free(snap);
     return rc;

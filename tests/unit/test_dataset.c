@@ -1738,6 +1738,14 @@ static void test_hfcache_load(void **state)
     assert_int_equal(hfcache_snapshot("dataset", "acme/pirates", c0, &dir), PT_OK);
     assert_string_equal(dir, want);
     free(dir);
+    /* a dataset entry's revision picks that snapshot, as a model's does */
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/pirates\n    revision: v1\n"),
+                     PT_OK);
+    assert_non_null(strstr(ds.stats[0].files[0].path, c0));
+    dataset_free(&ds);
+    assert_int_equal(load(T.smol, &ds, "max_seq_length: 128\ndataset:\n  - name: acme/pirates\n    revision: v9\n"),
+                     PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "v9"));
     env_restore();
 }
 
