@@ -21,6 +21,7 @@
 #define PQ_MAX_PAGE ((int64_t)1 << 28)   /* bytes of one page, uncompressed */
 #define PQ_MAX_ENTRIES ((size_t)1 << 26) /* levels of one row group, all its columns */
 #define PQ_MAX_DEPTH 16                  /* nesting of the schema */
+#define PQ_BATCH_ROWS 4096               /* rows handed to a sink at a time within a row group */
 
 enum { ENC_PLAIN = 0, ENC_PLAIN_DICT = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_DELTA = 5, ENC_DELTA_LENGTH = 6,
        ENC_DELTA_BYTES = 7, ENC_RLE_DICT = 8, ENC_SPLIT = 9 };
@@ -808,7 +809,7 @@ static pt_status read_field(pq_file *f, const node *n, json_t **out)
 }
 
 static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, long *row, int file_no,
-                            data_rows *rows, pt_dataset_stats *st)
+                            data_rows *rows, pt_dataset_stats *st, const rows_sink *sink)
 {
     f->at = NULL;
     if (g->n_chunks != f->n_leaves)
@@ -832,6 +833,7 @@ static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, 
         data_row at = {NULL, f->file, file_no, 0, "row", (*row)++};
         st->read++;
         rows_push(rows, obj, &at);
+        if (sink && rows->n >= PQ_BATCH_ROWS) TRY(sink->take(sink->arg, rows)); /* the group's columns stay */
     }
     for (int l = 0; l < f->n_leaves; l++)
         if (f->cols[l].pos != f->cols[l].n) {
@@ -880,7 +882,7 @@ pt_status parquet_read(const unsigned char *map, size_t len, const char *path, i
         f.group = g;
         f.unpacked = f.entries = 0;
         f.cols = calloc((size_t)f.n_leaves + 1, sizeof *f.cols);
-        rc = f.cols ? read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st)
+        rc = f.cols ? read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st, sink)
                     : ERR(PT_ERR_NOMEM, "out of memory for a row group's columns");
         for (int l = 0; f.cols && l < f.n_leaves; l++) column_free(&f.cols[l]);
         free(f.cols);
