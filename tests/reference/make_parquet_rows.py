@@ -169,7 +169,13 @@ def write_types(out):
                    os.path.join(out, "refused-map.parquet"))
     pq.write_table(pa.table({"messages": pa.array(msgs), "digest": pa.array([b"0123", None, b"abcd"], pa.binary(4))}),
                    os.path.join(out, "refused-fixed.parquet"))
-    return ["types-pyarrow.parquet", "types-decimal-int.parquet", "types-int96.parquet", "pandas-types.parquet",
+    # the first 40 conversations of the shipped sample data as datasets writes them, in row groups of 8:
+    # tests/cli/test_formats.sh trains on it and on its rows as JSON Lines
+    sample = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "share", "data",
+                          "pirate-instructions.jsonl")
+    rows = [json.loads(line) for line in open(sample, encoding="utf-8")][:40]
+    datasets.Dataset.from_list(rows).to_parquet(os.path.join(out, "pirate-40.parquet"), batch_size=8)
+    return ["pirate-40.parquet", "types-pyarrow.parquet", "types-decimal-int.parquet", "types-int96.parquet", "pandas-types.parquet",
             "polars-chat.parquet", "polars-snappy-groups.parquet", "polars-sharegpt.parquet"]
 
 
