@@ -1414,7 +1414,7 @@ static void test_parquet_rows(void **state)
         "pandas-alpaca.parquet", "datasets-sharegpt.parquet",
         /* the column types pyarrow, pandas and polars write; polars' own files */
         "types-pyarrow.parquet", "types-decimal-int.parquet", "types-int96.parquet", "pandas-types.parquet",
-        "polars-chat.parquet", "polars-snappy-groups.parquet", "polars-sharegpt.parquet"};
+        "polars-chat.parquet", "polars-snappy-groups.parquet", "polars-sharegpt.parquet", "pirate-40.parquet"};
     char path[1024];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "pq/%s", files[i]);
