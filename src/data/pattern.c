@@ -139,7 +139,7 @@ pt_status pattern_files(const char *dir, const char *pattern, pt_strlist *out)
         }
     } else
         walk(&w, base.len ? base.data : "/");
-    qsort(out->items, (size_t)out->n, sizeof *out->items, cmp_text);
+    if (out->n > 1) qsort(out->items, (size_t)out->n, sizeof *out->items, cmp_text);
     sb_free(&base);
     free(copy);
     return PT_OK;
