@@ -36,6 +36,8 @@ pt_status readme_data_files(const char *dir, const char *config, const char *spl
  * resolve_pattern finds them; none found is no error here. A pattern without a wildcard gives its
  * path if anything is there (a folder too: the caller refuses what is not a file). */
 pt_status pattern_files(const char *dir, const char *pattern, pt_strlist *out);
+/* Whether rel (a file's path relative to the pattern's folder) is one pattern names, as above. */
+bool pattern_matches(const char *pattern, const char *rel);
 
 /* ---- source.c: the files of a dataset entry ---- */
 typedef struct {
@@ -46,13 +48,19 @@ typedef struct {
 
 pt_status source_files(const pt_dataset_config *d, data_files *out);
 void source_free(data_files *f);
-/* Whether a path names a file of split (the split as a word: not inside a longer name). */
-bool source_in_split(const char *path, const char *split);
 /* The error for a data path that is not a regular file, saying what it is (mode: its stat type). */
 pt_status source_not_a_file(const char *path, mode_t mode);
 /* Open a data file for reading: refused, saying what it is, unless a regular file; a FIFO never
  * blocks (it is opened without waiting for a writer, then refused). */
 pt_status source_open(const char *path, FILE **f);
+
+/* ---- splits.c: a folder's files of a split, as datasets picks them ---- */
+/* Keep of f's files (f->path[i] + skip: the path in the folder where, for messages) those of split
+ * as datasets' get_data_patterns picks them for a repository without a loading script: the
+ * sharded data/SPLIT-00000-of-00002.* names, else the split's keywords in folder names, else in
+ * file names (train/training; validation/valid/dev/val; test/testing/eval/evaluation), else every
+ * file is train. A split that is not there is an error listing the splits that are. */
+pt_status splits_pick(data_files *f, size_t skip, const char *split, const char *where);
 
 /* ---- reader.c: rows from .json / .jsonl ---- */
 typedef struct {

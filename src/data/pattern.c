@@ -113,6 +113,20 @@ static void walk(walker *w, const char *dir)
     closedir(d);
 }
 
+bool pattern_matches(const char *pattern, const char *rel)
+{
+    char *pc = xstrdup(pattern), *rc = xstrdup(rel);
+    segments pat, name;
+    bool ok = split(pc, &pat) && split(rc, &name) && pat.n > 0 && name.n > 0 && name.n <= PATTERN_DEPTH &&
+              matches(&pat, 0, name.segs, name.n) &&
+              count_prefixed(name.segs, name.n, ".", false) == count_prefixed(pat.segs, pat.n, ".", false) &&
+              count_prefixed(name.segs, name.n, "__", true) == count_prefixed(pat.segs, pat.n, "__", true) &&
+              !ignored_name(name.segs[name.n - 1], pat.segs[pat.n - 1]);
+    free(pc);
+    free(rc);
+    return ok;
+}
+
 static int cmp_text(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 pt_status pattern_files(const char *dir, const char *pattern, pt_strlist *out)

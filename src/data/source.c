@@ -1,8 +1,8 @@
 /* source.c — which files a dataset entry names. A local file is itself; a local directory or an
  * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, patterns
- * resolved as datasets resolves them, `**` included: pattern.c) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
- * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
- * when any match, or the files the README's configs: name for the split (readme.c). Arrow files are
+ * resolved as datasets resolves them, `**` included: pattern.c), or the files the README's
+ * configs: name for the split (readme.c), or else of every .json/.jsonl/.csv/.tsv/.parquet file
+ * under it (recursively, sorted by path) those of the split as datasets picks them (splits.c). Arrow files are
  * refused, saying what to name instead, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
@@ -46,18 +46,6 @@ static bool is_metadata(const char *path)
     base = base ? base + 1 : path;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(base, names[i])) return true;
-    return false;
-}
-
-bool source_in_split(const char *path, const char *split)
-{
-    size_t k = strlen(split);
-    if (!k) return false;
-    for (const char *p = strstr(path, split); p; p = strstr(p + 1, split)) {
-        bool start = p == path || !isalnum((unsigned char)p[-1]);
-        bool end = !isalpha((unsigned char)p[k]);
-        if (start && end) return true;
-    }
     return false;
 }
 
@@ -143,19 +131,14 @@ static pt_status walk(const char *dir, int depth, data_files *out)
     return st;
 }
 
-static bool wanted(const char *path, size_t skip, const char *split)
-{
-    return split ? source_in_split(path + skip, split) : kind_of(path) == KIND_DATA;
-}
-
-/* Keep the files of split (when given) or else the files ptrain reads, if there are any; free the others. */
-static void narrow(data_files *f, size_t skip, const char *split)
+/* Keep the files ptrain reads, if there are any (else the Arrow files, refused next); free the others. */
+static void narrow(data_files *f)
 {
     int n = 0, kept = 0;
-    for (int i = 0; i < f->n; i++) kept += wanted(f->path[i], skip, split);
+    for (int i = 0; i < f->n; i++) kept += kind_of(f->path[i]) == KIND_DATA;
     if (!kept) return;
     for (int i = 0; i < f->n; i++) {
-        if (wanted(f->path[i], skip, split)) f->path[n++] = f->path[i];
+        if (kind_of(f->path[i]) == KIND_DATA) f->path[n++] = f->path[i];
         else free(f->path[i]);
     }
     f->n = n;
@@ -183,31 +166,6 @@ static pt_status check_kinds(const data_files *f)
     for (int i = 0; i < f->n; i++)
         if (kind_of(f->path[i]) == KIND_CONVERT && convert++ == 0) first = i;
     return convert ? arrow_error(f->path[first], convert - 1) : PT_OK;
-}
-
-/* The split names datasets knows in file names (its keywords for train, validation and test). */
-static const char *const split_names[] = {"train", "training", "validation", "valid", "dev", "val",
-                                          "test", "testing", "eval", "evaluation"};
-
-/* When no file names split but some name another split, the split is not there: an error listing
- * the splits that are (files that name none are all train, as datasets takes them). */
-static pt_status check_split(const data_files *f, size_t skip, const char *split, const char *dir)
-{
-    for (int i = 0; i < f->n; i++)
-        if (source_in_split(f->path[i] + skip, split)) return PT_OK;
-    strbuf found = {0};
-    for (size_t k = 0; k < sizeof split_names / sizeof split_names[0]; k++)
-        for (int i = 0; i < f->n; i++)
-            if (kind_of(f->path[i]) == KIND_DATA && source_in_split(f->path[i] + skip, split_names[k])) {
-                sb_printf(&found, "%s%s", found.len ? ", " : "", split_names[k]);
-                break;
-            }
-    if (!found.len) return PT_OK;
-    pt_status rc = ERR(PT_ERR_USER, "split \"%s\" is not in %s: its files name the split%s %s; set split_type to one "
-                       "of them", shown_text(split).s, shown_text(dir).s, strchr(sb_text(&found), ',') ? "s" : "",
-                       sb_text(&found));
-    sb_free(&found);
-    return rc;
 }
 
 /* Whether a folder of path (after skip) is called name. */
@@ -289,9 +247,8 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
     TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     if (d->config_name && *d->config_name) TRY(keep_config(out, strlen(dir), d->config_name, dir));
-    TRY(check_split(out, strlen(dir), split, dir));
-    narrow(out, strlen(dir), split);
-    narrow(out, 0, NULL);
+    TRY(splits_pick(out, strlen(dir) + 1, split, dir));
+    narrow(out);
     if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv, .tsv or .parquet files", shown_text(dir).s);
     return check_kinds(out);
 }

@@ -977,12 +977,6 @@ static void test_directory(void **state)
     expect_texts("a|b", "  - name: \"%s\"\n", D("nosplit")); /* no train file: all of them, sorted */
     expect_texts("extra|test a", "  - name: \"%s\"\n    data_files: [extra.jsonl, \"data/test-*.jsonl\"]\n", D("dir"));
     expect_texts("extra", "  - name: \"%s\"\n    data_files: extra.jsonl\n", D("dir"));
-    assert_true(source_in_split("data/train-00000-of-00001.jsonl", "train"));
-    assert_true(source_in_split("train.json", "train"));
-    assert_true(source_in_split("x/train/part.json", "train"));
-    assert_true(source_in_split("train2.jsonl", "train"));
-    assert_false(source_in_split("constrained.jsonl", "train"));
-    assert_false(source_in_split("trainer.jsonl", "train"));
     pt_dataset ds;
     char want[2048];
     snprintf(want, sizeof want, "dataset[0]: data_files: %s/nope.jsonl does not exist", D("dir"));
@@ -1578,6 +1572,53 @@ static void test_patterns_as_datasets(void **state)
     assert_string_equal(err_message(), message);
 }
 
+/* A folder's files of each split are those datasets' get_data_patterns picks (splits.json of
+ * tests/reference/make_pattern_files.py: sharded names with a custom split, split folders, split
+ * words in file names, none), in its order; a split it has not is an error listing the ones it has. */
+static void test_splits_as_datasets(void **state)
+{
+    (void)state;
+    json_error_t e;
+    json_t *want = json_load_file(D("patterns/splits.json"), 0, &e);
+    assert_non_null(want);
+    const char *layout, *split;
+    json_t *splits, *files;
+    int checked = 0;
+    json_object_foreach(want, layout, splits) {
+        char dir[1200];
+        snprintf(dir, sizeof dir, "%s/%s", D("patterns/splits"), layout);
+        json_object_foreach(splits, split, files) {
+            pt_dataset_config d = {.name = dir, .split_type = (char *)split};
+            data_files f;
+            pt_status rc = source_files(&d, &f);
+            strbuf got = {0}, exp = {0};
+            if (json_is_array(files)) {
+                if (rc != PT_OK) fail_msg("%s, split %s: %s", layout, split, err_message());
+                for (int i = 0; i < f.n; i++) sb_printf(&got, "%s ", f.path[i] + strlen(dir) + 1);
+                for (size_t i = 0; i < json_array_size(files); i++)
+                    sb_printf(&exp, "%s ", json_string_value(json_array_get(files, i)));
+                source_free(&f);
+            } else {
+                assert_int_equal(rc, PT_ERR_USER);
+                json_t *have = json_object_get(files, "not there");
+                sb_printf(&got, "%s", err_message());
+                sb_printf(&exp, "split \"%s\" is not in %s: its files name the split%s ", split, shown_text(dir).s,
+                          json_array_size(have) > 1 ? "s" : "");
+                for (size_t i = 0; i < json_array_size(have); i++)
+                    sb_printf(&exp, "%s%s", i ? ", " : "", json_string_value(json_array_get(have, i)));
+                sb_printf(&exp, "; set split_type to one of them");
+            }
+            if (strcmp(sb_text(&got), sb_text(&exp)))
+                fail_msg("%s, split %s: ptrain [%s], datasets [%s]", layout, split, sb_text(&got), sb_text(&exp));
+            sb_free(&got);
+            sb_free(&exp);
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 16);
+    json_decref(want);
+}
+
 /* A column of a type a chat row cannot use (a MAP, fixed-length bytes) is one error naming the
  * file, the column and the type, whatever the other columns hold. */
 static void test_parquet_refused_types(void **state)
@@ -1877,7 +1918,7 @@ int main(void)
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_refused_types),
-        cmocka_unit_test(test_patterns_as_datasets),   cmocka_unit_test(test_parquet_as_jsonl),
+        cmocka_unit_test(test_patterns_as_datasets), cmocka_unit_test(test_splits_as_datasets),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_rename_filter_limit),
         cmocka_unit_test(test_shuffle),           cmocka_unit_test(test_filter_numbers),
         cmocka_unit_test(test_concatenate),       cmocka_unit_test(test_truncation),
