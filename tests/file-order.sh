@@ -32,7 +32,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter_select adapter adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;
-    src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme source row_list csv parquet_meta parquet reader format cache_key \
+    src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset ;;
     src/export) echo gguf_meta hf_meta merge merged_gguf merged_hf ollama export_cmd ;;
     src/hub) echo hub_token hub_http hub_files hub_json hub_card hub_stage hub_jobs hub_api hub_report \

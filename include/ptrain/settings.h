@@ -104,7 +104,7 @@ typedef enum {
     METHOD_GRPO,
     METHOD_COUNT
 } pt_method;
-/* A dataset entry's format: the reader of data_files (parquet and csv are refused). */
+/* A dataset entry's format: the reader of files whose extension names none. */
 typedef enum { DATASET_JSON, DATASET_JSONL, DATASET_PARQUET, DATASET_CSV, DATASET_FORMAT_COUNT } pt_dataset_format;
 
 /* The choices of each enum-valued key, NULL-terminated, indexed by its enum (settings.c). */
@@ -126,6 +126,7 @@ typedef struct {
     char *name; /* HF dataset id (resolved in the local HF cache) or a local file/dir */
     char *split_type;
     char *config_name; /* a Hub dataset's configuration (subset): its folder, e.g. CONFIG/train-*.parquet */
+    char *revision;    /* an HF dataset id's revision in the HF cache (a branch or tag under refs/, or a commit) */
     pt_strlist data_files;
     pt_dataset_format format;
     pt_strmap rename;

@@ -14,9 +14,10 @@ accelerate llama-cpp-python==0.3.36"
 env=${PTRAIN_PYENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ptrain/pyenv}
 # and the tokenizer parity tests' tools (SentencePiece models), the Hub client the Hub tests read
 # ptrain's uploads back with, and TensorBoard, whose own reader (EventAccumulator) reads ptrain's
-# event files in tests/cli/test_watch.sh, and TRL (the DPO goldens, tests/reference/make_dpo_goldens.py), pinned: small wheels added to an existing environment
+# event files in tests/cli/test_watch.sh, and TRL (the DPO goldens, tests/reference/make_dpo_goldens.py), and
+# datasets, pyarrow, pandas and polars (the Parquet files of tests/reference/make_parquet_rows.py), pinned: small wheels added to an existing environment
 # without rebuilding it
-EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1 trl==1.16.0"
+EXTRAS="sentencepiece==0.2.3 protobuf==7.36.2 huggingface_hub==2.4.0 tensorboard==2.21.0 datasets==5.2.0 pyarrow==26.0.1 pandas==3.1.1 trl==1.16.0 polars==2.1.0"
 # the seed system's release whose config keys tests/cli/test_known_keys.sh holds ptrain to: its wheel
 # only (--no-deps: its source is read, never installed), kept in the environment's wheels/
 SEED_WHEEL="praisonai-train==0.1.16"

@@ -372,6 +372,8 @@ const key_spec dataset_keys[] = {
     {"split_type", "split", K_STR, DOFF(split_type), "train", NULL, 0, 0, 0, "split name"},
     {"config_name", "subset", K_STR, DOFF(config_name), NULL, NULL, 0, 0, 0,
      "a Hub dataset's configuration: only the files under a folder of that name (CONFIG/train-*.parquet)"},
+    {"revision", NULL, K_STR, DOFF(revision), NULL, NULL, 0, 0, 0,
+     "an HF dataset id's revision in the HF cache (branch or tag under refs/, or a commit; default main)"},
     {"data_files", NULL, K_STRLIST, DOFF(data_files), NULL, NULL, 0, 0, 0, "explicit files"},
     {"format", NULL, K_ENUM, DOFF(format), "json", config_format_choices, 0, 0, 0, "reader for data_files"},
     {"rename", NULL, K_STRMAP, DOFF(rename), NULL, NULL, 0, 0, 0, "{source_column: destination}"},

@@ -24,6 +24,7 @@ static uint64_t mix_text(uint64_t h, const char *s)
 static uint64_t mix_entry(uint64_t h, const pt_dataset_config *d)
 {
     h = mix_text(mix_text(mix_text(h, d->name), d->split_type), d->config_name);
+    if (d->revision) h = mix_text(h, d->revision); /* unset: the hash of a config without the key */
     h = MIX(h, d->data_files.n);
     for (int i = 0; i < d->data_files.n; i++) h = mix_text(h, d->data_files.items[i]);
     h = MIX(h, d->format);

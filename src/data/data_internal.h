@@ -30,6 +30,14 @@ void rng_permutation(size_t n, uint64_t seed, size_t *out);
  * when the config or the split is not there, listing those that are. */
 pt_status readme_data_files(const char *dir, const char *config, const char *split, pt_strlist *out, bool *found);
 
+/* ---- pattern.c: a data_files pattern's files ---- */
+/* The files pattern names relative to dir (an absolute pattern: from /), sorted, as datasets'
+ * resolve_pattern finds them; none found is no error here. A pattern without a wildcard gives its
+ * path if anything is there (a folder too: the caller refuses what is not a file). */
+pt_status pattern_files(const char *dir, const char *pattern, pt_strlist *out);
+/* Whether rel (a file's path relative to the pattern's folder) is one pattern names, as above. */
+bool pattern_matches(const char *pattern, const char *rel);
+
 /* ---- source.c: the files of a dataset entry ---- */
 typedef struct {
     char **path;
@@ -39,13 +47,19 @@ typedef struct {
 
 pt_status source_files(const pt_dataset_config *d, data_files *out);
 void source_free(data_files *f);
-/* Whether a path names a file of split (the split as a word: not inside a longer name). */
-bool source_in_split(const char *path, const char *split);
 /* The error for a data path that is not a regular file, saying what it is (mode: its stat type). */
 pt_status source_not_a_file(const char *path, mode_t mode);
 /* Open a data file for reading: refused, saying what it is, unless a regular file; a FIFO never
  * blocks (it is opened without waiting for a writer, then refused). */
 pt_status source_open(const char *path, FILE **f);
+
+/* ---- splits.c: a folder's files of a split, as datasets picks them ---- */
+/* Keep of f's files (f->path[i] + skip: the path in the folder where, for messages) those of split
+ * as datasets' get_data_patterns picks them for a repository without a loading script: the
+ * sharded data/SPLIT-00000-of-00002.* names, else the split's keywords in folder names, else in
+ * file names (train/training; validation/valid/dev/val; test/testing/eval/evaluation), else every
+ * file is train. A split that is not there is an error listing the splits that are. */
+pt_status splits_pick(data_files *f, size_t skip, const char *split, const char *where);
 
 /* ---- reader.c: rows from .json / .jsonl ---- */
 typedef struct {
@@ -93,6 +107,9 @@ typedef struct {
     int type_length, repetition, num_children;
     int converted;  /* ConvertedType, -1 when unset */
     int logical;    /* the LogicalType union's field id, 0 when unset */
+    int scale, precision; /* DECIMAL */
+    int unit;             /* TIME, TIMESTAMP: 1 millis, 2 micros, 3 nanos (0: from converted) */
+    bool utc;             /* TIME, TIMESTAMP: isAdjustedToUTC */
 } pq_schema;
 
 typedef struct {
@@ -131,18 +148,47 @@ void pq_meta_free(pq_meta *m);
 /* The PageHeader at p (at most n bytes); *used: its length. False when it does not parse. */
 bool pq_page_read(const unsigned char *p, size_t n, pq_page *pg, size_t *used);
 
+/* ---- parquet_types.c: a leaf value as JSON ---- */
+typedef union {
+    int64_t i;
+    double d;
+    struct {
+        const char *p; /* BYTE_ARRAY, INT96, FIXED_LEN_BYTE_ARRAY: the value's bytes */
+        uint32_t n;
+    } s;
+} pq_val;
+
+/* Whether ptrain reads the values of column s; false with what (the type) written. */
+bool pq_type_known(const pq_schema *s, char *what, size_t len);
+/* One value of column s as JSON (dates, times and decimals as the text Python's str() gives the
+ * objects datasets makes of them); NULL when the value cannot be what its type says. */
+json_t *pq_type_value(const pq_schema *s, const pq_val *v);
+
 /* ---- parquet.c: rows from a Parquet file's bytes ---- */
 /* The rows of the Parquet file map[0..len), assembled per row group as datasets gives them
  * (structs as objects, lists as arrays, nulls). A file ptrain cannot read fails with one error
  * naming path, the place (row group, column, byte offset) and what is wrong. */
+/* A reader hands its rows over in batches when given a sink: take gets each batch (up to 4096
+ * rows of a Parquet row group, whose decoded columns are held until its last row is made; a whole
+ * JSON or CSV file) and consumes its rows, leaving rows->n 0; a failure stops the
+ * reading. Without a sink every row stays in rows. */
+typedef struct {
+    pt_status (*take)(void *arg, data_rows *rows);
+    void *arg;
+} rows_sink;
+
 pt_status parquet_read(const unsigned char *map, size_t len, const char *path, int file_no, data_rows *rows,
-                       pt_dataset_stats *st);
+                       pt_dataset_stats *st, const rows_sink *sink);
 
 /* Append the rows of one file, read by its extension (.csv/.tsv, .parquet, .json, .jsonl) or,
  * for another, by format. Unparsable lines and items that are not objects count as bad
  * rows; a file that cannot be read, or a JSON document that does not parse, fails. Invalid
  * UTF-8 bytes become FORMAT_BAD_UTF8 so the formatter can report the field they are in. */
 pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st);
+/* The same, the rows handed to sink batch by batch (rows: the batch's list, empty after each). A
+ * mapped Parquet file's pages are given back after each row group, so memory holds one group. */
+pt_status reader_stream(const char *path, int file_no, pt_dataset_format format, data_rows *rows,
+                        pt_dataset_stats *st, const rows_sink *sink);
 /* "an object", "an array", "a string", "a number", "a boolean" or "null" */
 const char *reader_kind(const json_t *v);
 
@@ -154,8 +200,16 @@ const char *reader_kind(const json_t *v);
 void stats_bad(pt_dataset_stats *st, uint64_t pos, const char *where, const char *reason);
 void stats_free(pt_dataset_stats *st);
 
-/* ---- rows.c: rename, filter, num_samples, shuffle (in that order) ---- */
-void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_dataset_stats *st, FILE *warn);
+/* ---- rows.c: rename, filter, num_samples (in that order), batch by batch ---- */
+typedef struct {
+    long *hits;    /* rename: rows that had each source column */
+    long renamed;  /* rows renamed */
+    long taken;    /* rows kept so far (num_samples) */
+} rows_state;
+/* Apply the entry's rename, filter and num_samples to the next batch of its rows (s starts zeroed). */
+void rows_step(const pt_dataset_config *d, rows_state *s, data_rows *rows, pt_dataset_stats *st);
+/* After the last batch: warn of a rename column no row had; frees s. */
+void rows_end(const pt_dataset_config *d, int index, rows_state *s, FILE *warn);
 /* A JSON scalar as text for filter comparisons: strings as is, numbers as Python prints them,
  * true/false, null; NULL for arrays and objects. Malloc'd. */
 char *rows_value_text(const json_t *v);

@@ -1,9 +1,11 @@
-/* dataset.c — dataset_load: for each `dataset:` entry in config order, find its files, read the
- * rows, apply rename/filter/num_samples/shuffle, detect the format from the first row that has
- * one, then format and tokenize every row (in parallel, each row into its own slot, so the result
- * does not depend on the thread count), and tally the outcome of each row in order. Split across
- * the ranks of a job (dataset_work), each rank tokenizes its share of the rows and rank 0 counts
- * them all (parts.c). */
+/* dataset.c — dataset_load: for each `dataset:` entry in config order, find its files and read
+ * their rows in batches (a Parquet row group, a JSON or CSV file), each batch renamed, filtered
+ * and cut to num_samples, then formatted and tokenized (in parallel, each row into its own slot,
+ * so the result does not depend on the thread count) and counted in order before the next batch
+ * is read, so memory holds one batch besides the examples; the format is detected from the first
+ * row that has one, and shuffle puts the examples in the seeded permutation of the rows. Split
+ * across the ranks of a job (dataset_work), each rank tokenizes its share of each batch's rows and
+ * rank 0 counts them all (parts.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -96,13 +98,6 @@ static void slots_free(data_slot *slots, size_t n)
     free(slots);
 }
 
-static pt_status tally_all(pt_dataset *ds, pt_dataset_stats *st, const data_rows *rows, data_slot *slots)
-{
-    pt_status rc = PT_OK;
-    for (size_t i = 0; i < rows->n && rc == PT_OK; i++) rc = tally(ds, st, &rows->v[i], &slots[i]);
-    return rc;
-}
-
 /* With several parts: every part's slots to part 0 (dataset_work). Called by every part, even
  * after its own failure (local); returns the agreed status. */
 static pt_status share_slots(const loader *L, pt_status local, data_slot *slots, size_t n)
@@ -192,11 +187,39 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
     return rc;
 }
 
-/* Tokenize this part's rows of one entry into *slots (one per row). */
-static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st,
-                                data_slot **slots)
+/* ---- one entry, batch by batch ---- */
+
+/* One entry as its rows come in (rows_sink): a batch is transformed (rows.c), tokenized on this
+ * part, exchanged with the other parts (one exchange a batch, the same on every part, as every
+ * part reads the same files) and counted on the part that counts, then freed; memory holds one
+ * batch (a Parquet row group) besides the examples. Rows before the first with a format wait for
+ * one. With shuffle, the examples are kept in row order and put in the permutation's order at the
+ * end, as if the rows had been shuffled before tokenizing. */
+typedef struct {
+    const loader *L;
+    int index;
+    const pt_dataset_config *d;
+    pt_dataset_stats *st;
+    rows_state rs;
+    data_rows pending; /* rows read before one with a format */
+    bool ready;        /* the format is known and lc made */
+    data_format f;
+    label_ctx lc;
+    json_t *kwargs;
+    bool whole;              /* this part counts the rows */
+    pt_dataset shuffled;     /* shuffle: the examples in row order */
+    long *row_ex;            /* ... and each row's example there (-1: none) */
+    size_t n_rows, cap_rows;
+    bool agreed;             /* the failure returned was agreed by every part in an exchange */
+    bool in_sink;            /* the failure came from a batch, not from reading */
+} entry_run;
+
+static pt_status entry_start(entry_run *E, data_format f)
 {
-    data_format f = detect(rows, L->o->dataset_text_field, L->o->pairs || L->o->unpaired);
+    const loader *L = E->L;
+    int index = E->index;
+    pt_dataset_stats *st = E->st;
+    E->f = f;
     st->format = format_name(f);
     if (L->o->unpaired && f != FMT_NONE && f != FMT_UNPAIRED && f != FMT_PREFERENCE)
         return ERR(PT_ERR_USER,
@@ -217,69 +240,139 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
                    index, shown_text(st->name).s, format_name(f));
     st->assistant_only = loss_on_assistant(L, index, f);
     bool chat = f != FMT_TEXT && f != FMT_NONE;
-    label_ctx lc; /* plain text needs no template: any known name will do */
-    pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
+    /* plain text needs no template: any known name will do */
+    pt_status rc = label_init(&E->lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
-    lc.max_prompt = (int32_t)L->o->max_prompt_length, lc.max_completion = (int32_t)L->o->max_completion_length;
-    lc.pair_legacy = L->o->pairs_legacy;
-    lc.pair_reward = L->o->pairs_reward;
-    lc.unpaired = L->o->unpaired;
     if (rc != PT_OK) {
         err_context("chat_template");
         return rc;
     }
-    if (chat && !(L->o->chat_template && *L->o->chat_template)) rc = label_use_tool_template(&lc);
+    E->lc.max_prompt = (int32_t)L->o->max_prompt_length, E->lc.max_completion = (int32_t)L->o->max_completion_length;
+    E->lc.pair_legacy = L->o->pairs_legacy;
+    E->lc.pair_reward = L->o->pairs_reward;
+    E->lc.unpaired = L->o->unpaired;
+    if (chat && !(L->o->chat_template && *L->o->chat_template)) rc = label_use_tool_template(&E->lc);
     if (rc != PT_OK) {
-        label_free(&lc);
+        label_free(&E->lc);
         return rc;
     }
-    json_t *kwargs = template_kwargs(L->o->chat_template_kwargs);
-    lc.kwargs = kwargs;
-    st->template = chat ? lc.template : NULL;
+    E->kwargs = template_kwargs(L->o->chat_template_kwargs);
+    E->lc.kwargs = E->kwargs;
+    st->template = chat ? E->lc.template : NULL;
     if (chat) warn_template(L, index);
-    *slots = calloc(rows->n + 1, sizeof **slots);
-    if (!*slots) abort();
-    run_rows(L, &lc, f, rows, *slots);
-    label_free(&lc);
-    json_decref(kwargs);
+    E->ready = true;
     return PT_OK;
 }
 
-static pt_status read_entry(const pt_dataset_config *d, data_files *files, data_rows *rows, pt_dataset_stats *st)
+/* Count this batch's rows (the counting part); with shuffle, their examples kept aside in row order. */
+static pt_status entry_tally(entry_run *E, const data_rows *rows, data_slot *slots)
 {
-    TRY(source_files(d, files));
-    for (int i = 0; i < files->n; i++) TRY(reader_read(files->path[i], i, files->format, rows, st));
+    pt_dataset *into = E->d->shuffle ? &E->shuffled : E->L->out;
+    for (size_t i = 0; i < rows->n; i++) {
+        size_t before = into->n;
+        TRY(tally(into, E->st, &rows->v[i], &slots[i]));
+        if (!E->d->shuffle) continue;
+        if (E->n_rows == E->cap_rows) {
+            E->cap_rows = E->cap_rows ? 2 * E->cap_rows : 1024;
+            long *grown = realloc(E->row_ex, sizeof *grown * E->cap_rows);
+            if (!grown) abort();
+            E->row_ex = grown;
+        }
+        E->row_ex[E->n_rows++] = into->n > before ? (long)before : -1;
+    }
     return PT_OK;
 }
 
-/* One entry: read, transform, tokenize this part's rows, then (several parts) share them, and
- * count every row on the part that has them all. before: an earlier entry failed on this part
- * after the parts last agreed; the entry then only takes part in the exchange, which stops every
- * part. *agreed: every part has this status (it came from the exchange). */
-static pt_status load_entry(const loader *L, int index, pt_status before, bool *agreed)
+/* Tokenize this part's rows of the batch, exchange, count; the rows are freed. */
+static pt_status entry_batch(entry_run *E, data_rows *rows)
+{
+    const dataset_work *w = &E->L->o->work;
+    data_slot *slots = calloc(rows->n + 1, sizeof *slots);
+    if (!slots) abort();
+    run_rows(E->L, &E->lc, E->f, rows, slots);
+    pt_status rc = PT_OK;
+    if (w->parts > 1) {
+        rc = share_slots(E->L, PT_OK, slots, rows->n);
+        E->agreed = rc != PT_OK;
+    }
+    if (rc == PT_OK && E->whole) rc = entry_tally(E, rows, slots);
+    slots_free(slots, rows->n);
+    for (size_t i = 0; i < rows->n; i++) json_decref(rows->v[i].obj);
+    rows->n = 0;
+    return rc;
+}
+
+static pt_status entry_rows(entry_run *E, data_rows *rows)
+{
+    rows_step(E->d, &E->rs, rows, E->st);
+    if (E->ready) return entry_batch(E, rows);
+    for (size_t i = 0; i < rows->n; i++) rows_push(&E->pending, rows->v[i].obj, &rows->v[i]);
+    rows->n = 0;
+    data_format f = detect(&E->pending, E->L->o->dataset_text_field, E->L->o->pairs || E->L->o->unpaired);
+    if (f == FMT_NONE) return PT_OK;
+    TRY(entry_start(E, f));
+    return entry_batch(E, &E->pending);
+}
+
+/* rows_sink's take */
+static pt_status entry_take(void *arg, data_rows *rows)
+{
+    entry_run *E = arg;
+    pt_status rc = entry_rows(E, rows);
+    E->in_sink = rc != PT_OK;
+    return rc;
+}
+
+/* After the last batch: rows that never had a format, the shuffle, the check that a row is kept. */
+static pt_status entry_end(entry_run *E)
+{
+    if (!E->ready) {
+        TRY(entry_start(E, FMT_NONE));
+        TRY(entry_batch(E, &E->pending));
+    }
+    if (E->whole && E->d->shuffle && E->n_rows) {
+        size_t *perm = malloc(sizeof *perm * E->n_rows);
+        if (!perm) abort();
+        rng_permutation(E->n_rows, (uint64_t)E->d->seed, perm);
+        for (size_t i = 0; i < E->n_rows; i++)
+            if (E->row_ex[perm[i]] >= 0) push_example(E->L->out, &E->shuffled.ex[E->row_ex[perm[i]]]);
+        free(perm);
+    }
+    if (E->whole && E->st->kept == 0) return no_usable_row(E->st, E->index);
+    return PT_OK;
+}
+
+static void entry_free(entry_run *E)
+{
+    if (E->ready) label_free(&E->lc);
+    json_decref(E->kwargs);
+    rows_free(&E->pending);
+    for (size_t i = 0; i < E->shuffled.n; i++) example_free(&E->shuffled.ex[i]); /* those not moved */
+    free(E->shuffled.ex);
+    free(E->row_ex);
+}
+
+/* One entry: its files read batch by batch (entry_run). With several parts, every part ends the
+ * entry with the same status: a failure in an exchange is every part's, and otherwise each part
+ * takes part in one more exchange with its own status (a part that failed on its own meets the
+ * others' next batch, or their last exchange). */
+static pt_status load_entry(const loader *L, int index)
 {
     const pt_dataset_config *d = &L->o->datasets[index];
     const dataset_work *w = &L->o->work;
     pt_dataset_stats *st = &L->out->stats[index];
+    entry_run E = {.L = L, .index = index, .d = d, .st = st, .whole = w->parts <= 1 || w->part == 0};
     data_files files = {0};
     data_rows rows = {0};
-    data_slot *slots = NULL;
-    pt_status rc = before;
-    if (rc == PT_OK) {
-        st->name = xstrdup(d->name);
-        rc = read_entry(d, &files, &rows, st);
-        if (rc != PT_OK) err_context("dataset[%d]", index);
-    }
-    if (rc == PT_OK) {
-        rows_transform(d, index, &rows, st, L->warn);
-        rc = tokenize_entry(L, index, &rows, st, &slots);
-    }
-    bool whole = w->parts <= 1 || w->part == 0; /* this part counts the rows */
-    if (w->parts > 1) rc = share_slots(L, rc, slots, rows.n);
-    *agreed = w->parts <= 1 || rc != PT_OK;
-    if (rc == PT_OK && whole) rc = tally_all(L->out, st, &rows, slots);
-    if (rc == PT_OK && whole && st->kept == 0) rc = no_usable_row(st, index);
-    slots_free(slots, rows.n);
+    st->name = xstrdup(d->name);
+    pt_status rc = source_files(d, &files);
+    rows_sink sink = {entry_take, &E};
+    for (int i = 0; rc == PT_OK && i < files.n; i++) rc = reader_stream(files.path[i], i, files.format, &rows, st, &sink);
+    if (rc != PT_OK && !E.in_sink) err_context("dataset[%d]", index);
+    if (rc == PT_OK) rc = entry_end(&E);
+    rows_end(d, index, &E.rs, rc == PT_OK ? L->warn : NULL);
+    if (w->parts > 1 && !(rc != PT_OK && E.agreed)) rc = share_slots(L, rc, NULL, 0);
+    entry_free(&E);
     rows_free(&rows);
     source_free(&files);
     return rc;
@@ -297,11 +390,7 @@ pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *
     out->n_stats = o->n_datasets;
     loader L = {o, tok, dataset_template_name(o->chat_template, tok), warn, out};
     pt_status rc = PT_OK;
-    for (int i = 0; i < o->n_datasets; i++) {
-        bool agreed;
-        rc = load_entry(&L, i, rc, &agreed);
-        if (rc != PT_OK && agreed) break;
-    }
+    for (int i = 0; i < o->n_datasets && rc == PT_OK; i++) rc = load_entry(&L, i);
     if (rc != PT_OK) dataset_free(out);
     return rc;
 }

@@ -351,6 +351,10 @@ static void finish(const label_ctx *c, int32_t *ids, int32_t *labels, size_t n, 
         *ex = (pt_example){0};
         return;
     }
+    /* kept until training: no more than the tokens (the encoder's buffer may have grown past them) */
+    int32_t *fit = realloc(ids, sizeof *fit * (n + 1));
+    if (fit) ids = fit;
+    if ((fit = realloc(labels, sizeof *fit * (n + 1)))) labels = fit;
     *ex = (pt_example){.ids = ids, .labels = labels, .segments = NULL, .len = (int32_t)n};
 }
 

@@ -4,8 +4,8 @@
  * (PLAIN, RLE_DICTIONARY/PLAIN_DICTIONARY, DELTA_BINARY_PACKED, DELTA_LENGTH_BYTE_ARRAY,
  * DELTA_BYTE_ARRAY, BYTE_STREAM_SPLIT, RLE booleans) decoded, and the rows assembled from the
  * levels as datasets gives them: a struct an object, a LIST (three-level or legacy two-level) an
- * array, a null where a level says so. Strings are UTF-8 (an invalid byte becomes
- * FORMAT_BAD_UTF8), numbers JSON numbers (NaN and infinities null). Whatever is wrong with a file
+ * array, a null where a level says so; each value by its type (parquet_types.c: strings, numbers,
+ * dates and times, decimals). Whatever is wrong with a file
  * is one error naming it, the row group, the column and the byte. */
 #include <brotli/decode.h>
 #include <lz4.h>
@@ -21,21 +21,13 @@
 #define PQ_MAX_PAGE ((int64_t)1 << 28)   /* bytes of one page, uncompressed */
 #define PQ_MAX_ENTRIES ((size_t)1 << 26) /* levels of one row group, all its columns */
 #define PQ_MAX_DEPTH 16                  /* nesting of the schema */
+#define PQ_BATCH_ROWS 4096               /* rows handed to a sink at a time within a row group */
 
 enum { ENC_PLAIN = 0, ENC_PLAIN_DICT = 2, ENC_RLE = 3, ENC_BIT_PACKED = 4, ENC_DELTA = 5, ENC_DELTA_LENGTH = 6,
        ENC_DELTA_BYTES = 7, ENC_RLE_DICT = 8, ENC_SPLIT = 9 };
 enum { CODEC_NONE, CODEC_SNAPPY, CODEC_GZIP, CODEC_LZO, CODEC_BROTLI, CODEC_LZ4, CODEC_ZSTD, CODEC_LZ4_RAW };
-enum { CT_UTF8 = 0, CT_MAP = 1, CT_MAP_KV = 2, CT_LIST = 3, CT_DECIMAL = 5, CT_UINT_64 = 14, CT_UINT_32 = 13 };
-enum { LT_STRING = 1, LT_MAP = 2, LT_LIST = 3, LT_DECIMAL = 5, LT_FLOAT16 = 15 };
-
-typedef union {
-    int64_t i;
-    double d;
-    struct {
-        const char *p;
-        uint32_t n;
-    } s;
-} pq_val;
+enum { CT_MAP = 1, CT_MAP_KV = 2, CT_LIST = 3 };
+enum { LT_MAP = 2, LT_LIST = 3 };
 
 /* One leaf column's levels and values in the current row group. */
 typedef struct {
@@ -149,26 +141,22 @@ static bool is_map(const node *n)
     return n->n_child > 0 && (n->s->converted == CT_MAP || n->s->converted == CT_MAP_KV || n->s->logical == LT_MAP);
 }
 
-/* A leaf's type is one ptrain turns into JSON. */
+/* A leaf's type is one ptrain turns into JSON (parquet_types.c). */
 static pt_status check_leaf(pq_file *f, const node *n)
 {
-    const pq_schema *s = n->s;
+    char what[160];
     f->at = NULL;
-    if (s->type == PQ_INT96 || s->type == PQ_FIXED || s->type > PQ_FIXED || s->converted == CT_DECIMAL ||
-        s->logical == LT_DECIMAL)
+    if (!pq_type_known(n->s, what, sizeof what))
         return bad(f, "column %s holds %s values, which ptrain does not read (a chat row has text, numbers, booleans, "
-                   "lists and structs); drop the column or convert it to a string", shown_text(n->path).s,
-                   s->converted == CT_DECIMAL || s->logical == LT_DECIMAL ? "DECIMAL"
-                   : s->type == PQ_INT96                                  ? "INT96 (timestamp)"
-                                                                          : "FIXED_LEN_BYTE_ARRAY");
+                   "dates and times, lists and structs)", shown_text(n->path).s, what);
     return PT_OK;
 }
 
 static pt_status check_tree(pq_file *f, const node *n, int depth)
 {
     if (depth > 0 && is_map(n))
-        return bad(f, "column %s is a MAP, which ptrain does not read; store it as a list of structs",
-                   shown_text(n->path).s);
+        return bad(f, "column %s holds MAP values, which ptrain does not read (a chat row has text, numbers, booleans, "
+                   "dates and times, lists and structs)", shown_text(n->path).s);
     if (depth > 0 && is_list(n) && (n->n_child != 1 || n->child[0].s->repetition != PQ_REPEATED))
         return bad(f, "LIST column %s does not have one repeated child", shown_text(n->path).s);
     if (n->n_child == 0 && depth > 0) return check_leaf(f, n);
@@ -378,8 +366,21 @@ static void keep_buf(column *c, unsigned char *buf)
     c->bufs[c->nbufs++] = buf;
 }
 
-static pt_status plain(pq_file *f, int type, bytes *b, pq_val *out, size_t n)
+/* The bytes of one INT96 or FIXED_LEN_BYTE_ARRAY value of s's column, 0 for another type. */
+static size_t fixed_width(const pq_schema *s)
 {
+    return s->type == PQ_INT96 ? 12 : s->type == PQ_FIXED && s->type_length > 0 ? (size_t)s->type_length : 0;
+}
+
+/* n PLAIN values; fixed: the width of an INT96 or FIXED_LEN_BYTE_ARRAY value (kept as bytes). */
+static pt_status plain(pq_file *f, int type, size_t fixed, bytes *b, pq_val *out, size_t n)
+{
+    if (type == PQ_INT96 || type == PQ_FIXED) {
+        if (!fixed || fixed > UINT32_MAX || (size_t)(b->end - b->p) / fixed < n)
+            return bad(f, "PLAIN values of %zu bytes: %zu values in %td bytes", fixed, n, b->end - b->p);
+        for (size_t i = 0; i < n; i++, b->p += fixed) out[i].s.p = (const char *)b->p, out[i].s.n = (uint32_t)fixed;
+        return PT_OK;
+    }
     size_t size = type == PQ_INT32 || type == PQ_FLOAT ? 4 : type == PQ_INT64 || type == PQ_DOUBLE ? 8 : 0;
     if (type == PQ_BOOLEAN) {
         if ((uint64_t)(b->end - b->p) * 8 < n) return bad(f, "PLAIN booleans: %zu values in %td bytes", n, b->end - b->p);
@@ -475,11 +476,12 @@ static pt_status delta_bytes(pq_file *f, column *c, bytes *b, pq_val *out, size_
 }
 
 /* n values of type in encoding from b, appended to c->val. */
-static pt_status values(pq_file *f, column *c, int type, int encoding, bytes *b, size_t n)
+static pt_status values(pq_file *f, column *c, const pq_schema *s, int encoding, bytes *b, size_t n)
 {
     pq_val *out = c->val + c->nval;
+    int type = s->type;
     switch (encoding) {
-    case ENC_PLAIN: TRY(plain(f, type, b, out, n)); break;
+    case ENC_PLAIN: TRY(plain(f, type, fixed_width(s), b, out, n)); break;
     case ENC_PLAIN_DICT:
     case ENC_RLE_DICT: {
         if (!c->has_dict) return bad(f, "dictionary-encoded values without a dictionary page");
@@ -489,7 +491,8 @@ static pt_status values(pq_file *f, column *c, int type, int encoding, bytes *b,
         if (w > 32) return bad(f, "dictionary indices of %d bits", w);
         uint32_t *idx = malloc(sizeof *idx * n);
         if (!idx) abort();
-        bool ok = hybrid(b, w, idx, n);
+        /* width 0: every index is 0, whatever follows (polars writes no runs then) */
+        bool ok = w == 0 ? (memset(idx, 0, sizeof *idx * n), true) : hybrid(b, w, idx, n);
         for (size_t i = 0; ok && i < n; i++) {
             if (idx[i] >= c->ndict) {
                 uint32_t bad_index = idx[i];
@@ -545,7 +548,7 @@ static pt_status values(pq_file *f, column *c, int type, int encoding, bytes *b,
             unsigned char v[8];
             for (size_t j = 0; j < k; j++) v[j] = b->p[j * n + i];
             bytes one = {v, v + k};
-            TRY(plain(f, type, &one, &out[i], 1));
+            TRY(plain(f, type, 0, &one, &out[i], 1));
         }
         b->p += k * n;
         break;
@@ -650,7 +653,7 @@ static pt_status data_page(pq_file *f, column *c, const node *leaf, const pq_pag
     size_t present = 0;
     for (size_t i = 0; i < n; i++) present += c->def[c->n + i] == leaf->def;
     c->n += n;
-    return values(f, c, leaf->s->type, pg->encoding, &b, present);
+    return values(f, c, leaf->s, pg->encoding, &b, present);
 }
 
 static pt_status dictionary_page(pq_file *f, column *c, const node *leaf, const pq_page *pg, int codec,
@@ -672,7 +675,7 @@ static pt_status dictionary_page(pq_file *f, column *c, const node *leaf, const 
     c->dict = malloc(sizeof *c->dict * (c->ndict + 1));
     if (!c->dict) abort();
     c->has_dict = true;
-    return plain(f, leaf->s->type, &b, c->dict, c->ndict);
+    return plain(f, leaf->s->type, fixed_width(leaf->s), &b, c->dict, c->ndict);
 }
 
 static pt_status read_chunk(pq_file *f, const pq_chunk *ch, const node *leaf, column *c, size_t data_end)
@@ -726,22 +729,6 @@ static void column_free(column *c)
 
 /* ---- assembling rows ---- */
 
-static json_t *leaf_value(const node *n, const pq_val *v)
-{
-    const pq_schema *s = n->s;
-    switch (s->type) {
-    case PQ_BOOLEAN: return json_boolean(v->i);
-    case PQ_INT32:
-        return json_integer(s->converted == CT_UINT_32 ? (json_int_t)(uint32_t)v->i : (json_int_t)v->i);
-    case PQ_INT64:
-        if (s->converted == CT_UINT_64 && v->i < 0) return json_real((double)(uint64_t)v->i);
-        return json_integer((json_int_t)v->i);
-    case PQ_FLOAT:
-    case PQ_DOUBLE: return isfinite(v->d) ? json_real(v->d) : json_null();
-    default: return rows_string(v->s.p, v->s.n);
-    }
-}
-
 static column *first(pq_file *f, const node *n) { return &f->cols[n->leaf]; }
 
 /* Step every leaf under n past one entry (a null or an empty list at n's level). */
@@ -784,7 +771,9 @@ static pt_status read_content(pq_file *f, const node *n, json_t **out)
         if (c->pos >= c->n) return bad(f, "the levels end before the rows do");
         if (c->def[c->pos] != n->def) return bad(f, "the columns' levels disagree at entry %zu", c->pos);
         if (c->vpos >= c->nval) return bad(f, "fewer values than defined levels");
-        *out = leaf_value(n, &c->val[c->vpos++]);
+        if ((*out = pq_type_value(n->s, &c->val[c->vpos++])) == NULL)
+            return bad(f, "value %zu cannot be read as its type says (a DECIMAL of more than 16 bytes, or an INT96 "
+                       "timestamp past the day's end)", c->vpos - 1);
         c->pos++;
         return PT_OK;
     }
@@ -820,7 +809,7 @@ static pt_status read_field(pq_file *f, const node *n, json_t **out)
 }
 
 static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, long *row, int file_no,
-                            data_rows *rows, pt_dataset_stats *st)
+                            data_rows *rows, pt_dataset_stats *st, const rows_sink *sink)
 {
     f->at = NULL;
     if (g->n_chunks != f->n_leaves)
@@ -844,6 +833,7 @@ static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, 
         data_row at = {NULL, f->file, file_no, 0, "row", (*row)++};
         st->read++;
         rows_push(rows, obj, &at);
+        if (sink && rows->n >= PQ_BATCH_ROWS) TRY(sink->take(sink->arg, rows)); /* the group's columns stay */
     }
     for (int l = 0; l < f->n_leaves; l++)
         if (f->cols[l].pos != f->cols[l].n) {
@@ -855,7 +845,7 @@ static pt_status read_group(pq_file *f, const pq_row_group *g, size_t data_end, 
 }
 
 pt_status parquet_read(const unsigned char *map, size_t len, const char *path, int file_no, data_rows *rows,
-                       pt_dataset_stats *st)
+                       pt_dataset_stats *st, const rows_sink *sink)
 {
     pq_file f = {.map = map, .len = len, .file = path};
     /* generous for real files (a column of a million nulls takes a few bytes), small for hostile ones */
@@ -892,11 +882,12 @@ pt_status parquet_read(const unsigned char *map, size_t len, const char *path, i
         f.group = g;
         f.unpacked = f.entries = 0;
         f.cols = calloc((size_t)f.n_leaves + 1, sizeof *f.cols);
-        rc = f.cols ? read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st)
+        rc = f.cols ? read_group(&f, &m.groups[g], meta_at, &row, file_no, rows, st, sink)
                     : ERR(PT_ERR_NOMEM, "out of memory for a row group's columns");
         for (int l = 0; f.cols && l < f.n_leaves; l++) column_free(&f.cols[l]);
         free(f.cols);
         f.cols = NULL;
+        if (rc == PT_OK && sink) rc = sink->take(sink->arg, rows); /* the group's rows, its columns freed */
     }
     tree_free(&f.root);
     free(f.leaves);

@@ -190,9 +190,10 @@ static bool enter(thrift *t)
     return true;
 }
 
-/* ---- logical types: which union member is set ---- */
+/* ---- logical types: which union member is set, and the parameters ptrain uses ---- */
 
-static int logical_type(thrift *t)
+/* TimeUnit: MILLIS 1, MICROS 2, NANOS 3 (which member is set). */
+static int time_unit(thrift *t)
 {
     int16_t id = 0;
     int type, which = 0;
@@ -200,6 +201,36 @@ static int logical_type(thrift *t)
     while (field(t, &id, &type)) {
         which = id;
         skip(t, type);
+    }
+    t->depth--;
+    return which;
+}
+
+/* The members of TIME/TIMESTAMP (isAdjustedToUTC 1, unit 2) and DECIMAL (scale 1, precision 2). */
+static void logical_params(thrift *t, int which, pq_schema *s)
+{
+    int16_t id = 0;
+    int type;
+    if (!enter(t)) return;
+    while (field(t, &id, &type)) {
+        if ((which == 7 || which == 8) && id == 1 && (type == T_TRUE || type == T_FALSE)) s->utc = type == T_TRUE;
+        else if ((which == 7 || which == 8) && id == 2 && type == T_STRUCT) s->unit = time_unit(t);
+        else if (which == 5 && id == 1) s->scale = (int)int_field(t, type);
+        else if (which == 5 && id == 2) s->precision = (int)int_field(t, type);
+        else skip(t, type);
+    }
+    t->depth--;
+}
+
+static int logical_type(thrift *t, pq_schema *s)
+{
+    int16_t id = 0;
+    int type, which = 0;
+    if (!enter(t)) return 0;
+    while (field(t, &id, &type)) {
+        which = id;
+        if (type == T_STRUCT && (id == 5 || id == 7 || id == 8)) logical_params(t, id, s);
+        else skip(t, type);
     }
     t->depth--;
     return which;
@@ -227,8 +258,10 @@ static void schema_element(thrift *t, pq_schema *s)
             break;
         case 5: s->num_children = (int)int_field(t, type); break;
         case 6: s->converted = (int)int_field(t, type); break;
+        case 7: s->scale = (int)int_field(t, type); break;
+        case 8: s->precision = (int)int_field(t, type); break;
         case 10:
-            if (type == T_STRUCT) s->logical = logical_type(t);
+            if (type == T_STRUCT) s->logical = logical_type(t, s);
             else skip(t, type);
             break;
         default: skip(t, type);

@@ -287,9 +287,26 @@ static pt_data_file *record_file(pt_dataset_stats *st, const char *path, size_t 
     return rec;
 }
 
+/* A mapped Parquet file's pages given back before each batch goes to the caller's sink: the rows
+ * are copies, so the next row group is read from the file again, and memory holds one group. */
+typedef struct {
+    const rows_sink *next;
+    void *map;
+    size_t len;
+} release_sink;
+
+static pt_status release_take(void *arg, data_rows *rows)
+{
+    release_sink *r = arg;
+    madvise(r->map, r->len, MADV_DONTNEED);
+    return r->next->take(r->next->arg, rows);
+}
+
 /* A Parquet file, mapped rather than read: parquet.c decodes one row group at a time, so memory
- * holds the rows made and one group's columns, never the whole file. */
-static pt_status read_parquet(const char *path, int file_no, data_rows *rows, pt_dataset_stats *st)
+ * holds the rows made and one group's columns, never the whole file (with a sink, one group's rows
+ * too: the pages read are given back after each group, and after each stretch of the CRC). */
+static pt_status read_parquet(const char *path, int file_no, data_rows *rows, pt_dataset_stats *st,
+                              const rows_sink *sink)
 {
     FILE *f;
     TRY(source_open(path, &f));
@@ -303,22 +320,30 @@ static pt_status read_parquet(const char *path, int file_no, data_rows *rows, pt
     fclose(f);
     if (len && map == MAP_FAILED) return ERR(PT_ERR_USER, "cannot map %s: %s", shown_text(path).s, strerror(errno));
     uLong crc = crc32(0L, Z_NULL, 0);
-    for (size_t at = 0; at < len; at += 1u << 30) /* crc32's length is a uInt */
-        crc = crc32(crc, (const Bytef *)map + at, (uInt)(len - at < (1u << 30) ? len - at : 1u << 30));
+    const size_t stretch = (size_t)1 << 26; /* crc32's length is a uInt; 64 MiB resident at a time */
+    for (size_t at = 0; at < len; at += stretch) {
+        size_t n = len - at < stretch ? len - at : stretch;
+        crc = crc32(crc, (const Bytef *)map + at, (uInt)n);
+        if (sink) madvise((char *)map + at, n, MADV_DONTNEED);
+    }
     record_file(st, path, len, (uint32_t)crc);
     long before = st->read;
-    pt_status rc = parquet_read(map ? map : (const void *)"", len, path, file_no, rows, st);
+    release_sink rel = {sink, map, len};
+    rows_sink wrapped = {release_take, &rel};
+    pt_status rc = parquet_read(map ? map : (const void *)"", len, path, file_no, rows, st,
+                                sink && map ? &wrapped : sink);
     st->files[st->n_files - 1].rows = st->read - before;
     if (map) munmap(map, len);
     return rc;
 }
 
-pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st)
+pt_status reader_stream(const char *path, int file_no, pt_dataset_format format, data_rows *rows,
+                        pt_dataset_stats *st, const rows_sink *sink)
 {
     bool named = ends_with(path, ".json") || ends_with(path, ".jsonl") || ends_with(path, ".csv") ||
                  ends_with(path, ".tsv");
     if (ends_with(path, ".parquet") || (!named && format == DATASET_PARQUET))
-        return read_parquet(path, file_no, rows, st);
+        return read_parquet(path, file_no, rows, st, sink);
     char *buf;
     size_t len;
     uint32_t crc;
@@ -337,5 +362,11 @@ pt_status reader_read(const char *path, int file_no, pt_dataset_format format, d
     else rc = read_json(&c, rows, st);
     rec->rows = st->read - before;
     free(buf);
+    if (rc == PT_OK && sink) rc = sink->take(sink->arg, rows);
     return rc;
+}
+
+pt_status reader_read(const char *path, int file_no, pt_dataset_format format, data_rows *rows, pt_dataset_stats *st)
+{
+    return reader_stream(path, file_no, format, rows, st, NULL);
 }

@@ -1,7 +1,10 @@
 /* rows.c — the per-entry row transforms, in the order the peer trainer applies them: rename
  * columns ({source: destination}, all at once, so swaps work), keep the rows whose
  * filter_column_value equals filter_value (compared as text; numbers also by value), take the
- * first num_samples rows, then shuffle with the entry's seed. */
+ * first num_samples rows; the readers hand the rows over in batches (a Parquet row group, a file),
+ * so these run batch by batch with what they must remember across batches in a rows_state. The
+ * shuffle (seeded by the entry's seed) is a permutation of the rows left (dataset.c applies it to
+ * the examples they make). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +30,14 @@ static void rename_row(const pt_strmap *map, json_t *obj, long *hits)
     free(vals);
 }
 
-static void rename_rows(const pt_strmap *map, int index, data_rows *rows, FILE *warn)
+static void rename_rows(const pt_strmap *map, rows_state *s, data_rows *rows)
 {
-    long *hits = calloc((size_t)map->n + 1, sizeof *hits);
-    if (!hits) abort();
-    for (size_t i = 0; i < rows->n; i++) rename_row(map, rows->v[i].obj, hits);
-    for (int k = 0; k < map->n; k++)
-        if (!hits[k] && rows->n && warn)
-            fprintf(warn, "warning: dataset[%d].rename: no row has a column \"%s\"\n", index,
-                    shown_text(map->keys[k]).s);
-    free(hits);
+    if (!s->hits) {
+        s->hits = calloc((size_t)map->n + 1, sizeof *s->hits);
+        if (!s->hits) abort();
+    }
+    for (size_t i = 0; i < rows->n; i++) rename_row(map, rows->v[i].obj, s->hits);
+    s->renamed += (long)rows->n;
 }
 
 /* ---- filter ---- */
@@ -94,33 +95,33 @@ static void filter_rows(const pt_dataset_config *d, data_rows *rows, pt_dataset_
     rows->n = n;
 }
 
-/* ---- num_samples, shuffle ---- */
+/* ---- num_samples ---- */
 
-static void limit_rows(long limit, data_rows *rows, pt_dataset_stats *st)
+/* Keep the rows of this batch that are among the first limit rows of the entry. */
+static void limit_rows(long limit, rows_state *s, data_rows *rows, pt_dataset_stats *st)
 {
-    if (limit < 0 || rows->n <= (size_t)limit) return;
-    for (size_t i = (size_t)limit; i < rows->n; i++) json_decref(rows->v[i].obj);
-    st->limited += (long)(rows->n - (size_t)limit);
-    rows->n = (size_t)limit;
+    size_t room = limit < 0 ? rows->n : s->taken >= limit ? 0 : (size_t)(limit - s->taken);
+    if (rows->n > room) {
+        for (size_t i = room; i < rows->n; i++) json_decref(rows->v[i].obj);
+        st->limited += (long)(rows->n - room);
+        rows->n = room;
+    }
+    s->taken += (long)rows->n;
 }
 
-static void shuffle_rows(uint64_t seed, data_rows *rows)
+void rows_step(const pt_dataset_config *d, rows_state *s, data_rows *rows, pt_dataset_stats *st)
 {
-    if (rows->n == 0) return; /* no rows: rows->v may be NULL, which memcpy must not get */
-    size_t *perm = malloc((rows->n + 1) * sizeof *perm);
-    data_row *out = malloc((rows->n + 1) * sizeof *out);
-    if (!perm || !out) abort();
-    rng_permutation(rows->n, seed, perm);
-    for (size_t i = 0; i < rows->n; i++) out[i] = rows->v[perm[i]];
-    memcpy(rows->v, out, rows->n * sizeof *out);
-    free(out);
-    free(perm);
-}
-
-void rows_transform(const pt_dataset_config *d, int index, data_rows *rows, pt_dataset_stats *st, FILE *warn)
-{
-    if (d->rename.n) rename_rows(&d->rename, index, rows, warn);
+    if (d->rename.n) rename_rows(&d->rename, s, rows);
     if (d->filter_data && d->filter_column_value && d->filter_value) filter_rows(d, rows, st);
-    limit_rows(d->num_samples, rows, st);
-    if (d->shuffle) shuffle_rows((uint64_t)d->seed, rows);
+    limit_rows(d->num_samples, s, rows, st);
+}
+
+void rows_end(const pt_dataset_config *d, int index, rows_state *s, FILE *warn)
+{
+    for (int k = 0; s->hits && k < d->rename.n; k++)
+        if (!s->hits[k] && s->renamed && warn)
+            fprintf(warn, "warning: dataset[%d].rename: no row has a column \"%s\"\n", index,
+                    shown_text(d->rename.keys[k]).s);
+    free(s->hits);
+    *s = (rows_state){0};
 }

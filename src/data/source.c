@@ -1,16 +1,15 @@
 /* source.c — which files a dataset entry names. A local file is itself; a local directory or an
- * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, globs
- * allowed) or else every .json/.jsonl/.csv/.tsv/.parquet file under it (recursively, sorted by
- * path), narrowed to the files of the split (split_type: the split's name as a word in the path)
- * when any match, or the files the README's configs: name for the split (readme.c). Arrow files are
- * refused with the command that converts them, and a path that is
+ * HF dataset id (its snapshot in the HF cache) gives its data_files (relative to it, patterns
+ * resolved as datasets resolves them, `**` included: pattern.c), or the files the README's
+ * configs: name for the split (readme.c), or else of every .json/.jsonl/.csv/.tsv/.parquet file
+ * under it (recursively, sorted by path) those of the split as datasets picks them (splits.c). Arrow files are
+ * refused, saying what to name instead, and a path that is
  * neither a regular file nor a directory (a device, a FIFO, a socket) with what it is; a data file
  * is opened without blocking on a FIFO (source_open). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,18 +46,6 @@ static bool is_metadata(const char *path)
     base = base ? base + 1 : path;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(base, names[i])) return true;
-    return false;
-}
-
-bool source_in_split(const char *path, const char *split)
-{
-    size_t k = strlen(split);
-    if (!k) return false;
-    for (const char *p = strstr(path, split); p; p = strstr(p + 1, split)) {
-        bool start = p == path || !isalnum((unsigned char)p[-1]);
-        bool end = !isalpha((unsigned char)p[k]);
-        if (start && end) return true;
-    }
     return false;
 }
 
@@ -121,7 +108,7 @@ pt_status source_open(const char *path, FILE **f)
     return ERR(PT_ERR_NOMEM, "out of memory opening %s", shown_text(path).s);
 }
 
-/* Every data file (JSON or convertible) under dir, hidden entries skipped; a special file with a
+/* Every data file (one ptrain reads, or an Arrow file) under dir, hidden entries skipped; a special file with a
  * data file's name (a FIFO called train.jsonl) is an error. */
 static pt_status walk(const char *dir, int depth, data_files *out)
 {
@@ -144,100 +131,41 @@ static pt_status walk(const char *dir, int depth, data_files *out)
     return st;
 }
 
-static bool wanted(const char *path, size_t skip, const char *split)
-{
-    return split ? source_in_split(path + skip, split) : kind_of(path) == KIND_DATA;
-}
-
-/* Keep the files of split (when given) or else the files ptrain reads, if there are any; free the others. */
-static void narrow(data_files *f, size_t skip, const char *split)
+/* Keep the files ptrain reads, if there are any (else the Arrow files, refused next); free the others. */
+static void narrow(data_files *f)
 {
     int n = 0, kept = 0;
-    for (int i = 0; i < f->n; i++) kept += wanted(f->path[i], skip, split);
+    for (int i = 0; i < f->n; i++) kept += kind_of(f->path[i]) == KIND_DATA;
     if (!kept) return;
     for (int i = 0; i < f->n; i++) {
-        if (wanted(f->path[i], skip, split)) f->path[n++] = f->path[i];
+        if (kind_of(f->path[i]) == KIND_DATA) f->path[n++] = f->path[i];
         else free(f->path[i]);
     }
     f->n = n;
 }
 
-/* The pandas expression that reads the file named by sys.argv[1]. */
-static const char *read_call(const char *ext)
+/* An Arrow file: what it is and what ptrain reads instead (no conversion step: the data it came
+ * from is read as it is). */
+static pt_status arrow_error(const char *path, int others)
 {
-    if (!strcmp(ext, "parquet")) return "pd.read_parquet(sys.argv[1])";
-    if (!strcmp(ext, "arrow")) return "datasets.Dataset.from_file(sys.argv[1]).to_pandas()";
-    if (!strcmp(ext, "tsv")) return "pd.read_csv(sys.argv[1], sep=\"\\t\")";
-    return "pd.read_csv(sys.argv[1])";
-}
-
-/* The command that converts path to a .jsonl file beside it, safe to paste into sh or bash
- * whatever the path holds: the Python code and both paths each in single quotes, the paths passed
- * as arguments (sys.argv), never pasted into the code. */
-static void convert_command(const char *path, const char *ext, strbuf *out)
-{
-    sb_printf(out, "python3 -c 'import sys, %spandas as pd; %s.to_json(sys.argv[2], orient=\"records\", "
-              "lines=True, force_ascii=False)' ", !strcmp(ext, "arrow") ? "datasets, " : "", read_call(ext));
-    sb_shell_quote(out, path);
-    strbuf jsonl = {0};
-    sb_printf(&jsonl, "%.*sjsonl", (int)(ext - path), path);
-    sb_printf(out, " ");
-    sb_shell_quote(out, sb_text(&jsonl));
-    sb_free(&jsonl);
-}
-
-static pt_status convert_error(const char *path, int others)
-{
-    const char *ext = extension(path);
-    bool parquet = !strcmp(ext, "parquet"), arrow = !strcmp(ext, "arrow");
-    strbuf command = {0}, more = {0};
-    convert_command(path, ext, &command);
-    if (others) sb_printf(&more, " (and the other %d such file%s the same way)", others, others > 1 ? "s" : "");
+    strbuf more = {0};
+    if (others) sb_printf(&more, " (and %d more such file%s)", others, others > 1 ? "s" : "");
     pt_status rc = ERR(PT_ERR_USER,
-                       "%s is %s file; ptrain reads JSON, JSON Lines, CSV and Parquet only. Convert it once with Python "
-                       "(pandas%s):\n  %s\nbeside it%s; ptrain then reads the .jsonl file",
-                       shown_text(path).s,
-                       parquet ? "a Parquet"
-                       : arrow ? "an Arrow"
-                               : "a CSV",
-                       parquet ? " and pyarrow" : "", sb_text(&command), sb_text(&more));
-    sb_free(&command);
+                       "%s%s is an Arrow file (the format of datasets' cache and save_to_disk), which ptrain does not "
+                       "read; name the dataset's Hub id (its snapshot in the HF cache) or the .parquet, .json, .jsonl or "
+                       ".csv files it was made from",
+                       shown_text(path).s, sb_text(&more));
     sb_free(&more);
     return rc;
 }
 
-/* After narrowing: fail on convertible files (only left when no file ptrain reads is). */
+/* After narrowing: fail on Arrow files (only left when no file ptrain reads is). */
 static pt_status check_kinds(const data_files *f)
 {
     int convert = 0, first = -1;
     for (int i = 0; i < f->n; i++)
         if (kind_of(f->path[i]) == KIND_CONVERT && convert++ == 0) first = i;
-    return convert ? convert_error(f->path[first], convert - 1) : PT_OK;
-}
-
-/* The split names datasets knows in file names (its keywords for train, validation and test). */
-static const char *const split_names[] = {"train", "training", "validation", "valid", "dev", "val",
-                                          "test", "testing", "eval", "evaluation"};
-
-/* When no file names split but some name another split, the split is not there: an error listing
- * the splits that are (files that name none are all train, as datasets takes them). */
-static pt_status check_split(const data_files *f, size_t skip, const char *split, const char *dir)
-{
-    for (int i = 0; i < f->n; i++)
-        if (source_in_split(f->path[i] + skip, split)) return PT_OK;
-    strbuf found = {0};
-    for (size_t k = 0; k < sizeof split_names / sizeof split_names[0]; k++)
-        for (int i = 0; i < f->n; i++)
-            if (kind_of(f->path[i]) == KIND_DATA && source_in_split(f->path[i] + skip, split_names[k])) {
-                sb_printf(&found, "%s%s", found.len ? ", " : "", split_names[k]);
-                break;
-            }
-    if (!found.len) return PT_OK;
-    pt_status rc = ERR(PT_ERR_USER, "split \"%s\" is not in %s: its files name the split%s %s; set split_type to one "
-                       "of them", shown_text(split).s, shown_text(dir).s, strchr(sb_text(&found), ',') ? "s" : "",
-                       sb_text(&found));
-    sb_free(&found);
-    return rc;
+    return convert ? arrow_error(f->path[first], convert - 1) : PT_OK;
 }
 
 /* Whether a folder of path (after skip) is called name. */
@@ -285,7 +213,7 @@ static pt_status keep_config(data_files *f, size_t skip, const char *config, con
 
 static pt_status add_pattern(const char *dir, const char *pattern, data_files *out);
 
-/* The README's configs: the chosen config's files of the split, each pattern's sorted. */
+/* The README's configs: the chosen config's files of the split, each pattern's sorted (pattern.c). */
 static pt_status from_readme(const pt_strlist *pats, const char *dir, data_files *out)
 {
     for (int i = 0; i < pats->n; i++) {
@@ -319,28 +247,32 @@ static pt_status from_walk(const pt_dataset_config *d, const char *dir, data_fil
     TRY(walk(dir, 0, out));
     qsort(out->path, (size_t)out->n, sizeof *out->path, cmp_path);
     if (d->config_name && *d->config_name) TRY(keep_config(out, strlen(dir), d->config_name, dir));
-    TRY(check_split(out, strlen(dir), split, dir));
-    narrow(out, strlen(dir), split);
-    narrow(out, 0, NULL);
+    TRY(splits_pick(out, strlen(dir) + 1, split, dir));
+    narrow(out);
     if (out->n == 0) return ERR(PT_ERR_USER, "%s has no .json, .jsonl, .csv, .tsv or .parquet files", shown_text(dir).s);
     return check_kinds(out);
 }
 
 static pt_status add_pattern(const char *dir, const char *pattern, data_files *out)
 {
-    strbuf path = {0};
-    if (pattern[0] == '/') sb_printf(&path, "%s", pattern);
-    else sb_printf(&path, "%s/%s", dir, pattern);
-    glob_t g;
-    int rc = glob(path.data, 0, NULL, &g);
-    pt_status st = rc == 0 ? PT_OK : ERR(PT_ERR_USER, "data_files: %s does not exist", shown_text(path.data).s);
-    for (size_t i = 0; rc == 0 && st == PT_OK && i < g.gl_pathc; i++) {
-        mode_t mode = 0;
-        if (stat_kind(g.gl_pathv[i], &mode) == PATH_FILE) push(out, xstrdup(g.gl_pathv[i]));
-        else st = source_not_a_file(g.gl_pathv[i], mode);
+    pt_strlist found;
+    TRY(pattern_files(dir, pattern, &found));
+    pt_status st = PT_OK;
+    if (found.n == 0) {
+        strbuf path = {0};
+        if (pattern[0] == '/') sb_printf(&path, "%s", pattern);
+        else sb_printf(&path, "%s/%s", dir, pattern);
+        st = ERR(PT_ERR_USER, "data_files: %s does not exist%s", shown_text(path.data).s,
+                 strpbrk(pattern, "*?[") ? " (no file matches the pattern)" : "");
+        sb_free(&path);
     }
-    if (rc == 0) globfree(&g);
-    sb_free(&path);
+    for (int i = 0; i < found.n; i++) {
+        mode_t mode = 0;
+        if (st == PT_OK && stat_kind(found.items[i], &mode) != PATH_FILE) st = source_not_a_file(found.items[i], mode);
+        if (st == PT_OK) push(out, found.items[i]);
+        else free(found.items[i]);
+    }
+    free(found.items);
     return st;
 }
 
@@ -376,7 +308,7 @@ static pt_status from_name(const pt_dataset_config *d, data_files *out)
         return ERR(PT_ERR_USER, "%s does not exist (relative paths start at the current directory)",
                    shown_text(d->name).s);
     char *snap;
-    TRY(hfcache_snapshot("dataset", d->name, NULL, &snap));
+    TRY(hfcache_snapshot("dataset", d->name, d->revision && *d->revision ? d->revision : NULL, &snap));
     pt_status rc = from_dir(d, snap, out);
     free(snap);
     return rc;

@@ -2178,7 +2178,7 @@ static void test_dump_typed(void **state)
         "\nchat_template: ''\n", "\nrevision: '123'\n", "\nlora_target_modules:\n- q_proj\n- v_proj\n",
         "\nmodel_parameters:\n  temperature: 0.7\n", "\nmax_steps: null\n", "\nwarmup_ratio: null\n",
         "\nsave_total_limit: null\n", "\nresume_from_checkpoint: false\n",
-        "\ndataset:\n- name: a\n  split_type: train\n  config_name: null\n  data_files: []\n  format: json\n  rename:\n    instruction: prompt\n"
+        "\ndataset:\n- name: a\n  split_type: train\n  config_name: null\n  revision: null\n  data_files: []\n  format: json\n  rename:\n    instruction: prompt\n"
         "  filter_data: false\n  filter_column_value: null\n  filter_value: null\n  num_samples: null\n"
         "  shuffle: false\n  seed: 0\n- name: b.jsonl\n",
     };

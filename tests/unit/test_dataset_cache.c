@@ -479,6 +479,35 @@ static void test_parts(void **state)
     }
 }
 
+/* A Parquet file of five row groups (tests/data/datasets/pq/dict-snappy-v2.parquet) is tokenized
+ * a row group at a time, each group's rows shared among the parts: with shuffle, filter and
+ * num_samples the parts give what one process gives. */
+static void test_parts_row_groups(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"    shuffle: true\n    seed: 7\n",
+                                       "    filter_data: true\n    filter_column_value: flag\n    filter_value: \"false\"\n"
+                                       "    num_samples: 4\n    shuffle: true\n"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        pt_config cfg;
+        config_of(&cfg,
+                  "model_name: m\noutput_dir: o\nmax_seq_length: 48\nval_split_ratio: 0.25\n"
+                  "dataset:\n  - name: \"%s/tests/data/datasets/pq/dict-snappy-v2.parquet\"\n%s"
+                  "  - name: \"%s/tests/data/datasets/messages.jsonl\"\n",
+                  srcdir(), keys[k], srcdir());
+        pt_dataset train, eval;
+        prepare(&cfg, T.smol, &train, &eval);
+        assert_true(train.n + eval.n >= 3);
+        worker w[PARTS];
+        run_parts(w, &cfg, &cfg);
+        for (int p = 0; p < PARTS; p++) assert_int_equal(w[p].rc, PT_OK);
+        expect_same(&train, &eval, &w[0].train, &w[0].eval);
+        for (int p = 0; p < PARTS; p++) dataset_free(&w[p].train), dataset_free(&w[p].eval);
+        dataset_free(&train), dataset_free(&eval);
+        config_free(&cfg);
+    }
+}
+
 /* The last part cannot read the second entry: every part fails, none waits forever. */
 static void test_parts_failure(void **state)
 {
@@ -510,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),     cmocka_unit_test(test_states),      cmocka_unit_test(test_forged),
         cmocka_unit_test(test_options_hash),  cmocka_unit_test(test_fingerprint), cmocka_unit_test(test_key_of),
         cmocka_unit_test(test_parts),         cmocka_unit_test(test_parts_failure),
+        cmocka_unit_test(test_parts_row_groups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
