@@ -186,12 +186,52 @@ static pt_status turn_start(const label_ctx *c, chat_message *m, int i, const js
     return PT_OK;
 }
 
+/* The special token text s[0..n) is exactly, or 0: its length when it is one token with special
+ * tokens parsed and not without (an end-of-turn marker such as <|end|>). */
+static size_t special_token(const label_ctx *c, const char *s, size_t n)
+{
+    int32_t *with = NULL, *without = NULL;
+    size_t n_with = 0, n_without = 0;
+    bool one = tokenizer_encode(c->tok, s, n, true, &with, &n_with) == PT_OK && n_with == 1 &&
+               tokenizer_encode(c->tok, s, n, false, &without, &n_without) == PT_OK &&
+               (n_without != 1 || without[0] != with[0]);
+    free(with);
+    free(without);
+    err_clear();
+    return one ? n : 0;
+}
+
+/* The first (or last) token of s[0..n) when it is a special token: its length, else 0. */
+static size_t edge_special(const label_ctx *c, const char *s, size_t n, bool last)
+{
+    int32_t *ids = NULL;
+    size_t k = 0, len = 0;
+    strbuf t = {0};
+    if (tokenizer_encode(c->tok, s, n, true, &ids, &k) == PT_OK && k > 0 &&
+        tokenizer_decode_token(c->tok, ids[last ? k - 1 : 0], &t) == PT_OK && t.len && t.len <= n &&
+        !memcmp(last ? s + n - t.len : s, t.data, t.len))
+        len = special_token(c, t.data, t.len);
+    err_clear();
+    free(ids);
+    sb_free(&t);
+    return len;
+}
+
+/* The longest text at the start of text[0..room) that ends turn[0..n), or SIZE_MAX. */
+static size_t longest_tail(const char *text, size_t room, const char *turn, size_t n)
+{
+    for (size_t k = n < room ? n : room; k > 0; k--)
+        if (text[k - 1] == turn[n - 1] && !memcmp(text, turn + n - k, k)) return k;
+    return SIZE_MAX;
+}
+
 /* Where assistant turn i (starting at a) ends in full, or SIZE_MAX: the rendering of the turns up
  * to it, less trailing white space (its end-of-turn text included), when that is a prefix of full,
  * or is once the eos a template writes at the end of a conversation is taken off (Phi-3.5).
  * A template that renders a last turn with more (Qwen3: a <think> block, dropped from turns a later
  * user turn follows) is matched by the turn's text: the longest text after a in full that ends
- * the turn's rendering as the last one. */
+ * the turn's rendering as the last one; a template that ends a last turn with another special
+ * token than an earlier one (gpt-oss: <|return|>, <|end|>) likewise, with that token swapped. */
 static pt_status turn_end(const label_ctx *c, const chat_message *m, int i, const json_t *tools, const strbuf *full,
                           strbuf *tmp, size_t a, size_t *b)
 {
@@ -209,9 +249,12 @@ static pt_status turn_end(const label_ctx *c, const chat_message *m, int i, cons
     }
     if (!starts_with(full, tmp->data, a) || end <= a) return PT_OK;
     const char *turn = tmp->data + a, *text = full->data + a;
-    size_t n = end - a, room = full->len - a;
-    for (size_t k = n < room ? n : room; k > 0 && *b == SIZE_MAX; k--)
-        if (text[k - 1] == turn[n - 1] && !memcmp(text, turn + n - k, k)) *b = a + k;
+    size_t n = end - a, room = full->len - a, k = longest_tail(text, room, turn, n);
+    if (k != SIZE_MAX) return *b = a + k, PT_OK;
+    size_t last = edge_special(c, turn, n, true), next; /* its end-of-turn token, swapped */
+    if (last && last < n && (k = longest_tail(text, room, turn, n - last)) != SIZE_MAX &&
+        (next = edge_special(c, text + k, room - k < 64 ? room - k : 64, false)))
+        *b = a + k + next;
     return PT_OK;
 }
 

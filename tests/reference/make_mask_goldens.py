@@ -19,12 +19,12 @@ SFTTrainer trains with (assistant_only_loss=True):
                being TRL's prompt.
 
 The other templates of the corpus TRL has a training variant of (Qwen2.5, Gemma 2, Gemma 3,
-Phi-3.5, Qwen3.5, Nemotron 3 Nano; Llama 3.1/3.2 have none; gpt-oss's labels each turn's header "<|start|>assistant" too,
-and ptrain cannot find gpt-oss's earlier turns, which end in <|end|> where a last one ends in
-<|return|>) are compared as Qwen3's on the conversations the
+Phi-3.5, Qwen3.5, Nemotron 3 Nano, gpt-oss; Llama 3.1/3.2 have none) are compared as Qwen3's on the conversations the
 variant renders exactly as the template does; Qwen2.5's, Qwen3.5's and Nemotron's as prompt +
 completion (their variants label the newline after "<|im_start|>assistant", or the "<think>" of
-the generation prompt, which the prompt holds).
+the generation prompt, which the prompt holds); gpt-oss's with its special tokens added to the
+tokenizer (saved as masks/gptoss-tokenizer), its variant's mask less each turn's header
+"<|start|>assistant" (inside the block there, in the prompt for ptrain).
 
   With enable_thinking false the generation prompt holds the empty <think> block, so ptrain (as
   TRL's prompt + completion rows, and inference) takes it as prompt, where TRL's training variant
@@ -40,11 +40,24 @@ import json
 import os
 import shutil
 
+import datetime as _dt
+
+import transformers.utils.chat_template_utils as ctu
 import trl
 from transformers import AutoTokenizer
 from trl.chat_template_utils import get_training_chat_template
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+NOW = _dt.datetime(2023, 11, 14, 22, 13, 20)  # strftime_now (gpt-oss's date); the C test sets SOURCE_DATE_EPOCH
+
+
+class _PinnedDatetime(_dt.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return NOW
+
+
+ctu.datetime = _PinnedDatetime
 TEMPLATES = os.path.join(HERE, "..", "data", "templates")
 OUT = os.path.join(TEMPLATES, "masks")
 TOKENIZER = os.path.join(HERE, "..", "data", "tokenizer", "qwen2-mini")
@@ -96,6 +109,26 @@ def drop_trailing_space(tok, ids, mask):
     return out
 
 
+def drop_header(tok, ids, mask, header):
+    """TRL's mask less the tokens of each labelled run that spell header (the turn's own header,
+    which TRL's gpt-oss variant puts inside the block and ptrain leaves to the prompt)."""
+    out = list(mask)
+    t = 0
+    while t < len(out):
+        if out[t] and (t == 0 or not out[t - 1]):
+            text, u = "", t
+            while u < len(out) and out[u] and header.startswith(text + tok.decode([ids[u]])) and text != header:
+                text += tok.decode([ids[u]])
+                u += 1
+            if text == header:
+                for v in range(t, u):
+                    out[v] = 0
+                t = u
+                continue
+        t += 1
+    return out
+
+
 def row(messages, tools):
     r = {"messages": messages}
     if tools:
@@ -106,11 +139,11 @@ def row(messages, tools):
 def main():
     shutil.copyfile(os.path.join(os.path.dirname(trl.__file__), "chat_templates", "qwen3.jinja"),
                     os.path.join(TEMPLATES, QWEN3))
-    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok = base = AutoTokenizer.from_pretrained(TOKENIZER)
     os.makedirs(OUT, exist_ok=True)
     groups = []
 
-    def add_group(name, template, kwargs, method, cases):
+    def add_group(name, template, kwargs, method, cases, header=None):
         rows, golden = [], []
         for messages, tools, frm in cases:
             if method == "trl-completion":
@@ -135,11 +168,16 @@ def main():
                 ids, trl_mask = list(out["input_ids"]), list(out["assistant_masks"])
             rows.append(row(messages, tools))
             mask = trl_mask if method == "generation" else drop_trailing_space(tok, ids, trl_mask)
+            if header:
+                mask = drop_header(tok, ids, mask, header)
             golden.append({"ids": ids, "trl_mask": trl_mask, "mask": mask, "from": frm})
         with open(os.path.join(OUT, name + ".jsonl"), "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        groups.append({"name": name, "template": template, "kwargs": kwargs, "method": method, "rows": golden})
+        group = {"name": name, "template": template, "kwargs": kwargs, "method": method, "rows": golden}
+        if tok is not base:
+            group["tokenizer"] = "templates/masks/gptoss-tokenizer"
+        groups.append(group)
 
     for template in ("LFM2.5-8B-A1B.jinja", "poolside-Laguna-XS.2.jinja"):
         with open(os.path.join(TEMPLATES, template), encoding="utf-8", newline="") as f:
@@ -201,6 +239,33 @@ def main():
             else:
                 skipped.append(f"{name}/{conv}")
         add_group(name, template, {}, "trl-completion" if name in COMPLETION else "trl-training", cases)
+    # gpt-oss with its special tokens added to Qwen2-mini's tokenizer (saved beside the rows for the
+    # C test): TRL's variant renders every conversation as the template does, and labels each
+    # turn from its header "<|start|>assistant" on, which the prompt holds for ptrain
+    tok = AutoTokenizer.from_pretrained(TOKENIZER)
+    tok.add_special_tokens({"additional_special_tokens": ["<|start|>", "<|end|>", "<|return|>", "<|channel|>",
+                                                         "<|message|>", "<|call|>", "<|constrain|>"]})
+    tok_dir = os.path.join(OUT, "gptoss-tokenizer")
+    tok.save_pretrained(tok_dir)
+    for extra in os.listdir(tok_dir):
+        if extra not in ("tokenizer.json", "tokenizer_config.json"):
+            os.remove(os.path.join(tok_dir, extra))
+    with open(os.path.join(TEMPLATES, "openai-gpt-oss-120b.jinja"), encoding="utf-8", newline="") as f:
+        text = f.read()
+    tok.chat_template = text
+    training = get_training_chat_template(tok)
+    cases = []
+    for conv, messages, tools in (("system", SYSTEM, None), ("single", SINGLE, None), ("multiturn", MULTI, None),
+                                  ("tools", TOOL_TURNS, TOOLS), ("reasoning", REASON_MULTI, None),
+                                  ("tool_call", TOOL_CALL, TOOLS)):
+        own = tok.apply_chat_template(messages, chat_template=text, tools=tools, tokenize=False)
+        patched = tok.apply_chat_template(messages, chat_template=training, tools=tools, tokenize=False)
+        if own == patched:
+            cases.append((messages, tools, 0))
+        else:
+            skipped.append(f"gptoss/{conv}")
+    add_group("gptoss", "openai-gpt-oss-120b.jinja", {}, "trl-training", cases, header="<|start|>assistant")
+
     print("not compared (TRL's training variant renders them otherwise, or the template refuses them):",
           ", ".join(skipped))
 

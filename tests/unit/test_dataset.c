@@ -371,14 +371,18 @@ static void labelled_before(const pt_tokenizer *tok, const pt_example *ex, int32
 /* Rows of tests/data/templates/masks/ through the dataset loader with assistant_only_loss, the
  * Qwen2-mini tokenizer and a real template: the ids and the assistant mask TRL 1.16's SFTTrainer
  * computes (tests/reference/make_mask_goldens.py): return_assistant_tokens_mask on templates with
- * {% generation %} blocks (LFM2.5, Laguna); on those without (Qwen3, Gemma 2 and 3, Phi-3.5), its
- * training variant's mask where that renders the same text, or (Qwen3 multi-turn, Qwen2.5) its
+ * {% generation %} blocks (LFM2.5, Laguna); on those without (Qwen3, Gemma 2 and 3, Phi-3.5,
+ * gpt-oss less each turn's header), its training variant's mask where that renders the same text, or (Qwen3 multi-turn, Qwen2.5) its
  * prompt + completion mask from the prompt's end ("from"), the earlier turns checked here.
  * Every mismatching token is printed before the test fails. */
 static void test_masks_match_trl(void **state)
 {
     (void)state;
     char *golden_text = read_fixture("templates/masks/goldens.json");
+    setenv("SOURCE_DATE_EPOCH", "1700000000", 1); /* gpt-oss's strftime_now: 2023-11-14, as the goldens */
+    char *tz = getenv("TZ") ? strdup(getenv("TZ")) : NULL; /* the day in UTC, wherever the test runs */
+    setenv("TZ", "UTC", 1);
+    tzset();
     json_error_t jerr;
     json_t *golden = json_loads(golden_text, 0, &jerr);
     assert_non_null(golden);
@@ -415,7 +419,13 @@ static void test_masks_match_trl(void **state)
         snprintf(rel, sizeof rel, "templates/%s", json_string_value(json_object_get(g, "template")));
         char *template = read_fixture(rel);
         pt_tokenizer *tok;
-        assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
+        const char *tok_rel = json_string_value(json_object_get(g, "tokenizer")); /* gpt-oss's tokens added */
+        if (tok_rel) {
+            char tok_path[1024];
+            snprintf(tok_path, sizeof tok_path, "%s/tests/data/%s/tokenizer.json", srcdir(), tok_rel);
+            assert_int_equal(tokenizer_from_json(tok_path, &tok), PT_OK);
+        } else
+            assert_int_equal(load_tok("qwen2-mini", &tok), PT_OK);
         assert_int_equal(tokenizer_set_chat_template(tok, template), PT_OK);
         free(template);
         const json_t *kw = json_object_get(g, "kwargs");
@@ -465,8 +475,13 @@ static void test_masks_match_trl(void **state)
         dataset_free(&ds);
         tokenizer_free(tok);
     }
+    unsetenv("SOURCE_DATE_EPOCH");
+    if (tz) setenv("TZ", tz, 1);
+    else unsetenv("TZ");
+    free(tz);
+    tzset();
     assert_int_equal(wrong, 0);
-    assert_int_equal(checked, 47);
+    assert_int_equal(checked, 53);
     json_decref(golden);
 }
 
