@@ -4,7 +4,9 @@
  * run does (without the dataset cache). Prints one JSON object: the seconds, the RSS before, the
  * peak RSS during the phase less that (what the phase took at its most), the RSS after, and the
  * tokenized output (examples, tokens, and its bytes: ids and labels, 4 bytes each a token, as
- * the dataset cache holds them). Usage: bench_dataset CONFIG */
+ * the dataset cache holds them), and a hash of the examples in order (FNV-1a of each one's ids and
+ * labels), so that two layouts of the same rows can be seen to give the same examples.
+ * Usage: bench_dataset CONFIG */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "ptrain/error.h"
 #include "ptrain/model_io.h"
 #include "ptrain/tokenizer.h"
+#include "ptrain/util.h"
 
 /* VmRSS or VmHWM of this process in KiB, -1 when unknown. */
 static long status_kb(const char *key)
@@ -73,12 +76,19 @@ int main(int argc, char **argv)
         return 1;
     }
     unsigned long long tokens = 0;
-    for (size_t i = 0; i < train.n; i++) tokens += (unsigned long long)train.ex[i].len;
-    for (size_t i = 0; i < eval.n; i++) tokens += (unsigned long long)eval.ex[i].len;
+    uint64_t hash = UTIL_FNV_INIT;
+    for (int set = 0; set < 2; set++) {
+        const pt_dataset *ds = set ? &eval : &train;
+        for (size_t i = 0; i < ds->n; i++) {
+            tokens += (unsigned long long)ds->ex[i].len;
+            hash = util_fnv1a(hash, ds->ex[i].ids, sizeof(int32_t) * (size_t)ds->ex[i].len);
+            hash = util_fnv1a(hash, ds->ex[i].labels, sizeof(int32_t) * (size_t)ds->ex[i].len);
+        }
+    }
     printf("{\"dataset_s\": %.3f, \"rss_before_mb\": %.1f, \"phase_peak_mb\": %.1f, \"rss_after_mb\": %.1f, "
-           "\"peak_reset\": %s, \"examples\": %zu, \"tokens\": %llu, \"tokenized_mb\": %.1f}\n",
+           "\"peak_reset\": %s, \"examples\": %zu, \"tokens\": %llu, \"tokenized_mb\": %.1f, \"examples_hash\": \"%016llx\"}\n",
            s, before / 1024.0, reset_ok ? (peak - before) / 1024.0 : -1.0, after / 1024.0, reset_ok ? "true" : "false",
-           train.n + eval.n, tokens, (double)tokens * 8 / 1048576.0);
+           train.n + eval.n, tokens, (double)tokens * 8 / 1048576.0, (unsigned long long)hash);
     dataset_free(&train);
     dataset_free(&eval);
     tokenizer_free(tok);

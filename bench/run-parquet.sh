@@ -50,16 +50,16 @@ dataset:
 threads: $threads
 YAML
 }
-ptrain_run() { # ptrain_run DATA: prints "dataset_s phase_peak_MB tokenized_MB"
+ptrain_run() { # ptrain_run DATA: prints "dataset_s phase_peak_MB tokenized_MB examples_hash"
     config "$1" >"$tmp/c.yaml"
     OMP_NUM_THREADS=$threads ./bench/bench_dataset "$tmp/c.yaml" >"$tmp/m.json" 2>"$tmp/log" ||
-        { tail -5 "$tmp/log" >&2; echo "- - -"; return; }
+        { tail -5 "$tmp/log" >&2; echo "- - - -"; return; }
     "$py" -c 'import json, sys
 r = json.load(open(sys.argv[1]))
-print("%.2f %.1f %.1f" % (r["dataset_s"], r["phase_peak_mb"], r["tokenized_mb"]))' "$tmp/m.json"
+print("%.2f %.1f %.1f %s" % (r["dataset_s"], r["phase_peak_mb"], r["tokenized_mb"], r["examples_hash"]))' "$tmp/m.json"
 }
-read -r pq_s pq_mem pq_tok <<<"$(ptrain_run "$tmp/chat.parquet")"
-read -r jl_s jl_mem jl_tok <<<"$(ptrain_run "$tmp/chat.jsonl")"
+read -r pq_s pq_mem pq_tok pq_hash <<<"$(ptrain_run "$tmp/chat.parquet")"
+read -r jl_s jl_mem jl_tok jl_hash <<<"$(ptrain_run "$tmp/chat.jsonl")"
 peer_s=-
 [ "$peer" = 0 ] || peer_s=$(HF_DATASETS_OFFLINE=1 "$py" - "$tmp" "$threads" "$here/../tests/data/tokenizer/smollm2" <<'PY' 2>"$tmp/peer.err"
 import sys, time
@@ -84,4 +84,8 @@ echo "|---|---|---|---|"
 echo "| ptrain, Parquet | $pq_s | $pq_mem | $pq_tok |"
 echo "| ptrain, JSON Lines | $jl_s | $jl_mem | $jl_tok |"
 echo "| datasets + apply_chat_template + tokenize (map, num_proc=$threads) | $peer_s | - | - |"
+echo
+if [ "$pq_hash" = - ] || [ "$jl_hash" = - ]; then echo "ptrain's examples not compared (a run failed)"
+elif [ "$pq_hash" = "$jl_hash" ]; then echo "ptrain's examples from Parquet and from JSON Lines: the same ($pq_hash)"
+else echo "ptrain's examples from Parquet and from JSON Lines DIFFER ($pq_hash, $jl_hash)"; fi
 "$py" -c 'import sys; a, b = sys.argv[1:]; print("\nptrain (Parquet) is %.1fx the peer" % (float(b) / float(a)) if "-" not in (a, b) else "")' "$pq_s" "$peer_s"

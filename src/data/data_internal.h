@@ -169,8 +169,8 @@ json_t *pq_type_value(const pq_schema *s, const pq_val *v);
  * (structs as objects, lists as arrays, nulls). A file ptrain cannot read fails with one error
  * naming path, the place (row group, column, byte offset) and what is wrong. */
 /* A reader hands its rows over in batches when given a sink: take gets each batch (up to 4096
- * rows of a Parquet row group, whose decoded columns are held until its last row is made; a whole
- * JSON or CSV file) and consumes its rows, leaving rows->n 0; a failure stops the
+ * rows of a Parquet row group, whose decoded columns are held until its last row is made, or of a
+ * JSON Lines file or JSON array, whose text is held; a whole CSV file or JSON object) and consumes its rows, leaving rows->n 0; a failure stops the
  * reading. Without a sink every row stays in rows. */
 typedef struct {
     pt_status (*take)(void *arg, data_rows *rows);

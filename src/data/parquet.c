@@ -231,9 +231,10 @@ static pt_status decompress(pq_file *f, int codec, const unsigned char *src, siz
     default: {
         free(dst);
         static const char *const names[] = {"none", "Snappy", "GZIP", "LZO", "Brotli", "LZ4", "ZSTD", "LZ4_RAW"};
-        return bad(f, "compression %s is not one ptrain reads (none, Snappy, GZIP, ZSTD, LZ4, LZ4_RAW, Brotli); "
-                   "rewrite the file with one of those",
-                   codec >= 0 && codec < 8 ? names[codec] : "(unknown)");
+        char other[32];
+        snprintf(other, sizeof other, "number %d", codec);
+        return bad(f, "compression %s is not one ptrain reads (it reads none, Snappy, GZIP, ZSTD, LZ4, LZ4_RAW and "
+                   "Brotli)", codec >= 0 && codec < 8 ? names[codec] : other);
     }
     }
     if (!ok) {

@@ -7,7 +7,8 @@
  * is recorded in the entry's stats (where it resolved to, its size, the CRC-32 of its bytes taken
  * as they are read, its rows), which the ranks of a job compare. A .csv or .tsv file (or another
  * that the entry's format says is CSV) goes to csv.c after the same reading; a .parquet file (or
- * format: parquet) is mapped and goes to parquet.c. */
+ * format: parquet) is mapped and goes to parquet.c. Given a sink (dataset.c), a JSON Lines file or
+ * JSON array hands its rows over 4,096 at a time, a CSV file or JSON object all at once. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -24,7 +25,16 @@ typedef struct {
     size_t len, off;
     long line;        /* line at off */
     size_t line_start; /* offset where that line starts */
+    const rows_sink *sink; /* rows handed over JSON_BATCH at a time (NULL: all kept) */
 } cursor;
+
+#define JSON_BATCH 4096
+
+/* With a sink, a full batch of rows goes to it. */
+static pt_status flush(const cursor *c, data_rows *rows)
+{
+    return c->sink && rows->n >= JSON_BATCH ? c->sink->take(c->sink->arg, rows) : PT_OK;
+}
 
 /* ---- input ---- */
 
@@ -159,7 +169,7 @@ static void read_line(const char *p, size_t n, const data_row *at, data_rows *ro
 }
 
 /* From the line the cursor is on to the end. */
-static void read_jsonl(const cursor *c, data_rows *rows, pt_dataset_stats *st)
+static pt_status read_jsonl(const cursor *c, data_rows *rows, pt_dataset_stats *st)
 {
     data_row at = {NULL, c->path, c->file_no, c->line, NULL, 0};
     for (size_t off = c->line_start; off < c->len; at.line++) {
@@ -167,7 +177,9 @@ static void read_jsonl(const cursor *c, data_rows *rows, pt_dataset_stats *st)
         size_t end = nl ? (size_t)(nl - c->buf) : c->len;
         if (!blank(c->buf + off, end - off)) read_line(c->buf + off, end - off, &at, rows, st);
         off = end + 1;
+        TRY(flush(c, rows));
     }
+    return PT_OK;
 }
 
 /* ---- a JSON array, item by item ---- */
@@ -210,6 +222,7 @@ static pt_status read_items(cursor *c, data_rows *rows, pt_dataset_stats *st)
         if (!v) return item_error(c, &e);
         data_row at = {NULL, c->path, c->file_no, c->line, NULL, item};
         take(v, rows, st, &at);
+        TRY(flush(c, rows));
         advance(c, c->off + (size_t)e.position);
         skip_space(c);
         if (c->off < c->len && c->buf[c->off] == ',') c->off++;
@@ -241,10 +254,7 @@ static pt_status read_object(cursor *c, data_rows *rows, pt_dataset_stats *st)
 {
     json_error_t e;
     json_t *v = json_loadb(c->buf, c->len, 0, &e);
-    if (!v && strncmp(e.text, "end of file expected", 20) == 0) {
-        read_jsonl(c, rows, st);
-        return PT_OK;
-    }
+    if (!v && strncmp(e.text, "end of file expected", 20) == 0) return read_jsonl(c, rows, st);
     if (!v) return ERR(PT_ERR_USER, "%s:%d:%d: invalid JSON: %s", shown_text(c->path).s, e.line, e.column, e.text);
     static const char *const keys[] = {"data", "train"};
     for (int k = 0; k < 2; k++)
@@ -352,13 +362,13 @@ pt_status reader_stream(const char *path, int file_no, pt_dataset_format format,
     long before = st->read;
     utf8_sanitize(&buf, &len);
     size_t bom = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-    cursor c = {buf, path, file_no, len, bom, 1, bom};
+    cursor c = {buf, path, file_no, len, bom, 1, bom, sink};
     bool json = ends_with(path, ".json") || ends_with(path, ".jsonl");
     bool csv = ends_with(path, ".csv") || ends_with(path, ".tsv") || (!json && format == DATASET_CSV);
     bool jsonl = ends_with(path, ".jsonl") || (!ends_with(path, ".json") && format == DATASET_JSONL);
     pt_status rc = PT_OK;
     if (csv) rc = csv_read(buf + bom, len - bom, ends_with(path, ".tsv") ? '\t' : ',', path, file_no, 1, rows, st);
-    else if (jsonl) read_jsonl(&c, rows, st);
+    else if (jsonl) rc = read_jsonl(&c, rows, st);
     else rc = read_json(&c, rows, st);
     rec->rows = st->read - before;
     free(buf);

@@ -192,13 +192,19 @@ def write_snapshot(out):
     ds.select([0, 1]).to_parquet(os.path.join(snap, "train-00000-of-00002.parquet"))
     ds.select([2]).to_parquet(os.path.join(snap, "train-00001-of-00002.parquet"))
     ds.select([3]).to_parquet(os.path.join(snap, "test-00000-of-00001.parquet"))
+    # what load_dataset gives for the snapshot folder, each split (the files it picks, in its order)
+    for split in ("train", "test"):
+        got = datasets.load_dataset(os.path.dirname(snap), split=split, cache_dir=os.path.join(out, ".cache"))
+        with open(os.path.join(out, f"snapshot-tables.{split}.rows.jsonl"), "w", encoding="utf-8") as f:
+            for row in got:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/datasets/pq"
     os.makedirs(out, exist_ok=True)
-    write_snapshot(out)
     cache = os.path.join(out, ".cache")
+    write_snapshot(out)
     for name in write_all(out) + write_types(out):
         path = os.path.join(out, name)
         ds = datasets.load_dataset("parquet", data_files=os.path.abspath(path), split="train", cache_dir=cache)

@@ -1681,6 +1681,46 @@ static void test_parquet_rows(void **state)
     }
 }
 
+/* A Hub snapshot (acme/tables, as huggingface_hub lays it out): the files ptrain picks for each
+ * split, read in its order, give every row datasets.load_dataset gives for the snapshot's folder
+ * (snapshot-tables.SPLIT.rows.jsonl). */
+static void test_parquet_snapshot_rows(void **state)
+{
+    (void)state;
+    static const char *const splits[] = {"train", "test"};
+    char snap[1200];
+    snprintf(snap, sizeof snap, "%s", D("hfcache/datasets--acme--tables/snapshots/0123456789abcdef0123456789abcdef01234567"));
+    for (int k = 0; k < 2; k++) {
+        pt_dataset_config d = {.name = snap, .split_type = (char *)splits[k]};
+        data_files f;
+        assert_int_equal(source_files(&d, &f), PT_OK);
+        data_rows rows = {0};
+        pt_dataset_stats st = {0};
+        for (int i = 0; i < f.n; i++) assert_int_equal(reader_read(f.path[i], i, f.format, &rows, &st), PT_OK);
+        char want_path[1300];
+        snprintf(want_path, sizeof want_path, "%s/snapshot-tables.%s.rows.jsonl", D("pq"), splits[k]);
+        FILE *in = fopen(want_path, "r");
+        assert_non_null(in);
+        char line[4096];
+        size_t n = 0;
+        while (fgets(line, sizeof line, in)) {
+            json_error_t e;
+            json_t *want = json_loads(line, 0, &e);
+            assert_non_null(want);
+            assert_true(n < rows.n);
+            assert_true(json_equal(want, rows.v[n].obj));
+            json_decref(want);
+            n++;
+        }
+        fclose(in);
+        assert_int_equal(n, rows.n);
+        assert_int_equal(n, k == 0 ? 3 : 1);
+        rows_free(&rows);
+        stats_free(&st);
+        source_free(&f);
+    }
+}
+
 /* The tokenized training rows of a Parquet file equal those of the same rows as JSON Lines (the
  * rows datasets gave, NAME.rows.jsonl), and the counts (read, bad, kept) agree; also with rename,
  * filter, num_samples and shuffle, which the Parquet file's rows meet one row group (5 rows in
@@ -2183,7 +2223,8 @@ int main(void)
         cmocka_unit_test(test_reader_format),     cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_format_and_bad_rows), cmocka_unit_test(test_parquet_rows),
         cmocka_unit_test(test_parquet_damaged),   cmocka_unit_test(test_parquet_refused_types),
-        cmocka_unit_test(test_patterns_as_datasets), cmocka_unit_test(test_splits_as_datasets),   cmocka_unit_test(test_parquet_as_jsonl),
+        cmocka_unit_test(test_patterns_as_datasets), cmocka_unit_test(test_splits_as_datasets),
+        cmocka_unit_test(test_parquet_snapshot_rows),   cmocka_unit_test(test_parquet_as_jsonl),
         cmocka_unit_test(test_offsets_match_prefix), cmocka_unit_test(test_masks_match_trl),
         cmocka_unit_test(test_masks_not_found),   cmocka_unit_test(test_named_templates),
         cmocka_unit_test(test_special_token_vars),
