@@ -3,7 +3,7 @@
 # render the chat template as training does: the tiny Qwen2 model of tests/data/qwen2/hf with the
 # tokenizer_config.json of tests/data/tokenizer/chat-cmd (named templates default and tool_use, pad
 # and mask tokens the template prints), each case's --chat-template / --chat-template-kwarg
-# options, the tool_use template for a conversation with tools. The expected texts and ids are
+# options, the tool_use template for a conversation with tools; `ptrain inspect` names them. The expected texts and ids are
 # transformers' apply_chat_template's, written by tests/reference/make_chat_cmd_goldens.py.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -29,6 +29,9 @@ for n in 1 2 3 4 5; do
     fi
 done
 
+out=$("$P" inspect "$tmp/model")
+ok "inspect: the chat template line names tool_use for rows with tools" contains "$out" \
+    "named: tool_use (tool_use renders rows with tools)"
 "$P" tokenize --model "$tmp/model" --chat --chat-template nosuch "$G/1.json" >/dev/null 2>"$tmp/err"
 expect_eq "an unknown --chat-template: exit 1" 1 $?
 ok "  naming the model's templates" contains "$(cat "$tmp/err")" "model, tool_use"
