@@ -51,6 +51,16 @@ pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, co
     return PT_OK;
 }
 
+pt_status tok_template_token(pt_tokenizer *t, const char *key, const char *text, size_t len)
+{
+    json_t *v = json_stringn(text, len);
+    if (!v) return PT_OK; /* not UTF-8: no text a template could print */
+    if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
+    if (!t->tmpl_tokens) json_decref(v);
+    if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, key, v)) return ERR(PT_ERR_NOMEM, "out of memory");
+    return PT_OK;
+}
+
 pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg)
 {
     static const char *const keys[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
@@ -59,9 +69,7 @@ pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json
         if (json_is_object(v)) v = json_object_get(v, "content");
         if (!v || json_is_null(v)) continue;
         if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, keys[i], "expected a string or {\"content\": ...}");
-        if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
-        if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, keys[i], json_string(json_string_value(v))))
-            return ERR(PT_ERR_NOMEM, "out of memory");
+        TRY(tok_template_token(t, keys[i], json_string_value(v), json_string_length(v)));
     }
     return PT_OK;
 }

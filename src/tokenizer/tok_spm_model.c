@@ -1,8 +1,10 @@
 /* tok_spm_model.c — a tokenizer from a SentencePiece tokenizer.model (read by spm_proto.c), as
  * transformers 5 converts a model directory that has one and no tokenizer.json (older Llama 2
  * and Mistral repositories), so that ids equal Hugging Face's. Only BPE models: Unigram ones
- * (T5, ALBERT ...) are refused. tokenizer_config.json's tokenizer_class picks the conversion
- * (tok_spm_config.c, which also adds the added tokens):
+ * (T5, ALBERT ...) are refused. special_tokens_map.json's tokens replace tokenizer_config.json's
+ * when it has no added_tokens_decoder, as transformers 5 reads the legacy file.
+ * tokenizer_config.json's tokenizer_class picks the conversion (tok_spm_config.c, which also adds
+ * the added tokens):
  *   - LlamaTokenizer: every piece in the vocabulary; merges: every split of a piece into two
  *     pieces, ranked by the merged piece's id, then the left half's length (transformers'
  *     generate_merges without scores); byte fallback on, no unknown token (a character without
@@ -291,6 +293,29 @@ pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, siz
     return rc;
 }
 
+/* special_tokens_map.json beside path, as transformers 5 reads it (the legacy file, only when
+ * tokenizer_config.json has no added_tokens_decoder): its bos/eos/unk/sep/pad/cls/mask_token
+ * replace tokenizer_config.json's in *cfg (made when there is none). */
+static pt_status special_tokens_map(const char *path, json_t **cfg)
+{
+    static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                                       "cls_token", "mask_token"};
+    const char *slash = strrchr(path, '/');
+    char map_path[4200];
+    snprintf(map_path, sizeof map_path, "%.*sspecial_tokens_map.json", slash ? (int)(slash - path + 1) : 0, path);
+    if (access(map_path, F_OK) != 0 || json_object_get(*cfg, "added_tokens_decoder")) return PT_OK;
+    json_t *map = NULL;
+    TRY(tok_json_open(map_path, &map));
+    if (!*cfg) *cfg = json_object();
+    pt_status rc = *cfg ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == PT_OK && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(map, keys[i]);
+        if (v && json_object_set(*cfg, keys[i], v)) rc = ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    json_decref(map);
+    return rc;
+}
+
 pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out)
 {
     *out = NULL;
@@ -299,8 +324,13 @@ pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out)
     snprintf(cfg_path, sizeof cfg_path, "%.*stokenizer_config.json", slash ? (int)(slash - path + 1) : 0, path);
     json_t *cfg = NULL;
     if (access(cfg_path, F_OK) == 0) TRY(tok_json_open(cfg_path, &cfg));
+    pt_status rc = special_tokens_map(path, &cfg);
+    if (rc != PT_OK) {
+        json_decref(cfg);
+        return rc;
+    }
     spm_model m;
-    pt_status rc = spm_model_read(path, &m);
+    rc = spm_model_read(path, &m);
     if (rc == PT_OK) rc = sm_new(&m, cfg, cfg_path, out);
     spm_model_free(&m);
     json_decref(cfg);

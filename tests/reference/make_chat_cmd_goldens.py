@@ -8,6 +8,10 @@ tokenizer_config.json and for case N: N.json (what tokenize --chat reads), N.arg
 one a line: --chat-template NAME, --chat-template-kwarg KEY=VALUE), N.gen (present when the case
 adds the generation prompt, as generate --chat does), N.txt (apply_chat_template(...,
 tokenize=False)) and N.ids (apply_chat_template(..., tokenize=True): no special tokens added).
+Also specials.json, the special tokens' texts a template sees (tokenizer.special_tokens_map) for
+test_tokenizer's test_template_specials: {"gguf": {"file", "tokens"}, "spm_dirs": [{"model",
+"tokenizer_config", "special_tokens_map" (or null), "tokens"}]}: a GGUF with unknown_token_id and
+padding_token_id, and a bare tokenizer.model directory with and without special_tokens_map.json.
 Usage: tests/reference/make_chat_cmd_goldens.py"""
 import json
 import os
@@ -83,6 +87,38 @@ def main():
             f.write(text)
         with open(base + ".ids", "w", encoding="utf-8") as f:
             f.write(" ".join(str(i) for i in ids) + "\n")
+
+    specials()
+
+
+SPM_DIRS = [
+    ({"tokenizer_class": "LlamaTokenizer"}, None),
+    ({"tokenizer_class": "LlamaTokenizer", "pad_token": "<unk>"},
+     {"pad_token": "</s>", "sep_token": "<sep>",
+      "mask_token": {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}}),
+    ({}, {"unk_token": "<unk>", "cls_token": "<s>"}),
+    ({"tokenizer_class": "LlamaTokenizer", "added_tokens_decoder": {}}, {"pad_token": "</s>"}),
+]
+
+
+def specials():
+    data = os.path.join(HERE, "..", "data", "tokenizer")
+    tok = AutoTokenizer.from_pretrained(os.path.join(data, "spm"), gguf_file="gemma.gguf")
+    out = {"gguf": {"file": "spm/gemma.gguf", "tokens": tok.special_tokens_map}, "spm_dirs": []}
+    for cfg, smap in SPM_DIRS:
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(os.path.join(data, "spm-model", "llama.model"), os.path.join(tmp, "tokenizer.model"))
+            with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(cfg, f)
+            if smap is not None:
+                with open(os.path.join(tmp, "special_tokens_map.json"), "w", encoding="utf-8") as f:
+                    json.dump(smap, f)
+            tok = AutoTokenizer.from_pretrained(tmp)
+            out["spm_dirs"].append({"model": "spm-model/llama.model", "tokenizer_config": cfg,
+                                    "special_tokens_map": smap, "tokens": tok.special_tokens_map})
+    with open(os.path.join(OUT, "specials.json"), "w", encoding="utf-8") as f:
+        json.dump(out, f, indent=1, ensure_ascii=False)
+        f.write("\n")
 
 
 if __name__ == "__main__":
