@@ -174,6 +174,13 @@ static void gguf_tokenizer(const gguf_file *f, insp_report *r)
     const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : spm ? "SentencePiece" : "?";
     snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%s\"), %llu tokens", kind,
              shown_bytes(model.data, (size_t)model.len).s, (unsigned long long)(tokens ? tokens->count : 0));
+    pt_tokenizer *tok = NULL; /* the template as training picks it, when ptrain can load the tokenizer */
+    if (tokenizer_from_gguf(f, &tok) == PT_OK) {
+        chat_line_tok(r, tok);
+        tokenizer_free(tok);
+        return;
+    }
+    err_clear();
     char *text = tmpl.data ? strndup(tmpl.data, (size_t)tmpl.len) : NULL;
     chat_line(r, text);
     free(text);
