@@ -293,29 +293,6 @@ pt_status tokenizer_from_spm_memory(const char *source, const uint8_t *data, siz
     return rc;
 }
 
-/* special_tokens_map.json beside path, as transformers 5 reads it (the legacy file, only when
- * tokenizer_config.json has no added_tokens_decoder): its bos/eos/unk/sep/pad/cls/mask_token
- * replace tokenizer_config.json's in *cfg (made when there is none). */
-static pt_status special_tokens_map(const char *path, json_t **cfg)
-{
-    static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
-                                       "cls_token", "mask_token"};
-    const char *slash = strrchr(path, '/');
-    char map_path[4200];
-    snprintf(map_path, sizeof map_path, "%.*sspecial_tokens_map.json", slash ? (int)(slash - path + 1) : 0, path);
-    if (access(map_path, F_OK) != 0 || json_object_get(*cfg, "added_tokens_decoder")) return PT_OK;
-    json_t *map = NULL;
-    TRY(tok_json_open(map_path, &map));
-    if (!*cfg) *cfg = json_object();
-    pt_status rc = *cfg ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
-    for (size_t i = 0; rc == PT_OK && i < sizeof keys / sizeof *keys; i++) {
-        json_t *v = json_object_get(map, keys[i]);
-        if (v && json_object_set(*cfg, keys[i], v)) rc = ERR(PT_ERR_NOMEM, "out of memory");
-    }
-    json_decref(map);
-    return rc;
-}
-
 pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out)
 {
     *out = NULL;
@@ -324,7 +301,7 @@ pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out)
     snprintf(cfg_path, sizeof cfg_path, "%.*stokenizer_config.json", slash ? (int)(slash - path + 1) : 0, path);
     json_t *cfg = NULL;
     if (access(cfg_path, F_OK) == 0) TRY(tok_json_open(cfg_path, &cfg));
-    pt_status rc = special_tokens_map(path, &cfg);
+    pt_status rc = tok_json_special_tokens_map(path, &cfg);
     if (rc != PT_OK) {
         json_decref(cfg);
         return rc;

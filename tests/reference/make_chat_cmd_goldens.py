@@ -10,8 +10,9 @@ adds the generation prompt, as generate --chat does), N.txt (apply_chat_template
 tokenize=False)) and N.ids (apply_chat_template(..., tokenize=True): no special tokens added).
 Also specials.json, the special tokens' texts a template sees (tokenizer.special_tokens_map) for
 test_tokenizer's test_template_specials: {"gguf": {"file", "tokens"}, "spm_dirs": [{"model",
-"tokenizer_config", "special_tokens_map" (or null), "tokens"}]}: a GGUF with unknown_token_id and
-padding_token_id, and a bare tokenizer.model directory with and without special_tokens_map.json.
+"tokenizer_config", "special_tokens_map" (or null), "tokens"}], "json_dirs": [the same with
+"tokenizer" in place of "model"]}: a GGUF with unknown_token_id and padding_token_id, a bare
+tokenizer.model directory and a tokenizer.json directory with and without special_tokens_map.json.
 Usage: tests/reference/make_chat_cmd_goldens.py"""
 import json
 import os
@@ -100,6 +101,14 @@ SPM_DIRS = [
     ({"tokenizer_class": "LlamaTokenizer", "added_tokens_decoder": {}}, {"pad_token": "</s>"}),
 ]
 
+JSON_DIRS = [
+    ({"eos_token": "<|im_end|>"},
+     {"pad_token": "<|endoftext|>", "sep_token": "<|im_start|>",
+      "mask_token": {"content": "<mask>", "lstrip": True, "normalized": False, "rstrip": False, "single_word": False}}),
+    ({"eos_token": "<|im_end|>", "pad_token": "<|im_start|>", "added_tokens_decoder": {}}, {"pad_token": "<|endoftext|>"}),
+    ({"eos_token": "<|im_end|>", "unk_token": "<|endoftext|>"}, None),
+]
+
 
 def specials():
     data = os.path.join(HERE, "..", "data", "tokenizer")
@@ -116,6 +125,18 @@ def specials():
             tok = AutoTokenizer.from_pretrained(tmp)
             out["spm_dirs"].append({"model": "spm-model/llama.model", "tokenizer_config": cfg,
                                     "special_tokens_map": smap, "tokens": tok.special_tokens_map})
+    out["json_dirs"] = []
+    for cfg, smap in JSON_DIRS:
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(os.path.join(MODEL, "tokenizer.json"), tmp)
+            with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(cfg, f)
+            if smap is not None:
+                with open(os.path.join(tmp, "special_tokens_map.json"), "w", encoding="utf-8") as f:
+                    json.dump(smap, f)
+            tok = AutoTokenizer.from_pretrained(tmp)
+            out["json_dirs"].append({"tokenizer": "../qwen2/hf/tokenizer.json", "tokenizer_config": cfg,
+                                     "special_tokens_map": smap, "tokens": tok.special_tokens_map})
     with open(os.path.join(OUT, "specials.json"), "w", encoding="utf-8") as f:
         json.dump(out, f, indent=1, ensure_ascii=False)
         f.write("\n")

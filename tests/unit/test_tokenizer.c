@@ -829,8 +829,8 @@ static void test_named_templates(void **state)
 
 /* The special tokens' texts a chat template sees beside bos/eos (tokenizer_template_tokens):
  * unk/pad from a GGUF's tokenizer.ggml.unknown_token_id/padding_token_id, and from a bare
- * tokenizer.model directory's tokenizer_config.json and special_tokens_map.json (read only when
- * the config has no added_tokens_decoder), against transformers' special_tokens_map
+ * tokenizer.model or tokenizer.json directory's tokenizer_config.json and special_tokens_map.json
+ * (read only when the config has no added_tokens_decoder), against transformers' special_tokens_map
  * (tests/data/tokenizer/chat-cmd/specials.json, make_chat_cmd_goldens.py). keys: those compared. */
 static void check_specials(const pt_tokenizer *tok, const json_t *want, const char *const *keys, int n_keys,
                            const char *what)
@@ -844,12 +844,50 @@ static void check_specials(const pt_tokenizer *tok, const json_t *want, const ch
     }
 }
 
+/* The directories of specials.json's list (json: tokenizer.json ones, else tokenizer.model ones),
+ * each made in tmpdir and loaded. */
+static void check_special_dirs(const json_t *g, bool json)
+{
+    static const char *const all[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+    char path[4096], model[4096], dst[600];
+    pt_tokenizer *tok = NULL;
+    const json_t *dirs = json_object_get(g, json ? "json_dirs" : "spm_dirs");
+    assert_true(json_array_size(dirs) >= 3);
+    for (size_t i = 0; i < json_array_size(dirs); i++) {
+        const json_t *d = json_array_get(dirs, i), *map = json_object_get(d, "special_tokens_map");
+        tok_data_path(model, sizeof model, json_string_value(json_object_get(d, json ? "tokenizer" : "model")));
+        FILE *in = fopen(model, "rb");
+        assert_non_null(in);
+        static char bytes[1 << 20];
+        size_t n = fread(bytes, 1, sizeof bytes, in);
+        fclose(in);
+        snprintf(dst, sizeof dst, "%s/%s", tmpdir, json ? "tokenizer.json" : "tokenizer.model");
+        FILE *out = fopen(dst, "wb");
+        assert_non_null(out);
+        assert_int_equal(fwrite(bytes, 1, n, out), n);
+        fclose(out);
+        char cfg[600], smap[600];
+        snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", tmpdir);
+        snprintf(smap, sizeof smap, "%s/special_tokens_map.json", tmpdir);
+        assert_int_equal(json_dump_file(json_object_get(d, "tokenizer_config"), cfg, 0), 0);
+        unlink(smap);
+        if (json_is_object(map)) assert_int_equal(json_dump_file(map, smap, 0), 0);
+        pt_status st = json ? tokenizer_from_json(dst, &tok) : tokenizer_from_spm_model(dst, &tok);
+        if (st != PT_OK) fail_msg("%s directory %zu: %s", json ? "tokenizer.json" : "tokenizer.model", i, err_message());
+        snprintf(path, sizeof path, "%s directory %zu", json ? "tokenizer.json" : "tokenizer.model", i);
+        check_specials(tok, json_object_get(d, "tokens"), all, 5, path);
+        tokenizer_free(tok);
+        unlink(smap);
+        unlink(cfg);
+        unlink(dst);
+    }
+}
+
 static void test_template_specials(void **state)
 {
     (void)state;
-    static const char *const all[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
     static const char *const gguf_keys[] = {"unk_token", "pad_token"}; /* mask: GemmaTokenizer's own default */
-    char path[4096], model[4096], dst[600];
+    char path[4096];
     tok_data_path(path, sizeof path, "chat-cmd/specials.json");
     json_error_t je;
     json_t *g = json_load_file(path, 0, &je);
@@ -863,35 +901,8 @@ static void test_template_specials(void **state)
     gguf_close(&f);
     check_specials(tok, json_object_get(gg, "tokens"), gguf_keys, 2, path);
     tokenizer_free(tok);
-    const json_t *dirs = json_object_get(g, "spm_dirs");
-    assert_true(json_array_size(dirs) >= 3);
-    for (size_t i = 0; i < json_array_size(dirs); i++) {
-        const json_t *d = json_array_get(dirs, i), *map = json_object_get(d, "special_tokens_map");
-        tok_data_path(model, sizeof model, json_string_value(json_object_get(d, "model")));
-        FILE *in = fopen(model, "rb");
-        assert_non_null(in);
-        static char bytes[1 << 20];
-        size_t n = fread(bytes, 1, sizeof bytes, in);
-        fclose(in);
-        snprintf(dst, sizeof dst, "%s/tokenizer.model", tmpdir);
-        FILE *out = fopen(dst, "wb");
-        assert_non_null(out);
-        assert_int_equal(fwrite(bytes, 1, n, out), n);
-        fclose(out);
-        char cfg[600], smap[600];
-        snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", tmpdir);
-        snprintf(smap, sizeof smap, "%s/special_tokens_map.json", tmpdir);
-        assert_int_equal(json_dump_file(json_object_get(d, "tokenizer_config"), cfg, 0), 0);
-        unlink(smap);
-        if (json_is_object(map)) assert_int_equal(json_dump_file(map, smap, 0), 0);
-        if (tokenizer_from_spm_model(dst, &tok) != PT_OK) fail_msg("directory %zu: %s", i, err_message());
-        snprintf(path, sizeof path, "tokenizer.model directory %zu", i);
-        check_specials(tok, json_object_get(d, "tokens"), all, 5, path);
-        tokenizer_free(tok);
-        unlink(smap);
-        unlink(cfg);
-        unlink(dst);
-    }
+    check_special_dirs(g, false);
+    check_special_dirs(g, true);
     json_decref(g);
 }
 
