@@ -140,6 +140,27 @@ void dataset_free(pt_dataset *ds);
 /* The chat template name chat formats use: chat_template (the config's) if set, else the one
  * detected from the tokenizer's own template, else "chatml". */
 const char *dataset_template_name(const char *chat_template, const pt_tokenizer *tok);
+/* A chat template chosen as training chooses it, for the commands that render a conversation
+ * (generate --chat, tokenize --chat): chat_template (a built-in name, "model" or one of the
+ * model's named templates; NULL or "": the model's own, detected as dataset_template_name does),
+ * the model's "tool_use" template for a conversation with tools when no name is given, the
+ * chat_template_kwargs (may be NULL), and the tokenizer's bos/eos and other special tokens' texts
+ * (src/data/chat_apply.c). */
+typedef struct dataset_chat dataset_chat;
+pt_status dataset_chat_open(const pt_tokenizer *tok, const char *chat_template, const pt_strmap *kwargs,
+                            dataset_chat **out);
+/* Render msgs as apply_chat_template(..., tokenize=False) does (tools: a JSON list, or NULL),
+ * appending to out. */
+pt_status dataset_chat_render(const dataset_chat *c, const chat_message *msgs, int n, const struct json_t *tools,
+                              bool add_generation_prompt, strbuf *out);
+/* The template's name: a built-in's, or "model" (the model's own or a named one). */
+const char *dataset_chat_name(const dataset_chat *c);
+void dataset_chat_free(dataset_chat *c);
+/* A command line's --chat-template-kwarg KEY=VALUE added to kw (copies; VALUE read as a
+ * chat_template_kwargs YAML scalar is: true/false, null, a number, else text); kw freed by
+ * dataset_chat_kwargs_free. */
+pt_status dataset_chat_kwarg_add(pt_strmap *kw, const char *arg);
+void dataset_chat_kwargs_free(pt_strmap *kw);
 /* Total tokens of all examples. */
 size_t dataset_tokens(const pt_dataset *ds);
 

@@ -1,7 +1,8 @@
 /* generate.c — `ptrain generate --model M [--adapter DIR] --prompt TEXT [--chat] [--system TEXT]
- * [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--threads N] [--device D]`.
+ * [--chat-template NAME] [--chat-template-kwarg KEY=VALUE] [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S] [--threads N] [--device D]`.
  * Loads the model and its tokenizer (a GGUF file, an HF model directory or an HF id in the local
- * cache: ptrain/model_io.h), renders the chat template when asked (else encodes the prompt as
+ * cache: ptrain/model_io.h), renders the chat template when asked, chosen and rendered as training
+ * does (dataset_chat_open: the name, the model's named templates, kwargs, special tokens) (else encodes the prompt as
  * the model's tokenizer does, bos first when it adds one), runs the prompt through the model
  * once, then samples token by token with the KV cache, printing each piece of text as soon as it
  * exists. Timing goes to stderr. */
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/dataset.h"
 #include "ptrain/filewrite.h"
 #include "ptrain/forward.h"
 #include "ptrain/generate.h"
@@ -27,6 +29,8 @@
 
 typedef struct {
     const char *model, *adapter, *prompt, *system;
+    const char *chat_template; /* --chat-template NAME, or NULL: the model's own, as training picks it */
+    pt_strmap kwargs;          /* --chat-template-kwarg KEY=VALUE ... */
     pt_device device;
     const char *logits_path, *ids_path; /* --logits, --ids: what exporters' tests compare */
     bool chat, no_4bit, show;
@@ -37,6 +41,7 @@ typedef struct {
 
 static const char gen_usage[] =
     "Usage: ptrain generate [--model MODEL] --prompt TEXT [--chat] [--system TEXT]\n"
+    "                       [--chat-template NAME] [--chat-template-kwarg KEY=VALUE]...\n"
     "                       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]\n"
     "                       [--adapter DIR] [--threads N] [--device auto|cpu|cuda]\n"
     "                       [--no-4bit] [--logits FILE] [--ids FILE] [--show-prompt]\n"
@@ -45,6 +50,9 @@ static const char gen_usage[] =
     "--no-4bit: keep 8/16/32-bit weights as stored (default: NF4, as training runs).\n"
     "--logits FILE: write the prompt's logits there (float32, [prompt tokens, vocab]).\n"
     "--ids FILE: write the prompt's token ids and the generated ones there (two lines).\n"
+    "--chat-template NAME: render with this template, as the config's chat_template (a built-in name,\n"
+    "model, or one of the model's named templates such as tool_use); default: the model's own.\n"
+    "--chat-template-kwarg KEY=VALUE: a chat_template_kwargs entry (e.g. enable_thinking=false).\n"
     "--show-prompt: print the text the model is given (with --chat: the rendered template) and stop.\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Temperature 0 is greedy.\n";
@@ -72,6 +80,7 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         {"device", required_argument, 0, 'd'},      {"help", no_argument, 0, 'h'},
         {"no-4bit", no_argument, 0, '4'},           {"logits", required_argument, 0, 'L'},
         {"ids", required_argument, 0, 'I'},         {"show-prompt", no_argument, 0, 'W'},
+        {"chat-template", required_argument, 0, 'C'}, {"chat-template-kwarg", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     *o = (gen_options){.model = DEFAULT_MODEL, .device = DEVICE_AUTO, .max_new = 256, .temperature = 0.7f,
                        .top_p = 0.9f, .seed = (uint64_t)time(NULL)};
@@ -95,6 +104,8 @@ static int gen_parse(int argc, char **argv, gen_options *o)
         case 'L': o->logits_path = optarg; break;
         case 'I': o->ids_path = optarg; break;
         case 'W': o->show = true; break;
+        case 'C': o->chat_template = optarg; break;
+        case 'K': TRY(dataset_chat_kwarg_add(&o->kwargs, optarg)); break;
         case 'n': TRY(parse_number("--max-new-tokens", optarg, 1, 1 << 20, &v)); o->max_new = (int)v; break;
         case 't': TRY(parse_number("--temperature", optarg, 0, 100, &v)); o->temperature = (float)v; break;
         case 'P': TRY(parse_number("--top-p", optarg, 0.0001, 1, &v)); o->top_p = (float)v; break;
@@ -112,32 +123,18 @@ static int gen_parse(int argc, char **argv, gen_options *o)
     return PT_OK;
 }
 
-/* The text of token id (left empty when id is -1, the model has none). */
-static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
-{
-    return id < 0 ? PT_OK : tokenizer_decode_token(tok, id, out);
-}
-
-/* The prompt as token ids: the chat template around it, rendered with the model's own bos and
- * eos texts (as training renders rows) and tokenized as it is, so bos comes from the template
- * alone; or the text as the model's tokenizer encodes it, bos first when it adds one. */
+/* The prompt as the chat template renders it, the template chosen and rendered as training
+ * renders rows (dataset_chat_open), tokenized as it is, so bos comes from the template alone. */
 static pt_status chat_text(const pt_tokenizer *tok, const gen_options *o, strbuf *text)
 {
-    const char *own = tokenizer_chat_template(tok), *name = chat_template_detect(own);
     chat_message msgs[2];
     int k = 0;
     if (o->system) msgs[k++] = (chat_message){"system", o->system, NULL};
     msgs[k++] = (chat_message){"user", o->prompt, NULL};
-    strbuf bos = {0}, eos = {0};
-    chat_tmpl *ct = NULL;
-    pt_status st = token_text(tok, tokenizer_bos(tok), &bos);
-    if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
-    if (st == PT_OK) st = chat_tmpl_open(name ? name : own ? "model" : "chatml", own, &ct);
-    chat_args a = {.bos = bos.data, .eos = eos.data, .add_generation_prompt = true};
-    if (st == PT_OK) st = chat_tmpl_render(ct, &a, msgs, k, text, NULL, NULL);
-    chat_tmpl_free(ct);
-    sb_free(&bos);
-    sb_free(&eos);
+    dataset_chat *ct = NULL;
+    pt_status st = dataset_chat_open(tok, o->chat_template, &o->kwargs, &ct);
+    if (st == PT_OK) st = dataset_chat_render(ct, msgs, k, NULL, true, text);
+    dataset_chat_free(ct);
     return st;
 }
 
@@ -291,7 +288,7 @@ pt_status generate_main(int argc, char **argv)
 {
     gen_options o;
     int parsed = gen_parse(argc, argv, &o);
-    if (parsed < 0) return PT_OK;
-    if (parsed != PT_OK) return (pt_status)parsed;
-    return generate_run(&o);
+    pt_status st = parsed < 0 ? PT_OK : parsed != PT_OK ? (pt_status)parsed : generate_run(&o);
+    dataset_chat_kwargs_free(&o.kwargs);
+    return st;
 }

@@ -29,6 +29,7 @@
 #include "ptrain/jsonfile.h"
 #include "ptrain/adapter.h"
 #include "ptrain/checkpoint.h"
+#include "ptrain/dataset.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/inspect.h"
 #include "ptrain/memplan.h"
@@ -60,7 +61,7 @@ typedef struct {
     int n_types;
     double loaded; /* weight bytes after loading */
     bool no_weights; /* config.json only: loaded is estimated from the sizes */
-    char tok[384], chat[128], gen[256];
+    char tok[384], chat[512], gen[256];
 } insp_report;
 
 static const char insp_usage[] =
@@ -126,6 +127,26 @@ static void chat_line(insp_report *r, const char *template_text)
     else snprintf(r->chat, sizeof r->chat, "none in the model (set chat_template)");
 }
 
+/* A loaded tokenizer's template as training picks it (dataset_chat_open: the default one, its
+ * named ones, tool_use for rows with tools), or why training could not use it. */
+static void chat_line_tok(insp_report *r, const pt_tokenizer *tok)
+{
+    chat_line(r, tokenizer_chat_template(tok));
+    dataset_chat *c = NULL;
+    if (dataset_chat_open(tok, NULL, NULL, &c) != PT_OK) {
+        snprintf(r->chat, sizeof r->chat, "%.500s", err_message());
+        err_clear();
+    }
+    dataset_chat_free(c);
+    strbuf names = {0};
+    tokenizer_chat_template_names(tok, &names);
+    size_t used = strlen(r->chat);
+    if (names.len)
+        snprintf(r->chat + used, sizeof r->chat - used, "; named: %s%s", sb_text(&names),
+                 tokenizer_chat_template_named(tok, "tool_use") ? " (tool_use renders rows with tools)" : "");
+    sb_free(&names);
+}
+
 /* ---- GGUF ---- */
 
 static void gguf_tensors(const gguf_file *f, bool nf4, insp_report *r)
@@ -153,6 +174,13 @@ static void gguf_tokenizer(const gguf_file *f, insp_report *r)
     const char *kind = gguf_str_eq(model, "gpt2") ? "byte-level BPE" : spm ? "SentencePiece" : "?";
     snprintf(r->tok, sizeof r->tok, "%s (tokenizer.ggml.model \"%s\"), %llu tokens", kind,
              shown_bytes(model.data, (size_t)model.len).s, (unsigned long long)(tokens ? tokens->count : 0));
+    pt_tokenizer *tok = NULL; /* the template as training picks it, when ptrain can load the tokenizer */
+    if (tokenizer_from_gguf(f, &tok) == PT_OK) {
+        chat_line_tok(r, tok);
+        tokenizer_free(tok);
+        return;
+    }
+    err_clear();
     char *text = tmpl.data ? strndup(tmpl.data, (size_t)tmpl.len) : NULL;
     chat_line(r, text);
     free(text);
@@ -377,7 +405,7 @@ static void hf_spm_tokenizer(const char *dir, insp_report *r)
     }
     snprintf(r->tok, sizeof r->tok, "%s (tokenizer.model, no tokenizer.json), %d tokens", tokenizer_kind(tok),
              tokenizer_vocab_size(tok));
-    chat_line(r, tokenizer_chat_template(tok));
+    chat_line_tok(r, tok);
     tokenizer_free(tok);
 }
 
@@ -411,7 +439,7 @@ static void hf_tokenizer(const char *dir, insp_report *r)
         return;
     }
     snprintf(r->tok, sizeof r->tok, "%s (tokenizer.json), %d tokens", kind, tokenizer_vocab_size(tok));
-    chat_line(r, tokenizer_chat_template(tok));
+    chat_line_tok(r, tok);
     tokenizer_free(tok);
 }
 

@@ -3,9 +3,10 @@
  * the code training uses: the whole input (or, with --lines, each line) encoded as
  * tokenizer(text) does (special tokens written in the text parsed; bos first and eos last when the
  * model's tokenizer adds them: tokenizer_encode_text), or with --no-special as
- * tokenizer(text, add_special_tokens=False); --chat reads a JSON list of {role, content} messages
- * (one per line with --lines), renders the model's chat template as training renders rows (its
- * own bos/eos texts) and tokenizes that as it is. Only the tokenizer is loaded, never the
+ * tokenizer(text, add_special_tokens=False); --chat reads a JSON list of {role, content, ...}
+ * messages or a {"messages", "tools"} object (one per line with --lines), renders it with the chat
+ * template training would use (dataset_chat_open: --chat-template NAME or the model's own, its
+ * named templates, --chat-template-kwarg, the special tokens' texts) and tokenizes that as it is. Only the tokenizer is loaded, never the
  * weights. Output: one line per text, the ids separated by spaces, or the pieces each quoted
  * ('...' with \n, \t, \\, \' and other bytes below 0x20 or not UTF-8 escaped), as llama.cpp's
  * llama-tokenize prints them. With --lines the lines are encoded in parallel, blocks of lines
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/dataset.h"
 #include "ptrain/model_io.h"
 #include "ptrain/tokenize_cmd.h"
 #include "ptrain/tokenizer.h"
@@ -30,16 +32,24 @@
 typedef struct {
     const char *model, *input;
     bool lines, chat, pieces, no_special;
+    const char *chat_template; /* --chat-template NAME, or NULL: the model's own, as training picks it */
+    pt_strmap kwargs;          /* --chat-template-kwarg KEY=VALUE ... */
+    dataset_chat *ct;          /* the template, opened once (run_tokenize) */
 } tok_options;
 
 static const char tok_usage[] =
     "Usage: ptrain tokenize [--model MODEL] [--lines] [--chat] [--ids|--pieces] [--no-special] [FILE|-]\n"
+    "                       [--chat-template NAME] [--chat-template-kwarg KEY=VALUE]...\n"
     "Prints the token ids of FILE (default: standard input) as the model's tokenizer gives them, one\n"
     "line per text: the whole input, or with --lines each line of it.\n"
     "--no-special: without the bos/eos the model's tokenizer adds (tokenizer(text,\n"
     "              add_special_tokens=False)); special tokens written in the text are ids either way.\n"
-    "--chat: the input is a JSON list of {\"role\", \"content\"} messages (with --lines, one list per\n"
-    "        line), rendered with the model's chat template as training renders rows.\n"
+    "--chat: the input is a JSON list of {\"role\", \"content\", ...} messages or an object\n"
+    "        {\"messages\": [...], \"tools\": [...]} (with --lines, one per line), rendered with the\n"
+    "        chat template as training renders rows.\n"
+    "--chat-template NAME: that template, as the config's chat_template (a built-in name, model, or\n"
+    "        one of the model's named templates such as tool_use); default: the model's own.\n"
+    "--chat-template-kwarg KEY=VALUE: a chat_template_kwargs entry (e.g. enable_thinking=false).\n"
     "--pieces: each token's text, quoted, instead of its id.\n"
     "MODEL: a .gguf file, an HF model directory or an HF id (org/name) in the local HF cache.\n"
     "Default model: " DEFAULT_MODEL " (in $PTRAIN_MODELS or ./models). Only the tokenizer is loaded.\n";
@@ -50,7 +60,8 @@ static int tok_parse(int argc, char **argv, tok_options *o)
     static const struct option longs[] = {
         {"model", required_argument, 0, 'm'}, {"lines", no_argument, 0, 'l'},  {"chat", no_argument, 0, 'c'},
         {"ids", no_argument, 0, 'i'},         {"pieces", no_argument, 0, 'p'}, {"no-special", no_argument, 0, 'n'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},        {"chat-template", required_argument, 0, 'C'},
+        {"chat-template-kwarg", required_argument, 0, 'K'}, {0, 0, 0, 0}};
     *o = (tok_options){.model = DEFAULT_MODEL, .input = "-"};
     int c;
     optind = 1;
@@ -63,6 +74,8 @@ static int tok_parse(int argc, char **argv, tok_options *o)
         case 'i': o->pieces = false; break;
         case 'p': o->pieces = true; break;
         case 'n': o->no_special = true; break;
+        case 'C': o->chat_template = optarg; break;
+        case 'K': TRY(dataset_chat_kwarg_add(&o->kwargs, optarg)); break;
         case 'h': fputs(tok_usage, stdout); return -1;
         default:
             return ERR(PT_ERR_USAGE, "unknown or incomplete option '%s'\nTry 'ptrain tokenize --help'.",
@@ -90,47 +103,36 @@ static pt_status read_input(const char *path, strbuf *out)
     return st;
 }
 
-/* The text of token id (left empty when id is -1, the model has none). */
-static pt_status token_text(const pt_tokenizer *tok, int32_t id, strbuf *out)
-{
-    return id < 0 ? PT_OK : tokenizer_decode_token(tok, id, out);
-}
-
-/* A JSON list of messages rendered with the model's template (its own bos/eos texts). */
-static pt_status chat_text(const pt_tokenizer *tok, const char *json, size_t len, size_t where, strbuf *text)
+/* A JSON list of messages (or {"messages", "tools"}) rendered with the template o->ct. */
+static pt_status chat_text(const tok_options *o, const char *json, size_t len, size_t where, strbuf *text)
 {
     json_error_t jerr;
-    json_t *list = json_loadb(json, len, 0, &jerr);
-    if (!json_is_array(list)) {
-        json_decref(list);
-        return ERR(PT_ERR_USER, "text %zu: expected a JSON list of {\"role\", \"content\"} messages (%s)", where,
-                   list ? "not a list" : jerr.text);
+    json_t *doc = json_loadb(json, len, 0, &jerr);
+    const json_t *list = json_is_object(doc) ? json_object_get(doc, "messages") : doc;
+    const json_t *tools = json_is_object(doc) ? json_object_get(doc, "tools") : NULL;
+    if (json_is_null(tools)) tools = NULL;
+    if (!json_is_array(list) || (tools && !json_is_array(tools))) {
+        json_decref(doc);
+        return ERR(PT_ERR_USER,
+                   "text %zu: expected a JSON list of {\"role\", \"content\"} messages, or an object with such a "
+                   "list as \"messages\" and a list as \"tools\" (%s)",
+                   where, doc ? "not that" : jerr.text);
     }
     size_t n = json_array_size(list);
     chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
     pt_status st = msgs ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
     for (size_t i = 0; st == PT_OK && i < n; i++) {
-        const json_t *m = json_array_get(list, i);
+        const json_t *m = json_array_get(list, i), *c = json_object_get(m, "content");
         const char *role = json_string_value(json_object_get(m, "role"));
-        const char *content = json_string_value(json_object_get(m, "content"));
-        if (!role || !content)
-            st = ERR(PT_ERR_USER, "text %zu: message %zu: expected string fields \"role\" and \"content\"", where, i);
+        if (!role || (c && !json_is_null(c) && !json_is_string(c)) || (!json_is_string(c) && json_object_size(m) < 2))
+            st = ERR(PT_ERR_USER, "text %zu: message %zu: expected a string \"role\" and a string \"content\" (or "
+                                  "other fields such as tool_calls)", where, i);
         else
-            msgs[i] = (chat_message){role, content, NULL};
+            msgs[i] = (chat_message){role, json_string_value(c), m}; /* its other fields, as training passes them */
     }
-    const char *own = tokenizer_chat_template(tok), *name = chat_template_detect(own);
-    strbuf bos = {0}, eos = {0};
-    chat_tmpl *ct = NULL;
-    if (st == PT_OK) st = token_text(tok, tokenizer_bos(tok), &bos);
-    if (st == PT_OK) st = token_text(tok, tokenizer_eos(tok), &eos);
-    if (st == PT_OK) st = chat_tmpl_open(name ? name : own ? "model" : "chatml", own, &ct);
-    chat_args a = {.bos = bos.data, .eos = eos.data};
-    if (st == PT_OK) st = chat_tmpl_render(ct, &a, msgs, (int)n, text, NULL, NULL);
-    chat_tmpl_free(ct);
-    sb_free(&bos);
-    sb_free(&eos);
+    if (st == PT_OK) st = dataset_chat_render(o->ct, msgs, (int)n, tools, false, text);
     free(msgs);
-    json_decref(list);
+    json_decref(doc);
     return st;
 }
 
@@ -140,7 +142,7 @@ static pt_status text_ids(const pt_tokenizer *tok, const tok_options *o, const c
 {
     if (o->chat) {
         strbuf text = {0};
-        pt_status st = chat_text(tok, s, len, where, &text);
+        pt_status st = chat_text(o, s, len, where, &text);
         if (st == PT_OK) st = tokenizer_encode(tok, sb_text(&text), text.len, true, ids, n);
         sb_free(&text);
         return st;
@@ -270,7 +272,7 @@ static pt_status tokenize_lines(const pt_tokenizer *tok, const tok_options *o, c
     return st;
 }
 
-static pt_status tokenize_run(const tok_options *o)
+static pt_status tokenize_run(tok_options *o)
 {
     strbuf in = {0};
     pt_status st = read_input(o->input, &in);
@@ -278,9 +280,12 @@ static pt_status tokenize_run(const tok_options *o)
     char resolved[4096];
     pt_model_format fmt;
     if (st == PT_OK) st = model_load_tokenizer(o->model, NULL, &tok, resolved, sizeof resolved, &fmt);
+    if (st == PT_OK && o->chat) st = dataset_chat_open(tok, o->chat_template, &o->kwargs, &o->ct);
     const char *s = in.data ? in.data : "";
     if (st == PT_OK) st = o->lines ? tokenize_lines(tok, o, s, in.len) : tokenize_one(tok, o, s, in.len, 1);
     if (fflush(stdout) != 0 && st == PT_OK) st = ERR(PT_ERR_USER, "writing the ids to standard output failed");
+    dataset_chat_free(o->ct);
+    o->ct = NULL;
     tokenizer_free(tok);
     sb_free(&in);
     return st;
@@ -290,7 +295,7 @@ pt_status tokenize_main(int argc, char **argv)
 {
     tok_options o;
     int parsed = tok_parse(argc, argv, &o);
-    if (parsed < 0) return PT_OK;
-    if (parsed != PT_OK) return (pt_status)parsed;
-    return tokenize_run(&o);
+    pt_status st = parsed < 0 ? PT_OK : parsed != PT_OK ? (pt_status)parsed : tokenize_run(&o);
+    dataset_chat_kwargs_free(&o.kwargs);
+    return st;
 }

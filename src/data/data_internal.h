@@ -247,6 +247,10 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
                       data_record *rec, strbuf *why);
 void record_free(data_record *rec);
 
+/* chat_template_kwargs (the config's YAML scalars) as the JSON object a template sees: true/false,
+ * null, integers and numbers as such, anything else as text; NULL when there are none (dataset.c). */
+json_t *data_template_kwargs(const pt_strmap *kw);
+
 /* ---- label.c: render, tokenize, label ---- */
 typedef struct {
     const pt_tokenizer *tok;

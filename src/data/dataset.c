@@ -164,7 +164,7 @@ static json_t *kwarg_value(const char *v)
     return json_string(v);
 }
 
-static json_t *template_kwargs(const pt_strmap *kw)
+json_t *data_template_kwargs(const pt_strmap *kw)
 {
     if (!kw || !kw->n) return NULL;
     json_t *o = json_object();
@@ -256,7 +256,7 @@ static pt_status entry_start(entry_run *E, data_format f)
         label_free(&E->lc);
         return rc;
     }
-    E->kwargs = template_kwargs(L->o->chat_template_kwargs);
+    E->kwargs = data_template_kwargs(L->o->chat_template_kwargs);
     E->lc.kwargs = E->kwargs;
     st->template = chat ? E->lc.template : NULL;
     if (chat) warn_template(L, index);

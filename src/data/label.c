@@ -60,6 +60,8 @@ pt_status label_init(label_ctx *c, const pt_tokenizer *tok, const char *template
     /* a name among the model's own templates (tool_use, rag, ...), as apply_chat_template(chat_template=name) */
     const char *named = c->template ? NULL : tokenizer_chat_template_named(tok, template);
     const char *own = tok ? tokenizer_chat_template(tok) : NULL;
+    /* "default": the model's own, as transformers names it among its named templates */
+    if (!c->template && !named && own && template && !strcmp(template, "default")) c->template = template = "model";
     if (!c->template && !named && template) return unknown_template(tok, template);
     if (!named && (!template || !strcmp(template, "model")) && !own && tok) { /* named ones and no default */
         strbuf names = {0};

@@ -397,6 +397,13 @@ __attribute__((format(printf, 4, 5))) pt_status tok_jerr(const char *file, pt_st
 pt_status tok_json_open(const char *path, json_t **root);
 /* t->chat_template from tokenizer_config.json's chat_template (file, its name, is cfg). */
 pt_status tok_json_config_template(pt_tokenizer *t, const char *file, const json_t *cfg);
+/* t->tmpl_tokens[key] = the text (len bytes; left out when it is not UTF-8): a special token's
+ * text a chat template sees beside bos/eos (unk_token, sep_token, pad_token, cls_token, mask_token). */
+pt_status tok_template_token(pt_tokenizer *t, const char *key, const char *text, size_t len);
+/* special_tokens_map.json beside path (a tokenizer file), as transformers 5 reads it (the legacy
+ * file, only when tokenizer_config.json has no added_tokens_decoder): its bos/eos/unk/sep/pad/cls/
+ * mask_token replace tokenizer_config.json's in *cfg (made when there is none). */
+pt_status tok_json_special_tokens_map(const char *path, json_t **cfg);
 /* t->tmpl_tokens from tokenizer_config.json's unk/sep/pad/cls/mask_token (a string or {content}). */
 pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg);
 /* Free the named chat templates and the special tokens' texts (template_set.c). */

@@ -269,7 +269,8 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
 }
 
 /* bos/eos, the chat template, the other special tokens' texts and the decoder's clean-up from
- * tokenizer_config.json in the directory of path, if any. Its add_bos_token/add_eos_token are not
+ * tokenizer_config.json in the directory of path, if any (its tokens replaced by those of
+ * special_tokens_map.json when it has no added_tokens_decoder, as transformers 5 reads them). Its add_bos_token/add_eos_token are not
  * read: beside a tokenizer.json, transformers 5 drops them and the post-processor alone decides.
  * clean_up_tokenization_spaces cleans decoded text only with
  * clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output also true, as
@@ -280,6 +281,7 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     if (!file) return ERR(PT_ERR_NOMEM, "out of memory");
     json_t *cfg = NULL;
     pt_status rc = access(file, F_OK) == 0 ? tok_json_open(file, &cfg) : PT_OK;
+    if (rc == PT_OK) rc = tok_json_special_tokens_map(path, &cfg);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
     if (rc == PT_OK && cfg) rc = tok_json_config_template(t, file, cfg);

@@ -1,6 +1,8 @@
 /* tok_json_base.c — what the tokenizer.json and tokenizer.model loaders read JSON with: an error
  * naming the file and the JSON path of the offending value, opening a JSON file (one object at
- * the top), a value read as a flag, and the chat template of a tokenizer_config.json. */
+ * the top), a value read as a flag, the chat template of a tokenizer_config.json, its tokens
+ * replaced by special_tokens_map.json's as transformers 5 reads that legacy file, and the special
+ * tokens' texts a template sees. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -51,6 +53,16 @@ pt_status tok_json_flag(const char *file, const json_t *obj, const char *key, co
     return PT_OK;
 }
 
+pt_status tok_template_token(pt_tokenizer *t, const char *key, const char *text, size_t len)
+{
+    json_t *v = json_stringn(text, len);
+    if (!v) return PT_OK; /* not UTF-8: no text a template could print */
+    if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
+    if (!t->tmpl_tokens) json_decref(v);
+    if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, key, v)) return ERR(PT_ERR_NOMEM, "out of memory");
+    return PT_OK;
+}
+
 pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json_t *cfg)
 {
     static const char *const keys[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
@@ -59,11 +71,29 @@ pt_status tok_json_config_specials(pt_tokenizer *t, const char *file, const json
         if (json_is_object(v)) v = json_object_get(v, "content");
         if (!v || json_is_null(v)) continue;
         if (!json_is_string(v)) return tok_jerr(file, PT_ERR_USER, keys[i], "expected a string or {\"content\": ...}");
-        if (!t->tmpl_tokens) t->tmpl_tokens = json_object();
-        if (!t->tmpl_tokens || json_object_set_new(t->tmpl_tokens, keys[i], json_string(json_string_value(v))))
-            return ERR(PT_ERR_NOMEM, "out of memory");
+        TRY(tok_template_token(t, keys[i], json_string_value(v), json_string_length(v)));
     }
     return PT_OK;
+}
+
+pt_status tok_json_special_tokens_map(const char *path, json_t **cfg)
+{
+    static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
+                                       "cls_token", "mask_token"};
+    const char *slash = strrchr(path, '/');
+    char map_path[4200];
+    snprintf(map_path, sizeof map_path, "%.*sspecial_tokens_map.json", slash ? (int)(slash - path + 1) : 0, path);
+    if (access(map_path, F_OK) != 0 || json_object_get(*cfg, "added_tokens_decoder")) return PT_OK;
+    json_t *map = NULL;
+    TRY(tok_json_open(map_path, &map));
+    if (!*cfg) *cfg = json_object();
+    pt_status rc = *cfg ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == PT_OK && i < sizeof keys / sizeof *keys; i++) {
+        json_t *v = json_object_get(map, keys[i]);
+        if (v && json_object_set(*cfg, keys[i], v)) rc = ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    json_decref(map);
+    return rc;
 }
 
 /* t->chat_template from tokenizer_config.json's chat_template: a string, or a list of {name,

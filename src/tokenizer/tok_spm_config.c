@@ -11,7 +11,7 @@
  *     TokenizersBackend the model's own pieces) that are not added yet. A token takes the id of
  *     the piece it spells, else the next free id;
  *   - bos/eos/pad, add_bos_token / add_eos_token (default false: transformers 5 adds nothing
- *     unless told) and the chat template.
+ *     unless told), the chat template, and the texts of unk/sep/pad/cls/mask a template sees.
  * Errors name the file and the key. */
 #include <jansson.h>
 #include <stdio.h>
@@ -170,6 +170,7 @@ static pt_status conf_specials(pt_tokenizer *t, const spm_conv *cv)
         const json_t *obj;
         TRY(conf_named(cv, keys[k], &s, &len, &obj));
         if (!s || len == 0) continue;
+        if (k >= 2) TRY(tok_template_token(t, keys[k], s, len)); /* what a chat template sees as unk_token, ... */
         added_token f = {.special = true};
         if (obj) TRY(conf_flags(cv, obj, keys[k], &f));
         f.special = true;

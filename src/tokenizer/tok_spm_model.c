@@ -1,8 +1,10 @@
 /* tok_spm_model.c — a tokenizer from a SentencePiece tokenizer.model (read by spm_proto.c), as
  * transformers 5 converts a model directory that has one and no tokenizer.json (older Llama 2
  * and Mistral repositories), so that ids equal Hugging Face's. Only BPE models: Unigram ones
- * (T5, ALBERT ...) are refused. tokenizer_config.json's tokenizer_class picks the conversion
- * (tok_spm_config.c, which also adds the added tokens):
+ * (T5, ALBERT ...) are refused. special_tokens_map.json's tokens replace tokenizer_config.json's
+ * when it has no added_tokens_decoder, as transformers 5 reads the legacy file.
+ * tokenizer_config.json's tokenizer_class picks the conversion (tok_spm_config.c, which also adds
+ * the added tokens):
  *   - LlamaTokenizer: every piece in the vocabulary; merges: every split of a piece into two
  *     pieces, ranked by the merged piece's id, then the left half's length (transformers'
  *     generate_merges without scores); byte fallback on, no unknown token (a character without
@@ -299,8 +301,13 @@ pt_status tokenizer_from_spm_model(const char *path, pt_tokenizer **out)
     snprintf(cfg_path, sizeof cfg_path, "%.*stokenizer_config.json", slash ? (int)(slash - path + 1) : 0, path);
     json_t *cfg = NULL;
     if (access(cfg_path, F_OK) == 0) TRY(tok_json_open(cfg_path, &cfg));
+    pt_status rc = tok_json_special_tokens_map(path, &cfg);
+    if (rc != PT_OK) {
+        json_decref(cfg);
+        return rc;
+    }
     spm_model m;
-    pt_status rc = spm_model_read(path, &m);
+    rc = spm_model_read(path, &m);
     if (rc == PT_OK) rc = sm_new(&m, cfg, cfg_path, out);
     spm_model_free(&m);
     json_decref(cfg);

@@ -6,7 +6,9 @@
  * special tokens (tokenizer_encode_text: bos as transformers adds it, once) for every tokenizer
  * form of tests/data/tokenizer/bos_goldens.json; SmolLM2 from its GGUF giving the
  * tokenizer.json's ids; apply_chat_template renderings; named chat templates (tokenizer_config.json,
- * GGUF); the loaders' error messages; and the
+ * GGUF); the unk/sep/pad/cls/mask texts templates see (GGUF ids, a tokenizer.model directory's
+ * tokenizer_config.json and special_tokens_map.json) against transformers' special_tokens_map;
+ * the loaders' error messages; and the
  * encoding throughput. Shared helpers: tok_corpus.h. Runs with cwd = the build dir;
  * PTRAIN_SRCDIR points at the sources. */
 #include <stdarg.h>
@@ -825,6 +827,85 @@ static void test_named_templates(void **state)
     unlink(path);
 }
 
+/* The special tokens' texts a chat template sees beside bos/eos (tokenizer_template_tokens):
+ * unk/pad from a GGUF's tokenizer.ggml.unknown_token_id/padding_token_id, and from a bare
+ * tokenizer.model or tokenizer.json directory's tokenizer_config.json and special_tokens_map.json
+ * (read only when the config has no added_tokens_decoder), against transformers' special_tokens_map
+ * (tests/data/tokenizer/chat-cmd/specials.json, make_chat_cmd_goldens.py). keys: those compared. */
+static void check_specials(const pt_tokenizer *tok, const json_t *want, const char *const *keys, int n_keys,
+                           const char *what)
+{
+    const json_t *got = tokenizer_template_tokens(tok);
+    for (int k = 0; k < n_keys; k++) {
+        const char *w = json_string_value(json_object_get(want, keys[k]));
+        const char *g = json_string_value(json_object_get(got, keys[k]));
+        if (!w != !g || (w && strcmp(w, g)))
+            fail_msg("%s: %s: transformers has %s, ptrain %s", what, keys[k], w ? w : "none", g ? g : "none");
+    }
+}
+
+/* The directories of specials.json's list (json: tokenizer.json ones, else tokenizer.model ones),
+ * each made in tmpdir and loaded. */
+static void check_special_dirs(const json_t *g, bool json)
+{
+    static const char *const all[] = {"unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+    char path[4096], model[4096], dst[600];
+    pt_tokenizer *tok = NULL;
+    const json_t *dirs = json_object_get(g, json ? "json_dirs" : "spm_dirs");
+    assert_true(json_array_size(dirs) >= 3);
+    for (size_t i = 0; i < json_array_size(dirs); i++) {
+        const json_t *d = json_array_get(dirs, i), *map = json_object_get(d, "special_tokens_map");
+        tok_data_path(model, sizeof model, json_string_value(json_object_get(d, json ? "tokenizer" : "model")));
+        FILE *in = fopen(model, "rb");
+        assert_non_null(in);
+        static char bytes[1 << 20];
+        size_t n = fread(bytes, 1, sizeof bytes, in);
+        fclose(in);
+        snprintf(dst, sizeof dst, "%s/%s", tmpdir, json ? "tokenizer.json" : "tokenizer.model");
+        FILE *out = fopen(dst, "wb");
+        assert_non_null(out);
+        assert_int_equal(fwrite(bytes, 1, n, out), n);
+        fclose(out);
+        char cfg[600], smap[600];
+        snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", tmpdir);
+        snprintf(smap, sizeof smap, "%s/special_tokens_map.json", tmpdir);
+        assert_int_equal(json_dump_file(json_object_get(d, "tokenizer_config"), cfg, 0), 0);
+        unlink(smap);
+        if (json_is_object(map)) assert_int_equal(json_dump_file(map, smap, 0), 0);
+        pt_status st = json ? tokenizer_from_json(dst, &tok) : tokenizer_from_spm_model(dst, &tok);
+        if (st != PT_OK) fail_msg("%s directory %zu: %s", json ? "tokenizer.json" : "tokenizer.model", i, err_message());
+        snprintf(path, sizeof path, "%s directory %zu", json ? "tokenizer.json" : "tokenizer.model", i);
+        check_specials(tok, json_object_get(d, "tokens"), all, 5, path);
+        tokenizer_free(tok);
+        unlink(smap);
+        unlink(cfg);
+        unlink(dst);
+    }
+}
+
+static void test_template_specials(void **state)
+{
+    (void)state;
+    static const char *const gguf_keys[] = {"unk_token", "pad_token"}; /* mask: GemmaTokenizer's own default */
+    char path[4096];
+    tok_data_path(path, sizeof path, "chat-cmd/specials.json");
+    json_error_t je;
+    json_t *g = json_load_file(path, 0, &je);
+    if (!g) fail_msg("%s: %s", path, je.text);
+    const json_t *gg = json_object_get(g, "gguf");
+    tok_data_path(path, sizeof path, json_string_value(json_object_get(gg, "file")));
+    gguf_file f;
+    if (gguf_open(path, &f) != PT_OK) fail_msg("%s", err_message());
+    pt_tokenizer *tok = NULL;
+    assert_int_equal(tokenizer_from_gguf(&f, &tok), PT_OK);
+    gguf_close(&f);
+    check_specials(tok, json_object_get(gg, "tokens"), gguf_keys, 2, path);
+    tokenizer_free(tok);
+    check_special_dirs(g, false);
+    check_special_dirs(g, true);
+    json_decref(g);
+}
+
 static void test_bad_config(void **state)
 {
     (void)state;
@@ -919,7 +1000,7 @@ int main(void)
         cmocka_unit_test(test_gguf_tiny),        cmocka_unit_test(test_gguf_pre_names),
         cmocka_unit_test(test_gguf_gemma4_tiny), cmocka_unit_test(test_decode_clean_up), cmocka_unit_test(test_class_pipeline), cmocka_unit_test(test_gguf_refused),
         cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_config),
-        cmocka_unit_test(test_named_templates),
+        cmocka_unit_test(test_named_templates),   cmocka_unit_test(test_template_specials),
         cmocka_unit_test(test_chat_templates),   cmocka_unit_test(test_chat_errors),
         cmocka_unit_test(test_throughput),
     };
