@@ -116,6 +116,12 @@ typedef struct {
     const float *score; /* a reward model's score head [1, score_dim] (host), or NULL: PEFT's files are
                            then a SEQ_CLS adapter with `score` in modules_to_save (peft.h) */
     int64_t score_dim;
+    /* modules_to_save trained in full (host, rows x cols each, or NULL): [0] the input embedding
+     * (embed_tokens), [1] the LM head (lm_head), as saved_modules.h names them */
+    const float *saved[2];
+    const char *saved_name[2];   /* PEFT's tensor name of each */
+    const char *saved_module[2]; /* its module name in modules_to_save */
+    int64_t saved_rows, saved_cols;
 } adapter_info;
 
 /* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):

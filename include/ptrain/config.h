@@ -56,6 +56,8 @@ typedef struct {
     long finetune_last_n_layers; /* -1: unset; else layers_to_transform = the last N layers */
     pt_strmap rank_pattern, alpha_pattern;
     char *init_lora_weights; /* PEFT's init_lora_weights as written; its meaning: lora_init */
+    pt_strlist modules_to_save; /* PEFT's modules_to_save: embed_tokens, lm_head (trained in full) */
+    bool save_embed_tokens, save_lm_head; /* what modules_to_save names (config_check) */
     pt_lora_init lora_init;
 
     /* training */

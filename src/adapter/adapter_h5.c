@@ -14,7 +14,9 @@
 #include "ptrain/safefs.h"
 
 #define ADAPTER_FORMAT "ptrain-lora"
-#define ADAPTER_VERSION 2 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1) */
+#define ADAPTER_VERSION 3 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1);
+                           * 3: modules_to_save in the attribute "modules_to_save" (their weights are in the PEFT
+                           * files only), so that an older ptrain refuses the file */
 
 /* One matrix between the file and the backend: written (reading false) or read, by its PEFT name. */
 typedef struct {
@@ -58,10 +60,15 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
 
 static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
 {
-    char targets[256];
+    char targets[256], saved[64] = "";
     adapter_targets_text(l->arch, l->target, targets, sizeof targets);
+    for (int i = 0; i < 2; i++)
+        if (info->saved[i])
+            snprintf(saved + strlen(saved), sizeof saved - strlen(saved), "%s%s", saved[0] ? "," : "",
+                     info->saved_module[i]);
     if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 ||
-        h5_attr_f64(file, "format_version", l->select ? ADAPTER_VERSION : 1) < 0 ||
+        h5_attr_f64(file, "format_version", saved[0] ? 3 : l->select ? 2 : 1) < 0 ||
+        (saved[0] && h5_attr_str(file, "modules_to_save", saved) < 0) ||
         (l->select && h5_attr_str(file, "select", l->select) < 0) ||
         h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
         h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
@@ -104,6 +111,13 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
     TRY(h5_get_f64(file, path, "scale", &scale));
     TRY(h5_get_f64(file, path, "n_layers", &layers));
     TRY(h5_get_str(file, path, "target_modules", targets, sizeof targets));
+    if (h5_has_attr(file, "modules_to_save")) {
+        char saved[64];
+        TRY(h5_get_str(file, path, "modules_to_save", saved, sizeof saved));
+        return ERR(PT_ERR_USER, "%s: the adapter trained %s in full (modules_to_save), which ptrain cannot apply when "
+                   "it reads an adapter yet; load its PEFT files (adapter_config.json, adapter_model.safetensors) in "
+                   "PEFT", shown_text(path).s, shown_text(saved).s);
+    }
     if ((int)layers != m->cfg.n_layers)
         return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?",
                    shown_text(path).s, layers, m->cfg.n_layers);

@@ -56,6 +56,11 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
         json_array_append_new(m, json_string("classifier"));
         json_array_append_new(m, json_string("score"));
         json_object_set_new(c, "modules_to_save", m);
+    } else if (info->saved[0] || info->saved[1]) { /* modules_to_save as the config gave them */
+        json_t *m = json_array();
+        for (int i = 0; i < 2; i++)
+            if (info->saved[i]) json_array_append_new(m, json_string(info->saved_module[i]));
+        json_object_set_new(c, "modules_to_save", m);
     } else
         json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
@@ -86,7 +91,9 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
         }
-    int64_t shape[2] = {1, info->score_dim};
+    int64_t shape[2] = {1, info->score_dim}, full[2] = {info->saved_rows, info->saved_cols};
+    for (int i = 0; i < 2; i++) /* modules_to_save: the trained weights, fp32, under PEFT's names */
+        if (info->saved[i]) TRY(st_w_tensor(w, info->saved_name[i], ST_F32, 2, full));
     return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
@@ -111,6 +118,9 @@ static pt_status write_tensors(const char *path, const pt_adapter *l, const adap
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
     }
+    for (int i = 0; i < 2 && st == PT_OK; i++)
+        if (info->saved[i])
+            st = st_w_data(&w, info->saved[i], sizeof(float) * (size_t)(info->saved_rows * info->saved_cols));
     if (st == PT_OK && info->score) st = st_w_data(&w, info->score, sizeof(float) * (size_t)info->score_dim);
     if (st == PT_OK) st = st_w_finish(&w);
     st_writer_free(&w);

@@ -107,6 +107,10 @@ static void check_selectors(pt_config *cfg, config_report *errors)
                        "true, false or gaussian", shown_text(init).s);
             known = true;
         }
+    for (int i = 0; i < cfg->modules_to_save.n; i++) { /* the key's choices: embed_tokens, lm_head */
+        if (!strcmp(cfg->modules_to_save.items[i], "embed_tokens")) cfg->save_embed_tokens = true;
+        if (!strcmp(cfg->modules_to_save.items[i], "lm_head")) cfg->save_lm_head = true;
+    }
     if (!known)
         rule_error(cfg, errors, "init_lora_weights", "expected true, false or gaussian, found \"%s\"", shown_text(init).s);
     for (int i = 0; i < cfg->rank_pattern.n; i++)
@@ -144,6 +148,16 @@ static void check_method(pt_config *cfg, config_report *errors)
     if (cfg->method == METHOD_CPT && cfg->assistant_only_loss == PT_TRUE)
         rule_error(cfg, errors, "assistant_only_loss",
                    "cpt (continued pretraining) trains on every token; remove the key or use method: sft");
+    if (cfg->modules_to_save.n && cfg->method != METHOD_SFT && cfg->method != METHOD_CPT)
+        rule_error(cfg, errors, "modules_to_save",
+                   "%s: training the embedding or the LM head in full is built for sft and cpt only (a preference "
+                   "method's reference and reward's score head would need their own copies); remove the key",
+                   mi->name);
+    if (cfg->modules_to_save.n && (cfg->huggingface_save || cfg->huggingface_save_gguf || cfg->ollama_save))
+        rule_error(cfg, errors, "modules_to_save",
+                   "the merged export (huggingface_save, huggingface_save_gguf, ollama_save) does not yet write the "
+                   "embedding and LM head trained in full, so it would not be the model trained; merge the PEFT "
+                   "files with PEFT's merge_and_unload, or remove modules_to_save");
     if (mi->pairs && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
@@ -374,16 +388,17 @@ static const char *service_name(const char *key)
     return key;
 }
 
-/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains in the seed
- * system (other methods ignore it there); ptrain trains no whole module (modules_to_save is
- * refused), so under cpt it has nothing to apply to. */
+/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains (UnslothTrainer's
+ * embedding parameter group); other methods ignore it, as the seed system does, and cpt without
+ * modules_to_save has nothing to apply it to. */
 static void note_embedding_lr(const pt_config *cfg, FILE *warn)
 {
     int k = key_index(config_keys, config_nkeys, "embedding_learning_rate");
-    if (!warn || k < 0 || cfg->method != METHOD_CPT || !config_is_set(cfg, "embedding_learning_rate")) return;
-    fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: ptrain does not train the embedding or the LM "
-            "head (modules_to_save is not implemented: only the LoRA adapters are trained), so this learning rate "
-            "applies to nothing; remove the key\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
+    if (!warn || k < 0 || !config_is_set(cfg, "embedding_learning_rate") || cfg->method != METHOD_CPT) return;
+    if (!cfg->modules_to_save.n)
+        fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: cpt without modules_to_save trains no "
+                "embedding, so this learning rate applies to nothing; set modules_to_save: [embed_tokens, lm_head] "
+                "to adapt the vocabulary\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
 }
 
 void config_notes(const pt_config *cfg, FILE *warn)

@@ -103,6 +103,7 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
         }
     }
     if (!h->grad) return PT_OK;
+    if (h->head_grad) TRY(backend_matmul_bwd_weight(be, h->head_grad, &lv, &xv, 1.0f)); /* a trained LM head */
     pt_tensor dv = tensor_rows(&t[H_DXL], r0, rows);
     return backend_matmul_bwd_input(be, &dv, &lv, &c->m->output, 0.0f);
 }
