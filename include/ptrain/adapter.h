@@ -41,7 +41,19 @@ typedef struct pt_adapter {
     adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
     adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
+    /* PEFT's modules_to_save of an adapter read from a file: the trained input embedding
+     * (ADAPTER_SAVED_EMBED) and LM head (ADAPTER_SAVED_HEAD), f32 [vocab, dim] on be, which every
+     * pass with this adapter uses in place of the model's (data NULL: the model's own) */
+    pt_tensor saved[2];
 } pt_adapter;
+
+enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
+/* PEFT's names: the module in modules_to_save, the tensor in adapter_model.safetensors. */
+const char *adapter_saved_module(int i);
+const char *adapter_saved_tensor(int i);
+/* The embedding table and the LM head a pass with ad (may be NULL) runs on. */
+const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m);
+const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m);
 
 /* Adapters for m's projections in target: with seed, A is drawn as PEFT initialises it
  * (kaiming-uniform, bound 1/sqrt(in), from a splitmix64 stream of *seed) and B is zero, so the

@@ -15,8 +15,8 @@
 
 #define ADAPTER_FORMAT "ptrain-lora"
 #define ADAPTER_VERSION 3 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1);
-                           * 3: modules_to_save in the attribute "modules_to_save" (their weights are in the PEFT
-                           * files only), so that an older ptrain refuses the file */
+                           * 3: modules_to_save: the attribute "modules_to_save" and their weights as datasets under
+                           * PEFT's names (written only then, so that an older ptrain refuses the file) */
 
 /* One matrix between the file and the backend: written (reading false) or read, by its PEFT name. */
 typedef struct {
@@ -79,7 +79,32 @@ static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *
         (info->best_step >= 0 && h5_attr_i64(file, "best_model_step", info->best_step) < 0))
         return ERR(PT_ERR_USER, "cannot write the adapter's attributes");
     matrix_io io = {file, NULL, l->be, false};
-    return move_all(&io, l);
+    TRY(move_all(&io, l));
+    for (int i = 0; i < 2; i++)
+        if (info->saved[i])
+            TRY(h5_write_f32(file, info->saved_name[i], info->saved_rows, info->saved_cols, info->saved[i], false));
+    return PT_OK;
+}
+
+/* modules_to_save (version 3): each module the attribute names, from its dataset, onto the backend. */
+static pt_status read_saved(hid_t file, const char *path, const pt_model *m, pt_adapter *l)
+{
+    if (!h5_has_attr(file, "modules_to_save")) return PT_OK;
+    char saved[64];
+    TRY(h5_get_str(file, path, "modules_to_save", saved, sizeof saved));
+    for (int i = 0; i < 2; i++) {
+        if (!strstr(saved, adapter_saved_module(i))) continue;
+        int64_t shape[2] = {m->tok_embd.shape[0], m->tok_embd.shape[1]};
+        float *host = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]));
+        TRY_ALLOC(host);
+        l->saved[i] = tensor_make(PT_F32, 2, shape);
+        pt_status st = h5_read_f32(file, path, adapter_saved_tensor(i), shape[0], shape[1], host);
+        if (st == PT_OK) st = backend_alloc(l->be, &l->saved[i]);
+        if (st == PT_OK) st = backend_upload(l->be, &l->saved[i], host, l->saved[i].nbytes);
+        free(host);
+        TRY(st);
+    }
+    return PT_OK;
 }
 
 pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info *info)
@@ -88,7 +113,8 @@ pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info 
     char final[4096];
     snprintf(final, sizeof final, "%s/adapter.h5", dir);
     h5_memfile m;
-    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)adapter_param_count(l) + ((size_t)1 << 20)));
+    size_t saved = sizeof(float) * (size_t)(info->saved_rows * info->saved_cols) * (size_t)(!!info->saved[0] + !!info->saved[1]);
+    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)adapter_param_count(l) + saved + ((size_t)1 << 20)));
     pt_status st = write_all(m.file, l, info);
     if (st == PT_OK) st = h5_memfile_commit(&m, final, 0, NULL, NULL, false);
     else h5_memfile_discard(&m);
@@ -111,13 +137,6 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
     TRY(h5_get_f64(file, path, "scale", &scale));
     TRY(h5_get_f64(file, path, "n_layers", &layers));
     TRY(h5_get_str(file, path, "target_modules", targets, sizeof targets));
-    if (h5_has_attr(file, "modules_to_save")) {
-        char saved[64];
-        TRY(h5_get_str(file, path, "modules_to_save", saved, sizeof saved));
-        return ERR(PT_ERR_USER, "%s: the adapter trained %s in full (modules_to_save), which ptrain cannot apply when "
-                   "it reads an adapter yet; load its PEFT files (adapter_config.json, adapter_model.safetensors) in "
-                   "PEFT", shown_text(path).s, shown_text(saved).s);
-    }
     if ((int)layers != m->cfg.n_layers)
         return ERR(PT_ERR_USER, "%s: the adapter has %g layers, the model %d; was it trained on another model?",
                    shown_text(path).s, layers, m->cfg.n_layers);
@@ -134,7 +153,8 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
         for (adapter_pair *p = adapter_next(l, NULL); p; p = adapter_next(l, p)) p->scale = (float)scale;
     l->scale = (float)scale;
     matrix_io io = {file, path, l->be, true};
-    return move_all(&io, l);
+    TRY(move_all(&io, l));
+    return read_saved(file, path, m, l);
 }
 
 pt_status adapter_h5_load(const char *file_path, const pt_model *m, pt_adapter *l)

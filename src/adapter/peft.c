@@ -171,7 +171,17 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
     TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
-    TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
+    const json_t *mods = json_object_get(c, "modules_to_save"), *item;
+    size_t k;
+    if (json_is_array(mods))
+        json_array_foreach(mods, k, item) {
+            const char *name = json_is_string(item) ? json_string_value(item) : "";
+            if (strcmp(name, adapter_saved_module(ADAPTER_SAVED_EMBED)) && strcmp(name, adapter_saved_module(ADAPTER_SAVED_HEAD)))
+                return ERR(PT_ERR_USER, "%s: modules_to_save names %s; ptrain reads embed_tokens and lm_head trained in "
+                           "full, no other module", shown_text(path).s, json_is_string(item) ? shown_text(name).s : "a non-string");
+        }
+    else
+        TRY(refuse_if_set(path, c, "modules_to_save", "ptrain reads a list of embed_tokens and lm_head there"));
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
     const json_t *init = json_object_get(c, "init_lora_weights");
     const char *iv = json_is_string(init) ? json_string_value(init) : "";
@@ -257,12 +267,21 @@ static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, in
     return false;
 }
 
+/* Which of modules_to_save's tensors name is (ADAPTER_SAVED_EMBED or _HEAD), or -1. */
+static int saved_index(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, adapter_saved_tensor(i))) return i;
+    return -1;
+}
+
 static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W_COUNT])
 {
     memset(target, 0, sizeof(bool) * W_COUNT);
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
+        if (saved_index(f->tensors[i].name) >= 0) continue; /* modules_to_save: load_saved */
         if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
             return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer %s model "
                        "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
@@ -296,6 +315,7 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
+        if (saved_index(f->tensors[i].name) >= 0) continue;
         parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
         if (!p)
@@ -303,6 +323,20 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
                        "leaves out; is the config of another adapter?", shown_text(f->path).s,
                        shown_text(f->tensors[i].name).s);
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
+    }
+    return PT_OK;
+}
+
+/* modules_to_save's tensors into l->saved, in f32 whatever dtype the file has; shapes as the model's. */
+static pt_status load_saved(const st_file *f, const pt_model *m, pt_adapter *l)
+{
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int k = saved_index(f->tensors[i].name);
+        if (k < 0) continue;
+        int64_t shape[2] = {m->tok_embd.shape[0], m->tok_embd.shape[1]};
+        l->saved[k] = tensor_make(PT_F32, 2, shape);
+        TRY(backend_alloc(l->be, &l->saved[k]));
+        TRY(load_matrix(f, &f->tensors[i], l->be, &l->saved[k]));
     }
     return PT_OK;
 }
@@ -328,6 +362,7 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
     if (st == PT_OK)
         st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
+    if (st == PT_OK) st = load_saved(&f, m, l);
     free(s.select);
     st_close(&f);
     if (st != PT_OK) adapter_free(l);

@@ -6,15 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/adapter.h"
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
 
-static const char *const names[SAVED_COUNT] = {"base_model.model.model.embed_tokens.weight",
-                                               "base_model.model.lm_head.weight"};
-static const char *const modules[SAVED_COUNT] = {"embed_tokens", "lm_head"};
+_Static_assert((int)SAVED_EMBED == (int)ADAPTER_SAVED_EMBED && (int)SAVED_HEAD == (int)ADAPTER_SAVED_HEAD, "one order of the modules");
 
-const char *saved_modules_name(int i) { return i >= 0 && i < SAVED_COUNT ? names[i] : "?"; }
-const char *saved_modules_module(int i) { return i >= 0 && i < SAVED_COUNT ? modules[i] : "?"; }
+const char *saved_modules_name(int i) { return adapter_saved_tensor(i); }
+const char *saved_modules_module(int i) { return adapter_saved_module(i); }
 
 bool saved_modules_any(const saved_modules *s) { return s->on[SAVED_EMBED] || s->on[SAVED_HEAD]; }
 
@@ -55,7 +54,7 @@ pt_status saved_modules_create(saved_modules *s, pt_model *m, bool embed, bool h
     for (int i = 0; i < SAVED_COUNT && st == PT_OK; i++) {
         if (!s->on[i]) continue;
         if (s->base[i].ndim != 2 || s->base[i].shape[0] != s->rows || s->base[i].shape[1] != s->cols)
-            st = ERR(PT_ERR_UNSUPPORTED, "modules_to_save: the model's %s is not [%lld, %lld]", modules[i],
+            st = ERR(PT_ERR_UNSUPPORTED, "modules_to_save: the model's %s is not [%lld, %lld]", adapter_saved_module(i),
                      (long long)s->rows, (long long)s->cols);
         pt_tensor *t[4] = {&s->w[i], &s->grad[i], &s->m[i], &s->v[i]};
         for (int k = 0; k < 4 && st == PT_OK; k++) {

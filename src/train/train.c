@@ -734,6 +734,19 @@ static pt_status load_initial_adapter(trainer *t)
                          p ? (q ? "another rank or scale" : "an adapter") : "none");
         }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
+    for (int i = 0; i < 2 && st == PT_OK; i++) { /* modules_to_save: they start as the adapter's */
+        if (!from.saved[i].data) continue;
+        if (!t->sm.on[i]) {
+            st = ERR(PT_ERR_USER, "%s: lora_model_dir %s trained %s in full (modules_to_save); this config does not: "
+                     "add %s to modules_to_save", shown_text(t->cfg->path).s, shown_text(dir).s,
+                     adapter_saved_module(i), adapter_saved_module(i));
+            break;
+        }
+        float *host = malloc(from.saved[i].nbytes);
+        st = host ? backend_download(from.be, &from.saved[i], host, from.saved[i].nbytes) : ERR(PT_ERR_NOMEM, "out of memory");
+        if (st == PT_OK) st = saved_modules_set(&t->sm, i, host, NULL, NULL);
+        free(host);
+    }
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);
     return st;
