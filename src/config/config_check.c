@@ -153,11 +153,6 @@ static void check_method(pt_config *cfg, config_report *errors)
                    "%s: training the embedding or the LM head in full is built for sft and cpt only (a preference "
                    "method's reference and reward's score head would need their own copies); remove the key",
                    mi->name);
-    if (cfg->modules_to_save.n && (cfg->huggingface_save || cfg->huggingface_save_gguf || cfg->ollama_save))
-        rule_error(cfg, errors, "modules_to_save",
-                   "the merged export (huggingface_save, huggingface_save_gguf, ollama_save) does not yet write the "
-                   "embedding and LM head trained in full, so it would not be the model trained; merge the PEFT "
-                   "files with PEFT's merge_and_unload, or remove modules_to_save");
     if (mi->pairs && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",

@@ -144,11 +144,6 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
 static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                           const pt_adapter *l)
 {
-    if (has_saved(l) && (j->hf || j->n_gguf || j->ollama))
-        return ERR(PT_ERR_USER, "the adapter trained %s in full (modules_to_save), which the merged export does not "
-                   "write yet, so the merged model would not be the one trained; merge it with PEFT's merge_and_unload",
-                   l->saved[0].data && l->saved[1].data ? "embed_tokens and lm_head"
-                   : l->saved[0].data                   ? "embed_tokens" : "lm_head");
     TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {

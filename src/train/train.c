@@ -678,7 +678,10 @@ static pt_status save_adapter(trainer *t)
                  "--prompt \"...\"\n", shown_text(t->cfg->final_model_dir).s, t->model_path,
                  t->cfg->final_model_dir); /* a command to paste: the whole paths */
     export_options eo = export_options_from_config(t->cfg);
-    return export_after_training(&eo, &t->l.ad, info.chat_template);
+    pt_adapter with = t->l.ad; /* modules_to_save: the merged model takes the trained modules (borrowed, not freed) */
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (t->sm.on[i]) with.saved[i] = t->sm.w[i];
+    return export_after_training(&eo, &with, info.chat_template);
 }
 
 static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)

@@ -4,12 +4,14 @@
 # two copies apart (as PEFT makes them); PEFT 0.21 loads the adapter (its modules_to_save tensors)
 # and gives ptrain's logits, read back by ptrain from adapter.h5, the PEFT files and a checkpoint;
 # lm_head alone under sft likewise; a run resumed from its checkpoint ends with the straight run's
-# files bit for bit; lora_model_dir continues from the modules; no adapter.gguf, and the merged
-# export is refused saying why. Skips, saying why, without the Python environment of
+# files bit for bit; lora_model_dir continues from the modules; no adapter.gguf; the merged Hugging
+# Face directory (ptrain export --hf, huggingface_save) has the trained modules, untied, and
+# transformers gives ptrain's logits with it; the merged GGUF export is refused saying why. Skips, saying why, without the Python environment of
 # share/scripts/test-python.sh.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
+LOGITS_CMP=$(dirname "$P")/tests/export/logits_cmp
 PY=${PTRAIN_PYTHON:-$HOME/.cache/ptrain/pyenv/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -75,12 +77,6 @@ PY
 rc=$?
 sed 's/^/# /' "$tmp/keys.out"
 ok "adapter_model.safetensors holds both modules under PEFT's names, fp32, trained apart" test "$rc" = 0
-"$PY" "$PTRAIN_SRCDIR/tests/export/select_check.py" check "$base" "$tmp/c/lora:$tmp/lc.ids:$tmp/lc" \
-    "$tmp/h/lora:$tmp/lh.ids:$tmp/lh" >"$tmp/check.out" 2>&1
-rc=$?
-grep -v -i "warn\|Loading weights\|tie_word\|complications\|discussion" "$tmp/check.out" | sed 's/^/# /'
-ok "PEFT loads both adapters (embed_tokens and lm_head; lm_head alone) with ptrain's logits" test "$rc" = 0
-
 # resume: 4 steps, then on to 8 from the checkpoint: the straight run's files, bit for bit
 config "$tmp/r.yaml" "$tmp/r" "$cpt
 save_steps: 4"
@@ -102,9 +98,44 @@ run "$tmp/m.yaml"
 ok "lora_model_dir with modules the config does not train is refused, saying which" \
     contains "$err" "trained embed_tokens in full (modules_to_save); this config does not: add embed_tokens"
 
-run export --model "$base" --adapter "$tmp/c/lora" --out "$tmp/x" --hf
-ok "the merged export of an adapter with modules_to_save is refused, saying why" \
-    contains "$err" "which the merged export does not write yet"
+# the merged GGUF: the trained modules as token_embd and an output of its own; ptrain runs it with
+# the logits it gives with the adapter
+run export --model "$base" --adapter "$tmp/c/lora" --out "$tmp/g" --gguf f32 --no-adapter-files
+ok "the merged GGUF export of an adapter with modules_to_save runs (exit $rc)" test "$rc" = 0
+[ "$rc" = 0 ] || echo "$err" | sed 's/^/# /'
+"$P" generate --model "$tmp/g/merged-f32.gguf" --prompt "$pr" --temperature 0 --max-new-tokens 8 --logits "$tmp/lg" \
+    --no-4bit >/dev/null 2>&1
+ok "the merged f32 GGUF gives the adapter's logits" "$LOGITS_CMP" "$tmp/lc" "$tmp/lg" 1e-4
+# the merged Hugging Face directory: the trained modules, the tied base untied; transformers loads it
+run export --model "$base" --adapter "$tmp/c/lora" --out "$tmp/x" --hf --dtype f32 --no-adapter-files
+ok "the merged Hugging Face export of an adapter with modules_to_save runs (exit $rc)" test "$rc" = 0
+[ "$rc" = 0 ] || echo "$err" | sed 's/^/# /'
+ok "its config.json unties the embeddings (the two modules were trained apart)" \
+    grep -q '"tie_word_embeddings": false' "$tmp/x/merged/config.json"
+config "$tmp/e.yaml" "$tmp/e" "modules_to_save: [embed_tokens]
+huggingface_save: true
+hf_model_name: me/merged
+merged_save_dir: \"$tmp/e/merged\""
+run "$tmp/e.yaml"
+ok "sft with modules_to_save [embed_tokens] and huggingface_save trains and merges (exit $rc)" test "$rc" = 0
+[ "$rc" = 0 ] || echo "$err" | sed 's/^/# /'
+logits "$tmp/le" "$tmp/e/lora"
+# one Python process: PEFT loads the adapters, transformers the merged directories
+{
+    printf 'peft\t%s\t%s\t%s\t%s\n' "$base" "$tmp/c/lora" "$tmp/lc.ids" "$tmp/lc"
+    printf 'peft\t%s\t%s\t%s\t%s\n' "$base" "$tmp/h/lora" "$tmp/lh.ids" "$tmp/lh"
+    printf 'merged\t%s\t%s\t%s\t1e-4\n' "$tmp/x/merged" "$tmp/lc.ids" "$tmp/lc"
+    printf 'merged\t%s\t%s\t%s\t2e-2\n' "$tmp/e/merged" "$tmp/le.ids" "$tmp/le"
+} >"$tmp/batch"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/batch" >"$tmp/check.out" 2>&1
+grep -v -i "warn\|Loading weights\|tie_word\|complications\|discussion\|deprecated" "$tmp/check.out" | sed 's/^/# /'
+ok "PEFT loads the adapter (embed_tokens and lm_head trained apart on a tied base) with ptrain's logits" \
+    grep -q "@@ RESULT 1 1" "$tmp/check.out"
+ok "PEFT loads the lm_head-only adapter with ptrain's logits" grep -q "@@ RESULT 2 1" "$tmp/check.out"
+ok "transformers loads the merged f32 directory with ptrain's logits (the adapter's trained embed_tokens and lm_head)" \
+    grep -q "@@ RESULT 3 1" "$tmp/check.out"
+ok "and the bf16 one merged at the end of training (embed_tokens trained, lm_head the base's: untied)" \
+    grep -q "@@ RESULT 4 1" "$tmp/check.out"
 run export --model "$base" --adapter "$tmp/c/lora" --out "$tmp/y"
 ok "ptrain writes the adapter back with its modules" \
     cmp "$tmp/c/lora/adapter_model.safetensors" "$tmp/y/adapter_model.safetensors"

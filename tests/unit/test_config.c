@@ -1778,7 +1778,7 @@ static void test_foreign_keys_table(void **state)
 }
 
 /* modules_to_save (issue 46): embed_tokens and lm_head are read into their flags; another module,
- * a method that is not sft or cpt, or a merged export beside it is refused saying why; cpt's
+ * a method that is not sft or cpt is refused saying why; cpt's
  * embedding_learning_rate without modules_to_save is a warning. */
 static void test_modules_to_save(void **state)
 {
@@ -1799,10 +1799,6 @@ static void test_modules_to_save(void **state)
                  "config.yaml:1:18: modules_to_save: dpo: training the embedding or the LM head in full is built for "
                  "sft and cpt only (a preference method's reference and reward's score head would need their own "
                  "copies); remove the key");
-    expect_error("modules_to_save: [lm_head]\nhuggingface_save_gguf: true\n",
-                 "config.yaml:1:18: modules_to_save: the merged export (huggingface_save, huggingface_save_gguf, "
-                 "ollama_save) does not yet write the embedding and LM head trained in full, so it would not be the "
-                 "model trained; merge the PEFT files with PEFT's merge_and_unload, or remove modules_to_save");
     char *warnings;
     assert_int_equal(parse_warn("method: cpt\nembedding_learning_rate: 1e-5\n", &cfg, &warnings), PT_OK);
     if (!strstr(warnings, "embedding_learning_rate: cpt without modules_to_save trains no embedding"))
@@ -2581,11 +2577,9 @@ static void test_corpus_good(void **state)
         if (!strcmp(names[i], "full.yaml")) {
             saw_full = true;
             const char *const *keys = config_key_names();
-            /* the token only as "hub_token:" (null); finetune_last_n_layers null (layers_to_transform is given);
-             * modules_to_save not (the merged export, which it gives, does not write them yet) */
+            /* the token only as "hub_token:" (null); finetune_last_n_layers null (layers_to_transform is given) */
             for (int k = 0; keys[k]; k++)
                 if (strcmp(keys[k], "hub_token") && strcmp(keys[k], "finetune_last_n_layers") &&
-                    strcmp(keys[k], "modules_to_save") && /* refused beside the merged exports it gives */
                     !config_is_set(&cfg, keys[k]))
                     fail_msg("%s does not give %s", path, keys[k]);
             char *text = read_all(path);
