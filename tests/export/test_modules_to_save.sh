@@ -88,6 +88,16 @@ run "$tmp/r2.yaml"
 ok "the run with modules_to_save resumes from its checkpoint (exit $rc)" test "$rc" = 0
 ok "resumed, it ends with the straight run's adapter_model.safetensors (LoRA and modules), bit for bit" \
     cmp "$tmp/c/lora/adapter_model.safetensors" "$tmp/r/lora/adapter_model.safetensors"
+grep -v "^modules_to_save\|^method\|^embedding_learning_rate" "$tmp/r2.yaml" >"$tmp/r3.yaml"
+run "$tmp/r3.yaml"
+ok "resuming without the modules the checkpoint trained is refused, saying why" \
+    contains "$err" "trained modules_to_save [embed_tokens, lm_head], this run none"
+printf 'data_seed: 5\nlr_scheduler_kwargs: {num_cycles: 2}\n' >>"$tmp/r2.yaml"
+sed -i 's/^lr_scheduler_type: constant$/lr_scheduler_type: cosine/' "$tmp/r2.yaml"
+run "$tmp/r2.yaml"
+ok "resuming with another data_seed and lr_scheduler_kwargs says so" \
+    sh -c "grep -q 'resume     data_seed (the data order changes) changed: 3407 at the checkpoint, 5 now' '$tmp/out' &&
+        grep -q 'resume     lr_scheduler_kwargs changed: num_cycles 0.5, .* 2, ' '$tmp/out'"
 logits "$tmp/lk" "$tmp/r/checkpoint-8.h5"
 ok "ptrain reads the modules from a checkpoint too (the same logits)" cmp "$tmp/lc" "$tmp/lk"
 
