@@ -21,6 +21,7 @@ enum { SAVED_EMBED, SAVED_HEAD, SAVED_COUNT };
 typedef struct saved_modules {
     bool on[SAVED_COUNT];
     pt_tensor w[SAVED_COUNT], grad[SAVED_COUNT], m[SAVED_COUNT], v[SAVED_COUNT]; /* f32 [vocab, dim] */
+    pt_tensor sum[SAVED_COUNT]; /* with gradient accumulation: the step's micro-batches' gradients added up */
     pt_tensor base[SAVED_COUNT]; /* the model's own tok_embd and output, put back by saved_modules_free */
     pt_model *model;
     int64_t rows, cols; /* vocab, dim */
@@ -35,8 +36,18 @@ int64_t saved_modules_params(const saved_modules *s); /* trained values */
 /* PEFT's name of module i's weight in adapter_model.safetensors (and ptrain's checkpoints). */
 const char *saved_modules_name(int i);
 const char *saved_modules_module(int i); /* embed_tokens, lm_head */
-/* Gradients: to zero (before a step's micro-batches), summed over the ranks, their squares. */
+/* Gradient accumulation: each micro-batch's gradient is computed alone (from zero) and added to a
+ * sum, so that one process with accumulation N adds the same gradients in the same order as N
+ * ranks' all-reduce (bit for bit, as the adapters' gradsync does); costs one more [vocab, dim]
+ * tensor per module. Call once before training when accumulation > 1. */
+pt_status saved_modules_accumulate(saved_modules *s);
+/* Gradients: to zero (before a step's micro-batches, and before each micro-batch), each
+ * micro-batch's added to the sum (none: nothing), the sum back as the step's gradient, summed over
+ * the ranks, their squares. */
 pt_status saved_modules_zero_grad(saved_modules *s);
+pt_status saved_modules_zero_sum(saved_modules *s);
+pt_status saved_modules_add_micro(saved_modules *s);
+pt_status saved_modules_take_sum(saved_modules *s);
 pt_status saved_modules_grad_sum(saved_modules *s);
 pt_status saved_modules_grad_sum_squares(const saved_modules *s, double *total);
 /* As optimizer_step (the same clipping by grad_norm, the norm over every trained tensor) at lr. */

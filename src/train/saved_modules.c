@@ -81,8 +81,8 @@ void saved_modules_free(saved_modules *s)
     pt_model *m = s->model;
     m->tok_embd = s->base[SAVED_EMBED], m->output = s->base[SAVED_HEAD];
     for (int i = 0; i < SAVED_COUNT; i++) {
-        pt_tensor *t[4] = {&s->w[i], &s->grad[i], &s->m[i], &s->v[i]};
-        for (int k = 0; k < 4; k++)
+        pt_tensor *t[5] = {&s->w[i], &s->grad[i], &s->m[i], &s->v[i], &s->sum[i]};
+        for (int k = 0; k < 5; k++)
             if (t[k]->data) backend_release(m->be, t[k]);
     }
     memset(s, 0, sizeof *s);
@@ -92,6 +92,37 @@ pt_status saved_modules_zero_grad(saved_modules *s)
 {
     for (int i = 0; i < SAVED_COUNT; i++)
         if (s->on[i]) TRY(backend_zero(s->model->be, &s->grad[i]));
+    return PT_OK;
+}
+
+pt_status saved_modules_accumulate(saved_modules *s)
+{
+    for (int i = 0; i < SAVED_COUNT; i++) {
+        if (!s->on[i] || s->sum[i].data) continue;
+        s->sum[i] = tensor_make(PT_F32, 2, s->w[i].shape);
+        TRY(backend_alloc(s->model->be, &s->sum[i]));
+    }
+    return PT_OK;
+}
+
+pt_status saved_modules_zero_sum(saved_modules *s)
+{
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (s->on[i] && s->sum[i].data) TRY(backend_zero(s->model->be, &s->sum[i]));
+    return PT_OK;
+}
+
+pt_status saved_modules_add_micro(saved_modules *s)
+{
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (s->on[i] && s->sum[i].data) TRY(backend_add(s->model->be, &s->sum[i], &s->grad[i]));
+    return PT_OK;
+}
+
+pt_status saved_modules_take_sum(saved_modules *s)
+{
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (s->on[i] && s->sum[i].data) TRY(backend_copy(s->model->be, &s->grad[i], &s->sum[i]));
     return PT_OK;
 }
 

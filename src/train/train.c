@@ -376,6 +376,7 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
     step_options so = step_options_of(t);
     if (t->head.dim) score_head_zero_grad(&t->head);
     TRY(saved_modules_zero_grad(&t->sm));
+    TRY(saved_modules_zero_sum(&t->sm));
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
@@ -386,7 +387,12 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         else if (t->head.dim) TRY(reward_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+        if (accum > 1 && saved_modules_any(&t->sm)) { /* modules_to_save: each micro-batch's alone, then summed */
+            TRY(saved_modules_add_micro(&t->sm));
+            if (i + 1 < accum) TRY(saved_modules_zero_grad(&t->sm));
+        }
     }
+    if (accum > 1) TRY(saved_modules_take_sum(&t->sm));
     TRY(gradsync_finish(&t->sync));
     if (t->d->world > 1 && saved_modules_any(&t->sm)) { /* modules_to_save: their gradients summed over the ranks */
         double t0 = progress_now();
@@ -994,8 +1000,10 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     /* reward: the score head, normal(0, 0.02) (transformers' default initializer_range) from random_state */
     if (st == PT_OK && cfg->method == METHOD_REWARD)
         st = dist_agree(d, score_head_create(&t.head, be, t.m.cfg.dim, 0.02, (uint64_t)cfg->random_state ^ 0x5c0e));
-    if (st == PT_OK && (cfg->save_embed_tokens || cfg->save_lm_head))
+    if (st == PT_OK && (cfg->save_embed_tokens || cfg->save_lm_head)) {
         st = dist_agree(d, saved_modules_create(&t.sm, &t.m, cfg->save_embed_tokens, cfg->save_lm_head));
+        if (st == PT_OK && cfg->gradient_accumulation_steps > 1) st = dist_agree(d, saved_modules_accumulate(&t.sm));
+    }
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));
