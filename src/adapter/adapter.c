@@ -241,6 +241,14 @@ const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m)
     return ad && ad->saved[ADAPTER_SAVED_HEAD].data ? &ad->saved[ADAPTER_SAVED_HEAD] : &m->output;
 }
 
+pt_status adapter_applicable(const pt_adapter *ad, const char *path)
+{
+    if (!ad || !ad->dora) return PT_OK;
+    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain applies plain LoRA when it runs a model (DoRA's magnitudes "
+               "are applied only when the adapter is merged: ptrain export --adapter %s --hf or --gguf)",
+               shown_text(path).s, shown_text(path).s);
+}
+
 void adapter_free(pt_adapter *ad)
 {
     for (int i = 0; i < 2; i++)
@@ -248,6 +256,7 @@ void adapter_free(pt_adapter *ad)
     for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
         backend_release(ad->be, &p->a);
         backend_release(ad->be, &p->b);
+        free(p->mag);
     }
     free(ad->pairs);
     free(ad->select);

@@ -155,6 +155,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
+    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too (merged export only) */
     char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 
@@ -170,7 +171,6 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
-    TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
     const json_t *mods = json_object_get(c, "modules_to_save"), *item;
     size_t k;
     if (json_is_array(mods))
@@ -210,6 +210,7 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
     s->r = (int)json_integer_value(r);
     s->alpha = json_number_value(alpha);
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
+    s->dora = json_is_true(json_object_get(c, "use_dora"));
     TRY(check_unsupported(path, c));
     json_t *sel = json_object();
     bool any = false;
@@ -238,8 +239,8 @@ static pt_status read_config(const char *dir, peft_settings *s)
     return st;
 }
 
-/* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B'.
- * False for any other name. */
+/* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B';
+ * ...X.lora_magnitude_vector (DoRA) -> 'M'. False for any other name. */
 static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, int *slot, char *which)
 {
     const char *prefix = "base_model.model.model.layers.";
@@ -263,6 +264,14 @@ static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, in
                     return true;
                 }
             }
+        char mag[192];
+        adapter_tensor_name(a, mag, sizeof mag, (int)l, w, 'A');
+        char *at = strstr(mag, ".lora_A.weight");
+        if (at) snprintf(at, sizeof mag - (size_t)(at - mag), ".lora_magnitude_vector");
+        if (at && !strcmp(name, mag)) {
+            *layer = (int)l, *slot = w, *which = 'M';
+            return true;
+        }
     }
     return false;
 }
@@ -282,6 +291,8 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
         int layer, slot;
         char which;
         if (saved_index(f->tensors[i].name) >= 0) continue; /* modules_to_save: load_saved */
+        if (parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which) && which == 'M')
+            continue; /* DoRA's magnitudes: with their pair */
         if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
             return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer %s model "
                        "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
@@ -310,6 +321,21 @@ static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *b
     return st;
 }
 
+/* DoRA: a pair's lora_magnitude_vector, one value per output row, kept on the host (merge.c reads it). */
+static pt_status load_magnitude(const st_file *f, const st_tensor *t, adapter_pair *p)
+{
+    int64_t out = p->b.shape[0];
+    if (t->ndim != 1 || t->shape[0] != out) {
+        char got[96];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s; this model needs [%lld]", shown_text(f->path).s,
+                   shown_text(t->name).s, st_describe(t, got, sizeof got), (long long)out);
+    }
+    free(p->mag);
+    p->mag = malloc(sizeof(float) * (size_t)out);
+    TRY_ALLOC(p->mag);
+    return st_read_f32(t, f->path, 0, out, p->mag);
+}
+
 static pt_status load_tensors(const st_file *f, pt_adapter *l)
 {
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -322,6 +348,10 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
             return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "
                        "leaves out; is the config of another adapter?", shown_text(f->path).s,
                        shown_text(f->tensors[i].name).s);
+        if (which == 'M') {
+            TRY(load_magnitude(f, &f->tensors[i], p));
+            continue;
+        }
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
     }
     return PT_OK;
@@ -363,6 +393,11 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
         st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
     if (st == PT_OK) st = load_saved(&f, m, l);
+    l->dora = s.dora;
+    for (adapter_pair *p = adapter_next(l, NULL); st == PT_OK && s.dora && p; p = adapter_next(l, p))
+        if (!p->mag)
+            st = ERR(PT_ERR_USER, "%s: use_dora is set but a projection has no lora_magnitude_vector; is the file of "
+                     "another adapter?", shown_text(path).s);
     free(s.select);
     st_close(&f);
     if (st != PT_OK) adapter_free(l);

@@ -72,6 +72,11 @@ static bool has_saved(const pt_adapter *l) { return l && (l->saved[0].data || l-
 
 static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, const pt_model_config *cfg)
 {
+    if (l->dora) { /* its own files stay as they are: ptrain's would lose the magnitudes */
+        log_info("export     %s: a DoRA adapter's files are not written again (adapter.gguf cannot carry DoRA; "
+                 "merge it: --hf, --gguf)\n", shown_text(j->out).s);
+        return PT_OK;
+    }
     adapter_info info = {.base_model = j->model, .base_name = j->model, .lora_dropout = 0, .best_step = -1};
     float *host[2] = {NULL, NULL};
     pt_status st = PT_OK;

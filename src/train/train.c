@@ -721,6 +721,11 @@ static pt_status load_initial_adapter(trainer *t)
     if (!dir || !*dir) return PT_OK;
     pt_adapter from;
     TRY(adapter_load(dir, &t->m, &from));
+    pt_status ok = adapter_applicable(&from, dir); /* DoRA: merged export only */
+    if (ok != PT_OK) {
+        adapter_free(&from);
+        return ok;
+    }
     const pt_adapter *to = &t->l.ad;
     char have[128], want[128];
     adapter_targets_text(from.arch, from.target, have, sizeof have);
