@@ -569,7 +569,9 @@ static void plan_memory(trainer *t)
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
                         .weight_bytes = t->m.weight_bytes,
-                        .lora_params = adapter_param_count(&t->l.ad) + t->head.dim + saved_modules_params(&t->sm),
+                        .lora_params = adapter_param_count(&t->l.ad) + t->head.dim + saved_modules_params(&t->sm) +
+                                       /* the plan counts 4 floats a parameter; with accumulation the modules have a 5th */
+                                       (c->gradient_accumulation_steps > 1 ? saved_modules_params(&t->sm) / 4 : 0),
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
