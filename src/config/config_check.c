@@ -64,6 +64,44 @@ static bool int_text(const char *text, long lo, long hi, long *v)
     return text && *text && !*end && !errno && *v >= lo && *v <= hi;
 }
 
+/* Unsloth's get_peft_model trains embed_tokens and lm_head named in target_modules in full, as
+ * modules_to_save: they move from lora_target_modules to modules_to_save (config_notes says so). */
+static void move_targets(pt_config *cfg, config_report *errors)
+{
+    pt_strlist *t = &cfg->lora_target_modules, *s = &cfg->modules_to_save;
+    for (int i = 0; i < t->n;) {
+        int bit = !strcmp(t->items[i], "embed_tokens") ? 1 : !strcmp(t->items[i], "lm_head") ? 2 : 0;
+        if (!bit) {
+            i++;
+            continue;
+        }
+        bool have = false;
+        for (int k = 0; k < s->n; k++) have |= !strcmp(s->items[k], t->items[i]);
+        if (!have) {
+            char **grown = realloc(s->items, sizeof *grown * (size_t)(s->n + 1));
+            if (!grown) {
+                rule_error(cfg, errors, "lora_target_modules", "out of memory");
+                return;
+            }
+            s->items = grown;
+            s->items[s->n++] = t->items[i];
+        } else
+            free(t->items[i]);
+        memmove(t->items + i, t->items + i + 1, sizeof *t->items * (size_t)(t->n - i - 1));
+        t->n--;
+        cfg->targets_moved |= bit;
+    }
+    int from = key_index(config_keys, config_nkeys, "lora_target_modules"), to = key_index(config_keys, config_nkeys,
+                                                                                       "modules_to_save");
+    if (cfg->targets_moved && from >= 0 && to >= 0 && !cfg->is_set[to]) { /* given there, as ptrain check shows */
+        cfg->is_set[to] = 1;
+        cfg->key_line[to] = cfg->key_line[from], cfg->key_col[to] = cfg->key_col[from];
+    }
+    if (cfg->targets_moved && !t->n)
+        rule_error(cfg, errors, "lora_target_modules", "names no projection besides embed_tokens and lm_head (which "
+                   "are trained in full, as modules_to_save); add the projections that get adapters");
+}
+
 /* PEFT's selectors: layer numbers, layers_pattern only beside them (as PEFT's LoraConfig requires),
  * finetune_last_n_layers instead of layers_to_transform, ranks and alphas as numbers. The patterns
  * themselves are compiled when the adapters are made (adapter_select.c). */
@@ -107,6 +145,7 @@ static void check_selectors(pt_config *cfg, config_report *errors)
                        "true, false or gaussian", shown_text(init).s);
             known = true;
         }
+    move_targets(cfg, errors);
     for (int i = 0; i < cfg->modules_to_save.n; i++) { /* the key's choices: embed_tokens, lm_head */
         if (!strcmp(cfg->modules_to_save.items[i], "embed_tokens")) cfg->save_embed_tokens = true;
         if (!strcmp(cfg->modules_to_save.items[i], "lm_head")) cfg->save_lm_head = true;
@@ -398,6 +437,13 @@ static void note_embedding_lr(const pt_config *cfg, FILE *warn)
 
 void config_notes(const pt_config *cfg, FILE *warn)
 {
+    int t = key_index(config_keys, config_nkeys, "lora_target_modules");
+    if (warn && t >= 0 && cfg->targets_moved)
+        fprintf(warn, "ptrain: note: %s:%d:%d: lora_target_modules: %s trained in full as modules_to_save, as Unsloth's "
+                "get_peft_model trains them (LoRA adapters go on the projections)\n", shown_text(cfg->path).s,
+                cfg->key_line[t], cfg->key_col[t],
+                cfg->targets_moved == 3 ? "embed_tokens and lm_head are" : cfg->targets_moved == 1 ? "embed_tokens is"
+                                                                                                   : "lm_head is");
     note_embedding_lr(cfg, warn);
     strbuf names = {0};
     int n = 0;

@@ -1196,10 +1196,11 @@ static void test_error_types(void **state)
         /* K_STRLIST: scalar, items, item kinds */
         {"lora_target_modules: q_prj\n",
          "config.yaml:1:22: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"q_prj\" (did you mean \"q_proj\"?)"},
-        {"lora_target_modules: [q_proj, lm_head]\n",
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"q_prj\" (did you mean "
+         "\"q_proj\"?)"},
+        {"lora_target_modules: [q_proj, score]\n",
          "config.yaml:1:31: lora_target_modules: expected items from q_proj, k_proj, v_proj, "
-         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"lm_head\""},
+         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"score\""},
         {"lora_target_modules: [[q_proj]]\n",
          "config.yaml:1:23: lora_target_modules: item 1 is a list; write one name per item"},
         {"lora_target_modules:\n  - q_proj\n  - v_proj\n  -  - q_proj\n     - k_proj\n",
@@ -1275,7 +1276,8 @@ static void test_error_echo(void **state)
          "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"a\\tb\\x01\\r\""},
         {"lora_target_modules: [\"q_proj\\n\"]\n",
          "config.yaml:1:23: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"q_proj\\n\" (did you mean \"q_proj\"?)"},
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"q_proj\\n\" (did you "
+         "mean \"q_proj\"?)"},
         {"model_parameters:\n  \"a\\nb\": [1]\n",
          "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
         {"lora_r: 8\n\"lora\\nr\": 1\nlora_alpha: x\n",
@@ -1624,7 +1626,7 @@ static void test_report_many(void **state)
 {
     (void)state;
     static const char expected[] = "expected items from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
-                                   "qkv_proj, gate_up_proj";
+                                   "qkv_proj, gate_up_proj, embed_tokens, lm_head";
     /* sixty bad items of lora_target_modules: 20 lines, then "… and 40 more" */
     strbuf yaml = {0}, want = {0};
     sb_printf(&yaml, "lora_target_modules:\n");
@@ -1800,6 +1802,19 @@ static void test_modules_to_save(void **state)
                  "sft and cpt only (a preference method's reference and reward's score head would need their own "
                  "copies); remove the key");
     char *warnings;
+    /* Unsloth's way: embed_tokens and lm_head in target_modules are trained in full */
+    assert_int_equal(parse_warn("lora_target_modules: [q_proj, lm_head, v_proj, embed_tokens]\n", &cfg, &warnings), PT_OK);
+    expect_text(&cfg, "lora_target_modules", "q_proj, v_proj");
+    expect_text(&cfg, "modules_to_save", "lm_head, embed_tokens");
+    assert_true(cfg.save_embed_tokens && cfg.save_lm_head);
+    assert_string_equal(warnings, "ptrain: note: config.yaml:1:22: lora_target_modules: embed_tokens and lm_head are "
+                                  "trained in full as modules_to_save, as Unsloth's get_peft_model trains them (LoRA "
+                                  "adapters go on the projections)\n");
+    free(warnings);
+    config_free(&cfg);
+    expect_error("lora_target_modules: [lm_head]\n", "config.yaml:1:22: lora_target_modules: names no projection "
+                 "besides embed_tokens and lm_head (which are trained in full, as modules_to_save); add the projections "
+                 "that get adapters");
     assert_int_equal(parse_warn("method: cpt\nembedding_learning_rate: 1e-5\n", &cfg, &warnings), PT_OK);
     if (!strstr(warnings, "embedding_learning_rate: cpt without modules_to_save trains no embedding"))
         fail_msg("expected the warning, got \"%s\"", warnings);
