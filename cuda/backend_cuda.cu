@@ -153,6 +153,7 @@ static pt_backend_ops make_ops(void)
     ops.matmul_bwd_input = cuda_matmul_bwd_input;
     ops.matmul_bwd_weight = cuda_matmul_bwd_weight;
     ops.embed = cuda_embed;
+    ops.embed_bwd = cuda_embed_bwd;
     ops.rmsnorm_fwd = cuda_rmsnorm_fwd;
     ops.rmsnorm_bwd = cuda_rmsnorm_bwd;
     ops.add_rmsnorm = cuda_add_rmsnorm;

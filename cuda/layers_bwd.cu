@@ -4,6 +4,7 @@
  *            partials buffer in double, and a second kernel adds the chunks in order (no atomics,
  *            so the result is the same on every run); dx may get the residual branch's gradient
  *            added in the same pass (backend_rmsnorm_bwd_add);
+ *   Embedding  dtable[ids[r]] += scale dout[r]: a thread per column, the rows in order (no atomics);
  *   SwiGLU and GeGLU elementwise, each thread reading its inputs before writing (outputs may
  *   alias inputs). dw is computed before dx, which may overwrite dy.
  * Gradients of activations have the activations' dtype (bf16 or fp32: a template on T); dw, the
@@ -140,4 +141,39 @@ pt_status cuda_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const
                          const pt_tensor *gate, const pt_tensor *up)
 {
     return ACT_CALL(dy, glu_bwd_launch, ctx_of(be)->stream, dgate, dup, dy, gate, up, true);
+}
+
+/* The embedding's gradient: one thread per column walks the rows in order, so each sum is taken
+ * in the CPU's order and no two threads touch one entry (no atomics: the same bits every run). */
+template <typename T>
+__global__ static void embed_bwd_kernel(float *dt, const T *dy, const int32_t *ids, int64_t rows, int64_t dim,
+                                        float scale)
+{
+    GRID_STRIDE(c, dim)
+    for (int64_t r = 0; r < rows; r++) {
+        float *e = dt + (int64_t)ids[r] * dim + c;
+        *e = __fadd_rn(*e, __fmul_rn(scale, act_ld(dy, r * dim + c)));
+    }
+}
+
+template <typename T>
+static pt_status embed_bwd_launch(cudaStream_t s, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids,
+                                  float scale)
+{
+    int64_t dim = dtable->shape[1], rows = tensor_numel(dout) / dim;
+    if (rows == 0) return PT_OK;
+    auto kernel = embed_bwd_kernel<T>;
+    kernel<<<cuda_grid(dim, THREADS), THREADS, 0, s>>>((float *)dtable->data, (const T *)dout->data, ids, rows, dim,
+                                                       scale);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale)
+{
+    cuda_ctx *c = ctx_of(be);
+    int64_t n = tensor_numel(dout) / dtable->shape[1];
+    void *dev_ids;
+    TRY(cuda_stage(c, STAGE_IDS, ids, (size_t)n * sizeof(int32_t), &dev_ids));
+    return ACT_CALL(dout, embed_bwd_launch, c->stream, dtable, dout, (const int32_t *)dev_ids, scale);
 }

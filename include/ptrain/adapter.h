@@ -20,6 +20,7 @@ typedef struct {
     pt_tensor a, b; /* A [r, in], B [out, r] */
     int r;          /* this pair's rank (rank_pattern may change it); 0: no adapter here */
     float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
+    float *mag;     /* a PEFT DoRA adapter's lora_magnitude_vector [out] (host), or NULL */
 } adapter_pair;
 
 /* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
@@ -41,7 +42,24 @@ typedef struct pt_adapter {
     adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
     adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
+    /* PEFT's modules_to_save of an adapter read from a file: the trained input embedding
+     * (ADAPTER_SAVED_EMBED) and LM head (ADAPTER_SAVED_HEAD), f32 [vocab, dim] on be, which every
+     * pass with this adapter uses in place of the model's (data NULL: the model's own) */
+    pt_tensor saved[2];
+    bool dora; /* read from a PEFT adapter with use_dora: its pairs carry magnitudes, which only the merged
+                * export applies (adapter_applicable refuses it for a forward pass) */
 } pt_adapter;
+
+enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
+/* PEFT's names: the module in modules_to_save, the tensor in adapter_model.safetensors. */
+const char *adapter_saved_module(int i);
+const char *adapter_saved_tensor(int i);
+/* PT_OK when ad can be applied in a forward pass; a DoRA adapter (ad->dora) is refused, naming path
+ * and what ptrain does with it (the merged export). */
+pt_status adapter_applicable(const pt_adapter *ad, const char *path);
+/* The embedding table and the LM head a pass with ad (may be NULL) runs on. */
+const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m);
+const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m);
 
 /* Adapters for m's projections in target: with seed, A is drawn as PEFT initialises it
  * (kaiming-uniform, bound 1/sqrt(in), from a splitmix64 stream of *seed) and B is zero, so the
@@ -116,6 +134,12 @@ typedef struct {
     const float *score; /* a reward model's score head [1, score_dim] (host), or NULL: PEFT's files are
                            then a SEQ_CLS adapter with `score` in modules_to_save (peft.h) */
     int64_t score_dim;
+    /* modules_to_save trained in full (host, rows x cols each, or NULL): [0] the input embedding
+     * (embed_tokens), [1] the LM head (lm_head), as saved_modules.h names them */
+    const float *saved[2];
+    const char *saved_name[2];   /* PEFT's tensor name of each */
+    const char *saved_module[2]; /* its module name in modules_to_save */
+    int64_t saved_rows, saved_cols;
 } adapter_info;
 
 /* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):

@@ -94,6 +94,8 @@ typedef struct {
                                    float beta);
     /* layers; host arrays (positions, frequencies, ids) are small and passed as pointers */
     pt_status (*embed)(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+    pt_status (*embed_bwd)(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids,
+                           float scale); /* dtable[ids[r]] += scale * dout[r] */
     pt_status (*rmsnorm_fwd)(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                              const pt_tensor *w, float eps);
     pt_status (*add_rmsnorm)(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,
@@ -237,6 +239,10 @@ pt_status backend_weight_cache(pt_backend *be, size_t bytes);
 /* A 1-d f32 view of count values of t starting at value offset (no copy). */
 pt_tensor tensor_span(const pt_tensor *t, int64_t offset, int64_t count);
 pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+/* The embedding's gradient (a table trained in full: modules_to_save): dtable [vocab, dim] f32,
+ * row ids[r] += scale * dout[r] for every row r of the activations dout, in row order (the same
+ * sums, in the same order, on every backend). */
+pt_status backend_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale);
 pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
 /* The residual add and the RMSNorm after it in one pass (issue 26, point 6): h += r, then

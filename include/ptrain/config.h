@@ -56,6 +56,9 @@ typedef struct {
     long finetune_last_n_layers; /* -1: unset; else layers_to_transform = the last N layers */
     pt_strmap rank_pattern, alpha_pattern;
     char *init_lora_weights; /* PEFT's init_lora_weights as written; its meaning: lora_init */
+    pt_strlist modules_to_save; /* PEFT's modules_to_save: embed_tokens, lm_head (trained in full) */
+    bool save_embed_tokens, save_lm_head; /* what modules_to_save names (config_check) */
+    int targets_moved; /* lora_target_modules' embed_tokens (1) and lm_head (2), moved to modules_to_save */
     pt_lora_init lora_init;
 
     /* training */

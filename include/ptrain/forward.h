@@ -113,6 +113,7 @@ typedef struct {
     int32_t *seq;
     double *seq_nll;
     const float *seq_scale;
+    pt_tensor *head_grad; /* with a gradient: d loss / d lm_head weight (f32 [vocab, dim]) is added here; NULL: none */
 } loss_bufs;
 
 /* Find the rows whose target counts (all rows with all_rows), then take the head's buffers: `chunk`

@@ -52,12 +52,14 @@ pt_tensor lora_grad_span(const pt_lora *l, const pt_tensor *buf, int from, int t
  * may be NULL), and back (m and v NULL: zero moments). lora_state.c */
 pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, float *m, float *v);
 pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, const float *m, const float *v);
-/* The same with reward modelling's score head (score_head.h; NULL or dim 0: none), which is then the
- * layout's last entry, after the adapters. */
+/* The same with reward modelling's score head (score_head.h; NULL or dim 0: none) and the modules
+ * of modules_to_save (saved_modules.h; NULL or none on: none), which are then the layout's last
+ * entries, after the adapters: the head, then the embedding, then the LM head. */
 struct score_head;
-pt_status lora_export_all(const pt_lora *l, const struct score_head *h, const ckpt_layout *lay, float *params, float *m,
-                          float *v);
-pt_status lora_import_all(pt_lora *l, struct score_head *h, const ckpt_layout *lay, const float *params, const float *m,
-                          const float *v);
+struct saved_modules;
+pt_status lora_export_all(const pt_lora *l, const struct score_head *h, const struct saved_modules *sm,
+                          const ckpt_layout *lay, float *params, float *m, float *v);
+pt_status lora_import_all(pt_lora *l, struct score_head *h, struct saved_modules *sm, const ckpt_layout *lay,
+                          const float *params, const float *m, const float *v);
 
 #endif

@@ -60,6 +60,10 @@ typedef struct {
     const float *score_w;
     const int32_t *score_row;
     float *score_grad;
+    /* modules_to_save (saved_modules.h): the gradients of the model's embedding table and LM head
+     * (f32 [vocab, dim], those tensors being trained copies), added to by every micro-batch; NULL:
+     * frozen. */
+    pt_tensor *embed_grad, *head_grad;
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with

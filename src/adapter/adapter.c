@@ -216,11 +216,39 @@ pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, 
     return adapter_create_select(ad, m, r, alpha, rslora, target, NULL, "the adapter", seed);
 }
 
+static const char *const saved_modules[2] = {"embed_tokens", "lm_head"};
+static const char *const saved_tensors[2] = {"base_model.model.model.embed_tokens.weight",
+                                             "base_model.model.lm_head.weight"};
+
+const char *adapter_saved_module(int i) { return i == 0 || i == 1 ? saved_modules[i] : "?"; }
+const char *adapter_saved_tensor(int i) { return i == 0 || i == 1 ? saved_tensors[i] : "?"; }
+
+const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m)
+{
+    return ad && ad->saved[ADAPTER_SAVED_EMBED].data ? &ad->saved[ADAPTER_SAVED_EMBED] : &m->tok_embd;
+}
+
+const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m)
+{
+    return ad && ad->saved[ADAPTER_SAVED_HEAD].data ? &ad->saved[ADAPTER_SAVED_HEAD] : &m->output;
+}
+
+pt_status adapter_applicable(const pt_adapter *ad, const char *path)
+{
+    if (!ad || !ad->dora) return PT_OK;
+    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain applies plain LoRA when it runs a model (DoRA's magnitudes "
+               "are applied only when the adapter is merged: ptrain export --adapter %s --hf or --gguf)",
+               shown_text(path).s, shown_text(path).s);
+}
+
 void adapter_free(pt_adapter *ad)
 {
+    for (int i = 0; i < 2; i++)
+        if (ad->saved[i].data) backend_release(ad->be, &ad->saved[i]);
     for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
         backend_release(ad->be, &p->a);
         backend_release(ad->be, &p->b);
+        free(p->mag);
     }
     free(ad->pairs);
     free(ad->select);

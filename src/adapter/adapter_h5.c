@@ -14,7 +14,9 @@
 #include "ptrain/safefs.h"
 
 #define ADAPTER_FORMAT "ptrain-lora"
-#define ADAPTER_VERSION 2 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1) */
+#define ADAPTER_VERSION 3 /* 2: PEFT's selectors in the attribute "select" (written only then: plain adapters stay 1);
+                           * 3: modules_to_save: the attribute "modules_to_save" and their weights as datasets under
+                           * PEFT's names (written only then, so that an older ptrain refuses the file) */
 
 /* One matrix between the file and the backend: written (reading false) or read, by its PEFT name. */
 typedef struct {
@@ -58,10 +60,15 @@ static pt_status move_all(const matrix_io *io, const pt_adapter *l)
 
 static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *info)
 {
-    char targets[256];
+    char targets[256], saved[64] = "";
     adapter_targets_text(l->arch, l->target, targets, sizeof targets);
+    for (int i = 0; i < 2; i++)
+        if (info->saved[i])
+            snprintf(saved + strlen(saved), sizeof saved - strlen(saved), "%s%s", saved[0] ? "," : "",
+                     info->saved_module[i]);
     if (h5_attr_str(file, "format", ADAPTER_FORMAT) < 0 ||
-        h5_attr_f64(file, "format_version", l->select ? ADAPTER_VERSION : 1) < 0 ||
+        h5_attr_f64(file, "format_version", saved[0] ? 3 : l->select ? 2 : 1) < 0 ||
+        (saved[0] && h5_attr_str(file, "modules_to_save", saved) < 0) ||
         (l->select && h5_attr_str(file, "select", l->select) < 0) ||
         h5_attr_f64(file, "r", l->r) < 0 || h5_attr_f64(file, "lora_alpha", l->alpha) < 0 ||
         h5_attr_f64(file, "scale", l->scale) < 0 || h5_attr_f64(file, "lora_dropout", info->lora_dropout) < 0 ||
@@ -72,7 +79,32 @@ static pt_status write_all(hid_t file, const pt_adapter *l, const adapter_info *
         (info->best_step >= 0 && h5_attr_i64(file, "best_model_step", info->best_step) < 0))
         return ERR(PT_ERR_USER, "cannot write the adapter's attributes");
     matrix_io io = {file, NULL, l->be, false};
-    return move_all(&io, l);
+    TRY(move_all(&io, l));
+    for (int i = 0; i < 2; i++)
+        if (info->saved[i])
+            TRY(h5_write_f32(file, info->saved_name[i], info->saved_rows, info->saved_cols, info->saved[i], false));
+    return PT_OK;
+}
+
+/* modules_to_save (version 3): each module the attribute names, from its dataset, onto the backend. */
+static pt_status read_saved(hid_t file, const char *path, const pt_model *m, pt_adapter *l)
+{
+    if (!h5_has_attr(file, "modules_to_save")) return PT_OK;
+    char saved[64];
+    TRY(h5_get_str(file, path, "modules_to_save", saved, sizeof saved));
+    for (int i = 0; i < 2; i++) {
+        if (!strstr(saved, adapter_saved_module(i))) continue;
+        int64_t shape[2] = {m->tok_embd.shape[0], m->tok_embd.shape[1]};
+        float *host = malloc(sizeof(float) * (size_t)(shape[0] * shape[1]));
+        TRY_ALLOC(host);
+        l->saved[i] = tensor_make(PT_F32, 2, shape);
+        pt_status st = h5_read_f32(file, path, adapter_saved_tensor(i), shape[0], shape[1], host);
+        if (st == PT_OK) st = backend_alloc(l->be, &l->saved[i]);
+        if (st == PT_OK) st = backend_upload(l->be, &l->saved[i], host, l->saved[i].nbytes);
+        free(host);
+        TRY(st);
+    }
+    return PT_OK;
 }
 
 pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info *info)
@@ -81,7 +113,8 @@ pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info 
     char final[4096];
     snprintf(final, sizeof final, "%s/adapter.h5", dir);
     h5_memfile m;
-    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)adapter_param_count(l) + ((size_t)1 << 20)));
+    size_t saved = sizeof(float) * (size_t)(info->saved_rows * info->saved_cols) * (size_t)(!!info->saved[0] + !!info->saved[1]);
+    TRY(h5_memfile_create(&m, 0, sizeof(float) * (size_t)adapter_param_count(l) + saved + ((size_t)1 << 20)));
     pt_status st = write_all(m.file, l, info);
     if (st == PT_OK) st = h5_memfile_commit(&m, final, 0, NULL, NULL, false);
     else h5_memfile_discard(&m);
@@ -120,7 +153,8 @@ static pt_status read_all(hid_t file, const char *path, const pt_model *m, pt_ad
         for (adapter_pair *p = adapter_next(l, NULL); p; p = adapter_next(l, p)) p->scale = (float)scale;
     l->scale = (float)scale;
     matrix_io io = {file, path, l->be, true};
-    return move_all(&io, l);
+    TRY(move_all(&io, l));
+    return read_saved(file, path, m, l);
 }
 
 pt_status adapter_h5_load(const char *file_path, const pt_model *m, pt_adapter *l)

@@ -3,10 +3,13 @@
 #include "adapter_internal.h"
 
 #include <errno.h>
+#include <hdf5.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/checkpoint_internal.h"
 #include "ptrain/peft.h"
 
 /* The adapter of a training checkpoint (checkpoint-N.h5): its LoRA settings from the metadata, its
@@ -29,15 +32,52 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
     return st;
 }
 
+/* Which of modules_to_save's weights the checkpoint holds (after the adapters; train_ckpt.c). */
+static void ckpt_saved(const char *path, bool has[2])
+{
+    has[0] = has[1] = false;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    for (int i = 0; i < 2 && file >= 0; i++) {
+        char name[192];
+        snprintf(name, sizeof name, "%s/%s", CKPT_PARAMS, adapter_saved_tensor(i));
+        has[i] = H5Lexists(file, CKPT_PARAMS, H5P_DEFAULT) > 0 && H5Lexists(file, name, H5P_DEFAULT) > 0;
+    }
+    if (file >= 0) H5Fclose(file);
+}
+
 static pt_status ckpt_load(const char *path, const pt_model *m, pt_adapter *l)
 {
     TRY(ckpt_settings(path, m, l));
     ckpt_layout lay;
     ckpt_state s = {0};
+    bool has[2];
+    ckpt_saved(path, has);
     pt_status st = adapter_layout(l, &lay);
+    int64_t at[2] = {-1, -1}, rows = m->tok_embd.shape[0], cols = m->tok_embd.shape[1];
+    for (int i = 0; i < 2 && st == PT_OK; i++) { /* modules_to_save: read with the matrices */
+        if (!has[i]) continue;
+        ckpt_entry *e = realloc(lay.e, sizeof *e * (size_t)(lay.n + 1));
+        if (!e) {
+            st = ERR(PT_ERR_NOMEM, "out of memory");
+            break;
+        }
+        lay.e = e, e += lay.n++;
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", adapter_saved_tensor(i));
+        e->rows = rows, e->cols = cols, e->offset = at[i] = lay.total;
+        lay.total += rows * cols;
+    }
     if (st == PT_OK) st = ckpt_read(path, &lay, &s);
+    for (int i = 0; i < 2 && st == PT_OK; i++) {
+        if (at[i] < 0) continue;
+        int64_t shape[2] = {rows, cols};
+        l->saved[i] = tensor_make(PT_F32, 2, shape);
+        st = backend_alloc(l->be, &l->saved[i]);
+        if (st == PT_OK) st = backend_upload(l->be, &l->saved[i], s.params + at[i], l->saved[i].nbytes);
+    }
     adapter_pair *p = NULL;
-    for (int i = 0; st == PT_OK && i < lay.n; i++) {
+    for (int i = 0; st == PT_OK && i < lay.n - has[0] - has[1]; i++) {
         const ckpt_entry *e = &lay.e[i];
         p = i % 2 == 0 ? adapter_next(l, p) : p;
         pt_tensor *t = i % 2 ? &p->b : &p->a;

@@ -56,6 +56,11 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
         json_array_append_new(m, json_string("classifier"));
         json_array_append_new(m, json_string("score"));
         json_object_set_new(c, "modules_to_save", m);
+    } else if (info->saved[0] || info->saved[1]) { /* modules_to_save as the config gave them */
+        json_t *m = json_array();
+        for (int i = 0; i < 2; i++)
+            if (info->saved[i]) json_array_append_new(m, json_string(info->saved_module[i]));
+        json_object_set_new(c, "modules_to_save", m);
     } else
         json_object_set_new(c, "modules_to_save", json_null());
     json_object_set_new(c, "layers_to_transform", json_null());
@@ -86,7 +91,9 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
         }
-    int64_t shape[2] = {1, info->score_dim};
+    int64_t shape[2] = {1, info->score_dim}, full[2] = {info->saved_rows, info->saved_cols};
+    for (int i = 0; i < 2; i++) /* modules_to_save: the trained weights, fp32, under PEFT's names */
+        if (info->saved[i]) TRY(st_w_tensor(w, info->saved_name[i], ST_F32, 2, full));
     return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
@@ -111,6 +118,9 @@ static pt_status write_tensors(const char *path, const pt_adapter *l, const adap
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
     }
+    for (int i = 0; i < 2 && st == PT_OK; i++)
+        if (info->saved[i])
+            st = st_w_data(&w, info->saved[i], sizeof(float) * (size_t)(info->saved_rows * info->saved_cols));
     if (st == PT_OK && info->score) st = st_w_data(&w, info->score, sizeof(float) * (size_t)info->score_dim);
     if (st == PT_OK) st = st_w_finish(&w);
     st_writer_free(&w);
@@ -145,6 +155,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
+    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too (merged export only) */
     char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 
@@ -160,8 +171,17 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
-    TRY(refuse_if_set(path, c, "use_dora", "ptrain applies plain LoRA, not DoRA"));
-    TRY(refuse_if_set(path, c, "modules_to_save", "ptrain cannot load fully trained modules (e.g. lm_head)"));
+    const json_t *mods = json_object_get(c, "modules_to_save"), *item;
+    size_t k;
+    if (json_is_array(mods))
+        json_array_foreach(mods, k, item) {
+            const char *name = json_is_string(item) ? json_string_value(item) : "";
+            if (strcmp(name, adapter_saved_module(ADAPTER_SAVED_EMBED)) && strcmp(name, adapter_saved_module(ADAPTER_SAVED_HEAD)))
+                return ERR(PT_ERR_USER, "%s: modules_to_save names %s; ptrain reads embed_tokens and lm_head trained in "
+                           "full, no other module", shown_text(path).s, json_is_string(item) ? shown_text(name).s : "a non-string");
+        }
+    else
+        TRY(refuse_if_set(path, c, "modules_to_save", "ptrain reads a list of embed_tokens and lm_head there"));
     TRY(refuse_if_set(path, c, "fan_in_fan_out", "ptrain's models store weights as [out, in]"));
     const json_t *init = json_object_get(c, "init_lora_weights");
     const char *iv = json_is_string(init) ? json_string_value(init) : "";
@@ -190,6 +210,7 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
     s->r = (int)json_integer_value(r);
     s->alpha = json_number_value(alpha);
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
+    s->dora = json_is_true(json_object_get(c, "use_dora"));
     TRY(check_unsupported(path, c));
     json_t *sel = json_object();
     bool any = false;
@@ -218,8 +239,8 @@ static pt_status read_config(const char *dir, peft_settings *s)
     return st;
 }
 
-/* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B'.
- * False for any other name. */
+/* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B';
+ * ...X.lora_magnitude_vector (DoRA) -> 'M'. False for any other name. */
 static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, int *slot, char *which)
 {
     const char *prefix = "base_model.model.model.layers.";
@@ -243,8 +264,24 @@ static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, in
                     return true;
                 }
             }
+        char mag[192];
+        adapter_tensor_name(a, mag, sizeof mag, (int)l, w, 'A');
+        char *at = strstr(mag, ".lora_A.weight");
+        if (at) snprintf(at, sizeof mag - (size_t)(at - mag), ".lora_magnitude_vector");
+        if (at && !strcmp(name, mag)) {
+            *layer = (int)l, *slot = w, *which = 'M';
+            return true;
+        }
     }
     return false;
+}
+
+/* Which of modules_to_save's tensors name is (ADAPTER_SAVED_EMBED or _HEAD), or -1. */
+static int saved_index(const char *name)
+{
+    for (int i = 0; i < 2; i++)
+        if (!strcmp(name, adapter_saved_tensor(i))) return i;
+    return -1;
 }
 
 static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W_COUNT])
@@ -253,6 +290,9 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
+        if (saved_index(f->tensors[i].name) >= 0) continue; /* modules_to_save: load_saved */
+        if (parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which) && which == 'M')
+            continue; /* DoRA's magnitudes: with their pair */
         if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
             return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer %s model "
                        "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
@@ -281,18 +321,52 @@ static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *b
     return st;
 }
 
+/* DoRA: a pair's lora_magnitude_vector, one value per output row, kept on the host (merge.c reads it). */
+static pt_status load_magnitude(const st_file *f, const st_tensor *t, adapter_pair *p)
+{
+    int64_t out = p->b.shape[0];
+    if (t->ndim != 1 || t->shape[0] != out) {
+        char got[96];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s; this model needs [%lld]", shown_text(f->path).s,
+                   shown_text(t->name).s, st_describe(t, got, sizeof got), (long long)out);
+    }
+    free(p->mag);
+    p->mag = malloc(sizeof(float) * (size_t)out);
+    TRY_ALLOC(p->mag);
+    return st_read_f32(t, f->path, 0, out, p->mag);
+}
+
 static pt_status load_tensors(const st_file *f, pt_adapter *l)
 {
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
+        if (saved_index(f->tensors[i].name) >= 0) continue;
         parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
         if (!p)
             return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "
                        "leaves out; is the config of another adapter?", shown_text(f->path).s,
                        shown_text(f->tensors[i].name).s);
+        if (which == 'M') {
+            TRY(load_magnitude(f, &f->tensors[i], p));
+            continue;
+        }
         TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
+    }
+    return PT_OK;
+}
+
+/* modules_to_save's tensors into l->saved, in f32 whatever dtype the file has; shapes as the model's. */
+static pt_status load_saved(const st_file *f, const pt_model *m, pt_adapter *l)
+{
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        int k = saved_index(f->tensors[i].name);
+        if (k < 0) continue;
+        int64_t shape[2] = {m->tok_embd.shape[0], m->tok_embd.shape[1]};
+        l->saved[k] = tensor_make(PT_F32, 2, shape);
+        TRY(backend_alloc(l->be, &l->saved[k]));
+        TRY(load_matrix(f, &f->tensors[i], l->be, &l->saved[k]));
     }
     return PT_OK;
 }
@@ -318,6 +392,12 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
     if (st == PT_OK)
         st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
     if (st == PT_OK) st = load_tensors(&f, l);
+    if (st == PT_OK) st = load_saved(&f, m, l);
+    l->dora = s.dora;
+    for (adapter_pair *p = adapter_next(l, NULL); st == PT_OK && s.dora && p; p = adapter_next(l, p))
+        if (!p->mag)
+            st = ERR(PT_ERR_USER, "%s: use_dora is set but a projection has no lora_magnitude_vector; is the file of "
+                     "another adapter?", shown_text(path).s);
     free(s.select);
     st_close(&f);
     if (st != PT_OK) adapter_free(l);

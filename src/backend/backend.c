@@ -321,6 +321,21 @@ pt_status backend_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, 
     return be->ops->embed(be, out, table, ids);
 }
 
+pt_status backend_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale)
+{
+    TRY(need_act(be, dout, "embed_bwd", "dout"));
+    if (dtable->dtype != PT_F32 || dtable->ndim != 2 || dout->shape[dout->ndim - 1] != dtable->shape[1])
+        return ERR(PT_ERR_INTERNAL, "embed_bwd: rows of %lld into an f32 table of width %lld (%s)",
+                   (long long)dout->shape[dout->ndim - 1], (long long)dtable->shape[1], dtype_name(dtable->dtype));
+    int64_t n = tensor_numel(dout) / dtable->shape[1];
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= dtable->shape[0])
+            return ERR(PT_ERR_USER, "token id %d is outside the vocabulary (%lld tokens)", ids[i],
+                       (long long)dtable->shape[0]);
+    NEED_OP(be, embed_bwd);
+    return be->ops->embed_bwd(be, dtable, dout, ids, scale);
+}
+
 pt_status backend_rmsnorm(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps)
 {

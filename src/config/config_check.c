@@ -64,6 +64,44 @@ static bool int_text(const char *text, long lo, long hi, long *v)
     return text && *text && !*end && !errno && *v >= lo && *v <= hi;
 }
 
+/* Unsloth's get_peft_model trains embed_tokens and lm_head named in target_modules in full, as
+ * modules_to_save: they move from lora_target_modules to modules_to_save (config_notes says so). */
+static void move_targets(pt_config *cfg, config_report *errors)
+{
+    pt_strlist *t = &cfg->lora_target_modules, *s = &cfg->modules_to_save;
+    for (int i = 0; i < t->n;) {
+        int bit = !strcmp(t->items[i], "embed_tokens") ? 1 : !strcmp(t->items[i], "lm_head") ? 2 : 0;
+        if (!bit) {
+            i++;
+            continue;
+        }
+        bool have = false;
+        for (int k = 0; k < s->n; k++) have |= !strcmp(s->items[k], t->items[i]);
+        if (!have) {
+            char **grown = realloc(s->items, sizeof *grown * (size_t)(s->n + 1));
+            if (!grown) {
+                rule_error(cfg, errors, "lora_target_modules", "out of memory");
+                return;
+            }
+            s->items = grown;
+            s->items[s->n++] = t->items[i];
+        } else
+            free(t->items[i]);
+        memmove(t->items + i, t->items + i + 1, sizeof *t->items * (size_t)(t->n - i - 1));
+        t->n--;
+        cfg->targets_moved |= bit;
+    }
+    int from = key_index(config_keys, config_nkeys, "lora_target_modules"), to = key_index(config_keys, config_nkeys,
+                                                                                       "modules_to_save");
+    if (cfg->targets_moved && from >= 0 && to >= 0 && !cfg->is_set[to]) { /* given there, as ptrain check shows */
+        cfg->is_set[to] = 1;
+        cfg->key_line[to] = cfg->key_line[from], cfg->key_col[to] = cfg->key_col[from];
+    }
+    if (cfg->targets_moved && !t->n)
+        rule_error(cfg, errors, "lora_target_modules", "names no projection besides embed_tokens and lm_head (which "
+                   "are trained in full, as modules_to_save); add the projections that get adapters");
+}
+
 /* PEFT's selectors: layer numbers, layers_pattern only beside them (as PEFT's LoraConfig requires),
  * finetune_last_n_layers instead of layers_to_transform, ranks and alphas as numbers. The patterns
  * themselves are compiled when the adapters are made (adapter_select.c). */
@@ -107,6 +145,11 @@ static void check_selectors(pt_config *cfg, config_report *errors)
                        "true, false or gaussian", shown_text(init).s);
             known = true;
         }
+    move_targets(cfg, errors);
+    for (int i = 0; i < cfg->modules_to_save.n; i++) { /* the key's choices: embed_tokens, lm_head */
+        if (!strcmp(cfg->modules_to_save.items[i], "embed_tokens")) cfg->save_embed_tokens = true;
+        if (!strcmp(cfg->modules_to_save.items[i], "lm_head")) cfg->save_lm_head = true;
+    }
     if (!known)
         rule_error(cfg, errors, "init_lora_weights", "expected true, false or gaussian, found \"%s\"", shown_text(init).s);
     for (int i = 0; i < cfg->rank_pattern.n; i++)
@@ -144,6 +187,11 @@ static void check_method(pt_config *cfg, config_report *errors)
     if (cfg->method == METHOD_CPT && cfg->assistant_only_loss == PT_TRUE)
         rule_error(cfg, errors, "assistant_only_loss",
                    "cpt (continued pretraining) trains on every token; remove the key or use method: sft");
+    if (cfg->modules_to_save.n && cfg->method != METHOD_SFT && cfg->method != METHOD_CPT)
+        rule_error(cfg, errors, "modules_to_save",
+                   "%s: training the embedding or the LM head in full is built for sft and cpt only (a preference "
+                   "method's reference and reward's score head would need their own copies); remove the key",
+                   mi->name);
     if (mi->pairs && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s trains on pairs, each its two sequences in one micro-batch; packing does not apply: remove it",
@@ -374,20 +422,28 @@ static const char *service_name(const char *key)
     return key;
 }
 
-/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains in the seed
- * system (other methods ignore it there); ptrain trains no whole module (modules_to_save is
- * refused), so under cpt it has nothing to apply to. */
+/* embedding_learning_rate is the learning rate of the modules_to_save that cpt trains (UnslothTrainer's
+ * embedding parameter group); other methods ignore it, as the seed system does, and cpt without
+ * modules_to_save has nothing to apply it to. */
 static void note_embedding_lr(const pt_config *cfg, FILE *warn)
 {
     int k = key_index(config_keys, config_nkeys, "embedding_learning_rate");
-    if (!warn || k < 0 || cfg->method != METHOD_CPT || !config_is_set(cfg, "embedding_learning_rate")) return;
-    fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: ptrain does not train the embedding or the LM "
-            "head (modules_to_save is not implemented: only the LoRA adapters are trained), so this learning rate "
-            "applies to nothing; remove the key\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
+    if (!warn || k < 0 || !config_is_set(cfg, "embedding_learning_rate") || cfg->method != METHOD_CPT) return;
+    if (!cfg->modules_to_save.n)
+        fprintf(warn, "ptrain: warning: %s:%d:%d: embedding_learning_rate: cpt without modules_to_save trains no "
+                "embedding, so this learning rate applies to nothing; set modules_to_save: [embed_tokens, lm_head] "
+                "to adapt the vocabulary\n", shown_text(cfg->path).s, cfg->key_line[k], cfg->key_col[k]);
 }
 
 void config_notes(const pt_config *cfg, FILE *warn)
 {
+    int t = key_index(config_keys, config_nkeys, "lora_target_modules");
+    if (warn && t >= 0 && cfg->targets_moved)
+        fprintf(warn, "ptrain: note: %s:%d:%d: lora_target_modules: %s trained in full as modules_to_save, as Unsloth's "
+                "get_peft_model trains them (LoRA adapters go on the projections)\n", shown_text(cfg->path).s,
+                cfg->key_line[t], cfg->key_col[t],
+                cfg->targets_moved == 3 ? "embed_tokens and lm_head are" : cfg->targets_moved == 1 ? "embed_tokens is"
+                                                                                                   : "lm_head is");
     note_embedding_lr(cfg, warn);
     strbuf names = {0};
     int n = 0;

@@ -21,9 +21,12 @@
 /* The choices of the enum-valued keys are settings.c's (settings.h): each enum is stored as an
  * int by key_set_scalar; so is the device key's pt_device, whose names are the backend's. */
 _Static_assert(sizeof(pt_device) == sizeof(int), "pt_device is stored as an int");
-/* the first seven are all-linear's; phi3's fused qkv_proj and gate_up_proj after them */
-static const char *const target_choices[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",       "gate_proj",
-                                             "up_proj",   "down_proj", "qkv_proj", "gate_up_proj", NULL};
+/* the first seven are all-linear's; phi3's fused qkv_proj and gate_up_proj after them; embed_tokens and
+ * lm_head move to modules_to_save, as Unsloth's get_peft_model moves them (config_check.c) */
+static const char *const target_choices[] = {"q_proj",    "k_proj",    "v_proj",   "o_proj",       "gate_proj",
+                                             "up_proj",   "down_proj", "qkv_proj", "gate_up_proj", "embed_tokens",
+                                             "lm_head",   NULL};
+static const char *const saved_choices[] = {"embed_tokens", "lm_head", NULL};
 static const char *const quant_choices[] = {
     "not_quantized", "fast_quantized", "quantized", "f32",    "f16",    "bf16",   "q8_0",
     "q4_k_m",        "q5_k_m",         "q2_k",      "q3_k_l", "q3_k_m", "q3_k_s", "q4_0",
@@ -86,6 +89,9 @@ const key_spec config_keys[] = {
      "PEFT's layers_to_transform: the layer numbers (from 0) that get adapters; default: every layer"},
     {"layers_pattern", NULL, K_STRLIST, OFF(layers_pattern), NULL, NULL, 0, 0, 0,
      "PEFT's layers_pattern (with layers_to_transform): the name of the layer list, \"layers\" in ptrain's models"},
+    {"modules_to_save", NULL, K_STRLIST, OFF(modules_to_save), NULL, saved_choices, 0, 0, 0,
+     "PEFT's modules_to_save: embed_tokens and/or lm_head trained in full (fp32 copies, AdamW; saved in "
+     "adapter_model.safetensors as PEFT saves them); default: none"},
     {"finetune_last_n_layers", NULL, K_INT, OFF(finetune_last_n_layers), "-1", NULL, 1, 1 << 20, F_MINUS1,
      "adapters on the last N layers only (layers_to_transform: those layers); -1: every layer"},
     {"init_lora_weights", NULL, K_STR, OFF(init_lora_weights), "true", NULL, 0, 0, 0,
@@ -173,7 +179,8 @@ const key_spec config_keys[] = {
     {"center_rewards_coefficient", NULL, K_FLOAT, OFF(center_rewards_coefficient), NULL, NULL, 0, BIG, 0,
      "reward: weight of the mean squared summed score, which centres the rewards on 0 (default: none)"},
     {"embedding_learning_rate", NULL, K_FLOAT, OFF(embedding_learning_rate), NULL, NULL, 0, BIG, F_MIN_EXCL,
-     "CPT: learning rate of the embedding and LM head (default: learning_rate)"},
+     "CPT: learning rate of modules_to_save (the embedding and LM head; default: learning_rate / 10, as the "
+     "seed system)"},
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
      "GRPO: reward functions, module:function paths or built-in names"},
 
@@ -277,9 +284,6 @@ const foreign_key config_foreign_keys[] = {
     {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
      "DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain; remove the "
      "key or set it to false to train plain LoRA"},
-    {"modules_to_save", "[]", "only the LoRA adapters are trained",
-     "training whole modules (PEFT's modules_to_save, e.g. embed_tokens or lm_head) is not implemented in "
-     "ptrain: only the LoRA adapters are trained; remove the key or set it to []"},
     {"target_parameters", "[]", "adapters go on the projections of lora_target_modules",
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},

@@ -9,7 +9,8 @@ static const method_info methods[METHOD_COUNT] = {
      "mean token cross-entropy over the labelled tokens", "", true},
     {METHOD_CPT, "cpt", "UnslothTrainer (SFTTrainer, no response masking)",
      "text (or any SFT format, every token labelled)", false, false, false, false, 0,
-     "mean token cross-entropy over every token (the embedding and LM head stay frozen: modules_to_save is refused)",
+     "mean token cross-entropy over every token (modules_to_save, e.g. embed_tokens and lm_head, at "
+     "embedding_learning_rate)",
      "", true},
     {METHOD_DPO, "dpo", "DPOTrainer", "prompt, chosen, rejected", true, true, false, false, 0.1,
      "-log sigmoid(beta ((chosen - ref chosen) - (rejected - ref rejected))), log-probs summed over the completion",

@@ -104,6 +104,7 @@ static const pt_backend_ops cpu_ops = {
     .matmul_bwd_input = cpu_matmul_bwd_input,
     .matmul_bwd_weight = cpu_matmul_bwd_weight,
     .embed = cpu_embed,
+    .embed_bwd = cpu_embed_bwd,
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,

@@ -32,6 +32,7 @@ bool cpu_dot_supported(pt_dtype dtype);
 void cpu_block_sums(const float *x, int64_t k, float *xsum);
 float cpu_dot_row(pt_dtype dtype, const void *row, const float *x, const float *xsum, int64_t k);
 pt_status cpu_embed(pt_backend *be, pt_tensor *out, const pt_tensor *table, const int32_t *ids);
+pt_status cpu_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale);
 pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const pt_tensor *x,
                           const pt_tensor *w, float eps);
 pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,

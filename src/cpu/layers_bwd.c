@@ -5,6 +5,7 @@
  *            dg = dy * u * σ(g) (1 + g (1 - σ(g))),         du = dy * silu(g);
  *   GeGLU    y = gelu(g) * u with gelu(g) = g/2 (1 + t), t = tanh(k0 (g + k1 g³)):
  *            dg = dy * u * (1/2 (1 + t) + g/2 (1 - t²) k0 (1 + 3 k1 g²)), du = dy * gelu(g).
+ *   Embedding  dtable[ids[r]] += scale * dout[r] (rows in order; threads split the columns).
  * RoPE's gradient (the inverse rotation) lives beside its forward in layers.c. Rows are
  * independent: one OpenMP loop over rows, dot products in double as in the forward. */
 #include <math.h>
@@ -89,6 +90,23 @@ pt_status cpu_geglu_bwd(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const 
         float slope = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k0 * (1.0f + 3.0f * k1 * x * x);
         dg[i] = di * ui * slope;
         du[i] = di * gelu;
+    }
+    return PT_OK;
+}
+
+pt_status cpu_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale)
+{
+    (void)be;
+    int64_t dim = dtable->shape[1], n = tensor_numel(dout) / dim;
+    float *dt = (float *)dtable->data;
+    const float *dy = (const float *)dout->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t c0 = 0; c0 < dim; c0 += DW_COLS) { /* a block of columns per task: no entry shared */
+        int64_t c1 = c0 + DW_COLS < dim ? c0 + DW_COLS : dim;
+        for (int64_t r = 0; r < n; r++) {
+            float *row = dt + (int64_t)ids[r] * dim;
+            for (int64_t c = c0; c < c1; c++) row[c] += scale * dy[r * dim + c];
+        }
     }
     return PT_OK;
 }

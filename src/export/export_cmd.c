@@ -41,6 +41,8 @@ static pt_status shape_model(const pt_model_config *cfg, pt_backend *be, pt_mode
     for (int l = 0; l < cfg->n_layers; l++)
         for (int w = W_Q; w <= W_DOWN; w++)
             if (shapes[w][0]) m->layers[l].w[w] = tensor_make(PT_F32, 2, shapes[w]);
+    int64_t table[2] = {cfg->vocab, cfg->dim}; /* an adapter's modules_to_save are of this shape */
+    m->tok_embd = m->output = tensor_make(PT_F32, 2, table);
     return PT_OK;
 }
 
@@ -66,10 +68,33 @@ static pt_status base_config(const export_job *j, char *path, size_t len, bool *
     return PT_OK;
 }
 
+static bool has_saved(const pt_adapter *l) { return l && (l->saved[0].data || l->saved[1].data); }
+
 static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, const pt_model_config *cfg)
 {
+    if (l->dora) { /* its own files stay as they are: ptrain's would lose the magnitudes */
+        log_info("export     %s: a DoRA adapter's files are not written again (adapter.gguf cannot carry DoRA; "
+                 "merge it: --hf, --gguf)\n", shown_text(j->out).s);
+        return PT_OK;
+    }
     adapter_info info = {.base_model = j->model, .base_name = j->model, .lora_dropout = 0, .best_step = -1};
-    TRY(peft_save(j->out, l, &info));
+    float *host[2] = {NULL, NULL};
+    pt_status st = PT_OK;
+    for (int i = 0; i < 2 && st == PT_OK; i++) { /* modules_to_save, as read */
+        if (!l->saved[i].data) continue;
+        host[i] = malloc(l->saved[i].nbytes);
+        st = host[i] ? backend_download(l->be, &l->saved[i], host[i], l->saved[i].nbytes) : ERR(PT_ERR_NOMEM, "out of memory");
+        info.saved[i] = host[i], info.saved_name[i] = adapter_saved_tensor(i), info.saved_module[i] = adapter_saved_module(i);
+        info.saved_rows = l->saved[i].shape[0], info.saved_cols = l->saved[i].shape[1];
+    }
+    if (st == PT_OK) st = peft_save(j->out, l, &info);
+    free(host[0]), free(host[1]);
+    TRY(st);
+    if (has_saved(l)) {
+        log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT, with modules_to_save); no "
+                 "adapter.gguf (llama.cpp's LoRA files carry A and B only)\n", shown_text(j->out).s);
+        return PT_OK;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", j->out);
     TRY(adapter_gguf_save(path, l, cfg, j->model));

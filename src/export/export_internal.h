@@ -16,6 +16,7 @@
 
 typedef struct {
     float *a, *b; /* host copies: A [r, in], B [out, r] */
+    float *mag;   /* DoRA: the magnitudes [out] (a copy), or NULL */
     int64_t r, in, out;
     float scale;
     int permute; /* llama.cpp's interleaved q/k row order for this many heads; 0: HF order */
@@ -27,7 +28,8 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
 /* PT_ERR_USER naming the tensor unless the delta is [rows, cols] (a base whose tensors disagree
  * with its own configuration). */
 pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols);
-/* dst [n, in] += s · B[rows row0 .. row0+n) · A. */
+/* dst [n, in] += s · B[rows row0 .. row0+n) · A; with DoRA magnitudes each row then becomes
+ * mag[row] / ||row|| · row, as PEFT's merge_and_unload makes it (the norm of W + s·B·A). */
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst);
 void merge_delta_free(merge_delta *d);
 /* Give back the pages of a read-only mapping already streamed (the base file), so an export's

@@ -3,6 +3,7 @@
  * walk over a model's tensors by their llama.cpp and Hugging Face names that both merged formats
  * convert with. */
 #include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -34,6 +35,11 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
     }
     pt_status st = backend_download(l->be, &p->a, d->a, p->a.nbytes);
     if (st == PT_OK) st = backend_download(l->be, &p->b, d->b, p->b.nbytes);
+    if (st == PT_OK && p->mag) {
+        d->mag = malloc(sizeof(float) * (size_t)d->out);
+        if (d->mag) memcpy(d->mag, p->mag, sizeof(float) * (size_t)d->out);
+        else st = ERR(PT_ERR_NOMEM, "out of memory for the adapter of layer %d", layer);
+    }
     if (st != PT_OK) merge_delta_free(d);
     return st;
 }
@@ -45,6 +51,20 @@ pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t ro
                "tensor %s is [%lld, %lld] but the model's configuration and the adapter make it "
                "[%lld, %lld]; the base model file is inconsistent",
                shown_text(tensor).s, (long long)rows, (long long)cols, (long long)d->out, (long long)d->in);
+}
+
+/* DoRA: each merged row (W + s·B·A) times its magnitude over its norm. */
+static void dora_rows(const merge_delta *d, int64_t row0, int64_t n, float *dst)
+{
+    int64_t hd = d->permute ? d->out / d->permute : 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t src = d->permute ? merge_hf_row(row0 + i, hd) : row0 + i;
+        float *row = dst + i * d->in;
+        double ss = 0;
+        for (int64_t k = 0; k < d->in; k++) ss += (double)row[k] * row[k];
+        float f = (float)((double)d->mag[src] / sqrt(ss));
+        for (int64_t k = 0; k < d->in; k++) row[k] *= f;
+    }
 }
 
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)
@@ -60,6 +80,7 @@ pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)d->in, (int)d->r, d->scale, rows, (int)d->r,
                 d->a, (int)d->in, 1.0f, dst, (int)d->in);
     free(rows);
+    if (d->mag) dora_rows(d, row0, n, dst);
     return PT_OK;
 }
 
@@ -67,6 +88,7 @@ void merge_delta_free(merge_delta *d)
 {
     free(d->a);
     free(d->b);
+    free(d->mag);
     memset(d, 0, sizeof *d);
 }
 

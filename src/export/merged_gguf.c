@@ -52,6 +52,7 @@ typedef struct {
     const st_tensor *st;      /* or a safetensors source (HF order) */
     bool plus_one;            /* HF gemma norms: llama.cpp stores 1 + w */
     const float *values;      /* or values made here (rope_freqs) */
+    int saved;                /* modules_to_save: 1 + the adapter's trained tensor (ADAPTER_SAVED_*) instead; 0: none */
 } gguf_item;
 
 typedef struct {
@@ -88,7 +89,7 @@ static void tensor_slot(const pt_model_config *cfg, gguf_item *it)
 
 static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, const gguf_method *q, gguf_plan *p)
 {
-    p->items = calloc(f->n_tensors ? f->n_tensors : 1, sizeof *p->items);
+    p->items = calloc(f->n_tensors + 1, sizeof *p->items); /* one more: an untied output (plan_saved) */
     TRY_ALLOC(p->items);
     bool tied = gguf_find_tensor(f, "output.weight") == NULL;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
@@ -140,7 +141,7 @@ static pt_status add_st_tensor(void *ctx, const export_tensor *t)
 
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
 {
-    p->items = calloc((size_t)cfg->n_layers * W_COUNT + 4, sizeof *p->items);
+    p->items = calloc((size_t)cfg->n_layers * W_COUNT + 5, sizeof *p->items);
     TRY_ALLOC(p->items);
     return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s});
 }
@@ -188,10 +189,43 @@ static pt_status add_rope_factors(gguf_plan *p, const hf_config *hc, float **sto
     return PT_OK;
 }
 
+/* modules_to_save: token_embd and output come from the adapter's trained tensors. A tied base whose
+ * adapter trained either gets its own output.weight (the trained LM head, or the base's embedding),
+ * as PEFT's merge_and_unload leaves the two modules apart; both are then typed as an untied model's.
+ * p->items has room for one more. */
+static void plan_saved(gguf_plan *p, const gguf_method *q, int n_layers)
+{
+    const pt_adapter *l = p->lora;
+    if (!l || (!l->saved[0].data && !l->saved[1].data)) return;
+    gguf_item *embed = NULL, *head = NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        if (!strcmp(p->items[i].name, "token_embd.weight")) embed = &p->items[i];
+        if (!strcmp(p->items[i].name, "output.weight")) head = &p->items[i];
+    }
+    if (!embed) return; /* stream_item says so */
+    if (!head) {
+        head = &p->items[p->n++];
+        *head = *embed;
+        snprintf(head->name, sizeof head->name, "output.weight");
+    }
+    if (l->saved[0].data) embed->saved = 1 + ADAPTER_SAVED_EMBED;
+    if (l->saved[1].data) head->saved = 1 + ADAPTER_SAVED_HEAD;
+    embed->type = choose_type(q, embed, n_layers, false);
+    head->type = choose_type(q, head, n_layers, false);
+}
+
 /* Rows row0 .. row0+n of it as fp32 in the output's row order. */
-static pt_status read_rows(const gguf_item *it, int64_t row0, int64_t n, float *dense)
+static pt_status read_rows(const gguf_item *it, const pt_adapter *l, int64_t row0, int64_t n, float *dense)
 {
     int64_t cols = (int64_t)it->dims[0];
+    if (it->saved) { /* modules_to_save: the trained rows */
+        const pt_tensor *t = &l->saved[it->saved - 1];
+        if (t->shape[1] != cols || t->shape[0] != (int64_t)it->dims[1])
+            return ERR(PT_ERR_USER, "tensor %s is [%llu, %lld]; the adapter's %s is not", shown_text(it->name).s,
+                       (unsigned long long)it->dims[1], (long long)cols, adapter_saved_module(it->saved - 1));
+        pt_tensor v = tensor_rows(t, row0, n);
+        return backend_download(l->be, &v, dense, v.nbytes);
+    }
     if (it->values) {
         memcpy(dense, it->values + row0 * cols, sizeof(float) * (size_t)(n * cols));
         return PT_OK;
@@ -237,7 +271,7 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapt
 {
     merge_delta d;
     TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
-    if (!d.a && it->gg && it->type == it->gg->ggml_type) {
+    if (!d.a && !it->saved && it->gg && it->type == it->gg->ggml_type) {
         pt_status st = gguf_w_data(w, it->gg->data, it->gg->nbytes);
         merge_release(it->gg->data, it->gg->nbytes);
         return st;
@@ -250,7 +284,7 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapt
     pt_status st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
-        st = read_rows(it, r, n, dense);
+        st = read_rows(it, l, r, n, dense);
         if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
         if (st == PT_OK) st = quantize_rows(it->type, dense, n, cols, out);
         if (st == PT_OK) st = gguf_w_data(w, out, (size_t)n * row_bytes(it->type, cols));
@@ -287,6 +321,7 @@ static pt_status from_gguf(const char *path, const char *base, const pt_model_co
     TRY(gguf_open(base, &f));
     pt_status st = copy_kvs(w, &f, q);
     if (st == PT_OK) st = plan_from_gguf(&f, cfg, q, p);
+    if (st == PT_OK) plan_saved(p, q, cfg->n_layers);
     if (st == PT_OK) st = write_plan(w, path, p);
     gguf_close(&f);
     return st;
@@ -318,6 +353,7 @@ static pt_status from_hf(const char *path, const char *base, const gguf_method *
     if (st == PT_OK && hc.rope.type == PT_ROPE_LLAMA3) st = add_rope_freqs(p, &hc, &freqs);
     if (st == PT_OK && hc.rope.type == PT_ROPE_LONGROPE) st = add_rope_factors(p, &hc, &freqs);
     for (size_t i = 0; st == PT_OK && i < p->n; i++) p->items[i].type = choose_type(q, &p->items[i], hc.cfg.n_layers, hc.cfg.tied_embeddings);
+    if (st == PT_OK) plan_saved(p, q, hc.cfg.n_layers);
     if (st == PT_OK) st = write_plan(w, path, p);
     free(freqs);
     st_set_close(&s);

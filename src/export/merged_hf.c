@@ -30,6 +30,7 @@ typedef struct {
     int permute;                 /* GGUF: heads whose rows llama.cpp interleaved */
     bool minus_one;              /* GGUF gemma norms: stored as 1 + w */
     bool copy;                   /* not a float: copied as stored */
+    int saved;                   /* modules_to_save: the adapter's trained tensor (ADAPTER_SAVED_*) instead; -1: none */
 } hf_item;
 
 typedef struct {
@@ -56,13 +57,13 @@ static void hf_slot(pt_arch arch, int n_layers, const char *name, int *layer, in
 
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, hf_plan *p)
 {
-    p->items = calloc(s->n_entries ? s->n_entries : 1, sizeof *p->items);
+    p->items = calloc(s->n_entries + 1, sizeof *p->items); /* one more: an untied lm_head (plan_saved) */
     TRY_ALLOC(p->items);
     for (size_t i = 0; i < s->n_entries; i++) {
         const st_tensor *t = s->entries[i].tensor;
         hf_item *it = &p->items[p->n++];
         snprintf(it->name, sizeof it->name, "%s", t->name);
-        it->st = t;
+        it->st = t, it->saved = -1;
         it->copy = !is_float(t->dtype) || t->ndim > 2;
         it->rows = t->ndim == 2 ? t->shape[0] : 0;
         it->cols = t->ndim >= 1 ? t->shape[t->ndim - 1] : 1;
@@ -81,7 +82,7 @@ static pt_status add_gguf_item(hf_plan *p, const gguf_file *f, const char *gname
                    shown_text(gname).s, g->ggml_type);
     hf_item *it = &p->items[p->n++];
     snprintf(it->name, sizeof it->name, "%s", hname);
-    it->gg = g;
+    it->gg = g, it->saved = -1;
     it->rows = g->n_dims >= 2 ? (int64_t)g->dims[1] : 0;
     it->cols = (int64_t)g->dims[0];
     it->layer = layer, it->slot = slot, it->permute = permute, it->minus_one = minus_one;
@@ -106,6 +107,52 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
     return export_each_tensor(cfg, add_gguf_tensor, &(gguf_walk){p, f});
 }
 
+/* modules_to_save: the embedding and LM head rows come from the adapter's trained tensors. A base
+ * with tied embeddings whose adapter trained either gets its own lm_head (the trained one, or the
+ * base's embedding), as PEFT's merge_and_unload leaves the two modules apart; *untie then says that
+ * config.json must say tie_word_embeddings: false. p->items has room for one more. */
+static pt_status plan_saved(hf_plan *p, const pt_adapter *l, bool *untie)
+{
+    *untie = false;
+    if (!l || (!l->saved[0].data && !l->saved[1].data)) return PT_OK;
+    hf_item *embed = NULL, *head = NULL;
+    for (size_t i = 0; i < p->n; i++) {
+        const char *n = p->items[i].name;
+        size_t len = strlen(n);
+        if (len >= 19 && !strcmp(n + len - 19, "embed_tokens.weight")) embed = &p->items[i];
+        if (!strcmp(n, "lm_head.weight")) head = &p->items[i];
+    }
+    if (!embed) return ERR(PT_ERR_USER, "the base has no embed_tokens weight for the adapter's modules_to_save");
+    if (!head) { /* tied: lm_head from here on is its own tensor */
+        head = &p->items[p->n++];
+        *head = *embed;
+        snprintf(head->name, sizeof head->name, "lm_head.weight");
+        *untie = true;
+    }
+    if (l->saved[0].data) embed->saved = 0, embed->copy = false;
+    if (l->saved[1].data) head->saved = 1, head->copy = false;
+    return PT_OK;
+}
+
+/* config.json (already in dir) with tie_word_embeddings false. */
+static pt_status untie_config(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    json_error_t e;
+    json_t *c = jsonfile_load(path, 0, &e);
+    if (!c) return ERR(PT_ERR_USER, "%s: line %d: %s", shown_text(path).s, e.line, e.text);
+    json_object_set_new(c, "tie_word_embeddings", json_false());
+    json_t *text_cfg = json_object_get(c, "text_config");
+    if (json_is_object(text_cfg)) json_object_set_new(text_cfg, "tie_word_embeddings", json_false());
+    char *text = json_dumps(c, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(c);
+    TRY_ALLOC(text);
+    pt_status st = fw_write_file(path, text, strlen(text));
+    free(text);
+    return st;
+}
+
 /* llama.cpp's row of Hugging Face row r of a q/k weight (heads of hd rows). */
 static int64_t gguf_row(int64_t r, int64_t hd)
 {
@@ -113,9 +160,13 @@ static int64_t gguf_row(int64_t r, int64_t hd)
     return h * hd + 2 * (within % half) + within / half;
 }
 
-static pt_status read_rows(const hf_item *it, int64_t row0, int64_t n, float *dense)
+static pt_status read_rows(const hf_item *it, const pt_adapter *l, int64_t row0, int64_t n, float *dense)
 {
     int64_t cols = it->cols;
+    if (it->saved >= 0) { /* modules_to_save: the trained rows, as the adapter holds them */
+        pt_tensor v = tensor_rows(&l->saved[it->saved], row0, n);
+        return backend_download(l->be, &v, dense, v.nbytes);
+    }
     if (it->st) TRY(st_read_f32(it->st, it->name, row0 * cols, n * cols, dense));
     else {
         size_t row_bytes = dtype_size_bytes(it->gg->dtype, cols);
@@ -140,6 +191,10 @@ static void convert(const float *src, int64_t n, st_dtype to, void *dst)
 
 static pt_status stream_item(st_writer *w, const hf_item *it, const pt_adapter *l, st_dtype to)
 {
+    if (it->saved >= 0 && (!l || !l->saved[it->saved].data || l->saved[it->saved].shape[0] != it->rows ||
+                           l->saved[it->saved].shape[1] != it->cols))
+        return ERR(PT_ERR_USER, "tensor %s is [%lld, %lld]; the adapter's %s is not", shown_text(it->name).s,
+                   (long long)it->rows, (long long)it->cols, adapter_saved_module(it->saved));
     if (it->copy && l && it->layer >= 0 && it->slot >= 0 && adapter_at(l, it->layer, it->slot))
         return ERR(PT_ERR_USER, "tensor %s is %s, not a 16/32-bit matrix: ptrain cannot merge its adapter into it",
                    shown_text(it->name).s, st_dtype_name(it->st->dtype));
@@ -157,7 +212,7 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_adapter *
     pt_status st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
-        st = read_rows(it, r, n, dense);
+        st = read_rows(it, l, r, n, dense);
         if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
         if (st == PT_OK) convert(dense, n * cols, to, out);
         if (st == PT_OK) st = st_w_data(w, out, (size_t)(n * cols) * st_dtype_size(to));
@@ -275,10 +330,13 @@ static pt_status from_hf(const char *dir, const char *base, const pt_model_confi
     size_t bl = strlen(base);
     TRY(st_set_open(bl > 12 && !strcmp(base + bl - 12, ".safetensors") ? base : base_dir, &s));
     hf_plan p = {0};
+    bool untie = false;
     pt_status st = plan_from_st(&s, cfg, &p);
+    if (st == PT_OK) st = plan_saved(&p, l, &untie);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (st == PT_OK) st = write_weights(path, &p, l, to);
     if (st == PT_OK) st = write_config(base_dir, dir, to);
+    if (st == PT_OK && untie) st = untie_config(dir);
     if (st == PT_OK) st = copy_side_files(base_dir, dir);
     free(p.items);
     st_set_close(&s);
@@ -293,8 +351,11 @@ static pt_status from_gguf(const char *dir, const char *base, const pt_model_con
     hf_plan p = {0};
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    bool untie = false;
     pt_status st = plan_from_gguf(&f, cfg, &p);
+    if (st == PT_OK) st = plan_saved(&p, l, &untie);
     if (st == PT_OK) st = hf_meta_from_gguf(&f, cfg, dir, torch_name(to));
+    if (st == PT_OK && untie) st = untie_config(dir);
     if (st == PT_OK) st = write_weights(path, &p, l, to);
     free(p.items);
     gguf_close(&f);

@@ -247,7 +247,7 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
         for (int64_t r = 0; c->pos && r < c->rows; r++) top = c->pos[r] > top ? c->pos[r] : top;
         TRY(model_rope_check_positions(&m->cfg, top, "a pass"));
     }
-    TRY(backend_embed(m->be, &b->x[0], &m->tok_embd, ids));
+    TRY(backend_embed(m->be, &b->x[0], adapter_embed_table(c->ad, m), ids)); /* modules_to_save: the adapter's */
     float scale = m->cfg.embed_scale;
     /* NEFTune's hook sees the embedding module's output: before the model's scale, or after it where
      * the module itself scales (Gemma 2 and 3) */

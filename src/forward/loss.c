@@ -85,7 +85,7 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
     float cap = c->m->cfg.final_softcap;
     pt_tensor *t = h->t;
     pt_tensor xv = tensor_rows(&t[H_XL], r0, rows), lv = tensor_rows(&t[H_LOGITS], 0, rows);
-    TRY(backend_matmul(be, &lv, &xv, &c->m->output, 0.0f));
+    TRY(backend_matmul(be, &lv, &xv, adapter_lm_head(c->ad, c->m), 0.0f));
     /* the soft-cap (Gemma 2) inside the cross-entropy: its gradient is the logits' */
     if (!h->seq) {
         TRY(backend_cross_entropy(be, h->grad ? &lv : NULL, loss_sum, n_tokens, &lv, h->targets + r0, grad_scale, cap));
@@ -103,8 +103,9 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
         }
     }
     if (!h->grad) return PT_OK;
+    if (h->head_grad) TRY(backend_matmul_bwd_weight(be, h->head_grad, &lv, &xv, 1.0f)); /* a trained LM head */
     pt_tensor dv = tensor_rows(&t[H_DXL], r0, rows);
-    return backend_matmul_bwd_input(be, &dv, &lv, &c->m->output, 0.0f);
+    return backend_matmul_bwd_input(be, &dv, &lv, adapter_lm_head(c->ad, c->m), 0.0f);
 }
 
 pt_status forward_loss(const fwd_ctx *c, loss_bufs *h, const pt_tensor *hid, pt_tensor *dh, float grad_scale,

@@ -56,7 +56,7 @@ static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_
     float ls = m->cfg.logit_scale; /* granite: logits / logits_scaling, as the normed states times 1/ls */
     if (st == PT_OK && ls != 0.0f && ls != 1.0f) st = backend_scale(m->be, &xn, 1.0f / ls);
     pt_tensor rows = last_only ? tensor_rows(&xn, c->rows - 1, 1) : xn;
-    if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, &m->output, 0.0f);
+    if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, adapter_lm_head(c->ad, m), 0.0f);
     if (st == PT_OK && m->cfg.final_softcap > 0.0f) st = backend_softcap(m->be, &out, &out, m->cfg.final_softcap);
     if (st == PT_OK) st = backend_download(m->be, &out, logits, out.nbytes);
     forward_bufs_free(&b);

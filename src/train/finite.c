@@ -87,7 +87,7 @@ pt_status trainer_check_adapters(const trainer *t, const char *what)
 {
     float *v = malloc(sizeof(float) * (size_t)(t->lay.total + 1));
     TRY_ALLOC(v);
-    pt_status st = lora_export_all(&t->l, &t->head, &t->lay, v, NULL, NULL);
+    pt_status st = lora_export_all(&t->l, &t->head, &t->sm, &t->lay, v, NULL, NULL);
     if (st == PT_OK) st = trainer_check_finite(t, v, "adapter", what);
     free(v);
     return st;

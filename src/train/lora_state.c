@@ -1,10 +1,11 @@
 /* lora_state.c — the adapters and AdamW moments of a pt_lora (and a reward model's score head) as
  * the flat, named arrays of a checkpoint (adapter_layout's entries: one per LoRA matrix, PEFT names,
- * layer order; the score head last), and back. */
+ * layer order; the score head, then modules_to_save's embedding and LM head last), and back. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/lora.h"
+#include "ptrain/saved_modules.h"
 #include "ptrain/score_head.h"
 
 /* The tensors of entry i: A, m_a, v_a for even i, B, m_b, v_b for odd i (adapter_layout's order). */
@@ -61,24 +62,48 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
     return st;
 }
 
-pt_status lora_export_all(const pt_lora *l, const score_head *h, const ckpt_layout *lay, float *params, float *m,
-                          float *v)
+/* How many entries at the layout's end are not LoRA matrices: the score head, then the saved modules. */
+static int extra_entries(const score_head *h, const saved_modules *sm)
 {
-    ckpt_layout part = *lay;
-    if (h && h->dim) part.n--;
-    TRY(lora_export(l, &part, params, m, v));
-    if (!h || !h->dim) return PT_OK;
-    int64_t off = lay->e[part.n].offset;
-    return score_head_get(h, params + off, m ? m + off : NULL, v ? v + off : NULL);
+    int n = h && h->dim ? 1 : 0;
+    for (int i = 0; sm && i < SAVED_COUNT; i++) n += sm->on[i];
+    return n;
 }
 
-pt_status lora_import_all(pt_lora *l, score_head *h, const ckpt_layout *lay, const float *params, const float *m,
-                          const float *v)
+pt_status lora_export_all(const pt_lora *l, const score_head *h, const saved_modules *sm, const ckpt_layout *lay,
+                          float *params, float *m, float *v)
 {
     ckpt_layout part = *lay;
-    if (h && h->dim) part.n--;
+    part.n -= extra_entries(h, sm);
+    TRY(lora_export(l, &part, params, m, v));
+    int at = part.n;
+    if (h && h->dim) {
+        int64_t off = lay->e[at++].offset;
+        TRY(score_head_get(h, params + off, m ? m + off : NULL, v ? v + off : NULL));
+    }
+    for (int i = 0; sm && i < SAVED_COUNT; i++) {
+        if (!sm->on[i]) continue;
+        int64_t off = lay->e[at++].offset;
+        TRY(saved_modules_get(sm, i, params + off, m ? m + off : NULL, v ? v + off : NULL));
+    }
+    return PT_OK;
+}
+
+pt_status lora_import_all(pt_lora *l, score_head *h, saved_modules *sm, const ckpt_layout *lay, const float *params,
+                          const float *m, const float *v)
+{
+    ckpt_layout part = *lay;
+    part.n -= extra_entries(h, sm);
     TRY(lora_import(l, &part, params, m, v));
-    if (!h || !h->dim) return PT_OK;
-    int64_t off = lay->e[part.n].offset;
-    return score_head_set(h, params + off, m ? m + off : NULL, v ? v + off : NULL);
+    int at = part.n;
+    if (h && h->dim) {
+        int64_t off = lay->e[at++].offset;
+        TRY(score_head_set(h, params + off, m ? m + off : NULL, v ? v + off : NULL));
+    }
+    for (int i = 0; sm && i < SAVED_COUNT; i++) {
+        if (!sm->on[i]) continue;
+        int64_t off = lay->e[at++].offset;
+        TRY(saved_modules_set(sm, i, params + off, m ? m + off : NULL, v ? v + off : NULL));
+    }
+    return PT_OK;
 }

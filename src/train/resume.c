@@ -201,6 +201,49 @@ static void changed_f64(const char *what, double then, double now)
     if (then != now) log_info("resume     %s changed: %g at the checkpoint, %g now\n", what, then, now);
 }
 
+static const char *modules_text(const pt_config *c)
+{
+    return c->save_embed_tokens && c->save_lm_head ? "[embed_tokens, lm_head]"
+           : c->save_embed_tokens                  ? "[embed_tokens]"
+           : c->save_lm_head                       ? "[lm_head]"
+                                                   : "none";
+}
+
+/* What the checkpoint's resolved config (config_dump's YAML) and this run's say of the keys the
+ * state does not hold itself: modules_to_save must be the same (the checkpoint holds those modules'
+ * weights, or none); data_seed, lr_scheduler_kwargs and embedding_learning_rate are reported when
+ * changed. A text that does not read back (another ptrain's) is passed over. */
+static pt_status compare_config(const char *path, const ckpt_state *a, const ckpt_state *b)
+{
+    if (!a->config_text || !b->config_text) return PT_OK;
+    pt_config then, now;
+    if (config_parse("checkpoint", a->config_text, strlen(a->config_text), &then, NULL) != PT_OK) {
+        err_clear();
+        return PT_OK;
+    }
+    if (config_parse("this run", b->config_text, strlen(b->config_text), &now, NULL) != PT_OK) {
+        err_clear();
+        config_free(&then);
+        return PT_OK;
+    }
+    pt_status st = PT_OK;
+    if (then.save_embed_tokens != now.save_embed_tokens || then.save_lm_head != now.save_lm_head)
+        st = ERR(PT_ERR_USER, "%s trained modules_to_save %s, this run %s: the checkpoint holds those modules' weights; "
+                 "set modules_to_save back, or start a new output_dir", shown_text(path).s, modules_text(&then),
+                 modules_text(&now));
+    if (st == PT_OK) changed_i64("data_seed (the data order changes)", then.data_seed, now.data_seed);
+    const pt_sched_args *x = &then.sched_args, *y = &now.sched_args;
+    if (st == PT_OK && (x->num_cycles != y->num_cycles || x->lr_end != y->lr_end || x->power != y->power ||
+        x->min_lr_rate != y->min_lr_rate))
+        log_info("resume     lr_scheduler_kwargs changed: num_cycles %g, lr_end %g, power %g, min_lr_rate %g at the "
+                 "checkpoint; %g, %g, %g, %g now\n", x->num_cycles, x->lr_end, x->power, x->min_lr_rate, y->num_cycles,
+                 y->lr_end, y->power, y->min_lr_rate);
+    if (st == PT_OK) changed_f64("embedding_learning_rate", then.embedding_learning_rate, now.embedding_learning_rate);
+    config_free(&then);
+    config_free(&now);
+    return st;
+}
+
 static void report_changes(const ckpt_state *a, const ckpt_state *b)
 {
     changed_f64("learning_rate", a->learning_rate, b->learning_rate);
@@ -253,6 +296,7 @@ pt_status resume_compare(const char *path, const ckpt_state *a, const ckpt_state
                    "rank_pattern and alpha_pattern were %s then, %s now; set them back, or start a new output_dir",
                    shown_text(path).s, a->lora_select[0] ? shown_text(a->lora_select).s : "not given",
                    b->lora_select[0] ? shown_text(b->lora_select).s : "not given");
+    TRY(compare_config(path, a, b));
     report_changes(a, b);
     return PT_OK;
 }

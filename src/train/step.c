@@ -205,6 +205,14 @@ static pt_status loss_head(pt_arena *arena, const fwd_ctx *c, const step_options
     return st;
 }
 
+/* A trained embedding table (modules_to_save): d loss / d its rows, from the gradient at the first
+ * layer's input (the rows scaled as the forward scaled them; NEFTune's noise is added, so it passes). */
+static pt_status embed_grad(const fwd_ctx *c, const train_batch *b, const step_options *o, const pt_tensor *d)
+{
+    float scale = c->m->cfg.embed_scale;
+    return backend_embed_bwd(c->m->be, o->embed_grad, d, b->ids, scale != 0.0f ? scale : 1.0f);
+}
+
 static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fwd_ctx *c, pt_arena *arena,
                      float *host, float grad_scale, double *loss_sum, int64_t *n_tokens)
 {
@@ -215,11 +223,13 @@ static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fw
     if (st == PT_OK) st = forward_run(c, b->ids, &s.f, offloading(o) ? &hooks : NULL);
     size_t mark = arena_mark(arena);
     if (st == PT_OK && !o->score_w) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
+    s.h.head_grad = o->head_grad;
     if (st == PT_OK) st = loss_head(arena, c, o, &s, grad_scale, loss_sum, n_tokens);
     loss_free(&s.h);
     arena_back_to(arena, mark);
     if (st == PT_OK) st = backward_phase_take(arena, c, o, &s);
     if (st == PT_OK) st = backward_all(c, l, o, &s, offloading(o) ? &h : NULL);
+    if (st == PT_OK && o->embed_grad) st = embed_grad(c, b, o, &s.d);
     if (offloading(o)) { /* nothing may still be copying into memory the caller reuses */
         pt_status done = backend_copies_wait(c->m->be);
         if (st == PT_OK) st = done;

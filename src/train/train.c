@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ptrain/adapter.h"
 #include "ptrain/blas_kernel.h"
@@ -115,6 +116,8 @@ static step_options step_options_of(trainer *t)
     so.offload_host = t->offload_host;
     so.layer_done = on_layer_done, so.layer_done_arg = t;
     so.arena = &t->arena;
+    so.embed_grad = t->sm.on[SAVED_EMBED] ? &t->sm.grad[SAVED_EMBED] : NULL; /* modules_to_save */
+    so.head_grad = t->sm.on[SAVED_HEAD] ? &t->sm.grad[SAVED_HEAD] : NULL;
     return so;
 }
 
@@ -372,6 +375,8 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
     bool pairs = method_info_of(t->cfg->method)->pairs;
     step_options so = step_options_of(t);
     if (t->head.dim) score_head_zero_grad(&t->head);
+    TRY(saved_modules_zero_grad(&t->sm));
+    TRY(saved_modules_zero_sum(&t->sm));
     for (long i = 0; i < accum; i++) {
         train_batch v = view_of(&mb[i]);
         int64_t n = 0;
@@ -382,8 +387,18 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         else if (t->head.dim) TRY(reward_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+        if (accum > 1 && saved_modules_any(&t->sm)) { /* modules_to_save: each micro-batch's alone, then summed */
+            TRY(saved_modules_add_micro(&t->sm));
+            if (i + 1 < accum) TRY(saved_modules_zero_grad(&t->sm));
+        }
     }
+    if (accum > 1) TRY(saved_modules_take_sum(&t->sm));
     TRY(gradsync_finish(&t->sync));
+    if (t->d->world > 1 && saved_modules_any(&t->sm)) { /* modules_to_save: their gradients summed over the ranks */
+        double t0 = progress_now();
+        TRY(saved_modules_grad_sum(&t->sm));
+        t->sync.comm_s += progress_now() - t0;
+    }
     return t->head.dim ? reward_head_sum(t) : PT_OK;
 }
 
@@ -441,6 +456,11 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
         st = score_head_grad_sum_squares(&t->head, &sq);
         r->grad_norm = sqrt(sq);
     }
+    if (st == PT_OK && saved_modules_any(&t->sm)) { /* and over modules_to_save's */
+        double sq = r->grad_norm * r->grad_norm;
+        st = saved_modules_grad_sum_squares(&t->sm, &sq);
+        r->grad_norm = sqrt(sq);
+    }
     double sums[4] = {loss_sum, signals_pending() ? 1.0 : 0.0, isfinite(r->grad_norm) ? 0.0 : 1.0,
                       isfinite(loss_sum) ? 0.0 : 1.0};
     if (st == PT_OK) st = timed_sum(t, sums, 4, &comm); /* the stop and non-finite flags ride along */
@@ -454,6 +474,8 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     if (st == PT_OK && !r->nonfinite) st = optimizer_step(&t->l, &ao, r->grad_norm, r->lr, step + 1);
     if (st == PT_OK && !r->nonfinite && t->head.dim)
         st = score_head_step(&t->head, &ao, r->grad_norm, r->lr, step + 1);
+    if (st == PT_OK && !r->nonfinite && saved_modules_any(&t->sm))
+        st = saved_modules_step(&t->sm, &ao, r->grad_norm, schedule_lr(&t->sched_saved, step), step + 1);
     r->loss_sum = loss_sum;
     r->tokens = tokens;
     r->inputs = counts[1];
@@ -546,7 +568,10 @@ static void plan_memory(trainer *t)
     long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
-                        .weight_bytes = t->m.weight_bytes, .lora_params = adapter_param_count(&t->l.ad) + t->head.dim,
+                        .weight_bytes = t->m.weight_bytes,
+                        .lora_params = adapter_param_count(&t->l.ad) + t->head.dim + saved_modules_params(&t->sm) +
+                                       /* the plan counts 4 floats a parameter; with accumulation the modules have a 5th */
+                                       (c->gradient_accumulation_steps > 1 ? saved_modules_params(&t->sm) / 4 : 0),
                         .cuda = t->be->device >= 0};
     memplan_of_run(&t->m, &t->l.ad, &so, &r, &t->plan);
 }
@@ -566,6 +591,14 @@ static void print_nodes(const trainer *t)
     else if (t->model_readers == d->nodes) how = d->nodes > 1 ? " (one per node)" : " (one for the node)";
     else if (t->model_readers == d->world) how = " (each rank its own copy)";
     log_info("nodes      %s; the weights read by %d of %d ranks%s\n", shape, t->model_readers, d->world, how);
+}
+
+/* The learning rate of modules_to_save: cpt's embedding_learning_rate (default a tenth of
+ * learning_rate, as the seed system sets UnslothTrainer's), else learning_rate. */
+static double saved_lr(const pt_config *c)
+{
+    if (c->method != METHOD_CPT) return c->learning_rate;
+    return config_is_set(c, "embedding_learning_rate") ? c->embedding_learning_rate : c->learning_rate / 10.0;
 }
 
 static void print_summary(const trainer *t, int threads, int64_t total)
@@ -588,10 +621,17 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     for (int i = 0; i < g->n_layers; i++)
         for (int w = 0; w < W_COUNT; w++)
             if (t->m.layers[i].w[w].data) base += (double)tensor_numel(&t->m.layers[i].w[w]);
-    int64_t trainable = adapter_param_count(&t->l.ad) + t->head.dim; /* reward: the score head too */
-    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)%s\n", t->l.ad.r,
+    /* reward: the score head too; modules_to_save: the embedding and LM head */
+    int64_t trainable = adapter_param_count(&t->l.ad) + t->head.dim + saved_modules_params(&t->sm);
+    log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)%s%s\n", t->l.ad.r,
              t->l.ad.alpha, (long long)trainable, 100.0 * (double)trainable / base, base / 1e6,
-             t->head.dim ? ", the score head's included" : "");
+             t->head.dim ? ", the score head's included" : "", saved_modules_any(&t->sm) ? ", modules_to_save's included" : "");
+    if (saved_modules_any(&t->sm))
+        log_info("modules    %s%s%s trained in full (fp32) at learning rate %g%s\n",
+                 t->sm.on[SAVED_EMBED] ? "embed_tokens" : "", t->sm.on[SAVED_EMBED] && t->sm.on[SAVED_HEAD] ? " and " : "",
+                 t->sm.on[SAVED_HEAD] ? "lm_head" : "", saved_lr(c),
+                 g->tied_embeddings && t->sm.on[SAVED_EMBED] + t->sm.on[SAVED_HEAD] ? " (the model ties them: "
+                 "each module gets its own copy, as PEFT makes them)" : "");
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
@@ -623,17 +663,33 @@ static pt_status save_adapter(trainer *t)
     snprintf(what, sizeof what, "the final adapter (%s/adapter.h5, PEFT, GGUF)", t->cfg->final_model_dir);
     TRY(trainer_check_adapters(t, what));
     adapter_info info = trainer_adapter_info(t);
-    TRY(adapter_save(t->cfg->final_model_dir, &t->l.ad, &info));
-    TRY(peft_save(t->cfg->final_model_dir, &t->l.ad, &info));
+    float *host[2];
+    pt_status st = trainer_saved_info(t, &info, host);
+    if (st == PT_OK) st = adapter_save(t->cfg->final_model_dir, &t->l.ad, &info);
+    if (st == PT_OK) st = peft_save(t->cfg->final_model_dir, &t->l.ad, &info);
+    trainer_saved_free(host);
+    TRY(st);
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", t->cfg->final_model_dir);
-    TRY(adapter_gguf_save(path, &t->l.ad, &t->m.cfg, t->cfg->model_name));
-    log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
-             "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
-             "--prompt \"...\"\n", shown_text(t->cfg->final_model_dir).s, t->model_path,
-             t->cfg->final_model_dir); /* a command to paste: the whole paths */
+    if (saved_modules_any(&t->sm)) { /* llama.cpp's LoRA files carry A and B pairs only */
+        log_info("adapter    no adapter.gguf: llama.cpp's LoRA adapters cannot carry the modules_to_save trained in "
+                 "full\n");
+        unlink(path); /* not an older run's */
+    } else
+        TRY(adapter_gguf_save(path, &t->l.ad, &t->m.cfg, t->cfg->model_name));
+    if (saved_modules_any(&t->sm))
+        log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT, "
+                 "with modules_to_save)\n", shown_text(t->cfg->final_model_dir).s);
+    else
+        log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
+                 "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
+                 "--prompt \"...\"\n", shown_text(t->cfg->final_model_dir).s, t->model_path,
+                 t->cfg->final_model_dir); /* a command to paste: the whole paths */
     export_options eo = export_options_from_config(t->cfg);
-    return export_after_training(&eo, &t->l.ad, info.chat_template);
+    pt_adapter with = t->l.ad; /* modules_to_save: the merged model takes the trained modules (borrowed, not freed) */
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (t->sm.on[i]) with.saved[i] = t->sm.w[i];
+    return export_after_training(&eo, &with, info.chat_template);
 }
 
 static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)
@@ -667,6 +723,11 @@ static pt_status load_initial_adapter(trainer *t)
     if (!dir || !*dir) return PT_OK;
     pt_adapter from;
     TRY(adapter_load(dir, &t->m, &from));
+    pt_status ok = adapter_applicable(&from, dir); /* DoRA: merged export only */
+    if (ok != PT_OK) {
+        adapter_free(&from);
+        return ok;
+    }
     const pt_adapter *to = &t->l.ad;
     char have[128], want[128];
     adapter_targets_text(from.arch, from.target, have, sizeof have);
@@ -689,6 +750,19 @@ static pt_status load_initial_adapter(trainer *t)
                          p ? (q ? "another rank or scale" : "an adapter") : "none");
         }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
+    for (int i = 0; i < 2 && st == PT_OK; i++) { /* modules_to_save: they start as the adapter's */
+        if (!from.saved[i].data) continue;
+        if (!t->sm.on[i]) {
+            st = ERR(PT_ERR_USER, "%s: lora_model_dir %s trained %s in full (modules_to_save); this config does not: "
+                     "add %s to modules_to_save", shown_text(t->cfg->path).s, shown_text(dir).s,
+                     adapter_saved_module(i), adapter_saved_module(i));
+            break;
+        }
+        float *host = malloc(from.saved[i].nbytes);
+        st = host ? backend_download(from.be, &from.saved[i], host, from.saved[i].nbytes) : ERR(PT_ERR_NOMEM, "out of memory");
+        if (st == PT_OK) st = saved_modules_set(&t->sm, i, host, NULL, NULL);
+        free(host);
+    }
     adapter_free(&from);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);
     return st;
@@ -876,6 +950,7 @@ static void trainer_free(trainer *t)
     backend_host_free(t->be, t->offload_host);
     lora_free(&t->l);
     score_head_free(&t->head);
+    saved_modules_free(&t->sm); /* the model's own embedding and LM head back before it is freed */
     model_free(&t->m);
     tokenizer_free(t->tok);
     dirlock_release(&t->lock);
@@ -891,6 +966,9 @@ static pt_status plan_run(trainer *t, int threads)
                                     (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
     t->sched = schedule_make(cfg->lr_scheduler_type, &cfg->sched_args, cfg->learning_rate, t->total,
                              cfg->warmup_steps, config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
+    /* modules_to_save's parameter group: the same schedule from its own learning rate */
+    t->sched_saved = schedule_make(cfg->lr_scheduler_type, &cfg->sched_args, saved_lr(cfg), t->total,
+                                   cfg->warmup_steps, config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
     plan_memory(t);
     print_summary(t, threads, t->total);
     warn_settings(t);
@@ -929,6 +1007,10 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     /* reward: the score head, normal(0, 0.02) (transformers' default initializer_range) from random_state */
     if (st == PT_OK && cfg->method == METHOD_REWARD)
         st = dist_agree(d, score_head_create(&t.head, be, t.m.cfg.dim, 0.02, (uint64_t)cfg->random_state ^ 0x5c0e));
+    if (st == PT_OK && (cfg->save_embed_tokens || cfg->save_lm_head)) {
+        st = dist_agree(d, saved_modules_create(&t.sm, &t.m, cfg->save_embed_tokens, cfg->save_lm_head));
+        if (st == PT_OK && cfg->gradient_accumulation_steps > 1) st = dist_agree(d, saved_modules_accumulate(&t.sm));
+    }
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));

@@ -79,6 +79,19 @@ static void identify_model(trainer *t, ckpt_state *s)
     COPY(s->chat_template, dataset_template_name(t->cfg->chat_template, t->tok));
 }
 
+/* One more entry at the layout's end. */
+static pt_status layout_add(ckpt_layout *lay, const char *name, int64_t rows, int64_t cols)
+{
+    ckpt_entry *e = realloc(lay->e, sizeof *e * (size_t)(lay->n + 1));
+    TRY_ALLOC(e);
+    lay->e = e, e += lay->n++;
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->rows = rows, e->cols = cols, e->offset = lay->total;
+    lay->total += rows * cols;
+    return PT_OK;
+}
+
 pt_status trainer_identify(trainer *t)
 {
     ckpt_state *s = &t->run;
@@ -94,15 +107,11 @@ pt_status trainer_identify(trainer *t)
         TRY(resume_model_fingerprint(t->model_path, &s->model_fingerprint, &s->model_bytes));
     }
     TRY(adapter_layout(&t->l.ad, &t->lay));
-    if (!t->head.dim) return PT_OK;
-    /* reward: the score head after the LoRA matrices, under the name PEFT saves it by */
-    ckpt_entry *e = realloc(t->lay.e, sizeof *e * (size_t)(t->lay.n + 1));
-    TRY_ALLOC(e);
-    t->lay.e = e, e += t->lay.n++;
-    memset(e, 0, sizeof *e);
-    snprintf(e->name, sizeof e->name, "base_model.model.score.weight");
-    e->rows = 1, e->cols = t->head.dim, e->offset = t->lay.total;
-    t->lay.total += t->head.dim;
+    /* reward: the score head after the LoRA matrices, under the name PEFT saves it by; then
+     * modules_to_save's embedding and LM head under theirs */
+    if (t->head.dim) TRY(layout_add(&t->lay, "base_model.model.score.weight", 1, t->head.dim));
+    for (int i = 0; i < SAVED_COUNT; i++)
+        if (t->sm.on[i]) TRY(layout_add(&t->lay, saved_modules_name(i), t->sm.rows, t->sm.cols));
     return PT_OK;
 }
 
@@ -130,7 +139,7 @@ static pt_status write_on_root(trainer *t, int64_t step, char *path, size_t len)
     s.params = malloc(bytes);
     if (!s.model_only) s.exp_avg = malloc(bytes), s.exp_avg_sq = malloc(bytes);
     pt_status st = s.params && (s.model_only || (s.exp_avg && s.exp_avg_sq)) ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
-    if (st == PT_OK) st = lora_export_all(&t->l, &t->head, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    if (st == PT_OK) st = lora_export_all(&t->l, &t->head, &t->sm, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     snprintf(path, len, "%s/checkpoint-%lld.h5", t->cfg->output_dir, (long long)step);
     /* AdamW's moments need no check: with every applied gradient finite they cannot be NaN */
     if (st == PT_OK) st = trainer_check_finite(t, s.params, "adapter", path);
@@ -196,7 +205,7 @@ pt_status trainer_resume(trainer *t)
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
     if (!found) return PT_OK;
-    pt_status st = lora_import_all(&t->l, &t->head, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
+    pt_status st = lora_import_all(&t->l, &t->head, &t->sm, &t->lay, s.params, s.exp_avg, s.exp_avg_sq);
     if (st == PT_OK) st = continue_from(t, &s);
     if (st == PT_OK)
         log_info("resume     from %s at step %lld (epoch %.2f, loss %.4f)%s%s\n", shown_text(path).s,
@@ -219,7 +228,7 @@ pt_status trainer_load_best(trainer *t, int64_t last_step)
     ckpt_state s;
     bool found = false;
     TRY(resume_load(t->d, path, &t->lay, &t->run, &s, &found));
-    pt_status st = found ? lora_import_all(&t->l, &t->head, &t->lay, s.params, NULL, NULL) : PT_OK;
+    pt_status st = found ? lora_import_all(&t->l, &t->head, &t->sm, &t->lay, s.params, NULL, NULL) : PT_OK;
     ckpt_state_free(&s);
     return dist_agree(t->d, st);
 }

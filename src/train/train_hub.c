@@ -8,6 +8,7 @@
  * for the network and no upload failure fails training: problems become warnings. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ptrain/config_options.h"
@@ -26,6 +27,27 @@ adapter_info trainer_adapter_info(const trainer *t)
                          .best_step = t->cfg->load_best_model_at_end && t->run.has_best ? t->run.best_step : -1,
                          .score = t->head.dim ? t->head.host_w : NULL, .score_dim = t->head.dim};
     return info;
+}
+
+pt_status trainer_saved_info(const trainer *t, adapter_info *info, float *host[2])
+{
+    host[0] = host[1] = NULL;
+    for (int i = 0; i < SAVED_COUNT; i++) {
+        if (!t->sm.on[i]) continue;
+        host[i] = malloc(sizeof(float) * (size_t)(t->sm.rows * t->sm.cols));
+        TRY_ALLOC(host[i]);
+        TRY(saved_modules_get(&t->sm, i, host[i], NULL, NULL));
+        info->saved[i] = host[i], info->saved_name[i] = saved_modules_name(i);
+        info->saved_module[i] = saved_modules_module(i);
+    }
+    info->saved_rows = t->sm.rows, info->saved_cols = t->sm.cols;
+    return PT_OK;
+}
+
+void trainer_saved_free(float *host[2])
+{
+    free(host[0]), free(host[1]);
+    host[0] = host[1] = NULL;
 }
 
 static bool pushing(const trainer *t) { return t->hub != NULL; }
@@ -82,7 +104,11 @@ static pt_status fill_live_adapter(const trainer *t, const hub_stage *s, const v
     (void)arg;
     adapter_info info = trainer_adapter_info(t);
     info.best_step = -1; /* the adapter as it stands at this step */
-    return peft_save(s->files, &t->l.ad, &info);
+    float *host[2];
+    pt_status st = trainer_saved_info(t, &info, host);
+    if (st == PT_OK) st = peft_save(s->files, &t->l.ad, &info);
+    trainer_saved_free(host);
+    return st;
 }
 
 static pt_status fill_final_adapter(const trainer *t, const hub_stage *s, const void *arg)

@@ -3,6 +3,7 @@
 #ifndef PTRAIN_TRAINER_H
 #define PTRAIN_TRAINER_H
 
+#include "ptrain/saved_modules.h"
 #include "ptrain/score_head.h"
 #include "ptrain/preference.h"
 #include "ptrain/adapter.h"
@@ -47,6 +48,8 @@ typedef struct {
     pt_model m;
     pt_lora l;
     score_head head; /* method: reward: the score head, trained beside the adapters (dim 0: none) */
+    saved_modules sm; /* modules_to_save: the embedding and LM head trained in full (none on: none) */
+    lr_schedule sched_saved; /* their learning rate's schedule (cpt: embedding_learning_rate) */
     pt_dataset train, eval;
     pt_sampler sampler;
     long epoch;
@@ -123,6 +126,10 @@ pt_status trainer_check_finite(const trainer *t, const float *v, const char *arr
 pt_status trainer_check_adapters(const trainer *t, const char *what);
 /* What the adapter files say about this run (base, template, dropout, best step). */
 adapter_info trainer_adapter_info(const trainer *t);
+/* modules_to_save's weights as they are now, into info (host copies in host[2], which
+ * trainer_saved_free releases): the PEFT files then carry them. */
+pt_status trainer_saved_info(const trainer *t, adapter_info *info, float *host[2]);
+void trainer_saved_free(float *host[2]);
 
 /* Publishing (train_hub.c; rank 0 with push_to_hub, else no-ops; never fails training): start the
  * upload thread; after a checkpoint save, stage what hub_strategy pushes then; at the end, stage the

@@ -62,6 +62,27 @@ ok "... and trains the adapter use_gradient_checkpointing: true trains, to the b
     sh -c "h5diff -d 0 '$tmp/keep/lora/adapter.h5' '$tmp/cuda/lora/adapter.h5' >/dev/null 2>&1 && \
 ! grep -q 'pinned host memory' '$tmp/keep.log'"
 
+# modules_to_save (issue 46) on the CUDA path: the LM head's gradient from the fp32 logits' gradient and
+# the bf16 states, the embedding's from bf16 rows (embed_bwd); one micro-batch, step 2's loss (after
+# the modules moved) is the CPU's
+for dev in cpu cuda; do
+    tiny_config "$tmp/m$dev.yaml" "$tmp/m$dev" "max_steps: 2
+logging_steps: 1
+warmup_steps: 0
+learning_rate: 0.01
+modules_to_save: [embed_tokens, lm_head]
+device: $dev"
+    sed -i 's/^gradient_accumulation_steps: 2$/gradient_accumulation_steps: 1/' "$tmp/m$dev.yaml"
+done
+"$P" train "$tmp/mcpu.yaml" >"$tmp/mcpu.log" 2>&1
+"$E" train "$tmp/mcuda.yaml" >"$tmp/mcuda.log" 2>&1
+ok "train with modules_to_save on device: cuda: exit 0, the modules in the PEFT files" test $? = 0 -a \
+    -n "$(grep -l 'base_model.model.lm_head.weight' "$tmp/mcuda/lora/adapter_model.safetensors" 2>/dev/null)"
+loss2() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1" | sed -n 2p; }
+lc=$(loss2 "$tmp/mcpu/metrics.jsonl") lg=$(loss2 "$tmp/mcuda/metrics.jsonl")
+ok "modules_to_save: step 2's loss on cuda ($lg) is the CPU's ($lc) within 1e-2" \
+    awk -v a="$lg" -v b="$lc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-2 * b) }'
+
 # inspect's plan for cuda, from the config alone, is the one the emulated runs printed
 for ck in unsloth true; do
     log=$tmp/cuda.log

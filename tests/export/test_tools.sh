@@ -2,7 +2,8 @@
 # test_tools.sh — the files ptrain writes, loaded by the tools people use them with (the Python
 # environment of share/scripts/test-python.sh, given as $PTRAIN_PYTHON):
 #   PEFT: ptrain's adapter on a Hugging Face base and on a GGUF base gives ptrain's logits (fp32,
-#     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused;
+#     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused when
+#     run, and merged (HF directory and GGUF) it gives PEFT's logits with it;
 #   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base; also for the
 #     tiny qwen2, gemma2, qwen3 and gemma3 models);
 #   llama.cpp (llama-cpp-python): base GGUF + ptrain's adapter.gguf, and each merged GGUF, run
@@ -100,6 +101,15 @@ run export --model "$base" --adapter "$tmp/peft" --out "$tmp/peft2"
 hfq "PEFT loads that adapter as ptrain writes it back (rsLoRA kept): the same logits" peft "$base" "$tmp/peft2" "$tmp/p.ids" "$tmp/p"
 run generate --model "$base" --adapter "$tmp/dora" --prompt hi
 ok "a DoRA adapter is refused, saying why (exit $rc)" contains "$err" "use_dora is set; ptrain applies plain LoRA"
+# DoRA (issue 46): ptrain merges PEFT's magnitudes as merge_and_unload does, row by row
+# W' = m / ||W + s·B·A|| (W + s·B·A) (q_proj's rows interleaved for GGUF): the merged directory and
+# the f32 GGUF give PEFT's logits with the DoRA adapter
+run export --model "$base" --adapter "$tmp/dora" --out "$tmp/dm" --hf --dtype f32 --gguf f32
+ok "a DoRA adapter merges into a Hugging Face directory and a GGUF (exit $rc)" test "$rc" = 0
+logits "$tmp/dh" "$tmp/dm/merged" "$pr" --no-4bit
+hfq "DoRA merged into the f32 directory: PEFT's logits with the DoRA adapter" peft "$base" "$tmp/dora" "$tmp/dh.ids" "$tmp/dh"
+logits "$tmp/dg" "$tmp/dm/merged-f32.gguf" "$pr" --no-4bit
+hfq "DoRA merged into the f32 GGUF: PEFT's logits with the DoRA adapter" peft "$base" "$tmp/dora" "$tmp/dg.ids" "$tmp/dg"
 
 for d in f32:1e-4 bf16:2e-2; do
     run export --model "$base" --adapter "$lora" --out "$tmp/m-${d%:*}" --hf --dtype "${d%:*}" --no-adapter-files

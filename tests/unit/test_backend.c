@@ -457,6 +457,32 @@ static void test_matmul_bwd_weight(void **state)
     backend_close(be);
 }
 
+/* The embedding's gradient: repeated ids add up; a bad id is the user's error, naming it. */
+static void test_embed_bwd(void **state)
+{
+    (void)state;
+    const int vocab = 7, dim = 70, n = 6; /* dim past one block of columns */
+    const int32_t ids[6] = {3, 0, 3, 6, 3, 1};
+    pt_backend *be = open_cpu();
+    float *dyv = random_floats(n * dim, 8), *init = random_floats(vocab * dim, 9);
+    pt_tensor dy = put(be, PT_F32, n, dim, dyv), dt = put(be, PT_F32, vocab, dim, init);
+    assert_int_equal(backend_embed_bwd(be, &dt, &dy, ids, 0.5f), PT_OK);
+    float *got = get(be, &dt);
+    double *ref = malloc(sizeof(double) * (size_t)(vocab * dim));
+    assert_non_null(ref);
+    for (int i = 0; i < vocab * dim; i++) ref[i] = init[i];
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < dim; c++) ref[ids[r] * dim + c] += 0.5 * dyv[r * dim + c];
+    assert_true(rel_err(got, ref, vocab * dim) < 1e-6);
+    const int32_t bad[6] = {3, 0, 7, 6, 3, 1};
+    assert_int_equal(backend_embed_bwd(be, &dt, &dy, bad, 1.0f), PT_ERR_USER);
+    assert_string_equal(err_message(), "token id 7 is outside the vocabulary (7 tokens)");
+    free(got), free(ref), free(dyv), free(init);
+    backend_release(be, &dy);
+    backend_release(be, &dt);
+    backend_close(be);
+}
+
 static void test_matmul_shape_errors(void **state)
 {
     (void)state;
@@ -589,7 +615,7 @@ int main(void)
         cmocka_unit_test(test_dequant_fast_paths), cmocka_unit_test(test_matmul_f32),
         cmocka_unit_test(test_matmul_f16),         cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_matmul_q8_0),        cmocka_unit_test(test_matmul_q4_0),
-        cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight),
+        cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight), cmocka_unit_test(test_embed_bwd),
         cmocka_unit_test(test_matmul_shape_errors), cmocka_unit_test(test_allreduce_single_process),
         cmocka_unit_test(test_device_selection),   cmocka_unit_test(test_cuda_matches_cpu),
     };

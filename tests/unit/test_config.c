@@ -175,6 +175,7 @@ static const key_row key_rows[] = {
     {"layers_pattern", "layers", "layers", "layers_to_transform: [1]\n"},
     {"finetune_last_n_layers", "3", "3", NULL},
     {"init_lora_weights", "gaussian", "gaussian", NULL},
+    {"modules_to_save", "[embed_tokens, lm_head]", "embed_tokens, lm_head", NULL},
     {"rank_pattern", "{q_proj: 8}", "q_proj: 8", NULL},
     {"alpha_pattern", "{q_proj: 32}", "q_proj: 32", NULL},
     {"per_device_train_batch_size", "4", "4", NULL},
@@ -374,6 +375,7 @@ static const default_row default_rows[] = {
     {"layers_pattern", "(none)"},
     {"finetune_last_n_layers", "(unset)"},
     {"init_lora_weights", "true"},
+    {"modules_to_save", "(none)"},
     {"rank_pattern", "(none)"},
     {"alpha_pattern", "(none)"},
     {"per_device_train_batch_size", "2"},
@@ -1194,10 +1196,11 @@ static void test_error_types(void **state)
         /* K_STRLIST: scalar, items, item kinds */
         {"lora_target_modules: q_prj\n",
          "config.yaml:1:22: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"q_prj\" (did you mean \"q_proj\"?)"},
-        {"lora_target_modules: [q_proj, lm_head]\n",
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"q_prj\" (did you mean "
+         "\"q_proj\"?)"},
+        {"lora_target_modules: [q_proj, score]\n",
          "config.yaml:1:31: lora_target_modules: expected items from q_proj, k_proj, v_proj, "
-         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"lm_head\""},
+         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"score\""},
         {"lora_target_modules: [[q_proj]]\n",
          "config.yaml:1:23: lora_target_modules: item 1 is a list; write one name per item"},
         {"lora_target_modules:\n  - q_proj\n  - v_proj\n  -  - q_proj\n     - k_proj\n",
@@ -1273,7 +1276,8 @@ static void test_error_echo(void **state)
          "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"a\\tb\\x01\\r\""},
         {"lora_target_modules: [\"q_proj\\n\"]\n",
          "config.yaml:1:23: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, found \"q_proj\\n\" (did you mean \"q_proj\"?)"},
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, embed_tokens, lm_head, found \"q_proj\\n\" (did you "
+         "mean \"q_proj\"?)"},
         {"model_parameters:\n  \"a\\nb\": [1]\n",
          "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
         {"lora_r: 8\n\"lora\\nr\": 1\nlora_alpha: x\n",
@@ -1622,7 +1626,7 @@ static void test_report_many(void **state)
 {
     (void)state;
     static const char expected[] = "expected items from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
-                                   "qkv_proj, gate_up_proj";
+                                   "qkv_proj, gate_up_proj, embed_tokens, lm_head";
     /* sixty bad items of lora_target_modules: 20 lines, then "… and 40 more" */
     strbuf yaml = {0}, want = {0};
     sb_printf(&yaml, "lora_target_modules:\n");
@@ -1775,6 +1779,54 @@ static void test_foreign_keys_table(void **state)
     assert_null(foreign_key_find("learning_rate"));
 }
 
+/* modules_to_save (issue 46): embed_tokens and lm_head are read into their flags; another module,
+ * a method that is not sft or cpt is refused saying why; cpt's
+ * embedding_learning_rate without modules_to_save is a warning. */
+static void test_modules_to_save(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    parse_ok("modules_to_save: [embed_tokens, lm_head]\nmethod: cpt\nembedding_learning_rate: 1e-5\n", &cfg);
+    assert_true(cfg.save_embed_tokens && cfg.save_lm_head);
+    config_free(&cfg);
+    parse_ok("modules_to_save: [lm_head]\n", &cfg);
+    assert_true(!cfg.save_embed_tokens && cfg.save_lm_head);
+    config_free(&cfg);
+    parse_ok("modules_to_save: null\n", &cfg);
+    assert_true(!cfg.save_embed_tokens && !cfg.save_lm_head);
+    config_free(&cfg);
+    expect_error("modules_to_save: [score]\n", "config.yaml:1:19: modules_to_save: expected items from embed_tokens, "
+                                               "lm_head, found \"score\"");
+    expect_error("modules_to_save: [lm_head]\nmethod: dpo\n",
+                 "config.yaml:1:18: modules_to_save: dpo: training the embedding or the LM head in full is built for "
+                 "sft and cpt only (a preference method's reference and reward's score head would need their own "
+                 "copies); remove the key");
+    char *warnings;
+    /* Unsloth's way: embed_tokens and lm_head in target_modules are trained in full */
+    assert_int_equal(parse_warn("lora_target_modules: [q_proj, lm_head, v_proj, embed_tokens]\n", &cfg, &warnings), PT_OK);
+    expect_text(&cfg, "lora_target_modules", "q_proj, v_proj");
+    expect_text(&cfg, "modules_to_save", "lm_head, embed_tokens");
+    assert_true(cfg.save_embed_tokens && cfg.save_lm_head);
+    assert_string_equal(warnings, "ptrain: note: config.yaml:1:22: lora_target_modules: embed_tokens and lm_head are "
+                                  "trained in full as modules_to_save, as Unsloth's get_peft_model trains them (LoRA "
+                                  "adapters go on the projections)\n");
+    free(warnings);
+    config_free(&cfg);
+    expect_error("lora_target_modules: [lm_head]\n", "config.yaml:1:22: lora_target_modules: names no projection "
+                 "besides embed_tokens and lm_head (which are trained in full, as modules_to_save); add the projections "
+                 "that get adapters");
+    assert_int_equal(parse_warn("method: cpt\nembedding_learning_rate: 1e-5\n", &cfg, &warnings), PT_OK);
+    if (!strstr(warnings, "embedding_learning_rate: cpt without modules_to_save trains no embedding"))
+        fail_msg("expected the warning, got \"%s\"", warnings);
+    free(warnings);
+    config_free(&cfg);
+    assert_int_equal(parse_warn("method: cpt\nembedding_learning_rate: 1e-5\nmodules_to_save: [embed_tokens]\n", &cfg,
+                                &warnings), PT_OK);
+    assert_string_equal(warnings, "");
+    free(warnings);
+    config_free(&cfg);
+}
+
 /* Each kind of accepted value (a boolean in any spelling, {}, [], a word) and what is refused; null
  * is always a note. */
 static void test_foreign_keys_values(void **state)
@@ -1789,8 +1841,6 @@ static void test_foreign_keys_values(void **state)
         {"trust_remote_code: true\n", NULL},
         {"use_dora: off\n", "use_dora: plain LoRA"},
         {"use_dora: true\n", NULL},
-        {"modules_to_save: []\n", "modules_to_save: only the LoRA adapters are trained"},
-        {"modules_to_save: [lm_head]\n", NULL},
         {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: merged_4bit\n", NULL},
@@ -2653,7 +2703,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_foreign_keys_table),
-        cmocka_unit_test(test_foreign_keys_values),
+        cmocka_unit_test(test_foreign_keys_values), cmocka_unit_test(test_modules_to_save),
         cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_rule_selectors),
         cmocka_unit_test(test_training_arguments),

@@ -312,7 +312,15 @@ static void test_embed_matmul(void **state)
     BOTH(backend_matmul_bwd_weight(cpu, &ga.c, &g8.c, &x.c, 0.0f),
          backend_matmul_bwd_weight(dev, &ga.d, &g8.d, &x.d, 0.0f));
     check("matmul_bwd_weight", "adapter grad 8x100 (fp32)", &ga, TOL_GEMM);
-    pair *all[] = {&w, &e, &y, &yf, &dy, &dx, &dyf, &x, &a, &xa, &ga, &g8, &dxa};
+    /* modules_to_save: the embedding's gradient from bf16 rows into its fp32 table, and the LM head's from the
+     * logits' fp32 gradient and the bf16 states, added to the last micro-batch's */
+    pair dt = f32_in(n, k, -1, 1), de = act_in(m, k, -1, 1), gh = f32_in(n, k, -1, 1);
+    BOTH(backend_embed_bwd(cpu, &dt.c, &de.c, ids, 0.5f), backend_embed_bwd(dev, &dt.d, &de.d, ids, 0.5f));
+    check("embed_bwd", "bf16 rows into an fp32 384x256 table", &dt, TOL_OUT);
+    BOTH(backend_matmul_bwd_weight(cpu, &gh.c, &dyf.c, &e.c, 1.0f),
+         backend_matmul_bwd_weight(dev, &gh.d, &dyf.d, &e.d, 1.0f));
+    check("matmul_bwd_weight", "lm_head grad 384x256: fp32 dy, bf16 x, beta 1", &gh, TOL_GEMM);
+    pair *all[] = {&w, &e, &y, &yf, &dy, &dx, &dyf, &x, &a, &xa, &ga, &g8, &dxa, &dt, &de, &gh};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
     assert_int_equal(failures, 0);
 }

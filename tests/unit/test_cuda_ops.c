@@ -483,10 +483,33 @@ static void check_embed_case(pt_dtype dtype)
     twin_free(&out);
 }
 
+/* The embedding's gradient (modules_to_save): repeated ids add up in row order, so the CPU's
+ * bits; the table starts non-zero (a micro-batch adds to the last one's). */
+static void check_embed_bwd_case(int vocab, int dim, int n, float scale)
+{
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    assert_non_null(ids);
+    ids_fill(ids, n, vocab);
+    for (int i = 4; i < n; i += 9) ids[i] = ids[2]; /* one id many times */
+    twin dt = twin_random(vocab, dim, -1.0f, 1.0f), dy = twin_random(n, dim, -1.0f, 1.0f);
+    char cas[80];
+    snprintf(cas, sizeof cas, "vocab=%d dim=%d n=%d scale=%g", vocab, dim, n, scale);
+    bool ok;
+    BOTH(ok, "embed_bwd", cas, backend_embed_bwd(B(side), S(&dt, side), S(&dy, side), ids, scale));
+    scribble(ids, sizeof(int32_t) * (size_t)n);
+    if (ok) check_twin("embed_bwd", cas, &dt, TOL_ELEM);
+    if (ok) check_bytes("embed_bwd bits", cas, &dt);
+    free(ids);
+    twin_free(&dt);
+    twin_free(&dy);
+}
+
 static void test_embed(void **state)
 {
     (void)state;
     for (int i = 0; i < N_WEIGHT_TYPES; i++) check_embed_case(weight_types[i]);
+    check_embed_bwd_case(300, 256, 77, 1.0f);
+    check_embed_bwd_case(49, 576, 300, 0.37f);
     if (failures) fail_msg("%d embed checks failed (FAIL lines above)", failures);
 }
 

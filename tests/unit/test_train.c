@@ -4,7 +4,8 @@
  * after them; central finite differences of the whole model's loss; gradient checkpointing giving
  * the same gradients as keeping every activation; lora_dropout checked by central differences;
  * the HDF5 adapter written and read back; adapters with a NaN or an infinity refused before they
- * are written, and the divergence verdict on a step (src/train/finite.c). */
+ * are written, and the divergence verdict on a step (src/train/finite.c); modules_to_save (embed_tokens
+ * and lm_head trained in full) against PEFT (make_modules_goldens.py). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -342,6 +343,99 @@ static void test_20_adamw_steps_match_torch(void **state)
     print_message("20 AdamW steps: loss max relative error %.3g; adapters after them %.3g\n", worst, c.worst);
     assert_true(worst <= 1e-4);
     assert_true(c.worst <= 1e-4);
+}
+
+/* modules_to_save (issue 46): embed_tokens and lm_head trained in full beside the adapters, from the
+ * base's weights (tests/reference/make_modules_goldens.py): the loss, the gradients of the adapters,
+ * the embedding and the LM head of one batch, then 20 AdamW steps with the modules in their own
+ * parameter group (cpt's embedding_learning_rate) and one clipping norm over everything, against
+ * PEFT + torch: measured, the loss within 6e-8, the gradients within 3.1e-6 (embedding 2.4e-6, LM head
+ * 1.0e-6), the 20 losses within 2.1e-6, the tensors after them within 1.3e-4 (LoRA), 4.6e-5 and
+ * 7.0e-5 of their largest value. */
+static double rel_max(const float *got, const float *want, size_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)got[i] - want[i]));
+        scale = fmax(scale, fabs((double)want[i]));
+    }
+    return diff / scale;
+}
+
+static double modules_run_step(fixture *fx, saved_modules *sm)
+{
+    train_batch b = batch_of(fx);
+    step_options o = {.embed_grad = &sm->grad[SAVED_EMBED], .head_grad = &sm->grad[SAVED_HEAD]};
+    double loss = 0;
+    int64_t n = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(saved_modules_zero_grad(sm), PT_OK);
+    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &n), PT_OK);
+    return loss / (double)n;
+}
+
+static void test_modules_to_save_match_peft(void **state)
+{
+    fixture *fx = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/modules.json", srcdir());
+    json_error_t jerr;
+    json_t *g = json_load_file(path, 0, &jerr);
+    assert_non_null(g);
+    size_t n_grads, n_final;
+    float *grads = read_f32("modules_grads.f32", &n_grads), *final = read_f32("modules_final.f32", &n_final);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    pt_lora used = fx->l; /* fresh adapters: AdamW's moments zero (the earlier tests' steps left theirs) */
+    assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1), PT_OK);
+    for_each_tensor(fx, set_values, fx->init);
+    pt_tensor embd = fx->m.tok_embd, out = fx->m.output;
+    saved_modules sm;
+    assert_int_equal(saved_modules_create(&sm, &fx->m, true, true), PT_OK);
+    size_t vd = (size_t)(sm.rows * sm.cols), lora = fx->n_floats;
+    assert_int_equal(n_grads, lora + 2 * vd);
+    float *got = malloc(sizeof(float) * vd * 2);
+    double loss = modules_run_step(fx, &sm), want = json_real_value(json_object_get(g, "first_loss"));
+    compare_arg c = {grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    assert_int_equal(backend_download(fx->be, &sm.grad[SAVED_EMBED], got, sizeof(float) * vd), PT_OK);
+    assert_int_equal(backend_download(fx->be, &sm.grad[SAVED_HEAD], got + vd, sizeof(float) * vd), PT_OK);
+    double e_embed = rel_max(got, grads + lora, vd), e_head = rel_max(got + vd, grads + lora + vd, vd);
+    print_message("modules_to_save: loss %.9f (PEFT %.9f); gradients vs PEFT: LoRA %.3g, embed_tokens %.3g, lm_head "
+                  "%.3g\n", loss, want, c.worst, e_embed, e_head);
+    assert_true(fabs(loss - want) / want <= 1e-6);
+    assert_true(c.worst <= 1e-4 && e_embed <= 1e-5 && e_head <= 1e-5);
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    json_t *losses = json_object_get(g, "losses");
+    double lr = json_real_value(json_object_get(g, "lr")), elr = json_real_value(json_object_get(g, "embedding_learning_rate"));
+    double worst = 0;
+    for (int s = 0; s < 20; s++) {
+        double l = s ? modules_run_step(fx, &sm) : loss, norm;
+        assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        double sq = norm * norm;
+        assert_int_equal(saved_modules_grad_sum_squares(&sm, &sq), PT_OK);
+        norm = sqrt(sq);
+        assert_int_equal(optimizer_step(&fx->l, &o, norm, lr, s + 1), PT_OK);
+        assert_int_equal(saved_modules_step(&sm, &o, norm, elr, s + 1), PT_OK);
+        if (getenv("PTRAIN_TEST_VERBOSE")) print_message("step %d loss %.9f (PEFT %.9f) norm %.6f\n", s, l, json_real_value(json_array_get(losses, (size_t)s)), norm);
+        worst = fmax(worst, fabs(l - json_real_value(json_array_get(losses, (size_t)s))) / l);
+    }
+    compare_arg f = {final, false, 0};
+    for_each_tensor(fx, compare_tensor, &f);
+    assert_int_equal(saved_modules_get(&sm, SAVED_EMBED, got, NULL, NULL), PT_OK);
+    assert_int_equal(saved_modules_get(&sm, SAVED_HEAD, got + vd, NULL, NULL), PT_OK);
+    double f_embed = rel_max(got, final + lora, vd), f_head = rel_max(got + vd, final + lora + vd, vd);
+    print_message("modules_to_save: 20 AdamW steps (modules at lr %g): loss %.3g; after them LoRA %.3g, embed_tokens "
+                  "%.3g, lm_head %.3g\n", elr, worst, f.worst, f_embed, f_head);
+    saved_modules_free(&sm);
+    lora_free(&fx->l);
+    fx->l = used;
+    assert_true(fx->m.tok_embd.data == embd.data && fx->m.output.data == out.data); /* the model's own, back */
+    /* the losses to 1e-5; the parameters after 20 steps as the LoRA-only test holds them (fp32 against
+     * PEFT's float64: AdamW's m / sqrt(v) turns the rounding of near-zero gradients into whole steps) */
+    assert_true(worst <= 1e-5 && f.worst <= 3e-4 && f_embed <= 1e-4 && f_head <= 1e-4);
+    free(got), free(grads), free(final);
+    json_decref(g);
 }
 
 /* d loss / d theta for a few adapter values by central differences, against step_run's gradient */
@@ -710,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_checkpointing_same_gradients), cmocka_unit_test(test_schedule_matches_transformers),
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
+        cmocka_unit_test(test_modules_to_save_match_peft),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_init_lora_weights),
         cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
