@@ -73,6 +73,13 @@ pt_status adapter_create(pt_adapter *ad, const pt_model *m, int r, float alpha, 
 pt_status adapter_create_select(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,
                                 const bool target[W_COUNT], const char *select, const char *where,
                                 const uint64_t *seed);
+/* PEFT's init_lora_weights "pissa" and "olora" for one fp32 row-major weight w (out x in) of rank r and
+ * scale (alpha / r, or / sqrt(r)): a (r x in) and b (out x r) as PEFT sets lora_A and lora_B, and
+ * residual (out x in) = w - scale·b·a, the base the adapter then applies to (adapter_decomp.c). */
+pt_status adapter_pissa_init(const float *w, int64_t out, int64_t in, int r, float scale, float *a, float *b,
+                             float *residual);
+pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, float scale, float *a, float *b,
+                             float *residual);
 /* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
  * ranks); r and alpha are the adapter's nominal ones. */
 pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,

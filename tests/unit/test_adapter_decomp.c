@@ -1,0 +1,134 @@
+/* test_adapter_decomp.c — adapter_pissa_init and adapter_olora_init (src/adapter/adapter_decomp.c)
+ * against PEFT 0.21 on the tiny fp32 Llama's layer-0 gate_proj (tall) and down_proj (wide), r 4,
+ * scale 2: lora_A, lora_B and the residual base within 1e-5 (tests/data/peft/decomp.bin, written by
+ * tests/reference/make_decomp_goldens.py; found under $PTRAIN_SRCDIR, default ".."). Singular
+ * vectors are defined up to a sign per pair: each pissa pair's sign is fixed as PEFT's output has it
+ * (the product B·A, and so the residual, does not depend on it); QR's signs are LAPACK's own. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptrain/adapter.h"
+
+enum { R = 4, N_MOD = 2, N_INIT = 2 };
+static const int64_t shapes[N_MOD][2] = {{128, 64}, {64, 128}}; /* out, in */
+static const float scale = 2.0f, tol = 1e-5f;
+
+static float *golden; /* the whole file */
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *src = getenv("PTRAIN_SRCDIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/decomp.bin", src && *src ? src : "..");
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s (set PTRAIN_SRCDIR)\n", path);
+        return -1;
+    }
+    size_t n = 0;
+    for (int m = 0; m < N_MOD; m++)
+        n += (size_t)(shapes[m][0] * shapes[m][1]) * (1 + N_INIT) + (size_t)(R * (shapes[m][0] + shapes[m][1])) * N_INIT;
+    golden = malloc(n * sizeof *golden);
+    size_t got = golden ? fread(golden, sizeof *golden, n, f) : 0;
+    int extra = fgetc(f);
+    fclose(f);
+    if (got != n || extra != EOF) {
+        fprintf(stderr, "%s: expected exactly %zu floats\n", path, n);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    free(golden);
+    return 0;
+}
+
+static float max_diff(const float *x, const float *y, int64_t n)
+{
+    float d = 0.0f;
+    for (int64_t i = 0; i < n; i++) d = fmaxf(d, fabsf(x[i] - y[i]));
+    return d;
+}
+
+/* Flip pair j of (a, b) where its largest-|value| entry of A has the other sign than want's. */
+static void signs_like(float *a, float *b, const float *want_a, int64_t out, int64_t in)
+{
+    for (int j = 0; j < R; j++) {
+        int64_t at = 0;
+        for (int64_t i = 1; i < in; i++)
+            if (fabsf(want_a[j * in + i]) > fabsf(want_a[j * in + at])) at = i;
+        if ((a[j * in + at] < 0) == (want_a[j * in + at] < 0)) continue;
+        for (int64_t i = 0; i < in; i++) a[j * in + i] = -a[j * in + i];
+        for (int64_t i = 0; i < out; i++) b[i * R + j] = -b[i * R + j];
+    }
+}
+
+static void check_init(int init)
+{
+    const float *p = golden;
+    for (int m = 0; m < N_MOD; m++) {
+        int64_t out = shapes[m][0], in = shapes[m][1], nw = out * in, na = R * in, nb = out * R;
+        const float *w = p, *g = p + nw + (size_t)init * (size_t)(na + nb + nw);
+        const float *want_a = g, *want_b = g + na, *want_res = g + na + nb;
+        float *a = malloc((size_t)na * sizeof *a), *b = malloc((size_t)nb * sizeof *b);
+        float *res = malloc((size_t)nw * sizeof *res);
+        assert_non_null(a), assert_non_null(b), assert_non_null(res);
+        pt_status st = init == 0 ? adapter_pissa_init(w, out, in, R, scale, a, b, res)
+                                 : adapter_olora_init(w, out, in, R, scale, a, b, res);
+        assert_int_equal(st, PT_OK);
+        if (init == 0) signs_like(a, b, want_a, out, in);
+        float da = max_diff(a, want_a, na), db = max_diff(b, want_b, nb), dr = max_diff(res, want_res, nw);
+        print_message("%s %lldx%lld: max |A - PEFT| %.2e, |B - PEFT| %.2e, |residual - PEFT| %.2e\n",
+                      init == 0 ? "pissa" : "olora", (long long)out, (long long)in, (double)da, (double)db, (double)dr);
+        assert_true(da <= tol);
+        assert_true(db <= tol);
+        assert_true(dr <= tol);
+        free(a), free(b), free(res);
+        p += nw + (size_t)N_INIT * (size_t)(na + nb + nw);
+    }
+}
+
+static void test_pissa(void **state)
+{
+    (void)state;
+    check_init(0);
+}
+
+static void test_olora(void **state)
+{
+    (void)state;
+    check_init(1);
+}
+
+/* A rank above what the weight can have, and a scale that is not positive, are refused. */
+static void test_refused(void **state)
+{
+    (void)state;
+    float w[6] = {1, 2, 3, 4, 5, 6}, a[64], b[64], res[6];
+    assert_int_equal(adapter_pissa_init(w, 2, 3, 3, 1.0f, a, b, res), PT_ERR_USER);
+    assert_int_equal(adapter_olora_init(w, 3, 2, 3, 1.0f, a, b, res), PT_ERR_USER);
+    assert_int_equal(adapter_pissa_init(w, 2, 3, 1, 0.0f, a, b, res), PT_ERR_USER);
+    assert_int_equal(adapter_olora_init(w, 2, 3, 2, 1.0f, a, b, res), PT_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pissa),
+        cmocka_unit_test(test_olora),
+        cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
