@@ -30,7 +30,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/template) echo jvalue jjson jlex jparse jobject jfilter jeval jinja jchat ;;
     src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
-    src/adapter) echo adapter_select adapter_decomp adapter adapter_h5 adapter_gguf peft adapter_load ;;
+    src/adapter) echo adapter_select adapter adapter_decomp adapter_h5 adapter_gguf peft adapter_load ;;
     src/forward) echo forward loss tokens sample ;;
     src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset chat_apply ;;

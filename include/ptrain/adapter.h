@@ -80,6 +80,13 @@ pt_status adapter_pissa_init(const float *w, int64_t out, int64_t in, int r, flo
                              float *residual);
 pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, float scale, float *a, float *b,
                              float *residual);
+typedef enum { ADAPTER_DECOMP_PISSA, ADAPTER_DECOMP_OLORA } adapter_decomp;
+const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora" */
+/* Start every pair of ad (made for m) as how says, each from its base weight dequantized to fp32,
+ * and write the residual back into m's weight in that weight's own type (NF4, or a GGUF type ptrain
+ * can quantize; else PT_ERR_UNSUPPORTED naming it). Refused on a model shared between ranks and on
+ * the fused families (phi3). */
+pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how);
 /* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
  * ranks); r and alpha are the adapter's nominal ones. */
 pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,

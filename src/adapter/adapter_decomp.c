@@ -4,12 +4,19 @@
  * Both take the adapter's part out of the base: residual = W - scale·B·A, so the adapted model starts
  * equal to the original. The decompositions are LAPACK's (sgesdd, sgeqrf + sorgqr, from OpenBLAS,
  * called through their Fortran symbols), the routines torch.linalg.svd and .qr call on the CPU, so
- * the factors come out with the same sign convention. Everything is fp32, row-major, host memory. */
+ * the factors come out with the same sign convention. The decompositions are fp32, row-major, host
+ * memory; adapter_decomp_base applies one to every pair of an adapter on a loaded model: each base
+ * weight is dequantized to fp32, decomposed, and its residual quantized back into the weight's own
+ * type (NF4 by nf4_quantize, a GGUF type by quant_quantize_row where ptrain has its quantizer). */
 #include "ptrain/adapter.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+
+#include "ptrain/nf4.h"
+#include "ptrain/quant.h"
 
 /* LAPACK's Fortran interface (column-major; the trailing size_t is the hidden length of a
  * character argument in gfortran's calling convention). */
@@ -130,4 +137,85 @@ pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, flo
 done:
     free(c), free(tau), free(work);
     return st;
+}
+
+const char *adapter_decomp_name(adapter_decomp how) { return how == ADAPTER_DECOMP_PISSA ? "pissa" : "olora"; }
+
+/* w (fp32, out x in) from the base weight t's bytes in host. */
+static pt_status weight_to_f32(const pt_tensor *t, const void *host, int64_t out, int64_t in, float *w)
+{
+    if (t->dtype == PT_F32) {
+        memcpy(w, host, (size_t)(out * in) * sizeof *w);
+        return PT_OK;
+    }
+    if (t->dtype == PT_NF4) return nf4_dequantize_rows(host, out, in, 0, out, w);
+    size_t row = dtype_size_bytes(t->dtype, in);
+    for (int64_t i = 0; i < out; i++) TRY(quant_dequantize_row(t->dtype, (const char *)host + (size_t)i * row, w + i * in, in));
+    return PT_OK;
+}
+
+/* The residual res (fp32, out x in) written over host in t's own type. */
+static pt_status weight_from_f32(const pt_tensor *t, const float *res, int64_t out, int64_t in, void *host)
+{
+    if (t->dtype == PT_F32) {
+        memcpy(host, res, (size_t)(out * in) * sizeof *res);
+        return PT_OK;
+    }
+    if (t->dtype == PT_NF4) return nf4_quantize(res, out, in, host);
+    size_t row = dtype_size_bytes(t->dtype, in);
+    for (int64_t i = 0; i < out; i++) TRY(quant_quantize_row(t->dtype, res + i * in, (char *)host + (size_t)i * row, in));
+    return PT_OK;
+}
+
+/* One pair: the decomposition of layer's weight in slot w, into p and the weight. */
+static pt_status pair_decomp(pt_backend *be, adapter_pair *p, pt_tensor *t, int64_t out, int64_t in,
+                             adapter_decomp how, const char *where)
+{
+    void *host = malloc(t->nbytes);
+    float *w = malloc((size_t)(out * in) * sizeof *w), *res = malloc((size_t)(out * in) * sizeof *res);
+    float *a = malloc((size_t)(p->r * in) * sizeof *a), *b = malloc((size_t)(out * p->r) * sizeof *b);
+    pt_status st = host && w && res && a && b ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory for %s", where);
+    if (st == PT_OK && tensor_numel(t) != out * in)
+        st = ERR(PT_ERR_INTERNAL, "%s: the base weight has %lld values, not %lld x %lld", where,
+                 (long long)tensor_numel(t), (long long)out, (long long)in);
+    if (st == PT_OK) st = backend_download(be, t, host, t->nbytes);
+    if (st == PT_OK) st = weight_to_f32(t, host, out, in, w);
+    if (st == PT_OK)
+        st = how == ADAPTER_DECOMP_PISSA ? adapter_pissa_init(w, out, in, p->r, p->scale, a, b, res)
+                                          : adapter_olora_init(w, out, in, p->r, p->scale, a, b, res);
+    char why[256] = "";
+    if (st == PT_OK && weight_from_f32(t, res, out, in, host) != PT_OK) {
+        snprintf(why, sizeof why, "%s", err_message()); /* the quantizer's own words, before ERR replaces them */
+        st = ERR(PT_ERR_UNSUPPORTED, "%s: init_lora_weights %s takes the adapter's part out of the base weight, "
+                 "which is %s here, and ptrain cannot quantize that type back (%s); use a base in f32, f16, bf16, "
+                 "q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k, load_in_4bit (NF4), or init_lora_weights true",
+                 where, adapter_decomp_name(how), dtype_name(t->dtype), why);
+    }
+    if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
+    if (st == PT_OK) st = backend_upload(be, &p->a, a, p->a.nbytes);
+    if (st == PT_OK) st = backend_upload(be, &p->b, b, p->b.nbytes);
+    free(host), free(w), free(res), free(a), free(b);
+    return st;
+}
+
+pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
+{
+    if (m->borrowed)
+        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s changes the base weights, which this process shares "
+                   "with the other ranks on its node; run one process per node, or use init_lora_weights true",
+                   adapter_decomp_name(how));
+    if (arch_info(m->cfg.arch)->fused)
+        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s on a family with fused projections (qkv_proj, "
+                   "gate_up_proj) is not implemented; use init_lora_weights true", adapter_decomp_name(how));
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
+        size_t i = (size_t)(p - ad->pairs);
+        int layer = (int)(i / W_COUNT), w = (int)(i % W_COUNT);
+        int64_t out, in;
+        char where[128];
+        snprintf(where, sizeof where, "layer %d %s", layer, adapter_module_name(m->cfg.arch, w));
+        if (!model_adapter_shape(&m->cfg, w, &out, &in))
+            return ERR(PT_ERR_INTERNAL, "%s: no [out, in] shape for this slot", where);
+        TRY(pair_decomp(ad->be, p, &m->layers[layer].w[w], out, in, how, where));
+    }
+    return PT_OK;
 }

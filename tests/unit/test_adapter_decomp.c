@@ -3,7 +3,10 @@
  * scale 2: lora_A, lora_B and the residual base within 1e-5 (tests/data/peft/decomp.bin, written by
  * tests/reference/make_decomp_goldens.py; found under $PTRAIN_SRCDIR, default ".."). Singular
  * vectors are defined up to a sign per pair: each pissa pair's sign is fixed as PEFT's output has it
- * (the product B·A, and so the residual, does not depend on it); QR's signs are LAPACK's own. */
+ * (the product B·A, and so the residual, does not depend on it); QR's signs are LAPACK's own.
+ * adapter_decomp_base on the loaded model: the same numbers on the fp32 base, and on the model
+ * loaded with load_in_4bit, the residual requantized to NF4 plus scale·B·A is the dequantized
+ * original within NF4's rounding. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +18,10 @@
 
 #include <cmocka.h>
 
+#include "model_fixture.h"
 #include "ptrain/adapter.h"
+#include "ptrain/model_io.h"
+#include "ptrain/nf4.h"
 
 enum { R = 4, N_MOD = 2, N_INIT = 2 };
 static const int64_t shapes[N_MOD][2] = {{128, 64}, {64, 128}}; /* out, in */
@@ -123,12 +129,110 @@ static void test_refused(void **state)
     assert_int_equal(adapter_olora_init(w, 2, 3, 2, 1.0f, a, b, res), PT_OK);
 }
 
+/* The tiny fp32 Llama (load_in_4bit when nf4) with fresh adapters (r 4, alpha 8) on gate_proj and
+ * down_proj, started by how. */
+static void load_started(pt_backend *be, bool nf4, adapter_decomp how, pt_model *m, pt_adapter *ad)
+{
+    char path[1024], resolved[4096];
+    snprintf(path, sizeof path, "%s/tests/data/hf/tiny-llama-f32", srcdir());
+    pt_load_options lo = {.load_in_4bit = nf4};
+    if (model_load(path, NULL, &lo, be, m, NULL, resolved, sizeof resolved)) fail_msg("%s", err_message());
+    bool target[W_COUNT] = {0};
+    target[W_GATE] = target[W_DOWN] = true;
+    uint64_t seed = 1;
+    if (adapter_create_init(ad, m, R, 8.0f, false, target, NULL, NULL, ADAPTER_INIT_TRUE, &seed))
+        fail_msg("%s", err_message());
+    if (nf4) return;
+    if (adapter_decomp_base(ad, m, how)) fail_msg("%s", err_message());
+}
+
+static float *download(pt_backend *be, const pt_tensor *t)
+{
+    float *h = malloc(t->nbytes);
+    assert_non_null(h);
+    assert_int_equal(backend_download(be, t, h, t->nbytes), PT_OK);
+    return h;
+}
+
+/* On the fp32 base, layer 0's pairs and weights are PEFT's (as test_pissa / test_olora). */
+static void test_model_f32(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    for (int init = 0; init < N_INIT; init++) {
+        pt_model m;
+        pt_adapter ad;
+        load_started(be, false, init == 0 ? ADAPTER_DECOMP_PISSA : ADAPTER_DECOMP_OLORA, &m, &ad);
+        const float *p = golden;
+        for (int k = 0; k < N_MOD; k++) {
+            int slot = k == 0 ? W_GATE : W_DOWN;
+            int64_t out = shapes[k][0], in = shapes[k][1], nw = out * in, na = R * in, nb = out * R;
+            const float *g = p + nw + (size_t)init * (size_t)(na + nb + nw);
+            adapter_pair *pair = adapter_at(&ad, 0, slot);
+            assert_non_null(pair);
+            float *a = download(be, &pair->a), *b = download(be, &pair->b), *res = download(be, &m.layers[0].w[slot]);
+            if (init == 0) signs_like(a, b, g, out, in);
+            float da = max_diff(a, g, na), db = max_diff(b, g + na, nb), dr = max_diff(res, g + na + nb, nw);
+            print_message("model %s %lldx%lld: |A| %.2e |B| %.2e |residual| %.2e\n", init == 0 ? "pissa" : "olora",
+                          (long long)out, (long long)in, (double)da, (double)db, (double)dr);
+            assert_true(da <= tol && db <= tol && dr <= tol);
+            free(a), free(b), free(res);
+            p += nw + (size_t)N_INIT * (size_t)(na + nb + nw);
+        }
+        adapter_free(&ad);
+        model_free(&m);
+    }
+    backend_close(be);
+}
+
+/* With load_in_4bit the residual goes back into NF4: dequantized, plus scale·B·A, it is the
+ * dequantized original within NF4's rounding (half the widest gap of the table times the block's
+ * absmax, bounded here by 0.2 of the largest |W| of the weight). */
+static void test_model_nf4(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_adapter ad;
+    load_started(be, true, ADAPTER_DECOMP_PISSA, &m, &ad);
+    int64_t out = 128, in = 64;
+    pt_tensor *t = &m.layers[0].w[W_GATE];
+    assert_int_equal(t->dtype, PT_NF4);
+    void *before = malloc(t->nbytes), *after = malloc(t->nbytes);
+    float *w0 = malloc((size_t)(out * in) * sizeof *w0), *w1 = malloc((size_t)(out * in) * sizeof *w1);
+    assert_int_equal(backend_download(be, t, before, t->nbytes), PT_OK);
+    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA), PT_OK);
+    assert_int_equal(backend_download(be, t, after, t->nbytes), PT_OK);
+    assert_int_equal(nf4_dequantize_rows(before, out, in, 0, out, w0), PT_OK);
+    assert_int_equal(nf4_dequantize_rows(after, out, in, 0, out, w1), PT_OK);
+    adapter_pair *pair = adapter_at(&ad, 0, W_GATE);
+    float *a = download(be, &pair->a), *b = download(be, &pair->b), big = 0.0f, err = 0.0f, moved = 0.0f;
+    for (int64_t i = 0; i < out; i++)
+        for (int64_t j = 0; j < in; j++) {
+            double ba = 0.0;
+            for (int k = 0; k < R; k++) ba += (double)b[i * R + k] * a[k * in + j];
+            big = fmaxf(big, fabsf(w0[i * in + j]));
+            err = fmaxf(err, fabsf(w1[i * in + j] + (float)(pair->scale * ba) - w0[i * in + j]));
+            moved = fmaxf(moved, fabsf(w1[i * in + j] - w0[i * in + j]));
+        }
+    print_message("nf4 gate_proj: max |deq(residual) + s·BA - deq(W)| %.3e (max |W| %.3e, base moved %.3e)\n",
+                  (double)err, (double)big, (double)moved);
+    assert_true(err <= 0.2f * big);
+    assert_true(moved > err); /* the base really changed */
+    free(before), free(after), free(w0), free(w1), free(a), free(b);
+    adapter_free(&ad);
+    model_free(&m);
+    backend_close(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pissa),
         cmocka_unit_test(test_olora),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_model_f32),
+        cmocka_unit_test(test_model_nf4),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
