@@ -87,6 +87,12 @@ const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora" */
  * can quantize; else PT_ERR_UNSUPPORTED naming it). Refused on a model shared between ranks and on
  * the fused families (phi3). */
 pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how);
+/* PEFT's conversion of a pair trained from a pissa/olora start (a0, b0) on the residual base into one
+ * for the original base (save_pretrained's path_initial_model_for_weight_conversion): W + s·b2·a2 =
+ * residual + s·b·a with a2 = [a; a0] (2r x in) and b2 = [b, -b0] (out x 2r); the saved adapter has
+ * rank 2r and alpha 2·alpha (sqrt(2)·alpha with rsLoRA), so its scale s is the same. */
+void adapter_decomp_convert(const float *a, const float *b, const float *a0, const float *b0, int64_t out,
+                            int64_t in, int r, float *a2, float *b2);
 /* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
  * ranks); r and alpha are the adapter's nominal ones. */
 pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,

@@ -219,3 +219,15 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
     }
     return PT_OK;
 }
+
+void adapter_decomp_convert(const float *a, const float *b, const float *a0, const float *b0, int64_t out,
+                            int64_t in, int r, float *a2, float *b2)
+{
+    memcpy(a2, a, (size_t)((int64_t)r * in) * sizeof *a2);
+    memcpy(a2 + (int64_t)r * in, a0, (size_t)((int64_t)r * in) * sizeof *a2);
+    for (int64_t i = 0; i < out; i++)
+        for (int j = 0; j < r; j++) {
+            b2[i * 2 * r + j] = b[i * r + j];
+            b2[i * 2 * r + r + j] = -b0[i * r + j];
+        }
+}

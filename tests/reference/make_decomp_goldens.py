@@ -7,9 +7,18 @@ Writes tests/data/peft/decomp.bin: little-endian float32, row-major, no header, 
 for module in (gate_proj, down_proj): W (the original weight, out x in), then for init in (pissa,
 olora): lora_A (r x in), lora_B (out x r), the residual base PEFT leaves in the layer (out x in).
 test_adapter_decomp holds adapter_pissa_init / adapter_olora_init to it.
+
+Also tests/data/peft/decomp_convert.bin (same encoding): PEFT's conversion of a trained pissa adapter
+into one for the original base (save_pretrained(..., path_initial_model_for_weight_conversion=...)),
+for layer 0's gate_proj: A0, B0 (the start), A, B ("trained": the start plus seeded normal noise of
+std 0.01), then the saved A' (2r x in) and B' (out x 2r); the saved config's r and lora_alpha are
+checked here (8 and 16). The script also checks that the converted adapter on the original model
+gives the logits of the pissa model (residual base + trained adapter) within 1e-5.
 Run: $PTRAIN_PYTHON tests/reference/make_decomp_goldens.py
 """
+import json
 import os
+import tempfile
 
 import numpy as np
 import torch
@@ -19,6 +28,7 @@ from transformers import AutoModelForCausalLM
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = os.path.join(HERE, "..", "data", "hf", "tiny-llama-f32")
 OUT = os.path.join(HERE, "..", "data", "peft", "decomp.bin")
+OUT_CONVERT = os.path.join(HERE, "..", "data", "peft", "decomp_convert.bin")
 MODULES = ["gate_proj", "down_proj"]
 INITS = ["pissa", "olora"]
 
@@ -48,6 +58,49 @@ def main():
         for p in parts:
             f.write(p.contiguous().numpy().astype("<f4").tobytes())
     print(OUT, sum(p.numel() for p in parts), "floats")
+    convert()
+
+
+def convert():
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
+    model = AutoModelForCausalLM.from_pretrained(BASE, dtype=torch.float32)
+    cfg = LoraConfig(r=4, lora_alpha=8, target_modules=MODULES, init_lora_weights="pissa", task_type="CAUSAL_LM")
+    model = get_peft_model(model, cfg)
+    mod = layer0(model, "gate_proj")
+    a0 = mod.lora_A["default"].weight.detach().clone()
+    b0 = mod.lora_B["default"].weight.detach().clone()
+    with tempfile.TemporaryDirectory() as tmp:
+        init_dir, out_dir = os.path.join(tmp, "init"), os.path.join(tmp, "out")
+        model.save_pretrained(init_dir)
+        gen = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_" in name:
+                    p.add_(0.01 * torch.randn(p.shape, generator=gen))
+        a, b = mod.lora_A["default"].weight.detach().clone(), mod.lora_B["default"].weight.detach().clone()
+        ids = torch.tensor([[1, 5, 9, 13, 17, 21, 25, 29]])
+        with torch.no_grad():
+            want = model(ids).logits
+        model.save_pretrained(out_dir, path_initial_model_for_weight_conversion=init_dir)
+        with open(os.path.join(out_dir, "adapter_config.json")) as f:
+            saved = json.load(f)
+        assert saved["r"] == 8 and saved["lora_alpha"] == 16 and saved["init_lora_weights"] is True, saved
+        tensors = load_file(os.path.join(out_dir, "adapter_model.safetensors"))
+        key = "base_model.model.model.layers.0.mlp.gate_proj."
+        a2, b2 = tensors[key + "lora_A.weight"], tensors[key + "lora_B.weight"]
+        orig = AutoModelForCausalLM.from_pretrained(BASE, dtype=torch.float32)
+        conv = PeftModel.from_pretrained(orig, out_dir)
+        with torch.no_grad():
+            got = conv(ids).logits
+        err = float((got - want).abs().max())
+        print("converted adapter on the original base: max |logits - pissa model's| %.2e" % err)
+        assert err < 1e-5
+    with open(OUT_CONVERT, "wb") as f:
+        for p in (a0, b0, a, b, a2, b2):
+            f.write(p.contiguous().numpy().astype("<f4").tobytes())
+    print(OUT_CONVERT)
 
 
 if __name__ == "__main__":

@@ -225,12 +225,42 @@ static void test_model_nf4(void **state)
     backend_close(be);
 }
 
+/* The conversion to an adapter of the original base is PEFT's (tests/data/peft/decomp_convert.bin),
+ * and applied to the original weight it gives the residual plus the trained pair. */
+static void test_convert(void **state)
+{
+    (void)state;
+    int64_t out = 128, in = 64, na = R * in, nb = out * R;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/decomp_convert.bin", srcdir());
+    float *g = read_f32(path, (size_t)(4 * (na + nb)));
+    const float *a0 = g, *b0 = a0 + na, *a = b0 + nb, *b = a + na, *want_a2 = b + nb, *want_b2 = want_a2 + 2 * na;
+    float a2[2 * R * 64], b2[128 * 2 * R];
+    adapter_decomp_convert(a, b, a0, b0, out, in, R, a2, b2);
+    assert_true(max_diff(a2, want_a2, 2 * na) == 0.0f);
+    assert_true(max_diff(b2, want_b2, 2 * nb) == 0.0f);
+    /* W + s·B'A' against residual + s·B·A, with W and the residual from decomp.bin (gate_proj, pissa) */
+    const float *w = golden, *res = golden + out * in + na + nb;
+    float worst = 0.0f;
+    for (int64_t i = 0; i < out; i++)
+        for (int64_t j = 0; j < in; j++) {
+            double conv = 0.0, trained = 0.0;
+            for (int k = 0; k < 2 * R; k++) conv += (double)b2[i * 2 * R + k] * a2[k * in + j];
+            for (int k = 0; k < R; k++) trained += (double)b[i * R + k] * a[k * in + j];
+            worst = fmaxf(worst, fabsf((float)(w[i * in + j] + scale * conv) - (float)(res[i * in + j] + scale * trained)));
+        }
+    print_message("converted adapter on W vs trained adapter on the residual: max weight difference %.2e\n", (double)worst);
+    assert_true(worst <= tol);
+    free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pissa),
         cmocka_unit_test(test_olora),
         cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_convert),
         cmocka_unit_test(test_model_f32),
         cmocka_unit_test(test_model_nf4),
     };
