@@ -21,12 +21,14 @@ typedef struct {
     int r;          /* this pair's rank (rank_pattern may change it); 0: no adapter here */
     float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
     float *mag;     /* a PEFT DoRA adapter's lora_magnitude_vector [out] (host), or NULL */
+    float *start;   /* pissa/olora: the starting A [r, in] then B [out, r] (host; adapter_decomp_base), or NULL */
 } adapter_pair;
 
 /* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
  * zero; false: A and B as torch's nn.Linear starts them (bounds 1/sqrt(in), 1/sqrt(r)), so the
  * adapter changes the model from the start; "gaussian": A normal with std 1/r, B zero. */
-typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN } adapter_init;
+/* pissa, olora: from the base weight's decomposition, taken out of the base (adapter_decomp_base). */
+typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN, ADAPTER_INIT_PISSA, ADAPTER_INIT_OLORA } adapter_init;
 
 typedef struct pt_adapter {
     pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
@@ -84,8 +86,10 @@ typedef enum { ADAPTER_DECOMP_PISSA, ADAPTER_DECOMP_OLORA } adapter_decomp;
 const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora" */
 /* Start every pair of ad (made for m) as how says, each from its base weight dequantized to fp32,
  * and write the residual back into m's weight in that weight's own type (NF4, or a GGUF type ptrain
- * can quantize; else PT_ERR_UNSUPPORTED naming it). Refused on a model shared between ranks and on
- * the fused families (phi3). */
+ * can quantize; else PT_ERR_UNSUPPORTED naming it); each pair keeps its start (start) and ad->init
+ * says how. Refused on a model shared between ranks, on the fused families (phi3) and with PEFT's
+ * selectors (layers_to_transform, rank_pattern, alpha_pattern: the converted adapter's patterns are
+ * not written yet). */
 pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how);
 /* PEFT's conversion of a pair trained from a pissa/olora start (a0, b0) on the residual base into one
  * for the original base (save_pretrained's path_initial_model_for_weight_conversion): W + s·b2·a2 =
@@ -93,6 +97,9 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how);
  * rank 2r and alpha 2·alpha (sqrt(2)·alpha with rsLoRA), so its scale s is the same. */
 void adapter_decomp_convert(const float *a, const float *b, const float *a0, const float *b0, int64_t out,
                             int64_t in, int r, float *a2, float *b2);
+/* conv (fresh) = ad, trained from adapter_decomp_base's start, converted for the original base of m:
+ * every pair by adapter_decomp_convert, rank 2r, alpha doubled (times sqrt(2) with rsLoRA), init true. */
+pt_status adapter_decomp_converted(const pt_adapter *ad, const pt_model *m, pt_adapter *conv);
 /* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
  * ranks); r and alpha are the adapter's nominal ones. */
 pt_status adapter_create_ranks(pt_adapter *ad, const pt_model *m, int r, float alpha, bool rslora,

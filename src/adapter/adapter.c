@@ -249,6 +249,7 @@ void adapter_free(pt_adapter *ad)
         backend_release(ad->be, &p->a);
         backend_release(ad->be, &p->b);
         free(p->mag);
+        free(p->start);
     }
     free(ad->pairs);
     free(ad->select);

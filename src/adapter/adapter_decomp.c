@@ -194,6 +194,15 @@ static pt_status pair_decomp(pt_backend *be, adapter_pair *p, pt_tensor *t, int6
     if (st == PT_OK) st = backend_upload(be, t, host, t->nbytes);
     if (st == PT_OK) st = backend_upload(be, &p->a, a, p->a.nbytes);
     if (st == PT_OK) st = backend_upload(be, &p->b, b, p->b.nbytes);
+    if (st == PT_OK) { /* the start, for the adapter converted to the original base at saving */
+        free(p->start);
+        p->start = malloc((size_t)(p->r * (in + out)) * sizeof *p->start);
+        if (!p->start) st = ERR(PT_ERR_NOMEM, "out of memory for %s", where);
+    }
+    if (st == PT_OK) {
+        memcpy(p->start, a, (size_t)(p->r * in) * sizeof *a);
+        memcpy(p->start + p->r * in, b, (size_t)(out * p->r) * sizeof *b);
+    }
     free(host), free(w), free(res), free(a), free(b);
     return st;
 }
@@ -203,6 +212,11 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
     if (m->borrowed)
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s changes the base weights, which this process shares "
                    "with the other ranks on its node; run one process per node, or use init_lora_weights true",
+                   adapter_decomp_name(how));
+    if (ad->select)
+        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s with layers_to_transform, rank_pattern or alpha_pattern "
+                   "is not implemented (the adapter converted for the original base would need its patterns "
+                   "doubled); give one r and alpha for every layer, or use init_lora_weights true",
                    adapter_decomp_name(how));
     if (arch_info(m->cfg.arch)->fused)
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s on a family with fused projections (qkv_proj, "
@@ -217,6 +231,7 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
             return ERR(PT_ERR_INTERNAL, "%s: no [out, in] shape for this slot", where);
         TRY(pair_decomp(ad->be, p, &m->layers[layer].w[w], out, in, how, where));
     }
+    ad->init = how == ADAPTER_DECOMP_PISSA ? ADAPTER_INIT_PISSA : ADAPTER_INIT_OLORA;
     return PT_OK;
 }
 
@@ -230,4 +245,34 @@ void adapter_decomp_convert(const float *a, const float *b, const float *a0, con
             b2[i * 2 * r + j] = b[i * r + j];
             b2[i * 2 * r + r + j] = -b0[i * r + j];
         }
+}
+
+pt_status adapter_decomp_converted(const pt_adapter *ad, const pt_model *m, pt_adapter *conv)
+{
+    size_t n = (size_t)ad->n_layers * W_COUNT;
+    int *ranks = calloc(n, sizeof *ranks);
+    float *alphas = calloc(n, sizeof *alphas), two = ad->rslora ? sqrtf(2.0f) : 2.0f;
+    pt_status st = ranks && alphas ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+    for (adapter_pair *p = adapter_next(ad, NULL); st == PT_OK && p; p = adapter_next(ad, p)) {
+        if (!p->start)
+            st = ERR(PT_ERR_INTERNAL, "an adapter pair has no pissa/olora start to convert from");
+        ranks[p - ad->pairs] = 2 * p->r, alphas[p - ad->pairs] = two * ad->alpha;
+    }
+    if (st == PT_OK) st = adapter_create_ranks(conv, m, 2 * ad->r, two * ad->alpha, ad->rslora, ad->target, ranks, alphas, NULL);
+    free(ranks), free(alphas);
+    TRY(st);
+    for (adapter_pair *p = adapter_next(ad, NULL); st == PT_OK && p; p = adapter_next(ad, p)) {
+        adapter_pair *q = &conv->pairs[p - ad->pairs];
+        int64_t out = p->b.shape[0], in = p->a.shape[1];
+        float *a = malloc(p->a.nbytes), *b = malloc(p->b.nbytes), *a2 = malloc(q->a.nbytes), *b2 = malloc(q->b.nbytes);
+        st = a && b && a2 && b2 ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
+        if (st == PT_OK) st = backend_download(ad->be, &p->a, a, p->a.nbytes);
+        if (st == PT_OK) st = backend_download(ad->be, &p->b, b, p->b.nbytes);
+        if (st == PT_OK) adapter_decomp_convert(a, b, p->start, p->start + p->r * in, out, in, p->r, a2, b2);
+        if (st == PT_OK) st = backend_upload(conv->be, &q->a, a2, q->a.nbytes);
+        if (st == PT_OK) st = backend_upload(conv->be, &q->b, b2, q->b.nbytes);
+        free(a), free(b), free(a2), free(b2);
+    }
+    if (st != PT_OK) adapter_free(conv);
+    return st;
 }

@@ -179,6 +179,21 @@ static void test_model_f32(void **state)
             free(a), free(b), free(res);
             p += nw + (size_t)N_INIT * (size_t)(na + nb + nw);
         }
+        /* untrained, the adapter converted for the original base is [A0; A0], [B0, -B0]: rank 8, alpha 16, no change */
+        pt_adapter conv;
+        assert_int_equal(adapter_decomp_converted(&ad, &m, &conv), PT_OK);
+        assert_int_equal(conv.r, 2 * R);
+        assert_true(conv.alpha == 16.0f && conv.scale == scale && conv.init == ADAPTER_INIT_TRUE);
+        adapter_pair *q = adapter_at(&conv, 0, W_DOWN), *o = adapter_at(&ad, 0, W_DOWN);
+        assert_int_equal(q->r, 2 * R);
+        float *a2 = download(be, &q->a), *b2 = download(be, &q->b), *a0 = download(be, &o->a), *b0 = download(be, &o->b);
+        assert_memory_equal(a2, a0, (size_t)R * 128 * sizeof(float));
+        assert_memory_equal(a2 + R * 128, a0, (size_t)R * 128 * sizeof(float));
+        for (int i = 0; i < 64; i++)
+            for (int k = 0; k < R; k++) assert_true(b2[i * 2 * R + k] == b0[i * R + k] && b2[i * 2 * R + R + k] == -b0[i * R + k]);
+        free(a2), free(b2), free(a0), free(b0);
+        adapter_free(&conv);
+        assert_int_equal(ad.init, init == 0 ? ADAPTER_INIT_PISSA : ADAPTER_INIT_OLORA);
         adapter_free(&ad);
         model_free(&m);
     }
