@@ -28,7 +28,7 @@ typedef struct pt_lora {
 
 /* Create adapters for cfg's lora_target_modules with cfg's r, alpha, use_rslora and random_state, on
  * the layers and with the ranks and alphas of its PEFT selectors (layers_to_transform, ...). */
-pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg);
+pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg);
 /* Create adapters with explicit settings (tests); A random from seed, B zero; zero gradients and
  * moments. */
 pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rslora, const bool target[W_COUNT],

@@ -122,7 +122,7 @@ static void check_selectors(pt_config *cfg, config_report *errors)
                    "add layers_to_transform or remove layers_pattern");
     const char *init = cfg->init_lora_weights ? cfg->init_lora_weights : "true";
     static const char *const trues[] = {"true", "yes", "on", "1", NULL}, *const falses[] = {"false", "no", "off", "0", NULL};
-    static const char *const base_changing[] = {"pissa", "olora", "corda", "lora_ga", NULL};
+    static const char *const base_changing[] = {"pissa_niter_", "corda", "lora_ga", NULL};
     static const char *const data_driven[] = {"loftq", "eva", "orthogonal", "mica", NULL};
     bool known = false;
     for (int i = 0; trues[i]; i++)
@@ -130,19 +130,22 @@ static void check_selectors(pt_config *cfg, config_report *errors)
     for (int i = 0; falses[i]; i++)
         if (!strcasecmp(init, falses[i])) cfg->lora_init = LORA_INIT_FALSE, known = true;
     if (!strcasecmp(init, "gaussian")) cfg->lora_init = LORA_INIT_GAUSSIAN, known = true;
+    if (!strcasecmp(init, "pissa")) cfg->lora_init = LORA_INIT_PISSA, known = true;
+    if (!strcasecmp(init, "olora")) cfg->lora_init = LORA_INIT_OLORA, known = true;
     for (int i = 0; !known && base_changing[i]; i++)
         if (!strncasecmp(init, base_changing[i], strlen(base_changing[i]))) {
-            rule_error(cfg, errors, "init_lora_weights", "%s starts the adapter from the base weights' decomposition "
-                       "and takes it out of the base (W - scale·BA), so the adapter is only right on that changed "
-                       "base; ptrain's base stays as loaded (4-bit) and its adapters apply to the original one, so it "
-                       "is not implemented; use true, false or gaussian", shown_text(init).s);
+            rule_error(cfg, errors, "init_lora_weights", "%s is not implemented: %s; use pissa (the exact SVD), olora, "
+                       "true, false or gaussian", shown_text(init).s,
+                       i == 0 ? "PEFT computes it with torch's randomized SVD (svd_lowrank), whose result hangs on "
+                                "torch's random generator"
+                              : "it needs data (the model's activations or gradients) besides the base weights");
             known = true;
         }
     for (int i = 0; !known && data_driven[i]; i++)
         if (!strcasecmp(init, data_driven[i])) {
             rule_error(cfg, errors, "init_lora_weights", "%s needs more than the base weights (quantization-aware "
                        "or data-driven initialization, or a different layer) and is not implemented in ptrain; use "
-                       "true, false or gaussian", shown_text(init).s);
+                       "true, false, gaussian, pissa or olora", shown_text(init).s);
             known = true;
         }
     move_targets(cfg, errors);
@@ -151,7 +154,8 @@ static void check_selectors(pt_config *cfg, config_report *errors)
         if (!strcmp(cfg->modules_to_save.items[i], "lm_head")) cfg->save_lm_head = true;
     }
     if (!known)
-        rule_error(cfg, errors, "init_lora_weights", "expected true, false or gaussian, found \"%s\"", shown_text(init).s);
+        rule_error(cfg, errors, "init_lora_weights", "expected true, false, gaussian, pissa or olora, found \"%s\"",
+                   shown_text(init).s);
     for (int i = 0; i < cfg->rank_pattern.n; i++)
         if (!int_text(cfg->rank_pattern.values[i], 1, 4096, &v)) {
             rule_error(cfg, errors, "rank_pattern", "%s: expected a rank from 1 to 4096, found \"%s\"",

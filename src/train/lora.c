@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptrain/method.h"
+
 lora_pair *lora_at(const pt_lora *l, int layer, int w)
 {
     if (!adapter_at(&l->ad, layer, w) || !l->pairs) return NULL;
@@ -164,8 +166,26 @@ static pt_status select_json(const pt_config *cfg, int n_layers, char **out)
     return *out ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory");
 }
 
-pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
+/* pissa/olora change the base the adapter applies to: refused where something needs the original base
+ * beside the adapted model (a reference model, an adapter to continue from). */
+static pt_status check_decomp(const pt_config *cfg)
 {
+    const char *how = cfg->lora_init == LORA_INIT_PISSA ? "pissa" : "olora";
+    if (method_info_of(cfg->method)->reference)
+        return ERR(PT_ERR_USER, "%s: init_lora_weights %s takes the adapter's start out of the base weights, and "
+                   "%s's reference model is the base without the adapter, which is then no longer the original "
+                   "model; use init_lora_weights true with this method", shown_text(cfg->path).s, how,
+                   method_info_of(cfg->method)->name);
+    if (cfg->lora_model_dir && *cfg->lora_model_dir)
+        return ERR(PT_ERR_USER, "%s: init_lora_weights %s starts a new adapter from the base weights; lora_model_dir "
+                   "continues from a trained one instead; give one of the two", shown_text(cfg->path).s, how);
+    return PT_OK;
+}
+
+pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
+{
+    bool decomp = cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA;
+    if (decomp) TRY(check_decomp(cfg));
     bool target[W_COUNT] = {0};
     for (int i = 0; i < cfg->lora_target_modules.n; i++)
         if (!adapter_target_slot(m->cfg.arch, cfg->lora_target_modules.items[i], target, NULL))
@@ -183,6 +203,12 @@ pt_status lora_init(pt_lora *l, const pt_model *m, const pt_config *cfg)
     pt_status st = lora_create_select(l, m, (int)cfg->lora_r, (float)cfg->lora_alpha, cfg->use_rslora, target, select,
                                       shown_text(cfg->path).s, init, (uint64_t)cfg->random_state);
     free(select);
+    /* the decomposition of the base as loaded, on every start: a resumed run recomputes the same residual base
+     * (and start) before its checkpoint's pairs replace the fresh ones */
+    if (st == PT_OK && decomp) {
+        st = adapter_decomp_base(&l->ad, m, cfg->lora_init == LORA_INIT_PISSA ? ADAPTER_DECOMP_PISSA : ADAPTER_DECOMP_OLORA);
+        if (st != PT_OK) lora_free(l);
+    }
     return st;
 }
 

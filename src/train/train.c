@@ -656,6 +656,23 @@ static void warn_settings(const trainer *t)
                  2.0 * 4.0 * (double)adapter_param_count(&t->l.ad) / 1048576.0);
 }
 
+/* pissa/olora (adapter_decomp.c): PEFT's own save_pretrained form, the trained pairs for the residual base
+ * with init_lora_weights "pissa"/"olora" (PEFT recomputes that base from the original on loading), in
+ * final_model_dir/residual_adapter; *conv the same adapter converted for the original base (rank 2r), which
+ * every other file takes. */
+static pt_status save_decomp(trainer *t, const adapter_info *info, pt_adapter *conv)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/residual_adapter", t->cfg->final_model_dir);
+    TRY(peft_save(dir, &t->l.ad, info));
+    TRY(adapter_decomp_converted(&t->l.ad, &t->m, conv));
+    log_info("adapter    init_lora_weights %s: %s holds the adapter for the residual base (PEFT's save_pretrained); "
+             "the files below hold it converted for the original model (rank %d, as PEFT's "
+             "path_initial_model_for_weight_conversion writes it)\n", adapter_decomp_name(t->l.ad.init == ADAPTER_INIT_PISSA
+             ? ADAPTER_DECOMP_PISSA : ADAPTER_DECOMP_OLORA), shown_text(dir).s, conv->r);
+    return PT_OK;
+}
+
 static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;
@@ -664,32 +681,41 @@ static pt_status save_adapter(trainer *t)
     TRY(trainer_check_adapters(t, what));
     adapter_info info = trainer_adapter_info(t);
     float *host[2];
+    pt_adapter conv = {0};
+    const pt_adapter *ad = &t->l.ad;
     pt_status st = trainer_saved_info(t, &info, host);
-    if (st == PT_OK) st = adapter_save(t->cfg->final_model_dir, &t->l.ad, &info);
-    if (st == PT_OK) st = peft_save(t->cfg->final_model_dir, &t->l.ad, &info);
+    if (st == PT_OK && (ad->init == ADAPTER_INIT_PISSA || ad->init == ADAPTER_INIT_OLORA)) {
+        st = save_decomp(t, &info, &conv);
+        ad = &conv;
+    }
+    if (st == PT_OK) st = adapter_save(t->cfg->final_model_dir, ad, &info);
+    if (st == PT_OK) st = peft_save(t->cfg->final_model_dir, ad, &info);
     trainer_saved_free(host);
-    TRY(st);
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", t->cfg->final_model_dir);
-    if (saved_modules_any(&t->sm)) { /* llama.cpp's LoRA files carry A and B pairs only */
+    if (st == PT_OK && saved_modules_any(&t->sm)) { /* llama.cpp's LoRA files carry A and B pairs only */
         log_info("adapter    no adapter.gguf: llama.cpp's LoRA adapters cannot carry the modules_to_save trained in "
                  "full\n");
         unlink(path); /* not an older run's */
-    } else
-        TRY(adapter_gguf_save(path, &t->l.ad, &t->m.cfg, t->cfg->model_name));
-    if (saved_modules_any(&t->sm))
+    } else if (st == PT_OK)
+        st = adapter_gguf_save(path, ad, &t->m.cfg, t->cfg->model_name);
+    if (st == PT_OK && saved_modules_any(&t->sm))
         log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT, "
                  "with modules_to_save)\n", shown_text(t->cfg->final_model_dir).s);
-    else
+    else if (st == PT_OK)
         log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
                  "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "
                  "--prompt \"...\"\n", shown_text(t->cfg->final_model_dir).s, t->model_path,
                  t->cfg->final_model_dir); /* a command to paste: the whole paths */
-    export_options eo = export_options_from_config(t->cfg);
-    pt_adapter with = t->l.ad; /* modules_to_save: the merged model takes the trained modules (borrowed, not freed) */
-    for (int i = 0; i < SAVED_COUNT; i++)
-        if (t->sm.on[i]) with.saved[i] = t->sm.w[i];
-    return export_after_training(&eo, &with, info.chat_template);
+    if (st == PT_OK) {
+        export_options eo = export_options_from_config(t->cfg);
+        pt_adapter with = *ad; /* modules_to_save: the merged model takes the trained modules (borrowed, not freed) */
+        for (int i = 0; i < SAVED_COUNT; i++)
+            if (t->sm.on[i]) with.saved[i] = t->sm.w[i];
+        st = export_after_training(&eo, &with, info.chat_template); /* from the original base: residual + delta */
+    }
+    adapter_free(&conv);
+    return st;
 }
 
 static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)
