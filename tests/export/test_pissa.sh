@@ -88,6 +88,6 @@ rank_pattern: {down_proj: 2}"
 run "$tmp/b1.yaml"
 ok "pissa with rank_pattern is refused, saying why" contains "$err" "init_lora_weights pissa with layers_to_transform, rank_pattern or alpha_pattern is not implemented"
 config "$tmp/b2.yaml" "$tmp/b2" "init_lora_weights: pissa_niter_4"
-run "$tmp/b2.yaml"
+run check "$tmp/b2.yaml"
 ok "pissa_niter_4 is refused, saying why" contains "$err" "randomized SVD"
 done_testing
