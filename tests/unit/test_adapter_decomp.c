@@ -6,7 +6,7 @@
  * (the product B·A, and so the residual, does not depend on it); QR's signs are LAPACK's own.
  * adapter_decomp_base on the loaded model: the same numbers on the fp32 base, and on the model
  * loaded with load_in_4bit, the residual requantized to NF4 plus scale·B·A is the dequantized
- * original within NF4's rounding. */
+ * original within NF4's rounding; a q4_1 GGUF base keeps its type, within q4_1's rounding. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +22,7 @@
 #include "ptrain/adapter.h"
 #include "ptrain/model_io.h"
 #include "ptrain/nf4.h"
+#include "ptrain/quant.h"
 
 enum { R = 4, N_MOD = 2, N_INIT = 2 };
 static const int64_t shapes[N_MOD][2] = {{128, 64}, {64, 128}}; /* out, in */
@@ -269,6 +270,57 @@ static void test_convert(void **state)
     free(g);
 }
 
+/* A GGUF base keeps its block type: the tiny Llama in q4_1, pissa on q_proj; the residual is requantized to q4_1,
+ * and dequantized plus scale·B·A it is the dequantized original within q4_1's rounding. */
+static void test_model_gguf(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    pt_adapter ad;
+    char path[1024], resolved[4096];
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-q4_1.gguf", srcdir());
+    pt_load_options lo = {0};
+    if (model_load(path, NULL, &lo, be, &m, NULL, resolved, sizeof resolved)) fail_msg("%s", err_message());
+    bool target[W_COUNT] = {0};
+    target[W_Q] = true;
+    uint64_t seed = 1;
+    assert_int_equal(adapter_create_init(&ad, &m, R, 8.0f, false, target, NULL, NULL, ADAPTER_INIT_TRUE, &seed), PT_OK);
+    pt_tensor *t = &m.layers[0].w[W_Q];
+    assert_int_equal(t->dtype, PT_Q4_1);
+    int64_t out, in;
+    assert_true(model_adapter_shape(&m.cfg, W_Q, &out, &in));
+    size_t row = dtype_size_bytes(t->dtype, in);
+    char *before = malloc(t->nbytes), *after = malloc(t->nbytes);
+    float *w0 = malloc((size_t)(out * in) * sizeof *w0), *w1 = malloc((size_t)(out * in) * sizeof *w1);
+    assert_int_equal(backend_download(be, t, before, t->nbytes), PT_OK);
+    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA), PT_OK);
+    assert_int_equal(t->dtype, PT_Q4_1);
+    assert_int_equal(backend_download(be, t, after, t->nbytes), PT_OK);
+    for (int64_t i = 0; i < out; i++) {
+        assert_int_equal(quant_dequantize_row(PT_Q4_1, before + (size_t)i * row, w0 + i * in, in), PT_OK);
+        assert_int_equal(quant_dequantize_row(PT_Q4_1, after + (size_t)i * row, w1 + i * in, in), PT_OK);
+    }
+    adapter_pair *pair = adapter_at(&ad, 0, W_Q);
+    float *a = download(be, &pair->a), *b = download(be, &pair->b), big = 0.0f, err = 0.0f, moved = 0.0f;
+    for (int64_t i = 0; i < out; i++)
+        for (int64_t j = 0; j < in; j++) {
+            double ba = 0.0;
+            for (int k = 0; k < R; k++) ba += (double)b[i * R + k] * a[k * in + j];
+            big = fmaxf(big, fabsf(w0[i * in + j]));
+            err = fmaxf(err, fabsf(w1[i * in + j] + (float)(pair->scale * ba) - w0[i * in + j]));
+            moved = fmaxf(moved, fabsf(w1[i * in + j] - w0[i * in + j]));
+        }
+    print_message("q4_1 q_proj: max |deq(residual) + s·BA - deq(W)| %.3e (max |W| %.3e, base moved %.3e)\n",
+                  (double)err, (double)big, (double)moved);
+    assert_true(err <= 0.2f * big);
+    assert_true(moved > err);
+    free(before), free(after), free(w0), free(w1), free(a), free(b);
+    adapter_free(&ad);
+    model_free(&m);
+    backend_close(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_convert),
         cmocka_unit_test(test_model_f32),
         cmocka_unit_test(test_model_nf4),
+        cmocka_unit_test(test_model_gguf),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
