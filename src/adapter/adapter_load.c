@@ -22,7 +22,12 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
     bool target[W_COUNT];
     adapter_targets_parse(m->cfg.arch, meta.target_modules, target);
     pt_status st = PT_OK;
-    if (meta.lora_layers != m->cfg.n_layers)
+    if (meta.lora_init[0])
+        st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters were trained with init_lora_weights %s, on the residual "
+                 "base (the weights minus their start), not on the model as loaded; resume training from it, or use "
+                 "the final directory's adapter (converted for the original model)", shown_text(path).s,
+                 shown_text(meta.lora_init).s);
+    if (st == PT_OK && meta.lora_layers != m->cfg.n_layers)
         st = ERR(PT_ERR_USER, "%s: the checkpoint's adapters have %lld layers, the model %d; was it trained on another "
                  "model?", shown_text(path).s, (long long)meta.lora_layers, m->cfg.n_layers);
     if (st == PT_OK)

@@ -70,6 +70,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/lora", "use_rslora", CF_BOOL, use_rslora),
     FLD("/lora", "target_modules", CF_STR, target_modules),
     FLD("/lora", "select", CF_OSTR, lora_select),
+    FLD("/lora", "init_lora_weights", CF_OSTR, lora_init),
     FLD("/lora", "chat_template", CF_STR, chat_template),
     ENUM_FLD("/metrics", "metric_for_best_model", metric_for_best_model, config_metric_choices),
     FLD("/metrics", "greater_is_better", CF_BOOL, greater_is_better),

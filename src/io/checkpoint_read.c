@@ -271,6 +271,7 @@ static void print_summary(const char *path, const ckpt_state *s, int64_t sets)
     printf("lora         r %lld, alpha %g, dropout %g%s, targets %s; %lld parameters\n", (long long)s->lora_r,
            s->lora_alpha, s->lora_dropout, s->use_rslora ? ", rsLoRA" : "", s->target_modules, (long long)s->n_params);
     if (s->lora_select[0]) printf("selectors    %s\n", s->lora_select);
+    if (s->lora_init[0]) printf("init         %s (the adapters apply to the residual base)\n", s->lora_init);
     printf("optimizer    %s\n", s->model_only ? "none (save_only_model): cannot be resumed exactly"
                                               : "AdamW moments for every parameter");
     if (s->has_best)

@@ -296,6 +296,10 @@ pt_status resume_compare(const char *path, const ckpt_state *a, const ckpt_state
                    "rank_pattern and alpha_pattern were %s then, %s now; set them back, or start a new output_dir",
                    shown_text(path).s, a->lora_select[0] ? shown_text(a->lora_select).s : "not given",
                    b->lora_select[0] ? shown_text(b->lora_select).s : "not given");
+    if (strcmp(a->lora_init, b->lora_init))
+        return ERR(PT_ERR_USER, "%s was trained with init_lora_weights %s, this run has %s: the adapters apply to "
+                   "another base; set it back, or start a new output_dir", shown_text(path).s,
+                   a->lora_init[0] ? a->lora_init : "true/false/gaussian", b->lora_init[0] ? b->lora_init : "true/false/gaussian");
     TRY(compare_config(path, a, b));
     report_changes(a, b);
     return PT_OK;

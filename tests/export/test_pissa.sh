@@ -83,6 +83,13 @@ ok "resumed, it ends with the straight run's adapters, bit for bit (converted an
            cmp '$tmp/pissa/lora/residual_adapter/adapter_model.safetensors' '$tmp/r/lora/residual_adapter/adapter_model.safetensors'"
 
 # refusals
+run generate --model "$base" --adapter "$tmp/r/checkpoint-2.h5" --prompt "$pr" --max-new-tokens 1 --no-4bit
+ok "a pissa checkpoint is refused as an adapter of the original model, saying why" \
+    contains "$err" "the checkpoint's adapters were trained with init_lora_weights pissa, on the residual base"
+sed 's/^init_lora_weights: pissa$/init_lora_weights: olora/' "$tmp/r4.yaml" >"$tmp/r5.yaml"
+sed -i 's/^max_steps: 4$/max_steps: 6/' "$tmp/r5.yaml"
+run "$tmp/r5.yaml"
+ok "resuming a pissa run as olora is refused" contains "$err" "was trained with init_lora_weights pissa, this run has olora"
 config "$tmp/b1.yaml" "$tmp/b1" "init_lora_weights: pissa
 rank_pattern: {down_proj: 2}"
 run "$tmp/b1.yaml"
