@@ -190,7 +190,8 @@ static pt_status check_unsupported(const char *path, const json_t *c)
     if (!strncmp(iv, "pissa", 5) || !strcmp(iv, "olora") || !strcmp(iv, "corda") || !strcmp(iv, "lora_ga"))
         return ERR(PT_ERR_USER, "%s: init_lora_weights is \"%s\": the adapter belongs to a base PEFT changed (W - "
                    "scale·BA), not to the original one ptrain loads; save it with PEFT's save_pretrained(..., "
-                   "path_initial_model_for_weight_conversion=...) to get an adapter of the original base",
+                   "path_initial_model_for_weight_conversion=...) to get an adapter of the original base (ptrain's "
+                   "own runs write that one beside residual_adapter/)",
                    shown_text(path).s, shown_text(iv).s);
     const json_t *bias = json_object_get(c, "bias");
     if (bias && json_is_string(bias) && strcmp(json_string_value(bias), "none"))
