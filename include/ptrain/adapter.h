@@ -82,6 +82,11 @@ pt_status adapter_pissa_init(const float *w, int64_t out, int64_t in, int r, flo
                              float *residual);
 pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, float scale, float *a, float *b,
                              float *residual);
+/* PEFT's "pissa_niter_N": the same from torch.svd_lowrank(W, r, niter)'s randomized SVD, its random
+ * matrix drawn from seed (splitmix64) instead of torch's generator, so the factors are not PEFT's; W =
+ * residual + scale·b·a holds all the same. */
+pt_status adapter_pissa_niter_init(const float *w, int64_t out, int64_t in, int r, float scale, int niter, uint64_t seed,
+                                   float *a, float *b, float *residual);
 typedef enum { ADAPTER_DECOMP_PISSA, ADAPTER_DECOMP_OLORA } adapter_decomp;
 const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora" */
 /* Start every pair of ad (made for m) as how says, each from its base weight dequantized to fp32,

@@ -1,7 +1,8 @@
 /* adapter_decomp.c — the LoRA starts that come from the base weight's own decomposition, as PEFT
  * 0.21 defines them (peft/tuners/lora/layer.py): pissa (the top r singular triplets of W = U S Vh:
  * B = U_r sqrt(S_r/scale), A = sqrt(S_r/scale) Vh_r) and olora (W = Q R: B = Q[:, :r], A = R[:r]).
- * Both take the adapter's part out of the base: residual = W - scale·B·A, so the adapted model starts
+ * pissa_niter_N: the same from a randomized SVD (torch.svd_lowrank, Halko et al. 2009 5.1) seeded from
+ * random_state. All take the adapter's part out of the base: residual = W - scale·B·A, so the adapted model starts
  * equal to the original. The decompositions are LAPACK's (sgesdd, sgeqrf + sorgqr, from OpenBLAS,
  * called through their Fortran symbols), the routines torch.linalg.svd and .qr call on the CPU, so
  * the factors come out with the same sign convention. The decompositions are fp32, row-major, host
@@ -17,6 +18,9 @@
 
 #include "ptrain/nf4.h"
 #include "ptrain/quant.h"
+#include "ptrain/util.h"
+
+#include <cblas.h>
 
 /* LAPACK's Fortran interface (column-major; the trailing size_t is the hidden length of a
  * character argument in gfortran's calling convention). */
@@ -136,6 +140,94 @@ pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, flo
     residual_set(w, a, b, out, in, r, scale, residual);
 done:
     free(c), free(tau), free(work);
+    return st;
+}
+
+/* y (rows x cols, row-major, rows >= cols) replaced by the Q of its QR (torch.linalg.qr(y).Q). */
+static pt_status orthonormalize(float *y, int rows, int cols)
+{
+    float *c = column_major(y, rows, cols), *tau = malloc((size_t)cols * sizeof *tau), query = 0.0f, *work = NULL;
+    int lwork = -1, info = 0;
+    pt_status st = c && tau ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory for a QR");
+    if (st == PT_OK) sgeqrf_(&rows, &cols, c, &rows, tau, &query, &lwork, &info);
+    if (st == PT_OK && info == 0) {
+        lwork = (int)query + 1 > cols ? (int)query + 1 : cols;
+        if (!(work = malloc((size_t)lwork * sizeof *work))) st = ERR(PT_ERR_NOMEM, "out of memory for a QR");
+    }
+    if (st == PT_OK && info == 0) sgeqrf_(&rows, &cols, c, &rows, tau, work, &lwork, &info);
+    if (st == PT_OK && info == 0) sorgqr_(&rows, &cols, &cols, c, &rows, tau, work, &lwork, &info);
+    if (st == PT_OK && info != 0) st = ERR(PT_ERR_INTERNAL, "LAPACK's QR failed on a %d x %d matrix (info %d)", rows, cols, info);
+    if (st == PT_OK)
+        for (int i = 0; i < rows; i++)
+            for (int j = 0; j < cols; j++) y[(int64_t)i * cols + j] = c[i + (int64_t)j * rows];
+    free(c), free(tau), free(work);
+    return st;
+}
+
+/* A standard normal draw (Box-Muller on splitmix64). */
+static float normal(uint64_t *rng)
+{
+    double u1 = (double)(rng_next(rng) >> 11) / 9007199254740992.0, u2 = (double)(rng_next(rng) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+}
+
+pt_status adapter_pissa_niter_init(const float *w, int64_t out, int64_t in, int r, float scale, int niter, uint64_t seed,
+                                   float *a, float *b, float *residual)
+{
+    TRY(check_shape(out, in, r, scale));
+    if (niter < 0 || niter > 1000) return ERR(PT_ERR_USER, "pissa_niter_%d: expected 0 to 1000 iterations", niter);
+    /* torch.svd_lowrank(W, q = r, niter) (Halko et al. 2009, algorithm 5.1) on the tall one of W and its transpose */
+    bool tall = out >= in;
+    int m = (int)(tall ? out : in), n = (int)(tall ? in : out);
+    float *x = malloc((size_t)m * (size_t)n * sizeof *x), *q = malloc((size_t)m * (size_t)r * sizeof *q);
+    float *z = malloc((size_t)n * (size_t)r * sizeof *z), *bm = malloc((size_t)r * (size_t)n * sizeof *bm);
+    float *ub = malloc((size_t)r * (size_t)r * sizeof *ub), *sb = malloc((size_t)r * sizeof *sb);
+    float *vt = malloc((size_t)r * (size_t)n * sizeof *vt), *scratch = malloc((size_t)r * (size_t)n * sizeof *scratch);
+    float *u = malloc((size_t)m * (size_t)r * sizeof *u);
+    pt_status st = x && q && z && bm && ub && sb && vt && scratch && u ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory for pissa_niter");
+    if (st != PT_OK) goto done;
+    for (int64_t i = 0; i < out; i++)
+        for (int64_t j = 0; j < in; j++) x[tall ? i * in + j : j * out + i] = w[i * in + j];
+    uint64_t rng = seed;
+    for (int64_t i = 0; i < (int64_t)n * r; i++) z[i] = normal(&rng); /* R: n x r */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, n, 1.0f, x, n, z, r, 0.0f, q, r);
+    st = orthonormalize(q, m, r);
+    for (int it = 0; st == PT_OK && it < niter; it++) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, r, m, 1.0f, x, n, q, r, 0.0f, z, r);
+        st = orthonormalize(z, n, r);
+        if (st == PT_OK) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, n, 1.0f, x, n, z, r, 0.0f, q, r);
+        if (st == PT_OK) st = orthonormalize(q, m, r);
+    }
+    if (st != PT_OK) goto done;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r, n, m, 1.0f, q, r, x, n, 0.0f, bm, n); /* Q^T X: r x n */
+    /* the SVD of Q^T X (r x n, r <= n): by sgesdd on its column-major copy */
+    {
+        int rr = r, nn = n, lwork = -1, info = 0, *iwork = malloc(8 * (size_t)r * sizeof *iwork);
+        float *c = column_major(bm, r, n), query = 0.0f, *work = NULL;
+        if (!iwork || !c) st = ERR(PT_ERR_NOMEM, "out of memory for pissa_niter");
+        if (st == PT_OK) sgesdd_("S", &rr, &nn, c, &rr, sb, scratch, &rr, vt, &rr, &query, &lwork, iwork, &info, 1);
+        if (st == PT_OK && info == 0) {
+            lwork = (int)query + 1;
+            if (!(work = malloc((size_t)lwork * sizeof *work))) st = ERR(PT_ERR_NOMEM, "out of memory for pissa_niter");
+        }
+        if (st == PT_OK && info == 0) sgesdd_("S", &rr, &nn, c, &rr, sb, scratch, &rr, vt, &rr, work, &lwork, iwork, &info, 1);
+        if (st == PT_OK && info != 0) st = ERR(PT_ERR_INTERNAL, "LAPACK sgesdd failed in pissa_niter (info %d)", info);
+        if (st == PT_OK) /* ub row-major r x r from the column-major U in scratch */
+            for (int i = 0; i < r; i++)
+                for (int j = 0; j < r; j++) ub[i * r + j] = scratch[i + j * r];
+        free(iwork), free(c), free(work);
+    }
+    if (st != PT_OK) goto done;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, r, r, 1.0f, q, r, ub, r, 0.0f, u, r); /* U = Q Ub: m x r */
+    /* X = U S V^T with V[i][j] = vt[j + i*r] (column-major r x n); W = X (tall) or X^T */
+    for (int j = 0; j < r; j++) {
+        float root = sqrtf(sb[j] / scale);
+        for (int64_t i = 0; i < out; i++) b[i * r + j] = root * (tall ? u[i * r + j] : vt[j + i * r]);
+        for (int64_t i = 0; i < in; i++) a[(int64_t)j * in + i] = root * (tall ? vt[j + i * r] : u[i * r + j]);
+    }
+    residual_set(w, a, b, out, in, r, scale, residual);
+done:
+    free(x), free(q), free(z), free(bm), free(ub), free(sb), free(vt), free(scratch), free(u);
     return st;
 }
 

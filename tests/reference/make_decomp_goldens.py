@@ -14,6 +14,11 @@ for layer 0's gate_proj: A0, B0 (the start), A, B ("trained": the start plus see
 std 0.01), then the saved A' (2r x in) and B' (out x 2r); the saved config's r and lora_alpha are
 checked here (8 and 16). The script also checks that the converted adapter on the original model
 gives the logits of the pissa model (residual base + trained adapter) within 1e-5.
+
+And tests/data/peft/decomp_niter.json: for "pissa_niter_4" (torch.svd_lowrank, random), only what does
+not hang on torch's generator is comparable: per module, the Frobenius norm of the residual PEFT
+leaves for torch seeds 0..7 (min and max), and that of the exact pissa's (the smallest any rank-r
+start can leave, Eckart-Young).
 Run: $PTRAIN_PYTHON tests/reference/make_decomp_goldens.py
 """
 import json
@@ -29,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = os.path.join(HERE, "..", "data", "hf", "tiny-llama-f32")
 OUT = os.path.join(HERE, "..", "data", "peft", "decomp.bin")
 OUT_CONVERT = os.path.join(HERE, "..", "data", "peft", "decomp_convert.bin")
+OUT_NITER = os.path.join(HERE, "..", "data", "peft", "decomp_niter.json")
 MODULES = ["gate_proj", "down_proj"]
 INITS = ["pissa", "olora"]
 
@@ -59,6 +65,27 @@ def main():
             f.write(p.contiguous().numpy().astype("<f4").tobytes())
     print(OUT, sum(p.numel() for p in parts), "floats")
     convert()
+    niter()
+
+
+def niter():
+    res = {}
+    for name in MODULES:
+        norms = []
+        for seed in range(8):
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_pretrained(BASE, dtype=torch.float32)
+            cfg = LoraConfig(r=4, lora_alpha=8, target_modules=[name], init_lora_weights="pissa_niter_4",
+                             task_type="CAUSAL_LM")
+            mod = layer0(get_peft_model(model, cfg), name)
+            norms.append(float(mod.base_layer.weight.detach().double().norm()))
+        model = AutoModelForCausalLM.from_pretrained(BASE, dtype=torch.float32)
+        cfg = LoraConfig(r=4, lora_alpha=8, target_modules=[name], init_lora_weights="pissa", task_type="CAUSAL_LM")
+        exact = float(layer0(get_peft_model(model, cfg), name).base_layer.weight.detach().double().norm())
+        res[name] = {"niter4_min": min(norms), "niter4_max": max(norms), "exact": exact}
+    with open(OUT_NITER, "w") as f:
+        json.dump(res, f, indent=1)
+    print(OUT_NITER, res)
 
 
 def convert():
