@@ -28,7 +28,14 @@ typedef struct {
  * zero; false: A and B as torch's nn.Linear starts them (bounds 1/sqrt(in), 1/sqrt(r)), so the
  * adapter changes the model from the start; "gaussian": A normal with std 1/r, B zero. */
 /* pissa, olora: from the base weight's decomposition, taken out of the base (adapter_decomp_base). */
-typedef enum { ADAPTER_INIT_TRUE, ADAPTER_INIT_FALSE, ADAPTER_INIT_GAUSSIAN, ADAPTER_INIT_PISSA, ADAPTER_INIT_OLORA } adapter_init;
+typedef enum {
+    ADAPTER_INIT_TRUE,
+    ADAPTER_INIT_FALSE,
+    ADAPTER_INIT_GAUSSIAN,
+    ADAPTER_INIT_PISSA,
+    ADAPTER_INIT_OLORA,
+    ADAPTER_INIT_PISSA_NITER /* pissa_niter_N, N in pt_adapter.init_niter */
+} adapter_init;
 
 typedef struct pt_adapter {
     pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
@@ -42,6 +49,7 @@ typedef struct pt_adapter {
      * layers_pattern, rank_pattern, alpha_pattern; adapter_select.c), NULL: every layer, one r and alpha */
     char *select;
     adapter_init init;   /* how it started (adapter_config.json's init_lora_weights) */
+    int init_niter;      /* ADAPTER_INIT_PISSA_NITER: its N */
     adapter_pair *pairs; /* [n_layers * W_COUNT]; unused slots have no memory (r 0) */
     pt_backend *be;
     /* PEFT's modules_to_save of an adapter read from a file: the trained input embedding
@@ -87,15 +95,17 @@ pt_status adapter_olora_init(const float *w, int64_t out, int64_t in, int r, flo
  * residual + scale·b·a holds all the same. */
 pt_status adapter_pissa_niter_init(const float *w, int64_t out, int64_t in, int r, float scale, int niter, uint64_t seed,
                                    float *a, float *b, float *residual);
-typedef enum { ADAPTER_DECOMP_PISSA, ADAPTER_DECOMP_OLORA } adapter_decomp;
-const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora" */
+typedef enum { ADAPTER_DECOMP_PISSA, ADAPTER_DECOMP_OLORA, ADAPTER_DECOMP_PISSA_NITER } adapter_decomp;
+const char *adapter_decomp_name(adapter_decomp how); /* "pissa", "olora", "pissa_niter" */
+/* Whether ad started from a decomposition (pissa, pissa_niter_N, olora); out: PEFT's init_lora_weights text. */
+bool adapter_decomp_text(const pt_adapter *ad, char *out, size_t len);
 /* Start every pair of ad (made for m) as how says, each from its base weight dequantized to fp32,
  * and write the residual back into m's weight in that weight's own type (NF4, or a GGUF type ptrain
  * can quantize; else PT_ERR_UNSUPPORTED naming it); each pair keeps its start (start) and ad->init
- * says how. Refused on a model shared between ranks, on the fused families (phi3) and with PEFT's
+ * says how (pissa_niter: niter subspace iterations, each weight's random matrix from seed and its place). Refused on a model shared between ranks, on the fused families (phi3) and with PEFT's
  * selectors (layers_to_transform, rank_pattern, alpha_pattern: the converted adapter's patterns are
  * not written yet). */
-pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how);
+pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, int niter, uint64_t seed);
 /* PEFT's conversion of a pair trained from a pissa/olora start (a0, b0) on the residual base into one
  * for the original base (save_pretrained's path_initial_model_for_weight_conversion): W + s·b2·a2 =
  * residual + s·b·a with a2 = [a; a0] (2r x in) and b2 = [b, -b0] (out x 2r); the saved adapter has

@@ -80,7 +80,7 @@ typedef struct {
     bool use_rslora;
     char target_modules[256];
     char lora_select[4096]; /* PEFT's selectors (adapter.h: pt_adapter.select) as JSON; "": none */
-    char lora_init[16];     /* "pissa", "olora": the adapters apply to the residual base; "": the original base */
+    char lora_init[24];     /* "pissa", "pissa_niter_N", "olora": the adapters apply to the residual base; "": the original */
     char chat_template[64];
     /* best model and early stopping */
     pt_metric metric_for_best_model;

@@ -60,6 +60,7 @@ typedef struct {
     bool save_embed_tokens, save_lm_head; /* what modules_to_save names (config_check) */
     int targets_moved; /* lora_target_modules' embed_tokens (1) and lm_head (2), moved to modules_to_save */
     pt_lora_init lora_init;
+    int lora_init_niter; /* LORA_INIT_PISSA_NITER: N of "pissa_niter_N" */
 
     /* training */
     long per_device_train_batch_size;

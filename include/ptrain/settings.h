@@ -44,8 +44,16 @@ extern const char *const config_checkpointing_names[3]; /* "false", "true", "uns
 typedef enum { COMPUTE_AUTO, COMPUTE_FLOAT16, COMPUTE_BFLOAT16, COMPUTE_FLOAT32, COMPUTE_DTYPE_COUNT } pt_compute_dtype;
 /* lora_bias (only none is accepted). */
 typedef enum { LORA_BIAS_NONE, LORA_BIAS_ALL, LORA_BIAS_LORA_ONLY, LORA_BIAS_COUNT } pt_lora_bias;
-/* PEFT's init_lora_weights (config_check.c reads the text): true, false, "gaussian", "pissa" or "olora" */
-typedef enum { LORA_INIT_TRUE, LORA_INIT_FALSE, LORA_INIT_GAUSSIAN, LORA_INIT_PISSA, LORA_INIT_OLORA } pt_lora_init;
+/* PEFT's init_lora_weights (config_check.c reads the text): true, false, "gaussian", "pissa", "pissa_niter_N"
+ * or "olora" */
+typedef enum {
+    LORA_INIT_TRUE,
+    LORA_INIT_FALSE,
+    LORA_INIT_GAUSSIAN,
+    LORA_INIT_PISSA,
+    LORA_INIT_OLORA,
+    LORA_INIT_PISSA_NITER
+} pt_lora_init;
 /* optim: every one runs as AdamW with fp32 states; the 8-bit names say so with a warning. */
 typedef enum {
     OPTIM_ADAMW_8BIT,

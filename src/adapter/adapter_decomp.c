@@ -231,7 +231,17 @@ done:
     return st;
 }
 
-const char *adapter_decomp_name(adapter_decomp how) { return how == ADAPTER_DECOMP_PISSA ? "pissa" : "olora"; }
+const char *adapter_decomp_name(adapter_decomp how)
+{
+    return how == ADAPTER_DECOMP_PISSA ? "pissa" : how == ADAPTER_DECOMP_OLORA ? "olora" : "pissa_niter";
+}
+
+bool adapter_decomp_text(const pt_adapter *ad, char *out, size_t len)
+{
+    if (ad->init == ADAPTER_INIT_PISSA_NITER) snprintf(out, len, "pissa_niter_%d", ad->init_niter);
+    else snprintf(out, len, "%s", ad->init == ADAPTER_INIT_PISSA ? "pissa" : ad->init == ADAPTER_INIT_OLORA ? "olora" : "");
+    return out[0] != '\0';
+}
 
 /* w (fp32, out x in) from the base weight t's bytes in host. */
 static pt_status weight_to_f32(const pt_tensor *t, const void *host, int64_t out, int64_t in, float *w)
@@ -261,7 +271,7 @@ static pt_status weight_from_f32(const pt_tensor *t, const float *res, int64_t o
 
 /* One pair: the decomposition of layer's weight in slot w, into p and the weight. */
 static pt_status pair_decomp(pt_backend *be, adapter_pair *p, pt_tensor *t, int64_t out, int64_t in,
-                             adapter_decomp how, const char *where)
+                             adapter_decomp how, int niter, uint64_t seed, const char *where)
 {
     void *host = malloc(t->nbytes);
     float *w = malloc((size_t)(out * in) * sizeof *w), *res = malloc((size_t)(out * in) * sizeof *res);
@@ -274,7 +284,8 @@ static pt_status pair_decomp(pt_backend *be, adapter_pair *p, pt_tensor *t, int6
     if (st == PT_OK) st = weight_to_f32(t, host, out, in, w);
     if (st == PT_OK)
         st = how == ADAPTER_DECOMP_PISSA ? adapter_pissa_init(w, out, in, p->r, p->scale, a, b, res)
-                                          : adapter_olora_init(w, out, in, p->r, p->scale, a, b, res);
+             : how == ADAPTER_DECOMP_OLORA ? adapter_olora_init(w, out, in, p->r, p->scale, a, b, res)
+                                           : adapter_pissa_niter_init(w, out, in, p->r, p->scale, niter, seed, a, b, res);
     char why[256] = "";
     if (st == PT_OK && weight_from_f32(t, res, out, in, host) != PT_OK) {
         snprintf(why, sizeof why, "%s", err_message()); /* the quantizer's own words, before ERR replaces them */
@@ -299,7 +310,7 @@ static pt_status pair_decomp(pt_backend *be, adapter_pair *p, pt_tensor *t, int6
     return st;
 }
 
-pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
+pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, int niter, uint64_t seed)
 {
     if (m->borrowed)
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s changes the base weights, which this process shares "
@@ -321,9 +332,12 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how)
         snprintf(where, sizeof where, "layer %d %s", layer, adapter_module_name(m->cfg.arch, w));
         if (!model_adapter_shape(&m->cfg, w, &out, &in))
             return ERR(PT_ERR_INTERNAL, "%s: no [out, in] shape for this slot", where);
-        TRY(pair_decomp(ad->be, p, &m->layers[layer].w[w], out, in, how, where));
+        TRY(pair_decomp(ad->be, p, &m->layers[layer].w[w], out, in, how, niter, seed ^ (0x9E3779B97F4A7C15ull * (i + 1)),
+                        where));
     }
-    ad->init = how == ADAPTER_DECOMP_PISSA ? ADAPTER_INIT_PISSA : ADAPTER_INIT_OLORA;
+    ad->init = how == ADAPTER_DECOMP_PISSA ? ADAPTER_INIT_PISSA : how == ADAPTER_DECOMP_OLORA ? ADAPTER_INIT_OLORA
+                                                                                            : ADAPTER_INIT_PISSA_NITER;
+    ad->init_niter = how == ADAPTER_DECOMP_PISSA_NITER ? niter : 0;
     return PT_OK;
 }
 

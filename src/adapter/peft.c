@@ -49,9 +49,9 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());
     json_object_set_new(c, "inference_mode", json_true());
-    json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN ? json_string("gaussian")
-                                                : l->init == ADAPTER_INIT_PISSA  ? json_string("pissa")
-                                                : l->init == ADAPTER_INIT_OLORA  ? json_string("olora")
+    char decomp[32];
+    json_object_set_new(c, "init_lora_weights", l->init == ADAPTER_INIT_GAUSSIAN       ? json_string("gaussian")
+                                                : adapter_decomp_text(l, decomp, sizeof decomp) ? json_string(decomp)
                                                 : json_boolean(l->init != ADAPTER_INIT_FALSE));
     if (info->score) { /* what PEFT 0.21 writes for task_type SEQ_CLS */
         json_t *m = json_array();

@@ -122,7 +122,7 @@ static void check_selectors(pt_config *cfg, config_report *errors)
                    "add layers_to_transform or remove layers_pattern");
     const char *init = cfg->init_lora_weights ? cfg->init_lora_weights : "true";
     static const char *const trues[] = {"true", "yes", "on", "1", NULL}, *const falses[] = {"false", "no", "off", "0", NULL};
-    static const char *const base_changing[] = {"pissa_niter_", "corda", "lora_ga", NULL};
+    static const char *const base_changing[] = {"corda", "lora_ga", NULL};
     static const char *const data_driven[] = {"loftq", "eva", "orthogonal", "mica", NULL};
     bool known = false;
     for (int i = 0; trues[i]; i++)
@@ -132,20 +132,26 @@ static void check_selectors(pt_config *cfg, config_report *errors)
     if (!strcasecmp(init, "gaussian")) cfg->lora_init = LORA_INIT_GAUSSIAN, known = true;
     if (!strcasecmp(init, "pissa")) cfg->lora_init = LORA_INIT_PISSA, known = true;
     if (!strcasecmp(init, "olora")) cfg->lora_init = LORA_INIT_OLORA, known = true;
+    if (!strncasecmp(init, "pissa_niter_", 12)) {
+        known = true;
+        if (int_text(init + 12, 0, 999, &v))
+            cfg->lora_init = LORA_INIT_PISSA_NITER, cfg->lora_init_niter = (int)v;
+        else
+            rule_error(cfg, errors, "init_lora_weights", "%s: expected pissa_niter_N with N the number of subspace "
+                       "iterations, 0 to 999", shown_text(init).s);
+    }
     for (int i = 0; !known && base_changing[i]; i++)
         if (!strncasecmp(init, base_changing[i], strlen(base_changing[i]))) {
-            rule_error(cfg, errors, "init_lora_weights", "%s is not implemented: %s; use pissa (the exact SVD), olora, "
-                       "true, false or gaussian", shown_text(init).s,
-                       i == 0 ? "PEFT computes it with torch's randomized SVD (svd_lowrank), whose result hangs on "
-                                "torch's random generator"
-                              : "it needs data (the model's activations or gradients) besides the base weights");
+            rule_error(cfg, errors, "init_lora_weights", "%s is not implemented: it needs data (the model's activations "
+                       "or gradients) besides the base weights; use pissa, pissa_niter_N, olora, true, false or "
+                       "gaussian", shown_text(init).s);
             known = true;
         }
     for (int i = 0; !known && data_driven[i]; i++)
         if (!strcasecmp(init, data_driven[i])) {
             rule_error(cfg, errors, "init_lora_weights", "%s needs more than the base weights (quantization-aware "
                        "or data-driven initialization, or a different layer) and is not implemented in ptrain; use "
-                       "true, false, gaussian, pissa or olora", shown_text(init).s);
+                       "true, false, gaussian, pissa, pissa_niter_N or olora", shown_text(init).s);
             known = true;
         }
     move_targets(cfg, errors);
@@ -154,7 +160,8 @@ static void check_selectors(pt_config *cfg, config_report *errors)
         if (!strcmp(cfg->modules_to_save.items[i], "lm_head")) cfg->save_lm_head = true;
     }
     if (!known)
-        rule_error(cfg, errors, "init_lora_weights", "expected true, false, gaussian, pissa or olora, found \"%s\"",
+        rule_error(cfg, errors, "init_lora_weights", "expected true, false, gaussian, pissa, pissa_niter_N or olora, found "
+                   "\"%s\"",
                    shown_text(init).s);
     for (int i = 0; i < cfg->rank_pattern.n; i++)
         if (!int_text(cfg->rank_pattern.values[i], 1, 4096, &v)) {

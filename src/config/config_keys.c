@@ -97,8 +97,8 @@ const key_spec config_keys[] = {
     {"init_lora_weights", NULL, K_STR, OFF(init_lora_weights), "true", NULL, 0, 0, 0,
      "PEFT's init_lora_weights: true (A kaiming-uniform, B zero), false (A and B as nn.Linear starts them: "
      "the adapter changes the model from the start), gaussian (A normal, std 1/r; B zero), pissa (A, B from the base "
-     "weight's top-r singular vectors) or olora (from its QR); pissa and olora take the adapter out of the base "
-     "(W - scale·BA)"},
+     "weight's top-r singular vectors), pissa_niter_N (the same by a randomized SVD of N iterations) or olora "
+     "(from its QR); these take the adapter out of the base (W - scale·BA)"},
     {"rank_pattern", NULL, K_STRMAP, OFF(rank_pattern), NULL, NULL, 0, 0, 0,
      "PEFT's rank_pattern: {module regex: r}, matched as PEFT matches it (e.g. {q_proj: 8, \"layers.0.mlp.down_proj\": 4})"},
     {"alpha_pattern", NULL, K_STRMAP, OFF(alpha_pattern), NULL, NULL, 0, 0, 0,

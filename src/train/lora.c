@@ -170,7 +170,7 @@ static pt_status select_json(const pt_config *cfg, int n_layers, char **out)
  * beside the adapted model (a reference model, an adapter to continue from). */
 static pt_status check_decomp(const pt_config *cfg)
 {
-    const char *how = cfg->lora_init == LORA_INIT_PISSA ? "pissa" : "olora";
+    const char *how = cfg->lora_init == LORA_INIT_PISSA ? "pissa" : cfg->lora_init == LORA_INIT_OLORA ? "olora" : "pissa_niter_N";
     if (method_info_of(cfg->method)->reference)
         return ERR(PT_ERR_USER, "%s: init_lora_weights %s takes the adapter's start out of the base weights, and "
                    "%s's reference model is the base without the adapter, which is then no longer the original "
@@ -184,7 +184,8 @@ static pt_status check_decomp(const pt_config *cfg)
 
 pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
 {
-    bool decomp = cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA;
+    bool decomp = cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA ||
+                  cfg->lora_init == LORA_INIT_PISSA_NITER;
     if (decomp) TRY(check_decomp(cfg));
     bool target[W_COUNT] = {0};
     for (int i = 0; i < cfg->lora_target_modules.n; i++)
@@ -206,7 +207,10 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
     /* the decomposition of the base as loaded, on every start: a resumed run recomputes the same residual base
      * (and start) before its checkpoint's pairs replace the fresh ones */
     if (st == PT_OK && decomp) {
-        st = adapter_decomp_base(&l->ad, m, cfg->lora_init == LORA_INIT_PISSA ? ADAPTER_DECOMP_PISSA : ADAPTER_DECOMP_OLORA);
+        adapter_decomp how = cfg->lora_init == LORA_INIT_PISSA   ? ADAPTER_DECOMP_PISSA
+                             : cfg->lora_init == LORA_INIT_OLORA ? ADAPTER_DECOMP_OLORA
+                                                                 : ADAPTER_DECOMP_PISSA_NITER;
+        st = adapter_decomp_base(&l->ad, m, how, cfg->lora_init_niter, (uint64_t)cfg->random_state ^ 0x9155a);
         if (st != PT_OK) lora_free(l);
     }
     return st;

@@ -666,10 +666,11 @@ static pt_status save_decomp(trainer *t, const adapter_info *info, pt_adapter *c
     snprintf(dir, sizeof dir, "%s/residual_adapter", t->cfg->final_model_dir);
     TRY(peft_save(dir, &t->l.ad, info));
     TRY(adapter_decomp_converted(&t->l.ad, &t->m, conv));
+    char how[32];
+    adapter_decomp_text(&t->l.ad, how, sizeof how);
     log_info("adapter    init_lora_weights %s: %s holds the adapter for the residual base (PEFT's save_pretrained); "
              "the files below hold it converted for the original model (rank %d, as PEFT's "
-             "path_initial_model_for_weight_conversion writes it)\n", adapter_decomp_name(t->l.ad.init == ADAPTER_INIT_PISSA
-             ? ADAPTER_DECOMP_PISSA : ADAPTER_DECOMP_OLORA), shown_text(dir).s, conv->r);
+             "path_initial_model_for_weight_conversion writes it)\n", how, shown_text(dir).s, conv->r);
     return PT_OK;
 }
 
@@ -684,7 +685,8 @@ static pt_status save_adapter(trainer *t)
     pt_adapter conv = {0};
     const pt_adapter *ad = &t->l.ad;
     pt_status st = trainer_saved_info(t, &info, host);
-    if (st == PT_OK && (ad->init == ADAPTER_INIT_PISSA || ad->init == ADAPTER_INIT_OLORA)) {
+    char how[32];
+    if (st == PT_OK && adapter_decomp_text(ad, how, sizeof how)) {
         st = save_decomp(t, &info, &conv);
         ad = &conv;
     }

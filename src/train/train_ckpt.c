@@ -76,7 +76,9 @@ static void identify_model(trainer *t, ckpt_state *s)
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
     adapter_targets_text(ad->arch, ad->target, s->target_modules, sizeof s->target_modules);
     COPY(s->lora_select, ad->select ? ad->select : ""); /* lora_init refused a longer one */
-    COPY(s->lora_init, ad->init == ADAPTER_INIT_PISSA ? "pissa" : ad->init == ADAPTER_INIT_OLORA ? "olora" : "");
+    char decomp[32];
+    adapter_decomp_text(ad, decomp, sizeof decomp);
+    COPY(s->lora_init, decomp);
     COPY(s->chat_template, dataset_template_name(t->cfg->chat_template, t->tok));
 }
 

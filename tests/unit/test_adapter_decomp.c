@@ -145,7 +145,7 @@ static void load_started(pt_backend *be, bool nf4, adapter_decomp how, pt_model 
     if (adapter_create_init(ad, m, R, 8.0f, false, target, NULL, NULL, ADAPTER_INIT_TRUE, &seed))
         fail_msg("%s", err_message());
     if (nf4) return;
-    if (adapter_decomp_base(ad, m, how)) fail_msg("%s", err_message());
+    if (adapter_decomp_base(ad, m, how, 0, 0)) fail_msg("%s", err_message());
 }
 
 static float *download(pt_backend *be, const pt_tensor *t)
@@ -218,7 +218,7 @@ static void test_model_nf4(void **state)
     void *before = malloc(t->nbytes), *after = malloc(t->nbytes);
     float *w0 = malloc((size_t)(out * in) * sizeof *w0), *w1 = malloc((size_t)(out * in) * sizeof *w1);
     assert_int_equal(backend_download(be, t, before, t->nbytes), PT_OK);
-    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA), PT_OK);
+    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA, 0, 0), PT_OK);
     assert_int_equal(backend_download(be, t, after, t->nbytes), PT_OK);
     assert_int_equal(nf4_dequantize_rows(before, out, in, 0, out, w0), PT_OK);
     assert_int_equal(nf4_dequantize_rows(after, out, in, 0, out, w1), PT_OK);
@@ -295,7 +295,7 @@ static void test_model_gguf(void **state)
     char *before = malloc(t->nbytes), *after = malloc(t->nbytes);
     float *w0 = malloc((size_t)(out * in) * sizeof *w0), *w1 = malloc((size_t)(out * in) * sizeof *w1);
     assert_int_equal(backend_download(be, t, before, t->nbytes), PT_OK);
-    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA), PT_OK);
+    assert_int_equal(adapter_decomp_base(&ad, &m, ADAPTER_DECOMP_PISSA, 0, 0), PT_OK);
     assert_int_equal(t->dtype, PT_Q4_1);
     assert_int_equal(backend_download(be, t, after, t->nbytes), PT_OK);
     for (int64_t i = 0; i < out; i++) {

@@ -1923,17 +1923,20 @@ static void test_rule_selectors(void **state)
     parse_ok("init_lora_weights: OLoRA\n", &cfg);
     assert_int_equal(cfg.lora_init, LORA_INIT_OLORA);
     config_free(&cfg);
-    expect_error("init_lora_weights: pissa_niter_4\n", "config.yaml:1:20: init_lora_weights: pissa_niter_4 is not "
-                 "implemented: PEFT computes it with torch's randomized SVD (svd_lowrank), whose result hangs on torch's "
-                 "random generator; use pissa (the exact SVD), olora, true, false or gaussian");
+    parse_ok("init_lora_weights: pissa_niter_4\n", &cfg);
+    assert_int_equal(cfg.lora_init, LORA_INIT_PISSA_NITER);
+    assert_int_equal(cfg.lora_init_niter, 4);
+    config_free(&cfg);
+    expect_error("init_lora_weights: pissa_niter_x\n", "config.yaml:1:20: init_lora_weights: pissa_niter_x: expected "
+                 "pissa_niter_N with N the number of subspace iterations, 0 to 999");
     expect_error("init_lora_weights: corda\n", "config.yaml:1:20: init_lora_weights: corda is not implemented: it needs "
-                 "data (the model's activations or gradients) besides the base weights; use pissa (the exact SVD), "
+                 "data (the model's activations or gradients) besides the base weights; use pissa, pissa_niter_N, "
                  "olora, true, false or gaussian");
     expect_error("init_lora_weights: eva\n", "config.yaml:1:20: init_lora_weights: eva needs more than the base weights "
                  "(quantization-aware or data-driven initialization, or a different layer) and is not implemented in "
-                 "ptrain; use true, false, gaussian, pissa or olora");
+                 "ptrain; use true, false, gaussian, pissa, pissa_niter_N or olora");
     expect_error("init_lora_weights: uniform\n", "config.yaml:1:20: init_lora_weights: expected true, false, gaussian, "
-                 "pissa or olora, found \"uniform\"");
+                 "pissa, pissa_niter_N or olora, found \"uniform\"");
     expect_error("rank_pattern: {q_proj: 0}\n", "config.yaml:1:15: rank_pattern: q_proj: expected a rank from 1 to 4096, "
                  "found \"0\"");
     expect_error("alpha_pattern: {q_proj: -1}\n", "config.yaml:1:16: alpha_pattern: q_proj: expected a positive number, "
