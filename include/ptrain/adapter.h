@@ -102,9 +102,8 @@ bool adapter_decomp_text(const pt_adapter *ad, char *out, size_t len);
 /* Start every pair of ad (made for m) as how says, each from its base weight dequantized to fp32,
  * and write the residual back into m's weight in that weight's own type (NF4, or a GGUF type ptrain
  * can quantize; else PT_ERR_UNSUPPORTED naming it); each pair keeps its start (start) and ad->init
- * says how (pissa_niter: niter subspace iterations, each weight's random matrix from seed and its place). Refused on a model shared between ranks, on the fused families (phi3) and with PEFT's
- * selectors (layers_to_transform, rank_pattern, alpha_pattern: the converted adapter's patterns are
- * not written yet). */
+ * says how (pissa_niter: niter subspace iterations, each weight's random matrix from seed and its place).
+ * Refused on a model shared between ranks and on the fused families (phi3). */
 pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, int niter, uint64_t seed);
 /* PEFT's conversion of a pair trained from a pissa/olora start (a0, b0) on the residual base into one
  * for the original base (save_pretrained's path_initial_model_for_weight_conversion): W + s·b2·a2 =
@@ -113,7 +112,8 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, i
 void adapter_decomp_convert(const float *a, const float *b, const float *a0, const float *b0, int64_t out,
                             int64_t in, int r, float *a2, float *b2);
 /* conv (fresh) = ad, trained from adapter_decomp_base's start, converted for the original base of m:
- * every pair by adapter_decomp_convert, rank 2r, alpha doubled (times sqrt(2) with rsLoRA), init true. */
+ * every pair by adapter_decomp_convert, rank 2r, alpha doubled (times sqrt(2) with rsLoRA), init true; PEFT's
+ * selectors kept, rank_pattern's ranks and alpha_pattern's alphas doubled alike. */
 pt_status adapter_decomp_converted(const pt_adapter *ad, const pt_model *m, pt_adapter *conv);
 /* The same with each pair's rank (0: none) and alpha given, per layer * W_COUNT + w (a file's own
  * ranks); r and alpha are the adapter's nominal ones. */

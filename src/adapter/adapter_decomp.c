@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <math.h>
 
 #include "ptrain/nf4.h"
@@ -316,11 +317,6 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, i
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s changes the base weights, which this process shares "
                    "with the other ranks on its node; run one process per node, or use init_lora_weights true",
                    adapter_decomp_name(how));
-    if (ad->select)
-        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s with layers_to_transform, rank_pattern or alpha_pattern "
-                   "is not implemented (the adapter converted for the original base would need its patterns "
-                   "doubled); give one r and alpha for every layer, or use init_lora_weights true",
-                   adapter_decomp_name(how));
     if (arch_info(m->cfg.arch)->fused)
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s on a family with fused projections (qkv_proj, "
                    "gate_up_proj) is not implemented; use init_lora_weights true", adapter_decomp_name(how));
@@ -353,6 +349,23 @@ void adapter_decomp_convert(const float *a, const float *b, const float *a0, con
         }
 }
 
+/* PEFT's selectors for the converted adapter: rank_pattern's ranks doubled, alpha_pattern's alphas times two (times
+ * sqrt(2) with rsLoRA, so the scale stays: PEFT 0.21 doubles them either way); NULL when out of memory. */
+static char *doubled_select(const char *select, bool rslora)
+{
+    json_t *sel = json_loads(select, 0, NULL);
+    const char *key;
+    json_t *v;
+    if (!sel) return NULL;
+    json_object_foreach(json_object_get(sel, "rank_pattern"), key, v)
+        if (json_is_integer(v)) json_integer_set(v, 2 * json_integer_value(v));
+    json_object_foreach(json_object_get(sel, "alpha_pattern"), key, v)
+        if (json_is_number(v)) json_real_set(v, (rslora ? sqrt(2.0) : 2.0) * json_number_value(v));
+    char *text = json_dumps(sel, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(sel);
+    return text;
+}
+
 pt_status adapter_decomp_converted(const pt_adapter *ad, const pt_model *m, pt_adapter *conv)
 {
     size_t n = (size_t)ad->n_layers * W_COUNT;
@@ -364,7 +377,22 @@ pt_status adapter_decomp_converted(const pt_adapter *ad, const pt_model *m, pt_a
             st = ERR(PT_ERR_INTERNAL, "an adapter pair has no pissa/olora start to convert from");
         ranks[p - ad->pairs] = 2 * p->r, alphas[p - ad->pairs] = two * ad->alpha;
     }
-    if (st == PT_OK) st = adapter_create_ranks(conv, m, 2 * ad->r, two * ad->alpha, ad->rslora, ad->target, ranks, alphas, NULL);
+    char *select = st == PT_OK && ad->select ? doubled_select(ad->select, ad->rslora) : NULL;
+    if (st == PT_OK && ad->select && !select) st = ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK && select)
+        st = adapter_create_select(conv, m, 2 * ad->r, two * ad->alpha, ad->rslora, ad->target, select,
+                                   "the adapter converted for the original base", NULL);
+    else if (st == PT_OK)
+        st = adapter_create_ranks(conv, m, 2 * ad->r, two * ad->alpha, ad->rslora, ad->target, ranks, alphas, NULL);
+    free(select);
+    for (adapter_pair *p = adapter_next(ad, NULL); st == PT_OK && p; p = adapter_next(ad, p)) {
+        const adapter_pair *q = &conv->pairs[p - ad->pairs];
+        if (q->r != 2 * p->r || fabsf(q->scale - p->scale) > 1e-6f * p->scale) {
+            st = ERR(PT_ERR_INTERNAL, "the converted adapter's pair has rank %d and scale %g, not %d and %g", q->r,
+                     (double)q->scale, 2 * p->r, (double)p->scale);
+            adapter_free(conv);
+        }
+    }
     free(ranks), free(alphas);
     TRY(st);
     for (adapter_pair *p = adapter_next(ad, NULL); st == PT_OK && p; p = adapter_next(ad, p)) {

@@ -60,7 +60,18 @@ for init in pissa olora pissa_niter_2; do
         "$tmp/$init/lora/adapter_config.json"
     logits "$tmp/l$init" "$tmp/$init/lora"
 done
+# PEFT's selectors: the converted adapter keeps them, its rank_pattern and alpha_pattern doubled
+config "$tmp/sel.yaml" "$tmp/sel" 'init_lora_weights: pissa
+layers_to_transform: [1]
+rank_pattern: {down_proj: 2}
+alpha_pattern: {gate_proj: 3}'
+run "$tmp/sel.yaml"
+ok "a pissa run with layers_to_transform, rank_pattern and alpha_pattern trains (exit $rc)" test "$rc" = 0
+[ "$rc" = 0 ] || echo "$err" | sed 's/^/# /'
+logits "$tmp/lsel" "$tmp/sel/lora"
 "$PY" "$PTRAIN_SRCDIR/tests/export/select_check.py" check "$base" \
+    "$tmp/sel/lora:$tmp/lsel.ids:$tmp/lsel:model.layers.1.mlp.gate_proj=8,model.layers.1.mlp.down_proj=4,model.layers.0.mlp.gate_proj=-" \
+    "$tmp/sel/lora/residual_adapter:$tmp/lsel.ids:$tmp/lsel:model.layers.1.mlp.down_proj=2,model.layers.0.mlp.down_proj=-" \
     "$tmp/pissa/lora:$tmp/lpissa.ids:$tmp/lpissa:model.layers.0.mlp.gate_proj=8,model.layers.1.mlp.down_proj=8" \
     "$tmp/pissa/lora/residual_adapter:$tmp/lpissa.ids:$tmp/lpissa:model.layers.0.mlp.gate_proj=4" \
     "$tmp/olora/lora:$tmp/lolora.ids:$tmp/lolora:model.layers.0.mlp.gate_proj=8" \
@@ -68,7 +79,7 @@ done
     "$tmp/pissa_niter_2/lora:$tmp/lpissa_niter_2.ids:$tmp/lpissa_niter_2:model.layers.0.mlp.gate_proj=8" >"$tmp/check.out" 2>&1
 rc=$?
 grep -v -i "warn\|Loading weights\|^ *$" "$tmp/check.out" | sed 's/^/# /'
-ok "PEFT gives ptrain's logits with the converted adapters on the original model (pissa, olora, pissa_niter_2), and with residual_adapter/ (PEFT recomputing the residual base; not for pissa_niter, whose random matrix is torch's there)" \
+ok "PEFT gives ptrain's logits with the converted adapters on the original model (pissa, olora, pissa_niter_2, pissa with selectors: patterns doubled), and with residual_adapter/ (PEFT recomputing the residual base; not for pissa_niter, whose random matrix is torch's there)" \
     test "$rc" = 0
 
 # resume: 2 steps, then on to 4 from the checkpoint (the residual base recomputed): the straight run's adapter
@@ -92,10 +103,6 @@ sed 's/^init_lora_weights: pissa$/init_lora_weights: olora/' "$tmp/r4.yaml" >"$t
 sed -i 's/^max_steps: 4$/max_steps: 6/' "$tmp/r5.yaml"
 run "$tmp/r5.yaml"
 ok "resuming a pissa run as olora is refused" contains "$err" "was trained with init_lora_weights pissa, this run has olora"
-config "$tmp/b1.yaml" "$tmp/b1" "init_lora_weights: pissa
-rank_pattern: {down_proj: 2}"
-run "$tmp/b1.yaml"
-ok "pissa with rank_pattern is refused, saying why" contains "$err" "init_lora_weights pissa with layers_to_transform, rank_pattern or alpha_pattern is not implemented"
 config "$tmp/b2.yaml" "$tmp/b2" "init_lora_weights: corda"
 run check "$tmp/b2.yaml"
 ok "corda is refused, saying why" contains "$err" "it needs data"
