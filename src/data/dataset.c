@@ -34,7 +34,8 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     data_record rec;
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
-        s->rc = lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
+        s->rc = f == FMT_PROMPT       ? label_prompt(lc, &rec, &s->ex, &s->truncated, &s->label)
+                : lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : rec.text          ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
                                     : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
@@ -188,11 +189,21 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
     return rc;
 }
 
+/* GRPO: whether the first row with a prompt has it as turns (the chat template is then needed). */
+static bool prompt_turns(const data_rows *rows)
+{
+    for (size_t i = 0; i < rows->n; i++) {
+        const json_t *p = json_object_get(rows->v[i].obj, "prompt");
+        if (p) return json_is_array(p);
+    }
+    return false;
+}
+
 /* Tokenize this part's rows of one entry into *slots (one per row). */
 static pt_status tokenize_entry(const loader *L, int index, const data_rows *rows, pt_dataset_stats *st,
                                 data_slot **slots)
 {
-    data_format f = detect(rows, L->o->dataset_text_field, L->o->pairs || L->o->unpaired);
+    data_format f = L->o->prompts ? FMT_PROMPT : detect(rows, L->o->dataset_text_field, L->o->pairs || L->o->unpaired);
     st->format = format_name(f);
     if (L->o->unpaired && f != FMT_NONE && f != FMT_UNPAIRED && f != FMT_PREFERENCE)
         return ERR(PT_ERR_USER,
@@ -212,7 +223,7 @@ static pt_status tokenize_entry(const loader *L, int index, const data_rows *row
                                  "preference method trains on; set method: dpo",
                    index, shown_text(st->name).s, format_name(f));
     st->assistant_only = loss_on_assistant(L, index, f);
-    bool chat = f != FMT_TEXT && f != FMT_NONE;
+    bool chat = f != FMT_TEXT && f != FMT_NONE && (f != FMT_PROMPT || prompt_turns(rows));
     label_ctx lc; /* plain text needs no template: any known name will do */
     pt_status rc = label_init(&lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
@@ -280,8 +291,8 @@ pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *
 {
     /* a pair is one example of two sequences (segments 1 and 2), as a packed example is; so is a
      * pair KTO unrolls, and KTO keeps a completion up to max_seq_length beside its prompt */
-    bool two = o->pairs || o->unpaired;
-    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (two ? 2 : 1), .packed = two};
+    bool two = o->pairs || o->unpaired || o->prompts;
+    *out = (pt_dataset){.max_len = o->prompts ? INT32_MAX : (int32_t)o->max_seq_length * (two ? 2 : 1), .packed = two};
     if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
     out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();
