@@ -95,8 +95,13 @@ static pt_status decode_all(const trainer *t, const grpo_micro *g, char **text)
 {
     for (int i = 0; i < g->n; i++) {
         strbuf sb = {0};
-        for (int32_t k = 0; k < g->len[i]; k++)
-            if (!tokenizer_is_special(t->tok, g->comp[i][k])) TRY(tokenizer_decode(t->tok, &g->comp[i][k], 1, &sb));
+        pt_status st = PT_OK;
+        for (int32_t k = 0; k < g->len[i] && st == PT_OK; k++)
+            if (!tokenizer_is_special(t->tok, g->comp[i][k])) st = tokenizer_decode(t->tok, &g->comp[i][k], 1, &sb);
+        if (st != PT_OK) {
+            sb_free(&sb);
+            return st;
+        }
         text[i] = sb.data ? sb.data : calloc(1, 1);
         TRY_ALLOC(text[i]);
     }

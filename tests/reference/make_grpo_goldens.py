@@ -15,27 +15,58 @@ iteration) and the metrics; backward the LoRA gradients. Cases: "zero" (B = 0, b
 policy is the reference, the KL 0), "random" (A and B random, beta 0.04) and "random_b0" (beta 0,
 TRL's default).
 
-Writes tests/data/grpo/: manifest.json, {case}_{init,grads}.f32.
+Tokenization: text and conversational prompt rows (with an answer column) through TRL's own
+GRPOTrainer._tokenize_prompts with the tokenizers of tests/data/tokenizer/{smollm2, llama3-mini}:
+the prompt ids it generates from, for src/data/pair.c (label_prompt).
+
+Writes tests/data/grpo/: manifest.json, {case}_{init,grads}.f32, text.jsonl, chat.jsonl and
+tokenized.json.
 Run: $PTRAIN_PYTHON tests/reference/make_grpo_goldens.py (torch transformers peft trl)
 """
 import json
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from datasets import Dataset
 from peft import LoraConfig
+from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from make_dpo_goldens import stand_in_tokenizer  # noqa: E402
+from make_dpo_goldens import TOKENIZERS, stand_in_tokenizer  # noqa: E402
 from make_peft_goldens import MHA, MODULES, base_model, lora_params  # noqa: E402
 
 OUT = os.path.join(HERE, "..", "data", "grpo")
 G, MAX_COMPLETION = 4, 6
 EOS = MHA["vocab_size"] - 1
+
+
+TEXT = [
+    {"prompt": "The sky is", "answer": "blue"},
+    {"prompt": "Q: 2+2?\nA:", "answer": 4},
+]
+CHAT = [
+    {"prompt": [{"role": "user", "content": "What colour is the sky?"}], "answer": "Blue"},
+    {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Capital of France?"}],
+     "answer": "Paris"},
+]
+
+
+def tokenized():
+    """TRL's prompt ids of TEXT and CHAT, per tokenizer (GRPOTrainer._tokenize_prompts on a stand-in
+    trainer holding what it reads)."""
+    out = {}
+    for name in TOKENIZERS:
+        tok = AutoTokenizer.from_pretrained(os.path.join(HERE, "..", "data", "tokenizer", name))
+        stub = SimpleNamespace(processing_class=tok, _is_vlm=False, environment_factories=None, tools=None,
+                               chat_template=None, chat_template_kwargs={})
+        out[name] = {group: GRPOTrainer._tokenize_prompts(stub, [r["prompt"] for r in rows])[0]
+                     for group, rows in (("text", TEXT), ("chat", CHAT))}
+    return out
 
 
 def even_share(prompts, completions, completion_ids, **kwargs):
@@ -98,6 +129,12 @@ def run(trainer, model, params, inputs):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    for name, rows in (("text", TEXT), ("chat", CHAT)):
+        with open(os.path.join(OUT, f"{name}.jsonl"), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+    with open(os.path.join(OUT, "tokenized.json"), "w") as f:
+        json.dump(tokenized(), f)
     prompts, completions = data()
     manifest = {"model": "tests/data/llama/tiny-mha-f32.gguf", "r": 4, "alpha": 8, "num_generations": G,
                 "max_completion_length": MAX_COMPLETION, "eos": EOS, "prompts": prompts, "completions": completions}

@@ -5,7 +5,9 @@
  * with the adapter off (step_sequence_nll, one "sequence" per completion token); the loss and the
  * LoRA gradients through the loss head's per-sequence scales, one per token (grpo_token_scales).
  * Checked against TRL: the advantages, the loss, its metrics and the LoRA gradients, with B zero
- * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, and TRL's default beta 0). */
+ * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, and TRL's default beta 0). And the
+ * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
+ * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -20,11 +22,15 @@
 
 #include "ptrain/adapter.h"
 #include "ptrain/backend.h"
+#include "ptrain/config.h"
+#include "ptrain/config_options.h"
+#include "ptrain/dataset.h"
 #include "ptrain/gguf.h"
 #include "ptrain/grpo.h"
 #include "ptrain/lora.h"
 #include "ptrain/model.h"
 #include "ptrain/step.h"
+#include "ptrain/tokenizer.h"
 
 #define MAX_ROWS 256
 
@@ -263,6 +269,58 @@ static void test_advantages_edge(void **state)
     assert_true(sums[GRPO_SCORED] == 7);
 }
 
+static void test_prompts_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[2048];
+    snprintf(path, sizeof path, "%s/tests/data/grpo/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name, *group;
+    json_t *groups, *rows;
+    json_object_foreach(golden, name, groups) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        json_object_foreach(groups, group, rows) {
+            for (int cut = 0; cut <= 3; cut += 3) { /* max_prompt_length 3: the last 3 of TRL's */
+                snprintf(yaml, sizeof yaml, "method: grpo\nreward_funcs: [length]\nper_device_train_batch_size: 8\n%s\ndataset:\n  - name: "
+                         "\"%s/tests/data/grpo/%s.jsonl\"\n", cut ? "max_prompt_length: 3" : "", srcdir(), group);
+                pt_config cfg;
+                pt_dataset ds, eval;
+                assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+                dataset_options o = dataset_options_from_config(&cfg);
+                pt_status st = dataset_prepare(&o, tok, NULL, &ds, &eval);
+                if (st) fail_msg("%s", err_message());
+                config_free(&cfg);
+                assert_int_equal(ds.n, json_array_size(rows));
+                for (size_t i = 0; i < ds.n; i++) {
+                    const int32_t *ids;
+                    int32_t n;
+                    char *cols;
+                    assert_int_equal(dataset_prompt_row(&ds.ex[i], &ids, &n, &cols), PT_OK);
+                    json_t *want = json_array_get(rows, i);
+                    size_t nw = json_array_size(want), from = cut && nw > (size_t)cut ? nw - (size_t)cut : 0;
+                    if ((size_t)n != nw - from) fail_msg("%s %s row %zu: %d prompt tokens, TRL %zu", name, group, i, n, nw - from);
+                    for (int32_t k = 0; k < n; k++)
+                        if (ids[k] != json_integer_value(json_array_get(want, from + (size_t)k)))
+                            fail_msg("%s %s row %zu token %d: %d, TRL %lld", name, group, i, k, ids[k],
+                                     (long long)json_integer_value(json_array_get(want, from + (size_t)k)));
+                    json_t *row = json_loads(cols, 0, NULL);
+                    assert_non_null(json_object_get(row, "answer"));
+                    assert_non_null(json_object_get(row, "prompt"));
+                    json_decref(row);
+                    free(cols);
+                }
+                dataset_free(&ds), dataset_free(&eval);
+            }
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +328,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
+        cmocka_unit_test(test_prompts_tokenized_as_trl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
