@@ -1,8 +1,8 @@
 /* grpo_step.c — one GRPO micro-batch as TRL 1.16's GRPOTrainer makes it (grpo.h for the loss):
  * its prompts (examples of dataset_options.prompts) each get num_generations completions sampled
- * by ptrain's own forward with the KV cache (the prompt run once, each completion continuing from
- * it) up to max_completion_length tokens or the end of turn (which is kept, as TRL keeps eos);
- * every completion is scored by the reward functions (reward.h), the group's rewards become
+ * by ptrain's own forward, the group's completions decoded in step as one batch over a KV cache
+ * (forward_tokens_batch), up to max_completion_length tokens or the end of turn (which is kept, as
+ * TRL keeps eos); every completion is scored by the reward functions (reward.h), the group's rewards become
  * advantages, and the prompts and completions make one padding-free row of sequences whose
  * completion tokens are the targets, each token its own "sequence" of the loss head so that
  * grpo_token_scales can weigh it. Sampling is seeded by the seed, the step, the micro-batch, the
@@ -42,7 +42,8 @@ static uint64_t mix(uint64_t z)
 long grpo_max_new(const pt_config *c) { return c->max_completion_length > 0 ? c->max_completion_length : 512; }
 
 /* g completions of the prompt ids[0..np) into out[k] (malloc'd, len[k] tokens), ended[k]: with
- * the end of turn. seed: of the prompt; completion k draws from mix(seed + k). */
+ * the end of turn; decoded in step, one batch of g sequences over a KV cache (the prompt run for
+ * each). seed: of the prompt; completion k draws from mix(seed + k). */
 static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np, int g, uint64_t seed,
                                 int32_t **out, int32_t *len, bool *ended)
 {
@@ -53,32 +54,36 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
         return ERR(PT_ERR_USER, "GRPO: a prompt of %d tokens leaves no room to generate in the model's context of %d; "
                    "set max_prompt_length", np, m->cfg.ctx_len);
     int vocab = m->cfg.vocab < tokenizer_vocab_size(t->tok) ? m->cfg.vocab : tokenizer_vocab_size(t->tok);
-    float *first = malloc(sizeof(float) * (size_t)m->cfg.vocab), *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
+    size_t width = (size_t)m->cfg.vocab;
+    float *logits = malloc(sizeof(float) * width * (size_t)g);
+    int32_t *step_ids = malloc(sizeof(int32_t) * (size_t)np * (size_t)g);
+    sampler *s = calloc((size_t)g, sizeof *s);
     pt_kv_cache kv = {0};
-    pt_status st = first && logits ? kv_cache_init(m, ctx, &kv) : ERR(PT_ERR_NOMEM, "GRPO: no memory for logits");
-    if (st == PT_OK) st = forward_tokens(m, &t->l.ad, &kv, ids, np, first, true);
+    pt_status st = logits && step_ids && s ? kv_cache_init_batch(m, g, ctx, &kv)
+                                           : ERR(PT_ERR_NOMEM, "GRPO: no memory for logits");
     for (int k = 0; st == PT_OK && k < g; k++) {
         out[k] = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
-        if (!out[k]) {
-            st = ERR(PT_ERR_NOMEM, "GRPO: no memory for a completion");
-            break;
-        }
+        if (!out[k]) st = ERR(PT_ERR_NOMEM, "GRPO: no memory for a completion");
         len[k] = 0, ended[k] = false;
-        kv.n_past = np; /* the prompt's keys and values stay; what follows is overwritten */
-        memcpy(logits, first, sizeof(float) * (size_t)m->cfg.vocab);
-        sampler s = {1.0f, 1.0f, mix(seed + (uint64_t)k)}; /* TRL's temperature and top_p */
-        while (st == PT_OK && len[k] < max_new && kv.n_past < ctx) {
-            int32_t next = sample_next(&s, logits, vocab);
-            out[k][len[k]++] = next;
-            if (ends_turn(t->tok, next)) {
-                ended[k] = true;
-                break;
-            }
-            if (len[k] < max_new && kv.n_past < ctx) st = forward_tokens(m, &t->l.ad, &kv, &next, 1, logits, true);
+        s[k] = (sampler){1.0f, 1.0f, mix(seed + (uint64_t)k)}; /* TRL's temperature and top_p */
+        if (out[k]) memcpy(step_ids + (size_t)k * (size_t)np, ids, sizeof(int32_t) * (size_t)np);
+    }
+    if (st == PT_OK) st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, np, logits);
+    for (long made = 0; st == PT_OK && made < max_new; made++) {
+        bool open = false;
+        for (int k = 0; k < g; k++) {
+            step_ids[k] = 0; /* an ended sequence's slot runs on, unread */
+            if (ended[k]) continue;
+            int32_t next = sample_next(&s[k], logits + (size_t)k * width, vocab);
+            out[k][len[k]++] = next, step_ids[k] = next;
+            if (ends_turn(t->tok, next)) ended[k] = true;
+            else open = true;
         }
+        if (!open || made + 1 >= max_new || kv.n_past >= ctx) break;
+        st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, 1, logits);
     }
     if (kv.k) kv_cache_free(m, &kv);
-    free(first), free(logits);
+    free(logits), free(step_ids), free(s);
     return st;
 }
 

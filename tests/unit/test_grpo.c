@@ -24,6 +24,7 @@
 #include "ptrain/backend.h"
 #include "ptrain/config.h"
 #include "ptrain/config_options.h"
+#include "ptrain/forward.h"
 #include "ptrain/dataset.h"
 #include "ptrain/gguf.h"
 #include "ptrain/grpo.h"
@@ -321,6 +322,36 @@ static void test_prompts_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* Batched generation (forward_tokens_batch: three sequences decoded in step over one cache) gives
+ * each sequence the logits forward_tokens gives it alone: three prompts, then two tokens each. */
+static void test_batched_generation(void **state)
+{
+    fixture *fx = *state;
+    const pt_model *m = &fx->m;
+    int vocab = m->cfg.vocab, np = 5, B = 3;
+    int32_t prompts[15], next[2][3] = {{7, 100, 250}, {3, 319, 42}};
+    for (int i = 0; i < 15; i++) prompts[i] = (i * 37 + 11) % vocab;
+    float *got = malloc(sizeof(float) * (size_t)(B * vocab)), *want = malloc(sizeof(float) * (size_t)vocab);
+    pt_kv_cache kv, one;
+    double worst = 0;
+    assert_int_equal(kv_cache_init_batch(m, B, 16, &kv), PT_OK);
+    assert_int_equal(forward_tokens_batch(m, &fx->l.ad, &kv, prompts, np, got), PT_OK);
+    for (int step = 0; step <= 2; step++) {
+        if (step > 0) assert_int_equal(forward_tokens_batch(m, &fx->l.ad, &kv, next[step - 1], 1, got), PT_OK);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(kv_cache_init(m, 16, &one), PT_OK);
+            assert_int_equal(forward_tokens(m, &fx->l.ad, &one, prompts + b * np, np, want, true), PT_OK);
+            for (int s = 0; s < step; s++) assert_int_equal(forward_tokens(m, &fx->l.ad, &one, &next[s][b], 1, want, true), PT_OK);
+            kv_cache_free(m, &one);
+            for (int v = 0; v < vocab; v++) worst = fmax(worst, fabs((double)got[b * vocab + v] - want[v]));
+        }
+    }
+    kv_cache_free(m, &kv);
+    free(got), free(want);
+    print_message("batched generation: max |logit difference| %.3g\n", worst);
+    assert_true(worst <= 1e-4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +360,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
+        cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
