@@ -163,7 +163,8 @@ const key_spec config_keys[] = {
     {"max_prompt_length", NULL, K_INT, OFF(max_prompt_length), NULL, NULL, 1, 1 << 24, 0,
      "preference methods: prompt tokens kept, its end (the left is cut); default: no limit"},
     {"max_completion_length", NULL, K_INT, OFF(max_completion_length), NULL, NULL, 1, 1 << 24, 0,
-     "preference methods: completion tokens kept (the end is cut); GRPO: tokens generated; default: no limit"},
+     "preference methods: completion tokens kept (the end is cut); GRPO: tokens generated at most (default: no "
+     "limit; GRPO 512)"},
     {"num_generations", NULL, K_INT, OFF(num_generations), "8", NULL, 1, 1 << 20, 0,
      "GRPO: completions sampled per prompt"},
     {"desirable_weight", NULL, K_FLOAT, OFF(desirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
@@ -175,7 +176,8 @@ const key_spec config_keys[] = {
     {"embedding_learning_rate", NULL, K_FLOAT, OFF(embedding_learning_rate), NULL, NULL, 0, BIG, F_MIN_EXCL,
      "CPT: learning rate of the embedding and LM head (default: learning_rate)"},
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
-     "GRPO: reward functions, module:function paths or built-in names"},
+     "GRPO: reward functions, summed: built-ins (exact_answer[:COLUMN], regex:PATTERN, think_format, length) or "
+     "Python module:function paths"},
 
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,
