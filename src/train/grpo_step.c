@@ -5,9 +5,9 @@
  * TRL keeps eos); every completion is scored by the reward functions (reward.h), the group's rewards become
  * advantages, and the prompts and completions make one padding-free row of sequences whose
  * completion tokens are the targets, each token its own "sequence" of the loss head so that
- * grpo_token_scales can weigh it. Sampling is seeded by the seed, the epoch, the batch's number in
- * it over all ranks and the prompt's place alone (train.c), so a resumed run draws the same
- * completions, and so do W ranks and one process with W times the accumulation. */
+ * grpo_token_scales can weigh it. Sampling is seeded by the seed, the micro-batch's number in the
+ * run over all ranks (from the step) and the prompt's place alone (train.c), so a resumed run draws
+ * the same completions, and so do W ranks and one process with W times the accumulation. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>

@@ -427,12 +427,12 @@ static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, do
         const size_t *idx;
         size_t n;
         st = next_indices(t, &idx, &n);
-        /* the sampling seed: the seed, the epoch and the batch's number in the epoch over all ranks
-         * (rank r's k-th batch is batch k world + r), so W ranks draw what one process with W times
-         * the accumulation draws, and a resumed run what the uninterrupted one drew */
-        uint64_t batch_no = (uint64_t)(t->next_batch - 1) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
-        uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^
-                        ((uint64_t)t->epoch * 0x5851f42d4c957f2dULL + batch_no * 1000003u);
+        /* the sampling seed: the seed and the micro-batch's number in the run over all ranks (step
+         * s's i-th on rank r is (s accum + i) world + r), from the step alone: a resumed run draws
+         * what the uninterrupted one drew, and W ranks what one process with W times the
+         * accumulation draws (the sampler gives them the same prompts) */
+        uint64_t batch_no = (uint64_t)(step * accum + i) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
+        uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^ (batch_no * 1000003u);
         if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &mb[i], sums);
         if (st == PT_OK) counts[0] += (double)mb[i].n_tok, counts[1] += (double)mb[i].b.cols;
     }
