@@ -648,6 +648,16 @@ static void print_summary(const trainer *t, int threads, int64_t total)
     log_info("lora       r %d, alpha %g, %lld trainable parameters (%.2f%% of the base's %.1fM)%s\n", t->l.ad.r,
              t->l.ad.alpha, (long long)trainable, 100.0 * (double)trainable / base, base / 1e6,
              t->head.dim ? ", the score head's included" : "");
+    if (c->method == METHOD_GRPO) { /* per_device_train_batch_size counts completions, as TRL's */
+        log_info("data       %zu train prompts; %ld completions of each sampled, up to %ld tokens\n", t->train.n,
+                 c->num_generations, grpo_max_new(c));
+        log_info("batch      %ld completions (%ld prompts) per rank x %ld accumulation x %d rank%s = %ld completions "
+                 "per step; %lld steps\n", c->per_device_train_batch_size, c->per_device_train_batch_size /
+                 c->num_generations, c->gradient_accumulation_steps, t->d->world, t->d->world > 1 ? "s" : "", eff,
+                 (long long)total);
+        memplan_print(&t->plan, t->be->ops->name);
+        return;
+    }
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
