@@ -178,6 +178,10 @@ const key_spec config_keys[] = {
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
      "GRPO: reward functions, summed: built-ins (exact_answer[:COLUMN], regex:PATTERN, think_format, length) or "
      "Python module:function paths"},
+    {"temperature", NULL, K_FLOAT, OFF(temperature), "1.0", NULL, 0, BIG, F_MIN_EXCL,
+     "GRPO: sampling temperature (TRL's 1.0); the training log-probs are taken at it too, as TRL's"},
+    {"top_p", NULL, K_FLOAT, OFF(top_p), "1.0", NULL, 0, 1, F_MIN_EXCL,
+     "GRPO: nucleus sampling, the smallest set of tokens whose probability reaches it (TRL's 1.0: all)"},
 
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,

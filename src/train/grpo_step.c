@@ -66,7 +66,7 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
         out[k] = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
         if (!out[k]) st = ERR(PT_ERR_NOMEM, "GRPO: no memory for a completion");
         len[k] = 0, ended[k] = false;
-        s[k] = (sampler){1.0f, 1.0f, mix(seed + (uint64_t)k)}; /* TRL's temperature and top_p */
+        s[k] = (sampler){(float)t->cfg->temperature, (float)t->cfg->top_p, mix(seed + (uint64_t)k)};
         if (out[k]) memcpy(step_ids + (size_t)k * (size_t)np, ids, sizeof(int32_t) * (size_t)np);
     }
     if (st == PT_OK) st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, np, logits);
@@ -212,21 +212,30 @@ static pt_status grpo_seq_grad(void *arg, const double *nll, float *scale)
     return PT_OK;
 }
 
+pt_model grpo_model_at(const pt_model *m, double temperature)
+{
+    pt_model at = *m; /* the same weights; only the loss head's logit divisor changes */
+    float ls = m->cfg.logit_scale != 0.0f ? m->cfg.logit_scale : 1.0f;
+    at.cfg.logit_scale = (float)(ls * temperature);
+    return at;
+}
+
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums)
 {
+    pt_model m = grpo_model_at(&t->m, t->cfg->temperature); /* TRL's log-probs of logits / temperature */
     train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
     double beta = t->cfg->beta, *ref = NULL;
     pt_status st = PT_OK;
     if (beta != 0) {
         ref = calloc((size_t)g->n_tok + 1, sizeof *ref);
-        st = ref ? step_sequence_nll(&t->m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
+        st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
                  : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
     }
     grpo_grad p = {g, ref, beta, inv_n, sums};
     so.row_seq = g->row_seq, so.n_seq = (int)g->n_tok, so.seq_grad = grpo_seq_grad, so.seq_grad_arg = &p;
     double token_loss = 0;
     int64_t n = 0;
-    if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
+    if (st == PT_OK) st = step_run(&m, &t->l, &v, &so, 0.0f, &token_loss, &n);
     free(ref);
     return st;
 }

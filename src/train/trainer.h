@@ -114,6 +114,9 @@ pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint6
  * step's completion tokens over every rank; GRPO_LOSS and GRPO_KL added to sums. */
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums);
 void grpo_micro_free(grpo_micro *g);
+/* m as the loss head sees it at a sampling temperature (TRL's log-probs of logits / temperature): a
+ * copy sharing the weights, its logit divisor times temperature. */
+pt_model grpo_model_at(const pt_model *m, double temperature);
 
 /* The run's examples (t->train, t->eval) and the sampler: from the dataset cache in output_dir,
  * or tokenized across the ranks and cached there (train_data.c). Agreed across ranks. */

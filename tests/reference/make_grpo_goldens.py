@@ -13,7 +13,8 @@ TRL's _generate_and_score_completions gives the advantages (scale_rewards group)
 log-probs and the token count, its _compute_loss the loss (loss_type dapo, epsilon 0.2, one
 iteration) and the metrics; backward the LoRA gradients. Cases: "zero" (B = 0, beta 0.04: the
 policy is the reference, the KL 0), "random" (A and B random, beta 0.04) and "random_b0" (beta 0,
-TRL's default).
+TRL's default), and "random_t07" (beta 0.04, temperature 0.7: TRL takes the log-probs of logits /
+temperature).
 
 Tokenization: text and conversational prompt rows (with an answer column) through TRL's own
 GRPOTrainer._tokenize_prompts with the tokenizers of tests/data/tokenizer/{smollm2, llama3-mini}:
@@ -86,13 +87,13 @@ def data():
     return prompts, completions
 
 
-def make(init_random, beta):
+def make(init_random, beta, temperature=1.0):
     torch.manual_seed(99)
     cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, bias="none", task_type="CAUSAL_LM",
                      init_lora_weights=not init_random)
     prompts, completions = data()
     rows = [{"prompt": f"p{i}", "answer": str(i)} for i in range(2)]
-    args = GRPOConfig(output_dir="/tmp/ptrain-grpo-golden", beta=beta, num_generations=G,
+    args = GRPOConfig(output_dir="/tmp/ptrain-grpo-golden", beta=beta, temperature=temperature, num_generations=G,
                       max_completion_length=MAX_COMPLETION, per_device_train_batch_size=2 * G, bf16=False, fp16=False,
                       use_cpu=True, gradient_checkpointing=False, report_to="none", logging_steps=1)
     trainer = GRPOTrainer(model=base_model(), reward_funcs=[even_share], args=args,
@@ -138,13 +139,14 @@ def main():
     prompts, completions = data()
     manifest = {"model": "tests/data/llama/tiny-mha-f32.gguf", "r": 4, "alpha": 8, "num_generations": G,
                 "max_completion_length": MAX_COMPLETION, "eos": EOS, "prompts": prompts, "completions": completions}
-    for case, rnd, beta in (("zero", False, 0.04), ("random", True, 0.04), ("random_b0", True, 0.0)):
-        trainer, model, params, inputs = make(rnd, beta)
+    for case, rnd, beta, temp in (("zero", False, 0.04, 1.0), ("random", True, 0.04, 1.0), ("random_b0", True, 0.0, 1.0),
+                                  ("random_t07", True, 0.04, 0.7)):
+        trainer, model, params, inputs = make(rnd, beta, temp)
         flat(params, lambda p: p).tofile(os.path.join(OUT, f"{case}_init.f32"))
         loss, metrics, batch = run(trainer, model, params, inputs)
         flat(params, lambda p: p.grad).tofile(os.path.join(OUT, f"{case}_grads.f32"))
         rewards = even_share(None, None, completions)
-        manifest[case] = {"beta": beta, "first_loss": loss, "metrics": metrics, "rewards": rewards,
+        manifest[case] = {"beta": beta, "temperature": temp, "first_loss": loss, "metrics": metrics, "rewards": rewards,
                           "advantages": batch["advantages"].tolist(),
                           "num_items_in_batch": int(batch["num_items_in_batch"])}
         print(case, "loss", loss, metrics)

@@ -5,7 +5,8 @@
  * with the adapter off (step_sequence_nll, one "sequence" per completion token); the loss and the
  * LoRA gradients through the loss head's per-sequence scales, one per token (grpo_token_scales).
  * Checked against TRL: the advantages, the loss, its metrics and the LoRA gradients, with B zero
- * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, and TRL's default beta 0). And the
+ * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, TRL's default beta 0, and temperature
+ * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor). And the
  * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
  * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
 #include <jansson.h>
@@ -32,6 +33,7 @@
 #include "ptrain/model.h"
 #include "ptrain/step.h"
 #include "ptrain/tokenizer.h"
+#include "train/trainer.h"
 
 #define MAX_ROWS 256
 
@@ -220,14 +222,16 @@ static void run_case(fixture *fx, const char *which)
     assert_int_equal(fx->n_tok, (int)json_integer_value(json_object_get(c, "num_items_in_batch")));
     fx->inv_n = 1.0 / fx->n_tok;
     train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
+    json_t *temp = json_object_get(c, "temperature");
+    pt_model m = grpo_model_at(&fx->m, temp ? json_number_value(temp) : 1.0); /* TRL's log-probs of logits / T */
     if (fx->beta != 0)
-        assert_int_equal(step_sequence_nll(&fx->m, NULL, &b, fx->row_seq, fx->n_tok, NULL, fx->ref), PT_OK);
+        assert_int_equal(step_sequence_nll(&m, NULL, &b, fx->row_seq, fx->n_tok, NULL, fx->ref), PT_OK);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = fx->n_tok, .seq_grad = grpo_grad,
                       .seq_grad_arg = fx};
     double token_loss = 0;
     int64_t nt = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
-    assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 0.0f, &token_loss, &nt), PT_OK);
+    assert_int_equal(step_run(&m, &fx->l, &b, &o, 0.0f, &token_loss, &nt), PT_OK);
     double loss = fx->sums[GRPO_LOSS];
     snprintf(name, sizeof name, "%s_grads.f32", which);
     float *grads = read_f32(name, &n);
@@ -254,6 +258,7 @@ static void run_case(fixture *fx, const char *which)
 static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
 static void test_random_adapter(void **state) { run_case(*state, "random"); }
 static void test_random_beta0(void **state) { run_case(*state, "random_b0"); }
+static void test_temperature(void **state) { run_case(*state, "random_t07"); }
 
 /* A group whose rewards are all equal has advantages 0 and counts in frac_reward_zero_std; a
  * completion no function scored (NaN) is left out of its group's statistics with advantage 0. */
@@ -358,6 +363,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_zero_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
