@@ -11,7 +11,8 @@ completions end with eos, some are cut at max_completion_length 6. The reward is
 function of the completion ids (`even_share`: the share of even ids, + 1 when it ended with eos).
 TRL's _generate_and_score_completions gives the advantages (scale_rewards group), the reference
 log-probs and the token count, its _compute_loss the loss (loss_type dapo, epsilon 0.2, one
-iteration) and the metrics; backward the LoRA gradients. Cases: "zero" (B = 0, beta 0.04: the
+iteration) and the metrics; backward the LoRA gradients; from "zero", 20 AdamW steps (lr 5e-3, weight
+decay 0.01, clip 1.0) on the same completions. Cases: "zero" (B = 0, beta 0.04: the
 policy is the reference, the KL 0), "random" (A and B random, beta 0.04) and "random_b0" (beta 0,
 TRL's default), and "random_t07" (beta 0.04, temperature 0.7: TRL takes the log-probs of logits /
 temperature).
@@ -150,6 +151,17 @@ def main():
                           "advantages": batch["advantages"].tolist(),
                           "num_items_in_batch": int(batch["num_items_in_batch"])}
         print(case, "loss", loss, metrics)
+        if case == "zero":  # 20 AdamW steps on the same completions: the KL term moves the loss
+            opt = torch.optim.AdamW([p for _, _, _, p in params], lr=5e-3, weight_decay=0.01)
+            losses = []
+            for _ in range(20):
+                opt.zero_grad()
+                step_loss, _, _ = run(trainer, model, params, inputs)
+                torch.nn.utils.clip_grad_norm_([p for _, _, _, p in params], 1.0)
+                opt.step()
+                losses.append(step_loss)
+            manifest["zero"]["losses"] = losses
+            print("losses", losses[0], "->", losses[-1])
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

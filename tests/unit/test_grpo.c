@@ -6,7 +6,8 @@
  * LoRA gradients through the loss head's per-sequence scales, one per token (grpo_token_scales).
  * Checked against TRL: the advantages, the loss, its metrics and the LoRA gradients, with B zero
  * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, TRL's default beta 0, and temperature
- * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor). And the
+ * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor), and 20 AdamW
+ * steps' losses on the same completions from B zero. And the
  * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
  * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
 #include <jansson.h>
@@ -31,6 +32,7 @@
 #include "ptrain/grpo.h"
 #include "ptrain/lora.h"
 #include "ptrain/model.h"
+#include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 #include "ptrain/tokenizer.h"
 #include "train/trainer.h"
@@ -198,15 +200,10 @@ static void check_close(const char *what, double got, double want, double tol)
     if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want)))) fail_msg("%s is %.9g, TRL's %.9g", what, got, want);
 }
 
-static void run_case(fixture *fx, const char *which)
+/* One GRPO step of case c on the fixed completions: the advantages (checked against TRL's), the
+ * reference pass, the loss and the LoRA gradients; the loss. */
+static double grpo_step_once(fixture *fx, json_t *c)
 {
-    json_t *c = json_object_get(fx->manifest, which);
-    char name[64];
-    size_t n;
-    snprintf(name, sizeof name, "%s_init.f32", which);
-    float *init = read_f32(name, &n);
-    for_each_tensor(fx, set_values, init);
-    free(init);
     memset(fx->sums, 0, sizeof fx->sums);
     fx->beta = json_real_value(json_object_get(c, "beta"));
     /* the rewards TRL's function gave; the advantages as TRL computes them (float32 there) */
@@ -232,6 +229,19 @@ static void run_case(fixture *fx, const char *which)
     int64_t nt = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
     assert_int_equal(step_run(&m, &fx->l, &b, &o, 0.0f, &token_loss, &nt), PT_OK);
+    return fx->sums[GRPO_LOSS];
+}
+
+static void run_case(fixture *fx, const char *which)
+{
+    json_t *c = json_object_get(fx->manifest, which);
+    char name[64];
+    size_t n;
+    snprintf(name, sizeof name, "%s_init.f32", which);
+    float *init = read_f32(name, &n);
+    for_each_tensor(fx, set_values, init);
+    free(init);
+    grpo_step_once(fx, c);
     double loss = fx->sums[GRPO_LOSS];
     snprintf(name, sizeof name, "%s_grads.f32", which);
     float *grads = read_f32(name, &n);
@@ -259,6 +269,28 @@ static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
 static void test_random_adapter(void **state) { run_case(*state, "random"); }
 static void test_random_beta0(void **state) { run_case(*state, "random_b0"); }
 static void test_temperature(void **state) { run_case(*state, "random_t07"); }
+
+/* From B zero, 20 AdamW steps on the same completions (beta 0.04: the KL term moves the loss). */
+static void test_20_adamw_steps(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "zero"), *losses = json_object_get(c, "losses");
+    size_t n;
+    float *init = read_f32("zero_init.f32", &n);
+    for_each_tensor(fx, set_values, init);
+    free(init);
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    double worst = 0;
+    for (int s = 0; s < 20; s++) {
+        double loss = grpo_step_once(fx, c), norm;
+        assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        assert_int_equal(optimizer_step(&fx->l, &o, norm, 5e-3, s + 1), PT_OK);
+        worst = fmax(worst, fabs(loss - json_real_value(json_array_get(losses, (size_t)s))));
+    }
+    print_message("grpo: 20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", worst,
+                  json_real_value(json_array_get(losses, 0)), json_real_value(json_array_get(losses, 19)));
+    assert_true(worst <= 1e-3);
+}
 
 /* A group whose rewards are all equal has advantages 0 and counts in frac_reward_zero_std; a
  * completion no function scored (NaN) is left out of its group's statistics with advantage 0. */
@@ -364,6 +396,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_adapter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
