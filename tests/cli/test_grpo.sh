@@ -9,7 +9,9 @@
 # - a Python reward function (module:function, run by share/reward_worker.py) works beside a
 #   built-in one, under TRL's metric names (its __name__);
 # - a Python reward function that raises stops the run with its message, and one that returns a
-#   string stops it naming the completion; neither leaves a checkpoint or an adapter;
+#   string stops it naming the completion; neither leaves a checkpoint or an adapter; one that
+#   returns None for some completions (TRL's "no reward") trains; a module that does not import
+#   stops the run before training with Python's message;
 # - ptrain check refuses num_generations 1 and a batch that is no multiple of it.
 # The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
@@ -78,6 +80,9 @@ def boom(completions, **kwargs):
 
 def words(completions, **kwargs):
     return ["many" for _ in completions]
+
+def some(completions, **kwargs):  # TRL's None: no reward for that completion
+    return [None if i % 2 else 1.0 for i in range(len(completions))]
 PYEOF
 if command -v "$PY" >/dev/null 2>&1; then
     MAX_STEPS=2 SAVE_STEPS=100 write_config "$tmp/py.yaml" "$tmp/pyrun" "[myrewards:mentions_arr, length]"
@@ -95,6 +100,13 @@ if command -v "$PY" >/dev/null 2>&1; then
     rc=$?
     ok "a reward function that returns text stops the run (exit $rc), naming the completion" \
         sh -c "test $rc -ne 0 && grep -q \"reward function words: returned str 'many' for completion 0, expected a number or None (completion 0: prompt\" '$tmp/words.out'"
+    MAX_STEPS=1 write_config "$tmp/some.yaml" "$tmp/some" "[$tmp/py/myrewards.py:some]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/some.yaml" >"$tmp/some.out" 2>&1
+    expect_eq "a reward function may return None for some completions (TRL's no reward)" 0 "$?"
+    write_config "$tmp/nomod.yaml" "$tmp/nomod" "[no_such_module_here:f]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/nomod.yaml" >"$tmp/nomod.out" 2>&1
+    ok "a reward module that does not import stops the run before training, saying so" \
+        grep -q "reward_funcs: ModuleNotFoundError: No module named 'no_such_module_here'" "$tmp/nomod.out"
 else
     skip_test "Python reward functions" "no $PY"
 fi
