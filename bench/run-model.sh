@@ -22,7 +22,8 @@ import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 rows = [("load_s", "load time (s)", False), ("rss_after_load_mb", "RSS after load (MB)", False),
         ("peak_rss_mb", "peak RSS (MB)", False), ("prefill128_tok_s", "forward tok/s, 128", True),
-        ("prefill512_tok_s", "forward tok/s, 512", True), ("generate_tok_s", "generation tok/s", True)]
+        ("prefill512_tok_s", "forward tok/s, 512", True), ("generate_tok_s", "generation tok/s", True),
+        ("generate8_tok_s", "generation tok/s, a GRPO group of 8 in step", True)]
 print(f"| measure | ptrain | {b['peer']} | ptrain advantage |")
 print("|---|---|---|---|")
 for key, label, higher in rows:

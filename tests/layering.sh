@@ -52,7 +52,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     export | hf_meta | gguf_meta) echo export ;;
     hub) echo hub ;;
     tfevents | runlog | plot | heartbeat | watch) echo watch ;;
-    train | step | preference | score_head | saved_modules | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
+    train | step | preference | grpo | reward | score_head | saved_modules | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
     generate | inspect | tokenize_cmd) echo cmd ;;
     esac
 }

@@ -95,6 +95,7 @@ typedef struct {
     /* the training method (method.h) and its keys, as TRL's configs name them */
     pt_method method;
     double beta;                    /* DPO/ORPO/CPO/KTO/GRPO: the method's default when unset (method.h) */
+    double temperature, top_p;      /* GRPO: sampling, and the log-probs taken at temperature (TRL's) */
     long max_prompt_length;         /* prompt tokens kept (left-truncated, as TRL); 0: no limit */
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */

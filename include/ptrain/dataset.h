@@ -115,7 +115,9 @@ typedef struct {
                                     over max_seq_length dropped (src/data/pair.c) */
     bool unpaired;               /* KTO's rows (prompt, completion, label; pairs unrolled): an example is
                                     one sequence, segment 1 desirable, 2 undesirable (src/data/unpaired.c) */
-    long max_prompt_length;      /* pairs: the prompt's last tokens kept (0: all) */
+    bool prompts;                /* GRPO's prompt-only rows: an example is the prompt's tokens (segment 1)
+                                    and the row's columns as JSON bytes (segment 2); dataset_prompt_row */
+    long max_prompt_length;      /* pairs, prompts: the prompt's last tokens kept (0: all) */
     long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */
     long seed;              /* of the train/eval split */
@@ -245,6 +247,9 @@ pt_status batch_collate_unpaired(const pt_dataset *ds, const size_t *idx, size_t
  * in chunks of 1000 examples, the chunk's chosen sequences (and unpaired examples) in order, then
  * its rejected ones; every example then one sequence. */
 pt_status dataset_unpair(pt_dataset *ds);
+/* GRPO (dataset_options.prompts): example ex's prompt tokens (*ids, *n: into ex) and its row's
+ * columns as JSON text (*columns: malloc'd, NUL-terminated). Fails on an example not made so. */
+pt_status dataset_prompt_row(const pt_example *ex, const int32_t **ids, int32_t *n, char **columns);
 pt_status batch_collate_padded(const pt_dataset *ds, const size_t *idx, size_t n, int32_t pad_id, pt_batch *out);
 void batch_free(pt_batch *b);
 

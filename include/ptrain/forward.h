@@ -37,7 +37,8 @@ typedef struct {
 
 typedef struct {
     int max_seq, n_past;
-    pt_tensor *k, *v; /* per layer [max_seq, n_kv_heads*head_dim] */
+    pt_tensor *k, *v; /* per layer [batch * max_seq, n_kv_heads*head_dim]: sequence b's rows from b max_seq */
+    int batch;        /* sequences decoded in step (kv_cache_init_batch); 0 or 1: one */
 } pt_kv_cache;
 
 /* One pass over `rows` rows (batch sequences of n_q tokens). */
@@ -137,6 +138,13 @@ pt_status loss_by_sequence(loss_bufs *h, const int32_t *row_seq, double *nll, co
 
 pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv);
 void kv_cache_free(const pt_model *m, pt_kv_cache *kv);
+/* A cache of batch sequences decoded in step (all at the same position), zeroed. */
+pt_status kv_cache_init_batch(const pt_model *m, int batch, int max_seq, pt_kv_cache *kv);
+/* Batched generation: n new tokens of each of kv->batch sequences (ids [batch * n], sequence by
+ * sequence) at positions n_past .. n_past+n-1, their keys and values into each sequence's rows,
+ * and each sequence's last token's logits into logits [batch, vocab] (host memory). */
+pt_status forward_tokens_batch(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                               float *logits);
 /* Run n tokens at positions kv->n_past .. n_past+n-1 through m with adapter ad (may be NULL),
  * append their keys/values to the cache and write logits (host memory): [n, vocab], or [1, vocab]
  * for the last token when last_only. */

@@ -210,6 +210,24 @@ static void check_method(pt_config *cfg, config_report *errors)
     if (mi->unpaired && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (cfg->method == METHOD_GRPO) {
+        if (cfg->num_generations < 2)
+            rule_error(cfg, errors, "num_generations",
+                       "GRPO normalises each completion's reward within its prompt's group, so it needs at least 2 (as "
+                       "TRL's GRPOTrainer)");
+        else if (cfg->per_device_train_batch_size % cfg->num_generations != 0)
+            rule_error(cfg, errors, "per_device_train_batch_size",
+                       "GRPO counts completions (as TRL), and each prompt's num_generations (%ld) completions share a "
+                       "micro-batch: set it to a multiple of %ld", cfg->num_generations, cfg->num_generations);
+        if (cfg->reward_funcs.n == 0)
+            rule_error(cfg, errors, "reward_funcs",
+                       "GRPO scores its completions with reward functions: give built-in names (exact_answer, "
+                       "regex:PATTERN, think_format, length) or Python module:function paths");
+        if (cfg->packing) rule_error(cfg, errors, "packing", "GRPO generates its completions; packing does not apply: remove it");
+        if (cfg->val_split_ratio > 0)
+            rule_error(cfg, errors, "val_split_ratio", "GRPO's evaluation (generating for held-out prompts) is not built "
+                       "yet: remove it");
+    }
     if (mi->unpaired && cfg->per_device_train_batch_size < 2)
         rule_error(cfg, errors, "per_device_train_batch_size",
                    "%s estimates its KL term from the other rows of a micro-batch, so it needs at least 2 (as TRL's "

@@ -171,7 +171,8 @@ const key_spec config_keys[] = {
     {"max_prompt_length", NULL, K_INT, OFF(max_prompt_length), NULL, NULL, 1, 1 << 24, 0,
      "preference methods: prompt tokens kept, its end (the left is cut); default: no limit"},
     {"max_completion_length", NULL, K_INT, OFF(max_completion_length), NULL, NULL, 1, 1 << 24, 0,
-     "preference methods: completion tokens kept (the end is cut); GRPO: tokens generated; default: no limit"},
+     "preference methods: completion tokens kept (the end is cut); GRPO: tokens generated at most (default: no "
+     "limit; GRPO 512)"},
     {"num_generations", NULL, K_INT, OFF(num_generations), "8", NULL, 1, 1 << 20, 0,
      "GRPO: completions sampled per prompt"},
     {"desirable_weight", NULL, K_FLOAT, OFF(desirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
@@ -184,7 +185,12 @@ const key_spec config_keys[] = {
      "CPT: learning rate of modules_to_save (the embedding and LM head; default: learning_rate / 10, as the "
      "seed system)"},
     {"reward_funcs", NULL, K_STRLIST, OFF(reward_funcs), NULL, NULL, 0, 0, 0,
-     "GRPO: reward functions, module:function paths or built-in names"},
+     "GRPO: reward functions, summed: built-ins (exact_answer[:COLUMN], regex:PATTERN, think_format, length) or "
+     "Python module:function paths"},
+    {"temperature", NULL, K_FLOAT, OFF(temperature), "1.0", NULL, 0, BIG, F_MIN_EXCL,
+     "GRPO: sampling temperature (TRL's 1.0); the training log-probs are taken at it too, as TRL's"},
+    {"top_p", NULL, K_FLOAT, OFF(top_p), "1.0", NULL, 0, 1, F_MIN_EXCL,
+     "GRPO: nucleus sampling, the smallest set of tokens whose probability reaches it (TRL's 1.0: all)"},
 
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,

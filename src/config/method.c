@@ -34,7 +34,9 @@ static const method_info methods[METHOD_COUNT] = {
      "min_reward, mean_reward, max_reward, accuracy, margin", true},
     {METHOD_GRPO, "grpo", "GRPOTrainer", "prompt (and the columns reward_funcs read)", true, false, false, false, 0.0,
      "clipped policy objective on group-normalised advantages + beta KL to the reference",
-     "reward, reward_std, kl, completion_length", false},
+     "reward, reward_std, frac_reward_zero_std, rewards/<func>/mean and /std, completions/mean_length, min_length, "
+     "max_length, clipped_ratio, mean_terminated_length, kl",
+     true},
 };
 
 const method_info *method_info_of(pt_method m)

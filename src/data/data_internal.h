@@ -215,7 +215,7 @@ void rows_end(const pt_dataset_config *d, int index, rows_state *s, FILE *warn);
 char *rows_value_text(const json_t *v);
 
 /* ---- format.c: a row as a conversation or plain text ---- */
-typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE, FMT_UNPAIRED } data_format;
+typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE, FMT_UNPAIRED, FMT_PROMPT } data_format;
 
 typedef struct {
     chat_message *msgs; /* chat formats: role (static text), content and fields (owned) */
@@ -230,6 +230,9 @@ typedef struct {
     /* FMT_UNPAIRED (KTO's prompt, completion, label): the completion as chosen (text) or the
      * n_chosen turns after the prompt's; label: whether it is desirable */
     bool label;
+    /* FMT_PROMPT (GRPO's prompt-only rows): the prompt as text (prompt) or as the msgs' n_prompt
+     * turns, and the whole row as compact JSON (columns), for the reward functions */
+    char *columns;
 } data_record;
 
 typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
@@ -314,6 +317,12 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
  * prompt fills max_seq_length is dropped as TRL drops it. */
 pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
                          label_result *res);
+/* GRPO (FMT_PROMPT): the prompt's tokens as TRL's GRPOTrainer encodes them (text as the tokenizer
+ * encodes text, turns rendered with the generation prompt), its last max_prompt kept (0: all), as
+ * segment 1; then the row's columns as JSON text, one byte a token, as segment 2 (dataset.h:
+ * dataset_prompt_row reads them apart). No token is labelled (the completions are generated). */
+pt_status label_prompt(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
+                       label_result *res);
 
 /* ---- reading bytes back (parts.c, cache_file.c): a cursor that never reads past end ---- */
 typedef struct {

@@ -40,7 +40,8 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     data_record rec;
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
-        s->rc = lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
+        s->rc = f == FMT_PROMPT       ? label_prompt(lc, &rec, &s->ex, &s->truncated, &s->label)
+                : lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : rec.text          ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
                                     : label_chat(lc, rec.msgs, rec.n, rec.tools, &s->ex, &s->truncated, &s->label);
@@ -187,6 +188,24 @@ static pt_status no_usable_row(const pt_dataset_stats *st, int index)
     return rc;
 }
 
+/* GRPO: whether a row has a prompt (the rows before the first that has one wait for it). */
+static bool prompt_seen(const data_rows *rows)
+{
+    for (size_t i = 0; i < rows->n; i++)
+        if (json_object_get(rows->v[i].obj, "prompt")) return true;
+    return false;
+}
+
+/* GRPO: whether the first row with a prompt has it as turns (the chat template is then needed). */
+static bool prompt_turns(const data_rows *rows)
+{
+    for (size_t i = 0; i < rows->n; i++) {
+        const json_t *p = json_object_get(rows->v[i].obj, "prompt");
+        if (p) return json_is_array(p);
+    }
+    return false;
+}
+
 /* ---- one entry, batch by batch ---- */
 
 /* One entry as its rows come in (rows_sink): a batch is transformed (rows.c), tokenized on this
@@ -239,7 +258,7 @@ static pt_status entry_start(entry_run *E, data_format f)
                                  "preference method trains on; set method: dpo",
                    index, shown_text(st->name).s, format_name(f));
     st->assistant_only = loss_on_assistant(L, index, f);
-    bool chat = f != FMT_TEXT && f != FMT_NONE;
+    bool chat = f != FMT_TEXT && f != FMT_NONE && (f != FMT_PROMPT || prompt_turns(&E->pending));
     /* plain text needs no template: any known name will do */
     pt_status rc = label_init(&E->lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
@@ -308,7 +327,8 @@ static pt_status entry_rows(entry_run *E, data_rows *rows)
     if (E->ready) return entry_batch(E, rows);
     for (size_t i = 0; i < rows->n; i++) rows_push(&E->pending, rows->v[i].obj, &rows->v[i]);
     rows->n = 0;
-    data_format f = detect(&E->pending, E->L->o->dataset_text_field, E->L->o->pairs || E->L->o->unpaired);
+    data_format f = E->L->o->prompts ? (prompt_seen(&E->pending) ? FMT_PROMPT : FMT_NONE)
+                                     : detect(&E->pending, E->L->o->dataset_text_field, E->L->o->pairs || E->L->o->unpaired);
     if (f == FMT_NONE) return PT_OK;
     TRY(entry_start(E, f));
     return entry_batch(E, &E->pending);
@@ -382,8 +402,8 @@ pt_status dataset_load(const dataset_options *o, const pt_tokenizer *tok, FILE *
 {
     /* a pair is one example of two sequences (segments 1 and 2), as a packed example is; so is a
      * pair KTO unrolls, and KTO keeps a completion up to max_seq_length beside its prompt */
-    bool two = o->pairs || o->unpaired;
-    *out = (pt_dataset){.max_len = (int32_t)o->max_seq_length * (two ? 2 : 1), .packed = two};
+    bool two = o->pairs || o->unpaired || o->prompts;
+    *out = (pt_dataset){.max_len = o->prompts ? INT32_MAX : (int32_t)o->max_seq_length * (two ? 2 : 1), .packed = two};
     if (o->n_datasets == 0) return ERR(PT_ERR_USER, "dataset: no dataset given");
     out->stats = calloc((size_t)o->n_datasets, sizeof *out->stats);
     if (!out->stats) abort();

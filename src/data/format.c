@@ -28,13 +28,13 @@ data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
 
 const char *format_name(data_format f)
 {
-    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference", "unpaired"};
+    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference", "unpaired", "prompt"};
     return names[f];
 }
 
 const char *format_name_known(const char *name)
 {
-    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_UNPAIRED; f++)
+    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_PROMPT; f++)
         if (!strcmp(name, format_name(f))) return format_name(f);
     return NULL;
 }
@@ -264,6 +264,35 @@ static row_result format_unpaired(const json_t *obj, data_record *rec, strbuf *w
     return blank(rec->chosen) ? ROW_EMPTY : ROW_OK;
 }
 
+/* prompt alone (GRPO's rows): text or a list of turns; the other columns stay for the reward
+ * functions (the whole row kept as JSON). */
+static row_result format_prompt(const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *p = json_object_get(obj, "prompt");
+    if (!p) {
+        sb_printf(why, "no \"prompt\" (GRPO's rows need a prompt: text or a list of {role, content} turns)");
+        return ROW_BAD;
+    }
+    rec->pair_chat = json_is_array(p);
+    if (!rec->pair_chat && !json_is_string(p)) {
+        sb_printf(why, "\"prompt\" is %s, expected a string or a list of {role, content} turns", reader_kind(p));
+        return ROW_BAD;
+    }
+    if (rec->pair_chat) {
+        if (!pair_turns(obj, "prompt", rec, why) || !row_tools(obj, rec, why)) return ROW_BAD;
+        rec->n_prompt = rec->n;
+        if (rec->n == 0) return ROW_EMPTY;
+    } else {
+        const char *t;
+        if (!get_text(obj, "prompt", "prompt", true, &t, why)) return ROW_BAD;
+        if (blank(t)) return ROW_EMPTY;
+        rec->prompt = xstrdup(t);
+    }
+    rec->columns = json_dumps(obj, JSON_COMPACT);
+    if (!rec->columns) abort();
+    return ROW_OK;
+}
+
 /* ---- Alpaca, text ---- */
 
 static row_result format_alpaca(const json_t *obj, bool input_role, data_record *rec, strbuf *why)
@@ -305,6 +334,7 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
     case FMT_TEXT: return format_text(obj, text_field, rec, why);
     case FMT_PREFERENCE: return format_pair(obj, rec, why);
     case FMT_UNPAIRED: return format_unpaired(obj, rec, why);
+    case FMT_PROMPT: return format_prompt(obj, rec, why);
     default: break;
     }
     sb_printf(why, "no \"conversations\", \"messages\", \"instruction\"/\"output\" or \"%s\" column",
@@ -322,5 +352,6 @@ void record_free(data_record *rec)
     free(rec->msgs);
     free(rec->text);
     free(rec->prompt), free(rec->chosen), free(rec->rejected);
+    free(rec->columns);
     *rec = (data_record){0};
 }

@@ -21,7 +21,10 @@
  * Reward modelling (label_ctx.pair_reward, TRL's RewardTrainer): prompt + chosen and prompt +
  * rejected encoded as above (text with eos appended, or turns rendered whole) and kept whole, every
  * token labelled (the score reads the last non-pad one); a pair with either over max_seq_length
- * (TRL's max_length) is dropped, as TRL filters it. */
+ * (TRL's max_length) is dropped, as TRL filters it.
+ *
+ * GRPO (label_prompt): the prompt alone, as GRPOTrainer encodes it before generating (text as the
+ * tokenizer encodes text, turns rendered with the generation prompt), beside the row's columns. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -318,4 +321,46 @@ pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example 
     }
     for (int s = 0; s < 2; s++) free(pid[s]), free(fid[s]);
     return rc;
+}
+
+pt_status label_prompt(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
+                       label_result *res)
+{
+    *ex = (pt_example){0};
+    *truncated = false;
+    *res = LABEL_NO_LOSS;
+    int32_t *pid = NULL;
+    size_t np = 0;
+    TRY(rec->pair_chat ? encode_chat(c, rec->msgs, rec->n_prompt, rec->tools, true, &pid, &np)
+                       : tokenizer_encode_text(c->tok, rec->prompt, strlen(rec->prompt), &pid, &np));
+    size_t from = c->max_prompt > 0 && np > (size_t)c->max_prompt ? np - (size_t)c->max_prompt : 0;
+    size_t nj = strlen(rec->columns), len = np - from + nj;
+    *truncated = from > 0;
+    if (np > from && len < (size_t)INT32_MAX) {
+        ex->ids = malloc(sizeof(int32_t) * len), ex->labels = malloc(sizeof(int32_t) * len);
+        ex->segments = malloc(sizeof(int32_t) * len);
+        if (!ex->ids || !ex->labels || !ex->segments) abort();
+        for (size_t t = 0; t < len; t++) {
+            ex->ids[t] = t < np - from ? pid[from + t] : (int32_t)(unsigned char)rec->columns[t - (np - from)];
+            ex->labels[t] = PT_IGNORE_INDEX;
+            ex->segments[t] = t < np - from ? 1 : 2;
+        }
+        ex->len = (int32_t)len;
+        *res = LABEL_OK;
+    }
+    free(pid);
+    return PT_OK;
+}
+
+pt_status dataset_prompt_row(const pt_example *ex, const int32_t **ids, int32_t *n, char **columns)
+{
+    int32_t np = 0;
+    while (np < ex->len && ex->segments && ex->segments[np] == 1) np++;
+    if (np == 0 || !ex->segments) return ERR(PT_ERR_INTERNAL, "dataset: an example without a GRPO prompt");
+    *ids = ex->ids, *n = np;
+    *columns = malloc((size_t)(ex->len - np) + 1);
+    TRY_ALLOC(*columns);
+    for (int32_t t = np; t < ex->len; t++) (*columns)[t - np] = (char)ex->ids[t];
+    (*columns)[ex->len - np] = '\0';
+    return PT_OK;
 }

@@ -46,9 +46,12 @@ static void report_entry(const pt_dataset_stats *st, int index, int32_t max_len,
     fprintf(out, "dataset[%d] %s: %ld rows read, %ld kept (%s", index, shown_text(st->name).s, st->read, st->kept,
             st->format ? st->format : "no format found");
     if (st->template) fprintf(out, ", chat template %s", st->template);
-    fprintf(out, ", loss on %s)", st->assistant_only ? "assistant turns" : "all tokens");
+    bool prompts = st->format && !strcmp(st->format, "prompt"); /* GRPO's: the completions are generated */
+    if (prompts) fprintf(out, ", completions generated in training)");
+    else fprintf(out, ", loss on %s)", st->assistant_only ? "assistant turns" : "all tokens");
     if (drop.len) fprintf(out, "; dropped: %s", drop.data);
-    if (st->truncated) fprintf(out, "; %ld truncated to %d tokens", st->truncated, (int)max_len);
+    if (st->truncated && prompts) fprintf(out, "; %ld prompts cut to their last max_prompt_length tokens", st->truncated);
+    else if (st->truncated) fprintf(out, "; %ld truncated to %d tokens", st->truncated, (int)max_len);
     fprintf(out, "\n");
     if (st->n_files > 1) /* a directory, a snapshot or data_files: which files, in order */
         for (int i = 0; i < st->n_files; i++) {
@@ -67,6 +70,13 @@ static void report_entry(const pt_dataset_stats *st, int index, int32_t max_len,
 void dataset_report(const pt_dataset *ds, FILE *out)
 {
     for (int i = 0; i < ds->n_stats; i++) report_entry(&ds->stats[i], i, ds->max_len, out);
+    if (ds->n_stats && ds->stats[0].format && !strcmp(ds->stats[0].format, "prompt")) { /* GRPO: segment 1 */
+        size_t tokens = 0;
+        for (size_t i = 0; i < ds->n; i++)
+            for (int32_t t = 0; t < ds->ex[i].len && ds->ex[i].segments[t] == 1; t++) tokens++;
+        fprintf(out, "%zu prompts, %zu prompt tokens\n", ds->n, tokens);
+        return;
+    }
     fprintf(out, "%zu %s, %zu tokens\n", ds->n, ds->packed ? "packed sequences" : "examples", dataset_tokens(ds));
 }
 

@@ -26,7 +26,7 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
 {
     const pt_model_config *g = &c->m->cfg;
     int64_t qw = (int64_t)g->n_heads * g->head_dim, kw = (int64_t)g->n_kv_heads * g->head_dim;
-    int64_t post = g->post_norms ? 1 : 0, own_kv = c->kv ? 0 : 1, qk = g->qk_norm ? 1 : 0;
+    int64_t post = g->post_norms ? 1 : 0, own_kv = !c->kv || c->kv->batch > 1, qk = g->qk_norm ? 1 : 0;
     int64_t widths[A_COUNT] = {g->dim,     qw,         own_kv * kw,    own_kv * kw, qw,  g->dim, g->dim, g->ffn_dim,
                                g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
                                post * g->dim, post * g->dim, post,      post,
@@ -123,7 +123,8 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     const pt_layer_weights *wt = &c->m->layers[layer];
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, k = t[A_K], v = t[A_V];
-    if (c->kv) k = tensor_rows(&c->kv->k[layer], c->kv->n_past, c->rows), v = tensor_rows(&c->kv->v[layer], c->kv->n_past, c->rows);
+    bool batched = c->kv && c->kv->batch > 1; /* k and v computed here, then put in each sequence's rows */
+    if (c->kv && !batched) k = tensor_rows(&c->kv->k[layer], c->kv->n_past, c->rows), v = tensor_rows(&c->kv->v[layer], c->kv->n_past, c->rows);
     pt_tensor *qp = g->qk_norm ? &t[A_QPRE] : &t[A_Q], *kp = g->qk_norm ? &t[A_KPRE] : &k;
     TRY(proj(c, layer, W_Q, qp, &t[A_XN1], a->xs));
     TRY(proj(c, layer, W_K, kp, &t[A_XN1], a->xs));
@@ -146,6 +147,19 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
     if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);
+    if (batched) { /* sequence b's cache rows are b max_seq ..; the keys past a query's position are masked */
+        int n = c->attn.n_q, ms = c->kv->max_seq;
+        for (int b = 0; b < c->kv->batch; b++) {
+            pt_tensor ck = tensor_rows(&c->kv->k[layer], (int64_t)b * ms + c->kv->n_past, n),
+                      cv = tensor_rows(&c->kv->v[layer], (int64_t)b * ms + c->kv->n_past, n);
+            pt_tensor nk = tensor_rows(&k, (int64_t)b * n, n), nv = tensor_rows(&v, (int64_t)b * n, n);
+            TRY(backend_copy(be, &ck, &nk));
+            TRY(backend_copy(be, &cv, &nv));
+        }
+        at.n_kv = ms;
+        at.q_pos0 = c->kv->n_past;
+        return backend_attention(be, &t[A_ATT], NULL, &t[A_Q], &c->kv->k[layer], &c->kv->v[layer], &at);
+    }
     at.n_kv = c->kv->n_past + (int)c->rows;
     at.q_pos0 = c->kv->n_past;
     return backend_attention(be, &t[A_ATT], NULL, &t[A_Q], &c->kv->k[layer], &c->kv->v[layer], &at);

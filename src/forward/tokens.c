@@ -6,21 +6,32 @@
 
 #include "ptrain/forward.h"
 
-pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv)
+static pt_status cache_make(const pt_model *m, int batch, int max_seq, pt_kv_cache *kv)
 {
     memset(kv, 0, sizeof *kv);
-    kv->max_seq = max_seq;
+    kv->max_seq = max_seq, kv->batch = batch;
     kv->k = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
     kv->v = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
     TRY_ALLOC(kv->k && kv->v ? kv->k : NULL);
-    int64_t shape[2] = {max_seq, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim};
+    int64_t shape[2] = {(int64_t)(batch > 1 ? batch : 1) * max_seq, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim};
     for (int l = 0; l < m->cfg.n_layers; l++) {
         kv->k[l] = tensor_make(m->be->act, 2, shape);
         kv->v[l] = tensor_make(m->be->act, 2, shape);
         TRY(backend_alloc(m->be, &kv->k[l]));
         TRY(backend_alloc(m->be, &kv->v[l]));
+        if (batch > 1) { /* the masked rows past a position must hold numbers */
+            TRY(backend_zero(m->be, &kv->k[l]));
+            TRY(backend_zero(m->be, &kv->v[l]));
+        }
     }
     return PT_OK;
+}
+
+pt_status kv_cache_init(const pt_model *m, int max_seq, pt_kv_cache *kv) { return cache_make(m, 1, max_seq, kv); }
+
+pt_status kv_cache_init_batch(const pt_model *m, int batch, int max_seq, pt_kv_cache *kv)
+{
+    return cache_make(m, batch, max_seq, kv);
 }
 
 void kv_cache_free(const pt_model *m, pt_kv_cache *kv)
@@ -45,17 +56,24 @@ static pt_status take_all(pt_arena *arena, fwd_ctx *c, int n_logits, fwd_bufs *b
     return arena_take_f32(arena, logits, n_logits, c->m->cfg.vocab);
 }
 
-static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_only, float *logits)
+/* seqs > 1 (batched, last_only): the logits of each sequence's last row. */
+static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_only, int seqs, float *logits)
 {
     const pt_model *m = c->m;
     fwd_bufs b;
-    pt_tensor xn, rstd, out;
-    pt_status st = take_all(arena, c, last_only ? 1 : (int)c->rows, &b, &xn, &rstd, &out);
+    pt_tensor xn, rstd, out, sel = {0};
+    pt_status st = take_all(arena, c, last_only ? seqs : (int)c->rows, &b, &xn, &rstd, &out);
+    if (st == PT_OK && seqs > 1) st = arena_take(arena, &sel, seqs, m->cfg.dim);
     if (st == PT_OK) st = forward_run(c, ids, &b, NULL);
     if (st == PT_OK) st = backend_rmsnorm(m->be, &xn, &rstd, forward_output(c, &b), &m->out_norm, m->cfg.norm_eps);
     float ls = m->cfg.logit_scale; /* granite: logits / logits_scaling, as the normed states times 1/ls */
     if (st == PT_OK && ls != 0.0f && ls != 1.0f) st = backend_scale(m->be, &xn, 1.0f / ls);
     pt_tensor rows = last_only ? tensor_rows(&xn, c->rows - 1, 1) : xn;
+    for (int q = 0; st == PT_OK && seqs > 1 && q < seqs; q++) { /* each sequence's last row */
+        pt_tensor to = tensor_rows(&sel, q, 1), from = tensor_rows(&xn, (c->rows / seqs) * (q + 1) - 1, 1);
+        st = backend_copy(m->be, &to, &from);
+    }
+    if (seqs > 1) rows = sel;
     if (st == PT_OK) st = backend_matmul(m->be, &out, &rows, adapter_lm_head(c->ad, m), 0.0f);
     if (st == PT_OK && m->cfg.final_softcap > 0.0f) st = backend_softcap(m->be, &out, &out, m->cfg.final_softcap);
     if (st == PT_OK) st = backend_download(m->be, &out, logits, out.nbytes);
@@ -63,29 +81,44 @@ static pt_status run(fwd_ctx *c, pt_arena *arena, const int32_t *ids, bool last_
     return st;
 }
 
-pt_status forward_tokens(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
-                         float *logits, bool last_only)
+/* n new tokens of each of seqs sequences (1: the plain cache) */
+static pt_status tokens_run(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                            int seqs, float *logits, bool last_only)
 {
     if (n <= 0) return ERR(PT_ERR_INTERNAL, "forward of %d tokens", n);
     if (kv->n_past + n > kv->max_seq)
         return ERR(PT_ERR_USER, "%d tokens do not fit the context of %d (already %d); use fewer tokens",
                    n, kv->max_seq, kv->n_past);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n * (size_t)seqs);
     TRY_ALLOC(pos);
-    for (int i = 0; i < n; i++) pos[i] = kv->n_past + i;
-    fwd_ctx c = forward_ctx(m, ad, 1, n, pos, NULL);
+    for (int i = 0; i < n * seqs; i++) pos[i] = kv->n_past + i % n;
+    fwd_ctx c = forward_ctx(m, ad, seqs, n, pos, NULL);
     c.kv = kv;
     fwd_bufs sizing;
     pt_tensor xn, rstd, out;
     pt_arena arena;
     arena_measure(&arena, m->be->act);
-    pt_status st = take_all(&arena, &c, last_only ? 1 : n, &sizing, &xn, &rstd, &out);
+    pt_status st = take_all(&arena, &c, last_only ? seqs : n, &sizing, &xn, &rstd, &out);
+    if (st == PT_OK && seqs > 1) st = arena_take(&arena, &xn, seqs, m->cfg.dim);
     forward_bufs_free(&sizing);
     size_t bytes = arena.high;
     if (st == PT_OK) st = arena_open(&arena, m->be, bytes);
-    if (st == PT_OK) st = run(&c, &arena, ids, last_only, logits);
+    if (st == PT_OK) st = run(&c, &arena, ids, last_only, seqs, logits);
     arena_close(&arena);
     free(pos);
     if (st == PT_OK) kv->n_past += n;
     return st;
+}
+
+pt_status forward_tokens(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                         float *logits, bool last_only)
+{
+    if (kv->batch > 1) return ERR(PT_ERR_INTERNAL, "forward_tokens on a cache of %d sequences", kv->batch);
+    return tokens_run(m, ad, kv, ids, n, 1, logits, last_only);
+}
+
+pt_status forward_tokens_batch(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                               float *logits)
+{
+    return tokens_run(m, ad, kv, ids, n, kv->batch > 1 ? kv->batch : 1, logits, true);
 }

@@ -18,6 +18,7 @@ dataset_options dataset_options_from_config(const pt_config *cfg)
                              .pairs = method_info_of(cfg->method)->pairs,
                              .pairs_legacy = method_info_of(cfg->method)->legacy_pairs,
                              .pairs_reward = cfg->method == METHOD_REWARD,
+                             .prompts = cfg->method == METHOD_GRPO,
                              .unpaired = method_info_of(cfg->method)->unpaired,
                              .max_prompt_length = cfg->max_prompt_length,
                              .max_completion_length = cfg->max_completion_length,

@@ -42,15 +42,23 @@
 #include "ptrain/util.h"
 #include "trainer.h"
 
-/* The next micro-batch of this rank, moving to the next epoch when one ends. */
-static pt_status next_batch(trainer *t, pt_batch *b)
+/* The examples of this rank's next micro-batch, moving to the next epoch when one ends. */
+static pt_status next_indices(trainer *t, const size_t **idx, size_t *n)
 {
     if (t->next_batch >= sampler_batches(&t->sampler)) {
         TRY(sampler_epoch(&t->sampler, (uint64_t)t->cfg->data_seed, ++t->epoch));
         t->next_batch = 0;
     }
+    *n = sampler_batch(&t->sampler, t->next_batch++, idx);
+    return PT_OK;
+}
+
+/* The next micro-batch of this rank. */
+static pt_status next_batch(trainer *t, pt_batch *b)
+{
     const size_t *idx;
-    size_t n = sampler_batch(&t->sampler, t->next_batch++, &idx);
+    size_t n;
+    TRY(next_indices(t, &idx, &n));
     if (method_info_of(t->cfg->method)->unpaired)
         return batch_collate_unpaired(&t->train, idx, n, (int32_t)t->cfg->max_seq_length, b);
     return batch_collate(&t->train, idx, n, b);
@@ -81,7 +89,7 @@ typedef struct {
     double compute_s, comm_s; /* this rank's seconds computing and in communication */
     bool stop;                /* a rank received SIGUSR1, SIGTERM or SIGINT before the step ended */
     bool nonfinite;           /* the summed loss or the gradient norm is NaN or infinite: not applied */
-    double pref[PREF_COUNT];  /* a preference method's metrics, summed over the step's pairs and ranks */
+    double pref[TRAIN_SUMS];  /* a preference method's (or GRPO's) metrics, summed over the step and ranks */
     bool skipped;             /* ... and skipped (skip_nonfinite_steps): its warning stands for its log */
 } step_result;
 
@@ -421,6 +429,43 @@ static pt_status inject_nan(trainer *t, int64_t step, double *loss_sum)
     return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.ad.be, &p->grad_a, NAN) : PT_OK;
 }
 
+/* GRPO's micro-batches of a step: each its prompts' completions generated, scored and trained on;
+ * the loss is the mean over the step's completion tokens on every rank (TRL's dapo). */
+static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, double *loss_sum, double *sums,
+                                    double *comm)
+{
+    long accum = t->cfg->gradient_accumulation_steps;
+    grpo_micro *mb = calloc((size_t)accum, sizeof *mb);
+    TRY_ALLOC(mb);
+    pt_status st = PT_OK;
+    for (long i = 0; i < accum && st == PT_OK; i++) {
+        const size_t *idx;
+        size_t n;
+        st = next_indices(t, &idx, &n);
+        /* the sampling seed: the seed and the micro-batch's number in the run over all ranks (step
+         * s's i-th on rank r is (s accum + i) world + r), from the step alone: a resumed run draws
+         * what the uninterrupted one drew, and W ranks what one process with W times the
+         * accumulation draws (the sampler gives them the same prompts) */
+        uint64_t batch_no = (uint64_t)(step * accum + i) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
+        uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^ (batch_no * 1000003u);
+        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &mb[i], sums);
+        if (st == PT_OK) counts[0] += (double)mb[i].n_tok, counts[1] += (double)mb[i].b.cols;
+    }
+    if (st == PT_OK) st = timed_sum(t, counts, 2, comm);
+    step_options so = step_options_of(t);
+    for (long i = 0; i < accum && st == PT_OK; i++) {
+        so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
+        so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL;
+        gradsync_begin_micro(&t->sync, i);
+        st = grpo_micro_run(t, &mb[i], so, counts[0] > 0 ? 1.0 / counts[0] : 0.0, sums);
+    }
+    if (st == PT_OK) st = gradsync_finish(&t->sync);
+    *loss_sum = sums[GRPO_LOSS] * counts[0]; /* as a token sum: the logged loss is its mean over tokens */
+    for (long i = 0; i < accum; i++) grpo_micro_free(&mb[i]);
+    free(mb);
+    return st;
+}
+
 /* One optimizer step: accumulation micro-batches, reduction, clipping, AdamW. The gradient norm
  * (of the gradients already summed across ranks) is taken before the loss sum, so whether it and
  * this rank's loss are finite ride along with the loss and the stop flag as counts of ranks:
@@ -434,17 +479,19 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     TRY_ALLOC(mb);
     pt_status st = PT_OK;
     double counts[2] = {0, 0}, loss_sum = 0; /* target tokens, input tokens */
-    for (long i = 0; i < accum && st == PT_OK; i++) {
+    double pref[TRAIN_SUMS] = {0};
+    bool grpo = t->cfg->method == METHOD_GRPO;
+    if (grpo) st = grpo_micro_batches(t, step, counts, &loss_sum, pref, &comm);
+    for (long i = 0; i < accum && st == PT_OK && !grpo; i++) {
         st = next_batch(t, &mb[i]);
         if (st == PT_OK) counts[0] += batch_units(t, &mb[i]), counts[1] += (double)mb[i].rows * mb[i].cols;
     }
-    if (st == PT_OK) st = timed_sum(t, counts, 2, &comm);
+    if (st == PT_OK && !grpo) st = timed_sum(t, counts, 2, &comm);
     double tokens = counts[0];
-    double pref[PREF_COUNT] = {0};
-    if (st == PT_OK)
+    if (st == PT_OK && !grpo)
         st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum, pref);
-    if (st == PT_OK && pref_method(t)) st = timed_sum(t, pref, PREF_COUNT, &comm);
-    for (int k = 0; k < PREF_COUNT; k++) r->pref[k] = pref[k];
+    if (st == PT_OK && (pref_method(t) || grpo)) st = timed_sum(t, pref, TRAIN_SUMS, &comm);
+    for (int k = 0; k < TRAIN_SUMS; k++) r->pref[k] = pref[k];
     if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
     free(mb);
@@ -566,6 +613,15 @@ static void plan_memory(trainer *t)
     long eval_batch = c->per_device_eval_batch_size < 256 ? c->per_device_eval_batch_size : 256;
     /* a preference pair is two sequences of up to max_seq_length each; a KTO example and its KL sequence too */
     long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
+    if (c->method == METHOD_GRPO) { /* the longest prompt and the longest completion */
+        long longest = 0;
+        for (size_t i = 0; i < t->train.n; i++) {
+            long np = 0;
+            while (np < t->train.ex[i].len && t->train.ex[i].segments[np] == 1) np++;
+            longest = np > longest ? np : longest;
+        }
+        seq = longest + grpo_max_new(c);
+    }
     pt_memplan_run r = {.batch = c->per_device_train_batch_size, .seq = seq,
                         .eval_rows = t->eval.n ? eval_batch * seq : 0,
                         .weight_bytes = t->m.weight_bytes,
@@ -632,6 +688,16 @@ static void print_summary(const trainer *t, int threads, int64_t total)
                  t->sm.on[SAVED_HEAD] ? "lm_head" : "", saved_lr(c),
                  g->tied_embeddings && t->sm.on[SAVED_EMBED] + t->sm.on[SAVED_HEAD] ? " (the model ties them: "
                  "each module gets its own copy, as PEFT makes them)" : "");
+    if (c->method == METHOD_GRPO) { /* per_device_train_batch_size counts completions, as TRL's */
+        log_info("data       %zu train prompts; %ld completions of each sampled, up to %ld tokens\n", t->train.n,
+                 c->num_generations, grpo_max_new(c));
+        log_info("batch      %ld completions (%ld prompts) per rank x %ld accumulation x %d rank%s = %ld completions "
+                 "per step; %lld steps\n", c->per_device_train_batch_size, c->per_device_train_batch_size /
+                 c->num_generations, c->gradient_accumulation_steps, t->d->world, t->d->world > 1 ? "s" : "", eff,
+                 (long long)total);
+        memplan_print(&t->plan, t->be->ops->name);
+        return;
+    }
     log_info("data       %zu train / %zu eval sequences, %zu train tokens%s\n", t->train.n, t->eval.n,
              dataset_tokens(&t->train), t->train.packed ? " (packed)" : ", batches without padding");
     log_info("batch      %ld per rank x %ld accumulation x %d rank%s = %ld sequences per step; %lld steps\n",
@@ -823,9 +889,15 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
                            w->loss / fmax(w->tokens, 1), r->lr, r->grad_norm, w->tokens / fmax(now - w->start, 1e-9),
                            w->inputs / fmax(now - w->start, 1e-9), t->d->world, slowest / steps, who, comm / t->d->world / steps,
                            0, NULL, NULL};
-    double means[PREF_COUNT];
-    const char *names[PREF_COUNT];
-    if (pref_method(t)) { /* TRL's metrics: means over the window's pairs or KTO's examples */
+    double means[TRAIN_SUMS];
+    const char *names[TRAIN_SUMS], *funcs[GRPO_MAX_FUNCS];
+    char name_buf[GRPO_MAX_FUNCS * 192];
+    if (t->cfg->method == METHOD_GRPO) { /* TRL's metrics of the window's completions */
+        int nf = reward_count(t->reward) < GRPO_MAX_FUNCS ? reward_count(t->reward) : GRPO_MAX_FUNCS;
+        for (int f = 0; f < nf; f++) funcs[f] = reward_name(t->reward, f);
+        rec.n_extra = grpo_log_values(w->pref, nf, funcs, t->cfg->beta != 0, name_buf, names, means);
+        rec.extra_names = names, rec.extra = means;
+    } else if (pref_method(t)) { /* TRL's metrics: means over the window's pairs or KTO's examples */
         rec.n_extra = preference_log_values((int)t->cfg->method, w->pref, names, means);
         rec.extra_names = names, rec.extra = means;
     }
@@ -937,7 +1009,7 @@ static pt_status train_loop(trainer *t, int64_t *last_step)
         TRY(trainer_check_step(t, step + 1, r.nonfinite, r.loss_sum / fmax(r.tokens, 1), r.grad_norm, &r.skipped));
         if (!r.skipped) { /* a skipped step adds nothing to the logged loss nor to the checkpoint's */
             t->w.loss += r.loss_sum, t->w.tokens += r.tokens, t->w.inputs += r.inputs;
-            for (int k = 0; k < PREF_COUNT; k++) t->w.pref[k] += r.pref[k];
+            for (int k = 0; k < TRAIN_SUMS; k++) t->w.pref[k] += r.pref[k];
             t->last_loss = r.loss_sum / fmax(r.tokens, 1);
         }
         t->w.compute_s += r.compute_s, t->w.comm_s += r.comm_s;
@@ -981,6 +1053,7 @@ static void trainer_free(trainer *t)
     saved_modules_free(&t->sm); /* the model's own embedding and LM head back before it is freed */
     model_free(&t->m);
     tokenizer_free(t->tok);
+    reward_close(t->reward);
     dirlock_release(&t->lock);
 }
 
@@ -1039,6 +1112,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
         st = dist_agree(d, saved_modules_create(&t.sm, &t.m, cfg->save_embed_tokens, cfg->save_lm_head));
         if (st == PT_OK && cfg->gradient_accumulation_steps > 1) st = dist_agree(d, saved_modules_accumulate(&t.sm));
     }
+    if (st == PT_OK && cfg->method == METHOD_GRPO) st = dist_agree(d, reward_open(&cfg->reward_funcs, NULL, &t.reward));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));

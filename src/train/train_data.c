@@ -119,7 +119,10 @@ pt_status trainer_load_data(trainer *t)
     if (same) TRY(load_cached(t, &o, &key));
     else TRY(dist_agree(d, dataset_prepare(&o, t->tok, log_warn_stream(), &t->train, &t->eval)));
     if (d->rank == 0) dataset_report(&t->train, stdout);
-    TRY(dist_agree(d, sampler_init(&t->sampler, t->train.n, d->rank, d->world, t->cfg->per_device_train_batch_size)));
+    /* GRPO: per_device_train_batch_size counts completions, num_generations of each prompt (TRL's) */
+    long batch = t->cfg->per_device_train_batch_size;
+    if (t->cfg->method == METHOD_GRPO) batch /= t->cfg->num_generations > 0 ? t->cfg->num_generations : 1;
+    TRY(dist_agree(d, sampler_init(&t->sampler, t->train.n, d->rank, d->world, batch > 0 ? batch : 1)));
     t->sampler.sequential = method_info_of(t->cfg->method)->unpaired; /* KTO's sequential sampler */
     if (t->cfg->group_by_length) /* transformers: LengthGroupedSampler(train_batch_size x accumulation) */
         TRY(dist_agree(d, sampler_group_by_length(&t->sampler, &t->train, t->cfg->per_device_train_batch_size *

@@ -23,6 +23,9 @@
 #include "ptrain/schedule.h"
 #include "ptrain/tfevents.h"
 #include "ptrain/tokenizer.h"
+#include "ptrain/grpo.h"
+#include "ptrain/reward.h"
+#include "ptrain/step.h"
 
 /* Seconds of each start-up phase on this rank (train.c), reported with the slowest rank's after
  * the first step (train_startup.c). */
@@ -32,11 +35,14 @@ typedef struct {
     bool reported;
 } startup_times;
 
+/* A method's metric sums of a step or window: preference.h's, or GRPO's (grpo.h). */
+#define TRAIN_SUMS ((int)GRPO_COUNT > (int)PREF_COUNT ? (int)GRPO_COUNT : (int)PREF_COUNT)
+
 /* The logging window in progress: sums since the last logged step. */
 typedef struct {
     double loss, tokens, inputs, compute_s, comm_s, start; /* tokens: with a target; inputs: all */
     int64_t steps;
-    double pref[PREF_COUNT]; /* preference methods: the metrics' sums over pairs (preference.h) */
+    double pref[TRAIN_SUMS]; /* preference methods: the metrics' sums over pairs (preference.h); GRPO's (grpo.h) */
 } log_window;
 
 typedef struct {
@@ -50,6 +56,7 @@ typedef struct {
     score_head head; /* method: reward: the score head, trained beside the adapters (dim 0: none) */
     saved_modules sm; /* modules_to_save: the embedding and LM head trained in full (none on: none) */
     lr_schedule sched_saved; /* their learning rate's schedule (cpt: embedding_learning_rate) */
+    reward_set *reward; /* method: grpo: the reward functions (and their Python worker) */
     pt_dataset train, eval;
     pt_sampler sampler;
     long epoch;
@@ -87,6 +94,32 @@ typedef struct {
     tfevents tb;          /* report_to: tensorboard; fd -1 otherwise */
     char run_name[256];   /* run_name, or the one the run it continues had, or made from the time and host */
 } trainer;
+
+/* GRPO (grpo_step.c): one micro-batch's completions, their advantages and the row of prompt +
+ * completion sequences the step trains on (each completion token its own loss-head sequence). */
+typedef struct {
+    int n;             /* completions: prompts x num_generations */
+    int32_t **comp, *len;
+    bool *ended;       /* ended with the end of turn (else cut at max_completion_length) */
+    double *adv;
+    pt_batch b;
+    int32_t *row_seq;  /* [b.cols]: each completion token's index, -1 elsewhere */
+    int32_t *tok_seq;  /* [n_tok]: the completion of each token */
+    int64_t n_tok;
+} grpo_micro;
+/* The completions GRPO samples at most (max_completion_length, TRL's 512 when unset). */
+long grpo_max_new(const pt_config *c);
+/* The n_prompts examples idx of t->train: their completions generated (seed: this micro-batch's),
+ * scored and laid out; the rewards' and lengths' metrics added to sums. */
+pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
+                          double *sums);
+/* Its reference pass (beta != 0) and its step: the gradient of the loss with inv_n = 1 / the
+ * step's completion tokens over every rank; GRPO_LOSS and GRPO_KL added to sums. */
+pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums);
+void grpo_micro_free(grpo_micro *g);
+/* m as the loss head sees it at a sampling temperature (TRL's log-probs of logits / temperature): a
+ * copy sharing the weights, its logit divisor times temperature. */
+pt_model grpo_model_at(const pt_model *m, double temperature);
 
 /* The run's examples (t->train, t->eval) and the sampler: from the dataset cache in output_dir,
  * or tokenized across the ranks and cached there (train_data.c). Agreed across ranks. */

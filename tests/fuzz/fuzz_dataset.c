@@ -28,8 +28,13 @@
  * Rows that mention "chosen" are read a second time as reward modelling's pairs
  * (dataset_options.pairs_reward): each example the pair's two whole sequences (segment 1 then 2),
  * each of 1 to max_seq_length tokens, every token labelled.
+ * Rows that mention "prompt" are read a third time as GRPO's (dataset_options.prompts, with a
+ * max_prompt_length from the options byte): each example the prompt's tokens (segment 1, at most
+ * max_prompt_length of them) then the row's columns as JSON bytes (segment 2), nothing labelled;
+ * dataset_prompt_row gives the tokens back and a JSON object with the prompt.
  * Seed corpus: tests/fuzz/corpus/dataset/ (tests/fuzz/make_corpus_dataset.sh). Built and run by
  * tests/fuzz/run-fuzz.sh. */
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +208,36 @@ static void check_reward(dataset_options opts)
     dataset_free(&eval);
 }
 
+/* GRPO's reading of the same rows (see the header comment). */
+static void check_prompts(dataset_options opts, long max_prompt)
+{
+    opts.prompts = true, opts.packing = false, opts.max_prompt_length = max_prompt;
+    pt_dataset train, eval;
+    if (!prepared(&opts, &train, &eval)) return;
+    int32_t vocab = tokenizer_vocab_size(tok);
+    const pt_dataset *sets[2] = {&train, &eval};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sets[k]->n; i++) {
+            const pt_example *ex = &sets[k]->ex[i];
+            const int32_t *ids;
+            int32_t np;
+            char *cols;
+            CHECK(ex->len >= 2 && ex->segments && ex->segments[0] == 1 && ex->segments[ex->len - 1] == 2);
+            CHECK(dataset_prompt_row(ex, &ids, &np, &cols) == PT_OK);
+            CHECK(np >= 1 && (max_prompt == 0 || np <= max_prompt) && strlen(cols) == (size_t)(ex->len - np));
+            for (int32_t t = 0; t < ex->len; t++) {
+                CHECK(ex->labels[t] == PT_IGNORE_INDEX && ex->segments[t] == (t < np ? 1 : 2));
+                CHECK(t < np ? ids[t] >= 0 && ids[t] < vocab : ex->ids[t] >= 1 && ex->ids[t] <= 255);
+            }
+            json_t *row = json_loads(cols, 0, NULL);
+            CHECK(json_is_object(row) && json_object_get(row, "prompt"));
+            json_decref(row);
+            free(cols);
+        }
+    dataset_free(&train);
+    dataset_free(&eval);
+}
+
 /* KTO's reading of the same rows (see the header comment). */
 static void check_unpaired(dataset_options opts)
 {
@@ -279,6 +314,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (mentions_label(data + 3, size - 3)) check_unpaired(opts);
     if (mentions(data + 3, size - 3, "chosen")) check_reward(opts);
+    if (mentions(data + 3, size - 3, "prompt")) check_prompts(opts, o1 & 0x20 ? 1 + (o1 & 0x1f) : 0);
     pt_dataset train, eval;
     if (!prepared(&opts, &train, &eval)) return 0;
     int32_t max_len = (int32_t)opts.max_seq_length;

@@ -45,3 +45,7 @@ seed csv-quotes-types csv/types.csv 000 200 042
 # turns, long enough to keep, and short enough that some pairs are dropped
 { printf '\040\200\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs"
 { printf '\040\020\000'; cat "$src/tests/data/dpo/pairs.jsonl"; } >"$out/reward-pairs-short"
+# GRPO's prompt rows (read a third time as prompts: they mention "prompt"): text and turns beside an
+# answer column, the turns with a max_prompt_length of 3 (the options byte's 0x20 and 0x02)
+{ printf '\040\200\000'; cat "$src/tests/data/grpo/text.jsonl"; } >"$out/grpo-text"
+{ printf '\041\042\000'; cat "$src/tests/data/grpo/chat.jsonl"; } >"$out/grpo-chat"

@@ -37,10 +37,10 @@ for f in share/man/man1/ptrain.1 share/ptrain/examples/smollm2-demo.yaml \
     share/ptrain/examples/push-checkpoints.yaml share/ptrain/data/pirate-instructions.jsonl \
     share/doc/ptrain/README.md share/doc/ptrain/configuration.md share/doc/ptrain/training.md \
     share/doc/ptrain/models.md share/doc/ptrain/adapter-format.md share/doc/ptrain/checkpoint-format.md \
-    share/doc/ptrain/watching.md; do
+    share/doc/ptrain/watching.md share/ptrain/reward_worker.py share/ptrain/examples/smollm2-grpo.yaml; do
     [ -s "$prefix/$f" ] || missing="$missing $f"
 done
-expect_eq "the man page, examples, sample data and docs are installed" "" "$missing"
+expect_eq "the man page, examples, sample data, docs and the GRPO reward worker are installed" "" "$missing"
 ok "share/ptrain/models exists" test -d "$prefix/share/ptrain/models"
 if command -v man >/dev/null 2>&1; then
     MANPATH=$prefix/share/man MANWIDTH=200 man ptrain >"$prefix.man" 2>/dev/null

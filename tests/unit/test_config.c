@@ -217,6 +217,8 @@ static const key_row key_rows[] = {
     {"center_rewards_coefficient", "0.01", "0.01", NULL},
     {"embedding_learning_rate", "5e-6", "5e-06", NULL},
     {"reward_funcs", "[rewards:accuracy, rewards:fmt]", "rewards:accuracy, rewards:fmt", NULL},
+    {"temperature", "0.7", "0.7", NULL},
+    {"top_p", "0.9", "0.9", NULL},
     {"ddp_find_unused_parameters", "false", "false", NULL},
     {"save_strategy", "epoch", "epoch", NULL},
     {"save_steps", "50", "50", NULL},
@@ -417,6 +419,8 @@ static const default_row default_rows[] = {
     {"center_rewards_coefficient", "(unset)"},
     {"embedding_learning_rate", "(unset)"},
     {"reward_funcs", "(none)"},
+    {"temperature", "1"},
+    {"top_p", "1"},
     {"ddp_find_unused_parameters", "true"},
     {"save_strategy", "no"}, /* no save_steps given */
     {"save_steps", "100"},

@@ -1,0 +1,120 @@
+#!/bin/sh
+# test_grpo.sh — method: grpo through the whole trainer on the tiny Llama in tests/data and the
+# prompts of share/data/pirate-preferences.jsonl (their chosen/rejected columns kept for the
+# reward functions):
+# - a run with a built-in reward (length) trains: metrics.jsonl has TRL's metrics, the loss and
+#   gradient norm are finite, the checkpoints and the adapter files are written;
+# - exact resume: a run killed (kill -9) after its step-3 checkpoint and run again ends with the
+#   uninterrupted run's adapter, bit-identical (the completions are drawn from the step alone);
+# - a Python reward function (module:function, run by share/reward_worker.py) works beside a
+#   built-in one, under TRL's metric names (its __name__);
+# - a Python reward function that raises stops the run with its message, and one that returns a
+#   string stops it naming the completion; neither leaves a checkpoint or an adapter; one that
+#   returns None for some completions (TRL's "no reward") trains; a module that does not import
+#   stops the run before training with Python's message;
+# - ptrain check refuses num_generations 1 and a batch that is no multiple of it.
+# The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
+. "$PTRAIN_SRCDIR/tests/tap.sh"
+P=${PTRAIN:?set PTRAIN to the ptrain binary}
+tmp=$(mktemp -d)
+trap '[ -n "$KEEP" ] || rm -rf "$tmp"' EXIT
+PY=${PTRAIN_PYTHON:-python3}
+
+write_config() { # write_config FILE OUTDIR REWARDS [extra yaml]
+    cat >"$1" <<YAML
+model_name: "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4"
+method: grpo
+dataset:
+  - name: "$PTRAIN_SRCDIR/share/data/pirate-preferences.jsonl"
+    num_samples: 16
+num_generations: ${GEN:-4}
+max_completion_length: 12
+reward_funcs: $3
+beta: 0.04
+lora_r: 4
+lora_alpha: 8
+per_device_train_batch_size: 8
+learning_rate: 5e-3
+warmup_steps: 0
+max_steps: ${MAX_STEPS:-6}
+logging_steps: 1
+save_steps: ${SAVE_STEPS:-3}
+seed: 11
+threads: 1
+output_dir: "$2"
+final_model_dir: "$2/lora"
+$4
+YAML
+}
+
+write_config "$tmp/one.yaml" "$tmp/one" "[length]"
+"$P" train "$tmp/one.yaml" >"$tmp/one.out" 2>&1
+expect_eq "the GRPO run exits 0" 0 "$?"
+ok "metrics.jsonl has TRL's GRPO metrics" grep -q '"rewards/length/mean": [-0-9.]*, "rewards/length/std": [-0-9.]*, "reward": [-0-9.]*, "reward_std": [-0-9.]*, "frac_reward_zero_std": [0-9.]*, "completions/mean_length": [0-9.]*, .*"kl": [-0-9.e]*}' "$tmp/one/metrics.jsonl"
+ok "every logged loss and gradient norm is a number" sh -c "! grep -q '\"loss\": null\|\"grad_norm\": null' '$tmp/one/metrics.jsonl'"
+ok "the checkpoints and the adapter are written" test -f "$tmp/one/checkpoint-3.h5" -a -f "$tmp/one/checkpoint-6.h5" \
+    -a -f "$tmp/one/lora/adapter_model.safetensors"
+
+# exact resume: killed after the step-3 checkpoint, run again
+write_config "$tmp/cut.yaml" "$tmp/cut" "[length]" "resume_from_checkpoint: true"
+PTRAIN_TEST_KILL_STEP=5 "$P" train "$tmp/cut.yaml" >"$tmp/cut.out" 2>&1
+rc=$?
+ok "resume: the first run is killed at step 5 (exit $rc) after checkpoint-3" test "$rc" -ne 0 -a -f "$tmp/cut/checkpoint-3.h5"
+"$P" train "$tmp/cut.yaml" >"$tmp/cut2.out" 2>&1
+expect_eq "resume: the second run exits 0" 0 "$?"
+ok "resume: the adapter is bit-identical to the uninterrupted run's" \
+    cmp "$tmp/one/lora/adapter_model.safetensors" "$tmp/cut/lora/adapter_model.safetensors"
+ok "resume: the steps after the checkpoint logged the same losses" sh -c \
+    "grep -o '\"step\": [456], \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/one/metrics.jsonl' >'$tmp/a' &&
+     grep -o '\"step\": [456], \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/cut/metrics.jsonl' >'$tmp/b' && cmp '$tmp/a' '$tmp/b'"
+
+# Python reward functions, called as TRL calls them
+mkdir -p "$tmp/py"
+cat >"$tmp/py/myrewards.py" <<'PYEOF'
+def mentions_arr(prompts, completions, completion_ids, chosen, **kwargs):
+    assert len(chosen) == len(completions) and isinstance(prompts[0], list)
+    return [1.0 if "arr" in c[0]["content"].lower() else 0.1 * (len(ids) % 3) for c, ids in zip(completions, completion_ids)]
+
+def boom(completions, **kwargs):
+    raise ValueError("the judge is out to lunch")
+
+def words(completions, **kwargs):
+    return ["many" for _ in completions]
+
+def some(completions, **kwargs):  # TRL's None: no reward for that completion
+    return [None if i % 2 else 1.0 for i in range(len(completions))]
+PYEOF
+if command -v "$PY" >/dev/null 2>&1; then
+    MAX_STEPS=2 SAVE_STEPS=100 write_config "$tmp/py.yaml" "$tmp/pyrun" "[myrewards:mentions_arr, length]"
+    (cd "$tmp/py" && PTRAIN_PYTHON="$PY" "$P" train "$tmp/py.yaml" >"$tmp/py.out" 2>&1)
+    expect_eq "a Python reward function: the run exits 0" 0 "$?"
+    ok "its metrics are under its __name__" grep -q '"rewards/mentions_arr/mean": [-0-9.]*, "rewards/mentions_arr/std": [-0-9.]*, "rewards/length/mean"' "$tmp/pyrun/metrics.jsonl"
+    write_config "$tmp/boom.yaml" "$tmp/boom" "[length, $tmp/py/myrewards.py:boom]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/boom.yaml" >"$tmp/boom.out" 2>&1
+    rc=$?
+    ok "a reward function that raises stops the run (exit $rc)" test "$rc" -ne 0
+    ok "... with its message" grep -q "reward function boom: ValueError: the judge is out to lunch" "$tmp/boom.out"
+    ok "... before anything is saved" sh -c "! ls '$tmp/boom' | grep -q 'checkpoint-\|lora'"
+    write_config "$tmp/words.yaml" "$tmp/words" "[$tmp/py/myrewards.py:words]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/words.yaml" >"$tmp/words.out" 2>&1
+    rc=$?
+    ok "a reward function that returns text stops the run (exit $rc), naming the completion" \
+        sh -c "test $rc -ne 0 && grep -q \"reward function words: returned str 'many' for completion 0, expected a number or None (completion 0: prompt\" '$tmp/words.out'"
+    MAX_STEPS=1 write_config "$tmp/some.yaml" "$tmp/some" "[$tmp/py/myrewards.py:some]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/some.yaml" >"$tmp/some.out" 2>&1
+    expect_eq "a reward function may return None for some completions (TRL's no reward)" 0 "$?"
+    write_config "$tmp/nomod.yaml" "$tmp/nomod" "[no_such_module_here:f]"
+    PTRAIN_PYTHON="$PY" "$P" train "$tmp/nomod.yaml" >"$tmp/nomod.out" 2>&1
+    ok "a reward module that does not import stops the run before training, saying so" \
+        grep -q "reward_funcs: ModuleNotFoundError: No module named 'no_such_module_here'" "$tmp/nomod.out"
+else
+    skip_test "Python reward functions" "no $PY"
+fi
+
+GEN=3 write_config "$tmp/bad.yaml" "$tmp/bad" "[length]"
+"$P" check "$tmp/bad.yaml" >"$tmp/bad.out" 2>&1
+ok "ptrain check: a batch of 8 is no multiple of num_generations 3" grep -q "per_device_train_batch_size.*multiple of 3" "$tmp/bad.out"
+write_config "$tmp/bad1.yaml" "$tmp/bad1" "[nosuch]"
+"$P" train "$tmp/bad1.yaml" >"$tmp/bad1.out" 2>&1
+ok "an unknown built-in reward is named, with the built-ins" grep -q "reward_funcs: nosuch is neither a built-in reward (exact_answer" "$tmp/bad1.out"
+done_testing

@@ -1,0 +1,405 @@
+/* test_grpo.c — GRPO on the tiny Llama against TRL 1.16's GRPOTrainer with PEFT
+ * (tests/reference/make_grpo_goldens.py): two prompts with four fixed completions each (token ids,
+ * so sampling is out of the comparison), as one padding-free row of eight sequences; the rewards
+ * TRL's reward function gave, grpo_advantages; the reference's token log-probs from the same model
+ * with the adapter off (step_sequence_nll, one "sequence" per completion token); the loss and the
+ * LoRA gradients through the loss head's per-sequence scales, one per token (grpo_token_scales).
+ * Checked against TRL: the advantages, the loss, its metrics and the LoRA gradients, with B zero
+ * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, TRL's default beta 0, and temperature
+ * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor), and 20 AdamW
+ * steps' losses on the same completions from B zero. And the
+ * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
+ * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
+#include <jansson.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ptrain/adapter.h"
+#include "ptrain/backend.h"
+#include "ptrain/config.h"
+#include "ptrain/config_options.h"
+#include "ptrain/forward.h"
+#include "ptrain/dataset.h"
+#include "ptrain/gguf.h"
+#include "ptrain/grpo.h"
+#include "ptrain/lora.h"
+#include "ptrain/model.h"
+#include "ptrain/optimizer.h"
+#include "ptrain/step.h"
+#include "ptrain/tokenizer.h"
+#include "train/trainer.h"
+
+#define MAX_ROWS 256
+
+typedef struct {
+    pt_backend *be;
+    pt_model m;
+    pt_lora l;
+    json_t *manifest;
+    int rows, n_comp, n_tok, g;
+    int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
+    int32_t tok_seq[MAX_ROWS], len[16];
+    bool ended[16];
+    double ref[MAX_ROWS], adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
+} fixture;
+
+static const char *srcdir(void)
+{
+    const char *s = getenv("PTRAIN_SRCDIR");
+    return s ? s : "..";
+}
+
+static float *read_f32(const char *name, size_t *count)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/grpo/%s", srcdir(), name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = malloc((size_t)bytes);
+    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
+    fclose(f);
+    *count = (size_t)bytes / sizeof(float);
+    return v;
+}
+
+static int module_index(const char *name)
+{
+    for (int w = 0; w < W_COUNT; w++)
+        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
+    return -1;
+}
+
+typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
+
+static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
+{
+    size_t i, offset = 0;
+    json_t *t;
+    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
+        int layer = (int)json_integer_value(json_object_get(t, "layer"));
+        int w = module_index(json_string_value(json_object_get(t, "module")));
+        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
+        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
+        lora_pair *s = lora_at(&fx->l, layer, w);
+        assert_non_null(p);
+        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
+        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
+    }
+}
+
+static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)g;
+    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+}
+
+/* completion i: its prompt, then the completion, whose tokens are the targets, each its own
+ * "sequence" of the loss head (tok_seq: the completion it is in) */
+static void append_completion(fixture *fx, json_t *prompt, json_t *completion)
+{
+    int np = (int)json_array_size(prompt), nc = (int)json_array_size(completion), at = fx->rows, i = fx->n_comp;
+    assert_true(at + np + nc <= MAX_ROWS);
+    for (int t = 0; t < np + nc; t++) {
+        json_t *id = t < np ? json_array_get(prompt, (size_t)t) : json_array_get(completion, (size_t)(t - np));
+        fx->ids[at + t] = (int32_t)json_integer_value(id);
+        fx->pos[at + t] = t;
+        fx->segments[at + t] = i + 1;
+        fx->row_seq[at + t] = -1;
+        fx->targets[at + t] = PT_IGNORE_INDEX;
+        if (t + 1 < np + nc && t + 1 >= np) {
+            fx->targets[at + t] = (int32_t)json_integer_value(json_array_get(completion, (size_t)(t + 1 - np)));
+            fx->tok_seq[fx->n_tok] = i;
+            fx->row_seq[at + t] = fx->n_tok++;
+        }
+    }
+    int eos = (int)json_integer_value(json_object_get(fx->manifest, "eos"));
+    fx->len[i] = nc;
+    fx->ended[i] = json_integer_value(json_array_get(completion, (size_t)nc - 1)) == eos;
+    fx->rows += np + nc;
+    fx->n_comp++;
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof *fx);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/grpo/manifest.json", srcdir());
+    json_error_t jerr;
+    fx->manifest = json_load_file(path, 0, &jerr);
+    if (!fx->manifest) return -1;
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    gguf_file f;
+    pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
+    pt_load_options lo = {.load_in_4bit = false};
+    if (gguf_open(path, &f) || backend_open(&bo, &fx->be) || model_from_gguf(&f, fx->be, &lo, &fx->m)) return -1;
+    gguf_close(&f);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    if (lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1)) return -1;
+    fx->g = (int)json_integer_value(json_object_get(fx->manifest, "num_generations"));
+    json_t *prompts = json_object_get(fx->manifest, "prompts"), *comps = json_object_get(fx->manifest, "completions");
+    for (size_t i = 0; i < json_array_size(comps); i++)
+        append_completion(fx, json_array_get(prompts, i / (size_t)fx->g), json_array_get(comps, i));
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    lora_free(&fx->l);
+    model_free(&fx->m);
+    backend_close(fx->be);
+    json_decref(fx->manifest);
+    free(fx);
+    return 0;
+}
+
+static pt_status grpo_grad(void *arg, const double *nll, float *scale)
+{
+    fixture *fx = arg;
+    grpo_token_scales(nll, fx->beta != 0 ? fx->ref : NULL, fx->tok_seq, fx->n_tok, fx->adv, fx->beta, fx->inv_n,
+                      scale, fx->sums);
+    return PT_OK;
+}
+
+typedef struct {
+    const float *ref;
+    double worst;
+} compare_arg;
+
+static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)t;
+    compare_arg *c = arg;
+    float *got = malloc(g->nbytes);
+    assert_int_equal(backend_download(fx->be, g, got, g->nbytes), PT_OK);
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < tensor_numel(g); i++) {
+        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
+        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
+    }
+    c->worst = fmax(c->worst, diff / scale);
+    free(got);
+}
+
+static void check_close(const char *what, double got, double want, double tol)
+{
+    print_message("  %s %.9g (TRL %.9g)\n", what, got, want);
+    if (!(fabs(got - want) <= tol * fmax(1.0, fabs(want)))) fail_msg("%s is %.9g, TRL's %.9g", what, got, want);
+}
+
+/* One GRPO step of case c on the fixed completions: the advantages (checked against TRL's), the
+ * reference pass, the loss and the LoRA gradients; the loss. */
+static double grpo_step_once(fixture *fx, json_t *c)
+{
+    memset(fx->sums, 0, sizeof fx->sums);
+    fx->beta = json_real_value(json_object_get(c, "beta"));
+    /* the rewards TRL's function gave; the advantages as TRL computes them (float32 there) */
+    double per_func[16];
+    for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
+    grpo_advantages(per_func, 1, fx->n_comp, fx->g, fx->reward, fx->adv, fx->sums);
+    for (int i = 0; i < fx->n_comp; i++) {
+        double want = json_number_value(json_array_get(json_object_get(c, "advantages"), (size_t)i));
+        if (fabs(fx->adv[i] - want) > 1e-5 * fmax(1.0, fabs(want))) fail_msg("advantage %d: %.9g, TRL %.9g", i, fx->adv[i], want);
+    }
+    grpo_lengths(fx->len, fx->ended, fx->n_comp, fx->sums);
+    fx->sums[GRPO_STEPS] = 1;
+    assert_int_equal(fx->n_tok, (int)json_integer_value(json_object_get(c, "num_items_in_batch")));
+    fx->inv_n = 1.0 / fx->n_tok;
+    train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
+    json_t *temp = json_object_get(c, "temperature");
+    pt_model m = grpo_model_at(&fx->m, temp ? json_number_value(temp) : 1.0); /* TRL's log-probs of logits / T */
+    if (fx->beta != 0)
+        assert_int_equal(step_sequence_nll(&m, NULL, &b, fx->row_seq, fx->n_tok, NULL, fx->ref), PT_OK);
+    step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = fx->n_tok, .seq_grad = grpo_grad,
+                      .seq_grad_arg = fx};
+    double token_loss = 0;
+    int64_t nt = 0;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(step_run(&m, &fx->l, &b, &o, 0.0f, &token_loss, &nt), PT_OK);
+    return fx->sums[GRPO_LOSS];
+}
+
+static void run_case(fixture *fx, const char *which)
+{
+    json_t *c = json_object_get(fx->manifest, which);
+    char name[64];
+    size_t n;
+    snprintf(name, sizeof name, "%s_init.f32", which);
+    float *init = read_f32(name, &n);
+    for_each_tensor(fx, set_values, init);
+    free(init);
+    grpo_step_once(fx, c);
+    double loss = fx->sums[GRPO_LOSS];
+    snprintf(name, sizeof name, "%s_grads.f32", which);
+    float *grads = read_f32(name, &n);
+    compare_arg ca = {grads, 0};
+    for_each_tensor(fx, compare_grad, &ca);
+    free(grads);
+    double want = json_real_value(json_object_get(c, "first_loss"));
+    print_message("grpo %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, loss, want,
+                  ca.worst);
+    check_close("loss", loss, want, 1e-4);
+    assert_true(ca.worst <= 1e-4);
+    const char *fn = "even_share", *names[GRPO_COUNT];
+    double values[GRPO_COUNT];
+    char buf[GRPO_MAX_FUNCS * 192];
+    int k = grpo_log_values(fx->sums, 1, &fn, fx->beta != 0, buf, names, values);
+    json_t *metrics = json_object_get(c, "metrics");
+    for (int i = 0; i < k; i++) {
+        json_t *v = json_object_get(metrics, names[i]);
+        if (!v) fail_msg("%s: TRL logs no %s", which, names[i]);
+        check_close(names[i], values[i], json_number_value(v), 1e-5);
+    }
+}
+
+static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
+static void test_random_adapter(void **state) { run_case(*state, "random"); }
+static void test_random_beta0(void **state) { run_case(*state, "random_b0"); }
+static void test_temperature(void **state) { run_case(*state, "random_t07"); }
+
+/* From B zero, 20 AdamW steps on the same completions (beta 0.04: the KL term moves the loss). */
+static void test_20_adamw_steps(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "zero"), *losses = json_object_get(c, "losses");
+    size_t n;
+    float *init = read_f32("zero_init.f32", &n);
+    for_each_tensor(fx, set_values, init);
+    free(init);
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    double worst = 0;
+    for (int s = 0; s < 20; s++) {
+        double loss = grpo_step_once(fx, c), norm;
+        assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+        assert_int_equal(optimizer_step(&fx->l, &o, norm, 5e-3, s + 1), PT_OK);
+        worst = fmax(worst, fabs(loss - json_real_value(json_array_get(losses, (size_t)s))));
+    }
+    print_message("grpo: 20 AdamW steps: loss max absolute error %.3g (TRL %.6f -> %.6f)\n", worst,
+                  json_real_value(json_array_get(losses, 0)), json_real_value(json_array_get(losses, 19)));
+    assert_true(worst <= 1e-3);
+}
+
+/* A group whose rewards are all equal has advantages 0 and counts in frac_reward_zero_std; a
+ * completion no function scored (NaN) is left out of its group's statistics with advantage 0. */
+static void test_advantages_edge(void **state)
+{
+    (void)state;
+    double per_func[8] = {1, 1, 1, 1, 0, 2, NAN, 4}, reward[8], adv[8], sums[GRPO_COUNT] = {0};
+    grpo_advantages(per_func, 1, 8, 4, reward, adv, sums);
+    for (int i = 0; i < 4; i++) assert_true(adv[i] == 0);
+    assert_true(sums[GRPO_ZERO_STD] == 4);
+    assert_true(adv[6] == 0 && isnan(reward[6]));
+    double std = 2.0; /* of 0, 2, 4 */
+    assert_true(fabs(adv[4] - (0 - 2) / (std + 1e-4)) < 1e-12 && fabs(adv[7] - 2 / (std + 1e-4)) < 1e-12);
+    assert_true(sums[GRPO_SCORED] == 7);
+}
+
+static void test_prompts_tokenized_as_trl(void **state)
+{
+    (void)state;
+    char path[1024], yaml[2048];
+    snprintf(path, sizeof path, "%s/tests/data/grpo/tokenized.json", srcdir());
+    json_error_t jerr;
+    json_t *golden = json_load_file(path, 0, &jerr);
+    assert_non_null(golden);
+    const char *name, *group;
+    json_t *groups, *rows;
+    json_object_foreach(golden, name, groups) {
+        pt_tokenizer *tok;
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+        json_object_foreach(groups, group, rows) {
+            for (int cut = 0; cut <= 3; cut += 3) { /* max_prompt_length 3: the last 3 of TRL's */
+                snprintf(yaml, sizeof yaml, "method: grpo\nreward_funcs: [length]\nper_device_train_batch_size: 8\n%s\ndataset:\n  - name: "
+                         "\"%s/tests/data/grpo/%s.jsonl\"\n", cut ? "max_prompt_length: 3" : "", srcdir(), group);
+                pt_config cfg;
+                pt_dataset ds, eval;
+                assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+                dataset_options o = dataset_options_from_config(&cfg);
+                pt_status st = dataset_prepare(&o, tok, NULL, &ds, &eval);
+                if (st) fail_msg("%s", err_message());
+                config_free(&cfg);
+                assert_int_equal(ds.n, json_array_size(rows));
+                for (size_t i = 0; i < ds.n; i++) {
+                    const int32_t *ids;
+                    int32_t n;
+                    char *cols;
+                    assert_int_equal(dataset_prompt_row(&ds.ex[i], &ids, &n, &cols), PT_OK);
+                    json_t *want = json_array_get(rows, i);
+                    size_t nw = json_array_size(want), from = cut && nw > (size_t)cut ? nw - (size_t)cut : 0;
+                    if ((size_t)n != nw - from) fail_msg("%s %s row %zu: %d prompt tokens, TRL %zu", name, group, i, n, nw - from);
+                    for (int32_t k = 0; k < n; k++)
+                        if (ids[k] != json_integer_value(json_array_get(want, from + (size_t)k)))
+                            fail_msg("%s %s row %zu token %d: %d, TRL %lld", name, group, i, k, ids[k],
+                                     (long long)json_integer_value(json_array_get(want, from + (size_t)k)));
+                    json_t *row = json_loads(cols, 0, NULL);
+                    assert_non_null(json_object_get(row, "answer"));
+                    assert_non_null(json_object_get(row, "prompt"));
+                    json_decref(row);
+                    free(cols);
+                }
+                dataset_free(&ds), dataset_free(&eval);
+            }
+        }
+        tokenizer_free(tok);
+    }
+    json_decref(golden);
+}
+
+/* Batched generation (forward_tokens_batch: three sequences decoded in step over one cache) gives
+ * each sequence the logits forward_tokens gives it alone: three prompts, then two tokens each. */
+static void test_batched_generation(void **state)
+{
+    fixture *fx = *state;
+    const pt_model *m = &fx->m;
+    int vocab = m->cfg.vocab, np = 5, B = 3;
+    int32_t prompts[15], next[2][3] = {{7, 100, 250}, {3, 319, 42}};
+    for (int i = 0; i < 15; i++) prompts[i] = (i * 37 + 11) % vocab;
+    float *got = malloc(sizeof(float) * (size_t)(B * vocab)), *want = malloc(sizeof(float) * (size_t)vocab);
+    pt_kv_cache kv, one;
+    double worst = 0;
+    assert_int_equal(kv_cache_init_batch(m, B, 16, &kv), PT_OK);
+    assert_int_equal(forward_tokens_batch(m, &fx->l.ad, &kv, prompts, np, got), PT_OK);
+    for (int step = 0; step <= 2; step++) {
+        if (step > 0) assert_int_equal(forward_tokens_batch(m, &fx->l.ad, &kv, next[step - 1], 1, got), PT_OK);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(kv_cache_init(m, 16, &one), PT_OK);
+            assert_int_equal(forward_tokens(m, &fx->l.ad, &one, prompts + b * np, np, want, true), PT_OK);
+            for (int s = 0; s < step; s++) assert_int_equal(forward_tokens(m, &fx->l.ad, &one, &next[s][b], 1, want, true), PT_OK);
+            kv_cache_free(m, &one);
+            for (int v = 0; v < vocab; v++) worst = fmax(worst, fabs((double)got[b * vocab + v] - want[v]));
+        }
+    }
+    kv_cache_free(m, &kv);
+    free(got), free(want);
+    print_message("batched generation: max |logit difference| %.3g\n", worst);
+    assert_true(worst <= 1e-4);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_zero_adapter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_adapter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
+        cmocka_unit_test(test_advantages_edge),
+        cmocka_unit_test(test_prompts_tokenized_as_trl),
+        cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
