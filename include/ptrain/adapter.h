@@ -21,6 +21,10 @@ typedef struct {
     int r;          /* this pair's rank (rank_pattern may change it); 0: no adapter here */
     float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
     float *mag;     /* a PEFT DoRA adapter's lora_magnitude_vector [out] (host), or NULL */
+    /* DoRA in a forward pass (adapter_dora_part): the magnitudes on the backend and the norms of
+     * the rows of W + s·B·A, [out, 1] f32, made on first use; wnorm_rows: rows of wnorm computed */
+    pt_tensor dmag, wnorm;
+    int64_t wnorm_rows;
 } adapter_pair;
 
 /* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
@@ -54,8 +58,8 @@ enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
 /* PEFT's names: the module in modules_to_save, the tensor in adapter_model.safetensors. */
 const char *adapter_saved_module(int i);
 const char *adapter_saved_tensor(int i);
-/* PT_OK when ad can be applied in a forward pass; a DoRA adapter (ad->dora) is refused, naming path
- * and what ptrain does with it (the merged export). */
+/* PT_OK when training may start from ad (lora_model_dir); a DoRA adapter (ad->dora) is refused,
+ * naming path and what ptrain does with it (generate and the merged export apply it). */
 pt_status adapter_applicable(const pt_adapter *ad, const char *path);
 /* The embedding table and the LM head a pass with ad (may be NULL) runs on. */
 const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m);
@@ -121,6 +125,12 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
  * xs = s x Aᵀ computed first when first (the part at row 0; the other parts reuse it). */
 pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t row0, bool first, pt_tensor *y,
                               const pt_tensor *x, pt_tensor *xs);
+/* DoRA (a PEFT adapter with use_dora, no dropout: inference) on y = x Wᵀ + s (x Aᵀ) Bᵀ, the output of the
+ * part of projection lead at rows row0 (w: that part's base weight): y *= m / ‖W + s·B·A‖ per output
+ * column, as PEFT's DoraLinearLayer. The norms are computed from w on first use and kept in the pair (the
+ * adapter does not change while it runs); nothing for a pair without magnitudes. */
+pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t row0, const pt_tensor *w,
+                            pt_tensor *y);
 
 /* ---- files ---- */
 

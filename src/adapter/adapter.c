@@ -236,8 +236,8 @@ const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m)
 pt_status adapter_applicable(const pt_adapter *ad, const char *path)
 {
     if (!ad || !ad->dora) return PT_OK;
-    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain applies plain LoRA when it runs a model (DoRA's magnitudes "
-               "are applied only when the adapter is merged: ptrain export --adapter %s --hf or --gguf)",
+    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain does not train DoRA, so lora_model_dir cannot continue this "
+               "adapter (generate applies it, and ptrain export --adapter %s --hf or --gguf merges it)",
                shown_text(path).s, shown_text(path).s);
 }
 
@@ -248,6 +248,8 @@ void adapter_free(pt_adapter *ad)
     for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
         backend_release(ad->be, &p->a);
         backend_release(ad->be, &p->b);
+        if (p->dmag.data) backend_release(ad->be, &p->dmag);
+        if (p->wnorm.data) backend_release(ad->be, &p->wnorm);
         free(p->mag);
     }
     free(ad->pairs);
@@ -308,6 +310,42 @@ pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t
                    (long long)y->shape[1], (long long)p->b.shape[0]);
     pt_tensor b = tensor_rows(&p->b, row0, y->shape[1]);
     return backend_matmul(ad->be, y, &v, &b, 1.0f);
+}
+
+/* A pair's DoRA tensors on the backend: the magnitudes uploaded, the norms allocated (none computed). */
+static pt_status dora_tensors(pt_backend *be, adapter_pair *p)
+{
+    int64_t shape[2] = {p->b.shape[0], 1};
+    p->dmag = tensor_make(PT_F32, 2, shape);
+    p->wnorm = tensor_make(PT_F32, 2, shape);
+    p->wnorm_rows = 0;
+    pt_status st = backend_alloc(be, &p->dmag);
+    if (st == PT_OK) st = backend_upload(be, &p->dmag, p->mag, p->dmag.nbytes);
+    if (st == PT_OK) st = backend_alloc(be, &p->wnorm);
+    if (st != PT_OK) {
+        if (p->dmag.data) backend_release(be, &p->dmag);
+        p->dmag = p->wnorm = (pt_tensor){0};
+    }
+    return st;
+}
+
+pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t row0, const pt_tensor *w,
+                            pt_tensor *y)
+{
+    adapter_pair *p = adapter_at(ad, layer, lead);
+    if (!p || !p->mag) return PT_OK;
+    int64_t n = y->shape[y->ndim - 1];
+    if (w->ndim != 2 || w->shape[0] != n || row0 < 0 || row0 + n > p->b.shape[0])
+        return ERR(PT_ERR_INTERNAL, "adapter_dora_part: rows %lld + %lld of a B of %lld", (long long)row0, (long long)n,
+                   (long long)p->b.shape[0]);
+    if (!p->dmag.data) TRY(dora_tensors(ad->be, p));
+    pt_tensor wn = tensor_rows(&p->wnorm, row0, n), mag = tensor_rows(&p->dmag, row0, n);
+    if (row0 + n > p->wnorm_rows) { /* parts run in row order: this part's norms are not computed yet */
+        pt_tensor b = tensor_rows(&p->b, row0, n);
+        TRY(backend_dora_norm(ad->be, &wn, w, &p->a, &b, p->scale));
+        p->wnorm_rows = row0 + n;
+    }
+    return backend_dora_scale(ad->be, y, &mag, &wn);
 }
 
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)

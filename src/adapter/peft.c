@@ -155,7 +155,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
-    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too (merged export only) */
+    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too */
     char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 
