@@ -892,6 +892,69 @@ static void test_clip_torch(void **state)
     backend_close(be);
 }
 
+/* ---- DoRA: one layer against PEFT ------------------------------------------------------------ */
+
+/* PEFT's DoRA layer (tests/reference/make_dora_goldens.py, tests/data/peft/dora_layer.bin) from
+ * ptrain's ops as the forward and backward passes compose them: z = x Wᵀ + (s x Aᵀ) Bᵀ,
+ * wn = backend_dora_norm, y = z · m / wn per column (backend_dora_scale), dm = Σ dy·z / wn
+ * (backend_dora_mag_bwd), dz = dy · m / wn, then LoRA's backward on dz: dB = dzᵀ (s x Aᵀ),
+ * dA = s (dz B)ᵀ x. Output and gradients of A, B and m within 1e-5 relative. */
+static void test_dora_layer(void **state)
+{
+    (void)state;
+    size_t len;
+    char *blob = read_data("peft", "dora_layer.bin", &len);
+    cursor c = {blob, len};
+    int32_t dims[4];
+    float s;
+    take_into(&c, dims, sizeof dims);
+    take_into(&c, &s, sizeof s);
+    int64_t M = dims[0], K = dims[1], N = dims[2], r = dims[3];
+    const float *xv = take(&c, sizeof(float) * (size_t)(M * K)), *wv = take(&c, sizeof(float) * (size_t)(N * K)),
+                *av = take(&c, sizeof(float) * (size_t)(r * K)), *bv = take(&c, sizeof(float) * (size_t)(N * r)),
+                *mv = take(&c, sizeof(float) * (size_t)N), *dyv = take(&c, sizeof(float) * (size_t)(M * N)),
+                *want_y = take(&c, sizeof(float) * (size_t)(M * N)), *want_da = take(&c, sizeof(float) * (size_t)(r * K)),
+                *want_db = take(&c, sizeof(float) * (size_t)(N * r)), *want_dm = take(&c, sizeof(float) * (size_t)N);
+    assert_int_equal(c.left, 0);
+    pt_backend *be = open_cpu();
+    pt_tensor x = put(be, M, K, xv), w = put(be, N, K, wv), a = put(be, r, K, av), b = put(be, N, r, bv),
+              m = put(be, N, 1, mv), dy = put(be, M, N, dyv), z = put(be, M, N, NULL), xs = put(be, M, r, NULL),
+              wn = put(be, N, 1, NULL), y = put(be, M, N, NULL), dm = put(be, N, 1, NULL), dz = put(be, M, N, NULL),
+              dxs = put(be, M, r, NULL), da = put(be, r, K, NULL), db = put(be, N, r, NULL);
+    assert_int_equal(backend_matmul(be, &z, &x, &w, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul(be, &xs, &x, &a, 0.0f), PT_OK);
+    assert_int_equal(backend_scale(be, &xs, s), PT_OK);
+    assert_int_equal(backend_matmul(be, &z, &xs, &b, 1.0f), PT_OK);
+    assert_int_equal(backend_dora_norm(be, &wn, &w, &a, &b, s), PT_OK);
+    assert_int_equal(backend_copy(be, &y, &z), PT_OK);
+    assert_int_equal(backend_dora_scale(be, &y, &m, &wn), PT_OK);
+    assert_int_equal(backend_dora_mag_bwd(be, &dm, &dy, &z, &wn), PT_OK);
+    assert_int_equal(backend_copy(be, &dz, &dy), PT_OK);
+    assert_int_equal(backend_dora_scale(be, &dz, &m, &wn), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(be, &db, &dz, &xs, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_input(be, &dxs, &dz, &b, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(be, &da, &dxs, &x, 0.0f), PT_OK);
+    assert_int_equal(backend_scale(be, &da, s), PT_OK);
+    struct {
+        const char *name;
+        pt_tensor *t;
+        const float *want;
+    } out[] = {{"y", &y, want_y}, {"dA", &da, want_da}, {"dB", &db, want_db}, {"dm", &dm, want_dm}};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        float *got = get(be, out[i].t);
+        double e = rel_err_f(got, out[i].want, tensor_numel(out[i].t));
+        printf("# dora layer %-3s vs PEFT: relative error %.2e (tolerance 1e-05)\n", out[i].name, e);
+        if (!(e <= 1e-5)) bad++;
+        free(got);
+    }
+    pt_tensor *all[] = {&x, &w, &a, &b, &m, &dy, &z, &xs, &wn, &y, &dm, &dz, &dxs, &da, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    backend_close(be);
+    free(blob);
+    if (bad) fail_msg("%d of the DoRA layer's results differ from PEFT's", bad);
+}
+
 /* ---- whole tiny qwen2 and gemma2 models ------------------------------------------------------ */
 
 /* A tiny model of tests/data/<family>/ with LoRA r=4 on all seven projections, A and B random (so
@@ -1265,6 +1328,7 @@ int main(void)
         cmocka_unit_test(test_phi3_training),
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
+        cmocka_unit_test(test_dora_layer),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),
         cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),
