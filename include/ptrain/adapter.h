@@ -132,6 +132,11 @@ pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t
 pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t row0, const pt_tensor *w,
                             pt_tensor *y);
 
+/* A fresh DoRA adapter (use_dora): every pair's magnitudes m = ‖W + s·B·A‖ per output row (PEFT's
+ * dora_init; the base weight's row norms when B is zero), so that it starts as the plain LoRA one;
+ * sets ad->dora. */
+pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m);
+
 /* ---- files ---- */
 
 typedef struct {

@@ -348,6 +348,34 @@ pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t r
     return backend_dora_scale(ad->be, y, &mag, &wn);
 }
 
+pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
+{
+    pt_status st = PT_OK;
+    for (int layer = 0; layer < ad->n_layers && st == PT_OK; layer++)
+        for (int w = 0; w < W_COUNT && st == PT_OK; w++) {
+            int lead = w;
+            int64_t row0 = 0, all;
+            model_fused_part(&m->cfg, w, &lead, &row0, &all);
+            adapter_pair *p = adapter_at(ad, layer, lead);
+            const pt_tensor *wt = &m->layers[layer].w[w];
+            if (!p) continue;
+            int64_t n = wt->shape[0];
+            if (row0 == 0 && !p->mag && !(p->mag = calloc((size_t)p->b.shape[0], sizeof(float))))
+                return ERR(PT_ERR_NOMEM, "out of memory");
+            if (row0 + n > p->b.shape[0])
+                return ERR(PT_ERR_INTERNAL, "adapter_dora_init: rows %lld + %lld of a B of %lld", (long long)row0,
+                           (long long)n, (long long)p->b.shape[0]);
+            int64_t shape[2] = {n, 1};
+            pt_tensor wn = tensor_make(PT_F32, 2, shape), b = tensor_rows(&p->b, row0, n);
+            TRY(backend_alloc(ad->be, &wn));
+            st = backend_dora_norm(ad->be, &wn, wt, &p->a, &b, p->scale);
+            if (st == PT_OK) st = backend_download(ad->be, &wn, p->mag + row0, wn.nbytes);
+            backend_release(ad->be, &wn);
+        }
+    if (st == PT_OK) ad->dora = true;
+    return st;
+}
+
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
 {
     return adapter_matmul_part(ad, layer, w, 0, true, y, x, xs);

@@ -1100,6 +1100,47 @@ static void check_model_grads(const char *family)
     family_close(&fx);
 }
 
+/* A fresh DoRA adapter (adapter_dora_init): m = ‖W + s·B·A‖ per row, against the formula in double
+ * for the first pair, so the model starts as the plain LoRA one (the same loss); phi3's fused
+ * q/k/v and gate/up take their norms part by part. */
+static void check_dora_init(const char *family)
+{
+    family_fx fx;
+    family_open(family, "tiny-f32", &fx);
+    double plain = family_loss(&fx);
+    assert_int_equal(adapter_dora_init(&fx.l.ad, &fx.m), PT_OK);
+    assert_true(fx.l.ad.dora);
+    adapter_pair *p = adapter_at(&fx.l.ad, 0, W_Q);
+    assert_non_null(p);
+    assert_non_null(p->mag);
+    float *w = get(fx.be, &fx.m.layers[0].w[W_Q]), *a = get(fx.be, &p->a), *b = get(fx.be, &p->b);
+    int64_t in = p->a.shape[1], rows = fx.m.layers[0].w[W_Q].shape[0];
+    double worst = 0;
+    for (int64_t o = 0; o < rows; o++) {
+        double sum = 0;
+        for (int64_t k = 0; k < in; k++) {
+            double v = w[o * in + k];
+            for (int j = 0; j < p->r; j++) v += (double)p->scale * b[o * p->r + j] * a[j * in + k];
+            sum += v * v;
+        }
+        worst = fmax(worst, fabs(p->mag[o] - sqrt(sum)) / sqrt(sum));
+    }
+    free(w), free(a), free(b);
+    double dora = family_loss(&fx);
+    print_message("  %s: DoRA init: magnitudes within %.2e relative; loss %.8f, plain LoRA %.8f\n", family, worst, dora,
+                  plain);
+    if (worst > 1e-6) fail_msg("%s: DoRA magnitudes off by %.3g relative", family, worst);
+    if (fabs(dora - plain) > 1e-6 * fabs(plain)) fail_msg("%s: DoRA at init changes the loss", family);
+    family_close(&fx);
+}
+
+static void test_dora_init(void **s)
+{
+    (void)s;
+    check_dora_init("qwen2");
+    check_dora_init("phi3");
+}
+
 static void test_qwen2_model_grads(void **s) { (void)s; check_model_grads("qwen2"); }
 static void test_gemma2_model_grads(void **s) { (void)s; check_model_grads("gemma2"); }
 
@@ -1329,6 +1370,7 @@ int main(void)
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_dora_layer),
+        cmocka_unit_test(test_dora_init),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),
         cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),
