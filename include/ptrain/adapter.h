@@ -134,8 +134,10 @@ pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t r
 
 /* A fresh DoRA adapter (use_dora): every pair's magnitudes m = ‖W + s·B·A‖ per output row (PEFT's
  * dora_init; the base weight's row norms when B is zero), so that it starts as the plain LoRA one;
- * sets ad->dora. */
+ * sets ad->dora. The magnitudes are on the backend (dmag: what training updates) and in mag. */
 pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m);
+/* A and B (or the magnitudes) changed: the next forward pass computes the DoRA norms again. */
+void adapter_dora_stale(pt_adapter *ad);
 
 /* ---- files ---- */
 

@@ -372,8 +372,15 @@ pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
             if (st == PT_OK) st = backend_download(ad->be, &wn, p->mag + row0, wn.nbytes);
             backend_release(ad->be, &wn);
         }
+    for (adapter_pair *p = adapter_next(ad, NULL); p && st == PT_OK; p = adapter_next(ad, p))
+        st = p->dmag.data ? backend_upload(ad->be, &p->dmag, p->mag, p->dmag.nbytes) : dora_tensors(ad->be, p);
     if (st == PT_OK) ad->dora = true;
     return st;
+}
+
+void adapter_dora_stale(pt_adapter *ad)
+{
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) p->wnorm_rows = 0;
 }
 
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
