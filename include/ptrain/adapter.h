@@ -159,7 +159,7 @@ typedef struct {
     int64_t saved_rows, saved_cols;
 } adapter_info;
 
-/* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):
+/* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'; 'M': DoRA's ...lora_magnitude_vector):
  * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight */
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which);
 /* One entry per LoRA matrix (A then B of each projection, layer order, PEFT names): the flat
