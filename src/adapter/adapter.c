@@ -404,17 +404,18 @@ pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay)
 {
     *lay = (ckpt_layout){0};
     int n = 0;
-    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) n += 2;
+    int per = ad->dora ? 3 : 2; /* A, B (, DoRA's magnitudes M [out, 1]) */
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) n += per;
     lay->e = calloc((size_t)n + 1, sizeof *lay->e);
     TRY_ALLOC(lay->e);
     for (int layer = 0; layer < ad->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
             adapter_pair *p = adapter_at(ad, layer, w);
-            for (int ab = 0; p && ab < 2; ab++) {
+            for (int ab = 0; p && ab < per; ab++) {
                 ckpt_entry *e = &lay->e[lay->n++];
                 const pt_tensor *t = ab ? &p->b : &p->a;
-                adapter_tensor_name(ad->arch, e->name, sizeof e->name, layer, w, ab ? 'B' : 'A');
-                e->rows = t->shape[0], e->cols = t->shape[1], e->offset = lay->total;
+                adapter_tensor_name(ad->arch, e->name, sizeof e->name, layer, w, "ABM"[ab]);
+                e->rows = t->shape[0], e->cols = ab == 2 ? 1 : t->shape[1], e->offset = lay->total;
                 lay->total += e->rows * e->cols;
             }
         }

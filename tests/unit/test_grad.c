@@ -1212,6 +1212,33 @@ static void check_dora_grads(const char *family)
     assert_true(fabs(n_back / (double)n - trained) <= 1e-6 * fabs(trained));
     adapter_free(&back);
     assert_int_equal(tmpdir_remove(dir), 0);
+    /* one AdamW step moves m too (clipped with the rest); a checkpoint's arrays (adapter_layout: A, B, M per
+     * pair, PEFT's names) hold the magnitudes and their moments, and give them back bit for bit */
+    float *m0 = get(fx.be, &adapter_next(&fx.l.ad, NULL)->dmag);
+    double norm = 0;
+    assert_int_equal(optimizer_grad_norm(&fx.l, &norm), PT_OK);
+    adamw_options ao = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    assert_int_equal(optimizer_step(&fx.l, &ao, norm, 1e-3, 1), PT_OK);
+    float *m1 = get(fx.be, &adapter_next(&fx.l.ad, NULL)->dmag);
+    assert_true(memcmp(m0, m1, adapter_next(&fx.l.ad, NULL)->dmag.nbytes) != 0);
+    ckpt_layout lay;
+    assert_int_equal(adapter_layout(&fx.l.ad, &lay), PT_OK);
+    int pairs = 0;
+    for (adapter_pair *p = adapter_next(&fx.l.ad, NULL); p; p = adapter_next(&fx.l.ad, p)) pairs++;
+    assert_int_equal(lay.n, 3 * pairs);
+    assert_non_null(strstr(lay.e[2].name, ".lora_magnitude_vector"));
+    size_t bytes = sizeof(float) * (size_t)lay.total;
+    float *pa = malloc(bytes), *ma = malloc(bytes), *va = malloc(bytes), *pb = calloc(1, bytes), *mb = malloc(bytes),
+          *vb = malloc(bytes);
+    assert_int_equal(lora_export(&fx.l, &lay, pa, ma, va), PT_OK);
+    assert_int_equal(lora_import(&fx.l, &lay, pb, NULL, NULL), PT_OK); /* zeros in, then the saved arrays back */
+    assert_int_equal(lora_import(&fx.l, &lay, pa, ma, va), PT_OK);
+    assert_int_equal(lora_export(&fx.l, &lay, pb, mb, vb), PT_OK);
+    assert_memory_equal(pa, pb, bytes);
+    assert_memory_equal(ma, mb, bytes);
+    assert_memory_equal(va, vb, bytes);
+    free(pa), free(ma), free(va), free(pb), free(mb), free(vb), free(m0), free(m1);
+    ckpt_layout_free(&lay);
     family_close(&fx);
 }
 
