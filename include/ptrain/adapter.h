@@ -50,8 +50,9 @@ typedef struct pt_adapter {
      * (ADAPTER_SAVED_EMBED) and LM head (ADAPTER_SAVED_HEAD), f32 [vocab, dim] on be, which every
      * pass with this adapter uses in place of the model's (data NULL: the model's own) */
     pt_tensor saved[2];
-    bool dora; /* read from a PEFT adapter with use_dora: its pairs carry magnitudes, which only the merged
-                * export applies (adapter_applicable refuses it for a forward pass) */
+    bool dora; /* DoRA: its pairs carry magnitudes (mag; dmag on the backend once used): read from a PEFT adapter
+                * with use_dora (adapter_applicable refuses it as lora_model_dir), or made by adapter_dora_init
+                * (training: lora_dora_enable) */
 } pt_adapter;
 
 enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
