@@ -199,6 +199,12 @@ pt_status cuda_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, c
 pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cuda_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale);
 pt_status cuda_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+/* dora.cu */
+pt_status cuda_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a, const pt_tensor *b,
+                         float s);
+pt_status cuda_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
+pt_status cuda_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
+                            const pt_tensor *wnorm);
 pt_status cuda_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
 pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 

@@ -22,6 +22,10 @@ typedef struct {
     float scale;    /* this pair's alpha/r (alpha/sqrt(r) with rsLoRA; alpha_pattern may change alpha) */
     float *mag;     /* a PEFT DoRA adapter's lora_magnitude_vector [out] (host), or NULL */
     float *start;   /* pissa/olora: the starting A [r, in] then B [out, r] (host; adapter_decomp_base), or NULL */
+    /* DoRA in a forward pass (adapter_dora_part): the magnitudes on the backend and the norms of
+     * the rows of W + s·B·A, [out, 1] f32, made on first use; wnorm_rows: rows of wnorm computed */
+    pt_tensor dmag, wnorm;
+    int64_t wnorm_rows;
 } adapter_pair;
 
 /* How fresh adapters start (PEFT's init_lora_weights): true: A kaiming-uniform (bound 1/sqrt(in)), B
@@ -56,16 +60,17 @@ typedef struct pt_adapter {
      * (ADAPTER_SAVED_EMBED) and LM head (ADAPTER_SAVED_HEAD), f32 [vocab, dim] on be, which every
      * pass with this adapter uses in place of the model's (data NULL: the model's own) */
     pt_tensor saved[2];
-    bool dora; /* read from a PEFT adapter with use_dora: its pairs carry magnitudes, which only the merged
-                * export applies (adapter_applicable refuses it for a forward pass) */
+    bool dora; /* DoRA: its pairs carry magnitudes (mag; dmag on the backend once used): read from a PEFT adapter
+                * with use_dora (adapter_applicable refuses it as lora_model_dir), or made by adapter_dora_init
+                * (training: lora_dora_enable) */
 } pt_adapter;
 
 enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
 /* PEFT's names: the module in modules_to_save, the tensor in adapter_model.safetensors. */
 const char *adapter_saved_module(int i);
 const char *adapter_saved_tensor(int i);
-/* PT_OK when ad can be applied in a forward pass; a DoRA adapter (ad->dora) is refused, naming path
- * and what ptrain does with it (the merged export). */
+/* PT_OK when training may start from ad (lora_model_dir); a DoRA adapter (ad->dora) is refused,
+ * naming path and what ptrain does with it (generate and the merged export apply it). */
 pt_status adapter_applicable(const pt_adapter *ad, const char *path);
 /* The embedding table and the LM head a pass with ad (may be NULL) runs on. */
 const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m);
@@ -163,6 +168,19 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
  * xs = s x Aᵀ computed first when first (the part at row 0; the other parts reuse it). */
 pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t row0, bool first, pt_tensor *y,
                               const pt_tensor *x, pt_tensor *xs);
+/* DoRA (a PEFT adapter with use_dora, no dropout: inference) on y = x Wᵀ + s (x Aᵀ) Bᵀ, the output of the
+ * part of projection lead at rows row0 (w: that part's base weight): y *= m / ‖W + s·B·A‖ per output
+ * column, as PEFT's DoraLinearLayer. The norms are computed from w on first use and kept in the pair (the
+ * adapter does not change while it runs); nothing for a pair without magnitudes. */
+pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t row0, const pt_tensor *w,
+                            pt_tensor *y);
+
+/* A fresh DoRA adapter (use_dora): every pair's magnitudes m = ‖W + s·B·A‖ per output row (PEFT's
+ * dora_init; the base weight's row norms when B is zero), so that it starts as the plain LoRA one;
+ * sets ad->dora. The magnitudes are on the backend (dmag: what training updates) and in mag. */
+pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m);
+/* A and B (or the magnitudes) changed: the next forward pass computes the DoRA norms again. */
+void adapter_dora_stale(pt_adapter *ad);
 
 /* ---- files ---- */
 
@@ -184,7 +202,7 @@ typedef struct {
     int64_t saved_rows, saved_cols;
 } adapter_info;
 
-/* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'):
+/* The PEFT name of layer's projection w in family a, matrix which ('A' or 'B'; 'M': DoRA's ...lora_magnitude_vector):
  * base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight */
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which);
 /* One entry per LoRA matrix (A then B of each projection, layer order, PEFT names): the flat

@@ -124,6 +124,12 @@ typedef struct {
     pt_status (*softcap_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
     pt_status (*softcap_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *y, float cap);
     pt_status (*add)(pt_backend *be, pt_tensor *y, const pt_tensor *x); /* y += x */
+    /* DoRA (f32 vectors of the N output columns; see backend_dora_norm and the two after it) */
+    pt_status (*dora_norm)(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a,
+                           const pt_tensor *b, float s);
+    pt_status (*dora_scale)(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
+    pt_status (*dora_mag_bwd)(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
+                              const pt_tensor *wnorm);
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
                                const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
     /* optimizer and communication */
@@ -267,6 +273,18 @@ pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, con
 /* y[r, :] += bias for every row r (bias f32 of y's width; Qwen2's q/k/v). The bias is frozen, so
  * the backward pass of this op is the identity on dy and needs no op. */
 pt_status backend_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+/* DoRA, as PEFT computes it (peft/tuners/lora/dora.py), for a base weight w [N, K] (float or
+ * quantized), adapters a [r, K] and b [N, r] (f32) and scaling s:
+ * backend_dora_norm: wnorm[n] = ‖w[n,:] + s·(b·a)[n,:]‖ (f32 [N]; the sum of squares in double on
+ * the CPU), the weight norm PEFT detaches;
+ * backend_dora_scale: y[i,n] *= mag[n] / wnorm[n] (y activations [*, N]; the forward's output
+ * scale, and in the backward the gradient through it);
+ * backend_dora_mag_bwd: dmag[n] += Σ_i dy[i,n]·z[i,n] / wnorm[n] (z the unscaled output base+lora). */
+pt_status backend_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a,
+                            const pt_tensor *b, float s);
+pt_status backend_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
+pt_status backend_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
+                               const pt_tensor *wnorm);
 /* y = cap * tanh(x / cap) elementwise (Gemma 2's final logits); y may alias x. cap > 0. */
 pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
 

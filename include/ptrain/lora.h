@@ -14,6 +14,8 @@
 typedef struct {
     pt_tensor grad_a, grad_b; /* shapes of A and B; views into pt_lora.grads */
     pt_tensor m_a, v_a, m_b, v_b;
+    pt_tensor grad_m, m_m, v_m; /* DoRA (ad.dora): the magnitudes' gradient ([out, 1], after grad_b in grads)
+                                 * and moments; no memory without DoRA */
 } lora_pair;
 
 typedef struct pt_lora {
@@ -38,6 +40,9 @@ pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, 
                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
                              uint64_t seed);
 void lora_free(pt_lora *l);
+/* Make l's fresh adapter a DoRA one (use_dora): magnitudes m = ‖W + s·B·A‖ per row (adapter_dora_init), their
+ * gradients in grads (laid out again, zero) and zero moments. */
+pt_status lora_dora_enable(pt_lora *l, const pt_model *m);
 
 lora_pair *lora_at(const pt_lora *l, int layer, int w); /* NULL when w carries no adapter */
 /* Every adapted projection in layer order: for (p = lora_next(l, NULL); p; p = lora_next(l, p)) */

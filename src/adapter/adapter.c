@@ -236,8 +236,8 @@ const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m)
 pt_status adapter_applicable(const pt_adapter *ad, const char *path)
 {
     if (!ad || !ad->dora) return PT_OK;
-    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain applies plain LoRA when it runs a model (DoRA's magnitudes "
-               "are applied only when the adapter is merged: ptrain export --adapter %s --hf or --gguf)",
+    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain does not train DoRA, so lora_model_dir cannot continue this "
+               "adapter (generate applies it, and ptrain export --adapter %s --hf or --gguf merges it)",
                shown_text(path).s, shown_text(path).s);
 }
 
@@ -248,6 +248,8 @@ void adapter_free(pt_adapter *ad)
     for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
         backend_release(ad->be, &p->a);
         backend_release(ad->be, &p->b);
+        if (p->dmag.data) backend_release(ad->be, &p->dmag);
+        if (p->wnorm.data) backend_release(ad->be, &p->wnorm);
         free(p->mag);
         free(p->start);
     }
@@ -311,6 +313,77 @@ pt_status adapter_matmul_part(const pt_adapter *ad, int layer, int lead, int64_t
     return backend_matmul(ad->be, y, &v, &b, 1.0f);
 }
 
+/* A pair's DoRA tensors on the backend: the magnitudes uploaded, the norms allocated (none computed). */
+static pt_status dora_tensors(pt_backend *be, adapter_pair *p)
+{
+    int64_t shape[2] = {p->b.shape[0], 1};
+    p->dmag = tensor_make(PT_F32, 2, shape);
+    p->wnorm = tensor_make(PT_F32, 2, shape);
+    p->wnorm_rows = 0;
+    pt_status st = backend_alloc(be, &p->dmag);
+    if (st == PT_OK) st = backend_upload(be, &p->dmag, p->mag, p->dmag.nbytes);
+    if (st == PT_OK) st = backend_alloc(be, &p->wnorm);
+    if (st != PT_OK) {
+        if (p->dmag.data) backend_release(be, &p->dmag);
+        p->dmag = p->wnorm = (pt_tensor){0};
+    }
+    return st;
+}
+
+pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t row0, const pt_tensor *w,
+                            pt_tensor *y)
+{
+    adapter_pair *p = adapter_at(ad, layer, lead);
+    if (!p || !p->mag) return PT_OK;
+    int64_t n = y->shape[y->ndim - 1];
+    if (w->ndim != 2 || w->shape[0] != n || row0 < 0 || row0 + n > p->b.shape[0])
+        return ERR(PT_ERR_INTERNAL, "adapter_dora_part: rows %lld + %lld of a B of %lld", (long long)row0, (long long)n,
+                   (long long)p->b.shape[0]);
+    if (!p->dmag.data) TRY(dora_tensors(ad->be, p));
+    pt_tensor wn = tensor_rows(&p->wnorm, row0, n), mag = tensor_rows(&p->dmag, row0, n);
+    if (row0 + n > p->wnorm_rows) { /* parts run in row order: this part's norms are not computed yet */
+        pt_tensor b = tensor_rows(&p->b, row0, n);
+        TRY(backend_dora_norm(ad->be, &wn, w, &p->a, &b, p->scale));
+        p->wnorm_rows = row0 + n;
+    }
+    return backend_dora_scale(ad->be, y, &mag, &wn);
+}
+
+pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
+{
+    pt_status st = PT_OK;
+    for (int layer = 0; layer < ad->n_layers && st == PT_OK; layer++)
+        for (int w = 0; w < W_COUNT && st == PT_OK; w++) {
+            int lead = w;
+            int64_t row0 = 0, all;
+            model_fused_part(&m->cfg, w, &lead, &row0, &all);
+            adapter_pair *p = adapter_at(ad, layer, lead);
+            const pt_tensor *wt = &m->layers[layer].w[w];
+            if (!p) continue;
+            int64_t n = wt->shape[0];
+            if (row0 == 0 && !p->mag && !(p->mag = calloc((size_t)p->b.shape[0], sizeof(float))))
+                return ERR(PT_ERR_NOMEM, "out of memory");
+            if (row0 + n > p->b.shape[0])
+                return ERR(PT_ERR_INTERNAL, "adapter_dora_init: rows %lld + %lld of a B of %lld", (long long)row0,
+                           (long long)n, (long long)p->b.shape[0]);
+            int64_t shape[2] = {n, 1};
+            pt_tensor wn = tensor_make(PT_F32, 2, shape), b = tensor_rows(&p->b, row0, n);
+            TRY(backend_alloc(ad->be, &wn));
+            st = backend_dora_norm(ad->be, &wn, wt, &p->a, &b, p->scale);
+            if (st == PT_OK) st = backend_download(ad->be, &wn, p->mag + row0, wn.nbytes);
+            backend_release(ad->be, &wn);
+        }
+    for (adapter_pair *p = adapter_next(ad, NULL); p && st == PT_OK; p = adapter_next(ad, p))
+        st = p->dmag.data ? backend_upload(ad->be, &p->dmag, p->mag, p->dmag.nbytes) : dora_tensors(ad->be, p);
+    if (st == PT_OK) ad->dora = true;
+    return st;
+}
+
+void adapter_dora_stale(pt_adapter *ad)
+{
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) p->wnorm_rows = 0;
+}
+
 pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor *xs)
 {
     return adapter_matmul_part(ad, layer, w, 0, true, y, x, xs);
@@ -319,6 +392,11 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
     const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    if (which == 'M') { /* DoRA's magnitudes, as PEFT's state dict names them */
+        snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_magnitude_vector", layer, block,
+                 adapter_module_name(a, w));
+        return;
+    }
     snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_%c.weight", layer, block,
              adapter_module_name(a, w), which);
 }
@@ -327,17 +405,18 @@ pt_status adapter_layout(const pt_adapter *ad, ckpt_layout *lay)
 {
     *lay = (ckpt_layout){0};
     int n = 0;
-    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) n += 2;
+    int per = ad->dora ? 3 : 2; /* A, B (, DoRA's magnitudes M [out, 1]) */
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) n += per;
     lay->e = calloc((size_t)n + 1, sizeof *lay->e);
     TRY_ALLOC(lay->e);
     for (int layer = 0; layer < ad->n_layers; layer++)
         for (int w = 0; w < W_COUNT; w++) {
             adapter_pair *p = adapter_at(ad, layer, w);
-            for (int ab = 0; p && ab < 2; ab++) {
+            for (int ab = 0; p && ab < per; ab++) {
                 ckpt_entry *e = &lay->e[lay->n++];
                 const pt_tensor *t = ab ? &p->b : &p->a;
-                adapter_tensor_name(ad->arch, e->name, sizeof e->name, layer, w, ab ? 'B' : 'A');
-                e->rows = t->shape[0], e->cols = t->shape[1], e->offset = lay->total;
+                adapter_tensor_name(ad->arch, e->name, sizeof e->name, layer, w, "ABM"[ab]);
+                e->rows = t->shape[0], e->cols = ab == 2 ? 1 : t->shape[1], e->offset = lay->total;
                 lay->total += e->rows * e->cols;
             }
         }

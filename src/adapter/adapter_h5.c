@@ -109,6 +109,9 @@ static pt_status read_saved(hid_t file, const char *path, const pt_model *m, pt_
 
 pt_status adapter_save(const char *dir, const pt_adapter *l, const adapter_info *info)
 {
+    if (l->dora)
+        return ERR(PT_ERR_USER, "%s: a DoRA adapter (use_dora) has magnitudes, which adapter.h5 does not hold; "
+                   "save it in PEFT's format (peft_save)", shown_text(dir).s);
     TRY(safefs_mkdirs(dir));
     char final[4096];
     snprintf(final, sizeof final, "%s/adapter.h5", dir);

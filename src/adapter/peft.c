@@ -45,7 +45,7 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "lora_dropout", json_real(info->lora_dropout));
     json_object_set_new(c, "target_modules", target_list(l));
     json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora || l->rslora));
-    json_object_set_new(c, "use_dora", json_false());
+    json_object_set_new(c, "use_dora", json_boolean(l->dora));
     json_object_set_new(c, "bias", json_string("none"));
     json_object_set_new(c, "fan_in_fan_out", json_false());
     json_object_set_new(c, "inference_mode", json_true());
@@ -92,6 +92,9 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
             TRY(st_w_tensor(w, name, ST_F32, 2, p->a.shape));
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
             TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
+            if (!l->dora) continue;
+            adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'M'); /* PEFT's 1-d [out] */
+            TRY(st_w_tensor(w, name, ST_F32, 1, p->b.shape));
         }
     int64_t shape[2] = {1, info->score_dim}, full[2] = {info->saved_rows, info->saved_cols};
     for (int i = 0; i < 2; i++) /* modules_to_save: the trained weights, fp32, under PEFT's names */
@@ -119,6 +122,10 @@ static pt_status write_tensors(const char *path, const pt_adapter *l, const adap
     for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
         st = stream_matrix(&w, l->be, &p->a);
         if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
+        if (st == PT_OK && l->dora) /* DoRA: the trained magnitudes on the backend, else those read */
+            st = p->dmag.data ? stream_matrix(&w, l->be, &p->dmag)
+                              : p->mag ? st_w_data(&w, p->mag, sizeof(float) * (size_t)p->b.shape[0])
+                                       : ERR(PT_ERR_INTERNAL, "peft_save: a DoRA pair without magnitudes");
     }
     for (int i = 0; i < 2 && st == PT_OK; i++)
         if (info->saved[i])
@@ -157,7 +164,7 @@ typedef struct {
     int r;
     double alpha;
     bool rslora;
-    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too (merged export only) */
+    bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too */
     char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
 } peft_settings;
 

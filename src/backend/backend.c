@@ -512,6 +512,51 @@ pt_status backend_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias)
     return be->ops->add_bias(be, y, bias);
 }
 
+static pt_status need_vector(const pt_tensor *t, int64_t n, const char *op, const char *what)
+{
+    TRY(need_f32(t, op, what));
+    if (tensor_numel(t) != n)
+        return ERR(PT_ERR_INTERNAL, "%s: %s has %lld values for %lld output columns", op, what,
+                   (long long)tensor_numel(t), (long long)n);
+    return PT_OK;
+}
+
+pt_status backend_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a,
+                            const pt_tensor *b, float s)
+{
+    if (w->ndim != 2 || a->ndim != 2 || b->ndim != 2 || a->shape[1] != w->shape[1] || b->shape[0] != w->shape[0] ||
+        b->shape[1] != a->shape[0])
+        return ERR(PT_ERR_INTERNAL, "dora_norm: shapes do not fit: w [N, K], a [r, K], b [N, r]");
+    TRY(need_f32(a, "dora_norm", "a"));
+    TRY(need_f32(b, "dora_norm", "b"));
+    TRY(need_vector(wnorm, w->shape[0], "dora_norm", "wnorm"));
+    NEED_OP(be, dora_norm);
+    return be->ops->dora_norm(be, wnorm, w, a, b, s);
+}
+
+pt_status backend_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm)
+{
+    TRY(need_act(be, y, "dora_scale", "y"));
+    int64_t n = y->ndim ? y->shape[y->ndim - 1] : 0;
+    TRY(need_vector(mag, n, "dora_scale", "mag"));
+    TRY(need_vector(wnorm, n, "dora_scale", "wnorm"));
+    NEED_OP(be, dora_scale);
+    return be->ops->dora_scale(be, y, mag, wnorm);
+}
+
+pt_status backend_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
+                               const pt_tensor *wnorm)
+{
+    TRY(need_act(be, dy, "dora_mag_bwd", "dy"));
+    TRY(need_act(be, z, "dora_mag_bwd", "z"));
+    TRY(need_same_shape(dy, z, "dora_mag_bwd"));
+    int64_t n = dy->ndim ? dy->shape[dy->ndim - 1] : 0;
+    TRY(need_vector(dmag, n, "dora_mag_bwd", "dmag"));
+    TRY(need_vector(wnorm, n, "dora_mag_bwd", "wnorm"));
+    NEED_OP(be, dora_mag_bwd);
+    return be->ops->dora_mag_bwd(be, dmag, dy, z, wnorm);
+}
+
 static pt_status need_cap(float cap, const char *op)
 {
     if (!(cap > 0.0f) || isinf(cap)) return ERR(PT_ERR_INTERNAL, "%s: cap %g is not a positive number", op, cap);

@@ -275,7 +275,6 @@ static pt_status generate_run(const gen_options *o)
     if (st == PT_OK) st = model_load(o->model, NULL, &lo, be, &m, &tok, NULL, 0);
     pt_adapter adapter = {0};
     if (st == PT_OK && o->adapter) st = adapter_load(o->adapter, &m, &adapter);
-    if (st == PT_OK && o->adapter) st = adapter_applicable(&adapter, o->adapter); /* DoRA: merged export only */
     if (st == PT_OK && o->show) st = show_prompt(tok, o);
     else if (st == PT_OK) st = generate_text(&m, o->adapter ? &adapter : NULL, tok, o);
     adapter_free(&adapter);

@@ -290,8 +290,9 @@ const foreign_key config_foreign_keys[] = {
      "PEFT's LoftQ initialization is not implemented in ptrain (its adapters start as PEFT's default: A "
      "random, B zero); remove the key or set it to null"},
     {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
-     "DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain; remove the "
-     "key or set it to false to train plain LoRA"},
+     "training DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain yet "
+     "(generate applies a DoRA adapter PEFT trained, export merges it); remove the key or set it to false to "
+     "train plain LoRA"},
     {"target_parameters", "[]", "adapters go on the projections of lora_target_modules",
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},

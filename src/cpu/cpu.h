@@ -45,6 +45,12 @@ pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, cons
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);
 pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+/* DoRA (dora.c) */
+pt_status cpu_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a,
+                        const pt_tensor *b, float s);
+pt_status cpu_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
+pt_status cpu_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
+                           const pt_tensor *wnorm);
 pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
 pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,

@@ -92,9 +92,13 @@ static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt
     int64_t row0 = 0, all;
     model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
     if (!adapter_at(c->ad, layer, lead)) return PT_OK;
+    if (adapter_at(c->ad, layer, lead)->mag && c->dropout > 0)
+        return ERR(PT_ERR_USER, "a DoRA adapter (use_dora) runs without lora_dropout: ptrain applies DoRA only "
+                   "where PEFT's forward has no dropout (generate, evaluation)");
     pt_tensor xin = *x;
     if (row0 == 0) TRY(forward_adapter_input(c, layer, lead, x, &xin));
-    return adapter_matmul_part(c->ad, layer, lead, row0, row0 == 0, y, &xin, &xs[lead]);
+    TRY(adapter_matmul_part(c->ad, layer, lead, row0, row0 == 0, y, &xin, &xs[lead]));
+    return adapter_dora_part(c->ad, layer, lead, row0, &c->m->layers[layer].w[w], y);
 }
 
 pt_tensor forward_head_rows(const pt_tensor *t, int head_dim)

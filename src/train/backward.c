@@ -4,7 +4,9 @@
  * The base weights are frozen: gradients only flow through them. A projection with an adapter,
  * y = x Wᵀ + (s·x̃ Aᵀ) Bᵀ (x̃: x with the adapters' dropout), gives dB = dyᵀ (s x̃ Aᵀ),
  * dA = s (dy B)ᵀ x̃, and dx = dy W + s (dy B) A through the dropout mask. Biases are frozen, so
- * their backward is the identity. */
+ * their backward is the identity. DoRA (PEFT's use_dora) scales the output, y = z · m / ‖W + s·B·A‖ per column
+ * with z = x Wᵀ + s (x Aᵀ) Bᵀ and the norm detached, as PEFT's: dm = Σ dy·z / ‖·‖, and the LoRA backward above
+ * runs on dz = dy · m / ‖·‖ (z recomputed from x and the saved s x Aᵀ). */
 #include "backward.h"
 
 #include <string.h>
@@ -13,10 +15,30 @@ pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_
 {
     const pt_model_config *m = &c->m->cfg;
     int64_t qw = (int64_t)m->n_heads * m->head_dim, kw = (int64_t)m->n_kv_heads * m->head_dim;
-    int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1};
+    int64_t wide = m->ffn_dim > qw ? m->ffn_dim : qw, dora = c->ad && c->ad->dora ? (wide > m->dim ? wide : m->dim) : 0;
+    int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1, dora, dora};
     memset(g, 0, sizeof *g);
     for (int i = 0; i < G_COUNT; i++) TRY(arena_take(arena, &g->t[i], c->rows, widths[i]));
     return PT_OK;
+}
+
+/* DoRA's part of lin_bwd: grad_m's rows of this part, and *dz = dy · m / ‖·‖ (a view of G_DZ). */
+static pt_status dora_bwd(const fwd_ctx *c, lora_pair *s, const adapter_pair *p, int layer, int w, int64_t row0,
+                          const pt_tensor *dy, pt_tensor *dz, const pt_tensor *x, const pt_tensor *xsv,
+                          backward_bufs *g)
+{
+    pt_backend *be = c->m->be;
+    int64_t n = dy->shape[1];
+    pt_tensor z = adapter_narrow(&g->t[G_Z], n);
+    *dz = adapter_narrow(&g->t[G_DZ], n);
+    pt_tensor b = tensor_rows(&p->b, row0, n), wn = tensor_rows(&p->wnorm, row0, n);
+    pt_tensor mag = tensor_rows(&p->dmag, row0, n), dm = tensor_rows(&s->grad_m, row0, n);
+    TRY(backend_matmul(be, &z, x, &c->m->layers[layer].w[w], 0.0f));
+    TRY(backend_matmul(be, &z, xsv, &b, 1.0f));
+    TRY(backend_zero(be, &dm));
+    TRY(backend_dora_mag_bwd(be, &dm, dy, &z, &wn));
+    TRY(backend_copy(be, dz, dy));
+    return backend_dora_scale(be, dz, &mag, &wn);
 }
 
 /* dx (+)= dy W (+ s (dy B) A); the LoRA gradients of this micro-batch overwrite grad_a, grad_b
@@ -24,17 +46,23 @@ pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_
  * its rows of the fused pair's grad_b and adds dy B_rows into tmp; the last part (the parts come in row order)
  * then gives grad_a and the LoRA path of dx once for the fused module, as PEFT's. */
 static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tensor *dx, const pt_tensor *dy,
-                         const pt_tensor *x, const pt_tensor xs[W_COUNT], pt_tensor *tmp, float beta)
+                         const pt_tensor *x, const pt_tensor xs[W_COUNT], backward_bufs *g, float beta)
 {
     pt_backend *be = c->m->be;
-    TRY(backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta));
+    pt_tensor *tmp = &g->t[G_R];
     int lead = w;
     int64_t row0 = 0, all = dy->shape[1];
     model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
     lora_pair *s = lora_at(l, layer, lead);
-    if (!s) return PT_OK;
+    if (!s) return backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta);
     const adapter_pair *p = lora_weights(l, s);
-    pt_tensor xsv = adapter_narrow(&xs[lead], p->r), t = adapter_narrow(tmp, p->r); /* this pair's rank */
+    pt_tensor xsv = adapter_narrow(&xs[lead], p->r), t = adapter_narrow(tmp, p->r), dz; /* this pair's rank */
+    if (s->grad_m.data) {
+        if (c->dropout > 0) return ERR(PT_ERR_USER, "DoRA (use_dora) trains without lora_dropout");
+        TRY(dora_bwd(c, s, p, layer, w, row0, dy, &dz, x, &xsv, g));
+        dy = &dz;
+    }
+    TRY(backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta));
     pt_tensor gb = tensor_rows(&s->grad_b, row0, dy->shape[1]), b = tensor_rows(&p->b, row0, dy->shape[1]);
     TRY(backend_matmul_bwd_weight(be, &gb, dy, &xsv, 0.0f));
     TRY(backend_matmul_bwd_input(be, &t, dy, &b, row0 == 0 ? 0.0f : 1.0f));
@@ -76,13 +104,13 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
     pt_tensor *t = a->t, *gt = g->t;
     const pt_tensor *dd;
     TRY(post_norm_bwd(c, layer, W_POST_FFN_NORM, dout, &t[A_D], &t[A_RSTD4], &gt[G_DIM1], &dd));
-    TRY(lin_bwd(c, l, layer, W_DOWN, &gt[G_FFN1], dd, &t[A_ACT], a->xs, &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_DOWN, &gt[G_FFN1], dd, &t[A_ACT], a->xs, g, 0.0f));
     if (c->m->cfg.act == PT_ACT_GELU_TANH)
         TRY(backend_geglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
     else
         TRY(backend_swiglu_bwd(be, &gt[G_FFN1], &gt[G_FFN2], &gt[G_FFN1], &t[A_GATE], &t[A_UP]));
-    TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], a->xs, &gt[G_R], 0.0f));
-    TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], a->xs, &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_GATE, &gt[G_DIM1], &gt[G_FFN1], &t[A_XN2], a->xs, g, 0.0f));
+    TRY(lin_bwd(c, l, layer, W_UP, &gt[G_DIM1], &gt[G_FFN2], &t[A_XN2], a->xs, g, 1.0f));
     /* dh = the norm path + dout, in one pass (olmo2, without the norm: their sum) */
     if (c->m->cfg.no_pre_norms) {
         TRY(backend_copy(be, &gt[G_DH], &gt[G_DIM1]));
@@ -111,7 +139,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     /* attention: h = x + [n3](o(attn(rope [nq] q, rope [nk] k, v))); biases pass dq, dk, dv unchanged */
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
-    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], a->xs, &gt[G_R], 0.0f));
+    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], a->xs, g, 0.0f));
     pt_attention at = c->attn;
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
@@ -128,9 +156,9 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
         TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));
         TRY(head_norm_bwd(c, &gt[G_K], &t[A_KPRE], &c->m->layers[layer].w[W_K_NORM], &t[A_KRSTD]));
     }
-    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, &gt[G_R], 0.0f));
-    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, &gt[G_R], 1.0f));
-    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, &gt[G_R], 1.0f));
+    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, g, 0.0f));
+    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, g, 1.0f));
+    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, g, 1.0f));
     if (cf->no_pre_norms) { /* olmo2: dx = dxn1 + dh */
         TRY(backend_copy(be, dout, &gt[G_DIM1]));
         return backend_add(be, dout, &gt[G_DH]);

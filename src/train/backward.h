@@ -6,7 +6,7 @@
 #include "ptrain/lora.h"
 
 /* The gradient buffers of a layer's backward pass (reused by every layer). */
-enum { G_FFN1, G_FFN2, G_DIM1, G_DH, G_ATT, G_Q, G_K, G_V, G_R, G_COUNT };
+enum { G_FFN1, G_FFN2, G_DIM1, G_DH, G_ATT, G_Q, G_K, G_V, G_R, G_Z, G_DZ, G_COUNT }; /* G_Z, G_DZ: DoRA's */
 typedef struct {
     pt_tensor t[G_COUNT];
 } backward_bufs;

@@ -42,7 +42,7 @@ static pt_status grads_create(pt_lora *l)
         l->layer_off[layer] = off;
         for (int w = 0; w < W_COUNT; w++) {
             adapter_pair *p = adapter_at(ad, layer, w);
-            if (p) off += tensor_numel(&p->a) + tensor_numel(&p->b);
+            if (p) off += tensor_numel(&p->a) + tensor_numel(&p->b) + (ad->dora ? p->b.shape[0] : 0);
         }
     }
     l->layer_off[ad->n_layers] = off;
@@ -62,6 +62,11 @@ static pt_status grads_create(pt_lora *l)
             s->grad_b = tensor_make(PT_F32, 2, p->b.shape);
             s->grad_b.data = (float *)l->grads.data + at;
             at += tensor_numel(&p->b);
+            if (!ad->dora) continue;
+            int64_t mshape[2] = {p->b.shape[0], 1};
+            s->grad_m = tensor_make(PT_F32, 2, mshape);
+            s->grad_m.data = (float *)l->grads.data + at;
+            at += p->b.shape[0];
         }
     }
     return PT_OK;
@@ -216,12 +221,27 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
     return st;
 }
 
+pt_status lora_dora_enable(pt_lora *l, const pt_model *m)
+{
+    TRY(adapter_dora_init(&l->ad, m));
+    backend_release(l->ad.be, &l->grads);
+    backend_release(l->ad.be, &l->grads_sum);
+    TRY(grads_create(l));
+    for (lora_pair *s = lora_next(l, NULL); s; s = lora_next(l, s)) {
+        TRY(zeros_like(l->ad.be, &s->m_m, &s->grad_m));
+        TRY(zeros_like(l->ad.be, &s->v_m, &s->grad_m));
+    }
+    return PT_OK;
+}
+
 void lora_free(pt_lora *l)
 {
     pt_backend *be = l->ad.be;
     for (lora_pair *s = lora_next(l, NULL); s; s = lora_next(l, s)) {
         pt_tensor *all[] = {&s->m_a, &s->v_a, &s->m_b, &s->v_b};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+        if (s->m_m.data) backend_release(be, &s->m_m);
+        if (s->v_m.data) backend_release(be, &s->v_m);
     }
     if (be) {
         backend_release(be, &l->grads);

@@ -8,14 +8,18 @@
 #include "ptrain/saved_modules.h"
 #include "ptrain/score_head.h"
 
-/* The tensors of entry i: A, m_a, v_a for even i, B, m_b, v_b for odd i (adapter_layout's order). */
+/* Entries per pair: A, B, and with DoRA its magnitudes M (adapter_layout's order). */
+static int per_pair(const pt_lora *l) { return l->ad.dora ? 3 : 2; }
+
+/* The tensors of entry i: A, m_a, v_a; B, m_b, v_b; DoRA's magnitudes, m_m, v_m (by i's place in its pair). */
 static void entry_tensors(const pt_lora *l, const lora_pair *s, int i, pt_tensor *t[3])
 {
     adapter_pair *p = lora_weights(l, s);
     lora_pair *q = (lora_pair *)s;
-    t[0] = i % 2 ? &p->b : &p->a;
-    t[1] = i % 2 ? &q->m_b : &q->m_a;
-    t[2] = i % 2 ? &q->v_b : &q->v_a;
+    int k = i % per_pair(l);
+    t[0] = k == 2 ? &p->dmag : k ? &p->b : &p->a;
+    t[1] = k == 2 ? &q->m_m : k ? &q->m_b : &q->m_a;
+    t[2] = k == 2 ? &q->v_m : k ? &q->v_b : &q->v_a;
 }
 
 pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, float *m, float *v)
@@ -23,7 +27,7 @@ pt_status lora_export(const pt_lora *l, const ckpt_layout *lay, float *params, f
     const lora_pair *s = NULL;
     for (int i = 0; i < lay->n; i++) {
         const ckpt_entry *e = &lay->e[i];
-        if (i % 2 == 0) s = lora_next(l, s);
+        if (i % per_pair(l) == 0) s = lora_next(l, s);
         if (!s) return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");
         size_t bytes = sizeof(float) * (size_t)(e->rows * e->cols);
         pt_tensor *t[3];
@@ -42,7 +46,7 @@ pt_status lora_import(pt_lora *l, const ckpt_layout *lay, const float *params, c
     pt_status st = PT_OK;
     for (int i = 0; i < lay->n && st == PT_OK; i++) {
         const ckpt_entry *e = &lay->e[i];
-        if (i % 2 == 0) s = lora_next(l, s);
+        if (i % per_pair(l) == 0) s = lora_next(l, s);
         if (!s) {
             free(zeros);
             return ERR(PT_ERR_INTERNAL, "checkpoint layout does not match the adapters");

@@ -10,6 +10,7 @@ pt_status optimizer_grad_norm(const pt_lora *l, double *norm)
     for (lora_pair *p = lora_next(l, NULL); p; p = lora_next(l, p)) {
         TRY(backend_sum_squares(l->ad.be, &p->grad_a, &total));
         TRY(backend_sum_squares(l->ad.be, &p->grad_b, &total));
+        if (p->grad_m.data) TRY(backend_sum_squares(l->ad.be, &p->grad_m, &total));
     }
     *norm = sqrt(total);
     return PT_OK;
@@ -23,10 +24,13 @@ pt_status optimizer_step(pt_lora *l, const adamw_options *o, double grad_norm, d
         if (coef < 1.0) {
             TRY(backend_scale(l->ad.be, &p->grad_a, (float)coef));
             TRY(backend_scale(l->ad.be, &p->grad_b, (float)coef));
+            if (p->grad_m.data) TRY(backend_scale(l->ad.be, &p->grad_m, (float)coef));
         }
         adapter_pair *w = lora_weights(l, p);
         TRY(backend_adamw_step(l->ad.be, &w->a, &p->grad_a, &p->m_a, &p->v_a, &hp));
         TRY(backend_adamw_step(l->ad.be, &w->b, &p->grad_b, &p->m_b, &p->v_b, &hp));
+        if (p->grad_m.data) TRY(backend_adamw_step(l->ad.be, &w->dmag, &p->grad_m, &p->m_m, &p->v_m, &hp));
     }
+    adapter_dora_stale(&l->ad); /* DoRA: the norms of the new A and B */
     return PT_OK;
 }

@@ -241,6 +241,7 @@ static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fw
 pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_options *o, float grad_scale,
                    double *loss_sum, int64_t *n_tokens)
 {
+    if (l) adapter_dora_stale(&l->ad); /* DoRA: norms of the adapters as they are now */
     fwd_ctx c = ctx_of(m, l, b, o);
     pt_arena own = {0}, *arena = o->arena;
     if (!arena) { /* sized for the activations of this backend */

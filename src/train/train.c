@@ -817,7 +817,7 @@ static pt_status load_initial_adapter(trainer *t)
     if (!dir || !*dir) return PT_OK;
     pt_adapter from;
     TRY(adapter_load(dir, &t->m, &from));
-    pt_status ok = adapter_applicable(&from, dir); /* DoRA: merged export only */
+    pt_status ok = adapter_applicable(&from, dir); /* DoRA: not trained */
     if (ok != PT_OK) {
         adapter_free(&from);
         return ok;

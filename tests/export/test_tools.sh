@@ -2,8 +2,8 @@
 # test_tools.sh — the files ptrain writes, loaded by the tools people use them with (the Python
 # environment of share/scripts/test-python.sh, given as $PTRAIN_PYTHON):
 #   PEFT: ptrain's adapter on a Hugging Face base and on a GGUF base gives ptrain's logits (fp32,
-#     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; DoRA is refused when
-#     run, and merged (HF directory and GGUF) it gives PEFT's logits with it;
+#     1e-4 relative); an adapter PEFT wrote gives PEFT's logits in ptrain; a DoRA adapter gives
+#     PEFT's logits in generate, and merged (HF directory and GGUF);
 #   transformers: merged directories (f32, bf16; from an HF base and from a GGUF base; also for the
 #     tiny qwen2, gemma2, qwen3 and gemma3 models);
 #   llama.cpp (llama-cpp-python): base GGUF + ptrain's adapter.gguf, and each merged GGUF, run
@@ -99,8 +99,9 @@ logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
 hfq "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
 run export --model "$base" --adapter "$tmp/peft" --out "$tmp/peft2"
 hfq "PEFT loads that adapter as ptrain writes it back (rsLoRA kept): the same logits" peft "$base" "$tmp/peft2" "$tmp/p.ids" "$tmp/p"
-run generate --model "$base" --adapter "$tmp/dora" --prompt hi
-ok "a DoRA adapter is refused, saying why (exit $rc)" contains "$err" "use_dora is set; ptrain applies plain LoRA"
+# DoRA in generate (issue 46): each adapted output column times m / ||W + s·B·A|| (that row's norm)
+logits "$tmp/dd" "$base" "$pr" --no-4bit --adapter "$tmp/dora"
+hfq "generate applies a DoRA adapter PEFT wrote: PEFT's logits" peft "$base" "$tmp/dora" "$tmp/dd.ids" "$tmp/dd"
 # DoRA (issue 46): ptrain merges PEFT's magnitudes as merge_and_unload does, row by row
 # W' = m / ||W + s·B·A|| (W + s·B·A) (q_proj's rows interleaved for GGUF): the merged directory and
 # the f32 GGUF give PEFT's logits with the DoRA adapter

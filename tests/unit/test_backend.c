@@ -483,6 +483,74 @@ static void test_embed_bwd(void **state)
     backend_close(be);
 }
 
+/* The DoRA ops against the formulas in double: the row norm of W + s·B·A for a Q4_1 weight (its
+ * rows dequantized here) and an f32 one (rows over several of the op's chunks), the column scale,
+ * the magnitude gradient; and a shape mismatch refused. */
+static void check_dora_norm(pt_backend *be, pt_dtype dtype, int64_t n, int64_t k, int64_t r, float s)
+{
+    float *wv = random_floats(n * k, 11), *av = random_floats(r * k, 12), *bv = random_floats(n * r, 13);
+    pt_tensor w = put(be, dtype, n, k, wv), a = put(be, PT_F32, r, k, av), b = put(be, PT_F32, n, r, bv);
+    pt_tensor wn = put(be, PT_F32, 1, n, wv);
+    float *wq = get(be, &w), *row = malloc(sizeof(float) * (size_t)k);
+    double *want = malloc(sizeof(double) * (size_t)n);
+    assert_true(row && want);
+    size_t row_bytes = dtype_size_bytes(dtype, k);
+    for (int64_t i = 0; i < n; i++) {
+        assert_int_equal(quant_dequantize_row(dtype, (char *)wq + (size_t)i * row_bytes, row, k), PT_OK);
+        double ss = 0;
+        for (int64_t c = 0; c < k; c++) {
+            double lw = 0;
+            for (int64_t j = 0; j < r; j++) lw += (double)bv[i * r + j] * av[j * k + c];
+            double v = row[c] + s * lw;
+            ss += v * v;
+        }
+        want[i] = sqrt(ss);
+    }
+    assert_int_equal(backend_dora_norm(be, &wn, &w, &a, &b, s), PT_OK);
+    float *got = get(be, &wn);
+    double e = rel_err(got, want, n);
+    if (e > 1e-6) fail_msg("dora_norm %s %lldx%lld r=%lld: relative error %g", dtype_name(dtype), (long long)n,
+                           (long long)k, (long long)r, e);
+    free(got), free(want), free(row), free(wq), free(wv), free(av), free(bv);
+    backend_release(be, &w), backend_release(be, &a), backend_release(be, &b), backend_release(be, &wn);
+}
+
+static void test_dora_ops(void **state)
+{
+    (void)state;
+    pt_backend *be = open_cpu();
+    check_dora_norm(be, PT_Q4_1, 37, 96, 8, 2.0f);
+    check_dora_norm(be, PT_F32, 45, 20, 3, 0.5f);
+    enum { M = 7, N = 29 };
+    float *yv = random_floats(M * N, 21), *zv = random_floats(M * N, 22), *mv = random_floats(N, 23),
+          *nv = random_floats(N, 24), *dv = random_floats(N, 25);
+    for (int i = 0; i < N; i++) nv[i] = 1.5f + nv[i]; /* a norm: positive */
+    pt_tensor y = put(be, PT_F32, M, N, yv), z = put(be, PT_F32, M, N, zv), mag = put(be, PT_F32, 1, N, mv),
+              wn = put(be, PT_F32, 1, N, nv), dm = put(be, PT_F32, 1, N, dv);
+    double want[M * N], wantm[N];
+    for (int i = 0; i < M; i++)
+        for (int c = 0; c < N; c++) want[i * N + c] = (double)yv[i * N + c] * ((double)mv[c] / nv[c]);
+    for (int c = 0; c < N; c++) {
+        double acc = 0;
+        for (int i = 0; i < M; i++) acc += (double)yv[i * N + c] * zv[i * N + c];
+        wantm[c] = dv[c] + acc / nv[c];
+    }
+    assert_int_equal(backend_dora_mag_bwd(be, &dm, &y, &z, &wn), PT_OK);
+    float *got = get(be, &dm);
+    if (rel_err(got, wantm, N) > 1e-6) fail_msg("dora_mag_bwd: relative error %g", rel_err(got, wantm, N));
+    free(got);
+    assert_int_equal(backend_dora_scale(be, &y, &mag, &wn), PT_OK);
+    got = get(be, &y);
+    if (rel_err(got, want, M * N) > 1e-6) fail_msg("dora_scale: relative error %g", rel_err(got, want, M * N));
+    free(got);
+    assert_int_equal(backend_dora_scale(be, &y, &wn, &z), PT_ERR_INTERNAL);
+    assert_string_equal(err_message(), "dora_scale: wnorm has 203 values for 29 output columns");
+    free(yv), free(zv), free(mv), free(nv), free(dv);
+    backend_release(be, &y), backend_release(be, &z), backend_release(be, &mag), backend_release(be, &wn);
+    backend_release(be, &dm);
+    backend_close(be);
+}
+
 static void test_matmul_shape_errors(void **state)
 {
     (void)state;
@@ -616,7 +684,7 @@ int main(void)
         cmocka_unit_test(test_matmul_f16),         cmocka_unit_test(test_matmul_bf16),
         cmocka_unit_test(test_matmul_q8_0),        cmocka_unit_test(test_matmul_q4_0),
         cmocka_unit_test(test_matmul_q4_1),        cmocka_unit_test(test_matmul_bwd_weight), cmocka_unit_test(test_embed_bwd),
-        cmocka_unit_test(test_matmul_shape_errors), cmocka_unit_test(test_allreduce_single_process),
+        cmocka_unit_test(test_dora_ops),           cmocka_unit_test(test_matmul_shape_errors), cmocka_unit_test(test_allreduce_single_process),
         cmocka_unit_test(test_device_selection),   cmocka_unit_test(test_cuda_matches_cpu),
     };
     return cmocka_run_group_tests_name("backend", tests, NULL, NULL);

@@ -1880,9 +1880,10 @@ static void test_foreign_keys_values(void **state)
         free(warnings);
     }
     /* the refusal says the reason and the fix */
-    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: DoRA (PEFT's use_dora: a trained magnitude per "
-                                     "output row) is not implemented in ptrain; remove the key or set it to false "
-                                     "to train plain LoRA");
+    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: training DoRA (PEFT's use_dora: a trained "
+                                     "magnitude per output row) is not implemented in ptrain yet (generate applies a "
+                                     "DoRA adapter PEFT trained, export merges it); remove the key or set it to "
+                                     "false to train plain LoRA");
 }
 
 /* PEFT's selectors (issue 46): layers_to_transform (a list or one number), layers_pattern only

@@ -217,7 +217,13 @@ static void test_rows(void **state)
     check("scale", "37x300", &y3, TOL_OUT);
     BOTH(backend_dropout(cpu, &dx.c, &s.c, 0.25f, 77), backend_dropout(dev, &dx.d, &s.d, 0.25f, 77));
     check("dropout", "37x300 p=0.25", &dx, TOL_OUT);
-    pair *all[] = {&x, &w, &y, &rs, &dy, &dx, &dw, &b, &s, &y1, &y2, &y3};
+    /* DoRA: the column scale of bf16 outputs, the magnitude gradient from bf16 dy and z into f32 */
+    pair mag = f32_in(1, dim, 0.5f, 2.0f), wn = f32_in(1, dim, 0.5f, 2.0f), dm = f32_in(1, dim, -1, 1);
+    BOTH(backend_dora_mag_bwd(cpu, &dm.c, &dy.c, &x.c, &wn.c), backend_dora_mag_bwd(dev, &dm.d, &dy.d, &x.d, &wn.d));
+    check("dora_mag_bwd", "37x300", &dm, TOL_STAT);
+    BOTH(backend_dora_scale(cpu, &x.c, &mag.c, &wn.c), backend_dora_scale(dev, &x.d, &mag.d, &wn.d));
+    check("dora_scale", "37x300", &x, TOL_OUT);
+    pair *all[] = {&x, &w, &y, &rs, &dy, &dx, &dw, &b, &s, &y1, &y2, &y3, &mag, &wn, &dm};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
     assert_int_equal(failures, 0);
 }

@@ -1081,6 +1081,45 @@ static void test_elementwise(void **state)
     if (failures) fail_msg("%d elementwise checks failed (FAIL lines above)", failures);
 }
 
+/* ---- DoRA ---- */
+
+/* The row norm of W + s·B·A for a stored weight of dtype, the column scale and the magnitude
+ * gradient, against the CPU. */
+static void check_dora_norm_case(pt_dtype dtype, int64_t n, int64_t k, int64_t r, float s)
+{
+    char cas[96];
+    snprintf(cas, sizeof cas, "%s %lldx%lld r=%lld", dtype_name(dtype), (long long)n, (long long)k, (long long)r);
+    void *wh = weight_host(dtype, n, k);
+    twin w = twin_bytes(dtype, n, k, wh), a = twin_random(r, k, -0.5f, 0.5f), b = twin_random(n, r, -0.5f, 0.5f);
+    twin wn = twin_poison(1, n);
+    bool ok;
+    BOTH(ok, "dora_norm", cas, backend_dora_norm(B(side), S(&wn, side), S(&w, side), S(&a, side), S(&b, side), s));
+    if (ok) check_twin("dora_norm", cas, &wn, TOL_ELEM);
+    free(wh);
+    twin *all[] = {&w, &a, &b, &wn};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+}
+
+static void test_dora(void **state)
+{
+    (void)state;
+    check_dora_norm_case(PT_F32, 70, 96, 8, 2.0f);
+    check_dora_norm_case(PT_Q4_1, 45, 256, 16, 0.5f);
+    check_dora_norm_case(PT_NF4, 33, 128, 4, 1.0f);
+    if (!small) check_dora_norm_case(PT_Q4_K, 300, 1024, 16, 2.0f);
+    bool ok;
+    twin y = twin_random(77, 896, -1.0f, 1.0f), z = twin_random(77, 896, -1.0f, 1.0f);
+    twin mag = twin_random(1, 896, 0.5f, 2.0f), wn = twin_random(1, 896, 0.5f, 2.0f);
+    twin dm = twin_random(1, 896, -1.0f, 1.0f);
+    BOTH(ok, "dora_scale", "77x896", backend_dora_scale(B(side), S(&y, side), S(&mag, side), S(&wn, side)));
+    if (ok) check_twin("dora_scale", "77x896", &y, TOL_ELEM);
+    BOTH(ok, "dora_mag_bwd", "77x896", backend_dora_mag_bwd(B(side), S(&dm, side), S(&y, side), S(&z, side), S(&wn, side)));
+    if (ok) check_twin("dora_mag_bwd", "77x896", &dm, TOL_ELEM);
+    twin *all[] = {&y, &z, &mag, &wn, &dm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    if (failures) fail_msg("%d DoRA checks failed (FAIL lines above)", failures);
+}
+
 /* ---- loss ---- */
 
 enum { CE_SEPARATE, CE_LOSS_ONLY, CE_IN_PLACE };
@@ -1472,6 +1511,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rope, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_glu, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_dora, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_elementwise, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_cross_entropy, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_adamw, before_each, after_each),

@@ -44,7 +44,9 @@
 
 #include "ptrain/backend.h"
 #include "ptrain/optimizer.h"
+#include "ptrain/peft.h"
 #include "ptrain/step.h"
+#include "tmpdir.h"
 
 #define GRAD_TOL 1e-5
 #define FWD_TOL 1e-5
@@ -892,6 +894,69 @@ static void test_clip_torch(void **state)
     backend_close(be);
 }
 
+/* ---- DoRA: one layer against PEFT ------------------------------------------------------------ */
+
+/* PEFT's DoRA layer (tests/reference/make_dora_goldens.py, tests/data/peft/dora_layer.bin) from
+ * ptrain's ops as the forward and backward passes compose them: z = x Wᵀ + (s x Aᵀ) Bᵀ,
+ * wn = backend_dora_norm, y = z · m / wn per column (backend_dora_scale), dm = Σ dy·z / wn
+ * (backend_dora_mag_bwd), dz = dy · m / wn, then LoRA's backward on dz: dB = dzᵀ (s x Aᵀ),
+ * dA = s (dz B)ᵀ x. Output and gradients of A, B and m within 1e-5 relative. */
+static void test_dora_layer(void **state)
+{
+    (void)state;
+    size_t len;
+    char *blob = read_data("peft", "dora_layer.bin", &len);
+    cursor c = {blob, len};
+    int32_t dims[4];
+    float s;
+    take_into(&c, dims, sizeof dims);
+    take_into(&c, &s, sizeof s);
+    int64_t M = dims[0], K = dims[1], N = dims[2], r = dims[3];
+    const float *xv = take(&c, sizeof(float) * (size_t)(M * K)), *wv = take(&c, sizeof(float) * (size_t)(N * K)),
+                *av = take(&c, sizeof(float) * (size_t)(r * K)), *bv = take(&c, sizeof(float) * (size_t)(N * r)),
+                *mv = take(&c, sizeof(float) * (size_t)N), *dyv = take(&c, sizeof(float) * (size_t)(M * N)),
+                *want_y = take(&c, sizeof(float) * (size_t)(M * N)), *want_da = take(&c, sizeof(float) * (size_t)(r * K)),
+                *want_db = take(&c, sizeof(float) * (size_t)(N * r)), *want_dm = take(&c, sizeof(float) * (size_t)N);
+    assert_int_equal(c.left, 0);
+    pt_backend *be = open_cpu();
+    pt_tensor x = put(be, M, K, xv), w = put(be, N, K, wv), a = put(be, r, K, av), b = put(be, N, r, bv),
+              m = put(be, N, 1, mv), dy = put(be, M, N, dyv), z = put(be, M, N, NULL), xs = put(be, M, r, NULL),
+              wn = put(be, N, 1, NULL), y = put(be, M, N, NULL), dm = put(be, N, 1, NULL), dz = put(be, M, N, NULL),
+              dxs = put(be, M, r, NULL), da = put(be, r, K, NULL), db = put(be, N, r, NULL);
+    assert_int_equal(backend_matmul(be, &z, &x, &w, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul(be, &xs, &x, &a, 0.0f), PT_OK);
+    assert_int_equal(backend_scale(be, &xs, s), PT_OK);
+    assert_int_equal(backend_matmul(be, &z, &xs, &b, 1.0f), PT_OK);
+    assert_int_equal(backend_dora_norm(be, &wn, &w, &a, &b, s), PT_OK);
+    assert_int_equal(backend_copy(be, &y, &z), PT_OK);
+    assert_int_equal(backend_dora_scale(be, &y, &m, &wn), PT_OK);
+    assert_int_equal(backend_dora_mag_bwd(be, &dm, &dy, &z, &wn), PT_OK);
+    assert_int_equal(backend_copy(be, &dz, &dy), PT_OK);
+    assert_int_equal(backend_dora_scale(be, &dz, &m, &wn), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(be, &db, &dz, &xs, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_input(be, &dxs, &dz, &b, 0.0f), PT_OK);
+    assert_int_equal(backend_matmul_bwd_weight(be, &da, &dxs, &x, 0.0f), PT_OK);
+    assert_int_equal(backend_scale(be, &da, s), PT_OK);
+    struct {
+        const char *name;
+        pt_tensor *t;
+        const float *want;
+    } out[] = {{"y", &y, want_y}, {"dA", &da, want_da}, {"dB", &db, want_db}, {"dm", &dm, want_dm}};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        float *got = get(be, out[i].t);
+        double e = rel_err_f(got, out[i].want, tensor_numel(out[i].t));
+        printf("# dora layer %-3s vs PEFT: relative error %.2e (tolerance 1e-05)\n", out[i].name, e);
+        if (!(e <= 1e-5)) bad++;
+        free(got);
+    }
+    pt_tensor *all[] = {&x, &w, &a, &b, &m, &dy, &z, &xs, &wn, &y, &dm, &dz, &dxs, &da, &db};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) backend_release(be, all[i]);
+    backend_close(be);
+    free(blob);
+    if (bad) fail_msg("%d of the DoRA layer's results differ from PEFT's", bad);
+}
+
 /* ---- whole tiny qwen2 and gemma2 models ------------------------------------------------------ */
 
 /* A tiny model of tests/data/<family>/ with LoRA r=4 on all seven projections, A and B random (so
@@ -1035,6 +1100,153 @@ static void check_model_grads(const char *family)
     assert_memory_equal(offloaded, ckpt, fx.l.grads.nbytes);
     free(plain), free(ckpt), free(offloaded);
     family_close(&fx);
+}
+
+/* A fresh DoRA adapter (adapter_dora_init): m = ‖W + s·B·A‖ per row, against the formula in double
+ * for the first pair, so the model starts as the plain LoRA one (the same loss); phi3's fused
+ * q/k/v and gate/up take their norms part by part. */
+static void check_dora_init(const char *family)
+{
+    family_fx fx;
+    family_open(family, "tiny-f32", &fx);
+    double plain = family_loss(&fx);
+    assert_int_equal(adapter_dora_init(&fx.l.ad, &fx.m), PT_OK);
+    assert_true(fx.l.ad.dora);
+    adapter_pair *p = adapter_at(&fx.l.ad, 0, W_Q);
+    assert_non_null(p);
+    assert_non_null(p->mag);
+    float *w = get(fx.be, &fx.m.layers[0].w[W_Q]), *a = get(fx.be, &p->a), *b = get(fx.be, &p->b);
+    int64_t in = p->a.shape[1], rows = fx.m.layers[0].w[W_Q].shape[0];
+    double worst = 0;
+    for (int64_t o = 0; o < rows; o++) {
+        double sum = 0;
+        for (int64_t k = 0; k < in; k++) {
+            double v = w[o * in + k];
+            for (int j = 0; j < p->r; j++) v += (double)p->scale * b[o * p->r + j] * a[j * in + k];
+            sum += v * v;
+        }
+        worst = fmax(worst, fabs(p->mag[o] - sqrt(sum)) / sqrt(sum));
+    }
+    free(w), free(a), free(b);
+    double dora = family_loss(&fx);
+    print_message("  %s: DoRA init: magnitudes within %.2e relative; loss %.8f, plain LoRA %.8f\n", family, worst, dora,
+                  plain);
+    if (worst > 1e-6) fail_msg("%s: DoRA magnitudes off by %.3g relative", family, worst);
+    if (fabs(dora - plain) > 1e-6 * fabs(plain)) fail_msg("%s: DoRA at init changes the loss", family);
+    family_close(&fx);
+}
+
+static void test_dora_init(void **s)
+{
+    (void)s;
+    check_dora_init("qwen2");
+    check_dora_init("phi3");
+}
+
+/* DoRA training (lora_dora_enable, magnitudes moved off their start so the scale is not 1): step_run's
+ * gradients of A, B and m against central differences of the loss with the weight norms held at the
+ * step's values (PEFT detaches them: their gradient is not part of dA, dB), normwise as check_model_grads;
+ * and checkpointing gives the same. phi3: the fused q/k/v and gate/up pairs. */
+static void check_dora_grads(const char *family)
+{
+    family_fx fx;
+    family_open(family, "tiny-f32", &fx);
+    assert_int_equal(lora_dora_enable(&fx.l, &fx.m), PT_OK);
+    uint64_t seed = 7;
+    for (adapter_pair *p = adapter_next(&fx.l.ad, NULL); p; p = adapter_next(&fx.l.ad, p)) {
+        float *mv = get(fx.be, &p->dmag), *f = rand_floats(tensor_numel(&p->dmag), seed++, 0.3f, NULL);
+        for (int64_t i = 0; i < tensor_numel(&p->dmag); i++) mv[i] *= 1.0f + f[i];
+        assert_int_equal(backend_upload(fx.be, &p->dmag, mv, p->dmag.nbytes), PT_OK);
+        free(mv), free(f);
+    }
+    double loss = family_step(&fx, false, false), diff = 0, scale = 0;
+    for (lora_pair *s = lora_next(&fx.l, NULL); s; s = lora_next(&fx.l, s))
+        for (int which = 0; which < 3; which++) {
+            adapter_pair *p = lora_weights(&fx.l, s);
+            pt_tensor *t = which == 2 ? &p->dmag : which ? &p->b : &p->a;
+            pt_tensor *g = which == 2 ? &s->grad_m : which ? &s->grad_b : &s->grad_a;
+            float *grad = get(fx.be, g);
+            int64_t n = tensor_numel(t), ks[2] = {(int64_t)(s - fx.l.pairs) * 7 % n, n - 1 - (int64_t)(s - fx.l.pairs) % n};
+            for (int i = 0; i < 2; i++) {
+                double fd = family_fd(&fx, t, ks[i]);
+                diff = fmax(diff, fabs(fd - grad[ks[i]]));
+                scale = fmax(scale, fabs(fd));
+            }
+            free(grad);
+        }
+    double err = diff / scale;
+    print_message("  %s DoRA: loss %.6f; A, B, m gradients vs central differences: normwise %.2e (max |g| %.3g)\n",
+                  family, loss, err, scale);
+    if (err > 1e-3) fail_msg("%s: DoRA gradients off by %.3g (tolerance 1e-3)", family, err);
+    float *plain = get(fx.be, &fx.l.grads);
+    family_step(&fx, true, false);
+    float *ckpt = get(fx.be, &fx.l.grads);
+    double e2 = rel_err_f(ckpt, plain, tensor_numel(&fx.l.grads));
+    print_message("  %s DoRA: with checkpointing, gradients differ by %.2e\n", family, e2);
+    assert_true(e2 <= 1e-6);
+    free(plain), free(ckpt);
+    /* saved in PEFT's format (use_dora, ...lora_magnitude_vector) and read back: the same magnitudes, and the
+     * forward pass of the adapter read (generate's) gives the training forward's loss; adapter.h5 refuses it */
+    char dir[TMPDIR_SIZE];
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-dora"), 0);
+    adapter_info info = {.base_model = "tiny-f32.gguf", .best_step = -1};
+    assert_int_equal(adapter_save(dir, &fx.l.ad, &info), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "DoRA"));
+    assert_int_equal(peft_save(dir, &fx.l.ad, &info), PT_OK);
+    pt_adapter back;
+    assert_int_equal(peft_load(dir, &fx.m, &back), PT_OK);
+    assert_true(back.dora);
+    for (adapter_pair *p = adapter_next(&fx.l.ad, NULL), *q = adapter_next(&back, NULL); p;
+         p = adapter_next(&fx.l.ad, p), q = adapter_next(&back, q)) {
+        assert_non_null(q);
+        assert_non_null(q->mag);
+        float *mv = get(fx.be, &p->dmag);
+        assert_memory_equal(mv, q->mag, p->dmag.nbytes);
+        free(mv);
+    }
+    adapter_dora_stale(&fx.l.ad);
+    double trained = family_loss(&fx), n_back = 0;
+    int64_t n = 0;
+    assert_int_equal(step_loss(&fx.m, &back, &fx.b, NULL, &n_back, &n), PT_OK);
+    print_message("  %s DoRA: saved and read back: loss %.8f, in training %.8f\n", family, n_back / (double)n, trained);
+    assert_true(fabs(n_back / (double)n - trained) <= 1e-6 * fabs(trained));
+    adapter_free(&back);
+    assert_int_equal(tmpdir_remove(dir), 0);
+    /* one AdamW step moves m too (clipped with the rest); a checkpoint's arrays (adapter_layout: A, B, M per
+     * pair, PEFT's names) hold the magnitudes and their moments, and give them back bit for bit */
+    float *m0 = get(fx.be, &adapter_next(&fx.l.ad, NULL)->dmag);
+    double norm = 0;
+    assert_int_equal(optimizer_grad_norm(&fx.l, &norm), PT_OK);
+    adamw_options ao = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    assert_int_equal(optimizer_step(&fx.l, &ao, norm, 1e-3, 1), PT_OK);
+    float *m1 = get(fx.be, &adapter_next(&fx.l.ad, NULL)->dmag);
+    assert_true(memcmp(m0, m1, adapter_next(&fx.l.ad, NULL)->dmag.nbytes) != 0);
+    ckpt_layout lay;
+    assert_int_equal(adapter_layout(&fx.l.ad, &lay), PT_OK);
+    int pairs = 0;
+    for (adapter_pair *p = adapter_next(&fx.l.ad, NULL); p; p = adapter_next(&fx.l.ad, p)) pairs++;
+    assert_int_equal(lay.n, 3 * pairs);
+    assert_non_null(strstr(lay.e[2].name, ".lora_magnitude_vector"));
+    size_t bytes = sizeof(float) * (size_t)lay.total;
+    float *pa = malloc(bytes), *ma = malloc(bytes), *va = malloc(bytes), *pb = calloc(1, bytes), *mb = malloc(bytes),
+          *vb = malloc(bytes);
+    assert_int_equal(lora_export(&fx.l, &lay, pa, ma, va), PT_OK);
+    assert_int_equal(lora_import(&fx.l, &lay, pb, NULL, NULL), PT_OK); /* zeros in, then the saved arrays back */
+    assert_int_equal(lora_import(&fx.l, &lay, pa, ma, va), PT_OK);
+    assert_int_equal(lora_export(&fx.l, &lay, pb, mb, vb), PT_OK);
+    assert_memory_equal(pa, pb, bytes);
+    assert_memory_equal(ma, mb, bytes);
+    assert_memory_equal(va, vb, bytes);
+    free(pa), free(ma), free(va), free(pb), free(mb), free(vb), free(m0), free(m1);
+    ckpt_layout_free(&lay);
+    family_close(&fx);
+}
+
+static void test_dora_grads(void **s)
+{
+    (void)s;
+    check_dora_grads("qwen2");
+    check_dora_grads("phi3");
 }
 
 static void test_qwen2_model_grads(void **s) { (void)s; check_model_grads("qwen2"); }
@@ -1265,6 +1477,9 @@ int main(void)
         cmocka_unit_test(test_phi3_training),
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
+        cmocka_unit_test(test_dora_layer),
+        cmocka_unit_test(test_dora_init),
+        cmocka_unit_test(test_dora_grads),
         cmocka_unit_test(test_qwen2_model_grads),  cmocka_unit_test(test_gemma2_model_grads),
         cmocka_unit_test(test_qwen2_peft),         cmocka_unit_test(test_gemma2_peft),
         cmocka_unit_test(test_qwen2_training),     cmocka_unit_test(test_gemma2_training),

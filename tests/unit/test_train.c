@@ -374,6 +374,56 @@ static double modules_run_step(fixture *fx, saved_modules *sm)
     return loss / (double)n;
 }
 
+/* DoRA training (use_dora, issue 46) against PEFT 0.21 on the whole tiny Llama
+ * (tests/reference/make_dora_model_goldens.py): from init.f32's A and B with the magnitudes PEFT's
+ * dora_init gives them (lora_dora_enable), one batch's loss and the gradients of every A, B and
+ * magnitude (PEFT detaches the weight norm). */
+static void test_dora_match_peft(void **state)
+{
+    fixture *fx = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/peft/dora.json", srcdir());
+    json_error_t jerr;
+    json_t *g = json_load_file(path, 0, &jerr);
+    assert_non_null(g);
+    size_t n_grads;
+    float *grads = read_f32("dora_grads.f32", &n_grads);
+    bool all[W_COUNT] = {0};
+    for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    pt_lora used = fx->l;
+    assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1), PT_OK);
+    for_each_tensor(fx, set_values, fx->init);
+    assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK);
+    double loss = run_step(fx, false), want = json_real_value(json_object_get(g, "first_loss"));
+    compare_arg c = {grads, true, 0};
+    for_each_tensor(fx, compare_tensor, &c);
+    static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    size_t at = fx->n_floats, n_m = 0;
+    double diff = 0, scale = 1e-30;
+    for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
+        for (int k = 0; k < 7; k++) {
+            lora_pair *s = lora_at(&fx->l, layer, module_index(order[k]));
+            assert_non_null(s);
+            float *got = malloc(s->grad_m.nbytes);
+            assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
+            for (int64_t i = 0; i < tensor_numel(&s->grad_m); i++, at++, n_m++) {
+                assert_true(at < n_grads);
+                diff = fmax(diff, fabs((double)got[i] - grads[at]));
+                scale = fmax(scale, fabs((double)grads[at]));
+            }
+            free(got);
+        }
+    assert_int_equal(at, n_grads);
+    print_message("DoRA vs PEFT: loss %.9f (PEFT %.9f); gradients: A and B %.3g, magnitudes %.3g (%zu)\n", loss, want,
+                  c.worst, diff / scale, n_m);
+    lora_free(&fx->l);
+    fx->l = used;
+    assert_true(fabs(loss - want) / want <= 1e-6);
+    assert_true(c.worst <= 1e-5 && diff / scale <= 1e-5);
+    free(grads);
+    json_decref(g);
+}
+
 static void test_modules_to_save_match_peft(void **state)
 {
     fixture *fx = *state;
@@ -805,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_plan_from_config),
         cmocka_unit_test(test_finite_differences),   cmocka_unit_test(test_20_adamw_steps_match_torch),
         cmocka_unit_test(test_modules_to_save_match_peft),
+        cmocka_unit_test(test_dora_match_peft),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_init_lora_weights),
         cmocka_unit_test(test_adapter_roundtrip),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
