@@ -9,22 +9,8 @@
 # the Python environment of share/scripts/test-python.sh.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
-P=${PTRAIN:?set PTRAIN to the ptrain binary}
-PY=${PTRAIN_PYTHON:-$HOME/.cache/ptrain/pyenv/bin/python}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-if [ -z "$PY" ] || ! "$PY" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("torch", "transformers", "peft", "llama_cpp")))' 2>/dev/null; then
-    skip_test "PEFT's selectors against PEFT" \
-        "no Python with torch, transformers, peft and llama_cpp in \$PTRAIN_PYTHON (share/scripts/test-python.sh makes one)"
-    done_testing
-    exit $?
-fi
-run() {
-    "$P" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    err=$(cat "$tmp/err")
-}
-pr="Arr, the sea is wide and the ship"
+. "$PTRAIN_SRCDIR/tests/export/peft_env.sh"
+peft_require "PEFT's selectors against PEFT" torch transformers peft llama_cpp
 logits() { # logits OUT ADAPTER: the prompt's logits and ids on the base with ADAPTER
     "$P" generate --model "$base" --prompt "$pr" --temperature 0 --max-new-tokens 8 --logits "$1" --ids "$1.ids" \
         --no-4bit --adapter "$2" >/dev/null 2>"$tmp/gen.err" || cat "$tmp/gen.err"
