@@ -159,6 +159,7 @@ static pt_backend_ops make_ops(void)
     ops.add_rmsnorm = cuda_add_rmsnorm;
     ops.rope_fwd = cuda_rope_fwd;
     ops.rope_bwd = cuda_rope_bwd;
+    ops.pos_scale = cuda_pos_scale;
     ops.attention_fwd = cuda_attention_fwd;
     ops.attention_bwd = cuda_attention_bwd;
     ops.swiglu_fwd = cuda_swiglu_fwd;

@@ -192,6 +192,7 @@ pt_status cuda_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor
 pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
                        const int32_t *pos,
                         const float *inv_freq);
+pt_status cuda_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos);
 pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
                        const int32_t *pos,
                         const float *inv_freq);

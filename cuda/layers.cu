@@ -113,6 +113,35 @@ static pt_status rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, i
                     (const float *)dfreq, sign);
 }
 
+/* row t times 1 + beta ln(1 + floor(pos[t] / period)) */
+template <typename T>
+__global__ static void pos_scale_kernel(T *x, int64_t width, int64_t n, float beta, int period, const int32_t *pos)
+{
+    GRID_STRIDE(e, n) {
+        float s = 1.0f + beta * logf(1.0f + (float)(pos[e / width] / period));
+        act_st(x, e, act_ld(x, e) * s);
+    }
+}
+
+template <typename T>
+static pt_status pos_scale_launch(cudaStream_t s, pt_tensor *x, float beta, int period, const int32_t *pos)
+{
+    int64_t n = tensor_numel(x), width = x->shape[x->ndim - 1];
+    auto kernel = pos_scale_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)x->data, width, n, beta, period, pos);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos)
+{
+    cuda_ctx *c = ctx_of(be);
+    int64_t rows = tensor_numel(x) / x->shape[x->ndim - 1];
+    void *dpos;
+    TRY(cuda_stage(c, STAGE_POS, pos, (size_t)rows * sizeof(int32_t), &dpos));
+    return ACT_CALL(x, pos_scale_launch, c->stream, x, beta, period, (const int32_t *)dpos);
+}
+
 pt_status cuda_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
                         const int32_t *pos, const float *inv_freq)
 {

@@ -38,12 +38,13 @@ typedef struct {
     const char *description; /* for messages: "mistral (loads as llama)" */
     bool tied;           /* transformers' default for tie_word_embeddings */
     bool sliding_window; /* its config.json may set sliding_window (Mistral) */
+    bool q_temperature;  /* its rope parameters' llama_4_scaling_beta scales the queries (Ministral 3) */
 } pt_arch_hf_type;
 
 typedef struct {
     const char *name;         /* ptrain's and GGUF's general.architecture */
     const char *description;  /* the models it covers, for messages */
-    pt_arch_hf_type hf[2];    /* config.json model_types (name NULL: none) */
+    pt_arch_hf_type hf[3];    /* config.json model_types (name NULL: none) */
     bool qkv_bias;            /* q, k and v projections add a bias (W_Q_BIAS ...) */
     bool post_norms;          /* RMSNorm after attention and after the MLP (W_POST_*) */
     bool norm_plus_one;       /* HF stores norm weights as w for x * (1 + w) */

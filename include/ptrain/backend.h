@@ -108,6 +108,8 @@ typedef struct {
                           const int32_t *pos, const float *inv_freq);
     pt_status (*rope_bwd)(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
                           const int32_t *pos, const float *inv_freq);
+    /* x[t, :] *= 1 + beta ln(1 + floor(pos[t] / period)) (Ministral 3's query temperature; its own gradient) */
+    pt_status (*pos_scale)(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos);
     pt_status (*attention_fwd)(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                                const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
     pt_status (*attention_bwd)(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_tensor *dv,
@@ -264,6 +266,10 @@ pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, 
  * pass unchanged. rot_dim == head_dim with mscale 1 is backend_rope. */
 pt_status backend_rope_part(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
                             const int32_t *pos, const float *inv_freq);
+/* Ministral 3's query temperature (transformers' llama_4_scaling_beta): every value of row t times
+ * 1 + beta ln(1 + floor(pos[t] / period)), period the original context; 1 below it. The map is diagonal,
+ * so the backward pass applies the same op to dq. */
+pt_status backend_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos);
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);

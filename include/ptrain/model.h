@@ -43,6 +43,9 @@ typedef struct {
     float rope_mscale;      /* LongRoPE, YaRN: cos and sin times the attention factor; 0: 1 */
     int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings, the positions its short factors
                              * (the ones ptrain runs) cover; a pass beyond is refused. 0: no limit */
+    float q_temp_beta;      /* ministral3: q after RoPE times 1 + beta ln(1 + floor(pos / q_temp_period))
+                             * (llama_4_scaling_beta); 0: none */
+    int q_temp_period;      /* ministral3: the rope's original_max_position_embeddings */
 } pt_model_config;
 
 typedef struct {

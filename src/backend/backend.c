@@ -382,6 +382,15 @@ pt_status backend_rope_part(pt_backend *be, pt_tensor *x, int n_heads, int head_
     return be->ops->rope_fwd(be, x, n_heads, head_dim, rot_dim, mscale, pos, inv_freq);
 }
 
+pt_status backend_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos)
+{
+    TRY(need_act(be, x, "pos_scale", "x"));
+    if (period <= 0 || !isfinite(beta))
+        return ERR(PT_ERR_INTERNAL, "pos_scale: period %d and beta %g", period, beta);
+    NEED_OP(be, pos_scale);
+    return be->ops->pos_scale(be, x, beta, period, pos);
+}
+
 pt_status backend_rope(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, const int32_t *pos,
                        const float *inv_freq)
 {

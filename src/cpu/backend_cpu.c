@@ -108,6 +108,7 @@ static const pt_backend_ops cpu_ops = {
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
     .rope_fwd = cpu_rope_fwd,
     .rope_bwd = cpu_rope_bwd,
+    .pos_scale = cpu_pos_scale,
     .attention_fwd = cpu_attention_fwd,
     .swiglu_fwd = cpu_swiglu_fwd,
     .add = cpu_add,

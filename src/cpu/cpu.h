@@ -38,6 +38,7 @@ pt_status cpu_rmsnorm_fwd(pt_backend *be, pt_tensor *y, pt_tensor *rstd, const p
 pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, int rot_dim, float mscale,
                        const int32_t *pos,
                        const float *inv_freq);
+pt_status cpu_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos);
 pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
                        const int32_t *pos,
                        const float *inv_freq);

@@ -92,6 +92,19 @@ pt_status cpu_rope_fwd(pt_backend *be, pt_tensor *x, int n_heads, int head_dim, 
     return PT_OK;
 }
 
+pt_status cpu_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period, const int32_t *pos)
+{
+    (void)be;
+    int64_t width = x->shape[x->ndim - 1], rows = tensor_numel(x) / width;
+    float *xs = x->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < rows; t++) {
+        float s = 1.0f + beta * logf(1.0f + (float)(pos[t] / period));
+        for (int64_t i = 0; i < width; i++) xs[t * width + i] *= s;
+    }
+    return PT_OK;
+}
+
 pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim, int rot_dim, float mscale,
                        const int32_t *pos, const float *inv_freq)
 {

@@ -127,6 +127,10 @@ static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
 static pt_status rope(gguf_writer *w, const hf_config *hc)
 {
     const char *a = arch_name(hc->cfg.arch);
+    if (hc->cfg.q_temp_beta != 0.0f)
+        return ERR(PT_ERR_USER, "Ministral 3's query temperature (llama_4_scaling_beta %g) has no key in the %s "
+                   "architecture ptrain writes (llama.cpp's mistral3 is not written yet): export the merged Hugging "
+                   "Face model (--hf) instead", hc->cfg.q_temp_beta, a);
     TRY(put_f32(w, a, "rope.freq_base", hc->rope_theta));
     TRY(put_u32(w, a, "rope.dimension_count", model_rope_dim(&hc->cfg)));
     if (hc->rope.type == PT_ROPE_LONGROPE) { /* phi3: the factors are tensors (merged_gguf.c) */

@@ -148,6 +148,7 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
         TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
         TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
     }
+    if (g->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &t[A_Q], g->q_temp_beta, g->q_temp_period, c->pos));
     pt_attention at = c->attn;
     at.window = model_layer_window(g, layer);
     if (!c->kv) return backend_attention(be, &t[A_ATT], &t[A_LSE], &t[A_Q], &k, &v, &at);

@@ -20,7 +20,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_LLAMA] = {
         .name = "llama", .description = "llama (Llama 2/3, Mistral, SmolLM2, TinyLlama)",
         .hf = {{"llama", "LlamaForCausalLM", "llama (Llama 2/3.x, SmolLM2, TinyLlama)", false, false},
-               {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true}},
+               {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true},
+               {"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3; loads as llama)", false, true, true}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU,
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},

@@ -62,6 +62,8 @@ void model_family_defaults(pt_model_config *c)
     c->rope_dim = 0;
     c->rope_mscale = 0.0f;
     c->rope_short_max = 0;
+    c->q_temp_beta = 0.0f;
+    c->q_temp_period = 0;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
     if (c->arch == PT_ARCH_GEMMA3) gemma3_defaults(c);
 }

@@ -458,6 +458,26 @@ static pt_status yarn_setup(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
+/* Ministral 3's query temperature: llama_4_scaling_beta of the rope parameters over their
+ * original_max_position_embeddings (as yarn_setup resolved it, transformers' standardize_rope_params). */
+static pt_status q_temperature(const cfg_src *c, hf_config *h)
+{
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    const char *where = json_is_object(params) ? "rope_parameters" : "rope_scaling";
+    cfg_src r = {c->name, json_object_get(c->root, where), where};
+    double beta = 0, period = h->rope.original_max_position_embeddings;
+    if (!json_is_object(r.root)) return PT_OK;
+    TRY(num_key(&r, "llama_4_scaling_beta", 0, 1e3, &beta));
+    if (beta == 0) return PT_OK;
+    if (!(period > 0)) TRY(num_key(&r, "original_max_position_embeddings", 0, 1 << 30, &period));
+    if (!(period >= 1))
+        return ERR(PT_ERR_USER, "%s: %s.llama_4_scaling_beta without original_max_position_embeddings (the "
+                   "positions per step of the query temperature)", shown_text(c->name).s, where);
+    h->cfg.q_temp_beta = (float)beta;
+    h->cfg.q_temp_period = (int)period;
+    return PT_OK;
+}
+
 /* Gemma 3's layer_types, when given: local layers with every P-th global, P the first global
  * layer's number (sliding_period); any other pattern is refused. */
 static pt_status period_layers(const cfg_src *c, pt_model_config *m)
@@ -602,6 +622,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
                    shown_text(c->name).s, arch_name(m->arch));
     if (h->rope.type == PT_ROPE_LONGROPE) TRY(phi3_longrope(c, h));
     if (h->rope.type == PT_ROPE_YARN) TRY(yarn_setup(c, h));
+    if (type->q_temperature) TRY(q_temperature(c, h));
     if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
     m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));

@@ -144,6 +144,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
                               &t[A_LSE], &at));
+    if (cf->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &gt[G_Q], cf->q_temp_beta, cf->q_temp_period, c->pos));
     if (model_layer_rope(cf, layer)) {
         int rd = model_rope_dim(cf);
         float ms = model_rope_mscale(cf);

@@ -58,6 +58,7 @@ static const model_case cases[] = {
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
     {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
+    {"ministral3", "hf", false},
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */
@@ -90,6 +91,9 @@ static void load(pt_backend *be, const model_case *c, pt_model *m)
     pt_status st;
     if (!strcmp(c->family, "hf")) {
         snprintf(path, sizeof path, "%s/tests/data/hf/%s", srcdir(), c->name);
+        st = model_load(path, NULL, &lo, be, m, NULL, NULL, 0);
+    } else if (!strcmp(c->name, "hf")) { /* a family's bf16 directory (ministral3: no GGUF) */
+        snprintf(path, sizeof path, "%s/tests/data/%s/hf", srcdir(), c->family);
         st = model_load(path, NULL, &lo, be, m, NULL, NULL, 0);
     } else if (!strcmp(c->family, "smollm2")) {
         st = model_load(c->name, NULL, &lo, be, m, NULL, NULL, 0);

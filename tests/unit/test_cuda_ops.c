@@ -755,6 +755,32 @@ static void test_rope(void **state)
     if (failures) fail_msg("%d rope checks failed (FAIL lines above)", failures);
 }
 
+/* Ministral 3's query temperature: rows at positions past 0, 1, 2 ... periods scaled by 1 + beta ln(1 + k) */
+static void check_pos_scale_case(int rows, int64_t width, float beta, int period)
+{
+    char cas[96];
+    snprintf(cas, sizeof cas, "rows=%d width=%lld beta=%g period=%d", rows, (long long)width, beta, period);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)rows);
+    assert_non_null(pos);
+    twin x = twin_random(rows, width, -1.0f, 1.0f);
+    bool ok;
+    for (int t = 0; t < rows; t++) pos[t] = (int32_t)(((int64_t)t * 613 + 11) % 4096);
+    BOTH(ok, "pos_scale", cas, backend_pos_scale(B(side), S(&x, side), beta, period, pos));
+    scribble(pos, sizeof(int32_t) * (size_t)rows);
+    if (ok) check_twin("pos_scale", cas, &x, TOL_ELEM);
+    twin_free(&x);
+    free(pos);
+}
+
+static void test_pos_scale(void **state)
+{
+    (void)state;
+    check_pos_scale_case(77, 8 * 64, 0.1f, 16);
+    check_pos_scale_case(130, 2 * 128, 0.5f, 1000); /* positions 0 .. 4095: 0 to 4 periods */
+    check_pos_scale_case(5, 96, 0.1f, 16384);       /* below the period: a scale of 1 */
+    if (failures) fail_msg("%d pos_scale checks failed (FAIL lines above)", failures);
+}
+
 /* ---- attention ---- */
 
 /* The backend under test twice: as configured (its tensor-core kernels where they apply), and
@@ -1509,6 +1535,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dequant, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_rmsnorm, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_rope, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_pos_scale, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_glu, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_dora, before_each, after_each),

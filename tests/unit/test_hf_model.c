@@ -285,6 +285,21 @@ static void test_phi3_dir(void **s)
     check_parity(&(parity_case){dir, "phi3", "hf-bnb4", false, PT_NF4, PT_NF4, true});
 }
 
+/* make_yarn_goldens.py's YaRN directories (qwen3-yarn: rope_parameters; mistral-yarn: every optional key in
+ * transformers 4's rope_scaling) and make_ministral3_goldens.py's Ministral 3 (YaRN plus the query temperature
+ * llama_4_scaling_beta over 8 original positions: 5 steps in 40), bf16: logits, cache pieces, greedy tokens */
+static void test_yarn_ministral3_dirs(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "qwen3-yarn/hf");
+    check_parity(&(parity_case){dir, "qwen3-yarn", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "mistral-yarn/hf");
+    check_parity(&(parity_case){dir, "mistral-yarn", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "ministral3/hf");
+    check_parity(&(parity_case){dir, "ministral3", "hf", false, PT_BF16, PT_BF16, true});
+}
+
 /* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
 static void test_granite_dir(void **s)
 {
@@ -916,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
         cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_phi3_dir),
+        cmocka_unit_test(test_yarn_ministral3_dirs),
         cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
         cmocka_unit_test(test_chat_template_jinja),
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),
