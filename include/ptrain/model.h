@@ -41,8 +41,8 @@ typedef struct {
     int rope_dim;           /* phi3: the first rope_dim values of each head rotate (head_dim x
                              * partial_rotary_factor), the rest pass; 0: head_dim */
     float rope_mscale;      /* LongRoPE, YaRN: cos and sin times the attention factor; 0: 1 */
-    int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings, the positions its short factors
-                             * (the ones ptrain runs) cover; a pass beyond is refused. 0: no limit */
+    int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings; a pass whose positions reach it
+                             * runs the long_factor frequencies (model_layer_freq), as transformers. 0: none */
     float q_temp_beta;      /* ministral3: q after RoPE times 1 + beta ln(1 + floor(pos / q_temp_period))
                              * (llama_4_scaling_beta); 0: none */
     int q_temp_period;      /* ministral3: the rope's original_max_position_embeddings */
@@ -58,7 +58,8 @@ typedef struct {
     pt_tensor tok_embd, out_norm, output; /* output shares tok_embd's memory when tied */
     pt_layer_weights *layers;
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied; then head_dim/2 more for the local
-                      * layers when cfg.rope_theta_local is set (model_freq_count, model_layer_freq) */
+                      * layers when cfg.rope_theta_local is set, and for LongRoPE's long factors when
+                      * cfg.rope_short_max is (model_freq_count, model_layer_freq) */
     size_t weight_bytes;
     bool borrowed;   /* the weights point into a shared image (model_share.h): model_free leaves them */
 } pt_model;
@@ -79,9 +80,6 @@ int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 int model_rope_dim(const pt_model_config *c);
 /* What cos and sin are multiplied by: rope_mscale, or 1. */
 float model_rope_mscale(const pt_model_config *c);
-/* PT_ERR_USER unless positions up to max_pos are within the model's rotary range (LongRoPE's short factors:
- * original_max_position_embeddings); where names the pass for the message. */
-pt_status model_rope_check_positions(const pt_model_config *c, int64_t max_pos, const char *where);
 /* Whether projection slot is a row range of a weight the files store fused (phi3: W_Q, W_K, W_V of qkv_proj,
  * W_GATE, W_UP of gate_up_proj): *lead the slot whose rows come first (W_Q, W_GATE), *row0 the slot's first
  * row in the fused weight and *rows_all its rows. False (and nothing set) for a slot stored alone. */
@@ -94,10 +92,12 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
 bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */
 int model_layer_window(const pt_model_config *c, int layer);
-/* How many rotary frequencies a model of config c keeps in inv_freq (head_dim/2, or twice that
- * with local layers of their own base), and those layer l rotates by. */
+/* How many rotary frequencies a model of config c keeps in inv_freq (head_dim/2, twice that with local
+ * layers of their own base, and head_dim/2 more for LongRoPE's long factors), and those layer l rotates by
+ * in a pass over rows positions pos (LongRoPE: the long set when one reaches rope_short_max, as
+ * transformers' longrope_frequency_update picks per pass). */
 int model_freq_count(const pt_model_config *c);
-const float *model_layer_freq(const pt_model *m, int layer);
+const float *model_layer_freq(const pt_model *m, int layer, const int32_t *pos, int64_t rows);
 /* Fill m->inv_freq (model_freq_count values) from theta and the global layers' scaling s (NULL:
  * none); the local layers' frequencies come from c.rope_theta_local, unscaled. */
 pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s);

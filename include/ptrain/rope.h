@@ -32,6 +32,9 @@ typedef struct {
  * yarn: f/factor blended into f along the ramp of _compute_yarn_parameters (the attention factor is
  * the caller's: rope_yarn_attention). */
 pt_status rope_inv_freq(double theta, int head_dim, const pt_rope_scaling *s, float *inv_freq);
+/* LongRoPE's other set: theta^(-2i/head_dim) divided by long_factor[i], the frequencies transformers runs in a
+ * pass whose positions reach original_max_position_embeddings. */
+pt_status rope_inv_freq_long(double theta, int head_dim, const pt_rope_scaling *s, float *inv_freq);
 /* "default", "linear", "llama3", "longrope", "yarn" */
 const char *rope_type_name(pt_rope_type t);
 /* YaRN's cos/sin multiplier as transformers derives it when the config gives no attention_factor:

@@ -145,8 +145,9 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     if (model_layer_rope(g, layer)) {
         int rd = model_rope_dim(g);
         float ms = model_rope_mscale(g);
-        TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
-        TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, ms, c->pos, model_layer_freq(c->m, layer)));
+        const float *freq = model_layer_freq(c->m, layer, c->pos, c->rows);
+        TRY(backend_rope_part(be, &t[A_Q], g->n_heads, g->head_dim, rd, ms, c->pos, freq));
+        TRY(backend_rope_part(be, &k, g->n_kv_heads, g->head_dim, rd, ms, c->pos, freq));
     }
     if (g->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &t[A_Q], g->q_temp_beta, g->q_temp_period, c->pos));
     pt_attention at = c->attn;
@@ -261,11 +262,6 @@ pt_status forward_embed_noise(pt_backend *be, pt_tensor *x, pt_tensor *buf, floa
 pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const fwd_hooks *h)
 {
     const pt_model *m = c->m;
-    if (m->cfg.rope_short_max > 0) { /* LongRoPE: only positions its short factors cover */
-        int64_t top = 0;
-        for (int64_t r = 0; c->pos && r < c->rows; r++) top = c->pos[r] > top ? c->pos[r] : top;
-        TRY(model_rope_check_positions(&m->cfg, top, "a pass"));
-    }
     TRY(backend_embed(m->be, &b->x[0], adapter_embed_table(c->ad, m), ids)); /* modules_to_save: the adapter's */
     float scale = m->cfg.embed_scale;
     /* NEFTune's hook sees the embedding module's output: before the model's scale, or after it where

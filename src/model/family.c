@@ -85,15 +85,6 @@ int model_rope_dim(const pt_model_config *c) { return c->rope_dim > 0 ? c->rope_
 
 float model_rope_mscale(const pt_model_config *c) { return c->rope_mscale > 0.0f ? c->rope_mscale : 1.0f; }
 
-pt_status model_rope_check_positions(const pt_model_config *c, int64_t max_pos, const char *where)
-{
-    if (c->rope_short_max <= 0 || max_pos < c->rope_short_max) return PT_OK;
-    return ERR(PT_ERR_USER, "%s reaches position %lld; this LongRoPE model (%s) runs its short_factor frequencies, "
-               "which cover original_max_position_embeddings = %d positions (transformers switches to long_factor "
-               "beyond, ptrain does not yet): keep max_seq_length and prompt + generated tokens within %d", where,
-               (long long)max_pos, arch_name(c->arch), c->rope_short_max, c->rope_short_max);
-}
-
 bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
 {
     if (!arch_info(c->arch)->fused) return false;
@@ -121,12 +112,20 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
     return true;
 }
 
-int model_freq_count(const pt_model_config *c) { return c->head_dim / 2 * (c->rope_theta_local > 0.0f ? 2 : 1); }
+/* where LongRoPE's long frequencies start in inv_freq */
+static int long_offset(const pt_model_config *c) { return c->head_dim / 2 * (c->rope_theta_local > 0.0f ? 2 : 1); }
 
-const float *model_layer_freq(const pt_model *m, int layer)
+int model_freq_count(const pt_model_config *c) { return long_offset(c) + (c->rope_short_max > 0 ? c->head_dim / 2 : 0); }
+
+const float *model_layer_freq(const pt_model *m, int layer, const int32_t *pos, int64_t rows)
 {
-    bool own = m->cfg.rope_theta_local > 0.0f && model_layer_window(&m->cfg, layer) > 0;
-    return m->inv_freq + (own ? m->cfg.head_dim / 2 : 0);
+    const pt_model_config *c = &m->cfg;
+    bool long_set = false;
+    for (int64_t r = 0; c->rope_short_max > 0 && pos && r < rows && !long_set; r++)
+        long_set = pos[r] >= c->rope_short_max;
+    if (long_set) return m->inv_freq + long_offset(c);
+    bool own = c->rope_theta_local > 0.0f && model_layer_window(c, layer) > 0;
+    return m->inv_freq + (own ? c->head_dim / 2 : 0);
 }
 
 pt_attention model_layer_attention(const pt_model_config *c, int layer)

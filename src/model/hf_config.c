@@ -409,8 +409,8 @@ static pt_status phi3(const cfg_src *c, pt_model_config *m)
 
 /* LongRoPE as transformers' _compute_longrope_parameters sets it up: original_max_position_embeddings from
  * the scaling or the top level, factor max / original positions unless given, attention factor
- * sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1) unless given; ptrain runs the short factors, so
- * passes are held within the original positions (model_rope_check_positions). */
+ * sqrt(1 + ln(factor) / ln(original)) (1 when factor <= 1) unless given; a pass reaching the original
+ * positions runs the long factors (model_layer_freq), the others the short ones. */
 static pt_status phi3_longrope(const cfg_src *c, hf_config *h)
 {
     pt_rope_scaling *s = &h->rope;

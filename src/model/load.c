@@ -346,8 +346,28 @@ pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
     m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(&m->cfg));
     TRY_ALLOC(m->inv_freq);
     TRY(rope_inv_freq(theta, model_rope_dim(&m->cfg), s, m->inv_freq));
-    if (model_freq_count(&m->cfg) == half) return PT_OK;
-    return rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half);
+    if (m->cfg.rope_theta_local > 0.0f)
+        TRY(rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half));
+    if (m->cfg.rope_short_max <= 0) return PT_OK; /* LongRoPE's long set after the others */
+    float *lf = m->inv_freq + model_freq_count(&m->cfg) - half;
+    if (s && s->type == PT_ROPE_LONGROPE) return rope_inv_freq_long(theta, model_rope_dim(&m->cfg), s, lf);
+    return rope_inv_freq(theta, model_rope_dim(&m->cfg), NULL, lf); /* GGUF: rope_frequencies divides */
+}
+
+/* LongRoPE's rope_factors_short/long.weight (pairs f32 values, one per rotated pair) dividing freq */
+static pt_status divide_by_factors(const gguf_file *f, const char *name, int pairs, float *freq)
+{
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t || t->dtype != PT_F32 || t->n_dims != 1 || t->dims[0] != (uint64_t)pairs)
+        return ERR(PT_ERR_USER, "%s: LongRoPE needs %s of %d f32 values (one per rotated pair)", shown_text(f->path).s,
+                   name, pairs);
+    for (int i = 0; i < pairs; i++) {
+        float v = ((const float *)t->data)[i];
+        if (!(v > 0.0f) || isinf(v))
+            return ERR(PT_ERR_USER, "%s: %s[%d] = %g must be a positive number", shown_text(f->path).s, name, i, v);
+        freq[i] /= v;
+    }
+    return PT_OK;
 }
 
 /* theta^(-2i/d), YaRN's (gguf_yarn), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor; the
@@ -358,17 +378,10 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
     pt_rope_scaling yarn;
     TRY(gguf_yarn(f, &m->cfg, &yarn));
     TRY(model_rope_freqs(m, m->cfg.rope_theta, yarn.type == PT_ROPE_YARN ? &yarn : NULL));
-    const gguf_tensor *shortf = gguf_find_tensor(f, "rope_factors_short.weight"); /* phi3's LongRoPE */
-    int pairs = model_rope_dim(&m->cfg) / 2;
-    if (shortf && (shortf->dtype != PT_F32 || shortf->n_dims != 1 || shortf->dims[0] != (uint64_t)pairs))
-        return ERR(PT_ERR_USER, "%s: rope_factors_short.weight must be %d f32 values (one per rotated pair)",
-                   shown_text(f->path).s, pairs);
-    for (int i = 0; shortf && i < pairs; i++) {
-        float v = ((const float *)shortf->data)[i];
-        if (!(v > 0.0f) || isinf(v))
-            return ERR(PT_ERR_USER, "%s: rope_factors_short.weight[%d] = %g must be a positive number",
-                       shown_text(f->path).s, i, v);
-        m->inv_freq[i] /= v;
+    if (m->cfg.rope_short_max > 0) { /* phi3's LongRoPE: short factors, and the long set after the others */
+        TRY(divide_by_factors(f, "rope_factors_short.weight", model_rope_dim(&m->cfg) / 2, m->inv_freq));
+        TRY(divide_by_factors(f, "rope_factors_long.weight", model_rope_dim(&m->cfg) / 2,
+                              m->inv_freq + model_freq_count(&m->cfg) - half));
     }
     const gguf_tensor *factors = gguf_find_tensor(f, "rope_freqs.weight");
     if (factors) {

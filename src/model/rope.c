@@ -63,24 +63,37 @@ static pt_status yarn(double theta, int d, const pt_rope_scaling *s, float *inv_
     return PT_OK;
 }
 
+/* theta^(-2i/d) divided by LongRoPE's short_factor[i] or (long) long_factor[i] */
+static pt_status longrope(double theta, int head_dim, const pt_rope_scaling *s, bool long_set, float *inv_freq)
+{
+    const char *name = long_set ? "long_factor" : "short_factor";
+    const float *factor = long_set ? s->long_factor : s->short_factor;
+    if (s->n_factors != head_dim / 2)
+        return ERR(PT_ERR_USER, "rope_scaling (longrope): %s has %d values; the %d rotated values of a head need %d",
+                   name, s->n_factors, head_dim, head_dim / 2);
+    for (int i = 0; i < head_dim / 2; i++) {
+        if (!(factor[i] > 0) || isinf(factor[i]))
+            return ERR(PT_ERR_USER, "rope_scaling (longrope): %s[%d] = %g must be a positive number", name, i,
+                       factor[i]);
+        inv_freq[i] = (float)(1.0 / ((double)factor[i] * pow(theta, 2.0 * i / head_dim)));
+    }
+    return PT_OK;
+}
+
+pt_status rope_inv_freq_long(double theta, int head_dim, const pt_rope_scaling *s, float *inv_freq)
+{
+    if (!(theta > 1.0) || head_dim <= 0 || head_dim % 2 || !s || s->type != PT_ROPE_LONGROPE)
+        return ERR(PT_ERR_INTERNAL, "rope_inv_freq_long: a LongRoPE scaling, an even head size and theta above 1");
+    return longrope(theta, head_dim, s, true, inv_freq);
+}
+
 pt_status rope_inv_freq(double theta, int head_dim, const pt_rope_scaling *s, float *inv_freq)
 {
     if (head_dim <= 0 || head_dim % 2 || !(theta > 1.0))
         return ERR(PT_ERR_USER, "rotary embedding: head size %d and rope_theta %g do not make frequencies "
                    "(head size must be even and positive, rope_theta above 1)", head_dim, theta);
     bool scaled = s && s->type != PT_ROPE_DEFAULT;
-    if (scaled && s->type == PT_ROPE_LONGROPE) {
-        if (s->n_factors != head_dim / 2)
-            return ERR(PT_ERR_USER, "rope_scaling (longrope): short_factor has %d values; the %d rotated values of a "
-                       "head need %d", s->n_factors, head_dim, head_dim / 2);
-        for (int i = 0; i < head_dim / 2; i++) {
-            if (!(s->short_factor[i] > 0) || isinf(s->short_factor[i]))
-                return ERR(PT_ERR_USER, "rope_scaling (longrope): short_factor[%d] = %g must be a positive number", i,
-                           s->short_factor[i]);
-            inv_freq[i] = (float)(1.0 / ((double)s->short_factor[i] * pow(theta, 2.0 * i / head_dim)));
-        }
-        return PT_OK;
-    }
+    if (scaled && s->type == PT_ROPE_LONGROPE) return longrope(theta, head_dim, s, false, inv_freq);
     if (scaled && s->type == PT_ROPE_YARN) return yarn(theta, head_dim, s, inv_freq);
     if (scaled && !(s->factor > 0))
         return ERR(PT_ERR_USER, "rope_scaling: factor %g must be positive", s->factor);

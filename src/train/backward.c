@@ -148,10 +148,9 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     if (model_layer_rope(cf, layer)) {
         int rd = model_rope_dim(cf);
         float ms = model_rope_mscale(cf);
-        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos,
-                                  model_layer_freq(c->m, layer)));
-        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos,
-                                  model_layer_freq(c->m, layer)));
+        const float *freq = model_layer_freq(c->m, layer, c->pos, c->rows);
+        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos, freq));
+        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos, freq));
     }
     if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */
         TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));

@@ -306,28 +306,57 @@ static void test_phi3_training_loss(void **s) { (void)s; check_training_loss("ph
 static void test_phi3_longrope_f32(void **s) { (void)s; check_tiny_in("phi3-longrope", "tiny-f32", false); }
 static void test_phi3_longrope_hf_dir(void **s) { (void)s; check_hf_dir("phi3-longrope"); }
 static void test_phi3_longrope_greedy(void **s) { (void)s; check_greedy("phi3-longrope"); }
-/* beyond the original positions transformers switches to the long factors, which ptrain does not run yet: a
- * pass that reaches position 256 is refused, saying so */
-static void test_phi3_longrope_limit(void **state)
+/* beyond the original positions: transformers picks long_factor for a pass whose positions reach 256
+ * (make_longrope_long_goldens.py, on the bf16 hf/ directory): one pass of 264 tokens (its last 8 rows'
+ * logits), and greedy decoding through the cache from a 250-token prompt (short factors) across position 256
+ * (each step's pass: long factors for the new token, the cached keys as they were), as transformers' model
+ * forward through its DynamicCache gives them */
+static void test_phi3_longrope_long(void **state)
 {
     (void)state;
+    char path[1024];
     pt_backend *be = cpu();
     pt_model m;
-    load_model(be, "phi3-longrope", "tiny-f32", false, &m);
+    pt_load_options lo = {.load_in_4bit = false};
+    snprintf(path, sizeof path, "%s/tests/data/phi3-longrope/hf", srcdir());
+    pt_status st = model_load(path, NULL, &lo, be, &m, NULL, NULL, 0);
+    if (st) print_error("%s\n", err_message());
+    assert_int_equal(st, PT_OK);
     assert_true(m.cfg.rope_short_max == 256 && fabsf(m.cfg.rope_mscale - 1.118034f) < 1e-6f && m.cfg.rope_dim == 12);
-    enum { N = 257 };
-    int32_t ids[N];
-    for (int i = 0; i < N; i++) ids[i] = (int32_t)(i % 300);
-    float *logits = malloc(sizeof(float) * (size_t)m.cfg.vocab);
-    assert_non_null(logits);
+    int n, vocab = m.cfg.vocab;
+    snprintf(path, sizeof path, "%s/tests/data/phi3-longrope/long.ids.txt", srcdir());
+    int32_t *ids = read_ids(path, &n);
+    assert_int_equal(n, 264);
+    snprintf(path, sizeof path, "%s/tests/data/phi3-longrope/long.tail.logits.f32", srcdir());
+    float *ref = read_f32(path, (size_t)8 * vocab), *got = malloc(sizeof(float) * (size_t)n * vocab);
+    assert_non_null(got);
     pt_kv_cache kv;
-    assert_int_equal(kv_cache_init(&m, N, &kv), PT_OK);
-    assert_int_equal(forward_tokens(&m, NULL, &kv, ids, N - 1, logits, true), PT_OK); /* positions 0 .. 255 */
-    assert_int_equal(forward_tokens(&m, NULL, &kv, ids + N - 1, 1, logits, true), PT_ERR_USER);
-    assert_non_null(strstr(err_message(), "reaches position 256; this LongRoPE model (phi3) runs its short_factor"));
-    err_clear();
+    assert_int_equal(kv_cache_init(&m, n, &kv), PT_OK);
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids, n, got, false), PT_OK);
+    double err = max_rel_err(got + (size_t)(n - 8) * vocab, ref, (size_t)8 * vocab);
+    print_message("phi3-longrope: 264 tokens in one pass (long factors), last 8 rows vs transformers: %.3g\n", err);
+    assert_true(err <= 1e-4);
+    FILE *f;
+    snprintf(path, sizeof path, "%s/tests/data/phi3-longrope/long.greedy.txt", srcdir());
+    assert_non_null(f = fopen(path, "r"));
+    int32_t want[12];
+    for (int i = 0; i < 250; i++) assert_int_equal(fscanf(f, "%d", &ids[i]), 1);
+    for (int i = 0; i < 12; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
+    fclose(f);
+    kv.n_past = 0;
+    assert_int_equal(forward_tokens(&m, NULL, &kv, ids, 250, got, true), PT_OK);
+    for (int i = 0; i < 12; i++) {
+        int32_t best = 0;
+        for (int v = 1; v < vocab; v++)
+            if (got[v] > got[best]) best = v;
+        if (best != want[i]) fail_msg("greedy token %d (position %d) is %d, transformers' %d", i, 250 + i, best, want[i]);
+        if (i < 11) assert_int_equal(forward_tokens(&m, NULL, &kv, &best, 1, got, true), PT_OK);
+    }
+    print_message("phi3-longrope: 12 greedy tokens across position 256 through the cache equal transformers'\n");
     kv_cache_free(&m, &kv);
-    free(logits);
+    free(ids);
+    free(ref);
+    free(got);
     model_free(&m);
     backend_close(be);
 }
@@ -709,8 +738,8 @@ static void test_gemma3_config(void **state)
         assert_int_equal(model_layer_window(&g.cfg, l), l == 5 ? 0 : 6);
     assert_true(g.cfg.rope_theta == 1e6f && g.cfg.rope_theta_local == 1e4f && model_freq_count(&g.cfg) == 24);
     /* global layers: 1e6 with linear scaling 2; local ones 1e4 unscaled */
-    assert_float_equal(model_layer_freq(&g, 5)[1], powf(1e6f, -2.0f / 24) / 2, 1e-9);
-    assert_float_equal(model_layer_freq(&g, 6)[1], powf(1e4f, -2.0f / 24), 1e-9);
+    assert_float_equal(model_layer_freq(&g, 5, NULL, 0)[1], powf(1e6f, -2.0f / 24) / 2, 1e-9);
+    assert_float_equal(model_layer_freq(&g, 6, NULL, 0)[1], powf(1e4f, -2.0f / 24), 1e-9);
     model_free(&g);
     backend_close(be);
 }
@@ -739,7 +768,7 @@ int main(void)
         cmocka_unit_test(test_phi3_hf_dir),         cmocka_unit_test(test_phi3_greedy),
         cmocka_unit_test(test_phi3_training_loss),
         cmocka_unit_test(test_phi3_longrope_f32),   cmocka_unit_test(test_phi3_longrope_hf_dir),
-        cmocka_unit_test(test_phi3_longrope_greedy), cmocka_unit_test(test_phi3_longrope_limit),
+        cmocka_unit_test(test_phi3_longrope_greedy), cmocka_unit_test(test_phi3_longrope_long),
         cmocka_unit_test(test_qwen3_yarn_f32),       cmocka_unit_test(test_qwen3_yarn_hf_dir),
         cmocka_unit_test(test_qwen3_yarn_greedy),    cmocka_unit_test(test_mistral_yarn_hf_dir),
         cmocka_unit_test(test_yarn_config),
