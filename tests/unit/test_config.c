@@ -1843,8 +1843,8 @@ static void test_foreign_keys_values(void **state)
         {"trust_remote_code: \"no\"\n", "trust_remote_code: ptrain runs no code from a model repository"},
         {"trust_remote_code: null\n", "trust_remote_code: ptrain runs no code from a model repository"},
         {"trust_remote_code: true\n", NULL},
-        {"use_dora: off\n", "use_dora: plain LoRA"},
-        {"use_dora: true\n", NULL},
+        {"fast_inference: off\n", "fast_inference: ptrain has no vLLM generation"},
+        {"fast_inference: true\n", NULL},
         {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: merged_4bit\n", NULL},
@@ -1880,10 +1880,33 @@ static void test_foreign_keys_values(void **state)
         free(warnings);
     }
     /* the refusal says the reason and the fix */
-    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: training DoRA (PEFT's use_dora: a trained "
-                                     "magnitude per output row) is not implemented in ptrain yet (generate applies a "
-                                     "DoRA adapter PEFT trained, export merges it); remove the key or set it to "
-                                     "false to train plain LoRA");
+    expect_error("fast_inference: true\n", "config.yaml:1:17: fast_inference: fast_inference asks Unsloth to generate "
+                                           "with vLLM, which ptrain does not have; remove the key or set it to false");
+}
+
+/* use_dora (issue 46): a key of ptrain's own, false by default; refused, saying why, with a method
+ * other than sft and cpt, with lora_dropout, and with the inits that change the base. */
+static void test_use_dora(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    assert_int_equal(parse("lora_r: 4\n", &cfg), PT_OK);
+    assert_false(cfg.use_dora);
+    config_free(&cfg);
+    assert_int_equal(parse("use_dora: true\nmethod: cpt\n", &cfg), PT_OK);
+    assert_true(cfg.use_dora);
+    config_free(&cfg);
+    expect_error("use_dora: true\nmethod: dpo\n",
+                 "config.yaml:1:11: use_dora: dpo: DoRA is built for sft and cpt only (its training with a reference "
+                 "model, a score head or generated completions is not checked against TRL yet); remove the key or use "
+                 "method sft");
+    expect_error("use_dora: true\nlora_dropout: 0.05\n",
+                 "config.yaml:1:11: use_dora: DoRA trains without lora_dropout in ptrain (PEFT drops the input of the "
+                 "LoRA part only, which ptrain's DoRA does not do); set lora_dropout to 0");
+    expect_error("use_dora: true\ninit_lora_weights: olora\n",
+                 "config.yaml:1:11: use_dora: init_lora_weights olora trains on a residual base, whose conversion back "
+                 "to the original model (PEFT's path_initial_model_for_weight_conversion) does not hold DoRA's "
+                 "magnitudes; use init_lora_weights true, false or gaussian with DoRA");
 }
 
 /* PEFT's selectors (issue 46): layers_to_transform (a list or one number), layers_pattern only
@@ -2719,7 +2742,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_foreign_keys_table),
-        cmocka_unit_test(test_foreign_keys_values), cmocka_unit_test(test_modules_to_save),
+        cmocka_unit_test(test_foreign_keys_values), cmocka_unit_test(test_use_dora), cmocka_unit_test(test_modules_to_save),
         cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_rule_selectors),
         cmocka_unit_test(test_training_arguments),
