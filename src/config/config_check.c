@@ -53,6 +53,10 @@ static void check_model(pt_config *cfg, config_report *errors)
     if (cfg->lora_target_modules.n == 0)
         rule_error(cfg, errors, "lora_target_modules", "expected at least one projection, found an empty list");
     if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
+    if (cfg->dtype == COMPUTE_FLOAT16) /* float32 is the CPU's: refused where a GPU would run it (main.c) */
+        rule_error(cfg, errors, "dtype",
+                   "float16 compute (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
+                   "which needs no loss scaling, and the CPU in float32; use auto or bfloat16");
 }
 
 /* An integer from lo to hi written as text (a list item or a mapping value), into *v. */

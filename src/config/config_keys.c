@@ -46,7 +46,8 @@ const key_spec config_keys[] = {
     {"load_in_8bit", NULL, K_BOOL, OFF(load_in_8bit), "false", NULL, 0, 0, 0,
      "not supported by ptrain (4-bit base only)"},
     {"dtype", NULL, K_ENUM, OFF(dtype), "auto", config_dtype_choices, 0, 0, 0,
-     "compute dtype on GPU (auto = bfloat16); the CPU computes in float32"},
+     "compute dtype: the GPU computes in bfloat16 (auto, bfloat16), the CPU in float32 (any but float16); float32 "
+     "on a GPU and float16 (which needs loss scaling) are refused"},
     {"full_finetuning", NULL, K_BOOL, OFF(full_finetuning), "false", NULL, 0, 0, 0,
      "must stay false: ptrain trains LoRA adapters"},
     {"chat_template", NULL, K_STR, OFF(chat_template), NULL, NULL, 0, 0, 0,
