@@ -156,6 +156,8 @@ pt_status forward_tokens_shared(const pt_model *m, const pt_adapter *ad, pt_kv_c
 {
     int seqs = kv->batch > 1 ? kv->batch : 1, layers = m->cfg.n_layers;
     if (seqs == 1) return forward_tokens(m, ad, kv, ids, n, logits, true);
+    if (m->cfg.full_period > 0) /* the conv and recurrent states would need their copies too */
+        return ERR(PT_ERR_INTERNAL, "forward_tokens_shared: a Gated DeltaNet model's states are not shared yet");
     pt_kv_cache one = {.max_seq = kv->max_seq, .n_past = kv->n_past, .batch = 1};
     one.k = calloc((size_t)layers, sizeof(pt_tensor));
     one.v = calloc((size_t)layers, sizeof(pt_tensor));
