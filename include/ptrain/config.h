@@ -50,6 +50,7 @@ typedef struct {
     pt_checkpointing use_gradient_checkpointing;
     long random_state;
     bool use_rslora;
+    bool use_dora; /* PEFT's DoRA: a trained magnitude per adapted output row */
     char *lora_model_dir; /* start from this adapter (continued training) */
     /* PEFT's selectors (adapter_select.c): layer numbers, the layer list's name, per-module r and alpha */
     pt_strlist layers_to_transform, layers_pattern;
@@ -99,6 +100,7 @@ typedef struct {
     long max_prompt_length;         /* prompt tokens kept (left-truncated, as TRL); 0: no limit */
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */
+    long top_k;                     /* GRPO: sample among the top_k most probable tokens; 0: all */
     double desirable_weight, undesirable_weight; /* KTO */
     double center_rewards_coefficient;           /* reward: TRL's RewardConfig key; 0 (unset): none */
     double embedding_learning_rate; /* CPT: the embedding and LM head; 0: learning_rate */

@@ -56,6 +56,10 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     if (!arch_from_gguf(arch.data, arch.len, &c->arch))
         return ERR(PT_ERR_USER, "%s: architecture \"%s\" is not supported yet; supported: %s", shown_text(f->path).s,
                    shown_bytes(arch.data, arch.len).s, arch_list());
+    if (arch_info(c->arch)->gated_delta)
+        return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain reads Qwen3.5 from Hugging Face directories only, for "
+                   "now: use the model's safetensors directory (ptrain quantizes it to NF4 on load)",
+                   shown_text(f->path).s, arch_name(c->arch));
     return PT_OK;
 }
 
