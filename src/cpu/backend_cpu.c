@@ -139,6 +139,9 @@ static const pt_backend_ops cpu_ops = {
     .to_host_async = cpu_to_host_async,
     .from_host_async = cpu_from_host_async,
     .copies_wait = cpu_synchronize,
+    .moe_route = cpu_moe_route,
+    .moe_gather = cpu_moe_gather,
+    .moe_combine = cpu_moe_combine,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)
