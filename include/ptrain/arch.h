@@ -16,6 +16,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_OLMO2,   /* norms after attention and the MLP only; q/k norms over the whole width */
                PT_ARCH_GEMMA3,  /* gemma2 with q/k norms, 5 local layers of 6 on their own rope base */
                PT_ARCH_PHI3,    /* llama with q/k/v and gate/up fused in the files, partial rotary */
+               PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -57,6 +58,8 @@ typedef struct {
     bool fused;               /* phi3: q, k, v are row ranges of one weight (qkv_proj, GGUF attn_qkv) and gate,
                                * up of another (gate_up_proj, GGUF ffn_up); the slots of a fused weight share its
                                * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
+    bool moe;                 /* qwen3_moe: a router and experts in place of the MLP on sparse layers (HF only;
+                               * its GGUF form is refused by name) */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);
@@ -66,7 +69,8 @@ bool arch_from_gguf(const char *name, size_t len, pt_arch *out);
 /* The family and HF type of a config.json model_type, or of its architectures[0] when model_type is
  * empty or NULL. */
 bool arch_from_hf(const char *model_type, const char *class_name, pt_arch *out, const pt_arch_hf_type **type);
-/* The supported families, for error messages. */
+/* The supported families, for error messages: those a GGUF file may hold (no mixture of experts yet), and the
+ * config.json model_types. */
 const char *arch_list(void);
 const char *arch_hf_list(void);
 /* "blk.N.attn_q.weight" / "model.layers.N.self_attn.q_proj.weight" of slot in layer l, or NULL

@@ -30,9 +30,23 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
        A_QPRE, A_KPRE, A_QRSTD, A_KRSTD, /* q/k norms only: q and k before their per-head norm, its rstd */
        A_COUNT };
 
+/* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over
+ * the rows·k (token, expert) pairs sorted by expert (then by token): the gathered inputs, gate, up,
+ * their SwiGLU and the experts' outputs. The host arrays say who went where. */
+enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_COUNT };
+typedef struct {
+    pt_tensor t[M_COUNT];
+    int32_t *expert; /* [rows·k] token t's experts, ascending (transformers' order of adding them) */
+    float *weight;   /* [rows·k] their routing weights, in the same order */
+    int32_t *token;  /* [rows·k] the token of each sorted row */
+    int32_t *row;    /* [rows·k] the sorted row of token t's s-th expert */
+    int64_t *offset; /* [n_experts + 1] each expert's first sorted row */
+} moe_acts;
+
 typedef struct {
     pt_tensor t[A_COUNT];
     pt_tensor xs[W_COUNT]; /* s · x Aᵀ per adapted projection, [rows, r] */
+    moe_acts moe;          /* models with experts only */
 } layer_acts;
 
 typedef struct {
@@ -84,6 +98,13 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b);
 /* out = layer(x), filling a (what the backward pass of that layer reads). */
 pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a);
+/* moe.c: a's buffers for a pass of c (nothing for a model without experts); the host arrays are freed by
+ * forward_moe_free. */
+pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a);
+void forward_moe_free(moe_acts *a);
+/* out += the mixture of experts of sparse layer `layer` applied to xn (the normed residual): the router,
+ * top-k, the experts over their sorted rows, the weighted sum (a keeps what the backward pass reads). */
+pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tensor *out, moe_acts *a);
 /* NEFTune (transformers' neftune_post_forward_hook): x += uniform(-mag, mag) noise, element i's
  * number drawn from (seed, i) alone (so a recomputation or a resumed run draws the same); buf: a
  * tensor of x's shape and dtype to stage it in. */

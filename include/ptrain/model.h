@@ -43,10 +43,24 @@ typedef struct {
     float rope_mscale;      /* phi3 LongRoPE: cos and sin times the attention factor; 0: 1 */
     int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings, the positions its short factors
                              * (the ones ptrain runs) cover; a pass beyond is refused. 0: no limit */
+    /* mixture of experts (qwen3_moe; moe.h): n_experts 0 = a dense MLP on every layer */
+    int n_experts;          /* num_experts: experts of a sparse layer */
+    int n_experts_used;     /* num_experts_per_tok: the top-k each token is routed to */
+    int moe_ffn_dim;        /* moe_intermediate_size: each expert's gate/up rows */
+    int moe_step;           /* decoder_sparse_step: layer l is sparse when (l + 1) % moe_step == 0 */
+    bool moe_norm_topk;     /* norm_topk_prob: the k routing weights renormalised to sum 1 */
+    uint64_t mlp_only[4];   /* mlp_only_layers as bits (layers < 256): these stay dense */
 } pt_model_config;
+
+/* Expert weights of a sparse layer, per expert (each its own tensor, NF4 under load_in_4bit). */
+enum { X_GATE, X_UP, X_DOWN, X_COUNT };
 
 typedef struct {
     pt_tensor w[W_COUNT];
+    /* sparse layers only (model_layer_moe): the router [n_experts, dim], never quantized, and
+     * experts[e * X_COUNT + X_*]: gate and up [moe_ffn_dim, dim], down [dim, moe_ffn_dim] */
+    pt_tensor router;
+    pt_tensor *experts;
 } pt_layer_weights;
 
 typedef struct {
@@ -70,6 +84,11 @@ typedef struct {
  * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
  * derives it); a loader then overrides what its file gives. */
 void model_family_defaults(pt_model_config *c);
+/* Whether layer l of a model of config c is a mixture of experts (else its MLP is dense). */
+bool model_layer_moe(const pt_model_config *c, int layer);
+/* Parameters of the model's weights as stored (unquantized counts): *total all of them, *active those a
+ * token runs through (k of the n_experts experts of each sparse layer); either may be NULL. */
+void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *active);
 /* The values of the q or k norm (slot W_Q_NORM, W_K_NORM): head_dim, or heads x head_dim (olmo2). */
 int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 /* The values of each head that rotate: rope_dim, or head_dim. */
@@ -110,6 +129,8 @@ bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t 
  * gemma2; others are named in the error. opts may be NULL (load_in_4bit on). */
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m);
 void model_free(pt_model *m);
+/* Bytes of the routers and experts of the sparse layers (counted in weight_bytes). */
+size_t model_expert_bytes(const pt_model *m);
 /* llama.cpp's name of layer l's weight in slot (blk.N.attn_q.weight), or NULL when the family has
  * no such weight; *permute (may be NULL) gets the head count whose q/k rows llama.cpp interleaves
  * for its rotary embedding (llama's q and k), else 0. */

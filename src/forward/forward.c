@@ -40,7 +40,7 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
     }
     for (int w = 0; w < W_COUNT; w++)
         if (c->ad && c->ad->target[w]) TRY(arena_take(arena, &a->xs[w], c->rows, c->ad->r_max));
-    return PT_OK;
+    return forward_moe_take(arena, c, &a->moe);
 }
 
 pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b)
@@ -59,6 +59,7 @@ pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_
 
 void forward_bufs_free(fwd_bufs *b)
 {
+    for (int i = 0; b->acts && i < b->n_acts; i++) forward_moe_free(&b->acts[i].moe);
     free(b->x);
     free(b->acts);
     *b = (fwd_bufs){0};
@@ -212,6 +213,10 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &t[A_ATT], x, a->xs, &t[A_O], &t[A_RSTD3],
                       ffn_norm));
     if (g->no_pre_norms) TRY(backend_copy(be, &t[A_XN2], &t[A_H]));
+    if (model_layer_moe(g, layer)) { /* out = h + the experts' weighted sum */
+        TRY(backend_copy(be, out, &t[A_H]));
+        return forward_moe(c, layer, &t[A_XN2], out, &a->moe);
+    }
     TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], a->xs));
     TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], a->xs));
     if (g->act == PT_ACT_GELU_TANH)

@@ -107,6 +107,13 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_GATE] = "mlp.gate_up_proj.weight", [W_UP] = "mlp.gate_up_proj.weight",
                      [W_DOWN] = "mlp.down_proj.weight"},
     },
+    [PT_ARCH_QWEN3MOE] = {
+        .name = "qwen3moe", .description = "qwen3moe (Qwen3-MoE, Hugging Face directories)",
+        .hf = {{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B)", false, false}},
+        .qk_norm = true, .act = PT_ACT_SILU, .moe = true,
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {
@@ -151,8 +158,8 @@ static const char *join(char *text, size_t len, bool hf)
 {
     if (text[0]) return text;
     for (int a = 0; a < PT_ARCH_COUNT; a++)
-        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : 1); i++) {
-            const char *d = hf ? table[a].hf[i].description : table[a].description;
+        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : !table[a].moe); i++) {
+            const char *d = hf ? table[a].hf[i].description : table[a].description; /* GGUF: no MoE yet */
             if (d) snprintf(text + strlen(text), len - strlen(text), "%s%s", text[0] ? ", " : "", d);
         }
     return text;

@@ -162,3 +162,32 @@ const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, ch
     if (permute) *permute = !a->gguf_permuted_qk ? 0 : slot == W_Q ? c->n_heads : slot == W_K ? c->n_kv_heads : 0;
     return buf;
 }
+
+bool model_layer_moe(const pt_model_config *c, int layer)
+{
+    if (c->n_experts <= 0 || layer < 0) return false;
+    if (layer < 256 && (c->mlp_only[layer / 64] >> (layer % 64) & 1)) return false;
+    int step = c->moe_step > 0 ? c->moe_step : 1;
+    return (layer + 1) % step == 0;
+}
+
+void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *active)
+{
+    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    int64_t attn = 2 * d * q + 2 * d * kv + 2 * d + (c->qkv_bias ? q + 2 * kv : 0) +
+                   (c->qk_norm ? model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM) : 0) +
+                   (c->post_norms ? 2 * d : 0);
+    int64_t edge = (int64_t)c->vocab * d * (c->tied_embeddings ? 1 : 2) + d, all = edge, act = edge;
+    for (int l = 0; l < c->n_layers; l++) {
+        all += attn, act += attn;
+        if (!model_layer_moe(c, l)) {
+            all += 3 * d * c->ffn_dim, act += 3 * d * c->ffn_dim;
+            continue;
+        }
+        int64_t expert = 3 * d * c->moe_ffn_dim, router = (int64_t)c->n_experts * d;
+        all += router + c->n_experts * expert;
+        act += router + c->n_experts_used * expert;
+    }
+    if (total) *total = all;
+    if (active) *active = act;
+}

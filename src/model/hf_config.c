@@ -539,6 +539,41 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
+/* mlp_only_layers: layer indices below n_layers (and 256) that keep a dense MLP. */
+static pt_status mlp_only_layers(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *list = json_object_get(c->root, "mlp_only_layers");
+    if (!list || json_is_null(list)) return PT_OK;
+    int top = m->n_layers < 256 ? m->n_layers : 256;
+    if (!json_is_array(list)) return bad(c, "mlp_only_layers", "a list of layer indices", list);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= top) {
+            char expected[96];
+            snprintf(expected, sizeof expected, "a list of layer indices from 0 to %d", top - 1);
+            return bad(c, "mlp_only_layers", expected, list);
+        }
+        int l = (int)json_integer_value(v);
+        m->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return PT_OK;
+}
+
+/* Qwen3-MoE's experts: num_experts (config.json may write it as num_local_experts), the top-k, each
+ * expert's width, which layers are sparse, and whether the k weights are renormalised. */
+static pt_status moe(const cfg_src *c, pt_model_config *m)
+{
+    const char *n_key = json_object_get(c->root, "num_experts") ? "num_experts" : "num_local_experts";
+    TRY(int_key(c, n_key, true, 1, 4096, &m->n_experts));
+    TRY(int_key(c, "num_experts_per_tok", true, 1, m->n_experts, &m->n_experts_used));
+    TRY(int_key(c, "moe_intermediate_size", true, 1, 1 << 26, &m->moe_ffn_dim));
+    m->moe_step = 1;
+    TRY(int_key(c, "decoder_sparse_step", false, 1, 4096, &m->moe_step));
+    m->moe_norm_topk = false; /* transformers' Qwen3MoeConfig default */
+    TRY(bool_key(c, "norm_topk_prob", &m->moe_norm_topk));
+    return mlp_only_layers(c, m);
+}
+
 static pt_status parse_root(const cfg_src *c, hf_config *h)
 {
     const pt_arch_hf_type *type = NULL;
@@ -556,6 +591,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
+    if (arch_info(m->arch)->moe) TRY(moe(c, m));
     if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)
         return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",
                    shown_text(c->name).s, arch_name(m->arch));

@@ -56,6 +56,10 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     if (!arch_from_gguf(arch.data, arch.len, &c->arch))
         return ERR(PT_ERR_USER, "%s: architecture \"%s\" is not supported yet; supported: %s", shown_text(f->path).s,
                    shown_bytes(arch.data, arch.len).s, arch_list());
+    if (arch_info(c->arch)->moe)
+        return ERR(PT_ERR_USER, "%s: a GGUF %s model (mixture of experts); ptrain reads this family from Hugging Face "
+                   "directories only for now: use the model's safetensors directory", shown_text(f->path).s,
+                   arch_name(c->arch));
     return PT_OK;
 }
 
@@ -375,9 +379,31 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
     return PT_OK;
 }
 
+size_t model_expert_bytes(const pt_model *m)
+{
+    size_t bytes = 0;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
+        const pt_layer_weights *w = &m->layers[l];
+        bytes += w->router.nbytes;
+        for (int i = 0; w->experts && i < m->cfg.n_experts * X_COUNT; i++) bytes += w->experts[i].nbytes;
+    }
+    return bytes;
+}
+
+/* A sparse layer's router and experts (nothing for a dense one). */
+static void experts_free(pt_model *m, pt_layer_weights *w)
+{
+    if (!m->borrowed) backend_release(m->be, &w->router);
+    for (int i = 0; w->experts && !m->borrowed && i < m->cfg.n_experts * X_COUNT; i++)
+        backend_release(m->be, &w->experts[i]);
+    free(w->experts);
+    w->experts = NULL;
+}
+
 void model_free(pt_model *m)
 {
     if (!m->be) return;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) experts_free(m, &m->layers[l]);
     for (int l = 0; m->layers && l < m->cfg.n_layers && !m->borrowed; l++)
         for (int i = 0; i < W_COUNT; i++) backend_release(m->be, &m->layers[l].w[i]);
     if (!m->borrowed) {

@@ -354,14 +354,78 @@ static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows
     return load_rows(ld, name, 0, rows, rows, cols, quantize, out);
 }
 
+/* ---- experts ---- */
+
+/* Rows [row0, row0 + rows) of expert e of the fused [E, rows_all, cols] tensor `name` (transformers 5's
+ * mlp.experts.gate_up_proj and down_proj), as a weight of its own. */
+static pt_status load_fused_expert(const hf_loader *ld, const char *name, int e, int64_t row0, int64_t rows,
+                                   int64_t rows_all, int64_t cols, pt_tensor *out)
+{
+    const st_tensor *t;
+    const st_file *f;
+    TRY(find(ld, name, &t, &f));
+    int64_t n_exp = ld->hc->cfg.n_experts;
+    if (t->ndim != 3 || t->shape[0] != n_exp || t->shape[1] != rows_all || t->shape[2] != cols) {
+        char desc[160];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld, %lld] from config.json (num_experts, "
+                   "moe_intermediate_size, hidden_size): the weights and config.json are from different models",
+                   shown_text(f->path).s, shown_text(name).s, st_describe(t, desc, sizeof desc), (long long)n_exp,
+                   (long long)rows_all, (long long)cols);
+    }
+    st_tensor part = *t; /* the expert's rows, in place in the mapping */
+    size_t esize = t->nbytes / (size_t)(n_exp * rows_all * cols), skip = (size_t)((e * rows_all + row0) * cols) * esize;
+    part.ndim = 2;
+    part.shape[0] = rows, part.shape[1] = cols;
+    part.data = (const char *)t->data + skip;
+    part.nbytes = (size_t)(rows * cols) * esize;
+    part.begin += skip;
+    part.end = part.begin + part.nbytes;
+    return load_dense(ld, f, &part, rows, cols, ld->nf4, out);
+}
+
+/* A sparse layer's router (as stored, never quantized) and its experts, one by one
+ * (mlp.experts.E.{gate,up,down}_proj.weight, bitsandbytes ones too) or fused
+ * (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]); each expert weight NF4 under
+ * load_in_4bit. */
+static pt_status load_experts(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    char name[192], fused[192];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+    TRY(load_matrix(ld, name, c->n_experts, d, false, &w->router));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    snprintf(fused, sizeof fused, "model.layers.%d.mlp.experts.gate_up_proj", l);
+    bool is_fused = st_set_find(ld->s, fused, NULL) != NULL;
+    static const char *const role[X_COUNT] = {[X_GATE] = "gate_proj", [X_UP] = "up_proj", [X_DOWN] = "down_proj"};
+    for (int e = 0; e < c->n_experts; e++)
+        for (int x = 0; x < X_COUNT; x++) {
+            pt_tensor *out = &w->experts[(size_t)e * X_COUNT + (size_t)x];
+            int64_t rows = x == X_DOWN ? d : f, cols = x == X_DOWN ? f : d;
+            if (is_fused && x == X_DOWN) {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", l);
+                TRY(load_fused_expert(ld, name, e, 0, d, d, f, out));
+            } else if (is_fused) {
+                TRY(load_fused_expert(ld, fused, e, x == X_UP ? f : 0, f, 2 * f, d, out));
+            } else {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, role[x]);
+                TRY(load_matrix(ld, name, rows, cols, ld->nf4, out));
+            }
+        }
+    return PT_OK;
+}
+
 /* ---- the model ---- */
 
 static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
-    bool plus_one = arch_info(c->arch)->norm_plus_one;
+    bool plus_one = arch_info(c->arch)->norm_plus_one, sparse = model_layer_moe(c, l);
     char name[128];
+    if (sparse) TRY(load_experts(ld, l, w));
     for (int slot = 0; slot < W_COUNT; slot++) {
+        if (sparse && (slot == W_GATE || slot == W_UP || slot == W_DOWN)) continue; /* the experts instead */
         if (!arch_hf_tensor(c->arch, l, slot, name, sizeof name)) continue;
         int64_t rows, cols, row0 = 0, rows_all;
         int lead;
@@ -405,6 +469,7 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
     }
     const pt_model_config *c = &m->cfg;
     m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes);
+    m->weight_bytes += model_expert_bytes(m);
     for (int l = 0; l < c->n_layers; l++)
         for (int i = 0; i < W_COUNT; i++) m->weight_bytes += m->layers[l].w[i].nbytes;
     return PT_OK;
