@@ -249,6 +249,15 @@ static double bnb_tensor(const pt_model_config *c, const char *name, size_t byte
     return (double)bytes * (1 + 1.0 / 32) + 1280; /* not a projection ptrain knows: about the codes and maps */
 }
 
+/* A fused expert tensor [E, rows, cols] as the loader keeps it: E weights [rows, cols] (down_proj) or 2E of
+ * half the rows (gate_up_proj), each NF4 under load_in_4bit. */
+static double fused_experts(const st_tensor *t, double stored, bool nf4)
+{
+    bool gate_up = strstr(t->name, "gate_up_proj") != NULL;
+    int64_t n = t->shape[0] * (gate_up ? 2 : 1), rows = t->shape[1] / (gate_up ? 2 : 1), cols = t->shape[2];
+    return loaded_matrix(true, true, rows, cols, stored / (double)n, nf4) * (double)n;
+}
+
 static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
 {
     for (size_t i = 0; i < s->n_entries; i++) {
@@ -256,12 +265,15 @@ static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
         count_type(r, st_dtype_name(t->dtype));
         const char *w = strstr(t->name, ".weight.");
         if (w) continue; /* a bitsandbytes part (absmax, quant_map ...): counted with its weight */
-        bool edge = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight");
+        bool edge = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight") ||
+                    strstr(t->name, ".mlp.gate.weight"); /* a router stays as stored */
         bool dense = t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16 || t->dtype == ST_F64;
         double stored = t->dtype == ST_F64 ? (double)t->nbytes / 2 : (double)t->nbytes;
         if (has_quant_state(s, t->name)) r->loaded += bnb_tensor(&r->cfg, t->name, t->nbytes);
         else if (t->ndim == 1) r->loaded += 4.0 * (double)st_numel(t);
         else if (t->ndim == 2) r->loaded += loaded_matrix(!edge, dense, t->shape[0], t->shape[1], stored, nf4);
+        else if (t->ndim == 3 && strstr(t->name, ".mlp.experts.")) /* fused experts: each expert's weights apart */
+            r->loaded += fused_experts(t, stored, dense && nf4);
         else r->loaded += stored;
     }
 }
@@ -476,6 +488,16 @@ static bool has_weights(const char *path, const char *dir)
 /* The weight bytes loading would allocate, from config.json's sizes: projections NF4 under
  * load_in_4bit or when pre-quantized, else as stored (torch_dtype, 16-bit when not given);
  * embeddings and an untied lm_head as stored; norms and biases f32. */
+/* A sparse layer's router (as stored) and experts (NF4 each under load_in_4bit), estimated from config.json. */
+static double config_experts(const hf_config *h, double elt, bool nf4)
+{
+    const pt_model_config *c = &h->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    double gate = loaded_matrix(true, true, f, d, elt * (double)(f * d), nf4);
+    double down = loaded_matrix(true, true, d, f, elt * (double)(f * d), nf4);
+    return elt * (double)(c->n_experts * d) + (double)c->n_experts * (2 * gate + down);
+}
+
 static double config_weights(const hf_config *h, bool nf4)
 {
     const pt_model_config *c = &h->cfg;
@@ -484,15 +506,16 @@ static double config_weights(const hf_config *h, bool nf4)
             f = c->ffn_dim;
     const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
     double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2)) +
-                   (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+                   (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0), mlp = 0;
     layer += c->qk_norm ? 4.0 * (double)(model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
     for (int i = 0; i < 7; i++) {
         double stored = elt * (double)shape[i][0] * (double)shape[i][1];
-        layer += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
-                             : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
+        *(i < 4 ? &layer : &mlp) += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
+                                                : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
     }
-    double embed = elt * (double)c->vocab * (double)d;
-    return layer * c->n_layers + 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
+    double embed = elt * (double)c->vocab * (double)d, total = 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
+    for (int l = 0; l < c->n_layers; l++) total += layer + (model_layer_moe(c, l) ? config_experts(h, elt, nf4) : mlp);
+    return total;
 }
 
 static pt_status describe_hf(const char *path, const insp_options *o, insp_report *r)
@@ -552,6 +575,17 @@ static void family_line(const pt_model_config *c)
     if (c->rope_dim > 0 && c->rope_dim < c->head_dim)
         printf("%-18s partial rotary: %d of %d values of each head rotate\n", "family features", c->rope_dim,
                c->head_dim);
+    if (c->n_experts > 0) {
+        int sparse = 0;
+        for (int l = 0; l < c->n_layers; l++) sparse += model_layer_moe(c, l);
+        printf("%-18s mixture of experts on %d of %d layers: %d experts of width %d, top-%d%s (router softmax in fp32)\n",
+               "family features", sparse, c->n_layers, c->n_experts, c->moe_ffn_dim, c->n_experts_used,
+               c->moe_norm_topk ? ", renormalised" : "");
+    }
+    int64_t total, active;
+    model_param_counts(c, &total, &active);
+    printf("%-18s %.4g B total, %.4g B active per token (%lld, %lld)\n", "parameters", (double)total / 1e9,
+           (double)active / 1e9, (long long)total, (long long)active);
 }
 
 /* The slots family a adapts for the module names in text (any separator); how many names it has. */
