@@ -204,6 +204,10 @@ pt_status cuda_moe_route(pt_backend *be, int32_t *expert, float *weight, const p
 pt_status cuda_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
 pt_status cuda_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row, const float *weight,
                            int k);
+pt_status cuda_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *ys,
+                               const int32_t *row, const float *weight, int k);
+pt_status cuda_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                             const int32_t *expert, int k, bool norm);
 /* dora.cu */
 pt_status cuda_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a, const pt_tensor *b,
                          float s);

@@ -155,6 +155,10 @@ typedef struct {
     pt_status (*moe_gather)(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
     pt_status (*moe_combine)(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
                              const float *weight, int k);
+    pt_status (*moe_combine_bwd)(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy,
+                                 const pt_tensor *ys, const int32_t *row, const float *weight, int k);
+    pt_status (*moe_route_bwd)(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                               const int32_t *expert, int k, bool norm);
     /* optional: keep up to bytes of dequantized base weights for reuse (NULL: nothing to keep) */
     pt_status (*weight_cache)(pt_backend *be, size_t bytes);
 } pt_backend_ops;
@@ -372,6 +376,20 @@ pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, c
                              const int64_t *offset, int n_experts);
 pt_status backend_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
                               const float *weight, int k);
+/* Their gradients (the router and experts frozen). backend_moe_combine_bwd: dys[row[t*k + s]] =
+ * weight[t*k + s] * dy[t] and dw[t*k + s] (f32 [rows, k]) = dy[t] · ys[row[t*k + s]] (the dot in double);
+ * dys may alias ys (each sorted row belongs to one pair, read before it is written).
+ * backend_moe_route_bwd: dlogits (activations, may alias logits) = the gradient of the routing weights'
+ * dw (f32 [rows, k], for expert[t*k + s], host) through the renormalisation (norm) and the softmax, p
+ * recomputed from logits: dp_e = dw_s (norm: (dw_s - Σ_j dw_j w_j) / Σ_S p), dz = p (dp - Σ p dp).
+ * backend_moe_matmul_bwd_input: dx rows of each expert (+ beta dx) = dy rows times w[e * stride], as
+ * backend_moe_matmul groups them. */
+pt_status backend_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy,
+                                  const pt_tensor *ys, const int32_t *row, const float *weight, int k);
+pt_status backend_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                                const int32_t *expert, int k, bool norm);
+pt_status backend_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                       int stride, const int64_t *offset, int n_experts, float beta);
 /* A view of rows [r0, r0+rows) of a 2-d tensor (no copy). */
 pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows);
 

@@ -23,6 +23,10 @@ pt_status cpu_moe_route(pt_backend *be, int32_t *expert, float *weight, const pt
 pt_status cpu_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
 pt_status cpu_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row, const float *weight,
                           int k);
+pt_status cpu_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *ys,
+                              const int32_t *row, const float *weight, int k);
+pt_status cpu_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                            const int32_t *expert, int k, bool norm);
 
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
 pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,

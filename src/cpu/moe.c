@@ -75,3 +75,58 @@ pt_status cpu_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, con
         }
     return PT_OK;
 }
+
+pt_status cpu_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *ys,
+                              const int32_t *row, const float *weight, int k)
+{
+    (void)be;
+    int64_t rows = dy->shape[0], dim = dy->shape[1];
+    const float *g = dy->data, *y = ys->data;
+    float *out = dys->data, *w = dw->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < rows; t++)
+        for (int s = 0; s < k; s++) {
+            int64_t r = row[t * k + s];
+            double acc = 0;
+            for (int64_t i = 0; i < dim; i++) acc += (double)g[t * dim + i] * y[r * dim + i];
+            w[t * k + s] = (float)acc;
+            for (int64_t i = 0; i < dim; i++) out[r * dim + i] = weight[t * k + s] * g[t * dim + i];
+        }
+    return PT_OK;
+}
+
+/* Row t's gradient of the k routing weights (dw) back to its logits z: p = softmax(z) again, dp on the
+ * chosen experts (through the renormalisation with norm), dz = p (dp - Σ p dp); scratch: 2n floats. */
+static void route_bwd_row(float *dz, const float *z, const float *dw, const int32_t *expert, int64_t n, int k,
+                          bool norm, float *scratch)
+{
+    float *p = scratch, *dp = scratch + n;
+    float mx = z[0];
+    for (int64_t e = 1; e < n; e++) mx = z[e] > mx ? z[e] : mx;
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n; e++) sum += p[e] = expf(z[e] - mx);
+    for (int64_t e = 0; e < n; e++) p[e] /= sum, dp[e] = 0.0f;
+    double top = 0, wdw = 0;
+    for (int s = 0; s < k; s++) top += p[expert[s]];
+    for (int s = 0; s < k; s++) wdw += (double)dw[s] * (p[expert[s]] / top);
+    for (int s = 0; s < k; s++) dp[expert[s]] = norm ? (float)((dw[s] - wdw) / top) : dw[s];
+    double pdp = 0;
+    for (int64_t e = 0; e < n; e++) pdp += (double)p[e] * dp[e];
+    for (int64_t e = 0; e < n; e++) dz[e] = p[e] * (float)(dp[e] - pdp);
+}
+
+pt_status cpu_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                            const int32_t *expert, int k, bool norm)
+{
+    (void)be;
+    int64_t rows = logits->shape[0], n = logits->shape[1];
+    float *scratch = malloc(sizeof(float) * (size_t)(2 * rows * n));
+    TRY_ALLOC(scratch);
+    const float *z = logits->data, *g = dw->data;
+    float *out = dlogits->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < rows; t++)
+        route_bwd_row(out + t * n, z + t * n, g + t * k, expert + t * k, n, k, norm, scratch + 2 * t * n);
+    free(scratch);
+    return PT_OK;
+}

@@ -1089,7 +1089,20 @@ static void check_moe_case(int rows, int n_exp, int k, bool norm, int dim, int f
     twin y = twin_random(rows, dim, -1.0f, 1.0f), yd = twin_random(n, dim, -1.0f, 1.0f);
     BOTH(ok, "moe_combine", cas, backend_moe_combine(B(side), S(&y, side), S(&yd, side), row, w[0], k));
     if (ok) check_twin("moe_combine", cas, &y, TOL_ELEM);
-    twin *all[] = {&z, &x, &xs, &ys, &y, &yd};
+    /* the backward ops: combine's (dys, the routing weights' gradient), the router's, the grouped input gradient */
+    twin dy = twin_random(rows, dim, -1.0f, 1.0f), dys = twin_poison(n, dim), dw = twin_poison(rows, k);
+    BOTH(ok, "moe_combine_bwd", cas,
+         backend_moe_combine_bwd(B(side), S(&dys, side), S(&dw, side), S(&dy, side), S(&yd, side), row, w[0], k));
+    if (ok) check_twin("moe_combine_bwd dys", cas, &dys, TOL_ELEM);
+    if (ok) check_twin("moe_combine_bwd dw", cas, &dw, TOL_REDUCE);
+    twin gw = twin_random(rows, k, -1.0f, 1.0f), dz = twin_poison(rows, n_exp);
+    BOTH(ok, "moe_route_bwd", cas, backend_moe_route_bwd(B(side), S(&dz, side), S(&z, side), S(&gw, side), ex[0], k, norm));
+    if (ok) check_twin("moe_route_bwd", cas, &dz, TOL_REDUCE);
+    twin dxs = twin_poison(n, dim);
+    BOTH(ok, "moe_matmul_bwd_input", cas,
+         backend_moe_matmul_bwd_input(B(side), S(&dxs, side), S(&ys, side), ws[side], 1, offset, n_exp, 0.0f));
+    if (ok) check_twin("moe_matmul_bwd_input", cas, &dxs, TOL_GEMM);
+    twin *all[] = {&z, &x, &xs, &ys, &y, &yd, &dy, &dys, &dw, &gw, &dz, &dxs};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
     for (int e = 0; e < n_exp; e++) twin_free(&wt[e]);
     for (int side = 0; side < 2; side++) free(ex[side]), free(w[side]), free(ws[side]);
