@@ -33,7 +33,7 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
 /* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over
  * the rows·k (token, expert) pairs sorted by expert (then by token): the gathered inputs, gate, up,
  * their SwiGLU and the experts' outputs. The host arrays say who went where. */
-enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_COUNT };
+enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_COUNT }; /* M_DW: f32 [rows, k], the backward's */
 typedef struct {
     pt_tensor t[M_COUNT];
     int32_t *expert; /* [rows·k] token t's experts, ascending (transformers' order of adding them) */
@@ -41,6 +41,7 @@ typedef struct {
     int32_t *token;  /* [rows·k] the token of each sorted row */
     int32_t *row;    /* [rows·k] the sorted row of token t's s-th expert */
     int64_t *offset; /* [n_experts + 1] each expert's first sorted row */
+    float *ones;     /* [rows·k] 1s: the gather's backward sums each token's k rows with them */
 } moe_acts;
 
 typedef struct {

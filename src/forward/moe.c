@@ -16,15 +16,18 @@ pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a)
     memset(a, 0, sizeof *a);
     if (g->n_experts <= 0) return PT_OK;
     int64_t n = c->rows * g->n_experts_used;
-    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n};
-    int64_t cols[M_COUNT] = {g->n_experts, g->dim, g->moe_ffn_dim, g->moe_ffn_dim, g->moe_ffn_dim, g->dim};
-    for (int i = 0; i < M_COUNT; i++) TRY(arena_take(arena, &a->t[i], rows[i], cols[i]));
+    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows};
+    int64_t cols[M_COUNT] = {g->n_experts, g->dim, g->moe_ffn_dim, g->moe_ffn_dim, g->moe_ffn_dim, g->dim,
+                             g->n_experts_used};
+    for (int i = 0; i < M_COUNT; i++) TRY((i == M_DW ? arena_take_f32 : arena_take)(arena, &a->t[i], rows[i], cols[i]));
     a->expert = malloc(sizeof(int32_t) * (size_t)n);
     a->weight = malloc(sizeof(float) * (size_t)n);
     a->token = malloc(sizeof(int32_t) * (size_t)n);
     a->row = malloc(sizeof(int32_t) * (size_t)n);
     a->offset = calloc((size_t)g->n_experts + 1, sizeof(int64_t));
-    TRY_ALLOC(a->expert && a->weight && a->token && a->row && a->offset ? a->offset : NULL);
+    a->ones = malloc(sizeof(float) * (size_t)n);
+    TRY_ALLOC(a->expert && a->weight && a->token && a->row && a->offset && a->ones ? a->offset : NULL);
+    for (int64_t i = 0; i < n; i++) a->ones[i] = 1.0f;
     return PT_OK;
 }
 
@@ -35,8 +38,9 @@ void forward_moe_free(moe_acts *a)
     free(a->token);
     free(a->row);
     free(a->offset);
+    free(a->ones);
     a->expert = a->token = a->row = NULL;
-    a->weight = NULL;
+    a->weight = a->ones = NULL;
     a->offset = NULL;
 }
 

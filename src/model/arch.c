@@ -110,7 +110,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_QWEN3MOE] = {
         .name = "qwen3moe", .description = "qwen3moe (Qwen3-MoE, Hugging Face directories)",
         .hf = {{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B)", false, false}},
-        .qk_norm = true, .act = PT_ACT_SILU, .moe = true,
+        .qk_norm = true, .act = PT_ACT_SILU, .moe = true, /* GGUF names: llama.cpp's, for adapter.gguf */
+        .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
     },

@@ -138,10 +138,5 @@ static pt_status count_readers(trainer *t)
 pt_status trainer_load_model(trainer *t)
 {
     TRY(load_model(t));
-    if (t->m.cfg.n_experts > 0) /* the same model on every rank: each refuses alike */
-        return ERR(PT_ERR_USER, "%s: a mixture-of-experts model (%s, %d experts); ptrain loads, inspects and generates "
-                   "with it, but training one (LoRA on its attention, backward through the router and experts) is "
-                   "not built yet: train a dense model", shown_text(t->model_path).s, arch_name(t->m.cfg.arch),
-                   t->m.cfg.n_experts);
     return dist_agree(t->d, count_readers(t));
 }

@@ -24,7 +24,11 @@
 
 #include "model_fixture.h"
 
+#include <jansson.h>
+
 #include "ptrain/forward.h"
+#include "ptrain/lora.h"
+#include "ptrain/step.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
 
@@ -230,12 +234,110 @@ static void test_config(void **s)
                         "mlp_only_layers");
 }
 
+/* ---- training: LoRA on the attention, the router and experts frozen ---- */
+
+static float *read_golden(const char *name, size_t *count)
+{
+    char path[1024];
+    golden(name, "", path, sizeof path);
+    path[strlen(path) - 1] = '\0'; /* golden() adds an extension's dot */
+    size_t bytes;
+    float *v = read_file(path, &bytes);
+    *count = bytes / sizeof(float);
+    return v;
+}
+
+/* One micro-batch of peft.json (2 x 16 tokens, some labels -100) with the adapters at peft.init.f32: the
+ * loss, and the LoRA gradients against PEFT's (make_qwen3moe_goldens.py), in one pass and with gradient
+ * checkpointing (the layers recomputed: the same bits). */
+static void check_peft(bool checkpointing)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/peft.json", srcdir());
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr);
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    pt_backend *be = cpu();
+    pt_model m;
+    load("hf", false, be, &m);
+    bool target[W_COUNT] = {[W_Q] = true, [W_K] = true, [W_V] = true, [W_O] = true};
+    pt_lora l;
+    assert_int_equal(lora_create(&l, &m, 4, 8.0f, false, target, 3), PT_OK);
+    size_t n_init, n_want;
+    float *init = read_golden("peft.init.f32", &n_init), *want = read_golden("peft.grads.f32", &n_want);
+    assert_int_equal(n_init, n_want);
+    json_t *ids = json_object_get(man, "ids"), *labels = json_object_get(man, "labels");
+    assert_int_equal(json_array_size(ids), 32);
+    int32_t tok[32], tgt[32], pos[32];
+    int labelled = 0;
+    for (int i = 0; i < 32; i++) { /* row t predicts label t+1 */
+        int t = i % 16;
+        tok[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+        tgt[i] = t + 1 < 16 ? (int32_t)json_integer_value(json_array_get(labels, (size_t)i + 1)) : PT_IGNORE_INDEX;
+        pos[i] = t;
+        labelled += tgt[i] != PT_IGNORE_INDEX;
+    }
+    static const int order[4] = {W_Q, W_K, W_V, W_O}; /* PEFT's module order */
+    double worst = 0, loss = 0;
+    for (int pass = 0; pass < 2; pass++) { /* 0: set the adapters, run; 1: compare */
+        size_t off = 0;
+        for (int layer = 0; layer < m.cfg.n_layers; layer++)
+            for (int w = 0; w < 4; w++)
+                for (int which = 0; which < 2; which++) {
+                    adapter_pair *p = adapter_at(&l.ad, layer, order[w]);
+                    lora_pair *s = lora_at(&l, layer, order[w]);
+                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
+                    size_t n = (size_t)tensor_numel(t);
+                    assert_true(off + n <= n_init);
+                    if (pass == 0) assert_int_equal(backend_upload(be, t, init + off, t->nbytes), PT_OK);
+                    if (pass == 1) {
+                        float *got = malloc(g->nbytes);
+                        assert_int_equal(backend_download(be, g, got, g->nbytes), PT_OK);
+                        double diff = 0, scale = 1e-30;
+                        for (size_t i = 0; i < n; i++)
+                            diff = fmax(diff, fabs((double)got[i] - want[off + i])), scale = fmax(scale, fabs(want[off + i]));
+                        worst = fmax(worst, diff / scale);
+                        free(got);
+                    }
+                    off += n;
+                }
+        assert_int_equal(off, n_init);
+        if (pass == 1) break;
+        train_batch b = {2, 16, tok, tgt, pos, NULL};
+        step_options so = {.checkpointing = checkpointing, .loss_chunk = 7};
+        int64_t n_tok = 0;
+        assert_int_equal(lora_zero_grads(&l), PT_OK);
+        pt_status st = step_run(&m, &l, &b, &so, 1.0f / (float)labelled, &loss, &n_tok);
+        if (st) fail_msg("%s", err_message());
+        assert_int_equal(n_tok, labelled);
+        loss /= (double)n_tok;
+    }
+    double ref = json_real_value(json_object_get(man, "loss"));
+    print_message("qwen3moe%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients vs PEFT: max relative error %.3g\n",
+                  checkpointing ? " (checkpointing)" : "", loss, ref, fabs(loss - ref) / ref, worst);
+    assert_true(fabs(loss - ref) <= 1e-5 * ref);
+    assert_true(worst <= 1e-4);
+    free(init), free(want);
+    json_decref(man);
+    lora_free(&l);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_peft_grads(void **s)
+{
+    (void)s;
+    check_peft(false);
+    check_peft(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_experts_one_by_one), cmocka_unit_test(test_experts_fused),
         cmocka_unit_test(test_experts_nf4),        cmocka_unit_test(test_route),
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
+        cmocka_unit_test(test_peft_grads),
     };
     return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
 }
