@@ -2,7 +2,7 @@
  * tiny Llama (GQA and MHA; Q4_0, Q4_1, Q8_0, and fp32 weights quantized to NF4 at load), Qwen2
  * (q/k/v biases), Gemma 2 (scaled embedding, post-norms, GeGLU, soft-capped scores and logits,
  * a sliding window shorter than the sequence), Qwen3 (q/k norms per head, through the rmsnorm ops), Gemma 3 (local layers on their own rope base), the bitsandbytes NF4 Llama in tests/data/hf, the
- * Qwen3-MoE of tests/data/qwen3moe (experts NF4 at load; logits only, it does not train yet), and
+ * Qwen3-MoE of tests/data/qwen3moe (experts NF4 at load; logits only: its training, LoRA on the attention alone, is test_moe.c's), and
  * SmolLM2-135M-Instruct Q4_1 when it is present; the same logits through the KV cache in pieces
  * (generation's path); and one LoRA training micro-batch (two packed sequences, lora_dropout)
  * whose loss and adapter gradients must match.
@@ -59,7 +59,7 @@ static const model_case cases[] = {
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
     {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
-    {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops; no training yet */
+    {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops (its training: test_moe.c) */
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */
@@ -286,7 +286,7 @@ static void run_case(const model_case *c)
     load(host, c, &mc);
     load(dev, c, &mg);
     check_logits(c, &mc, &mg);
-    if (mc.cfg.n_experts == 0) check_training(c, &mc, &mg); /* a mixture of experts does not train yet */
+    if (mc.cfg.n_experts == 0) check_training(c, &mc, &mg); /* the MoE: its MLP targets are refused */
     model_free(&mg);
     model_free(&mc);
     backend_close(dev);
