@@ -28,6 +28,10 @@
 enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_RSTD2, A_LSE,
        A_O, A_D, A_RSTD3, A_RSTD4, /* post-norms only: o and down outputs, their norms' rstd */
        A_QPRE, A_KPRE, A_QRSTD, A_KRSTD, /* q/k norms only: q and k before their per-head norm, its rstd */
+       A_QGATE, /* qwen35's full layers: the output gate (W_Q_GATE x) */
+       /* qwen35's Gated DeltaNet layers: in_proj_qkv's output before and after the conv, z, b and a, beta and g
+        * (f32), the delta rule's output (then the gated norm's, out_proj's input), the norm's output, its rstd */
+       A_LQKV, A_LCONV, A_LZ, A_LB, A_LA, A_LBETA, A_LG, A_LO, A_LN, A_LRSTD,
        A_COUNT };
 
 /* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over
@@ -54,6 +58,9 @@ typedef struct {
     int max_seq, n_past;
     pt_tensor *k, *v; /* per layer [batch * max_seq, n_kv_heads*head_dim]: sequence b's rows from b max_seq */
     int batch;        /* sequences decoded in step (kv_cache_init_batch); 0 or 1: one */
+    /* qwen35's Gated DeltaNet layers (no k, v there): per layer the conv state [batch*(conv-1), conv channels]
+     * (act dtype) and the recurrent state [batch*v_heads*k_dim, v_dim] (f32), zero at the start */
+    pt_tensor *conv, *state;
 } pt_kv_cache;
 
 /* One pass over `rows` rows (batch sequences of n_q tokens). */

@@ -582,10 +582,17 @@ static void family_line(const pt_model_config *c)
                "family features", sparse, c->n_layers, c->n_experts, c->moe_ffn_dim, c->n_experts_used,
                c->moe_norm_topk ? ", renormalised" : "");
     }
-    int64_t total, active;
-    model_param_counts(c, &total, &active);
-    printf("%-18s %.4g B total, %.4g B active per token (%lld, %lld)\n", "parameters", (double)total / 1e9,
-           (double)active / 1e9, (long long)total, (long long)active);
+    if (c->full_period > 0)
+        printf("%-18s Gated DeltaNet on layers but (l + 1) %% %d == 0 (%d key heads of %d, %d value heads of %d, conv "
+               "%d; fp32 recurrent state); full attention with an output gate; training and exports of this family "
+               "are not built yet (issue 42)\n", "family features", c->full_period, c->lin_k_heads, c->lin_k_dim,
+               c->lin_v_heads, c->lin_v_dim, c->lin_conv);
+    if (c->n_experts > 0) { /* a dense model's count is the weights line's */
+        int64_t total, active;
+        model_param_counts(c, &total, &active);
+        printf("%-18s %.4g B total, %.4g B active per token (%lld, %lld)\n", "parameters", (double)total / 1e9,
+               (double)active / 1e9, (long long)total, (long long)active);
+    }
 }
 
 /* The slots family a adapts for the module names in text (any separator); how many names it has. */

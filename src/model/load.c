@@ -60,6 +60,10 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
         return ERR(PT_ERR_USER, "%s: a GGUF %s model (mixture of experts); ptrain reads this family from Hugging Face "
                    "directories only for now: use the model's safetensors directory", shown_text(f->path).s,
                    arch_name(c->arch));
+    if (arch_info(c->arch)->gated_delta)
+        return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain reads Qwen3.5 from Hugging Face directories only, for "
+                   "now: use the model's safetensors directory (ptrain quantizes it to NF4 on load)",
+                   shown_text(f->path).s, arch_name(c->arch));
     return PT_OK;
 }
 

@@ -138,5 +138,6 @@ static pt_status count_readers(trainer *t)
 pt_status trainer_load_model(trainer *t)
 {
     TRY(load_model(t));
+    TRY(dist_agree(t->d, model_refuse_gated_delta(&t->m.cfg, "training")));
     return dist_agree(t->d, count_readers(t));
 }

@@ -39,6 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(c->sliding_window >= 0 && c->sliding_period >= 0);
     CHECK(!c->sliding_window || c->sliding_pattern > 0 || c->sliding_period > 0); /* gemma2's rule or gemma3's */
     CHECK(c->rope_dim >= 0 && c->rope_dim <= c->head_dim && c->rope_dim % 2 == 0); /* phi3's partial rotary */
+    CHECK(c->full_period >= 0); /* qwen35's hybrid: the DeltaNet's heads fit together */
+    CHECK(!c->full_period || (c->lin_k_heads > 0 && c->lin_v_heads % c->lin_k_heads == 0 && c->lin_k_dim > 0 &&
+                              c->lin_v_dim > 0 && c->lin_conv > 0));
     static float f[512];
     int rd = c->rope_dim ? c->rope_dim : c->head_dim; /* the rotated values of a head */
     CHECK(h.rope.type != PT_ROPE_LONGROPE || (h.rope.n_factors == rd / 2 && c->rope_mscale > 0 && c->rope_short_max > 0));
