@@ -119,7 +119,7 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
                      [W_PLE_GATE] = "per_layer_input_gate.weight", [W_PLE_PROJ] = "per_layer_projection.weight",
                      [W_PLE_NORM] = "post_per_layer_input_norm.weight"},
-        .not_yet = "runs Gemma 4 forward (generate, evaluation, inspect) from Hugging Face directories only; "
+        .not_yet = "runs Gemma 4 forward (generate, inspect) from Hugging Face directories only; "
                    "training, exports and GGUF files of it are not built yet",
     },
 };

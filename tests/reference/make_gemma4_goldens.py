@@ -15,7 +15,7 @@ each: 7 layers, every third global and the last forced global (S S F S S F F), a
 test tokens, head size 16 on sliding and 32 on global layers (1 key/value head there, 2 on sliding),
 rotary fraction 0.25 of the global heads, k_eq_v, 3 KV-shared layers (one sliding reusing layer 3, two
 global reusing layer 2), per-layer inputs of 64 values (so the per-layer table is NF4 under
-load_in_4bit), random norm weights and layer scalars, soft-cap 10 with weights large enough to reach it.
+load_in_4bit), random norm weights and layer scalars, soft-cap 5 on logits reaching about 4.
 
 Writes tests/data/gemma4/:
   hf32/ + hf32.{ids.txt,logits.f32,greedy.txt}   the model in f32 (config.json as transformers writes
@@ -54,7 +54,7 @@ KWARGS = dict(
                                         "rope_theta": 1000000.0},
                      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
     vocab_size_per_layer_input=VOCAB, hidden_size_per_layer_input=PLE, num_kv_shared_layers=3,
-    final_logit_softcapping=10.0, max_position_embeddings=256, rms_norm_eps=1e-6,
+    final_logit_softcapping=5.0, max_position_embeddings=256, rms_norm_eps=1e-6,
     hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True, attn_implementation="eager")
 
 
@@ -63,17 +63,21 @@ def config():
 
 
 def make_model():
-    """Norm weights and layer scalars in [0.5, 1.5] (Gemma 4's norms are x * w); matrices N(0, 2/fan_in)."""
+    """Norm weights in [0.5, 1.5] (Gemma 4's norms are x * w), the q/k norms' in [0.2, 0.6] (at attention scale 1,
+    scores of unit-RMS heads would make the softmax nearly hard, and the logits chaotic in the weights' last bits),
+    layer scalars in [0.8, 1.2]; matrices N(0, 1/fan_in)."""
     torch.manual_seed(4321 + 4)
     model = Gemma4ForCausalLM(config()).double().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
+            if "q_norm" in name or "k_norm" in name:  # scores q.k at scale 1 of a size a softmax keeps soft
+                p.uniform_(0.2, 0.6)
+            elif "norm" in name:
                 p.uniform_(0.5, 1.5)
             elif p.dim() == 2:
-                p.normal_(0.0, 1.5 / np.sqrt(p.shape[1]))
+                p.normal_(0.0, 1.0 / np.sqrt(p.shape[1]))
         for layer in model.model.layers:
-            layer.layer_scalar.uniform_(0.5, 1.5)
+            layer.layer_scalar.uniform_(0.8, 1.2)
     return model
 
 
