@@ -3,7 +3,8 @@
 # commands a user starts with: `ptrain inspect` describes its features (the global layers' head size,
 # rope and k_eq_v, the value norm, KV sharing, the per-layer inputs) and says training is not available
 # yet; `ptrain generate` runs it greedily and reproducibly (its logits are held to transformers' in
-# test_hf_model); `ptrain train` and `ptrain export` refuse it with one clear message, naming the family.
+# test_hf_model); `ptrain train`, `ptrain export` and `generate --adapter` refuse it with one clear
+# message, naming the family.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -33,6 +34,10 @@ run generate --model "$G" --prompt "the quick brown fox" --max-new-tokens 8 --te
     --ids "$tmp/ids2"
 ok "generate gemma4: greedy, the same tokens twice" cmp -s "$tmp/ids1" "$tmp/ids2"
 ok "generate gemma4: 8 tokens generated" test "$(sed -n 2p "$tmp/ids1" | wc -w)" = 8
+
+run generate --model "$G" --prompt "hi" --adapter "$tmp/none" --device cpu
+expect_eq "generate gemma4 with an adapter: exit 1" 1 "$rc"
+ok "generate gemma4 with an adapter: refused" contains "$err" "an adapter (--adapter) is not available for gemma4"
 
 tiny_config "$tmp/c.yaml" "$tmp/c" "max_steps: 1"
 sed -i "s|^model_name: .*|model_name: \"$G\"|" "$tmp/c.yaml"
