@@ -152,6 +152,10 @@ pt_status kv_cache_init_batch(const pt_model *m, int batch, int max_seq, pt_kv_c
  * and each sequence's last token's logits into logits [batch, vocab] (host memory). */
 pt_status forward_tokens_batch(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
                                float *logits);
+/* The same n tokens (ids [n]) for every sequence of the batch cache: run once, their keys and values
+ * copied to each sequence's rows; the last token's logits in every row of logits [batch, vocab]. */
+pt_status forward_tokens_shared(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                                float *logits);
 /* Run n tokens at positions kv->n_past .. n_past+n-1 through m with adapter ad (may be NULL),
  * append their keys/values to the cache and write logits (host memory): [n, vocab], or [1, vocab]
  * for the last token when last_only. */

@@ -40,7 +40,7 @@ typedef struct {
     float rope_theta_local; /* gemma3: the rope base of the local layers (10000, unscaled); 0: rope_theta */
     int rope_dim;           /* phi3: the first rope_dim values of each head rotate (head_dim x
                              * partial_rotary_factor), the rest pass; 0: head_dim */
-    float rope_mscale;      /* phi3 LongRoPE: cos and sin times the attention factor; 0: 1 */
+    float rope_mscale;      /* LongRoPE, YaRN: cos and sin times the attention factor; 0: 1 */
     int rope_short_max;     /* phi3 LongRoPE: original_max_position_embeddings, the positions its short factors
                              * (the ones ptrain runs) cover; a pass beyond is refused. 0: no limit */
     /* gemma4 (all zero for the other families) */

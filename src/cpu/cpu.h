@@ -19,6 +19,7 @@ pt_status cpu_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
 pt_status cpu_zero(pt_backend *be, pt_tensor *t);
 
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
+pt_status cpu_matmul_rows(float *y, const float *x, const pt_tensor *w, int64_t m, float beta);
 pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                float beta);
 pt_status cpu_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,

@@ -101,6 +101,27 @@ static pt_status sizes(gguf_writer *w, const pt_model_config *c)
     return put_u32(w, a, "vocab_size", c->vocab);
 }
 
+/* YaRN as llama.cpp's converter writes it: type, factor, original context, the betas when given, and
+ * attn_factor when the attention factor is not the default 1 + 0.1 ln factor (llama.cpp multiplies the
+ * two). truncate false has no key. */
+static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
+{
+    const pt_rope_scaling *s = &hc->rope;
+    const char *a = arch_name(hc->cfg.arch);
+    if (s->no_truncate)
+        return ERR(PT_ERR_USER, "rope scaling yarn with truncate false: llama.cpp's YaRN always rounds the ramp's "
+                   "ends, so this model cannot be exported to GGUF as it runs; export the merged Hugging Face model");
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    TRY(gguf_w_str(w, key, "yarn"));
+    TRY(put_f32(w, a, "rope.scaling.factor", s->factor));
+    TRY(put_u32(w, a, "rope.scaling.original_context_length", (int)s->original_max_position_embeddings));
+    if (s->beta_fast > 0) TRY(put_f32(w, a, "rope.scaling.yarn_beta_fast", s->beta_fast));
+    if (s->beta_slow > 0) TRY(put_f32(w, a, "rope.scaling.yarn_beta_slow", s->beta_slow));
+    double attn = s->attention_factor / rope_yarn_attention(s->factor, 0.0, 0.0);
+    return fabs(attn - 1.0) > 1e-7 ? put_f32(w, a, "rope.scaling.attn_factor", attn) : PT_OK;
+}
+
 /* Llama 3's scaling is not a key: llama.cpp reads it from the rope_freqs.weight tensor. The rotated
  * values of a head: all, or phi3's partial_rotary_factor of them. */
 static pt_status rope(gguf_writer *w, const hf_config *hc)
@@ -112,6 +133,7 @@ static pt_status rope(gguf_writer *w, const hf_config *hc)
         TRY(put_f32(w, a, "rope.scaling.attn_factor", model_rope_mscale(&hc->cfg)));
         return put_u32(w, a, "rope.scaling.original_context_length", hc->cfg.rope_short_max);
     }
+    if (hc->rope.type == PT_ROPE_YARN) return rope_yarn(w, hc);
     if (hc->rope.type != PT_ROPE_LINEAR) return PT_OK;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);

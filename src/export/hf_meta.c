@@ -331,7 +331,7 @@ static pt_status rope_keys(const hf_src *s, json_t **out)
     TRY(gguf_opt_str(s->f, key, &type));
     if (gguf_str_eq(type, "none")) return PT_OK;
     if (!gguf_str_eq(type, "linear"))
-        return ERR(PT_ERR_USER, "%s: %s \"%s\": exporting this rope scaling is not supported (ptrain runs "
+        return ERR(PT_ERR_USER, "%s: %s \"%s\": exporting this rope scaling to config.json is not supported (ptrain exports "
                    "linear scaling and Llama 3's rope_freqs)", shown_text(s->f->path).s, shown_text(key).s,
                    shown_bytes(type.data, type.len).s);
     snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_name(s->cfg->arch));

@@ -1,5 +1,9 @@
 /* sample.c — next-token sampling: greedy at temperature 0, else temperature + nucleus (top-p)
- * sampling with a seeded generator, so the same seed gives the same text. */
+ * sampling with a seeded generator, so the same seed gives the same text. Without a nucleus
+ * (top_p >= 1) the draw walks the tokens in id order; with one, only the tokens that can be in it
+ * are sorted (those whose probability is at least (1 - top_p) / n of the total: the rest together
+ * hold at most 1 - top_p), not the whole vocabulary — GRPO draws a token per row of its group at
+ * every step, and sorting 50k probabilities cost more than the forward pass of the step. */
 #include "ptrain/sample.h"
 #include "ptrain/util.h"
 
@@ -25,6 +29,33 @@ static int by_prob_desc(const void *a, const void *b)
     return pa < pb ? 1 : pa > pb ? -1 : ((const prob_id *)a)->id - ((const prob_id *)b)->id;
 }
 
+static double uniform(sampler *s) { return (double)(rng_next(&s->state) >> 11) / (double)(1ULL << 53); }
+
+/* the token whose share of [0, total) holds r, walking p[0..n) in order; the last if rounding runs past */
+static int pick(const prob_id *p, int n, double r)
+{
+    double acc = 0;
+    for (int i = 0; i < n; i++) {
+        acc += p[i].p;
+        if (r < acc) return p[i].id;
+    }
+    return p[n - 1].id;
+}
+
+/* the nucleus: the fewest most probable tokens whose probabilities reach top_p of sum */
+static int nucleus(sampler *s, prob_id *p, int n, double sum)
+{
+    double floor = (1.0 - s->top_p) * sum / n;
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i].p >= floor) p[c++] = p[i];
+    qsort(p, (size_t)c, sizeof *p, by_prob_desc);
+    double keep = 0;
+    int m = 0;
+    while (m < c && (m == 0 || keep < s->top_p * sum)) keep += p[m++].p;
+    return pick(p, m, uniform(s) * keep);
+}
+
 int sample_next(sampler *s, const float *logits, int n)
 {
     if (s->temperature <= 0) return argmax(logits, n);
@@ -37,19 +68,7 @@ int sample_next(sampler *s, const float *logits, int n)
         p[i].id = i;
         sum += p[i].p;
     }
-    qsort(p, (size_t)n, sizeof *p, by_prob_desc);
-    double keep = 0;
-    int m = 0;
-    while (m < n && (m == 0 || keep < s->top_p * sum)) keep += p[m++].p;
-    double r = (double)(rng_next(&s->state) >> 11) / (double)(1ULL << 53) * keep, acc = 0;
-    int id = p[m - 1].id;
-    for (int i = 0; i < m; i++) {
-        acc += p[i].p;
-        if (r < acc) {
-            id = p[i].id;
-            break;
-        }
-    }
+    int id = s->top_p >= 1.0f ? pick(p, n, uniform(s) * sum) : nucleus(s, p, n, sum);
     free(p);
     return id;
 }

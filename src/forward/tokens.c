@@ -1,7 +1,9 @@
 /* tokens.c — generation's use of the forward pass (forward.h): a key/value cache per layer (none on the
  * layers that reuse another's, gemma4), and
  * forward_tokens, which runs new tokens after the cached ones through the one layer forward
- * (forward.c) and returns their logits. The buffers of a call come from an arena sized for it. */
+ * (forward.c) and returns their logits; forward_tokens_batch for sequences decoded in step, and
+ * forward_tokens_shared for a prompt they all start with. The buffers of a call come from an arena
+ * sized for it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,4 +126,34 @@ pt_status forward_tokens_batch(const pt_model *m, const pt_adapter *ad, pt_kv_ca
                                float *logits)
 {
     return tokens_run(m, ad, kv, ids, n, kv->batch > 1 ? kv->batch : 1, logits, true);
+}
+
+/* A prompt shared by every sequence of a batch cache runs once, as sequence 0 (a one-sequence view
+ * of its rows), and its keys and values are copied to the other sequences' rows: GRPO's group
+ * starts from one prompt, and prefilling it num_generations times cost as much as decoding. */
+pt_status forward_tokens_shared(const pt_model *m, const pt_adapter *ad, pt_kv_cache *kv, const int32_t *ids, int n,
+                                float *logits)
+{
+    int seqs = kv->batch > 1 ? kv->batch : 1, layers = m->cfg.n_layers;
+    if (seqs == 1) return forward_tokens(m, ad, kv, ids, n, logits, true);
+    pt_kv_cache one = {.max_seq = kv->max_seq, .n_past = kv->n_past, .batch = 1};
+    one.k = calloc((size_t)layers, sizeof(pt_tensor));
+    one.v = calloc((size_t)layers, sizeof(pt_tensor));
+    pt_status st = one.k && one.v ? PT_OK : ERR(PT_ERR_NOMEM, "out of memory for a cache view");
+    for (int l = 0; st == PT_OK && l < layers; l++)
+        one.k[l] = tensor_rows(&kv->k[l], 0, kv->max_seq), one.v[l] = tensor_rows(&kv->v[l], 0, kv->max_seq);
+    if (st == PT_OK) st = forward_tokens(m, ad, &one, ids, n, logits, true);
+    for (int l = 0; st == PT_OK && l < layers; l++)
+        for (int b = 1; st == PT_OK && b < seqs; b++) {
+            int64_t at = (int64_t)b * kv->max_seq + kv->n_past;
+            pt_tensor dk = tensor_rows(&kv->k[l], at, n), dv = tensor_rows(&kv->v[l], at, n);
+            pt_tensor sk = tensor_rows(&kv->k[l], kv->n_past, n), sv = tensor_rows(&kv->v[l], kv->n_past, n);
+            st = backend_copy(m->be, &dk, &sk);
+            if (st == PT_OK) st = backend_copy(m->be, &dv, &sv);
+        }
+    for (int b = 1; st == PT_OK && b < seqs; b++)
+        memcpy(logits + (size_t)b * (size_t)m->cfg.vocab, logits, sizeof(float) * (size_t)m->cfg.vocab);
+    if (st == PT_OK) kv->n_past += n;
+    free(one.k), free(one.v);
+    return st;
 }

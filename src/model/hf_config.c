@@ -175,9 +175,10 @@ static pt_status rope_type_of(const cfg_src *r, pt_rope_type *t)
     else if (!strcmp(type, "linear")) *t = PT_ROPE_LINEAR;
     else if (!strcmp(type, "llama3")) *t = PT_ROPE_LLAMA3;
     else if (!strcmp(type, "longrope") || !strcmp(type, "su")) *t = PT_ROPE_LONGROPE; /* phi3 only: parse_root */
+    else if (!strcmp(type, "yarn")) *t = PT_ROPE_YARN;
     else
-        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3 (and longrope "
-                   "for phi3)",
+        return ERR(PT_ERR_USER, "%s: %s.%s \"%s\" is not supported; supported: default, linear, llama3, yarn (and "
+                   "longrope for phi3)",
                    shown_text(r->name).s, r->prefix, key, shown_text(type).s);
     return PT_OK;
 }
@@ -216,12 +217,30 @@ static pt_status longrope(const cfg_src *r, pt_rope_scaling *s)
     return num_key(r, "original_max_position_embeddings", 0, 1 << 30, &s->original_max_position_embeddings);
 }
 
+/* YaRN's keys as given (0 where absent: yarn_setup fills in transformers' defaults once the sizes are known). */
+static pt_status yarn_keys(const cfg_src *r, pt_rope_scaling *s)
+{
+    bool truncate = true;
+    s->factor = s->attention_factor = s->original_max_position_embeddings = s->beta_fast = s->beta_slow = 0;
+    TRY(num_key(r, "factor", 0, 1e9, &s->factor));
+    TRY(num_key(r, "attention_factor", 1e-9, 1e9, &s->attention_factor));
+    TRY(num_key(r, "original_max_position_embeddings", 0, 1 << 30, &s->original_max_position_embeddings));
+    TRY(num_key(r, "beta_fast", 0, 1e9, &s->beta_fast));
+    TRY(num_key(r, "beta_slow", 0, 1e9, &s->beta_slow));
+    TRY(num_key(r, "mscale", 0, 1e9, &s->mscale));
+    TRY(num_key(r, "mscale_all_dim", 0, 1e9, &s->mscale_all_dim));
+    TRY(bool_key(r, "truncate", &truncate));
+    s->no_truncate = !truncate;
+    return PT_OK;
+}
+
 /* rope_scaling (older configs) or rope_parameters (transformers 5), in r: type and parameters. */
 static pt_status rope_scaling(const cfg_src *r, pt_rope_scaling *s)
 {
     TRY(rope_type_of(r, &s->type));
     if (s->type == PT_ROPE_DEFAULT) return PT_OK;
     if (s->type == PT_ROPE_LONGROPE) return longrope(r, s);
+    if (s->type == PT_ROPE_YARN) return yarn_keys(r, s);
     const char *names[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
     double *dst[] = {&s->factor, &s->low_freq_factor, &s->high_freq_factor, &s->original_max_position_embeddings};
     int need = s->type == PT_ROPE_LLAMA3 ? 4 : 1;
@@ -414,6 +433,28 @@ static pt_status phi3_longrope(const cfg_src *c, hf_config *h)
         s->attention_factor = s->factor <= 1.0 || orig <= 1.0 ? 1.0 : sqrt(1.0 + log(s->factor) / log(orig));
     m->rope_mscale = (float)s->attention_factor;
     m->rope_short_max = (int)orig;
+    return PT_OK;
+}
+
+/* YaRN as transformers' standardize_rope_params and _compute_yarn_parameters set it up:
+ * original_max_position_embeddings from the top level, else the scaling, else max_position_embeddings;
+ * factor max / original positions unless given; the attention factor (cos and sin times it, on every
+ * layer) rope_yarn_attention's unless given. Gemma 3 is refused: its local layers run unscaled. */
+static pt_status yarn_setup(const cfg_src *c, hf_config *h)
+{
+    pt_rope_scaling *s = &h->rope;
+    pt_model_config *m = &h->cfg;
+    if (m->arch == PT_ARCH_GEMMA3 || m->arch == PT_ARCH_GEMMA2)
+        return ERR(PT_ERR_USER, "%s: rope scaling yarn on a %s model; ptrain runs yarn for llama-like families "
+                   "(llama, mistral, qwen2, qwen3, ...), whose every layer shares one rotary embedding",
+                   shown_text(c->name).s, arch_name(m->arch));
+    int top = 0;
+    TRY(int_key(c, "original_max_position_embeddings", false, 1, 1 << 30, &top));
+    if (top) s->original_max_position_embeddings = top;
+    if (!(s->original_max_position_embeddings > 0)) s->original_max_position_embeddings = m->ctx_len;
+    if (!(s->factor > 0)) s->factor = (double)m->ctx_len / s->original_max_position_embeddings;
+    if (!(s->attention_factor > 0)) s->attention_factor = rope_yarn_attention(s->factor, s->mscale, s->mscale_all_dim);
+    m->rope_mscale = (float)s->attention_factor;
     return PT_OK;
 }
 
@@ -718,6 +759,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
         return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",
                    shown_text(c->name).s, arch_name(m->arch));
     if (h->rope.type == PT_ROPE_LONGROPE) TRY(phi3_longrope(c, h));
+    if (h->rope.type == PT_ROPE_YARN) TRY(yarn_setup(c, h));
     if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
     m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
     TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));

@@ -137,6 +137,46 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
     return PT_OK;
 }
 
+/* YaRN as llama.cpp's converter writes it (<arch>.rope.scaling.type "yarn", .factor,
+ * .original_context_length, optional .yarn_beta_fast/.yarn_beta_slow and .attn_factor), in transformers'
+ * terms: cos and sin times attn_factor (1 when absent) x (1 + 0.1 ln factor), as llama.cpp runs it. s->type
+ * stays PT_ROPE_DEFAULT for any other scaling (linear: rope_frequencies). */
+static pt_status gguf_yarn(const gguf_file *f, const pt_model_config *c, pt_rope_scaling *s)
+{
+    const char *a = arch_name(c->arch);
+    char key[128];
+    gguf_str type = {"none", 4};
+    memset(s, 0, sizeof *s);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    TRY(gguf_opt_str(f, key, &type));
+    if (!gguf_str_eq(type, "yarn")) return PT_OK;
+    if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3)
+        return ERR(PT_ERR_USER, "%s: %s \"yarn\" on a %s model; ptrain runs yarn for llama-like families only",
+                   shown_text(f->path).s, key, a);
+    float factor = 0.0f, fast = 0.0f, slow = 0.0f, attn = 0.0f;
+    uint32_t orig = 0;
+    TRY(opt_nonneg_f32(f, a, "rope.scaling.factor", &factor));
+    TRY(opt_nonneg_f32(f, a, "rope.scaling.yarn_beta_fast", &fast));
+    TRY(opt_nonneg_f32(f, a, "rope.scaling.yarn_beta_slow", &slow));
+    TRY(opt_nonneg_f32(f, a, "rope.scaling.attn_factor", &attn));
+    TRY(opt_u32(f, a, "rope.scaling.original_context_length", &orig));
+    const char *extra[] = {"yarn_log_multiplier", "yarn_ext_factor", "yarn_attn_factor"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(key, sizeof key, "%s.rope.scaling.%s", a, extra[i]);
+        if (gguf_find(f, key))
+            return ERR(PT_ERR_USER, "%s: %s: ptrain runs YaRN as transformers' rope_type yarn (factor, "
+                       "original_context_length, yarn_beta_fast/slow, attn_factor) and not this variant; use the "
+                       "model's Hugging Face directory", shown_text(f->path).s, key);
+    }
+    if (!(factor > 0.0f))
+        return ERR(PT_ERR_USER, "%s: rope scaling yarn without a positive %s.rope.scaling.factor", shown_text(f->path).s,
+                   a);
+    *s = (pt_rope_scaling){.type = PT_ROPE_YARN, .factor = factor, .beta_fast = fast, .beta_slow = slow,
+                           .original_max_position_embeddings = orig ? orig : (double)c->ctx_len};
+    s->attention_factor = (attn > 0.0f ? attn : 1.0) * rope_yarn_attention(factor, 0.0, 0.0);
+    return PT_OK;
+}
+
 pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -162,6 +202,9 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3) TRY(read_gemma2_keys(f, c));
     if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     if (c->arch == PT_ARCH_PHI3) TRY(read_phi3_keys(f, c));
+    pt_rope_scaling yarn;
+    TRY(gguf_yarn(f, c, &yarn));
+    if (yarn.type == PT_ROPE_YARN) c->rope_mscale = (float)yarn.attention_factor;
     return PT_OK;
 }
 
@@ -312,12 +355,14 @@ pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
     return rope_inv_freq(c->rope_theta_local, c->head_dim, NULL, m->inv_freq + half);
 }
 
-/* theta^(-2i/d), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor; the
+/* theta^(-2i/d), YaRN's (gguf_yarn), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor; the
  * local layers' (gemma3) from their own base, unscaled, as llama.cpp runs them. */
 static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
 {
     int half = m->cfg.head_dim / 2;
-    TRY(model_rope_freqs(m, m->cfg.rope_theta, NULL));
+    pt_rope_scaling yarn;
+    TRY(gguf_yarn(f, &m->cfg, &yarn));
+    TRY(model_rope_freqs(m, m->cfg.rope_theta, yarn.type == PT_ROPE_YARN ? &yarn : NULL));
     const gguf_tensor *shortf = gguf_find_tensor(f, "rope_factors_short.weight"); /* phi3's LongRoPE */
     int pairs = model_rope_dim(&m->cfg) / 2;
     if (shortf && (shortf->dtype != PT_F32 || shortf->n_dims != 1 || shortf->dims[0] != (uint64_t)pairs))

@@ -43,8 +43,8 @@ static uint64_t mix(uint64_t z)
 long grpo_max_new(const pt_config *c) { return c->max_completion_length > 0 ? c->max_completion_length : 512; }
 
 /* g completions of the prompt ids[0..np) into out[k] (malloc'd, len[k] tokens), ended[k]: with
- * the end of turn; decoded in step, one batch of g sequences over a KV cache (the prompt run for
- * each). seed: of the prompt; completion k draws from mix(seed + k). */
+ * the end of turn; decoded in step, one batch of g sequences over a KV cache (the prompt run once,
+ * its keys and values shared). seed: of the prompt; completion k draws from mix(seed + k). */
 static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np, int g, uint64_t seed,
                                 int32_t **out, int32_t *len, bool *ended)
 {
@@ -57,7 +57,7 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
     int vocab = m->cfg.vocab < tokenizer_vocab_size(t->tok) ? m->cfg.vocab : tokenizer_vocab_size(t->tok);
     size_t width = (size_t)m->cfg.vocab;
     float *logits = malloc(sizeof(float) * width * (size_t)g);
-    int32_t *step_ids = malloc(sizeof(int32_t) * (size_t)np * (size_t)g);
+    int32_t *step_ids = malloc(sizeof(int32_t) * (size_t)g);
     sampler *s = calloc((size_t)g, sizeof *s);
     pt_kv_cache kv = {0};
     pt_status st = logits && step_ids && s ? kv_cache_init_batch(m, g, ctx, &kv)
@@ -67,9 +67,8 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
         if (!out[k]) st = ERR(PT_ERR_NOMEM, "GRPO: no memory for a completion");
         len[k] = 0, ended[k] = false;
         s[k] = (sampler){(float)t->cfg->temperature, (float)t->cfg->top_p, mix(seed + (uint64_t)k)};
-        if (out[k]) memcpy(step_ids + (size_t)k * (size_t)np, ids, sizeof(int32_t) * (size_t)np);
     }
-    if (st == PT_OK) st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, np, logits);
+    if (st == PT_OK) st = forward_tokens_shared(m, &t->l.ad, &kv, ids, np, logits);
     for (long made = 0; st == PT_OK && made < max_new; made++) {
         bool open = false;
         for (int k = 0; k < g; k++) {

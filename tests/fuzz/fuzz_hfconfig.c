@@ -49,6 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static float f[512];
     int rd = c->rope_dim ? c->rope_dim : c->head_dim; /* the rotated values of a head */
     CHECK(h.rope.type != PT_ROPE_LONGROPE || (h.rope.n_factors == rd / 2 && c->rope_mscale > 0 && c->rope_short_max > 0));
+    CHECK(h.rope.type != PT_ROPE_YARN || (h.rope.factor > 0 && h.rope.original_max_position_embeddings > 0 &&
+                                          c->rope_mscale > 0 && isfinite(c->rope_mscale)));
     st = rope_inv_freq(h.rope_theta, rd, &h.rope, f);
     if (st == PT_OK)
         for (int i = 0; i < rd / 2; i++) CHECK(isfinite(f[i]) && f[i] >= 0);

@@ -103,6 +103,12 @@ def main():
                                       original_max_position_embeddings=256, sliding_window=None,
                                       rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 2.5, 3.0, 3.5],
                                                     "long_factor": [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]}))
+    config("qwen3-yarn.json", dict(base, model_type="qwen3", head_dim=24, max_position_embeddings=256,
+                                   rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                    "original_max_position_embeddings": 64}))
+    config("mistral-yarn.json", dict(base, model_type="mistral", rope_theta=10000.0,
+                                     rope_scaling={"type": "yarn", "factor": 4.0, "beta_fast": 8.0, "beta_slow": 0.5,
+                                                   "truncate": False, "mscale": 1.0, "mscale_all_dim": 0.5}))
     config("bnb.json", dict(base, model_type="llama", quantization_config={
         "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "uint8"}))

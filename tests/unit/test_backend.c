@@ -360,10 +360,11 @@ static void reference_matmul(const float *x, const float *w, double *y, int m, i
         }
 }
 
-/* m <= 8 rows take the few-row path (fused block dots); more rows take dequantized tiles + sgemm */
-static void check_matmul_rows(pt_dtype dtype, int m)
+/* Each path of a weight that is not fp32: m <= 2 rows the few-row dots, 3..16 rows (GRPO's group)
+ * cpu_matmul_rows (4 x 4 blocks: m and n not multiples of 4, k not of 16, test their edges), more
+ * rows dequantized tiles + sgemm. n = 11000 spans two dequantization tiles (2^20 weights each). */
+static void check_matmul_shape(pt_dtype dtype, int m, int n, int k)
 {
-    const int n = 11000, k = 96; /* n spans two dequantization tiles (2^20 weights each) */
     pt_backend *be = open_cpu();
     float *xv = random_floats(m * k, 1), *wv = random_floats(n * k, 2), *dyv = random_floats(m * n, 3);
     pt_tensor x = put(be, PT_F32, m, k, xv), w = put(be, dtype, n, k, wv), dy = put(be, PT_F32, m, n, dyv);
@@ -417,10 +418,17 @@ static void check_matmul_rows(pt_dtype dtype, int m)
     backend_close(be);
 }
 
+static void check_matmul_rows(pt_dtype dtype, int m) { check_matmul_shape(dtype, m, 11000, 96); }
+
 static void check_matmul_dtype(pt_dtype dtype)
 {
+    check_matmul_rows(dtype, 1);
+    check_matmul_rows(dtype, 3);
     check_matmul_rows(dtype, 7);
     check_matmul_rows(dtype, 12);
+    check_matmul_rows(dtype, 16);
+    check_matmul_rows(dtype, 17);
+    if (dtype == PT_F16 || dtype == PT_BF16) check_matmul_shape(dtype, 5, 1003, 40); /* k past 16s, n past 4s */
 }
 
 static void test_matmul_f32(void **state) { (void)state; check_matmul_dtype(PT_F32); }

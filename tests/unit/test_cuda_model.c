@@ -57,7 +57,7 @@ static const model_case cases[] = {
     {"qwen3", "tiny-q4_0", false},     {"qwen3", "tiny-f32", true},
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
     {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
-    {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},
+    {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
     {"gemma4", "hf32", true}, /* a model directory (tests/data/gemma4/hf32): forward only, training not built yet */
 };
 

@@ -1371,6 +1371,8 @@ static void test_phi3_training(void **s) { (void)s; check_training_lowers_loss("
 /* phi3 with LongRoPE: the attention factor on cos and sin in the backward pass too */
 static void test_phi3_longrope_model_grads(void **s) { (void)s; check_model_grads("phi3-longrope"); }
 static void test_phi3_longrope_peft(void **s) { (void)s; check_peft("phi3-longrope"); }
+static void test_qwen3_yarn_model_grads(void **s) { (void)s; check_model_grads("qwen3-yarn"); }
+static void test_qwen3_yarn_peft(void **s) { (void)s; check_peft("qwen3-yarn"); }
 static void test_mistral_head_dim_peft(void **s) { (void)s; check_peft("mistral"); }
 /* gemma3: q/k norms, local layers on their own rope base (make_gemma3_goldens.py) */
 static void test_gemma3_model_grads(void **s) { (void)s; check_model_grads("gemma3"); }
@@ -1476,6 +1478,7 @@ int main(void)
         cmocka_unit_test(test_phi3_model_grads),   cmocka_unit_test(test_phi3_peft),
         cmocka_unit_test(test_phi3_training),
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
+        cmocka_unit_test(test_qwen3_yarn_model_grads), cmocka_unit_test(test_qwen3_yarn_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_dora_layer),
         cmocka_unit_test(test_dora_init),

@@ -389,6 +389,37 @@ static void test_batched_generation(void **state)
     assert_true(worst <= 1e-4);
 }
 
+/* GRPO's group (forward_tokens_shared: one prompt run once, its keys and values copied to every
+ * sequence of the cache, then decoded in step) gives each sequence the logits forward_tokens gives
+ * the prompt and its own tokens alone. */
+static void test_shared_prompt(void **state)
+{
+    fixture *fx = *state;
+    const pt_model *m = &fx->m;
+    int vocab = m->cfg.vocab, np = 6, B = 3;
+    int32_t prompt[6] = {11, 48, 85, 122, 159, 196}, next[2][3] = {{7, 100, 250}, {3, 319, 42}};
+    float *got = malloc(sizeof(float) * (size_t)(B * vocab)), *want = malloc(sizeof(float) * (size_t)vocab);
+    pt_kv_cache kv, one;
+    double worst = 0;
+    assert_int_equal(kv_cache_init_batch(m, B, 16, &kv), PT_OK);
+    assert_int_equal(forward_tokens_shared(m, &fx->l.ad, &kv, prompt, np, got), PT_OK);
+    assert_int_equal(kv.n_past, np);
+    for (int step = 0; step <= 2; step++) {
+        if (step > 0) assert_int_equal(forward_tokens_batch(m, &fx->l.ad, &kv, next[step - 1], 1, got), PT_OK);
+        for (int b = 0; b < B; b++) {
+            assert_int_equal(kv_cache_init(m, 16, &one), PT_OK);
+            assert_int_equal(forward_tokens(m, &fx->l.ad, &one, prompt, np, want, true), PT_OK);
+            for (int s = 0; s < step; s++) assert_int_equal(forward_tokens(m, &fx->l.ad, &one, &next[s][b], 1, want, true), PT_OK);
+            kv_cache_free(m, &one);
+            for (int v = 0; v < vocab; v++) worst = fmax(worst, fabs((double)got[b * vocab + v] - want[v]));
+        }
+    }
+    kv_cache_free(m, &kv);
+    free(got), free(want);
+    print_message("shared prompt: max |logit difference| %.3g\n", worst);
+    assert_true(worst <= 1e-4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_prompt, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

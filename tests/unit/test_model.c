@@ -331,6 +331,25 @@ static void test_phi3_longrope_limit(void **state)
     model_free(&m);
     backend_close(be);
 }
+/* YaRN (rope_type yarn): qwen3 with factor 4 over original_max_position_embeddings 64 (the ramp over pairs
+ * 0..4 of 12, cos and sin times 1 + 0.1 ln 4), from GGUF (qwen3.rope.scaling.type yarn as llama.cpp's converter
+ * writes it) and config.json's rope_parameters; a Mistral with every optional key (beta_fast 8, beta_slow 0.5,
+ * truncate false, mscale 1 / mscale_all_dim 0.5) in transformers 4's rope_scaling form */
+static void test_qwen3_yarn_f32(void **s) { (void)s; check_tiny_in("qwen3-yarn", "tiny-f32", false); }
+static void test_qwen3_yarn_hf_dir(void **s) { (void)s; check_hf_dir("qwen3-yarn"); }
+static void test_qwen3_yarn_greedy(void **s) { (void)s; check_greedy("qwen3-yarn"); }
+static void test_mistral_yarn_hf_dir(void **s) { (void)s; check_hf_dir("mistral-yarn"); }
+static void test_yarn_config(void **state)
+{
+    (void)state;
+    pt_backend *be = cpu();
+    pt_model m;
+    load_model(be, "qwen3-yarn", "tiny-f32", false, &m);
+    assert_float_equal(m.cfg.rope_mscale, 1.0 + 0.1 * log(4.0), 1e-6);
+    assert_true(m.cfg.rope_short_max == 0); /* no position limit: YaRN has one set of frequencies */
+    model_free(&m);
+    backend_close(be);
+}
 static void test_mistral_head_dim_f32(void **s) { (void)s; check_tiny_in("mistral", "tiny-f32", false); }
 static void test_mistral_head_dim_q4_0(void **s) { (void)s; check_tiny_in("mistral", "tiny-q4_0", false); }
 static void test_mistral_head_dim_hf_dir(void **s) { (void)s; check_hf_dir("mistral"); }
@@ -721,6 +740,9 @@ int main(void)
         cmocka_unit_test(test_phi3_training_loss),
         cmocka_unit_test(test_phi3_longrope_f32),   cmocka_unit_test(test_phi3_longrope_hf_dir),
         cmocka_unit_test(test_phi3_longrope_greedy), cmocka_unit_test(test_phi3_longrope_limit),
+        cmocka_unit_test(test_qwen3_yarn_f32),       cmocka_unit_test(test_qwen3_yarn_hf_dir),
+        cmocka_unit_test(test_qwen3_yarn_greedy),    cmocka_unit_test(test_mistral_yarn_hf_dir),
+        cmocka_unit_test(test_yarn_config),
         cmocka_unit_test(test_mistral_head_dim_f32), cmocka_unit_test(test_mistral_head_dim_q4_0),
         cmocka_unit_test(test_mistral_head_dim_hf_dir), cmocka_unit_test(test_mistral_head_dim_greedy),
         cmocka_unit_test(test_qwen2_f32),           cmocka_unit_test(test_qwen2_q8_0),

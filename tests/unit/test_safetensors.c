@@ -537,6 +537,39 @@ static void test_config_families(void **state)
                            "\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}}";
     assert_int_equal(hf_config_parse("config.json", old_rope, strlen(old_rope), &h), PT_OK);
     assert_true(h.rope.type == PT_ROPE_LINEAR && h.rope.factor == 4 && h.rope_theta == 20000);
+    /* YaRN as Qwen2.5's model cards add it (transformers 4's rope_scaling "type"): the defaults transformers
+     * fills in (betas 32 and 1, attention factor 1 + 0.1 ln 4); then every key given, the original context
+     * taken from the top level first, the factor from max / original positions when absent */
+    const char *yarn = "{\"model_type\":\"qwen2\",\"hidden_size\":64,\"intermediate_size\":128,"
+                       "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,\"rope_theta\":1000000,"
+                       "\"max_position_embeddings\":32768,\"rope_scaling\":{\"factor\":4.0,"
+                       "\"original_max_position_embeddings\":32768,\"type\":\"yarn\"}}";
+    assert_int_equal(hf_config_parse("config.json", yarn, strlen(yarn), &h), PT_OK);
+    assert_true(h.rope.type == PT_ROPE_YARN && h.rope.factor == 4 && h.rope.original_max_position_embeddings == 32768);
+    assert_true(fabs(h.rope.attention_factor - (1 + 0.1 * log(4.0))) < 1e-12);
+    assert_true(h.cfg.rope_mscale == (float)h.rope.attention_factor);
+    float f[8];
+    /* the ramp's ends: floor(2.95) = 2 and ceil(4.96) = 5 */
+    assert_int_equal(rope_inv_freq(h.rope_theta, 16, &h.rope, f), PT_OK);
+    assert_true(f[0] == 1.0f && f[2] == (float)pow(1e6, -4.0 / 16) && f[7] == (float)(pow(1e6, -14.0 / 16) / 4));
+    assert_true(fabs(f[3] - pow(1e6, -6.0 / 16) * (1.0 / 3 / 4 + 2.0 / 3)) < 1e-9);
+    const char *yarn_all = "{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,"
+                           "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,"
+                           "\"max_position_embeddings\":4096,\"original_max_position_embeddings\":512,"
+                           "\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000,\"beta_fast\":16,"
+                           "\"beta_slow\":2,\"mscale\":1,\"mscale_all_dim\":0.5,\"truncate\":false,"
+                           "\"original_max_position_embeddings\":1024}}";
+    assert_int_equal(hf_config_parse("config.json", yarn_all, strlen(yarn_all), &h), PT_OK);
+    assert_true(h.rope.original_max_position_embeddings == 512 && h.rope.factor == 8 && h.rope.no_truncate);
+    assert_true(h.rope.beta_fast == 16 && h.rope.beta_slow == 2);
+    assert_true(fabs(h.rope.attention_factor - (1 + 0.1 * log(8.0)) / (1 + 0.05 * log(8.0))) < 1e-12);
+    const char *yarn_attn = "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"intermediate_size\":128,"
+                            "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":32,"
+                            "\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000,\"factor\":2,"
+                            "\"attention_factor\":0.75}}";
+    assert_int_equal(hf_config_parse("config.json", yarn_attn, strlen(yarn_attn), &h), PT_OK);
+    assert_true(h.rope.attention_factor == 0.75 && h.cfg.rope_mscale == 0.75f &&
+                h.rope.original_max_position_embeddings == 2048);
 }
 
 static const char gemma2_json[] =
@@ -624,9 +657,15 @@ static void test_config_errors(void **state)
                         "config.json: rms_norm_eps: expected a number above 1e-20 and at most 1, found 0");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"tie_word_embeddings\":\"yes\"}",
                         "config.json: tie_word_embeddings: expected true or false, found the string \"yes\"");
-    expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
-                        "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
-                        "llama3 (and longrope for phi3)");
+    expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":4}}",
+                        "config.json: rope_scaling.rope_type \"dynamic\" is not supported; supported: default, linear, "
+                        "llama3, yarn (and longrope for phi3)");
+    expect_config_error("{\"model_type\":\"gemma3_text\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}",
+                        "config.json: rope scaling yarn on a gemma3 model; ptrain runs yarn for llama-like families "
+                        "(llama, mistral, qwen2, qwen3, ...), whose every layer shares one rotary embedding");
+    expect_config_error("{\"model_type\":\"qwen2\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,"
+                        "\"beta_fast\":-1}}",
+                        "config.json: rope_scaling.beta_fast: expected a number above 0 and at most 1e+09, found -1");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"rope_scaling\":{\"type\":\"longrope\","
                         "\"short_factor\":[1,1,1,1,1,1,1,1],\"long_factor\":[2,2,2,2,2,2,2,2]}}",
                         "config.json: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not "
@@ -660,10 +699,6 @@ static void test_config_errors(void **state)
                         "only");
     expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"attention_bias\":true}",
                         "config.json: attention_bias is true; ptrain's qwen3 models have no attention biases");
-    expect_config_error("{\"model_type\":\"qwen3\"," SIZES ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4,"
-                        "\"original_max_position_embeddings\":32768}}",
-                        "config.json: rope_scaling.rope_type \"yarn\" is not supported; supported: default, linear, "
-                        "llama3 (and longrope for phi3)");
     expect_config_error("{\"model_type\":\"gemma3_text\"," SIZES ",\"layer_types\":[\"full_attention\","
                         "\"sliding_attention\"]}",
                         "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
