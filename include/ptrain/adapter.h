@@ -61,7 +61,7 @@ typedef struct pt_adapter {
      * pass with this adapter uses in place of the model's (data NULL: the model's own) */
     pt_tensor saved[2];
     bool dora; /* DoRA: its pairs carry magnitudes (mag; dmag on the backend once used): read from a PEFT adapter
-                * with use_dora (adapter_applicable refuses it as lora_model_dir), or made by adapter_dora_init
+                * with use_dora (lora_model_dir continues it under use_dora only), or made by adapter_dora_init
                 * (training: lora_dora_enable) */
 } pt_adapter;
 
@@ -69,9 +69,9 @@ enum { ADAPTER_SAVED_EMBED, ADAPTER_SAVED_HEAD };
 /* PEFT's names: the module in modules_to_save, the tensor in adapter_model.safetensors. */
 const char *adapter_saved_module(int i);
 const char *adapter_saved_tensor(int i);
-/* PT_OK when training may start from ad (lora_model_dir); a DoRA adapter (ad->dora) is refused,
- * naming path and what ptrain does with it (generate and the merged export apply it). */
-pt_status adapter_applicable(const pt_adapter *ad, const char *path);
+/* PT_OK when training may start from ad (lora_model_dir) with use_dora `dora`; a DoRA adapter
+ * (ad->dora) continued as plain LoRA is refused, naming path and the fix. */
+pt_status adapter_applicable(const pt_adapter *ad, const char *path, bool dora);
 /* The embedding table and the LM head a pass with ad (may be NULL) runs on. */
 const pt_tensor *adapter_embed_table(const pt_adapter *ad, const pt_model *m);
 const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m);
@@ -181,6 +181,10 @@ pt_status adapter_dora_part(const pt_adapter *ad, int layer, int lead, int64_t r
 pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m);
 /* A and B (or the magnitudes) changed: the next forward pass computes the DoRA norms again. */
 void adapter_dora_stale(pt_adapter *ad);
+/* The trained magnitudes (dmag) copied back into mag, which the merge (merge.c) reads. */
+pt_status adapter_dora_host(pt_adapter *ad);
+/* Pair (layer, w)'s magnitudes set to mag (its b.shape[0] values), on the host and the backend. */
+pt_status adapter_dora_set(pt_adapter *ad, int layer, int w, const float *mag);
 
 /* ---- files ---- */
 

@@ -78,6 +78,7 @@ typedef struct {
     int64_t lora_r, lora_layers;
     double lora_alpha, lora_scale, lora_dropout;
     bool use_rslora;
+    bool use_dora; /* PEFT's DoRA: the layout has each pair's magnitudes after its A and B */
     char target_modules[256];
     char lora_select[4096]; /* PEFT's selectors (adapter.h: pt_adapter.select) as JSON; "": none */
     char lora_init[24];     /* "pissa", "pissa_niter_N", "olora": the adapters apply to the residual base; "": the original */

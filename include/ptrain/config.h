@@ -50,6 +50,7 @@ typedef struct {
     pt_checkpointing use_gradient_checkpointing;
     long random_state;
     bool use_rslora;
+    bool use_dora; /* PEFT's DoRA: a trained magnitude per adapted output row */
     char *lora_model_dir; /* start from this adapter (continued training) */
     /* PEFT's selectors (adapter_select.c): layer numbers, the layer list's name, per-module r and alpha */
     pt_strlist layers_to_transform, layers_pattern;

@@ -233,12 +233,12 @@ const pt_tensor *adapter_lm_head(const pt_adapter *ad, const pt_model *m)
     return ad && ad->saved[ADAPTER_SAVED_HEAD].data ? &ad->saved[ADAPTER_SAVED_HEAD] : &m->output;
 }
 
-pt_status adapter_applicable(const pt_adapter *ad, const char *path)
+pt_status adapter_applicable(const pt_adapter *ad, const char *path, bool dora)
 {
-    if (!ad || !ad->dora) return PT_OK;
-    return ERR(PT_ERR_USER, "%s: use_dora is set; ptrain does not train DoRA, so lora_model_dir cannot continue this "
-               "adapter (generate applies it, and ptrain export --adapter %s --hf or --gguf merges it)",
-               shown_text(path).s, shown_text(path).s);
+    if (!ad || !ad->dora || dora) return PT_OK;
+    return ERR(PT_ERR_USER, "%s is a DoRA adapter (use_dora: a magnitude per adapted output row); training it on as "
+               "plain LoRA would drop its magnitudes and change the model: set use_dora: true to continue it",
+               shown_text(path).s);
 }
 
 void adapter_free(pt_adapter *ad)
@@ -261,7 +261,8 @@ void adapter_free(pt_adapter *ad)
 int64_t adapter_param_count(const pt_adapter *ad)
 {
     int64_t n = 0;
-    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) n += tensor_numel(&p->a) + tensor_numel(&p->b);
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p))
+        n += tensor_numel(&p->a) + tensor_numel(&p->b) + (ad->dora ? p->b.shape[0] : 0); /* DoRA: its magnitudes */
     return n;
 }
 
@@ -377,6 +378,22 @@ pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
         st = p->dmag.data ? backend_upload(ad->be, &p->dmag, p->mag, p->dmag.nbytes) : dora_tensors(ad->be, p);
     if (st == PT_OK) ad->dora = true;
     return st;
+}
+
+pt_status adapter_dora_host(pt_adapter *ad)
+{
+    for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p))
+        if (p->mag && p->dmag.data) TRY(backend_download(ad->be, &p->dmag, p->mag, p->dmag.nbytes));
+    return PT_OK;
+}
+
+pt_status adapter_dora_set(pt_adapter *ad, int layer, int w, const float *mag)
+{
+    adapter_pair *p = adapter_at(ad, layer, w);
+    if (!p || !p->mag) return ERR(PT_ERR_INTERNAL, "adapter_dora_set: layer %d's %d has no DoRA pair", layer, w);
+    memcpy(p->mag, mag, sizeof(float) * (size_t)p->b.shape[0]);
+    p->wnorm_rows = 0;
+    return p->dmag.data ? backend_upload(ad->be, &p->dmag, p->mag, p->dmag.nbytes) : PT_OK;
 }
 
 void adapter_dora_stale(pt_adapter *ad)

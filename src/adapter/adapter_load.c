@@ -33,6 +33,10 @@ static pt_status ckpt_settings(const char *path, const pt_model *m, pt_adapter *
     if (st == PT_OK)
         st = adapter_create_select(l, m, (int)meta.lora_r, (float)meta.lora_alpha, meta.use_rslora, target,
                                    meta.lora_select[0] ? meta.lora_select : NULL, shown_text(path).s, NULL);
+    for (adapter_pair *p = adapter_next(l, NULL); st == PT_OK && meta.use_dora && p; p = adapter_next(l, p))
+        if (!(p->mag = calloc((size_t)p->b.shape[0], sizeof(float)))) st = ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) l->dora = meta.use_dora; /* DoRA: the layout has each pair's magnitudes after A and B */
+    else if (l->pairs) adapter_free(l);
     ckpt_state_free(&meta);
     return st;
 }
@@ -82,10 +86,15 @@ static pt_status ckpt_load(const char *path, const pt_model *m, pt_adapter *l)
         if (st == PT_OK) st = backend_upload(l->be, &l->saved[i], s.params + at[i], l->saved[i].nbytes);
     }
     adapter_pair *p = NULL;
+    int per = l->dora ? 3 : 2;
     for (int i = 0; st == PT_OK && i < lay.n - has[0] - has[1]; i++) {
         const ckpt_entry *e = &lay.e[i];
-        p = i % 2 == 0 ? adapter_next(l, p) : p;
-        pt_tensor *t = i % 2 ? &p->b : &p->a;
+        p = i % per == 0 ? adapter_next(l, p) : p;
+        if (i % per == 2) { /* DoRA's magnitudes, on the host until first used (adapter_dora_part) */
+            memcpy(p->mag, s.params + e->offset, sizeof(float) * (size_t)p->b.shape[0]);
+            continue;
+        }
+        pt_tensor *t = i % per ? &p->b : &p->a;
         st = backend_upload(l->be, t, s.params + e->offset, t->nbytes);
     }
     ckpt_state_free(&s);

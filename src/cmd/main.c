@@ -171,6 +171,10 @@ static pt_status open_backend(pt_dist *d, const pt_config *cfg, int threads, pt_
     pt_backend_options opts = {.device = cfg->device, .local_rank = d->local_rank, .threads = threads,
                                .rank = d->rank, .world = d->world};
     bool cuda_here = backend_resolve(opts.device) == DEVICE_CUDA; /* the backend this rank would open */
+    if (cuda_here && cfg->dtype == COMPUTE_FLOAT32) /* the CPU computes in float32: there dtype float32 holds */
+        return dist_agree(d, ERR(PT_ERR_USER, "%s: dtype: float32: ptrain's CUDA backend computes in bfloat16 (float32 "
+                                              "compute on the GPU is not implemented); set dtype to auto or bfloat16, "
+                                              "or device: cpu, which computes in float32", shown_text(cfg->path).s));
     double cuda = cuda_here; /* every rank takes the same path */
     TRY(dist_agree(d, dist_sum_f64(d, &cuda, 1)));
     if (cuda > 0 && cuda < d->world)

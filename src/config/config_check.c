@@ -53,6 +53,10 @@ static void check_model(pt_config *cfg, config_report *errors)
     if (cfg->lora_target_modules.n == 0)
         rule_error(cfg, errors, "lora_target_modules", "expected at least one projection, found an empty list");
     if (!*cfg->model_name) rule_error(cfg, errors, "model_name", "expected a model id or path, found \"\"");
+    if (cfg->dtype == COMPUTE_FLOAT16) /* float32 is the CPU's: refused where a GPU would run it (main.c) */
+        rule_error(cfg, errors, "dtype",
+                   "float16 compute (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "
+                   "which needs no loss scaling, and the CPU in float32; use auto or bfloat16");
 }
 
 /* An integer from lo to hi written as text (a list item or a mapping value), into *v. */
@@ -506,12 +510,36 @@ static void check_datasets(pt_config *cfg, config_report *errors)
         if (cfg->datasets[d].seed < 0) cfg->datasets[d].seed = cfg->seed;
 }
 
+/* use_dora: DoRA is built and held to PEFT for sft and cpt, without dropout (PEFT's DoRA applies the
+ * dropout to the LoRA input only, a path ptrain does not have), on the base as loaded (pissa and
+ * olora change the base, and PEFT's conversion of their adapters does not carry magnitudes). */
+static void check_dora(pt_config *cfg, config_report *errors)
+{
+    if (!cfg->use_dora) return;
+    const method_info *mi = method_info_of(cfg->method);
+    if (cfg->method != METHOD_SFT && cfg->method != METHOD_CPT)
+        rule_error(cfg, errors, "use_dora",
+                   "%s: DoRA is built for sft and cpt only (its training with a reference model, a score head or "
+                   "generated completions is not checked against TRL yet); remove the key or use method sft",
+                   mi->name);
+    if (cfg->lora_dropout > 0)
+        rule_error(cfg, errors, "use_dora",
+                   "DoRA trains without lora_dropout in ptrain (PEFT drops the input of the LoRA part only, which "
+                   "ptrain's DoRA does not do); set lora_dropout to 0");
+    if (cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA || cfg->lora_init == LORA_INIT_PISSA_NITER)
+        rule_error(cfg, errors, "use_dora",
+                   "init_lora_weights %s trains on a residual base, whose conversion back to the original model "
+                   "(PEFT's path_initial_model_for_weight_conversion) does not hold DoRA's magnitudes; use "
+                   "init_lora_weights true, false or gaussian with DoRA", shown_text(cfg->init_lora_weights).s);
+}
+
 bool config_check_values(pt_config *cfg, config_report *errors)
 {
     int before = errors->n;
     check_model(cfg, errors);
     check_selectors(cfg, errors);
     check_method(cfg, errors);
+    check_dora(cfg, errors);
     check_training(cfg, errors);
     check_schedule(cfg, errors);
     check_publishing(cfg, errors);

@@ -46,7 +46,8 @@ const key_spec config_keys[] = {
     {"load_in_8bit", NULL, K_BOOL, OFF(load_in_8bit), "false", NULL, 0, 0, 0,
      "not supported by ptrain (4-bit base only)"},
     {"dtype", NULL, K_ENUM, OFF(dtype), "auto", config_dtype_choices, 0, 0, 0,
-     "compute dtype on GPU (auto = bfloat16); the CPU computes in float32"},
+     "compute dtype: the GPU computes in bfloat16 (auto, bfloat16), the CPU in float32 (any but float16); float32 "
+     "on a GPU and float16 (which needs loss scaling) are refused"},
     {"full_finetuning", NULL, K_BOOL, OFF(full_finetuning), "false", NULL, 0, 0, 0,
      "must stay false: ptrain trains LoRA adapters"},
     {"chat_template", NULL, K_STR, OFF(chat_template), NULL, NULL, 0, 0, 0,
@@ -83,6 +84,10 @@ const key_spec config_keys[] = {
      "seed of the LoRA initialisation"},
     {"use_rslora", NULL, K_BOOL, OFF(use_rslora), "false", NULL, 0, 0, 0,
      "scale alpha/sqrt(r) instead of alpha/r"},
+    {"use_dora", NULL, K_BOOL, OFF(use_dora), "false", NULL, 0, 0, 0,
+     "PEFT's use_dora (DoRA): each adapted projection's output rows scaled by a trained magnitude over the row "
+     "norm of W + scale B A (the norm not differentiated, as PEFT's); saved in PEFT's format with its "
+     "lora_magnitude_vector (no adapter.h5, no adapter.gguf); methods sft and cpt, without lora_dropout"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
     {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,
@@ -289,10 +294,6 @@ const foreign_key config_foreign_keys[] = {
     {"loftq_config", "{}", "no LoftQ, as always in ptrain: the adapters start as PEFT's default (A random, B zero)",
      "PEFT's LoftQ initialization is not implemented in ptrain (its adapters start as PEFT's default: A "
      "random, B zero); remove the key or set it to null"},
-    {"use_dora", "false", "plain LoRA, as PEFT's default (use_dora: false)",
-     "training DoRA (PEFT's use_dora: a trained magnitude per output row) is not implemented in ptrain yet "
-     "(generate applies a DoRA adapter PEFT trained, export merges it); remove the key or set it to false to "
-     "train plain LoRA"},
     {"target_parameters", "[]", "adapters go on the projections of lora_target_modules",
      "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
      "ptrain; remove the key and name projections in lora_target_modules"},

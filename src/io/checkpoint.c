@@ -68,6 +68,7 @@ const ckpt_field ckpt_fields[] = {
     FLD("/lora", "scale", CF_F64, lora_scale),
     FLD("/lora", "lora_dropout", CF_F64, lora_dropout),
     FLD("/lora", "use_rslora", CF_BOOL, use_rslora),
+    FLD("/lora", "use_dora", CF_OBOOL, use_dora),
     FLD("/lora", "target_modules", CF_STR, target_modules),
     FLD("/lora", "select", CF_OSTR, lora_select),
     FLD("/lora", "init_lora_weights", CF_OSTR, lora_init),
@@ -106,6 +107,7 @@ static herr_t write_field(hid_t file, const ckpt_field *f, const ckpt_state *s)
     case CF_BOOL: rc = h5_attr_i64(loc, f->name, *(const bool *)(const void *)p); break;
     case CF_STR: rc = h5_attr_str(loc, f->name, p); break;
     case CF_OSTR: rc = *p ? h5_attr_str(loc, f->name, p) : 0; break;
+    case CF_OBOOL: rc = *(const bool *)(const void *)p ? h5_attr_i64(loc, f->name, 1) : 0; break;
     case CF_HASH:
         snprintf(hex, sizeof hex, "%016" PRIx64, *(const uint64_t *)(const void *)p);
         rc = h5_attr_str(loc, f->name, hex);

@@ -9,8 +9,9 @@
 #include "ptrain/checkpoint.h"
 
 /* CF_ENUM: a config choice's enum (an int) in ckpt_state, its name in the file. */
-/* CF_OSTR: a string written only when not empty, read as "" when absent (older checkpoints) */
-typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH, CF_ENUM, CF_OSTR } ckpt_field_type;
+/* CF_OSTR: a string written only when not empty, read as "" when absent (older checkpoints);
+ * CF_OBOOL: a boolean written only when true, read as false when absent (likewise) */
+typedef enum { CF_I64, CF_F64, CF_BOOL, CF_STR, CF_HASH, CF_ENUM, CF_OSTR, CF_OBOOL } ckpt_field_type;
 
 typedef struct {
     const char *group, *name;

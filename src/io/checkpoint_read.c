@@ -50,6 +50,10 @@ static pt_status read_field(hid_t file, const char *path, const ckpt_field *f, c
         *(bool *)(void *)p = v != 0;
         break;
     case CF_STR: st = h5_get_str(loc, path, f->name, p, f->size); break;
+    case CF_OBOOL:
+        if (H5Aexists(loc, f->name) > 0) st = h5_get_i64(loc, path, f->name, &v);
+        *(bool *)(void *)p = v != 0;
+        break;
     case CF_OSTR:
         *p = 0;
         if (H5Aexists(loc, f->name) > 0) st = h5_get_str(loc, path, f->name, p, f->size);
@@ -270,6 +274,7 @@ static void print_summary(const char *path, const ckpt_state *s, int64_t sets)
            (long long)s->model_bytes, s->model_fingerprint);
     printf("lora         r %lld, alpha %g, dropout %g%s, targets %s; %lld parameters\n", (long long)s->lora_r,
            s->lora_alpha, s->lora_dropout, s->use_rslora ? ", rsLoRA" : "", s->target_modules, (long long)s->n_params);
+    if (s->use_dora) printf("dora         use_dora (a magnitude per adapted output row)\n");
     if (s->lora_select[0]) printf("selectors    %s\n", s->lora_select);
     if (s->lora_init[0]) printf("init         %s (the adapters apply to the residual base)\n", s->lora_init);
     printf("optimizer    %s\n", s->model_only ? "none (save_only_model): cannot be resumed exactly"

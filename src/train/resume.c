@@ -300,6 +300,10 @@ pt_status resume_compare(const char *path, const ckpt_state *a, const ckpt_state
         return ERR(PT_ERR_USER, "%s was trained with init_lora_weights %s, this run has %s: the adapters apply to "
                    "another base; set it back, or start a new output_dir", shown_text(path).s,
                    a->lora_init[0] ? a->lora_init : "true/false/gaussian", b->lora_init[0] ? b->lora_init : "true/false/gaussian");
+    if (a->use_dora != b->use_dora)
+        return ERR(PT_ERR_USER, "%s was trained with use_dora %s, this run has %s: the checkpoint %s DoRA's magnitudes; "
+                   "set use_dora back, or start a new output_dir", shown_text(path).s, a->use_dora ? "true" : "false",
+                   b->use_dora ? "true" : "false", a->use_dora ? "holds" : "has no");
     TRY(compare_config(path, a, b));
     report_changes(a, b);
     return PT_OK;

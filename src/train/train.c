@@ -740,6 +740,20 @@ static pt_status save_decomp(trainer *t, const adapter_info *info, pt_adapter *c
     return PT_OK;
 }
 
+/* DoRA: the PEFT files only, with the trained magnitudes (also copied to the host for the merged
+ * exports); adapter.h5 and llama.cpp's LoRA adapter.gguf hold A and B pairs only, so neither is
+ * written (an older run's are removed, so the directory holds one adapter). */
+static pt_status save_dora(trainer *t, const adapter_info *info)
+{
+    TRY(adapter_dora_host(&t->l.ad));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/adapter.h5", t->cfg->final_model_dir);
+    unlink(path);
+    log_info("adapter    use_dora: no adapter.h5 nor adapter.gguf (ptrain's and llama.cpp's LoRA files have no DoRA "
+             "magnitudes); the PEFT files hold them\n");
+    return peft_save(t->cfg->final_model_dir, &t->l.ad, info);
+}
+
 static pt_status save_adapter(trainer *t)
 {
     if (t->d->rank != 0) return PT_OK;
@@ -756,18 +770,25 @@ static pt_status save_adapter(trainer *t)
         st = save_decomp(t, &info, &conv);
         ad = &conv;
     }
-    if (st == PT_OK) st = adapter_save(t->cfg->final_model_dir, ad, &info);
-    if (st == PT_OK) st = peft_save(t->cfg->final_model_dir, ad, &info);
+    if (st == PT_OK && ad->dora) st = save_dora(t, &info);
+    else if (st == PT_OK) st = adapter_save(t->cfg->final_model_dir, ad, &info);
+    if (st == PT_OK && !ad->dora) st = peft_save(t->cfg->final_model_dir, ad, &info);
     trainer_saved_free(host);
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", t->cfg->final_model_dir);
-    if (st == PT_OK && saved_modules_any(&t->sm)) { /* llama.cpp's LoRA files carry A and B pairs only */
+    if (st == PT_OK && ad->dora) {
+        unlink(path); /* not an older run's */
+    } else if (st == PT_OK && saved_modules_any(&t->sm)) { /* llama.cpp's LoRA files carry A and B pairs only */
         log_info("adapter    no adapter.gguf: llama.cpp's LoRA adapters cannot carry the modules_to_save trained in "
                  "full\n");
         unlink(path); /* not an older run's */
     } else if (st == PT_OK)
         st = adapter_gguf_save(path, ad, &t->m.cfg, t->cfg->model_name);
-    if (st == PT_OK && saved_modules_any(&t->sm))
+    if (st == PT_OK && ad->dora)
+        log_info("adapter    written to %s: adapter_config.json + adapter_model.safetensors (PEFT, use_dora); try: "
+                 "ptrain generate --model %s --adapter %s --chat --prompt \"...\"\n",
+                 shown_text(t->cfg->final_model_dir).s, t->model_path, t->cfg->final_model_dir);
+    else if (st == PT_OK && saved_modules_any(&t->sm))
         log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT, "
                  "with modules_to_save)\n", shown_text(t->cfg->final_model_dir).s);
     else if (st == PT_OK)
@@ -809,6 +830,24 @@ static pt_status copy_pairs(pt_adapter *to, const pt_adapter *from)
     return PT_OK;
 }
 
+/* use_dora with lora_model_dir: a DoRA adapter's magnitudes are continued; a plain LoRA adapter's
+ * pairs get fresh ones, ||W + s B A|| of its A and B (PEFT's dora_init), so training starts from the
+ * model that adapter gives. */
+static pt_status copy_magnitudes(trainer *t, const pt_adapter *from)
+{
+    if (!from->dora) {
+        log_info("lora       use_dora: %s is a plain LoRA adapter; its pairs get DoRA magnitudes ||W + s B A|| "
+                 "(the model starts as that adapter's)\n", shown_text(t->cfg->lora_model_dir).s);
+        return adapter_dora_init(&t->l.ad, &t->m);
+    }
+    for (int layer = 0; layer < from->n_layers; layer++)
+        for (int w = 0; w < W_COUNT; w++) {
+            const adapter_pair *q = adapter_at(from, layer, w);
+            if (q && q->mag) TRY(adapter_dora_set(&t->l.ad, layer, w, q->mag));
+        }
+    return PT_OK;
+}
+
 /* lora_model_dir: the adapters start as that adapter's (continued training); r, targets and the
  * scale must be the config's, so the run means what its config says. */
 static pt_status load_initial_adapter(trainer *t)
@@ -817,7 +856,7 @@ static pt_status load_initial_adapter(trainer *t)
     if (!dir || !*dir) return PT_OK;
     pt_adapter from;
     TRY(adapter_load(dir, &t->m, &from));
-    pt_status ok = adapter_applicable(&from, dir); /* DoRA: not trained */
+    pt_status ok = adapter_applicable(&from, dir, t->cfg->use_dora); /* DoRA: under use_dora only */
     if (ok != PT_OK) {
         adapter_free(&from);
         return ok;
@@ -844,6 +883,7 @@ static pt_status load_initial_adapter(trainer *t)
                          p ? (q ? "another rank or scale" : "an adapter") : "none");
         }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
+    if (st == PT_OK && t->l.ad.dora) st = copy_magnitudes(t, &from);
     for (int i = 0; i < 2 && st == PT_OK; i++) { /* modules_to_save: they start as the adapter's */
         if (!from.saved[i].data) continue;
         if (!t->sm.on[i]) {
@@ -1105,6 +1145,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     if (st == PT_OK) st = trainer_agree_data(&t); /* agreed inside */
     t.start.s[START_DATASET] = util_now() - t0;
     if (st == PT_OK) st = dist_agree(d, lora_init(&t.l, &t.m, cfg));
+    if (st == PT_OK && cfg->use_dora) st = dist_agree(d, lora_dora_enable(&t.l, &t.m)); /* m = ||W + s B A|| */
     /* reward: the score head, normal(0, 0.02) (transformers' default initializer_range) from random_state */
     if (st == PT_OK && cfg->method == METHOD_REWARD)
         st = dist_agree(d, score_head_create(&t.head, be, t.m.cfg.dim, 0.02, (uint64_t)cfg->random_state ^ 0x5c0e));

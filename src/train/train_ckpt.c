@@ -74,6 +74,7 @@ static void identify_model(trainer *t, ckpt_state *s)
     const pt_adapter *ad = &t->l.ad;
     s->lora_r = ad->r, s->lora_layers = ad->n_layers, s->lora_alpha = ad->alpha, s->lora_scale = ad->scale;
     s->lora_dropout = t->cfg->lora_dropout, s->use_rslora = t->cfg->use_rslora;
+    s->use_dora = ad->dora;
     adapter_targets_text(ad->arch, ad->target, s->target_modules, sizeof s->target_modules);
     COPY(s->lora_select, ad->select ? ad->select : ""); /* lora_init refused a longer one */
     char decomp[32];

@@ -7,7 +7,8 @@
 # and its loss is the CPU's within 1e-2; a device smaller than the plan is refused before the first
 # step, with the numbers; use_gradient_checkpointing "unsloth" (the default: the layer inputs in
 # pinned host memory, copied on a stream of their own) trains the same adapter as true, to the bit;
-# `ptrain inspect --device cuda` prints the same memory plan (device and host lines) as these runs.
+# `ptrain inspect --device cuda` prints the same memory plan (device and host lines) as these runs;
+# use_dora trains on cuda with the CPU's step-2 loss within 1e-2.
 # Skips, saying why, where the emulator was not built.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -82,6 +83,23 @@ loss2() { sed -n 's/.*"loss": \([^,]*\),.*/\1/p' "$1" | sed -n 2p; }
 lc=$(loss2 "$tmp/mcpu/metrics.jsonl") lg=$(loss2 "$tmp/mcuda/metrics.jsonl")
 ok "modules_to_save: step 2's loss on cuda ($lg) is the CPU's ($lc) within 1e-2" \
     awk -v a="$lg" -v b="$lc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-2 * b) }'
+
+# use_dora (issue 46) on the CUDA path: dora_norm, dora_scale and dora_mag_bwd in training, AdamW over the
+# magnitudes; step 2's loss (after A, B and m moved) is the CPU's, and the peak within the plan
+for dev in cpu cuda; do
+    sed "s|/m$dev|/d$dev|g; s|^modules_to_save: .*|use_dora: true|" "$tmp/m$dev.yaml" >"$tmp/d$dev.yaml"
+done
+"$P" train "$tmp/dcpu.yaml" >"$tmp/dcpu.log" 2>&1
+"$E" train "$tmp/dcuda.yaml" >"$tmp/dcuda.log" 2>&1
+ok "train with use_dora on device: cuda: exit 0, the magnitudes in the PEFT files" test $? = 0 -a \
+    -n "$(grep -l 'lora_magnitude_vector' "$tmp/dcuda/lora/adapter_model.safetensors" 2>/dev/null)"
+lc=$(loss2 "$tmp/dcpu/metrics.jsonl") lg=$(loss2 "$tmp/dcuda/metrics.jsonl")
+ok "use_dora: step 2's loss on cuda ($lg) is the CPU's ($lc) within 1e-2" \
+    awk -v a="$lg" -v b="$lc" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-2 * b) }'
+plan=$(sed -n 's/^memory plan: \([0-9]*\) bytes on cuda.*/\1/p' "$tmp/dcuda.log")
+peak=$(sed -n 's/^peak device memory: \([0-9]*\) bytes.*/\1/p' "$tmp/dcuda.log")
+ok "use_dora: the peak (${peak:-none} bytes) stays within the plan (${plan:-none} bytes) x 1.10 + 256 MiB" \
+    test -n "$plan" -a -n "$peak" -a "${peak:-0}" -le "$(((${plan:-0} * 11) / 10 + 268435456))"
 
 # inspect's plan for cuda, from the config alone, is the one the emulated runs printed
 for ck in unsloth true; do

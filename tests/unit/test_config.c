@@ -170,6 +170,7 @@ static const key_row key_rows[] = {
     {"use_gradient_checkpointing", "false", "false", NULL},
     {"random_state", "42", "42", NULL},
     {"use_rslora", "true", "true", NULL},
+    {"use_dora", "true", "true", NULL},
     {"lora_model_dir", "runs/a/lora", "runs/a/lora", NULL},
     {"layers_to_transform", "[0, 2]", "0, 2", NULL},
     {"layers_pattern", "layers", "layers", "layers_to_transform: [1]\n"},
@@ -372,6 +373,7 @@ static const default_row default_rows[] = {
     {"use_gradient_checkpointing", "unsloth"},
     {"random_state", "3407"},
     {"use_rslora", "false"},
+    {"use_dora", "false"},
     {"lora_model_dir", "(unset)"},
     {"layers_to_transform", "(none)"},
     {"layers_pattern", "(none)"},
@@ -1771,7 +1773,7 @@ static void test_peer_template_keys(void **state)
 static void test_foreign_keys_table(void **state)
 {
     (void)state;
-    assert_true(config_nforeign >= 20);
+    assert_true(config_nforeign >= 19);
     for (int i = 0; i < config_nforeign; i++) {
         const foreign_key *fk = &config_foreign_keys[i];
         if (key_index(config_keys, config_nkeys, fk->name) >= 0) fail_msg("%s is in both tables", fk->name);
@@ -1843,8 +1845,8 @@ static void test_foreign_keys_values(void **state)
         {"trust_remote_code: \"no\"\n", "trust_remote_code: ptrain runs no code from a model repository"},
         {"trust_remote_code: null\n", "trust_remote_code: ptrain runs no code from a model repository"},
         {"trust_remote_code: true\n", NULL},
-        {"use_dora: off\n", "use_dora: plain LoRA"},
-        {"use_dora: true\n", NULL},
+        {"fast_inference: off\n", "fast_inference: ptrain has no vLLM generation"},
+        {"fast_inference: true\n", NULL},
         {"save_method: merged_16bit\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: MERGED_16BIT\n", "save_method: huggingface_save writes the merged model in 16 bits"},
         {"save_method: merged_4bit\n", NULL},
@@ -1880,10 +1882,40 @@ static void test_foreign_keys_values(void **state)
         free(warnings);
     }
     /* the refusal says the reason and the fix */
-    expect_error("use_dora: true\n", "config.yaml:1:11: use_dora: training DoRA (PEFT's use_dora: a trained "
-                                     "magnitude per output row) is not implemented in ptrain yet (generate applies a "
-                                     "DoRA adapter PEFT trained, export merges it); remove the key or set it to "
-                                     "false to train plain LoRA");
+    expect_error("fast_inference: true\n", "config.yaml:1:17: fast_inference: fast_inference asks Unsloth to generate "
+                                           "with vLLM, which ptrain does not have; remove the key or set it to false");
+}
+
+/* use_dora (issue 46): a key of ptrain's own, false by default; refused, saying why, with a method
+ * other than sft and cpt, with lora_dropout, and with the inits that change the base. And dtype's
+ * float16, refused as fp16 is. */
+static void test_use_dora(void **state)
+{
+    (void)state;
+    pt_config cfg;
+    assert_int_equal(parse("lora_r: 4\n", &cfg), PT_OK);
+    assert_false(cfg.use_dora);
+    config_free(&cfg);
+    assert_int_equal(parse("use_dora: true\nmethod: cpt\n", &cfg), PT_OK);
+    assert_true(cfg.use_dora);
+    config_free(&cfg);
+    /* dtype: float16 would need loss scaling; float32 holds on the CPU (refused on a GPU when the run starts) */
+    expect_error("dtype: float16\n", "config.yaml:1:8: dtype: float16 compute (with loss scaling) is not implemented in "
+                                     "ptrain: the GPU computes in bfloat16, which needs no loss scaling, and the CPU in "
+                                     "float32; use auto or bfloat16");
+    assert_int_equal(parse("dtype: float32\n", &cfg), PT_OK);
+    config_free(&cfg);
+    expect_error("use_dora: true\nmethod: dpo\n",
+                 "config.yaml:1:11: use_dora: dpo: DoRA is built for sft and cpt only (its training with a reference "
+                 "model, a score head or generated completions is not checked against TRL yet); remove the key or use "
+                 "method sft");
+    expect_error("use_dora: true\nlora_dropout: 0.05\n",
+                 "config.yaml:1:11: use_dora: DoRA trains without lora_dropout in ptrain (PEFT drops the input of the "
+                 "LoRA part only, which ptrain's DoRA does not do); set lora_dropout to 0");
+    expect_error("use_dora: true\ninit_lora_weights: olora\n",
+                 "config.yaml:1:11: use_dora: init_lora_weights olora trains on a residual base, whose conversion back "
+                 "to the original model (PEFT's path_initial_model_for_weight_conversion) does not hold DoRA's "
+                 "magnitudes; use init_lora_weights true, false or gaussian with DoRA");
 }
 
 /* PEFT's selectors (issue 46): layers_to_transform (a list or one number), layers_pattern only
@@ -2719,7 +2751,7 @@ int main(void)
         cmocka_unit_test(test_unknown_keys),
         cmocka_unit_test(test_peer_template_keys),
         cmocka_unit_test(test_foreign_keys_table),
-        cmocka_unit_test(test_foreign_keys_values), cmocka_unit_test(test_modules_to_save),
+        cmocka_unit_test(test_foreign_keys_values), cmocka_unit_test(test_use_dora), cmocka_unit_test(test_modules_to_save),
         cmocka_unit_test(test_rule_scheduler_kwargs),
         cmocka_unit_test(test_rule_selectors),
         cmocka_unit_test(test_training_arguments),

@@ -1110,13 +1110,18 @@ static void check_dora_init(const char *family)
     family_fx fx;
     family_open(family, "tiny-f32", &fx);
     double plain = family_loss(&fx);
+    int64_t params = adapter_param_count(&fx.l.ad), rows = 0;
     assert_int_equal(adapter_dora_init(&fx.l.ad, &fx.m), PT_OK);
     assert_true(fx.l.ad.dora);
+    /* the trainable count (the log's, PEFT's, and the memory plan's adapters) takes the magnitudes in */
+    for (adapter_pair *q = adapter_next(&fx.l.ad, NULL); q; q = adapter_next(&fx.l.ad, q)) rows += q->b.shape[0];
+    assert_int_equal(adapter_param_count(&fx.l.ad), params + rows);
     adapter_pair *p = adapter_at(&fx.l.ad, 0, W_Q);
     assert_non_null(p);
     assert_non_null(p->mag);
     float *w = get(fx.be, &fx.m.layers[0].w[W_Q]), *a = get(fx.be, &p->a), *b = get(fx.be, &p->b);
-    int64_t in = p->a.shape[1], rows = fx.m.layers[0].w[W_Q].shape[0];
+    int64_t in = p->a.shape[1];
+    rows = fx.m.layers[0].w[W_Q].shape[0];
     double worst = 0;
     for (int64_t o = 0; o < rows; o++) {
         double sum = 0;
