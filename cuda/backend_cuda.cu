@@ -169,6 +169,10 @@ static pt_backend_ops make_ops(void)
     ops.dora_norm = cuda_dora_norm;
     ops.dora_scale = cuda_dora_scale;
     ops.dora_mag_bwd = cuda_dora_mag_bwd;
+    ops.conv1d_silu = cuda_conv1d_silu;
+    ops.delta_gates = cuda_delta_gates;
+    ops.delta_rule = cuda_delta_rule;
+    ops.sigmoid_mul = cuda_sigmoid_mul;
     ops.softcap_fwd = cuda_softcap_fwd;
     ops.softcap_bwd = cuda_softcap_bwd;
     ops.add = cuda_add;

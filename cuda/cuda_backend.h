@@ -206,6 +206,14 @@ pt_status cuda_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, co
 pt_status cuda_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
                             const pt_tensor *wnorm);
 pt_status cuda_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
+/* gdn.cu */
+pt_status cuda_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
+                           const pt_delta *d);
+pt_status cuda_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, const pt_tensor *b, const pt_tensor *a,
+                           const pt_tensor *a_log, const pt_tensor *dt_bias);
+pt_status cuda_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                          const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status cuda_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
 pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 
 /* layers_bwd.cu */

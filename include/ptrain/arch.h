@@ -19,6 +19,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_GEMMA3,  /* gemma2 with q/k norms, 5 local layers of 6 on their own rope base */
                PT_ARCH_PHI3,    /* llama with q/k/v and gate/up fused in the files, partial rotary */
                PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
+               PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -33,6 +34,11 @@ enum {
                                             * and the norm after it [dim] */
     W_PLE_MODEL,                           /* gemma4: this layer's rows of per_layer_model_projection [ple, dim] */
     W_PLE_EMBED,                           /* gemma4: this layer's columns of embed_tokens_per_layer [ple_vocab, ple] */
+    /* qwen35: the output gate's rows of q_proj (the file interleaves query and gate per head; the loader splits
+     * them into W_Q and W_Q_GATE), and a Gated DeltaNet layer's weights: in_proj_qkv, in_proj_z, in_proj_b,
+     * in_proj_a, out_proj (projections), conv1d [conv channels, kernel], A_log and dt_bias [v heads] and the
+     * gated norm's weight [v head dim] (f32 vectors; the gated norm is x * w, not 1 + w) */
+    W_Q_GATE, W_LIN_QKV, W_LIN_Z, W_LIN_B, W_LIN_A, W_LIN_OUT, W_LIN_CONV, W_LIN_ALOG, W_LIN_DT, W_LIN_NORM,
     W_COUNT
 };
 
@@ -66,6 +72,8 @@ typedef struct {
                                * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
     const char *not_yet;      /* what ptrain does not yet do with the family (training, exports, GGUF files), for
                                * the refusal; NULL: everything */
+    bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers
+                               * whose q_proj carries an output gate (W_Q_GATE); training and exports not yet built */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);

@@ -53,6 +53,17 @@ typedef struct {
     int window;              /* sliding window: key j is seen from position p when p - j < window; 0: all */
 } pt_attention;
 
+/* A Gated DeltaNet pass (qwen35's linear_attention layers) over batch sequences of seq rows each (sequence b's
+ * rows b*seq ..): k_heads query/key heads of k_dim values and v_heads value heads of v_dim (v_heads a multiple of
+ * k_heads; value head h reads key head h / (v_heads / k_heads)); conv the causal conv1d's kernel. With segments
+ * (packed examples), the conv window and the recurrent state start afresh where the example id changes. */
+enum { PT_DELTA_MAX_DIM = 256 }; /* the widest key or value head delta_rule runs */
+typedef struct {
+    int batch, seq;
+    int k_heads, v_heads, k_dim, v_dim, conv;
+    const int32_t *segments; /* [batch*seq] example ids, or NULL */
+} pt_delta;
+
 /* AdamW hyperparameters as torch.optim.AdamW takes them (Python floats are doubles); step is the
  * 1-based count of updates including this one, as torch's state["step"] after its increment. */
 typedef struct {
@@ -130,6 +141,14 @@ typedef struct {
     pt_status (*dora_scale)(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
     pt_status (*dora_mag_bwd)(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
                               const pt_tensor *wnorm);
+    /* Gated DeltaNet and the gated attention output (qwen35; see backend_conv1d_silu and the three after it) */
+    pt_status (*conv1d_silu)(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
+                             const pt_delta *d);
+    pt_status (*delta_gates)(pt_backend *be, pt_tensor *beta, pt_tensor *g, const pt_tensor *b, const pt_tensor *a,
+                             const pt_tensor *a_log, const pt_tensor *dt_bias);
+    pt_status (*delta_rule)(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                            const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+    pt_status (*sigmoid_mul)(pt_backend *be, pt_tensor *y, const pt_tensor *gate); /* y *= sigmoid(gate) */
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
                                const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
     /* optimizer and communication */
@@ -287,6 +306,27 @@ pt_status backend_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor 
                                const pt_tensor *wnorm);
 /* y = cap * tanh(x / cap) elementwise (Gemma 2's final logits); y may alias x. cap > 0. */
 pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, float cap);
+/* Gated DeltaNet (pt_delta describes the pass; activations [rows, width], all of one dtype: f32 or the backend's
+ * act dtype):
+ * conv1d_silu: y = SiLU(depthwise causal conv of x [rows, C] with w [C, conv] f32), a row's window reaching
+ *   back conv-1 rows within its sequence (and example); before the sequence start the window reads state
+ *   [batch*(conv-1), C] (act dtype) when given, else zeros, and state then holds each sequence's last conv-1
+ *   inputs (generation: the conv state kept between calls). transformers' causal_conv1d_fn / _update.
+ * delta_gates: beta = sigmoid(b), g = -exp(a_log[h]) * softplus(a + dt_bias[h]) ([rows, v_heads]: b, a act,
+ *   beta, g, a_log, dt_bias f32).
+ * delta_rule: the gated delta rule over qkv [rows, 2 k_heads k_dim + v_heads v_dim] (q, k, v, after the conv):
+ *   q and k L2-normalised (eps 1e-6), q times 1/sqrt(k_dim); per value head S_t = exp(g_t) S_{t-1} + k_t
+ *   (beta_t (v_t - exp(g_t) S_{t-1}^T k_t))^T, o_t = S_t^T q_t, o [rows, v_heads v_dim]; S starts at zero, or
+ *   from state [batch*v_heads*k_dim, v_dim] f32 when given, which then holds the final S (generation).
+ *   Computed token by token (transformers' torch_recurrent_gated_delta_rule; its chunked form is the same sums).
+ * sigmoid_mul: y *= sigmoid(gate), same shapes (qwen35's gated attention output). */
+pt_status backend_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
+                              const pt_delta *d);
+pt_status backend_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, const pt_tensor *b, const pt_tensor *a,
+                              const pt_tensor *a_log, const pt_tensor *dt_bias);
+pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                             const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
 
 /* Backward ops (training). Gradients are f32 and overwrite their outputs unless said otherwise;
  * all take the tensors their forward took (and what it saved: rstd, lse, out). */

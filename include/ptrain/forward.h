@@ -31,6 +31,10 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
        A_VPRE, A_VRSTD, /* gemma4's value norm: v before it (without k_eq_v), its rstd */
        A_H2, A_PLG, A_PLA, A_PLP, A_RSTD5, /* gemma4's per-layer input: the stream after the MLP, the gate's output,
                                            * gelu(gate) times the input, the projection, its norm's rstd */
+       A_QGATE, /* qwen35's full layers: the output gate (W_Q_GATE x) */
+       /* qwen35's Gated DeltaNet layers: in_proj_qkv's output before and after the conv, z, b and a, beta and g
+        * (f32), the delta rule's output (then the gated norm's, out_proj's input), the norm's output, its rstd */
+       A_LQKV, A_LCONV, A_LZ, A_LB, A_LA, A_LBETA, A_LG, A_LO, A_LN, A_LRSTD,
        A_COUNT };
 
 typedef struct {
@@ -42,6 +46,9 @@ typedef struct {
     int max_seq, n_past;
     pt_tensor *k, *v; /* per layer [batch * max_seq, n_kv_heads*head_dim]: sequence b's rows from b max_seq */
     int batch;        /* sequences decoded in step (kv_cache_init_batch); 0 or 1: one */
+    /* qwen35's Gated DeltaNet layers (no k, v there): per layer the conv state [batch*(conv-1), conv channels]
+     * (act dtype) and the recurrent state [batch*v_heads*k_dim, v_dim] (f32), zero at the start */
+    pt_tensor *conv, *state;
 } pt_kv_cache;
 
 /* One pass over `rows` rows (batch sequences of n_q tokens). */

@@ -56,6 +56,12 @@ typedef struct {
     int ple_dim;            /* hidden_size_per_layer_input: the per-layer inputs' width; 0: none */
     int ple_vocab;          /* vocab_size_per_layer_input: the rows of embed_tokens_per_layer */
     bool layer_scalars;     /* each layer's output times its layer_scalar */
+    /* qwen35 (Gated DeltaNet hybrid): layer l is full attention when (l + 1) % full_period == 0, else a Gated
+     * DeltaNet layer; 0: every layer full attention (every other family) */
+    int full_period;
+    int lin_k_heads, lin_v_heads, lin_k_dim, lin_v_dim; /* the DeltaNet's q/k heads (fewer or as many as v heads) */
+    int lin_conv;           /* the depthwise causal conv1d's kernel (linear_conv_kernel_dim) */
+    bool attn_gate;         /* qwen35: full attention output times sigmoid(W_Q_GATE x) */
 } pt_model_config;
 
 typedef struct {
@@ -104,6 +110,18 @@ bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *ro
  * adapters on qkv_proj and gate_up_proj are one pair each, on W_Q and W_GATE); false for a slot that has no
  * pair of its own (W_K, W_V, W_UP of a fused family, norms, biases). */
 bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in);
+/* Whether layer l is a Gated DeltaNet layer (qwen35's linear_attention). */
+bool model_layer_linear(const pt_model_config *c, int layer);
+/* Whether layer l of a model of config c has a weight in slot (its family has the slot, and on a hybrid
+ * model the slot belongs to the layer's kind). */
+bool model_slot_in_layer(const pt_model_config *c, int layer, int slot);
+/* The DeltaNet's widths: q and k (lin_k_heads x lin_k_dim each), v and z (lin_v_heads x lin_v_dim), the conv
+ * channels (q, k and v: 2 key + value). */
+int64_t model_lin_key(const pt_model_config *c);
+int64_t model_lin_value(const pt_model_config *c);
+int64_t model_lin_conv_dim(const pt_model_config *c);
+/* PT_ERR_USER naming what: training, adapters and exports of a qwen35 model are not built yet. */
+pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what);
 /* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
 bool model_layer_rope(const pt_model_config *c, int layer);
 /* The sliding window of layer l (0: global attention). */

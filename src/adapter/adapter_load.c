@@ -108,6 +108,7 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *l)
     char file_path[4096];
     struct stat sb;
     memset(l, 0, sizeof *l);
+    TRY(model_refuse_gated_delta(&m->cfg, "an adapter"));
     bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (is_dir)
         snprintf(file_path, sizeof file_path, "%s/adapter.h5", path);

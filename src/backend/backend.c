@@ -573,6 +573,86 @@ pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
     return be->ops->softcap_fwd(be, y, x, cap);
 }
 
+/* ---- Gated DeltaNet (qwen35) ---- */
+
+static pt_status need_delta(const pt_delta *d, int64_t rows, const char *op)
+{
+    if (d->batch < 1 || d->seq < 1 || (int64_t)d->batch * d->seq != rows || d->k_heads < 1 || d->v_heads < 1 ||
+        d->v_heads % d->k_heads || d->k_dim < 1 || d->v_dim < 1 || d->conv < 1)
+        return ERR(PT_ERR_INTERNAL, "%s: %d sequences of %d rows for %lld rows, %d/%d heads of %d/%d, conv %d", op,
+                   d->batch, d->seq, (long long)rows, d->k_heads, d->v_heads, d->k_dim, d->v_dim, d->conv);
+    return PT_OK;
+}
+
+static pt_status need_2d(const pt_tensor *t, pt_dtype dtype, int64_t rows, int64_t cols, const char *op,
+                         const char *what)
+{
+    if (t->dtype != dtype || t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols || !t->data)
+        return ERR(PT_ERR_INTERNAL, "%s: %s is not %s [%lld, %lld]", op, what, dtype_name(dtype), (long long)rows,
+                   (long long)cols);
+    return PT_OK;
+}
+
+pt_status backend_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
+                              const pt_delta *d)
+{
+    int64_t rows = x->ndim == 2 ? x->shape[0] : -1, ch = x->ndim == 2 ? x->shape[1] : -1;
+    TRY(need_delta(d, rows, "conv1d_silu"));
+    TRY(need_act(be, x, "conv1d_silu", "x"));
+    TRY(need_2d(x, x->dtype, rows, ch, "conv1d_silu", "x"));
+    TRY(need_2d(y, x->dtype, rows, ch, "conv1d_silu", "y"));
+    TRY(need_2d(w, PT_F32, ch, d->conv, "conv1d_silu", "w"));
+    if (state && d->conv > 1) TRY(need_2d(state, x->dtype, (int64_t)d->batch * (d->conv - 1), ch, "conv1d_silu", "state"));
+    if (state && d->segments) return ERR(PT_ERR_INTERNAL, "conv1d_silu: a state with packed examples");
+    NEED_OP(be, conv1d_silu);
+    return be->ops->conv1d_silu(be, y, x, w, d->conv > 1 ? state : NULL, d);
+}
+
+pt_status backend_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, const pt_tensor *b, const pt_tensor *a,
+                              const pt_tensor *a_log, const pt_tensor *dt_bias)
+{
+    int64_t rows = b->ndim == 2 ? b->shape[0] : -1, h = b->ndim == 2 ? b->shape[1] : -1;
+    TRY(need_act(be, b, "delta_gates", "b"));
+    TRY(need_2d(b, b->dtype, rows, h, "delta_gates", "b"));
+    TRY(need_2d(a, b->dtype, rows, h, "delta_gates", "a"));
+    TRY(need_2d(beta, PT_F32, rows, h, "delta_gates", "beta"));
+    TRY(need_2d(g, PT_F32, rows, h, "delta_gates", "g"));
+    TRY(need_vector(a_log, h, "delta_gates", "a_log"));
+    TRY(need_vector(dt_bias, h, "delta_gates", "dt_bias"));
+    NEED_OP(be, delta_gates);
+    return be->ops->delta_gates(be, beta, g, b, a, a_log, dt_bias);
+}
+
+pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                             const pt_tensor *g, pt_tensor *state, const pt_delta *d)
+{
+    int64_t rows = qkv->ndim == 2 ? qkv->shape[0] : -1, kw = (int64_t)d->k_heads * d->k_dim,
+            vw = (int64_t)d->v_heads * d->v_dim;
+    TRY(need_delta(d, rows, "delta_rule"));
+    if (d->k_dim > PT_DELTA_MAX_DIM || d->v_dim > PT_DELTA_MAX_DIM)
+        return ERR(PT_ERR_USER, "a Gated DeltaNet head of %d key and %d value dimensions; ptrain runs heads of up to "
+                   "%d", d->k_dim, d->v_dim, PT_DELTA_MAX_DIM);
+    TRY(need_act(be, qkv, "delta_rule", "qkv"));
+    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule", "qkv"));
+    TRY(need_2d(o, qkv->dtype, rows, vw, "delta_rule", "o"));
+    TRY(need_2d(beta, PT_F32, rows, d->v_heads, "delta_rule", "beta"));
+    TRY(need_2d(g, PT_F32, rows, d->v_heads, "delta_rule", "g"));
+    if (state) TRY(need_2d(state, PT_F32, (int64_t)d->batch * d->v_heads * d->k_dim, d->v_dim, "delta_rule", "state"));
+    if (state && d->segments) return ERR(PT_ERR_INTERNAL, "delta_rule: a state with packed examples");
+    NEED_OP(be, delta_rule);
+    return be->ops->delta_rule(be, o, qkv, beta, g, state, d);
+}
+
+pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate)
+{
+    TRY(need_act(be, y, "sigmoid_mul", "y"));
+    TRY(need_act(be, gate, "sigmoid_mul", "gate"));
+    if (gate->dtype != y->dtype) return ERR(PT_ERR_INTERNAL, "sigmoid_mul: y and gate of different dtypes");
+    TRY(need_same_shape(y, gate, "sigmoid_mul"));
+    NEED_OP(be, sigmoid_mul);
+    return be->ops->sigmoid_mul(be, y, gate);
+}
+
 /* ---- backward ops, loss and optimizer ---- */
 
 static pt_status need_rows_of(const pt_tensor *t, pt_dtype dtype, int64_t rows, int64_t width, const char *op,

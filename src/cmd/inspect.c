@@ -580,6 +580,11 @@ static void family_line(const pt_model_config *c)
         printf("%-18s partial rotary: %d of %d values of each head rotate\n", "family features", c->rope_dim,
                c->head_dim);
     gemma4_line(c);
+    if (c->full_period > 0)
+        printf("%-18s Gated DeltaNet on layers but (l + 1) %% %d == 0 (%d key heads of %d, %d value heads of %d, conv "
+               "%d; fp32 recurrent state); full attention with an output gate; training and exports of this family "
+               "are not built yet (issue 42)\n", "family features", c->full_period, c->lin_k_heads, c->lin_k_dim,
+               c->lin_v_heads, c->lin_v_dim, c->lin_conv);
 }
 
 /* The slots family a adapts for the module names in text (any separator); how many names it has. */

@@ -52,6 +52,14 @@ pt_status cpu_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, co
 pt_status cpu_dora_scale(pt_backend *be, pt_tensor *y, const pt_tensor *mag, const pt_tensor *wnorm);
 pt_status cpu_dora_mag_bwd(pt_backend *be, pt_tensor *dmag, const pt_tensor *dy, const pt_tensor *z,
                            const pt_tensor *wnorm);
+/* Gated DeltaNet (gdn.c) */
+pt_status cpu_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
+                          const pt_delta *d);
+pt_status cpu_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, const pt_tensor *b, const pt_tensor *a,
+                          const pt_tensor *a_log, const pt_tensor *dt_bias);
+pt_status cpu_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                         const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status cpu_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
 pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
 pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,

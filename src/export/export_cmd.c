@@ -171,6 +171,7 @@ pt_status export_run(const export_job *j, const pt_adapter *trained)
     bool is_gguf;
     pt_model_config cfg;
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
+    TRY(model_refuse_gated_delta(&cfg, "exporting"));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;
     pt_backend_options bo = {.device = DEVICE_CPU}; /* all cores: quantizing runs in parallel */

@@ -31,17 +31,22 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
     if (g->n_kv_heads_full > kvh) kvh = g->n_kv_heads_full;
     int64_t post = g->post_norms ? 1 : 0, own_kv = !c->kv || c->kv->batch > 1, qk = g->qk_norm ? 1 : 0;
     int64_t vn = g->v_norm ? 1 : 0, ple = g->ple_dim > 0 ? 1 : 0;
+    int64_t lin = g->full_period > 0 ? 1 : 0, vw = model_lin_value(g), nv = g->lin_v_heads;
     int64_t widths[A_COUNT] = {g->dim,     qw,         own_kv * kw,    own_kv * kw, qw,  g->dim, g->dim, g->ffn_dim,
                                g->ffn_dim, g->ffn_dim, 1,              1,           own_kv * g->n_heads,
                                post * g->dim, post * g->dim, post,      post,
                                qk * qw,    qk * kw,    qk * (g->qk_norm_full ? 1 : g->n_heads),
                                qk * (g->qk_norm_full ? 1 : kvh),
                                vn * kw,    vn * kvh,
-                               ple * g->dim, ple * g->ple_dim, ple * g->ple_dim, ple * g->dim, ple};
+                               ple * g->dim, ple * g->ple_dim, ple * g->ple_dim, ple * g->dim, ple,
+                               g->attn_gate ? qw : 0,
+                               lin * model_lin_conv_dim(g), lin * model_lin_conv_dim(g), lin * vw, lin * nv, lin * nv,
+                               lin * nv,   lin * nv,   lin * vw,       lin * vw,    lin * nv};
     memset(a, 0, sizeof *a);
     for (int i = 0; i < A_COUNT; i++) {
         bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE || i == A_QRSTD ||
-                   i == A_KRSTD || i == A_VRSTD || i == A_RSTD5; /* statistics */
+                   i == A_KRSTD || i == A_VRSTD || i == A_RSTD5 || i == A_LBETA || i == A_LG ||
+                   i == A_LRSTD; /* statistics, the delta rule's gates */
         TRY((f32 ? arena_take_f32 : arena_take)(arena, &a->t[i], widths[i] ? c->rows : 0, widths[i]));
     }
     for (int w = 0; w < W_COUNT; w++)
@@ -86,6 +91,8 @@ pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_
     TRY(gemma4_take(arena, c));
     int64_t widest = g->ffn_dim > g->dim ? g->ffn_dim : g->dim;
     if (model_max_q_width(g) > widest) widest = model_max_q_width(g);
+    if ((int64_t)g->n_heads * g->head_dim > widest) widest = (int64_t)g->n_heads * g->head_dim;
+    if (g->full_period > 0 && model_lin_value(g) > widest) widest = model_lin_value(g); /* out_proj's input */
     return arena_take(arena, &c->scratch, c->ad && c->dropout > 0 ? c->rows : 0, widest);
 }
 
@@ -203,7 +210,7 @@ static pt_status keys_values(const fwd_ctx *c, int layer, layer_acts *a, pt_tens
 /* t[A_ATT] = attention of the normed input t[A_XN1]: q, k, v with biases, q/k norms and RoPE (k
  * and v in the cache rows at n_past when there is one); a KV-shared layer (gemma4) attends to the keys
  * and values of the layer it shares them with. */
-static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
+static pt_status attention_core(const fwd_ctx *c, int layer, layer_acts *a)
 {
     const pt_model_config *g = &c->m->cfg;
     const pt_layer_weights *wt = &c->m->layers[layer];
@@ -249,6 +256,38 @@ static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
     return backend_attention(be, &att, NULL, &q, &c->kv->k[src], &c->kv->v[src], &at);
 }
 
+/* attention_core, then (qwen35) the output times sigmoid of the gate rows of q_proj */
+static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
+{
+    TRY(attention_core(c, layer, a));
+    if (!c->m->cfg.attn_gate) return PT_OK;
+    TRY(proj(c, layer, W_Q_GATE, &a->t[A_QGATE], &a->t[A_XN1], a->xs));
+    return backend_sigmoid_mul(c->m->be, &a->t[A_ATT], &a->t[A_QGATE]);
+}
+
+/* t[A_LO] = a Gated DeltaNet layer's output before out_proj, from the normed input t[A_XN1]: the conv over
+ * in_proj_qkv, the gates, the delta rule, and RMSNormGated (each head's norm times w, times SiLU(in_proj_z x));
+ * with a cache, its conv and recurrent states carry on from the tokens before. */
+static pt_status delta_net(const fwd_ctx *c, int layer, layer_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t;
+    pt_delta d = {.batch = c->attn.batch, .seq = c->attn.n_q, .k_heads = g->lin_k_heads, .v_heads = g->lin_v_heads,
+                  .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim, .conv = g->lin_conv, .segments = c->attn.segments};
+    TRY(proj(c, layer, W_LIN_QKV, &t[A_LQKV], &t[A_XN1], a->xs));
+    TRY(proj(c, layer, W_LIN_Z, &t[A_LZ], &t[A_XN1], a->xs));
+    TRY(proj(c, layer, W_LIN_B, &t[A_LB], &t[A_XN1], a->xs));
+    TRY(proj(c, layer, W_LIN_A, &t[A_LA], &t[A_XN1], a->xs));
+    TRY(backend_conv1d_silu(be, &t[A_LCONV], &t[A_LQKV], &wt->w[W_LIN_CONV], c->kv ? &c->kv->conv[layer] : NULL, &d));
+    TRY(backend_delta_gates(be, &t[A_LBETA], &t[A_LG], &t[A_LB], &t[A_LA], &wt->w[W_LIN_ALOG], &wt->w[W_LIN_DT]));
+    TRY(backend_delta_rule(be, &t[A_LO], &t[A_LCONV], &t[A_LBETA], &t[A_LG], c->kv ? &c->kv->state[layer] : NULL, &d));
+    pt_tensor on = forward_head_rows(&t[A_LN], g->lin_v_dim), ov = forward_head_rows(&t[A_LO], g->lin_v_dim);
+    TRY(backend_rmsnorm(be, &on, &t[A_LRSTD], &ov, &wt->w[W_LIN_NORM], g->norm_eps));
+    return backend_swiglu(be, &t[A_LO], &t[A_LZ], &t[A_LN]);
+}
+
 /* The norm that follows a residual add in the same pass (backend_add_rmsnorm): its weight, output
  * and rstd; none (w -1) at the end of a layer. */
 typedef struct {
@@ -288,9 +327,11 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     } else {
         TRY(backend_rmsnorm(be, &t[A_XN1], &t[A_RSTD1], x, &wt->w[W_ATTN_NORM], g->norm_eps));
     }
-    TRY(attention(c, layer, a));
+    bool lin = model_layer_linear(g, layer);
+    TRY(lin ? delta_net(c, layer, a) : attention(c, layer, a));
     pt_tensor att = front(&t[A_ATT], (int64_t)g->n_heads * model_layer_head_dim(g, layer));
-    TRY(proj_residual(c, layer, W_O, W_POST_ATTN_NORM, &t[A_H], &att, x, a->xs, &t[A_O], &t[A_RSTD3], ffn_norm));
+    TRY(proj_residual(c, layer, lin ? W_LIN_OUT : W_O, W_POST_ATTN_NORM, &t[A_H], lin ? &t[A_LO] : &att, x,
+                      a->xs, &t[A_O], &t[A_RSTD3], ffn_norm));
     if (g->no_pre_norms) TRY(backend_copy(be, &t[A_XN2], &t[A_H]));
     TRY(proj(c, layer, W_GATE, &t[A_GATE], &t[A_XN2], a->xs));
     TRY(proj(c, layer, W_UP, &t[A_UP], &t[A_XN2], a->xs));

@@ -9,14 +9,34 @@
 
 #include "ptrain/forward.h"
 
+/* A Gated DeltaNet layer's conv and recurrent states, zeroed (qwen35). */
+static pt_status states_make(const pt_model *m, int batch, int l, pt_kv_cache *kv)
+{
+    const pt_model_config *c = &m->cfg;
+    int64_t conv[2] = {(int64_t)batch * (c->lin_conv > 1 ? c->lin_conv - 1 : 1), model_lin_conv_dim(c)},
+            state[2] = {(int64_t)batch * c->lin_v_heads * c->lin_k_dim, c->lin_v_dim};
+    kv->conv[l] = tensor_make(m->be->act, 2, conv);
+    kv->state[l] = tensor_make(PT_F32, 2, state);
+    TRY(backend_alloc(m->be, &kv->conv[l]));
+    TRY(backend_alloc(m->be, &kv->state[l]));
+    TRY(backend_zero(m->be, &kv->conv[l]));
+    return backend_zero(m->be, &kv->state[l]);
+}
+
 static pt_status cache_make(const pt_model *m, int batch, int max_seq, pt_kv_cache *kv)
 {
     memset(kv, 0, sizeof *kv);
     kv->max_seq = max_seq, kv->batch = batch;
     kv->k = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
     kv->v = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
-    TRY_ALLOC(kv->k && kv->v ? kv->k : NULL);
+    kv->conv = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
+    kv->state = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
+    TRY_ALLOC(kv->k && kv->v && kv->conv && kv->state ? kv->k : NULL);
     for (int l = 0; l < m->cfg.n_layers; l++) {
+        if (model_layer_linear(&m->cfg, l)) {
+            TRY(states_make(m, batch > 1 ? batch : 1, l, kv));
+            continue;
+        }
         if (model_kv_source(&m->cfg, l) != l) continue; /* gemma4's KV-shared layers read another layer's */
         int64_t shape[2] = {(int64_t)(batch > 1 ? batch : 1) * max_seq,
                             (int64_t)model_layer_kv_heads(&m->cfg, l) * model_layer_head_dim(&m->cfg, l)};
@@ -42,11 +62,14 @@ pt_status kv_cache_init_batch(const pt_model *m, int batch, int max_seq, pt_kv_c
 void kv_cache_free(const pt_model *m, pt_kv_cache *kv)
 {
     for (int l = 0; kv->k && l < m->cfg.n_layers; l++) {
-        backend_release(m->be, &kv->k[l]);
-        backend_release(m->be, &kv->v[l]);
+        pt_tensor *all[4] = {&kv->k[l], &kv->v[l], kv->conv ? &kv->conv[l] : NULL, kv->state ? &kv->state[l] : NULL};
+        for (int i = 0; i < 4; i++)
+            if (all[i] && all[i]->data) backend_release(m->be, all[i]);
     }
     free(kv->k);
     free(kv->v);
+    free(kv->conv);
+    free(kv->state);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -136,6 +159,8 @@ pt_status forward_tokens_shared(const pt_model *m, const pt_adapter *ad, pt_kv_c
 {
     int seqs = kv->batch > 1 ? kv->batch : 1, layers = m->cfg.n_layers;
     if (seqs == 1) return forward_tokens(m, ad, kv, ids, n, logits, true);
+    if (m->cfg.full_period > 0) /* the conv and recurrent states would need their copies too */
+        return ERR(PT_ERR_INTERNAL, "forward_tokens_shared: a Gated DeltaNet model's states are not shared yet");
     pt_kv_cache one = {.max_seq = kv->max_seq, .n_past = kv->n_past, .batch = 1};
     one.k = calloc((size_t)layers, sizeof(pt_tensor));
     one.v = calloc((size_t)layers, sizeof(pt_tensor));

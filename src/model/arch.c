@@ -122,6 +122,19 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .not_yet = "runs Gemma 4 forward (generate, inspect) from Hugging Face directories only; "
                    "training, exports and GGUF files of it are not built yet",
     },
+    [PT_ARCH_QWEN35] = {
+        .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",
+        .hf = {{"qwen3_5_text", "Qwen3_5ForCausalLM", "qwen3_5_text (Qwen3.5)", false, false},
+               {"qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5 (Qwen3.5, its text tower)", false, false}},
+        .norm_plus_one = true, .qk_norm = true, .gated_delta = true, .act = PT_ACT_SILU,
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
+                     [W_Q_GATE] = "self_attn.q_proj.weight", [W_LIN_QKV] = "linear_attn.in_proj_qkv.weight",
+                     [W_LIN_Z] = "linear_attn.in_proj_z.weight", [W_LIN_B] = "linear_attn.in_proj_b.weight",
+                     [W_LIN_A] = "linear_attn.in_proj_a.weight", [W_LIN_OUT] = "linear_attn.out_proj.weight",
+                     [W_LIN_CONV] = "linear_attn.conv1d.weight", [W_LIN_ALOG] = "linear_attn.A_log",
+                     [W_LIN_DT] = "linear_attn.dt_bias", [W_LIN_NORM] = "linear_attn.norm.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {

@@ -80,6 +80,7 @@ void model_family_defaults(pt_model_config *c)
     c->rope_dim = 0;
     c->rope_mscale = 0.0f;
     c->rope_short_max = 0;
+    c->attn_gate = a->gated_delta;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
     c->last_layer_full = c->k_eq_v = c->v_norm = c->layer_scalars = false;
     c->head_dim_full = c->n_kv_heads_full = c->rope_pairs_full = c->kv_shared = c->ple_dim = c->ple_vocab = 0;
@@ -232,8 +233,42 @@ bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t 
     case W_O: *out = d, *in = q; return true;
     case W_GATE: case W_UP: *out = f, *in = d; return true;
     case W_DOWN: *out = d, *in = f; return true;
+    case W_Q_GATE: *out = q, *in = d; return true;
+    case W_LIN_QKV: *out = model_lin_conv_dim(c), *in = d; return true;
+    case W_LIN_Z: *out = model_lin_value(c), *in = d; return true;
+    case W_LIN_B: case W_LIN_A: *out = c->lin_v_heads, *in = d; return true;
+    case W_LIN_OUT: *out = d, *in = model_lin_value(c); return true;
     default: return false;
     }
+}
+
+bool model_layer_linear(const pt_model_config *c, int layer)
+{
+    return c->full_period > 0 && (layer + 1) % c->full_period != 0;
+}
+
+bool model_slot_in_layer(const pt_model_config *c, int layer, int slot)
+{
+    if (slot < 0 || slot >= W_COUNT || !arch_info(c->arch)->hf_names[slot]) return false;
+    if (c->full_period <= 0) return true;
+    bool lin_slot = slot >= W_LIN_QKV && slot <= W_LIN_NORM;
+    bool attn_slot = slot == W_Q || slot == W_K || slot == W_V || slot == W_O || slot == W_Q_NORM ||
+                     slot == W_K_NORM || slot == W_Q_GATE || slot == W_Q_BIAS || slot == W_K_BIAS || slot == W_V_BIAS;
+    return model_layer_linear(c, layer) ? !attn_slot : !lin_slot;
+}
+
+int64_t model_lin_key(const pt_model_config *c) { return (int64_t)c->lin_k_heads * c->lin_k_dim; }
+
+int64_t model_lin_value(const pt_model_config *c) { return (int64_t)c->lin_v_heads * c->lin_v_dim; }
+
+int64_t model_lin_conv_dim(const pt_model_config *c) { return 2 * model_lin_key(c) + model_lin_value(c); }
+
+pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what)
+{
+    if (!arch_info(c->arch)->gated_delta) return PT_OK;
+    return ERR(PT_ERR_USER, "%s of a %s model is not built yet: ptrain loads Qwen3.5 text models and generates "
+               "with them (ptrain generate, inspect), but LoRA training, adapters and exports of the Gated DeltaNet "
+               "family come later (issue 42); use a model of another family for %s", what, arch_name(c->arch), what);
 }
 
 int64_t model_qk_norm_width(const pt_model_config *c, int slot)

@@ -702,6 +702,56 @@ static pt_status gemma4(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
+/* Qwen3.5's hybrid: layer_types (or full_attention_interval, 4 by default) must put full attention on every
+ * P-th layer and Gated DeltaNet (linear_attention) on the others, as every released size does. */
+static pt_status qwen35_layers(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *types = json_object_get(c->root, "layer_types");
+    m->full_period = 4;
+    if (!types || json_is_null(types))
+        return int_key(c, "full_attention_interval", false, 1, 1 << 20, &m->full_period);
+    m->full_period = 0;
+    for (int l = 0; json_is_array(types) && !m->full_period && l < (int)json_array_size(types); l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && !strcmp(t, "full_attention")) m->full_period = l + 1;
+    }
+    if (!m->full_period) m->full_period = m->n_layers + 1; /* every layer linear */
+    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (!t || strcmp(t, (l + 1) % m->full_period ? "linear_attention" : "full_attention")) break;
+        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) return PT_OK;
+    }
+    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"linear_attention\" but for every P-th "
+               "\"full_attention\" (Qwen3.5: P = 4)", shown_text(c->name).s, m->n_layers);
+}
+
+/* Qwen3.5: the Gated DeltaNet's heads and conv kernel, the full layers' partial rotary (0.25 by default, at the
+ * top level or in rope_parameters) and output gate. */
+static pt_status qwen35(const cfg_src *c, pt_model_config *m)
+{
+    m->lin_k_heads = 16, m->lin_v_heads = 32, m->lin_k_dim = m->lin_v_dim = 128, m->lin_conv = 4;
+    TRY(int_key(c, "linear_num_key_heads", false, 1, 4096, &m->lin_k_heads));
+    TRY(int_key(c, "linear_num_value_heads", false, 1, 4096, &m->lin_v_heads));
+    TRY(int_key(c, "linear_key_head_dim", false, 1, 1024, &m->lin_k_dim));
+    TRY(int_key(c, "linear_value_head_dim", false, 1, 1024, &m->lin_v_dim));
+    TRY(int_key(c, "linear_conv_kernel_dim", false, 1, 64, &m->lin_conv));
+    if (m->lin_v_heads % m->lin_k_heads)
+        return ERR(PT_ERR_USER, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
+                   shown_text(c->name).s, m->lin_v_heads, m->lin_k_heads);
+    double factor = 0.25;
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    cfg_src r = {c->name, params, "rope_parameters"};
+    TRY(num_key(c, "partial_rotary_factor", 0, 1, &factor));
+    if (json_is_object(params)) TRY(num_key(&r, "partial_rotary_factor", 0, 1, &factor));
+    int rd = (int)(m->head_dim * factor);
+    if (rd < 2 || rd % 2)
+        return ERR(PT_ERR_USER, "%s: partial_rotary_factor %g of head size %d rotates %d values; ptrain needs an even "
+                   "number, at least 2", shown_text(c->name).s, factor, m->head_dim, rd);
+    m->rope_dim = rd == m->head_dim ? 0 : rd;
+    m->attn_gate = m->qk_norm = true;
+    return qwen35_layers(c, m);
+}
+
 /* ---- quantization_config ---- */
 
 static pt_status quantization(const cfg_src *c, hf_config *h)
@@ -737,15 +787,29 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
-static pt_status parse_root(const cfg_src *c, hf_config *h)
+/* A multimodal checkpoint's text_config (qwen3_5): the object the text model's settings are read from. */
+static pt_status text_config(const cfg_src *top, cfg_src *text)
+{
+    const json_t *t = json_object_get(top->root, "text_config");
+    if (!json_is_object(t)) return t ? bad(top, "text_config", "an object", t) : missing(top, "text_config");
+    *text = (cfg_src){top->name, t, "text_config"};
+    return PT_OK;
+}
+
+static pt_status parse_root(const cfg_src *top, hf_config *h)
 {
     const pt_arch_hf_type *type = NULL;
-    TRY(family(c, h, &type));
+    TRY(family(top, h, &type));
     pt_model_config *m = &h->cfg;
+    cfg_src text = *top;
+    const cfg_src *c = &text;
+    h->text_tower = !strcmp(type->model_type, "qwen3_5");
+    if (h->text_tower) TRY(text_config(top, &text));
     TRY(sizes(c, m));
     TRY(rope(c, h));
     m->tied_embeddings = type->tied;
     TRY(bool_key(c, "tie_word_embeddings", &m->tied_embeddings));
+    if (h->text_tower) TRY(bool_key(top, "tie_word_embeddings", &m->tied_embeddings)); /* the model's own */
     m->embed_scale = 1.0f;
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
@@ -755,6 +819,7 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
+    if (arch_info(m->arch)->gated_delta) TRY(qwen35(c, m));
     if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)
         return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",
                    shown_text(c->name).s, arch_name(m->arch));
@@ -762,8 +827,8 @@ static pt_status parse_root(const cfg_src *c, hf_config *h)
     if (h->rope.type == PT_ROPE_YARN) TRY(yarn_setup(c, h));
     if (arch_info(m->arch)->no_pre_norms) m->post_norms = m->no_pre_norms = true; /* olmo2 */
     m->qk_norm_full = arch_info(m->arch)->qk_norm_full;
-    TRY(str_key(c, json_object_get(c->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
-    return quantization(c, h);
+    TRY(str_key(top, json_object_get(top->root, "dtype") ? "dtype" : "torch_dtype", h->torch_dtype, sizeof h->torch_dtype));
+    return quantization(top, h);
 }
 
 pt_status hf_config_parse(const char *name, const char *text, size_t len, hf_config *out)

@@ -59,6 +59,10 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     if (arch_info(c->arch)->not_yet) /* gemma4: Hugging Face directories only, for now */
         return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain %s: use the model's Hugging Face directory",
                    shown_text(f->path).s, arch_name(c->arch), arch_info(c->arch)->not_yet);
+    if (arch_info(c->arch)->gated_delta)
+        return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain reads Qwen3.5 from Hugging Face directories only, for "
+                   "now: use the model's safetensors directory (ptrain quantizes it to NF4 on load)",
+                   shown_text(f->path).s, arch_name(c->arch));
     return PT_OK;
 }
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ptrain/hf_model.h"
+#include "ptrain/log.h"
 #include "ptrain/nf4.h"
 #include "ptrain/util.h"
 #include "ptrain/weight_check.h"
@@ -51,6 +52,16 @@ static bool slot_shape(const pt_model_config *c, int l, int slot, int64_t *rows,
         *cols = c->head_dim_full ? model_layer_head_dim(c, l) : model_qk_norm_width(c, slot);
         return model_kv_source(c, l) == l;
     case W_PLE_NORM: return c->ple_dim > 0;
+    case W_Q_GATE:
+    case W_LIN_QKV:
+    case W_LIN_Z:
+    case W_LIN_B:
+    case W_LIN_A:
+    case W_LIN_OUT: model_proj_shape(c, slot, rows, cols); break;
+    case W_LIN_CONV: *rows = model_lin_conv_dim(c), *cols = c->lin_conv; break;
+    case W_LIN_ALOG:
+    case W_LIN_DT: *cols = c->lin_v_heads; break;
+    case W_LIN_NORM: *cols = c->lin_v_dim; break;
     default: break; /* norms: dim */
     }
     return true;
@@ -135,7 +146,8 @@ static pt_status upload_floats(const hf_loader *ld, float *dense, int64_t rows, 
 static pt_status load_dense(const hf_loader *ld, const st_file *f, const st_tensor *t, int64_t rows, int64_t cols,
                             bool quantize, pt_tensor *out)
 {
-    bool embedding = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight");
+    size_t n = strlen(t->name), e = strlen("embed_tokens.weight");
+    bool embedding = (n >= e && !strcmp(t->name + n - e, "embed_tokens.weight")) || !strcmp(t->name, "lm_head.weight");
     TRY(weight_check_st(ld->tally, f->path, t->name, embedding ? WEIGHT_EMBEDDING : WEIGHT_PROJECTION, t->dtype,
                         t->data, rows * cols, cols));
     quantize = quantize && cols % NF4_BLOCK == 0;
@@ -355,20 +367,94 @@ static pt_status load_matrix(const hf_loader *ld, const char *name, int64_t rows
     return load_rows(ld, name, 0, rows, rows, cols, quantize, out);
 }
 
+/* ---- qwen35's weights of their own layout ---- */
+
+/* q_proj of a gated full-attention layer: [heads x (query, gate) x head_dim, dim], each head's query rows then
+ * its gate rows; the query rows become W_Q and the gate rows W_Q_GATE (each NF4 under load_in_4bit). */
+static pt_status load_gated_q(const hf_loader *ld, const char *name, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t hd = c->head_dim, qw = (int64_t)c->n_heads * hd, d = c->dim;
+    char qname[256];
+    snprintf(qname, sizeof qname, "%s.quant_state.bitsandbytes__nf4", name);
+    const st_file *f;
+    if (st_set_find(ld->s, qname, &f))
+        return ERR(PT_ERR_USER, "%s: %s is bitsandbytes 4-bit; ptrain reads Qwen3.5 from unquantized checkpoints "
+                   "only, for now: use the unquantized model (ptrain quantizes it to NF4 on load)",
+                   shown_text(f->path).s, shown_text(name).s);
+    const st_tensor *t;
+    TRY(find(ld, name, &t, &f));
+    TRY(check_shape(f, t, 2 * qw, d));
+    TRY(weight_check_st(ld->tally, f->path, t->name, WEIGHT_PROJECTION, t->dtype, t->data, 2 * qw * d, d));
+    float *all = malloc(sizeof(float) * (size_t)(2 * qw * d)), *q = malloc(sizeof(float) * (size_t)(qw * d)),
+          *g = malloc(sizeof(float) * (size_t)(qw * d));
+    pt_status st = all && q && g ? st_read_f32(t, f->path, 0, 2 * qw * d, all) : ERR(PT_ERR_NOMEM, "out of memory");
+    for (int64_t h = 0; st == PT_OK && h < c->n_heads; h++) {
+        memcpy(q + h * hd * d, all + 2 * h * hd * d, sizeof(float) * (size_t)(hd * d));
+        memcpy(g + h * hd * d, all + (2 * h + 1) * hd * d, sizeof(float) * (size_t)(hd * d));
+    }
+    free(all);
+    bool quantize = ld->nf4 && d % NF4_BLOCK == 0;
+    if (st != PT_OK) {
+        free(q);
+        free(g);
+        return st;
+    }
+    st = upload_floats(ld, q, qw, d, quantize, &w->w[W_Q]); /* frees q */
+    if (st != PT_OK) {
+        free(g);
+        return st;
+    }
+    return upload_floats(ld, g, qw, d, quantize, &w->w[W_Q_GATE]);
+}
+
+/* The DeltaNet's conv1d weight [channels, 1, kernel] as f32 [channels, kernel]. */
+static pt_status load_conv(const hf_loader *ld, const char *name, int64_t rows, int64_t cols, pt_tensor *out)
+{
+    const st_tensor *t;
+    const st_file *f;
+    TRY(find(ld, name, &t, &f));
+    if (t->ndim != 3 || t->shape[0] != rows || t->shape[1] != 1 || t->shape[2] != cols) {
+        char desc[160];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, 1, %lld] from config.json: the weights and "
+                   "config.json are from different models", shown_text(f->path).s, shown_text(name).s,
+                   st_describe(t, desc, sizeof desc), (long long)rows, (long long)cols);
+    }
+    float *v = malloc(sizeof(float) * (size_t)(rows * cols));
+    TRY_ALLOC(v);
+    pt_status st = st_read_f32(t, f->path, 0, rows * cols, v);
+    if (st == PT_OK) st = weight_check(ld->tally, f->path, name, WEIGHT_VECTOR, PT_F32, v, rows * cols, 0);
+    int64_t shape[2] = {rows, cols};
+    *out = tensor_make(PT_F32, 2, shape);
+    if (st == PT_OK) st = upload(ld->be, out, v);
+    free(v);
+    return st;
+}
+
 /* ---- the model ---- */
+
+/* "model." or, for a multimodal checkpoint's text tower, "model.language_model." */
+static const char *prefix(const hf_loader *ld) { return ld->hc->text_tower ? "model.language_model." : "model."; }
 
 static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
     bool plus_one = arch_info(c->arch)->norm_plus_one;
-    char name[128];
+    char name[192];
     for (int slot = 0; slot < W_COUNT; slot++) {
-        if (!arch_hf_tensor(c->arch, l, slot, name, sizeof name)) continue;
+        if (!model_slot_in_layer(c, l, slot)) continue;
+        snprintf(name, sizeof name, "%slayers.%d.%s", prefix(ld), l, arch_info(c->arch)->hf_names[slot]);
+        if (c->attn_gate && slot == W_Q_GATE) continue; /* with W_Q */
+        if (c->attn_gate && slot == W_Q) {
+            TRY(load_gated_q(ld, name, w));
+            continue;
+        }
         int64_t rows, cols, row0 = 0, rows_all;
         int lead;
         if (!slot_shape(c, l, slot, &rows, &cols)) continue;
         if (!model_fused_part(c, slot, &lead, &row0, &rows_all)) rows_all = rows;
-        if (rows) TRY(load_rows(ld, name, row0, rows, rows_all, cols, ld->nf4, &w->w[slot]));
+        if (slot == W_LIN_CONV) TRY(load_conv(ld, name, rows, cols, &w->w[slot]));
+        else if (rows) TRY(load_rows(ld, name, row0, rows, rows_all, cols, ld->nf4, &w->w[slot]));
         else TRY(load_vector(ld, name, cols, plus_one && arch_slot_is_norm(slot), &w->w[slot]));
     }
     return PT_OK;
@@ -452,8 +538,11 @@ static pt_status load_all(const hf_loader *ld, pt_model *m)
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     TRY_ALLOC(m->layers);
     /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
-    TRY(load_matrix(ld, "model.embed_tokens.weight", c->vocab, c->dim, false, &m->tok_embd));
-    TRY(load_vector(ld, "model.norm.weight", c->dim, plus_one, &m->out_norm));
+    char embed[64], norm[64];
+    snprintf(embed, sizeof embed, "%sembed_tokens.weight", prefix(ld));
+    snprintf(norm, sizeof norm, "%snorm.weight", prefix(ld));
+    TRY(load_matrix(ld, embed, c->vocab, c->dim, false, &m->tok_embd));
+    TRY(load_vector(ld, norm, c->dim, plus_one, &m->out_norm));
     if (c->tied_embeddings) m->output = m->tok_embd;
     else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
@@ -470,6 +559,9 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
     weight_tally tally;
     weight_tally_init(&tally, s->dir, hc->cfg.vocab);
     hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally, opts ? opts->quantize_s : NULL};
+    if (hc->text_tower)
+        log_info("%s: a multimodal %s checkpoint: ptrain loads its text model (model.language_model.*) and leaves "
+                 "the vision tower (model.visual.*) unread\n", shown_text(s->dir).s, hc->model_type);
     pt_status st = s->n_files ? load_all(&ld, m) : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
     if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {

@@ -117,6 +117,22 @@ ok "inspect phi3: the llama target list adapts the fused modules" contains "$out
     "LoRA r=16 on qkv_proj,o_proj,gate_up_proj,down_proj"
 run inspect "$D/phi3/tiny-q4_0.gguf" --device cpu --lora-target-modules qkv_proj,down_proj
 ok "inspect a phi3 GGUF: its targets" contains "$out" "LoRA r=16 on qkv_proj,down_proj"
+run inspect "$D/qwen35-vl/hf" --device cpu
+ok "inspect qwen3_5: the text tower of the multimodal checkpoint" contains "$out" \
+    "qwen35 (model_type qwen3_5, Qwen3_5ForConditionalGeneration)"
+ok "inspect qwen35: the hybrid's layers" contains "$out" "Gated DeltaNet on layers but (l + 1) % 4 == 0 (2 key heads of 16, 4 value heads of 12, conv 4"
+ok "inspect qwen35: a memory plan" contains "$out" "memory plan: "
+run generate --model "$D/qwen35-vl/hf" --prompt "hello" --temperature 0 --max-new-tokens 4 --threads 1
+expect_eq "generate from a qwen3_5 checkpoint's text tower: exit 0" 0 "$rc"
+ok "generate from qwen3_5: the vision tower left unread, said" contains "$out$err" "leaves the vision tower (model.visual.*) unread"
+printf 'model_name: "%s"\ndataset: "%s"\noutput_dir: "%s"\nmax_steps: 1\ndevice: cpu\nthreads: 1\n' "$D/qwen35/hf" \
+    "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl" "$tmp/q35run" >"$tmp/q35.yaml"
+run train "$tmp/q35.yaml"
+expect_eq "train a qwen35 model: refused (exit 1)" 1 "$rc"
+ok "train a qwen35 model: says it is not built yet" contains "$err" "training of a qwen35 model is not built yet"
+run export --model "$D/qwen35/hf" --adapter "$tmp/none" --out "$tmp/q35out"
+expect_eq "export from a qwen35 model: refused (exit 1)" 1 "$rc"
+ok "export from a qwen35 model: says it is not built yet" contains "$err" "of a qwen35 model is not built yet"
 run inspect "$D/hf/tiny-llama-f32" --no-4bit
 ok "inspect a sharded directory (got: $(echo "$out" | grep ^format))" contains "$out" "3 files (sharded"
 ok "inspect --no-4bit: weights as stored" contains "$out" "401.2 KB (load_in_4bit off)"

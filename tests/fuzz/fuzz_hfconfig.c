@@ -46,6 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(c->kv_shared >= 0 && c->kv_shared < c->n_layers && c->ple_dim >= 0);
     for (int l = c->n_layers - c->kv_shared; c->kv_shared > 0 && l < c->n_layers; l++)
         CHECK(model_kv_source(c, l) < c->n_layers - c->kv_shared);
+    CHECK(c->full_period >= 0); /* qwen35's hybrid: the DeltaNet's heads fit together */
+    CHECK(!c->full_period || (c->lin_k_heads > 0 && c->lin_v_heads % c->lin_k_heads == 0 && c->lin_k_dim > 0 &&
+                              c->lin_v_dim > 0 && c->lin_conv > 0));
     static float f[512];
     int rd = c->rope_dim ? c->rope_dim : c->head_dim; /* the rotated values of a head */
     CHECK(h.rope.type != PT_ROPE_LONGROPE || (h.rope.n_factors == rd / 2 && c->rope_mscale > 0 && c->rope_short_max > 0));

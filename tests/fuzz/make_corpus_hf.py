@@ -109,6 +109,15 @@ def main():
     config("mistral-yarn.json", dict(base, model_type="mistral", rope_theta=10000.0,
                                      rope_scaling={"type": "yarn", "factor": 4.0, "beta_fast": 8.0, "beta_slow": 0.5,
                                                    "truncate": False, "mscale": 1.0, "mscale_all_dim": 0.5}))
+    qwen35 = dict(base, num_hidden_layers=4, model_type="qwen3_5_text", head_dim=32, linear_conv_kernel_dim=4,
+                  linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                  layer_types=["linear_attention"] * 3 + ["full_attention"], tie_word_embeddings=True,
+                  rope_parameters={"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25,
+                                   "mrope_section": [11, 11, 10], "mrope_interleaved": True})
+    config("qwen35.json", qwen35)
+    config("qwen35-vl.json", {"model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
+                              "tie_word_embeddings": False, "text_config": dict(qwen35, layer_types=None),
+                              "vision_config": {"model_type": "qwen3_5_vision", "depth": 1}})
     config("bnb.json", dict(base, model_type="llama", quantization_config={
         "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
         "bnb_4bit_use_double_quant": True, "bnb_4bit_quant_storage": "uint8"}))

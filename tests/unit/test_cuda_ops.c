@@ -1120,6 +1120,90 @@ static void test_dora(void **state)
     if (failures) fail_msg("%d DoRA checks failed (FAIL lines above)", failures);
 }
 
+/* ---- Gated DeltaNet (qwen35) ---- */
+
+/* segments for batch sequences of seq rows: each sequence two packed examples, split at seq / 3 (NULL: none) */
+static int32_t *gdn_segments(int batch, int seq)
+{
+    int32_t *seg = malloc(sizeof(int32_t) * (size_t)batch * seq);
+    assert_non_null(seg);
+    for (int i = 0; i < batch * seq; i++) seg[i] = 2 * (i / seq) + (i % seq >= seq / 3);
+    return seg;
+}
+
+/* The causal conv: plain, with packed examples, and through a random conv state (a prompt, then one token). */
+static void check_conv_case(int batch, int seq, int ch, int k, int mode)
+{
+    char cas[96];
+    const char *modes[] = {"", " packed", " state"};
+    snprintf(cas, sizeof cas, "%dx%d ch=%d k=%d%s", batch, seq, ch, k, modes[mode]);
+    int32_t *seg = mode == 1 ? gdn_segments(batch, seq) : NULL;
+    pt_delta d = {.batch = batch, .seq = seq, .k_heads = 1, .v_heads = 1, .k_dim = 1, .v_dim = 1, .conv = k,
+                  .segments = seg};
+    twin x = twin_random((int64_t)batch * seq, ch, -2.0f, 2.0f), w = twin_random(ch, k, -1.0f, 1.0f);
+    twin y = twin_poison((int64_t)batch * seq, ch), st = twin_random((int64_t)batch * (k - 1), ch, -1.0f, 1.0f);
+    bool ok;
+    BOTH(ok, "conv1d_silu", cas,
+         backend_conv1d_silu(B(side), S(&y, side), S(&x, side), S(&w, side), mode == 2 ? S(&st, side) : NULL, &d));
+    if (ok) check_twin("conv1d_silu", cas, &y, TOL_ELEM);
+    if (ok && mode == 2) check_twin("conv1d_silu state", cas, &st, TOL_ELEM);
+    twin *all[] = {&x, &w, &y, &st};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(seg);
+}
+
+/* The delta rule: plain, packed, and from a random recurrent state (the state after compared too). */
+static void check_rule_case(int batch, int seq, int nk, int nv, int dk, int dv, int mode)
+{
+    char cas[96];
+    const char *modes[] = {"", " packed", " state"};
+    snprintf(cas, sizeof cas, "%dx%d h=%d/%d d=%d/%d%s", batch, seq, nk, nv, dk, dv, modes[mode]);
+    int32_t *seg = mode == 1 ? gdn_segments(batch, seq) : NULL;
+    pt_delta d = {.batch = batch, .seq = seq, .k_heads = nk, .v_heads = nv, .k_dim = dk, .v_dim = dv, .conv = 4,
+                  .segments = seg};
+    int64_t rows = (int64_t)batch * seq, width = 2 * (int64_t)nk * dk + (int64_t)nv * dv;
+    twin qkv = twin_random(rows, width, -1.0f, 1.0f), beta = twin_random(rows, nv, 0.05f, 0.95f);
+    twin g = twin_random(rows, nv, -2.0f, -0.01f), o = twin_poison(rows, (int64_t)nv * dv);
+    twin st = twin_random((int64_t)batch * nv * dk, dv, -0.5f, 0.5f);
+    bool ok;
+    BOTH(ok, "delta_rule", cas,
+         backend_delta_rule(B(side), S(&o, side), S(&qkv, side), S(&beta, side), S(&g, side),
+                            mode == 2 ? S(&st, side) : NULL, &d));
+    if (ok) check_twin("delta_rule", cas, &o, TOL_REDUCE);
+    if (ok && mode == 2) check_twin("delta_rule state", cas, &st, TOL_REDUCE);
+    twin *all[] = {&qkv, &beta, &g, &o, &st};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(seg);
+}
+
+static void test_gdn(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 3; mode++) {
+        check_conv_case(2, 37, 40, 4, mode);
+        check_rule_case(2, small ? 23 : 70, 2, 4, 16, 12, mode);
+    }
+    check_conv_case(1, 1, 33, 4, 2);  /* one generated token: the window is the state and the token */
+    check_conv_case(3, 2, 20, 4, 2);  /* fewer tokens than the window: the state shifts */
+    check_rule_case(1, 1, 1, 2, 8, 8, 2);
+    if (!small) check_rule_case(1, 5, 2, 2, 128, 64, 0); /* more key values than threads of a block */
+    bool ok;
+    twin b = twin_random(77, 6, -4.0f, 4.0f), a = twin_random(77, 6, -30.0f, 30.0f);
+    twin alog = twin_random(1, 6, -1.0f, 2.0f), dt = twin_random(1, 6, -1.0f, 1.0f);
+    twin beta = twin_poison(77, 6), gg = twin_poison(77, 6);
+    BOTH(ok, "delta_gates", "77x6",
+         backend_delta_gates(B(side), S(&beta, side), S(&gg, side), S(&b, side), S(&a, side), S(&alog, side),
+                             S(&dt, side)));
+    if (ok) check_twin("delta_gates beta", "77x6", &beta, TOL_ELEM);
+    if (ok) check_twin("delta_gates g", "77x6", &gg, TOL_ELEM);
+    twin y = twin_random(77, 96, -2.0f, 2.0f), gate = twin_random(77, 96, -6.0f, 6.0f);
+    BOTH(ok, "sigmoid_mul", "77x96", backend_sigmoid_mul(B(side), S(&y, side), S(&gate, side)));
+    if (ok) check_twin("sigmoid_mul", "77x96", &y, TOL_ELEM);
+    twin *all[] = {&b, &a, &alog, &dt, &beta, &gg, &y, &gate};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    if (failures) fail_msg("%d Gated DeltaNet checks failed (FAIL lines above)", failures);
+}
+
 /* ---- loss ---- */
 
 enum { CE_SEPARATE, CE_LOSS_ONLY, CE_IN_PLACE };
@@ -1512,6 +1596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_glu, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_dora, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_gdn, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_elementwise, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_cross_entropy, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_adamw, before_each, after_each),
