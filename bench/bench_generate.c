@@ -31,7 +31,7 @@ static double group_time(pt_model *m, int group, int prompt, int new, uint64_t s
     double t = -1;
     if (!ids || !logits || !s) goto out;
     for (int i = 0; i < prompt * group; i++) ids[i] = (int32_t)(((i % prompt) * 7919) % vocab);
-    for (int k = 0; k < group; k++) s[k] = (sampler){1.0f, 1.0f, seed + (uint64_t)k};
+    for (int k = 0; k < group; k++) s[k] = (sampler){.temperature = 1.0f, .top_p = 1.0f, .state = seed + (uint64_t)k};
     double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
     if (kv_cache_init_batch(m, group, prompt + new, &kv) != PT_OK) goto out;
     if (forward_tokens_shared(m, NULL, &kv, ids, prompt, logits) != PT_OK) goto out;

@@ -85,7 +85,7 @@ static double group_rate(pt_model *m, int batch, int prompt, int steps)
     double t0 = now();
     for (int s = 0; s < steps; s++) {
         for (int b = 0; b < batch; b++) {
-            sampler sm = {1.0f, 1.0f, (uint64_t)(s * batch + b)};
+            sampler sm = {.temperature = 1.0f, .top_p = 1.0f, .state = (uint64_t)(s * batch + b)};
             ids[b] = sample_next(&sm, logits + (size_t)b * (size_t)vocab, vocab);
         }
         if (forward_tokens_batch(m, NULL, &kv, ids, 1, logits) != PT_OK) return 0;

@@ -221,7 +221,7 @@ static pt_status generate_loop(const pt_model *m, const pt_adapter *ad, const pt
     float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
     TRY_ALLOC(logits);
     pt_status st = kv_cache_init(m, ctx, &kv);
-    sampler s = {o->temperature, o->top_p, o->seed};
+    sampler s = {.temperature = o->temperature, .top_p = o->top_p, .state = o->seed};
     double t0 = now();
     if (st == PT_OK) st = forward_tokens(m, ad, &kv, ids, n, logits, true);
     double t1 = now();

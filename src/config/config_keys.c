@@ -196,6 +196,8 @@ const key_spec config_keys[] = {
      "GRPO: sampling temperature (TRL's 1.0); the training log-probs are taken at it too, as TRL's"},
     {"top_p", NULL, K_FLOAT, OFF(top_p), "1.0", NULL, 0, 1, F_MIN_EXCL,
      "GRPO: nucleus sampling, the smallest set of tokens whose probability reaches it (TRL's 1.0: all)"},
+    {"top_k", NULL, K_INT, OFF(top_k), "0", NULL, 0, 1 << 24, 0,
+     "GRPO: sample among the top_k most probable tokens (ties kept), before top_p, as transformers (TRL's 0: all)"},
 
     /* multi-GPU, checkpoints, evaluation */
     {"ddp_find_unused_parameters", NULL, K_BOOL, OFF(ddp_find_unused_parameters), "true", NULL, 0,

@@ -1,5 +1,6 @@
-/* sample.c — next-token sampling: greedy at temperature 0, else temperature + nucleus (top-p)
- * sampling with a seeded generator, so the same seed gives the same text. Without a nucleus
+/* sample.c — next-token sampling: greedy at temperature 0, else temperature, then top-k (the
+ * tokens whose logit reaches the k-th largest, ties kept, as transformers' TopKLogitsWarper), then
+ * nucleus (top-p) over what is left, with a seeded generator, so the same seed gives the same text. Without a nucleus
  * (top_p >= 1) the draw walks the tokens in id order; with one, only the tokens that can be in it
  * are sorted (those whose probability is at least (1 - top_p) / n of the total: the rest together
  * hold at most 1 - top_p), not the whole vocabulary — GRPO draws a token per row of its group at
@@ -56,15 +57,43 @@ static int nucleus(sampler *s, prob_id *p, int n, double sum)
     return pick(p, m, uniform(s) * keep);
 }
 
+/* the k-th largest of v[0..n) (1 <= k < n): a min-heap of the k largest seen */
+static float kth_largest(const float *v, int n, int k, float *heap)
+{
+    for (int i = 0; i < n; i++) {
+        if (i >= k && v[i] <= heap[0]) continue;
+        int j = i < k ? i : 0;
+        float x = v[i];
+        if (i < k) { /* sift up */
+            while (j > 0 && heap[(j - 1) / 2] > x) heap[j] = heap[(j - 1) / 2], j = (j - 1) / 2;
+        } else { /* replace the root, sift down */
+            for (;;) {
+                int c = 2 * j + 1;
+                if (c >= k) break;
+                if (c + 1 < k && heap[c + 1] < heap[c]) c++;
+                if (heap[c] >= x) break;
+                heap[j] = heap[c], j = c;
+            }
+        }
+        heap[j] = x;
+    }
+    return heap[0];
+}
+
 int sample_next(sampler *s, const float *logits, int n)
 {
     if (s->temperature <= 0) return argmax(logits, n);
     prob_id *p = malloc(sizeof *p * (size_t)n);
     if (!p) return argmax(logits, n);
-    float max = logits[argmax(logits, n)];
+    float max = logits[argmax(logits, n)], least = -INFINITY;
+    if (s->top_k > 0 && s->top_k < n) {
+        float *heap = malloc(sizeof *heap * (size_t)s->top_k);
+        if (heap) least = kth_largest(logits, n, s->top_k, heap);
+        free(heap);
+    }
     double sum = 0;
     for (int i = 0; i < n; i++) {
-        p[i].p = expf((logits[i] - max) / s->temperature);
+        p[i].p = logits[i] < least ? 0.0f : expf((logits[i] - max) / s->temperature);
         p[i].id = i;
         sum += p[i].p;
     }

@@ -66,7 +66,7 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
         out[k] = malloc(sizeof(int32_t) * (size_t)(max_new + 1));
         if (!out[k]) st = ERR(PT_ERR_NOMEM, "GRPO: no memory for a completion");
         len[k] = 0, ended[k] = false;
-        s[k] = (sampler){(float)t->cfg->temperature, (float)t->cfg->top_p, mix(seed + (uint64_t)k)};
+        s[k] = (sampler){(float)t->cfg->temperature, (float)t->cfg->top_p, mix(seed + (uint64_t)k), (int)t->cfg->top_k};
     }
     if (st == PT_OK) st = forward_tokens_shared(m, &t->l.ad, &kv, ids, np, logits);
     for (long made = 0; st == PT_OK && made < max_new; made++) {

@@ -220,6 +220,7 @@ static const key_row key_rows[] = {
     {"reward_funcs", "[rewards:accuracy, rewards:fmt]", "rewards:accuracy, rewards:fmt", NULL},
     {"temperature", "0.7", "0.7", NULL},
     {"top_p", "0.9", "0.9", NULL},
+    {"top_k", "50", "50", NULL},
     {"ddp_find_unused_parameters", "false", "false", NULL},
     {"save_strategy", "epoch", "epoch", NULL},
     {"save_steps", "50", "50", NULL},
@@ -423,6 +424,7 @@ static const default_row default_rows[] = {
     {"reward_funcs", "(none)"},
     {"temperature", "1"},
     {"top_p", "1"},
+    {"top_k", "0"},
     {"ddp_find_unused_parameters", "true"},
     {"save_strategy", "no"}, /* no save_steps given */
     {"save_steps", "100"},
