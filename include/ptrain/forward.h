@@ -28,6 +28,9 @@
 enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_RSTD2, A_LSE,
        A_O, A_D, A_RSTD3, A_RSTD4, /* post-norms only: o and down outputs, their norms' rstd */
        A_QPRE, A_KPRE, A_QRSTD, A_KRSTD, /* q/k norms only: q and k before their per-head norm, its rstd */
+       A_VPRE, A_VRSTD, /* gemma4's value norm: v before it (without k_eq_v), its rstd */
+       A_H2, A_PLG, A_PLA, A_PLP, A_RSTD5, /* gemma4's per-layer input: the stream after the MLP, the gate's output,
+                                           * gelu(gate) times the input, the projection, its norm's rstd */
        A_QGATE, /* qwen35's full layers: the output gate (W_Q_GATE x) */
        /* qwen35's Gated DeltaNet layers: in_proj_qkv's output before and after the conv, z, b and a, beta and g
         * (f32), the delta rule's output (then the gated norm's, out_proj's input), the norm's output, its rstd */
@@ -74,6 +77,10 @@ typedef struct {
     float dropout;           /* training: dropout on the adapters' input (PEFT's lora_dropout); 0: none */
     uint64_t seed;           /* its masks: the same for a layer and projection every time */
     pt_tensor scratch;       /* [rows, widest projection input]: the dropped-out input */
+    pt_tensor ple_in;        /* gemma4: the layers' per-layer inputs, layer l's [rows, ple] from row l * rows */
+    pt_tensor ple_tmp, ple_rstd; /* and what computing them needs: [rows, ple], [rows, 1] f32 */
+    pt_tensor shared_k[2], shared_v[2]; /* gemma4 without a cache: the keys and values the KV-shared layers reuse
+                                         * (global [0], sliding [1]) */
     float noise_mag;         /* training with NEFTune: uniform(-mag, mag) noise on the embeddings; 0: none */
     uint64_t noise_seed;     /* its numbers: a function of the seed and the element alone */
 } fwd_ctx;

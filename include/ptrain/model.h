@@ -50,6 +50,19 @@ typedef struct {
     int moe_step;           /* decoder_sparse_step: layer l is sparse when (l + 1) % moe_step == 0 */
     bool moe_norm_topk;     /* norm_topk_prob: the k routing weights renormalised to sum 1 */
     uint64_t mlp_only[4];   /* mlp_only_layers as bits (layers < 256): these stay dense */
+    /* gemma4 (all zero for the other families) */
+    bool last_layer_full;   /* the last layer is global whatever sliding_period says (transformers forces it) */
+    int head_dim_full;      /* the global layers' head size (global_head_dim); 0: head_dim */
+    int n_kv_heads_full;    /* the global layers' key/value heads; 0: n_kv_heads */
+    int rope_pairs_full;    /* the global layers' rotated pairs ("proportional": the first pairs of head_dim_full/2
+                             * turn by theta^(-2i/head_dim_full), the rest stay); 0: all */
+    bool k_eq_v;            /* attention_k_eq_v: the global layers' values are their keys before the k norm */
+    bool v_norm;            /* values RMSNormed per head without a weight; attention scale 1 */
+    int kv_shared;          /* num_kv_shared_layers: the last layers use the keys and values of the last earlier
+                             * layer of their kind */
+    int ple_dim;            /* hidden_size_per_layer_input: the per-layer inputs' width; 0: none */
+    int ple_vocab;          /* vocab_size_per_layer_input: the rows of embed_tokens_per_layer */
+    bool layer_scalars;     /* each layer's output times its layer_scalar */
     /* qwen35 (Gated DeltaNet hybrid): layer l is full attention when (l + 1) % full_period == 0, else a Gated
      * DeltaNet layer; 0: every layer full attention (every other family) */
     int full_period;
@@ -76,6 +89,10 @@ typedef struct {
     pt_layer_weights *layers;
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied; then head_dim/2 more for the local
                       * layers when cfg.rope_theta_local is set (model_freq_count, model_layer_freq) */
+    /* gemma4: per_layer_projection_norm [ple_dim]; a vector of ones (the value norm's weight), the layers'
+     * scalars (host memory). embed_tokens_per_layer is cut into the layers' W_PLE_EMBED. */
+    pt_tensor ple_norm, ones;
+    float *layer_scalar;
     size_t weight_bytes;
     bool borrowed;   /* the weights point into a shared image (model_share.h): model_free leaves them */
 } pt_model;
@@ -135,6 +152,20 @@ const float *model_layer_freq(const pt_model *m, int layer);
 /* Fill m->inv_freq (model_freq_count values) from theta and the global layers' scaling s (NULL:
  * none); the local layers' frequencies come from c.rope_theta_local, unscaled. */
 pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s);
+/* Layer l's head size and key/value heads (gemma4's global layers have their own), and the widest of each
+ * over the layers: q [rows, n_heads * head], k and v [rows, kv_heads * head]. */
+int model_layer_head_dim(const pt_model_config *c, int layer);
+int model_layer_kv_heads(const pt_model_config *c, int layer);
+int64_t model_max_q_width(const pt_model_config *c);
+int64_t model_max_kv_width(const pt_model_config *c);
+/* The layer whose keys and values layer l attends to: l itself, or with KV sharing the last layer of its kind
+ * before the shared ones (gemma4). */
+int model_kv_source(const pt_model_config *c, int layer);
+/* Whether layer l has a value projection of its own (not gemma4's global layers with k_eq_v, not shared). */
+bool model_layer_has_v(const pt_model_config *c, int layer);
+/* model_proj_shape of layer l (its own head size, key/value heads); false also for a projection the layer
+ * does not have (shared or k_eq_v layers' k and v). The per-layer input's slots too. */
+bool model_layer_proj_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in);
 /* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,
  * n_q, n_kv, q_pos0 and segments. */
 pt_attention model_layer_attention(const pt_model_config *c, int layer);

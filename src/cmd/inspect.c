@@ -485,9 +485,6 @@ static bool has_weights(const char *path, const char *dir)
     return false;
 }
 
-/* The weight bytes loading would allocate, from config.json's sizes: projections NF4 under
- * load_in_4bit or when pre-quantized, else as stored (torch_dtype, 16-bit when not given);
- * embeddings and an untied lm_head as stored; norms and biases f32. */
 /* A sparse layer's router (as stored) and experts (NF4 each under load_in_4bit), estimated from config.json. */
 static double config_experts(const hf_config *h, double elt, bool nf4)
 {
@@ -498,24 +495,39 @@ static double config_experts(const hf_config *h, double elt, bool nf4)
     return elt * (double)(c->n_experts * d) + (double)c->n_experts * (2 * gate + down);
 }
 
+/* The weight bytes loading would allocate, from config.json's sizes: projections NF4 under
+ * load_in_4bit or when pre-quantized, else as stored (torch_dtype, 16-bit when not given);
+ * embeddings and an untied lm_head as stored; norms and biases f32. Each layer's own shapes (gemma4's global
+ * layers, shared and k_eq_v layers), and gemma4's per-layer inputs: the table's columns and the model
+ * projection's rows of each layer as projections are. */
 static double config_weights(const hf_config *h, bool nf4)
 {
     const pt_model_config *c = &h->cfg;
-    double elt = !strcmp(h->torch_dtype, "float32") ? 4 : 2;
-    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim,
-            f = c->ffn_dim;
-    const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
-    double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2)) +
-                   (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0), mlp = 0;
-    layer += c->qk_norm ? 4.0 * (double)(model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
-    for (int i = 0; i < 7; i++) {
-        double stored = elt * (double)shape[i][0] * (double)shape[i][1];
-        *(i < 4 ? &layer : &mlp) += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
-                                                : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
+    double elt = !strcmp(h->torch_dtype, "float32") ? 4 : 2, total = 0;
+    int64_t d = c->dim;
+    const int slots[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_PLE_GATE, W_PLE_PROJ, W_PLE_MODEL, W_PLE_EMBED};
+    for (int l = 0; l < c->n_layers; l++) {
+        int64_t q = (int64_t)c->n_heads * model_layer_head_dim(c, l);
+        int64_t kv = (int64_t)model_layer_kv_heads(c, l) * model_layer_head_dim(c, l);
+        double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2) + (c->ple_dim ? 1 : 0)) +
+                       (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+        layer += c->qk_norm ? 4.0 * (double)(c->head_dim_full ? 2 * model_layer_head_dim(c, l) :
+                                             model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
+        bool sparse = model_layer_moe(c, l);
+        if (sparse) layer += config_experts(h, elt, nf4);
+        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+            if (sparse && (slots[i] == W_GATE || slots[i] == W_UP || slots[i] == W_DOWN)) continue; /* experts */
+            int64_t rows = c->ple_vocab, cols = c->ple_dim;
+            if (slots[i] == W_PLE_EMBED ? c->ple_dim <= 0 : !model_layer_proj_shape(c, l, slots[i], &rows, &cols))
+                continue;
+            double stored = elt * (double)rows * (double)cols;
+            layer += h->bnb_4bit && slots[i] < W_PLE_GATE ? bnb_loaded(rows, cols)
+                                                          : loaded_matrix(true, true, rows, cols, stored, nf4);
+        }
+        total += layer;
     }
-    double embed = elt * (double)c->vocab * (double)d, total = 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
-    for (int l = 0; l < c->n_layers; l++) total += layer + (model_layer_moe(c, l) ? config_experts(h, elt, nf4) : mlp);
-    return total;
+    double embed = elt * (double)c->vocab * (double)d;
+    return total + 4.0 * (double)(d + c->ple_dim) + embed * (c->tied_embeddings ? 1 : 2);
 }
 
 static pt_status describe_hf(const char *path, const insp_options *o, insp_report *r)
@@ -543,6 +555,23 @@ static pt_status describe_hf(const char *path, const insp_options *o, insp_repor
 }
 
 /* ---- the report ---- */
+
+/* gemma4's own: the global layers' heads and rope, k_eq_v, the value norm, KV sharing, per-layer inputs. */
+static void gemma4_line(const pt_model_config *c)
+{
+    if (c->head_dim_full > 0)
+        printf("%-18s global layers: head size %d, key/value heads %d, %d of %d rotary pairs turning (proportional)%s\n",
+               "family features", c->head_dim_full, c->n_kv_heads_full ? c->n_kv_heads_full : c->n_kv_heads,
+               c->rope_pairs_full ? c->rope_pairs_full : c->head_dim_full / 2, c->head_dim_full / 2,
+               c->k_eq_v ? ", values are the keys (attention_k_eq_v)" : "");
+    if (c->v_norm) printf("%-18s values RMSNormed per head (no weight), layer scalars\n", "family features");
+    if (c->kv_shared > 0)
+        printf("%-18s the last %d layers reuse the keys and values of earlier ones (no cache of their own)\n",
+               "family features", c->kv_shared);
+    if (c->ple_dim > 0)
+        printf("%-18s per-layer inputs of %d values (embed_tokens_per_layer %d x %d, cut per layer)\n",
+               "family features", c->ple_dim, c->ple_vocab, c->n_layers * c->ple_dim);
+}
 
 static void family_line(const pt_model_config *c)
 {
@@ -582,6 +611,7 @@ static void family_line(const pt_model_config *c)
                "family features", sparse, c->n_layers, c->n_experts, c->moe_ffn_dim, c->n_experts_used,
                c->moe_norm_topk ? ", renormalised" : "");
     }
+    gemma4_line(c);
     if (c->full_period > 0)
         printf("%-18s Gated DeltaNet on layers but (l + 1) %% %d == 0 (%d key heads of %d, %d value heads of %d, conv "
                "%d; fp32 recurrent state); full attention with an output gate; training and exports of this family "
@@ -629,6 +659,9 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     char a[32], t[32], targets[128];
     adapter_targets_text(ad.arch, ad.target, targets, sizeof targets);
     const char *about = r->no_weights ? "about " : "";
+    if (arch_info(r->cfg.arch)->not_yet)
+        printf("%-18s not available for %s models yet (the plan below is what it will take)\n", "training",
+               arch_name(r->cfg.arch));
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s %s%s on %s%s: LoRA r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "

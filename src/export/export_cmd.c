@@ -65,7 +65,7 @@ static pt_status base_config(const export_job *j, char *path, size_t len, bool *
     hf_config hc;
     TRY(hf_config_read(config, &hc));
     *cfg = hc.cfg;
-    return PT_OK;
+    return arch_check_supported(cfg->arch, "export"); /* gemma4: forward only, for now */
 }
 
 static bool has_saved(const pt_adapter *l) { return l && (l->saved[0].data || l->saved[1].data); }

@@ -60,6 +60,9 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
         return ERR(PT_ERR_USER, "%s: a GGUF %s model (mixture of experts); ptrain reads this family from Hugging Face "
                    "directories only for now: use the model's safetensors directory", shown_text(f->path).s,
                    arch_name(c->arch));
+    if (arch_info(c->arch)->not_yet) /* gemma4: Hugging Face directories only, for now */
+        return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain %s: use the model's Hugging Face directory",
+                   shown_text(f->path).s, arch_name(c->arch), arch_info(c->arch)->not_yet);
     if (arch_info(c->arch)->gated_delta)
         return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain reads Qwen3.5 from Hugging Face directories only, for "
                    "now: use the model's safetensors directory (ptrain quantizes it to NF4 on load)",
@@ -350,12 +353,14 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
 
 pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
 {
-    int half = m->cfg.head_dim / 2;
-    m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(&m->cfg));
+    const pt_model_config *c = &m->cfg;
+    int gdim = c->head_dim_full > 0 ? c->head_dim_full : c->head_dim, half = gdim / 2;
+    m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(c));
     TRY_ALLOC(m->inv_freq);
-    TRY(rope_inv_freq(theta, model_rope_dim(&m->cfg), s, m->inv_freq));
-    if (model_freq_count(&m->cfg) == half) return PT_OK;
-    return rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half);
+    TRY(rope_inv_freq(theta, c->head_dim_full > 0 ? gdim : model_rope_dim(c), s, m->inv_freq));
+    for (int i = c->rope_pairs_full; c->rope_pairs_full > 0 && i < half; i++) m->inv_freq[i] = 0.0f; /* proportional */
+    if (model_freq_count(c) == half) return PT_OK;
+    return rope_inv_freq(c->rope_theta_local, c->head_dim, NULL, m->inv_freq + half);
 }
 
 /* theta^(-2i/d), YaRN's (gguf_yarn), divided by per-frequency factors (rope_freqs, Llama 3.1) or a linear factor; the
@@ -459,7 +464,10 @@ void model_free(pt_model *m)
         if (!m->cfg.tied_embeddings) backend_release(m->be, &m->output);
         backend_release(m->be, &m->tok_embd);
         backend_release(m->be, &m->out_norm);
+        backend_release(m->be, &m->ple_norm);
+        backend_release(m->be, &m->ones);
     }
+    free(m->layer_scalar);
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);

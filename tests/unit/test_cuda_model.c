@@ -60,6 +60,7 @@ static const model_case cases[] = {
     {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
     {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops (its training: test_moe.c) */
+    {"gemma4", "hf32", true}, /* a model directory (tests/data/gemma4/hf32): forward only, training not built yet */
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */
@@ -90,8 +91,8 @@ static void load(pt_backend *be, const model_case *c, pt_model *m)
     char path[1024];
     pt_load_options lo = {.load_in_4bit = c->nf4};
     pt_status st;
-    if (!strcmp(c->family, "hf")) {
-        snprintf(path, sizeof path, "%s/tests/data/hf/%s", srcdir(), c->name);
+    if (!strcmp(c->family, "hf") || !strcmp(c->family, "gemma4")) {
+        snprintf(path, sizeof path, "%s/tests/data/%s/%s", srcdir(), c->family, c->name);
         st = model_load(path, NULL, &lo, be, m, NULL, NULL, 0);
     } else if (!strcmp(c->family, "smollm2")) {
         st = model_load(c->name, NULL, &lo, be, m, NULL, NULL, 0);
@@ -286,7 +287,7 @@ static void run_case(const model_case *c)
     load(host, c, &mc);
     load(dev, c, &mg);
     check_logits(c, &mc, &mg);
-    if (mc.cfg.n_experts == 0) check_training(c, &mc, &mg); /* the MoE: its MLP targets are refused */
+    if (mc.cfg.n_experts == 0 && !arch_info(mc.cfg.arch)->not_yet) check_training(c, &mc, &mg); /* MoE MLP targets refused; gemma4 not built */
     model_free(&mg);
     model_free(&mc);
     backend_close(dev);
