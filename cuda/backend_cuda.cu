@@ -167,6 +167,11 @@ static pt_backend_ops make_ops(void)
     ops.geglu_fwd = cuda_geglu_fwd;
     ops.geglu_bwd = cuda_geglu_bwd;
     ops.add_bias = cuda_add_bias;
+    ops.moe_route = cuda_moe_route;
+    ops.moe_gather = cuda_moe_gather;
+    ops.moe_combine = cuda_moe_combine;
+    ops.moe_combine_bwd = cuda_moe_combine_bwd;
+    ops.moe_route_bwd = cuda_moe_route_bwd;
     ops.dora_norm = cuda_dora_norm;
     ops.dora_scale = cuda_dora_scale;
     ops.dora_mag_bwd = cuda_dora_mag_bwd;

@@ -29,7 +29,7 @@
 
 /* Small host arrays an op takes by pointer (ids, positions, frequencies, labels, segments) are
  * copied into one device buffer per slot, grown as needed, in stream order. */
-enum { STAGE_IDS, STAGE_POS, STAGE_FREQ, STAGE_LABELS, STAGE_SEGMENTS, STAGE_COUNT };
+enum { STAGE_IDS, STAGE_POS, STAGE_FREQ, STAGE_LABELS, STAGE_SEGMENTS, STAGE_MOE_WEIGHTS, STAGE_COUNT };
 
 struct cuda_lt;     /* lt.cu's state */
 struct cuda_wcache; /* wcache.cu's */
@@ -200,6 +200,15 @@ pt_status cuda_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, c
 pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cuda_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale);
 pt_status cuda_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
+/* moe.cu */
+pt_status cuda_moe_route(pt_backend *be, int32_t *expert, float *weight, const pt_tensor *logits, int k, bool norm);
+pt_status cuda_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
+pt_status cuda_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row, const float *weight,
+                           int k);
+pt_status cuda_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *ys,
+                               const int32_t *row, const float *weight, int k);
+pt_status cuda_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                             const int32_t *expert, int k, bool norm);
 /* dora.cu */
 pt_status cuda_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a, const pt_tensor *b,
                          float s);

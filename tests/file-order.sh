@@ -19,8 +19,8 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/core) echo error shown util log jsonfile ;;
     src/runtime) echo blas_kernel dist signals ;;
     src/backend) echo device nf4 backend arena quant ;;
-    src/cpu) echo dequant dora gdn dot matmul_rows matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
-    cuda) echo comm scratch dequant dora gdn lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
+    src/cpu) echo dequant dora gdn dot matmul_rows matmul moe layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
+    cuda) echo comm scratch dequant dora gdn moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
         hf_tokenizer weight_check load model_share load_hf model_io ;;
@@ -31,7 +31,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter_select adapter adapter_decomp adapter_h5 adapter_gguf peft adapter_load ;;
-    src/forward) echo forward loss tokens sample ;;
+    src/forward) echo moe forward loss tokens sample ;;
     src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset chat_apply ;;
     src/export) echo gguf_meta hf_meta merge merged_gguf merged_hf ollama export_cmd ;;

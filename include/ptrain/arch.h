@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ptrain/error.h"
+
 typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3,
                PT_ARCH_SMOLLM3, /* llama with RoPE left out on every 4th layer (NoPE) */
@@ -16,6 +18,8 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_OLMO2,   /* norms after attention and the MLP only; q/k norms over the whole width */
                PT_ARCH_GEMMA3,  /* gemma2 with q/k norms, 5 local layers of 6 on their own rope base */
                PT_ARCH_PHI3,    /* llama with q/k/v and gate/up fused in the files, partial rotary */
+               PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
+               PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
                PT_ARCH_COUNT } pt_arch;
 
@@ -27,6 +31,10 @@ enum {
     W_Q_BIAS, W_K_BIAS, W_V_BIAS,          /* qwen2: f32 vectors */
     W_POST_ATTN_NORM, W_POST_FFN_NORM,     /* gemma2 */
     W_Q_NORM, W_K_NORM,                    /* qwen3, gemma3: RMSNorm of each head of q and k, head_dim values */
+    W_PLE_GATE, W_PLE_PROJ, W_PLE_NORM,    /* gemma4: the per-layer input's gate [ple, dim], projection [dim, ple]
+                                            * and the norm after it [dim] */
+    W_PLE_MODEL,                           /* gemma4: this layer's rows of per_layer_model_projection [ple, dim] */
+    W_PLE_EMBED,                           /* gemma4: this layer's columns of embed_tokens_per_layer [ple_vocab, ple] */
     /* qwen35: the output gate's rows of q_proj (the file interleaves query and gate per head; the loader splits
      * them into W_Q and W_Q_GATE), and a Gated DeltaNet layer's weights: in_proj_qkv, in_proj_z, in_proj_b,
      * in_proj_a, out_proj (projections), conv1d [conv channels, kernel], A_log and dt_bias [v heads] and the
@@ -64,6 +72,10 @@ typedef struct {
     bool fused;               /* phi3: q, k, v are row ranges of one weight (qkv_proj, GGUF attn_qkv) and gate,
                                * up of another (gate_up_proj, GGUF ffn_up); the slots of a fused weight share its
                                * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
+    bool moe;                 /* qwen3_moe: a router and experts in place of the MLP on sparse layers (HF only;
+                               * its GGUF form is refused by name) */
+    const char *not_yet;      /* what ptrain does not yet do with the family (training, exports, GGUF files), for
+                               * the refusal; NULL: everything */
     bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers
                                * whose q_proj carries an output gate (W_Q_GATE); training and exports not yet built */
 } pt_arch_info;
@@ -75,7 +87,8 @@ bool arch_from_gguf(const char *name, size_t len, pt_arch *out);
 /* The family and HF type of a config.json model_type, or of its architectures[0] when model_type is
  * empty or NULL. */
 bool arch_from_hf(const char *model_type, const char *class_name, pt_arch *out, const pt_arch_hf_type **type);
-/* The supported families, for error messages. */
+/* The supported families, for error messages: those a GGUF file may hold (no mixture of experts yet), and the
+ * config.json model_types. */
 const char *arch_list(void);
 const char *arch_hf_list(void);
 /* "blk.N.attn_q.weight" / "model.layers.N.self_attn.q_proj.weight" of slot in layer l, or NULL
@@ -89,6 +102,9 @@ const char *arch_peft_module(pt_arch a, int w);
 /* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
  * gemma3), whose SentencePiece vocabularies take no space prefix. */
 bool arch_gguf_gemma_line(const char *name, size_t len);
+/* PT_ERR_USER naming what the family does not yet support (arch_info's not_yet) when it has such a limit: what
+ * names the refused action ("training", "export"). */
+pt_status arch_check_supported(pt_arch a, const char *what);
 /* Whether slot is an RMSNorm weight. */
 bool arch_slot_is_norm(int slot);
 

@@ -171,6 +171,15 @@ typedef struct {
     pt_status (*to_host_async)(pt_backend *be, void *host, const pt_tensor *src);
     pt_status (*from_host_async)(pt_backend *be, pt_tensor *dst, const void *host);
     pt_status (*copies_wait)(pt_backend *be);
+    /* mixture of experts (backend_moe_route, _gather, _combine; host arrays passed as pointers) */
+    pt_status (*moe_route)(pt_backend *be, int32_t *expert, float *weight, const pt_tensor *logits, int k, bool norm);
+    pt_status (*moe_gather)(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
+    pt_status (*moe_combine)(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
+                             const float *weight, int k);
+    pt_status (*moe_combine_bwd)(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy,
+                                 const pt_tensor *ys, const int32_t *row, const float *weight, int k);
+    pt_status (*moe_route_bwd)(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                               const int32_t *expert, int k, bool norm);
     /* optional: keep up to bytes of dequantized base weights for reuse (NULL: nothing to keep) */
     pt_status (*weight_cache)(pt_backend *be, size_t bytes);
 } pt_backend_ops;
@@ -395,6 +404,38 @@ pt_status backend_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
  * gets the norm before clipping. */
 pt_status backend_clip_grad_norm(pt_backend *be, pt_tensor *grads, int n, double max_norm,
                                  double *total_norm);
+/* Mixture of experts (moe.c; Qwen3-MoE's router and experts as transformers computes them).
+ * backend_moe_route: for each row t of logits [rows, n_experts] (activations), p = softmax(row) in
+ * fp32 over all experts, then the k largest p (ties to the lower expert) as expert[t*k + s] (host
+ * int32, largest first) and weight[t*k + s] (host f32): p itself, or p / (sum of the k) with norm.
+ * backend_moe_gather: xs[i] = x[token[i]] (token: host, one per row of xs).
+ * backend_moe_matmul: the grouped expert product over rows sorted by expert: rows [offset[e],
+ * offset[e+1]) of y = those rows of x times w[e * stride]ᵀ (w: n_experts weights of one role, stride
+ * apart; offset host, n_experts + 1 values); experts with no rows are skipped, so no work is done for
+ * an expert no token chose, and the rows are taken in one fixed order.
+ * backend_moe_combine: y[t] += sum over s < k of weight[t*k + s] * ys[row[t*k + s]], summed in fp32 in
+ * s order (the caller orders each token's k by expert, as transformers' index_add_ adds them), then
+ * added to y (the residual). */
+pt_status backend_moe_route(pt_backend *be, int32_t *expert, float *weight, const pt_tensor *logits, int k, bool norm);
+pt_status backend_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
+pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                             const int64_t *offset, int n_experts);
+pt_status backend_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
+                              const float *weight, int k);
+/* Their gradients (the router and experts frozen). backend_moe_combine_bwd: dys[row[t*k + s]] =
+ * weight[t*k + s] * dy[t] and dw[t*k + s] (f32 [rows, k]) = dy[t] · ys[row[t*k + s]] (the dot in double);
+ * dys may alias ys (each sorted row belongs to one pair, read before it is written).
+ * backend_moe_route_bwd: dlogits (activations, may alias logits) = the gradient of the routing weights'
+ * dw (f32 [rows, k], for expert[t*k + s], host) through the renormalisation (norm) and the softmax, p
+ * recomputed from logits: dp_e = dw_s (norm: (dw_s - Σ_j dw_j w_j) / Σ_S p), dz = p (dp - Σ p dp).
+ * backend_moe_matmul_bwd_input: dx rows of each expert (+ beta dx) = dy rows times w[e * stride], as
+ * backend_moe_matmul groups them. */
+pt_status backend_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy,
+                                  const pt_tensor *ys, const int32_t *row, const float *weight, int k);
+pt_status backend_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                                const int32_t *expert, int k, bool norm);
+pt_status backend_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                       int stride, const int64_t *offset, int n_experts, float beta);
 /* A view of rows [r0, r0+rows) of a 2-d tensor (no copy). */
 pt_tensor tensor_rows(const pt_tensor *t, int64_t r0, int64_t rows);
 

@@ -28,15 +28,33 @@
 enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_RSTD2, A_LSE,
        A_O, A_D, A_RSTD3, A_RSTD4, /* post-norms only: o and down outputs, their norms' rstd */
        A_QPRE, A_KPRE, A_QRSTD, A_KRSTD, /* q/k norms only: q and k before their per-head norm, its rstd */
+       A_VPRE, A_VRSTD, /* gemma4's value norm: v before it (without k_eq_v), its rstd */
+       A_H2, A_PLG, A_PLA, A_PLP, A_RSTD5, /* gemma4's per-layer input: the stream after the MLP, the gate's output,
+                                           * gelu(gate) times the input, the projection, its norm's rstd */
        A_QGATE, /* qwen35's full layers: the output gate (W_Q_GATE x) */
        /* qwen35's Gated DeltaNet layers: in_proj_qkv's output before and after the conv, z, b and a, beta and g
         * (f32), the delta rule's output (then the gated norm's, out_proj's input), the norm's output, its rstd */
        A_LQKV, A_LCONV, A_LZ, A_LB, A_LA, A_LBETA, A_LG, A_LO, A_LN, A_LRSTD,
        A_COUNT };
 
+/* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over
+ * the rows·k (token, expert) pairs sorted by expert (then by token): the gathered inputs, gate, up,
+ * their SwiGLU and the experts' outputs. The host arrays say who went where. */
+enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_COUNT }; /* M_DW: f32 [rows, k], the backward's */
+typedef struct {
+    pt_tensor t[M_COUNT];
+    int32_t *expert; /* [rows·k] token t's experts, ascending (transformers' order of adding them) */
+    float *weight;   /* [rows·k] their routing weights, in the same order */
+    int32_t *token;  /* [rows·k] the token of each sorted row */
+    int32_t *row;    /* [rows·k] the sorted row of token t's s-th expert */
+    int64_t *offset; /* [n_experts + 1] each expert's first sorted row */
+    float *ones;     /* [rows·k] 1s: the gather's backward sums each token's k rows with them */
+} moe_acts;
+
 typedef struct {
     pt_tensor t[A_COUNT];
     pt_tensor xs[W_COUNT]; /* s · x Aᵀ per adapted projection, [rows, r] */
+    moe_acts moe;          /* models with experts only */
 } layer_acts;
 
 typedef struct {
@@ -59,6 +77,10 @@ typedef struct {
     float dropout;           /* training: dropout on the adapters' input (PEFT's lora_dropout); 0: none */
     uint64_t seed;           /* its masks: the same for a layer and projection every time */
     pt_tensor scratch;       /* [rows, widest projection input]: the dropped-out input */
+    pt_tensor ple_in;        /* gemma4: the layers' per-layer inputs, layer l's [rows, ple] from row l * rows */
+    pt_tensor ple_tmp, ple_rstd; /* and what computing them needs: [rows, ple], [rows, 1] f32 */
+    pt_tensor shared_k[2], shared_v[2]; /* gemma4 without a cache: the keys and values the KV-shared layers reuse
+                                         * (global [0], sliding [1]) */
     float noise_mag;         /* training with NEFTune: uniform(-mag, mag) noise on the embeddings; 0: none */
     uint64_t noise_seed;     /* its numbers: a function of the seed and the element alone */
 } fwd_ctx;
@@ -91,6 +113,13 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
 pt_tensor *forward_output(const fwd_ctx *c, fwd_bufs *b);
 /* out = layer(x), filling a (what the backward pass of that layer reads). */
 pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tensor *out, layer_acts *a);
+/* moe.c: a's buffers for a pass of c (nothing for a model without experts); the host arrays are freed by
+ * forward_moe_free. */
+pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a);
+void forward_moe_free(moe_acts *a);
+/* out += the mixture of experts of sparse layer `layer` applied to xn (the normed residual): the router,
+ * top-k, the experts over their sorted rows, the weighted sum (a keeps what the backward pass reads). */
+pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tensor *out, moe_acts *a);
 /* NEFTune (transformers' neftune_post_forward_hook): x += uniform(-mag, mag) noise, element i's
  * number drawn from (seed, i) alone (so a recomputation or a resumed run draws the same); buf: a
  * tensor of x's shape and dtype to stage it in. */

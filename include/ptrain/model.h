@@ -46,6 +46,26 @@ typedef struct {
     float q_temp_beta;      /* ministral3: q after RoPE times 1 + beta ln(1 + floor(pos / q_temp_period))
                              * (llama_4_scaling_beta); 0: none */
     int q_temp_period;      /* ministral3: the rope's original_max_position_embeddings */
+    /* mixture of experts (qwen3_moe; moe.h): n_experts 0 = a dense MLP on every layer */
+    int n_experts;          /* num_experts: experts of a sparse layer */
+    int n_experts_used;     /* num_experts_per_tok: the top-k each token is routed to */
+    int moe_ffn_dim;        /* moe_intermediate_size: each expert's gate/up rows */
+    int moe_step;           /* decoder_sparse_step: layer l is sparse when (l + 1) % moe_step == 0 */
+    bool moe_norm_topk;     /* norm_topk_prob: the k routing weights renormalised to sum 1 */
+    uint64_t mlp_only[4];   /* mlp_only_layers as bits (layers < 256): these stay dense */
+    /* gemma4 (all zero for the other families) */
+    bool last_layer_full;   /* the last layer is global whatever sliding_period says (transformers forces it) */
+    int head_dim_full;      /* the global layers' head size (global_head_dim); 0: head_dim */
+    int n_kv_heads_full;    /* the global layers' key/value heads; 0: n_kv_heads */
+    int rope_pairs_full;    /* the global layers' rotated pairs ("proportional": the first pairs of head_dim_full/2
+                             * turn by theta^(-2i/head_dim_full), the rest stay); 0: all */
+    bool k_eq_v;            /* attention_k_eq_v: the global layers' values are their keys before the k norm */
+    bool v_norm;            /* values RMSNormed per head without a weight; attention scale 1 */
+    int kv_shared;          /* num_kv_shared_layers: the last layers use the keys and values of the last earlier
+                             * layer of their kind */
+    int ple_dim;            /* hidden_size_per_layer_input: the per-layer inputs' width; 0: none */
+    int ple_vocab;          /* vocab_size_per_layer_input: the rows of embed_tokens_per_layer */
+    bool layer_scalars;     /* each layer's output times its layer_scalar */
     /* qwen35 (Gated DeltaNet hybrid): layer l is full attention when (l + 1) % full_period == 0, else a Gated
      * DeltaNet layer; 0: every layer full attention (every other family) */
     int full_period;
@@ -54,8 +74,15 @@ typedef struct {
     bool attn_gate;         /* qwen35: full attention output times sigmoid(W_Q_GATE x) */
 } pt_model_config;
 
+/* Expert weights of a sparse layer, per expert (each its own tensor, NF4 under load_in_4bit). */
+enum { X_GATE, X_UP, X_DOWN, X_COUNT };
+
 typedef struct {
     pt_tensor w[W_COUNT];
+    /* sparse layers only (model_layer_moe): the router [n_experts, dim], never quantized, and
+     * experts[e * X_COUNT + X_*]: gate and up [moe_ffn_dim, dim], down [dim, moe_ffn_dim] */
+    pt_tensor router;
+    pt_tensor *experts;
 } pt_layer_weights;
 
 typedef struct {
@@ -66,6 +93,10 @@ typedef struct {
     float *inv_freq; /* head_dim/2 rotary frequencies, scaling applied; then head_dim/2 more for the local
                       * layers when cfg.rope_theta_local is set, and for LongRoPE's long factors when
                       * cfg.rope_short_max is (model_freq_count, model_layer_freq) */
+    /* gemma4: per_layer_projection_norm [ple_dim]; a vector of ones (the value norm's weight), the layers'
+     * scalars (host memory). embed_tokens_per_layer is cut into the layers' W_PLE_EMBED. */
+    pt_tensor ple_norm, ones;
+    float *layer_scalar;
     size_t weight_bytes;
     bool borrowed;   /* the weights point into a shared image (model_share.h): model_free leaves them */
 } pt_model;
@@ -80,6 +111,11 @@ typedef struct {
  * sqrt(dim), soft-caps 50 and 30, window 4096 on even layers, attention scale as llama.cpp
  * derives it); a loader then overrides what its file gives. */
 void model_family_defaults(pt_model_config *c);
+/* Whether layer l of a model of config c is a mixture of experts (else its MLP is dense). */
+bool model_layer_moe(const pt_model_config *c, int layer);
+/* Parameters of the model's weights as stored (unquantized counts): *total all of them, *active those a
+ * token runs through (k of the n_experts experts of each sparse layer); either may be NULL. */
+void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *active);
 /* The values of the q or k norm (slot W_Q_NORM, W_K_NORM): head_dim, or heads x head_dim (olmo2). */
 int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 /* The values of each head that rotate: rope_dim, or head_dim. */
@@ -119,6 +155,20 @@ const float *model_layer_freq(const pt_model *m, int layer, const int32_t *pos, 
 /* Fill m->inv_freq (model_freq_count values) from theta and the global layers' scaling s (NULL:
  * none); the local layers' frequencies come from c.rope_theta_local, unscaled. */
 pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s);
+/* Layer l's head size and key/value heads (gemma4's global layers have their own), and the widest of each
+ * over the layers: q [rows, n_heads * head], k and v [rows, kv_heads * head]. */
+int model_layer_head_dim(const pt_model_config *c, int layer);
+int model_layer_kv_heads(const pt_model_config *c, int layer);
+int64_t model_max_q_width(const pt_model_config *c);
+int64_t model_max_kv_width(const pt_model_config *c);
+/* The layer whose keys and values layer l attends to: l itself, or with KV sharing the last layer of its kind
+ * before the shared ones (gemma4). */
+int model_kv_source(const pt_model_config *c, int layer);
+/* Whether layer l has a value projection of its own (not gemma4's global layers with k_eq_v, not shared). */
+bool model_layer_has_v(const pt_model_config *c, int layer);
+/* model_proj_shape of layer l (its own head size, key/value heads); false also for a projection the layer
+ * does not have (shared or k_eq_v layers' k and v). The per-layer input's slots too. */
+bool model_layer_proj_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in);
 /* Layer l's attention settings (heads, scale, soft-cap, window); the caller fills in batch,
  * n_q, n_kv, q_pos0 and segments. */
 pt_attention model_layer_attention(const pt_model_config *c, int layer);
@@ -131,6 +181,8 @@ bool model_proj_shape(const pt_model_config *c, int slot, int64_t *out, int64_t 
  * gemma2; others are named in the error. opts may be NULL (load_in_4bit on). */
 pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_options *opts, pt_model *m);
 void model_free(pt_model *m);
+/* Bytes of the routers and experts of the sparse layers (counted in weight_bytes). */
+size_t model_expert_bytes(const pt_model *m);
 /* llama.cpp's name of layer l's weight in slot (blk.N.attn_q.weight), or NULL when the family has
  * no such weight; *permute (may be NULL) gets the head count whose q/k rows llama.cpp interleaves
  * for its rotary embedding (llama's q and k), else 0. */

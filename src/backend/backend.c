@@ -891,3 +891,104 @@ pt_adamw_scalars adamw_scalars(const pt_adamw *hp)
     };
     return s;
 }
+
+/* ---- mixture of experts ---- */
+
+pt_status backend_moe_route(pt_backend *be, int32_t *expert, float *weight, const pt_tensor *logits, int k, bool norm)
+{
+    TRY(need_act(be, logits, "moe_route", "logits"));
+    if (logits->ndim != 2 || k < 1 || k > logits->shape[1])
+        return ERR(PT_ERR_INTERNAL, "moe_route: top-%d of rows of %lld experts", k,
+                   (long long)(logits->ndim == 2 ? logits->shape[1] : 0));
+    NEED_OP(be, moe_route);
+    return be->ops->moe_route(be, expert, weight, logits, k, norm);
+}
+
+pt_status backend_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token)
+{
+    TRY(need_act(be, xs, "moe_gather", "xs"));
+    if (xs->dtype != x->dtype || xs->ndim != 2 || x->ndim != 2 || xs->shape[1] != x->shape[1])
+        return ERR(PT_ERR_INTERNAL, "moe_gather: rows of %lld %s from rows of %lld %s", (long long)xs->shape[1],
+                   dtype_name(xs->dtype), (long long)x->shape[1], dtype_name(x->dtype));
+    for (int64_t i = 0; i < xs->shape[0]; i++)
+        if (token[i] < 0 || token[i] >= x->shape[0])
+            return ERR(PT_ERR_INTERNAL, "moe_gather: row %lld of %lld", (long long)token[i], (long long)x->shape[0]);
+    NEED_OP(be, moe_gather);
+    return be->ops->moe_gather(be, xs, x, token);
+}
+
+pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                             const int64_t *offset, int n_experts)
+{
+    if (offset[0] != 0 || offset[n_experts] > x->shape[0] || x->shape[0] != y->shape[0])
+        return ERR(PT_ERR_INTERNAL, "moe_matmul: %lld rows grouped over %lld", (long long)offset[n_experts],
+                   (long long)x->shape[0]);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
+        if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul: expert %d's rows end before they start", e);
+        if (n == 0) continue;
+        pt_tensor yv = tensor_rows(y, offset[e], n), xv = tensor_rows(x, offset[e], n);
+        TRY(backend_matmul(be, &yv, &xv, &w[(size_t)e * (size_t)stride], 0.0f));
+    }
+    return PT_OK;
+}
+
+pt_status backend_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
+                              const float *weight, int k)
+{
+    TRY(need_act(be, y, "moe_combine", "y"));
+    if (ys->dtype != y->dtype || ys->ndim != 2 || y->ndim != 2 || ys->shape[1] != y->shape[1] || k < 1)
+        return ERR(PT_ERR_INTERNAL, "moe_combine: rows of %lld %s into rows of %lld %s", (long long)ys->shape[1],
+                   dtype_name(ys->dtype), (long long)y->shape[1], dtype_name(y->dtype));
+    for (int64_t i = 0; i < y->shape[0] * k; i++)
+        if (row[i] < 0 || row[i] >= ys->shape[0])
+            return ERR(PT_ERR_INTERNAL, "moe_combine: row %lld of %lld", (long long)row[i], (long long)ys->shape[0]);
+    NEED_OP(be, moe_combine);
+    return be->ops->moe_combine(be, y, ys, row, weight, k);
+}
+
+pt_status backend_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy,
+                                  const pt_tensor *ys, const int32_t *row, const float *weight, int k)
+{
+    TRY(need_act(be, dy, "moe_combine_bwd", "dy"));
+    TRY(need_f32(dw, "moe_combine_bwd", "dw"));
+    if (dys->dtype != dy->dtype || ys->dtype != dy->dtype || dys->shape[1] != dy->shape[1] ||
+        ys->shape[1] != dy->shape[1] || dys->shape[0] != ys->shape[0] || tensor_numel(dw) != dy->shape[0] * k)
+        return ERR(PT_ERR_INTERNAL, "moe_combine_bwd: shapes of dys, dw, dy and ys do not fit");
+    for (int64_t i = 0; i < dy->shape[0] * k; i++)
+        if (row[i] < 0 || row[i] >= ys->shape[0])
+            return ERR(PT_ERR_INTERNAL, "moe_combine_bwd: row %lld of %lld", (long long)row[i], (long long)ys->shape[0]);
+    NEED_OP(be, moe_combine_bwd);
+    return be->ops->moe_combine_bwd(be, dys, dw, dy, ys, row, weight, k);
+}
+
+pt_status backend_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                                const int32_t *expert, int k, bool norm)
+{
+    TRY(need_act(be, logits, "moe_route_bwd", "logits"));
+    TRY(need_f32(dw, "moe_route_bwd", "dw"));
+    if (dlogits->dtype != logits->dtype || tensor_numel(dlogits) != tensor_numel(logits) || logits->ndim != 2 ||
+        tensor_numel(dw) != logits->shape[0] * k)
+        return ERR(PT_ERR_INTERNAL, "moe_route_bwd: shapes of dlogits, logits and dw do not fit");
+    for (int64_t i = 0; i < logits->shape[0] * k; i++)
+        if (expert[i] < 0 || expert[i] >= logits->shape[1])
+            return ERR(PT_ERR_INTERNAL, "moe_route_bwd: expert %d of %lld", expert[i], (long long)logits->shape[1]);
+    NEED_OP(be, moe_route_bwd);
+    return be->ops->moe_route_bwd(be, dlogits, logits, dw, expert, k, norm);
+}
+
+pt_status backend_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                       int stride, const int64_t *offset, int n_experts, float beta)
+{
+    if (offset[0] != 0 || offset[n_experts] > dy->shape[0] || dx->shape[0] != dy->shape[0])
+        return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: %lld rows grouped over %lld", (long long)offset[n_experts],
+                   (long long)dy->shape[0]);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
+        if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: expert %d's rows end before they start", e);
+        if (n == 0) continue;
+        pt_tensor dxv = tensor_rows(dx, offset[e], n), dyv = tensor_rows(dy, offset[e], n);
+        TRY(backend_matmul_bwd_input(be, &dxv, &dyv, &w[(size_t)e * (size_t)stride], beta));
+    }
+    return PT_OK;
+}

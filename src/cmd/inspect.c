@@ -249,6 +249,15 @@ static double bnb_tensor(const pt_model_config *c, const char *name, size_t byte
     return (double)bytes * (1 + 1.0 / 32) + 1280; /* not a projection ptrain knows: about the codes and maps */
 }
 
+/* A fused expert tensor [E, rows, cols] as the loader keeps it: E weights [rows, cols] (down_proj) or 2E of
+ * half the rows (gate_up_proj), each NF4 under load_in_4bit. */
+static double fused_experts(const st_tensor *t, double stored, bool nf4)
+{
+    bool gate_up = strstr(t->name, "gate_up_proj") != NULL;
+    int64_t n = t->shape[0] * (gate_up ? 2 : 1), rows = t->shape[1] / (gate_up ? 2 : 1), cols = t->shape[2];
+    return loaded_matrix(true, true, rows, cols, stored / (double)n, nf4) * (double)n;
+}
+
 static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
 {
     for (size_t i = 0; i < s->n_entries; i++) {
@@ -256,12 +265,15 @@ static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
         count_type(r, st_dtype_name(t->dtype));
         const char *w = strstr(t->name, ".weight.");
         if (w) continue; /* a bitsandbytes part (absmax, quant_map ...): counted with its weight */
-        bool edge = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight");
+        bool edge = !strcmp(t->name, "model.embed_tokens.weight") || !strcmp(t->name, "lm_head.weight") ||
+                    strstr(t->name, ".mlp.gate.weight"); /* a router stays as stored */
         bool dense = t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16 || t->dtype == ST_F64;
         double stored = t->dtype == ST_F64 ? (double)t->nbytes / 2 : (double)t->nbytes;
         if (has_quant_state(s, t->name)) r->loaded += bnb_tensor(&r->cfg, t->name, t->nbytes);
         else if (t->ndim == 1) r->loaded += 4.0 * (double)st_numel(t);
         else if (t->ndim == 2) r->loaded += loaded_matrix(!edge, dense, t->shape[0], t->shape[1], stored, nf4);
+        else if (t->ndim == 3 && strstr(t->name, ".mlp.experts.")) /* fused experts: each expert's weights apart */
+            r->loaded += fused_experts(t, stored, dense && nf4);
         else r->loaded += stored;
     }
 }
@@ -473,26 +485,49 @@ static bool has_weights(const char *path, const char *dir)
     return false;
 }
 
+/* A sparse layer's router (as stored) and experts (NF4 each under load_in_4bit), estimated from config.json. */
+static double config_experts(const hf_config *h, double elt, bool nf4)
+{
+    const pt_model_config *c = &h->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    double gate = loaded_matrix(true, true, f, d, elt * (double)(f * d), nf4);
+    double down = loaded_matrix(true, true, d, f, elt * (double)(f * d), nf4);
+    return elt * (double)(c->n_experts * d) + (double)c->n_experts * (2 * gate + down);
+}
+
 /* The weight bytes loading would allocate, from config.json's sizes: projections NF4 under
  * load_in_4bit or when pre-quantized, else as stored (torch_dtype, 16-bit when not given);
- * embeddings and an untied lm_head as stored; norms and biases f32. */
+ * embeddings and an untied lm_head as stored; norms and biases f32. Each layer's own shapes (gemma4's global
+ * layers, shared and k_eq_v layers), and gemma4's per-layer inputs: the table's columns and the model
+ * projection's rows of each layer as projections are. */
 static double config_weights(const hf_config *h, bool nf4)
 {
     const pt_model_config *c = &h->cfg;
-    double elt = !strcmp(h->torch_dtype, "float32") ? 4 : 2;
-    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim,
-            f = c->ffn_dim;
-    const int64_t shape[7][2] = {{q, d}, {kv, d}, {kv, d}, {d, q}, {f, d}, {f, d}, {d, f}}; /* [out, in] */
-    double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2)) +
-                   (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
-    layer += c->qk_norm ? 4.0 * (double)(model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
-    for (int i = 0; i < 7; i++) {
-        double stored = elt * (double)shape[i][0] * (double)shape[i][1];
-        layer += h->bnb_4bit ? bnb_loaded(shape[i][0], shape[i][1])
-                             : loaded_matrix(true, true, shape[i][0], shape[i][1], stored, nf4);
+    double elt = !strcmp(h->torch_dtype, "float32") ? 4 : 2, total = 0;
+    int64_t d = c->dim;
+    const int slots[] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN, W_PLE_GATE, W_PLE_PROJ, W_PLE_MODEL, W_PLE_EMBED};
+    for (int l = 0; l < c->n_layers; l++) {
+        int64_t q = (int64_t)c->n_heads * model_layer_head_dim(c, l);
+        int64_t kv = (int64_t)model_layer_kv_heads(c, l) * model_layer_head_dim(c, l);
+        double layer = 4.0 * (double)d * ((c->post_norms ? 2 : 0) + (c->no_pre_norms ? 0 : 2) + (c->ple_dim ? 1 : 0)) +
+                       (c->qkv_bias ? 4.0 * (double)(q + 2 * kv) : 0);
+        layer += c->qk_norm ? 4.0 * (double)(c->head_dim_full ? 2 * model_layer_head_dim(c, l) :
+                                             model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM)) : 0;
+        bool sparse = model_layer_moe(c, l);
+        if (sparse) layer += config_experts(h, elt, nf4);
+        for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+            if (sparse && (slots[i] == W_GATE || slots[i] == W_UP || slots[i] == W_DOWN)) continue; /* experts */
+            int64_t rows = c->ple_vocab, cols = c->ple_dim;
+            if (slots[i] == W_PLE_EMBED ? c->ple_dim <= 0 : !model_layer_proj_shape(c, l, slots[i], &rows, &cols))
+                continue;
+            double stored = elt * (double)rows * (double)cols;
+            layer += h->bnb_4bit && slots[i] < W_PLE_GATE ? bnb_loaded(rows, cols)
+                                                          : loaded_matrix(true, true, rows, cols, stored, nf4);
+        }
+        total += layer;
     }
     double embed = elt * (double)c->vocab * (double)d;
-    return layer * c->n_layers + 4.0 * (double)d + embed * (c->tied_embeddings ? 1 : 2);
+    return total + 4.0 * (double)(d + c->ple_dim) + embed * (c->tied_embeddings ? 1 : 2);
 }
 
 static pt_status describe_hf(const char *path, const insp_options *o, insp_report *r)
@@ -520,6 +555,23 @@ static pt_status describe_hf(const char *path, const insp_options *o, insp_repor
 }
 
 /* ---- the report ---- */
+
+/* gemma4's own: the global layers' heads and rope, k_eq_v, the value norm, KV sharing, per-layer inputs. */
+static void gemma4_line(const pt_model_config *c)
+{
+    if (c->head_dim_full > 0)
+        printf("%-18s global layers: head size %d, key/value heads %d, %d of %d rotary pairs turning (proportional)%s\n",
+               "family features", c->head_dim_full, c->n_kv_heads_full ? c->n_kv_heads_full : c->n_kv_heads,
+               c->rope_pairs_full ? c->rope_pairs_full : c->head_dim_full / 2, c->head_dim_full / 2,
+               c->k_eq_v ? ", values are the keys (attention_k_eq_v)" : "");
+    if (c->v_norm) printf("%-18s values RMSNormed per head (no weight), layer scalars\n", "family features");
+    if (c->kv_shared > 0)
+        printf("%-18s the last %d layers reuse the keys and values of earlier ones (no cache of their own)\n",
+               "family features", c->kv_shared);
+    if (c->ple_dim > 0)
+        printf("%-18s per-layer inputs of %d values (embed_tokens_per_layer %d x %d, cut per layer)\n",
+               "family features", c->ple_dim, c->ple_vocab, c->n_layers * c->ple_dim);
+}
 
 static void family_line(const pt_model_config *c)
 {
@@ -552,11 +604,25 @@ static void family_line(const pt_model_config *c)
     if (c->rope_dim > 0 && c->rope_dim < c->head_dim)
         printf("%-18s partial rotary: %d of %d values of each head rotate\n", "family features", c->rope_dim,
                c->head_dim);
+    if (c->n_experts > 0) {
+        int sparse = 0;
+        for (int l = 0; l < c->n_layers; l++) sparse += model_layer_moe(c, l);
+        printf("%-18s mixture of experts on %d of %d layers: %d experts of width %d, top-%d%s (router softmax in fp32)\n",
+               "family features", sparse, c->n_layers, c->n_experts, c->moe_ffn_dim, c->n_experts_used,
+               c->moe_norm_topk ? ", renormalised" : "");
+    }
+    gemma4_line(c);
     if (c->full_period > 0)
         printf("%-18s Gated DeltaNet on layers but (l + 1) %% %d == 0 (%d key heads of %d, %d value heads of %d, conv "
                "%d; fp32 recurrent state); full attention with an output gate; training and exports of this family "
                "are not built yet (issue 42)\n", "family features", c->full_period, c->lin_k_heads, c->lin_k_dim,
                c->lin_v_heads, c->lin_v_dim, c->lin_conv);
+    if (c->n_experts > 0) { /* a dense model's count is the weights line's */
+        int64_t total, active;
+        model_param_counts(c, &total, &active);
+        printf("%-18s %.4g B total, %.4g B active per token (%lld, %lld)\n", "parameters", (double)total / 1e9,
+               (double)active / 1e9, (long long)total, (long long)active);
+    }
 }
 
 /* The slots family a adapts for the module names in text (any separator); how many names it has. */
@@ -593,6 +659,9 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     char a[32], t[32], targets[128];
     adapter_targets_text(ad.arch, ad.target, targets, sizeof targets);
     const char *about = r->no_weights ? "about " : "";
+    if (arch_info(r->cfg.arch)->not_yet)
+        printf("%-18s not available for %s models yet (the plan below is what it will take)\n", "training",
+               arch_name(r->cfg.arch));
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s %s%s on %s%s: LoRA r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "

@@ -144,6 +144,11 @@ static const pt_backend_ops cpu_ops = {
     .to_host_async = cpu_to_host_async,
     .from_host_async = cpu_from_host_async,
     .copies_wait = cpu_synchronize,
+    .moe_route = cpu_moe_route,
+    .moe_gather = cpu_moe_gather,
+    .moe_combine = cpu_moe_combine,
+    .moe_combine_bwd = cpu_moe_combine_bwd,
+    .moe_route_bwd = cpu_moe_route_bwd,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)

@@ -18,6 +18,16 @@ pt_status cpu_reduce_end(pt_backend *be);
 pt_status cpu_copy(pt_backend *be, pt_tensor *dst, const pt_tensor *src);
 pt_status cpu_zero(pt_backend *be, pt_tensor *t);
 
+/* moe.c */
+pt_status cpu_moe_route(pt_backend *be, int32_t *expert, float *weight, const pt_tensor *logits, int k, bool norm);
+pt_status cpu_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
+pt_status cpu_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row, const float *weight,
+                          int k);
+pt_status cpu_moe_combine_bwd(pt_backend *be, pt_tensor *dys, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *ys,
+                              const int32_t *row, const float *weight, int k);
+pt_status cpu_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
+                            const int32_t *expert, int k, bool norm);
+
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
 pt_status cpu_matmul_rows(float *y, const float *x, const pt_tensor *w, int64_t m, float beta);
 pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,

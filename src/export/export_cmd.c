@@ -65,7 +65,7 @@ static pt_status base_config(const export_job *j, char *path, size_t len, bool *
     hf_config hc;
     TRY(hf_config_read(config, &hc));
     *cfg = hc.cfg;
-    return PT_OK;
+    return arch_check_supported(cfg->arch, "export"); /* gemma4: forward only, for now */
 }
 
 static bool has_saved(const pt_adapter *l) { return l && (l->saved[0].data || l->saved[1].data); }
@@ -149,6 +149,9 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
 static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                           const pt_adapter *l)
 {
+    if (cfg->n_experts > 0 && (j->hf || j->n_gguf || j->ollama))
+        return ERR(PT_ERR_USER, "%s: a mixture-of-experts model (%s); merged exports (hf, gguf, ollama) of its experts "
+                   "are not built yet: export the adapter files alone", shown_text(base).s, arch_name(cfg->arch));
     TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {

@@ -1,4 +1,5 @@
-/* tokens.c — generation's use of the forward pass (forward.h): a key/value cache per layer, and
+/* tokens.c — generation's use of the forward pass (forward.h): a key/value cache per layer (none on the
+ * layers that reuse another's, gemma4), and
  * forward_tokens, which runs new tokens after the cached ones through the one layer forward
  * (forward.c) and returns their logits; forward_tokens_batch for sequences decoded in step, and
  * forward_tokens_shared for a prompt they all start with. The buffers of a call come from an arena
@@ -31,12 +32,14 @@ static pt_status cache_make(const pt_model *m, int batch, int max_seq, pt_kv_cac
     kv->conv = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
     kv->state = calloc((size_t)m->cfg.n_layers, sizeof(pt_tensor));
     TRY_ALLOC(kv->k && kv->v && kv->conv && kv->state ? kv->k : NULL);
-    int64_t shape[2] = {(int64_t)(batch > 1 ? batch : 1) * max_seq, (int64_t)m->cfg.n_kv_heads * m->cfg.head_dim};
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (model_layer_linear(&m->cfg, l)) {
             TRY(states_make(m, batch > 1 ? batch : 1, l, kv));
             continue;
         }
+        if (model_kv_source(&m->cfg, l) != l) continue; /* gemma4's KV-shared layers read another layer's */
+        int64_t shape[2] = {(int64_t)(batch > 1 ? batch : 1) * max_seq,
+                            (int64_t)model_layer_kv_heads(&m->cfg, l) * model_layer_head_dim(&m->cfg, l)};
         kv->k[l] = tensor_make(m->be->act, 2, shape);
         kv->v[l] = tensor_make(m->be->act, 2, shape);
         TRY(backend_alloc(m->be, &kv->k[l]));

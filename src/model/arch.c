@@ -4,6 +4,8 @@
 #include "ptrain/arch.h"
 
 #include <stdio.h>
+
+#include "ptrain/error.h"
 #include <string.h>
 
 /* The llama-like blocks share their GGUF and HF names; each family row lists them in full. */
@@ -108,6 +110,27 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_GATE] = "mlp.gate_up_proj.weight", [W_UP] = "mlp.gate_up_proj.weight",
                      [W_DOWN] = "mlp.down_proj.weight"},
     },
+    [PT_ARCH_QWEN3MOE] = {
+        .name = "qwen3moe", .description = "qwen3moe (Qwen3-MoE, Hugging Face directories)",
+        .hf = {{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B)", false, false}},
+        .qk_norm = true, .act = PT_ACT_SILU, .moe = true, /* GGUF names: llama.cpp's, for adapter.gguf */
+        .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+    },
+    [PT_ARCH_GEMMA4] = {
+        .name = "gemma4", .description = "gemma4 (Gemma 4 text)",
+        .hf = {{"gemma4_text", "Gemma4ForCausalLM", "gemma4_text (Gemma 4)", true, false}},
+        .post_norms = true, .qk_norm = true, .act = PT_ACT_GELU_TANH, /* norms compute x * w, not x * (1 + w) */
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "pre_feedforward_layernorm.weight",
+                     [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
+                     [W_POST_FFN_NORM] = "post_feedforward_layernorm.weight",
+                     [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
+                     [W_PLE_GATE] = "per_layer_input_gate.weight", [W_PLE_PROJ] = "per_layer_projection.weight",
+                     [W_PLE_NORM] = "post_per_layer_input_norm.weight"},
+        .not_yet = "runs Gemma 4 forward (generate, inspect) from Hugging Face directories only; "
+                   "training, exports and GGUF files of it are not built yet",
+    },
     [PT_ARCH_QWEN35] = {
         .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",
         .hf = {{"qwen3_5_text", "Qwen3_5ForCausalLM", "qwen3_5_text (Qwen3.5)", false, false},
@@ -165,8 +188,8 @@ static const char *join(char *text, size_t len, bool hf)
 {
     if (text[0]) return text;
     for (int a = 0; a < PT_ARCH_COUNT; a++)
-        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : 1); i++) {
-            const char *d = hf ? table[a].hf[i].description : table[a].description;
+        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : !table[a].moe); i++) {
+            const char *d = hf ? table[a].hf[i].description : table[a].description; /* GGUF: no MoE yet */
             if (d) snprintf(text + strlen(text), len - strlen(text), "%s%s", text[0] ? ", " : "", d);
         }
     return text;
@@ -215,5 +238,13 @@ bool arch_gguf_gemma_line(const char *name, size_t len)
 bool arch_slot_is_norm(int slot)
 {
     return slot == W_ATTN_NORM || slot == W_FFN_NORM || slot == W_POST_ATTN_NORM || slot == W_POST_FFN_NORM ||
-           slot == W_Q_NORM || slot == W_K_NORM;
+           slot == W_Q_NORM || slot == W_K_NORM || slot == W_PLE_NORM;
+}
+
+pt_status arch_check_supported(pt_arch a, const char *what)
+{
+    const char *why = arch_info(a)->not_yet;
+    if (!why) return PT_OK;
+    return ERR(PT_ERR_USER, "%s is not available for %s models yet: ptrain %s; use another family for %s",
+               what, arch_name(a), why, what);
 }

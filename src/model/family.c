@@ -40,6 +40,24 @@ static void gemma3_defaults(pt_model_config *c)
     c->rope_theta_local = 10000.0f;
 }
 
+/* Gemma 4: Gemma 3's block with norms of x * w, q/k norms then scale 1, unweighted value norms, local
+ * layers on base 10000 (transformers' defaults; the global layers' own head size and rope come from
+ * config.json). */
+static void gemma4_defaults(pt_model_config *c)
+{
+    c->post_norms = true;
+    c->act = PT_ACT_GELU_TANH;
+    c->embed_scale = sqrtf((float)c->dim);
+    c->embed_scaled_in_module = true;
+    c->attn_scale = 1.0f;
+    c->v_norm = true;
+    c->sliding_window = 512;
+    c->sliding_period = 6;
+    c->last_layer_full = true;
+    c->rope_theta_local = 10000.0f;
+    c->layer_scalars = true;
+}
+
 void model_family_defaults(pt_model_config *c)
 {
     const pt_arch_info *a = arch_info(c->arch);
@@ -66,7 +84,10 @@ void model_family_defaults(pt_model_config *c)
     c->q_temp_period = 0;
     c->attn_gate = a->gated_delta;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
+    c->last_layer_full = c->k_eq_v = c->v_norm = c->layer_scalars = false;
+    c->head_dim_full = c->n_kv_heads_full = c->rope_pairs_full = c->kv_shared = c->ple_dim = c->ple_vocab = 0;
     if (c->arch == PT_ARCH_GEMMA3) gemma3_defaults(c);
+    if (c->arch == PT_ARCH_GEMMA4) gemma4_defaults(c);
 }
 
 bool model_layer_rope(const pt_model_config *c, int layer)
@@ -77,6 +98,7 @@ bool model_layer_rope(const pt_model_config *c, int layer)
 int model_layer_window(const pt_model_config *c, int layer)
 {
     if (c->sliding_window <= 0) return 0;
+    if (c->last_layer_full && layer == c->n_layers - 1) return 0;
     if (c->sliding_period > 0) return (layer + 1) % c->sliding_period ? c->sliding_window : 0;
     int pattern = c->sliding_pattern > 0 ? c->sliding_pattern : 1;
     return layer % pattern == 0 ? c->sliding_window : 0;
@@ -113,8 +135,11 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
     return true;
 }
 
-/* where LongRoPE's long frequencies start in inv_freq */
-static int long_offset(const pt_model_config *c) { return c->head_dim / 2 * (c->rope_theta_local > 0.0f ? 2 : 1); }
+/* The global layers' frequencies come first (head_dim_full/2 of them on gemma4), then the local layers'. */
+static int global_half(const pt_model_config *c) { return (c->head_dim_full > 0 ? c->head_dim_full : c->head_dim) / 2; }
+
+/* where LongRoPE's long frequencies start in inv_freq: after the global and local ones */
+static int long_offset(const pt_model_config *c) { return global_half(c) + (c->rope_theta_local > 0.0f ? c->head_dim / 2 : 0); }
 
 int model_freq_count(const pt_model_config *c) { return long_offset(c) + (c->rope_short_max > 0 ? c->head_dim / 2 : 0); }
 
@@ -126,13 +151,73 @@ const float *model_layer_freq(const pt_model *m, int layer, const int32_t *pos, 
         long_set = pos[r] >= c->rope_short_max;
     if (long_set) return m->inv_freq + long_offset(c);
     bool own = c->rope_theta_local > 0.0f && model_layer_window(c, layer) > 0;
-    return m->inv_freq + (own ? c->head_dim / 2 : 0);
+    return m->inv_freq + (own ? global_half(c) : 0);
+}
+
+int model_layer_head_dim(const pt_model_config *c, int layer)
+{
+    return c->head_dim_full > 0 && model_layer_window(c, layer) == 0 ? c->head_dim_full : c->head_dim;
+}
+
+int model_layer_kv_heads(const pt_model_config *c, int layer)
+{
+    return c->n_kv_heads_full > 0 && model_layer_window(c, layer) == 0 ? c->n_kv_heads_full : c->n_kv_heads;
+}
+
+int64_t model_max_q_width(const pt_model_config *c)
+{
+    int64_t w = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if ((int64_t)c->n_heads * model_layer_head_dim(c, l) > w) w = (int64_t)c->n_heads * model_layer_head_dim(c, l);
+    return w;
+}
+
+int64_t model_max_kv_width(const pt_model_config *c)
+{
+    int64_t w = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        int64_t kw = (int64_t)model_layer_kv_heads(c, l) * model_layer_head_dim(c, l);
+        if (kw > w) w = kw;
+    }
+    return w;
+}
+
+int model_kv_source(const pt_model_config *c, int layer)
+{
+    int first = c->n_layers - c->kv_shared;
+    if (c->kv_shared <= 0 || layer < first) return layer;
+    bool global = model_layer_window(c, layer) == 0;
+    for (int l = first - 1; l >= 0; l--)
+        if ((model_layer_window(c, l) == 0) == global) return l;
+    return layer; /* hf_config refuses a kind that no earlier layer computes */
+}
+
+bool model_layer_has_v(const pt_model_config *c, int layer)
+{
+    return model_kv_source(c, layer) == layer && !(c->k_eq_v && model_layer_window(c, layer) == 0);
+}
+
+bool model_layer_proj_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in)
+{
+    int64_t d = c->dim, q = (int64_t)c->n_heads * model_layer_head_dim(c, layer);
+    int64_t kv = (int64_t)model_layer_kv_heads(c, layer) * model_layer_head_dim(c, layer);
+    bool own_kv = model_kv_source(c, layer) == layer;
+    switch (slot) {
+    case W_Q: *out = q, *in = d; return true;
+    case W_K: *out = kv, *in = d; return own_kv;
+    case W_V: *out = kv, *in = d; return model_layer_has_v(c, layer);
+    case W_O: *out = d, *in = q; return true;
+    case W_PLE_GATE: case W_PLE_MODEL: *out = c->ple_dim, *in = d; return c->ple_dim > 0;
+    case W_PLE_PROJ: *out = d, *in = c->ple_dim; return c->ple_dim > 0;
+    default: return model_proj_shape(c, slot, out, in);
+    }
 }
 
 pt_attention model_layer_attention(const pt_model_config *c, int layer)
 {
-    pt_attention a = {.n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim,
-                      .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim),
+    int hd = model_layer_head_dim(c, layer);
+    pt_attention a = {.n_heads = c->n_heads, .n_kv_heads = model_layer_kv_heads(c, layer), .head_dim = hd,
+                      .scale = c->attn_scale > 0.0f ? c->attn_scale : 1.0f / sqrtf((float)hd),
                       .softcap = c->attn_softcap, .window = model_layer_window(c, layer)};
     return a;
 }
@@ -197,4 +282,33 @@ const char *model_gguf_tensor_name(const pt_model_config *c, int l, int slot, ch
     snprintf(buf, len, "blk.%d.%s", l, a->gguf[slot]);
     if (permute) *permute = !a->gguf_permuted_qk ? 0 : slot == W_Q ? c->n_heads : slot == W_K ? c->n_kv_heads : 0;
     return buf;
+}
+
+bool model_layer_moe(const pt_model_config *c, int layer)
+{
+    if (c->n_experts <= 0 || layer < 0) return false;
+    if (layer < 256 && (c->mlp_only[layer / 64] >> (layer % 64) & 1)) return false;
+    int step = c->moe_step > 0 ? c->moe_step : 1;
+    return (layer + 1) % step == 0;
+}
+
+void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *active)
+{
+    int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
+    int64_t attn = 2 * d * q + 2 * d * kv + 2 * d + (c->qkv_bias ? q + 2 * kv : 0) +
+                   (c->qk_norm ? model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM) : 0) +
+                   (c->post_norms ? 2 * d : 0);
+    int64_t edge = (int64_t)c->vocab * d * (c->tied_embeddings ? 1 : 2) + d, all = edge, act = edge;
+    for (int l = 0; l < c->n_layers; l++) {
+        all += attn, act += attn;
+        if (!model_layer_moe(c, l)) {
+            all += 3 * d * c->ffn_dim, act += 3 * d * c->ffn_dim;
+            continue;
+        }
+        int64_t expert = 3 * d * c->moe_ffn_dim, router = (int64_t)c->n_experts * d;
+        all += router + c->n_experts * expert;
+        act += router + c->n_experts_used * expert;
+    }
+    if (total) *total = all;
+    if (active) *active = act;
 }

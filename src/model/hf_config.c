@@ -565,6 +565,163 @@ static pt_status gemma3(const cfg_src *c, hf_config *h)
     return period_layers(c, m);
 }
 
+/* Gemma 4's layer_types: every P-th layer global and the last one global whatever P says (transformers forces
+ * it); absent: P = 6. */
+static pt_status gemma4_layers(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *types = json_object_get(c->root, "layer_types");
+    m->sliding_period = 6;
+    if (!types || json_is_null(types)) return PT_OK;
+    int period = 0;
+    for (int l = 0; json_is_array(types) && !period && l < (int)json_array_size(types); l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && !strcmp(t, "full_attention")) period = l + 1;
+    }
+    m->sliding_period = period;
+    bool ok = json_is_array(types) && json_array_size(types) == (size_t)m->n_layers && period > 0;
+    for (int l = 0; ok && l < m->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        ok = t && !strcmp(t, model_layer_window(m, l) ? "sliding_attention" : "full_attention");
+    }
+    if (ok) return PT_OK;
+    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"sliding_attention\" but for every P-th and the "
+               "last \"full_attention\" (Gemma 4: P = 5 or 6)", shown_text(c->name).s, m->n_layers);
+}
+
+/* The global layers' head size and key/value heads: per_layer_config (as transformers 5 writes it: the same
+ * override on every global layer, none on the local ones), else global_head_dim (512) and, with
+ * attention_k_eq_v, num_global_key_value_heads. */
+static pt_status gemma4_heads(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *per = json_object_get(c->root, "per_layer_config");
+    m->head_dim_full = 512;
+    if (!per || json_is_null(per)) {
+        TRY(int_key(c, "global_head_dim", false, 2, 1024, &m->head_dim_full));
+        if (m->k_eq_v) TRY(int_key(c, "num_global_key_value_heads", false, 1, m->n_heads, &m->n_kv_heads_full));
+    } else {
+        if (!json_is_object(per)) return bad(c, "per_layer_config", "an object of layer overrides", per);
+        bool first = true;
+        for (int l = 0; l < m->n_layers; l++) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", l);
+            const json_t *o = json_object_get(per, key);
+            bool global = model_layer_window(m, l) == 0;
+            if (!o && !global) continue;
+            cfg_src lc = {c->name, o, "per_layer_config"};
+            int hd = m->head_dim, kvh = m->n_kv_heads;
+            if (o && !json_is_object(o)) return bad(c, "per_layer_config", "an object per layer", o);
+            if (o) TRY(int_key(&lc, "head_dim", false, 2, 1024, &hd));
+            if (o) TRY(int_key(&lc, "num_key_value_heads", false, 1, m->n_heads, &kvh));
+            bool same = global && (first || (hd == m->head_dim_full && kvh == m->n_kv_heads_full)) &&
+                        (!o || json_object_size(o) <= 2);
+            if (!same)
+                return ERR(PT_ERR_USER, "%s: per_layer_config[\"%d\"]: ptrain runs one head size and key/value head "
+                           "count for all global layers and the top-level ones for the sliding layers; this config "
+                           "gives layer %d its own", shown_text(c->name).s, l, l);
+            m->head_dim_full = hd, m->n_kv_heads_full = kvh, first = false;
+        }
+    }
+    if (m->head_dim_full % 2 || m->n_heads % (m->n_kv_heads_full ? m->n_kv_heads_full : m->n_kv_heads))
+        return ERR(PT_ERR_USER, "%s: the global layers' head size %d and %d key/value heads do not fit %d heads (the "
+                   "head size must be even, the heads a multiple of the key/value heads)", shown_text(c->name).s,
+                   m->head_dim_full, m->n_kv_heads_full, m->n_heads);
+    return PT_OK;
+}
+
+/* rope_parameters.sliding_attention (default, base 10000) and .full_attention ("proportional": the first
+ * int(partial_rotary_factor * head / 2) pairs turn by base^(-2i/head), divided by factor; or default). */
+static pt_status gemma4_rope(const cfg_src *c, hf_config *h)
+{
+    pt_model_config *m = &h->cfg;
+    double local = 10000.0, partial = 0.25, factor = 1.0;
+    char type[32] = "proportional";
+    h->rope_theta = 1e6;
+    memset(&h->rope, 0, sizeof h->rope);
+    const json_t *params = json_object_get(c->root, "rope_parameters");
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return bad(c, "rope_parameters", "an object with full_attention and sliding_attention", params);
+    const json_t *full = json_is_object(params) ? json_object_get(params, "full_attention") : NULL;
+    const json_t *slide = json_is_object(params) ? json_object_get(params, "sliding_attention") : NULL;
+    if (json_is_object(full)) {
+        cfg_src f = {c->name, full, "rope_parameters.full_attention"};
+        TRY(str_key(&f, "rope_type", type, sizeof type));
+        TRY(num_key(&f, "rope_theta", 1, 1e15, &h->rope_theta));
+        TRY(num_key(&f, "partial_rotary_factor", 0, 1, &partial));
+        TRY(num_key(&f, "factor", 0, 1e9, &factor));
+        if (strcmp(type, "proportional") && strcmp(type, "default"))
+            return ERR(PT_ERR_USER, "%s: rope_parameters.full_attention.rope_type \"%s\" is not supported for Gemma 4; "
+                       "supported: proportional, default", shown_text(c->name).s, shown_text(type).s);
+        if (!strcmp(type, "default")) partial = 1.0, factor = 1.0;
+    }
+    if (json_is_object(slide)) {
+        cfg_src sl = {c->name, slide, "rope_parameters.sliding_attention"};
+        char st[32] = "default";
+        TRY(str_key(&sl, "rope_type", st, sizeof st));
+        TRY(num_key(&sl, "rope_theta", 1, 1e15, &local));
+        if (strcmp(st, "default"))
+            return ERR(PT_ERR_USER, "%s: rope_parameters.sliding_attention.rope_type \"%s\": ptrain runs Gemma 4's "
+                       "sliding layers with the default rope only", shown_text(c->name).s, shown_text(st).s);
+    }
+    int pairs = (int)floor(partial * m->head_dim_full / 2.0);
+    if (pairs < 1)
+        return ERR(PT_ERR_USER, "%s: rope_parameters.full_attention.partial_rotary_factor %g turns no pair of the %d "
+                   "values of a global head", shown_text(c->name).s, partial, m->head_dim_full);
+    m->rope_pairs_full = pairs == m->head_dim_full / 2 ? 0 : pairs;
+    if (factor != 1.0) h->rope.type = PT_ROPE_LINEAR, h->rope.factor = factor;
+    m->rope_theta = (float)h->rope_theta;
+    m->rope_theta_local = (float)local;
+    return PT_OK;
+}
+
+/* The switches of Gemma 4 a text model may not use (MoE, bidirectional attention, biases, the double-wide MLP
+ * of the shared layers) are refused by name. */
+static pt_status gemma4_refusals(const cfg_src *c, const pt_model_config *m)
+{
+    bool moe = false, bias = false, wide = false;
+    TRY(bool_key(c, "enable_moe_block", &moe));
+    TRY(bool_key(c, "attention_bias", &bias));
+    TRY(bool_key(c, "use_double_wide_mlp", &wide));
+    const json_t *bidi = json_object_get(c->root, "use_bidirectional_attention");
+    const char *what = moe ? "enable_moe_block is true" : bias ? "attention_bias is true"
+                     : wide && m->kv_shared > 0 ? "use_double_wide_mlp is true"
+                     : bidi && !json_is_null(bidi) ? "use_bidirectional_attention is set" : NULL;
+    if (!what) return PT_OK;
+    return ERR(PT_ERR_USER, "%s: %s; ptrain runs Gemma 4 text models with causal attention, no biases, the dense MLP "
+               "of intermediate_size on every layer and no MoE block (yet)", shown_text(c->name).s, what);
+}
+
+static pt_status gemma4(const cfg_src *c, hf_config *h)
+{
+    pt_model_config *m = &h->cfg;
+    model_family_defaults(m);
+    TRY(activation(c, json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act",
+                   "gelu_pytorch_tanh", PT_ACT_GELU_TANH, m));
+    double final_cap = 0;
+    TRY(num_key(c, "final_logit_softcapping", 1e-9, 1e9, &final_cap));
+    m->final_softcap = (float)final_cap;
+    TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    TRY(bool_key(c, "attention_k_eq_v", &m->k_eq_v));
+    TRY(int_key(c, "num_kv_shared_layers", false, 0, m->n_layers - 1, &m->kv_shared));
+    m->ple_dim = 256, m->ple_vocab = 262144;
+    if (json_is_null(json_object_get(c->root, "hidden_size_per_layer_input"))) m->ple_dim = 0;
+    TRY(int_key(c, "hidden_size_per_layer_input", false, 0, 1 << 16, &m->ple_dim));
+    TRY(int_key(c, "vocab_size_per_layer_input", false, 1, 1 << 24, &m->ple_vocab));
+    if (m->ple_dim > 0 && m->ple_vocab < m->vocab)
+        return ERR(PT_ERR_USER, "%s: vocab_size_per_layer_input %d is below vocab_size %d: the per-layer embeddings "
+                   "must cover every token", shown_text(c->name).s, m->ple_vocab, m->vocab);
+    TRY(gemma4_refusals(c, m));
+    TRY(gemma4_layers(c, m));
+    TRY(gemma4_heads(c, m));
+    TRY(gemma4_rope(c, h));
+    int first = m->n_layers - m->kv_shared;
+    for (int l = first; l < m->n_layers && m->kv_shared > 0; l++)
+        if (model_kv_source(m, l) == l)
+            return ERR(PT_ERR_USER, "%s: num_kv_shared_layers %d: layer %d is %s and no layer before the shared ones "
+                       "is, so none computes the keys it would reuse", shown_text(c->name).s, m->kv_shared, l,
+                       model_layer_window(m, l) ? "sliding" : "global");
+    return PT_OK;
+}
+
 /* Qwen3.5's hybrid: layer_types (or full_attention_interval, 4 by default) must put full attention on every
  * P-th layer and Gated DeltaNet (linear_attention) on the others, as every released size does. */
 static pt_status qwen35_layers(const cfg_src *c, pt_model_config *m)
@@ -650,6 +807,41 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
+/* mlp_only_layers: layer indices below n_layers (and 256) that keep a dense MLP. */
+static pt_status mlp_only_layers(const cfg_src *c, pt_model_config *m)
+{
+    const json_t *list = json_object_get(c->root, "mlp_only_layers");
+    if (!list || json_is_null(list)) return PT_OK;
+    int top = m->n_layers < 256 ? m->n_layers : 256;
+    if (!json_is_array(list)) return bad(c, "mlp_only_layers", "a list of layer indices", list);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *v = json_array_get(list, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= top) {
+            char expected[96];
+            snprintf(expected, sizeof expected, "a list of layer indices from 0 to %d", top - 1);
+            return bad(c, "mlp_only_layers", expected, list);
+        }
+        int l = (int)json_integer_value(v);
+        m->mlp_only[l / 64] |= (uint64_t)1 << (l % 64);
+    }
+    return PT_OK;
+}
+
+/* Qwen3-MoE's experts: num_experts (config.json may write it as num_local_experts), the top-k, each
+ * expert's width, which layers are sparse, and whether the k weights are renormalised. */
+static pt_status moe(const cfg_src *c, pt_model_config *m)
+{
+    const char *n_key = json_object_get(c->root, "num_experts") ? "num_experts" : "num_local_experts";
+    TRY(int_key(c, n_key, true, 1, 4096, &m->n_experts));
+    TRY(int_key(c, "num_experts_per_tok", true, 1, m->n_experts, &m->n_experts_used));
+    TRY(int_key(c, "moe_intermediate_size", true, 1, 1 << 26, &m->moe_ffn_dim));
+    m->moe_step = 1;
+    TRY(int_key(c, "decoder_sparse_step", false, 1, 4096, &m->moe_step));
+    m->moe_norm_topk = false; /* transformers' Qwen3MoeConfig default */
+    TRY(bool_key(c, "norm_topk_prob", &m->moe_norm_topk));
+    return mlp_only_layers(c, m);
+}
+
 /* A multimodal checkpoint's text_config (qwen3_5): the object the text model's settings are read from. */
 static pt_status text_config(const cfg_src *top, cfg_src *text)
 {
@@ -677,10 +869,12 @@ static pt_status parse_root(const cfg_src *top, hf_config *h)
     m->attn_scale = 1.0f / sqrtf((float)m->head_dim);
     if (m->arch == PT_ARCH_GEMMA2) TRY(gemma2(c, m));
     else if (m->arch == PT_ARCH_GEMMA3) TRY(gemma3(c, h));
+    else if (m->arch == PT_ARCH_GEMMA4) TRY(gemma4(c, h));
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
+    if (arch_info(m->arch)->moe) TRY(moe(c, m));
     if (arch_info(m->arch)->gated_delta) TRY(qwen35(c, m));
     if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)
         return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",

@@ -56,6 +56,13 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     if (!arch_from_gguf(arch.data, arch.len, &c->arch))
         return ERR(PT_ERR_USER, "%s: architecture \"%s\" is not supported yet; supported: %s", shown_text(f->path).s,
                    shown_bytes(arch.data, arch.len).s, arch_list());
+    if (arch_info(c->arch)->moe)
+        return ERR(PT_ERR_USER, "%s: a GGUF %s model (mixture of experts); ptrain reads this family from Hugging Face "
+                   "directories only for now: use the model's safetensors directory", shown_text(f->path).s,
+                   arch_name(c->arch));
+    if (arch_info(c->arch)->not_yet) /* gemma4: Hugging Face directories only, for now */
+        return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain %s: use the model's Hugging Face directory",
+                   shown_text(f->path).s, arch_name(c->arch), arch_info(c->arch)->not_yet);
     if (arch_info(c->arch)->gated_delta)
         return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain reads Qwen3.5 from Hugging Face directories only, for "
                    "now: use the model's safetensors directory (ptrain quantizes it to NF4 on load)",
@@ -346,16 +353,17 @@ static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_c
 
 pt_status model_rope_freqs(pt_model *m, double theta, const pt_rope_scaling *s)
 {
-    int half = m->cfg.head_dim / 2;
-    m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(&m->cfg));
+    const pt_model_config *c = &m->cfg;
+    int gdim = c->head_dim_full > 0 ? c->head_dim_full : c->head_dim, half = gdim / 2;
+    m->inv_freq = malloc(sizeof(float) * (size_t)model_freq_count(c));
     TRY_ALLOC(m->inv_freq);
-    TRY(rope_inv_freq(theta, model_rope_dim(&m->cfg), s, m->inv_freq));
-    if (m->cfg.rope_theta_local > 0.0f)
-        TRY(rope_inv_freq(m->cfg.rope_theta_local, m->cfg.head_dim, NULL, m->inv_freq + half));
-    if (m->cfg.rope_short_max <= 0) return PT_OK; /* LongRoPE's long set after the others */
-    float *lf = m->inv_freq + model_freq_count(&m->cfg) - half;
-    if (s && s->type == PT_ROPE_LONGROPE) return rope_inv_freq_long(theta, model_rope_dim(&m->cfg), s, lf);
-    return rope_inv_freq(theta, model_rope_dim(&m->cfg), NULL, lf); /* GGUF: rope_frequencies divides */
+    TRY(rope_inv_freq(theta, c->head_dim_full > 0 ? gdim : model_rope_dim(c), s, m->inv_freq));
+    for (int i = c->rope_pairs_full; c->rope_pairs_full > 0 && i < half; i++) m->inv_freq[i] = 0.0f; /* proportional */
+    if (c->rope_theta_local > 0.0f) TRY(rope_inv_freq(c->rope_theta_local, c->head_dim, NULL, m->inv_freq + half));
+    if (c->rope_short_max <= 0) return PT_OK; /* LongRoPE's long set after the others */
+    float *lf = m->inv_freq + model_freq_count(c) - c->head_dim / 2;
+    if (s && s->type == PT_ROPE_LONGROPE) return rope_inv_freq_long(theta, model_rope_dim(c), s, lf);
+    return rope_inv_freq(theta, model_rope_dim(c), NULL, lf); /* GGUF: rope_frequencies divides */
 }
 
 /* LongRoPE's rope_factors_short/long.weight (pairs f32 values, one per rotated pair) dividing freq */
@@ -437,16 +445,41 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
     return PT_OK;
 }
 
+size_t model_expert_bytes(const pt_model *m)
+{
+    size_t bytes = 0;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
+        const pt_layer_weights *w = &m->layers[l];
+        bytes += w->router.nbytes;
+        for (int i = 0; w->experts && i < m->cfg.n_experts * X_COUNT; i++) bytes += w->experts[i].nbytes;
+    }
+    return bytes;
+}
+
+/* A sparse layer's router and experts (nothing for a dense one). */
+static void experts_free(pt_model *m, pt_layer_weights *w)
+{
+    if (!m->borrowed) backend_release(m->be, &w->router);
+    for (int i = 0; w->experts && !m->borrowed && i < m->cfg.n_experts * X_COUNT; i++)
+        backend_release(m->be, &w->experts[i]);
+    free(w->experts);
+    w->experts = NULL;
+}
+
 void model_free(pt_model *m)
 {
     if (!m->be) return;
+    for (int l = 0; m->layers && l < m->cfg.n_layers; l++) experts_free(m, &m->layers[l]);
     for (int l = 0; m->layers && l < m->cfg.n_layers && !m->borrowed; l++)
         for (int i = 0; i < W_COUNT; i++) backend_release(m->be, &m->layers[l].w[i]);
     if (!m->borrowed) {
         if (!m->cfg.tied_embeddings) backend_release(m->be, &m->output);
         backend_release(m->be, &m->tok_embd);
         backend_release(m->be, &m->out_norm);
+        backend_release(m->be, &m->ple_norm);
+        backend_release(m->be, &m->ones);
     }
+    free(m->layer_scalar);
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);

@@ -33,25 +33,25 @@ typedef struct {
 
 /* ---- names and shapes ---- */
 
-/* [rows, cols] of a slot; rows 0 means a vector of cols values. */
-static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_t *cols)
+/* [rows, cols] of a slot of layer l; rows 0 means a vector of cols values. False: layer l has no such weight
+ * (gemma4's shared layers' k, v and k norm, its global layers' v with k_eq_v). */
+static bool slot_shape(const pt_model_config *c, int l, int slot, int64_t *rows, int64_t *cols)
 {
     int64_t qw = (int64_t)c->n_heads * c->head_dim, kw = (int64_t)c->n_kv_heads * c->head_dim;
     *rows = 0;
     *cols = c->dim;
+    if (model_layer_proj_shape(c, l, slot, rows, cols)) return true;
     switch (slot) {
-    case W_Q: *rows = qw; break;
-    case W_K:
-    case W_V: *rows = kw; break;
-    case W_O: *rows = c->dim, *cols = qw; break;
-    case W_GATE:
-    case W_UP: *rows = c->ffn_dim; break;
-    case W_DOWN: *rows = c->dim, *cols = c->ffn_dim; break;
+    case W_Q: case W_K: case W_V: case W_O: case W_PLE_GATE: case W_PLE_PROJ: case W_PLE_MODEL: case W_PLE_EMBED:
+        return false;
     case W_Q_BIAS: *cols = qw; break;
     case W_K_BIAS:
     case W_V_BIAS: *cols = kw; break;
-    case W_Q_NORM:
-    case W_K_NORM: *cols = model_qk_norm_width(c, slot); break;
+    case W_Q_NORM: *cols = c->head_dim_full ? model_layer_head_dim(c, l) : model_qk_norm_width(c, slot); break;
+    case W_K_NORM:
+        *cols = c->head_dim_full ? model_layer_head_dim(c, l) : model_qk_norm_width(c, slot);
+        return model_kv_source(c, l) == l;
+    case W_PLE_NORM: return c->ple_dim > 0;
     case W_Q_GATE:
     case W_LIN_QKV:
     case W_LIN_Z:
@@ -64,6 +64,7 @@ static void slot_shape(const pt_model_config *c, int slot, int64_t *rows, int64_
     case W_LIN_NORM: *cols = c->lin_v_dim; break;
     default: break; /* norms: dim */
     }
+    return true;
 }
 
 static const char *where(const hf_loader *ld)
@@ -430,6 +431,68 @@ static pt_status load_conv(const hf_loader *ld, const char *name, int64_t rows, 
     return st;
 }
 
+/* ---- experts ---- */
+
+/* Rows [row0, row0 + rows) of expert e of the fused [E, rows_all, cols] tensor `name` (transformers 5's
+ * mlp.experts.gate_up_proj and down_proj), as a weight of its own. */
+static pt_status load_fused_expert(const hf_loader *ld, const char *name, int e, int64_t row0, int64_t rows,
+                                   int64_t rows_all, int64_t cols, pt_tensor *out)
+{
+    const st_tensor *t;
+    const st_file *f;
+    TRY(find(ld, name, &t, &f));
+    int64_t n_exp = ld->hc->cfg.n_experts;
+    if (t->ndim != 3 || t->shape[0] != n_exp || t->shape[1] != rows_all || t->shape[2] != cols) {
+        char desc[160];
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld, %lld] from config.json (num_experts, "
+                   "moe_intermediate_size, hidden_size): the weights and config.json are from different models",
+                   shown_text(f->path).s, shown_text(name).s, st_describe(t, desc, sizeof desc), (long long)n_exp,
+                   (long long)rows_all, (long long)cols);
+    }
+    st_tensor part = *t; /* the expert's rows, in place in the mapping */
+    size_t esize = t->nbytes / (size_t)(n_exp * rows_all * cols), skip = (size_t)((e * rows_all + row0) * cols) * esize;
+    part.ndim = 2;
+    part.shape[0] = rows, part.shape[1] = cols;
+    part.data = (const char *)t->data + skip;
+    part.nbytes = (size_t)(rows * cols) * esize;
+    part.begin += skip;
+    part.end = part.begin + part.nbytes;
+    return load_dense(ld, f, &part, rows, cols, ld->nf4, out);
+}
+
+/* A sparse layer's router (as stored, never quantized) and its experts, one by one
+ * (mlp.experts.E.{gate,up,down}_proj.weight, bitsandbytes ones too) or fused
+ * (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]); each expert weight NF4 under
+ * load_in_4bit. */
+static pt_status load_experts(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    char name[192], fused[192];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+    TRY(load_matrix(ld, name, c->n_experts, d, false, &w->router));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    snprintf(fused, sizeof fused, "model.layers.%d.mlp.experts.gate_up_proj", l);
+    bool is_fused = st_set_find(ld->s, fused, NULL) != NULL;
+    static const char *const role[X_COUNT] = {[X_GATE] = "gate_proj", [X_UP] = "up_proj", [X_DOWN] = "down_proj"};
+    for (int e = 0; e < c->n_experts; e++)
+        for (int x = 0; x < X_COUNT; x++) {
+            pt_tensor *out = &w->experts[(size_t)e * X_COUNT + (size_t)x];
+            int64_t rows = x == X_DOWN ? d : f, cols = x == X_DOWN ? f : d;
+            if (is_fused && x == X_DOWN) {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj", l);
+                TRY(load_fused_expert(ld, name, e, 0, d, d, f, out));
+            } else if (is_fused) {
+                TRY(load_fused_expert(ld, fused, e, x == X_UP ? f : 0, f, 2 * f, d, out));
+            } else {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, role[x]);
+                TRY(load_matrix(ld, name, rows, cols, ld->nf4, out));
+            }
+        }
+    return PT_OK;
+}
+
 /* ---- the model ---- */
 
 /* "model." or, for a multimodal checkpoint's text tower, "model.language_model." */
@@ -438,9 +501,11 @@ static const char *prefix(const hf_loader *ld) { return ld->hc->text_tower ? "mo
 static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
-    bool plus_one = arch_info(c->arch)->norm_plus_one;
+    bool plus_one = arch_info(c->arch)->norm_plus_one, sparse = model_layer_moe(c, l);
     char name[192];
+    if (sparse) TRY(load_experts(ld, l, w));
     for (int slot = 0; slot < W_COUNT; slot++) {
+        if (sparse && (slot == W_GATE || slot == W_UP || slot == W_DOWN)) continue; /* the experts instead */
         if (!model_slot_in_layer(c, l, slot)) continue;
         snprintf(name, sizeof name, "%slayers.%d.%s", prefix(ld), l, arch_info(c->arch)->hf_names[slot]);
         if (c->attn_gate && slot == W_Q_GATE) continue; /* with W_Q */
@@ -450,12 +515,83 @@ static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
         }
         int64_t rows, cols, row0 = 0, rows_all;
         int lead;
-        slot_shape(c, slot, &rows, &cols);
+        if (!slot_shape(c, l, slot, &rows, &cols)) continue;
         if (!model_fused_part(c, slot, &lead, &row0, &rows_all)) rows_all = rows;
         if (slot == W_LIN_CONV) TRY(load_conv(ld, name, rows, cols, &w->w[slot]));
         else if (rows) TRY(load_rows(ld, name, row0, rows, rows_all, cols, ld->nf4, &w->w[slot]));
         else TRY(load_vector(ld, name, cols, plus_one && arch_slot_is_norm(slot), &w->w[slot]));
     }
+    return PT_OK;
+}
+
+/* Layer l's columns of embed_tokens_per_layer [ple_vocab, n_layers * ple] as a table of its own: the bytes as
+ * stored (F32/F16/BF16), or NF4 under load_in_4bit when ple is whole 64-blocks. */
+static pt_status ple_columns(const hf_loader *ld, const st_file *f, const st_tensor *t, int l, pt_tensor *out)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t v = c->ple_vocab, p = c->ple_dim, width = (int64_t)c->n_layers * p, shape[2] = {v, p};
+    pt_dtype keep = t->dtype == ST_F32 ? PT_F32 : t->dtype == ST_F16 ? PT_F16 : t->dtype == ST_BF16 ? PT_BF16 : PT_DTYPE_COUNT;
+    if (!(ld->nf4 && p % NF4_BLOCK == 0) && keep != PT_DTYPE_COUNT) {
+        size_t es = t->nbytes / (size_t)(v * width);
+        char *buf = malloc((size_t)(v * p) * es);
+        TRY_ALLOC(buf);
+        for (int64_t r = 0; r < v; r++)
+            memcpy(buf + (size_t)(r * p) * es, (const char *)t->data + (size_t)(r * width + l * p) * es, (size_t)p * es);
+        *out = tensor_make(keep, 2, shape);
+        pt_status st = upload(ld->be, out, buf);
+        free(buf);
+        return st;
+    }
+    float *dense = malloc(sizeof(float) * (size_t)(v * p));
+    TRY_ALLOC(dense);
+    pt_status st = PT_OK;
+    for (int64_t r = 0; r < v && st == PT_OK; r++) st = st_read_f32(t, f->path, r * width + l * p, p, dense + r * p);
+    if (st != PT_OK) {
+        free(dense);
+        return st;
+    }
+    return upload_floats(ld, dense, v, p, ld->nf4 && p % NF4_BLOCK == 0, out);
+}
+
+/* Gemma 4's model-level parts: the per-layer embedding table cut into the layers' W_PLE_EMBED (kept as stored,
+ * or NF4 under load_in_4bit: on the small sizes it outweighs the rest of the model; never widened to f32 whole),
+ * the model projection's rows of each layer (W_PLE_MODEL), its norm, the layers' scalars and the value norm's vector of ones. */
+static pt_status load_gemma4(const hf_loader *ld, pt_model *m)
+{
+    const pt_model_config *c = &m->cfg;
+    int64_t width = (int64_t)c->n_layers * c->ple_dim, hd = model_layer_head_dim(c, c->n_layers - 1);
+    if (c->head_dim > hd) hd = c->head_dim;
+    float *host = malloc(sizeof(float) * (size_t)(hd > c->n_layers ? hd : c->n_layers));
+    TRY_ALLOC(host);
+    for (int64_t i = 0; i < hd; i++) host[i] = 1.0f;
+    m->ones = tensor_make(PT_F32, 1, &hd);
+    pt_status st = upload(ld->be, &m->ones, host);
+    m->layer_scalar = malloc(sizeof(float) * (size_t)c->n_layers);
+    if (st == PT_OK && !m->layer_scalar) st = ERR(PT_ERR_NOMEM, "out of memory");
+    for (int l = 0; st == PT_OK && l < c->n_layers; l++) {
+        char name[96];
+        const st_tensor *t;
+        const st_file *f;
+        snprintf(name, sizeof name, "model.layers.%d.layer_scalar", l);
+        st = find(ld, name, &t, &f);
+        if (st == PT_OK) st = check_shape(f, t, 0, 1);
+        if (st == PT_OK) st = st_read_f32(t, f->path, 0, 1, &m->layer_scalar[l]);
+        if (st == PT_OK) st = weight_check(ld->tally, f->path, name, WEIGHT_VECTOR, PT_F32, &m->layer_scalar[l], 1, 0);
+    }
+    free(host);
+    TRY(st);
+    if (c->ple_dim <= 0) return PT_OK;
+    TRY(load_vector(ld, "model.per_layer_projection_norm.weight", c->ple_dim, false, &m->ple_norm));
+    const char *table = "model.embed_tokens_per_layer.weight";
+    const st_tensor *t;
+    const st_file *f;
+    TRY(find(ld, table, &t, &f));
+    TRY(check_shape(f, t, c->ple_vocab, width));
+    TRY(weight_check_st(ld->tally, f->path, table, WEIGHT_EMBEDDING, t->dtype, t->data, c->ple_vocab * width, width));
+    for (int l = 0; l < c->n_layers; l++) TRY(ple_columns(ld, f, t, l, &m->layers[l].w[W_PLE_EMBED]));
+    for (int l = 0; l < c->n_layers; l++)
+        TRY(load_rows(ld, "model.per_layer_model_projection.weight", (int64_t)l * c->ple_dim, c->ple_dim, width,
+                      c->dim, ld->nf4, &m->layers[l].w[W_PLE_MODEL]));
     return PT_OK;
 }
 
@@ -474,6 +610,7 @@ static pt_status load_all(const hf_loader *ld, pt_model *m)
     if (c->tied_embeddings) m->output = m->tok_embd;
     else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
+    if (c->arch == PT_ARCH_GEMMA4) TRY(load_gemma4(ld, m));
     return model_rope_freqs(m, ld->hc->rope_theta, &ld->hc->rope);
 }
 
@@ -496,7 +633,9 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
         return st;
     }
     const pt_model_config *c = &m->cfg;
-    m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes);
+    m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes) +
+                      m->ple_norm.nbytes + m->ones.nbytes;
+    m->weight_bytes += model_expert_bytes(m);
     for (int l = 0; l < c->n_layers; l++)
         for (int i = 0; i < W_COUNT; i++) m->weight_bytes += m->layers[l].w[i].nbytes;
     return PT_OK;

@@ -89,11 +89,13 @@ static pt_status hf_bound(const char *path, size_t *bytes)
     st_set s;
     TRY(st_set_open(path, &s));
     size_t files = 0;
-    uint64_t vectors = 0;
+    uint64_t vectors = 0, parts = 0; /* a fused 3-D expert tensor becomes two weights per expert */
     for (int i = 0; i < s.n_files; i++) files += s.files[i].size;
-    for (size_t i = 0; i < s.n_entries; i++)
+    for (size_t i = 0; i < s.n_entries; i++) {
         if (s.entries[i].tensor->ndim == 1) vectors += (uint64_t)s.entries[i].tensor->shape[0];
-    *bytes = files + slack(s.n_entries, vectors);
+        if (s.entries[i].tensor->ndim == 3) parts += 2 * (uint64_t)s.entries[i].tensor->shape[0];
+    }
+    *bytes = files + slack(s.n_entries + parts, vectors);
     st_set_close(&s);
     return PT_OK;
 }
@@ -124,16 +126,24 @@ typedef struct {
 } desc_tensor;
 
 /* Every tensor of m in a fixed order: the embedding, the final norm, the lm_head (unless tied),
- * then each layer's W_COUNT slots. */
-static int tensor_count(const pt_model_config *c) { return 3 + c->n_layers * W_COUNT; }
+ * then each layer's W_COUNT slots, its router and n_experts * X_COUNT experts (none on a dense layer:
+ * empty entries). */
+static int layer_tensors(const pt_model_config *c) { return W_COUNT + (c->n_experts > 0 ? 1 + c->n_experts * X_COUNT : 0); }
+static int tensor_count(const pt_model_config *c) { return 3 + c->n_layers * layer_tensors(c); }
 
 static pt_tensor *tensor_at(pt_model *m, int i)
 {
+    static pt_tensor none; /* a dense layer's experts: no memory (bind writes {0} here) */
     if (i == 0) return &m->tok_embd;
     if (i == 1) return &m->out_norm;
     if (i == 2) return &m->output;
     i -= 3;
-    return &m->layers[i / W_COUNT].w[i % W_COUNT];
+    pt_layer_weights *w = &m->layers[i / layer_tensors(&m->cfg)];
+    int j = i % layer_tensors(&m->cfg);
+    if (j < W_COUNT) return &w->w[j];
+    if (j == W_COUNT) return &w->router;
+    none = (pt_tensor){0};
+    return w->experts ? &w->experts[j - W_COUNT - 1] : &none;
 }
 
 pt_status model_describe(const pt_model *m, const void *base, void **out, size_t *n)
@@ -199,6 +209,11 @@ pt_status model_bind(const void *desc, size_t n, const void *base, pt_backend *b
     const desc_tensor *d = (const desc_tensor *)((const unsigned char *)desc + sizeof h);
     memcpy(m->inv_freq, d + h.n_tensors, sizeof(float) * h.n_freq);
     pt_status st = PT_OK;
+    for (int l = 0; l < h.cfg.n_layers && st == PT_OK; l++)
+        if (model_layer_moe(&h.cfg, l)) {
+            m->layers[l].experts = calloc((size_t)h.cfg.n_experts * X_COUNT, sizeof(pt_tensor));
+            if (!m->layers[l].experts) st = ERR(PT_ERR_NOMEM, "out of memory");
+        }
     for (int i = 0; i < (int)h.n_tensors && st == PT_OK; i++)
         if (!(i == 2 && h.tied)) st = bind_tensor(&d[i], base, be, in_place, tensor_at(m, i));
     if (st == PT_OK && h.tied) m->output = m->tok_embd;

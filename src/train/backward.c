@@ -120,6 +120,30 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
                                    &t[A_RSTD2], dout);
 }
 
+/* A sparse layer (forward_moe): out = h + Σ_s w_s E_s(n2 h), the router and experts frozen: the gradient
+ * flows back through the experts' products (grouped as the forward grouped them), the routing weights and
+ * the router's softmax; gt[G_DH] = dL/dh. The forward's buffers take the gradients in place. */
+static pt_status moe_bwd(const fwd_ctx *c, int layer, layer_acts *a, const pt_tensor *dout, backward_bufs *g)
+{
+    pt_backend *be = c->m->be;
+    const pt_model_config *cf = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    moe_acts *m = &a->moe;
+    pt_tensor *t = m->t, *gt = g->t;
+    int k = cf->n_experts_used, n = cf->n_experts;
+    TRY(backend_moe_combine_bwd(be, &t[M_YS], &t[M_DW], dout, &t[M_YS], m->row, m->weight, k));
+    TRY(backend_moe_matmul_bwd_input(be, &t[M_ACT], &t[M_YS], wt->experts + X_DOWN, X_COUNT, m->offset, n, 0.0f));
+    TRY(backend_swiglu_bwd(be, &t[M_ACT], &t[M_UP], &t[M_ACT], &t[M_GATE], &t[M_UP]));
+    TRY(backend_moe_matmul_bwd_input(be, &t[M_XS], &t[M_ACT], wt->experts + X_GATE, X_COUNT, m->offset, n, 0.0f));
+    TRY(backend_moe_matmul_bwd_input(be, &t[M_XS], &t[M_UP], wt->experts + X_UP, X_COUNT, m->offset, n, 1.0f));
+    TRY(backend_zero(be, &gt[G_DIM1])); /* the gather's backward: each token's k rows summed */
+    TRY(backend_moe_combine(be, &gt[G_DIM1], &t[M_XS], m->row, m->ones, k));
+    TRY(backend_moe_route_bwd(be, &t[M_LOGITS], &t[M_LOGITS], &t[M_DW], m->expert, k, cf->moe_norm_topk));
+    TRY(backend_matmul_bwd_input(be, &gt[G_DIM1], &t[M_LOGITS], &wt->router, 1.0f));
+    return backend_rmsnorm_bwd_add(be, &gt[G_DH], NULL, &gt[G_DIM1], &a->t[A_H], &wt->w[W_FFN_NORM], &a->t[A_RSTD2],
+                                   dout);
+}
+
 /* d = the gradient through the per-head RMSNorm of pre (w, rstd saved), in place */
 static pt_status head_norm_bwd(const fwd_ctx *c, pt_tensor *d, const pt_tensor *pre, const pt_tensor *w,
                                const pt_tensor *rstd)
@@ -135,7 +159,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     const pt_model_config *cf = &c->m->cfg;
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
-    TRY(mlp_bwd(c, l, layer, a, dout, g));
+    TRY(model_layer_moe(cf, layer) ? moe_bwd(c, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
     /* attention: h = x + [n3](o(attn(rope [nq] q, rope [nk] k, v))); biases pass dq, dk, dv unchanged */
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));

@@ -201,6 +201,11 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
                            ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
                            : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
     if (arch_info(m->cfg.arch)->fused) TRY(check_fused(m, cfg));
+    if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))
+        return ERR(PT_ERR_USER, "%s: lora_target_modules names the MLP (gate_proj, up_proj, down_proj) of a mixture-of-"
+                   "experts model (%s): ptrain trains LoRA on its attention (q_proj, k_proj, v_proj, o_proj) with the "
+                   "router and experts frozen; LoRA on the experts (PEFT's target_parameters) is not built yet: "
+                   "name the attention projections only", shown_text(cfg->path).s, arch_name(m->cfg.arch));
     char *select = NULL;
     TRY(select_json(cfg, m->cfg.n_layers, &select));
     adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE

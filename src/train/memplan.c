@@ -33,15 +33,15 @@ static size_t cuda_scratch_elems(const pt_model_config *g, const pt_memplan_shap
 /* One layer's q, k, v, o, gate, up and down projections in bf16. */
 static size_t layer_weights_bf16(const pt_model_config *g)
 {
-    size_t dim = (size_t)g->dim, qw = (size_t)g->n_heads * (size_t)g->head_dim;
-    size_t kw = (size_t)g->n_kv_heads * (size_t)g->head_dim, ffn = (size_t)g->ffn_dim;
+    size_t dim = (size_t)g->dim, qw = (size_t)model_max_q_width(g); /* the widest layer's (gemma4's global) */
+    size_t kw = (size_t)model_max_kv_width(g), ffn = (size_t)g->ffn_dim;
     return 2 * (dim * (qw + 2 * kw) + qw * dim + 3 * dim * ffn);
 }
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out)
 {
     size_t rows = max_size((size_t)(s->batch * s->seq), (size_t)s->eval_rows), f = sizeof(float);
-    int64_t qw = (int64_t)g->n_heads * g->head_dim;
+    int64_t qw = model_max_q_width(g);
     size_t widest = max_size(max_size((size_t)g->ffn_dim, (size_t)qw), (size_t)g->dim);
     out->weights = weight_bytes;
     out->adapters = (size_t)s->lora_params * 4 * f;

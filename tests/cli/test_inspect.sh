@@ -259,4 +259,17 @@ ok "generate from an HF id: reports its speed" contains "$err" "tokens in"
 run generate --model "$D/hf/tiny-llama-f32" --prompt "hi" --threads 1
 expect_eq "generate from a directory without tokenizer.json: exit 1" 1 "$rc"
 ok "generate without tokenizer.json: says what is missing" contains "$err" "no tokenizer.json in the model directory"
+
+# a mixture of experts (tests/reference/make_qwen3moe_goldens.py): 4 experts of 3 x 64 x 64, top-2, on layers
+# 0 and 2; parameters counted from the tensors (test_moe.c checks the counts against the loaded tensors)
+run inspect "$D/qwen3moe/hf" --lora-target-modules q_proj,v_proj
+expect_eq "inspect a Qwen3-MoE directory: exit 0 ($err)" 0 "$rc"
+ok "inspect a Qwen3-MoE directory: the experts" contains "$out" \
+    "mixture of experts on 2 of 3 layers: 4 experts of width 64, top-2, renormalised (router softmax in fp32)"
+ok "inspect a Qwen3-MoE directory: total and active parameters" contains "$out" "(222288, 173136)"
+ok "inspect a Qwen3-MoE directory: experts in 4 bits" contains "$out" "weights per rank   263.4 KB (load_in_4bit on)"
+run inspect "$D/qwen3moe/hf-fused" --lora-target-modules q_proj,v_proj
+ok "inspect fused experts: the same 4-bit weights" contains "$out" "weights per rank   263.4 KB (load_in_4bit on)"
+run generate --model "$D/qwen3moe/hf" --prompt "The quick brown fox" --temperature 0 --max-new-tokens 8 --threads 1
+expect_eq "generate from a Qwen3-MoE directory: exit 0 ($err)" 0 "$rc"
 done_testing

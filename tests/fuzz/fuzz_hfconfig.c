@@ -1,4 +1,4 @@
-/* fuzz-sources: src/model/hf_config.c src/model/arch.c src/model/rope.c src/core/jsonfile.c src/core/error.c src/core/shown.c */
+/* fuzz-sources: src/model/hf_config.c src/model/arch.c src/model/family.c src/model/rope.c src/core/jsonfile.c src/core/error.c src/core/shown.c */
 /* fuzz_hfconfig.c — libFuzzer target for the config.json reader: the input is parsed with
  * hf_config_parse; a failure must leave one message naming the file and a zeroed hf_config, a
  * success a configuration the model code can trust (positive sizes, heads a multiple of key/value
@@ -39,6 +39,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(c->sliding_window >= 0 && c->sliding_period >= 0);
     CHECK(!c->sliding_window || c->sliding_pattern > 0 || c->sliding_period > 0); /* gemma2's rule or gemma3's */
     CHECK(c->rope_dim >= 0 && c->rope_dim <= c->head_dim && c->rope_dim % 2 == 0); /* phi3's partial rotary */
+    /* gemma4: the global layers' heads fit, the shared layers have a layer of their kind to read */
+    CHECK(c->head_dim_full >= 0 && c->head_dim_full % 2 == 0 && c->head_dim_full <= 1024);
+    CHECK(c->n_kv_heads_full >= 0 && (!c->n_kv_heads_full || c->n_heads % c->n_kv_heads_full == 0));
+    CHECK(c->rope_pairs_full >= 0 && c->rope_pairs_full <= c->head_dim_full / 2);
+    CHECK(c->kv_shared >= 0 && c->kv_shared < c->n_layers && c->ple_dim >= 0);
+    for (int l = c->n_layers - c->kv_shared; c->kv_shared > 0 && l < c->n_layers; l++)
+        CHECK(model_kv_source(c, l) < c->n_layers - c->kv_shared);
     CHECK(c->full_period >= 0); /* qwen35's hybrid: the DeltaNet's heads fit together */
     CHECK(!c->full_period || (c->lin_k_heads > 0 && c->lin_v_heads % c->lin_k_heads == 0 && c->lin_k_dim > 0 &&
                               c->lin_v_dim > 0 && c->lin_conv > 0));

@@ -79,6 +79,16 @@ def main():
                                rope_theta=1e6, rope_local_base_freq=10000.0, sliding_window_pattern=6,
                                layer_types=["sliding_attention"] * 5 + ["full_attention"],
                                rope_scaling={"rope_type": "linear", "factor": 8.0}))
+    config("gemma4.json", dict(base, num_hidden_layers=4, model_type="gemma4_text", head_dim=16,
+                               hidden_activation="gelu_pytorch_tanh", sliding_window=8, attention_k_eq_v=True,
+                               layer_types=["sliding_attention", "full_attention"] * 2, num_kv_shared_layers=2,
+                               per_layer_config={"1": {"head_dim": 32, "num_key_value_heads": 1},
+                                                 "3": {"head_dim": 32, "num_key_value_heads": 1}},
+                               rope_parameters={"full_attention": {"rope_type": "proportional", "rope_theta": 1e6,
+                                                                   "partial_rotary_factor": 0.25},
+                                                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}},
+                               hidden_size_per_layer_input=16, vocab_size_per_layer_input=320,
+                               final_logit_softcapping=30.0, tie_word_embeddings=True))
     config("smollm3.json", dict(base, num_hidden_layers=4, model_type="smollm3", rope_theta=5e6,
                                 no_rope_layers=[1, 1, 1, 0], no_rope_layer_interval=4, use_sliding_window=False))
     config("granite.json", dict(base, model_type="granite", embedding_multiplier=12.0,

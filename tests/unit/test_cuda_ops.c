@@ -1063,6 +1063,87 @@ static void test_glu(void **state)
     if (failures) fail_msg("%d gated activation checks failed (FAIL lines above)", failures);
 }
 
+/* ---- mixture of experts (moe_route, moe_gather, moe_matmul, moe_combine) ---- */
+
+/* The (token, expert) pairs sorted by expert, then token, as src/forward/moe.c sorts them. */
+static void moe_sort(const int32_t *ex, int rows, int k, int n_exp, int32_t *token, int32_t *row, int64_t *offset)
+{
+    int64_t r = 0;
+    for (int e = 0; e < n_exp; e++) {
+        offset[e] = r;
+        for (int t = 0; t < rows; t++)
+            for (int s = 0; s < k; s++)
+                if (ex[t * k + s] == e) token[r] = t, row[t * k + s] = (int32_t)r++;
+    }
+    offset[n_exp] = r;
+}
+
+static void check_moe_case(int rows, int n_exp, int k, bool norm, int dim, int ffn)
+{
+    char cas[80];
+    snprintf(cas, sizeof cas, "%d rows %d experts top-%d%s %dx%d", rows, n_exp, k, norm ? " norm" : "", ffn, dim);
+    int n = rows * k;
+    int32_t *ex[2], *token = malloc(sizeof(int32_t) * (size_t)n), *row = malloc(sizeof(int32_t) * (size_t)n);
+    float *w[2];
+    int64_t *offset = malloc(sizeof(int64_t) * (size_t)(n_exp + 1));
+    twin z = twin_random(rows, n_exp, -3.0f, 3.0f);
+    bool ok = true;
+    for (int side = 0; side < 2; side++) {
+        ex[side] = malloc(sizeof(int32_t) * (size_t)n), w[side] = malloc(sizeof(float) * (size_t)n);
+        ok = ok && ran(backend_moe_route(B(side), ex[side], w[side], S(&z, side), k, norm), side, "moe_route", cas);
+    }
+    if (!ok) return;
+    int differ = 0;
+    for (int i = 0; i < n; i++) differ += ex[0][i] != ex[1][i];
+    report(differ == 0, "moe_route experts", cas, "%d of %d choices differ", differ, n);
+    check_values("moe_route weights", cas, w[1], w[0], n, TOL_ELEM);
+    moe_sort(ex[0], rows, k, n_exp, token, row, offset);
+    twin x = twin_random(rows, dim, -1.0f, 1.0f), xs = twin_poison(n, dim);
+    BOTH(ok, "moe_gather", cas, backend_moe_gather(B(side), S(&xs, side), S(&x, side), token));
+    if (ok) check_twin("moe_gather", cas, &xs, 0.0);
+    twin *wt = malloc(sizeof(twin) * (size_t)n_exp);
+    pt_tensor *ws[2] = {malloc(sizeof(pt_tensor) * (size_t)n_exp), malloc(sizeof(pt_tensor) * (size_t)n_exp)};
+    for (int e = 0; e < n_exp; e++) {
+        void *wh = weight_host(PT_NF4, ffn, dim);
+        wt[e] = twin_bytes(PT_NF4, ffn, dim, wh);
+        free(wh);
+        ws[0][e] = wt[e].ref, ws[1][e] = wt[e].dev;
+    }
+    twin ys = twin_poison(n, ffn);
+    BOTH(ok, "moe_matmul", cas, backend_moe_matmul(B(side), S(&ys, side), S(&xs, side), ws[side], 1, offset, n_exp));
+    if (ok) check_twin("moe_matmul", cas, &ys, TOL_GEMM);
+    twin y = twin_random(rows, dim, -1.0f, 1.0f), yd = twin_random(n, dim, -1.0f, 1.0f);
+    BOTH(ok, "moe_combine", cas, backend_moe_combine(B(side), S(&y, side), S(&yd, side), row, w[0], k));
+    if (ok) check_twin("moe_combine", cas, &y, TOL_ELEM);
+    /* the backward ops: combine's (dys, the routing weights' gradient), the router's, the grouped input gradient */
+    twin dy = twin_random(rows, dim, -1.0f, 1.0f), dys = twin_poison(n, dim), dw = twin_poison(rows, k);
+    BOTH(ok, "moe_combine_bwd", cas,
+         backend_moe_combine_bwd(B(side), S(&dys, side), S(&dw, side), S(&dy, side), S(&yd, side), row, w[0], k));
+    if (ok) check_twin("moe_combine_bwd dys", cas, &dys, TOL_ELEM);
+    if (ok) check_twin("moe_combine_bwd dw", cas, &dw, TOL_REDUCE);
+    twin gw = twin_random(rows, k, -1.0f, 1.0f), dz = twin_poison(rows, n_exp);
+    BOTH(ok, "moe_route_bwd", cas, backend_moe_route_bwd(B(side), S(&dz, side), S(&z, side), S(&gw, side), ex[0], k, norm));
+    if (ok) check_twin("moe_route_bwd", cas, &dz, TOL_REDUCE);
+    twin dxs = twin_poison(n, dim);
+    BOTH(ok, "moe_matmul_bwd_input", cas,
+         backend_moe_matmul_bwd_input(B(side), S(&dxs, side), S(&ys, side), ws[side], 1, offset, n_exp, 0.0f));
+    if (ok) check_twin("moe_matmul_bwd_input", cas, &dxs, TOL_GEMM);
+    twin *all[] = {&z, &x, &xs, &ys, &y, &yd, &dy, &dys, &dw, &gw, &dz, &dxs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    for (int e = 0; e < n_exp; e++) twin_free(&wt[e]);
+    for (int side = 0; side < 2; side++) free(ex[side]), free(w[side]), free(ws[side]);
+    free(wt), free(token), free(row), free(offset);
+}
+
+static void test_moe(void **state)
+{
+    (void)state;
+    check_moe_case(37, 8, 2, true, 64, 128);
+    check_moe_case(5, 16, 4, false, 128, 64); /* experts no token chose */
+    check_moe_case(1, 4, 1, true, 64, 64);
+    if (failures) fail_msg("%d mixture-of-experts checks failed (FAIL lines above)", failures);
+}
+
 static void check_softcap_case(int rows, int cols, float cap)
 {
     char cas[64];
@@ -1622,6 +1703,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pos_scale, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_attention, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_glu, before_each, after_each),
+        cmocka_unit_test_setup_teardown(test_moe, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_dora, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_gdn, before_each, after_each),
         cmocka_unit_test_setup_teardown(test_elementwise, before_each, after_each),

@@ -68,7 +68,7 @@ static void golden_path(const parity_case *c, const char *ext, char *buf, size_t
 }
 
 /* Logits of the golden ids in one pass, max relative error <= 1e-4, then in two pieces through the cache. */
-static void check_logits(pt_model *m, const parity_case *c)
+static void check_logits(pt_model *m, const parity_case *c, double tol)
 {
     char path[1024];
     int n;
@@ -79,15 +79,15 @@ static void check_logits(pt_model *m, const parity_case *c)
     float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
     pt_kv_cache kv;
     assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
-    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, got, false), PT_OK);
+    if (forward_tokens(m, NULL, &kv, ids, n, got, false) != PT_OK) fail_msg("%s", err_message());
     double err = max_rel_err(got, ref, count);
-    print_message("%s/%s (q_proj %s%s): max relative error of %zu logits vs transformers: %.3g\n", c->data_dir,
-                  c->golden, dtype_name(c->q), c->nf4 ? ", load_in_4bit" : "", count, err);
-    assert_true(err <= 1e-4);
+    print_message("%s/%s (q_proj %s%s): max relative error of %zu logits vs transformers: %.3g (at most %.3g)\n",
+                  c->data_dir, c->golden, dtype_name(c->q), c->nf4 ? ", load_in_4bit" : "", count, err, tol);
+    assert_true(err <= tol);
     kv.n_past = 0;
     assert_int_equal(forward_tokens(m, NULL, &kv, ids, n / 2, got, true), PT_OK);
     assert_int_equal(forward_tokens(m, NULL, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
-    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab) <= 1e-4);
+    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab) <= tol);
     kv_cache_free(m, &kv);
     free(ids);
     free(ref);
@@ -132,7 +132,8 @@ static void check_greedy(pt_model *m, const parity_case *c)
     kv_cache_free(m, &kv);
 }
 
-static void check_parity(const parity_case *c)
+/* Logits within tol (relative to the largest) and greedy tokens equal. */
+static void check_parity_to(const parity_case *c, double tol)
 {
     pt_backend *be = cpu();
     pt_model m;
@@ -144,12 +145,14 @@ static void check_parity(const parity_case *c)
     assert_int_equal(m.layers[1].w[W_Q].dtype, c->q);
     assert_int_equal(m.layers[1].w[W_DOWN].dtype, c->down);
     assert_int_equal(m.layers[0].w[W_ATTN_NORM].dtype, PT_F32);
-    check_logits(&m, c);
+    check_logits(&m, c, tol);
     check_greedy(&m, c);
     model_free(&m);
     tokenizer_free(tok);
     backend_close(be);
 }
+
+static void check_parity(const parity_case *c) { check_parity_to(c, 1e-4); }
 
 static void data_path(char *buf, size_t len, const char *rel) { snprintf(buf, len, "%s/tests/data/%s", srcdir(), rel); }
 
@@ -248,6 +251,35 @@ static void test_gemma3_bnb4(void **s)
     data_path(dir, sizeof dir, "gemma3/hf-bnb4");
     check_parity(&(parity_case){dir, "gemma3", "hf-bnb4", true, PT_NF4, PT_F32, true});
     check_parity(&(parity_case){dir, "gemma3", "hf-bnb4", false, PT_NF4, PT_F32, true});
+}
+/* gemma4 (make_gemma4_goldens.py): sliding and global layers with their own head size, key/value heads and
+ * rope (proportional on the global ones), values that are the keys (k_eq_v), per-layer inputs, three
+ * KV-shared layers of both kinds, layer scalars, soft-capped logits: f32 and bf16 directories, and the f32
+ * one with load_in_4bit (the per-layer table and projection rows NF4 each on their own). That one is held to
+ * 2e-3: ptrain's NF4 quantizer rounds the mean of the 384 absmax values of a per-layer table slice an ulp away
+ * from bitsandbytes' on some layers (dequantized values up to 1.3e-3 apart), which the model carries to
+ * 1.3e-3 in the logits; quantizing the table whole instead of per layer moves them 2.2e-3, leaving it
+ * unquantized 6.9e-2. */
+static void test_gemma4_f32(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma4/hf32");
+    check_parity(&(parity_case){dir, "gemma4", "hf32", false, PT_F32, PT_F32, true});
+}
+static void test_gemma4_nf4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma4/hf32");
+    check_parity_to(&(parity_case){dir, "gemma4", "hf32.nf4", true, PT_NF4, PT_F32, true}, 2e-3);
+}
+static void test_gemma4_bf16(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "gemma4/hf");
+    check_parity(&(parity_case){dir, "gemma4", "hf", false, PT_BF16, PT_BF16, true});
 }
 static void test_gemma2_bnb4(void **s)
 {
@@ -940,6 +972,7 @@ int main(void)
         cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
         cmocka_unit_test(test_qwen3_dir),      cmocka_unit_test(test_qwen3_bnb4),
         cmocka_unit_test(test_gemma3_dir),     cmocka_unit_test(test_gemma3_bnb4),
+        cmocka_unit_test(test_gemma4_f32),     cmocka_unit_test(test_gemma4_nf4), cmocka_unit_test(test_gemma4_bf16),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }

@@ -1,0 +1,94 @@
+/* moe.c — a sparse layer's mixture of experts (Qwen3-MoE), as transformers computes it: router
+ * logits = xn Rᵀ, softmax over all experts in fp32, the top-k (renormalised with norm_topk_prob);
+ * the (token, expert) pairs sorted by expert, then token (a counting sort on the host: one fixed
+ * order, so a pass and its resumed twin compute the same numbers); each expert's rows through its
+ * gate, up (SwiGLU) and down products, one grouped pass per expert with rows (backend_moe_matmul);
+ * and each token's k outputs times their weights added to the residual in ascending expert order
+ * (transformers' index_add_ order). Experts no token chose cost nothing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptrain/forward.h"
+
+pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    memset(a, 0, sizeof *a);
+    if (g->n_experts <= 0) return PT_OK;
+    int64_t n = c->rows * g->n_experts_used;
+    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows};
+    int64_t cols[M_COUNT] = {g->n_experts, g->dim, g->moe_ffn_dim, g->moe_ffn_dim, g->moe_ffn_dim, g->dim,
+                             g->n_experts_used};
+    for (int i = 0; i < M_COUNT; i++) TRY((i == M_DW ? arena_take_f32 : arena_take)(arena, &a->t[i], rows[i], cols[i]));
+    a->expert = malloc(sizeof(int32_t) * (size_t)n);
+    a->weight = malloc(sizeof(float) * (size_t)n);
+    a->token = malloc(sizeof(int32_t) * (size_t)n);
+    a->row = malloc(sizeof(int32_t) * (size_t)n);
+    a->offset = calloc((size_t)g->n_experts + 1, sizeof(int64_t));
+    a->ones = malloc(sizeof(float) * (size_t)n);
+    TRY_ALLOC(a->expert && a->weight && a->token && a->row && a->offset && a->ones ? a->offset : NULL);
+    for (int64_t i = 0; i < n; i++) a->ones[i] = 1.0f;
+    return PT_OK;
+}
+
+void forward_moe_free(moe_acts *a)
+{
+    free(a->expert);
+    free(a->weight);
+    free(a->token);
+    free(a->row);
+    free(a->offset);
+    free(a->ones);
+    a->expert = a->token = a->row = NULL;
+    a->weight = a->ones = NULL;
+    a->offset = NULL;
+}
+
+/* Each token's k (expert, weight) pairs into ascending expert order, then the counting sort: offset[e]
+ * the first sorted row of expert e, token[] the token of each sorted row (tokens ascending within an
+ * expert), row[t k + s] the sorted row of token t's s-th pair. */
+static void sort_pairs(moe_acts *a, int64_t rows, int k, int n_experts)
+{
+    for (int64_t t = 0; t < rows; t++) /* insertion sort of k pairs */
+        for (int s = 1; s < k; s++)
+            for (int j = s; j > 0 && a->expert[t * k + j - 1] > a->expert[t * k + j]; j--) {
+                int32_t e = a->expert[t * k + j];
+                float w = a->weight[t * k + j];
+                a->expert[t * k + j] = a->expert[t * k + j - 1], a->weight[t * k + j] = a->weight[t * k + j - 1];
+                a->expert[t * k + j - 1] = e, a->weight[t * k + j - 1] = w;
+            }
+    memset(a->offset, 0, sizeof(int64_t) * ((size_t)n_experts + 1));
+    for (int64_t i = 0; i < rows * k; i++) a->offset[a->expert[i] + 1]++;
+    for (int e = 0; e < n_experts; e++) a->offset[e + 1] += a->offset[e];
+    for (int64_t t = 0; t < rows; t++)
+        for (int s = 0; s < k; s++) {
+            int e = a->expert[t * k + s];
+            int64_t r = a->offset[e]++;
+            a->token[r] = (int32_t)t;
+            a->row[t * k + s] = (int32_t)r;
+        }
+    for (int e = n_experts - 1; e > 0; e--) a->offset[e] = a->offset[e - 1]; /* offset[e] ended e: shift back */
+    a->offset[0] = 0;
+}
+
+pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tensor *out, moe_acts *a)
+{
+    const pt_model_config *g = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    pt_backend *be = c->m->be;
+    int k = g->n_experts_used, n_exp = g->n_experts;
+    pt_tensor *t = a->t;
+    TRY(backend_matmul(be, &t[M_LOGITS], xn, &wt->router, 0.0f));
+    TRY(backend_moe_route(be, a->expert, a->weight, &t[M_LOGITS], k, g->moe_norm_topk));
+    for (int64_t i = 0; i < c->rows * k; i++)
+        if (a->expert[i] < 0 || a->expert[i] >= n_exp)
+            return ERR(PT_ERR_INTERNAL, "layer %d: the router chose expert %d of %d (non-finite router logits?)", layer,
+                       a->expert[i], n_exp);
+    sort_pairs(a, c->rows, k, n_exp);
+    TRY(backend_moe_gather(be, &t[M_XS], xn, a->token));
+    TRY(backend_moe_matmul(be, &t[M_GATE], &t[M_XS], wt->experts + X_GATE, X_COUNT, a->offset, n_exp));
+    TRY(backend_moe_matmul(be, &t[M_UP], &t[M_XS], wt->experts + X_UP, X_COUNT, a->offset, n_exp));
+    TRY(backend_swiglu(be, &t[M_ACT], &t[M_GATE], &t[M_UP]));
+    TRY(backend_moe_matmul(be, &t[M_YS], &t[M_ACT], wt->experts + X_DOWN, X_COUNT, a->offset, n_exp));
+    return backend_moe_combine(be, out, &t[M_YS], a->row, a->weight, k);
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""make_qwen3moe_goldens.py — reference logits and greedy tokens from Hugging Face transformers for
+the qwen3_moe family (tests/unit/test_hf_model.c).
+
+A tiny random Qwen3-MoE: Qwen3 attention (q/k norms, head_dim 24 against hidden 64 / 4 heads), 3
+layers with decoder_sparse_step 1 and mlp_only_layers [1] (layers 0 and 2 mixtures of 4 experts,
+top-2, norm_topk_prob true; layer 1 a dense MLP of intermediate_size 96), moe_intermediate_size 64
+(so every expert weight is whole NF4 blocks), untied lm_head, router weights large enough that the
+top-2 choice varies from token to token (each layer's routing counts are printed and checked).
+
+Writes tests/data/qwen3moe/:
+  hf/            config.json, model.safetensors (bf16, experts one by one as save_pretrained writes
+                 them: mlp.experts.E.{gate,up,down}_proj.weight), the tokenizer of make_family_goldens;
+  hf-fused/      the same weights with the experts fused as transformers 5 holds them in memory
+                 (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]);
+  hf.ids.txt, hf.logits.f32, hf.greedy.txt
+                 40 ids, transformers' logits on them (float64 on the bf16 weights), greedy tokens;
+  peft.json, peft.init.f32, peft.grads.f32
+                 LoRA gradients from PEFT (float64, on the bf16 weights): r=4, alpha=8 on q_proj, k_proj,
+                 v_proj, o_proj of every layer with A and B random (rounded to f32), the router and
+                 experts frozen (the gradient flows through them), a batch of 2 x 16 tokens with some
+                 labels -100, transformers' mean cross-entropy (as make_family_goldens.peft_goldens);
+  hf.nf4.logits.f32, hf.nf4.greedy.txt
+                 the same with every expert weight and every other projection of whole 64-blocks
+                 through bitsandbytes' NF4 (what ptrain's load_in_4bit does; router, embeddings
+                 and lm_head stay bf16). Needs bitsandbytes (skipped without it).
+
+Run (the outputs are committed; CI only reads them):
+  PYTHONPATH=/tmp/bnb $PTRAIN_PYTHON tests/reference/make_qwen3moe_goldens.py
+"""
+import json
+import os
+import shutil
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+import make_family_goldens as fam
+from make_hf_goldens import write_greedy
+
+OUT = os.path.join(fam.DATA, "qwen3moe")
+KWARGS = dict(hidden_size=64, intermediate_size=96, moe_intermediate_size=64, num_hidden_layers=3,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=24, vocab_size=fam.VOCAB, rms_norm_eps=1e-6,
+              rope_theta=1000000.0, max_position_embeddings=256, tie_word_embeddings=False, num_experts=4,
+              num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[1], norm_topk_prob=True,
+              attention_bias=False)
+
+
+def make_model():
+    torch.manual_seed(4321 + 38)
+    model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**KWARGS, experts_implementation="eager")).double().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+            elif name.endswith("mlp.gate.weight"):
+                p.normal_(0.0, 3.0 / np.sqrt(p.shape[1]))
+            elif p.dim() >= 2:
+                p.normal_(0.0, 1.0 / np.sqrt(p.shape[-1]))
+    return model
+
+
+def logits_of(model, ids):
+    with torch.no_grad():
+        return model(torch.from_numpy(np.asarray(ids))[None]).logits[0].numpy()
+
+
+def routing_counts(model, ids):
+    """How many tokens each expert of each MoE layer gets (all experts used, not all alike)."""
+    counts = {}
+
+    def hook(layer):
+        def f(module, args, out):
+            counts[layer] = np.bincount(out[2].reshape(-1).numpy(), minlength=KWARGS["num_experts"])
+        return f
+
+    hs = [m.mlp.gate.register_forward_hook(hook(i)) for i, m in enumerate(model.model.layers)
+          if hasattr(m.mlp, "gate")]
+    logits_of(model, ids)
+    for h in hs:
+        h.remove()
+    return counts
+
+
+def fused_state(sd):
+    """The per-expert state dict with each layer's experts fused as transformers 5 holds them."""
+    out, E = {}, KWARGS["num_experts"]
+    for k, v in sd.items():
+        if ".mlp.experts." not in k:
+            out[k] = v
+    layers = sorted({k.split(".mlp.experts.")[0] for k in sd if ".mlp.experts." in k})
+    for pre in layers:
+        e = [f"{pre}.mlp.experts.{i}." for i in range(E)]
+        out[f"{pre}.mlp.experts.gate_up_proj"] = torch.stack(
+            [torch.cat([sd[x + "gate_proj.weight"], sd[x + "up_proj.weight"]], 0) for x in e]).contiguous()
+        out[f"{pre}.mlp.experts.down_proj"] = torch.stack([sd[x + "down_proj.weight"] for x in e]).contiguous()
+    return out
+
+
+def nf4_roundtrip(w):
+    """bitsandbytes' NF4 round trip of w (blocks of 64, double quantization), with the 8-bit absmax codes
+    the exact nearest entries of the nested map, as bitsandbytes' CUDA kernel and ptrain pick them (its
+    CPU path rounds through a lookup table first and can land one code off: make_nf4_goldens.py)."""
+    import bitsandbytes.functional as F
+    t = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
+    q, state = F.quantize_4bit(t, blocksize=64, quant_type="nf4", compress_statistics=True)
+    raw = t.reshape(-1, 64).abs().amax(1)
+    nested = state.state2.absmax.repeat_interleave(state.state2.blocksize)[:raw.numel()]
+    norm = (raw - state.offset) / nested
+    state.absmax = (norm[:, None] - state.state2.code[None, :]).abs().argmin(1).to(torch.uint8)
+    return F.dequantize_4bit(q, state).numpy().astype(np.float64)
+
+
+def nf4_state(sd):
+    """What ptrain's load_in_4bit holds: each projection of whole 64-blocks through NF4, every expert
+    weight (gate, up, down of each expert: the fused tensors of the model's state dict cut apart) as
+    a weight of its own; the router, norms, embeddings and lm_head as they are."""
+    out, I = dict(sd), KWARGS["moe_intermediate_size"]
+
+    def rt(w):
+        return torch.from_numpy(nf4_roundtrip(w.float().numpy()))
+    for k, v in sd.items():
+        if not k.startswith("model.layers.") or k.endswith("mlp.gate.weight"):
+            continue
+        if k.endswith("experts.gate_up_proj"):
+            out[k] = torch.stack([torch.cat([rt(e[:I]), rt(e[I:])], 0) for e in v])
+        elif k.endswith("experts.down_proj"):
+            out[k] = torch.stack([rt(e) for e in v])
+        elif v.dim() == 2 and v.shape[1] % 64 == 0:
+            out[k] = rt(v)
+    assert sum(1 for k in sd if k.endswith("experts.gate_up_proj")) == 2
+    return out
+
+
+MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+
+def peft_goldens(weights):
+    from peft import LoraConfig, get_peft_model
+    base = make_model()
+    fam.load_weights(base, weights)
+    torch.manual_seed(99)
+    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
+                     bias="none", task_type="CAUSAL_LM")
+    model = get_peft_model(base, cfg).double()
+    params = []
+    for i, layer in enumerate(model.base_model.model.model.layers):
+        for mod in MODULES:
+            lin = getattr(layer.self_attn, mod)
+            params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
+    with torch.no_grad():
+        for _, _, _, p in params:
+            p.copy_(p.float().double())
+    rng = np.random.default_rng(11)
+    ids = rng.integers(0, fam.VOCAB, size=(2, 16))
+    labels = ids.copy()
+    labels[0, :4] = -100
+    labels[1, 9:12] = -100
+    loss = model(input_ids=torch.from_numpy(ids), labels=torch.from_numpy(labels)).loss
+    loss.backward()
+    router = model.base_model.model.model.layers[0].mlp.gate.weight
+    assert router.grad is None or not router.requires_grad  # frozen
+    cat = lambda f: np.concatenate([f(p).detach().numpy().astype("<f4").ravel() for *_, p in params])  # noqa: E731
+    cat(lambda p: p).tofile(os.path.join(OUT, "peft.init.f32"))
+    cat(lambda p: p.grad).tofile(os.path.join(OUT, "peft.grads.f32"))
+    with open(os.path.join(OUT, "peft.json"), "w") as f:
+        json.dump({"model": "tests/data/qwen3moe/hf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
+                   "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": loss.item(),
+                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
+                               for i, m, w, p in params]}, f, indent=1)
+    print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")
+
+
+def main():
+    model = make_model()
+    bf16 = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+    fam.load_weights(model, {k: v.double() for k, v in bf16.items()})  # the reference on the bf16 weights
+    dest = os.path.join(OUT, "hf")
+    shutil.rmtree(dest, ignore_errors=True)
+    saver = Qwen3MoeForCausalLM(Qwen3MoeConfig(**KWARGS)).to(torch.bfloat16)
+    saver.load_state_dict(bf16)
+    saver.save_pretrained(dest, safe_serialization=True)
+    gen = os.path.join(dest, "generation_config.json")
+    if os.path.exists(gen):
+        os.remove(gen)
+    fam.make_tokenizer(dest)
+    saved = load_file(os.path.join(dest, "model.safetensors"))
+    assert "model.layers.0.mlp.experts.3.down_proj.weight" in saved, "save_pretrained no longer splits experts"
+    fused = os.path.join(OUT, "hf-fused")
+    shutil.rmtree(fused, ignore_errors=True)
+    os.makedirs(fused)
+    shutil.copy(os.path.join(dest, "config.json"), fused)
+    save_file(fused_state(saved), os.path.join(fused, "model.safetensors"), metadata={"format": "pt"})
+    back = Qwen3MoeForCausalLM.from_pretrained(fused, dtype=torch.float64, experts_implementation="eager").eval()  # transformers reads it alike
+    ids = np.random.default_rng(7).integers(0, fam.VOCAB, size=40)
+    ref = logits_of(model, ids)
+    assert np.abs(logits_of(back, ids) - ref).max() < 1e-9, "the fused directory reads differently"
+    counts = routing_counts(model, ids)
+    print("tokens per expert (top-2 of 40 tokens):", {k: v.tolist() for k, v in counts.items()})
+    assert all((v > 0).all() for v in counts.values()) and len(counts) == 2
+    fam.write_logits(OUT, "hf", ids, ref)
+    write_greedy(os.path.join(OUT, "hf"), model, ids[:8])
+    peft_goldens({k: v.double() for k, v in bf16.items()})
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        print("bitsandbytes missing: hf.nf4.* not written")
+        return
+    fam.load_weights(model, nf4_state({k: v.double() for k, v in bf16.items()}))
+    fam.write_logits(OUT, "hf.nf4", ids, logits_of(model, ids))
+    write_greedy(os.path.join(OUT, "hf.nf4"), model, ids[:8])
+    for d in (dest, fused):
+        for f in os.listdir(d):
+            os.chmod(os.path.join(d, f), 0o644)
+
+
+if __name__ == "__main__":
+    main()

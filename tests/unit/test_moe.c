@@ -1,0 +1,343 @@
+/* test_moe.c — mixtures of experts (Qwen3-MoE: src/forward/moe.c, the experts' loading in
+ * src/model/load_hf.c, the ops of src/cpu/moe.c) against transformers.
+ *
+ * The tiny Qwen3-MoE of tests/reference/make_qwen3moe_goldens.py (3 layers, layer 1 dense through
+ * mlp_only_layers, 4 experts, top-2, norm_topk_prob; bf16): its directory with the experts one by one
+ * (hf/, as save_pretrained writes them) and fused (hf-fused/, mlp.experts.gate_up_proj [E, 2I, H]):
+ * logits of 40 ids within 1e-4 (max relative error) of transformers' float64 logits on the same
+ * weights, again through the KV cache in pieces, and 12 greedy tokens through the cache equal to
+ * transformers'; with load_in_4bit every expert weight is NF4 (the router and lm_head are not) and
+ * the logits and greedy tokens are those transformers computes on bitsandbytes' NF4 round trip of
+ * the same weights. The route op against a direct computation (softmax, top-k, renormalisation),
+ * parameter counts (total and active) against the tensors' sizes, the sparse layers config.json
+ * makes, and the messages of refused configs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model_fixture.h"
+
+#include <jansson.h>
+
+#include "ptrain/forward.h"
+#include "ptrain/lora.h"
+#include "ptrain/step.h"
+#include "ptrain/hf_model.h"
+#include "ptrain/model_io.h"
+
+static void golden(const char *name, const char *ext, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/tests/data/qwen3moe/%s.%s", srcdir(), name, ext);
+}
+
+static void check_logits(pt_model *m, const char *name)
+{
+    char path[1024];
+    int n;
+    golden(name, "ids.txt", path, sizeof path);
+    int32_t *ids = read_ids(path, &n);
+    size_t count = (size_t)n * (size_t)m->cfg.vocab;
+    golden(name, "logits.f32", path, sizeof path);
+    float *ref = read_f32(path, count), *got = malloc(sizeof(float) * count);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, got, false), PT_OK);
+    double err = max_rel_err(got, ref, count);
+    print_message("qwen3moe/%s: max relative error of %zu logits vs transformers: %.3g\n", name, count, err);
+    assert_true(err <= 1e-4);
+    kv.n_past = 0;
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids, n / 2, got, true), PT_OK);
+    assert_int_equal(forward_tokens(m, NULL, &kv, ids + n / 2, n - n / 2, got, true), PT_OK);
+    assert_true(max_rel_err(got, ref + (size_t)(n - 1) * m->cfg.vocab, (size_t)m->cfg.vocab) <= 1e-4);
+    kv_cache_free(m, &kv);
+    free(ids);
+    free(ref);
+    free(got);
+}
+
+static void check_greedy(pt_model *m, const char *name)
+{
+    char path[1024];
+    golden(name, "greedy.txt", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) fail_msg("%s: missing; tests/reference/make_qwen3moe_goldens.py writes it", path);
+    int32_t prompt[8], want[12];
+    for (int i = 0; i < 8; i++) assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
+    for (int i = 0; i < 12; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
+    fclose(f);
+    pt_kv_cache kv;
+    assert_int_equal(kv_cache_init(m, 20, &kv), PT_OK);
+    float *logits = malloc(sizeof(float) * (size_t)m->cfg.vocab);
+    assert_int_equal(forward_tokens(m, NULL, &kv, prompt, 8, logits, true), PT_OK);
+    for (int i = 0; i < 12; i++) {
+        int32_t best = 0;
+        for (int v = 1; v < m->cfg.vocab; v++) best = logits[v] > logits[best] ? v : best;
+        if (best != want[i]) fail_msg("%s: greedy token %d is %d, transformers' is %d", path, i, best, want[i]);
+        if (i < 11) assert_int_equal(forward_tokens(m, NULL, &kv, &best, 1, logits, true), PT_OK);
+    }
+    print_message("qwen3moe/%s: 12 greedy tokens through the cache equal transformers'\n", name);
+    free(logits);
+    kv_cache_free(m, &kv);
+}
+
+static void load(const char *dir, bool nf4, pt_backend *be, pt_model *m)
+{
+    char path[1024], resolved[4096];
+    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/%s", srcdir(), dir);
+    pt_load_options lo = {.load_in_4bit = nf4};
+    if (model_load(path, NULL, &lo, be, m, NULL, resolved, sizeof resolved)) fail_msg("%s", err_message());
+}
+
+/* The layout: layers 0 and 2 sparse (router bf16, 4 x 3 experts), layer 1 dense. */
+static void check_layout(const pt_model *m, pt_dtype expert)
+{
+    const pt_model_config *c = &m->cfg;
+    assert_int_equal(c->arch, PT_ARCH_QWEN3MOE);
+    assert_int_equal(c->n_experts, 4);
+    assert_int_equal(c->n_experts_used, 2);
+    assert_int_equal(c->moe_ffn_dim, 64);
+    assert_true(c->moe_norm_topk);
+    assert_true(model_layer_moe(c, 0) && !model_layer_moe(c, 1) && model_layer_moe(c, 2));
+    assert_null(m->layers[1].experts);
+    assert_null(m->layers[1].router.data);
+    assert_non_null(m->layers[1].w[W_GATE].data);
+    for (int l = 0; l < 3; l += 2) {
+        assert_null(m->layers[l].w[W_GATE].data);
+        assert_int_equal(m->layers[l].router.dtype, PT_BF16);
+        assert_int_equal(m->layers[l].router.shape[0], 4);
+        for (int i = 0; i < 4 * X_COUNT; i++) assert_int_equal(m->layers[l].experts[i].dtype, expert);
+        assert_int_equal(m->layers[l].experts[3 * X_COUNT + X_DOWN].shape[0], 64);
+    }
+    assert_int_equal(m->output.dtype, PT_BF16);
+}
+
+static void check_dir(const char *dir, bool nf4, const char *gold)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    load(dir, nf4, be, &m);
+    check_layout(&m, nf4 ? PT_NF4 : PT_BF16);
+    check_logits(&m, gold);
+    check_greedy(&m, gold);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_experts_one_by_one(void **s) { (void)s; check_dir("hf", false, "hf"); }
+static void test_experts_fused(void **s) { (void)s; check_dir("hf-fused", false, "hf"); }
+static void test_experts_nf4(void **s)
+{
+    (void)s;
+    check_dir("hf", true, "hf.nf4");
+    check_dir("hf-fused", true, "hf.nf4");
+}
+
+/* backend_moe_route against softmax, top-k and renormalisation computed here in double. */
+static void test_route(void **s)
+{
+    (void)s;
+    pt_backend *be = cpu();
+    enum { ROWS = 5, E = 6, K = 3 };
+    float z[ROWS * E];
+    for (int i = 0; i < ROWS * E; i++) z[i] = (float)sin(1.7 * i) * 3.0f;
+    int64_t shape[2] = {ROWS, E};
+    pt_tensor t = tensor_make(PT_F32, 2, shape);
+    assert_int_equal(backend_alloc(be, &t), PT_OK);
+    assert_int_equal(backend_upload(be, &t, z, sizeof z), PT_OK);
+    for (int norm = 0; norm < 2; norm++) {
+        int32_t ex[ROWS * K];
+        float w[ROWS * K];
+        assert_int_equal(backend_moe_route(be, ex, w, &t, K, norm), PT_OK);
+        for (int r = 0; r < ROWS; r++) {
+            double p[E], sum = 0, top = 0;
+            for (int e = 0; e < E; e++) sum += p[e] = exp(z[r * E + e]);
+            for (int e = 0; e < E; e++) p[e] /= sum;
+            for (int k = 0; k < K; k++) { /* the k-th largest */
+                int best = -1;
+                for (int e = 0; e < E; e++) {
+                    bool taken = false;
+                    for (int j = 0; j < k; j++) taken |= ex[r * K + j] == e;
+                    if (!taken && (best < 0 || p[e] > p[best])) best = e;
+                }
+                assert_int_equal(ex[r * K + k], best);
+                top += p[best];
+            }
+            for (int k = 0; k < K; k++)
+                assert_true(fabs(w[r * K + k] - p[ex[r * K + k]] / (norm ? top : 1.0)) < 1e-6);
+        }
+    }
+    backend_release(be, &t);
+    backend_close(be);
+}
+
+/* Total and active parameters: the tensors of the model, and those a token runs through. */
+static void test_param_counts(void **s)
+{
+    (void)s;
+    pt_backend *be = cpu();
+    pt_model m;
+    load("hf", false, be, &m);
+    int64_t total, active, tensors = tensor_numel(&m.tok_embd) + tensor_numel(&m.output) + tensor_numel(&m.out_norm);
+    int64_t experts = 0, one = 0;
+    for (int l = 0; l < 3; l++) {
+        for (int w = 0; w < W_COUNT; w++) tensors += m.layers[l].w[w].data ? tensor_numel(&m.layers[l].w[w]) : 0;
+        if (!m.layers[l].experts) continue;
+        tensors += tensor_numel(&m.layers[l].router);
+        for (int i = 0; i < 4 * X_COUNT; i++) experts += tensor_numel(&m.layers[l].experts[i]);
+        one = tensor_numel(&m.layers[l].experts[0]) * 3;
+    }
+    model_param_counts(&m.cfg, &total, &active);
+    assert_int_equal(total, tensors + experts);
+    assert_int_equal(active, tensors + 2 * 2 * one); /* 2 sparse layers x top-2 */
+    print_message("qwen3moe tiny: %lld parameters, %lld active\n", (long long)total, (long long)active);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void expect_config_error(const char *json, const char *want)
+{
+    hf_config h;
+    pt_status st = hf_config_parse("config.json", json, strlen(json), &h);
+    assert_int_not_equal(st, PT_OK);
+    if (!strstr(err_message(), want)) fail_msg("got: %s\nwant: %s", err_message(), want);
+}
+
+#define MOE_BASE "{\"model_type\": \"qwen3_moe\", \"num_hidden_layers\": 4, \"hidden_size\": 64, " \
+                 "\"intermediate_size\": 96, \"num_attention_heads\": 4, \"vocab_size\": 384, "
+
+static void test_config(void **s)
+{
+    (void)s;
+    const char *ok = MOE_BASE "\"num_experts\": 8, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+                              "\"decoder_sparse_step\": 2, \"mlp_only_layers\": [3]}";
+    hf_config h;
+    assert_int_equal(hf_config_parse("config.json", ok, strlen(ok), &h), PT_OK);
+    assert_int_equal(h.cfg.n_experts, 8);
+    assert_false(h.cfg.moe_norm_topk); /* transformers' default */
+    assert_false(model_layer_moe(&h.cfg, 0));
+    assert_true(model_layer_moe(&h.cfg, 1));
+    assert_false(model_layer_moe(&h.cfg, 2));
+    assert_false(model_layer_moe(&h.cfg, 3)); /* sparse by the step, dense by mlp_only_layers */
+    expect_config_error(MOE_BASE "\"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32}",
+                        "num_local_experts");
+    expect_config_error(MOE_BASE "\"num_experts\": 4, \"num_experts_per_tok\": 5, \"moe_intermediate_size\": 32}",
+                        "num_experts_per_tok");
+    expect_config_error(MOE_BASE "\"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 32, "
+                                 "\"mlp_only_layers\": [4]}",
+                        "mlp_only_layers");
+}
+
+/* ---- training: LoRA on the attention, the router and experts frozen ---- */
+
+static float *read_golden(const char *name, size_t *count)
+{
+    char path[1024];
+    golden(name, "", path, sizeof path);
+    path[strlen(path) - 1] = '\0'; /* golden() adds an extension's dot */
+    size_t bytes;
+    float *v = read_file(path, &bytes);
+    *count = bytes / sizeof(float);
+    return v;
+}
+
+/* One micro-batch of peft.json (2 x 16 tokens, some labels -100) with the adapters at peft.init.f32: the
+ * loss, and the LoRA gradients against PEFT's (make_qwen3moe_goldens.py), in one pass and with gradient
+ * checkpointing (the layers recomputed: the same bits). */
+static void check_peft(bool checkpointing)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/peft.json", srcdir());
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr);
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    pt_backend *be = cpu();
+    pt_model m;
+    load("hf", false, be, &m);
+    bool target[W_COUNT] = {[W_Q] = true, [W_K] = true, [W_V] = true, [W_O] = true};
+    pt_lora l;
+    assert_int_equal(lora_create(&l, &m, 4, 8.0f, false, target, 3), PT_OK);
+    size_t n_init, n_want;
+    float *init = read_golden("peft.init.f32", &n_init), *want = read_golden("peft.grads.f32", &n_want);
+    assert_int_equal(n_init, n_want);
+    json_t *ids = json_object_get(man, "ids"), *labels = json_object_get(man, "labels");
+    assert_int_equal(json_array_size(ids), 32);
+    int32_t tok[32], tgt[32], pos[32];
+    int labelled = 0;
+    for (int i = 0; i < 32; i++) { /* row t predicts label t+1 */
+        int t = i % 16;
+        tok[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+        tgt[i] = t + 1 < 16 ? (int32_t)json_integer_value(json_array_get(labels, (size_t)i + 1)) : PT_IGNORE_INDEX;
+        pos[i] = t;
+        labelled += tgt[i] != PT_IGNORE_INDEX;
+    }
+    static const int order[4] = {W_Q, W_K, W_V, W_O}; /* PEFT's module order */
+    double worst = 0, loss = 0;
+    for (int pass = 0; pass < 2; pass++) { /* 0: set the adapters, run; 1: compare */
+        size_t off = 0;
+        for (int layer = 0; layer < m.cfg.n_layers; layer++)
+            for (int w = 0; w < 4; w++)
+                for (int which = 0; which < 2; which++) {
+                    adapter_pair *p = adapter_at(&l.ad, layer, order[w]);
+                    lora_pair *s = lora_at(&l, layer, order[w]);
+                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
+                    size_t n = (size_t)tensor_numel(t);
+                    assert_true(off + n <= n_init);
+                    if (pass == 0) assert_int_equal(backend_upload(be, t, init + off, t->nbytes), PT_OK);
+                    if (pass == 1) {
+                        float *got = malloc(g->nbytes);
+                        assert_int_equal(backend_download(be, g, got, g->nbytes), PT_OK);
+                        double diff = 0, scale = 1e-30;
+                        for (size_t i = 0; i < n; i++)
+                            diff = fmax(diff, fabs((double)got[i] - want[off + i])), scale = fmax(scale, fabs(want[off + i]));
+                        worst = fmax(worst, diff / scale);
+                        free(got);
+                    }
+                    off += n;
+                }
+        assert_int_equal(off, n_init);
+        if (pass == 1) break;
+        train_batch b = {2, 16, tok, tgt, pos, NULL};
+        step_options so = {.checkpointing = checkpointing, .loss_chunk = 7};
+        int64_t n_tok = 0;
+        assert_int_equal(lora_zero_grads(&l), PT_OK);
+        pt_status st = step_run(&m, &l, &b, &so, 1.0f / (float)labelled, &loss, &n_tok);
+        if (st) fail_msg("%s", err_message());
+        assert_int_equal(n_tok, labelled);
+        loss /= (double)n_tok;
+    }
+    double ref = json_real_value(json_object_get(man, "loss"));
+    print_message("qwen3moe%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients vs PEFT: max relative error %.3g\n",
+                  checkpointing ? " (checkpointing)" : "", loss, ref, fabs(loss - ref) / ref, worst);
+    assert_true(fabs(loss - ref) <= 1e-5 * ref);
+    assert_true(worst <= 1e-4);
+    free(init), free(want);
+    json_decref(man);
+    lora_free(&l);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_peft_grads(void **s)
+{
+    (void)s;
+    check_peft(false);
+    check_peft(true);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_experts_one_by_one), cmocka_unit_test(test_experts_fused),
+        cmocka_unit_test(test_experts_nf4),        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
+        cmocka_unit_test(test_peft_grads),
+    };
+    return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
+}
