@@ -62,8 +62,11 @@ pt_status cpu_matmul_rows(float *y, const float *x, const pt_tensor *w, int64_t 
     pt_status st = PT_OK;
 #pragma omp parallel
     {
-        float *buf = calloc((size_t)(WROWS * k), sizeof(float)); /* rows past n stay 0 */
-        if (!buf) st = ERR(PT_ERR_NOMEM, "out of memory for a matmul of %lld rows", (long long)m);
+        float *buf = calloc((size_t)(WROWS * k), sizeof(float)); /* a short last block's outputs are never written */
+        if (!buf) {
+#pragma omp critical(matmul_rows_status)
+            st = ERR(PT_ERR_NOMEM, "out of memory for a matmul of %lld rows", (long long)m);
+        }
 #pragma omp for schedule(static)
         for (int64_t b = 0; b < blocks; b++) {
             int64_t j = b * WROWS, rows = n - j < WROWS ? n - j : WROWS;

@@ -752,8 +752,8 @@ static pt_status qwen35(const cfg_src *c, pt_model_config *m)
     m->lin_k_heads = 16, m->lin_v_heads = 32, m->lin_k_dim = m->lin_v_dim = 128, m->lin_conv = 4;
     TRY(int_key(c, "linear_num_key_heads", false, 1, 4096, &m->lin_k_heads));
     TRY(int_key(c, "linear_num_value_heads", false, 1, 4096, &m->lin_v_heads));
-    TRY(int_key(c, "linear_key_head_dim", false, 1, 1024, &m->lin_k_dim));
-    TRY(int_key(c, "linear_value_head_dim", false, 1, 1024, &m->lin_v_dim));
+    TRY(int_key(c, "linear_key_head_dim", false, 1, PT_DELTA_MAX_DIM, &m->lin_k_dim));
+    TRY(int_key(c, "linear_value_head_dim", false, 1, PT_DELTA_MAX_DIM, &m->lin_v_dim));
     TRY(int_key(c, "linear_conv_kernel_dim", false, 1, 64, &m->lin_conv));
     if (m->lin_v_heads % m->lin_k_heads)
         return ERR(PT_ERR_USER, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
