@@ -270,7 +270,8 @@ static pt_status python_score(reward_set *r, const reward_batch *b, double *per_
            *cols = json_object();
     for (int i = 0; i < b->n; i++) {
         json_array_append_new(prompts, json_loads(b->prompt_json[i], JSON_DECODE_ANY, NULL));
-        json_array_append_new(texts, json_string(b->text[i]) ? json_string(b->text[i]) : json_stringn(b->text[i], 0));
+        json_t *text = json_string(b->text[i]); /* NULL for bytes that are no UTF-8: sent as "" */
+        json_array_append_new(texts, text ? text : json_string(""));
         json_t *one = json_array();
         for (int32_t t = 0; t < b->len[i]; t++) json_array_append_new(one, json_integer(b->ids[i][t]));
         json_array_append_new(ids, one);
