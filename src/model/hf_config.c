@@ -390,11 +390,11 @@ static pt_status granite(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
-/* Phi-3's partial_rotary_factor (Phi-4-mini: 0.75, 96 of 128 values of each head rotate): at the top level,
- * or in rope_parameters (transformers 5); rope_dim as transformers computes it, int(head_dim * factor). */
-static pt_status phi3(const cfg_src *c, pt_model_config *m)
+/* partial_rotary_factor (Phi-4-mini: 0.75, 96 of 128 values of each head rotate; Qwen3.5: 0.25), factor
+ * when absent: at the top level, or in rope_parameters (transformers 5); rope_dim as transformers computes
+ * it, int(head_dim * factor). */
+static pt_status partial_rotary(const cfg_src *c, double factor, pt_model_config *m)
 {
-    double factor = 1.0;
     const json_t *params = json_object_get(c->root, "rope_parameters");
     cfg_src r = {c->name, params, "rope_parameters"};
     TRY(num_key(c, "partial_rotary_factor", 0, 1, &factor));
@@ -406,6 +406,8 @@ static pt_status phi3(const cfg_src *c, pt_model_config *m)
     m->rope_dim = rd == m->head_dim ? 0 : rd;
     return PT_OK;
 }
+
+static pt_status phi3(const cfg_src *c, pt_model_config *m) { return partial_rotary(c, 1.0, m); }
 
 /* LongRoPE as transformers' _compute_longrope_parameters sets it up: original_max_position_embeddings from
  * the scaling or the top level, factor max / original positions unless given, attention factor
@@ -758,16 +760,7 @@ static pt_status qwen35(const cfg_src *c, pt_model_config *m)
     if (m->lin_v_heads % m->lin_k_heads)
         return ERR(PT_ERR_USER, "%s: linear_num_value_heads %d is not a multiple of linear_num_key_heads %d",
                    shown_text(c->name).s, m->lin_v_heads, m->lin_k_heads);
-    double factor = 0.25;
-    const json_t *params = json_object_get(c->root, "rope_parameters");
-    cfg_src r = {c->name, params, "rope_parameters"};
-    TRY(num_key(c, "partial_rotary_factor", 0, 1, &factor));
-    if (json_is_object(params)) TRY(num_key(&r, "partial_rotary_factor", 0, 1, &factor));
-    int rd = (int)(m->head_dim * factor);
-    if (rd < 2 || rd % 2)
-        return ERR(PT_ERR_USER, "%s: partial_rotary_factor %g of head size %d rotates %d values; ptrain needs an even "
-                   "number, at least 2", shown_text(c->name).s, factor, m->head_dim, rd);
-    m->rope_dim = rd == m->head_dim ? 0 : rd;
+    TRY(partial_rotary(c, 0.25, m));
     m->attn_gate = m->qk_norm = true;
     return qwen35_layers(c, m);
 }
