@@ -21,6 +21,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
                PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
+               PT_ARCH_MIXTRAL, /* llama attention, a mixture of experts in place of every MLP (GGUF: llama with experts) */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -72,8 +73,14 @@ typedef struct {
     bool fused;               /* phi3: q, k, v are row ranges of one weight (qkv_proj, GGUF attn_qkv) and gate,
                                * up of another (gate_up_proj, GGUF ffn_up); the slots of a fused weight share its
                                * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
-    bool moe;                 /* qwen3_moe: a router and experts in place of the MLP on sparse layers (HF only;
-                               * its GGUF form is refused by name) */
+    bool moe;                 /* qwen3_moe, mixtral: a router and experts in place of the MLP on sparse layers (HF
+                               * only; the GGUF forms are refused) */
+    const char *moe_block;    /* the HF module of the router (.gate) and of experts stored one by one (.experts.E.);
+                               * fused experts (transformers 5: mlp.experts.gate_up_proj) and their router are under mlp */
+    const char *expert_names[3]; /* an expert's gate, up and down projections stored one by one: gate_proj, up_proj,
+                               * down_proj (Qwen3-MoE) or w1, w3, w2 (Mixtral) */
+    const char *moe_width_key; /* config.json's key of an expert's width: moe_intermediate_size or intermediate_size */
+    bool moe_renormalise;     /* the top-k weights always renormalised (Mixtral); else config.json's norm_topk_prob */
     const char *not_yet;      /* what ptrain does not yet do with the family (training, exports, GGUF files), for
                                * the refusal; NULL: everything */
     bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers

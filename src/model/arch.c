@@ -117,6 +117,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight"},
+        .moe_block = "mlp", .expert_names = {"gate_proj", "up_proj", "down_proj"},
+        .moe_width_key = "moe_intermediate_size",
     },
     [PT_ARCH_GEMMA4] = {
         .name = "gemma4", .description = "gemma4 (Gemma 4 text)",
@@ -143,6 +145,15 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_LIN_A] = "linear_attn.in_proj_a.weight", [W_LIN_OUT] = "linear_attn.out_proj.weight",
                      [W_LIN_CONV] = "linear_attn.conv1d.weight", [W_LIN_ALOG] = "linear_attn.A_log",
                      [W_LIN_DT] = "linear_attn.dt_bias", [W_LIN_NORM] = "linear_attn.norm.weight"},
+    },
+    [PT_ARCH_MIXTRAL] = {
+        .name = "mixtral", .description = "mixtral (Mixtral, Hugging Face directories)",
+        .hf = {{"mixtral", "MixtralForCausalLM", "mixtral (Mixtral 8x7B, 8x22B)", false, true}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, .moe = true, /* llama.cpp converts it as llama with experts */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
+        .moe_block = "block_sparse_moe", .expert_names = {"w1", "w3", "w2"}, .moe_width_key = "intermediate_size",
+        .moe_renormalise = true,
     },
 };
 

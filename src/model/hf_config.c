@@ -820,17 +820,20 @@ static pt_status mlp_only_layers(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
-/* Qwen3-MoE's experts: num_experts (config.json may write it as num_local_experts), the top-k, each
- * expert's width, which layers are sparse, and whether the k weights are renormalised. */
+/* The experts (Qwen3-MoE, Mixtral): num_experts (config.json may write it as num_local_experts), the top-k,
+ * each expert's width (the family's key), which layers are sparse (Mixtral: all), and whether the k weights
+ * are renormalised (Mixtral: always; Qwen3-MoE: norm_topk_prob). */
 static pt_status moe(const cfg_src *c, pt_model_config *m)
 {
+    const pt_arch_info *a = arch_info(m->arch);
     const char *n_key = json_object_get(c->root, "num_experts") ? "num_experts" : "num_local_experts";
     TRY(int_key(c, n_key, true, 1, 4096, &m->n_experts));
     TRY(int_key(c, "num_experts_per_tok", true, 1, m->n_experts, &m->n_experts_used));
-    TRY(int_key(c, "moe_intermediate_size", true, 1, 1 << 26, &m->moe_ffn_dim));
+    TRY(int_key(c, a->moe_width_key, true, 1, 1 << 26, &m->moe_ffn_dim));
     m->moe_step = 1;
+    m->moe_norm_topk = a->moe_renormalise; /* else false: transformers' Qwen3MoeConfig default */
+    if (a->moe_renormalise) return PT_OK;
     TRY(int_key(c, "decoder_sparse_step", false, 1, 4096, &m->moe_step));
-    m->moe_norm_topk = false; /* transformers' Qwen3MoeConfig default */
     TRY(bool_key(c, "norm_topk_prob", &m->moe_norm_topk));
     return mlp_only_layers(c, m);
 }

@@ -444,10 +444,10 @@ static pt_status load_fused_expert(const hf_loader *ld, const char *name, int e,
     int64_t n_exp = ld->hc->cfg.n_experts;
     if (t->ndim != 3 || t->shape[0] != n_exp || t->shape[1] != rows_all || t->shape[2] != cols) {
         char desc[160];
-        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld, %lld] from config.json (num_experts, "
-                   "moe_intermediate_size, hidden_size): the weights and config.json are from different models",
+        return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld, %lld] from config.json (the "
+                   "experts, %s and hidden_size): the weights and config.json are from different models",
                    shown_text(f->path).s, shown_text(name).s, st_describe(t, desc, sizeof desc), (long long)n_exp,
-                   (long long)rows_all, (long long)cols);
+                   (long long)rows_all, (long long)cols, arch_info(ld->hc->cfg.arch)->moe_width_key);
     }
     st_tensor part = *t; /* the expert's rows, in place in the mapping */
     size_t esize = t->nbytes / (size_t)(n_exp * rows_all * cols), skip = (size_t)((e * rows_all + row0) * cols) * esize;
@@ -461,21 +461,23 @@ static pt_status load_fused_expert(const hf_loader *ld, const char *name, int e,
 }
 
 /* A sparse layer's router (as stored, never quantized) and its experts, one by one
- * (mlp.experts.E.{gate,up,down}_proj.weight, bitsandbytes ones too) or fused
- * (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]); each expert weight NF4 under
- * load_in_4bit. */
+ * (<block>.experts.E.<gate|up|down name>.weight with the router <block>.gate.weight, the family's names:
+ * mlp and gate_proj... for Qwen3-MoE, block_sparse_moe and w1, w3, w2 for Mixtral; bitsandbytes ones too)
+ * or fused as transformers 5 holds them (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj
+ * [E, H, I], router mlp.gate.weight); each expert weight NF4 under load_in_4bit. */
 static pt_status load_experts(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
+    const pt_arch_info *a = arch_info(c->arch);
     int64_t d = c->dim, f = c->moe_ffn_dim;
     char name[192], fused[192];
-    snprintf(name, sizeof name, "model.layers.%d.mlp.gate.weight", l);
+    snprintf(fused, sizeof fused, "model.layers.%d.mlp.experts.gate_up_proj", l);
+    bool is_fused = st_set_find(ld->s, fused, NULL) != NULL;
+    const char *block = is_fused ? "mlp" : a->moe_block;
+    snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, block);
     TRY(load_matrix(ld, name, c->n_experts, d, false, &w->router));
     w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
     TRY_ALLOC(w->experts);
-    snprintf(fused, sizeof fused, "model.layers.%d.mlp.experts.gate_up_proj", l);
-    bool is_fused = st_set_find(ld->s, fused, NULL) != NULL;
-    static const char *const role[X_COUNT] = {[X_GATE] = "gate_proj", [X_UP] = "up_proj", [X_DOWN] = "down_proj"};
     for (int e = 0; e < c->n_experts; e++)
         for (int x = 0; x < X_COUNT; x++) {
             pt_tensor *out = &w->experts[(size_t)e * X_COUNT + (size_t)x];
@@ -486,7 +488,8 @@ static pt_status load_experts(const hf_loader *ld, int l, pt_layer_weights *w)
             } else if (is_fused) {
                 TRY(load_fused_expert(ld, fused, e, x == X_UP ? f : 0, f, 2 * f, d, out));
             } else {
-                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s.weight", l, e, role[x]);
+                snprintf(name, sizeof name, "model.layers.%d.%s.experts.%d.%s.weight", l, block, e,
+                         a->expert_names[x == X_GATE ? 0 : x == X_UP ? 1 : 2]);
                 TRY(load_matrix(ld, name, rows, cols, ld->nf4, out));
             }
         }

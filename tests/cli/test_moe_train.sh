@@ -6,7 +6,8 @@
 # and the same logged losses; the loss goes down; MLP targets are refused, naming what is not built.
 # PEFT loads the adapter ptrain wrote onto transformers' model with ptrain's logits (1e-4 relative,
 # fp32 weights: the bf16 directory read as f32 by both; skipped, saying why, without the Python
-# environment of share/scripts/test-python.sh).
+# environment of share/scripts/test-python.sh). The tiny Mixtral of make_mixtral_goldens.py (every layer
+# sparse, a sliding window of 12) trains the same way: the loss goes down, PEFT loads its adapter.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -15,7 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 model=$PTRAIN_SRCDIR/tests/data/qwen3moe/hf
 
-write_config() { # write_config FILE OUTDIR [extra yaml]
+write_config() { # write_config FILE OUTDIR [extra yaml] (model: $model)
     tiny_config "$1" "$2" "learning_rate: 5e-3
 warmup_steps: 0
 max_steps: 8
@@ -56,18 +57,16 @@ train "$tmp/mlp.yaml"
 expect_eq "Qwen3-MoE with MLP targets: exit 1" 1 "$rc"
 ok "Qwen3-MoE with MLP targets: names what is not built" grep -q "LoRA on the experts (PEFT's target_parameters) is not built yet" "$tmp/err"
 
-if [ -z "$PY" ] || ! "$PY" -c "import peft, transformers, torch" 2>/dev/null; then
-    skip_test "PEFT loads the Qwen3-MoE adapter" "no Python with torch, transformers and peft in \$PTRAIN_PYTHON"
-else
-    "$P" generate --model "$model" --prompt "Arr, the sea is wide" --temperature 0 --max-new-tokens 2 --no-4bit \
-        --adapter "$tmp/ref/lora" --logits "$tmp/lg" --ids "$tmp/ids" >/dev/null 2>"$tmp/gen.err"
-    "$PY" - "$model" "$tmp/ref/lora" "$tmp/ids" "$tmp/lg" >"$tmp/py.out" 2>&1 <<'PY'
+peft_check() { # peft_check NAME MODEL ADAPTER
+    "$P" generate --model "$2" --prompt "Arr, the sea is wide" --temperature 0 --max-new-tokens 2 --no-4bit \
+        --adapter "$3" --logits "$tmp/lg" --ids "$tmp/ids" >/dev/null 2>"$tmp/gen.err"
+    "$PY" - "$2" "$3" "$tmp/ids" "$tmp/lg" "$1" >"$tmp/py.out" 2>&1 <<'PY'
 import sys
 import numpy as np
 import torch
 from peft import PeftModel
 from transformers import AutoModelForCausalLM
-base, adapter, ids_path, lg = sys.argv[1:]
+base, adapter, ids_path, lg, name = sys.argv[1:]
 ids = [int(x) for x in open(ids_path).read().split("\n")[0].split()]
 model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, experts_implementation="eager").eval()
 with torch.no_grad():
@@ -78,11 +77,26 @@ with torch.no_grad():
 ours = np.fromfile(lg, dtype=np.float32).reshape(len(ids), -1)
 rel = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
 moved = float(np.abs(theirs - plain).max() / np.abs(theirs).max())
-print(f"PEFT on ptrain's Qwen3-MoE adapter: max relative difference {rel:.2e}; the adapter moves the logits {moved:.2e}")
+print(f"PEFT on ptrain's {name} adapter: max relative difference {rel:.2e}; the adapter moves the logits {moved:.2e}")
 sys.exit(0 if rel <= 1e-4 and moved >= 1e-2 else 1)
 PY
     py=$?
     sed 's/^/# /' "$tmp/py.out" | tail -3
-    expect_eq "PEFT loads the Qwen3-MoE adapter with ptrain's logits" 0 "$py"
+    expect_eq "PEFT loads the $1 adapter with ptrain's logits" 0 "$py"
+}
+
+model=$PTRAIN_SRCDIR/tests/data/mixtral/hf
+write_config "$tmp/mx.yaml" "$tmp/mx"
+train "$tmp/mx.yaml"
+expect_eq "Mixtral, LoRA on the attention: exit 0 ($(tail -1 "$tmp/err"))" 0 "$rc"
+first=$(grep '"step": 1,' "$tmp/mx/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+last=$(grep '"step": 8,' "$tmp/mx/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+ok "Mixtral: the loss goes down over 8 steps ($first to $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+
+if [ -z "$PY" ] || ! "$PY" -c "import peft, transformers, torch" 2>/dev/null; then
+    skip_test "PEFT loads the Qwen3-MoE and Mixtral adapters" "no Python with torch, transformers and peft in \$PTRAIN_PYTHON"
+else
+    peft_check Qwen3-MoE "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ref/lora"
+    peft_check Mixtral "$model" "$tmp/mx/lora"
 fi
 done_testing

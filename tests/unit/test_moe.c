@@ -32,9 +32,11 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
 
+static const char *family = "qwen3moe"; /* tests/data/<family>: qwen3moe or mixtral */
+
 static void golden(const char *name, const char *ext, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/tests/data/qwen3moe/%s.%s", srcdir(), name, ext);
+    snprintf(buf, len, "%s/tests/data/%s/%s.%s", srcdir(), family, name, ext);
 }
 
 static void check_logits(pt_model *m, const char *name)
@@ -50,7 +52,7 @@ static void check_logits(pt_model *m, const char *name)
     assert_int_equal(kv_cache_init(m, n, &kv), PT_OK);
     assert_int_equal(forward_tokens(m, NULL, &kv, ids, n, got, false), PT_OK);
     double err = max_rel_err(got, ref, count);
-    print_message("qwen3moe/%s: max relative error of %zu logits vs transformers: %.3g\n", name, count, err);
+    print_message("%s/%s: max relative error of %zu logits vs transformers: %.3g\n", family, name, count, err);
     assert_true(err <= 1e-4);
     kv.n_past = 0;
     assert_int_equal(forward_tokens(m, NULL, &kv, ids, n / 2, got, true), PT_OK);
@@ -67,7 +69,7 @@ static void check_greedy(pt_model *m, const char *name)
     char path[1024];
     golden(name, "greedy.txt", path, sizeof path);
     FILE *f = fopen(path, "r");
-    if (!f) fail_msg("%s: missing; tests/reference/make_qwen3moe_goldens.py writes it", path);
+    if (!f) fail_msg("%s: missing; tests/reference/make_%s_goldens.py writes it", path, family);
     int32_t prompt[8], want[12];
     for (int i = 0; i < 8; i++) assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
     for (int i = 0; i < 12; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
@@ -82,7 +84,7 @@ static void check_greedy(pt_model *m, const char *name)
         if (best != want[i]) fail_msg("%s: greedy token %d is %d, transformers' is %d", path, i, best, want[i]);
         if (i < 11) assert_int_equal(forward_tokens(m, NULL, &kv, &best, 1, logits, true), PT_OK);
     }
-    print_message("qwen3moe/%s: 12 greedy tokens through the cache equal transformers'\n", name);
+    print_message("%s/%s: 12 greedy tokens through the cache equal transformers'\n", family, name);
     free(logits);
     kv_cache_free(m, &kv);
 }
@@ -90,7 +92,7 @@ static void check_greedy(pt_model *m, const char *name)
 static void load(const char *dir, bool nf4, pt_backend *be, pt_model *m)
 {
     char path[1024], resolved[4096];
-    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/%s", srcdir(), dir);
+    snprintf(path, sizeof path, "%s/tests/data/%s/%s", srcdir(), family, dir);
     pt_load_options lo = {.load_in_4bit = nf4};
     if (model_load(path, NULL, &lo, be, m, NULL, resolved, sizeof resolved)) fail_msg("%s", err_message());
 }
@@ -118,12 +120,32 @@ static void check_layout(const pt_model *m, pt_dtype expert)
     assert_int_equal(m->output.dtype, PT_BF16);
 }
 
+/* Mixtral's: both layers sparse (6 experts, top-2, always renormalised), the sliding window of config.json. */
+static void check_mixtral_layout(const pt_model *m, pt_dtype expert)
+{
+    const pt_model_config *c = &m->cfg;
+    assert_int_equal(c->arch, PT_ARCH_MIXTRAL);
+    assert_int_equal(c->n_experts, 6);
+    assert_int_equal(c->n_experts_used, 2);
+    assert_int_equal(c->moe_ffn_dim, 64);
+    assert_int_equal(c->sliding_window, 12);
+    assert_true(c->moe_norm_topk);
+    for (int l = 0; l < 2; l++) {
+        assert_true(model_layer_moe(c, l));
+        assert_null(m->layers[l].w[W_GATE].data);
+        assert_int_equal(m->layers[l].router.dtype, PT_BF16);
+        assert_int_equal(m->layers[l].router.shape[0], 6);
+        for (int i = 0; i < 6 * X_COUNT; i++) assert_int_equal(m->layers[l].experts[i].dtype, expert);
+    }
+}
+
 static void check_dir(const char *dir, bool nf4, const char *gold)
 {
     pt_backend *be = cpu();
     pt_model m;
     load(dir, nf4, be, &m);
-    check_layout(&m, nf4 ? PT_NF4 : PT_BF16);
+    if (!strcmp(family, "mixtral")) check_mixtral_layout(&m, nf4 ? PT_NF4 : PT_BF16);
+    else check_layout(&m, nf4 ? PT_NF4 : PT_BF16);
     check_logits(&m, gold);
     check_greedy(&m, gold);
     model_free(&m);
@@ -253,7 +275,7 @@ static float *read_golden(const char *name, size_t *count)
 static void check_peft(bool checkpointing)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/peft.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/%s/peft.json", srcdir(), family);
     json_error_t jerr;
     json_t *man = json_load_file(path, 0, &jerr);
     if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
@@ -313,8 +335,8 @@ static void check_peft(bool checkpointing)
         loss /= (double)n_tok;
     }
     double ref = json_real_value(json_object_get(man, "loss"));
-    print_message("qwen3moe%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients vs PEFT: max relative error %.3g\n",
-                  checkpointing ? " (checkpointing)" : "", loss, ref, fabs(loss - ref) / ref, worst);
+    print_message("%s%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients vs PEFT: max relative error %.3g\n",
+                  family, checkpointing ? " (checkpointing)" : "", loss, ref, fabs(loss - ref) / ref, worst);
     assert_true(fabs(loss - ref) <= 1e-5 * ref);
     assert_true(worst <= 1e-4);
     free(init), free(want);
@@ -331,13 +353,26 @@ static void test_peft_grads(void **s)
     check_peft(true);
 }
 
+/* Mixtral (make_mixtral_goldens.py): the directory save_pretrained writes (block_sparse_moe, w1/w3/w2) and the
+ * fused one, logits and greedy tokens against transformers (through a sliding window of 12), and PEFT's gradients. */
+static void test_mixtral(void **s)
+{
+    (void)s;
+    family = "mixtral";
+    check_dir("hf", false, "hf");
+    check_dir("hf-fused", false, "hf");
+    check_peft(false);
+    check_peft(true);
+    family = "qwen3moe";
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_experts_one_by_one), cmocka_unit_test(test_experts_fused),
         cmocka_unit_test(test_experts_nf4),        cmocka_unit_test(test_route),
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
-        cmocka_unit_test(test_peft_grads),
+        cmocka_unit_test(test_peft_grads),         cmocka_unit_test(test_mixtral),
     };
     return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
 }
