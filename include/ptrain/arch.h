@@ -21,7 +21,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
                PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
-               PT_ARCH_MIXTRAL, /* llama attention, a mixture of experts in place of every MLP (GGUF: llama with experts) */
+               PT_ARCH_MIXTRAL, /* llama attention, experts in place of every MLP (GGUF: llama with experts) */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -73,8 +73,9 @@ typedef struct {
     bool fused;               /* phi3: q, k, v are row ranges of one weight (qkv_proj, GGUF attn_qkv) and gate,
                                * up of another (gate_up_proj, GGUF ffn_up); the slots of a fused weight share its
                                * name in gguf[] and hf_names[], and PEFT adapts the fused module as one */
-    bool moe;                 /* qwen3_moe, mixtral: a router and experts in place of the MLP on sparse layers (HF
-                               * only; the GGUF forms are refused) */
+    bool moe;                 /* qwen3_moe, mixtral: a router and experts in place of the MLP on sparse layers */
+    const char *gguf_arch;    /* the general.architecture of its GGUF files when not name: mixtral's is llama's, a
+                               * llama file with <arch>.expert_count > 0 (NULL: name) */
     const char *moe_block;    /* the HF module of the router (.gate) and of experts stored one by one (.experts.E.);
                                * fused experts (transformers 5: mlp.experts.gate_up_proj) and their router are under mlp */
     const char *expert_names[3]; /* an expert's gate, up and down projections stored one by one: gate_proj, up_proj,
@@ -91,10 +92,14 @@ const pt_arch_info *arch_info(pt_arch a);
 const char *arch_name(pt_arch a);
 /* The family of a GGUF general.architecture (len bytes); false when ptrain has none. */
 bool arch_from_gguf(const char *name, size_t len, pt_arch *out);
+/* The family whose GGUF files are dense's with experts (llama: mixtral); false when none. */
+bool arch_gguf_with_experts(pt_arch dense, pt_arch *out);
+/* The general.architecture (and key prefix) of the family's GGUF files: gguf_arch, else name. */
+const char *arch_gguf_name(pt_arch a);
 /* The family and HF type of a config.json model_type, or of its architectures[0] when model_type is
  * empty or NULL. */
 bool arch_from_hf(const char *model_type, const char *class_name, pt_arch *out, const pt_arch_hf_type **type);
-/* The supported families, for error messages: those a GGUF file may hold (no mixture of experts yet), and the
+/* The supported families, for error messages: those a GGUF file may hold (by their own name), and the
  * config.json model_types. */
 const char *arch_list(void);
 const char *arch_hf_list(void);

@@ -24,7 +24,7 @@ static void permute_rows(const float *src, float *dst, int64_t rows, int64_t col
 
 static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
-    TRY(gguf_w_str(w, "general.architecture", arch_name(cfg->arch)));
+    TRY(gguf_w_str(w, "general.architecture", arch_gguf_name(cfg->arch)));
     TRY(gguf_w_str(w, "general.type", "adapter"));
     TRY(gguf_w_str(w, "general.name", name ? name : "ptrain LoRA adapter"));
     TRY(gguf_w_str(w, "adapter.type", "lora"));
@@ -127,9 +127,9 @@ static pt_status check_header(const gguf_file *f, const pt_model_config *cfg, fl
     gguf_str kind;
     TRY(gguf_get_str(f, "adapter.type", &kind));
     if (!gguf_str_eq(kind, "lora")) return ERR(PT_ERR_USER, "%s: adapter.type is not \"lora\"", shown_text(f->path).s);
-    if (!gguf_str_eq(arch, arch_name(cfg->arch)))
+    if (!gguf_str_eq(arch, arch_gguf_name(cfg->arch)))
         return ERR(PT_ERR_USER, "%s: an adapter for architecture %s; the model is %s", shown_text(f->path).s,
-                   shown_bytes(arch.data, arch.len).s, arch_name(cfg->arch));
+                   shown_bytes(arch.data, arch.len).s, arch_gguf_name(cfg->arch));
     *alpha = 0; /* as llama.cpp: a missing or zero alpha means scale 1 */
     return gguf_opt_f32(f, "adapter.lora.alpha", alpha);
 }
@@ -147,7 +147,7 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
         if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %s is not a LoRA matrix of a projection of this %d-layer %s model",
                        shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s, cfg->n_layers,
-                       arch_name(cfg->arch));
+                       arch_gguf_name(cfg->arch));
         target[slot] = true;
         if (which == 'a') {
             if (g->dims[1] < 1 || g->dims[1] > 4096)

@@ -76,7 +76,7 @@ static pt_status put_f32(gguf_writer *w, const char *arch, const char *suffix, d
 
 static pt_status general(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
 {
-    TRY(gguf_w_str(w, "general.architecture", arch_name(hc->cfg.arch)));
+    TRY(gguf_w_str(w, "general.architecture", arch_gguf_name(hc->cfg.arch)));
     if (name && *name) return gguf_w_str(w, "general.name", name);
     char base[1024];
     snprintf(base, sizeof base, "%s", dir);
@@ -88,7 +88,7 @@ static pt_status general(gguf_writer *w, const char *dir, const hf_config *hc, c
 
 static pt_status sizes(gguf_writer *w, const pt_model_config *c)
 {
-    const char *a = arch_name(c->arch);
+    const char *a = arch_gguf_name(c->arch);
     TRY(put_u32(w, a, "context_length", c->ctx_len));
     TRY(put_u32(w, a, "embedding_length", c->dim));
     TRY(put_u32(w, a, "block_count", c->n_layers));
@@ -107,7 +107,7 @@ static pt_status sizes(gguf_writer *w, const pt_model_config *c)
 static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
 {
     const pt_rope_scaling *s = &hc->rope;
-    const char *a = arch_name(hc->cfg.arch);
+    const char *a = arch_gguf_name(hc->cfg.arch);
     if (s->no_truncate)
         return ERR(PT_ERR_USER, "rope scaling yarn with truncate false: llama.cpp's YaRN always rounds the ramp's "
                    "ends, so this model cannot be exported to GGUF as it runs; export the merged Hugging Face model");
@@ -126,7 +126,7 @@ static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
  * values of a head: all, or phi3's partial_rotary_factor of them. */
 static pt_status rope(gguf_writer *w, const hf_config *hc)
 {
-    const char *a = arch_name(hc->cfg.arch);
+    const char *a = arch_gguf_name(hc->cfg.arch);
     if (hc->cfg.q_temp_beta != 0.0f)
         return ERR(PT_ERR_USER, "Ministral 3's query temperature (llama_4_scaling_beta %g) has no key in the %s "
                    "architecture ptrain writes (llama.cpp's mistral3 is not written yet): export the merged Hugging "
@@ -167,7 +167,7 @@ static pt_status gemma2(gguf_writer *w, const char *dir, const pt_model_config *
                    "cannot be exported to GGUF as it runs in transformers", shown_text(dir).s,
                    c->sliding_window <= 0 ? "sliding_window"
                    : c->attn_softcap <= 0 ? "attn_logit_softcapping" : "final_logit_softcapping");
-    const char *a = arch_name(c->arch);
+    const char *a = arch_gguf_name(c->arch);
     TRY(put_u32(w, a, "attention.sliding_window", c->sliding_window));
     TRY(put_f32(w, a, "attn_logit_softcapping", c->attn_softcap));
     return put_f32(w, a, "final_logit_softcapping", c->final_softcap);
@@ -188,7 +188,7 @@ static pt_status smollm3(const char *dir, const pt_model_config *c)
 /* Granite's multipliers under llama.cpp's names. */
 static pt_status granite(gguf_writer *w, const pt_model_config *c)
 {
-    const char *a = arch_name(c->arch);
+    const char *a = arch_gguf_name(c->arch);
     TRY(put_f32(w, a, "embedding_scale", c->embed_scale));
     TRY(put_f32(w, a, "attention.scale", c->attn_scale));
     TRY(put_f32(w, a, "residual_scale", c->residual_scale));
@@ -211,7 +211,7 @@ static pt_status gemma3(gguf_writer *w, const char *dir, const pt_model_config *
                    "no soft-caps, a window on 5 of every 6 layers, local base 10000), so the model cannot be "
                    "exported to GGUF as it runs in transformers", shown_text(dir).s, why, scalar, c->attn_softcap,
                    c->final_softcap, c->sliding_window, c->sliding_period, c->rope_theta_local, size);
-    return put_u32(w, arch_name(c->arch), "attention.sliding_window", c->sliding_window);
+    return put_u32(w, arch_gguf_name(c->arch), "attention.sliding_window", c->sliding_window);
 }
 
 static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
@@ -222,7 +222,7 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     if (hc->cfg.arch == PT_ARCH_SMOLLM3) TRY(smollm3(dir, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_PHI3 && hc->cfg.sliding_window > 0) /* phi3's window, on every layer */
-        TRY(put_u32(w, arch_name(hc->cfg.arch), "attention.sliding_window", hc->cfg.sliding_window));
+        TRY(put_u32(w, arch_gguf_name(hc->cfg.arch), "attention.sliding_window", hc->cfg.sliding_window));
     if (hc->cfg.arch == PT_ARCH_GEMMA3) return gemma3(w, dir, &hc->cfg);
     return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }

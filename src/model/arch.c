@@ -111,7 +111,7 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_DOWN] = "mlp.down_proj.weight"},
     },
     [PT_ARCH_QWEN3MOE] = {
-        .name = "qwen3moe", .description = "qwen3moe (Qwen3-MoE, Hugging Face directories)",
+        .name = "qwen3moe", .description = "qwen3moe (Qwen3-MoE)",
         .hf = {{"qwen3_moe", "Qwen3MoeForCausalLM", "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B)", false, false}},
         .qk_norm = true, .act = PT_ACT_SILU, .moe = true, /* GGUF names: llama.cpp's, for adapter.gguf */
         .gguf = {GGUF_COMMON, [W_Q_NORM] = "attn_q_norm.weight", [W_K_NORM] = "attn_k_norm.weight"},
@@ -147,7 +147,7 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_LIN_DT] = "linear_attn.dt_bias", [W_LIN_NORM] = "linear_attn.norm.weight"},
     },
     [PT_ARCH_MIXTRAL] = {
-        .name = "mixtral", .description = "mixtral (Mixtral, Hugging Face directories)",
+        .name = "mixtral", .description = "mixtral (Mixtral; GGUF: llama with experts)", .gguf_arch = "llama",
         .hf = {{"mixtral", "MixtralForCausalLM", "mixtral (Mixtral 8x7B, 8x22B)", false, true}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU, .moe = true, /* llama.cpp converts it as llama with experts */
         .gguf = {GGUF_COMMON},
@@ -169,10 +169,22 @@ const pt_arch_info *arch_info(pt_arch a) { return &table[a < PT_ARCH_COUNT ? a :
 
 const char *arch_name(pt_arch a) { return arch_info(a)->name; }
 
+const char *arch_gguf_name(pt_arch a) { return arch_info(a)->gguf_arch ? arch_info(a)->gguf_arch : arch_name(a); }
+
 bool arch_from_gguf(const char *name, size_t len, pt_arch *out)
 {
     for (int a = 0; a < PT_ARCH_COUNT; a++)
-        if (strlen(table[a].name) == len && memcmp(table[a].name, name, len) == 0) {
+        if (!table[a].gguf_arch && strlen(table[a].name) == len && memcmp(table[a].name, name, len) == 0) {
+            *out = (pt_arch)a;
+            return true;
+        }
+    return false;
+}
+
+bool arch_gguf_with_experts(pt_arch dense, pt_arch *out)
+{
+    for (int a = 0; a < PT_ARCH_COUNT; a++)
+        if (table[a].moe && table[a].gguf_arch && !strcmp(table[a].gguf_arch, arch_name(dense))) {
             *out = (pt_arch)a;
             return true;
         }
@@ -199,8 +211,8 @@ static const char *join(char *text, size_t len, bool hf)
 {
     if (text[0]) return text;
     for (int a = 0; a < PT_ARCH_COUNT; a++)
-        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : !table[a].moe); i++) {
-            const char *d = hf ? table[a].hf[i].description : table[a].description; /* GGUF: no MoE yet */
+        for (size_t i = 0; i < (hf ? sizeof table[a].hf / sizeof table[a].hf[0] : !table[a].gguf_arch); i++) {
+            const char *d = hf ? table[a].hf[i].description : table[a].description; /* GGUF: by their own name */
             if (d) snprintf(text + strlen(text), len - strlen(text), "%s%s", text[0] ? ", " : "", d);
         }
     return text;

@@ -56,9 +56,13 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     if (!arch_from_gguf(arch.data, arch.len, &c->arch))
         return ERR(PT_ERR_USER, "%s: architecture \"%s\" is not supported yet; supported: %s", shown_text(f->path).s,
                    shown_bytes(arch.data, arch.len).s, arch_list());
-    if (arch_info(c->arch)->moe)
-        return ERR(PT_ERR_USER, "%s: a GGUF %s model (mixture of experts); ptrain reads this family from Hugging Face "
-                   "directories only for now: use the model's safetensors directory", shown_text(f->path).s,
+    uint32_t experts = 0;
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_count", arch_name(c->arch));
+    TRY(gguf_opt_u32(f, key, &experts));
+    if (experts > 0 && !arch_info(c->arch)->moe && !arch_gguf_with_experts(c->arch, &c->arch))
+        return ERR(PT_ERR_USER, "%s: %s = %u: a %s file with experts, which ptrain does not read; supported mixtures "
+                   "of experts: llama's (Mixtral) and qwen3moe", shown_text(f->path).s, key, experts,
                    arch_name(c->arch));
     if (arch_info(c->arch)->not_yet) /* gemma4: Hugging Face directories only, for now */
         return ERR(PT_ERR_USER, "%s: a %s GGUF file; ptrain %s: use the model's Hugging Face directory",
@@ -70,27 +74,50 @@ static pt_status read_arch(const gguf_file *f, pt_model_config *c)
     return PT_OK;
 }
 
+/* A mixture of experts (llama.cpp's keys): expert_count experts, expert_used_count per token, each of
+ * expert_feed_forward_length (qwen3moe; llama's experts: feed_forward_length), on every layer; the k weights
+ * renormalised, as llama.cpp runs both families. */
+static pt_status read_moe_keys(const gguf_file *f, pt_model_config *c)
+{
+    const char *a = arch_gguf_name(c->arch);
+    uint32_t n = 0, k = 0, width = 0;
+    TRY(opt_u32(f, a, "expert_count", &n));
+    TRY(opt_u32(f, a, "expert_used_count", &k));
+    TRY(opt_u32(f, a, "expert_feed_forward_length", &width));
+    if (n == 0 || n > 4096 || k == 0 || k > n)
+        return ERR(PT_ERR_USER, "%s: %s.expert_count = %u and %s.expert_used_count = %u; a mixture of experts needs "
+                   "1 to 4096 experts and 1 to that many per token", shown_text(f->path).s, a, n, a, k);
+    if (width > (1u << 26))
+        return ERR(PT_ERR_USER, "%s: %s.expert_feed_forward_length = %u is not a plausible width", shown_text(f->path).s,
+                   a, width);
+    c->n_experts = (int)n, c->n_experts_used = (int)k;
+    c->moe_ffn_dim = width ? (int)width : c->ffn_dim;
+    c->moe_step = 1;
+    c->moe_norm_topk = true;
+    return PT_OK;
+}
+
 /* Layers, widths, heads and the head size (key_length, which value_length must equal). */
 static pt_status read_dims(const gguf_file *f, pt_model_config *c)
 {
-    TRY(get_dim(f, arch_name(c->arch), "block_count", &c->n_layers));
-    TRY(get_dim(f, arch_name(c->arch), "embedding_length", &c->dim));
-    TRY(get_dim(f, arch_name(c->arch), "feed_forward_length", &c->ffn_dim));
-    TRY(get_dim(f, arch_name(c->arch), "attention.head_count", &c->n_heads));
+    TRY(get_dim(f, arch_gguf_name(c->arch), "block_count", &c->n_layers));
+    TRY(get_dim(f, arch_gguf_name(c->arch), "embedding_length", &c->dim));
+    TRY(get_dim(f, arch_gguf_name(c->arch), "feed_forward_length", &c->ffn_dim));
+    TRY(get_dim(f, arch_gguf_name(c->arch), "attention.head_count", &c->n_heads));
     uint32_t u;
-    TRY(opt_u32(f, arch_name(c->arch), "attention.head_count_kv", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.head_count_kv", &u));
     c->n_kv_heads = u ? (int)u : c->n_heads;
-    TRY(opt_u32(f, arch_name(c->arch), "attention.key_length", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.key_length", &u));
     c->head_dim = u ? (int)u : c->dim / c->n_heads;
     if (c->n_kv_heads <= 0 || c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads || c->head_dim <= 0 ||
         c->head_dim % 2 || c->head_dim > 1024)
         return ERR(PT_ERR_USER, "%s: %d heads, %d kv heads and head size %d do not fit together", shown_text(f->path).s,
                    c->n_heads, c->n_kv_heads, c->head_dim);
-    TRY(opt_u32(f, arch_name(c->arch), "attention.value_length", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.value_length", &u));
     if (u && u != (uint32_t)c->head_dim)
         return ERR(PT_ERR_USER, "%s: %s.attention.value_length = %u differs from the key length %d; ptrain "
-                   "needs values and keys of one head size", shown_text(f->path).s, arch_name(c->arch), u, c->head_dim);
-    TRY(opt_u32(f, arch_name(c->arch), "context_length", &u));
+                   "needs values and keys of one head size", shown_text(f->path).s, arch_gguf_name(c->arch), u, c->head_dim);
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "context_length", &u));
     c->ctx_len = u ? (int)u : 2048;
     return PT_OK;
 }
@@ -100,23 +127,23 @@ static pt_status read_dims(const gguf_file *f, pt_model_config *c)
 static pt_status read_gemma2_keys(const gguf_file *f, pt_model_config *c)
 {
     uint32_t u;
-    TRY(opt_u32(f, arch_name(c->arch), "attention.sliding_window", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.sliding_window", &u));
     if (u > (1u << 30))
         return ERR(PT_ERR_USER, "%s: %s.attention.sliding_window = %u is not a plausible window", shown_text(f->path).s,
-                   arch_name(c->arch), u);
+                   arch_gguf_name(c->arch), u);
     if (u) c->sliding_window = (int)u;
-    TRY(opt_nonneg_f32(f, arch_name(c->arch), "attn_logit_softcapping", &c->attn_softcap));
-    return opt_nonneg_f32(f, arch_name(c->arch), "final_logit_softcapping", &c->final_softcap);
+    TRY(opt_nonneg_f32(f, arch_gguf_name(c->arch), "attn_logit_softcapping", &c->attn_softcap));
+    return opt_nonneg_f32(f, arch_gguf_name(c->arch), "final_logit_softcapping", &c->final_softcap);
 }
 
 /* Granite's multipliers (llama.cpp's converter writes all four; absent: 1, and 1/sqrt(head size)
  * for the scores, as llama.cpp does). */
 static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
 {
-    TRY(opt_nonneg_f32(f, arch_name(c->arch), "embedding_scale", &c->embed_scale));
-    TRY(opt_nonneg_f32(f, arch_name(c->arch), "attention.scale", &c->attn_scale));
-    TRY(opt_nonneg_f32(f, arch_name(c->arch), "residual_scale", &c->residual_scale));
-    return opt_nonneg_f32(f, arch_name(c->arch), "logit_scale", &c->logit_scale);
+    TRY(opt_nonneg_f32(f, arch_gguf_name(c->arch), "embedding_scale", &c->embed_scale));
+    TRY(opt_nonneg_f32(f, arch_gguf_name(c->arch), "attention.scale", &c->attn_scale));
+    TRY(opt_nonneg_f32(f, arch_gguf_name(c->arch), "residual_scale", &c->residual_scale));
+    return opt_nonneg_f32(f, arch_gguf_name(c->arch), "logit_scale", &c->logit_scale);
 }
 
 /* Phi-3's partial rotary embedding (rope.dimension_count below the head size), its sliding window on every
@@ -125,12 +152,12 @@ static pt_status read_granite_keys(const gguf_file *f, pt_model_config *c)
 static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
 {
     uint32_t u;
-    TRY(opt_u32(f, arch_name(c->arch), "rope.dimension_count", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "rope.dimension_count", &u));
     if (u && (u % 2 || u > (uint32_t)c->head_dim))
         return ERR(PT_ERR_USER, "%s: phi3.rope.dimension_count = %u; it must be even and at most the head size %d",
                    shown_text(f->path).s, u, c->head_dim);
     c->rope_dim = u && u < (uint32_t)c->head_dim ? (int)u : 0;
-    TRY(opt_u32(f, arch_name(c->arch), "attention.sliding_window", &u));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.sliding_window", &u));
     if (u > (1u << 30))
         return ERR(PT_ERR_USER, "%s: phi3.attention.sliding_window = %u is not a plausible window",
                    shown_text(f->path).s, u);
@@ -138,8 +165,8 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
     c->sliding_pattern = 1;
     if (!gguf_find_tensor(f, "rope_factors_short.weight")) return PT_OK;
     float attn = 1.0f;
-    TRY(opt_nonneg_f32(f, arch_name(c->arch), "rope.scaling.attn_factor", &attn));
-    TRY(opt_u32(f, arch_name(c->arch), "rope.scaling.original_context_length", &u));
+    TRY(opt_nonneg_f32(f, arch_gguf_name(c->arch), "rope.scaling.attn_factor", &attn));
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "rope.scaling.original_context_length", &u));
     c->rope_mscale = attn > 0.0f ? attn : 1.0f;
     c->rope_short_max = u ? (int)u : c->ctx_len;
     return PT_OK;
@@ -151,7 +178,7 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
  * stays PT_ROPE_DEFAULT for any other scaling (linear: rope_frequencies). */
 static pt_status gguf_yarn(const gguf_file *f, const pt_model_config *c, pt_rope_scaling *s)
 {
-    const char *a = arch_name(c->arch);
+    const char *a = arch_gguf_name(c->arch);
     char key[128];
     gguf_str type = {"none", 4};
     memset(s, 0, sizeof *s);
@@ -192,10 +219,10 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     TRY(read_dims(f, c));
     char key[128];
     c->norm_eps = 1e-5f;
-    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch_name(c->arch));
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch_gguf_name(c->arch));
     TRY(gguf_opt_f32(f, key, &c->norm_eps));
     c->rope_theta = 10000.0f;
-    snprintf(key, sizeof key, "%s.rope.freq_base", arch_name(c->arch));
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch_gguf_name(c->arch));
     TRY(gguf_opt_f32(f, key, &c->rope_theta));
     const gguf_kv *tokens = gguf_find(f, "tokenizer.ggml.tokens");
     const gguf_tensor *embd = gguf_find_tensor(f, "token_embd.weight");
@@ -210,6 +237,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3) TRY(read_gemma2_keys(f, c));
     if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     if (c->arch == PT_ARCH_PHI3) TRY(read_phi3_keys(f, c));
+    if (arch_info(c->arch)->moe) TRY(read_moe_keys(f, c));
     pt_rope_scaling yarn;
     TRY(gguf_yarn(f, c, &yarn));
     if (yarn.type == PT_ROPE_YARN) c->rope_mscale = (float)yarn.attention_factor;
@@ -267,6 +295,18 @@ static pt_status upload_nf4(pt_backend *be, pt_tensor *t, const gguf_tensor *g, 
 
 static bool is_8_to_32_bit(pt_dtype d) { return d == PT_F32 || d == PT_F16 || d == PT_BF16 || d == PT_Q8_0; }
 
+/* A projection [rows, cols] of g's bytes: NF4 under load_in_4bit when stored in 8-32 bits (whole 64-blocks), else
+ * as stored (the GGUF 4-bit formats stay in their format). */
+static pt_status upload_matrix(pt_backend *be, const gguf_tensor *g, int64_t rows, int64_t cols, int permute_heads,
+                               const pt_load_options *lo, pt_tensor *t)
+{
+    int64_t shape[2] = {rows, cols};
+    *t = tensor_make(g->dtype, 2, shape);
+    if (lo && lo->load_in_4bit && is_8_to_32_bit(g->dtype) && cols % 64 == 0)
+        return upload_nf4(be, t, g, permute_heads, lo->quantize_s);
+    return upload_rows(be, t, g, permute_heads);
+}
+
 /* Find tensor `name`, check it is [rows_all, cols] (PyTorch order), and load its rows [row0, row0 + rows) (all,
  * or a part of a fused weight: phi3's attn_qkv, ffn_up). Norm vectors (rows == 0) are converted to f32;
  * projections (nf4 true) become NF4 when stored in 8-32 bits. */
@@ -297,12 +337,7 @@ static pt_status load_tensor_rows(const gguf_file *f, pt_backend *be, const char
         g = &part;
     }
     int64_t shape[2] = {vec ? cols : rows, cols};
-    if (!vec) {
-        *t = tensor_make(g->dtype, 2, shape);
-        if (lo && lo->load_in_4bit && is_8_to_32_bit(g->dtype) && cols % 64 == 0)
-            return upload_nf4(be, t, g, permute_heads, lo->quantize_s);
-        return upload_rows(be, t, g, permute_heads);
-    }
+    if (!vec) return upload_matrix(be, g, rows, cols, permute_heads, lo, t);
     *t = tensor_make(PT_F32, 1, shape);
     float *host = malloc(sizeof(float) * (size_t)cols);
     TRY_ALLOC(host);
@@ -334,14 +369,70 @@ static void layer_shapes(const pt_model_config *c, int64_t shape[W_COUNT][2])
     memcpy(shape, s, sizeof s);
 }
 
+/* Expert e's weight of a role (gate, up, down) [rows, cols]: its rows of llama.cpp's 3-D blk.L.ffn_<role>_exps.weight
+ * ({cols, rows, experts}). The older files' one tensor per expert (blk.L.ffn_<role>.E.weight) llama.cpp no longer
+ * loads; they are refused by name. */
+static pt_status load_expert(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, const char *role,
+                             int e, int64_t rows, int64_t cols, const pt_load_options *lo, pt_tensor *t)
+{
+    char name[96], split[96];
+    snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", l, role);
+    snprintf(split, sizeof split, "blk.%d.ffn_%s.0.weight", l, role);
+    const gguf_tensor *g = gguf_find_tensor(f, name);
+    if (!g && gguf_find_tensor(f, split))
+        return ERR(PT_ERR_USER, "%s: the experts are stored one tensor each (%s), the form of older converters that "
+                   "llama.cpp no longer loads; convert the model again with a current convert_hf_to_gguf.py",
+                   shown_text(f->path).s, split);
+    if (!g)
+        return ERR(PT_ERR_USER, "%s: tensor %s is missing; is this a complete model file?", shown_text(f->path).s,
+                   name);
+    if (g->n_dims != 3 || g->dims[0] != (uint64_t)cols || g->dims[1] != (uint64_t)rows ||
+        g->dims[2] != (uint64_t)c->n_experts)
+        return ERR(PT_ERR_USER, "%s: tensor %s has %u dimensions {%llu, %llu, %llu}, expected {%lld, %lld, %d} for this "
+                   "model (hidden size, expert width, experts)", shown_text(f->path).s, name, g->n_dims,
+                   (unsigned long long)g->dims[0], (unsigned long long)(g->n_dims > 1 ? g->dims[1] : 1),
+                   (unsigned long long)(g->n_dims > 2 ? g->dims[2] : 1), (long long)cols, (long long)rows, c->n_experts);
+    if (g->dtype == PT_DTYPE_COUNT)
+        return ERR(PT_ERR_USER, "%s: tensor %s has ggml type %u, which ptrain cannot read yet", shown_text(f->path).s,
+                   name, g->ggml_type);
+    gguf_tensor part = *g; /* the expert's rows, in place in the mapping */
+    size_t bytes = (size_t)rows * dtype_size_bytes(g->dtype, cols);
+    part.n_dims = 2, part.dims[2] = 1;
+    part.data = (const char *)g->data + (size_t)e * bytes;
+    part.nbytes = bytes;
+    return upload_matrix(be, &part, rows, cols, 0, lo, t);
+}
+
+/* A sparse layer's router blk.L.ffn_gate_inp.weight (as stored) and its experts. */
+static pt_status load_experts(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l,
+                              const pt_load_options *lo, pt_layer_weights *w)
+{
+    static const pt_load_options as_stored = {0};
+    static const char *const role[X_COUNT] = {[X_GATE] = "gate", [X_UP] = "up", [X_DOWN] = "down"};
+    char name[96];
+    int64_t d = c->dim, width = c->moe_ffn_dim;
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+    TRY(load_tensor(f, be, name, c->n_experts, d, 0, &as_stored, &w->router));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    for (int e = 0; e < c->n_experts; e++)
+        for (int x = 0; x < X_COUNT; x++)
+            TRY(load_expert(f, be, c, l, role[x], e, x == X_DOWN ? d : width, x == X_DOWN ? width : d, lo,
+                            &w->experts[(size_t)e * X_COUNT + (size_t)x]));
+    return PT_OK;
+}
+
 static pt_status load_layer(const gguf_file *f, pt_backend *be, const pt_model_config *c, int l, const pt_load_options *lo,
                             pt_layer_weights *w)
 {
     char name[96];
     int64_t shape[W_COUNT][2];
     layer_shapes(c, shape);
+    bool sparse = model_layer_moe(c, l);
+    if (sparse) TRY(load_experts(f, be, c, l, lo, w));
     for (int i = 0; i < W_COUNT; i++) {
         int permute;
+        if (sparse && (i == W_GATE || i == W_UP || i == W_DOWN)) continue; /* the experts instead */
         if (!model_gguf_tensor_name(c, l, i, name, sizeof name, &permute)) continue; /* a slot this family does not use */
         int lead;
         int64_t row0 = 0, rows_all = shape[i][0];
@@ -402,12 +493,12 @@ static pt_status rope_frequencies(const gguf_file *f, pt_model *m)
         for (int i = 0; i < half; i++) m->inv_freq[i] /= ((const float *)factors->data)[i];
     }
     char key[128];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", arch_name(m->cfg.arch));
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch_gguf_name(m->cfg.arch));
     const gguf_kv *type = gguf_find(f, key);
     gguf_str s;
     if (type && gguf_get_str(f, key, &s) == PT_OK && gguf_str_eq(s, "linear")) {
         float factor = 1.0f;
-        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_name(m->cfg.arch));
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", arch_gguf_name(m->cfg.arch));
         TRY(gguf_opt_f32(f, key, &factor));
         for (int i = 0; i < half && factor > 0; i++) m->inv_freq[i] /= factor;
     }
@@ -440,6 +531,7 @@ pt_status model_from_gguf(const gguf_file *f, pt_backend *be, const pt_load_opti
         return st;
     }
     m->weight_bytes = m->tok_embd.nbytes + m->out_norm.nbytes + (c->tied_embeddings ? 0 : m->output.nbytes);
+    m->weight_bytes += model_expert_bytes(m);
     for (int l = 0; l < c->n_layers; l++)
         for (int i = 0; i < W_COUNT; i++) m->weight_bytes += m->layers[l].w[i].nbytes;
     return PT_OK;

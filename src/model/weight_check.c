@@ -308,5 +308,12 @@ pt_status weight_check_gguf(const gguf_file *f, const pt_model_config *c, weight
                           slot == W_UP || slot == W_DOWN;
             TRY(check_named(t, f, name, matrix ? WEIGHT_PROJECTION : WEIGHT_VECTOR));
         }
+    static const char *const experts[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int l = 0; l < c->n_layers; l++) /* a mixture of experts' router and experts (llama.cpp's 3-D tensors) */
+        for (size_t i = 0; model_layer_moe(c, l) && i < sizeof experts / sizeof experts[0]; i++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, experts[i]);
+            TRY(check_named(t, f, name, WEIGHT_PROJECTION));
+        }
     return PT_OK;
 }

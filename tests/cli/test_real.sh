@@ -152,8 +152,15 @@ while IFS='|' read -r dir what; do
         "supported: llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
 done <<'EOF'
 gemma-3-4b-it|model_type "gemma3" (Gemma3ForConditionalGeneration)
-mixtral-dolphin-2.5|model_type "mixtral" (MixtralForCausalLM)
 EOF
+
+# --- Mixtral 8x7B's config.json (a mixture of experts): the published 46.7 B parameters, 12.9 B active ---
+run inspect "$R/mixtral-dolphin-2.5"
+expect_eq "mixtral-dolphin-2.5: inspect exits 0" 0 "$rc"
+expect_eq "mixtral-dolphin-2.5: experts on every layer" \
+    "mixture of experts on 32 of 32 layers: 8 experts of width 14336, top-2, renormalised (router softmax in fp32)" \
+    "$(field 'family features')"
+ok "mixtral-dolphin-2.5: 46.7 B parameters, 12.88 B active" contains "$(field parameters)" "46.7 B total, 12.88 B active"
 
 # --- the peer's example configs ---
 for f in "$R"/peer/*.yaml; do

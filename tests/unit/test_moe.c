@@ -366,6 +366,44 @@ static void test_mixtral(void **s)
     family = "qwen3moe";
 }
 
+/* GGUF files as llama.cpp's converter writes them (make_moe_gguf_goldens.py): Mixtral as llama with experts (q/k
+ * permuted), a Qwen3-MoE with every layer sparse; the experts' 3-D tensors cut into one weight per expert, f32 or
+ * Q4_0 kept in its format (load_in_4bit off: the rest stays f32), the router f32. Logits and greedy tokens against
+ * transformers on the weights the file holds (llama.cpp runs the files to the same logits: the script checks). */
+static void check_gguf(const char *fam, pt_arch arch, int n_layers)
+{
+    family = fam;
+    static const char *const names[2] = {"gguf-f32", "gguf-q4"};
+    for (int q = 0; q < 2; q++) {
+        char file[64];
+        snprintf(file, sizeof file, "%s.gguf", names[q]);
+        pt_backend *be = cpu();
+        pt_model m;
+        load(file, false, be, &m);
+        assert_int_equal(m.cfg.arch, arch);
+        assert_int_equal(m.cfg.n_experts_used, 2);
+        assert_true(m.cfg.moe_norm_topk);
+        for (int l = 0; l < n_layers; l++) {
+            assert_true(model_layer_moe(&m.cfg, l));
+            assert_int_equal(m.layers[l].router.dtype, PT_F32);
+            for (int i = 0; i < m.cfg.n_experts * X_COUNT; i++)
+                assert_int_equal(m.layers[l].experts[i].dtype, q ? PT_Q4_0 : PT_F32);
+        }
+        check_logits(&m, names[q]);
+        check_greedy(&m, names[q]);
+        model_free(&m);
+        backend_close(be);
+    }
+    family = "qwen3moe";
+}
+
+static void test_gguf(void **s)
+{
+    (void)s;
+    check_gguf("mixtral", PT_ARCH_MIXTRAL, 2);
+    check_gguf("qwen3moe", PT_ARCH_QWEN3MOE, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_experts_nf4),        cmocka_unit_test(test_route),
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
         cmocka_unit_test(test_peft_grads),         cmocka_unit_test(test_mixtral),
+        cmocka_unit_test(test_gguf),
     };
     return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
 }
