@@ -149,9 +149,13 @@ static pt_status write_ollama(const export_job *j, const char *base, bool is_ggu
 static pt_status run_with(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                           const pt_adapter *l)
 {
-    if (cfg->n_experts > 0 && (j->hf || j->n_gguf || j->ollama))
-        return ERR(PT_ERR_USER, "%s: a mixture-of-experts model (%s); merged exports (hf, gguf, ollama) of its experts "
-                   "are not built yet: export the adapter files alone", shown_text(base).s, arch_name(cfg->arch));
+    /* a mixture of experts merges within its own format: the experts are copied as stored (the adapters are on the
+     * attention), and moving them between the safetensors and GGUF layouts is not built yet */
+    if (cfg->n_experts > 0 && ((j->hf && is_gguf) || ((j->n_gguf || j->ollama) && !is_gguf)))
+        return ERR(PT_ERR_USER, "%s: a mixture-of-experts model (%s) from a %s base; merged %s exports of its experts "
+                   "from it are not built yet: export a merged %s from this base, or the adapter files alone",
+                   shown_text(base).s, arch_name(cfg->arch), is_gguf ? "GGUF" : "Hugging Face",
+                   is_gguf ? "Hugging Face" : "GGUF (and ollama)", is_gguf ? "GGUF" : "Hugging Face directory");
     TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {

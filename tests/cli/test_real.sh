@@ -161,6 +161,12 @@ expect_eq "mixtral-dolphin-2.5: experts on every layer" \
     "mixture of experts on 32 of 32 layers: 8 experts of width 14336, top-2, renormalised (router softmax in fp32)" \
     "$(field 'family features')"
 ok "mixtral-dolphin-2.5: 46.7 B parameters, 12.88 B active" contains "$(field parameters)" "46.7 B total, 12.88 B active"
+# the MoE memory plan of bench/README.md: Qwen3-30B-A3B's config.json (Qwen's card: 30.5 B, 3.3 B active), 8k tokens
+run inspect "$PTRAIN_SRCDIR/bench/moe-configs/qwen3-30b-a3b" --device cuda --max-seq-length 8192 --batch-size 1 \
+    --lora-target-modules q_proj,k_proj,v_proj,o_proj
+ok "qwen3-30b-a3b: 30.53 B parameters, 3.353 B active" contains "$(field parameters)" "30.53 B total, 3.353 B active"
+ok "qwen3-30b-a3b: 18346.4 MiB on one GPU for 8192 tokens" contains "$out" \
+    "memory plan: 19237609472 bytes on cuda (18346.4 MiB: weights 15940.7, adapters + optimizer 204.0, activations 1933.7, workspace 268.0)"
 
 # --- the peer's example configs ---
 for f in "$R"/peer/*.yaml; do

@@ -17,6 +17,8 @@ The older files' split experts (blk.L.ffn_gate.E.weight, one tensor per expert) 
 of llama-cpp-python 0.3.36 no longer loads them (a file of that form fails to load there), so ptrain does
 not read them either.
 
+Each file says tokenizer.ggml.model none (llama.cpp needs the key; the ids are the tests' own), so llama.cpp
+loads the files as committed and the merged GGUFs ptrain writes from them (tests/export/test_moe_export.sh).
 Each family gets two files: gguf-f32.gguf (everything f32) and gguf-q4.gguf (every expert tensor Q4_0, as
 llama.cpp's quantizer leaves 4-bit experts; the rest f32), with <name>.ids.txt, <name>.logits.f32
 (transformers, float64, on the weights the file holds) and <name>.greedy.txt. llama.cpp's logits agree within
@@ -145,7 +147,7 @@ def make(family, maker):
     out = os.path.join(fam.DATA, family)
     ids = np.random.default_rng(9).integers(0, fam.VOCAB, size=40)
     for name, q4 in (("gguf-f32", False), ("gguf-q4", True)):
-        back = write_gguf(os.path.join(out, name + ".gguf"), model, arch, permuted, q4)
+        back = write_gguf(os.path.join(out, name + ".gguf"), model, arch, permuted, q4, vocab_none=True)
         ref, _, _ = maker()
         fam.load_weights(ref, back)
         want = fam.logits_of(ref, ids)
