@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -533,6 +534,18 @@ static void check_dora(pt_config *cfg, config_report *errors)
                    "init_lora_weights true, false or gaussian with DoRA", shown_text(cfg->init_lora_weights).s);
 }
 
+/* imatrix_file: read by the GGUF export at the end of training, so a path that cannot be read is
+ * said before training (with huggingface_save_gguf on; `ptrain export --imatrix` reads it itself). */
+static void check_imatrix(pt_config *cfg, config_report *errors)
+{
+    if (!cfg->imatrix_file || !cfg->huggingface_save_gguf) return;
+    FILE *f = fopen(cfg->imatrix_file, "rb");
+    if (f) fclose(f);
+    else
+        rule_error(cfg, errors, "imatrix_file", "%s: cannot read it (%s); give the importance matrix llama-imatrix "
+                   "wrote (.gguf or legacy .dat), or remove the key", shown_text(cfg->imatrix_file).s, strerror(errno));
+}
+
 bool config_check_values(pt_config *cfg, config_report *errors)
 {
     int before = errors->n;
@@ -543,6 +556,7 @@ bool config_check_values(pt_config *cfg, config_report *errors)
     check_training(cfg, errors);
     check_schedule(cfg, errors);
     check_publishing(cfg, errors);
+    check_imatrix(cfg, errors);
     check_reporting(cfg, errors);
     check_datasets(cfg, errors);
     return errors->n == before;

@@ -254,6 +254,9 @@ const key_spec config_keys[] = {
      "write merged GGUF files (final_model_dir/merged-METHOD.gguf)"},
     {"quantization_method", NULL, K_STRLIST, OFF(quantization_method), "q4_k_m", quant_choices, 0, 0,
      0, "GGUF export types (one or a list)"},
+    {"imatrix_file", NULL, K_STR, OFF(imatrix_file), NULL, NULL, 0, 0, 0,
+     "llama.cpp's importance matrix (llama-imatrix's .gguf or legacy .dat) weighting the GGUF quantizations "
+     "(q4_0, q4_1, q5_0, q5_1 and the k-quants), as llama-quantize --imatrix does"},
     {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
      "write a Modelfile and create an Ollama model"},
     {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
@@ -320,9 +323,6 @@ const foreign_key config_foreign_keys[] = {
      "ptrain always writes the adapter to final_model_dir and, with huggingface_save: true, the merged "
      "model in 16 bits (save_method: merged_16bit); a merged 4-bit model is not written (the GGUF types of "
      "quantization_method are); remove the key"},
-    {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
-     "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
-     "key (the GGUF types of quantization_method are written without one)"},
     /* vLLM generation and the llama.cpp drafter */
     {"fast_inference", "false", "ptrain has no vLLM generation",
      "fast_inference asks Unsloth to generate with vLLM, which ptrain does not have; remove the key or "
