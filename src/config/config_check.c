@@ -511,18 +511,19 @@ static void check_datasets(pt_config *cfg, config_report *errors)
         if (cfg->datasets[d].seed < 0) cfg->datasets[d].seed = cfg->seed;
 }
 
-/* use_dora: DoRA is built and held to PEFT for sft and cpt, without dropout (PEFT's DoRA applies the
- * dropout to the LoRA input only, a path ptrain does not have), on the base as loaded (pissa and
- * olora change the base, and PEFT's conversion of their adapters does not carry magnitudes). */
+/* use_dora: DoRA is built and held to PEFT (and TRL's trainers with PEFT's use_dora) for sft, cpt,
+ * dpo, kto, cpo, orpo and reward (the reference of dpo and kto: the base alone, as PEFT's disabled
+ * adapter is), without dropout (PEFT's DoRA applies the dropout to the LoRA input only, a path ptrain
+ * does not have), on the base as loaded (pissa and olora change the base, and PEFT's conversion of
+ * their adapters does not carry magnitudes). GRPO's sampled completions are not held to TRL with
+ * DoRA yet. */
 static void check_dora(pt_config *cfg, config_report *errors)
 {
     if (!cfg->use_dora) return;
-    const method_info *mi = method_info_of(cfg->method);
-    if (cfg->method != METHOD_SFT && cfg->method != METHOD_CPT)
+    if (cfg->method == METHOD_GRPO)
         rule_error(cfg, errors, "use_dora",
-                   "%s: DoRA is built for sft and cpt only (its training with a reference model, a score head or "
-                   "generated completions is not checked against TRL yet); remove the key or use method sft",
-                   mi->name);
+                   "grpo: DoRA is not checked against TRL's GRPOTrainer yet (its generation and loss with DoRA "
+                   "magnitudes have no reference test in ptrain); remove the key or use another method");
     if (cfg->lora_dropout > 0)
         rule_error(cfg, errors, "use_dora",
                    "DoRA trains without lora_dropout in ptrain (PEFT drops the input of the LoRA part only, which "
@@ -532,18 +533,6 @@ static void check_dora(pt_config *cfg, config_report *errors)
                    "init_lora_weights %s trains on a residual base, whose conversion back to the original model "
                    "(PEFT's path_initial_model_for_weight_conversion) does not hold DoRA's magnitudes; use "
                    "init_lora_weights true, false or gaussian with DoRA", shown_text(cfg->init_lora_weights).s);
-}
-
-/* imatrix_file: read by the GGUF export at the end of training, so a path that cannot be read is
- * said before training (with huggingface_save_gguf on; `ptrain export --imatrix` reads it itself). */
-static void check_imatrix(pt_config *cfg, config_report *errors)
-{
-    if (!cfg->imatrix_file || !cfg->huggingface_save_gguf) return;
-    FILE *f = fopen(cfg->imatrix_file, "rb");
-    if (f) fclose(f);
-    else
-        rule_error(cfg, errors, "imatrix_file", "%s: cannot read it (%s); give the importance matrix llama-imatrix "
-                   "wrote (.gguf or legacy .dat), or remove the key", shown_text(cfg->imatrix_file).s, strerror(errno));
 }
 
 bool config_check_values(pt_config *cfg, config_report *errors)
@@ -556,7 +545,6 @@ bool config_check_values(pt_config *cfg, config_report *errors)
     check_training(cfg, errors);
     check_schedule(cfg, errors);
     check_publishing(cfg, errors);
-    check_imatrix(cfg, errors);
     check_reporting(cfg, errors);
     check_datasets(cfg, errors);
     return errors->n == before;

@@ -87,7 +87,8 @@ const key_spec config_keys[] = {
     {"use_dora", NULL, K_BOOL, OFF(use_dora), "false", NULL, 0, 0, 0,
      "PEFT's use_dora (DoRA): each adapted projection's output rows scaled by a trained magnitude over the row "
      "norm of W + scale B A (the norm not differentiated, as PEFT's); saved in PEFT's format with its "
-     "lora_magnitude_vector (no adapter.h5, no adapter.gguf); methods sft and cpt, without lora_dropout"},
+     "lora_magnitude_vector (no adapter.h5, no adapter.gguf); methods sft, cpt, dpo, kto, cpo, orpo and reward "
+     "(not grpo), without lora_dropout"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
     {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,

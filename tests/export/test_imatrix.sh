@@ -68,10 +68,11 @@ run export --model "$base" --adapter "$tmp/cfg/lora" --out "$tmp/cmp" --gguf q4_
 ok "it is the file export --imatrix writes from the run's adapter, byte for byte" \
     cmp -s "$tmp/cfg/lora/merged-q4_0.gguf" "$tmp/cmp/merged-q4_0.gguf"
 
-sed -i "s|^imatrix_file: .*|imatrix_file: \"$tmp/nowhere.gguf\"|" "$tmp/c.yaml"
-run check "$tmp/c.yaml"
-ok "check: an imatrix_file that cannot be read is an error before training, naming it" \
-    test "$rc" = 1 -a -n "$(echo "$err" | grep "imatrix_file: $tmp/nowhere.gguf: cannot read it")"
+printf 'not an importance matrix\n' >"$tmp/bad.dat"
+sed -i "s|^imatrix_file: .*|imatrix_file: \"$tmp/bad.dat\"|; s|^output_dir: .*|output_dir: \"$tmp/cfg2\"|" "$tmp/c.yaml"
+run train "$tmp/c.yaml"
+ok "train: a bad imatrix_file stops the run before training, naming it (exit $rc)" \
+    test "$rc" = 1 -a -n "$(echo "$err" | grep "$tmp/bad.dat: ")" -a ! -e "$tmp/cfg2/metrics.jsonl"
 
 # bad files: one error naming the file and what to give instead
 printf 'not an importance matrix\n' >"$tmp/bad.dat"
