@@ -283,8 +283,9 @@ static void quantize_q8_0(const float *x, block_q8_0 *b)
 static void quantize_q4(bool has_min, const float *x, float *d_out, float *m_out, uint8_t *qs)
 {
     float lo = x[0], hi = x[0], amax = 0, signed_max = 0;
-    for (int j = 0; j < QK; j++) {
-        lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+    for (int j = 0; j < QK; j++) { /* compared as ggml compares (fminf/fmaxf may pick either signed zero) */
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), signed_max = x[j];
     }
     float d = has_min ? (hi - lo) / 15.0f : signed_max / -8.0f, m = has_min ? lo : 0.0f;
@@ -412,7 +413,10 @@ float quant_search_affine(int n, int nmax, const float *x, const float *w, uint8
                           float rdelta, int nstep)
 {
     float lo = x[0], hi = x[0];
-    for (int i = 1; i < n; i++) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    for (int i = 1; i < n; i++) { /* compared as ggml compares: the same signed zero */
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
     if (lo > 0) lo = 0;
     if (hi == lo) {
         memset(L, 0, (size_t)n);
@@ -462,7 +466,10 @@ void quant_pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
 static void pack_k4_head(const float *scale, const float *min, uint16_t *d, uint16_t *dmin, uint8_t *scales)
 {
     float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, min[j]);
+    for (int j = 0; j < 8; j++) { /* compared as ggml compares: a min of -0 leaves max_min +0 (dmin's sign bit) */
+        if (scale[j] > max_scale) max_scale = scale[j];
+        if (min[j] > max_min) max_min = min[j];
+    }
     float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
     for (int j = 0; j < 8; j++)
         quant_pack_scale_min_k4(j, clampi(nearest_int(inv_scale * scale[j]), 0, 63),
