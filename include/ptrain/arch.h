@@ -53,12 +53,17 @@ typedef struct {
     bool tied;           /* transformers' default for tie_word_embeddings */
     bool sliding_window; /* its config.json may set sliding_window (Mistral) */
     bool q_temperature;  /* its rope parameters' llama_4_scaling_beta scales the queries (Ministral 3) */
+    bool text_tower;     /* a multimodal wrapper (qwen3_5, mistral3, gemma3): the text model's settings are its
+                          * text_config (whose model_type, when given, must be one of this family's own), its
+                          * weights model.language_model.* or, as transformers 4.x saved them and 5.x still
+                          * saves them for the llava line, language_model.model.* with language_model.lm_head;
+                          * the vision tower and projector are left unread */
 } pt_arch_hf_type;
 
 typedef struct {
     const char *name;         /* ptrain's and GGUF's general.architecture */
     const char *description;  /* the models it covers, for messages */
-    pt_arch_hf_type hf[3];    /* config.json model_types (name NULL: none) */
+    pt_arch_hf_type hf[4];    /* config.json model_types (name NULL: none) */
     bool qkv_bias;            /* q, k and v projections add a bias (W_Q_BIAS ...) */
     bool post_norms;          /* RMSNorm after attention and after the MLP (W_POST_*) */
     bool norm_plus_one;       /* HF stores norm weights as w for x * (1 + w) */

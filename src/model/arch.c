@@ -23,7 +23,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .name = "llama", .description = "llama (Llama 2/3, Mistral, SmolLM2, TinyLlama)",
         .hf = {{"llama", "LlamaForCausalLM", "llama (Llama 2/3.x, SmolLM2, TinyLlama)", false, false},
                {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true},
-               {"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3; loads as llama)", false, true, true}},
+               {"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3; loads as llama)", false, true, true},
+               {"mistral3", "Mistral3ForConditionalGeneration",
+                "mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower)", true, true, false, true}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU,
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
@@ -87,7 +89,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     },
     [PT_ARCH_GEMMA3] = {
         .name = "gemma3", .description = "gemma3 (Gemma 3 text)",
-        .hf = {{"gemma3_text", "Gemma3ForCausalLM", "gemma3_text (Gemma 3)", true, false}},
+        .hf = {{"gemma3_text", "Gemma3ForCausalLM", "gemma3_text (Gemma 3)", true, false},
+               {"gemma3", "Gemma3ForConditionalGeneration", "gemma3 (Gemma 3 multimodal: its text tower)", true,
+                false, false, true}},
         .post_norms = true, .norm_plus_one = true, .qk_norm = true, .act = PT_ACT_GELU_TANH,
         .gguf = {GGUF_COMMON, [W_POST_ATTN_NORM] = "post_attention_norm.weight",
                  [W_POST_FFN_NORM] = "post_ffw_norm.weight", [W_Q_NORM] = "attn_q_norm.weight",
@@ -134,7 +138,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_QWEN35] = {
         .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",
         .hf = {{"qwen3_5_text", "Qwen3_5ForCausalLM", "qwen3_5_text (Qwen3.5)", false, false},
-               {"qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5 (Qwen3.5, its text tower)", false, false}},
+               {"qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5 (Qwen3.5, its text tower)", false, false,
+                false, true}},
         .norm_plus_one = true, .qk_norm = true, .gated_delta = true, .act = PT_ACT_SILU,
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
@@ -203,7 +208,7 @@ const char *arch_list(void)
 
 const char *arch_hf_list(void)
 {
-    static char text[1024];
+    static char text[2048];
     return join(text, sizeof text, true);
 }
 

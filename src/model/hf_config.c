@@ -835,27 +835,39 @@ static pt_status moe(const cfg_src *c, pt_model_config *m)
     return mlp_only_layers(c, m);
 }
 
-/* A multimodal checkpoint's text_config (qwen3_5): the object the text model's settings are read from. */
-static pt_status text_config(const cfg_src *top, cfg_src *text)
+/* A multimodal checkpoint's text_config: the object the text model's settings are read from, and the type its
+ * model_type names (the wrapper's own when it names none), which must load as the wrapper's family. */
+static pt_status text_config(const cfg_src *top, hf_config *h, cfg_src *text, const pt_arch_hf_type **type)
 {
     const json_t *t = json_object_get(top->root, "text_config");
     if (!json_is_object(t)) return t ? bad(top, "text_config", "an object", t) : missing(top, "text_config");
     *text = (cfg_src){top->name, t, "text_config"};
+    char inner[32] = "";
+    TRY(str_key(text, "model_type", inner, sizeof inner));
+    pt_arch arch;
+    const pt_arch_hf_type *it = NULL;
+    if (!*inner) return PT_OK;
+    if (!arch_from_hf(inner, NULL, &arch, &it) || arch != h->cfg.arch || it->text_tower)
+        return ERR(PT_ERR_USER, "%s: text_config.model_type \"%s\" is not a %s text model, which is what ptrain "
+                   "reads from a %s checkpoint; is the config.json edited or of another model?",
+                   shown_text(top->name).s, shown_text(inner).s, arch_name(h->cfg.arch), shown_text(h->model_type).s);
+    *type = it;
     return PT_OK;
 }
 
 static pt_status parse_root(const cfg_src *top, hf_config *h)
 {
-    const pt_arch_hf_type *type = NULL;
+    const pt_arch_hf_type *type = NULL, *wrapper;
     TRY(family(top, h, &type));
     pt_model_config *m = &h->cfg;
     cfg_src text = *top;
     const cfg_src *c = &text;
-    h->text_tower = !strcmp(type->model_type, "qwen3_5");
-    if (h->text_tower) TRY(text_config(top, &text));
+    wrapper = type;
+    h->text_tower = m->text_tower = type->text_tower;
+    if (h->text_tower) TRY(text_config(top, h, &text, &type));
     TRY(sizes(c, m));
     TRY(rope(c, h));
-    m->tied_embeddings = type->tied;
+    m->tied_embeddings = wrapper->tied;
     TRY(bool_key(c, "tie_word_embeddings", &m->tied_embeddings));
     if (h->text_tower) TRY(bool_key(top, "tie_word_embeddings", &m->tied_embeddings)); /* the model's own */
     m->embed_scale = 1.0f;

@@ -272,6 +272,24 @@ ok "gemma3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens
 hfq "gemma3: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
     merged "$tmp/g3m/merged" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-4
 
+# --- multimodal checkpoints' text towers (make_wrapper_goldens.py): mistral3 (untied, language_model.model.*
+# files) and gemma3 (tied, model.language_model.*): PEFT loads ptrain's adapter (its names under
+# model.language_model, its target_modules a pattern within it) onto transformers' whole multimodal model, and
+# the merged directory, the wrapper with its vision tower copied, loads as that model
+for mm in mistral3 gemma3-mm; do
+    fbase="$PTRAIN_SRCDIR/tests/data/$mm/hf"
+    train8 "$tmp/$mm.yaml" "$tmp/$mm" "$fbase"
+    logits "$tmp/$mm.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$mm/lora"
+    ok "$mm: the adapter's names are PEFT's for the multimodal model" \
+        grep -q 'base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight' \
+        "$tmp/$mm/lora/adapter_model.safetensors"
+    hfq "$mm: PEFT loads ptrain's adapter onto the multimodal HF base: ptrain's logits" \
+        peft "$fbase" "$tmp/$mm/lora" "$tmp/$mm.l.ids" "$tmp/$mm.l"
+    run export --model "$fbase" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.x" --hf --dtype f32 --no-adapter-files
+    hfq "$mm: transformers loads the merged f32 multimodal directory: ptrain's logits with the adapter (1e-4)" \
+        merged "$tmp/$mm.x/merged" "$tmp/$mm.l.ids" "$tmp/$mm.l" 1e-4
+done
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 if [ -z "$model" ]; then
     skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"
