@@ -58,6 +58,9 @@ typedef struct {
                           * weights model.language_model.* or, as transformers 4.x saved them and 5.x still
                           * saves them for the llava line, language_model.model.* with language_model.lm_head;
                           * the vision tower and projector are left unread */
+    const char *text_defaults; /* a wrapper's: transformers' defaults of its text_config as a JSON object (the keys
+                                * ptrain reads), since transformers 4.x saved text_config as the difference from
+                                * them (google/gemma-3-4b-it's has no num_attention_heads) */
 } pt_arch_hf_type;
 
 typedef struct {

@@ -841,7 +841,17 @@ static pt_status text_config(const cfg_src *top, hf_config *h, cfg_src *text, co
 {
     const json_t *t = json_object_get(top->root, "text_config");
     if (!json_is_object(t)) return t ? bad(top, "text_config", "an object", t) : missing(top, "text_config");
-    *text = (cfg_src){top->name, t, "text_config"};
+    json_t *merged = (*type)->text_defaults ? json_loads((*type)->text_defaults, 0, NULL) : json_object();
+    TRY_ALLOC(merged); /* the defaults, and the file's keys over them; rope_parameters carry their own theta */
+    if (json_object_get(t, "rope_parameters")) json_object_del(merged, "rope_theta");
+    if (json_object_update(merged, (json_t *)t)) {
+        json_decref(merged);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    /* kept under a key no config.json has, so that it is freed with the file's root */
+    if (json_object_set_new((json_t *)top->root, " text_config with defaults", merged))
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    *text = (cfg_src){top->name, merged, "text_config"};
     char inner[32] = "";
     TRY(str_key(text, "model_type", inner, sizeof inner));
     pt_arch arch;
