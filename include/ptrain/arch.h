@@ -21,6 +21,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
                PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
+               PT_ARCH_MISTRAL3, /* Ministral 3: llama with YaRN and a query temperature (llama.cpp's mistral3) */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -84,6 +85,9 @@ typedef struct {
                                * its GGUF form is refused by name) */
     const char *not_yet;      /* what ptrain does not yet do with the family (training, exports, GGUF files), for
                                * the refusal; NULL: everything */
+    bool gguf_q_temperature;  /* mistral3: its GGUF carries llama.cpp's attention.temperature_scale (the query
+                               * temperature's beta, over rope.scaling.original_context_length positions) and
+                               * rope.scaling.yarn_log_multiplier (YaRN's mscale_all_dim) */
     bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers
                                * whose q_proj carries an output gate (W_Q_GATE); training and exports not yet built */
 } pt_arch_info;

@@ -34,9 +34,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .name = "llama", .description = "llama (Llama 2/3, Mistral, SmolLM2, TinyLlama)",
         .hf = {{"llama", "LlamaForCausalLM", "llama (Llama 2/3.x, SmolLM2, TinyLlama)", false, false},
                {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true},
-               {"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3; loads as llama)", false, true, true},
                {"mistral3", "Mistral3ForConditionalGeneration",
-                "mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower)", true, true, false, true,
+                "mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower)",
+                true, true, false, true,
                 MISTRAL3_TEXT}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU,
         .gguf = {GGUF_COMMON},
@@ -160,6 +160,13 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_LIN_A] = "linear_attn.in_proj_a.weight", [W_LIN_OUT] = "linear_attn.out_proj.weight",
                      [W_LIN_CONV] = "linear_attn.conv1d.weight", [W_LIN_ALOG] = "linear_attn.A_log",
                      [W_LIN_DT] = "linear_attn.dt_bias", [W_LIN_NORM] = "linear_attn.norm.weight"},
+    },
+    [PT_ARCH_MISTRAL3] = {
+        .name = "mistral3", .description = "mistral3 (Ministral 3)",
+        .hf = {{"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3)", false, true, true}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, .gguf_q_temperature = true, /* llama.cpp: llama's tensors */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
 };
 

@@ -836,7 +836,8 @@ static pt_status moe(const cfg_src *c, pt_model_config *m)
 }
 
 /* A multimodal checkpoint's text_config: the object the text model's settings are read from, and the type its
- * model_type names (the wrapper's own when it names none), which must load as the wrapper's family. */
+ * model_type names, whose family the model is, as transformers builds the text model from text_config (the
+ * wrapper's own when it names none: Mistral3Config's default text model is mistral). */
 static pt_status text_config(const cfg_src *top, hf_config *h, cfg_src *text, const pt_arch_hf_type **type)
 {
     const json_t *t = json_object_get(top->root, "text_config");
@@ -857,10 +858,11 @@ static pt_status text_config(const cfg_src *top, hf_config *h, cfg_src *text, co
     pt_arch arch;
     const pt_arch_hf_type *it = NULL;
     if (!*inner) return PT_OK;
-    if (!arch_from_hf(inner, NULL, &arch, &it) || arch != h->cfg.arch || it->text_tower)
-        return ERR(PT_ERR_USER, "%s: text_config.model_type \"%s\" is not a %s text model, which is what ptrain "
-                   "reads from a %s checkpoint; is the config.json edited or of another model?",
-                   shown_text(top->name).s, shown_text(inner).s, arch_name(h->cfg.arch), shown_text(h->model_type).s);
+    if (!arch_from_hf(inner, NULL, &arch, &it) || it->text_tower)
+        return ERR(PT_ERR_USER, "%s: text_config.model_type \"%s\" is not a text model ptrain runs (in a %s "
+                   "checkpoint); supported: %s", shown_text(top->name).s, shown_text(inner).s,
+                   shown_text(h->model_type).s, arch_hf_list());
+    h->cfg.arch = arch;
     *type = it;
     return PT_OK;
 }

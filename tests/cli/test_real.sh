@@ -153,7 +153,7 @@ while IFS='|' read -r dir what; do
     ok "$dir: exit 1 with exactly one error line" test "$rc" = 1 -a "$(printf '%s\n' "$err" | grep -c .)" = 1
     ok "$dir: the error names the architecture ($what)" contains "$err" "ptrain: error: $R/$dir/config.json: $what is not supported"
     ok "$dir: the error lists the supported families" contains "$err" \
-        "supported: llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
+        "supported: llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
 done <<'EOF'
 mixtral-dolphin-2.5|model_type "mixtral" (MixtralForCausalLM)
 EOF

@@ -290,6 +290,17 @@ for mm in mistral3 gemma3-mm; do
         merged "$tmp/$mm.x/merged" "$tmp/$mm.l.ids" "$tmp/$mm.l" 1e-4
 done
 
+# --- Ministral 3 (YaRN over 8 original positions, the query temperature): the merged GGUF is llama.cpp's
+# mistral3 (attention.temperature_scale, rope.scaling.yarn_log_multiplier), which llama.cpp runs as ptrain runs
+# the HF base with the adapter (the prompt's positions cross the temperature's steps)
+fbase="$PTRAIN_SRCDIR/tests/data/ministral3/hf"
+train8 "$tmp/m3.yaml" "$tmp/m3" "$fbase"
+logits "$tmp/m3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/m3/lora"
+run export --model "$fbase" --adapter "$tmp/m3/lora" --out "$tmp/m3x" --gguf f32 --no-adapter-files
+ok "ministral3: the merged GGUF is written (mistral3)" test "$rc" = 0 -a -s "$tmp/m3x/merged-f32.gguf"
+ok "ministral3: llama.cpp runs the merged mistral3 GGUF as ptrain runs the base with the adapter" \
+    llama "$tmp/m3x/merged-f32.gguf" "$tmp/m3.l.ids" "$tmp/m3.l" 1e-3
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 if [ -z "$model" ]; then
     skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"

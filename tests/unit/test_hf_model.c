@@ -353,13 +353,17 @@ static void test_multimodal_dirs(void **s)
     snprintf(path, sizeof path, "%s/config.json", dir);
     assert_int_equal(hf_config_read(path, &hc), PT_OK);
     assert_true(hc.text_tower && hc.cfg.arch == PT_ARCH_GEMMA3 && hc.cfg.tied_embeddings && hc.cfg.n_layers == 7);
-    /* a text_config of another family is refused, naming it */
-    const char *bad = "{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"qwen2\", "
+    data_path(dir, sizeof dir, "mistral3/hf/config.json");
+    assert_int_equal(hf_config_read(dir, &hc), PT_OK); /* the family is text_config's: ministral3 */
+    assert_true(hc.text_tower && hc.cfg.arch == PT_ARCH_MISTRAL3 && !hc.cfg.tied_embeddings && hc.cfg.q_temp_beta == 0.5f);
+    /* a text_config of a model ptrain does not run is refused, naming it */
+    const char *bad = "{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"bert\", "
                       "\"num_hidden_layers\": 1, \"hidden_size\": 8, \"intermediate_size\": 8, "
                       "\"num_attention_heads\": 2, \"vocab_size\": 8}}";
     assert_int_equal(hf_config_parse("mm/config.json", bad, strlen(bad), &hc), PT_ERR_USER);
     print_message("%s\n", err_message());
-    assert_non_null(strstr(err_message(), "text_config.model_type \"qwen2\" is not a llama text model"));
+    assert_non_null(strstr(err_message(), "text_config.model_type \"bert\" is not a text model ptrain runs (in a "
+                                          "mistral3 checkpoint); supported: llama"));
 }
 
 /* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
