@@ -23,7 +23,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     cuda) echo comm scratch dequant dora gdn moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
-        hf_tokenizer weight_check load model_share load_hf model_io ;;
+        hf_tokenizer weight_check load model_share hf_names load_hf model_io ;;
     src/tokenizer) echo tok_utf8 tok_maps template_set spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
         tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
         tok_pre_names tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model template_builtin chat_template ;;

@@ -43,6 +43,8 @@ typedef enum {
 
 typedef struct pt_adapter {
     pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
+    bool text_tower; /* the model is a multimodal checkpoint's text model: PEFT's names have language_model. after
+                      * base_model.model.model. (peft.c writes them so and reads both) */
     int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
     int r_max;       /* the largest rank of any pair (the scratch width) */
     float alpha, scale;

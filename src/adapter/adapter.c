@@ -163,6 +163,7 @@ static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, 
 {
     memset(ad, 0, sizeof *ad);
     ad->arch = m->cfg.arch;
+    ad->text_tower = m->cfg.text_tower;
     ad->r = r;
     ad->alpha = alpha;
     ad->scale = scale_of(alpha, r, rslora);

@@ -114,10 +114,10 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
 }
 
 /* An item from safetensors tensor `hname` named `gname` in the GGUF (rows 0: a vector). */
-static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, const char *gname, int layer, int slot,
-                             int permute, bool plus_one)
+static pt_status add_st_item(gguf_plan *p, const st_set *s, const pt_model_config *cfg, const char *hname,
+                             const char *gname, int layer, int slot, int permute, bool plus_one)
 {
-    const st_tensor *t = st_set_find(s, hname, NULL);
+    const st_tensor *t = hf_text_find(s, cfg, hname, NULL);
     if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(s->dir).s, shown_text(hname).s);
     if (t->ndim < 1 || t->ndim > 2 || !(t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16))
         return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only",
@@ -135,19 +135,20 @@ static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, c
 typedef struct {
     gguf_plan *p;
     const st_set *s;
+    const pt_model_config *cfg;
 } st_walk;
 
 static pt_status add_st_tensor(void *ctx, const export_tensor *t)
 {
     const st_walk *w = ctx;
-    return add_st_item(w->p, w->s, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
+    return add_st_item(w->p, w->s, w->cfg, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
 }
 
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
 {
     p->items = calloc((size_t)cfg->n_layers * W_COUNT + 5, sizeof *p->items);
     TRY_ALLOC(p->items);
-    return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s});
+    return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s, cfg});
 }
 
 /* Llama 3's rope scaling as llama.cpp takes it: per-frequency divisors of the plain frequencies. */
