@@ -53,6 +53,8 @@ typedef struct {
     bool tied;           /* transformers' default for tie_word_embeddings */
     bool sliding_window; /* its config.json may set sliding_window (Mistral) */
     bool q_temperature;  /* its rope parameters' llama_4_scaling_beta scales the queries (Ministral 3) */
+    int sliding_period;  /* a window on every layer but every P-th (layer_types' default P; OLMo 3: 4), its rope
+                          * per layer type (rope_parameters.sliding_attention / .full_attention); 0: none */
 } pt_arch_hf_type;
 
 typedef struct {

@@ -628,14 +628,14 @@ static void test_config_errors(void **state)
                         "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads as "
                         "llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite "
-                        "(Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
+                        "(Granite 3.x), olmo2 (OLMo 2), olmo3 (OLMo 3; loads as olmo2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
                         "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), "
                         "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its text tower)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
                         "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads "
                         "as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), "
-                        "granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
+                        "granite (Granite 3.x), olmo2 (OLMo 2), olmo3 (OLMo 3; loads as olmo2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
                         "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), "
                         "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its text tower)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
@@ -712,8 +712,20 @@ static void test_config_errors(void **state)
                         "config.json: rope_parameters.sliding_attention: rope_type \"linear\"; ptrain (and llama.cpp) "
                         "run Gemma 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"gemma2\"," SIZES ",\"layer_types\":[\"full_attention\"]}",
-                        "config.json: layer_types must list 2 layers alternating \"sliding_attention\" (even layers) and "
-                        "\"full_attention\", as Gemma 2 does");
+                        "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
+                        "\"full_attention\" (Gemma 2: P = 2, sliding on even layers)");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"layer_types\":[\"sliding_attention\","
+                        "\"sliding_attention\"],\"sliding_window\":null}",
+                        "config.json: sliding_window is null; ptrain runs OLMo 3's sliding_attention layers with a "
+                        "window (4096 in every release): give it");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"layer_types\":[\"full_attention\","
+                        "\"sliding_attention\"]}",
+                        "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
+                        "\"full_attention\" (OLMo 3: P = 4)");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"rope_parameters\":{\"full_attention\":{},"
+                        "\"sliding_attention\":{\"rope_type\":\"yarn\",\"factor\":2}}}",
+                        "config.json: rope_parameters.sliding_attention: rope_type \"yarn\"; ptrain (and llama.cpp) "
+                        "run OLMo 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"gptq\"}}",
                         "config.json: quantization_config.quant_method \"gptq\" is not supported; ptrain reads "
                         "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones");
