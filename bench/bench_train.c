@@ -1,17 +1,19 @@
 /* bench_train.c — ptrain's side of the training benchmark: LoRA r=16 on all seven projections of
- * a GGUF model, batch 4 x seq 512 of fixed pseudo-random tokens, forward + backward + AdamW per
+ * a model (a GGUF file, or a Hugging Face directory quantized to NF4 on load, as a config's defaults do),
+ * batch 4 x seq 512 of fixed pseudo-random tokens, forward + backward + AdamW per
  * step (gradient checkpointing as given), timed over a few steps after one warm-up. Prints one
  * JSON object: tokens/s, peak RSS, and achieved GFLOP/s (6N per token: forward, input gradients,
  * recomputation; N = parameters of the projections and the lm_head).
  * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
  * the OpenBLAS kernel in use (src/runtime/blas_kernel.c, which re-executes onto the right one first).
- * Usage: bench_train MODEL.gguf [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
+ * Usage: bench_train MODEL [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "ptrain/blas_kernel.h"
+#include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 
@@ -36,24 +38,22 @@ static long peak_rss_kb(void)
 int main(int argc, char **argv)
 {
     blas_kernel_setup(argv);
-    if (argc < 2) return fprintf(stderr, "usage: %s MODEL.gguf [threads] [steps] [ckpt] [batch] [seq]\n", argv[0]), 2;
+    if (argc < 2) return fprintf(stderr, "usage: %s MODEL [threads] [steps] [ckpt] [batch] [seq]\n", argv[0]), 2;
     int threads = argc > 2 ? atoi(argv[2]) : 0, steps = argc > 3 ? atoi(argv[3]) : 3;
     bool ckpt = argc > 4 ? atoi(argv[4]) != 0 : true;
     int B = argc > 5 ? atoi(argv[5]) : 4, T = argc > 6 ? atoi(argv[6]) : 512;
     if (B < 1 || T < 2 || steps < 1) return fprintf(stderr, "bench_train: bad batch, seq or steps\n"), 2;
-    gguf_file f;
     pt_backend *be = NULL;
     pt_model m;
     pt_lora l;
     pt_backend_options bo = {.device = DEVICE_CPU, .threads = threads};
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
-    if (gguf_open(argv[1], &f) || backend_open(&bo, &be) || model_from_gguf(&f, be, NULL, &m) ||
+    if (backend_open(&bo, &be) || model_load(argv[1], NULL, NULL, be, &m, NULL, NULL, 0) ||
         lora_create(&l, &m, 16, 32.0f, false, all, 3407)) {
         fprintf(stderr, "bench_train: %s\n", err_message());
         return 1;
     }
-    gguf_close(&f);
     int32_t *ids = malloc(sizeof(int32_t) * 3 * (size_t)B * T), *targets = ids + B * T, *pos = targets + B * T;
     if (!ids) return fprintf(stderr, "bench_train: out of memory\n"), 1;
     for (int i = 0; i < B * T; i++) {

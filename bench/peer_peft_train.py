@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """peer_peft_train.py — the peer of bench_train.c: transformers + PEFT on CPU in fp32 (torch
 threads = the given count), the same GGUF model (dequantized to fp32 on load, as transformers
-does), LoRA r=16 alpha=32 on all seven projections, the same batch 4 x 512 of token ids, the
+does; a Hugging Face directory in fp32), LoRA r=16 alpha=32 on all seven projections, the same batch 4 x 512 of token ids, the
 same gradient checkpointing setting, forward + backward + AdamW per step. Prints one JSON object.
-Usage: peer_peft_train.py MODEL.gguf threads [steps] [checkpointing 0/1] [batch 4] [seq 512]"""
+Usage: peer_peft_train.py MODEL threads [steps] [checkpointing 0/1] [batch 4] [seq 512]"""
 import json
 import os
 import resource
@@ -19,8 +19,11 @@ def lora_model(path, threads, ckpt):
     """The GGUF model in fp32 with LoRA r=16 alpha=32 on all seven projections, ready to train
     (shared with peer_chat.py)."""
     torch.set_num_threads(threads)
-    d, f = os.path.split(os.path.abspath(path))
-    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    if os.path.isdir(path):
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    else:
+        d, f = os.path.split(os.path.abspath(path))
+        model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
     if ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()

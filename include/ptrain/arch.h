@@ -63,6 +63,8 @@ typedef struct {
     const char *text_defaults; /* a wrapper's: transformers' defaults of its text_config as a JSON object (the keys
                                 * ptrain reads), since transformers 4.x saved text_config as the difference from
                                 * them (google/gemma-3-4b-it's has no num_attention_heads) */
+    int sliding_period;  /* a window on every layer but every P-th (layer_types' default P; OLMo 3: 4), its rope
+                          * per layer type (rope_parameters.sliding_attention / .full_attention); 0: none */
 } pt_arch_hf_type;
 
 typedef struct {

@@ -124,6 +124,9 @@ int64_t model_qk_norm_width(const pt_model_config *c, int slot);
 int model_rope_dim(const pt_model_config *c);
 /* What cos and sin are multiplied by: rope_mscale, or 1. */
 float model_rope_mscale(const pt_model_config *c);
+/* What layer l's cos and sin are multiplied by: 1 on the local layers of a family whose local layers rotate by
+ * their own base unscaled (rope_theta_local: Gemma 3, OLMo 3), else model_rope_mscale. */
+float model_layer_rope_mscale(const pt_model_config *c, int layer);
 /* Whether projection slot is a row range of a weight the files store fused (phi3: W_Q, W_K, W_V of qkv_proj,
  * W_GATE, W_UP of gate_up_proj): *lead the slot whose rows come first (W_Q, W_GATE), *row0 the slot's first
  * row in the fused weight and *rows_all its rows. False (and nothing set) for a slot stored alone. */

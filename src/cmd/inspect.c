@@ -593,6 +593,9 @@ static void family_line(const pt_model_config *c)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);
+    else if (c->sliding_window && c->sliding_period) /* olmo3 */
+        printf("%-18s sliding window %d on layers but (l + 1) %% %d == 0, their rope base %g unscaled\n",
+               "family features", c->sliding_window, c->sliding_period, c->rope_theta_local);
     else if (c->sliding_window) printf("%-18s sliding window %d\n", "family features", c->sliding_window);
     if (c->residual_scale != 0.0f || c->logit_scale != 0.0f)
         printf("%-18s embeddings x %.4g, scores x %.4g, residual branches x %.4g, logits / %.4g\n", "family features",

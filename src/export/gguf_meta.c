@@ -228,6 +228,18 @@ static pt_status gemma3(gguf_writer *w, const char *dir, const pt_model_config *
     return put_u32(w, arch_gguf_name(c->arch), "attention.sliding_window", c->sliding_window);
 }
 
+/* OLMo 3 as llama.cpp's olmo2 runs it when the window key is there: a window on every layer but every 4th, those
+ * layers on the same base unscaled; only the window is a key (the converter's sliding_window_pattern is not read). */
+static pt_status olmo3(gguf_writer *w, const char *dir, const pt_model_config *c)
+{
+    if (c->sliding_period == 4 && c->rope_theta_local == c->rope_theta)
+        return put_u32(w, arch_gguf_name(c->arch), "attention.sliding_window", c->sliding_window);
+    return ERR(PT_ERR_USER, "%s/config.json: full attention on every %d-th layer and the sliding layers on rope base %g "
+               "(the full ones %g): llama.cpp's olmo2 fixes every 4th layer and one base, and no GGUF key changes "
+               "them, so the model cannot be exported to GGUF as it runs in transformers", shown_text(dir).s,
+               c->sliding_period, c->rope_theta_local, c->rope_theta);
+}
+
 static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, const char *name)
 {
     TRY(general(w, dir, hc, name));
@@ -237,6 +249,7 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_PHI3 && hc->cfg.sliding_window > 0) /* phi3's window, on every layer */
         TRY(put_u32(w, arch_gguf_name(hc->cfg.arch), "attention.sliding_window", hc->cfg.sliding_window));
+    if (hc->cfg.arch == PT_ARCH_OLMO2 && hc->cfg.sliding_window > 0) TRY(olmo3(w, dir, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_GEMMA3) return gemma3(w, dir, &hc->cfg);
     return hc->cfg.arch == PT_ARCH_GEMMA2 ? gemma2(w, dir, &hc->cfg) : PT_OK;
 }

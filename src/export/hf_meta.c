@@ -473,9 +473,21 @@ static json_t *config_phi3(const hf_src *s)
                      "pad_token_id", jid(s->pad));
 }
 
+/* OLMo 3 (an olmo2 file with a window): its layer_types and transformers 5's rope per layer type, the full layers'
+ * with the scaling (rope, when an object), the sliding ones' on their base unscaled. */
+static json_t *config_olmo3(const pt_model_config *c, const json_t *rope)
+{
+    json_t *full = json_is_object(rope) ? json_deep_copy(rope) : json_pack("{s:s}", "rope_type", "default");
+    if (!full || json_object_set_new(full, "rope_theta", jreal(c->rope_theta))) return json_decref(full), NULL;
+    return json_pack("{s:i, s:o, s:{s:o, s:{s:s, s:o}}}", "sliding_window", c->sliding_window, "layer_types",
+                     gemma2_layers(c), "rope_parameters", "full_attention", full, "sliding_attention", "rope_type",
+                     "default", "rope_theta", jreal(c->rope_theta_local));
+}
+
 static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
 {
-    const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[0];
+    bool olmo3 = s->cfg->arch == PT_ARCH_OLMO2 && s->cfg->sliding_window > 0;
+    const pt_arch_hf_type *type = &arch_info(s->cfg->arch)->hf[olmo3 ? 1 : 0];
     bool qwen2 = s->cfg->arch == PT_ARCH_QWEN2, gemma2 = s->cfg->arch == PT_ARCH_GEMMA2;
     bool gemma3 = s->cfg->arch == PT_ARCH_GEMMA3;
     json_t *rope;
@@ -491,6 +503,7 @@ static pt_status config_json(const hf_src *s, const char *dtype, json_t **out)
     if (st == PT_OK && s->cfg->arch == PT_ARCH_SMOLLM3) st = merge_into(*out, config_smollm3(s));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_GRANITE) st = merge_into(*out, config_granite(s->cfg));
     if (st == PT_OK && s->cfg->arch == PT_ARCH_PHI3) st = merge_into(*out, config_phi3(s));
+    if (st == PT_OK && olmo3) st = merge_into(*out, config_olmo3(s->cfg, json_object_get(*out, "rope_scaling")));
     return st;
 }
 

@@ -205,7 +205,8 @@ static pt_status keys_values(const fwd_ctx *c, int layer, layer_acts *a, pt_tens
     if (g->v_norm) TRY(head_norm(c, hd, v, &vrstd, vp, &ones));
     if (!model_layer_rope(g, layer)) return PT_OK;
     int rd = g->head_dim_full > 0 ? hd : model_rope_dim(g);
-    return backend_rope_part(be, k, kvh, hd, rd, model_rope_mscale(g), c->pos, model_layer_freq(c->m, layer, c->pos, c->rows));
+    return backend_rope_part(be, k, kvh, hd, rd, model_layer_rope_mscale(g, layer), c->pos,
+                             model_layer_freq(c->m, layer, c->pos, c->rows));
 }
 
 /* t[A_ATT] = attention of the normed input t[A_XN1]: q, k, v with biases, q/k norms and RoPE (k
@@ -229,7 +230,8 @@ static pt_status attention_core(const fwd_ctx *c, int layer, layer_acts *a)
     if (g->qk_norm) TRY(head_norm(c, hd, &q, &t[A_QRSTD], qp, &wt->w[W_Q_NORM]));
     if (model_layer_rope(g, layer)) {
         int rd = g->head_dim_full > 0 ? hd : model_rope_dim(g);
-        TRY(backend_rope_part(be, &q, g->n_heads, hd, rd, model_rope_mscale(g), c->pos, model_layer_freq(c->m, layer, c->pos, c->rows)));
+        TRY(backend_rope_part(be, &q, g->n_heads, hd, rd, model_layer_rope_mscale(g, layer), c->pos,
+                              model_layer_freq(c->m, layer, c->pos, c->rows)));
     }
     if (src != layer && !c->kv) k = c->shared_k[kind], v = c->shared_v[kind]; /* computed by layer src */
     if (src == layer) TRY(keys_values(c, layer, a, &k, &v));

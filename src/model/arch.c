@@ -84,8 +84,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
     [PT_ARCH_OLMO2] = {
-        .name = "olmo2", .description = "olmo2 (OLMo 2)",
-        .hf = {{"olmo2", "Olmo2ForCausalLM", "olmo2 (OLMo 2)", false, false}},
+        .name = "olmo2", .description = "olmo2 (OLMo 2, OLMo 3)",
+        .hf = {{"olmo2", "Olmo2ForCausalLM", "olmo2 (OLMo 2)", false, false},
+               {"olmo3", "Olmo3ForCausalLM", "olmo3 (OLMo 3; loads as olmo2)", false, false, false, .sliding_period = 4}},
         .post_norms = true, .qk_norm = true, .no_pre_norms = true, .qk_norm_full = true, .act = PT_ACT_SILU,
         .gguf = {[W_Q] = "attn_q.weight", [W_K] = "attn_k.weight", [W_V] = "attn_v.weight",
                  [W_O] = "attn_output.weight", [W_GATE] = "ffn_gate.weight", [W_UP] = "ffn_up.weight",

@@ -108,6 +108,11 @@ int model_rope_dim(const pt_model_config *c) { return c->rope_dim > 0 ? c->rope_
 
 float model_rope_mscale(const pt_model_config *c) { return c->rope_mscale > 0.0f ? c->rope_mscale : 1.0f; }
 
+float model_layer_rope_mscale(const pt_model_config *c, int layer)
+{
+    return c->rope_theta_local > 0.0f && model_layer_window(c, layer) > 0 ? 1.0f : model_rope_mscale(c);
+}
+
 bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
 {
     if (!arch_info(c->arch)->fused) return false;

@@ -286,6 +286,45 @@ static pt_status activation(const cfg_src *c, const char *key, const char *want,
     return PT_OK;
 }
 
+/* ---- layer_types ---- */
+
+/* The one form of layer_types ptrain runs: every P-th layer "full_attention", the others rule->other
+ * ("sliding_attention"; Qwen3.5's "linear_attention"), P the first full layer's number (n_layers + 1: none
+ * full), and with rule->last_full the last layer full whatever P says (Gemma 4). rule->fixed > 0: P must be
+ * it (Gemma 2's alternation: 2). Absent or null leaves *period as it is; any other list is refused naming the
+ * family's pattern (rule->family). */
+typedef struct {
+    const char *other, *family;
+    int fixed;
+    bool last_full;
+} layer_rule;
+
+static bool layer_full(const layer_rule *r, int period, int n_layers, int l)
+{
+    return (l + 1) % period == 0 || (r->last_full && l == n_layers - 1);
+}
+
+static pt_status layer_types(const cfg_src *c, int n_layers, const layer_rule *r, int *period)
+{
+    const json_t *types = json_object_get(c->root, "layer_types");
+    if (!types || json_is_null(types)) return PT_OK;
+    int p = 0;
+    for (int l = 0; json_is_array(types) && !p && l < (int)json_array_size(types); l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && !strcmp(t, "full_attention")) p = l + 1;
+    }
+    if (!p) p = n_layers + 1; /* no full layer */
+    bool ok = json_is_array(types) && json_array_size(types) == (size_t)n_layers && (!r->fixed || p == r->fixed);
+    for (int l = 0; ok && l < n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        ok = t && !strcmp(t, layer_full(r, p, n_layers, l) ? "full_attention" : r->other);
+    }
+    if (ok) *period = p;
+    if (ok) return PT_OK;
+    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"%s\" but for every P-th%s \"full_attention\" (%s)",
+               shown_text(c->name).s, n_layers, r->other, r->last_full ? " and the last" : "", r->family);
+}
+
 static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_model_config *m)
 {
     bool attn_bias = false, mlp_bias = false, sliding = false;
@@ -306,20 +345,6 @@ static pt_status llama_like(const cfg_src *c, const pt_arch_hf_type *type, pt_mo
     return PT_OK;
 }
 
-/* layer_types, when given, must be Gemma 2's alternation: sliding on even layers. */
-static pt_status gemma2_layers(const cfg_src *c, const pt_model_config *m)
-{
-    const json_t *types = json_object_get(c->root, "layer_types");
-    if (!types || json_is_null(types)) return PT_OK;
-    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (!t || strcmp(t, l % 2 == 0 ? "sliding_attention" : "full_attention")) break;
-        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) return PT_OK;
-    }
-    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers alternating \"sliding_attention\" (even layers) and "
-               "\"full_attention\", as Gemma 2 does", shown_text(c->name).s, m->n_layers);
-}
-
 static pt_status gemma2(const cfg_src *c, pt_model_config *m)
 {
     TRY(activation(c, json_object_get(c->root, "hidden_activation") ? "hidden_activation" : "hidden_act",
@@ -338,7 +363,9 @@ static pt_status gemma2(const cfg_src *c, pt_model_config *m)
     if (json_is_null(json_object_get(c->root, "sliding_window"))) m->sliding_window = 0;
     TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_pattern = 2;
-    return gemma2_layers(c, m);
+    int period = 2;
+    return layer_types(c, m->n_layers, &(layer_rule){"sliding_attention", "Gemma 2: P = 2, sliding on even layers",
+                                                     2, false}, &period);
 }
 
 /* SmolLM3's no_rope_layers (1: the layer uses RoPE, 0: it does not), or no_rope_layer_interval
@@ -480,41 +507,24 @@ static pt_status q_temperature(const cfg_src *c, hf_config *h)
     return PT_OK;
 }
 
-/* Gemma 3's layer_types, when given: local layers with every P-th global, P the first global
- * layer's number (sliding_period); any other pattern is refused. */
-static pt_status period_layers(const cfg_src *c, pt_model_config *m)
-{
-    const json_t *types = json_object_get(c->root, "layer_types");
-    if (!types || json_is_null(types)) return PT_OK;
-    int period = 0;
-    for (int l = 0; json_is_array(types) && !period && l < (int)json_array_size(types); l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (t && !strcmp(t, "full_attention")) period = l + 1;
-    }
-    if (!period) period = m->n_layers + 1; /* every layer local */
-    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (!t || strcmp(t, (l + 1) % period ? "sliding_attention" : "full_attention")) break;
-        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) {
-            m->sliding_period = period;
-            return PT_OK;
-        }
-    }
-    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"sliding_attention\" but for every P-th "
-               "\"full_attention\" (Gemma 3: P = 6)", shown_text(c->name).s, m->n_layers);
-}
+/* The rope of a family with one per layer type (Gemma 3, OLMo 3): the full-attention layers on rope_theta with its
+ * scaling, the sliding ones on their own base unscaled. transformers 5 writes them as rope_parameters.full_attention
+ * and .sliding_attention, each base defaulting to the family's (d); older configs have rope_theta and rope_scaling
+ * at the top level for the full layers and the sliding layers' base under d->local_key (Gemma 3's
+ * rope_local_base_freq; OLMo 3 has none: transformers 5 gives them its default base whatever rope_theta says). */
+typedef struct {
+    double full_theta, local_theta;
+    const char *local_key, *family;
+} typed_rope_defaults;
 
-/* Gemma 3's two rotary bases: global layers rope_theta (1e6) with rope_scaling, local layers
- * rope_local_base_freq (1e4) unscaled; transformers 5 writes them as rope_parameters.full_attention
- * and .sliding_attention. */
-static pt_status gemma3_rope(const cfg_src *c, hf_config *h)
+static pt_status typed_rope(const cfg_src *c, hf_config *h, const typed_rope_defaults *d)
 {
-    double local = 10000.0;
+    double local = d->local_theta;
     const json_t *params = json_object_get(c->root, "rope_parameters");
     const json_t *full = json_is_object(params) ? json_object_get(params, "full_attention") : NULL;
     if (json_is_object(full)) {
         cfg_src f = {c->name, full, "rope_parameters.full_attention"};
-        h->rope_theta = 1e6;
+        h->rope_theta = d->full_theta;
         memset(&h->rope, 0, sizeof h->rope);
         TRY(num_key(&f, "rope_theta", 1, 1e15, &h->rope_theta));
         TRY(rope_scaling(&f, &h->rope));
@@ -526,12 +536,12 @@ static pt_status gemma3_rope(const cfg_src *c, hf_config *h)
             TRY(rope_scaling(&sl, &none));
             if (none.type != PT_ROPE_DEFAULT)
                 return ERR(PT_ERR_USER, "%s: rope_parameters.sliding_attention: rope_type \"%s\"; ptrain (and "
-                           "llama.cpp) run Gemma 3's local layers unscaled", shown_text(c->name).s,
-                           rope_type_name(none.type));
+                           "llama.cpp) run %s's local layers unscaled", shown_text(c->name).s,
+                           rope_type_name(none.type), d->family);
         }
     } else {
-        if (!json_object_get(c->root, "rope_theta") && !json_is_object(params)) h->rope_theta = 1e6;
-        TRY(num_key(c, "rope_local_base_freq", 1, 1e15, &local));
+        if (!json_object_get(c->root, "rope_theta") && !json_is_object(params)) h->rope_theta = d->full_theta;
+        if (d->local_key) TRY(num_key(c, d->local_key, 1, 1e15, &local));
     }
     h->cfg.rope_theta = (float)h->rope_theta;
     h->cfg.rope_theta_local = (float)local;
@@ -563,31 +573,24 @@ static pt_status gemma3(const cfg_src *c, hf_config *h)
     TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
     m->sliding_period = 6; /* older configs: sliding_window_pattern */
     TRY(int_key(c, "sliding_window_pattern", false, 1, 1 << 20, &m->sliding_period));
-    TRY(gemma3_rope(c, h));
-    return period_layers(c, m);
+    TRY(typed_rope(c, h, &(typed_rope_defaults){1e6, 1e4, "rope_local_base_freq", "Gemma 3"}));
+    return layer_types(c, m->n_layers, &(layer_rule){"sliding_attention", "Gemma 3: P = 6", 0, false},
+                       &m->sliding_period);
 }
 
-/* Gemma 4's layer_types: every P-th layer global and the last one global whatever P says (transformers forces
- * it); absent: P = 6. */
-static pt_status gemma4_layers(const cfg_src *c, pt_model_config *m)
+/* OLMo 3: OLMo 2's block with a window (sliding_window, 4096 when absent) on every layer but every P-th
+ * (layer_types, else type->sliding_period: 4) and the rope per layer type (typed_rope; base 500000). */
+static pt_status olmo3(const cfg_src *c, const pt_arch_hf_type *type, hf_config *h)
 {
-    const json_t *types = json_object_get(c->root, "layer_types");
-    m->sliding_period = 6;
-    if (!types || json_is_null(types)) return PT_OK;
-    int period = 0;
-    for (int l = 0; json_is_array(types) && !period && l < (int)json_array_size(types); l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (t && !strcmp(t, "full_attention")) period = l + 1;
-    }
-    m->sliding_period = period;
-    bool ok = json_is_array(types) && json_array_size(types) == (size_t)m->n_layers && period > 0;
-    for (int l = 0; ok && l < m->n_layers; l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        ok = t && !strcmp(t, model_layer_window(m, l) ? "sliding_attention" : "full_attention");
-    }
-    if (ok) return PT_OK;
-    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"sliding_attention\" but for every P-th and the "
-               "last \"full_attention\" (Gemma 4: P = 5 or 6)", shown_text(c->name).s, m->n_layers);
+    pt_model_config *m = &h->cfg;
+    if (json_is_null(json_object_get(c->root, "sliding_window")))
+        return ERR(PT_ERR_USER, "%s: sliding_window is null; ptrain runs OLMo 3's sliding_attention layers with a "
+                   "window (4096 in every release): give it", shown_text(c->name).s);
+    m->sliding_window = 4096;
+    TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    m->sliding_period = type->sliding_period;
+    TRY(layer_types(c, m->n_layers, &(layer_rule){"sliding_attention", "OLMo 3: P = 4", 0, false}, &m->sliding_period));
+    return typed_rope(c, h, &(typed_rope_defaults){500000.0, 500000.0, NULL, "OLMo 3"});
 }
 
 /* The global layers' head size and key/value heads: per_layer_config (as transformers 5 writes it: the same
@@ -712,7 +715,9 @@ static pt_status gemma4(const cfg_src *c, hf_config *h)
         return ERR(PT_ERR_USER, "%s: vocab_size_per_layer_input %d is below vocab_size %d: the per-layer embeddings "
                    "must cover every token", shown_text(c->name).s, m->ple_vocab, m->vocab);
     TRY(gemma4_refusals(c, m));
-    TRY(gemma4_layers(c, m));
+    m->sliding_period = 6;
+    TRY(layer_types(c, m->n_layers, &(layer_rule){"sliding_attention", "Gemma 4: P = 5 or 6", 0, true},
+                    &m->sliding_period));
     TRY(gemma4_heads(c, m));
     TRY(gemma4_rope(c, h));
     int first = m->n_layers - m->kv_shared;
@@ -722,29 +727,6 @@ static pt_status gemma4(const cfg_src *c, hf_config *h)
                        "is, so none computes the keys it would reuse", shown_text(c->name).s, m->kv_shared, l,
                        model_layer_window(m, l) ? "sliding" : "global");
     return PT_OK;
-}
-
-/* Qwen3.5's hybrid: layer_types (or full_attention_interval, 4 by default) must put full attention on every
- * P-th layer and Gated DeltaNet (linear_attention) on the others, as every released size does. */
-static pt_status qwen35_layers(const cfg_src *c, pt_model_config *m)
-{
-    const json_t *types = json_object_get(c->root, "layer_types");
-    m->full_period = 4;
-    if (!types || json_is_null(types))
-        return int_key(c, "full_attention_interval", false, 1, 1 << 20, &m->full_period);
-    m->full_period = 0;
-    for (int l = 0; json_is_array(types) && !m->full_period && l < (int)json_array_size(types); l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (t && !strcmp(t, "full_attention")) m->full_period = l + 1;
-    }
-    if (!m->full_period) m->full_period = m->n_layers + 1; /* every layer linear */
-    for (int l = 0; json_is_array(types) && l < m->n_layers; l++) {
-        const char *t = json_string_value(json_array_get(types, (size_t)l));
-        if (!t || strcmp(t, (l + 1) % m->full_period ? "linear_attention" : "full_attention")) break;
-        if (l == m->n_layers - 1 && json_array_size(types) == (size_t)m->n_layers) return PT_OK;
-    }
-    return ERR(PT_ERR_USER, "%s: layer_types must list %d layers, \"linear_attention\" but for every P-th "
-               "\"full_attention\" (Qwen3.5: P = 4)", shown_text(c->name).s, m->n_layers);
 }
 
 /* Qwen3.5: the Gated DeltaNet's heads and conv kernel, the full layers' partial rotary (0.25 by default, at the
@@ -762,7 +744,10 @@ static pt_status qwen35(const cfg_src *c, pt_model_config *m)
                    shown_text(c->name).s, m->lin_v_heads, m->lin_k_heads);
     TRY(partial_rotary(c, 0.25, m));
     m->attn_gate = m->qk_norm = true;
-    return qwen35_layers(c, m);
+    m->full_period = 4; /* layer_types, else full_attention_interval */
+    if (!json_object_get(c->root, "layer_types") || json_is_null(json_object_get(c->root, "layer_types")))
+        return int_key(c, "full_attention_interval", false, 1, 1 << 20, &m->full_period);
+    return layer_types(c, m->n_layers, &(layer_rule){"linear_attention", "Qwen3.5: P = 4", 0, false}, &m->full_period);
 }
 
 /* ---- quantization_config ---- */
@@ -894,6 +879,7 @@ static pt_status parse_root(const cfg_src *top, hf_config *h)
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
     if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
+    if (type->sliding_period) TRY(olmo3(c, type, h));
     if (arch_info(m->arch)->moe) TRY(moe(c, m));
     if (arch_info(m->arch)->gated_delta) TRY(qwen35(c, m));
     if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)

@@ -172,6 +172,23 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
     return PT_OK;
 }
 
+/* OLMo 3 in llama.cpp's olmo2 architecture: attention.sliding_window, when above 0, puts a window on every layer
+ * but every 4th (llama.cpp fixes the period; the converter's sliding_window_pattern is not read), the windowed
+ * layers on the same base unscaled. */
+static pt_status read_olmo3_keys(const gguf_file *f, pt_model_config *c)
+{
+    uint32_t u = 0;
+    TRY(opt_u32(f, arch_gguf_name(c->arch), "attention.sliding_window", &u));
+    if (u > (1u << 30))
+        return ERR(PT_ERR_USER, "%s: olmo2.attention.sliding_window = %u is not a plausible window",
+                   shown_text(f->path).s, u);
+    if (!u) return PT_OK;
+    c->sliding_window = (int)u;
+    c->sliding_period = 4;
+    c->rope_theta_local = c->rope_theta;
+    return PT_OK;
+}
+
 /* YaRN as llama.cpp's converter writes it (<arch>.rope.scaling.type "yarn", .factor,
  * .original_context_length, optional .yarn_beta_fast/.yarn_beta_slow and .attn_factor), in transformers'
  * terms: cos and sin times attn_factor (1 when absent) x (1 + 0.1 ln factor), as llama.cpp runs it; or, in a
@@ -260,6 +277,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     if (c->arch == PT_ARCH_PHI3) TRY(read_phi3_keys(f, c));
     if (arch_info(c->arch)->moe) TRY(read_moe_keys(f, c));
     if (arch_info(c->arch)->gguf_q_temperature) TRY(read_q_temperature(f, c));
+    if (c->arch == PT_ARCH_OLMO2) TRY(read_olmo3_keys(f, c));
     pt_rope_scaling yarn;
     TRY(gguf_yarn(f, c, &yarn));
     if (yarn.type == PT_ROPE_YARN) c->rope_mscale = (float)yarn.attention_factor;

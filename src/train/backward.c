@@ -171,7 +171,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     if (cf->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &gt[G_Q], cf->q_temp_beta, cf->q_temp_period, c->pos));
     if (model_layer_rope(cf, layer)) {
         int rd = model_rope_dim(cf);
-        float ms = model_rope_mscale(cf);
+        float ms = model_layer_rope_mscale(cf, layer);
         const float *freq = model_layer_freq(c->m, layer, c->pos, c->rows);
         TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos, freq));
         TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos, freq));

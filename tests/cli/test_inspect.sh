@@ -125,6 +125,12 @@ ok "inspect an HF directory: tensor types" contains "$out" "BF16: 7, U8: 42, F32
 ok "inspect an HF directory: bitsandbytes" contains "$out" "bitsandbytes NF4 with double quantization, pre-quantized"
 ok "inspect an HF directory: tokenizer" contains "$out" "byte-level BPE (tokenizer.json), 300 tokens"
 ok "inspect an HF directory: chat template" contains "$out" "chatml (recognised from the model's template)"
+run inspect "$D/olmo3/hf" --device cpu
+ok "inspect olmo3: a window on every layer but every 4th, their own rope" contains "$out" \
+    "sliding window 6 on layers but (l + 1) % 4 == 0, their rope base 500000 unscaled"
+run inspect "$D/olmo3/tiny-q4_0.gguf" --device cpu
+ok "inspect an olmo3 GGUF (llama.cpp's olmo2 with a window): the same" contains "$out" \
+    "sliding window 6 on layers but (l + 1) % 4 == 0, their rope base 500000 unscaled"
 run inspect "$D/phi3/hf" --device cpu
 ok "inspect phi3: fused weights, one LoRA each" contains "$out" "q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj"
 ok "inspect phi3: partial rotary" contains "$out" "partial rotary: 12 of 16 values of each head rotate"

@@ -5,7 +5,8 @@
 # ranks and alphas PEFT would give them; PEFT loads them (adapter_config.json carries the selectors)
 # with ptrain's logits; ptrain reads adapters PEFT wrote with selectors (Python regex syntax) with
 # PEFT's logits; llama.cpp runs the adapter.gguf (alphas folded into B) as ptrain does; a run with
-# selectors resumed from its checkpoint ends with the same adapter bits. Skips, saying why, without
+# selectors resumed from its checkpoint ends with the same adapter bits; on phi3 (fused qkv_proj, gate_up_proj)
+# target_modules by name, all-linear and regex select what PEFT selects. Skips, saying why, without
 # the Python environment of share/scripts/test-python.sh.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -90,6 +91,39 @@ ok "resumed, it ends with the straight run's adapter, bit for bit" \
 sed -i 's/^rank_pattern: .*/rank_pattern: {q_proj: 3}/' "$tmp/r2.yaml"
 run "$tmp/r2.yaml"
 ok "resuming with other rank_pattern is refused, saying why" contains "$err" "adapters on other layers or with other ranks"
+
+# phi3, whose files fuse q/k/v (qkv_proj) and gate/up (gate_up_proj): target_modules as PEFT takes them. Names (the
+# four modules, some of them), all-linear and the llama names: ptrain's adapter has the modules PEFT makes for them
+# and PEFT loads it onto exactly those, with ptrain's logits. The llama names are ptrain's spelling of the fused
+# modules they are parts of (docs/configuration.md): PEFT itself would find only o_proj and down_proj among them,
+# so that case is held to the fused list ptrain writes in adapter_config.json. PEFT's adapter made with a regex
+# (qkv_proj and down_proj) loads in ptrain with PEFT's logits.
+p3="$PTRAIN_SRCDIR/tests/data/phi3/hf"
+p3cases=""
+i=0
+for c in "qkv_proj, o_proj, gate_up_proj, down_proj;qkv_proj,o_proj,gate_up_proj,down_proj" \
+    "qkv_proj, down_proj;qkv_proj,down_proj" "o_proj, gate_up_proj;o_proj,gate_up_proj" "all-linear;all-linear" \
+    "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj;qkv_proj,o_proj,gate_up_proj,down_proj"; do
+    i=$((i + 1))
+    config "$tmp/p3-$i.yaml" "$tmp/p3-$i" "lora_target_modules: [${c%;*}]"
+    sed -i -e "s|^model_name: .*|model_name: \"$p3\"|" -e 's/^max_steps: 8$/max_steps: 2/' "$tmp/p3-$i.yaml"
+    run "$tmp/p3-$i.yaml"
+    ok "phi3 with lora_target_modules [${c%;*}] trains (exit $rc)" test "$rc" = 0
+    "$P" generate --model "$p3" --prompt "$pr" --temperature 0 --max-new-tokens 8 --logits "$tmp/p3l-$i" \
+        --ids "$tmp/p3l-$i.ids" --no-4bit --adapter "$tmp/p3-$i/lora" >/dev/null 2>&1
+    p3cases="$p3cases ${c#*;};$tmp/p3-$i/lora;$tmp/p3l-$i.ids;$tmp/p3l-$i"
+done
+"$PY" "$PTRAIN_SRCDIR/tests/export/select_check.py" phi3-make "$p3" "$tmp/p3peft" >"$tmp/p3py.out" 2>&1 ||
+    sed 's/^/# /' "$tmp/p3py.out"
+"$P" generate --model "$p3" --prompt "$pr" --temperature 0 --max-new-tokens 8 --logits "$tmp/p3r" --ids "$tmp/p3r.ids" \
+    --no-4bit --adapter "$tmp/p3peft" >/dev/null 2>"$tmp/p3r.err" || sed 's/^/# /' "$tmp/p3r.err"
+# shellcheck disable=SC2086 # p3cases: one word a case
+"$PY" "$PTRAIN_SRCDIR/tests/export/select_check.py" phi3 "$p3" $p3cases \
+    ".*\\.(qkv_proj|down_proj)\$;$tmp/p3peft;$tmp/p3r.ids;$tmp/p3r" >"$tmp/p3check.out" 2>&1
+rc=$?
+grep -v -i "warn\|Loading weights" "$tmp/p3check.out" | sed 's/^/# /'
+ok "phi3: each target_modules form selects the modules PEFT selects, PEFT loads the adapters onto them with ptrain's logits, and ptrain reads PEFT's regex-targeted adapter with PEFT's logits" \
+    test "$rc" = 0
 
 # refusals
 printf 'dataset:\n  - name: d.jsonl\nlayers_pattern: layers\n' >"$tmp/bad1.yaml"

@@ -12,6 +12,14 @@ test_hf_model.c, test_cuda_model.c):
             post_feedforward_layernorm) before its residual add, and q_norm / k_norm over the whole
             projection width (not per head) before RoPE; untied lm_head (llama.cpp's olmo2 takes
             no head_dim other than hidden / heads).
+  olmo3     OLMo 3: OLMo 2's block with a sliding window (6, shorter than the 40-token prompt and the 16-token
+            PEFT rows) on every layer but every 4th (layer_types' default; 5 layers, so layer 3 is full and layer
+            4 sliding after it), the rope per layer type (transformers 5's rope_parameters.full_attention and
+            .sliding_attention, both base 500000 here). llama.cpp converts it as olmo2 with
+            olmo2.attention.sliding_window (and sliding_window_pattern, which llama.cpp does not read: it fixes
+            every 4th layer full). Also olmo3-yarn/hf: the same model with YaRN (factor 4 over 64 of 256
+            positions) on the full layers only, as transformers 5 runs OLMo 3's rope_scaling, and the sliding
+            layers on base 10000: hf.{ids.txt,logits.f32} and hf/greedy.txt.
   mistral   Mistral NeMo / Ministral style: an explicit head_dim (24) that is not hidden / heads,
             which loads as ptrain's llama (GGUF architecture llama with key_length 24).
 
@@ -32,7 +40,9 @@ references, which that environment lacks: pip install --target DIR bitsandbytes=
 on PYTHONPATH):
   $PTRAIN_PYTHON tests/reference/make_more_goldens.py [FAMILY ...]
 """
+import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -40,8 +50,8 @@ import numpy as np
 import torch
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFWriter
-from transformers import (GraniteConfig, GraniteForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config,
-                          Olmo2ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
+from transformers import (AutoModelForCausalLM, GraniteConfig, GraniteForCausalLM, MistralConfig, MistralForCausalLM, Olmo2Config,
+                          Olmo2ForCausalLM, Olmo3Config, Olmo3ForCausalLM, SmolLM3Config, SmolLM3ForCausalLM)
 
 import make_family_goldens as fam
 
@@ -68,6 +78,11 @@ MORE = {
                   kwargs=dict({k: v for k, v in SMALL.items() if k != "head_dim"}, num_hidden_layers=2,
                               rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
                               eos_token_id=2)),
+    "olmo3": dict(cls=Olmo3ForCausalLM, cfg=Olmo3Config, gguf_arch="olmo2", permute=False,
+                  names=OLMO2_NAMES,
+                  kwargs=dict({k: v for k, v in SMALL.items() if k != "head_dim"}, num_hidden_layers=5,
+                              sliding_window=6, rope_theta=500000.0, tie_word_embeddings=False, pad_token_id=0,
+                              bos_token_id=1, eos_token_id=2)),
     "mistral": dict(cls=MistralForCausalLM, cfg=MistralConfig, gguf_arch="llama", permute=True,
                     names=LLAMA_NAMES,
                     kwargs=dict(SMALL, num_hidden_layers=2, rope_theta=1000000.0, sliding_window=None,
@@ -124,13 +139,17 @@ def write_gguf(path, family, model, qtype, vocab_none=False):
     w.add_value_length(head_dim)
     w.add_rope_dimension_count(head_dim)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    rope = cfg.rope_parameters.get("full_attention", cfg.rope_parameters)  # olmo3: per layer type
+    w.add_rope_freq_base(rope["rope_theta"])
     w.add_vocab_size(cfg.vocab_size)
     if arch == "granite":  # the keys llama.cpp's Granite converter writes
         w.add_embedding_scale(cfg.embedding_multiplier)
         w.add_attention_scale(cfg.attention_multiplier)
         w.add_residual_scale(cfg.residual_multiplier)
         w.add_logit_scale(cfg.logits_scaling)
+    if family == "olmo3":  # the keys llama.cpp's Olmo2Model converter writes for OLMo 3
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
     if vocab_none:
         w.add_tokenizer_model("none")
     back = {}
@@ -208,6 +227,31 @@ def write_bnb_dir(family, out):
         os.chmod(os.path.join(dest, f), 0o644)
 
 
+def olmo3_yarn():
+    """olmo3-yarn/hf: olmo3's bf16 weights under YaRN on the full layers (transformers 5 keeps the sliding layers
+    unscaled) and the sliding layers on base 10000, with float64 logits and greedy tokens."""
+    src = os.path.join(fam.DATA, "olmo3", "hf")
+    out = os.path.join(fam.DATA, "olmo3-yarn")
+    dest = os.path.join(out, "hf")
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(src, dest)
+    with open(os.path.join(dest, "config.json")) as f:
+        config = json.load(f)
+    config["rope_parameters"] = {
+        "full_attention": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                           "rope_theta": 500000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    model = AutoModelForCausalLM.from_pretrained(dest, dtype=torch.float64, attn_implementation="eager").eval()
+    plain = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float64, attn_implementation="eager").eval()
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=40)
+    a, b = fam.logits_of(model, ids), fam.logits_of(plain, ids)
+    print(f"olmo3-yarn: YaRN on the full layers moves the logits by {np.abs(a - b).max():.3f} (|max| {np.abs(a).max():.3f})")
+    fam.write_logits(out, "hf", ids, a)
+    fam.write_greedy(dest, model, ids[:8])
+
+
 def main(names):
     for name, spec in MORE.items():
         fam.FAMILIES[name] = spec
@@ -216,8 +260,11 @@ def main(names):
     fam.write_gguf = write_gguf
     fam.check_with_transformers_reader = check_with_llama_cpp
     fam.write_bnb_dir = write_bnb_dir
-    for name in names or MORE:
-        fam.make_family(name)
+    for name in names or list(MORE) + ["olmo3-yarn"]:
+        if name == "olmo3-yarn":
+            olmo3_yarn()
+        else:
+            fam.make_family(name)
 
 
 if __name__ == "__main__":

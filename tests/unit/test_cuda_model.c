@@ -57,7 +57,8 @@ static const model_case cases[] = {
     {"gemma2", "tiny-q4_0", false},    {"gemma2", "tiny-f32", true},      {"hf", "tiny-llama-bnb4", false},
     {"qwen3", "tiny-q4_0", false},     {"qwen3", "tiny-f32", true},
     {"smollm3", "tiny-q4_0", false},   {"granite", "tiny-q4_0", false},
-    {"olmo2", "tiny-q4_0", false},     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
+    {"olmo2", "tiny-q4_0", false},     {"olmo3", "tiny-q4_0", false},
+    {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
     {"ministral3", "hf", false},
     {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops (its training: test_moe.c) */

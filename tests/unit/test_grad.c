@@ -1381,6 +1381,9 @@ static void test_granite_peft(void **s) { (void)s; check_peft("granite"); }
 static void test_olmo2_model_grads(void **s) { (void)s; check_model_grads("olmo2"); }
 static void test_olmo2_peft(void **s) { (void)s; check_peft("olmo2"); }
 static void test_olmo2_training(void **s) { (void)s; check_training_lowers_loss("olmo2"); }
+/* olmo3: olmo2 with a window of 6 (rows of 16) on every layer but every 4th */
+static void test_olmo3_model_grads(void **s) { (void)s; check_model_grads("olmo3"); }
+static void test_olmo3_peft(void **s) { (void)s; check_peft("olmo3"); }
 /* phi3: LoRA on the fused qkv_proj and gate_up_proj as PEFT applies it (one A, one B over the fused rows),
  * partial rotary */
 static void test_phi3_model_grads(void **s) { (void)s; check_model_grads("phi3"); }
@@ -1496,6 +1499,7 @@ int main(void)
         cmocka_unit_test(test_granite_peft),
         cmocka_unit_test(test_olmo2_model_grads),  cmocka_unit_test(test_olmo2_peft),
         cmocka_unit_test(test_olmo2_training),
+        cmocka_unit_test(test_olmo3_model_grads),  cmocka_unit_test(test_olmo3_peft),
         cmocka_unit_test(test_phi3_model_grads),   cmocka_unit_test(test_phi3_peft),
         cmocka_unit_test(test_phi3_training),
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),

@@ -302,6 +302,20 @@ static void test_olmo2_dir(void **s)
     check_parity(&(parity_case){dir, "olmo2", "hf-bnb4", true, PT_NF4, PT_F32, true});
 }
 
+/* make_more_goldens.py's olmo3 (olmo2's block, a window of 6 on layers 0-2 and 4), bf16 and bitsandbytes 4-bit, and
+ * olmo3-yarn (YaRN on the full layer only, the sliding ones on base 10000) */
+static void test_olmo3_dir(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "olmo3/hf");
+    check_parity(&(parity_case){dir, "olmo3", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "olmo3/hf-bnb4");
+    check_parity(&(parity_case){dir, "olmo3", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    data_path(dir, sizeof dir, "olmo3-yarn/hf");
+    check_parity(&(parity_case){dir, "olmo3-yarn", "hf", false, PT_BF16, PT_BF16, true});
+}
+
 /* make_phi3_goldens.py's phi3: bf16 (qkv_proj and gate_up_proj split on load, partial_rotary_factor from
  * rope_parameters), and bitsandbytes 4-bit with the fused weights quantized whole: q and gate start the fused
  * weight and keep bitsandbytes' codes; k, v and up (rows 64, 96 of qkv_proj, 128 of gate_up_proj, one block of
@@ -996,7 +1010,8 @@ int main(void)
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
-        cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_phi3_dir),
+        cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_olmo3_dir),
+        cmocka_unit_test(test_phi3_dir),
         cmocka_unit_test(test_yarn_ministral3_dirs), cmocka_unit_test(test_multimodal_dirs),
         cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
         cmocka_unit_test(test_chat_template_jinja),

@@ -296,6 +296,16 @@ static void test_olmo2_q4_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q4
 static void test_olmo2_hf_dir(void **s) { (void)s; check_hf_dir("olmo2"); }
 static void test_olmo2_greedy(void **s) { (void)s; check_greedy("olmo2"); }
 static void test_olmo2_training_loss(void **s) { (void)s; check_training_loss("olmo2"); }
+/* make_more_goldens.py's olmo3: olmo2's block with a window of 6 (prompt 40) on layers 0-2 and 4, layer 3 full;
+ * GGUF as llama.cpp converts it (olmo2 with olmo2.attention.sliding_window); olmo3-yarn: YaRN on the full layer
+ * only, the sliding ones on their own base */
+static void test_olmo3_f32(void **s) { (void)s; check_tiny_in("olmo3", "tiny-f32", false); }
+static void test_olmo3_q8_0(void **s) { (void)s; check_tiny_in("olmo3", "tiny-q8_0", false); }
+static void test_olmo3_q4_0(void **s) { (void)s; check_tiny_in("olmo3", "tiny-q4_0", false); }
+static void test_olmo3_hf_dir(void **s) { (void)s; check_hf_dir("olmo3"); }
+static void test_olmo3_yarn_hf_dir(void **s) { (void)s; check_hf_dir("olmo3-yarn"); }
+static void test_olmo3_greedy(void **s) { (void)s; check_greedy("olmo3"); }
+static void test_olmo3_training_loss(void **s) { (void)s; check_training_loss("olmo3"); }
 /* make_phi3_goldens.py's phi3: qkv_proj and gate_up_proj fused in the files (split into q, k, v and gate, up
  * on load), 12 of 16 values of each head rotating (partial_rotary_factor 0.75), untied lm_head */
 static void test_phi3_f32(void **s) { (void)s; check_tiny_in("phi3", "tiny-f32", false); }
@@ -411,6 +421,12 @@ static void test_smollm3_config(void **state)
     assert_null(m.layers[1].w[W_ATTN_NORM].data);
     assert_null(m.layers[1].w[W_FFN_NORM].data);
     assert_true(tensor_numel(&m.layers[1].w[W_Q_NORM]) == 64 && tensor_numel(&m.layers[1].w[W_K_NORM]) == 32);
+    assert_int_equal(model_layer_window(&m.cfg, 0), 0);
+    model_free(&m);
+    load_model(be, "olmo3", "tiny-q4_0", false, &m); /* olmo2 with olmo2.attention.sliding_window 6 */
+    assert_string_equal(arch_name(m.cfg.arch), "olmo2");
+    assert_true(m.cfg.no_pre_norms && m.cfg.sliding_window == 6 && m.cfg.rope_theta_local == m.cfg.rope_theta);
+    for (int l = 0; l < 5; l++) assert_int_equal(model_layer_window(&m.cfg, l), l == 3 ? 0 : 6);
     model_free(&m);
     load_model(be, "phi3", "tiny-q4_0", false, &m); /* attn_qkv [128, 64] and ffn_up [256, 64] split on load */
     assert_string_equal(arch_name(m.cfg.arch), "phi3");
@@ -776,6 +792,10 @@ int main(void)
         cmocka_unit_test(test_olmo2_q4_0),
         cmocka_unit_test(test_olmo2_hf_dir),        cmocka_unit_test(test_olmo2_greedy),
         cmocka_unit_test(test_olmo2_training_loss),
+        cmocka_unit_test(test_olmo3_f32),           cmocka_unit_test(test_olmo3_q8_0),
+        cmocka_unit_test(test_olmo3_q4_0),          cmocka_unit_test(test_olmo3_hf_dir),
+        cmocka_unit_test(test_olmo3_yarn_hf_dir),   cmocka_unit_test(test_olmo3_greedy),
+        cmocka_unit_test(test_olmo3_training_loss),
         cmocka_unit_test(test_phi3_f32),            cmocka_unit_test(test_phi3_q8_0),
         cmocka_unit_test(test_phi3_q4_0),           cmocka_unit_test(test_phi3_nf4_on_load),
         cmocka_unit_test(test_phi3_hf_dir),         cmocka_unit_test(test_phi3_greedy),

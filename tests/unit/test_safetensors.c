@@ -714,8 +714,20 @@ static void test_config_errors(void **state)
                         "config.json: rope_parameters.sliding_attention: rope_type \"linear\"; ptrain (and llama.cpp) "
                         "run Gemma 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"gemma2\"," SIZES ",\"layer_types\":[\"full_attention\"]}",
-                        "config.json: layer_types must list 2 layers alternating \"sliding_attention\" (even layers) and "
-                        "\"full_attention\", as Gemma 2 does");
+                        "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
+                        "\"full_attention\" (Gemma 2: P = 2, sliding on even layers)");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"layer_types\":[\"sliding_attention\","
+                        "\"sliding_attention\"],\"sliding_window\":null}",
+                        "config.json: sliding_window is null; ptrain runs OLMo 3's sliding_attention layers with a "
+                        "window (4096 in every release): give it");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"layer_types\":[\"full_attention\","
+                        "\"sliding_attention\"]}",
+                        "config.json: layer_types must list 2 layers, \"sliding_attention\" but for every P-th "
+                        "\"full_attention\" (OLMo 3: P = 4)");
+    expect_config_error("{\"model_type\":\"olmo3\"," SIZES ",\"rope_parameters\":{\"full_attention\":{},"
+                        "\"sliding_attention\":{\"rope_type\":\"yarn\",\"factor\":2}}}",
+                        "config.json: rope_parameters.sliding_attention: rope_type \"yarn\"; ptrain (and llama.cpp) "
+                        "run OLMo 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"gptq\"}}",
                         "config.json: quantization_config.quant_method \"gptq\" is not supported; ptrain reads "
                         "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones");
