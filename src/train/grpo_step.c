@@ -90,7 +90,7 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
 void grpo_micro_free(grpo_micro *g)
 {
     for (int i = 0; g->comp && i < g->n; i++) free(g->comp[i]);
-    free(g->comp), free(g->len), free(g->ended), free(g->row_seq), free(g->tok_seq), free(g->adv);
+    free(g->comp), free(g->len), free(g->ended), free(g->row_seq), free(g->tok_seq), free(g->adv), free(g->old_nll);
     batch_free(&g->b);
     *g = (grpo_micro){0};
 }
@@ -198,16 +198,15 @@ pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint6
 }
 
 typedef struct {
-    const grpo_micro *g;
-    const double *ref;
-    double beta, inv_n;
+    grpo_tokens in;
     double *sums;
 } grpo_grad;
 
 static pt_status grpo_seq_grad(void *arg, const double *nll, float *scale)
 {
     grpo_grad *p = arg;
-    grpo_token_scales(nll, p->ref, p->g->tok_seq, p->g->n_tok, p->g->adv, p->beta, p->inv_n, scale, p->sums);
+    p->in.nll = nll;
+    grpo_token_scales(&p->in, scale, p->sums);
     return PT_OK;
 }
 
@@ -223,18 +222,20 @@ pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, doubl
 {
     pt_model m = grpo_model_at(&t->m, t->cfg->temperature); /* TRL's log-probs of logits / temperature */
     train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
-    double beta = t->cfg->beta, *ref = NULL;
-    pt_status st = PT_OK;
-    if (beta != 0) {
+    double beta = t->cfg->beta, *ref = NULL, *ent = calloc((size_t)g->n_tok + 1, sizeof *ent);
+    pt_status st = ent ? PT_OK : ERR(PT_ERR_NOMEM, "GRPO: no memory for the entropies");
+    if (st == PT_OK && beta != 0) {
         ref = calloc((size_t)g->n_tok + 1, sizeof *ref);
         st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
                  : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
     }
-    grpo_grad p = {g, ref, beta, inv_n, sums};
+    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, GRPO_EPSILON, GRPO_EPSILON, inv_n},
+                   sums};
     so.row_seq = g->row_seq, so.n_seq = (int)g->n_tok, so.seq_grad = grpo_seq_grad, so.seq_grad_arg = &p;
+    so.seq_entropy = ent;
     double token_loss = 0;
     int64_t n = 0;
     if (st == PT_OK) st = step_run(&m, &t->l, &v, &so, 0.0f, &token_loss, &n);
-    free(ref);
+    free(ref), free(ent);
     return st;
 }

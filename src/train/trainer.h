@@ -106,6 +106,8 @@ typedef struct {
     int32_t *row_seq;  /* [b.cols]: each completion token's index, -1 elsewhere */
     int32_t *tok_seq;  /* [n_tok]: the completion of each token */
     int64_t n_tok;
+    double *old_nll;   /* [n_tok]: -log p of each token by the policy that sampled it (num_iterations > 1);
+                          NULL: on-policy */
 } grpo_micro;
 /* The completions GRPO samples at most (max_completion_length, TRL's 512 when unset). */
 long grpo_max_new(const pt_config *c);
@@ -114,7 +116,7 @@ long grpo_max_new(const pt_config *c);
 pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
                           double *sums);
 /* Its reference pass (beta != 0) and its step: the gradient of the loss with inv_n = 1 / the
- * step's completion tokens over every rank; GRPO_LOSS and GRPO_KL added to sums. */
+ * step's completion tokens over every rank; the loss's metrics (grpo_token_scales) added to sums. */
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums);
 void grpo_micro_free(grpo_micro *g);
 /* m as the loss head sees it at a sampling temperature (TRL's log-probs of logits / temperature): a
