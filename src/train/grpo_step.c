@@ -169,6 +169,17 @@ static pt_status lay_out(grpo_micro *g, const int32_t *const *pid, const int32_t
     return PT_OK;
 }
 
+/* The completions' token log-probs by the policy that sampled them (the ratio's denominator on the
+ * later iterations), as TRL takes them when the batch is made. */
+static pt_status old_logps(trainer *t, grpo_micro *g)
+{
+    pt_model m = grpo_model_at(&t->m, t->cfg->temperature);
+    train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
+    g->old_nll = calloc((size_t)g->n_tok + 1, sizeof *g->old_nll);
+    TRY_ALLOC(g->old_nll);
+    return step_sequence_nll(&m, &t->l.ad, &v, g->row_seq, (int)g->n_tok, &t->arena, g->old_nll);
+}
+
 pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
                           double *sums)
 {
@@ -191,6 +202,7 @@ pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint6
     if (st == PT_OK) st = score(t, g, (const char *const *)cols, sums);
     if (st == PT_OK) grpo_lengths(g->len, g->ended, g->n, sums), sums[GRPO_STEPS] += 1;
     if (st == PT_OK) st = lay_out(g, pid, np, gen);
+    if (st == PT_OK && t->cfg->num_iterations > 1) st = old_logps(t, g);
     for (size_t j = 0; cols && j < n_prompts; j++) free(cols[j]);
     free(pid), free(np), free(cols);
     if (st != PT_OK) grpo_micro_free(g);

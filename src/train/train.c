@@ -429,14 +429,23 @@ static pt_status inject_nan(trainer *t, int64_t step, double *loss_sum)
     return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.ad.be, &p->grad_a, NAN) : PT_OK;
 }
 
-/* GRPO's micro-batches of a step: each its prompts' completions generated, scored and trained on;
- * the loss is the mean over the step's completion tokens on every rank (TRL's dapo). */
-static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, double *loss_sum, double *sums,
-                                    double *comm)
+static void grpo_buffer_free(trainer *t)
+{
+    for (long i = 0; t->gbuf && i < t->cfg->gradient_accumulation_steps; i++) grpo_micro_free(&t->gbuf[i]);
+    free(t->gbuf);
+    t->gbuf = NULL;
+}
+
+/* A new generation batch: the step's micro-batches, each its prompts' completions generated and
+ * scored (their metrics into sums), kept in t->gbuf for num_iterations steps. */
+static pt_status grpo_generate(trainer *t, int64_t step, double *sums, double *comm)
 {
     long accum = t->cfg->gradient_accumulation_steps;
-    grpo_micro *mb = calloc((size_t)accum, sizeof *mb);
-    TRY_ALLOC(mb);
+    grpo_buffer_free(t);
+    t->gbuf = calloc((size_t)accum, sizeof *t->gbuf);
+    TRY_ALLOC(t->gbuf);
+    double *counts = t->gbuf_counts;
+    counts[0] = counts[1] = 0;
     pt_status st = PT_OK;
     for (long i = 0; i < accum && st == PT_OK; i++) {
         const size_t *idx;
@@ -448,21 +457,34 @@ static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, do
          * accumulation draws (the sampler gives them the same prompts) */
         uint64_t batch_no = (uint64_t)(step * accum + i) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
         uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^ (batch_no * 1000003u);
-        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &mb[i], sums);
-        if (st == PT_OK) counts[0] += (double)mb[i].n_tok, counts[1] += (double)mb[i].b.cols;
+        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &t->gbuf[i], sums);
+        if (st == PT_OK) counts[0] += (double)t->gbuf[i].n_tok, counts[1] += (double)t->gbuf[i].b.cols;
     }
     if (st == PT_OK) st = timed_sum(t, counts, 2, comm);
+    if (st != PT_OK) grpo_buffer_free(t);
+    return st;
+}
+
+/* GRPO's micro-batches of a step: a new generation batch every num_iterations steps (TRL's mu;
+ * and after a resume), trained on; the loss is the mean over the step's completion tokens on every
+ * rank (TRL's dapo). */
+static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, double *loss_sum, double *sums,
+                                    double *comm)
+{
+    long accum = t->cfg->gradient_accumulation_steps, mu = t->cfg->num_iterations > 0 ? t->cfg->num_iterations : 1;
+    pt_status st = PT_OK;
+    if (step % mu == 0 || !t->gbuf) st = grpo_generate(t, step, sums, comm);
+    if (st == PT_OK) counts[0] = t->gbuf_counts[0], counts[1] = t->gbuf_counts[1];
     step_options so = step_options_of(t);
     for (long i = 0; i < accum && st == PT_OK; i++) {
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL;
         gradsync_begin_micro(&t->sync, i);
-        st = grpo_micro_run(t, &mb[i], so, counts[0] > 0 ? 1.0 / counts[0] : 0.0, sums);
+        st = grpo_micro_run(t, &t->gbuf[i], so, counts[0] > 0 ? 1.0 / counts[0] : 0.0, sums);
     }
     if (st == PT_OK) st = gradsync_finish(&t->sync);
     *loss_sum = sums[GRPO_LOSS] * counts[0]; /* as a token sum: the logged loss is its mean over tokens */
-    for (long i = 0; i < accum; i++) grpo_micro_free(&mb[i]);
-    free(mb);
+    if (mu == 1 || st != PT_OK) grpo_buffer_free(t);
     return st;
 }
 
@@ -1094,6 +1116,7 @@ static void trainer_free(trainer *t)
     model_free(&t->m);
     tokenizer_free(t->tok);
     reward_close(t->reward);
+    grpo_buffer_free(t);
     dirlock_release(&t->lock);
 }
 
@@ -1103,8 +1126,11 @@ static int64_t env_int(const char *name) { return getenv(name) ? atoll(getenv(na
 static pt_status plan_run(trainer *t, int threads)
 {
     const pt_config *cfg = t->cfg;
+    /* GRPO: each generation batch is num_iterations steps (TRL repeats its prompts that many times) */
+    int64_t mu = cfg->method == METHOD_GRPO && cfg->num_iterations > 1 ? cfg->num_iterations : 1;
     t->total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs,
                                     (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
+    if (cfg->max_steps <= 0) t->total *= mu;
     t->sched = schedule_make(cfg->lr_scheduler_type, &cfg->sched_args, cfg->learning_rate, t->total,
                              cfg->warmup_steps, config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
     /* modules_to_save's parameter group: the same schedule from its own learning rate */

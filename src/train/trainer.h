@@ -57,6 +57,9 @@ typedef struct {
     saved_modules sm; /* modules_to_save: the embedding and LM head trained in full (none on: none) */
     lr_schedule sched_saved; /* their learning rate's schedule (cpt: embedding_learning_rate) */
     reward_set *reward; /* method: grpo: the reward functions (and their Python worker) */
+    struct grpo_micro *gbuf; /* grpo: the generation batch's micro-batches (accumulation of them), kept for
+                                num_iterations steps; NULL: none yet (a new run, or resumed) */
+    double gbuf_counts[2];   /* their completion tokens and input tokens over every rank */
     pt_dataset train, eval;
     pt_sampler sampler;
     long epoch;
@@ -97,7 +100,7 @@ typedef struct {
 
 /* GRPO (grpo_step.c): one micro-batch's completions, their advantages and the row of prompt +
  * completion sequences the step trains on (each completion token its own loss-head sequence). */
-typedef struct {
+typedef struct grpo_micro {
     int n;             /* completions: prompts x num_generations */
     int32_t **comp, *len;
     bool *ended;       /* ended with the end of turn (else cut at max_completion_length) */
