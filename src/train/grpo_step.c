@@ -71,15 +71,17 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
     if (st == PT_OK) st = forward_tokens_shared(m, &t->l.ad, &kv, ids, np, logits);
     for (long made = 0; st == PT_OK && made < max_new; made++) {
         bool open = false;
-        for (int k = 0; k < g; k++) {
+        for (int k = 0; k < g && st == PT_OK; k++) {
             step_ids[k] = 0; /* an ended sequence's slot runs on, unread */
             if (ended[k]) continue;
-            int32_t next = sample_next(&s[k], logits + (size_t)k * width, vocab);
+            int32_t next;
+            st = sample_next(&s[k], logits + (size_t)k * width, vocab, &next);
+            if (st != PT_OK) break;
             out[k][len[k]++] = next, step_ids[k] = next;
             if (ends_turn(t->tok, next)) ended[k] = true;
             else open = true;
         }
-        if (!open || made + 1 >= max_new || kv.n_past >= ctx) break;
+        if (st != PT_OK || !open || made + 1 >= max_new || kv.n_past >= ctx) break;
         st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, 1, logits);
     }
     if (kv.k) kv_cache_free(m, &kv);

@@ -21,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -491,7 +494,11 @@ static void test_top_k(void **state)
                       (float)json_number_value(json_object_get(cs, "top_p")), 1000 + c,
                       (int)json_integer_value(json_object_get(cs, "top_k"))};
         int count[16] = {0};
-        for (int d = 0; d < draws; d++) count[sample_next(&sm, logits, n)]++;
+        for (int d = 0; d < draws; d++) {
+            int32_t id;
+            assert_int_equal(sample_next(&sm, logits, n, &id), PT_OK);
+            count[id]++;
+        }
         double worst = 0;
         for (int i = 0; i < n; i++) {
             double want = json_number_value(json_array_get(probs, (size_t)i));
@@ -503,6 +510,51 @@ static void test_top_k(void **state)
         assert_true(worst < 0.012);
     }
     json_decref(g);
+}
+
+/* In a child whose address space is capped just above what it uses: sampling 4M logits needs 32
+ * MiB of probabilities (and 16 MiB of top_k heap), which cannot be had; sample_next must say so
+ * (PT_ERR_NOMEM, its message) rather than draw some other way. Exit 0: as it must. */
+static int sample_without_memory(void)
+{
+    int n = 1 << 22;
+    float *logits = calloc((size_t)n, sizeof *logits);
+    if (!logits) return 2;
+    long pages = 0, rss;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld %ld", &pages, &rss) != 2) return 3;
+    fclose(f);
+    struct rlimit r = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (8u << 20), RLIM_INFINITY};
+    r.rlim_max = r.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &r)) return 4;
+    int32_t id = -1;
+    sampler s = {1.0f, 1.0f, 7, 0};
+    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || id != -1 ||
+        !strstr(err_message(), "no memory for the probabilities of 4194304 tokens"))
+        return 5;
+    s.top_k = n - 1;
+    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || !strstr(err_message(), "no memory for top_k 4194303"))
+        return 6;
+    s.temperature = 0; /* greedy needs no buffer */
+    return sample_next(&s, logits, n, &id) == PT_OK && id == 0 ? 0 : 7;
+}
+
+static void test_sample_no_memory(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    print_message("skipped: the address sanitizer reserves more address space than a capped child may have\n");
+    skip();
+#else
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(sample_without_memory());
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("sampling without memory: the child ended with status %d (0: PT_ERR_NOMEM with its message)", status);
+#endif
 }
 
 int main(void)
@@ -519,6 +571,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_prompt, setup, teardown),
         cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_sample_no_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
