@@ -512,12 +512,12 @@ static void test_top_k(void **state)
     json_decref(g);
 }
 
-/* In a child whose address space is capped just above what it uses: sampling 4M logits needs 32
- * MiB of probabilities (and 16 MiB of top_k heap), which cannot be had; sample_next must say so
+/* In a child whose address space is capped just above what it uses: sampling 32M logits needs 256
+ * MiB of probabilities (and 128 MiB of top_k heap), which cannot be had; sample_next must say so
  * (PT_ERR_NOMEM, its message) rather than draw some other way. Exit 0: as it must. */
 static int sample_without_memory(void)
 {
-    int n = 1 << 22;
+    int n = 1 << 25; /* more than any free memory a test process keeps in its heap */
     float *logits = calloc((size_t)n, sizeof *logits);
     if (!logits) return 2;
     long pages = 0, rss;
@@ -530,10 +530,10 @@ static int sample_without_memory(void)
     int32_t id = -1;
     sampler s = {1.0f, 1.0f, 7, 0};
     if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || id != -1 ||
-        !strstr(err_message(), "no memory for the probabilities of 4194304 tokens"))
+        !strstr(err_message(), "no memory for the probabilities of 33554432 tokens"))
         return 5;
     s.top_k = n - 1;
-    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || !strstr(err_message(), "no memory for top_k 4194303"))
+    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || !strstr(err_message(), "no memory for top_k 33554431"))
         return 6;
     s.temperature = 0; /* greedy needs no buffer */
     return sample_next(&s, logits, n, &id) == PT_OK && id == 0 ? 0 : 7;
