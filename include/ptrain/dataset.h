@@ -34,6 +34,7 @@ typedef struct {
     int32_t *labels;   /* ids[t] where the loss applies, PT_IGNORE_INDEX elsewhere (unshifted) */
     int32_t *segments; /* packed: 1-based number of the example each token belongs to; else NULL */
     int32_t len;       /* <= max_seq_length */
+    float margin;      /* a reward pair's margin (TRL's optional `margin` column); 0 otherwise */
 } pt_example;
 
 /* One file a dataset entry read, as this process read it (what ranks compare to be sure they
@@ -229,6 +230,7 @@ void sampler_free(pt_sampler *s);
 typedef struct {
     int rows, cols;
     int32_t *ids, *labels, *targets, *pos, *segments; /* [rows*cols] each */
+    float *margin; /* [examples]: each example's margin (pt_example.margin), in batch order */
 } pt_batch;
 
 /* The micro-batch of examples idx[0..n) without padding: one row (rows 1) of all their tokens end

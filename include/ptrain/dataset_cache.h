@@ -20,7 +20,7 @@
 
 /* ptrain's data format version: raise it with any change to how rows become examples (formats,
  * templates, labelling, truncation, packing, the split) or to this file's layout. */
-#define DATASET_CACHE_VERSION 2 /* 2: assistant spans by the generation prompt (issue 37) */
+#define DATASET_CACHE_VERSION 3 /* 2: assistant spans by the generation prompt (issue 37); 3: reward pairs' margins */
 
 typedef struct {
     uint64_t name;  /* the options, the tokenizer, the version (the file's name) */

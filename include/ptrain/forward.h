@@ -150,6 +150,8 @@ typedef struct {
     int32_t *seq;
     double *seq_nll;
     const float *seq_scale;
+    double *seq_ent;      /* with seq: each sequence's summed entropy of its rows' distributions (the
+                             logits after the soft-cap) is added to seq_ent[s] (GRPO's metric); NULL: none */
     pt_tensor *head_grad; /* with a gradient: d loss / d lm_head weight (f32 [vocab, dim]) is added here; NULL: none */
 } loss_bufs;
 

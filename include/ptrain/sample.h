@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 
+#include "ptrain/error.h"
+
 typedef struct {
     float temperature; /* 0: greedy */
     float top_p;       /* keep the smallest set of tokens whose probability reaches top_p */
@@ -11,6 +13,8 @@ typedef struct {
     int top_k;         /* keep the tokens whose logit reaches the top_k-th largest (ties kept); 0: all */
 } sampler;
 
-int sample_next(sampler *s, const float *logits, int n);
+/* The next token of logits[0..n) into *out. Sampling needs a work buffer of n (and top_k) entries:
+ * without the memory, PT_ERR_NOMEM (nothing is drawn; greedy needs none). */
+pt_status sample_next(sampler *s, const float *logits, int n, int32_t *out);
 
 #endif

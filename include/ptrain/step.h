@@ -51,6 +51,8 @@ typedef struct {
     int n_seq;
     pt_status (*seq_grad)(void *arg, const double *nll, float *scale);
     void *seq_grad_arg;
+    double *seq_entropy; /* with row_seq: each sequence's summed entropy of its labelled rows' next-token
+                            distributions, from the first pass, added here (GRPO's metric); NULL: none */
     /* Reward modelling (a sequence-classification head of one label, transformers' `score`): with
      * score_w set, no LM head runs; sequence i's score is score_w · the final-normed hidden state of
      * batch row score_row[i] (its last token that is not the pad token), for i < n_seq, handed to

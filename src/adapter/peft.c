@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ptrain/filewrite.h"
 #include "ptrain/safefs.h"
@@ -203,11 +204,13 @@ static pt_status refuse_if_set(const char *path, const json_t *c, const char *ke
 
 static pt_status check_unsupported(const char *path, const json_t *c)
 {
-    const json_t *mods = json_object_get(c, "modules_to_save"), *item;
+    const json_t *mods = json_object_get(c, "modules_to_save"), *item, *task = json_object_get(c, "task_type");
+    bool seq_cls = json_is_string(task) && !strcmp(json_string_value(task), "SEQ_CLS"); /* a reward model's */
     size_t k;
     if (json_is_array(mods))
         json_array_foreach(mods, k, item) {
             const char *name = json_is_string(item) ? json_string_value(item) : "";
+            if (seq_cls && (!strcmp(name, "classifier") || !strcmp(name, "score"))) continue; /* peft_read_score */
             if (strcmp(name, adapter_saved_module(ADAPTER_SAVED_EMBED)) && strcmp(name, adapter_saved_module(ADAPTER_SAVED_HEAD)))
                 return ERR(PT_ERR_USER, "%s: modules_to_save names %s; ptrain reads embed_tokens and lm_head trained in "
                            "full, no other module", shown_text(path).s, json_is_string(item) ? shown_text(name).s : "a non-string");
@@ -337,6 +340,7 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
         int layer, slot;
         char which;
         if (saved_index(f->tensors[i].name) >= 0) continue; /* modules_to_save: load_saved */
+        if (!strcmp(f->tensors[i].name, SCORE_NAME)) continue; /* a reward model's score: peft_read_score */
         if (parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which) && which == 'M')
             continue; /* DoRA's magnitudes: with their pair */
         if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
@@ -387,7 +391,7 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
-        if (saved_index(f->tensors[i].name) >= 0) continue;
+        if (saved_index(f->tensors[i].name) >= 0 || !strcmp(f->tensors[i].name, SCORE_NAME)) continue;
         parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
         if (!p)
@@ -415,6 +419,29 @@ static pt_status load_saved(const st_file *f, const pt_model *m, pt_adapter *l)
         TRY(load_matrix(f, &f->tensors[i], l->be, &l->saved[k]));
     }
     return PT_OK;
+}
+
+pt_status peft_read_score(const char *dir, int64_t dim, float **score)
+{
+    *score = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    if (access(path, R_OK) != 0) return PT_OK;
+    st_file f;
+    TRY(st_open(path, &f));
+    const st_tensor *t = st_find(&f, SCORE_NAME);
+    pt_status st = PT_OK;
+    if (t && (st_numel(t) != dim || t->ndim != 2 || t->shape[0] != 1)) {
+        char got[96];
+        st = ERR(PT_ERR_USER, "%s: %s is %s; this model's score head is [1, %lld] (an adapter of another base model?)",
+                 shown_text(path).s, SCORE_NAME, st_describe(t, got, sizeof got), (long long)dim);
+    } else if (t) {
+        *score = malloc(sizeof(float) * (size_t)dim);
+        st = *score ? st_read_f32(t, f.path, 0, dim, *score) : ERR(PT_ERR_NOMEM, "out of memory");
+        if (st != PT_OK) free(*score), *score = NULL;
+    }
+    st_close(&f);
+    return st;
 }
 
 pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)

@@ -231,8 +231,9 @@ static pt_status generate_loop(const pt_model *m, const pt_adapter *ad, const pt
     strbuf piece = {0};
     while (st == PT_OK && produced < o->max_new && kv.n_past < ctx) {
         /* rows past the tokenizer's ids are padding (Qwen2 pads its embedding): never sampled */
-        int32_t next = sample_next(&s, logits, m->cfg.vocab < n_tok ? m->cfg.vocab : n_tok);
-        if (ends_turn(tok, next)) break;
+        int32_t next;
+        st = sample_next(&s, logits, m->cfg.vocab < n_tok ? m->cfg.vocab : n_tok, &next);
+        if (st != PT_OK || ends_turn(tok, next)) break;
         piece.len = 0;
         st = tokenizer_decode_token(tok, next, &piece);
         fwrite(sb_text(&piece), 1, piece.len, stdout);

@@ -181,6 +181,8 @@ const key_spec config_keys[] = {
      "limit; GRPO 512)"},
     {"num_generations", NULL, K_INT, OFF(num_generations), "8", NULL, 1, 1 << 20, 0,
      "GRPO: completions sampled per prompt"},
+    {"num_iterations", NULL, K_INT, OFF(num_iterations), "1", NULL, 1, 1 << 20, 0,
+     "GRPO: optimizer steps on each generation batch (TRL's mu)"},
     {"desirable_weight", NULL, K_FLOAT, OFF(desirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,
      "KTO: weight of the desirable examples' loss"},
     {"undesirable_weight", NULL, K_FLOAT, OFF(undesirable_weight), "1.0", NULL, 0, BIG, F_MIN_EXCL,

@@ -148,6 +148,8 @@ static bool parse_examples(const unsigned char *p, size_t len, pt_dataset *ds)
         return false;
     const int32_t *lens = (const int32_t *)c.p;
     if (!cursor_take(&c, NULL, 4 * n)) return false;
+    const unsigned char *margins = c.p; /* each example's margin, float bits */
+    if (!cursor_take(&c, NULL, 4 * n)) return false;
     ds->max_len = head[0], ds->packed = head[1];
     ds->ex = calloc(n + 1, sizeof *ds->ex);
     if (!ds->ex) abort();
@@ -156,7 +158,8 @@ static bool parse_examples(const unsigned char *p, size_t len, pt_dataset *ds)
         int32_t l = lens[ds->n];
         int32_t *at = (int32_t *)c.p;
         if (l < 1 || l > ds->max_len || !cursor_take(&c, NULL, 4 * arrays * (size_t)l)) return false;
-        ds->ex[ds->n] = (pt_example){at, at + l, ds->packed ? at + 2 * l : NULL, l};
+        ds->ex[ds->n] = (pt_example){at, at + l, ds->packed ? at + 2 * l : NULL, l, 0.0f};
+        memcpy(&ds->ex[ds->n].margin, margins + 4 * ds->n, sizeof(float));
     }
     return c.end - c.p < 8;
 }

@@ -30,7 +30,7 @@ static size_t pad8(size_t n) { return (8 - n % 8) % 8; }
 
 uint64_t cache_examples_bytes(const pt_dataset *ds)
 {
-    uint64_t arrays = ds->packed ? 3 : 2, bytes = 16 + 4 * (uint64_t)ds->n;
+    uint64_t arrays = ds->packed ? 3 : 2, bytes = 16 + 8 * (uint64_t)ds->n; /* lens, margins */
     for (size_t i = 0; i < ds->n; i++) bytes += 4 * arrays * (uint64_t)ds->ex[i].len;
     return bytes;
 }
@@ -45,6 +45,8 @@ static pt_status put_examples(sink *s, const pt_dataset *ds)
     TRY_ALLOC(lens);
     for (size_t i = 0; i < ds->n; i++) lens[i] = ds->ex[i].len;
     pt_status st = put(s, lens, sizeof *lens * ds->n);
+    for (size_t i = 0; i < ds->n; i++) memcpy(&lens[i], &ds->ex[i].margin, sizeof lens[i]); /* float bits */
+    if (st == PT_OK) st = put(s, lens, sizeof *lens * ds->n);
     free(lens);
     for (size_t i = 0; st == PT_OK && i < ds->n; i++) {
         const pt_example *e = &ds->ex[i];

@@ -61,6 +61,12 @@ pt_status batch_collate(const pt_dataset *ds, const size_t *idx, size_t n, pt_ba
     for (size_t r = 0; r < n; r++) total += (size_t)ds->ex[idx[r]].len;
     if (total > (size_t)INT32_MAX) return ERR(PT_ERR_USER, "a micro-batch of %zu tokens is too long", total);
     TRY(batch_alloc(out, 1, total > 0 ? (int)total : 1));
+    out->margin = malloc(sizeof(float) * (n + 1));
+    if (!out->margin) {
+        batch_free(out);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    for (size_t r = 0; r < n; r++) out->margin[r] = ds->ex[idx[r]].margin;
     if (total == 0) { /* no example has a token: one ignored cell keeps the shapes valid */
         out->ids[0] = 0, out->labels[0] = out->targets[0] = PT_IGNORE_INDEX, out->pos[0] = 0, out->segments[0] = 1;
         return PT_OK;
@@ -103,5 +109,6 @@ void batch_free(pt_batch *b)
     free(b->targets);
     free(b->pos);
     free(b->segments);
+    free(b->margin);
     *b = (pt_batch){0};
 }

@@ -227,6 +227,7 @@ typedef struct {
     bool pair_chat;
     int n_prompt, n_chosen;
     char *prompt, *chosen, *rejected;
+    float margin; /* TRL's optional margin column (a number; 0 without it): the reward method's */
     /* FMT_UNPAIRED (KTO's prompt, completion, label): the completion as chosen (text) or the
      * n_chosen turns after the prompt's; label: whether it is desirable */
     bool label;

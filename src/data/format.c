@@ -182,8 +182,22 @@ static bool pair_turns(const json_t *obj, const char *name, data_record *rec, st
     return true;
 }
 
+/* TRL's optional `margin` column of a preference row (RewardTrainer's): a number, as float32. */
+static bool pair_margin(const json_t *obj, data_record *rec, strbuf *why)
+{
+    const json_t *m = json_object_get(obj, "margin");
+    if (!m || json_is_null(m)) return true;
+    if (!json_is_number(m)) {
+        sb_printf(why, "\"margin\" is %s, expected a number", reader_kind(m));
+        return false;
+    }
+    rec->margin = (float)json_number_value(m);
+    return true;
+}
+
 /* prompt/chosen/rejected, all text or all lists of turns (TRL's standard and conversational
- * preference rows); the prompt is required (TRL's implicit prompt is not extracted). */
+ * preference rows, with an optional margin); the prompt is required (TRL's implicit prompt is not
+ * extracted). */
 static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
 {
     const json_t *p = json_object_get(obj, "prompt"), *c = json_object_get(obj, "chosen"),
@@ -193,6 +207,7 @@ static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
         return ROW_BAD;
     }
     rec->pair_chat = json_is_array(c);
+    if (!pair_margin(obj, rec, why)) return ROW_BAD;
     const char *names[3] = {"prompt", "chosen", "rejected"};
     const json_t *cols[3] = {p, c, r};
     for (int i = 0; i < 3; i++)

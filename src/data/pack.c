@@ -95,7 +95,7 @@ static void build(const pt_dataset *ds, const int *bin_of, int n_bins, pt_exampl
     for (int s = 0; s < n_bins; s++) {
         size_t len = (size_t)count[s] + 1;
         seqs[s] = (pt_example){malloc(sizeof(int32_t) * len), malloc(sizeof(int32_t) * len),
-                               malloc(sizeof(int32_t) * len), 0};
+                               malloc(sizeof(int32_t) * len), 0, 0.0f};
         if (!seqs[s].ids || !seqs[s].labels || !seqs[s].segments) abort();
         count[s] = 0; /* now: examples placed */
     }

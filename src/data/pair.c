@@ -224,6 +224,7 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
             if (!ex->ids || !ex->labels || !ex->segments) abort();
             put_sequence(c, NULL, 0, cid, nc, 1, ex, &got_c);
             put_sequence(c, NULL, 0, rid, nr, 2, ex, &got_r);
+            ex->margin = rec->margin;
             *res = LABEL_OK;
         }
     } else if (rc == PT_OK) {

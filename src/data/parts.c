@@ -7,12 +7,14 @@
 
 #include "data_internal.h"
 
-/* A slot as sent: then why_len bytes of its message, then len ids and len labels. */
+/* A slot as sent (with a reward pair's margin): then why_len bytes of its message, then len ids and
+ * len labels. */
 typedef struct {
     uint8_t row, label, truncated, has_why, has_segments;
     int32_t rc;
     uint32_t why_len;
     int32_t len;
+    float margin;
 } slot_head;
 
 /* Whether the slot's example is kept (dataset.c's tally): only then do its tokens travel. */
@@ -25,7 +27,7 @@ static void encode_slot(const data_slot *s, strbuf *out)
 {
     slot_head h = {(uint8_t)s->row, (uint8_t)s->label, s->truncated, s->why != NULL, s->ex.segments != NULL,
                    (int32_t)s->rc,
-                   s->why ? (uint32_t)strlen(s->why) : 0, kept(s->row, s->rc, s->label) ? s->ex.len : 0};
+                   s->why ? (uint32_t)strlen(s->why) : 0, kept(s->row, s->rc, s->label) ? s->ex.len : 0, s->ex.margin};
     sb_append(out, &h, sizeof h);
     if (h.why_len) sb_append(out, s->why, h.why_len);
     sb_append(out, s->ex.ids, sizeof(int32_t) * (size_t)h.len);
@@ -58,7 +60,7 @@ static bool decode_slot(byte_cursor *c, data_slot *s)
     }
     if (h.len == 0) return true;
     size_t bytes = sizeof(int32_t) * (size_t)h.len;
-    s->ex = (pt_example){malloc(bytes), malloc(bytes), h.has_segments ? malloc(bytes) : NULL, h.len};
+    s->ex = (pt_example){malloc(bytes), malloc(bytes), h.has_segments ? malloc(bytes) : NULL, h.len, h.margin};
     if (!s->ex.ids || !s->ex.labels || (h.has_segments && !s->ex.segments)) abort();
     return cursor_take(c, s->ex.ids, bytes) && cursor_take(c, s->ex.labels, bytes) &&
            (!h.has_segments || cursor_take(c, s->ex.segments, bytes));

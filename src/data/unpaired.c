@@ -18,7 +18,7 @@ static pt_example sequence_of(const pt_example *ex, int32_t seg)
     for (int32_t t = 0; t < ex->len; t++)
         if (ex->segments[t] == seg) n++, from = from < 0 ? t : from;
     pt_example out = {malloc(sizeof(int32_t) * (size_t)(n + 1)), malloc(sizeof(int32_t) * (size_t)(n + 1)),
-                      malloc(sizeof(int32_t) * (size_t)(n + 1)), n};
+                      malloc(sizeof(int32_t) * (size_t)(n + 1)), n, 0.0f};
     if (!out.ids || !out.labels || !out.segments) abort();
     memcpy(out.ids, ex->ids + from, sizeof(int32_t) * (size_t)n);
     memcpy(out.labels, ex->labels + from, sizeof(int32_t) * (size_t)n);

@@ -4,7 +4,9 @@
  * chunk by chunk and is scattered back to the rows (zero elsewhere), so the full [rows, vocab]
  * logits never exist. Evaluation and training share it. The preference methods sum it per sequence
  * and scale each sequence's gradient by its own factor (loss_by_sequence): d log p / d logits is the
- * cross-entropy's gradient negated, so a per-sequence scale is all DPO's gradient needs. */
+ * cross-entropy's gradient negated, so a per-sequence scale is all DPO's gradient needs. GRPO's
+ * entropy metric reads the sequences' logits back to the host (logits_entropy). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +79,31 @@ static pt_status labelled_move(pt_backend *be, const loss_bufs *h, pt_tensor *al
     return PT_OK;
 }
 
+/* The summed entropy (nats) of the softmax of each of the rows of logits lv (capped first with a
+ * soft-cap), on the host: a metric (GRPO's), read back once per sequence run. */
+static pt_status logits_entropy(pt_backend *be, const pt_tensor *lv, float cap, double *sum)
+{
+    int64_t rows = lv->shape[0], vocab = lv->shape[1];
+    float *x = malloc(lv->nbytes);
+    TRY_ALLOC(x);
+    pt_status st = backend_download(be, lv, x, lv->nbytes);
+    for (int64_t r = 0; st == PT_OK && r < rows; r++) {
+        float *z = x + r * vocab;
+        double hi = -INFINITY, se = 0, sz = 0;
+        for (int64_t j = 0; j < vocab; j++) {
+            if (cap > 0.0f) z[j] = cap * tanhf(z[j] / cap);
+            hi = fmax(hi, z[j]);
+        }
+        for (int64_t j = 0; j < vocab; j++) {
+            double e = exp(z[j] - hi);
+            se += e, sz += e * (z[j] - hi);
+        }
+        *sum += log(se) - sz / se; /* log sum e^z - sum p z, shifted by the max */
+    }
+    free(x);
+    return st;
+}
+
 /* Cross-entropy of rows [r0, r0+rows) of the labelled states; with a gradient also theirs. */
 static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t rows, float grad_scale,
                             double *loss_sum, int64_t *n_tokens)
@@ -96,6 +123,7 @@ static pt_status loss_chunk(const fwd_ctx *c, loss_bufs *h, int64_t r0, int64_t 
             pt_tensor part = tensor_rows(&lv, a, b - a);
             double nll = 0;
             float scale = h->seq_scale ? h->seq_scale[q] : grad_scale;
+            if (h->seq_ent) TRY(logits_entropy(be, &part, cap, &h->seq_ent[q])); /* before the gradient overwrites */
             TRY(backend_cross_entropy(be, h->grad ? &part : NULL, &nll, n_tokens, &part, h->targets + r0 + a, scale,
                                       cap));
             *loss_sum += nll;

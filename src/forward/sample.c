@@ -4,7 +4,8 @@
  * (top_p >= 1) the draw walks the tokens in id order; with one, only the tokens that can be in it
  * are sorted (those whose probability is at least (1 - top_p) / n of the total: the rest together
  * hold at most 1 - top_p), not the whole vocabulary — GRPO draws a token per row of its group at
- * every step, and sorting 50k probabilities cost more than the forward pass of the step. */
+ * every step, and sorting 50k probabilities cost more than the forward pass of the step. Without
+ * the memory for its work buffers it says so (PT_ERR_NOMEM) instead of drawing otherwise. */
 #include "ptrain/sample.h"
 #include "ptrain/util.h"
 
@@ -80,24 +81,30 @@ static float kth_largest(const float *v, int n, int k, float *heap)
     return heap[0];
 }
 
-int sample_next(sampler *s, const float *logits, int n)
+pt_status sample_next(sampler *s, const float *logits, int n, int32_t *out)
 {
-    if (s->temperature <= 0) return argmax(logits, n);
-    prob_id *p = malloc(sizeof *p * (size_t)n);
-    if (!p) return argmax(logits, n);
+    if (s->temperature <= 0) {
+        *out = argmax(logits, n);
+        return PT_OK;
+    }
     float max = logits[argmax(logits, n)], least = -INFINITY;
     if (s->top_k > 0 && s->top_k < n) {
         float *heap = malloc(sizeof *heap * (size_t)s->top_k);
-        if (heap) least = kth_largest(logits, n, s->top_k, heap);
+        if (!heap)
+            return ERR(PT_ERR_NOMEM, "sampling: no memory for top_k %d of %d logits; lower top_k or free memory",
+                       s->top_k, n);
+        least = kth_largest(logits, n, s->top_k, heap);
         free(heap);
     }
+    prob_id *p = malloc(sizeof *p * (size_t)n);
+    if (!p) return ERR(PT_ERR_NOMEM, "sampling: no memory for the probabilities of %d tokens", n);
     double sum = 0;
     for (int i = 0; i < n; i++) {
         p[i].p = logits[i] < least ? 0.0f : expf((logits[i] - max) / s->temperature);
         p[i].id = i;
         sum += p[i].p;
     }
-    int id = s->top_p >= 1.0f ? pick(p, n, uniform(s) * sum) : nucleus(s, p, n, sum);
+    *out = s->top_p >= 1.0f ? pick(p, n, uniform(s) * sum) : nucleus(s, p, n, sum);
     free(p);
-    return id;
+    return PT_OK;
 }

@@ -71,15 +71,17 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
     if (st == PT_OK) st = forward_tokens_shared(m, &t->l.ad, &kv, ids, np, logits);
     for (long made = 0; st == PT_OK && made < max_new; made++) {
         bool open = false;
-        for (int k = 0; k < g; k++) {
+        for (int k = 0; k < g && st == PT_OK; k++) {
             step_ids[k] = 0; /* an ended sequence's slot runs on, unread */
             if (ended[k]) continue;
-            int32_t next = sample_next(&s[k], logits + (size_t)k * width, vocab);
+            int32_t next;
+            st = sample_next(&s[k], logits + (size_t)k * width, vocab, &next);
+            if (st != PT_OK) break;
             out[k][len[k]++] = next, step_ids[k] = next;
             if (ends_turn(t->tok, next)) ended[k] = true;
             else open = true;
         }
-        if (!open || made + 1 >= max_new || kv.n_past >= ctx) break;
+        if (st != PT_OK || !open || made + 1 >= max_new || kv.n_past >= ctx) break;
         st = forward_tokens_batch(m, &t->l.ad, &kv, step_ids, 1, logits);
     }
     if (kv.k) kv_cache_free(m, &kv);
@@ -90,7 +92,7 @@ static pt_status generate_group(const trainer *t, const int32_t *ids, int32_t np
 void grpo_micro_free(grpo_micro *g)
 {
     for (int i = 0; g->comp && i < g->n; i++) free(g->comp[i]);
-    free(g->comp), free(g->len), free(g->ended), free(g->row_seq), free(g->tok_seq), free(g->adv);
+    free(g->comp), free(g->len), free(g->ended), free(g->row_seq), free(g->tok_seq), free(g->adv), free(g->old_nll);
     batch_free(&g->b);
     *g = (grpo_micro){0};
 }
@@ -169,6 +171,17 @@ static pt_status lay_out(grpo_micro *g, const int32_t *const *pid, const int32_t
     return PT_OK;
 }
 
+/* The completions' token log-probs by the policy that sampled them (the ratio's denominator on the
+ * later iterations), as TRL takes them when the batch is made. */
+static pt_status old_logps(trainer *t, grpo_micro *g)
+{
+    pt_model m = grpo_model_at(&t->m, t->cfg->temperature);
+    train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
+    g->old_nll = calloc((size_t)g->n_tok + 1, sizeof *g->old_nll);
+    TRY_ALLOC(g->old_nll);
+    return step_sequence_nll(&m, &t->l.ad, &v, g->row_seq, (int)g->n_tok, &t->arena, g->old_nll);
+}
+
 pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
                           double *sums)
 {
@@ -191,6 +204,7 @@ pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint6
     if (st == PT_OK) st = score(t, g, (const char *const *)cols, sums);
     if (st == PT_OK) grpo_lengths(g->len, g->ended, g->n, sums), sums[GRPO_STEPS] += 1;
     if (st == PT_OK) st = lay_out(g, pid, np, gen);
+    if (st == PT_OK && t->cfg->num_iterations > 1) st = old_logps(t, g);
     for (size_t j = 0; cols && j < n_prompts; j++) free(cols[j]);
     free(pid), free(np), free(cols);
     if (st != PT_OK) grpo_micro_free(g);
@@ -198,16 +212,15 @@ pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint6
 }
 
 typedef struct {
-    const grpo_micro *g;
-    const double *ref;
-    double beta, inv_n;
+    grpo_tokens in;
     double *sums;
 } grpo_grad;
 
 static pt_status grpo_seq_grad(void *arg, const double *nll, float *scale)
 {
     grpo_grad *p = arg;
-    grpo_token_scales(nll, p->ref, p->g->tok_seq, p->g->n_tok, p->g->adv, p->beta, p->inv_n, scale, p->sums);
+    p->in.nll = nll;
+    grpo_token_scales(&p->in, scale, p->sums);
     return PT_OK;
 }
 
@@ -223,18 +236,20 @@ pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, doubl
 {
     pt_model m = grpo_model_at(&t->m, t->cfg->temperature); /* TRL's log-probs of logits / temperature */
     train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
-    double beta = t->cfg->beta, *ref = NULL;
-    pt_status st = PT_OK;
-    if (beta != 0) {
+    double beta = t->cfg->beta, *ref = NULL, *ent = calloc((size_t)g->n_tok + 1, sizeof *ent);
+    pt_status st = ent ? PT_OK : ERR(PT_ERR_NOMEM, "GRPO: no memory for the entropies");
+    if (st == PT_OK && beta != 0) {
         ref = calloc((size_t)g->n_tok + 1, sizeof *ref);
         st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
                  : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
     }
-    grpo_grad p = {g, ref, beta, inv_n, sums};
+    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, GRPO_EPSILON, GRPO_EPSILON, inv_n},
+                   sums};
     so.row_seq = g->row_seq, so.n_seq = (int)g->n_tok, so.seq_grad = grpo_seq_grad, so.seq_grad_arg = &p;
+    so.seq_entropy = ent;
     double token_loss = 0;
     int64_t n = 0;
     if (st == PT_OK) st = step_run(&m, &t->l, &v, &so, 0.0f, &token_loss, &n);
-    free(ref);
+    free(ref), free(ent);
     return st;
 }

@@ -194,9 +194,9 @@ static pt_status loss_head(pt_arena *arena, const fwd_ctx *c, const step_options
     pt_status st = nll && scale ? loss_by_sequence(&s->h, o->row_seq, nll, scale) : ERR(PT_ERR_NOMEM, "step: no memory");
     double first = 0;
     int64_t none = 0;
-    s->h.grad = false;
+    s->h.grad = false, s->h.seq_ent = o->seq_entropy;
     if (st == PT_OK) st = forward_loss(c, &s->h, hid, NULL, 0.0f, &first, &none);
-    s->h.grad = true;
+    s->h.grad = true, s->h.seq_ent = NULL;
     if (st == PT_OK) st = o->seq_grad(o->seq_grad_arg, nll, scale);
     s->h.seq_nll = NULL;
     if (st == PT_OK) st = forward_loss(c, &s->h, hid, &s->d, 0.0f, loss_sum, n_tokens);

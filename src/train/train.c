@@ -172,6 +172,7 @@ typedef struct {
     double grad_scale;
     int pairs;
     double *sums;
+    const double *margin;  /* reward: each pair's margin (TRL's margin column; 0 without it) */
 } pref_step;
 
 /* step_options.seq_grad: the pairs' loss (DPO's, CPO's or ORPO's) and each sequence's gradient scale. */
@@ -191,7 +192,7 @@ static pt_status pref_seq_grad(void *arg, const double *nll, float *scale)
 static pt_status reward_seq_grad(void *arg, const double *score, float *scale)
 {
     pref_step *p = arg;
-    preference_reward(score, NULL, p->pairs, p->t->cfg->center_rewards_coefficient, p->grad_scale, scale, p->sums);
+    preference_reward(score, p->margin, p->pairs, p->t->cfg->center_rewards_coefficient, p->grad_scale, scale, p->sums);
     return PT_OK;
 }
 
@@ -210,15 +211,19 @@ static pt_status reward_micro_batch(trainer *t, const pt_batch *b, step_options 
     int32_t *score_row = malloc(sizeof(int32_t) * (size_t)(rows + 1));
     TRY_ALLOC(score_row);
     int n_seq = preference_score_rows(b->ids, b->segments, rows, reward_pad(t), score_row);
+    double *margin = calloc((size_t)n_seq / 2 + 1, sizeof *margin); /* one pair an example, in batch order */
+    if (!margin) free(score_row);
+    TRY_ALLOC(margin);
+    for (int i = 0; b->margin && i < n_seq / 2; i++) margin[i] = b->margin[i];
     train_batch v = view_of(b);
     double before = sums[PREF_LOSS], unused = 0;
     int64_t n = 0;
-    pref_step p = {t, NULL, NULL, scale, n_seq / 2, sums};
+    pref_step p = {t, NULL, NULL, scale, n_seq / 2, sums, margin};
     so.n_seq = n_seq, so.seq_grad = reward_seq_grad, so.seq_grad_arg = &p;
     so.score_w = t->head.host_w, so.score_row = score_row, so.score_grad = t->head.host_grad;
     pt_status st = step_run(&t->m, &t->l, &v, &so, 0.0f, &unused, &n);
     *loss_sum += sums[PREF_LOSS] - before;
-    free(score_row);
+    free(score_row), free(margin);
     return st;
 }
 
@@ -238,7 +243,7 @@ static pt_status pref_micro_batch(trainer *t, const pt_batch *b, step_options so
         st = step_sequence_nll(&t->m, NULL, &v, pr.row_seq, pr.n_seq, &t->arena, ref);
     double before = sums[PREF_LOSS], token_loss = 0;
     int64_t n = 0;
-    pref_step p = {t, ref, pr.tokens, scale, pr.pairs, sums};
+    pref_step p = {t, ref, pr.tokens, scale, pr.pairs, sums, NULL};
     so.row_seq = pr.row_seq, so.n_seq = pr.n_seq, so.seq_grad = pref_seq_grad, so.seq_grad_arg = &p;
     if (st == PT_OK) st = step_run(&t->m, &t->l, &v, &so, 0.0f, &token_loss, &n);
     *loss_sum += sums[PREF_LOSS] - before;
@@ -429,14 +434,23 @@ static pt_status inject_nan(trainer *t, int64_t step, double *loss_sum)
     return t->nan_grad_step == step + 1 && p ? backend_scale(t->l.ad.be, &p->grad_a, NAN) : PT_OK;
 }
 
-/* GRPO's micro-batches of a step: each its prompts' completions generated, scored and trained on;
- * the loss is the mean over the step's completion tokens on every rank (TRL's dapo). */
-static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, double *loss_sum, double *sums,
-                                    double *comm)
+static void grpo_buffer_free(trainer *t)
+{
+    for (long i = 0; t->gbuf && i < t->cfg->gradient_accumulation_steps; i++) grpo_micro_free(&t->gbuf[i]);
+    free(t->gbuf);
+    t->gbuf = NULL;
+}
+
+/* A new generation batch: the step's micro-batches, each its prompts' completions generated and
+ * scored (their metrics into sums), kept in t->gbuf for num_iterations steps. */
+static pt_status grpo_generate(trainer *t, int64_t step, double *sums, double *comm)
 {
     long accum = t->cfg->gradient_accumulation_steps;
-    grpo_micro *mb = calloc((size_t)accum, sizeof *mb);
-    TRY_ALLOC(mb);
+    grpo_buffer_free(t);
+    t->gbuf = calloc((size_t)accum, sizeof *t->gbuf);
+    TRY_ALLOC(t->gbuf);
+    double *counts = t->gbuf_counts;
+    counts[0] = counts[1] = 0;
     pt_status st = PT_OK;
     for (long i = 0; i < accum && st == PT_OK; i++) {
         const size_t *idx;
@@ -448,21 +462,34 @@ static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, do
          * accumulation draws (the sampler gives them the same prompts) */
         uint64_t batch_no = (uint64_t)(step * accum + i) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
         uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^ (batch_no * 1000003u);
-        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &mb[i], sums);
-        if (st == PT_OK) counts[0] += (double)mb[i].n_tok, counts[1] += (double)mb[i].b.cols;
+        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &t->gbuf[i], sums);
+        if (st == PT_OK) counts[0] += (double)t->gbuf[i].n_tok, counts[1] += (double)t->gbuf[i].b.cols;
     }
     if (st == PT_OK) st = timed_sum(t, counts, 2, comm);
+    if (st != PT_OK) grpo_buffer_free(t);
+    return st;
+}
+
+/* GRPO's micro-batches of a step: a new generation batch every num_iterations steps (TRL's mu;
+ * and after a resume), trained on; the loss is the mean over the step's completion tokens on every
+ * rank (TRL's dapo). */
+static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, double *loss_sum, double *sums,
+                                    double *comm)
+{
+    long accum = t->cfg->gradient_accumulation_steps, mu = t->cfg->num_iterations > 0 ? t->cfg->num_iterations : 1;
+    pt_status st = PT_OK;
+    if (step % mu == 0 || !t->gbuf) st = grpo_generate(t, step, sums, comm);
+    if (st == PT_OK) counts[0] = t->gbuf_counts[0], counts[1] = t->gbuf_counts[1];
     step_options so = step_options_of(t);
     for (long i = 0; i < accum && st == PT_OK; i++) {
         so.dropout_seed = (uint64_t)t->cfg->seed * 1000003u + (uint64_t)(step * accum + i);
         so.noise_seed = so.dropout_seed ^ 0x4e4546544e4f4953ULL;
         gradsync_begin_micro(&t->sync, i);
-        st = grpo_micro_run(t, &mb[i], so, counts[0] > 0 ? 1.0 / counts[0] : 0.0, sums);
+        st = grpo_micro_run(t, &t->gbuf[i], so, counts[0] > 0 ? 1.0 / counts[0] : 0.0, sums);
     }
     if (st == PT_OK) st = gradsync_finish(&t->sync);
     *loss_sum = sums[GRPO_LOSS] * counts[0]; /* as a token sum: the logged loss is its mean over tokens */
-    for (long i = 0; i < accum; i++) grpo_micro_free(&mb[i]);
-    free(mb);
+    if (mu == 1 || st != PT_OK) grpo_buffer_free(t);
     return st;
 }
 
@@ -546,7 +573,7 @@ static pt_status evaluate_pairs(trainer *t, const pt_batch *b, double *sums)
         st = step_sequence_nll(&t->m, NULL, &v, pr.row_seq, pr.n_seq, &t->arena, nll + pr.n_seq);
     if (st == PT_OK) st = step_sequence_nll(&t->m, &t->l.ad, &v, pr.row_seq, pr.n_seq, &t->arena, nll);
     double pref[PREF_COUNT] = {0};
-    pref_step p = {t, nll + pr.n_seq, pr.tokens, 1.0, pr.pairs, pref};
+    pref_step p = {t, nll + pr.n_seq, pr.tokens, 1.0, pr.pairs, pref, NULL};
     if (st == PT_OK) st = pref_seq_grad(&p, nll, scale);
     sums[0] += pref[PREF_LOSS], sums[1] += pref[PREF_PAIRS];
     free(scale);
@@ -848,6 +875,27 @@ static pt_status copy_magnitudes(trainer *t, const pt_adapter *from)
     return PT_OK;
 }
 
+/* lora_model_dir of a reward model (a SEQ_CLS adapter, PEFT's files with the score in
+ * modules_to_save): method reward starts its score head as that adapter's; another method refuses
+ * it (the score would be dropped); a plain adapter under reward gets a new score head, said. */
+static pt_status load_initial_score(trainer *t, const char *dir)
+{
+    float *w = NULL;
+    TRY(peft_read_score(dir, t->m.cfg.dim, &w));
+    pt_status st = PT_OK;
+    if (w && !t->head.dim)
+        st = ERR(PT_ERR_USER, "%s: lora_model_dir %s is a reward model's adapter (task_type SEQ_CLS, with its score "
+                 "head); this config's method is %s: set method: reward to continue it",
+                 shown_text(t->cfg->path).s, shown_text(dir).s, method_info_of(t->cfg->method)->name);
+    else if (w) st = score_head_set(&t->head, w, NULL, NULL);
+    else if (t->head.dim)
+        log_info("reward     %s has no score head (base_model.model.score.weight); a new one is drawn\n",
+                 shown_text(dir).s);
+    if (st == PT_OK && w) log_info("reward     the score head starts as %s's\n", shown_text(dir).s);
+    free(w);
+    return st;
+}
+
 /* lora_model_dir: the adapters start as that adapter's (continued training); r, targets and the
  * scale must be the config's, so the run means what its config says. */
 static pt_status load_initial_adapter(trainer *t)
@@ -898,6 +946,7 @@ static pt_status load_initial_adapter(trainer *t)
         free(host);
     }
     adapter_free(&from);
+    if (st == PT_OK) st = load_initial_score(t, dir);
     if (st == PT_OK) log_info("lora       starting from the adapter in %s\n", shown_text(dir).s);
     return st;
 }
@@ -1094,6 +1143,7 @@ static void trainer_free(trainer *t)
     model_free(&t->m);
     tokenizer_free(t->tok);
     reward_close(t->reward);
+    grpo_buffer_free(t);
     dirlock_release(&t->lock);
 }
 
@@ -1103,8 +1153,11 @@ static int64_t env_int(const char *name) { return getenv(name) ? atoll(getenv(na
 static pt_status plan_run(trainer *t, int threads)
 {
     const pt_config *cfg = t->cfg;
+    /* GRPO: each generation batch is num_iterations steps (TRL repeats its prompts that many times) */
+    int64_t mu = cfg->method == METHOD_GRPO && cfg->num_iterations > 1 ? cfg->num_iterations : 1;
     t->total = schedule_total_steps(cfg->max_steps, cfg->num_train_epochs,
                                     (int64_t)sampler_full_batches(&t->sampler), cfg->gradient_accumulation_steps);
+    if (cfg->max_steps <= 0) t->total *= mu;
     t->sched = schedule_make(cfg->lr_scheduler_type, &cfg->sched_args, cfg->learning_rate, t->total,
                              cfg->warmup_steps, config_is_set(cfg, "warmup_ratio") ? cfg->warmup_ratio : -1.0);
     /* modules_to_save's parameter group: the same schedule from its own learning rate */

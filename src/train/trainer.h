@@ -57,6 +57,9 @@ typedef struct {
     saved_modules sm; /* modules_to_save: the embedding and LM head trained in full (none on: none) */
     lr_schedule sched_saved; /* their learning rate's schedule (cpt: embedding_learning_rate) */
     reward_set *reward; /* method: grpo: the reward functions (and their Python worker) */
+    struct grpo_micro *gbuf; /* grpo: the generation batch's micro-batches (accumulation of them), kept for
+                                num_iterations steps; NULL: none yet (a new run, or resumed) */
+    double gbuf_counts[2];   /* their completion tokens and input tokens over every rank */
     pt_dataset train, eval;
     pt_sampler sampler;
     long epoch;
@@ -97,7 +100,7 @@ typedef struct {
 
 /* GRPO (grpo_step.c): one micro-batch's completions, their advantages and the row of prompt +
  * completion sequences the step trains on (each completion token its own loss-head sequence). */
-typedef struct {
+typedef struct grpo_micro {
     int n;             /* completions: prompts x num_generations */
     int32_t **comp, *len;
     bool *ended;       /* ended with the end of turn (else cut at max_completion_length) */
@@ -106,6 +109,8 @@ typedef struct {
     int32_t *row_seq;  /* [b.cols]: each completion token's index, -1 elsewhere */
     int32_t *tok_seq;  /* [n_tok]: the completion of each token */
     int64_t n_tok;
+    double *old_nll;   /* [n_tok]: -log p of each token by the policy that sampled it (num_iterations > 1);
+                          NULL: on-policy */
 } grpo_micro;
 /* The completions GRPO samples at most (max_completion_length, TRL's 512 when unset). */
 long grpo_max_new(const pt_config *c);
@@ -114,7 +119,7 @@ long grpo_max_new(const pt_config *c);
 pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
                           double *sums);
 /* Its reference pass (beta != 0) and its step: the gradient of the loss with inv_n = 1 / the
- * step's completion tokens over every rank; GRPO_LOSS and GRPO_KL added to sums. */
+ * step's completion tokens over every rank; the loss's metrics (grpo_token_scales) added to sums. */
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums);
 void grpo_micro_free(grpo_micro *g);
 /* m as the loss head sees it at a sampling temperature (TRL's log-probs of logits / temperature): a

@@ -12,6 +12,8 @@
 #   string stops it naming the completion; neither leaves a checkpoint or an adapter; one that
 #   returns None for some completions (TRL's "no reward") trains; a module that does not import
 #   stops the run before training with Python's message;
+# - num_iterations 2: a generation batch trained on for two steps (step 1 as with one iteration, the
+#   reused step logging the loss's metrics only, as TRL), resume at a block's start bit-identical;
 # - ptrain check refuses num_generations 1 and a batch that is no multiple of it.
 # The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
@@ -50,7 +52,7 @@ YAML
 write_config "$tmp/one.yaml" "$tmp/one" "[length]"
 "$P" train "$tmp/one.yaml" >"$tmp/one.out" 2>&1
 expect_eq "the GRPO run exits 0" 0 "$?"
-ok "metrics.jsonl has TRL's GRPO metrics" grep -q '"rewards/length/mean": [-0-9.]*, "rewards/length/std": [-0-9.]*, "reward": [-0-9.]*, "reward_std": [-0-9.]*, "frac_reward_zero_std": [0-9.]*, "completions/mean_length": [0-9.]*, .*"kl": [-0-9.e]*}' "$tmp/one/metrics.jsonl"
+ok "metrics.jsonl has TRL's GRPO metrics" grep -q '"rewards/length/mean": [-0-9.]*, "rewards/length/std": [-0-9.]*, "reward": [-0-9.]*, "reward_std": [-0-9.]*, "frac_reward_zero_std": [0-9.]*, "completions/mean_length": [0-9.]*, .*"kl": [-0-9.e]*, "entropy": [0-9.e]*, "clip_ratio/low_mean": 0[.0]*, "clip_ratio/low_min": 0[.0]*, "clip_ratio/high_mean": 0[.0]*, "clip_ratio/high_max": 0[.0]*, "clip_ratio/region_mean": 0[.0]*}' "$tmp/one/metrics.jsonl"
 ok "every logged loss and gradient norm is a number" sh -c "! grep -q '\"loss\": null\|\"grad_norm\": null' '$tmp/one/metrics.jsonl'"
 ok "the checkpoints and the adapter are written" test -f "$tmp/one/checkpoint-3.h5" -a -f "$tmp/one/checkpoint-6.h5" \
     -a -f "$tmp/one/lora/adapter_model.safetensors"
@@ -67,6 +69,28 @@ ok "resume: the adapter is bit-identical to the uninterrupted run's" \
 ok "resume: the steps after the checkpoint logged the same losses" sh -c \
     "grep -o '\"step\": [456], \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/one/metrics.jsonl' >'$tmp/a' &&
      grep -o '\"step\": [456], \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/cut/metrics.jsonl' >'$tmp/b' && cmp '$tmp/a' '$tmp/b'"
+
+# num_iterations 2 (TRL's mu): each generation batch trained on for two steps; the reused steps log
+# the loss's metrics only (entropy, clip_ratio/*), as TRL; resuming at a block's start is exact
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/mu.yaml" "$tmp/mu" "[length]" "num_iterations: 2"
+"$P" train "$tmp/mu.yaml" >"$tmp/mu.out" 2>&1
+expect_eq "num_iterations 2: the run exits 0" 0 "$?"
+ok "num_iterations 2: a generation step logs the rewards and the loss's metrics" \
+    grep -q '"step": 3,.*"reward": [-0-9.]*,.*"entropy": [0-9.]*, "clip_ratio/low_mean": [0-9.e-]*, "clip_ratio/low_min"' "$tmp/mu/metrics.jsonl"
+ok "num_iterations 2: a reused step logs entropy and clip_ratio but no reward" sh -c \
+    "grep '\"step\": 4,' '$tmp/mu/metrics.jsonl' | grep '\"clip_ratio/region_mean\": [0-9.e-]*' | grep -v -q '\"reward\"'"
+ok "num_iterations 2: step 1 (ratio 1, the same completions) logs num_iterations 1's loss" sh -c \
+    "grep -o '\"step\": 1, \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/one/metrics.jsonl' >'$tmp/a1' &&
+     grep -o '\"step\": 1, \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/mu/metrics.jsonl' >'$tmp/b1' && cmp '$tmp/a1' '$tmp/b1'"
+ok "num_iterations 2: step 2 trains on step 1's completions with the moved policy (another loss)" sh -c \
+    "test \"\$(grep -o '\"step\": 2, \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/mu/metrics.jsonl' | sed 's/.*loss//')\" != \"\$(sed 's/.*loss//' '$tmp/b1')\""
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/mucut.yaml" "$tmp/mucut" "[length]" "num_iterations: 2
+resume_from_checkpoint: true"
+MAX_STEPS=4 PTRAIN_TEST_KILL_STEP=4 "$P" train "$tmp/mucut.yaml" >"$tmp/mucut.out" 2>&1
+"$P" train "$tmp/mucut.yaml" >"$tmp/mucut2.out" 2>&1
+expect_eq "num_iterations 2: resumed at a block's start, the run exits 0" 0 "$?"
+ok "num_iterations 2: ... and ends bit-identical to the uninterrupted run" \
+    cmp "$tmp/mu/lora/adapter_model.safetensors" "$tmp/mucut/lora/adapter_model.safetensors"
 
 # Python reward functions, called as TRL calls them
 mkdir -p "$tmp/py"

@@ -9,7 +9,8 @@ AutoModelForSequenceClassification (num_labels 1, pad_token_id the tokenizer's p
 RewardTrainer sets it) with PeftModel.from_pretrained(LORA_DIR) (its LoRA and its modules_to_save
 score). The loss and TRL's metrics of those scores must equal what ptrain logged at STEP of
 METRICS.jsonl (a step whose batch is those N pairs, taken with the adapter LORA_DIR holds):
-within 1e-4 (metrics.jsonl has 6 decimals).
+within 1e-4 (metrics.jsonl has 6 decimals). Rows with a margin column: the loss is
+RewardTrainer's -logsigmoid(r_chosen - r_rejected - margin), the margins as its collator batches them.
 """
 import json
 import sys
@@ -41,7 +42,8 @@ def main():
     with torch.no_grad():
         scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.squeeze(-1)
     rc, rr = torch.chunk(scores.double(), 2)
-    mine = {"loss": float(-torch.nn.functional.logsigmoid(rc - rr).mean()), "min_reward": float(scores.min()),
+    margin = batch["margin"].double() if "margin" in batch else 0.0  # TRL's optional margin column
+    mine = {"loss": float(-torch.nn.functional.logsigmoid(rc - rr - margin).mean()), "min_reward": float(scores.min()),
             "mean_reward": float(scores.mean()), "max_reward": float(scores.max()),
             "accuracy": float((rc > rr).double().mean()), "margin": float((rc - rr).mean())}
     logged = [json.loads(line) for line in open(metrics) if '"loss"' in line]

@@ -11,8 +11,12 @@
 # - PEFT loads the adapter (AutoModelForSequenceClassification + PeftModel, its modules_to_save
 #   score) and scores two pairs, tokenized by TRL's RewardTrainer, as ptrain did: trained on those
 #   two pairs alone (the f32 tiny Llama, load_in_4bit false), resumed one step further, the logged
-#   loss and metrics of that step (the final adapter's scores) equal PEFT's (reward_check.py;
-#   $PTRAIN_PYTHON with torch, transformers, peft and trl; skipped, saying so, without them).
+#   loss and metrics of that step (the final adapter's scores) equal PEFT's; the pairs carry TRL's
+#   margin column, so the loss is -logsigmoid(r_c - r_r - margin) as RewardTrainer's (reward_check.py;
+#   $PTRAIN_PYTHON with torch, transformers, peft and trl; skipped, saying so, without them);
+# - reading the adapter back: PEFT's two files alone as lora_model_dir of a new reward run (LoRA and
+#   score head re-read), whose first step's loss and metrics equal PEFT's scores of the pairs; the
+#   same directory under method dpo is refused.
 # The 2-rank case skips, saying why, without mpirun.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -92,25 +96,57 @@ ok "resume: the PEFT files are byte-identical" cmp "$tmp/one/lora/adapter_model.
 if [ -n "$PY" ] && "$PY" -c 'import torch, transformers, peft, trl' 2>/dev/null; then
     mkdir "$tmp/model"
     cp "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-f32/* "$PTRAIN_SRCDIR"/tests/data/hf/tiny-llama-bnb4/tokenizer* "$tmp/model/"
+    # the first two pairs with TRL's margin column
+    head -2 "$PTRAIN_SRCDIR/share/data/pirate-preferences.jsonl" | sed '1s/}$/, "margin": 0.5}/; 2s/}$/, "margin": -0.25}/' \
+        >"$tmp/margins.jsonl"
     MODEL="$tmp/model" SAMPLES=2 LR=5e-3 write_config "$tmp/f.yaml" "$tmp/f" 2 1 "load_in_4bit: false"
+    sed -i "s#name: .*pirate-preferences.jsonl\"#name: \"$tmp/margins.jsonl\"#" "$tmp/f.yaml"
     "$P" train "$tmp/f.yaml" >"$tmp/f.out" 2>&1
     expect_eq "PEFT check: the f32 run exits 0" 0 "$?"
     MODEL="$tmp/model" SAMPLES=2 LR=5e-3 MAX_STEPS=9 write_config "$tmp/f9.yaml" "$tmp/f" 2 1 \
         "load_in_4bit: false
 resume_from_checkpoint: true"
-    sed -i "s#final_model_dir: .*#final_model_dir: \"$tmp/f/lora9\"#" "$tmp/f9.yaml"
+    sed -i "s#final_model_dir: .*#final_model_dir: \"$tmp/f/lora9\"#; s#name: .*pirate-preferences.jsonl\"#name: \"$tmp/margins.jsonl\"#" "$tmp/f9.yaml"
     "$P" train "$tmp/f9.yaml" >"$tmp/f9.out" 2>&1
     expect_eq "PEFT check: one more step from the final checkpoint exits 0" 0 "$?"
     "$PY" "$PTRAIN_SRCDIR/tests/mpi/reward_check.py" "$tmp/model" "$tmp/f/lora" \
-        "$PTRAIN_SRCDIR/share/data/pirate-preferences.jsonl" 2 "$tmp/f/metrics.jsonl" 9 >"$tmp/check.out" 2>&1
+        "$tmp/margins.jsonl" 2 "$tmp/f/metrics.jsonl" 9 >"$tmp/check.out" 2>&1
     rc=$?
     grep '^#' "$tmp/check.out"
     [ "$rc" -eq 0 ] || tail -20 "$tmp/check.out" | sed 's/^/#   /'
     expect_eq "PEFT loads the reward adapter and scores the pairs as ptrain did (loss and metrics within 1e-4)" 0 "$rc"
+    # reading it back: PEFT's two files alone as lora_model_dir of a new reward run, whose first
+    # step's loss and metrics (taken before its update) are the re-read adapter's and score's
+    mkdir "$tmp/peftonly" && cp "$tmp/f/lora/adapter_config.json" "$tmp/f/lora/adapter_model.safetensors" "$tmp/peftonly/"
+    MODEL="$tmp/model" SAMPLES=2 LR=5e-3 MAX_STEPS=1 write_config "$tmp/g.yaml" "$tmp/g" 2 1 \
+        "load_in_4bit: false
+lora_model_dir: \"$tmp/peftonly\""
+    sed -i "s#name: .*pirate-preferences.jsonl\"#name: \"$tmp/margins.jsonl\"#" "$tmp/g.yaml"
+    "$P" train "$tmp/g.yaml" >"$tmp/g.out" 2>&1
+    expect_eq "lora_model_dir: a reward run continues from PEFT's SEQ_CLS files" 0 "$?"
+    ok "... its score head is the adapter's" grep -q "the score head starts as" "$tmp/g.out"
+    "$PY" "$PTRAIN_SRCDIR/tests/mpi/reward_check.py" "$tmp/model" "$tmp/peftonly" \
+        "$tmp/margins.jsonl" 2 "$tmp/g/metrics.jsonl" 1 >"$tmp/check2.out" 2>&1
+    rc=$?
+    grep '^#' "$tmp/check2.out"
+    expect_eq "PEFT's scores of the pairs equal ptrain's from the re-read adapter (step 1's loss and metrics within 1e-4)" 0 "$rc"
+    "$P" generate --model "$tmp/model" --no-4bit --adapter "$tmp/peftonly" --prompt "Ahoy" --max-new-tokens 3 \
+        --temperature 0 --threads 1 >"$tmp/gen.out" 2>&1
+    expect_eq "ptrain generate --adapter takes PEFT's SEQ_CLS files (the LoRA; the score aside)" 0 "$?"
+    sed -e 's/^method: reward/method: dpo/' "$tmp/g.yaml" >"$tmp/h.yaml"
+    sed -i "s#output_dir: .*#output_dir: \"$tmp/h\"#; s#final_model_dir: .*#final_model_dir: \"$tmp/h/lora\"#" "$tmp/h.yaml"
+    "$P" train "$tmp/h.yaml" >"$tmp/h.out" 2>&1
+    ok "lora_model_dir: a reward adapter under another method is refused, saying so" \
+        grep -q "is a reward model's adapter (task_type SEQ_CLS, with its score head); this config's method is dpo" "$tmp/h.out"
 else
     no_py="PTRAIN_PYTHON is unset or lacks torch, transformers, peft or trl (share/scripts/test-python.sh installs them)"
     skip_test "PEFT check: the f32 run exits 0" "$no_py"
     skip_test "PEFT check: one more step" "$no_py"
     skip_test "PEFT loads the reward adapter and scores the pairs as ptrain did" "$no_py"
+    skip_test "lora_model_dir: a reward run continues from PEFT's SEQ_CLS files" "$no_py"
+    skip_test "... its score head is the adapter's" "$no_py"
+    skip_test "PEFT's scores of the pairs equal ptrain's from the re-read adapter" "$no_py"
+    skip_test "ptrain generate --adapter takes PEFT's SEQ_CLS files" "$no_py"
+    skip_test "lora_model_dir: a reward adapter under another method is refused" "$no_py"
 fi
 done_testing

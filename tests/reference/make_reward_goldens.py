@@ -25,7 +25,10 @@ conversational) through TRL's own RewardTrainer._prepare_dataset with the tokeni
 tests/data/tokenizer/{smollm2, llama3-mini} (its chosen_ids and rejected_ids), and with max_length
 CUT the rows it keeps, for ptrain's src/data/pair.c (reward: whole sequences, long pairs dropped).
 
-Writes tests/data/reward/: tokenized.json, manifest.json, score_init.f32, {zero,random}_init.f32 (the LoRA
+The margin column: ROWS with margins (margins.jsonl) through _prepare_dataset and
+DataCollatorForPreference: the float32 margins compute_loss subtracts (manifest's margin_rows).
+
+Writes tests/data/reward/: tokenized.json, margins.jsonl, manifest.json, score_init.f32, {zero,random}_init.f32 (the LoRA
 matrices in manifest order), {zero,random,margin}_grads.f32 (the LoRA gradients, then the score's).
 Run: $PTRAIN_PYTHON tests/reference/make_reward_goldens.py (torch transformers peft trl)
 """
@@ -125,6 +128,32 @@ def tokenized():
     return out
 
 
+ROW_MARGINS = [0.1, -1.5, 2.25, 1e-3]  # a margin column on ROWS (float32 in TRL's collator)
+
+
+def margin_rows():
+    """ROWS with a margin column (written to margins.jsonl), through TRL's _prepare_dataset (text rows
+    apart from conversational ones) and DataCollatorForPreference: the margins its batch carries into
+    compute_loss, and the chosen_ids of each row (with smollm2's tokenizer)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+    from trl.trainer.reward_trainer import DataCollatorForPreference
+    rows = [dict(r, margin=m) for r, m in zip(ROWS, ROW_MARGINS)]
+    with open(os.path.join(OUT, "margins.jsonl"), "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    tok = AutoTokenizer.from_pretrained(os.path.join(HERE, "..", "data", "tokenizer", "smollm2"))
+    args = RewardConfig(output_dir="/tmp/ptrain-reward-golden", use_cpu=True, report_to="none", max_length=None)
+    margins, chosen = [], []
+    for group in (rows[:2], rows[2:]):
+        ds = PREPARE(SimpleNamespace(), Dataset.from_list(group), tok, args, "train")
+        batch = DataCollatorForPreference(pad_token_id=0)([dict(r) for r in ds])
+        margins += batch["margin"].tolist()
+        chosen += [r["chosen_ids"] for r in ds]
+    return {"tokenizer": "smollm2", "margins": margins, "chosen_ids": chosen}
+
+
 def flat(tensors):
     return np.concatenate([t.detach().numpy().astype("<f4").ravel() for t in tensors])
 
@@ -172,6 +201,7 @@ def main():
             print("losses", losses[0], "->", losses[-1])
     with open(os.path.join(OUT, "tokenized.json"), "w") as f:
         json.dump(tokenized(), f)
+    manifest["margin_rows"] = margin_rows()
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

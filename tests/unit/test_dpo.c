@@ -35,6 +35,7 @@
 #include "ptrain/config.h"
 #include "ptrain/config_options.h"
 #include "ptrain/dataset.h"
+#include "ptrain/dataset_cache.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/preference.h"
 #include "ptrain/score_head.h"
@@ -719,6 +720,59 @@ static void test_reward_tokenized_as_trl(void **state)
     json_decref(golden);
 }
 
+/* TRL's margin column of reward rows (tests/data/reward/margins.jsonl, text and turns): each pair
+ * carries the float32 margin TRL's DataCollatorForPreference hands to compute_loss, through the
+ * dataset cache's bytes too; a margin that is no number makes the row a bad one. */
+static void test_reward_margin_column(void **state)
+{
+    (void)state;
+    char path[1024], yaml[1024];
+    snprintf(path, sizeof path, "%s/tests/data/reward/manifest.json", srcdir());
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr), *g = json_object_get(man, "margin_rows");
+    assert_non_null(g);
+    pt_tokenizer *tok;
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(),
+             json_string_value(json_object_get(g, "tokenizer")));
+    assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
+    snprintf(yaml, sizeof yaml, "method: reward\nmax_seq_length: 4096\ndataset:\n  - name: \"%s/tests/data/reward/margins.jsonl\"\n",
+             srcdir());
+    pt_config cfg;
+    pt_dataset ds;
+    assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
+    dataset_options o = dataset_options_from_config(&cfg);
+    if (dataset_load(&o, tok, NULL, &ds)) fail_msg("%s", err_message());
+    config_free(&cfg);
+    json_t *margins = json_object_get(g, "margins"), *chosen = json_object_get(g, "chosen_ids");
+    assert_int_equal(ds.n, json_array_size(margins));
+    for (size_t i = 0; i < ds.n; i++) {
+        float want = (float)json_number_value(json_array_get(margins, i));
+        print_message("reward pair %zu: margin %.9g (TRL's collator %.9g)\n", i, ds.ex[i].margin, want);
+        assert_true(ds.ex[i].margin == want);
+        json_t *empty = json_array();
+        expect_sequence(&ds.ex[i], 1, empty, json_array_get(chosen, i), 0, 0, "reward margin row");
+        json_decref(empty);
+    }
+    size_t idx[2] = {1, 3}; /* the batch carries them in its order */
+    pt_batch b;
+    assert_int_equal(batch_collate(&ds, idx, 2, &b), PT_OK);
+    assert_true(b.margin[0] == ds.ex[1].margin && b.margin[1] == ds.ex[3].margin);
+    batch_free(&b);
+    char cache[256]; /* the dataset cache keeps them */
+    snprintf(cache, sizeof cache, "/tmp/ptrain-test-margin-%d.ptdata", (int)getpid());
+    dataset_cache_key key = {45, 2};
+    pt_dataset none = {.max_len = ds.max_len}, back, back_eval;
+    if (dataset_cache_write(cache, &key, &ds, &none)) fail_msg("%s", err_message());
+    if (dataset_cache_open(cache, &key, true, &back, &back_eval)) fail_msg("%s", err_message());
+    assert_int_equal(back.n, ds.n);
+    for (size_t i = 0; i < ds.n; i++) assert_true(back.ex[i].margin == ds.ex[i].margin);
+    dataset_free(&back), dataset_free(&back_eval);
+    remove(cache);
+    dataset_free(&ds);
+    tokenizer_free(tok);
+    json_decref(man);
+}
+
 /* CPO's rows as TRL's experimental CPOTrainer tokenizes them (maybe_apply_chat_template, tokenize_row) */
 static void test_cpo_tokenized_as_trl(void **state)
 {
@@ -810,7 +864,7 @@ static void test_kto_tokenized_as_trl(void **state)
                 assert_int_equal(batch_collate_unpaired(&ds, idx, n, 1024, &b), PT_OK);
                 for (size_t k = 0; k < n; k++) {
                     json_t *r = json_array_get(rows, from + k);
-                    pt_example kl = {b.ids, b.labels, b.segments, b.cols};
+                    pt_example kl = {b.ids, b.labels, b.segments, b.cols, 0.0f};
                     char what[128];
                     snprintf(what, sizeof what, "%s %s KL sequence %zu", name, group, from + k);
                     expect_sequence(&kl, 2 * (int32_t)n + 1 + (int32_t)k, json_object_get(r, "prompt_ids"),
@@ -896,6 +950,7 @@ int main(void)
         cmocka_unit_test(test_rows_match_the_method),
         cmocka_unit_test(test_cpo_tokenized_as_trl),
         cmocka_unit_test(test_reward_tokenized_as_trl),
+        cmocka_unit_test(test_reward_margin_column),
         cmocka_unit_test(test_kto_tokenized_as_trl),
         cmocka_unit_test(test_kto_bad_rows),
         cmocka_unit_test_setup_teardown(test_zero_adapter_ln2, setup, teardown),

@@ -7,7 +7,9 @@
  * Checked against TRL: the advantages, the loss, its metrics and the LoRA gradients, with B zero
  * (beta 0.04: the KL is 0) and with A and B random (beta 0.04, TRL's default beta 0, and temperature
  * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor), and 20 AdamW
- * steps' losses on the same completions from B zero. And the
+ * steps' losses on the same completions from B zero; with num_iterations 2 the second pass on a
+ * batch after an AdamW step (its ratio to the old log-probs clipped on some tokens); every case's
+ * entropy and clip_ratio metrics. And the
  * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
  * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
 #include <jansson.h>
@@ -19,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -49,7 +54,7 @@ typedef struct {
     int32_t ids[MAX_ROWS], targets[MAX_ROWS], pos[MAX_ROWS], segments[MAX_ROWS], row_seq[MAX_ROWS];
     int32_t tok_seq[MAX_ROWS], len[16];
     bool ended[16];
-    double ref[MAX_ROWS], adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
+    double ref[MAX_ROWS], ent[MAX_ROWS], *old_nll, adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
 } fixture;
 
 static const char *srcdir(void)
@@ -170,8 +175,9 @@ static int teardown(void **state)
 static pt_status grpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
-    grpo_token_scales(nll, fx->beta != 0 ? fx->ref : NULL, fx->tok_seq, fx->n_tok, fx->adv, fx->beta, fx->inv_n,
-                      scale, fx->sums);
+    grpo_tokens in = {nll, fx->beta != 0 ? fx->ref : NULL, fx->old_nll, fx->ent, fx->tok_seq, fx->n_tok, fx->adv,
+                      fx->beta, GRPO_EPSILON, GRPO_EPSILON, fx->inv_n};
+    grpo_token_scales(&in, scale, fx->sums);
     return PT_OK;
 }
 
@@ -224,8 +230,9 @@ static double grpo_step_once(fixture *fx, json_t *c)
     pt_model m = grpo_model_at(&fx->m, temp ? json_number_value(temp) : 1.0); /* TRL's log-probs of logits / T */
     if (fx->beta != 0)
         assert_int_equal(step_sequence_nll(&m, NULL, &b, fx->row_seq, fx->n_tok, NULL, fx->ref), PT_OK);
+    memset(fx->ent, 0, sizeof fx->ent);
     step_options o = {.checkpointing = true, .row_seq = fx->row_seq, .n_seq = fx->n_tok, .seq_grad = grpo_grad,
-                      .seq_grad_arg = fx};
+                      .seq_grad_arg = fx, .seq_entropy = fx->ent};
     double token_loss = 0;
     int64_t nt = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
@@ -233,23 +240,16 @@ static double grpo_step_once(fixture *fx, json_t *c)
     return fx->sums[GRPO_LOSS];
 }
 
-static void run_case(fixture *fx, const char *which)
+/* The LoRA gradients against TRL's (file grads_name), the loss and every metric ptrain logs of
+ * sums against case c's. */
+static void compare_case(fixture *fx, json_t *c, const char *which, const char *grads_name, double loss,
+                         double want, const double *sums)
 {
-    json_t *c = json_object_get(fx->manifest, which);
-    char name[64];
     size_t n;
-    snprintf(name, sizeof name, "%s_init.f32", which);
-    float *init = read_f32(name, &n);
-    for_each_tensor(fx, set_values, init);
-    free(init);
-    grpo_step_once(fx, c);
-    double loss = fx->sums[GRPO_LOSS];
-    snprintf(name, sizeof name, "%s_grads.f32", which);
-    float *grads = read_f32(name, &n);
+    float *grads = read_f32(grads_name, &n);
     compare_arg ca = {grads, 0};
     for_each_tensor(fx, compare_grad, &ca);
     free(grads);
-    double want = json_real_value(json_object_get(c, "first_loss"));
     print_message("grpo %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, loss, want,
                   ca.worst);
     check_close("loss", loss, want, 1e-4);
@@ -257,13 +257,63 @@ static void run_case(fixture *fx, const char *which)
     const char *fn = "even_share", *names[GRPO_COUNT];
     double values[GRPO_COUNT];
     char buf[GRPO_MAX_FUNCS * 192];
-    int k = grpo_log_values(fx->sums, 1, &fn, fx->beta != 0, buf, names, values);
+    int k = grpo_log_values(sums, 1, &fn, fx->beta != 0, buf, names, values);
     json_t *metrics = json_object_get(c, "metrics");
+    assert_true(k >= 6); /* at least the loss's: entropy and the five clip_ratio metrics */
     for (int i = 0; i < k; i++) {
         json_t *v = json_object_get(metrics, names[i]);
         if (!v) fail_msg("%s: TRL logs no %s", which, names[i]);
         check_close(names[i], values[i], json_number_value(v), 1e-5);
     }
+}
+
+static void set_init(fixture *fx, const char *which)
+{
+    char name[64];
+    size_t n;
+    snprintf(name, sizeof name, "%s_init.f32", which);
+    float *init = read_f32(name, &n);
+    for_each_tensor(fx, set_values, init);
+    free(init);
+}
+
+static void run_case(fixture *fx, const char *which)
+{
+    json_t *c = json_object_get(fx->manifest, which);
+    char name[64];
+    set_init(fx, which);
+    grpo_step_once(fx, c);
+    snprintf(name, sizeof name, "%s_grads.f32", which);
+    compare_case(fx, c, which, name, fx->sums[GRPO_LOSS], json_real_value(json_object_get(c, "first_loss")), fx->sums);
+}
+
+/* num_iterations 2: the old log-probs when the batch is made, a first pass (ratio 1), one AdamW step,
+ * then the second pass on the same completions, its ratio against the old log-probs clipped on some
+ * tokens: the loss, the gradients and the loss's metrics (the batch's own are logged once, by the
+ * first pass) against TRL's. */
+static void test_iterations(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "iter2");
+    set_init(fx, "iter2");
+    double old[MAX_ROWS] = {0};
+    train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
+    assert_int_equal(step_sequence_nll(&fx->m, &fx->l.ad, &b, fx->row_seq, fx->n_tok, NULL, old), PT_OK);
+    fx->old_nll = old;
+    double first = grpo_step_once(fx, c), norm;
+    check_close("first pass loss", first, json_real_value(json_object_get(c, "first_loss")), 1e-4);
+    adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
+    assert_int_equal(optimizer_grad_norm(&fx->l, &norm), PT_OK);
+    assert_int_equal(optimizer_step(&fx->l, &o, norm, json_real_value(json_object_get(c, "lr")), 1), PT_OK);
+    grpo_step_once(fx, c);
+    fx->old_nll = NULL;
+    double loss_sums[GRPO_COUNT] = {0}; /* the second pass logs its loss's metrics only, as TRL */
+    int keep[] = {GRPO_LOSS, GRPO_KL, GRPO_LOSS_TOK, GRPO_PASSES, GRPO_ENTROPY, GRPO_CLIP_LOW, GRPO_CLIP_HIGH,
+                  GRPO_CLIP_LOW_MIN, GRPO_CLIP_HIGH_MAX};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) loss_sums[keep[i]] = fx->sums[keep[i]];
+    assert_true(loss_sums[GRPO_CLIP_LOW] > 0 && loss_sums[GRPO_CLIP_HIGH] > 0); /* the clip acts */
+    compare_case(fx, c, "iter2", "iter2_grads.f32", fx->sums[GRPO_LOSS],
+                 json_real_value(json_object_get(c, "second_loss")), loss_sums);
 }
 
 static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
@@ -444,7 +494,11 @@ static void test_top_k(void **state)
                       (float)json_number_value(json_object_get(cs, "top_p")), 1000 + c,
                       (int)json_integer_value(json_object_get(cs, "top_k"))};
         int count[16] = {0};
-        for (int d = 0; d < draws; d++) count[sample_next(&sm, logits, n)]++;
+        for (int d = 0; d < draws; d++) {
+            int32_t id;
+            assert_int_equal(sample_next(&sm, logits, n, &id), PT_OK);
+            count[id]++;
+        }
         double worst = 0;
         for (int i = 0; i < n; i++) {
             double want = json_number_value(json_array_get(probs, (size_t)i));
@@ -458,6 +512,51 @@ static void test_top_k(void **state)
     json_decref(g);
 }
 
+/* In a child whose address space is capped just above what it uses: sampling 32M logits needs 256
+ * MiB of probabilities (and 128 MiB of top_k heap), which cannot be had; sample_next must say so
+ * (PT_ERR_NOMEM, its message) rather than draw some other way. Exit 0: as it must. */
+static int sample_without_memory(void)
+{
+    int n = 1 << 25; /* more than any free memory a test process keeps in its heap */
+    float *logits = calloc((size_t)n, sizeof *logits);
+    if (!logits) return 2;
+    long pages = 0, rss;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f || fscanf(f, "%ld %ld", &pages, &rss) != 2) return 3;
+    fclose(f);
+    struct rlimit r = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (8u << 20), RLIM_INFINITY};
+    r.rlim_max = r.rlim_cur;
+    if (setrlimit(RLIMIT_AS, &r)) return 4;
+    int32_t id = -1;
+    sampler s = {1.0f, 1.0f, 7, 0};
+    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || id != -1 ||
+        !strstr(err_message(), "no memory for the probabilities of 33554432 tokens"))
+        return 5;
+    s.top_k = n - 1;
+    if (sample_next(&s, logits, n, &id) != PT_ERR_NOMEM || !strstr(err_message(), "no memory for top_k 33554431"))
+        return 6;
+    s.temperature = 0; /* greedy needs no buffer */
+    return sample_next(&s, logits, n, &id) == PT_OK && id == 0 ? 0 : 7;
+}
+
+static void test_sample_no_memory(void **state)
+{
+    (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+    print_message("skipped: the address sanitizer reserves more address space than a capped child may have\n");
+    skip();
+#else
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(sample_without_memory());
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("sampling without memory: the child ended with status %d (0: PT_ERR_NOMEM with its message)", status);
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,11 +565,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_random_beta0, setup, teardown),
         cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shared_prompt, setup, teardown),
         cmocka_unit_test(test_top_k),
+        cmocka_unit_test(test_sample_no_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
