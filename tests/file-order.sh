@@ -18,12 +18,12 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     case $1 in
     src/core) echo error shown util log jsonfile ;;
     src/runtime) echo blas_kernel dist signals ;;
-    src/backend) echo device nf4 backend arena quant ;;
+    src/backend) echo device nf4 backend arena quant quant_imatrix ;;
     src/cpu) echo dequant dora gdn gdn_bwd dot matmul_rows matmul moe layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
     cuda) echo comm scratch dequant dora gdn gdn_bwd moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
-        hf_tokenizer weight_check load model_share load_hf model_io ;;
+        hf_tokenizer weight_check load model_share hf_names load_hf model_io ;;
     src/tokenizer) echo tok_utf8 tok_maps template_set spm_proto tok_buf normalize tok_regex tok_norm_align tok_norm \
         tok_spm bpe tok_pretok tok_added tok_load tok_api tok_fingerprint tok_json_base tok_json_spm tok_json \
         tok_pre_names tok_gguf_base tok_gguf_spm tok_gguf tok_spm_config tok_spm_model template_builtin chat_template ;;
@@ -34,7 +34,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/forward) echo moe forward loss tokens sample ;;
     src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset chat_apply ;;
-    src/export) echo gguf_meta hf_meta merge merged_gguf merged_hf ollama export_cmd ;;
+    src/export) echo gguf_meta hf_meta merge imatrix merged_gguf merged_hf ollama export_cmd ;;
     src/hub) echo hub_token hub_http hub_files hub_json hub_card hub_stage hub_jobs hub_api hub_report \
         hub_worker hub_push_cmd ;;
     src/watch) echo crc32c protobuf tfevents runlog heartbeat plot_axes plot watch_ckpt plot_cmd status_print \

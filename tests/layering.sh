@@ -49,7 +49,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     adapter | peft) echo adapter ;;
     forward | sample) echo forward ;;
     dataset | dataset_cache) echo data ;;
-    export | hf_meta | gguf_meta) echo export ;;
+    export | hf_meta | gguf_meta | imatrix) echo export ;;
     hub) echo hub ;;
     tfevents | runlog | plot | heartbeat | watch) echo watch ;;
     train | step | preference | grpo | reward | score_head | saved_modules | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;

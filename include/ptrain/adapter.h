@@ -43,6 +43,8 @@ typedef enum {
 
 typedef struct pt_adapter {
     pt_arch arch;    /* the model's family: its PEFT module names (phi3: qkv_proj, gate_up_proj) */
+    bool text_tower; /* the model is a multimodal checkpoint's text model: PEFT's names have language_model. after
+                      * base_model.model.model. (peft.c writes them so and reads both) */
     int r, n_layers; /* r: PEFT's r, the rank of every pair no pattern names */
     int r_max;       /* the largest rank of any pair (the scratch width) */
     float alpha, scale;
@@ -143,8 +145,9 @@ adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w); /* NULL when w
 /* Every adapted projection in layer order: for (p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) */
 adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev);
 int64_t adapter_param_count(const pt_adapter *ad);
-/* The parameters adapter_create would make for a model of config c (no adapter, no weights needed). */
-int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT]);
+/* The parameters adapter_create would make for a model of config c (no adapter, no weights needed);
+ * with dora, the magnitudes too (one per adapted output row, as adapter_param_count counts them). */
+int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT], bool dora);
 /* FNV-1a over every adapter value (A and B, layer order): equal on ranks holding equal adapters. */
 pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash);
 /* The PEFT module name of projection w in family a (q_proj ... down_proj; phi3: qkv_proj, o_proj, gate_up_proj,

@@ -21,6 +21,7 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN3MOE, /* qwen3 attention, a mixture of experts in place of the MLP (moe.h) */
                PT_ARCH_GEMMA4,  /* gemma3 with per-type head sizes and rope, per-layer inputs, KV sharing */
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
+               PT_ARCH_MISTRAL3, /* Ministral 3: llama with YaRN and a query temperature (llama.cpp's mistral3) */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -53,12 +54,20 @@ typedef struct {
     bool tied;           /* transformers' default for tie_word_embeddings */
     bool sliding_window; /* its config.json may set sliding_window (Mistral) */
     bool q_temperature;  /* its rope parameters' llama_4_scaling_beta scales the queries (Ministral 3) */
+    bool text_tower;     /* a multimodal wrapper (qwen3_5, mistral3, gemma3): the text model's settings are its
+                          * text_config (whose model_type, when given, must be one of this family's own), its
+                          * weights model.language_model.* or, as transformers 4.x saved them and 5.x still
+                          * saves them for the llava line, language_model.model.* with language_model.lm_head;
+                          * the vision tower and projector are left unread */
+    const char *text_defaults; /* a wrapper's: transformers' defaults of its text_config as a JSON object (the keys
+                                * ptrain reads), since transformers 4.x saved text_config as the difference from
+                                * them (google/gemma-3-4b-it's has no num_attention_heads) */
 } pt_arch_hf_type;
 
 typedef struct {
     const char *name;         /* ptrain's and GGUF's general.architecture */
     const char *description;  /* the models it covers, for messages */
-    pt_arch_hf_type hf[3];    /* config.json model_types (name NULL: none) */
+    pt_arch_hf_type hf[4];    /* config.json model_types (name NULL: none) */
     bool qkv_bias;            /* q, k and v projections add a bias (W_Q_BIAS ...) */
     bool post_norms;          /* RMSNorm after attention and after the MLP (W_POST_*) */
     bool norm_plus_one;       /* HF stores norm weights as w for x * (1 + w) */
@@ -76,6 +85,9 @@ typedef struct {
                                * its GGUF form is refused by name) */
     const char *not_yet;      /* what ptrain does not yet do with the family (training, exports, GGUF files), for
                                * the refusal; NULL: everything */
+    bool gguf_q_temperature;  /* mistral3: its GGUF carries llama.cpp's attention.temperature_scale (the query
+                               * temperature's beta, over rope.scaling.original_context_length positions) and
+                               * rope.scaling.yarn_log_multiplier (YaRN's mscale_all_dim) */
     bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers
                                * whose q_proj carries an output gate (W_Q_GATE); training and exports not yet built */
 } pt_arch_info;

@@ -133,6 +133,7 @@ typedef struct {
     bool huggingface_save;
     char *hf_model_name;
     char *merged_save_dir; /* the merged Hugging Face directory (NULL: final_model_dir/merged) */
+    char *imatrix_file;    /* llama.cpp's importance matrix for the GGUF quantizations (NULL: none) */
     bool huggingface_save_gguf;
     pt_strlist quantization_method;
     bool ollama_save;

@@ -8,15 +8,18 @@
 
 #include "ptrain/adapter.h"
 #include "ptrain/config.h"
+#include "ptrain/imatrix.h"
 #include "ptrain/model.h"
 #include "ptrain/settings.h"
 
 /* The merged model (base + s·B·A; l may be NULL: the base alone) as GGUF at path, with
  * quantization method `method` (f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...; gguf_method_list
  * names them). base is the resolved base: a GGUF file (base_is_gguf; its metadata is copied) or a
- * Hugging Face directory (metadata made by gguf_meta.c). Streams row chunks: memory stays ~32 MiB. */
+ * Hugging Face directory (metadata made by gguf_meta.c). Streams row chunks: memory stays ~32 MiB.
+ * im (imatrix_file; NULL: none) weights the quantization of the tensors it has entries for, as
+ * llama-quantize --imatrix does. */
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                             const pt_adapter *l, const char *method);
+                             const pt_adapter *l, const char *method, const pt_imatrix *im);
 
 /* An Ollama Modelfile in dir: FROM ./merged_gguf (a file in dir) when given, else FROM base_gguf
  * plus ADAPTER ./adapter.gguf; TEMPLATE and stop strings for chat_template (a name ptrain knows:
@@ -51,6 +54,7 @@ typedef struct {
     int n_gguf;
     const char *ollama_name, *chat_template;
     const char *ollama_tag; /* model_parameters' size tag ("8b"): the name becomes NAME:TAG */
+    const char *imatrix;    /* imatrix_file: llama.cpp's importance matrix for the GGUF quantizations; NULL: none */
     char **param_keys, **param_values;
     int n_params;
 } export_job;
@@ -67,6 +71,7 @@ typedef struct {
     const char *config_path; /* for messages */
     const char *model_name, *revision, *final_model_dir, *chat_template;
     const char *merged_save_dir; /* the merged Hugging Face directory; NULL: final_model_dir/merged */
+    const char *imatrix_file;    /* the GGUF quantizations' importance matrix; NULL: none */
     bool huggingface_save, huggingface_save_gguf, ollama_save;
     pt_strlist quantization_method;
     const char *ollama_model;

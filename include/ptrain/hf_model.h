@@ -36,5 +36,12 @@ pt_status hf_config_read(const char *path, hf_config *out);
 pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, const pt_load_options *opts,
                         pt_model *m);
 
+/* The tensor a text model calls own (model.embed_tokens.weight, model.layers.N..., lm_head.weight) in s: under
+ * that name, or for a multimodal checkpoint's text model (c->text_tower) under either of its layouts
+ * (hf_names.c); NULL when absent. */
+const st_tensor *hf_text_find(const st_set *s, const pt_model_config *c, const char *own, const st_file **f);
+/* A checkpoint's tensor name as its text model's own name (buf); false for a multimodal checkpoint's tensors
+ * outside its text model (the vision tower, the projector). */
+bool hf_text_own_name(const pt_model_config *c, const char *name, char *buf, size_t len);
 
 #endif

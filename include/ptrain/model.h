@@ -17,6 +17,8 @@ typedef struct {
     int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, vocab, ctx_len;
     float norm_eps, rope_theta;
     bool tied_embeddings;
+    bool text_tower;        /* the text model of a multimodal checkpoint (arch.h's text_tower): PEFT names its modules
+                             * model.language_model.*, and its files hold the weights under one of two prefixes */
     /* family features (model_family_defaults sets them); all zero is llama: a zero embed_scale
      * means 1 and a zero attn_scale 1/sqrt(head_dim) */
     bool qkv_bias;          /* qwen2: q, k and v projections add a bias (W_Q_BIAS ...) */

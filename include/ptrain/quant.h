@@ -5,6 +5,7 @@
 #ifndef PTRAIN_QUANT_H
 #define PTRAIN_QUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "ptrain/backend.h"
@@ -27,6 +28,14 @@ pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int6
  * q5_0, q5_1 (byte for byte ggml's quantize_row_q5_0_ref / q5_1_ref: the fallback for rows that
  * are not whole 256-value super-blocks); others fail with PT_ERR_UNSUPPORTED. */
 pt_status quant_quantize_row(pt_dtype dtype, const float *src, void *dst, int64_t n);
+/* quant_quantize_row with an importance matrix: qw holds n weights (the imatrix's values for the
+ * row's columns). Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K are quantized as ggml's
+ * ggml_quantize_chunk does with weights, byte for byte; the other types ignore qw, as ggml does;
+ * qw NULL is quant_quantize_row. n is one whole row (the 32-value formats weight by its mean
+ * square). */
+pt_status quant_quantize_row_imatrix(pt_dtype dtype, const float *src, void *dst, int64_t n, const float *qw);
+/* Whether dtype's quantizer uses an importance matrix. */
+bool quant_uses_imatrix(pt_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -163,6 +163,7 @@ static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, 
 {
     memset(ad, 0, sizeof *ad);
     ad->arch = m->cfg.arch;
+    ad->text_tower = m->cfg.text_tower;
     ad->r = r;
     ad->alpha = alpha;
     ad->scale = scale_of(alpha, r, rslora);
@@ -266,11 +267,11 @@ int64_t adapter_param_count(const pt_adapter *ad)
     return n;
 }
 
-int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT])
+int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT], bool dora)
 {
     int64_t n = 0, out, in;
     for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && model_adapter_shape(c, w, &out, &in)) n += (int64_t)r * (out + in);
+        if (target[w] && model_adapter_shape(c, w, &out, &in)) n += (int64_t)r * (out + in) + (dora ? out : 0);
     return n * c->n_layers;
 }
 

@@ -23,14 +23,37 @@
 static const char *const select_keys[] = {"layers_to_transform", "layers_pattern", "rank_pattern", "alpha_pattern",
                                           NULL};
 
+/* A multimodal checkpoint's text model: PEFT names its modules base_model.model.model.language_model.* where
+ * ptrain's own names (adapter_tensor_name, the checkpoints) have base_model.model.model.* */
+#define PEFT_MODEL "base_model.model.model."
+#define PEFT_TEXT "base_model.model.model.language_model."
+
 /* ---- writing ---- */
 
+/* name as PEFT names it for l's model, in buf. */
+static const char *peft_name(const pt_adapter *l, const char *name, char *buf, size_t len)
+{
+    if (!l->text_tower || strncmp(name, PEFT_MODEL, strlen(PEFT_MODEL))) return name;
+    snprintf(buf, len, "%s%s", PEFT_TEXT, name + strlen(PEFT_MODEL));
+    return buf;
+}
+
+/* The module names as a list; for a multimodal checkpoint's text model, one regular expression that names them
+ * within model.language_model alone, as PEFT would otherwise adapt the vision tower's q_proj ... too. */
 static json_t *target_list(const pt_adapter *l)
 {
     json_t *list = json_array();
+    char re[512] = "";
     for (int w = 0; w < W_COUNT; w++)
-        if (l->target[w]) json_array_append_new(list, json_string(adapter_module_name(l->arch, w)));
-    return list;
+        if (l->target[w]) {
+            json_array_append_new(list, json_string(adapter_module_name(l->arch, w)));
+            snprintf(re + strlen(re), sizeof re - strlen(re), "%s%s", re[0] ? "|" : "", adapter_module_name(l->arch, w));
+        }
+    if (!l->text_tower) return list;
+    json_decref(list);
+    char full[600];
+    snprintf(full, sizeof full, "model\\.language_model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(%s)", re);
+    return json_string(full);
 }
 
 static char *config_json(const pt_adapter *l, const adapter_info *info)
@@ -83,22 +106,22 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
 
 static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapter_info *info)
 {
-    char name[160];
+    char name[160], text[200];
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
             const adapter_pair *p = adapter_at(l, layer, k);
             if (!p) continue;
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'A');
-            TRY(st_w_tensor(w, name, ST_F32, 2, p->a.shape));
+            TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 2, p->a.shape));
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
-            TRY(st_w_tensor(w, name, ST_F32, 2, p->b.shape));
+            TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 2, p->b.shape));
             if (!l->dora) continue;
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'M'); /* PEFT's 1-d [out] */
-            TRY(st_w_tensor(w, name, ST_F32, 1, p->b.shape));
+            TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 1, p->b.shape));
         }
     int64_t shape[2] = {1, info->score_dim}, full[2] = {info->saved_rows, info->saved_cols};
     for (int i = 0; i < 2; i++) /* modules_to_save: the trained weights, fp32, under PEFT's names */
-        if (info->saved[i]) TRY(st_w_tensor(w, info->saved_name[i], ST_F32, 2, full));
+        if (info->saved[i]) TRY(st_w_tensor(w, peft_name(l, info->saved_name[i], text, sizeof text), ST_F32, 2, full));
     return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
@@ -249,10 +272,21 @@ static pt_status read_config(const char *dir, peft_settings *s)
     return st;
 }
 
+/* A name of PEFT's for a multimodal checkpoint's text model (base_model.model.model.language_model.*) as ptrain's
+ * own (base_model.model.model.*), in buf; other names as they are. */
+static const char *own_name(const char *name, char *buf, size_t len)
+{
+    if (strncmp(name, PEFT_TEXT, strlen(PEFT_TEXT))) return name;
+    snprintf(buf, len, "%s%s", PEFT_MODEL, name + strlen(PEFT_TEXT));
+    return buf;
+}
+
 /* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B';
  * ...X.lora_magnitude_vector (DoRA) -> 'M'. False for any other name. */
 static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, int *slot, char *which)
 {
+    char own[256];
+    name = own_name(name, own, sizeof own);
     const char *prefix = "base_model.model.model.layers.";
     if (strncmp(name, prefix, strlen(prefix))) return false;
     char *end;
@@ -289,6 +323,8 @@ static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, in
 /* Which of modules_to_save's tensors name is (ADAPTER_SAVED_EMBED or _HEAD), or -1. */
 static int saved_index(const char *name)
 {
+    char own[256];
+    name = own_name(name, own, sizeof own);
     for (int i = 0; i < 2; i++)
         if (!strcmp(name, adapter_saved_tensor(i))) return i;
     return -1;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ptrain/quant_blocks.h"
+#include "quant_search.h"
 
 float quant_f16_to_f32(uint16_t h)
 {
@@ -282,8 +283,9 @@ static void quantize_q8_0(const float *x, block_q8_0 *b)
 static void quantize_q4(bool has_min, const float *x, float *d_out, float *m_out, uint8_t *qs)
 {
     float lo = x[0], hi = x[0], amax = 0, signed_max = 0;
-    for (int j = 0; j < QK; j++) {
-        lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+    for (int j = 0; j < QK; j++) { /* compared as ggml compares (fminf/fmaxf may pick either signed zero) */
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), signed_max = x[j];
     }
     float d = has_min ? (hi - lo) / 15.0f : signed_max / -8.0f, m = has_min ? lo : 0.0f;
@@ -314,7 +316,7 @@ static void quantize_q4_1(const float *x, block_q4_1 *b)
 }
 
 /* Q5_0/Q5_1 levels (0..31) into the fifth bits qh and the nibbles qs, as dequant_q5 reads them. */
-static void pack_q5_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
+void quant_pack_q5_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
 {
     uint32_t h = 0;
     for (int j = 0; j < 16; j++) {
@@ -343,7 +345,7 @@ static void quantize_q5(bool has_min, const float *x, float *d_out, float *m_out
         float v = (has_min ? (x[j] - m) * inv : x[j] * inv) + bias;
         L[j] = (uint8_t)(v <= 0 ? 0 : v >= 31 ? 31 : (int)v); /* truncated, as ggml's casts */
     }
-    pack_q5_levels(L, qh, qs);
+    quant_pack_q5_levels(L, qh, qs);
     *d_out = d, *m_out = m;
 }
 
@@ -407,11 +409,14 @@ static bool affine_fit(int n, const float *x, const float *w, const uint8_t *L, 
  * best min so far, refits scale and min to those levels by least squares and keeps whichever has
  * the lowest weighted error (as ggml does, so the search walks on from each improvement). Returns
  * the scale; *mn gets the (non-negative) offset. */
-static float qkx2_quants(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin,
-                         float rdelta, int nstep)
+float quant_search_affine(int n, int nmax, const float *x, const float *w, uint8_t *L, float *mn, float rmin,
+                          float rdelta, int nstep)
 {
     float lo = x[0], hi = x[0];
-    for (int i = 1; i < n; i++) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
+    for (int i = 1; i < n; i++) { /* compared as ggml compares: the same signed zero */
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
     if (lo > 0) lo = 0;
     if (hi == lo) {
         memset(L, 0, (size_t)n);
@@ -444,7 +449,7 @@ static void subblock_weights(const float *x, float *w)
 
 /* Inverse of block_k4_scale_min: store sub-block j's 6-bit scale and min into the 12 packed bytes
  * (which start zeroed). */
-static void pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
+void quant_pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
 {
     if (j < 4) {
         q[j] |= (uint8_t)sc;
@@ -461,10 +466,13 @@ static void pack_scale_min_k4(int j, int sc, int m, uint8_t *q)
 static void pack_k4_head(const float *scale, const float *min, uint16_t *d, uint16_t *dmin, uint8_t *scales)
 {
     float max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; j++) max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, min[j]);
+    for (int j = 0; j < 8; j++) { /* compared as ggml compares: a min of -0 leaves max_min +0 (dmin's sign bit) */
+        if (scale[j] > max_scale) max_scale = scale[j];
+        if (min[j] > max_min) max_min = min[j];
+    }
     float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0, inv_min = max_min > 0 ? 63.0f / max_min : 0;
     for (int j = 0; j < 8; j++)
-        pack_scale_min_k4(j, clampi(nearest_int(inv_scale * scale[j]), 0, 63),
+        quant_pack_scale_min_k4(j, clampi(nearest_int(inv_scale * scale[j]), 0, 63),
                           clampi(nearest_int(inv_min * min[j]), 0, 63), scales);
     *d = quant_f32_to_f16(max_scale / 63.0f);
     *dmin = quant_f32_to_f16(max_min / 63.0f);
@@ -472,7 +480,7 @@ static void pack_k4_head(const float *scale, const float *min, uint16_t *d, uint
 
 /* Redo the levels against the scales as stored (quantized), as the decoder will see them. A
  * sub-block whose stored scale is zero keeps its levels. */
-static void requant_k4(int nmax, const float *x, uint16_t d16, uint16_t dmin16, const uint8_t *scales, uint8_t *L)
+void quant_requant_k4(int nmax, const float *x, uint16_t d16, uint16_t dmin16, const uint8_t *scales, uint8_t *L)
 {
     float d = quant_f16_to_f32(d16), dmin = quant_f16_to_f32(dmin16);
     for (int j = 0; j < 8; j++) {
@@ -487,7 +495,7 @@ static void requant_k4(int nmax, const float *x, uint16_t d16, uint16_t dmin16, 
 
 /* Q4_K/Q5_K levels into qs and, for Q5_K, the fifth bits into qh (zeroed before), the layout
  * dequant_k4 reads. */
-static void pack_k4_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
+void quant_pack_k4_levels(const uint8_t *L, uint8_t *qh, uint8_t *qs)
 {
     for (int g = 0; g < 4; g++)
         for (int l = 0; l < 32; l++) {
@@ -506,11 +514,11 @@ static void quantize_k4(bool five, const float *x, uint16_t *d, uint16_t *dmin, 
     float scale[8], min[8], w[32];
     for (int j = 0; j < 8; j++) {
         subblock_weights(x + 32 * j, w);
-        scale[j] = qkx2_quants(32, nmax, x + 32 * j, w, L + 32 * j, &min[j], five ? -0.5f : -1.0f, 0.1f,
+        scale[j] = quant_search_affine(32, nmax, x + 32 * j, w, L + 32 * j, &min[j], five ? -0.5f : -1.0f, 0.1f,
                                five ? 15 : 20);
     }
     pack_k4_head(scale, min, d, dmin, scales);
-    requant_k4(nmax, x, *d, *dmin, scales, L);
+    quant_requant_k4(nmax, x, *d, *dmin, scales, L);
 }
 
 static void quantize_q4_k(const float *x, block_q4_K *b)
@@ -518,7 +526,7 @@ static void quantize_q4_k(const float *x, block_q4_K *b)
     uint8_t L[QK_K];
     memset(b, 0, sizeof *b);
     quantize_k4(false, x, &b->d, &b->dmin, b->scales, L);
-    pack_k4_levels(L, NULL, b->qs);
+    quant_pack_k4_levels(L, NULL, b->qs);
 }
 
 static void quantize_q5_k(const float *x, block_q5_K *b)
@@ -526,18 +534,18 @@ static void quantize_q5_k(const float *x, block_q5_K *b)
     uint8_t L[QK_K];
     memset(b, 0, sizeof *b);
     quantize_k4(true, x, &b->d, &b->dmin, b->scales, L);
-    pack_k4_levels(L, b->qh, b->qs);
+    quant_pack_k4_levels(L, b->qh, b->qs);
 }
 
 /* Signed levels round(iscale * x) clamped to -nmax..nmax-1, stored offset by nmax in L, and the
- * sums (weighted by x^2) the least-squares scale sum(w x l) / sum(w l^2) needs. */
-static void signed_levels(int n, int nmax, const float *x, float iscale, uint8_t *L, float *sumlx,
-                          float *suml2)
+ * sums (weighted by qw, or x^2 without) the least-squares scale sum(w x l) / sum(w l^2) needs. */
+static void signed_levels(int n, int nmax, const float *x, const float *qw, float iscale, uint8_t *L,
+                          float *sumlx, float *suml2)
 {
     *sumlx = *suml2 = 0;
     for (int i = 0; i < n; i++) {
         int l = clampi(nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         L[i] = (uint8_t)(l + nmax);
         *sumlx += w * x[i] * (float)l, *suml2 += w * (float)l * (float)l;
     }
@@ -545,9 +553,9 @@ static void signed_levels(int n, int nmax, const float *x, float iscale, uint8_t
 
 /* make_qx_quants with rmse_type 1: x ~ scale*(L - nmax), the value of largest magnitude mapped to
  * -nmax. Tries the inverse scales -(nmax + 0.1k) / max for k = -9..9 and keeps the one whose
- * least-squares scale (weights x^2) leaves the least error. Returns the scale (0 for a zero
- * sub-block, whose levels are then 0, as ggml leaves them). */
-static float qx_quants(int n, int nmax, const float *x, uint8_t *L)
+ * least-squares scale (weights qw, or x^2 when qw is NULL) leaves the least error. Returns the
+ * scale (0 for a zero sub-block, whose levels are then 0, as ggml leaves them). */
+float quant_search_signed(int n, int nmax, const float *x, const float *qw, uint8_t *L)
 {
     float amax = 0, max = 0;
     for (int i = 0; i < n; i++)
@@ -557,12 +565,12 @@ static float qx_quants(int n, int nmax, const float *x, uint8_t *L)
         return 0;
     }
     float sumlx, suml2;
-    signed_levels(n, nmax, x, -(float)nmax / max, L, &sumlx, &suml2);
+    signed_levels(n, nmax, x, qw, -(float)nmax / max, L, &sumlx, &suml2);
     float scale = suml2 > 0 ? sumlx / suml2 : 0, best = scale * sumlx;
-    uint8_t cand[16];
+    uint8_t cand[32]; /* n <= 32 */
     for (int k = -9; k <= 9; k++) {
         if (k == 0) continue;
-        signed_levels(n, nmax, x, -((float)nmax + 0.1f * (float)k) / max, cand, &sumlx, &suml2);
+        signed_levels(n, nmax, x, qw, -((float)nmax + 0.1f * (float)k) / max, cand, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2)
             scale = sumlx / suml2, best = scale * sumlx, memcpy(L, cand, (size_t)n);
     }
@@ -583,15 +591,16 @@ static void pack_q6_levels(const uint8_t *L, block_q6_K *b)
     }
 }
 
-/* One Q6_K super-block of 256 values: search each 16-value sub-block's scale (make_qx_quants),
- * store them as int8 against one fp16 d (the largest magnitude maps to -128), then requantize the
- * values against the stored scales. */
-static void quantize_q6_k(const float *x, block_q6_K *b)
+/* One Q6_K super-block of 256 values: search each 16-value sub-block's scale (make_qx_quants,
+ * weighted by qw when given: an importance matrix's 256 values), store them as int8 against one
+ * fp16 d (the largest magnitude maps to -128), then requantize the values against the stored
+ * scales. */
+void quant_q6_k_block(const float *x, const float *qw, block_q6_K *b)
 {
     uint8_t L[QK_K];
     float scale[16], max_scale = 0, amax = 0;
     for (int j = 0; j < 16; j++) {
-        scale[j] = qx_quants(16, 32, x + 16 * j, L + 16 * j);
+        scale[j] = quant_search_signed(16, 32, x + 16 * j, qw ? qw + 16 * j : NULL, L + 16 * j);
         if (fabsf(scale[j]) > amax) amax = fabsf(scale[j]), max_scale = scale[j];
     }
     memset(b, 0, sizeof *b);
@@ -608,6 +617,8 @@ static void quantize_q6_k(const float *x, block_q6_K *b)
     }
     pack_q6_levels(L, b);
 }
+
+static void quantize_q6_k(const float *x, block_q6_K *b) { quant_q6_k_block(x, NULL, b); }
 
 /* Every block of a row (n values in, at src; dst out): encoded by fn aside, then copied in. */
 #define QUANTIZE_BLOCKS(type, values, fn)                                                          \

@@ -1,5 +1,5 @@
 /* inspect.c — `ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N]
- * [--lora-r R] [--lora-target-modules LIST] [--lora-dropout P] [--gradient-checkpointing MODE]
+ * [--lora-r R] [--lora-target-modules LIST] [--lora-dropout P] [--use-dora] [--gradient-checkpointing MODE]
  * [--device cpu|cuda] [--no-4bit]`: a model's architecture, sizes, tensor types, tokenizer and chat
  * template, and the memory one rank needs for it, read from the files (GGUF header, or
  * config.json + the safetensors headers + tokenizer files) without loading any weights, so it is
@@ -41,7 +41,7 @@
 typedef struct {
     const char *model, *revision;
     long seq, batch, lora_r;
-    bool nf4;
+    bool nf4, dora; /* dora: --use-dora, the adapters carry DoRA magnitudes */
     /* the training run whose memory plan is printed */
     const char *targets; /* --lora-target-modules as given (PEFT module names) */
     double lora_dropout;
@@ -66,7 +66,7 @@ typedef struct {
 
 static const char insp_usage[] =
     "Usage: ptrain inspect MODEL [--revision REV] [--max-seq-length N] [--batch-size N] [--lora-r R]\n"
-    "                            [--lora-target-modules LIST] [--lora-dropout P]\n"
+    "                            [--lora-target-modules LIST] [--lora-dropout P] [--use-dora]\n"
     "                            [--gradient-checkpointing false|true|unsloth] [--device cpu|cuda]\n"
     "                            [--no-4bit]\n"
     "       ptrain inspect CHECKPOINT\n"
@@ -76,7 +76,8 @@ static const char insp_usage[] =
     "the weights after load_in_4bit, and the memory plan `ptrain train` prints for a run with these\n"
     "settings (its `memory plan:` lines, computed from the config without loading the weights).\n"
     "Defaults, as a config's: --max-seq-length 2048 --batch-size 2 --lora-r 16, all seven\n"
-    "projections, --lora-dropout 0, --gradient-checkpointing unsloth; --device cuda when this ptrain\n"
+    "projections, --lora-dropout 0, no DoRA (--use-dora: use_dora's magnitudes, one per adapted output\n"
+    "row, counted as training counts them), --gradient-checkpointing unsloth; --device cuda when this ptrain\n"
     "has the CUDA backend, else cpu. The plan leaves out evaluation, whose buffers (at the training\n"
     "batch size) are never the larger.\n"
     "CHECKPOINT: a training checkpoint, output_dir/checkpoint-N.h5. Prints its step, epoch, loss,\n"
@@ -648,12 +649,13 @@ static int parse_targets(pt_arch a, const char *text, bool target[W_COUNT])
 static void memory_lines(const insp_report *r, const insp_options *o)
 {
     pt_model m = {.cfg = r->cfg};
-    pt_adapter ad = {.arch = r->cfg.arch, .r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers};
+    pt_adapter ad = {.arch = r->cfg.arch, .r = (int)o->lora_r, .r_max = (int)o->lora_r, .n_layers = r->cfg.n_layers,
+                     .dora = o->dora};
     parse_targets(ad.arch, o->targets, ad.target); /* checked when the options were read */
     bool cuda = o->device == DEVICE_CUDA;
     step_options so = step_options_for(o->ckpt, cuda, (float)o->lora_dropout);
     pt_memplan_run run = {.batch = o->batch, .seq = o->seq, .weight_bytes = (size_t)r->loaded,
-                          .lora_params = adapter_param_count_for(&r->cfg, ad.r, ad.target), .cuda = cuda};
+                          .lora_params = adapter_param_count_for(&r->cfg, ad.r, ad.target, ad.dora), .cuda = cuda};
     pt_memplan p;
     memplan_of_run(&m, &ad, &so, &run, &p);
     char a[32], t[32], targets[128];
@@ -664,10 +666,12 @@ static void memory_lines(const insp_report *r, const insp_options *o)
                arch_name(r->cfg.arch));
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
-    printf("%-18s %s%s on %s%s: LoRA r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "
+    printf("%-18s %lld (LoRA r=%ld on %s%s), as ptrain train counts them\n", "trainable params",
+           (long long)run.lora_params, o->lora_r, *targets ? targets : "nothing", o->dora ? ", DoRA magnitudes included" : "");
+    printf("%-18s %s%s on %s%s: %s r=%ld on %s, lora_dropout %g, %ld x %ld tokens, use_gradient_checkpointing "
            "%s; ptrain train's plan:\n", "training per rank", about, human((double)p.total, t, sizeof t),
-           backend_device_names[o->device], p.offloaded ? " (and the host memory below)" : "", o->lora_r,
-           *targets ? targets : "nothing", o->lora_dropout, o->batch, o->seq, config_checkpointing_names[o->ckpt]);
+           backend_device_names[o->device], p.offloaded ? " (and the host memory below)" : "", o->dora ? "DoRA" : "LoRA",
+           o->lora_r, *targets ? targets : "nothing", o->lora_dropout, o->batch, o->seq, config_checkpointing_names[o->ckpt]);
     memplan_print(&p, backend_device_names[o->device]);
 }
 
@@ -768,6 +772,7 @@ static pt_status insp_option(int c, const char *arg, insp_options *o)
     case 'g': return parse_ckpt(arg, &o->ckpt);
     case 'd': return parse_device(arg, &o->device);
     case 'n': o->nf4 = false; return PT_OK;
+    case 'D': o->dora = true; return PT_OK;
     default: return PT_ERR_INTERNAL;
     }
 }
@@ -780,7 +785,8 @@ static int insp_parse(int argc, char **argv, insp_options *o)
         {"batch-size", required_argument, 0, 'b'},   {"lora-r", required_argument, 0, 'l'},
         {"lora-target-modules", required_argument, 0, 't'}, {"lora-dropout", required_argument, 0, 'p'},
         {"gradient-checkpointing", required_argument, 0, 'g'}, {"device", required_argument, 0, 'd'},
-        {"no-4bit", no_argument, 0, 'n'},            {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"no-4bit", no_argument, 0, 'n'},            {"use-dora", no_argument, 0, 'D'},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     *o = insp_defaults();
     int c;
     optind = 1;
@@ -795,6 +801,9 @@ static int insp_parse(int argc, char **argv, insp_options *o)
                        shown_text(argv[optind - 1]).s);
         TRY(insp_option(c, optarg, o));
     }
+    if (o->dora && o->lora_dropout > 0)
+        return ERR(PT_ERR_USAGE, "--use-dora with --lora-dropout %g: DoRA trains without lora_dropout in ptrain (as "
+                   "use_dora does); leave --lora-dropout out\nTry 'ptrain inspect --help'.", o->lora_dropout);
     if (optind >= argc) return ERR(PT_ERR_USAGE, "no model given\nTry 'ptrain inspect --help'.");
     o->model = argv[optind++];
     if (optind < argc)

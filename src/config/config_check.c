@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -510,18 +511,19 @@ static void check_datasets(pt_config *cfg, config_report *errors)
         if (cfg->datasets[d].seed < 0) cfg->datasets[d].seed = cfg->seed;
 }
 
-/* use_dora: DoRA is built and held to PEFT for sft and cpt, without dropout (PEFT's DoRA applies the
- * dropout to the LoRA input only, a path ptrain does not have), on the base as loaded (pissa and
- * olora change the base, and PEFT's conversion of their adapters does not carry magnitudes). */
+/* use_dora: DoRA is built and held to PEFT (and TRL's trainers with PEFT's use_dora) for sft, cpt,
+ * dpo, kto, cpo, orpo and reward (the reference of dpo and kto: the base alone, as PEFT's disabled
+ * adapter is), without dropout (PEFT's DoRA applies the dropout to the LoRA input only, a path ptrain
+ * does not have), on the base as loaded (pissa and olora change the base, and PEFT's conversion of
+ * their adapters does not carry magnitudes). GRPO's sampled completions are not held to TRL with
+ * DoRA yet. */
 static void check_dora(pt_config *cfg, config_report *errors)
 {
     if (!cfg->use_dora) return;
-    const method_info *mi = method_info_of(cfg->method);
-    if (cfg->method != METHOD_SFT && cfg->method != METHOD_CPT)
+    if (cfg->method == METHOD_GRPO)
         rule_error(cfg, errors, "use_dora",
-                   "%s: DoRA is built for sft and cpt only (its training with a reference model, a score head or "
-                   "generated completions is not checked against TRL yet); remove the key or use method sft",
-                   mi->name);
+                   "grpo: DoRA is not checked against TRL's GRPOTrainer yet (its generation and loss with DoRA "
+                   "magnitudes have no reference test in ptrain); remove the key or use another method");
     if (cfg->lora_dropout > 0)
         rule_error(cfg, errors, "use_dora",
                    "DoRA trains without lora_dropout in ptrain (PEFT drops the input of the LoRA part only, which "

@@ -87,7 +87,8 @@ const key_spec config_keys[] = {
     {"use_dora", NULL, K_BOOL, OFF(use_dora), "false", NULL, 0, 0, 0,
      "PEFT's use_dora (DoRA): each adapted projection's output rows scaled by a trained magnitude over the row "
      "norm of W + scale B A (the norm not differentiated, as PEFT's); saved in PEFT's format with its "
-     "lora_magnitude_vector (no adapter.h5, no adapter.gguf); methods sft and cpt, without lora_dropout"},
+     "lora_magnitude_vector (no adapter.h5, no adapter.gguf); methods sft, cpt, dpo, kto, cpo, orpo and reward "
+     "(not grpo), without lora_dropout"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
     {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,
@@ -254,6 +255,9 @@ const key_spec config_keys[] = {
      "write merged GGUF files (final_model_dir/merged-METHOD.gguf)"},
     {"quantization_method", NULL, K_STRLIST, OFF(quantization_method), "q4_k_m", quant_choices, 0, 0,
      0, "GGUF export types (one or a list)"},
+    {"imatrix_file", NULL, K_STR, OFF(imatrix_file), NULL, NULL, 0, 0, 0,
+     "llama.cpp's importance matrix (llama-imatrix's .gguf or legacy .dat) weighting the GGUF quantizations "
+     "(q4_0, q4_1, q5_0, q5_1 and the k-quants), as llama-quantize --imatrix does"},
     {"ollama_save", NULL, K_BOOL, OFF(ollama_save), "false", NULL, 0, 0, 0,
      "write a Modelfile and create an Ollama model"},
     {"ollama_model", NULL, K_STR, OFF(ollama_model), NULL, NULL, 0, 0, 0, "Ollama model name"},
@@ -320,9 +324,6 @@ const foreign_key config_foreign_keys[] = {
      "ptrain always writes the adapter to final_model_dir and, with huggingface_save: true, the merged "
      "model in 16 bits (save_method: merged_16bit); a merged 4-bit model is not written (the GGUF types of "
      "quantization_method are); remove the key"},
-    {"imatrix_file", "", "the GGUF types are quantized without an importance matrix",
-     "GGUF quantization with an importance matrix (imatrix_file) is not implemented in ptrain; remove the "
-     "key (the GGUF types of quantization_method are written without one)"},
     /* vLLM generation and the llama.cpp drafter */
     {"fast_inference", "false", "ptrain has no vLLM generation",
      "fast_inference asks Unsloth to generate with vLLM, which ptrain does not have; remove the key or "

@@ -106,14 +106,19 @@ static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, c
 static pt_status write_ggufs(const export_job *j, const char *base, bool is_gguf, const pt_model_config *cfg,
                              const pt_adapter *l, char *first, size_t len)
 {
-    for (int i = 0; i < j->n_gguf; i++) {
+    pt_imatrix im;
+    if (j->imatrix) TRY(imatrix_load(j->imatrix, &im));
+    pt_status st = PT_OK;
+    for (int i = 0; i < j->n_gguf && st == PT_OK; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/merged-%s.gguf", j->out, j->gguf[i]);
-        TRY(export_merged_gguf(path, base, is_gguf, cfg, l, j->gguf[i]));
+        st = export_merged_gguf(path, base, is_gguf, cfg, l, j->gguf[i], j->imatrix ? &im : NULL);
+        if (st != PT_OK) break;
         log_info("export     %s (%s)\n", shown_text(path).s, shown_text(j->gguf[i]).s);
         if (i == 0) snprintf(first, len, "merged-%s.gguf", j->gguf[i]);
     }
-    return PT_OK;
+    if (j->imatrix) imatrix_free(&im);
+    return st;
 }
 
 static pt_status write_ollama(const export_job *j, const char *base, bool is_gguf, const char *merged, bool adapter)
@@ -221,6 +226,8 @@ static const char export_usage[] =
     "Options (add to what CONFIG asks):\n"
     "  --gguf METHODS      merged GGUF files OUT/merged-METHOD.gguf: f16, bf16, q8_0, q4_0, q4_1, q4_k_m, ...\n"
     "                      (one or a comma-separated list)\n"
+    "  --imatrix FILE      quantize the GGUF files with llama.cpp's importance matrix FILE (llama-imatrix's\n"
+    "                      .gguf or legacy .dat), as llama-quantize --imatrix does\n"
     "  --hf                merged Hugging Face directory OUT/merged\n"
     "  --dtype D           its weights: bf16 (default), f16 or f32\n"
     "  --ollama NAME       OUT/Modelfile, and `ollama create NAME` when ollama is on PATH\n"
@@ -266,7 +273,8 @@ static int parse_cli(int argc, char **argv, export_cli *c)
         {"out", required_argument, 0, 'o'},   {"gguf", required_argument, 0, 'g'},
         {"hf", no_argument, 0, 'H'},          {"dtype", required_argument, 0, 'd'},
         {"ollama", required_argument, 0, 'O'}, {"no-adapter-files", no_argument, 0, 'N'},
-        {"chat-template", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"chat-template", required_argument, 0, 'T'}, {"imatrix", required_argument, 0, 'I'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     c->job.adapter_files = true;
     optind = 1;
     opterr = 0;
@@ -281,6 +289,7 @@ static int parse_cli(int argc, char **argv, export_cli *c)
         case 'O': c->job.ollama = true, c->job.ollama_name = optarg; break;
         case 'N': c->job.adapter_files = false; break;
         case 'T': c->job.chat_template = optarg; break;
+        case 'I': c->job.imatrix = optarg; break;
         case 'h': fputs(export_usage, stdout); return -1;
         default: return usage("unknown or incomplete option", argv[optind - 1]);
         }
@@ -299,6 +308,7 @@ static pt_status apply_config(export_cli *c, const export_options *o)
     if (!j->adapter) j->adapter = o->final_model_dir;
     j->hf = j->hf || o->huggingface_save;
     if (!j->merged_dir) j->merged_dir = o->merged_save_dir;
+    if (!j->imatrix) j->imatrix = o->imatrix_file;
     if (o->huggingface_save_gguf && j->n_gguf == 0)
         for (int i = 0; i < o->quantization_method.n; i++) {
             char *m = o->quantization_method.items[i];
@@ -373,7 +383,7 @@ export_options export_options_from_config(const pt_config *cfg)
 {
     return (export_options){.config_path = cfg->path, .model_name = cfg->model_name, .revision = cfg->revision,
                             .final_model_dir = cfg->final_model_dir, .chat_template = cfg->chat_template,
-                            .merged_save_dir = cfg->merged_save_dir,
+                            .merged_save_dir = cfg->merged_save_dir, .imatrix_file = cfg->imatrix_file,
                             .huggingface_save = cfg->huggingface_save,
                             .huggingface_save_gguf = cfg->huggingface_save_gguf, .ollama_save = cfg->ollama_save,
                             .quantization_method = cfg->quantization_method, .ollama_model = cfg->ollama_model,

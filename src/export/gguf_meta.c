@@ -118,6 +118,14 @@ static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
     TRY(put_u32(w, a, "rope.scaling.original_context_length", (int)s->original_max_position_embeddings));
     if (s->beta_fast > 0) TRY(put_f32(w, a, "rope.scaling.yarn_beta_fast", s->beta_fast));
     if (s->beta_slow > 0) TRY(put_f32(w, a, "rope.scaling.yarn_beta_slow", s->beta_slow));
+    if (arch_info(hc->cfg.arch)->gguf_q_temperature && s->mscale_all_dim > 0) { /* llama.cpp's mistral3 */
+        double want = rope_yarn_attention(s->factor, 1.0, s->mscale_all_dim);
+        if (fabs(s->attention_factor - want) > 1e-7 * want)
+            return ERR(PT_ERR_USER, "rope scaling yarn with attention factor %g: llama.cpp's mistral3 derives it "
+                       "from yarn_log_multiplier (mscale_all_dim %g) as %g, taking mscale as 1; export the merged "
+                       "Hugging Face model", s->attention_factor, s->mscale_all_dim, want);
+        return put_f32(w, a, "rope.scaling.yarn_log_multiplier", s->mscale_all_dim);
+    }
     double attn = s->attention_factor / rope_yarn_attention(s->factor, 0.0, 0.0);
     return fabs(attn - 1.0) > 1e-7 ? put_f32(w, a, "rope.scaling.attn_factor", attn) : PT_OK;
 }
@@ -127,10 +135,16 @@ static pt_status rope_yarn(gguf_writer *w, const hf_config *hc)
 static pt_status rope(gguf_writer *w, const hf_config *hc)
 {
     const char *a = arch_name(hc->cfg.arch);
-    if (hc->cfg.q_temp_beta != 0.0f)
+    bool q_temp = arch_info(hc->cfg.arch)->gguf_q_temperature;
+    if (hc->cfg.q_temp_beta != 0.0f && !q_temp)
         return ERR(PT_ERR_USER, "Ministral 3's query temperature (llama_4_scaling_beta %g) has no key in the %s "
-                   "architecture ptrain writes (llama.cpp's mistral3 is not written yet): export the merged Hugging "
-                   "Face model (--hf) instead", hc->cfg.q_temp_beta, a);
+                   "architecture: export the merged Hugging Face model (--hf) instead", hc->cfg.q_temp_beta, a);
+    if (hc->cfg.q_temp_beta != 0.0f && !(hc->rope.type == PT_ROPE_YARN &&
+                                         (int)hc->rope.original_max_position_embeddings == hc->cfg.q_temp_period))
+        return ERR(PT_ERR_USER, "a query temperature over %d positions without YaRN over as many: llama.cpp's %s "
+                   "takes the temperature's period from rope.scaling.original_context_length; export the merged "
+                   "Hugging Face model (--hf) instead", hc->cfg.q_temp_period, a);
+    if (hc->cfg.q_temp_beta != 0.0f) TRY(put_f32(w, a, "attention.temperature_scale", hc->cfg.q_temp_beta));
     TRY(put_f32(w, a, "rope.freq_base", hc->rope_theta));
     TRY(put_u32(w, a, "rope.dimension_count", model_rope_dim(&hc->cfg)));
     if (hc->rope.type == PT_ROPE_LONGROPE) { /* phi3: the factors are tensors (merged_gguf.c) */

@@ -19,6 +19,8 @@
 #include "ptrain/gguf_meta.h"
 #include "ptrain/gguf_write.h"
 #include "ptrain/hf_model.h"
+#include "ptrain/imatrix.h"
+#include "ptrain/log.h"
 #include "ptrain/model_io.h"
 #include "ptrain/quant.h"
 #include "ptrain/quant_blocks.h"
@@ -59,6 +61,8 @@ typedef struct {
     gguf_item *items;
     size_t n;
     const pt_adapter *lora;
+    const pt_imatrix *im;        /* imatrix_file, or NULL */
+    int n_weighted, n_quantized; /* tensors quantized with the importance matrix, of those it could weight */
 } gguf_plan;
 
 /* The output type of item it (layer -1 for tensors outside the blocks). */
@@ -110,10 +114,10 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
 }
 
 /* An item from safetensors tensor `hname` named `gname` in the GGUF (rows 0: a vector). */
-static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, const char *gname, int layer, int slot,
-                             int permute, bool plus_one)
+static pt_status add_st_item(gguf_plan *p, const st_set *s, const pt_model_config *cfg, const char *hname,
+                             const char *gname, int layer, int slot, int permute, bool plus_one)
 {
-    const st_tensor *t = st_set_find(s, hname, NULL);
+    const st_tensor *t = hf_text_find(s, cfg, hname, NULL);
     if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(s->dir).s, shown_text(hname).s);
     if (t->ndim < 1 || t->ndim > 2 || !(t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16))
         return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only",
@@ -131,19 +135,20 @@ static pt_status add_st_item(gguf_plan *p, const st_set *s, const char *hname, c
 typedef struct {
     gguf_plan *p;
     const st_set *s;
+    const pt_model_config *cfg;
 } st_walk;
 
 static pt_status add_st_tensor(void *ctx, const export_tensor *t)
 {
     const st_walk *w = ctx;
-    return add_st_item(w->p, w->s, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
+    return add_st_item(w->p, w->s, w->cfg, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
 }
 
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
 {
     p->items = calloc((size_t)cfg->n_layers * W_COUNT + 5, sizeof *p->items);
     TRY_ALLOC(p->items);
-    return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s});
+    return export_each_tensor(cfg, add_st_tensor, &(st_walk){p, s, cfg});
 }
 
 /* Llama 3's rope scaling as llama.cpp takes it: per-frequency divisors of the plain frequencies. */
@@ -248,14 +253,16 @@ static pt_status read_rows(const gguf_item *it, const pt_adapter *l, int64_t row
 
 static size_t row_bytes(uint32_t type, int64_t cols) { return gguf_w_tensor_bytes(type, (const uint64_t[]){(uint64_t)cols}, 1); }
 
-/* Quantize n rows in parallel (the k-quants' search is the slow part of an export). */
-static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int64_t cols, void *out)
+/* Quantize n rows in parallel (the k-quants' search is the slow part of an export), weighted by qw
+ * (an importance matrix's row of cols values) when not NULL. */
+static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int64_t cols, const float *qw, void *out)
 {
     int64_t failed = -1;
     size_t bytes = row_bytes(type, cols);
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t i = 0; i < n; i++) {
-        pt_status r = quant_quantize_row(gguf_ggml_dtype(type), dense + i * cols, (char *)out + (size_t)i * bytes, cols);
+        pt_status r = quant_quantize_row_imatrix(gguf_ggml_dtype(type), dense + i * cols, (char *)out + (size_t)i * bytes,
+                                                 cols, qw);
         if (r != PT_OK) {
 #pragma omp critical
             failed = i;
@@ -263,12 +270,24 @@ static pt_status quantize_rows(uint32_t type, const float *dense, int64_t n, int
     }
     /* again on this thread, so the error message (thread-local) reaches the caller */
     return failed < 0 ? PT_OK
-                      : quant_quantize_row(gguf_ggml_dtype(type), dense + failed * cols,
-                                           (char *)out + (size_t)failed * bytes, cols);
+                      : quant_quantize_row_imatrix(gguf_ggml_dtype(type), dense + failed * cols,
+                                                   (char *)out + (size_t)failed * bytes, cols, qw);
 }
 
-static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapter *l)
+/* The importance matrix's weights for it (NULL: none, or a type that does not use them), counted. */
+static pt_status item_weights(gguf_plan *p, const gguf_item *it, const float **qw)
 {
+    *qw = NULL;
+    if (!p->im || !quant_uses_imatrix(gguf_ggml_dtype(it->type))) return PT_OK;
+    TRY(imatrix_weights(p->im, it->name, (int64_t)it->dims[0], qw));
+    p->n_quantized++;
+    p->n_weighted += *qw != NULL;
+    return PT_OK;
+}
+
+static pt_status stream_item(gguf_writer *w, const gguf_item *it, gguf_plan *p)
+{
+    const pt_adapter *l = p->lora;
     merge_delta d;
     TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
     if (!d.a && !it->saved && it->gg && it->type == it->gg->ggml_type) {
@@ -276,17 +295,19 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapt
         merge_release(it->gg->data, it->gg->nbytes);
         return st;
     }
+    const float *qw;
+    pt_status st = item_weights(p, it, &qw);
     int64_t cols = (int64_t)it->dims[0], rows = 1;
     for (int k = 1; k < it->n_dims; k++) rows *= (int64_t)it->dims[k];
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
     void *out = malloc(sizeof(float) * (size_t)(chunk * cols));
-    pt_status st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         st = read_rows(it, l, r, n, dense);
         if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
-        if (st == PT_OK) st = quantize_rows(it->type, dense, n, cols, out);
+        if (st == PT_OK) st = quantize_rows(it->type, dense, n, cols, qw, out);
         if (st == PT_OK) st = gguf_w_data(w, out, (size_t)n * row_bytes(it->type, cols));
     }
     if (it->gg) merge_release(it->gg->data, it->gg->nbytes);
@@ -297,12 +318,12 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, const pt_adapt
     return st;
 }
 
-static pt_status write_plan(gguf_writer *w, const char *path, const gguf_plan *p)
+static pt_status write_plan(gguf_writer *w, const char *path, gguf_plan *p)
 {
     for (size_t i = 0; i < p->n; i++)
         TRY(gguf_w_tensor(w, p->items[i].name, p->items[i].type, p->items[i].n_dims, p->items[i].dims));
     TRY(gguf_w_begin(w, path));
-    for (size_t i = 0; i < p->n; i++) TRY(stream_item(w, &p->items[i], p->lora));
+    for (size_t i = 0; i < p->n; i++) TRY(stream_item(w, &p->items[i], p));
     return gguf_w_finish(w);
 }
 
@@ -361,7 +382,7 @@ static pt_status from_hf(const char *path, const char *base, const gguf_method *
 }
 
 pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gguf, const pt_model_config *cfg,
-                             const pt_adapter *l, const char *method)
+                             const pt_adapter *l, const char *method, const pt_imatrix *im)
 {
     const gguf_method *q = gguf_method_find(method);
     if (!q)
@@ -369,9 +390,12 @@ pt_status export_merged_gguf(const char *path, const char *base, bool base_is_gg
                    shown_text(method).s, gguf_method_list());
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
-    gguf_plan p = {.lora = l};
+    gguf_plan p = {.lora = l, .im = im};
     pt_status st = base_is_gguf ? from_gguf(path, base, cfg, q, w, &p) : from_hf(path, base, q, w, &p);
     gguf_writer_free(w);
     free(p.items);
+    if (st == PT_OK && im)
+        log_info("export     %s: %d of the %d tensors whose type uses an importance matrix quantized with %s's (the "
+                 "others have no entry in it)\n", shown_text(path).s, p.n_weighted, p.n_quantized, shown_text(im->path).s);
     return st;
 }

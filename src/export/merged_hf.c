@@ -41,15 +41,17 @@ typedef struct {
 
 static bool is_float(st_dtype d) { return d == ST_F32 || d == ST_F16 || d == ST_BF16 || d == ST_F64; }
 
-/* The layer and slot of a transformers tensor name, or -1, -1. */
-static void hf_slot(pt_arch arch, int n_layers, const char *name, int *layer, int *slot)
+/* The layer and slot of a transformers tensor name (a multimodal checkpoint's: of its text model), or -1, -1. */
+static void hf_slot(const pt_model_config *cfg, const char *file_name, int *layer, int *slot)
 {
     *layer = -1, *slot = -1;
     int l;
-    if (sscanf(name, "model.layers.%d.", &l) != 1 || l < 0 || l >= n_layers) return;
+    char name[256];
+    if (!hf_text_own_name(cfg, file_name, name, sizeof name)) return;
+    if (sscanf(name, "model.layers.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return;
     char want[160];
     for (int w = 0; w < W_COUNT; w++)
-        if (arch_hf_tensor(arch, l, w, want, sizeof want) && !strcmp(want, name)) {
+        if (arch_hf_tensor(cfg->arch, l, w, want, sizeof want) && !strcmp(want, name)) {
             *layer = l, *slot = w;
             return;
         }
@@ -67,7 +69,7 @@ static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, hf_pl
         it->copy = !is_float(t->dtype) || t->ndim > 2;
         it->rows = t->ndim == 2 ? t->shape[0] : 0;
         it->cols = t->ndim >= 1 ? t->shape[t->ndim - 1] : 1;
-        hf_slot(cfg->arch, cfg->n_layers, t->name, &it->layer, &it->slot);
+        hf_slot(cfg, t->name, &it->layer, &it->slot);
     }
     return PT_OK;
 }
@@ -120,7 +122,7 @@ static pt_status plan_saved(hf_plan *p, const pt_adapter *l, bool *untie)
         const char *n = p->items[i].name;
         size_t len = strlen(n);
         if (len >= 19 && !strcmp(n + len - 19, "embed_tokens.weight")) embed = &p->items[i];
-        if (!strcmp(n, "lm_head.weight")) head = &p->items[i];
+        if (len >= 14 && !strcmp(n + len - 14, "lm_head.weight")) head = &p->items[i]; /* a wrapper's too */
     }
     if (!embed) return ERR(PT_ERR_USER, "the base has no embed_tokens weight for the adapter's modules_to_save");
     if (!head) { /* tied: lm_head from here on is its own tensor */

@@ -18,12 +18,26 @@
     [W_K] = "self_attn.k_proj.weight", [W_V] = "self_attn.v_proj.weight", [W_O] = "self_attn.o_proj.weight", \
     [W_GATE] = "mlp.gate_proj.weight", [W_UP] = "mlp.up_proj.weight", [W_DOWN] = "mlp.down_proj.weight"
 
+/* transformers' defaults of the multimodal configs' text_config: Mistral3Config's text model (Mistral Small 3.1's
+ * sizes) and Gemma3TextConfig's, as transformers 4.50 (which saved the published files) and 5.25 have them */
+#define MISTRAL3_TEXT                                                                                          \
+    "{\"head_dim\": 128, \"hidden_size\": 5120, \"intermediate_size\": 32768, \"max_position_embeddings\": 131072, " \
+    "\"num_attention_heads\": 32, \"num_hidden_layers\": 40, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-05, "  \
+    "\"rope_theta\": 1000000000.0, \"vocab_size\": 131072}"
+#define GEMMA3_TEXT                                                                                            \
+    "{\"vocab_size\": 262208, \"hidden_size\": 2304, \"intermediate_size\": 9216, \"num_hidden_layers\": 26, "        \
+    "\"num_attention_heads\": 8, \"num_key_value_heads\": 4, \"head_dim\": 256, \"rms_norm_eps\": 1e-06, "            \
+    "\"max_position_embeddings\": 131072, \"query_pre_attn_scalar\": 256, \"rope_theta\": 1000000.0}"
+
 static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_LLAMA] = {
         .name = "llama", .description = "llama (Llama 2/3, Mistral, SmolLM2, TinyLlama)",
         .hf = {{"llama", "LlamaForCausalLM", "llama (Llama 2/3.x, SmolLM2, TinyLlama)", false, false},
                {"mistral", "MistralForCausalLM", "mistral (loads as llama)", false, true},
-               {"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3; loads as llama)", false, true, true}},
+               {"mistral3", "Mistral3ForConditionalGeneration",
+                "mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower)",
+                true, true, false, true,
+                MISTRAL3_TEXT}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU,
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
@@ -87,7 +101,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     },
     [PT_ARCH_GEMMA3] = {
         .name = "gemma3", .description = "gemma3 (Gemma 3 text)",
-        .hf = {{"gemma3_text", "Gemma3ForCausalLM", "gemma3_text (Gemma 3)", true, false}},
+        .hf = {{"gemma3_text", "Gemma3ForCausalLM", "gemma3_text (Gemma 3)", true, false},
+               {"gemma3", "Gemma3ForConditionalGeneration", "gemma3 (Gemma 3 multimodal: its text tower)", true,
+                false, false, true, GEMMA3_TEXT}},
         .post_norms = true, .norm_plus_one = true, .qk_norm = true, .act = PT_ACT_GELU_TANH,
         .gguf = {GGUF_COMMON, [W_POST_ATTN_NORM] = "post_attention_norm.weight",
                  [W_POST_FFN_NORM] = "post_ffw_norm.weight", [W_Q_NORM] = "attn_q_norm.weight",
@@ -134,7 +150,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_QWEN35] = {
         .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",
         .hf = {{"qwen3_5_text", "Qwen3_5ForCausalLM", "qwen3_5_text (Qwen3.5)", false, false},
-               {"qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5 (Qwen3.5, its text tower)", false, false}},
+               {"qwen3_5", "Qwen3_5ForConditionalGeneration", "qwen3_5 (Qwen3.5, its text tower)", false, false,
+                false, true}},
         .norm_plus_one = true, .qk_norm = true, .gated_delta = true, .act = PT_ACT_SILU,
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
@@ -143,6 +160,13 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_LIN_A] = "linear_attn.in_proj_a.weight", [W_LIN_OUT] = "linear_attn.out_proj.weight",
                      [W_LIN_CONV] = "linear_attn.conv1d.weight", [W_LIN_ALOG] = "linear_attn.A_log",
                      [W_LIN_DT] = "linear_attn.dt_bias", [W_LIN_NORM] = "linear_attn.norm.weight"},
+    },
+    [PT_ARCH_MISTRAL3] = {
+        .name = "mistral3", .description = "mistral3 (Ministral 3)",
+        .hf = {{"ministral3", "Ministral3ForCausalLM", "ministral3 (Ministral 3)", false, true, true}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, .gguf_q_temperature = true, /* llama.cpp: llama's tensors */
+        .gguf = {GGUF_COMMON},
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
 };
 
@@ -203,7 +227,7 @@ const char *arch_list(void)
 
 const char *arch_hf_list(void)
 {
-    static char text[1024];
+    static char text[2048];
     return join(text, sizeof text, true);
 }
 

@@ -835,27 +835,51 @@ static pt_status moe(const cfg_src *c, pt_model_config *m)
     return mlp_only_layers(c, m);
 }
 
-/* A multimodal checkpoint's text_config (qwen3_5): the object the text model's settings are read from. */
-static pt_status text_config(const cfg_src *top, cfg_src *text)
+/* A multimodal checkpoint's text_config: the object the text model's settings are read from, and the type its
+ * model_type names, whose family the model is, as transformers builds the text model from text_config (the
+ * wrapper's own when it names none: Mistral3Config's default text model is mistral). */
+static pt_status text_config(const cfg_src *top, hf_config *h, cfg_src *text, const pt_arch_hf_type **type)
 {
     const json_t *t = json_object_get(top->root, "text_config");
     if (!json_is_object(t)) return t ? bad(top, "text_config", "an object", t) : missing(top, "text_config");
-    *text = (cfg_src){top->name, t, "text_config"};
+    json_t *merged = (*type)->text_defaults ? json_loads((*type)->text_defaults, 0, NULL) : json_object();
+    TRY_ALLOC(merged); /* the defaults, and the file's keys over them; rope_parameters carry their own theta */
+    if (json_object_get(t, "rope_parameters")) json_object_del(merged, "rope_theta");
+    if (json_object_update(merged, (json_t *)t)) {
+        json_decref(merged);
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    }
+    /* kept under a key no config.json has, so that it is freed with the file's root */
+    if (json_object_set_new((json_t *)top->root, " text_config with defaults", merged))
+        return ERR(PT_ERR_NOMEM, "out of memory");
+    *text = (cfg_src){top->name, merged, "text_config"};
+    char inner[32] = "";
+    TRY(str_key(text, "model_type", inner, sizeof inner));
+    pt_arch arch;
+    const pt_arch_hf_type *it = NULL;
+    if (!*inner) return PT_OK;
+    if (!arch_from_hf(inner, NULL, &arch, &it) || it->text_tower)
+        return ERR(PT_ERR_USER, "%s: text_config.model_type \"%s\" is not a text model ptrain runs (in a %s "
+                   "checkpoint); supported: %s", shown_text(top->name).s, shown_text(inner).s,
+                   shown_text(h->model_type).s, arch_hf_list());
+    h->cfg.arch = arch;
+    *type = it;
     return PT_OK;
 }
 
 static pt_status parse_root(const cfg_src *top, hf_config *h)
 {
-    const pt_arch_hf_type *type = NULL;
+    const pt_arch_hf_type *type = NULL, *wrapper;
     TRY(family(top, h, &type));
     pt_model_config *m = &h->cfg;
     cfg_src text = *top;
     const cfg_src *c = &text;
-    h->text_tower = !strcmp(type->model_type, "qwen3_5");
-    if (h->text_tower) TRY(text_config(top, &text));
+    wrapper = type;
+    h->text_tower = m->text_tower = type->text_tower;
+    if (h->text_tower) TRY(text_config(top, h, &text, &type));
     TRY(sizes(c, m));
     TRY(rope(c, h));
-    m->tied_embeddings = type->tied;
+    m->tied_embeddings = wrapper->tied;
     TRY(bool_key(c, "tie_word_embeddings", &m->tied_embeddings));
     if (h->text_tower) TRY(bool_key(top, "tie_word_embeddings", &m->tied_embeddings)); /* the model's own */
     m->embed_scale = 1.0f;

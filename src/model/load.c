@@ -147,8 +147,10 @@ static pt_status read_phi3_keys(const gguf_file *f, pt_model_config *c)
 
 /* YaRN as llama.cpp's converter writes it (<arch>.rope.scaling.type "yarn", .factor,
  * .original_context_length, optional .yarn_beta_fast/.yarn_beta_slow and .attn_factor), in transformers'
- * terms: cos and sin times attn_factor (1 when absent) x (1 + 0.1 ln factor), as llama.cpp runs it. s->type
- * stays PT_ROPE_DEFAULT for any other scaling (linear: rope_frequencies). */
+ * terms: cos and sin times attn_factor (1 when absent) x (1 + 0.1 ln factor), as llama.cpp runs it; or, in a
+ * mistral3 file with .yarn_log_multiplier m (Ministral 3's mscale_all_dim), times (1 + 0.1 ln factor) /
+ * (1 + 0.1 m ln factor), which llama.cpp computes for it as transformers does with mscale 1. s->type stays
+ * PT_ROPE_DEFAULT for any other scaling (linear: rope_frequencies). */
 static pt_status gguf_yarn(const gguf_file *f, const pt_model_config *c, pt_rope_scaling *s)
 {
     const char *a = arch_name(c->arch);
@@ -161,15 +163,17 @@ static pt_status gguf_yarn(const gguf_file *f, const pt_model_config *c, pt_rope
     if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3)
         return ERR(PT_ERR_USER, "%s: %s \"yarn\" on a %s model; ptrain runs yarn for llama-like families only",
                    shown_text(f->path).s, key, a);
-    float factor = 0.0f, fast = 0.0f, slow = 0.0f, attn = 0.0f;
+    float factor = 0.0f, fast = 0.0f, slow = 0.0f, attn = 0.0f, log_mul = 0.0f;
     uint32_t orig = 0;
     TRY(opt_nonneg_f32(f, a, "rope.scaling.factor", &factor));
     TRY(opt_nonneg_f32(f, a, "rope.scaling.yarn_beta_fast", &fast));
     TRY(opt_nonneg_f32(f, a, "rope.scaling.yarn_beta_slow", &slow));
     TRY(opt_nonneg_f32(f, a, "rope.scaling.attn_factor", &attn));
     TRY(opt_u32(f, a, "rope.scaling.original_context_length", &orig));
+    bool mistral3 = arch_info(c->arch)->gguf_q_temperature;
+    if (mistral3) TRY(opt_nonneg_f32(f, a, "rope.scaling.yarn_log_multiplier", &log_mul));
     const char *extra[] = {"yarn_log_multiplier", "yarn_ext_factor", "yarn_attn_factor"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = mistral3; i < 3; i++) {
         snprintf(key, sizeof key, "%s.rope.scaling.%s", a, extra[i]);
         if (gguf_find(f, key))
             return ERR(PT_ERR_USER, "%s: %s: ptrain runs YaRN as transformers' rope_type yarn (factor, "
@@ -181,7 +185,24 @@ static pt_status gguf_yarn(const gguf_file *f, const pt_model_config *c, pt_rope
                    a);
     *s = (pt_rope_scaling){.type = PT_ROPE_YARN, .factor = factor, .beta_fast = fast, .beta_slow = slow,
                            .original_max_position_embeddings = orig ? orig : (double)c->ctx_len};
-    s->attention_factor = (attn > 0.0f ? attn : 1.0) * rope_yarn_attention(factor, 0.0, 0.0);
+    s->attention_factor = log_mul > 0.0f ? rope_yarn_attention(factor, 1.0, log_mul)
+                                         : (attn > 0.0f ? attn : 1.0) * rope_yarn_attention(factor, 0.0, 0.0);
+    return PT_OK;
+}
+
+/* llama.cpp's mistral3: the query temperature's beta (attention.temperature_scale), its steps every
+ * rope.scaling.original_context_length positions (transformers' original_max_position_embeddings). */
+static pt_status read_q_temperature(const gguf_file *f, pt_model_config *c)
+{
+    const char *a = arch_name(c->arch);
+    uint32_t period = 0;
+    TRY(opt_nonneg_f32(f, a, "attention.temperature_scale", &c->q_temp_beta));
+    TRY(opt_u32(f, a, "rope.scaling.original_context_length", &period));
+    if (c->q_temp_beta != 0.0f && (period == 0 || period > (1u << 30)))
+        return ERR(PT_ERR_USER, "%s: %s.attention.temperature_scale without a plausible %s.rope.scaling."
+                   "original_context_length (%u), the positions per step of the query temperature",
+                   shown_text(f->path).s, a, a, period);
+    c->q_temp_period = c->q_temp_beta != 0.0f ? (int)period : 0;
     return PT_OK;
 }
 
@@ -210,6 +231,7 @@ pt_status model_config_from_gguf(const gguf_file *f, pt_model_config *c)
     if (c->arch == PT_ARCH_GEMMA2 || c->arch == PT_ARCH_GEMMA3) TRY(read_gemma2_keys(f, c));
     if (c->arch == PT_ARCH_GRANITE) TRY(read_granite_keys(f, c));
     if (c->arch == PT_ARCH_PHI3) TRY(read_phi3_keys(f, c));
+    if (arch_info(c->arch)->gguf_q_temperature) TRY(read_q_temperature(f, c));
     pt_rope_scaling yarn;
     TRY(gguf_yarn(f, c, &yarn));
     if (yarn.type == PT_ROPE_YARN) c->rope_mscale = (float)yarn.attention_factor;

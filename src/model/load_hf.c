@@ -29,6 +29,8 @@ typedef struct {
     bool nf4;
     weight_tally *tally; /* NaN, infinity and all-zero matrices seen so far (weight_check.h) */
     double *quantize_s;  /* may be NULL: time spent converting to NF4 is added */
+    const char *pre;     /* the text model's names: "model.", or a multimodal checkpoint's (text_tower) */
+    const char *head;    /* the lm_head's name */
 } hf_loader;
 
 /* ---- names and shapes ---- */
@@ -495,8 +497,32 @@ static pt_status load_experts(const hf_loader *ld, int l, pt_layer_weights *w)
 
 /* ---- the model ---- */
 
-/* "model." or, for a multimodal checkpoint's text tower, "model.language_model." */
-static const char *prefix(const hf_loader *ld) { return ld->hc->text_tower ? "model.language_model." : "model."; }
+/* The names of a multimodal checkpoint's text model: model.language_model.* and lm_head (transformers 5's modules),
+ * or language_model.model.* and language_model.lm_head (transformers 4.x's files, which transformers 5 still
+ * writes for the llava line: Mistral 3, Gemma 3); the info line counts the tensors left unread. */
+static pt_status text_names(hf_loader *ld)
+{
+    static const char *const pre[2] = {"model.language_model.", "language_model.model."};
+    static const char *const head[2] = {"lm_head.weight", "language_model.lm_head.weight"};
+    char embed[64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(embed, sizeof embed, "%sembed_tokens.weight", pre[i]);
+        if (!st_set_find(ld->s, embed, NULL)) continue;
+        ld->pre = pre[i], ld->head = head[i];
+        size_t other = 0, np = strlen(pre[i]), nh = strlen("language_model.");
+        for (size_t e = 0; e < ld->s->n_entries; e++) {
+            const char *n = ld->s->entries[e].name;
+            other += strncmp(n, pre[i], np) && strncmp(n, "lm_head.", 8) && strncmp(n, "language_model.", nh);
+        }
+        log_info("%s: a multimodal %s checkpoint: ptrain loads its text model (%s*) and leaves its %zu other "
+                 "tensors (the vision tower, the projector) unread\n", shown_text(ld->s->dir).s, ld->hc->model_type,
+                 pre[i], other);
+        return PT_OK;
+    }
+    return ERR(PT_ERR_USER, "%s: a multimodal %s checkpoint without model.language_model.embed_tokens.weight or "
+               "language_model.model.embed_tokens.weight: ptrain finds its text model by these names; is the "
+               "download complete?", shown_text(where(ld)).s, ld->hc->model_type);
+}
 
 static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
 {
@@ -507,7 +533,7 @@ static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
     for (int slot = 0; slot < W_COUNT; slot++) {
         if (sparse && (slot == W_GATE || slot == W_UP || slot == W_DOWN)) continue; /* the experts instead */
         if (!model_slot_in_layer(c, l, slot)) continue;
-        snprintf(name, sizeof name, "%slayers.%d.%s", prefix(ld), l, arch_info(c->arch)->hf_names[slot]);
+        snprintf(name, sizeof name, "%slayers.%d.%s", ld->pre, l, arch_info(c->arch)->hf_names[slot]);
         if (c->attn_gate && slot == W_Q_GATE) continue; /* with W_Q */
         if (c->attn_gate && slot == W_Q) {
             TRY(load_gated_q(ld, name, w));
@@ -603,12 +629,12 @@ static pt_status load_all(const hf_loader *ld, pt_model *m)
     TRY_ALLOC(m->layers);
     /* embeddings and the lm_head stay as stored, as QLoRA keeps them out of 4-bit */
     char embed[64], norm[64];
-    snprintf(embed, sizeof embed, "%sembed_tokens.weight", prefix(ld));
-    snprintf(norm, sizeof norm, "%snorm.weight", prefix(ld));
+    snprintf(embed, sizeof embed, "%sembed_tokens.weight", ld->pre);
+    snprintf(norm, sizeof norm, "%snorm.weight", ld->pre);
     TRY(load_matrix(ld, embed, c->vocab, c->dim, false, &m->tok_embd));
     TRY(load_vector(ld, norm, c->dim, plus_one, &m->out_norm));
     if (c->tied_embeddings) m->output = m->tok_embd;
-    else TRY(load_matrix(ld, "lm_head.weight", c->vocab, c->dim, false, &m->output));
+    else TRY(load_matrix(ld, ld->head, c->vocab, c->dim, false, &m->output));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
     if (c->arch == PT_ARCH_GEMMA4) TRY(load_gemma4(ld, m));
     return model_rope_freqs(m, ld->hc->rope_theta, &ld->hc->rope);
@@ -622,11 +648,11 @@ pt_status model_from_hf(const hf_config *hc, const st_set *s, pt_backend *be, co
     m->cfg = hc->cfg;
     weight_tally tally;
     weight_tally_init(&tally, s->dir, hc->cfg.vocab);
-    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally, opts ? opts->quantize_s : NULL};
-    if (hc->text_tower)
-        log_info("%s: a multimodal %s checkpoint: ptrain loads its text model (model.language_model.*) and leaves "
-                 "the vision tower (model.visual.*) unread\n", shown_text(s->dir).s, hc->model_type);
-    pt_status st = s->n_files ? load_all(&ld, m) : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
+    hf_loader ld = {hc, s, be, opts ? opts->load_in_4bit : true, &tally, opts ? opts->quantize_s : NULL,
+                    "model.", "lm_head.weight"};
+    pt_status st = s->n_files ? PT_OK : ERR(PT_ERR_INTERNAL, "model_from_hf: no safetensors files");
+    if (st == PT_OK && hc->text_tower) st = text_names(&ld);
+    if (st == PT_OK) st = load_all(&ld, m);
     if (st == PT_OK) st = weight_verdict(&tally);
     if (st != PT_OK) {
         model_free(m);

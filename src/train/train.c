@@ -1124,6 +1124,17 @@ static pt_status plan_run(trainer *t, int threads)
     return dist_agree(t->d, trainer_watch_open(t));
 }
 
+/* imatrix_file, read (and dropped) before training, so a bad file stops the run now, not after it
+ * (the export at the end reads it again). */
+static pt_status check_imatrix(const pt_config *cfg)
+{
+    if (!cfg->huggingface_save_gguf || !cfg->imatrix_file) return PT_OK;
+    pt_imatrix im;
+    TRY(imatrix_load(cfg->imatrix_file, &im));
+    imatrix_free(&im);
+    return PT_OK;
+}
+
 pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int threads)
 {
     trainer t = {.cfg = cfg, .d = d, .be = be, .resumed_from = -1, .last_saved = -1};
@@ -1134,6 +1145,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
     t.lock.fd = t.tb.fd = -1;
     /* rank 0 looks before anything is written: no start over on top of an earlier run (outdir.h) */
     pt_status st = dist_agree(d, d->rank == 0 ? outdir_check(cfg) : PT_OK);
+    if (st == PT_OK) st = dist_agree(d, d->rank == 0 ? check_imatrix(cfg) : PT_OK);
     if (st == PT_OK) st = dist_agree(d, d->rank == 0 ? dirlock_acquire(cfg->output_dir, &t.lock) : PT_OK);
     if (st == PT_OK) st = dist_agree(d, d->rank == 0 ? outdir_clear(cfg) : PT_OK); /* overwrite_output_dir */
     if (st == PT_OK) st = dist_agree(d, trainer_watch_start(&t)); /* the heartbeat, from here to the end */

@@ -34,6 +34,9 @@ ok "inspect without a model: says so" contains "$err" "no model given"
 run inspect "$D/llama/tiny-mha-f32.gguf" --batch-size zero
 expect_eq "inspect with a bad number: exit 2" 2 "$rc"
 ok "inspect with a bad number: names the option" contains "$err" "--batch-size expects an integer from 1 to"
+run inspect "$D/llama/tiny-mha-f32.gguf" --use-dora --lora-dropout 0.1
+ok "inspect --use-dora with a dropout: exit 2, saying DoRA trains without one" \
+    test "$rc" = 2 -a -n "$(echo "$err" | grep "DoRA trains without lora_dropout")"
 
 run inspect "$D/llama/tiny-gqa-q4_0.gguf"
 expect_eq "inspect a GGUF file: exit 0" 0 "$rc"
@@ -57,9 +60,12 @@ run inspect "$D/llama/tiny-mha-f32.gguf" --device auto
 expect_eq "inspect --device auto: exit 2" 2 "$rc"
 
 # --- the memory plan: inspect's (from the config alone) is the one ptrain train prints ---
-# plan_case NAME MODEL MODE DROPOUT BATCH: one training step on the CPU and inspect with the same
-# settings; their `memory plan:` lines must be the same bytes
+# plan_case NAME MODEL MODE DROPOUT BATCH [dora]: one training step on the CPU and inspect with the
+# same settings (dora: use_dora / --use-dora); their `memory plan:` lines must be the same bytes, and
+# inspect's trainable count the one training prints
 plan_case() {
+    dora_yaml="" dora_opt=""
+    [ "${6:-}" = dora ] && dora_yaml="use_dora: true" dora_opt="--use-dora"
     cat >"$tmp/plan.yaml" <<YAML
 model_name: "$2"
 max_seq_length: 64
@@ -74,13 +80,19 @@ max_steps: 1
 threads: 1
 use_gradient_checkpointing: $3
 output_dir: "$tmp/plan"
+$dora_yaml
 YAML
     rm -rf "$tmp/plan"
-    "$P" train "$tmp/plan.yaml" 2>&1 | grep '^memory plan:' >"$tmp/plan.train"
+    "$P" train "$tmp/plan.yaml" >"$tmp/plan.log" 2>&1
+    grep '^memory plan:' "$tmp/plan.log" >"$tmp/plan.train"
     "$P" inspect "$2" --max-seq-length 64 --batch-size "$5" --lora-r 4 --lora-dropout "$4" --gradient-checkpointing "$3" \
-        --device cpu | grep '^memory plan:' >"$tmp/plan.inspect"
-    ok "inspect's plan is ptrain train's: $1, use_gradient_checkpointing $3, lora_dropout $4, batch $5" \
+        --device cpu $dora_opt >"$tmp/plan.ilog"
+    grep '^memory plan:' "$tmp/plan.ilog" >"$tmp/plan.inspect"
+    ok "inspect's plan is ptrain train's: $1, use_gradient_checkpointing $3, lora_dropout $4, batch $5${6:+, $6}" \
         test -s "$tmp/plan.train" -a "$(cat "$tmp/plan.train")" = "$(cat "$tmp/plan.inspect")"
+    n_train=$(sed -n 's/^lora  *r [0-9]*, alpha [0-9.]*, \([0-9]*\) trainable parameters.*/\1/p' "$tmp/plan.log")
+    n_insp=$(sed -n 's/^trainable params  *\([0-9]*\) .*/\1/p' "$tmp/plan.ilog")
+    ok "inspect's trainable count is ptrain train's ($n_insp): $1${6:+, $6}" test -n "$n_train" -a "$n_train" = "$n_insp"
     cmp -s "$tmp/plan.train" "$tmp/plan.inspect" || printf '# train:   %s\n# inspect: %s\n' "$(cat "$tmp/plan.train")" \
         "$(cat "$tmp/plan.inspect")"
 }
@@ -89,9 +101,12 @@ mkdir "$tmp/f32" && cp "$D/hf/tiny-llama-f32/"* "$tmp/f32/" && cp "$D/hf/tiny-ll
 plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" false 0 2
 plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" true 0.1 1
 plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" unsloth 0 3
+plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" unsloth 0 2 dora
+plan_case "tiny Llama, bitsandbytes NF4" "$D/hf/tiny-llama-bnb4" false 0 1 dora
 plan_case "tiny Llama, sharded f32 quantized on load" "$tmp/f32" true 0 2
 plan_case "tiny Qwen2, bitsandbytes NF4 (rows not whole blocks: some dequantized)" "$D/qwen2/hf-bnb4" false 0.1 2
 plan_case "tiny Qwen2, bf16" "$D/qwen2/hf" unsloth 0 2
+plan_case "tiny Qwen2, bf16" "$D/qwen2/hf" true 0 2 dora
 plan_case "tiny Gemma 2, bitsandbytes NF4" "$D/gemma2/hf-bnb4" true 0 2
 plan_case "tiny Gemma 2, bf16" "$D/gemma2/hf" false 0 1
 smollm=$(smollm_model)
@@ -124,7 +139,8 @@ ok "inspect qwen35: the hybrid's layers" contains "$out" "Gated DeltaNet on laye
 ok "inspect qwen35: a memory plan" contains "$out" "memory plan: "
 run generate --model "$D/qwen35-vl/hf" --prompt "hello" --temperature 0 --max-new-tokens 4 --threads 1
 expect_eq "generate from a qwen3_5 checkpoint's text tower: exit 0" 0 "$rc"
-ok "generate from qwen3_5: the vision tower left unread, said" contains "$out$err" "leaves the vision tower (model.visual.*) unread"
+ok "generate from qwen3_5: the vision tower left unread, said" contains "$out$err" \
+    "loads its text model (model.language_model.*) and leaves its 21 other tensors (the vision tower, the projector) unread"
 printf 'model_name: "%s"\ndataset: "%s"\noutput_dir: "%s"\nmax_steps: 1\ndevice: cpu\nthreads: 1\n' "$D/qwen35/hf" \
     "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl" "$tmp/q35run" >"$tmp/q35.yaml"
 run train "$tmp/q35.yaml"

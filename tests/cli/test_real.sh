@@ -59,6 +59,7 @@ smollm2-135m|llama (model_type llama, LlamaForCausalLM)|30 layers, hidden 576, f
 qwen2.5-7b-instruct|qwen2 (model_type qwen2, Qwen2ForCausalLM)|28 layers, hidden 3584, ffn 18944|28 (key/value heads 4, head size 128)|152064 tokens, context 32768, separate lm_head, untied embeddings|theta 1e+06, default scaling; RMSNorm eps 1e-06|none (dtype bfloat16)
 gemma-2-2b-it|gemma2 (model_type gemma2, Gemma2ForCausalLM)|26 layers, hidden 2304, ffn 9216|8 (key/value heads 4, head size 256)|256000 tokens, context 8192, tied embeddings|theta 10000, default scaling; RMSNorm eps 1e-06|none (dtype bfloat16)
 phi-4|phi3 (model_type phi3, Phi3ForCausalLM)|40 layers, hidden 5120, ffn 17920|40 (key/value heads 10, head size 128)|100352 tokens, context 16384, separate lm_head, untied embeddings|theta 250000, default scaling; RMSNorm eps 1e-05|none (dtype bfloat16)
+gemma-3-4b-it|gemma3 (model_type gemma3, Gemma3ForConditionalGeneration)|34 layers, hidden 2560, ffn 10240|8 (key/value heads 4, head size 256)|262208 tokens, context 131072, tied embeddings|theta 1e+06, linear scaling (factor 8); RMSNorm eps 1e-06|none (dtype bfloat16)
 EOF
 
 run inspect "$R/qwen2.5-7b-instruct"
@@ -66,6 +67,9 @@ expect_eq "qwen2.5-7b-instruct: q/k/v biases" "q/k/v biases" "$(field 'family fe
 run inspect "$R/gemma-2-2b-it"
 ok "gemma-2-2b-it: soft-caps and sliding window from config.json" contains "$(field 'family features')" \
     "soft-caps 50 / 30, sliding window 4096 on layers l % 2 == 0"
+run inspect "$R/gemma-3-4b-it"
+ok "gemma-3-4b-it: its text tower, the sizes text_config leaves out from Gemma3TextConfig's defaults" \
+    contains "$(field 'family features')" "scores x 0.0625, soft-caps 0 / 0, sliding window 1024 on layers but (l + 1) % 6 == 0"
 run inspect "$R/phi-4"
 expect_eq "phi-4: fused q/k/v and gate/up, one LoRA each" \
     "q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj: one LoRA each, as PEFT)" "$(field 'family features')"
@@ -149,9 +153,8 @@ while IFS='|' read -r dir what; do
     ok "$dir: exit 1 with exactly one error line" test "$rc" = 1 -a "$(printf '%s\n' "$err" | grep -c .)" = 1
     ok "$dir: the error names the architecture ($what)" contains "$err" "ptrain: error: $R/$dir/config.json: $what is not supported"
     ok "$dir: the error lists the supported families" contains "$err" \
-        "supported: llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
+        "supported: llama (Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 multimodal: its text tower), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2)"
 done <<'EOF'
-gemma-3-4b-it|model_type "gemma3" (Gemma3ForConditionalGeneration)
 mixtral-dolphin-2.5|model_type "mixtral" (MixtralForCausalLM)
 EOF
 

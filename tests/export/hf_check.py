@@ -24,7 +24,16 @@ def load_base(base):
     if base.endswith(".gguf"):
         return AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(base)),
                                                     gguf_file=os.path.basename(base), torch_dtype=torch.float32)
-    return AutoModelForCausalLM.from_pretrained(base, torch_dtype=torch.float32)
+    return load_dir(base)
+
+
+def load_dir(path):
+    """A model directory as transformers loads it: a causal LM, or a multimodal model with a text tower
+    (mistral3, which AutoModelForCausalLM does not map)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    if AutoConfig.from_pretrained(path).model_type == "mistral3":
+        return AutoModelForImageTextToText.from_pretrained(path, torch_dtype=torch.float32)
+    return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
 
 
 def read_ids(path):
@@ -61,8 +70,7 @@ def cmd_peft(base, adapter, ids_path, logits_path):
 
 
 def cmd_merged(model_dir, ids_path, logits_path, tol):
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    model = load_dir(model_dir)
     ids = read_ids(ids_path)
     theirs = logits_of(model, ids)
     ours = np.fromfile(logits_path, dtype=np.float32).reshape(len(ids), -1)

@@ -272,6 +272,35 @@ ok "gemma3: llama.cpp loads the merged q8_0 GGUF and runs ptrain's greedy tokens
 hfq "gemma3: transformers loads the merged directory from the GGUF base (norms back to w): ptrain's logits" \
     merged "$tmp/g3m/merged" "$tmp/g3g.l.ids" "$tmp/g3g.l" 1e-4
 
+# --- multimodal checkpoints' text towers (make_wrapper_goldens.py): mistral3 (untied, language_model.model.*
+# files) and gemma3 (tied, model.language_model.*): PEFT loads ptrain's adapter (its names under
+# model.language_model, its target_modules a pattern within it) onto transformers' whole multimodal model, and
+# the merged directory, the wrapper with its vision tower copied, loads as that model
+for mm in mistral3 gemma3-mm; do
+    fbase="$PTRAIN_SRCDIR/tests/data/$mm/hf"
+    train8 "$tmp/$mm.yaml" "$tmp/$mm" "$fbase"
+    logits "$tmp/$mm.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/$mm/lora"
+    ok "$mm: the adapter's names are PEFT's for the multimodal model" \
+        grep -q 'base_model.model.model.language_model.layers.0.self_attn.q_proj.lora_A.weight' \
+        "$tmp/$mm/lora/adapter_model.safetensors"
+    hfq "$mm: PEFT loads ptrain's adapter onto the multimodal HF base: ptrain's logits" \
+        peft "$fbase" "$tmp/$mm/lora" "$tmp/$mm.l.ids" "$tmp/$mm.l"
+    run export --model "$fbase" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.x" --hf --dtype f32 --no-adapter-files
+    hfq "$mm: transformers loads the merged f32 multimodal directory: ptrain's logits with the adapter (1e-4)" \
+        merged "$tmp/$mm.x/merged" "$tmp/$mm.l.ids" "$tmp/$mm.l" 1e-4
+done
+
+# --- Ministral 3 (YaRN over 8 original positions, the query temperature): the merged GGUF is llama.cpp's
+# mistral3 (attention.temperature_scale, rope.scaling.yarn_log_multiplier), which llama.cpp runs as ptrain runs
+# the HF base with the adapter (the prompt's positions cross the temperature's steps)
+fbase="$PTRAIN_SRCDIR/tests/data/ministral3/hf"
+train8 "$tmp/m3.yaml" "$tmp/m3" "$fbase"
+logits "$tmp/m3.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/m3/lora"
+run export --model "$fbase" --adapter "$tmp/m3/lora" --out "$tmp/m3x" --gguf f32 --no-adapter-files
+ok "ministral3: the merged GGUF is written (mistral3)" test "$rc" = 0 -a -s "$tmp/m3x/merged-f32.gguf"
+ok "ministral3: llama.cpp runs the merged mistral3 GGUF as ptrain runs the base with the adapter" \
+    llama "$tmp/m3x/merged-f32.gguf" "$tmp/m3.l.ids" "$tmp/m3.l" 1e-3
+
 # --- a GGUF base: SmolLM2-135M-Instruct Q4_1
 if [ -z "$model" ]; then
     skip_test "the tools on a GGUF base" "SmolLM2-135M-Instruct.Q4_1.gguf not found (share/scripts/fetch-model.sh fetches it)"

@@ -15,7 +15,9 @@
  * first score weight), preference_reward; the loss, TRL's metrics, the LoRA and score gradients
  * (B zero, random, and with a margin column and center_rewards_coefficient); 20 AdamW steps of the
  * LoRA matrices and the score under one clip; the rows tokenized as RewardTrainer's _prepare_dataset
- * tokenizes them (and the pairs its max_length filter keeps). */
+ * tokenizes them (and the pairs its max_length filter keeps). DoRA (use_dora) with DPO, KTO, CPO, ORPO
+ * and reward modelling against the same trainers with PEFT's use_dora (make_dora_pref_goldens.py):
+ * the loss, the metrics and the gradients of A, B, the magnitudes (and the score). */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -364,24 +366,13 @@ static double compare_score_grad(fixture *fx, const float *grads, size_t n, cons
     return diff / scale;
 }
 
-static double compare_case(fixture *fx, const char *which, double *loss)
+/* The loss and TRL's logged metrics against golden's, within 1e-4. */
+static void check_loss_metrics(fixture *fx, json_t *golden, const char *which, double loss, double worst)
 {
-    char name[64];
-    snprintf(name, sizeof name, "%s_init.f32", which);
-    load_adapter(fx, name);
-    *loss = dpo_step(fx);
-    snprintf(name, sizeof name, "%s_grads.f32", which);
-    size_t n;
-    float *grads = read_f32(fx->dir, name, &n);
-    compare_arg c = {grads, 0};
-    for_each_tensor(fx, compare_grad, &c);
-    if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, which));
-    free(grads);
-    json_t *golden = json_object_get(fx->manifest, which);
     double want = json_real_value(json_object_get(golden, "first_loss"));
     print_message("%s %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", fx->dir, which,
-                  *loss, want, c.worst);
-    assert_true(fabs(*loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
+                  loss, want, worst);
+    assert_true(fabs(loss - want) <= 1e-4 * fmax(1.0, fabs(want)));
     json_t *metrics = json_object_get(golden, "metrics");
     if (fx->kto || fx->reward) { /* TRL's names, as the trainer logs them */
         const char *names[PREF_COUNT];
@@ -396,7 +387,7 @@ static double compare_case(fixture *fx, const char *which, double *loss)
             if (fabs(values[k] - trl) > 1e-4 * fmax(1.0, fabs(trl)))
                 fail_msg("%s: %s is %.9g, TRL's %.9g", which, names[k], values[k], trl);
         }
-        return c.worst;
+        return;
     }
     for (int k = PREF_REWARDS_CHOSEN; k < preference_metrics_end(fx->orpo ? METHOD_ORPO : fx->cpo ? METHOD_CPO : METHOD_DPO);
          k++) {
@@ -405,7 +396,86 @@ static double compare_case(fixture *fx, const char *which, double *loss)
         if (fabs(mine - trl) > 1e-4 * fmax(1.0, fabs(trl)))
             fail_msg("%s: %s is %.9g, TRL's %.9g", which, preference_metric_names[k], mine, trl);
     }
+}
+
+static double compare_case(fixture *fx, const char *which, double *loss)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s_init.f32", which);
+    load_adapter(fx, name);
+    *loss = dpo_step(fx);
+    snprintf(name, sizeof name, "%s_grads.f32", which);
+    size_t n;
+    float *grads = read_f32(fx->dir, name, &n);
+    compare_arg c = {grads, 0};
+    for_each_tensor(fx, compare_grad, &c);
+    if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, which));
+    free(grads);
+    check_loss_metrics(fx, json_object_get(fx->manifest, which), which, *loss, c.worst);
     return c.worst;
+}
+
+/* The magnitudes of the manifest's modules in layer and module order (ptrain's adapter_dora_set):
+ * from v + at, or, with grads, their gradients compared with it; returns where they end. */
+static size_t dora_magnitudes(fixture *fx, const float *v, size_t at, size_t n, double *worst)
+{
+    static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    double diff = 0, scale = 1e-30;
+    for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
+        for (int k = 0; k < 7; k++) {
+            int w = module_index(order[k]);
+            lora_pair *s = lora_at(&fx->l, layer, w);
+            int64_t rows = adapter_at(&fx->l.ad, layer, w)->b.shape[0];
+            assert_true(at + (size_t)rows <= n);
+            if (!worst) {
+                assert_int_equal(adapter_dora_set(&fx->l.ad, layer, w, v + at), PT_OK);
+                at += (size_t)rows;
+                continue;
+            }
+            float *got = malloc(s->grad_m.nbytes);
+            assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
+            for (int64_t i = 0; i < rows; i++, at++)
+                diff = fmax(diff, fabs((double)got[i] - v[at])), scale = fmax(scale, fabs((double)v[at]));
+            free(got);
+        }
+    if (worst) *worst = diff / scale;
+    return at;
+}
+
+/* DoRA (use_dora) with the method against TRL + PEFT with use_dora (make_dora_pref_goldens.py): A
+ * and B random, the magnitudes PEFT's dora_init values times a factor; the reference (DPO, KTO) the
+ * base alone, as PEFT's disabled adapter is. The loss, TRL's metrics and the gradients of A, B and
+ * the magnitudes within 1e-4. */
+static void test_dora_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    char path[1024], name[64];
+    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", srcdir());
+    json_error_t jerr;
+    json_t *all = json_load_file(path, 0, &jerr);
+    assert_non_null(all);
+    size_t n, n_grads;
+    snprintf(name, sizeof name, "%s_init.f32", fx->dir);
+    float *init = read_f32("dora_pref", name, &n);
+    snprintf(name, sizeof name, "%s_grads.f32", fx->dir);
+    float *grads = read_f32("dora_pref", name, &n_grads);
+    assert_int_equal(n + (fx->reward ? (size_t)fx->head.dim : 0), n_grads); /* reward: the score's gradient last */
+    for_each_tensor(fx, set_values, init);
+    size_t ab = 0;
+    for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p))
+        ab += (size_t)(tensor_numel(&p->a) + tensor_numel(&p->b));
+    assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK); /* magnitudes ||W + s B A||, then the golden's */
+    assert_int_equal(dora_magnitudes(fx, init, ab, n, NULL), n);
+    double loss = dpo_step(fx), worst_m;
+    compare_arg c = {grads, 0};
+    for_each_tensor(fx, compare_grad, &c);
+    assert_int_equal(dora_magnitudes(fx, grads, ab, n, &worst_m), n);
+    print_message("%s with DoRA: magnitudes' gradients vs TRL + PEFT: max relative error %.3g\n", fx->dir, worst_m);
+    if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n_grads, "dora"));
+    check_loss_metrics(fx, json_object_get(all, fx->dir), "dora", loss, c.worst);
+    assert_true(c.worst <= 1e-4 && worst_m <= 1e-4);
+    free(init), free(grads);
+    json_decref(all);
 }
 
 /* B zero: the policy is the reference, so every pair's z is 0 and the loss is ln 2 exactly */
@@ -836,6 +906,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_orpo, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_orpo, teardown),
         cmocka_unit_test_setup_teardown(test_kto_zero_adapter, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup_kto, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup_cpo, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup_orpo, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup_reward, teardown),
         cmocka_unit_test_setup_teardown(test_cpo_matches_trl, setup_kto, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps_match_trl, setup_kto, teardown),
         cmocka_unit_test_setup_teardown(test_reward_matches_trl, setup_reward, teardown),

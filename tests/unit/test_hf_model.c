@@ -332,6 +332,40 @@ static void test_yarn_ministral3_dirs(void **s)
     check_parity(&(parity_case){dir, "ministral3", "hf", false, PT_BF16, PT_BF16, true});
 }
 
+/* make_wrapper_goldens.py's multimodal checkpoints, against transformers' Mistral3ForConditionalGeneration and
+ * Gemma3ForConditionalGeneration on text-only input: mistral3 (text_config ministral3: YaRN and the query
+ * temperature; untied; the file layout language_model.model.* / language_model.lm_head that transformers 5 saves)
+ * in bf16 and as a bitsandbytes 4-bit checkpoint whose vision tower stays bf16, and gemma3 (tied; the modules'
+ * layout model.language_model.*). Their vision towers and projectors are not read. */
+static void test_multimodal_dirs(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "mistral3/hf");
+    check_parity(&(parity_case){dir, "mistral3", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "mistral3/hf-bnb4");
+    check_parity(&(parity_case){dir, "mistral3", "hf-bnb4", false, PT_NF4, PT_F32, true});
+    check_parity(&(parity_case){dir, "mistral3", "hf-bnb4", true, PT_NF4, PT_F32, true});
+    data_path(dir, sizeof dir, "gemma3-mm/hf");
+    check_parity(&(parity_case){dir, "gemma3-mm", "hf", false, PT_BF16, PT_BF16, true});
+    hf_config hc;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(hf_config_read(path, &hc), PT_OK);
+    assert_true(hc.text_tower && hc.cfg.arch == PT_ARCH_GEMMA3 && hc.cfg.tied_embeddings && hc.cfg.n_layers == 7);
+    data_path(dir, sizeof dir, "mistral3/hf/config.json");
+    assert_int_equal(hf_config_read(dir, &hc), PT_OK); /* the family is text_config's: ministral3 */
+    assert_true(hc.text_tower && hc.cfg.arch == PT_ARCH_MISTRAL3 && !hc.cfg.tied_embeddings && hc.cfg.q_temp_beta == 0.5f);
+    /* a text_config of a model ptrain does not run is refused, naming it */
+    const char *bad = "{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"bert\", "
+                      "\"num_hidden_layers\": 1, \"hidden_size\": 8, \"intermediate_size\": 8, "
+                      "\"num_attention_heads\": 2, \"vocab_size\": 8}}";
+    assert_int_equal(hf_config_parse("mm/config.json", bad, strlen(bad), &hc), PT_ERR_USER);
+    print_message("%s\n", err_message());
+    assert_non_null(strstr(err_message(), "text_config.model_type \"bert\" is not a text model ptrain runs (in a "
+                                          "mistral3 checkpoint); supported: llama"));
+}
+
 /* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
 static void test_granite_dir(void **s)
 {
@@ -963,7 +997,7 @@ int main(void)
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
         cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_phi3_dir),
-        cmocka_unit_test(test_yarn_ministral3_dirs),
+        cmocka_unit_test(test_yarn_ministral3_dirs), cmocka_unit_test(test_multimodal_dirs),
         cmocka_unit_test(test_gemma2_bnb4),    cmocka_unit_test(test_tokenizer_from_dir),
         cmocka_unit_test(test_chat_template_jinja),
         cmocka_unit_test(test_resolve),        cmocka_unit_test(test_resolve_miss),

@@ -282,6 +282,11 @@ static void test_granite_nf4_on_load(void **s) { (void)s; check_tiny_in("granite
 static void test_granite_hf_dir(void **s) { (void)s; check_hf_dir("granite"); }
 static void test_granite_greedy(void **s) { (void)s; check_greedy("granite"); }
 static void test_granite_training_loss(void **s) { (void)s; check_training_loss("granite"); }
+/* ministral3 as llama.cpp's mistral3 (make_ministral3_goldens.py gguf; llama.cpp runs the f32 file to 1.3e-6 of
+ * transformers): YaRN with yarn_log_multiplier, the query temperature from attention.temperature_scale */
+static void test_mistral3_f32(void **s) { (void)s; check_tiny_in("ministral3", "tiny-f32", false); }
+static void test_mistral3_q4_0(void **s) { (void)s; check_tiny_in("ministral3", "tiny-q4_0", false); }
+static void test_mistral3_greedy(void **s) { (void)s; check_greedy("ministral3"); }
 static void test_olmo2_f32(void **s) { (void)s; check_tiny_in("olmo2", "tiny-f32", false); }
 static void test_olmo2_q8_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q8_0", false); }
 static void test_olmo2_q4_0(void **s) { (void)s; check_tiny_in("olmo2", "tiny-q4_0", false); }
@@ -414,6 +419,11 @@ static void test_smollm3_config(void **state)
                 m.layers[1].w[W_V].shape[0] == 32 && m.layers[1].w[W_GATE].shape[0] == 128 &&
                 m.layers[1].w[W_UP].shape[0] == 128 && m.layers[1].w[W_V].dtype == PT_Q4_0);
     model_free(&m);
+    load_model(be, "ministral3", "tiny-q4_0", false, &m); /* mistral3.attention.temperature_scale, YaRN's log mul */
+    assert_string_equal(arch_name(m.cfg.arch), "mistral3");
+    assert_true(m.cfg.q_temp_beta == 0.5f && m.cfg.q_temp_period == 8 && m.cfg.head_dim == 24 &&
+                fabsf(model_rope_mscale(&m.cfg) - 1.0f) < 1e-6f && !m.cfg.tied_embeddings);
+    model_free(&m);
     load_model(be, "mistral", "tiny-q4_0", false, &m);
     assert_string_equal(arch_name(m.cfg.arch), "llama");
     assert_true(m.cfg.head_dim == 24 && m.cfg.nope_period == 0 && model_layer_rope(&m.cfg, 3));
@@ -430,7 +440,7 @@ static void test_bad_models(void **state)
                               "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3, "
                               "DeepSeek-R1 Qwen3 distills), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3 "
                               "(Gemma 3 text), phi3 (Phi-3, Phi-3.5, Phi-4, Phi-4-mini), gemma4 (Gemma 4 text), qwen35 "
-                              "(Qwen3.5 text)"},
+                              "(Qwen3.5 text), mistral3 (Ministral 3)"},
         {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
                                         "complete model file?"},
         {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "
@@ -760,6 +770,8 @@ int main(void)
         cmocka_unit_test(test_granite_f32),         cmocka_unit_test(test_granite_q4_0),
         cmocka_unit_test(test_granite_nf4_on_load), cmocka_unit_test(test_granite_hf_dir),
         cmocka_unit_test(test_granite_greedy),      cmocka_unit_test(test_granite_training_loss),
+        cmocka_unit_test(test_mistral3_f32),        cmocka_unit_test(test_mistral3_q4_0),
+        cmocka_unit_test(test_mistral3_greedy),
         cmocka_unit_test(test_olmo2_f32),           cmocka_unit_test(test_olmo2_q8_0),
         cmocka_unit_test(test_olmo2_q4_0),
         cmocka_unit_test(test_olmo2_hf_dir),        cmocka_unit_test(test_olmo2_greedy),

@@ -625,19 +625,21 @@ static void test_config_errors(void **state)
     expect_config_error("{\"hidden_size\":64}", "config.json: has neither model_type nor architectures: is this the "
                                                 "config.json of a model?");
     expect_config_error("{\"model_type\":\"bert\",\"architectures\":[\"BertForMaskedLM\"]}",
-                        "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama "
-                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads as "
-                        "llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), granite "
-                        "(Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
-                        "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), "
-                        "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its text tower)");
+                        "config.json: model_type \"bert\" (BertForMaskedLM) is not supported; supported: llama (Llama 2/3.x, "
+                        "SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 "
+                        "multimodal: its text tower), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 "
+                        "(SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), gemma3 (Gemma 3 "
+                        "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
+                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
+                        "text tower), ministral3 (Ministral 3)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
-                        "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama "
-                        "(Llama 2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), ministral3 (Ministral 3; loads "
-                        "as llama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 (SmolLM3), "
-                        "granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), phi3 (Phi-3.5, Phi-4, Phi-4-mini), "
-                        "qwen3_moe (Qwen3-MoE: Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), "
-                        "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its text tower)");
+                        "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama (Llama "
+                        "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 "
+                        "multimodal: its text tower), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3), smollm3 "
+                        "(SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), gemma3_text (Gemma 3), gemma3 (Gemma 3 "
+                        "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
+                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
+                        "text tower), ministral3 (Ministral 3)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");

@@ -306,7 +306,7 @@ static void test_plan_from_config(void **state)
     pt_adapter ad = {.r = fx->l.ad.r, .r_max = fx->l.ad.r, .n_layers = fx->m.cfg.n_layers};
     memcpy(ad.target, fx->l.ad.target, sizeof ad.target);
     int64_t params = adapter_param_count(&fx->l.ad);
-    assert_int_equal(adapter_param_count_for(&fx->m.cfg, ad.r, ad.target), params);
+    assert_int_equal(adapter_param_count_for(&fx->m.cfg, ad.r, ad.target, false), params);
     for (int ck = PT_CKPT_OFF; ck <= PT_CKPT_OFFLOAD; ck++)
         for (int variant = 0; variant < 4; variant++) {
             bool gpu = variant & 1, dropout = variant & 2;
