@@ -58,6 +58,7 @@ typedef struct {
  * k_heads; value head h reads key head h / (v_heads / k_heads)); conv the causal conv1d's kernel. With segments
  * (packed examples), the conv window and the recurrent state start afresh where the example id changes. */
 enum { PT_DELTA_MAX_DIM = 256 }; /* the widest key or value head delta_rule runs */
+enum { PT_DELTA_CHUNK = 64 };    /* delta_rule_bwd keeps the state every this many tokens (transformers' chunk) */
 typedef struct {
     int batch, seq;
     int k_heads, v_heads, k_dim, v_dim, conv;
@@ -151,6 +152,16 @@ typedef struct {
     pt_status (*delta_rule)(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
                             const pt_tensor *g, pt_tensor *state, const pt_delta *d);
     pt_status (*sigmoid_mul)(pt_backend *be, pt_tensor *y, const pt_tensor *gate); /* y *= sigmoid(gate) */
+    pt_status (*conv1d_silu_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
+                                 const pt_tensor *w, const pt_delta *d);
+    pt_status (*delta_gates_bwd)(pt_backend *be, pt_tensor *db, pt_tensor *da, const pt_tensor *dbeta,
+                                 const pt_tensor *dg, const pt_tensor *b, const pt_tensor *a, const pt_tensor *a_log,
+                                 const pt_tensor *dt_bias);
+    pt_status (*delta_rule_bwd)(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g,
+                                const pt_delta *d);
+    pt_status (*sigmoid_mul_bwd)(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
+                                 const pt_tensor *y, const pt_tensor *gate);
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
                                const pt_tensor *logits, const int32_t *labels, float grad_scale, float softcap);
     /* optimizer and communication */
@@ -342,6 +353,23 @@ pt_status backend_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, con
 pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
                              const pt_tensor *g, pt_tensor *state, const pt_delta *d);
 pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
+/* Their backward (training; no conv or recurrent state, every sequence starting empty):
+ * conv1d_silu_bwd: dx = d(conv1d_silu)/dx applied to dy (the pre-activations recomputed from x; w frozen).
+ * delta_gates_bwd: db, da (act dtype) from dbeta, dg (f32) and the forward's b and a (a_log, dt_bias frozen).
+ * delta_rule_bwd: dqkv (act dtype, every column written), dbeta and dg (f32) from dout, the gradient at o; the state
+ *   kept every PT_DELTA_CHUNK tokens and each chunk's recomputed from it: O(k_dim v_dim) per token and value head.
+ * sigmoid_mul_bwd: with y the forward's output x sigmoid(gate): dx = dy sigmoid(gate), dgate = dy y (1 -
+ *   sigmoid(gate)) (dx may alias dy). */
+pt_status backend_conv1d_silu_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
+                                  const pt_tensor *w, const pt_delta *d);
+pt_status backend_delta_gates_bwd(pt_backend *be, pt_tensor *db, pt_tensor *da, const pt_tensor *dbeta,
+                                  const pt_tensor *dg, const pt_tensor *b, const pt_tensor *a, const pt_tensor *a_log,
+                                  const pt_tensor *dt_bias);
+pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                 const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
+                                 const pt_tensor *g, const pt_delta *d);
+pt_status backend_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
+                                  const pt_tensor *y, const pt_tensor *gate);
 
 /* Backward ops (training). Gradients are f32 and overwrite their outputs unless said otherwise;
  * all take the tensors their forward took (and what it saved: rstd, lse, out). */

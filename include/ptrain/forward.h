@@ -33,8 +33,10 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
                                            * gelu(gate) times the input, the projection, its norm's rstd */
        A_QGATE, /* qwen35's full layers: the output gate (W_Q_GATE x) */
        /* qwen35's Gated DeltaNet layers: in_proj_qkv's output before and after the conv, z, b and a, beta and g
-        * (f32), the delta rule's output (then the gated norm's, out_proj's input), the norm's output, its rstd */
+        * (f32), the delta rule's output, the norm's output, its rstd */
        A_LQKV, A_LCONV, A_LZ, A_LB, A_LA, A_LBETA, A_LG, A_LO, A_LN, A_LRSTD,
+       A_ATTG, A_LY, /* qwen35: the gated attention output and the gated norm's (o_proj's and out_proj's inputs; A_ATT
+                      * and A_LO keep what the backward pass reads before them) */
        A_COUNT };
 
 /* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over

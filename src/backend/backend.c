@@ -662,6 +662,76 @@ pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gat
     return be->ops->sigmoid_mul(be, y, gate);
 }
 
+pt_status backend_conv1d_silu_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
+                                  const pt_tensor *w, const pt_delta *d)
+{
+    int64_t rows = x->ndim == 2 ? x->shape[0] : -1, ch = x->ndim == 2 ? x->shape[1] : -1;
+    TRY(need_delta(d, rows, "conv1d_silu_bwd"));
+    TRY(need_act(be, x, "conv1d_silu_bwd", "x"));
+    TRY(need_2d(x, x->dtype, rows, ch, "conv1d_silu_bwd", "x"));
+    TRY(need_2d(dy, x->dtype, rows, ch, "conv1d_silu_bwd", "dy"));
+    TRY(need_2d(dx, x->dtype, rows, ch, "conv1d_silu_bwd", "dx"));
+    TRY(need_2d(w, PT_F32, ch, d->conv, "conv1d_silu_bwd", "w"));
+    if (dx->data == dy->data || dx->data == x->data) return ERR(PT_ERR_INTERNAL, "conv1d_silu_bwd: dx aliases dy or x");
+    NEED_OP(be, conv1d_silu_bwd);
+    return be->ops->conv1d_silu_bwd(be, dx, dy, x, w, d);
+}
+
+pt_status backend_delta_gates_bwd(pt_backend *be, pt_tensor *db, pt_tensor *da, const pt_tensor *dbeta,
+                                  const pt_tensor *dg, const pt_tensor *b, const pt_tensor *a, const pt_tensor *a_log,
+                                  const pt_tensor *dt_bias)
+{
+    int64_t rows = b->ndim == 2 ? b->shape[0] : -1, h = b->ndim == 2 ? b->shape[1] : -1;
+    TRY(need_act(be, b, "delta_gates_bwd", "b"));
+    TRY(need_2d(b, b->dtype, rows, h, "delta_gates_bwd", "b"));
+    TRY(need_2d(a, b->dtype, rows, h, "delta_gates_bwd", "a"));
+    TRY(need_2d(db, b->dtype, rows, h, "delta_gates_bwd", "db"));
+    TRY(need_2d(da, b->dtype, rows, h, "delta_gates_bwd", "da"));
+    TRY(need_2d(dbeta, PT_F32, rows, h, "delta_gates_bwd", "dbeta"));
+    TRY(need_2d(dg, PT_F32, rows, h, "delta_gates_bwd", "dg"));
+    TRY(need_vector(a_log, h, "delta_gates_bwd", "a_log"));
+    TRY(need_vector(dt_bias, h, "delta_gates_bwd", "dt_bias"));
+    NEED_OP(be, delta_gates_bwd);
+    return be->ops->delta_gates_bwd(be, db, da, dbeta, dg, b, a, a_log, dt_bias);
+}
+
+pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                 const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
+                                 const pt_tensor *g, const pt_delta *d)
+{
+    int64_t rows = qkv->ndim == 2 ? qkv->shape[0] : -1, kw = (int64_t)d->k_heads * d->k_dim,
+            vw = (int64_t)d->v_heads * d->v_dim;
+    TRY(need_delta(d, rows, "delta_rule_bwd"));
+    if (d->k_dim > PT_DELTA_MAX_DIM || d->v_dim > PT_DELTA_MAX_DIM)
+        return ERR(PT_ERR_INTERNAL, "delta_rule_bwd: heads of %d/%d dimensions", d->k_dim, d->v_dim);
+    TRY(need_act(be, qkv, "delta_rule_bwd", "qkv"));
+    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule_bwd", "qkv"));
+    TRY(need_2d(dqkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule_bwd", "dqkv"));
+    TRY(need_2d(dout, qkv->dtype, rows, vw, "delta_rule_bwd", "dout"));
+    TRY(need_2d(beta, PT_F32, rows, d->v_heads, "delta_rule_bwd", "beta"));
+    TRY(need_2d(g, PT_F32, rows, d->v_heads, "delta_rule_bwd", "g"));
+    TRY(need_2d(dbeta, PT_F32, rows, d->v_heads, "delta_rule_bwd", "dbeta"));
+    TRY(need_2d(dg, PT_F32, rows, d->v_heads, "delta_rule_bwd", "dg"));
+    if (dqkv->data == qkv->data) return ERR(PT_ERR_INTERNAL, "delta_rule_bwd: dqkv aliases qkv");
+    NEED_OP(be, delta_rule_bwd);
+    return be->ops->delta_rule_bwd(be, dqkv, dbeta, dg, dout, qkv, beta, g, d);
+}
+
+pt_status backend_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
+                                  const pt_tensor *y, const pt_tensor *gate)
+{
+    TRY(need_act(be, y, "sigmoid_mul_bwd", "y"));
+    const pt_tensor *all[] = {dx, dgate, dy, gate};
+    for (int i = 0; i < 4; i++) {
+        if (all[i]->dtype != y->dtype) return ERR(PT_ERR_INTERNAL, "sigmoid_mul_bwd: tensors of different dtypes");
+        TRY(need_same_shape(y, all[i], "sigmoid_mul_bwd"));
+    }
+    if (dgate->data == dy->data || dgate->data == y->data)
+        return ERR(PT_ERR_INTERNAL, "sigmoid_mul_bwd: dgate aliases dy or y");
+    NEED_OP(be, sigmoid_mul_bwd);
+    return be->ops->sigmoid_mul_bwd(be, dx, dgate, dy, y, gate);
+}
+
 /* ---- backward ops, loss and optimizer ---- */
 
 static pt_status need_rows_of(const pt_tensor *t, pt_dtype dtype, int64_t rows, int64_t width, const char *op,

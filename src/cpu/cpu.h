@@ -71,6 +71,18 @@ pt_status cpu_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, const p
 pt_status cpu_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
                          const pt_tensor *g, pt_tensor *state, const pt_delta *d);
 pt_status cpu_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
+/* Whether row r (position t of its sequence) starts a packed example (t 0: every sequence starts one). */
+bool cpu_delta_starts(const pt_delta *d, int64_t r, int t);
+/* their backward (gdn_bwd.c) */
+pt_status cpu_conv1d_silu_bwd(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
+                              const pt_tensor *w, const pt_delta *d);
+pt_status cpu_delta_gates_bwd(pt_backend *be, pt_tensor *db, pt_tensor *da, const pt_tensor *dbeta,
+                              const pt_tensor *dg, const pt_tensor *b, const pt_tensor *a, const pt_tensor *a_log,
+                              const pt_tensor *dt_bias);
+pt_status cpu_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg, const pt_tensor *dout,
+                             const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g, const pt_delta *d);
+pt_status cpu_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
+                              const pt_tensor *y, const pt_tensor *gate);
 pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
 pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,

@@ -11,8 +11,7 @@
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 
-/* Whether row r (position t of its sequence) starts a packed example. */
-static bool seg_start(const pt_delta *d, int64_t r, int t)
+bool cpu_delta_starts(const pt_delta *d, int64_t r, int t)
 {
     return t == 0 || (d->segments && d->segments[r] != d->segments[r - 1]);
 }
@@ -30,7 +29,7 @@ pt_status cpu_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, cons
         int64_t r0 = (int64_t)b * d->seq;
         for (int t = 0, start = 0; t < d->seq; t++) {
             int64_t r = r0 + t;
-            if (seg_start(d, r, t)) start = t;
+            if (cpu_delta_starts(d, r, t)) start = t;
             for (int64_t c = 0; c < ch; c++) {
                 float acc = 0.0f;
                 for (int j = 0; j < k; j++) { /* input t - (k-1) + j */
@@ -122,7 +121,7 @@ pt_status cpu_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, con
             if (!st) memset(s, 0, sizeof(float) * (size_t)dk * dv);
             for (int t = 0; t < d->seq; t++) {
                 int64_t r = (int64_t)b * d->seq + t;
-                if (t > 0 && seg_start(d, r, t)) memset(s, 0, sizeof(float) * (size_t)dk * dv);
+                if (t > 0 && cpu_delta_starts(d, r, t)) memset(s, 0, sizeof(float) * (size_t)dk * dv);
                 const float *row = xs + r * width;
                 l2norm(q, row + (int64_t)kh * dk, dk, qscale);
                 l2norm(k, row + kw + (int64_t)kh * dk, dk, 1.0f);

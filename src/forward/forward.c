@@ -41,7 +41,8 @@ static pt_status acts_take(pt_arena *arena, const fwd_ctx *c, layer_acts *a)
                                ple * g->dim, ple * g->ple_dim, ple * g->ple_dim, ple * g->dim, ple,
                                g->attn_gate ? qw : 0,
                                lin * model_lin_conv_dim(g), lin * model_lin_conv_dim(g), lin * vw, lin * nv, lin * nv,
-                               lin * nv,   lin * nv,   lin * vw,       lin * vw,    lin * nv};
+                               lin * nv,   lin * nv,   lin * vw,       lin * vw,    lin * nv,
+                               g->attn_gate ? qw : 0, lin * vw};
     memset(a, 0, sizeof *a);
     for (int i = 0; i < A_COUNT; i++) {
         bool f32 = i == A_RSTD1 || i == A_RSTD2 || i == A_RSTD3 || i == A_RSTD4 || i == A_LSE || i == A_QRSTD ||
@@ -260,17 +261,18 @@ static pt_status attention_core(const fwd_ctx *c, int layer, layer_acts *a)
     return backend_attention(be, &att, NULL, &q, &c->kv->k[src], &c->kv->v[src], &at);
 }
 
-/* attention_core, then (qwen35) the output times sigmoid of the gate rows of q_proj */
+/* attention_core, then (qwen35) t[A_ATTG] = the output times sigmoid of the gate rows of q_proj */
 static pt_status attention(const fwd_ctx *c, int layer, layer_acts *a)
 {
     TRY(attention_core(c, layer, a));
     if (!c->m->cfg.attn_gate) return PT_OK;
     TRY(proj(c, layer, W_Q_GATE, &a->t[A_QGATE], &a->t[A_XN1], a->xs));
-    return backend_sigmoid_mul(c->m->be, &a->t[A_ATT], &a->t[A_QGATE]);
+    TRY(backend_copy(c->m->be, &a->t[A_ATTG], &a->t[A_ATT]));
+    return backend_sigmoid_mul(c->m->be, &a->t[A_ATTG], &a->t[A_QGATE]);
 }
 
-/* t[A_LO] = a Gated DeltaNet layer's output before out_proj, from the normed input t[A_XN1]: the conv over
- * in_proj_qkv, the gates, the delta rule, and RMSNormGated (each head's norm times w, times SiLU(in_proj_z x));
+/* t[A_LY] = a Gated DeltaNet layer's output before out_proj, from the normed input t[A_XN1]: the conv over
+ * in_proj_qkv, the gates, the delta rule (t[A_LO]), and RMSNormGated (each head's norm times w, times SiLU(in_proj_z x));
  * with a cache, its conv and recurrent states carry on from the tokens before. */
 static pt_status delta_net(const fwd_ctx *c, int layer, layer_acts *a)
 {
@@ -289,7 +291,7 @@ static pt_status delta_net(const fwd_ctx *c, int layer, layer_acts *a)
     TRY(backend_delta_rule(be, &t[A_LO], &t[A_LCONV], &t[A_LBETA], &t[A_LG], c->kv ? &c->kv->state[layer] : NULL, &d));
     pt_tensor on = forward_head_rows(&t[A_LN], g->lin_v_dim), ov = forward_head_rows(&t[A_LO], g->lin_v_dim);
     TRY(backend_rmsnorm(be, &on, &t[A_LRSTD], &ov, &wt->w[W_LIN_NORM], g->norm_eps));
-    return backend_swiglu(be, &t[A_LO], &t[A_LZ], &t[A_LN]);
+    return backend_swiglu(be, &t[A_LY], &t[A_LZ], &t[A_LN]);
 }
 
 /* The norm that follows a residual add in the same pass (backend_add_rmsnorm): its weight, output
@@ -333,8 +335,8 @@ pt_status forward_layer(const fwd_ctx *c, int layer, const pt_tensor *x, pt_tens
     }
     bool lin = model_layer_linear(g, layer);
     TRY(lin ? delta_net(c, layer, a) : attention(c, layer, a));
-    pt_tensor att = front(&t[A_ATT], (int64_t)g->n_heads * model_layer_head_dim(g, layer));
-    TRY(proj_residual(c, layer, lin ? W_LIN_OUT : W_O, W_POST_ATTN_NORM, &t[A_H], lin ? &t[A_LO] : &att, x,
+    pt_tensor att = front(&t[g->attn_gate ? A_ATTG : A_ATT], (int64_t)g->n_heads * model_layer_head_dim(g, layer));
+    TRY(proj_residual(c, layer, lin ? W_LIN_OUT : W_O, W_POST_ATTN_NORM, &t[A_H], lin ? &t[A_LY] : &att, x,
                       a->xs, &t[A_O], &t[A_RSTD3], ffn_norm));
     if (g->no_pre_norms) TRY(backend_copy(be, &t[A_XN2], &t[A_H]));
     if (model_layer_moe(g, layer)) { /* out = h + the experts' weighted sum */

@@ -16,9 +16,14 @@ pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_
     const pt_model_config *m = &c->m->cfg;
     int64_t qw = (int64_t)m->n_heads * m->head_dim, kw = (int64_t)m->n_kv_heads * m->head_dim;
     int64_t wide = m->ffn_dim > qw ? m->ffn_dim : qw, dora = c->ad && c->ad->dora ? (wide > m->dim ? wide : m->dim) : 0;
-    int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1, dora, dora};
+    int64_t lin = m->full_period > 0 ? 1 : 0, conv = lin * model_lin_conv_dim(m), vw = lin * model_lin_value(m);
+    int64_t nv = lin * m->lin_v_heads;
+    int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1, dora, dora,
+                               m->attn_gate ? qw : 0, conv, conv, vw, vw, nv, nv, nv, nv};
     memset(g, 0, sizeof *g);
-    for (int i = 0; i < G_COUNT; i++) TRY(arena_take(arena, &g->t[i], c->rows, widths[i]));
+    for (int i = 0; i < G_COUNT; i++)
+        TRY((i == G_LBETA || i == G_LG ? arena_take_f32 : arena_take)(arena, &g->t[i], widths[i] ? c->rows : 0,
+                                                                      widths[i]));
     return PT_OK;
 }
 
@@ -153,17 +158,46 @@ static pt_status head_norm_bwd(const fwd_ctx *c, pt_tensor *d, const pt_tensor *
     return backend_rmsnorm_bwd(c->m->be, &dv, NULL, &dv, &xv, w, rstd);
 }
 
-pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
-                         backward_bufs *g)
+/* A Gated DeltaNet layer (forward.c's delta_net) from da, the gradient at out_proj's output: out_proj, RMSNormGated
+ * (SwiGLU's backward for y = n SiLU(z), then each head's norm), the delta rule, the gates, the conv, and the four
+ * input projections into gt[G_DIM1] (the gradient at the normed input). A_log, dt_bias, the conv and the norm weight
+ * are frozen. */
+static pt_status delta_net_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, const pt_tensor *da,
+                               backward_bufs *g)
+{
+    const pt_model_config *cf = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, *gt = g->t;
+    pt_delta d = {.batch = c->attn.batch, .seq = c->attn.n_q, .k_heads = cf->lin_k_heads, .v_heads = cf->lin_v_heads,
+                  .k_dim = cf->lin_k_dim, .v_dim = cf->lin_v_dim, .conv = cf->lin_conv, .segments = c->attn.segments};
+    TRY(lin_bwd(c, l, layer, W_LIN_OUT, &gt[G_LV1], da, &t[A_LY], a->xs, g, 0.0f));
+    TRY(backend_swiglu_bwd(be, &gt[G_LV1], &gt[G_LV2], &gt[G_LV1], &t[A_LZ], &t[A_LN]));
+    pt_tensor dn = forward_head_rows(&gt[G_LV2], cf->lin_v_dim), on = forward_head_rows(&t[A_LO], cf->lin_v_dim);
+    TRY(backend_rmsnorm_bwd(be, &dn, NULL, &dn, &on, &wt->w[W_LIN_NORM], &t[A_LRSTD]));
+    TRY(backend_delta_rule_bwd(be, &gt[G_L1], &gt[G_LBETA], &gt[G_LG], &gt[G_LV2], &t[A_LCONV], &t[A_LBETA], &t[A_LG],
+                               &d));
+    TRY(backend_delta_gates_bwd(be, &gt[G_LB], &gt[G_LA], &gt[G_LBETA], &gt[G_LG], &t[A_LB], &t[A_LA],
+                                &wt->w[W_LIN_ALOG], &wt->w[W_LIN_DT]));
+    TRY(backend_conv1d_silu_bwd(be, &gt[G_L2], &gt[G_L1], &t[A_LQKV], &wt->w[W_LIN_CONV], &d));
+    TRY(lin_bwd(c, l, layer, W_LIN_QKV, &gt[G_DIM1], &gt[G_L2], &t[A_XN1], a->xs, g, 0.0f));
+    TRY(lin_bwd(c, l, layer, W_LIN_Z, &gt[G_DIM1], &gt[G_LV1], &t[A_XN1], a->xs, g, 1.0f));
+    TRY(lin_bwd(c, l, layer, W_LIN_B, &gt[G_DIM1], &gt[G_LB], &t[A_XN1], a->xs, g, 1.0f));
+    return lin_bwd(c, l, layer, W_LIN_A, &gt[G_DIM1], &gt[G_LA], &t[A_XN1], a->xs, g, 1.0f);
+}
+
+/* attention: h = x + [n3](o([gate] attn(rope [nq] q, rope [nk] k, v))) from da, the gradient at o's output (qwen35's
+ * output gate: o reads attn * sigmoid(W_Q_GATE x)); biases pass dq, dk, dv unchanged; gt[G_DIM1] = the gradient at
+ * the normed input. */
+static pt_status attention_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, const pt_tensor *da,
+                               backward_bufs *g)
 {
     const pt_model_config *cf = &c->m->cfg;
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
-    TRY(model_layer_moe(cf, layer) ? moe_bwd(c, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
-    /* attention: h = x + [n3](o(attn(rope [nq] q, rope [nk] k, v))); biases pass dq, dk, dv unchanged */
-    const pt_tensor *da;
-    TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
-    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[A_ATT], a->xs, g, 0.0f));
+    bool gate = cf->attn_gate;
+    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[gate ? A_ATTG : A_ATT], a->xs, g, 0.0f));
+    if (gate) TRY(backend_sigmoid_mul_bwd(be, &gt[G_ATT], &gt[G_QG], &gt[G_ATT], &t[A_ATTG], &t[A_QGATE]));
     pt_attention at = c->attn;
     at.window = model_layer_window(cf, layer);
     TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
@@ -183,6 +217,19 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, g, 0.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, g, 1.0f));
     TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, g, 1.0f));
+    return gate ? lin_bwd(c, l, layer, W_Q_GATE, &gt[G_DIM1], &gt[G_QG], &t[A_XN1], a->xs, g, 1.0f) : PT_OK;
+}
+
+pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
+                         backward_bufs *g)
+{
+    const pt_model_config *cf = &c->m->cfg;
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, *gt = g->t;
+    TRY(model_layer_moe(cf, layer) ? moe_bwd(c, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
+    const pt_tensor *da;
+    TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
+    TRY(model_layer_linear(cf, layer) ? delta_net_bwd(c, l, layer, a, da, g) : attention_bwd(c, l, layer, a, da, g));
     if (cf->no_pre_norms) { /* olmo2: dx = dxn1 + dh */
         TRY(backend_copy(be, dout, &gt[G_DIM1]));
         return backend_add(be, dout, &gt[G_DH]);

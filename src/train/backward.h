@@ -6,7 +6,11 @@
 #include "ptrain/lora.h"
 
 /* The gradient buffers of a layer's backward pass (reused by every layer). */
-enum { G_FFN1, G_FFN2, G_DIM1, G_DH, G_ATT, G_Q, G_K, G_V, G_R, G_Z, G_DZ, G_COUNT }; /* G_Z, G_DZ: DoRA's */
+enum { G_FFN1, G_FFN2, G_DIM1, G_DH, G_ATT, G_Q, G_K, G_V, G_R, G_Z, G_DZ, /* G_Z, G_DZ: DoRA's */
+       G_QG, /* qwen35's full layers: the gradient at the output gate */
+       /* qwen35's Gated DeltaNet layers: at the conv's output and input (conv channels wide), at the gated norm's
+        * output and z, then at its input (value width), at b and a, at beta and g (f32) */
+       G_L1, G_L2, G_LV1, G_LV2, G_LB, G_LA, G_LBETA, G_LG, G_COUNT };
 typedef struct {
     pt_tensor t[G_COUNT];
 } backward_bufs;

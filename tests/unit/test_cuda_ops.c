@@ -1283,6 +1283,57 @@ static void check_rule_case(int batch, int seq, int nk, int nv, int dk, int dv, 
     free(seg);
 }
 
+/* The backward ops: the conv (plain and packed), the delta rule over more than one chunk of PT_DELTA_CHUNK (plain
+ * and packed), the gates and the gated output's. */
+static void check_gdn_bwd_case(int batch, int seq, int nk, int nv, int dk, int dv, bool packed)
+{
+    char cas[96];
+    snprintf(cas, sizeof cas, "%dx%d h=%d/%d d=%d/%d%s", batch, seq, nk, nv, dk, dv, packed ? " packed" : "");
+    int32_t *seg = packed ? gdn_segments(batch, seq) : NULL;
+    pt_delta d = {.batch = batch, .seq = seq, .k_heads = nk, .v_heads = nv, .k_dim = dk, .v_dim = dv, .conv = 4,
+                  .segments = seg};
+    int64_t rows = (int64_t)batch * seq, width = 2 * (int64_t)nk * dk + (int64_t)nv * dv, ow = (int64_t)nv * dv;
+    twin x = twin_random(rows, width, -1.0f, 1.0f), beta = twin_random(rows, nv, 0.05f, 0.95f);
+    twin g = twin_random(rows, nv, -2.0f, -0.01f), dout = twin_random(rows, ow, -1.0f, 1.0f);
+    twin dx = twin_poison(rows, width), db = twin_poison(rows, nv), dg = twin_poison(rows, nv);
+    twin w = twin_random(width, 4, -1.0f, 1.0f), dc = twin_poison(rows, width);
+    bool ok;
+    BOTH(ok, "delta_rule_bwd", cas,
+         backend_delta_rule_bwd(B(side), S(&dx, side), S(&db, side), S(&dg, side), S(&dout, side), S(&x, side),
+                                S(&beta, side), S(&g, side), &d));
+    if (ok) check_twin("delta_rule_bwd dqkv", cas, &dx, TOL_REDUCE);
+    if (ok) check_twin("delta_rule_bwd dbeta", cas, &db, TOL_REDUCE);
+    if (ok) check_twin("delta_rule_bwd dg", cas, &dg, TOL_REDUCE);
+    BOTH(ok, "conv1d_silu_bwd", cas,
+         backend_conv1d_silu_bwd(B(side), S(&dc, side), S(&dx, side), S(&x, side), S(&w, side), &d));
+    if (ok) check_twin("conv1d_silu_bwd", cas, &dc, TOL_REDUCE);
+    twin *all[] = {&x, &beta, &g, &dout, &dx, &db, &dg, &w, &dc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    free(seg);
+}
+
+static void check_gates_bwd(void)
+{
+    bool ok;
+    twin b = twin_random(77, 6, -4.0f, 4.0f), a = twin_random(77, 6, -30.0f, 30.0f);
+    twin alog = twin_random(1, 6, -1.0f, 2.0f), dt = twin_random(1, 6, -1.0f, 1.0f);
+    twin dbeta = twin_random(77, 6, -1.0f, 1.0f), dg = twin_random(77, 6, -1.0f, 1.0f);
+    twin db = twin_poison(77, 6), da = twin_poison(77, 6);
+    BOTH(ok, "delta_gates_bwd", "77x6",
+         backend_delta_gates_bwd(B(side), S(&db, side), S(&da, side), S(&dbeta, side), S(&dg, side), S(&b, side),
+                                 S(&a, side), S(&alog, side), S(&dt, side)));
+    if (ok) check_twin("delta_gates_bwd db", "77x6", &db, TOL_ELEM);
+    if (ok) check_twin("delta_gates_bwd da", "77x6", &da, TOL_ELEM);
+    twin y = twin_random(77, 96, -2.0f, 2.0f), gate = twin_random(77, 96, -6.0f, 6.0f);
+    twin dy = twin_random(77, 96, -1.0f, 1.0f), dgate = twin_poison(77, 96);
+    BOTH(ok, "sigmoid_mul_bwd", "77x96",
+         backend_sigmoid_mul_bwd(B(side), S(&dy, side), S(&dgate, side), S(&dy, side), S(&y, side), S(&gate, side)));
+    if (ok) check_twin("sigmoid_mul_bwd dx", "77x96", &dy, TOL_ELEM);
+    if (ok) check_twin("sigmoid_mul_bwd dgate", "77x96", &dgate, TOL_ELEM);
+    twin *all[] = {&b, &a, &alog, &dt, &dbeta, &dg, &db, &da, &y, &gate, &dy, &dgate};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+}
+
 static void test_gdn(void **state)
 {
     (void)state;
@@ -1308,6 +1359,9 @@ static void test_gdn(void **state)
     if (ok) check_twin("sigmoid_mul", "77x96", &y, TOL_ELEM);
     twin *all[] = {&b, &a, &alog, &dt, &beta, &gg, &y, &gate};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
+    check_gdn_bwd_case(2, small ? 70 : 150, 2, 4, 16, 12, false);
+    check_gdn_bwd_case(2, small ? 70 : 150, 2, 4, 16, 12, true);
+    check_gates_bwd();
     if (failures) fail_msg("%d Gated DeltaNet checks failed (FAIL lines above)", failures);
 }
 

@@ -971,6 +971,8 @@ typedef struct {
     int32_t ids[32], targets[32], pos[32], seg[32];
     train_batch b;
     int64_t labelled;
+    float fd_step;  /* family_fd's step (0: 1e-2) */
+    double fd_tol;  /* check_model_grads' tolerance (0: 1e-3) */
 } family_fx;
 
 static void family_open(const char *family, const char *file, family_fx *fx)
@@ -997,6 +999,10 @@ static void family_open(const char *family, const char *file, family_fx *fx)
     }
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
+    if (fx->m.cfg.full_period > 0) { /* qwen35: the output gate and the DeltaNet layers' five projections too */
+        for (int w = W_Q_GATE; w <= W_LIN_OUT; w++) all[w] = true;
+        fx->fd_step = 3e-4f, fx->fd_tol = 5e-3; /* see test_qwen35_model_grads */
+    }
     assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 3), PT_OK);
     uint64_t seed = 99;
     for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p)) {
@@ -1069,7 +1075,8 @@ static double family_cd(family_fx *fx, pt_tensor *t, int64_t k, float h)
  * the backward pass is O(1). Hence the tolerance of 1e-3 (normwise) for these two checks. */
 static double family_fd(family_fx *fx, pt_tensor *t, int64_t k)
 {
-    return (4.0 * family_cd(fx, t, k, 1e-2f) - family_cd(fx, t, k, 2e-2f)) / 3.0;
+    float h = fx->fd_step > 0.0f ? fx->fd_step : 1e-2f;
+    return (4.0 * family_cd(fx, t, k, h) - family_cd(fx, t, k, 2 * h)) / 3.0;
 }
 
 /* step_run's LoRA gradients against central differences of step_loss: two entries of A and of B
@@ -1096,7 +1103,8 @@ static void check_model_grads(const char *family)
     double err = diff / scale; /* not in worst_grad_err: a different tolerance, see family_fd */
     print_message("  %s: loss %.6f; LoRA gradients vs central differences: normwise %.2e (max |g| %.3g)\n", family,
                   loss, err, scale);
-    if (err > 1e-3) fail_msg("%s: whole-model LoRA gradients off by %.3g (tolerance 1e-3)", family, err);
+    double tol = fx.fd_tol > 0 ? fx.fd_tol : 1e-3;
+    if (err > tol) fail_msg("%s: whole-model LoRA gradients off by %.3g (tolerance %.0e)", family, err, tol);
     /* gradient checkpointing recomputes each layer: the same gradients */
     float *plain = get(fx.be, &fx.l.grads);
     family_step(&fx, true, false);
@@ -1387,6 +1395,15 @@ static void test_olmo3_peft(void **s) { (void)s; check_peft("olmo3"); }
 /* phi3: LoRA on the fused qkv_proj and gate_up_proj as PEFT applies it (one A, one B over the fused rows),
  * partial rotary */
 static void test_phi3_model_grads(void **s) { (void)s; check_model_grads("phi3"); }
+/* qwen35 (tests/data/qwen35/hf): Gated DeltaNet layers and a gated full-attention layer with partial rotary, LoRA
+ * on every projection (the output gate and the DeltaNet layers' five too). This random model's loss curves much
+ * more than the other families' in the first layers' adapters (q and k L2-normalised per head, random A_log and
+ * dt_bias): Richardson's differences at the usual 1e-2 are 60% off in some entries, at 1e-3 5%, while the
+ * analytic gradient is where the differences go as the step shrinks (2.6991 against 2.5754, 2.6879 and 2.6998 at
+ * steps 1e-3, 3e-4 and 1e-4 in one entry). So steps of 3e-4 and 6e-4 here: the truncation is gone, and the fp32
+ * loss's rounding over such a step (~5e-8 |L| / h, ~1e-3 absolute) is what remains: measured 2.2e-3 normwise, held
+ * to 5e-3; a wrong or missing term is O(1). */
+static void test_qwen35_model_grads(void **s) { (void)s; check_model_grads("qwen35"); }
 static void test_phi3_peft(void **s) { (void)s; check_peft("phi3"); }
 static void test_phi3_training(void **s) { (void)s; check_training_lowers_loss("phi3"); }
 /* phi3 with LongRoPE: the attention factor on cos and sin in the backward pass too */
@@ -1501,7 +1518,7 @@ int main(void)
         cmocka_unit_test(test_olmo2_training),
         cmocka_unit_test(test_olmo3_model_grads),  cmocka_unit_test(test_olmo3_peft),
         cmocka_unit_test(test_phi3_model_grads),   cmocka_unit_test(test_phi3_peft),
-        cmocka_unit_test(test_phi3_training),
+        cmocka_unit_test(test_phi3_training),      cmocka_unit_test(test_qwen35_model_grads),
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_qwen3_yarn_model_grads), cmocka_unit_test(test_qwen3_yarn_peft),
         cmocka_unit_test(test_ministral3_model_grads), cmocka_unit_test(test_ministral3_peft),
