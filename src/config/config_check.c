@@ -512,18 +512,13 @@ static void check_datasets(pt_config *cfg, config_report *errors)
 }
 
 /* use_dora: DoRA is built and held to PEFT (and TRL's trainers with PEFT's use_dora) for sft, cpt,
- * dpo, kto, cpo, orpo and reward (the reference of dpo and kto: the base alone, as PEFT's disabled
- * adapter is), without dropout (PEFT's DoRA applies the dropout to the LoRA input only, a path ptrain
- * does not have), on the base as loaded (pissa and olora change the base, and PEFT's conversion of
- * their adapters does not carry magnitudes). GRPO's sampled completions are not held to TRL with
- * DoRA yet. */
+ * dpo, kto, cpo, orpo, reward and grpo (the reference of dpo, kto and grpo: the base alone, as PEFT's
+ * disabled adapter is), without dropout (PEFT's DoRA applies the dropout to the LoRA input only, a
+ * path ptrain does not have), on the base as loaded (pissa and olora change the base, and PEFT's
+ * conversion of their adapters does not carry magnitudes). */
 static void check_dora(pt_config *cfg, config_report *errors)
 {
     if (!cfg->use_dora) return;
-    if (cfg->method == METHOD_GRPO)
-        rule_error(cfg, errors, "use_dora",
-                   "grpo: DoRA is not checked against TRL's GRPOTrainer yet (its generation and loss with DoRA "
-                   "magnitudes have no reference test in ptrain); remove the key or use another method");
     if (cfg->lora_dropout > 0)
         rule_error(cfg, errors, "use_dora",
                    "DoRA trains without lora_dropout in ptrain (PEFT drops the input of the LoRA part only, which "

@@ -14,6 +14,7 @@
 #   stops the run before training with Python's message;
 # - num_iterations 2: a generation batch trained on for two steps (step 1 as with one iteration, the
 #   reused step logging the loss's metrics only, as TRL), resume at a block's start bit-identical;
+# - use_dora (with num_iterations 2): trains, writes the magnitudes in PEFT's files, resumes exactly;
 # - ptrain check refuses num_generations 1 and a batch that is no multiple of it.
 # The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
@@ -91,6 +92,25 @@ MAX_STEPS=4 PTRAIN_TEST_KILL_STEP=4 "$P" train "$tmp/mucut.yaml" >"$tmp/mucut.ou
 expect_eq "num_iterations 2: resumed at a block's start, the run exits 0" 0 "$?"
 ok "num_iterations 2: ... and ends bit-identical to the uninterrupted run" \
     cmp "$tmp/mu/lora/adapter_model.safetensors" "$tmp/mucut/lora/adapter_model.safetensors"
+
+# use_dora with num_iterations 2: completions sampled and old log-probs taken with the magnitudes,
+# the PEFT files carry them, resuming at a block's start is exact (the loss: tests/unit/test_grpo)
+DORA="num_iterations: 2
+use_dora: true
+resume_from_checkpoint: true"
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/dora.yaml" "$tmp/dora" "[length]" "$DORA"
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/dora2.yaml" "$tmp/dora2" "[length]" "$DORA"
+"$P" train "$tmp/dora2.yaml" >"$tmp/dora2.out" 2>&1
+expect_eq "use_dora: the run exits 0" 0 "$?"
+ok "use_dora: every logged loss and gradient norm is a number" sh -c "! grep -q '\"loss\": null\|\"grad_norm\": null' '$tmp/dora2/metrics.jsonl'"
+ok "use_dora: the PEFT adapter holds the magnitudes" sh -c \
+    "grep -q '\"use_dora\": true' '$tmp/dora2/lora/adapter_config.json' && grep -q lora_magnitude_vector '$tmp/dora2/lora/adapter_model.safetensors'"
+PTRAIN_TEST_KILL_STEP=4 "$P" train "$tmp/dora.yaml" >"$tmp/dora.out" 2>&1
+ok "use_dora: a run is killed at step 4 after checkpoint-2" test -f "$tmp/dora/checkpoint-2.h5"
+"$P" train "$tmp/dora.yaml" >"$tmp/dora3.out" 2>&1
+expect_eq "use_dora: the resumed run exits 0" 0 "$?"
+ok "use_dora: ... and ends bit-identical to the uninterrupted run" \
+    cmp "$tmp/dora2/lora/adapter_model.safetensors" "$tmp/dora/lora/adapter_model.safetensors"
 
 # Python reward functions, called as TRL calls them
 mkdir -p "$tmp/py"

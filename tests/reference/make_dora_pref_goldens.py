@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""make_dora_pref_goldens.py — DoRA (PEFT's use_dora) with the preference methods, as TRL 1.16's
-trainers compute it with PEFT 0.21, for ptrain's parity test (tests/unit/test_dpo.c,
-test_dora_matches_trl).
+"""make_dora_pref_goldens.py — DoRA (PEFT's use_dora) with the preference methods and GRPO, as TRL
+1.16's trainers compute it with PEFT 0.21, for ptrain's parity tests (tests/unit/test_dpo.c,
+test_dora_matches_trl; tests/unit/test_grpo.c, test_dora_matches_trl).
 
 Each method's golden script (make_dpo_goldens.py, make_kto_goldens.py, make_cpo_goldens.py,
-make_orpo_goldens.py, make_reward_goldens.py's SEQ_CLS LoRA) builds its trainer, model and batch as it does for plain LoRA, with one change:
+make_orpo_goldens.py, make_reward_goldens.py's SEQ_CLS LoRA, make_grpo_goldens.py's "random" case:
+beta 0.04, the fixed completions) builds its trainer, model and batch as it does for plain LoRA, with one change:
 the LoraConfig it hands the trainer (peft_config) has use_dora=True. A and B random
 (init_lora_weights=False, every gradient non-zero), rounded to float32 as ptrain stores them; every
 magnitude set to PEFT's dora_init value ‖W + s·B·A‖ per output row times a seeded factor in
 [0.8, 1.2] (also rounded to float32), so the magnitudes move the policy and their gradients are not
-those of a fixed point. The reference of DPO and KTO is the same model with the adapter disabled,
+those of a fixed point. The reference of DPO, KTO and GRPO is the same model with the adapter disabled,
 which in PEFT turns DoRA off too (the base alone). One loss and backward pass per method
 (float64), with TRL's logged metrics.
 
@@ -32,6 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_cpo_goldens  # noqa: E402
 import make_dpo_goldens  # noqa: E402
+import make_grpo_goldens  # noqa: E402
 import make_kto_goldens  # noqa: E402
 import make_orpo_goldens  # noqa: E402
 import make_reward_goldens  # noqa: E402
@@ -39,7 +41,7 @@ from make_peft_goldens import MHA, MODULES  # noqa: E402
 
 OUT = os.path.join(HERE, "..", "data", "dora_pref")
 METHODS = {"dpo": make_dpo_goldens, "kto": make_kto_goldens, "cpo": make_cpo_goldens, "orpo": make_orpo_goldens,
-           "reward": make_reward_goldens}
+           "reward": make_reward_goldens, "grpo": make_grpo_goldens}
 
 
 def magnitudes(model):
@@ -67,8 +69,11 @@ def set_magnitudes(lins, seed):
 
 def one(name, mod, seed):
     mod.LoraConfig = functools.partial(peft.LoraConfig, use_dora=True)
-    reward = name == "reward"
-    trainer, model, params, batch = mod.make(True, False) if reward else mod.make(True)
+    reward, grpo = name == "reward", name == "grpo"
+    if grpo:  # make_grpo_goldens.py's "random" case (beta 0.04, temperature 1)
+        trainer, model, params, batch = mod.make(True, 0.04)
+    else:
+        trainer, model, params, batch = mod.make(True, False) if reward else mod.make(True)
     lins = magnitudes(model)
     assert all("default" in lin.lora_magnitude_vector for lin in lins), "use_dora did not reach the model"
     mags = set_magnitudes(lins, seed)
@@ -83,6 +88,8 @@ def one(name, mod, seed):
         assert np.array_equal(score.detach().numpy().astype("<f4").ravel(), want), "another score head"
         loss, metrics, _ = mod.loss_and_grads(trainer, model, params, batch)
         extra = [score]
+    elif grpo:
+        loss, metrics, _ = mod.run(trainer, model, params, batch)
     else:
         loss, metrics = mod.loss_and_grads(trainer, model, params, batch)
     grads = np.concatenate([p.grad.detach().numpy().astype("<f4").ravel() for p in ab + mags + extra])

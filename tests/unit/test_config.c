@@ -1893,7 +1893,7 @@ static void test_foreign_keys_values(void **state)
 }
 
 /* use_dora (issue 46): a key of ptrain's own, false by default; accepted with the preference methods
- * held to TRL with DoRA (dpo, kto, cpo, orpo, reward), refused, saying why, with grpo, with
+ * and grpo held to TRL with DoRA (dpo, kto, cpo, orpo, reward, grpo), refused, saying why, with
  * lora_dropout, and with the inits that change the base. And dtype's float16, refused as fp16 is. */
 static void test_use_dora(void **state)
 {
@@ -1918,9 +1918,10 @@ static void test_use_dora(void **state)
         if (parse(text, &cfg) != PT_OK) fail_msg("use_dora with method %s: %s", methods[i], err_message());
         config_free(&cfg);
     }
-    expect_error("use_dora: true\nmethod: grpo\nreward_funcs: [length]\nper_device_train_batch_size: 8\n",
-                 "config.yaml:1:11: use_dora: grpo: DoRA is not checked against TRL's GRPOTrainer yet (its generation "
-                 "and loss with DoRA magnitudes have no reference test in ptrain); remove the key or use another method");
+    assert_int_equal(parse("use_dora: true\nmethod: grpo\nreward_funcs: [length]\nper_device_train_batch_size: 8\n",
+                           &cfg), PT_OK);
+    assert_true(cfg.use_dora);
+    config_free(&cfg);
     expect_error("use_dora: true\nlora_dropout: 0.05\n",
                  "config.yaml:1:11: use_dora: DoRA trains without lora_dropout in ptrain (PEFT drops the input of the "
                  "LoRA part only, which ptrain's DoRA does not do); set lora_dropout to 0");

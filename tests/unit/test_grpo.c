@@ -9,7 +9,8 @@
  * 0.7, whose log-probs are of logits / temperature: the loss head's logit divisor), and 20 AdamW
  * steps' losses on the same completions from B zero; with num_iterations 2 the second pass on a
  * batch after an AdamW step (its ratio to the old log-probs clipped on some tokens); every case's
- * entropy and clip_ratio metrics. And the
+ * entropy and clip_ratio metrics; with DoRA (use_dora, make_dora_pref_goldens.py) the loss, metrics and
+ * the gradients of A, B and the magnitudes. And the
  * prompt rows (text and turns, two real tokenizers) tokenized as GRPOTrainer's _tokenize_prompts
  * tokenizes them, their other columns kept, max_prompt_length keeping the prompt's end. */
 #include <jansson.h>
@@ -321,6 +322,64 @@ static void test_random_adapter(void **state) { run_case(*state, "random"); }
 static void test_random_beta0(void **state) { run_case(*state, "random_b0"); }
 static void test_temperature(void **state) { run_case(*state, "random_t07"); }
 
+/* The DoRA magnitudes in layer and module order (make_dora_pref_goldens.py's): set from v + at, or,
+ * with worst, their gradients compared with v + at (max relative error); returns where they end. */
+static size_t dora_magnitudes(fixture *fx, const float *v, size_t at, size_t n, double *worst)
+{
+    static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    double diff = 0, scale = 1e-30;
+    for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
+        for (int k = 0; k < 7; k++) {
+            int w = module_index(order[k]);
+            lora_pair *s = lora_at(&fx->l, layer, w);
+            size_t rows = (size_t)adapter_at(&fx->l.ad, layer, w)->b.shape[0];
+            assert_true(at + rows <= n);
+            if (!worst) {
+                assert_int_equal(adapter_dora_set(&fx->l.ad, layer, w, v + at), PT_OK);
+                at += rows;
+                continue;
+            }
+            float *got = malloc(s->grad_m.nbytes);
+            assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
+            for (size_t i = 0; i < rows; i++, at++)
+                diff = fmax(diff, fabs((double)got[i] - v[at])), scale = fmax(scale, fabs((double)v[at]));
+            free(got);
+        }
+    if (worst) *worst = diff / scale;
+    return at;
+}
+
+/* DoRA (use_dora) against TRL's GRPOTrainer with PEFT's use_dora (make_dora_pref_goldens.py, the
+ * "random" case's completions, rewards and beta 0.04): A and B random, the magnitudes PEFT's
+ * dora_init values times a seeded factor; the reference the base alone (PEFT's disabled adapter
+ * turns DoRA off too). The loss, its metrics and the gradients of A, B and the magnitudes within 1e-4. */
+static void test_dora_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", srcdir());
+    json_error_t jerr;
+    json_t *all = json_load_file(path, 0, &jerr), *want = json_object_get(all, "grpo");
+    assert_non_null(want);
+    size_t n, n_grads, ab = 0;
+    float *init = read_f32("../dora_pref/grpo_init.f32", &n), *grads = read_f32("../dora_pref/grpo_grads.f32", &n_grads);
+    assert_int_equal(n, n_grads);
+    for_each_tensor(fx, set_values, init);
+    for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p))
+        ab += (size_t)(tensor_numel(&p->a) + tensor_numel(&p->b));
+    assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK); /* magnitudes ||W + s B A||, then the golden's */
+    assert_int_equal(dora_magnitudes(fx, init, ab, n, NULL), n);
+    grpo_step_once(fx, json_object_get(fx->manifest, "random"));
+    double worst_m;
+    assert_int_equal(dora_magnitudes(fx, grads, ab, n, &worst_m), n);
+    print_message("grpo with DoRA: magnitudes' gradients vs TRL + PEFT: max relative error %.3g\n", worst_m);
+    compare_case(fx, want, "dora", "../dora_pref/grpo_grads.f32", fx->sums[GRPO_LOSS],
+                 json_real_value(json_object_get(want, "first_loss")), fx->sums);
+    assert_true(worst_m <= 1e-4);
+    free(init), free(grads);
+    json_decref(all);
+}
+
 /* From B zero, 20 AdamW steps on the same completions (beta 0.04: the KL term moves the loss). */
 static void test_20_adamw_steps(void **state)
 {
@@ -566,6 +625,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
         cmocka_unit_test_setup_teardown(test_batched_generation, setup, teardown),
