@@ -40,6 +40,7 @@
 #include "ptrain/preference.h"
 #include "ptrain/score_head.h"
 #include "ptrain/step.h"
+#include "golden_lora.h"
 #include "train/trainer.h"
 
 #define MAX_ROWS 256
@@ -69,64 +70,17 @@ typedef struct {
     double center;
 } fixture;
 
-static const char *srcdir(void)
+/* The golden manifest's LoRA tensors of this fixture's adapter, in file order (golden_lora.h). */
+static void for_each_tensor(fixture *fx, golden_tensor_fn fn, void *arg)
 {
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s ? s : "..";
-}
-
-static float *read_f32(const char *dir, const char *name, size_t *count)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/%s/%s", srcdir(), dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = malloc((size_t)bytes);
-    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
-    fclose(f);
-    *count = (size_t)bytes / sizeof(float);
-    return v;
-}
-
-static int module_index(const char *name)
-{
-    for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
-    return -1;
-}
-
-typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
-
-static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
-{
-    size_t i, offset = 0;
-    json_t *t;
-    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
-        int layer = (int)json_integer_value(json_object_get(t, "layer"));
-        int w = module_index(json_string_value(json_object_get(t, "module")));
-        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
-        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
-        lora_pair *s = lora_at(&fx->l, layer, w);
-        assert_non_null(p);
-        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
-        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
-    }
-}
-
-static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)g;
-    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+    golden_for_each_tensor(fx->be, &fx->l, fx->manifest, fn, arg);
 }
 
 static void load_adapter(fixture *fx, const char *file)
 {
     size_t n;
-    float *v = read_f32(fx->dir, file, &n);
-    for_each_tensor(fx, set_values, v);
+    float *v = golden_read_f32(fx->dir, file, &n);
+    for_each_tensor(fx, golden_set_values, v);
     free(v);
 }
 
@@ -191,11 +145,11 @@ static int setup_dir(void **state, const char *dir)
     fixture *fx = calloc(1, sizeof *fx);
     fx->dir = dir, fx->reward = !strcmp(dir, "reward"), fx->cpo = !strcmp(dir, "cpo"), fx->orpo = !strcmp(dir, "orpo"), fx->kto = !strcmp(dir, "kto");
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", srcdir(), dir);
+    snprintf(path, sizeof path, "%s/tests/data/%s/manifest.json", golden_srcdir(), dir);
     json_error_t jerr;
     fx->manifest = json_load_file(path, 0, &jerr);
     if (!fx->manifest) return -1;
-    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", golden_srcdir());
     gguf_file f;
     pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
     pt_load_options lo = {.load_in_4bit = false};
@@ -210,7 +164,7 @@ static int setup_dir(void **state, const char *dir)
     if (fx->kto) kto_batch(fx);
     if (fx->reward) { /* the head from PEFT's first score; each sequence whole, scored at its last non-pad token */
         size_t n;
-        float *w = read_f32(dir, "score_init.f32", &n);
+        float *w = golden_read_f32(dir, "score_init.f32", &n);
         assert_int_equal((int64_t)n, fx->m.cfg.dim);
         assert_int_equal(score_head_create(&fx->head, fx->be, fx->m.cfg.dim, 0.02, 1), PT_OK);
         assert_int_equal(score_head_set(&fx->head, w, NULL, NULL), PT_OK);
@@ -335,27 +289,6 @@ static double dpo_step(fixture *fx)
     return fx->sums[PREF_LOSS] / fx->pairs;
 }
 
-typedef struct {
-    const float *ref;
-    double worst;
-} compare_arg;
-
-/* max |got - ref| over the tensor / max |ref| over the tensor (a zero reference must be met exactly) */
-static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)t;
-    compare_arg *c = arg;
-    float *got = malloc(g->nbytes);
-    assert_int_equal(backend_download(fx->be, g, got, g->nbytes), PT_OK);
-    double diff = 0, scale = 1e-30;
-    for (int64_t i = 0; i < tensor_numel(g); i++) {
-        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
-        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
-    }
-    c->worst = fmax(c->worst, diff / scale);
-    free(got);
-}
-
 /* reward: the score's gradient, which follows the LoRA matrices' in grads[n] */
 static double compare_score_grad(fixture *fx, const float *grads, size_t n, const char *which)
 {
@@ -407,40 +340,13 @@ static double compare_case(fixture *fx, const char *which, double *loss)
     *loss = dpo_step(fx);
     snprintf(name, sizeof name, "%s_grads.f32", which);
     size_t n;
-    float *grads = read_f32(fx->dir, name, &n);
-    compare_arg c = {grads, 0};
-    for_each_tensor(fx, compare_grad, &c);
+    float *grads = golden_read_f32(fx->dir, name, &n);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, which));
     free(grads);
     check_loss_metrics(fx, json_object_get(fx->manifest, which), which, *loss, c.worst);
     return c.worst;
-}
-
-/* The magnitudes of the manifest's modules in layer and module order (ptrain's adapter_dora_set):
- * from v + at, or, with grads, their gradients compared with it; returns where they end. */
-static size_t dora_magnitudes(fixture *fx, const float *v, size_t at, size_t n, double *worst)
-{
-    static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-    double diff = 0, scale = 1e-30;
-    for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
-        for (int k = 0; k < 7; k++) {
-            int w = module_index(order[k]);
-            lora_pair *s = lora_at(&fx->l, layer, w);
-            int64_t rows = adapter_at(&fx->l.ad, layer, w)->b.shape[0];
-            assert_true(at + (size_t)rows <= n);
-            if (!worst) {
-                assert_int_equal(adapter_dora_set(&fx->l.ad, layer, w, v + at), PT_OK);
-                at += (size_t)rows;
-                continue;
-            }
-            float *got = malloc(s->grad_m.nbytes);
-            assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
-            for (int64_t i = 0; i < rows; i++, at++)
-                diff = fmax(diff, fabs((double)got[i] - v[at])), scale = fmax(scale, fabs((double)v[at]));
-            free(got);
-        }
-    if (worst) *worst = diff / scale;
-    return at;
 }
 
 /* DoRA (use_dora) with the method against TRL + PEFT with use_dora (make_dora_pref_goldens.py): A
@@ -451,26 +357,26 @@ static void test_dora_matches_trl(void **state)
 {
     fixture *fx = *state;
     char path[1024], name[64];
-    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", golden_srcdir());
     json_error_t jerr;
     json_t *all = json_load_file(path, 0, &jerr);
     assert_non_null(all);
     size_t n, n_grads;
     snprintf(name, sizeof name, "%s_init.f32", fx->dir);
-    float *init = read_f32("dora_pref", name, &n);
+    float *init = golden_read_f32("dora_pref", name, &n);
     snprintf(name, sizeof name, "%s_grads.f32", fx->dir);
-    float *grads = read_f32("dora_pref", name, &n_grads);
+    float *grads = golden_read_f32("dora_pref", name, &n_grads);
     assert_int_equal(n + (fx->reward ? (size_t)fx->head.dim : 0), n_grads); /* reward: the score's gradient last */
-    for_each_tensor(fx, set_values, init);
+    for_each_tensor(fx, golden_set_values, init);
     size_t ab = 0;
     for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p))
         ab += (size_t)(tensor_numel(&p->a) + tensor_numel(&p->b));
     assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK); /* magnitudes ||W + s B A||, then the golden's */
-    assert_int_equal(dora_magnitudes(fx, init, ab, n, NULL), n);
+    assert_int_equal(golden_dora_magnitudes(fx->be, &fx->l, fx->m.cfg.n_layers, init, ab, n, NULL), n);
     double loss = dpo_step(fx), worst_m;
-    compare_arg c = {grads, 0};
-    for_each_tensor(fx, compare_grad, &c);
-    assert_int_equal(dora_magnitudes(fx, grads, ab, n, &worst_m), n);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
+    assert_int_equal(golden_dora_magnitudes(fx->be, &fx->l, fx->m.cfg.n_layers, grads, ab, n, &worst_m), n);
     print_message("%s with DoRA: magnitudes' gradients vs TRL + PEFT: max relative error %.3g\n", fx->dir, worst_m);
     if (fx->reward) c.worst = fmax(c.worst, compare_score_grad(fx, grads, n_grads, "dora"));
     check_loss_metrics(fx, json_object_get(all, fx->dir), "dora", loss, c.worst);
@@ -525,9 +431,9 @@ static void test_reward_matches_trl(void **state)
     load_adapter(fx, "random_init.f32");
     loss = dpo_step(fx);
     size_t n;
-    float *grads = read_f32(fx->dir, "margin_grads.f32", &n);
-    compare_arg c = {grads, 0};
-    for_each_tensor(fx, compare_grad, &c);
+    float *grads = golden_read_f32(fx->dir, "margin_grads.f32", &n);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     c.worst = fmax(c.worst, compare_score_grad(fx, grads, n, "margin"));
     free(grads);
     double want = json_real_value(json_object_get(json_object_get(fx->manifest, "margin"), "first_loss"));
@@ -622,7 +528,7 @@ static pt_dataset load_pairs(const pt_tokenizer *tok, const char *extra)
 {
     char yaml[2048];
     snprintf(yaml, sizeof yaml, "%smax_seq_length: 4096\n%sdataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
-             strstr(extra, "method:") ? "" : "method: dpo\n", extra, srcdir());
+             strstr(extra, "method:") ? "" : "method: dpo\n", extra, golden_srcdir());
     pt_config cfg;
     pt_dataset ds;
     assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -637,7 +543,7 @@ static void test_tokenized_as_trl(void **state)
 {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dpo/tokenized.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/dpo/tokenized.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -645,7 +551,7 @@ static void test_tokenized_as_trl(void **state)
     json_t *rows;
     json_object_foreach(golden, name, rows) {
         pt_tokenizer *tok;
-        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(), name);
         assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
         static const struct {
             const char *yaml;
@@ -678,7 +584,7 @@ static void test_reward_tokenized_as_trl(void **state)
 {
     (void)state;
     char path[1024], yaml[1024];
-    snprintf(path, sizeof path, "%s/tests/data/reward/tokenized.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/reward/tokenized.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -688,13 +594,13 @@ static void test_reward_tokenized_as_trl(void **state)
         if (!json_is_object(g)) continue; /* "cut" */
         json_t *rows = json_object_get(g, "rows"), *kept = json_object_get(g, "kept");
         pt_tokenizer *tok;
-        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(), name);
         assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
         for (int cut = 0; cut < 2; cut++) {
             long max_len = cut ? (long)json_integer_value(json_object_get(golden, "cut")) : 4096;
             snprintf(yaml, sizeof yaml,
                      "method: reward\nmax_seq_length: %ld\ndataset:\n  - name: \"%s/tests/data/dpo/pairs.jsonl\"\n",
-                     max_len, srcdir());
+                     max_len, golden_srcdir());
             pt_config cfg;
             pt_dataset ds;
             assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -727,16 +633,16 @@ static void test_reward_margin_column(void **state)
 {
     (void)state;
     char path[1024], yaml[1024];
-    snprintf(path, sizeof path, "%s/tests/data/reward/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/reward/manifest.json", golden_srcdir());
     json_error_t jerr;
     json_t *man = json_load_file(path, 0, &jerr), *g = json_object_get(man, "margin_rows");
     assert_non_null(g);
     pt_tokenizer *tok;
-    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(),
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(),
              json_string_value(json_object_get(g, "tokenizer")));
     assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
     snprintf(yaml, sizeof yaml, "method: reward\nmax_seq_length: 4096\ndataset:\n  - name: \"%s/tests/data/reward/margins.jsonl\"\n",
-             srcdir());
+             golden_srcdir());
     pt_config cfg;
     pt_dataset ds;
     assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -778,7 +684,7 @@ static void test_cpo_tokenized_as_trl(void **state)
 {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/cpo/tokenized.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/cpo/tokenized.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -786,7 +692,7 @@ static void test_cpo_tokenized_as_trl(void **state)
     json_t *rows;
     json_object_foreach(golden, name, rows) {
         pt_tokenizer *tok;
-        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(), name);
         assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
         pt_dataset ds = load_pairs(tok, "method: cpo\n");
         assert_int_equal(ds.n, json_array_size(rows));
@@ -827,7 +733,7 @@ static void test_kto_tokenized_as_trl(void **state)
 {
     (void)state;
     char path[1024], yaml[2048];
-    snprintf(path, sizeof path, "%s/tests/data/kto/tokenized.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/kto/tokenized.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -835,11 +741,11 @@ static void test_kto_tokenized_as_trl(void **state)
     json_t *groups, *rows;
     json_object_foreach(golden, name, groups) {
         pt_tokenizer *tok;
-        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(), name);
         assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
         json_object_foreach(groups, group, rows) {
             snprintf(yaml, sizeof yaml, "method: kto\nmax_seq_length: 1024\nper_device_train_batch_size: 2\n"
-                     "dataset:\n  - name: \"%s/tests/data/kto/%s.jsonl\"\n", srcdir(), group);
+                     "dataset:\n  - name: \"%s/tests/data/kto/%s.jsonl\"\n", golden_srcdir(), group);
             pt_config cfg;
             pt_dataset ds, eval;
             assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -894,7 +800,7 @@ static void test_kto_bad_rows(void **state)
     fclose(f);
     pt_tokenizer *tok;
     char tpath[1024];
-    snprintf(tpath, sizeof tpath, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    snprintf(tpath, sizeof tpath, "%s/tests/data/tokenizer/smollm2/tokenizer.json", golden_srcdir());
     assert_int_equal(tokenizer_from_json(tpath, &tok), PT_OK);
     for (int kto = 1; kto >= 0; kto--) {
         snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s\"\n", kto ? "kto" : "sft", path);
@@ -926,11 +832,11 @@ static void test_rows_match_the_method(void **state)
     (void)state;
     pt_tokenizer *tok;
     char path[1024], yaml[1024];
-    snprintf(path, sizeof path, "%s/tests/data/tokenizer/smollm2/tokenizer.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/tokenizer/smollm2/tokenizer.json", golden_srcdir());
     assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
     for (int dpo = 0; dpo < 2; dpo++) {
         snprintf(yaml, sizeof yaml, "method: %s\ndataset:\n  - name: \"%s/tests/data/%s\"\n", dpo ? "dpo" : "sft",
-                 srcdir(), dpo ? "datasets/messages.jsonl" : "dpo/pairs.jsonl");
+                 golden_srcdir(), dpo ? "datasets/messages.jsonl" : "dpo/pairs.jsonl");
         pt_config cfg;
         pt_dataset ds;
         assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);

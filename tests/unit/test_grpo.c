@@ -42,6 +42,7 @@
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 #include "ptrain/tokenizer.h"
+#include "golden_lora.h"
 #include "train/trainer.h"
 
 #define MAX_ROWS 256
@@ -58,57 +59,10 @@ typedef struct {
     double ref[MAX_ROWS], ent[MAX_ROWS], *old_nll, adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
 } fixture;
 
-static const char *srcdir(void)
+/* The golden manifest's LoRA tensors of this fixture's adapter, in file order (golden_lora.h). */
+static void for_each_tensor(fixture *fx, golden_tensor_fn fn, void *arg)
 {
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s ? s : "..";
-}
-
-static float *read_f32(const char *name, size_t *count)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/grpo/%s", srcdir(), name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = malloc((size_t)bytes);
-    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
-    fclose(f);
-    *count = (size_t)bytes / sizeof(float);
-    return v;
-}
-
-static int module_index(const char *name)
-{
-    for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
-    return -1;
-}
-
-typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
-
-static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
-{
-    size_t i, offset = 0;
-    json_t *t;
-    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
-        int layer = (int)json_integer_value(json_object_get(t, "layer"));
-        int w = module_index(json_string_value(json_object_get(t, "module")));
-        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
-        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
-        lora_pair *s = lora_at(&fx->l, layer, w);
-        assert_non_null(p);
-        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
-        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
-    }
-}
-
-static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)g;
-    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+    golden_for_each_tensor(fx->be, &fx->l, fx->manifest, fn, arg);
 }
 
 /* completion i: its prompt, then the completion, whose tokens are the targets, each its own
@@ -141,11 +95,11 @@ static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/grpo/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/grpo/manifest.json", golden_srcdir());
     json_error_t jerr;
     fx->manifest = json_load_file(path, 0, &jerr);
     if (!fx->manifest) return -1;
-    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", golden_srcdir());
     gguf_file f;
     pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
     pt_load_options lo = {.load_in_4bit = false};
@@ -180,26 +134,6 @@ static pt_status grpo_grad(void *arg, const double *nll, float *scale)
                       fx->beta, GRPO_EPSILON, GRPO_EPSILON, fx->inv_n};
     grpo_token_scales(&in, scale, fx->sums);
     return PT_OK;
-}
-
-typedef struct {
-    const float *ref;
-    double worst;
-} compare_arg;
-
-static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)t;
-    compare_arg *c = arg;
-    float *got = malloc(g->nbytes);
-    assert_int_equal(backend_download(fx->be, g, got, g->nbytes), PT_OK);
-    double diff = 0, scale = 1e-30;
-    for (int64_t i = 0; i < tensor_numel(g); i++) {
-        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
-        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
-    }
-    c->worst = fmax(c->worst, diff / scale);
-    free(got);
 }
 
 static void check_close(const char *what, double got, double want, double tol)
@@ -247,9 +181,9 @@ static void compare_case(fixture *fx, json_t *c, const char *which, const char *
                          double want, const double *sums)
 {
     size_t n;
-    float *grads = read_f32(grads_name, &n);
-    compare_arg ca = {grads, 0};
-    for_each_tensor(fx, compare_grad, &ca);
+    float *grads = golden_read_f32("grpo", grads_name, &n);
+    golden_compare ca = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &ca);
     free(grads);
     print_message("grpo %s: loss %.9f (TRL %.9f); LoRA gradients vs TRL: max relative error %.3g\n", which, loss, want,
                   ca.worst);
@@ -273,8 +207,8 @@ static void set_init(fixture *fx, const char *which)
     char name[64];
     size_t n;
     snprintf(name, sizeof name, "%s_init.f32", which);
-    float *init = read_f32(name, &n);
-    for_each_tensor(fx, set_values, init);
+    float *init = golden_read_f32("grpo", name, &n);
+    for_each_tensor(fx, golden_set_values, init);
     free(init);
 }
 
@@ -322,33 +256,6 @@ static void test_random_adapter(void **state) { run_case(*state, "random"); }
 static void test_random_beta0(void **state) { run_case(*state, "random_b0"); }
 static void test_temperature(void **state) { run_case(*state, "random_t07"); }
 
-/* The DoRA magnitudes in layer and module order (make_dora_pref_goldens.py's): set from v + at, or,
- * with worst, their gradients compared with v + at (max relative error); returns where they end. */
-static size_t dora_magnitudes(fixture *fx, const float *v, size_t at, size_t n, double *worst)
-{
-    static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-    double diff = 0, scale = 1e-30;
-    for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
-        for (int k = 0; k < 7; k++) {
-            int w = module_index(order[k]);
-            lora_pair *s = lora_at(&fx->l, layer, w);
-            size_t rows = (size_t)adapter_at(&fx->l.ad, layer, w)->b.shape[0];
-            assert_true(at + rows <= n);
-            if (!worst) {
-                assert_int_equal(adapter_dora_set(&fx->l.ad, layer, w, v + at), PT_OK);
-                at += rows;
-                continue;
-            }
-            float *got = malloc(s->grad_m.nbytes);
-            assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
-            for (size_t i = 0; i < rows; i++, at++)
-                diff = fmax(diff, fabs((double)got[i] - v[at])), scale = fmax(scale, fabs((double)v[at]));
-            free(got);
-        }
-    if (worst) *worst = diff / scale;
-    return at;
-}
-
 /* DoRA (use_dora) against TRL's GRPOTrainer with PEFT's use_dora (make_dora_pref_goldens.py, the
  * "random" case's completions, rewards and beta 0.04): A and B random, the magnitudes PEFT's
  * dora_init values times a seeded factor; the reference the base alone (PEFT's disabled adapter
@@ -357,21 +264,21 @@ static void test_dora_matches_trl(void **state)
 {
     fixture *fx = *state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/dora_pref/manifest.json", golden_srcdir());
     json_error_t jerr;
     json_t *all = json_load_file(path, 0, &jerr), *want = json_object_get(all, "grpo");
     assert_non_null(want);
     size_t n, n_grads, ab = 0;
-    float *init = read_f32("../dora_pref/grpo_init.f32", &n), *grads = read_f32("../dora_pref/grpo_grads.f32", &n_grads);
+    float *init = golden_read_f32("dora_pref", "grpo_init.f32", &n), *grads = golden_read_f32("dora_pref", "grpo_grads.f32", &n_grads);
     assert_int_equal(n, n_grads);
-    for_each_tensor(fx, set_values, init);
+    for_each_tensor(fx, golden_set_values, init);
     for (adapter_pair *p = adapter_next(&fx->l.ad, NULL); p; p = adapter_next(&fx->l.ad, p))
         ab += (size_t)(tensor_numel(&p->a) + tensor_numel(&p->b));
     assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK); /* magnitudes ||W + s B A||, then the golden's */
-    assert_int_equal(dora_magnitudes(fx, init, ab, n, NULL), n);
+    assert_int_equal(golden_dora_magnitudes(fx->be, &fx->l, fx->m.cfg.n_layers, init, ab, n, NULL), n);
     grpo_step_once(fx, json_object_get(fx->manifest, "random"));
     double worst_m;
-    assert_int_equal(dora_magnitudes(fx, grads, ab, n, &worst_m), n);
+    assert_int_equal(golden_dora_magnitudes(fx->be, &fx->l, fx->m.cfg.n_layers, grads, ab, n, &worst_m), n);
     print_message("grpo with DoRA: magnitudes' gradients vs TRL + PEFT: max relative error %.3g\n", worst_m);
     compare_case(fx, want, "dora", "../dora_pref/grpo_grads.f32", fx->sums[GRPO_LOSS],
                  json_real_value(json_object_get(want, "first_loss")), fx->sums);
@@ -386,8 +293,8 @@ static void test_20_adamw_steps(void **state)
     fixture *fx = *state;
     json_t *c = json_object_get(fx->manifest, "zero"), *losses = json_object_get(c, "losses");
     size_t n;
-    float *init = read_f32("zero_init.f32", &n);
-    for_each_tensor(fx, set_values, init);
+    float *init = golden_read_f32("grpo", "zero_init.f32", &n);
+    for_each_tensor(fx, golden_set_values, init);
     free(init);
     adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
     double worst = 0;
@@ -421,7 +328,7 @@ static void test_prompts_tokenized_as_trl(void **state)
 {
     (void)state;
     char path[1024], yaml[2048];
-    snprintf(path, sizeof path, "%s/tests/data/grpo/tokenized.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/grpo/tokenized.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -429,12 +336,12 @@ static void test_prompts_tokenized_as_trl(void **state)
     json_t *groups, *rows;
     json_object_foreach(golden, name, groups) {
         pt_tokenizer *tok;
-        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", srcdir(), name);
+        snprintf(path, sizeof path, "%s/tests/data/tokenizer/%s/tokenizer.json", golden_srcdir(), name);
         assert_int_equal(tokenizer_from_json(path, &tok), PT_OK);
         json_object_foreach(groups, group, rows) {
             for (int cut = 0; cut <= 3; cut += 3) { /* max_prompt_length 3: the last 3 of TRL's */
                 snprintf(yaml, sizeof yaml, "method: grpo\nreward_funcs: [length]\nper_device_train_batch_size: 8\n%s\ndataset:\n  - name: "
-                         "\"%s/tests/data/grpo/%s.jsonl\"\n", cut ? "max_prompt_length: 3" : "", srcdir(), group);
+                         "\"%s/tests/data/grpo/%s.jsonl\"\n", cut ? "max_prompt_length: 3" : "", golden_srcdir(), group);
                 pt_config cfg;
                 pt_dataset ds, eval;
                 assert_int_equal(config_parse("test.yaml", yaml, strlen(yaml), &cfg, NULL), PT_OK);
@@ -538,7 +445,7 @@ static void test_top_k(void **state)
 {
     (void)state;
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/grpo/sampling.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/grpo/sampling.json", golden_srcdir());
     json_t *g = json_load_file(path, 0, NULL);
     assert_non_null(g);
     json_t *jl = json_object_get(g, "logits"), *cases = json_object_get(g, "cases");

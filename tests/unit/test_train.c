@@ -25,6 +25,7 @@
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 #include "tmpdir.h"
+#include "golden_lora.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -38,69 +39,21 @@ typedef struct {
     size_t n_floats;
 } fixture;
 
-static const char *srcdir(void)
+/* The golden manifest's LoRA tensors of this fixture's adapter, in file order (golden_lora.h). */
+static void for_each_tensor(fixture *fx, golden_tensor_fn fn, void *arg)
 {
-    const char *s = getenv("PTRAIN_SRCDIR");
-    return s ? s : "..";
-}
-
-static float *read_f32(const char *name, size_t *count)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/peft/%s", srcdir(), name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = malloc((size_t)bytes);
-    assert_int_equal(fread(v, 1, (size_t)bytes, f), (size_t)bytes);
-    fclose(f);
-    *count = (size_t)bytes / sizeof(float);
-    return v;
-}
-
-static int module_index(const char *name)
-{
-    for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(PT_ARCH_LLAMA, w) && !strcmp(adapter_module_name(PT_ARCH_LLAMA, w), name)) return w;
-    return -1;
-}
-
-/* Walk the manifest's tensors in file order: call fn(tensor, offset into the float files). */
-typedef void (*tensor_fn)(fixture *fx, pt_tensor *t, pt_tensor *grad, size_t offset, void *arg);
-
-static void for_each_tensor(fixture *fx, tensor_fn fn, void *arg)
-{
-    size_t i, offset = 0;
-    json_t *t;
-    json_array_foreach(json_object_get(fx->manifest, "tensors"), i, t) {
-        int layer = (int)json_integer_value(json_object_get(t, "layer"));
-        int w = module_index(json_string_value(json_object_get(t, "module")));
-        bool is_a = json_string_value(json_object_get(t, "which"))[0] == 'A';
-        adapter_pair *p = adapter_at(&fx->l.ad, layer, w);
-        lora_pair *s = lora_at(&fx->l, layer, w);
-        assert_non_null(p);
-        fn(fx, is_a ? &p->a : &p->b, is_a ? &s->grad_a : &s->grad_b, offset, arg);
-        offset += (size_t)tensor_numel(is_a ? &p->a : &p->b);
-    }
-}
-
-static void set_values(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)g;
-    assert_int_equal(backend_upload(fx->be, t, (float *)arg + offset, t->nbytes), PT_OK);
+    golden_for_each_tensor(fx->be, &fx->l, fx->manifest, fn, arg);
 }
 
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof *fx);
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/peft/manifest.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/peft/manifest.json", golden_srcdir());
     json_error_t jerr;
     fx->manifest = json_load_file(path, 0, &jerr);
     if (!fx->manifest) return -1;
-    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/llama/tiny-mha-f32.gguf", golden_srcdir());
     gguf_file f;
     pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
     pt_load_options lo = {.load_in_4bit = false};
@@ -122,10 +75,10 @@ static int setup(void **state)
             fx->pos[i] = t;
         }
     size_t n;
-    fx->init = read_f32("init.f32", &fx->n_floats);
-    fx->grads = read_f32("grads.f32", &n);
-    fx->final = read_f32("final.f32", &n);
-    for_each_tensor(fx, set_values, fx->init);
+    fx->init = golden_read_f32("peft", "init.f32", &fx->n_floats);
+    fx->grads = golden_read_f32("peft", "grads.f32", &n);
+    fx->final = golden_read_f32("peft", "final.f32", &n);
+    for_each_tensor(fx, golden_set_values, fx->init);
     *state = fx;
     return 0;
 }
@@ -170,35 +123,14 @@ static double run_step(fixture *fx, bool checkpointing)
     return loss / (double)n;
 }
 
-typedef struct {
-    const float *ref;
-    bool grads;
-    double worst;
-} compare_arg;
-
-static void compare_tensor(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    compare_arg *c = arg;
-    pt_tensor *src = c->grads ? g : t;
-    float *got = malloc(src->nbytes);
-    assert_int_equal(backend_download(fx->be, src, got, src->nbytes), PT_OK);
-    double diff = 0, scale = 1e-30;
-    for (int64_t i = 0; i < tensor_numel(src); i++) {
-        diff = fmax(diff, fabs((double)got[i] - c->ref[offset + (size_t)i]));
-        scale = fmax(scale, fabs((double)c->ref[offset + (size_t)i]));
-    }
-    c->worst = fmax(c->worst, diff / scale);
-    free(got);
-}
-
 static void test_gradients_match_peft(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     double loss = run_step(fx, false);
     double want = json_real_value(json_object_get(fx->manifest, "first_loss"));
-    compare_arg c = {fx->grads, true, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {fx->grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("loss %.9f (PEFT %.9f); LoRA gradients vs PEFT: max relative error %.3g over %zu values\n", loss,
                   want, c.worst, fx->n_floats);
     assert_true(fabs(loss - want) / want <= 1e-5);
@@ -214,14 +146,14 @@ static void test_rslora_gradients_match_peft(void **state)
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     pt_lora plain = fx->l;
     assert_int_equal(lora_create(&fx->l, &fx->m, 4, 5.0f, true, all, 1), PT_OK);
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     double loss = run_step(fx, false);
     double want = json_real_value(json_object_get(fx->manifest, "rslora_first_loss"));
     size_t n;
-    float *grads = read_f32("grads_rslora.f32", &n);
+    float *grads = golden_read_f32("peft", "grads_rslora.f32", &n);
     assert_int_equal(n, fx->n_floats);
-    compare_arg c = {grads, true, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("rsLoRA: loss %.9f (PEFT %.9f, plain LoRA's %.9f); gradients vs PEFT: max relative error %.3g\n",
                   loss, want, json_real_value(json_object_get(fx->manifest, "first_loss")), c.worst);
     free(grads);
@@ -238,7 +170,7 @@ static void test_schedule_matches_transformers(void **state)
 {
     (void)state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/schedule/transformers_lr.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/schedule/transformers_lr.json", golden_srcdir());
     json_error_t jerr;
     json_t *golden = json_load_file(path, 0, &jerr);
     assert_non_null(golden);
@@ -287,10 +219,10 @@ static void test_schedule_matches_transformers(void **state)
 static void test_checkpointing_same_gradients(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     run_step(fx, true);
-    compare_arg c = {fx->grads, true, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {fx->grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("with gradient checkpointing: max relative error vs PEFT %.3g\n", c.worst);
     assert_true(c.worst <= 1e-4);
 }
@@ -325,7 +257,7 @@ static void test_plan_from_config(void **state)
 static void test_20_adamw_steps_match_torch(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     json_t *losses = json_object_get(fx->manifest, "losses");
     adamw_options o = {0.9, 0.999, 1e-8, 0.01, 1.0};
     double worst = 0;
@@ -338,8 +270,8 @@ static void test_20_adamw_steps_match_torch(void **state)
         double want = json_real_value(json_array_get(losses, (size_t)s));
         worst = fmax(worst, fabs(loss - want) / fabs(want));
     }
-    compare_arg c = {fx->final, false, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {fx->final, false, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("20 AdamW steps: loss max relative error %.3g; adapters after them %.3g\n", worst, c.worst);
     assert_true(worst <= 1e-4);
     assert_true(c.worst <= 1e-4);
@@ -382,27 +314,27 @@ static void test_dora_match_peft(void **state)
 {
     fixture *fx = *state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/peft/dora.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/peft/dora.json", golden_srcdir());
     json_error_t jerr;
     json_t *g = json_load_file(path, 0, &jerr);
     assert_non_null(g);
     size_t n_grads;
-    float *grads = read_f32("dora_grads.f32", &n_grads);
+    float *grads = golden_read_f32("peft", "dora_grads.f32", &n_grads);
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     pt_lora used = fx->l;
     assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1), PT_OK);
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     assert_int_equal(lora_dora_enable(&fx->l, &fx->m), PT_OK);
     double loss = run_step(fx, false), want = json_real_value(json_object_get(g, "first_loss"));
-    compare_arg c = {grads, true, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     static const char *const order[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
     size_t at = fx->n_floats, n_m = 0;
     double diff = 0, scale = 1e-30;
     for (int layer = 0; layer < fx->m.cfg.n_layers; layer++)
         for (int k = 0; k < 7; k++) {
-            lora_pair *s = lora_at(&fx->l, layer, module_index(order[k]));
+            lora_pair *s = lora_at(&fx->l, layer, golden_module_index(order[k]));
             assert_non_null(s);
             float *got = malloc(s->grad_m.nbytes);
             assert_int_equal(backend_download(fx->be, &s->grad_m, got, s->grad_m.nbytes), PT_OK);
@@ -428,17 +360,17 @@ static void test_modules_to_save_match_peft(void **state)
 {
     fixture *fx = *state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/peft/modules.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/peft/modules.json", golden_srcdir());
     json_error_t jerr;
     json_t *g = json_load_file(path, 0, &jerr);
     assert_non_null(g);
     size_t n_grads, n_final;
-    float *grads = read_f32("modules_grads.f32", &n_grads), *final = read_f32("modules_final.f32", &n_final);
+    float *grads = golden_read_f32("peft", "modules_grads.f32", &n_grads), *final = golden_read_f32("peft", "modules_final.f32", &n_final);
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     pt_lora used = fx->l; /* fresh adapters: AdamW's moments zero (the earlier tests' steps left theirs) */
     assert_int_equal(lora_create(&fx->l, &fx->m, 4, 8.0f, false, all, 1), PT_OK);
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     pt_tensor embd = fx->m.tok_embd, out = fx->m.output;
     saved_modules sm;
     assert_int_equal(saved_modules_create(&sm, &fx->m, true, true), PT_OK);
@@ -446,8 +378,8 @@ static void test_modules_to_save_match_peft(void **state)
     assert_int_equal(n_grads, lora + 2 * vd);
     float *got = malloc(sizeof(float) * vd * 2);
     double loss = modules_run_step(fx, &sm), want = json_real_value(json_object_get(g, "first_loss"));
-    compare_arg c = {grads, true, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {grads, true, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     assert_int_equal(backend_download(fx->be, &sm.grad[SAVED_EMBED], got, sizeof(float) * vd), PT_OK);
     assert_int_equal(backend_download(fx->be, &sm.grad[SAVED_HEAD], got + vd, sizeof(float) * vd), PT_OK);
     double e_embed = rel_max(got, grads + lora, vd), e_head = rel_max(got + vd, grads + lora + vd, vd);
@@ -470,8 +402,8 @@ static void test_modules_to_save_match_peft(void **state)
         if (getenv("PTRAIN_TEST_VERBOSE")) print_message("step %d loss %.9f (PEFT %.9f) norm %.6f\n", s, l, json_real_value(json_array_get(losses, (size_t)s)), norm);
         worst = fmax(worst, fabs(l - json_real_value(json_array_get(losses, (size_t)s))) / l);
     }
-    compare_arg f = {final, false, 0};
-    for_each_tensor(fx, compare_tensor, &f);
+    golden_compare f = {final, false, 0};
+    for_each_tensor(fx, golden_compare_tensor, &f);
     assert_int_equal(saved_modules_get(&sm, SAVED_EMBED, got, NULL, NULL), PT_OK);
     assert_int_equal(saved_modules_get(&sm, SAVED_HEAD, got + vd, NULL, NULL), PT_OK);
     double f_embed = rel_max(got, final + lora, vd), f_head = rel_max(got + vd, final + lora + vd, vd);
@@ -492,7 +424,7 @@ static void test_modules_to_save_match_peft(void **state)
 static void test_finite_differences(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     run_step(fx, false);
     train_batch b = batch_of(fx);
     const int probes[][3] = {{0, W_Q, 3}, {1, W_DOWN, 17}, {0, W_V, 250}, {1, W_UP, 5}};
@@ -546,7 +478,7 @@ static double dropout_loss(fixture *fx, bool checkpointing)
 static void test_lora_dropout(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     double plain = run_step(fx, false), dropped = dropout_loss(fx, true);
     assert_true(fabs(dropped - plain) > 1e-4);
     adapter_pair *p = adapter_at(&fx->l.ad, 1, W_V);
@@ -629,7 +561,7 @@ static void test_neftune(void **state)
     backend_release(fx->be, &x);
     backend_release(fx->be, &buf);
 
-    for_each_tensor(fx, set_values, fx->final); /* B non-zero: the adapters see the noise too */
+    for_each_tensor(fx, golden_set_values, fx->final); /* B non-zero: the adapters see the noise too */
     double plain = run_step(fx, false), noisy = neftune_loss(fx, false, 5.0f, 3);
     print_message("neftune 5: loss %.6f (without %.6f)\n", noisy, plain);
     assert_true(fabs(noisy - plain) > 1e-5);
@@ -656,7 +588,7 @@ static void test_init_lora_weights(void **state)
 {
     fixture *fx = *state;
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/peft/init_stats.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/peft/init_stats.json", golden_srcdir());
     json_error_t jerr;
     json_t *gold = json_load_file(path, 0, &jerr);
     assert_non_null(gold);
@@ -706,7 +638,7 @@ static void test_init_lora_weights(void **state)
 static void test_adapter_roundtrip(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->final);
+    for_each_tensor(fx, golden_set_values, fx->final);
     char dir[TMPDIR_SIZE];
     assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-adapter"), 0);
     adapter_info info = {.base_model = "tiny-mha-f32.gguf", .chat_template = "chatml", .best_step = -1};
@@ -717,8 +649,8 @@ static void test_adapter_roundtrip(void **state)
     assert_true(back.scale == fx->l.ad.scale);
     pt_adapter keep = fx->l.ad;
     fx->l.ad = back;
-    compare_arg c = {fx->final, false, 0};
-    for_each_tensor(fx, compare_tensor, &c);
+    golden_compare c = {fx->final, false, 0};
+    for_each_tensor(fx, golden_compare_tensor, &c);
     fx->l.ad = keep;
     assert_true(c.worst == 0.0);
     adapter_free(&back);
@@ -733,12 +665,6 @@ static void test_adapter_roundtrip(void **state)
     assert_int_equal(tmpdir_remove(dir), 0);
     assert_int_equal(adapter_load(dir, &fx->m, &back), PT_ERR_USER);
     assert_non_null(strstr(err_message(), "not found"));
-}
-
-static void collect_grads(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
-{
-    (void)t;
-    assert_int_equal(backend_download(fx->be, g, (float *)arg + offset, g->nbytes), PT_OK);
 }
 
 static double max_rel_diff(const float *got, const float *ref, size_t n)
@@ -759,7 +685,7 @@ static double step_grads(fixture *fx, const train_batch *b, bool full_lm_head, f
     *n = 0;
     assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
     assert_int_equal(step_run(&fx->m, &fx->l, b, &o, 0.01f, &loss, n), PT_OK);
-    for_each_tensor(fx, collect_grads, grads);
+    for_each_tensor(fx, golden_collect_grads, grads);
     return loss;
 }
 
@@ -770,7 +696,7 @@ static double step_grads(fixture *fx, const train_batch *b, bool full_lm_head, f
 static void test_padding_free_labelled_only(void **state)
 {
     fixture *fx = *state;
-    for_each_tensor(fx, set_values, fx->init);
+    for_each_tensor(fx, golden_set_values, fx->init);
     enum { B = 3, T = 24 };
     const int lens[B] = {24, 17, 9};
     int32_t ids[B * T], tg[B * T], pos[B * T], fids[B * T], ftg[B * T], fpos[B * T], fseg[B * T];
