@@ -215,6 +215,7 @@ static void check_method(pt_config *cfg, config_report *errors)
     if (mi->unpaired && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (!config_is_set(cfg, "epsilon_high")) cfg->epsilon_high = cfg->epsilon; /* GRPOConfig's default */
     if (cfg->method == METHOD_GRPO) {
         if (cfg->num_generations < 2)
             rule_error(cfg, errors, "num_generations",

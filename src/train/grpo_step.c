@@ -243,7 +243,8 @@ pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, doubl
         st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
                  : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
     }
-    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, GRPO_EPSILON, GRPO_EPSILON, inv_n},
+    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, t->cfg->epsilon,
+                    t->cfg->epsilon_high, inv_n},
                    sums};
     so.row_seq = g->row_seq, so.n_seq = (int)g->n_tok, so.seq_grad = grpo_seq_grad, so.seq_grad_arg = &p;
     so.seq_entropy = ent;

@@ -56,6 +56,7 @@ typedef struct {
     int32_t tok_seq[MAX_ROWS], len[16];
     bool ended[16];
     double ref[MAX_ROWS], ent[MAX_ROWS], *old_nll, adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
+    double eps_low, eps_high; /* the case's epsilon and epsilon_high (GRPOConfig's 0.2 when not given) */
 } fixture;
 
 static const char *srcdir(void)
@@ -177,7 +178,7 @@ static pt_status grpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
     grpo_tokens in = {nll, fx->beta != 0 ? fx->ref : NULL, fx->old_nll, fx->ent, fx->tok_seq, fx->n_tok, fx->adv,
-                      fx->beta, GRPO_EPSILON, GRPO_EPSILON, fx->inv_n};
+                      fx->beta, fx->eps_low, fx->eps_high, fx->inv_n};
     grpo_token_scales(&in, scale, fx->sums);
     return PT_OK;
 }
@@ -214,6 +215,8 @@ static double grpo_step_once(fixture *fx, json_t *c)
 {
     memset(fx->sums, 0, sizeof fx->sums);
     fx->beta = json_real_value(json_object_get(c, "beta"));
+    json_t *lo = json_object_get(c, "epsilon"), *hi = json_object_get(c, "epsilon_high");
+    fx->eps_low = lo ? json_number_value(lo) : 0.2, fx->eps_high = hi ? json_number_value(hi) : fx->eps_low;
     /* the rewards TRL's function gave; the advantages as TRL computes them (float32 there) */
     double per_func[16];
     for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
@@ -291,12 +294,12 @@ static void run_case(fixture *fx, const char *which)
 /* num_iterations 2: the old log-probs when the batch is made, a first pass (ratio 1), one AdamW step,
  * then the second pass on the same completions, its ratio against the old log-probs clipped on some
  * tokens: the loss, the gradients and the loss's metrics (the batch's own are logged once, by the
- * first pass) against TRL's. */
-static void test_iterations(void **state)
+ * first pass) against TRL's. which: "iter2" (epsilon 0.2) or "iter2_eps" (0.1 and epsilon_high 0.28). */
+static void run_iterations(fixture *fx, const char *which)
 {
-    fixture *fx = *state;
-    json_t *c = json_object_get(fx->manifest, "iter2");
-    set_init(fx, "iter2");
+    json_t *c = json_object_get(fx->manifest, which);
+    char grads[64];
+    set_init(fx, which);
     double old[MAX_ROWS] = {0};
     train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
     assert_int_equal(step_sequence_nll(&fx->m, &fx->l.ad, &b, fx->row_seq, fx->n_tok, NULL, old), PT_OK);
@@ -313,8 +316,23 @@ static void test_iterations(void **state)
                   GRPO_CLIP_LOW_MIN, GRPO_CLIP_HIGH_MAX};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) loss_sums[keep[i]] = fx->sums[keep[i]];
     assert_true(loss_sums[GRPO_CLIP_LOW] > 0 && loss_sums[GRPO_CLIP_HIGH] > 0); /* the clip acts */
-    compare_case(fx, c, "iter2", "iter2_grads.f32", fx->sums[GRPO_LOSS],
-                 json_real_value(json_object_get(c, "second_loss")), loss_sums);
+    snprintf(grads, sizeof grads, "%s_grads.f32", which);
+    compare_case(fx, c, which, grads, fx->sums[GRPO_LOSS], json_real_value(json_object_get(c, "second_loss")),
+                 loss_sums);
+}
+
+static void test_iterations(void **state) { run_iterations(*state, "iter2"); }
+
+/* epsilon 0.1, epsilon_high 0.28 on iter2's batch and step: other tokens clipped (TRL's clip_ratio/low_mean
+ * 0.263 against 0.158 with 0.2), so another loss, other gradients and other clip metrics, each TRL's. */
+static void test_epsilon(void **state)
+{
+    fixture *fx = *state;
+    json_t *a = json_object_get(json_object_get(fx->manifest, "iter2"), "metrics");
+    json_t *b = json_object_get(json_object_get(fx->manifest, "iter2_eps"), "metrics");
+    assert_true(json_number_value(json_object_get(a, "clip_ratio/low_mean")) !=
+                json_number_value(json_object_get(b, "clip_ratio/low_mean"))); /* the goldens differ */
+    run_iterations(fx, "iter2_eps");
 }
 
 static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
@@ -627,6 +645,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epsilon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
