@@ -275,7 +275,7 @@ size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t ro
 
 /* The loss without a gradient: summed, or per sequence (row_seq, into nll). */
 static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
-                           double *nll, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
+                           double *nll, double *ent, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
 {
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
@@ -290,6 +290,7 @@ static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_
     if (st == PT_OK) st = forward_run(&c, b->ids, &f, NULL);
     if (st == PT_OK) st = loss_take(arena, &c, b->targets, false, 256, false, &h);
     if (st == PT_OK && row_seq) st = loss_by_sequence(&h, row_seq, nll, NULL);
+    h.seq_ent = ent;
     if (st == PT_OK) st = forward_loss(&c, &h, forward_output(&c, &f), NULL, 0.0f, loss_sum, n_tokens);
     loss_free(&h);
     forward_bufs_free(&f);
@@ -300,7 +301,7 @@ static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_
 pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
                     int64_t *n_tokens)
 {
-    return loss_only(m, ad, b, NULL, NULL, arena, loss_sum, n_tokens);
+    return loss_only(m, ad, b, NULL, NULL, NULL, arena, loss_sum, n_tokens);
 }
 
 pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
@@ -309,5 +310,14 @@ pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train
     for (int i = 0; i < n_seq; i++) nll[i] = 0;
     double sum = 0;
     int64_t n = 0;
-    return loss_only(m, ad, b, row_seq, nll, arena, &sum, &n);
+    return loss_only(m, ad, b, row_seq, nll, NULL, arena, &sum, &n);
+}
+
+pt_status step_sequence_nll_entropy(const pt_model *m, const pt_adapter *ad, const train_batch *b,
+                                    const int32_t *row_seq, int n_seq, pt_arena *arena, double *nll, double *ent)
+{
+    for (int i = 0; i < n_seq; i++) nll[i] = 0, ent[i] = 0;
+    double sum = 0;
+    int64_t n = 0;
+    return loss_only(m, ad, b, row_seq, nll, ent, arena, &sum, &n);
 }

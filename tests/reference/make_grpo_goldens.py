@@ -17,7 +17,9 @@ policy is the reference, the KL 0), "random" (A and B random, beta 0.04) and "ra
 TRL's default), and "random_t07" (beta 0.04, temperature 0.7: TRL takes the log-probs of logits /
 temperature); "iter2" (A and B random, beta 0.04, num_iterations 2: after one AdamW step the second
 pass on the same batch, its ratio against the old log-probs clipped on some tokens); "iter2_eps" (iter2
-with epsilon 0.1 and epsilon_high 0.28, DAPO's clip-higher: another clip range). Every case's
+with epsilon 0.1 and epsilon_high 0.28, DAPO's clip-higher: another clip range); "eval" (the "random"
+case's batch evaluated as GRPOTrainer evaluates: eval mode, no gradient, the eval_-prefixed record
+its log writes). Every case's
 metrics include the loss's: entropy and clip_ratio/*.
 
 Tokenization: text and conversational prompt rows (with an answer column) through TRL's own
@@ -159,6 +161,22 @@ def iterations(case="iter2", epsilon=0.2, epsilon_high=None):
             "advantages": batch["advantages"].tolist(), "num_items_in_batch": int(batch["num_items_in_batch"])}
 
 
+def evaluation():
+    """TRL's evaluation of the "random" case's batch: the model in eval mode, the batch scored as
+    _prepare_inputs does in eval (no buffering), its loss as prediction_step takes it (compute_loss
+    under no_grad) and the record GRPOTrainer.log writes in eval mode (every metric "eval_"-prefixed)."""
+    trainer, model, params, inputs = make(True, 0.04)
+    model.eval()
+    with torch.no_grad():
+        batch = trainer._generate_and_score_completions(inputs)
+        loss = float(trainer.compute_loss(model, batch).mean())
+    trainer.log({"eval_loss": loss})
+    record = {k: v for k, v in trainer.state.log_history[-1].items() if k.startswith("eval_")}
+    print("eval", record)
+    return {"beta": 0.04, "temperature": 1.0, "loss": loss, "record": record, "rewards": even_share(None, None, data()[1]),
+            "advantages": batch["advantages"].tolist(), "num_items_in_batch": int(batch["num_items_in_batch"])}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, rows in (("text", TEXT), ("chat", CHAT)):
@@ -194,6 +212,7 @@ def main():
             print("losses", losses[0], "->", losses[-1])
     manifest["iter2"] = iterations()
     manifest["iter2_eps"] = iterations("iter2_eps", 0.1, 0.28)  # DAPO's clip-higher: another clip range
+    manifest["eval"] = evaluation()
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

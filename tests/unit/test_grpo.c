@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/arena.h"
 #include "ptrain/backend.h"
 #include "ptrain/config.h"
 #include "ptrain/config_options.h"
@@ -188,6 +189,16 @@ typedef struct {
     double worst;
 } compare_arg;
 
+static void grad_is_zero(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)t, (void)offset, (void)arg;
+    float *got = malloc(g->nbytes);
+    assert_int_equal(backend_download(fx->be, g, got, g->nbytes), PT_OK);
+    for (int64_t i = 0; i < tensor_numel(g); i++)
+        if (got[i] != 0.0f) fail_msg("an evaluation wrote a gradient");
+    free(got);
+}
+
 static void compare_grad(fixture *fx, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
 {
     (void)t;
@@ -322,6 +333,45 @@ static void run_iterations(fixture *fx, const char *which)
 }
 
 static void test_iterations(void **state) { run_iterations(*state, "iter2"); }
+
+/* GRPO's evaluation of one batch (grpo_micro_eval: on-policy, no gradient; grpo_evaluate names its
+ * metrics "eval_" + the training names) against the record TRL's GRPOTrainer logs when it
+ * evaluates the "random" case's batch (make_grpo_goldens.py's "eval"): eval_loss and every metric
+ * ptrain logs, within 1e-5; the adapters' gradients untouched. */
+static void test_eval_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "eval"), *record = json_object_get(c, "record");
+    set_init(fx, "random");
+    pt_config cfg = {.beta = 0.04, .temperature = 1.0, .epsilon = 0.2, .epsilon_high = 0.2};
+    trainer t = {.cfg = &cfg, .m = fx->m, .l = fx->l};
+    assert_int_equal(arena_open(&t.arena, fx->be, step_loss_arena_bytes(&fx->m, &fx->l.ad, fx->rows, fx->be->act)), PT_OK);
+    grpo_micro g = {.n = fx->n_comp, .adv = fx->adv, .row_seq = fx->row_seq, .tok_seq = fx->tok_seq, .n_tok = fx->n_tok};
+    g.b = (pt_batch){.rows = 1, .cols = fx->rows, .ids = fx->ids, .targets = fx->targets, .pos = fx->pos,
+                     .segments = fx->segments};
+    double sums[GRPO_COUNT] = {0}, per_func[16];
+    for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
+    grpo_advantages(per_func, 1, fx->n_comp, fx->g, fx->reward, fx->adv, sums);
+    grpo_lengths(fx->len, fx->ended, fx->n_comp, sums);
+    sums[GRPO_STEPS] = 1;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(grpo_micro_eval(&t, &g, sums), PT_OK);
+    arena_close(&t.arena);
+    check_close("eval_loss", sums[GRPO_LOSS] / sums[GRPO_LOSS_TOK], json_number_value(json_object_get(record, "eval_loss")), 1e-5);
+    const char *fn = "even_share", *names[GRPO_COUNT];
+    double values[GRPO_COUNT];
+    char buf[GRPO_MAX_FUNCS * 192], name[128];
+    int k = grpo_log_values(sums, 1, &fn, true, buf, names, values);
+    assert_true(k >= 17); /* the rewards', the lengths' and the loss's */
+    for (int i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "eval_%s", names[i]);
+        json_t *v = json_object_get(record, name);
+        if (!v) fail_msg("TRL's eval record has no %s", name);
+        check_close(name, values[i], json_number_value(v), 1e-5);
+    }
+    compare_arg none = {NULL, 0};
+    for_each_tensor(fx, grad_is_zero, &none);
+}
 
 /* epsilon 0.1, epsilon_high 0.28 on iter2's batch and step: other tokens clipped (TRL's clip_ratio/low_mean
  * 0.263 against 0.158 with 0.2), so another loss, other gradients and other clip metrics, each TRL's. */
@@ -646,6 +696,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epsilon, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
