@@ -1221,7 +1221,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
         st = dist_agree(d, saved_modules_create(&t.sm, &t.m, cfg->save_embed_tokens, cfg->save_lm_head));
         if (st == PT_OK && cfg->gradient_accumulation_steps > 1) st = dist_agree(d, saved_modules_accumulate(&t.sm));
     }
-    if (st == PT_OK && cfg->method == METHOD_GRPO) st = dist_agree(d, reward_open(&cfg->reward_funcs, NULL, &t.reward));
+    if (st == PT_OK && cfg->method == METHOD_GRPO) st = dist_agree(d, reward_open(&cfg->reward_funcs, NULL, d, &t.reward));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));
