@@ -41,7 +41,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
         status ;;
     src/train) echo grpo reward preference schedule lora optimizer score_head saved_modules backward step lora_state finite config_options memplan progress \
         gradsync data_agree resume outdir train_data train_load train_startup train_watch train_hub train_ckpt grpo_step grpo_eval train ;;
-    src/cmd) echo generate inspect tokenize main ;;
+    src/cmd) echo generate inspect tokenize score main ;;
     esac
 }
 folders="src/core src/runtime src/backend src/cpu cuda src/model src/tokenizer src/template src/config src/io src/adapter \
