@@ -367,13 +367,18 @@ static bool node_shared(const pt_dist *d)
     return d->local_world > 1 && d->comms && d->comms->node != MPI_COMM_NULL;
 }
 
+/* Room for n bytes and a NUL after them (zeroed). */
+static pt_status alloc_bytes(size_t n, char **out)
+{
+    *out = calloc(n + 1, 1);
+    return *out ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %zu bytes", n + 1);
+}
+
 /* One copy of n bytes and a NUL (a node of one rank "gathers" and "scatters" to itself). */
 static pt_status copy_bytes(const void *src, size_t n, char **out)
 {
-    *out = malloc(n + 1);
-    if (!*out) return ERR(PT_ERR_NOMEM, "no memory for %zu bytes", n + 1);
+    TRY(alloc_bytes(n, out));
     if (n) memcpy(*out, src, n);
-    (*out)[n] = 0;
     return PT_OK;
 }
 
@@ -405,7 +410,7 @@ pt_status dist_node_gather_bytes(const pt_dist *d, const void *mine, size_t n, c
     if (st == PT_OK) st = node_counts(d, lens, counts, displs, &ok);
     long long total = 0;
     for (int k = 0; leader && st == PT_OK && k < d->local_world; k++) total += lens[k], sizes[k] = (size_t)lens[k];
-    if (st == PT_OK && leader) st = copy_bytes("", (size_t)total, all);
+    if (st == PT_OK && leader) st = alloc_bytes((size_t)total, all);
     if (st == PT_OK &&
         MPI_Gatherv(mine, (int)n, MPI_BYTE, leader ? *all : NULL, counts, displs, MPI_BYTE, 0, d->comms->node) != MPI_SUCCESS)
         st = ERR(PT_ERR_INTERNAL, "MPI_Gatherv of the node's bytes failed");
@@ -427,7 +432,7 @@ pt_status dist_node_scatter_bytes(const pt_dist *d, const char *all, const size_
     if (st == PT_OK)
         st = MPI_Scatter(lens, 1, MPI_LONG_LONG, &len, 1, MPI_LONG_LONG, 0, d->comms->node) == MPI_SUCCESS
                  ? PT_OK : ERR(PT_ERR_INTERNAL, "MPI_Scatter of the node's byte counts failed");
-    int got = st == PT_OK ? copy_bytes("", (size_t)len, mine) == PT_OK : 0, every = got;
+    int got = st == PT_OK ? alloc_bytes((size_t)len, mine) == PT_OK : 0, every = got;
     if (st == PT_OK) MPI_TRY(MPI_Allreduce(&got, &every, 1, MPI_INT, MPI_MIN, d->comms->node));
     if (st == PT_OK && !every) st = ERR(PT_ERR_NOMEM, "a rank of the node has no memory for its %lld bytes", len);
     if (st == PT_OK &&
