@@ -1,6 +1,8 @@
-/* score.c — `ptrain score ADAPTER --data FILE [--model MODEL] ...`: a reward model's scores of
- * preference pairs. ADAPTER is what `method: reward` saves (PEFT's SEQ_CLS files: the LoRA and the
- * score head, base_model.model.score.weight); the rows are tokenized as that training tokenizes
+/* score.c — `ptrain score ADAPTER|CONFIG --data FILE [--model MODEL] ...`: a reward model's scores
+ * of preference pairs. ADAPTER is what `method: reward` saves (PEFT's SEQ_CLS files: the LoRA and the
+ * score head, base_model.model.score.weight); a CONFIG (a method: reward config file) names it
+ * (final_model_dir) with its model, revision, load_in_4bit, max_seq_length and chat template, each
+ * replaced by its option when given; the rows are tokenized as that training tokenizes
  * them (prompt/chosen/rejected, text or turns: the data layer's pairs_reward, TRL's RewardTrainer),
  * and each pair's two sequences are scored by the reward model's forward without a gradient
  * (step_scores: the LoRA model, the final norm, the score head on the last non-pad token, as
@@ -14,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/config.h"
 #include "ptrain/dataset.h"
 #include "ptrain/log.h"
 #include "ptrain/model_io.h"
@@ -28,20 +32,22 @@
 #define DEFAULT_MODEL "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 typedef struct {
-    const char *adapter, *model, *data, *chat_template;
+    const char *adapter, *model, *revision, *data, *chat_template;
     pt_device device;
-    bool no_4bit;
+    bool no_4bit, model_given, length_given;
     int threads;
     long max_length, batch;
 } score_options;
 
 static const char score_usage[] =
-    "Usage: ptrain score ADAPTER --data FILE [--model MODEL] [--no-4bit] [--max-length N]\n"
+    "Usage: ptrain score ADAPTER|CONFIG --data FILE [--model MODEL] [--no-4bit] [--max-length N]\n"
     "                    [--batch N] [--chat-template NAME] [--threads N] [--device auto|cpu|cuda]\n"
     "A reward model's scores of preference pairs, one line per pair: its place, the chosen and the\n"
     "rejected score, the margin (chosen - rejected) and 1 when chosen scores higher (else 0); the\n"
     "means on stderr.\n"
     "ADAPTER: the directory `method: reward` saved (PEFT's SEQ_CLS adapter with its score head).\n"
+    "CONFIG: a method: reward config: its final_model_dir, model_name (and revision), load_in_4bit,\n"
+    "max_seq_length and chat_template, unless the options say otherwise.\n"
     "FILE: rows with prompt/chosen/rejected (text or turns), a .jsonl, .json, .csv or .parquet file,\n"
     "tokenized as reward training tokenizes them (pairs longer than --max-length, default 1024, as\n"
     "TRL's RewardConfig, are left out and counted).\n"
@@ -75,11 +81,11 @@ static int score_parse(int argc, char **argv, score_options *o)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
+        case 'm': o->model = optarg, o->model_given = true; break;
         case 'D': o->data = optarg; break;
         case '4': o->no_4bit = true; break;
         case 'C': o->chat_template = optarg; break;
-        case 'L': TRY(parse_long("--max-length", optarg, 2, 1 << 24, &o->max_length)); break;
+        case 'L': TRY(parse_long("--max-length", optarg, 2, 1 << 24, &o->max_length)); o->length_given = true; break;
         case 'b': TRY(parse_long("--batch", optarg, 1, 256, &o->batch)); break;
         case 'T': TRY(parse_long("--threads", optarg, 1, 4096, &v)); o->threads = (int)v; break;
         case 'd':
@@ -156,7 +162,7 @@ static pt_status score_run(const score_options *o)
     pt_backend_options bo = {.device = o->device, .threads = o->threads};
     pt_load_options lo = {.load_in_4bit = !o->no_4bit};
     pt_status st = backend_open(&bo, &be);
-    if (st == PT_OK) st = model_load(o->model, NULL, &lo, be, &m, &tok, NULL, 0);
+    if (st == PT_OK) st = model_load(o->model, o->revision, &lo, be, &m, &tok, NULL, 0);
     if (st == PT_OK) st = arch_check_supported(m.cfg.arch, "scoring with an adapter");
     if (st == PT_OK) st = peft_read_score(o->adapter, m.cfg.dim, &w);
     if (st == PT_OK && !w)
@@ -181,9 +187,32 @@ static pt_status score_run(const score_options *o)
     return st;
 }
 
+/* A CONFIG in place of ADAPTER: what it says, where no option says otherwise. */
+static pt_status from_config(score_options *o, const pt_config *cfg)
+{
+    if (cfg->method != METHOD_REWARD)
+        return ERR(PT_ERR_USER, "%s: method is %s; ptrain score scores with a reward model's adapter (method: reward)",
+                   shown_text(cfg->path).s, config_method_choices[cfg->method]);
+    o->adapter = cfg->final_model_dir;
+    if (!o->model_given) o->model = cfg->model_name, o->revision = cfg->revision;
+    if (!cfg->load_in_4bit) o->no_4bit = true;
+    if (!o->length_given) o->max_length = cfg->max_seq_length;
+    if (!o->chat_template) o->chat_template = cfg->chat_template;
+    return PT_OK;
+}
+
 pt_status score_main(int argc, char **argv)
 {
     score_options o;
     int parsed = score_parse(argc, argv, &o);
-    return parsed < 0 ? PT_OK : parsed != PT_OK ? (pt_status)parsed : score_run(&o);
+    if (parsed < 0) return PT_OK;
+    if (parsed != PT_OK) return (pt_status)parsed;
+    struct stat sb;
+    if (stat(o.adapter, &sb) != 0 || !S_ISREG(sb.st_mode)) return score_run(&o); /* a directory: the adapter */
+    pt_config cfg;
+    TRY(config_load(o.adapter, &cfg, stderr));
+    pt_status st = from_config(&o, &cfg);
+    if (st == PT_OK) st = score_run(&o);
+    config_free(&cfg);
+    return st;
 }

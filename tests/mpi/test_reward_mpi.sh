@@ -15,8 +15,9 @@
 #   margin column, so the loss is -logsigmoid(r_c - r_r - margin) as RewardTrainer's (reward_check.py;
 #   $PTRAIN_PYTHON with torch, transformers, peft and trl; skipped, saying so, without them);
 # - ptrain score: the f32 adapter's scores of five pairs (one line each: the two scores, the margin,
-#   whether chosen scores higher) are PEFT's within 1e-4 (reward_check.py --scores); the score of an
-#   adapter without a score head is refused, and score without --data is a usage error;
+#   whether chosen scores higher) are PEFT's within 1e-4 (reward_check.py --scores), and the run's
+#   config in place of the adapter gives the same lines; the score of an adapter without a score head
+#   is refused, and score without --data is a usage error;
 # - reading the adapter back: PEFT's two files alone as lora_model_dir of a new reward run (LoRA and
 #   score head re-read), whose first step's loss and metrics equal PEFT's scores of the pairs; the
 #   same directory under method dpo is refused.
@@ -130,6 +131,9 @@ resume_from_checkpoint: true"
     rc=$?
     grep '^#' "$tmp/check3.out"
     expect_eq "ptrain score: each pair's scores, margin and correct are PEFT's (within 1e-4)" 0 "$rc"
+    "$P" score "$tmp/f.yaml" --data "$tmp/five.jsonl" --batch 2 --threads 1 >"$tmp/scores_cfg.tsv" 2>/dev/null
+    ok "ptrain score CONFIG: the config's adapter, model and load_in_4bit give the same lines" \
+        cmp "$tmp/scores.tsv" "$tmp/scores_cfg.tsv"
     # reading it back: PEFT's two files alone as lora_model_dir of a new reward run, whose first
     # step's loss and metrics (taken before its update) are the re-read adapter's and score's
     mkdir "$tmp/peftonly" && cp "$tmp/f/lora/adapter_config.json" "$tmp/f/lora/adapter_model.safetensors" "$tmp/peftonly/"
@@ -161,6 +165,7 @@ else
     skip_test "ptrain score: exits 0" "$no_py"
     skip_test "ptrain score: a header and one line per pair" "$no_py"
     skip_test "ptrain score: each pair's scores, margin and correct are PEFT's" "$no_py"
+    skip_test "ptrain score CONFIG: the same lines" "$no_py"
     skip_test "lora_model_dir: a reward run continues from PEFT's SEQ_CLS files" "$no_py"
     skip_test "... its score head is the adapter's" "$no_py"
     skip_test "PEFT's scores of the pairs equal ptrain's from the re-read adapter" "$no_py"
