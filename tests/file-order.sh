@@ -40,8 +40,8 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/watch) echo crc32c protobuf tfevents runlog heartbeat plot_axes plot watch_ckpt plot_cmd status_print \
         status ;;
     src/train) echo grpo reward preference schedule lora optimizer score_head saved_modules backward step lora_state finite config_options memplan progress \
-        gradsync data_agree resume outdir train_data train_load train_startup train_watch train_hub train_ckpt grpo_step train ;;
-    src/cmd) echo generate inspect tokenize main ;;
+        gradsync data_agree resume outdir train_data train_load train_startup train_watch train_hub train_ckpt grpo_step grpo_eval train ;;
+    src/cmd) echo generate inspect tokenize score main ;;
     esac
 }
 folders="src/core src/runtime src/backend src/cpu cuda src/model src/tokenizer src/template src/config src/io src/adapter \

@@ -53,7 +53,7 @@ header_folder() { # header_folder NAME (without .h): the folder of the code behi
     hub) echo hub ;;
     tfevents | runlog | plot | heartbeat | watch) echo watch ;;
     train | step | preference | grpo | reward | score_head | saved_modules | lora | optimizer | gradsync | memplan | outdir | progress | resume | schedule | config_options) echo train ;;
-    generate | inspect | tokenize_cmd) echo cmd ;;
+    generate | inspect | tokenize_cmd | score_cmd) echo cmd ;;
     esac
 }
 

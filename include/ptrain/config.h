@@ -101,6 +101,7 @@ typedef struct {
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */
     long num_iterations;            /* GRPO: optimizer steps per generation batch (TRL's mu) */
+    double epsilon, epsilon_high;   /* GRPO: the ratio clipped to [1 - epsilon, 1 + epsilon_high] (TRL's) */
     long top_k;                     /* GRPO: sample among the top_k most probable tokens; 0: all */
     double desirable_weight, undesirable_weight; /* KTO */
     double center_rewards_coefficient;           /* reward: TRL's RewardConfig key; 0 (unset): none */

@@ -82,6 +82,14 @@ pt_status dist_node_bcast(const pt_dist *d, void *data, size_t n);
 /* Rank 0's n bytes reach every node's leader (pieces of 1 GiB); ranks that are not leaders do
  * nothing. */
 pt_status dist_leaders_bcast(const pt_dist *d, void *data, size_t n);
+/* Every rank's n bytes at mine reach the node's leader, end to end in local-rank order: on the
+ * leader *all (malloc'd, a NUL after them) and sizes[k] the count of local rank k (sizes holds
+ * local_world); the others get NULL. Collective over the node; under 2 GiB in all, else every rank
+ * of the node fails. A node of one rank copies its own bytes. */
+pt_status dist_node_gather_bytes(const pt_dist *d, const void *mine, size_t n, char **all, size_t *sizes);
+/* The leader's bytes for each local rank k (sizes[k] of them, end to end in all) reach it: *mine
+ * (malloc'd, a NUL after them) and *n. The other ranks pass NULL and NULL. Collective over the node. */
+pt_status dist_node_scatter_bytes(const pt_dist *d, const char *all, const size_t *sizes, char **mine, size_t *n);
 /* Wait for every rank of the node without spinning (a non-blocking barrier tested every
  * millisecond), so that the rank doing the node's work has the node's cores meanwhile. */
 pt_status dist_node_wait(const pt_dist *d);

@@ -1,5 +1,6 @@
 /* grpo.h — GRPO's arithmetic as TRL 1.16's GRPOTrainer computes it with GRPOConfig's defaults
- * (loss_type "dapo", scale_rewards "group", epsilon 0.2, one iteration, use_bias_correction_kl):
+ * (loss_type "dapo", scale_rewards "group", one iteration, use_bias_correction_kl) and its epsilon and
+ * epsilon_high (config keys, 0.2 by default):
  *
  * A generation batch holds groups of G completions of one prompt each (completion k of group g at
  * g G + k). Each completion's reward is the sum of its reward functions' values (a function may
@@ -9,7 +10,7 @@
  *
  * Per completion token t with the policy's log-prob lp, the reference's ref (the base with the
  * adapter off), the log-prob old when the completions were sampled and the completion's advantage
- * A, with the ratio c = e^(lp - old): the token's loss is -min(c A, clip(c, 1 - eps, 1 + eps) A) +
+ * A, with the ratio c = e^(lp - old): the token's loss is -min(c A, clip(c, 1 - eps, 1 + eps_high) A) +
  * beta c kl with kl = e^(ref - lp) - (ref - lp) - 1 (use_bias_correction_kl), and the loss is the
  * sum over every completion token of the optimizer step (every rank, every micro-batch) divided by
  * their number (dapo's num_items_in_batch). With one iteration (num_iterations 1) old is lp itself:
@@ -21,8 +22,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#define GRPO_EPSILON 0.2 /* GRPOConfig's epsilon (and epsilon_high, which defaults to it) */
 
 /* Sums over a logging window (or a step), added to by each generation batch and summed over the
  * ranks as doubles; grpo_log_values turns them into TRL's metrics. */

@@ -38,7 +38,9 @@ pt_status progress_open(progress *p, const char *dir, int rank, int64_t keep_unt
 /* Print and append the record (rank 0); fails when metrics.jsonl cannot be written, leaving no
  * partial record. Values that are not finite are written as null. */
 pt_status progress_log(progress *p, const progress_record *r);
-pt_status progress_eval(progress *p, int64_t step, double eval_loss);
+/* The eval record: eval_loss and n more metrics (a method's own, e.g. GRPO's eval_reward). */
+pt_status progress_eval(progress *p, int64_t step, double eval_loss, int n, const char *const *names,
+                        const double *values);
 
 /* One phase of the start-up: its seconds on the slowest rank, and that rank. */
 typedef struct {

@@ -1,7 +1,8 @@
 /* reward.h — GRPO's reward functions (`reward_funcs:`): built-in ones computed in C, and Python
  * `module:function` (or `path/file.py:function`) paths run by one long-lived Python worker that
  * ptrain starts (share/reward_worker.py: $PTRAIN_PYTHON, else python3) and talks to in JSON lines
- * over a socket pair. Built-ins:
+ * over a socket pair; one worker per node, run by the node's first rank for all of its ranks (each
+ * rank's batch still one call of each function). Built-ins:
  *   exact_answer[:COLUMN]  1 when the completion's answer (the text of its last <answer>...</answer>,
  *                          else the whole completion), trimmed, equals the row's COLUMN (default
  *                          "answer") as text, trimmed; else 0
@@ -18,6 +19,7 @@
 
 #include <stdint.h>
 
+#include "ptrain/dist.h"
 #include "ptrain/error.h"
 #include "ptrain/settings.h"
 
@@ -37,8 +39,11 @@ typedef struct {
 
 /* Check funcs and start the Python worker when one is a Python path (python: the interpreter;
  * NULL: $PTRAIN_PYTHON, else python3). A bad name, a bad pattern, a worker that does not start or
- * a function it cannot import is a user error saying so. */
-pt_status reward_open(const pt_strlist *funcs, const char *python, reward_set **out);
+ * a function it cannot import is a user error saying so. d: the job; with several ranks on this
+ * node only its first rank starts the worker and the others share it: reward_open and then every
+ * reward_score are collective over the node (each rank calls them as often as the others; a batch
+ * may be empty). d NULL: this process's own worker. */
+pt_status reward_open(const pt_strlist *funcs, const char *python, const pt_dist *d, reward_set **out);
 int reward_count(const reward_set *r);
 /* The name TRL logs function f under (rewards/<name>/mean): the built-in's name, or the Python
  * function's __name__. */

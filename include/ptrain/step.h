@@ -89,6 +89,15 @@ pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *
  * nll[0..n_seq) (overwritten); no gradient. */
 pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
                             int n_seq, pt_arena *arena, double *nll);
+/* The reward model's forward without a gradient: the scores score[0..n) of the sequences whose last
+ * token is row score_row[i] (score_w · the final-normed hidden state, as step_options' score head),
+ * the model with adapter ad; buffers from arena (NULL: one made for this call). */
+pt_status step_scores(const pt_model *m, const pt_adapter *ad, const train_batch *b, const float *score_w,
+                      const int32_t *score_row, int n, pt_arena *arena, double *score);
+/* The same, and each sequence's summed entropy of its labelled rows' next-token distributions into
+ * ent[0..n_seq) (overwritten; GRPO's evaluation). */
+pt_status step_sequence_nll_entropy(const pt_model *m, const pt_adapter *ad, const train_batch *b,
+                                    const int32_t *row_seq, int n_seq, pt_arena *arena, double *nll, double *ent);
 size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, const step_options *o);
 size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, pt_dtype act);
 size_t step_offload_bytes(const pt_model *m, int64_t rows, pt_dtype act);

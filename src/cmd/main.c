@@ -5,6 +5,7 @@
  *   ptrain generate ...        text from a model, streamed (src/cmd/generate.c)
  *   ptrain inspect MODEL       what a model is and the memory it needs (src/cmd/inspect.c)
  *   ptrain tokenize ...        the token ids of a text (src/cmd/tokenize.c)
+ *   ptrain score ...           a reward model's scores of preference pairs (src/cmd/score.c)
  *   ptrain inspect CKPT.h5     what a checkpoint holds, and whether it is whole
  *   ptrain export ...          the adapter for PEFT/llama.cpp, merged models, a Modelfile (src/export)
  *   ptrain push DIR            what a run staged for the Hub and could not upload (src/hub)
@@ -32,6 +33,7 @@
 #include "ptrain/inspect.h"
 #include "ptrain/log.h"
 #include "ptrain/signals.h"
+#include "ptrain/score_cmd.h"
 #include "ptrain/tokenize_cmd.h"
 #include "ptrain/train.h"
 #include "ptrain/util.h"
@@ -47,6 +49,8 @@ static const char usage_text[] =
     "       ptrain inspect checkpoint-N.h5  a checkpoint's step, loss, run and model; verifies it\n"
     "       ptrain tokenize [--model MODEL] [FILE|-] ...   the token ids (or pieces) of a text as the\n"
     "                                    model's tokenizer gives them (see ptrain tokenize --help)\n"
+    "       ptrain score ADAPTER --data FILE [--model MODEL] ...   a reward model's scores of\n"
+    "                                    preference pairs (see ptrain score --help)\n"
     "       ptrain export CONFIG | --model MODEL --adapter DIR --out DIR [...]   the adapter for\n"
     "                                    PEFT and llama.cpp, merged models (HF, GGUF), an Ollama\n"
     "                                    Modelfile (see ptrain export --help)\n"
@@ -217,7 +221,7 @@ int main(int argc, char **argv)
     blas_kernel_setup(argv); /* may exec this program again with the right OPENBLAS_CORETYPE */
     if (argc > 1 && (!strcmp(argv[1], "generate") || !strcmp(argv[1], "inspect") || !strcmp(argv[1], "export") ||
                      !strcmp(argv[1], "push") || !strcmp(argv[1], "status") || !strcmp(argv[1], "plot") ||
-                     !strcmp(argv[1], "tokenize"))) {
+                     !strcmp(argv[1], "tokenize") || !strcmp(argv[1], "score"))) {
         /* one process, no MPI */
         pt_status st = !strcmp(argv[1], "generate") ? generate_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "export") ? export_main(argc - 1, argv + 1)
@@ -225,6 +229,7 @@ int main(int argc, char **argv)
                        : !strcmp(argv[1], "status") ? status_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "plot")   ? plot_main(argc - 1, argv + 1)
                        : !strcmp(argv[1], "tokenize") ? tokenize_main(argc - 1, argv + 1)
+                       : !strcmp(argv[1], "score")    ? score_main(argc - 1, argv + 1)
                                                     : inspect_main(argc - 1, argv + 1);
         if (st != PT_OK) log_error(st);
         return st;

@@ -215,6 +215,7 @@ static void check_method(pt_config *cfg, config_report *errors)
     if (mi->unpaired && cfg->packing)
         rule_error(cfg, errors, "packing",
                    "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
+    if (!config_is_set(cfg, "epsilon_high")) cfg->epsilon_high = cfg->epsilon; /* GRPOConfig's default */
     if (cfg->method == METHOD_GRPO) {
         if (cfg->num_generations < 2)
             rule_error(cfg, errors, "num_generations",
@@ -229,9 +230,13 @@ static void check_method(pt_config *cfg, config_report *errors)
                        "GRPO scores its completions with reward functions: give built-in names (exact_answer, "
                        "regex:PATTERN, think_format, length) or Python module:function paths");
         if (cfg->packing) rule_error(cfg, errors, "packing", "GRPO generates its completions; packing does not apply: remove it");
-        if (cfg->val_split_ratio > 0)
-            rule_error(cfg, errors, "val_split_ratio", "GRPO's evaluation (generating for held-out prompts) is not built "
-                       "yet: remove it");
+        long eval_batch = config_is_set(cfg, "per_device_eval_batch_size") ? cfg->per_device_eval_batch_size
+                                                                           : cfg->per_device_train_batch_size;
+        if (cfg->num_generations >= 2 && cfg->val_split_ratio > 0 && eval_batch % cfg->num_generations != 0)
+            rule_error(cfg, errors, "per_device_eval_batch_size",
+                       "GRPO evaluates by generating num_generations (%ld) completions of each held-out prompt, and "
+                       "the eval batch counts completions (as TRL): set it to a multiple of %ld",
+                       cfg->num_generations, cfg->num_generations);
     }
     if (mi->unpaired && cfg->per_device_train_batch_size < 2)
         rule_error(cfg, errors, "per_device_train_batch_size",

@@ -6,6 +6,7 @@
 #endif
 #include "ptrain/dist.h"
 
+#include <limits.h>
 #include <mpi.h>
 #include <sched.h>
 #include <stdint.h>
@@ -358,4 +359,87 @@ pt_status dist_node_wait(const pt_dist *d)
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
+}
+
+/* Whether the node has other ranks to talk to. */
+static bool node_shared(const pt_dist *d)
+{
+    return d->local_world > 1 && d->comms && d->comms->node != MPI_COMM_NULL;
+}
+
+/* Room for n bytes and a NUL after them (zeroed). */
+static pt_status alloc_bytes(size_t n, char **out)
+{
+    *out = calloc(n + 1, 1);
+    return *out ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %zu bytes", n + 1);
+}
+
+/* One copy of n bytes and a NUL (a node of one rank "gathers" and "scatters" to itself). */
+static pt_status copy_bytes(const void *src, size_t n, char **out)
+{
+    TRY(alloc_bytes(n, out));
+    if (n) memcpy(*out, src, n);
+    return PT_OK;
+}
+
+/* The leader's int counts and offsets of the ranks' lens, or an error when they pass what one MPI
+ * call moves (2 GiB in all); ok says so to every rank of the node. */
+static pt_status node_counts(const pt_dist *d, const long long *lens, int *counts, int *displs, int *ok)
+{
+    long long at = 0;
+    for (int k = 0; d->local_rank == 0 && k < d->local_world && *ok; k++) {
+        counts[k] = (int)lens[k], displs[k] = (int)at;
+        at += lens[k];
+        *ok = lens[k] >= 0 && at <= INT_MAX;
+    }
+    MPI_TRY(MPI_Bcast(ok, 1, MPI_INT, 0, d->comms->node));
+    if (!*ok) return ERR(PT_ERR_USER, "the node's ranks have more than 2 GiB to move through its leader at once");
+    return PT_OK;
+}
+
+pt_status dist_node_gather_bytes(const pt_dist *d, const void *mine, size_t n, char **all, size_t *sizes)
+{
+    *all = NULL;
+    if (!node_shared(d)) return sizes[0] = n, copy_bytes(mine, n, all);
+    bool leader = d->local_rank == 0;
+    long long len = n > INT_MAX ? -1 : (long long)n, *lens = leader ? calloc((size_t)d->local_world, sizeof *lens) : NULL;
+    int *counts = leader ? calloc((size_t)d->local_world, sizeof *counts) : NULL;
+    int *displs = leader ? calloc((size_t)d->local_world, sizeof *displs) : NULL, ok = !leader || (lens && counts && displs);
+    pt_status st = MPI_Gather(&len, 1, MPI_LONG_LONG, lens, 1, MPI_LONG_LONG, 0, d->comms->node) == MPI_SUCCESS
+                       ? PT_OK : ERR(PT_ERR_INTERNAL, "MPI_Gather of the node's byte counts failed");
+    if (st == PT_OK) st = node_counts(d, lens, counts, displs, &ok);
+    long long total = 0;
+    for (int k = 0; leader && st == PT_OK && k < d->local_world; k++) total += lens[k], sizes[k] = (size_t)lens[k];
+    if (st == PT_OK && leader) st = alloc_bytes((size_t)total, all);
+    if (st == PT_OK &&
+        MPI_Gatherv(mine, (int)n, MPI_BYTE, leader ? *all : NULL, counts, displs, MPI_BYTE, 0, d->comms->node) != MPI_SUCCESS)
+        st = ERR(PT_ERR_INTERNAL, "MPI_Gatherv of the node's bytes failed");
+    free(lens), free(counts), free(displs);
+    if (st != PT_OK) free(*all), *all = NULL;
+    return st;
+}
+
+pt_status dist_node_scatter_bytes(const pt_dist *d, const char *all, const size_t *sizes, char **mine, size_t *n)
+{
+    *mine = NULL, *n = 0;
+    if (!node_shared(d)) return *n = sizes[0], copy_bytes(all, sizes[0], mine);
+    bool leader = d->local_rank == 0;
+    long long len = 0, *lens = leader ? calloc((size_t)d->local_world, sizeof *lens) : NULL;
+    int *counts = leader ? calloc((size_t)d->local_world, sizeof *counts) : NULL;
+    int *displs = leader ? calloc((size_t)d->local_world, sizeof *displs) : NULL, ok = !leader || (lens && counts && displs);
+    for (int k = 0; leader && ok && k < d->local_world; k++) lens[k] = sizes[k] > INT_MAX ? -1 : (long long)sizes[k];
+    pt_status st = node_counts(d, lens, counts, displs, &ok);
+    if (st == PT_OK)
+        st = MPI_Scatter(lens, 1, MPI_LONG_LONG, &len, 1, MPI_LONG_LONG, 0, d->comms->node) == MPI_SUCCESS
+                 ? PT_OK : ERR(PT_ERR_INTERNAL, "MPI_Scatter of the node's byte counts failed");
+    int got = st == PT_OK ? alloc_bytes((size_t)len, mine) == PT_OK : 0, every = got;
+    if (st == PT_OK) MPI_TRY(MPI_Allreduce(&got, &every, 1, MPI_INT, MPI_MIN, d->comms->node));
+    if (st == PT_OK && !every) st = ERR(PT_ERR_NOMEM, "a rank of the node has no memory for its %lld bytes", len);
+    if (st == PT_OK &&
+        MPI_Scatterv(all, counts, displs, MPI_BYTE, *mine, (int)len, MPI_BYTE, 0, d->comms->node) != MPI_SUCCESS)
+        st = ERR(PT_ERR_INTERNAL, "MPI_Scatterv of the node's bytes failed");
+    free(lens), free(counts), free(displs);
+    if (st != PT_OK) free(*mine), *mine = NULL;
+    else *n = (size_t)len;
+    return st;
 }

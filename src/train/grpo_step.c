@@ -119,9 +119,10 @@ static pt_status decode_all(const trainer *t, const grpo_micro *g, char **text)
 static pt_status score(const trainer *t, grpo_micro *g, const char *const *cols, double *sums)
 {
     int n = g->n, p = n / (int)t->cfg->num_generations;
-    char **text = calloc((size_t)n, sizeof *text), **prompt = calloc((size_t)n, sizeof *prompt);
-    const char **cl = calloc((size_t)n, sizeof *cl);
-    double *per = calloc((size_t)n * (size_t)reward_count(t->reward) + 1, sizeof *per), *reward = calloc((size_t)n, sizeof *reward);
+    char **text = calloc((size_t)n + 1, sizeof *text), **prompt = calloc((size_t)n + 1, sizeof *prompt);
+    const char **cl = calloc((size_t)n + 1, sizeof *cl);
+    double *per = calloc((size_t)n * (size_t)reward_count(t->reward) + 1, sizeof *per);
+    double *reward = calloc((size_t)n + 1, sizeof *reward);
     pt_status st = text && prompt && cl && per && reward ? PT_OK : ERR(PT_ERR_NOMEM, "GRPO: no memory for rewards");
     if (st == PT_OK) st = decode_all(t, g, text);
     for (int i = 0; st == PT_OK && i < n; i++) {
@@ -182,29 +183,30 @@ static pt_status old_logps(trainer *t, grpo_micro *g)
     return step_sequence_nll(&m, &t->l.ad, &v, g->row_seq, (int)g->n_tok, &t->arena, g->old_nll);
 }
 
-pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
-                          double *sums)
+pt_status grpo_micro_make(trainer *t, const pt_dataset *ds, const size_t *idx, size_t n_prompts, uint64_t seed,
+                          grpo_micro *g, double *sums)
 {
     int gen = (int)t->cfg->num_generations;
     *g = (grpo_micro){0};
     g->n = (int)n_prompts * gen;
-    g->comp = calloc((size_t)g->n, sizeof *g->comp), g->len = calloc((size_t)g->n, sizeof *g->len);
-    g->ended = calloc((size_t)g->n, sizeof *g->ended), g->adv = calloc((size_t)g->n, sizeof *g->adv);
-    const int32_t **pid = calloc(n_prompts, sizeof *pid);
-    int32_t *np = calloc(n_prompts, sizeof *np);
-    char **cols = calloc(n_prompts, sizeof *cols);
+    size_t n = (size_t)g->n + 1, p = n_prompts + 1; /* + 1: an empty eval batch (grpo_eval.c) has none */
+    g->comp = calloc(n, sizeof *g->comp), g->len = calloc(n, sizeof *g->len);
+    g->ended = calloc(n, sizeof *g->ended), g->adv = calloc(n, sizeof *g->adv);
+    const int32_t **pid = calloc(p, sizeof *pid);
+    int32_t *np = calloc(p, sizeof *np);
+    char **cols = calloc(p, sizeof *cols);
     pt_status st = g->comp && g->len && g->ended && g->adv && pid && np && cols ? PT_OK
                                                                               : ERR(PT_ERR_NOMEM, "GRPO: no memory");
     for (size_t j = 0; st == PT_OK && j < n_prompts; j++) {
-        st = dataset_prompt_row(&t->train.ex[idx[j]], &pid[j], &np[j], &cols[j]);
+        st = dataset_prompt_row(&ds->ex[idx[j]], &pid[j], &np[j], &cols[j]);
         if (st == PT_OK)
             st = generate_group(t, pid[j], np[j], gen, mix(seed + 0x9e3779b97f4a7c15ULL * (j + 1)),
                                 g->comp + j * (size_t)gen, g->len + j * (size_t)gen, g->ended + j * (size_t)gen);
     }
     if (st == PT_OK) st = score(t, g, (const char *const *)cols, sums);
-    if (st == PT_OK) grpo_lengths(g->len, g->ended, g->n, sums), sums[GRPO_STEPS] += 1;
+    if (st == PT_OK) grpo_lengths(g->len, g->ended, g->n, sums), sums[GRPO_STEPS] += g->n > 0;
     if (st == PT_OK) st = lay_out(g, pid, np, gen);
-    if (st == PT_OK && t->cfg->num_iterations > 1) st = old_logps(t, g);
+    if (st == PT_OK && t->cfg->num_iterations > 1 && ds == &t->train) st = old_logps(t, g); /* eval: on-policy */
     for (size_t j = 0; cols && j < n_prompts; j++) free(cols[j]);
     free(pid), free(np), free(cols);
     if (st != PT_OK) grpo_micro_free(g);
@@ -232,6 +234,28 @@ pt_model grpo_model_at(const pt_model *m, double temperature)
     return at;
 }
 
+pt_status grpo_micro_eval(trainer *t, const grpo_micro *g, double *sums)
+{
+    if (g->n_tok == 0) return PT_OK;
+    pt_model m = grpo_model_at(&t->m, t->cfg->temperature);
+    train_batch v = {g->b.rows, g->b.cols, g->b.ids, g->b.targets, g->b.pos, g->b.segments};
+    size_t n = (size_t)g->n_tok;
+    double beta = t->cfg->beta, *nll = calloc(n, sizeof *nll), *ent = calloc(n, sizeof *ent), *ref = NULL;
+    float *scale = calloc(n, sizeof *scale);
+    pt_status st = nll && ent && scale ? PT_OK : ERR(PT_ERR_NOMEM, "GRPO: no memory for an eval batch's log-probs");
+    if (st == PT_OK && beta != 0) {
+        ref = calloc(n, sizeof *ref);
+        st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)n, &t->arena, ref)
+                 : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
+    }
+    if (st == PT_OK) st = step_sequence_nll_entropy(&m, &t->l.ad, &v, g->row_seq, (int)n, &t->arena, nll, ent);
+    grpo_tokens in = {nll, ref, NULL, ent, g->tok_seq, g->n_tok, g->adv, beta, t->cfg->epsilon, t->cfg->epsilon_high,
+                      1.0};
+    if (st == PT_OK) grpo_token_scales(&in, scale, sums); /* GRPO_LOSS: the tokens' summed loss */
+    free(nll), free(ent), free(ref), free(scale);
+    return st;
+}
+
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums)
 {
     pt_model m = grpo_model_at(&t->m, t->cfg->temperature); /* TRL's log-probs of logits / temperature */
@@ -243,7 +267,8 @@ pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, doubl
         st = ref ? step_sequence_nll(&m, NULL, &v, g->row_seq, (int)g->n_tok, &t->arena, ref)
                  : ERR(PT_ERR_NOMEM, "GRPO: no memory for the reference log-probs");
     }
-    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, GRPO_EPSILON, GRPO_EPSILON, inv_n},
+    grpo_grad p = {{NULL, ref, g->old_nll, ent, g->tok_seq, g->n_tok, g->adv, beta, t->cfg->epsilon,
+                    t->cfg->epsilon_high, inv_n},
                    sums};
     so.row_seq = g->row_seq, so.n_seq = (int)g->n_tok, so.seq_grad = grpo_seq_grad, so.seq_grad_arg = &p;
     so.seq_entropy = ent;

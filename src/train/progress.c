@@ -148,13 +148,18 @@ pt_status progress_log(progress *p, const progress_record *r)
     return st;
 }
 
-pt_status progress_eval(progress *p, int64_t step, double eval_loss)
+pt_status progress_eval(progress *p, int64_t step, double eval_loss, int n, const char *const *names,
+                        const double *values)
 {
     if (p->fd < 0) return PT_OK;
-    printf("%seval at step %lld: eval_loss %.4f\n", p->tty ? "\n" : "", (long long)step, eval_loss);
+    printf("%seval at step %lld: eval_loss %.4f", p->tty ? "\n" : "", (long long)step, eval_loss);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], "eval_reward")) printf(", eval_reward %.4f", values[i]);
+    printf("\n");
     strbuf rec = {0};
     sb_printf(&rec, "{\"step\": %lld", (long long)step);
     json_number(&rec, "eval_loss", "%.6f", eval_loss);
+    for (int i = 0; i < n; i++) json_number(&rec, names[i], "%.6f", values[i]);
     sb_printf(&rec, "}\n");
     pt_status st = metrics_append(p, &rec);
     sb_free(&rec);

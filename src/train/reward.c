@@ -1,6 +1,10 @@
 /* reward.c — GRPO's reward functions (reward.h): the built-ins, and the Python worker process
  * (share/reward_worker.py) for module:function paths, spoken to in JSON lines (jansson) over a
- * socket pair, so a worker that dies is an error and never a SIGPIPE. */
+ * socket pair, so a worker that dies is an error and never a SIGPIPE. One worker per node: the
+ * node's leader rank runs it; the other ranks' request lines reach it through the node's
+ * communicator (dist_node_gather_bytes), it asks the worker for each rank's line in turn (each
+ * rank's batch its own call, as with a worker per rank) and the reply lines go back
+ * (dist_node_scatter_bytes); each rank reads its own reply, errors included. */
 #include "ptrain/reward.h"
 
 #include <errno.h>
@@ -16,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "ptrain/dist.h"
 #include "ptrain/error.h"
 #include "ptrain/util.h"
 
@@ -41,6 +46,7 @@ struct reward_set {
     pid_t pid; /* the worker, 0: none */
     int fd;
     FILE *in; /* its replies */
+    const pt_dist *node; /* a node of several ranks sharing the leader's worker; NULL: this process's own */
 };
 
 int reward_count(const reward_set *r) { return r->n; }
@@ -66,36 +72,86 @@ static const char *worker_script(void)
     return path;
 }
 
-/* One JSON line to the worker and its reply (*reply: owned by the caller). */
-static pt_status worker_call(reward_set *r, json_t *req, json_t **reply)
+/* One JSON line (len bytes, no newline) to the worker and its reply line (*answer: malloc'd). */
+static pt_status worker_line(reward_set *r, const char *line, size_t len, char **answer)
 {
-    char *line = json_dumps(req, JSON_COMPACT);
-    TRY_ALLOC(line);
-    size_t len = strlen(line), at = 0;
-    line[len] = '\n'; /* json_dumps leaves room for its NUL */
-    while (at < len + 1) {
-        ssize_t w = send(r->fd, line + at, len + 1 - at, MSG_NOSIGNAL);
+    *answer = NULL;
+    for (size_t at = 0; at < len + 1;) {
+        ssize_t w = at < len ? send(r->fd, line + at, len - at, MSG_NOSIGNAL) : send(r->fd, "\n", 1, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            free(line);
-            return ERR(PT_ERR_USER, "reward_funcs: the Python reward worker stopped (its messages are above)");
-        }
+        if (w <= 0) return ERR(PT_ERR_USER, "reward_funcs: the Python reward worker stopped (its messages are above)");
         at += (size_t)w;
     }
-    free(line);
-    char *buf = NULL;
     size_t cap = 0;
-    ssize_t got = getline(&buf, &cap, r->in);
-    if (got <= 0) {
-        free(buf);
+    if (getline(answer, &cap, r->in) <= 0) {
+        free(*answer), *answer = NULL;
         return ERR(PT_ERR_USER, "reward_funcs: the Python reward worker stopped without an answer (its messages are "
                                 "above)");
     }
+    return PT_OK;
+}
+
+static pt_status parse_reply(const char *answer, json_t **reply)
+{
     json_error_t jerr;
-    *reply = json_loads(buf, 0, &jerr);
-    free(buf);
+    *reply = json_loads(answer, 0, &jerr);
     if (!*reply) return ERR(PT_ERR_INTERNAL, "reward_funcs: the reward worker's answer is not JSON: %s", jerr.text);
     return PT_OK;
+}
+
+/* One JSON line to the worker and its reply (*reply: owned by the caller). */
+static pt_status worker_call(reward_set *r, json_t *req, json_t **reply)
+{
+    char *line = json_dumps(req, JSON_COMPACT), *answer = NULL;
+    TRY_ALLOC(line);
+    pt_status st = worker_line(r, line, strlen(line), &answer);
+    free(line);
+    if (st == PT_OK) st = parse_reply(answer, reply);
+    free(answer);
+    return st;
+}
+
+/* The leader: each local rank's request line (sizes[k] bytes of all, end to end) to the worker in
+ * turn, the replies end to end in *out with their sizes; once the worker fails, that rank's and the
+ * later ones' reply is {"fatal": its message}. */
+static pt_status node_answers(reward_set *r, const char *all, size_t *sizes, int ranks, strbuf *out)
+{
+    char *fatal = NULL;
+    for (size_t k = 0, at = 0, n; k < (size_t)ranks; at += n, k++) {
+        char *answer = NULL;
+        size_t before = out->len;
+        n = sizes[k]; /* the request's bytes; sizes[k] becomes the reply's */
+        if (!fatal && n == 0) answer = xstrdup("{\"rewards\": []}"); /* a rank with no completions */
+        else if (!fatal && worker_line(r, all + at, n, &answer) != PT_OK) {
+            json_t *f = json_pack("{ss}", "fatal", err_message());
+            fatal = json_dumps(f, JSON_COMPACT);
+            json_decref(f), err_clear();
+        }
+        sb_printf(out, "%s", fatal ? fatal : answer);
+        free(answer);
+        sizes[k] = out->len - before;
+    }
+    free(fatal);
+    return PT_OK;
+}
+
+/* This rank's request line answered through the node's leader's worker (*reply: owned by the caller). */
+static pt_status node_call(reward_set *r, const char *line, json_t **reply)
+{
+    const pt_dist *d = r->node;
+    size_t *sizes = calloc((size_t)d->local_world, sizeof *sizes), n = 0;
+    char *all = NULL, *answer = NULL;
+    strbuf out = {0};
+    TRY_ALLOC(sizes);
+    pt_status st = dist_node_gather_bytes(d, line, strlen(line), &all, sizes);
+    if (st == PT_OK && d->local_rank == 0) st = node_answers(r, all, sizes, d->local_world, &out);
+    if (st == PT_OK) st = dist_node_scatter_bytes(d, d->local_rank == 0 ? sb_text(&out) : NULL, sizes, &answer, &n);
+    if (st == PT_OK) st = parse_reply(answer, reply);
+    json_t *fatal = st == PT_OK ? json_object_get(*reply, "fatal") : NULL;
+    if (fatal) st = ERR(PT_ERR_USER, "%s (the node's reward worker, on its first rank)", json_string_value(fatal));
+    if (fatal) json_decref(*reply), *reply = NULL;
+    free(sizes), free(all), free(answer), sb_free(&out);
+    return st;
 }
 
 static pt_status worker_start(reward_set *r, const pt_strlist *funcs, const char *python)
@@ -184,7 +240,32 @@ static pt_status fn_parse(reward_fn *f, const char *s, int *n_py)
     return PT_OK;
 }
 
-pt_status reward_open(const pt_strlist *funcs, const char *python, reward_set **out)
+/* The leader's worker start-up reaches the node's other ranks: the Python functions' names, or its
+ * error (leader: st its own status; the others: the leader's error as theirs). */
+static pt_status node_start(reward_set *r, pt_status st)
+{
+    const pt_dist *d = r->node;
+    json_t *msg = json_array();
+    if (d->local_rank == 0 && st != PT_OK) json_array_append_new(msg, json_pack("{ss}", "error", err_message()));
+    for (int f = 0; d->local_rank == 0 && st == PT_OK && f < r->n; f++) json_array_append_new(msg, json_string(r->f[f].name));
+    char *text = json_dumps(msg, JSON_COMPACT);
+    json_decref(msg);
+    uint64_t len = text ? strlen(text) : 0;
+    pt_status got = dist_node_bcast(d, &len, sizeof len);
+    char *buf = got == PT_OK ? calloc((size_t)len + 1, 1) : NULL;
+    if (got == PT_OK && buf && d->local_rank == 0) memcpy(buf, text, (size_t)len);
+    if (got == PT_OK) got = buf ? dist_node_bcast(d, buf, (size_t)len) : ERR(PT_ERR_NOMEM, "reward_funcs: no memory");
+    free(text);
+    if (d->local_rank == 0 || got != PT_OK) return free(buf), got != PT_OK ? got : st;
+    json_t *names = json_loads(buf, 0, NULL), *err = json_object_get(json_array_get(names, 0), "error");
+    if (err) st = ERR(PT_ERR_USER, "%s", json_string_value(err)); /* the leader's words: it alone prints them */
+    for (int f = 0; !err && f < r->n && f < (int)json_array_size(names); f++)
+        snprintf(r->f[f].name, sizeof r->f[f].name, "%s", json_string_value(json_array_get(names, (size_t)f)));
+    json_decref(names), free(buf);
+    return st;
+}
+
+pt_status reward_open(const pt_strlist *funcs, const char *python, const pt_dist *d, reward_set **out)
 {
     *out = NULL;
     if (!funcs || funcs->n == 0) return ERR(PT_ERR_USER, "reward_funcs: GRPO needs at least one reward function");
@@ -198,7 +279,9 @@ pt_status reward_open(const pt_strlist *funcs, const char *python, reward_set **
     }
     pt_status st = PT_OK;
     for (int i = 0; i < funcs->n && st == PT_OK; i++, r->n++) st = fn_parse(&r->f[i], funcs->items[i], &r->n_py);
-    if (st == PT_OK && r->n_py) st = worker_start(r, funcs, python);
+    r->node = d && d->local_world > 1 && r->n_py ? d : NULL;
+    if (st == PT_OK && r->n_py && (!r->node || d->local_rank == 0)) st = worker_start(r, funcs, python);
+    if (r->node) st = node_start(r, st); /* after a parse error too: every rank of the node has the same config */
     if (st != PT_OK) {
         reward_close(r);
         return st;
@@ -266,6 +349,13 @@ static pt_status builtin(const reward_fn *f, const reward_batch *b, double *out)
 /* The Python functions' values into per_func (their rows), or the error naming function and row. */
 static pt_status python_score(reward_set *r, const reward_batch *b, double *per_func)
 {
+    if (b->n == 0 && !r->node) return PT_OK;
+    if (b->n == 0) { /* nothing to score, but the node's ranks meet at the leader */
+        json_t *reply = NULL;
+        TRY(node_call(r, "", &reply));
+        json_decref(reply);
+        return PT_OK;
+    }
     json_t *req = json_object(), *prompts = json_array(), *texts = json_array(), *ids = json_array(),
            *cols = json_object();
     for (int i = 0; i < b->n; i++) {
@@ -296,7 +386,12 @@ static pt_status python_score(reward_set *r, const reward_batch *b, double *per_
     json_object_set_new(req, "completion_ids", ids);
     json_object_set_new(req, "columns", cols);
     json_t *reply = NULL;
-    pt_status st = worker_call(r, req, &reply);
+    pt_status st;
+    if (r->node) {
+        char *line = json_dumps(req, JSON_COMPACT);
+        st = line ? node_call(r, line, &reply) : ERR(PT_ERR_NOMEM, "reward_funcs: no memory for the request");
+        free(line);
+    } else st = worker_call(r, req, &reply);
     json_decref(req);
     TRY(st);
     json_t *err = json_object_get(reply, "error"), *rewards = json_object_get(reply, "rewards");

@@ -126,6 +126,19 @@ static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *
     return PT_OK;
 }
 
+/* Row r's score: w · its final-normed state (raw: the rows' states, bf16 or f32), its values into hi
+ * (dim floats); fp32, as torch's linear. */
+static double row_score(const void *raw, bool bf16, int64_t r, int64_t dim, const float *w, float *hi)
+{
+    float acc = 0;
+    for (int64_t k = 0; k < dim; k++) {
+        size_t at = (size_t)(r * dim + k);
+        hi[k] = bf16 ? quant_bf16_to_f32(((const uint16_t *)raw)[at]) : ((const float *)raw)[at];
+        acc += w[k] * hi[k];
+    }
+    return acc;
+}
+
 /* The score head (step.h's score_w): the final norm of the hidden states (as the loss head's), the
  * scores and their gradients from seq_grad on the host, the normed states' gradient on the scored
  * rows (zero elsewhere) back through the norm into s->d, and the head's own gradient. Its buffers
@@ -157,13 +170,7 @@ static pt_status score_head(pt_arena *arena, const fwd_ctx *c, const step_option
             st = ERR(PT_ERR_INTERNAL, "step: score row %lld of %lld rows", (long long)r, (long long)rows);
             break;
         }
-        float *hi = h + i * (size_t)dim, acc = 0; /* fp32, as torch's linear */
-        for (int64_t k = 0; k < dim; k++) {
-            size_t at = (size_t)(r * dim + k);
-            hi[k] = bf16 ? quant_bf16_to_f32(((const uint16_t *)raw)[at]) : ((const float *)raw)[at];
-            acc += o->score_w[k] * hi[k];
-        }
-        score[i] = acc;
+        score[i] = row_score(raw, bf16, r, dim, o->score_w, h + i * (size_t)dim);
     }
     if (st == PT_OK) st = o->seq_grad(o->seq_grad_arg, score, scale);
     for (size_t i = 0; st == PT_OK && i < n; i++) {
@@ -275,7 +282,7 @@ size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t ro
 
 /* The loss without a gradient: summed, or per sequence (row_seq, into nll). */
 static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
-                           double *nll, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
+                           double *nll, double *ent, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
 {
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
@@ -290,6 +297,7 @@ static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_
     if (st == PT_OK) st = forward_run(&c, b->ids, &f, NULL);
     if (st == PT_OK) st = loss_take(arena, &c, b->targets, false, 256, false, &h);
     if (st == PT_OK && row_seq) st = loss_by_sequence(&h, row_seq, nll, NULL);
+    h.seq_ent = ent;
     if (st == PT_OK) st = forward_loss(&c, &h, forward_output(&c, &f), NULL, 0.0f, loss_sum, n_tokens);
     loss_free(&h);
     forward_bufs_free(&f);
@@ -300,7 +308,7 @@ static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_
 pt_status step_loss(const pt_model *m, const pt_adapter *ad, const train_batch *b, pt_arena *arena, double *loss_sum,
                     int64_t *n_tokens)
 {
-    return loss_only(m, ad, b, NULL, NULL, arena, loss_sum, n_tokens);
+    return loss_only(m, ad, b, NULL, NULL, NULL, arena, loss_sum, n_tokens);
 }
 
 pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
@@ -309,5 +317,49 @@ pt_status step_sequence_nll(const pt_model *m, const pt_adapter *ad, const train
     for (int i = 0; i < n_seq; i++) nll[i] = 0;
     double sum = 0;
     int64_t n = 0;
-    return loss_only(m, ad, b, row_seq, nll, arena, &sum, &n);
+    return loss_only(m, ad, b, row_seq, nll, NULL, arena, &sum, &n);
+}
+
+pt_status step_scores(const pt_model *m, const pt_adapter *ad, const train_batch *b, const float *score_w,
+                      const int32_t *score_row, int n, pt_arena *arena, double *score)
+{
+    fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
+    pt_arena own = {0};
+    if (!arena) {
+        TRY(arena_open(&own, m->be, step_loss_arena_bytes(m, ad, c.rows, m->be->act)));
+        arena = &own;
+    }
+    arena_reset(arena);
+    int64_t dim = m->cfg.dim, rows = c.rows;
+    fwd_bufs f;
+    pt_tensor xf, rstd;
+    pt_status st = forward_take(arena, &c, false, false, &f);
+    if (st == PT_OK) st = forward_run(&c, b->ids, &f, NULL);
+    if (st == PT_OK) st = arena_take(arena, &xf, rows, dim);
+    if (st == PT_OK) st = arena_take_f32(arena, &rstd, rows, 1);
+    if (st == PT_OK) st = backend_rmsnorm(m->be, &xf, &rstd, forward_output(&c, &f), &m->out_norm, m->cfg.norm_eps);
+    bool bf16 = xf.dtype == PT_BF16;
+    size_t esz = bf16 ? 2 : 4;
+    void *raw = st == PT_OK ? malloc(esz * (size_t)(rows * dim)) : NULL;
+    float *h = st == PT_OK ? malloc(sizeof(float) * (size_t)dim) : NULL;
+    if (st == PT_OK && (!raw || !h)) st = ERR(PT_ERR_NOMEM, "step: no memory for the score head");
+    if (st == PT_OK) st = backend_download(m->be, &xf, raw, esz * (size_t)(rows * dim));
+    for (int i = 0; st == PT_OK && i < n; i++) {
+        if (score_row[i] < 0 || score_row[i] >= rows)
+            st = ERR(PT_ERR_INTERNAL, "step: score row %d of %lld rows", score_row[i], (long long)rows);
+        else score[i] = row_score(raw, bf16, score_row[i], dim, score_w, h);
+    }
+    free(raw), free(h);
+    forward_bufs_free(&f);
+    arena_close(&own);
+    return st;
+}
+
+pt_status step_sequence_nll_entropy(const pt_model *m, const pt_adapter *ad, const train_batch *b,
+                                    const int32_t *row_seq, int n_seq, pt_arena *arena, double *nll, double *ent)
+{
+    for (int i = 0; i < n_seq; i++) nll[i] = 0, ent[i] = 0;
+    double sum = 0;
+    int64_t n = 0;
+    return loss_only(m, ad, b, row_seq, nll, ent, arena, &sum, &n);
 }

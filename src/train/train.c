@@ -462,7 +462,7 @@ static pt_status grpo_generate(trainer *t, int64_t step, double *sums, double *c
          * accumulation draws (the sampler gives them the same prompts) */
         uint64_t batch_no = (uint64_t)(step * accum + i) * (uint64_t)t->d->world + (uint64_t)t->d->rank;
         uint64_t seed = (uint64_t)t->cfg->seed * 0x9e3779b97f4a7c15ULL ^ (batch_no * 1000003u);
-        if (st == PT_OK) st = grpo_micro_make(t, idx, n, seed, &t->gbuf[i], sums);
+        if (st == PT_OK) st = grpo_micro_make(t, &t->train, idx, n, seed, &t->gbuf[i], sums);
         if (st == PT_OK) counts[0] += (double)t->gbuf[i].n_tok, counts[1] += (double)t->gbuf[i].b.cols;
     }
     if (st == PT_OK) st = timed_sum(t, counts, 2, comm);
@@ -642,9 +642,10 @@ static void plan_memory(trainer *t)
     long seq = c->max_seq_length * (method_info_of(c->method)->pairs || method_info_of(c->method)->unpaired ? 2 : 1);
     if (c->method == METHOD_GRPO) { /* the longest prompt and the longest completion */
         long longest = 0;
-        for (size_t i = 0; i < t->train.n; i++) {
+        for (size_t i = 0; i < t->train.n + t->eval.n; i++) { /* eval's prompts are generated from too */
+            const pt_example *e = i < t->train.n ? &t->train.ex[i] : &t->eval.ex[i - t->train.n];
             long np = 0;
-            while (np < t->train.ex[i].len && t->train.ex[i].segments[np] == 1) np++;
+            while (np < e->len && e->segments[np] == 1) np++;
             longest = np > longest ? np : longest;
         }
         seq = longest + grpo_max_new(c);
@@ -1015,8 +1016,10 @@ static bool strategy_due(pt_strategy strategy, double every, int64_t step, int64
 static pt_status evaluate_step(trainer *t, int64_t step, bool *stop)
 {
     double loss;
-    TRY(evaluate(t, &loss));
-    TRY(progress_eval(&t->p, step, loss));
+    grpo_eval_metrics gm = {0};
+    if (t->cfg->method == METHOD_GRPO) TRY(grpo_evaluate(t, step, &loss, &gm));
+    else TRY(evaluate(t, &loss));
+    TRY(progress_eval(&t->p, step, loss, gm.n, gm.names, gm.values));
     TRY(trainer_watch_eval(t, step, loss));
     double value = t->run.metric_for_best_model == METRIC_EVAL_PERPLEXITY ? exp(loss) : loss;
     best_result r;
@@ -1218,7 +1221,7 @@ pt_status train_run(const pt_config *cfg, const pt_dist *d, pt_backend *be, int 
         st = dist_agree(d, saved_modules_create(&t.sm, &t.m, cfg->save_embed_tokens, cfg->save_lm_head));
         if (st == PT_OK && cfg->gradient_accumulation_steps > 1) st = dist_agree(d, saved_modules_accumulate(&t.sm));
     }
-    if (st == PT_OK && cfg->method == METHOD_GRPO) st = dist_agree(d, reward_open(&cfg->reward_funcs, NULL, &t.reward));
+    if (st == PT_OK && cfg->method == METHOD_GRPO) st = dist_agree(d, reward_open(&cfg->reward_funcs, NULL, d, &t.reward));
     if (st == PT_OK) st = dist_agree(d, load_initial_adapter(&t));
     if (st == PT_OK) st = dist_agree(d, check_replicas(&t, "at the start"));
     if (st == PT_OK) st = dist_agree(d, trainer_identify(&t));

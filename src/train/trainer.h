@@ -114,10 +114,25 @@ typedef struct grpo_micro {
 } grpo_micro;
 /* The completions GRPO samples at most (max_completion_length, TRL's 512 when unset). */
 long grpo_max_new(const pt_config *c);
-/* The n_prompts examples idx of t->train: their completions generated (seed: this micro-batch's),
- * scored and laid out; the rewards' and lengths' metrics added to sums. */
-pt_status grpo_micro_make(trainer *t, const size_t *idx, size_t n_prompts, uint64_t seed, grpo_micro *g,
-                          double *sums);
+/* The n_prompts examples idx of ds (t->train, or t->eval): their completions generated (seed: this
+ * micro-batch's), scored and laid out, the old log-probs taken (training with num_iterations > 1);
+ * the rewards' and lengths' metrics added to sums. */
+pt_status grpo_micro_make(trainer *t, const pt_dataset *ds, const size_t *idx, size_t n_prompts, uint64_t seed,
+                          grpo_micro *g, double *sums);
+/* An eval batch's loss as TRL's prediction_step takes it: on-policy (the ratio 1), no gradient; its
+ * tokens' summed loss into sums[GRPO_LOSS] and the loss's metrics (kl, entropy, clip_ratio/ *). */
+pt_status grpo_micro_eval(trainer *t, const grpo_micro *g, double *sums);
+
+/* GRPO's evaluation metrics, TRL's names with "eval_" (grpo_eval.c). */
+typedef struct {
+    int n;
+    const char *names[GRPO_COUNT];
+    double values[GRPO_COUNT];
+    char name_buf[GRPO_COUNT][112];
+} grpo_eval_metrics;
+/* Evaluate the eval set's prompts after step (0-based count of steps done): the mean token loss and
+ * TRL's metrics, the same on every rank. */
+pt_status grpo_evaluate(trainer *t, int64_t step, double *eval_loss, grpo_eval_metrics *out);
 /* Its reference pass (beta != 0) and its step: the gradient of the loss with inv_n = 1 / the
  * step's completion tokens over every rank; the loss's metrics (grpo_token_scales) added to sums. */
 pt_status grpo_micro_run(trainer *t, const grpo_micro *g, step_options so, double inv_n, double *sums);

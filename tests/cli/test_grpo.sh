@@ -14,8 +14,12 @@
 #   stops the run before training with Python's message;
 # - num_iterations 2: a generation batch trained on for two steps (step 1 as with one iteration, the
 #   reused step logging the loss's metrics only, as TRL), resume at a block's start bit-identical;
+# - epsilon and epsilon_high: a narrow clip range clips tokens of the second pass that 0.2 does not;
 # - use_dora (with num_iterations 2): trains, writes the magnitudes in PEFT's files, resumes exactly;
-# - ptrain check refuses num_generations 1 and a batch that is no multiple of it.
+# - evaluation (val_split_ratio): every eval_steps the held-out prompts' completions are generated and
+#   scored, metrics.jsonl gets TRL's eval record (eval_loss, eval_reward, eval_rewards/<f>/mean, ...);
+#   a run killed and resumed logs the same evaluation (the completions drawn from the step alone);
+# - ptrain check refuses num_generations 1 and a batch (or eval batch) that is no multiple of it.
 # The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -93,6 +97,39 @@ expect_eq "num_iterations 2: resumed at a block's start, the run exits 0" 0 "$?"
 ok "num_iterations 2: ... and ends bit-identical to the uninterrupted run" \
     cmp "$tmp/mu/lora/adapter_model.safetensors" "$tmp/mucut/lora/adapter_model.safetensors"
 
+# epsilon / epsilon_high (the clip range; the arithmetic against TRL: tests/unit/test_grpo): with a
+# narrow range the second pass on a batch clips tokens that 0.2 leaves alone, so another loss
+MAX_STEPS=2 SAVE_STEPS=2 write_config "$tmp/eps.yaml" "$tmp/eps" "[length]" "num_iterations: 2
+epsilon: 0.002
+epsilon_high: 0.001"
+"$P" train "$tmp/eps.yaml" >"$tmp/eps.out" 2>&1
+expect_eq "epsilon 0.002, epsilon_high 0.001: the run exits 0" 0 "$?"
+ok "epsilon: the default 0.2 clips nothing at step 2" \
+    grep -q '"step": 2,.*"clip_ratio/region_mean": 0.000000}' "$tmp/mu/metrics.jsonl"
+ok "epsilon: the narrow range clips both sides at step 2" \
+    grep -q '"step": 2,.*"clip_ratio/low_mean": 0.[0-9]*[1-9][0-9]*,.*"clip_ratio/high_mean": 0.[0-9]*[1-9][0-9]*,' "$tmp/eps/metrics.jsonl"
+ok "epsilon: ... and step 2's loss is another" sh -c \
+    "test \"\$(grep -o '\"step\": 2, \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/mu/metrics.jsonl')\" != \
+          \"\$(grep -o '\"step\": 2, \"epoch\": [0-9.]*, \"loss\": [-0-9.]*' '$tmp/eps/metrics.jsonl')\""
+
+# evaluation: the held-out prompts (4 of 16) generated for and scored every 2 steps, TRL's eval record
+EVAL="val_split_ratio: 0.25
+eval_strategy: steps
+eval_steps: 2"
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/ev.yaml" "$tmp/ev" "[length, regex:arr]" "$EVAL"
+"$P" train "$tmp/ev.yaml" >"$tmp/ev.out" 2>&1
+expect_eq "evaluation: the run exits 0" 0 "$?"
+ok "evaluation: at steps 2 and 4, TRL's eval metrics" sh -c "test \$(grep -c '^{\"step\": [24], \"eval_loss\": [-0-9.]*, \"eval_rewards/length/mean\": [0-9.]*, \"eval_rewards/length/std\": [0-9.]*, \"eval_rewards/regex/mean\": [0-9.]*, \"eval_rewards/regex/std\": [0-9.]*, \"eval_reward\": [0-9.]*, \"eval_reward_std\": [0-9.]*, \"eval_frac_reward_zero_std\": [0-9.]*, \"eval_completions/mean_length\": [0-9.]*, .*\"eval_kl\": [0-9.]*, \"eval_entropy\": [0-9.]*, \"eval_clip_ratio/low_mean\": 0.000000, .*\"eval_clip_ratio/region_mean\": 0.000000}' '$tmp/ev/metrics.jsonl') = 2"
+ok "evaluation: ptrain prints eval_loss and eval_reward" grep -q "eval at step 4: eval_loss [-0-9.]*, eval_reward [0-9.]*" "$tmp/ev.out"
+MAX_STEPS=4 SAVE_STEPS=2 write_config "$tmp/evcut.yaml" "$tmp/evcut" "[length, regex:arr]" "$EVAL
+resume_from_checkpoint: true"
+PTRAIN_TEST_KILL_STEP=4 "$P" train "$tmp/evcut.yaml" >"$tmp/evcut.out" 2>&1
+"$P" train "$tmp/evcut.yaml" >"$tmp/evcut2.out" 2>&1
+expect_eq "evaluation: resumed after checkpoint-2, the run exits 0" 0 "$?"
+ok "evaluation: ... and logs step 4's evaluation as the uninterrupted run" sh -c \
+    "test -n \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/ev/metrics.jsonl')\" &&
+     test \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/ev/metrics.jsonl')\" = \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/evcut/metrics.jsonl' | tail -1)\""
+
 # use_dora with num_iterations 2: completions sampled and old log-probs taken with the magnitudes,
 # the PEFT files carry them, resuming at a block's start is exact (the loss: tests/unit/test_grpo)
 DORA="num_iterations: 2
@@ -155,6 +192,13 @@ else
     skip_test "Python reward functions" "no $PY"
 fi
 
+write_config "$tmp/bade.yaml" "$tmp/bade" "[length]" "epsilon: 1.5"
+"$P" check "$tmp/bade.yaml" >"$tmp/bade.out" 2>&1
+ok "ptrain check: epsilon 1.5 (a negative lower clip) is refused" grep -q "epsilon: expected a number in (0, 1\]" "$tmp/bade.out"
+write_config "$tmp/badev.yaml" "$tmp/badev" "[length]" "val_split_ratio: 0.25
+per_device_eval_batch_size: 6"
+"$P" check "$tmp/badev.yaml" >"$tmp/badev.out" 2>&1
+ok "ptrain check: an eval batch of 6 is no multiple of num_generations 4" grep -q "per_device_eval_batch_size.*multiple of 4" "$tmp/badev.out"
 GEN=3 write_config "$tmp/bad.yaml" "$tmp/bad" "[length]"
 "$P" check "$tmp/bad.yaml" >"$tmp/bad.out" 2>&1
 ok "ptrain check: a batch of 8 is no multiple of num_generations 3" grep -q "per_device_train_batch_size.*multiple of 3" "$tmp/bad.out"

@@ -2,6 +2,7 @@
 """reward_check.py — PEFT loads ptrain's reward adapter and scores pairs as ptrain does (test_reward_mpi.sh).
 
 Usage: reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N METRICS.jsonl STEP
+       reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N --scores SCORES.tsv
 
 The first N rows of DATA.jsonl are tokenized by TRL 1.16's own RewardTrainer._prepare_dataset with
 MODEL_DIR's tokenizer, batched by its collator, and scored by
@@ -11,6 +12,9 @@ score). The loss and TRL's metrics of those scores must equal what ptrain logged
 METRICS.jsonl (a step whose batch is those N pairs, taken with the adapter LORA_DIR holds):
 within 1e-4 (metrics.jsonl has 6 decimals). Rows with a margin column: the loss is
 RewardTrainer's -logsigmoid(r_chosen - r_rejected - margin), the margins as its collator batches them.
+With --scores: SCORES.tsv is what `ptrain score LORA_DIR --data DATA.jsonl` printed (a header, then
+pair, chosen, rejected, margin, correct per pair): each pair's two scores, its margin and whether
+chosen scored higher must be PEFT's, the scores within 1e-4 (printed with 6 decimals).
 """
 import json
 import sys
@@ -26,22 +30,10 @@ from trl.trainer.reward_trainer import DataCollatorForPreference
 
 def main():
     model_dir, lora_dir, data, n, metrics, step = sys.argv[1:7]
-    with open(f"{lora_dir}/adapter_config.json") as f:
-        cfg = json.load(f)
-    assert cfg["task_type"] == "SEQ_CLS" and cfg["modules_to_save"] == ["classifier", "score"], cfg
-    rows = [json.loads(line) for line in open(data)][: int(n)]
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    pad = tok.pad_token or tok.eos_token
-    tok.pad_token = pad
-    args = RewardConfig(output_dir="/tmp/ptrain-reward-check", use_cpu=True, report_to="none", max_length=None)
-    ds = RewardTrainer._prepare_dataset(SimpleNamespace(), Dataset.from_list(rows), tok, args, "train")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
-    model.config.pad_token_id = tok.pad_token_id
-    model = PeftModel.from_pretrained(model, lora_dir).eval()
-    batch = DataCollatorForPreference(pad_token_id=tok.pad_token_id)([dict(r) for r in ds])
-    with torch.no_grad():
-        scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.squeeze(-1)
-    rc, rr = torch.chunk(scores.double(), 2)
+    if metrics == "--scores":
+        return check_scores(*scores_of(model_dir, lora_dir, data, int(n)), step)
+    rc, rr, batch = scores_of(model_dir, lora_dir, data, int(n))
+    scores = torch.cat([rc, rr])
     margin = batch["margin"].double() if "margin" in batch else 0.0  # TRL's optional margin column
     mine = {"loss": float(-torch.nn.functional.logsigmoid(rc - rr - margin).mean()), "min_reward": float(scores.min()),
             "mean_reward": float(scores.mean()), "max_reward": float(scores.max()),
@@ -54,6 +46,43 @@ def main():
         print(f"# {k}: PEFT {v:.6f}, ptrain {rec[k]:.6f}")
     print(f"# scores (chosen, rejected): {rc.tolist()}, {rr.tolist()}; max difference {worst:.2g}")
     sys.exit(0 if worst <= 1e-4 else 1)
+
+
+def check_scores(rc, rr, batch, path):
+    """ptrain score's lines against PEFT's scores of the same pairs."""
+    rows = [line.rstrip("\n").split("\t") for line in open(path)][1:]
+    assert len(rows) == len(rc), f"ptrain scored {len(rows)} pairs, PEFT {len(rc)}"
+    worst = 0.0
+    for k, (row, c, r) in enumerate(zip(rows, rc.tolist(), rr.tolist())):
+        pc, pr, pm, ok = float(row[1]), float(row[2]), float(row[3]), int(row[4])
+        worst = max(worst, abs(pc - c), abs(pr - r), abs(pm - (c - r)))
+        print(f"# pair {k}: PEFT {c:.6f} {r:.6f}, ptrain {pc:.6f} {pr:.6f}")
+        if ok != int(c > r) and abs(c - r) > 1e-4:
+            print(f"# pair {k}: ptrain says correct {ok}, PEFT's scores {c} {r}")
+            sys.exit(1)
+    print(f"# {len(rows)} pairs: max difference {worst:.2g}")
+    sys.exit(0 if worst <= 1e-4 else 1)
+
+
+def scores_of(model_dir, lora_dir, data, n):
+    """PEFT's scores of the first n pairs of data: chosen, rejected, and the collated batch."""
+    with open(f"{lora_dir}/adapter_config.json") as f:
+        cfg = json.load(f)
+    assert cfg["task_type"] == "SEQ_CLS" and cfg["modules_to_save"] == ["classifier", "score"], cfg
+    rows = [json.loads(line) for line in open(data)][:n]
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    pad = tok.pad_token or tok.eos_token
+    tok.pad_token = pad
+    args = RewardConfig(output_dir="/tmp/ptrain-reward-check", use_cpu=True, report_to="none", max_length=None)
+    ds = RewardTrainer._prepare_dataset(SimpleNamespace(), Dataset.from_list(rows), tok, args, "train")
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
+    model.config.pad_token_id = tok.pad_token_id
+    model = PeftModel.from_pretrained(model, lora_dir).eval()
+    batch = DataCollatorForPreference(pad_token_id=tok.pad_token_id)([dict(r) for r in ds])
+    with torch.no_grad():
+        scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.squeeze(-1)
+    rc, rr = torch.chunk(scores.double(), 2)
+    return rc, rr, batch
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@
 #   loss and metrics of that step (the final adapter's scores) equal PEFT's; the pairs carry TRL's
 #   margin column, so the loss is -logsigmoid(r_c - r_r - margin) as RewardTrainer's (reward_check.py;
 #   $PTRAIN_PYTHON with torch, transformers, peft and trl; skipped, saying so, without them);
+# - ptrain score: the f32 adapter's scores of five pairs (one line each: the two scores, the margin,
+#   whether chosen scores higher) are PEFT's within 1e-4 (reward_check.py --scores), and the run's
+#   config in place of the adapter gives the same lines; the score of an adapter without a score head
+#   is refused, and score without --data is a usage error;
 # - reading the adapter back: PEFT's two files alone as lora_model_dir of a new reward run (LoRA and
 #   score head re-read), whose first step's loss and metrics equal PEFT's scores of the pairs; the
 #   same directory under method dpo is refused.
@@ -115,6 +119,21 @@ resume_from_checkpoint: true"
     grep '^#' "$tmp/check.out"
     [ "$rc" -eq 0 ] || tail -20 "$tmp/check.out" | sed 's/^/#   /'
     expect_eq "PEFT loads the reward adapter and scores the pairs as ptrain did (loss and metrics within 1e-4)" 0 "$rc"
+    # ptrain score: the adapter's scores of five pairs (three it never trained on) as PEFT scores them
+    head -5 "$PTRAIN_SRCDIR/share/data/pirate-preferences.jsonl" >"$tmp/five.jsonl"
+    "$P" score "$tmp/f/lora" --model "$tmp/model" --no-4bit --data "$tmp/five.jsonl" --batch 2 --threads 1 \
+        >"$tmp/scores.tsv" 2>"$tmp/scores.err"
+    expect_eq "ptrain score: exits 0" 0 "$?"
+    ok "ptrain score: a header and one line per pair, the means on stderr" sh -c \
+        "test \$(wc -l <'$tmp/scores.tsv') = 6 && grep -q '^5 pairs: mean margin [-0-9.]*, accuracy [0-9.]*' '$tmp/scores.err'"
+    "$PY" "$PTRAIN_SRCDIR/tests/mpi/reward_check.py" "$tmp/model" "$tmp/f/lora" "$tmp/five.jsonl" 5 \
+        --scores "$tmp/scores.tsv" >"$tmp/check3.out" 2>&1
+    rc=$?
+    grep '^#' "$tmp/check3.out"
+    expect_eq "ptrain score: each pair's scores, margin and correct are PEFT's (within 1e-4)" 0 "$rc"
+    "$P" score "$tmp/f.yaml" --data "$tmp/five.jsonl" --batch 2 --threads 1 >"$tmp/scores_cfg.tsv" 2>/dev/null
+    ok "ptrain score CONFIG: the config's adapter, model and load_in_4bit give the same lines" \
+        cmp "$tmp/scores.tsv" "$tmp/scores_cfg.tsv"
     # reading it back: PEFT's two files alone as lora_model_dir of a new reward run, whose first
     # step's loss and metrics (taken before its update) are the re-read adapter's and score's
     mkdir "$tmp/peftonly" && cp "$tmp/f/lora/adapter_config.json" "$tmp/f/lora/adapter_model.safetensors" "$tmp/peftonly/"
@@ -143,10 +162,20 @@ else
     skip_test "PEFT check: the f32 run exits 0" "$no_py"
     skip_test "PEFT check: one more step" "$no_py"
     skip_test "PEFT loads the reward adapter and scores the pairs as ptrain did" "$no_py"
+    skip_test "ptrain score: exits 0" "$no_py"
+    skip_test "ptrain score: a header and one line per pair" "$no_py"
+    skip_test "ptrain score: each pair's scores, margin and correct are PEFT's" "$no_py"
+    skip_test "ptrain score CONFIG: the same lines" "$no_py"
     skip_test "lora_model_dir: a reward run continues from PEFT's SEQ_CLS files" "$no_py"
     skip_test "... its score head is the adapter's" "$no_py"
     skip_test "PEFT's scores of the pairs equal ptrain's from the re-read adapter" "$no_py"
     skip_test "ptrain generate --adapter takes PEFT's SEQ_CLS files" "$no_py"
     skip_test "lora_model_dir: a reward adapter under another method is refused" "$no_py"
 fi
+"$P" score "$tmp/one/lora" >"$tmp/nodata.out" 2>&1
+expect_eq "ptrain score without --data: a usage error (exit 2)" 2 "$?"
+mkdir "$tmp/noscore" && cp "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4/config.json" "$tmp/noscore/" 2>/dev/null
+"$P" score "$tmp/noscore" --data "$PTRAIN_SRCDIR/share/data/pirate-preferences.jsonl" \
+    --model "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4" >"$tmp/noscore.out" 2>&1
+ok "ptrain score of a directory without a reward adapter: refused, saying so" grep -q "noscore has no score head (base_model.model.score.weight" "$tmp/noscore.out"
 done_testing

@@ -16,7 +16,10 @@ decay 0.01, clip 1.0) on the same completions. Cases: "zero" (B = 0, beta 0.04: 
 policy is the reference, the KL 0), "random" (A and B random, beta 0.04) and "random_b0" (beta 0,
 TRL's default), and "random_t07" (beta 0.04, temperature 0.7: TRL takes the log-probs of logits /
 temperature); "iter2" (A and B random, beta 0.04, num_iterations 2: after one AdamW step the second
-pass on the same batch, its ratio against the old log-probs clipped on some tokens). Every case's
+pass on the same batch, its ratio against the old log-probs clipped on some tokens); "iter2_eps" (iter2
+with epsilon 0.1 and epsilon_high 0.28, DAPO's clip-higher: another clip range); "eval" (the "random"
+case's batch evaluated as GRPOTrainer evaluates: eval mode, no gradient, the eval_-prefixed record
+its log writes). Every case's
 metrics include the loss's: entropy and clip_ratio/*.
 
 Tokenization: text and conversational prompt rows (with an answer column) through TRL's own
@@ -90,7 +93,7 @@ def data():
     return prompts, completions
 
 
-def make(init_random, beta, temperature=1.0, num_iterations=1):
+def make(init_random, beta, temperature=1.0, num_iterations=1, epsilon=0.2, epsilon_high=None):
     torch.manual_seed(99)
     cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, bias="none", task_type="CAUSAL_LM",
                      init_lora_weights=not init_random)
@@ -98,7 +101,7 @@ def make(init_random, beta, temperature=1.0, num_iterations=1):
     rows = [{"prompt": f"p{i}", "answer": str(i)} for i in range(2)]
     args = GRPOConfig(output_dir="/tmp/ptrain-grpo-golden", beta=beta, temperature=temperature, num_generations=G,
                       max_completion_length=MAX_COMPLETION, per_device_train_batch_size=2 * G, bf16=False, fp16=False,
-                      num_iterations=num_iterations,
+                      num_iterations=num_iterations, epsilon=epsilon, epsilon_high=epsilon_high,
                       use_cpu=True, gradient_checkpointing=False, report_to="none", logging_steps=1)
     trainer = GRPOTrainer(model=base_model(), reward_funcs=[even_share], args=args,
                           train_dataset=Dataset.from_list(rows), processing_class=stand_in_tokenizer(),
@@ -132,13 +135,14 @@ def run(trainer, model, params, inputs):
     return float(loss.detach()), metrics, batch
 
 
-def iterations():
+def iterations(case="iter2", epsilon=0.2, epsilon_high=None):
     """num_iterations 2 (TRL's mu): the generation batch's old log-probs taken when it is made
     (_generate_and_score_completions), one AdamW step (lr 3e-2: far enough for the ratio to leave
     [0.8, 1.2] on some tokens), then the second pass on the same batch: its loss, LoRA gradients and
-    the loss's metrics (entropy, kl, clip_ratio/*), with the ratio against the old log-probs."""
-    trainer, model, params, inputs = make(True, 0.04, num_iterations=2)
-    flat(params, lambda p: p).tofile(os.path.join(OUT, "iter2_init.f32"))
+    the loss's metrics (entropy, kl, clip_ratio/*), with the ratio against the old log-probs, clipped
+    to [1 - epsilon, 1 + epsilon_high] (epsilon_high None: epsilon, as GRPOConfig)."""
+    trainer, model, params, inputs = make(True, 0.04, num_iterations=2, epsilon=epsilon, epsilon_high=epsilon_high)
+    flat(params, lambda p: p).tofile(os.path.join(OUT, f"{case}_init.f32"))
     loss1, _, batch = run(trainer, model, params, inputs)
     assert batch.get("old_per_token_logps") is not None
     torch.nn.utils.clip_grad_norm_([p for _, _, _, p in params], 1.0)
@@ -149,11 +153,27 @@ def iterations():
     trainer._metrics["train"].clear()
     loss2 = trainer._compute_loss(model, batch)
     loss2.backward()
-    flat(params, lambda p: p.grad).tofile(os.path.join(OUT, "iter2_grads.f32"))
+    flat(params, lambda p: p.grad).tofile(os.path.join(OUT, f"{case}_grads.f32"))
     metrics = {k: v[-1] for k, v in trainer._metrics["train"].items()}
-    print("iter2", loss1, float(loss2.detach()), metrics)
-    return {"beta": 0.04, "temperature": 1.0, "lr": 3e-2, "first_loss": loss1, "second_loss": float(loss2.detach()),
+    print(case, loss1, float(loss2.detach()), metrics)
+    return {"beta": 0.04, "epsilon": epsilon, "epsilon_high": epsilon if epsilon_high is None else epsilon_high, "temperature": 1.0, "lr": 3e-2, "first_loss": loss1, "second_loss": float(loss2.detach()),
             "metrics": metrics, "rewards": even_share(None, None, data()[1]),
+            "advantages": batch["advantages"].tolist(), "num_items_in_batch": int(batch["num_items_in_batch"])}
+
+
+def evaluation():
+    """TRL's evaluation of the "random" case's batch: the model in eval mode, the batch scored as
+    _prepare_inputs does in eval (no buffering), its loss as prediction_step takes it (compute_loss
+    under no_grad) and the record GRPOTrainer.log writes in eval mode (every metric "eval_"-prefixed)."""
+    trainer, model, params, inputs = make(True, 0.04)
+    model.eval()
+    with torch.no_grad():
+        batch = trainer._generate_and_score_completions(inputs)
+        loss = float(trainer.compute_loss(model, batch).mean())
+    trainer.log({"eval_loss": loss})
+    record = {k: v for k, v in trainer.state.log_history[-1].items() if k.startswith("eval_")}
+    print("eval", record)
+    return {"beta": 0.04, "temperature": 1.0, "loss": loss, "record": record, "rewards": even_share(None, None, data()[1]),
             "advantages": batch["advantages"].tolist(), "num_items_in_batch": int(batch["num_items_in_batch"])}
 
 
@@ -191,6 +211,8 @@ def main():
             manifest["zero"]["losses"] = losses
             print("losses", losses[0], "->", losses[-1])
     manifest["iter2"] = iterations()
+    manifest["iter2_eps"] = iterations("iter2_eps", 0.1, 0.28)  # DAPO's clip-higher: another clip range
+    manifest["eval"] = evaluation()
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

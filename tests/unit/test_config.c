@@ -214,6 +214,8 @@ static const key_row key_rows[] = {
     {"max_completion_length", "256", "256", NULL},
     {"num_generations", "4", "4", NULL},
     {"num_iterations", "2", "2", NULL},
+    {"epsilon", "0.1", "0.1", NULL},
+    {"epsilon_high", "0.28", "0.28", NULL},
     {"desirable_weight", "1.33", "1.33", NULL},
     {"undesirable_weight", "0.5", "0.5", NULL},
     {"center_rewards_coefficient", "0.01", "0.01", NULL},
@@ -420,6 +422,8 @@ static const default_row default_rows[] = {
     {"max_completion_length", "(unset)"},
     {"num_generations", "8"},
     {"num_iterations", "1"},
+    {"epsilon", "0.2"},
+    {"epsilon_high", "0.2"}, /* epsilon */
     {"desirable_weight", "1"},
     {"undesirable_weight", "1"},
     {"center_rewards_coefficient", "(unset)"},

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "ptrain/adapter.h"
+#include "ptrain/arena.h"
 #include "ptrain/backend.h"
 #include "ptrain/config.h"
 #include "ptrain/config_options.h"
@@ -57,6 +58,7 @@ typedef struct {
     int32_t tok_seq[MAX_ROWS], len[16];
     bool ended[16];
     double ref[MAX_ROWS], ent[MAX_ROWS], *old_nll, adv[16], reward[16], sums[GRPO_COUNT], beta, inv_n;
+    double eps_low, eps_high; /* the case's epsilon and epsilon_high (GRPOConfig's 0.2 when not given) */
 } fixture;
 
 /* The golden manifest's LoRA tensors of this fixture's adapter, in file order (golden_lora.h). */
@@ -131,9 +133,19 @@ static pt_status grpo_grad(void *arg, const double *nll, float *scale)
 {
     fixture *fx = arg;
     grpo_tokens in = {nll, fx->beta != 0 ? fx->ref : NULL, fx->old_nll, fx->ent, fx->tok_seq, fx->n_tok, fx->adv,
-                      fx->beta, GRPO_EPSILON, GRPO_EPSILON, fx->inv_n};
+                      fx->beta, fx->eps_low, fx->eps_high, fx->inv_n};
     grpo_token_scales(&in, scale, fx->sums);
     return PT_OK;
+}
+
+static void grad_is_zero(pt_backend *be, pt_tensor *t, pt_tensor *g, size_t offset, void *arg)
+{
+    (void)t, (void)offset, (void)arg;
+    float *got = malloc(g->nbytes);
+    assert_int_equal(backend_download(be, g, got, g->nbytes), PT_OK);
+    for (int64_t i = 0; i < tensor_numel(g); i++)
+        if (got[i] != 0.0f) fail_msg("an evaluation wrote a gradient");
+    free(got);
 }
 
 static void check_close(const char *what, double got, double want, double tol)
@@ -148,6 +160,8 @@ static double grpo_step_once(fixture *fx, json_t *c)
 {
     memset(fx->sums, 0, sizeof fx->sums);
     fx->beta = json_real_value(json_object_get(c, "beta"));
+    json_t *lo = json_object_get(c, "epsilon"), *hi = json_object_get(c, "epsilon_high");
+    fx->eps_low = lo ? json_number_value(lo) : 0.2, fx->eps_high = hi ? json_number_value(hi) : fx->eps_low;
     /* the rewards TRL's function gave; the advantages as TRL computes them (float32 there) */
     double per_func[16];
     for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
@@ -225,12 +239,12 @@ static void run_case(fixture *fx, const char *which)
 /* num_iterations 2: the old log-probs when the batch is made, a first pass (ratio 1), one AdamW step,
  * then the second pass on the same completions, its ratio against the old log-probs clipped on some
  * tokens: the loss, the gradients and the loss's metrics (the batch's own are logged once, by the
- * first pass) against TRL's. */
-static void test_iterations(void **state)
+ * first pass) against TRL's. which: "iter2" (epsilon 0.2) or "iter2_eps" (0.1 and epsilon_high 0.28). */
+static void run_iterations(fixture *fx, const char *which)
 {
-    fixture *fx = *state;
-    json_t *c = json_object_get(fx->manifest, "iter2");
-    set_init(fx, "iter2");
+    json_t *c = json_object_get(fx->manifest, which);
+    char grads[64];
+    set_init(fx, which);
     double old[MAX_ROWS] = {0};
     train_batch b = {1, fx->rows, fx->ids, fx->targets, fx->pos, fx->segments};
     assert_int_equal(step_sequence_nll(&fx->m, &fx->l.ad, &b, fx->row_seq, fx->n_tok, NULL, old), PT_OK);
@@ -247,8 +261,61 @@ static void test_iterations(void **state)
                   GRPO_CLIP_LOW_MIN, GRPO_CLIP_HIGH_MAX};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) loss_sums[keep[i]] = fx->sums[keep[i]];
     assert_true(loss_sums[GRPO_CLIP_LOW] > 0 && loss_sums[GRPO_CLIP_HIGH] > 0); /* the clip acts */
-    compare_case(fx, c, "iter2", "iter2_grads.f32", fx->sums[GRPO_LOSS],
-                 json_real_value(json_object_get(c, "second_loss")), loss_sums);
+    snprintf(grads, sizeof grads, "%s_grads.f32", which);
+    compare_case(fx, c, which, grads, fx->sums[GRPO_LOSS], json_real_value(json_object_get(c, "second_loss")),
+                 loss_sums);
+}
+
+static void test_iterations(void **state) { run_iterations(*state, "iter2"); }
+
+/* GRPO's evaluation of one batch (grpo_micro_eval: on-policy, no gradient; grpo_evaluate names its
+ * metrics "eval_" + the training names) against the record TRL's GRPOTrainer logs when it
+ * evaluates the "random" case's batch (make_grpo_goldens.py's "eval"): eval_loss and every metric
+ * ptrain logs, within 1e-5; the adapters' gradients untouched. */
+static void test_eval_matches_trl(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "eval"), *record = json_object_get(c, "record");
+    set_init(fx, "random");
+    pt_config cfg = {.beta = 0.04, .temperature = 1.0, .epsilon = 0.2, .epsilon_high = 0.2};
+    trainer t = {.cfg = &cfg, .m = fx->m, .l = fx->l};
+    assert_int_equal(arena_open(&t.arena, fx->be, step_loss_arena_bytes(&fx->m, &fx->l.ad, fx->rows, fx->be->act)), PT_OK);
+    grpo_micro g = {.n = fx->n_comp, .adv = fx->adv, .row_seq = fx->row_seq, .tok_seq = fx->tok_seq, .n_tok = fx->n_tok};
+    g.b = (pt_batch){.rows = 1, .cols = fx->rows, .ids = fx->ids, .targets = fx->targets, .pos = fx->pos,
+                     .segments = fx->segments};
+    double sums[GRPO_COUNT] = {0}, per_func[16];
+    for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
+    grpo_advantages(per_func, 1, fx->n_comp, fx->g, fx->reward, fx->adv, sums);
+    grpo_lengths(fx->len, fx->ended, fx->n_comp, sums);
+    sums[GRPO_STEPS] = 1;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(grpo_micro_eval(&t, &g, sums), PT_OK);
+    arena_close(&t.arena);
+    check_close("eval_loss", sums[GRPO_LOSS] / sums[GRPO_LOSS_TOK], json_number_value(json_object_get(record, "eval_loss")), 1e-5);
+    const char *fn = "even_share", *names[GRPO_COUNT];
+    double values[GRPO_COUNT];
+    char buf[GRPO_MAX_FUNCS * 192], name[128];
+    int k = grpo_log_values(sums, 1, &fn, true, buf, names, values);
+    assert_true(k >= 17); /* the rewards', the lengths' and the loss's */
+    for (int i = 0; i < k; i++) {
+        snprintf(name, sizeof name, "eval_%s", names[i]);
+        json_t *v = json_object_get(record, name);
+        if (!v) fail_msg("TRL's eval record has no %s", name);
+        check_close(name, values[i], json_number_value(v), 1e-5);
+    }
+    for_each_tensor(fx, grad_is_zero, NULL);
+}
+
+/* epsilon 0.1, epsilon_high 0.28 on iter2's batch and step: other tokens clipped (TRL's clip_ratio/low_mean
+ * 0.263 against 0.158 with 0.2), so another loss, other gradients and other clip metrics, each TRL's. */
+static void test_epsilon(void **state)
+{
+    fixture *fx = *state;
+    json_t *a = json_object_get(json_object_get(fx->manifest, "iter2"), "metrics");
+    json_t *b = json_object_get(json_object_get(fx->manifest, "iter2_eps"), "metrics");
+    assert_true(json_number_value(json_object_get(a, "clip_ratio/low_mean")) !=
+                json_number_value(json_object_get(b, "clip_ratio/low_mean"))); /* the goldens differ */
+    run_iterations(fx, "iter2_eps");
 }
 
 static void test_zero_adapter(void **state) { run_case(*state, "zero"); }
@@ -534,6 +601,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_temperature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_20_adamw_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epsilon, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_matches_trl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
