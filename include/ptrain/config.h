@@ -100,6 +100,7 @@ typedef struct {
     long max_prompt_length;         /* prompt tokens kept (left-truncated, as TRL); 0: no limit */
     long max_completion_length;     /* completion tokens kept (right-truncated); 0: no limit */
     long num_generations;           /* GRPO: completions per prompt */
+    long num_generations_eval;      /* GRPO: ... per eval prompt (default num_generations, TRL's) */
     long num_iterations;            /* GRPO: optimizer steps per generation batch (TRL's mu) */
     double epsilon, epsilon_high;   /* GRPO: the ratio clipped to [1 - epsilon, 1 + epsilon_high] (TRL's) */
     long top_k;                     /* GRPO: sample among the top_k most probable tokens; 0: all */

@@ -50,7 +50,8 @@ typedef struct {
  * filtered, limited, empty, no_loss and kept. */
 typedef struct {
     char *name;           /* the entry's name as configured */
-    const char *format;   /* "conversations", "messages", "alpaca", "text" (NULL: none found) */
+    const char *format;   /* "conversations", "messages", "alpaca", "text", "preference", "unpaired",
+                             "prompt", "completion" (NULL: none found) */
     const char *template; /* chat template used for chat formats, else NULL */
     bool assistant_only;  /* whether only assistant tokens carry labels */
     long read;            /* rows found in the files (JSON Lines lines, array items) */
@@ -118,6 +119,10 @@ typedef struct {
                                     one sequence, segment 1 desirable, 2 undesirable (src/data/unpaired.c) */
     bool prompts;                /* GRPO's prompt-only rows: an example is the prompt's tokens (segment 1)
                                     and the row's columns as JSON bytes (segment 2); dataset_prompt_row */
+    bool singles;                /* rows scored one by one (ptrain score): prompt + completion (text or
+                                    turns; a label ignored), turns or text, each one sequence (segment 1,
+                                    every token labelled) as RewardTrainer tokenizes a chosen, one over
+                                    max_seq_length dropped; with pairs_reward, pairs stay pairs */
     long max_prompt_length;      /* pairs, prompts: the prompt's last tokens kept (0: all) */
     long max_completion_length;  /* pairs: each completion's first tokens kept (0: all) */
     double val_split_ratio; /* 0: no eval set */

@@ -1,5 +1,6 @@
 /* score.c — `ptrain score ADAPTER|CONFIG --data FILE [--model MODEL] ...`: a reward model's scores
- * of preference pairs. ADAPTER is what `method: reward` saves (PEFT's SEQ_CLS files: the LoRA and the
+ * of preference pairs, or of single rows (prompt + completion, turns or text: one score each, as
+ * AutoModelForSequenceClassification scores the tokenized text; the data layer's singles). ADAPTER is what `method: reward` saves (PEFT's SEQ_CLS files: the LoRA and the
  * score head, base_model.model.score.weight); a CONFIG (a method: reward config file) names it
  * (final_model_dir) with its model, revision, load_in_4bit, max_seq_length and chat template, each
  * replaced by its option when given; the rows are tokenized as that training tokenizes
@@ -8,7 +9,7 @@
  * (step_scores: the LoRA model, the final norm, the score head on the last non-pad token, as
  * transformers' sequence classification). Prints one line per kept pair: its place among them, the
  * chosen and rejected scores, the margin (chosen - rejected) and 1 when chosen scores higher;
- * then the means on stderr. */
+ * single rows: one line each, its place and its score; then the means on stderr. */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -43,13 +44,14 @@ static const char score_usage[] =
     "Usage: ptrain score ADAPTER|CONFIG --data FILE [--model MODEL] [--no-4bit] [--max-length N]\n"
     "                    [--batch N] [--chat-template NAME] [--threads N] [--device auto|cpu|cuda]\n"
     "A reward model's scores of preference pairs, one line per pair: its place, the chosen and the\n"
-    "rejected score, the margin (chosen - rejected) and 1 when chosen scores higher (else 0); the\n"
-    "means on stderr.\n"
+    "rejected score, the margin (chosen - rejected) and 1 when chosen scores higher (else 0); or of\n"
+    "single rows, one line per row: its place and its score; the means on stderr.\n"
     "ADAPTER: the directory `method: reward` saved (PEFT's SEQ_CLS adapter with its score head).\n"
     "CONFIG: a method: reward config: its final_model_dir, model_name (and revision), load_in_4bit,\n"
     "max_seq_length and chat_template, unless the options say otherwise.\n"
-    "FILE: rows with prompt/chosen/rejected (text or turns), a .jsonl, .json, .csv or .parquet file,\n"
-    "tokenized as reward training tokenizes them (pairs longer than --max-length, default 1024, as\n"
+    "FILE: a .jsonl, .json, .csv or .parquet file of pairs (prompt/chosen/rejected, text or turns) or\n"
+    "of single rows (prompt/completion as text or turns, messages, conversations or text), tokenized\n"
+    "as reward training tokenizes a chosen (pairs and rows longer than --max-length, default 1024, as\n"
     "TRL's RewardConfig, are left out and counted).\n"
     "MODEL: the base the adapter was trained on (a .gguf file, an HF model directory or id); default\n"
     DEFAULT_MODEL ". --no-4bit: keep its 8/16/32-bit weights (default: NF4, as training runs).\n";
@@ -114,7 +116,7 @@ static pt_status read_pairs(const score_options *o, const pt_tokenizer *tok, pt_
                                .num_samples = -1, .line = 0};
     dataset_options d = {.datasets = &entry, .n_datasets = 1, .max_seq_length = o->max_length,
                          .chat_template = o->chat_template, .assistant_only_loss = PT_FALSE,
-                         .dataset_text_field = "text", .pairs = true, .pairs_reward = true};
+                         .dataset_text_field = "text", .pairs = true, .pairs_reward = true, .singles = true};
     TRY(dataset_load(&d, tok, stderr, ds));
     dataset_report(ds, stderr);
     return PT_OK;
@@ -123,29 +125,42 @@ static pt_status read_pairs(const score_options *o, const pt_tokenizer *tok, pt_
 typedef struct {
     double margin, correct, reward;
     size_t pairs;
+    bool single; /* rows scored one by one, not pairs */
 } score_sums;
 
-/* Pairs first..first+n of ds scored and printed. */
+/* The scores of examples first..first+n (each one sequence, or a pair of two) printed. */
+static void score_print(const double *score, size_t first, size_t n, score_sums *s)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (s->single) {
+            printf("%zu\t%.6f\n", first + k, score[k]);
+            s->reward += score[k], s->pairs++;
+            continue;
+        }
+        double c = score[2 * k], r = score[2 * k + 1];
+        printf("%zu\t%.6f\t%.6f\t%.6f\t%d\n", first + k, c, r, c - r, c > r);
+        s->margin += c - r, s->correct += c > r, s->reward += c + r, s->pairs++;
+    }
+}
+
+/* Examples first..first+n of ds scored and printed. */
 static pt_status score_batch(const pt_model *m, const pt_adapter *ad, const float *w, int32_t pad, const pt_dataset *ds,
                              size_t first, size_t n, score_sums *s)
 {
-    size_t idx[256];
+    size_t idx[256], per = s->single ? 1 : 2;
     for (size_t k = 0; k < n; k++) idx[k] = first + k;
     pt_batch b;
     TRY(batch_collate(ds, idx, n, &b));
     int rows = b.rows * b.cols;
     int32_t *row = malloc(sizeof(int32_t) * (size_t)(rows + 1));
-    double *score = calloc(2 * n, sizeof *score);
-    pt_status st = row && score ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %zu pairs' scores", n);
+    double *score = calloc(per * n, sizeof *score);
+    pt_status st = row && score ? PT_OK : ERR(PT_ERR_NOMEM, "no memory for %zu examples' scores", n);
     int n_seq = st == PT_OK ? preference_score_rows(b.ids, b.segments, rows, pad, row) : 0;
-    if (st == PT_OK && n_seq != (int)(2 * n)) st = ERR(PT_ERR_INTERNAL, "score: %d sequences for %zu pairs", n_seq, n);
+    if (st == PT_OK && n_seq != (int)(per * n))
+        st = ERR(PT_ERR_INTERNAL, "score: %d sequences for %zu examples", n_seq, n);
     train_batch v = {b.rows, b.cols, b.ids, b.targets, b.pos, b.segments};
     if (st == PT_OK) st = step_scores(m, ad, &v, w, row, n_seq, NULL, score);
-    for (size_t k = 0; st == PT_OK && k < n; k++) {
-        double c = score[2 * k], r = score[2 * k + 1];
-        printf("%zu\t%.6f\t%.6f\t%.6f\t%d\n", first + k, c, r, c - r, c > r);
-        s->margin += c - r, s->correct += c > r, s->reward += c + r, s->pairs++;
-    }
+    if (st == PT_OK) score_print(score, first, n, s);
     free(row), free(score);
     batch_free(&b);
     return st;
@@ -171,11 +186,13 @@ static pt_status score_run(const score_options *o)
     if (st == PT_OK) st = adapter_load(o->adapter, &m, &ad);
     if (st == PT_OK) st = read_pairs(o, tok, &ds);
     int32_t pad = tokenizer_pad(tok) >= 0 ? tokenizer_pad(tok) : tokenizer_eos(tok); /* as reward training */
-    score_sums s = {0};
-    if (st == PT_OK) printf("pair\tchosen\trejected\tmargin\tcorrect\n");
+    score_sums s = {.single = st == PT_OK && !(ds.n_stats && ds.stats[0].format &&
+                                               !strcmp(ds.stats[0].format, "preference"))};
+    if (st == PT_OK) fputs(s.single ? "row\tscore\n" : "pair\tchosen\trejected\tmargin\tcorrect\n", stdout);
     for (size_t i = 0; st == PT_OK && i < ds.n; i += (size_t)o->batch)
         st = score_batch(&m, &ad, w, pad, &ds, i, ds.n - i < (size_t)o->batch ? ds.n - i : (size_t)o->batch, &s);
-    if (st == PT_OK && s.pairs)
+    if (st == PT_OK && s.pairs && s.single) fprintf(stderr, "%zu rows: mean score %.6f\n", s.pairs, s.reward / (double)s.pairs);
+    else if (st == PT_OK && s.pairs)
         fprintf(stderr, "%zu pairs: mean margin %.6f, accuracy %.6f, mean reward %.6f\n", s.pairs,
                 s.margin / (double)s.pairs, s.correct / (double)s.pairs, s.reward / (2.0 * (double)s.pairs));
     free(w);

@@ -216,6 +216,7 @@ static void check_method(pt_config *cfg, config_report *errors)
         rule_error(cfg, errors, "packing",
                    "%s batches each row with a mismatched KL sequence; packing does not apply: remove it", mi->name);
     if (!config_is_set(cfg, "epsilon_high")) cfg->epsilon_high = cfg->epsilon; /* GRPOConfig's default */
+    if (!config_is_set(cfg, "num_generations_eval")) cfg->num_generations_eval = cfg->num_generations; /* TRL's */
     if (cfg->method == METHOD_GRPO) {
         if (cfg->num_generations < 2)
             rule_error(cfg, errors, "num_generations",
@@ -232,11 +233,11 @@ static void check_method(pt_config *cfg, config_report *errors)
         if (cfg->packing) rule_error(cfg, errors, "packing", "GRPO generates its completions; packing does not apply: remove it");
         long eval_batch = config_is_set(cfg, "per_device_eval_batch_size") ? cfg->per_device_eval_batch_size
                                                                            : cfg->per_device_train_batch_size;
-        if (cfg->num_generations >= 2 && cfg->val_split_ratio > 0 && eval_batch % cfg->num_generations != 0)
+        if (cfg->val_split_ratio > 0 && cfg->num_generations_eval > 0 && eval_batch % cfg->num_generations_eval != 0)
             rule_error(cfg, errors, "per_device_eval_batch_size",
-                       "GRPO evaluates by generating num_generations (%ld) completions of each held-out prompt, and "
-                       "the eval batch counts completions (as TRL): set it to a multiple of %ld",
-                       cfg->num_generations, cfg->num_generations);
+                       "GRPO evaluates by generating num_generations_eval (%ld; default num_generations) completions "
+                       "of each held-out prompt, and the eval batch counts completions (as TRL): set it to a multiple "
+                       "of %ld", cfg->num_generations_eval, cfg->num_generations_eval);
     }
     if (mi->unpaired && cfg->per_device_train_batch_size < 2)
         rule_error(cfg, errors, "per_device_train_batch_size",

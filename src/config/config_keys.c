@@ -181,6 +181,8 @@ const key_spec config_keys[] = {
      "limit; GRPO 512)"},
     {"num_generations", NULL, K_INT, OFF(num_generations), "8", NULL, 1, 1 << 20, 0,
      "GRPO: completions sampled per prompt"},
+    {"num_generations_eval", NULL, K_INT, OFF(num_generations_eval), NULL, NULL, 1, 1 << 20, 0,
+     "GRPO: completions sampled per eval prompt (TRL's; fewer makes evaluation cheaper); default: num_generations"},
     {"num_iterations", NULL, K_INT, OFF(num_iterations), "1", NULL, 1, 1 << 20, 0,
      "GRPO: optimizer steps on each generation batch (TRL's mu)"},
     {"epsilon", NULL, K_FLOAT, OFF(epsilon), "0.2", NULL, 0, 1, F_MIN_EXCL,

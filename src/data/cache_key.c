@@ -49,7 +49,8 @@ uint64_t dataset_options_hash(const dataset_options *o)
     for (int i = 0; kw && i < kw->n; i++) h = mix_text(mix_text(h, kw->keys[i]), kw->values[i]);
     h = MIX(h, o->assistant_only_loss);
     h = mix_text(h, o->dataset_text_field);
-    uint8_t packing = o->packing, pairs = o->pairs + 2 * o->pairs_legacy + 4 * o->unpaired + 8 * o->pairs_reward + 16 * o->prompts;
+    uint8_t packing = o->packing, pairs = o->pairs + 2 * o->pairs_legacy + 4 * o->unpaired + 8 * o->pairs_reward +
+                                         16 * o->prompts + 32 * o->singles;
     h = MIX(h, packing);
     h = MIX(h, pairs);
     h = MIX(h, o->max_prompt_length);

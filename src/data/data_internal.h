@@ -215,7 +215,8 @@ void rows_end(const pt_dataset_config *d, int index, rows_state *s, FILE *warn);
 char *rows_value_text(const json_t *v);
 
 /* ---- format.c: a row as a conversation or plain text ---- */
-typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE, FMT_UNPAIRED, FMT_PROMPT } data_format;
+typedef enum { FMT_NONE, FMT_CONVERSATIONS, FMT_MESSAGES, FMT_ALPACA, FMT_TEXT, FMT_PREFERENCE, FMT_UNPAIRED, FMT_PROMPT,
+               FMT_COMPLETION } data_format;
 
 typedef struct {
     chat_message *msgs; /* chat formats: role (static text), content and fields (owned) */
@@ -234,14 +235,17 @@ typedef struct {
     /* FMT_PROMPT (GRPO's prompt-only rows): the prompt as text (prompt) or as the msgs' n_prompt
      * turns, and the whole row as compact JSON (columns), for the reward functions */
     char *columns;
+    /* FMT_COMPLETION (prompt, completion: a row a reward model scores, ptrain score): as FMT_UNPAIRED
+     * without the label */
 } data_record;
 
 typedef enum { ROW_OK, ROW_EMPTY, ROW_BAD } row_result;
 
 /* The format a row is in by its columns, in the order unpaired (completion and label: KTO's rows),
  * preference (chosen and rejected; first only for a method that trains on pairs), conversations, messages, preference, Alpaca (instruction),
- * text_field; FMT_NONE when it has none of them. */
-data_format format_detect(const json_t *obj, const char *text_field, bool pairs);
+ * prompt + completion (only with singles: rows scored one by one), text_field; FMT_NONE when it has
+ * none of them. */
+data_format format_detect(const json_t *obj, const char *text_field, bool pairs, bool singles);
 const char *format_name(data_format f);
 /* format_name's own text for name, NULL when name is no format's (for data read back from a file). */
 const char *format_name_known(const char *name);
@@ -269,6 +273,7 @@ typedef struct {
     bool pair_legacy;                   /* ... tokenized as TRL's CPO and ORPO trainers do (pair.c) */
     bool pair_reward;                   /* ... as TRL's RewardTrainer: whole sequences (pair.c) */
     bool unpaired;                      /* KTO: rows (and pairs) as TRL's KTOTrainer tokenizes them (pair.c) */
+    bool single;                        /* rows a reward model scores one by one (label_single) */
 } label_ctx;
 
 typedef enum { LABEL_OK, LABEL_NO_LOSS } label_result;
@@ -318,6 +323,11 @@ pt_status label_pair(const label_ctx *c, const data_record *rec, pt_example *ex,
  * prompt fills max_seq_length is dropped as TRL drops it. */
 pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,
                          label_result *res);
+/* A row a reward model scores (label_ctx.single, ptrain score): prompt + completion, a
+ * conversation or text as one sequence, segment 1, every token labelled, tokenized as TRL's
+ * RewardTrainer tokenizes a chosen (text with eos appended unless it ends with it, turns rendered
+ * whole); one over max_len is dropped (counted as truncated), as TRL filters it. */
+pt_status label_single(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res);
 /* GRPO (FMT_PROMPT): the prompt's tokens as TRL's GRPOTrainer encodes them (text as the tokenizer
  * encodes text, turns rendered with the generation prompt), its last max_prompt kept (0: all), as
  * segment 1; then the row's columns as JSON text, one byte a token, as segment 2 (dataset.h:

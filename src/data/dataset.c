@@ -41,6 +41,7 @@ static void run_row(const label_ctx *lc, data_format f, const char *text_field, 
     s->row = format_row(f, r->obj, text_field, !strcmp(lc->template, "alpaca"), &rec, &why);
     if (s->row == ROW_OK) {
         s->rc = f == FMT_PROMPT       ? label_prompt(lc, &rec, &s->ex, &s->truncated, &s->label)
+                : lc->single && f != FMT_PREFERENCE ? label_single(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : lc->unpaired        ? label_unpaired(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : f == FMT_PREFERENCE ? label_pair(lc, &rec, &s->ex, &s->truncated, &s->label)
                 : rec.text          ? label_text(lc, rec.text, &s->ex, &s->truncated, &s->label)
@@ -124,10 +125,10 @@ static pt_status share_slots(const loader *L, pt_status local, data_slot *slots,
 
 /* ---- one entry ---- */
 
-static data_format detect(const data_rows *rows, const char *text_field, bool pairs)
+static data_format detect(const data_rows *rows, const char *text_field, bool pairs, bool singles)
 {
     for (size_t i = 0; i < rows->n; i++) {
-        data_format f = format_detect(rows->v[i].obj, text_field, pairs);
+        data_format f = format_detect(rows->v[i].obj, text_field, pairs, singles);
         if (f != FMT_NONE) return f;
     }
     return FMT_NONE;
@@ -240,17 +241,17 @@ static pt_status entry_start(entry_run *E, data_format f)
     pt_dataset_stats *st = E->st;
     E->f = f;
     st->format = format_name(f);
-    if (L->o->unpaired && f != FMT_NONE && f != FMT_UNPAIRED && f != FMT_PREFERENCE)
+    if (!L->o->singles && L->o->unpaired && f != FMT_NONE && f != FMT_UNPAIRED && f != FMT_PREFERENCE)
         return ERR(PT_ERR_USER,
                    "dataset[%d] %s: KTO reads unpaired rows (prompt, completion, label) or preference pairs (prompt, "
                    "chosen, rejected), but these rows are %s; give such a dataset or set method: sft",
                    index, shown_text(st->name).s, format_name(f));
-    if (!L->o->unpaired && f == FMT_UNPAIRED)
+    if (!L->o->singles && !L->o->unpaired && f == FMT_UNPAIRED)
         return ERR(PT_ERR_USER,
                    "dataset[%d] %s: these rows are unpaired preferences (prompt, completion, label), which KTO trains "
                    "on; set method: kto",
                    index, shown_text(st->name).s);
-    if (!L->o->unpaired && f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
+    if (!L->o->singles && !L->o->unpaired && f != FMT_NONE && (f == FMT_PREFERENCE) != L->o->pairs)
         return ERR(PT_ERR_USER,
                    L->o->pairs ? "dataset[%d] %s: the method reads preference rows (prompt, chosen, rejected), but "
                                  "these rows are %s; give a preference dataset or set method: sft"
@@ -258,7 +259,7 @@ static pt_status entry_start(entry_run *E, data_format f)
                                  "preference method trains on; set method: dpo",
                    index, shown_text(st->name).s, format_name(f));
     st->assistant_only = loss_on_assistant(L, index, f);
-    bool chat = f != FMT_TEXT && f != FMT_NONE && (f != FMT_PROMPT || prompt_turns(&E->pending));
+    bool chat = f != FMT_TEXT && f != FMT_NONE && ((f != FMT_PROMPT && f != FMT_COMPLETION) || prompt_turns(&E->pending));
     /* plain text needs no template: any known name will do */
     pt_status rc = label_init(&E->lc, L->tok, chat ? L->template : "chatml", st->assistant_only,
                               (int32_t)L->o->max_seq_length);
@@ -270,6 +271,7 @@ static pt_status entry_start(entry_run *E, data_format f)
     E->lc.pair_legacy = L->o->pairs_legacy;
     E->lc.pair_reward = L->o->pairs_reward;
     E->lc.unpaired = L->o->unpaired;
+    E->lc.single = L->o->singles;
     if (chat && !(L->o->chat_template && *L->o->chat_template)) rc = label_use_tool_template(&E->lc);
     if (rc != PT_OK) {
         label_free(&E->lc);
@@ -328,7 +330,8 @@ static pt_status entry_rows(entry_run *E, data_rows *rows)
     for (size_t i = 0; i < rows->n; i++) rows_push(&E->pending, rows->v[i].obj, &rows->v[i]);
     rows->n = 0;
     data_format f = E->L->o->prompts ? (prompt_seen(&E->pending) ? FMT_PROMPT : FMT_NONE)
-                                     : detect(&E->pending, E->L->o->dataset_text_field, E->L->o->pairs || E->L->o->unpaired);
+                                     : detect(&E->pending, E->L->o->dataset_text_field, E->L->o->pairs || E->L->o->unpaired,
+                                              E->L->o->singles);
     if (f == FMT_NONE) return PT_OK;
     TRY(entry_start(E, f));
     return entry_batch(E, &E->pending);

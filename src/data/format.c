@@ -11,7 +11,7 @@
 
 #include "data_internal.h"
 
-data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
+data_format format_detect(const json_t *obj, const char *text_field, bool pairs, bool singles)
 {
     if (json_object_get(obj, "completion") && json_object_get(obj, "label")) return FMT_UNPAIRED;
     bool pair = json_object_get(obj, "chosen") && json_object_get(obj, "rejected");
@@ -22,19 +22,21 @@ data_format format_detect(const json_t *obj, const char *text_field, bool pairs)
     if (json_object_get(obj, "messages")) return FMT_MESSAGES;
     if (pair) return FMT_PREFERENCE;
     if (json_object_get(obj, "instruction") || json_object_get(obj, "output")) return FMT_ALPACA;
+    if (singles && json_object_get(obj, "prompt") && json_object_get(obj, "completion")) return FMT_COMPLETION;
     if (text_field && json_object_get(obj, text_field)) return FMT_TEXT;
     return FMT_NONE;
 }
 
 const char *format_name(data_format f)
 {
-    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference", "unpaired", "prompt"};
+    static const char *const names[] = {NULL, "conversations", "messages", "alpaca", "text", "preference", "unpaired", "prompt",
+                                         "completion"};
     return names[f];
 }
 
 const char *format_name_known(const char *name)
 {
-    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_PROMPT; f++)
+    for (data_format f = FMT_CONVERSATIONS; name && f <= FMT_COMPLETION; f++)
         if (!strcmp(name, format_name(f))) return format_name(f);
     return NULL;
 }
@@ -237,25 +239,11 @@ static row_result format_pair(const json_t *obj, data_record *rec, strbuf *why)
     return blank(rec->chosen) && blank(rec->rejected) ? ROW_EMPTY : ROW_OK;
 }
 
-/* prompt/completion/label (TRL's unpaired preference rows, KTO's): prompt and completion both
- * text or both lists of turns, label a boolean. */
-static row_result format_unpaired(const json_t *obj, data_record *rec, strbuf *why)
+/* prompt and completion, both text or both lists of turns: the completion as chosen (text) or the
+ * n_chosen turns after the prompt's. */
+static row_result prompt_completion(const json_t *obj, const json_t *p, const json_t *c, data_record *rec,
+                                    strbuf *why)
 {
-    const json_t *p = json_object_get(obj, "prompt"), *c = json_object_get(obj, "completion"),
-                 *l = json_object_get(obj, "label");
-    if (!p) {
-        sb_printf(why, "no \"prompt\" (unpaired rows need prompt, completion and label)");
-        return ROW_BAD;
-    }
-    if (!c || !l) {
-        sb_printf(why, "no \"%s\" (unpaired rows need prompt, completion and label)", c ? "label" : "completion");
-        return ROW_BAD;
-    }
-    if (!json_is_boolean(l)) {
-        sb_printf(why, "\"label\" is %s, expected true or false", reader_kind(l));
-        return ROW_BAD;
-    }
-    rec->label = json_is_true(l);
     rec->pair_chat = json_is_array(c);
     const char *names[2] = {"prompt", "completion"};
     const json_t *cols[2] = {p, c};
@@ -277,6 +265,25 @@ static row_result format_unpaired(const json_t *obj, data_record *rec, strbuf *w
         return ROW_BAD;
     rec->prompt = xstrdup(pt), rec->chosen = xstrdup(ct);
     return blank(rec->chosen) ? ROW_EMPTY : ROW_OK;
+}
+
+/* prompt/completion/label (TRL's unpaired preference rows, KTO's), or without the label
+ * (FMT_COMPLETION, labelled false: a row a reward model scores). */
+static row_result format_unpaired(const json_t *obj, bool labelled, data_record *rec, strbuf *why)
+{
+    const json_t *p = json_object_get(obj, "prompt"), *c = json_object_get(obj, "completion"),
+                 *l = json_object_get(obj, "label");
+    const char *need = labelled ? "unpaired rows need prompt, completion and label" : "rows need prompt and completion";
+    if (!p || !c || (labelled && !l)) {
+        sb_printf(why, "no \"%s\" (%s)", !p ? "prompt" : !c ? "completion" : "label", need);
+        return ROW_BAD;
+    }
+    if (labelled && !json_is_boolean(l)) {
+        sb_printf(why, "\"label\" is %s, expected true or false", reader_kind(l));
+        return ROW_BAD;
+    }
+    rec->label = labelled && json_is_true(l);
+    return prompt_completion(obj, p, c, rec, why);
 }
 
 /* prompt alone (GRPO's rows): text or a list of turns; the other columns stay for the reward
@@ -348,7 +355,8 @@ row_result format_row(data_format f, const json_t *obj, const char *text_field, 
     case FMT_ALPACA: return format_alpaca(obj, alpaca_input_role, rec, why);
     case FMT_TEXT: return format_text(obj, text_field, rec, why);
     case FMT_PREFERENCE: return format_pair(obj, rec, why);
-    case FMT_UNPAIRED: return format_unpaired(obj, rec, why);
+    case FMT_UNPAIRED: return format_unpaired(obj, true, rec, why);
+    case FMT_COMPLETION: return format_unpaired(obj, false, rec, why);
     case FMT_PROMPT: return format_prompt(obj, rec, why);
     default: break;
     }

@@ -23,6 +23,9 @@
  * token labelled (the score reads the last non-pad one); a pair with either over max_seq_length
  * (TRL's max_length) is dropped, as TRL filters it.
  *
+ * A row a reward model scores (label_single, ptrain score): prompt + completion, a conversation or
+ * text, tokenized as the reward tokenization tokenizes a chosen, one sequence kept whole.
+ *
  * GRPO (label_prompt): the prompt alone, as GRPOTrainer encodes it before generating (text as the
  * tokenizer encodes text, turns rendered with the generation prompt), beside the row's columns. */
 #include <stdlib.h>
@@ -322,6 +325,30 @@ pt_status label_unpaired(const label_ctx *c, const data_record *rec, pt_example 
     }
     for (int s = 0; s < 2; s++) free(pid[s]), free(fid[s]);
     return rc;
+}
+
+/* ---- a row a reward model scores (ptrain score) ---- */
+
+pt_status label_single(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated, label_result *res)
+{
+    *ex = (pt_example){0};
+    *truncated = false;
+    *res = LABEL_NO_LOSS;
+    int32_t *ids = NULL;
+    size_t n = 0, got;
+    if (rec->text) TRY(encode_text_pair(c, "", rec->text, &ids, &n));
+    else if (rec->prompt) TRY(encode_text_pair(c, rec->prompt, rec->chosen, &ids, &n));
+    else TRY(encode_chat(c, rec->msgs, rec->n, rec->tools, false, &ids, &n)); /* turns, or prompt + completion */
+    *truncated = n > (size_t)c->max_len;
+    if (!*truncated && n) {
+        ex->ids = malloc(sizeof(int32_t) * n), ex->labels = malloc(sizeof(int32_t) * n);
+        ex->segments = malloc(sizeof(int32_t) * n);
+        if (!ex->ids || !ex->labels || !ex->segments) abort();
+        put_sequence(c, NULL, 0, ids, n, 1, ex, &got);
+        *res = LABEL_OK;
+    }
+    free(ids);
+    return PT_OK;
 }
 
 pt_status label_prompt(const label_ctx *c, const data_record *rec, pt_example *ex, bool *truncated,

@@ -268,7 +268,16 @@ static pt_status json_config_token(const pt_tokenizer *t, const char *file, cons
     return PT_OK;
 }
 
-/* bos/eos, the chat template, the other special tokens' texts and the decoder's clean-up from
+/* cfg's pad_token, when it is a token of t (one that is not is left unset: transformers would add it
+ * as a new token, which no reader of ptrain's pad needs): the id a reward model pads with. */
+static void json_config_pad(pt_tokenizer *t, const json_t *cfg)
+{
+    const json_t *v = json_object_get(cfg, "pad_token");
+    if (json_is_object(v)) v = json_object_get(v, "content");
+    if (json_is_string(v)) t->pad = tok_find_text(t, json_string_value(v), json_string_length(v));
+}
+
+/* bos/eos, pad, the chat template, the other special tokens' texts and the decoder's clean-up from
  * tokenizer_config.json in the directory of path, if any (its tokens replaced by those of
  * special_tokens_map.json when it has no added_tokens_decoder, as transformers 5 reads them). Its add_bos_token/add_eos_token are not
  * read: beside a tokenizer.json, transformers 5 drops them and the post-processor alone decides.
@@ -284,6 +293,7 @@ static pt_status json_config(pt_tokenizer *t, const char *path)
     if (rc == PT_OK) rc = tok_json_special_tokens_map(path, &cfg);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "bos_token", &t->bos);
     if (rc == PT_OK && cfg) rc = json_config_token(t, file, cfg, "eos_token", &t->eos);
+    if (rc == PT_OK && cfg) json_config_pad(t, cfg);
     if (rc == PT_OK && cfg) rc = tok_json_config_template(t, file, cfg);
     bool clean = false, for_bpe = false;
     if (rc == PT_OK && cfg)

@@ -32,6 +32,7 @@ void grpo_advantages(const double *per_func, int n_funcs, int n, int g, double *
     for (int g0 = 0; g0 + g <= n; g0 += g) {
         double mean, std;
         nan_mean_std(reward + g0, g, 1, &mean, &std);
+        if (g == 1) std = 0.0; /* a group of one (num_generations_eval 1): TRL takes its std as 0 */
         bool zero = fabs(std) <= 1e-8; /* torch.isclose(std, 0) */
         for (int k = g0; k < g0 + g; k++) {
             double a = (reward[k] - mean) / (std + 1e-4);

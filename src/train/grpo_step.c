@@ -42,6 +42,12 @@ static uint64_t mix(uint64_t z)
 
 long grpo_max_new(const pt_config *c) { return c->max_completion_length > 0 ? c->max_completion_length : 512; }
 
+int grpo_generations(const pt_config *c, bool eval)
+{
+    long g = eval && c->num_generations_eval > 0 ? c->num_generations_eval : c->num_generations;
+    return g > 0 ? (int)g : 1;
+}
+
 /* g completions of the prompt ids[0..np) into out[k] (malloc'd, len[k] tokens), ended[k]: with
  * the end of turn; decoded in step, one batch of g sequences over a KV cache (the prompt run once,
  * its keys and values shared). seed: of the prompt; completion k draws from mix(seed + k). */
@@ -118,7 +124,7 @@ static pt_status decode_all(const trainer *t, const grpo_micro *g, char **text)
 /* The rewards of the completions and their advantages (sums: the metrics). */
 static pt_status score(const trainer *t, grpo_micro *g, const char *const *cols, double *sums)
 {
-    int n = g->n, p = n / (int)t->cfg->num_generations;
+    int n = g->n, p = n / g->gen;
     char **text = calloc((size_t)n + 1, sizeof *text), **prompt = calloc((size_t)n + 1, sizeof *prompt);
     const char **cl = calloc((size_t)n + 1, sizeof *cl);
     double *per = calloc((size_t)n * (size_t)reward_count(t->reward) + 1, sizeof *per);
@@ -135,7 +141,7 @@ static pt_status score(const trainer *t, grpo_micro *g, const char *const *cols,
     reward_batch rb = {n, (const char *const *)prompt, cl, (const char *const *)text, (const int32_t *const *)g->comp,
                        g->len, grpo_max_new(t->cfg)};
     if (st == PT_OK) st = reward_score(t->reward, &rb, per);
-    if (st == PT_OK) grpo_advantages(per, reward_count(t->reward), n, (int)t->cfg->num_generations, reward, g->adv, sums);
+    if (st == PT_OK) grpo_advantages(per, reward_count(t->reward), n, g->gen, reward, g->adv, sums);
     for (int i = 0; i < n; i++) free(text ? text[i] : NULL), free(prompt ? prompt[i] : NULL);
     free(text), free(prompt), free(cl), free(per), free(reward);
     return st;
@@ -186,8 +192,8 @@ static pt_status old_logps(trainer *t, grpo_micro *g)
 pt_status grpo_micro_make(trainer *t, const pt_dataset *ds, const size_t *idx, size_t n_prompts, uint64_t seed,
                           grpo_micro *g, double *sums)
 {
-    int gen = (int)t->cfg->num_generations;
-    *g = (grpo_micro){0};
+    int gen = grpo_generations(t->cfg, ds == &t->eval);
+    *g = (grpo_micro){.gen = gen};
     g->n = (int)n_prompts * gen;
     size_t n = (size_t)g->n + 1, p = n_prompts + 1; /* + 1: an empty eval batch (grpo_eval.c) has none */
     g->comp = calloc(n, sizeof *g->comp), g->len = calloc(n, sizeof *g->len);

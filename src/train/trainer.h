@@ -101,7 +101,8 @@ typedef struct {
 /* GRPO (grpo_step.c): one micro-batch's completions, their advantages and the row of prompt +
  * completion sequences the step trains on (each completion token its own loss-head sequence). */
 typedef struct grpo_micro {
-    int n;             /* completions: prompts x num_generations */
+    int n;             /* completions: prompts x gen */
+    int gen;           /* completions per prompt: num_generations (eval: num_generations_eval) */
     int32_t **comp, *len;
     bool *ended;       /* ended with the end of turn (else cut at max_completion_length) */
     double *adv;
@@ -114,8 +115,11 @@ typedef struct grpo_micro {
 } grpo_micro;
 /* The completions GRPO samples at most (max_completion_length, TRL's 512 when unset). */
 long grpo_max_new(const pt_config *c);
-/* The n_prompts examples idx of ds (t->train, or t->eval): their completions generated (seed: this
- * micro-batch's), scored and laid out, the old log-probs taken (training with num_iterations > 1);
+/* Completions per prompt: num_generations, or in evaluation num_generations_eval (TRL's: when unset,
+ * num_generations). */
+int grpo_generations(const pt_config *c, bool eval);
+/* The n_prompts examples idx of ds (t->train, or t->eval): their completions generated
+ * (num_generations each, num_generations_eval for t->eval; seed: this micro-batch's), scored and laid out, the old log-probs taken (training with num_iterations > 1);
  * the rewards' and lengths' metrics added to sums. */
 pt_status grpo_micro_make(trainer *t, const pt_dataset *ds, const size_t *idx, size_t n_prompts, uint64_t seed,
                           grpo_micro *g, double *sums);
@@ -129,9 +133,27 @@ typedef struct {
     const char *names[GRPO_COUNT];
     double values[GRPO_COUNT];
     char name_buf[GRPO_COUNT][112];
+    double acc[GRPO_COUNT];    /* each value's sum over the eval batches ... */
+    int n_acc[GRPO_COUNT];     /* ... and how many were finite (TRL leaves NaN out) */
+    double loss_acc, loss_weight; /* the losses' weighted sum and the weights' */
 } grpo_eval_metrics;
-/* Evaluate the eval set's prompts after step (0-based count of steps done): the mean token loss and
- * TRL's metrics, the same on every rank. */
+/* How many times the Trainer's evaluation loop keeps rank `rank`'s loss of an eval batch (TRL's
+ * rule: each rank's loss repeated per_device_eval_batch_size = batch times and gathered; on the last
+ * batch accelerate's gather_for_metrics keeps the first rows % (batch x world) of them when that is
+ * not 0: rows counts the eval set's prompt rows, batch completions). */
+double grpo_eval_weight(size_t rows, long batch, int world, int rank, bool last);
+/* One eval batch (every rank's) added to out: sums, summed over the ranks, give TRL's metrics (its
+ * GRPO_STEPS set to 1 when 0); loss_w, the sum over the ranks of each one's weight times its
+ * sums[GRPO_LOSS], and weight, the weights' sum, give the loss: a rank's loss is its GRPO_LOSS over
+ * the batch's tokens per rank (TRL's dapo normalizer), as world ranks split them. */
+void grpo_eval_add(double *sums, double loss_w, double weight, int world, int n_funcs, const char *const *funcs,
+                   bool with_kl, grpo_eval_metrics *out);
+/* TRL's means: GRPOTrainer.log averages each metric over the eval batches (one value a batch, NaN
+ * left out), the evaluation loop the losses kept (grpo_eval_weight): out->values set; returns the
+ * loss (0 when no batch had a weight). */
+double grpo_eval_mean(grpo_eval_metrics *out);
+/* Evaluate the eval set's prompts after step (0-based count of steps done): the loss and TRL's
+ * metrics, each the mean over the eval batches of that batch's (as TRL), the same on every rank. */
 pt_status grpo_evaluate(trainer *t, int64_t step, double *eval_loss, grpo_eval_metrics *out);
 /* Its reference pass (beta != 0) and its step: the gradient of the loss with inv_n = 1 / the
  * step's completion tokens over every rank; the loss's metrics (grpo_token_scales) added to sums. */

@@ -19,7 +19,9 @@
 # - evaluation (val_split_ratio): every eval_steps the held-out prompts' completions are generated and
 #   scored, metrics.jsonl gets TRL's eval record (eval_loss, eval_reward, eval_rewards/<f>/mean, ...);
 #   a run killed and resumed logs the same evaluation (the completions drawn from the step alone);
-# - ptrain check refuses num_generations 1 and a batch (or eval batch) that is no multiple of it.
+# - num_generations_eval 1: one completion per held-out prompt, every eval group zero-std;
+# - ptrain check refuses num_generations 1 and a batch (or eval batch) that is no multiple of it (or
+#   of num_generations_eval).
 # The C side of the loss (fixed completions against TRL) is tests/unit/test_grpo.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -130,6 +132,21 @@ ok "evaluation: ... and logs step 4's evaluation as the uninterrupted run" sh -c
     "test -n \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/ev/metrics.jsonl')\" &&
      test \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/ev/metrics.jsonl')\" = \"\$(grep '\"step\": 4, \"eval_loss\"' '$tmp/evcut/metrics.jsonl' | tail -1)\""
 
+# num_generations_eval 1 (TRL's key; the arithmetic of a group of one: tests/unit/test_grpo): one
+# completion per held-out prompt, so an eval batch of 3 (no multiple of num_generations 4, refused
+# without the key) evaluates, each group's std 0
+MAX_STEPS=2 SAVE_STEPS=2 write_config "$tmp/ev1.yaml" "$tmp/ev1" "[length, regex:arr]" "$EVAL
+num_generations_eval: 1
+per_device_eval_batch_size: 3"
+"$P" train "$tmp/ev1.yaml" >"$tmp/ev1.out" 2>&1
+expect_eq "num_generations_eval 1: the run exits 0" 0 "$?"
+ok "num_generations_eval 1: step 2's eval record has frac_reward_zero_std 1" \
+    grep -q '^{"step": 2, "eval_loss": .*"eval_frac_reward_zero_std": 1.000000,' "$tmp/ev1/metrics.jsonl"
+grep -v '^num_generations_eval' "$tmp/ev1.yaml" >"$tmp/ev4.yaml"
+"$P" check "$tmp/ev4.yaml" >"$tmp/ev4.out" 2>&1
+ok "... without num_generations_eval, the eval batch of 3 is refused (no multiple of 4)" \
+    grep -q "per_device_eval_batch_size.*multiple of 4" "$tmp/ev4.out"
+
 # use_dora with num_iterations 2: completions sampled and old log-probs taken with the magnitudes,
 # the PEFT files carry them, resuming at a block's start is exact (the loss: tests/unit/test_grpo)
 DORA="num_iterations: 2
@@ -199,6 +216,10 @@ write_config "$tmp/badev.yaml" "$tmp/badev" "[length]" "val_split_ratio: 0.25
 per_device_eval_batch_size: 6"
 "$P" check "$tmp/badev.yaml" >"$tmp/badev.out" 2>&1
 ok "ptrain check: an eval batch of 6 is no multiple of num_generations 4" grep -q "per_device_eval_batch_size.*multiple of 4" "$tmp/badev.out"
+write_config "$tmp/badev3.yaml" "$tmp/badev3" "[length]" "val_split_ratio: 0.25
+num_generations_eval: 3"
+"$P" check "$tmp/badev3.yaml" >"$tmp/badev3.out" 2>&1
+ok "ptrain check: an eval batch of 8 is no multiple of num_generations_eval 3" grep -q "per_device_eval_batch_size.*num_generations_eval (3.*multiple of 3" "$tmp/badev3.out"
 GEN=3 write_config "$tmp/bad.yaml" "$tmp/bad" "[length]"
 "$P" check "$tmp/bad.yaml" >"$tmp/bad.out" 2>&1
 ok "ptrain check: a batch of 8 is no multiple of num_generations 3" grep -q "per_device_train_batch_size.*multiple of 3" "$tmp/bad.out"

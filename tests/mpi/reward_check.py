@@ -2,7 +2,7 @@
 """reward_check.py — PEFT loads ptrain's reward adapter and scores pairs as ptrain does (test_reward_mpi.sh).
 
 Usage: reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N METRICS.jsonl STEP
-       reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N --scores SCORES.tsv
+       reward_check.py MODEL_DIR LORA_DIR DATA.jsonl N --scores SCORES.tsv [--singles ROWS.jsonl SCORES.tsv]...
 
 The first N rows of DATA.jsonl are tokenized by TRL 1.16's own RewardTrainer._prepare_dataset with
 MODEL_DIR's tokenizer, batched by its collator, and scored by
@@ -15,6 +15,11 @@ RewardTrainer's -logsigmoid(r_chosen - r_rejected - margin), the margins as its 
 With --scores: SCORES.tsv is what `ptrain score LORA_DIR --data DATA.jsonl` printed (a header, then
 pair, chosen, rejected, margin, correct per pair): each pair's two scores, its margin and whether
 chosen scored higher must be PEFT's, the scores within 1e-4 (printed with 6 decimals).
+With --singles: ROWS.jsonl holds single rows (prompt + completion as text or turns, messages or
+text) and SCORES.tsv what `ptrain score LORA_DIR --data ROWS.jsonl` printed (a header, then row,
+score): each row is given to RewardTrainer._prepare_dataset as the chosen (and the rejected) of a
+pair, so TRL tokenizes it as reward training tokenizes a chosen, and PEFT's score of that sequence
+(the last non-pad token's, padded on the right) must be ptrain's within 1e-4.
 """
 import json
 import sys
@@ -31,7 +36,11 @@ from trl.trainer.reward_trainer import DataCollatorForPreference
 def main():
     model_dir, lora_dir, data, n, metrics, step = sys.argv[1:7]
     if metrics == "--scores":
-        return check_scores(*scores_of(model_dir, lora_dir, data, int(n)), step)
+        singles = sys.argv[7:]
+        assert len(singles) % 3 == 0 and all(a == "--singles" for a in singles[::3]), singles
+        worst = max([check_scores(*scores_of(model_dir, lora_dir, data, int(n)), step)] +
+                    [check_singles(model_dir, lora_dir, rows, tsv) for rows, tsv in zip(singles[1::3], singles[2::3])])
+        sys.exit(0 if worst <= 1e-4 else 1)
     rc, rr, batch = scores_of(model_dir, lora_dir, data, int(n))
     scores = torch.cat([rc, rr])
     margin = batch["margin"].double() if "margin" in batch else 0.0  # TRL's optional margin column
@@ -61,7 +70,48 @@ def check_scores(rc, rr, batch, path):
             print(f"# pair {k}: ptrain says correct {ok}, PEFT's scores {c} {r}")
             sys.exit(1)
     print(f"# {len(rows)} pairs: max difference {worst:.2g}")
-    sys.exit(0 if worst <= 1e-4 else 1)
+    return worst
+
+
+def as_pair(row):
+    """A single row as the chosen (and rejected) of a pair, its prompt kept apart as TRL keeps it."""
+    if "completion" in row:
+        return {"prompt": row["prompt"], "chosen": row["completion"], "rejected": row["completion"]}
+    seq = row["messages"] if "messages" in row else row["text"]
+    return {"chosen": seq, "rejected": seq}
+
+
+def check_singles(model_dir, lora_dir, data, path):
+    """ptrain score's lines for single rows against PEFT's score of each row's sequence."""
+    rows = [as_pair(json.loads(line)) for line in open(data)]
+    tok, model = load(model_dir, lora_dir)
+    args = RewardConfig(output_dir="/tmp/ptrain-reward-check", use_cpu=True, report_to="none", max_length=None)
+    ds = RewardTrainer._prepare_dataset(SimpleNamespace(), Dataset.from_list(rows), tok, args, "train")
+    ids = [torch.tensor(r["chosen_ids"]) for r in ds]
+    batch = torch.nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=tok.pad_token_id)
+    mask = torch.nn.utils.rnn.pad_sequence([torch.ones_like(i) for i in ids], batch_first=True, padding_value=0)
+    with torch.no_grad():
+        scores = model(input_ids=batch, attention_mask=mask).logits.squeeze(-1).double().tolist()
+    mine = [line.rstrip("\n").split("\t") for line in open(path)][1:]
+    assert len(mine) == len(scores), f"ptrain scored {len(mine)} rows, PEFT {len(scores)}"
+    worst = max(abs(float(m[1]) - s) for m, s in zip(mine, scores))
+    print(f"# {data.split('/')[-1]}: PEFT {[round(s, 6) for s in scores]}, ptrain {[float(m[1]) for m in mine]}; "
+          f"max difference {worst:.2g}")
+    return worst
+
+
+_loaded = {}
+
+
+def load(model_dir, lora_dir):
+    """The tokenizer (pad: its own, else eos, as RewardTrainer sets it) and the PEFT reward model."""
+    if (model_dir, lora_dir) not in _loaded:
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        tok.pad_token = tok.pad_token or tok.eos_token
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
+        model.config.pad_token_id = tok.pad_token_id
+        _loaded[model_dir, lora_dir] = tok, PeftModel.from_pretrained(model, lora_dir).eval()
+    return _loaded[model_dir, lora_dir]
 
 
 def scores_of(model_dir, lora_dir, data, n):
@@ -70,14 +120,9 @@ def scores_of(model_dir, lora_dir, data, n):
         cfg = json.load(f)
     assert cfg["task_type"] == "SEQ_CLS" and cfg["modules_to_save"] == ["classifier", "score"], cfg
     rows = [json.loads(line) for line in open(data)][:n]
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    pad = tok.pad_token or tok.eos_token
-    tok.pad_token = pad
+    tok, model = load(model_dir, lora_dir)
     args = RewardConfig(output_dir="/tmp/ptrain-reward-check", use_cpu=True, report_to="none", max_length=None)
     ds = RewardTrainer._prepare_dataset(SimpleNamespace(), Dataset.from_list(rows), tok, args, "train")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1, dtype=torch.float32)
-    model.config.pad_token_id = tok.pad_token_id
-    model = PeftModel.from_pretrained(model, lora_dir).eval()
     batch = DataCollatorForPreference(pad_token_id=tok.pad_token_id)([dict(r) for r in ds])
     with torch.no_grad():
         scores = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.squeeze(-1)

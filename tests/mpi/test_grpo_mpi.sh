@@ -4,9 +4,10 @@
 # completions) each train the adapter that 1 process with one prompt and gradient_accumulation_steps
 # 2 trains (the completions are drawn from the batch's number over all ranks, the loss is the mean
 # over the step's completion tokens on every rank): max relative difference <= 1e-5, and the same
-# logged rewards; the evaluation of the held-out prompts (val_split_ratio, 3 eval batches of one
-# prompt: 3 on one process, 2 and 1 on the ranks, the second rank's second round empty) logs the same
-# eval_reward, reward std and lengths, and an eval_loss within 1e-4. One of the rewards is a Python
+# logged rewards; the evaluation of the held-out prompts (val_split_ratio: 3 prompts; the ranks' eval
+# batch of one prompt each, so 2 rounds, the second rank's second one empty; 1 process's of two, the
+# same global eval batch as TRL counts it: 2 batches) logs the same eval_reward, reward std and lengths
+# (each the mean over the eval batches, as TRL), and an eval_loss within 1e-4. One of the rewards is a Python
 # function: the 2 ranks share one reward worker (the node's first rank runs it; the function's module,
 # imported once per worker, logs its pid: one pid), with the same rewards as 1 process's own worker.
 # Skips, saying why, without mpirun.
@@ -17,7 +18,7 @@ mpirun=${MPIRUN:-mpirun}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-write_config() { # write_config FILE OUTDIR ACCUM PYDIR
+write_config() { # write_config FILE OUTDIR ACCUM PYDIR EVAL_BATCH
     cat >"$1" <<YAML
 model_name: "$PTRAIN_SRCDIR/tests/data/hf/tiny-llama-bnb4"
 method: grpo
@@ -31,7 +32,7 @@ beta: 0.04
 lora_r: 4
 lora_alpha: 8
 per_device_train_batch_size: 4
-per_device_eval_batch_size: 4
+per_device_eval_batch_size: $5
 val_split_ratio: 0.1875
 gradient_accumulation_steps: $3
 learning_rate: 5e-3
@@ -67,10 +68,10 @@ if ! command -v "${PTRAIN_PYTHON:-python3}" >/dev/null 2>&1; then
 elif command -v "$mpirun" >/dev/null 2>&1; then
     reward_module "$tmp/py1"
     reward_module "$tmp/py2"
-    write_config "$tmp/one.yaml" "$tmp/one" 2 "$tmp/py1"
+    write_config "$tmp/one.yaml" "$tmp/one" 2 "$tmp/py1" 8
     "$P" train "$tmp/one.yaml" >"$tmp/one.out" 2>&1
     expect_eq "1 process x accumulation 2: the run exits 0" 0 "$?"
-    write_config "$tmp/two.yaml" "$tmp/two" 1 "$tmp/py2"
+    write_config "$tmp/two.yaml" "$tmp/two" 1 "$tmp/py2" 4
     timeout 300 "$mpirun" --oversubscribe -np 2 "$P" train "$tmp/two.yaml" >"$tmp/two.out" 2>&1
     expect_eq "2 ranks: the run exits 0" 0 "$?"
     ok "2 ranks: the same rewards logged at every step" test "$(rewards "$tmp/one")" = "$(rewards "$tmp/two")"
@@ -80,7 +81,7 @@ elif command -v "$mpirun" >/dev/null 2>&1; then
         test -n "$(eval_rewards "$tmp/one")" -a "$(eval_rewards "$tmp/one")" = "$(eval_rewards "$tmp/two")"
     ok "2 ranks: ... and eval_loss ($(eval_loss "$tmp/one") vs $(eval_loss "$tmp/two")) within 1e-4" \
         awk -v a="$(eval_loss "$tmp/one")" -v b="$(eval_loss "$tmp/two")" 'BEGIN { d = a - b; exit !(a != "" && d * d <= 1e-8) }'
-    write_config "$tmp/nomod.yaml" "$tmp/nomod" 1 "$tmp/nowhere"
+    write_config "$tmp/nomod.yaml" "$tmp/nomod" 1 "$tmp/nowhere" 4
     timeout 300 "$mpirun" --oversubscribe -np 2 "$P" train "$tmp/nomod.yaml" >"$tmp/nomod.out" 2>&1
     rc=$?
     ok "2 ranks, a reward module that does not load: the job stops (exit $rc) with the worker's message" \

@@ -15,7 +15,10 @@
 #   margin column, so the loss is -logsigmoid(r_c - r_r - margin) as RewardTrainer's (reward_check.py;
 #   $PTRAIN_PYTHON with torch, transformers, peft and trl; skipped, saying so, without them);
 # - ptrain score: the f32 adapter's scores of five pairs (one line each: the two scores, the margin,
-#   whether chosen scores higher) are PEFT's within 1e-4 (reward_check.py --scores), and the run's
+#   whether chosen scores higher) are PEFT's within 1e-4 (reward_check.py --scores), single rows
+#   (prompt + completion as turns and as text, messages, plain text: one score each) are PEFT's
+#   scores of the rows tokenized as RewardTrainer tokenizes a chosen (--singles), a row of a pair's
+#   prompt + chosen scores as that pair's chosen, and the run's
 #   config in place of the adapter gives the same lines; the score of an adapter without a score head
 #   is refused, and score without --data is a usage error;
 # - reading the adapter back: PEFT's two files alone as lora_model_dir of a new reward run (LoRA and
@@ -126,11 +129,35 @@ resume_from_checkpoint: true"
     expect_eq "ptrain score: exits 0" 0 "$?"
     ok "ptrain score: a header and one line per pair, the means on stderr" sh -c \
         "test \$(wc -l <'$tmp/scores.tsv') = 6 && grep -q '^5 pairs: mean margin [-0-9.]*, accuracy [0-9.]*' '$tmp/scores.err'"
+    # single rows, one score each: prompt + completion as turns (the pairs' chosen) and as text,
+    # messages, plain text
+    head -3 "$tmp/five.jsonl" | sed 's/"chosen": /"completion": /; s/, "rejected": .*}$/}/' >"$tmp/s_turns.jsonl"
+    head -2 "$tmp/five.jsonl" | sed 's/^{"prompt": \[\(.*\)\], "chosen": \[\(.*\)\], "rejected": .*$/{"messages": [\1, \2]}/' \
+        >"$tmp/s_messages.jsonl"
+    printf '%s\n' '{"prompt": "Where be the gold? ", "completion": "Buried under the palm, matey!"}' \
+        '{"prompt": "Say hello.", "completion": " Hello."}' >"$tmp/s_text.jsonl"
+    printf '%s\n' '{"text": "Arr, the sea be calm today."}' '{"text": "I cannot help with that."}' \
+        '{"text": "Yo ho ho"}' >"$tmp/s_plain.jsonl"
+    singles=""
+    for k in turns messages text plain; do
+        "$P" score "$tmp/f/lora" --model "$tmp/model" --no-4bit --data "$tmp/s_$k.jsonl" --batch 2 --threads 1 \
+            >"$tmp/s_$k.tsv" 2>"$tmp/s_$k.err" || echo "# ptrain score --data s_$k.jsonl failed: $(tail -1 "$tmp/s_$k.err")"
+        singles="$singles --singles $tmp/s_$k.jsonl $tmp/s_$k.tsv"
+    done
+    ok "ptrain score of single rows: a header and one line per row, the mean on stderr" sh -c \
+        "test \$(wc -l <'$tmp/s_turns.tsv') = 4 && head -1 '$tmp/s_turns.tsv' | grep -q '^row.score\$' &&
+         grep -q '^3 rows: mean score [-0-9.]*\$' '$tmp/s_turns.err' && test \$(wc -l <'$tmp/s_plain.tsv') = 4"
+    ok "ptrain score: a row's prompt + completion scores as the pair's chosen" sh -c \
+        "cut -f2 '$tmp/scores.tsv' | sed -n 2,4p >'$tmp/chosen3' && cut -f2 '$tmp/s_turns.tsv' | sed -n 2,4p |
+         paste '$tmp/chosen3' - | awk -F'\t' 'NF != 2 { exit 1 } { d = \$1 - \$2; if (d < -1e-5 || d > 1e-5) exit 1 }
+         END { exit NR != 3 }'"
+    # shellcheck disable=SC2086 # the --singles arguments split on purpose
     "$PY" "$PTRAIN_SRCDIR/tests/mpi/reward_check.py" "$tmp/model" "$tmp/f/lora" "$tmp/five.jsonl" 5 \
-        --scores "$tmp/scores.tsv" >"$tmp/check3.out" 2>&1
+        --scores "$tmp/scores.tsv" $singles >"$tmp/check3.out" 2>&1
     rc=$?
     grep '^#' "$tmp/check3.out"
-    expect_eq "ptrain score: each pair's scores, margin and correct are PEFT's (within 1e-4)" 0 "$rc"
+    [ "$rc" -eq 0 ] || tail -5 "$tmp/check3.out" | sed 's/^/#   /'
+    expect_eq "ptrain score: each pair's scores, margin and correct, and each single row's score (turns, messages, text) are PEFT's (within 1e-4)" 0 "$rc"
     "$P" score "$tmp/f.yaml" --data "$tmp/five.jsonl" --batch 2 --threads 1 >"$tmp/scores_cfg.tsv" 2>/dev/null
     ok "ptrain score CONFIG: the config's adapter, model and load_in_4bit give the same lines" \
         cmp "$tmp/scores.tsv" "$tmp/scores_cfg.tsv"
@@ -164,7 +191,9 @@ else
     skip_test "PEFT loads the reward adapter and scores the pairs as ptrain did" "$no_py"
     skip_test "ptrain score: exits 0" "$no_py"
     skip_test "ptrain score: a header and one line per pair" "$no_py"
-    skip_test "ptrain score: each pair's scores, margin and correct are PEFT's" "$no_py"
+    skip_test "ptrain score of single rows: a header and one line per row" "$no_py"
+    skip_test "ptrain score: a row's prompt + completion scores as the pair's chosen" "$no_py"
+    skip_test "ptrain score: each pair's and single row's scores are PEFT's" "$no_py"
     skip_test "ptrain score CONFIG: the same lines" "$no_py"
     skip_test "lora_model_dir: a reward run continues from PEFT's SEQ_CLS files" "$no_py"
     skip_test "... its score head is the adapter's" "$no_py"

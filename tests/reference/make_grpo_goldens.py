@@ -19,7 +19,9 @@ temperature); "iter2" (A and B random, beta 0.04, num_iterations 2: after one Ad
 pass on the same batch, its ratio against the old log-probs clipped on some tokens); "iter2_eps" (iter2
 with epsilon 0.1 and epsilon_high 0.28, DAPO's clip-higher: another clip range); "eval" (the "random"
 case's batch evaluated as GRPOTrainer evaluates: eval mode, no gradient, the eval_-prefixed record
-its log writes). Every case's
+its log writes); "eval2" (trainer.evaluate over two unequal eval batches: that batch, then the first
+prompt's group alone: each metric and eval_loss the mean of the batches'); "eval_g1" (num_generations_eval
+1: the two prompts with one completion each, a group of one whose std TRL takes as 0). Every case's
 metrics include the loss's: entropy and clip_ratio/*.
 
 Tokenization: text and conversational prompt rows (with an answer column) through TRL's own
@@ -177,6 +179,63 @@ def evaluation():
             "advantages": batch["advantages"].tolist(), "num_items_in_batch": int(batch["num_items_in_batch"])}
 
 
+def evaluation_two():
+    """TRL's own evaluation loop (trainer.evaluate) over two unequal eval batches: three prompts
+    (p0, p1 and p2, whose ids are p0's), per_device_eval_batch_size 2 * G, in order (the sampler
+    unshuffled): batch 1 is the "random" case's batch (p0, p1: 8 completions), batch 2 p2 alone with
+    p0's 4 completions. The record is what GRPOTrainer.log writes after the Trainer's loop: each metric
+    the mean of the two batches' values, and eval_loss the Trainer's mean of the batches' losses as
+    gather_for_metrics keeps them (the last one 3 % 8 = 3 times, the first 8)."""
+    from trl.trainer.utils import RepeatSampler
+
+    trainer, model, params, inputs = make(True, 0.04)
+    prompts, completions = data()
+    by_text = {"p0": (prompts[0], completions[:G]), "p1": (prompts[1], completions[G:]), "p2": (prompts[0], completions[:G])}
+    seen = []
+
+    def tokenize(ps):
+        seen[:] = ps
+        return [by_text[p][0] for p in ps], None, {}
+
+    def generate(prompt_ids, images, mm, n):
+        out = []
+        for p in dict.fromkeys(seen):  # each prompt's G completions, in the batch's order
+            out += [list(c) for c in by_text[p][1]]
+        assert len(out) == len(prompt_ids), (len(out), len(prompt_ids))
+        return out, None
+
+    trainer._tokenize_prompts = tokenize
+    trainer._generate_single_turn = generate
+    trainer.args.per_device_eval_batch_size = 2 * G
+    trainer._get_eval_sampler = lambda ds: RepeatSampler(ds, mini_repeat_count=G, shuffle=False)
+    rows = [{"prompt": f"p{i}", "answer": str(i)} for i in range(3)]
+    out = trainer.evaluate(eval_dataset=Dataset.from_list(rows))
+    record = {k: v for k, v in trainer.state.log_history[-1].items() if k.startswith("eval_")}
+    assert abs(record["eval_loss"] - out["eval_loss"]) == 0
+    print("eval2", record)
+    return {"beta": 0.04, "temperature": 1.0, "batches": [[0, 1], [0]], "record": record}
+
+
+def evaluation_one():
+    """num_generations_eval 1 (GRPOConfig's key; the trainer keeps it as num_generations_eval): an eval
+    batch of the two prompts with one completion each (the first of each group: ids 0 and G), scored,
+    its group std taken as 0 (so every advantage 0 and frac_reward_zero_std 1), and its loss and record
+    as evaluation() takes them."""
+    trainer, model, params, inputs = make(True, 0.04)
+    trainer.num_generations_eval = 1  # what GRPOTrainer.__init__ sets from args.num_generations_eval = 1
+    _, completions = data()
+    trainer._generate_single_turn = lambda prompt_ids, images, mm, n: ([list(completions[0]), list(completions[G])], None)
+    model.eval()
+    with torch.no_grad():
+        batch = trainer._generate_and_score_completions([inputs[0], inputs[G]])
+        loss = float(trainer.compute_loss(model, batch).mean())
+    trainer.log({"eval_loss": loss})
+    record = {k: v for k, v in trainer.state.log_history[-1].items() if k.startswith("eval_")}
+    print("eval_g1", record)
+    return {"beta": 0.04, "temperature": 1.0, "completions": [0, G], "loss": loss, "record": record,
+            "advantages": batch["advantages"].tolist()}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     for name, rows in (("text", TEXT), ("chat", CHAT)):
@@ -213,6 +272,8 @@ def main():
     manifest["iter2"] = iterations()
     manifest["iter2_eps"] = iterations("iter2_eps", 0.1, 0.28)  # DAPO's clip-higher: another clip range
     manifest["eval"] = evaluation()
+    manifest["eval2"] = evaluation_two()
+    manifest["eval_g1"] = evaluation_one()
     manifest["tensors"] = [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

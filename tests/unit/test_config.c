@@ -213,6 +213,7 @@ static const key_row key_rows[] = {
     {"max_prompt_length", "128", "128", NULL},
     {"max_completion_length", "256", "256", NULL},
     {"num_generations", "4", "4", NULL},
+    {"num_generations_eval", "2", "2", NULL},
     {"num_iterations", "2", "2", NULL},
     {"epsilon", "0.1", "0.1", NULL},
     {"epsilon_high", "0.28", "0.28", NULL},
@@ -421,6 +422,7 @@ static const default_row default_rows[] = {
     {"max_prompt_length", "(unset)"},
     {"max_completion_length", "(unset)"},
     {"num_generations", "8"},
+    {"num_generations_eval", "8"}, /* num_generations */
     {"num_iterations", "1"},
     {"epsilon", "0.2"},
     {"epsilon_high", "0.2"}, /* epsilon */

@@ -272,6 +272,33 @@ static void test_iterations(void **state) { run_iterations(*state, "iter2"); }
  * metrics "eval_" + the training names) against the record TRL's GRPOTrainer logs when it
  * evaluates the "random" case's batch (make_grpo_goldens.py's "eval"): eval_loss and every metric
  * ptrain logs, within 1e-5; the adapters' gradients untouched. */
+/* The fixture's batch (its completions, rewards[i] each) evaluated as grpo_evaluate's eval batch:
+ * the advantages, lengths and the loss without a gradient into sums. */
+static void eval_sums(fixture *fx, trainer *t, json_t *rewards, double *sums)
+{
+    grpo_micro g = {.n = fx->n_comp, .adv = fx->adv, .row_seq = fx->row_seq, .tok_seq = fx->tok_seq, .n_tok = fx->n_tok};
+    g.b = (pt_batch){.rows = 1, .cols = fx->rows, .ids = fx->ids, .targets = fx->targets, .pos = fx->pos,
+                     .segments = fx->segments};
+    double per_func[16];
+    for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(rewards, (size_t)i));
+    grpo_advantages(per_func, 1, fx->n_comp, fx->g, fx->reward, fx->adv, sums);
+    grpo_lengths(fx->len, fx->ended, fx->n_comp, sums);
+    sums[GRPO_STEPS] = 1;
+    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+    assert_int_equal(grpo_micro_eval(t, &g, sums), PT_OK);
+}
+
+/* Every value grpo_log_values names, "eval_"-prefixed, against TRL's eval record. */
+static void check_record(const grpo_eval_metrics *m, json_t *record)
+{
+    assert_true(m->n >= 17); /* the rewards', the lengths' and the loss's */
+    for (int i = 0; i < m->n; i++) {
+        json_t *v = json_object_get(record, m->names[i]);
+        if (!v) fail_msg("TRL's eval record has no %s", m->names[i]);
+        check_close(m->names[i], m->values[i], json_number_value(v), 1e-5);
+    }
+}
+
 static void test_eval_matches_trl(void **state)
 {
     fixture *fx = *state;
@@ -280,30 +307,91 @@ static void test_eval_matches_trl(void **state)
     pt_config cfg = {.beta = 0.04, .temperature = 1.0, .epsilon = 0.2, .epsilon_high = 0.2};
     trainer t = {.cfg = &cfg, .m = fx->m, .l = fx->l};
     assert_int_equal(arena_open(&t.arena, fx->be, step_loss_arena_bytes(&fx->m, &fx->l.ad, fx->rows, fx->be->act)), PT_OK);
-    grpo_micro g = {.n = fx->n_comp, .adv = fx->adv, .row_seq = fx->row_seq, .tok_seq = fx->tok_seq, .n_tok = fx->n_tok};
-    g.b = (pt_batch){.rows = 1, .cols = fx->rows, .ids = fx->ids, .targets = fx->targets, .pos = fx->pos,
-                     .segments = fx->segments};
-    double sums[GRPO_COUNT] = {0}, per_func[16];
-    for (int i = 0; i < fx->n_comp; i++) per_func[i] = json_number_value(json_array_get(json_object_get(c, "rewards"), (size_t)i));
-    grpo_advantages(per_func, 1, fx->n_comp, fx->g, fx->reward, fx->adv, sums);
-    grpo_lengths(fx->len, fx->ended, fx->n_comp, sums);
-    sums[GRPO_STEPS] = 1;
-    assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
-    assert_int_equal(grpo_micro_eval(&t, &g, sums), PT_OK);
+    double sums[GRPO_COUNT] = {0};
+    eval_sums(fx, &t, json_object_get(c, "rewards"), sums);
     arena_close(&t.arena);
-    check_close("eval_loss", sums[GRPO_LOSS] / sums[GRPO_LOSS_TOK], json_number_value(json_object_get(record, "eval_loss")), 1e-5);
-    const char *fn = "even_share", *names[GRPO_COUNT];
-    double values[GRPO_COUNT];
-    char buf[GRPO_MAX_FUNCS * 192], name[128];
-    int k = grpo_log_values(sums, 1, &fn, true, buf, names, values);
-    assert_true(k >= 17); /* the rewards', the lengths' and the loss's */
-    for (int i = 0; i < k; i++) {
-        snprintf(name, sizeof name, "eval_%s", names[i]);
-        json_t *v = json_object_get(record, name);
-        if (!v) fail_msg("TRL's eval record has no %s", name);
-        check_close(name, values[i], json_number_value(v), 1e-5);
-    }
+    const char *fn = "even_share";
+    grpo_eval_metrics m = {0};
+    double w = grpo_eval_weight(2, 8, 1, 0, true); /* one batch of 2 prompts' 8 completions: kept 2 times */
+    assert_true(w == 2.0);
+    grpo_eval_add(sums, w * sums[GRPO_LOSS], w, 1, 1, &fn, true, &m);
+    check_close("eval_loss", grpo_eval_mean(&m), json_number_value(json_object_get(record, "eval_loss")), 1e-5);
+    check_record(&m, record);
     for_each_tensor(fx, grad_is_zero, NULL);
+}
+
+/* Two unequal eval batches (make_grpo_goldens.py eval2, TRL's trainer.evaluate over 3 prompt rows,
+ * eval batch 8): the "random" case's 8 completions, then the first prompt's 4 alone; every metric the
+ * plain mean of the two batches' values, eval_loss the batches' losses weighted 8 and 3 (the last
+ * batch's loss kept 3 % 8 times by accelerate's gather_for_metrics), which neither the pooled loss
+ * over all 12 completions' tokens nor the plain mean of the two losses is. */
+static void test_eval_batches_mean(void **state)
+{
+    fixture *fx = *state;
+    json_t *rewards = json_object_get(json_object_get(fx->manifest, "eval"), "rewards");
+    json_t *record = json_object_get(json_object_get(fx->manifest, "eval2"), "record");
+    set_init(fx, "random");
+    pt_config cfg = {.beta = 0.04, .temperature = 1.0, .epsilon = 0.2, .epsilon_high = 0.2};
+    trainer t = {.cfg = &cfg, .m = fx->m, .l = fx->l};
+    assert_int_equal(arena_open(&t.arena, fx->be, step_loss_arena_bytes(&fx->m, &fx->l.ad, fx->rows, fx->be->act)), PT_OK);
+    const char *fn = "even_share";
+    grpo_eval_metrics m = {0};
+    double a[GRPO_COUNT] = {0}, b[GRPO_COUNT] = {0};
+    double wa = grpo_eval_weight(3, 8, 1, 0, false), wb = grpo_eval_weight(3, 8, 1, 0, true);
+    assert_true(wa == 8.0 && wb == 3.0);
+    eval_sums(fx, &t, rewards, a);
+    double loss_a = a[GRPO_LOSS] / a[GRPO_LOSS_TOK];
+    grpo_eval_add(a, wa * a[GRPO_LOSS], wa, 1, 1, &fn, true, &m);
+    json_t *prompts = json_object_get(fx->manifest, "prompts"), *comps = json_object_get(fx->manifest, "completions");
+    fx->rows = fx->n_comp = fx->n_tok = 0; /* batch 2: the first prompt's group alone */
+    for (int i = 0; i < fx->g; i++) append_completion(fx, json_array_get(prompts, 0), json_array_get(comps, (size_t)i));
+    eval_sums(fx, &t, rewards, b);
+    double loss_b = b[GRPO_LOSS] / b[GRPO_LOSS_TOK];
+    grpo_eval_add(b, wb * b[GRPO_LOSS], wb, 1, 1, &fn, true, &m);
+    arena_close(&t.arena);
+    double want = json_number_value(json_object_get(record, "eval_loss"));
+    check_close("eval_loss", grpo_eval_mean(&m), want, 1e-5);
+    check_record(&m, record);
+    double pooled = (a[GRPO_LOSS] + b[GRPO_LOSS]) / (a[GRPO_LOSS_TOK] + b[GRPO_LOSS_TOK]), plain = (loss_a + loss_b) / 2;
+    if (fabs(pooled - want) < 1e-4 || fabs(plain - want) < 1e-4)
+        fail_msg("the pooled (%.6f) or plain mean (%.6f) eval_loss is TRL's %.6f too: the case tells nothing", pooled, plain,
+                 want);
+    /* the weights' other cases: no remainder keeps the last batch whole; ranks share the remainder */
+    assert_true(grpo_eval_weight(4, 2, 1, 0, true) == 2.0 && grpo_eval_weight(5, 4, 2, 0, true) == 4.0 &&
+                grpo_eval_weight(5, 4, 2, 1, true) == 1.0 && grpo_eval_weight(1, 4, 2, 1, true) == 0.0);
+}
+
+/* num_generations_eval 1 (make_grpo_goldens.py eval_g1): each prompt with one completion, a group of
+ * one whose std TRL takes as 0: every advantage 0 (the loss the KL term alone), frac_reward_zero_std
+ * 1, and the rest of TRL's record. */
+static void test_eval_one_generation(void **state)
+{
+    fixture *fx = *state;
+    json_t *c = json_object_get(fx->manifest, "eval_g1"), *record = json_object_get(c, "record");
+    json_t *rewards = json_object_get(json_object_get(fx->manifest, "eval"), "rewards");
+    json_t *prompts = json_object_get(fx->manifest, "prompts"), *comps = json_object_get(fx->manifest, "completions");
+    set_init(fx, "random");
+    fx->rows = fx->n_comp = fx->n_tok = 0;
+    json_t *r1 = json_array();
+    for (size_t p = 0; p < 2; p++) {
+        size_t i = p * (size_t)fx->g; /* the first completion of each group */
+        append_completion(fx, json_array_get(prompts, p), json_array_get(comps, i));
+        json_array_append(r1, json_array_get(rewards, i));
+    }
+    fx->g = 1;
+    pt_config cfg = {.beta = 0.04, .temperature = 1.0, .epsilon = 0.2, .epsilon_high = 0.2};
+    trainer t = {.cfg = &cfg, .m = fx->m, .l = fx->l};
+    assert_int_equal(arena_open(&t.arena, fx->be, step_loss_arena_bytes(&fx->m, &fx->l.ad, fx->rows, fx->be->act)), PT_OK);
+    double sums[GRPO_COUNT] = {0};
+    eval_sums(fx, &t, r1, sums);
+    arena_close(&t.arena);
+    json_decref(r1);
+    for (int i = 0; i < fx->n_comp; i++) assert_true(fx->adv[i] == 0.0);
+    const char *fn = "even_share";
+    grpo_eval_metrics m = {0};
+    grpo_eval_add(sums, 2 * sums[GRPO_LOSS], 2, 1, 1, &fn, true, &m); /* one batch: any weight */
+    check_close("eval_loss", grpo_eval_mean(&m), json_number_value(json_object_get(record, "eval_loss")), 1e-5);
+    check_record(&m, record);
 }
 
 /* epsilon 0.1, epsilon_high 0.28 on iter2's batch and step: other tokens clipped (TRL's clip_ratio/low_mean
@@ -603,6 +691,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_iterations, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epsilon, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eval_matches_trl, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_batches_mean, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eval_one_generation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dora_matches_trl, setup, teardown),
         cmocka_unit_test(test_advantages_edge),
         cmocka_unit_test(test_prompts_tokenized_as_trl),
