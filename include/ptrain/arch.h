@@ -107,6 +107,8 @@ typedef struct {
     bool fused_mlp;           /* granite4: only gate and up are fused in the Hugging Face files (shared_mlp.input_linear:
                                * gate rows, then up rows), adapted as one module as PEFT does (input_linear); its GGUF
                                * files (llama.cpp's granite) hold them apart */
+    const char *mlp_block;    /* the Hugging Face module holding the MLP's projections when not mlp (granite4:
+                               * shared_mlp), in tensor names and PEFT's module keys */
     const char *ffn_width_key; /* config.json's key of the MLP's width when not intermediate_size (granite4:
                                * shared_intermediate_size) */
 } pt_arch_info;
@@ -134,6 +136,9 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
  * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP; granite4: input_linear
  * on W_GATE, NULL on W_UP, output_linear on W_DOWN), NULL for norms and biases. */
 const char *arch_peft_module(pt_arch a, int w);
+/* The module that holds projection slot w in PEFT's keys (model.layers.N.<block>.<module>): self_attn, or the MLP's
+ * (mlp; granite4: shared_mlp). */
+const char *arch_peft_block(pt_arch a, int w);
 /* The llama name of projection slot w (q_proj ... down_proj), NULL for the other slots. */
 const char *arch_llama_module(int w);
 /* The slot whose adapter adapts slot w of family a: the first part of the fused weight w is in (phi3: W_Q for W_K,

@@ -409,7 +409,7 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
-    const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    const char *block = arch_peft_block(a, w);
     if (which == 'M') { /* DoRA's magnitudes, as PEFT's state dict names them */
         snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_magnitude_vector", layer, block,
                  adapter_module_name(a, w));

@@ -185,7 +185,7 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .hf = {{"granitemoehybrid", "GraniteMoeHybridForCausalLM",
                 "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)", false, false}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU, .multipliers = true, .fused_mlp = true,
-        .ffn_width_key = "shared_intermediate_size", /* llama.cpp's converter splits input_linear for granite */
+        .mlp_block = "shared_mlp", .ffn_width_key = "shared_intermediate_size", /* llama.cpp's converter splits input_linear for granite */
         .gguf = {GGUF_COMMON},
         .hf_names = {[W_ATTN_NORM] = "input_layernorm.weight", [W_Q] = "self_attn.q_proj.weight",
                      [W_K] = "self_attn.k_proj.weight", [W_V] = "self_attn.v_proj.weight",
@@ -291,6 +291,12 @@ const char *arch_peft_module(pt_arch a, int w)
     if (w < 0 || w >= W_COUNT) return NULL;
     if (arch_info(a)->fused_mlp) return peft_shared_mlp_modules[w];
     return arch_info(a)->fused ? peft_fused_modules[w] : peft_modules[w];
+}
+
+const char *arch_peft_block(pt_arch a, int w)
+{
+    if (w != W_GATE && w != W_UP && w != W_DOWN) return "self_attn";
+    return arch_info(a)->mlp_block ? arch_info(a)->mlp_block : "mlp";
 }
 
 const char *arch_llama_module(int w) { return w >= 0 && w < W_COUNT ? peft_modules[w] : NULL; }
