@@ -290,7 +290,10 @@ hfq "gemma3: transformers loads the merged directory from the GGUF base (norms b
 # --- multimodal checkpoints' text towers (make_wrapper_goldens.py): mistral3 (untied, language_model.model.*
 # files) and gemma3 (tied, model.language_model.*): PEFT loads ptrain's adapter (its names under
 # model.language_model, its target_modules a pattern within it) onto transformers' whole multimodal model, and
-# the merged directory, the wrapper with its vision tower copied, loads as that model
+# the merged directory, the wrapper with its vision tower copied, loads as that model; the merged f32 GGUF of the
+# text tower (mistral3: llama.cpp's mistral3, YaRN and the query temperature; gemma3 with query_pre_attn_scalar =
+# head_dim, as llama.cpp's gemma3 fixes it) runs in llama.cpp as ptrain runs the multimodal base with the adapter
+# (2e-3: llama.cpp's f16 KV cache, 6.2e-4 and 8.3e-4 measured)
 for mm in mistral3 gemma3-mm; do
     fbase="$PTRAIN_SRCDIR/tests/data/$mm/hf"
     train8 "$tmp/$mm.yaml" "$tmp/$mm" "$fbase"
@@ -303,6 +306,21 @@ for mm in mistral3 gemma3-mm; do
     run export --model "$fbase" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.x" --hf --dtype f32 --no-adapter-files
     hfq "$mm: transformers loads the merged f32 multimodal directory: ptrain's logits with the adapter (1e-4)" \
         merged "$tmp/$mm.x/merged" "$tmp/$mm.l.ids" "$tmp/$mm.l" 1e-4
+    gdir="$fbase"
+    if [ "$mm" = gemma3-mm ]; then
+        gdir="$tmp/g3mmbase"
+        mkdir -p "$gdir"
+        for f in "$fbase"/*; do ln -s "$f" "$gdir/"; done
+        rm "$gdir/config.json"
+        sed 's/"query_pre_attn_scalar": 20/"query_pre_attn_scalar": 24/' "$fbase/config.json" >"$gdir/config.json"
+        logits "$tmp/$mm.gl" "$gdir" "$pr" --no-4bit --adapter "$tmp/$mm/lora"
+    else
+        cp "$tmp/$mm.l" "$tmp/$mm.gl" && cp "$tmp/$mm.l.ids" "$tmp/$mm.gl.ids"
+    fi
+    run export --model "$gdir" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.g" --gguf f32 --no-adapter-files
+    ok "$mm: the merged GGUF of the text tower is written" test "$rc" = 0 -a -s "$tmp/$mm.g/merged-f32.gguf"
+    ok "$mm: llama.cpp runs the text tower's merged GGUF as ptrain runs the multimodal base with the adapter" \
+        llama "$tmp/$mm.g/merged-f32.gguf" "$tmp/$mm.gl.ids" "$tmp/$mm.gl" 2e-3
 done
 
 # --- Ministral 3 (YaRN over 8 original positions, the query temperature): the merged GGUF is llama.cpp's
