@@ -19,17 +19,27 @@ grads.f32}: PEFT's LoRA gradients on hf/'s bf16 weights (r 4, alpha 8 on q_proj,
 shared MLP's input_linear and output_linear, PEFT's module names for this model; the rest as
 make_family_goldens.peft_goldens). It prints how far NoPE and the fused MLP's halves move the logits.
 
+With the argument `gguf` it writes tiny-f32.gguf with tiny-f32.{ids.txt,logits.f32}: hf/'s weights as llama.cpp's
+converter writes an attention-only granitemoehybrid (its GraniteHybridModel turns to the plain `granite`
+architecture when no layer is Mamba: input_linear split into ffn_gate and ffn_up, output_linear as ffn_down, q/k rows
+permuted, the multipliers under granite's keys, feed_forward_length = shared_intermediate_size), written here with
+the gguf package (the pyenv has no converter script), and transformers' granitemoehybrid logits on those weights.
+llama.cpp itself (llama-cpp-python) must run the file to transformers' logits within 1e-4.
+
 Run (the outputs are committed; CI only reads them) with the test environment (transformers 5.25, peft 0.21):
-  $PTRAIN_PYTHON tests/reference/make_granite4_goldens.py
+  $PTRAIN_PYTHON tests/reference/make_granite4_goldens.py [gguf]
 """
 import json
 import os
 import shutil
+import sys
+import tempfile
 
 import numpy as np
 import torch
 from safetensors.torch import load_file
-from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+from gguf import GGMLQuantizationType as Q
+from transformers import GraniteConfig, GraniteForCausalLM, GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
 
 import make_family_goldens as fam
 import make_more_goldens as more
@@ -142,5 +152,55 @@ def main():
     print(f"{FAMILY}: exchanging input_linear's gate and up halves moves the logits by {moved:.3g} of the largest")
 
 
+def as_granite(bf16):
+    """The same weights as a GraniteForCausalLM (the model llama.cpp's granite runs): input_linear's gate and up
+    halves as mlp.gate_proj and mlp.up_proj, output_linear as mlp.down_proj."""
+    f = KWARGS["shared_intermediate_size"]
+    kwargs = {k: v for k, v in KWARGS.items() if k not in ("shared_intermediate_size", "num_local_experts",
+                                                            "layer_types", "position_embedding_type")}
+    model = GraniteForCausalLM(GraniteConfig(**dict(kwargs, intermediate_size=f))).double().eval()
+    sd = {}
+    for k, v in bf16.items():
+        if k.endswith("shared_mlp.input_linear.weight"):
+            sd[k.replace("shared_mlp.input_linear", "mlp.gate_proj")] = v[:f]
+            sd[k.replace("shared_mlp.input_linear", "mlp.up_proj")] = v[f:]
+        else:
+            sd[k.replace("shared_mlp.output_linear", "mlp.down_proj")] = v
+    fam.load_weights(model, sd)
+    return model
+
+
+def gguf_file():
+    fam.FAMILIES[FAMILY] = SPEC
+    more.MORE[FAMILY] = dict(more.MORE["granite"], kwargs=KWARGS)
+    out = os.path.join(fam.DATA, FAMILY)
+    bf16 = {k: v.double() for k, v in load_file(os.path.join(out, "hf", "model.safetensors")).items()}
+    bf16.setdefault("lm_head.weight", bf16["model.embed_tokens.weight"])
+    granite = as_granite(bf16)
+    path = os.path.join(out, "tiny-f32.gguf")
+    more.write_gguf(path, "granite4", granite, Q.F32)
+    ids = np.random.default_rng(7).integers(0, fam.VOCAB, size=40)
+    ref = more.make_model(FAMILY)
+    fam.load_weights(ref, bf16)
+    want = fam.logits_of(ref, ids)
+    rel = np.abs(fam.logits_of(granite, ids) - want).max() / np.abs(want).max()
+    print(f"{FAMILY}: transformers' granite on the split weights: {rel:.1e} of granitemoehybrid's logits")
+    fam.write_logits(out, "tiny-f32", ids, want)
+    from llama_cpp import Llama
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = os.path.join(tmp, "m.gguf")
+        more.write_gguf(copy, "granite4", granite, Q.F32, vocab_none=True)
+        llm = Llama(model_path=copy, n_ctx=64, logits_all=True, verbose=False, n_threads=2, seed=0, type_k=0, type_v=0)
+        llm.eval([int(i) for i in ids])
+        got = np.array(llm.scores[:len(ids)], dtype=np.float64)
+        del llm
+    rel = float(np.abs(got - want).max() / np.abs(want).max())
+    print(f"  llama.cpp runs tiny-f32.gguf: logits within {rel:.1e} of transformers' granitemoehybrid")
+    assert rel < 1e-4
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["gguf"]:
+        gguf_file()
+    else:
+        main()
