@@ -181,11 +181,12 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .moe_renormalise = true,
     },
     [PT_ARCH_GRANITE4] = {
-        .name = "granite4", .description = "granite4 (Granite 4.0 attention-only; GGUF: granite)", .gguf_arch = "granite",
+        .name = "granite4", .description = "granite4 (Granite 4.0 attention-only; GGUF: granite)",
+        .gguf_arch = "granite", /* llama.cpp's converter writes it as granite, input_linear split */
         .hf = {{"granitemoehybrid", "GraniteMoeHybridForCausalLM",
                 "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)", false, false}},
         .gguf_permuted_qk = true, .act = PT_ACT_SILU, .multipliers = true, .fused_mlp = true,
-        .mlp_block = "shared_mlp", .ffn_width_key = "shared_intermediate_size", /* llama.cpp's converter splits input_linear for granite */
+        .mlp_block = "shared_mlp", .ffn_width_key = "shared_intermediate_size",
         .gguf = {GGUF_COMMON},
         .hf_names = {[W_ATTN_NORM] = "input_layernorm.weight", [W_Q] = "self_attn.q_proj.weight",
                      [W_K] = "self_attn.k_proj.weight", [W_V] = "self_attn.v_proj.weight",
