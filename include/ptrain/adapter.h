@@ -158,9 +158,9 @@ void adapter_targets_parse(pt_arch a, const char *text, bool target[W_COUNT]);
 /* Their names joined by commas, in slot order. */
 void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size_t len);
 /* The slots of family a that module name (a PEFT target_modules entry: q_proj ... down_proj, qkv_proj,
- * gate_up_proj) adapts, set in target; false when a has no such module. phi3 takes q_proj, k_proj and v_proj
- * each as its qkv_proj, gate_proj and up_proj as gate_up_proj; *part (may be NULL) says the name was such a
- * part. */
+ * gate_up_proj, input_linear, output_linear) adapts, set in target; false when a has no such module. phi3 takes
+ * q_proj, k_proj and v_proj each as its qkv_proj, gate_proj and up_proj as gate_up_proj; granite4 gate_proj and
+ * up_proj as input_linear, down_proj as output_linear; *part (may be NULL) says the name was such a llama name. */
 bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part);
 
 /* y += s (x Aᵀ) Bᵀ for projection w of layer, when the adapter covers it (else nothing): x is the

@@ -23,6 +23,8 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_QWEN35,  /* Qwen3.5 text: Gated DeltaNet layers and gated full-attention layers */
                PT_ARCH_MISTRAL3, /* Ministral 3: llama with YaRN and a query temperature (llama.cpp's mistral3) */
                PT_ARCH_MIXTRAL, /* llama attention, experts in place of every MLP (GGUF: llama with experts) */
+               PT_ARCH_GRANITE4, /* Granite 4.0 attention-only (granitemoehybrid): granite with the MLP's gate and up
+                                  * fused in its files (shared_mlp.input_linear); GGUF: granite */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -100,6 +102,15 @@ typedef struct {
                                * rope.scaling.yarn_log_multiplier (YaRN's mscale_all_dim) */
     bool gated_delta;         /* qwen35: layer_types mixes Gated DeltaNet (linear_attention) and full attention layers
                                * whose q_proj carries an output gate (W_Q_GATE); training and exports not yet built */
+    bool multipliers;         /* granite: embedding_multiplier, attention_multiplier, residual_multiplier and
+                               * logits_scaling (GGUF: embedding_scale, attention.scale, residual_scale, logit_scale) */
+    bool fused_mlp;           /* granite4: only gate and up are fused in the Hugging Face files (shared_mlp.input_linear:
+                               * gate rows, then up rows), adapted as one module as PEFT does (input_linear); its GGUF
+                               * files (llama.cpp's granite) hold them apart */
+    const char *mlp_block;    /* the Hugging Face module holding the MLP's projections when not mlp (granite4:
+                               * shared_mlp), in tensor names and PEFT's module keys */
+    const char *ffn_width_key; /* config.json's key of the MLP's width when not intermediate_size (granite4:
+                               * shared_intermediate_size) */
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);
@@ -122,9 +133,17 @@ const char *arch_hf_list(void);
 const char *arch_gguf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
 const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
 /* The module name PEFT uses for projection slot w of family a (q_proj ... down_proj; phi3: qkv_proj on W_Q and
- * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP), NULL for norms
- * and biases. */
+ * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP; granite4: input_linear
+ * on W_GATE, NULL on W_UP, output_linear on W_DOWN), NULL for norms and biases. */
 const char *arch_peft_module(pt_arch a, int w);
+/* The module that holds projection slot w in PEFT's keys (model.layers.N.<block>.<module>): self_attn, or the MLP's
+ * (mlp; granite4: shared_mlp). */
+const char *arch_peft_block(pt_arch a, int w);
+/* The llama name of projection slot w (q_proj ... down_proj), NULL for the other slots. */
+const char *arch_llama_module(int w);
+/* The slot whose adapter adapts slot w of family a: the first part of the fused weight w is in (phi3: W_Q for W_K,
+ * W_V; phi3, granite4: W_GATE for W_UP), else w. */
+int arch_fused_lead(pt_arch a, int w);
 /* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
  * gemma3), whose SentencePiece vocabularies take no space prefix. */
 bool arch_gguf_gemma_line(const char *name, size_t len);

@@ -42,20 +42,20 @@ void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size
 
 bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part)
 {
-    static const char *const parts[][2] = {{"q_proj", "qkv_proj"}, {"k_proj", "qkv_proj"}, {"v_proj", "qkv_proj"},
-                                           {"gate_proj", "gate_up_proj"}, {"up_proj", "gate_up_proj"}};
     if (part) *part = false;
-    if (arch_info(a)->fused)
-        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-            if (!strcmp(name, parts[i][0])) {
-                name = parts[i][1];
-                if (part) *part = true;
-            }
     for (int w = 0; w < W_COUNT; w++)
         if (adapter_module_name(a, w) && !strcmp(name, adapter_module_name(a, w))) {
             target[w] = true;
             return true;
         }
+    for (int w = 0; w < W_COUNT; w++) { /* a llama name of what the family names otherwise (phi3's parts of qkv_proj
+                                         * and gate_up_proj, granite4's input_linear and output_linear) */
+        int lead = arch_fused_lead(a, w);
+        if (!arch_llama_module(w) || strcmp(name, arch_llama_module(w)) || !adapter_module_name(a, lead)) continue;
+        target[lead] = true;
+        if (part) *part = true;
+        return true;
+    }
     return false;
 }
 
@@ -409,7 +409,7 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
-    const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    const char *block = arch_peft_block(a, w);
     if (which == 'M') { /* DoRA's magnitudes, as PEFT's state dict names them */
         snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_magnitude_vector", layer, block,
                  adapter_module_name(a, w));

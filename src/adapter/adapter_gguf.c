@@ -22,6 +22,21 @@ static void permute_rows(const float *src, float *dst, int64_t rows, int64_t col
     }
 }
 
+/* The GGUF tensor pairs the pair of slot k becomes, in parts[] with each one's rows of B (row0[], rows[]; rows 0:
+ * all): one, or, where llama.cpp holds apart what the Hugging Face files fuse (granite4's input_linear: its granite
+ * has ffn_gate and ffn_up), one per part, each with the whole A (llama.cpp's converter splits B alike). */
+static int gguf_parts(const pt_model_config *cfg, int k, int parts[2], int64_t row0[2], int64_t rows[2])
+{
+    int lead, n = 0;
+    int64_t all, in;
+    parts[0] = k, row0[0] = rows[0] = 0;
+    if (!arch_info(cfg->arch)->fused_mlp || arch_fused_lead(cfg->arch, W_UP) != k) return 1;
+    for (int s = k; s < W_COUNT; s++)
+        if (model_fused_part(cfg, s, &lead, &row0[n], &all) && lead == k && model_proj_shape(cfg, s, &rows[n], &in))
+            parts[n++] = s;
+    return n;
+}
+
 static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
     TRY(gguf_w_str(w, "general.architecture", arch_gguf_name(cfg->arch)));
@@ -33,14 +48,17 @@ static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_con
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
             const adapter_pair *p = adapter_at(l, layer, k);
-            if (!p) continue;
-            model_gguf_tensor_name(cfg, layer, k, base, sizeof base, NULL);
-            uint64_t da[2] = {(uint64_t)p->a.shape[1], (uint64_t)p->a.shape[0]};
-            uint64_t db[2] = {(uint64_t)p->b.shape[1], (uint64_t)p->b.shape[0]};
-            snprintf(tname, sizeof tname, "%s.lora_a", base);
-            TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, 2, da));
-            snprintf(tname, sizeof tname, "%s.lora_b", base);
-            TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, 2, db));
+            int parts[2];
+            int64_t row0[2], rows[2];
+            for (int i = 0, n = p ? gguf_parts(cfg, k, parts, row0, rows) : 0; i < n; i++) {
+                model_gguf_tensor_name(cfg, layer, parts[i], base, sizeof base, NULL);
+                uint64_t da[2] = {(uint64_t)p->a.shape[1], (uint64_t)p->a.shape[0]};
+                uint64_t db[2] = {(uint64_t)p->b.shape[1], (uint64_t)(rows[i] ? rows[i] : p->b.shape[0])};
+                snprintf(tname, sizeof tname, "%s.lora_a", base);
+                TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, 2, da));
+                snprintf(tname, sizeof tname, "%s.lora_b", base);
+                TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, 2, db));
+            }
         }
     return PT_OK;
 }
@@ -73,11 +91,14 @@ static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
             const adapter_pair *p = adapter_at(l, layer, k);
-            int permute = 0;
-            if (!p) continue;
-            model_gguf_tensor_name(cfg, layer, k, base, sizeof base, &permute);
-            TRY(stream_matrix(w, l->be, &p->a, 0, 1.0f));
-            TRY(stream_matrix(w, l->be, &p->b, permute, b_factor(l, p)));
+            int permute = 0, parts[2];
+            int64_t row0[2], rows[2];
+            for (int i = 0, n = p ? gguf_parts(cfg, k, parts, row0, rows) : 0; i < n; i++) {
+                model_gguf_tensor_name(cfg, layer, parts[i], base, sizeof base, &permute);
+                pt_tensor b = rows[i] ? tensor_rows(&p->b, row0[i], rows[i]) : p->b;
+                TRY(stream_matrix(w, l->be, &p->a, 0, 1.0f));
+                TRY(stream_matrix(w, l->be, &b, permute, b_factor(l, p)));
+            }
         }
     return PT_OK;
 }

@@ -108,7 +108,7 @@ static pt_status compile(regex_t *re, const char *where, const char *field, cons
 
 static void module_key(pt_arch a, char *out, size_t len, int layer, int w)
 {
-    const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    const char *block = arch_peft_block(a, w);
     snprintf(out, len, "model.layers.%d.%s.%s", layer, block, arch_peft_module(a, w));
 }
 

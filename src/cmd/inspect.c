@@ -600,8 +600,12 @@ static void family_line(const pt_model_config *c)
     if (c->residual_scale != 0.0f || c->logit_scale != 0.0f)
         printf("%-18s embeddings x %.4g, scores x %.4g, residual branches x %.4g, logits / %.4g\n", "family features",
                c->embed_scale, c->attn_scale, c->residual_scale, c->logit_scale);
-    if (c->nope_period > 0)
+    if (c->nope_period == 1) printf("%-18s no RoPE on any layer\n", "family features");
+    else if (c->nope_period > 0)
         printf("%-18s no RoPE on layers (l + 1) %% %d == 0\n", "family features", c->nope_period);
+    if (arch_info(c->arch)->fused_mlp)
+        printf("%-18s gate/up fused in the files (%s: one LoRA, as PEFT)\n", "family features",
+               arch_peft_module(c->arch, W_GATE));
     if (arch_info(c->arch)->fused)
         printf("%-18s q/k/v and gate/up fused in the files (qkv_proj, gate_up_proj: one LoRA each, as PEFT)\n",
                "family features");

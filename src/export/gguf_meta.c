@@ -199,10 +199,15 @@ static pt_status smollm3(const char *dir, const pt_model_config *c)
                "transformers", shown_text(dir).s, what);
 }
 
-/* Granite's multipliers under llama.cpp's names. */
-static pt_status granite(gguf_writer *w, const pt_model_config *c)
+/* Granite's multipliers under llama.cpp's names; Granite 4.0 without RoPE (position_embedding_type other than
+ * "rope") has no form in llama.cpp's granite, which rotates every layer. */
+static pt_status granite(gguf_writer *w, const char *dir, const pt_model_config *c)
 {
     const char *a = arch_gguf_name(c->arch);
+    if (c->nope_period > 0)
+        return ERR(PT_ERR_USER, "%s/config.json: position_embedding_type is not \"rope\", so no layer rotates q and k; "
+                   "llama.cpp's granite rotates them on every layer and no GGUF key changes it, so the model cannot be "
+                   "exported to GGUF as it runs in transformers", shown_text(dir).s);
     TRY(put_f32(w, a, "embedding_scale", c->embed_scale));
     TRY(put_f32(w, a, "attention.scale", c->attn_scale));
     TRY(put_f32(w, a, "residual_scale", c->residual_scale));
@@ -246,7 +251,7 @@ static pt_status hparams(gguf_writer *w, const char *dir, const hf_config *hc, c
     TRY(sizes(w, &hc->cfg));
     TRY(rope(w, hc));
     if (hc->cfg.arch == PT_ARCH_SMOLLM3) TRY(smollm3(dir, &hc->cfg));
-    if (hc->cfg.arch == PT_ARCH_GRANITE) TRY(granite(w, &hc->cfg));
+    if (arch_info(hc->cfg.arch)->multipliers) TRY(granite(w, dir, &hc->cfg));
     if (hc->cfg.arch == PT_ARCH_PHI3 && hc->cfg.sliding_window > 0) /* phi3's window, on every layer */
         TRY(put_u32(w, arch_gguf_name(hc->cfg.arch), "attention.sliding_window", hc->cfg.sliding_window));
     if (hc->cfg.arch == PT_ARCH_OLMO2 && hc->cfg.sliding_window > 0) TRY(olmo3(w, dir, &hc->cfg));

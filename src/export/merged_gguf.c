@@ -55,6 +55,8 @@ typedef struct {
     bool plus_one;            /* HF gemma norms: llama.cpp stores 1 + w */
     const float *values;      /* or values made here (rope_freqs) */
     int saved;                /* modules_to_save: 1 + the adapter's trained tensor (ADAPTER_SAVED_*) instead; 0: none */
+    int64_t row0, rows_all;   /* a part of a fused safetensors weight (granite4's gate and up rows of input_linear):
+                               * its first row there and the fused weight's (and its adapter's) rows; 0, 0: whole */
 } gguf_item;
 
 typedef struct {
@@ -113,22 +115,27 @@ static pt_status plan_from_gguf(const gguf_file *f, const pt_model_config *cfg, 
     return PT_OK;
 }
 
-/* An item from safetensors tensor `hname` named `gname` in the GGUF (rows 0: a vector). */
+/* An item from safetensors tensor `hname` named `gname` in the GGUF (rows 0: a vector); rows > 0: its rows
+ * [row0, row0 + rows) only. */
 static pt_status add_st_item(gguf_plan *p, const st_set *s, const pt_model_config *cfg, const char *hname,
-                             const char *gname, int layer, int slot, int permute, bool plus_one)
+                             const char *gname, const export_tensor *e, int64_t row0, int64_t rows)
 {
     const st_tensor *t = hf_text_find(s, cfg, hname, NULL);
     if (!t) return ERR(PT_ERR_USER, "%s: tensor %s is missing", shown_text(s->dir).s, shown_text(hname).s);
     if (t->ndim < 1 || t->ndim > 2 || !(t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16))
         return ERR(PT_ERR_USER, "%s: tensor %s is %s; ptrain converts 16/32-bit matrices and vectors only",
                    shown_text(s->dir).s, shown_text(hname).s, st_dtype_name(t->dtype));
+    if (rows > 0 && (t->ndim != 2 || row0 + rows > t->shape[0]))
+        return ERR(PT_ERR_USER, "%s: tensor %s is not [%lld+, cols]: the configuration's sizes do not fit it",
+                   shown_text(s->dir).s, shown_text(hname).s, (long long)(row0 + rows));
     gguf_item *it = &p->items[p->n++];
     snprintf(it->name, sizeof it->name, "%s", gname);
     it->st = t;
     it->n_dims = t->ndim;
     it->dims[0] = (uint64_t)t->shape[t->ndim - 1];
-    it->dims[1] = t->ndim == 2 ? (uint64_t)t->shape[0] : 1;
-    it->layer = layer, it->slot = slot, it->permute = permute, it->plus_one = plus_one;
+    it->dims[1] = t->ndim == 2 ? (uint64_t)(rows > 0 ? rows : t->shape[0]) : 1;
+    it->row0 = rows > 0 ? row0 : 0, it->rows_all = rows > 0 ? t->shape[0] : 0;
+    it->layer = e->layer, it->slot = e->slot, it->permute = e->permute, it->plus_one = e->gemma_norm;
     return PT_OK;
 }
 
@@ -138,10 +145,26 @@ typedef struct {
     const pt_model_config *cfg;
 } st_walk;
 
+/* A tensor of the walk; a fused weight whose parts llama.cpp stores apart (granite4's input_linear as ffn_gate and
+ * ffn_up, as its converter splits it) becomes one item per part, each under the fused weight's adapter. */
 static pt_status add_st_tensor(void *ctx, const export_tensor *t)
 {
     const st_walk *w = ctx;
-    return add_st_item(w->p, w->s, w->cfg, t->hf, t->gguf, t->layer, t->slot, t->permute, t->gemma_norm);
+    int lead;
+    int64_t row0, all;
+    if (t->slot < 0 || !arch_info(w->cfg->arch)->fused_mlp || !model_fused_part(w->cfg, t->slot, &lead, &row0, &all))
+        return add_st_item(w->p, w->s, w->cfg, t->hf, t->gguf, t, 0, 0);
+    char name[96];
+    int permute;
+    for (int part = t->slot; part < W_COUNT; part++) {
+        int64_t out, in;
+        if (!model_fused_part(w->cfg, part, &lead, &row0, &all) || lead != t->slot) continue;
+        if (!model_gguf_tensor_name(w->cfg, t->layer, part, name, sizeof name, &permute) ||
+            !model_proj_shape(w->cfg, part, &out, &in))
+            return ERR(PT_ERR_INTERNAL, "add_st_tensor: slot %d of layer %d has no GGUF name", part, t->layer);
+        TRY(add_st_item(w->p, w->s, w->cfg, t->hf, name, t, row0, out));
+    }
+    return PT_OK;
 }
 
 static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, gguf_plan *p)
@@ -244,7 +267,7 @@ static pt_status read_rows(const gguf_item *it, const pt_adapter *l, int64_t row
     }
     int64_t hd = it->permute ? (int64_t)it->dims[1] / it->permute : 0;
     for (int64_t i = 0; i < n; i++) { /* HF rows; llama's q/k interleaved per head as llama.cpp's converter does */
-        int64_t src = it->permute ? merge_hf_row(row0 + i, hd) : row0 + i;
+        int64_t src = it->permute ? merge_hf_row(row0 + i, hd) : it->row0 + row0 + i;
         TRY(st_read_f32(it->st, it->name, src * cols, cols, dense + i * cols));
     }
     for (int64_t i = 0; it->plus_one && i < n * cols; i++) dense[i] += 1.0f;
@@ -302,11 +325,13 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, gguf_plan *p)
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
     void *out = malloc(sizeof(float) * (size_t)(chunk * cols));
-    if (st == PT_OK) st = dense && out ? merge_delta_check(&d, it->name, rows, cols) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK)
+        st = dense && out ? merge_delta_check(&d, it->name, it->rows_all ? it->rows_all : rows, cols)
+                          : ERR(PT_ERR_NOMEM, "out of memory");
     for (int64_t r = 0; r < rows && st == PT_OK; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         st = read_rows(it, l, r, n, dense);
-        if (st == PT_OK) st = merge_delta_add(&d, r, n, dense);
+        if (st == PT_OK) st = merge_delta_add(&d, it->row0 + r, n, dense); /* a part: its rows of B */
         if (st == PT_OK) st = quantize_rows(it->type, dense, n, cols, qw, out);
         if (st == PT_OK) st = gguf_w_data(w, out, (size_t)n * row_bytes(it->type, cols));
     }

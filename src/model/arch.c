@@ -79,7 +79,7 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     [PT_ARCH_GRANITE] = {
         .name = "granite", .description = "granite (Granite 3.x)",
         .hf = {{"granite", "GraniteForCausalLM", "granite (Granite 3.x)", false, false}},
-        .gguf_permuted_qk = true, .act = PT_ACT_SILU, /* llama.cpp converts it as llama */
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, .multipliers = true, /* llama.cpp converts it as llama */
         .gguf = {GGUF_COMMON},
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight"},
     },
@@ -180,6 +180,20 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
         .moe_block = "block_sparse_moe", .expert_names = {"w1", "w3", "w2"}, .moe_width_key = "intermediate_size",
         .moe_renormalise = true,
     },
+    [PT_ARCH_GRANITE4] = {
+        .name = "granite4", .description = "granite4 (Granite 4.0 attention-only; GGUF: granite)",
+        .gguf_arch = "granite", /* llama.cpp's converter writes it as granite, input_linear split */
+        .hf = {{"granitemoehybrid", "GraniteMoeHybridForCausalLM",
+                "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)", false, false}},
+        .gguf_permuted_qk = true, .act = PT_ACT_SILU, .multipliers = true, .fused_mlp = true,
+        .mlp_block = "shared_mlp", .ffn_width_key = "shared_intermediate_size",
+        .gguf = {GGUF_COMMON},
+        .hf_names = {[W_ATTN_NORM] = "input_layernorm.weight", [W_Q] = "self_attn.q_proj.weight",
+                     [W_K] = "self_attn.k_proj.weight", [W_V] = "self_attn.v_proj.weight",
+                     [W_O] = "self_attn.o_proj.weight", [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_GATE] = "shared_mlp.input_linear.weight", [W_UP] = "shared_mlp.input_linear.weight",
+                     [W_DOWN] = "shared_mlp.output_linear.weight"},
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {
@@ -188,6 +202,10 @@ static const char *const peft_modules[W_COUNT] = {
 };
 static const char *const peft_fused_modules[W_COUNT] = {
     [W_Q] = "qkv_proj", [W_O] = "o_proj", [W_GATE] = "gate_up_proj", [W_DOWN] = "down_proj",
+};
+static const char *const peft_shared_mlp_modules[W_COUNT] = {
+    [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
+    [W_GATE] = "input_linear", [W_DOWN] = "output_linear",
 };
 
 const pt_arch_info *arch_info(pt_arch a) { return &table[a < PT_ARCH_COUNT ? a : PT_ARCH_LLAMA]; }
@@ -272,7 +290,23 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len)
 const char *arch_peft_module(pt_arch a, int w)
 {
     if (w < 0 || w >= W_COUNT) return NULL;
+    if (arch_info(a)->fused_mlp) return peft_shared_mlp_modules[w];
     return arch_info(a)->fused ? peft_fused_modules[w] : peft_modules[w];
+}
+
+const char *arch_peft_block(pt_arch a, int w)
+{
+    if (w != W_GATE && w != W_UP && w != W_DOWN) return "self_attn";
+    return arch_info(a)->mlp_block ? arch_info(a)->mlp_block : "mlp";
+}
+
+const char *arch_llama_module(int w) { return w >= 0 && w < W_COUNT ? peft_modules[w] : NULL; }
+
+int arch_fused_lead(pt_arch a, int w)
+{
+    if (arch_info(a)->fused && (w == W_K || w == W_V)) return W_Q;
+    if ((arch_info(a)->fused || arch_info(a)->fused_mlp) && w == W_UP) return W_GATE;
+    return w;
 }
 
 bool arch_gguf_gemma_line(const char *name, size_t len)

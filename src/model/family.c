@@ -115,7 +115,8 @@ float model_layer_rope_mscale(const pt_model_config *c, int layer)
 
 bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
 {
-    if (!arch_info(c->arch)->fused) return false;
+    const pt_arch_info *a = arch_info(c->arch);
+    if (!a->fused && !(a->fused_mlp && (slot == W_GATE || slot == W_UP))) return false;
     int64_t q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim, f = c->ffn_dim;
     switch (slot) {
     case W_Q: case W_K: case W_V:

@@ -417,6 +417,60 @@ static pt_status granite(const cfg_src *c, pt_model_config *m)
     return PT_OK;
 }
 
+/* Granite 4.0's layer_types (older files: layers_block_type): every layer attention ("attention", transformers 5's
+ * "full_attention"); a Mamba layer ("mamba", "linear_attention") or a list left out (transformers then makes every
+ * layer Mamba) is a hybrid, refused by name. */
+static pt_status granite4_layers(const cfg_src *c, int n_layers)
+{
+    const char *key = json_object_get(c->root, "layer_types") ? "layer_types" : "layers_block_type";
+    const json_t *types = json_object_get(c->root, key);
+    if (!types || json_is_null(types))
+        return ERR(PT_ERR_USER, "%s: has no layer_types, which makes every layer of a granitemoehybrid model a Mamba-2 "
+                   "layer; ptrain runs the attention-only Granite 4.0 models only (layer_types all \"attention\")",
+                   shown_text(c->name).s);
+    if (!json_is_array(types) || json_array_size(types) != (size_t)n_layers) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "a list of %d layer types, all \"attention\"", n_layers);
+        return bad(c, key, expected, types);
+    }
+    for (int l = 0; l < n_layers; l++) {
+        const char *t = json_string_value(json_array_get(types, (size_t)l));
+        if (t && (!strcmp(t, "attention") || !strcmp(t, "full_attention"))) continue;
+        bool mamba = t && (!strcmp(t, "mamba") || !strcmp(t, "linear_attention"));
+        return ERR(PT_ERR_USER, "%s: %s[%d] is %s%s%s: %s; ptrain runs the attention-only Granite 4.0 models only "
+                   "(every layer \"attention\", num_local_experts 0: granite-4.0-micro and its like)",
+                   shown_text(c->name).s, key, l, t ? "\"" : "", t ? shown_text(t).s : "not a string", t ? "\"" : "",
+                   mamba ? "a Mamba-2 layer of a hybrid Granite 4.0 model (granite-4.0-h-*), which ptrain does not run"
+                         : "not a layer type of Granite 4.0");
+    }
+    return PT_OK;
+}
+
+/* Granite 4.0 (granitemoehybrid) as ptrain runs it: attention on every layer, no experts (num_local_experts 0;
+ * transformers' default when absent is 8), the shared MLP's width (shared_intermediate_size, default 1024; the
+ * gate and up rows of input_linear), and RoPE only with position_embedding_type "rope" (absent, null or "nope":
+ * no layer rotates, as transformers). */
+static pt_status granite4(const cfg_src *c, pt_model_config *m)
+{
+    int experts = 8;
+    TRY(int_key(c, "num_local_experts", false, 0, 1 << 20, &experts));
+    if (experts > 0)
+        return ERR(PT_ERR_USER, "%s: num_local_experts is %d%s: a Granite 4.0 mixture of experts, which ptrain does not "
+                   "run; it runs the dense attention-only Granite 4.0 models (num_local_experts 0)",
+                   shown_text(c->name).s, experts, json_object_get(c->root, "num_local_experts") ? ""
+                   : " (transformers' default: the file does not give it)");
+    TRY(granite4_layers(c, m->n_layers));
+    m->ffn_dim = 1024;
+    TRY(int_key(c, arch_info(m->arch)->ffn_width_key, false, 1, 1 << 26, &m->ffn_dim));
+    char pos[16] = "nope";
+    TRY(str_key(c, "position_embedding_type", pos, sizeof pos));
+    if (strcmp(pos, "rope") && strcmp(pos, "nope"))
+        return bad(c, "position_embedding_type", "\"rope\", \"nope\" or null", json_object_get(c->root,
+                   "position_embedding_type"));
+    m->nope_period = strcmp(pos, "rope") ? 1 : 0; /* 1: no layer rotates */
+    return PT_OK;
+}
+
 /* partial_rotary_factor (Phi-4-mini: 0.75, 96 of 128 values of each head rotate; Qwen3.5: 0.25), factor
  * when absent: at the top level, or in rope_parameters (transformers 5); rope_dim as transformers computes
  * it, int(head_dim * factor). */
@@ -877,7 +931,8 @@ static pt_status parse_root(const cfg_src *top, hf_config *h)
     else if (m->arch == PT_ARCH_GEMMA4) TRY(gemma4(c, h));
     else TRY(llama_like(c, type, m));
     if (m->arch == PT_ARCH_SMOLLM3) TRY(smollm3(c, m));
-    if (m->arch == PT_ARCH_GRANITE) TRY(granite(c, m));
+    if (arch_info(m->arch)->multipliers) TRY(granite(c, m));
+    if (m->arch == PT_ARCH_GRANITE4) TRY(granite4(c, m));
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
     if (type->sliding_period) TRY(olmo3(c, type, h));
     if (arch_info(m->arch)->moe) TRY(moe(c, m));

@@ -107,13 +107,14 @@ static bool names(const pt_config *cfg, const char *module)
     return false;
 }
 
-/* A fused family (phi3) adapts q, k, v as one (qkv_proj) and gate, up as one (gate_up_proj), as PEFT does: the
- * config names the fused module, or all of its parts (the llama list, all-linear), never some of them. */
+/* A fused family (phi3) adapts q, k, v as one (qkv_proj) and gate, up as one (gate_up_proj; granite4:
+ * input_linear), as PEFT does: the config names the fused module, or all of its parts (the llama list, all-linear),
+ * never some of them. */
 static pt_status check_fused(const pt_model *m, const pt_config *cfg)
 {
-    static const char *const groups[2][4] = {{"qkv_proj", "q_proj", "k_proj", "v_proj"},
-                                             {"gate_up_proj", "gate_proj", "up_proj", NULL}};
-    for (int g = 0; g < 2; g++) {
+    const char *groups[2][4] = {{"qkv_proj", "q_proj", "k_proj", "v_proj"},
+                                {arch_peft_module(m->cfg.arch, W_GATE), "gate_proj", "up_proj", NULL}};
+    for (int g = arch_info(m->cfg.arch)->fused ? 0 : 1; g < 2; g++) {
         int n = 0, parts = 0;
         for (int i = 1; i < 4 && groups[g][i]; i++, parts++) n += names(cfg, groups[g][i]);
         if (n > 0 && n < parts && !names(cfg, groups[g][0]))
@@ -199,8 +200,11 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
                        shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
                        arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused
                            ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
+                           : arch_info(m->cfg.arch)->fused_mlp
+                           ? "q_proj, k_proj, v_proj, o_proj, input_linear, output_linear, or the llama names of the "
+                             "last two's parts"
                            : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
-    if (arch_info(m->cfg.arch)->fused) TRY(check_fused(m, cfg));
+    if (arch_info(m->cfg.arch)->fused || arch_info(m->cfg.arch)->fused_mlp) TRY(check_fused(m, cfg));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))
         return ERR(PT_ERR_USER, "%s: lora_target_modules names the MLP (gate_proj, up_proj, down_proj) of a mixture-of-"
                    "experts model (%s): ptrain trains LoRA on its attention (q_proj, k_proj, v_proj, o_proj) with the "

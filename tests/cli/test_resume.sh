@@ -284,10 +284,10 @@ else
 fi
 
 # --- the families of make_more_goldens.py (smollm3's NoPE layers, granite's multipliers, olmo2's
-# post-norms and whole-width q/k norms, olmo3's windows) and phi3 (fused LoRA on qkv_proj and gate_up_proj, partial rotary;
-# NF4 on load): killed at step 6 and resumed from step 4,
+# post-norms and whole-width q/k norms, olmo3's windows), phi3 (fused LoRA on qkv_proj and gate_up_proj, partial rotary;
+# NF4 on load) and granite4 (fused LoRA on the shared MLP's input_linear): killed at step 6 and resumed from step 4,
 # the adapter of the uninterrupted run
-for fam in smollm3 granite olmo2 olmo3 phi3; do
+for fam in smollm3 granite olmo2 olmo3 phi3 granite4; do
     for r in ref k; do
         write_config "$tmp/$fam-$r.yaml" "$tmp/$fam-$r"
         sed -i -e "s|^model_name: .*|model_name: \"$PTRAIN_SRCDIR/tests/data/$fam/hf\"|" -e 's/^max_steps: 24/max_steps: 8/' \

@@ -94,6 +94,9 @@ model=$(smollm_model)
 # phi3's on its fused qkv_proj and gate_up_proj (one A and one B each), read back further down
 printf 'make-peft%s%s%s%s%s%sqkv_proj,gate_up_proj\n' "$tab" "$PTRAIN_SRCDIR/tests/data/phi3/hf" "$tab" "$tmp/phi3peft" "$tab" "$tab" \
     >>"$tmp/make.batch"
+# granite4's on its shared MLP (input_linear: gate and up fused; output_linear) and o_proj
+printf 'make-peft%s%s%s%s%s%sinput_linear,output_linear,o_proj\n' "$tab" "$PTRAIN_SRCDIR/tests/data/granite4/hf" "$tab" \
+    "$tmp/g4peft" "$tab" "$tab" >>"$tmp/make.batch"
 "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/make.batch" >"$tmp/make.out" 2>&1
 logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
 hfq "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
@@ -173,14 +176,16 @@ hfq "gemma2: transformers loads the merged directory from the GGUF base (norms b
 
 # --- make_more_goldens.py's smollm3 (NoPE layers), granite (multipliers on embeddings, scores,
 # residual branches and logits), olmo2 (post-norms only, whole-width q/k norms) and olmo3 (olmo2 with a window on 3
-# of every 4 layers), and make_phi3_goldens.py's phi3
-# (fused qkv_proj and gate_up_proj, partial rotary; phi3-longrope with LongRoPE), from their tiny Hugging Face
+# of every 4 layers), make_phi3_goldens.py's phi3
+# (fused qkv_proj and gate_up_proj, partial rotary; phi3-longrope with LongRoPE) and make_granite4_goldens.py's
+# granite4 (Granite 4.0: granite's multipliers, the MLP as shared_mlp.input_linear, gate and up fused, which the
+# GGUF exports split into llama.cpp's granite ffn_gate and ffn_up), from their tiny Hugging Face
 # test models: PEFT loads ptrain's
 # adapter and transformers the merged directory; llama.cpp runs ptrain's GGUF export of the base
 # with the adapter.gguf of training, and the merged q8_0 GGUF. The tolerance of base + adapter is
 # llama.cpp's f16 KV cache: on smollm3 it alone makes 1.3e-3, on olmo3 1.4e-3 (1.3e-6 and 7.2e-7 with an f32 cache, as
 # make_more_goldens.py measures)
-for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 olmo3:2e-3 phi3:1e-3 phi3-longrope:1e-3; do
+for ft in smollm3:2e-3 granite:1e-3 olmo2:1e-3 olmo3:2e-3 phi3:1e-3 phi3-longrope:1e-3 granite4:2e-3; do
     fam=${ft%:*}
     fbase="$PTRAIN_SRCDIR/tests/data/$fam/hf"
     train8 "$tmp/$fam.yaml" "$tmp/$fam" "$fbase"
@@ -207,6 +212,15 @@ fbase="$PTRAIN_SRCDIR/tests/data/phi3/hf"
 logits "$tmp/p3" "$fbase" "$pr" --no-4bit --adapter "$tmp/phi3peft"
 hfq "phi3: ptrain reads an adapter PEFT wrote on qkv_proj and gate_up_proj (r 8, rsLoRA): PEFT's logits" \
     peft "$fbase" "$tmp/phi3peft" "$tmp/p3.ids" "$tmp/p3"
+# granite4: an adapter PEFT wrote on shared_mlp.input_linear (one A and one B over the gate and up rows),
+# output_linear and o_proj gives PEFT's logits; without RoPE (position_embedding_type null) no GGUF, saying why
+fbase="$PTRAIN_SRCDIR/tests/data/granite4/hf"
+logits "$tmp/g4p" "$fbase" "$pr" --no-4bit --adapter "$tmp/g4peft"
+hfq "granite4: ptrain reads an adapter PEFT wrote on input_linear, output_linear and o_proj: PEFT's logits" \
+    peft "$fbase" "$tmp/g4peft" "$tmp/g4p.ids" "$tmp/g4p"
+run export --model "$PTRAIN_SRCDIR/tests/data/granite4/hf-nope" --out "$tmp/g4nope" --gguf f32
+ok "granite4 without RoPE: GGUF refused, saying why" contains "$err" \
+    "position_embedding_type is not \"rope\", so no layer rotates q and k; llama.cpp's granite rotates them"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"
@@ -276,7 +290,10 @@ hfq "gemma3: transformers loads the merged directory from the GGUF base (norms b
 # --- multimodal checkpoints' text towers (make_wrapper_goldens.py): mistral3 (untied, language_model.model.*
 # files) and gemma3 (tied, model.language_model.*): PEFT loads ptrain's adapter (its names under
 # model.language_model, its target_modules a pattern within it) onto transformers' whole multimodal model, and
-# the merged directory, the wrapper with its vision tower copied, loads as that model
+# the merged directory, the wrapper with its vision tower copied, loads as that model; the merged f32 GGUF of the
+# text tower (mistral3: llama.cpp's mistral3, YaRN and the query temperature; gemma3 with query_pre_attn_scalar =
+# head_dim, as llama.cpp's gemma3 fixes it) runs in llama.cpp as ptrain runs the multimodal base with the adapter
+# (2e-3: llama.cpp's f16 KV cache, 6.2e-4 and 8.3e-4 measured)
 for mm in mistral3 gemma3-mm; do
     fbase="$PTRAIN_SRCDIR/tests/data/$mm/hf"
     train8 "$tmp/$mm.yaml" "$tmp/$mm" "$fbase"
@@ -289,6 +306,21 @@ for mm in mistral3 gemma3-mm; do
     run export --model "$fbase" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.x" --hf --dtype f32 --no-adapter-files
     hfq "$mm: transformers loads the merged f32 multimodal directory: ptrain's logits with the adapter (1e-4)" \
         merged "$tmp/$mm.x/merged" "$tmp/$mm.l.ids" "$tmp/$mm.l" 1e-4
+    gdir="$fbase"
+    if [ "$mm" = gemma3-mm ]; then
+        gdir="$tmp/g3mmbase"
+        mkdir -p "$gdir"
+        for f in "$fbase"/*; do ln -s "$f" "$gdir/"; done
+        rm "$gdir/config.json"
+        sed 's/"query_pre_attn_scalar": 20/"query_pre_attn_scalar": 24/' "$fbase/config.json" >"$gdir/config.json"
+        logits "$tmp/$mm.gl" "$gdir" "$pr" --no-4bit --adapter "$tmp/$mm/lora"
+    else
+        cp "$tmp/$mm.l" "$tmp/$mm.gl" && cp "$tmp/$mm.l.ids" "$tmp/$mm.gl.ids"
+    fi
+    run export --model "$gdir" --adapter "$tmp/$mm/lora" --out "$tmp/$mm.g" --gguf f32 --no-adapter-files
+    ok "$mm: the merged GGUF of the text tower is written" test "$rc" = 0 -a -s "$tmp/$mm.g/merged-f32.gguf"
+    ok "$mm: llama.cpp runs the text tower's merged GGUF as ptrain runs the multimodal base with the adapter" \
+        llama "$tmp/$mm.g/merged-f32.gguf" "$tmp/$mm.gl.ids" "$tmp/$mm.gl" 2e-3
 done
 
 # --- Ministral 3 (YaRN over 8 original positions, the query temperature): the merged GGUF is llama.cpp's

@@ -60,7 +60,7 @@ static const model_case cases[] = {
     {"olmo2", "tiny-q4_0", false},     {"olmo3", "tiny-q4_0", false},
     {"phi3", "tiny-q4_0", false},      {"phi3-longrope", "tiny-f32", true},
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
-    {"ministral3", "hf", false},
+    {"ministral3", "hf", false},      {"granite4", "hf", true}, /* the shared MLP's fused input_linear, NF4 */
     {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops (its training: test_moe.c) */
     {"gemma4", "hf32", true}, /* a model directory (tests/data/gemma4/hf32): forward only, training not built yet */
 };

@@ -1385,6 +1385,9 @@ static void test_smollm3_training(void **s) { (void)s; check_training_lowers_los
 /* granite only against PEFT: its logits / 8 make gradients so small (max 1.2e-3) that central
  * differences reach 9e-4 of them (the 1e-3 tolerance), and 8 AdamW steps lower its loss by 6% */
 static void test_granite_peft(void **s) { (void)s; check_peft("granite"); }
+/* granite4 (make_granite4_goldens.py, its bf16 hf/): LoRA on the shared MLP's input_linear (gate and up fused:
+ * one A, one B over both halves, as PEFT) and output_linear */
+static void test_granite4_peft(void **s) { (void)s; check_peft("granite4"); }
 /* olmo2: post-norms only, q/k norms over the whole projection */
 static void test_olmo2_model_grads(void **s) { (void)s; check_model_grads("olmo2"); }
 static void test_olmo2_peft(void **s) { (void)s; check_peft("olmo2"); }
@@ -1522,6 +1525,7 @@ int main(void)
         cmocka_unit_test(test_phi3_longrope_model_grads), cmocka_unit_test(test_phi3_longrope_peft),
         cmocka_unit_test(test_qwen3_yarn_model_grads), cmocka_unit_test(test_qwen3_yarn_peft),
         cmocka_unit_test(test_ministral3_model_grads), cmocka_unit_test(test_ministral3_peft),
+        cmocka_unit_test(test_granite4_peft),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_dora_layer),
         cmocka_unit_test(test_dora_init),

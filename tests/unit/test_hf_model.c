@@ -380,6 +380,55 @@ static void test_multimodal_dirs(void **s)
                                           "mistral3 checkpoint); supported: llama"));
 }
 
+/* make_granite4_goldens.py's Granite 4.0 attention-only model (granitemoehybrid: granite's multipliers, the MLP's
+ * gate and up fused in shared_mlp.input_linear, layer_types "attention"), bf16: with RoPE (hf) and without
+ * (hf-nope: position_embedding_type null, which moves transformers' logits by 1.05 of the largest) */
+static void test_granite4_dirs(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "granite4/hf");
+    check_parity(&(parity_case){dir, "granite4", "hf", false, PT_BF16, PT_BF16, true});
+    data_path(dir, sizeof dir, "granite4/hf-nope");
+    check_parity(&(parity_case){dir, "granite4", "hf-nope", false, PT_BF16, PT_BF16, true});
+}
+
+/* A granitemoehybrid config.json with a Mamba layer, with experts, or without layer_types: one message naming
+ * the file and what ptrain does not run. */
+static void granite4_refused(const char *edit, const char *want)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"intermediate_size\": 40, "
+             "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 384, %s}", edit);
+    hf_config hc;
+    assert_int_equal(hf_config_parse("g4/config.json", text, strlen(text), &hc), PT_ERR_USER);
+    if (!strstr(err_message(), want)) fail_msg("got: %s\nwanted it to hold: %s", err_message(), want);
+}
+
+static void test_granite4_refusals(void **s)
+{
+    (void)s;
+    granite4_refused("\"num_local_experts\": 0, \"layer_types\": [\"attention\", \"mamba\"]",
+                     "g4/config.json: layer_types[1] is \"mamba\": a Mamba-2 layer of a hybrid Granite 4.0 model");
+    granite4_refused("\"num_local_experts\": 0, \"layers_block_type\": [\"attention\", \"linear_attention\"]",
+                     "g4/config.json: layers_block_type[1] is \"linear_attention\": a Mamba-2 layer");
+    granite4_refused("\"num_local_experts\": 4, \"layer_types\": [\"attention\", \"attention\"]",
+                     "g4/config.json: num_local_experts is 4: a Granite 4.0 mixture of experts");
+    granite4_refused("\"layer_types\": [\"attention\", \"attention\"]",
+                     "num_local_experts is 8 (transformers' default: the file does not give it)");
+    granite4_refused("\"num_local_experts\": 0", "g4/config.json: has no layer_types");
+    granite4_refused("\"num_local_experts\": 0, \"layer_types\": [\"attention\", \"attention\"], "
+                     "\"position_embedding_type\": \"alibi\"", "position_embedding_type: expected \"rope\"");
+    hf_config hc; /* the MLP's width is shared_intermediate_size (1024 when absent), not intermediate_size */
+    const char *ok = "{\"model_type\": \"granitemoehybrid\", \"hidden_size\": 64, \"intermediate_size\": 40, "
+                     "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 384, "
+                     "\"num_local_experts\": 0, \"layer_types\": [\"full_attention\"]}";
+    assert_int_equal(hf_config_parse("g4/config.json", ok, strlen(ok), &hc), PT_OK);
+    assert_int_equal(hc.cfg.arch, PT_ARCH_GRANITE4);
+    assert_int_equal(hc.cfg.ffn_dim, 1024);
+    assert_false(model_layer_rope(&hc.cfg, 0)); /* no position_embedding_type: NoPE, as transformers */
+}
+
 /* make_more_goldens.py's granite (multipliers from config.json), bf16 and bitsandbytes 4-bit */
 static void test_granite_dir(void **s)
 {
@@ -1010,6 +1059,7 @@ int main(void)
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
+        cmocka_unit_test(test_granite4_dirs),   cmocka_unit_test(test_granite4_refusals),
         cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_olmo3_dir),
         cmocka_unit_test(test_phi3_dir),
         cmocka_unit_test(test_yarn_ministral3_dirs), cmocka_unit_test(test_multimodal_dirs),

@@ -285,6 +285,9 @@ static void test_granite_training_loss(void **s) { (void)s; check_training_loss(
 /* ministral3 as llama.cpp's mistral3 (make_ministral3_goldens.py gguf; llama.cpp runs the f32 file to 1.3e-6 of
  * transformers): YaRN with yarn_log_multiplier, the query temperature from attention.temperature_scale */
 static void test_mistral3_f32(void **s) { (void)s; check_tiny_in("ministral3", "tiny-f32", false); }
+/* Granite 4.0 attention-only as llama.cpp's converter writes it (make_granite4_goldens.py gguf: granite, input_linear
+ * split into ffn_gate and ffn_up; llama.cpp runs it to 7.2e-7): loads as granite, transformers' granitemoehybrid logits */
+static void test_granite4_gguf(void **s) { (void)s; check_tiny_in("granite4", "tiny-f32", false); }
 static void test_mistral3_q4_0(void **s) { (void)s; check_tiny_in("ministral3", "tiny-q4_0", false); }
 static void test_mistral3_greedy(void **s) { (void)s; check_greedy("ministral3"); }
 static void test_olmo2_f32(void **s) { (void)s; check_tiny_in("olmo2", "tiny-f32", false); }
@@ -786,7 +789,7 @@ int main(void)
         cmocka_unit_test(test_granite_f32),         cmocka_unit_test(test_granite_q4_0),
         cmocka_unit_test(test_granite_nf4_on_load), cmocka_unit_test(test_granite_hf_dir),
         cmocka_unit_test(test_granite_greedy),      cmocka_unit_test(test_granite_training_loss),
-        cmocka_unit_test(test_mistral3_f32),        cmocka_unit_test(test_mistral3_q4_0),
+        cmocka_unit_test(test_granite4_gguf),       cmocka_unit_test(test_mistral3_f32),        cmocka_unit_test(test_mistral3_q4_0),
         cmocka_unit_test(test_mistral3_greedy),
         cmocka_unit_test(test_olmo2_f32),           cmocka_unit_test(test_olmo2_q8_0),
         cmocka_unit_test(test_olmo2_q4_0),
