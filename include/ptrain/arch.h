@@ -42,6 +42,10 @@ enum {
      * in_proj_a, out_proj (projections), conv1d [conv channels, kernel], A_log and dt_bias [v heads] and the
      * gated norm's weight [v head dim] (f32 vectors; the gated norm is x * w, not 1 + w) */
     W_Q_GATE, W_LIN_QKV, W_LIN_Z, W_LIN_B, W_LIN_A, W_LIN_OUT, W_LIN_CONV, W_LIN_ALOG, W_LIN_DT, W_LIN_NORM,
+    /* a sparse layer's experts as PEFT's target_parameters adapts them (mlp.experts.gate_up_proj [E, 2I, H],
+     * mlp.experts.down_proj [E, H, I]): slots of LoRA pairs only, no weight here (the experts are
+     * pt_layer_weights.experts) */
+    W_EXP_GATE_UP, W_EXP_DOWN,
     W_COUNT
 };
 
@@ -125,6 +129,9 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
  * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP), NULL for norms
  * and biases. */
 const char *arch_peft_module(pt_arch a, int w);
+/* PEFT's target_parameters entry of an experts slot (W_EXP_GATE_UP: mlp.experts.gate_up_proj, W_EXP_DOWN:
+ * mlp.experts.down_proj, the fused expert weights as transformers 5 holds them), NULL for other slots. */
+const char *arch_peft_param(int w);
 /* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
  * gemma3), whose SentencePiece vocabularies take no space prefix. */
 bool arch_gguf_gemma_line(const char *name, size_t len);

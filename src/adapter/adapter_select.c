@@ -109,6 +109,10 @@ static pt_status compile(regex_t *re, const char *where, const char *field, cons
 static void module_key(pt_arch a, char *out, size_t len, int layer, int w)
 {
     const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    if (arch_peft_param(w)) { /* the experts: the parameter's own name */
+        snprintf(out, len, "model.layers.%d.%s", layer, arch_peft_param(w));
+        return;
+    }
     snprintf(out, len, "model.layers.%d.%s.%s", layer, block, arch_peft_module(a, w));
 }
 
