@@ -46,6 +46,7 @@ enum {
      * mlp.experts.down_proj [E, H, I]): slots of LoRA pairs only, no weight here (the experts are
      * pt_layer_weights.experts) */
     W_EXP_GATE_UP, W_EXP_DOWN,
+    W_ROUTER, /* a sparse layer's router (mlp.gate.weight [E, dim]) as target_parameters adapts it: a LoRA pair only */
     W_COUNT
 };
 

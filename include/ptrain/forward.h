@@ -44,8 +44,9 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
  * their SwiGLU and the experts' outputs. The host arrays say who went where. */
 /* M_DW: f32 [rows, k], the backward's; M_LGU, M_LDN: [rows·k, r] s·x Aₑᵀ of the experts' LoRA pairs (PEFT's
  * target_parameters: gate_up_proj's on M_XS, down_proj's on M_ACT), 0 rows without them; M_AUX [rows, E]: the
- * aux loss's gradient at the router logits (0 rows without it) */
-enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_LGU, M_LDN, M_AUX, M_COUNT };
+ * aux loss's gradient at the router logits (0 rows without it); M_LRT [rows, r]: s·xn Aᵀ of the router's LoRA pair
+ * (target_parameters mlp.gate.weight; 0 rows without it) */
+enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_LGU, M_LDN, M_AUX, M_LRT, M_COUNT };
 typedef struct {
     pt_tensor t[M_COUNT];
     int32_t *expert; /* [rows·k] token t's experts, ascending (transformers' order of adding them) */

@@ -141,6 +141,8 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
 int model_adapter_experts(const pt_model_config *c, int slot);
 /* Whether slot is one of the experts' (W_EXP_GATE_UP, W_EXP_DOWN). */
 bool model_slot_experts(int slot);
+/* Whether slot's pairs live on the sparse layers only (the experts' and the router's, W_ROUTER). */
+bool model_slot_sparse(int slot);
 /* Whether layer l is a Gated DeltaNet layer (qwen35's linear_attention). */
 bool model_layer_linear(const pt_model_config *c, int layer);
 /* Whether layer l of a model of config c has a weight in slot (its family has the slot, and on a hybrid

@@ -69,10 +69,10 @@ const char *adapter_param_target(int w) { return arch_peft_param(w); }
 
 bool adapter_param_slot(const char *name, bool target[W_COUNT])
 {
-    static const char *const tails[2] = {"experts.gate_up_proj", "experts.down_proj"};
-    static const int slots[2] = {W_EXP_GATE_UP, W_EXP_DOWN};
+    static const char *const tails[3] = {"experts.gate_up_proj", "experts.down_proj", "gate.weight"};
+    static const int slots[3] = {W_EXP_GATE_UP, W_EXP_DOWN, W_ROUTER};
     size_t n = strlen(name);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         size_t t = strlen(tails[i]);
         if (n >= t && !strcmp(name + n - t, tails[i]) && (n == t || name[n - t - 1] == '.')) {
             target[slots[i]] = true;
@@ -93,7 +93,10 @@ void adapter_experts_b(const float *from, float *to, int64_t out, int r, int exp
             }
 }
 
-bool adapter_has_experts(const pt_adapter *ad) { return ad && (ad->target[W_EXP_GATE_UP] || ad->target[W_EXP_DOWN]); }
+bool adapter_has_experts(const pt_adapter *ad)
+{
+    return ad && (ad->target[W_EXP_GATE_UP] || ad->target[W_EXP_DOWN] || ad->target[W_ROUTER]);
+}
 
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w)
 {
@@ -188,7 +191,7 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
             size_t i = (size_t)layer * W_COUNT + (size_t)w;
             int64_t out, in;
             if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
-            if (model_slot_experts(w) && !model_layer_moe(&m->cfg, layer)) continue; /* a dense layer */
+            if (model_slot_sparse(w) && !model_layer_moe(&m->cfg, layer)) continue; /* a dense layer */
             adapter_pair *p = &ad->pairs[i];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
             TRY(pair_create(ad->be, p, ranks[i], out, in, model_adapter_experts(&m->cfg, w), ad->init,
@@ -315,7 +318,7 @@ int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool targ
     for (int w = 0; w < W_COUNT; w++)
         if (target[w] && model_adapter_shape(c, w, &out, &in))
             n += ((int64_t)r * (out + in) * model_adapter_experts(c, w) + (dora ? out : 0)) *
-                 (model_slot_experts(w) ? sparse : c->n_layers);
+                 (model_slot_sparse(w) ? sparse : c->n_layers);
     return n;
 }
 
@@ -453,6 +456,10 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
+    if (w == W_ROUTER) { /* a ParamWrapper of its own on mlp.gate */
+        snprintf(out, len, "base_model.model.model.layers.%d.mlp.gate.lora_%c.weight", layer, which);
+        return;
+    }
     if (model_slot_experts(w)) { /* PEFT's nested ParamWrappers with both targets: gate_up_proj innermost */
         snprintf(out, len, "base_model.model.model.layers.%d.mlp.experts%s.lora_%c.weight", layer,
                  w == W_EXP_GATE_UP ? ".base_layer" : "", which);

@@ -32,10 +32,11 @@ static const char *const select_keys[] = {"layers_to_transform", "layers_pattern
 /* ---- writing ---- */
 
 /* PEFT's name of pair (layer, w)'s matrix which: adapter_tensor_name's, and for the experts (target_parameters) the
- * nesting depth[w] of its ParamWrapper (PEFT nests the i-th of n targets n-1-i times: ....experts.base_layer.). */
+ * nesting depth[w] of its ParamWrapper (PEFT nests an experts target inside those listed after it on the same
+ * module: ....experts.base_layer.); the router's (mlp.gate) is alone on its module. */
 static void pair_name(const pt_adapter *l, int layer, int w, char which, const int depth[W_COUNT], char *out, size_t len)
 {
-    if (!model_slot_experts(w)) {
+    if (!model_slot_experts(w)) { /* the router's wrapper is alone on mlp.gate */
         adapter_tensor_name(l->arch, out, len, layer, w, which);
         return;
     }
@@ -92,7 +93,7 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "lora_dropout", json_real(info->lora_dropout));
     json_object_set_new(c, "target_modules", target_list(l));
     json_t *params = json_array(); /* target_parameters: gate_up_proj first (PEFT nests it innermost) */
-    for (int w = W_EXP_GATE_UP; w <= W_EXP_DOWN; w++)
+    for (int w = W_EXP_GATE_UP; w <= W_ROUTER; w++)
         if (l->target[w]) json_array_append_new(params, json_string(adapter_param_target(w)));
     json_object_set_new(c, "target_parameters", json_array_size(params) ? params : (json_decref(params), json_null()));
     json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora || l->rslora));
@@ -226,23 +227,29 @@ typedef struct {
     int depth[W_COUNT];  /* and how deep PEFT nests each one's ParamWrapper (pair_name) */
 } peft_settings;
 
-/* target_parameters into s (the i-th of n nested n-1-i deep); an entry that is no expert weight is refused. */
+/* target_parameters into s: the experts' entries nested as PEFT nests them (each inside the ParamWrappers of the
+ * experts' entries after it), the router's alone on its module; an entry that names nothing ptrain adapts is
+ * refused. */
 static pt_status parse_params(const char *path, const json_t *c, peft_settings *s)
 {
     const json_t *list = json_object_get(c, "target_parameters"), *item;
     if (!list || json_is_null(list)) return PT_OK;
     if (!json_is_array(list))
         return ERR(PT_ERR_USER, "%s: target_parameters: expected a list of parameter names", shown_text(path).s);
-    size_t i, n = json_array_size(list);
+    size_t i;
+    int at[W_COUNT] = {0};
     json_array_foreach(list, i, item) {
         bool one[W_COUNT] = {0};
         if (!json_is_string(item) || !adapter_param_slot(json_string_value(item), one))
             return ERR(PT_ERR_USER, "%s: target_parameters names %s; ptrain reads adapters on the experts' "
-                       "mlp.experts.gate_up_proj and mlp.experts.down_proj", shown_text(path).s,
-                       json_is_string(item) ? shown_text(json_string_value(item)).s : "a non-string");
+                       "mlp.experts.gate_up_proj and mlp.experts.down_proj and the router's mlp.gate.weight",
+                       shown_text(path).s, json_is_string(item) ? shown_text(json_string_value(item)).s : "a non-string");
         for (int w = 0; w < W_COUNT; w++)
-            if (one[w]) s->param[w] = true, s->depth[w] = (int)(n - 1 - i);
+            if (one[w]) s->param[w] = true, at[w] = (int)i;
     }
+    for (int w = W_EXP_GATE_UP; w <= W_EXP_DOWN; w++)
+        for (int v = W_EXP_GATE_UP; v <= W_EXP_DOWN; v++)
+            s->depth[w] += s->param[w] && s->param[v] && at[v] > at[w];
     return PT_OK;
 }
 
@@ -352,7 +359,7 @@ static bool parse_name(pt_arch a, const peft_settings *s, const char *name, int 
     long l = strtol(name + strlen(prefix), &end, 10);
     if (end == name + strlen(prefix) || *end != '.' || l < 0 || l >= n_layers) return false;
     pt_adapter named = {.arch = a};
-    for (int w = W_EXP_GATE_UP; w <= W_EXP_DOWN; w++) /* the experts (target_parameters) */
+    for (int w = W_EXP_GATE_UP; w <= W_ROUTER; w++) /* the experts and the router (target_parameters) */
         for (int ab = 0; ab < 2 && s->param[w]; ab++) {
             char want[192];
             pair_name(&named, (int)l, w, ab ? 'B' : 'A', s->depth, want, sizeof want);

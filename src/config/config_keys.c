@@ -93,7 +93,8 @@ const key_spec config_keys[] = {
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
     {"target_parameters", NULL, K_STRLIST, OFF(target_parameters), NULL, NULL, 0, 0, 0,
      "PEFT's target_parameters: a mixture of experts' fused expert weights that get adapters "
-     "(mlp.experts.gate_up_proj, mlp.experts.down_proj; lora_A [E*r, in], lora_B [out, E*r]); default: none"},
+     "(mlp.experts.gate_up_proj, mlp.experts.down_proj; lora_A [E*r, in], lora_B [out, E*r]) and its router "
+     "(mlp.gate.weight); default: none"},
     {"output_router_logits", NULL, K_BOOL, OFF(output_router_logits), "false", NULL, 0, 0, 0,
      "a mixture of experts: add transformers' load-balancing aux loss (router_aux_loss_coef times it) to the loss"},
     {"router_aux_loss_coef", NULL, K_FLOAT, OFF(router_aux_loss_coef), "0.001", NULL, 0, BIG, 0,

@@ -20,9 +20,10 @@ pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a)
     bool gu = c->ad && c->ad->target[W_EXP_GATE_UP], dn = c->ad && c->ad->target[W_EXP_DOWN];
     int64_t r = c->ad && c->ad->r_max > 0 ? c->ad->r_max : 1;
     bool aux = c->aux && c->aux->coef != 0.0f;
-    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows, gu ? n : 0, dn ? n : 0, aux ? c->rows : 0};
+    bool rt = c->ad && c->ad->target[W_ROUTER];
+    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows, gu ? n : 0, dn ? n : 0, aux ? c->rows : 0, rt ? c->rows : 0};
     int64_t cols[M_COUNT] = {g->n_experts, g->dim, g->moe_ffn_dim, g->moe_ffn_dim, g->moe_ffn_dim, g->dim,
-                             g->n_experts_used, r, r, g->n_experts};
+                             g->n_experts_used, r, r, g->n_experts, r};
     for (int i = 0; i < M_COUNT; i++) TRY((i == M_DW ? arena_take_f32 : arena_take)(arena, &a->t[i], rows[i], cols[i]));
     a->expert = malloc(sizeof(int32_t) * (size_t)n);
     a->weight = malloc(sizeof(float) * (size_t)n);
@@ -83,6 +84,7 @@ pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tenso
     int k = g->n_experts_used, n_exp = g->n_experts;
     pt_tensor *t = a->t;
     TRY(backend_matmul(be, &t[M_LOGITS], xn, &wt->router, 0.0f));
+    TRY(adapter_matmul(c->ad, layer, W_ROUTER, &t[M_LOGITS], xn, &t[M_LRT])); /* a LoRA on the router, if any */
     TRY(backend_moe_route(be, a->expert, a->weight, &t[M_LOGITS], k, g->moe_norm_topk));
     for (int64_t i = 0; i < c->rows * k; i++)
         if (a->expert[i] < 0 || a->expert[i] >= n_exp)

@@ -133,6 +133,10 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
 {
     int lead;
     int64_t row0, all;
+    if (slot == W_ROUTER) {
+        *out = c->n_experts, *in = c->dim;
+        return c->n_experts > 0;
+    }
     if (model_slot_experts(slot)) {
         if (c->n_experts <= 0) return false;
         *out = slot == W_EXP_GATE_UP ? 2 * (int64_t)c->moe_ffn_dim : c->dim;
@@ -147,6 +151,8 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
 }
 
 bool model_slot_experts(int slot) { return slot == W_EXP_GATE_UP || slot == W_EXP_DOWN; }
+
+bool model_slot_sparse(int slot) { return model_slot_experts(slot) || slot == W_ROUTER; }
 
 int model_adapter_experts(const pt_model_config *c, int slot)
 {

@@ -125,6 +125,19 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
                                    &t[A_RSTD2], dout);
 }
 
+/* The router's LoRA pair p (training's s) from dlogits, its input xn and u = s·xn Aᵀ (then t = s·dlogits B in its
+ * place): grad_b = dlogitsᵀ u, grad_a = tᵀ xn, dxn += t A (no dropout: PEFT's target_parameters have none). */
+static pt_status router_lora_bwd(pt_backend *be, const adapter_pair *p, lora_pair *s, const pt_tensor *dlogits,
+                                 pt_tensor *u, const pt_tensor *xn, pt_tensor *dxn)
+{
+    pt_tensor v = adapter_narrow(u, p->r);
+    TRY(backend_matmul_bwd_weight(be, &s->grad_b, dlogits, &v, 0.0f));
+    TRY(backend_matmul_bwd_input(be, &v, dlogits, &p->b, 0.0f));
+    TRY(backend_scale(be, &v, p->scale));
+    TRY(backend_matmul_bwd_weight(be, &s->grad_a, &v, xn, 0.0f));
+    return backend_matmul_bwd_input(be, dxn, &v, &p->a, 1.0f);
+}
+
 /* A sparse layer (forward_moe): out = h + Σ_s w_s E_s(n2 h), the router and experts frozen (their LoRA pairs,
  * PEFT's target_parameters, trained when the adapter has them): the gradient
  * flows back through the experts' products (grouped as the forward grouped them), the routing weights and
@@ -159,6 +172,8 @@ static pt_status moe_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
     if (aux) TRY(moe_aux_backward(c->aux, be, &t[M_LOGITS], &t[M_AUX]));
     TRY(backend_moe_route_bwd(be, &t[M_LOGITS], &t[M_LOGITS], &t[M_DW], m->expert, k, cf->moe_norm_topk));
     if (aux) TRY(backend_add(be, &t[M_LOGITS], &t[M_AUX]));
+    lora_pair *srt = lora_at(l, layer, W_ROUTER); /* a LoRA on the router (target_parameters mlp.gate.weight) */
+    if (srt) TRY(router_lora_bwd(be, lora_weights(l, srt), srt, &t[M_LOGITS], &t[M_LRT], &a->t[A_XN2], &gt[G_DIM1]));
     TRY(backend_matmul_bwd_input(be, &gt[G_DIM1], &t[M_LOGITS], &wt->router, 1.0f));
     return backend_rmsnorm_bwd_add(be, &gt[G_DH], NULL, &gt[G_DIM1], &a->t[A_H], &wt->w[W_FFN_NORM], &a->t[A_RSTD2],
                                    dout);

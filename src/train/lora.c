@@ -195,14 +195,15 @@ static pt_status experts_targets(const pt_model *m, const pt_config *cfg, bool t
     for (int i = 0; i < cfg->target_parameters.n; i++) {
         const char *name = cfg->target_parameters.items[i];
         if (m->cfg.n_experts <= 0)
-            return ERR(PT_ERR_USER, "%s: target_parameters: %s names an expert weight, and %s models have no experts; "
+            return ERR(PT_ERR_USER, "%s: target_parameters: %s names a mixture of experts' weight, and %s models have no experts; "
                        "remove target_parameters and name projections in lora_target_modules", path,
                        shown_text(name).s, arch_name(m->cfg.arch));
         if (!adapter_param_slot(name, target))
-            return ERR(PT_ERR_USER, "%s: target_parameters: %s is not an expert weight ptrain adapts; name "
-                       "mlp.experts.gate_up_proj and/or mlp.experts.down_proj", path, shown_text(name).s);
+            return ERR(PT_ERR_USER, "%s: target_parameters: %s is not a weight ptrain adapts there; name "
+                       "mlp.experts.gate_up_proj, mlp.experts.down_proj and/or the router's mlp.gate.weight", path,
+                       shown_text(name).s);
     }
-    if (!target[W_EXP_GATE_UP] && !target[W_EXP_DOWN]) return PT_OK;
+    if (!target[W_EXP_GATE_UP] && !target[W_EXP_DOWN] && !target[W_ROUTER]) return PT_OK;
     if (cfg->lora_dropout > 0)
         return ERR(PT_ERR_USER, "%s: target_parameters with lora_dropout %g: PEFT adapts parameters without dropout "
                    "(it refuses lora_dropout there, as ptrain does); set lora_dropout: 0", path, cfg->lora_dropout);

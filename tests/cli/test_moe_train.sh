@@ -59,10 +59,10 @@ train "$tmp/mlp.yaml"
 expect_eq "Qwen3-MoE with MLP targets: exit 1" 1 "$rc"
 ok "Qwen3-MoE with MLP targets: points to target_parameters" grep -q "adapt them with PEFT's target_parameters" "$tmp/err"
 
-# LoRA on the experts too (PEFT's target_parameters) with the aux loss: the loss goes down, aux_loss is logged, the
+# LoRA on the experts and the router too (PEFT's target_parameters) with the aux loss: the loss goes down, aux_loss is logged, the
 # adapter is PEFT's (no adapter.gguf), and a run killed and resumed ends bit for bit the same
 experts="lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
-target_parameters: [mlp.experts.gate_up_proj, mlp.experts.down_proj]
+target_parameters: [mlp.experts.gate_up_proj, mlp.experts.down_proj, mlp.gate.weight]
 output_router_logits: true
 router_aux_loss_coef: 0.02"
 write_config "$tmp/ex.yaml" "$tmp/ex" "$experts"
@@ -130,6 +130,33 @@ if [ -z "$PY" ] || ! "$PY" -c "import peft, transformers, torch" 2>/dev/null; th
 else
     peft_check Qwen3-MoE "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ref/lora"
     peft_check "Qwen3-MoE experts" "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ex/lora"
+    "$PY" - "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ex/lora" >"$tmp/py.out" 2>&1 <<'PY'
+import sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32, experts_implementation="eager").eval()
+model = PeftModel.from_pretrained(model, sys.argv[2]).eval()
+ids = torch.tensor([[5, 17, 99, 200, 3, 45, 67, 8]])
+parts = {"experts'": "mlp.experts", "router's": "mlp.gate."}
+with torch.no_grad():
+    full = model(ids).logits
+    for name, key in parts.items():  # what each part PEFT read moves (so the check above sees it)
+        saved = {n: p.clone() for n, p in model.named_parameters() if key in n and "lora_B" in n}
+        for n, p in model.named_parameters():
+            if n in saved:
+                p.zero_()
+        moved = float((full - model(ids).logits).abs().max() / full.abs().max())
+        print(f"PEFT: the {name} LoRA ({len(saved)} B matrices) moves the logits {moved:.2e}")
+        for n, p in model.named_parameters():
+            if n in saved:
+                p.copy_(saved[n])
+        if not saved or moved < 1e-3:
+            sys.exit(1)
+PY
+    py=$?
+    sed 's/^/# /' "$tmp/py.out" | grep "PEFT:"
+    expect_eq "PEFT reads the experts' and the router's LoRA, each moving the logits" 0 "$py"
     peft_check Mixtral "$model" "$tmp/mx/lora"
 fi
 done_testing

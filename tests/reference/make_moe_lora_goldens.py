@@ -6,16 +6,18 @@ The model is make_qwen3moe_goldens.py's tiny Qwen3-MoE as committed in tests/dat
 layers 0 and 2 mixtures of 4 experts, top-2, norm_topk_prob; bf16 weights, computed in float64). PEFT's
 LoraConfig r=4, alpha=8 on q_proj, k_proj, v_proj, o_proj (target_modules) and on the fused experts
 (target_parameters mlp.experts.gate_up_proj [E, 2I, H] and mlp.experts.down_proj [E, H, I]: lora_A
-[E·r, in], lora_B [out, E·r], expert e's delta B[:, j·E + e] A[e·r + j]), A and B random (rounded to f32),
-on a batch of 2 x 16 tokens with some labels -100.
+[E·r, in], lora_B [out, E·r], expert e's delta B[:, j·E + e] A[e·r + j]; and the router's mlp.gate.weight
+[E, H], a plain LoRA pair, so the aux loss trains it), A and B random (rounded to f32), on a batch of 2 x 16
+tokens with some labels -100.
 
 Writes tests/data/qwen3moe/:
   peft-experts.json    ids, labels, the mean cross-entropy (loss), transformers' aux_loss
                        (load_balancing_loss_func, output_router_logits) without a mask and with
                        aux_mask (the last 3 tokens of row 1 padding: attention_mask 0), the coefficient
                        aux_coef, the loss with coef·aux added (loss_aux), and the LoRA tensors in order
-                       (per layer: q, k, v, o A then B; on sparse layers then gate_up_proj A, B and
-                       down_proj A, B in PEFT's own layouts) with their names in PEFT's state dict;
+                       (per layer: q, k, v, o A then B; on sparse layers then gate_up_proj A, B,
+                       down_proj A, B and the router's A, B, in PEFT's own layouts) with their names in
+                       PEFT's state dict;
   peft-experts.init.f32   those tensors' values;
   peft-experts.grads.f32  their gradients of the cross-entropy;
   peft-experts.aux.grads.f32  their gradients of the cross-entropy + aux_coef · aux_loss.
@@ -36,7 +38,7 @@ import make_qwen3moe_goldens as q3
 
 OUT = q3.OUT
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
-PARAMS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"]
+PARAMS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"]
 AUX_COEF = 0.25
 
 
@@ -56,7 +58,7 @@ def peft_model():
         pre = f"base_model.model.model.layers.{i}."
         mods = [f"self_attn.{m}" for m in MODULES]
         if hasattr(layer.mlp, "gate"):  # nested ParamWrappers: the first target innermost (base_layer.)
-            mods += ["mlp.experts.base_layer", "mlp.experts"]
+            mods += ["mlp.experts.base_layer", "mlp.experts", "mlp.gate"]
         for mod in mods:
             for which in "AB":
                 key = f"{pre}{mod}.lora_{which}.weight"

@@ -220,7 +220,7 @@ static void lora_setup(pt_model *m, pt_lora *l)
     bool all[W_COUNT];
     for (int w = 0; w < W_COUNT; w++) /* the projections, not the norms; a mixture of experts: the attention's and */
         all[w] = adapter_module_name(PT_ARCH_LLAMA, w) != NULL; /* the experts' (target_parameters) */
-    if (m->cfg.n_experts > 0) all[W_GATE] = all[W_UP] = all[W_DOWN] = false, all[W_EXP_GATE_UP] = all[W_EXP_DOWN] = true;
+    if (m->cfg.n_experts > 0) all[W_GATE] = all[W_UP] = all[W_DOWN] = false, all[W_EXP_GATE_UP] = all[W_EXP_DOWN] = all[W_ROUTER] = true;
     assert_int_equal(lora_create(l, m, 4, 8.0f, false, all, 7), PT_OK);
     uint32_t s = 99;
     for (adapter_pair *p = adapter_next(&l->ad, NULL); p; p = adapter_next(&l->ad, p)) {

@@ -10,7 +10,11 @@
  * the logits and greedy tokens are those transformers computes on bitsandbytes' NF4 round trip of
  * the same weights. The route op against a direct computation (softmax, top-k, renormalisation),
  * parameter counts (total and active) against the tensors' sizes, the sparse layers config.json
- * makes, and the messages of refused configs. */
+ * makes, and the messages of refused configs. Training: LoRA on the attention against PEFT's gradients
+ * (Qwen3-MoE, Mixtral), and with PEFT's target_parameters on the experts and the router
+ * (make_moe_lora_goldens.py): loss and every gradient against PEFT's, with the aux load-balancing loss
+ * (output_router_logits) its value against transformers' aux_loss (with and without an attention mask) and
+ * the gradients of loss + coef·aux against PEFT's. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -358,8 +362,8 @@ static void test_peft_grads(void **s)
 static int experts_slot(const char *module)
 {
     static const char *const names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                        "mlp.experts.base_layer", "mlp.experts"};
-    static const int slots[] = {W_Q, W_K, W_V, W_O, W_EXP_GATE_UP, W_EXP_DOWN};
+                                        "mlp.experts.base_layer", "mlp.experts", "mlp.gate"};
+    static const int slots[] = {W_Q, W_K, W_V, W_O, W_EXP_GATE_UP, W_EXP_DOWN, W_ROUTER};
     for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
         if (!strcmp(module, names[i])) return slots[i];
     fail_msg("peft-experts.json: unknown module %s", module);
@@ -410,7 +414,7 @@ static void check_peft_experts(bool checkpointing, int aux)
     pt_model m;
     load("hf", false, be, &m);
     bool target[W_COUNT] = {[W_Q] = true, [W_K] = true, [W_V] = true, [W_O] = true, [W_EXP_GATE_UP] = true,
-                            [W_EXP_DOWN] = true};
+                            [W_EXP_DOWN] = true, [W_ROUTER] = true};
     pt_lora l;
     assert_int_equal(lora_create(&l, &m, 4, 8.0f, false, target, 3), PT_OK);
     size_t n_init, n_want;
