@@ -31,7 +31,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/config) echo settings method config_report config_yaml config_keys config_dump config_check config ;;
     src/io) echo safefs filewrite dirlock h5util gguf_write st_write checkpoint checkpoint_read ;;
     src/adapter) echo adapter_select adapter adapter_decomp adapter_h5 adapter_gguf peft adapter_load ;;
-    src/forward) echo moe forward loss tokens sample ;;
+    src/forward) echo moe_lora moe_aux moe forward loss tokens sample ;;
     src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset chat_apply ;;
     src/export) echo gguf_meta hf_meta merge imatrix merged_gguf merged_hf ollama export_cmd ;;

@@ -153,6 +153,18 @@ pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash);
 /* The PEFT module name of projection w in family a (q_proj ... down_proj; phi3: qkv_proj, o_proj, gate_up_proj,
  * down_proj on W_Q, W_O, W_GATE, W_DOWN), NULL for norms, biases and the other parts of a fused weight. */
 const char *adapter_module_name(pt_arch a, int w);
+/* PEFT's target_parameters entry of an experts slot: mlp.experts.gate_up_proj (W_EXP_GATE_UP),
+ * mlp.experts.down_proj (W_EXP_DOWN); NULL for every other slot. */
+const char *adapter_param_target(int w);
+/* The experts slot of a target_parameters entry (the parameter's name with any module path before it that
+ * ends in experts: mlp.experts.gate_up_proj, experts.down_proj), set in target; false when it names none. */
+bool adapter_param_slot(const char *name, bool target[W_COUNT]);
+/* B of an experts pair between ptrain's layout [E·out, r] (expert e's rows from e·out) and PEFT's lora_B
+ * [out, E·r] (expert e's column j at j·E + e); to_peft says which way (host arrays, not aliased). */
+void adapter_experts_b(const float *from, float *to, int64_t out, int r, int experts, bool to_peft);
+/* Whether ad adapts experts (W_EXP_GATE_UP or W_EXP_DOWN: llama.cpp's adapter.gguf and the merged exports do
+ * not carry them yet). */
+bool adapter_has_experts(const pt_adapter *ad);
 /* The targets named in text (PEFT module names of family a, any separator), e.g. "q_proj,v_proj". */
 void adapter_targets_parse(pt_arch a, const char *text, bool target[W_COUNT]);
 /* Their names joined by commas, in slot order. */

@@ -44,6 +44,11 @@ enum {
      * in_proj_a, out_proj (projections), conv1d [conv channels, kernel], A_log and dt_bias [v heads] and the
      * gated norm's weight [v head dim] (f32 vectors; the gated norm is x * w, not 1 + w) */
     W_Q_GATE, W_LIN_QKV, W_LIN_Z, W_LIN_B, W_LIN_A, W_LIN_OUT, W_LIN_CONV, W_LIN_ALOG, W_LIN_DT, W_LIN_NORM,
+    /* a sparse layer's experts as PEFT's target_parameters adapts them (mlp.experts.gate_up_proj [E, 2I, H],
+     * mlp.experts.down_proj [E, H, I]): slots of LoRA pairs only, no weight here (the experts are
+     * pt_layer_weights.experts) */
+    W_EXP_GATE_UP, W_EXP_DOWN,
+    W_ROUTER, /* a sparse layer's router (mlp.gate.weight [E, dim]) as target_parameters adapts it: a LoRA pair only */
     W_COUNT
 };
 
@@ -144,6 +149,9 @@ const char *arch_llama_module(int w);
 /* The slot whose adapter adapts slot w of family a: the first part of the fused weight w is in (phi3: W_Q for W_K,
  * W_V; phi3, granite4: W_GATE for W_UP), else w. */
 int arch_fused_lead(pt_arch a, int w);
+/* PEFT's target_parameters entry of an experts slot (W_EXP_GATE_UP: mlp.experts.gate_up_proj, W_EXP_DOWN:
+ * mlp.experts.down_proj, the fused expert weights as transformers 5 holds them), NULL for other slots. */
+const char *arch_peft_param(int w);
 /* Whether a GGUF general.architecture (supported or not) is of the Gemma line (gemma, gemma2,
  * gemma3), whose SentencePiece vocabularies take no space prefix. */
 bool arch_gguf_gemma_line(const char *name, size_t len);

@@ -47,6 +47,9 @@ typedef struct {
     double lora_dropout;
     pt_lora_bias lora_bias;
     pt_strlist lora_target_modules;
+    pt_strlist target_parameters; /* PEFT's: the experts' fused weights (mlp.experts.gate_up_proj, .down_proj) */
+    bool output_router_logits;    /* a mixture of experts' aux load-balancing loss added (times the coefficient) */
+    double router_aux_loss_coef;
     pt_checkpointing use_gradient_checkpointing;
     long random_state;
     bool use_rslora;

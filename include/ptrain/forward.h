@@ -42,7 +42,11 @@ enum { A_XN1, A_Q, A_K, A_V, A_ATT, A_H, A_XN2, A_GATE, A_UP, A_ACT, A_RSTD1, A_
 /* A sparse layer's routing and expert rows (moe.c): the router logits [rows, n_experts], and over
  * the rows·k (token, expert) pairs sorted by expert (then by token): the gathered inputs, gate, up,
  * their SwiGLU and the experts' outputs. The host arrays say who went where. */
-enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_COUNT }; /* M_DW: f32 [rows, k], the backward's */
+/* M_DW: f32 [rows, k], the backward's; M_LGU, M_LDN: [rows·k, r] s·x Aₑᵀ of the experts' LoRA pairs (PEFT's
+ * target_parameters: gate_up_proj's on M_XS, down_proj's on M_ACT), 0 rows without them; M_AUX [rows, E]: the
+ * aux loss's gradient at the router logits (0 rows without it); M_LRT [rows, r]: s·xn Aᵀ of the router's LoRA pair
+ * (target_parameters mlp.gate.weight; 0 rows without it) */
+enum { M_LOGITS, M_XS, M_GATE, M_UP, M_ACT, M_YS, M_DW, M_LGU, M_LDN, M_AUX, M_LRT, M_COUNT };
 typedef struct {
     pt_tensor t[M_COUNT];
     int32_t *expert; /* [rows·k] token t's experts, ascending (transformers' order of adding them) */
@@ -85,7 +89,20 @@ typedef struct {
                                          * (global [0], sliding [1]) */
     float noise_mag;         /* training with NEFTune: uniform(-mag, mag) noise on the embeddings; 0: none */
     uint64_t noise_seed;     /* its numbers: a function of the seed and the element alone */
+    struct moe_aux *aux;     /* training a mixture of experts with the aux loss (moe_aux.c); NULL: none */
 } fwd_ctx;
+
+/* transformers' load_balancing_loss_func over one pass (output_router_logits): each sparse layer's router adds
+ * its rows' top-k choices and softmax probabilities (rows whose mask is 0 left out); aux = E Σₑ (countₑ / total)
+ * (probₑ / total), total the counted rows summed over the layers. */
+typedef struct moe_aux {
+    float coef;          /* router_aux_loss_coef: the backward pass adds coef times aux's gradient */
+    const uint8_t *mask; /* [rows] 1: the row counts (the attention mask); NULL: every row */
+    int n_experts;
+    double total;        /* counted rows, summed over the sparse layers */
+    double *count, *prob; /* [n_experts] (moe_aux_open) */
+    bool frozen;         /* the forward pass is over: a recomputation (checkpointing) adds nothing */
+} moe_aux;
 
 /* The residual stream and the layers' activations of a pass. */
 typedef struct {
@@ -122,6 +139,29 @@ void forward_moe_free(moe_acts *a);
 /* out += the mixture of experts of sparse layer `layer` applied to xn (the normed residual): the router,
  * top-k, the experts over their sorted rows, the weighted sum (a keeps what the backward pass reads). */
 pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tensor *out, moe_acts *a);
+/* moe_aux.c: aux for a model of n_experts (zero sums), and its host arrays freed. */
+pt_status moe_aux_open(moe_aux *aux, int n_experts, float coef, const uint8_t *mask);
+void moe_aux_close(moe_aux *aux);
+/* A sparse layer's router logits [rows, E] (any activation dtype) and its choices expert[rows·k] added. */
+pt_status moe_aux_add(moe_aux *aux, pt_backend *be, const pt_tensor *logits, const int32_t *expert, int k);
+/* The aux loss of what was added (0 before any layer). */
+double moe_aux_value(const moe_aux *aux);
+/* grad ([rows, E], f32 or bf16) = coef · d aux / d logits of this layer (logits: its router logits). */
+pt_status moe_aux_backward(const moe_aux *aux, pt_backend *be, const pt_tensor *logits, pt_tensor *grad);
+/* moe_lora.c: LoRA on the experts (PEFT's target_parameters), over the rows sorted by expert (offset[e] the
+ * first row of expert e of n): pair p holds A [E·r, in] and B [E·out, r]. forward_experts_lora: for each expert,
+ * xs rows = s·x Aₑᵀ ([n, r], what the backward reads) and y0 rows += xs B₀ₑᵀ, y1 rows += xs B₁ₑᵀ, where B₀ₑ are
+ * the first split rows of Bₑ and B₁ₑ the rest (y1 NULL: split is out, one product). */
+pt_status forward_experts_lora(pt_backend *be, const adapter_pair *p, const int64_t *offset, int n_exp,
+                               const pt_tensor *x, pt_tensor *xs, pt_tensor *y0, pt_tensor *y1, int64_t split);
+/* Its gradients from dy0, dy1 (the gradients at y0, y1; dy1 NULL as y1): grad_b (B's shape) from xs, then xs
+ * becomes t = s·(dy B) per row, and grad_a (A's shape) = tᵀ x per expert (an expert without rows: zeros). */
+pt_status backward_experts_lora_weights(pt_backend *be, const adapter_pair *p, const int64_t *offset, int n_exp,
+                                        const pt_tensor *dy0, const pt_tensor *dy1, int64_t split, pt_tensor *xs,
+                                        const pt_tensor *x, pt_tensor *grad_a, pt_tensor *grad_b);
+/* dx rows += t Aₑ per expert (t: what backward_experts_lora_weights left in xs). */
+pt_status backward_experts_lora_input(pt_backend *be, const adapter_pair *p, const int64_t *offset, int n_exp,
+                                      const pt_tensor *t, pt_tensor *dx);
 /* NEFTune (transformers' neftune_post_forward_hook): x += uniform(-mag, mag) noise, element i's
  * number drawn from (seed, i) alone (so a recomputation or a resumed run draws the same); buf: a
  * tensor of x's shape and dtype to stage it in. */

@@ -135,6 +135,14 @@ bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *ro
  * adapters on qkv_proj and gate_up_proj are one pair each, on W_Q and W_GATE); false for a slot that has no
  * pair of its own (W_K, W_V, W_UP of a fused family, norms, biases). */
 bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in);
+/* The experts a LoRA pair of slot covers: n_experts for W_EXP_GATE_UP and W_EXP_DOWN (PEFT's target_parameters:
+ * A [E·r, in], B [E·out, r] in ptrain's memory, expert e's rows e·r and e·out on; model_adapter_shape gives one
+ * expert's out and in), else 1. */
+int model_adapter_experts(const pt_model_config *c, int slot);
+/* Whether slot is one of the experts' (W_EXP_GATE_UP, W_EXP_DOWN). */
+bool model_slot_experts(int slot);
+/* Whether slot's pairs live on the sparse layers only (the experts' and the router's, W_ROUTER). */
+bool model_slot_sparse(int slot);
 /* Whether layer l is a Gated DeltaNet layer (qwen35's linear_attention). */
 bool model_layer_linear(const pt_model_config *c, int layer);
 /* Whether layer l of a model of config c has a weight in slot (its family has the slot, and on a hybrid

@@ -66,6 +66,13 @@ typedef struct {
      * (f32 [vocab, dim], those tensors being trained copies), added to by every micro-batch; NULL:
      * frozen. */
     pt_tensor *embed_grad, *head_grad;
+    /* a mixture of experts' aux load-balancing loss (transformers' load_balancing_loss_func, output_router_logits):
+     * coef times it added to the loss (its gradient through the routers' softmax); 0: none. aux_loss (may be
+     * NULL) receives the value of this micro-batch (without coef), aux_mask (may be NULL: every row) the rows
+     * it counts (transformers' attention_mask, 0 on padding) */
+    float router_aux_coef;
+    double *aux_loss;
+    const uint8_t *aux_mask;
 } step_options;
 
 /* The options a run's settings give (no hooks, no arena): checkpointing unless `false`, and with

@@ -15,29 +15,35 @@
 
 const char *adapter_module_name(pt_arch a, int w) { return arch_peft_module(a, w); }
 
-/* Whether text holds name as a whole word (gate_up_proj does not hold up_proj). */
+/* Whether text holds name as a whole word (gate_up_proj does not hold up_proj, mlp.experts.down_proj not
+ * down_proj). */
 static bool has_word(const char *text, const char *name)
 {
     size_t n = strlen(name);
     for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
-        bool start = p == text || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z'));
-        if (start && !(p[n] == '_' || (p[n] >= 'a' && p[n] <= 'z'))) return true;
+        bool start = p == text || !(p[-1] == '_' || p[-1] == '.' || (p[-1] >= 'a' && p[-1] <= 'z'));
+        if (start && !(p[n] == '_' || p[n] == '.' || (p[n] >= 'a' && p[n] <= 'z'))) return true;
     }
     return false;
 }
 
+/* Slot w's name in target lists: its PEFT module, or its target_parameters entry (the experts). */
+static const char *slot_name(pt_arch a, int w)
+{
+    return adapter_module_name(a, w) ? adapter_module_name(a, w) : adapter_param_target(w);
+}
+
 void adapter_targets_parse(pt_arch a, const char *text, bool target[W_COUNT])
 {
-    for (int w = 0; w < W_COUNT; w++)
-        target[w] = adapter_module_name(a, w) && has_word(text, adapter_module_name(a, w));
+    for (int w = 0; w < W_COUNT; w++) target[w] = slot_name(a, w) && has_word(text, slot_name(a, w));
 }
 
 void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size_t len)
 {
     out[0] = '\0';
     for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && adapter_module_name(a, w))
-            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", adapter_module_name(a, w));
+        if (target[w] && slot_name(a, w))
+            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "", slot_name(a, w));
 }
 
 bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part)
@@ -57,6 +63,39 @@ bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool
         return true;
     }
     return false;
+}
+
+const char *adapter_param_target(int w) { return arch_peft_param(w); }
+
+bool adapter_param_slot(const char *name, bool target[W_COUNT])
+{
+    static const char *const tails[3] = {"experts.gate_up_proj", "experts.down_proj", "gate.weight"};
+    static const int slots[3] = {W_EXP_GATE_UP, W_EXP_DOWN, W_ROUTER};
+    size_t n = strlen(name);
+    for (int i = 0; i < 3; i++) {
+        size_t t = strlen(tails[i]);
+        if (n >= t && !strcmp(name + n - t, tails[i]) && (n == t || name[n - t - 1] == '.')) {
+            target[slots[i]] = true;
+            return true;
+        }
+    }
+    return false;
+}
+
+void adapter_experts_b(const float *from, float *to, int64_t out, int r, int experts, bool to_peft)
+{
+    for (int e = 0; e < experts; e++)
+        for (int64_t o = 0; o < out; o++)
+            for (int j = 0; j < r; j++) {
+                size_t ours = ((size_t)e * (size_t)out + (size_t)o) * (size_t)r + (size_t)j;
+                size_t peft = (size_t)o * (size_t)r * (size_t)experts + (size_t)j * (size_t)experts + (size_t)e;
+                to[to_peft ? peft : ours] = from[to_peft ? ours : peft];
+            }
+}
+
+bool adapter_has_experts(const pt_adapter *ad)
+{
+    return ad && (ad->target[W_EXP_GATE_UP] || ad->target[W_EXP_DOWN] || ad->target[W_ROUTER]);
 }
 
 adapter_pair *adapter_at(const pt_adapter *ad, int layer, int w)
@@ -116,20 +155,23 @@ static float *draw(uint64_t *rng, int64_t n, float bound, float std)
     return v;
 }
 
-static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, adapter_init init,
-                             uint64_t *rng)
+/* A [E·r, in] and B [E·out, r] (E experts: PEFT's target_parameters, each expert's rows in turn; else E 1), drawn
+ * as PEFT draws its lora_A [E·r, in] and lora_B [out, E·r] (B's bound over its E·r inputs). */
+static pt_status pair_create(pt_backend *be, adapter_pair *p, int r, int64_t out, int64_t in, int64_t experts,
+                             adapter_init init, uint64_t *rng)
 {
     float *a = NULL, *b = NULL;
+    int64_t ra = r * experts, ob = out * experts;
     if (rng) {
-        a = init == ADAPTER_INIT_GAUSSIAN ? draw(rng, r * in, 0.0f, 1.0f / (float)r) : draw(rng, r * in, 1.0f / sqrtf((float)in), 0);
+        a = init == ADAPTER_INIT_GAUSSIAN ? draw(rng, ra * in, 0.0f, 1.0f / (float)r) : draw(rng, ra * in, 1.0f / sqrtf((float)in), 0);
         TRY_ALLOC(a);
-        if (init == ADAPTER_INIT_FALSE && !(b = draw(rng, out * r, 1.0f / sqrtf((float)r), 0))) {
+        if (init == ADAPTER_INIT_FALSE && !(b = draw(rng, ob * r, 1.0f / sqrtf((float)ra), 0))) {
             free(a);
             return ERR(PT_ERR_NOMEM, "out of memory");
         }
     }
-    pt_status st = make_matrix(be, &p->a, r, in, a);
-    if (st == PT_OK) st = make_matrix(be, &p->b, out, r, b);
+    pt_status st = make_matrix(be, &p->a, ra, in, a);
+    if (st == PT_OK) st = make_matrix(be, &p->b, ob, r, b);
     free(a);
     free(b);
     return st;
@@ -149,9 +191,11 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
             size_t i = (size_t)layer * W_COUNT + (size_t)w;
             int64_t out, in;
             if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
+            if (model_slot_sparse(w) && !model_layer_moe(&m->cfg, layer)) continue; /* a dense layer */
             adapter_pair *p = &ad->pairs[i];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
-            TRY(pair_create(ad->be, p, ranks[i], out, in, ad->init, seed ? &rng : NULL));
+            TRY(pair_create(ad->be, p, ranks[i], out, in, model_adapter_experts(&m->cfg, w), ad->init,
+                            seed ? &rng : NULL));
             p->scale = scale_of(alphas[i], ranks[i], ad->rslora);
             if (p->r > ad->r_max) ad->r_max = p->r;
         }
@@ -269,10 +313,13 @@ int64_t adapter_param_count(const pt_adapter *ad)
 
 int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT], bool dora)
 {
-    int64_t n = 0, out, in;
+    int64_t n = 0, out, in, sparse = 0;
+    for (int l = 0; l < c->n_layers; l++) sparse += model_layer_moe(c, l);
     for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && model_adapter_shape(c, w, &out, &in)) n += (int64_t)r * (out + in) + (dora ? out : 0);
-    return n * c->n_layers;
+        if (target[w] && model_adapter_shape(c, w, &out, &in))
+            n += ((int64_t)r * (out + in) * model_adapter_experts(c, w) + (dora ? out : 0)) *
+                 (model_slot_sparse(w) ? sparse : c->n_layers);
+    return n;
 }
 
 pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash)
@@ -409,6 +456,15 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
+    if (w == W_ROUTER) { /* a ParamWrapper of its own on mlp.gate */
+        snprintf(out, len, "base_model.model.model.layers.%d.mlp.gate.lora_%c.weight", layer, which);
+        return;
+    }
+    if (model_slot_experts(w)) { /* PEFT's nested ParamWrappers with both targets: gate_up_proj innermost */
+        snprintf(out, len, "base_model.model.model.layers.%d.mlp.experts%s.lora_%c.weight", layer,
+                 w == W_EXP_GATE_UP ? ".base_layer" : "", which);
+        return;
+    }
     const char *block = arch_peft_block(a, w);
     if (which == 'M') { /* DoRA's magnitudes, as PEFT's state dict names them */
         snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_magnitude_vector", layer, block,

@@ -105,6 +105,9 @@ static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_
 
 pt_status adapter_gguf_save(const char *path, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
+    if (adapter_has_experts(l))
+        return ERR(PT_ERR_UNSUPPORTED, "%s: the adapter is on experts (target_parameters); llama.cpp's adapter.gguf of "
+                   "them is not built yet: use the PEFT files", shown_text(path).s);
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
     pt_status st = declare(w, l, cfg, name);

@@ -108,6 +108,10 @@ static pt_status compile(regex_t *re, const char *where, const char *field, cons
 
 static void module_key(pt_arch a, char *out, size_t len, int layer, int w)
 {
+    if (arch_peft_param(w)) { /* the experts: the parameter's own name */
+        snprintf(out, len, "model.layers.%d.%s", layer, arch_peft_param(w));
+        return;
+    }
     const char *block = arch_peft_block(a, w);
     snprintf(out, len, "model.layers.%d.%s.%s", layer, block, arch_peft_module(a, w));
 }

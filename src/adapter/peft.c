@@ -31,6 +31,30 @@ static const char *const select_keys[] = {"layers_to_transform", "layers_pattern
 
 /* ---- writing ---- */
 
+/* PEFT's name of pair (layer, w)'s matrix which: adapter_tensor_name's, and for the experts (target_parameters) the
+ * nesting depth[w] of its ParamWrapper (PEFT nests an experts target inside those listed after it on the same
+ * module: ....experts.base_layer.); the router's (mlp.gate) is alone on its module. */
+static void pair_name(const pt_adapter *l, int layer, int w, char which, const int depth[W_COUNT], char *out, size_t len)
+{
+    if (!model_slot_experts(w)) { /* the router's wrapper is alone on mlp.gate */
+        adapter_tensor_name(l->arch, out, len, layer, w, which);
+        return;
+    }
+    int n = snprintf(out, len, "base_model.model.model.layers.%d.mlp.experts", layer);
+    for (int d = 0; d < depth[w] && n > 0 && (size_t)n < len; d++) n += snprintf(out + n, len - (size_t)n, ".base_layer");
+    if (n > 0 && (size_t)n < len) snprintf(out + n, len - (size_t)n, ".lora_%c.weight", which);
+}
+
+/* The depths ptrain writes: gate_up_proj inside down_proj when both are adapted. */
+static void write_depths(const pt_adapter *l, int depth[W_COUNT])
+{
+    memset(depth, 0, sizeof(int) * W_COUNT);
+    depth[W_EXP_GATE_UP] = l->target[W_EXP_DOWN] ? 1 : 0;
+}
+
+/* An experts pair's count of experts (A is [E·r, in]); 1 for the others. */
+static int64_t pair_experts(const adapter_pair *p) { return p->r > 0 ? p->a.shape[0] / p->r : 1; }
+
 /* name as PEFT names it for l's model, in buf. */
 static const char *peft_name(const pt_adapter *l, const char *name, char *buf, size_t len)
 {
@@ -46,11 +70,11 @@ static json_t *target_list(const pt_adapter *l)
     json_t *list = json_array();
     char re[512] = "";
     for (int w = 0; w < W_COUNT; w++)
-        if (l->target[w]) {
+        if (l->target[w] && adapter_module_name(l->arch, w)) {
             json_array_append_new(list, json_string(adapter_module_name(l->arch, w)));
             snprintf(re + strlen(re), sizeof re - strlen(re), "%s%s", re[0] ? "|" : "", adapter_module_name(l->arch, w));
         }
-    if (!l->text_tower) return list;
+    if (!l->text_tower) return json_array_size(list) ? list : (json_decref(list), json_null());
     json_decref(list);
     char full[600];
     snprintf(full, sizeof full, "model\\.language_model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(%s)", re);
@@ -68,6 +92,10 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
     json_object_set_new(c, "lora_alpha", json_real(l->alpha));
     json_object_set_new(c, "lora_dropout", json_real(info->lora_dropout));
     json_object_set_new(c, "target_modules", target_list(l));
+    json_t *params = json_array(); /* target_parameters: gate_up_proj first (PEFT nests it innermost) */
+    for (int w = W_EXP_GATE_UP; w <= W_ROUTER; w++)
+        if (l->target[w]) json_array_append_new(params, json_string(adapter_param_target(w)));
+    json_object_set_new(c, "target_parameters", json_array_size(params) ? params : (json_decref(params), json_null()));
     json_object_set_new(c, "use_rslora", json_boolean(info->use_rslora || l->rslora));
     json_object_set_new(c, "use_dora", json_boolean(l->dora));
     json_object_set_new(c, "bias", json_string("none"));
@@ -108,14 +136,17 @@ static char *config_json(const pt_adapter *l, const adapter_info *info)
 static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapter_info *info)
 {
     char name[160], text[200];
+    int depth[W_COUNT];
+    write_depths(l, depth);
     for (int layer = 0; layer < l->n_layers; layer++)
         for (int k = 0; k < W_COUNT; k++) {
             const adapter_pair *p = adapter_at(l, layer, k);
             if (!p) continue;
-            adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'A');
+            int64_t e = pair_experts(p), b_shape[2] = {p->b.shape[0] / e, p->b.shape[1] * e}; /* PEFT's [out, E·r] */
+            pair_name(l, layer, k, 'A', depth, name, sizeof name);
             TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 2, p->a.shape));
-            adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'B');
-            TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 2, p->b.shape));
+            pair_name(l, layer, k, 'B', depth, name, sizeof name);
+            TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 2, b_shape));
             if (!l->dora) continue;
             adapter_tensor_name(l->arch, name, sizeof name, layer, k, 'M'); /* PEFT's 1-d [out] */
             TRY(st_w_tensor(w, peft_name(l, name, text, sizeof text), ST_F32, 1, p->b.shape));
@@ -126,13 +157,15 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
     return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
-static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t)
+/* t's values; an experts pair's B (experts > 1: [E·out, r]) in PEFT's order ([out, E·r]). */
+static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t, int64_t experts)
 {
-    float *host = malloc(t->nbytes);
-    TRY_ALLOC(host);
+    float *host = malloc(t->nbytes), *peft = experts > 1 ? malloc(t->nbytes) : NULL;
+    if (!host || (experts > 1 && !peft)) return free(host), free(peft), ERR(PT_ERR_NOMEM, "out of memory");
     pt_status st = backend_download(be, t, host, t->nbytes);
-    if (st == PT_OK) st = st_w_data(w, host, t->nbytes);
-    free(host);
+    if (experts > 1) adapter_experts_b(host, peft, t->shape[0] / experts, (int)t->shape[1], (int)experts, true);
+    if (st == PT_OK) st = st_w_data(w, experts > 1 ? peft : host, t->nbytes);
+    free(host), free(peft);
     return st;
 }
 
@@ -144,10 +177,10 @@ static pt_status write_tensors(const char *path, const pt_adapter *l, const adap
     if (st == PT_OK) st = declare_tensors(&w, l, info);
     if (st == PT_OK) st = st_w_begin(&w, path);
     for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
-        st = stream_matrix(&w, l->be, &p->a);
-        if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b);
+        st = stream_matrix(&w, l->be, &p->a, 1);
+        if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b, pair_experts(p));
         if (st == PT_OK && l->dora) /* DoRA: the trained magnitudes on the backend, else those read */
-            st = p->dmag.data ? stream_matrix(&w, l->be, &p->dmag)
+            st = p->dmag.data ? stream_matrix(&w, l->be, &p->dmag, 1)
                               : p->mag ? st_w_data(&w, p->mag, sizeof(float) * (size_t)p->b.shape[0])
                                        : ERR(PT_ERR_INTERNAL, "peft_save: a DoRA pair without magnitudes");
     }
@@ -190,7 +223,35 @@ typedef struct {
     bool rslora;
     bool dora;    /* use_dora: the pairs' lora_magnitude_vector are read too */
     char *select; /* the selectors as one JSON object (adapter_select.c), NULL: none set */
+    bool param[W_COUNT]; /* target_parameters: the experts' slots it names */
+    int depth[W_COUNT];  /* and how deep PEFT nests each one's ParamWrapper (pair_name) */
 } peft_settings;
+
+/* target_parameters into s: the experts' entries nested as PEFT nests them (each inside the ParamWrappers of the
+ * experts' entries after it), the router's alone on its module; an entry that names nothing ptrain adapts is
+ * refused. */
+static pt_status parse_params(const char *path, const json_t *c, peft_settings *s)
+{
+    const json_t *list = json_object_get(c, "target_parameters"), *item;
+    if (!list || json_is_null(list)) return PT_OK;
+    if (!json_is_array(list))
+        return ERR(PT_ERR_USER, "%s: target_parameters: expected a list of parameter names", shown_text(path).s);
+    size_t i;
+    int at[W_COUNT] = {0};
+    json_array_foreach(list, i, item) {
+        bool one[W_COUNT] = {0};
+        if (!json_is_string(item) || !adapter_param_slot(json_string_value(item), one))
+            return ERR(PT_ERR_USER, "%s: target_parameters names %s; ptrain reads adapters on the experts' "
+                       "mlp.experts.gate_up_proj and mlp.experts.down_proj and the router's mlp.gate.weight",
+                       shown_text(path).s, json_is_string(item) ? shown_text(json_string_value(item)).s : "a non-string");
+        for (int w = 0; w < W_COUNT; w++)
+            if (one[w]) s->param[w] = true, at[w] = (int)i;
+    }
+    for (int w = W_EXP_GATE_UP; w <= W_EXP_DOWN; w++)
+        for (int v = W_EXP_GATE_UP; v <= W_EXP_DOWN; v++)
+            s->depth[w] += s->param[w] && s->param[v] && at[v] > at[w];
+    return PT_OK;
+}
 
 /* A key whose presence with a non-empty value means something ptrain cannot apply. */
 static pt_status refuse_if_set(const char *path, const json_t *c, const char *key, const char *why)
@@ -248,6 +309,7 @@ static pt_status parse_config(const char *path, const json_t *c, peft_settings *
     s->rslora = json_is_true(json_object_get(c, "use_rslora"));
     s->dora = json_is_true(json_object_get(c, "use_dora"));
     TRY(check_unsupported(path, c));
+    TRY(parse_params(path, c, s));
     json_t *sel = json_object();
     bool any = false;
     for (const char *const *k = select_keys; *k; k++) {
@@ -286,7 +348,8 @@ static const char *own_name(const char *name, char *buf, size_t len)
 
 /* base_model.model.model.layers.N.{self_attn,mlp}.X.lora_{A,B}[.default].weight -> layer, slot, 'A'/'B';
  * ...X.lora_magnitude_vector (DoRA) -> 'M'. False for any other name. */
-static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, int *slot, char *which)
+static bool parse_name(pt_arch a, const peft_settings *s, const char *name, int n_layers, int *layer, int *slot,
+                       char *which)
 {
     char own[256];
     name = own_name(name, own, sizeof own);
@@ -295,6 +358,16 @@ static bool parse_name(pt_arch a, const char *name, int n_layers, int *layer, in
     char *end;
     long l = strtol(name + strlen(prefix), &end, 10);
     if (end == name + strlen(prefix) || *end != '.' || l < 0 || l >= n_layers) return false;
+    pt_adapter named = {.arch = a};
+    for (int w = W_EXP_GATE_UP; w <= W_ROUTER; w++) /* the experts and the router (target_parameters) */
+        for (int ab = 0; ab < 2 && s->param[w]; ab++) {
+            char want[192];
+            pair_name(&named, (int)l, w, ab ? 'B' : 'A', s->depth, want, sizeof want);
+            if (!strcmp(name, want)) {
+                *layer = (int)l, *slot = w, *which = ab ? 'B' : 'A';
+                return true;
+            }
+        }
     for (int w = 0; w < W_COUNT; w++) {
         char want[160];
         if (!adapter_module_name(a, w)) continue;
@@ -333,7 +406,7 @@ static int saved_index(const char *name)
     return -1;
 }
 
-static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W_COUNT])
+static pt_status find_targets(const st_file *f, const pt_model *m, const peft_settings *s, bool target[W_COUNT])
 {
     memset(target, 0, sizeof(bool) * W_COUNT);
     for (size_t i = 0; i < f->n_tensors; i++) {
@@ -341,9 +414,9 @@ static pt_status find_targets(const st_file *f, const pt_model *m, bool target[W
         char which;
         if (saved_index(f->tensors[i].name) >= 0) continue; /* modules_to_save: load_saved */
         if (!strcmp(f->tensors[i].name, SCORE_NAME)) continue; /* a reward model's score: peft_read_score */
-        if (parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which) && which == 'M')
+        if (parse_name(m->cfg.arch, s, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which) && which == 'M')
             continue; /* DoRA's magnitudes: with their pair */
-        if (!parse_name(m->cfg.arch, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
+        if (!parse_name(m->cfg.arch, s, f->tensors[i].name, m->cfg.n_layers, &layer, &slot, &which))
             return ERR(PT_ERR_USER, "%s: tensor %s is not the LoRA A or B of a projection of this %d-layer %s model "
                        "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
                        shown_text(f->path).s, shown_text(f->tensors[i].name).s, m->cfg.n_layers,
@@ -386,13 +459,35 @@ static pt_status load_magnitude(const st_file *f, const st_tensor *t, adapter_pa
     return st_read_f32(t, f->path, 0, out, p->mag);
 }
 
-static pt_status load_tensors(const st_file *f, pt_adapter *l)
+/* An experts pair's B: PEFT's [out, E·r] into ptrain's [E·out, r]. */
+static pt_status load_experts_b(const st_file *f, const st_tensor *t, pt_backend *be, pt_tensor *dst, int64_t experts)
+{
+    int64_t out = dst->shape[0] / experts, r = dst->shape[1];
+    int64_t shape[2] = {out, experts * r};
+    pt_tensor peft = tensor_make(PT_F32, 2, shape);
+    float *host = malloc(peft.nbytes), *ours = malloc(peft.nbytes);
+    if (!host || !ours) return free(host), free(ours), ERR(PT_ERR_NOMEM, "out of memory");
+    pt_status st = PT_OK;
+    if (t->ndim != 2 || t->shape[0] != out || t->shape[1] != experts * r) {
+        char got[96];
+        st = ERR(PT_ERR_USER, "%s: tensor %s is %s; this model needs [%lld, %lld] (another base model, or another r?)",
+                 shown_text(f->path).s, shown_text(t->name).s, st_describe(t, got, sizeof got), (long long)out,
+                 (long long)(experts * r));
+    }
+    if (st == PT_OK) st = st_read_f32(t, f->path, 0, st_numel(t), host);
+    if (st == PT_OK) adapter_experts_b(host, ours, out, (int)r, (int)experts, false);
+    if (st == PT_OK) st = backend_upload(be, dst, ours, dst->nbytes);
+    free(host), free(ours);
+    return st;
+}
+
+static pt_status load_tensors(const st_file *f, const peft_settings *s, pt_adapter *l)
 {
     for (size_t i = 0; i < f->n_tensors; i++) {
         int layer, slot;
         char which;
         if (saved_index(f->tensors[i].name) >= 0 || !strcmp(f->tensors[i].name, SCORE_NAME)) continue;
-        parse_name(l->arch, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
+        parse_name(l->arch, s, f->tensors[i].name, l->n_layers, &layer, &slot, &which);
         adapter_pair *p = adapter_at(l, layer, slot);
         if (!p)
             return ERR(PT_ERR_USER, "%s: tensor %s is for a layer that layers_to_transform of adapter_config.json "
@@ -402,7 +497,10 @@ static pt_status load_tensors(const st_file *f, pt_adapter *l)
             TRY(load_magnitude(f, &f->tensors[i], p));
             continue;
         }
-        TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
+        if (which == 'B' && pair_experts(p) > 1)
+            TRY(load_experts_b(f, &f->tensors[i], l->be, &p->b, pair_experts(p)));
+        else
+            TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
     }
     return PT_OK;
 }
@@ -458,13 +556,13 @@ pt_status peft_load(const char *dir, const pt_model *m, pt_adapter *l)
         return st;
     }
     bool target[W_COUNT];
-    st = find_targets(&f, m, target);
+    st = find_targets(&f, m, &s, target);
     if (st == PT_OK && f.n_tensors == 0) st = ERR(PT_ERR_USER, "%s holds no tensors", shown_text(path).s);
     /* layers the file leaves out keep B = 0: no change to the model there */
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     if (st == PT_OK)
         st = adapter_create_select(l, m, s.r, (float)s.alpha, s.rslora, target, s.select, shown_text(path).s, NULL);
-    if (st == PT_OK) st = load_tensors(&f, l);
+    if (st == PT_OK) st = load_tensors(&f, &s, l);
     if (st == PT_OK) st = load_saved(&f, m, l);
     l->dora = s.dora;
     for (adapter_pair *p = adapter_next(l, NULL); st == PT_OK && s.dora && p; p = adapter_next(l, p))

@@ -92,6 +92,14 @@ const key_spec config_keys[] = {
      "(not grpo), without lora_dropout"},
     {"lora_model_dir", NULL, K_STR, OFF(lora_model_dir), NULL, NULL, 0, 0, 0,
      "start from this adapter (ptrain's or a PEFT directory; same r and targets)"},
+    {"target_parameters", NULL, K_STRLIST, OFF(target_parameters), NULL, NULL, 0, 0, 0,
+     "PEFT's target_parameters: a mixture of experts' fused expert weights that get adapters "
+     "(mlp.experts.gate_up_proj, mlp.experts.down_proj; lora_A [E*r, in], lora_B [out, E*r]) and its router "
+     "(mlp.gate.weight); default: none"},
+    {"output_router_logits", NULL, K_BOOL, OFF(output_router_logits), "false", NULL, 0, 0, 0,
+     "a mixture of experts: add transformers' load-balancing aux loss (router_aux_loss_coef times it) to the loss"},
+    {"router_aux_loss_coef", NULL, K_FLOAT, OFF(router_aux_loss_coef), "0.001", NULL, 0, BIG, 0,
+     "the aux loss's coefficient (output_router_logits)"},
     {"layers_to_transform", NULL, K_STRLIST, OFF(layers_to_transform), NULL, NULL, 0, 0, 0,
      "PEFT's layers_to_transform: the layer numbers (from 0) that get adapters; default: every layer"},
     {"layers_pattern", NULL, K_STRLIST, OFF(layers_pattern), NULL, NULL, 0, 0, 0,
@@ -309,9 +317,6 @@ const foreign_key config_foreign_keys[] = {
     {"loftq_config", "{}", "no LoftQ, as always in ptrain: the adapters start as PEFT's default (A random, B zero)",
      "PEFT's LoftQ initialization is not implemented in ptrain (its adapters start as PEFT's default: A "
      "random, B zero); remove the key or set it to null"},
-    {"target_parameters", "[]", "adapters go on the projections of lora_target_modules",
-     "adapters on parameters (PEFT's target_parameters, e.g. MoE experts' weights) are not implemented in "
-     "ptrain; remove the key and name projections in lora_target_modules"},
     /* training knobs of transformers' TrainingArguments */
     {"fp16", "false", "the GPU computes in bfloat16, the CPU in float32",
      "fp16 mixed precision (with loss scaling) is not implemented in ptrain: the GPU computes in bfloat16, "

@@ -4,7 +4,8 @@
  * order, so a pass and its resumed twin compute the same numbers); each expert's rows through its
  * gate, up (SwiGLU) and down products, one grouped pass per expert with rows (backend_moe_matmul);
  * and each token's k outputs times their weights added to the residual in ascending expert order
- * (transformers' index_add_ order). Experts no token chose cost nothing. */
+ * (transformers' index_add_ order). Experts no token chose cost nothing. LoRA on the experts (PEFT's
+ * target_parameters) adds each expert's delta to its rows' gate/up and down products (moe_lora.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +17,13 @@ pt_status forward_moe_take(pt_arena *arena, const fwd_ctx *c, moe_acts *a)
     memset(a, 0, sizeof *a);
     if (g->n_experts <= 0) return PT_OK;
     int64_t n = c->rows * g->n_experts_used;
-    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows};
+    bool gu = c->ad && c->ad->target[W_EXP_GATE_UP], dn = c->ad && c->ad->target[W_EXP_DOWN];
+    int64_t r = c->ad && c->ad->r_max > 0 ? c->ad->r_max : 1;
+    bool aux = c->aux && c->aux->coef != 0.0f;
+    bool rt = c->ad && c->ad->target[W_ROUTER];
+    int64_t rows[M_COUNT] = {c->rows, n, n, n, n, n, c->rows, gu ? n : 0, dn ? n : 0, aux ? c->rows : 0, rt ? c->rows : 0};
     int64_t cols[M_COUNT] = {g->n_experts, g->dim, g->moe_ffn_dim, g->moe_ffn_dim, g->moe_ffn_dim, g->dim,
-                             g->n_experts_used};
+                             g->n_experts_used, r, r, g->n_experts, r};
     for (int i = 0; i < M_COUNT; i++) TRY((i == M_DW ? arena_take_f32 : arena_take)(arena, &a->t[i], rows[i], cols[i]));
     a->expert = malloc(sizeof(int32_t) * (size_t)n);
     a->weight = malloc(sizeof(float) * (size_t)n);
@@ -79,16 +84,21 @@ pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tenso
     int k = g->n_experts_used, n_exp = g->n_experts;
     pt_tensor *t = a->t;
     TRY(backend_matmul(be, &t[M_LOGITS], xn, &wt->router, 0.0f));
+    TRY(adapter_matmul(c->ad, layer, W_ROUTER, &t[M_LOGITS], xn, &t[M_LRT])); /* a LoRA on the router, if any */
     TRY(backend_moe_route(be, a->expert, a->weight, &t[M_LOGITS], k, g->moe_norm_topk));
     for (int64_t i = 0; i < c->rows * k; i++)
         if (a->expert[i] < 0 || a->expert[i] >= n_exp)
             return ERR(PT_ERR_INTERNAL, "layer %d: the router chose expert %d of %d (non-finite router logits?)", layer,
                        a->expert[i], n_exp);
+    if (c->aux) TRY(moe_aux_add(c->aux, be, &t[M_LOGITS], a->expert, k));
     sort_pairs(a, c->rows, k, n_exp);
     TRY(backend_moe_gather(be, &t[M_XS], xn, a->token));
     TRY(backend_moe_matmul(be, &t[M_GATE], &t[M_XS], wt->experts + X_GATE, X_COUNT, a->offset, n_exp));
     TRY(backend_moe_matmul(be, &t[M_UP], &t[M_XS], wt->experts + X_UP, X_COUNT, a->offset, n_exp));
+    const adapter_pair *gu = adapter_at(c->ad, layer, W_EXP_GATE_UP), *dn = adapter_at(c->ad, layer, W_EXP_DOWN);
+    if (gu) TRY(forward_experts_lora(be, gu, a->offset, n_exp, &t[M_XS], &t[M_LGU], &t[M_GATE], &t[M_UP], g->moe_ffn_dim));
     TRY(backend_swiglu(be, &t[M_ACT], &t[M_GATE], &t[M_UP]));
     TRY(backend_moe_matmul(be, &t[M_YS], &t[M_ACT], wt->experts + X_DOWN, X_COUNT, a->offset, n_exp));
+    if (dn) TRY(forward_experts_lora(be, dn, a->offset, n_exp, &t[M_ACT], &t[M_LDN], &t[M_YS], NULL, g->dim));
     return backend_moe_combine(be, out, &t[M_YS], a->row, a->weight, k);
 }

@@ -287,6 +287,13 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len)
     return buf;
 }
 
+const char *arch_peft_param(int w)
+{ /* transformers 5 holds both families' experts fused under mlp.experts (Mixtral's block_sparse_moe renamed) */
+    return w == W_EXP_GATE_UP ? "mlp.experts.gate_up_proj" : w == W_EXP_DOWN ? "mlp.experts.down_proj"
+           : w == W_ROUTER    ? "mlp.gate.weight"
+                              : NULL;
+}
+
 const char *arch_peft_module(pt_arch a, int w)
 {
     if (w < 0 || w >= W_COUNT) return NULL;

@@ -134,11 +134,30 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
 {
     int lead;
     int64_t row0, all;
+    if (slot == W_ROUTER) {
+        *out = c->n_experts, *in = c->dim;
+        return c->n_experts > 0;
+    }
+    if (model_slot_experts(slot)) {
+        if (c->n_experts <= 0) return false;
+        *out = slot == W_EXP_GATE_UP ? 2 * (int64_t)c->moe_ffn_dim : c->dim;
+        *in = slot == W_EXP_GATE_UP ? c->dim : c->moe_ffn_dim;
+        return true;
+    }
     if (!model_proj_shape(c, slot, out, in)) return false;
     if (!model_fused_part(c, slot, &lead, &row0, &all)) return true;
     if (lead != slot) return false;
     *out = all;
     return true;
+}
+
+bool model_slot_experts(int slot) { return slot == W_EXP_GATE_UP || slot == W_EXP_DOWN; }
+
+bool model_slot_sparse(int slot) { return model_slot_experts(slot) || slot == W_ROUTER; }
+
+int model_adapter_experts(const pt_model_config *c, int slot)
+{
+    return model_slot_experts(slot) && c->n_experts > 0 ? c->n_experts : 1;
 }
 
 /* The global layers' frequencies come first (head_dim_full/2 of them on gemma4), then the local layers'. */

@@ -125,10 +125,25 @@ static pt_status mlp_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
                                    &t[A_RSTD2], dout);
 }
 
-/* A sparse layer (forward_moe): out = h + Σ_s w_s E_s(n2 h), the router and experts frozen: the gradient
+/* The router's LoRA pair p (training's s) from dlogits, its input xn and u = s·xn Aᵀ (then t = s·dlogits B in its
+ * place): grad_b = dlogitsᵀ u, grad_a = tᵀ xn, dxn += t A (no dropout: PEFT's target_parameters have none). */
+static pt_status router_lora_bwd(pt_backend *be, const adapter_pair *p, lora_pair *s, const pt_tensor *dlogits,
+                                 pt_tensor *u, const pt_tensor *xn, pt_tensor *dxn)
+{
+    pt_tensor v = adapter_narrow(u, p->r);
+    TRY(backend_matmul_bwd_weight(be, &s->grad_b, dlogits, &v, 0.0f));
+    TRY(backend_matmul_bwd_input(be, &v, dlogits, &p->b, 0.0f));
+    TRY(backend_scale(be, &v, p->scale));
+    TRY(backend_matmul_bwd_weight(be, &s->grad_a, &v, xn, 0.0f));
+    return backend_matmul_bwd_input(be, dxn, &v, &p->a, 1.0f);
+}
+
+/* A sparse layer (forward_moe): out = h + Σ_s w_s E_s(n2 h), the router and experts frozen (their LoRA pairs,
+ * PEFT's target_parameters, trained when the adapter has them): the gradient
  * flows back through the experts' products (grouped as the forward grouped them), the routing weights and
  * the router's softmax; gt[G_DH] = dL/dh. The forward's buffers take the gradients in place. */
-static pt_status moe_bwd(const fwd_ctx *c, int layer, layer_acts *a, const pt_tensor *dout, backward_bufs *g)
+static pt_status moe_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, const pt_tensor *dout,
+                         backward_bufs *g)
 {
     pt_backend *be = c->m->be;
     const pt_model_config *cf = &c->m->cfg;
@@ -136,14 +151,29 @@ static pt_status moe_bwd(const fwd_ctx *c, int layer, layer_acts *a, const pt_te
     moe_acts *m = &a->moe;
     pt_tensor *t = m->t, *gt = g->t;
     int k = cf->n_experts_used, n = cf->n_experts;
+    lora_pair *sgu = lora_at(l, layer, W_EXP_GATE_UP), *sdn = lora_at(l, layer, W_EXP_DOWN);
+    const adapter_pair *gu = sgu ? lora_weights(l, sgu) : NULL, *dn = sdn ? lora_weights(l, sdn) : NULL;
     TRY(backend_moe_combine_bwd(be, &t[M_YS], &t[M_DW], dout, &t[M_YS], m->row, m->weight, k));
+    if (dn) /* the experts' LoRA (moe_lora.c) before the base products overwrite their inputs */
+        TRY(backward_experts_lora_weights(be, dn, m->offset, n, &t[M_YS], NULL, cf->dim, &t[M_LDN], &t[M_ACT],
+                                          &sdn->grad_a, &sdn->grad_b));
     TRY(backend_moe_matmul_bwd_input(be, &t[M_ACT], &t[M_YS], wt->experts + X_DOWN, X_COUNT, m->offset, n, 0.0f));
+    if (dn) TRY(backward_experts_lora_input(be, dn, m->offset, n, &t[M_LDN], &t[M_ACT]));
     TRY(backend_swiglu_bwd(be, &t[M_ACT], &t[M_UP], &t[M_ACT], &t[M_GATE], &t[M_UP]));
+    if (gu)
+        TRY(backward_experts_lora_weights(be, gu, m->offset, n, &t[M_ACT], &t[M_UP], cf->moe_ffn_dim, &t[M_LGU],
+                                          &t[M_XS], &sgu->grad_a, &sgu->grad_b));
     TRY(backend_moe_matmul_bwd_input(be, &t[M_XS], &t[M_ACT], wt->experts + X_GATE, X_COUNT, m->offset, n, 0.0f));
     TRY(backend_moe_matmul_bwd_input(be, &t[M_XS], &t[M_UP], wt->experts + X_UP, X_COUNT, m->offset, n, 1.0f));
+    if (gu) TRY(backward_experts_lora_input(be, gu, m->offset, n, &t[M_LGU], &t[M_XS]));
     TRY(backend_zero(be, &gt[G_DIM1])); /* the gather's backward: each token's k rows summed */
     TRY(backend_moe_combine(be, &gt[G_DIM1], &t[M_XS], m->row, m->ones, k));
+    bool aux = c->aux && c->aux->coef != 0.0f; /* its gradient from the logits before route_bwd overwrites them */
+    if (aux) TRY(moe_aux_backward(c->aux, be, &t[M_LOGITS], &t[M_AUX]));
     TRY(backend_moe_route_bwd(be, &t[M_LOGITS], &t[M_LOGITS], &t[M_DW], m->expert, k, cf->moe_norm_topk));
+    if (aux) TRY(backend_add(be, &t[M_LOGITS], &t[M_AUX]));
+    lora_pair *srt = lora_at(l, layer, W_ROUTER); /* a LoRA on the router (target_parameters mlp.gate.weight) */
+    if (srt) TRY(router_lora_bwd(be, lora_weights(l, srt), srt, &t[M_LOGITS], &t[M_LRT], &a->t[A_XN2], &gt[G_DIM1]));
     TRY(backend_matmul_bwd_input(be, &gt[G_DIM1], &t[M_LOGITS], &wt->router, 1.0f));
     return backend_rmsnorm_bwd_add(be, &gt[G_DH], NULL, &gt[G_DIM1], &a->t[A_H], &wt->w[W_FFN_NORM], &a->t[A_RSTD2],
                                    dout);
@@ -226,7 +256,7 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     const pt_model_config *cf = &c->m->cfg;
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
-    TRY(model_layer_moe(cf, layer) ? moe_bwd(c, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
+    TRY(model_layer_moe(cf, layer) ? moe_bwd(c, l, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));
     TRY(model_layer_linear(cf, layer) ? delta_net_bwd(c, l, layer, a, da, g) : attention_bwd(c, l, layer, a, da, g));

@@ -188,6 +188,35 @@ static pt_status check_decomp(const pt_config *cfg)
     return PT_OK;
 }
 
+/* target_parameters (PEFT's, on the experts' fused weights) into target; refused where PEFT refuses it (dropout,
+ * DoRA) or where ptrain has no experts' pair (a dense model, a name that is no expert weight). */
+static pt_status experts_targets(const pt_model *m, const pt_config *cfg, bool target[W_COUNT])
+{
+    const char *path = shown_text(cfg->path).s;
+    for (int i = 0; i < cfg->target_parameters.n; i++) {
+        const char *name = cfg->target_parameters.items[i];
+        if (m->cfg.n_experts <= 0)
+            return ERR(PT_ERR_USER, "%s: target_parameters: %s names a mixture of experts' weight, and %s models have no experts; "
+                       "remove target_parameters and name projections in lora_target_modules", path,
+                       shown_text(name).s, arch_name(m->cfg.arch));
+        if (!adapter_param_slot(name, target))
+            return ERR(PT_ERR_USER, "%s: target_parameters: %s is not a weight ptrain adapts there; name "
+                       "mlp.experts.gate_up_proj, mlp.experts.down_proj and/or the router's mlp.gate.weight", path,
+                       shown_text(name).s);
+    }
+    if (!target[W_EXP_GATE_UP] && !target[W_EXP_DOWN] && !target[W_ROUTER]) return PT_OK;
+    if (cfg->lora_dropout > 0)
+        return ERR(PT_ERR_USER, "%s: target_parameters with lora_dropout %g: PEFT adapts parameters without dropout "
+                   "(it refuses lora_dropout there, as ptrain does); set lora_dropout: 0", path, cfg->lora_dropout);
+    if (cfg->use_dora)
+        return ERR(PT_ERR_USER, "%s: target_parameters with use_dora: PEFT has no DoRA on parameters (it refuses "
+                   "it, as ptrain does); set use_dora: false or remove target_parameters", path);
+    if (cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA || cfg->lora_init == LORA_INIT_PISSA_NITER)
+        return ERR(PT_ERR_USER, "%s: target_parameters with init_lora_weights pissa/olora: starting the experts' "
+                   "adapters from their weights' decomposition is not built; use init_lora_weights true", path);
+    return PT_OK;
+}
+
 pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
 {
     bool decomp = cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA ||
@@ -205,11 +234,13 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
                              "last two's parts"
                            : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
     if (arch_info(m->cfg.arch)->fused || arch_info(m->cfg.arch)->fused_mlp) TRY(check_fused(m, cfg));
+    TRY(experts_targets(m, cfg, target));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))
         return ERR(PT_ERR_USER, "%s: lora_target_modules names the MLP (gate_proj, up_proj, down_proj) of a mixture-of-"
-                   "experts model (%s): ptrain trains LoRA on its attention (q_proj, k_proj, v_proj, o_proj) with the "
-                   "router and experts frozen; LoRA on the experts (PEFT's target_parameters) is not built yet: "
-                   "name the attention projections only", shown_text(cfg->path).s, arch_name(m->cfg.arch));
+                   "experts model (%s), whose experts are fused weights, not projections: adapt them with PEFT's "
+                   "target_parameters (mlp.experts.gate_up_proj, mlp.experts.down_proj) and name the attention "
+                   "projections (q_proj, k_proj, v_proj, o_proj) in lora_target_modules", shown_text(cfg->path).s,
+                   arch_name(m->cfg.arch));
     char *select = NULL;
     TRY(select_json(cfg, m->cfg.n_layers, &select));
     adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE

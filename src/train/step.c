@@ -64,6 +64,8 @@ size_t step_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t rows, c
     arena_measure(&a, o->act);
     fwd_ctx c = forward_ctx(m, ad, 1, (int)rows, NULL, NULL);
     c.dropout = ad ? o->lora_dropout : 0.0f;
+    moe_aux aux = {.coef = o->router_aux_coef}; /* only its coefficient is read here: the aux gradient's buffers */
+    if (m->cfg.n_experts > 0 && o->router_aux_coef != 0.0f) c.aux = &aux;
     step_bufs s = {0};
     pt_status st = forward_phase_take(&a, &c, o, &s);
     size_t mark = arena_mark(&a);
@@ -228,6 +230,10 @@ static pt_status run(const train_batch *b, const step_options *o, pt_lora *l, fw
     offload h = {c, &s.f, host};
     fwd_hooks hooks = {offload_before, &h};
     if (st == PT_OK) st = forward_run(c, b->ids, &s.f, offloading(o) ? &hooks : NULL);
+    if (c->aux) { /* the routers' statistics are complete: recomputed layers add nothing */
+        c->aux->frozen = true;
+        if (o->aux_loss) *o->aux_loss = moe_aux_value(c->aux);
+    }
     size_t mark = arena_mark(arena);
     if (st == PT_OK && !o->score_w) st = loss_take(arena, c, b->targets, o->full_lm_head, chunk_of(o), true, &s.h);
     s.h.head_grad = o->head_grad;
@@ -250,6 +256,11 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
 {
     if (l) adapter_dora_stale(&l->ad); /* DoRA: norms of the adapters as they are now */
     fwd_ctx c = ctx_of(m, l, b, o);
+    moe_aux aux = {0};
+    if (m->cfg.n_experts > 0 && (o->router_aux_coef != 0.0f || o->aux_loss)) {
+        TRY(moe_aux_open(&aux, m->cfg.n_experts, o->router_aux_coef, o->aux_mask));
+        c.aux = &aux;
+    }
     pt_arena own = {0}, *arena = o->arena;
     if (!arena) { /* sized for the activations of this backend */
         step_options mine = *o;
@@ -264,6 +275,7 @@ pt_status step_run(pt_model *m, pt_lora *l, const train_batch *b, const step_opt
     if (st == PT_OK) st = run(b, o, l, &c, arena, host, grad_scale, loss_sum, n_tokens);
     if (host != o->offload_host) backend_host_free(m->be, host);
     arena_close(&own);
+    moe_aux_close(&aux);
     return st;
 }
 

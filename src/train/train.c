@@ -126,6 +126,7 @@ static step_options step_options_of(trainer *t)
     so.arena = &t->arena;
     so.embed_grad = t->sm.on[SAVED_EMBED] ? &t->sm.grad[SAVED_EMBED] : NULL; /* modules_to_save */
     so.head_grad = t->sm.on[SAVED_HEAD] ? &t->sm.grad[SAVED_HEAD] : NULL;
+    if (t->cfg->output_router_logits && t->m.cfg.n_experts > 0) so.router_aux_coef = (float)t->cfg->router_aux_loss_coef;
     return so;
 }
 
@@ -399,7 +400,12 @@ static pt_status run_micro_batches(trainer *t, int64_t step, pt_batch *mb, float
         if (method_info_of(t->cfg->method)->unpaired) TRY(kto_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (t->head.dim) TRY(reward_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
         else if (pairs) TRY(pref_micro_batch(t, &mb[i], so, scale, loss_sum, pref_sums));
-        else TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+        else { /* output_router_logits: the aux loss of each micro-batch, summed into pref_sums[0], counted in [1] */
+            double aux = 0;
+            so.aux_loss = t->cfg->output_router_logits && t->m.cfg.n_experts > 0 ? &aux : NULL;
+            TRY(step_run(&t->m, &t->l, &v, &so, scale, loss_sum, &n));
+            if (so.aux_loss) pref_sums[0] += aux, pref_sums[1] += 1;
+        }
         if (accum > 1 && saved_modules_any(&t->sm)) { /* modules_to_save: each micro-batch's alone, then summed */
             TRY(saved_modules_add_micro(&t->sm));
             if (i + 1 < accum) TRY(saved_modules_zero_grad(&t->sm));
@@ -498,6 +504,14 @@ static pt_status grpo_micro_batches(trainer *t, int64_t step, double *counts, do
  * this rank's loss are finite ride along with the loss and the stop flag as counts of ranks:
  * every rank learns the same r->nonfinite, and then no rank applies the step (finite.c decides
  * what happens next). */
+/* A mixture of experts trained with output_router_logits (not a preference method): the window's pref sums hold
+ * the micro-batches' aux losses and their count, logged as aux_loss. */
+static bool aux_logged(const trainer *t)
+{
+    return t->cfg->output_router_logits && t->m.cfg.n_experts > 0 && !pref_method(t) &&
+           t->cfg->method != METHOD_GRPO;
+}
+
 static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
 {
     double t0 = progress_now(), comm = 0;
@@ -517,7 +531,7 @@ static pt_status optimizer_step_run(trainer *t, int64_t step, step_result *r)
     double tokens = counts[0];
     if (st == PT_OK && !grpo)
         st = run_micro_batches(t, step, mb, tokens > 0 ? (float)(1.0 / tokens) : 0.0f, &loss_sum, pref);
-    if (st == PT_OK && (pref_method(t) || grpo)) st = timed_sum(t, pref, TRAIN_SUMS, &comm);
+    if (st == PT_OK && (pref_method(t) || grpo || aux_logged(t))) st = timed_sum(t, pref, TRAIN_SUMS, &comm);
     for (int k = 0; k < TRAIN_SUMS; k++) r->pref[k] = pref[k];
     if (st == PT_OK) st = inject_nan(t, step, &loss_sum);
     for (long i = 0; i < accum; i++) batch_free(&mb[i]);
@@ -810,6 +824,10 @@ static pt_status save_adapter(trainer *t)
         log_info("adapter    no adapter.gguf: llama.cpp's LoRA adapters cannot carry the modules_to_save trained in "
                  "full\n");
         unlink(path); /* not an older run's */
+    } else if (st == PT_OK && adapter_has_experts(ad)) {
+        log_info("adapter    no adapter.gguf: LoRA on the experts (target_parameters) in llama.cpp's format is not "
+                 "built yet\n");
+        unlink(path);
     } else if (st == PT_OK)
         st = adapter_gguf_save(path, ad, &t->m.cfg, t->cfg->model_name);
     if (st == PT_OK && ad->dora)
@@ -928,7 +946,8 @@ static pt_status load_initial_adapter(trainer *t)
                 st = ERR(PT_ERR_USER, "%s: lora_model_dir %s has %s at layer %d's %s; this config has %s there: "
                          "set layers_to_transform (or finetune_last_n_layers), rank_pattern and alpha_pattern to "
                          "the adapter's", shown_text(t->cfg->path).s, shown_text(dir).s,
-                         q ? "an adapter" : "no adapter", layer, adapter_module_name(to->arch, w),
+                         q ? "an adapter" : "no adapter", layer,
+                         adapter_module_name(to->arch, w) ? adapter_module_name(to->arch, w) : adapter_param_target(w),
                          p ? (q ? "another rank or scale" : "an adapter") : "none");
         }
     if (st == PT_OK) st = copy_pairs(&t->l.ad, &from);
@@ -990,6 +1009,9 @@ static pt_status log_progress(trainer *t, int64_t step, const step_result *r)
     } else if (pref_method(t)) { /* TRL's metrics: means over the window's pairs or KTO's examples */
         rec.n_extra = preference_log_values((int)t->cfg->method, w->pref, names, means);
         rec.extra_names = names, rec.extra = means;
+    } else if (aux_logged(t)) { /* transformers' aux_loss, the mean over the window's micro-batches */
+        names[0] = "aux_loss", means[0] = w->pref[0] / fmax(w->pref[1], 1);
+        rec.n_extra = 1, rec.extra_names = names, rec.extra = means;
     }
     *w = (log_window){.start = now};
     TRY(progress_log(&t->p, &rec));

@@ -3,7 +3,9 @@
 # Qwen3-MoE of tests/reference/make_qwen3moe_goldens.py, the router and experts frozen (test_moe.c
 # holds one micro-batch's gradients to PEFT's). A run of 8 steps with a checkpoint every 4, killed
 # (kill -9) at step 6 and resumed, ends with the uninterrupted run's adapter bit for bit (h5diff -d 0)
-# and the same logged losses; the loss goes down; MLP targets are refused, naming what is not built.
+# and the same logged losses; the loss goes down; MLP targets are refused, pointing to target_parameters. With
+# LoRA on the experts too (target_parameters) and the aux loss (output_router_logits): the loss goes down, aux_loss
+# is logged, a kill -9 and resume ends bit for bit the same, and PEFT loads the adapter (nested ParamWrappers).
 # PEFT loads the adapter ptrain wrote onto transformers' model with ptrain's logits (1e-4 relative,
 # fp32 weights: the bf16 directory read as f32 by both; skipped, saying why, without the Python
 # environment of share/scripts/test-python.sh). The tiny Mixtral of make_mixtral_goldens.py (every layer
@@ -55,7 +57,37 @@ expect_eq "Qwen3-MoE: the same logged losses after a resume" "$(logged "$tmp/ref
 write_config "$tmp/mlp.yaml" "$tmp/mlp" "lora_target_modules: [q_proj, gate_proj]"
 train "$tmp/mlp.yaml"
 expect_eq "Qwen3-MoE with MLP targets: exit 1" 1 "$rc"
-ok "Qwen3-MoE with MLP targets: names what is not built" grep -q "LoRA on the experts (PEFT's target_parameters) is not built yet" "$tmp/err"
+ok "Qwen3-MoE with MLP targets: points to target_parameters" grep -q "adapt them with PEFT's target_parameters" "$tmp/err"
+
+# LoRA on the experts and the router too (PEFT's target_parameters) with the aux loss: the loss goes down, aux_loss is logged, the
+# adapter is PEFT's (no adapter.gguf), and a run killed and resumed ends bit for bit the same
+experts="lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
+target_parameters: [mlp.experts.gate_up_proj, mlp.experts.down_proj, mlp.gate.weight]
+output_router_logits: true
+router_aux_loss_coef: 0.02"
+write_config "$tmp/ex.yaml" "$tmp/ex" "$experts"
+train "$tmp/ex.yaml"
+expect_eq "Qwen3-MoE, LoRA on the attention and experts: exit 0 ($(tail -1 "$tmp/err"))" 0 "$rc"
+first=$(grep '"step": 1,' "$tmp/ex/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+last=$(grep '"step": 8,' "$tmp/ex/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
+ok "Qwen3-MoE experts: the loss goes down over 8 steps ($first to $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
+ok "Qwen3-MoE experts: aux_loss logged" grep -q '"step": 8,.*"aux_loss": [0-9]' "$tmp/ex/metrics.jsonl"
+ok "Qwen3-MoE experts: PEFT's target_parameters in adapter_config.json" grep -q '"mlp.experts.down_proj"' \
+    "$tmp/ex/lora/adapter_config.json"
+ok "Qwen3-MoE experts: no adapter.gguf" test ! -e "$tmp/ex/lora/adapter.gguf"
+mkdir "$tmp/expeft" && cp "$tmp/ex/lora/adapter_config.json" "$tmp/ex/lora/adapter_model.safetensors" "$tmp/expeft/"
+for a in ex/lora expeft; do # ptrain reads its PEFT files back (the experts' B from PEFT's order) as adapter.h5
+    "$P" generate --model "$model" --prompt "Arr, the sea" --temperature 0 --max-new-tokens 1 --no-4bit \
+        --adapter "$tmp/$a" --logits "$tmp/lg.${a%%/*}" >/dev/null 2>"$tmp/gen.err"
+done
+ok "Qwen3-MoE experts: the PEFT files read back give adapter.h5's logits" cmp -s "$tmp/lg.ex" "$tmp/lg.expeft"
+write_config "$tmp/exk.yaml" "$tmp/exk" "$experts"
+train "$tmp/exk.yaml" PTRAIN_TEST_KILL_STEP=6
+expect_eq "Qwen3-MoE experts: killed at step 6" 137 "$rc"
+train "$tmp/exk.yaml"
+expect_eq "Qwen3-MoE experts: the resumed run finishes" 0 "$rc"
+ok "Qwen3-MoE experts: the resumed adapter is bit-identical" h5diff -d 0 "$tmp/ex/lora/adapter.h5" "$tmp/exk/lora/adapter.h5"
+expect_eq "Qwen3-MoE experts: the same logged losses after a resume" "$(logged "$tmp/ex")" "$(logged "$tmp/exk")"
 
 peft_check() { # peft_check NAME MODEL ADAPTER
     "$P" generate --model "$2" --prompt "Arr, the sea is wide" --temperature 0 --max-new-tokens 2 --no-4bit \
@@ -97,6 +129,34 @@ if [ -z "$PY" ] || ! "$PY" -c "import peft, transformers, torch" 2>/dev/null; th
     skip_test "PEFT loads the Qwen3-MoE and Mixtral adapters" "no Python with torch, transformers and peft in \$PTRAIN_PYTHON"
 else
     peft_check Qwen3-MoE "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ref/lora"
+    peft_check "Qwen3-MoE experts" "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ex/lora"
+    "$PY" - "$PTRAIN_SRCDIR/tests/data/qwen3moe/hf" "$tmp/ex/lora" >"$tmp/py.out" 2>&1 <<'PY'
+import sys
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32, experts_implementation="eager").eval()
+model = PeftModel.from_pretrained(model, sys.argv[2]).eval()
+ids = torch.tensor([[5, 17, 99, 200, 3, 45, 67, 8]])
+parts = {"experts'": "mlp.experts", "router's": "mlp.gate."}
+with torch.no_grad():
+    full = model(ids).logits
+    for name, key in parts.items():  # what each part PEFT read moves (so the check above sees it)
+        saved = {n: p.clone() for n, p in model.named_parameters() if key in n and "lora_B" in n}
+        for n, p in model.named_parameters():
+            if n in saved:
+                p.zero_()
+        moved = float((full - model(ids).logits).abs().max() / full.abs().max())
+        print(f"PEFT: the {name} LoRA ({len(saved)} B matrices) moves the logits {moved:.2e}")
+        for n, p in model.named_parameters():
+            if n in saved:
+                p.copy_(saved[n])
+        if not saved or moved < 1e-3:
+            sys.exit(1)
+PY
+    py=$?
+    sed 's/^/# /' "$tmp/py.out" | grep "PEFT:"
+    expect_eq "PEFT reads the experts' and the router's LoRA, each moving the logits" 0 "$py"
     peft_check Mixtral "$model" "$tmp/mx/lora"
 fi
 done_testing

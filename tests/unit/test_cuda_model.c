@@ -2,7 +2,8 @@
  * tiny Llama (GQA and MHA; Q4_0, Q4_1, Q8_0, and fp32 weights quantized to NF4 at load), Qwen2
  * (q/k/v biases), Gemma 2 (scaled embedding, post-norms, GeGLU, soft-capped scores and logits,
  * a sliding window shorter than the sequence), Qwen3 (q/k norms per head, through the rmsnorm ops), Gemma 3 (local layers on their own rope base), the bitsandbytes NF4 Llama in tests/data/hf, the
- * Qwen3-MoE of tests/data/qwen3moe (experts NF4 at load; logits only: its training, LoRA on the attention alone, is test_moe.c's), and
+ * Qwen3-MoE of tests/data/qwen3moe (experts NF4 at load; its training with LoRA on the attention and the experts,
+ * PEFT's target_parameters, and the aux loss), and
  * SmolLM2-135M-Instruct Q4_1 when it is present; the same logits through the KV cache in pieces
  * (generation's path); and one LoRA training micro-batch (two packed sequences, lora_dropout)
  * whose loss and adapter gradients must match.
@@ -217,8 +218,9 @@ static double rel_l2(const float *a, const float *b, size_t n)
 static void lora_setup(pt_model *m, pt_lora *l)
 {
     bool all[W_COUNT];
-    for (int w = 0; w < W_COUNT; w++) /* the projections, not the norms */
-        all[w] = adapter_module_name(PT_ARCH_LLAMA, w) != NULL;
+    for (int w = 0; w < W_COUNT; w++) /* the projections, not the norms; a mixture of experts: the attention's and */
+        all[w] = adapter_module_name(PT_ARCH_LLAMA, w) != NULL; /* the experts' (target_parameters) */
+    if (m->cfg.n_experts > 0) all[W_GATE] = all[W_UP] = all[W_DOWN] = false, all[W_EXP_GATE_UP] = all[W_EXP_DOWN] = all[W_ROUTER] = true;
     assert_int_equal(lora_create(l, m, 4, 8.0f, false, all, 7), PT_OK);
     uint32_t s = 99;
     for (adapter_pair *p = adapter_next(&l->ad, NULL); p; p = adapter_next(&l->ad, p)) {
@@ -251,7 +253,10 @@ static void train_once(pt_model *m, const int32_t *ids, int n, double *loss, flo
         seg[t] = second ? 1 : 0;
     }
     train_batch b = {2, seq, buf, tgt, pos, seg};
-    step_options so = {.lora_dropout = 0.1f, .dropout_seed = 42, .loss_chunk = 16};
+    /* experts: no dropout (PEFT's target_parameters have none), the aux loss's gradient instead */
+    bool moe = m->cfg.n_experts > 0;
+    step_options so = {.lora_dropout = moe ? 0.0f : 0.1f, .dropout_seed = 42, .loss_chunk = 16,
+                       .router_aux_coef = moe ? 0.25f : 0.0f};
     int64_t tokens = 0;
     *loss = 0;
     assert_int_equal(step_run(m, &l, &b, &so, 0.01f, loss, &tokens), PT_OK);
@@ -292,7 +297,7 @@ static void run_case(const model_case *c)
     load(host, c, &mc);
     load(dev, c, &mg);
     check_logits(c, &mc, &mg);
-    if (mc.cfg.n_experts == 0 && !arch_info(mc.cfg.arch)->not_yet) check_training(c, &mc, &mg); /* MoE MLP targets refused; gemma4 not built */
+    if (!arch_info(mc.cfg.arch)->not_yet) check_training(c, &mc, &mg); /* gemma4 not built */
     model_free(&mg);
     model_free(&mc);
     backend_close(dev);

@@ -10,7 +10,11 @@
  * the logits and greedy tokens are those transformers computes on bitsandbytes' NF4 round trip of
  * the same weights. The route op against a direct computation (softmax, top-k, renormalisation),
  * parameter counts (total and active) against the tensors' sizes, the sparse layers config.json
- * makes, and the messages of refused configs. */
+ * makes, and the messages of refused configs. Training: LoRA on the attention against PEFT's gradients
+ * (Qwen3-MoE, Mixtral), and with PEFT's target_parameters on the experts and the router
+ * (make_moe_lora_goldens.py): loss and every gradient against PEFT's, with the aux load-balancing loss
+ * (output_router_logits) its value against transformers' aux_loss (with and without an attention mask) and
+ * the gradients of loss + coef·aux against PEFT's. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -353,6 +357,146 @@ static void test_peft_grads(void **s)
     check_peft(true);
 }
 
+/* The slot of a module of peft-experts.json: the attention's projections, and the nested ParamWrappers of PEFT's
+ * target_parameters (the first target, gate_up_proj, innermost: mlp.experts.base_layer). */
+static int experts_slot(const char *module)
+{
+    static const char *const names[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                        "mlp.experts.base_layer", "mlp.experts", "mlp.gate"};
+    static const int slots[] = {W_Q, W_K, W_V, W_O, W_EXP_GATE_UP, W_EXP_DOWN, W_ROUTER};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        if (!strcmp(module, names[i])) return slots[i];
+    fail_msg("peft-experts.json: unknown module %s", module);
+    return -1;
+}
+
+/* Tensor i of the manifest: set it from init (PEFT's layout: an experts' B moved to ptrain's), or its gradient's
+ * max relative error against want (ptrain's moved to PEFT's). */
+static double experts_tensor(pt_backend *be, pt_lora *l, const json_t *spec, const float *init, const float *want,
+                             int n_exp, bool set)
+{
+    int layer = (int)json_integer_value(json_object_get(spec, "layer"));
+    int w = experts_slot(json_string_value(json_object_get(spec, "module")));
+    bool is_b = json_string_value(json_object_get(spec, "which"))[0] == 'B';
+    adapter_pair *p = adapter_at(&l->ad, layer, w);
+    lora_pair *s = lora_at(l, layer, w);
+    assert_non_null(p);
+    pt_tensor *t = is_b ? &p->b : &p->a, *g = is_b ? &s->grad_b : &s->grad_a;
+    size_t n = (size_t)tensor_numel(t);
+    bool moved = is_b && model_slot_experts(w);
+    float *buf = malloc(t->nbytes), *host = malloc(t->nbytes);
+    if (set && moved) adapter_experts_b(init, buf, t->shape[0] / n_exp, p->r, n_exp, false);
+    if (set) assert_int_equal(backend_upload(be, t, moved ? buf : init, t->nbytes), PT_OK);
+    double diff = 0, scale = 1e-30;
+    if (!set) {
+        assert_int_equal(backend_download(be, g, host, g->nbytes), PT_OK);
+        if (moved) adapter_experts_b(host, buf, t->shape[0] / n_exp, p->r, n_exp, true);
+        const float *got = moved ? buf : host;
+        for (size_t i = 0; i < n; i++) diff = fmax(diff, fabs((double)got[i] - want[i])), scale = fmax(scale, fabs(want[i]));
+    }
+    free(buf), free(host);
+    return diff / scale;
+}
+
+/* LoRA on the attention and on the experts (PEFT's target_parameters, make_moe_lora_goldens.py): one micro-batch's
+ * loss and every LoRA gradient against PEFT's, in one pass and with checkpointing. aux 1: with the aux
+ * load-balancing loss added (router_aux_loss_coef aux_coef): its value against transformers' aux_loss and the
+ * gradients against PEFT's of that sum; aux 2: the value alone (no coefficient, the plain gradients) with the
+ * attention mask of aux_mask, against transformers' aux_loss with that mask. */
+static void check_peft_experts(bool checkpointing, int aux)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/peft-experts.json", srcdir());
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr);
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    pt_backend *be = cpu();
+    pt_model m;
+    load("hf", false, be, &m);
+    bool target[W_COUNT] = {[W_Q] = true, [W_K] = true, [W_V] = true, [W_O] = true, [W_EXP_GATE_UP] = true,
+                            [W_EXP_DOWN] = true, [W_ROUTER] = true};
+    pt_lora l;
+    assert_int_equal(lora_create(&l, &m, 4, 8.0f, false, target, 3), PT_OK);
+    size_t n_init, n_want;
+    float *init = read_golden("peft-experts.init.f32", &n_init);
+    float *want = read_golden(aux == 1 ? "peft-experts.aux.grads.f32" : "peft-experts.grads.f32", &n_want);
+    uint8_t mask[32];
+    json_t *jm = json_object_get(man, "aux_mask");
+    for (int i = 0; i < 32; i++) mask[i] = (uint8_t)json_integer_value(json_array_get(jm, (size_t)i));
+    assert_int_equal(n_init, n_want);
+    assert_int_equal(adapter_param_count(&l.ad), (int64_t)n_init);
+    int32_t tok[32], tgt[32], pos[32];
+    int labelled = 0;
+    json_t *ids = json_object_get(man, "ids"), *labels = json_object_get(man, "labels");
+    for (int i = 0; i < 32; i++) {
+        int t = i % 16;
+        tok[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+        tgt[i] = t + 1 < 16 ? (int32_t)json_integer_value(json_array_get(labels, (size_t)i + 1)) : PT_IGNORE_INDEX;
+        pos[i] = t;
+        labelled += tgt[i] != PT_IGNORE_INDEX;
+    }
+    json_t *tensors = json_object_get(man, "tensors");
+    double worst = 0, loss = 0, aux_value = -1;
+    for (int pass = 0; pass < 2; pass++) { /* 0: set the adapters, run; 1: compare */
+        size_t off = 0;
+        for (size_t i = 0; i < json_array_size(tensors); i++) {
+            json_t *sh = json_object_get(json_array_get(tensors, i), "shape");
+            size_t n = (size_t)(json_integer_value(json_array_get(sh, 0)) * json_integer_value(json_array_get(sh, 1)));
+            assert_true(off + n <= n_init);
+            worst = fmax(worst, experts_tensor(be, &l, json_array_get(tensors, i), init + off, want + off,
+                                               m.cfg.n_experts, pass == 0));
+            off += n;
+        }
+        assert_int_equal(off, n_init);
+        if (pass == 1) break;
+        train_batch b = {2, 16, tok, tgt, pos, NULL};
+        step_options so = {.checkpointing = checkpointing, .loss_chunk = 7};
+        if (aux == 1) so.router_aux_coef = (float)json_real_value(json_object_get(man, "aux_coef"));
+        if (aux) so.aux_loss = &aux_value;
+        if (aux == 2) so.aux_mask = mask;
+        int64_t n_tok = 0;
+        assert_int_equal(lora_zero_grads(&l), PT_OK);
+        pt_status st = step_run(&m, &l, &b, &so, 1.0f / (float)labelled, &loss, &n_tok);
+        if (st) fail_msg("%s", err_message());
+        assert_int_equal(n_tok, labelled);
+        loss /= (double)n_tok;
+    }
+    double ref = json_real_value(json_object_get(man, "loss"));
+    print_message("qwen3moe experts%s%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients (attention and "
+                  "experts) vs PEFT: max relative error %.3g\n", checkpointing ? " (checkpointing)" : "",
+                  aux ? " + aux loss" : "", loss, ref, fabs(loss - ref) / ref, worst);
+    assert_true(fabs(loss - ref) <= 1e-5 * ref);
+    assert_true(worst <= 1e-4);
+    if (aux) {
+        double want_aux = json_real_value(json_object_get(man, aux == 1 ? "aux_loss" : "aux_loss_masked"));
+        print_message("  aux loss%s %.9f (transformers %.9f, relative %.2g)\n", aux == 2 ? " (masked)" : "", aux_value,
+                      want_aux, fabs(aux_value - want_aux) / want_aux);
+        assert_true(fabs(aux_value - want_aux) <= 1e-5 * want_aux);
+    }
+    free(init), free(want);
+    json_decref(man);
+    lora_free(&l);
+    model_free(&m);
+    backend_close(be);
+}
+
+static void test_peft_experts(void **s)
+{
+    (void)s;
+    check_peft_experts(false, 0);
+    check_peft_experts(true, 0);
+}
+
+/* The aux load-balancing loss (output_router_logits): value and gradients, with checkpointing (the recomputed
+ * layers add nothing to it), and the value with an attention mask. */
+static void test_aux_loss(void **s)
+{
+    (void)s;
+    check_peft_experts(false, 1);
+    check_peft_experts(true, 1);
+    check_peft_experts(false, 2);
+}
+
 /* Mixtral (make_mixtral_goldens.py): the directory save_pretrained writes (block_sparse_moe, w1/w3/w2) and the
  * fused one, logits and greedy tokens against transformers (through a sliding window of 12), and PEFT's gradients. */
 static void test_mixtral(void **s)
@@ -411,7 +555,8 @@ int main(void)
         cmocka_unit_test(test_experts_nf4),        cmocka_unit_test(test_route),
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
         cmocka_unit_test(test_peft_grads),         cmocka_unit_test(test_mixtral),
-        cmocka_unit_test(test_gguf),
+        cmocka_unit_test(test_gguf),               cmocka_unit_test(test_peft_experts),
+        cmocka_unit_test(test_aux_loss),
     };
     return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
 }
