@@ -75,6 +75,28 @@ adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev)
     return NULL;
 }
 
+int64_t adapter_peft_row(const pt_adapter *ad, int w, int64_t row)
+{
+    int64_t hd = ad->gate_head_dim;
+    if (hd <= 0 || w != W_Q) return row;
+    int64_t h = row / (2 * hd), in = row % (2 * hd);
+    return in < hd ? h * hd + in : (int64_t)ad->gate_heads * hd + h * hd + in - hd;
+}
+
+pt_status adapter_peft_order(const pt_adapter *ad, int w, float *m, int64_t n_rows, int64_t cols, bool to_peft)
+{
+    if (ad->gate_head_dim <= 0 || w != W_Q) return PT_OK;
+    float *copy = malloc(sizeof(float) * (size_t)(n_rows * cols));
+    TRY_ALLOC(copy);
+    memcpy(copy, m, sizeof(float) * (size_t)(n_rows * cols));
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t own = adapter_peft_row(ad, w, r);
+        memcpy(m + (to_peft ? r : own) * cols, copy + (to_peft ? own : r) * cols, sizeof(float) * (size_t)cols);
+    }
+    free(copy);
+    return PT_OK;
+}
+
 pt_tensor adapter_narrow(const pt_tensor *t, int64_t r)
 {
     pt_tensor v = *t;
@@ -148,7 +170,7 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
         for (int w = 0; w < W_COUNT; w++) {
             size_t i = (size_t)layer * W_COUNT + (size_t)w;
             int64_t out, in;
-            if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
+            if (!ad->target[w] || ranks[i] < 1 || !model_layer_adapter_shape(&m->cfg, layer, w, &out, &in)) continue;
             adapter_pair *p = &ad->pairs[i];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
             TRY(pair_create(ad->be, p, ranks[i], out, in, ad->init, seed ? &rng : NULL));
@@ -170,6 +192,8 @@ static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, 
     ad->rslora = rslora;
     ad->n_layers = m->cfg.n_layers;
     ad->be = m->be;
+    ad->gate_head_dim = m->cfg.attn_gate ? m->cfg.head_dim : 0;
+    ad->gate_heads = m->cfg.attn_gate ? m->cfg.n_heads : 0;
     memcpy(ad->target, target, sizeof ad->target);
     int64_t out, in;
     for (int w = 0; w < W_COUNT; w++)
@@ -270,9 +294,10 @@ int64_t adapter_param_count(const pt_adapter *ad)
 int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT], bool dora)
 {
     int64_t n = 0, out, in;
-    for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && model_adapter_shape(c, w, &out, &in)) n += (int64_t)r * (out + in) + (dora ? out : 0);
-    return n * c->n_layers;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int w = 0; w < W_COUNT; w++)
+            if (target[w] && model_layer_adapter_shape(c, l, w, &out, &in)) n += (int64_t)r * (out + in) + (dora ? out : 0);
+    return n;
 }
 
 pt_status adapter_checksum(const pt_adapter *ad, uint64_t *hash)
@@ -358,7 +383,7 @@ pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
         for (int w = 0; w < W_COUNT && st == PT_OK; w++) {
             int lead = w;
             int64_t row0 = 0, all;
-            model_fused_part(&m->cfg, w, &lead, &row0, &all);
+            model_adapter_part(&m->cfg, w, &lead, &row0, &all);
             adapter_pair *p = adapter_at(ad, layer, lead);
             const pt_tensor *wt = &m->layers[layer].w[w];
             if (!p) continue;
@@ -409,7 +434,9 @@ pt_status adapter_matmul(const pt_adapter *ad, int layer, int w, pt_tensor *y, c
 
 void adapter_tensor_name(pt_arch a, char *out, size_t len, int layer, int w, char which)
 {
-    const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp" : "self_attn";
+    const char *block = w == W_GATE || w == W_UP || w == W_DOWN ? "mlp"
+                        : w >= W_LIN_QKV && w <= W_LIN_OUT  ? "linear_attn" /* qwen35's DeltaNet */
+                                                            : "self_attn";
     if (which == 'M') { /* DoRA's magnitudes, as PEFT's state dict names them */
         snprintf(out, len, "base_model.model.model.layers.%d.%s.%s.lora_magnitude_vector", layer, block,
                  adapter_module_name(a, w));

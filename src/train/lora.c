@@ -199,7 +199,10 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
                        shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
                        arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused
                            ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
-                           : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+                       : m->cfg.full_period > 0 ? "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, and "
+                                                  "on the Gated DeltaNet layers in_proj_qkv, in_proj_z, in_proj_b, "
+                                                  "in_proj_a, out_proj"
+                                                : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
     if (arch_info(m->cfg.arch)->fused) TRY(check_fused(m, cfg));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))
         return ERR(PT_ERR_USER, "%s: lora_target_modules names the MLP (gate_proj, up_proj, down_proj) of a mixture-of-"
