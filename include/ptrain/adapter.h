@@ -62,6 +62,8 @@ typedef struct pt_adapter {
      * (ADAPTER_SAVED_EMBED) and LM head (ADAPTER_SAVED_HEAD), f32 [vocab, dim] on be, which every
      * pass with this adapter uses in place of the model's (data NULL: the model's own) */
     pt_tensor saved[2];
+    int gate_head_dim, gate_heads; /* qwen35: q_proj's head size and heads; its pair's B keeps the query rows then
+                                    * the gate rows (model_adapter_part) where PEFT's interleave them per head; 0: none */
     bool dora; /* DoRA: its pairs carry magnitudes (mag; dmag on the backend once used): read from a PEFT adapter
                 * with use_dora (lora_model_dir continues it under use_dora only), or made by adapter_dora_init
                 * (training: lora_dora_enable) */
@@ -138,6 +140,12 @@ pt_status adapter_select_plan(pt_arch a, const char *select, const char *where, 
 /* select with the layers given as a list (layers_to_transform: n layers from layers[]; n < 0: none)
  * merged in: a new JSON text (free it), or NULL when out of memory. */
 char *adapter_select_with_layers(const char *select, const int *layers, int n);
+/* The row of pair (layer, w)'s B (and DoRA magnitudes) that row `row` of PEFT's matrix is: row itself, but on
+ * qwen35's q_proj PEFT's rows interleave each head's queries and gates, as transformers lays q_proj out. */
+int64_t adapter_peft_row(const pt_adapter *ad, int w, int64_t row);
+/* A host matrix of a pair of slot w ([n_rows, cols], B or the magnitudes) reordered from PEFT's row order into
+ * ptrain's (to_peft false) or back; nothing where the orders agree. PT_ERR_NOMEM when out of memory. */
+pt_status adapter_peft_order(const pt_adapter *ad, int w, float *m, int64_t n_rows, int64_t cols, bool to_peft);
 /* t's memory as [rows, r] (the first r columns' worth of a [rows, r_max] scratch, contiguous). */
 pt_tensor adapter_narrow(const pt_tensor *t, int64_t r);
 void adapter_free(pt_adapter *ad);

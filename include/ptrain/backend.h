@@ -368,6 +368,10 @@ pt_status backend_delta_gates_bwd(pt_backend *be, pt_tensor *db, pt_tensor *da, 
 pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
                                  const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
                                  const pt_tensor *g, const pt_delta *d);
+/* The memory delta_rule_bwd takes for a pass d besides its tensors: the state kept every PT_DELTA_CHUNK tokens and
+ * one chunk's states recomputed from it per sequence and value head, and the gradients at the normalised q and k
+ * (f32), as the CUDA backend allocates them (the CPU backend's per-thread buffers are the same states or fewer). */
+size_t backend_delta_rule_bwd_bytes(const pt_delta *d);
 pt_status backend_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
                                   const pt_tensor *y, const pt_tensor *gate);
 

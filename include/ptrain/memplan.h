@@ -21,6 +21,8 @@ typedef struct {
     size_t weight_cache; /* of it: one layer's projections in bf16, kept for the backward pass of a
                             recomputed layer (CUDA with checkpointing: backend_weight_cache) */
     size_t offloaded;   /* in pinned host memory, not on the device: the offloaded layer inputs */
+    size_t states;      /* qwen35: the Gated DeltaNet backward's recurrent states (kept every chunk of 64 tokens and
+                           one chunk recomputed) and q/k gradients, one layer at a time (backend_delta_rule_bwd_bytes) */
     size_t total;
 } pt_memplan;
 
@@ -34,6 +36,7 @@ typedef struct {
     int loss_chunk;       /* logit rows per loss chunk */
     bool cuda;            /* the GEMMs' scratch and workspace */
     bool checkpointing;   /* with cuda: the weight cache */
+    size_t states_bytes;  /* the Gated DeltaNet backward's states (pt_memplan.states), 0 without such layers */
 } pt_memplan_shape;
 
 void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_memplan_shape *s, pt_memplan *out);
@@ -55,7 +58,8 @@ typedef struct {
 void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options *so, const pt_memplan_run *r,
                     pt_memplan *out);
 /* One line: "memory plan: N bytes (weights ..., adapters + optimizer ..., activations ..., workspace ...)",
- * and one for the host memory of offloaded layer inputs when there are any. */
+ * one for the Gated DeltaNet's recurrent states when the model has such layers (in N), and one for the host memory
+ * of offloaded layer inputs when there are any. */
 void memplan_print(const pt_memplan *p, const char *device);
 /* On a GPU: fails with PT_ERR_USER and the numbers when what the plan still has to allocate (all but
  * the weights, already loaded, and the GEMM workspace the backend took at open) exceeds the

@@ -143,6 +143,14 @@ int model_adapter_experts(const pt_model_config *c, int slot);
 bool model_slot_experts(int slot);
 /* Whether slot's pairs live on the sparse layers only (the experts' and the router's, W_ROUTER). */
 bool model_slot_sparse(int slot);
+/* model_adapter_shape for layer l: false also for a slot the layer does not have (qwen35: the DeltaNet's
+ * projections on its full-attention layers, q/k/v/o on its DeltaNet layers; the experts' and the router's on a
+ * dense layer). */
+bool model_layer_adapter_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in);
+/* model_fused_part, and qwen35's q_proj: PEFT adapts it as one module over its query and gate rows, which the loader
+ * splits into W_Q and W_Q_GATE; its pair is on W_Q, B's rows the queries (row 0) then the gates (row n_heads x
+ * head_dim) in ptrain's order. */
+bool model_adapter_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all);
 /* Whether layer l is a Gated DeltaNet layer (qwen35's linear_attention). */
 bool model_layer_linear(const pt_model_config *c, int layer);
 /* Whether layer l of a model of config c has a weight in slot (its family has the slot, and on a hybrid
@@ -153,7 +161,7 @@ bool model_slot_in_layer(const pt_model_config *c, int layer, int slot);
 int64_t model_lin_key(const pt_model_config *c);
 int64_t model_lin_value(const pt_model_config *c);
 int64_t model_lin_conv_dim(const pt_model_config *c);
-/* PT_ERR_USER naming what: training, adapters and exports of a qwen35 model are not built yet. */
+/* PT_ERR_USER naming what: a qwen35 model's GGUF files (llama.cpp's adapter.gguf) and merged exports are not built yet. */
 pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what);
 /* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
 bool model_layer_rope(const pt_model_config *c, int layer);

@@ -114,6 +114,28 @@ adapter_pair *adapter_next(const pt_adapter *ad, const adapter_pair *prev)
     return NULL;
 }
 
+int64_t adapter_peft_row(const pt_adapter *ad, int w, int64_t row)
+{
+    int64_t hd = ad->gate_head_dim;
+    if (hd <= 0 || w != W_Q) return row;
+    int64_t h = row / (2 * hd), in = row % (2 * hd);
+    return in < hd ? h * hd + in : (int64_t)ad->gate_heads * hd + h * hd + in - hd;
+}
+
+pt_status adapter_peft_order(const pt_adapter *ad, int w, float *m, int64_t n_rows, int64_t cols, bool to_peft)
+{
+    if (ad->gate_head_dim <= 0 || w != W_Q) return PT_OK;
+    float *copy = malloc(sizeof(float) * (size_t)(n_rows * cols));
+    TRY_ALLOC(copy);
+    memcpy(copy, m, sizeof(float) * (size_t)(n_rows * cols));
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t own = adapter_peft_row(ad, w, r);
+        memcpy(m + (to_peft ? r : own) * cols, copy + (to_peft ? own : r) * cols, sizeof(float) * (size_t)cols);
+    }
+    free(copy);
+    return PT_OK;
+}
+
 pt_tensor adapter_narrow(const pt_tensor *t, int64_t r)
 {
     pt_tensor v = *t;
@@ -190,8 +212,7 @@ static pt_status create_pairs(pt_adapter *ad, const pt_model *m, const int *rank
         for (int w = 0; w < W_COUNT; w++) {
             size_t i = (size_t)layer * W_COUNT + (size_t)w;
             int64_t out, in;
-            if (!ad->target[w] || ranks[i] < 1 || !model_adapter_shape(&m->cfg, w, &out, &in)) continue;
-            if (model_slot_sparse(w) && !model_layer_moe(&m->cfg, layer)) continue; /* a dense layer */
+            if (!ad->target[w] || ranks[i] < 1 || !model_layer_adapter_shape(&m->cfg, layer, w, &out, &in)) continue;
             adapter_pair *p = &ad->pairs[i];
             p->r = ranks[i]; /* first: adapter_free releases what pair_create made if it fails */
             TRY(pair_create(ad->be, p, ranks[i], out, in, model_adapter_experts(&m->cfg, w), ad->init,
@@ -214,6 +235,8 @@ static void settings_set(pt_adapter *ad, const pt_model *m, int r, float alpha, 
     ad->rslora = rslora;
     ad->n_layers = m->cfg.n_layers;
     ad->be = m->be;
+    ad->gate_head_dim = m->cfg.attn_gate ? m->cfg.head_dim : 0;
+    ad->gate_heads = m->cfg.attn_gate ? m->cfg.n_heads : 0;
     memcpy(ad->target, target, sizeof ad->target);
     int64_t out, in;
     for (int w = 0; w < W_COUNT; w++)
@@ -313,12 +336,11 @@ int64_t adapter_param_count(const pt_adapter *ad)
 
 int64_t adapter_param_count_for(const pt_model_config *c, int r, const bool target[W_COUNT], bool dora)
 {
-    int64_t n = 0, out, in, sparse = 0;
-    for (int l = 0; l < c->n_layers; l++) sparse += model_layer_moe(c, l);
-    for (int w = 0; w < W_COUNT; w++)
-        if (target[w] && model_adapter_shape(c, w, &out, &in))
-            n += ((int64_t)r * (out + in) * model_adapter_experts(c, w) + (dora ? out : 0)) *
-                 (model_slot_sparse(w) ? sparse : c->n_layers);
+    int64_t n = 0, out, in;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int w = 0; w < W_COUNT; w++)
+            if (target[w] && model_layer_adapter_shape(c, l, w, &out, &in))
+                n += (int64_t)r * (out + in) * model_adapter_experts(c, w) + (dora ? out : 0);
     return n;
 }
 
@@ -405,7 +427,7 @@ pt_status adapter_dora_init(pt_adapter *ad, const pt_model *m)
         for (int w = 0; w < W_COUNT && st == PT_OK; w++) {
             int lead = w;
             int64_t row0 = 0, all;
-            model_fused_part(&m->cfg, w, &lead, &row0, &all);
+            model_adapter_part(&m->cfg, w, &lead, &row0, &all);
             adapter_pair *p = adapter_at(ad, layer, lead);
             const pt_tensor *wt = &m->layers[layer].w[w];
             if (!p) continue;

@@ -317,16 +317,17 @@ pt_status adapter_decomp_base(pt_adapter *ad, pt_model *m, adapter_decomp how, i
         return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s changes the base weights, which this process shares "
                    "with the other ranks on its node; run one process per node, or use init_lora_weights true",
                    adapter_decomp_name(how));
-    if (arch_info(m->cfg.arch)->fused)
-        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s on a family with fused projections (qkv_proj, "
-                   "gate_up_proj) is not implemented; use init_lora_weights true", adapter_decomp_name(how));
+    if (arch_info(m->cfg.arch)->fused || m->cfg.attn_gate)
+        return ERR(PT_ERR_UNSUPPORTED, "init_lora_weights %s on a family with fused projections (phi3's qkv_proj, "
+                   "gate_up_proj; qwen35's q_proj of queries and gates) is not implemented; use init_lora_weights "
+                   "true", adapter_decomp_name(how));
     for (adapter_pair *p = adapter_next(ad, NULL); p; p = adapter_next(ad, p)) {
         size_t i = (size_t)(p - ad->pairs);
         int layer = (int)(i / W_COUNT), w = (int)(i % W_COUNT);
         int64_t out, in;
         char where[128];
         snprintf(where, sizeof where, "layer %d %s", layer, adapter_module_name(m->cfg.arch, w));
-        if (!model_adapter_shape(&m->cfg, w, &out, &in))
+        if (!model_layer_adapter_shape(&m->cfg, layer, w, &out, &in))
             return ERR(PT_ERR_INTERNAL, "%s: no [out, in] shape for this slot", where);
         TRY(pair_decomp(ad->be, p, &m->layers[layer].w[w], out, in, how, niter, seed ^ (0x9E3779B97F4A7C15ull * (i + 1)),
                         where));

@@ -103,12 +103,18 @@ static pt_status ckpt_load(const char *path, const pt_model *m, pt_adapter *l)
     return st;
 }
 
+/* adapter_gguf_load, but a qwen35 model's llama.cpp adapter is refused: its GGUF names are not built */
+static pt_status gguf_load(const char *path, const pt_model *m, pt_adapter *l)
+{
+    TRY(model_refuse_gated_delta(&m->cfg, "a llama.cpp adapter (.gguf)"));
+    return adapter_gguf_load(path, m, l);
+}
+
 pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *l)
 {
     char file_path[4096];
     struct stat sb;
     memset(l, 0, sizeof *l);
-    TRY(model_refuse_gated_delta(&m->cfg, "an adapter"));
     bool is_dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
     if (is_dir)
         snprintf(file_path, sizeof file_path, "%s/adapter.h5", path);
@@ -118,11 +124,11 @@ pt_status adapter_load(const char *path, const pt_model *m, pt_adapter *l)
     if (is_dir && stat(file_path, &sb) != 0) { /* only a llama.cpp adapter? */
         char gguf[4200];
         snprintf(gguf, sizeof gguf, "%s/adapter.gguf", path);
-        if (stat(gguf, &sb) == 0) return adapter_gguf_load(gguf, m, l);
+        if (stat(gguf, &sb) == 0) return gguf_load(gguf, m, l);
     }
     const char *leaf = strrchr(file_path, '/') ? strrchr(file_path, '/') + 1 : file_path;
     size_t leaf_len = strlen(leaf);
-    if (leaf_len > 5 && !strcmp(leaf + leaf_len - 5, ".gguf")) return adapter_gguf_load(file_path, m, l);
+    if (leaf_len > 5 && !strcmp(leaf + leaf_len - 5, ".gguf")) return gguf_load(file_path, m, l);
     if (ckpt_is_checkpoint(file_path)) return ckpt_load(file_path, m, l);
     if (!strcmp(leaf, "adapter_config.json") || !strcmp(leaf, "adapter_model.safetensors")) {
         char dir[4096];

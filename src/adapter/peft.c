@@ -77,7 +77,7 @@ static json_t *target_list(const pt_adapter *l)
     if (!l->text_tower) return json_array_size(list) ? list : (json_decref(list), json_null());
     json_decref(list);
     char full[600];
-    snprintf(full, sizeof full, "model\\.language_model\\.layers\\.\\d+\\.(self_attn|mlp)\\.(%s)", re);
+    snprintf(full, sizeof full, "model\\.language_model\\.layers\\.\\d+\\.(self_attn|linear_attn|mlp)\\.(%s)", re);
     return json_string(full);
 }
 
@@ -157,15 +157,32 @@ static pt_status declare_tensors(st_writer *w, const pt_adapter *l, const adapte
     return info->score ? st_w_tensor(w, SCORE_NAME, ST_F32, 2, shape) : PT_OK;
 }
 
-/* t's values; an experts pair's B (experts > 1: [E·out, r]) in PEFT's order ([out, E·r]). */
-static pt_status stream_matrix(st_writer *w, pt_backend *be, const pt_tensor *t, int64_t experts)
+/* t of l's pair of slot `slot`; its B and magnitudes (order) in PEFT's row order (qwen35's q_proj:
+ * adapter_peft_order), an experts pair's B (experts > 1: [E·out, r]) in PEFT's [out, E·r] */
+static pt_status stream_matrix(st_writer *w, const pt_adapter *l, int slot, bool order, const pt_tensor *t,
+                               int64_t experts)
 {
     float *host = malloc(t->nbytes), *peft = experts > 1 ? malloc(t->nbytes) : NULL;
     if (!host || (experts > 1 && !peft)) return free(host), free(peft), ERR(PT_ERR_NOMEM, "out of memory");
-    pt_status st = backend_download(be, t, host, t->nbytes);
-    if (experts > 1) adapter_experts_b(host, peft, t->shape[0] / experts, (int)t->shape[1], (int)experts, true);
+    pt_status st = backend_download(l->be, t, host, t->nbytes);
+    if (st == PT_OK && order) st = adapter_peft_order(l, slot, host, t->shape[0], t->ndim > 1 ? t->shape[1] : 1, true);
+    if (st == PT_OK && experts > 1)
+        adapter_experts_b(host, peft, t->shape[0] / experts, (int)t->shape[1], (int)experts, true);
     if (st == PT_OK) st = st_w_data(w, experts > 1 ? peft : host, t->nbytes);
     free(host), free(peft);
+    return st;
+}
+
+/* the magnitudes read with the adapter (host), in PEFT's row order */
+static pt_status stream_mag(st_writer *w, const pt_adapter *l, int slot, const adapter_pair *p)
+{
+    size_t n = sizeof(float) * (size_t)p->b.shape[0];
+    float *host = malloc(n);
+    TRY_ALLOC(host);
+    memcpy(host, p->mag, n);
+    pt_status st = adapter_peft_order(l, slot, host, p->b.shape[0], 1, true);
+    if (st == PT_OK) st = st_w_data(w, host, n);
+    free(host);
     return st;
 }
 
@@ -177,11 +194,12 @@ static pt_status write_tensors(const char *path, const pt_adapter *l, const adap
     if (st == PT_OK) st = declare_tensors(&w, l, info);
     if (st == PT_OK) st = st_w_begin(&w, path);
     for (adapter_pair *p = adapter_next(l, NULL); p && st == PT_OK; p = adapter_next(l, p)) {
-        st = stream_matrix(&w, l->be, &p->a, 1);
-        if (st == PT_OK) st = stream_matrix(&w, l->be, &p->b, pair_experts(p));
+        int slot = (int)((p - l->pairs) % W_COUNT);
+        st = stream_matrix(&w, l, slot, false, &p->a, 1);
+        if (st == PT_OK) st = stream_matrix(&w, l, slot, true, &p->b, pair_experts(p));
         if (st == PT_OK && l->dora) /* DoRA: the trained magnitudes on the backend, else those read */
-            st = p->dmag.data ? stream_matrix(&w, l->be, &p->dmag, 1)
-                              : p->mag ? st_w_data(&w, p->mag, sizeof(float) * (size_t)p->b.shape[0])
+            st = p->dmag.data ? stream_matrix(&w, l, slot, true, &p->dmag, 1)
+                              : p->mag ? stream_mag(&w, l, slot, p)
                                        : ERR(PT_ERR_INTERNAL, "peft_save: a DoRA pair without magnitudes");
     }
     for (int i = 0; i < 2 && st == PT_OK; i++)
@@ -421,13 +439,16 @@ static pt_status find_targets(const st_file *f, const pt_model *m, const peft_se
                        "(%s of base_model.model.model.layers.N); was the adapter trained on another model?",
                        shown_text(f->path).s, shown_text(f->tensors[i].name).s, m->cfg.n_layers,
                        arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused ? "qkv/o_proj, gate_up/down_proj"
-                                                                             : "q/k/v/o_proj, gate/up/down_proj");
+                       : m->cfg.full_period > 0 ? "q/k/v/o_proj, linear_attn's in_proj_qkv/z/b/a and out_proj, gate/up/down_proj"
+                                                : "q/k/v/o_proj, gate/up/down_proj");
         target[slot] = true;
     }
     return PT_OK;
 }
 
-static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *be, pt_tensor *dst)
+/* dst from t; with l, a B of slot in PEFT's row order, reordered into ptrain's (adapter_peft_order) */
+static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *be, pt_tensor *dst, const pt_adapter *l,
+                             int slot)
 {
     if (t->ndim != 2 || t->shape[0] != dst->shape[0] || t->shape[1] != dst->shape[1]) {
         char got[96];
@@ -439,13 +460,14 @@ static pt_status load_matrix(const st_file *f, const st_tensor *t, pt_backend *b
     float *host = malloc(dst->nbytes);
     TRY_ALLOC(host);
     pt_status st = st_read_f32(t, f->path, 0, st_numel(t), host);
+    if (st == PT_OK && l) st = adapter_peft_order(l, slot, host, dst->shape[0], dst->shape[1], false);
     if (st == PT_OK) st = backend_upload(be, dst, host, dst->nbytes);
     free(host);
     return st;
 }
 
 /* DoRA: a pair's lora_magnitude_vector, one value per output row, kept on the host (merge.c reads it). */
-static pt_status load_magnitude(const st_file *f, const st_tensor *t, adapter_pair *p)
+static pt_status load_magnitude(const st_file *f, const st_tensor *t, const pt_adapter *l, int slot, adapter_pair *p)
 {
     int64_t out = p->b.shape[0];
     if (t->ndim != 1 || t->shape[0] != out) {
@@ -456,7 +478,8 @@ static pt_status load_magnitude(const st_file *f, const st_tensor *t, adapter_pa
     free(p->mag);
     p->mag = malloc(sizeof(float) * (size_t)out);
     TRY_ALLOC(p->mag);
-    return st_read_f32(t, f->path, 0, out, p->mag);
+    TRY(st_read_f32(t, f->path, 0, out, p->mag));
+    return adapter_peft_order(l, slot, p->mag, out, 1, false);
 }
 
 /* An experts pair's B: PEFT's [out, E·r] into ptrain's [E·out, r]. */
@@ -494,13 +517,13 @@ static pt_status load_tensors(const st_file *f, const peft_settings *s, pt_adapt
                        "leaves out; is the config of another adapter?", shown_text(f->path).s,
                        shown_text(f->tensors[i].name).s);
         if (which == 'M') {
-            TRY(load_magnitude(f, &f->tensors[i], p));
+            TRY(load_magnitude(f, &f->tensors[i], l, slot, p));
             continue;
         }
         if (which == 'B' && pair_experts(p) > 1)
             TRY(load_experts_b(f, &f->tensors[i], l->be, &p->b, pair_experts(p)));
         else
-            TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b));
+            TRY(load_matrix(f, &f->tensors[i], l->be, which == 'A' ? &p->a : &p->b, which == 'A' ? NULL : l, slot));
     }
     return PT_OK;
 }
@@ -514,7 +537,7 @@ static pt_status load_saved(const st_file *f, const pt_model *m, pt_adapter *l)
         int64_t shape[2] = {m->tok_embd.shape[0], m->tok_embd.shape[1]};
         l->saved[k] = tensor_make(PT_F32, 2, shape);
         TRY(backend_alloc(l->be, &l->saved[k]));
-        TRY(load_matrix(f, &f->tensors[i], l->be, &l->saved[k]));
+        TRY(load_matrix(f, &f->tensors[i], l->be, &l->saved[k], NULL, 0));
     }
     return PT_OK;
 }

@@ -695,6 +695,15 @@ pt_status backend_delta_gates_bwd(pt_backend *be, pt_tensor *db, pt_tensor *da, 
     return be->ops->delta_gates_bwd(be, db, da, dbeta, dg, b, a, a_log, dt_bias);
 }
 
+size_t backend_delta_rule_bwd_bytes(const pt_delta *d)
+{
+    size_t rows = (size_t)d->batch * (size_t)d->seq, sz = (size_t)d->k_dim * (size_t)d->v_dim;
+    size_t nch = ((size_t)d->seq + PT_DELTA_CHUNK - 1) / PT_DELTA_CHUNK;
+    size_t grads = 2 * rows * (size_t)d->v_heads * (size_t)d->k_dim;
+    size_t states = (size_t)d->batch * (size_t)d->v_heads * (nch + PT_DELTA_CHUNK + 1) * sz;
+    return sizeof(float) * (grads + states);
+}
+
 pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
                                  const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
                                  const pt_tensor *g, const pt_delta *d)

@@ -259,6 +259,14 @@ static double fused_experts(const st_tensor *t, double stored, bool nf4)
     return loaded_matrix(true, true, rows, cols, stored / (double)n, nf4) * (double)n;
 }
 
+/* qwen35's q_proj: the loader keeps its query and gate rows as two weights (load_hf.c load_gated_q) */
+static bool gated_q(const pt_model_config *c, const char *name)
+{
+    const char *q = arch_info(c->arch)->hf_names[W_Q_GATE];
+    size_t n = strlen(name), k = q ? strlen(q) : 0;
+    return c->attn_gate && k && n > k && !strcmp(name + n - k, q);
+}
+
 static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
 {
     for (size_t i = 0; i < s->n_entries; i++) {
@@ -272,6 +280,8 @@ static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
         double stored = t->dtype == ST_F64 ? (double)t->nbytes / 2 : (double)t->nbytes;
         if (has_quant_state(s, t->name)) r->loaded += bnb_tensor(&r->cfg, t->name, t->nbytes);
         else if (t->ndim == 1) r->loaded += 4.0 * (double)st_numel(t);
+        else if (t->ndim == 2 && gated_q(&r->cfg, t->name))
+            r->loaded += 2 * loaded_matrix(true, dense, t->shape[0] / 2, t->shape[1], stored / 2, nf4);
         else if (t->ndim == 2) r->loaded += loaded_matrix(!edge, dense, t->shape[0], t->shape[1], stored, nf4);
         else if (t->ndim == 3 && strstr(t->name, ".mlp.experts.")) /* fused experts: each expert's weights apart */
             r->loaded += fused_experts(t, stored, dense && nf4);
@@ -738,10 +748,13 @@ static pt_status parse_ckpt(const char *text, pt_checkpointing *out)
 
 static pt_status check_targets(const char *text)
 {
-    bool llama[W_COUNT] = {0}, phi3[W_COUNT] = {0};
-    if (parse_targets(PT_ARCH_LLAMA, text, llama) + parse_targets(PT_ARCH_PHI3, text, phi3) > 0) return PT_OK;
+    bool llama[W_COUNT] = {0}, phi3[W_COUNT] = {0}, q35[W_COUNT] = {0};
+    if (parse_targets(PT_ARCH_LLAMA, text, llama) + parse_targets(PT_ARCH_PHI3, text, phi3) +
+        parse_targets(PT_ARCH_QWEN35, text, q35) > 0)
+        return PT_OK;
     return ERR(PT_ERR_USAGE, "--lora-target-modules names no projection in '%s' (q_proj, k_proj, v_proj, o_proj, "
-               "gate_proj, up_proj, down_proj; phi3: qkv_proj, gate_up_proj)\nTry 'ptrain inspect --help'.", text);
+               "gate_proj, up_proj, down_proj; phi3: qkv_proj, gate_up_proj; qwen35 also in_proj_qkv, in_proj_z, "
+               "in_proj_b, in_proj_a, out_proj)\nTry 'ptrain inspect --help'.", text);
 }
 
 /* cpu or cuda: the device whose plan is printed (auto names no one device). */

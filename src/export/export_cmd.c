@@ -100,6 +100,11 @@ static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, c
                  "adapter.gguf (LoRA on experts in llama.cpp's format is not built yet)\n", shown_text(j->out).s);
         return PT_OK;
     }
+    if (arch_info(cfg->arch)->gated_delta) {
+        log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT); no adapter.gguf (llama.cpp's "
+                 "tensor names of %s models are not built yet)\n", shown_text(j->out).s, arch_name(cfg->arch));
+        return PT_OK;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/adapter.gguf", j->out);
     TRY(adapter_gguf_save(path, l, cfg, j->model));
@@ -191,7 +196,7 @@ pt_status export_run(const export_job *j, const pt_adapter *trained)
     bool is_gguf;
     pt_model_config cfg;
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
-    TRY(model_refuse_gated_delta(&cfg, "exporting"));
+    if (j->hf || j->n_gguf || j->ollama) TRY(model_refuse_gated_delta(&cfg, "a merged export (--hf, --gguf, --ollama)"));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;
     pt_backend_options bo = {.device = DEVICE_CPU}; /* all cores: quantizing runs in parallel */

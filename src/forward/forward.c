@@ -125,14 +125,14 @@ pt_status forward_adapter_input(const fwd_ctx *c, int layer, int w, const pt_ten
 }
 
 /* y = x Wᵀ, plus the adapter's s (x Aᵀ) Bᵀ (s x Aᵀ kept in xs[w]). A part of a fused weight (phi3's q, k, v and
- * gate, up) takes its rows of the fused adapter's B, whose s x Aᵀ the first part computes into xs[lead] (the
+ * gate, up; qwen35's query and gate rows of q_proj) takes its rows of the fused adapter's B, whose s x Aᵀ the first part computes into xs[lead] (the
  * parts run in row order, on one input, with one dropout mask: PEFT's one module). */
 static pt_status proj(const fwd_ctx *c, int layer, int w, pt_tensor *y, const pt_tensor *x, pt_tensor xs[W_COUNT])
 {
     TRY(backend_matmul(c->m->be, y, x, &c->m->layers[layer].w[w], 0.0f));
     int lead = w;
     int64_t row0 = 0, all;
-    model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
+    model_adapter_part(&c->m->cfg, w, &lead, &row0, &all);
     if (!adapter_at(c->ad, layer, lead)) return PT_OK;
     if (adapter_at(c->ad, layer, lead)->mag && c->dropout > 0)
         return ERR(PT_ERR_USER, "a DoRA adapter (use_dora) runs without lora_dropout: ptrain applies DoRA only "

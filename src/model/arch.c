@@ -199,6 +199,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
 static const char *const peft_modules[W_COUNT] = {
     [W_Q] = "q_proj", [W_K] = "k_proj", [W_V] = "v_proj", [W_O] = "o_proj",
     [W_GATE] = "gate_proj", [W_UP] = "up_proj", [W_DOWN] = "down_proj",
+    /* qwen35's Gated DeltaNet layers (linear_attn); its q_proj's gate rows are a part of q_proj (model_adapter_part) */
+    [W_LIN_QKV] = "in_proj_qkv", [W_LIN_Z] = "in_proj_z", [W_LIN_B] = "in_proj_b", [W_LIN_A] = "in_proj_a",
+    [W_LIN_OUT] = "out_proj",
 };
 static const char *const peft_fused_modules[W_COUNT] = {
     [W_Q] = "qkv_proj", [W_O] = "o_proj", [W_GATE] = "gate_up_proj", [W_DOWN] = "down_proj",
@@ -297,12 +300,14 @@ const char *arch_peft_param(int w)
 const char *arch_peft_module(pt_arch a, int w)
 {
     if (w < 0 || w >= W_COUNT) return NULL;
+    if (!arch_info(a)->hf_names[w]) return NULL; /* a slot the family does not have */
     if (arch_info(a)->fused_mlp) return peft_shared_mlp_modules[w];
     return arch_info(a)->fused ? peft_fused_modules[w] : peft_modules[w];
 }
 
 const char *arch_peft_block(pt_arch a, int w)
 {
+    if (w >= W_LIN_QKV && w <= W_LIN_OUT) return "linear_attn"; /* qwen35's Gated DeltaNet */
     if (w != W_GATE && w != W_UP && w != W_DOWN) return "self_attn";
     return arch_info(a)->mlp_block ? arch_info(a)->mlp_block : "mlp";
 }

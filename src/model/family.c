@@ -130,6 +130,15 @@ bool model_fused_part(const pt_model_config *c, int slot, int *lead, int64_t *ro
     }
 }
 
+bool model_adapter_part(const pt_model_config *c, int slot, int *lead, int64_t *row0, int64_t *rows_all)
+{
+    if (model_fused_part(c, slot, lead, row0, rows_all)) return true;
+    if (!c->attn_gate || (slot != W_Q && slot != W_Q_GATE)) return false;
+    int64_t q = (int64_t)c->n_heads * c->head_dim;
+    *lead = W_Q, *rows_all = 2 * q, *row0 = slot == W_Q ? 0 : q;
+    return true;
+}
+
 bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64_t *in)
 {
     int lead;
@@ -144,8 +153,8 @@ bool model_adapter_shape(const pt_model_config *c, int slot, int64_t *out, int64
         *in = slot == W_EXP_GATE_UP ? c->dim : c->moe_ffn_dim;
         return true;
     }
-    if (!model_proj_shape(c, slot, out, in)) return false;
-    if (!model_fused_part(c, slot, &lead, &row0, &all)) return true;
+    if (!arch_info(c->arch)->hf_names[slot] || !model_proj_shape(c, slot, out, in)) return false;
+    if (!model_adapter_part(c, slot, &lead, &row0, &all)) return true;
     if (lead != slot) return false;
     *out = all;
     return true;
@@ -158,6 +167,12 @@ bool model_slot_sparse(int slot) { return model_slot_experts(slot) || slot == W_
 int model_adapter_experts(const pt_model_config *c, int slot)
 {
     return model_slot_experts(slot) && c->n_experts > 0 ? c->n_experts : 1;
+}
+
+bool model_layer_adapter_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in)
+{
+    if (model_slot_sparse(slot) && !model_layer_moe(c, layer)) return false; /* a dense layer */
+    return model_adapter_shape(c, slot, out, in) && (c->full_period <= 0 || model_slot_in_layer(c, layer, slot));
 }
 
 /* The global layers' frequencies come first (head_dim_full/2 of them on gemma4), then the local layers'. */
@@ -289,9 +304,10 @@ int64_t model_lin_conv_dim(const pt_model_config *c) { return 2 * model_lin_key(
 pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what)
 {
     if (!arch_info(c->arch)->gated_delta) return PT_OK;
-    return ERR(PT_ERR_USER, "%s of a %s model is not built yet: ptrain loads Qwen3.5 text models and generates "
-               "with them (ptrain generate, inspect), but LoRA training, adapters and exports of the Gated DeltaNet "
-               "family come later (issue 42); use a model of another family for %s", what, arch_name(c->arch), what);
+    return ERR(PT_ERR_USER, "%s of a %s model is not built yet: ptrain trains Qwen3.5 text models with LoRA and writes "
+               "their adapters for PEFT (adapter_config.json + adapter_model.safetensors) and for ptrain (adapter.h5), "
+               "but GGUF files of the family (llama.cpp's names) and merged exports come later (issue 42)", what,
+               arch_name(c->arch));
 }
 
 int64_t model_qk_norm_width(const pt_model_config *c, int slot)

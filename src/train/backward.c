@@ -57,7 +57,7 @@ static pt_status lin_bwd(const fwd_ctx *c, pt_lora *l, int layer, int w, pt_tens
     pt_tensor *tmp = &g->t[G_R];
     int lead = w;
     int64_t row0 = 0, all = dy->shape[1];
-    model_fused_part(&c->m->cfg, w, &lead, &row0, &all);
+    model_adapter_part(&c->m->cfg, w, &lead, &row0, &all);
     lora_pair *s = lora_at(l, layer, lead);
     if (!s) return backend_matmul_bwd_input(be, dx, dy, &c->m->layers[layer].w[w], beta);
     const adapter_pair *p = lora_weights(l, s);
@@ -245,9 +245,10 @@ static pt_status attention_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_ac
         TRY(head_norm_bwd(c, &gt[G_K], &t[A_KPRE], &c->m->layers[layer].w[W_K_NORM], &t[A_KRSTD]));
     }
     TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, g, 0.0f));
+    /* the gate rows right after the query rows: the two parts of q_proj's pair share G_R */
+    if (gate) TRY(lin_bwd(c, l, layer, W_Q_GATE, &gt[G_DIM1], &gt[G_QG], &t[A_XN1], a->xs, g, 1.0f));
     TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, g, 1.0f));
-    TRY(lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, g, 1.0f));
-    return gate ? lin_bwd(c, l, layer, W_Q_GATE, &gt[G_DIM1], &gt[G_QG], &t[A_XN1], a->xs, g, 1.0f) : PT_OK;
+    return lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, g, 1.0f);
 }
 
 pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,

@@ -188,6 +188,18 @@ static pt_status check_decomp(const pt_config *cfg)
     return PT_OK;
 }
 
+/* The projection names a family's lora_target_modules may use, for the error that names a wrong one. */
+static const char *target_names(const pt_model_config *c)
+{
+    if (arch_info(c->arch)->fused) return "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts";
+    if (arch_info(c->arch)->fused_mlp)
+        return "q_proj, k_proj, v_proj, o_proj, input_linear, output_linear, or the llama names of the last two's parts";
+    if (c->full_period > 0)
+        return "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, and on the Gated DeltaNet layers "
+               "in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj";
+    return "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj";
+}
+
 /* target_parameters (PEFT's, on the experts' fused weights) into target; refused where PEFT refuses it (dropout,
  * DoRA) or where ptrain has no experts' pair (a dense model, a name that is no expert weight). */
 static pt_status experts_targets(const pt_model *m, const pt_config *cfg, bool target[W_COUNT])
@@ -227,12 +239,7 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
         if (!adapter_target_slot(m->cfg.arch, cfg->lora_target_modules.items[i], target, NULL))
             return ERR(PT_ERR_USER, "%s: lora_target_modules: %s is not a projection of %s models (%s)",
                        shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
-                       arch_name(m->cfg.arch), arch_info(m->cfg.arch)->fused
-                           ? "qkv_proj, o_proj, gate_up_proj, down_proj, or the llama names of their parts"
-                           : arch_info(m->cfg.arch)->fused_mlp
-                           ? "q_proj, k_proj, v_proj, o_proj, input_linear, output_linear, or the llama names of the "
-                             "last two's parts"
-                           : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
+                       arch_name(m->cfg.arch), target_names(&m->cfg));
     if (arch_info(m->cfg.arch)->fused || arch_info(m->cfg.arch)->fused_mlp) TRY(check_fused(m, cfg));
     TRY(experts_targets(m, cfg, target));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))

@@ -4,7 +4,8 @@
  * layer's with gradient checkpointing), the adapters' s·x·Aᵀ, the loss head's chunk of logits and
  * the backward pass's gradients. On CUDA the workspace is the GEMMs' (cuda/matmul.cu, cuda/lt.cu):
  * the bf16 scratch at its largest and the 32 MiB cuBLASLt workspace, and with checkpointing the
- * weight cache: one layer's seven projections in bf16 (cuda/wcache.cu). */
+ * weight cache: one layer's seven projections in bf16 (cuda/wcache.cu). The Gated DeltaNet layers' backward (qwen35)
+ * takes its recurrent states besides (backend_delta_rule_bwd_bytes). */
 #ifdef HAVE_CONFIG_H
 #include <config.h> /* PTRAIN_HAVE_CUDA */
 #endif
@@ -51,7 +52,17 @@ void memplan_compute(const pt_model_config *g, size_t weight_bytes, const pt_mem
     out->weight_cache = s->cuda && s->checkpointing ? layer_weights_bf16(g) : 0;
     if (s->cuda) /* the scratch, grown to its largest, the workspace taken at open, the weight cache */
         out->workspace = cuda_scratch_elems(g, s, rows, widest) * 2 + PT_CUDA_GEMM_WORKSPACE_BYTES + out->weight_cache;
-    out->total = out->weights + out->adapters + out->activations + out->workspace;
+    out->states = s->states_bytes;
+    out->total = out->weights + out->adapters + out->activations + out->workspace + out->states;
+}
+
+/* qwen35: the delta rule backward's states of a micro-batch (batch sequences of seq) on its DeltaNet layers */
+static size_t states_of(const pt_model_config *g, int64_t batch, int64_t seq)
+{
+    if (g->full_period <= 0 || g->lin_v_heads <= 0) return 0;
+    pt_delta d = {.batch = (int)batch, .seq = (int)seq, .k_heads = g->lin_k_heads, .v_heads = g->lin_v_heads,
+                  .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim, .conv = g->lin_conv};
+    return backend_delta_rule_bwd_bytes(&d);
 }
 
 void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options *so, const pt_memplan_run *r,
@@ -64,7 +75,8 @@ void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options 
     pt_memplan_shape s = {.batch = r->batch, .seq = r->seq, .eval_rows = r->eval_rows,
                           .lora_params = r->lora_params, .lora_r = ad->r_max, .arena_bytes = arena > eval ? arena : eval,
                           .offload_bytes = so->checkpointing && so->offload ? step_offload_bytes(m, rows, act) : 0,
-                          .loss_chunk = so->loss_chunk, .cuda = r->cuda, .checkpointing = so->checkpointing};
+                          .loss_chunk = so->loss_chunk, .cuda = r->cuda, .checkpointing = so->checkpointing,
+                          .states_bytes = states_of(&m->cfg, r->batch, r->seq)};
     memplan_compute(&m->cfg, r->weight_bytes, &s, out);
 }
 
@@ -73,6 +85,10 @@ void memplan_print(const pt_memplan *p, const char *device)
     log_info("memory plan: %zu bytes on %s (%.1f MiB: weights %.1f, adapters + optimizer %.1f, activations %.1f, "
              "workspace %.1f)\n", p->total, device, p->total / MIB, p->weights / MIB, p->adapters / MIB,
              p->activations / MIB, p->workspace / MIB);
+    if (p->states)
+        log_info("memory plan: of it %zu bytes for the Gated DeltaNet layers' recurrent states in the backward pass "
+                 "(%.1f MiB: kept every 64 tokens and one chunk recomputed, per sequence and value head)\n", p->states,
+                 p->states / MIB);
     if (p->offloaded)
         log_info("memory plan: %zu bytes of pinned host memory for the layer inputs (%.1f MiB; use_gradient_checkpointing: "
                  "unsloth)\n", p->offloaded, p->offloaded / MIB);
@@ -86,7 +102,7 @@ pt_status memplan_check(pt_backend *be, const pt_memplan *p)
     TRY(cuda_mem_info(be, &free_b, &total_b));
     /* the weights and the GEMM workspace are on the device already: the rest of the workspace is scratch */
     size_t scratch = p->workspace - PT_CUDA_GEMM_WORKSPACE_BYTES;
-    size_t need = p->adapters + p->activations + scratch;
+    size_t need = p->adapters + p->activations + scratch + p->states;
     if (need > free_b)
         return ERR(PT_ERR_USER, "this run needs about %.1f MiB more on GPU %d (adapters + optimizer %.1f, activations "
                    "%.1f, GEMM scratch and weight cache %.1f) but only %.1f of %.1f MiB are free after the %.1f MiB of weights and "

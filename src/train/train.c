@@ -828,15 +828,19 @@ static pt_status save_adapter(trainer *t)
         log_info("adapter    no adapter.gguf: LoRA on the experts (target_parameters) in llama.cpp's format is not "
                  "built yet\n");
         unlink(path);
+    } else if (st == PT_OK && arch_info(t->m.cfg.arch)->gated_delta) { /* qwen35: llama.cpp's names not built */
+        log_info("adapter    no adapter.gguf: llama.cpp's tensor names of %s models are not built yet\n",
+                 arch_name(t->m.cfg.arch));
+        unlink(path); /* not an older run's */
     } else if (st == PT_OK)
         st = adapter_gguf_save(path, ad, &t->m.cfg, t->cfg->model_name);
     if (st == PT_OK && ad->dora)
         log_info("adapter    written to %s: adapter_config.json + adapter_model.safetensors (PEFT, use_dora); try: "
                  "ptrain generate --model %s --adapter %s --chat --prompt \"...\"\n",
                  shown_text(t->cfg->final_model_dir).s, t->model_path, t->cfg->final_model_dir);
-    else if (st == PT_OK && saved_modules_any(&t->sm))
-        log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT, "
-                 "with modules_to_save)\n", shown_text(t->cfg->final_model_dir).s);
+    else if (st == PT_OK && (saved_modules_any(&t->sm) || arch_info(t->m.cfg.arch)->gated_delta || adapter_has_experts(ad)))
+        log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT%s)\n",
+                 shown_text(t->cfg->final_model_dir).s, saved_modules_any(&t->sm) ? ", with modules_to_save" : "");
     else if (st == PT_OK)
         log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors "
                  "(PEFT), adapter.gguf (llama.cpp, Ollama); try: ptrain generate --model %s --adapter %s --chat "

@@ -139,6 +139,5 @@ pt_status trainer_load_model(trainer *t)
 {
     TRY(load_model(t));
     TRY(dist_agree(t->d, arch_check_supported(t->m.cfg.arch, "training"))); /* gemma4: forward only, for now */
-    TRY(dist_agree(t->d, model_refuse_gated_delta(&t->m.cfg, "training")));
     return dist_agree(t->d, count_readers(t));
 }

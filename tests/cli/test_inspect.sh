@@ -63,9 +63,10 @@ expect_eq "inspect --device auto: exit 2" 2 "$rc"
 # plan_case NAME MODEL MODE DROPOUT BATCH [dora]: one training step on the CPU and inspect with the
 # same settings (dora: use_dora / --use-dora); their `memory plan:` lines must be the same bytes, and
 # inspect's trainable count the one training prints
-plan_case() {
-    dora_yaml="" dora_opt=""
+plan_case() { # [7: lora_target_modules, comma-separated]
+    dora_yaml="" dora_opt="" tgt_yaml="" tgt_opt=""
     [ "${6:-}" = dora ] && dora_yaml="use_dora: true" dora_opt="--use-dora"
+    [ -n "${7:-}" ] && tgt_yaml="lora_target_modules: [$7]" tgt_opt="--lora-target-modules $7"
     cat >"$tmp/plan.yaml" <<YAML
 model_name: "$2"
 max_seq_length: 64
@@ -81,12 +82,13 @@ threads: 1
 use_gradient_checkpointing: $3
 output_dir: "$tmp/plan"
 $dora_yaml
+$tgt_yaml
 YAML
     rm -rf "$tmp/plan"
     "$P" train "$tmp/plan.yaml" >"$tmp/plan.log" 2>&1
     grep '^memory plan:' "$tmp/plan.log" >"$tmp/plan.train"
     "$P" inspect "$2" --max-seq-length 64 --batch-size "$5" --lora-r 4 --lora-dropout "$4" --gradient-checkpointing "$3" \
-        --device cpu $dora_opt >"$tmp/plan.ilog"
+        --device cpu $dora_opt $tgt_opt >"$tmp/plan.ilog"
     grep '^memory plan:' "$tmp/plan.ilog" >"$tmp/plan.inspect"
     ok "inspect's plan is ptrain train's: $1, use_gradient_checkpointing $3, lora_dropout $4, batch $5${6:+, $6}" \
         test -s "$tmp/plan.train" -a "$(cat "$tmp/plan.train")" = "$(cat "$tmp/plan.inspect")"
@@ -147,14 +149,19 @@ run generate --model "$D/qwen35-vl/hf" --prompt "hello" --temperature 0 --max-ne
 expect_eq "generate from a qwen3_5 checkpoint's text tower: exit 0" 0 "$rc"
 ok "generate from qwen3_5: the vision tower left unread, said" contains "$out$err" \
     "loads its text model (model.language_model.*) and leaves its 21 other tensors (the vision tower, the projector) unread"
-printf 'model_name: "%s"\ndataset: "%s"\noutput_dir: "%s"\nmax_steps: 1\ndevice: cpu\nthreads: 1\n' "$D/qwen35/hf" \
-    "$PTRAIN_SRCDIR/share/data/pirate-instructions.jsonl" "$tmp/q35run" >"$tmp/q35.yaml"
-run train "$tmp/q35.yaml"
-expect_eq "train a qwen35 model: refused (exit 1)" 1 "$rc"
-ok "train a qwen35 model: says it is not built yet" contains "$err" "training of a qwen35 model is not built yet"
-run export --model "$D/qwen35/hf" --adapter "$tmp/none" --out "$tmp/q35out"
-expect_eq "export from a qwen35 model: refused (exit 1)" 1 "$rc"
-ok "export from a qwen35 model: says it is not built yet" contains "$err" "of a qwen35 model is not built yet"
+# qwen35: the trainer's plan (with the Gated DeltaNet backward's recurrent states) and its trainable count, LoRA on
+# every projection PEFT adapts there (q_proj over its query and gate rows, the DeltaNet's five)
+q35t="q_proj,k_proj,v_proj,o_proj,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,gate_proj,up_proj,down_proj"
+plan_case "tiny Qwen3.5, f32 quantized on load" "$D/qwen35/hf" true 0 2 "" "$q35t"
+ok "qwen35's plan counts the DeltaNet's recurrent states" grep -q "^memory plan: of it [0-9]* bytes for the Gated DeltaNet" \
+    "$tmp/plan.ilog"
+plan_case "tiny Qwen3.5, f32 quantized on load" "$D/qwen35/hf" false 0.1 1
+run inspect "$D/qwen35/hf" --device cpu --lora-target-modules "$q35t"
+ok "inspect qwen35: its targets, q_proj over the query and gate rows" contains "$out" \
+    "LoRA r=16 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj"
+run export --model "$D/qwen35/hf" --adapter "$tmp/none" --out "$tmp/q35out" --gguf f32
+expect_eq "a merged GGUF export of a qwen35 model: refused (exit 1)" 1 "$rc"
+ok "a merged GGUF export of a qwen35 model: says it is not built yet" contains "$err" "of a qwen35 model is not built yet"
 run inspect "$D/hf/tiny-llama-f32" --no-4bit
 ok "inspect a sharded directory (got: $(echo "$out" | grep ^format))" contains "$out" "3 files (sharded"
 ok "inspect --no-4bit: weights as stored" contains "$out" "401.2 KB (load_in_4bit off)"

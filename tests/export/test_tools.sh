@@ -97,6 +97,9 @@ printf 'make-peft%s%s%s%s%s%sqkv_proj,gate_up_proj\n' "$tab" "$PTRAIN_SRCDIR/tes
 # granite4's on its shared MLP (input_linear: gate and up fused; output_linear) and o_proj
 printf 'make-peft%s%s%s%s%s%sinput_linear,output_linear,o_proj\n' "$tab" "$PTRAIN_SRCDIR/tests/data/granite4/hf" "$tab" \
     "$tmp/g4peft" "$tab" "$tab" >>"$tmp/make.batch"
+# qwen35's on q_proj (queries and output gates interleaved per head) and the DeltaNet's in_proj_qkv, in_proj_a, out_proj
+printf 'make-peft%s%s%s%s%s%sq_proj,in_proj_qkv,in_proj_a,out_proj\n' "$tab" "$PTRAIN_SRCDIR/tests/data/qwen35/hf" "$tab" \
+    "$tmp/q35peft" "$tab" "$tab" >>"$tmp/make.batch"
 "$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" batch "$tmp/make.batch" >"$tmp/make.out" 2>&1
 logits "$tmp/p" "$base" "$pr" --no-4bit --adapter "$tmp/peft"
 hfq "ptrain reads an adapter PEFT wrote (r 8, rsLoRA, q/v/down only): PEFT's logits" peft "$base" "$tmp/peft" "$tmp/p.ids" "$tmp/p"
@@ -221,6 +224,23 @@ hfq "granite4: ptrain reads an adapter PEFT wrote on input_linear, output_linear
 run export --model "$PTRAIN_SRCDIR/tests/data/granite4/hf-nope" --out "$tmp/g4nope" --gguf f32
 ok "granite4 without RoPE: GGUF refused, saying why" contains "$err" \
     "position_embedding_type is not \"rope\", so no layer rotates q and k; llama.cpp's granite rotates them"
+# qwen35 (Gated DeltaNet layers, a gated full-attention layer): PEFT loads the adapter ptrain trains on every projection
+# PEFT adapts there (q_proj's B rows written back in transformers' interleaved order), and ptrain reads PEFT's own
+fbase="$PTRAIN_SRCDIR/tests/data/qwen35/hf"
+tiny_config "$tmp/q35.yaml" "$tmp/q35" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, gate_proj, up_proj, down_proj]"
+sed -i "s|^model_name: .*|model_name: \"$fbase\"|" "$tmp/q35.yaml"
+run "$tmp/q35.yaml"
+ok "qwen35: LoRA training on every projection PEFT adapts finishes (exit $rc)" test "$rc" = 0
+logits "$tmp/q35.l" "$fbase" "$pr" --no-4bit --adapter "$tmp/q35/lora"
+hfq "qwen35: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    peft "$fbase" "$tmp/q35/lora" "$tmp/q35.l.ids" "$tmp/q35.l"
+logits "$tmp/q35p" "$fbase" "$pr" --no-4bit --adapter "$tmp/q35peft"
+hfq "qwen35: ptrain reads an adapter PEFT wrote on q_proj, in_proj_qkv, in_proj_a, out_proj (r 8, rsLoRA): PEFT's logits" \
+    peft "$fbase" "$tmp/q35peft" "$tmp/q35p.ids" "$tmp/q35p"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"
