@@ -1665,7 +1665,7 @@ static void test_report_many(void **state)
     sb_free(&want);
 
     /* one value that an alias repeats nine times: one line, with the count */
-    char one[512];
+    char one[1024];
     snprintf(one, sizeof one, "config.yaml:2:5: lora_target_modules: %s, found \"bogus\" (9 times)", expected);
     expect_error("defs:\n  - &m bogus\nlora_target_modules: [*m, *m, *m, *m, *m, *m, *m, *m, *m]\n", one);
     /* ... but two mistakes at two places stay two lines */
@@ -1692,8 +1692,12 @@ static void test_report_many(void **state)
         if (strncmp(line, head, strlen(head)) || !cut || cut > nl || strncmp(nl - 2, "x\"", 2) != 0)
             fail_msg("line %d is not one whole message:\n%s", lines + 1, msg);
     }
-    assert_int_equal(lines, 20);
-    assert_string_equal(line, "… and 40 more errors in config.yaml");
+    /* at most 20 lines, fewer when 20 would pass the report's budget (ERR_MESSAGE_MAX / 2: each line here is
+     * the list of choices and a value of about 60 bytes); the rest counted */
+    assert_true(lines >= 10 && lines <= 20);
+    char rest[64];
+    snprintf(rest, sizeof rest, "… and %d more errors in config.yaml", 60 - lines);
+    assert_string_equal(line, rest);
 
     /* thirty unknown keys: 20 warnings, then how many more */
     char *warnings;
