@@ -141,8 +141,8 @@ const char *arch_hf_tensor(pt_arch a, int l, int slot, char *buf, size_t len);
  * gate_up_proj on W_GATE, which stand for their fused weights, NULL on W_K, W_V and W_UP; granite4: input_linear
  * on W_GATE, NULL on W_UP, output_linear on W_DOWN), NULL for norms and biases. */
 const char *arch_peft_module(pt_arch a, int w);
-/* The module that holds projection slot w in PEFT's keys (model.layers.N.<block>.<module>): self_attn, or the MLP's
- * (mlp; granite4: shared_mlp). */
+/* The module that holds projection slot w in PEFT's keys (model.layers.N.<block>.<module>): self_attn, the MLP's
+ * (mlp; granite4: shared_mlp), or qwen35's Gated DeltaNet (linear_attn). */
 const char *arch_peft_block(pt_arch a, int w);
 /* The llama name of projection slot w (q_proj ... down_proj), NULL for the other slots. */
 const char *arch_llama_module(int w);
