@@ -336,20 +336,30 @@ def peft_goldens(family, f32_back, out):
     them), a batch of 2 x 16 tokens with some labels -100, the mean cross-entropy as transformers
     computes it (labels shifted inside; gemma2 on soft-capped logits). Writes peft.json (ids,
     labels, loss, tensor order), peft.init.f32 and peft.grads.f32."""
-    from peft import LoraConfig, get_peft_model
     base = make_model(family)
     load_weights(base, f32_back)
+    mlp = ("gate_proj", "up_proj", "down_proj")
+    peft_lora_step(base, MODULES, lambda layer, mod: getattr(layer.mlp if mod in mlp else layer.self_attn, mod), out,
+                   f"tests/data/{family}/tiny-f32.gguf")
+
+
+def peft_lora_step(base, modules, module_of, out, model_path, extra=None):
+    """The PEFT golden every family shares: LoRA r=4, alpha=8 on modules (module_of(layer, name) finds each in a
+    decoder layer), A and B random (init_lora_weights=False, seed 99) rounded to f32 as ptrain keeps them, in
+    float64; a batch of 2 x 16 tokens (seed 11) with some labels -100; the loss and its gradients. Writes
+    peft.init.f32, peft.grads.f32 and peft.json (model_path, the batch, the loss, extra's keys, the tensor order)."""
+    from peft import LoraConfig, get_peft_model
     torch.manual_seed(99)
-    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
+    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=modules, init_lora_weights=False,
                      bias="none", task_type="CAUSAL_LM")
     model = get_peft_model(base, cfg).double()
     params = []
     for i, layer in enumerate(model.base_model.model.model.layers):
-        for mod in MODULES:
-            lin = getattr(layer.mlp if mod in ("gate_proj", "up_proj", "down_proj") else layer.self_attn, mod)
+        for mod in modules:
+            lin = module_of(layer, mod)
             params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
     with torch.no_grad():
-        for _, _, _, p in params:
+        for *_, p in params:
             p.copy_(p.float().double())
     rng = np.random.default_rng(11)
     ids = rng.integers(0, VOCAB, size=(2, 16))
@@ -362,8 +372,9 @@ def peft_goldens(family, f32_back, out):
     cat(lambda p: p).tofile(os.path.join(out, "peft.init.f32"))
     cat(lambda p: p.grad).tofile(os.path.join(out, "peft.grads.f32"))
     with open(os.path.join(out, "peft.json"), "w") as f:
-        json.dump({"model": f"tests/data/{family}/tiny-f32.gguf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
+        json.dump({"model": model_path, "r": 4, "alpha": 8, "batch": 2, "seq": 16,
                    "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": loss.item(),
+                   **(extra or {}),
                    "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
                                for i, m, w, p in params]}, f, indent=1)
     print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")

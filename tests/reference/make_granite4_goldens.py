@@ -68,38 +68,11 @@ def published_layer_types(dest):
 
 def peft_goldens(bf16, out):
     """make_family_goldens.peft_goldens with this model's module names (the MLP's under shared_mlp)."""
-    from peft import LoraConfig, get_peft_model
     base = more.make_model(FAMILY)
     fam.load_weights(base, bf16)
-    torch.manual_seed(99)
-    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
-                     bias="none", task_type="CAUSAL_LM")
-    model = get_peft_model(base, cfg).double()
-    params = []
-    for i, layer in enumerate(model.base_model.model.model.layers):
-        for mod in MODULES:
-            lin = getattr(layer.shared_mlp if mod.endswith("_linear") else layer.self_attn, mod)
-            params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
-    with torch.no_grad():
-        for *_, p in params:
-            p.copy_(p.float().double())
-    rng = np.random.default_rng(11)
-    ids = rng.integers(0, fam.VOCAB, size=(2, 16))
-    labels = ids.copy()
-    labels[0, :4] = -100
-    labels[1, 9:12] = -100
-    loss = model(input_ids=torch.from_numpy(ids), labels=torch.from_numpy(labels)).loss
-    loss.backward()
-    cat = lambda f: np.concatenate([f(p).detach().numpy().astype("<f4").ravel() for *_, p in params])  # noqa: E731
-    cat(lambda p: p).tofile(os.path.join(out, "peft.init.f32"))
-    cat(lambda p: p.grad).tofile(os.path.join(out, "peft.grads.f32"))
-    with open(os.path.join(out, "peft.json"), "w") as f:
-        json.dump({"model": f"tests/data/{FAMILY}/hf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
-                   "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": loss.item(),
-                   "target_modules": MODULES,
-                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
-                               for i, m, w, p in params]}, f, indent=1)
-    print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")
+    fam.peft_lora_step(base, MODULES, lambda layer, mod: getattr(layer.shared_mlp if mod.endswith("_linear")
+                                                                 else layer.self_attn, mod),
+                       out, f"tests/data/{FAMILY}/hf", {"target_modules": MODULES})
 
 
 def nope_dir(out, bf16, ids):

@@ -30,7 +30,6 @@ Run (the outputs are committed; CI only reads them) with the test environment pl
 (pip install --target DIR bitsandbytes==0.50.0 and put DIR on PYTHONPATH):
   $PTRAIN_PYTHON tests/reference/make_phi3_goldens.py
 """
-import json
 import math
 import os
 
@@ -147,37 +146,11 @@ def nf4_weights(model, back):
 def peft_goldens(family, f32_back, out):
     """make_family_goldens.peft_goldens for phi3's four modules: r=4, alpha=8, A and B random (rounded to f32),
     the same batch; PEFT adapts qkv_proj and gate_up_proj as one module each."""
-    from peft import LoraConfig, get_peft_model
     base = more.make_model(family)
     fam.load_weights(base, f32_back)
-    torch.manual_seed(99)
-    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
-                     bias="none", task_type="CAUSAL_LM")
-    model = get_peft_model(base, cfg).double()
-    params = []
-    for i, layer in enumerate(model.base_model.model.model.layers):
-        for mod in MODULES:
-            lin = getattr(layer.mlp if mod in ("gate_up_proj", "down_proj") else layer.self_attn, mod)
-            params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
-    with torch.no_grad():
-        for _, _, _, p in params:
-            p.copy_(p.float().double())
-    rng = np.random.default_rng(11)
-    ids = rng.integers(0, VOCAB, size=(2, 16))
-    labels = ids.copy()
-    labels[0, :4] = -100
-    labels[1, 9:12] = -100
-    loss = model(input_ids=torch.from_numpy(ids), labels=torch.from_numpy(labels)).loss
-    loss.backward()
-    cat = lambda f: np.concatenate([f(p).detach().numpy().astype("<f4").ravel() for *_, p in params])  # noqa: E731
-    cat(lambda p: p).tofile(os.path.join(out, "peft.init.f32"))
-    cat(lambda p: p.grad).tofile(os.path.join(out, "peft.grads.f32"))
-    with open(os.path.join(out, "peft.json"), "w") as f:
-        json.dump({"model": f"tests/data/{family}/tiny-f32.gguf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
-                   "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": loss.item(),
-                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
-                               for i, m, w, p in params]}, f, indent=1)
-    print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")
+    mlp = ("gate_up_proj", "down_proj")
+    fam.peft_lora_step(base, MODULES, lambda layer, mod: getattr(layer.mlp if mod in mlp else layer.self_attn, mod),
+                       out, f"tests/data/{family}/tiny-f32.gguf")
 
 
 def check_config():
