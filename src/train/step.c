@@ -292,17 +292,25 @@ size_t step_loss_arena_bytes(const pt_model *m, const pt_adapter *ad, int64_t ro
     return a.high;
 }
 
+/* *arena reset for a forward without a gradient over rows rows; when the caller gave none, own opened (the
+ * caller closes it) and *arena pointed at it. */
+static pt_status arena_ready(const pt_model *m, const pt_adapter *ad, int64_t rows, pt_arena **arena, pt_arena *own)
+{
+    if (!*arena) {
+        TRY(arena_open(own, m->be, step_loss_arena_bytes(m, ad, rows, m->be->act)));
+        *arena = own;
+    }
+    arena_reset(*arena);
+    return PT_OK;
+}
+
 /* The loss without a gradient: summed, or per sequence (row_seq, into nll). */
 static pt_status loss_only(const pt_model *m, const pt_adapter *ad, const train_batch *b, const int32_t *row_seq,
                            double *nll, double *ent, pt_arena *arena, double *loss_sum, int64_t *n_tokens)
 {
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
-    if (!arena) {
-        TRY(arena_open(&own, m->be, step_loss_arena_bytes(m, ad, c.rows, m->be->act)));
-        arena = &own;
-    }
-    arena_reset(arena);
+    TRY(arena_ready(m, ad, c.rows, &arena, &own));
     fwd_bufs f;
     loss_bufs h = {0};
     pt_status st = forward_take(arena, &c, false, false, &f);
@@ -337,11 +345,7 @@ pt_status step_scores(const pt_model *m, const pt_adapter *ad, const train_batch
 {
     fwd_ctx c = forward_ctx(m, ad, b->batch, b->seq, b->pos, b->segments);
     pt_arena own = {0};
-    if (!arena) {
-        TRY(arena_open(&own, m->be, step_loss_arena_bytes(m, ad, c.rows, m->be->act)));
-        arena = &own;
-    }
-    arena_reset(arena);
+    TRY(arena_ready(m, ad, c.rows, &arena, &own));
     int64_t dim = m->cfg.dim, rows = c.rows;
     fwd_bufs f;
     pt_tensor xf, rstd;
