@@ -37,6 +37,45 @@ static int gguf_parts(const pt_model_config *cfg, int k, int parts[2], int64_t r
     return n;
 }
 
+/* A sparse layer's pairs as llama.cpp applies them (build_lora_mm_id in src/llama-graph.cpp: ggml_mul_mat_id of
+ * lora_a, then of lora_b, with the tokens' expert ids, on the 3-D ffn_gate_exps, ffn_up_exps {H, I, E} and
+ * ffn_down_exps {I, H, E}): lora_a {in, r, E} (ptrain's A [E·r, in] as it is), lora_b {r, rows, E} (each expert's
+ * rows of B from b_off: gate_up's gate rows, then its up rows, in two tensors sharing A); the router's pair is a
+ * plain one on ffn_gate_inp. Returns the tensors of slot k (0: not a sparse layer's slot). */
+static int expert_parts(const pt_model_config *cfg, int layer, int k, char names[2][96], int64_t b_off[2],
+                        int64_t per[2])
+{
+    static const char *const roles[3] = {"gate", "up", "down"};
+    if (!model_slot_sparse(k)) return 0;
+    if (k == W_ROUTER) {
+        snprintf(names[0], 96, "blk.%d.ffn_gate_inp.weight", layer);
+        b_off[0] = 0, per[0] = cfg->n_experts;
+        return 1;
+    }
+    int n = k == W_EXP_GATE_UP ? 2 : 1;
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], 96, "blk.%d.ffn_%s_exps.weight", layer, roles[k == W_EXP_DOWN ? 2 : i]);
+        per[i] = k == W_EXP_DOWN ? cfg->dim : cfg->moe_ffn_dim, b_off[i] = i * cfg->moe_ffn_dim;
+    }
+    return n;
+}
+
+static pt_status declare_experts(gguf_writer *w, const adapter_pair *p, const pt_model_config *cfg, int layer, int k)
+{
+    char names[2][96], tname[128];
+    int64_t b_off[2], per[2];
+    int n = expert_parts(cfg, layer, k, names, b_off, per);
+    uint64_t e = k == W_ROUTER ? 1 : (uint64_t)cfg->n_experts, nd = k == W_ROUTER ? 2 : 3;
+    for (int i = 0; i < n; i++) {
+        uint64_t da[3] = {(uint64_t)p->a.shape[1], (uint64_t)p->r, e}, db[3] = {(uint64_t)p->r, (uint64_t)per[i], e};
+        snprintf(tname, sizeof tname, "%s.lora_a", names[i]);
+        TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, (int)nd, da));
+        snprintf(tname, sizeof tname, "%s.lora_b", names[i]);
+        TRY(gguf_w_tensor(w, tname, GGML_TYPE_F32, (int)nd, db));
+    }
+    return PT_OK;
+}
+
 static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
     TRY(gguf_w_str(w, "general.architecture", arch_gguf_name(cfg->arch)));
@@ -50,6 +89,10 @@ static pt_status declare(gguf_writer *w, const pt_adapter *l, const pt_model_con
             const adapter_pair *p = adapter_at(l, layer, k);
             int parts[2];
             int64_t row0[2], rows[2];
+            if (p && model_slot_sparse(k)) {
+                TRY(declare_experts(w, p, cfg, layer, k));
+                continue;
+            }
             for (int i = 0, n = p ? gguf_parts(cfg, k, parts, row0, rows) : 0; i < n; i++) {
                 model_gguf_tensor_name(cfg, layer, parts[i], base, sizeof base, NULL);
                 uint64_t da[2] = {(uint64_t)p->a.shape[1], (uint64_t)p->a.shape[0]};
@@ -85,6 +128,36 @@ static pt_status stream_matrix(gguf_writer *w, pt_backend *be, const pt_tensor *
     return st;
 }
 
+/* B's rows of the part [b_off, b_off + per) of each of the pair's experts, times factor, written in expert order. */
+static pt_status stream_expert_b(gguf_writer *w, pt_backend *be, const adapter_pair *p, int64_t b_off, int64_t per,
+                                 float factor)
+{
+    int64_t n_exp = p->a.shape[0] / p->r, out = p->b.shape[0] / n_exp, r = p->r;
+    float *host = malloc(p->b.nbytes + sizeof(float) * (size_t)(n_exp * per * r));
+    TRY_ALLOC(host);
+    float *dst = host + tensor_numel(&p->b);
+    pt_status st = backend_download(be, &p->b, host, p->b.nbytes);
+    for (int64_t e = 0; st == PT_OK && e < n_exp; e++)
+        for (int64_t i = 0; i < per * r; i++) dst[e * per * r + i] = factor * host[(e * out + b_off) * r + i];
+    if (st == PT_OK) st = gguf_w_data(w, dst, sizeof(float) * (size_t)(n_exp * per * r));
+    free(host);
+    return st;
+}
+
+static pt_status stream_experts(gguf_writer *w, const pt_adapter *l, const adapter_pair *p, const pt_model_config *cfg,
+                                int layer, int k)
+{
+    char names[2][96];
+    int64_t b_off[2], per[2];
+    int n = expert_parts(cfg, layer, k, names, b_off, per);
+    for (int i = 0; i < n; i++) {
+        TRY(stream_matrix(w, l->be, &p->a, 0, 1.0f));
+        if (k == W_ROUTER) TRY(stream_matrix(w, l->be, &p->b, 0, b_factor(l, p)));
+        else TRY(stream_expert_b(w, l->be, p, b_off[i], per[i], b_factor(l, p)));
+    }
+    return PT_OK;
+}
+
 static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_config *cfg)
 {
     char base[96];
@@ -93,6 +166,10 @@ static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_
             const adapter_pair *p = adapter_at(l, layer, k);
             int permute = 0, parts[2];
             int64_t row0[2], rows[2];
+            if (p && model_slot_sparse(k)) {
+                TRY(stream_experts(w, l, p, cfg, layer, k));
+                continue;
+            }
             for (int i = 0, n = p ? gguf_parts(cfg, k, parts, row0, rows) : 0; i < n; i++) {
                 model_gguf_tensor_name(cfg, layer, parts[i], base, sizeof base, &permute);
                 pt_tensor b = rows[i] ? tensor_rows(&p->b, row0[i], rows[i]) : p->b;
@@ -105,9 +182,6 @@ static pt_status stream_all(gguf_writer *w, const pt_adapter *l, const pt_model_
 
 pt_status adapter_gguf_save(const char *path, const pt_adapter *l, const pt_model_config *cfg, const char *name)
 {
-    if (adapter_has_experts(l))
-        return ERR(PT_ERR_UNSUPPORTED, "%s: the adapter is on experts (target_parameters); llama.cpp's adapter.gguf of "
-                   "them is not built yet: use the PEFT files", shown_text(path).s);
     gguf_writer *w = NULL;
     TRY(gguf_writer_new(&w));
     pt_status st = declare(w, l, cfg, name);
@@ -168,6 +242,12 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
         const gguf_tensor *g = &f->tensors[i];
         int layer, slot, permute;
         char which;
+        if (memmem(g->name.data, (size_t)g->name.len, "_exps.", 6) || memmem(g->name.data, (size_t)g->name.len,
+                                                                             "ffn_gate_inp.", 13))
+            return ERR(PT_ERR_USER, "%s: tensor %s is LoRA on a mixture's experts or router, which ptrain writes for "
+                       "llama.cpp but does not read back yet: use adapter.h5 or the PEFT files (adapter_config.json + "
+                       "adapter_model.safetensors) of the same run", shown_text(f->path).s,
+                       shown_bytes(g->name.data, g->name.len).s);
         if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %s is not a LoRA matrix of a projection of this %d-layer %s model",
                        shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s, cfg->n_layers,

@@ -95,11 +95,6 @@ static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, c
                  "adapter.gguf (llama.cpp's LoRA files carry A and B only)\n", shown_text(j->out).s);
         return PT_OK;
     }
-    if (adapter_has_experts(l)) {
-        log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT, with target_parameters); no "
-                 "adapter.gguf (LoRA on experts in llama.cpp's format is not built yet)\n", shown_text(j->out).s);
-        return PT_OK;
-    }
     if (arch_info(cfg->arch)->gated_delta) {
         log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT); no adapter.gguf (llama.cpp's "
                  "tensor names of %s models are not built yet)\n", shown_text(j->out).s, arch_name(cfg->arch));
@@ -171,9 +166,6 @@ static pt_status run_with(const export_job *j, const char *base, bool is_gguf, c
                    "from it are not built yet: export a merged %s from this base, or the adapter files alone",
                    shown_text(base).s, arch_name(cfg->arch), is_gguf ? "GGUF" : "Hugging Face",
                    is_gguf ? "Hugging Face" : "GGUF (and ollama)", is_gguf ? "GGUF" : "Hugging Face directory");
-    if (adapter_has_experts(l) && (j->hf || j->n_gguf || j->ollama))
-        return ERR(PT_ERR_USER, "the adapter is on the experts (target_parameters): merging it into the experts is not "
-                   "built yet; export the adapter files alone (PEFT's adapter_config.json + adapter_model.safetensors)");
     TRY(safefs_mkdirs(j->out));
     if (l && j->adapter_files) TRY(write_adapter_files(j, l, cfg));
     if (j->hf) {

@@ -20,7 +20,25 @@ typedef struct {
     int64_t r, in, out;
     float scale;
     int permute; /* llama.cpp's interleaved q/k row order for this many heads; 0: HF order */
+    /* experts (target_parameters): A [E·r, in], B [E·out, r] (out: one expert's rows); row g of the tensor merged is
+     * expert e0 + g / per_exp's row b_off + g % per_exp of its B block. n_exp 0: a plain pair */
+    int n_exp, e0;
+    int64_t per_exp, b_off;
 } merge_delta;
+
+/* Where a tensor of an expert layer sits among the adapter's slots: its layer, its slot (W_EXP_GATE_UP, W_EXP_DOWN or
+ * W_ROUTER) and, for the experts, the rows it holds (e0 the first expert, per_exp rows each, from row b_off of each
+ * expert's B block; e0 -1: every expert). */
+typedef struct {
+    int layer, slot, e0;
+    int64_t per_exp, b_off;
+} merge_expert_place;
+/* The place of the tensor named `name` (Hugging Face's: model.layers.L.<block>.experts.E.<gate|up|down name>.weight,
+ * the fused mlp.experts.gate_up_proj / down_proj, the router <block>.gate.weight; or llama.cpp's:
+ * blk.L.ffn_{gate,up,down}_exps.weight, blk.L.ffn_gate_inp.weight) on a sparse layer of cfg; false for others. */
+bool merge_expert_place_of(const pt_model_config *cfg, const char *name, merge_expert_place *at);
+/* merge_delta_load of at's pair, its rows set as at says. */
+pt_status merge_delta_load_expert(merge_delta *d, const pt_adapter *l, const merge_expert_place *at);
 
 /* The delta of layer's projection w (host copies of A and B), rows in llama.cpp's order when
  * permute > 0. d->a is NULL (and PT_OK) when w carries no adapter. */

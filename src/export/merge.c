@@ -47,6 +47,9 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
 pt_status merge_delta_check(const merge_delta *d, const char *tensor, int64_t rows, int64_t cols)
 {
     if (!d->a || (d->out == rows && d->in == cols)) return PT_OK;
+    if (d->n_exp && d->in == cols && d->per_exp > 0 && rows % d->per_exp == 0 &&
+        d->e0 + rows / d->per_exp <= d->n_exp && d->b_off + d->per_exp <= d->out)
+        return PT_OK;
     return ERR(PT_ERR_USER,
                "tensor %s is [%lld, %lld] but the model's configuration and the adapter make it "
                "[%lld, %lld]; the base model file is inconsistent",
@@ -67,9 +70,27 @@ static void dora_rows(const merge_delta *d, int64_t row0, int64_t n, float *dst)
     }
 }
 
+/* Experts: the rows of each expert in [row0, row0 + n) get s·Bₑ Aₑ, one product per expert. */
+static pt_status experts_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)
+{
+    float *rows = malloc(sizeof(float) * (size_t)(n * d->r));
+    TRY_ALLOC(rows);
+    for (int64_t i = 0; i < n;) {
+        int64_t g = row0 + i, e = d->e0 + g / d->per_exp, j = g % d->per_exp;
+        int64_t run = d->per_exp - j < n - i ? d->per_exp - j : n - i;
+        memcpy(rows, d->b + (e * d->out + d->b_off + j) * d->r, sizeof(float) * (size_t)(run * d->r));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)run, (int)d->in, (int)d->r, d->scale, rows,
+                    (int)d->r, d->a + e * d->r * d->in, (int)d->in, 1.0f, dst + i * d->in, (int)d->in);
+        i += run;
+    }
+    free(rows);
+    return PT_OK;
+}
+
 pt_status merge_delta_add(const merge_delta *d, int64_t row0, int64_t n, float *dst)
 {
     if (!d->a || n == 0) return PT_OK;
+    if (d->n_exp) return experts_add(d, row0, n, dst);
     float *rows = malloc(sizeof(float) * (size_t)(n * d->r));
     TRY_ALLOC(rows);
     int64_t hd = d->permute ? d->out / d->permute : 0;

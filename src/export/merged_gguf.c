@@ -57,6 +57,8 @@ typedef struct {
     int saved;                /* modules_to_save: 1 + the adapter's trained tensor (ADAPTER_SAVED_*) instead; 0: none */
     int64_t row0, rows_all;   /* a part of a fused safetensors weight (granite4's gate and up rows of input_linear):
                                * its first row there and the fused weight's (and its adapter's) rows; 0, 0: whole */
+    bool expert;              /* a sparse layer's ffn_*_exps or router: at says where its adapter rows are */
+    merge_expert_place at;
 } gguf_item;
 
 typedef struct {
@@ -81,6 +83,11 @@ static uint32_t choose_type(const gguf_method *q, const gguf_item *it, int n_lay
 static void tensor_slot(const pt_model_config *cfg, gguf_item *it)
 {
     it->layer = -1, it->slot = -1, it->permute = 0;
+    it->expert = merge_expert_place_of(cfg, it->name, &it->at);
+    if (it->expert) {
+        it->layer = it->at.layer, it->slot = it->at.slot;
+        return;
+    }
     int l;
     if (sscanf(it->name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return;
     char want[96];
@@ -312,7 +319,7 @@ static pt_status stream_item(gguf_writer *w, const gguf_item *it, gguf_plan *p)
 {
     const pt_adapter *l = p->lora;
     merge_delta d;
-    TRY(merge_delta_load(&d, l, it->layer, it->slot, it->permute));
+    TRY(it->expert ? merge_delta_load_expert(&d, l, &it->at) : merge_delta_load(&d, l, it->layer, it->slot, it->permute));
     if (!d.a && !it->saved && it->gg && it->type == it->gg->ggml_type) {
         pt_status st = gguf_w_data(w, it->gg->data, it->gg->nbytes);
         merge_release(it->gg->data, it->gg->nbytes);

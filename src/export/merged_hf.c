@@ -31,6 +31,8 @@ typedef struct {
     bool minus_one;              /* GGUF gemma norms: stored as 1 + w */
     bool copy;                   /* not a float: copied as stored */
     int saved;                   /* modules_to_save: the adapter's trained tensor (ADAPTER_SAVED_*) instead; -1: none */
+    bool expert;                 /* a sparse layer's experts or router: at says where its adapter rows are */
+    merge_expert_place at;
 } hf_item;
 
 typedef struct {
@@ -66,10 +68,13 @@ static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, hf_pl
         hf_item *it = &p->items[p->n++];
         snprintf(it->name, sizeof it->name, "%s", t->name);
         it->st = t, it->saved = -1;
-        it->copy = !is_float(t->dtype) || t->ndim > 2;
-        it->rows = t->ndim == 2 ? t->shape[0] : 0;
+        it->expert = merge_expert_place_of(cfg, t->name, &it->at);
+        bool fused = it->expert && t->ndim == 3; /* transformers 5's [E, rows, cols]: streamed as E·rows rows */
+        it->copy = !is_float(t->dtype) || (t->ndim > 2 && !fused);
+        it->rows = t->ndim == 2 ? t->shape[0] : fused ? t->shape[0] * t->shape[1] : 0;
         it->cols = t->ndim >= 1 ? t->shape[t->ndim - 1] : 1;
         hf_slot(cfg, t->name, &it->layer, &it->slot);
+        if (it->expert) it->layer = it->at.layer, it->slot = it->at.slot;
     }
     return PT_OK;
 }
@@ -206,7 +211,7 @@ static pt_status stream_item(st_writer *w, const hf_item *it, const pt_adapter *
         return st;
     }
     merge_delta d;
-    TRY(merge_delta_load(&d, l, it->layer, it->slot, 0));
+    TRY(it->expert ? merge_delta_load_expert(&d, l, &it->at) : merge_delta_load(&d, l, it->layer, it->slot, 0));
     int64_t rows = it->rows ? it->rows : 1, cols = it->cols;
     int64_t chunk = EXPORT_CHUNK_FLOATS / cols > 0 ? EXPORT_CHUNK_FLOATS / cols : 1;
     float *dense = malloc(sizeof(float) * (size_t)(chunk * cols));
@@ -236,6 +241,7 @@ static pt_status write_weights(const char *path, const hf_plan *p, const pt_adap
         const hf_item *it = &p->items[i];
         int64_t shape[2] = {it->rows ? it->rows : it->cols, it->cols};
         if (it->copy) st = st_w_tensor(&w, it->name, it->st->dtype, it->st->ndim, it->st->shape);
+        else if (it->st && it->st->ndim == 3) st = st_w_tensor(&w, it->name, to, 3, it->st->shape); /* fused experts */
         else st = st_w_tensor(&w, it->name, to, it->rows ? 2 : 1, it->rows ? shape : &it->cols);
     }
     if (st == PT_OK) st = st_w_begin(&w, path);

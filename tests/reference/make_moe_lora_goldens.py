@@ -2,15 +2,17 @@
 """make_moe_lora_goldens.py — LoRA on the experts of a mixture of experts (PEFT's target_parameters) and
 the aux load-balancing loss, from PEFT 0.21.2 and transformers 5.25 (tests/unit/test_moe.c).
 
-The model is make_qwen3moe_goldens.py's tiny Qwen3-MoE as committed in tests/data/qwen3moe/hf (3 layers,
-layers 0 and 2 mixtures of 4 experts, top-2, norm_topk_prob; bf16 weights, computed in float64). PEFT's
+The models are make_qwen3moe_goldens.py's tiny Qwen3-MoE as committed in tests/data/qwen3moe/hf (3 layers,
+layers 0 and 2 mixtures of 4 experts, top-2, norm_topk_prob) and make_mixtral_goldens.py's tiny Mixtral in
+tests/data/mixtral/hf (2 layers, each a mixture of 6 experts, top-2, sliding window 12); bf16 weights,
+computed in float64. For each, PEFT's
 LoraConfig r=4, alpha=8 on q_proj, k_proj, v_proj, o_proj (target_modules) and on the fused experts
 (target_parameters mlp.experts.gate_up_proj [E, 2I, H] and mlp.experts.down_proj [E, H, I]: lora_A
 [E·r, in], lora_B [out, E·r], expert e's delta B[:, j·E + e] A[e·r + j]; and the router's mlp.gate.weight
 [E, H], a plain LoRA pair, so the aux loss trains it), A and B random (rounded to f32), on a batch of 2 x 16
 tokens with some labels -100.
 
-Writes tests/data/qwen3moe/:
+Writes tests/data/qwen3moe/ and tests/data/mixtral/ (the same files):
   peft-experts.json    ids, labels, the mean cross-entropy (loss), transformers' aux_loss
                        (load_balancing_loss_func, output_router_logits) without a mask and with
                        aux_mask (the last 3 tokens of row 1 padding: attention_mask 0), the coefficient
@@ -23,10 +25,11 @@ Writes tests/data/qwen3moe/:
   peft-experts.aux.grads.f32  their gradients of the cross-entropy + aux_coef · aux_loss.
 
 Run (the outputs are committed; CI only reads them):
-  $PTRAIN_PYTHON tests/reference/make_moe_lora_goldens.py
+  $PTRAIN_PYTHON tests/reference/make_moe_lora_goldens.py [qwen3moe|mixtral]   (both without an argument)
 """
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -34,18 +37,19 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import load_file
 
 import make_family_goldens as fam
+import make_mixtral_goldens as mx
 import make_qwen3moe_goldens as q3
 
-OUT = q3.OUT
+FAMILIES = {"qwen3moe": q3, "mixtral": mx}
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
 PARAMS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"]
 AUX_COEF = 0.25
 
 
-def peft_model():
-    base = q3.make_model()
-    saved = load_file(os.path.join(OUT, "hf", "model.safetensors"))
-    fam.load_weights(base, {k: v.double() for k, v in q3.fused_state(saved).items()})
+def peft_model(src):
+    base = src.make_model()
+    saved = load_file(os.path.join(src.OUT, "hf", "model.safetensors"))
+    fam.load_weights(base, {k: v.double() for k, v in src.fused_state(saved).items()})
     torch.manual_seed(99)
     cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, target_parameters=PARAMS,
                      init_lora_weights=False, bias="none", task_type="CAUSAL_LM")
@@ -87,8 +91,9 @@ def grads(model, params, ids, labels, coef):
     return out, np.concatenate([p.grad.numpy().astype("<f4").ravel() for *_, p in params])
 
 
-def main():
-    model, params = peft_model()
+def write(name):
+    OUT = FAMILIES[name].OUT
+    model, params = peft_model(FAMILIES[name])
     ids, labels = batch()
     out, g = grads(model, params, ids, labels, 0.0)
     g.tofile(os.path.join(OUT, "peft-experts.grads.f32"))
@@ -103,15 +108,20 @@ def main():
         masked = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                        output_router_logits=True).aux_loss.item()
     with open(os.path.join(OUT, "peft-experts.json"), "w") as f:
-        json.dump({"model": "tests/data/qwen3moe/hf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
+        json.dump({"model": f"tests/data/{name}/hf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
                    "target_modules": MODULES, "target_parameters": PARAMS,
                    "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": out.loss.item(),
                    "aux_coef": AUX_COEF, "aux_loss": out_aux.aux_loss.item(), "loss_aux": out_aux.loss.item(),
                    "aux_mask": mask.ravel().tolist(), "aux_loss_masked": masked,
                    "tensors": [{"layer": i, "module": m, "which": w, "name": k, "shape": list(p.shape)}
                                for i, m, w, k, p in params]}, f, indent=1)
-    print(f"  PEFT: loss {out.loss.item():.6f}, aux {out_aux.aux_loss.item():.6f} (masked {masked:.6f}), "
+    print(f"  {name}: PEFT: loss {out.loss.item():.6f}, aux {out_aux.aux_loss.item():.6f} (masked {masked:.6f}), "
           f"{len(params)} LoRA tensors, |grad| {np.abs(g).max():.3g}, with aux {np.abs(g_aux - g).max():.3g} apart")
+
+
+def main():
+    for name in sys.argv[1:] or FAMILIES:
+        write(name)
 
 
 if __name__ == "__main__":

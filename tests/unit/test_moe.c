@@ -406,7 +406,7 @@ static double experts_tensor(pt_backend *be, pt_lora *l, const json_t *spec, con
 static void check_peft_experts(bool checkpointing, int aux)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/qwen3moe/peft-experts.json", srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/%s/peft-experts.json", srcdir(), family);
     json_error_t jerr;
     json_t *man = json_load_file(path, 0, &jerr);
     if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
@@ -462,8 +462,8 @@ static void check_peft_experts(bool checkpointing, int aux)
         loss /= (double)n_tok;
     }
     double ref = json_real_value(json_object_get(man, "loss"));
-    print_message("qwen3moe experts%s%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients (attention and "
-                  "experts) vs PEFT: max relative error %.3g\n", checkpointing ? " (checkpointing)" : "",
+    print_message("%s experts%s%s: loss %.9f (PEFT %.9f, relative %.2g); LoRA gradients (attention and "
+                  "experts) vs PEFT: max relative error %.3g\n", family, checkpointing ? " (checkpointing)" : "",
                   aux ? " + aux loss" : "", loss, ref, fabs(loss - ref) / ref, worst);
     assert_true(fabs(loss - ref) <= 1e-5 * ref);
     assert_true(worst <= 1e-4);
@@ -507,6 +507,9 @@ static void test_mixtral(void **s)
     check_dir("hf-fused", false, "hf");
     check_peft(false);
     check_peft(true);
+    check_peft_experts(false, 0); /* LoRA on the experts and router too (make_moe_lora_goldens.py mixtral) */
+    check_peft_experts(true, 0);
+    check_peft_experts(false, 1);
     family = "qwen3moe";
 }
 
