@@ -37,11 +37,12 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from safetensors.torch import load_file
 
 import make_family_goldens as fam
+import moe_goldens as moe
 import make_mixtral_goldens as mx
 import make_qwen3moe_goldens as q3
 
 FAMILIES = {"qwen3moe": q3, "mixtral": mx}
-MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
+MODULES = moe.MODULES
 PARAMS = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj", "mlp.gate.weight"]
 AUX_COEF = 0.25
 

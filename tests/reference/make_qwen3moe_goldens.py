@@ -28,7 +28,6 @@ Writes tests/data/qwen3moe/:
 Run (the outputs are committed; CI only reads them):
   PYTHONPATH=/tmp/bnb $PTRAIN_PYTHON tests/reference/make_qwen3moe_goldens.py
 """
-import json
 import os
 import shutil
 
@@ -38,6 +37,7 @@ from safetensors.torch import load_file, save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 import make_family_goldens as fam
+import moe_goldens as moe
 from make_hf_goldens import write_greedy
 
 OUT = os.path.join(fam.DATA, "qwen3moe")
@@ -49,54 +49,12 @@ KWARGS = dict(hidden_size=64, intermediate_size=96, moe_intermediate_size=64, nu
 
 
 def make_model():
-    torch.manual_seed(4321 + 38)
-    model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**KWARGS, experts_implementation="eager")).double().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.uniform_(0.5, 1.5)
-            elif name.endswith("mlp.gate.weight"):
-                p.normal_(0.0, 3.0 / np.sqrt(p.shape[1]))
-            elif p.dim() >= 2:
-                p.normal_(0.0, 1.0 / np.sqrt(p.shape[-1]))
-    return model
-
-
-def logits_of(model, ids):
-    with torch.no_grad():
-        return model(torch.from_numpy(np.asarray(ids))[None]).logits[0].numpy()
-
-
-def routing_counts(model, ids):
-    """How many tokens each expert of each MoE layer gets (all experts used, not all alike)."""
-    counts = {}
-
-    def hook(layer):
-        def f(module, args, out):
-            counts[layer] = np.bincount(out[2].reshape(-1).numpy(), minlength=KWARGS["num_experts"])
-        return f
-
-    hs = [m.mlp.gate.register_forward_hook(hook(i)) for i, m in enumerate(model.model.layers)
-          if hasattr(m.mlp, "gate")]
-    logits_of(model, ids)
-    for h in hs:
-        h.remove()
-    return counts
+    return moe.make_model(Qwen3MoeForCausalLM, Qwen3MoeConfig(**KWARGS, experts_implementation="eager"), 4321 + 38)
 
 
 def fused_state(sd):
     """The per-expert state dict with each layer's experts fused as transformers 5 holds them."""
-    out, E = {}, KWARGS["num_experts"]
-    for k, v in sd.items():
-        if ".mlp.experts." not in k:
-            out[k] = v
-    layers = sorted({k.split(".mlp.experts.")[0] for k in sd if ".mlp.experts." in k})
-    for pre in layers:
-        e = [f"{pre}.mlp.experts.{i}." for i in range(E)]
-        out[f"{pre}.mlp.experts.gate_up_proj"] = torch.stack(
-            [torch.cat([sd[x + "gate_proj.weight"], sd[x + "up_proj.weight"]], 0) for x in e]).contiguous()
-        out[f"{pre}.mlp.experts.down_proj"] = torch.stack([sd[x + "down_proj.weight"] for x in e]).contiguous()
-    return out
+    return moe.fused_state(sd, "mlp", ("gate_proj", "up_proj", "down_proj"), KWARGS["num_experts"])
 
 
 def nf4_roundtrip(w):
@@ -134,43 +92,10 @@ def nf4_state(sd):
     return out
 
 
-MODULES = ["q_proj", "k_proj", "v_proj", "o_proj"]
-
-
 def peft_goldens(weights):
-    from peft import LoraConfig, get_peft_model
     base = make_model()
     fam.load_weights(base, weights)
-    torch.manual_seed(99)
-    cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
-                     bias="none", task_type="CAUSAL_LM")
-    model = get_peft_model(base, cfg).double()
-    params = []
-    for i, layer in enumerate(model.base_model.model.model.layers):
-        for mod in MODULES:
-            lin = getattr(layer.self_attn, mod)
-            params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
-    with torch.no_grad():
-        for _, _, _, p in params:
-            p.copy_(p.float().double())
-    rng = np.random.default_rng(11)
-    ids = rng.integers(0, fam.VOCAB, size=(2, 16))
-    labels = ids.copy()
-    labels[0, :4] = -100
-    labels[1, 9:12] = -100
-    loss = model(input_ids=torch.from_numpy(ids), labels=torch.from_numpy(labels)).loss
-    loss.backward()
-    router = model.base_model.model.model.layers[0].mlp.gate.weight
-    assert router.grad is None or not router.requires_grad  # frozen
-    cat = lambda f: np.concatenate([f(p).detach().numpy().astype("<f4").ravel() for *_, p in params])  # noqa: E731
-    cat(lambda p: p).tofile(os.path.join(OUT, "peft.init.f32"))
-    cat(lambda p: p.grad).tofile(os.path.join(OUT, "peft.grads.f32"))
-    with open(os.path.join(OUT, "peft.json"), "w") as f:
-        json.dump({"model": "tests/data/qwen3moe/hf", "r": 4, "alpha": 8, "batch": 2, "seq": 16,
-                   "ids": ids.ravel().tolist(), "labels": labels.ravel().tolist(), "loss": loss.item(),
-                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
-                               for i, m, w, p in params]}, f, indent=1)
-    print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")
+    moe.peft_goldens(base, OUT, "qwen3moe", 11)
 
 
 def main():
@@ -195,9 +120,9 @@ def main():
     save_file(fused_state(saved), os.path.join(fused, "model.safetensors"), metadata={"format": "pt"})
     back = Qwen3MoeForCausalLM.from_pretrained(fused, dtype=torch.float64, experts_implementation="eager").eval()  # transformers reads it alike
     ids = np.random.default_rng(7).integers(0, fam.VOCAB, size=40)
-    ref = logits_of(model, ids)
-    assert np.abs(logits_of(back, ids) - ref).max() < 1e-9, "the fused directory reads differently"
-    counts = routing_counts(model, ids)
+    ref = moe.logits_of(model, ids)
+    assert np.abs(moe.logits_of(back, ids) - ref).max() < 1e-9, "the fused directory reads differently"
+    counts = moe.routing_counts(model, ids, KWARGS["num_experts"])
     print("tokens per expert (top-2 of 40 tokens):", {k: v.tolist() for k, v in counts.items()})
     assert all((v > 0).all() for v in counts.values()) and len(counts) == 2
     fam.write_logits(OUT, "hf", ids, ref)
@@ -209,7 +134,7 @@ def main():
         print("bitsandbytes missing: hf.nf4.* not written")
         return
     fam.load_weights(model, nf4_state({k: v.double() for k, v in bf16.items()}))
-    fam.write_logits(OUT, "hf.nf4", ids, logits_of(model, ids))
+    fam.write_logits(OUT, "hf.nf4", ids, moe.logits_of(model, ids))
     write_greedy(os.path.join(OUT, "hf.nf4"), model, ids[:8])
     for d in (dest, fused):
         for f in os.listdir(d):
