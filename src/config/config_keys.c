@@ -573,6 +573,12 @@ static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text
     if (spec->choices) {
         int i = 0;
         while (spec->choices[i] && strcmp(spec->choices[i], text) != 0) i++;
+        bool router = word_is(text, "gate") || word_is(text, "mlp.gate");
+        if (!spec->choices[i] && spec->choices == saved_choices && router) {
+            snprintf(why, whylen, "\"%s\" (a mixture of experts' router trained in full) is not built yet; train the "
+                     "router with LoRA instead: target_parameters: [mlp.gate.weight]", shown_text(text).s);
+            return false;
+        }
         if (!spec->choices[i]) {
             char expected[512];
             list_choices(spec->choices, expected, sizeof expected);

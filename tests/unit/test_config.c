@@ -1826,6 +1826,9 @@ static void test_modules_to_save(void **state)
     config_free(&cfg);
     expect_error("modules_to_save: [score]\n", "config.yaml:1:19: modules_to_save: expected items from embed_tokens, "
                                                "lm_head, found \"score\"");
+    expect_error("modules_to_save: [gate]\n", "config.yaml:1:19: modules_to_save: \"gate\" (a mixture of experts' "
+                 "router trained in full) is not built yet; train the router with LoRA instead: target_parameters: "
+                 "[mlp.gate.weight]");
     expect_error("modules_to_save: [lm_head]\nmethod: dpo\n",
                  "config.yaml:1:18: modules_to_save: dpo: training the embedding or the LM head in full is built for "
                  "sft and cpt only (a preference method's reference and reward's score head would need their own "
