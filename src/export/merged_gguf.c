@@ -73,6 +73,10 @@ typedef struct {
 static uint32_t choose_type(const gguf_method *q, const gguf_item *it, int n_layers, bool tied)
 {
     if (it->n_dims < 2) return GGML_TYPE_F32;
+    if (it->expert && it->slot == W_ROUTER) { /* ffn_gate_inp: as llama.cpp's quantize, never quantized */
+        uint32_t g = it->gg ? it->gg->ggml_type : GGML_TYPE_F32;
+        return g == GGML_TYPE_F16 || g == GGML_TYPE_BF16 ? g : GGML_TYPE_F32;
+    }
     uint32_t t = q->base;
     if (!strcmp(it->name, "output.weight") || (tied && !strcmp(it->name, "token_embd.weight"))) t = q->output;
     else if ((it->slot == W_V || it->slot == W_DOWN) && more_bits(it->layer, n_layers)) t = q->more;

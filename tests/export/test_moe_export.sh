@@ -125,6 +125,11 @@ run export --model "$D/mixtral/gguf-f32.gguf" --adapter "$tmp/mx/lora" --out "$t
 expect_eq "Mixtral: export --gguf f32,q8_0 from the GGUF base exits 0 ($(tail -1 "$tmp/err"))" 0 "$rc"
 ok "Mixtral: llama.cpp runs the merged f32 GGUF" llama "$tmp/mxg/merged-f32.gguf" --kv-f32 "$tmp/full.ids" "$tmp/full.lg" 1e-4
 ok "Mixtral: llama.cpp runs the merged q8_0 GGUF" llama "$tmp/mxg/merged-q8_0.gguf" "$tmp/full.ids" "$tmp/full.lg" 0.15
+ok "Mixtral: the merged q8_0 GGUF keeps the routers f32 and its experts q8_0, as llama.cpp's quantize" "$PY" -c "
+import sys, gguf
+t = {x.name: x.tensor_type.name for x in gguf.GGUFReader(sys.argv[1]).tensors}
+sys.exit(not (t['blk.0.ffn_gate_inp.weight'] == 'F32' and t['blk.1.ffn_down_exps.weight'] == 'Q8_0'))" \
+    "$tmp/mxg/merged-q8_0.gguf"
 
 # Qwen3-MoE in llama.cpp (qwen3moe): its GGUF has every layer sparse (llama.cpp's qwen3moe has no dense layers)
 # and no tokenizer; ptrain's side is the same model as a Hugging Face directory (make_moe_gguf_goldens.py's, saved
