@@ -678,9 +678,7 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     char a[32], t[32], targets[128];
     adapter_targets_text(ad.arch, ad.target, targets, sizeof targets);
     const char *about = r->no_weights ? "about " : "";
-    if (arch_info(r->cfg.arch)->not_yet)
-        printf("%-18s not available for %s models yet (the plan below is what it will take)\n", "training",
-               arch_name(r->cfg.arch));
+    if (arch_info(r->cfg.arch)->not_yet) printf("%-18s ptrain %s\n", "not yet", arch_info(r->cfg.arch)->not_yet);
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s %lld (LoRA r=%ld on %s%s), as ptrain train counts them\n", "trainable params",
