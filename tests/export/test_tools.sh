@@ -241,6 +241,25 @@ hfq "qwen35: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
 logits "$tmp/q35p" "$fbase" "$pr" --no-4bit --adapter "$tmp/q35peft"
 hfq "qwen35: ptrain reads an adapter PEFT wrote on q_proj, in_proj_qkv, in_proj_a, out_proj (r 8, rsLoRA): PEFT's logits" \
     peft "$fbase" "$tmp/q35peft" "$tmp/q35p.ids" "$tmp/q35p"
+# gemma4 (KV-shared layers, k_eq_v, per-layer inputs): PEFT loads the adapter ptrain trains on every projection PEFT
+# adapts there (no k/v_proj on the shared layers, no v_proj on the k_eq_v global layers), and ptrain reads PEFT's own
+gbase="$PTRAIN_SRCDIR/tests/data/gemma4/hf32"
+tiny_config "$tmp/g4.yaml" "$tmp/g4" "max_steps: 8
+learning_rate: 0.01
+warmup_steps: 0
+load_in_4bit: false
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]"
+sed -i "s|^model_name: .*|model_name: \"$gbase\"|" "$tmp/g4.yaml"
+run "$tmp/g4.yaml"
+ok "gemma4: LoRA training on every projection PEFT adapts finishes (exit $rc)" test "$rc" = 0
+logits "$tmp/g4.l" "$gbase" "$pr" --no-4bit --adapter "$tmp/g4/lora"
+hfq "gemma4: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
+    peft "$gbase" "$tmp/g4/lora" "$tmp/g4.l.ids" "$tmp/g4.l"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$gbase" "$tmp/g4peft" "" q_proj,k_proj,v_proj,down_proj \
+    >"$tmp/g4make.out" 2>&1 || sed 's/^/# /' "$tmp/g4make.out"
+logits "$tmp/g4p" "$gbase" "$pr" --no-4bit --adapter "$tmp/g4peft"
+hfq "gemma4: ptrain reads an adapter PEFT wrote on q_proj, k_proj, v_proj, down_proj (r 8, rsLoRA): PEFT's logits" \
+    peft "$gbase" "$tmp/g4peft" "$tmp/g4p.ids" "$tmp/g4p"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"
