@@ -149,8 +149,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
                      [W_PLE_GATE] = "per_layer_input_gate.weight", [W_PLE_PROJ] = "per_layer_projection.weight",
                      [W_PLE_NORM] = "post_per_layer_input_norm.weight"},
-        .not_yet = "runs and trains Gemma 4 from Hugging Face directories only; merged exports (--hf, --gguf, "
-                   "--ollama), llama.cpp adapters (adapter.gguf) and GGUF files of it are not built yet",
+        .not_yet = "runs, trains and merges (--hf) Gemma 4 from Hugging Face directories only; merged GGUF "
+                   "exports (--gguf, --ollama), llama.cpp adapters (adapter.gguf) and GGUF files of it are not built yet",
     },
     [PT_ARCH_QWEN35] = {
         .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",

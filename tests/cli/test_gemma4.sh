@@ -5,8 +5,8 @@
 # `ptrain generate` runs it greedily and reproducibly (its logits are held to transformers' in
 # test_hf_model); `ptrain train` trains LoRA on it (the loss falls; no k/v pairs on the KV-shared layers,
 # no v_proj pair on the k_eq_v global layers) and writes adapter.h5 and PEFT's files but no adapter.gguf;
-# generate applies that adapter (other logits than the base's); `ptrain export` writes the PEFT files and
-# refuses the merged exports with one clear message, naming the family; the multimodal checkpoint
+# generate applies that adapter (other logits than the base's); `ptrain export` writes the PEFT files and the
+# merged directory (--hf) and refuses the merged GGUF with one clear message, naming the family; the multimodal checkpoint
 # (tests/data/gemma4-mm/hf) trains as its text tower.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
@@ -28,7 +28,7 @@ ok "inspect gemma4: the global layers" contains "$out" \
     "global layers: head size 32, key/value heads 1, 4 of 16 rotary pairs turning (proportional), values are the keys"
 ok "inspect gemma4: KV sharing" contains "$out" "the last 3 layers reuse the keys and values of earlier ones"
 ok "inspect gemma4: per-layer inputs" contains "$out" "per-layer inputs of 64 values (embed_tokens_per_layer 384 x 448"
-ok "inspect gemma4: merged exports not yet" contains "$out" "merged exports (--hf, --gguf, --ollama)"
+ok "inspect gemma4: merged GGUF exports not yet" contains "$out" "merged GGUF exports (--gguf, --ollama)"
 
 run generate --model "$G" --prompt "the quick brown fox" --max-new-tokens 8 --temperature 0 --device cpu \
     --ids "$tmp/ids1"
@@ -61,9 +61,12 @@ run export --model "$G" --adapter "$tmp/c/lora" --out "$tmp/exp"
 expect_eq "export gemma4 (the adapter): exit 0" 0 "$rc"
 ok "export gemma4: PEFT's files" test -s "$tmp/exp/adapter_config.json" -a -s "$tmp/exp/adapter_model.safetensors"
 run export --model "$G" --adapter "$tmp/c/lora" --out "$tmp/exp2" --hf
-expect_eq "export gemma4 --hf: exit 1" 1 "$rc"
-ok "export gemma4 --hf: refused, naming the family" contains "$err" \
-    "a merged export (--hf, --gguf, --ollama) is not available for gemma4 models yet"
+expect_eq "export gemma4 --hf: exit 0" 0 "$rc"
+ok "export gemma4 --hf: the merged directory" test -s "$tmp/exp2/merged/model.safetensors" -a -s "$tmp/exp2/merged/config.json"
+run export --model "$G" --adapter "$tmp/c/lora" --out "$tmp/exp3" --gguf q8_0
+expect_eq "export gemma4 --gguf: exit 1" 1 "$rc"
+ok "export gemma4 --gguf: refused, naming the family" contains "$err" \
+    "a merged GGUF export (--gguf, --ollama) is not available for gemma4 models yet"
 
 M=$PTRAIN_SRCDIR/tests/data/gemma4-mm/hf
 tiny_config "$tmp/m.yaml" "$tmp/m" "max_steps: 1"
