@@ -107,6 +107,7 @@ static pt_status ckpt_load(const char *path, const pt_model *m, pt_adapter *l)
 static pt_status gguf_load(const char *path, const pt_model *m, pt_adapter *l)
 {
     TRY(model_refuse_gated_delta(&m->cfg, "a llama.cpp adapter (.gguf)"));
+    TRY(arch_check_supported(m->cfg.arch, "a llama.cpp adapter (.gguf)")); /* gemma4 */
     return adapter_gguf_load(path, m, l);
 }
 

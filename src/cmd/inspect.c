@@ -267,6 +267,23 @@ static bool gated_q(const pt_model_config *c, const char *name)
     return c->attn_gate && k && n > k && !strcmp(name + n - k, q);
 }
 
+/* gemma4's per-layer parts as the loader keeps them: the table's columns and the model projection's rows of each
+ * layer apart (each its own NF4 tensor), the layer scalars on the host, and a vector of ones for the value norm.
+ * Returns false for any other tensor. */
+static bool gemma4_tensor(const st_tensor *t, bool dense, double stored, bool nf4, insp_report *r)
+{
+    const pt_model_config *c = &r->cfg;
+    int64_t n = c->n_layers;
+    if (c->ple_dim <= 0 || t->ndim > 2) return false;
+    if (strstr(t->name, ".layer_scalar")) return true;
+    bool table = strstr(t->name, "embed_tokens_per_layer.weight"), proj = strstr(t->name, "per_layer_model_projection.weight");
+    if (!table && !proj) return false;
+    r->loaded += (double)n * (table ? loaded_matrix(true, dense, t->shape[0], c->ple_dim, stored / (double)n, nf4)
+                                    : loaded_matrix(true, dense, c->ple_dim, t->shape[1], stored / (double)n, nf4));
+    if (table && c->v_norm) r->loaded += 4.0 * (double)(c->head_dim_full > c->head_dim ? c->head_dim_full : c->head_dim);
+    return true;
+}
+
 static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
 {
     for (size_t i = 0; i < s->n_entries; i++) {
@@ -278,6 +295,7 @@ static void hf_tensors(const st_set *s, bool nf4, insp_report *r)
                     strstr(t->name, ".mlp.gate.weight"); /* a router stays as stored */
         bool dense = t->dtype == ST_F32 || t->dtype == ST_F16 || t->dtype == ST_BF16 || t->dtype == ST_F64;
         double stored = t->dtype == ST_F64 ? (double)t->nbytes / 2 : (double)t->nbytes;
+        if (gemma4_tensor(t, dense, stored, nf4, r)) continue;
         if (has_quant_state(s, t->name)) r->loaded += bnb_tensor(&r->cfg, t->name, t->nbytes);
         else if (t->ndim == 1) r->loaded += 4.0 * (double)st_numel(t);
         else if (t->ndim == 2 && gated_q(&r->cfg, t->name))
@@ -538,7 +556,8 @@ static double config_weights(const hf_config *h, bool nf4)
         total += layer;
     }
     double embed = elt * (double)c->vocab * (double)d;
-    return total + 4.0 * (double)(d + c->ple_dim) + embed * (c->tied_embeddings ? 1 : 2);
+    double ones = c->v_norm ? 4.0 * (double)(c->head_dim_full > c->head_dim ? c->head_dim_full : c->head_dim) : 0;
+    return total + 4.0 * (double)(d + c->ple_dim) + ones + embed * (c->tied_embeddings ? 1 : 2);
 }
 
 static pt_status describe_hf(const char *path, const insp_options *o, insp_report *r)
@@ -678,9 +697,7 @@ static void memory_lines(const insp_report *r, const insp_options *o)
     char a[32], t[32], targets[128];
     adapter_targets_text(ad.arch, ad.target, targets, sizeof targets);
     const char *about = r->no_weights ? "about " : "";
-    if (arch_info(r->cfg.arch)->not_yet)
-        printf("%-18s not available for %s models yet (the plan below is what it will take)\n", "training",
-               arch_name(r->cfg.arch));
+    if (arch_info(r->cfg.arch)->not_yet) printf("%-18s ptrain %s\n", "not yet", arch_info(r->cfg.arch)->not_yet);
     printf("%-18s %s%s%s (load_in_4bit %s)\n", "weights per rank", about, human(r->loaded, a, sizeof a),
            r->no_weights ? ", estimated from config.json" : "", o->nf4 ? "on" : "off");
     printf("%-18s %lld (LoRA r=%ld on %s%s), as ptrain train counts them\n", "trainable params",

@@ -178,7 +178,6 @@ static pt_status score_run(const score_options *o)
     pt_load_options lo = {.load_in_4bit = !o->no_4bit};
     pt_status st = backend_open(&bo, &be);
     if (st == PT_OK) st = model_load(o->model, o->revision, &lo, be, &m, &tok, NULL, 0);
-    if (st == PT_OK) st = arch_check_supported(m.cfg.arch, "scoring with an adapter");
     if (st == PT_OK) st = peft_read_score(o->adapter, m.cfg.dim, &w);
     if (st == PT_OK && !w)
         st = ERR(PT_ERR_USER, "%s has no score head (base_model.model.score.weight in adapter_model.safetensors): it is "

@@ -65,7 +65,7 @@ static pt_status base_config(const export_job *j, char *path, size_t len, bool *
     hf_config hc;
     TRY(hf_config_read(config, &hc));
     *cfg = hc.cfg;
-    return arch_check_supported(cfg->arch, "export"); /* gemma4: forward only, for now */
+    return PT_OK;
 }
 
 static bool has_saved(const pt_adapter *l) { return l && (l->saved[0].data || l->saved[1].data); }
@@ -95,7 +95,7 @@ static pt_status write_adapter_files(const export_job *j, const pt_adapter *l, c
                  "adapter.gguf (llama.cpp's LoRA files carry A and B only)\n", shown_text(j->out).s);
         return PT_OK;
     }
-    if (arch_info(cfg->arch)->gated_delta) {
+    if (arch_info(cfg->arch)->gated_delta || arch_info(cfg->arch)->not_yet) { /* qwen35, gemma4 */
         log_info("export     %s: adapter_config.json + adapter_model.safetensors (PEFT); no adapter.gguf (llama.cpp's "
                  "tensor names of %s models are not built yet)\n", shown_text(j->out).s, arch_name(cfg->arch));
         return PT_OK;
@@ -189,6 +189,7 @@ pt_status export_run(const export_job *j, const pt_adapter *trained)
     pt_model_config cfg;
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
     if (j->hf || j->n_gguf || j->ollama) TRY(model_refuse_gated_delta(&cfg, "a merged export (--hf, --gguf, --ollama)"));
+    if (j->n_gguf || j->ollama) TRY(arch_check_supported(cfg.arch, "a merged GGUF export (--gguf, --ollama)"));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;
     pt_backend_options bo = {.device = DEVICE_CPU}; /* all cores: quantizing runs in parallel */

@@ -30,6 +30,7 @@ typedef struct {
     int permute;                 /* GGUF: heads whose rows llama.cpp interleaved */
     bool minus_one;              /* GGUF gemma norms: stored as 1 + w */
     bool copy;                   /* not a float: copied as stored */
+    bool scalar;                 /* a 0-dimensional tensor (gemma4's audio tower's clipping bounds): written so */
     int saved;                   /* modules_to_save: the adapter's trained tensor (ADAPTER_SAVED_*) instead; -1: none */
     bool expert;                 /* a sparse layer's experts or router: at says where its adapter rows are */
     merge_expert_place at;
@@ -71,6 +72,7 @@ static pt_status plan_from_st(const st_set *s, const pt_model_config *cfg, hf_pl
         it->expert = merge_expert_place_of(cfg, t->name, &it->at);
         bool fused = it->expert && t->ndim == 3; /* transformers 5's [E, rows, cols]: streamed as E·rows rows */
         it->copy = !is_float(t->dtype) || (t->ndim > 2 && !fused);
+        it->scalar = t->ndim == 0;
         it->rows = t->ndim == 2 ? t->shape[0] : fused ? t->shape[0] * t->shape[1] : 0;
         it->cols = t->ndim >= 1 ? t->shape[t->ndim - 1] : 1;
         hf_slot(cfg, t->name, &it->layer, &it->slot);
@@ -242,7 +244,7 @@ static pt_status write_weights(const char *path, const hf_plan *p, const pt_adap
         int64_t shape[2] = {it->rows ? it->rows : it->cols, it->cols};
         if (it->copy) st = st_w_tensor(&w, it->name, it->st->dtype, it->st->ndim, it->st->shape);
         else if (it->st && it->st->ndim == 3) st = st_w_tensor(&w, it->name, to, 3, it->st->shape); /* fused experts */
-        else st = st_w_tensor(&w, it->name, to, it->rows ? 2 : 1, it->rows ? shape : &it->cols);
+        else st = st_w_tensor(&w, it->name, to, it->scalar ? 0 : it->rows ? 2 : 1, it->rows ? shape : &it->cols);
     }
     if (st == PT_OK) st = st_w_begin(&w, path);
     for (size_t i = 0; i < p->n && st == PT_OK; i++) st = stream_item(&w, &p->items[i], l, to);

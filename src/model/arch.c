@@ -139,7 +139,9 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
     },
     [PT_ARCH_GEMMA4] = {
         .name = "gemma4", .description = "gemma4 (Gemma 4 text)",
-        .hf = {{"gemma4_text", "Gemma4ForCausalLM", "gemma4_text (Gemma 4)", true, false}},
+        .hf = {{"gemma4_text", "Gemma4ForCausalLM", "gemma4_text (Gemma 4)", true, false},
+               {"gemma4", "Gemma4ForConditionalGeneration", "gemma4 (Gemma 4, its text tower)", true, false, false,
+                true}},
         .post_norms = true, .qk_norm = true, .act = PT_ACT_GELU_TANH, /* norms compute x * w, not x * (1 + w) */
         .hf_names = {HF_COMMON, [W_FFN_NORM] = "pre_feedforward_layernorm.weight",
                      [W_POST_ATTN_NORM] = "post_attention_layernorm.weight",
@@ -147,8 +149,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_Q_NORM] = "self_attn.q_norm.weight", [W_K_NORM] = "self_attn.k_norm.weight",
                      [W_PLE_GATE] = "per_layer_input_gate.weight", [W_PLE_PROJ] = "per_layer_projection.weight",
                      [W_PLE_NORM] = "post_per_layer_input_norm.weight"},
-        .not_yet = "runs Gemma 4 forward (generate, inspect) from Hugging Face directories only; "
-                   "training, exports and GGUF files of it are not built yet",
+        .not_yet = "runs, trains and merges (--hf) Gemma 4 from Hugging Face directories only; merged GGUF "
+                   "exports (--gguf, --ollama), llama.cpp adapters (adapter.gguf) and GGUF files of it are not built yet",
     },
     [PT_ARCH_QWEN35] = {
         .name = "qwen35", .description = "qwen35 (Qwen3.5 text)",

@@ -172,7 +172,13 @@ int model_adapter_experts(const pt_model_config *c, int slot)
 bool model_layer_adapter_shape(const pt_model_config *c, int layer, int slot, int64_t *out, int64_t *in)
 {
     if (model_slot_sparse(slot) && !model_layer_moe(c, layer)) return false; /* a dense layer */
-    return model_adapter_shape(c, slot, out, in) && (c->full_period <= 0 || model_slot_in_layer(c, layer, slot));
+    if (!model_adapter_shape(c, slot, out, in) || (c->full_period > 0 && !model_slot_in_layer(c, layer, slot)))
+        return false;
+    int lead;
+    int64_t row0, all;
+    bool attn = slot == W_Q || slot == W_K || slot == W_V || slot == W_O;
+    if (!attn || model_adapter_part(c, slot, &lead, &row0, &all)) return true;
+    return model_layer_proj_shape(c, layer, slot, out, in); /* gemma4: the layer's own heads; none on shared k/v */
 }
 
 /* The global layers' frequencies come first (head_dim_full/2 of them on gemma4), then the local layers'. */

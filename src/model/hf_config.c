@@ -743,7 +743,9 @@ static pt_status gemma4_refusals(const cfg_src *c, const pt_model_config *m)
     const json_t *bidi = json_object_get(c->root, "use_bidirectional_attention");
     const char *what = moe ? "enable_moe_block is true" : bias ? "attention_bias is true"
                      : wide && m->kv_shared > 0 ? "use_double_wide_mlp is true"
-                     : bidi && !json_is_null(bidi) ? "use_bidirectional_attention is set" : NULL;
+                     /* "vision": bidirectional among an image's tokens only; text alone attends causally */
+                     : bidi && !json_is_null(bidi) && !(json_is_string(bidi) && !strcmp(json_string_value(bidi), "vision"))
+                     ? "use_bidirectional_attention is set (not \"vision\")" : NULL;
     if (!what) return PT_OK;
     return ERR(PT_ERR_USER, "%s: %s; ptrain runs Gemma 4 text models with causal attention, no biases, the dense MLP "
                "of intermediate_size on every layer and no MoE block (yet)", shown_text(c->name).s, what);

@@ -513,13 +513,15 @@ static pt_status text_names(hf_loader *ld)
         if (!st_set_find(ld->s, embed, NULL)) continue;
         ld->pre = pre[i], ld->head = head[i];
         size_t other = 0, np = strlen(pre[i]), nh = strlen("language_model.");
+        bool audio = false; /* gemma4's audio tower */
         for (size_t e = 0; e < ld->s->n_entries; e++) {
             const char *n = ld->s->entries[e].name;
             other += strncmp(n, pre[i], np) && strncmp(n, "lm_head.", 8) && strncmp(n, "language_model.", nh);
+            audio = audio || strstr(n, "audio_tower.");
         }
         log_info("%s: a multimodal %s checkpoint: ptrain loads its text model (%s*) and leaves its %zu other "
-                 "tensors (the vision tower, the projector) unread\n", shown_text(ld->s->dir).s, ld->hc->model_type,
-                 pre[i], other);
+                 "tensors (%s) unread\n", shown_text(ld->s->dir).s, ld->hc->model_type, pre[i], other,
+                 audio ? "the vision and audio towers, their projectors" : "the vision tower, the projector");
         return PT_OK;
     }
     return ERR(PT_ERR_USER, "%s: a multimodal %s checkpoint without model.language_model.embed_tokens.weight or "
@@ -601,7 +603,7 @@ static pt_status load_gemma4(const hf_loader *ld, pt_model *m)
         char name[96];
         const st_tensor *t;
         const st_file *f;
-        snprintf(name, sizeof name, "model.layers.%d.layer_scalar", l);
+        snprintf(name, sizeof name, "%slayers.%d.layer_scalar", ld->pre, l);
         st = find(ld, name, &t, &f);
         if (st == PT_OK) st = check_shape(f, t, 0, 1);
         if (st == PT_OK) st = st_read_f32(t, f->path, 0, 1, &m->layer_scalar[l]);
@@ -610,8 +612,11 @@ static pt_status load_gemma4(const hf_loader *ld, pt_model *m)
     free(host);
     TRY(st);
     if (c->ple_dim <= 0) return PT_OK;
-    TRY(load_vector(ld, "model.per_layer_projection_norm.weight", c->ple_dim, false, &m->ple_norm));
-    const char *table = "model.embed_tokens_per_layer.weight";
+    char table[96], proj[96], norm[96];
+    snprintf(table, sizeof table, "%sembed_tokens_per_layer.weight", ld->pre);
+    snprintf(proj, sizeof proj, "%sper_layer_model_projection.weight", ld->pre);
+    snprintf(norm, sizeof norm, "%sper_layer_projection_norm.weight", ld->pre);
+    TRY(load_vector(ld, norm, c->ple_dim, false, &m->ple_norm));
     const st_tensor *t;
     const st_file *f;
     TRY(find(ld, table, &t, &f));
@@ -619,7 +624,7 @@ static pt_status load_gemma4(const hf_loader *ld, pt_model *m)
     TRY(weight_check_st(ld->tally, f->path, table, WEIGHT_EMBEDDING, t->dtype, t->data, c->ple_vocab * width, width));
     for (int l = 0; l < c->n_layers; l++) TRY(ple_columns(ld, f, t, l, &m->layers[l].w[W_PLE_EMBED]));
     for (int l = 0; l < c->n_layers; l++)
-        TRY(load_rows(ld, "model.per_layer_model_projection.weight", (int64_t)l * c->ple_dim, c->ple_dim, width,
+        TRY(load_rows(ld, proj, (int64_t)l * c->ple_dim, c->ple_dim, width,
                       c->dim, ld->nf4, &m->layers[l].w[W_PLE_MODEL]));
     return PT_OK;
 }

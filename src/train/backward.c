@@ -14,12 +14,13 @@
 pt_status backward_take(pt_arena *arena, const fwd_ctx *c, int lora_r, backward_bufs *g)
 {
     const pt_model_config *m = &c->m->cfg;
-    int64_t qw = (int64_t)m->n_heads * m->head_dim, kw = (int64_t)m->n_kv_heads * m->head_dim;
+    int64_t qw = model_max_q_width(m), kw = model_max_kv_width(m); /* the widest layer's (gemma4's global) */
     int64_t wide = m->ffn_dim > qw ? m->ffn_dim : qw, dora = c->ad && c->ad->dora ? (wide > m->dim ? wide : m->dim) : 0;
     int64_t lin = m->full_period > 0 ? 1 : 0, conv = lin * model_lin_conv_dim(m), vw = lin * model_lin_value(m);
-    int64_t nv = lin * m->lin_v_heads;
+    int64_t nv = lin * m->lin_v_heads, sk = m->kv_shared > 0 ? kw : 0;
     int64_t widths[G_COUNT] = {m->ffn_dim, m->ffn_dim, m->dim, m->dim, qw, qw, kw, kw, lora_r > 0 ? lora_r : 1, dora, dora,
-                               m->attn_gate ? qw : 0, conv, conv, vw, vw, nv, nv, nv, nv};
+                               m->attn_gate ? qw : 0, conv, conv, vw, vw, nv, nv, nv, nv, m->ple_dim, m->ple_dim,
+                               sk, sk, sk, sk};
     memset(g, 0, sizeof *g);
     for (int i = 0; i < G_COUNT; i++)
         TRY((i == G_LBETA || i == G_LG ? arena_take_f32 : arena_take)(arena, &g->t[i], widths[i] ? c->rows : 0,
@@ -179,11 +180,11 @@ static pt_status moe_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a,
                                    dout);
 }
 
-/* d = the gradient through the per-head RMSNorm of pre (w, rstd saved), in place */
-static pt_status head_norm_bwd(const fwd_ctx *c, pt_tensor *d, const pt_tensor *pre, const pt_tensor *w,
+/* d = the gradient through the per-head RMSNorm of pre (heads of hd; w, rstd saved), in place */
+static pt_status head_norm_bwd(const fwd_ctx *c, int hd, pt_tensor *d, const pt_tensor *pre, const pt_tensor *w,
                                const pt_tensor *rstd)
 {
-    int hd = c->m->cfg.qk_norm_full ? (int)pre->shape[1] : c->m->cfg.head_dim; /* olmo2: the whole row */
+    if (c->m->cfg.qk_norm_full) hd = (int)pre->shape[1]; /* olmo2: the whole row */
     pt_tensor dv = forward_head_rows(d, hd), xv = forward_head_rows(pre, hd);
     return backend_rmsnorm_bwd(c->m->be, &dv, NULL, &dv, &xv, w, rstd);
 }
@@ -216,39 +217,112 @@ static pt_status delta_net_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_ac
     return lin_bwd(c, l, layer, W_LIN_A, &gt[G_DIM1], &gt[G_LA], &t[A_XN1], a->xs, g, 1.0f);
 }
 
-/* attention: h = x + [n3](o([gate] attn(rope [nq] q, rope [nk] k, v))) from da, the gradient at o's output (qwen35's
- * output gate: o reads attn * sigmoid(W_Q_GATE x)); biases pass dq, dk, dv unchanged; gt[G_DIM1] = the gradient at
- * the normed input. */
+/* gemma4: whether layer l computes keys and values that a KV-shared layer reuses (forward.c's kv_stored). */
+static bool kv_stored(const pt_model_config *cf, int layer)
+{
+    for (int l = cf->n_layers - cf->kv_shared; cf->kv_shared > 0 && l < cf->n_layers; l++)
+        if (l != layer && model_kv_source(cf, l) == layer) return true;
+    return false;
+}
+
+/* gemma4: a KV-shared layer hands dk, dv (at the keys and values it read) to its kind's buffers, which the layer
+ * that computed them adds to its own; the last reader (the first in the backward order) overwrites them. */
+static pt_status shared_kv_bwd(const fwd_ctx *c, int layer, const pt_tensor *dk, const pt_tensor *dv, backward_bufs *g)
+{
+    const pt_model_config *cf = &c->m->cfg;
+    int kind = model_layer_window(cf, layer) ? 1 : 0, src = model_kv_source(cf, layer);
+    pt_tensor sk = adapter_narrow(&g->t[kind ? G_SK1 : G_SK0], dk->shape[1]);
+    pt_tensor sv = adapter_narrow(&g->t[kind ? G_SV1 : G_SV0], dv->shape[1]);
+    bool last = true;
+    for (int l = layer + 1; l < cf->n_layers; l++) last = last && model_kv_source(cf, l) != src;
+    TRY((last ? backend_copy : backend_add)(c->m->be, &sk, dk));
+    return (last ? backend_copy : backend_add)(c->m->be, &sv, dv);
+}
+
+/* dk, dv of a layer whose keys and values shared layers read too: their gradients added; then (gemma4) dv through
+ * the value norm (no weight) and, where the values are the keys before their norm (k_eq_v), into dk_pre's. */
+static pt_status kv_norms_bwd(const fwd_ctx *c, int layer, layer_acts *a, pt_tensor *dk, pt_tensor *dv,
+                              backward_bufs *g)
+{
+    const pt_model_config *cf = &c->m->cfg;
+    pt_backend *be = c->m->be;
+    int hd = model_layer_head_dim(cf, layer), kvh = model_layer_kv_heads(cf, layer), kind = model_layer_window(cf, layer) ? 1 : 0;
+    if (kv_stored(cf, layer)) {
+        pt_tensor sk = adapter_narrow(&g->t[kind ? G_SK1 : G_SK0], dk->shape[1]);
+        pt_tensor sv = adapter_narrow(&g->t[kind ? G_SV1 : G_SV0], dv->shape[1]);
+        TRY(backend_add(be, dk, &sk));
+        TRY(backend_add(be, dv, &sv));
+    }
+    if (!cf->v_norm) return PT_OK;
+    bool own_v = model_layer_has_v(cf, layer);
+    pt_tensor pre = adapter_narrow(&a->t[own_v ? A_VPRE : A_KPRE], dv->shape[1]);
+    pt_tensor rstd = adapter_narrow(&a->t[A_VRSTD], kvh), ones = tensor_span(&c->m->ones, 0, hd);
+    TRY(head_norm_bwd(c, hd, dv, &pre, &ones, &rstd));
+    return PT_OK;
+}
+
+/* attention: h = x + [n3](o([gate] attn(rope [nq] q, rope [nk] k, [nv] v))) from da, the gradient at o's output
+ * (qwen35's output gate: o reads attn * sigmoid(W_Q_GATE x)); each layer's own head size, key/value heads, scale
+ * and rope (gemma4); a KV-shared layer's dk, dv go to the layer it shares them with; biases pass dq, dk, dv
+ * unchanged; gt[G_DIM1] = the gradient at the normed input. */
 static pt_status attention_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, const pt_tensor *da,
                                backward_bufs *g)
 {
     const pt_model_config *cf = &c->m->cfg;
+    const pt_layer_weights *wt = &c->m->layers[layer];
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
-    bool gate = cf->attn_gate;
-    TRY(lin_bwd(c, l, layer, W_O, &gt[G_ATT], da, &t[gate ? A_ATTG : A_ATT], a->xs, g, 0.0f));
-    if (gate) TRY(backend_sigmoid_mul_bwd(be, &gt[G_ATT], &gt[G_QG], &gt[G_ATT], &t[A_ATTG], &t[A_QGATE]));
-    pt_attention at = c->attn;
-    at.window = model_layer_window(cf, layer);
-    TRY(backend_attention_bwd(be, &gt[G_Q], &gt[G_K], &gt[G_V], &gt[G_ATT], &t[A_Q], &t[A_K], &t[A_V], &t[A_ATT],
-                              &t[A_LSE], &at));
-    if (cf->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &gt[G_Q], cf->q_temp_beta, cf->q_temp_period, c->pos));
+    bool gate = cf->attn_gate, own_kv = model_kv_source(cf, layer) == layer;
+    pt_attention at = c->attn, own = model_layer_attention(cf, layer);
+    at.window = own.window, at.head_dim = own.head_dim, at.n_kv_heads = own.n_kv_heads, at.scale = own.scale;
+    int hd = own.head_dim, kvh = own.n_kv_heads, kind = own.window ? 1 : 0;
+    int64_t qw = (int64_t)cf->n_heads * hd, kw = (int64_t)kvh * hd;
+    pt_tensor q = adapter_narrow(&t[A_Q], qw), att = adapter_narrow(&t[A_ATT], qw), gq = adapter_narrow(&gt[G_Q], qw);
+    pt_tensor gatt = adapter_narrow(&gt[G_ATT], qw), gk = adapter_narrow(&gt[G_K], kw), gv = adapter_narrow(&gt[G_V], kw);
+    pt_tensor k = own_kv ? adapter_narrow(&t[A_K], kw) : c->shared_k[kind];
+    pt_tensor v = own_kv ? adapter_narrow(&t[A_V], kw) : c->shared_v[kind];
+    pt_tensor attg = adapter_narrow(&t[gate ? A_ATTG : A_ATT], qw);
+    TRY(lin_bwd(c, l, layer, W_O, &gatt, da, &attg, a->xs, g, 0.0f));
+    if (gate) TRY(backend_sigmoid_mul_bwd(be, &gatt, &gt[G_QG], &gatt, &t[A_ATTG], &t[A_QGATE]));
+    TRY(backend_attention_bwd(be, &gq, &gk, &gv, &gatt, &q, &k, &v, &att, &t[A_LSE], &at));
+    if (cf->q_temp_beta != 0.0f) TRY(backend_pos_scale(be, &gq, cf->q_temp_beta, cf->q_temp_period, c->pos));
+    if (!own_kv) TRY(shared_kv_bwd(c, layer, &gk, &gv, g));
+    else TRY(kv_norms_bwd(c, layer, a, &gk, &gv, g));
     if (model_layer_rope(cf, layer)) {
-        int rd = model_rope_dim(cf);
+        int rd = cf->head_dim_full > 0 ? hd : model_rope_dim(cf);
         float ms = model_layer_rope_mscale(cf, layer);
         const float *freq = model_layer_freq(c->m, layer, c->pos, c->rows);
-        TRY(backend_rope_part_bwd(be, &gt[G_Q], cf->n_heads, cf->head_dim, rd, ms, c->pos, freq));
-        TRY(backend_rope_part_bwd(be, &gt[G_K], cf->n_kv_heads, cf->head_dim, rd, ms, c->pos, freq));
+        TRY(backend_rope_part_bwd(be, &gq, cf->n_heads, hd, rd, ms, c->pos, freq));
+        if (own_kv) TRY(backend_rope_part_bwd(be, &gk, kvh, hd, rd, ms, c->pos, freq));
     }
     if (cf->qk_norm) { /* q = nq(q_pre), k = nk(k_pre) per head: dq, dk through the norms, in place */
-        TRY(head_norm_bwd(c, &gt[G_Q], &t[A_QPRE], &c->m->layers[layer].w[W_Q_NORM], &t[A_QRSTD]));
-        TRY(head_norm_bwd(c, &gt[G_K], &t[A_KPRE], &c->m->layers[layer].w[W_K_NORM], &t[A_KRSTD]));
+        pt_tensor qpre = adapter_narrow(&t[A_QPRE], qw), kpre = adapter_narrow(&t[A_KPRE], kw);
+        pt_tensor krstd = adapter_narrow(&t[A_KRSTD], cf->qk_norm_full ? 1 : kvh);
+        TRY(head_norm_bwd(c, hd, &gq, &qpre, &wt->w[W_Q_NORM], &t[A_QRSTD]));
+        if (own_kv) TRY(head_norm_bwd(c, hd, &gk, &kpre, &wt->w[W_K_NORM], &krstd));
     }
-    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gt[G_Q], &t[A_XN1], a->xs, g, 0.0f));
+    TRY(lin_bwd(c, l, layer, W_Q, &gt[G_DIM1], &gq, &t[A_XN1], a->xs, g, 0.0f));
     /* the gate rows right after the query rows: the two parts of q_proj's pair share G_R */
     if (gate) TRY(lin_bwd(c, l, layer, W_Q_GATE, &gt[G_DIM1], &gt[G_QG], &t[A_XN1], a->xs, g, 1.0f));
-    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gt[G_K], &t[A_XN1], a->xs, g, 1.0f));
-    return lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gt[G_V], &t[A_XN1], a->xs, g, 1.0f);
+    if (!own_kv) return PT_OK;
+    if (!model_layer_has_v(cf, layer)) { /* k_eq_v: the values were k_proj's output too */
+        TRY(backend_add(be, &gk, &gv));
+        return lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gk, &t[A_XN1], a->xs, g, 1.0f);
+    }
+    TRY(lin_bwd(c, l, layer, W_K, &gt[G_DIM1], &gk, &t[A_XN1], a->xs, g, 1.0f));
+    return lin_bwd(c, l, layer, W_V, &gt[G_DIM1], &gv, &t[A_XN1], a->xs, g, 1.0f);
+}
+
+/* gemma4's per-layer input block: out = h2 + n(proj(gelu(gate(h2)) * in)), in constant (it depends on the token
+ * ids and the frozen embeddings only): dout (the gradient at out) becomes the gradient at h2, in place. */
+static pt_status ple_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_acts *a, pt_tensor *dout, backward_bufs *g)
+{
+    pt_backend *be = c->m->be;
+    pt_tensor *t = a->t, *gt = g->t, in = tensor_rows(&c->ple_in, (int64_t)layer * c->rows, c->rows);
+    TRY(backend_rmsnorm_bwd(be, &gt[G_DIM1], NULL, dout, &t[A_PLP], &c->m->layers[layer].w[W_PLE_NORM], &t[A_RSTD5]));
+    TRY(lin_bwd(c, l, layer, W_PLE_PROJ, &gt[G_PL1], &gt[G_DIM1], &t[A_PLA], a->xs, g, 0.0f));
+    TRY(backend_geglu_bwd(be, &gt[G_PL1], &gt[G_PL2], &gt[G_PL1], &t[A_PLG], &in));
+    return lin_bwd(c, l, layer, W_PLE_GATE, dout, &gt[G_PL1], &t[A_H2], a->xs, g, 1.0f);
 }
 
 pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tensor *x, layer_acts *a, pt_tensor *dout,
@@ -257,6 +331,9 @@ pt_status backward_layer(const fwd_ctx *c, pt_lora *l, int layer, const pt_tenso
     const pt_model_config *cf = &c->m->cfg;
     pt_backend *be = c->m->be;
     pt_tensor *t = a->t, *gt = g->t;
+    float scalar = cf->layer_scalars && c->m->layer_scalar ? c->m->layer_scalar[layer] : 1.0f; /* gemma4 */
+    if (scalar != 1.0f) TRY(backend_scale(be, dout, scalar));
+    if (cf->ple_dim > 0) TRY(ple_bwd(c, l, layer, a, dout, g));
     TRY(model_layer_moe(cf, layer) ? moe_bwd(c, l, layer, a, dout, g) : mlp_bwd(c, l, layer, a, dout, g));
     const pt_tensor *da;
     TRY(post_norm_bwd(c, layer, W_POST_ATTN_NORM, &gt[G_DH], &t[A_O], &t[A_RSTD3], &gt[G_DIM1], &da));

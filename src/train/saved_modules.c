@@ -43,6 +43,9 @@ pt_status saved_modules_create(saved_modules *s, pt_model *m, bool embed, bool h
 {
     memset(s, 0, sizeof *s);
     if (!embed && !head) return PT_OK;
+    if (embed && m->cfg.ple_dim > 0) /* the per-layer inputs read the scaled embeddings too: no gradient through them */
+        return ERR(PT_ERR_USER, "modules_to_save: embed_tokens is not trainable on %s models yet (their per-layer "
+                   "inputs are computed from the embeddings); leave it out of modules_to_save", arch_name(m->cfg.arch));
     s->model = m, s->rows = m->tok_embd.shape[0], s->cols = m->tok_embd.shape[1];
     s->base[SAVED_EMBED] = m->tok_embd, s->base[SAVED_HEAD] = m->output;
     s->on[SAVED_EMBED] = embed, s->on[SAVED_HEAD] = head;

@@ -824,7 +824,8 @@ static pt_status save_adapter(trainer *t)
         log_info("adapter    no adapter.gguf: llama.cpp's LoRA adapters cannot carry the modules_to_save trained in "
                  "full\n");
         unlink(path); /* not an older run's */
-    } else if (st == PT_OK && arch_info(t->m.cfg.arch)->gated_delta) { /* qwen35: llama.cpp's names not built */
+    } else if (st == PT_OK && (arch_info(t->m.cfg.arch)->gated_delta || arch_info(t->m.cfg.arch)->not_yet)) {
+        /* qwen35, gemma4: llama.cpp's names not built */
         log_info("adapter    no adapter.gguf: llama.cpp's tensor names of %s models are not built yet\n",
                  arch_name(t->m.cfg.arch));
         unlink(path); /* not an older run's */
@@ -834,7 +835,8 @@ static pt_status save_adapter(trainer *t)
         log_info("adapter    written to %s: adapter_config.json + adapter_model.safetensors (PEFT, use_dora); try: "
                  "ptrain generate --model %s --adapter %s --chat --prompt \"...\"\n",
                  shown_text(t->cfg->final_model_dir).s, t->model_path, t->cfg->final_model_dir);
-    else if (st == PT_OK && (saved_modules_any(&t->sm) || arch_info(t->m.cfg.arch)->gated_delta))
+    else if (st == PT_OK && (saved_modules_any(&t->sm) || arch_info(t->m.cfg.arch)->gated_delta ||
+                             arch_info(t->m.cfg.arch)->not_yet))
         log_info("adapter    written to %s: adapter.h5 (ptrain), adapter_config.json + adapter_model.safetensors (PEFT%s)\n",
                  shown_text(t->cfg->final_model_dir).s, saved_modules_any(&t->sm) ? ", with modules_to_save" : "");
     else if (st == PT_OK)

@@ -138,6 +138,5 @@ static pt_status count_readers(trainer *t)
 pt_status trainer_load_model(trainer *t)
 {
     TRY(load_model(t));
-    TRY(dist_agree(t->d, arch_check_supported(t->m.cfg.arch, "training"))); /* gemma4: forward only, for now */
     return dist_agree(t->d, count_readers(t));
 }

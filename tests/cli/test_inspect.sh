@@ -162,6 +162,11 @@ ok "inspect qwen35: its targets, q_proj over the query and gate rows" contains "
 run export --model "$D/qwen35/hf" --adapter "$tmp/none" --out "$tmp/q35out" --gguf f32
 expect_eq "a merged GGUF export of a qwen35 model: refused (exit 1)" 1 "$rc"
 ok "a merged GGUF export of a qwen35 model: says it is not built yet" contains "$err" "of a qwen35 model is not built yet"
+# gemma4: the trainer's plan and trainable count (pairs of each layer's shape, none on the KV-shared layers' k/v or
+# the k_eq_v global layers' v; the per-layer table in the weights)
+g4t="q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
+plan_case "tiny Gemma 4, f32 quantized on load" "$D/gemma4/hf32" true 0 2 "" "$g4t"
+plan_case "tiny Gemma 4, bf16" "$D/gemma4/hf" false 0.1 1
 run inspect "$D/hf/tiny-llama-f32" --no-4bit
 ok "inspect a sharded directory (got: $(echo "$out" | grep ^format))" contains "$out" "3 files (sharded"
 ok "inspect --no-4bit: weights as stored" contains "$out" "401.2 KB (load_in_4bit off)"

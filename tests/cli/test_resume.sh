@@ -286,11 +286,12 @@ fi
 # --- the families of make_more_goldens.py (smollm3's NoPE layers, granite's multipliers, olmo2's
 # post-norms and whole-width q/k norms, olmo3's windows), phi3 (fused LoRA on qkv_proj and gate_up_proj, partial rotary;
 # NF4 on load), granite4 (fused LoRA on the shared MLP's input_linear) and qwen35 (Gated DeltaNet layers and a gated
-# full-attention layer, LoRA on every projection PEFT adapts there): killed at step 6 and resumed from step 4,
-# the adapter of the uninterrupted run
-for fam in smollm3 granite olmo2 olmo3 phi3 granite4 qwen35; do
+# full-attention layer, LoRA on every projection PEFT adapts there) and gemma4 (KV-shared layers, per-layer inputs;
+# no k/v pairs on the shared layers): killed at step 6 and resumed from step 4, the adapter of the uninterrupted run
+for fam in smollm3 granite olmo2 olmo3 phi3 granite4 qwen35 gemma4; do
     extra=""
     [ "$fam" = qwen35 ] && extra="lora_target_modules: [q_proj, k_proj, v_proj, o_proj, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, gate_proj, up_proj, down_proj]"
+    [ "$fam" = gemma4 ] && extra="lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]"
     for r in ref k; do
         write_config "$tmp/$fam-$r.yaml" "$tmp/$fam-$r" "$extra"
         sed -i -e "s|^model_name: .*|model_name: \"$PTRAIN_SRCDIR/tests/data/$fam/hf\"|" -e 's/^max_steps: 24/max_steps: 8/' \

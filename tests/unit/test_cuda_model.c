@@ -63,7 +63,7 @@ static const model_case cases[] = {
     {"gemma3", "tiny-q4_0", false},    {"gemma3", "tiny-f32", true},      {"qwen3-yarn", "tiny-f32", false},
     {"ministral3", "hf", false},      {"granite4", "hf", true}, /* the shared MLP's fused input_linear, NF4 */
     {"hf", "../qwen3moe/hf", true}, /* Qwen3-MoE: experts NF4, the routing ops (its training: test_moe.c) */
-    {"gemma4", "hf32", true}, /* a model directory (tests/data/gemma4/hf32): forward only, training not built yet */
+    {"gemma4", "hf32", true}, /* a model directory (tests/data/gemma4/hf32): KV sharing, per-layer inputs */
 };
 
 /* the "GPU" side: CUDA, or a second CPU backend when PTRAIN_TEST_CUDA_OPS_DEVICE=cpu */
@@ -297,7 +297,7 @@ static void run_case(const model_case *c)
     load(host, c, &mc);
     load(dev, c, &mg);
     check_logits(c, &mc, &mg);
-    if (!arch_info(mc.cfg.arch)->not_yet) check_training(c, &mc, &mg); /* gemma4 not built */
+    check_training(c, &mc, &mg);
     model_free(&mg);
     model_free(&mc);
     backend_close(dev);

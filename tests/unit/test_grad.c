@@ -982,9 +982,9 @@ static void family_open(const char *family, const char *file, family_fx *fx)
     const char *src = getenv("PTRAIN_SRCDIR");
     snprintf(path, sizeof path, "%s/tests/data/%s/%s.gguf", src && *src ? src : "..", family, file);
     FILE *probe = strcmp(file, "hf") ? fopen(path, "rb") : NULL;
-    bool dir = !probe; /* file "hf", or no GGUF: the hf/ directory */
+    bool dir = !probe; /* file "hf" (or "hf32": that directory), or no GGUF: the hf/ directory */
     if (probe) fclose(probe);
-    else snprintf(path, sizeof path, "%s/tests/data/%s/hf", src && *src ? src : "..", family);
+    else snprintf(path, sizeof path, "%s/tests/data/%s/%s", src && *src ? src : "..", family, strncmp(file, "hf", 2) ? "hf" : file);
     memset(fx, 0, sizeof *fx);
     fx->be = open_cpu();
     pt_load_options lo = {.load_in_4bit = false};
@@ -1083,10 +1083,10 @@ static double family_fd(family_fx *fx, pt_tensor *t, int64_t k)
 /* step_run's LoRA gradients against central differences of step_loss: two entries of A and of B
  * of every projection of every layer (local and global layers, biased q/k/v, post-normed o and
  * down, GeGLU gate and up), normwise over all of them; and checkpointing gives the same. */
-static void check_model_grads(const char *family)
+static void check_model_grads_of(const char *family, const char *file)
 {
     family_fx fx;
-    family_open(family, "tiny-f32", &fx);
+    family_open(family, file, &fx);
     double loss = family_step(&fx, false, false), diff = 0, scale = 0;
     for (lora_pair *s = lora_next(&fx.l, NULL); s; s = lora_next(&fx.l, s))
         for (int which = 0; which < 2; which++) {
@@ -1121,6 +1121,8 @@ static void check_model_grads(const char *family)
     free(plain), free(ckpt), free(offloaded);
     family_close(&fx);
 }
+
+static void check_model_grads(const char *family) { check_model_grads_of(family, "tiny-f32"); }
 
 /* A fresh DoRA adapter (adapter_dora_init): m = ‖W + s·B·A‖ per row, against the formula in double
  * for the first pair, so the model starts as the plain LoRA one (the same loss); phi3's fused
@@ -1513,6 +1515,77 @@ static void test_qwen35_peft(void **state)
     json_decref(man);
     family_close(&fx);
 }
+/* gemma4 against PEFT (tests/data/gemma4/peft.*, make_gemma4_peft_goldens.py, on hf32/): LoRA on q/k/v/o_proj and the
+ * MLPs wherever the layer has the module (no k/v_proj on the KV-shared layers 4-6, no v_proj on the k_eq_v global
+ * layer 2), so the shared layers' key and value gradients reach layers 2 and 3 only through the sharing; each layer's
+ * head size and rope, the value norm, the per-layer inputs, the layer scalars and the final soft-cap in between; two
+ * rows of 24 tokens (window 6), the second two packed examples. Loss to 1e-5 and every gradient tensor to 1e-4 of
+ * its largest entry, with and without checkpointing. */
+static void test_gemma4_peft(void **state)
+{
+    (void)state;
+    char path[1024];
+    const char *src = getenv("PTRAIN_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/data/gemma4/peft.json", src && *src ? src : "..");
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr);
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    family_fx fx;
+    family_open("gemma4", "hf32", &fx);
+    int32_t ids[48], targets[48], pos[48], seg[48];
+    assert_int_equal(json_integer_value(json_object_get(man, "seq")), 24);
+    qwen35_batch(man, ids, targets, pos, seg, &fx.labelled);
+    assert_int_equal(fx.labelled, json_integer_value(json_object_get(man, "labelled")));
+    fx.b = (train_batch){2, 24, ids, targets, pos, seg};
+    size_t len_init, len_grads;
+    float *init = read_data("gemma4", "peft.init.f32", &len_init), *want = read_data("gemma4", "peft.grads.f32", &len_grads);
+    static const int order[7] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN}; /* the script's MODULES */
+    for (int pass = 0; pass < 3; pass++) { /* 0: set the adapters; 1, 2: compare (2: with checkpointing) */
+        double worst = 0;
+        size_t off = 0, n_tensors = 0;
+        for (int l = 0; l < fx.m.cfg.n_layers; l++)
+            for (int w = 0; w < 7; w++)
+                for (int which = 0; which < 2; which++) {
+                    adapter_pair *p = adapter_at(&fx.l.ad, l, order[w]);
+                    if (!p) continue; /* the projections the layer does not have */
+                    lora_pair *s = lora_at(&fx.l, l, order[w]);
+                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
+                    int64_t n = tensor_numel(t);
+                    assert_true((off + (size_t)n) * sizeof(float) <= len_init);
+                    json_t *te = json_array_get(json_object_get(man, "tensors"), n_tensors++);
+                    assert_int_equal(json_integer_value(json_object_get(te, "layer")), l);
+                    assert_string_equal(json_string_value(json_object_get(te, "module")),
+                                        adapter_module_name(fx.m.cfg.arch, order[w]));
+                    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 0)), t->shape[0]);
+                    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 1)), t->shape[1]);
+                    if (pass == 0) {
+                        assert_int_equal(backend_upload(fx.be, t, init + off, t->nbytes), PT_OK);
+                    } else {
+                        float *got = get(fx.be, g);
+                        worst = fmax(worst, rel_err_f(got, want + off, n));
+                        free(got);
+                    }
+                    off += (size_t)n;
+                }
+        assert_int_equal(n_tensors, json_array_size(json_object_get(man, "tensors")));
+        assert_true(off * sizeof(float) == len_init && len_init == len_grads);
+        if (pass > 0) {
+            print_message("  gemma4%s: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors)\n",
+                          pass == 2 ? " (checkpointing)" : "", worst, off, n_tensors);
+            assert_true(worst <= 1e-4);
+        }
+        if (pass < 2) {
+            double loss = family_step(&fx, pass == 1, false), ref = json_real_value(json_object_get(man, "loss"));
+            print_message("  gemma4: loss %.9f (PEFT %.9f, relative %.2g)\n", loss, ref, fabs(loss - ref) / ref);
+            assert_true(fabs(loss - ref) <= 1e-5 * ref);
+        }
+    }
+    free(init), free(want);
+    json_decref(man);
+    family_close(&fx);
+}
+/* gemma4 (hf32/) against central differences, with checkpointing and offloading the same */
+static void test_gemma4_model_grads(void **s) { (void)s; check_model_grads_of("gemma4", "hf32"); }
 static void test_phi3_training(void **s) { (void)s; check_training_lowers_loss("phi3"); }
 /* phi3 with LongRoPE: the attention factor on cos and sin in the backward pass too */
 static void test_phi3_longrope_model_grads(void **s) { (void)s; check_model_grads("phi3-longrope"); }
@@ -1631,6 +1704,7 @@ int main(void)
         cmocka_unit_test(test_qwen3_yarn_model_grads), cmocka_unit_test(test_qwen3_yarn_peft),
         cmocka_unit_test(test_ministral3_model_grads), cmocka_unit_test(test_ministral3_peft),
         cmocka_unit_test(test_granite4_peft),
+        cmocka_unit_test(test_gemma4_peft), cmocka_unit_test(test_gemma4_model_grads),
         cmocka_unit_test(test_adamw_torch),        cmocka_unit_test(test_clip_torch),
         cmocka_unit_test(test_dora_layer),
         cmocka_unit_test(test_dora_init),

@@ -274,6 +274,20 @@ static void test_gemma4_nf4(void **s)
     data_path(dir, sizeof dir, "gemma4/hf32");
     check_parity_to(&(parity_case){dir, "gemma4", "hf32.nf4", true, PT_NF4, PT_F32, true}, 2e-3);
 }
+/* make_gemma4_mm_goldens.py: a multimodal gemma4 checkpoint (Gemma4ForConditionalGeneration, text_config gemma4_text,
+ * model.language_model.*, tied) with vision and audio towers beside the text model, which are not read; against
+ * transformers' whole model on text-only input. */
+static void test_gemma4_mm(void **s)
+{
+    (void)s;
+    char dir[1024], path[1100];
+    data_path(dir, sizeof dir, "gemma4-mm/hf");
+    check_parity(&(parity_case){dir, "gemma4-mm", "hf", false, PT_BF16, PT_BF16, true});
+    hf_config hc;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    assert_int_equal(hf_config_read(path, &hc), PT_OK);
+    assert_true(hc.text_tower && hc.cfg.arch == PT_ARCH_GEMMA4 && hc.cfg.tied_embeddings && hc.cfg.kv_shared == 3);
+}
 static void test_gemma4_bf16(void **s)
 {
     (void)s;
@@ -1071,7 +1085,7 @@ int main(void)
         cmocka_unit_test(test_damaged_weights), cmocka_unit_test(test_damaged_real_files),
         cmocka_unit_test(test_qwen3_dir),      cmocka_unit_test(test_qwen3_bnb4),
         cmocka_unit_test(test_gemma3_dir),     cmocka_unit_test(test_gemma3_bnb4),
-        cmocka_unit_test(test_gemma4_f32),     cmocka_unit_test(test_gemma4_nf4), cmocka_unit_test(test_gemma4_bf16),
+        cmocka_unit_test(test_gemma4_f32),     cmocka_unit_test(test_gemma4_nf4), cmocka_unit_test(test_gemma4_bf16), cmocka_unit_test(test_gemma4_mm),
     };
     return cmocka_run_group_tests_name("hf_model", tests, set_cache, NULL);
 }
