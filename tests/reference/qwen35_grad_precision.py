@@ -11,6 +11,7 @@ peft.grads.f32) under OUT/<variant>/ so that test_grad's qwen35 check can be poi
   f64-dr32    model.double() as is: float64 everywhere but the delta rule, which stays fp32 (chunked, as transformers)
   f64-rec32   float64 everywhere but the delta rule, run token by token in fp32 (transformers'
               torch_recurrent_gated_delta_rule: ptrain's order of sums)
+  f32-rec     fp32 everywhere, the delta rule token by token (as ptrain computes it)
 
 It prints each variant's gradients against f64 (max over tensors of max |diff| / max |f64|, the measure test_grad
 uses). Run: $PTRAIN_PYTHON tests/reference/qwen35_grad_precision.py [OUT] [RANGE]   (OUT defaults to /tmp/qwen35-prec)
@@ -66,12 +67,13 @@ def set_rule(fn):
 
 def run(variant, rng_range, out):
     torch.manual_seed(7)
-    dtype = torch.float32 if variant == "f32" else torch.float64
+    dtype = torch.float32 if variant in ("f32", "f32-rec") else torch.float64
     base = Qwen3_5ForCausalLM.from_pretrained(MODEL, dtype=dtype).eval()
     cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=golden.MODULES, init_lora_weights=False,
                      bias="none", task_type="CAUSAL_LM")
     model = get_peft_model(base, cfg)
-    set_rule({"f64": chunk_rule_in(torch.float64), "f64-rec32": recurrent_rule_fp32}.get(variant, ORIGINAL_RULE))
+    set_rule({"f64": chunk_rule_in(torch.float64), "f64-rec32": recurrent_rule_fp32,
+              "f32-rec": recurrent_rule_fp32}.get(variant, ORIGINAL_RULE))
     params = golden.lora_params(model)
     g = torch.Generator().manual_seed(99)
     with torch.no_grad():
@@ -109,7 +111,7 @@ def run(variant, rng_range, out):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/qwen35-prec"
     rng_range = float(sys.argv[2]) if len(sys.argv) > 2 else 0.3
-    res = {v: run(v, rng_range, out) for v in ("f64", "f32", "f64-dr32", "f64-rec32")}
+    res = {v: run(v, rng_range, out) for v in ("f64", "f32", "f64-dr32", "f64-rec32", "f32-rec")}
     ref, ref_loss = res["f64"]
     for v, (grads, loss) in res.items():
         if v == "f64":
