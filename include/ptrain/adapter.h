@@ -182,6 +182,9 @@ void adapter_targets_text(pt_arch a, const bool target[W_COUNT], char *out, size
  * q_proj, k_proj and v_proj each as its qkv_proj, gate_proj and up_proj as gate_up_proj; granite4 gate_proj and
  * up_proj as input_linear, down_proj as output_linear; *part (may be NULL) says the name was such a llama name. */
 bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool *part);
+/* PEFT's all-linear beyond the seven llama names (which the config expands itself): the family's other linear
+ * projections into target (qwen35: the Gated DeltaNet's in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj). */
+void adapter_all_linear(pt_arch a, bool target[W_COUNT]);
 
 /* y += s (x Aᵀ) Bᵀ for projection w of layer, when the adapter covers it (else nothing): x is the
  * adapters' input (the projection's, or it with dropout), xs [rows, r] receives s x Aᵀ, which the

@@ -47,6 +47,8 @@ typedef struct {
     double lora_dropout;
     pt_lora_bias lora_bias;
     pt_strlist lora_target_modules;
+    bool lora_all_linear; /* lora_target_modules was all-linear: the seven llama names, and on a family with more
+                           * linear projections (qwen35's Gated DeltaNet) those too, as PEFT's all-linear (lora.c) */
     pt_strlist target_parameters; /* PEFT's: the experts' fused weights (mlp.experts.gate_up_proj, .down_proj) */
     bool output_router_logits;    /* a mixture of experts' aux load-balancing loss added (times the coefficient) */
     double router_aux_loss_coef;

@@ -161,7 +161,8 @@ bool model_slot_in_layer(const pt_model_config *c, int layer, int slot);
 int64_t model_lin_key(const pt_model_config *c);
 int64_t model_lin_value(const pt_model_config *c);
 int64_t model_lin_conv_dim(const pt_model_config *c);
-/* PT_ERR_USER naming what: a qwen35 model's GGUF files (llama.cpp's adapter.gguf) and merged exports are not built yet. */
+/* PT_ERR_USER naming what: a qwen35 model's GGUF files (a GGUF base, merged GGUF, llama.cpp's adapter.gguf) are not built
+ * yet. */
 pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what);
 /* Whether layer l rotates q and k (false on smollm3's NoPE layers). */
 bool model_layer_rope(const pt_model_config *c, int layer);

@@ -65,6 +65,12 @@ bool adapter_target_slot(pt_arch a, const char *name, bool target[W_COUNT], bool
     return false;
 }
 
+void adapter_all_linear(pt_arch a, bool target[W_COUNT])
+{
+    for (int w = W_LIN_QKV; w <= W_LIN_OUT; w++)
+        if (arch_info(a)->hf_names[w] && adapter_module_name(a, w)) target[w] = true;
+}
+
 const char *adapter_param_target(int w) { return arch_peft_param(w); }
 
 bool adapter_param_slot(const char *name, bool target[W_COUNT])

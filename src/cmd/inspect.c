@@ -670,7 +670,12 @@ static int parse_targets(pt_arch a, const char *text, bool target[W_COUNT])
     for (const char *p = text; *p;) {
         size_t len = 0;
         while (p[len] && (p[len] == '_' || (p[len] >= 'a' && p[len] <= 'z'))) len++;
-        if (len > 0 && len < sizeof name) {
+        if (len == 3 && !strncmp(p, "all-linear", 10)) { /* PEFT's all-linear: the llama names and the family's others */
+            for (int w = 0; w < W_LIN_QKV; w++) /* the seven */
+                if (arch_llama_module(w)) n += adapter_target_slot(a, arch_llama_module(w), target, NULL);
+            adapter_all_linear(a, target);
+            len = 10;
+        } else if (len > 0 && len < sizeof name) {
             memcpy(name, p, len);
             name[len] = 0;
             n += adapter_target_slot(a, name, target, NULL);

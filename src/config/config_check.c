@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -583,6 +584,8 @@ static void table_value(const pt_config *cfg, int i, strbuf *sb)
         sb_printf(sb, "(unset)");
     else
         key_value_text(spec, cfg, sb);
+    if (spec->offset == offsetof(pt_config, lora_target_modules) && cfg->lora_all_linear)
+        sb_printf(sb, " (all-linear: and the model's other linear projections, as PEFT's all-linear)");
 }
 
 char *config_value_text(const pt_config *cfg, const char *key)

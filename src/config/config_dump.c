@@ -11,6 +11,7 @@
  * real ones are hf_ and 34 letters) or holding the value of HF_TOKEN or HUGGING_FACE_HUB_TOKEN is
  * written as "(not stored)" too, whatever key it is under. */
 #include <ctype.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,20 @@ static void emit_list(dump *d, const pt_strlist *list)
     emit_end(d, false);
 }
 
+/* lora_target_modules given as all-linear: written so, then the names it does not stand for (its seven are the
+ * first seven choices), so that it reads back with what all-linear adds on the model (lora_init) */
+static void emit_all_linear(dump *d, const key_spec *spec, const pt_strlist *list)
+{
+    emit_start(d, false);
+    emit_scalar(d, "all-linear", false);
+    for (int i = 0; i < list->n; i++) {
+        bool seven = false;
+        for (int k = 0; k < 7 && spec->choices[k]; k++) seven |= !strcmp(list->items[i], spec->choices[k]);
+        if (!seven) emit_string(d, list->items[i]);
+    }
+    emit_end(d, false);
+}
+
 static void emit_map(dump *d, const pt_strmap *map)
 {
     if (map->tag) {
@@ -263,6 +278,8 @@ static void emit_settings(dump *d, const pt_config *cfg)
         if (spec->type == K_DATASETS) emit_datasets(d, cfg);
         else if (spec->type == K_SECRET) emit_scalar(d, cfg->is_set[i] ? not_stored : "null", !cfg->is_set[i]);
         else if (written_null(cfg, i)) emit_scalar(d, "null", true);
+        else if (spec->offset == offsetof(pt_config, lora_target_modules) && cfg->lora_all_linear)
+            emit_all_linear(d, spec, &cfg->lora_target_modules);
         else emit_value(d, spec, cfg);
     }
     emit_end(d, true);

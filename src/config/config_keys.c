@@ -633,6 +633,10 @@ bool key_set_scalar(const key_spec *spec, void *base, const char *text, char *wh
         return fail(spec, text, why, whylen);
     }
     case K_STRLIST:
+        /* all-linear: the model decides what else it adds (lora_init). A value replacing one (the list not yet
+         * emptied: a scalar, or a sequence's first item) starts unflagged; a sequence's later items add to it */
+        if (spec->choices == target_choices && (word_is(text, "all-linear") || ((pt_strlist *)slot)->n))
+            ((pt_config *)base)->lora_all_linear = word_is(text, "all-linear");
         strlist_free(slot);
         return set_strlist(spec, slot, text, why, whylen);
     case K_TRI:

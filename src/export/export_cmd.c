@@ -188,7 +188,7 @@ pt_status export_run(const export_job *j, const pt_adapter *trained)
     bool is_gguf;
     pt_model_config cfg;
     TRY(base_config(j, base, sizeof base, &is_gguf, &cfg));
-    if (j->hf || j->n_gguf || j->ollama) TRY(model_refuse_gated_delta(&cfg, "a merged export (--hf, --gguf, --ollama)"));
+    if (j->n_gguf || j->ollama) TRY(model_refuse_gated_delta(&cfg, "a merged GGUF export (--gguf, --ollama)"));
     if (j->n_gguf || j->ollama) TRY(arch_check_supported(cfg.arch, "a merged GGUF export (--gguf, --ollama)"));
     if (trained || !j->adapter) return run_with(j, base, is_gguf, &cfg, trained);
     pt_backend *be = NULL;

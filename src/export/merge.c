@@ -35,10 +35,13 @@ pt_status merge_delta_load(merge_delta *d, const pt_adapter *l, int layer, int w
     }
     pt_status st = backend_download(l->be, &p->a, d->a, p->a.nbytes);
     if (st == PT_OK) st = backend_download(l->be, &p->b, d->b, p->b.nbytes);
+    /* qwen35's q_proj: B's rows as the file's (transformers' interleaving of each head's queries and gates) */
+    if (st == PT_OK) st = adapter_peft_order(l, w, d->b, d->out, d->r, true);
     if (st == PT_OK && p->mag) {
         d->mag = malloc(sizeof(float) * (size_t)d->out);
         if (d->mag) memcpy(d->mag, p->mag, sizeof(float) * (size_t)d->out);
         else st = ERR(PT_ERR_NOMEM, "out of memory for the adapter of layer %d", layer);
+        if (st == PT_OK) st = adapter_peft_order(l, w, d->mag, d->out, 1, true);
     }
     if (st != PT_OK) merge_delta_free(d);
     return st;

@@ -311,9 +311,9 @@ pt_status model_refuse_gated_delta(const pt_model_config *c, const char *what)
 {
     if (!arch_info(c->arch)->gated_delta) return PT_OK;
     return ERR(PT_ERR_USER, "%s of a %s model is not built yet: ptrain trains Qwen3.5 text models with LoRA and writes "
-               "their adapters for PEFT (adapter_config.json + adapter_model.safetensors) and for ptrain (adapter.h5), "
-               "but GGUF files of the family (llama.cpp's names) and merged exports come later (issue 42)", what,
-               arch_name(c->arch));
+               "their adapters for PEFT (adapter_config.json + adapter_model.safetensors) and for ptrain (adapter.h5) "
+               "and merged Hugging Face directories (--hf), but GGUF files of the family (llama.cpp's qwen35 tensor "
+               "names and keys) come later (issue 42)", what, arch_name(c->arch));
 }
 
 int64_t model_qk_norm_width(const pt_model_config *c, int slot)

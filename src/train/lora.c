@@ -240,6 +240,7 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
             return ERR(PT_ERR_USER, "%s: lora_target_modules: %s is not a projection of %s models (%s)",
                        shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
                        arch_name(m->cfg.arch), target_names(&m->cfg));
+    if (cfg->lora_all_linear) adapter_all_linear(m->cfg.arch, target);
     if (arch_info(m->cfg.arch)->fused || arch_info(m->cfg.arch)->fused_mlp) TRY(check_fused(m, cfg));
     TRY(experts_targets(m, cfg, target));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))

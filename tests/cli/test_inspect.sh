@@ -153,6 +153,14 @@ ok "generate from qwen3_5: the vision tower left unread, said" contains "$out$er
 # every projection PEFT adapts there (q_proj over its query and gate rows, the DeltaNet's five)
 q35t="q_proj,k_proj,v_proj,o_proj,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj,gate_proj,up_proj,down_proj"
 plan_case "tiny Qwen3.5, f32 quantized on load" "$D/qwen35/hf" true 0 2 "" "$q35t"
+n_named=$n_train
+# all-linear: every linear layer of the text model, as PEFT 0.21.2's all-linear selects on Qwen3_5ForCausalLM (the
+# seven llama names and the DeltaNet's five, in_proj_a and in_proj_b included)
+plan_case "tiny Qwen3.5, all-linear" "$D/qwen35/hf" true 0 2 "" "all-linear"
+ok "qwen35 all-linear trains the 12 modules' parameters ($n_named)" test -n "$n_named" -a "$n_train" = "$n_named"
+ok "inspect qwen35 all-linear: the DeltaNet's five too" grep -q \
+    "LoRA r=4 on q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj" \
+    "$tmp/plan.ilog"
 ok "qwen35's plan counts the DeltaNet's recurrent states" grep -q "^memory plan: of it [0-9]* bytes for the Gated DeltaNet" \
     "$tmp/plan.ilog"
 plan_case "tiny Qwen3.5, f32 quantized on load" "$D/qwen35/hf" false 0.1 1

@@ -29,9 +29,9 @@ def load_base(base):
 
 def load_dir(path):
     """A model directory as transformers loads it: a causal LM, or a multimodal model with a text tower
-    (mistral3, which AutoModelForCausalLM does not map)."""
+    (mistral3, which AutoModelForCausalLM does not map; qwen3_5, whose vision tower it would drop)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
-    if AutoConfig.from_pretrained(path).model_type == "mistral3":
+    if AutoConfig.from_pretrained(path).model_type in ("mistral3", "qwen3_5"):
         return AutoModelForImageTextToText.from_pretrained(path, torch_dtype=torch.float32)
     return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
 

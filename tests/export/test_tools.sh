@@ -241,6 +241,18 @@ hfq "qwen35: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
 logits "$tmp/q35p" "$fbase" "$pr" --no-4bit --adapter "$tmp/q35peft"
 hfq "qwen35: ptrain reads an adapter PEFT wrote on q_proj, in_proj_qkv, in_proj_a, out_proj (r 8, rsLoRA): PEFT's logits" \
     peft "$fbase" "$tmp/q35peft" "$tmp/q35p.ids" "$tmp/q35p"
+# merged: s·B·A added to each weight (q_proj's B rows in the file's interleaving of queries and gates), config.json the
+# base's; transformers loads the f32 directory to ptrain's logits with the adapter, and the same adapter merged into
+# the multimodal checkpoint (its text tower: the same weights) to the same logits
+run export --model "$fbase" --adapter "$tmp/q35/lora" --out "$tmp/q35.x" --hf --dtype f32 --no-adapter-files
+ok "qwen35: a merged Hugging Face directory (exit $rc)" test "$rc" = 0
+hfq "qwen35: transformers loads the merged f32 directory: ptrain's logits with the adapter (1e-4)" \
+    merged "$tmp/q35.x/merged" "$tmp/q35.l.ids" "$tmp/q35.l" 1e-4
+run export --model "$PTRAIN_SRCDIR/tests/data/qwen35-vl/hf" --adapter "$tmp/q35/lora" --out "$tmp/q35vl.x" --hf --dtype f32 \
+    --no-adapter-files
+ok "qwen3_5 (multimodal): a merged Hugging Face directory (exit $rc)" test "$rc" = 0
+hfq "qwen3_5: transformers loads the merged multimodal f32 directory: the text model's logits with the adapter (1e-4)" \
+    merged "$tmp/q35vl.x/merged" "$tmp/q35.l.ids" "$tmp/q35.l" 1e-4
 # gemma4 (KV-shared layers, k_eq_v, per-layer inputs): PEFT loads the adapter ptrain trains on every projection PEFT
 # adapts there (no k/v_proj on the shared layers, no v_proj on the k_eq_v global layers), and ptrain reads PEFT's own
 gbase="$PTRAIN_SRCDIR/tests/data/gemma4/hf32"

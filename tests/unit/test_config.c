@@ -633,6 +633,20 @@ static void test_unsloth_and_all_linear(void **state)
     config_free(&cfg);
     parse_ok("lora_target_modules: [all-linear]\n", &cfg);
     assert_int_equal(cfg.lora_target_modules.n, 7);
+    assert_true(cfg.lora_all_linear); /* the model adds its other linear projections (qwen35's DeltaNet) */
+    char *shown = config_value_text(&cfg, "lora_target_modules"); /* ptrain check says so */
+    assert_non_null(strstr(shown, "down_proj (all-linear: and the model's other linear projections"));
+    free(shown);
+    config_free(&cfg);
+    parse_ok("lora_target_modules: [o_proj, all-linear, in_proj_a]\n", &cfg);
+    assert_true(cfg.lora_all_linear);
+    char *dumped = NULL;
+    assert_int_equal(config_dump(&cfg, &dumped), PT_OK); /* reads back as all-linear, with what it does not cover */
+    assert_non_null(strstr(dumped, "lora_target_modules:\n- all-linear\n- in_proj_a\n"));
+    free(dumped);
+    config_free(&cfg);
+    parse_ok("lora_target_modules: [o_proj, in_proj_a]\n", &cfg);
+    assert_false(cfg.lora_all_linear);
     config_free(&cfg);
     parse_ok("lora_target_modules:\n  - o_proj\n", &cfg);
     assert_int_equal(cfg.lora_target_modules.n, 1);

@@ -1465,6 +1465,7 @@ static void test_qwen35_peft(void **state)
     for (int pass = 0; pass < 3; pass++) { /* 0: set the adapters; 1, 2: compare (2: with checkpointing) */
         double worst = 0;
         size_t off = 0, n_tensors = 0;
+        char where[64] = "";
         for (int l = 0; l < fx.m.cfg.n_layers; l++)
             for (int w = 0; w < 12; w++)
                 for (int which = 0; which < 2; which++) {
@@ -1488,6 +1489,8 @@ static void test_qwen35_peft(void **state)
                         float *got = get(fx.be, g);
                         if (which) assert_int_equal(adapter_peft_order(&fx.l.ad, order[w], got, rows, cols, true), PT_OK);
                         double e = rel_err_f(got, want + off, n);
+                        if (e > worst) snprintf(where, sizeof where, "layer %d %s.%c", l,
+                                                adapter_module_name(fx.m.cfg.arch, order[w]), which ? 'B' : 'A');
                         worst = fmax(worst, e);
                         free(got);
                     }
@@ -1501,8 +1504,8 @@ static void test_qwen35_peft(void **state)
             assert_true(worst <= 1e-4);
         }
         if (pass == 1) {
-            print_message("  qwen35: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors)\n",
-                          worst, off, n_tensors);
+            print_message("  qwen35: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors; %s)\n",
+                          worst, off, n_tensors, where);
             assert_true(worst <= 1e-4);
         }
         if (pass < 2) {
