@@ -34,7 +34,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/forward) echo moe_lora moe_aux moe forward loss tokens sample ;;
     src/data) echo random rows parts label pair pack collate unpaired sampler split stats readme pattern splits source row_list csv parquet_meta parquet_types parquet reader format cache_key \
         cache_write cache_read dataset chat_apply ;;
-    src/export) echo gguf_meta hf_meta merge imatrix merged_gguf merged_hf ollama export_cmd ;;
+    src/export) echo gguf_meta hf_meta merge merge_experts imatrix merged_gguf merged_hf ollama export_cmd ;;
     src/hub) echo hub_token hub_http hub_files hub_json hub_card hub_stage hub_jobs hub_api hub_report \
         hub_worker hub_push_cmd ;;
     src/watch) echo crc32c protobuf tfevents runlog heartbeat plot_axes plot watch_ckpt plot_cmd status_print \
