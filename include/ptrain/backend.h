@@ -191,6 +191,11 @@ typedef struct {
                                  const pt_tensor *ys, const int32_t *row, const float *weight, int k);
     pt_status (*moe_route_bwd)(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
                                const int32_t *expert, int k, bool norm);
+    /* optional: the grouped products in one pass over the experts (fp32 activations; NULL: one matmul per expert) */
+    pt_status (*moe_matmul)(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                            const int64_t *offset, int n_experts);
+    pt_status (*moe_matmul_bwd_input)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                      int stride, const int64_t *offset, int n_experts, float beta);
     /* optional: keep up to bytes of dequantized base weights for reuse (NULL: nothing to keep) */
     pt_status (*weight_cache)(pt_backend *be, size_t bytes);
 } pt_backend_ops;

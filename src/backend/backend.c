@@ -1005,6 +1005,15 @@ pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, c
     for (int e = 0; e < n_experts; e++) {
         int64_t n = offset[e + 1] - offset[e];
         if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul: expert %d's rows end before they start", e);
+        const pt_tensor *we = &w[(size_t)e * (size_t)stride];
+        if (n > 0 && (we->ndim != 2 || we->shape[1] != x->shape[1] || we->shape[0] != y->shape[1]))
+            return ERR(PT_ERR_INTERNAL, "moe_matmul: expert %d's weight does not fit rows of %lld into %lld", e,
+                       (long long)x->shape[1], (long long)y->shape[1]);
+    }
+    if (be->ops->moe_matmul && x->dtype == PT_F32 && y->dtype == PT_F32) /* one pass over the experts */
+        return be->ops->moe_matmul(be, y, x, w, stride, offset, n_experts);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
         if (n == 0) continue;
         pt_tensor yv = tensor_rows(y, offset[e], n), xv = tensor_rows(x, offset[e], n);
         TRY(backend_matmul(be, &yv, &xv, &w[(size_t)e * (size_t)stride], 0.0f));
@@ -1065,6 +1074,15 @@ pt_status backend_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_t
     for (int e = 0; e < n_experts; e++) {
         int64_t n = offset[e + 1] - offset[e];
         if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: expert %d's rows end before they start", e);
+        const pt_tensor *we = &w[(size_t)e * (size_t)stride];
+        if (n > 0 && (we->ndim != 2 || we->shape[0] != dy->shape[1] || we->shape[1] != dx->shape[1]))
+            return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: expert %d's weight does not fit rows of %lld into %lld",
+                       e, (long long)dy->shape[1], (long long)dx->shape[1]);
+    }
+    if (be->ops->moe_matmul_bwd_input && dx->dtype == PT_F32 && dy->dtype == PT_F32) /* one pass over the experts */
+        return be->ops->moe_matmul_bwd_input(be, dx, dy, w, stride, offset, n_experts, beta);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
         if (n == 0) continue;
         pt_tensor dxv = tensor_rows(dx, offset[e], n), dyv = tensor_rows(dy, offset[e], n);
         TRY(backend_matmul_bwd_input(be, &dxv, &dyv, &w[(size_t)e * (size_t)stride], beta));
