@@ -4,7 +4,8 @@
  * inside a parallel region. One parallel region per grouped product instead of one or more per expert: with 64
  * experts of a few dozen rows each, per-expert products spend more in thread start-ups and barriers than in
  * arithmetic on 2 cores, and far more on a loaded machine, where every barrier waits for a descheduled thread.
- * Experts with no rows cost nothing; each expert's result is one thread's sgemm, the same with any thread count. */
+ * Experts with no rows cost nothing; each expert's result is one thread's sgemm, the same with any thread count.
+ * The weight gradients of the experts' LoRA factors (moe_lora.c) are grouped the same way. */
 #include <cblas.h>
 #include <stdlib.h>
 
@@ -65,10 +66,10 @@ static pt_status grouped(pt_tensor *out, const pt_tensor *in, const pt_tensor *w
 }
 
 pt_status cpu_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
-                         const int64_t *offset, int n_experts)
+                         const int64_t *offset, int n_experts, float beta)
 {
     (void)be;
-    return grouped(y, x, w, stride, offset, n_experts, 0.0f, false);
+    return grouped(y, x, w, stride, offset, n_experts, beta, false);
 }
 
 pt_status cpu_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w, int stride,
@@ -76,4 +77,19 @@ pt_status cpu_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tenso
 {
     (void)be;
     return grouped(dx, dy, w, stride, offset, n_experts, beta, true);
+}
+
+pt_status cpu_moe_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                    const int64_t *offset, int n_experts, float beta)
+{
+    (void)be;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int e = 0; e < n_experts; e++) { /* dw[e] [N, K] = dy[rows]ᵀ [N, rows] @ x[rows] [rows, K] */
+        int64_t rows = offset[e + 1] - offset[e], n = dw[e].shape[0], k = dw[e].shape[1];
+        if (rows == 0) continue;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)k, (int)rows, 1.0f,
+                    (const float *)dy->data + offset[e] * n, (int)n, (const float *)x->data + offset[e] * k, (int)k,
+                    beta, dw[e].data, (int)k);
+    }
+    return PT_OK;
 }
