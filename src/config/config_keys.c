@@ -574,7 +574,9 @@ static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text
     }
     if (spec->choices) {
         int i = 0;
-        while (spec->choices[i] && strcmp(spec->choices[i], text) != 0) i++;
+        const char *dot = spec->choices == target_choices ? strrchr(text, '.') : NULL; /* PEFT's suffix match: */
+        const char *leaf = dot && dot > text && dot[1] ? dot + 1 : text; /* mlp.experts.gate_proj (lora.c decides) */
+        while (spec->choices[i] && strcmp(spec->choices[i], leaf) != 0) i++;
         if (!spec->choices[i]) {
             char expected[512];
             list_choices(spec->choices, expected, sizeof expected);
