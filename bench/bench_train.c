@@ -6,6 +6,8 @@
  * recomputation; N = parameters of the projections and the lm_head).
  * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
  * the OpenBLAS kernel in use (src/runtime/blas_kernel.c, which re-executes onto the right one first).
+ * A mixture of experts (run-moe.sh) gets LoRA on the attention's four projections and on its experts (PEFT's
+ * target_parameters: gate_up_proj, down_proj), its N the active parameters (k experts a token). 
  * Usage: bench_train MODEL [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,16 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A mixture of experts: the attention and the experts (target_parameters), the MLP names being no projections
+ * there (lora_init refuses them). Never fails: returns 0 so that it chains in main's condition. */
+static int lora_targets(const pt_model *m, bool *all)
+{
+    if (m->cfg.n_experts <= 0) return 0;
+    all[W_GATE] = all[W_UP] = all[W_DOWN] = false;
+    all[W_EXP_GATE_UP] = all[W_EXP_DOWN] = true;
+    return 0;
 }
 
 static long peak_rss_kb(void)
@@ -50,7 +62,7 @@ int main(int argc, char **argv)
     bool all[W_COUNT] = {0};
     for (int w = W_Q; w <= W_DOWN; w++) all[w] = w != W_FFN_NORM;
     if (backend_open(&bo, &be) || model_load(argv[1], NULL, NULL, be, &m, NULL, NULL, 0) ||
-        lora_create(&l, &m, 16, 32.0f, false, all, 3407)) {
+        lora_targets(&m, all) || lora_create(&l, &m, 16, 32.0f, false, all, 3407)) {
         fprintf(stderr, "bench_train: %s\n", err_message());
         return 1;
     }
@@ -82,6 +94,8 @@ int main(int argc, char **argv)
         for (int w = W_Q; w <= W_DOWN; w++)
             if (w != W_FFN_NORM) n_params += (double)tensor_numel(&m.layers[i].w[w]);
     n_params += (double)m.cfg.vocab * m.cfg.dim;
+    for (int i = 0; i < m.cfg.n_layers; i++) /* the experts a token runs through */
+        if (model_layer_moe(&m.cfg, i)) n_params += 3.0 * m.cfg.n_experts_used * m.cfg.moe_ffn_dim * m.cfg.dim;
     char kernel[512];
     blas_kernel_describe(kernel, sizeof kernel);
     printf("{\"peer\": \"ptrain\", \"tokens_per_s\": %.1f, \"step_s\": %.3f, \"peak_rss_mb\": %.1f, "

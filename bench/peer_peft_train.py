@@ -3,6 +3,9 @@
 threads = the given count), the same GGUF model (dequantized to fp32 on load, as transformers
 does; a Hugging Face directory in fp32), LoRA r=16 alpha=32 on all seven projections, the same batch 4 x 512 of token ids, the
 same gradient checkpointing setting, forward + backward + AdamW per step. Prints one JSON object.
+A mixture of experts (config.json num_experts > 0, run-moe.sh) gets LoRA on the attention's four projections and on
+the experts through PEFT's target_parameters (mlp.experts.gate_up_proj, mlp.experts.down_proj), transformers' own
+choice of experts implementation (reported), as bench_train adapts it.
 Usage: peer_peft_train.py MODEL threads [steps] [checkpointing 0/1] [batch 4] [seq 512]"""
 import json
 import os
@@ -27,8 +30,11 @@ def lora_model(path, threads, ckpt):
     if ckpt:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.enable_input_require_grads()
+    attn, mlp = ["q_proj", "k_proj", "v_proj", "o_proj"], ["gate_proj", "up_proj", "down_proj"]
+    moe = getattr(model.config, "num_experts", 0) or 0
+    params = ["mlp.experts.gate_up_proj", "mlp.experts.down_proj"] if moe else None
     cfg = LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0, bias="none", task_type="CAUSAL_LM",
-                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+                     target_modules=attn if moe else attn + mlp, target_parameters=params)
     model = get_peft_model(model, cfg)
     model.train()
     return model
@@ -56,7 +62,8 @@ def main():
     dt = (time.perf_counter() - t0) / steps
     print(json.dumps({"peer": "transformers+peft", "tokens_per_s": round(B * T / dt, 1), "step_s": round(dt, 3),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                      "loss": round(float(loss), 4), "checkpointing": ckpt, "batch": B, "seq": T}))
+                      "loss": round(float(loss), 4), "checkpointing": ckpt, "batch": B, "seq": T,
+                      "experts": getattr(model.config, "_experts_implementation", None)}))
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/core) echo error shown util log jsonfile ;;
     src/runtime) echo blas_kernel dist signals ;;
     src/backend) echo device nf4 backend arena quant quant_imatrix ;;
-    src/cpu) echo dequant dora gdn gdn_bwd dot matmul_rows matmul moe layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
+    src/cpu) echo dequant dora gdn gdn_bwd dot matmul_rows matmul moe moe_matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
     cuda) echo comm scratch dequant dora gdn gdn_bwd moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
@@ -39,7 +39,7 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
         hub_worker hub_push_cmd ;;
     src/watch) echo crc32c protobuf tfevents runlog heartbeat plot_axes plot watch_ckpt plot_cmd status_print \
         status ;;
-    src/train) echo grpo reward preference schedule lora optimizer score_head saved_modules backward step lora_state finite config_options memplan progress \
+    src/train) echo grpo reward preference schedule lora_moe_names lora optimizer score_head saved_modules backward step lora_state finite config_options memplan progress \
         gradsync data_agree resume outdir train_data train_load train_startup train_watch train_hub train_ckpt grpo_step grpo_eval train ;;
     src/cmd) echo generate inspect tokenize score main ;;
     esac

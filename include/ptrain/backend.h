@@ -191,6 +191,13 @@ typedef struct {
                                  const pt_tensor *ys, const int32_t *row, const float *weight, int k);
     pt_status (*moe_route_bwd)(pt_backend *be, pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *dw,
                                const int32_t *expert, int k, bool norm);
+    /* optional: the grouped products in one pass over the experts (fp32 activations; NULL: one matmul per expert) */
+    pt_status (*moe_matmul)(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                            const int64_t *offset, int n_experts, float beta);
+    pt_status (*moe_matmul_bwd_weight)(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                       const int64_t *offset, int n_experts, float beta);
+    pt_status (*moe_matmul_bwd_input)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
+                                      int stride, const int64_t *offset, int n_experts, float beta);
     /* optional: keep up to bytes of dequantized base weights for reuse (NULL: nothing to keep) */
     pt_status (*weight_cache)(pt_backend *be, size_t bytes);
 } pt_backend_ops;
@@ -452,6 +459,13 @@ pt_status backend_moe_route(pt_backend *be, int32_t *expert, float *weight, cons
 pt_status backend_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, const int32_t *token);
 pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
                              const int64_t *offset, int n_experts);
+/* The same plus beta times y (backend_moe_matmul is beta 0). */
+pt_status backend_moe_matmul_beta(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                                  const int64_t *offset, int n_experts, float beta);
+/* The grouped weight gradients: dw[e] = dy[rows of e]ᵀ x[rows of e] + beta dw[e] for each expert e with rows (dw: one
+ * fp32 [N, K] tensor per expert; experts without rows are left as they are). */
+pt_status backend_moe_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                        const int64_t *offset, int n_experts, float beta);
 pt_status backend_moe_combine(pt_backend *be, pt_tensor *y, const pt_tensor *ys, const int32_t *row,
                               const float *weight, int k);
 /* Their gradients (the router and experts frozen). backend_moe_combine_bwd: dys[row[t*k + s]] =

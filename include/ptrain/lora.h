@@ -40,6 +40,17 @@ pt_status lora_create_select(pt_lora *l, const pt_model *m, int r, float alpha, 
                              const bool target[W_COUNT], const char *select, const char *where, adapter_init init,
                              uint64_t seed);
 void lora_free(pt_lora *l);
+
+/* lora_target_modules naming a mixture of experts' projections as checkpoints store them one by one (gate_proj,
+ * w1, mlp.experts.gate_proj, ...), mapped as PEFT 0.21 maps them on transformers 5 (lora_moe_names.c). */
+enum { LORA_MOE_ROUTER = 3, LORA_MOE_COUNT = 4 }; /* which: 0-2 the experts' gate, up, down (expert_names), 3 router */
+/* *which for name: 0-3, or -1 when name is no expert's or router's module (or the model has no experts); an
+ * error naming the fix when name holds one expert's number (experts.3.w1). */
+pt_status lora_moe_name(const pt_model *m, const pt_config *cfg, const char *name, int *which);
+/* The slots of the names seen (named[which]) into target; *fused when gate and up became gate_up_proj (rank 2r,
+ * alpha 2α as PEFT's rank_pattern gives it); an error when one of gate and up is named without the other. */
+pt_status lora_moe_targets(const pt_model *m, const pt_config *cfg, const bool named[LORA_MOE_COUNT],
+                           bool target[W_COUNT], bool *fused);
 /* Make l's fresh adapter a DoRA one (use_dora): magnitudes m = ‖W + s·B·A‖ per row (adapter_dora_init), their
  * gradients in grads (laid out again, zero) and zero moments. */
 pt_status lora_dora_enable(pt_lora *l, const pt_model *m);

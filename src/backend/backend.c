@@ -999,15 +999,51 @@ pt_status backend_moe_gather(pt_backend *be, pt_tensor *xs, const pt_tensor *x, 
 pt_status backend_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
                              const int64_t *offset, int n_experts)
 {
+    return backend_moe_matmul_beta(be, y, x, w, stride, offset, n_experts, 0.0f);
+}
+
+pt_status backend_moe_matmul_beta(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                                  const int64_t *offset, int n_experts, float beta)
+{
     if (offset[0] != 0 || offset[n_experts] > x->shape[0] || x->shape[0] != y->shape[0])
         return ERR(PT_ERR_INTERNAL, "moe_matmul: %lld rows grouped over %lld", (long long)offset[n_experts],
                    (long long)x->shape[0]);
     for (int e = 0; e < n_experts; e++) {
         int64_t n = offset[e + 1] - offset[e];
         if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul: expert %d's rows end before they start", e);
+        const pt_tensor *we = &w[(size_t)e * (size_t)stride];
+        if (n > 0 && (we->ndim != 2 || we->shape[1] != x->shape[1] || we->shape[0] != y->shape[1]))
+            return ERR(PT_ERR_INTERNAL, "moe_matmul: expert %d's weight does not fit rows of %lld into %lld", e,
+                       (long long)x->shape[1], (long long)y->shape[1]);
+    }
+    if (be->ops->moe_matmul && x->dtype == PT_F32 && y->dtype == PT_F32) /* one pass over the experts */
+        return be->ops->moe_matmul(be, y, x, w, stride, offset, n_experts, beta);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
         if (n == 0) continue;
         pt_tensor yv = tensor_rows(y, offset[e], n), xv = tensor_rows(x, offset[e], n);
-        TRY(backend_matmul(be, &yv, &xv, &w[(size_t)e * (size_t)stride], 0.0f));
+        TRY(backend_matmul(be, &yv, &xv, &w[(size_t)e * (size_t)stride], beta));
+    }
+    return PT_OK;
+}
+
+pt_status backend_moe_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                        const int64_t *offset, int n_experts, float beta)
+{
+    if (offset[0] != 0 || offset[n_experts] > x->shape[0] || x->shape[0] != dy->shape[0])
+        return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_weight: %lld rows grouped over %lld", (long long)offset[n_experts],
+                   (long long)x->shape[0]);
+    for (int e = 0; e < n_experts; e++)
+        if (offset[e + 1] < offset[e] || (offset[e + 1] > offset[e] && (dw[e].dtype != PT_F32 ||
+                                          dw[e].shape[0] != dy->shape[1] || dw[e].shape[1] != x->shape[1])))
+            return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_weight: expert %d's rows or gradient do not fit", e);
+    if (be->ops->moe_matmul_bwd_weight && x->dtype == PT_F32 && dy->dtype == PT_F32) /* one pass over the experts */
+        return be->ops->moe_matmul_bwd_weight(be, dw, dy, x, offset, n_experts, beta);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
+        if (n == 0) continue;
+        pt_tensor dyv = tensor_rows(dy, offset[e], n), xv = tensor_rows(x, offset[e], n);
+        TRY(backend_matmul_bwd_weight(be, &dw[e], &dyv, &xv, beta));
     }
     return PT_OK;
 }
@@ -1065,6 +1101,15 @@ pt_status backend_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_t
     for (int e = 0; e < n_experts; e++) {
         int64_t n = offset[e + 1] - offset[e];
         if (n < 0) return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: expert %d's rows end before they start", e);
+        const pt_tensor *we = &w[(size_t)e * (size_t)stride];
+        if (n > 0 && (we->ndim != 2 || we->shape[0] != dy->shape[1] || we->shape[1] != dx->shape[1]))
+            return ERR(PT_ERR_INTERNAL, "moe_matmul_bwd_input: expert %d's weight does not fit rows of %lld into %lld",
+                       e, (long long)dy->shape[1], (long long)dx->shape[1]);
+    }
+    if (be->ops->moe_matmul_bwd_input && dx->dtype == PT_F32 && dy->dtype == PT_F32) /* one pass over the experts */
+        return be->ops->moe_matmul_bwd_input(be, dx, dy, w, stride, offset, n_experts, beta);
+    for (int e = 0; e < n_experts; e++) {
+        int64_t n = offset[e + 1] - offset[e];
         if (n == 0) continue;
         pt_tensor dxv = tensor_rows(dx, offset[e], n), dyv = tensor_rows(dy, offset[e], n);
         TRY(backend_matmul_bwd_input(be, &dxv, &dyv, &w[(size_t)e * (size_t)stride], beta));

@@ -24,11 +24,13 @@ _Static_assert(sizeof(pt_device) == sizeof(int), "pt_device is stored as an int"
 /* the first seven are all-linear's; phi3's fused qkv_proj and gate_up_proj, granite4's shared MLP
  * (input_linear: gate and up fused; output_linear) and qwen35's DeltaNet projections after them;
  * embed_tokens and lm_head move to modules_to_save, as Unsloth's get_peft_model moves them
- * (config_check.c) */
+ * (config_check.c); a mixture of experts' modules as checkpoints store them one by one (Mixtral's w1, w3, w2, the
+ * router gate; Qwen3-MoE's are the MLP names) map to PEFT's target_parameters (lora_moe_names.c) */
 static const char *const target_choices[] = {"q_proj",       "k_proj",        "v_proj",      "o_proj",    "gate_proj",
                                              "up_proj",      "down_proj",     "qkv_proj",    "gate_up_proj", "input_linear",
                                              "output_linear", "in_proj_qkv",  "in_proj_z",   "in_proj_b", "in_proj_a",
-                                             "out_proj",     "embed_tokens",  "lm_head",     NULL};
+                                             "out_proj",     "embed_tokens",  "lm_head",     "w1",        "w3",
+                                             "w2",           "gate",          NULL};
 static const char *const saved_choices[] = {"embed_tokens", "lm_head", NULL};
 static const char *const quant_choices[] = {
     "not_quantized", "fast_quantized", "quantized", "f32",    "f16",    "bf16",   "q8_0",
@@ -572,7 +574,9 @@ static bool set_strlist(const key_spec *spec, pt_strlist *list, const char *text
     }
     if (spec->choices) {
         int i = 0;
-        while (spec->choices[i] && strcmp(spec->choices[i], text) != 0) i++;
+        const char *dot = spec->choices == target_choices ? strrchr(text, '.') : NULL; /* PEFT's suffix match: */
+        const char *leaf = dot && dot > text && dot[1] ? dot + 1 : text; /* mlp.experts.gate_proj (lora.c decides) */
+        while (spec->choices[i] && strcmp(spec->choices[i], leaf) != 0) i++;
         bool router = word_is(text, "gate") || word_is(text, "mlp.gate");
         if (!spec->choices[i] && spec->choices == saved_choices && router) {
             snprintf(why, whylen, "\"%s\" (a mixture of experts' router trained in full) is not built yet; train the "

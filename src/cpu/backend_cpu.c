@@ -153,6 +153,9 @@ static const pt_backend_ops cpu_ops = {
     .moe_combine = cpu_moe_combine,
     .moe_combine_bwd = cpu_moe_combine_bwd,
     .moe_route_bwd = cpu_moe_route_bwd,
+    .moe_matmul = cpu_moe_matmul,
+    .moe_matmul_bwd_input = cpu_moe_matmul_bwd_input,
+    .moe_matmul_bwd_weight = cpu_moe_matmul_bwd_weight,
 };
 
 pt_status cpu_backend_open(const pt_backend_options *opts, pt_backend **out)

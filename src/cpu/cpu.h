@@ -29,6 +29,13 @@ pt_status cpu_moe_route_bwd(pt_backend *be, pt_tensor *dlogits, const pt_tensor 
                             const int32_t *expert, int k, bool norm);
 
 pt_status cpu_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, float beta);
+/* moe_matmul.c: the grouped expert products, the experts spread over the threads */
+pt_status cpu_moe_matmul(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, int stride,
+                         const int64_t *offset, int n_experts, float beta);
+pt_status cpu_moe_matmul_bwd_weight(pt_backend *be, pt_tensor *dw, const pt_tensor *dy, const pt_tensor *x,
+                                    const int64_t *offset, int n_experts, float beta);
+pt_status cpu_moe_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w, int stride,
+                                   const int64_t *offset, int n_experts, float beta);
 pt_status cpu_matmul_rows(float *y, const float *x, const pt_tensor *w, int64_t m, float beta);
 pt_status cpu_matmul_bwd_input(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *w,
                                float beta);

@@ -134,11 +134,11 @@ pt_status lora_create(pt_lora *l, const pt_model *m, int r, float alpha, bool rs
 
 /* The config's PEFT selectors as the JSON object adapter_select.c reads, in *out (NULL: none given);
  * finetune_last_n_layers becomes layers_to_transform, the last N of the model's n_layers. */
-static pt_status select_json(const pt_config *cfg, int n_layers, char **out)
+static pt_status select_json(const pt_config *cfg, int n_layers, bool fused, char **out)
 {
     *out = NULL;
     bool last_n = cfg->finetune_last_n_layers != -1;
-    if (!cfg->layers_to_transform.n && !last_n && !cfg->rank_pattern.n && !cfg->alpha_pattern.n) return PT_OK;
+    if (!cfg->layers_to_transform.n && !last_n && !cfg->rank_pattern.n && !cfg->alpha_pattern.n && !fused) return PT_OK;
     if (last_n && cfg->finetune_last_n_layers > n_layers)
         return ERR(PT_ERR_USER, "%s: finetune_last_n_layers is %ld, but the model has %d layers; give at most %d",
                    shown_text(cfg->path).s, cfg->finetune_last_n_layers, n_layers, n_layers);
@@ -159,6 +159,10 @@ static pt_status select_json(const pt_config *cfg, int n_layers, char **out)
         json_object_set_new(rank, cfg->rank_pattern.keys[i], json_integer(strtol(cfg->rank_pattern.values[i], NULL, 10)));
     for (int i = 0; i < cfg->alpha_pattern.n; i++)
         json_object_set_new(alpha, cfg->alpha_pattern.keys[i], json_real(strtod(cfg->alpha_pattern.values[i], NULL)));
+    if (fused) { /* gate and up named one by one: PEFT's key for the fused pair (lora_moe_names.c) */
+        json_object_set_new(rank, ".*\\.gate_up_proj", json_integer(2 * cfg->lora_r));
+        json_object_set_new(alpha, ".*\\.gate_up_proj", json_real(2 * cfg->lora_alpha));
+    }
     json_object_set_new(sel, "rank_pattern", rank);
     json_object_set_new(sel, "alpha_pattern", alpha);
     *out = json_dumps(sel, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -234,13 +238,18 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
     bool decomp = cfg->lora_init == LORA_INIT_PISSA || cfg->lora_init == LORA_INIT_OLORA ||
                   cfg->lora_init == LORA_INIT_PISSA_NITER;
     if (decomp) TRY(check_decomp(cfg));
-    bool target[W_COUNT] = {0};
-    for (int i = 0; i < cfg->lora_target_modules.n; i++)
-        if (!adapter_target_slot(m->cfg.arch, cfg->lora_target_modules.items[i], target, NULL))
+    bool target[W_COUNT] = {0}, named[LORA_MOE_COUNT] = {0}, fused;
+    for (int i = 0; i < cfg->lora_target_modules.n; i++) {
+        int which;
+        TRY(lora_moe_name(m, cfg, cfg->lora_target_modules.items[i], &which)); /* experts named one by one */
+        if (which >= 0) named[which] = true;
+        else if (!adapter_target_slot(m->cfg.arch, cfg->lora_target_modules.items[i], target, NULL))
             return ERR(PT_ERR_USER, "%s: lora_target_modules: %s is not a projection of %s models (%s)",
                        shown_text(cfg->path).s, shown_text(cfg->lora_target_modules.items[i]).s,
                        arch_name(m->cfg.arch), target_names(&m->cfg));
+    }
     if (cfg->lora_all_linear) adapter_all_linear(m->cfg.arch, target);
+    TRY(lora_moe_targets(m, cfg, named, target, &fused));
     if (arch_info(m->cfg.arch)->fused || arch_info(m->cfg.arch)->fused_mlp) TRY(check_fused(m, cfg));
     TRY(experts_targets(m, cfg, target));
     if (m->cfg.n_experts > 0 && (target[W_GATE] || target[W_UP] || target[W_DOWN]))
@@ -250,7 +259,7 @@ pt_status lora_init(pt_lora *l, pt_model *m, const pt_config *cfg)
                    "projections (q_proj, k_proj, v_proj, o_proj) in lora_target_modules", shown_text(cfg->path).s,
                    arch_name(m->cfg.arch));
     char *select = NULL;
-    TRY(select_json(cfg, m->cfg.n_layers, &select));
+    TRY(select_json(cfg, m->cfg.n_layers, fused, &select));
     adapter_init init = cfg->lora_init == LORA_INIT_FALSE      ? ADAPTER_INIT_FALSE
                         : cfg->lora_init == LORA_INIT_GAUSSIAN ? ADAPTER_INIT_GAUSSIAN
                                                                : ADAPTER_INIT_TRUE;

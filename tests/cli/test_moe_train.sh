@@ -3,13 +3,16 @@
 # Qwen3-MoE of tests/reference/make_qwen3moe_goldens.py, the router and experts frozen (test_moe.c
 # holds one micro-batch's gradients to PEFT's). A run of 8 steps with a checkpoint every 4, killed
 # (kill -9) at step 6 and resumed, ends with the uninterrupted run's adapter bit for bit (h5diff -d 0)
-# and the same logged losses; the loss goes down; MLP targets are refused, pointing to target_parameters. With
+# and the same logged losses; the loss goes down; gate_proj without up_proj and one expert's names are refused, saying
+# why (lora_moe_names.c). With
 # LoRA on the experts too (target_parameters) and the aux loss (output_router_logits): the loss goes down, aux_loss
 # is logged, a kill -9 and resume ends bit for bit the same, and PEFT loads the adapter (nested ParamWrappers).
 # PEFT loads the adapter ptrain wrote onto transformers' model with ptrain's logits (1e-4 relative,
 # fp32 weights: the bf16 directory read as f32 by both; skipped, saying why, without the Python
 # environment of share/scripts/test-python.sh). The tiny Mixtral of make_mixtral_goldens.py (every layer
-# sparse, a sliding window of 12) trains the same way: the loss goes down, PEFT loads its adapter.
+# sparse, a sliding window of 12) trains the same way: the loss goes down, PEFT loads its adapter; named by its
+# per-expert modules (w1, w2, w3), the adapter is the one PEFT 0.21 makes of those names on transformers 5 (its
+# targets, ranks and alphas compared with PEFT's mapping) and PEFT loads it with ptrain's logits.
 . "$PTRAIN_SRCDIR/tests/tap.sh"
 . "$PTRAIN_SRCDIR/tests/tiny.sh"
 P=${PTRAIN:?set PTRAIN to the ptrain binary}
@@ -54,10 +57,16 @@ ok "Qwen3-MoE: resumed from checkpoint 4" grep -q "resume     from $tmp/k/checkp
 ok "Qwen3-MoE: the resumed adapter is bit-identical" h5diff -d 0 "$tmp/ref/lora/adapter.h5" "$tmp/k/lora/adapter.h5"
 expect_eq "Qwen3-MoE: the same logged losses after a resume" "$(logged "$tmp/ref")" "$(logged "$tmp/k")"
 
+# the experts named one by one (transformers 4's modules): mapped as PEFT 0.21 maps them on transformers 5 (gate and
+# up together or not at all; one expert alone refused)
 write_config "$tmp/mlp.yaml" "$tmp/mlp" "lora_target_modules: [q_proj, gate_proj]"
 train "$tmp/mlp.yaml"
-expect_eq "Qwen3-MoE with MLP targets: exit 1" 1 "$rc"
-ok "Qwen3-MoE with MLP targets: points to target_parameters" grep -q "adapt them with PEFT's target_parameters" "$tmp/err"
+expect_eq "Qwen3-MoE with gate_proj without up_proj: exit 1" 1 "$rc"
+ok "Qwen3-MoE with gate_proj without up_proj: says why, as PEFT" grep -q "names gate_proj without up_proj.*PEFT refuses" "$tmp/err"
+write_config "$tmp/one.yaml" "$tmp/one" "lora_target_modules: [q_proj, mlp.experts.3.gate_proj, mlp.experts.3.up_proj]"
+train "$tmp/one.yaml"
+expect_eq "Qwen3-MoE with one expert's projections: exit 1" 1 "$rc"
+ok "Qwen3-MoE with one expert's projections: points to target_parameters" grep -q "names one expert's projection.*target_parameters" "$tmp/err"
 
 # LoRA on the experts and the router too (PEFT's target_parameters) with the aux loss: the loss goes down, aux_loss is logged, the
 # adapter is PEFT's (and adapter.gguf: tests/export/test_moe_export.sh runs it in llama.cpp), and a run killed and resumed ends bit for bit the same
@@ -125,6 +134,12 @@ first=$(grep '"step": 1,' "$tmp/mx/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]
 last=$(grep '"step": 8,' "$tmp/mx/metrics.jsonl" | sed 's/.*"loss": \([0-9.e+-]*\).*/\1/')
 ok "Mixtral: the loss goes down over 8 steps ($first to $last)" awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'
 
+write_config "$tmp/mxe.yaml" "$tmp/mxe" "lora_target_modules: [q_proj, k_proj, v_proj, o_proj, w1, w2, w3]"
+train "$tmp/mxe.yaml"
+expect_eq "Mixtral, LoRA on the experts named w1, w2, w3: exit 0 ($(tail -1 "$tmp/err"))" 0 "$rc"
+ok "Mixtral w1/w2/w3: gate_up_proj at rank 2r in adapter_config.json" grep -q '"\.\*\\\\\.gate_up_proj": 8' \
+    "$tmp/mxe/lora/adapter_config.json"
+
 if [ -z "$PY" ] || ! "$PY" -c "import peft, transformers, torch" 2>/dev/null; then
     skip_test "PEFT loads the Qwen3-MoE and Mixtral adapters" "no Python with torch, transformers and peft in \$PTRAIN_PYTHON"
 else
@@ -158,5 +173,26 @@ PY
     sed 's/^/# /' "$tmp/py.out" | grep "PEFT:"
     expect_eq "PEFT reads the experts' and the router's LoRA, each moving the logits" 0 "$py"
     peft_check Mixtral "$model" "$tmp/mx/lora"
+    peft_check "Mixtral w1/w2/w3" "$model" "$tmp/mxe/lora"
+    "$PY" - "$model" "$tmp/mxe/lora/adapter_config.json" >"$tmp/py.out" 2>&1 <<'PY'
+import json, sys
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+ours = json.load(open(sys.argv[2]))
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
+cfg = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "w1", "w2", "w3"])
+theirs = get_peft_model(model, cfg).peft_config["default"]  # PEFT's own mapping of the per-expert names
+same = (sorted(theirs.target_modules) == sorted(ours["target_modules"]) and
+        sorted(theirs.target_parameters) == sorted(p.rsplit(".", 1)[-1] for p in ours["target_parameters"]) and
+        theirs.rank_pattern == ours["rank_pattern"] and
+        {k: float(v) for k, v in theirs.alpha_pattern.items()} == {k: float(v) for k, v in ours["alpha_pattern"].items()})
+print("PEFT:", sorted(theirs.target_parameters), theirs.rank_pattern, theirs.alpha_pattern)
+print("ptrain:", ours["target_parameters"], ours["rank_pattern"], ours["alpha_pattern"])
+sys.exit(0 if same else 1)
+PY
+    py=$?
+    sed 's/^/# /' "$tmp/py.out" | tail -2
+    expect_eq "Mixtral w1/w2/w3: the targets, ranks and alphas PEFT maps the names to" 0 "$py"
 fi
 done_testing

@@ -1235,11 +1235,11 @@ static void test_error_types(void **state)
         /* K_STRLIST: scalar, items, item kinds */
         {"lora_target_modules: q_prj\n",
          "config.yaml:1:22: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, found \"q_prj\" (did you mean "
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, w1, w3, w2, gate, found \"q_prj\" (did you mean "
          "\"q_proj\"?)"},
         {"lora_target_modules: [q_proj, score]\n",
          "config.yaml:1:31: lora_target_modules: expected items from q_proj, k_proj, v_proj, "
-         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, found \"score\""},
+         "o_proj, gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, w1, w3, w2, gate, found \"score\""},
         {"lora_target_modules: [[q_proj]]\n",
          "config.yaml:1:23: lora_target_modules: item 1 is a list; write one name per item"},
         {"lora_target_modules:\n  - q_proj\n  - v_proj\n  -  - q_proj\n     - k_proj\n",
@@ -1315,7 +1315,7 @@ static void test_error_echo(void **state)
          "adamw_torch, adamw_torch_fused, adamw, paged_adamw_32bit, found \"a\\tb\\x01\\r\""},
         {"lora_target_modules: [\"q_proj\\n\"]\n",
          "config.yaml:1:23: lora_target_modules: expected items from q_proj, k_proj, v_proj, o_proj, "
-         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, found \"q_proj\\n\" (did you "
+         "gate_proj, up_proj, down_proj, qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, w1, w3, w2, gate, found \"q_proj\\n\" (did you "
          "mean \"q_proj\"?)"},
         {"model_parameters:\n  \"a\\nb\": [1]\n",
          "config.yaml:2:11: model_parameters: expected a plain value for \"a\\nb\", found a list"},
@@ -1665,7 +1665,7 @@ static void test_report_many(void **state)
 {
     (void)state;
     static const char expected[] = "expected items from q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, "
-                                   "qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head";
+                                   "qkv_proj, gate_up_proj, input_linear, output_linear, in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj, embed_tokens, lm_head, w1, w3, w2, gate";
     /* sixty bad items of lora_target_modules: 20 lines, then "… and 40 more" */
     strbuf yaml = {0}, want = {0};
     sb_printf(&yaml, "lora_target_modules:\n");
