@@ -178,10 +178,12 @@ static pt_backend_ops make_ops(void)
     ops.conv1d_silu = cuda_conv1d_silu;
     ops.delta_gates = cuda_delta_gates;
     ops.delta_rule = cuda_delta_rule;
+    ops.delta_chunk = cuda_delta_chunk;
     ops.sigmoid_mul = cuda_sigmoid_mul;
     ops.conv1d_silu_bwd = cuda_conv1d_silu_bwd;
     ops.delta_gates_bwd = cuda_delta_gates_bwd;
     ops.delta_rule_bwd = cuda_delta_rule_bwd;
+    ops.delta_chunk_bwd = cuda_delta_chunk_bwd;
     ops.sigmoid_mul_bwd = cuda_sigmoid_mul_bwd;
     ops.softcap_fwd = cuda_softcap_fwd;
     ops.softcap_bwd = cuda_softcap_bwd;

@@ -234,6 +234,16 @@ pt_status cuda_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta,
                               const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g, const pt_delta *d);
 pt_status cuda_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
                                const pt_tensor *y, const pt_tensor *gate);
+/* dqkv's q and k parts from the value heads' gradients at the normalised q and k (dqn, dkn [rows, v_heads, k_dim]
+ * f32), queued on s (src/cpu/gdn_bwd.c's cpu_delta_qk_bwd) */
+pt_status cuda_delta_qk_bwd(cudaStream_t s, pt_tensor *dqkv, const pt_tensor *qkv, const float *dqn, const float *dkn,
+                            const pt_delta *d);
+/* the chunked delta rule and its backward (gdn_chunk.cu) */
+pt_status cuda_delta_chunk(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                           const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status cuda_delta_chunk_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                               const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g,
+                               const pt_delta *d);
 pt_status cuda_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 
 /* layers_bwd.cu */

@@ -365,3 +365,23 @@ pt_status cuda_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta,
     if (st == PT_OK && e != cudaSuccess) return ERR(PT_ERR_INTERNAL, "cudaFreeAsync: %s", cudaGetErrorString(e));
     return st;
 }
+
+template <typename T>
+static pt_status qk_bwd_launch(cudaStream_t s, rule_args p, const pt_delta *d)
+{
+    int64_t n = (int64_t)d->batch * d->seq * d->k_heads;
+    auto norm = qk_norm_bwd_kernel<T>;
+    norm<<<cuda_grid(n, THREADS), THREADS, 0, s>>>(p, d->k_heads, n);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_delta_qk_bwd(cudaStream_t s, pt_tensor *dqkv, const pt_tensor *qkv, const float *dqn, const float *dkn,
+                            const pt_delta *d)
+{
+    int64_t kw = (int64_t)d->k_heads * d->k_dim;
+    rule_args p = {qkv->data, NULL, dqkv->data, NULL, NULL, NULL, NULL, (float *)dqn, (float *)dkn, NULL, NULL,
+                   d->seq, d->v_heads, d->v_heads / d->k_heads, d->k_dim, d->v_dim, kw,
+                   2 * kw + (int64_t)d->v_heads * d->v_dim, (int64_t)d->v_heads * d->v_dim};
+    return ACT_CALL(qkv, qk_bwd_launch, s, p, d);
+}

@@ -19,8 +19,8 @@ order() { # order FOLDER: its files (without .c/.cu), bottom first
     src/core) echo error shown util log jsonfile ;;
     src/runtime) echo blas_kernel dist signals ;;
     src/backend) echo device nf4 backend arena quant quant_imatrix ;;
-    src/cpu) echo dequant dora gdn gdn_bwd dot matmul_rows matmul moe moe_matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
-    cuda) echo comm scratch dequant dora gdn gdn_bwd moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
+    src/cpu) echo dequant dora gdn gdn_bwd gdn_chunk gdn_chunk_bwd dot matmul_rows matmul moe moe_matmul layers layers_bwd attention attention_bwd loss optim comm backend_cpu ;;
+    cuda) echo comm scratch dequant dora gdn gdn_bwd gdn_chunk moe lt nccl_id wcache matmul attention_tc attention_tc_bwd attention attention_bwd \
         layers layers_bwd loss optim backend_cuda ;;
     src/model) echo arch family rope gguf gguf_methods safetensors st_index hf_config hfcache resolve \
         hf_tokenizer weight_check load model_share hf_names load_hf model_io ;;

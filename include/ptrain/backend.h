@@ -151,6 +151,8 @@ typedef struct {
                              const pt_tensor *a_log, const pt_tensor *dt_bias);
     pt_status (*delta_rule)(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
                             const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+    pt_status (*delta_chunk)(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                             const pt_tensor *g, pt_tensor *state, const pt_delta *d);
     pt_status (*sigmoid_mul)(pt_backend *be, pt_tensor *y, const pt_tensor *gate); /* y *= sigmoid(gate) */
     pt_status (*conv1d_silu_bwd)(pt_backend *be, pt_tensor *dx, const pt_tensor *dy, const pt_tensor *x,
                                  const pt_tensor *w, const pt_delta *d);
@@ -160,6 +162,9 @@ typedef struct {
     pt_status (*delta_rule_bwd)(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
                                 const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g,
                                 const pt_delta *d);
+    pt_status (*delta_chunk_bwd)(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                 const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g,
+                                 const pt_delta *d);
     pt_status (*sigmoid_mul_bwd)(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
                                  const pt_tensor *y, const pt_tensor *gate);
     pt_status (*cross_entropy)(pt_backend *be, pt_tensor *dlogits, double *loss_sum, int64_t *n_labelled,
@@ -351,7 +356,10 @@ pt_status backend_softcap(pt_backend *be, pt_tensor *y, const pt_tensor *x, floa
  *   q and k L2-normalised (eps 1e-6), q times 1/sqrt(k_dim); per value head S_t = exp(g_t) S_{t-1} + k_t
  *   (beta_t (v_t - exp(g_t) S_{t-1}^T k_t))^T, o_t = S_t^T q_t, o [rows, v_heads v_dim]; S starts at zero, or
  *   from state [batch*v_heads*k_dim, v_dim] f32 when given, which then holds the final S (generation).
- *   Computed token by token (transformers' torch_recurrent_gated_delta_rule; its chunked form is the same sums).
+ *   Computed token by token (transformers' torch_recurrent_gated_delta_rule): generation's step.
+ * delta_chunk: the same o (and state) computed PT_DELTA_CHUNK tokens at a time in the WY form (transformers'
+ *   torch_chunk_gated_delta_rule; chunks start on multiples of PT_DELTA_CHUNK, a packed example starting inside one
+ *   cuts it): training and prompts. Equal to delta_rule up to float rounding.
  * sigmoid_mul: y *= sigmoid(gate), same shapes (qwen35's gated attention output). */
 pt_status backend_conv1d_silu(pt_backend *be, pt_tensor *y, const pt_tensor *x, const pt_tensor *w, pt_tensor *state,
                               const pt_delta *d);
@@ -359,6 +367,8 @@ pt_status backend_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, con
                               const pt_tensor *a_log, const pt_tensor *dt_bias);
 pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
                              const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status backend_delta_chunk(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                              const pt_tensor *g, pt_tensor *state, const pt_delta *d);
 pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate);
 /* Their backward (training; no conv or recurrent state, every sequence starting empty):
  * conv1d_silu_bwd: dx = d(conv1d_silu)/dx applied to dy (the pre-activations recomputed from x; w frozen).
@@ -379,6 +389,15 @@ pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbe
  * one chunk's states recomputed from it per sequence and value head, and the gradients at the normalised q and k
  * (f32), as the CUDA backend allocates them (the CPU backend's per-thread buffers are the same states or fewer). */
 size_t backend_delta_rule_bwd_bytes(const pt_delta *d);
+/* delta_chunk_bwd: delta_rule_bwd's results through the chunked form: per sequence and value head the state kept at
+ *   each chunk's start (a forward pass over the chunks), then the chunks walked from the last, each re-solved from
+ *   its start state and taken back through (gdn_chunk_bwd.c gives the sums). backend_delta_chunk_bwd_bytes: the
+ *   memory it takes besides its tensors, as the CUDA backend allocates it (every sequence and head at once: the
+ *   chunk start states, one chunk's buffers each, and the gradients at the normalised q and k). */
+pt_status backend_delta_chunk_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                  const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
+                                  const pt_tensor *g, const pt_delta *d);
+size_t backend_delta_chunk_bwd_bytes(const pt_delta *d);
 pt_status backend_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
                                   const pt_tensor *y, const pt_tensor *gate);
 

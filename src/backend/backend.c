@@ -632,24 +632,40 @@ pt_status backend_delta_gates(pt_backend *be, pt_tensor *beta, pt_tensor *g, con
     return be->ops->delta_gates(be, beta, g, b, a, a_log, dt_bias);
 }
 
-pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
-                             const pt_tensor *g, pt_tensor *state, const pt_delta *d)
+/* The checks delta_rule and delta_chunk share */
+static pt_status need_rule(pt_backend *be, const pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                           const pt_tensor *g, const pt_tensor *state, const pt_delta *d, const char *op)
 {
     int64_t rows = qkv->ndim == 2 ? qkv->shape[0] : -1, kw = (int64_t)d->k_heads * d->k_dim,
             vw = (int64_t)d->v_heads * d->v_dim;
-    TRY(need_delta(d, rows, "delta_rule"));
+    TRY(need_delta(d, rows, op));
     if (d->k_dim > PT_DELTA_MAX_DIM || d->v_dim > PT_DELTA_MAX_DIM)
         return ERR(PT_ERR_USER, "a Gated DeltaNet head of %d key and %d value dimensions; ptrain runs heads of up to "
                    "%d", d->k_dim, d->v_dim, PT_DELTA_MAX_DIM);
-    TRY(need_act(be, qkv, "delta_rule", "qkv"));
-    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule", "qkv"));
-    TRY(need_2d(o, qkv->dtype, rows, vw, "delta_rule", "o"));
-    TRY(need_2d(beta, PT_F32, rows, d->v_heads, "delta_rule", "beta"));
-    TRY(need_2d(g, PT_F32, rows, d->v_heads, "delta_rule", "g"));
-    if (state) TRY(need_2d(state, PT_F32, (int64_t)d->batch * d->v_heads * d->k_dim, d->v_dim, "delta_rule", "state"));
-    if (state && d->segments) return ERR(PT_ERR_INTERNAL, "delta_rule: a state with packed examples");
+    TRY(need_act(be, qkv, op, "qkv"));
+    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, op, "qkv"));
+    TRY(need_2d(o, qkv->dtype, rows, vw, op, "o"));
+    TRY(need_2d(beta, PT_F32, rows, d->v_heads, op, "beta"));
+    TRY(need_2d(g, PT_F32, rows, d->v_heads, op, "g"));
+    if (state) TRY(need_2d(state, PT_F32, (int64_t)d->batch * d->v_heads * d->k_dim, d->v_dim, op, "state"));
+    if (state && d->segments) return ERR(PT_ERR_INTERNAL, "%s: a state with packed examples", op);
+    return PT_OK;
+}
+
+pt_status backend_delta_rule(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                             const pt_tensor *g, pt_tensor *state, const pt_delta *d)
+{
+    TRY(need_rule(be, o, qkv, beta, g, state, d, "delta_rule"));
     NEED_OP(be, delta_rule);
     return be->ops->delta_rule(be, o, qkv, beta, g, state, d);
+}
+
+pt_status backend_delta_chunk(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                              const pt_tensor *g, pt_tensor *state, const pt_delta *d)
+{
+    TRY(need_rule(be, o, qkv, beta, g, state, d, "delta_chunk"));
+    NEED_OP(be, delta_chunk);
+    return be->ops->delta_chunk(be, o, qkv, beta, g, state, d);
 }
 
 pt_status backend_sigmoid_mul(pt_backend *be, pt_tensor *y, const pt_tensor *gate)
@@ -704,26 +720,52 @@ size_t backend_delta_rule_bwd_bytes(const pt_delta *d)
     return sizeof(float) * (grads + states);
 }
 
+static pt_status need_rule_bwd(pt_backend *be, const pt_tensor *dqkv, const pt_tensor *dbeta, const pt_tensor *dg,
+                               const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g,
+                               const pt_delta *d, const char *op)
+{
+    int64_t rows = qkv->ndim == 2 ? qkv->shape[0] : -1, kw = (int64_t)d->k_heads * d->k_dim,
+            vw = (int64_t)d->v_heads * d->v_dim;
+    TRY(need_delta(d, rows, op));
+    if (d->k_dim > PT_DELTA_MAX_DIM || d->v_dim > PT_DELTA_MAX_DIM)
+        return ERR(PT_ERR_INTERNAL, "%s: heads of %d/%d dimensions", op, d->k_dim, d->v_dim);
+    TRY(need_act(be, qkv, op, "qkv"));
+    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, op, "qkv"));
+    TRY(need_2d(dqkv, qkv->dtype, rows, 2 * kw + vw, op, "dqkv"));
+    TRY(need_2d(dout, qkv->dtype, rows, vw, op, "dout"));
+    TRY(need_2d(beta, PT_F32, rows, d->v_heads, op, "beta"));
+    TRY(need_2d(g, PT_F32, rows, d->v_heads, op, "g"));
+    TRY(need_2d(dbeta, PT_F32, rows, d->v_heads, op, "dbeta"));
+    TRY(need_2d(dg, PT_F32, rows, d->v_heads, op, "dg"));
+    if (dqkv->data == qkv->data) return ERR(PT_ERR_INTERNAL, "%s: dqkv aliases qkv", op);
+    return PT_OK;
+}
+
 pt_status backend_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
                                  const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
                                  const pt_tensor *g, const pt_delta *d)
 {
-    int64_t rows = qkv->ndim == 2 ? qkv->shape[0] : -1, kw = (int64_t)d->k_heads * d->k_dim,
-            vw = (int64_t)d->v_heads * d->v_dim;
-    TRY(need_delta(d, rows, "delta_rule_bwd"));
-    if (d->k_dim > PT_DELTA_MAX_DIM || d->v_dim > PT_DELTA_MAX_DIM)
-        return ERR(PT_ERR_INTERNAL, "delta_rule_bwd: heads of %d/%d dimensions", d->k_dim, d->v_dim);
-    TRY(need_act(be, qkv, "delta_rule_bwd", "qkv"));
-    TRY(need_2d(qkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule_bwd", "qkv"));
-    TRY(need_2d(dqkv, qkv->dtype, rows, 2 * kw + vw, "delta_rule_bwd", "dqkv"));
-    TRY(need_2d(dout, qkv->dtype, rows, vw, "delta_rule_bwd", "dout"));
-    TRY(need_2d(beta, PT_F32, rows, d->v_heads, "delta_rule_bwd", "beta"));
-    TRY(need_2d(g, PT_F32, rows, d->v_heads, "delta_rule_bwd", "g"));
-    TRY(need_2d(dbeta, PT_F32, rows, d->v_heads, "delta_rule_bwd", "dbeta"));
-    TRY(need_2d(dg, PT_F32, rows, d->v_heads, "delta_rule_bwd", "dg"));
-    if (dqkv->data == qkv->data) return ERR(PT_ERR_INTERNAL, "delta_rule_bwd: dqkv aliases qkv");
+    TRY(need_rule_bwd(be, dqkv, dbeta, dg, dout, qkv, beta, g, d, "delta_rule_bwd"));
     NEED_OP(be, delta_rule_bwd);
     return be->ops->delta_rule_bwd(be, dqkv, dbeta, dg, dout, qkv, beta, g, d);
+}
+
+size_t backend_delta_chunk_bwd_bytes(const pt_delta *d)
+{
+    size_t rows = (size_t)d->batch * (size_t)d->seq, dk = (size_t)d->k_dim, dv = (size_t)d->v_dim;
+    size_t nch = ((size_t)d->seq + PT_DELTA_CHUNK - 1) / PT_DELTA_CHUNK, C = PT_DELTA_CHUNK;
+    size_t grads = 2 * rows * (size_t)d->v_heads * dk;
+    size_t head = (nch + 1) * dk * dv + 2 * C * dk + 9 * C * dv + 6 * C * C + 2 * C * (dk > dv ? dk : dv);
+    return sizeof(float) * (grads + (size_t)d->batch * (size_t)d->v_heads * head);
+}
+
+pt_status backend_delta_chunk_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg,
+                                  const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *beta,
+                                  const pt_tensor *g, const pt_delta *d)
+{
+    TRY(need_rule_bwd(be, dqkv, dbeta, dg, dout, qkv, beta, g, d, "delta_chunk_bwd"));
+    NEED_OP(be, delta_chunk_bwd);
+    return be->ops->delta_chunk_bwd(be, dqkv, dbeta, dg, dout, qkv, beta, g, d);
 }
 
 pt_status backend_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,

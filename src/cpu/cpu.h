@@ -90,6 +90,16 @@ pt_status cpu_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, 
                              const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g, const pt_delta *d);
 pt_status cpu_sigmoid_mul_bwd(pt_backend *be, pt_tensor *dx, pt_tensor *dgate, const pt_tensor *dy,
                               const pt_tensor *y, const pt_tensor *gate);
+/* dqkv's q and k parts of row r, key head kh: the value heads' gradients at the normalised q and k (dqn, dkn [rows,
+ * v_heads, k_dim]) summed in head order, then through the normalisation (u = x / |x|: dx = (du - u (u . du)) / |x|)
+ * and q's scale. du: k_dim floats of scratch. */
+void cpu_delta_qk_bwd(const pt_delta *d, const float *x, float *dqkv, const float *dqn, const float *dkn, int64_t r,
+                      int kh, float *du);
+/* the chunked (WY) delta rule (gdn_chunk.c) and its backward (gdn_chunk_bwd.c) */
+pt_status cpu_delta_chunk(pt_backend *be, pt_tensor *o, const pt_tensor *qkv, const pt_tensor *beta,
+                          const pt_tensor *g, pt_tensor *state, const pt_delta *d);
+pt_status cpu_delta_chunk_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, pt_tensor *dg, const pt_tensor *dout,
+                              const pt_tensor *qkv, const pt_tensor *beta, const pt_tensor *g, const pt_delta *d);
 pt_status cpu_dropout(pt_backend *be, pt_tensor *y, const pt_tensor *x, float p, uint64_t seed);
 /* backward ops (layers_bwd.c, attention_bwd.c), loss (loss.c) and optimizer (optim.c) */
 pt_status cpu_add_rmsnorm(pt_backend *be, pt_tensor *h, pt_tensor *y, pt_tensor *rstd, const pt_tensor *r,

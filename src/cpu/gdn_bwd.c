@@ -220,23 +220,24 @@ static void head_bwd(const rule_job *j, int bh, float *buf)
     }
 }
 
-/* dqkv's q and k parts of row r, key head kh: the value heads' gradients at the normalised q and k summed (in head
- * order), then through the normalisation (u = x / |x|: dx = (du - u (u . du)) / |x|). du: k_dim floats. */
-static void qk_norm_bwd(const rule_job *j, int64_t r, int kh, float *du)
+void cpu_delta_qk_bwd(const pt_delta *d, const float *x, float *dqkv, const float *dqn, const float *dkn, int64_t r,
+                      int kh, float *du)
 {
+    int dk = d->k_dim, nv = d->v_heads, rep = d->v_heads / d->k_heads;
+    int64_t kw = (int64_t)d->k_heads * dk, width = 2 * kw + (int64_t)nv * d->v_dim;
     for (int part = 0; part < 2; part++) {
-        const float *x = j->x + r * j->width + part * j->kw + (int64_t)kh * j->dk, *src = part ? j->dkn : j->dqn;
-        float scale = part ? 1.0f : j->qscale, ss = 0.0f, dot = 0.0f;
-        for (int i = 0; i < j->dk; i++) {
+        const float *xs = x + r * width + part * kw + (int64_t)kh * dk, *src = part ? dkn : dqn;
+        float scale = part ? 1.0f : 1.0f / sqrtf((float)dk), ss = 0.0f, dot = 0.0f;
+        for (int i = 0; i < dk; i++) {
             float acc = 0.0f;
-            for (int h = kh * j->rep; h < (kh + 1) * j->rep; h++) acc += src[(r * j->nv + h) * j->dk + i];
+            for (int h = kh * rep; h < (kh + 1) * rep; h++) acc += src[(r * nv + h) * dk + i];
             du[i] = acc * scale;
-            ss += x[i] * x[i];
+            ss += xs[i] * xs[i];
         }
         float inv = 1.0f / sqrtf(ss + 1e-6f);
-        for (int i = 0; i < j->dk; i++) dot += x[i] * inv * du[i];
-        float *out = j->dqkv + r * j->width + part * j->kw + (int64_t)kh * j->dk;
-        for (int i = 0; i < j->dk; i++) out[i] = inv * (du[i] - x[i] * inv * dot);
+        for (int i = 0; i < dk; i++) dot += xs[i] * inv * du[i];
+        float *out = dqkv + r * width + part * kw + (int64_t)kh * dk;
+        for (int i = 0; i < dk; i++) out[i] = inv * (du[i] - xs[i] * inv * dot);
     }
 }
 
@@ -272,7 +273,7 @@ pt_status cpu_delta_rule_bwd(pt_backend *be, pt_tensor *dqkv, pt_tensor *dbeta, 
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t rk = 0; rk < rows * d->k_heads; rk++)
-            if (buf) qk_norm_bwd(&j, rk / d->k_heads, (int)(rk % d->k_heads), buf);
+            if (buf) cpu_delta_qk_bwd(d, j.x, j.dqkv, j.dqn, j.dkn, rk / d->k_heads, (int)(rk % d->k_heads), buf);
         free(buf);
     }
     free(j.dqn);

@@ -288,7 +288,9 @@ static pt_status delta_net(const fwd_ctx *c, int layer, layer_acts *a)
     TRY(proj(c, layer, W_LIN_A, &t[A_LA], &t[A_XN1], a->xs));
     TRY(backend_conv1d_silu(be, &t[A_LCONV], &t[A_LQKV], &wt->w[W_LIN_CONV], c->kv ? &c->kv->conv[layer] : NULL, &d));
     TRY(backend_delta_gates(be, &t[A_LBETA], &t[A_LG], &t[A_LB], &t[A_LA], &wt->w[W_LIN_ALOG], &wt->w[W_LIN_DT]));
-    TRY(backend_delta_rule(be, &t[A_LO], &t[A_LCONV], &t[A_LBETA], &t[A_LG], c->kv ? &c->kv->state[layer] : NULL, &d));
+    pt_tensor *st = c->kv ? &c->kv->state[layer] : NULL; /* a prompt or training: chunked; a generated token: one step */
+    TRY(d.seq > 1 ? backend_delta_chunk(be, &t[A_LO], &t[A_LCONV], &t[A_LBETA], &t[A_LG], st, &d)
+                  : backend_delta_rule(be, &t[A_LO], &t[A_LCONV], &t[A_LBETA], &t[A_LG], st, &d));
     pt_tensor on = forward_head_rows(&t[A_LN], g->lin_v_dim), ov = forward_head_rows(&t[A_LO], g->lin_v_dim);
     TRY(backend_rmsnorm(be, &on, &t[A_LRSTD], &ov, &wt->w[W_LIN_NORM], g->norm_eps));
     return backend_swiglu(be, &t[A_LY], &t[A_LZ], &t[A_LN]);

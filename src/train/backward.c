@@ -206,8 +206,8 @@ static pt_status delta_net_bwd(const fwd_ctx *c, pt_lora *l, int layer, layer_ac
     TRY(backend_swiglu_bwd(be, &gt[G_LV1], &gt[G_LV2], &gt[G_LV1], &t[A_LZ], &t[A_LN]));
     pt_tensor dn = forward_head_rows(&gt[G_LV2], cf->lin_v_dim), on = forward_head_rows(&t[A_LO], cf->lin_v_dim);
     TRY(backend_rmsnorm_bwd(be, &dn, NULL, &dn, &on, &wt->w[W_LIN_NORM], &t[A_LRSTD]));
-    TRY(backend_delta_rule_bwd(be, &gt[G_L1], &gt[G_LBETA], &gt[G_LG], &gt[G_LV2], &t[A_LCONV], &t[A_LBETA], &t[A_LG],
-                               &d));
+    TRY(backend_delta_chunk_bwd(be, &gt[G_L1], &gt[G_LBETA], &gt[G_LG], &gt[G_LV2], &t[A_LCONV], &t[A_LBETA],
+                                &t[A_LG], &d));
     TRY(backend_delta_gates_bwd(be, &gt[G_LB], &gt[G_LA], &gt[G_LBETA], &gt[G_LG], &t[A_LB], &t[A_LA],
                                 &wt->w[W_LIN_ALOG], &wt->w[W_LIN_DT]));
     TRY(backend_conv1d_silu_bwd(be, &gt[G_L2], &gt[G_L1], &t[A_LQKV], &wt->w[W_LIN_CONV], &d));

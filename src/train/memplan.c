@@ -5,7 +5,7 @@
  * the backward pass's gradients. On CUDA the workspace is the GEMMs' (cuda/matmul.cu, cuda/lt.cu):
  * the bf16 scratch at its largest and the 32 MiB cuBLASLt workspace, and with checkpointing the
  * weight cache: one layer's seven projections in bf16 (cuda/wcache.cu). The Gated DeltaNet layers' backward (qwen35)
- * takes its recurrent states besides (backend_delta_rule_bwd_bytes). */
+ * takes its chunk start states and chunk buffers besides (backend_delta_chunk_bwd_bytes). */
 #ifdef HAVE_CONFIG_H
 #include <config.h> /* PTRAIN_HAVE_CUDA */
 #endif
@@ -62,7 +62,7 @@ static size_t states_of(const pt_model_config *g, int64_t batch, int64_t seq)
     if (g->full_period <= 0 || g->lin_v_heads <= 0) return 0;
     pt_delta d = {.batch = (int)batch, .seq = (int)seq, .k_heads = g->lin_k_heads, .v_heads = g->lin_v_heads,
                   .k_dim = g->lin_k_dim, .v_dim = g->lin_v_dim, .conv = g->lin_conv};
-    return backend_delta_rule_bwd_bytes(&d);
+    return backend_delta_chunk_bwd_bytes(&d);
 }
 
 void memplan_of_run(const pt_model *m, const pt_adapter *ad, const step_options *so, const pt_memplan_run *r,

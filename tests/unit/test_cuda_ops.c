@@ -1259,7 +1259,8 @@ static void check_conv_case(int batch, int seq, int ch, int k, int mode)
     free(seg);
 }
 
-/* The delta rule: plain, packed, and from a random recurrent state (the state after compared too). */
+/* The delta rule, recurrent and chunked: plain, packed, and from a random recurrent state (the state after compared
+ * too). */
 static void check_rule_case(int batch, int seq, int nk, int nv, int dk, int dv, int mode)
 {
     char cas[96];
@@ -1278,13 +1279,19 @@ static void check_rule_case(int batch, int seq, int nk, int nv, int dk, int dv, 
                             mode == 2 ? S(&st, side) : NULL, &d));
     if (ok) check_twin("delta_rule", cas, &o, TOL_REDUCE);
     if (ok && mode == 2) check_twin("delta_rule state", cas, &st, TOL_REDUCE);
-    twin *all[] = {&qkv, &beta, &g, &o, &st};
+    twin oc = twin_poison(rows, (int64_t)nv * dv), stc = twin_random((int64_t)batch * nv * dk, dv, -0.5f, 0.5f);
+    BOTH(ok, "delta_chunk", cas,
+         backend_delta_chunk(B(side), S(&oc, side), S(&qkv, side), S(&beta, side), S(&g, side),
+                             mode == 2 ? S(&stc, side) : NULL, &d));
+    if (ok) check_twin("delta_chunk", cas, &oc, TOL_REDUCE);
+    if (ok && mode == 2) check_twin("delta_chunk state", cas, &stc, TOL_REDUCE);
+    twin *all[] = {&qkv, &beta, &g, &o, &st, &oc, &stc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) twin_free(all[i]);
     free(seg);
 }
 
-/* The backward ops: the conv (plain and packed), the delta rule over more than one chunk of PT_DELTA_CHUNK (plain
- * and packed), the gates and the gated output's. */
+/* The backward ops: the conv (plain and packed), the delta rule (recurrent and chunked) over more than one chunk of
+ * PT_DELTA_CHUNK (plain and packed), the gates and the gated output's. */
 static void check_gdn_bwd_case(int batch, int seq, int nk, int nv, int dk, int dv, bool packed)
 {
     char cas[96];
@@ -1304,6 +1311,15 @@ static void check_gdn_bwd_case(int batch, int seq, int nk, int nv, int dk, int d
     if (ok) check_twin("delta_rule_bwd dqkv", cas, &dx, TOL_REDUCE);
     if (ok) check_twin("delta_rule_bwd dbeta", cas, &db, TOL_REDUCE);
     if (ok) check_twin("delta_rule_bwd dg", cas, &dg, TOL_REDUCE);
+    twin dxc = twin_poison(rows, width), dbc = twin_poison(rows, nv), dgc = twin_poison(rows, nv);
+    BOTH(ok, "delta_chunk_bwd", cas,
+         backend_delta_chunk_bwd(B(side), S(&dxc, side), S(&dbc, side), S(&dgc, side), S(&dout, side), S(&x, side),
+                                 S(&beta, side), S(&g, side), &d));
+    if (ok) check_twin("delta_chunk_bwd dqkv", cas, &dxc, TOL_REDUCE);
+    if (ok) check_twin("delta_chunk_bwd dbeta", cas, &dbc, TOL_REDUCE);
+    if (ok) check_twin("delta_chunk_bwd dg", cas, &dgc, TOL_REDUCE);
+    twin *chunked[] = {&dxc, &dbc, &dgc};
+    for (size_t i = 0; i < sizeof chunked / sizeof chunked[0]; i++) twin_free(chunked[i]);
     BOTH(ok, "conv1d_silu_bwd", cas,
          backend_conv1d_silu_bwd(B(side), S(&dc, side), S(&dx, side), S(&x, side), S(&w, side), &d));
     if (ok) check_twin("conv1d_silu_bwd", cas, &dc, TOL_REDUCE);

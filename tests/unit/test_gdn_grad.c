@@ -1,17 +1,20 @@
 /* test_gdn_grad.c — the CPU backend's backward of the Gated DeltaNet ops (qwen35's linear-attention layers,
- * src/cpu/gdn_bwd.c): delta_rule_bwd, conv1d_silu_bwd, delta_gates_bwd and sigmoid_mul_bwd against central finite
- * differences of L = sum r * f(inputs) (r random) on a float64 reference forward written here, independent of the
- * backend (the delta rule token by token with its state reset where a packed example starts; each forward checked
- * against its reference too); and delta_rule_bwd against transformers 5.25's autograd through its chunked torch
- * reference (tests/reference/make_gdn_bwd_goldens.py: 2 sequences of 150 tokens, three chunks of 64, one of them
- * three packed examples; tests/data/qwen35/gdn_bwd.f32 under $PTRAIN_SRCDIR).
+ * src/cpu/gdn_bwd.c, src/cpu/gdn_chunk_bwd.c): delta_rule_bwd, delta_chunk_bwd, conv1d_silu_bwd, delta_gates_bwd and
+ * sigmoid_mul_bwd against central finite differences of L = sum r * f(inputs) (r random) on a float64 reference
+ * forward written here, independent of the backend (the delta rule token by token with its state reset where a
+ * packed example starts; each forward checked against its reference too: delta_rule and the chunked delta_chunk);
+ * the chunked ops against the recurrent ones (more than one chunk, a partial last chunk, examples starting inside a
+ * chunk, on a chunk start and as the last token, one of a single token; delta_chunk from a state); and both
+ * backwards against transformers 5.25's autograd through its chunked torch reference
+ * (tests/reference/make_gdn_bwd_goldens.py: 2 sequences of 150 tokens, three chunks of 64, one of them three packed
+ * examples; tests/data/qwen35/gdn_bwd.f32 under $PTRAIN_SRCDIR).
  *
  * Tolerances: the analytic gradients are fp32 sums over the state (k_dim x v_dim per token, carried over up to 150
  * tokens), the differences taken on the float64 reference with h = 1e-3 (truncation ~h^2/6 |f'''| ~ 1e-7): measured
  * errors are at most 8e-7 (max |analytic - fd| / max |fd| per gradient), held to GRAD_TOL = 2e-5; a wrong or missing
- * term (a decay, a reset, a head mapping) is O(1). Against torch: both fp32, the chunked WY form there and the
- * recurrence here summing in other orders, measured at most 2e-6, held to TORCH_TOL = 2e-5 (relative to the
- * largest). */
+ * term (a decay, a reset, a head mapping) is O(1). Chunked against recurrent (both fp32, the sums in other orders):
+ * held to FWD_TOL = 1e-5. Against torch: both fp32, the chunked WY form there and the recurrence here summing in
+ * other orders, measured at most 2e-6, held to TORCH_TOL = 2e-5 (relative to the largest). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -152,9 +155,10 @@ static double rule_loss(void *p)
     return sum;
 }
 
-/* The op's forward and backward on x, beta, g, r (f32) into o and the three gradients (host arrays) */
-static void run_rule(const pt_delta *d, const float *x, const float *beta, const float *g, const float *r, float *o,
-                     float *dx, float *dbeta, float *dg)
+/* The op's forward and backward (delta_chunk and delta_chunk_bwd when chunked, else delta_rule and delta_rule_bwd)
+ * on x, beta, g, r (f32) into o and the three gradients (host arrays) */
+static void run_rule(const pt_delta *d, bool chunked, const float *x, const float *beta, const float *g,
+                     const float *r, float *o, float *dx, float *dbeta, float *dg)
 {
     pt_backend *be = cpu();
     int64_t rows = (int64_t)d->batch * d->seq, width = 2 * (int64_t)d->k_heads * d->k_dim + (int64_t)d->v_heads * d->v_dim;
@@ -162,8 +166,13 @@ static void run_rule(const pt_delta *d, const float *x, const float *beta, const
     pt_tensor tx = put(be, rows, width, x), tb = put(be, rows, d->v_heads, beta), tg = put(be, rows, d->v_heads, g);
     pt_tensor tr = put(be, rows, ow, r), to = put(be, rows, ow, NULL), tdx = put(be, rows, width, NULL);
     pt_tensor tdb = put(be, rows, d->v_heads, NULL), tdg = put(be, rows, d->v_heads, NULL);
-    assert_int_equal(backend_delta_rule(be, &to, &tx, &tb, &tg, NULL, d), PT_OK);
-    assert_int_equal(backend_delta_rule_bwd(be, &tdx, &tdb, &tdg, &tr, &tx, &tb, &tg, d), PT_OK);
+    if (chunked) {
+        assert_int_equal(backend_delta_chunk(be, &to, &tx, &tb, &tg, NULL, d), PT_OK);
+        assert_int_equal(backend_delta_chunk_bwd(be, &tdx, &tdb, &tdg, &tr, &tx, &tb, &tg, d), PT_OK);
+    } else {
+        assert_int_equal(backend_delta_rule(be, &to, &tx, &tb, &tg, NULL, d), PT_OK);
+        assert_int_equal(backend_delta_rule_bwd(be, &tdx, &tdb, &tdg, &tr, &tx, &tb, &tg, d), PT_OK);
+    }
     assert_int_equal(backend_download(be, &to, o, to.nbytes), PT_OK);
     assert_int_equal(backend_download(be, &tdx, dx, tdx.nbytes), PT_OK);
     assert_int_equal(backend_download(be, &tdb, dbeta, tdb.nbytes), PT_OK);
@@ -173,6 +182,38 @@ static void run_rule(const pt_delta *d, const float *x, const float *beta, const
     backend_close(be);
 }
 
+/* max |a - b| / max |b| of two float arrays */
+static double rel_err_f(const float *a, const float *b, int64_t n)
+{
+    double diff = 0, scale = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return diff / scale;
+}
+
+static void check_f(const char *what, const float *got, const float *want, int64_t n, double tol)
+{
+    double e = rel_err_f(got, want, n);
+    print_message("  %-40s rel err %.2e (tolerance %.0e)\n", what, e, tol);
+    if (e > tol) fail_msg("%s: off by %.3g (tolerance %.1g)", what, e, tol);
+}
+
+typedef struct {
+    float *o, *dx, *db, *dg;
+} rule_out;
+
+static rule_out rule_out_make(int64_t rows, int64_t nv, int64_t width, int64_t ow)
+{
+    rule_out r = {malloc(sizeof(float) * (size_t)(rows * ow)), malloc(sizeof(float) * (size_t)(rows * width)),
+                  malloc(sizeof(float) * (size_t)(rows * nv)), malloc(sizeof(float) * (size_t)(rows * nv))};
+    assert_true(r.o && r.dx && r.db && r.dg);
+    return r;
+}
+
+/* Both forms (recurrent, then chunked) against the float64 reference and its central differences, and the chunked
+ * against the recurrent */
 static void rule_case(const char *name, pt_delta d, int stride)
 {
     print_message("%s: %d x %d, heads %d/%d of %d/%d%s\n", name, d.batch, d.seq, d.k_heads, d.v_heads, d.k_dim,
@@ -182,19 +223,35 @@ static void rule_case(const char *name, pt_delta d, int stride)
     rule_ctx c = {.d = d};
     float *x = rand_range(rows * width, 11, -1.0f, 1.0f, &c.x), *beta = rand_range(rows * nv, 12, 0.05f, 0.95f, &c.beta);
     float *g = rand_range(rows * nv, 13, -1.5f, -0.01f, &c.g), *r = rand_range(rows * ow, 14, -1.0f, 1.0f, &c.r);
-    float *o = malloc(sizeof(float) * (size_t)(rows * ow)), *dx = malloc(sizeof(float) * (size_t)(rows * width));
-    float *db = malloc(sizeof(float) * (size_t)(rows * nv)), *dg = malloc(sizeof(float) * (size_t)(rows * nv));
+    rule_out out[2] = {rule_out_make(rows, nv, width, ow), rule_out_make(rows, nv, width, ow)};
     c.o = malloc(sizeof(double) * (size_t)(rows * ow));
-    assert_true(o && dx && db && dg && c.o);
-    run_rule(&d, x, beta, g, r, o, dx, db, dg);
+    assert_non_null(c.o);
+    for (int k = 0; k < 2; k++) run_rule(&d, k == 1, x, beta, g, r, out[k].o, out[k].dx, out[k].db, out[k].dg);
     rule_loss(&c);
-    check("delta_rule forward", o, c.o, rows * ow, FWD_TOL);
     double *fx = fd_grad(rule_loss, &c, c.x, rows * width, stride), *fb = fd_grad(rule_loss, &c, c.beta, rows * nv, 1);
     double *fg = fd_grad(rule_loss, &c, c.g, rows * nv, 1);
-    check("delta_rule_bwd dqkv", dx, fx, rows * width, GRAD_TOL);
-    check("delta_rule_bwd dbeta", db, fb, rows * nv, GRAD_TOL);
-    check("delta_rule_bwd dg", dg, fg, rows * nv, GRAD_TOL);
-    void *all[] = {x, beta, g, r, o, dx, db, dg, c.x, c.beta, c.g, c.r, c.o, fx, fb, fg};
+    rule_loss(&c);
+    for (int k = 0; k < 2; k++) {
+        const char *op = k ? "delta_chunk" : "delta_rule";
+        char what[64];
+        snprintf(what, sizeof what, "%s forward", op);
+        check(what, out[k].o, c.o, rows * ow, FWD_TOL);
+        snprintf(what, sizeof what, "%s_bwd dqkv", op);
+        check(what, out[k].dx, fx, rows * width, GRAD_TOL);
+        snprintf(what, sizeof what, "%s_bwd dbeta", op);
+        check(what, out[k].db, fb, rows * nv, GRAD_TOL);
+        snprintf(what, sizeof what, "%s_bwd dg", op);
+        check(what, out[k].dg, fg, rows * nv, GRAD_TOL);
+    }
+    check_f("delta_chunk vs delta_rule: o", out[1].o, out[0].o, rows * ow, FWD_TOL);
+    check_f("delta_chunk_bwd vs delta_rule_bwd: dqkv", out[1].dx, out[0].dx, rows * width, FWD_TOL);
+    check_f("delta_chunk_bwd vs delta_rule_bwd: dbeta", out[1].db, out[0].db, rows * nv, FWD_TOL);
+    check_f("delta_chunk_bwd vs delta_rule_bwd: dg", out[1].dg, out[0].dg, rows * nv, FWD_TOL);
+    for (int k = 0; k < 2; k++) {
+        void *o4[] = {out[k].o, out[k].dx, out[k].db, out[k].dg};
+        for (size_t i = 0; i < 4; i++) free(o4[i]);
+    }
+    void *all[] = {x, beta, g, r, c.x, c.beta, c.g, c.r, c.o, fx, fb, fg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
@@ -208,6 +265,42 @@ static void test_delta_rule_fd(void **state)
     rule_case("packed, a chunk boundary inside the second example", packed, 5);
     pt_delta plain = {.batch = 1, .seq = 150, .k_heads = 1, .v_heads = 2, .k_dim = 8, .v_dim = 6, .conv = 4};
     rule_case("three chunks, the last partial", plain, 3);
+    int32_t many[140]; /* examples starting at 10, 11 (one token), 40, 64 (a chunk start), 100 and 139 (the last) */
+    for (int i = 0; i < 140; i++) many[i] = (i >= 10) + (i >= 11) + (i >= 40) + (i >= 64) + (i >= 100) + (i >= 139);
+    pt_delta cut = {.batch = 1, .seq = 140, .k_heads = 1, .v_heads = 1, .k_dim = 6, .v_dim = 10, .conv = 4,
+                    .segments = many};
+    rule_case("six examples, two inside a chunk, one a token", cut, 3);
+}
+
+/* delta_chunk from a state (a prompt after earlier tokens) against delta_rule from the same state: o and the
+ * state after, over two and a half chunks */
+static void test_delta_chunk_state(void **state)
+{
+    (void)state;
+    pt_delta d = {.batch = 2, .seq = 150, .k_heads = 2, .v_heads = 4, .k_dim = 16, .v_dim = 12, .conv = 4};
+    int64_t rows = (int64_t)d.batch * d.seq, nv = d.v_heads, width = 2 * 2 * 16 + nv * 12, ow = nv * 12;
+    int64_t ns = (int64_t)d.batch * nv * d.k_dim * d.v_dim;
+    float *x = rand_range(rows * width, 41, -1, 1, NULL), *beta = rand_range(rows * nv, 42, 0.05f, 0.95f, NULL);
+    float *g = rand_range(rows * nv, 43, -1.5f, -0.01f, NULL), *s0 = rand_range(ns, 44, -1, 1, NULL);
+    float *o[2], *st[2];
+    pt_backend *be = cpu();
+    for (int k = 0; k < 2; k++) {
+        o[k] = malloc(sizeof(float) * (size_t)(rows * ow)), st[k] = malloc(sizeof(float) * (size_t)ns);
+        assert_true(o[k] && st[k]);
+        pt_tensor tx = put(be, rows, width, x), tb = put(be, rows, nv, beta), tg = put(be, rows, nv, g);
+        pt_tensor to = put(be, rows, ow, NULL), ts = put(be, ns / d.v_dim, d.v_dim, s0);
+        assert_int_equal(k ? backend_delta_chunk(be, &to, &tx, &tb, &tg, &ts, &d)
+                           : backend_delta_rule(be, &to, &tx, &tb, &tg, &ts, &d), PT_OK);
+        assert_int_equal(backend_download(be, &to, o[k], to.nbytes), PT_OK);
+        assert_int_equal(backend_download(be, &ts, st[k], ts.nbytes), PT_OK);
+        pt_tensor *all[] = {&tx, &tb, &tg, &to, &ts};
+        for (size_t i = 0; i < 5; i++) backend_release(be, all[i]);
+    }
+    backend_close(be);
+    check_f("delta_chunk vs delta_rule from a state: o", o[1], o[0], rows * ow, FWD_TOL);
+    check_f("delta_chunk vs delta_rule: the state after", st[1], st[0], ns, FWD_TOL);
+    void *fr[] = {x, beta, g, s0, o[0], o[1], st[0], st[1]};
+    for (size_t i = 0; i < sizeof fr / sizeof fr[0]; i++) free(fr[i]);
 }
 
 /* ---- against transformers' autograd (make_gdn_bwd_goldens.py) ---- */
@@ -237,14 +330,17 @@ static void test_delta_rule_torch(void **state)
     float *o = malloc(sizeof(float) * ROWS * OW), *dx = malloc(sizeof(float) * ROWS * W);
     float *db = malloc(sizeof(float) * ROWS * NV), *dg = malloc(sizeof(float) * ROWS * NV);
     assert_true(o && dx && db && dg);
-    run_rule(&d, gold + at[0], gold + at[1], gold + at[2], gold + at[3], o, dx, db, dg);
-    const float *got[] = {o, dx, db, dg};
-    const char *names[] = {"o vs torch_chunk_gated_delta_rule", "dqkv vs torch autograd", "dbeta vs torch autograd",
-                           "dg vs torch autograd"};
-    for (int i = 0; i < 4; i++) {
-        double *want = to_double(gold + at[4 + i], sizes[4 + i]);
-        check(names[i], got[i], want, sizes[4 + i], TORCH_TOL);
-        free(want);
+    for (int k = 0; k < 2; k++) {
+        run_rule(&d, k == 1, gold + at[0], gold + at[1], gold + at[2], gold + at[3], o, dx, db, dg);
+        const float *got[] = {o, dx, db, dg};
+        const char *names[] = {"o vs torch_chunk_gated_delta_rule", "dqkv vs torch autograd",
+                               "dbeta vs torch autograd", "dg vs torch autograd"};
+        print_message(" %s\n", k ? "delta_chunk, delta_chunk_bwd" : "delta_rule, delta_rule_bwd");
+        for (int i = 0; i < 4; i++) {
+            double *want = to_double(gold + at[4 + i], sizes[4 + i]);
+            check(names[i], got[i], want, sizes[4 + i], TORCH_TOL);
+            free(want);
+        }
     }
     void *all[] = {gold, o, dx, db, dg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
@@ -377,6 +473,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_delta_rule_fd),
         cmocka_unit_test(test_delta_rule_torch),
+        cmocka_unit_test(test_delta_chunk_state),
         cmocka_unit_test(test_conv_fd),
         cmocka_unit_test(test_gates_fd),
     };
