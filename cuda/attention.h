@@ -38,6 +38,9 @@ static inline pt_status attn_check(const pt_attention *a, const char *what)
     if (a->n_heads > 65535 || a->batch > 65535 || a->q_pos0 < 0)
         return ERR(PT_ERR_UNSUPPORTED, "cuda %s: %d heads, %d sequences, queries at %d", what, a->n_heads, a->batch,
                    a->q_pos0);
+    if (a->sinks)
+        return ERR(PT_ERR_UNSUPPORTED, "cuda %s: attention sinks (gpt-oss) are not built on the GPU yet; run gpt-oss "
+                   "on the CPU (device: cpu)", what);
     return PT_OK;
 }
 

@@ -493,6 +493,16 @@ pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
     return be->ops->swiglu_fwd(be, y, gate, up);
 }
 
+pt_status backend_swiglu_clamp(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                               float alpha)
+{
+    TRY(need_act(be, up, "swiglu_clamp", "up"));
+    TRY(need_same_shape(gate, up, "swiglu_clamp"));
+    TRY(need_same_shape(y, up, "swiglu_clamp"));
+    NEED_OP(be, swiglu_clamp_fwd);
+    return be->ops->swiglu_clamp_fwd(be, y, gate, up, limit, alpha);
+}
+
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
 {
     TRY(need_act(be, x, "add", "x"));

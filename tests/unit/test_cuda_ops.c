@@ -1053,9 +1053,25 @@ static void check_glu_case(bool geglu, int rows, int cols)
     free(dyh);
 }
 
+/* gpt-oss's clamped SwiGLU (limit 7, alpha 1.702) on values past the clamps on both sides */
+static void check_glu_clamp_case(int rows, int cols)
+{
+    char cas[64];
+    snprintf(cas, sizeof cas, "%dx%d", rows, cols);
+    twin g = twin_random(rows, cols, -12.0f, 12.0f), u = twin_random(rows, cols, -12.0f, 12.0f), y = twin_poison(rows, cols);
+    bool ok;
+    BOTH(ok, "swiglu_clamp", cas, backend_swiglu_clamp(B(side), S(&y, side), S(&g, side), S(&u, side), 7.0f, 1.702f));
+    if (ok) check_twin("swiglu_clamp", cas, &y, TOL_ELEM);
+    twin_free(&g);
+    twin_free(&u);
+    twin_free(&y);
+}
+
 static void test_glu(void **state)
 {
     (void)state;
+    check_glu_clamp_case(77, 1000);
+    check_glu_clamp_case(1, 33);
     check_glu_case(false, 77, 1000);
     check_glu_case(true, 77, 1000);
     check_glu_case(false, 1, 33);

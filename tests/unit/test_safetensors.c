@@ -633,7 +633,8 @@ static void test_config_errors(void **state)
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
                         "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
-                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)");
+                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
+                        "gpt-oss-120b)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 "
@@ -643,7 +644,8 @@ static void test_config_errors(void **state)
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
                         "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
-                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)");
+                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
+                        "gpt-oss-120b)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
