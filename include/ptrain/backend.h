@@ -33,6 +33,7 @@ typedef enum {
     PT_Q4_K, /* GGUF k-quant super-blocks of 256, block_q4_K */
     PT_Q5_K, /* GGUF k-quant super-blocks of 256, block_q5_K */
     PT_Q6_K, /* GGUF k-quant super-blocks of 256, block_q6_K */
+    PT_MXFP4, /* MXFP4 blocks of 32 (E8M0 scale, FP4 E2M1 values), block_mxfp4: gpt-oss's experts, GGUF's mxfp4 */
     PT_DTYPE_COUNT
 } pt_dtype;
 

@@ -204,9 +204,8 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_SINKS] = "self_attn.sinks"},
         /* top-k of the biased logits, softmax over the k: the softmax over all experts renormalised over the k */
         .moe_block = "mlp", .moe_width_key = "intermediate_size", .moe_renormalise = true,
-        .not_yet = "runs gpt-oss forward (generate, inspect, score) from Hugging Face directories with bf16/f32 "
-                   "weights only; training, MXFP4 checkpoints (the *_blocks/*_scales expert weights), GGUF files and "
-                   "exports of it are not built yet",
+        .not_yet = "runs gpt-oss forward (generate, inspect, score) from Hugging Face directories only (bf16/f32 "
+                   "or MXFP4 experts); training, GGUF files and exports of it are not built yet",
     },
 };
 

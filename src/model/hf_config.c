@@ -815,10 +815,14 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     char method[32] = "bitsandbytes", type[16] = "nf4", storage[16] = "uint8";
     bool in4 = false, in8 = false;
     TRY(str_key(&qc, "quant_method", method, sizeof method));
+    if (!strcmp(method, "mxfp4") && arch_info(h->cfg.arch)->gptoss_moe) { /* the experts only: load_hf.c reads them */
+        h->mxfp4 = true;
+        return PT_OK;
+    }
     if (strcmp(method, "bitsandbytes"))
         return ERR(PT_ERR_USER,
                    "%s: quantization_config.quant_method \"%s\" is not supported; ptrain reads "
-                   "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones",
+                   "bitsandbytes 4-bit (NF4) checkpoints, gpt-oss's mxfp4 ones and unquantized F32/F16/BF16 ones",
                    shown_text(c->name).s, shown_text(method).s);
     TRY(bool_key(&qc, "load_in_4bit", &in4));
     TRY(bool_key(&qc, "load_in_8bit", &in8));

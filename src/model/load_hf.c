@@ -19,6 +19,7 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/log.h"
 #include "ptrain/nf4.h"
+#include "ptrain/quant_blocks.h"
 #include "ptrain/util.h"
 #include "ptrain/weight_check.h"
 
@@ -534,22 +535,88 @@ static pt_status gptoss_biases(const hf_loader *ld, int l, pt_layer_weights *w)
     return PT_OK;
 }
 
+/* The [E, a, b(, 16)] uint8 tensor <what> of layer l's experts (an MXFP4 pair's blocks: 4 dims, or scales: 3). */
+static pt_status mxfp4_tensor(const hf_loader *ld, int l, const char *what, int64_t a, int64_t b, const st_tensor **t)
+{
+    char name[192];
+    const st_file *f;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, what);
+    TRY(find(ld, name, t, &f));
+    bool blocks = strstr(what, "_blocks") != NULL;
+    const st_tensor *x = *t;
+    if (x->dtype == ST_U8 && x->ndim == (blocks ? 4 : 3) && x->shape[0] == ld->hc->cfg.n_experts && x->shape[1] == a &&
+        x->shape[2] == b && (!blocks || x->shape[3] == 16))
+        return PT_OK;
+    char desc[160];
+    return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected U8 [%d, %lld, %lld%s] from config.json (MXFP4 %s of "
+               "num_local_experts, rows and columns / 32): the weights and config.json are from different models",
+               shown_text(f->path).s, shown_text(name).s, st_describe(x, desc, sizeof desc), ld->hc->cfg.n_experts,
+               (long long)a, (long long)b, blocks ? ", 16" : "", blocks ? "blocks" : "scales");
+}
+
+/* Expert e's weight [rows, cols] from an MXFP4 pair (blocks [E, rows * step, cols / 32, 16], scales [E, rows * step,
+ * cols / 32]: the rows row0, row0 + step, ...), kept MXFP4 (PT_MXFP4): each block's nibbles repacked from Hugging
+ * Face's order (byte i: elements 2i low, 2i + 1 high) into ggml's (byte j: elements j low, j + 16 high). */
+static pt_status gptoss_mxfp4(const hf_loader *ld, const st_tensor *bl, const st_tensor *sc, int e, int64_t rows,
+                              int64_t cols, int step, int row0, pt_tensor *out)
+{
+    int64_t nb = cols / QK, shape[2] = {rows, cols};
+    *out = tensor_make(PT_MXFP4, 2, shape);
+    block_mxfp4 *b = malloc(out->nbytes);
+    TRY_ALLOC(b);
+    const uint8_t *q = bl->data, *s = sc->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < nb; k++) {
+            int64_t src = ((int64_t)e * rows * step + row0 + r * step) * nb + k;
+            const uint8_t *p = q + src * (QK / 2);
+            block_mxfp4 *d = &b[r * nb + k];
+            d->e = s[src];
+            for (int j = 0; j < QK / 2; j++) {
+                int lo = p[j / 2] >> (j % 2 * 4) & 15, hi = p[(j + QK / 2) / 2] >> (j % 2 * 4) & 15;
+                d->qs[j] = (uint8_t)(lo | hi << 4);
+            }
+        }
+    pt_status st = upload(ld->be, out, b);
+    free(b);
+    return st;
+}
+
+/* gpt-oss's MXFP4 experts (quantization_config quant_method mxfp4), each weight kept 4-bit. */
+static pt_status load_gptoss_mxfp4(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    if (d % QK || f % QK)
+        return ERR(PT_ERR_USER, "%s: hidden_size %lld and intermediate_size %lld must be multiples of 32 for MXFP4 "
+                   "experts (blocks of 32 values)", shown_text(where(ld)).s, (long long)d, (long long)f);
+    const st_tensor *gb, *gs, *db, *ds;
+    TRY(mxfp4_tensor(ld, l, "gate_up_proj_blocks", 2 * f, d / QK, &gb));
+    TRY(mxfp4_tensor(ld, l, "gate_up_proj_scales", 2 * f, d / QK, &gs));
+    TRY(mxfp4_tensor(ld, l, "down_proj_blocks", d, f / QK, &db));
+    TRY(mxfp4_tensor(ld, l, "down_proj_scales", d, f / QK, &ds));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    for (int e = 0; e < c->n_experts; e++) {
+        pt_tensor *x = &w->experts[(size_t)e * X_COUNT];
+        TRY(gptoss_mxfp4(ld, gb, gs, e, f, d, 2, 0, &x[X_GATE]));
+        TRY(gptoss_mxfp4(ld, gb, gs, e, f, d, 2, 1, &x[X_UP]));
+        TRY(gptoss_mxfp4(ld, db, ds, e, d, f, 1, 0, &x[X_DOWN]));
+    }
+    return gptoss_biases(ld, l, w);
+}
+
 /* gpt-oss's layer l: the router (mlp.router.weight and .bias, never quantized) and the experts as GptOssExperts holds
- * them (arch.h's gptoss_moe); an MXFP4 checkpoint (gate_up_proj_blocks and _scales) is refused, not built yet. */
+ * them (arch.h's gptoss_moe), or MXFP4 as the published checkpoints store them (kept 4-bit). */
 static pt_status load_gptoss_experts(const hf_loader *ld, int l, pt_layer_weights *w)
 {
     const pt_model_config *c = &ld->hc->cfg;
     int64_t d = c->dim, f = c->moe_ffn_dim;
     char name[192];
-    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_blocks", l);
-    if (st_set_find(ld->s, name, NULL))
-        return ERR(PT_ERR_USER, "%s: %s: an MXFP4 gpt-oss checkpoint; reading MXFP4 expert weights is not built yet: "
-                   "use a bf16 copy of the model (transformers' from_pretrained with dequantize=True, then "
-                   "save_pretrained), which ptrain quantizes to NF4 on load", shown_text(where(ld)).s, name);
     snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", l);
     TRY(load_matrix(ld, name, c->n_experts, d, false, &w->router));
     snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", l);
     TRY(load_vector(ld, name, c->n_experts, false, &w->router_bias));
+    if (ld->hc->mxfp4) return load_gptoss_mxfp4(ld, l, w);
     const st_tensor *gu, *dn;
     const st_file *fgu, *fdn;
     TRY(gptoss_tensor(ld, l, "gate_up_proj", d, 2 * f, &gu, &fgu));

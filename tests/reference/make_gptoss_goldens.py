@@ -16,7 +16,16 @@ Writes tests/data/gptoss/:
                  the tokenizer of make_family_goldens;
   hf.ids.txt, hf.logits.f32, hf.greedy.txt
                  40 ids, transformers' logits on them (float64 on the bf16 weights, eager attention and
-                 experts), greedy tokens (make_hf_goldens.write_greedy).
+                 experts), greedy tokens (make_hf_goldens.write_greedy);
+  hf-mxfp4/      the same model with MXFP4 experts as the published gpt-oss checkpoints store them
+                 (quantization_config quant_method mxfp4; mlp.experts.{gate_up,down}_proj_blocks [E, rows,
+                 cols/32, 16] uint8 and _scales [E, rows, cols/32] uint8, E8M0), random FP4 codes (every code
+                 used) and scales (some of them 0 and 1: subnormal powers of two), the rest as hf/;
+  hf-mxfp4.ids.txt, hf-mxfp4.logits.f32, hf-mxfp4.greedy.txt
+                 transformers' logits and greedy tokens with the experts decoded by transformers'
+                 convert_moe_packed_tensors (float64 from its float32 decode);
+  mxfp4.decoded.f32
+                 layer 0's gate_up_proj as convert_moe_packed_tensors decodes it ([E, H, 2I], float32).
 
 Run (the outputs are committed; CI only reads them):
   $PTRAIN_PYTHON tests/reference/make_gptoss_goldens.py
@@ -95,6 +104,54 @@ def probe(model, ids):
     return counts, clamped
 
 
+def mxfp4_experts(model, rng):
+    """Random MXFP4 blocks and scales for every layer's experts; the model's experts set to their decode."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    H, I = KWARGS["hidden_size"], KWARGS["intermediate_size"]
+    out, decoded0 = {}, None
+    for li, layer in enumerate(model.model.layers):
+        for what, rows, cols, e0 in (("gate_up_proj", 2 * I, H, 124), ("down_proj", H, I, 121)):
+            blocks = torch.from_numpy(rng.integers(0, 256, size=(E, rows, cols // 32, 16), dtype=np.uint8))
+            scales = torch.from_numpy(rng.integers(e0, e0 + 3, size=(E, rows, cols // 32), dtype=np.uint8))
+            scales[0, :3, 0] = torch.tensor([0, 1, 2], dtype=torch.uint8)  # subnormal and tiny scales
+            dec = convert_moe_packed_tensors(blocks, scales, dtype=torch.float32)  # [E, cols, rows]
+            assert list(dec.shape) == [E, cols, rows]
+            getattr(layer.mlp.experts, what).data.copy_(dec.double())
+            out[f"model.layers.{li}.mlp.experts.{what}_blocks"] = blocks
+            out[f"model.layers.{li}.mlp.experts.{what}_scales"] = scales
+            if li == 0 and what == "gate_up_proj":
+                decoded0 = dec.numpy()
+    return out, decoded0
+
+
+def write_mxfp4(model, bf16, ids):
+    """hf-mxfp4/: the experts as MXFP4 blocks and scales, the other weights (bf16) as hf/."""
+    from safetensors.torch import save_file
+    packed, decoded0 = mxfp4_experts(model, np.random.default_rng(39))
+    dest = os.path.join(OUT, "hf-mxfp4")
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    import json
+    with open(os.path.join(OUT, "hf", "config.json")) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(dest, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    rest = {k: v for k, v in bf16.items() if not (k.endswith("gate_up_proj") or k.endswith("down_proj"))}
+    save_file({**rest, **packed}, os.path.join(dest, "model.safetensors"), metadata={"format": "pt"})
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(OUT, "hf", f), dest)
+    decoded0.astype("<f4").tofile(os.path.join(OUT, "mxfp4.decoded.f32"))
+    codes = np.concatenate([np.stack([v.numpy() & 15, v.numpy() >> 4]).ravel() for k, v in packed.items()
+                            if k.endswith("_blocks")])
+    assert len(np.unique(codes)) == 16
+    fam.write_logits(OUT, "hf-mxfp4", ids, logits_of(model, ids))
+    write_greedy(os.path.join(OUT, "hf-mxfp4"), model, ids[:8])
+    for f in os.listdir(dest):
+        os.chmod(os.path.join(dest, f), 0o644)
+
+
 def main():
     model = make_model()
     bf16 = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
@@ -128,6 +185,7 @@ def main():
     write_greedy(os.path.join(OUT, "hf"), model, ids[:8])
     for f in os.listdir(dest):
         os.chmod(os.path.join(dest, f), 0o644)
+    write_mxfp4(model, bf16, ids)
 
 
 if __name__ == "__main__":

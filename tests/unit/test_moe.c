@@ -35,6 +35,7 @@
 #include "ptrain/step.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
+#include "ptrain/quant.h"
 
 static const char *family = "qwen3moe"; /* tests/data/<family>: qwen3moe or mixtral */
 
@@ -184,7 +185,7 @@ static void check_dir(const char *dir, bool nf4, const char *gold)
     pt_model m;
     load(dir, nf4, be, &m);
     if (!strcmp(family, "mixtral")) check_mixtral_layout(&m, nf4 ? PT_NF4 : PT_BF16);
-    else if (!strcmp(family, "gptoss")) check_gptoss_layout(&m, nf4 ? PT_NF4 : PT_F32);
+    else if (!strcmp(family, "gptoss")) check_gptoss_layout(&m, strstr(dir, "mxfp4") ? PT_MXFP4 : nf4 ? PT_NF4 : PT_F32);
     else check_layout(&m, nf4 ? PT_NF4 : PT_BF16);
     check_logits(&m, gold);
     check_greedy(&m, gold);
@@ -546,6 +547,40 @@ static void test_mixtral(void **s)
     family = "qwen3moe";
 }
 
+/* An MXFP4 block decoded as transformers' convert_moe_packed_tensors decodes it: every value of layer 0's gate and up
+ * weights of every expert, dequantized by the CPU backend from ptrain's PT_MXFP4 copy, equal bit for bit to the
+ * reference's float32 decode (mxfp4.decoded.f32 [E, H, 2I]: gate the even columns, up the odd). */
+static void check_mxfp4_decode(void)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    family = "gptoss";
+    load("hf-mxfp4", false, be, &m);
+    char path[1024];
+    golden("mxfp4", "decoded.f32", path, sizeof path);
+    int64_t E = m.cfg.n_experts, H = m.cfg.dim, I = m.cfg.moe_ffn_dim, differ = 0, tiny = 0;
+    float *ref = read_f32(path, (size_t)(E * H * 2 * I)), *got = malloc(sizeof(float) * (size_t)(I * H));
+    for (int64_t e = 0; e < E; e++)
+        for (int x = 0; x < 2; x++) {
+            assert_int_equal(quant_dequantize_row(PT_MXFP4, m.layers[0].experts[e * X_COUNT + x].data, got, I * H), PT_OK);
+            for (int64_t i = 0; i < I; i++)
+                for (int64_t h = 0; h < H; h++) {
+                    float want = ref[(e * H + h) * 2 * I + 2 * i + x], have = got[i * H + h];
+                    differ += memcmp(&want, &have, sizeof want) != 0;
+                    tiny += want != 0.0f && fabsf(want) < 1e-30f;
+                }
+        }
+    print_message("gptoss: %lld MXFP4 values decoded, %lld differ from transformers' decode (%lld subnormal)\n",
+                  (long long)(E * H * 2 * I), (long long)differ, (long long)tiny);
+    assert_int_equal(differ, 0);
+    assert_true(tiny > 0);
+    free(ref);
+    free(got);
+    model_free(&m);
+    backend_close(be);
+    family = "qwen3moe";
+}
+
 /* gpt-oss (make_gptoss_goldens.py): the bf16 directory save_pretrained writes, logits through the sliding window
  * (12 of 40 ids) and greedy tokens against transformers'; the configs and checkpoints not built yet refused. */
 static void test_gptoss(void **s)
@@ -553,7 +588,9 @@ static void test_gptoss(void **s)
     (void)s;
     family = "gptoss";
     check_dir("hf", false, "hf");
+    check_dir("hf-mxfp4", false, "hf-mxfp4"); /* MXFP4 experts kept 4-bit (the attention unquantized) */
     family = "qwen3moe";
+    check_mxfp4_decode();
 #define GPTOSS_BASE "{\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 2, \"hidden_size\": 64, " \
                     "\"intermediate_size\": 64, \"num_attention_heads\": 4, \"vocab_size\": 384, " \
                     "\"num_local_experts\": 4, \"num_experts_per_tok\": 2"

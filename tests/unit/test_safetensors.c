@@ -736,7 +736,7 @@ static void test_config_errors(void **state)
                         "run OLMo 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"gptq\"}}",
                         "config.json: quantization_config.quant_method \"gptq\" is not supported; ptrain reads "
-                        "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones");
+                        "bitsandbytes 4-bit (NF4) checkpoints, gpt-oss's mxfp4 ones and unquantized F32/F16/BF16 ones");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"bitsandbytes\","
                         "\"load_in_8bit\":true}}",
                         "config.json: a bitsandbytes 8-bit checkpoint; ptrain reads bitsandbytes 4-bit (NF4) ones: use "
