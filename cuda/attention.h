@@ -19,12 +19,13 @@ enum {
 typedef struct {
     int n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim, window;
     float scale, softcap;
+    const float *sinks; /* [n_heads] device, or NULL (pt_attention's; the SIMT forward only) */
 } attn_dims;
 
 static inline attn_dims attn_dims_of(const pt_attention *a)
 {
     attn_dims p = {a->n_q, a->n_kv, a->q_pos0, a->n_heads, a->n_kv_heads, a->head_dim, a->window, a->scale,
-                   a->softcap};
+                   a->softcap, a->sinks};
     return p;
 }
 
@@ -38,9 +39,6 @@ static inline pt_status attn_check(const pt_attention *a, const char *what)
     if (a->n_heads > 65535 || a->batch > 65535 || a->q_pos0 < 0)
         return ERR(PT_ERR_UNSUPPORTED, "cuda %s: %d heads, %d sequences, queries at %d", what, a->n_heads, a->batch,
                    a->q_pos0);
-    if (a->sinks)
-        return ERR(PT_ERR_UNSUPPORTED, "cuda %s: attention sinks (gpt-oss) are not built on the GPU yet; run gpt-oss "
-                   "on the CPU (device: cpu)", what);
     return PT_OK;
 }
 
