@@ -8,7 +8,8 @@
  * packed example) contribute exactly zero. The log-sum-exp max + log(sum) of every row is saved
  * for the backward pass (attention_bwd.cu). head_dim: a multiple of 4 up to 256 (lanes past head_dim idle).
  * These fp32 kernels are the reference: a head_dim that is a multiple of 16 goes to the tensor-core
- * kernels (attention_tc.cu) unless PTRAIN_CUDA_KERNELS=reference. */
+ * kernels (attention_tc.cu) unless PTRAIN_CUDA_KERNELS=reference or the heads have sinks (gpt-oss: one more logit
+ * per head, folded into the row's max and sum at the end; only this kernel has them). */
 #ifdef HAVE_CONFIG_H
 #include <config.h>
 #endif
@@ -126,6 +127,13 @@ __global__ static void attention_fwd_kernel(float *out, float *lse, const float 
     for (int i = 0; i < ROWS_PER_WARP; i++) {
         if (!valid[i]) continue;
         int t = t0 + warp * ROWS_PER_WARP + i;
+        if (p.sinks) { /* gpt-oss: the head's sink, one more logit with no value, in the max and the sum */
+            float sink = p.sinks[h], m_new = fmaxf(m[i], sink), corr = expf(m[i] - m_new);
+            l[i] = l[i] * corr + expf(sink - m_new);
+            m[i] = m_new;
+#pragma unroll
+            for (int c = 0; c < MAX_DPL; c++) acc[i][c] *= corr;
+        }
         float inv = 1.0f / l[i]; /* l > 0: a query always sees itself */
         float *o = out + (qrow0 + t) * qw + (int64_t)h * D;
 #pragma unroll

@@ -19,12 +19,13 @@ enum {
 typedef struct {
     int n_q, n_kv, q_pos0, n_heads, n_kv_heads, head_dim, window;
     float scale, softcap;
+    const float *sinks; /* [n_heads] device, or NULL (pt_attention's; the SIMT forward only) */
 } attn_dims;
 
 static inline attn_dims attn_dims_of(const pt_attention *a)
 {
     attn_dims p = {a->n_q, a->n_kv, a->q_pos0, a->n_heads, a->n_kv_heads, a->head_dim, a->window, a->scale,
-                   a->softcap};
+                   a->softcap, a->sinks};
     return p;
 }
 

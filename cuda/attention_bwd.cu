@@ -359,6 +359,9 @@ pt_status cuda_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt_te
 {
     cuda_ctx *c = ctx_of(be);
     TRY(attn_check(a, "attention_bwd"));
+    if (a->sinks) /* gpt-oss trains on neither backend yet */
+        return ERR(PT_ERR_UNSUPPORTED, "cuda attention_bwd: the gradient through attention sinks (gpt-oss) is not built "
+                   "yet");
     if (!attn_same_act(dq, dk, dv, dout) || !attn_same_act(q, k, v, out) || q->dtype != dq->dtype ||
         lse->dtype != PT_F32)
         return ERR(PT_ERR_INTERNAL, "cuda attention_bwd: the activations and gradients must be all f32 or all bf16, "

@@ -166,7 +166,7 @@ bool attn_tc_usable(const cuda_ctx *c, const pt_attention *a)
     size_t need = tc_fwd_smem(dmax, d);
     need = need > tc_dq_smem(dmax, d) ? need : tc_dq_smem(dmax, d);
     need = need > tc_dkv_smem(dmax, d) ? need : tc_dkv_smem(dmax, d);
-    return !c->reference && d % 16 == 0 && d <= TC_MAX_HEAD_DIM && need <= (size_t)c->smem_optin;
+    return !c->reference && !a->sinks && d % 16 == 0 && d <= TC_MAX_HEAD_DIM && need <= (size_t)c->smem_optin;
 }
 
 pt_status attn_tc_convert(cuda_ctx *c, const pt_attention *a, const pt_tensor *q, const pt_tensor *k,

@@ -165,6 +165,7 @@ static pt_backend_ops make_ops(void)
     ops.swiglu_fwd = cuda_swiglu_fwd;
     ops.swiglu_bwd = cuda_swiglu_bwd;
     ops.geglu_fwd = cuda_geglu_fwd;
+    ops.swiglu_clamp_fwd = cuda_swiglu_clamp_fwd;
     ops.geglu_bwd = cuda_geglu_bwd;
     ops.add_bias = cuda_add_bias;
     ops.moe_route = cuda_moe_route;

@@ -198,6 +198,8 @@ pt_status cuda_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim
                         const float *inv_freq);
 pt_status cuda_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
 pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status cuda_swiglu_clamp_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                                float alpha);
 pt_status cuda_embed_bwd(pt_backend *be, pt_tensor *dtable, const pt_tensor *dout, const int32_t *ids, float scale);
 pt_status cuda_add_bias(pt_backend *be, pt_tensor *y, const pt_tensor *bias);
 /* moe.cu */

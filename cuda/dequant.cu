@@ -45,7 +45,8 @@ bool cuda_dequant_supported(pt_dtype dtype)
     case PT_Q3_K:
     case PT_Q4_K:
     case PT_Q5_K:
-    case PT_Q6_K: return true;
+    case PT_Q6_K:
+    case PT_MXFP4: return true;
     default: return false;
     }
 }

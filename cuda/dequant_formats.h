@@ -121,6 +121,8 @@ static inline PT_HD int dq_nibble32(const uint8_t *qs, int j)
     return j < QK / 2 ? qs[j] & 0x0f : qs[j - QK / 2] >> 4;
 }
 
+static inline PT_HD float dq_mxfp4(const block_mxfp4 *b, int j) { return mxfp4_value(b->e, dq_nibble32(b->qs, j)); }
+
 static inline PT_HD float dq_q4_0(const block_q4_0 *b, int j)
 {
     return dq_mul((float)(dq_nibble32(b->qs, j) - 8), dq_f16_to_f32(b->d));
@@ -231,6 +233,7 @@ static inline PT_HD float dq_value(const dq_weight *w, int64_t row, int64_t col)
     case PT_F16: return dq_f16_to_f32(((const uint16_t *)r)[col]);
     case PT_Q8_0: return dq_q8_0((const block_q8_0 *)r + col / QK, j);
     case PT_Q4_0: return dq_q4_0((const block_q4_0 *)r + col / QK, j);
+    case PT_MXFP4: return dq_mxfp4((const block_mxfp4 *)r + col / QK, j);
     case PT_Q4_1: return dq_q4_1((const block_q4_1 *)r + col / QK, j);
     case PT_Q5_0: return dq_q5_0((const block_q5_0 *)r + col / QK, j);
     case PT_Q5_1: return dq_q5_1((const block_q5_1 *)r + col / QK, j);

@@ -186,6 +186,35 @@ pt_status cuda_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
     return ACT_CALL(y, glu_launch, ctx_of(be)->stream, y, gate, up, true);
 }
 
+/* gpt-oss's clamped SwiGLU, the twin of cpu_swiglu_clamp_fwd */
+template <typename T>
+__global__ static void glu_clamp_kernel(T *y, const T *g, const T *u, int64_t n, float limit, float alpha)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = fminf(act_ld(g, i), limit), v = fmaxf(fminf(act_ld(u, i), limit), -limit);
+        act_st(y, i, (v + 1.0f) * (x / (1.0f + expf(-alpha * x))));
+    }
+}
+
+template <typename T>
+static pt_status glu_clamp_launch(cudaStream_t s, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                                  float alpha)
+{
+    int64_t n = tensor_numel(y);
+    auto kernel = glu_clamp_kernel<T>;
+    kernel<<<cuda_grid(n, THREADS), THREADS, 0, s>>>((T *)y->data, (const T *)gate->data, (const T *)up->data, n,
+                                                     limit, alpha);
+    CUDA_LAUNCHED();
+    return PT_OK;
+}
+
+pt_status cuda_swiglu_clamp_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                                float alpha)
+{
+    return ACT_CALL(y, glu_clamp_launch, ctx_of(be)->stream, y, gate, up, limit, alpha);
+}
+
 template <typename T>
 __global__ static void add_bias_kernel(T *y, const float *b, int64_t width, int64_t n)
 {

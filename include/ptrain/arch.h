@@ -25,6 +25,8 @@ typedef enum { PT_ARCH_LLAMA, PT_ARCH_QWEN2, PT_ARCH_GEMMA2,
                PT_ARCH_MIXTRAL, /* llama attention, experts in place of every MLP (GGUF: llama with experts) */
                PT_ARCH_GRANITE4, /* Granite 4.0 attention-only (granitemoehybrid): granite with the MLP's gate and up
                                   * fused in its files (shared_mlp.input_linear); GGUF: granite */
+               PT_ARCH_GPTOSS,  /* gpt-oss: biased attention with per-head sinks on alternating windows, YaRN, experts
+                                 * with biases and a clamped SwiGLU on every layer */
                PT_ARCH_COUNT } pt_arch;
 
 /* The weights of one transformer block, indexed by role. Gemma's (1 + w) RMSNorm weights are
@@ -49,6 +51,8 @@ enum {
      * pt_layer_weights.experts) */
     W_EXP_GATE_UP, W_EXP_DOWN,
     W_ROUTER, /* a sparse layer's router (mlp.gate.weight [E, dim]) as target_parameters adapts it: a LoRA pair only */
+    W_O_BIAS, /* gpt-oss: o_proj's bias [dim] (f32) */
+    W_SINKS,  /* gpt-oss: each head's attention sink logit [n_heads] (f32) */
     W_COUNT
 };
 
@@ -116,6 +120,11 @@ typedef struct {
                                * shared_mlp), in tensor names and PEFT's module keys */
     const char *ffn_width_key; /* config.json's key of the MLP's width when not intermediate_size (granite4:
                                * shared_intermediate_size) */
+    /* gpt-oss: the router is <moe_block>.router (weight and bias) and the experts are transformers' GptOssExperts:
+     * gate_up_proj [E, dim, 2I] (x W, gate the even columns, up the odd ones) with gate_up_proj_bias [E, 2I],
+     * down_proj [E, I, dim] with down_proj_bias [E, dim]; their SwiGLU is clamped (swiglu_limit, swiglu_alpha);
+     * attention adds o_proj's bias (W_O_BIAS) and a sink logit per head (W_SINKS) */
+    bool gptoss_moe;
 } pt_arch_info;
 
 const pt_arch_info *arch_info(pt_arch a);

@@ -33,6 +33,7 @@ typedef enum {
     PT_Q4_K, /* GGUF k-quant super-blocks of 256, block_q4_K */
     PT_Q5_K, /* GGUF k-quant super-blocks of 256, block_q5_K */
     PT_Q6_K, /* GGUF k-quant super-blocks of 256, block_q6_K */
+    PT_MXFP4, /* MXFP4 blocks of 32 (E8M0 scale, FP4 E2M1 values), block_mxfp4: gpt-oss's experts, GGUF's mxfp4 */
     PT_DTYPE_COUNT
 } pt_dtype;
 
@@ -51,6 +52,8 @@ typedef struct {
     const int32_t *segments; /* [batch*n_kv] example ids for packing, or NULL */
     float softcap;           /* 0: scores are not capped */
     int window;              /* sliding window: key j is seen from position p when p - j < window; 0: all */
+    const float *sinks;      /* gpt-oss: [n_heads] f32 in the backend's memory, head h's softmax has one more logit,
+                              * sinks[h], with no value (its probability dropped; the log-sum-exp counts it); NULL: none */
 } pt_attention;
 
 /* A Gated DeltaNet pass (qwen35's linear_attention layers) over batch sequences of seq rows each (sequence b's
@@ -132,6 +135,8 @@ typedef struct {
     pt_status (*swiglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                             const pt_tensor *gate, const pt_tensor *up);
     pt_status (*geglu_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+    pt_status (*swiglu_clamp_fwd)(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                                  float alpha);
     pt_status (*geglu_bwd)(pt_backend *be, pt_tensor *dgate, pt_tensor *dup, const pt_tensor *dy,
                            const pt_tensor *gate, const pt_tensor *up);
     pt_status (*add_bias)(pt_backend *be, pt_tensor *y, const pt_tensor *bias); /* y[r] += bias */
@@ -324,6 +329,10 @@ pt_status backend_pos_scale(pt_backend *be, pt_tensor *x, float beta, int period
 pt_status backend_attention(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *desc);
 pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+/* gpt-oss's clamped SwiGLU (transformers' GptOssExperts._apply_gate): g = min(gate, limit), u = up clamped to
+ * [-limit, limit], y = (u + 1) g sigmoid(alpha g). */
+pt_status backend_swiglu_clamp(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                               float alpha);
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
 /* y = gelu_tanh(gate) * up (GeGLU, Gemma), gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
 pt_status backend_geglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);

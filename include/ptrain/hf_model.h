@@ -20,6 +20,7 @@ typedef struct {
     char torch_dtype[16];   /* torch_dtype / dtype as written, or "" */
     bool bnb_4bit;          /* quantization_config: a bitsandbytes 4-bit checkpoint */
     bool bnb_double_quant;  /* bnb_4bit_use_double_quant */
+    bool mxfp4;             /* quant_method mxfp4 (gpt-oss): the experts as *_blocks / *_scales, kept MXFP4 */
     bool text_tower;        /* a multimodal checkpoint (qwen3_5): the text model's settings are its text_config and
                              * its weights model.language_model.*; the other towers are not loaded */
 } hf_config;

@@ -55,6 +55,13 @@ typedef struct {
     int moe_step;           /* decoder_sparse_step: layer l is sparse when (l + 1) % moe_step == 0 */
     bool moe_norm_topk;     /* norm_topk_prob: the k routing weights renormalised to sum 1 */
     uint64_t mlp_only[4];   /* mlp_only_layers as bits (layers < 256): these stay dense */
+    /* gpt-oss (arch.h's gptoss_moe; all zero for the other families) */
+    bool o_bias;            /* o_proj adds a bias (W_O_BIAS) */
+    bool attn_sinks;        /* each head's softmax has one more logit, its sink (W_SINKS), dropped after */
+    bool moe_bias;          /* the router and the experts' products add biases (pt_layer_weights' router_bias, expert_bias) */
+    float swiglu_limit;     /* the experts' SwiGLU clamped: gate <= limit, up in [-limit, limit],
+                             * out = (up + 1) gate sigmoid(alpha gate); 0: the plain SwiGLU */
+    float swiglu_alpha;
     /* gemma4 (all zero for the other families) */
     bool last_layer_full;   /* the last layer is global whatever sliding_period says (transformers forces it) */
     int head_dim_full;      /* the global layers' head size (global_head_dim); 0: head_dim */
@@ -85,6 +92,9 @@ typedef struct {
      * experts[e * X_COUNT + X_*]: gate and up [moe_ffn_dim, dim], down [dim, moe_ffn_dim] */
     pt_tensor router;
     pt_tensor *experts;
+    /* gpt-oss (moe_bias): the router's bias [n_experts] and the experts' biases, expert e's the row e:
+     * expert_bias[X_GATE], [X_UP] [n_experts, moe_ffn_dim], [X_DOWN] [n_experts, dim] (f32) */
+    pt_tensor router_bias, expert_bias[X_COUNT];
 } pt_layer_weights;
 
 typedef struct {

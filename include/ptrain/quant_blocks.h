@@ -19,6 +19,7 @@
 #ifndef PTRAIN_QUANT_BLOCKS_H
 #define PTRAIN_QUANT_BLOCKS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,25 @@ typedef struct {
 } block_q6_K;
 QUANT_BLOCK_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K is 210 bytes in GGUF");
 
+/* ---- MXFP4 (OCP microscaling FP4: gpt-oss's experts; ggml's block_mxfp4) ----------------------- */
+
+/* x[j] = fp4(q[j]) 2^(e - 127): e an E8M0 scale (a bare exponent, bias 127), q[j] an FP4 E2M1 code (sign bit 3,
+ * magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6); nibbles as Q4_0 (byte j: q[j] low, q[j + 16] high). Hugging Face's
+ * *_blocks pair elements 2i (low) and 2i + 1 (high) in byte i instead: the loader repacks them. */
+typedef struct {
+    uint8_t e;
+    uint8_t qs[QK / 2];
+} block_mxfp4;
+QUANT_BLOCK_ASSERT(sizeof(block_mxfp4) == 17, "block_mxfp4 is 17 bytes in GGUF");
+
+/* The value of FP4 E2M1 code q (0..15) under E8M0 scale e, exactly (ldexpf scales by a power of two). */
+static inline PT_HD float mxfp4_value(uint8_t e, int q)
+{
+    int m = q & 7;
+    float mag = m < 4 ? 0.5f * (float)m : (float)((m & 1 ? 3 : 2) << ((m >> 1) - 2));
+    return ldexpf(q & 8 ? -mag : mag, (int)e - 127);
+}
+
 /* Every stored format ptrain and GGUF share, once: X(pt_dtype, ggml type (ptrain/gguf.h), name,
  * values per block, the C type of one block (a struct above, or the dense value)). It is the one
  * table of formats: src/backend/backend.c's dtype table is expanded from it (plus NF4, which GGUF
@@ -154,7 +174,8 @@ QUANT_BLOCK_ASSERT(sizeof(block_q6_K) == 210, "block_q6_K is 210 bytes in GGUF")
     X(PT_Q3_K, GGML_TYPE_Q3_K, "q3_k", QK_K, block_q3_K)                                            \
     X(PT_Q4_K, GGML_TYPE_Q4_K, "q4_k", QK_K, block_q4_K)                                            \
     X(PT_Q5_K, GGML_TYPE_Q5_K, "q5_k", QK_K, block_q5_K)                                            \
-    X(PT_Q6_K, GGML_TYPE_Q6_K, "q6_k", QK_K, block_q6_K)
+    X(PT_Q6_K, GGML_TYPE_Q6_K, "q6_k", QK_K, block_q6_K)                                            \
+    X(PT_MXFP4, GGML_TYPE_MXFP4, "mxfp4", QK, block_mxfp4)
 
 /* ---- the packed scales, read the same way by the CPU reference and the CUDA kernels ------------ */
 

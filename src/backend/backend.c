@@ -493,6 +493,16 @@ pt_status backend_swiglu(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
     return be->ops->swiglu_fwd(be, y, gate, up);
 }
 
+pt_status backend_swiglu_clamp(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                               float alpha)
+{
+    TRY(need_act(be, up, "swiglu_clamp", "up"));
+    TRY(need_same_shape(gate, up, "swiglu_clamp"));
+    TRY(need_same_shape(y, up, "swiglu_clamp"));
+    NEED_OP(be, swiglu_clamp_fwd);
+    return be->ops->swiglu_clamp_fwd(be, y, gate, up, limit, alpha);
+}
+
 pt_status backend_add(pt_backend *be, pt_tensor *y, const pt_tensor *x)
 {
     TRY(need_act(be, x, "add", "x"));
@@ -879,6 +889,8 @@ pt_status backend_attention_bwd(pt_backend *be, pt_tensor *dq, pt_tensor *dk, pt
                                 const pt_tensor *v, const pt_tensor *out, const pt_tensor *lse,
                                 const pt_attention *a)
 {
+    if (a->sinks) /* the sinks' own gradient and the backward through them: gpt-oss's training, not built yet */
+        return ERR(PT_ERR_UNSUPPORTED, "attention_bwd: the gradient through attention sinks (gpt-oss) is not built yet");
     int64_t qw = (int64_t)a->n_heads * a->head_dim, kw = (int64_t)a->n_kv_heads * a->head_dim;
     if (a->batch <= 0 || a->n_q <= 0 || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || q->shape[1] != qw ||
         k->shape[1] != kw || v->shape[1] != kw || k->shape[0] < (int64_t)a->batch * a->n_kv ||

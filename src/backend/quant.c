@@ -111,6 +111,14 @@ static void dequant_q4_0(const block_q4_0 *b, float *y)
     }
 }
 
+static void dequant_mxfp4(const block_mxfp4 *b, float *y)
+{
+    for (int j = 0; j < QK / 2; j++) {
+        y[j] = mxfp4_value(b->e, b->qs[j] & 0x0f);
+        y[j + QK / 2] = mxfp4_value(b->e, b->qs[j] >> 4);
+    }
+}
+
 static void dequant_q4_1(const block_q4_1 *b, float *y)
 {
     float d = quant_f16_to_f32(b->d), m = quant_f16_to_f32(b->m);
@@ -257,6 +265,7 @@ pt_status quant_dequantize_row(pt_dtype dtype, const void *src, float *dst, int6
         return PT_OK;
     case PT_Q8_0: DEQUANT_BLOCKS(block_q8_0, QK, dequant_q8_0); return PT_OK;
     case PT_Q4_0: DEQUANT_BLOCKS(block_q4_0, QK, dequant_q4_0); return PT_OK;
+    case PT_MXFP4: DEQUANT_BLOCKS(block_mxfp4, QK, dequant_mxfp4); return PT_OK;
     case PT_Q4_1: DEQUANT_BLOCKS(block_q4_1, QK, dequant_q4_1); return PT_OK;
     case PT_Q5_0: DEQUANT_BLOCKS(block_q5_0, QK, dequant_q5_0); return PT_OK;
     case PT_Q5_1: DEQUANT_BLOCKS(block_q5_1, QK, dequant_q5_1); return PT_OK;

@@ -605,7 +605,11 @@ static void gemma4_line(const pt_model_config *c)
 
 static void family_line(const pt_model_config *c)
 {
-    if (c->qkv_bias) printf("%-18s q/k/v biases\n", "family features");
+    if (c->qkv_bias) printf("%-18s q/k/v%s biases\n", "family features", c->o_bias ? "/o" : "");
+    if (c->attn_sinks) printf("%-18s an attention sink logit per head\n", "family features");
+    if (c->moe_bias)
+        printf("%-18s router and expert biases, clamped SwiGLU (limit %g, alpha %g)\n", "family features",
+               c->swiglu_limit, c->swiglu_alpha);
     if (c->qk_norm && !c->qk_norm_full)
         printf("%-18s q/k RMSNorm per head (%d values) before RoPE\n", "family features", c->head_dim);
     if (c->qk_norm_full)
@@ -622,9 +626,12 @@ static void family_line(const pt_model_config *c)
         printf("%-18s post-norms, tanh-GELU MLP, embeddings x %.4g, scores x %.4g, soft-caps %g / %g, sliding window %d "
                "on layers l %% %d == 0\n", "family features", c->embed_scale, c->attn_scale, c->attn_softcap,
                c->final_softcap, c->sliding_window, c->sliding_pattern);
-    else if (c->sliding_window && c->sliding_period) /* olmo3 */
+    else if (c->sliding_window && c->sliding_period && c->rope_theta_local > 0.0f) /* olmo3 */
         printf("%-18s sliding window %d on layers but (l + 1) %% %d == 0, their rope base %g unscaled\n",
                "family features", c->sliding_window, c->sliding_period, c->rope_theta_local);
+    else if (c->sliding_window && c->sliding_period) /* gpt-oss */
+        printf("%-18s sliding window %d on layers but (l + 1) %% %d == 0\n", "family features", c->sliding_window,
+               c->sliding_period);
     else if (c->sliding_window) printf("%-18s sliding window %d\n", "family features", c->sliding_window);
     if (c->residual_scale != 0.0f || c->logit_scale != 0.0f)
         printf("%-18s embeddings x %.4g, scores x %.4g, residual branches x %.4g, logits / %.4g\n", "family features",

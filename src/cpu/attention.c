@@ -53,8 +53,9 @@ PT_CLONES void cpu_attention_grad_run(float *p, float *ds, int n, float scale, f
 }
 
 /* Softmax over the keys [a, e) of a row (the others are zero), no packing segments: scores
- * scaled (soft-capped), max subtracted, exponentials vectorized. */
-static float softmax_range(float *row, const pt_attention *x, int a, int e, int nk)
+ * scaled (soft-capped), max subtracted, exponentials vectorized; a sink (NULL: none) is one more logit in the
+ * max and the sum. */
+static float softmax_range(float *row, const pt_attention *x, int a, int e, int nk, const float *sink)
 {
     for (int j = 0; j < a; j++) row[j] = 0;
     for (int j = e; j < nk; j++) row[j] = 0;
@@ -73,7 +74,8 @@ static float softmax_range(float *row, const pt_attention *x, int a, int e, int 
             if (r[j] > max) max = r[j];
         }
     }
-    double sum = cpu_exp_shift(r, n, max);
+    if (sink && *sink > max) max = *sink;
+    double sum = cpu_exp_shift(r, n, max) + (sink ? exp((double)(*sink - max)) : 0.0);
     float inv = (float)(1.0 / sum);
     for (int j = 0; j < n; j++) r[j] *= inv;
     return max + (float)log(sum);
@@ -81,11 +83,12 @@ static float softmax_range(float *row, const pt_attention *x, int a, int e, int 
 
 /* Softmax in place of the raw products of the query at position pos against the nk keys from lo
  * (row[jj] is key lo + jj); keys it may not see (causal, window, another packed example) become 0.
- * Returns its log-sum-exp. */
-static float softmax_row(float *row, const pt_attention *a, int pos, int lo, int nk, const int32_t *seg)
+ * Returns its log-sum-exp (over the sink too, when there is one). */
+static float softmax_row(float *row, const pt_attention *a, int pos, int lo, int nk, const int32_t *seg,
+                         const float *sink)
 {
     int first = cpu_attention_first_key(a, pos);
-    if (!seg) return softmax_range(row, a, (first > lo ? first : lo) - lo, pos + 1 - lo, nk);
+    if (!seg) return softmax_range(row, a, (first > lo ? first : lo) - lo, pos + 1 - lo, nk, sink);
     int32_t my_seg = seg ? seg[pos] : 0;
     float max = -FLT_MAX;
     for (int jj = 0; jj < nk; jj++) {
@@ -94,7 +97,8 @@ static float softmax_row(float *row, const pt_attention *a, int pos, int lo, int
         row[jj] = cpu_attention_score(a, row[jj], NULL);
         if (row[jj] > max) max = row[jj];
     }
-    double sum = 0;
+    if (sink && *sink > max) max = *sink;
+    double sum = sink ? exp((double)(*sink - max)) : 0.0;
     for (int jj = 0; jj < nk; jj++) {
         int j = lo + jj;
         if (j < first || j > pos || (seg && seg[j] != my_seg)) {
@@ -123,7 +127,7 @@ static void fwd_block(pt_tensor *out, pt_tensor *lse, const pt_tensor *q, const 
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, nk, a->head_dim, 1.0f, (const float *)q->data + qoff,
                 qw, (const float *)k->data + koff, kw, 0.0f, scores, nk);
     for (int r = 0; r < rows; r++) {
-        float l = softmax_row(scores + (size_t)r * nk, a, a->q_pos0 + t0 + r, lo, nk, seg);
+        float l = softmax_row(scores + (size_t)r * nk, a, a->q_pos0 + t0 + r, lo, nk, seg, a->sinks ? a->sinks + h : NULL);
         if (lse) ((float *)lse->data)[((size_t)b * a->n_q + t0 + r) * a->n_heads + h] = l;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a->head_dim, nk, 1.0f, scores, nk,

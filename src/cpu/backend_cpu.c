@@ -111,6 +111,7 @@ static const pt_backend_ops cpu_ops = {
     .pos_scale = cpu_pos_scale,
     .attention_fwd = cpu_attention_fwd,
     .swiglu_fwd = cpu_swiglu_fwd,
+    .swiglu_clamp_fwd = cpu_swiglu_clamp_fwd,
     .add = cpu_add,
     .rmsnorm_bwd = cpu_rmsnorm_bwd,
     .add_rmsnorm = cpu_add_rmsnorm,

@@ -63,6 +63,8 @@ pt_status cpu_rope_bwd(pt_backend *be, pt_tensor *dx, int n_heads, int head_dim,
 pt_status cpu_attention_fwd(pt_backend *be, pt_tensor *out, pt_tensor *lse, const pt_tensor *q,
                             const pt_tensor *k, const pt_tensor *v, const pt_attention *a);
 pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up);
+pt_status cpu_swiglu_clamp_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                               float alpha);
 pt_status cpu_add(pt_backend *be, pt_tensor *y, const pt_tensor *x);
 /* DoRA (dora.c) */
 pt_status cpu_dora_norm(pt_backend *be, pt_tensor *wnorm, const pt_tensor *w, const pt_tensor *a,

@@ -124,6 +124,21 @@ pt_status cpu_swiglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, co
     return PT_OK;
 }
 
+pt_status cpu_swiglu_clamp_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up, float limit,
+                               float alpha)
+{
+    (void)be;
+    int64_t n = tensor_numel(y);
+    const float *g = gate->data, *u = up->data;
+    float *ys = y->data;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float x = fminf(g[i], limit), v = fmaxf(fminf(u[i], limit), -limit);
+        ys[i] = (v + 1.0f) * (x / (1.0f + expf(-alpha * x)));
+    }
+    return PT_OK;
+}
+
 pt_status cpu_geglu_fwd(pt_backend *be, pt_tensor *y, const pt_tensor *gate, const pt_tensor *up)
 {
     (void)be;

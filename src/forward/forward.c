@@ -245,6 +245,7 @@ static pt_status attention_core(const fwd_ctx *c, int layer, layer_acts *a)
     pt_attention at = c->attn;
     pt_attention own = model_layer_attention(g, layer);
     at.window = own.window, at.head_dim = own.head_dim, at.n_kv_heads = own.n_kv_heads, at.scale = own.scale;
+    at.sinks = g->attn_sinks ? wt->w[W_SINKS].data : NULL; /* gpt-oss */
     if (!c->kv) return backend_attention(be, &att, &t[A_LSE], &q, &k, &v, &at);
     if (batched && src == layer) { /* sequence b's cache rows are b max_seq ..; the keys past a query's position are masked */
         int n = c->attn.n_q, ms = c->kv->max_seq;
@@ -312,6 +313,7 @@ static pt_status proj_residual(const fwd_ctx *c, int layer, int w, int norm, pt_
     const pt_layer_weights *wt = &c->m->layers[layer];
     if (!c->m->cfg.post_norms) {
         TRY(proj(c, layer, w, y, x, xs));
+        if (w == W_O && c->m->cfg.o_bias) TRY(backend_add_bias(be, y, &wt->w[W_O_BIAS])); /* gpt-oss */
     } else {
         TRY(proj(c, layer, w, pre, x, xs));
         TRY(backend_rmsnorm(be, y, rstd, pre, &wt->w[norm], c->m->cfg.norm_eps));

@@ -1,8 +1,8 @@
-/* moe.c — a sparse layer's mixture of experts (Qwen3-MoE), as transformers computes it: router
- * logits = xn Rᵀ, softmax over all experts in fp32, the top-k (renormalised with norm_topk_prob);
+/* moe.c — a sparse layer's mixture of experts (Qwen3-MoE, Mixtral, gpt-oss), as transformers computes it: router
+ * logits = xn Rᵀ (plus gpt-oss's bias), softmax over all experts in fp32, the top-k (renormalised with norm_topk_prob);
  * the (token, expert) pairs sorted by expert, then token (a counting sort on the host: one fixed
  * order, so a pass and its resumed twin compute the same numbers); each expert's rows through its
- * gate, up (SwiGLU) and down products, one grouped pass per expert with rows (backend_moe_matmul);
+ * gate, up (SwiGLU; gpt-oss: biases and the clamped SwiGLU) and down products, one grouped pass per expert with rows (backend_moe_matmul);
  * and each token's k outputs times their weights added to the residual in ascending expert order
  * (transformers' index_add_ order). Experts no token chose cost nothing. LoRA on the experts (PEFT's
  * target_parameters) adds each expert's delta to its rows' gate/up and down products (moe_lora.c). */
@@ -76,6 +76,25 @@ static void sort_pairs(moe_acts *a, int64_t rows, int k, int n_experts)
     a->offset[0] = 0;
 }
 
+/* gpt-oss (moe_bias): each expert's rows of y (sorted by expert) plus its bias row of b [n_experts, width]. */
+static pt_status expert_bias(pt_backend *be, pt_tensor *y, const pt_tensor *b, const int64_t *offset, int n_exp)
+{
+    for (int e = 0; e < n_exp; e++) {
+        if (offset[e + 1] == offset[e]) continue;
+        pt_tensor rows = tensor_rows(y, offset[e], offset[e + 1] - offset[e]), row = tensor_rows(b, e, 1);
+        TRY(backend_add_bias(be, &rows, &row));
+    }
+    return PT_OK;
+}
+
+/* The experts' activation: SwiGLU, or gpt-oss's clamped one (swiglu_limit). */
+static pt_status expert_act(pt_backend *be, const pt_model_config *g, pt_tensor *y, const pt_tensor *gate,
+                            const pt_tensor *up)
+{
+    if (g->swiglu_limit > 0.0f) return backend_swiglu_clamp(be, y, gate, up, g->swiglu_limit, g->swiglu_alpha);
+    return backend_swiglu(be, y, gate, up);
+}
+
 pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tensor *out, moe_acts *a)
 {
     const pt_model_config *g = &c->m->cfg;
@@ -84,6 +103,7 @@ pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tenso
     int k = g->n_experts_used, n_exp = g->n_experts;
     pt_tensor *t = a->t;
     TRY(backend_matmul(be, &t[M_LOGITS], xn, &wt->router, 0.0f));
+    if (g->moe_bias) TRY(backend_add_bias(be, &t[M_LOGITS], &wt->router_bias)); /* gpt-oss */
     TRY(adapter_matmul(c->ad, layer, W_ROUTER, &t[M_LOGITS], xn, &t[M_LRT])); /* a LoRA on the router, if any */
     TRY(backend_moe_route(be, a->expert, a->weight, &t[M_LOGITS], k, g->moe_norm_topk));
     for (int64_t i = 0; i < c->rows * k; i++)
@@ -95,10 +115,13 @@ pt_status forward_moe(const fwd_ctx *c, int layer, const pt_tensor *xn, pt_tenso
     TRY(backend_moe_gather(be, &t[M_XS], xn, a->token));
     TRY(backend_moe_matmul(be, &t[M_GATE], &t[M_XS], wt->experts + X_GATE, X_COUNT, a->offset, n_exp));
     TRY(backend_moe_matmul(be, &t[M_UP], &t[M_XS], wt->experts + X_UP, X_COUNT, a->offset, n_exp));
+    if (g->moe_bias) TRY(expert_bias(be, &t[M_GATE], &wt->expert_bias[X_GATE], a->offset, n_exp));
+    if (g->moe_bias) TRY(expert_bias(be, &t[M_UP], &wt->expert_bias[X_UP], a->offset, n_exp));
     const adapter_pair *gu = adapter_at(c->ad, layer, W_EXP_GATE_UP), *dn = adapter_at(c->ad, layer, W_EXP_DOWN);
     if (gu) TRY(forward_experts_lora(be, gu, a->offset, n_exp, &t[M_XS], &t[M_LGU], &t[M_GATE], &t[M_UP], g->moe_ffn_dim));
-    TRY(backend_swiglu(be, &t[M_ACT], &t[M_GATE], &t[M_UP]));
+    TRY(expert_act(be, g, &t[M_ACT], &t[M_GATE], &t[M_UP]));
     TRY(backend_moe_matmul(be, &t[M_YS], &t[M_ACT], wt->experts + X_DOWN, X_COUNT, a->offset, n_exp));
+    if (g->moe_bias) TRY(expert_bias(be, &t[M_YS], &wt->expert_bias[X_DOWN], a->offset, n_exp));
     if (dn) TRY(forward_experts_lora(be, dn, a->offset, n_exp, &t[M_ACT], &t[M_LDN], &t[M_YS], NULL, g->dim));
     return backend_moe_combine(be, out, &t[M_YS], a->row, a->weight, k);
 }

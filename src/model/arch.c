@@ -196,6 +196,19 @@ static const pt_arch_info table[PT_ARCH_COUNT] = {
                      [W_GATE] = "shared_mlp.input_linear.weight", [W_UP] = "shared_mlp.input_linear.weight",
                      [W_DOWN] = "shared_mlp.output_linear.weight"},
     },
+    [PT_ARCH_GPTOSS] = {
+        .name = "gpt-oss", .description = "gpt-oss (gpt-oss-20b, gpt-oss-120b)",
+        .hf = {{"gpt_oss", "GptOssForCausalLM", "gpt_oss (gpt-oss-20b, gpt-oss-120b)", false, false}},
+        .qkv_bias = true, .act = PT_ACT_SILU, .moe = true, .gptoss_moe = true,
+        .hf_names = {HF_COMMON, [W_FFN_NORM] = "post_attention_layernorm.weight",
+                     [W_Q_BIAS] = "self_attn.q_proj.bias", [W_K_BIAS] = "self_attn.k_proj.bias",
+                     [W_V_BIAS] = "self_attn.v_proj.bias", [W_O_BIAS] = "self_attn.o_proj.bias",
+                     [W_SINKS] = "self_attn.sinks"},
+        /* top-k of the biased logits, softmax over the k: the softmax over all experts renormalised over the k */
+        .moe_block = "mlp", .moe_width_key = "intermediate_size", .moe_renormalise = true,
+        .not_yet = "runs gpt-oss forward (generate, inspect, score) from Hugging Face directories only (bf16/f32 "
+                   "or MXFP4 experts); training, GGUF files and exports of it are not built yet",
+    },
 };
 
 static const char *const peft_modules[W_COUNT] = {

@@ -83,6 +83,9 @@ void model_family_defaults(pt_model_config *c)
     c->q_temp_beta = 0.0f;
     c->q_temp_period = 0;
     c->attn_gate = a->gated_delta;
+    c->o_bias = c->attn_sinks = c->moe_bias = a->gptoss_moe;
+    c->swiglu_limit = a->gptoss_moe ? 7.0f : 0.0f;
+    c->swiglu_alpha = a->gptoss_moe ? 1.702f : 0.0f;
     if (c->arch == PT_ARCH_GEMMA2) gemma2_defaults(c);
     c->last_layer_full = c->k_eq_v = c->v_norm = c->layer_scalars = false;
     c->head_dim_full = c->n_kv_heads_full = c->rope_pairs_full = c->kv_shared = c->ple_dim = c->ple_vocab = 0;
@@ -344,7 +347,7 @@ void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *activ
     int64_t d = c->dim, q = (int64_t)c->n_heads * c->head_dim, kv = (int64_t)c->n_kv_heads * c->head_dim;
     int64_t attn = 2 * d * q + 2 * d * kv + 2 * d + (c->qkv_bias ? q + 2 * kv : 0) +
                    (c->qk_norm ? model_qk_norm_width(c, W_Q_NORM) + model_qk_norm_width(c, W_K_NORM) : 0) +
-                   (c->post_norms ? 2 * d : 0);
+                   (c->post_norms ? 2 * d : 0) + (c->o_bias ? d : 0) + (c->attn_sinks ? c->n_heads : 0);
     int64_t edge = (int64_t)c->vocab * d * (c->tied_embeddings ? 1 : 2) + d, all = edge, act = edge;
     for (int l = 0; l < c->n_layers; l++) {
         all += attn, act += attn;
@@ -352,7 +355,8 @@ void model_param_counts(const pt_model_config *c, int64_t *total, int64_t *activ
             all += 3 * d * c->ffn_dim, act += 3 * d * c->ffn_dim;
             continue;
         }
-        int64_t expert = 3 * d * c->moe_ffn_dim, router = (int64_t)c->n_experts * d;
+        int64_t bias = c->moe_bias ? 2 * c->moe_ffn_dim + d : 0, expert = 3 * d * c->moe_ffn_dim + bias;
+        int64_t router = (int64_t)c->n_experts * (d + (c->moe_bias ? 1 : 0));
         all += router + c->n_experts * expert;
         act += router + c->n_experts_used * expert;
     }

@@ -817,10 +817,14 @@ static pt_status quantization(const cfg_src *c, hf_config *h)
     char method[32] = "bitsandbytes", type[16] = "nf4", storage[16] = "uint8";
     bool in4 = false, in8 = false;
     TRY(str_key(&qc, "quant_method", method, sizeof method));
+    if (!strcmp(method, "mxfp4") && arch_info(h->cfg.arch)->gptoss_moe) { /* the experts only: load_hf.c reads them */
+        h->mxfp4 = true;
+        return PT_OK;
+    }
     if (strcmp(method, "bitsandbytes"))
         return ERR(PT_ERR_USER,
                    "%s: quantization_config.quant_method \"%s\" is not supported; ptrain reads "
-                   "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones",
+                   "bitsandbytes 4-bit (NF4) checkpoints, gpt-oss's mxfp4 ones and unquantized F32/F16/BF16 ones",
                    shown_text(c->name).s, shown_text(method).s);
     TRY(bool_key(&qc, "load_in_4bit", &in4));
     TRY(bool_key(&qc, "load_in_8bit", &in8));
@@ -877,6 +881,36 @@ static pt_status moe(const cfg_src *c, pt_model_config *m)
     TRY(int_key(c, "decoder_sparse_step", false, 1, 4096, &m->moe_step));
     TRY(bool_key(c, "norm_topk_prob", &m->moe_norm_topk));
     return mlp_only_layers(c, m);
+}
+
+/* gpt-oss: a window (sliding_window, 128 when absent, null: none) on the even layers (layer_types: P = 2), sinks and
+ * o_proj's bias (attention_bias), the experts' clamped SwiGLU (swiglu_limit 7, swiglu_alpha 1.702), and without
+ * rope parameters transformers' GptOssConfig defaults: YaRN with factor 32 over 4096 positions, base 150000. */
+static pt_status gptoss(const cfg_src *c, hf_config *h)
+{
+    pt_model_config *m = &h->cfg;
+    bool attn_bias = true;
+    TRY(bool_key(c, "attention_bias", &attn_bias));
+    if (!attn_bias)
+        return ERR(PT_ERR_USER, "%s: attention_bias is false; ptrain runs gpt-oss with its q/k/v/o biases (every "
+                   "published gpt-oss model has them)", shown_text(c->name).s);
+    m->o_bias = m->attn_sinks = m->moe_bias = true;
+    double limit = 7.0, alpha = 1.702;
+    TRY(num_key(c, "swiglu_limit", 0, 1e9, &limit));
+    TRY(num_key(c, "swiglu_alpha", 0, 1e9, &alpha));
+    m->swiglu_limit = (float)limit, m->swiglu_alpha = (float)alpha;
+    m->sliding_window = 128;
+    if (json_is_null(json_object_get(c->root, "sliding_window"))) m->sliding_window = 0;
+    TRY(int_key(c, "sliding_window", false, 1, 1 << 30, &m->sliding_window));
+    m->sliding_period = 2;
+    TRY(layer_types(c, m->n_layers, &(layer_rule){"sliding_attention", "gpt-oss: P = 2, sliding on even layers", 2,
+                                                  false}, &m->sliding_period));
+    bool given = json_is_object(json_object_get(c->root, "rope_parameters")) ||
+                 json_is_object(json_object_get(c->root, "rope_scaling"));
+    if (!given) h->rope = (pt_rope_scaling){.type = PT_ROPE_YARN, .factor = 32, .beta_fast = 32, .beta_slow = 1,
+                                            .original_max_position_embeddings = 4096, .no_truncate = true};
+    if (!given && !json_object_get(c->root, "rope_theta")) h->rope_theta = 150000.0, m->rope_theta = 150000.0f;
+    return PT_OK;
 }
 
 /* A multimodal checkpoint's text_config: the object the text model's settings are read from, and the type its
@@ -938,6 +972,7 @@ static pt_status parse_root(const cfg_src *top, hf_config *h)
     if (m->arch == PT_ARCH_PHI3) TRY(phi3(c, m));
     if (type->sliding_period) TRY(olmo3(c, type, h));
     if (arch_info(m->arch)->moe) TRY(moe(c, m));
+    if (arch_info(m->arch)->gptoss_moe) TRY(gptoss(c, h));
     if (arch_info(m->arch)->gated_delta) TRY(qwen35(c, m));
     if (h->rope.type == PT_ROPE_LONGROPE && m->arch != PT_ARCH_PHI3)
         return ERR(PT_ERR_USER, "%s: rope scaling longrope is Phi-3's; ptrain runs it for phi3 models only, not %s",

@@ -582,8 +582,9 @@ size_t model_expert_bytes(const pt_model *m)
     size_t bytes = 0;
     for (int l = 0; m->layers && l < m->cfg.n_layers; l++) {
         const pt_layer_weights *w = &m->layers[l];
-        bytes += w->router.nbytes;
+        bytes += w->router.nbytes + w->router_bias.nbytes;
         for (int i = 0; w->experts && i < m->cfg.n_experts * X_COUNT; i++) bytes += w->experts[i].nbytes;
+        for (int x = 0; x < X_COUNT; x++) bytes += w->expert_bias[x].nbytes;
     }
     return bytes;
 }
@@ -592,6 +593,8 @@ size_t model_expert_bytes(const pt_model *m)
 static void experts_free(pt_model *m, pt_layer_weights *w)
 {
     if (!m->borrowed) backend_release(m->be, &w->router);
+    if (!m->borrowed) backend_release(m->be, &w->router_bias);
+    for (int x = 0; x < X_COUNT && !m->borrowed; x++) backend_release(m->be, &w->expert_bias[x]);
     for (int i = 0; w->experts && !m->borrowed && i < m->cfg.n_experts * X_COUNT; i++)
         backend_release(m->be, &w->experts[i]);
     free(w->experts);

@@ -19,6 +19,7 @@
 #include "ptrain/hf_model.h"
 #include "ptrain/log.h"
 #include "ptrain/nf4.h"
+#include "ptrain/quant_blocks.h"
 #include "ptrain/util.h"
 #include "ptrain/weight_check.h"
 
@@ -47,6 +48,7 @@ static bool slot_shape(const pt_model_config *c, int l, int slot, int64_t *rows,
     case W_Q: case W_K: case W_V: case W_O: case W_PLE_GATE: case W_PLE_PROJ: case W_PLE_MODEL: case W_PLE_EMBED:
         return false;
     case W_Q_BIAS: *cols = qw; break;
+    case W_SINKS: *cols = c->n_heads; break;
     case W_K_BIAS:
     case W_V_BIAS: *cols = kw; break;
     case W_Q_NORM: *cols = c->head_dim_full ? model_layer_head_dim(c, l) : model_qk_norm_width(c, slot); break;
@@ -462,6 +464,174 @@ static pt_status load_fused_expert(const hf_loader *ld, const char *name, int e,
     return load_dense(ld, f, &part, rows, cols, ld->nf4, out);
 }
 
+/* ---- gpt-oss's experts ---- */
+
+/* A 3-D [E, a, b] tensor `name` of layer l's mlp.experts, checked. */
+static pt_status gptoss_tensor(const hf_loader *ld, int l, const char *what, int64_t a, int64_t b, const st_tensor **t,
+                               const st_file **f)
+{
+    char name[192];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, what);
+    TRY(find(ld, name, t, f));
+    int64_t n_exp = ld->hc->cfg.n_experts;
+    if ((*t)->ndim == 3 && (*t)->shape[0] == n_exp && (*t)->shape[1] == a && (*t)->shape[2] == b) return PT_OK;
+    char desc[160];
+    return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected [%lld, %lld, %lld] from config.json (num_local_experts, "
+               "hidden_size and intermediate_size): the weights and config.json are from different models",
+               shown_text((*f)->path).s, shown_text(name).s, st_describe(*t, desc, sizeof desc), (long long)n_exp,
+               (long long)a, (long long)b);
+}
+
+/* Expert e's weight [rows, in] from gpt-oss's x W layout [E, in, rows * step]: the columns col0, col0 + step, ...
+ * of its [in, rows * step] matrix, transposed (gate_up_proj: gate the even columns, up the odd ones; down_proj:
+ * all, step 1). NF4 under load_in_4bit when in is whole 64-blocks. */
+static pt_status gptoss_expert(const hf_loader *ld, const st_tensor *t, const st_file *f, int e, int64_t in,
+                               int64_t rows, int step, int col0, pt_tensor *out)
+{
+    int64_t width = rows * step, n = in * width;
+    float *all = malloc(sizeof(float) * (size_t)n), *w = malloc(sizeof(float) * (size_t)n / (size_t)step);
+    pt_status st = all && w ? st_read_f32(t, f->path, e * n, n, all) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = weight_check(ld->tally, f->path, t->name, WEIGHT_PROJECTION, PT_F32, all, n, width);
+    for (int64_t r = 0; st == PT_OK && r < rows; r++)
+        for (int64_t i = 0; i < in; i++) w[r * in + i] = all[i * width + col0 + r * step];
+    free(all);
+    if (st != PT_OK) {
+        free(w);
+        return st;
+    }
+    return upload_floats(ld, w, rows, in, ld->nf4 && in % NF4_BLOCK == 0, out);
+}
+
+/* The experts' biases: gate_up_proj_bias [E, 2I] into the gate's (even columns) and the up's (odd) [E, I], down_proj_bias
+ * [E, dim], f32. */
+static pt_status gptoss_biases(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t n_exp = c->n_experts, f2 = 2 * (int64_t)c->moe_ffn_dim;
+    const char *what[2] = {"gate_up_proj_bias", "down_proj_bias"};
+    int64_t cols[2] = {f2, c->dim};
+    for (int k = 0; k < 2; k++) {
+        char name[192];
+        const st_tensor *t;
+        const st_file *f;
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, what[k]);
+        TRY(find(ld, name, &t, &f));
+        TRY(check_shape(f, t, n_exp, cols[k]));
+        float *v = malloc(sizeof(float) * (size_t)(n_exp * cols[k])), *split = malloc(sizeof(float) * (size_t)(n_exp * cols[k]));
+        pt_status st = v && split ? st_read_f32(t, f->path, 0, n_exp * cols[k], v) : ERR(PT_ERR_NOMEM, "out of memory");
+        if (st == PT_OK) st = weight_check(ld->tally, f->path, name, WEIGHT_VECTOR, PT_F32, v, n_exp * cols[k], 0);
+        int64_t half = cols[k] / 2, shape[2] = {n_exp, k == 0 ? half : cols[k]};
+        for (int64_t i = 0; k == 0 && i < n_exp * half; i++) /* even columns, then odd */
+            split[i] = v[(i / half) * cols[k] + 2 * (i % half)], split[n_exp * half + i] = v[(i / half) * cols[k] + 2 * (i % half) + 1];
+        for (int x = 0; st == PT_OK && x < (k == 0 ? 2 : 1); x++) {
+            pt_tensor *out = &w->expert_bias[k == 0 ? (x == 0 ? X_GATE : X_UP) : X_DOWN];
+            *out = tensor_make(PT_F32, 2, shape);
+            st = upload(ld->be, out, k == 0 ? split + x * n_exp * half : v);
+        }
+        free(v);
+        free(split);
+        TRY(st);
+    }
+    return PT_OK;
+}
+
+/* The [E, a, b(, 16)] uint8 tensor <what> of layer l's experts (an MXFP4 pair's blocks: 4 dims, or scales: 3). */
+static pt_status mxfp4_tensor(const hf_loader *ld, int l, const char *what, int64_t a, int64_t b, const st_tensor **t)
+{
+    char name[192];
+    const st_file *f;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s", l, what);
+    TRY(find(ld, name, t, &f));
+    bool blocks = strstr(what, "_blocks") != NULL;
+    const st_tensor *x = *t;
+    if (x->dtype == ST_U8 && x->ndim == (blocks ? 4 : 3) && x->shape[0] == ld->hc->cfg.n_experts && x->shape[1] == a &&
+        x->shape[2] == b && (!blocks || x->shape[3] == 16))
+        return PT_OK;
+    char desc[160];
+    return ERR(PT_ERR_USER, "%s: tensor %s is %s, expected U8 [%d, %lld, %lld%s] from config.json (MXFP4 %s of "
+               "num_local_experts, rows and columns / 32): the weights and config.json are from different models",
+               shown_text(f->path).s, shown_text(name).s, st_describe(x, desc, sizeof desc), ld->hc->cfg.n_experts,
+               (long long)a, (long long)b, blocks ? ", 16" : "", blocks ? "blocks" : "scales");
+}
+
+/* Expert e's weight [rows, cols] from an MXFP4 pair (blocks [E, rows * step, cols / 32, 16], scales [E, rows * step,
+ * cols / 32]: the rows row0, row0 + step, ...), kept MXFP4 (PT_MXFP4): each block's nibbles repacked from Hugging
+ * Face's order (byte i: elements 2i low, 2i + 1 high) into ggml's (byte j: elements j low, j + 16 high). */
+static pt_status gptoss_mxfp4(const hf_loader *ld, const st_tensor *bl, const st_tensor *sc, int e, int64_t rows,
+                              int64_t cols, int step, int row0, pt_tensor *out)
+{
+    int64_t nb = cols / QK, shape[2] = {rows, cols};
+    *out = tensor_make(PT_MXFP4, 2, shape);
+    block_mxfp4 *b = malloc(out->nbytes);
+    TRY_ALLOC(b);
+    const uint8_t *q = bl->data, *s = sc->data;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < nb; k++) {
+            int64_t src = ((int64_t)e * rows * step + row0 + r * step) * nb + k;
+            const uint8_t *p = q + src * (QK / 2);
+            block_mxfp4 *d = &b[r * nb + k];
+            d->e = s[src];
+            for (int j = 0; j < QK / 2; j++) {
+                int lo = p[j / 2] >> (j % 2 * 4) & 15, hi = p[(j + QK / 2) / 2] >> (j % 2 * 4) & 15;
+                d->qs[j] = (uint8_t)(lo | hi << 4);
+            }
+        }
+    pt_status st = upload(ld->be, out, b);
+    free(b);
+    return st;
+}
+
+/* gpt-oss's MXFP4 experts (quantization_config quant_method mxfp4), each weight kept 4-bit. */
+static pt_status load_gptoss_mxfp4(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    if (d % QK || f % QK)
+        return ERR(PT_ERR_USER, "%s: hidden_size %lld and intermediate_size %lld must be multiples of 32 for MXFP4 "
+                   "experts (blocks of 32 values)", shown_text(where(ld)).s, (long long)d, (long long)f);
+    const st_tensor *gb, *gs, *db, *ds;
+    TRY(mxfp4_tensor(ld, l, "gate_up_proj_blocks", 2 * f, d / QK, &gb));
+    TRY(mxfp4_tensor(ld, l, "gate_up_proj_scales", 2 * f, d / QK, &gs));
+    TRY(mxfp4_tensor(ld, l, "down_proj_blocks", d, f / QK, &db));
+    TRY(mxfp4_tensor(ld, l, "down_proj_scales", d, f / QK, &ds));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    for (int e = 0; e < c->n_experts; e++) {
+        pt_tensor *x = &w->experts[(size_t)e * X_COUNT];
+        TRY(gptoss_mxfp4(ld, gb, gs, e, f, d, 2, 0, &x[X_GATE]));
+        TRY(gptoss_mxfp4(ld, gb, gs, e, f, d, 2, 1, &x[X_UP]));
+        TRY(gptoss_mxfp4(ld, db, ds, e, d, f, 1, 0, &x[X_DOWN]));
+    }
+    return gptoss_biases(ld, l, w);
+}
+
+/* gpt-oss's layer l: the router (mlp.router.weight and .bias, never quantized) and the experts as GptOssExperts holds
+ * them (arch.h's gptoss_moe), or MXFP4 as the published checkpoints store them (kept 4-bit). */
+static pt_status load_gptoss_experts(const hf_loader *ld, int l, pt_layer_weights *w)
+{
+    const pt_model_config *c = &ld->hc->cfg;
+    int64_t d = c->dim, f = c->moe_ffn_dim;
+    char name[192];
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.weight", l);
+    TRY(load_matrix(ld, name, c->n_experts, d, false, &w->router));
+    snprintf(name, sizeof name, "model.layers.%d.mlp.router.bias", l);
+    TRY(load_vector(ld, name, c->n_experts, false, &w->router_bias));
+    if (ld->hc->mxfp4) return load_gptoss_mxfp4(ld, l, w);
+    const st_tensor *gu, *dn;
+    const st_file *fgu, *fdn;
+    TRY(gptoss_tensor(ld, l, "gate_up_proj", d, 2 * f, &gu, &fgu));
+    TRY(gptoss_tensor(ld, l, "down_proj", f, d, &dn, &fdn));
+    w->experts = calloc((size_t)c->n_experts * X_COUNT, sizeof *w->experts);
+    TRY_ALLOC(w->experts);
+    for (int e = 0; e < c->n_experts; e++) {
+        pt_tensor *x = &w->experts[(size_t)e * X_COUNT];
+        TRY(gptoss_expert(ld, gu, fgu, e, d, f, 2, 0, &x[X_GATE]));
+        TRY(gptoss_expert(ld, gu, fgu, e, d, f, 2, 1, &x[X_UP]));
+        TRY(gptoss_expert(ld, dn, fdn, e, f, d, 1, 0, &x[X_DOWN]));
+    }
+    return gptoss_biases(ld, l, w);
+}
+
 /* A sparse layer's router (as stored, never quantized) and its experts, one by one
  * (<block>.experts.E.<gate|up|down name>.weight with the router <block>.gate.weight, the family's names:
  * mlp and gate_proj... for Qwen3-MoE, block_sparse_moe and w1, w3, w2 for Mixtral; bitsandbytes ones too)
@@ -534,7 +704,7 @@ static pt_status load_layer(const hf_loader *ld, int l, pt_layer_weights *w)
     const pt_model_config *c = &ld->hc->cfg;
     bool plus_one = arch_info(c->arch)->norm_plus_one, sparse = model_layer_moe(c, l);
     char name[192];
-    if (sparse) TRY(load_experts(ld, l, w));
+    if (sparse) TRY(arch_info(c->arch)->gptoss_moe ? load_gptoss_experts(ld, l, w) : load_experts(ld, l, w));
     for (int slot = 0; slot < W_COUNT; slot++) {
         if (sparse && (slot == W_GATE || slot == W_UP || slot == W_DOWN)) continue; /* the experts instead */
         if (!model_slot_in_layer(c, l, slot)) continue;

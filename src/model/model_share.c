@@ -127,8 +127,9 @@ typedef struct {
 
 /* Every tensor of m in a fixed order: the embedding, the final norm, the lm_head (unless tied),
  * then each layer's W_COUNT slots, its router and n_experts * X_COUNT experts (none on a dense layer:
- * empty entries). */
-static int layer_tensors(const pt_model_config *c) { return W_COUNT + (c->n_experts > 0 ? 1 + c->n_experts * X_COUNT : 0); }
+ * empty entries), and with moe_bias (gpt-oss) the router's bias and the X_COUNT expert biases. */
+static int expert_tensors(const pt_model_config *c) { return c->n_experts > 0 ? 1 + c->n_experts * X_COUNT : 0; }
+static int layer_tensors(const pt_model_config *c) { return W_COUNT + expert_tensors(c) + (c->moe_bias ? 1 + X_COUNT : 0); }
 static int tensor_count(const pt_model_config *c) { return 3 + c->n_layers * layer_tensors(c); }
 
 static pt_tensor *tensor_at(pt_model *m, int i)
@@ -142,6 +143,9 @@ static pt_tensor *tensor_at(pt_model *m, int i)
     int j = i % layer_tensors(&m->cfg);
     if (j < W_COUNT) return &w->w[j];
     if (j == W_COUNT) return &w->router;
+    int b = j - W_COUNT - expert_tensors(&m->cfg); /* the biases (moe_bias) */
+    if (b == 0) return &w->router_bias;
+    if (b > 0) return &w->expert_bias[b - 1];
     none = (pt_tensor){0};
     return w->experts ? &w->experts[j - W_COUNT - 1] : &none;
 }

@@ -3,7 +3,8 @@
  * cuda_dequant_rows_host, and this test proves that loop equal bit for bit (memcmp of the floats)
  * to the CPU reference, quant_dequantize_row (src/backend/quant.c) and nf4_dequantize_rows (src/backend/nf4.c), for
  * every stored format, several shapes and row ranges. Weights are quantized where quant.c can
- * (f16, bf16, Q8_0, Q4_0, Q4_1), made of random bytes with finite fp16 scales for every block format,
+ * (f16, bf16, Q8_0, Q4_0, Q4_1), made of random bytes with finite fp16 scales for every block format (MXFP4:
+ * random E8M0 bytes),
  * random bits for f32/f16/bf16 (every fp16 and bf16 bit pattern is checked once), and
  * nf4_quantize of random values for NF4. Built only with the CUDA backend; needs no GPU. */
 #ifdef HAVE_CONFIG_H
@@ -71,6 +72,7 @@ static void scale_fields(pt_dtype dtype, int *a, int *b)
     case PT_Q2_K: *a = 80, *b = 82; break;
     case PT_Q3_K: *a = 108; break;
     case PT_Q6_K: *a = 208; break;
+    case PT_MXFP4: *a = -1; break; /* an E8M0 byte: every one of the 256 random values is a scale */
     default: break;
     }
 }
@@ -112,7 +114,7 @@ static pt_tensor make_weight(pt_dtype dtype, int64_t rows, int64_t cols, fill_ki
         int a, b;
         scale_fields(dtype, &a, &b);
         for (size_t off = 0; off < t.nbytes; off += block_bytes) {
-            wr16(p + off + a, quant_f32_to_f16(2.0f * frand(&seed)));
+            if (a >= 0) wr16(p + off + a, quant_f32_to_f16(2.0f * frand(&seed)));
             if (b >= 0) wr16(p + off + b, quant_f32_to_f16(2.0f * frand(&seed)));
         }
     }
@@ -222,7 +224,7 @@ static void test_block32_formats(void **state)
 {
     (void)state;
     const pt_dtype quantized[] = {PT_Q8_0, PT_Q4_0, PT_Q4_1};
-    const pt_dtype all[] = {PT_Q8_0, PT_Q4_0, PT_Q4_1, PT_Q5_0, PT_Q5_1};
+    const pt_dtype all[] = {PT_Q8_0, PT_Q4_0, PT_Q4_1, PT_Q5_0, PT_Q5_1, PT_MXFP4};
     for (size_t i = 0; i < sizeof quantized / sizeof quantized[0]; i++) check_dtype(quantized[i], FILL_QUANTIZE);
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) check_dtype(all[i], FILL_RANDOM);
 }

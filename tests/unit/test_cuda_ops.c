@@ -1006,10 +1006,34 @@ static void check_attention_case(const attn_case *c_full)
     free(seg);
 }
 
+/* gpt-oss's attention sinks (the forward; the tensor-core kernels hand heads with sinks to the fp32 one): a window
+ * shorter than the sequence, grouped heads, sinks on both sides of the scores. */
+static void check_attention_sinks(void)
+{
+    attn_case c = {.name = "sinks 2x40 h4/2 d64 w12", .batch = 2, .n_q = 40, .n_kv = 40, .n_heads = 4,
+                   .n_kv_heads = 2, .head_dim = 64, .window = 12};
+    attn_io io = attn_io_make(&c);
+    float sh[4] = {-3.0f, 0.5f, 2.0f, 6.0f};
+    twin sk = twin_f32(1, 4, sh);
+    pt_attention a = {.batch = c.batch, .n_q = c.n_q, .n_kv = c.n_kv, .n_heads = c.n_heads, .n_kv_heads = c.n_kv_heads,
+                      .head_dim = c.head_dim, .scale = 0.125f, .window = c.window};
+    bool ok;
+    BOTH(ok, "attention sinks", c.name,
+         (a.sinks = S(&sk, side)->data, backend_attention(B(side), S(&io.out, side), S(&io.lse, side), S(&io.q, side),
+                                                          S(&io.k, side), S(&io.v, side), &a)));
+    if (ok) {
+        check_twin("attention sinks out", c.name, &io.out, TOL_REDUCE);
+        check_twin("attention sinks lse", c.name, &io.lse, TOL_REDUCE);
+    }
+    twin_free(&sk);
+    attn_io_free(&io);
+}
+
 static void test_attention(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof attn_cases / sizeof attn_cases[0]; i++) check_attention_case(&attn_cases[i]);
+    check_attention_sinks();
     if (failures) fail_msg("%d attention checks failed (FAIL lines above)", failures);
 }
 
@@ -1053,9 +1077,25 @@ static void check_glu_case(bool geglu, int rows, int cols)
     free(dyh);
 }
 
+/* gpt-oss's clamped SwiGLU (limit 7, alpha 1.702) on values past the clamps on both sides */
+static void check_glu_clamp_case(int rows, int cols)
+{
+    char cas[64];
+    snprintf(cas, sizeof cas, "%dx%d", rows, cols);
+    twin g = twin_random(rows, cols, -12.0f, 12.0f), u = twin_random(rows, cols, -12.0f, 12.0f), y = twin_poison(rows, cols);
+    bool ok;
+    BOTH(ok, "swiglu_clamp", cas, backend_swiglu_clamp(B(side), S(&y, side), S(&g, side), S(&u, side), 7.0f, 1.702f));
+    if (ok) check_twin("swiglu_clamp", cas, &y, TOL_ELEM);
+    twin_free(&g);
+    twin_free(&u);
+    twin_free(&y);
+}
+
 static void test_glu(void **state)
 {
     (void)state;
+    check_glu_clamp_case(77, 1000);
+    check_glu_clamp_case(1, 33);
     check_glu_case(false, 77, 1000);
     check_glu_case(true, 77, 1000);
     check_glu_case(false, 1, 33);

@@ -1573,7 +1573,7 @@ static void test_ggml_types(void **state)
         {22, "iq2_s", 256, 82, NONE},      {23, "iq4_xs", 256, 136, NONE},    {24, "i8", 1, 1, NONE},
         {25, "i16", 1, 2, NONE},           {26, "i32", 1, 4, NONE},           {27, "i64", 1, 8, NONE},
         {28, "f64", 1, 8, NONE},           {29, "iq1_m", 256, 56, NONE},      {30, "bf16", 1, 2, PT_BF16},
-        {34, "tq1_0", 256, 54, NONE},      {35, "tq2_0", 256, 66, NONE},      {39, "mxfp4", 32, 17, NONE},
+        {34, "tq1_0", 256, 54, NONE},      {35, "tq2_0", 256, 66, NONE},      {39, "mxfp4", 32, 17, PT_MXFP4},
     };
     size_t n = sizeof spec / sizeof spec[0], k = 0;
     for (uint32_t id = 0; id < 64; id++) {

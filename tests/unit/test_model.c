@@ -459,7 +459,7 @@ static void test_bad_models(void **state)
                               "2/3, Mistral, SmolLM2, TinyLlama), qwen2 (Qwen2, Qwen2.5), gemma2 (Gemma 2), qwen3 (Qwen3, "
                               "DeepSeek-R1 Qwen3 distills), smollm3 (SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2, OLMo 3), gemma3 "
                               "(Gemma 3 text), phi3 (Phi-3, Phi-3.5, Phi-4, Phi-4-mini), qwen3moe (Qwen3-MoE), gemma4 (Gemma 4 "
-                              "text), qwen35 (Qwen3.5 text), mistral3 (Ministral 3)"},
+                              "text), qwen35 (Qwen3.5 text), mistral3 (Ministral 3), gpt-oss (gpt-oss-20b, gpt-oss-120b)"},
         {"llama", "bad-missing-tensor", "bad-missing-tensor.gguf: tensor blk.0.attn_norm.weight is missing; is this a "
                                         "complete model file?"},
         {"llama", "bad-shape", "bad-shape.gguf: tensor blk.0.attn_q.weight has shape [48, 32], expected [32, 32] for "

@@ -35,6 +35,7 @@
 #include "ptrain/step.h"
 #include "ptrain/hf_model.h"
 #include "ptrain/model_io.h"
+#include "ptrain/quant.h"
 
 static const char *family = "qwen3moe"; /* tests/data/<family>: qwen3moe or mixtral */
 
@@ -143,12 +144,48 @@ static void check_mixtral_layout(const pt_model *m, pt_dtype expert)
     }
 }
 
+/* gpt-oss's: both layers sparse (6 experts, top-2), layer 0 sliding (window 12), layer 1 full, YaRN, q/k/v/o biases,
+ * sinks, the router's and experts' biases, the clamped SwiGLU; the experts, cut out of the x W layout, f32 (bf16
+ * widened) or NF4. */
+static void check_gptoss_layout(const pt_model *m, pt_dtype expert)
+{
+    const pt_model_config *c = &m->cfg;
+    assert_int_equal(c->arch, PT_ARCH_GPTOSS);
+    assert_int_equal(c->n_experts, 6);
+    assert_int_equal(c->n_experts_used, 2);
+    assert_int_equal(c->moe_ffn_dim, 64);
+    assert_int_equal(model_layer_window(c, 0), 12);
+    assert_int_equal(model_layer_window(c, 1), 0);
+    assert_true(c->moe_norm_topk && c->o_bias && c->attn_sinks && c->moe_bias);
+    assert_true(c->swiglu_limit == 7.0f && c->swiglu_alpha == 1.702f);
+    assert_true(c->rope_mscale > 1.0f); /* YaRN's attention factor: 0.1 ln 4 + 1 */
+    int64_t total, tensors = tensor_numel(&m->tok_embd) + tensor_numel(&m->output) + tensor_numel(&m->out_norm);
+    for (int l = 0; l < 2; l++) {
+        const pt_layer_weights *w = &m->layers[l];
+        for (int i = 0; i < W_COUNT; i++) tensors += w->w[i].data ? tensor_numel(&w->w[i]) : 0;
+        for (int i = 0; i < 6 * X_COUNT; i++) tensors += tensor_numel(&w->experts[i]);
+        for (int x = 0; x < X_COUNT; x++) tensors += tensor_numel(&w->expert_bias[x]);
+        tensors += tensor_numel(&w->router) + tensor_numel(&w->router_bias);
+        assert_true(model_layer_moe(c, l));
+        assert_int_equal(w->router_bias.shape[0], 6);
+        assert_int_equal(w->w[W_SINKS].shape[0], 4);
+        assert_int_equal(w->w[W_O_BIAS].shape[0], 64);
+        assert_int_equal(w->expert_bias[X_GATE].shape[1], 64);
+        assert_int_equal(w->expert_bias[X_DOWN].shape[0], 6);
+        for (int i = 0; i < 6 * X_COUNT; i++) assert_int_equal(w->experts[i].dtype, expert);
+        assert_int_equal(w->experts[5 * X_COUNT + X_DOWN].shape[0], 64);
+    }
+    model_param_counts(c, &total, NULL);
+    assert_int_equal(total, tensors); /* the biases and sinks counted */
+}
+
 static void check_dir(const char *dir, bool nf4, const char *gold)
 {
     pt_backend *be = cpu();
     pt_model m;
     load(dir, nf4, be, &m);
     if (!strcmp(family, "mixtral")) check_mixtral_layout(&m, nf4 ? PT_NF4 : PT_BF16);
+    else if (!strcmp(family, "gptoss")) check_gptoss_layout(&m, strstr(dir, "mxfp4") ? PT_MXFP4 : nf4 ? PT_NF4 : PT_F32);
     else check_layout(&m, nf4 ? PT_NF4 : PT_BF16);
     check_logits(&m, gold);
     check_greedy(&m, gold);
@@ -513,6 +550,66 @@ static void test_mixtral(void **s)
     family = "qwen3moe";
 }
 
+/* An MXFP4 block decoded as transformers' convert_moe_packed_tensors decodes it: every value of layer 0's gate and up
+ * weights of every expert, dequantized by the CPU backend from ptrain's PT_MXFP4 copy, equal bit for bit to the
+ * reference's float32 decode (mxfp4.decoded.f32 [E, H, 2I]: gate the even columns, up the odd). */
+static void check_mxfp4_decode(void)
+{
+    pt_backend *be = cpu();
+    pt_model m;
+    family = "gptoss";
+    load("hf-mxfp4", false, be, &m);
+    char path[1024];
+    golden("mxfp4", "decoded.f32", path, sizeof path);
+    int64_t E = m.cfg.n_experts, H = m.cfg.dim, I = m.cfg.moe_ffn_dim, differ = 0, tiny = 0;
+    float *ref = read_f32(path, (size_t)(E * H * 2 * I)), *got = malloc(sizeof(float) * (size_t)(I * H));
+    for (int64_t e = 0; e < E; e++)
+        for (int x = 0; x < 2; x++) {
+            assert_int_equal(quant_dequantize_row(PT_MXFP4, m.layers[0].experts[e * X_COUNT + x].data, got, I * H), PT_OK);
+            for (int64_t i = 0; i < I; i++)
+                for (int64_t h = 0; h < H; h++) {
+                    float want = ref[(e * H + h) * 2 * I + 2 * i + x], have = got[i * H + h];
+                    differ += memcmp(&want, &have, sizeof want) != 0;
+                    tiny += want != 0.0f && fabsf(want) < 1e-30f;
+                }
+        }
+    print_message("gptoss: %lld MXFP4 values decoded, %lld differ from transformers' decode (%lld subnormal)\n",
+                  (long long)(E * H * 2 * I), (long long)differ, (long long)tiny);
+    assert_int_equal(differ, 0);
+    assert_true(tiny > 0);
+    free(ref);
+    free(got);
+    model_free(&m);
+    backend_close(be);
+    family = "qwen3moe";
+}
+
+/* gpt-oss (make_gptoss_goldens.py): the bf16 directory save_pretrained writes, logits through the sliding window
+ * (12 of 40 ids) and greedy tokens against transformers'; the configs and checkpoints not built yet refused. */
+static void test_gptoss(void **s)
+{
+    (void)s;
+    family = "gptoss";
+    check_dir("hf", false, "hf");
+    check_dir("hf-mxfp4", false, "hf-mxfp4"); /* MXFP4 experts kept 4-bit (the attention unquantized) */
+    family = "qwen3moe";
+    check_mxfp4_decode();
+#define GPTOSS_BASE "{\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 2, \"hidden_size\": 64, " \
+                    "\"intermediate_size\": 64, \"num_attention_heads\": 4, \"vocab_size\": 384, " \
+                    "\"num_local_experts\": 4, \"num_experts_per_tok\": 2"
+    hf_config h;
+    const char *ok = GPTOSS_BASE "}";
+    assert_int_equal(hf_config_parse("config.json", ok, strlen(ok), &h), PT_OK);
+    assert_int_equal(model_layer_window(&h.cfg, 0), 128); /* GptOssConfig's defaults */
+    assert_int_equal(model_layer_window(&h.cfg, 1), 0);
+    assert_int_equal(h.rope.type, PT_ROPE_YARN);
+    assert_true(h.rope.factor == 32 && h.rope.original_max_position_embeddings == 4096 && h.rope_theta == 150000);
+    expect_config_error(GPTOSS_BASE ", \"attention_bias\": false}", "attention_bias is false");
+    expect_config_error(GPTOSS_BASE ", \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                        "gpt-oss: P = 2, sliding on even layers");
+#undef GPTOSS_BASE
+}
+
 /* GGUF files as llama.cpp's converter writes them (make_moe_gguf_goldens.py): Mixtral as llama with experts (q/k
  * permuted), a Qwen3-MoE with every layer sparse; the experts' 3-D tensors cut into one weight per expert, f32 or
  * Q4_0 kept in its format (load_in_4bit off: the rest stays f32), the router f32. Logits and greedy tokens against
@@ -559,7 +656,7 @@ int main(void)
         cmocka_unit_test(test_param_counts),       cmocka_unit_test(test_config),
         cmocka_unit_test(test_peft_grads),         cmocka_unit_test(test_mixtral),
         cmocka_unit_test(test_gguf),               cmocka_unit_test(test_peft_experts),
-        cmocka_unit_test(test_aux_loss),
+        cmocka_unit_test(test_aux_loss),           cmocka_unit_test(test_gptoss),
     };
     return cmocka_run_group_tests_name("moe", tests, NULL, NULL);
 }

@@ -633,7 +633,8 @@ static void test_config_errors(void **state)
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
                         "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
-                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)");
+                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
+                        "gpt-oss-120b)");
     expect_config_error("{\"architectures\":[\"GPT2LMHeadModel\"]}",
                         "config.json: model_type \"not given\" (GPT2LMHeadModel) is not supported; supported: llama (Llama "
                         "2/3.x, SmolLM2, TinyLlama), mistral (loads as llama), mistral3 (Mistral Small 3.1+, Ministral 3 "
@@ -643,7 +644,8 @@ static void test_config_errors(void **state)
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
                         "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
-                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts)");
+                        "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
+                        "gpt-oss-120b)");
     expect_config_error("{\"model_type\":\"llama\",\"architectures\":\"LlamaForCausalLM\"}",
                         "config.json: architectures: expected a list of class names such as [\"LlamaForCausalLM\"], "
                         "found the string \"LlamaForCausalLM\"");
@@ -734,7 +736,7 @@ static void test_config_errors(void **state)
                         "run OLMo 3's local layers unscaled");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"gptq\"}}",
                         "config.json: quantization_config.quant_method \"gptq\" is not supported; ptrain reads "
-                        "bitsandbytes 4-bit (NF4) checkpoints and unquantized F32/F16/BF16 ones");
+                        "bitsandbytes 4-bit (NF4) checkpoints, gpt-oss's mxfp4 ones and unquantized F32/F16/BF16 ones");
     expect_config_error("{\"model_type\":\"llama\"," SIZES ",\"quantization_config\":{\"quant_method\":\"bitsandbytes\","
                         "\"load_in_8bit\":true}}",
                         "config.json: a bitsandbytes 8-bit checkpoint; ptrain reads bitsandbytes 4-bit (NF4) ones: use "
