@@ -2,7 +2,7 @@
  * a model (a GGUF file, or a Hugging Face directory quantized to NF4 on load, as a config's defaults do),
  * batch 4 x seq 512 of fixed pseudo-random tokens, forward + backward + AdamW per
  * step (gradient checkpointing as given), timed over a few steps after one warm-up. Prints one
- * JSON object: tokens/s, peak RSS, and achieved GFLOP/s (6N per token: forward, input gradients,
+ * JSON object: tokens/s, peak RSS (and its value after loading the model), and achieved GFLOP/s (6N per token: forward, input gradients,
  * recomputation; N = parameters of the projections and the lm_head).
  * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
  * the OpenBLAS kernel in use (src/runtime/blas_kernel.c, which re-executes onto the right one first).
@@ -54,6 +54,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_train: %s\n", err_message());
         return 1;
     }
+    double load_peak_mb = peak_rss_kb() / 1024.0; /* the high-water mark of loading (and quantizing) the model */
     int32_t *ids = malloc(sizeof(int32_t) * 3 * (size_t)B * T), *targets = ids + B * T, *pos = targets + B * T;
     if (!ids) return fprintf(stderr, "bench_train: out of memory\n"), 1;
     for (int i = 0; i < B * T; i++) {
@@ -85,8 +86,8 @@ int main(int argc, char **argv)
     char kernel[512];
     blas_kernel_describe(kernel, sizeof kernel);
     printf("{\"peer\": \"ptrain\", \"tokens_per_s\": %.1f, \"step_s\": %.3f, \"peak_rss_mb\": %.1f, "
-           "\"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s, \"batch\": %d, \"seq\": %d, \"blas\": \"%s\"}\n",
-           tok_s, dt, peak_rss_kb() / 1024.0, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false",
+           "\"load_peak_rss_mb\": %.1f, \"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s, \"batch\": %d, \"seq\": %d, \"blas\": \"%s\"}\n",
+           tok_s, dt, peak_rss_kb() / 1024.0, load_peak_mb, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false",
            B, T, kernel);
     free(ids);
     lora_free(&l);

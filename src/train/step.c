@@ -114,14 +114,17 @@ static pt_status fetch_ahead(const offload *h, int layer)
     return layer > 0 ? backend_from_host_async(be, &h->f->x[(layer - 1) % 2], host_input(h, layer - 1)) : PT_OK;
 }
 
-/* The layers' backward passes, last first (recomputing a layer first with checkpointing). */
+/* The layers' backward passes, last first (recomputing a layer first with checkpointing; not the
+ * last one: the forward pass ran it last into the one set of activations, which nothing since has
+ * written, so its recomputation would give the same values again). */
 static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *o, step_bufs *s, const offload *h)
 {
-    for (int layer = c->m->cfg.n_layers - 1; layer >= 0; layer--) {
+    int last = c->m->cfg.n_layers - 1;
+    for (int layer = last; layer >= 0; layer--) {
         layer_acts *a = &s->f.acts[o->checkpointing ? 0 : layer];
         if (h) TRY(fetch_ahead(h, layer));
         const pt_tensor *x = &s->f.x[layer % s->f.n_x];
-        if (o->checkpointing) TRY(forward_layer(c, layer, x, &s->recompute, a));
+        if (o->checkpointing && layer != last) TRY(forward_layer(c, layer, x, &s->recompute, a));
         TRY(backward_layer(c, l, layer, x, a, &s->d, &s->g));
         if (o->layer_done) TRY(o->layer_done(o->layer_done_arg, layer));
     }
