@@ -226,6 +226,29 @@ static void test_checkpointing_same_gradients(void **state)
     for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("with gradient checkpointing: max relative error vs PEFT %.3g\n", c.worst);
     assert_true(c.worst <= 1e-4);
+    /* gradient_checkpointing_keep_layers: the last layers keep their activations instead of being recomputed; the
+     * recomputation gives the same values, so the gradients are the same to the bit, and the arena grows by the kept
+     * layers' activations */
+    float *want = calloc(fx->n_floats, sizeof *want), *got = calloc(fx->n_floats, sizeof *got);
+    for_each_tensor(fx, golden_collect_grads, want);
+    train_batch b = batch_of(fx);
+    int n = fx->m.cfg.n_layers;
+    size_t before = 0;
+    for (int keep = 0; keep <= n + 1; keep++) {
+        step_options o = {.checkpointing = true, .keep_layers = keep};
+        double loss = 0;
+        int64_t cnt = 0;
+        assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+        assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &cnt), PT_OK);
+        for_each_tensor(fx, golden_collect_grads, got);
+        assert_memory_equal(want, got, fx->n_floats * sizeof *got);
+        size_t bytes = step_arena_bytes(&fx->m, &fx->l.ad, b.batch * b.seq, &o);
+        if (keep > 0 && keep < n && bytes <= before) fail_msg("keep %d of %d: arena %zu, %zu before", keep, n, bytes, before);
+        if (keep >= n) assert_true(bytes == before); /* keep + 1 sets, at most n: all of them from n - 1 on */
+        before = bytes;
+    }
+    print_message("gradient_checkpointing_keep_layers 0 to %d of %d layers: the same gradients, bit for bit\n", n + 1, n);
+    free(want), free(got);
 }
 
 /* The memory plan from the config alone (what `ptrain inspect` prints): a model with no weights and
