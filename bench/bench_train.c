@@ -2,13 +2,14 @@
  * a model (a GGUF file, or a Hugging Face directory quantized to NF4 on load, as a config's defaults do),
  * batch 4 x seq 512 of fixed pseudo-random tokens, forward + backward + AdamW per
  * step (gradient checkpointing as given), timed over a few steps after one warm-up. Prints one
- * JSON object: tokens/s, peak RSS, and achieved GFLOP/s (6N per token: forward, input gradients,
+ * JSON object: tokens/s, peak RSS (and its value after loading the model), and achieved GFLOP/s (6N per token: forward, input gradients,
  * recomputation; N = parameters of the projections and the lm_head).
  * The batch shape can be given (the sequence-length sweep keeps batch x seq fixed). Also prints
  * the OpenBLAS kernel in use (src/runtime/blas_kernel.c, which re-executes onto the right one first).
  * A mixture of experts (run-moe.sh) gets LoRA on the attention's four projections and on its experts (PEFT's
  * target_parameters: gate_up_proj, down_proj), its N the active parameters (k experts a token). 
- * Usage: bench_train MODEL [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] */
+ * keep: with checkpointing, the last keep layers keep their activations (gradient_checkpointing_keep_layers).
+ * Usage: bench_train MODEL [threads] [steps] [checkpointing 0/1] [batch 4] [seq 512] [keep 0] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
     if (argc < 2) return fprintf(stderr, "usage: %s MODEL [threads] [steps] [ckpt] [batch] [seq]\n", argv[0]), 2;
     int threads = argc > 2 ? atoi(argv[2]) : 0, steps = argc > 3 ? atoi(argv[3]) : 3;
     bool ckpt = argc > 4 ? atoi(argv[4]) != 0 : true;
-    int B = argc > 5 ? atoi(argv[5]) : 4, T = argc > 6 ? atoi(argv[6]) : 512;
+    int B = argc > 5 ? atoi(argv[5]) : 4, T = argc > 6 ? atoi(argv[6]) : 512, keep = argc > 7 ? atoi(argv[7]) : 0;
     if (B < 1 || T < 2 || steps < 1) return fprintf(stderr, "bench_train: bad batch, seq or steps\n"), 2;
     pt_backend *be = NULL;
     pt_model m;
@@ -66,6 +67,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_train: %s\n", err_message());
         return 1;
     }
+    double load_peak_mb = peak_rss_kb() / 1024.0; /* the high-water mark of loading (and quantizing) the model */
     int32_t *ids = malloc(sizeof(int32_t) * 3 * (size_t)B * T), *targets = ids + B * T, *pos = targets + B * T;
     if (!ids) return fprintf(stderr, "bench_train: out of memory\n"), 1;
     for (int i = 0; i < B * T; i++) {
@@ -74,7 +76,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < B * T; i++) targets[i] = i % T == T - 1 ? -100 : ids[i + 1];
     train_batch b = {B, T, ids, targets, pos, NULL};
-    step_options so = {.checkpointing = ckpt};
+    step_options so = {.checkpointing = ckpt, .keep_layers = keep};
     adamw_options ao = {0.9, 0.999, 1e-8, 0.01, 1.0};
     double t0 = 0, loss = 0;
     for (int s = 0; s <= steps; s++) {
@@ -99,9 +101,9 @@ int main(int argc, char **argv)
     char kernel[512];
     blas_kernel_describe(kernel, sizeof kernel);
     printf("{\"peer\": \"ptrain\", \"tokens_per_s\": %.1f, \"step_s\": %.3f, \"peak_rss_mb\": %.1f, "
-           "\"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s, \"batch\": %d, \"seq\": %d, \"blas\": \"%s\"}\n",
-           tok_s, dt, peak_rss_kb() / 1024.0, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false",
-           B, T, kernel);
+           "\"load_peak_rss_mb\": %.1f, \"gflops\": %.1f, \"loss\": %.4f, \"checkpointing\": %s, \"keep_layers\": %d, \"batch\": %d, \"seq\": %d, \"blas\": \"%s\"}\n",
+           tok_s, dt, peak_rss_kb() / 1024.0, load_peak_mb, (ckpt ? 8.0 : 6.0) * n_params * tok_s / 1e9, loss, ckpt ? "true" : "false",
+           keep, B, T, kernel);
     free(ids);
     lora_free(&l);
     model_free(&m);

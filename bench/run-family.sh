@@ -7,6 +7,8 @@
 # fp32 as bench/run-train.sh's. Prints tokens/s and peak RSS of each and their ratios, with the CPU and its load.
 # The peer's Python: PEER_PYTHON, else $PTRAIN_PYTHON, else bench/.venv (installed from PyPI as run-train.sh does).
 # QWEN3_SHAPE and GEMMA3_SHAPE ("batch seq") change the batches (a loaded machine: "2 512" and "1 1024").
+# KEEP_LAYERS=N: ptrain with gradient_checkpointing_keep_layers N (its last N layers keep their activations and are
+# not recomputed: selective recomputation, a config value users opt into); the peer keeps its own checkpointing.
 # Run from a configured build directory:
 #   ../bench/run-family.sh [threads] [steps 3] [checkpointing 0/1 (1)]
 set -eu
@@ -22,13 +24,14 @@ if [ -z "$py" ]; then
 fi
 models=${FAMILY_MODELS:-$here/.family-models}
 [ -f "$models/gemma3/config.json" ] || "$py" "$here/make_family_models.py" "$models"
-echo "threads: $threads, steps: $steps (after one untimed), checkpointing: $ckpt"
+keep=${KEEP_LAYERS:-0}
+echo "threads: $threads, steps: $steps (after one untimed), checkpointing: $ckpt, ptrain's gradient_checkpointing_keep_layers: $keep"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| model | batch x seq | ptrain tokens/s | peer tokens/s | ratio (target >= 1.1x) | ptrain peak RSS | peer peak RSS | ratio (target <= 0.3x) | loss ptrain / peer |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for spec in "qwen3 ${QWEN3_SHAPE:-4 512}" "gemma3 ${GEMMA3_SHAPE:-2 1024}"; do
     set -- $spec
-    ours=$(./bench/bench_train "$models/$1" "$threads" "$steps" "$ckpt" "$2" "$3")
+    ours=$(./bench/bench_train "$models/$1" "$threads" "$steps" "$ckpt" "$2" "$3" "$keep")
     peer=$(OMP_NUM_THREADS=$threads "$py" "$here/peer_peft_train.py" "$models/$1" "$threads" "$steps" "$ckpt" "$2" "$3" \
         2>/dev/null | tail -n 1)
     python3 - "$1" "$ours" "$peer" <<'PY'

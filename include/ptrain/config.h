@@ -53,6 +53,7 @@ typedef struct {
     bool output_router_logits;    /* a mixture of experts' aux load-balancing loss added (times the coefficient) */
     double router_aux_loss_coef;
     pt_checkpointing use_gradient_checkpointing;
+    long gradient_checkpointing_keep_layers; /* with checkpointing: the last N layers keep their activations */
     long random_state;
     bool use_rslora;
     bool use_dora; /* PEFT's DoRA: a trained magnitude per adapted output row */

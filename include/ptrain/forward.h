@@ -119,6 +119,11 @@ fwd_ctx forward_ctx(const pt_model *m, const pt_adapter *ad, int batch, int seq,
 /* Take b's buffers from the arena: keep_inputs: every layer's input (else 2 in turn), keep_acts:
  * every layer's activations (else one set); dropout: the scratch of the dropped-out input. */
 pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b);
+/* The same with sets activation sets (1 to n_layers): the last sets - 1 layers have their own, the others share one
+ * (gradient checkpointing that keeps the last layers). */
+pt_status forward_take_sets(pt_arena *arena, fwd_ctx *c, bool keep_inputs, int sets, fwd_bufs *b);
+/* The activation set of layer `layer` in b (of a model of n_layers): its own, or 0, the shared one. */
+int forward_acts_index(const fwd_bufs *b, int n_layers, int layer);
 /* The host arrays of b (its buffers are the arena's). */
 void forward_bufs_free(fwd_bufs *b);
 /* Called before each layer of forward_run (may be NULL): when its input is ready and before it runs

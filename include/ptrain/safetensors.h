@@ -57,6 +57,9 @@ typedef struct {
 pt_status st_open(const char *path, st_file *f);
 /* Parse a safetensors image already in memory (fuzzing, tests); name is used in messages. */
 pt_status st_open_memory(const char *name, const void *data, size_t size, st_file *f);
+/* Hand the mapping's pages back (they are read from the file again if touched): the pages of tensors already
+ * consumed would otherwise stay in the process's memory until st_close. Nothing for an image the caller owns. */
+void st_release(const st_file *f);
 void st_close(st_file *f);
 
 const st_tensor *st_find(const st_file *f, const char *name);
@@ -93,6 +96,8 @@ typedef struct {
  * else model.safetensors) or one .safetensors file. With an index, every shard it names must exist
  * and hold the tensors the index puts in it. */
 pt_status st_set_open(const char *path, st_set *s);
+/* st_release on every file of s (loading calls it after each layer: the peak holds one layer's pages, not the file's) */
+void st_set_release(const st_set *s);
 void st_set_close(st_set *s);
 /* The tensor called name in whichever file holds it (*file, may be NULL, gets that file), or NULL. */
 const st_tensor *st_set_find(const st_set *s, const char *name, const st_file **file);

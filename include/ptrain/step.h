@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     bool checkpointing;    /* keep only layer inputs; recompute each layer in backward */
+    int keep_layers;       /* with checkpointing: the last keep_layers layers keep their activations (not recomputed) */
     bool offload;          /* with checkpointing: the layer inputs in host memory, copied out in the
                               forward pass and back in the backward pass while the backend computes
                               (use_gradient_checkpointing: "unsloth" on a GPU); the device holds two */

@@ -1,7 +1,8 @@
 /* adapter_gguf.c — the LoRA adapter as llama.cpp loads it (`llama-cli -m base.gguf --lora
  * adapter.gguf`, Ollama's ADAPTER line): the base's architecture name, the adapter keys, and per
  * adapted projection two f32 tensors named after the base tensor; and reading such a file back
- * (ptrain's own, or one llama.cpp's convert_lora_to_gguf.py wrote). llama.cpp's base files hold
+ * (ptrain's own, or one llama.cpp's convert_lora_to_gguf.py wrote), the parts of a projection that llama.cpp holds
+ * apart (granite4's input_linear as ffn_gate and ffn_up) joined back into the one Hugging Face pair. llama.cpp's base files hold
  * llama's q and k rows interleaved per head for its rotary embedding; ptrain's adapters are in
  * Hugging Face's order, so lora_b's rows of q and k are interleaved the same way here. */
 #include <stdio.h>
@@ -194,9 +195,24 @@ pt_status adapter_gguf_save(const char *path, const pt_adapter *l, const pt_mode
 
 /* ---- reading: llama.cpp LoRA adapters (ptrain's, or convert_lora_to_gguf.py's) ---- */
 
-/* blk.N.<suffix>.lora_a|b -> layer, slot, 'a'/'b' of model cfg; false for other names. */
+/* The pair a GGUF tensor of slot w belongs to (gguf_parts read backwards): w itself, or for a part that llama.cpp holds
+ * apart (granite4's ffn_gate and ffn_up of input_linear) the fused pair's slot, with the part's rows of B in *row0,
+ * *rows (rows 0: all of B). */
+static int pair_slot(const pt_model_config *cfg, int w, int64_t *row0, int64_t *rows)
+{
+    int lead = arch_fused_lead(cfg->arch, w), parts[2];
+    int64_t r0[2], n[2];
+    *row0 = *rows = 0;
+    if (!arch_info(cfg->arch)->fused_mlp || lead != arch_fused_lead(cfg->arch, W_UP)) return w;
+    for (int i = 0, k = gguf_parts(cfg, lead, parts, r0, n); i < k; i++)
+        if (parts[i] == w) *row0 = r0[i], *rows = n[i];
+    return lead;
+}
+
+/* blk.N.<suffix>.lora_a|b -> layer, slot, 'a'/'b' of model cfg, and the rows of the slot's B it holds (pair_slot);
+ * false for other names. */
 static bool parse_tensor(const pt_model_config *cfg, const gguf_tensor *g, int *layer, int *slot, char *which,
-                         int *permute)
+                         int *permute, int64_t *row0, int64_t *rows)
 {
     char name[160], want[96];
     snprintf(name, sizeof name, "%.*s", (int)(g->name.len < 159 ? g->name.len : 159), g->name.data);
@@ -206,12 +222,14 @@ static bool parse_tensor(const pt_model_config *cfg, const gguf_tensor *g, int *
     *which = name[len - 1];
     name[len - 7] = 0;
     if (sscanf(name, "blk.%d.", &l) != 1 || l < 0 || l >= cfg->n_layers) return false;
-    for (int w = 0; w < W_COUNT; w++)
-        if (adapter_module_name(cfg->arch, w) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) &&
+    for (int w = 0; w < W_COUNT; w++) {
+        int pair = pair_slot(cfg, w, row0, rows);
+        if (adapter_module_name(cfg->arch, pair) && model_gguf_tensor_name(cfg, l, w, want, sizeof want, permute) &&
             !strcmp(want, name)) {
-            *layer = l, *slot = w;
+            *layer = l, *slot = pair;
             return true;
         }
+    }
     return false;
 }
 
@@ -241,6 +259,7 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *g = &f->tensors[i];
         int layer, slot, permute;
+        int64_t row0, rows;
         char which;
         if (memmem(g->name.data, (size_t)g->name.len, "_exps.", 6) || memmem(g->name.data, (size_t)g->name.len,
                                                                              "ffn_gate_inp.", 13))
@@ -248,7 +267,8 @@ static pt_status scan_tensors(const gguf_file *f, const pt_model_config *cfg, bo
                        "llama.cpp but does not read back yet: use adapter.h5 or the PEFT files (adapter_config.json + "
                        "adapter_model.safetensors) of the same run", shown_text(f->path).s,
                        shown_bytes(g->name.data, g->name.len).s);
-        if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute) || g->n_dims != 2 || g->dtype == PT_DTYPE_COUNT)
+        if (!parse_tensor(cfg, g, &layer, &slot, &which, &permute, &row0, &rows) || g->n_dims != 2 ||
+            g->dtype == PT_DTYPE_COUNT)
             return ERR(PT_ERR_USER, "%s: tensor %s is not a LoRA matrix of a projection of this %d-layer %s model",
                        shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s, cfg->n_layers,
                        arch_gguf_name(cfg->arch));
@@ -290,17 +310,51 @@ static pt_status read_matrix(const gguf_file *f, const gguf_tensor *g, pt_backen
     return st;
 }
 
+/* A second part's lora_a of a fused pair: the same values as the A read from the first part. */
+static pt_status same_a(const gguf_file *f, const gguf_tensor *g, pt_backend *be, const pt_tensor *a)
+{
+    pt_tensor tmp = tensor_make(a->dtype, a->ndim, a->shape);
+    TRY(backend_alloc(be, &tmp));
+    float *x = malloc(a->nbytes), *y = malloc(a->nbytes);
+    pt_status st = x && y ? read_matrix(f, g, be, &tmp, 0) : ERR(PT_ERR_NOMEM, "out of memory");
+    if (st == PT_OK) st = backend_download(be, a, x, a->nbytes);
+    if (st == PT_OK) st = backend_download(be, &tmp, y, a->nbytes);
+    if (st == PT_OK && memcmp(x, y, a->nbytes))
+        st = ERR(PT_ERR_USER, "%s: tensor %s differs from the lora_a of the other half of the same fused projection "
+                 "(llama.cpp's split of one Hugging Face pair has one A): the file cannot be read back as that pair",
+                 shown_text(f->path).s, shown_bytes(g->name.data, g->name.len).s);
+    free(x), free(y);
+    backend_release(be, &tmp);
+    return st;
+}
+
+/* Every tensor into its pair; the parts of a fused pair (pair_slot) each give their rows of B and the whole A, which
+ * must be the same in every part (ptrain and llama.cpp's converter write it so): a file whose parts disagree could not
+ * come from one Hugging Face pair. */
 static pt_status read_all(const gguf_file *f, const pt_model *m, pt_adapter *l)
 {
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
+    uint8_t *seen = calloc((size_t)m->cfg.n_layers * W_COUNT, 1);
+    TRY_ALLOC(seen);
+    pt_status st = PT_OK;
+    for (uint64_t i = 0; i < f->n_tensors && st == PT_OK; i++) {
         const gguf_tensor *g = &f->tensors[i];
         int layer, slot, permute;
+        int64_t row0, rows;
         char which;
-        parse_tensor(&m->cfg, g, &layer, &slot, &which, &permute);
+        parse_tensor(&m->cfg, g, &layer, &slot, &which, &permute, &row0, &rows);
         adapter_pair *p = adapter_at(l, layer, slot);
-        TRY(read_matrix(f, g, l->be, which == 'a' ? &p->a : &p->b, which == 'b' ? permute : 0));
+        if (which == 'b') {
+            pt_tensor b = rows ? tensor_rows(&p->b, row0, rows) : p->b;
+            st = read_matrix(f, g, l->be, &b, permute);
+        } else if (rows && seen[layer * W_COUNT + slot]) {
+            st = same_a(f, g, l->be, &p->a);
+        } else {
+            st = read_matrix(f, g, l->be, &p->a, 0);
+            seen[layer * W_COUNT + slot] = 1;
+        }
     }
-    return PT_OK;
+    free(seen);
+    return st;
 }
 
 pt_status adapter_gguf_load(const char *path, const pt_model *m, pt_adapter *l)

@@ -85,6 +85,8 @@ const key_spec config_keys[] = {
      "projections that get adapters (or all-linear)"},
     {"use_gradient_checkpointing", NULL, K_BOOL, OFF(use_gradient_checkpointing), "unsloth", NULL, 0,
      0, F_UNSLOTH, "recompute each layer in backward (true); \"unsloth\": also keep the layer inputs in host memory (GPU)"},
+    {"gradient_checkpointing_keep_layers", NULL, K_INT, OFF(gradient_checkpointing_keep_layers), "0", NULL, 0, 1 << 20,
+     0, "with checkpointing: the last N layers keep their activations and are not recomputed (memory for speed)"},
     {"random_state", NULL, K_INT, OFF(random_state), "3407", NULL, 0, (double)LONG_MAX, 0,
      "seed of the LoRA initialisation"},
     {"use_rslora", NULL, K_BOOL, OFF(use_rslora), "false", NULL, 0, 0, 0,

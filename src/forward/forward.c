@@ -82,8 +82,21 @@ static pt_status gemma4_take(pt_arena *arena, fwd_ctx *c)
 
 pt_status forward_take(pt_arena *arena, fwd_ctx *c, bool keep_inputs, bool keep_acts, fwd_bufs *b)
 {
+    return forward_take_sets(arena, c, keep_inputs, keep_acts ? c->m->cfg.n_layers : 1, b);
+}
+
+int forward_acts_index(const fwd_bufs *b, int n_layers, int layer)
+{
+    int first = n_layers - (b->n_acts - 1); /* the first layer with a set of its own */
+    return layer >= first ? layer - (n_layers - b->n_acts) : 0;
+}
+
+pt_status forward_take_sets(pt_arena *arena, fwd_ctx *c, bool keep_inputs, int sets, fwd_bufs *b)
+{
     const pt_model_config *g = &c->m->cfg;
-    *b = (fwd_bufs){.n_x = keep_inputs ? g->n_layers + 1 : 2, .n_acts = keep_acts ? g->n_layers : 1};
+    if (sets < 1) sets = 1;
+    if (sets > g->n_layers) sets = g->n_layers;
+    *b = (fwd_bufs){.n_x = keep_inputs ? g->n_layers + 1 : 2, .n_acts = sets};
     b->x = calloc((size_t)b->n_x, sizeof *b->x);
     b->acts = calloc((size_t)b->n_acts, sizeof *b->acts);
     TRY_ALLOC(b->x && b->acts ? b->x : NULL);
@@ -436,7 +449,7 @@ pt_status forward_run(const fwd_ctx *c, const int32_t *ids, fwd_bufs *b, const f
     if (m->cfg.ple_dim > 0) TRY(per_layer_inputs(c, ids, &b->x[0]));
     for (int l = 0; l < m->cfg.n_layers; l++) {
         if (h && h->before) TRY(h->before(h->arg, l));
-        TRY(forward_layer(c, l, &b->x[l % b->n_x], &b->x[(l + 1) % b->n_x], &b->acts[b->n_acts > 1 ? l : 0]));
+        TRY(forward_layer(c, l, &b->x[l % b->n_x], &b->x[(l + 1) % b->n_x], &b->acts[forward_acts_index(b, m->cfg.n_layers, l)]));
     }
     return PT_OK;
 }

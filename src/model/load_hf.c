@@ -813,7 +813,13 @@ static pt_status load_all(const hf_loader *ld, pt_model *m)
     TRY(load_vector(ld, norm, c->dim, plus_one, &m->out_norm));
     if (c->tied_embeddings) m->output = m->tok_embd;
     else TRY(load_matrix(ld, ld->head, c->vocab, c->dim, false, &m->output));
-    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(ld, l, &m->layers[l]));
+    /* the 16-bit pages read so far are quantized or copied: out of the process's memory (they would otherwise all stay
+     * mapped until the end of the load, the size of the file on top of the model made of it) */
+    st_set_release(ld->s);
+    for (int l = 0; l < c->n_layers; l++) {
+        TRY(load_layer(ld, l, &m->layers[l]));
+        st_set_release(ld->s);
+    }
     if (c->arch == PT_ARCH_GEMMA4) TRY(load_gemma4(ld, m));
     return model_rope_freqs(m, ld->hc->rope_theta, &ld->hc->rope);
 }

@@ -418,6 +418,13 @@ pt_status st_open(const char *path, st_file *f)
     return open_image(f);
 }
 
+void st_release(const st_file *f)
+{
+    /* a clean page of a read-only private file mapping comes back from the file when touched again: nothing is lost;
+     * an image the caller owns (not mapped here) is left alone */
+    if (f && f->mapped && f->map) (void)madvise(f->map, f->size, MADV_DONTNEED);
+}
+
 void st_close(st_file *f)
 {
     if (!f) return;

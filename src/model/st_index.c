@@ -170,6 +170,11 @@ pt_status st_set_open(const char *path, st_set *s)
     return st;
 }
 
+void st_set_release(const st_set *s)
+{
+    for (int i = 0; s && i < s->n_files; i++) st_release(&s->files[i]);
+}
+
 void st_set_close(st_set *s)
 {
     if (!s) return;

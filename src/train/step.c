@@ -48,7 +48,8 @@ static bool offloading(const step_options *o) { return o->checkpointing && o->of
 
 static pt_status forward_phase_take(pt_arena *arena, fwd_ctx *c, const step_options *o, step_bufs *s)
 {
-    TRY(forward_take(arena, c, !offloading(o), !o->checkpointing, &s->f));
+    int n = c->m->cfg.n_layers, keep = o->keep_layers > 0 ? o->keep_layers : 0;
+    TRY(forward_take_sets(arena, c, !offloading(o), !o->checkpointing || keep >= n ? n : keep + 1, &s->f));
     return arena_take(arena, &s->d, c->rows, c->m->cfg.dim);
 }
 
@@ -114,14 +115,19 @@ static pt_status fetch_ahead(const offload *h, int layer)
     return layer > 0 ? backend_from_host_async(be, &h->f->x[(layer - 1) % 2], host_input(h, layer - 1)) : PT_OK;
 }
 
-/* The layers' backward passes, last first (recomputing a layer first with checkpointing). */
+/* The layers' backward passes, last first. With checkpointing, a layer without activations of its own
+ * (gradient_checkpointing_keep_layers keeps the last ones') runs again first into the shared set; not the
+ * last of them: the forward pass ran it last into that set, which nothing since has written, so its
+ * recomputation would give the same values again. */
 static pt_status backward_all(const fwd_ctx *c, pt_lora *l, const step_options *o, step_bufs *s, const offload *h)
 {
-    for (int layer = c->m->cfg.n_layers - 1; layer >= 0; layer--) {
-        layer_acts *a = &s->f.acts[o->checkpointing ? 0 : layer];
+    int n = c->m->cfg.n_layers, last_shared = n - s->f.n_acts;
+    for (int layer = n - 1; layer >= 0; layer--) {
+        int set = forward_acts_index(&s->f, n, layer);
+        layer_acts *a = &s->f.acts[set];
         if (h) TRY(fetch_ahead(h, layer));
         const pt_tensor *x = &s->f.x[layer % s->f.n_x];
-        if (o->checkpointing) TRY(forward_layer(c, layer, x, &s->recompute, a));
+        if (set == 0 && layer != last_shared) TRY(forward_layer(c, layer, x, &s->recompute, a));
         TRY(backward_layer(c, l, layer, x, a, &s->d, &s->g));
         if (o->layer_done) TRY(o->layer_done(o->layer_done_arg, layer));
     }

@@ -120,6 +120,7 @@ static step_options step_options_of(trainer *t)
     step_options so = step_options_for(t->cfg->use_gradient_checkpointing, t->be->device >= 0,
                                        (float)t->cfg->lora_dropout);
     so.act = t->be->act; /* fp32 with PTRAIN_CUDA_KERNELS=reference */
+    so.keep_layers = (int)t->cfg->gradient_checkpointing_keep_layers;
     so.neftune_alpha = (float)t->cfg->neftune_noise_alpha;
     so.offload_host = t->offload_host;
     so.layer_done = on_layer_done, so.layer_done_arg = t;

@@ -26,8 +26,14 @@ permuted, the multipliers under granite's keys, feed_forward_length = shared_int
 the gguf package (the pyenv has no converter script), and transformers' granitemoehybrid logits on those weights.
 llama.cpp itself (llama-cpp-python) must run the file to transformers' logits within 1e-4.
 
+With the argument `bnb` it writes hf-bnb4/: hf/ as a pre-quantized bitsandbytes 4-bit checkpoint (NF4, double
+quantization, as make_hf_goldens.write_bnb4_dir makes the other families'; the shared MLP's input_linear and
+output_linear quantized as the attention projections are, as Unsloth's bnb-4bit Granite files have them), with
+hf-bnb4.{ids.txt,logits.f32,greedy.txt}: float64 transformers on the weights bitsandbytes dequantizes it to (bitsandbytes
+0.50 on PYTHONPATH).
+
 Run (the outputs are committed; CI only reads them) with the test environment (transformers 5.25, peft 0.21):
-  $PTRAIN_PYTHON tests/reference/make_granite4_goldens.py [gguf]
+  $PTRAIN_PYTHON tests/reference/make_granite4_goldens.py [gguf | bnb]
 """
 import json
 import os
@@ -172,8 +178,30 @@ def gguf_file():
     assert rel < 1e-4
 
 
+def bnb_dir():
+    """hf-bnb4/ from hf/'s bf16 weights, and transformers' logits and greedy tokens on what bitsandbytes reads."""
+    fam.FAMILIES[FAMILY] = SPEC
+    fam.LAYER_NAMES[FAMILY] = SPEC["names"]
+    more.MORE[FAMILY] = SPEC
+    hf = __import__("make_hf_goldens")  # the shared MLP's two linears are quantized too
+    hf.PROJ = tuple(hf.PROJ) + ("shared_mlp.input_linear", "shared_mlp.output_linear")
+    out = os.path.join(fam.DATA, FAMILY)
+    src, dest = os.path.join(out, "hf"), os.path.join(out, "hf-bnb4")
+    ref = hf.write_bnb4_dir(src, dest, load_file(os.path.join(src, "model.safetensors")))
+    ref.setdefault("lm_head.weight", ref["model.embed_tokens.weight"])
+    model = more.make_model(FAMILY)
+    fam.load_weights(model, {k: torch.from_numpy(v) for k, v in ref.items()})
+    ids = np.random.default_rng(7).integers(0, fam.VOCAB, size=40)
+    fam.write_logits(out, "hf-bnb4", ids, fam.logits_of(model, ids))
+    fam.write_greedy(os.path.join(out, "hf-bnb4"), model, ids[:8])
+    for f in os.listdir(dest):  # safetensors writes 0600 files
+        os.chmod(os.path.join(dest, f), 0o644)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["gguf"]:
         gguf_file()
+    elif sys.argv[1:] == ["bnb"]:
+        bnb_dir()
     else:
         main()

@@ -259,7 +259,7 @@ def check_bnb_roundtrip(dest, ref):
     """bitsandbytes reads the checkpoint back (QuantState.from_dict) to exactly the reference weights."""
     import bitsandbytes.functional as F
     sd = load_file(os.path.join(dest, "model.safetensors"))
-    for k in [k for k in sd if k.endswith("_proj.weight")]:
+    for k in [k for k in sd if any(k.endswith(p + ".weight") for p in PROJ)]:
         qs = {s[len(k) + 1:]: v for s, v in sd.items() if s.startswith(k + ".")}
         state = F.QuantState.from_dict(qs, device=torch.device("cpu"))
         w = nf4_dequant_fp32(sd[k], state).numpy().astype(np.float64)

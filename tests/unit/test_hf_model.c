@@ -407,6 +407,32 @@ static void test_granite4_dirs(void **s)
     check_parity(&(parity_case){dir, "granite4", "hf-nope", false, PT_BF16, PT_BF16, true});
 }
 
+/* The same as a bitsandbytes 4-bit checkpoint (make_granite4_goldens.py bnb: the attention projections and the shared
+ * MLP's input_linear and output_linear NF4 with double quantization), read as bitsandbytes dequantizes it. The fused
+ * input_linear's gate half starts on a nested absmax block: its codes are kept (NF4); the up half starts at row 96 of
+ * 64 columns, block 96 of a nested block of 256 (the published sizes' halves start on one): dequantized (F32), and
+ * under load_in_4bit quantized again, which moves the logits by about 3e-3 of the largest (checked at 1e-2: a
+ * wrong split or an exchanged half moves them by far more, see make_granite4_goldens.py). output_linear's 96 columns
+ * straddle 64-blocks: F32. */
+static void test_granite4_bnb4(void **s)
+{
+    (void)s;
+    char dir[1024];
+    data_path(dir, sizeof dir, "granite4/hf-bnb4");
+    check_parity(&(parity_case){dir, "granite4", "hf-bnb4", false, PT_NF4, PT_F32, true});
+    check_parity_to(&(parity_case){dir, "granite4", "hf-bnb4", true, PT_NF4, PT_F32, true}, 1e-2);
+    for (int nf4 = 0; nf4 < 2; nf4++) {
+        pt_backend *be = cpu();
+        pt_model m;
+        pt_load_options lo = {.load_in_4bit = nf4};
+        if (model_load(dir, NULL, &lo, be, &m, NULL, NULL, 0)) fail_msg("%s", err_message());
+        assert_int_equal(m.layers[0].w[W_GATE].dtype, PT_NF4);
+        assert_int_equal(m.layers[0].w[W_UP].dtype, nf4 ? PT_NF4 : PT_F32);
+        model_free(&m);
+        backend_close(be);
+    }
+}
+
 /* A granitemoehybrid config.json with a Mamba layer, with experts, or without layer_types: one message naming
  * the file and what ptrain does not run. */
 static void granite4_refused(const char *edit, const char *want)
@@ -1073,7 +1099,8 @@ int main(void)
         cmocka_unit_test(test_safetensors_file_path), cmocka_unit_test(test_qwen2_dir),
         cmocka_unit_test(test_gemma2_dir),     cmocka_unit_test(test_qwen2_bnb4),
         cmocka_unit_test(test_smollm3_dir),     cmocka_unit_test(test_granite_dir),
-        cmocka_unit_test(test_granite4_dirs),   cmocka_unit_test(test_granite4_refusals),
+        cmocka_unit_test(test_granite4_dirs),   cmocka_unit_test(test_granite4_bnb4),
+        cmocka_unit_test(test_granite4_refusals),
         cmocka_unit_test(test_olmo2_dir),      cmocka_unit_test(test_olmo3_dir),
         cmocka_unit_test(test_phi3_dir),
         cmocka_unit_test(test_yarn_ministral3_dirs), cmocka_unit_test(test_multimodal_dirs),

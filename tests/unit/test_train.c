@@ -22,6 +22,7 @@
 #include "ptrain/adapter.h"
 #include "ptrain/forward.h"
 #include "ptrain/memplan.h"
+#include "ptrain/model_io.h"
 #include "ptrain/optimizer.h"
 #include "ptrain/step.h"
 #include "tmpdir.h"
@@ -225,6 +226,29 @@ static void test_checkpointing_same_gradients(void **state)
     for_each_tensor(fx, golden_compare_tensor, &c);
     print_message("with gradient checkpointing: max relative error vs PEFT %.3g\n", c.worst);
     assert_true(c.worst <= 1e-4);
+    /* gradient_checkpointing_keep_layers: the last layers keep their activations instead of being recomputed; the
+     * recomputation gives the same values, so the gradients are the same to the bit, and the arena grows by the kept
+     * layers' activations */
+    float *want = calloc(fx->n_floats, sizeof *want), *got = calloc(fx->n_floats, sizeof *got);
+    for_each_tensor(fx, golden_collect_grads, want);
+    train_batch b = batch_of(fx);
+    int n = fx->m.cfg.n_layers;
+    size_t before = 0;
+    for (int keep = 0; keep <= n + 1; keep++) {
+        step_options o = {.checkpointing = true, .keep_layers = keep};
+        double loss = 0;
+        int64_t cnt = 0;
+        assert_int_equal(lora_zero_grads(&fx->l), PT_OK);
+        assert_int_equal(step_run(&fx->m, &fx->l, &b, &o, 1.0f / (float)labelled(fx), &loss, &cnt), PT_OK);
+        for_each_tensor(fx, golden_collect_grads, got);
+        assert_memory_equal(want, got, fx->n_floats * sizeof *got);
+        size_t bytes = step_arena_bytes(&fx->m, &fx->l.ad, b.batch * b.seq, &o);
+        if (keep > 0 && keep < n && bytes <= before) fail_msg("keep %d of %d: arena %zu, %zu before", keep, n, bytes, before);
+        if (keep >= n) assert_true(bytes == before); /* keep + 1 sets, at most n: all of them from n - 1 on */
+        before = bytes;
+    }
+    print_message("gradient_checkpointing_keep_layers 0 to %d of %d layers: the same gradients, bit for bit\n", n + 1, n);
+    free(want), free(got);
 }
 
 /* The memory plan from the config alone (what `ptrain inspect` prints): a model with no weights and
@@ -667,6 +691,74 @@ static void test_adapter_roundtrip(void **state)
     assert_non_null(strstr(err_message(), "not found"));
 }
 
+/* Granite 4.0 (make_granite4_goldens.py's hf/): adapter.gguf holds input_linear's pair as ffn_gate and ffn_up pairs
+ * (each with the whole A and its half of B's rows, as llama.cpp's converter splits it); read back, the two are joined
+ * into the one pair, bit for bit; a file whose halves' A differ is refused. */
+static void test_granite4_adapter_gguf(void **state)
+{
+    (void)state;
+    char path[1200], dir[TMPDIR_SIZE];
+    snprintf(path, sizeof path, "%s/tests/data/granite4/hf", golden_srcdir());
+    pt_backend *be;
+    pt_backend_options bo = {.device = DEVICE_CPU, .threads = 0};
+    pt_model m;
+    pt_lora l;
+    assert_int_equal(backend_open(&bo, &be), PT_OK);
+    assert_int_equal(model_load(path, NULL, NULL, be, &m, NULL, NULL, 0), PT_OK);
+    bool all[W_COUNT] = {[W_Q] = true, [W_K] = true, [W_V] = true, [W_O] = true, [W_GATE] = true, [W_DOWN] = true};
+    assert_int_equal(lora_create_select(&l, &m, 4, 8.0f, false, all, NULL, "test", ADAPTER_INIT_FALSE, 7), PT_OK);
+    assert_int_equal(tmpdir_create(dir, sizeof dir, "ptrain-g4gguf"), 0);
+    snprintf(path, sizeof path, "%s/adapter.gguf", dir);
+    assert_int_equal(adapter_gguf_save(path, &l.ad, &m.cfg, NULL), PT_OK);
+    gguf_file f; /* the file as llama.cpp's granite wants it: no input_linear, a gate and an up pair per layer */
+    assert_int_equal(gguf_open(path, &f), PT_OK);
+    int64_t ffn = adapter_at(&l.ad, 0, W_GATE)->b.shape[0] / 2;
+    int halves = 0;
+    long at = -1; /* where blk.1.ffn_up's lora_a starts in the file */
+    for (uint64_t i = 0; i < f.n_tensors; i++) {
+        const gguf_tensor *g = &f.tensors[i];
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(g->name.len < 63 ? g->name.len : 63), g->name.data);
+        assert_null(strstr(name, "input_linear"));
+        if (strstr(name, ".ffn_gate.weight.lora_b") || strstr(name, ".ffn_up.weight.lora_b"))
+            halves++, assert_int_equal((int64_t)g->dims[1], ffn);
+        if (!strcmp(name, "blk.1.ffn_up.weight.lora_a")) at = (long)((const char *)g->data - (const char *)f.map);
+    }
+    gguf_close(&f);
+    if (halves != 2 * m.cfg.n_layers) fail_msg("%d halves in %s", halves, path);
+    pt_adapter back;
+    assert_int_equal(adapter_load(path, &m, &back), PT_OK);
+    int pairs = 0;
+    for (int i = 0; i < m.cfg.n_layers * W_COUNT; i++) {
+        adapter_pair *p = adapter_at(&l.ad, i / W_COUNT, i % W_COUNT), *q = adapter_at(&back, i / W_COUNT, i % W_COUNT);
+        if (!p) continue;
+        assert_non_null(q);
+        pairs++;
+        const pt_tensor *t[2][2] = {{&p->a, &q->a}, {&p->b, &q->b}};
+        for (int k = 0; k < 2; k++) {
+            assert_true(t[k][0]->nbytes == t[k][1]->nbytes);
+            float *x = malloc(t[k][0]->nbytes), *y = malloc(t[k][0]->nbytes);
+            assert_int_equal(backend_download(be, t[k][0], x, t[k][0]->nbytes), PT_OK);
+            assert_int_equal(backend_download(be, t[k][1], y, t[k][0]->nbytes), PT_OK);
+            assert_memory_equal(x, y, t[k][0]->nbytes);
+            free(x), free(y);
+        }
+    }
+    assert_int_equal(pairs, 6 * m.cfg.n_layers);
+    print_message("granite4: adapter.gguf's ffn_gate/ffn_up pairs read back into %d pairs, bit for bit\n", pairs);
+    adapter_free(&back);
+    FILE *w = fopen(path, "r+b"); /* that A's first value no longer the ffn_gate half's */
+    float one = 1.0f;
+    assert_true(w && at > 0 && fseek(w, at, SEEK_SET) == 0 && fwrite(&one, sizeof one, 1, w) == 1);
+    fclose(w);
+    assert_int_equal(adapter_load(path, &m, &back), PT_ERR_USER);
+    assert_non_null(strstr(err_message(), "blk.1.ffn_up.weight.lora_a differs from the lora_a of the other half"));
+    assert_int_equal(tmpdir_remove(dir), 0);
+    lora_free(&l);
+    model_free(&m);
+    backend_close(be);
+}
+
 static double max_rel_diff(const float *got, const float *ref, size_t n)
 {
     double worst = 0, scale = 1e-30;
@@ -783,7 +875,7 @@ int main(void)
         cmocka_unit_test(test_modules_to_save_match_peft),
         cmocka_unit_test(test_dora_match_peft),
         cmocka_unit_test(test_lora_dropout),          cmocka_unit_test(test_neftune), cmocka_unit_test(test_init_lora_weights),
-        cmocka_unit_test(test_adapter_roundtrip),
+        cmocka_unit_test(test_adapter_roundtrip), cmocka_unit_test(test_granite4_adapter_gguf),
         cmocka_unit_test(test_padding_free_labelled_only), cmocka_unit_test(test_nonfinite_refused),
     };
     return cmocka_run_group_tests_name("train", tests, setup, teardown);
