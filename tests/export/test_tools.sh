@@ -256,43 +256,43 @@ hfq "qwen3_5: transformers loads the merged multimodal f32 directory: the text m
 # gemma4 (KV-shared layers, k_eq_v, per-layer inputs): PEFT loads the adapter ptrain trains on every projection PEFT
 # adapts there (no k/v_proj on the shared layers, no v_proj on the k_eq_v global layers), and ptrain reads PEFT's own
 gbase="$PTRAIN_SRCDIR/tests/data/gemma4/hf32"
-tiny_config "$tmp/g4.yaml" "$tmp/g4" "max_steps: 8
+tiny_config "$tmp/gm4.yaml" "$tmp/gm4" "max_steps: 8
 learning_rate: 0.01
 warmup_steps: 0
 load_in_4bit: false
 lora_target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]"
-sed -i "s|^model_name: .*|model_name: \"$gbase\"|" "$tmp/g4.yaml"
-run "$tmp/g4.yaml"
+sed -i "s|^model_name: .*|model_name: \"$gbase\"|" "$tmp/gm4.yaml"
+run "$tmp/gm4.yaml"
 ok "gemma4: LoRA training on every projection PEFT adapts finishes (exit $rc)" test "$rc" = 0
-logits "$tmp/g4.l" "$gbase" "$pr" --no-4bit --adapter "$tmp/g4/lora"
+logits "$tmp/gm4.l" "$gbase" "$pr" --no-4bit --adapter "$tmp/gm4/lora"
 hfq "gemma4: PEFT loads ptrain's adapter onto the HF base: ptrain's logits" \
-    peft "$gbase" "$tmp/g4/lora" "$tmp/g4.l.ids" "$tmp/g4.l"
-run export --model "$gbase" --adapter "$tmp/g4/lora" --out "$tmp/g4x" --hf --dtype f32
+    peft "$gbase" "$tmp/gm4/lora" "$tmp/gm4.l.ids" "$tmp/gm4.l"
+run export --model "$gbase" --adapter "$tmp/gm4/lora" --out "$tmp/gm4x" --hf --dtype f32
 ok "gemma4: the merged f32 directory is written (exit $rc)" test "$rc" = 0
 hfq "gemma4: transformers loads the merged f32 directory: ptrain's logits with the adapter" \
-    merged "$tmp/g4x/merged" "$tmp/g4.l.ids" "$tmp/g4.l" 1e-4
+    merged "$tmp/gm4x/merged" "$tmp/gm4.l.ids" "$tmp/gm4.l" 1e-4
 # the multimodal gemma4 checkpoint (vision and audio towers, 0-dimensional clipping bounds among them): its text tower
 # trains; PEFT loads the adapter onto the whole model, transformers the merged directory (the towers copied as stored)
 mbase="$PTRAIN_SRCDIR/tests/data/gemma4-mm/hf"
-sed -e "s|^model_name: .*|model_name: \"$mbase\"|" -e "s|$tmp/g4|$tmp/g4m|g" -e "s/^max_steps: 8/max_steps: 4/" "$tmp/g4.yaml" \
-    >"$tmp/g4m.yaml"
-run "$tmp/g4m.yaml"
+sed -e "s|^model_name: .*|model_name: \"$mbase\"|" -e "s|$tmp/gm4|$tmp/gm4m|g" -e "s/^max_steps: 8/max_steps: 4/" "$tmp/gm4.yaml" \
+    >"$tmp/gm4m.yaml"
+run "$tmp/gm4m.yaml"
 ok "gemma4 (multimodal): LoRA training of the text tower finishes (exit $rc)" test "$rc" = 0
-logits "$tmp/g4m.l" "$mbase" "$pr" --no-4bit --adapter "$tmp/g4m/lora"
+logits "$tmp/gm4m.l" "$mbase" "$pr" --no-4bit --adapter "$tmp/gm4m/lora"
 hfq "gemma4 (multimodal): PEFT loads ptrain's adapter onto Gemma4ForConditionalGeneration: ptrain's logits" \
-    peft "$mbase" "$tmp/g4m/lora" "$tmp/g4m.l.ids" "$tmp/g4m.l"
-run export --model "$mbase" --adapter "$tmp/g4m/lora" --out "$tmp/g4mx" --hf --dtype f32
+    peft "$mbase" "$tmp/gm4m/lora" "$tmp/gm4m.l.ids" "$tmp/gm4m.l"
+run export --model "$mbase" --adapter "$tmp/gm4m/lora" --out "$tmp/gm4mx" --hf --dtype f32
 ok "gemma4 (multimodal): the merged f32 directory is written (exit $rc)" test "$rc" = 0
 hfq "gemma4 (multimodal): transformers loads the merged f32 directory: ptrain's logits with the adapter" \
-    merged "$tmp/g4mx/merged" "$tmp/g4m.l.ids" "$tmp/g4m.l" 1e-4
-run export --model "$gbase" --adapter "$tmp/g4/lora" --out "$tmp/g4g" --gguf f32
+    merged "$tmp/gm4mx/merged" "$tmp/gm4m.l.ids" "$tmp/gm4m.l" 1e-4
+run export --model "$gbase" --adapter "$tmp/gm4/lora" --out "$tmp/gm4g" --gguf f32
 ok "gemma4: a merged GGUF export refused, saying so (exit $rc)" contains "$err" \
     "a merged GGUF export (--gguf, --ollama) is not available for gemma4 models yet"
-"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$gbase" "$tmp/g4peft" "" q_proj,k_proj,v_proj,down_proj \
-    >"$tmp/g4make.out" 2>&1 || sed 's/^/# /' "$tmp/g4make.out"
-logits "$tmp/g4p" "$gbase" "$pr" --no-4bit --adapter "$tmp/g4peft"
+"$PY" "$PTRAIN_SRCDIR/tests/export/hf_check.py" make-peft "$gbase" "$tmp/gm4peft" "" q_proj,k_proj,v_proj,down_proj \
+    >"$tmp/gm4make.out" 2>&1 || sed 's/^/# /' "$tmp/gm4make.out"
+logits "$tmp/gm4p" "$gbase" "$pr" --no-4bit --adapter "$tmp/gm4peft"
 hfq "gemma4: ptrain reads an adapter PEFT wrote on q_proj, k_proj, v_proj, down_proj (r 8, rsLoRA): PEFT's logits" \
-    peft "$gbase" "$tmp/g4peft" "$tmp/g4p.ids" "$tmp/g4p"
+    peft "$gbase" "$tmp/gm4peft" "$tmp/gm4p.ids" "$tmp/gm4p"
 # smollm3 with a NoPE layer every 5th layer: llama.cpp cannot run it so, so no GGUF
 s5="$tmp/s3p5"
 mkdir -p "$s5"

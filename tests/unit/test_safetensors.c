@@ -631,7 +631,8 @@ static void test_config_errors(void **state)
                         "(SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), olmo3 (OLMo 3; loads as olmo2), gemma3_text (Gemma 3), "
                         "gemma3 (Gemma 3 "
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
-                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
+                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), gemma4 (Gemma 4, its text tower), "
+                        "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
                         "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
                         "gpt-oss-120b)");
@@ -642,7 +643,8 @@ static void test_config_errors(void **state)
                         "(SmolLM3), granite (Granite 3.x), olmo2 (OLMo 2), olmo3 (OLMo 3; loads as olmo2), gemma3_text (Gemma 3), "
                         "gemma3 (Gemma 3 "
                         "multimodal: its text tower), phi3 (Phi-3.5, Phi-4, Phi-4-mini), qwen3_moe (Qwen3-MoE: "
-                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
+                        "Qwen3-30B-A3B, 235B-A22B), gemma4_text (Gemma 4), gemma4 (Gemma 4, its text tower), "
+                        "qwen3_5_text (Qwen3.5), qwen3_5 (Qwen3.5, its "
                         "text tower), ministral3 (Ministral 3), mixtral (Mixtral 8x7B, 8x22B), "
                         "granitemoehybrid (Granite 4.0: the attention-only sizes without experts), gpt_oss (gpt-oss-20b, "
                         "gpt-oss-120b)");
