@@ -1437,6 +1437,89 @@ static void qwen35_batch(json_t *man, int32_t *ids, int32_t *targets, int32_t *p
     }
 }
 
+/* One tensor of a packed-rows PEFT golden (check_packed_peft): pass 0 uploads the script's initial values, later
+ * passes compare the gradient; B in PEFT's row order on the file side (adapter_peft_order: qwen35's q_proj). */
+static double packed_peft_tensor(family_fx *fx, json_t *te, int l, int w, int which, int pass, const float *init,
+                                 const float *want)
+{
+    adapter_pair *p = adapter_at(&fx->l.ad, l, w);
+    lora_pair *s = lora_at(&fx->l, l, w);
+    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
+    int64_t n = tensor_numel(t), rows = t->shape[0], cols = t->shape[1];
+    assert_int_equal(json_integer_value(json_object_get(te, "layer")), l);
+    assert_string_equal(json_string_value(json_object_get(te, "module")), adapter_module_name(fx->m.cfg.arch, w));
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 0)), rows);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 1)), cols);
+    float *v = pass == 0 ? malloc(sizeof(float) * (size_t)n) : get(fx->be, g);
+    double e = 0;
+    if (pass == 0) {
+        memcpy(v, init, sizeof(float) * (size_t)n);
+        if (which) assert_int_equal(adapter_peft_order(&fx->l.ad, w, v, rows, cols, false), PT_OK);
+        assert_int_equal(backend_upload(fx->be, t, v, t->nbytes), PT_OK);
+    } else {
+        if (which) assert_int_equal(adapter_peft_order(&fx->l.ad, w, v, rows, cols, true), PT_OK);
+        e = rel_err_f(v, want, n);
+    }
+    free(v);
+    return e;
+}
+
+/* A PEFT golden of two packed rows of seq tokens (tests/data/FAMILY/peft.*: make_qwen35_peft_goldens.py,
+ * make_gemma4_peft_goldens.py): the LoRA pairs in the script's order (order: its MODULES, every layer that has the
+ * module), loss to 1e-5 and every gradient tensor to 1e-4 of its largest entry, with and without checkpointing. */
+static void check_packed_peft(const char *family, const char *dir, int seq, const int *order, int n_order)
+{
+    char path[1024];
+    const char *src = getenv("PTRAIN_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/data/%s/peft.json", src && *src ? src : "..", family);
+    json_error_t jerr;
+    json_t *man = json_load_file(path, 0, &jerr), *tensors = json_object_get(man, "tensors");
+    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
+    family_fx fx;
+    family_open(family, dir, &fx);
+    int32_t *ids = calloc(4 * 2 * (size_t)seq, sizeof(int32_t)), *targets = ids + 2 * seq, *pos = targets + 2 * seq,
+            *seg = pos + 2 * seq;
+    assert_int_equal(json_integer_value(json_object_get(man, "seq")), seq);
+    qwen35_batch(man, ids, targets, pos, seg, &fx.labelled);
+    assert_int_equal(fx.labelled, json_integer_value(json_object_get(man, "labelled")));
+    fx.b = (train_batch){2, seq, ids, targets, pos, seg};
+    size_t len_init, len_grads;
+    float *init = read_data(family, "peft.init.f32", &len_init), *want = read_data(family, "peft.grads.f32", &len_grads);
+    for (int pass = 0; pass < 3; pass++) { /* 0: set the adapters; 1, 2: compare (2: with checkpointing) */
+        double worst = 0;
+        size_t off = 0, n_tensors = 0;
+        char where[64] = "";
+        for (int l = 0; l < fx.m.cfg.n_layers; l++)
+            for (int w = 0; w < n_order; w++)
+                for (int which = 0; which < 2 && adapter_at(&fx.l.ad, l, order[w]); which++) {
+                    size_t n = (size_t)tensor_numel(which ? &adapter_at(&fx.l.ad, l, order[w])->b
+                                                          : &adapter_at(&fx.l.ad, l, order[w])->a);
+                    assert_true((off + n) * sizeof(float) <= len_init);
+                    double e = packed_peft_tensor(&fx, json_array_get(tensors, n_tensors++), l, order[w], which, pass,
+                                                  init + off, want + off);
+                    if (e > worst) snprintf(where, sizeof where, "layer %d %s.%c", l,
+                                            adapter_module_name(fx.m.cfg.arch, order[w]), which ? 'B' : 'A');
+                    worst = fmax(worst, e);
+                    off += n;
+                }
+        assert_int_equal(n_tensors, json_array_size(tensors));
+        assert_true(off * sizeof(float) == len_init && len_init == len_grads);
+        if (pass > 0) {
+            print_message("  %s%s: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors; %s)\n",
+                          family, pass == 2 ? " (checkpointing)" : "", worst, off, n_tensors, where);
+            assert_true(worst <= 1e-4);
+        }
+        if (pass < 2) {
+            double loss = family_step(&fx, pass == 1, false), ref = json_real_value(json_object_get(man, "loss"));
+            print_message("  %s: loss %.9f (PEFT %.9f, relative %.2g)\n", family, loss, ref, fabs(loss - ref) / ref);
+            assert_true(fabs(loss - ref) <= 1e-5 * ref);
+        }
+    }
+    free(init), free(want), free(ids);
+    json_decref(man);
+    family_close(&fx);
+}
+
 /* qwen35 against PEFT (tests/data/qwen35/peft.*): LoRA on q_proj (its pair over the query and gate rows, B in
  * PEFT's interleaved row order on the file side: adapter_peft_order), k/v/o_proj, the DeltaNet layers' in_proj_qkv,
  * in_proj_z, in_proj_b, in_proj_a, out_proj and the MLPs; two rows of 72 tokens, the second two packed examples;
@@ -1445,78 +1528,9 @@ static void qwen35_batch(json_t *man, int32_t *ids, int32_t *targets, int32_t *p
 static void test_qwen35_peft(void **state)
 {
     (void)state;
-    char path[1024];
-    const char *src = getenv("PTRAIN_SRCDIR");
-    snprintf(path, sizeof path, "%s/tests/data/qwen35/peft.json", src && *src ? src : "..");
-    json_error_t jerr;
-    json_t *man = json_load_file(path, 0, &jerr);
-    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
-    family_fx fx;
-    family_open("qwen35", "hf", &fx);
-    int32_t ids[144], targets[144], pos[144], seg[144];
-    assert_int_equal(json_integer_value(json_object_get(man, "seq")), 72);
-    qwen35_batch(man, ids, targets, pos, seg, &fx.labelled);
-    assert_int_equal(fx.labelled, json_integer_value(json_object_get(man, "labelled")));
-    fx.b = (train_batch){2, 72, ids, targets, pos, seg};
-    size_t len_init, len_grads;
-    float *init = read_data("qwen35", "peft.init.f32", &len_init), *want = read_data("qwen35", "peft.grads.f32", &len_grads);
     static const int order[12] = {W_Q, W_K, W_V, W_O, W_LIN_QKV, W_LIN_Z, W_LIN_B, W_LIN_A, W_LIN_OUT,
                                   W_GATE, W_UP, W_DOWN}; /* the script's MODULES */
-    for (int pass = 0; pass < 3; pass++) { /* 0: set the adapters; 1, 2: compare (2: with checkpointing) */
-        double worst = 0;
-        size_t off = 0, n_tensors = 0;
-        char where[64] = "";
-        for (int l = 0; l < fx.m.cfg.n_layers; l++)
-            for (int w = 0; w < 12; w++)
-                for (int which = 0; which < 2; which++) {
-                    adapter_pair *p = adapter_at(&fx.l.ad, l, order[w]);
-                    if (!p) continue; /* the slots of the other kind of layer */
-                    lora_pair *s = lora_at(&fx.l, l, order[w]);
-                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
-                    int64_t n = tensor_numel(t), rows = t->shape[0], cols = t->shape[1];
-                    assert_true((off + (size_t)n) * sizeof(float) <= len_init);
-                    json_t *te = json_array_get(json_object_get(man, "tensors"), n_tensors++);
-                    assert_int_equal(json_integer_value(json_object_get(te, "layer")), l);
-                    assert_string_equal(json_string_value(json_object_get(te, "module")),
-                                        adapter_module_name(fx.m.cfg.arch, order[w]));
-                    if (pass == 0) {
-                        float *v = malloc(sizeof(float) * (size_t)n);
-                        memcpy(v, init + off, sizeof(float) * (size_t)n);
-                        if (which) assert_int_equal(adapter_peft_order(&fx.l.ad, order[w], v, rows, cols, false), PT_OK);
-                        assert_int_equal(backend_upload(fx.be, t, v, t->nbytes), PT_OK);
-                        free(v);
-                    } else {
-                        float *got = get(fx.be, g);
-                        if (which) assert_int_equal(adapter_peft_order(&fx.l.ad, order[w], got, rows, cols, true), PT_OK);
-                        double e = rel_err_f(got, want + off, n);
-                        if (e > worst) snprintf(where, sizeof where, "layer %d %s.%c", l,
-                                                adapter_module_name(fx.m.cfg.arch, order[w]), which ? 'B' : 'A');
-                        worst = fmax(worst, e);
-                        free(got);
-                    }
-                    off += (size_t)n;
-                }
-        assert_int_equal(n_tensors, json_array_size(json_object_get(man, "tensors")));
-        assert_true(off * sizeof(float) == len_init && len_init == len_grads);
-        if (pass == 2) {
-            print_message("  qwen35 (checkpointing): LoRA gradients vs PEFT: max relative error %.3g over %zu values\n",
-                          worst, off);
-            assert_true(worst <= 1e-4);
-        }
-        if (pass == 1) {
-            print_message("  qwen35: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors; %s)\n",
-                          worst, off, n_tensors, where);
-            assert_true(worst <= 1e-4);
-        }
-        if (pass < 2) {
-            double loss = family_step(&fx, pass == 1, false), ref = json_real_value(json_object_get(man, "loss"));
-            print_message("  qwen35: loss %.9f (PEFT %.9f, relative %.2g)\n", loss, ref, fabs(loss - ref) / ref);
-            assert_true(fabs(loss - ref) <= 1e-5 * ref);
-        }
-    }
-    free(init), free(want);
-    json_decref(man);
-    family_close(&fx);
+    check_packed_peft("qwen35", "hf", 72, order, 12);
 }
 /* gemma4 against PEFT (tests/data/gemma4/peft.*, make_gemma4_peft_goldens.py, on hf32/): LoRA on q/k/v/o_proj and the
  * MLPs wherever the layer has the module (no k/v_proj on the KV-shared layers 4-6, no v_proj on the k_eq_v global
@@ -1527,65 +1541,8 @@ static void test_qwen35_peft(void **state)
 static void test_gemma4_peft(void **state)
 {
     (void)state;
-    char path[1024];
-    const char *src = getenv("PTRAIN_SRCDIR");
-    snprintf(path, sizeof path, "%s/tests/data/gemma4/peft.json", src && *src ? src : "..");
-    json_error_t jerr;
-    json_t *man = json_load_file(path, 0, &jerr);
-    if (!man) fail_msg("cannot read %s: %s", path, jerr.text);
-    family_fx fx;
-    family_open("gemma4", "hf32", &fx);
-    int32_t ids[48], targets[48], pos[48], seg[48];
-    assert_int_equal(json_integer_value(json_object_get(man, "seq")), 24);
-    qwen35_batch(man, ids, targets, pos, seg, &fx.labelled);
-    assert_int_equal(fx.labelled, json_integer_value(json_object_get(man, "labelled")));
-    fx.b = (train_batch){2, 24, ids, targets, pos, seg};
-    size_t len_init, len_grads;
-    float *init = read_data("gemma4", "peft.init.f32", &len_init), *want = read_data("gemma4", "peft.grads.f32", &len_grads);
     static const int order[7] = {W_Q, W_K, W_V, W_O, W_GATE, W_UP, W_DOWN}; /* the script's MODULES */
-    for (int pass = 0; pass < 3; pass++) { /* 0: set the adapters; 1, 2: compare (2: with checkpointing) */
-        double worst = 0;
-        size_t off = 0, n_tensors = 0;
-        for (int l = 0; l < fx.m.cfg.n_layers; l++)
-            for (int w = 0; w < 7; w++)
-                for (int which = 0; which < 2; which++) {
-                    adapter_pair *p = adapter_at(&fx.l.ad, l, order[w]);
-                    if (!p) continue; /* the projections the layer does not have */
-                    lora_pair *s = lora_at(&fx.l, l, order[w]);
-                    pt_tensor *t = which ? &p->b : &p->a, *g = which ? &s->grad_b : &s->grad_a;
-                    int64_t n = tensor_numel(t);
-                    assert_true((off + (size_t)n) * sizeof(float) <= len_init);
-                    json_t *te = json_array_get(json_object_get(man, "tensors"), n_tensors++);
-                    assert_int_equal(json_integer_value(json_object_get(te, "layer")), l);
-                    assert_string_equal(json_string_value(json_object_get(te, "module")),
-                                        adapter_module_name(fx.m.cfg.arch, order[w]));
-                    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 0)), t->shape[0]);
-                    assert_int_equal(json_integer_value(json_array_get(json_object_get(te, "shape"), 1)), t->shape[1]);
-                    if (pass == 0) {
-                        assert_int_equal(backend_upload(fx.be, t, init + off, t->nbytes), PT_OK);
-                    } else {
-                        float *got = get(fx.be, g);
-                        worst = fmax(worst, rel_err_f(got, want + off, n));
-                        free(got);
-                    }
-                    off += (size_t)n;
-                }
-        assert_int_equal(n_tensors, json_array_size(json_object_get(man, "tensors")));
-        assert_true(off * sizeof(float) == len_init && len_init == len_grads);
-        if (pass > 0) {
-            print_message("  gemma4%s: LoRA gradients vs PEFT: max relative error %.3g over %zu values (%zu tensors)\n",
-                          pass == 2 ? " (checkpointing)" : "", worst, off, n_tensors);
-            assert_true(worst <= 1e-4);
-        }
-        if (pass < 2) {
-            double loss = family_step(&fx, pass == 1, false), ref = json_real_value(json_object_get(man, "loss"));
-            print_message("  gemma4: loss %.9f (PEFT %.9f, relative %.2g)\n", loss, ref, fabs(loss - ref) / ref);
-            assert_true(fabs(loss - ref) <= 1e-5 * ref);
-        }
-    }
-    free(init), free(want);
-    json_decref(man);
-    family_close(&fx);
+    check_packed_peft("gemma4", "hf32", 24, order, 7);
 }
 /* gemma4 (hf32/) against central differences, with checkpointing and offloading the same */
 static void test_gemma4_model_grads(void **s) { (void)s; check_model_grads_of("gemma4", "hf32"); }
