@@ -19,31 +19,19 @@ order).
 
 Run (the outputs are committed; CI only reads them): $PTRAIN_PYTHON tests/reference/make_gemma4_peft_goldens.py
 """
-import json
 import os
+import sys
 
-import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Gemma4ForCausalLM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import packed_peft  # noqa: E402
 OUT = os.path.join(HERE, "..", "data", "gemma4")
 MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 ROWS = [[24], [14, 10]]
-
-
-def lora_params(model):
-    """(layer, module, 'A'/'B', parameter) in MODULES' order, layer by layer."""
-    params = []
-    for i, layer in enumerate(model.base_model.model.model.layers):
-        for mod in MODULES:
-            owner = layer.mlp if mod in ("gate_proj", "up_proj", "down_proj") else layer.self_attn
-            lin = getattr(owner, mod, None)
-            if lin is None or not hasattr(lin, "lora_A"):
-                continue
-            params += [(i, mod, "A", lin.lora_A["default"].weight), (i, mod, "B", lin.lora_B["default"].weight)]
-    return params
 
 
 def main():
@@ -53,35 +41,11 @@ def main():
     cfg = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=MODULES, init_lora_weights=False,
                      bias="none", task_type="CAUSAL_LM")
     model = get_peft_model(base, cfg)
-    params = lora_params(model)
-    g = torch.Generator().manual_seed(99)
-    with torch.no_grad():
-        for _, _, which, p in params:
-            p.copy_(torch.empty(p.shape).uniform_(-0.1, 0.1, generator=g))
-    rng = np.random.default_rng(17)
-    vocab = base.config.vocab_size
-    ids, labels, total, n = [], [], 0.0, 0
-    for row in ROWS:
-        for length in row:
-            seq = rng.integers(3, vocab, size=length)
-            lab = seq.copy()
-            lab[rng.random(length) < 0.15] = -100
-            logits = model(input_ids=torch.from_numpy(seq)[None], use_cache=False).logits[0]
-            target = torch.from_numpy(lab[1:])
-            total = total + torch.nn.functional.cross_entropy(logits[:-1], target, ignore_index=-100, reduction="sum")
-            n += int((target != -100).sum())
-            ids += seq.tolist()
-            labels += lab.tolist()
-    loss = total / n
+    params = packed_peft.lora_params(model, MODULES)
+    packed_peft.randomize(params, 0.1)
+    loss, n, ids, labels = packed_peft.packed_loss(model, ROWS, 17, use_cache=False)
     loss.backward()
-    cat = lambda f: np.concatenate([f(p).detach().numpy().astype("<f4").ravel() for *_, p in params])  # noqa: E731
-    cat(lambda p: p).tofile(os.path.join(OUT, "peft.init.f32"))
-    cat(lambda p: p.grad).tofile(os.path.join(OUT, "peft.grads.f32"))
-    with open(os.path.join(OUT, "peft.json"), "w") as f:
-        json.dump({"model": "tests/data/gemma4/hf32", "r": 4, "alpha": 8, "rows": ROWS, "seq": 24, "labelled": n,
-                   "ids": ids, "labels": labels, "loss": loss.item(),
-                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]},
-                  f, indent=1)
+    packed_peft.write(OUT, "tests/data/gemma4/hf32", ROWS, 24, params, loss, n, ids, labels)
     shared = sorted({i for i, m, *_ in params if m == "q_proj"} - {i for i, m, *_ in params if m == "k_proj"})
     print(f"gemma4 PEFT: loss {loss.item():.6f} over {n} labels, {len(params)} LoRA tensors; no k_proj on layers {shared}")
 

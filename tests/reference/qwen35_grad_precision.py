@@ -16,7 +16,6 @@ peft.grads.f32) under OUT/<variant>/ so that test_grad's qwen35 check can be poi
 It prints each variant's gradients against f64 (max over tensors of max |diff| / max |f64|, the measure test_grad
 uses). Run: $PTRAIN_PYTHON tests/reference/qwen35_grad_precision.py [OUT] [RANGE]   (OUT defaults to /tmp/qwen35-prec)
 """
-import json
 import os
 import sys
 
@@ -29,6 +28,7 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as mq
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_qwen35_peft_goldens as golden  # noqa: E402
+import packed_peft  # noqa: E402
 
 MODEL = os.path.join(HERE, "..", "data", "qwen35", "hf")
 
@@ -74,37 +74,12 @@ def run(variant, rng_range, out):
     model = get_peft_model(base, cfg)
     set_rule({"f64": chunk_rule_in(torch.float64), "f64-rec32": recurrent_rule_fp32,
               "f32-rec": recurrent_rule_fp32}.get(variant, ORIGINAL_RULE))
-    params = golden.lora_params(model)
-    g = torch.Generator().manual_seed(99)
-    with torch.no_grad():
-        for *_, p in params:  # drawn in fp32 as the goldens are, so every variant starts from the same values
-            p.copy_(torch.empty(p.shape).uniform_(-rng_range, rng_range, generator=g).to(p.dtype))
-    rng = np.random.default_rng(13)
-    vocab = base.config.vocab_size
-    ids, labels, total, n = [], [], 0.0, 0
-    for row in golden.ROWS:
-        for length in row:
-            seq = rng.integers(3, vocab, size=length)
-            lab = seq.copy()
-            lab[rng.random(length) < 0.15] = -100
-            logits = model(input_ids=torch.from_numpy(seq)[None]).logits[0]
-            target = torch.from_numpy(lab[1:])
-            total = total + torch.nn.functional.cross_entropy(logits[:-1], target, ignore_index=-100, reduction="sum")
-            n += int((target != -100).sum())
-            ids += seq.tolist()
-            labels += lab.tolist()
-    loss = total / n
+    params = packed_peft.lora_params(model, golden.MODULES)
+    packed_peft.randomize(params, rng_range)  # drawn in fp32 as the goldens are: every variant starts the same
+    loss, n, ids, labels = packed_peft.packed_loss(model, golden.ROWS, 13)
     loss.backward()
-    d = os.path.join(out, variant)
-    os.makedirs(d, exist_ok=True)
-    cat = lambda f: np.concatenate([f(p).detach().double().numpy().astype("<f4").ravel() for *_, p in params])  # noqa
-    cat(lambda p: p).tofile(os.path.join(d, "peft.init.f32"))
-    cat(lambda p: p.grad).tofile(os.path.join(d, "peft.grads.f32"))
-    with open(os.path.join(d, "peft.json"), "w") as f:
-        json.dump({"model": "tests/data/qwen35/hf", "r": 4, "alpha": 8, "rows": golden.ROWS, "seq": 72, "labelled": n,
-                   "ids": ids, "labels": labels, "loss": loss.item(), "range": rng_range, "variant": variant,
-                   "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)} for i, m, w, p in params]},
-                  f, indent=1)
+    packed_peft.write(os.path.join(out, variant), "tests/data/qwen35/hf", golden.ROWS, 72, params, loss, n, ids, labels,
+                      range=rng_range, variant=variant)
     return [(i, m, w, p.grad.detach().double().numpy().copy()) for i, m, w, p in params], loss.item()
 
 
