@@ -35,10 +35,10 @@ import shutil
 
 import numpy as np
 import torch
-from safetensors.torch import load_file
 from transformers import GptOssConfig, GptOssForCausalLM
 
 import make_family_goldens as fam
+import moe_goldens as moe
 from make_hf_goldens import write_greedy
 
 OUT = os.path.join(fam.DATA, "gptoss")
@@ -154,18 +154,8 @@ def write_mxfp4(model, bf16, ids):
 
 def main():
     model = make_model()
-    bf16 = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
-    fam.load_weights(model, {k: v.double() for k, v in bf16.items()})  # the reference on the bf16 weights
     dest = os.path.join(OUT, "hf")
-    shutil.rmtree(dest, ignore_errors=True)
-    saver = GptOssForCausalLM(GptOssConfig(**KWARGS)).to(torch.bfloat16)
-    saver.load_state_dict(bf16)
-    saver.save_pretrained(dest, safe_serialization=True)
-    gen = os.path.join(dest, "generation_config.json")
-    if os.path.exists(gen):
-        os.remove(gen)
-    fam.make_tokenizer(dest)
-    saved = load_file(os.path.join(dest, "model.safetensors"))
+    bf16, saved = moe.save_bf16(model, GptOssForCausalLM, GptOssConfig(**KWARGS), dest)  # the reference on the bf16 weights
     print("saved:", {k: list(v.shape) for k, v in saved.items() if k.startswith("model.layers.0.")})
     assert list(saved["model.layers.0.mlp.experts.gate_up_proj"].shape) == [E, 64, 128]
     ids = np.random.default_rng(8).integers(0, fam.VOCAB, size=40)

@@ -33,7 +33,7 @@ import shutil
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
 import make_family_goldens as fam
@@ -100,18 +100,8 @@ def peft_goldens(weights):
 
 def main():
     model = make_model()
-    bf16 = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
-    fam.load_weights(model, {k: v.double() for k, v in bf16.items()})  # the reference on the bf16 weights
     dest = os.path.join(OUT, "hf")
-    shutil.rmtree(dest, ignore_errors=True)
-    saver = Qwen3MoeForCausalLM(Qwen3MoeConfig(**KWARGS)).to(torch.bfloat16)
-    saver.load_state_dict(bf16)
-    saver.save_pretrained(dest, safe_serialization=True)
-    gen = os.path.join(dest, "generation_config.json")
-    if os.path.exists(gen):
-        os.remove(gen)
-    fam.make_tokenizer(dest)
-    saved = load_file(os.path.join(dest, "model.safetensors"))
+    bf16, saved = moe.save_bf16(model, Qwen3MoeForCausalLM, Qwen3MoeConfig(**KWARGS), dest)  # the reference on the bf16 weights
     assert "model.layers.0.mlp.experts.3.down_proj.weight" in saved, "save_pretrained no longer splits experts"
     fused = os.path.join(OUT, "hf-fused")
     shutil.rmtree(fused, ignore_errors=True)

@@ -1,13 +1,15 @@
 """moe_goldens.py — what the mixture-of-experts golden scripts share (make_qwen3moe_goldens.py,
 make_mixtral_goldens.py; through them make_moe_lora_goldens.py and make_moe_gguf_goldens.py): the tiny random
-model's set-up, its logits, how many tokens each expert gets, the experts fused as transformers 5 holds them,
+model's set-up, its bf16 directory, its logits, how many tokens each expert gets, the experts fused as transformers 5 holds them,
 and PEFT's LoRA gradients on the attention. Each family's script gives its class, config, seed and names.
 """
 import json
 import os
+import shutil
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
 import make_family_goldens as fam
 
@@ -101,3 +103,20 @@ def peft_goldens(base, out, family, seed):
                    "tensors": [{"layer": i, "module": m, "which": w, "shape": list(p.shape)}
                                for i, m, w, p in params]}, f, indent=1)
     print(f"  PEFT: loss {loss.item():.6f}, {len(params)} LoRA tensors")
+
+
+def save_bf16(model, model_cls, config, dest):
+    """model's weights rounded to bf16 (model then holds them in float64: the reference runs on the bf16 weights),
+    saved to dest as save_pretrained writes them (no generation_config.json), with the tiny tokenizer. Returns the
+    bf16 state dict and the tensors as saved."""
+    bf16 = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+    fam.load_weights(model, {k: v.double() for k, v in bf16.items()})
+    shutil.rmtree(dest, ignore_errors=True)
+    saver = model_cls(config).to(torch.bfloat16)
+    saver.load_state_dict(bf16)
+    saver.save_pretrained(dest, safe_serialization=True)
+    gen = os.path.join(dest, "generation_config.json")
+    if os.path.exists(gen):
+        os.remove(gen)
+    fam.make_tokenizer(dest)
+    return bf16, load_file(os.path.join(dest, "model.safetensors"))
